@@ -1,0 +1,140 @@
+"""Validation helpers shared by every public function (internal).
+
+Each helper raises the matching :mod:`refsim.errors` class with a message that names the rule
+and the value received, and returns the validated value so calls can be chained::
+
+    q = require_dtype("q", q, np.uint8)
+    require_ndim("q", q, 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
+
+
+def require_array(name: str, x: Any) -> np.ndarray:
+    """``x`` must already be a NumPy array (no silent conversion of lists of floats)."""
+    if not isinstance(x, np.ndarray):
+        raise DtypeError(f"{name}: must be a numpy.ndarray; got {type(x).__name__}")
+    return x
+
+
+def require_dtype(name: str, x: Any, *dtypes: Any) -> np.ndarray:
+    """``x`` must be an ndarray whose dtype is one of ``dtypes``."""
+    x = require_array(name, x)
+    allowed = [np.dtype(d) for d in dtypes]
+    if x.dtype not in allowed:
+        names = " or ".join(str(d) for d in allowed)
+        raise DtypeError(f"{name}: dtype must be {names}; got {x.dtype}")
+    return x
+
+
+def require_integer_array(name: str, x: Any) -> np.ndarray:
+    """``x`` must be an ndarray of an integer dtype (signed or unsigned)."""
+    x = require_array(name, x)
+    if not np.issubdtype(x.dtype, np.integer):
+        raise DtypeError(f"{name}: dtype must be an integer type; got {x.dtype}")
+    return x
+
+
+def require_float_array(name: str, x: Any) -> np.ndarray:
+    """``x`` must be an ndarray of a floating dtype (float16/32/64)."""
+    x = require_array(name, x)
+    if x.dtype not in (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)):
+        raise DtypeError(f"{name}: dtype must be float16, float32 or float64; got {x.dtype}")
+    return x
+
+
+def require_ndim(name: str, x: np.ndarray, ndim: int) -> np.ndarray:
+    """``x`` must have exactly ``ndim`` dimensions."""
+    if x.ndim != ndim:
+        raise ShapeError(f"{name}: must be {ndim}-D; got shape {x.shape}")
+    return x
+
+
+def require_shape(name: str, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``x`` must have exactly ``shape``."""
+    if tuple(x.shape) != tuple(shape):
+        raise ShapeError(f"{name}: shape must be {tuple(shape)}; got {tuple(x.shape)}")
+    return x
+
+
+def require_divisible(what: str, value: int, divisor: int, rule: str | None = None) -> int:
+    """``value`` must be a positive multiple of ``divisor``."""
+    if value <= 0 or value % divisor != 0:
+        why = rule or f"must be a positive multiple of {divisor}"
+        raise ShapeError(f"{what}: {why}; got {value}")
+    return value
+
+
+def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """``value`` must be a Python or NumPy integer (not bool), optionally ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise FormatRuleError(f"{name}: must be an integer; got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise FormatRuleError(f"{name}: must be >= {minimum}; got {value}")
+    return value
+
+
+def require_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
+    """``value`` must be one of ``choices`` (the message lists them)."""
+    choices = tuple(choices)
+    if isinstance(value, bool) or value not in choices:
+        raise FormatRuleError(f"{name}: must be one of {list(choices)}; got {value!r}")
+    return value
+
+
+def require_bits(value: Any, allowed: Iterable[int]) -> int:
+    """A bit-width must be one of ``allowed``."""
+    allowed = tuple(allowed)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) not in allowed:
+        raise FormatRuleError(f"bits: bit-width must be one of {list(allowed)}; got {value!r}")
+    return int(value)
+
+
+def require_finite(name: str, x: np.ndarray) -> np.ndarray:
+    """Every element of a float array must be finite."""
+    if np.issubdtype(x.dtype, np.floating):
+        bad = ~np.isfinite(x)
+        if bad.any():
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise NonFiniteError(
+                f"{name}: must be finite (no NaN/Inf); got {int(bad.sum())} non-finite "
+                f"value(s), first {x[first]!r} at index {first}"
+            )
+    return x
+
+
+def require_codes(name: str, q: np.ndarray, bits: int) -> np.ndarray:
+    """Integer codes must lie in ``[0, 2**bits)``."""
+    q = require_integer_array(name, q)
+    if q.size:
+        lo, hi = int(q.min()), int(q.max())
+        if lo < 0 or hi >= (1 << bits):
+            bad = lo if lo < 0 else hi
+            raise FormatRuleError(
+                f"{name}: {bits}-bit codes must lie in [0, {(1 << bits) - 1}]; got {bad}"
+            )
+    return q
+
+
+def require_group_size(group_size: Any, k: int, *, allowed: Iterable[int] | None = None) -> int | None:
+    """``group_size`` is ``None`` (one group spanning K) or a positive divisor of ``k``."""
+    if group_size is None:
+        return None
+    group_size = require_int("group_size", group_size, minimum=1)
+    if allowed is not None:
+        allowed = tuple(allowed)
+        if group_size not in allowed:
+            raise FormatRuleError(
+                f"group_size: must be None or one of {list(allowed)}; got {group_size}"
+            )
+    if k % group_size != 0:
+        raise ShapeError(f"group_size: must divide K={k}; got {group_size}")
+    return group_size

@@ -1,0 +1,57 @@
+"""The ``refsim`` command line.
+
+Subcommands are plug-ins: every module in :mod:`refsim.commands` that defines
+``register(subparsers)`` adds one (``report``, ``predict``, ``explain``, ...). ``register`` adds a
+parser and sets its ``func`` default to a callable ``func(args) -> int`` (the exit status).
+``python -m refsim ...`` runs the same :func:`main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import refsim
+import refsim.commands
+from refsim.errors import RefsimError, ToolchainError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with every plug-in subcommand registered (sorted by module name)."""
+    parser = argparse.ArgumentParser(
+        prog="refsim",
+        description="Golden reference for quantized-LLM kernels: formats, exact kernel "
+        "arithmetic and GPU performance models.",
+    )
+    parser.add_argument("--version", action="version", version=f"refsim {refsim.__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(refsim.commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"refsim.commands.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit status.
+
+    Input errors (:class:`refsim.errors.RefsimError`) and missing toolchains are printed as one
+    line on stderr with exit status 2, not as a traceback.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (RefsimError, ToolchainError) as err:
+        print(f"refsim {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

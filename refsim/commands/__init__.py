@@ -1,0 +1,1 @@
+"""Plug-in subcommands of the ``refsim`` CLI; see :mod:`refsim.cli`."""

@@ -1,0 +1,53 @@
+"""One exception family for every rule refsim enforces at its public boundary.
+
+All of them derive from :class:`RefsimError`, itself a :class:`ValueError`, so callers who
+only care that "the input was wrong" can catch ``ValueError``. Messages follow one template:
+``"<what>: <rule broken>; got <value received>"``.
+
+    RefsimError(ValueError)
+    ├── ShapeError          array rank/shape/divisibility rules (K % group_size, K % 32, ...)
+    ├── DtypeError          array dtype rules (codes must be uint8, scales float16, ...)
+    ├── FormatRuleError     format or algorithm parameters (bit-width, group size, codes
+    │   │                   outside [0, 2**bits), unknown architecture or kernel name, ...)
+    │   └── NonFiniteError  NaN or Inf where the format does not allow it
+    └── (ToolchainError is separate: a missing or failing compiler is not bad input)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RefsimError",
+    "ShapeError",
+    "DtypeError",
+    "FormatRuleError",
+    "NonFiniteError",
+    "ToolchainError",
+]
+
+
+class RefsimError(ValueError):
+    """Base class of every input-validation error raised by refsim."""
+
+
+class ShapeError(RefsimError):
+    """An array has the wrong rank or shape, or a dimension breaks a divisibility rule."""
+
+
+class DtypeError(RefsimError):
+    """An array has a dtype the format or function does not accept."""
+
+
+class FormatRuleError(RefsimError):
+    """A format or algorithm parameter breaks a rule (bit-width, group size, code range, names)."""
+
+
+class NonFiniteError(FormatRuleError):
+    """NaN or Inf found where only finite values are allowed."""
+
+
+class ToolchainError(RuntimeError):
+    """A compiler or runtime that a requested feature needs is missing or failed.
+
+    Raised only when the feature is actually requested (e.g. a generated QIGen kernel or a
+    CUDA build); the message includes the tool's own output when it failed.
+    """

@@ -1,0 +1,1 @@
+"""Plug-in sections of ``refsim report``; see :mod:`refsim.report`."""
