@@ -1,0 +1,142 @@
+"""AWQ (AutoAWQ "GEMM" version) packed checkpoint format, 4-bit.
+
+Spec
+----
+    qweight   int32 (K, N // 8): codes packed along N, 8 per word, in the interleaved order below
+    qzeros    int32 (G, N // 8): integer zero points, same packing (no "minus one": w = (q - z) * s)
+    scales    float16 (G, N), G = K // group_size (per-channel: G = 1)
+    bits      4 only (AutoAWQ ``WQLinear_GEMM`` refuses others); N % 8 == 0, group_size | K
+    order     nibble i (bits 4i..4i+3) of word j holds column ``8*j + AWQ_ORDER[i]``,
+              AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7); reading back uses its inverse (0, 4, 1, 5, 2, 6, 3, 7)
+    source    casper-hansen/AutoAWQ ``awq/modules/linear/gemm.py`` (``WQLinear_GEMM.from_linear``),
+              commit 030fe2a15b959425d278de8121f03ed895e3b10c
+
+One word, columns c0..c7 of one row k (the interleave lets the kernel split even/odd columns with
+one shift per pair when it converts to fp16x2)::
+
+    bit   31..28 27..24 23..20 19..16 15..12 11..8  7..4   3..0
+          [ c7  ][ c5  ][ c3  ][ c1  ][ c6  ][ c4  ][ c2  ][ c0  ]
+
+Worked example: codes of columns 0..7 = 0, 1, 2, 3, 4, 5, 6, 7 give the word 0x75316420.
+
+The quantizer AutoAWQ pairs with this format is the ``awq`` scheme of :mod:`refsim.formats.uniform`
+(the data's own min/max, scale floor 1e-5, zero clamped to [0, 15]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from refsim._validate import (
+    require_codes,
+    require_divisible,
+    require_dtype,
+    require_finite,
+    require_int,
+    require_integer_array,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError, ShapeError
+
+__all__ = [
+    "AWQ_ORDER",
+    "AWQ_REVERSE_ORDER",
+    "AWQCheckpoint",
+    "pack_columns",
+    "pack_columns_reference",
+    "unpack_columns",
+    "pack",
+    "unpack",
+    "dequantize",
+]
+
+BITS = 4
+AWQ_ORDER: tuple[int, ...] = (0, 2, 4, 6, 1, 3, 5, 7)
+AWQ_REVERSE_ORDER: tuple[int, ...] = tuple(int(i) for i in np.argsort(AWQ_ORDER))  # (0, 4, 1, 5, 2, 6, 3, 7)
+
+
+def pack_columns(q: np.ndarray) -> np.ndarray:
+    """Pack 4-bit codes (R, N) along N with the AWQ interleave: int32 (R, N // 8). N % 8 == 0."""
+    require_integer_array("q", q)
+    require_ndim("q", q, 2)
+    require_divisible("N (columns of q)", q.shape[1], 8, "must be a positive multiple of 8 (8 nibbles per word)")
+    require_codes("q", q, BITS)
+    r, n = q.shape
+    cols = q.astype(np.uint32).reshape(r, n // 8, 8)[:, :, list(AWQ_ORDER)]  # (R, N/8, nibble slot)
+    shifts = (4 * np.arange(8, dtype=np.uint32))[None, None, :]
+    return np.bitwise_or.reduce(cols << shifts, axis=2).view(np.int32)
+
+
+def pack_columns_reference(q: np.ndarray) -> np.ndarray:
+    """Plain-loop twin of :func:`pack_columns`, straight from the spec."""
+    r, n = q.shape
+    out = np.zeros((r, n // 8), dtype=np.uint32)
+    for row in range(r):
+        for j in range(n // 8):
+            for i in range(8):
+                out[row, j] |= np.uint32(int(q[row, 8 * j + AWQ_ORDER[i]]) << (4 * i))
+    return out.view(np.int32)
+
+
+def unpack_columns(packed: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of :func:`pack_columns`: int32 (R, N // 8) -> uint8 (R, N)."""
+    require_dtype("packed", packed, np.int32)
+    require_ndim("packed", packed, 2)
+    n = require_int("n", n, minimum=1)
+    require_divisible("n", n, 8)
+    if packed.shape[1] != n // 8:
+        raise ShapeError(f"packed: must have N / 8 = {n // 8} columns for n={n}; got shape {packed.shape}")
+    shifts = (4 * np.arange(8, dtype=np.uint32))[None, None, :]
+    nib = (packed.view(np.uint32)[:, :, None] >> shifts) & np.uint32(0xF)  # (R, N/8, slot)
+    return nib[:, :, list(AWQ_REVERSE_ORDER)].reshape(packed.shape[0], n).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class AWQCheckpoint:
+    """qweight int32 (K, N//8), qzeros int32 (G, N//8), scales float16 (G, N), group_size."""
+
+    qweight: np.ndarray
+    qzeros: np.ndarray
+    scales: np.ndarray
+    group_size: int
+
+
+def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int | None = None) -> AWQCheckpoint:
+    """Build an AWQ GEMM checkpoint from codes q (K, N), scales float (G, N), zeros int (G, N).
+
+    ``group_size`` None means per-channel (G = 1, AutoAWQ's ``-1``). Scales are stored as float16.
+    """
+    require_integer_array("q", q)
+    require_ndim("q", q, 2)
+    k, n = q.shape
+    g = k if group_size is None else require_int("group_size", group_size, minimum=1)
+    if k % g:
+        raise ShapeError(f"group_size: must divide K={k}; got {g}")
+    require_ndim("scales", scales, 2)
+    require_shape("scales", scales, (k // g, n))
+    require_finite("scales", scales)
+    require_integer_array("zeros", zeros)
+    require_shape("zeros", zeros, (k // g, n))
+    s16 = scales.astype(np.float16)
+    if not np.isfinite(s16).all():
+        raise FormatRuleError("scales: must be representable in float16 (|s| <= 65504); "
+                              f"got max |s| = {float(np.abs(scales).max())}")
+    return AWQCheckpoint(pack_columns(q), pack_columns(zeros), s16, g)
+
+
+def unpack(ckpt: AWQCheckpoint) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q uint8 (K, N), scales float16 (G, N), zeros uint8 (G, N))``."""
+    n = ckpt.scales.shape[1]
+    return unpack_columns(ckpt.qweight, n), ckpt.scales, unpack_columns(ckpt.qzeros, n)
+
+
+def dequantize(ckpt: AWQCheckpoint) -> np.ndarray:
+    """float16 (K, N): ``(q - z[g]) * s[g]`` in fp16 (AutoAWQ ``dequantize_gemm``: the integer
+    difference is exact in fp16, then one fp16 multiply)."""
+    q, s, z = unpack(ckpt)
+    g = ckpt.group_size
+    diff = (q.astype(np.int16) - np.repeat(z, g, axis=0).astype(np.int16)).astype(np.float16)
+    return diff * np.repeat(s, g, axis=0)

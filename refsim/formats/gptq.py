@@ -1,0 +1,385 @@
+"""GPTQ / AutoGPTQ packed checkpoint format ("GPTQ v1", and the v2 zero convention).
+
+Spec
+----
+    qweight   int32 (K * bits // 32, N): codes packed along K (each column n is a bit stream)
+    qzeros    int32 (G, N * bits // 32): zero points packed along N, stored as ``zero - 1`` in the
+              historic v1 convention ("gptq"), as ``zero`` in the v2 convention ("gptq_v2")
+    scales    float16 (G, N)
+    g_idx     int32 (K,): the group of input row k (``k // group_size`` without act-order)
+    bits      2, 3, 4 or 8;  K % 32 == 0 and N % 32 == 0 (the shape formulas use ``// 32 * bits``)
+    value     w = scales[g_idx[k], n] * (q[k, n] - zero[g_idx[k], n])  (fp16 arithmetic at load)
+    source    AutoGPTQ/AutoGPTQ ``auto_gptq/nn_modules/qlinear/qlinear_cuda.py`` (``QuantLinear.pack``
+              and its torch fallback in ``forward``), commit 058fd80a72d63d992347e3a23dcd5757449a9e2d;
+              IST-DASLab/gptq ``quant.py`` (``Quant3Linear.pack``, the same 3-bit stream).
+
+Bit stream (little-endian, LSB first): value v of a column occupies stream bits [bits*v, bits*v + bits),
+stream bit b being bit b % 32 of word b // 32. For 2/4/8 bits a value never straddles a word; for
+3 bits 32 values fill three words and values 10 and 21 straddle::
+
+    word 0:  |v10.lo2|  v9  | ... |  v1  |  v0  |      bits 31-30 hold v10 bits 1..0
+              31  30  29..27        5..3   2..0
+    word 1:  |v21.b0|  v20 | ... |  v11 |v10.b2|      bit 0 holds v10 bit 2, v11 at bits 3..1
+    word 2:  | v31 | ... |  v22  |v21.hi2|            bits 1..0 hold v21 bits 2..1, v22 at bits 4..2
+
+Worked example (4-bit): codes of rows k = 0..7 of one column = 1, 2, 3, 4, 5, 6, 7, 8 give the word
+0x87654321 (row 0 in the lowest nibble).
+
+The v1 zero-point corruption: the official pack computes ``zeros - 1`` in floating point and casts to
+uint32, so a zero point of 0 becomes 0xFFFFFFFF, which is then shifted left *without a mask* and OR-ed
+in: that column's field and every higher field of the same qzeros word become all ones (e.g. 4-bit,
+zeros 8 everywhere except 0 at column 3: ``qzeros[0, 0] = 0xFFFFF777``). :func:`pack` reproduces the
+stored words bit for bit and emits a :class:`ZeroPointOverflowWarning` naming the columns affected.
+How a loader reads them back differs by implementation (see :data:`V1_ZERO_READERS`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from refsim._validate import (
+    require_bits,
+    require_choice,
+    require_codes,
+    require_divisible,
+    require_dtype,
+    require_finite,
+    require_int,
+    require_integer_array,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError, ShapeError
+
+__all__ = [
+    "BITS",
+    "CHECKPOINT_FORMATS",
+    "V1_ZERO_READERS",
+    "GPTQCheckpoint",
+    "ZeroPointOverflowWarning",
+    "pack_qweight",
+    "pack_qweight_reference",
+    "unpack_qweight",
+    "unpack_qweight_reference",
+    "pack_qzeros",
+    "unpack_qzeros",
+    "pack_stream",
+    "unpack_stream",
+    "default_g_idx",
+    "pack",
+    "unpack",
+    "dequantize",
+    "intweight_from_weights",
+]
+
+BITS: tuple[int, ...] = (2, 3, 4, 8)
+CHECKPOINT_FORMATS: tuple[str, ...] = ("gptq", "gptq_v2")
+
+#: How the v1 loaders turn a stored field f back into a zero point (bits b, mask = 2**b - 1):
+#:   "mask_then_add"  qlinear_cuda torch fallback:   z = (f & mask) + 1   (a corrupted field reads 2**b)
+#:   "add_then_mask"  qlinear_cuda_old fallback:     z = (f + 1) & mask   (column with zero 0 recovers)
+#:   "cuda_kernel"    autogptq_cuda_kernel_256.cu:   z = ((f & mask) + 1) & 0x0f  (8-bit zeros lose bits)
+V1_ZERO_READERS: tuple[str, ...] = ("mask_then_add", "add_then_mask", "cuda_kernel")
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+class ZeroPointOverflowWarning(UserWarning):
+    """A v1 ("zero minus one") pack met a zero point of 0; neighbouring stored zeros are corrupted."""
+
+
+# --------------------------------------------------------------------------------------------
+# The bit stream, along axis 0
+# --------------------------------------------------------------------------------------------
+
+def _field_positions(bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """For the values of one period (32 values for 3 bits, 32 // bits otherwise): word and shift."""
+    per = 32 if bits == 3 else 32 // bits
+    start = np.arange(per) * bits
+    return start // 32, start % 32  # (per,), (per,)
+
+
+def pack_stream(values: np.ndarray, bits: int) -> np.ndarray:
+    """Pack unsigned fields along axis 0 into uint32 words, exactly as AutoGPTQ's ``pack`` loop.
+
+    ``values`` uint32/uint64 (R, C) with R a multiple of 32; returns uint32 (R * bits // 32, C).
+    Fields are shifted *unmasked* (``(v << s) mod 2**32``), as the official loop does; the part of a
+    straddling 3-bit value that spills into the next word is masked to the spilled width. For values
+    in [0, 2**bits) this is the plain LSB-first stream.
+    """
+    r, c = values.shape
+    v = values.astype(np.uint64)
+    words_per_period = bits if bits == 3 else 1
+    per = 32 if bits == 3 else 32 // bits
+    word, shift = _field_positions(bits)
+    v = v.reshape(r // per, per, c)  # (periods, per, C)
+    out = np.zeros((r // per, words_per_period, c), dtype=np.uint64)
+    for w in range(words_per_period):
+        sel = word == w
+        low = (v[:, sel, :] << shift[sel][None, :, None].astype(np.uint64)) & _M32
+        out[:, w, :] |= np.bitwise_or.reduce(low, axis=1)
+    if bits == 3:
+        for i in np.nonzero(shift + bits > 32)[0]:  # values 10 and 21
+            spill = int(shift[i] + bits - 32)
+            out[:, word[i] + 1, :] |= (v[:, i, :] >> np.uint64(32 - shift[i])) & np.uint64((1 << spill) - 1)
+    return out.reshape(r * bits // 32, c).astype(np.uint32)
+
+
+def unpack_stream(words: np.ndarray, bits: int) -> np.ndarray:
+    """Inverse of :func:`pack_stream` for in-range fields: uint32 (W, C) -> uint8 (W * 32 // bits, C)."""
+    wr, c = words.shape
+    per = 32 if bits == 3 else 32 // bits
+    wpp = bits if bits == 3 else 1
+    word, shift = _field_positions(bits)
+    w64 = words.astype(np.uint32).astype(np.uint64).reshape(wr // wpp, wpp, c)  # (periods, wpp, C)
+    # Join the words of one period into one little-endian integer (at most 96 bits: use two halves).
+    mask = np.uint64((1 << bits) - 1)
+    out = np.empty((wr // wpp, per, c), dtype=np.uint64)
+    for i in range(per):
+        w, s = int(word[i]), int(shift[i])
+        val = w64[:, w, :] >> np.uint64(s)
+        if s + bits > 32:
+            val |= w64[:, w + 1, :] << np.uint64(32 - s)
+        out[:, i, :] = val & mask
+    return out.reshape(wr * 32 // bits, c).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------------------------
+# qweight
+# --------------------------------------------------------------------------------------------
+
+def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
+    """Pack codes ``q`` (K, N), any integer dtype with values in [0, 2**bits), into ``qweight``.
+
+    Returns int32 (K * bits // 32, N), bit-identical to AutoGPTQ ``QuantLinear.pack`` (qlinear_cuda)
+    and, for 3 bits, IST-DASLab/gptq ``Quant3Linear.pack``. K must be a multiple of 32.
+    ``q`` is not modified.
+    """
+    bits = require_bits(bits, BITS)
+    require_integer_array("q", q)
+    require_ndim("q", q, 2)
+    require_divisible("K (rows of q)", q.shape[0], 32, "must be a positive multiple of 32 (qweight packs along K)")
+    require_codes("q", q, bits)
+    return pack_stream(q.astype(np.uint32), bits).view(np.int32)
+
+
+def pack_qweight_reference(q: np.ndarray, bits: int) -> np.ndarray:
+    """Plain-loop twin of :func:`pack_qweight`: stream bit b of column n is bit b % 32 of word b // 32."""
+    bits = require_bits(bits, BITS)
+    require_ndim("q", require_integer_array("q", q), 2)
+    require_divisible("K (rows of q)", q.shape[0], 32)
+    require_codes("q", q, bits)
+    k, n = q.shape
+    out = np.zeros((k * bits // 32, n), dtype=np.uint32)
+    for col in range(n):
+        for row in range(k):
+            for bit in range(bits):
+                if (int(q[row, col]) >> bit) & 1:
+                    b = row * bits + bit
+                    out[b // 32, col] |= np.uint32(1 << (b % 32))
+    return out.view(np.int32)
+
+
+def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
+    """Inverse of :func:`pack_qweight`: int32 (K * bits // 32, N) -> uint8 codes (K, N)."""
+    bits = require_bits(bits, BITS)
+    require_dtype("qweight", qweight, np.int32)
+    require_ndim("qweight", qweight, 2)
+    k = require_int("k", k, minimum=1)
+    require_divisible("k", k, 32, "must be a positive multiple of 32 (qweight packs along K)")
+    if qweight.shape[0] != k * bits // 32:
+        raise ShapeError(f"qweight: must have K * bits / 32 = {k * bits // 32} rows for k={k}, "
+                         f"bits={bits}; got shape {qweight.shape}")
+    return unpack_stream(qweight.view(np.uint32), bits)
+
+
+def unpack_qweight_reference(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
+    """Plain-loop twin of :func:`unpack_qweight`."""
+    words = qweight.view(np.uint32)
+    n = words.shape[1]
+    q = np.zeros((k, n), dtype=np.uint8)
+    for col in range(n):
+        for row in range(k):
+            v = 0
+            for bit in range(bits):
+                b = row * bits + bit
+                v |= ((int(words[b // 32, col]) >> (b % 32)) & 1) << bit
+            q[row, col] = v
+    return q
+
+
+# --------------------------------------------------------------------------------------------
+# qzeros
+# --------------------------------------------------------------------------------------------
+
+def pack_qzeros(zeros: np.ndarray, bits: int, checkpoint_format: str = "gptq") -> np.ndarray:
+    """Pack integer zero points (G, N) in [0, 2**bits) along N into int32 (G, N * bits // 32).
+
+    "gptq" (v1) stores ``zero - 1`` exactly as AutoGPTQ does, including the corruption a zero of 0
+    causes (warned with :class:`ZeroPointOverflowWarning`); "gptq_v2" stores ``zero``.
+    N must be a multiple of 32. ``zeros`` is not modified.
+    """
+    bits = require_bits(bits, BITS)
+    require_choice("checkpoint_format", checkpoint_format, CHECKPOINT_FORMATS)
+    require_integer_array("zeros", zeros)
+    require_ndim("zeros", zeros, 2)
+    require_divisible("N (columns of zeros)", zeros.shape[1], 32, "must be a positive multiple of 32 (qzeros packs along N)")
+    require_codes("zeros", zeros, bits)
+    z = zeros.astype(np.int64)
+    if checkpoint_format == "gptq":
+        z = z - 1
+        bad = np.argwhere(z < 0)
+        if len(bad):
+            cols = sorted({int(c) for c in bad[:, 1]})
+            warnings.warn(
+                f"gptq v1 pack: {len(bad)} zero point(s) equal 0 (columns {cols[:10]}"
+                f"{'...' if len(cols) > 10 else ''}); 'zero - 1' wraps to 0xFFFFFFFF and corrupts the "
+                "stored zeros of that column and every higher column in the same qzeros word "
+                "(AutoGPTQ behaviour reproduced bit for bit). Use checkpoint_format='gptq_v2' to avoid it.",
+                ZeroPointOverflowWarning, stacklevel=2)
+    u = (z & 0xFFFFFFFF).astype(np.uint32)  # float -1 -> uint32 in the official numpy cast: 0xFFFFFFFF
+    return pack_stream(u.T, bits).T.copy().view(np.int32)
+
+
+def unpack_qzeros(qzeros: np.ndarray, bits: int, n: int, checkpoint_format: str = "gptq",
+                  reader: str = "mask_then_add") -> np.ndarray:
+    """Zero points int32 (G, N) from ``qzeros`` int32 (G, N * bits // 32).
+
+    For "gptq" (v1) ``reader`` selects how the stored ``zero - 1`` is read back (see
+    :data:`V1_ZERO_READERS`); for uncorrupted checkpoints with bits <= 4 all readers agree.
+    """
+    bits = require_bits(bits, BITS)
+    require_choice("checkpoint_format", checkpoint_format, CHECKPOINT_FORMATS)
+    require_choice("reader", reader, V1_ZERO_READERS)
+    require_dtype("qzeros", qzeros, np.int32)
+    require_ndim("qzeros", qzeros, 2)
+    n = require_int("n", n, minimum=1)
+    require_divisible("n", n, 32)
+    if qzeros.shape[1] != n * bits // 32:
+        raise ShapeError(f"qzeros: must have N * bits / 32 = {n * bits // 32} columns for n={n}; "
+                         f"got shape {qzeros.shape}")
+    f = unpack_stream(qzeros.view(np.uint32).T, bits).T.astype(np.int32)  # (G, N) stored fields
+    if checkpoint_format == "gptq_v2":
+        return f
+    mask = (1 << bits) - 1
+    if reader == "mask_then_add":
+        return f + 1
+    if reader == "add_then_mask":
+        return (f + 1) & mask
+    return (f + 1) & 0x0F
+
+
+# --------------------------------------------------------------------------------------------
+# Whole checkpoints
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GPTQCheckpoint:
+    """The tensors of one quantized linear layer as stored in a GPTQ checkpoint.
+
+    qweight int32 (K*bits//32, N); qzeros int32 (G, N*bits//32); scales float16 (G, N);
+    g_idx int32 (K,); ``checkpoint_format`` "gptq" (v1, zero - 1) or "gptq_v2".
+    """
+
+    qweight: np.ndarray
+    qzeros: np.ndarray
+    scales: np.ndarray
+    g_idx: np.ndarray
+    bits: int
+    checkpoint_format: str = "gptq"
+
+    @property
+    def k(self) -> int:
+        return self.qweight.shape[0] * 32 // self.bits
+
+    @property
+    def n(self) -> int:
+        return self.qweight.shape[1]
+
+
+def default_g_idx(k: int, group_size: int | None) -> np.ndarray:
+    """int32 (K,): ``k // group_size`` (all zeros for per-channel, ``group_size=None``)."""
+    if group_size is None:
+        return np.zeros(k, dtype=np.int32)
+    return (np.arange(k) // group_size).astype(np.int32)
+
+
+def _check_g_idx(g_idx: np.ndarray, k: int, groups: int) -> np.ndarray:
+    require_integer_array("g_idx", g_idx)
+    require_shape("g_idx", g_idx, (k,))
+    if g_idx.size and (int(g_idx.min()) < 0 or int(g_idx.max()) >= groups):
+        raise FormatRuleError(f"g_idx: entries must lie in [0, {groups - 1}] (one per scale row); "
+                              f"got range [{int(g_idx.min())}, {int(g_idx.max())}]")
+    return g_idx
+
+
+def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, bits: int, *,
+         g_idx: np.ndarray | None = None, group_size: int | None = None,
+         checkpoint_format: str = "gptq") -> GPTQCheckpoint:
+    """Build a checkpoint from codes q (K, N), scales float (G, N), integer zeros (G, N).
+
+    ``g_idx`` int (K,) gives each row's group (act-order); if omitted it is ``k // group_size``
+    (``group_size`` None means per-channel, G = 1). Scales are stored as float16 (the official pack
+    casts to the layer dtype); they must be finite and representable in float16.
+    """
+    bits = require_bits(bits, BITS)
+    require_integer_array("q", q)
+    require_ndim("q", q, 2)
+    k, n = q.shape
+    require_ndim("scales", scales, 2)
+    require_finite("scales", scales)
+    require_shape("zeros", zeros, scales.shape)
+    if scales.shape[1] != n:
+        raise ShapeError(f"scales: must have N={n} columns; got shape {scales.shape}")
+    s16 = scales.astype(np.float16)
+    if not np.isfinite(s16).all():
+        raise FormatRuleError("scales: must be representable in float16 (|s| <= 65504); "
+                              f"got max |s| = {float(np.abs(scales).max())}")
+    if g_idx is None:
+        g_idx = default_g_idx(k, group_size)
+    _check_g_idx(g_idx, k, scales.shape[0])
+    return GPTQCheckpoint(
+        qweight=pack_qweight(q, bits),
+        qzeros=pack_qzeros(zeros, bits, checkpoint_format),
+        scales=s16,
+        g_idx=g_idx.astype(np.int32),
+        bits=bits,
+        checkpoint_format=checkpoint_format,
+    )
+
+
+def unpack(ckpt: GPTQCheckpoint, reader: str = "mask_then_add") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(q uint8 (K, N), scales float16 (G, N), zeros int32 (G, N), g_idx int32 (K,))``."""
+    q = unpack_qweight(ckpt.qweight, ckpt.bits, ckpt.k)
+    zeros = unpack_qzeros(ckpt.qzeros, ckpt.bits, ckpt.n, ckpt.checkpoint_format, reader)
+    return q, ckpt.scales, zeros, ckpt.g_idx
+
+
+def dequantize(ckpt: GPTQCheckpoint, reader: str = "mask_then_add") -> np.ndarray:
+    """float16 (K, N) weights as AutoGPTQ's torch fallback computes them, in fp16 arithmetic:
+    ``scales[g_idx] * (q - zeros[g_idx])`` (the integer difference is exact in fp16, the product is
+    one correctly rounded fp16 multiply)."""
+    q, scales, zeros, g_idx = unpack(ckpt, reader)
+    diff = (q.astype(np.int32) - zeros[g_idx]).astype(np.float16)
+    return scales[g_idx] * diff
+
+
+def intweight_from_weights(w: np.ndarray, scales: np.ndarray, zeros: np.ndarray, g_idx: np.ndarray) -> np.ndarray:
+    """The integers AutoGPTQ's ``pack`` derives from (fake-quantized) weights, as int64 (K, N).
+
+    ``w`` float16/float32 (K, N) (the layer weight, transposed to refsim's (K, N)), ``scales`` float32
+    (G, N) (the quantizer's fp32 scales), ``zeros`` (G, N) integer zero points. Arithmetic as the
+    official code: ``sz = zeros * scales`` in fp32; ``s16 = fp16(scales)``;
+    ``round_half_even((w + sz[g]) / s16[g])`` with fp16 w promoted to fp32. No clamping (the official
+    code does none: out-of-range results would corrupt neighbours, so :func:`pack` refuses them).
+    """
+    require_ndim("w", w, 2)
+    require_finite("w", w)
+    sz = zeros.astype(np.float32) * scales.astype(np.float32)
+    s16 = scales.astype(np.float16).astype(np.float32)
+    x = (w.astype(np.float32) + sz[g_idx]) / s16[g_idx]
+    return np.rint(x).astype(np.int64)

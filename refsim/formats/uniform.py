@@ -1,0 +1,356 @@
+"""Uniform (affine) integer quantization: the quantizer behind every format in refsim.
+
+Spec
+----
+    element      b-bit unsigned code q in [0, 2**b - 1], b in {2, 3, 4, 8} (any 1 <= b <= 8 accepted)
+    container    uint8, one code per byte (packing is the job of the format modules)
+    value        w_hat = scale[g, n] * (q[k, n] - zero[g, n]),  g = k // group_size
+    weights      W is (K, N), K the reduction dimension; groups run along K
+    scale, zero  (G, N) with G = K // group_size ("group"), G = 1 ("channel": one group spans K),
+                 or (1, 1) ("tensor"); scale float32, zero int32 holding an integer in [0, 2**b - 1]
+    arithmetic   float32 throughout, as the reference implementations (PyTorch fp32) compute it
+    rounding     "half_even" (NumPy/PyTorch round) or "half_away" (CUDA ``roundf``/``__float2int_rn``-free
+                 kernels, e.g. Atom's), used for the codes and for the asymmetric zero point
+    clipping     ``clip_ratio`` in (0, 1] shrinks the range endpoints before the scale is computed;
+                 values outside the shrunken range saturate at code 0 or 2**b - 1 (that is the point of
+                 clipping; it is never applied unless asked for)
+
+Layout of the parameters for K = 8, N = 3, group_size = 4::
+
+          n=0  n=1  n=2                     n=0  n=1  n=2
+    k=0 [ q    q    q  ] ┐ group 0    scale [ s00  s01  s02 ]  g = 0
+    k=1 [ q    q    q  ] │            zero  [ z00  z01  z02 ]
+    k=2 [ q    q    q  ] │                  [ s10  s11  s12 ]  g = 1
+    k=3 [ q    q    q  ] ┘                  [ z10  z11  z12 ]
+    k=4 [ q    q    q  ] ┐ group 1
+    ...
+
+Schemes: how the (scale, zero) of one group is computed from its values x (after clipping by c)
+-----------------------------------------------------------------------------------------
+``"gptq_asym"``  GPTQ / AutoGPTQ ``Quantizer.find_params(sym=False)``; also the 2/4/16-bit paper's
+               first-order 2-bit groups and Any-Precision's uniform baseline::
+
+                   xmin = c*min(min x, 0); xmax = c*max(max x, 0)   (the range always holds 0)
+                   if xmin == xmax == 0: xmin, xmax = -1, 1
+                   scale = (xmax - xmin) / maxq;  zero = round(-xmin / scale)
+
+``"gptq_sym"``   GPTQ / AutoGPTQ ``find_params(sym=True)``, with its quirk kept: a group without
+               negative values keeps xmin = 0, so half of the code range is unused::
+
+                   xmax = max(|xmin|, xmax); if xmin < 0: xmin = -xmax
+                   scale = (xmax - xmin) / maxq;  zero = (maxq + 1) / 2
+
+``"awq"``        AutoAWQ ``pseudo_quantize_tensor`` (zero_point=True): the data range, not holding 0::
+
+                   scale = max(c*max x - c*min x, 1e-5) / maxq
+                   zero  = clamp(-round(c*min x / scale), 0, maxq)
+
+``"marlin"``     Marlin's symmetric INT4 (IST-DASLab/marlin ``test.py`` ``gen_quant4``)::
+
+                   scale = 2 * c*max|x| / maxq;  zero = (maxq + 1) / 2
+
+``"absmax"``     symmetric restricted range (Atom, SmoothQuant, LLM.int8; codes -(2^(b-1)-1)..2^(b-1)-1)::
+
+                   scale = c*max|x| / (2**(b-1) - 1);  zero = 2**(b-1)
+                   (a group of all zeros gets scale 1 so that 0/0 never occurs)
+
+Codes for every scheme: ``q = clamp(round(w / scale) + zero, 0, maxq)`` with maxq = 2**b - 1.
+
+Instances in the five papers: GPTQ/AutoGPTQ checkpoints (``gptq_asym``/``gptq_sym``, group 128 or
+per-channel), Marlin (``marlin``, b = 4, group 128 or per-channel), Atom (``absmax``, b = 4 weights with
+clip 0.85 and activations with clip 0.9, group 128; b = 8 outliers; ``half_away`` in its CUDA path),
+the 2/4/16-bit paper (``gptq_asym`` for its 2- and 4-bit groups of 16), QIGen (consumes GPTQ
+checkpoints), Any-Precision (its uniform baselines; its own format is non-uniform, see the bitplane module).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from refsim._validate import (
+    require_bits,
+    require_choice,
+    require_finite,
+    require_float_array,
+    require_group_size,
+    require_integer_array,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError
+
+__all__ = [
+    "SCHEMES",
+    "ROUNDING_MODES",
+    "GRANULARITIES",
+    "UniformQuant",
+    "round_to_int",
+    "find_params",
+    "quantize_codes",
+    "quantize",
+    "quantize_reference",
+    "dequantize",
+    "fake_quantize",
+    "expand_groups",
+]
+
+Scheme = Literal["gptq_asym", "gptq_sym", "awq", "marlin", "absmax"]
+Rounding = Literal["half_even", "half_away"]
+Granularity = Literal["tensor", "channel", "group"]
+
+SCHEMES: tuple[str, ...] = ("gptq_asym", "gptq_sym", "awq", "marlin", "absmax")
+ROUNDING_MODES: tuple[str, ...] = ("half_even", "half_away")
+GRANULARITIES: tuple[str, ...] = ("tensor", "channel", "group")
+SUPPORTED_BITS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)
+
+_F32 = np.float32
+
+
+def round_to_int(x: np.ndarray, rounding: Rounding) -> np.ndarray:
+    """Round to integral values (same dtype as ``x``).
+
+    ``half_even``: ties to even (``np.rint``, ``torch.round``).
+    ``half_away``: ties away from zero (C ``roundf``), computed exactly as
+    ``sign(x) * floor(|x| + 0.5)`` — exact for every float32 because ``|x| + 0.5`` only rounds when
+    ``|x| >= 2**23``, where ``x`` is already an integer (and then floor keeps it).
+    """
+    require_choice("rounding", rounding, ROUNDING_MODES)
+    if rounding == "half_even":
+        return np.rint(x)
+    ax = np.abs(x)
+    r = np.floor(ax + x.dtype.type(0.5))
+    # |x| + 0.5 can round up to the next integer when |x| is just below a half-integer and
+    # large (ulp(|x|) = 0.5 near 2**22..2**23); undo that case exactly.
+    r = np.where(r - ax > x.dtype.type(0.5), r - 1, r)
+    return np.copysign(r, x)
+
+
+def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:
+    require_float_array("w", w)
+    require_bits(bits, SUPPORTED_BITS)
+    require_choice("scheme", scheme, SCHEMES)
+    require_choice("rounding", rounding, ROUNDING_MODES)
+    if not isinstance(clip_ratio, (int, float, np.floating)) or isinstance(clip_ratio, bool) \
+            or not (0.0 < float(clip_ratio) <= 1.0):
+        raise FormatRuleError(f"clip_ratio: must be a number in (0, 1]; got {clip_ratio!r}")
+    require_finite("w", w)
+    return w
+
+
+def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_ratio: float | np.ndarray = 1.0,
+                rounding: Rounding = "half_even") -> tuple[np.ndarray, np.ndarray]:
+    """Scale and zero of the groups in ``x`` reduced along axis 0.
+
+    ``x`` is float (G_rows, ...) holding the values of each group along axis 0 (e.g. one group of
+    a (K, N) weight: ``x`` = W[g*G:(g+1)*G, :], giving one (scale, zero) per column n).
+    ``clip_ratio`` is a scalar or an array broadcastable to ``x.shape[1:]``.
+    Returns ``(scale float32 x.shape[1:], zero int32 x.shape[1:])``; see the module's scheme table.
+    No validation (internal building block; :func:`quantize` validates).
+    """
+    x = x.astype(_F32, copy=False)
+    c = np.asarray(clip_ratio, dtype=_F32)
+    maxq = _F32((1 << bits) - 1)
+    if scheme in ("gptq_asym", "gptq_sym"):
+        xmin = np.minimum(x.min(axis=0), _F32(0)) * c
+        xmax = np.maximum(x.max(axis=0), _F32(0)) * c
+        if scheme == "gptq_sym":
+            xmax = np.maximum(np.abs(xmin), xmax)
+            xmin = np.where(xmin < 0, -xmax, xmin)
+        both_zero = (xmin == 0) & (xmax == 0)
+        xmin = np.where(both_zero, _F32(-1), xmin)
+        xmax = np.where(both_zero, _F32(1), xmax)
+        scale = (xmax - xmin) / maxq
+        if scheme == "gptq_sym":
+            zero = np.full(scale.shape, (int(maxq) + 1) // 2, dtype=np.int32)
+        else:
+            zero = round_to_int(-xmin / scale, rounding).astype(np.int32)
+    elif scheme == "awq":
+        xmax = x.max(axis=0) * c
+        xmin = x.min(axis=0) * c
+        scale = np.maximum(xmax - xmin, _F32(1e-5)) / maxq
+        zero = np.clip(-round_to_int(xmin / scale, rounding), 0, maxq).astype(np.int32)
+    elif scheme == "marlin":
+        amax = np.abs(x).max(axis=0) * c
+        scale = amax * (_F32(2) / maxq)
+        scale = np.where(scale == 0, _F32(1), scale)
+        zero = np.full(scale.shape, (int(maxq) + 1) // 2, dtype=np.int32)
+    elif scheme == "absmax":
+        amax = np.abs(x).max(axis=0) * c
+        qmax = _F32((1 << (bits - 1)) - 1) if bits > 1 else _F32(1)
+        scale = amax / qmax
+        scale = np.where(scale == 0, _F32(1), scale)
+        zero = np.full(scale.shape, 1 << (bits - 1), dtype=np.int32)
+    else:  # pragma: no cover - validated by callers
+        raise FormatRuleError(f"scheme: must be one of {list(SCHEMES)}; got {scheme!r}")
+    return scale.astype(_F32), zero
+
+
+def quantize_codes(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, bits: int,
+                   rounding: Rounding = "half_even") -> np.ndarray:
+    """Codes ``clamp(round(x / scale) + zero, 0, 2**bits - 1)`` as uint8 (float32 arithmetic).
+
+    ``scale`` and ``zero`` broadcast against ``x``. Saturation at the range ends is the
+    quantizer's definition (values beyond a clipped range), not a silent repair of bad input.
+    """
+    maxq = (1 << bits) - 1
+    r = round_to_int(x.astype(_F32, copy=False) / scale.astype(_F32, copy=False), rounding)
+    return np.clip(r + zero.astype(_F32), 0, maxq).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class UniformQuant:
+    """Result of :func:`quantize`.
+
+    q      uint8 (K, N) codes in [0, 2**bits)
+    scale  float32 (G, N), or (1, 1) for "tensor"
+    zero   int32 (G, N), or (1, 1) for "tensor"
+    group_size  rows of K per group (== K for "channel" and "tensor")
+    """
+
+    q: np.ndarray
+    scale: np.ndarray
+    zero: np.ndarray
+    bits: int
+    group_size: int
+    scheme: str
+    granularity: str
+    rounding: str
+
+    def dequantize(self) -> np.ndarray:
+        """float32 (K, N): ``scale[g] * (q - zero[g])``."""
+        return dequantize(self.q, self.scale, self.zero, self.group_size)
+
+
+def _groups(k: int, granularity: str, group_size: int | None) -> int:
+    if granularity == "group":
+        if group_size is None:
+            raise FormatRuleError("group_size: must be an integer for granularity 'group'; got None")
+        return require_group_size(group_size, k)
+    if group_size is not None:
+        raise FormatRuleError(
+            f"group_size: must be None for granularity {granularity!r}; got {group_size!r}")
+    return k
+
+
+def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granularity: Granularity = "channel",
+             group_size: int | None = None, clip_ratio: float = 1.0,
+             rounding: Rounding = "half_even") -> UniformQuant:
+    """Quantize a weight matrix ``w`` float16/32/64 (K, N) to ``bits``-bit codes.
+
+    ``granularity``: "tensor" (one scale), "channel" (one per column n, spanning K) or "group"
+    (``group_size`` consecutive rows of K per column). Returns :class:`UniformQuant`. ``w`` is not
+    modified. Raises DtypeError, ShapeError, FormatRuleError, NonFiniteError on bad input.
+    """
+    _validate_common(w, bits, scheme, rounding, clip_ratio)
+    require_choice("granularity", granularity, GRANULARITIES)
+    require_ndim("w", w, 2)
+    k, n = w.shape
+    g = _groups(k, granularity, group_size)
+    x = w.astype(_F32)
+    if granularity == "tensor":
+        scale, zero = find_params(x.reshape(-1, 1), bits, scheme, clip_ratio=clip_ratio, rounding=rounding)
+        scale, zero = scale.reshape(1, 1), zero.reshape(1, 1)
+    else:
+        xg = x.reshape(k // g, g, n).transpose(1, 0, 2)  # (G_rows, K/G, N)
+        scale, zero = find_params(xg, bits, scheme, clip_ratio=clip_ratio, rounding=rounding)  # (K/G, N)
+    q = quantize_codes(x, expand_groups(scale, g, k), expand_groups(zero, g, k), bits, rounding)
+    return UniformQuant(q, scale, zero, bits, g, scheme, granularity, rounding)
+
+
+def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym",
+                       granularity: Granularity = "channel", group_size: int | None = None,
+                       clip_ratio: float = 1.0, rounding: Rounding = "half_even") -> UniformQuant:
+    """Plain-loop twin of :func:`quantize`, written element by element from the spec block."""
+    _validate_common(w, bits, scheme, rounding, clip_ratio)
+    require_ndim("w", w, 2)
+    k, n = w.shape
+    g = _groups(k, granularity, group_size)
+    maxq = (1 << bits) - 1
+    c = _F32(clip_ratio)
+    x = w.astype(_F32)
+
+    def params(vals: list) -> tuple:
+        lo, hi = min(vals), max(vals)
+        if scheme in ("gptq_asym", "gptq_sym"):
+            xmin, xmax = min(lo, _F32(0)) * c, max(hi, _F32(0)) * c
+            if scheme == "gptq_sym":
+                xmax = max(abs(xmin), xmax)
+                if xmin < 0:
+                    xmin = -xmax
+            if xmin == 0 and xmax == 0:
+                xmin, xmax = _F32(-1), _F32(1)
+            s = _F32(_F32(xmax - xmin) / _F32(maxq))
+            z = (maxq + 1) // 2 if scheme == "gptq_sym" else int(round_to_int(np.asarray(_F32(-xmin / s)), rounding))
+        elif scheme == "awq":
+            xmax, xmin = _F32(hi * c), _F32(lo * c)
+            s = _F32(max(_F32(xmax - xmin), _F32(1e-5)) / _F32(maxq))
+            z = int(min(max(-int(round_to_int(np.asarray(_F32(xmin / s)), rounding)), 0), maxq))
+        elif scheme == "marlin":
+            amax = _F32(max(abs(v) for v in vals) * c)
+            s = _F32(amax * _F32(_F32(2) / _F32(maxq)))
+            s, z = (s if s != 0 else _F32(1)), (maxq + 1) // 2
+        else:
+            amax = _F32(max(abs(v) for v in vals) * c)
+            s = _F32(amax / _F32((1 << (bits - 1)) - 1 if bits > 1 else 1))
+            s, z = (s if s != 0 else _F32(1)), 1 << (bits - 1)
+        return s, z
+
+    if granularity == "tensor":
+        s, z = params([x[i, j] for i in range(k) for j in range(n)])
+        scale, zero = np.full((1, 1), s, _F32), np.full((1, 1), z, np.int32)
+    else:
+        scale = np.zeros((k // g, n), _F32)
+        zero = np.zeros((k // g, n), np.int32)
+        for gi in range(k // g):
+            for j in range(n):
+                scale[gi, j], zero[gi, j] = params([x[i, j] for i in range(gi * g, (gi + 1) * g)])
+    q = np.zeros((k, n), np.uint8)
+    for i in range(k):
+        for j in range(n):
+            gi, gj = (0, 0) if granularity == "tensor" else (i // g, j)
+            r = int(round_to_int(np.asarray(_F32(x[i, j] / scale[gi, gj])), rounding)) + int(zero[gi, gj])
+            q[i, j] = min(max(r, 0), maxq)
+    return UniformQuant(q, scale, zero, bits, g, scheme, granularity, rounding)
+
+
+def expand_groups(p: np.ndarray, group_size: int, k: int) -> np.ndarray:
+    """Repeat per-group parameters (G, N) along K to (K, N); a (1, 1) tensor parameter stays (1, 1)."""
+    if p.shape[0] == 1 and group_size == k:
+        return p
+    return np.repeat(p, group_size, axis=0)
+
+
+def dequantize(q: np.ndarray, scale: np.ndarray, zero: np.ndarray, group_size: int | None = None) -> np.ndarray:
+    """float32 (K, N) values ``scale[g] * (q - zero[g])``, g = k // group_size.
+
+    ``q`` integer (K, N); ``scale`` float (G, N) or (1, 1); ``zero`` integer, same shape as
+    ``scale``; ``group_size`` None means K // G (i.e. derived from the shapes).
+    """
+    require_integer_array("q", q)
+    require_ndim("q", q, 2)
+    require_float_array("scale", scale)
+    require_integer_array("zero", zero)
+    require_ndim("scale", scale, 2)
+    require_shape("zero", zero, scale.shape)
+    k, n = q.shape
+    if scale.shape == (1, 1):
+        g = k if group_size is None else group_size
+    else:
+        if scale.shape[1] != n or k % scale.shape[0] != 0:
+            raise FormatRuleError(
+                f"scale: shape must be (G, N={n}) with G dividing K={k}, or (1, 1); got {scale.shape}")
+        g = k // scale.shape[0]
+        if group_size is not None and group_size != g:
+            raise FormatRuleError(
+                f"group_size: must equal K / G = {g} for scale of shape {scale.shape}; got {group_size}")
+    s = expand_groups(scale.astype(_F32), g, k)
+    z = expand_groups(zero.astype(_F32), g, k)
+    return (s * (q.astype(_F32) - z)).astype(_F32)
+
+
+def fake_quantize(w: np.ndarray, bits: int, **kwargs) -> np.ndarray:
+    """``dequantize(quantize(w, bits, **kwargs))`` returned in ``w``'s dtype (K, N)."""
+    return quantize(w, bits, **kwargs).dequantize().astype(w.dtype)
