@@ -1,0 +1,100 @@
+"""Exact rational rounding: the oracle every floating-point primitive of the emulator is checked against.
+
+Nothing here uses floating-point arithmetic to decide a rounding: a value is a
+:class:`fractions.Fraction`, a format is (precision p, minimum normal exponent emin, maximum
+exponent emax), and rounding is integer arithmetic on the scaled significand. It is slow (pure
+Python, one value at a time) on purpose: it is the thing the fast NumPy paths are compared with.
+
+    value x  ->  e = max(floor(log2|x|), emin)       (emin: subnormals share the lowest exponent)
+             ->  quantum q = 2^(e - p + 1)
+             ->  n = x / q rounded to an integer by the mode (RNE, RZ, RO)
+             ->  n * q, or ±Inf when the rounded magnitude reaches 2^(emax+1) (RNE)
+                 resp. ±max-finite (RZ) — IEEE 754 overflow rules.
+
+Modes: ``"rne"`` round to nearest, ties to even; ``"rz"`` toward zero; ``"rz_inf"`` toward zero
+but overflow gives ±Inf (the tensor-core fp32 output rule, numerics.md §1.3 step 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "to_fraction", "from_fraction"]
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary IEEE-like format: ``precision`` significand bits (with the hidden bit)."""
+
+    name: str
+    precision: int
+    emin: int
+    emax: int
+    dtype: object
+
+
+F16 = FloatFormat("float16", 11, -14, 15, np.float16)
+F32 = FloatFormat("float32", 24, -126, 127, np.float32)
+F64 = FloatFormat("float64", 53, -1022, 1023, np.float64)
+
+
+BF16 = FloatFormat("bfloat16", 8, -126, 127, None)
+
+
+def _floor_log2(x: Fraction) -> int:
+    """floor(log2(x)) for a positive Fraction, exactly."""
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    # now 2^(e-1) < x < 2^(e+1); fix up by one comparison
+    if x >= Fraction(2) ** e:
+        return e
+    return e - 1
+
+
+def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction | float:
+    """Round the exact value ``x`` to ``fmt``; returns a Fraction, or ``±inf`` (a float) on overflow.
+
+    The sign of a zero result is not represented (Fraction has no -0); callers decide it.
+    """
+    if x == 0:
+        return Fraction(0)
+    sign = -1 if x < 0 else 1
+    ax = abs(x)
+    e = max(_floor_log2(ax), fmt.emin)
+    q = Fraction(2) ** (e - fmt.precision + 1)
+    scaled = ax / q
+    n = scaled.numerator // scaled.denominator
+    rem = scaled - n
+    if mode == "rne":
+        if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
+            n += 1
+    elif mode in ("rz", "rz_inf"):
+        pass
+    elif mode == "ro":
+        if rem != 0 and n % 2 == 0:
+            n += 1
+    else:
+        raise ValueError(f"mode: must be 'rne', 'rz', 'rz_inf' or 'ro'; got {mode!r}")
+    r = n * q
+    limit = Fraction(2) ** (fmt.emax + 1)
+    if r >= limit:
+        if mode == "rz":
+            return sign * (limit - Fraction(2) ** (fmt.emax - fmt.precision + 1))
+        return float(sign) * float("inf")
+    return sign * r
+
+
+def to_fraction(x) -> Fraction:
+    """The exact value of a finite NumPy/Python float scalar."""
+    return Fraction(float(x))
+
+
+def from_fraction(x: Fraction | float, dtype) -> np.generic:
+    """Convert an already-representable value (output of :func:`round_fraction`) to ``dtype``.
+
+    ``Fraction -> float`` is correctly rounded in Python, and the value is representable in
+    float64 for every format here, so the conversion is exact.
+    """
+    return np.asarray(float(x), dtype=np.float64).astype(dtype)[()]

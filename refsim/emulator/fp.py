@@ -1,0 +1,384 @@
+"""Exact scalar floating-point primitives of an NVIDIA GPU, vectorised over NumPy arrays.
+
+Spec
+----
+element types   fp16 (binary16: 1 sign, 5 exponent, 10 fraction bits), fp32 (binary32),
+                bf16 (1, 8, 7) as ``ml_dtypes.bfloat16``; fp64 only as an intermediate.
+rounding        every result is the exact real result rounded once, round-to-nearest-even (RNE),
+                subnormals kept (no ``.ftz``), overflow to ±Inf — the PTX ``.rn`` semantics of
+                ``add/sub/mul/fma.rn.{f16,f32}`` and ``cvt.rn``.
+fused flag      every multiply-add takes ``fused=``: ``True`` is one rounding (``fma.rn``, HFMA2,
+                FFMA), ``False`` is ``mul.rn`` then ``add.rn`` (two roundings). Which one a kernel
+                executes is a property of its SASS, not of its source (numerics.md §3.3): the
+                caller must say.
+how             fp16 add/sub/mul: NumPy float16 ufuncs (computed in float32 and rounded once more;
+                innocuous because 24 >= 2·11 + 2, Figueroa 1995). fp16 fma and fp32 fma: the
+                product is exact in float64; the sum is rounded to float64 *to odd* (TwoSum error
+                term, then a one-ulp nudge) and then to the target with RNE — correct because
+                53 >= p + 2 (Boldo & Melquiond 2008). f64 -> bf16 goes through a round-to-odd
+                float32 for the same reason (ml_dtypes rounds f64 -> f32 -> bf16 twice).
+oracle          :mod:`refsim.emulator.exact` (``fractions.Fraction``); the ``*_reference``
+                functions here are plain loops over that oracle. ``bench/bench_emulator.py``
+                checks >= 10^6 random bit patterns per primitive, the tests a sample plus every
+                special case.
+source          PTX ISA 9.x, "Floating Point Instructions" (add/sub/mul/fma ``.rn``) and ``cvt``
+                (float-to-integer conversions saturate, NaN -> 0); numerics.md §3.
+
+Round-to-odd in one picture (binary, the target keeps 3 fraction bits, the intermediate 5)::
+
+    exact     1.011 01 1  (more bits)       RN to 5 bits: 1.01101  (ties could be faked)
+    RO to 5   1.011 01|1 -> 1.01101 (odd: sticky bit folded into the last bit)
+    RN to 3   1.011|01  -> 1.011            never a false tie, so one correct rounding
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim._validate import require_choice, require_dtype
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim.emulator import exact
+
+__all__ = [
+    "f16_add", "f16_sub", "f16_mul", "f16_fma",
+    "f32_add", "f32_sub", "f32_mul", "f32_fma",
+    "cvt_f32_to_f16", "cvt_f64_to_f16", "cvt_f16_to_f32", "cvt_f32_to_bf16", "cvt_f64_to_bf16",
+    "cvt_float_to_int", "cvt_int_to_f16", "cvt_int_to_f32",
+    "f16_bits", "f32_bits", "f16_from_bits", "f32_from_bits",
+    "add_reference", "mul_reference", "fma_reference", "convert_reference",
+    "ROUNDING_TO_INT",
+]
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _bf16():
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+# ----------------------------------------------------------------------------------------------
+# bit views
+
+
+def f16_bits(x: np.ndarray) -> np.ndarray:
+    """fp16 array -> uint16 bit patterns (a copy, same shape)."""
+    return np.array(require_dtype("x", x, np.float16)).view(np.uint16)
+
+
+def f32_bits(x: np.ndarray) -> np.ndarray:
+    """fp32 array -> uint32 bit patterns (a copy, same shape)."""
+    return np.array(require_dtype("x", x, np.float32)).view(np.uint32)
+
+
+def f16_from_bits(u: np.ndarray) -> np.ndarray:
+    """uint16 bit patterns -> fp16 array (a copy, same shape)."""
+    return np.array(require_dtype("u", u, np.uint16)).view(np.float16)
+
+
+def f32_from_bits(u: np.ndarray) -> np.ndarray:
+    """uint32 bit patterns -> fp32 array (a copy, same shape)."""
+    return np.array(require_dtype("u", u, np.uint32)).view(np.float32)
+
+
+def _same_dtype(names: tuple[str, ...], arrays: tuple, dtype) -> tuple[np.ndarray, ...]:
+    out = tuple(require_dtype(n, a, dtype) for n, a in zip(names, arrays))
+    try:
+        np.broadcast_shapes(*(a.shape for a in out))
+    except ValueError as err:
+        shapes = ", ".join(f"{n}{a.shape}" for n, a in zip(names, out))
+        raise ShapeError(f"operands: shapes must broadcast; got {shapes}") from err
+    return out
+
+
+def _require_flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise FormatRuleError(f"{name}: must be True or False (say which the SASS executes); got {value!r}")
+    return bool(value)
+
+
+# ----------------------------------------------------------------------------------------------
+# fp16
+
+
+def f16_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``add.rn.f16``: a + b rounded once (RNE). a, b float16, broadcastable; returns float16."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
+    with np.errstate(all="ignore"):
+        return np.add(a, b, dtype=np.float16)
+
+
+def f16_sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sub.rn.f16``: a - b rounded once (RNE). a, b float16, broadcastable; returns float16."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
+    with np.errstate(all="ignore"):
+        return np.subtract(a, b, dtype=np.float16)
+
+
+def f16_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``mul.rn.f16``: a · b rounded once (RNE). a, b float16, broadcastable; returns float16."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
+    with np.errstate(all="ignore"):
+        return np.multiply(a, b, dtype=np.float16)
+
+
+def _sum_round_to_odd(p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float64 ``p + c`` rounded to odd (exact sum, then: inexact -> the odd neighbour).
+
+    TwoSum gives s = RN(p + c) and the exact error e = (p + c) - s. If e != 0 and s has an even
+    last bit, s is moved one ulp toward the exact value, which makes its last bit odd.
+    """
+    s = p + c
+    bb = s - p
+    e = (p - (s - bb)) + (c - bb)
+    even = (s.view(np.int64) & 1) == 0
+    nudge = np.isfinite(s) & (e != 0) & even
+    toward = np.where(e > 0, np.inf, -np.inf)
+    return np.where(nudge, np.nextafter(s, toward), s)
+
+
+def f16_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool) -> np.ndarray:
+    """a · b + c on fp16. ``fused=True``: ``fma.rn.f16`` / ``__hfma`` (one rounding);
+    ``fused=False``: ``mul.rn.f16`` then ``add.rn.f16`` (two roundings).
+
+    a, b, c float16, broadcastable; returns float16. The fused path computes the exact product in
+    float64, the sum rounded to odd in float64, and one RNE conversion to fp16.
+    """
+    a, b, c = _same_dtype(("a", "b", "c"), (a, b, c), np.float16)
+    fused = _require_flag("fused", fused)
+    if not fused:
+        return f16_add(f16_mul(a, b), c)
+    with np.errstate(all="ignore"):
+        p = a.astype(np.float64) * b.astype(np.float64)  # exact: 11 + 11 bits
+        s = _sum_round_to_odd(p, c.astype(np.float64))
+        return s.astype(np.float16)
+
+
+# ----------------------------------------------------------------------------------------------
+# fp32
+
+
+def f32_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``add.rn.f32`` (FADD): a + b with one RNE. a, b float32, broadcastable; returns float32."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
+    with np.errstate(all="ignore"):
+        return np.add(a, b, dtype=np.float32)
+
+
+def f32_sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sub.rn.f32``: a - b with one RNE. a, b float32, broadcastable; returns float32."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
+    with np.errstate(all="ignore"):
+        return np.subtract(a, b, dtype=np.float32)
+
+
+def f32_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``mul.rn.f32`` (FMUL): a · b with one RNE. a, b float32, broadcastable; returns float32."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
+    with np.errstate(all="ignore"):
+        return np.multiply(a, b, dtype=np.float32)
+
+
+def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool) -> np.ndarray:
+    """a · b + c on fp32. ``fused=True``: ``fma.rn.f32`` / FFMA / ``fmaf`` (one rounding);
+    ``fused=False``: FMUL then FADD (two roundings).
+
+    a, b, c float32, broadcastable; returns float32. Fused path: exact float64 product
+    (24 + 24 bits), round-to-odd float64 sum, one RNE conversion (handles subnormals and
+    overflow). A plain float64 ``a*b + c`` would double-round in rare cases.
+    """
+    a, b, c = _same_dtype(("a", "b", "c"), (a, b, c), np.float32)
+    fused = _require_flag("fused", fused)
+    if not fused:
+        return f32_add(f32_mul(a, b), c)
+    with np.errstate(all="ignore"):
+        p = a.astype(np.float64) * b.astype(np.float64)
+        s = _sum_round_to_odd(p, c.astype(np.float64))
+        return s.astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# conversions
+
+
+def cvt_f32_to_f16(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.f16.f32`` (``__float2half``): RNE, subnormals kept, overflow -> ±Inf.
+    x float32 (any shape); returns float16."""
+    x = require_dtype("x", x, np.float32)
+    with np.errstate(all="ignore"):
+        return x.astype(np.float16)
+
+
+def cvt_f64_to_f16(x: np.ndarray) -> np.ndarray:
+    """float64 -> fp16 with a single RNE (NumPy converts directly, never through float32).
+    x float64; returns float16."""
+    x = require_dtype("x", x, np.float64)
+    with np.errstate(all="ignore"):
+        return x.astype(np.float16)
+
+
+def cvt_f16_to_f32(x: np.ndarray) -> np.ndarray:
+    """``cvt.f32.f16`` (``__half2float``): exact. x float16; returns float32."""
+    x = require_dtype("x", x, np.float16)
+    return x.astype(np.float32)
+
+
+def cvt_f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.bf16.f32`` (``__float2bfloat16``): RNE on the bit pattern, NaN -> quiet NaN.
+
+    x float32; returns ``ml_dtypes.bfloat16``. Bits: ``(u + 0x7FFF + lsb) >> 16`` where lsb is
+    bit 16 of u — the carry out of the low half rounds up, and a tie goes to the even result.
+    """
+    x = require_dtype("x", x, np.float32)
+    u = np.array(x).view(np.uint32).astype(np.uint64)
+    lsb = (u >> np.uint64(16)) & np.uint64(1)
+    rounded = ((u + np.uint64(0x7FFF) + lsb) >> np.uint64(16)).astype(np.uint16)
+    nan_bits = ((u >> np.uint64(16)).astype(np.uint16) | np.uint16(0x0040))
+    out = np.where(np.isnan(x), nan_bits, rounded)
+    return out.astype(np.uint16).view(_bf16())
+
+
+def cvt_f64_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 with a single RNE: round to float32 *to odd*, then RNE to bf16.
+
+    x float64; returns ``ml_dtypes.bfloat16``. (``x.astype(bfloat16)`` in ml_dtypes rounds twice.)
+    """
+    x = require_dtype("x", x, np.float64)
+    with np.errstate(all="ignore"):
+        f = x.astype(np.float32)
+        back = f.astype(np.float64)
+        inexact = np.isfinite(f) & (back != x)
+        even = (np.array(f).view(np.uint32) & 1) == 0
+        toward = np.where(x > back, np.inf, -np.inf).astype(np.float32)
+        f = np.where(inexact & even, np.nextafter(f, toward), f)
+    return cvt_f32_to_bf16(f.astype(np.float32))
+
+
+ROUNDING_TO_INT = ("rni", "rzi", "rmi", "rpi")
+_INT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
+
+
+def cvt_float_to_int(x: np.ndarray, dtype, mode: str = "rni") -> np.ndarray:
+    """``cvt.{rni,rzi,rmi,rpi}.{s,u}{8,16,32}.{f16,f32,f64}``: round to an integer, saturate.
+
+    x float16/32/64 (any shape); dtype one of int8/uint8/int16/uint16/int32/uint32; mode
+    ``rni`` nearest-even, ``rzi`` toward zero, ``rmi`` toward -Inf, ``rpi`` toward +Inf.
+    PTX: float-to-integer conversions clamp to the destination range and NaN becomes 0.
+    """
+    if not isinstance(x, np.ndarray) or x.dtype not in (_F16, _F32, _F64):
+        got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
+        raise DtypeError(f"x: dtype must be float16, float32 or float64; got {got}")
+    mode = require_choice("mode", mode, ROUNDING_TO_INT)
+    if np.dtype(dtype) not in [np.dtype(d) for d in _INT_DTYPES]:
+        raise DtypeError(f"dtype: must be one of int8, uint8, int16, uint16, int32, uint32; got {dtype}")
+    info = np.iinfo(dtype)
+    v = x.astype(np.float64)
+    r = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[mode](v)
+    r = np.where(np.isnan(r), 0.0, np.clip(r, info.min, info.max))
+    return r.astype(dtype)
+
+
+def cvt_int_to_f16(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.f16.s32`` / ``__int2half_rn``: RNE (exact for |x| <= 2048). x integer (<= 32-bit)."""
+    if not isinstance(x, np.ndarray) or x.dtype not in [np.dtype(d) for d in _INT_DTYPES]:
+        got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
+        raise DtypeError(f"x: dtype must be an integer type of at most 32 bits; got {got}")
+    with np.errstate(all="ignore"):
+        return x.astype(np.float64).astype(np.float16)  # int32 is exact in float64: one rounding
+
+
+def cvt_int_to_f32(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.f32.s32`` / ``__int2float_rn``: RNE (exact for |x| <= 2^24). x integer (<= 32-bit)."""
+    if not isinstance(x, np.ndarray) or x.dtype not in [np.dtype(d) for d in _INT_DTYPES]:
+        got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
+        raise DtypeError(f"x: dtype must be an integer type of at most 32 bits; got {got}")
+    return x.astype(np.float64).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# plain-loop references over the exact rational oracle
+
+_FMT = {_F16: exact.F16, _F32: exact.F32}
+
+
+def _special(result_float: float, dtype) -> np.generic:
+    return np.asarray(result_float, dtype=np.float64).astype(dtype)[()]
+
+
+def _finish(exact_value, zero_negative: bool, fmt, dtype):
+    r = exact.round_fraction(exact_value, fmt, "rne")
+    if isinstance(r, float):
+        return _special(r, dtype)
+    if r == 0:
+        negative = exact_value < 0 if exact_value != 0 else zero_negative
+        return _special(-0.0 if negative else 0.0, dtype)
+    return exact.from_fraction(r, dtype)
+
+
+def add_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Plain loop: each a + b from exact rationals, rounded once (RNE). Same dtype float16/float32,
+    same shape. IEEE signs: an exact zero sum is -0 only when both operands are -0."""
+    out = np.empty(a.shape, a.dtype)
+    fmt = _FMT[a.dtype]
+    for i in np.ndindex(a.shape):
+        x, y = float(a[i]), float(b[i])
+        if not (np.isfinite(x) and np.isfinite(y)):
+            out[i] = _special(x + y, a.dtype)
+            continue
+        neg_zero = np.signbit(x) and np.signbit(y)
+        out[i] = _finish(exact.to_fraction(x) + exact.to_fraction(y), neg_zero, fmt, a.dtype)
+    return out
+
+
+def mul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Plain loop: each a · b exactly, rounded once (RNE). Same dtype float16/float32, same shape."""
+    out = np.empty(a.shape, a.dtype)
+    fmt = _FMT[a.dtype]
+    for i in np.ndindex(a.shape):
+        x, y = float(a[i]), float(b[i])
+        if not (np.isfinite(x) and np.isfinite(y)):
+            out[i] = _special(x * y, a.dtype)
+            continue
+        neg = bool(np.signbit(x)) != bool(np.signbit(y))
+        out[i] = _finish(exact.to_fraction(x) * exact.to_fraction(y), neg, fmt, a.dtype)
+    return out
+
+
+def fma_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Plain loop: each a · b + c exactly, rounded once (RNE) — the fused result.
+    Same dtype float16/float32, same shape."""
+    out = np.empty(a.shape, a.dtype)
+    fmt = _FMT[a.dtype]
+    for i in np.ndindex(a.shape):
+        x, y, z = float(a[i]), float(b[i]), float(c[i])
+        if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
+            out[i] = _special(x * y + z, a.dtype)
+            continue
+        p = exact.to_fraction(x) * exact.to_fraction(y)
+        p_neg = bool(np.signbit(x)) != bool(np.signbit(y))
+        neg_zero = p == 0 and p_neg and bool(np.signbit(z)) and z == 0
+        out[i] = _finish(p + exact.to_fraction(z), neg_zero, fmt, a.dtype)
+    return out
+
+
+def convert_reference(x: np.ndarray, target: str) -> np.ndarray:
+    """Plain loop: float -> ``target`` ('float16', 'float32' or 'bfloat16') with one RNE."""
+    fmt = {"float16": exact.F16, "float32": exact.F32, "bfloat16": exact.BF16}[target]
+    dtype = _bf16() if target == "bfloat16" else np.dtype(target)
+    out = np.empty(x.shape, dtype)
+    for i in np.ndindex(x.shape):
+        v = float(x[i])
+        if not np.isfinite(v):
+            out[i] = np.asarray(v, np.float32).astype(dtype)
+            continue
+        r = exact.round_fraction(exact.to_fraction(v), fmt, "rne")
+        if isinstance(r, float):
+            out[i] = np.asarray(r, np.float32).astype(dtype)
+        elif r == 0:
+            out[i] = np.asarray(-0.0 if np.signbit(v) else 0.0, np.float32).astype(dtype)
+        else:
+            out[i] = np.asarray(float(r), np.float64).astype(np.float32).astype(dtype)  # exact
+    return out
