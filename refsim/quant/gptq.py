@@ -1,0 +1,243 @@
+"""GPTQ (Frantar et al., ICLR 2023) as in its reference code, producing GPTQ checkpoints.
+
+Matched: IST-DASLab/gptq ``gptq.py`` (``GPTQ.add_batch``, ``GPTQ.fasterquant``) and ``quant.py``
+(``Quantizer``), and AutoGPTQ ``auto_gptq/quantization/gptq.py`` (which adds ``g_idx`` and
+``static_groups``); behaviour summarised in shared/specs/atom_qigen_gptq.md §3.
+
+Notation follows the paper with refsim's (K, N) weights: the paper quantizes the columns of
+W_paper = Wᵀ (N × K) one input feature at a time; here that is one *row* k of W (K, N). Internally
+the algorithm runs on ``Wt = W.T`` so that it reads like the paper.
+
+    H      = 2/n Σ_samples Σ_tokens x xᵀ              (K, K), n counts samples, not tokens
+    damp   = percdamp · mean(diag H);  H += damp · I
+    Hinv   = U ᵀ U  (U upper Cholesky factor of H⁻¹)
+    for each block of B = 128 columns [i1, i2):
+        for col in block:
+            (group start, no static groups) scale, zero <- find_params(Wt[:, col:col+G])   # global Wt!
+            q     = quant(w = W1[:, i]);   err = (w - q) / U[col, col]
+            W1[:, i:] -= err ⊗ U[col, i1+i:i2];   Err1[:, i] = err
+        Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]                                              # lazy batch update
+
+Quirk kept on purpose (it changes results for G < B): group parameters are computed from the global
+``Wt``, which has every lazy update of earlier blocks but not the intra-block updates of the current
+one. Act-order permutes columns by descending diag(H); ``g_idx[k] = invperm[k] // G`` and the scales
+are stored in processing order (AutoGPTQ). With ``static_groups`` the group parameters come from
+the original weights, in original column order, and ``g_idx = k // G``. Dead inputs (diag H = 0)
+get H[k, k] = 1 and weight 0.
+
+Arithmetic: weights and updates in float32 (as the reference, which disables TF32); H, its
+dampening and the Cholesky factorisations in float64 for robustness (documented deviation: the
+reference uses float32; this changes U only in its last bits and never makes a factorisation fail
+that succeeds in float32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from refsim._validate import (
+    require_bits,
+    require_choice,
+    require_finite,
+    require_float_array,
+    require_group_size,
+    require_int,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError
+from refsim.formats import gptq as gptq_format
+from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes
+
+__all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error"]
+
+_SCHEMES = ("gptq_asym", "gptq_sym")
+
+
+class HessianAccumulator:
+    """Running ``H = 2/n Σ x xᵀ`` over calibration batches, as ``GPTQ.add_batch`` computes it.
+
+    ``add_batch(x)``: x float (batch, seq, K) counts ``batch`` samples; x (T, K) counts as ONE sample
+    (the reference unsqueezes 2-D inputs). H is kept in float64.
+    """
+
+    def __init__(self, k: int):
+        self.k = require_int("k", k, minimum=1)
+        self.H = np.zeros((k, k), dtype=np.float64)
+        self.nsamples = 0
+
+    def add_batch(self, x: np.ndarray) -> None:
+        require_float_array("x", x)
+        require_finite("x", x)
+        if x.ndim == 2:
+            x = x[None]
+        if x.ndim != 3 or x.shape[-1] != self.k:
+            raise FormatRuleError(f"x: must be (batch, seq, K={self.k}) or (seq, K={self.k}); got shape {x.shape}")
+        tmp = x.shape[0]
+        xs = x.reshape(-1, self.k).astype(np.float64)  # (batch*seq, K)
+        self.H *= self.nsamples / (self.nsamples + tmp)
+        self.nsamples += tmp
+        xs = np.sqrt(2.0 / self.nsamples) * xs
+        self.H += xs.T @ xs
+
+
+def hessian(x: np.ndarray) -> np.ndarray:
+    """float64 (K, K) Hessian ``2/n Σ x xᵀ`` of one batch x (batch, seq, K) or (T, K) (one sample)."""
+    acc = HessianAccumulator(x.shape[-1])
+    acc.add_batch(x)
+    return acc.H
+
+
+@dataclass(frozen=True)
+class GPTQResult:
+    """Output of :func:`gptq_quantize`.
+
+    q        uint8 (K, N) codes, original row order
+    scales   float32 (G, N), in processing order (act-order) as AutoGPTQ stores them
+    zeros    int32 (G, N)
+    g_idx    int32 (K,) group of each original row k
+    perm     int64 (K,) processing order (identity without act-order)
+    W_hat    float32 (K, N) fake-quantized weights ``scales[g_idx] * (q - zeros[g_idx])``
+    losses   float32 (N,) Σ_k (w - q)² / d² / 2 per output column (the reference's ``Losses``)
+    """
+
+    q: np.ndarray
+    scales: np.ndarray
+    zeros: np.ndarray
+    g_idx: np.ndarray
+    perm: np.ndarray
+    W_hat: np.ndarray
+    losses: np.ndarray
+    bits: int
+    group_size: int | None
+
+    def checkpoint(self, checkpoint_format: str = "gptq") -> gptq_format.GPTQCheckpoint:
+        """Pack into a :class:`refsim.formats.gptq.GPTQCheckpoint` (K and N multiples of 32)."""
+        return gptq_format.pack(self.q, self.scales, self.zeros, self.bits, g_idx=self.g_idx,
+                                checkpoint_format=checkpoint_format)
+
+
+def _upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
+    H = H.copy()
+    damp = percdamp * float(np.mean(np.diag(H)))
+    H[np.diag_indices_from(H)] += damp
+    try:
+        L = scipy.linalg.cholesky(H, lower=True)
+        Hinv = scipy.linalg.cho_solve((L, True), np.eye(H.shape[0]))
+        return scipy.linalg.cholesky(Hinv, lower=False)
+    except np.linalg.LinAlgError as err:
+        raise FormatRuleError(
+            f"H: must be positive definite after dampening by percdamp={percdamp} × mean(diag H) "
+            f"= {damp:.3g}; Cholesky failed ({err}). Raise percdamp (e.g. 0.1) or use more "
+            "calibration data") from err
+
+
+def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | None = 128,
+                  sym: bool = False, act_order: bool = False, static_groups: bool = False,
+                  percdamp: float = 0.01, blocksize: int = 128,
+                  rounding: str = "half_even") -> GPTQResult:
+    """Quantize ``W`` float (K, N) with GPTQ given the Hessian ``H`` float (K, K) of its inputs.
+
+    ``group_size`` None is per-channel (the reference's ``-1``). ``sym`` selects the ``gptq_sym``
+    scheme (zero = 2**(bits-1)). Inputs are not modified. Returns :class:`GPTQResult`.
+    """
+    require_float_array("W", W)
+    require_ndim("W", W, 2)
+    require_finite("W", W)
+    k, n = W.shape
+    require_float_array("H", H)
+    require_shape("H", H, (k, k))
+    require_finite("H", H)
+    bits = require_bits(bits, gptq_format.BITS)
+    group_size = require_group_size(group_size, k)
+    blocksize = require_int("blocksize", blocksize, minimum=1)
+    require_choice("rounding", rounding, ROUNDING_MODES)
+    if not (0.0 <= float(percdamp) <= 1.0):
+        raise FormatRuleError(f"percdamp: must lie in [0, 1]; got {percdamp}")
+    if static_groups and group_size is None:
+        raise FormatRuleError("static_groups: requires a group_size (not None)")
+    scheme = "gptq_sym" if sym else "gptq_asym"
+    maxq = np.float32((1 << bits) - 1)
+
+    Wt = W.T.astype(np.float32)  # (N, K): the paper's W, columns = input features
+    H = H.astype(np.float64)  # copy
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    Wt[:, dead] = 0.0
+
+    def params(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # cols (N, g) -> (N,), (N,)
+        return find_params(cols.T, bits, scheme, rounding=rounding)
+
+    if group_size is None:
+        whole_scale, whole_zero = params(Wt)
+    static = None
+    if static_groups:
+        static = [params(Wt[:, i:i + group_size]) for i in range(0, k, group_size)]
+
+    perm = np.arange(k)
+    if act_order:
+        perm = np.argsort(-np.diag(H), kind="stable")
+        Wt = Wt[:, perm]
+        H = H[perm][:, perm]
+    invperm = np.argsort(perm)
+
+    U = _upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+
+    Q = np.zeros_like(Wt)
+    codes = np.zeros((n, k), dtype=np.uint8)
+    losses = np.zeros((n, k), dtype=np.float32)
+    scales, zeros = [], []
+    scale, zero = (whole_scale, whole_zero) if group_size is None else (None, None)
+    if group_size is None:
+        scales.append(whole_scale)
+        zeros.append(whole_zero)
+
+    for i1 in range(0, k, blocksize):
+        i2 = min(i1 + blocksize, k)
+        W1 = Wt[:, i1:i2].copy()
+        Err1 = np.zeros_like(W1)
+        for i in range(i2 - i1):
+            col = i1 + i
+            if group_size is not None:
+                if static is not None:
+                    scale, zero = static[int(perm[col]) // group_size]
+                elif col % group_size == 0:
+                    scale, zero = params(Wt[:, col:col + group_size])
+                    scales.append(scale)
+                    zeros.append(zero)
+            w = W1[:, i]
+            qc = quantize_codes(w, scale, zero, bits, rounding)
+            q = scale * (qc.astype(np.float32) - zero.astype(np.float32))
+            d = U[col, col]
+            codes[:, col] = qc
+            Q[:, col] = q
+            losses[:, col] = (w - q) ** 2 / d ** 2 / 2
+            err = (w - q) / d
+            W1[:, i:] -= np.outer(err, U[col, col:i2])
+            Err1[:, i] = err
+        Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]
+
+    if static is not None:
+        scales = [s for s, _ in static]
+        zeros = [z for _, z in static]
+        g_idx = (np.arange(k) // group_size).astype(np.int32)
+    elif group_size is None:
+        g_idx = np.zeros(k, dtype=np.int32)
+    else:
+        g_idx = (invperm // group_size).astype(np.int32)
+
+    scales_arr = np.stack(scales).astype(np.float32)  # (G, N)
+    zeros_arr = np.stack(zeros).astype(np.int32)
+    q_orig = codes[:, invperm].T.copy()  # (K, N) original row order
+    W_hat = scales_arr[g_idx] * (q_orig.astype(np.float32) - zeros_arr[g_idx].astype(np.float32))
+    return GPTQResult(q_orig, scales_arr, zeros_arr, g_idx, perm.astype(np.int64), W_hat.astype(np.float32),
+                      losses.sum(axis=1), bits, group_size)
+
+
+def layer_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> float:
+    """Relative layer-output error ``‖X W − X Ŵ‖_F / ‖X W‖_F`` in float64; X (T, K), W, Ŵ (K, N)."""
+    ref = X.astype(np.float64) @ W.astype(np.float64)
+    return float(np.linalg.norm(ref - X.astype(np.float64) @ W_hat.astype(np.float64)) / np.linalg.norm(ref))
