@@ -1,0 +1,150 @@
+"""refsim.emulator.fp against exact rational arithmetic: a random sample plus every special case.
+
+The >= 10^6-input sweep lives in bench/bench_emulator.py; here a few thousand random bit patterns per
+primitive, adversarial cancellations, and the full cross product of special values.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from refsim.emulator import fp
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim.testing import assert_bitexact
+
+SPECIAL_F16 = [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-24, -(2.0**-24), 2.0**-14, 65504.0, -65504.0,
+               1.0, -1.0, 1.0 + 2.0**-10, 0.5, 2.0**-14 - 2.0**-24]
+SPECIAL_F32 = [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-149, -(2.0**-149), 2.0**-126,
+               float(np.finfo(np.float32).max), -float(np.finfo(np.float32).max), 1.0, -1.0,
+               1.0 + 2.0**-23, 1.0 - 2.0**-24, 2.0**-126 - 2.0**-149]
+
+FP = {
+    np.float16: (np.uint16, fp.f16_add, fp.f16_sub, fp.f16_mul, fp.f16_fma, SPECIAL_F16),
+    np.float32: (np.uint32, fp.f32_add, fp.f32_sub, fp.f32_mul, fp.f32_fma, SPECIAL_F32),
+}
+
+
+def _random(dtype, n, seed):
+    utype = FP[dtype][0]
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, np.iinfo(utype).max, n, dtype=utype, endpoint=True).view(dtype)
+
+
+def _canonical_nan(x):
+    """NaN payloads are not part of the claim: map every NaN to one pattern before comparing."""
+    x = x.copy()
+    x[np.isnan(x)] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_add_sub_mul_equal_exact_rounding_on_random_bits(dtype):
+    _, add, sub, mul, _, _ = FP[dtype]
+    a, b = _random(dtype, 1500, 1), _random(dtype, 1500, 2)
+    assert_bitexact(_canonical_nan(add(a, b)), _canonical_nan(fp.add_reference(a, b)), "add")
+    assert_bitexact(_canonical_nan(sub(a, b)), _canonical_nan(fp.add_reference(a, -b)), "sub")
+    assert_bitexact(_canonical_nan(mul(a, b)), _canonical_nan(fp.mul_reference(a, b)), "mul")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_fused_fma_equals_exact_single_rounding_including_cancellation(dtype):
+    fma = FP[dtype][4]
+    a, b, c = _random(dtype, 1500, 3), _random(dtype, 1500, 4), _random(dtype, 1500, 5)
+    with np.errstate(all="ignore"):
+        # c close to -a*b: the sum cancels, the rounding of the product matters
+        c_cancel = (-(a.astype(np.float64) * b.astype(np.float64))).astype(dtype)
+        c_cancel = np.nextafter(c_cancel, np.zeros_like(c_cancel))
+    for cc in (c, c_cancel):
+        assert_bitexact(_canonical_nan(fma(a, b, cc, fused=True)),
+                        _canonical_nan(fp.fma_reference(a, b, cc)), "fma")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_unfused_fma_is_mul_then_add(dtype):
+    fma = FP[dtype][4]
+    a, b, c = _random(dtype, 800, 6), _random(dtype, 800, 7), _random(dtype, 800, 8)
+    expected = fp.add_reference(fp.mul_reference(a, b), c)
+    assert_bitexact(_canonical_nan(fma(a, b, c, fused=False)), _canonical_nan(expected), "mul+add")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_all_special_value_triples(dtype):
+    _, add, _, mul, fma, specials = FP[dtype]
+    triples = np.array(list(itertools.product(specials, repeat=3)), dtype=np.float64).astype(dtype)
+    a, b, c = triples[:, 0].copy(), triples[:, 1].copy(), triples[:, 2].copy()
+    assert_bitexact(_canonical_nan(add(a, b)), _canonical_nan(fp.add_reference(a, b)), "add")
+    assert_bitexact(_canonical_nan(mul(a, b)), _canonical_nan(fp.mul_reference(a, b)), "mul")
+    assert_bitexact(_canonical_nan(fma(a, b, c, fused=True)), _canonical_nan(fp.fma_reference(a, b, c)), "fma")
+
+
+def test_fp32_fma_double_rounding_counterexample_is_correct():
+    # exact a*b + c = 1 + 2^-24 + 2^-70: just above the midpoint, so RN gives 1 + 2^-23.
+    # A float64 evaluation rounds to the midpoint 1 + 2^-24 first and then ties to 1.0.
+    a = np.array([1 + 2.0**-23], np.float32)
+    b = np.array([1 - 2.0**-24], np.float32)
+    c = np.array([2.0**-47 * (1 + 2.0**-23)], np.float32)
+    naive = (a.astype(np.float64) * b + c).astype(np.float32)
+    assert naive[0] == np.float32(1.0)
+    assert_bitexact(fp.f32_fma(a, b, c, fused=True), np.array([1 + 2.0**-23], np.float32), "fmaf")
+
+
+def test_fp16_fma_fused_and_unfused_differ_where_the_product_rounds():
+    # (1 + 2^-10)^2 = 1 + 2^-9 + 2^-20: fused keeps the 2^-20 against c = -(1 + 2^-9)
+    a = np.array([1 + 2.0**-10], np.float16)
+    c = np.array([-(1 + 2.0**-9)], np.float16)
+    assert_bitexact(fp.f16_fma(a, a, c, fused=True), np.array([2.0**-20], np.float16), "fused")
+    assert_bitexact(fp.f16_fma(a, a, c, fused=False), np.array([0.0], np.float16), "unfused")
+
+
+def test_conversions_round_once():
+    x32 = _random(np.float32, 2000, 9)
+    assert_bitexact(_canonical_nan(fp.cvt_f32_to_f16(x32)), _canonical_nan(fp.convert_reference(x32, "float16")))
+    # f64 -> f16 without going through f32: 1 + 2^-11 + 2^-40 is above the f16 midpoint
+    assert_bitexact(fp.cvt_f64_to_f16(np.array([1 + 2.0**-11 + 2.0**-40])), np.array([1 + 2.0**-10], np.float16))
+    finite = x32[np.isfinite(x32)]
+    got = fp.cvt_f32_to_bf16(finite).view(np.uint16)
+    want = fp.convert_reference(finite, "bfloat16").view(np.uint16)
+    assert_bitexact(got, want, "f32->bf16")
+    # f64 -> bf16: ml_dtypes double-rounds 1 + 2^-8 + 2^-40 to 1.0; correct is 1 + 2^-7
+    got = fp.cvt_f64_to_bf16(np.array([1 + 2.0**-8 + 2.0**-40, -(1 + 2.0**-8 + 2.0**-40), 1 + 2.0**-8]))
+    want = np.array([1 + 2.0**-7, -(1 + 2.0**-7), 1.0], np.float32).astype(ml_dtypes.bfloat16)
+    assert_bitexact(got.view(np.uint16), want.view(np.uint16), "f64->bf16")
+    # bf16 ties to even and NaN stays NaN
+    ties = np.array([1 + 2.0**-8, 1 + 3 * 2.0**-8, np.nan], np.float32)
+    got = fp.cvt_f32_to_bf16(ties).astype(np.float32)
+    assert got[0] == 1.0 and got[1] == 1 + 2.0**-6 and np.isnan(got[2])
+
+
+def test_float_to_int_modes_saturate_and_map_nan_to_zero():
+    x = np.array([2.5, -2.5, 3.5, -0.5, 1e10, -1e10, np.nan, np.inf], np.float32)
+    assert fp.cvt_float_to_int(x, np.int32, "rni").tolist() == [2, -2, 4, 0, 2**31 - 1, -(2**31), 0, 2**31 - 1]
+    assert fp.cvt_float_to_int(x, np.int32, "rzi").tolist()[:4] == [2, -2, 3, 0]
+    assert fp.cvt_float_to_int(x, np.int32, "rmi").tolist()[:4] == [2, -3, 3, -1]
+    assert fp.cvt_float_to_int(x, np.int32, "rpi").tolist()[:4] == [3, -2, 4, 0]
+    assert fp.cvt_float_to_int(x, np.uint8, "rni").tolist() == [2, 0, 4, 0, 255, 0, 0, 255]
+    assert fp.cvt_int_to_f16(np.array([2049, 2051, -4097], np.int32)).tolist() == [2048.0, 2052.0, -4096.0]
+    assert fp.cvt_int_to_f32(np.array([2**24 + 1, 2**24 + 3], np.int32)).tolist() == [2.0**24, 2.0**24 + 4]
+
+
+def test_inputs_are_not_modified():
+    a, b, c = _random(np.float32, 64, 10), _random(np.float32, 64, 11), _random(np.float32, 64, 12)
+    before = [x.copy() for x in (a, b, c)]
+    fp.f32_fma(a, b, c, fused=True)
+    fp.cvt_f32_to_bf16(a)
+    for x, y in zip((a, b, c), before):
+        assert_bitexact(x, y)
+
+
+def test_bad_input_raises_named_errors():
+    with pytest.raises(DtypeError, match="a: dtype must be float16; got float32"):
+        fp.f16_add(np.ones(2, np.float32), np.ones(2, np.float16))
+    with pytest.raises(FormatRuleError, match="fused: must be True or False"):
+        fp.f32_fma(np.ones(2, np.float32), np.ones(2, np.float32), np.ones(2, np.float32), fused="yes")
+    with pytest.raises(ShapeError, match="shapes must broadcast"):
+        fp.f32_add(np.ones(2, np.float32), np.ones(3, np.float32))
+    with pytest.raises(FormatRuleError, match="mode: must be one of"):
+        fp.cvt_float_to_int(np.ones(2, np.float32), np.int32, "rn")

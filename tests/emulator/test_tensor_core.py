@@ -1,0 +1,218 @@
+"""Tensor-core models: bit for bit on real hardware measurements, directed corner vectors, errors.
+
+Expected values of the directed vectors are worked out by hand in the comments from the T-FDPA rule
+(numerics.md §1.3, §1.5); the hardware rows are measured bits (A100, H100, V100).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from refsim.emulator import tensor_core as tc
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim.testing import assert_bitexact
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_SAMPLES = REPO / ".." / "shared" / "testdata" / "tensor_core_hw" / "samples.npz"
+SUBSET = Path(__file__).resolve().parent / "data" / "tensor_core_hw_subset.npz"
+GPUS = [("A100", "sm_80"), ("H100", "sm_90"), ("V100", "sm_70")]
+
+
+def _rows(data, gpu):
+    a = data[f"{gpu}_a_f16bits"].view(np.float16)
+    b = data[f"{gpu}_b_f16bits"].view(np.float16)
+    c = data[f"{gpu}_c_f32bits"].view(np.float32)
+    d32 = data[f"{gpu}_d_fp32_as_f32bits"].view(np.float32)
+    d16 = data[f"{gpu}_d_fp16_as_f32bits"].view(np.float32).astype(np.float16)  # exact: fp16 values
+    return a, b, c, d32, d16
+
+
+@pytest.mark.parametrize("gpu,arch", GPUS)
+def test_fdpa_matches_all_hardware_rows(gpu, arch):
+    if not SHARED_SAMPLES.exists():
+        pytest.skip(f"hardware data not found at {SHARED_SAMPLES} (../shared/testdata from the repo root)")
+    a, b, c, d32, d16 = _rows(np.load(SHARED_SAMPLES), gpu)
+    assert_bitexact(tc.fdpa(arch, a, b, c, np.float32), d32, f"{gpu} fp32 out")
+    # for fp16 output the measuring harness converted c to fp16 (RNE) first
+    assert_bitexact(tc.fdpa(arch, a, b, c.astype(np.float16), np.float16), d16, f"{gpu} fp16 out")
+
+
+@pytest.mark.parametrize("gpu,arch", GPUS)
+def test_fdpa_and_reference_match_committed_hardware_subset(gpu, arch):
+    a, b, c, d32, d16 = _rows(np.load(SUBSET), gpu)
+    assert_bitexact(tc.fdpa(arch, a, b, c, np.float32), d32, f"{gpu} fp32")
+    assert_bitexact(tc.fdpa(arch, a, b, c.astype(np.float16), np.float16), d16, f"{gpu} fp16")
+    n = 60
+    assert_bitexact(tc.fdpa_reference(arch, a[:n], b[:n], c[:n], np.float32), d32[:n], f"{gpu} ref fp32")
+    assert_bitexact(tc.fdpa_reference(arch, a[:n], b[:n], c[:n].astype(np.float16), np.float16),
+                    d16[:n], f"{gpu} ref fp16")
+
+
+def test_naive_fp64_dot_product_does_not_match_hardware():
+    # the model is not trivially right: RN(c + sum) in float64 misses many rows
+    a, b, c, d32, _ = _rows(np.load(SUBSET), "A100")
+    naive = (c.astype(np.float64) + (a.astype(np.float64) * b.astype(np.float64)).sum(-1)).astype(np.float32)
+    assert (naive.view(np.uint32) != d32.view(np.uint32)).mean() > 0.2
+
+
+def _block(arch, pairs, c, out=np.float32):
+    L = tc.model(arch).block
+    a = np.zeros(L, np.float16)
+    b = np.zeros(L, np.float16)
+    for i, (x, y) in enumerate(pairs):
+        a[i], b[i] = x, y
+    c_arr = np.array(c, np.float32 if out == np.float32 else np.float16)
+    return tc.fdpa(arch, a, b, c_arr, out)
+
+
+@pytest.mark.parametrize("arch,expected", [("sm_70", 2.0**-23), ("sm_80", 2.0**-24), ("sm_90", 2.0**-24)])
+def test_truncation_width_vector(arch, expected):
+    # a0*b0 = 1 (E = 0), c = -(1 - 2^-24): on the grid 2^-F, F = 24/25 keeps c exactly -> 2^-24;
+    # F = 23 truncates c toward zero to -(1 - 2^-23) -> 2^-23.
+    d = _block(arch, [(1.0, 1.0)], -(1 - 2.0**-24))
+    assert_bitexact(d, np.array(expected, np.float32))
+
+
+@pytest.mark.parametrize("arch,expected", [("sm_70", 0.0), ("sm_80", -0.5), ("sm_89", -0.5), ("sm_90", -0.75)])
+def test_small_terms_truncated_against_large_alignment_exponent(arch, expected):
+    # MMA-Sim Eq. 10: c = 2^23, products -2^13*2^10, -0.5, -0.25, -0.125 (exact sum -0.875). E = 23,
+    # grid 2^(23-F): F=23 drops all three (0), F=24 keeps -0.5, F=25 keeps -0.5 - 0.25.
+    pairs = [(-(2.0**13), 2.0**10), (-0.5, 1.0), (-0.25, 1.0), (-0.125, 1.0)]
+    assert_bitexact(_block(arch, pairs, 2.0**23), np.array(expected, np.float32))
+
+
+def test_products_are_not_renormalised():
+    # 1.5 * 1.5 = 2.25 aligns at e(1.5) + e(1.5) = 0 (not 1), so the grid is 2^-24 and
+    # c = -2^-24 survives: 2.25 - 2^-24, then RZ to fp32 (ulp 2^-22 at 2.25) -> 2.25 - 2^-22.
+    # A renormalising model (E = 1, grid 2^-23) would drop c and give 2.25.
+    d = _block("sm_80", [(1.5, 1.5)], -(2.0**-24))
+    assert_bitexact(d, np.array(2.25 - 2.0**-22, np.float32))
+
+
+def test_fp32_output_rounds_toward_zero_and_fp16_output_to_nearest():
+    # c = 1, product (3*2^-13)*(2^-11) = 3*2^-24, E = 0, on the 2^-24 grid: S = 1 + 1.5 ulp(fp32).
+    # RZ gives 1 + 2^-23; round-to-nearest-even would give 1 + 2^-22.
+    d = _block("sm_80", [(3 * 2.0**-13, 2.0**-11)], 1.0)
+    assert_bitexact(d, np.array(1 + 2.0**-23, np.float32))
+    # fp16: c = 1, product 3*2^-12 -> 1 + 3*2^-12 = 1 + 0.75 ulp(2^-10) -> RNE up to 1 + 2^-10
+    d16 = _block("sm_80", [(3 * 2.0**-6, 2.0**-6)], 1.0, np.float16)
+    assert_bitexact(d16, np.array(1 + 2.0**-10, np.float16))
+
+
+def test_split_order_of_the_two_k_halves():
+    # A row 0: a[0] = 1, a[1] = 2^-12, a[8] = 2^-12; B column 0 identical; C = 0, fp32 out.
+    # Ampere: block k0..7 gives RZ(1 + 2^-24) = 1, then block k8..15 gives RZ(1 + 2^-24) = 1.
+    # (high half first would give 2^-24 + ... = 1 + 2^-23.) Hopper: one block, 1 + 2^-23 exactly.
+    A = np.zeros((16, 16), np.float16)
+    B = np.zeros((16, 8), np.float16)
+    A[0, 0], A[0, 1], A[0, 8] = 1.0, 2.0**-12, 2.0**-12
+    B[0, 0], B[1, 0], B[8, 0] = 1.0, 2.0**-12, 2.0**-12
+    C = np.zeros((16, 8), np.float32)
+    assert tc.mma_m16n8k16("sm_80", A, B, C)[0, 0] == np.float32(1.0)
+    assert tc.mma_m16n8k16("sm_90", A, B, C)[0, 0] == np.float32(1 + 2.0**-23)
+
+
+def test_signed_zeros_and_special_values():
+    L = 8
+    z = np.zeros(L, np.float16)
+    negz = -z
+    # every product -0 (sign -) and c = -0 -> -0; c = +0 -> +0
+    assert_bitexact(tc.fdpa("sm_80", negz, z, np.array(-0.0, np.float32), np.float32), np.array(-0.0, np.float32))
+    assert_bitexact(tc.fdpa("sm_80", negz, z, np.array(0.0, np.float32), np.float32), np.array(0.0, np.float32))
+    # exact cancellation -> +0
+    one = np.zeros(L, np.float16)
+    one[0] = 1.0
+    assert_bitexact(tc.fdpa("sm_80", one, one, np.array(-1.0, np.float32), np.float32), np.array(0.0, np.float32))
+    inf = one.copy()
+    inf[0] = np.inf
+    nan32 = np.array(0x7FFFFFFF, np.uint32).view(np.float32)
+    assert_bitexact(tc.fdpa("sm_80", inf, z, np.array(0.0, np.float32), np.float32), nan32)  # Inf*0
+    assert_bitexact(tc.fdpa("sm_80", inf, one, np.array(-np.inf, np.float32), np.float32), nan32)  # +Inf-Inf
+    assert_bitexact(tc.fdpa("sm_80", inf, one, np.array(1.0, np.float32), np.float32), np.array(np.inf, np.float32))
+    nan16 = np.array(0x7FFF, np.uint16).view(np.float16)
+    assert_bitexact(tc.fdpa("sm_80", inf, z, np.array(0.0, np.float16), np.float16), nan16)
+    # fp16 overflow: 65504 + 16 = 65520 rounds to Inf
+    big = np.zeros(L, np.float16)
+    big[0], big[1] = 65504.0, 16.0
+    assert_bitexact(tc.fdpa("sm_80", big, one + (big == 16), np.array(0.0, np.float16), np.float16),
+                    np.array(np.inf, np.float16))
+
+
+def test_fdpa_equals_reference_on_random_bits_including_specials_and_subnormals():
+    rng = np.random.default_rng(0)
+    for arch in ("sm_70", "sm_80", "sm_90"):
+        L = tc.model(arch).block
+        a = rng.integers(0, 2**16, (150, L), dtype=np.uint16).view(np.float16)
+        b = rng.integers(0, 2**16, (150, L), dtype=np.uint16).view(np.float16)
+        # narrow exponents on half the rows so that terms interact
+        a[:75] = (rng.standard_normal((75, L)) * 2.0 ** rng.integers(-20, 4, (75, 1))).astype(np.float16)
+        b[:75] = (rng.standard_normal((75, L)) * 2.0 ** rng.integers(-20, 4, (75, 1))).astype(np.float16)
+        c32 = rng.integers(0, 2**32, 150, dtype=np.uint32).view(np.float32)
+        c32[:75] = rng.standard_normal(75).astype(np.float32)
+        with np.errstate(over="ignore"):
+            c16 = c32.astype(np.float16)
+        assert_bitexact(tc.fdpa(arch, a, b, c32, np.float32), tc.fdpa_reference(arch, a, b, c32, np.float32), arch)
+        assert_bitexact(tc.fdpa(arch, a, b, c16, np.float16), tc.fdpa_reference(arch, a, b, c16, np.float16), arch)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_mma_m16n8k16_equals_plain_loop_reference(arch):
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((16, 16)).astype(np.float16)
+    B = rng.standard_normal((16, 8)).astype(np.float16)
+    C = rng.standard_normal((16, 8)).astype(np.float32)
+    assert_bitexact(tc.mma_m16n8k16(arch, A, B, C), tc.mma_m16n8k16_reference(arch, A, B, C))
+    C16 = C.astype(np.float16)
+    assert_bitexact(tc.mma_m16n8k16(arch, A, B, C16), tc.mma_m16n8k16_reference(arch, A, B, C16))
+
+
+def test_integer_mma_wraps_or_saturates():
+    rng = np.random.default_rng(2)
+    A = rng.integers(-8, 8, (16, 64)).astype(np.int8)
+    B = rng.integers(-8, 8, (64, 8)).astype(np.int8)
+    C = rng.integers(-(2**31), 2**31, (16, 8), dtype=np.int64).astype(np.int32)
+    assert_bitexact(tc.mma_int(A, B, C), tc.mma_int_reference(A, B, C))
+    assert_bitexact(tc.mma_int(A, B, C, satfinite=True), tc.mma_int_reference(A, B, C, satfinite=True))
+    top = np.full((1, 1), 2**31 - 1, np.int32)
+    one = np.ones((1, 1), np.int8)
+    assert tc.mma_int(one, one, top)[0, 0] == -(2**31)
+    assert tc.mma_int(one, one, top, satfinite=True)[0, 0] == 2**31 - 1
+
+
+def test_sm87_is_flagged_unverified():
+    assert not tc.model("sm_87").verified
+    assert all(tc.model(a).verified for a in tc.ARCHS if a != "sm_87")
+
+
+def test_bad_input_errors_name_the_rule():
+    a = np.ones((2, 8), np.float16)
+    c = np.zeros(2, np.float32)
+    with pytest.raises(FormatRuleError, match=r"arch: must be one of \['sm_70', 'sm_80', 'sm_86', 'sm_87', "
+                                              r"'sm_89', 'sm_90'\]; got 'sm_75'"):
+        tc.fdpa("sm_75", a, a, c, np.float32)
+    with pytest.raises(ShapeError, match="block length 16; got shape"):
+        tc.fdpa("sm_90", a, a, c, np.float32)
+    with pytest.raises(DtypeError, match="a: dtype must be float16; got float32"):
+        tc.fdpa("sm_80", a.astype(np.float32), a, c, np.float32)
+    with pytest.raises(DtypeError, match="c: dtype must be float32 or float16; got float64"):
+        tc.fdpa("sm_80", a, a, c.astype(np.float64), np.float32)
+    with pytest.raises(DtypeError, match="out_dtype"):
+        tc.fdpa("sm_80", a, a, c, np.float64)
+    with pytest.raises(ShapeError, match="c: shape must be"):
+        tc.fdpa("sm_80", a, a, np.zeros(3, np.float32), np.float32)
+    with pytest.raises(FormatRuleError, match="s4 values must lie in"):
+        tc.mma_int(np.full((1, 1), 9, np.int8), np.ones((1, 1), np.int8), np.zeros((1, 1), np.int32))
+
+
+def test_inputs_are_not_modified():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 8)).astype(np.float16)
+    b = rng.standard_normal((5, 8)).astype(np.float16)
+    c = rng.standard_normal(5).astype(np.float32)
+    before = (a.copy(), b.copy(), c.copy())
+    tc.fdpa("sm_80", a, b, c, np.float32)
+    for x, y in zip((a, b, c), before):
+        assert_bitexact(x, y)
