@@ -1,0 +1,155 @@
+"""Compile generated C with the system compiler into a content-addressed cache; load with ctypes.
+
+Cache: ``$REFSIM_CACHE/qigen/<sha256>/kernel.so`` (default ``~/.cache/refsim``). The hash covers the
+source text, the compiler command (path and flags) and the compiler's ``--version`` banner, so a
+changed generator, flag or compiler never reuses an old library. The hash is also compiled into
+the library (``refsim_qigen_id()``) and checked after loading: a stale or corrupted entry whose id
+does not match is rebuilt, never used. Builds go to a temporary file renamed into place (atomic).
+
+Flags: ``-O2 -fPIC -shared -std=c99 -ffp-contract=off`` plus ``-mavx2 -mfma`` for the AVX2 ISA and
+``-fopenmp`` on request; ``-ffast-math`` is never used (it would allow reassociation and break the
+bit-exact contract with :mod:`refsim.qigen.oracle`). ``CC`` overrides the compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from refsim.errors import ToolchainError
+
+__all__ = ["cache_dir", "find_compiler", "compile_flags", "build", "load", "objdump_mnemonics"]
+
+BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-std=gnu99", "-ffp-contract=off", "-fno-fast-math")
+
+
+def cache_dir() -> Path:
+    """``$REFSIM_CACHE/qigen`` or ``~/.cache/refsim/qigen``."""
+    root = os.environ.get("REFSIM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "refsim")
+    return Path(root) / "qigen"
+
+
+def find_compiler() -> str:
+    """Path of the C compiler (``$CC``, else ``cc``, ``gcc``, ``clang``); ToolchainError if none."""
+    names = [os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise ToolchainError(
+        f"qigen: a C compiler is needed to build generated kernels; none of {names} found on PATH "
+        "(install gcc or set CC)"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_banner(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError as err:
+        raise ToolchainError(f"qigen: cannot run compiler {cc}: {err}") from err
+    return out.stdout.splitlines()[0] if out.stdout else ""
+
+
+def compile_flags(isa: str, openmp: bool) -> tuple[str, ...]:
+    """Flags for one ISA ("avx2" or "scalar"); never contains -ffast-math."""
+    flags = list(BASE_FLAGS)
+    if isa == "avx2":
+        flags += ["-mavx2", "-mfma"]
+    if openmp:
+        flags.append("-fopenmp")
+    return tuple(flags)
+
+
+def _key(source: str, cc: str, flags: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for part in (source, cc, " ".join(flags), _compiler_banner(cc)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _with_id(source: str, key: str) -> str:
+    return source + f'\nconst char* refsim_qigen_id(void) {{ return "{key}"; }}\n'
+
+
+def build(source: str, isa: str, openmp: bool = False) -> Path:
+    """Compile ``source`` (cached by content hash) and return the shared library's path.
+
+    Raises ToolchainError with the compiler's output if compilation fails.
+    """
+    cc = find_compiler()
+    flags = compile_flags(isa, openmp)
+    key = _key(source, cc, flags)
+    target = cache_dir() / key / "kernel.so"
+    if target.exists() and _read_id(target) == key:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    src_path = target.parent / "kernel.c"
+    src_path.write_text(_with_id(source, key))
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    cmd = [cc, *flags, "-o", tmp, str(src_path), "-lm"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        os.unlink(tmp)
+        raise ToolchainError(f"qigen: running the compiler failed: {' '.join(cmd)}: {err}") from err
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise ToolchainError(
+            f"qigen: compiling the generated kernel failed (exit {proc.returncode}): {' '.join(cmd)}\n"
+            f"{proc.stdout}{proc.stderr}"
+        )
+    os.replace(tmp, target)
+    return target
+
+
+def _read_id(path: Path) -> str | None:
+    """The id compiled into a cached library, or None if it cannot be loaded."""
+    try:
+        lib = ctypes.CDLL(str(path))
+        fn = lib.refsim_qigen_id
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
+
+
+@functools.lru_cache(maxsize=64)
+def _load_cached(source: str, isa: str, openmp: bool) -> ctypes.CDLL:
+    path = build(source, isa, openmp)
+    expected = _key(source, find_compiler(), compile_flags(isa, openmp))
+    lib = ctypes.CDLL(str(path))
+    lib.refsim_qigen_id.restype = ctypes.c_char_p
+    got = lib.refsim_qigen_id().decode()
+    if got != expected:  # pragma: no cover - build() already rejects stale entries
+        raise ToolchainError(f"qigen: cached library {path} has id {got}; expected {expected}")
+    return lib
+
+
+def load(source: str, isa: str, openmp: bool = False) -> ctypes.CDLL:
+    """Build (or reuse) and load the library for ``source``; checks its embedded id."""
+    return _load_cached(source, isa, openmp)
+
+
+def objdump_mnemonics(path: Path | str) -> list[str]:
+    """Instruction mnemonics of a shared library from ``objdump -d`` (ToolchainError if absent)."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        raise ToolchainError("qigen: objdump not found on PATH (binutils)")
+    out = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(path)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise ToolchainError(f"qigen: objdump failed: {out.stderr}")
+    mnemonics = []
+    for line in out.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 2 and parts[0].strip().endswith(":"):
+            mnemonics.append(parts[1].split()[0] if parts[1].split() else "")
+    return mnemonics

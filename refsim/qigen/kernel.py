@@ -1,0 +1,139 @@
+"""Run a generated QIGen qGEMV kernel on NumPy arrays (ctypes), and the matrix it runs on.
+
+    mat = prepare(qweight, scales, zeros, bits=4, group_size=128, mb=1024, tb=64)
+    y = qgemv(x, mat)                        # (M, N) float32, == oracle.qgemv_oracle bit for bit
+
+Without a C compiler everything else in refsim works; only :func:`qgemv` raises ToolchainError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from refsim._validate import (
+    require_dtype,
+    require_finite,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import ShapeError
+from refsim.formats import qigen as layout_mod
+from refsim.formats.qigen import QIGenLayout
+from refsim.qigen import build as build_mod
+from refsim.qigen.codegen import KernelSpec, generate
+from refsim.qigen.machine import detect_isa
+
+__all__ = ["QIGenMatrix", "prepare", "qgemv", "default_spec", "library_path"]
+
+
+@dataclass(frozen=True, eq=False)
+class QIGenMatrix:
+    """A packed matrix ready for the kernel.
+
+    packed: int32 ``(layout.n_words,)`` (:func:`refsim.formats.qigen.pack`); scales, zeros:
+    float32 ``(K//gs, N)`` (zeros = integer zero points, i.e. GPTQ ``qzeros + 1``); bias: float32
+    ``(N,)`` or None; group_size: None = per-channel.
+    """
+
+    layout: QIGenLayout
+    packed: np.ndarray
+    scales: np.ndarray
+    zeros: np.ndarray
+    bias: np.ndarray | None
+    group_size: int | None
+    slot_of: np.ndarray  # int32 (N/tb * K/mb,): storage slot of block (kb, p) at p*KB + kb
+
+    @property
+    def gs(self) -> int:
+        return self.layout.k if self.group_size is None else self.group_size
+
+
+def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits: int,
+            group_size: int | None, mb: int, tb: int, order: str = "panel",
+            bias: np.ndarray | None = None) -> QIGenMatrix:
+    """Pack a GPTQ ``qweight`` int32 ``(K*bits/32, N)`` for the kernel (inputs are copied).
+
+    scales, zeros: float32 ``(K//group_size, N)`` (``(1, N)`` per-channel). group_size must be a
+    multiple of 32 dividing K. See :class:`QIGenLayout` for the mb/tb rules.
+    """
+    require_dtype("qweight", qweight, np.int32)
+    require_ndim("qweight", qweight, 2)
+    k = qweight.shape[0] * 32 // bits if bits in (2, 3, 4) else 0
+    lay = QIGenLayout(bits, k, qweight.shape[1], mb, tb, order)
+    gs = k if group_size is None else group_size
+    if group_size is not None and (not isinstance(group_size, (int, np.integer)) or gs <= 0 or gs % 32 or k % gs):
+        raise ShapeError(f"group_size: must be None or a multiple of 32 dividing K={k}; got {group_size!r}")
+    for name, arr in (("scales", scales), ("zeros", zeros)):
+        require_dtype(name, arr, np.float32)
+        require_shape(name, arr, (k // gs, lay.n))
+        require_finite(name, arr)
+    if bias is not None:
+        require_dtype("bias", bias, np.float32)
+        require_shape("bias", bias, (lay.n,))
+        require_finite("bias", bias)
+        bias = bias.copy()
+    packed = layout_mod.pack(qweight, lay)
+    kbs, ps = lay.grid
+    order_arr = layout_mod.block_order(kbs, ps, order)  # slot i holds block (kb, p)
+    slot_of = np.empty(kbs * ps, dtype=np.int32)
+    slot_of[order_arr[:, 1] * kbs + order_arr[:, 0]] = np.arange(kbs * ps, dtype=np.int32)
+    return QIGenMatrix(lay, packed, scales.copy(), zeros.copy(), bias,
+                       None if group_size is None else int(group_size), slot_of)
+
+
+def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False) -> KernelSpec:
+    """The AVX2 kernel when this CPU has AVX2 and FMA, else the scalar kernel."""
+    return KernelSpec(bits=bits, tu=tu, unroll=unroll, isa=detect_isa(), openmp=openmp)
+
+
+def _lib(spec: KernelSpec) -> ctypes.CDLL:
+    lib = build_mod.load(generate(spec), spec.isa, spec.openmp)
+    f = lib.refsim_qigen_gemv
+    f.restype = None
+    f.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 6
+    s = lib.refsim_qigen_sums
+    s.restype = None
+    s.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    return lib
+
+
+def library_path(spec: KernelSpec):
+    """Path of the compiled shared library for ``spec`` (building it if needed)."""
+    return build_mod.build(generate(spec), spec.isa, spec.openmp)
+
+
+def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None) -> np.ndarray:
+    """``y = x @ dequant(W) + bias`` with the generated kernel: float32 ``(M, N)``.
+
+    x: float32 ``(M, K)``, finite (C-contiguous copy made if needed; never modified).
+    spec: kernel variant (default :func:`default_spec`); ``spec.tu`` must divide ``layout.tb``.
+    Raises ToolchainError if no compiler is available or compilation fails.
+    """
+    lay = mat.layout
+    spec = default_spec(lay.bits) if spec is None else spec
+    if spec.bits != lay.bits:
+        raise ShapeError(f"spec.bits: must equal the matrix's bits={lay.bits}; got {spec.bits}")
+    if lay.tb % spec.tu:
+        raise ShapeError(f"tb: panel width must be a multiple of the micro-tile tu={spec.tu}; got {lay.tb}")
+    require_dtype("x", x, np.float32)
+    require_ndim("x", x, 2)
+    if x.shape[1] != lay.k:
+        raise ShapeError(f"x: must have K={lay.k} columns; got shape {x.shape}")
+    require_finite("x", x)
+    m = x.shape[0]
+    xc = np.ascontiguousarray(x)
+    lib = _lib(spec)
+    gs = mat.gs
+    r = np.empty((m, lay.k // gs), dtype=np.float32)
+    lib.refsim_qigen_sums(xc.ctypes.data, m, lay.k, gs, r.ctypes.data)
+    acc = np.zeros((m, lay.n), dtype=np.float32)
+    y = np.zeros((m, lay.n), dtype=np.float32)
+    if mat.bias is not None:
+        y[:] = mat.bias[None, :]
+    lib.refsim_qigen_gemv(xc.ctypes.data, mat.packed.ctypes.data, mat.scales.ctypes.data,
+                          mat.zeros.ctypes.data, r.ctypes.data, mat.slot_of.ctypes.data,
+                          acc.ctypes.data, y.ctypes.data, m, lay.k, lay.n, lay.mb, lay.tb, gs)
+    return y

@@ -1,0 +1,241 @@
+"""Bit-exact oracle of refsim's generated QIGen qGEMV kernels (fp32, fused multiply-adds).
+
+What a generated kernel computes, for every batch row ``b`` and column ``c`` (groups ``g`` of
+``group_size`` consecutive K-rows; per-channel is one group spanning K)::
+
+    y = bias[c]  (or +0.0 without bias)
+    for g in groups, in increasing K:
+        acc = +0.0
+        for k in kernel_k_order(group g):            # see kernel_k_order
+            acc = fma(x[b,k], float(q[k,c]), acc)    # _mm256_fmadd_ps / fmaf, raw unsigned code
+        r = +0.0
+        for k in group g, increasing:  r = r + x[b,k] # fp32 add (compute_reduction, scalar)
+        t = fma(-z[g,c], r, acc)                     # _mm256_fnmadd_ps: acc - z*r, one rounding
+        y = fma(t, s[g,c], y)                        # _mm256_fmadd_ps
+    out[b,c] = y
+
+With one group this is exactly IST-DASLab/QIGen's per-channel epilogue
+``fma(fnmadd(z, r, acc), s, bias)`` (``generate.py``, ``forward_module``). For groups QIGen instead
+accumulates ``y += acc_g*s_g`` and subtracts ``Σ_g (z_g*s_g)*r_g`` at the end; refsim folds the zero
+correction per group (fewer cancellations) and documents the difference here.
+
+Summation order inside a group: K is walked in chunks of ``P`` rows (one packed word, ``P =
+32/bits``; a triple of words, ``P = 32``, for 3-bit). Inside a chunk the order is QIGen's: for
+2/4-bit ``for u in P-unroll, P-2*unroll, ..., 0: for v in u .. u+unroll-1`` (unroll=2, 4-bit:
+6,7,4,5,2,3,0,1), for 3-bit ``0..31``. Block sizes (``mb``, ``tb``), the block order and OpenMP do
+not change the per-column order, so they are not parameters of the oracle.
+
+FP32 FMA emulation (:func:`fma32`): the product of two fp32 values is exact in float64 (24+24 <
+53 significand bits); the float64 sum ``s = p + c`` is computed with its exact error ``e``
+(Knuth two-sum); if ``e != 0`` the sum is replaced by its round-to-odd neighbour; rounding that
+to fp32 is then correctly rounded (round-to-odd with 53 >= 24 + 2 bits cannot double-round).
+Plain ``float32(float64(a*b) + c)`` is NOT always correct: e.g. ``a = b = 1 + 2**-12``,
+``c = 2**-70`` gives ``1 + 2**-11`` instead of the correct ``1 + 2**-11 + 2**-23``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim._validate import (
+    require_bits,
+    require_codes,
+    require_dtype,
+    require_finite,
+    require_int,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError, ShapeError
+
+__all__ = [
+    "fma32",
+    "fma32_reference",
+    "kernel_k_order",
+    "chunk_order",
+    "qgemv_oracle",
+    "qgemv_oracle_reference",
+    "error_bound",
+    "UNROLLS",
+]
+
+UNROLLS = (1, 2, 4, 8)
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Correctly rounded fp32 ``a*b + c`` (one rounding, round-to-nearest-even), elementwise.
+
+    Inputs: float32 arrays (broadcastable), finite. Returns float32.
+    """
+    a = np.asarray(a, dtype=np.float32).astype(np.float64)
+    b = np.asarray(b, dtype=np.float32).astype(np.float64)
+    c = np.asarray(c, dtype=np.float32).astype(np.float64)
+    p = a * b  # exact: at most 48 significant bits
+    s = p + c
+    # two-sum: s + e == p + c exactly
+    bv = s - p
+    e = (p - (s - bv)) + (c - bv)
+    odd = (s.view(np.uint64) & np.uint64(1)).astype(bool)
+    fix = (e != 0) & ~odd
+    toward = np.where(e > 0, np.inf, -np.inf)
+    s = np.where(fix, np.nextafter(s, toward), s)  # round-to-odd result
+    return s.astype(np.float32)
+
+
+def fma32_reference(a: float, b: float, c: float) -> np.float32:
+    """Scalar fp32 fma from exact rationals: round ``a*b + c`` to the nearest fp32, ties to even.
+
+    Slow; used to test :func:`fma32`. Inputs must be finite fp32 values.
+    """
+    from fractions import Fraction
+
+    a, b, c = (np.float32(v) for v in (a, b, c))
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    guess = np.float32(float(exact))  # within one fp32 step of the answer
+    best = None
+    for cand in (np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))):
+        if not np.isfinite(cand):
+            continue
+        dist = abs(Fraction(float(cand)) - exact)
+        even = (int(np.array(cand).view(np.uint32)) & 1) == 0
+        key = (dist, not even)
+        if best is None or key < best[0]:
+            best = (key, cand)
+    result = best[1]
+    if result == 0:  # sign of an exact zero: +0 unless both addends are -0 (round-to-nearest)
+        prod_neg = (np.signbit(a) != np.signbit(b))
+        result = np.float32(-0.0) if (exact == 0 and prod_neg and np.signbit(c)) else np.float32(0.0)
+    return np.float32(result)
+
+
+def chunk_order(bits: int, unroll: int = 2) -> list[int]:
+    """Order of the ``P`` codes of one packed chunk (word, or word triple for 3-bit) in the kernel.
+
+    2/4-bit: ``[v for u in range(P-unroll, -1, -unroll) for v in range(u, u+unroll)]``
+    (IST-DASLab/QIGen ``generate.py`` ``block``); 3-bit: ``0..31``.
+    """
+    require_bits(bits, (2, 3, 4))
+    if unroll not in UNROLLS:
+        raise FormatRuleError(f"unroll: must be one of {list(UNROLLS)}; got {unroll!r}")
+    if bits == 3:
+        return list(range(32))
+    p = 32 // bits
+    return [v for u in range(p - unroll, -1, -unroll) for v in range(u, u + unroll)]
+
+
+def kernel_k_order(k: int, bits: int, unroll: int = 2) -> np.ndarray:
+    """The generated kernel's FMA order over all ``k`` rows: int64 ``(k,)``, a permutation."""
+    order = chunk_order(bits, unroll)
+    p = len(order)
+    if k % p:
+        raise ShapeError(f"K: must be a multiple of {p} for {bits}-bit chunks; got {k}")
+    base = np.arange(0, k, p)[:, None]  # (K/P, 1)
+    return (base + np.array(order)[None, :]).reshape(-1)
+
+
+def _check(x, q, scales, zeros, bias, bits, group_size):
+    require_bits(bits, (2, 3, 4))
+    require_dtype("x", x, np.float32)
+    require_ndim("x", x, 2)
+    m, k = x.shape
+    require_dtype("q", q, np.uint8)
+    require_ndim("q", q, 2)
+    if q.shape[0] != k:
+        raise ShapeError(f"q: must have K={k} rows like x; got shape {q.shape}")
+    n = q.shape[1]
+    require_codes("q", q, bits)
+    if group_size is None:
+        gs = k
+    else:
+        gs = require_int("group_size", group_size, minimum=1)
+        if gs % 32 or k % gs:
+            raise ShapeError(f"group_size: must be a multiple of 32 dividing K={k}; got {group_size}")
+    if k % 32:
+        raise ShapeError(f"K: must be a multiple of 32; got {k}")
+    for name, arr in (("scales", scales), ("zeros", zeros)):
+        require_dtype(name, arr, np.float32)
+        require_shape(name, arr, (k // gs, n))
+        require_finite(name, arr)
+    if bias is not None:
+        require_dtype("bias", bias, np.float32)
+        require_shape("bias", bias, (n,))
+        require_finite("bias", bias)
+    require_finite("x", x)
+    return m, k, n, gs
+
+
+def qgemv_oracle(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndarray,
+                 bias: np.ndarray | None, bits: int, group_size: int | None,
+                 unroll: int = 2) -> np.ndarray:
+    """The generated kernel's output, bit for bit: float32 ``(M, N)``.
+
+    x: float32 ``(M, K)`` activations; q: uint8 ``(K, N)`` codes; scales, zeros: float32
+    ``(K//group_size, N)`` (zeros are the integer zero points as floats, GPTQ ``qzeros + 1``);
+    bias: float32 ``(N,)`` or None; group_size None = per-channel. Inputs are not modified.
+    """
+    m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
+    order = kernel_k_order(k, bits, unroll)
+    qf = q.astype(np.float32)  # (K, N), exact
+    y = np.broadcast_to(bias if bias is not None else np.float32(0), (m, n)).astype(np.float32)
+    for g in range(k // gs):
+        acc = np.zeros((m, n), dtype=np.float32)
+        for kk in order[g * gs:(g + 1) * gs]:
+            acc = fma32(x[:, kk, None], qf[None, kk, :], acc)  # (M,1)*(1,N)+(M,N)
+        r = np.zeros((m,), dtype=np.float32)
+        for kk in range(g * gs, (g + 1) * gs):
+            r = (r + x[:, kk]).astype(np.float32)
+        t = fma32(-zeros[None, g, :], r[:, None], acc)
+        y = fma32(t, scales[None, g, :], y)
+    return y
+
+
+def qgemv_oracle_reference(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndarray,
+                           bias: np.ndarray | None, bits: int, group_size: int | None,
+                           unroll: int = 2) -> np.ndarray:
+    """Plain-loop twin of :func:`qgemv_oracle`, one scalar exact-rational fma at a time."""
+    m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
+    chunk = chunk_order(bits, unroll)
+    p = len(chunk)
+    out = np.zeros((m, n), dtype=np.float32)
+    for b in range(m):
+        for c in range(n):
+            y = np.float32(bias[c]) if bias is not None else np.float32(0.0)
+            for g in range(k // gs):
+                acc = np.float32(0.0)
+                for k0 in range(g * gs, (g + 1) * gs, p):
+                    for v in chunk:
+                        acc = fma32_reference(x[b, k0 + v], np.float32(q[k0 + v, c]), acc)
+                r = np.float32(0.0)
+                for kk in range(g * gs, (g + 1) * gs):
+                    r = np.float32(r + x[b, kk])
+                t = fma32_reference(-zeros[g, c], r, acc)
+                y = fma32_reference(t, scales[g, c], y)
+            out[b, c] = y
+    return out
+
+
+def error_bound(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndarray,
+                bias: np.ndarray | None, group_size: int | None) -> np.ndarray:
+    """Rigorous bound on ``|kernel - exact|`` per output, float64 ``(M, N)``.
+
+    Every elementary term (``s*x*q``, ``s*z*x``, ``bias``) passes through at most
+    ``L = gs + 1`` roundings in ``acc`` (or ``gs - 1`` adds in ``r`` plus the fnmadd),
+    one in the fnmadd and ``G`` in the ``y`` chain, so with ``u = 2**-24`` the standard bound
+    (Higham, Thm 3.1 / 4.3 style) is ``gamma_L * Σ|terms|`` with ``L = gs + G + 3`` and
+    ``gamma_L = L*u / (1 - L*u)``.
+    """
+    m, k = x.shape
+    gs = k if group_size is None else group_size
+    groups = k // gs
+    ll = gs + groups + 3
+    u = 2.0 ** -24
+    gamma = ll * u / (1 - ll * u)
+    ax = np.abs(x.astype(np.float64)).reshape(m, groups, gs)  # (M, G, gs)
+    qf = q.astype(np.float64).reshape(groups, gs, -1)  # (G, gs, N)
+    xq = np.einsum("mgk,gkn->mgn", ax, qf)  # Σ|x| q per group
+    xs = ax.sum(axis=2)  # (M, G)
+    terms = np.abs(scales.astype(np.float64))[None] * (xq + np.abs(zeros.astype(np.float64))[None] * xs[:, :, None])
+    total = terms.sum(axis=1)
+    if bias is not None:
+        total = total + np.abs(bias.astype(np.float64))[None, :]
+    return gamma * total
