@@ -1,0 +1,556 @@
+"""Marlin FP16 x INT4 weight format (IST-DASLab/marlin), bit for bit.
+
+Spec block
+----------
+- **Element**: 4-bit unsigned code ``q`` in ``[0, 15]`` meaning the signed value ``q - 8`` in
+  ``[-8, 7]`` (symmetric, fixed offset 8, no zero-point tensor).
+- **Container**: ``int32`` words; ``B`` has shape ``(K // 16, 2 * N)`` (8 nibbles per word,
+  ``K * N / 2`` bytes in all).
+- **Bit order**: nibble ``i`` of a word occupies bits ``4i .. 4i+3`` (nibble 0 = least significant).
+- **Element order within a word** (the "64207531" interleave): the 8 logical elements
+  ``e0..e7`` of a word are the B-fragment elements of two ``mma.m16n8k16`` instructions,
+  ``e = (2t,g) (2t+1,g) (2t+8,g) (2t+9,g) (2t,g+8) (2t+1,g+8) (2t+8,g+8) (2t+9,g+8)``
+  as ``(k row, n col)`` inside a 16x16 sub-tile, and nibble ``i`` holds ``e[[0,2,4,6,1,3,5,7][i]]``.
+  Read MSB to LSB the word is ``e7 e5 e3 e1 | e6 e4 e2 e0``: even elements in the low nibble of
+  each byte, so the masks ``0x000f000f`` / ``0x00f000f0`` pull two elements into the two fp16
+  halves of a register in one ``lop3`` (see :mod:`refsim.formats.dequant_tricks`).
+- **Tile**: one 16 (k) x 64 (n) tile = 512 bytes = 128 words; lane ``l`` of a warp owns the 16
+  bytes at offset ``16 l`` (one ``int4`` load), i.e. words ``4l + j`` for sub-tile ``j = 0..3``.
+- **Closed form**: word ``B[kb, w]``: ``nb = w // 128``, ``lane = (w % 128) // 4``, ``j = w % 4``,
+  ``t = lane % 4``, ``g = lane // 4``, ``r = 16 kb + 2t``, ``c = 64 nb + 16 j + g``; nibbles 0..7 are
+  ``Q[r,c] Q[r+8,c] Q[r,c+8] Q[r+8,c+8] Q[r+1,c] Q[r+9,c] Q[r+1,c+8] Q[r+9,c+8]``.
+- **Scales**: fp16 ``(G, N)``. Grouped (``G > 1``): columns permuted inside 64-wide chunks by an
+  8x8 transpose (``scale_perm``); per-channel (``G == 1``): inside 32-wide chunks by
+  ``scale_perm_single`` (the output-fragment column order). The kernel decides grouped vs
+  per-channel from ``G`` alone, so **K = 128 with group_size 128 is packed as per-channel**
+  (one scale row, ``scale_perm_single``), exactly as the official ``Layer.pack`` does.
+- **Numerics**: grouped: the tensor-core B operand is ``fp16((q - 8) * s)`` (one ``__hmul2``, RN);
+  per-channel: the operand is ``fp16(q - 8)`` and the scale multiplies the fp16 output
+  (``C = fp16(fp16(acc) * s[n])``).
+- **Invariants**: every ``(k, n)`` appears exactly once; ``unpack(pack(q, s, g)) == (q, s)``.
+- **Shape rules** (official ``marlin.Layer``): ``K % 128 == 0``, ``N % 256 == 0``, group size
+  128 or per-channel (``None``). The packed layout itself only needs ``K % 16`` and ``N % 64``
+  (used by :func:`repack_gptq`, which follows vLLM's ``gptq_marlin_repack`` checks).
+- **Source matched**: IST-DASLab/marlin ``marlin/__init__.py`` (``_get_perms``, ``Layer.pack``)
+  and ``marlin/marlin_cuda_kernel.cu`` (``dequant``, ``scale``), commit
+  ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``; act-order repack: vllm-project/vllm
+  ``csrc/quantization/gptq_marlin/gptq_marlin_repack.cu`` (read, per the reference notes).
+
+Layout of one 16 x 64 tile (k down, n across); digits are the owning lane for sub-tile j = 0::
+
+           n:  0 1 2 3 4 5 6 7 | 8 9 ...  15 | 16 ... 63  (sub-tiles j = 1, 2, 3)
+    k = 0,1:   0 4 8 ...    28 | 0 4 ...  28 |
+    k = 2,3:   1 5 9 ...    29 | 1 5 ...  29 |   same lanes, next word of the lane's int4
+    k = 4,5:   2 6 ...      30 | 2 6 ...  30 |
+    k = 6,7:   3 7 ...      31 | 3 7 ...  31 |
+    k = 8..15: as rows 0..7 (the lane's b1 register)
+
+    word B[kb, 128 nb + 4 lane + j]  =  nib7 nib6 nib5 nib4 nib3 nib2 nib1 nib0   (MSB .. LSB)
+                                     =  e7   e5   e3   e1   e6   e4   e2   e0
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from refsim._validate import (
+    require_codes,
+    require_divisible,
+    require_dtype,
+    require_finite,
+    require_int,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError, ShapeError
+
+__all__ = [
+    "GROUP_SIZES",
+    "INTERLEAVE",
+    "weight_perm",
+    "scale_perm",
+    "scale_perm_single",
+    "inverse_perm",
+    "compute_scales",
+    "quantize",
+    "permute_weights",
+    "unpermute_weights",
+    "permute_scales",
+    "unpermute_scales",
+    "pack",
+    "pack_reference",
+    "unpack",
+    "unpack_reference",
+    "dequantize",
+    "dequantize_reference",
+    "effective_weights",
+    "apply_output_scale",
+    "repack_gptq",
+    "reference_gemm",
+    "round_exact_to_f16",
+]
+
+TILE = 16
+#: group sizes the official Marlin kernel is compiled for (``None`` = per-channel)
+GROUP_SIZES = (None, 128)
+#: nibble i of a word holds logical fragment element INTERLEAVE[i]
+INTERLEAVE = (0, 2, 4, 6, 1, 3, 5, 7)
+_BIAS = 8
+_MAXQ = 15
+
+
+# ----------------------------------------------------------------------------------------------
+# Permutation generators (layouts are data)
+# ----------------------------------------------------------------------------------------------
+def _fragment_rows_cols(lane: int) -> list[tuple[int, int]]:
+    """The 8 (row, col) positions of a 16x16 sub-tile that ``lane`` feeds as the B fragments of
+    two m16n8k16 MMAs, in fragment order e0..e7 (b0, b1 of the first n8 half, then the second)."""
+    t, g = lane % 4, lane // 4
+    rows = (2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9)
+    return [(r, g) for r in rows] + [(r, g + 8) for r in rows]
+
+
+def weight_perm() -> np.ndarray:
+    """Marlin's 1024-entry weight permutation (int64), ``new[i] = old[perm[i]]`` inside a chunk.
+
+    A chunk is one 16 (k) x 64 (n) tile viewed as four 16x16 sub-tiles, each flattened row-major
+    and laid side by side: flat position ``256 j + 16 row + col``. Output order: lane-major, then
+    sub-tile ``j``, then the 8 fragment elements reordered by :data:`INTERLEAVE`.
+    """
+    perm = np.empty(1024, dtype=np.int64)
+    i = 0
+    for lane in range(32):
+        frag = _fragment_rows_cols(lane)  # e0..e7
+        for j in range(4):
+            for nib in range(8):
+                row, col = frag[INTERLEAVE[nib]]
+                perm[i] = 256 * j + 16 * row + col
+                i += 1
+    return perm
+
+
+def scale_perm() -> np.ndarray:
+    """Grouped scale permutation (64 entries): ``packed[8i + j] = logical[i + 8j]``, an 8x8 transpose.
+
+    Why: the thread with groupID g loads one int4 = 8 halves = columns g, g+8, ..., g+56 of its
+    warp's 64-column block; half2 number jj covers both n8 halves of sub-tile jj.
+    """
+    return (np.arange(8)[:, None] + 8 * np.arange(8)[None, :]).reshape(64).astype(np.int64)
+
+
+def scale_perm_single() -> np.ndarray:
+    """Per-channel scale permutation (32 entries): ``packed[8i + e] = 2i + [0,1,8,9,16,17,24,25][e]``.
+
+    Why: per-channel scales multiply the output fragment, where thread t holds columns 2t, 2t+1
+    of every n8 block; thread t's int4 therefore holds columns 2t + {0,1,8,9,16,17,24,25}.
+    """
+    offs = np.array([0, 1, 8, 9, 16, 17, 24, 25], dtype=np.int64)
+    return (2 * np.arange(4, dtype=np.int64)[:, None] + offs[None, :]).reshape(32)
+
+
+def inverse_perm(perm: np.ndarray) -> np.ndarray:
+    """The inverse index array: ``x[perm][inverse_perm(perm)] == x``."""
+    perm = np.asarray(perm)
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(perm.size, dtype=perm.dtype)
+    return inv
+
+
+_PERM = weight_perm()
+_PERM_INV = inverse_perm(_PERM)
+_SCALE_PERM = scale_perm()
+_SCALE_PERM_SINGLE = scale_perm_single()
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation
+# ----------------------------------------------------------------------------------------------
+def _check_kn(k: int, n: int) -> None:
+    require_divisible("K", k, 128, "must be a positive multiple of 128 (official marlin.Layer rule)")
+    require_divisible("N", n, 256, "must be a positive multiple of 256 (official marlin.Layer rule)")
+
+
+def _check_group_size(group_size) -> int | None:
+    if group_size is None:
+        return None
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or int(group_size) != 128:
+        raise FormatRuleError(
+            f"group_size: the Marlin kernel supports only 128 or None (per-channel); got {group_size!r}"
+        )
+    return 128
+
+
+def _scale_rows(k: int, group_size: int | None) -> int:
+    return 1 if group_size is None else k // group_size
+
+
+def _is_grouped(g_rows: int) -> bool:
+    # The kernel (marlin_cuda.cpp) treats one scale row as per-channel; Layer.pack branches on
+    # groupsize != K, which is the same thing. K = 128 with group 128 is therefore per-channel.
+    return g_rows > 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Quantization (symmetric, offset 8)
+# ----------------------------------------------------------------------------------------------
+def compute_scales(w: np.ndarray, group_size: int | None) -> np.ndarray:
+    """Absmax scales as the official test's ``gen_quant4`` makes them.
+
+    ``w``: float16 ``(K, N)``. Returns float16 ``(K // group_size, N)`` (``(1, N)`` per-channel):
+    ``fp16(float32(max_{k in group} |w[k, n]|) * float32(2/15))``.
+    """
+    w = require_dtype("w", w, np.float16)
+    require_ndim("w", w, 2)
+    k, n = w.shape
+    _check_kn(k, n)
+    group_size = _check_group_size(group_size)
+    require_finite("w", w)
+    gs = k if group_size is None else group_size
+    amax = np.abs(w.astype(np.float32)).reshape(k // gs, gs, n).max(axis=1)  # (G, N)
+    return (amax * np.float32(2.0 / _MAXQ)).astype(np.float16)
+
+
+def quantize(w: np.ndarray, scales: np.ndarray, group_size: int | None) -> np.ndarray:
+    """Round-to-nearest against given scales, as ``Layer.pack`` re-quantizes its input.
+
+    ``w`` float16 ``(K, N)``; ``scales`` float16 ``(K // group_size, N)`` or ``(1, N)``.
+    Returns uint8 codes ``(K, N)``: ``clip(round_half_even(fp16(w / s)) + 8, 0, 15)``; the
+    positive extreme ``7.5 s`` rounds to 8 and is clamped to code 15 (as in the official code).
+    """
+    w = require_dtype("w", w, np.float16)
+    require_ndim("w", w, 2)
+    k, n = w.shape
+    _check_kn(k, n)
+    group_size = _check_group_size(group_size)
+    scales = _check_scales(scales, k, n, group_size)
+    require_finite("w", w)
+    if np.any(scales == 0):
+        raise FormatRuleError("scales: must be non-zero to quantize; got a zero scale")
+    gs = k if group_size is None else group_size
+    s_full = np.repeat(scales, gs, axis=0) if scales.shape[0] > 1 else scales  # (K, N) or (1, N)
+    x = (w / s_full).astype(np.float16)  # fp16 division: float math, one RN rounding
+    q = np.clip(np.rint(x.astype(np.float32)) + _BIAS, 0, _MAXQ)
+    return q.astype(np.uint8)
+
+
+def _check_scales(scales, k: int, n: int, group_size: int | None) -> np.ndarray:
+    scales = require_dtype("scales", scales, np.float16)
+    require_ndim("scales", scales, 2)
+    require_shape("scales", scales, (_scale_rows(k, group_size), n))
+    require_finite("scales", scales)
+    return scales
+
+
+# ----------------------------------------------------------------------------------------------
+# Weight permutation and packing
+# ----------------------------------------------------------------------------------------------
+def _tile_perm() -> np.ndarray:
+    """:func:`weight_perm` re-expressed on a 16x64 tile flattened row-major (``64 row + col``)."""
+    p = weight_perm()
+    j, row, col = p // 256, (p % 256) // 16, p % 16
+    return row * 64 + 16 * j + col
+
+
+_TILE_PERM = _tile_perm()
+_TILE_PERM_INV = inverse_perm(_TILE_PERM)
+
+
+def permute_weights(q: np.ndarray) -> np.ndarray:
+    """Tile reshuffle + :func:`weight_perm`: uint8 ``(K, N)`` -> uint8 ``(K // 16, 16 N)``.
+
+    Row ``kb`` of the result lists the codes of k-rows ``16kb..16kb+15`` in storage order
+    (8 consecutive entries = one int32 word, nibble 0 first). Needs ``K % 16 == 0``, ``N % 64 == 0``.
+    Official order of operations: 16x16 tiles flattened row-major, then ``perm`` per 1024 chunk;
+    here both are folded into one gather on each 16x64 tile flattened row-major (same result).
+    """
+    k, n = q.shape
+    t = q.reshape(k // TILE, TILE, n // 64, 64)  # (K/16, 16, N/64, 64): kb, row, nb, col
+    t = t.transpose(0, 2, 1, 3).reshape(k // TILE, n // 64, 1024)  # (K/16, N/64, 16*64) per tile
+    return np.take(t, _TILE_PERM, axis=2).reshape(k // TILE, n * TILE)  # (K/16, 16N)
+
+
+def unpermute_weights(p: np.ndarray, k: int, n: int) -> np.ndarray:
+    """Inverse of :func:`permute_weights`: uint8 ``(K // 16, 16 N)`` -> uint8 ``(K, N)``."""
+    t = np.take(p.reshape(k // TILE, n // 64, 1024), _TILE_PERM_INV, axis=2)  # (K/16, N/64, 1024)
+    t = t.reshape(k // TILE, n // 64, TILE, 64)  # (K/16, N/64, 16, 64)
+    return t.transpose(0, 2, 1, 3).reshape(k, n)  # (K/16, 16, N/64, 64) -> (K, N)
+
+
+def _nibbles_to_words(p: np.ndarray) -> np.ndarray:
+    """uint8 nibbles ``(R, 8W)`` -> int32 ``(R, W)``, nibble i of each 8 at bits 4i..4i+3."""
+    r, c = p.shape
+    pairs = p.reshape(r, c // 2, 2)  # (R, 4W, 2): low nibble, high nibble of each byte
+    byte = (pairs[:, :, 0] | (pairs[:, :, 1] << 4)).astype(np.uint8)  # (R, 4W)
+    return np.ascontiguousarray(byte).view(np.dtype("<u4")).astype(np.uint32).view(np.int32)
+
+
+def _words_to_nibbles(b: np.ndarray) -> np.ndarray:
+    """int32 ``(R, W)`` -> uint8 nibbles ``(R, 8W)`` (inverse of :func:`_nibbles_to_words`)."""
+    r, w = b.shape
+    byte = np.ascontiguousarray(b.astype(np.int32).view(np.uint32).astype("<u4")).view(np.uint8)  # (R, 4W)
+    out = np.empty((r, 8 * w), dtype=np.uint8)
+    out[:, 0::2] = byte & 0xF
+    out[:, 1::2] = byte >> 4
+    return out
+
+
+def permute_scales(scales: np.ndarray) -> np.ndarray:
+    """Permute fp16 scales ``(G, N)`` to the kernel's order; grouped iff ``G > 1``."""
+    g, n = scales.shape
+    perm = _SCALE_PERM if _is_grouped(g) else _SCALE_PERM_SINGLE
+    return scales.reshape(-1, perm.size)[:, perm].reshape(g, n)
+
+
+def unpermute_scales(s: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`permute_scales`."""
+    g, n = s.shape
+    perm = _SCALE_PERM if _is_grouped(g) else _SCALE_PERM_SINGLE
+    return s.reshape(-1, perm.size)[:, inverse_perm(perm)].reshape(g, n)
+
+
+def pack(q: np.ndarray, scales: np.ndarray, group_size: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Pack codes and scales into Marlin's format (bit-identical to ``marlin.Layer.pack``).
+
+    ``q``: uint8 ``(K, N)`` codes in ``[0, 15]`` (value ``q - 8``), ``K % 128 == 0``,
+    ``N % 256 == 0``. ``scales``: float16 ``(K // group_size, N)``, or ``(1, N)`` for
+    ``group_size=None``. ``group_size``: 128 or ``None``.
+    Returns ``(B, s)``: ``B`` int32 ``(K // 16, 2 N)`` (layout in the module docstring), ``s``
+    float16 of the scales' shape with columns permuted (grouped iff more than one scale row).
+    Inputs are not modified.
+    """
+    q, scales, group_size = _check_pack_args(q, scales, group_size)
+    b = _nibbles_to_words(permute_weights(q))
+    return b, permute_scales(scales)
+
+
+def _check_pack_args(q, scales, group_size):
+    q = require_dtype("q", q, np.uint8)
+    require_ndim("q", q, 2)
+    k, n = q.shape
+    _check_kn(k, n)
+    group_size = _check_group_size(group_size)
+    require_codes("q", q, 4)
+    scales = _check_scales(scales, k, n, group_size)
+    return q, scales, group_size
+
+
+def pack_reference(q: np.ndarray, scales: np.ndarray, group_size: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Plain-loop twin of :func:`pack`, written from the closed form in the spec block."""
+    q, scales, group_size = _check_pack_args(q, scales, group_size)
+    k, n = q.shape
+    b = np.zeros((k // 16, 2 * n), dtype=np.int64)
+    for kb in range(k // 16):
+        for w in range(2 * n):
+            nb, lane, j = w // 128, (w % 128) // 4, w % 4
+            t, g = lane % 4, lane // 4
+            r, c = 16 * kb + 2 * t, 64 * nb + 16 * j + g
+            elems = [q[r, c], q[r + 8, c], q[r, c + 8], q[r + 8, c + 8],
+                     q[r + 1, c], q[r + 9, c], q[r + 1, c + 8], q[r + 9, c + 8]]
+            word = 0
+            for i, e in enumerate(elems):
+                word |= int(e) << (4 * i)
+            b[kb, w] = word - (1 << 32) if word >= (1 << 31) else word
+    g_rows = scales.shape[0]
+    s = np.empty_like(scales)
+    for row in range(g_rows):
+        for col in range(n):
+            if _is_grouped(g_rows):
+                base, i, jj = col - col % 64, (col % 64) // 8, col % 8
+                s[row, col] = scales[row, base + i + 8 * jj]
+            else:
+                base, i, e = col - col % 32, (col % 32) // 8, col % 8
+                s[row, col] = scales[row, base + 2 * i + (0, 1, 8, 9, 16, 17, 24, 25)[e]]
+    return b.astype(np.int32), s
+
+
+def _check_packed(b, s):
+    b = require_dtype("B", b, np.int32)
+    require_ndim("B", b, 2)
+    s = require_dtype("s", s, np.float16)
+    require_ndim("s", s, 2)
+    kb, w = b.shape
+    k, n = 16 * kb, w // 2
+    if w % 2:
+        raise ShapeError(f"B: must have 2*N columns (N % 256 == 0); got {w} columns")
+    _check_kn(k, n)
+    if s.shape[1] != n:
+        raise ShapeError(f"s: must have N={n} columns (B has 2*N={w}); got shape {s.shape}")
+    g = s.shape[0]
+    if not (g == 1 or (g > 1 and k % g == 0 and k // g == 128)):
+        raise ShapeError(f"s: must have 1 row or K/128={k // 128} rows; got {g} rows (K={k})")
+    return b, s, k, n
+
+
+def unpack(b: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`pack`: ``(B int32 (K/16, 2N), s float16 (G, N))`` -> ``(q uint8 (K, N), scales)``.
+
+    Grouped vs per-channel is read from ``G`` exactly as the kernel does (``G == 1`` per-channel).
+    """
+    b, s, k, n = _check_packed(b, s)
+    q = unpermute_weights(_words_to_nibbles(b), k, n)
+    return q, unpermute_scales(s)
+
+
+def unpack_reference(b: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Plain-loop twin of :func:`unpack` (reads the closed-form table backwards)."""
+    b, s, k, n = _check_packed(b, s)
+    q = np.zeros((k, n), dtype=np.uint8)
+    for kb in range(k // 16):
+        for w in range(2 * n):
+            word = int(b[kb, w]) & 0xFFFFFFFF
+            nb, lane, j = w // 128, (w % 128) // 4, w % 4
+            t, g = lane % 4, lane // 4
+            r, c = 16 * kb + 2 * t, 64 * nb + 16 * j + g
+            where = [(r, c), (r + 8, c), (r, c + 8), (r + 8, c + 8),
+                     (r + 1, c), (r + 9, c), (r + 1, c + 8), (r + 9, c + 8)]
+            for i, (rr, cc) in enumerate(where):
+                q[rr, cc] = (word >> (4 * i)) & 0xF
+    scales = np.empty_like(s)
+    g_rows = s.shape[0]
+    for row in range(g_rows):
+        for col in range(n):
+            if _is_grouped(g_rows):
+                base, i, jj = col - col % 64, (col % 64) // 8, col % 8
+                scales[row, base + i + 8 * jj] = s[row, col]
+            else:
+                base, i, e = col - col % 32, (col % 32) // 8, col % 8
+                scales[row, base + 2 * i + (0, 1, 8, 9, 16, 17, 24, 25)[e]] = s[row, col]
+    return q, scales
+
+
+# ----------------------------------------------------------------------------------------------
+# Dequantization as the kernel materialises it
+# ----------------------------------------------------------------------------------------------
+def dequantize(b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The fp16 B operand the kernel feeds the tensor core, as a ``(K, N)`` float16 array.
+
+    Grouped (``s`` has ``K/128`` rows): ``fp16((q - 8) * s[k // 128, n])`` (``__hmul2``, RN; the
+    product of two fp16 values is exact in float32, so one rounding). Per-channel (one row):
+    ``fp16(q - 8)`` exactly; the scale is applied later to the output, see
+    :func:`apply_output_scale`. Use :func:`effective_weights` for the scaled weights.
+    """
+    q, scales = unpack(b, s)
+    vals = (q.astype(np.int16) - _BIAS).astype(np.float16)  # exact: |q - 8| <= 8
+    if not _is_grouped(scales.shape[0]):
+        return vals
+    gs = q.shape[0] // scales.shape[0]
+    s_full = np.repeat(scales, gs, axis=0)  # (K, N)
+    return (vals.astype(np.float32) * s_full.astype(np.float32)).astype(np.float16)
+
+
+def dequantize_reference(b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Plain-loop twin of :func:`dequantize` (one element at a time, fp16 scalar multiply)."""
+    q, scales = unpack_reference(b, s)
+    k, n = q.shape
+    g_rows = scales.shape[0]
+    out = np.empty((k, n), dtype=np.float16)
+    for kk in range(k):
+        for nn in range(n):
+            v = np.float16(int(q[kk, nn]) - _BIAS)
+            out[kk, nn] = v * scales[kk // (k // g_rows), nn] if _is_grouped(g_rows) else v
+    return out
+
+
+def effective_weights(b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Scaled weights ``fp16((q - 8) * s)`` float16 ``(K, N)`` for both modes (per-channel: row 0)."""
+    q, scales = unpack(b, s)
+    k = q.shape[0]
+    s_full = np.repeat(scales, k // scales.shape[0], axis=0)  # (K, N)
+    vals = (q.astype(np.int16) - _BIAS).astype(np.float32)
+    return (vals * s_full.astype(np.float32)).astype(np.float16)
+
+
+def apply_output_scale(c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Per-channel epilogue: ``fp16(fp16(c) * scales[0, n])``; ``c`` float32/float16 ``(M, N)``.
+
+    ``s`` is the *packed* one-row scale array (``(1, N)``); it is unpermuted here.
+    """
+    s = require_dtype("s", s, np.float16)
+    if s.shape[0] != 1:
+        raise ShapeError(f"s: the output scale applies to per-channel (1-row) scales; got shape {s.shape}")
+    scales = unpermute_scales(s)[0]  # (N,)
+    c16 = np.asarray(c).astype(np.float16)
+    return (c16.astype(np.float32) * scales.astype(np.float32)).astype(np.float16)
+
+
+# ----------------------------------------------------------------------------------------------
+# GPTQ -> Marlin repack (vLLM gptq_marlin_repack, 4-bit)
+# ----------------------------------------------------------------------------------------------
+def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None) -> np.ndarray:
+    """GPTQ ``qweight`` int32 ``(K/8, N)`` (packed along K) -> Marlin ``B`` int32 ``(K/16, 2N)``.
+
+    With ``perm`` (int ``(K,)``, e.g. ``argsort(g_idx)`` for act-order), Marlin row ``k`` reads
+    checkpoint row ``perm[k]``, as vLLM's ``gptq_marlin_repack`` does; the result is identical to
+    :func:`pack` of the row-permuted code matrix. Checks follow the repack kernel
+    (``K % 16 == 0``, ``N % 64 == 0``), not the Layer API.
+    """
+    from refsim.formats import gptq  # lead's module: unpack_qweight(qweight, bits, k) -> uint8 (K, N)
+
+    k = require_int("k", k, minimum=1)
+    require_divisible("K", k, 16, "must be a positive multiple of 16 (gptq_marlin_repack rule)")
+    qweight = require_dtype("qweight", qweight, np.int32)
+    require_ndim("qweight", qweight, 2)
+    require_shape("qweight", qweight, (k // 8, qweight.shape[1]))
+    n = qweight.shape[1]
+    require_divisible("N", n, 64, "must be a positive multiple of 64 (gptq_marlin_repack rule)")
+    q = gptq.unpack_qweight(qweight, 4, k)  # (K, N) uint8
+    if perm is not None:
+        perm = np.asarray(perm)
+        if not np.issubdtype(perm.dtype, np.integer):
+            raise FormatRuleError(f"perm: must be an integer array; got dtype {perm.dtype}")
+        require_shape("perm", perm, (k,))
+        if not np.array_equal(np.sort(perm), np.arange(k)):
+            raise FormatRuleError("perm: must be a permutation of 0..K-1; got repeated or out-of-range entries")
+        q = q[perm]
+    return _nibbles_to_words(permute_weights(q))
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference GEMM
+# ----------------------------------------------------------------------------------------------
+def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``C = A @ W`` with an exact-sum reference: float16 ``A (M, K)`` -> float16 ``C (M, N)``.
+
+    ``B`` int32 ``(K/16, 2N)`` and ``s`` float16 ``(G, N)`` as returned by :func:`pack`.
+    Grouped: ``C = fp16(sum_k A[m,k] * dequantize(B,s)[k,n])``; per-channel:
+    ``C = fp16(fp16(sum_k A[m,k] * (q[k,n] - 8)) * s[n])`` (the kernel's two output roundings).
+    The sum is exact (every fp16 product is an integer multiple of ``2**-48``; the products are
+    summed as Python integers) and rounded to fp16 once, round-to-nearest-even. This is the
+    accuracy target, not the kernel's tensor-core arithmetic (the emulator issue models that).
+    Slow (object arithmetic): meant for small test problems.
+    """
+    a = require_dtype("A", a, np.float16)
+    require_ndim("A", a, 2)
+    w = dequantize(b, s)  # (K, N) fp16 operand
+    if a.shape[1] != w.shape[0]:
+        raise ShapeError(f"A: must have K={w.shape[0]} columns; got shape {a.shape}")
+    require_finite("A", a)
+    ai = (a.astype(np.float64) * 2.0**24).astype(np.int64).astype(object)  # exact: fp16 = int * 2**-24
+    wi = (w.astype(np.float64) * 2.0**24).astype(np.int64).astype(object)
+    exact = ai @ wi  # (M, N) Python ints, value * 2**48, exact
+    c = np.empty(exact.shape, dtype=np.float16)
+    for idx in np.ndindex(*exact.shape):
+        c[idx] = round_exact_to_f16(Fraction(int(exact[idx]), 1 << 48))
+    if s.shape[0] == 1:
+        return apply_output_scale(c, s)
+    return c
+
+
+def round_exact_to_f16(x: Fraction) -> np.float16:
+    """Round an exact rational to float16, round-to-nearest-even (overflow to +-inf at 65520)."""
+    if abs(x) >= 65520:
+        return np.float16(np.inf if x > 0 else -np.inf)
+    f = np.float16(float(x))  # within one fp16 ulp of the answer (float() itself is RN)
+    if np.isinf(f):
+        f = np.float16(65504.0 if x > 0 else -65504.0)
+    with np.errstate(over="ignore"):
+        cands = [f, np.nextafter(f, np.float16(-np.inf)), np.nextafter(f, np.float16(np.inf))]
+    cands = [c for c in cands if np.isfinite(c)]
+
+    def key(c):
+        return (abs(Fraction(float(c)) - x), int(c.view(np.uint16)) & 1)
+
+    best = min(cands, key=key)
+    return np.float16(0.0) if best == 0 else best
