@@ -1,0 +1,162 @@
+"""Roofline building blocks shared by every kernel model, and the plain DRAM-roofline baseline.
+
+Each kernel model (``refsim.gpu_model.kernels.*``) counts, from how the kernel really works:
+
+    bytes from DRAM ............ T_dram = Σ_waves bytes_wave / min(BW_eff, active_CTAs·bytes_in_flight/latency)
+    bytes L2 -> SM ............. T_l2   = bytes_l2 / BW_L2
+    tensor-core instructions ... T_tc   = n_mma · flop_per_mma(padded shape) / (rate(acc type) · SMs · f_sm)
+    ALU / issue slots .......... T_alu  = max(warp_instrs / (4 SMSP · SMs · f · eff), pipe lanes / lanes/clk)
+    L1/shared wavefronts ....... T_smem = wavefronts / (SMs · f_sm)   (LUT lookups × bank-conflict degree)
+    fixed ...................... T0 per launch + one DRAM latency per wave (ramp, tail)
+
+and combines them with :func:`combine`:
+
+    T = T0·launches + tail + max(pipes) + (1 - a) · second_largest(pipes)
+
+``a`` (overlap), ``T0`` and the CUDA-core issue efficiency are the only fitted constants
+(:data:`FITTED`, fitted by ``refsim.gpu_model.calibrate`` on the RTX 4070 Laptop Any-Precision data).
+The binding bottleneck is the name of the largest term (``launch`` when T0 dominates).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from refsim.gpu_model.specs import FITTED_LAUNCH_OVERHEAD_S, GPUSpec
+
+__all__ = ["ModelParams", "FITTED", "Breakdown", "combine", "dram_time", "waves",
+           "dram_roofline_s", "PIPE_TERMS"]
+
+PIPE_TERMS = ("dram", "l2", "tensor", "alu", "smem")
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """The few constants first principles cannot give (all tagged ``fitted``).
+
+    launch_overhead_s:     T0, fixed cost per kernel launch as Nsight Compute times it.
+    overlap:               a in [0, 1]: fraction of the second-largest pipe hidden under the largest.
+    cuda_core_issue_eff:   fraction of the 1 warp-instruction/clk/SMSP issue rate a CUDA-core
+                           dequant/LUT inner loop sustains (dependency and scoreboard stalls).
+    """
+
+    launch_overhead_s: float = FITTED_LAUNCH_OVERHEAD_S
+    overlap: float = 0.9432
+    cuda_core_issue_eff: float = 0.4600
+
+
+FITTED = ModelParams()
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """The named result of a kernel model: latency, its terms (seconds) and the bottleneck.
+
+    terms: ``dram, l2, tensor, alu, smem`` (pipes that overlap), ``launch`` (T0 × launches) and
+    ``tail`` (per-wave ramp), all in seconds. ``bytes_dram`` counts DRAM bytes, ``flops`` useful
+    (unpadded) 2·M·N·K, ``ctas`` and ``waves`` the launch geometry of the main kernel.
+    """
+
+    kernel: str
+    gpu: str
+    m: int
+    n: int
+    k: int
+    bits: int
+    latency_s: float
+    bottleneck: str
+    terms: dict = field(default_factory=dict)
+    bytes_dram: float = 0.0
+    flops: float = 0.0
+    ctas: int = 0
+    waves: float = 0.0
+    launches: int = 1
+    notes: str = ""
+
+    @property
+    def latency_us(self) -> float:
+        return self.latency_s * 1e6
+
+    @property
+    def intensity_flop_per_byte(self) -> float:
+        return self.flops / self.bytes_dram if self.bytes_dram else math.inf
+
+    def as_dict(self) -> dict:
+        """JSON-ready dict (times in µs)."""
+        return {
+            "kernel": self.kernel, "gpu": self.gpu, "m": self.m, "n": self.n, "k": self.k,
+            "bits": self.bits, "latency_us": self.latency_us, "bottleneck": self.bottleneck,
+            "terms_us": {name: t * 1e6 for name, t in self.terms.items()},
+            "bytes_dram": self.bytes_dram, "flops": self.flops, "ctas": self.ctas,
+            "waves": self.waves, "launches": self.launches, "notes": self.notes,
+        }
+
+
+def waves(ctas: int, ctas_per_sm: int, gpu: GPUSpec) -> float:
+    """Fractional number of waves: CTAs / (SMs × resident CTAs per SM)."""
+    return ctas / (gpu.sm_count * max(1, ctas_per_sm))
+
+
+def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
+              bytes_in_flight_per_cta: float) -> float:
+    """Seconds to stream ``bytes_dram`` with the launch's memory-level parallelism.
+
+    Bytes are spread evenly over CTAs; full waves run with ``SMs × ctas_per_sm`` CTAs resident, the
+    partial last wave with the remainder. Each wave's bandwidth is Little's law capped by the
+    achievable streaming bandwidth: ``min(BW_eff, resident_CTAs · bytes_in_flight / latency)``.
+    """
+    if bytes_dram <= 0:
+        return 0.0
+    ctas = max(1, int(ctas))
+    slots = gpu.sm_count * max(1, int(ctas_per_sm))
+    full, rem = divmod(ctas, slots)
+    per_cta = bytes_dram / ctas
+    bw_eff = gpu.dram_eff_bytes_per_s
+    lat = gpu.dram_latency_s
+    t = 0.0
+    if full:
+        bw = min(bw_eff, slots * bytes_in_flight_per_cta / lat)
+        t += full * slots * per_cta / bw
+    if rem:
+        bw = min(bw_eff, rem * bytes_in_flight_per_cta / lat)
+        t += rem * per_cta / bw
+    return t
+
+
+def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes: dict,
+            params: ModelParams, *, launches: int = 1, ctas: int = 0, n_waves: float = 0.0,
+            bytes_dram: float = 0.0, extra_serial_s: float = 0.0, notes: str = "") -> Breakdown:
+    """Overlap the pipe terms, add fixed costs, name the bottleneck.
+
+    ``T = T0·launches + tail + max(pipes) + (1 - a)·second(pipes) + extra_serial_s`` where
+    tail = one DRAM latency per (started) wave: the first loads of a wave cannot be hidden.
+    """
+    ordered = sorted(pipes.items(), key=lambda kv: kv[1], reverse=True)
+    first = ordered[0][1] if ordered else 0.0
+    second = ordered[1][1] if len(ordered) > 1 else 0.0
+    launch = params.launch_overhead_s * launches
+    tail = gpu.dram_latency_s * max(1, math.ceil(n_waves - 1e-9))
+    latency = launch + tail + first + (1.0 - params.overlap) * second + extra_serial_s
+    terms = dict(pipes)
+    terms["launch"] = launch
+    terms["tail"] = tail
+    if extra_serial_s:
+        terms["serial"] = extra_serial_s
+    bottleneck = ordered[0][0] if ordered and first >= launch + tail else "launch"
+    return Breakdown(kernel=kernel, gpu=gpu.name, m=m, n=n, k=k, bits=bits, latency_s=latency,
+                     bottleneck=bottleneck, terms=terms, bytes_dram=bytes_dram,
+                     flops=2.0 * m * n * k, ctas=ctas, waves=n_waves, launches=launches, notes=notes)
+
+
+def dram_roofline_s(bytes_dram: float, flops: float, gpu: GPUSpec,
+                    kind: str = "fp16_f32acc") -> float:
+    """The plain roofline the issue compares against (LLM-Viewer style):
+    ``max(bytes / peak DRAM bandwidth, flops / peak tensor rate)`` at boost clock, no fixed cost,
+    no achievable fraction, no waves."""
+    return max(bytes_dram / gpu.dram_peak_bytes_per_s, flops / gpu.tensor_flops(kind, "boost"))
+
+
+def with_params(params: ModelParams | None, **overrides) -> ModelParams:
+    """``params`` (default :data:`FITTED`) with some fields replaced."""
+    return replace(params or FITTED, **overrides)

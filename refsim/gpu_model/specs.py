@@ -1,0 +1,228 @@
+"""GPU specification table: one frozen dataclass per GPU, every number with a source and a tag.
+
+Spec block
+----------
+Units are in the field names (``*_hz``, ``*_bytes``, ``*_bytes_per_s``, ``*_per_clk_per_sm``).
+Tensor-core rates are **dense** (no 2:4 sparsity), per SM per clock, split by input type and by
+accumulator type: GeForce parts (Turing/GA10x GeForce/Ada) run FP16 inputs with FP32 accumulation at
+half the FP16-accumulator rate; datacenter/pro parts and Orin run it at full rate.
+
+Provenance tags (``GPUSpec.provenance[field] = (tag, source)``):
+
+    datasheet        vendor datasheet / whitepaper / spec sheet
+    whitepaper       NVIDIA architecture whitepaper or CUDA programming-guide table
+    microbenchmark   measured by a public microbenchmark (source named)
+    estimate         first-principles or same-die proxy estimate (reasoning in the source string)
+    fitted           fitted on ../shared/calibration/anyprec_rtx4070_laptop.csv (see calibrate.py)
+
+Derived numbers (peak TFLOPS, effective bandwidth, ridge points) are properties computed from the
+table, never typed. Facts and sources: ``shared/specs/perf_model.md`` section 1.
+
+    GPUSpec ──┬─ counts:  sm_count, max_warps_per_sm, max_ctas_per_sm
+              ├─ clocks:  base / boost / sustained (what a long kernel runs at)
+              ├─ memory:  DRAM peak × achievable fraction, DRAM latency, L2 size and bandwidth
+              ├─ per SM:  shared memory, registers, tensor rates (f16acc, f32acc, int8, int4),
+              │           ALU lanes (int32 logic, fp32 FMA, half2 FMA), L1/SMEM bytes/clk
+              └─ fixed:   kernel launch + ramp cost (fitted)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from refsim._validate import require_choice
+
+__all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"]
+
+# Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
+# gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
+# for every GPU (no per-GPU fudge factor).
+FITTED_LAUNCH_OVERHEAD_S = 2.115e-6
+
+_SPEC_NOTE = "shared/specs/perf_model.md"
+_CUDA_GUIDE = "CUDA C++ Programming Guide, arithmetic-instruction throughput table (per CC)"
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU. All rates are per SM per clock unless the name says otherwise.
+
+    ``sustained_clock_hz`` is the SM clock a long kernel runs at in the default power state;
+    ``base_clock_hz`` is what Nsight Compute locks to (``--clock-control base``).
+    """
+
+    name: str
+    arch: str
+    compute_capability: str
+    sm_count: int
+    base_clock_hz: float
+    boost_clock_hz: float
+    sustained_clock_hz: float
+    dram_peak_bytes_per_s: float
+    dram_achievable_fraction: float
+    dram_latency_s: float
+    l2_bytes: int
+    l2_bytes_per_clk_per_sm: float
+    smem_per_sm_bytes: int
+    smem_per_block_bytes: int
+    regs_per_sm: int
+    max_warps_per_sm: int
+    max_ctas_per_sm: int
+    tc_fp16_f16acc_flop_per_clk_per_sm: float
+    tc_fp16_f32acc_flop_per_clk_per_sm: float
+    tc_int8_op_per_clk_per_sm: float
+    tc_int4_op_per_clk_per_sm: float  # 0 = no INT4 tensor path
+    int32_lanes_per_clk_per_sm: float
+    fp32_fma_lanes_per_clk_per_sm: float
+    hfma2_lanes_per_clk_per_sm: float
+    l1_smem_bytes_per_clk_per_sm: float
+    launch_overhead_s: float
+    provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    # ---- derived numbers -------------------------------------------------------------------
+    @property
+    def dram_eff_bytes_per_s(self) -> float:
+        """Achievable streaming-read bandwidth = peak × achievable fraction."""
+        return self.dram_peak_bytes_per_s * self.dram_achievable_fraction
+
+    def clock_hz(self, clock: str | float = "sustained") -> float:
+        """SM clock for ``clock`` in {'base', 'boost', 'sustained'} or an explicit frequency."""
+        if isinstance(clock, (int, float)) and not isinstance(clock, bool):
+            return float(clock)
+        require_choice("clock", clock, ("base", "boost", "sustained"))
+        return {"base": self.base_clock_hz, "boost": self.boost_clock_hz,
+                "sustained": self.sustained_clock_hz}[clock]
+
+    def tensor_flops(self, kind: str = "fp16_f32acc", clock: str | float = "sustained") -> float:
+        """Dense tensor-core FLOP/s (or OP/s) for ``kind`` in
+        {'fp16_f16acc', 'fp16_f32acc', 'int8', 'int4'} at ``clock``."""
+        per = {"fp16_f16acc": self.tc_fp16_f16acc_flop_per_clk_per_sm,
+               "fp16_f32acc": self.tc_fp16_f32acc_flop_per_clk_per_sm,
+               "int8": self.tc_int8_op_per_clk_per_sm,
+               "int4": self.tc_int4_op_per_clk_per_sm}
+        require_choice("kind", kind, tuple(per))
+        return per[kind] * self.sm_count * self.clock_hz(clock)
+
+    def l2_bytes_per_s(self, clock: str | float = "sustained") -> float:
+        return self.l2_bytes_per_clk_per_sm * self.sm_count * self.clock_hz(clock)
+
+    def ridge_flop_per_byte(self, kind: str = "fp16_f32acc", clock: str | float = "sustained") -> float:
+        """Arithmetic intensity (FLOP per DRAM byte) where the roofline turns compute-bound."""
+        return self.tensor_flops(kind, clock) / self.dram_eff_bytes_per_s
+
+
+def _p(**tags: tuple[str, str]) -> dict:
+    return dict(tags)
+
+
+# Per-CC ALU lanes (CUDA guide): int32 add/logic/shift 64/clk/SM on 7.5-9.0; FP32 FMA 64 on 7.5 and
+# 8.0, 128 on 8.6/8.7/8.9/9.0; half2 FMA: 128 lanes (256 fp16 results) on 8.x/9.0, 64 on 7.5.
+_ALU = {
+    "7.5": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=64, hfma2_lanes_per_clk_per_sm=64),
+    "8.0": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=64, hfma2_lanes_per_clk_per_sm=128),
+    "8.6": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
+    "8.7": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
+    "8.9": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
+    "9.0": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
+}
+# Per-SM tensor rates (perf_model.md table 1.3, derived from vendor peaks / (SMs × boost clock)).
+_TC = {
+    "turing-geforce": (1024, 512, 2048, 4096),
+    "ga10x-pro": (1024, 1024, 2048, 4096),
+    "ga10x-geforce": (1024, 512, 2048, 4096),
+    "ga100": (2048, 2048, 4096, 8192),
+    "ada-geforce": (1024, 512, 2048, 4096),
+    "hopper": (4096, 4096, 8192, 0),
+}
+_SMEM = {  # (L1+smem per SM usable as smem, per block, max warps, max CTAs)
+    "7.5": (65536, 65536, 32, 16), "8.0": (167936, 166912, 64, 32), "8.6": (102400, 101376, 48, 16),
+    "8.7": (167936, 166912, 48, 16), "8.9": (102400, 101376, 48, 24), "9.0": (233472, 232448, 64, 32),
+}
+
+
+def _gpu(name, arch, cc, tc, sms, base, boost, sustained, bw, frac, lat, l2, l2bpc, prov):
+    f16, f32, i8, i4 = _TC[tc]
+    smem, smem_blk, warps, ctas = _SMEM[cc]
+    common = {
+        "tc_*": ("whitepaper", f"{_SPEC_NOTE} table 1.3 ({tc}): vendor dense peaks / (SMs x boost clock)"),
+        "alu_*": ("whitepaper", _CUDA_GUIDE),
+        "smem/regs/warps/ctas": ("whitepaper", f"CUDA guide per-CC limits; {_SPEC_NOTE} table 1.2"),
+        "l1_smem_bytes_per_clk_per_sm": ("whitepaper", "32 banks x 4 B per clock (CUDA guide, shared memory)"),
+        "launch_overhead_s": ("fitted", "calibrate.py on anyprec_rtx4070_laptop.csv (one value for all GPUs)"),
+    }
+    common.update(prov)
+    return GPUSpec(
+        name=name, arch=arch, compute_capability=cc, sm_count=sms, base_clock_hz=base * 1e6,
+        boost_clock_hz=boost * 1e6, sustained_clock_hz=sustained * 1e6, dram_peak_bytes_per_s=bw * 1e9,
+        dram_achievable_fraction=frac, dram_latency_s=lat * 1e-9, l2_bytes=int(l2 * 2**20),
+        l2_bytes_per_clk_per_sm=l2bpc, smem_per_sm_bytes=smem, smem_per_block_bytes=smem_blk,
+        regs_per_sm=65536, max_warps_per_sm=warps, max_ctas_per_sm=ctas,
+        tc_fp16_f16acc_flop_per_clk_per_sm=f16, tc_fp16_f32acc_flop_per_clk_per_sm=f32,
+        tc_int8_op_per_clk_per_sm=i8, tc_int4_op_per_clk_per_sm=i4, l1_smem_bytes_per_clk_per_sm=128,
+        launch_overhead_s=FITTED_LAUNCH_OVERHEAD_S, provenance=common, **_ALU[cc],
+    )
+
+
+_GDDR_LAT = ("estimate", "GDDR6/6X load-to-use DRAM latency ~500 ns (Ampere/Ada microbenchmark range 450-600 ns)")
+_HBM_LAT = ("estimate", "HBM load-to-use DRAM latency ~450 ns (A100/H100 microbenchmarks, Luo et al. 2402.13499)")
+_L2_GA10X = ("estimate", "no public L2 microbenchmark for GA10x/AD10x; 32 B/clk/SM (L40: 5.25 TB/s measured, gpu-benches, ~15 B/clk/SM at 142 SMs is a lower bound)")
+
+GPUS: dict[str, GPUSpec] = {g.name: g for g in [
+    _gpu("a10", "GA102", "8.6", "ga10x-pro", 72, 885, 1695, 1695, 600, 0.85, 500, 6, 32, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [sysrqmts-A10], [baseten], [marlin-plot]"),
+        "dram_achievable_fraction": ("microbenchmark", "A40 (same GA102 die) reads 97.7 % (gpu-benches); A10 ships with ECC on (-10..15 %, Marlin README): 0.85"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu("rtx4090", "AD102", "8.9", "ada-geforce", 128, 2235, 2520, 2520, 1008, 0.91, 500, 72, 32, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [thefpsreview], [pcspecchart]"),
+        "dram_achievable_fraction": ("microbenchmark", "clpeak #106: 910-921 GB/s of 1008"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu("orin-agx-64gb", "GA10B", "8.7", "ga100", 16, 1301, 1301, 1301, 204.8, 0.746, 650, 4, 32, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [mzph-orin-brief], MAXN mode 1301 MHz"),
+        "dram_achievable_fraction": ("microbenchmark", "ApxInf #74: 152.8 GB/s 2 GB read of 204.8"),
+        "dram_latency_s": ("estimate", "LPDDR5 behind the SoC fabric, ~650 ns"),
+        "l2_bytes_per_clk_per_sm": ("estimate", "GA100-style SM; 32 B/clk/SM")}),
+    _gpu("rtx4070-laptop", "AD106", "8.9", "ada-geforce", 36, 1395, 2175, 2175, 256, 0.967, 500, 32, 32, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [oemdrivers-4070L], [chaynikam-4070M]; base clock OEM/TGP-dependent, 1395 MHz assumed"),
+        "dram_achievable_fraction": ("fitted", "calibrate.py: cuBLAS FP16 GEMV rows of anyprec_rtx4070_laptop.csv (247.5 GB/s)"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu("rtx3090", "GA102", "8.6", "ga10x-geforce", 82, 1395, 1695, 1695, 936.2, 0.913, 500, 6, 32, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [ninfer-50], GA102 WP"),
+        "dram_achievable_fraction": ("microbenchmark", "ninfer-3090 #50: 854.2 GB/s uint4 read"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu("rtx2080", "TU104", "7.5", "turing-geforce", 46, 1515, 1710, 1710, 448, 0.90, 500, 4, 32, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [tomshw-tu104], Turing WP (reference card)"),
+        "dram_achievable_fraction": ("estimate", "GDDR6 streaming read ~90 % (same class as 3090/4090 measurements)"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu("rtx-a6000", "GA102", "8.6", "ga10x-pro", 84, 1410, 1800, 1800, 768, 0.90, 500, 6, 32, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [sysrqmts-A6000]"),
+        "dram_achievable_fraction": ("estimate", "GDDR6 ~90 %, ECC off by default"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu("a100-80gb", "GA100", "8.0", "ga100", 108, 1275, 1410, 1410, 2039, 0.871, 450, 40, 34.8, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [llm-analysis], [gpu-benches]"),
+        "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-stream a100_80: 1776 GB/s read"),
+        "dram_latency_s": _HBM_LAT,
+        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches gpu-l2-cache A100: ~5.3 TB/s / (108 x 1.41 GHz)")}),
+    _gpu("h100-sxm", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 3350, 0.90, 450, 50, 35.0, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100]; tensor peaks at 1830 MHz"),
+        "dram_achievable_fraction": ("estimate", "H100 PCIe reads 95 %, H200 81 %; SXM not measured: 0.90"),
+        "dram_latency_s": _HBM_LAT,
+        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches H100 PCIe ~7.0 TB/s / (114 x 1.755 GHz)")}),
+    _gpu("h200", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 4800, 0.81, 450, 50, 39.0, {
+        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100] (H100 + HBM3e)"),
+        "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-l2-cache h200: ~3888 GB/s plateau of 4800"),
+        "dram_latency_s": _HBM_LAT,
+        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz)")}),
+]}
+
+
+def gpu_names() -> list[str]:
+    """Names accepted by :func:`get_gpu` (sorted)."""
+    return sorted(GPUS)
+
+
+def get_gpu(name: str | GPUSpec) -> GPUSpec:
+    """The :class:`GPUSpec` for ``name``; an unknown name raises FormatRuleError listing valid ones."""
+    if isinstance(name, GPUSpec):
+        return name
+    require_choice("gpu", name, gpu_names())
+    return GPUS[name]
