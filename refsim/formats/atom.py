@@ -1,0 +1,603 @@
+"""Atom W4A4: reordered INT4 groups with an INT8 outlier tail, and the fused group GEMM.
+
+Spec block
+----------
+=================  ==================================================================================
+element bits       body: INT4 symmetric, signed values in [-8, 7]; tail ("keeper"): INT8 symmetric,
+                   signed values in [-128, 127]. Codes are stored SIGNED (int8 arrays), as Atom's
+                   kernels do (4-bit two's complement bitfields), not as offset codes.
+container          packed INT4: uint8, two elements per byte (``pack_int4``); INT8: int8
+bit order          element 2j in the LOW nibble, element 2j+1 in the HIGH nibble of byte j
+element order      activations (M, K) row-major along K; weights stored kernel-side as (N, K)
+                   ("K x N column-major"); refsim's arrays keep the house shape (K, N)
+tile shape         groups of 128 along K (``GROUP``); the last 128 reordered channels (``KEEPER``)
+                   form the INT8 tail; the kernel tiles 128x128x128 (not modelled here)
+scales             activations: one per (token, group) + one per token for the tail;
+                   weights: one per (group, output PAIR) -- columns 2p and 2p+1 share a scale
+                   (Atom's ``channel_group=2``; the kernel is only correct with equal pairs) --
+                   + one per output column for the tail
+invariants         K % 128 == 0, K >= 128, N even; reorder index is a permutation of range(K)
+                   sorting the calibration statistic ascending (outliers LAST);
+                   x_r[:, e] = x[:, idx[e]] and W_r[e, :] = W[idx[e], :] so x_r @ W_r == x @ W
+source             efeslab/Atom @ 7e3618b1a7a7c86e1c93cc909b1510c046d76ac6 (2024-07-02):
+                   model/quant.py (quantize_tensor, quantize_tensor_channel_group,
+                   quantize_activation_wrapper, quantize_attn_{k,v}_wrapper), model/qLinearLayer.py
+                   (quant, reorder), model/outlier.py (hessian statistic),
+                   kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh (group GEMM arithmetic),
+                   kernels/include/Reorder/*.cuh (kernel-side activation quantization)
+=================  ==================================================================================
+
+Layout of one reordered activation row (K = 512 shown)::
+
+    reordered channel e:  0 ........ 127 | 128 ...... 255 | 256 ...... 383 | 384 ...... 511
+                          INT4 group 0   | INT4 group 1   | INT4 group 2   | INT8 keeper (tail)
+                          scale s4[m,0]  | scale s4[m,1]  | scale s4[m,2]  | scale s8[m]
+                          (outliers: the 128 channels with the largest statistic end up here)
+
+    packed INT4 byte j of the row:   bit 7..4 = element 2j+1 | bit 3..0 = element 2j
+    e.g. elements (-3, 5) -> 0b0101_1101 = 0x5D   (-3 = 0b1101 in 4-bit two's complement)
+
+Two quantization modes (``MODES``), both documented by the official sources:
+
+* ``"simulation"`` -- Atom's accuracy simulation (model/quant.py), which produced the paper's
+  numbers: ``scale = clip * absmax / 7`` (clip 0.85 weights, 0.9 activations; INT8 tail unclipped,
+  ``absmax / 127``), ``absmax`` floored at 1e-5, ``q = clamp(round_half_even(x / scale))``.
+  Every elementwise op is computed in float32 and rounded to the input dtype (float16 inputs give
+  fp16-rounded intermediates exactly as torch does; float32 inputs stay float32). Scales are
+  returned in the input dtype.
+* ``"kernel"`` -- Atom's CUDA quantize kernels: no clip, ``scale_f32 = absmax / 7`` (or /127),
+  stored as ``half(scale_f32)``, ``q = clamp(roundf(x * (1 / scale_f32)))`` with ``roundf`` rounding
+  half AWAY from zero; an all-zero group gives q = 0 (the kernel's inf*0 = NaN -> int 0).
+  Scales are float16. Weights use the same arithmetic (the kernels take them prepared offline).
+
+Fused group GEMM (``atom_gemm``/``atom_gemm_reference``), per output (m, n)::
+
+    acc = 0.0f
+    for g in groups:   p = sum_k qa[m,k] qb[k,n]                (exact int32)
+                       acc = fmaf(float(p), float(half(sa[m,g] * sb[g,n])), acc)
+    p8  = sum_k qa8[m,k] qb8[k,n];  acc = fmaf(float(p8), float(half(sa8[m] * sb8[n])), acc)
+    D[m,n] = half(acc)                                            (round to nearest even)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from refsim._validate import (
+    require_choice,
+    require_dtype,
+    require_finite,
+    require_float_array,
+    require_int,
+    require_integer_array,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError, ShapeError
+
+__all__ = [
+    "GROUP", "KEEPER", "MODES", "W_CLIP", "A_CLIP",
+    "AtomActivations", "AtomWeights", "AtomKV",
+    "hessian_statistic", "reorder_index", "permute", "unpermute",
+    "round_half_even", "round_half_away",
+    "quantize_activations", "quantize_activations_reference", "dequantize_activations",
+    "quantize_weights", "quantize_weights_reference", "dequantize_weights",
+    "pack_int4", "pack_int4_reference", "unpack_int4",
+    "quantize_kv", "dequantize_kv",
+    "atom_gemm", "atom_gemm_reference",
+]
+
+GROUP = 128
+KEEPER = 128
+MODES = ("simulation", "kernel")
+W_CLIP = 0.85
+A_CLIP = 0.9
+ABSMAX_FLOOR = 1e-5
+
+
+# ----------------------------------------------------------------------------------------------
+# reorder
+# ----------------------------------------------------------------------------------------------
+def hessian_statistic(x: np.ndarray, n_samples: int = 1) -> np.ndarray:
+    """Atom's ``hessian`` channel statistic: ``stat[k] = (2 / n_samples) * sum_t x[t, k]**2``,
+    the diagonal of the GPTQ Hessian. x (T, K) float; returns float32 (K,)."""
+    x = require_float_array("x", x)
+    require_ndim("x", x, 2)
+    require_finite("x", x)
+    n_samples = require_int("n_samples", n_samples, minimum=1)
+    x32 = x.astype(np.float32)
+    return (np.float32(2.0 / n_samples) * np.einsum("tk,tk->k", x32, x32)).astype(np.float32)
+
+
+def reorder_index(stat: np.ndarray) -> np.ndarray:
+    """The reorder index: ``argsort(stat)`` ascending (stable), so the channels with the largest
+    statistic (the outliers) come LAST. stat (K,) float; returns int64 (K,), a permutation."""
+    stat = require_float_array("stat", stat)
+    require_ndim("stat", stat, 1)
+    require_finite("stat", stat)
+    return np.argsort(stat, kind="stable").astype(np.int64)
+
+
+def _require_perm(idx: np.ndarray, k: int) -> np.ndarray:
+    idx = require_integer_array("idx", idx)
+    require_shape("idx", idx, (k,))
+    if not np.array_equal(np.sort(idx), np.arange(k)):
+        raise FormatRuleError(f"idx: must be a permutation of range({k}); got {idx[:8].tolist()}...")
+    return idx
+
+
+def permute(a: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    """Gather along ``axis``: ``out.take(e, axis) = a.take(idx[e], axis)``. Use axis=1 for
+    activations (M, K) and axis=0 for weights (K, N); returns a new array."""
+    a = np.asarray(a)
+    _require_perm(idx, a.shape[axis])
+    return np.take(a, idx, axis=axis)
+
+
+def unpermute(a: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    """Inverse of :func:`permute`: scatter back so ``unpermute(permute(a, idx, ax), idx, ax) == a``."""
+    a = np.asarray(a)
+    _require_perm(idx, a.shape[axis])
+    inv = np.empty_like(idx)
+    inv[idx] = np.arange(idx.size)
+    return np.take(a, inv, axis=axis)
+
+
+# ----------------------------------------------------------------------------------------------
+# rounding and per-op dtype semantics
+# ----------------------------------------------------------------------------------------------
+def round_half_even(x: np.ndarray) -> np.ndarray:
+    """Round to nearest, ties to even (``torch.round``, ``np.rint``)."""
+    return np.rint(x)
+
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """Round to nearest, ties away from zero (CUDA ``roundf``). Exact for float32 inputs: the
+    computation runs in float64 where ``|x| + 0.5`` is exact."""
+    x64 = np.asarray(x, dtype=np.float64)
+    return (np.sign(x64) * np.floor(np.abs(x64) + 0.5)).astype(np.asarray(x).dtype)
+
+
+def _op(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round an fp32 intermediate to the working dtype (torch's per-op semantics)."""
+    return np.asarray(value, dtype=np.float32).astype(dtype)
+
+
+def _quantize_rows_sim(x: np.ndarray, qmax: int, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """Atom ``quantize_tensor`` (sym, int, group_size=0) on rows of x (R, C): returns
+    (q int8 (R, C), scale (R,) in x.dtype). One row = one quantization group."""
+    dt = x.dtype
+    f32 = np.float32
+    absmax = np.abs(x).max(axis=1)
+    absmax = np.maximum(absmax, _op(f32(ABSMAX_FLOOR), dt))
+    if clip < 1.0:
+        absmax = _op(absmax.astype(f32) * f32(clip), dt)
+    scale = _op(absmax.astype(f32) / f32(qmax), dt)
+    ratio = _op(x.astype(f32) / scale.astype(f32)[:, None], dt)
+    q = np.clip(round_half_even(ratio), -qmax - 1, qmax)
+    return q.astype(np.int8), scale
+
+
+def _quantize_rows_kernel(x: np.ndarray, qmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """Atom CUDA quantization on rows of x (R, C): fp32 absmax/qmax, multiply by its fp32
+    reciprocal, roundf (half away), clamp; the stored scale is half(scale_f32)."""
+    f32 = np.float32
+    absmax = np.abs(x.astype(f32)).max(axis=1)
+    scale = (absmax / f32(qmax)).astype(f32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recip = (f32(1.0) / scale).astype(f32)
+        prod = (x.astype(f32) * recip[:, None]).astype(f32)
+    prod = np.where(np.isfinite(prod), prod, f32(0.0))  # all-zero group: NaN -> int 0 in CUDA
+    q = np.clip(round_half_away(prod), -qmax - 1, qmax)
+    return q.astype(np.int8), scale.astype(np.float16)
+
+
+def _quantize_rows(x, qmax, clip, mode):
+    if mode == "simulation":
+        return _quantize_rows_sim(x, qmax, clip)
+    return _quantize_rows_kernel(x, qmax)
+
+
+# ----------------------------------------------------------------------------------------------
+# activations
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AtomActivations:
+    """Quantized activations of one reordered (M, K) input.
+
+    q4 int8 (M, K - keeper) values in [-8, 7]; scale4 (M, (K - keeper) // group) -- float16 in
+    kernel mode, the input dtype in simulation mode; q8 int8 (M, keeper) in [-128, 127];
+    scale8 (M,) same dtype as scale4."""
+
+    q4: np.ndarray
+    scale4: np.ndarray
+    q8: np.ndarray
+    scale8: np.ndarray
+
+
+def _check_split(k: int, group: int, keeper: int) -> tuple[int, int]:
+    group = require_int("group_size", group, minimum=1)
+    keeper = require_int("keeper", keeper, minimum=0)
+    if keeper > k:
+        raise ShapeError(f"keeper: must be at most K={k}; got {keeper}")
+    if (k - keeper) % group != 0:
+        raise ShapeError(f"K - keeper: must be a multiple of group_size={group}; got {k - keeper}")
+    return group, keeper
+
+
+def _check_input(name: str, x: np.ndarray) -> np.ndarray:
+    x = require_dtype(name, x, np.float16, np.float32)
+    require_ndim(name, x, 2)
+    require_finite(name, x)
+    return x
+
+
+def quantize_activations(x: np.ndarray, mode: str = "simulation", *, group_size: int = GROUP,
+                         keeper: int = KEEPER, clip: float = A_CLIP) -> AtomActivations:
+    """Dynamic per-token Atom quantization of an already-reordered input.
+
+    x (M, K) float16/float32, channels in reordered order (outliers last). The first K - keeper
+    channels get INT4 symmetric per (token, group of ``group_size``); the last ``keeper`` get INT8
+    symmetric per token, unclipped. ``clip`` applies to the INT4 body in simulation mode only
+    (the kernels have none)."""
+    x = _check_input("x", x)
+    require_choice("mode", mode, MODES)
+    m, k = x.shape
+    group, keeper = _check_split(k, group_size, keeper)
+    body = x[:, :k - keeper]
+    groups = body.reshape(m * ((k - keeper) // group), group)  # (M * G, group) row-major
+    q4, s4 = _quantize_rows(groups, 7, clip, mode)
+    if keeper:
+        q8, s8 = _quantize_rows(x[:, k - keeper:], 127, 1.0, mode)
+    else:
+        q8, s8 = np.zeros((m, 0), np.int8), np.ones(m, dtype=s4.dtype)
+    return AtomActivations(q4.reshape(m, k - keeper), s4.reshape(m, (k - keeper) // group), q8, s8)
+
+
+def quantize_activations_reference(x: np.ndarray, mode: str = "simulation", *, group_size: int = GROUP,
+                                   keeper: int = KEEPER, clip: float = A_CLIP) -> AtomActivations:
+    """Plain-loop twin of :func:`quantize_activations` (one scalar at a time)."""
+    x = _check_input("x", x)
+    require_choice("mode", mode, MODES)
+    m, k = x.shape
+    group, keeper = _check_split(k, group_size, keeper)
+    n_groups = (k - keeper) // group
+    sdtype = x.dtype if mode == "simulation" else np.float16
+    q4 = np.zeros((m, k - keeper), np.int8)
+    s4 = np.zeros((m, n_groups), sdtype)
+    q8 = np.zeros((m, keeper), np.int8)
+    s8 = np.ones(m, sdtype)
+    for i in range(m):
+        for g in range(n_groups):
+            cols = range(g * group, (g + 1) * group)
+            qs, s = _quantize_scalar_group([x[i, c] for c in cols], 7, clip, mode, x.dtype)
+            s4[i, g] = s
+            for c, q in zip(cols, qs):
+                q4[i, c] = q
+        if keeper:
+            qs, s = _quantize_scalar_group([x[i, c] for c in range(k - keeper, k)], 127, 1.0, mode, x.dtype)
+            s8[i] = s
+            q8[i, :] = qs
+    return AtomActivations(q4, s4, q8, s8)
+
+
+def _quantize_scalar_group(vals, qmax, clip, mode, dtype):
+    """One group, scalar by scalar, straight from the spec block."""
+    f32 = np.float32
+    if mode == "simulation":
+        absmax = max(abs(dtype.type(v)) for v in vals)
+        absmax = max(absmax, dtype.type(f32(ABSMAX_FLOOR)))
+        if clip < 1.0:
+            absmax = dtype.type(f32(absmax) * f32(clip))
+        scale = dtype.type(f32(absmax) / f32(qmax))
+        qs = []
+        for v in vals:
+            r = dtype.type(f32(v) / f32(scale))
+            qs.append(int(min(max(np.rint(r), -qmax - 1), qmax)))
+        return qs, scale
+    absmax = max(abs(f32(v)) for v in vals)
+    scale = f32(absmax / f32(qmax))
+    qs = []
+    for v in vals:
+        if absmax == 0:
+            qs.append(0)
+            continue
+        p = f32(f32(v) * f32(f32(1.0) / scale))
+        a = float(p)
+        r = np.floor(abs(a) + 0.5) * (1 if a >= 0 else -1)
+        qs.append(int(min(max(r, -qmax - 1), qmax)))
+    return qs, np.float16(scale)
+
+
+def dequantize_activations(a: AtomActivations, dtype=None) -> np.ndarray:
+    """Fake-quant values ``q * scale`` (M, K) in the scales' dtype (or ``dtype``), the product
+    rounded once from fp32 as torch does; body first, keeper last (reordered order)."""
+    dt = np.dtype(dtype or a.scale4.dtype)
+    m, kb = a.q4.shape
+    g = a.scale4.shape[1]
+    group = kb // g if g else 1
+    body = _op(a.q4.astype(np.float32).reshape(m, g, group) * a.scale4.astype(np.float32)[:, :, None], dt)
+    tail = _op(a.q8.astype(np.float32) * a.scale8.astype(np.float32)[:, None], dt)
+    return np.concatenate([body.reshape(m, kb), tail], axis=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# weights (RTN)
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AtomWeights:
+    """Quantized reordered weights.
+
+    q4 int8 (K - keeper, N) in [-8, 7]; scale4 ((K - keeper) // group, N) with
+    scale4[:, 2p] == scale4[:, 2p+1] (pair-shared); q8 int8 (keeper, N) in [-128, 127];
+    scale8 (N,). Scales are float16 in kernel mode, the input dtype in simulation mode."""
+
+    q4: np.ndarray
+    scale4: np.ndarray
+    q8: np.ndarray
+    scale8: np.ndarray
+
+
+def quantize_weights(w: np.ndarray, mode: str = "simulation", *, group_size: int = GROUP,
+                     keeper: int = KEEPER, clip: float = W_CLIP) -> AtomWeights:
+    """Atom RTN weight quantization of reordered weights w (K, N) float16/float32 (rows in
+    reordered order, N even). INT4 body: one symmetric scale per (group of ``group_size`` rows,
+    pair of columns 2p, 2p+1) -- 2 * group_size values share it; INT8 tail: one scale per
+    column over the last ``keeper`` rows, unclipped. ``clip`` applies in simulation mode only."""
+    w = _check_input("w", w)
+    require_choice("mode", mode, MODES)
+    k, n = w.shape
+    if n % 2:
+        raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
+    group, keeper = _check_split(k, group_size, keeper)
+    g = (k - keeper) // group
+    # (G, group, N/2, 2) -> (G, N/2, group, 2) -> rows of 2*group values
+    blocks = w[:k - keeper].reshape(g, group, n // 2, 2).transpose(0, 2, 1, 3).reshape(g * n // 2, 2 * group)
+    q, s = _quantize_rows(blocks, 7, clip, mode)
+    q4 = q.reshape(g, n // 2, group, 2).transpose(0, 2, 1, 3).reshape(k - keeper, n)
+    s4 = np.repeat(s.reshape(g, n // 2), 2, axis=1)  # (G, N)
+    if keeper:
+        q8t, s8 = _quantize_rows(np.ascontiguousarray(w[k - keeper:].T), 127, 1.0, mode)  # per column
+        q8 = np.ascontiguousarray(q8t.T)
+    else:
+        q8, s8 = np.zeros((0, n), np.int8), np.ones(n, dtype=s4.dtype)
+    return AtomWeights(q4, s4, q8, s8)
+
+
+def quantize_weights_reference(w: np.ndarray, mode: str = "simulation", *, group_size: int = GROUP,
+                               keeper: int = KEEPER, clip: float = W_CLIP) -> AtomWeights:
+    """Plain-loop twin of :func:`quantize_weights`."""
+    w = _check_input("w", w)
+    require_choice("mode", mode, MODES)
+    k, n = w.shape
+    if n % 2:
+        raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
+    group, keeper = _check_split(k, group_size, keeper)
+    g_count = (k - keeper) // group
+    sdtype = w.dtype if mode == "simulation" else np.float16
+    q4 = np.zeros((k - keeper, n), np.int8)
+    s4 = np.zeros((g_count, n), sdtype)
+    q8 = np.zeros((keeper, n), np.int8)
+    s8 = np.ones(n, sdtype)
+    for g in range(g_count):
+        for p in range(n // 2):
+            coords = [(r, c) for r in range(g * group, (g + 1) * group) for c in (2 * p, 2 * p + 1)]
+            qs, s = _quantize_scalar_group([w[r, c] for r, c in coords], 7, clip, mode, w.dtype)
+            s4[g, 2 * p] = s4[g, 2 * p + 1] = s
+            for (r, c), q in zip(coords, qs):
+                q4[r, c] = q
+    for c in range(n):
+        if keeper:
+            qs, s = _quantize_scalar_group([w[r, c] for r in range(k - keeper, k)], 127, 1.0, mode, w.dtype)
+            s8[c] = s
+            for r, q in zip(range(k - keeper, k), qs):
+                q8[r - (k - keeper), c] = q
+    return AtomWeights(q4, s4, q8, s8)
+
+
+def dequantize_weights(wq: AtomWeights, dtype=None) -> np.ndarray:
+    """Fake-quant weights (K, N): ``q4 * scale4`` over the body rows, then ``q8 * scale8``."""
+    dt = np.dtype(dtype or wq.scale4.dtype)
+    kb, n = wq.q4.shape
+    g = wq.scale4.shape[0]
+    group = kb // g if g else 1
+    body = _op(wq.q4.astype(np.float32).reshape(g, group, n) * wq.scale4.astype(np.float32)[:, None, :], dt)
+    tail = _op(wq.q8.astype(np.float32) * wq.scale8.astype(np.float32)[None, :], dt)
+    return np.concatenate([body.reshape(kb, n), tail], axis=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# INT4 packing
+# ----------------------------------------------------------------------------------------------
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """Pack signed INT4 values q (R, C) int8 in [-8, 7], C even, two per byte along C: element
+    2j in the low nibble, 2j+1 in the high nibble (4-bit two's complement). Returns uint8
+    (R, C // 2). For weights pass the kernel-side (N, K) array, i.e. ``q4.T``."""
+    q = require_dtype("q", q, np.int8)
+    require_ndim("q", q, 2)
+    if q.size and (q.min() < -8 or q.max() > 7):
+        bad = int(q.min()) if q.min() < -8 else int(q.max())
+        raise FormatRuleError(f"q: INT4 values must lie in [-8, 7]; got {bad}")
+    if q.shape[1] % 2:
+        raise ShapeError(f"q: number of columns must be even; got {q.shape[1]}")
+    nib = (q.astype(np.int16) & 0xF).astype(np.uint8)
+    return (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)
+
+
+def pack_int4_reference(q: np.ndarray) -> np.ndarray:
+    """Plain-loop twin of :func:`pack_int4`."""
+    q = require_dtype("q", q, np.int8)
+    r, c = q.shape
+    out = np.zeros((r, c // 2), np.uint8)
+    for i in range(r):
+        for j in range(c // 2):
+            lo, hi = int(q[i, 2 * j]), int(q[i, 2 * j + 1])
+            out[i, j] = (lo & 0xF) | ((hi & 0xF) << 4)
+    return out
+
+
+def unpack_int4(packed: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_int4`: uint8 (R, C/2) -> int8 (R, C) in [-8, 7]."""
+    packed = require_dtype("packed", packed, np.uint8)
+    require_ndim("packed", packed, 2)
+    lo = (packed & 0xF).astype(np.int8)
+    hi = (packed >> 4).astype(np.int8)
+    out = np.empty((packed.shape[0], packed.shape[1] * 2), np.int8)
+    out[:, 0::2] = np.where(lo > 7, lo - 16, lo)
+    out[:, 1::2] = np.where(hi > 7, hi - 16, hi)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# KV cache
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AtomKV:
+    """Asymmetric INT4 KV cache: q uint8 (..., head_dim) codes in [0, 15]; scale and zero
+    (...,) per (token, head); scale in the input dtype, zero an integer code stored as uint8."""
+
+    q: np.ndarray
+    scale: np.ndarray
+    zero: np.ndarray
+
+
+def quantize_kv(x: np.ndarray, *, clip: float = 1.0) -> AtomKV:
+    """Atom's simulated KV-cache quantization (model/quant.py, asymmetric, per (token, head)):
+    x (..., head_dim) float16/float32, one group per vector along the last axis (Atom asserts
+    head_dim == 128; any head_dim is accepted here). With fp32 ops rounded to x.dtype:
+    ``s = max(max - min, 1e-5) / 15``, ``z = clamp(round(-min / s), 0, 15)``,
+    ``q = clamp(round(x / s) + z, 0, 15)``, rounding half to even; ``clip`` scales max and min."""
+    x = require_dtype("x", x, np.float16, np.float32)
+    require_finite("x", x)
+    if x.ndim < 1:
+        raise ShapeError(f"x: must have at least 1 dimension; got shape {x.shape}")
+    dt, f32 = x.dtype, np.float32
+    vmax = x.max(axis=-1)
+    vmin = x.min(axis=-1)
+    if clip < 1.0:
+        vmax = _op(vmax.astype(f32) * f32(clip), dt)
+        vmin = _op(vmin.astype(f32) * f32(clip), dt)
+    rng = np.maximum(_op(vmax.astype(f32) - vmin.astype(f32), dt), _op(f32(ABSMAX_FLOOR), dt))
+    s = _op(rng.astype(f32) / f32(15), dt)
+    z = np.clip(round_half_even(_op(-vmin.astype(f32) / s.astype(f32), dt)), 0, 15)
+    q = np.clip(round_half_even(_op(x.astype(f32) / s.astype(f32)[..., None], dt)) + z[..., None], 0, 15)
+    return AtomKV(q.astype(np.uint8), s, z.astype(np.uint8))
+
+
+def dequantize_kv(kv: AtomKV) -> np.ndarray:
+    """``(q - z) * s`` with fp32 ops rounded to the scale dtype (Atom's simulation)."""
+    dt, f32 = kv.scale.dtype, np.float32
+    diff = kv.q.astype(f32) - kv.zero.astype(f32)[..., None]
+    return _op(diff * kv.scale.astype(f32)[..., None], dt)
+
+
+# ----------------------------------------------------------------------------------------------
+# fused group GEMM
+# ----------------------------------------------------------------------------------------------
+def _check_gemm(a: AtomActivations, w: AtomWeights) -> tuple[int, int, int, int]:
+    for name, arr, dt in (("a.q4", a.q4, np.int8), ("a.q8", a.q8, np.int8), ("w.q4", w.q4, np.int8),
+                          ("w.q8", w.q8, np.int8), ("a.scale4", a.scale4, np.float16),
+                          ("a.scale8", a.scale8, np.float16), ("w.scale4", w.scale4, np.float16),
+                          ("w.scale8", w.scale8, np.float16)):
+        require_dtype(name, arr, dt)
+    m, kb = a.q4.shape
+    kb_w, n = w.q4.shape
+    if kb != kb_w:
+        raise ShapeError(f"w.q4: INT4 rows must equal the activations' INT4 columns {kb}; got {kb_w}")
+    g = a.scale4.shape[1]
+    require_shape("w.scale4", w.scale4, (g, n))
+    require_shape("a.scale4", a.scale4, (m, g))
+    if g == 0 or kb % g:
+        raise ShapeError(f"a.scale4: group count must divide the INT4 width {kb}; got {g}")
+    keeper = a.q8.shape[1]
+    require_shape("w.q8", w.q8, (keeper, n))
+    require_shape("a.scale8", a.scale8, (m,))
+    require_shape("w.scale8", w.scale8, (n,))
+    if n % 2 or not np.array_equal(w.scale4[:, 0::2].view(np.uint16), w.scale4[:, 1::2].view(np.uint16)):
+        raise FormatRuleError("w.scale4: columns 2p and 2p+1 must hold identical scales (the kernel reads "
+                              "the pair's scale through a half2 fragment); got unequal pairs")
+    for name, arr, lo, hi in (("a.q4", a.q4, -8, 7), ("w.q4", w.q4, -8, 7)):
+        if arr.size and (arr.min() < lo or arr.max() > hi):
+            raise FormatRuleError(f"{name}: INT4 values must lie in [{lo}, {hi}]; got {int(arr.min())}..{int(arr.max())}")
+    return m, n, g, kb // g
+
+
+def _fma_f32(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Correctly rounded float32 ``acc + p * s`` (one rounding, as ``fmaf``).
+
+    p (int, |p| < 2**22) times s (fp16 value, 11-bit significand) is exact in float64; the sum
+    hi + lo is formed exactly with TwoSum; rounding hi to float32 is then correct unless hi sits
+    exactly on a float32 midpoint, where the sign of lo decides."""
+    prod = p.astype(np.float64) * s.astype(np.float64)
+    a = acc.astype(np.float64)
+    hi = a + prod
+    bb = hi - a
+    lo = (a - (hi - bb)) + (prod - bb)
+    r = hi.astype(np.float32)                      # round-to-nearest-even of hi
+    d = hi - r.astype(np.float64)                  # exact
+    other = np.nextafter(r, np.where(d > 0, np.float32(np.inf), np.float32(-np.inf))).astype(np.float32)
+    midpoint = (d != 0) & ((r.astype(np.float64) + other.astype(np.float64)) / 2 == hi)
+    # on an exact float32 midpoint the tie is only apparent: lo says which side the sum lies on
+    toward_other = np.sign(lo) == np.sign(other.astype(np.float64) - r.astype(np.float64))
+    r = np.where(midpoint & (lo != 0) & toward_other, other, r)
+    return r.astype(np.float32)
+
+
+def atom_gemm(a: AtomActivations, w: AtomWeights) -> np.ndarray:
+    """Atom's fused W4A4 group GEMM, vectorised: returns float16 (M, N).
+
+    a: :class:`AtomActivations` (kernel layout semantics: INT4 body (M, Kb), float16 scales
+    (M, G) and (M,)); w: :class:`AtomWeights` with float16 pair-equal scales. Arithmetic in the
+    module docstring: exact int32 group sums, fp16 scale products, fp32 FMA accumulation in
+    group order, the INT8 tail last, one rounding to fp16."""
+    m, n, g, group = _check_gemm(a, w)
+    qa = a.q4.astype(np.int64).reshape(m, g, group)                       # (M, G, group)
+    qb = w.q4.astype(np.int64).reshape(g, group, n)                       # (G, group, N)
+    acc = np.zeros((m, n), np.float32)
+    for gi in range(g):
+        p = qa[:, gi, :] @ qb[gi]                                         # (M, N) exact int
+        s = (a.scale4[:, gi, None].astype(np.float32) * w.scale4[None, gi, :].astype(np.float32)).astype(np.float16)
+        acc = _fma_f32(acc, p, s)
+    p8 = a.q8.astype(np.int64) @ w.q8.astype(np.int64)
+    s8 = (a.scale8[:, None].astype(np.float32) * w.scale8[None, :].astype(np.float32)).astype(np.float16)
+    acc = _fma_f32(acc, p8, s8)
+    return acc.astype(np.float16)
+
+
+def _round_fraction_f32(x: Fraction) -> np.float32:
+    """Nearest float32 to the exact rational x, ties to even (no double rounding)."""
+    guess = np.float32(float(x))
+    cands = [np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))]
+    best = None
+    for c in cands:
+        if not np.isfinite(c):
+            continue
+        d = abs(Fraction(float(c)) - x)
+        even = int(np.array(c).view(np.uint32)) % 2 == 0
+        key = (d, not even)
+        if best is None or key < best[0]:
+            best = (key, c)
+    return np.float32(best[1])
+
+
+def atom_gemm_reference(a: AtomActivations, w: AtomWeights) -> np.ndarray:
+    """Plain-loop twin of :func:`atom_gemm`, straight from the spec: Python ints for the dot
+    products and exact rationals for each FMA. float16 (M, N)."""
+    m, n, g, group = _check_gemm(a, w)
+    keeper = a.q8.shape[1]
+    out = np.zeros((m, n), np.float16)
+    for i in range(m):
+        for j in range(n):
+            acc = np.float32(0.0)
+            for gi in range(g):
+                p = sum(int(a.q4[i, gi * group + t]) * int(w.q4[gi * group + t, j]) for t in range(group))
+                s = np.float16(np.float32(a.scale4[i, gi]) * np.float32(w.scale4[gi, j]))
+                acc = _round_fraction_f32(Fraction(float(acc)) + p * Fraction(float(s)))
+            p8 = sum(int(a.q8[i, t]) * int(w.q8[t, j]) for t in range(keeper))
+            s8 = np.float16(np.float32(a.scale8[i]) * np.float32(w.scale8[j]))
+            acc = _round_fraction_f32(Fraction(float(acc)) + p8 * Fraction(float(s8)))
+            out[i, j] = np.float16(acc)
+    return out
