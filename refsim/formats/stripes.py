@@ -1,0 +1,311 @@
+"""Marlin's striped partitioning of a GEMM across SMs, exactly as the official kernel computes it.
+
+Spec block
+----------
+- **Problem**: ``C (M, N) = A (M, K) @ W (K, N)``, fp16 x int4 (see :mod:`refsim.formats.marlin`).
+- **Tiles**: a threadblock tile is ``thread_k x thread_n`` of ``W``; ``k_tiles = K / thread_k``,
+  ``n_tiles = N / thread_n``. Auto choice (host code): ``M <= 16`` -> ``(thread_k, thread_n) =
+  (128, 128)``, otherwise ``(64, 256)``. 256 threads, 4 stages, 96 KiB shared memory.
+- **M splitting (host)**: M is cut into launches of at most 4 m-blocks (64 rows); when more than
+  4 m-blocks remain, one launch solves ``par = min((16 * remaining_blocks - pad) // 64, max_par)``
+  independent 64-row problems side by side ("parallel"), see :func:`stripes`.
+- **Tile numbering (device)**: tiles are numbered column-major, ``L = k_tiles * col_par + k_tile``
+  with ``col_par in [0, n_tiles * parallel)`` (``col_par // n_tiles`` = which 64-row problem).
+  Block ``b`` owns ``L in [iters * b, iters * (b + 1))`` with
+  ``iters = ceil(k_tiles * n_tiles * parallel / sms)``, rounded up to a multiple of
+  ``group_blocks / thread_k_blocks`` when grouped (stripes start on group boundaries).
+- **Slices**: the part of a stripe inside one column. The blocks sharing a column reduce
+  serially through ``C`` in the order ``slice_idx = 0, 1, ...``, numbered **bottom to top**
+  (highest k-tiles first); ``slice_idx == slice_count - 1`` (the block holding k-tile 0) writes C.
+- **Invariants** (tested exhaustively): every tile is covered exactly once; slice indices of a
+  column are ``0 .. count-1`` in decreasing ``k_tile_start``; each stripe is ``iters`` long except
+  the last non-empty one.
+- **Source matched**: IST-DASLab/marlin ``marlin/marlin_cuda_kernel.cu`` (``Marlin`` prologue,
+  ``init_slice``, the slice loop, and the host ``marlin_cuda``), commit
+  ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``.
+
+Diagram (the kernel's own 3x3, 5-SM example: k-tiles down, n-tiles across, digit = block)::
+
+    0 1 3        iters = ceil(9 / 5) = 2
+    0 2 3        column 0: block 1 (k-tile 2) reduces first, then block 0 (k-tiles 0-1) writes
+    1 2 4        column 2: 4 -> 3 (writes)
+
+API (used by the GPU performance model and the warp-level emulator)::
+
+    cfg  = marlin_tile_config(m, n, k, group_size)            # TileConfig
+    plan = stripes(m, n, k, sms, group_size)                   # StripePlan
+    for launch in plan.launches:
+        launch.blocks[b]                  # tuple[Slice, ...] of block b, in processing order
+        launch.reduction_order(p, nt)     # blocks in reduction order for problem p, n-tile nt
+        launch.iters, launch.busy_blocks, launch.idle_sms, launch.global_reduction_steps
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refsim._validate import require_int
+from refsim.errors import FormatRuleError, ShapeError
+
+__all__ = [
+    "THREADS",
+    "STAGES",
+    "SHARED_MEM_BYTES",
+    "KERNELS",
+    "TileConfig",
+    "Slice",
+    "Launch",
+    "StripePlan",
+    "marlin_tile_config",
+    "stripes",
+    "stripes_reference",
+    "launch_partition",
+]
+
+THREADS = 256
+STAGES = 4
+SHARED_MEM_BYTES = 96 * 1024
+#: compiled (thread_m_blocks, thread_n_blocks, thread_k_blocks); each with group_blocks -1 or 8
+KERNELS = frozenset({(1, 8, 8), (1, 16, 4), (2, 16, 4), (3, 16, 4), (4, 16, 4)})
+
+
+def _ceildiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """A Marlin threadblock tile: ``thread_k x thread_n`` of W, group size in 16-row blocks."""
+
+    thread_k: int
+    thread_n: int
+    group_blocks: int | None  # group_size // 16, None for per-channel
+
+    @property
+    def thread_k_blocks(self) -> int:
+        return self.thread_k // 16
+
+    @property
+    def thread_n_blocks(self) -> int:
+        return self.thread_n // 16
+
+    @property
+    def warps_n(self) -> int:
+        """Warps across n (each warp covers 64 columns)."""
+        return self.thread_n // 64
+
+    @property
+    def warps_k(self) -> int:
+        """Warps splitting the k16 blocks of a tile (8 warps in all)."""
+        return (THREADS // 32) // self.warps_n
+
+    @property
+    def group_tiles(self) -> int:
+        """Stripe-length quantum: k-tiles per quantization group (1 for per-channel)."""
+        return 1 if self.group_blocks is None else self.group_blocks // self.thread_k_blocks
+
+    def __str__(self) -> str:
+        g = "per-channel" if self.group_blocks is None else f"group {16 * self.group_blocks}"
+        return f"tile k{self.thread_k} x n{self.thread_n}, {g}"
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The part of one block's stripe inside one tile column."""
+
+    block: int
+    col_par: int  # column counting the parallel problems: problem = col_par // n_tiles
+    problem: int  # which independent 64-row sub-problem (0 when parallel == 1)
+    n_tile: int  # col_par % n_tiles
+    k_tile_start: int
+    k_tile_count: int
+    slice_idx: int  # reduction rank, 0 = bottom (highest k-tiles), count-1 = top (writes C)
+    slice_count: int  # blocks sharing this column
+
+    @property
+    def k_tiles(self) -> range:
+        return range(self.k_tile_start, self.k_tile_start + self.k_tile_count)
+
+    @property
+    def writes_output(self) -> bool:
+        return self.slice_idx == self.slice_count - 1
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of the host's M loop and its per-block stripes."""
+
+    row_start: int  # first row of A / C this launch handles
+    prob_m: int  # rows handled (all parallel problems together)
+    thread_m_blocks: int
+    parallel: int
+    k_tiles: int
+    n_tiles: int
+    iters: int  # stripe length in tiles
+    sms: int
+    blocks: tuple[tuple[Slice, ...], ...]  # blocks[b] = slices of block b in processing order
+
+    def reduction_order(self, problem: int, n_tile: int) -> tuple[int, ...]:
+        """Blocks that reduce into output tile (problem, n_tile), in reduction order (bottom first)."""
+        found = [s for stripe in self.blocks for s in stripe if s.problem == problem and s.n_tile == n_tile]
+        return tuple(s.block for s in sorted(found, key=lambda s: s.slice_idx))
+
+    @property
+    def iterations_per_block(self) -> tuple[int, ...]:
+        """Tiles each block processes (its main-loop iterations)."""
+        return tuple(sum(s.k_tile_count for s in stripe) for stripe in self.blocks)
+
+    @property
+    def busy_blocks(self) -> int:
+        return sum(1 for stripe in self.blocks if stripe)
+
+    @property
+    def idle_sms(self) -> int:
+        return self.sms - self.busy_blocks
+
+    @property
+    def global_reduction_steps(self) -> int:
+        """Serial cross-block reductions: sum over output tiles of ``slice_count - 1``."""
+        return sum(s.slice_count - 1 for stripe in self.blocks for s in stripe if s.writes_output)
+
+
+@dataclass(frozen=True)
+class StripePlan:
+    """The whole problem: tile configuration and the launches of the host M loop."""
+
+    m: int
+    n: int
+    k: int
+    sms: int
+    group_size: int | None
+    config: TileConfig
+    launches: tuple[Launch, ...]
+
+
+def marlin_tile_config(m: int, n: int, k: int, group_size: int | None,
+                       thread_k: int | None = None, thread_n: int | None = None,
+                       max_par: int = 16) -> TileConfig:
+    """The tile configuration the official host code picks (or checks, when given).
+
+    ``m, n, k`` ints; ``group_size`` 128 or ``None``. Auto: ``m <= 16`` -> (128, 128), else
+    (64, 256). Raises :class:`ShapeError` for the kernel's ERR_PROB_SHAPE (N % thread_n,
+    K % thread_k) and :class:`FormatRuleError` for ERR_KERN_SHAPE (no compiled kernel).
+    """
+    m = require_int("M", m, minimum=1)
+    n = require_int("N", n, minimum=1)
+    k = require_int("K", k, minimum=1)
+    if group_size is not None and (isinstance(group_size, bool) or group_size != 128):
+        raise FormatRuleError(f"group_size: the Marlin kernel supports only 128 or None; got {group_size!r}")
+    if thread_k is None or thread_n is None:
+        thread_k, thread_n = (128, 128) if m <= 16 else (64, 256)
+    if n % thread_n:
+        raise ShapeError(f"N: must be a multiple of thread_n={thread_n} (kernel ERR_PROB_SHAPE); got {n}")
+    if k % thread_k:
+        raise ShapeError(f"K: must be a multiple of thread_k={thread_k} (kernel ERR_PROB_SHAPE); got {k}")
+    cfg = TileConfig(thread_k, thread_n, None if group_size is None else group_size // 16)
+    for _, _, mb, _ in _launches(m, max_par):
+        if (mb, cfg.thread_n_blocks, cfg.thread_k_blocks) not in KERNELS:
+            raise FormatRuleError(
+                f"tile: no compiled kernel for thread_k={thread_k}, thread_n={thread_n} with "
+                f"{mb} m-blocks (kernel ERR_KERN_SHAPE); got M={m}"
+            )
+    return cfg
+
+
+def launch_partition(k_tiles: int, n_tiles: int, parallel: int, sms: int, group_tiles: int) -> tuple[int, tuple[tuple[Slice, ...], ...]]:
+    """Device-side bookkeeping of one launch: ``(iters, blocks)``, transcribing ``init_slice``.
+
+    ``blocks[b]`` lists block b's slices in processing order.
+    """
+    iters = _ceildiv(k_tiles * n_tiles * parallel, sms)
+    if group_tiles > 1:
+        iters = group_tiles * _ceildiv(iters, group_tiles)
+    blocks = []
+    for b in range(sms):
+        slices = []
+        row = (iters * b) % k_tiles
+        col_par = (iters * b) // k_tiles
+        while True:
+            it = iters * (b + 1) - (k_tiles * col_par + row)
+            if it <= 0 or col_par >= n_tiles * parallel:
+                break
+            it = min(it, k_tiles - row)
+            count, idx = 1, 0
+            col_first = iters * _ceildiv(k_tiles * col_par, iters)
+            if col_first <= k_tiles * (col_par + 1):
+                col_off = col_first - k_tiles * col_par
+                count = _ceildiv(k_tiles - col_off, iters) + (1 if col_off > 0 else 0)
+                delta = iters * b - col_first
+                if delta < 0 or (col_off == 0 and delta == 0):
+                    idx = count - 1
+                else:
+                    idx = count - 1 - delta // iters - (1 if col_off > 0 else 0)
+            slices.append(Slice(b, col_par, col_par // n_tiles, col_par % n_tiles, row, it, idx, count))
+            row = 0
+            col_par += 1
+        blocks.append(tuple(slices))
+    return iters, tuple(blocks)
+
+
+def _launches(m: int, max_par: int):
+    """The host M loop: yields ``(row_start, prob_m, thread_m_blocks, par)``."""
+    tot_m_blocks = _ceildiv(m, 16)
+    pad = 16 * tot_m_blocks - m
+    i = 0
+    while i < tot_m_blocks:
+        tmb = tot_m_blocks - i
+        prob_m = m - 16 * i
+        par = 1
+        step = i
+        if tmb > 4:
+            par = min((16 * tmb - pad) // 64, max_par)
+            prob_m = 64 * par
+            i += 4 * (par - 1)
+            tmb = 4
+        yield 16 * step, prob_m, tmb, par
+        i += 4
+
+
+def stripes(m: int, n: int, k: int, sms: int, group_size: int | None, *, max_par: int = 16,
+            thread_k: int | None = None, thread_n: int | None = None) -> StripePlan:
+    """Marlin's full partition of ``C (M, N) = A (M, K) @ W (K, N)`` over ``sms`` threadblocks.
+
+    Returns a :class:`StripePlan`: one :class:`Launch` per host launch, each with every block's
+    slices (tiles in order), per-column reduction order, and counts. ``max_par`` as the Python
+    ``marlin.mul`` passes it (16).
+    """
+    sms = require_int("sms", sms, minimum=1)
+    max_par = require_int("max_par", max_par, minimum=1)
+    cfg = marlin_tile_config(m, n, k, group_size, thread_k, thread_n, max_par)
+    k_tiles, n_tiles = k // cfg.thread_k, n // cfg.thread_n
+    launches = []
+    for row_start, prob_m, tmb, par in _launches(m, max_par):
+        # device prologue: parallel = prob_m / (16 tmb) when prob_m > 16 tmb
+        parallel = prob_m // (16 * tmb) if prob_m > 16 * tmb else 1
+        iters, blocks = launch_partition(k_tiles, n_tiles, parallel, sms, cfg.group_tiles)
+        launches.append(Launch(row_start, prob_m, tmb, parallel, k_tiles, n_tiles, iters, sms, blocks))
+    return StripePlan(m, n, k, sms, group_size, cfg, tuple(launches))
+
+
+def stripes_reference(k_tiles: int, n_tiles: int, parallel: int, sms: int, group_tiles: int) -> dict:
+    """Plain reference for :func:`launch_partition`, from the spec block's definitions only.
+
+    Cuts the column-major tile sequence into stripes of ``iters`` tiles, splits each stripe at
+    column boundaries, and ranks each column's pieces bottom to top. Returns
+    ``{(block, col_par): (k_tile_start, k_tile_count, slice_idx, slice_count)}``.
+    """
+    iters = _ceildiv(k_tiles * n_tiles * parallel, sms)
+    if group_tiles > 1:
+        iters = group_tiles * _ceildiv(iters, group_tiles)
+    owner = {}
+    for tile in range(k_tiles * n_tiles * parallel):
+        owner[tile] = tile // iters
+    pieces: dict[tuple[int, int], list[int]] = {}
+    for tile, b in owner.items():
+        pieces.setdefault((b, tile // k_tiles), []).append(tile % k_tiles)
+    out = {}
+    for col in range(n_tiles * parallel):
+        here = sorted(((b, min(ks), len(ks)) for (b, c), ks in pieces.items() if c == col), key=lambda x: -x[1])
+        for rank, (b, start, cnt) in enumerate(here):
+            out[(b, col)] = (start, cnt, rank, len(here))
+    return out
