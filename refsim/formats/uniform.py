@@ -49,10 +49,12 @@ Schemes: how the (scale, zero) of one group is computed from its values x (after
 
                    scale = 2 * c*max|x| / maxq;  zero = (maxq + 1) / 2
 
-``"absmax"``     symmetric restricted range (Atom, SmoothQuant, LLM.int8; codes -(2^(b-1)-1)..2^(b-1)-1)::
+``"absmax"``     symmetric, max|x| on the code 2^(b-1)-1 (Atom, SmoothQuant, LLM.int8)::
 
                    scale = c*max|x| / (2**(b-1) - 1);  zero = 2**(b-1)
-                   (a group of all zeros gets scale 1 so that 0/0 never occurs)
+                   (a group of all zeros gets scale 1 so that 0/0 never occurs). Codes still clamp to
+                   [0, 2**b - 1], i.e. signed [-2^(b-1), 2^(b-1)-1] as Atom's clamp does, so a clipped
+                   negative value may use the code 0 (signed -2^(b-1)).
 
 Codes for every scheme: ``q = clamp(round(w / scale) + zero, 0, maxq)`` with maxq = 2**b - 1.
 
@@ -114,18 +116,16 @@ def round_to_int(x: np.ndarray, rounding: Rounding) -> np.ndarray:
 
     ``half_even``: ties to even (``np.rint``, ``torch.round``).
     ``half_away``: ties away from zero (C ``roundf``), computed exactly as
-    ``sign(x) * floor(|x| + 0.5)`` — exact for every float32 because ``|x| + 0.5`` only rounds when
-    ``|x| >= 2**23``, where ``x`` is already an integer (and then floor keeps it).
+    ``t + sign(x) * (|x - t| >= 0.5)`` with ``t = trunc(x)``: the fractional part ``x - t`` of a
+    float is always exactly representable, so no step rounds (``floor(|x| + 0.5)`` would: it turns
+    0.49999997 into 1).
     """
     require_choice("rounding", rounding, ROUNDING_MODES)
     if rounding == "half_even":
         return np.rint(x)
-    ax = np.abs(x)
-    r = np.floor(ax + x.dtype.type(0.5))
-    # |x| + 0.5 can round up to the next integer when |x| is just below a half-integer and
-    # large (ulp(|x|) = 0.5 near 2**22..2**23); undo that case exactly.
-    r = np.where(r - ax > x.dtype.type(0.5), r - 1, r)
-    return np.copysign(r, x)
+    t = np.trunc(x)
+    up = np.abs(x - t) >= x.dtype.type(0.5)
+    return np.copysign(np.where(up, np.abs(t) + 1, np.abs(t)), x)
 
 
 def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:

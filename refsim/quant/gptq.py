@@ -158,7 +158,7 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     if not (0.0 <= float(percdamp) <= 1.0):
         raise FormatRuleError(f"percdamp: must lie in [0, 1]; got {percdamp}")
     if static_groups and group_size is None:
-        raise FormatRuleError("static_groups: requires a group_size (not None)")
+        raise FormatRuleError("static_groups: True requires an integer group_size; got group_size=None")
     scheme = "gptq_sym" if sym else "gptq_asym"
     maxq = np.float32((1 << bits) - 1)
 

@@ -1,0 +1,125 @@
+"""Uniform quantization: vectorised vs plain-loop reference, scheme formulas, rounding, bounds."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from refsim.formats import uniform
+from refsim.testing import assert_bitexact
+
+CASES = [
+    (scheme, gran, gs, rounding)
+    for scheme in uniform.SCHEMES
+    for gran, gs in (("tensor", None), ("channel", None), ("group", 4))
+    for rounding in uniform.ROUNDING_MODES
+]
+
+
+@pytest.mark.parametrize("scheme,granularity,group_size,rounding", CASES)
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+def test_quantize_agrees_with_plain_loop_reference(scheme, granularity, group_size, rounding, bits):
+    rng = np.random.default_rng(bits)
+    w = rng.standard_normal((8, 3)).astype(np.float32)
+    w[:, 2] = np.abs(w[:, 2])  # a column without negatives exercises the gptq_sym quirk
+    kw = dict(scheme=scheme, granularity=granularity, group_size=group_size, rounding=rounding, clip_ratio=0.9)
+    fast = uniform.quantize(w, bits, **kw)
+    ref = uniform.quantize_reference(w, bits, **kw)
+    assert_bitexact(fast.q, ref.q, name="codes")
+    assert_bitexact(fast.scale, ref.scale, name="scale")
+    assert_bitexact(fast.zero, ref.zero, name="zero")
+
+
+def _round_fraction(x: Fraction, mode: str) -> int:
+    f = x.numerator // x.denominator
+    rem = x - f
+    if rem != Fraction(1, 2):
+        return f + (1 if rem > Fraction(1, 2) else 0)
+    if mode == "half_even":
+        return f if f % 2 == 0 else f + 1
+    return f + 1 if x > 0 else f  # away from zero
+
+
+@pytest.mark.parametrize("mode", uniform.ROUNDING_MODES)
+def test_round_to_int_matches_exact_rational_rounding_on_ties_and_neighbours(mode):
+    vals = []
+    for base in [0, 1, 2, 3, 10, 2**21, 2**22, 2**23 - 1, 2**23, 2**24]:
+        for frac in (0.5,):
+            x = np.float32(base + frac)
+            for y in (x, np.nextafter(x, np.float32(0)), np.nextafter(x, np.float32(np.inf))):
+                vals += [y, -y]
+    vals += [np.float32(0.49999997), np.float32(-0.49999997), np.float32(0.0), np.float32(-0.0)]
+    x = np.array(vals, np.float32)
+    got = uniform.round_to_int(x, mode)
+    expected = np.array([_round_fraction(Fraction(float(v)), mode) for v in x], np.float64)
+    assert np.array_equal(got.astype(np.float64), expected), (x[got != expected], got[got != expected])
+
+
+def test_gptq_sym_keeps_the_reference_quirk_for_nonnegative_groups():
+    w = np.array([[0.0], [1.0], [3.0]], np.float32)
+    uq = uniform.quantize(w, 4, scheme="gptq_sym")
+    # xmin stays 0 (no negatives): scale = (3 - 0) / 15, zero = 8 -> codes only reach 8..15
+    assert uq.scale[0, 0] == np.float32(3.0) / np.float32(15)
+    assert uq.zero[0, 0] == 8
+    assert list(uq.q[:, 0]) == [8, 13, 15]  # 3.0/0.2 = 15 + 8 saturates at 15
+
+
+def test_gptq_asym_range_always_contains_zero_and_all_zero_group_gets_unit_range():
+    w = np.zeros((4, 1), np.float32)
+    uq = uniform.quantize(w, 2, scheme="gptq_asym")
+    assert uq.scale[0, 0] == np.float32(2.0) / np.float32(3)  # xmin, xmax = -1, 1
+    assert_bitexact(uq.dequantize(), np.zeros((4, 1), np.float32) * uq.scale[0, 0])
+
+
+def test_absmax_scheme_uses_the_restricted_symmetric_range():
+    w = np.array([[-7.0], [3.5], [7.0]], np.float32)
+    uq = uniform.quantize(w, 4, scheme="absmax")
+    assert uq.scale[0, 0] == 1.0 and uq.zero[0, 0] == 8
+    assert list(uq.q[:, 0]) == [1, 12, 15]  # -7+8, round_half_even(3.5)=4 -> 12, 7+8
+
+
+def test_marlin_scheme_scale_is_two_absmax_over_fifteen():
+    w = np.array([[-3.0], [1.0]], np.float32)
+    uq = uniform.quantize(w, 4, scheme="marlin")
+    assert uq.scale[0, 0] == np.float32(3.0) * (np.float32(2) / np.float32(15))
+
+
+@pytest.mark.parametrize("scheme", ["gptq_asym", "gptq_sym", "awq", "marlin"])
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+def test_dequantized_values_are_within_half_a_step(scheme, bits):
+    rng = np.random.default_rng(bits)
+    w = rng.standard_normal((64, 16)).astype(np.float32)
+    uq = uniform.quantize(w, bits, scheme=scheme, granularity="group", group_size=16)
+    step = uniform.expand_groups(uq.scale, 16, 64)
+    err = np.abs(uq.dequantize().astype(np.float64) - w)
+    # half a step, plus the float32 rounding of w/scale and of the product (a few ulps of |w|)
+    bound = step / 2 + 4 * np.finfo(np.float32).eps * (np.abs(w) + step)
+    if scheme == "gptq_sym":  # the quirk halves the usable range of non-negative groups
+        return_ok = err <= np.maximum(bound, np.abs(w))
+        assert return_ok.all()
+    else:
+        assert (err <= bound).all(), float((err - bound).max())
+
+
+def test_clipping_saturates_only_values_outside_the_clipped_range():
+    w = np.linspace(-1, 1, 33, dtype=np.float32)[:, None]
+    uq = uniform.quantize(w, 4, scheme="absmax", clip_ratio=0.5)
+    inside = np.abs(w[:, 0]) <= 0.5
+    assert set(uq.q[~inside, 0].tolist()) == {0, 15}  # signed -8 and +7
+    assert (np.abs(uq.dequantize()[inside, 0] - w[inside, 0]) <= uq.scale[0, 0] / 2 + 1e-7).all()
+
+
+def test_fake_quantize_keeps_dtype_and_does_not_modify_input():
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((16, 4)).astype(np.float16)
+    before = w.copy()
+    out = uniform.fake_quantize(w, 4, granularity="group", group_size=8)
+    assert out.dtype == np.float16
+    assert_bitexact(w, before)
+
+
+def test_dequantize_rejects_group_size_inconsistent_with_scale_shape():
+    from refsim.errors import FormatRuleError
+
+    with pytest.raises(FormatRuleError, match="group_size"):
+        uniform.dequantize(np.zeros((8, 2), np.uint8), np.ones((2, 2), np.float32), np.zeros((2, 2), np.int32), 2)

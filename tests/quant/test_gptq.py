@@ -1,0 +1,117 @@
+"""GPTQ algorithm: error below RTN, act-order/static-group semantics, independent special cases."""
+
+import numpy as np
+import pytest
+
+from refsim.errors import FormatRuleError
+from refsim.formats import gptq as gptq_format
+from refsim.formats.uniform import quantize
+from refsim.quant.gptq import HessianAccumulator, gptq_quantize, hessian, layer_output_error
+from refsim.quant.rtn import rtn_quantize
+from refsim.testing import assert_bitexact
+
+
+def correlated_layer(seed=0, k=128, n=64, t=512):
+    rng = np.random.default_rng(seed)
+    mix = rng.standard_normal((k, k)) * 0.3 + np.eye(k)
+    X = (rng.standard_normal((t, k)) @ mix).astype(np.float32)
+    X[:, :4] *= 8  # a few strong input channels, as in LLM activations
+    W = rng.standard_normal((k, n)).astype(np.float32)
+    return X, W
+
+
+@pytest.mark.parametrize("bits", [3, 4])
+@pytest.mark.parametrize("group_size,act_order", [(None, False), (32, False), (32, True), (64, True)])
+def test_gptq_layer_output_error_is_below_rtn_on_correlated_inputs(bits, group_size, act_order):
+    X, W = correlated_layer(bits)
+    H = hessian(X)
+    g = gptq_quantize(W, H, bits, group_size=group_size, act_order=act_order)
+    r = rtn_quantize(W, bits, group_size=group_size, clip_grid=None)
+    assert layer_output_error(X, W, g.W_hat) < 0.9 * layer_output_error(X, W, r.dequantize())
+
+
+def test_with_a_diagonal_hessian_gptq_is_exactly_round_to_nearest():
+    # H = c*I: U is diagonal, every error update is zero, so GPTQ must reproduce RTN code for code.
+    _, W = correlated_layer(1)
+    H = 3.0 * np.eye(W.shape[0])
+    g = gptq_quantize(W, H, 4, group_size=None)
+    r = quantize(W, 4, scheme="gptq_asym", granularity="channel")
+    assert_bitexact(g.q, r.q, name="codes")
+    assert_bitexact(g.scales, r.scale, name="scales")
+
+
+def test_with_diagonal_hessian_and_groups_aligned_to_blocks_gptq_equals_grouped_rtn():
+    _, W = correlated_layer(2, k=256)
+    g = gptq_quantize(W, np.eye(256), 3, group_size=128, sym=True)
+    r = quantize(W, 3, scheme="gptq_sym", granularity="group", group_size=128)
+    assert_bitexact(g.q, r.q)
+    assert_bitexact(g.zeros, r.zero)
+
+
+def test_act_order_g_idx_is_inverse_permutation_over_group_size():
+    X, W = correlated_layer(3)
+    H = hessian(X)
+    g = gptq_quantize(W, H, 4, group_size=32, act_order=True)
+    perm = np.argsort(-np.diag(H), kind="stable")
+    assert np.array_equal(g.perm, perm)
+    assert np.array_equal(g.g_idx, (np.argsort(perm) // 32).astype(np.int32))
+    # processing order: the first 32 processed rows (perm[:32]) all read scale row 0
+    assert set(g.g_idx[perm[:32]].tolist()) == {0}
+
+
+def test_static_groups_use_original_order_g_idx_and_original_weight_ranges():
+    X, W = correlated_layer(4)
+    H = hessian(X)
+    g = gptq_quantize(W, H, 4, group_size=32, act_order=True, static_groups=True)
+    assert np.array_equal(g.g_idx, (np.arange(128) // 32).astype(np.int32))
+    r = quantize(W, 4, scheme="gptq_asym", granularity="group", group_size=32)
+    assert_bitexact(g.scales, r.scale)  # parameters from the untouched weights
+
+
+def test_dead_input_channels_get_zero_weights():
+    X, W = correlated_layer(5)
+    X[:, 7] = 0
+    g = gptq_quantize(W, hessian(X), 4, group_size=None, sym=True)
+    assert np.all(g.W_hat[7] == 0)
+
+
+def test_w_hat_equals_the_packed_checkpoint_dequantized_within_one_fp16_rounding():
+    X, W = correlated_layer(6)
+    g = gptq_quantize(W, hessian(X), 4, group_size=32, act_order=True)
+    ck = g.checkpoint()
+    deq = gptq_format.dequantize(ck).astype(np.float64)
+    s16 = ck.scales.astype(np.float64)[g.g_idx]
+    # fp16 scale rounding (rel 2^-11) times |q - z| <= 15 steps, plus the fp16 product rounding
+    bound = np.abs(g.W_hat) * 2.0**-11 + 15 * s16 * 2.0**-11 + 1e-12
+    assert (np.abs(deq - g.W_hat) <= bound).all()
+    q, _, zeros, g_idx = gptq_format.unpack(ck)
+    assert_bitexact(q, g.q)
+
+
+def test_non_positive_definite_hessian_raises_a_clear_error():
+    W = np.ones((32, 32), np.float32)
+    H = -np.eye(32)
+    H[0, 0] = 1.0
+    with pytest.raises(FormatRuleError, match="positive definite after dampening"):
+        gptq_quantize(W, H, 4, group_size=None, percdamp=0.0)
+
+
+def test_hessian_counts_samples_not_tokens():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 8))
+    acc = HessianAccumulator(8)
+    acc.add_batch(x[:1])
+    acc.add_batch(x[1:])
+    direct = 2.0 / 2 * sum(xi.T @ xi for xi in x)
+    assert np.allclose(acc.H, direct, rtol=1e-12, atol=0)
+    assert acc.nsamples == 2
+    assert np.allclose(hessian(x[0]), 2.0 * x[0].T @ x[0], rtol=1e-12)  # 2-D input = one sample
+
+
+def test_gptq_does_not_modify_its_inputs():
+    X, W = correlated_layer(7)
+    H = hessian(X)
+    W0, H0 = W.copy(), H.copy()
+    gptq_quantize(W, H, 4, group_size=32, act_order=True)
+    assert_bitexact(W, W0)
+    assert_bitexact(H, H0)

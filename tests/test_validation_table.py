@@ -1,0 +1,77 @@
+"""Argument validation of the foundation's public API: each illegal call raises the right error,
+with a message naming the rule that was broken."""
+
+import numpy as np
+import pytest
+
+from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
+from refsim.formats import awq, gptq, uniform
+from refsim.quant.gptq import HessianAccumulator, gptq_quantize
+from refsim.quant.rtn import rtn_quantize
+
+W = np.ones((64, 32), np.float32)
+Q4 = np.zeros((64, 32), np.uint8)
+NAN_W = W.copy()
+NAN_W[3, 4] = np.nan
+INF_S = np.ones((1, 32), np.float32)
+INF_S[0, 0] = np.inf
+
+CASES = [
+    # (id, callable, exception, message fragment)
+    ("uniform-bits-0", lambda: uniform.quantize(W, 0), FormatRuleError, "bit-width"),
+    ("uniform-bits-9", lambda: uniform.quantize(W, 9), FormatRuleError, "bit-width"),
+    ("uniform-bits-float", lambda: uniform.quantize(W, 4.0), FormatRuleError, "bit-width"),
+    ("uniform-int-weights", lambda: uniform.quantize(W.astype(np.int32), 4), DtypeError, "float16, float32 or float64"),
+    ("uniform-list-weights", lambda: uniform.quantize(W.tolist(), 4), DtypeError, "numpy.ndarray"),
+    ("uniform-1d", lambda: uniform.quantize(np.ones(8, np.float32), 4), ShapeError, "2-D"),
+    ("uniform-nan", lambda: uniform.quantize(NAN_W, 4), NonFiniteError, "(3, 4)"),
+    ("uniform-group-not-dividing", lambda: uniform.quantize(W, 4, granularity="group", group_size=48), ShapeError, "divide K=64"),
+    ("uniform-group-none", lambda: uniform.quantize(W, 4, granularity="group"), FormatRuleError, "group_size"),
+    ("uniform-group-with-channel", lambda: uniform.quantize(W, 4, granularity="channel", group_size=32), FormatRuleError, "must be None"),
+    ("uniform-group-zero", lambda: uniform.quantize(W, 4, granularity="group", group_size=0), FormatRuleError, ">= 1"),
+    ("uniform-scheme", lambda: uniform.quantize(W, 4, scheme="nf4"), FormatRuleError, "scheme"),
+    ("uniform-rounding", lambda: uniform.quantize(W, 4, rounding="stochastic"), FormatRuleError, "rounding"),
+    ("uniform-granularity", lambda: uniform.quantize(W, 4, granularity="row"), FormatRuleError, "granularity"),
+    ("uniform-clip-zero", lambda: uniform.quantize(W, 4, clip_ratio=0.0), FormatRuleError, "(0, 1]"),
+    ("uniform-clip-above-one", lambda: uniform.quantize(W, 4, clip_ratio=1.5), FormatRuleError, "(0, 1]"),
+    ("dequantize-float-codes", lambda: uniform.dequantize(W, np.ones((1, 32), np.float32), np.zeros((1, 32), np.int32)), DtypeError, "integer"),
+    ("dequantize-zero-shape", lambda: uniform.dequantize(Q4, np.ones((2, 32), np.float32), np.zeros((1, 32), np.int32)), ShapeError, "shape"),
+    ("gptq-bits-5", lambda: gptq.pack_qweight(Q4, 5), FormatRuleError, "[2, 3, 4, 8]"),
+    ("gptq-code-16", lambda: gptq.pack_qweight(Q4 + 16, 4), FormatRuleError, "[0, 15]; got 16"),
+    ("gptq-negative-code", lambda: gptq.pack_qweight(Q4.astype(np.int32) - 1, 4), FormatRuleError, "got -1"),
+    ("gptq-float-codes", lambda: gptq.pack_qweight(Q4.astype(np.float32), 4), DtypeError, "integer"),
+    ("gptq-k-not-32", lambda: gptq.pack_qweight(np.zeros((48, 32), np.uint8), 4), ShapeError, "multiple of 32"),
+    ("gptq-unpack-wrong-rows", lambda: gptq.unpack_qweight(np.zeros((7, 32), np.int32), 4, 64), ShapeError, "rows"),
+    ("gptq-unpack-uint32", lambda: gptq.unpack_qweight(np.zeros((8, 32), np.uint32), 4, 64), DtypeError, "int32"),
+    ("gptq-unpack-k-not-32", lambda: gptq.unpack_qweight(np.zeros((8, 32), np.int32), 4, 40), ShapeError, "multiple of 32"),
+    ("gptq-qzeros-n-not-32", lambda: gptq.pack_qzeros(np.ones((1, 40), np.int32), 4), ShapeError, "multiple of 32"),
+    ("gptq-qzeros-format", lambda: gptq.pack_qzeros(np.ones((1, 32), np.int32), 4, "gptq_v3"), FormatRuleError, "checkpoint_format"),
+    ("gptq-qzeros-reader", lambda: gptq.unpack_qzeros(np.zeros((1, 4), np.int32), 4, 32, reader="x"), FormatRuleError, "reader"),
+    ("gptq-pack-inf-scale", lambda: gptq.pack(Q4, INF_S, np.ones((1, 32), np.int32), 4), NonFiniteError, "finite"),
+    ("gptq-pack-scale-overflows-fp16", lambda: gptq.pack(Q4, np.full((1, 32), 1e6, np.float32), np.ones((1, 32), np.int32), 4), FormatRuleError, "float16"),
+    ("gptq-pack-g_idx-range", lambda: gptq.pack(Q4, np.ones((1, 32), np.float32), np.ones((1, 32), np.int32), 4, g_idx=np.ones(64, np.int32)), FormatRuleError, "g_idx"),
+    ("gptq-pack-g_idx-shape", lambda: gptq.pack(Q4, np.ones((1, 32), np.float32), np.ones((1, 32), np.int32), 4, g_idx=np.zeros(63, np.int32)), ShapeError, "g_idx"),
+    ("awq-n-not-8", lambda: awq.pack_columns(np.zeros((4, 12), np.uint8)), ShapeError, "multiple of 8"),
+    ("awq-code-16", lambda: awq.pack_columns(np.full((4, 8), 16, np.uint8)), FormatRuleError, "[0, 15]"),
+    ("awq-scales-shape", lambda: awq.pack(Q4, np.ones((2, 32), np.float32), np.ones((1, 32), np.int32)), ShapeError, "scales"),
+    ("gptq-algo-h-shape", lambda: gptq_quantize(W, np.eye(32), 4), ShapeError, "(64, 64)"),
+    ("gptq-algo-bits", lambda: gptq_quantize(W, np.eye(64), 6), FormatRuleError, "bit-width"),
+    ("gptq-algo-nan-h", lambda: gptq_quantize(W, np.full((64, 64), np.nan), 4), NonFiniteError, "H"),
+    ("gptq-algo-static-without-groups", lambda: gptq_quantize(W, np.eye(64), 4, group_size=None, static_groups=True), FormatRuleError, "static_groups"),
+    ("gptq-algo-percdamp", lambda: gptq_quantize(W, np.eye(64), 4, group_size=None, percdamp=2.0), FormatRuleError, "percdamp"),
+    ("hessian-wrong-k", lambda: HessianAccumulator(8).add_batch(np.ones((2, 3, 7), np.float32)), FormatRuleError, "K=8"),
+    ("rtn-h-negative-diagonal", lambda: rtn_quantize(W, 4, group_size=None, H=-np.eye(64)), FormatRuleError, "non-negative"),
+]
+
+
+@pytest.mark.parametrize("call,exc,fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_illegal_call_raises_specific_error(call, exc, fragment):
+    with pytest.raises(exc) as info:
+        call()
+    assert fragment in str(info.value)
+    assert "got" in str(info.value) or "must" in str(info.value)
+
+
+def test_table_has_at_least_thirty_cases_with_unique_ids():
+    ids = [c[0] for c in CASES]
+    assert len(ids) >= 30 and len(set(ids)) == len(ids)
