@@ -45,6 +45,10 @@ Schemes: how the (scale, zero) of one group is computed from its values x (after
                    scale = max(c*max x - c*min x, 1e-5) / maxq
                    zero  = clamp(-round(c*min x / scale), 0, maxq)
 
+               Quirk kept: when the range lies far from 0 (e.g. a constant group of 1.0) the zero
+               clamps and every code saturates, so the group dequantizes far from its values; the
+               half-step bound holds only for groups whose zero did not clamp.
+
 ``"marlin"``     Marlin's symmetric INT4 (IST-DASLab/marlin ``test.py`` ``gen_quant4``)::
 
                    scale = 2 * c*max|x| / maxq;  zero = (maxq + 1) / 2
@@ -224,6 +228,15 @@ class UniformQuant:
         return dequantize(self.q, self.scale, self.zero, self.group_size)
 
 
+def _check_scales(scale: np.ndarray) -> None:
+    bad = ~np.isfinite(scale) | (scale == 0)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise FormatRuleError(
+            f"w: every group's float32 scale must be finite and non-zero; the range of group {idx} "
+            f"gives scale {scale[idx]!r} (range underflows or overflows float32)")
+
+
 def _groups(k: int, granularity: str, group_size: int | None) -> int:
     if granularity == "group":
         if group_size is None:
@@ -256,6 +269,7 @@ def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granular
     else:
         xg = x.reshape(k // g, g, n).transpose(1, 0, 2)  # (G_rows, K/G, N)
         scale, zero = find_params(xg, bits, scheme, clip_ratio=clip_ratio, rounding=rounding)  # (K/G, N)
+    _check_scales(scale)
     q = quantize_codes(x, expand_groups(scale, g, k), expand_groups(zero, g, k), bits, rounding)
     return UniformQuant(q, scale, zero, bits, g, scheme, granularity, rounding)
 
@@ -273,6 +287,11 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
     x = w.astype(_F32)
 
     def params(vals: list) -> tuple:
+        s, z = _params(vals)
+        _check_scales(np.asarray([s], _F32))
+        return s, z
+
+    def _params(vals: list) -> tuple:
         lo, hi = min(vals), max(vals)
         if scheme in ("gptq_asym", "gptq_sym"):
             xmin, xmax = min(lo, _F32(0)) * c, max(hi, _F32(0)) * c

@@ -123,3 +123,22 @@ def test_dequantize_rejects_group_size_inconsistent_with_scale_shape():
 
     with pytest.raises(FormatRuleError, match="group_size"):
         uniform.dequantize(np.zeros((8, 2), np.uint8), np.ones((2, 2), np.float32), np.zeros((2, 2), np.int32), 2)
+
+
+def test_awq_scheme_collapses_a_constant_positive_group_as_autoawq_does():
+    w = np.ones((4, 1), np.float32)
+    uq = uniform.quantize(w, 2, scheme="awq")
+    assert uq.scale[0, 0] == np.float32(1e-5) / np.float32(3)  # range floor 1e-5
+    assert uq.zero[0, 0] == 0  # -round(1 / 3.3e-6) clamped to 0
+    assert list(uq.q[:, 0]) == [3, 3, 3, 3]  # every code saturates
+    assert float(uq.dequantize()[0, 0]) < 1e-4  # far from 1.0: the quirk, reproduced
+
+
+def test_a_range_whose_scale_underflows_raises_instead_of_producing_nan():
+    from refsim.errors import FormatRuleError
+
+    w = np.full((4, 1), 1e-45, np.float32)  # subnormal: (xmax - xmin) / 3 underflows to 0
+    with pytest.raises(FormatRuleError, match="finite and non-zero"):
+        uniform.quantize(w, 2, scheme="gptq_sym")
+    with pytest.raises(FormatRuleError, match="finite and non-zero"):
+        uniform.quantize_reference(w, 2, scheme="gptq_sym")
