@@ -484,7 +484,9 @@ def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None) -> 
     With ``perm`` (int ``(K,)``, e.g. ``argsort(g_idx)`` for act-order), Marlin row ``k`` reads
     checkpoint row ``perm[k]``, as vLLM's ``gptq_marlin_repack`` does; the result is identical to
     :func:`pack` of the row-permuted code matrix. Checks follow the repack kernel
-    (``K % 16 == 0``, ``N % 64 == 0``), not the Layer API.
+    (``K % 16 == 0``, ``N % 64 == 0``), not the Layer API; the GPTQ format itself adds
+    ``K % 32 == 0`` (checked by :func:`refsim.formats.gptq.unpack_qweight`). Scales are permuted
+    separately with :func:`permute_scales` (vLLM ``marlin_permute_scales``).
     """
     from refsim.formats import gptq  # lead's module: unpack_qweight(qweight, bits, k) -> uint8 (K, N)
 

@@ -267,3 +267,74 @@ def test_unpack_rejects_scale_rows_that_are_not_one_or_k_over_128():
     b = np.zeros((256 // 16, 512), np.int32)
     with pytest.raises(ShapeError, match="s: must have 1 row or K/128=2 rows; got 4 rows"):
         marlin.unpack(b, np.ones((4, 256), np.float16))
+
+
+# ---------------------------------------------------------------------------------------------
+# GPTQ -> Marlin repack (vLLM gptq_marlin_repack, commit 0794945f839b0e07a15212ae4c23e711b63d6d23)
+# ---------------------------------------------------------------------------------------------
+def _vllm_repack_4bit(qweight: np.ndarray, perm, k: int, n: int) -> np.ndarray:
+    """Test-only transliteration of the repack kernel's per-thread behaviour (4-bit): for each
+    16x64 tile, warp w < 4 and lane, read the 8 codes straight out of the GPTQ words."""
+    words = qweight.view(np.uint32)
+    out = np.zeros((k // 16, n * 16 // 8), dtype=np.uint32)
+    for kt in range(k // 16):
+        for nt in range(n // 64):
+            for w in range(4):
+                for th in range(32):
+                    tc_col, tc_row = th // 4, (th % 4) * 2
+                    cur_n = 64 * nt + w * 16 + tc_col
+                    vals = [0] * 8
+                    for i, off in enumerate((0, 1, 8, 9)):
+                        src_k = 16 * kt + tc_row + off
+                        if perm is not None:
+                            src_k = int(perm[src_k])
+                        pos = src_k % 8
+                        vals[i] = (int(words[src_k // 8, cur_n]) >> (4 * pos)) & 0xF
+                        vals[4 + i] = (int(words[src_k // 8, cur_n + 8]) >> (4 * pos)) & 0xF
+                    res = 0
+                    for i, idx in enumerate((0, 2, 4, 6, 1, 3, 5, 7)):
+                        res |= vals[idx] << (4 * i)
+                    out[kt, nt * 128 + th * 4 + w] = res
+    return out.view(np.int32)
+
+
+@pytest.mark.parametrize("act_order", [False, True])
+def test_gptq_repack_matches_vllm_kernel_and_pack_of_permuted_codes(act_order):
+    from refsim.formats import gptq
+
+    rng = np.random.default_rng(21)
+    k, n, gs = 128, 128, 32
+    q = rng.integers(0, 16, (k, n), dtype=np.uint8)
+    qweight = gptq.pack_qweight(q, 4)
+    perm = None
+    if act_order:
+        g_idx = rng.permutation(np.repeat(np.arange(k // gs), gs)).astype(np.int32)  # act-order groups
+        perm = np.argsort(g_idx, kind="stable").astype(np.int32)
+    qweight0 = qweight.copy()
+    b = marlin.repack_gptq(qweight, k, perm)
+    assert_bitexact(qweight, qweight0, name="qweight unmodified")
+    assert_bitexact(b, _vllm_repack_4bit(qweight, perm, k, n), name="B vs vLLM repack")
+    q_rows = q if perm is None else q[perm]
+    assert_bitexact(b, marlin._nibbles_to_words(marlin.permute_weights(q_rows)), name="B vs pack(q[perm])")
+
+
+def test_gptq_repack_equals_layer_pack_on_legal_marlin_shape():
+    from refsim.formats import gptq
+
+    rng = np.random.default_rng(22)
+    q = rng.integers(0, 16, (256, 256), dtype=np.uint8)
+    b = marlin.repack_gptq(gptq.pack_qweight(q, 4), 256)
+    b2, _ = marlin.pack(q, np.ones((2, 256), np.float16), 128)
+    assert_bitexact(b, b2, name="B")
+
+
+def test_gptq_repack_rejects_bad_perm_and_shapes():
+    from refsim.formats import gptq
+
+    qweight = gptq.pack_qweight(np.zeros((64, 64), np.uint8), 4)
+    with pytest.raises(FormatRuleError, match="perm: must be a permutation"):
+        marlin.repack_gptq(qweight, 64, np.zeros(64, np.int32))
+    with pytest.raises(ShapeError, match=r"perm: shape must be \(64,\)"):
+        marlin.repack_gptq(qweight, 64, np.arange(32))
+    with pytest.raises(ShapeError, match="N: must be a positive multiple of 64"):
+        marlin.repack_gptq(gptq.pack_qweight(np.zeros((64, 32), np.uint8), 4), 64)
