@@ -2,8 +2,9 @@
 
 Source matched: SNU-ARC/any-precision-llm @ a3257d02740c, ``any_precision/modules/kernels/
 {main.cu, matmul.cuh, dequant.cuh}`` as described in shared/specs/anyprec.md §3-§5, §9. The
-bitplane/bit-transpose format modules (refsim.formats.bitplane / bit_transpose) had not landed when
-this was written, so the op counts below are restated here from that note.
+transpose op counts and lookup counts come from :mod:`refsim.formats.bit_transpose`
+(``ops_per_32_weights``, ``uses_pair_table``, ``lookups_per_32_weights``), which counts them by
+running the SWAR transpose with an op counter.
 
 Decomposition (per warp, per row, per 1024-weight chunk; lane t owns 32 weights)::
 
@@ -33,6 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import cublas_fp16
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
@@ -40,8 +42,6 @@ from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 NAME = "anyprec"
 BITS = (3, 4, 5, 6, 7, 8)
 LOP3_FUSION = 0.5  # estimate: nvcc folds AND/shift/OR triples into LOP3/SHF (about 2 C ops per SASS op)
-TRANSPOSE_OPS = {3: 45, 4: 52, 5: 107, 6: 130, 7: 153, 8: 176}  # scalar/pair as in the table above
-TRANSPOSE_OPS_PAIR4 = 40
 
 
 @lru_cache(maxsize=None)
@@ -58,13 +58,21 @@ def lds_conflict_degree(table_words: int, lanes: int = 32, banks: int = 32, tria
     return float(worst.mean())
 
 
+@lru_cache(maxsize=None)
+def transpose_ops(bits: int, pair: bool) -> int:
+    """C-level bitwise ops per lane per 32 weights (transpose + split or pair merge)."""
+    if pair:
+        return bit_transpose.ops_per_32_weights("swar_pair", bits)
+    return bit_transpose.ops_per_32_weights("swar_scalar" if bits <= 4 else "swar", bits)
+
+
+@lru_cache(maxsize=None)
 def lookup_plan(bits: int, m: int) -> tuple[int, int, int]:
     """(lookups per lane per chunk, transpose C-ops, table size in 4-byte words)."""
-    if bits == 3:
-        return 16, TRANSPOSE_OPS[3], 64            # 8×8 half2 pair table
-    if bits == 4 and m > 1:
-        return 16, TRANSPOSE_OPS_PAIR4, 256        # 16×16 half2 pair table
-    return 32, TRANSPOSE_OPS[bits], max(1, (1 << bits) // 2)   # 2^b halves
+    pair = bit_transpose.uses_pair_table(bits, m)
+    lookups = bit_transpose.lookups_per_32_weights(bits, m)
+    words = (1 << (2 * bits)) if pair else max(1, (1 << bits) // 2)   # half2 pairs | 2^b halves
+    return lookups, transpose_ops(bits, pair), words
 
 
 def _fused(g, p, f, m, n, k, bits, clock):
@@ -117,8 +125,8 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     # M > 8: dequant kernel (scalar path, one warp per row) then cuBLAS FP16 GEMM.
     chunks = math.ceil(k / 1024)
     row_chunks = n * chunks
-    lookups, tops, words = 32, TRANSPOSE_OPS[bits], max(1, (1 << bits) // 2)
-    instrs = bits + TRANSPOSE_OPS[bits] * LOP3_FUSION + 3 * lookups + 16 + 6 + 4
+    lookups, tops, words = 32, transpose_ops(bits, False), max(1, (1 << bits) // 2)
+    instrs = bits + tops * LOP3_FUSION + 3 * lookups + 16 + 6 + 4
     sm_clk = g.sm_count * f
     t_alu = row_chunks * instrs / (4 * sm_clk * p.cuda_core_issue_eff)
     t_smem = row_chunks * (bits + lookups * lds_conflict_degree(words) + 16) / sm_clk

@@ -1,0 +1,80 @@
+"""Atom W4A4 fused group GEMM (INT4 mma m16n8k64 + INT8 keeper block, FP32 dequant epilogue).
+
+Source matched: efeslab/Atom @ 7e3618b1a7a7, ``kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh``
+(shared/specs/atom_qigen_gptq.md §1.7): 128×128×128 tiles, 8 warps, 4-stage cp.async pipeline,
+groups of 128 along K, the last 128 input channels ("keeper" outliers) in INT8.
+
+Decomposition (per CTA = one 128(M) × 128(N) output tile over all of K)::
+
+    INT4 part  (K - 128)/128 groups × 2 k64 steps: mma m16n8k64 s4, M padded to the 128 tile
+    INT8 part  128 keeper channels: mma m16n8k32 s8
+    epilogue   per group and accumulator: I2F + FFMA with the fp16 scale product (FP32 pipe)
+    bytes      W: N·(K-128)/2 + N·128 + scales N·(K/128)·2 ; A: M·(K-128)/2 + M·128 + scales
+               M·(K/128)·2 ; C: M·N·2
+    smem       4 stages × (128×128/2 W + 128×128/2 A) = 64 KiB -> CTAs per SM = smem / 64 KiB
+
+MMA and the per-group epilogue are serial within a warp (the accumulators are consumed and reset
+every group), so their times add. Quantize/reorder of activations is fused into the previous operator in Atom, so one launch.
+"""
+
+from __future__ import annotations
+
+import math
+
+from refsim.errors import FormatRuleError
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+
+NAME = "atom-w4a4"
+BITS = (4,)
+KEEPER = 128
+GROUP = 128
+TILE = 128
+SMEM_PER_CTA = 4 * (TILE * TILE // 2) * 2
+
+
+def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
+    """Latency breakdown of Atom's W4A4 GEMM on ``gpu``. Rules: bits 4, group_size 128,
+    N % 128 == 0, K % 128 == 0 and K ≥ 256 (one INT4 group + the 128 INT8 keeper channels); the GPU
+    must have an INT4 tensor path (not Hopper)."""
+    m, n, k = check_mnk(NAME, m, n, k)
+    check_bits(NAME, bits, BITS, 4)
+    check_group(NAME, group_size if group_size is not None else GROUP, (GROUP,), GROUP)
+    require_multiple(NAME, "n", n, TILE, "128-wide N tiles")
+    require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
+    if k < 2 * GROUP:
+        raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
+    g, p, f = setup(gpu, params, clock)
+    if g.tc_int4_op_per_clk_per_sm == 0:
+        raise FormatRuleError(f"gpu: kernel {NAME} needs an INT4 tensor-core path (mma s4), which "
+                              f"{g.name} ({g.arch}) does not have")
+    m_pad = TILE * math.ceil(m / TILE)
+    ctas = (m_pad // TILE) * (n // TILE)
+    ctas_per_sm = max(1, min(g.max_ctas_per_sm, g.smem_per_sm_bytes // SMEM_PER_CTA))
+    n_waves = ctas / (g.sm_count * ctas_per_sm)
+    waves_run = math.ceil(n_waves - 1e-9)
+    k4 = k - KEEPER
+    groups = k // GROUP
+    # tensor: per CTA, INT4 ops over k4 and INT8 ops over the keeper block (padded M tile)
+    per_cta_tc = (2.0 * TILE * TILE * k4 / g.tc_int4_op_per_clk_per_sm
+                  + 2.0 * TILE * TILE * KEEPER / g.tc_int8_op_per_clk_per_sm) * ctas_per_sm / f
+    t_tc = waves_run * per_cta_tc
+    # epilogue ALU: I2F + FFMA per accumulator per group, + scale loads/products (~1 per 8 accumulators)
+    lanes_per_cta = TILE * TILE * groups * 2.25
+    mma_instr = (TILE * TILE * k4 / (16 * 8 * 64) + TILE * TILE * KEEPER / (16 * 8 * 32))
+    warp_instr_cta = lanes_per_cta / 32 + mma_instr + (TILE * k / 2) * 2 / 512
+    t_alu = waves_run * ctas_per_sm * max(warp_instr_cta / (4 * f * p.cuda_core_issue_eff),
+                                          lanes_per_cta / (g.fp32_fma_lanes_per_clk_per_sm * f))
+    bytes_w = n * k4 / 2 + n * KEEPER + n * groups * 2
+    bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2
+    bytes_dram = bytes_w + bytes_a + 2.0 * m * n
+    bif = 4 * (TILE * TILE // 2) * 2
+    t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
+    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / g.l2_bytes_per_s(f)
+    # Every group's two k64 MMA steps must finish before its I2F+FFMA epilogue consumes and resets
+    # the INT32 accumulators, so MMA and epilogue of one warp are serial: one "tensor" pipe term
+    # holds both (the epilogue share is reported as "alu" in the notes).
+    pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc + t_alu}
+    return combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
+                   notes=f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
+                         f"epilogue {t_alu * 1e6:.1f} us (serial)")

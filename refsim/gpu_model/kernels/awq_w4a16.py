@@ -1,0 +1,62 @@
+"""AWQ W4A16 (llm-awq / TinyChat kernels): INT4 weights with per-group FP16 scales and zeros.
+
+Two paths, as TinyChat dispatches them:
+
+* M < 8: ``gemv_forward_cuda`` (CUDA cores). One warp per output row pair, 4 warps per CTA; per
+  weight ~ 13/8 dequant instructions (unpack nibble, I2F/magic-number convert, sub zero, mul scale)
+  and one FP32 FMA per batch row (fp32 accumulation).
+* M ≥ 8: ``gemm_forward_cuda`` (tensor cores, mma m16n8k16, FP32 accumulate): CTA tile 16(M) × 128(N);
+  split-K 8; every M tile dequantizes its weight tile again (13/8 instructions per weight per M tile).
+
+Bytes: N·K/2 + (K/g)·N·(2 + 0.5) (fp16 scales + packed 4-bit zeros) + M·K·2 + M·N·2.
+Constraints: bits 4, group_size 64 or 128 (default 128), K % group_size == 0, K % (8·group) == 0 for
+the split-K GEMM (checked as K % 1024 == 0 when M ≥ 8), N % 8 == 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, require_multiple, setup,
+                                              tile_tensor_time)
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+
+NAME = "awq-w4a16"
+BITS = (4,)
+GROUPS = (64, 128)
+DEQ_PER_WEIGHT = 13 / 8
+SPLIT_K = 8  # gemm_forward_cuda is launched with split_k_iters = 8
+
+
+def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
+    """Latency breakdown of the AWQ W4A16 kernels for C(M,N) = A(M,K) @ W(K,N) on ``gpu``."""
+    m, n, k = check_mnk(NAME, m, n, k)
+    check_bits(NAME, bits, BITS, 4)
+    gs = check_group(NAME, 128 if group_size is None else group_size, GROUPS, 128)
+    require_multiple(NAME, "k", k, gs, "whole groups along K")
+    require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
+    if m >= 8:
+        require_multiple(NAME, "k", k, SPLIT_K * 128, "split_k_iters = 8 over 128-deep K tiles (GEMM path, M >= 8)")
+    g, p, f = setup(gpu, params, clock)
+    bytes_dram = n * k / 2 + (k / gs) * n * 2.5 + 2.0 * m * (k + n)
+    sm_clk = g.sm_count * f
+    if m < 8:
+        ctas = math.ceil(n / 8)
+        ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
+        lanes = n * k * (DEQ_PER_WEIGHT + m)
+        t_alu = max(lanes / 32 / (4 * sm_clk * p.cuda_core_issue_eff),
+                    n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))
+        t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512)
+        pipes = {"dram": t_dram, "alu": t_alu}
+        n_waves = ctas / (g.sm_count * ctas_per_sm)
+    else:
+        m_tiles = math.ceil(m / 16)
+        ctas_per_sm = 4
+        t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k // SPLIT_K, 16, 128,
+                                               ctas_per_sm, g.tc_fp16_f32acc_flop_per_clk_per_sm)
+        t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk * p.cuda_core_issue_eff)
+        t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
+        l2 = (m_tiles - 1) * n * k / 2 / g.l2_bytes_per_s(f)
+        pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": t_alu}
+    return combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
+                   notes="gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")

@@ -1,0 +1,42 @@
+"""INT8 W8A8 GEMM (SmoothQuant-style: per-token activation and per-channel weight scales,
+mma m16n8k32 s8 with INT32 accumulation, FP32 dequant epilogue once per output).
+
+Decomposition: CUTLASS-style CTA tiles (128×128, 64×128, 64×64) × 64-deep K slices, 3-stage
+pipeline, tile and split-K picked as a tuned library would (:func:`_common.best_gemm_config`).
+Bytes: W N·K + A M·K + scales (N + M)·4 + C M·N·2. Tensor work at the padded M on the INT8 rate.
+Activation quantization is assumed fused into the previous operator (as in Atom's baseline).
+Constraints: bits 8, K % 16 == 0 (16-byte vector loads), N % 8 == 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from refsim.gpu_model.kernels._common import best_gemm_config, check_bits, check_mnk, require_multiple, setup
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+
+NAME = "int8-w8a8"
+BITS = (8,)
+
+
+def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
+    """Latency breakdown of an INT8×INT8 GEMM for C(M,N) = A(M,K) @ W(K,N) on ``gpu``
+    (per-channel scales: ``group_size`` must be None)."""
+    m, n, k = check_mnk(NAME, m, n, k)
+    check_bits(NAME, bits, BITS, 8)
+    if group_size is not None:
+        from refsim.errors import FormatRuleError
+        raise FormatRuleError(f"group_size: kernel {NAME} uses per-channel/per-token scales (None); got {group_size!r}")
+    require_multiple(NAME, "k", k, 16, "16-byte INT8 vector loads")
+    require_multiple(NAME, "n", n, 8, "n8 MMA fragments")
+    g, p, f = setup(gpu, params, clock)
+    cfg = best_gemm_config(g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, elem_bytes=1, k_slice=64)
+    ctas, n_waves = cfg["ctas"], cfg["waves"]
+    bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n
+    t_dram = dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
+    l2 = (m * k * math.ceil(n / cfg["tile_n"]) + n * k * math.ceil(m / cfg["tile_m"]) + cfg["red_bytes"]) \
+        / g.l2_bytes_per_s(f)
+    t_tc = cfg["t_tc"]
+    epi = cfg["tile_m"] * math.ceil(m / cfg["tile_m"]) * n * 3 / (g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f)
+    pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": epi}
+    return combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

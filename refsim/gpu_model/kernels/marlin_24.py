@@ -1,0 +1,36 @@
+"""Sparse-MARLIN: 2:4-sparse FP16×INT4 (mma.sp m16n8k32, FP32 accumulate).
+
+Source matched: IST-DASLab/Sparse-Marlin @ c2ffa23, ``marlin/marlin_cuda_kernel_nm.cu`` and
+``marlin/__init__.py`` (shared/specs/marlin.md §(g)). Same persistent striped design as
+:mod:`marlin` (reused here), with:
+
+* weights: the 2 kept values of every 4 along K, 4-bit: N·K/2 · 4 bits = N·K/4 bytes, plus metadata
+  int16 (N, K/16) = N·K/8 bytes (1 bit per dense weight), scales per group of 128 dense K;
+* tensor: ``mma.sp`` runs the dense-equivalent work at twice the dense rate;
+* dequant: half as many weights to convert.
+Constraints: bits 4, group_size None or 128, K % 128 == 0 (k32 MMA tiles, compressed groups of 64)
+and N % thread_m with thread_m = 128 (M ≤ 16) or 256.
+"""
+
+from __future__ import annotations
+
+from refsim.gpu_model.kernels import marlin
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple
+from refsim.gpu_model.roofline import Breakdown
+
+NAME = "marlin-24"
+BITS = (4,)
+GROUPS = (None, 128)
+WEIGHT_BITS_PER_DENSE = 4 * 0.5 + 1.0   # kept values + 2:4 metadata
+
+
+def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
+    """Latency breakdown of Sparse-MARLIN (2:4, INT4) for C(M,N) = A(M,K) @ W(K,N) on ``gpu``."""
+    m, n, k = check_mnk(NAME, m, n, k)
+    check_bits(NAME, bits, BITS, 4)
+    group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
+    tk, tn = (128, 128) if m <= 16 else (64, 256)
+    require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
+    require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
+    return marlin.model(NAME, gpu, m, n, k, group_size, clock, params,
+                        weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)
