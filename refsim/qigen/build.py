@@ -24,7 +24,7 @@ from pathlib import Path
 
 from refsim.errors import ToolchainError
 
-__all__ = ["cache_dir", "find_compiler", "compile_flags", "build", "load", "objdump_mnemonics"]
+__all__ = ["cache_dir", "find_compiler", "compile_flags", "build", "load", "entry_valid", "objdump_mnemonics"]
 
 BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-std=gnu99", "-ffp-contract=off", "-fno-fast-math")
 
@@ -88,7 +88,7 @@ def build(source: str, isa: str, openmp: bool = False) -> Path:
     flags = compile_flags(isa, openmp)
     key = _key(source, cc, flags)
     target = cache_dir() / key / "kernel.so"
-    if target.exists() and _read_id(target) == key:
+    if entry_valid(target, key):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     src_path = target.parent / "kernel.c"
@@ -111,15 +111,17 @@ def build(source: str, isa: str, openmp: bool = False) -> Path:
     return target
 
 
-def _read_id(path: Path) -> str | None:
-    """The id compiled into a cached library, or None if it cannot be loaded."""
+def entry_valid(path: Path, key: str) -> bool:
+    """True if ``path`` is a shared library carrying the id string ``key``.
+
+    Checked on the file's bytes, not by ``dlopen``: the dynamic loader returns an already-loaded
+    handle for a path it has seen, so opening a stale file would pin it for the process.
+    """
     try:
-        lib = ctypes.CDLL(str(path))
-        fn = lib.refsim_qigen_id
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_char_p
-    return fn().decode()
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return data[:4] == b"\x7fELF" and key.encode() in data
 
 
 @functools.lru_cache(maxsize=64)
@@ -129,8 +131,16 @@ def _load_cached(source: str, isa: str, openmp: bool) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     lib.refsim_qigen_id.restype = ctypes.c_char_p
     got = lib.refsim_qigen_id().decode()
-    if got != expected:  # pragma: no cover - build() already rejects stale entries
-        raise ToolchainError(f"qigen: cached library {path} has id {got}; expected {expected}")
+    if got != expected:
+        # the loader handed back a handle opened earlier from a since-replaced file: load the
+        # verified file under a fresh name instead
+        fresh = Path(tempfile.mkdtemp(dir=path.parent)) / "kernel.so"
+        shutil.copyfile(path, fresh)
+        lib = ctypes.CDLL(str(fresh))
+        lib.refsim_qigen_id.restype = ctypes.c_char_p
+        got = lib.refsim_qigen_id().decode()
+        if got != expected:
+            raise ToolchainError(f"qigen: library {fresh} has id {got}; expected {expected}")
     return lib
 
 

@@ -19,14 +19,14 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.errors import ShapeError
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import qigen as layout_mod
 from refsim.formats.qigen import QIGenLayout
 from refsim.qigen import build as build_mod
 from refsim.qigen.codegen import KernelSpec, generate
 from refsim.qigen.machine import detect_isa
 
-__all__ = ["QIGenMatrix", "prepare", "qgemv", "default_spec", "library_path"]
+__all__ = ["QIGenMatrix", "prepare", "from_gptq", "qgemv", "default_spec", "library_path"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +82,31 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
     slot_of[order_arr[:, 1] * kbs + order_arr[:, 0]] = np.arange(kbs * ps, dtype=np.int32)
     return QIGenMatrix(lay, packed, scales.copy(), zeros.copy(), bias,
                        None if group_size is None else int(group_size), slot_of)
+
+
+def from_gptq(ckpt, *, mb: int, tb: int, order: str = "panel",
+              bias: np.ndarray | None = None, reader: str = "mask_then_add") -> QIGenMatrix:
+    """Pack a :class:`refsim.formats.gptq.GPTQCheckpoint` (bits 2/3/4, no act-order) for the kernel.
+
+    The group size is ``K / scales.shape[0]`` (one group: per-channel); ``g_idx`` must be the
+    trivial ``k // group_size`` (QIGen does not support desc_act; AutoGPTQ refuses it too).
+    Zeros are read with ``refsim.formats.gptq.unpack_qzeros(..., reader)`` and passed as floats;
+    fp16 scales are widened to fp32 exactly.
+    """
+    from refsim.formats import gptq
+
+    if ckpt.bits not in (2, 3, 4):
+        raise FormatRuleError(f"bits: QIGen kernels support 2, 3 or 4 bits; got {ckpt.bits}")
+    k, groups = ckpt.k, ckpt.scales.shape[0]
+    if k % groups:
+        raise ShapeError(f"scales: the number of groups must divide K={k}; got {groups}")
+    group_size = None if groups == 1 else k // groups
+    if not np.array_equal(ckpt.g_idx, gptq.default_g_idx(k, group_size)):
+        raise FormatRuleError("g_idx: QIGen needs g_idx[k] == k // group_size (no act-order/desc_act); "
+                              "got a permuted g_idx")
+    zeros = gptq.unpack_qzeros(ckpt.qzeros, ckpt.bits, ckpt.n, ckpt.checkpoint_format, reader)
+    return prepare(ckpt.qweight, ckpt.scales.astype(np.float32), zeros.astype(np.float32),
+                   bits=ckpt.bits, group_size=group_size, mb=mb, tb=tb, order=order, bias=bias)
 
 
 def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False) -> KernelSpec:

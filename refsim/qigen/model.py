@@ -1,0 +1,244 @@
+"""QIGen's performance model: register (micro-GEMV) search, cache (mini-GEMV) MILP, time estimate.
+
+Paper (../shared/papers/qigen.md, Sec. 3) and IST-DASLab/QIGen @ be868d3 ``utils.mem_model``:
+
+* registers (eq. 4): ``m_u + m_u*t_u + t_u <= eta`` with ``t_u`` counted in vector registers (8
+  fp32 columns each) and ``m_u`` the activations held at once (our kernel: the in-word
+  ``unroll``, so ``m_u`` must divide the codes per word). The paper finds (m_u, t_u) "through
+  empirical search"; :func:`register_search` ranks the feasible pairs by FMAs per loaded register
+  ``m_u*t_u`` (ties: wider ``t_u``). With eta = 16 this gives (2, 4), i.e. unroll 2 and
+  tu = 32 columns - QIGen's shipped defaults.
+* L1 (eq. 5, batch term as in the official code, all in bits):
+  ``L(mb, tb) = 32*mb*n + bits*mb*tb + 32*tb*n <= gamma`` (n = batch), with ``mb | K``,
+  ``32 | mb`` (refsim's kernel walks 32-row chunks), ``gs | mb`` when grouped, ``tu | tb`` and
+  ``tb | N/p`` (p threads; ``tb <= N/p``). Objective: maximise L (use as much L1 as possible).
+  ``L`` is bilinear in (mb, tb), so :func:`cache_milp` writes it as a MILP over one-hot choices:
+  binaries ``y_i`` (mb = d_i), ``w_j`` (tb = e_j) and ``z_ij = y_i*w_j`` linearised exactly
+  (``z <= y``, ``z <= w``, ``z >= y + w - 1``); maximise ``Σ L_ij z_ij`` s.t. ``Σ L_ij z_ij <=
+  gamma``, ``Σ y = Σ w = 1``. Solved with ``scipy.optimize.milp`` (HiGHS). Ties between equal L
+  go to the larger mb (fewer accumulator spills per column), via a small secondary term.
+* time (:func:`predict_time`): ``max(bytes / memory bandwidth, vector ops / (issue * clock))``,
+  napkin math in the function body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from refsim._validate import require_bits, require_int
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.qigen.machine import MachineInfo
+
+__all__ = ["Plan", "register_search", "cache_candidates", "cache_milp", "cache_bruteforce",
+           "plan", "predict_time", "TimeEstimate", "l1_bits"]
+
+
+def l1_bits(mb: int, tb: int, bits: int, batch: int = 1) -> int:
+    """Left-hand side of the L1 constraint, in bits: ``32*mb*n + bits*mb*tb + 32*tb*n``."""
+    return 32 * mb * batch + bits * mb * tb + 32 * tb * batch
+
+
+def register_search(eta: int, bits: int) -> tuple[int, int]:
+    """(m_u, t_u registers) maximising ``m_u*t_u`` under ``m_u + m_u*t_u + t_u <= eta``.
+
+    ``m_u`` in {1, 2, 4, 8} and dividing the codes per word (3-bit: any, its order is fixed),
+    ``t_u`` in 1..8 (at most 64 columns). Ties: larger t_u.
+    """
+    require_bits(bits, (2, 3, 4))
+    per_word = 32 // bits if bits != 3 else 32
+    best = None
+    for mu in (1, 2, 4, 8):
+        if per_word % mu:
+            continue
+        for tu in range(1, 9):
+            if mu + mu * tu + tu > eta:
+                continue
+            key = (mu * tu, tu)
+            if best is None or key > best[0]:
+                best = (key, (mu, tu))
+    if best is None:
+        raise FormatRuleError(f"eta: no (m_u, t_u) fits {eta} vector registers")
+    return best[1]
+
+
+def cache_candidates(k: int, n: int, tu_cols: int, threads: int, group_size: int | None):
+    """Allowed mb (divisors of K, multiples of 32 and of the group size) and tb values."""
+    step = 32 if group_size is None else int(np.lcm(32, group_size))
+    mbs = [d for d in range(step, k + 1, step) if k % d == 0]
+    width = n // threads if n % threads == 0 else n
+    tbs = [d for d in range(tu_cols, min(width, n // threads if threads <= n else n) + 1, tu_cols)
+           if width % d == 0 and n % d == 0]
+    if not mbs:
+        raise ShapeError(f"K: needs a divisor that is a multiple of {step} (32 and the group size); got {k}")
+    if not tbs:
+        raise ShapeError(f"N: needs a panel width tb, multiple of tu={tu_cols}, dividing N/p={n}/{threads}; got {n}")
+    return mbs, tbs
+
+
+def cache_bruteforce(k, n, bits, batch, gamma_bits, tu_cols, threads=1, group_size=None):
+    """Enumeration twin of :func:`cache_milp` (same objective and tie-break)."""
+    mbs, tbs = cache_candidates(k, n, tu_cols, threads, group_size)
+    best = None
+    for mb in mbs:
+        for tb in tbs:
+            used = l1_bits(mb, tb, bits, batch)
+            if used <= gamma_bits and (best is None or (used, mb) > best[0]):
+                best = ((used, mb), (mb, tb))
+    if best is None:
+        return None
+    return best[1]
+
+
+def cache_milp(k, n, bits, batch, gamma_bits, tu_cols, threads=1, group_size=None):
+    """(mb, tb) maximising L1 use by mixed-integer linear programming; None if nothing fits."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    mbs, tbs = cache_candidates(k, n, tu_cols, threads, group_size)
+    ni, nj = len(mbs), len(tbs)
+    nz = ni * nj
+    nvar = ni + nj + nz  # [y_0..y_ni-1, w_0..w_nj-1, z_00..z_(ni-1)(nj-1)]
+    used = np.array([[l1_bits(mb, tb, bits, batch) for tb in tbs] for mb in mbs], dtype=np.float64)
+    # objective (milp minimises): -(L + tie * mb_rank), tie < 1/(ni) so it never beats a unit of L
+    rank = np.repeat(np.arange(ni, dtype=np.float64), nj).reshape(ni, nj) / (ni + 1)
+    c = np.zeros(nvar)
+    c[ni + nj:] = -(used + rank).reshape(-1)
+    rows, lo, hi = [], [], []
+
+    def row():
+        return np.zeros(nvar)
+
+    r = row(); r[:ni] = 1; rows.append(r); lo.append(1); hi.append(1)               # one mb
+    r = row(); r[ni:ni + nj] = 1; rows.append(r); lo.append(1); hi.append(1)        # one tb
+    r = row(); r[ni + nj:] = used.reshape(-1); rows.append(r); lo.append(0); hi.append(gamma_bits)  # L1
+    for i in range(ni):
+        for j in range(nj):
+            zi = ni + nj + i * nj + j
+            r = row(); r[zi] = 1; r[i] = -1; rows.append(r); lo.append(-np.inf); hi.append(0)          # z <= y
+            r = row(); r[zi] = 1; r[ni + j] = -1; rows.append(r); lo.append(-np.inf); hi.append(0)     # z <= w
+            r = row(); r[zi] = 1; r[i] = -1; r[ni + j] = -1; rows.append(r); lo.append(-1); hi.append(np.inf)  # z >= y+w-1
+    res = milp(c, constraints=LinearConstraint(np.array(rows), lo, hi),
+               integrality=np.ones(nvar), bounds=Bounds(0, 1))
+    if res.status == 2 or res.x is None:  # infeasible
+        return None
+    if res.status != 0:
+        raise FormatRuleError(f"cache_milp: solver failed: {res.message}")
+    y = np.round(res.x[:ni]).astype(int)
+    w = np.round(res.x[ni:ni + nj]).astype(int)
+    return mbs[int(np.argmax(y))], tbs[int(np.argmax(w))]
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """Napkin-math time of one qGEMV call: the larger of memory and issue time."""
+
+    bytes_moved: int
+    vector_ops: int
+    memory_s: float
+    compute_s: float
+    bound: str
+
+    @property
+    def seconds(self) -> float:
+        return max(self.memory_s, self.compute_s)
+
+
+def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size: int | None,
+                 mem_bytes_per_s: float, clock_hz: float, issue_per_cycle: float = 3.0) -> TimeEstimate:
+    """Estimated time of the generated AVX2 kernel (single thread).
+
+    ``issue_per_cycle``: sustained 256-bit vector ops per cycle (assumption, default 3: two FMA/FP
+    pipes plus integer vector ALUs on Zen 2/3 and Skylake; not fitted).
+    """
+    gs = k if group_size is None else group_size
+    groups = k // gs
+    # DRAM bytes: packed weights once, fp32 scales + zeros once, x read, y written (the y and
+    # accumulator re-reads per group/block stay in L1/L2: N*4 bytes per batch row)
+    weights = k * n * bits // 8
+    meta = 2 * groups * n * 4
+    vectors = batch * k * 4 + batch * n * 4
+    bytes_moved = weights + meta + vectors
+    # vector ops per 8 columns per code: shift + and + cvt + fma (the v=0 code has no shift);
+    # 3-bit: 2 of 32 codes straddle words (+ shift + or); per chunk: one load per word;
+    # per code per micro-tile: one broadcast of x; per group: ~6 ops per 8 columns (epilogue)
+    per_word = 32 // bits if bits != 3 else 32
+    words = bits if bits == 3 else 1
+    chunks = k // per_word
+    col_vecs = n // 8
+    ops_chunk = per_word * 4 - 1 + words + (2 * 2 if bits == 3 else 0)
+    ops = batch * (chunks * col_vecs * ops_chunk + k * (n // tu_cols) + groups * col_vecs * 6)
+    memory_s = bytes_moved / mem_bytes_per_s
+    compute_s = ops / (issue_per_cycle * clock_hz)
+    return TimeEstimate(bytes_moved, ops, memory_s, compute_s, "memory" if memory_s >= compute_s else "compute")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The model's choice for one (K, N, bits, batch, group_size) on one machine."""
+
+    k: int
+    n: int
+    bits: int
+    batch: int
+    group_size: int | None
+    threads: int
+    gamma_bits: int
+    eta: int
+    mu: int
+    tu_regs: int
+    mb: int
+    tb: int
+    l1_used_bits: int
+    alternatives: list = field(default_factory=list)
+
+    @property
+    def tu_cols(self) -> int:
+        return 8 * self.tu_regs
+
+    def summary(self) -> str:
+        """Human-readable explanation of the choice (what ``refsim qigen plan`` prints)."""
+        g = "per-channel" if self.group_size is None else f"group {self.group_size}"
+        lines = [
+            f"QIGen plan: K={self.k} N={self.n} {self.bits}-bit {g}, batch {self.batch}, {self.threads} thread(s)",
+            f"  machine: gamma = L1d = {self.gamma_bits} bits ({self.gamma_bits // 8192} KiB), "
+            f"eta = {self.eta} vector registers (AVX2 ymm)",
+            f"  registers: m_u + m_u*t_u + t_u <= eta -> m_u={self.mu}, t_u={self.tu_regs} "
+            f"({self.mu} + {self.mu * self.tu_regs} + {self.tu_regs} = {self.mu + self.mu * self.tu_regs + self.tu_regs} <= {self.eta}); "
+            f"micro-tile {self.tu_cols} columns, unroll {self.mu}",
+            f"  L1 (MILP): 32*mb*n + b*mb*tb + 32*tb*n = 32*{self.mb}*{self.batch} + {self.bits}*{self.mb}*{self.tb} + "
+            f"32*{self.tb}*{self.batch} = {self.l1_used_bits} <= {self.gamma_bits} "
+            f"({100 * self.l1_used_bits / self.gamma_bits:.1f}% of L1) -> mb={self.mb}, tb={self.tb}",
+        ]
+        if self.alternatives:
+            alt = ", ".join(f"(mb={a}, tb={b}: {u / self.gamma_bits:.0%})" for a, b, u in self.alternatives)
+            lines.append(f"  next best feasible: {alt}")
+        return "\n".join(lines)
+
+
+def plan(k: int, n: int, bits: int, machine: MachineInfo, *, batch: int = 1,
+         group_size: int | None = None, threads: int = 1) -> Plan:
+    """Choose (m_u, t_u) by register search and (mb, tb) by MILP for this machine."""
+    require_bits(bits, (2, 3, 4))
+    k = require_int("k", k, minimum=32)
+    n = require_int("n", n, minimum=8)
+    batch = require_int("batch", batch, minimum=1)
+    threads = require_int("threads", threads, minimum=1)
+    mu, tu = register_search(machine.eta, bits)
+    tu_cols = 8 * tu
+    while tu_cols > 8 and n % tu_cols:
+        tu_cols -= 8
+        tu = tu_cols // 8
+    gamma = machine.gamma_bits
+    choice = cache_milp(k, n, bits, batch, gamma, tu_cols, threads, group_size)
+    if choice is None:
+        mbs, tbs = cache_candidates(k, n, tu_cols, threads, group_size)
+        raise FormatRuleError(
+            f"L1: no (mb, tb) with mb in {mbs[:4]}..., tb in {tbs[:4]}... fits gamma={gamma} bits; "
+            f"got smallest L = {l1_bits(mbs[0], tbs[0], bits, batch)}")
+    mb, tb = choice
+    mbs, tbs = cache_candidates(k, n, tu_cols, threads, group_size)
+    feas = sorted(((l1_bits(a, b, bits, batch), a, b) for a in mbs for b in tbs
+                   if l1_bits(a, b, bits, batch) <= gamma and (a, b) != (mb, tb)), reverse=True)[:3]
+    return Plan(k, n, bits, batch, group_size, threads, gamma, machine.eta, mu, tu, mb, tb,
+                l1_bits(mb, tb, bits, batch), [(a, b, u) for u, a, b in feas])

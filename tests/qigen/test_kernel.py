@@ -1,0 +1,139 @@
+"""Generated kernels (AVX2 and scalar) vs the oracle bit for bit; build cache and toolchain errors."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from refsim.errors import FormatRuleError, ShapeError, ToolchainError
+from refsim.formats import gptq
+from refsim.formats import qigen as Q
+from refsim.qigen import build, codegen, kernel, oracle
+from refsim.qigen.machine import detect_isa
+from refsim.testing import assert_bitexact
+
+HAVE_CC = any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler on PATH")
+ISAS = ["scalar"] + (["avx2"] if detect_isa() == "avx2" else [])
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("REFSIM_CACHE", str(tmp_path_factory.getbasetemp() / "refsim-cache"))
+
+
+def _problem(rng, m, k, n, bits, gs):
+    groups = k // (gs or k)
+    q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
+    s = (rng.random((groups, n)) * 0.05 + 0.01).astype(np.float32)
+    z = rng.integers(0, 2**bits, size=(groups, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    return x, q, s, z, b
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("bits", [2, 3, 4])
+@pytest.mark.parametrize("gs,order,m", [(None, "panel", 1), (32, "zcurve", 3), (64, "panel", 2)])
+def test_kernel_equals_oracle_bit_for_bit(isa, bits, gs, order, m):
+    rng = np.random.default_rng(bits * 7 + m)
+    k, n = 128, 64
+    x, q, s, z, b = _problem(rng, m, k, n, bits, gs)
+    mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=gs, mb=64, tb=32,
+                         order=order, bias=b)
+    x_before = x.copy()
+    y = kernel.qgemv(x, mat, codegen.KernelSpec(bits, tu=16, unroll=2, isa=isa))
+    assert_bitexact(y, oracle.qgemv_oracle(x, q, s, z, b, bits, gs, unroll=2), name=f"{isa} {bits}-bit")
+    np.testing.assert_array_equal(x, x_before)
+
+
+@needs_cc
+@pytest.mark.parametrize("unroll", [1, 4])
+def test_kernel_follows_its_unroll_order(unroll):
+    rng = np.random.default_rng(unroll)
+    x, q, s, z, b = _problem(rng, 2, 256, 32, 4, None)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=None, mb=128, tb=32, bias=b)
+    y = kernel.qgemv(x, mat, codegen.KernelSpec(4, tu=32, unroll=unroll, isa=ISAS[-1]))
+    assert_bitexact(y, oracle.qgemv_oracle(x, q, s, z, b, 4, None, unroll=unroll), name="unroll")
+
+
+@needs_cc
+def test_from_gptq_checkpoint_runs_the_stored_zero_points():
+    rng = np.random.default_rng(5)
+    x, q, s, z, _ = _problem(rng, 1, 128, 64, 4, 64)
+    z = np.clip(z, 1, 15)  # v1 checkpoints cannot hold zero 0 without corruption
+    ckpt = gptq.pack(q, s, z.astype(np.int32), 4, group_size=64)
+    mat = kernel.from_gptq(ckpt, mb=64, tb=32)
+    s16 = ckpt.scales.astype(np.float32)
+    assert_bitexact(kernel.qgemv(x, mat), oracle.qgemv_oracle(x, q, s16, z, None, 4, 64), name="from_gptq")
+    perm = ckpt.g_idx[::-1].copy()
+    with pytest.raises(FormatRuleError, match="act-order"):
+        kernel.from_gptq(gptq.GPTQCheckpoint(ckpt.qweight, ckpt.qzeros, ckpt.scales, perm, 4), mb=64, tb=32)
+
+
+@needs_cc
+def test_avx2_object_code_uses_fused_multiply_add_and_scalar_calls_fmaf():
+    if "avx2" not in ISAS or shutil.which("objdump") is None:
+        pytest.skip("needs an AVX2+FMA CPU and objdump")
+    ops = build.objdump_mnemonics(kernel.library_path(codegen.KernelSpec(4, isa="avx2")))
+    assert any(o.startswith("vfmadd") for o in ops) and any(o.startswith("vfnmadd") for o in ops)
+    assert "-ffast-math" not in build.compile_flags("avx2", True)
+    assert "-ffp-contract=off" in build.compile_flags("scalar", False)
+    scalar_ops = build.objdump_mnemonics(kernel.library_path(codegen.KernelSpec(4, isa="scalar")))
+    assert not any(o.startswith("vfmadd") for o in scalar_ops)  # fused only through the fmaf call
+
+
+@needs_cc
+def test_stale_cache_entry_is_rebuilt_not_loaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFSIM_CACHE", str(tmp_path))
+    src_a = codegen.generate(codegen.KernelSpec(2, isa="scalar"))
+    src_b = codegen.generate(codegen.KernelSpec(4, isa="scalar"))
+    path_a = build.build(src_a, "scalar")
+    path_b = build.build(src_b, "scalar")
+    assert path_a != path_b
+    shutil.copyfile(path_b, path_a)  # entry A now holds kernel B (wrong id)
+    key_a = path_a.parent.name  # entries live under their content hash
+    assert not build.entry_valid(path_a, key_a)
+    rebuilt = build.build(src_a, "scalar")
+    assert rebuilt == path_a and build.entry_valid(rebuilt, key_a)
+    assert not build.entry_valid(rebuilt, path_b.parent.name)
+    path_a.write_bytes(b"not a library")
+    assert build.entry_valid(build.build(src_a, "scalar"), key_a)
+
+
+@needs_cc
+def test_compiler_error_shows_its_output(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFSIM_CACHE", str(tmp_path))
+    with pytest.raises(ToolchainError, match="undeclared|error"):
+        build.build("int f(void) { return missing_symbol; }\n", "scalar")
+
+
+def test_missing_compiler_is_a_clear_toolchain_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "refsim-no-such-compiler")
+    with pytest.raises(ToolchainError, match="C compiler"):
+        build.build("int f(void) { return 0; }\n", "scalar")
+
+
+def test_bad_kernel_and_matrix_parameters_raise():
+    with pytest.raises(FormatRuleError, match="bit-width"):
+        codegen.KernelSpec(8)
+    with pytest.raises(ShapeError, match="multiple of 8"):
+        codegen.KernelSpec(4, tu=12)
+    with pytest.raises(FormatRuleError, match="unroll"):
+        codegen.KernelSpec(2, unroll=3)
+    rng = np.random.default_rng(0)
+    x, q, s, z, b = _problem(rng, 1, 64, 32, 4, None)
+    qw = gptq.pack_qweight(q, 4)
+    with pytest.raises(ShapeError, match="group_size"):
+        kernel.prepare(qw, s, z, bits=4, group_size=48, mb=32, tb=16)
+    with pytest.raises(ShapeError, match="shape"):
+        kernel.prepare(qw, s[:, :8], z, bits=4, group_size=None, mb=32, tb=16)
+    with pytest.raises(ShapeError, match="multiple of the block height"):
+        kernel.prepare(qw, s, z, bits=4, group_size=None, mb=128, tb=16)
+    mat = kernel.prepare(qw, s, z, bits=4, group_size=None, mb=32, tb=16)
+    with pytest.raises(ShapeError, match="micro-tile"):
+        kernel.qgemv(x, mat, codegen.KernelSpec(4, tu=32, isa="scalar"))
+    with pytest.raises(ShapeError, match="K=64"):
+        kernel.qgemv(x[:, :32].copy(), mat, codegen.KernelSpec(4, tu=16, isa="scalar"))
+    assert isinstance(Q.QIGenLayout(4, 64, 32, 32, 16), Q.QIGenLayout)

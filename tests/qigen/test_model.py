@@ -1,0 +1,94 @@
+"""Performance model: register search, MILP vs enumeration, machine reading with fallbacks."""
+
+import numpy as np
+import pytest
+
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.qigen import machine as MA
+from refsim.qigen import model as MO
+
+
+def _fake_machine(l1=32 * 1024, eta_avx2=True):
+    return MA.MachineInfo(l1, 1 << 20, eta_avx2, eta_avx2, False, 16, 3e9, 1, {})
+
+
+def test_register_search_reproduces_qigen_defaults_for_avx2():
+    # feasible pairs with m_u | 8: (1,7)->7, (2,4)->8, (4,2)->8; the tie goes to the wider t_u
+    assert MO.register_search(16, 4) == (2, 4)
+    assert MO.register_search(16, 2) == (2, 4)
+    mu, tu = MO.register_search(32, 4)
+    assert mu + mu * tu + tu <= 32 and mu * tu >= 2 * 4
+    with pytest.raises(FormatRuleError, match="eta"):
+        MO.register_search(2, 4)
+
+
+def test_l1_formula_by_hand():
+    # 32*1024*1 + 4*1024*32 + 32*32*1 = 32768 + 131072 + 1024
+    assert MO.l1_bits(1024, 32, 4, 1) == 164864
+    assert MO.l1_bits(64, 16, 3, 4) == 32 * 64 * 4 + 3 * 64 * 16 + 32 * 16 * 4
+
+
+@pytest.mark.parametrize("k,n,bits,batch,gs,threads,l1", [
+    (4096, 4096, 4, 1, 128, 1, 32 * 1024),
+    (11008, 4096, 3, 1, None, 1, 32 * 1024),
+    (4096, 11008, 2, 4, 64, 2, 48 * 1024),
+    (1024, 768, 4, 8, 32, 1, 16 * 1024),
+])
+def test_milp_finds_the_enumerated_optimum(k, n, bits, batch, gs, threads, l1):
+    got = MO.cache_milp(k, n, bits, batch, l1 * 8, 32, threads, gs)
+    want = MO.cache_bruteforce(k, n, bits, batch, l1 * 8, 32, threads, gs)
+    assert got == want
+    mb, tb = got
+    assert k % mb == 0 and mb % 32 == 0 and (gs is None or mb % gs == 0)
+    assert tb % 32 == 0 and (n // threads) % tb == 0
+    assert MO.l1_bits(mb, tb, bits, batch) <= l1 * 8
+
+
+def test_plan_for_llama_shape_fills_l1_and_explains_itself():
+    p = MO.plan(4096, 4096, 4, _fake_machine(), group_size=128)
+    assert (p.mu, p.tu_cols, p.mb, p.tb) == (2, 32, 1024, 32)  # derived by hand in test_l1_formula
+    text = p.summary()
+    assert "164864 <= 262144" in text and "mb=1024, tb=32" in text and "m_u=2, t_u=4" in text
+
+
+def test_plan_rejects_impossible_shapes():
+    with pytest.raises(ShapeError, match="tb"):
+        MO.plan(4096, 36, 4, _fake_machine())
+    with pytest.raises(FormatRuleError, match="L1"):
+        MO.plan(4096, 4096, 4, _fake_machine(l1=64), group_size=128)
+
+
+def test_predicted_time_napkin_math():
+    est = MO.predict_time(4096, 4096, 4, 1, 32, None, mem_bytes_per_s=1e10, clock_hz=3e9)
+    assert est.bytes_moved >= 4096 * 4096 // 2
+    assert est.memory_s == pytest.approx(est.bytes_moved / 1e10)
+    assert est.seconds == max(est.memory_s, est.compute_s)
+
+
+def test_machine_info_reads_sysfs_and_cpuinfo(tmp_path):
+    cache = tmp_path / "cache"
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
+                                             (2, "Unified", "2048K"), (3, "Unified", "32768K")]):
+        d = cache / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\ncpu MHz\t\t: 3000.000\nflags\t\t: fpu sse2 avx avx2 fma avx512f\n")
+    info = MA.machine_info(cpuinfo, cache)
+    assert (info.l1d_bytes, info.l2_bytes) == (48 * 1024, 2048 * 1024)
+    assert info.avx2 and info.fma and info.avx512f and info.vector_registers == 32
+    assert info.eta == 16  # the generated code is AVX2: 16 ymm registers
+    assert info.clock_hz == 3e9 and info.provenance["l1d_bytes"] == "sysfs"
+
+
+def test_machine_info_falls_back_when_files_are_missing(tmp_path):
+    info = MA.machine_info(tmp_path / "none", tmp_path / "none")
+    assert not info.avx2 and info.provenance["isa"].startswith("fallback")
+    assert info.l2_bytes == 1 << 20 and info.provenance["l2_bytes"] == "fallback"
+    assert info.l1d_bytes > 0 and info.clock_hz == 2.5e9
+
+
+def test_parse_size():
+    assert [MA.parse_size(s) for s in ("32K", "1M", "32 MiB", "512")] == [32768, 1 << 20, 32 << 20, 512]
