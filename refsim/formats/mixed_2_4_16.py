@@ -1,0 +1,560 @@
+"""The 2/4/16-bit format: intra-weight 2/4-bit groups, second-order scales, sparse FP16 outliers.
+
+Li et al., "Fast and Efficient 2-bit LLM Inference on GPU: 2/4/16-bit in a Weight Matrix with
+Asynchronous Dequantization" (ICCAD'24, arXiv 2311.16442). No official code exists (see
+shared/specs/atom_qigen_gptq.md §4); every choice the paper leaves open is decided below and marked
+DECISION. refsim's weights are (K, N); the paper's GEMV reads the n x k matrix one output channel
+(row n) at a time, so the packed arrays are stored per output channel ``(N, ...)`` (said per array).
+
+Spec block
+----------
+=================  ==================================================================================
+groups             g1 = 16 consecutive input channels (along K); group i = rows [16i, 16i+16) of W
+                   for ALL N columns (the paper merges the groups of the same input channels)
+precision          per group: 4-bit for the floor(alpha*G + 1/2) groups of largest sensitivity
+                   S_i = sum_{m<16} sum_n W[16i+m, n]^2 / [H^-1]_{16i+m,16i+m}^2  (eq. 9; alpha =
+                   share of 4-bit groups, default 0.25; the paper's eq. 10 calls the 2-bit share
+                   alpha); ties -> lower group index first; the other groups are 2-bit
+H^-1               inverse of H + percdamp * mean(diag H) * I (percdamp 0.01, GPTQ's dampening);
+                   inputs with diag(H) = 0 get H[k, k] = 1 first; a Hessian that is not positive
+                   definite after that raises FormatRuleError naming percdamp
+1st order          asymmetric per (group, column), eqs. 2-5 with the range extended to include 0
+                   (GPTQ's convention, DECISION): xmin = min(min w, 0), xmax = max(max w, 0),
+                   s = (xmax - xmin) / (2^b - 1); the codes use the DEQUANTIZED scale s_hat:
+                   z = clamp(rint(-xmin / s_hat), 0, 2^b - 1), q = clamp(rint(w / s_hat) + z, 0, 2^b-1)
+                   rounding half to even everywhere (DECISION); s_hat = 0 gives q = z = 0
+2nd order          the 1st-order scales of group i, in blocks of g2 = 16 consecutive columns, get
+                   4-bit codes: s2 = fp16(max(s_block) / 15) (range includes 0), z2 = clamp(rint(
+                   -min(min s, 0) / s2), 0, 15) -- always 0 for non-negative scales, kept as a
+                   field because the paper's bit count has it -- c = clamp(rint(s / s2) + z2, 0, 15)
+                   and c >= 1 whenever s > 0 (DECISION: a group never collapses to zero);
+                   s_hat = fp16((c - z2) * s2) (computed in fp32, rounded once)
+scale clipping     2-bit groups are taken three at a time (a "unit", in K order); per column the
+                   unit's 3 zeros (2 bits each) and 3 scale codes fit one 16-bit word: slot 0 keeps
+                   a 4-bit code, slots 1 and 2 keep 3 bits (DECISION: the LSB is clipped, i.e. the
+                   code is even: c = 2 * clamp(rint((s / s2 + z2) / 2), 0, 7), the range is kept
+                   and the step doubles)
+outliers           only in 2-bit groups: the floor(ratio * K * N) elements with the largest
+                   w^2 / [H^-1]_kk^2 (DECISION: eq. 9 per element), ratio in [0, 0.005], default
+                   0.002; they are excluded from their group's range, their dense code is z (so the
+                   dense part dequantizes to exactly 0 there) and fp16(w) goes to a CSR matrix:
+                   rows = output channels n, int32 row pointer (N+1), uint16 column index k
+                   (K <= 65536), float16 value; columns ascending within a row
+bit order          LSB first: code t of a 16-code 2-bit group sits at bits [2t, 2t+2) of one
+                   uint32; a 4-bit group is split in two uint32: codes 0..7 at bits [4t, 4t+4) of
+                   the "main" word, codes 8..15 likewise in the "side" word
+memory alignment   w_main uint32 (N, U, 4): unit u = [2-bit group 3u | 3u+1 | 3u+2 | low half of
+                   4-bit group u] = 128 bits (one 16-byte load); w_side uint32 (N, U): high half of
+                   4-bit group u; U = max(ceil(n2 / 3), n4); missing slots are zero words (counted)
+zero padding       z2 (4 bits) is stored in a uint16 next to the fp16 s2: 32 bits per (group, block)
+other arrays       meta2 uint16 (N, U): bits 0-1/2-3/4-5 zero of slot 0/1/2, bits 6-9 slot-0 scale
+                   code, 10-12 slot-1 code >> 1, 13-15 slot-2 code >> 1; meta4 uint8 (N, n4): low
+                   nibble zero, high nibble scale code of each 4-bit group; s2 float16 (G, N/16);
+                   z2 uint16 (G, N/16); group_bits uint8 (G,) = 2 or 4
+invariants         K % 16 == 0, N % 16 == 0, K <= 65536; 8 * nbytes(packed) / (K N) equals
+                   :func:`average_bits` exactly
+source             paper only (shared/papers/two-four-sixteen-bit.md: eqs. 2-6, 9, 10, section 3.3
+                   "Memory Alignment", section 4.3, Algorithm 1); no official repository
+=================  ==================================================================================
+
+One output channel n of w_main / w_side for K = 128 (G = 8 groups, 2 of them 4-bit: groups 2, 5)::
+
+    groups (K order):   g0:2b  g1:2b  g2:4b  g3:2b  g4:2b  g5:4b  g6:2b  g7:2b
+    2-bit list: g0 g1 g3 g4 g6 g7      4-bit list: g2 g5           U = max(ceil(6/3), 2) = 2
+    w_main[n, 0] = [ g0 | g1 | g3 | g2 codes 0-7 ]   w_side[n, 0] = [ g2 codes 8-15 ]
+    w_main[n, 1] = [ g4 | g6 | g7 | g5 codes 0-7 ]   w_side[n, 1] = [ g5 codes 8-15 ]
+    one 2-bit word, codes q0..q15:  bit 31 .. q15 q15 | ... | q1 q1 | q0 q0 .. bit 0
+    e.g. codes (1, 2, 3, 0, 0, ...) -> 0b00_11_10_01 = 0x39
+
+GEMV (:func:`gemv`, the paper's Algorithm 1 dataflow; x float16 (K,) -> y float16 (N,)):
+    s_hat = fp16((c - z2) * s2)                            2nd-order dequantization
+    w     = fp16((q - z) * s_hat)                          1st-order dequantization to half
+    acc   = fp32 sum over k ascending of float(w) * float(x[k])      (sequential order, DECISION)
+    acc  += float(val) * float(x[col]) over the CSR row, in stored order         (SpMV)
+    y[n]  = fp16(acc)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from fractions import Fraction
+
+import numpy as np
+import scipy.linalg
+
+from refsim._validate import (
+    require_dtype,
+    require_finite,
+    require_float_array,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError, ShapeError
+
+__all__ = [
+    "G1", "G2", "MAX_OUTLIER_RATIO",
+    "Mixed2416", "Packed2416",
+    "inverse_hessian_diag", "group_sensitivity", "select_4bit_groups",
+    "quantize", "dequantize", "pack", "pack_reference", "unpack",
+    "csr_from_coo", "check_csr",
+    "average_bits", "paper_average_bits", "packed_nbytes",
+    "gemv", "gemv_reference",
+]
+
+G1 = 16
+G2 = 16
+MAX_OUTLIER_RATIO = 0.005
+DEFAULT_OUTLIER_RATIO = 0.002
+MAX_K = 1 << 16
+
+
+# ----------------------------------------------------------------------------------------------
+# sensitivity and precision selection
+# ----------------------------------------------------------------------------------------------
+def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
+    """diag(H_damped^-1), float64 (K,). H float (K, K) symmetric; dead inputs (diag 0) get 1;
+    damping adds ``percdamp * mean(diag H)`` to the diagonal (GPTQ). Raises FormatRuleError
+    when the damped H is not positive definite."""
+    H = require_float_array("H", H)
+    require_ndim("H", H, 2)
+    if H.shape[0] != H.shape[1]:
+        raise ShapeError(f"H: must be square (K, K); got {H.shape}")
+    require_finite("H", H)
+    if not 0.0 <= float(percdamp) <= 1.0:
+        raise FormatRuleError(f"percdamp: must lie in [0, 1]; got {percdamp}")
+    H = H.astype(np.float64)  # copy
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    damp = float(percdamp) * float(np.mean(np.diag(H)))
+    H[np.diag_indices_from(H)] += damp
+    try:
+        L = scipy.linalg.cholesky(H, lower=True)
+    except np.linalg.LinAlgError as err:
+        raise FormatRuleError(
+            f"H: must be positive definite after dampening by percdamp={percdamp} x mean(diag H) = "
+            f"{damp:.3g}; Cholesky failed ({err})") from err
+    Linv = scipy.linalg.solve_triangular(L, np.eye(H.shape[0]), lower=True)
+    return np.einsum("ik,ik->k", Linv, Linv)  # diag(L^-T L^-1)
+
+
+def group_sensitivity(W: np.ndarray, hinv_diag: np.ndarray) -> np.ndarray:
+    """Eq. 9: S_i = sum over the 16 rows of group i and all N columns of W^2 / [H^-1]_kk^2.
+    W float (K, N), hinv_diag float (K,); returns float64 (K // 16,)."""
+    k, n = W.shape
+    score = W.astype(np.float64) ** 2 / hinv_diag.astype(np.float64)[:, None] ** 2
+    return score.reshape(k // G1, G1 * n).sum(axis=1)  # (G, 16 * N) -> (G,)
+
+
+def select_4bit_groups(S: np.ndarray, alpha: float) -> np.ndarray:
+    """Bool (G,): the floor(alpha * G + 1/2) groups with the largest S are 4-bit (ties: lower index)."""
+    g = S.size
+    n4 = int(np.floor(alpha * g + 0.5))
+    order = np.argsort(-S, kind="stable")
+    four = np.zeros(g, bool)
+    four[order[:n4]] = True
+    return four
+
+
+# ----------------------------------------------------------------------------------------------
+# the unpacked representation
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mixed2416:
+    """Quantized weights in refsim's (K, N) orientation, before packing.
+
+    q uint8 (K, N) first-order codes (2- or 4-bit by group); zero uint8 (G, N); code uint8 (G, N)
+    4-bit scale codes (even in clipped slots); s2 float16 (G, N/16); z2 uint8 (G, N/16);
+    four bool (G,) 4-bit groups; outlier CSR over output channels: row_ptr int32 (N+1,),
+    col uint16 (nnz,), val float16 (nnz,)."""
+
+    q: np.ndarray
+    zero: np.ndarray
+    code: np.ndarray
+    s2: np.ndarray
+    z2: np.ndarray
+    four: np.ndarray
+    row_ptr: np.ndarray
+    col: np.ndarray
+    val: np.ndarray
+
+
+def _check_alpha_ratio(alpha, outlier_ratio):
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0.0 <= float(alpha) <= 1.0:
+        raise FormatRuleError(f"alpha: share of 4-bit groups must lie in [0, 1]; got {alpha!r}")
+    if (isinstance(outlier_ratio, bool) or not isinstance(outlier_ratio, (int, float, np.floating))
+            or not 0.0 <= float(outlier_ratio) <= MAX_OUTLIER_RATIO):
+        raise FormatRuleError(f"outlier_ratio: must lie in [0, {MAX_OUTLIER_RATIO}]; got {outlier_ratio!r}")
+
+
+def _check_kn(k: int, n: int) -> None:
+    if k <= 0 or k % G1:
+        raise ShapeError(f"K: must be a positive multiple of the group size {G1}; got {k}")
+    if n <= 0 or n % G2:
+        raise ShapeError(f"N: must be a positive multiple of the second-order group size {G2}; got {n}")
+    if k > MAX_K:
+        raise ShapeError(f"K: must be at most {MAX_K} (16-bit CSR column index); got {k}")
+
+
+def _clipped_slots(four: np.ndarray) -> np.ndarray:
+    """Bool (G,): 2-bit groups in slot 1 or 2 of their unit (their scale codes lose the LSB)."""
+    slot = np.full(four.size, -1)
+    two = np.flatnonzero(~four)
+    slot[two] = np.arange(two.size) % 3
+    return slot > 0
+
+
+def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
+             outlier_ratio: float = DEFAULT_OUTLIER_RATIO, percdamp: float = 0.01,
+             clip_scales: bool = True) -> Mixed2416:
+    """Quantize W float32/float64 (K, N) to the 2/4/16-bit format given the Hessian H (K, K) of
+    its inputs (spec block). ``clip_scales=False`` skips the LSB clipping of slot-1/2 scale codes
+    (for ablations only: such a result cannot be packed). Inputs are not modified."""
+    W = require_float_array("W", W)
+    require_ndim("W", W, 2)
+    require_finite("W", W)
+    k, n = W.shape
+    _check_kn(k, n)
+    require_shape("H", require_float_array("H", H), (k, k))
+    _check_alpha_ratio(alpha, outlier_ratio)
+    g = k // G1
+    Wf = W.astype(np.float32)
+    hd = inverse_hessian_diag(H, percdamp)
+    four = select_4bit_groups(group_sensitivity(Wf, hd), float(alpha))
+    four_rows = np.repeat(four, G1)                                      # (K,)
+
+    # outliers: largest w^2 / [H^-1]_kk^2 among 2-bit-group elements
+    n_out = int(np.floor(float(outlier_ratio) * k * n))
+    score = (Wf.astype(np.float64) ** 2) / hd[:, None] ** 2
+    score[four_rows, :] = -np.inf
+    n_out = min(n_out, int((~four_rows).sum()) * n)
+    flat = np.argsort(-score, axis=None, kind="stable")[:n_out]
+    is_out = np.zeros((k, n), bool)
+    is_out.flat[flat] = True
+
+    maxq = np.where(four, 15, 3).astype(np.float32)                     # (G,)
+    Wg = Wf.reshape(g, G1, n)                                           # (G, 16, N)
+    inl = np.where(is_out.reshape(g, G1, n), np.float32(0), Wg)         # outliers excluded (0 is in range anyway)
+    xmin = np.minimum(inl.min(axis=1), 0).astype(np.float32)            # (G, N)
+    xmax = np.maximum(inl.max(axis=1), 0).astype(np.float32)
+    s = ((xmax - xmin) / maxq[:, None]).astype(np.float32)              # (G, N) raw 1st-order scales
+
+    # second order, blocks of 16 columns
+    sb = s.reshape(g, n // G2, G2)                                      # (G, N/16, 16)
+    s2 = (sb.max(axis=2) / np.float32(15)).astype(np.float16)           # (G, N/16)
+    s2f = np.repeat(s2.astype(np.float32), G2, axis=1)                  # (G, N)
+    smin = np.repeat(np.minimum(sb.min(axis=2), 0), G2, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z2 = np.where(s2f > 0, np.clip(np.rint(-smin / s2f), 0, 15), 0).astype(np.float32)
+        ratio = np.where(s2f > 0, s / s2f, 0).astype(np.float32)
+    clipped = _clipped_slots(four)[:, None] & bool(clip_scales)
+    code = np.where(clipped, 2 * np.clip(np.rint((ratio + z2) / 2), 0, 7), np.clip(np.rint(ratio) + z2, 0, 15))
+    collapsed = (s > 0) & (s2f > 0) & (code <= z2)                       # s_hat would be <= 0
+    code = np.where(collapsed, z2 + np.where(clipped, 2, 1), code)
+    s_hat = ((code - z2) * s2f).astype(np.float32).astype(np.float16).astype(np.float32)   # (G, N)
+
+    sh = np.repeat(s_hat, G1, axis=0)                                   # (K, N)
+    mq = np.repeat(maxq, G1)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zero = np.where(s_hat > 0, np.clip(np.rint(-xmin / s_hat), 0, maxq[:, None]), 0)   # (G, N)
+        zr = np.repeat(zero, G1, axis=0)
+        q = np.where(sh > 0, np.clip(np.rint(Wf / sh) + zr, 0, mq), 0)
+    q = np.where(is_out, zr, q)
+
+    rows, cols = np.nonzero(is_out.T)                                   # row-major over (N, K): sorted
+    row_ptr, col, val = csr_from_coo(rows, cols, Wf.T[rows, cols].astype(np.float16), n)
+    return Mixed2416(q.astype(np.uint8), zero.astype(np.uint8), code.astype(np.uint8), s2, z2[:, ::G2].astype(np.uint8),
+                     four, row_ptr, col, val)
+
+
+def dequantize(m: Mixed2416) -> np.ndarray:
+    """Fake-quantized weights float32 (K, N): ``(q - z) * s_hat`` (exact in fp32) plus the
+    fp16 outliers at their positions (where the dense part is exactly 0)."""
+    g, n = m.zero.shape
+    s_hat = _s_hat(m)
+    deq = (m.q.astype(np.float32).reshape(g, G1, n) - m.zero.astype(np.float32)[:, None, :]) * s_hat[:, None, :]
+    out = deq.reshape(g * G1, n).astype(np.float32)
+    for r in range(n):
+        for e in range(int(m.row_ptr[r]), int(m.row_ptr[r + 1])):
+            out[int(m.col[e]), r] += np.float32(m.val[e])
+    return out
+
+
+def _s_hat(m: Mixed2416) -> np.ndarray:
+    """float32 (G, N) values of fp16((code - z2) * s2)."""
+    s2f = np.repeat(m.s2.astype(np.float32), G2, axis=1)
+    z2 = np.repeat(m.z2.astype(np.float32), G2, axis=1)
+    return ((m.code.astype(np.float32) - z2) * s2f).astype(np.float16).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# CSR
+# ----------------------------------------------------------------------------------------------
+def csr_from_coo(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n_rows: int):
+    """Build CSR (row_ptr int32 (n_rows+1,), col uint16, val float16) from COO entries given
+    in row-major order (rows ascending, columns ascending within a row)."""
+    rows = np.asarray(rows, np.int64)
+    cols = np.asarray(cols, np.int64)
+    counts = np.bincount(rows, minlength=n_rows) if rows.size else np.zeros(n_rows, np.int64)
+    row_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    out = (row_ptr, cols.astype(np.uint16), np.asarray(vals, np.float16))
+    check_csr(*out, n_rows=n_rows, n_cols=MAX_K)
+    return out
+
+
+def check_csr(row_ptr: np.ndarray, col: np.ndarray, val: np.ndarray, *, n_rows: int, n_cols: int) -> None:
+    """CSR validity: row_ptr int32 (n_rows+1,) starting at 0, monotone, ending at nnz; col
+    uint16 (nnz,) in [0, n_cols) strictly ascending within each row; val float16 (nnz,) finite."""
+    require_dtype("row_ptr", row_ptr, np.int32)
+    require_dtype("col", col, np.uint16)
+    require_dtype("val", val, np.float16)
+    require_shape("row_ptr", row_ptr, (n_rows + 1,))
+    nnz = col.size
+    require_shape("val", val, (nnz,))
+    if row_ptr[0] != 0 or row_ptr[-1] != nnz:
+        raise FormatRuleError(f"row_ptr: must start at 0 and end at nnz={nnz}; got {row_ptr[0]}..{row_ptr[-1]}")
+    if np.any(np.diff(row_ptr) < 0):
+        raise FormatRuleError(f"row_ptr: must be monotone non-decreasing; got {row_ptr.tolist()[:8]}...")
+    if nnz and int(col.max()) >= n_cols:
+        raise FormatRuleError(f"col: column indices must lie in [0, {n_cols}); got {int(col.max())}")
+    for r in range(n_rows):
+        c = col[row_ptr[r]:row_ptr[r + 1]].astype(np.int64)
+        if np.any(np.diff(c) <= 0):
+            raise FormatRuleError(f"col: indices must be strictly ascending within row {r}; got {c.tolist()}")
+    require_finite("val", val)
+
+
+# ----------------------------------------------------------------------------------------------
+# packing
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Packed2416:
+    """The packed, memory-aligned format (every array per output channel; spec block):
+    w_main uint32 (N, U, 4); w_side uint32 (N, U); meta2 uint16 (N, U); meta4 uint8 (N, n4);
+    s2 float16 (G, N/16); z2 uint16 (G, N/16); group_bits uint8 (G,); row_ptr int32 (N+1,);
+    col uint16 (nnz,); val float16 (nnz,)."""
+
+    w_main: np.ndarray
+    w_side: np.ndarray
+    meta2: np.ndarray
+    meta4: np.ndarray
+    s2: np.ndarray
+    z2: np.ndarray
+    group_bits: np.ndarray
+    row_ptr: np.ndarray
+    col: np.ndarray
+    val: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return packed_nbytes(self)
+
+
+def packed_nbytes(p: Packed2416) -> int:
+    """Total bytes of every array of the packed format (padding words included)."""
+    return sum(getattr(p, f.name).nbytes for f in fields(p))
+
+
+def _lists(four: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    two_idx = np.flatnonzero(~four)
+    four_idx = np.flatnonzero(four)
+    units = max(-(-two_idx.size // 3), four_idx.size)
+    return two_idx, four_idx, units
+
+
+def _check_packable(m: Mixed2416) -> None:
+    clipped = _clipped_slots(m.four)
+    if np.any(m.code[clipped] % 2):
+        raise FormatRuleError("code: scale codes of 2-bit groups in unit slots 1 and 2 must be even "
+                              "(3-bit, LSB clipped); got an odd code (quantize with clip_scales=True)")
+    lim = np.where(m.four, 15, 3)[:, None]                              # (G, 1)
+    qmax = m.q.reshape(-1, G1, m.q.shape[1]).max(axis=1)                # (G, N)
+    if np.any(m.zero > lim) or np.any(qmax > lim):
+        raise FormatRuleError("q/zero: codes must fit their group's bit-width (2 or 4 bits); got a larger code")
+
+
+def pack(m: Mixed2416) -> Packed2416:
+    """Pack a :class:`Mixed2416` into the memory-aligned layout of the spec block."""
+    _check_packable(m)
+    k, n = m.q.shape
+    two_idx, four_idx, U = _lists(m.four)
+    qg = m.q.reshape(k // G1, G1, n).transpose(2, 0, 1).astype(np.uint32)   # (N, G, 16)
+    w_main = np.zeros((n, U, 4), np.uint32)
+    w_side = np.zeros((n, U), np.uint32)
+    meta2 = np.zeros((n, U), np.uint16)
+    sh2 = (2 * np.arange(16)).astype(np.uint32)
+    sh4 = (4 * np.arange(8)).astype(np.uint32)
+    for j, gi in enumerate(two_idx):
+        u, slot = divmod(j, 3)
+        w_main[:, u, slot] = np.bitwise_or.reduce(qg[:, gi, :] << sh2, axis=1)
+        z = m.zero[gi].astype(np.uint16)
+        c = m.code[gi].astype(np.uint16)
+        field = c if slot == 0 else c >> 1
+        meta2[:, u] |= (z << (2 * slot)) | (field << (6 if slot == 0 else 7 + 3 * slot))
+    for u, gi in enumerate(four_idx):
+        w_main[:, u, 3] = np.bitwise_or.reduce(qg[:, gi, :8] << sh4, axis=1)
+        w_side[:, u] = np.bitwise_or.reduce(qg[:, gi, 8:] << sh4, axis=1)
+    meta4 = (m.zero[four_idx].T | (m.code[four_idx].T << 4)).astype(np.uint8)   # (N, n4)
+    return Packed2416(w_main, w_side, meta2, meta4, m.s2.copy(), m.z2.astype(np.uint16),
+                      np.where(m.four, 4, 2).astype(np.uint8), m.row_ptr.copy(), m.col.copy(), m.val.copy())
+
+
+def pack_reference(m: Mixed2416) -> Packed2416:
+    """Plain-loop twin of :func:`pack`: one code, one bit field at a time."""
+    _check_packable(m)
+    k, n = m.q.shape
+    two_idx, four_idx, U = _lists(m.four)
+    w_main = np.zeros((n, U, 4), np.uint32)
+    w_side = np.zeros((n, U), np.uint32)
+    meta2 = np.zeros((n, U), np.uint16)
+    meta4 = np.zeros((n, four_idx.size), np.uint8)
+    for col in range(n):
+        for j, gi in enumerate(two_idx):
+            u, slot = j // 3, j % 3
+            word = 0
+            for t in range(16):
+                word |= int(m.q[gi * 16 + t, col]) << (2 * t)
+            w_main[col, u, slot] = word
+            meta = int(meta2[col, u]) | (int(m.zero[gi, col]) << (2 * slot))
+            if slot == 0:
+                meta |= int(m.code[gi, col]) << 6
+            elif slot == 1:
+                meta |= (int(m.code[gi, col]) // 2) << 10
+            else:
+                meta |= (int(m.code[gi, col]) // 2) << 13
+            meta2[col, u] = meta
+        for u, gi in enumerate(four_idx):
+            lo = hi = 0
+            for t in range(8):
+                lo |= int(m.q[gi * 16 + t, col]) << (4 * t)
+                hi |= int(m.q[gi * 16 + 8 + t, col]) << (4 * t)
+            w_main[col, u, 3] = lo
+            w_side[col, u] = hi
+            meta4[col, u] = int(m.zero[gi, col]) | (int(m.code[gi, col]) << 4)
+    bits = np.array([4 if f else 2 for f in m.four], np.uint8)
+    return Packed2416(w_main, w_side, meta2, meta4, m.s2.copy(), m.z2.astype(np.uint16), bits,
+                      m.row_ptr.copy(), m.col.copy(), m.val.copy())
+
+
+def unpack(p: Packed2416) -> Mixed2416:
+    """Inverse of :func:`pack`."""
+    four = p.group_bits == 4
+    g = four.size
+    n = p.w_main.shape[0]
+    k = g * G1
+    two_idx, four_idx, U = _lists(four)
+    require_shape("w_main", p.w_main, (n, U, 4))
+    q = np.zeros((k, n), np.uint8)
+    zero = np.zeros((g, n), np.uint8)
+    code = np.zeros((g, n), np.uint8)
+    sh2 = (2 * np.arange(16)).astype(np.uint32)
+    sh4 = (4 * np.arange(8)).astype(np.uint32)
+    for j, gi in enumerate(two_idx):
+        u, slot = divmod(j, 3)
+        q[gi * 16:(gi + 1) * 16] = ((p.w_main[:, u, slot][None, :] >> sh2[:, None]) & 3).astype(np.uint8)
+        meta = p.meta2[:, u].astype(np.uint32)
+        zero[gi] = (meta >> (2 * slot)) & 3
+        code[gi] = (meta >> 6) & 15 if slot == 0 else ((meta >> (7 + 3 * slot)) & 7) << 1
+    for u, gi in enumerate(four_idx):
+        q[gi * 16:gi * 16 + 8] = (p.w_main[:, u, 3][None, :] >> sh4[:, None]) & 15
+        q[gi * 16 + 8:gi * 16 + 16] = (p.w_side[:, u][None, :] >> sh4[:, None]) & 15
+        zero[gi] = p.meta4[:, u] & 15
+        code[gi] = p.meta4[:, u] >> 4
+    return Mixed2416(q, zero, code, p.s2.copy(), p.z2.astype(np.uint8), four, p.row_ptr.copy(),
+                     p.col.copy(), p.val.copy())
+
+
+# ----------------------------------------------------------------------------------------------
+# average bits
+# ----------------------------------------------------------------------------------------------
+def average_bits(k: int, n: int, n4: int, nnz: int) -> Fraction:
+    """Exact bits per weight of the packed format, from the format's own accounting:
+
+        U = max(ceil(n2 / 3), n4)    units per output channel, n2 = G - n4, G = K / 16
+        per output channel:  128 U (w_main) + 32 U (w_side) + 16 U (meta2) + 8 n4 (meta4)
+        per (group, 16 columns):  16 (s2) + 16 (z2 padded from 4 bits)  -> 32 / (g1 g2) per weight
+        per group: 8 (group_bits);  per output channel + 1: 32 (row_ptr);  per outlier: 16 + 16
+
+    With n2 = 3 n4 (alpha = 1/4) the weight words alone give exactly 2.5 bits, as eq. 10's
+    (1 - alpha) * 2 + alpha * 4."""
+    g = k // G1
+    n2 = g - n4
+    u = max(-(-n2 // 3), n4)
+    total = n * (128 * u + 32 * u + 16 * u + 8 * n4) + g * (n // G2) * 32 + 8 * g + 32 * (n + 1) + 32 * nnz
+    return Fraction(total, k * n)
+
+
+def paper_average_bits(alpha4: float, n_s: int = 4) -> float:
+    """Eq. 10 as printed, with alpha4 the share of 4-bit groups (the paper's alpha is the 2-bit
+    share): (1 - alpha4) * (2 + (2 + Ns)/g1 + (Ns + 16)/(g1 g2)) + alpha4 * 4. It omits the
+    4-bit groups' scales, the alignment padding, the precision map and the outliers."""
+    return (1 - alpha4) * (2 + (2 + n_s) / G1 + (n_s + 16) / (G1 * G2)) + alpha4 * 4
+
+
+# ----------------------------------------------------------------------------------------------
+# GEMV
+# ----------------------------------------------------------------------------------------------
+def _check_x(x: np.ndarray, k: int) -> np.ndarray:
+    x = require_dtype("x", x, np.float16)
+    require_shape("x", x, (k,))
+    require_finite("x", x)
+    return x
+
+
+def gemv(p: Packed2416, x: np.ndarray) -> np.ndarray:
+    """y = x @ W_hat for one token, with the paper's dataflow (module docstring).
+    p: :class:`Packed2416`; x float16 (K,); returns float16 (N,)."""
+    m = unpack(p)
+    k, n = m.q.shape
+    x = _check_x(x, k)
+    s_hat = _s_hat(m)                                                    # 2nd-order dequant, (G, N)
+    zr = np.repeat(m.zero.astype(np.float32), G1, axis=0)
+    w_half = ((m.q.astype(np.float32) - zr) * np.repeat(s_hat, G1, axis=0)).astype(np.float16)   # (K, N)
+    xf = x.astype(np.float32)
+    acc = np.zeros(n, np.float32)
+    for kk in range(k):                                                  # sequential fp32 order
+        acc = (acc + w_half[kk].astype(np.float32) * xf[kk]).astype(np.float32)
+    for r in range(n):                                                   # CSR SpMV
+        for e in range(int(m.row_ptr[r]), int(m.row_ptr[r + 1])):
+            acc[r] = np.float32(acc[r] + np.float32(m.val[e]) * xf[int(m.col[e])])
+    return acc.astype(np.float16)
+
+
+def gemv_reference(p: Packed2416, x: np.ndarray) -> np.ndarray:
+    """Plain-loop twin of :func:`gemv` reading the packed words directly (bit fields, scale
+    words and CSR arrays), one output channel at a time as the paper's kernel does."""
+    four = p.group_bits == 4
+    g = four.size
+    k = g * G1
+    n = p.w_main.shape[0]
+    x = _check_x(x, k)
+    two_idx, four_idx, _ = _lists(four)
+    y = np.zeros(n, np.float16)
+    for r in range(n):
+        w = [np.float16(0)] * k
+        for j, gi in enumerate(two_idx):
+            u, slot = j // 3, j % 3
+            meta = int(p.meta2[r, u])
+            z = (meta >> (2 * slot)) & 3
+            c = (meta >> 6) & 15 if slot == 0 else ((meta >> (7 + 3 * slot)) & 7) * 2
+            s2 = np.float32(p.s2[gi, r // G2])
+            s_hat = np.float16(np.float32(c - int(p.z2[gi, r // G2])) * s2)
+            word = int(p.w_main[r, u, slot])
+            for t in range(16):
+                q = (word >> (2 * t)) & 3
+                w[gi * 16 + t] = np.float16(np.float32(q - z) * np.float32(s_hat))
+        for u, gi in enumerate(four_idx):
+            z = int(p.meta4[r, u]) & 15
+            c = int(p.meta4[r, u]) >> 4
+            s2 = np.float32(p.s2[gi, r // G2])
+            s_hat = np.float16(np.float32(c - int(p.z2[gi, r // G2])) * s2)
+            for t in range(16):
+                word = int(p.w_main[r, u, 3]) if t < 8 else int(p.w_side[r, u])
+                q = (word >> (4 * (t % 8))) & 15
+                w[gi * 16 + t] = np.float16(np.float32(q - z) * np.float32(s_hat))
+        acc = np.float32(0)
+        for kk in range(k):
+            acc = np.float32(acc + np.float32(w[kk]) * np.float32(x[kk]))
+        for e in range(int(p.row_ptr[r]), int(p.row_ptr[r + 1])):
+            acc = np.float32(acc + np.float32(p.val[e]) * np.float32(x[int(p.col[e])]))
+        y[r] = np.float16(acc)
+    return y

@@ -1,0 +1,213 @@
+"""Tests of refsim.formats.mixed_2_4_16 (the 2/4/16-bit format): eq. 9 sensitivity, the 2/4-bit
+split, second-order scales and scale clipping, outliers only in 2-bit groups stored as valid CSR,
+bit layout worked examples, pack/unpack against plain loops, the average-bit identity, the GEMV
+against its loop twin and a derived error bound, and bad input."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
+from refsim.formats import mixed_2_4_16 as F
+from refsim.testing import assert_bitexact
+
+PACKED = ("w_main", "w_side", "meta2", "meta4", "s2", "z2", "group_bits", "row_ptr", "col", "val")
+UNPACKED = ("q", "zero", "code", "s2", "z2", "four", "row_ptr", "col", "val")
+
+
+def _problem(seed=0, k=160, n=32, t=96):
+    rng = np.random.default_rng(seed)
+    W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
+    X = rng.standard_normal((t, k)).astype(np.float32) * rng.uniform(0.2, 3.0, k).astype(np.float32)
+    H = (2.0 / t) * X.astype(np.float64).T @ X.astype(np.float64)
+    return W, H, X
+
+
+# ------------------------------------------------------------------ sensitivity / selection
+def test_group_sensitivity_is_eq9_loop():
+    W, H, _ = _problem(1, k=48, n=16)
+    hd = F.inverse_hessian_diag(H)
+    Hd = H.copy()
+    Hd[np.diag_indices_from(Hd)] += 0.01 * np.mean(np.diag(H))
+    np.testing.assert_allclose(hd, np.diag(np.linalg.inv(Hd)), rtol=1e-9)
+    S = F.group_sensitivity(W, hd)
+    for i in range(3):
+        expected = sum(float(W[16 * i + m, j]) ** 2 / hd[16 * i + m] ** 2 for m in range(16) for j in range(16))
+        assert abs(S[i] - expected) <= 1e-9 * expected
+
+
+def test_planted_large_group_becomes_4bit():
+    W, H, _ = _problem(2)
+    W[64:80] *= 20.0                           # group 4
+    m = F.quantize(W, H, alpha=0.1, outlier_ratio=0.0)
+    assert m.four.sum() == 1 and m.four[4]
+
+
+@pytest.mark.parametrize("alpha, n4", [(0.0, 0), (0.1, 1), (0.25, 3), (0.5, 5), (1.0, 10)])
+def test_number_of_4bit_groups_is_alpha_share_rounded_half_up(alpha, n4):
+    W, H, _ = _problem(3)
+    assert F.quantize(W, H, alpha=alpha, outlier_ratio=0.0).four.sum() == n4   # G = 10
+
+
+# ------------------------------------------------------------------ scales
+def test_second_order_codes_and_scale_clipping():
+    W, H, _ = _problem(4)
+    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0)
+    assert m.code.max() <= 15 and m.z2.max() == 0          # non-negative scales: z2 is always 0
+    two = np.flatnonzero(~m.four)
+    for j, gi in enumerate(two):
+        if j % 3:
+            assert np.all(m.code[gi] % 2 == 0) and m.code[gi].max() <= 14
+    # independent: s2 = fp16(max over the 16-column block of the raw scale (xmax - xmin)/maxq / 15)
+    gi = two[0]
+    blk = W[16 * gi:16 * gi + 16, :16]
+    raw = (np.maximum(blk.max(0), 0) - np.minimum(blk.min(0), 0)) / np.float32(3)
+    assert_bitexact(m.s2[gi, 0], np.float16(raw.max() / np.float32(15)), name="s2")
+    unclipped = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0, clip_scales=False)
+    with pytest.raises(FormatRuleError, match="even"):
+        F.pack(unclipped)
+
+
+def test_dequantize_is_first_order_times_second_order():
+    W, H, _ = _problem(5, k=64, n=16)
+    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0)
+    deq = F.dequantize(m)
+    for g in range(4):
+        for j in range(16):
+            s_hat = np.float16(np.float32(int(m.code[g, j]) - int(m.z2[g, 0])) * np.float32(m.s2[g, 0]))
+            for t in range(16):
+                expected = np.float32(int(m.q[16 * g + t, j]) - int(m.zero[g, j])) * np.float32(s_hat)
+                assert deq[16 * g + t, j] == expected
+
+
+# ------------------------------------------------------------------ outliers
+def test_outliers_only_in_2bit_groups_and_valid_csr():
+    W, H, _ = _problem(6)
+    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
+    k, n = W.shape
+    assert m.col.size == int(np.floor(0.005 * k * n))
+    F.check_csr(m.row_ptr, m.col, m.val, n_rows=n, n_cols=k)
+    assert np.all(np.diff(m.row_ptr) >= 0)
+    deq = F.dequantize(m)
+    for r in range(n):
+        for e in range(m.row_ptr[r], m.row_ptr[r + 1]):
+            c = int(m.col[e])
+            assert not m.four[c // 16]
+            assert m.q[c, r] == m.zero[c // 16, r]                    # dense part is exactly 0
+            assert deq[c, r] == np.float32(np.float16(W[c, r]))       # the fp16 outlier itself
+
+
+def test_check_csr_rejects_broken_matrices():
+    rp = np.array([0, 2, 1], np.int32)
+    with pytest.raises(FormatRuleError, match="end at nnz|monotone"):
+        F.check_csr(rp, np.array([1, 2], np.uint16), np.zeros(2, np.float16), n_rows=2, n_cols=8)
+    with pytest.raises(FormatRuleError, match="ascending"):
+        F.check_csr(np.array([0, 2, 2], np.int32), np.array([3, 3], np.uint16), np.zeros(2, np.float16), n_rows=2, n_cols=8)
+    with pytest.raises(FormatRuleError, match=r"\[0, 8\)"):
+        F.check_csr(np.array([0, 1, 1], np.int32), np.array([9], np.uint16), np.zeros(1, np.float16), n_rows=2, n_cols=8)
+
+
+# ------------------------------------------------------------------ bit layout and packing
+def test_two_bit_word_worked_example():
+    W, H, _ = _problem(7, k=48, n=16)
+    m = F.quantize(W, H, alpha=0.0, outlier_ratio=0.0)
+    q = m.q.copy()
+    q[0:16, 0] = [1, 2, 3] + [0] * 13
+    m2 = F.Mixed2416(q, m.zero, m.code, m.s2, m.z2, m.four, m.row_ptr, m.col, m.val)
+    assert F.pack(m2).w_main[0, 0, 0] == 0x39
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1, 0.25, 0.4, 1.0])
+def test_pack_matches_loop_and_unpack_inverts(alpha):
+    W, H, _ = _problem(8)
+    m = F.quantize(W, H, alpha=alpha, outlier_ratio=0.002)
+    p, pr = F.pack(m), F.pack_reference(m)
+    for f in PACKED:
+        assert_bitexact(getattr(p, f), getattr(pr, f), name=f)
+    u = F.unpack(p)
+    for f in UNPACKED:
+        assert np.array_equal(getattr(u, f), getattr(m, f)), f
+
+
+# ------------------------------------------------------------------ average bits
+@pytest.mark.parametrize("alpha, ratio", [(0.0, 0.0), (0.25, 0.002), (0.1, 0.005), (1.0, 0.0)])
+def test_average_bits_formula_equals_packed_bytes(alpha, ratio):
+    W, H, _ = _problem(9)
+    m = F.quantize(W, H, alpha=alpha, outlier_ratio=ratio)
+    p = F.pack(m)
+    k, n = W.shape
+    assert F.average_bits(k, n, int(m.four.sum()), m.col.size) == Fraction(8 * p.nbytes, k * n)
+
+
+def test_weight_words_alone_give_eq10_weight_bits_at_quarter_4bit():
+    # K = 256: 16 groups, 4 of them 4-bit, 12 2-bit -> 4 units of 160 bits per output channel
+    k, n = 256, 16
+    bits = F.average_bits(k, n, 4, 0)
+    words = Fraction(n * (128 + 32) * 4, k * n)
+    assert words == Fraction(5, 2) == Fraction(3, 4) * 2 + Fraction(1, 4) * 4
+    assert bits > words
+
+
+def test_paper_eq10_matches_the_papers_table4_bits():
+    # Table 4: 2.85 bits at 25 % 4-bit, 2.60 at 10 %; the paper adds < 0.02 for alignment
+    assert 0 <= 2.85 - F.paper_average_bits(0.25) < 0.02
+    assert abs(2.60 - F.paper_average_bits(0.10)) < 0.02
+
+
+# ------------------------------------------------------------------ GEMV
+@pytest.mark.parametrize("alpha", [0.0, 0.25])
+def test_gemv_matches_loop_bit_for_bit(alpha):
+    W, H, _ = _problem(10, k=96, n=16)
+    p = F.pack(F.quantize(W, H, alpha=alpha, outlier_ratio=0.005))
+    x = np.random.default_rng(0).standard_normal(96).astype(np.float16)
+    assert_bitexact(F.gemv(p, x), F.gemv_reference(p, x), name="y")
+
+
+def test_gemv_close_to_exact_product_with_derived_bound():
+    W, H, _ = _problem(11)
+    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
+    x = np.random.default_rng(1).standard_normal(W.shape[0]).astype(np.float16)
+    y = F.gemv(F.pack(m), x).astype(np.float64)
+    deq = F.dequantize(m).astype(np.float64)
+    exact = x.astype(np.float64) @ deq
+    terms = np.abs(x.astype(np.float64)) @ np.abs(deq)
+    k = W.shape[0]
+    # weight -> half (2^-11 rel.), fp32 sequential sum (k * 2^-24 rel. of sum|terms|), final half
+    bound = terms * (2.0 ** -11 + (k + 20) * 2.0 ** -24) + np.abs(exact) * 2.0 ** -11 + 1e-7
+    assert np.all(np.abs(y - exact) <= bound)
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_input_raises_named_errors():
+    W, H, _ = _problem(12, k=64, n=16)
+    with pytest.raises(FormatRuleError, match="alpha"):
+        F.quantize(W, H, alpha=1.5)
+    with pytest.raises(FormatRuleError, match="alpha"):
+        F.quantize(W, H, alpha=-0.1)
+    with pytest.raises(FormatRuleError, match="outlier_ratio"):
+        F.quantize(W, H, outlier_ratio=0.006)
+    with pytest.raises(ShapeError, match="multiple of the group size"):
+        F.quantize(W[:40], H[:40, :40])
+    with pytest.raises(ShapeError, match="second-order"):
+        F.quantize(W[:, :8], H)
+    bad = W.copy()
+    bad[3, 3] = np.inf
+    with pytest.raises(NonFiniteError):
+        F.quantize(bad, H)
+    with pytest.raises(FormatRuleError, match="positive definite after dampening"):
+        F.quantize(W, -H)
+
+
+def test_rank_deficient_hessian_is_rescued_by_dampening_and_inputs_untouched():
+    W, _, X = _problem(13, k=64, n=16, t=8)                 # 8 tokens: rank(H) <= 8 < 64
+    H = (2.0 / 8) * X.T.astype(np.float64) @ X.astype(np.float64)
+    W0, H0 = W.copy(), H.copy()
+    with pytest.raises(FormatRuleError):
+        F.quantize(W, H, percdamp=0.0)
+    m = F.quantize(W, H)                                    # percdamp 0.01 makes it definite
+    assert m.q.shape == W.shape
+    assert_bitexact(W, W0, name="W")
+    assert_bitexact(H, H0, name="H")
