@@ -1,0 +1,270 @@
+"""Atom's quantization pipeline: calibration -> reorder -> weight quantization -> fake-quant.
+
+Matched: efeslab/Atom @ 7e3618b1a7a7c86e1c93cc909b1510c046d76ac6, ``model/outlier.py``
+(hessian statistic), ``model/qLinearLayer.py`` (``reorder``, ``quant`` = the RTN path),
+``model/gptq.py`` (``GPTQ.fasterquant`` with ``Quantizer_GPTQ``, the GPTQ path the paper's
+numbers use), ``model/quant.py`` (activation fake-quant); flags of ``scripts/run_atom_ppl.sh``.
+The formats themselves live in :mod:`refsim.formats.atom`.
+
+    calibration X (T, K) --hessian_statistic--> stat (K,) --reorder_index--> idx (outliers last)
+    W (K, N) --permute rows by idx--> W_r
+        RTN : formats.atom.quantize_weights(W_r)     scale = 0.85 * absmax / 7 per (group, pair)
+        GPTQ: atom_gptq(W_r, H_r)                    scale = 0.85 * (xmax - xmin) / 15, zero 8
+                                                     (= 2 * 0.85 * absmax / 15 for a group with
+                                                     both signs), INT4 region only; the lazy
+                                                     updates flow into the keeper columns, which
+                                                     are then INT8-RTN'd per output channel
+    x (M, K) --permute columns by idx--> x_r --formats.atom.quantize_activations--> x_r_hat
+    y_hat = x_r_hat @ W_r_hat          (== x_hat @ W_hat in the original channel order)
+
+Differences between the two weight paths are Atom's own (shared/specs/atom_qigen_gptq.md §1.3).
+GPTQ arithmetic: weights and updates in float32, the Cholesky factor of H^-1 from
+:mod:`refsim.quant.gptq` (float64, then cast to float32; the official code factorises in float32),
+no act-order (Atom asserts it off), blocksize 128, percdamp 0.01.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from refsim._validate import (
+    require_choice,
+    require_finite,
+    require_float_array,
+    require_int,
+    require_ndim,
+    require_shape,
+)
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.formats import atom as fmt
+from refsim.quant.gptq import _upper_cholesky_of_inverse, hessian
+
+__all__ = ["AtomConfig", "AtomLayer", "atom_gptq", "atom_gptq_reference", "quantize_layer",
+           "layer_output_error"]
+
+WEIGHT_METHODS = ("rtn", "gptq")
+
+
+@dataclass(frozen=True)
+class AtomConfig:
+    """One point of Atom's design space (defaults = the paper's configuration).
+
+    reorder: sort channels by the hessian statistic (outliers last); keeper: INT8 tail width
+    (0 = no outlier channels); group_size: INT4 group along K (None = one group spanning the
+    K - keeper body, i.e. per-channel weights / per-token activations); w_clip / a_clip: clip
+    ratios of the INT4 body (1.0 = none); weight_method: "rtn" or "gptq"; quantize_activations:
+    False gives W4A16."""
+
+    reorder: bool = True
+    keeper: int = fmt.KEEPER
+    group_size: int | None = fmt.GROUP
+    w_clip: float = fmt.W_CLIP
+    a_clip: float = fmt.A_CLIP
+    weight_method: str = "gptq"
+    quantize_activations: bool = True
+    percdamp: float = 0.01
+
+
+@dataclass(frozen=True)
+class AtomLayer:
+    """A quantized linear layer: idx int64 (K,) reorder index (identity without reorder);
+    weights :class:`refsim.formats.atom.AtomWeights` in reordered row order (float32 scales);
+    W_hat float32 (K, N) fake-quant weights in the ORIGINAL row order."""
+
+    idx: np.ndarray
+    weights: fmt.AtomWeights
+    W_hat: np.ndarray
+    config: AtomConfig
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """Fake-quant layer output (pre-bias) for x float32 (M, K): float32 (M, N)."""
+        x = require_float_array("x", x).astype(np.float32)
+        x_r = fmt.permute(x, self.idx, axis=1)
+        if self.config.quantize_activations:
+            k = x.shape[1]
+            group = _group(self.config, k)
+            a = fmt.quantize_activations(x_r, "simulation", group_size=group, keeper=self.config.keeper,
+                                         clip=self.config.a_clip)
+            x_r = fmt.dequantize_activations(a)
+        W_r = fmt.permute(self.W_hat, self.idx, axis=0)
+        return (x_r.astype(np.float64) @ W_r.astype(np.float64)).astype(np.float32)
+
+
+def _group(config: AtomConfig, k: int) -> int:
+    body = k - config.keeper
+    if body <= 0:
+        raise ShapeError(f"keeper: must be smaller than K={k}; got {config.keeper}")
+    return body if config.group_size is None else config.group_size
+
+
+# ----------------------------------------------------------------------------------------------
+# GPTQ with Atom's quantizer
+# ----------------------------------------------------------------------------------------------
+def _pair_params(block: np.ndarray, clip: float) -> np.ndarray:
+    """Quantizer_GPTQ.find_params (sym, 4-bit, channel_group=2) on block (N, g): one scale per
+    pair of output channels over 2*g values; float32 (N,) (each pair's scale repeated)."""
+    n = block.shape[0]
+    x = block.reshape(n // 2, -1)                                         # (N/2, 2g)
+    zero = np.float32(0)
+    xmin = np.minimum(x.min(axis=1), zero)
+    xmax = np.maximum(x.max(axis=1), zero)
+    xmax = np.maximum(np.abs(xmin), xmax)
+    xmin = np.where(xmin < 0, -xmax, xmin)
+    both_zero = (xmin == 0) & (xmax == 0)
+    xmin = np.where(both_zero, np.float32(-1), xmin)
+    xmax = np.where(both_zero, np.float32(1), xmax)
+    scale = ((xmax - xmin).astype(np.float32) * np.float32(clip) / np.float32(15)).astype(np.float32)
+    return np.repeat(scale, 2)
+
+
+def _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize):
+    W = require_float_array("W", W)
+    require_ndim("W", W, 2)
+    require_finite("W", W)
+    k, n = W.shape
+    if n % 2:
+        raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
+    H = require_float_array("H", H)
+    require_shape("H", H, (k, k))
+    require_finite("H", H)
+    keeper = require_int("keeper", keeper, minimum=0)
+    if keeper >= k:
+        raise ShapeError(f"keeper: must be smaller than K={k}; got {keeper}")
+    group = k - keeper if group_size is None else require_int("group_size", group_size, minimum=1)
+    if (k - keeper) % group:
+        raise ShapeError(f"K - keeper: must be a multiple of group_size={group}; got {k - keeper}")
+    if not 0.0 < float(clip) <= 1.0:
+        raise FormatRuleError(f"clip: must lie in (0, 1]; got {clip}")
+    blocksize = require_int("blocksize", blocksize, minimum=1)
+    return W, H, k, n, keeper, group, blocksize
+
+
+def atom_gptq(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPER, group_size: int | None = fmt.GROUP,
+              clip: float = fmt.W_CLIP, percdamp: float = 0.01, blocksize: int = 128) -> fmt.AtomWeights:
+    """Atom's GPTQ on reordered weights W float (K, N) with the reordered Hessian H (K, K).
+
+    Quantizes rows [0, K - keeper) column-block by column-block (the paper's columns are
+    refsim's rows k) with the pair-shared symmetric 4-bit quantizer, group parameters recomputed
+    from the globally updated weights at each group start; the lazy block updates also reach the
+    keeper rows, which are finally INT8-RTN'd per output channel (absmax / 127, half-to-even).
+    Returns AtomWeights with float32 scales (q4 = code - 8 in [-8, 7])."""
+    W, H, k, n, keeper, group, blocksize = _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize)
+    Wt = W.T.astype(np.float32)                                            # (N, K), paper orientation
+    H = H.astype(np.float64)
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    Wt[:, dead] = 0.0
+    U = _upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    body = k - keeper
+    codes = np.zeros((n, body), np.int8)
+    scales = []
+    scale = None
+    for i1 in range(0, body, blocksize):
+        i2 = min(i1 + blocksize, body)
+        W1 = Wt[:, i1:i2].copy()
+        Err1 = np.zeros_like(W1)
+        for i in range(i2 - i1):
+            col = i1 + i
+            if col % group == 0:
+                scale = _pair_params(Wt[:, col:min(col + group, body)], clip)
+                scales.append(scale)
+            w = W1[:, i]
+            q = np.clip(np.rint(w / scale) + np.float32(8), 0, 15)
+            qv = (scale * (q - np.float32(8))).astype(np.float32)
+            err = ((w - qv) / U[col, col]).astype(np.float32)
+            W1[:, i:] -= np.outer(err, U[col, col:i2])
+            Err1[:, i] = err
+            codes[:, col] = (q - 8).astype(np.int8)
+        Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]
+    if keeper:
+        q8, s8 = fmt._quantize_rows_sim(np.ascontiguousarray(Wt[:, body:]), 127, 1.0)   # per output channel
+    else:
+        q8, s8 = np.zeros((n, 0), np.int8), np.ones(n, np.float32)
+    return fmt.AtomWeights(np.ascontiguousarray(codes.T), np.stack(scales).astype(np.float32),
+                           np.ascontiguousarray(q8.T), s8.astype(np.float32))
+
+
+def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPER,
+                        group_size: int | None = fmt.GROUP, clip: float = fmt.W_CLIP,
+                        percdamp: float = 0.01) -> fmt.AtomWeights:
+    """Plain-loop twin of :func:`atom_gptq` without the lazy-batch trick: after quantizing
+    column k, the error is spread over ALL later columns at once (OBS update), and group
+    parameters are taken from the weights as they are at the group start. For group_size equal
+    to the block size the two are the same algorithm; float32 rounding makes them agree to a few
+    ULPs, so tests compare codes up to rare flips, not bits."""
+    W, H, k, n, keeper, group, _ = _check_gptq_inputs(W, H, keeper, group_size, clip, 128)
+    Wt = W.T.astype(np.float32)
+    H = H.astype(np.float64)
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    Wt[:, dead] = 0.0
+    U = _upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    body = k - keeper
+    codes = np.zeros((n, body), np.int8)
+    scales = []
+    for col in range(body):
+        if col % group == 0:
+            scale = np.zeros(n, np.float32)
+            for p in range(n // 2):
+                vals = [float(v) for v in Wt[2 * p:2 * p + 2, col:min(col + group, body)].ravel()]
+                hi = max(max(vals), 0.0)
+                lo = min(min(vals), 0.0)
+                hi = max(abs(lo), hi)
+                lo = -hi if lo < 0 else lo
+                if lo == 0 and hi == 0:
+                    lo, hi = -1.0, 1.0
+                s = np.float32(np.float32(np.float32(hi) - np.float32(lo)) * np.float32(clip)) / np.float32(15)
+                scale[2 * p] = scale[2 * p + 1] = s
+            scales.append(scale)
+        for r in range(n):
+            w = Wt[r, col]
+            q = min(max(np.rint(w / scale[r]) + 8, 0), 15)
+            err = np.float32((w - np.float32(scale[r] * np.float32(q - 8))) / U[col, col])
+            codes[r, col] = int(q) - 8
+            for c in range(col + 1, k):
+                Wt[r, c] -= err * U[col, c]
+    if keeper:
+        q8, s8 = fmt._quantize_rows_sim(np.ascontiguousarray(Wt[:, body:]), 127, 1.0)
+    else:
+        q8, s8 = np.zeros((n, 0), np.int8), np.ones(n, np.float32)
+    return fmt.AtomWeights(np.ascontiguousarray(codes.T), np.stack(scales).astype(np.float32),
+                           np.ascontiguousarray(q8.T), s8.astype(np.float32))
+
+
+# ----------------------------------------------------------------------------------------------
+# the pipeline
+# ----------------------------------------------------------------------------------------------
+def quantize_layer(W: np.ndarray, X_calib: np.ndarray, config: AtomConfig = AtomConfig()) -> AtomLayer:
+    """Run Atom's pipeline on one linear layer.
+
+    W float (K, N) (refsim orientation; transpose a PyTorch (N, K) weight first); X_calib float
+    (T, K) calibration inputs of the layer (one sample). Returns :class:`AtomLayer`."""
+    W = require_float_array("W", W)
+    require_ndim("W", W, 2)
+    require_finite("W", W)
+    X_calib = require_float_array("X_calib", X_calib)
+    require_ndim("X_calib", X_calib, 2)
+    require_finite("X_calib", X_calib)
+    k, n = W.shape
+    if X_calib.shape[1] != k:
+        raise ShapeError(f"X_calib: must have K={k} columns; got {X_calib.shape[1]}")
+    require_choice("weight_method", config.weight_method, WEIGHT_METHODS)
+    group = _group(config, k)
+    idx = fmt.reorder_index(fmt.hessian_statistic(X_calib)) if config.reorder else np.arange(k, dtype=np.int64)
+    W_r = fmt.permute(W.astype(np.float32), idx, axis=0)
+    if config.weight_method == "rtn":
+        wq = fmt.quantize_weights(W_r, "simulation", group_size=group, keeper=config.keeper, clip=config.w_clip)
+    else:
+        H_r = hessian(fmt.permute(X_calib.astype(np.float32), idx, axis=1))
+        wq = atom_gptq(W_r, H_r, keeper=config.keeper, group_size=group, clip=config.w_clip,
+                       percdamp=config.percdamp)
+    W_hat = fmt.unpermute(fmt.dequantize_weights(wq, np.float32), idx, axis=0)
+    return AtomLayer(idx, wq, W_hat.astype(np.float32), config)
+
+
+def layer_output_error(layer: AtomLayer, W: np.ndarray, X: np.ndarray) -> float:
+    """Relative layer-output error ``||X W - layer(X)||_F / ||X W||_F`` (float64)."""
+    ref = X.astype(np.float64) @ W.astype(np.float64)
+    return float(np.linalg.norm(ref - layer.forward(X).astype(np.float64)) / np.linalg.norm(ref))

@@ -1,0 +1,113 @@
+"""Tests of refsim.quant.atom: Atom's GPTQ (pair-shared sym 4-bit quantizer, keeper rows INT8)
+against a plain OBS loop and against the official scale convention derived by hand; the pipeline
+(reorder invariance, W4A16 / W4A4 paths) and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.formats import atom as A
+from refsim.quant import atom as QA
+from refsim.quant.gptq import hessian
+from refsim.testing import assert_bitexact
+
+
+def _layer(seed=0, k=96, n=6, t=200):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((t, k)).astype(np.float32) * rng.uniform(0.1, 3.0, k).astype(np.float32)
+    W = rng.standard_normal((k, n)).astype(np.float32)
+    return W, X
+
+
+def test_atom_gptq_matches_plain_obs_loop():
+    W, X = _layer(0)
+    H = hessian(X)
+    fast = QA.atom_gptq(W, H, keeper=32, group_size=32, blocksize=32)
+    slow = QA.atom_gptq_reference(W, H, keeper=32, group_size=32)
+    # same algorithm, different float32 summation order (lazy batch vs immediate updates)
+    assert (fast.q4 != slow.q4).mean() <= 0.01
+    assert (fast.q8 != slow.q8).mean() <= 0.01
+    np.testing.assert_allclose(fast.scale4, slow.scale4, rtol=1e-5)
+
+
+def test_first_group_scale_is_two_clip_absmax_over_15():
+    # no update precedes group 0, so its parameters come from the original weights:
+    # Quantizer_GPTQ sym: xmin = -absmax, scale = (xmax - xmin) * clip / 15 = 2 * clip * absmax / 15
+    W, X = _layer(1)
+    W[:32, 2:4] = np.abs(W[:32, 2:4])             # pair 1 has no negative value in group 0
+    wq = QA.atom_gptq(W, hessian(X), keeper=32, group_size=32, blocksize=32)
+    blk = W[:32, 0:2]
+    amax = np.float32(np.abs(blk).max())
+    expected = np.float32(np.float32(amax - (-amax)) * np.float32(0.85)) / np.float32(15)
+    assert_bitexact(wq.scale4[0, 0], np.float32(expected), name="pair 0")
+    assert_bitexact(wq.scale4[0, 1], np.float32(expected), name="pair 0 shared")
+    # quirk: all-positive pair keeps xmin = 0, scale = clip * xmax / 15
+    xmax = np.float32(W[:32, 2:4].max())
+    quirk = np.float32(np.float32(xmax) * np.float32(0.85)) / np.float32(15)
+    assert_bitexact(wq.scale4[0, 2], np.float32(quirk), name="all-positive pair")
+    assert wq.q4.min() >= -8 and wq.q4.max() <= 7
+
+
+def test_gptq_fake_quant_has_at_most_16_values_per_pair_group_and_int8_tail():
+    W, X = _layer(2)
+    wq = QA.atom_gptq(W, hessian(X), keeper=32, group_size=32, blocksize=32)
+    deq = A.dequantize_weights(wq, np.float32)
+    for g in range(2):
+        for p in range(3):
+            assert np.unique(deq[32 * g:32 * g + 32, 2 * p:2 * p + 2]).size <= 16
+    assert np.all(np.abs(wq.q8).max(axis=0) == 127)
+
+
+def test_gptq_beats_rtn_on_the_calibration_data():
+    W, X = _layer(3)
+    errs = {}
+    for method in QA.WEIGHT_METHODS:
+        cfg = QA.AtomConfig(keeper=32, group_size=32, weight_method=method, quantize_activations=False)
+        errs[method] = QA.layer_output_error(QA.quantize_layer(W, X, cfg), W, X)
+    assert errs["gptq"] < errs["rtn"]
+
+
+def test_pipeline_output_does_not_depend_on_channel_order_bookkeeping():
+    W, X = _layer(4)
+    layer = QA.quantize_layer(W, X, QA.AtomConfig(keeper=32, group_size=32, weight_method="rtn"))
+    assert sorted(layer.idx.tolist()) == list(range(96))
+    # independent path: quantize the reordered activations, scatter them back, multiply in
+    # the original order with W_hat (original order)
+    x_r = A.permute(X, layer.idx, axis=1)
+    x_hat = A.unpermute(A.dequantize_activations(A.quantize_activations(x_r, group_size=32, keeper=32)),
+                        layer.idx, axis=1)
+    expected = x_hat.astype(np.float64) @ layer.W_hat.astype(np.float64)
+    np.testing.assert_allclose(layer.forward(X), expected, rtol=1e-5, atol=1e-5)
+    plain = QA.quantize_layer(W, X, QA.AtomConfig(reorder=False, keeper=32, group_size=32, weight_method="rtn"))
+    assert_bitexact(plain.idx, np.arange(96, dtype=np.int64), name="identity index")
+
+
+def test_outlier_channels_and_reorder_reduce_w4a4_error():
+    # planted activation outliers: keeping them in INT8 at the end must help W4A4
+    W, X = _layer(5)
+    X[:, [5, 40, 70]] *= 30.0
+    base = QA.AtomConfig(reorder=False, keeper=0, group_size=None, weight_method="rtn", w_clip=1.0, a_clip=1.0)
+    atom = QA.AtomConfig(reorder=True, keeper=32, group_size=32, weight_method="rtn", w_clip=1.0, a_clip=1.0)
+    e_base = QA.layer_output_error(QA.quantize_layer(W, X, base), W, X)
+    e_atom = QA.layer_output_error(QA.quantize_layer(W, X, atom), W, X)
+    assert e_atom < 0.5 * e_base
+
+
+def test_bad_input_raises_named_errors():
+    W, X = _layer(6)
+    with pytest.raises(FormatRuleError, match="weight_method"):
+        QA.quantize_layer(W, X, QA.AtomConfig(weight_method="awq"))
+    with pytest.raises(ShapeError, match="keeper"):
+        QA.quantize_layer(W, X, QA.AtomConfig(keeper=96))
+    with pytest.raises(ShapeError, match="X_calib"):
+        QA.quantize_layer(W, X[:, :64])
+    with pytest.raises(FormatRuleError, match="positive definite"):
+        QA.atom_gptq(W, -hessian(X), keeper=32, group_size=32)
+    with pytest.raises(ShapeError, match="even"):
+        QA.atom_gptq(W[:, :5], hessian(X), keeper=32, group_size=32)
+    W0, X0 = W.copy(), X.copy()
+    QA.quantize_layer(W, X, QA.AtomConfig(keeper=32, group_size=32))
+    assert_bitexact(W, W0, name="W")
+    assert_bitexact(X, X0, name="X")
