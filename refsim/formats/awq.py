@@ -65,9 +65,12 @@ def pack_columns(q: np.ndarray) -> np.ndarray:
     require_divisible("N (columns of q)", q.shape[1], 8, "must be a positive multiple of 8 (8 nibbles per word)")
     require_codes("q", q, BITS)
     r, n = q.shape
-    cols = q.astype(np.uint32).reshape(r, n // 8, 8)[:, :, list(AWQ_ORDER)]  # (R, N/8, nibble slot)
-    shifts = (4 * np.arange(8, dtype=np.uint32))[None, None, :]
-    return np.bitwise_or.reduce(cols << shifts, axis=2).view(np.int32)
+    cols = q.astype(np.uint8, copy=False).reshape(r, n // 8, 8)  # (R, N/8, column in word); codes <= 15
+    out = cols[:, :, AWQ_ORDER[7]].astype(np.uint32)  # Horner from the top nibble slot down
+    for slot in range(6, -1, -1):
+        out <<= np.uint32(4)
+        out |= cols[:, :, AWQ_ORDER[slot]]
+    return out.view(np.int32)
 
 
 def pack_columns_reference(q: np.ndarray) -> np.ndarray:
@@ -89,9 +92,12 @@ def unpack_columns(packed: np.ndarray, n: int) -> np.ndarray:
     require_divisible("n", n, 8)
     if packed.shape[1] != n // 8:
         raise ShapeError(f"packed: must have N / 8 = {n // 8} columns for n={n}; got shape {packed.shape}")
-    shifts = (4 * np.arange(8, dtype=np.uint32))[None, None, :]
-    nib = (packed.view(np.uint32)[:, :, None] >> shifts) & np.uint32(0xF)  # (R, N/8, slot)
-    return nib[:, :, list(AWQ_REVERSE_ORDER)].reshape(packed.shape[0], n).astype(np.uint8)
+    out = np.empty((packed.shape[0], n // 8, 8), dtype=np.uint8)  # (R, N/8, column within the word)
+    w = packed.view(np.uint32).copy()
+    for slot in range(8):
+        np.bitwise_and(w, np.uint32(0xF), out=out[:, :, AWQ_ORDER[slot]], casting="unsafe")
+        w >>= np.uint32(4)
+    return out.reshape(packed.shape[0], n)
 
 
 @dataclass(frozen=True)

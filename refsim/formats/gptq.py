@@ -85,7 +85,6 @@ CHECKPOINT_FORMATS: tuple[str, ...] = ("gptq", "gptq_v2")
 #:   "cuda_kernel"    autogptq_cuda_kernel_256.cu:   z = ((f & mask) + 1) & 0x0f  (8-bit zeros lose bits)
 V1_ZERO_READERS: tuple[str, ...] = ("mask_then_add", "add_then_mask", "cuda_kernel")
 
-_M32 = np.uint64(0xFFFFFFFF)
 
 
 class ZeroPointOverflowWarning(UserWarning):
@@ -103,49 +102,73 @@ def _field_positions(bits: int) -> tuple[np.ndarray, np.ndarray]:
     return start // 32, start % 32  # (per,), (per,)
 
 
+def _horner(v: np.ndarray, idx: range, step: int, start: np.ndarray | None = None) -> np.ndarray:
+    """``OR_i (v[:, i] << step * (i - idx.start))`` (mod 2**32) over ``idx``, evaluated top-down in
+    place: ``out = v[top]; out <<= step; out |= v[next]; ...``. Shifting distributes over OR, so this
+    equals the official loop's unmasked ``v << shift`` terms bit for bit."""
+    order = list(idx)[::-1]
+    out = v[:, order[0]].astype(np.uint32) if start is None else start
+    if start is not None:
+        out <<= np.uint32(step)
+        out |= v[:, order[0]]
+    for i in order[1:]:
+        out <<= np.uint32(step)
+        out |= v[:, i]
+    return out
+
+
 def pack_stream(values: np.ndarray, bits: int) -> np.ndarray:
     """Pack unsigned fields along axis 0 into uint32 words, exactly as AutoGPTQ's ``pack`` loop.
 
-    ``values`` uint32/uint64 (R, C) with R a multiple of 32; returns uint32 (R * bits // 32, C).
+    ``values`` uint8/uint32 (R, C) with R a multiple of 32; returns uint32 (R * bits // 32, C).
     Fields are shifted *unmasked* (``(v << s) mod 2**32``), as the official loop does; the part of a
     straddling 3-bit value that spills into the next word is masked to the spilled width. For values
     in [0, 2**bits) this is the plain LSB-first stream.
     """
     r, c = values.shape
-    v = values.astype(np.uint64)
-    words_per_period = bits if bits == 3 else 1
-    per = 32 if bits == 3 else 32 // bits
-    word, shift = _field_positions(bits)
-    v = v.reshape(r // per, per, c)  # (periods, per, C)
-    out = np.zeros((r // per, words_per_period, c), dtype=np.uint64)
-    for w in range(words_per_period):
-        sel = word == w
-        low = (v[:, sel, :] << shift[sel][None, :, None].astype(np.uint64)) & _M32
-        out[:, w, :] |= np.bitwise_or.reduce(low, axis=1)
-    if bits == 3:
-        for i in np.nonzero(shift + bits > 32)[0]:  # values 10 and 21
-            spill = int(shift[i] + bits - 32)
-            out[:, word[i] + 1, :] |= (v[:, i, :] >> np.uint64(32 - shift[i])) & np.uint64((1 << spill) - 1)
-    return out.reshape(r * bits // 32, c).astype(np.uint32)
+    if bits != 3:
+        per = 32 // bits
+        v = values.reshape(r // per, per, c)  # (words, fields, C)
+        return _horner(v, range(per), bits)
+    v = values.reshape(r // 32, 32, c)  # (periods, 32 values, C)
+    out = np.empty((r // 32, 3, c), dtype=np.uint32)  # (periods, 3 words, C)
+    # word 0: v0..v9 at 3i, low 2 bits of v10 at 30..31
+    out[:, 0] = _horner(v, range(0, 10), 3, start=(v[:, 10] & 3).astype(np.uint32))
+    # word 1: v10 bit 2 at 0, v11..v20 at 3(i-11)+1, v21 bit 0 at 31
+    w1 = _horner(v, range(11, 21), 3, start=(v[:, 21] & 1).astype(np.uint32))
+    w1 <<= np.uint32(1)
+    w1 |= (v[:, 10] >> 2) & 1
+    out[:, 1] = w1
+    # word 2: v21 bits 1..2 at 0..1, v22..v31 at 3(i-22)+2
+    w2 = _horner(v, range(22, 32), 3)
+    w2 <<= np.uint32(2)
+    w2 |= (v[:, 21] >> 1) & 3
+    out[:, 2] = w2
+    return out.reshape(r * 3 // 32, c)
 
 
 def unpack_stream(words: np.ndarray, bits: int) -> np.ndarray:
     """Inverse of :func:`pack_stream` for in-range fields: uint32 (W, C) -> uint8 (W * 32 // bits, C)."""
     wr, c = words.shape
-    per = 32 if bits == 3 else 32 // bits
-    wpp = bits if bits == 3 else 1
-    word, shift = _field_positions(bits)
-    w64 = words.astype(np.uint32).astype(np.uint64).reshape(wr // wpp, wpp, c)  # (periods, wpp, C)
-    # Join the words of one period into one little-endian integer (at most 96 bits: use two halves).
-    mask = np.uint64((1 << bits) - 1)
-    out = np.empty((wr // wpp, per, c), dtype=np.uint64)
-    for i in range(per):
-        w, s = int(word[i]), int(shift[i])
-        val = w64[:, w, :] >> np.uint64(s)
-        if s + bits > 32:
-            val |= w64[:, w + 1, :] << np.uint64(32 - s)
-        out[:, i, :] = val & mask
-    return out.reshape(wr * 32 // bits, c).astype(np.uint8)
+    mask = np.uint32((1 << bits) - 1)
+    if bits != 3:
+        per = 32 // bits
+        out = np.empty((wr, per, c), dtype=np.uint8)  # (words, fields, C)
+        w = words.astype(np.uint32, copy=True)
+        for i in range(per):
+            np.bitwise_and(w, mask, out=out[:, i], casting="unsafe")
+            w >>= np.uint32(bits)
+        return out.reshape(wr * per, c)
+    word, shift = _field_positions(3)
+    w = words.astype(np.uint32, copy=False).reshape(wr // 3, 3, c)  # (periods, 3 words, C)
+    out = np.empty((wr // 3, 32, c), dtype=np.uint8)
+    for i in range(32):
+        wi, s = int(word[i]), int(shift[i])
+        val = w[:, wi] >> np.uint32(s)
+        if s + 3 > 32:
+            val |= w[:, wi + 1] << np.uint32(32 - s)
+        np.bitwise_and(val, mask, out=out[:, i], casting="unsafe")
+    return out.reshape(wr * 32 // 3, c)
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,7 +187,8 @@ def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
     require_ndim("q", q, 2)
     require_divisible("K (rows of q)", q.shape[0], 32, "must be a positive multiple of 32 (qweight packs along K)")
     require_codes("q", q, bits)
-    return pack_stream(q.astype(np.uint32), bits).view(np.int32)
+    codes = q if q.dtype == np.uint8 else q.astype(np.uint32)  # in range: no bits are lost
+    return pack_stream(codes, bits).view(np.int32)
 
 
 def pack_qweight_reference(q: np.ndarray, bits: int) -> np.ndarray:
