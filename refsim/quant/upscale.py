@@ -161,18 +161,26 @@ def upscale_reference(xs, Pw, Pwx, lut, borders, parent_bits: int):
 
 
 # ---------------------------------------------------------------- vectorised over all clusters
-def _bisect_flat(P: np.ndarray, lo: np.ndarray, hi: np.ndarray, v: np.ndarray, side: str) -> np.ndarray:
-    """searchsorted within P[lo:hi] (flat indices; P nondecreasing there) -> flat index."""
-    lo, hi = lo.copy(), hi.copy()
-    while True:
-        act = lo < hi
-        if not act.any():
-            return lo
-        mid = (lo + hi) // 2
-        p = P[np.where(act, mid, 0)]
-        right = (p < v) if side == "left" else (p <= v)
-        lo = np.where(act & right, mid + 1, lo)
-        hi = np.where(act & ~right, mid, hi)
+class _Steps:
+    """Where each channel's weight prefix sum strictly increases, precomputed once per layer.
+
+    ``inc[p] = Pw[p] > Pw[p-1]`` (``Pw[p] > 0`` at a row start).  ``prev[p]`` = last q <= p with
+    inc[q] (-1 if none), ``next[p]`` = first q >= p with inc[q] (K if none), row-local int32.
+    They replace the official code's two ``searchsorted`` calls per cluster exactly:
+    ``searchsorted(Pw[a:e], Pw[e-1], 'left') = prev[e-1] - a`` (0 if prev[e-1] < a) and
+    ``searchsorted(Pw[a:e], Pw[a-1] or 0, 'right') = min(next[a], e) - a``, because Pw is
+    nondecreasing and compares strictly greater exactly at the positions in inc.
+    """
+
+    def __init__(self, Pw: np.ndarray):
+        n, k = Pw.shape
+        inc = np.empty((n, k), dtype=bool)
+        inc[:, 0] = Pw[:, 0] > 0
+        np.greater(Pw[:, 1:], Pw[:, :-1], out=inc[:, 1:])
+        pos = np.arange(k, dtype=np.int32)[None, :]
+        self.prev = np.maximum.accumulate(np.where(inc, pos, np.int32(-1)), axis=1).reshape(-1)
+        rev = np.where(inc, pos, np.int32(k))[:, ::-1]
+        self.next = np.minimum.accumulate(rev, axis=1)[:, ::-1].reshape(-1)
 
 
 def _qs_sub(P: np.ndarray, a: np.ndarray, b: np.ndarray, b0: np.ndarray) -> np.ndarray:
@@ -182,7 +190,7 @@ def _qs_sub(P: np.ndarray, a: np.ndarray, b: np.ndarray, b0: np.ndarray) -> np.n
     return np.where(a > 0, hi - P[b0 + np.maximum(a, 1) - 1], hi)
 
 
-def _split_all(s: SortedRows, R: np.ndarray, A: np.ndarray, E: np.ndarray, X: np.ndarray | None):
+def _split_all(s: SortedRows, R: np.ndarray, A: np.ndarray, E: np.ndarray, lazy: dict):
     """Vectorised :func:`split_cluster_reference` for clusters (R[i], [A[i], E[i])), E > A."""
     n, k = s.xs.shape
     xs = s.xs.reshape(-1)
@@ -242,23 +250,26 @@ def _split_all(s: SortedRows, R: np.ndarray, A: np.ndarray, E: np.ndarray, X: np
 
     if zero.any():
         iz = np.flatnonzero(zero)
-        cl[iz], cr[iz], d[iz] = bisect(iz, A[iz] + 1, E[iz] - 1, None, X.reshape(-1), True)
+        if "X" not in lazy:  # prefix sums of the plain weights, only when some cluster needs them
+            lazy["X"] = np.cumsum(s.xs, axis=1, dtype=np.float64).reshape(-1)
+        cl[iz], cr[iz], d[iz] = bisect(iz, A[iz] + 1, E[iz] - 1, None, lazy["X"], True)
     if weighted.any():
         iw = np.flatnonzero(weighted)
         a, e, b0 = A[iw], E[iw], base[iw]
-        last = Pw[b0 + e - 1]
-        f_flat = _bisect_flat(Pw, b0 + a, b0 + e, last, "left")  # first position reaching the total
-        f = f_flat - b0  # row-local
-        one = total[iw] == _qs_sub(Pw, f, f + 1, b0)
+        if "steps" not in lazy:
+            lazy["steps"] = _Steps(s.Pw)
+        steps = lazy["steps"]
+        last_inc = steps.prev[b0 + e - 1]
+        f = np.where(last_inc >= a, last_inc, a).astype(np.int64)  # row-local: a + searchsorted
+        one = total[iw] == _qs_sub(Pw, f, f + 1, b0)  # one positive weight (at f)
         io = iw[one]
         cl[io] = cr[io] = xs[b0[one] + f[one]]
         d[io] = E[io]
         ig = iw[~one]
         if ig.size:
             a, e, b0, f = A[ig], E[ig], base[ig], f[~one]
-            preceding = np.where(a > 0, Pw[b0 + np.maximum(a, 1) - 1], 0.0)
-            nz = _bisect_flat(Pw, b0 + a, b0 + e, preceding, "right") - (b0 + a)
-            cl[ig], cr[ig], d[ig] = bisect(ig, a + nz + 1, f.copy(), Pw, Pwx, False)
+            first_inc = np.minimum(steps.next[b0 + a], e).astype(np.int64)  # a + #leading zeros
+            cl[ig], cr[ig], d[ig] = bisect(ig, first_inc + 1, f.copy(), Pw, Pwx, False)
     return cl, cr, d
 
 
@@ -268,14 +279,14 @@ def upscale_rows(s: SortedRows, lut: np.ndarray, borders: np.ndarray, parent_bit
     n = lut.shape[0]
     sb = int(np.log2(lut.shape[1]))
     luts, bords = {sb: lut.astype(np.float32)}, {sb: borders.astype(np.int64)}
-    X = np.cumsum(s.xs.astype(np.float64), axis=1)  # prefix sums for zero-weight clusters
+    lazy: dict = {}  # precomputations shared by all levels, made on first use
     for b in range(sb, parent_bits):
         old_c, old_b = luts[b], bords[b]
         A, E = old_b[:, :-1], old_b[:, 1:]  # (N, 2^b)
         new_c = np.repeat(old_c, 2, axis=1)  # empty clusters: both children copy the parent
         new_b = np.repeat(A, 2, axis=1)  # (N, 2^(b+1)): left child starts at a, right at a (empty)
         R, C = np.nonzero(A != E)
-        cl, cr, d = _split_all(s, R, A[R, C], E[R, C], X)
+        cl, cr, d = _split_all(s, R, A[R, C], E[R, C], lazy)
         new_c[R, 2 * C], new_c[R, 2 * C + 1] = cl, cr
         new_b[R, 2 * C + 1] = d
         luts[b + 1] = new_c
