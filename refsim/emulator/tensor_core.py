@@ -410,3 +410,56 @@ def mma_int_reference(A, B, C, *, atype: str = "s4", btype: str = "s4", satfinit
                 s = (s + 2**31) % 2**32 - 2**31
             D[i, j] = s
     return D
+
+
+# ----------------------------------------------------------------------------------------------
+# fast path for kernel emulation: finite fp16 operands, fp32 accumulators, whole k16 steps
+
+
+class MmaOperand:
+    """A finite fp16 operand prepared once for many :func:`mma_k16_f32` calls.
+
+    values: float64 copy of the fp16 data (exact); exps: e(x) = max(floor(log2|x|), -14) as int64
+    (the alignment exponent of the T-FDPA model; zeros get -14 here and are handled by e_zero).
+    """
+
+    def __init__(self, x: np.ndarray):
+        x = require_dtype("operand", x, np.float16)
+        if not np.isfinite(x).all():
+            raise DtypeError("operand: the fast mma path needs finite fp16 values; use mma_m16n8k16 for NaN/Inf")
+        self.values = x.astype(np.float64)
+        _, ex = np.frexp(self.values)
+        self.exps = np.maximum(ex.astype(np.int64) - 1, -14)
+
+
+def mma_k16_f32(arch: str, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.ndarray:
+    """Chained T-FDPA over one k16 step with fp32 accumulation, on broadcast blocks (fast path).
+
+    a_vals/a_exps: float64/int64 (..., M, 1, 16); b_vals/b_exps: (..., 1, N, 16) (k last);
+    c: float32 (..., M, N). Returns float32 (..., M, N) = what ``mma.m16n8k16 .f32`` gives for every
+    (row, column) pair, bit for bit equal to :func:`fdpa` chained over the blocks of ``arch`` for
+    finite inputs (tested). Integer-valued float64 arithmetic: products are exact, scaling by
+    powers of two is exact, truncated terms are integers below 2^27 and their sum below 2^53.
+    """
+    m = model(arch)
+    F, e_zero = m.frac_bits, m.e_zero_f32
+    d = c
+    for k0 in range(0, 16, m.block):
+        sl = slice(k0, k0 + m.block)
+        p = a_vals[..., sl] * b_vals[..., sl]                     # exact products (..., M, N, L)
+        ep = np.where(p == 0, e_zero, a_exps[..., sl] + b_exps[..., sl])
+        d64 = d.astype(np.float64)
+        _, cex = np.frexp(d64)
+        ec = np.where(d64 == 0, e_zero, np.maximum(cex.astype(np.int64) - 1, -126))
+        E = np.maximum(ep.max(axis=-1), ec)                        # (..., M, N)
+        up = np.ldexp(1.0, F - E)                                  # 2^(F-E), exact
+        S = np.trunc(p * up[..., None]).sum(axis=-1) + np.trunc(d64 * up)
+        v = S * np.ldexp(1.0, E - F)                               # exact: |S| < 2^53
+        with np.errstate(over="ignore"):
+            f = v.astype(np.float32)                               # RN ...
+            too_far = np.abs(f.astype(np.float64)) > np.abs(v)
+            f = np.where(too_far, np.nextafter(f, np.float32(0)), f)  # ... corrected to RZ
+            f = np.where(np.abs(v) >= 2.0**128, np.copysign(np.float32(np.inf), v).astype(np.float32), f)
+        negzero = (S == 0) & np.signbit(d) & (d == 0) & ((p == 0) & np.signbit(p)).all(axis=-1)
+        d = np.where(negzero, np.float32(-0.0), f).astype(np.float32)
+    return d
