@@ -15,7 +15,8 @@ and combines them with :func:`combine`:
 
 ``a`` (overlap), ``T0`` and the CUDA-core issue efficiency are the only fitted constants
 (:data:`FITTED`, fitted by ``refsim.gpu_model.calibrate`` on the RTX 4070 Laptop Any-Precision data).
-The binding bottleneck is the name of the largest term (``launch`` when T0 dominates).
+The binding bottleneck is the name of the largest term (``launch`` when T0 + tail dominates,
+``serial`` when a serial chain such as Marlin's lock-ordered slice reduction does).
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
     if extra_serial_s:
         terms["serial"] = extra_serial_s
     bottleneck = ordered[0][0] if ordered and first >= launch + tail else "launch"
+    if extra_serial_s > max(first, launch + tail):
+        bottleneck = "serial"
     return Breakdown(kernel=kernel, gpu=gpu.name, m=m, n=n, k=k, bits=bits, latency_s=latency,
                      bottleneck=bottleneck, terms=terms, bytes_dram=bytes_dram,
                      flops=2.0 * m * n * k, ctas=ctas, waves=n_waves, launches=launches, notes=notes)

@@ -26,6 +26,7 @@ Decomposition::
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
 from refsim.gpu_model.roofline import Breakdown, ModelParams, combine
@@ -63,14 +64,24 @@ def launches(m: int) -> list[tuple[int, int, int]]:
     return out
 
 
+@lru_cache(maxsize=4096)
 def stripe_plan(k_tiles: int, n_tiles: int, par: int, sms: int, f: int) -> tuple[int, int, int]:
-    """(iters = tiles per block, active blocks, max slices per column) of the striped partition."""
+    """(iters = tiles per block, active blocks, max slices per column) of the striped partition.
+
+    Tiles are numbered down each k-column (L = k_tiles·col + row); block b owns
+    [iters·b, iters·(b+1)). Column c spans [k_tiles·c, k_tiles·(c+1)) and is cut into
+    ``floor((end-1)/iters) - floor(start/iters) + 1`` slices; the start offsets repeat with period
+    ``iters`` in c, so only the first min(columns, iters) columns are examined.
+    """
     total = k_tiles * n_tiles * par
     iters = math.ceil(total / sms)
     iters = f * math.ceil(iters / f)
     active = math.ceil(total / iters)
-    slices = math.ceil(k_tiles / iters) + (1 if k_tiles % iters else 0) if iters < k_tiles else 2 if k_tiles % iters else 1
-    return iters, active, max(1, slices)
+    slices = 1
+    for c in range(min(n_tiles * par, iters)):
+        start = k_tiles * c
+        slices = max(slices, (start + k_tiles - 1) // iters - start // iters + 1)
+    return iters, active, slices
 
 
 def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, m_blocks: int, par: int,
@@ -123,7 +134,9 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
         last = bd if last is None or bd.latency_s > last.latency_s else last
     pipe_totals = {key: total.get(key, 0.0) for key in ("dram", "l2", "tensor", "alu")}
     bottleneck = max(pipe_totals, key=pipe_totals.get)
-    if total.get("launch", 0) + total.get("tail", 0) > pipe_totals[bottleneck]:
+    if total.get("serial", 0.0) > pipe_totals[bottleneck]:
+        bottleneck = "serial"          # the lock-ordered slice reduction chain dominates
+    elif total.get("launch", 0) + total.get("tail", 0) > pipe_totals[bottleneck]:
         bottleneck = "launch"
     return Breakdown(kernel=name, gpu=g.name, m=m, n=n, k=k, bits=4, latency_s=latency, bottleneck=bottleneck,
                      terms=total, bytes_dram=bytes_total, flops=2.0 * m * n * k, ctas=last.ctas, waves=1.0,

@@ -1,0 +1,142 @@
+"""Kernel models: hand-computed bytes and partitions, the rules each kernel enforces, paper anchors."""
+
+import math
+
+import pytest
+
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.gpu_model.kernels import kernel_names, predict
+from refsim.gpu_model.kernels import anyprec, marlin
+from refsim.gpu_model.specs import get_gpu
+
+
+# ---- Any-Precision ---------------------------------------------------------------------------
+def test_anyprec_reads_only_the_top_b_planes_plus_the_b_bit_lut():
+    bd = predict("rtx4090", "anyprec", 1, 4096, 4096, bits=3)
+    expected = 3 * 4096 * 4096 / 8 + 4096 * 8 * 2 + 2 * 4096 + 2 * 4096
+    assert bd.bytes_dram == expected
+
+
+@pytest.mark.parametrize("words, expected", [(1, 1.0), (8, 1.0), (32, 1.0)])
+def test_lut_lookups_without_two_words_in_a_bank_take_one_wavefront(words, expected):
+    # <= 32 words: every bank holds at most one word, so any pattern is one wavefront (broadcast)
+    assert anyprec.lds_conflict_degree(words) == expected
+
+
+def test_pair_table_lookups_conflict():
+    d = anyprec.lds_conflict_degree(256)     # 4-bit pair table: 8 words per bank
+    assert 2.0 < d < 8.0
+
+
+def test_anyprec_uses_the_pair_table_plan_of_the_kernel():
+    assert anyprec.lookup_plan(3, 1)[0] == 16 and anyprec.lookup_plan(4, 1)[0] == 32
+    assert anyprec.lookup_plan(4, 2)[0] == 16 and anyprec.lookup_plan(8, 4)[0] == 32
+
+
+def test_anyprec_above_eight_tokens_is_dequant_plus_cublas():
+    bd = predict("rtx4090", "anyprec", 16, 4096, 4096, bits=4)
+    assert bd.launches == 2
+    fp = predict("rtx4090", "cublas-fp16", 16, 4096, 4096)
+    assert bd.latency_s > fp.latency_s
+
+
+# ---- Marlin ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("m, expected", [
+    (1, [(1, 1, 1)]), (16, [(1, 1, 16)]), (64, [(4, 1, 64)]), (128, [(4, 2, 128)]),
+    (80, [(4, 1, 64), (1, 1, 16)]), (1024, [(4, 16, 1024)]), (1100, [(4, 16, 1024), (4, 1, 64), (1, 1, 12)]),
+])
+def test_marlin_host_m_splitting(m, expected):
+    assert marlin.launches(m) == expected
+
+
+def _stripe_brute_force(k_tiles, n_tiles, par, sms, f):
+    total = k_tiles * n_tiles * par
+    iters = math.ceil(total / sms)
+    iters = f * math.ceil(iters / f)
+    owner = [L // iters for L in range(total)]             # tile L -> block
+    active = len(set(owner))
+    slices = max(len(set(owner[c * k_tiles:(c + 1) * k_tiles])) for c in range(n_tiles * par))
+    return iters, active, slices
+
+
+@pytest.mark.parametrize("args", [(32, 32, 1, 72, 1), (32, 32, 1, 108, 1), (64, 16, 1, 72, 2),
+                                  (64, 16, 1, 72, 1), (64, 16, 16, 72, 2), (8, 4, 1, 36, 1)])
+def test_marlin_stripe_plan_matches_tile_by_tile_assignment(args):
+    assert marlin.stripe_plan(*args) == _stripe_brute_force(*args)
+
+
+def test_marlin_a10_partition_from_the_spec_note():
+    # shared/specs/marlin.md c.3: A10, M <= 16, 4096x4096 g128 -> iters 15, blocks 0-68 work
+    iters, active, _ = marlin.stripe_plan(32, 32, 1, 72, 1)
+    assert (iters, active) == (15, 69)
+    assert marlin.stripe_plan(64, 16, 1, 72, 2)[:2] == (16, 64)
+
+
+def test_marlin_paper_anchor_on_a10_large_matrix():
+    # Marlin paper: ~3.87x over FP16 up to batch 16-32 on the A10, 72k x 18k, group 128
+    for m in (1, 16, 32):
+        fp = predict("a10", "cublas-fp16", m, 72 * 1024, 18 * 1024)
+        q = predict("a10", "marlin", m, 72 * 1024, 18 * 1024, group_size=128)
+        assert 3.5 < fp.latency_s / q.latency_s < 3.95, m
+    fp = predict("a10", "cublas-fp16", 128, 72 * 1024, 18 * 1024)
+    q = predict("a10", "marlin", 128, 72 * 1024, 18 * 1024, group_size=128)
+    assert q.bottleneck == "tensor" and 1.2 < fp.latency_s / q.latency_s < 2.1
+
+
+def test_marlin_24_is_faster_than_dense_marlin_when_memory_bound():
+    d = predict("a10", "marlin", 16, 8192, 8192)
+    s = predict("a10", "marlin-24", 16, 8192, 8192)
+    assert s.bytes_dram < d.bytes_dram and s.latency_s < d.latency_s
+
+
+# ---- Atom (validation against its own NVBench table, not fitted) ------------------------------
+@pytest.mark.parametrize("m, measured_us", [(16, 26.7), (256, 27.5), (1024, 54.5), (4096, 177.8)])
+def test_atom_matches_the_4090_nvbench_table_within_20_percent(m, measured_us):
+    bd = predict("rtx4090", "atom-w4a4", m, 4096, 4096)
+    assert abs(bd.latency_us - measured_us) / measured_us < 0.20
+
+
+def test_atom_is_flat_while_one_wave_of_tiles():
+    a = predict("rtx4090", "atom-w4a4", 16, 4096, 4096).latency_s
+    b = predict("rtx4090", "atom-w4a4", 128, 4096, 4096).latency_s
+    assert a == pytest.approx(b, rel=0.02)
+
+
+# ---- rules -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel, kwargs, err, text", [
+    ("marlin", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
+    ("marlin", dict(m=1, n=4000, k=4096), ShapeError, "thread_n"),
+    ("marlin", dict(m=32, n=4096 + 128, k=4096), ShapeError, "thread_n = 256"),
+    ("marlin", dict(m=1, n=4096, k=4096, group_size=64), FormatRuleError, "group_size"),
+    ("anyprec", dict(m=1, n=4096, k=4096, bits=2), FormatRuleError, "bit-widths"),
+    ("anyprec", dict(m=1, n=4096, k=4100), ShapeError, "32 weights"),
+    ("anyprec", dict(m=2, n=4100, k=4096), ShapeError, "multi_row"),
+    ("atom-w4a4", dict(m=1, n=4096, k=128), FormatRuleError, "K >= 256"),
+    ("atom-w4a4", dict(m=1, n=4000, k=4096), ShapeError, "128"),
+    ("int8-w8a8", dict(m=1, n=4096, k=4096, bits=4), FormatRuleError, "bit-widths"),
+    ("twobit-mixed", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
+    ("awq-w4a16", dict(m=1, n=4096, k=4096, group_size=32), FormatRuleError, "group_size"),
+    ("cublas-fp16", dict(m=0, n=4096, k=4096), FormatRuleError, ">= 1"),
+])
+def test_unsupported_shapes_and_bits_name_the_kernel_rule(kernel, kwargs, err, text):
+    with pytest.raises(err, match=text):
+        predict("a10", kernel, **kwargs)
+
+
+def test_atom_refuses_gpus_without_int4_tensor_cores():
+    with pytest.raises(FormatRuleError, match="INT4"):
+        predict("h100-sxm", "atom-w4a4", 16, 4096, 4096)
+
+
+def test_unknown_kernel_lists_valid_ones():
+    with pytest.raises(FormatRuleError, match="marlin-24"):
+        predict("a10", "exllama", 1, 4096, 4096)
+
+
+@pytest.mark.parametrize("kernel", kernel_names())
+def test_every_kernel_returns_a_breakdown_with_a_named_bottleneck(kernel):
+    bd = predict("orin-agx-64gb", kernel, 1, 4096, 4096)
+    assert bd.latency_s > 0 and bd.bottleneck in {"dram", "l2", "tensor", "alu", "smem", "launch", "serial"}
+    assert bd.terms["launch"] > 0
+    d = bd.as_dict()
+    assert d["latency_us"] == pytest.approx(bd.latency_s * 1e6)

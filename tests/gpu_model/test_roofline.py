@@ -1,0 +1,61 @@
+"""Roofline terms on hand-computed cases."""
+
+import dataclasses
+
+import pytest
+
+from refsim.gpu_model.kernels._common import tile_tensor_time
+from refsim.gpu_model.roofline import ModelParams, combine, dram_roofline_s, dram_time, waves
+from refsim.gpu_model.specs import get_gpu
+
+G4090 = get_gpu("rtx4090")
+
+
+def test_dram_time_full_wave_runs_at_achievable_bandwidth():
+    bw = 1008e9 * 0.91                                      # 917.28 GB/s
+    slots = 128 * 4
+    t = dram_time(bw * 1e-3, G4090, ctas=slots, ctas_per_sm=4, bytes_in_flight_per_cta=1e6)
+    assert t == pytest.approx(1e-3)
+
+
+def test_dram_time_is_littles_law_when_too_few_bytes_are_in_flight():
+    # one CTA with 1000 B in flight and 500 ns latency -> 2 GB/s -> 2 MB take 1 ms
+    t = dram_time(2e6, G4090, ctas=1, ctas_per_sm=1, bytes_in_flight_per_cta=1000)
+    assert t == pytest.approx(1e-3)
+
+
+def test_dram_time_partial_wave_is_slower_per_byte_when_latency_bound():
+    g = dataclasses.replace(G4090, sm_count=1)
+    # 3 CTAs on 2 slots: wave 1 has 2 CTAs (4 GB/s), wave 2 has 1 CTA (2 GB/s); 1 MB per CTA
+    t = dram_time(3e6, g, ctas=3, ctas_per_sm=2, bytes_in_flight_per_cta=1000)
+    assert t == pytest.approx(2e6 / 4e9 + 1e6 / 2e9)
+
+
+def test_waves_counts_resident_slots():
+    assert waves(1024, 1, get_gpu("a10")) == pytest.approx(1024 / 72)
+
+
+def test_combine_overlaps_the_second_pipe_and_adds_fixed_costs():
+    p = ModelParams(launch_overhead_s=1e-6, overlap=0.5, cuda_core_issue_eff=1.0)
+    bd = combine("x", G4090, 1, 8, 8, 4, {"dram": 10e-6, "alu": 4e-6, "smem": 1e-6}, p, n_waves=1.5)
+    # T0 1 + tail 2 waves x 0.5 us + 10 + 0.5 x 4
+    assert bd.latency_s == pytest.approx(1e-6 + 1e-6 + 10e-6 + 2e-6)
+    assert bd.bottleneck == "dram"
+    assert bd.terms["launch"] == 1e-6 and bd.terms["tail"] == pytest.approx(1e-6)
+
+
+def test_combine_names_launch_when_fixed_cost_dominates():
+    p = ModelParams(launch_overhead_s=5e-6, overlap=1.0, cuda_core_issue_eff=1.0)
+    assert combine("x", G4090, 1, 8, 8, 4, {"dram": 1e-6}, p).bottleneck == "launch"
+
+
+def test_tile_tensor_time_pads_waves():
+    a10 = get_gpu("a10")
+    # 73 CTAs of 128x128 on 72 SMs (1 per SM) -> 2 waves of one tile each
+    t, ctas, w = tile_tensor_time(a10, 1.0e9, 128, 73 * 128, 1024, 128, 128, 1, 1024)
+    per_tile = 2 * 128 * 128 * 1024 / (1024 * 1.0e9)
+    assert ctas == 73 and w == pytest.approx(73 / 72) and t == pytest.approx(2 * per_tile)
+
+
+def test_plain_roofline_is_bytes_over_peak():
+    assert dram_roofline_s(1008e6, 0.0, G4090) == pytest.approx(1e-3)

@@ -1,0 +1,64 @@
+"""GPU spec table: vendor peaks reproduced from per-SM rates, provenance on every number."""
+
+import dataclasses
+
+import pytest
+
+from refsim.errors import FormatRuleError
+from refsim.gpu_model.specs import GPUS, get_gpu, gpu_names
+
+TAGS = {"datasheet", "whitepaper", "microbenchmark", "estimate", "fitted"}
+
+
+@pytest.mark.parametrize("name, kind, clock, vendor", [
+    ("a10", "fp16_f32acc", "boost", 125e12),        # A10 datasheet
+    ("rtx4090", "fp16_f32acc", "boost", 165.2e12),  # GeForce: FP32 accumulate at half rate
+    ("rtx4090", "fp16_f16acc", "boost", 330.3e12),
+    ("rtx4090", "int4", "boost", 1321.2e12),
+    ("a100-80gb", "fp16_f32acc", "boost", 312e12),
+    ("h100-sxm", "fp16_f32acc", "sustained", 989.4e12),  # peaks quoted at 1830 MHz
+    ("orin-agx-64gb", "int8", "boost", 85e12),       # 170 sparse / 2
+    ("rtx-a6000", "fp16_f32acc", "boost", 154.8e12),
+])
+def test_tensor_peaks_reproduce_vendor_numbers_within_half_a_percent(name, kind, clock, vendor):
+    got = get_gpu(name).tensor_flops(kind, clock)
+    assert abs(got - vendor) / vendor < 0.005, (name, kind, got)
+
+
+def test_the_issue_lists_ten_gpus_including_the_three_targets():
+    assert len(GPUS) == 10
+    for name in ("a10", "rtx4090", "orin-agx-64gb", "rtx4070-laptop"):
+        assert name in gpu_names()
+
+
+def test_every_gpu_has_a_tagged_source_for_each_number_group():
+    for g in GPUS.values():
+        assert {"sm_count/clocks/dram/l2", "dram_achievable_fraction", "dram_latency_s", "tc_*",
+                "alu_*", "launch_overhead_s", "l2_bytes_per_clk_per_sm"} <= set(g.provenance), g.name
+        for key, (tag, source) in g.provenance.items():
+            assert tag in TAGS, (g.name, key, tag)
+            assert source, (g.name, key)
+
+
+def test_specs_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        get_gpu("a10").sm_count = 80
+
+
+def test_effective_bandwidth_is_derived_from_peak_and_fraction():
+    g = get_gpu("orin-agx-64gb")
+    assert g.dram_eff_bytes_per_s == pytest.approx(204.8e9 * 0.746)  # ApxInf: 152.8 GB/s measured
+    assert abs(g.dram_eff_bytes_per_s - 152.8e9) < 0.2e9
+
+
+def test_unknown_gpu_lists_the_valid_names():
+    with pytest.raises(FormatRuleError, match="rtx4090"):
+        get_gpu("rtx5090")
+
+
+def test_clock_names_and_explicit_frequency():
+    g = get_gpu("a10")
+    assert g.clock_hz("base") == 885e6 and g.clock_hz("boost") == 1695e6
+    assert g.clock_hz(1.0e9) == 1.0e9
+    with pytest.raises(FormatRuleError):
+        g.clock_hz("turbo")
