@@ -289,11 +289,11 @@ def _nibbles_to_words(p: np.ndarray) -> np.ndarray:
 def _words_to_nibbles(b: np.ndarray) -> np.ndarray:
     """int32 ``(R, W)`` -> uint8 nibbles ``(R, 8W)`` (inverse of :func:`_nibbles_to_words`)."""
     r, w = b.shape
-    byte = np.ascontiguousarray(b.astype(np.int32).view(np.uint32).astype("<u4")).view(np.uint8)  # (R, 4W)
-    out = np.empty((r, 8 * w), dtype=np.uint8)
-    out[:, 0::2] = byte & 0xF
-    out[:, 1::2] = byte >> 4
-    return out
+    byte = np.ascontiguousarray(b, dtype=np.dtype("<i4")).view(np.uint8)  # (R, 4W), LSB byte first
+    out = np.empty((r, 4 * w, 2), dtype=np.uint8)  # (R, 4W, 2): low nibble, high nibble
+    np.bitwise_and(byte, 0xF, out=out[:, :, 0])
+    np.right_shift(byte, 4, out=out[:, :, 1])
+    return out.reshape(r, 8 * w)
 
 
 def permute_scales(scales: np.ndarray) -> np.ndarray:
@@ -321,8 +321,23 @@ def pack(q: np.ndarray, scales: np.ndarray, group_size: int | None) -> tuple[np.
     Inputs are not modified.
     """
     q, scales, group_size = _check_pack_args(q, scales, group_size)
-    b = _nibbles_to_words(permute_weights(q))
-    return b, permute_scales(scales)
+    return _pack_codes(q), permute_scales(scales)
+
+
+def _pack_codes(q: np.ndarray) -> np.ndarray:
+    """uint8 ``(K, N)`` -> int32 ``(K/16, 2N)``: :func:`permute_weights` fused with the nibble fold.
+
+    Storage slots ``2i`` and ``2i+1`` are the low and high nibble of byte ``i``, so gathering the
+    even and odd slots separately yields the bytes directly (half the temporaries).
+    """
+    k, n = q.shape
+    t = q.reshape(k // TILE, TILE, n // 64, 64)  # (K/16, 16, N/64, 64): kb, row, nb, col
+    t = t.transpose(0, 2, 1, 3).reshape(k // TILE, n // 64, 1024)  # (K/16, N/64, 1024) per tile
+    lo = np.take(t, _TILE_PERM[0::2], axis=2)  # (K/16, N/64, 512) even nibbles
+    hi = np.take(t, _TILE_PERM[1::2], axis=2)  # (K/16, N/64, 512) odd nibbles
+    np.left_shift(hi, 4, out=hi)
+    np.bitwise_or(lo, hi, out=lo)  # bytes, little-endian order inside each word
+    return lo.reshape(k // TILE, 2 * n * 4).view(np.dtype("<u4")).view(np.int32)  # (K/16, 2N)
 
 
 def _check_pack_args(q, scales, group_size):
@@ -506,7 +521,7 @@ def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None) -> 
         if not np.array_equal(np.sort(perm), np.arange(k)):
             raise FormatRuleError("perm: must be a permutation of 0..K-1; got repeated or out-of-range entries")
         q = q[perm]
-    return _nibbles_to_words(permute_weights(q))
+    return _pack_codes(q)
 
 
 # ----------------------------------------------------------------------------------------------

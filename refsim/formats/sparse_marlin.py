@@ -28,6 +28,10 @@ Spec block
   (``mask_creator``, ``sparse_semi_structured_from_dense_cutlass``,
   ``_calculate_meta_reordering_scatter_offsets``), commit ``c2ffa2395a3ada26c8cb7f910a5ec65bd3ce288a``.
   The official pack hard-codes ``.cuda()``; the match is against a CPU transliteration.
+  ``convention="vllm"``: vllm-project/vllm
+  ``vllm/model_executor/layers/quantization/utils/marlin_utils_test_24.py`` (``inject_24``,
+  ``compress_quantized_24_weight``), commit ``9942f6d1a86fe19b751c8fa93edd4fa2d2623d3c``: the mask
+  comes from the float weights and the compression sees ``q - 8``, so no kept value is lost.
 
 Metadata nibble for one group of 4 codes (k = 4c .. 4c+3 of column n)::
 
@@ -59,6 +63,7 @@ __all__ = [
     "compress_2_4_reference",
     "decompress_2_4",
     "meta_reorder_offsets",
+    "CONVENTIONS",
     "pack",
     "unpack",
     "dequantize",
@@ -102,14 +107,16 @@ _PERM = weight_perm_2_4()
 _PERM_INV = _marlin.inverse_perm(_PERM)
 
 
-def mask_2_4(q: np.ndarray) -> np.ndarray:
-    """Keep mask, bool ``(K, N)``: per column, in each 4 consecutive k, the 2 largest codes.
+def mask_2_4(x: np.ndarray) -> np.ndarray:
+    """Keep mask, bool ``(K, N)``: per column, in each 4 consecutive k, the 2 largest ``|x|``.
 
-    Ascending stable argsort of the codes of each group; the first two are pruned (ties: the
-    lower k is pruned first; the official ``torch.argsort`` leaves tie order unspecified).
+    ``x`` numeric ``(K, N)``, ``K % 4 == 0``: the unsigned codes for Sparse-Marlin's own pack
+    (``mask_creator(w.T)`` on codes), or the float weights for vLLM's ``inject_24``. Ascending
+    stable argsort of ``|x|`` per group; the first two are pruned (ties: the lower k is pruned
+    first; the official ``torch.argsort`` leaves tie order unspecified).
     """
-    k, n = q.shape
-    g = q.T.reshape(n, k // 4, 4)  # (N, K/4, 4)
+    k, n = x.shape
+    g = np.abs(x).T.reshape(n, k // 4, 4)  # (N, K/4, 4)
     order = np.argsort(g, axis=2, kind="stable")
     mask = np.ones_like(g, dtype=bool)
     np.put_along_axis(mask, order[:, :, :2], False, axis=2)
@@ -182,6 +189,20 @@ def compress_2_4_reference(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, meta.view(np.int16)
 
 
+def _compress_signed(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`compress_2_4` on signed values ``(R, C)`` (non-zero flags of ``q - 8``); returns the
+    kept values with the bias 8 restored, as uint8 codes."""
+    r, c = signed.shape
+    d4 = signed.reshape(r, c // 4, 4)  # (R, C/4, 4)
+    idx0, idx1 = _encode(d4 != 0)
+    v0 = np.take_along_axis(d4, idx0[..., None], axis=2)[..., 0]
+    v1 = np.take_along_axis(d4, idx1[..., None], axis=2)[..., 0]
+    values = (np.stack([v0, v1], axis=-1).reshape(r, c // 2) + 8).astype(np.uint8)
+    nib = (idx0 | (idx1 << 2)).reshape(r, c // 16, 4).astype(np.uint16)
+    meta = nib[..., 0] | (nib[..., 1] << 4) | (nib[..., 2] << 8) | (nib[..., 3] << 12)
+    return values, meta.astype(np.uint16).view(np.int16)
+
+
 def decompress_2_4(values: np.ndarray, meta: np.ndarray) -> np.ndarray:
     """Inverse of :func:`compress_2_4`: uint8 ``(R, C/2)`` + int16 ``(R, C/16)`` -> uint8 ``(R, C)``
     with the kept codes at their metadata positions and 0 elsewhere."""
@@ -209,17 +230,43 @@ def _check(q, scales, group_size):
     return q, scales
 
 
-def pack(q: np.ndarray, scales: np.ndarray, group_size: int | None):
-    """Prune 2:4, compress and pack, as ``Layer_2_4.pack(trans=True)``.
+CONVENTIONS = ("sparse-marlin", "vllm")
+
+
+def pack(q: np.ndarray, scales: np.ndarray, group_size: int | None, *,
+         convention: str = "sparse-marlin", mask: np.ndarray | None = None):
+    """Prune 2:4, compress and pack.
 
     ``q`` uint8 ``(K, N)`` codes, ``scales`` float16 ``(K/128, N)`` or ``(1, N)``,
     ``group_size`` 128 or None. Returns ``(B int32 (K/32, 2N), meta int16 (N, K/16), s float16
     (G, N))``, ``meta`` already in CUTLASS reordered order.
+
+    ``convention="sparse-marlin"`` (default) is ``Layer_2_4.pack(trans=True)``: the mask keeps the
+    two largest *unsigned codes* (``mask`` must be None) and pruned codes become 0, so metadata
+    comes from the non-zero flags of the codes. ``convention="vllm"`` is vLLM's
+    ``marlin_24_quantize`` path: ``mask`` (bool ``(K, N)``, 2 of every 4 along K; default
+    ``mask_2_4(q - 8)``) is usually computed from the float weights, pruned entries become code 8
+    (value 0), and ``compress_quantized_24_weight`` compresses ``q - 8`` (so kept zeros are real
+    zeros) then adds 8 back. vLLM later reinterprets ``meta`` as ``(K/32, 2N)`` without moving data.
     """
     q, scales = _check(q, scales, group_size)
     k, n = q.shape
-    masked = np.where(mask_2_4(q), q, np.uint8(0))  # (K, N)
-    values, meta = compress_2_4(masked.T)  # (N, K/2), (N, K/16)
+    if convention not in CONVENTIONS:
+        raise FormatRuleError(f"convention: must be one of {list(CONVENTIONS)}; got {convention!r}")
+    if convention == "sparse-marlin":
+        if mask is not None:
+            raise FormatRuleError("mask: Sparse-Marlin's own pack derives the mask from the codes; got a mask")
+        masked = np.where(mask_2_4(q), q, np.uint8(0))  # (K, N)
+        values, meta = compress_2_4(masked.T)  # (N, K/2), (N, K/16)
+    else:
+        if mask is None:
+            mask = mask_2_4(q.astype(np.int16) - 8)
+        mask = require_dtype("mask", mask, np.bool_)
+        require_shape("mask", mask, (k, n))
+        if not (mask.reshape(k // 4, 4, n).sum(axis=1) == 2).all():
+            raise FormatRuleError("mask: must keep exactly 2 of every 4 consecutive k per column; got another count")
+        signed = np.where(mask, q.astype(np.int16) - 8, np.int16(0))  # (K, N), pruned -> value 0
+        values, meta = _compress_signed(signed.T)  # (N, K/2) codes, (N, K/16)
     reordered = np.empty(meta.size, dtype=np.int16)
     reordered[meta_reorder_offsets(n, k // 16)] = meta.reshape(-1)
     v = values.T  # (K/2, N)

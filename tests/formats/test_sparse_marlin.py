@@ -154,3 +154,28 @@ def test_bad_input_raises_named_errors():
         sm.pack(np.zeros((128, 256), np.uint8), np.ones((2, 256), np.float16), 64)
     with pytest.raises(FormatRuleError, match="got 16"):
         sm.pack(np.full((128, 256), 16, np.uint8), np.ones((1, 256), np.float16), None)
+
+
+def test_vllm_convention_keeps_exactly_the_masked_values():
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((256, 256))
+    mask = sm.mask_2_4(w)  # magnitude of the float weights (vLLM inject_24)
+    q = rng.integers(0, 16, (256, 256), dtype=np.uint8)
+    q[0:4, 0] = [0, 8, 8, 0]  # kept codes 0 (value -8) survive under this convention
+    mask[0:4, 0] = [True, False, False, True]
+    scales = (rng.random((2, 256)) + 0.1).astype(np.float16)
+    b, meta, s = sm.pack(q, scales, 128, convention="vllm", mask=mask)
+    w_deq = sm.dequantize(b, meta, s)
+    dense = marlin.effective_weights(*marlin.pack(q, scales, 128))
+    expected = np.where(mask, dense, np.float16(0))
+    assert_bitexact(w_deq, expected, name="vLLM 2:4 weights")
+
+
+def test_vllm_convention_checks_its_mask():
+    q = np.zeros((128, 256), np.uint8)
+    with pytest.raises(FormatRuleError, match="exactly 2 of every 4"):
+        sm.pack(q, np.ones((1, 256), np.float16), None, convention="vllm", mask=np.ones((128, 256), bool))
+    with pytest.raises(FormatRuleError, match="convention: must be one of"):
+        sm.pack(q, np.ones((1, 256), np.float16), None, convention="cutlass")
+    with pytest.raises(FormatRuleError, match="derives the mask"):
+        sm.pack(q, np.ones((1, 256), np.float16), None, mask=np.ones((128, 256), bool))
