@@ -6,29 +6,30 @@ Matched: IST-DASLab/gptq ``gptq.py`` (``GPTQ.add_batch``, ``GPTQ.fasterquant``) 
 
 Notation follows the paper with refsim's (K, N) weights: the paper quantizes the columns of
 W_paper = Wᵀ (N × K) one input feature at a time; here that is one *row* k of W (K, N). Internally
-the algorithm runs on ``Wt = W.T`` so that it reads like the paper.
+the loop walks the rows of W, and the intra-block rank-1 updates are applied to each row on demand
+(one gemv per row, the same sums as the paper's outer products; contiguous rows are ~3x less memory
+traffic than updating the whole remaining block after every row).
 
     H      = 2/n Σ_samples Σ_tokens x xᵀ              (K, K), n counts samples, not tokens
     damp   = percdamp · mean(diag H);  H += damp · I
     Hinv   = U ᵀ U  (U upper Cholesky factor of H⁻¹)
     for each block of B = 128 columns [i1, i2):
         for col in block:
-            (group start, no static groups) scale, zero <- find_params(Wt[:, col:col+G])   # global Wt!
+            (group start, no static groups) scale, zero <- find_params(Wt[:, col:col+G])   # global W!
             q     = quant(w = W1[:, i]);   err = (w - q) / U[col, col]
             W1[:, i:] -= err ⊗ U[col, i1+i:i2];   Err1[:, i] = err
         Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]                                              # lazy batch update
 
 Quirk kept on purpose (it changes results for G < B): group parameters are computed from the global
-``Wt``, which has every lazy update of earlier blocks but not the intra-block updates of the current
+weights, which has every lazy update of earlier blocks but not the intra-block updates of the current
 one. Act-order permutes columns by descending diag(H); ``g_idx[k] = invperm[k] // G`` and the scales
 are stored in processing order (AutoGPTQ). With ``static_groups`` the group parameters come from
 the original weights, in original column order, and ``g_idx = k // G``. Dead inputs (diag H = 0)
 get H[k, k] = 1 and weight 0.
 
-Arithmetic: weights and updates in float32 (as the reference, which disables TF32); H, its
-dampening and the Cholesky factorisations in float64 for robustness (documented deviation: the
-reference uses float32; this changes U only in its last bits and never makes a factorisation fail
-that succeeds in float32).
+Arithmetic: float32 throughout, as the reference (which disables TF32); the Hessian is accumulated
+in float64 and rounded to float32 once before the factorisation. Summation orders inside BLAS
+differ from PyTorch's, so results match the reference in distribution, not bit for bit.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
 
 from refsim._validate import (
     require_bits,
@@ -121,18 +123,29 @@ class GPTQResult:
 
 
 def _upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
-    H = H.copy()
-    damp = percdamp * float(np.mean(np.diag(H)))
-    H[np.diag_indices_from(H)] += damp
-    try:
-        L = scipy.linalg.cholesky(H, lower=True)
-        Hinv = scipy.linalg.cho_solve((L, True), np.eye(H.shape[0]))
-        return scipy.linalg.cholesky(Hinv, lower=False)
-    except np.linalg.LinAlgError as err:
+    """Upper Cholesky factor U of (H + damp·I)⁻¹, i.e. (H + damp·I)⁻¹ = Uᵀ U, float32 (K, K).
+
+    The reference computes chol(H) → cholesky_inverse → chol(upper), in float32. The same factor
+    comes from one Cholesky and one triangular inverse: with P the reversal permutation and
+    P H P = L̃ L̃ᵀ, H⁻¹ = P L̃⁻ᵀ L̃⁻¹ P = (P L̃⁻¹ P)ᵀ (P L̃⁻¹ P), and P L̃⁻¹ P is upper triangular
+    with a positive diagonal, so by uniqueness U = P L̃⁻¹ P (about 4x fewer flops).
+    """
+    H = H.astype(np.float32)  # copy; float32 as the reference
+    damp = percdamp * float(np.mean(np.diag(H), dtype=np.float64))
+    H[np.diag_indices_from(H)] += np.float32(damp)
+    fail = None
+    Lt, info = scipy.linalg.lapack.spotrf(np.asfortranarray(H[::-1, ::-1]), lower=1, clean=1, overwrite_a=1)
+    if info == 0:
+        Lt_inv, info = scipy.linalg.lapack.strtri(Lt, lower=1, overwrite_c=1)
+        if info != 0:  # pragma: no cover - a successful Cholesky has a non-singular factor
+            fail = f"the triangular inverse failed (LAPACK info {info})"
+    else:
+        fail = f"the Cholesky factorisation failed at leading minor {info}"
+    if fail:
         raise FormatRuleError(
             f"H: must be positive definite after dampening by percdamp={percdamp} × mean(diag H) "
-            f"= {damp:.3g}; Cholesky failed ({err}). Raise percdamp (e.g. 0.1) or use more "
-            "calibration data") from err
+            f"= {damp:.3g}; got {fail}. Raise percdamp (e.g. 0.1) or use more calibration data")
+    return np.ascontiguousarray(Lt_inv[::-1, ::-1])
 
 
 def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | None = 128,
@@ -162,63 +175,59 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     scheme = "gptq_sym" if sym else "gptq_asym"
     maxq = np.float32((1 << bits) - 1)
 
-    Wt = W.T.astype(np.float32)  # (N, K): the paper's W, columns = input features
-    H = H.astype(np.float64)  # copy
+    W = W.astype(np.float32)  # (K, N) copy; row k of W is the paper's column k
+    H = H.astype(np.float64)  # copy (rounded to float32 in the factorisation)
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
-    Wt[:, dead] = 0.0
+    W[dead, :] = 0.0
 
-    def params(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # cols (N, g) -> (N,), (N,)
-        return find_params(cols.T, bits, scheme, rounding=rounding)
+    def params(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # rows (g, N) -> (N,), (N,)
+        return find_params(rows, bits, scheme, rounding=rounding)
 
-    if group_size is None:
-        whole_scale, whole_zero = params(Wt)
     static = None
     if static_groups:
-        static = [params(Wt[:, i:i + group_size]) for i in range(0, k, group_size)]
+        static = [params(W[i:i + group_size]) for i in range(0, k, group_size)]
+    scales, zeros = [], []
+    if group_size is None:
+        scale, zero = params(W)
+        scales.append(scale)
+        zeros.append(zero)
 
     perm = np.arange(k)
     if act_order:
         perm = np.argsort(-np.diag(H), kind="stable")
-        Wt = Wt[:, perm]
+        W = W[perm]
         H = H[perm][:, perm]
     invperm = np.argsort(perm)
 
-    U = _upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    U = _upper_cholesky_of_inverse(H, percdamp)  # (K, K) upper, float32
 
-    Q = np.zeros_like(Wt)
-    codes = np.zeros((n, k), dtype=np.uint8)
-    losses = np.zeros((n, k), dtype=np.float32)
-    scales, zeros = [], []
-    scale, zero = (whole_scale, whole_zero) if group_size is None else (None, None)
-    if group_size is None:
-        scales.append(whole_scale)
-        zeros.append(whole_zero)
-
+    codes = np.zeros((k, n), dtype=np.uint8)  # processing order
+    losses = np.zeros(n, dtype=np.float64)
     for i1 in range(0, k, blocksize):
         i2 = min(i1 + blocksize, k)
-        W1 = Wt[:, i1:i2].copy()
-        Err1 = np.zeros_like(W1)
+        W1 = W[i1:i2].copy()  # (B, N) the block, before its intra-block updates
+        Err1 = np.zeros_like(W1)  # (B, N)
         for i in range(i2 - i1):
             col = i1 + i
             if group_size is not None:
                 if static is not None:
                     scale, zero = static[int(perm[col]) // group_size]
                 elif col % group_size == 0:
-                    scale, zero = params(Wt[:, col:col + group_size])
+                    # the reference reads the global W here: lazy updates of earlier blocks only
+                    scale, zero = params(W[col:col + group_size])
                     scales.append(scale)
                     zeros.append(zero)
-            w = W1[:, i]
+            # intra-block updates of this row, applied on demand: the paper's
+            # W1[:, i:] -= err ⊗ U[col, i:] for every earlier column, summed as one gemv
+            w = W1[i] - U[i1:col, col] @ Err1[:i] if i else W1[0]
             qc = quantize_codes(w, scale, zero, bits, rounding)
             q = scale * (qc.astype(np.float32) - zero.astype(np.float32))
             d = U[col, col]
-            codes[:, col] = qc
-            Q[:, col] = q
-            losses[:, col] = (w - q) ** 2 / d ** 2 / 2
-            err = (w - q) / d
-            W1[:, i:] -= np.outer(err, U[col, col:i2])
-            Err1[:, i] = err
-        Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]
+            codes[col] = qc
+            losses += ((w - q).astype(np.float64) / d) ** 2 / 2
+            Err1[i] = (w - q) / d
+        W[i2:] -= U[i1:i2, i2:].T @ Err1  # lazy batch update of the later rows
 
     if static is not None:
         scales = [s for s, _ in static]
@@ -231,10 +240,10 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
 
     scales_arr = np.stack(scales).astype(np.float32)  # (G, N)
     zeros_arr = np.stack(zeros).astype(np.int32)
-    q_orig = codes[:, invperm].T.copy()  # (K, N) original row order
+    q_orig = codes[invperm]  # (K, N) original row order
     W_hat = scales_arr[g_idx] * (q_orig.astype(np.float32) - zeros_arr[g_idx].astype(np.float32))
     return GPTQResult(q_orig, scales_arr, zeros_arr, g_idx, perm.astype(np.int64), W_hat.astype(np.float32),
-                      losses.sum(axis=1), bits, group_size)
+                      losses.astype(np.float32), bits, group_size)
 
 
 def layer_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> float:

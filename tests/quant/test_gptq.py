@@ -96,6 +96,19 @@ def test_non_positive_definite_hessian_raises_a_clear_error():
         gptq_quantize(W, H, 4, group_size=None, percdamp=0.0)
 
 
+def test_upper_cholesky_of_inverse_factors_the_damped_inverse():
+    from refsim.quant.gptq import _upper_cholesky_of_inverse
+
+    X, _ = correlated_layer(8, k=64, t=256)
+    H = hessian(X)
+    U = _upper_cholesky_of_inverse(H, 0.01).astype(np.float64)
+    assert np.array_equal(U, np.triu(U)) and (np.diag(U) > 0).all()
+    Hd = H + 0.01 * np.mean(np.diag(H)) * np.eye(64)
+    resid = U.T @ U @ Hd - np.eye(64)
+    # float32 factorisation: backward-stable, so the residual is bounded by ~K * eps32 * cond(Hd)
+    assert np.abs(resid).max() < 64 * 2.0**-23 * np.linalg.cond(Hd)
+
+
 def test_hessian_counts_samples_not_tokens():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 5, 8))
