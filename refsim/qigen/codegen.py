@@ -33,7 +33,7 @@ from refsim._validate import require_bits, require_choice, require_divisible
 from refsim.errors import FormatRuleError
 from refsim.qigen.oracle import UNROLLS, chunk_order
 
-__all__ = ["KernelSpec", "generate", "ISAS"]
+__all__ = ["KernelSpec", "generate", "prescale_shifts", "ISAS"]
 
 ISAS = ("avx2", "scalar")
 
@@ -69,16 +69,55 @@ class KernelSpec:
         return f"q{self.bits}_tu{self.tu}_u{self.unroll}_{self.isa}{omp}"
 
 
-def _extract(bits: int, v: int, word: str, shift_fn, or_fn, and_fn) -> str:
-    """Expression extracting code ``v`` of a chunk (3-bit: from words w0, w1, w2)."""
+def _code_position(bits: int, v: int) -> tuple[int, int, bool]:
+    """(word, shift, straddles) of code ``v`` of a chunk (3-bit chunks are 3 words)."""
     if bits != 3:
-        return and_fn(shift_fn(word.format(0), bits * v))
-    bit = 3 * v
-    w, s = divmod(bit, 32)
-    if s <= 29:
-        return and_fn(shift_fn(word.format(w), s))
-    # straddles words w and w+1: low (32-s) bits from w, the rest from w+1
-    return and_fn(or_fn(shift_fn(word.format(w), s), f"SHL({word.format(w + 1)}, {32 - s})"))
+        return 0, bits * v, False
+    w, sh = divmod(3 * v, 32)
+    return w, sh, sh > 29
+
+
+def prescale_shifts(bits: int, unroll: int = 2) -> list[int]:
+    """For each code ``v`` of a chunk, the power of two ``2**-e`` the pre-scaled x carries.
+
+    Fast path: a code whose field sits at bit ``s`` with ``0 < s`` and ``s + bits < 32`` is
+    extracted with one ``and`` against ``MASK << s`` (value ``q * 2**s``, exact in fp32) and
+    multiplied by ``x * 2**-s`` (exact while ``x * 2**-s`` stays normal), so the product, and
+    the fused result, equal those of ``x * q``. Codes at bit 0, at the top of a word
+    (``srli`` alone) and straddling words use ``e = 0``.
+    """
+    out = []
+    for v in range(32 if bits == 3 else 32 // bits):
+        _, sh, straddle = _code_position(bits, v)
+        out.append(sh if (sh > 0 and sh + bits < 32 and not straddle) else 0)
+    return out
+
+
+def _extract(bits: int, v: int, word: str, isa: str, prescaled: bool) -> str:
+    """Expression of code ``v`` of a chunk as an int32 (times ``2**e`` when prescaled)."""
+    w, sh, straddle = _code_position(bits, v)
+    src = word.format(w)
+    if isa == "avx2":
+        srl = lambda a, k: f"_mm256_srli_epi32({a}, {k})" if k else a  # noqa: E731
+        band = lambda a, m: f"_mm256_and_si256({a}, {m})"  # noqa: E731
+        shl = lambda a, k: f"_mm256_slli_epi32({a}, {k})"  # noqa: E731
+        bor = lambda a, b: f"_mm256_or_si256({a}, {b})"  # noqa: E731
+        mask = "mask"
+        shifted_mask = f"mask_s{sh}"
+    else:
+        srl = lambda a, k: f"({a} >> {k})" if k else a  # noqa: E731
+        band = lambda a, m: f"({a} & {m})"  # noqa: E731
+        shl = lambda a, k: f"((uint32_t)({a} << {k}))"  # noqa: E731
+        bor = lambda a, b: f"({a} | {b})"  # noqa: E731
+        mask = "MASK"
+        shifted_mask = f"((uint32_t)MASK << {sh})"
+    if straddle:
+        return band(bor(srl(src, sh), shl(word.format(w + 1), 32 - sh)), mask)
+    if sh + bits == 32:
+        return srl(src, sh)  # top field: the logical shift leaves exactly the code
+    if prescaled and sh > 0:
+        return band(src, shifted_mask)
+    return band(srl(src, sh), mask)
 
 
 _HEADER = """\
@@ -88,6 +127,9 @@ _HEADER = """\
  * computed in fp32 with the exact operation order of refsim/qigen/oracle.py (qgemv_oracle),
  * which this kernel must match bit for bit. Layout: refsim/formats/qigen.py.
  * bits={bits} tu={tu} unroll={unroll} isa={isa} openmp={openmp}; chunk order {order}
+ * Entry points: refsim_qigen_gemv (codes shifted down, any finite x) and refsim_qigen_gemv_ps
+ * (x pre-scaled by refsim_qigen_prescale, codes masked in place: one op fewer per code; the
+ * caller uses it only when every nonzero |x| >= 2^-96 so the pre-scaling is exact).
  * Build: cc -O2 -fPIC -shared -ffp-contract=off {isa_flags}(never -ffast-math)
  */
 #include <stdint.h>
@@ -95,52 +137,53 @@ _HEADER = """\
 """
 
 
-def _sums_fn() -> str:
-    return """
+def _sums_fn(bits: int, unroll: int) -> str:
+    exps = prescale_shifts(bits, unroll)
+    table = ", ".join(f"{float.hex(2.0 ** -e)}f" for e in exps)  # exact hex literals
+    return f"""
 /* r[b, g] = x[b, g*gs] + ... + x[b, g*gs+gs-1], sequential fp32 adds */
-void refsim_qigen_sums(const float* x, int M, int K, int gs, float* r) {
+void refsim_qigen_sums(const float* x, int M, int K, int gs, float* r) {{
   for (int b = 0; b < M; b++)
-    for (int g = 0; g < K / gs; g++) {
+    for (int g = 0; g < K / gs; g++) {{
       float acc = 0.0f;
       for (int k = g * gs; k < (g + 1) * gs; k++) acc = acc + x[(int64_t)b * K + k];
       r[(int64_t)b * (K / gs) + g] = acc;
-    }
-}
+    }}
+}}
+
+/* xs[b, k] = x[b, k] * 2^-e(k mod P): exact powers of two (see prescale_shifts) */
+void refsim_qigen_prescale(const float* x, int M, int K, float* xs) {{
+  static const float f[P] = {{ {table} }};
+  for (int64_t i = 0; i < (int64_t)M * K; i++) xs[i] = x[i] * f[(i % K) % P];
+}}
 """
 
 
-def _signature() -> str:
-    return """
+def _signature(fn: str) -> str:
+    return f"""
 /* x (M,K) f32; W packed int32 (refsim.formats.qigen); scales, zeros (K/gs, N) f32;
  * r (M, K/gs) f32 from refsim_qigen_sums; slot_of (N/tb * K/mb) int32: storage slot of block
  * (kb, p) at p*KB + kb; accbuf (M,N) f32 zero on entry; y (M,N) f32 = bias (or 0) on entry. */
-void refsim_qigen_gemv(const float* restrict x, const int32_t* restrict W,
+void {fn}(const float* restrict x, const int32_t* restrict W,
                        const float* restrict scales, const float* restrict zeros,
                        const float* restrict r, const int32_t* restrict slot_of,
                        float* restrict accbuf, float* restrict y,
-                       int M, int K, int N, int mb, int tb, int gs) {
+                       int M, int K, int N, int mb, int tb, int gs) {{
   const int KB = K / mb, NP = N / tb, G = K / gs;
   const int64_t wpb = (int64_t)mb * BITS / 32 * tb;   /* words per block */
 """
 
 
-def generate(spec: KernelSpec) -> str:
-    """C99 source of the kernel described by ``spec`` (a str, deterministic for a given spec)."""
+def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
     bits, tu = spec.bits, spec.tu
-    order = chunk_order(bits, spec.unroll if bits != 3 else 1)
-    p = len(order)
     nv = tu // 8
     avx = spec.isa == "avx2"
-    lines = [_HEADER.format(name=spec.name, bits=bits, tu=tu, unroll=spec.unroll, isa=spec.isa,
-                            openmp=spec.openmp, order=",".join(map(str, order)),
-                            isa_flags="-mavx2 -mfma " if avx else "")]
-    if avx:
-        lines.append("#include <immintrin.h>\n")
-    lines.append(f"#define BITS {bits}\n#define P {p}\n#define TU {tu}\n#define MASK {(1 << bits) - 1}\n")
-    lines.append(_sums_fn())
-    lines.append(_signature())
+    lines = [_signature(fn)]
     if avx:
         lines.append("  const __m256i mask = _mm256_set1_epi32(MASK);\n")
+        if prescaled:
+            for sh in sorted(set(e for e in prescale_shifts(bits) if e)):
+                lines.append(f"  const __m256i mask_s{sh} = _mm256_set1_epi32(MASK << {sh});\n")
     if spec.openmp:
         lines.append("  #pragma omp parallel for schedule(static)\n")
     lines.append("  for (int p = 0; p < NP; p++) {\n")
@@ -160,27 +203,19 @@ def generate(spec: KernelSpec) -> str:
         lines.append("          for (int c = 0; c < TU; c++) acc[c] = ab[c];\n")
     lines.append("          for (int ch = 0; ch < mb / P; ch++) {\n")
     lines.append("            const int k0 = kb * mb + ch * P;\n")
-    # word loads
     if bits == 3:
         lines.append("            const int32_t* wc = Wb + (int64_t)ch * 3 * tb + (j1 / 8) * 24;\n")
     else:
         lines.append("            const int32_t* wc = Wb + (int64_t)ch * tb + j1;\n")
     if avx:
         for v in range(nv):
-            if bits == 3:
-                for w in range(3):
-                    lines.append(f"            const __m256i w{w}_{v} = _mm256_loadu_si256((const __m256i*)(wc + {24 * v + 8 * w}));\n")
-            else:
-                lines.append(f"            const __m256i w0_{v} = _mm256_loadu_si256((const __m256i*)(wc + {8 * v}));\n")
+            for w in range(3 if bits == 3 else 1):
+                off = 24 * v + 8 * w if bits == 3 else 8 * v
+                lines.append(f"            const __m256i w{w}_{v} = _mm256_loadu_si256((const __m256i*)(wc + {off}));\n")
         for u in order:
             lines.append(f"            {{ const __m256 xv = _mm256_set1_ps(xb[k0 + {u}]);\n")
             for v in range(nv):
-                expr = _extract(
-                    bits, u, "w{}_" + str(v),
-                    lambda a, s: f"_mm256_srli_epi32({a}, {s})" if s else a,
-                    lambda a, b2: f"_mm256_or_si256({a}, {b2})",
-                    lambda a: f"_mm256_and_si256({a}, mask)",
-                ).replace("SHL(", "_mm256_slli_epi32(")
+                expr = _extract(bits, u, "w{}_" + str(v), "avx2", prescaled)
                 lines.append(f"              acc{v} = _mm256_fmadd_ps(xv, _mm256_cvtepi32_ps({expr}), acc{v});\n")
             lines.append("            }\n")
     else:
@@ -191,15 +226,9 @@ def generate(spec: KernelSpec) -> str:
         else:
             lines.append("              const uint32_t w0 = (uint32_t)wc[c];\n")
         for u in order:
-            expr = _extract(
-                bits, u, "w{}",
-                lambda a, s: f"({a} >> {s})" if s else a,
-                lambda a, b2: f"({a} | {b2})",
-                lambda a: f"({a} & MASK)",
-            ).replace("SHL(", "SHLU(")
+            expr = _extract(bits, u, "w{}", "scalar", prescaled)
             lines.append(f"              acc[c] = fmaf(xb[k0 + {u}], (float)(int32_t){expr}, acc[c]);\n")
         lines.append("            }\n")
-    # group epilogue
     lines.append("            if ((k0 + P) % gs == 0) {\n")
     lines.append("              const int g = (k0 + P) / gs - 1;\n")
     lines.append("              const float* sg = scales + (int64_t)g * N + col;\n")
@@ -219,14 +248,32 @@ def generate(spec: KernelSpec) -> str:
         lines.append("                acc[c] = 0.0f;\n")
         lines.append("              }\n")
     lines.append("            }\n")
-    lines.append("          }\n")  # chunk loop
+    lines.append("          }\n")
     if avx:
         for v in range(nv):
             lines.append(f"          _mm256_storeu_ps(ab + {8 * v}, acc{v});\n")
     else:
         lines.append("          for (int c = 0; c < TU; c++) ab[c] = acc[c];\n")
     lines.append("        }\n      }\n    }\n  }\n}\n")
-    src = "".join(lines)
-    if not avx:
-        src = src.replace("#define MASK", "#define SHLU(a, s) ((uint32_t)((a) << (s)))\n#define MASK", 1)
-    return src
+    return "".join(lines)
+
+
+def generate(spec: KernelSpec) -> str:
+    """C99 source of the kernel described by ``spec`` (a str, deterministic for a given spec).
+
+    Defines ``refsim_qigen_sums``, ``refsim_qigen_prescale``, ``refsim_qigen_gemv`` and
+    ``refsim_qigen_gemv_ps`` (same results; see the header comment of the generated file).
+    """
+    bits, tu = spec.bits, spec.tu
+    order = chunk_order(bits, spec.unroll if bits != 3 else 1)
+    avx = spec.isa == "avx2"
+    parts = [_HEADER.format(name=spec.name, bits=bits, tu=tu, unroll=spec.unroll, isa=spec.isa,
+                            openmp=spec.openmp, order=",".join(map(str, order)),
+                            isa_flags="-mavx2 -mfma " if avx else "")]
+    if avx:
+        parts.append("#include <immintrin.h>\n")
+    parts.append(f"#define BITS {bits}\n#define P {len(order)}\n#define TU {tu}\n#define MASK {(1 << bits) - 1}\n")
+    parts.append(_sums_fn(bits, spec.unroll))
+    parts.append(_body(spec, order, "refsim_qigen_gemv", prescaled=False))
+    parts.append(_body(spec, order, "refsim_qigen_gemv_ps", prescaled=True))
+    return "".join(parts)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (
+    require_choice,
     require_dtype,
     require_finite,
     require_ndim,
@@ -116,9 +117,12 @@ def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False)
 
 def _lib(spec: KernelSpec) -> ctypes.CDLL:
     lib = build_mod.load(generate(spec), spec.isa, spec.openmp)
-    f = lib.refsim_qigen_gemv
-    f.restype = None
-    f.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 6
+    for f in (lib.refsim_qigen_gemv, lib.refsim_qigen_gemv_ps):
+        f.restype = None
+        f.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 6
+    pf = lib.refsim_qigen_prescale
+    pf.restype = None
+    pf.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     s = lib.refsim_qigen_sums
     s.restype = None
     s.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
@@ -130,11 +134,18 @@ def library_path(spec: KernelSpec):
     return build_mod.build(generate(spec), spec.isa, spec.openmp)
 
 
-def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None) -> np.ndarray:
+PRESCALE_MIN = 2.0 ** -96  # nonzero |x| below this could make x * 2**-28 subnormal (inexact)
+
+
+def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
+          path: str = "auto") -> np.ndarray:
     """``y = x @ dequant(W) + bias`` with the generated kernel: float32 ``(M, N)``.
 
     x: float32 ``(M, K)``, finite (C-contiguous copy made if needed; never modified).
     spec: kernel variant (default :func:`default_spec`); ``spec.tu`` must divide ``layout.tb``.
+    path: "prescaled" (x pre-scaled by exact powers of two, codes masked in place; needs every
+    nonzero |x| >= 2**-96), "shift" (codes shifted down; any finite x) or "auto" (prescaled when
+    allowed). Both give the same bits.
     Raises ToolchainError if no compiler is available or compilation fails.
     """
     lay = mat.layout
@@ -148,6 +159,13 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None) -> np
     if x.shape[1] != lay.k:
         raise ShapeError(f"x: must have K={lay.k} columns; got shape {x.shape}")
     require_finite("x", x)
+    require_choice("path", path, ("auto", "prescaled", "shift"))
+    ax = np.abs(x)
+    tiny = bool(np.any((ax < PRESCALE_MIN) & (ax > 0)))
+    if path == "prescaled" and tiny:
+        raise FormatRuleError(f"x: the prescaled path needs every nonzero |x| >= 2**-96; got min "
+                              f"{float(ax[ax > 0].min())!r}")
+    use_ps = path == "prescaled" or (path == "auto" and not tiny)
     m = x.shape[0]
     xc = np.ascontiguousarray(x)
     lib = _lib(spec)
@@ -158,7 +176,12 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None) -> np
     y = np.zeros((m, lay.n), dtype=np.float32)
     if mat.bias is not None:
         y[:] = mat.bias[None, :]
-    lib.refsim_qigen_gemv(xc.ctypes.data, mat.packed.ctypes.data, mat.scales.ctypes.data,
-                          mat.zeros.ctypes.data, r.ctypes.data, mat.slot_of.ctypes.data,
-                          acc.ctypes.data, y.ctypes.data, m, lay.k, lay.n, lay.mb, lay.tb, gs)
+    fn = lib.refsim_qigen_gemv
+    if use_ps:
+        xs = np.empty_like(xc)
+        lib.refsim_qigen_prescale(xc.ctypes.data, m, lay.k, xs.ctypes.data)
+        xc, fn = xs, lib.refsim_qigen_gemv_ps
+    fn(xc.ctypes.data, mat.packed.ctypes.data, mat.scales.ctypes.data, mat.zeros.ctypes.data,
+       r.ctypes.data, mat.slot_of.ctypes.data, acc.ctypes.data, y.ctypes.data,
+       m, lay.k, lay.n, lay.mb, lay.tb, gs)
     return y

@@ -49,6 +49,32 @@ def test_kernel_equals_oracle_bit_for_bit(isa, bits, gs, order, m):
 
 
 @needs_cc
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("bits", [2, 3, 4])
+def test_shift_and_prescaled_paths_agree_and_tiny_x_takes_the_shift_path(isa, bits):
+    rng = np.random.default_rng(11 + bits)
+    x, q, s, z, b = _problem(rng, 2, 96, 32, bits, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=32, mb=32, tb=32, bias=b)
+    spec = codegen.KernelSpec(bits, tu=32, unroll=2, isa=isa)
+    want = oracle.qgemv_oracle(x, q, s, z, b, bits, 32)
+    assert_bitexact(kernel.qgemv(x, mat, spec, path="shift"), want, name="shift path")
+    assert_bitexact(kernel.qgemv(x, mat, spec, path="prescaled"), want, name="prescaled path")
+    x[0, ::3] *= np.float32(2.0**-120)  # x * 2**-28 would be subnormal: prescaling would be inexact
+    want = oracle.qgemv_oracle(x, q, s, z, b, bits, 32)
+    assert_bitexact(kernel.qgemv(x, mat, spec), want, name="auto path with tiny x")
+    with pytest.raises(FormatRuleError, match="2\\*\\*-96"):
+        kernel.qgemv(x, mat, spec, path="prescaled")
+
+
+def test_prescale_exponents_by_hand():
+    # 4-bit: codes at bits 0,4,...,28; bit 0 needs no scaling, bit 28 is the top field (srli only)
+    assert codegen.prescale_shifts(4) == [0, 4, 8, 12, 16, 20, 24, 0]
+    # 3-bit: codes 10 and 21 straddle words, code 31 (bit 29 of word 2) is a top field
+    e3 = codegen.prescale_shifts(3)
+    assert e3[10] == e3[21] == e3[31] == e3[0] == 0 and e3[11] == 1 and e3[22] == 2 and e3[30] == 26
+
+
+@needs_cc
 @pytest.mark.parametrize("unroll", [1, 4])
 def test_kernel_follows_its_unroll_order(unroll):
     rng = np.random.default_rng(unroll)

@@ -1,0 +1,164 @@
+"""Benchmark: refsim's generated QIGen qGEMV kernels vs memory copy bandwidth and NumPy float32.
+
+    python bench/bench_qigen.py [--repeat 30] [--quick] [--threads 1]
+
+For each shape (K x N; the paper's 4096x4096 and LLaMA-7B's 11008-wide projections, both
+orientations) at 3 and 4 bits, group size 128, batch 1, ``--threads`` threads for both sides
+(OpenBLAS is limited with OPENBLAS_NUM_THREADS before NumPy loads; the kernel uses OpenMP when
+threads > 1):
+
+* weight bytes/s of the kernel (packed weight bytes / time) as a fraction of the copy bandwidth
+  of this machine (``np.copyto`` of a 64 MiB buffer, counted as bytes read per second - the
+  same direction the kernel streams; the read+write STREAM-style figure is printed too);
+* speedup over NumPy ``x @ W`` with ``W`` float32 ``(K, N)`` (the same matrix dequantized);
+* "cold": the timed loop cycles through enough copies of the matrix (>= 160 MiB in all) that
+  the weights come from DRAM, as in LLM decoding where each layer is read once per token;
+  "warm": one copy, L3-resident when it fits (4096x4096 4-bit is 8 MiB). Targets are checked
+  on the cold numbers;
+* the model's predicted time (refsim.qigen.model.predict_time with the measured copy bandwidth)
+  beside the measured one, and the (mb, tb, m_u, t_u) the model chose.
+
+Targets (issue 6): >= 60% of copy bandwidth; >= 3x NumPy float32 at 4-bit. Times are the
+minimum over ``--repeat`` runs (the machine is shared; the minimum is the least disturbed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def _threads_from_argv() -> int:
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return int(sys.argv[i + 1])
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+    return 1
+
+
+_THREADS = _threads_from_argv()
+os.environ["OPENBLAS_NUM_THREADS"] = str(_THREADS)  # before NumPy loads OpenBLAS
+os.environ["OMP_NUM_THREADS"] = str(_THREADS)
+
+import numpy as np  # noqa: E402
+
+from refsim.formats import gptq  # noqa: E402
+from refsim.qigen import codegen, kernel, model, oracle  # noqa: E402
+from refsim.qigen.machine import detect_isa, machine_info  # noqa: E402
+
+COLD_BYTES = 160 * 2**20
+
+
+def best_time(fn, repeat: int) -> float:
+    return best_times([fn], repeat)[0]
+
+
+def best_times(fns, repeat: int) -> list[float]:
+    """Minimum time of each callable, measured round-robin so that all of them see the same
+    background load (the machine is shared; the minimum is the least disturbed run)."""
+    for fn in fns:
+        fn()
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - t0)
+    return [min(t) for t in times]
+
+
+def cycling(fns):
+    """One callable that runs the next of ``fns`` on every call (cold-cache timing)."""
+    state = [0]
+
+    def run():
+        fns[state[0] % len(fns)]()
+        state[0] += 1
+    return run
+
+
+def copy_bandwidth(repeat: int) -> float:
+    """Bytes read per second by a 64 MiB ``np.copyto`` (read 64 MiB, write 64 MiB)."""
+    a, b = copy_buffers()
+    return a.nbytes / best_time(lambda: np.copyto(b, a), repeat)
+
+
+def copy_buffers():
+    a = np.ones(64 * 2**20 // 4, dtype=np.float32)
+    return a, np.empty_like(a)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="only 4096x4096")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+
+    info = machine_info()
+    isa = detect_isa()
+    bw = copy_bandwidth(args.repeat)
+    print(f"machine: L1d {info.l1d_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, isa {isa}, "
+          f"clock {info.clock_hz / 1e9:.2f} GHz ({info.provenance['clock_hz']})")
+    print(f"copy bandwidth: {bw / 1e9:.2f} GB/s read ({2 * bw / 1e9:.2f} GB/s read+write)")
+    shapes = [(4096, 4096)] if args.quick else [(4096, 4096), (4096, 11008), (11008, 4096)]
+    gs = 128
+    rng = np.random.default_rng(0)
+    rows = []
+    threads = args.threads
+    for k, n in shapes:
+        x = rng.standard_normal((1, k)).astype(np.float32)
+        w32 = [rng.standard_normal((k, n)).astype(np.float32)
+               for _ in range(max(1, -(-COLD_BYTES // (k * n * 4))))]
+        np_cold = cycling([lambda w=w: x @ w for w in w32])
+        for bits in (4, 3):
+            q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
+            s = (rng.random((k // gs, n)) * 0.01 + 0.001).astype(np.float32)
+            z = np.full((k // gs, n), 2 ** (bits - 1), dtype=np.float32)
+            p = model.plan(k, n, bits, info, group_size=gs, threads=threads)
+            qweight = gptq.pack_qweight(q, bits)
+            mat = kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=p.mb, tb=p.tb)
+            spec = codegen.KernelSpec(bits, tu=p.tu_cols, unroll=p.mu if bits != 3 else 2, isa=isa,
+                                      openmp=threads > 1)
+            y = kernel.qgemv(x, mat, spec)
+            cols = slice(0, 64)  # spot-check exactness on the benchmarked data
+            ref = oracle.qgemv_oracle(x, q[:, cols].copy(), s[:, cols].copy(), z[:, cols].copy(), None,
+                                      bits, gs, unroll=spec.unroll)
+            assert np.array_equal(y[:, cols].view(np.uint32), ref.view(np.uint32)), "kernel != oracle"
+            copies = [mat] + [kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=p.mb, tb=p.tb)
+                              for _ in range(max(1, -(-COLD_BYTES // mat.packed.nbytes)) - 1)]
+            ca, cb = copy_buffers()
+            t_copy, t_np, t_k, t_np_warm, t_warm = best_times([
+                lambda: np.copyto(cb, ca),
+                np_cold,
+                cycling([lambda m=m: kernel.qgemv(x, m, spec) for m in copies]),
+                lambda: x @ w32[0],
+                lambda: kernel.qgemv(x, mat, spec),
+            ], args.repeat)
+            bw = max(bw, ca.nbytes / t_copy)
+            est = model.predict_time(k, n, bits, 1, p.tu_cols, gs, bw, info.clock_hz)
+            wbytes = mat.packed.nbytes
+            rows.append((k, n, bits, p.mb, p.tb, t_k, t_np, wbytes / t_k, t_np / t_k, est,
+                         t_warm, t_np_warm))
+            del copies
+    print(f"copy bandwidth, best over the whole run: {bw / 1e9:.2f} GB/s read; fractions below use it")
+    print(f"threads: {threads} (kernel and OpenBLAS); cold = weights streamed from DRAM")
+    print(f"{'K x N':>12} {'bits':>4} {'mb':>5} {'tb':>5} {'kernel ms':>9} {'model ms':>9} {'bound':>7} "
+          f"{'numpy ms':>9} {'GB/s':>6} {'% copy':>7} {'x numpy':>8} | {'warm ms':>8} {'np warm':>8}")
+    rows = [r[:7] + (r[7] / bw,) + r[8:] for r in rows]  # bytes/s -> fraction of the best copy
+    for k, n, bits, mb, tb, t_k, t_np, frac, speed, est, t_warm, t_np_warm in rows:
+        print(f"{k:>5} x {n:<5} {bits:>4} {mb:>5} {tb:>5} {t_k * 1e3:>9.3f} {est.seconds * 1e3:>9.3f} "
+              f"{est.bound:>7} {t_np * 1e3:>9.3f} {frac * bw / 1e9:>6.2f} {100 * frac:>6.1f}% {speed:>7.2f}x"
+              f" | {t_warm * 1e3:>8.3f} {t_np_warm * 1e3:>8.3f}")
+    print()
+    worst_frac = min(r[7] for r in rows)
+    worst_4 = min(r[8] for r in rows if r[2] == 4)
+    print(f"target >= 60% of copy bandwidth: worst {100 * worst_frac:.1f}% -> {'MET' if worst_frac >= 0.6 else 'NOT MET'}")
+    print(f"target >= 3x NumPy float32 at 4-bit: worst {worst_4:.2f}x -> {'MET' if worst_4 >= 3 else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()
