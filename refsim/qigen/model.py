@@ -17,8 +17,8 @@ Paper (../shared/papers/qigen.md, Sec. 3) and IST-DASLab/QIGen @ be868d3 ``utils
   (``z <= y``, ``z <= w``, ``z >= y + w - 1``); maximise ``Σ L_ij z_ij`` s.t. ``Σ L_ij z_ij <=
   gamma``, ``Σ y = Σ w = 1``. Solved with ``scipy.optimize.milp`` (HiGHS). Ties between equal L
   go to the larger mb (fewer accumulator spills per column), via a small secondary term.
-* time (:func:`predict_time`): ``max(bytes / memory bandwidth, vector ops / (issue * clock))``,
-  napkin math in the function body.
+* time (:func:`predict_time`): ``max(bytes / memory bandwidth, max(vector ops / issue, FMA
+  latency chain) / clock)``, napkin math in the function body.
 """
 
 from __future__ import annotations
@@ -145,11 +145,14 @@ class TimeEstimate:
 
 
 def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size: int | None,
-                 mem_bytes_per_s: float, clock_hz: float, issue_per_cycle: float = 3.0) -> TimeEstimate:
-    """Estimated time of the generated AVX2 kernel (single thread).
+                 mem_bytes_per_s: float, clock_hz: float, issue_per_cycle: float = 3.0,
+                 fma_latency_cycles: float = 4.0) -> TimeEstimate:
+    """Estimated time of the generated AVX2 kernel (single thread, prescaled path).
 
-    ``issue_per_cycle``: sustained 256-bit vector ops per cycle (assumption, default 3: two FMA/FP
-    pipes plus integer vector ALUs on Zen 2/3 and Skylake; not fitted).
+    ``issue_per_cycle``: sustained 256-bit vector ops per cycle (assumption, default 3: two FMA
+    pipes plus integer vector ALUs on Zen 3 / Skylake; not fitted). ``fma_latency_cycles``: each
+    column's sum is one dependent FMA chain (the bit-exact order), so a micro-tile of ``tu/8``
+    accumulators cannot retire a code faster than one FMA latency (4 cycles on Zen 3/Skylake).
     """
     gs = k if group_size is None else group_size
     groups = k // gs
@@ -159,17 +162,20 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
     meta = 2 * groups * n * 4
     vectors = batch * k * 4 + batch * n * 4
     bytes_moved = weights + meta + vectors
-    # vector ops per 8 columns per code: shift + and + cvt + fma (the v=0 code has no shift);
-    # 3-bit: 2 of 32 codes straddle words (+ shift + or); per chunk: one load per word;
-    # per code per micro-tile: one broadcast of x; per group: ~6 ops per 8 columns (epilogue)
+    # vector ops per 8 columns per code: (and | srli) + cvt + fma = 3 (prescaled path);
+    # 3-bit: 2 of 32 codes straddle words (srli, slli, or, and, cvt, fma = 6);
+    # per chunk: one load per word; per code per micro-tile: one broadcast of x;
+    # per group: ~6 ops per 8 columns (loads, fnmadd, fmadd, store)
     per_word = 32 // bits if bits != 3 else 32
     words = bits if bits == 3 else 1
     chunks = k // per_word
     col_vecs = n // 8
-    ops_chunk = per_word * 4 - 1 + words + (2 * 2 if bits == 3 else 0)
+    ops_chunk = per_word * 3 + words + (2 * 3 if bits == 3 else 0)
     ops = batch * (chunks * col_vecs * ops_chunk + k * (n // tu_cols) + groups * col_vecs * 6)
+    issue_cycles = ops / issue_per_cycle
+    latency_cycles = batch * k * (n // tu_cols) * fma_latency_cycles  # one FMA latency per code per tile
     memory_s = bytes_moved / mem_bytes_per_s
-    compute_s = ops / (issue_per_cycle * clock_hz)
+    compute_s = max(issue_cycles, latency_cycles) / clock_hz
     return TimeEstimate(bytes_moved, ops, memory_s, compute_s, "memory" if memory_s >= compute_s else "compute")
 
 
