@@ -198,20 +198,27 @@ def test_dequantize_grouped_is_fp16_product_and_per_channel_is_unscaled():
     assert_bitexact(marlin.dequantize(b1, s1), (q.astype(np.float16) - np.float16(8)), name="per-channel operand")
 
 
-def test_reference_gemm_matches_exact_rational_sum():
+@pytest.mark.parametrize("group_size", [None, 128])
+def test_reference_gemm_matches_exact_rational_sum(group_size):
     rng = np.random.default_rng(6)
-    m, k, n = 2, 128, 256
+    m, k, n = 2, 256, 256
     a = rng.standard_normal((m, k)).astype(np.float16)
     q = rng.integers(0, 16, (k, n), dtype=np.uint8)
-    scales = (rng.random((1, n)) * 0.05 + 0.01).astype(np.float16)
-    for gs in (None,):
-        b, s = marlin.pack(q, scales, gs)
-        c = marlin.reference_gemm(a, b, s)
-        for mm, nn in [(0, 0), (1, 100), (0, 255)]:
+    rows = 1 if group_size is None else k // group_size
+    scales = (rng.random((rows, n)) * 0.05 + 0.01).astype(np.float16)
+    b, s = marlin.pack(q, scales, group_size)
+    c = marlin.reference_gemm(a, b, s)
+    for mm, nn in [(0, 0), (1, 100), (0, 255)]:
+        if group_size is None:  # integer weights, then two output roundings
             exact = sum(Fraction(float(a[mm, kk])) * (int(q[kk, nn]) - 8) for kk in range(k))
             acc16 = marlin.round_exact_to_f16(exact)
             expected = marlin.round_exact_to_f16(Fraction(float(acc16)) * Fraction(float(scales[0, nn])))
-            assert_bitexact(c[mm, nn], expected, name=f"C[{mm},{nn}]")
+        else:  # fp16-rounded scaled weights, one rounding of the exact sum
+            wq = [marlin.round_exact_to_f16((int(q[kk, nn]) - 8) * Fraction(float(scales[kk // 128, nn])))
+                  for kk in range(k)]
+            exact = sum(Fraction(float(a[mm, kk])) * Fraction(float(wq[kk])) for kk in range(k))
+            expected = marlin.round_exact_to_f16(exact)
+        assert_bitexact(c[mm, nn], expected, name=f"C[{mm},{nn}]")
 
 
 def test_round_exact_to_f16_ties_to_even_and_overflows():
