@@ -91,11 +91,34 @@ def copy_buffers():
     return a, np.empty_like(a)
 
 
+def search(info, isa: str, repeat: int) -> None:
+    """QIGen's ``gen_module_search`` idea: time micro-tile widths and unrolls, 4096x4096 g128."""
+    k = n = 4096
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    print("\nempirical search (warm, 4096x4096, group 128): ms per call")
+    for bits in (4, 3, 2):
+        q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
+        s = np.full((k // 128, n), 0.01, dtype=np.float32)
+        z = np.full((k // 128, n), 2 ** (bits - 1), dtype=np.float32)
+        p = model.plan(k, n, bits, info, group_size=128)
+        mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=128, mb=p.mb,
+                             tb=max(p.tb, 64))
+        specs = [codegen.KernelSpec(bits, tu=tu, unroll=u, isa=isa)
+                 for tu in (16, 32, 64) for u in ((2,) if bits == 3 else (1, 2, 4))]
+        times = best_times([lambda sp=sp: kernel.qgemv(x, mat, sp) for sp in specs], repeat)
+        best = min(range(len(specs)), key=times.__getitem__)
+        row = ", ".join(f"tu={sp.tu} u={sp.unroll}: {t * 1e3:.3f}" for sp, t in zip(specs, times))
+        print(f"  {bits}-bit: {row}  -> best {specs[best].name}; model chose tu={p.tu_cols} u={p.mu}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="only 4096x4096")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--search", action="store_true",
+                    help="also time tu x unroll variants on 4096x4096 (QIGen's empirical search)")
     args = ap.parse_args()
 
     info = machine_info()
@@ -144,6 +167,8 @@ def main() -> None:
             rows.append((k, n, bits, p.mb, p.tb, t_k, t_np, wbytes / t_k, t_np / t_k, est,
                          t_warm, t_np_warm))
             del copies
+    if args.search:
+        search(info, isa, args.repeat)
     print(f"copy bandwidth, best over the whole run: {bw / 1e9:.2f} GB/s read; fractions below use it")
     print(f"threads: {threads} (kernel and OpenBLAS); cold = weights streamed from DRAM")
     print(f"{'K x N':>12} {'bits':>4} {'mb':>5} {'tb':>5} {'kernel ms':>9} {'model ms':>9} {'bound':>7} "

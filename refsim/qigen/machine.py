@@ -20,7 +20,7 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MachineInfo", "machine_info", "detect_isa", "parse_size"]
+__all__ = ["MachineInfo", "machine_info", "detect_isa", "isa_for", "parse_size"]
 
 _FALLBACK_L1D = 32 * 1024
 _FALLBACK_L2 = 1024 * 1024
@@ -136,10 +136,15 @@ def machine_info(cpuinfo: str | Path = "/proc/cpuinfo",
     return MachineInfo(int(l1), int(l2), avx2, fma, avx512f, regs, hz, os.cpu_count() or 1, prov)
 
 
-@functools.lru_cache(maxsize=1)
-def detect_isa() -> str:
-    """"avx2" if this CPU has AVX2 and FMA (and is x86-64), else "scalar"."""
-    info = machine_info()
-    if info.avx2 and info.fma and platform.machine() in ("x86_64", "AMD64"):
+def isa_for(info: MachineInfo, arch: str | None = None) -> str:
+    """"avx2" if ``info`` has AVX2 and FMA and the architecture is x86-64, else "scalar"."""
+    arch = platform.machine() if arch is None else arch
+    if info.avx2 and info.fma and arch in ("x86_64", "AMD64"):
         return "avx2"
     return "scalar"
+
+
+@functools.lru_cache(maxsize=1)
+def detect_isa() -> str:
+    """The ISA of the generated kernels on this machine: "avx2" or the portable "scalar"."""
+    return isa_for(machine_info())

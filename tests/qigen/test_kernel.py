@@ -85,6 +85,16 @@ def test_kernel_follows_its_unroll_order(unroll):
 
 
 @needs_cc
+def test_openmp_build_gives_the_same_bits():
+    rng = np.random.default_rng(9)
+    x, q, s, z, b = _problem(rng, 2, 256, 128, 4, 128)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=128, mb=64, tb=32,
+                         order="zcurve", bias=b)
+    y = kernel.qgemv(x, mat, codegen.KernelSpec(4, isa=ISAS[-1], openmp=True))
+    assert_bitexact(y, oracle.qgemv_oracle(x, q, s, z, b, 4, 128), name="openmp")
+
+
+@needs_cc
 def test_from_gptq_checkpoint_runs_the_stored_zero_points():
     rng = np.random.default_rng(5)
     x, q, s, z, _ = _problem(rng, 1, 128, 64, 4, 64)

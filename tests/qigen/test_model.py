@@ -92,3 +92,20 @@ def test_machine_info_falls_back_when_files_are_missing(tmp_path):
 
 def test_parse_size():
     assert [MA.parse_size(s) for s in ("32K", "1M", "32 MiB", "512")] == [32768, 1 << 20, 32 << 20, 512]
+
+
+def test_isa_falls_back_to_scalar_without_avx2_or_fma():
+    import dataclasses
+
+    base = _fake_machine()
+    assert MA.isa_for(base, "x86_64") == "avx2"
+    assert MA.isa_for(dataclasses.replace(base, fma=False), "x86_64") == "scalar"
+    assert MA.isa_for(dataclasses.replace(base, avx2=False), "x86_64") == "scalar"
+    assert MA.isa_for(base, "aarch64") == "scalar"
+
+
+def test_default_kernel_follows_detected_isa(monkeypatch):
+    from refsim.qigen import kernel
+
+    monkeypatch.setattr(kernel, "detect_isa", lambda: "scalar")
+    assert kernel.default_spec(4).isa == "scalar"
