@@ -238,20 +238,23 @@ def _qs_rows(P, rows, a, b):
 
 
 def _inertia_rows(c, borders, s, stop):
-    """Vectorised _inertia_ref: c float32 (N, k), borders (N, k+1), stop (N, T) -> (N, T)."""
-    rows = np.arange(c.shape[0])[:, None]
-    inertia = np.zeros(stop.shape, dtype=np.float64)
-    for i in range(c.shape[1]):
-        a = np.broadcast_to(borders[:, i:i + 1], stop.shape)
-        b = np.minimum(borders[:, i + 1:i + 2], stop)
-        ok = (a < stop) & (a != b)
-        bb = np.where(ok, b, 1)
-        aa = np.where(ok, a, 0)
-        c32 = c[:, i:i + 1]
-        term = (_qs_rows(s.Pwxx, rows, aa, bb) - 2.0 * c32.astype(np.float64) * _qs_rows(s.Pwx, rows, aa, bb)
-                + (c32 * c32).astype(np.float64) * _qs_rows(s.Pw, rows, aa, bb))
-        inertia = np.where(ok, inertia + term, inertia)
-    return inertia
+    """Vectorised _inertia_ref: c float32 (N, k), borders (N, k+1), stop (N, T) -> (N, T).
+
+    All cluster terms are formed at once (skipped clusters contribute exactly 0.0) and summed
+    left to right with a sequential ``cumsum``, the reference loop's order, so the bits agree.
+    """
+    rows = np.arange(c.shape[0])[:, None, None]
+    stop3 = stop[:, :, None]  # (N, T, 1)
+    a = borders[:, None, :-1]  # (N, 1, k)
+    b = np.minimum(borders[:, None, 1:], stop3)  # (N, T, k)
+    ok = (a < stop3) & (a != b)
+    bb = np.where(ok, b, 1)
+    aa = np.where(ok, a, 0)
+    c32 = c[:, None, :]
+    term = (_qs_rows(s.Pwxx, rows, aa, bb) - 2.0 * c32.astype(np.float64) * _qs_rows(s.Pwx, rows, aa, bb)
+            + (c32 * c32).astype(np.float64) * _qs_rows(s.Pw, rows, aa, bb))
+    term = np.where(ok, term, 0.0)
+    return np.cumsum(term, axis=2)[:, :, -1]
 
 
 def kmeans_1d_rows(s: SortedRows, n_clusters: int, max_iter: int = 50,
