@@ -87,6 +87,7 @@ __all__ = [
     "dequantize_reference",
     "effective_weights",
     "apply_output_scale",
+    "act_order_perm",
     "repack_gptq",
     "reference_gemm",
     "round_exact_to_f16",
@@ -493,6 +494,20 @@ def apply_output_scale(c: np.ndarray, s: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # GPTQ -> Marlin repack (vLLM gptq_marlin_repack, 4-bit)
 # ----------------------------------------------------------------------------------------------
+def act_order_perm(g_idx: np.ndarray) -> np.ndarray:
+    """Row permutation for an act-order GPTQ checkpoint: int32 ``(K,)`` = ``argsort(g_idx)``.
+
+    After it, every group is a contiguous run of rows, so the kernel runs in ordinary grouped
+    mode (vLLM ``is_k_full``). vLLM calls ``torch.argsort`` (not stable); refsim sorts stably, so
+    rows keep their checkpoint order inside a group. Any order inside a group gives the same GEMM
+    because A's columns are permuted with the same ``perm``.
+    """
+    g_idx = np.asarray(g_idx)
+    if not np.issubdtype(g_idx.dtype, np.integer) or g_idx.ndim != 1:
+        raise FormatRuleError(f"g_idx: must be a 1-D integer array; got dtype {g_idx.dtype}, shape {g_idx.shape}")
+    return np.argsort(g_idx, kind="stable").astype(np.int32)
+
+
 def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None) -> np.ndarray:
     """GPTQ ``qweight`` int32 ``(K/8, N)`` (packed along K) -> Marlin ``B`` int32 ``(K/16, 2N)``.
 

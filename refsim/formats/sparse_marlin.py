@@ -295,6 +295,8 @@ def unpack(b: np.ndarray, meta: np.ndarray, s: np.ndarray):
     require_shape("meta", meta, (n, k // 16))
     if s.ndim != 2 or s.shape[1] != n:
         raise ShapeError(f"s: must be (G, N={n}); got shape {s.shape}")
+    if s.shape[0] not in (1, k // 128):
+        raise ShapeError(f"s: must have 1 row or K/128={k // 128} rows; got {s.shape[0]} rows (K={k})")
     kh = k // 2
     nib = _marlin._words_to_nibbles(b).reshape(kh // TILE, n // 64, 1024)[:, :, _PERM_INV]
     v = nib.reshape(kh // TILE, n // TILE, TILE, TILE).transpose(0, 2, 1, 3).reshape(kh, n)  # (K/2, N)

@@ -270,6 +270,18 @@ def test_pack_rejects_codes_above_15_and_nonfinite_scales():
         marlin.pack(np.zeros((128, 256), np.uint8), np.ones((1, 256), np.float16), True)
 
 
+def test_quantize_rejects_zero_scales_and_matches_official_rounding():
+    w = np.tile(np.array([7.5, -8.0, 0.5, 1.5], dtype=np.float16), (128, 64))  # (128, 256)
+    s = np.ones((1, 256), np.float16)
+    q = marlin.quantize(w, s, None)
+    # 7.5 -> round half even 8 -> code 16 -> clamped 15; -8 -> 0; 0.5 -> 0 -> 8; 1.5 -> 2 -> 10
+    assert q[0, :4].tolist() == [15, 0, 8, 10]
+    s0 = s.copy()
+    s0[0, 3] = 0
+    with pytest.raises(FormatRuleError, match="scales: must be non-zero"):
+        marlin.quantize(w, s0, None)
+
+
 def test_unpack_rejects_scale_rows_that_are_not_one_or_k_over_128():
     b = np.zeros((256 // 16, 512), np.int32)
     with pytest.raises(ShapeError, match="s: must have 1 row or K/128=2 rows; got 4 rows"):
@@ -316,7 +328,8 @@ def test_gptq_repack_matches_vllm_kernel_and_pack_of_permuted_codes(act_order):
     perm = None
     if act_order:
         g_idx = rng.permutation(np.repeat(np.arange(k // gs), gs)).astype(np.int32)  # act-order groups
-        perm = np.argsort(g_idx, kind="stable").astype(np.int32)
+        perm = marlin.act_order_perm(g_idx)
+        assert np.all(np.diff(g_idx[perm]) >= 0)  # groups become contiguous runs of rows
     qweight0 = qweight.copy()
     b = marlin.repack_gptq(qweight, k, perm)
     assert_bitexact(qweight, qweight0, name="qweight unmodified")

@@ -179,3 +179,15 @@ def test_vllm_convention_checks_its_mask():
         sm.pack(q, np.ones((1, 256), np.float16), None, convention="cutlass")
     with pytest.raises(FormatRuleError, match="derives the mask"):
         sm.pack(q, np.ones((1, 256), np.float16), None, mask=np.ones((128, 256), bool))
+
+
+def test_pack_does_not_modify_inputs_and_unpack_checks_scale_rows():
+    rng = np.random.default_rng(12)
+    q = rng.integers(0, 16, (256, 256), dtype=np.uint8)
+    scales = (rng.random((2, 256)) + 0.1).astype(np.float16)
+    q0, s0 = q.copy(), scales.copy()
+    b, meta, s = sm.pack(q, scales, 128)
+    assert_bitexact(q, q0, name="q")
+    assert_bitexact(scales, s0, name="scales")
+    with pytest.raises(ShapeError, match="s: must have 1 row or K/128=2 rows; got 3"):
+        sm.unpack(b, meta, np.ones((3, 256), np.float16))
