@@ -30,8 +30,16 @@ The INT4 trick, bit by bit (one 16-bit half shown; the other half is the same)::
     worked example: q = 0x0000_00b3  ->  lo half = 0x6403 = 1027 -> 1027 - 1032 = -5 = 3 - 8
                                          hi half = 0x64b0 = 1200 -> 1200/16 - 72 = 3 = 11 - 8
 
-The INT8 trick: ``prmt(x, 0x64646464, 0x5250)`` builds halves ``0x64 b0`` and ``0x64 b2`` =
-``1024 + b``; subtracting ``0x6480`` (1152) gives ``b - 128`` exactly.
+The INT8 trick (byte order in the word ``[e0, e2, e1, e3]``)::
+
+    i8s = b3 b2 b1 b0 (bytes, MSB .. LSB)      {b:a} = 64 64 64 64 | b3 b2 b1 b0  (bytes 7..0)
+    prmt selector 0x5250: d.byte0 = src[0] = b0, d.byte1 = src[5] = 0x64,
+                          d.byte2 = src[2] = b2, d.byte3 = src[5] = 0x64
+    -> halves 0x64b0 | 0x64b2 = 1024 + b (fp16 0x6400 = 1024, mantissa ulp 1, b < 256 fits)
+    minus 0x6480 (1152 = 1024 + 128)  ->  b - 128, exact
+    selector 0x5351 does the same for b1, b3.
+
+    worked example: b0 = 0x85 (133): 0x6485 = 1157 -> 1157 - 1152 = 5 = 133 - 128
 """
 
 from __future__ import annotations
