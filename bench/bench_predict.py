@@ -27,8 +27,6 @@ def workload():
                 continue
             for n, k in unique_layer_shapes("llama-2-7b"):
                 for m in (1, 2, 4, 8, 16, 32, 64, 128, 256):
-                    if kernel == "awq-w4a16" and m >= 8 and k % 1024:
-                        continue
                     jobs.append((gpu, kernel, m, n, k))
     return jobs
 

@@ -9,8 +9,7 @@ Two paths, as TinyChat dispatches them:
   split-K 8; every M tile dequantizes its weight tile again (13/8 instructions per weight per M tile).
 
 Bytes: N·K/2 + (K/g)·N·(2 + 0.5) (fp16 scales + packed 4-bit zeros) + M·K·2 + M·N·2.
-Constraints: bits 4, group_size 64 or 128 (default 128), K % group_size == 0, K % (8·group) == 0 for
-the split-K GEMM (checked as K % 1024 == 0 when M ≥ 8), N % 8 == 0.
+Constraints: bits 4, group_size 64 or 128 (default 128), K % group_size == 0, N % 8 == 0.
 """
 
 from __future__ import annotations
@@ -35,8 +34,6 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     gs = check_group(NAME, 128 if group_size is None else group_size, GROUPS, 128)
     require_multiple(NAME, "k", k, gs, "whole groups along K")
     require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
-    if m >= 8:
-        require_multiple(NAME, "k", k, SPLIT_K * 128, "split_k_iters = 8 over 128-deep K tiles (GEMM path, M >= 8)")
     g, p, f = setup(gpu, params, clock)
     bytes_dram = n * k / 2 + (k / gs) * n * 2.5 + 2.0 * m * (k + n)
     sm_clk = g.sm_count * f
@@ -52,7 +49,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     else:
         m_tiles = math.ceil(m / 16)
         ctas_per_sm = 4
-        t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k // SPLIT_K, 16, 128,
+        t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128,
                                                ctas_per_sm, g.tc_fp16_f32acc_flop_per_clk_per_sm)
         t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk * p.cuda_core_issue_eff)
         t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
