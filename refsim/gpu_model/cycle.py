@@ -43,9 +43,12 @@ INT_LAT, FP_LAT, LDS_LAT, L1_LAT, MMA_LAT = 4, 5, 30, 35, 33
 
 @dataclass(frozen=True)
 class Instr:
-    """One warp instruction: pipe, latency (cycles), deps (indices in the body; negative index
-    -j means instruction j-1... of the *previous* iteration is encoded as ('prev', idx)), and for
-    DRAM loads the bytes moved by the warp."""
+    """One warp instruction of a loop body.
+
+    pipe: 'int' | 'fp16' | 'fp32' | 'mio' | 'tensor' | 'dram'; latency: cycles until a dependent
+    instruction may issue; deps: body indices (this iteration) it waits for; prev_deps: body indices
+    of the *previous* iteration it waits for (prefetched loads); dram_bytes: bytes the warp moves
+    (pipe 'dram'); wavefronts: L1/SMEM wavefronts (pipe 'mio')."""
 
     pipe: str
     latency: int

@@ -140,3 +140,34 @@ def test_every_kernel_returns_a_breakdown_with_a_named_bottleneck(kernel):
     assert bd.terms["launch"] > 0
     d = bd.as_dict()
     assert d["latency_us"] == pytest.approx(bd.latency_s * 1e6)
+
+
+# ---- hand-computed terms -----------------------------------------------------------------------
+def test_anyprec_alu_and_smem_terms_by_hand():
+    from refsim.gpu_model.roofline import FITTED
+    g, f = get_gpu("rtx4090"), 1.0e9
+    bd = predict(g, "anyprec", 1, 4096, 4096, bits=4, clock=f)
+    row_chunks = 4096 * (4096 // 1024)
+    int_ops = 52 * 0.5 + 2 * 32 + 16 + 6            # transpose+split (52 C ops, LOP3 x0.5), extract, PRMT, loop
+    instrs = (4 + 4) + int_ops + 32 + 18             # LDG planes + LDG.128 acts, int, 32 LDS, 16 HFMA2 + 2 HADD
+    t_issue = row_chunks * instrs / (4 * 128 * f * FITTED.cuda_core_issue_eff)
+    t_int = row_chunks * int_ops * 32 / (64 * 128 * f)
+    t_fp16 = row_chunks * 18 * 32 / (128 * 128 * f)
+    assert bd.terms["alu"] == pytest.approx(max(t_issue, t_int, t_fp16))
+    # 16-entry fp16 LUT = 8 words: conflict-free; 4 plane wavefronts + 16 for activations + 32 lookups
+    assert bd.terms["smem"] == pytest.approx(row_chunks * (4 + 16 + 32) / (128 * f))
+
+
+def test_marlin_tensor_term_by_hand():
+    bd = predict("a10", "marlin", 16, 4096, 4096, clock=1.0e9)
+    # A10 stripe: iters = ceil(1024 / 72) = 15 tiles of 128x128 for the busiest block,
+    # 2*16*128*128 FLOP per tile at 1024 FLOP/clk/SM (A10 runs FP32 accumulate at full rate)
+    assert bd.terms["tensor"] == pytest.approx(15 * 2 * 16 * 128 * 128 / (1024 * 1.0e9))
+
+
+def test_geforce_fp32_accumulate_halves_the_tensor_rate():
+    a10 = predict("a10", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
+    # RTX 3090 (GA102 GeForce, 82 SMs): 512 FLOP/clk/SM with FP32 accumulate, iters = ceil(1024/82) = 13
+    g3090 = predict("rtx3090", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
+    assert g3090 == pytest.approx(13 * 2 * 16 * 128 * 128 / (512 * 1.0e9))
+    assert g3090 / a10 == pytest.approx(2 * 13 / 15)
