@@ -161,7 +161,8 @@ void refsim_qigen_prescale(const float* x, int M, int K, float* xs) {{
 
 def _signature(fn: str) -> str:
     return f"""
-/* x (M,K) f32; W packed int32 (refsim.formats.qigen); scales, zeros (K/gs, N) f32;
+/* x (M,K) f32; W packed int32 (refsim.formats.qigen); scales, zeros panel-major (N/tb, K/gs, tb) f32
+ * (each panel's metadata contiguous: one stream instead of K/gs strided ones);
  * r (M, K/gs) f32 from refsim_qigen_sums; slot_of (N/tb * K/mb) int32: storage slot of block
  * (kb, p) at p*KB + kb; accbuf (M,N) f32 zero on entry; y (M,N) f32 = bias (or 0) on entry. */
 void {fn}(const float* restrict x, const int32_t* restrict W,
@@ -231,8 +232,8 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         lines.append("            }\n")
     lines.append("            if ((k0 + P) % gs == 0) {\n")
     lines.append("              const int g = (k0 + P) / gs - 1;\n")
-    lines.append("              const float* sg = scales + (int64_t)g * N + col;\n")
-    lines.append("              const float* zg = zeros + (int64_t)g * N + col;\n")
+    lines.append("              const float* sg = scales + ((int64_t)p * G + g) * tb + j1;\n")
+    lines.append("              const float* zg = zeros + ((int64_t)p * G + g) * tb + j1;\n")
     if avx:
         lines.append("              const __m256 rv = _mm256_set1_ps(r[(int64_t)b * G + g]);\n")
         for v in range(nv):
