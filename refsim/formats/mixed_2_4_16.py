@@ -43,12 +43,18 @@ outliers           only in 2-bit groups: the floor(ratio * K * N) elements with 
 bit order          LSB first: code t of a 16-code 2-bit group sits at bits [2t, 2t+2) of one
                    uint32; a 4-bit group is split in two uint32: codes 0..7 at bits [4t, 4t+4) of
                    the "main" word, codes 8..15 likewise in the "side" word
-memory alignment   w_main uint32 (N, U, 4): unit u = [2-bit group 3u | 3u+1 | 3u+2 | low half of
-                   4-bit group u] = 128 bits (one 16-byte load); w_side uint32 (N, U): high half of
-                   4-bit group u; U = max(ceil(n2 / 3), n4); missing slots are zero words (counted)
+memory alignment   w_main uint32 (N, U, 4), units of 128 bits (one 16-byte load). The paper's unit
+                   (section 3.3) is [2-bit group | 2-bit group | 2-bit group | low half of a 4-bit
+                   group]; w_side uint32 (N, n4) holds the high halves. Mixed units u < n4 hold the
+                   2-bit groups j = 3u, 3u+1, 3u+2 (j = rank among 2-bit groups, K order) and
+                   4-bit group u; DECISION (the paper's layout fits alpha = 1/4 only): 2-bit groups
+                   left over (n2 > 3 n4) fill pure units of four 2-bit words, j = 3 n4 + 4v + slot
+                   in unit n4 + v. U = n4 + ceil(max(n2 - 3 n4, 0) / 4); empty slots (when
+                   n2 < 3 n4, or in the last unit) are zero words and are counted as padding
 zero padding       z2 (4 bits) is stored in a uint16 next to the fp16 s2: 32 bits per (group, block)
-other arrays       meta2 uint16 (N, U): bits 0-1/2-3/4-5 zero of slot 0/1/2, bits 6-9 slot-0 scale
-                   code, 10-12 slot-1 code >> 1, 13-15 slot-2 code >> 1; meta4 uint8 (N, n4): low
+other arrays       meta2 uint16 (N, T), T = ceil(n2 / 3): word t describes the 2-bit groups
+                   j = 3t + i, i = 0, 1, 2 ("slot" i): bits 0-1/2-3/4-5 zero of slot 0/1/2, bits 6-9
+                   slot-0 scale code, 10-12 slot-1 code >> 1, 13-15 slot-2 code >> 1; meta4 uint8 (N, n4): low
                    nibble zero, high nibble scale code of each 4-bit group; s2 float16 (G, N/16);
                    z2 uint16 (G, N/16); group_bits uint8 (G,) = 2 or 4
 invariants         K % 16 == 0, N % 16 == 0, K <= 65536; 8 * nbytes(packed) / (K N) equals
@@ -60,7 +66,7 @@ source             paper only (shared/papers/two-four-sixteen-bit.md: eqs. 2-6, 
 One output channel n of w_main / w_side for K = 128 (G = 8 groups, 2 of them 4-bit: groups 2, 5)::
 
     groups (K order):   g0:2b  g1:2b  g2:4b  g3:2b  g4:2b  g5:4b  g6:2b  g7:2b
-    2-bit list: g0 g1 g3 g4 g6 g7      4-bit list: g2 g5           U = max(ceil(6/3), 2) = 2
+    2-bit list: g0 g1 g3 g4 g6 g7      4-bit list: g2 g5           U = 2 + ceil(max(6 - 6, 0)/4) = 2
     w_main[n, 0] = [ g0 | g1 | g3 | g2 codes 0-7 ]   w_side[n, 0] = [ g2 codes 8-15 ]
     w_main[n, 1] = [ g4 | g6 | g7 | g5 codes 0-7 ]   w_side[n, 1] = [ g5 codes 8-15 ]
     one 2-bit word, codes q0..q15:  bit 31 .. q15 q15 | ... | q1 q1 | q0 q0 .. bit 0
@@ -329,7 +335,7 @@ def check_csr(row_ptr: np.ndarray, col: np.ndarray, val: np.ndarray, *, n_rows: 
 @dataclass(frozen=True)
 class Packed2416:
     """The packed, memory-aligned format (every array per output channel; spec block):
-    w_main uint32 (N, U, 4); w_side uint32 (N, U); meta2 uint16 (N, U); meta4 uint8 (N, n4);
+    w_main uint32 (N, U, 4); w_side uint32 (N, n4); meta2 uint16 (N, T); meta4 uint8 (N, n4);
     s2 float16 (G, N/16); z2 uint16 (G, N/16); group_bits uint8 (G,); row_ptr int32 (N+1,);
     col uint16 (nnz,); val float16 (nnz,)."""
 
@@ -355,10 +361,22 @@ def packed_nbytes(p: Packed2416) -> int:
 
 
 def _lists(four: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(2-bit group indices, 4-bit group indices, U) in K order."""
     two_idx = np.flatnonzero(~four)
     four_idx = np.flatnonzero(four)
-    units = max(-(-two_idx.size // 3), four_idx.size)
-    return two_idx, four_idx, units
+    return two_idx, four_idx, _units(two_idx.size, four_idx.size)
+
+
+def _units(n2: int, n4: int) -> int:
+    return n4 + -(-max(n2 - 3 * n4, 0) // 4)
+
+
+def _two_bit_slot(j: int, n4: int) -> tuple[int, int]:
+    """(unit, word) of the j-th 2-bit group: 3 per mixed unit, then 4 per pure unit."""
+    if j < 3 * n4:
+        return j // 3, j % 3
+    v, slot = divmod(j - 3 * n4, 4)
+    return n4 + v, slot
 
 
 def _check_packable(m: Mixed2416) -> None:
@@ -379,17 +397,18 @@ def pack(m: Mixed2416) -> Packed2416:
     two_idx, four_idx, U = _lists(m.four)
     qg = m.q.reshape(k // G1, G1, n).transpose(2, 0, 1).astype(np.uint32)   # (N, G, 16)
     w_main = np.zeros((n, U, 4), np.uint32)
-    w_side = np.zeros((n, U), np.uint32)
-    meta2 = np.zeros((n, U), np.uint16)
+    w_side = np.zeros((n, four_idx.size), np.uint32)
+    meta2 = np.zeros((n, -(-two_idx.size // 3)), np.uint16)
     sh2 = (2 * np.arange(16)).astype(np.uint32)
     sh4 = (4 * np.arange(8)).astype(np.uint32)
     for j, gi in enumerate(two_idx):
-        u, slot = divmod(j, 3)
-        w_main[:, u, slot] = np.bitwise_or.reduce(qg[:, gi, :] << sh2, axis=1)
+        u, word = _two_bit_slot(j, four_idx.size)
+        w_main[:, u, word] = np.bitwise_or.reduce(qg[:, gi, :] << sh2, axis=1)
+        t, slot = divmod(j, 3)
         z = m.zero[gi].astype(np.uint16)
         c = m.code[gi].astype(np.uint16)
         field = c if slot == 0 else c >> 1
-        meta2[:, u] |= (z << (2 * slot)) | (field << (6 if slot == 0 else 7 + 3 * slot))
+        meta2[:, t] |= (z << (2 * slot)) | (field << (6 if slot == 0 else 7 + 3 * slot))
     for u, gi in enumerate(four_idx):
         w_main[:, u, 3] = np.bitwise_or.reduce(qg[:, gi, :8] << sh4, axis=1)
         w_side[:, u] = np.bitwise_or.reduce(qg[:, gi, 8:] << sh4, axis=1)
@@ -403,25 +422,30 @@ def pack_reference(m: Mixed2416) -> Packed2416:
     _check_packable(m)
     k, n = m.q.shape
     two_idx, four_idx, U = _lists(m.four)
+    n4 = four_idx.size
     w_main = np.zeros((n, U, 4), np.uint32)
-    w_side = np.zeros((n, U), np.uint32)
-    meta2 = np.zeros((n, U), np.uint16)
-    meta4 = np.zeros((n, four_idx.size), np.uint8)
+    w_side = np.zeros((n, n4), np.uint32)
+    meta2 = np.zeros((n, (two_idx.size + 2) // 3), np.uint16)
+    meta4 = np.zeros((n, n4), np.uint8)
     for col in range(n):
         for j, gi in enumerate(two_idx):
-            u, slot = j // 3, j % 3
+            if j < 3 * n4:
+                u, w_slot = j // 3, j % 3
+            else:
+                u, w_slot = n4 + (j - 3 * n4) // 4, (j - 3 * n4) % 4
             word = 0
             for t in range(16):
                 word |= int(m.q[gi * 16 + t, col]) << (2 * t)
-            w_main[col, u, slot] = word
-            meta = int(meta2[col, u]) | (int(m.zero[gi, col]) << (2 * slot))
+            w_main[col, u, w_slot] = word
+            tri, slot = j // 3, j % 3
+            meta = int(meta2[col, tri]) | (int(m.zero[gi, col]) << (2 * slot))
             if slot == 0:
                 meta |= int(m.code[gi, col]) << 6
             elif slot == 1:
                 meta |= (int(m.code[gi, col]) // 2) << 10
             else:
                 meta |= (int(m.code[gi, col]) // 2) << 13
-            meta2[col, u] = meta
+            meta2[col, tri] = meta
         for u, gi in enumerate(four_idx):
             lo = hi = 0
             for t in range(8):
@@ -449,9 +473,10 @@ def unpack(p: Packed2416) -> Mixed2416:
     sh2 = (2 * np.arange(16)).astype(np.uint32)
     sh4 = (4 * np.arange(8)).astype(np.uint32)
     for j, gi in enumerate(two_idx):
-        u, slot = divmod(j, 3)
-        q[gi * 16:(gi + 1) * 16] = ((p.w_main[:, u, slot][None, :] >> sh2[:, None]) & 3).astype(np.uint8)
-        meta = p.meta2[:, u].astype(np.uint32)
+        u, word = _two_bit_slot(j, four_idx.size)
+        q[gi * 16:(gi + 1) * 16] = ((p.w_main[:, u, word][None, :] >> sh2[:, None]) & 3).astype(np.uint8)
+        t, slot = divmod(j, 3)
+        meta = p.meta2[:, t].astype(np.uint32)
         zero[gi] = (meta >> (2 * slot)) & 3
         code[gi] = (meta >> 6) & 15 if slot == 0 else ((meta >> (7 + 3 * slot)) & 7) << 1
     for u, gi in enumerate(four_idx):
@@ -469,8 +494,8 @@ def unpack(p: Packed2416) -> Mixed2416:
 def average_bits(k: int, n: int, n4: int, nnz: int) -> Fraction:
     """Exact bits per weight of the packed format, from the format's own accounting:
 
-        U = max(ceil(n2 / 3), n4)    units per output channel, n2 = G - n4, G = K / 16
-        per output channel:  128 U (w_main) + 32 U (w_side) + 16 U (meta2) + 8 n4 (meta4)
+        U = n4 + ceil(max(n2 - 3 n4, 0) / 4)   units, n2 = G - n4, G = K / 16;  T = ceil(n2 / 3)
+        per output channel:  128 U (w_main) + 32 n4 (w_side) + 16 T (meta2) + 8 n4 (meta4)
         per (group, 16 columns):  16 (s2) + 16 (z2 padded from 4 bits)  -> 32 / (g1 g2) per weight
         per group: 8 (group_bits);  per output channel + 1: 32 (row_ptr);  per outlier: 16 + 16
 
@@ -478,8 +503,9 @@ def average_bits(k: int, n: int, n4: int, nnz: int) -> Fraction:
     (1 - alpha) * 2 + alpha * 4."""
     g = k // G1
     n2 = g - n4
-    u = max(-(-n2 // 3), n4)
-    total = n * (128 * u + 32 * u + 16 * u + 8 * n4) + g * (n // G2) * 32 + 8 * g + 32 * (n + 1) + 32 * nnz
+    u = _units(n2, n4)
+    t = -(-n2 // 3)
+    total = n * (128 * u + 32 * n4 + 16 * t + 8 * n4) + g * (n // G2) * 32 + 8 * g + 32 * (n + 1) + 32 * nnz
     return Fraction(total, k * n)
 
 
@@ -531,14 +557,19 @@ def gemv_reference(p: Packed2416, x: np.ndarray) -> np.ndarray:
     y = np.zeros(n, np.float16)
     for r in range(n):
         w = [np.float16(0)] * k
+        n4 = four_idx.size
         for j, gi in enumerate(two_idx):
-            u, slot = j // 3, j % 3
-            meta = int(p.meta2[r, u])
+            if j < 3 * n4:
+                u, w_slot = j // 3, j % 3
+            else:
+                u, w_slot = n4 + (j - 3 * n4) // 4, (j - 3 * n4) % 4
+            tri, slot = j // 3, j % 3
+            meta = int(p.meta2[r, tri])
             z = (meta >> (2 * slot)) & 3
             c = (meta >> 6) & 15 if slot == 0 else ((meta >> (7 + 3 * slot)) & 7) * 2
             s2 = np.float32(p.s2[gi, r // G2])
             s_hat = np.float16(np.float32(c - int(p.z2[gi, r // G2])) * s2)
-            word = int(p.w_main[r, u, slot])
+            word = int(p.w_main[r, u, w_slot])
             for t in range(16):
                 q = (word >> (2 * t)) & 3
                 w[gi * 16 + t] = np.float16(np.float32(q - z) * np.float32(s_hat))

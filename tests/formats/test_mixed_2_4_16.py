@@ -211,3 +211,24 @@ def test_rank_deficient_hessian_is_rescued_by_dampening_and_inputs_untouched():
     assert m.q.shape == W.shape
     assert_bitexact(W, W0, name="W")
     assert_bitexact(H, H0, name="H")
+
+
+def test_unit_layout_mixed_units_then_pure_2bit_units():
+    # K = 160: G = 10. alpha = 0.1 -> one 4-bit group; n2 = 9: mixed unit 0 = 2-bit ranks 0-2 +
+    # the 4-bit low half; pure unit 1 = ranks 3-6; unit 2 = ranks 7, 8 and two padding words
+    W, H, _ = _problem(14)
+    m = F.quantize(W, H, alpha=0.1, outlier_ratio=0.0)
+    g4 = int(np.flatnonzero(m.four)[0])
+    two = [g for g in range(10) if g != g4]
+    q = m.q.copy()
+    for g in range(10):
+        q[16 * g:16 * g + 16, :] = (g % 3) + 1 if g != g4 else 9     # constant code per group
+    p = F.pack(F.Mixed2416(q, m.zero, m.code, m.s2, m.z2, m.four, m.row_ptr, m.col, m.val))
+    word2 = {c: sum(c << (2 * t) for t in range(16)) for c in (1, 2, 3)}
+    assert p.w_main.shape == (32, 3, 4) and p.w_side.shape == (32, 1) and p.meta2.shape == (32, 3)
+    expect = [[word2[two[0] % 3 + 1], word2[two[1] % 3 + 1], word2[two[2] % 3 + 1], 0x99999999],
+              [word2[two[j] % 3 + 1] for j in range(3, 7)],
+              [word2[two[7] % 3 + 1], word2[two[8] % 3 + 1], 0, 0]]
+    assert p.w_main[5].tolist() == expect
+    assert p.w_side[5, 0] == 0x99999999
+    assert F.average_bits(160, 32, 1, 0) == Fraction(8 * p.nbytes, 160 * 32)
