@@ -9,7 +9,6 @@ import pytest
 
 from refsim.errors import FormatRuleError
 from refsim.formats import bitplane as bp
-from refsim.quant import squeezellm as sq
 from refsim.quant import upscale as up
 from refsim.testing import assert_bitexact
 
