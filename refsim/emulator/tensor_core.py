@@ -74,10 +74,10 @@ class TensorCoreModel:
 MODELS: dict[str, TensorCoreModel] = {
     "sm_70": TensorCoreModel("sm_70", 4, 23, -131, -20, True, "V100 data (5000 rows)"),
     "sm_80": TensorCoreModel("sm_80", 8, 24, -132, -21, True, "A100 data (5000 rows)"),
-    "sm_86": TensorCoreModel("sm_86", 8, 24, -132, -21, True, "A2 data per numerics.md §1.6"),
+    "sm_86": TensorCoreModel("sm_86", 8, 24, -132, -21, True, "A2 (sm_86) data re-checked in numerics.md §1.6; not in the shared data set"),
     "sm_87": TensorCoreModel("sm_87", 8, 24, -132, -21, False,
                              "UNVERIFIED: Orin has no public hardware data; sm_80 parameters assumed"),
-    "sm_89": TensorCoreModel("sm_89", 8, 24, -132, -21, True, "L40S/RTX-1000 data per numerics.md §1.6"),
+    "sm_89": TensorCoreModel("sm_89", 8, 24, -132, -21, True, "L40S/RTX-1000 (sm_89) data re-checked in numerics.md §1.6; not in the shared data set"),
     "sm_90": TensorCoreModel("sm_90", 16, 25, -133, -22, True, "H100 data (5000 rows); mma.sync only"),
 }
 ARCHS = tuple(MODELS)
