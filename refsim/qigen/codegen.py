@@ -209,11 +209,16 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
     else:
         lines.append("            const int32_t* wc = Wb + (int64_t)ch * tb + j1;\n")
     if avx:
-        for v in range(nv):
-            for w in range(3 if bits == 3 else 1):
-                off = 24 * v + 8 * w if bits == 3 else 8 * v
-                lines.append(f"            const __m256i w{w}_{v} = _mm256_loadu_si256((const __m256i*)(wc + {off}));\n")
+        # 3-bit: word w is loaded just before the first code that needs it (codes 10 and 21
+        # straddle into words 1 and 2), so at most two words per column vector are live:
+        # 8 + tu/8 accumulators + x fits the 16 ymm registers at tu = 32
+        first_use = {0: order[0]} if bits != 3 else {0: 0, 1: 10, 2: 21}
         for u in order:
+            for w, at in first_use.items():
+                if u == at:
+                    for v in range(nv):
+                        off = 24 * v + 8 * w if bits == 3 else 8 * v
+                        lines.append(f"            const __m256i w{w}_{v} = _mm256_loadu_si256((const __m256i*)(wc + {off}));\n")
             lines.append(f"            {{ const __m256 xv = _mm256_set1_ps(xb[k0 + {u}]);\n")
             for v in range(nv):
                 expr = _extract(bits, u, "w{}_" + str(v), "avx2", prescaled)
