@@ -1,0 +1,174 @@
+"""Warp-level emulation of the Any-Precision LLM fused GEMV (``matmul_kbit_32``): its fp16 bits.
+
+Spec
+----
+computes        O (M, N) float16 = x (M, K) float16 @ W.T with W[r, k] = lut[r, code[r, k]],
+                codes from the bitplane format (``qweight`` int32 (p, N, K/32), first ``bits`` planes;
+                :mod:`refsim.formats.bitplane`), lut float16 (N, 2**bits); 1 <= M <= 8.
+dataflow        per output row r, batch row l, lane t (SNU-ARC/any-precision-llm ``matmul.cuh``):
+                1. for each 1024-weight chunk i (tail chunk: only lanes t < eff = (K % 1024)/32):
+                   ``sum = half2(0, 0)``; for j = 3, 2, 1, 0 and s = 0..3:
+                   ``sum = __hfma2(dq_w[4j + s], x_pair, sum)`` — two independent fp16 chains
+                   (even / odd element of each pair), each step one fused rounding;
+                   the pair (k0, k1) is :func:`refsim.formats.anyprec_kernel.activation_index`;
+                2. ``partial = __hadd(partial, __hadd(sum.x, sum.y))`` (fp16, RN);
+                3. ``warp_reduce_sum``: for d = 16, 8, 4, 2, 1: ``v = __hadd(v, __shfl_down(v, d))``
+                   (a lane whose source l + d >= 32 reads its own value); lane 0 writes O[l, r].
+                The lookup path (scalar table or half2 pair table) changes only where a weight
+                comes from, not its value, so it is not modelled.
+not modelled    the K-split path (M == 1, K > 4096, bits >= 7 on non-Orin GPUs) combines the slices
+                with fp16 ``atomicAdd`` in shared memory, in an order the hardware does not fix:
+                :func:`anyprec_gemv` raises unless ``ksplit_order`` gives the order to assume.
+oracle          :func:`anyprec_gemv_reference`: one (l, r) at a time, every fp16 fma through the
+                exact rational oracle (:func:`refsim.emulator.fp.fma_reference`).
+source          SNU-ARC/any-precision-llm ``any_precision/modules/kernels/matmul.cuh``
+                (``matmul_kbit_32``, ``warp_reduce_sum``), commit 45574cdc1a1ca8ca34d23c192dc2025a1bc807df
+                as stored in the search index.
+
+The reduction tree of ``warp_reduce_sum`` (lane 0's result; shfl_down, width 32)::
+
+    d=16: v0+v16  v1+v17 ... v15+v31  (lanes 16..31 add their own value: garbage, unused)
+    d=8 : (v0+v16)+(v8+v24) ...
+    ...   lane 0 = ((((v0+v16)+(v8+v24)) + ((v4+v20)+(v12+v28))) + ...)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim._validate import require_dtype, require_finite, require_int, require_ndim
+from refsim.emulator import fp
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.formats import anyprec_kernel as ak
+from refsim.formats import bitplane
+
+__all__ = ["anyprec_gemv", "anyprec_gemv_reference", "lane_indices", "warp_reduce_sum", "warp_reduce_sum_reference"]
+
+_CHUNK = 1024
+
+
+def lane_indices(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(k0, k1) int64 (chunks, 32 lanes, 16 steps) of the fma steps in kernel order, and the active
+    mask bool (chunks, 32) (tail-chunk lanes t >= eff break out). Step order: j = 3..0, then s."""
+    chunks = -(-k // _CHUNK)
+    k0 = np.zeros((chunks, 32, 16), np.int64)
+    k1 = np.zeros((chunks, 32, 16), np.int64)
+    active = np.zeros((chunks, 32), bool)
+    eff_tail = (k % _CHUNK) // 32
+    for i in range(chunks):
+        eff = 32 if i < k // _CHUNK else eff_tail
+        for t in range(eff):
+            active[i, t] = True
+            for step, (j, s) in enumerate((j, s) for j in (3, 2, 1, 0) for s in range(4)):
+                k0[i, t, step], k1[i, t, step] = ak.activation_index(k, i, t, j, s)
+    return k0, k1, active
+
+
+def warp_reduce_sum(v: np.ndarray) -> np.ndarray:
+    """``warp_reduce_sum`` over the last axis (32 lanes) of fp16 ``v``: lane 0's result, shape v.shape[:-1]."""
+    v = require_dtype("v", v, np.float16)
+    lanes = np.arange(32)
+    for d in (16, 8, 4, 2, 1):
+        src = np.where(lanes + d < 32, lanes + d, lanes)  # shfl_down: out-of-range reads itself
+        v = fp.f16_add(v, v[..., src])
+    return v[..., 0]
+
+
+def warp_reduce_sum_reference(v: np.ndarray) -> np.float16:
+    """Plain loop for one warp (v float16 (32,)): every lane's register, step by step."""
+    regs = [np.float16(x) for x in v]
+    for d in (16, 8, 4, 2, 1):
+        regs = [np.float16(regs[l] + (regs[l + d] if l + d < 32 else regs[l])) for l in range(32)]
+    return regs[0]
+
+
+def _check(x, qweight, lut, bits):
+    x = require_dtype("x", x, np.float16)
+    require_ndim("x", x, 2)
+    require_finite("x", x)
+    qweight = require_dtype("qweight", qweight, np.int32)
+    require_ndim("qweight", qweight, 3)
+    m, k = x.shape
+    p, n, kw = qweight.shape
+    if kw * 32 != k:
+        raise ShapeError(f"qweight: dim 2 must be K/32 = {k // 32}; got {kw}")
+    plan = ak.plan(m, n, k, bits)
+    if bits > p:
+        raise FormatRuleError(f"bits: must not exceed the {p} stored planes; got {bits}")
+    lut = require_dtype("lut", lut, np.float16)
+    if lut.shape != (n, 1 << bits):
+        raise ShapeError(f"lut: shape must be {(n, 1 << bits)}; got {lut.shape}")
+    require_finite("lut", lut)
+    codes = bitplane.unpack(qweight[:bits])                    # (N, K) uint8
+    W = np.take_along_axis(lut, codes.astype(np.int64), axis=1)  # (N, K) fp16 weights
+    return x, W, plan, m, n, k
+
+
+def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
+                 ksplit_order: str | None = None) -> np.ndarray:
+    """What ``matmul_kbit_32`` writes: float16 (M, N), bit for bit (see the module spec).
+
+    x: float16 (M, K), 1 <= M <= 8, finite; qweight: int32 (p, N, K/32) bitplanes; lut: float16
+    (N, 2**bits); bits 3..8. K-split launches (M == 1, K > 4096, bits >= 7) need
+    ``ksplit_order="ascending"`` (assume the atomicAdds land in slice order 0, 1, ...).
+    """
+    bits = require_int("bits", bits, minimum=1)
+    x, W, plan, m, n, k = _check(x, qweight, lut, bits)
+    if plan.ksplit > 1 and ksplit_order != "ascending":
+        raise FormatRuleError(
+            f"ksplit_order: this launch splits K into {plan.ksplit} slices combined by fp16 atomicAdd "
+            f"in hardware order; pass 'ascending' to assume slice order; got {ksplit_order!r}")
+    k0, k1, active = lane_indices(k)
+    xh = x
+    slices = [range(z * 4, min(z * 4 + 4, k0.shape[0])) for z in range(plan.ksplit)]
+    totals = []
+    for chunks in slices:
+        partial = np.zeros((m, n, 32), np.float16)                    # per batch row, row, lane
+        for i in chunks:
+            sx = np.zeros((m, n, 32), np.float16)
+            sy = np.zeros((m, n, 32), np.float16)
+            for step in range(16):
+                wa, wb = W[:, k0[i, :, step]], W[:, k1[i, :, step]]   # (N, 32)
+                xa, xb = xh[:, k0[i, :, step]], xh[:, k1[i, :, step]]  # (M, 32)
+                sx = fp.f16_fma(wa[None], xa[:, None], sx, fused=True)
+                sy = fp.f16_fma(wb[None], xb[:, None], sy, fused=True)
+            upd = fp.f16_add(partial, fp.f16_add(sx, sy))
+            partial = np.where(active[i][None, None, :], upd, partial)  # broken-out lanes keep theirs
+        totals.append(warp_reduce_sum(partial))                        # (M, N)
+    out = totals[0]
+    if len(totals) > 1:
+        acc = np.zeros_like(out)  # shO starts at 0, then atomicAdd per slice (fp16 add)
+        for t in totals:
+            acc = fp.f16_add(acc, t)
+        out = acc
+    return out
+
+
+def anyprec_gemv_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int) -> np.ndarray:
+    """Plain-loop twin of :func:`anyprec_gemv` (no K-split): per (l, r), per lane, the two fp16
+    chains with exact-rational fused fmas, the partial adds, then the shuffle tree."""
+    x, W, plan, m, n, k = _check(x, qweight, lut, bits)
+    if plan.ksplit > 1:
+        raise FormatRuleError("anyprec_gemv_reference: the K-split path is not modelled")
+    chunks = -(-k // _CHUNK)
+    O = np.empty((m, n), np.float16)
+    one = np.ones(1, np.float16)
+    for l in range(m):
+        for r in range(n):
+            lanes = []
+            for t in range(32):
+                partial = np.float16(0.0)
+                for i in range(chunks):
+                    eff = 32 if i < k // _CHUNK else (k % _CHUNK) // 32
+                    if t >= eff:
+                        break
+                    sx = sy = np.float16(0.0)
+                    for j in (3, 2, 1, 0):
+                        for s in range(4):
+                            a, b = ak.activation_index(k, i, t, j, s)
+                            sx = fp.fma_reference(W[r, a] * one, x[l, a] * one, sx * one)[0]
+                            sy = fp.fma_reference(W[r, b] * one, x[l, b] * one, sy * one)[0]
+                    partial = np.float16(partial + np.float16(sx + sy))
+                lanes.append(partial)
+            O[l, r] = warp_reduce_sum_reference(np.array(lanes, np.float16))
+    return O

@@ -1,0 +1,76 @@
+"""Any-Precision GEMV emulation: plain-loop twin, shuffle-tree association, exact inputs, K-split rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refsim.emulator import anyprec_kernel as ek
+from refsim.errors import FormatRuleError
+from refsim.formats import bitplane as bp
+from refsim.testing import assert_bitexact
+
+
+def _problem(rng, m, n, k, bits, lut_scale=0.05):
+    codes = rng.integers(0, 2**bits, (n, k)).astype(np.uint8)
+    lut = (rng.standard_normal((n, 2**bits)) * lut_scale).astype(np.float16)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    return x, bp.pack(codes, bits), lut, codes
+
+
+@pytest.mark.parametrize("m,n,k,bits", [(1, 4, 1024, 4), (1, 4, 1088, 8), (2, 16, 96, 3)])
+def test_vectorised_emulation_equals_plain_loop_twin(m, n, k, bits):
+    x, q, lut, _ = _problem(np.random.default_rng(k + bits), m, n, k, bits)
+    assert_bitexact(ek.anyprec_gemv(x, q, lut, bits), ek.anyprec_gemv_reference(x, q, lut, bits))
+
+
+def test_warp_tree_is_the_shfl_down_association():
+    rng = np.random.default_rng(0)
+    v = (rng.standard_normal(32) * 2.0 ** rng.integers(-6, 6, 32)).astype(np.float16)
+
+    def add(a, b):
+        return np.float16(a + b)
+
+    s16 = [add(v[l], v[l + 16]) for l in range(16)]
+    s8 = [add(s16[l], s16[l + 8]) for l in range(8)]
+    s4 = [add(s8[l], s8[l + 4]) for l in range(4)]
+    s2 = [add(s4[l], s4[l + 2]) for l in range(2)]
+    lane0 = add(s2[0], s2[1])
+    assert_bitexact(ek.warp_reduce_sum(v), lane0)
+    assert_bitexact(np.asarray(ek.warp_reduce_sum_reference(v)), lane0)
+    # lanes 1..31 end with partial garbage; only lane 0 is written (matmul.cuh)
+
+
+def test_exact_inputs_give_the_exact_product():
+    # integer table values and activations: every fp16 fma and add is exact (|sums| < 2048)
+    rng = np.random.default_rng(1)
+    m, n, k, bits = 2, 16, 1056, 3
+    codes = rng.integers(0, 8, (n, k)).astype(np.uint8)
+    lut = rng.integers(-2, 3, (n, 8)).astype(np.float16)
+    x = (rng.integers(-1, 2, (m, k)) * (rng.random((m, k)) < 0.3)).astype(np.float16)
+    W = np.take_along_axis(lut.astype(np.float64), codes.astype(np.int64), axis=1)
+    assert (np.abs(x.astype(np.float64)) @ np.abs(W).T).max() < 2048
+    expected = (x.astype(np.float64) @ W.T).astype(np.float16) + np.float16(0)
+    assert_bitexact(ek.anyprec_gemv(x, bp.pack(codes, bits), lut, bits), expected)
+
+
+def test_error_bound_against_exact_product():
+    # each of the <= 16 fused fmas per chain and each fp16 add rounds once (<= 1/2 ulp16 of its
+    # result, bounded by the ulp of the running magnitude); a loose bound: (K/32 + 40) ulp16(sum |x w|)
+    rng = np.random.default_rng(2)
+    x, q, lut, codes = _problem(rng, 1, 8, 2048, 4)
+    O = ek.anyprec_gemv(x, q, lut, 4).astype(np.float64)
+    W = np.take_along_axis(lut.astype(np.float64), codes.astype(np.int64), axis=1)
+    exact = x.astype(np.float64) @ W.T
+    mag = np.abs(x.astype(np.float64)) @ np.abs(W).T
+    ulp = np.spacing(mag.astype(np.float16)).astype(np.float64)
+    assert (np.abs(O - exact) <= (2048 / 32 + 40) * ulp).all()
+    assert (O != exact.astype(np.float16)).any()  # it is not the correctly rounded product
+
+
+def test_ksplit_launch_needs_an_explicit_order():
+    x, q, lut, _ = _problem(np.random.default_rng(3), 1, 4, 8192, 8)
+    with pytest.raises(FormatRuleError, match="ksplit_order"):
+        ek.anyprec_gemv(x, q, lut, 8)
+    out = ek.anyprec_gemv(x, q, lut, 8, ksplit_order="ascending")
+    assert out.shape == (1, 4) and out.dtype == np.float16
