@@ -27,10 +27,12 @@ Algorithm, line by line as flash1dkmeans 0.2.5 ``numba_kmeans_1d_k_cluster`` doe
 Inertia of a cluster [a, b) with centroid c (fp64; c**2 in float32 as numba types
 ``float32 ** int``): ``Sxx - 2*c*Sx + c**2 * Sw``, summed over clusters in order.
 
+Tie order: the official argsort is numba's (unstable) quicksort.  ``tie_order="numba"``
+reproduces it (pure Python, only for channels with equal weights); the default ``"stable"``
+uses NumPy's stable argsort, which differs only when a channel has exactly equal weights
+(then the prefix-sum order, hence the last bits of centroids, can differ).
+
 Deliberate differences from the official code (documented, see docs/formats/anyprec.md):
-- tie order: the official argsort is numba's unstable quicksort; refsim uses NumPy's stable
-  argsort, so on inputs with exactly equal weights the prefix-sum order (hence the last bits of
-  centroids) can differ.  Without ties the results are meant to be bit-identical.
 - the first Lloyd round compares against an uninitialised border array in the official code;
   refsim treats that comparison as "not equal" (what happens in practice).
 
@@ -58,6 +60,8 @@ from refsim.errors import FormatRuleError
 __all__ = [
     "SortedRows",
     "sort_rows",
+    "numba_argsort",
+    "TIE_ORDERS",
     "kmeans_1d_reference",
     "kmeans_1d_rows",
     "SeedResult",
@@ -95,13 +99,89 @@ def _check_wg(W: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return W, G
 
 
-def sort_rows(W: np.ndarray, G: np.ndarray) -> SortedRows:
+_SMALL = 15  # partitions with high - low < 15 are finished by insertion sort
+
+
+def numba_argsort(x: np.ndarray) -> np.ndarray:
+    """The permutation numba's ``np.argsort`` (its default quicksort) returns for finite x.
+
+    x: float (K,), no NaN.  Returns int64 (K,).  Why: the official quantizer sorts with numba,
+    whose quicksort orders *equal* values differently from NumPy's stable sort, and the order
+    of ties changes the fp64 prefix sums.  The algorithm, as numba's ``misc/quicksort.py``
+    behaves: an explicit stack of [low, high] ranges; while a range spans >= 16 elements,
+    median-of-three of (low, mid, high) with mid = (low + high) >> 1, the pivot parked at high,
+    two inward scans (i stops at a value >= pivot, j at a value <= pivot), swap and step both,
+    pivot swapped into place at i; the larger side is pushed and the smaller side continues;
+    short ranges are insertion-sorted (stable within the range).  Pure Python: slow.
+    """
+    vals = [float(v) for v in x]
+    r = list(range(len(vals)))
+    if len(r) < 2:
+        return np.array(r, dtype=np.int64)
+    stack = [(0, len(r) - 1)]
+    while stack:
+        low, high = stack.pop()
+        while high - low >= _SMALL:
+            mid = (low + high) >> 1
+            if vals[r[mid]] < vals[r[low]]:
+                r[low], r[mid] = r[mid], r[low]
+            if vals[r[high]] < vals[r[mid]]:
+                r[high], r[mid] = r[mid], r[high]
+            if vals[r[mid]] < vals[r[low]]:
+                r[low], r[mid] = r[mid], r[low]
+            pivot = vals[r[mid]]
+            r[high], r[mid] = r[mid], r[high]
+            i, j = low, high - 1
+            while True:
+                while i < high and vals[r[i]] < pivot:
+                    i += 1
+                while j >= low and pivot < vals[r[j]]:
+                    j -= 1
+                if i >= j:
+                    break
+                r[i], r[j] = r[j], r[i]
+                i += 1
+                j -= 1
+            r[i], r[high] = r[high], r[i]
+            if high - i > i - low:  # right side larger: push it, continue left
+                if high > i:
+                    stack.append((i + 1, high))
+                high = i - 1
+            else:
+                if i > low:
+                    stack.append((low, i - 1))
+                low = i + 1
+        for a in range(low + 1, high + 1):  # insertion sort of r[low..high]
+            key = r[a]
+            b = a
+            while b > low and vals[key] < vals[r[b - 1]]:
+                r[b] = r[b - 1]
+                b -= 1
+            r[b] = key
+    return np.array(r, dtype=np.int64)
+
+
+TIE_ORDERS = ("stable", "numba")
+
+
+def sort_rows(W: np.ndarray, G: np.ndarray, tie_order: str = "stable") -> SortedRows:
     """Preprocessing step 1 for every output channel.  W, G float (K, N); rows of the result are
-    channels.  Weights are taken as float32 (what the official quantizer feeds numba)."""
+    channels.  Weights are taken as float32 (what the official quantizer feeds numba).
+
+    tie_order: ``"stable"`` (NumPy's stable argsort, fast) or ``"numba"`` (the official order of
+    equal weights, :func:`numba_argsort`, applied only to channels that contain ties; slow).
+    Both give the same permutation for channels without ties.
+    """
     W, G = _check_wg(W, G)
+    if tie_order not in TIE_ORDERS:
+        raise FormatRuleError(f"tie_order: must be one of {list(TIE_ORDERS)}; got {tie_order!r}")
     X = np.ascontiguousarray(W.T, dtype=np.float32)  # (N, K): channel-major, like PyTorch
     S = np.ascontiguousarray(G.T, dtype=np.float32) * (X != 0)  # zero weights get no weight
     order = np.argsort(X, axis=1, kind="stable")
+    if tie_order == "numba":
+        sorted_x = np.take_along_axis(X, order, axis=1)
+        for r in np.flatnonzero(np.any(sorted_x[:, 1:] == sorted_x[:, :-1], axis=1)):
+            order[r] = numba_argsort(X[r])
     xs = np.take_along_axis(X, order, axis=1)
     ws = np.take_along_axis(S, order, axis=1).astype(np.float64)
     xs64 = xs.astype(np.float64)
@@ -363,26 +443,27 @@ def _check_bits(bits: int) -> int:
 
 
 def seed(W: np.ndarray, G: np.ndarray, bits: int = 3, *, random_state: int = 0,
-         max_iter: int = 50) -> SeedResult:
+         max_iter: int = 50, tie_order: str = "stable") -> SeedResult:
     """Seed model of W float (K, N) under Fisher sensitivities G float (K, N) >= 0.
 
     One weighted 1-D k-means with 2**bits clusters per output channel (column of W).
     Deterministic for a given ``random_state`` (an int; the official CLI default None is not
-    reproducible and is not offered).  Inputs are not modified.
+    reproducible and is not offered).  ``tie_order`` see :func:`sort_rows`.  Inputs are not
+    modified.
     """
     bits = _check_bits(bits)
     random_state = require_int("random_state", random_state, minimum=0)
-    s = sort_rows(W, G)
+    s = sort_rows(W, G, tie_order)
     lut, borders = kmeans_1d_rows(s, 1 << bits, max_iter, random_state)
     return SeedResult(bits, _labels_from_borders(borders, s.order), lut, borders)
 
 
 def seed_reference(W: np.ndarray, G: np.ndarray, bits: int = 3, *, random_state: int = 0,
-                   max_iter: int = 50) -> SeedResult:
+                   max_iter: int = 50, tie_order: str = "stable") -> SeedResult:
     """Plain per-channel twin of :func:`seed` (slow; small shapes)."""
     bits = _check_bits(bits)
     random_state = require_int("random_state", random_state, minimum=0)
-    s = sort_rows(W, G)
+    s = sort_rows(W, G, tie_order)
     n = s.xs.shape[0]
     lut = np.empty((n, 1 << bits), dtype=np.float32)
     borders = np.empty((n, (1 << bits) + 1), dtype=np.int64)

@@ -23,8 +23,9 @@ centroids computed in fp64, stored float32; range sums from the prefix sums of
 
 LUT of level b = the centroids produced at level b (the seed's for b = seed bits).
 
-Deliberate differences from the official code: NumPy's stable argsort instead of numba's
-quicksort (matters only for exactly tied weights; see :mod:`refsim.quant.squeezellm`); the
+Deliberate differences from the official code: by default NumPy's stable argsort instead of
+numba's quicksort (matters only for exactly tied weights; ``tie_order="numba"`` reproduces the
+official order, see :mod:`refsim.quant.squeezellm`); the
 unweighted search drops the official "left/right weight is zero" checks, which cannot fire there
 because floor >= a+1 and ceiling <= e-1.  flash1dkmeans 0.1.4-0.2.3 (pinned by the official repo
 2024-07..2025-07) returned the centroids of the *last bisection step* rather than of the final
@@ -305,13 +306,16 @@ def _check_bits(seed_bits, parent_bits):
 
 
 def seed_and_upscale(W: np.ndarray, G: np.ndarray, seed_bits: int = 3, parent_bits: int = 8, *,
-                     random_state: int = 0, max_iter: int = 50) -> AnyPrecisionModel:
+                     random_state: int = 0, max_iter: int = 50,
+                     tie_order: str = "stable") -> AnyPrecisionModel:
     """The official pipeline: per output channel, seed k-means (2**seed_bits clusters) then
     incremental upscaling to parent_bits.  W, G float (K, N); G >= 0 the Fisher diagonal.
-    Deterministic for a given ``random_state``; inputs are not modified."""
+    Deterministic for a given ``random_state``; ``tie_order="numba"`` reproduces the official
+    order of equal weights (see :func:`refsim.quant.squeezellm.sort_rows`); inputs are not
+    modified."""
     seed_bits, parent_bits = _check_bits(seed_bits, parent_bits)
     random_state = require_int("random_state", random_state, minimum=0)
-    s = sort_rows(W, G)
+    s = sort_rows(W, G, tie_order)
     lut, borders = kmeans_1d_rows(s, 1 << seed_bits, max_iter, random_state)
     luts, bords = upscale_rows(s, lut, borders, parent_bits)
     codes = _labels_from_borders(bords[parent_bits], s.order)
@@ -320,11 +324,11 @@ def seed_and_upscale(W: np.ndarray, G: np.ndarray, seed_bits: int = 3, parent_bi
 
 def seed_and_upscale_reference(W: np.ndarray, G: np.ndarray, seed_bits: int = 3,
                                parent_bits: int = 8, *, random_state: int = 0,
-                               max_iter: int = 50) -> AnyPrecisionModel:
+                               max_iter: int = 50, tie_order: str = "stable") -> AnyPrecisionModel:
     """Plain per-channel twin of :func:`seed_and_upscale` (slow; small shapes)."""
     seed_bits, parent_bits = _check_bits(seed_bits, parent_bits)
     random_state = require_int("random_state", random_state, minimum=0)
-    s = sort_rows(W, G)
+    s = sort_rows(W, G, tie_order)
     n = s.xs.shape[0]
     luts = {b: np.empty((n, 1 << b), np.float32) for b in range(seed_bits, parent_bits + 1)}
     bords = {b: np.empty((n, (1 << b) + 1), np.int64) for b in luts}

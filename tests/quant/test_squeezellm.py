@@ -90,3 +90,25 @@ def test_bad_input():
         sq.seed(bad, np.ones((8, 2), np.float32))
     with pytest.raises(FormatRuleError, match="random_state"):
         sq.seed(W, np.ones((8, 2), np.float32), random_state=None)
+
+
+def test_numba_argsort_sorts_and_equals_any_sort_without_ties():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(300).astype(np.float32)
+    assert np.array_equal(sq.numba_argsort(x), np.argsort(x, kind="stable"))
+    t = np.round(x * 3).astype(np.float32)  # heavy ties
+    o = sq.numba_argsort(t)
+    assert sorted(o.tolist()) == list(range(300))
+    assert np.all(np.diff(t[o]) >= 0)
+    assert not np.array_equal(o, np.argsort(t, kind="stable"))  # quicksort is not stable
+
+
+def test_numba_argsort_insertion_sort_range_is_stable():
+    # fewer than 16 elements never partition: plain insertion sort keeps equal keys in order
+    x = np.array([2, 1, 2, 1, 0, 2], np.float32)
+    assert sq.numba_argsort(x).tolist() == [4, 1, 3, 0, 2, 5]
+
+
+def test_unknown_tie_order_is_rejected():
+    with pytest.raises(FormatRuleError, match="tie_order"):
+        sq.seed(np.ones((4, 2), np.float32), np.ones((4, 2), np.float32), tie_order="random")

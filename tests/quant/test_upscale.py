@@ -114,3 +114,19 @@ def test_bad_bits():
     m = up.seed_and_upscale(W, W, 3, 4)
     with pytest.raises(FormatRuleError, match="bits"):
         m.codes_at(5)
+
+
+TIES = Path(__file__).parent / "data" / "anyprec_official_ties_8x128_s3p8_rs2.npz"
+
+
+def test_tie_heavy_weights_match_the_official_quantizer_with_numba_tie_order():
+    # weights rounded like a float16 checkpoint (rows 4-7 to a coarse grid: 113 ties per row);
+    # fixture from flash1dkmeans 0.2.5 with numba's np.argsort, as the official code sorts
+    d = np.load(TIES)
+    m = up.seed_and_upscale(d["W"].T.copy(), d["G"].T.copy(), 3, 8, random_state=2, tie_order="numba")
+    for bits in range(3, 9):
+        assert_bitexact(m.luts[bits], d[f"lut{bits}"], name=f"lut{bits}")
+    assert_bitexact(m.codes.T.copy(), d["labels"], name="parent codes")
+    # the stable order splits tie runs differently at high bit-widths: labels differ there
+    s = up.seed_and_upscale(d["W"].T.copy(), d["G"].T.copy(), 3, 8, random_state=2)
+    assert not np.array_equal(s.codes.T, d["labels"])

@@ -3,15 +3,23 @@ numba 0.68.1, NumPy 2.4.6; not a refsim dependency) driven the way SNU-ARC/any-p
 a3257d0 quantize.py drives it (_seed_and_upscale_layer: per row, sort, fp64 prefix sums, seed
 k-means, then _increment_group per bit).  This driver is refsim's own code; run it in a separate
 venv:  python make_anyprec_official_fixture.py in.npz out.npz   (in.npz: W, G (N, K), s, p, rs).
-Inputs have no tied weights, so the sort order does not depend on numba's quicksort."""
+The sort is numba's np.argsort (quicksort), as in the official code, so tied weights are
+ordered the official way."""
 import sys, numpy as np, numba, flash1dkmeans
+
+
+@numba.njit
+def _numba_argsort(x):
+    return np.argsort(x)
+
+
 d = np.load(sys.argv[1]); W = d["W"]; G = d["G"]; seed_bit = int(d["s"]); parent = int(d["p"])
 N, K = W.shape
 luts = {b: np.empty((N, 2**b), np.float32) for b in range(seed_bit, parent + 1)}
 labels_all = np.empty((N, K), np.uint8)
 for r in range(N):
     x = W[r].astype(np.float32); sw = G[r].astype(np.float32) * (x != 0)
-    idx = np.argsort(x, kind="stable")  # inputs have no ties
+    idx = _numba_argsort(x)
     xs = x[idx]; ws = sw[idx].astype(np.float64); xs64 = xs.astype(np.float64)
     Pw = np.cumsum(ws)
     if Pw[-1] == 0:
