@@ -27,6 +27,8 @@ name               kernel(...) signature                        emulator
 ``mma_m16n8k16_f16`` the same with C and D float16              idem, fp16 accumulate
 ``mma_s4``         ``(A int8 (16,64) in [-8,7], B int8 (64,8),   :func:`tensor_core.mma_int`
                    C i32 (16,8)) -> D i32 (16,8)``
+``anyprec``        ``(x f16 (M,K), qweight i32 (bits,N,K/32),   :func:`anyprec_kernel.anyprec_gemv`
+                   lut f16 (N,2**bits)) -> O f16 (M,N)``
 =================  ===========================================  ================================
 
 The kernel receives copies of the inputs (an in-place kernel cannot corrupt the comparison).
@@ -184,7 +186,51 @@ def _s4_locate(case, inputs, idx, arch, sms):
     return f"D[{idx[0]}, {idx[1]}] is register c{reg} of lane {lane}; exact int32 sum over k 0..63, wrapping"
 
 
+# ----------------------------------------------------------------------------------------------
+# any-precision GEMV
+
+
+def _anyprec_strategy():
+    from hypothesis import strategies as st
+
+    return st.fixed_dictionaries({
+        "m": st.sampled_from([1, 2, 4, 8]),
+        "k": st.sampled_from([64, 1024, 1056, 2048]),
+        "n": st.sampled_from([16, 32]),
+        "bits": st.sampled_from([3, 4, 5, 6, 7, 8]),
+        "kind": st.sampled_from(DATA_KINDS),
+        "seed": st.integers(0, 2**16),
+    })
+
+
+def _anyprec_make(case):
+    from refsim.formats import bitplane
+
+    rng = np.random.default_rng(case["seed"])
+    n, k, bits = case["n"], case["k"], case["bits"]
+    codes = rng.integers(0, 2**bits, (n, k)).astype(np.uint8)
+    lut = (_values(rng, case["kind"], (n, 2**bits)) * 0.05).astype(np.float16)
+    x = _values(rng, case["kind"], (case["m"], k)).astype(np.float16)
+    return x, bitplane.pack(codes, bits), lut
+
+
+def _anyprec_emulate(inputs, arch, sms):
+    from refsim.emulator import anyprec_kernel as ek
+
+    x, q, lut = inputs
+    return ek.anyprec_gemv(x, q, lut, q.shape[0])
+
+
+def _anyprec_locate(case, inputs, idx, arch, sms):
+    multi_row = 1 if case["m"] == 1 else 4
+    l, r = idx
+    block, within = divmod(r, 4 * multi_row)
+    return (f"O[{l}, {r}]: block {block}, warp y={within % 4} (row slot h={within // 4}), lane 0 after the "
+            f"shfl_down tree; 32 lanes x {-(-case['k'] // 1024)} chunks of two 16-step hfma2 chains")
+
+
 FORMATS: dict[str, _Format] = {
+    "anyprec": _Format("anyprec", _anyprec_strategy, _anyprec_make, _anyprec_emulate, _anyprec_locate),
     "marlin": _Format("marlin", _marlin_strategy, _marlin_make, _marlin_emulate, _marlin_locate),
     "mma_m16n8k16": _Format("mma_m16n8k16", _mma_strategy, _mma_make(np.float32), _mma_emulate, _mma_locate),
     "mma_m16n8k16_f16": _Format("mma_m16n8k16_f16", _mma_strategy, _mma_make(np.float16), _mma_emulate, _mma_locate),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from refsim.emulator import anyprec_kernel as ak
 from refsim.emulator import harness
 from refsim.emulator import marlin_kernel as mk
 from refsim.emulator import tensor_core as tc
@@ -18,6 +19,22 @@ def test_emulator_as_kernel_passes_for_every_format():
                          max_examples=8)
     harness.check_kernel(lambda A, B, C: tc.mma_m16n8k16("sm_80", A, B, C), "mma_m16n8k16_f16", max_examples=8)
     harness.check_kernel(lambda A, B, C: tc.mma_int(A, B, C), "mma_s4", max_examples=8)
+    harness.check_kernel(lambda x, q, lut: ak.anyprec_gemv(x, q, lut, q.shape[0]), "anyprec", max_examples=4)
+
+
+def test_anyprec_kernel_with_a_sequential_reduction_is_caught():
+    # a GEMV that sums each row left to right in fp16 (no lanes, no tree)
+    def sequential(x, q, lut):
+        from refsim.formats import bitplane
+
+        W = np.take_along_axis(lut, bitplane.unpack(q).astype(np.int64), axis=1)  # (N, K)
+        out = np.zeros((x.shape[0], W.shape[0]), np.float16)
+        for k in range(x.shape[1]):
+            out = (out + x[:, k:k + 1] * W[:, k][None, :]).astype(np.float16)
+        return out
+
+    with pytest.raises(harness.KernelMismatch, match="shfl_down tree"):
+        harness.check_kernel(sequential, "anyprec", max_examples=10, shrink=False)
 
 
 def test_naive_fp64_mma_is_caught_with_lane_and_ulp():
