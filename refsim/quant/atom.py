@@ -45,6 +45,7 @@ __all__ = ["AtomConfig", "AtomLayer", "atom_gptq", "atom_gptq_reference", "quant
            "layer_output_error"]
 
 WEIGHT_METHODS = ("rtn", "gptq")
+KEEPER_PRECISIONS = ("int8", "fp16")
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ class AtomConfig:
     (0 = no outlier channels); group_size: INT4 group along K (None = one group spanning the
     K - keeper body, i.e. per-channel weights / per-token activations); w_clip / a_clip: clip
     ratios of the INT4 body (1.0 = none); weight_method: "rtn" or "gptq"; quantize_activations:
-    False gives W4A16."""
+    False gives W4A16; keeper_precision: "int8" (Atom's final choice, keeper_precision=3) or
+    "fp16" (keeper_precision=0: the tail is only rounded to float16; RTN path only)."""
 
     reorder: bool = True
     keeper: int = fmt.KEEPER
@@ -65,6 +67,7 @@ class AtomConfig:
     weight_method: str = "gptq"
     quantize_activations: bool = True
     percdamp: float = 0.01
+    keeper_precision: str = "int8"
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,10 @@ class AtomLayer:
             group = _group(self.config, k)
             a = fmt.quantize_activations(x_r, "simulation", group_size=group, keeper=self.config.keeper,
                                          clip=self.config.a_clip)
-            x_r = fmt.dequantize_activations(a)
+            x_hat = fmt.dequantize_activations(a)
+            if self.config.keeper_precision == "fp16" and self.config.keeper:
+                x_hat[:, k - self.config.keeper:] = x_r[:, k - self.config.keeper:].astype(np.float16)
+            x_r = x_hat
         W_r = fmt.permute(self.W_hat, self.idx, axis=0)
         return (x_r.astype(np.float64) @ W_r.astype(np.float64)).astype(np.float32)
 
@@ -251,6 +257,9 @@ def quantize_layer(W: np.ndarray, X_calib: np.ndarray, config: AtomConfig = Atom
     if X_calib.shape[1] != k:
         raise ShapeError(f"X_calib: must have K={k} columns; got {X_calib.shape[1]}")
     require_choice("weight_method", config.weight_method, WEIGHT_METHODS)
+    require_choice("keeper_precision", config.keeper_precision, KEEPER_PRECISIONS)
+    if config.keeper_precision == "fp16" and config.weight_method == "gptq":
+        raise FormatRuleError("keeper_precision: 'fp16' is modelled for weight_method 'rtn' only; got 'gptq'")
     group = _group(config, k)
     idx = fmt.reorder_index(fmt.hessian_statistic(X_calib)) if config.reorder else np.arange(k, dtype=np.int64)
     W_r = fmt.permute(W.astype(np.float32), idx, axis=0)
@@ -260,7 +269,10 @@ def quantize_layer(W: np.ndarray, X_calib: np.ndarray, config: AtomConfig = Atom
         H_r = hessian(fmt.permute(X_calib.astype(np.float32), idx, axis=1))
         wq = atom_gptq(W_r, H_r, keeper=config.keeper, group_size=group, clip=config.w_clip,
                        percdamp=config.percdamp)
-    W_hat = fmt.unpermute(fmt.dequantize_weights(wq, np.float32), idx, axis=0)
+    W_hat_r = fmt.dequantize_weights(wq, np.float32)
+    if config.keeper_precision == "fp16" and config.keeper:
+        W_hat_r[k - config.keeper:] = W_r[k - config.keeper:].astype(np.float16)
+    W_hat = fmt.unpermute(W_hat_r, idx, axis=0)
     return AtomLayer(idx, wq, W_hat.astype(np.float32), config)
 
 

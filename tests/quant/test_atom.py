@@ -111,3 +111,17 @@ def test_bad_input_raises_named_errors():
     QA.quantize_layer(W, X, QA.AtomConfig(keeper=32, group_size=32))
     assert_bitexact(W, W0, name="W")
     assert_bitexact(X, X0, name="X")
+
+
+def test_fp16_keeper_keeps_tail_unquantized_and_int8_is_close():
+    W, X = _layer(7)
+    fp16 = QA.AtomConfig(keeper=32, group_size=32, weight_method="rtn", keeper_precision="fp16")
+    int8 = QA.AtomConfig(keeper=32, group_size=32, weight_method="rtn")
+    l16, l8 = QA.quantize_layer(W, X, fp16), QA.quantize_layer(W, X, int8)
+    tail = l16.idx[-32:]
+    assert_bitexact(l16.W_hat[tail], W[tail].astype(np.float16).astype(np.float32), name="fp16 tail")
+    assert not np.array_equal(l8.W_hat[tail], l16.W_hat[tail])
+    e16, e8 = QA.layer_output_error(l16, W, X), QA.layer_output_error(l8, W, X)
+    assert e16 <= e8 < 1.2 * e16          # Atom: INT8 outliers cost almost nothing (Table 4)
+    with pytest.raises(FormatRuleError, match="keeper_precision"):
+        QA.quantize_layer(W, X, QA.AtomConfig(keeper_precision="fp16"))
