@@ -7,7 +7,7 @@ What it measures, in one run:
   2. tensor-core models on the hardware measurements (../shared/testdata/tensor_core_hw): mismatch
      counts of the chosen parameters, of wrong truncation widths and of a naive fp64 dot product;
   3. Marlin warp-level emulation at M=16, K=N=4096 (A100 partition, 108 SMs): wall time against the
-     target of 30 s, and the ratio to np.matmul on the same shape.
+     target of 30 s, and the ratio to np.matmul on the same shape; Any-Precision GEMV emulation time.
 
 Run:  python bench/bench_emulator.py [--n 1000000] [--skip-fp]
 The fp sweep is pure Python (about 30-60 us per input per primitive): minutes for 10^6.
@@ -169,6 +169,21 @@ def bench_marlin(repeats: int = 1) -> list[str]:
     ]
 
 
+def bench_anyprec() -> list[str]:
+    from refsim.emulator import anyprec_kernel as ek
+    from refsim.formats import bitplane
+
+    rng = np.random.default_rng(1)
+    m, n, k, bits = 1, 4096, 4096, 4
+    q = bitplane.pack(rng.integers(0, 16, (n, k)).astype(np.uint8), bits)
+    lut = (rng.standard_normal((n, 16)) * 0.05).astype(np.float16)
+    x = rng.standard_normal((m, k)).astype(np.float16)
+    t0 = time.perf_counter()
+    ek.anyprec_gemv(x, q, lut, bits)
+    t = time.perf_counter() - t0
+    return ["| shape | emulator |", "|---|---|", f"| Any-Precision GEMV M=1, N=K=4096, 4-bit | {t:.2f} s |"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000, help="random inputs per fp primitive")
@@ -178,6 +193,8 @@ def main():
     print("\n".join(bench_tensor_core()))
     print("\n## Marlin warp-level emulation\n")
     print("\n".join(bench_marlin()))
+    print("\n## Any-Precision GEMV emulation\n")
+    print("\n".join(bench_anyprec()))
     if not args.skip_fp:
         print(f"\n## fp primitives vs exact rationals ({args.n} random inputs each)\n")
         print("\n".join(bench_fp(args.n)))

@@ -70,6 +70,24 @@ def test_fdpa_error_is_within_the_model_bound_and_fp32_output_is_rounded_toward_
     assert abs(Fraction(float(d)) - exact) <= bound
 
 
+nonneg16 = st.floats(width=16, allow_nan=False, allow_infinity=False, min_value=0, max_value=1e3)
+
+
+@settings(max_examples=50)
+@given(ARCHS, st.data())
+def test_fdpa_never_exceeds_the_exact_sum_of_non_negative_terms(arch, data):
+    # truncation of every term and the fp32 round-toward-zero both move toward zero: for
+    # non-negative terms the hardware result is a lower bound of the exact sum (a naive fp64
+    # dot product with round-to-nearest exceeds it about half the time)
+    L = tc.model(arch).block
+    a = data.draw(hnp.arrays(np.float16, L, elements=nonneg16))
+    b = data.draw(hnp.arrays(np.float16, L, elements=nonneg16))
+    c = np.float32(data.draw(st.floats(width=32, min_value=0, max_value=1e6)))
+    d = tc.fdpa(arch, a, b, np.array(c, np.float32), np.float32)
+    exact = Fraction(float(c)) + sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b))
+    assert Fraction(float(d)) <= exact
+
+
 @settings(max_examples=50)
 @given(st.tuples(*[st.floats(width=32) for _ in range(3)]))
 def test_fp32_fused_fma_equals_exact_single_rounding(abc):
