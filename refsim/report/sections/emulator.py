@@ -12,7 +12,7 @@ from refsim.emulator import tensor_core as tc
 from refsim.formats import marlin
 from refsim.report import Check
 
-TITLE = "Exact emulator (fp, tensor cores, Marlin)"
+TITLE = "Exact emulator (fp, tensor cores, kernels)"
 ORDER = 60
 
 _REPO = Path(__file__).resolve().parents[3]
@@ -77,12 +77,43 @@ def _marlin_small() -> str:
     return "M=1 K=N=256 g128, 3 SMs (fp16-carried global reduce): vectorised == plain loop"
 
 
+def _anyprec_small() -> str:
+    from refsim.emulator import anyprec_kernel as ek
+    from refsim.formats import bitplane
+
+    rng = np.random.default_rng(1)
+    n, k, bits = 4, 1056, 4
+    q = bitplane.pack(rng.integers(0, 16, (n, k)).astype(np.uint8), bits)
+    lut = (rng.standard_normal((n, 16)) * 0.05).astype(np.float16)
+    x = rng.standard_normal((1, k)).astype(np.float16)
+    got, ref = ek.anyprec_gemv(x, q, lut, bits), ek.anyprec_gemv_reference(x, q, lut, bits)
+    if not np.array_equal(got.view(np.uint16), ref.view(np.uint16)):
+        raise AssertionError("vectorised Any-Precision emulation differs from its plain-loop twin")
+    return "M=1 N=4 K=1056 (one full chunk + a 1-lane tail), 4-bit: vectorised == exact-fma plain loop"
+
+
+def _atom_small() -> str:
+    from refsim.emulator import atom_kernel as ek
+    from refsim.formats import atom
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 512)).astype(np.float16)
+    w = (rng.standard_normal((512, 64)) * 0.05).astype(np.float16)
+    a, wq = atom.quantize_activations(x, "kernel"), atom.quantize_weights(w, "kernel")
+    got, ref = ek.atom_group_gemm(a, wq), atom.atom_gemm(a, wq)
+    if not np.array_equal(got.view(np.uint16), ref.view(np.uint16)):
+        raise AssertionError("Atom emulation differs from refsim.formats.atom.atom_gemm")
+    return "M=4 K=512 N=64 (3 INT4 groups + INT8 tail): mma slabs + FFMA epilogue == format oracle"
+
+
 def checks() -> list[Check]:
     return [
         Check("tensor-core models vs hardware measurements", _hardware_rows),
         Check("fp32 FMA double-rounding counterexample", _fma_counterexample),
         Check("m16n8k16 k-split order", _split_order),
         Check("Marlin warp-level emulation vs plain loop", _marlin_small),
+        Check("Any-Precision GEMV emulation vs plain loop", _anyprec_small),
+        Check("Atom group GEMM emulation vs format oracle", _atom_small),
     ]
 
 
