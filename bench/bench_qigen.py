@@ -91,12 +91,15 @@ def copy_buffers():
     return a, np.empty_like(a)
 
 
-def search(info, isa: str, repeat: int) -> None:
-    """QIGen's ``gen_module_search`` idea: time micro-tile widths and unrolls, 4096x4096 g128."""
+def search(info, isa: str, repeat: int) -> dict:
+    """QIGen's ``gen_module_search`` idea: time micro-tile widths and unrolls, 4096x4096 g128.
+
+    Returns {bits: (m_u, t_u registers)} of the fastest variant."""
     k = n = 4096
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, k)).astype(np.float32)
     print("\nempirical search (warm, 4096x4096, group 128): ms per call")
+    winners = {}
     for bits in (4, 3, 2):
         q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
         s = np.full((k // 128, n), 0.01, dtype=np.float32)
@@ -110,6 +113,8 @@ def search(info, isa: str, repeat: int) -> None:
         best = min(range(len(specs)), key=times.__getitem__)
         row = ", ".join(f"tu={sp.tu} u={sp.unroll}: {t * 1e3:.3f}" for sp, t in zip(specs, times))
         print(f"  {bits}-bit: {row}  -> best {specs[best].name}; model chose tu={p.tu_cols} u={p.mu}")
+        winners[bits] = (specs[best].unroll, specs[best].tu // 8)
+    return winners
 
 
 def main() -> None:
@@ -118,7 +123,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="only 4096x4096")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--search", action="store_true",
-                    help="also time tu x unroll variants on 4096x4096 (QIGen's empirical search)")
+                    help="time tu x unroll variants on 4096x4096 first (QIGen's empirical search) "
+                         "and use the fastest per bit-width in the main table")
     args = ap.parse_args()
 
     info = machine_info()
@@ -127,6 +133,7 @@ def main() -> None:
     print(f"machine: L1d {info.l1d_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, isa {isa}, "
           f"clock {info.clock_hz / 1e9:.2f} GHz ({info.provenance['clock_hz']})")
     print(f"copy bandwidth: {bw / 1e9:.2f} GB/s read ({2 * bw / 1e9:.2f} GB/s read+write)")
+    winners = search(info, isa, args.repeat) if args.search else {}
     shapes = [(4096, 4096)] if args.quick else [(4096, 4096), (4096, 11008), (11008, 4096)]
     gs = 128
     rng = np.random.default_rng(0)
@@ -141,10 +148,10 @@ def main() -> None:
             q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
             s = (rng.random((k // gs, n)) * 0.01 + 0.001).astype(np.float32)
             z = np.full((k // gs, n), 2 ** (bits - 1), dtype=np.float32)
-            p = model.plan(k, n, bits, info, group_size=gs, threads=threads)
+            p = model.plan(k, n, bits, info, group_size=gs, threads=threads, micro=winners.get(bits))
             qweight = gptq.pack_qweight(q, bits)
             mat = kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=p.mb, tb=p.tb)
-            spec = codegen.KernelSpec(bits, tu=p.tu_cols, unroll=p.mu if bits != 3 else 2, isa=isa,
+            spec = codegen.KernelSpec(bits, tu=p.tu_cols, unroll=p.mu, isa=isa,
                                       openmp=threads > 1)
             y = kernel.qgemv(x, mat, spec)
             cols = slice(0, 64)  # spot-check exactness on the benchmarked data
@@ -165,19 +172,18 @@ def main() -> None:
             est = model.predict_time(k, n, bits, 1, p.tu_cols, gs, bw, info.clock_hz)
             wbytes = mat.packed.nbytes
             rows.append((k, n, bits, p.mb, p.tb, t_k, t_np, wbytes / t_k, t_np / t_k, est,
-                         t_warm, t_np_warm))
+                         t_warm, t_np_warm, spec.name))
             del copies
-    if args.search:
-        search(info, isa, args.repeat)
     print(f"copy bandwidth, best over the whole run: {bw / 1e9:.2f} GB/s read; fractions below use it")
-    print(f"threads: {threads} (kernel and OpenBLAS); cold = weights streamed from DRAM")
+    print(f"threads: {threads} (kernel and OpenBLAS); cold = weights streamed from DRAM; micro-tiles "
+          f"from {'the empirical search' if winners else 'the register model'}")
     print(f"{'K x N':>12} {'bits':>4} {'mb':>5} {'tb':>5} {'kernel ms':>9} {'model ms':>9} {'bound':>7} "
-          f"{'numpy ms':>9} {'GB/s':>6} {'% copy':>7} {'x numpy':>8} | {'warm ms':>8} {'np warm':>8}")
+          f"{'numpy ms':>9} {'GB/s':>6} {'% copy':>7} {'x numpy':>8} | {'warm ms':>8} {'np warm':>8}  kernel")
     rows = [r[:7] + (r[7] / bw,) + r[8:] for r in rows]  # bytes/s -> fraction of the best copy
-    for k, n, bits, mb, tb, t_k, t_np, frac, speed, est, t_warm, t_np_warm in rows:
+    for k, n, bits, mb, tb, t_k, t_np, frac, speed, est, t_warm, t_np_warm, name in rows:
         print(f"{k:>5} x {n:<5} {bits:>4} {mb:>5} {tb:>5} {t_k * 1e3:>9.3f} {est.seconds * 1e3:>9.3f} "
               f"{est.bound:>7} {t_np * 1e3:>9.3f} {frac * bw / 1e9:>6.2f} {100 * frac:>6.1f}% {speed:>7.2f}x"
-              f" | {t_warm * 1e3:>8.3f} {t_np_warm * 1e3:>8.3f}")
+              f" | {t_warm * 1e3:>8.3f} {t_np_warm * 1e3:>8.3f}  {name}")
     print()
     worst_frac = min(r[7] for r in rows)
     worst_4 = min(r[8] for r in rows if r[2] == 4)

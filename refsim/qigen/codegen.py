@@ -202,6 +202,8 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
     else:
         lines.append("          float acc[TU];\n")
         lines.append("          for (int c = 0; c < TU; c++) acc[c] = ab[c];\n")
+    # group bookkeeping without a division per chunk: g = current group, left = rows to its end
+    lines.append("          int g = (kb * mb) / gs, left = gs - (kb * mb) % gs;\n")
     lines.append("          for (int ch = 0; ch < mb / P; ch++) {\n")
     lines.append("            const int k0 = kb * mb + ch * P;\n")
     if bits == 3:
@@ -235,8 +237,8 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
             expr = _extract(bits, u, "w{}", "scalar", prescaled)
             lines.append(f"              acc[c] = fmaf(xb[k0 + {u}], (float)(int32_t){expr}, acc[c]);\n")
         lines.append("            }\n")
-    lines.append("            if ((k0 + P) % gs == 0) {\n")
-    lines.append("              const int g = (k0 + P) / gs - 1;\n")
+    lines.append("            left -= P;\n")
+    lines.append("            if (left == 0) {\n")
     lines.append("              const float* sg = scales + ((int64_t)p * G + g) * tb + j1;\n")
     lines.append("              const float* zg = zeros + ((int64_t)p * G + g) * tb + j1;\n")
     if avx:
@@ -253,6 +255,7 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         lines.append("                yb[c] = fmaf(fmaf(-zg[c], rg, acc[c]), sg[c], yb[c]);\n")
         lines.append("                acc[c] = 0.0f;\n")
         lines.append("              }\n")
+    lines.append("              g++;\n              left = gs;\n")
     lines.append("            }\n")
     lines.append("          }\n")
     if avx:

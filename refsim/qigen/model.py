@@ -223,14 +223,19 @@ class Plan:
 
 
 def plan(k: int, n: int, bits: int, machine: MachineInfo, *, batch: int = 1,
-         group_size: int | None = None, threads: int = 1) -> Plan:
-    """Choose (m_u, t_u) by register search and (mb, tb) by MILP for this machine."""
+         group_size: int | None = None, threads: int = 1,
+         micro: tuple[int, int] | None = None) -> Plan:
+    """Choose (m_u, t_u) by register search and (mb, tb) by MILP for this machine.
+
+    ``micro``: a fixed ``(m_u, t_u registers)`` instead of the register search, e.g. the winner
+    of an empirical search (as QIGen's ``--search`` build does); the MILP then respects it.
+    """
     require_bits(bits, (2, 3, 4))
     k = require_int("k", k, minimum=32)
     n = require_int("n", n, minimum=8)
     batch = require_int("batch", batch, minimum=1)
     threads = require_int("threads", threads, minimum=1)
-    mu, tu = register_search(machine.eta, bits)
+    mu, tu = register_search(machine.eta, bits) if micro is None else micro
     tu_cols = 8 * tu
     while tu_cols > 8 and n % tu_cols:
         tu_cols -= 8
