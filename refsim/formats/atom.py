@@ -87,6 +87,7 @@ __all__ = [
     "quantize_weights", "quantize_weights_reference", "dequantize_weights",
     "pack_int4", "pack_int4_reference", "unpack_int4",
     "quantize_kv", "dequantize_kv",
+    "scale_leading_dim", "scale_positions", "activation_scale_layout", "activation_scale_layout_reference",
     "atom_gemm", "atom_gemm_reference",
 ]
 
@@ -448,6 +449,57 @@ def unpack_int4(packed: np.ndarray) -> np.ndarray:
     out = np.empty((packed.shape[0], packed.shape[1] * 2), np.int8)
     out[:, 0::2] = np.where(lo > 7, lo - 16, lo)
     out[:, 1::2] = np.where(hi > 7, hi - 16, hi)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel-side activation-scale layout
+# ----------------------------------------------------------------------------------------------
+def scale_leading_dim(m: int) -> int:
+    """Halves per group column of the kernel's activation-scale buffer, ``SCALE_SIZE_A(M)``:
+    ``(M/16)*64 + 64 - (1 - (M%16)/8) * (8 - M%8) * 8`` (integer division); 4M when 16 | M."""
+    m = require_int("M", m, minimum=1)
+    return (m // 16) * 64 + 64 - (1 - (m % 16) // 8) * (8 - m % 8) * 8
+
+
+def scale_positions(m: int) -> np.ndarray:
+    """int64 (M, 4): the 4 half offsets (within one group column) holding token r's scale:
+    ``base = (r/16)*64 + (r%8)*8 + (r/8)%2``, replicas at ``base + 2j``, j = 0..3. Seen as half2
+    pairs, one pair holds (scale[r], scale[r+8]) of a 16-row tile: the m16n8 accumulator rows
+    (groupID, groupID + 8)."""
+    m = require_int("M", m, minimum=1)
+    r = np.arange(m)[:, None]
+    base = (r // 16) * 64 + (r % 8) * 8 + (r // 8) % 2
+    return (base + 2 * np.arange(4)[None, :]).astype(np.int64)
+
+
+def activation_scale_layout(scale: np.ndarray) -> np.ndarray:
+    """Scatter float16 activation scales (M, G) into the kernel's buffer: float16
+    (G * scale_leading_dim(M),), group columns one after another (column-major), each scale
+    written 4 times (:func:`scale_positions`); unused halves are 0. The INT8 tail's per-token
+    scale uses the same layout with G = 1."""
+    scale = require_dtype("scale", scale, np.float16)
+    require_ndim("scale", scale, 2)
+    m, g = scale.shape
+    ld = scale_leading_dim(m)
+    out = np.zeros(g * ld, np.float16)
+    pos = scale_positions(m)                                              # (M, 4)
+    cols = (np.arange(g) * ld)[None, :, None] + pos[:, None, :]           # (M, G, 4)
+    out[cols] = np.repeat(scale[:, :, None], 4, axis=2)
+    return out
+
+
+def activation_scale_layout_reference(scale: np.ndarray) -> np.ndarray:
+    """Plain-loop twin of :func:`activation_scale_layout`, straight from the formula."""
+    scale = require_dtype("scale", scale, np.float16)
+    m, g = scale.shape
+    ld = (m // 16) * 64 + 64 - (1 - (m % 16) // 8) * (8 - m % 8) * 8
+    out = np.zeros(g * ld, np.float16)
+    for col in range(g):
+        for r in range(m):
+            base = (r // 16) * 64 + (r % 8) * 8 + (r // 8) % 2
+            for j in range(4):
+                out[col * ld + base + 2 * j] = scale[r, col]
     return out
 
 

@@ -245,3 +245,38 @@ def test_bad_input_raises_named_errors():
     bad[1, 5] = np.nan
     with pytest.raises(NonFiniteError):
         A.quantize_activations(bad)
+
+
+# ------------------------------------------------------------------ kernel activation-scale layout
+@pytest.mark.parametrize("m", list(range(1, 49)))
+def test_scale_layout_positions_are_distinct_and_inside_the_leading_dim(m):
+    pos = A.scale_positions(m)
+    ld = A.scale_leading_dim(m)
+    assert np.unique(pos).size == 4 * m                  # no two tokens share a half
+    assert pos.max() < ld
+    if m % 16 == 0:
+        assert ld == 4 * m and np.array_equal(np.sort(pos.ravel()), np.arange(4 * m))   # dense
+
+
+def test_scale_layout_half2_pairs_hold_rows_r_and_r_plus_8():
+    pos = A.scale_positions(16)
+    for r in range(8):
+        for j in range(4):
+            lo, hi = pos[r, j], pos[r + 8, j]
+            assert hi == lo + 1 and lo % 2 == 0          # one aligned half2 = (scale[r], scale[r+8])
+
+
+def test_scale_layout_matches_loop():
+    rng = np.random.default_rng(9)
+    s = rng.random((21, 3)).astype(np.float16) + np.float16(0.5)
+    assert_bitexact(A.activation_scale_layout(s), A.activation_scale_layout_reference(s), name="layout")
+
+
+def test_reorder_index_exhaustive_over_all_orders_of_five():
+    import itertools
+
+    vals = np.array([0.5, 1.0, 2.0, 4.0, 8.0], np.float32)
+    for perm in itertools.permutations(range(5)):
+        stat = vals[list(perm)]
+        idx = A.reorder_index(stat)
+        assert np.array_equal(stat[idx], vals)          # ascending: largest (outlier) last

@@ -232,3 +232,22 @@ def test_unit_layout_mixed_units_then_pure_2bit_units():
     assert p.w_main[5].tolist() == expect
     assert p.w_side[5, 0] == 0x99999999
     assert F.average_bits(160, 32, 1, 0) == Fraction(8 * p.nbytes, 160 * 32)
+
+
+def test_every_code_at_every_position_packs_lsb_first():
+    # 16 shifts put every 2-bit code and every 4-bit code at every position t of a group
+    W, H, _ = _problem(15, k=64, n=16)
+    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0)         # 1 four-bit group, 3 two-bit groups
+    g4 = int(np.flatnonzero(m.four)[0])
+    for shift in range(16):
+        q = np.zeros_like(m.q)
+        for g in range(4):
+            for t in range(16):
+                q[16 * g + t, :] = (t + shift) % (16 if g == g4 else 4)
+        p = F.pack(F.Mixed2416(q, m.zero, m.code, m.s2, m.z2, m.four, m.row_ptr, m.col, m.val))
+        two = sum(((t + shift) % 4) << (2 * t) for t in range(16))
+        lo = sum(((t + shift) % 16) << (4 * t) for t in range(8))
+        hi = sum(((t + 8 + shift) % 16) << (4 * t) for t in range(8))
+        assert p.w_main[:, 0].tolist() == [[two, two, two, lo]] * 16
+        assert p.w_side[:, 0].tolist() == [hi] * 16
+        assert np.array_equal(F.unpack(p).q, q)
