@@ -24,7 +24,8 @@ source             efeslab/Atom @ 7e3618b1a7a7c86e1c93cc909b1510c046d76ac6 (2024
                    quantize_activation_wrapper, quantize_attn_{k,v}_wrapper), model/qLinearLayer.py
                    (quant, reorder), model/outlier.py (hessian statistic),
                    kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh (group GEMM arithmetic),
-                   kernels/include/Reorder/*.cuh (kernel-side activation quantization)
+                   kernels/include/Reorder/Reorder.cuh (kernel-side activation quantization,
+                   scale_index, SCALE_SIZE_A)
 =================  ==================================================================================
 
 Layout of one reordered activation row (K = 512 shown)::
