@@ -147,12 +147,49 @@ def pack(codes: np.ndarray, bits: int) -> np.ndarray:
     """
     bits = require_bits(bits, SUPPORTED_BITS)
     n, k = _check_codes(codes, bits)
-    shifts = np.arange(bits - 1, -1, -1, dtype=np.uint8)  # plane j holds bit p-1-j
-    planes = (codes[None, :, :] >> shifts[:, None, None]) & np.uint8(1)  # (p, N, K) of 0/1
-    packed = np.packbits(planes, axis=2)  # (p, N, K/8), first weight in bit 7
-    out = np.empty_like(packed)
-    out[:, :, byte_permutation(k)] = packed  # byte b8 -> dest[b8]
+    out = np.empty((bits, n, k // 8), dtype=np.uint8)  # (p, N, K/8) bytes in memory order
+    for j in range(bits):  # one plane at a time keeps the temporaries at N*K bytes
+        plane = (codes >> np.uint8(bits - 1 - j)) & np.uint8(1)  # (N, K) of 0/1: bit p-1-j
+        _permute_bytes(np.packbits(plane, axis=1), out[j])  # first weight of a byte in bit 7
     return out.view("<i4").reshape(bits, n, k // 32).astype(np.int32, copy=False)
+
+
+def _permute_bytes(packed: np.ndarray, out: np.ndarray) -> None:
+    """Apply :func:`byte_permutation` to (N, K/8) packbits bytes, as strided copies.
+
+    Within a group of 4*eff bytes, source byte ``eff*q + t`` goes to ``4*t + (3 - q)``: view
+    the group as (4, eff) [q, t], reverse q (the "^ 3") and transpose to (eff, 4).
+    """
+    n, n_bytes = packed.shape
+    full = (n_bytes // 128) * 128
+    if full:
+        src = packed[:, :full].reshape(n, full // 128, 4, 32)  # (N, G, q, t)
+        dst = out[:, :full].reshape(n, full // 128, 32, 4)  # (N, G, t, 3 - q): a view
+        assert np.shares_memory(dst, out)
+        dst[...] = src[:, :, ::-1, :].transpose(0, 1, 3, 2)
+    if full < n_bytes:
+        eff = (n_bytes - full) // 4
+        src = packed[:, full:].reshape(n, 4, eff)  # (N, q, t)
+        dst = out[:, full:].reshape(n, eff, 4)  # (N, t, 3 - q): a view
+        assert np.shares_memory(dst, out)
+        dst[...] = src[:, ::-1, :].transpose(0, 2, 1)
+
+
+def _unpermute_bytes(mem: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_permute_bytes`: (N, K/8) memory-order bytes -> packbits order."""
+    n, n_bytes = mem.shape
+    full = (n_bytes // 128) * 128
+    natural = np.empty_like(mem)
+    if full:
+        src = mem[:, :full].reshape(n, full // 128, 32, 4)  # (N, G, t, 3 - q)
+        dst = natural[:, :full].reshape(n, full // 128, 4, 32)  # (N, G, q, t): a view
+        dst[...] = src[:, :, :, ::-1].transpose(0, 1, 3, 2)
+    if full < n_bytes:
+        eff = (n_bytes - full) // 4
+        src = mem[:, full:].reshape(n, eff, 4)
+        dst = natural[:, full:].reshape(n, 4, eff)
+        dst[...] = src[:, :, ::-1].transpose(0, 2, 1)
+    return natural
 
 
 def pack_reference(codes: np.ndarray, bits: int) -> np.ndarray:
@@ -197,11 +234,10 @@ def unpack(qweight: np.ndarray, bits: int | None = None) -> np.ndarray:
     _, n, k, bits = _check_qweight(qweight, bits)
     words = qweight[:bits].view("<u4")  # (b, N, K/32)
     as_bytes = words.view(np.uint8).reshape(bits, n, k // 8)  # little-endian memory bytes
-    natural = as_bytes[:, :, byte_permutation(k)]  # (b, N, K/8) in packbits order
-    planes = np.unpackbits(natural, axis=2)  # (b, N, K) of 0/1
     codes = np.zeros((n, k), dtype=np.uint8)
     for j in range(bits):
-        codes |= planes[j] << np.uint8(bits - 1 - j)
+        plane = np.unpackbits(_unpermute_bytes(as_bytes[j]), axis=1)  # (N, K) of 0/1
+        codes |= plane << np.uint8(bits - 1 - j)
     return codes
 
 

@@ -104,6 +104,16 @@ def test_layout_generators_agree_and_cover_every_weight_once(k):
             assert idx[w, 8 * byte_in_word + 7 - e] == 8 * b8 + e
 
 
+@pytest.mark.parametrize("k", [32, 1024, 1312, 3104])
+def test_byte_permutation_generator_is_what_pack_applies(k):
+    rng = np.random.default_rng(k)
+    codes = rng.integers(0, 8, size=(2, k), dtype=np.uint8)
+    msb = np.packbits((codes >> 2) & 1, axis=1)  # plane 0, packbits order
+    expected = np.empty_like(msb)
+    expected[:, bp.byte_permutation(k)] = msb
+    assert_bitexact(bp.pack(codes, 3)[0].view(np.uint8), expected, name="plane 0 bytes")
+
+
 @pytest.mark.parametrize("k", [32, 1024, 1312])
 @pytest.mark.parametrize("p", bp.SUPPORTED_BITS)
 def test_pack_and_unpack_match_their_plain_loop_references(k, p):
