@@ -154,7 +154,8 @@ void refsim_qigen_sums(const float* x, int M, int K, int gs, float* r) {{
 /* xs[b, k] = x[b, k] * 2^-e(k mod P): exact powers of two (see prescale_shifts) */
 void refsim_qigen_prescale(const float* x, int M, int K, float* xs) {{
   static const float f[P] = {{ {table} }};
-  for (int64_t i = 0; i < (int64_t)M * K; i++) xs[i] = x[i] * f[(i % K) % P];
+  for (int b = 0; b < M; b++)
+    for (int k = 0; k < K; k++) xs[(int64_t)b * K + k] = x[(int64_t)b * K + k] * f[k % P];
 }}
 """
 
