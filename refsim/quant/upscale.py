@@ -90,6 +90,15 @@ class AnyPrecisionModel:
         c = self.codes_at(bits)
         return np.take_along_axis(self.luts[bits], c.T.astype(np.intp), axis=1).T
 
+    def packed(self) -> tuple[np.ndarray, dict]:
+        """What the official ``pack.py`` stores for this layer: ``qweight`` int32
+        (p, N, K // 32) (K a multiple of 32) and ``{b: lut float16 (N, 2**b)}``, the float32
+        LUTs cast to float16 as the official ``_save_results`` does."""
+        from refsim.formats import bitplane
+
+        qweight = bitplane.pack(np.ascontiguousarray(self.codes.T), self.parent_bits)
+        return qweight, {b: lut.astype(np.float16) for b, lut in self.luts.items()}
+
 
 # ---------------------------------------------------------------- plain per-cluster reference
 def split_cluster_reference(xs, Pw, Pwx, a: int, e: int) -> tuple[np.float32, np.float32, int]:

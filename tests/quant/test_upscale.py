@@ -69,6 +69,9 @@ def test_prefix_dequantization_through_the_bitplane_format():
     W, G = _edge_case_layer(k=64, seed=5)
     m = up.seed_and_upscale(W, G, 3, 8, random_state=0)
     qweight = bp.pack(np.ascontiguousarray(m.codes.T), 8)  # (8, N, K/32)
+    q2, luts16 = m.packed()
+    assert_bitexact(q2, qweight, name="packed() qweight")
+    assert sorted(luts16) == list(range(3, 9)) and all(v.dtype == np.float16 for v in luts16.values())
     for bits in range(3, 9):
         lut16 = m.luts[bits].astype(np.float16)
         got = bp.dequantize(qweight, lut16, bits)  # (N, K)
