@@ -44,6 +44,7 @@ import numpy as np
 
 from refsim._validate import require_int
 from refsim.errors import FormatRuleError
+from refsim.formats import bitplane
 from refsim.quant.squeezellm import (
     SortedRows,
     _labels_from_borders,
@@ -94,8 +95,6 @@ class AnyPrecisionModel:
         """What the official ``pack.py`` stores for this layer: ``qweight`` int32
         (p, N, K // 32) (K a multiple of 32) and ``{b: lut float16 (N, 2**b)}``, the float32
         LUTs cast to float16 as the official ``_save_results`` does."""
-        from refsim.formats import bitplane
-
         qweight = bitplane.pack(np.ascontiguousarray(self.codes.T), self.parent_bits)
         return qweight, {b: lut.astype(np.float16) for b, lut in self.luts.items()}
 
