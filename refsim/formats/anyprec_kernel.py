@@ -111,6 +111,7 @@ class GemvBytes:
 
     @property
     def total(self) -> int:
+        """Sum of the four streams."""
         return self.weights + self.tables + self.activations + self.output
 
 

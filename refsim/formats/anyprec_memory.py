@@ -129,6 +129,7 @@ class MemoryRow:
 
     @property
     def saving(self) -> float:
+        """Separate bytes / any-precision bytes (the paper's "Memory Savings")."""
         return self.separate_bytes / self.anyprec_bytes
 
 

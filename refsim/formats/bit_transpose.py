@@ -80,18 +80,21 @@ class OpCounter:
 
     @property
     def total(self) -> int:
+        """All counted operations."""
         return sum(self.counts.values())
 
-    # each helper applies one operation to a uint32 array and counts it once
     def and_(self, a, m):
+        """``a & m`` (m a Python int mask or a uint32 array), counted once."""
         self.counts["and"] += 1
         return a & np.uint32(m) if np.isscalar(m) else a & m
 
     def or_(self, a, b):
+        """``a | b``, counted once."""
         self.counts["or"] += 1
         return a | b
 
     def xor(self, a, b):
+        """``a ^ b``, counted once."""
         self.counts["xor"] += 1
         return a ^ b
 
