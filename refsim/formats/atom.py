@@ -57,7 +57,7 @@ Fused group GEMM (``atom_gemm``/``atom_gemm_reference``), per output (m, n)::
     for g in groups:   p = sum_k qa[m,k] qb[k,n]                (exact int32)
                        acc = fmaf(float(p), float(half(sa[m,g] * sb[g,n])), acc)
     p8  = sum_k qa8[m,k] qb8[k,n];  acc = fmaf(float(p8), float(half(sa8[m] * sb8[n])), acc)
-    D[m,n] = half(acc)                                            (round to nearest even)
+    D[m,n] = half(acc)             (round to nearest even; beyond 65504 -> +-inf like __float2half)
 """
 
 from __future__ import annotations
@@ -584,6 +584,11 @@ def _fma_f32(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
     p (int, |p| < 2**22) times s (fp16 value, 11-bit significand) is exact in float64; the sum
     hi + lo is formed exactly with TwoSum; rounding hi to float32 is then correct unless hi sits
     exactly on a float32 midpoint, where the sign of lo decides."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _fma_f32_finite(acc, p, s)
+
+
+def _fma_f32_finite(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
     prod = p.astype(np.float64) * s.astype(np.float64)
     a = acc.astype(np.float64)
     hi = a + prod
@@ -612,12 +617,24 @@ def atom_gemm(a: AtomActivations, w: AtomWeights) -> np.ndarray:
     acc = np.zeros((m, n), np.float32)
     for gi in range(g):
         p = qa[:, gi, :] @ qb[gi]                                         # (M, N) exact int
-        s = (a.scale4[:, gi, None].astype(np.float32) * w.scale4[None, gi, :].astype(np.float32)).astype(np.float16)
+        with np.errstate(over="ignore"):      # an fp16 scale product may overflow to inf, as __hmul2
+            s = (a.scale4[:, gi, None].astype(np.float32) * w.scale4[None, gi, :].astype(np.float32)).astype(np.float16)
         acc = _fma_f32(acc, p, s)
     p8 = a.q8.astype(np.int64) @ w.q8.astype(np.int64)
-    s8 = (a.scale8[:, None].astype(np.float32) * w.scale8[None, :].astype(np.float32)).astype(np.float16)
+    with np.errstate(over="ignore"):
+        s8 = (a.scale8[:, None].astype(np.float32) * w.scale8[None, :].astype(np.float32)).astype(np.float16)
     acc = _fma_f32(acc, p8, s8)
-    return acc.astype(np.float16)
+    with np.errstate(over="ignore"):          # |acc| > 65504 -> +-inf, as __float2half does
+        return acc.astype(np.float16)
+
+
+def _fma_reference(acc: np.float32, p: int, s: np.float16) -> np.float32:
+    """One correctly rounded fmaf(p, s, acc) with exact rationals; inf/NaN operands follow IEEE
+    (e.g. an fp16 scale product that overflowed to inf)."""
+    if not (np.isfinite(acc) and np.isfinite(s)):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.float32(float(acc) + p * float(s))
+    return _round_fraction_f32(Fraction(float(acc)) + p * Fraction(float(s)))
 
 
 def _round_fraction_f32(x: Fraction) -> np.float32:
@@ -647,10 +664,13 @@ def atom_gemm_reference(a: AtomActivations, w: AtomWeights) -> np.ndarray:
             acc = np.float32(0.0)
             for gi in range(g):
                 p = sum(int(a.q4[i, gi * group + t]) * int(w.q4[gi * group + t, j]) for t in range(group))
-                s = np.float16(np.float32(a.scale4[i, gi]) * np.float32(w.scale4[gi, j]))
-                acc = _round_fraction_f32(Fraction(float(acc)) + p * Fraction(float(s)))
+                with np.errstate(over="ignore"):
+                    s = np.float16(np.float32(a.scale4[i, gi]) * np.float32(w.scale4[gi, j]))
+                acc = _fma_reference(acc, p, s)
             p8 = sum(int(a.q8[i, t]) * int(w.q8[t, j]) for t in range(keeper))
-            s8 = np.float16(np.float32(a.scale8[i]) * np.float32(w.scale8[j]))
-            acc = _round_fraction_f32(Fraction(float(acc)) + p8 * Fraction(float(s8)))
-            out[i, j] = np.float16(acc)
+            with np.errstate(over="ignore"):
+                s8 = np.float16(np.float32(a.scale8[i]) * np.float32(w.scale8[j]))
+            acc = _fma_reference(acc, p8, s8)
+            with np.errstate(over="ignore"):  # overflow -> +-inf, as __float2half does
+                out[i, j] = np.float16(acc)
     return out

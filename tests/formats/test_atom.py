@@ -280,3 +280,17 @@ def test_reorder_index_exhaustive_over_all_orders_of_five():
         stat = vals[list(perm)]
         idx = A.reorder_index(stat)
         assert np.array_equal(stat[idx], vals)          # ascending: largest (outlier) last
+
+
+def test_gemm_overflow_follows_ieee_like_the_kernel():
+    # scale products beyond 65504 overflow to inf in fp16 (__hmul2); a zero partial sum times
+    # inf is NaN, a non-zero one is +-inf; both paths agree bit for bit
+    q4 = np.zeros((1, 64), np.int8)
+    q4[0, 0] = 1
+    a = A.AtomActivations(q4, np.array([[np.float16(300)]]), np.zeros((1, 0), np.int8), np.ones(1, np.float16))
+    wq = np.zeros((64, 2), np.int8)
+    wq[0, 0] = 1
+    w = A.AtomWeights(wq, np.full((1, 2), np.float16(300)), np.zeros((0, 2), np.int8), np.ones(2, np.float16))
+    d = A.atom_gemm(a, w)
+    assert np.isposinf(d[0, 0]) and np.isnan(d[0, 1])
+    assert_bitexact(d, A.atom_gemm_reference(a, w), name="D")
