@@ -66,9 +66,11 @@ def atom_table(layers):
         ("Atom full, keeper 32 / group 32 (tail 8 % / 2 % of K, closer to Llama's 3 %)",
          QA.AtomConfig(keeper=32, group_size=32)),
         ("Atom full, W4A16 (weights only)", QA.AtomConfig(quantize_activations=False)),
+        ("Atom full, CUDA arithmetic: fp16 input, no activation clip, roundf, fp16 scales, fused GEMM",
+         QA.AtomConfig(), "kernel"),
     ]
     out = ["| configuration | mean | median | max |", "|---|---:|---:|---:|"]
-    for label, cfg in rows:
+    for label, cfg, *path in rows:
         errs = []
         for _, W, Xc, Xe in layers:
             if cfg is None:
@@ -76,7 +78,8 @@ def atom_table(layers):
                 errs.append(_rel(Xe, W, Xe.astype(np.float64) @ W_hat.astype(np.float64)))
             else:
                 layer = QA.quantize_layer(W, Xc, cfg)
-                errs.append(_rel(Xe, W, layer.forward(Xe).astype(np.float64)))
+                y = layer.forward_kernel(Xe) if path == ["kernel"] else layer.forward(Xe)
+                errs.append(_rel(Xe, W, y.astype(np.float64)))
         out.append(f"| {label} | {_stats(errs)} |")
     return "\n".join(out)
 

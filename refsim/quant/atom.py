@@ -98,6 +98,24 @@ class AtomLayer:
         return (x_r.astype(np.float64) @ W_r.astype(np.float64)).astype(np.float32)
 
 
+    def forward_kernel(self, x: np.ndarray) -> np.ndarray:
+        """Output of Atom's CUDA path for x float (M, K): x rounded to float16, reordered,
+        quantized in ``"kernel"`` mode (no clip, roundf, fp16 scales), weight scales cast to
+        float16 (pairs stay equal), then :func:`refsim.formats.atom.atom_gemm`. float16 (M, N).
+        Needs an INT8 keeper precision and activation quantization enabled."""
+        if self.config.keeper_precision != "int8" or not self.config.quantize_activations:
+            raise FormatRuleError("forward_kernel: needs keeper_precision 'int8' and quantize_activations; "
+                                  f"got {self.config.keeper_precision!r}, {self.config.quantize_activations}")
+        x = require_float_array("x", x)
+        require_finite("x", x)
+        x_r = fmt.permute(x.astype(np.float16), self.idx, axis=1)
+        group = _group(self.config, x.shape[1])
+        a = fmt.quantize_activations(x_r, "kernel", group_size=group, keeper=self.config.keeper)
+        w = self.weights
+        wk = fmt.AtomWeights(w.q4, w.scale4.astype(np.float16), w.q8, w.scale8.astype(np.float16))
+        return fmt.atom_gemm(a, wk)
+
+
 def _group(config: AtomConfig, k: int) -> int:
     body = k - config.keeper
     if body <= 0:

@@ -125,3 +125,19 @@ def test_fp16_keeper_keeps_tail_unquantized_and_int8_is_close():
     assert e16 <= e8 < 1.2 * e16          # Atom: INT8 outliers cost almost nothing (Table 4)
     with pytest.raises(FormatRuleError, match="keeper_precision"):
         QA.quantize_layer(W, X, QA.AtomConfig(keeper_precision="fp16"))
+
+
+def test_kernel_path_agrees_with_simulation_up_to_fp16_effects():
+    # with the activation clip off, simulation and CUDA arithmetic differ by fp16 rounding of x,
+    # of the scales and of the output, x*(1/s) vs x/s, and ties: each can move a code by one
+    # step for values near a rounding boundary (a fraction ~ 7 * 2**-11 of them), so the two
+    # paths differ by a small fraction of the quantization error itself, never by more
+    W, X = _layer(8, k=192, n=8)
+    layer = QA.quantize_layer(W, X, QA.AtomConfig(keeper=64, group_size=64, a_clip=1.0))
+    exact = X.astype(np.float64) @ W.astype(np.float64)
+    sim = layer.forward(X).astype(np.float64)
+    ker = layer.forward_kernel(X).astype(np.float64)
+    assert ker.shape == sim.shape
+    assert np.linalg.norm(ker - sim) < 0.25 * np.linalg.norm(sim - exact)
+    with pytest.raises(FormatRuleError, match="forward_kernel"):
+        QA.quantize_layer(W, X, QA.AtomConfig(keeper=64, group_size=64, quantize_activations=False)).forward_kernel(X)
