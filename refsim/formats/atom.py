@@ -69,6 +69,7 @@ import numpy as np
 
 from refsim._validate import (
     require_choice,
+    require_codes,
     require_dtype,
     require_finite,
     require_float_array,
@@ -87,7 +88,7 @@ __all__ = [
     "quantize_activations", "quantize_activations_reference", "dequantize_activations",
     "quantize_weights", "quantize_weights_reference", "dequantize_weights",
     "pack_int4", "pack_int4_reference", "unpack_int4",
-    "quantize_kv", "dequantize_kv",
+    "quantize_kv", "dequantize_kv", "pack_kv", "unpack_kv",
     "scale_leading_dim", "scale_positions", "activation_scale_layout", "activation_scale_layout_reference",
     "atom_gemm", "atom_gemm_reference",
 ]
@@ -538,6 +539,26 @@ def quantize_kv(x: np.ndarray, *, clip: float = 1.0) -> AtomKV:
     z = np.clip(round_half_even(_op(-vmin.astype(f32) / s.astype(f32), dt)), 0, 15)
     q = np.clip(round_half_even(_op(x.astype(f32) / s.astype(f32)[..., None], dt)) + z[..., None], 0, 15)
     return AtomKV(q.astype(np.uint8), s, z.astype(np.uint8))
+
+
+def pack_kv(q: np.ndarray) -> np.ndarray:
+    """Pack KV codes q uint8 (..., D) in [0, 15], D even, two per byte along the last axis, even
+    element in the low nibble: read as little-endian 32-bit words, element j of a word is
+    ``(w >> 4j) & 0xF`` (the flashinfer fork's LSB-first order). Returns uint8 (..., D // 2)."""
+    q = require_dtype("q", q, np.uint8)
+    require_codes("q", q, 4)
+    if q.ndim < 1 or q.shape[-1] % 2:
+        raise ShapeError(f"q: last dimension must be even; got shape {q.shape}")
+    return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+
+
+def unpack_kv(packed: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`pack_kv`: uint8 (..., D/2) -> uint8 (..., D)."""
+    packed = require_dtype("packed", packed, np.uint8)
+    out = np.empty(packed.shape[:-1] + (2 * packed.shape[-1],), np.uint8)
+    out[..., 0::2] = packed & 0xF
+    out[..., 1::2] = packed >> 4
+    return out
 
 
 def dequantize_kv(kv: AtomKV) -> np.ndarray:

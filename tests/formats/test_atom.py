@@ -294,3 +294,17 @@ def test_gemm_overflow_follows_ieee_like_the_kernel():
     d = A.atom_gemm(a, w)
     assert np.isposinf(d[0, 0]) and np.isnan(d[0, 1])
     assert_bitexact(d, A.atom_gemm_reference(a, w), name="D")
+
+
+def test_pack_kv_is_lsb_first_in_little_endian_words():
+    rng = np.random.default_rng(10)
+    q = rng.integers(0, 16, (3, 128), dtype=np.uint8)
+    packed = A.pack_kv(q)
+    words = packed.view("<u4")                              # (3, 16): 8 codes per 32-bit word
+    for r in range(3):
+        for i in range(16):
+            for j in range(8):
+                assert (int(words[r, i]) >> (4 * j)) & 0xF == q[r, 8 * i + j]
+    assert_bitexact(A.unpack_kv(packed), q, name="round trip")
+    with pytest.raises(FormatRuleError, match="4-bit codes"):
+        A.pack_kv(np.array([[16, 0]], np.uint8))
