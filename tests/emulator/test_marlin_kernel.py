@@ -121,3 +121,32 @@ def test_inputs_are_not_modified():
     mk.marlin_gemm(A, B, s, sms=3)
     for x, y in zip((A, B, s), before):
         assert_bitexact(x, y)
+
+
+@pytest.mark.parametrize("gs", [128, None])
+def test_tensor_core_operand_is_what_each_lane_dequantizes(gs):
+    # Rebuild the B operand the way the kernel's lanes do: lane (t, g) of sub-tile j reads word
+    # B[kb, 128 nb + 4 lane + j], runs the lop3/hsub2/hfma2 dequant (refsim.formats.dequant_tricks)
+    # on it and on it >> 8, and (grouped) multiplies by the half of its frag_s that shared-memory
+    # index 8 * lane/4 + 2 j + i of the permuted scale row holds. The emulator's operand must match.
+    from refsim.formats import dequant_tricks as dt
+
+    rng = np.random.default_rng(11)
+    k, n = 256, 256
+    A, B, s = _problem(rng, 1, k, n, gs)
+    regs = dt.marlin_dequant(B.view(np.uint32))                       # (K/16, 2N, 4) uint32
+    halves = np.stack([regs & 0xFFFF, regs >> 16], axis=-1).astype(np.uint16).view(np.float16)  # (.., 4, 2)
+    Bq = np.empty((k, n), np.float16)
+    kb, w = np.meshgrid(np.arange(k // 16), np.arange(2 * n), indexing="ij")
+    nb, lane, j = w // 128, (w % 128) // 4, w % 4
+    t, g = lane % 4, lane // 4
+    r, c = 16 * kb + 2 * t, 64 * nb + 16 * j + g
+    # register -> (row offset, column offset, scale half i): b0 (k, k+1), b1 (k+8, k+9); second mma at c + 8
+    for reg, (dr, dc, i) in enumerate([(0, 0, 0), (8, 0, 0), (0, 8, 1), (8, 8, 1)]):
+        for h in range(2):
+            v = halves[..., reg, h]
+            if gs is not None:
+                scale = s[(16 * kb) // 128, 64 * nb + 8 * g + 2 * j + i]     # kernel's frag_s read
+                v = (v.astype(np.float32) * scale.astype(np.float32)).astype(np.float16)  # __hmul2
+            Bq[r + dr + h, c + dc] = v
+    assert_bitexact(Bq, marlin.dequantize(B, s), "per-lane dequantized operand")
