@@ -231,6 +231,12 @@ def _check_split(k: int, group: int, keeper: int) -> tuple[int, int]:
     return group, keeper
 
 
+def _check_clip(clip) -> float:
+    if isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not 0.0 < float(clip) <= 1.0:
+        raise FormatRuleError(f"clip: clip ratio must lie in (0, 1]; got {clip!r}")
+    return float(clip)
+
+
 def _check_input(name: str, x: np.ndarray) -> np.ndarray:
     x = require_dtype(name, x, np.float16, np.float32)
     require_ndim(name, x, 2)
@@ -248,6 +254,7 @@ def quantize_activations(x: np.ndarray, mode: str = "simulation", *, group_size:
     (the kernels have none)."""
     x = _check_input("x", x)
     require_choice("mode", mode, MODES)
+    clip = _check_clip(clip)
     m, k = x.shape
     group, keeper = _check_split(k, group_size, keeper)
     body = x[:, :k - keeper]
@@ -265,6 +272,7 @@ def quantize_activations_reference(x: np.ndarray, mode: str = "simulation", *, g
     """Plain-loop twin of :func:`quantize_activations` (one scalar at a time)."""
     x = _check_input("x", x)
     require_choice("mode", mode, MODES)
+    clip = _check_clip(clip)
     m, k = x.shape
     group, keeper = _check_split(k, group_size, keeper)
     n_groups = (k - keeper) // group
@@ -352,6 +360,7 @@ def quantize_weights(w: np.ndarray, mode: str = "simulation", *, group_size: int
     column over the last ``keeper`` rows, unclipped. ``clip`` applies in simulation mode only."""
     w = _check_input("w", w)
     require_choice("mode", mode, MODES)
+    clip = _check_clip(clip)
     k, n = w.shape
     if n % 2:
         raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
@@ -375,6 +384,7 @@ def quantize_weights_reference(w: np.ndarray, mode: str = "simulation", *, group
     """Plain-loop twin of :func:`quantize_weights`."""
     w = _check_input("w", w)
     require_choice("mode", mode, MODES)
+    clip = _check_clip(clip)
     k, n = w.shape
     if n % 2:
         raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
@@ -526,6 +536,7 @@ def quantize_kv(x: np.ndarray, *, clip: float = 1.0) -> AtomKV:
     ``q = clamp(round(x / s) + z, 0, 15)``, rounding half to even; ``clip`` scales max and min."""
     x = require_dtype("x", x, np.float16, np.float32)
     require_finite("x", x)
+    clip = _check_clip(clip)
     if x.ndim < 1:
         raise ShapeError(f"x: must have at least 1 dimension; got shape {x.shape}")
     dt, f32 = x.dtype, np.float32

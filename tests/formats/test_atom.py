@@ -308,3 +308,12 @@ def test_pack_kv_is_lsb_first_in_little_endian_words():
     assert_bitexact(A.unpack_kv(packed), q, name="round trip")
     with pytest.raises(FormatRuleError, match="4-bit codes"):
         A.pack_kv(np.array([[16, 0]], np.uint8))
+
+
+@pytest.mark.parametrize("clip", [0.0, -0.5, 1.5, float("nan")])
+def test_clip_ratio_outside_unit_interval_is_rejected(clip):
+    x = np.ones((1, 256), np.float32)
+    with pytest.raises(FormatRuleError, match="clip"):
+        A.quantize_activations(x, clip=clip)
+    with pytest.raises(FormatRuleError, match="clip"):
+        A.quantize_weights(np.ones((256, 2), np.float32), clip=clip)
