@@ -1,1 +1,13 @@
+"""Numerically exact emulation of what GPU kernels write, bit for bit (see docs/emulator.md).
 
+    exact          exact rational rounding: the oracle for everything below
+    fp             fp16/fp32 scalar primitives (RNE, fused/unfused multiply-add, conversions)
+    tensor_core    per-architecture tensor-core models: fdpa, mma_m16n8k16, integer mma
+    fragments      mma / ldmatrix register layouts as index data
+    marlin_kernel  Marlin GEMM dataflow (partition, k-warps, reductions, epilogue)
+    anyprec_kernel Any-Precision fused GEMV (hfma2 chains, shuffle tree)
+    atom_kernel    Atom W4A4 group GEMM (int mma + fp32 epilogue)
+    harness        check_kernel: hypothesis harness for kernel authors
+
+Modules are imported explicitly (``from refsim.emulator import tensor_core``); nothing is loaded here.
+"""

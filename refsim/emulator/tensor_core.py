@@ -326,6 +326,7 @@ def mma_m16n8k16(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dty
     (..., 16, 8) (M, N); leading axes broadcast (vectorise over many instructions).
     out_dtype defaults to C's dtype. Returns D (..., 16, 8). Each D[i, j] is the chain of
     ``16 // L`` :func:`fdpa` blocks over k, lowest k first, rounded to the D type in between.
+    (sm_70 has no m16n8k16; there the chain of four 4-blocks is a reference, not an instruction.)
     """
     A, B, C = _check_mma(A, B, C)
     m = model(arch)
