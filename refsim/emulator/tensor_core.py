@@ -49,7 +49,7 @@ from fractions import Fraction
 import numpy as np
 
 from refsim._validate import require_array, require_choice, require_dtype
-from refsim.errors import DtypeError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.emulator import exact
 
 __all__ = [
@@ -372,7 +372,6 @@ def _check_int(A, B, C, atype, btype):
         lo, hi = _INT_RANGES[t]
         if x.size and (int(x.min()) < lo or int(x.max()) > hi):
             bad = int(x.min()) if int(x.min()) < lo else int(x.max())
-            from refsim.errors import FormatRuleError
             raise FormatRuleError(f"{name}: {t} values must lie in [{lo}, {hi}]; got {bad}")
     C = require_dtype("C", C, np.int32)
     if A.shape[-1] != B.shape[-2] or A.shape[-2] != C.shape[-2] or B.shape[-1] != C.shape[-1]:
