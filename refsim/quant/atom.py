@@ -39,7 +39,7 @@ from refsim._validate import (
 )
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import atom as fmt
-from refsim.quant.gptq import _upper_cholesky_of_inverse, hessian
+from refsim.quant.gptq import upper_cholesky_of_inverse, hessian
 
 __all__ = ["AtomConfig", "AtomLayer", "atom_gptq", "atom_gptq_reference", "quantize_layer",
            "layer_output_error"]
@@ -180,7 +180,7 @@ def atom_gptq(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPER, group_s
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
     Wt[:, dead] = 0.0
-    U = _upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    U = upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
     body = k - keeper
     codes = np.zeros((n, body), np.int8)
     scales = []
@@ -224,7 +224,7 @@ def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPE
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
     Wt[:, dead] = 0.0
-    U = _upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    U = upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
     body = k - keeper
     codes = np.zeros((n, body), np.int8)
     scales = []

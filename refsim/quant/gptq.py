@@ -54,7 +54,7 @@ from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
 from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes
 
-__all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error"]
+__all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error", "upper_cholesky_of_inverse"]
 
 _SCHEMES = ("gptq_asym", "gptq_sym")
 
@@ -122,7 +122,7 @@ class GPTQResult:
                                 checkpoint_format=checkpoint_format)
 
 
-def _upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
+def upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
     """Upper Cholesky factor U of (H + damp·I)⁻¹, i.e. (H + damp·I)⁻¹ = Uᵀ U, float32 (K, K).
 
     The reference computes chol(H) → cholesky_inverse → chol(upper), in float32. The same factor
@@ -200,7 +200,7 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
         H = H[perm][:, perm]
     invperm = np.argsort(perm)
 
-    U = _upper_cholesky_of_inverse(H, percdamp)  # (K, K) upper, float32
+    U = upper_cholesky_of_inverse(H, percdamp)  # (K, K) upper, float32
 
     codes = np.zeros((k, n), dtype=np.uint8)  # processing order
     losses = np.zeros(n, dtype=np.float64)

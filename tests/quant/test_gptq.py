@@ -97,11 +97,11 @@ def test_non_positive_definite_hessian_raises_a_clear_error():
 
 
 def test_upper_cholesky_of_inverse_factors_the_damped_inverse():
-    from refsim.quant.gptq import _upper_cholesky_of_inverse
+    from refsim.quant.gptq import upper_cholesky_of_inverse
 
     X, _ = correlated_layer(8, k=64, t=256)
     H = hessian(X)
-    U = _upper_cholesky_of_inverse(H, 0.01).astype(np.float64)
+    U = upper_cholesky_of_inverse(H, 0.01).astype(np.float64)
     assert np.array_equal(U, np.triu(U)) and (np.diag(U) > 0).all()
     Hd = H + 0.01 * np.mean(np.diag(H)) * np.eye(64)
     resid = U.T @ U @ Hd - np.eye(64)
