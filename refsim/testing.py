@@ -5,6 +5,10 @@ and ``-0`` differ, two NaNs with different payloads differ, and a mismatch repor
 coordinates, both hex patterns and, for floats, the distance in units in the last place (ULP)
 between the two values along the ordered float line.
 
+``check_kernel(kernel, fmt)`` is the harness for kernel authors: it draws legal cases for a format
+with hypothesis, packs them, calls your kernel and compares it bit for bit with refsim's emulator of
+that kernel (see :mod:`refsim.emulator.harness`).
+
 Hypothesis profiles are registered here, once:
 
     ci    derandomized, no deadline, no example database, 60 examples per test
@@ -20,7 +24,7 @@ import os
 
 import numpy as np
 
-__all__ = ["assert_bitexact", "ulp_distance", "register_hypothesis_profiles", "BitMismatch"]
+__all__ = ["assert_bitexact", "ulp_distance", "register_hypothesis_profiles", "BitMismatch", "check_kernel"]
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -150,3 +154,19 @@ def register_hypothesis_profiles() -> str:
     profile = os.environ.get("REFSIM_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
     settings.load_profile(profile)
     return profile
+
+
+def check_kernel(kernel, fmt: str = "marlin", *, arch: str = "sm_80", sms: int = 108,
+                 max_examples: int | None = None, shrink: bool = True) -> None:
+    """Check ``kernel`` bit for bit against refsim's emulator on hypothesis-drawn legal cases.
+
+    ``kernel``: any callable taking the format's NumPy inputs and returning its output array;
+    ``fmt``: 'marlin', 'anyprec', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4' (the table in
+    :mod:`refsim.emulator.harness`); ``arch``: 'sm_70' ... 'sm_90'; ``sms``: grid size (Marlin's
+    partition and reduction order depend on it). Raises ``KernelMismatch`` (an AssertionError)
+    naming the first mismatching element, the warp/lane/k-tiles that produced it and the ULP
+    distance, after hypothesis has shrunk the case.
+    """
+    from refsim.emulator.harness import check_kernel as _check_kernel  # harness imports this module
+
+    return _check_kernel(kernel, fmt, arch=arch, sms=sms, max_examples=max_examples, shrink=shrink)

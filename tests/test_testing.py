@@ -57,3 +57,17 @@ def test_ulp_distance_counts_nextafter_steps_across_zero(dtype):
 def test_integer_mismatch_reports_difference():
     with pytest.raises(BitMismatch, match="difference -2"):
         assert_bitexact(np.array([3], np.int32), np.array([5], np.int32))
+
+
+def test_check_kernel_is_reexported_and_rejects_a_wrong_kernel():
+    from refsim.emulator.harness import FORMATS, KernelMismatch
+    from refsim.testing import check_kernel
+
+    spec = FORMATS["mma_m16n8k16"]
+    check_kernel(lambda A, B, C: spec.emulate((A, B, C), "sm_80", 108), "mma_m16n8k16", max_examples=3)
+
+    def float64_then_round(A, B, C):  # one rounding of the exact sum: not what sm_80 computes
+        return (A.astype(np.float64) @ B.astype(np.float64) + C).astype(np.float32)
+
+    with pytest.raises(KernelMismatch):
+        check_kernel(float64_then_round, "mma_m16n8k16", max_examples=30)
