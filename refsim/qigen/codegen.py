@@ -3,7 +3,8 @@
 One generated translation unit computes ``out = x @ dequant(W)`` over the packed layout of
 :mod:`refsim.formats.qigen` for one bit-width, one micro-tile width ``tu`` (columns kept in
 registers: ``tu/8`` accumulators) and one ``unroll`` (QIGen's order of the codes inside a packed
-word). Shapes (M, K, N), block sizes (mb, tb), the group size and the block order are run-time
+word) and ``accumulators`` (A independent partial sums per column, combined at the end of
+each group by a fixed tree: see :mod:`refsim.qigen.oracle`). Shapes (M, K, N), block sizes (mb, tb), the group size and the block order are run-time
 arguments, so one compiled library serves every shape.
 
 Loop nest (per column the FMA order is exactly :func:`refsim.qigen.oracle.kernel_k_order`)::
@@ -11,13 +12,18 @@ Loop nest (per column the FMA order is exactly :func:`refsim.qigen.oracle.kernel
     for p in panels                      # "#pragma omp parallel for" when openmp=True
       for kb in K-blocks (increasing)    # block storage slot from slot_of[p*KB + kb]
         for b in batch rows              # the block stays in L1 while the batch reuses it
-          for j1 in 0, tu, 2tu, ... < tb # micro-GEMV: tu/8 vector accumulators
-            acc <- accbuf[b, cols]       # per-column running sum of the current group
+          for j1 in 0, tu, 2tu, ... < tb # micro-GEMV: A * tu/8 vector accumulators
+            acc[a] <- accbuf[a, b, cols] # per-column partial sums of the current group
             for chunk in block (P rows)  # one word (2/4-bit) or word triple (3-bit) per column
               load tu/8 words (x3 for 3-bit)
-              for v in chunk_order: acc = fma(set1(x[b,k0+v]), cvt((w >> bits*v) & mask), acc)
-              if group ends: y = fma(fnmadd(z, r, acc), s, y); acc = 0
-            accbuf[b, cols] <- acc
+              for i, v in enumerate(chunk_order):
+                acc[i%A] = fma(set1(x[b,k0+v]), cvt((w >> bits*v) & mask), acc[i%A])
+              if group ends: t = tree(acc); y = fma(fnmadd(z, r, t), s, y); acc[:] = 0
+            accbuf[a, b, cols] <- acc[a]
+
+With A = 1 each column's sum is one chain of dependent FMAs, so a micro-tile retires at most
+``tu/8`` FMAs per FMA latency; A = 2 or 4 gives the out-of-order core A times more independent
+chains for the same number of loaded words (A * tu/8 <= 8 accumulator registers).
 
 The scalar variant has the same loop nest with ``float acc[tu]`` and ``fmaf`` (C99), so it is
 bit-identical to the AVX2 one. The generated code needs ``-ffp-contract=off`` (no implicit
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 
 from refsim._validate import require_bits, require_choice, require_divisible
 from refsim.errors import FormatRuleError
-from refsim.qigen.oracle import UNROLLS, chunk_order
+from refsim.qigen.oracle import ACCUMULATORS, UNROLLS, chunk_order
 
 __all__ = ["KernelSpec", "generate", "prescale_shifts", "ISAS"]
 
@@ -45,7 +51,8 @@ class KernelSpec:
     bits: 2, 3 or 4. tu: columns per micro-tile (multiple of 8; ``tu/8`` vector accumulators).
     unroll: 1, 2, 4 or 8 (QIGen's in-word order; ignored for 3-bit, whose order is 0..31).
     isa: "avx2" (AVX2 + FMA intrinsics) or "scalar" (portable C99 ``fmaf``). openmp: parallel
-    over panels.
+    over panels. accumulators: partial sums per column, 1, 2 or 4 (A = 1 is the single-chain
+    order); at most 8 vector accumulators in all (``accumulators * tu/8 <= 8``).
     """
 
     bits: int
@@ -53,6 +60,7 @@ class KernelSpec:
     unroll: int = 2
     isa: str = "avx2"
     openmp: bool = False
+    accumulators: int = 1
 
     def __post_init__(self) -> None:
         require_bits(self.bits, (2, 3, 4))
@@ -62,11 +70,17 @@ class KernelSpec:
         if self.unroll not in UNROLLS or (self.bits != 3 and self.unroll > 32 // self.bits):
             raise FormatRuleError(f"unroll: must be one of {list(UNROLLS)} and <= 32/bits; got {self.unroll}")
         require_choice("isa", self.isa, ISAS)
+        if isinstance(self.accumulators, bool) or self.accumulators not in ACCUMULATORS:
+            raise FormatRuleError(f"accumulators: must be one of {list(ACCUMULATORS)}; got {self.accumulators!r}")
+        if self.accumulators * self.tu > 64:
+            raise FormatRuleError(f"accumulators: accumulators * tu/8 must be <= 8 vector registers; got "
+                                  f"{self.accumulators} x {self.tu // 8}")
 
     @property
     def name(self) -> str:
         omp = "_omp" if self.openmp else ""
-        return f"q{self.bits}_tu{self.tu}_u{self.unroll}_{self.isa}{omp}"
+        acc = f"_a{self.accumulators}" if self.accumulators > 1 else ""
+        return f"q{self.bits}_tu{self.tu}_u{self.unroll}{acc}_{self.isa}{omp}"
 
 
 def _code_position(bits: int, v: int) -> tuple[int, int, bool]:
@@ -126,7 +140,9 @@ _HEADER = """\
  * out[b, c] = sum over groups g of s[g,c] * (sum_k x[b,k]*q[k,c] - z[g,c]*sum_k x[b,k]) + bias[c]
  * computed in fp32 with the exact operation order of refsim/qigen/oracle.py (qgemv_oracle),
  * which this kernel must match bit for bit. Layout: refsim/formats/qigen.py.
- * bits={bits} tu={tu} unroll={unroll} isa={isa} openmp={openmp}; chunk order {order}
+ * bits={bits} tu={tu} unroll={unroll} accumulators={acc} isa={isa} openmp={openmp}; chunk order {order}
+ * (the i-th FMA of a group goes to partial sum i % accumulators; at the group's end the partial
+ * sums are combined as a0, a0+a1 or (a0+a1)+(a2+a3))
  * Entry points: refsim_qigen_gemv (codes shifted down, any finite x) and refsim_qigen_gemv_ps
  * (x pre-scaled by refsim_qigen_prescale, codes masked in place: one op fewer per code; the
  * caller uses it only when every nonzero |x| >= 2^-96 so the pre-scaling is exact).
@@ -165,7 +181,7 @@ def _signature(fn: str) -> str:
 /* x (M,K) f32; W packed int32 (refsim.formats.qigen); scales, zeros panel-major (N/tb, K/gs, tb) f32
  * (each panel's metadata contiguous: one stream instead of K/gs strided ones);
  * r (M, K/gs) f32 from refsim_qigen_sums; slot_of (N/tb * K/mb) int32: storage slot of block
- * (kb, p) at p*KB + kb; accbuf (M,N) f32 zero on entry; y (M,N) f32 = bias (or 0) on entry. */
+ * (kb, p) at p*KB + kb; accbuf (A,M,N) f32 zero on entry (A = accumulators); y (M,N) f32 = bias (or 0) on entry. */
 void {fn}(const float* restrict x, const int32_t* restrict W,
                        const float* restrict scales, const float* restrict zeros,
                        const float* restrict r, const int32_t* restrict slot_of,
@@ -177,10 +193,11 @@ void {fn}(const float* restrict x, const int32_t* restrict W,
 
 
 def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
-    bits, tu = spec.bits, spec.tu
+    bits, tu, na = spec.bits, spec.tu, spec.accumulators
     nv = tu // 8
     avx = spec.isa == "avx2"
     lines = [_signature(fn)]
+    lines.append("  const int64_t MN = (int64_t)M * N;\n")
     if avx:
         lines.append("  const __m256i mask = _mm256_set1_epi32(MASK);\n")
         if prescaled:
@@ -198,11 +215,13 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
     lines.append("          float* ab = accbuf + (int64_t)b * N + col;\n")
     lines.append("          float* yb = y + (int64_t)b * N + col;\n")
     if avx:
-        for v in range(nv):
-            lines.append(f"          __m256 acc{v} = _mm256_loadu_ps(ab + {8 * v});\n")
+        for a in range(na):
+            for v in range(nv):
+                lines.append(f"          __m256 acc{v}_{a} = _mm256_loadu_ps(ab + {a} * MN + {8 * v});\n")
     else:
-        lines.append("          float acc[TU];\n")
-        lines.append("          for (int c = 0; c < TU; c++) acc[c] = ab[c];\n")
+        lines.append("          float acc[NA][TU];\n")
+        lines.append("          for (int a = 0; a < NA; a++)\n")
+        lines.append("            for (int c = 0; c < TU; c++) acc[a][c] = ab[a * MN + c];\n")
     # group bookkeeping without a division per chunk: g = current group, left = rows to its end
     lines.append("          int g = (kb * mb) / gs, left = gs - (kb * mb) % gs;\n")
     lines.append("          for (int ch = 0; ch < mb / P; ch++) {\n")
@@ -216,7 +235,8 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         # straddle into words 1 and 2), so at most two words per column vector are live:
         # 8 + tu/8 accumulators + x fits the 16 ymm registers at tu = 32
         first_use = {0: order[0]} if bits != 3 else {0: 0, 1: 10, 2: 21}
-        for u in order:
+        for i, u in enumerate(order):
+            a = i % na
             for w, at in first_use.items():
                 if u == at:
                     for v in range(nv):
@@ -225,7 +245,7 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
             lines.append(f"            {{ const __m256 xv = _mm256_set1_ps(xb[k0 + {u}]);\n")
             for v in range(nv):
                 expr = _extract(bits, u, "w{}_" + str(v), "avx2", prescaled)
-                lines.append(f"              acc{v} = _mm256_fmadd_ps(xv, _mm256_cvtepi32_ps({expr}), acc{v});\n")
+                lines.append(f"              acc{v}_{a} = _mm256_fmadd_ps(xv, _mm256_cvtepi32_ps({expr}), acc{v}_{a});\n")
             lines.append("            }\n")
     else:
         lines.append("            for (int c = 0; c < TU; c++) {\n")
@@ -234,9 +254,10 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
             lines.append("              const uint32_t w0 = wq[0], w1 = wq[8], w2 = wq[16];\n")
         else:
             lines.append("              const uint32_t w0 = (uint32_t)wc[c];\n")
-        for u in order:
+        for i, u in enumerate(order):
             expr = _extract(bits, u, "w{}", "scalar", prescaled)
-            lines.append(f"              acc[c] = fmaf(xb[k0 + {u}], (float)(int32_t){expr}, acc[c]);\n")
+            a = i % na
+            lines.append(f"              acc[{a}][c] = fmaf(xb[k0 + {u}], (float)(int32_t){expr}, acc[{a}][c]);\n")
         lines.append("            }\n")
     lines.append("            left -= P;\n")
     lines.append("            if (left == 0) {\n")
@@ -246,26 +267,39 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         lines.append("              const __m256 rv = _mm256_set1_ps(r[(int64_t)b * G + g]);\n")
         for v in range(nv):
             o = 8 * v
+            t = _tree([f"acc{v}_{a}" for a in range(na)], lambda p, q: f"_mm256_add_ps({p}, {q})")
             lines.append(
-                f"              _mm256_storeu_ps(yb + {o}, _mm256_fmadd_ps(_mm256_fnmadd_ps(_mm256_loadu_ps(zg + {o}), rv, acc{v}),"
+                f"              _mm256_storeu_ps(yb + {o}, _mm256_fmadd_ps(_mm256_fnmadd_ps(_mm256_loadu_ps(zg + {o}), rv, {t}),"
                 f" _mm256_loadu_ps(sg + {o}), _mm256_loadu_ps(yb + {o})));\n")
-            lines.append(f"              acc{v} = _mm256_setzero_ps();\n")
+            for a in range(na):
+                lines.append(f"              acc{v}_{a} = _mm256_setzero_ps();\n")
     else:
         lines.append("              const float rg = r[(int64_t)b * G + g];\n")
         lines.append("              for (int c = 0; c < TU; c++) {\n")
-        lines.append("                yb[c] = fmaf(fmaf(-zg[c], rg, acc[c]), sg[c], yb[c]);\n")
-        lines.append("                acc[c] = 0.0f;\n")
+        t = _tree([f"acc[{a}][c]" for a in range(na)], lambda p, q: f"({p} + {q})")
+        lines.append(f"                const float t = {t};\n")
+        lines.append("                yb[c] = fmaf(fmaf(-zg[c], rg, t), sg[c], yb[c]);\n")
+        lines.append("                for (int a = 0; a < NA; a++) acc[a][c] = 0.0f;\n")
         lines.append("              }\n")
     lines.append("              g++;\n              left = gs;\n")
     lines.append("            }\n")
     lines.append("          }\n")
     if avx:
-        for v in range(nv):
-            lines.append(f"          _mm256_storeu_ps(ab + {8 * v}, acc{v});\n")
+        for a in range(na):
+            for v in range(nv):
+                lines.append(f"          _mm256_storeu_ps(ab + {a} * MN + {8 * v}, acc{v}_{a});\n")
     else:
-        lines.append("          for (int c = 0; c < TU; c++) ab[c] = acc[c];\n")
+        lines.append("          for (int a = 0; a < NA; a++)\n")
+        lines.append("            for (int c = 0; c < TU; c++) ab[a * MN + c] = acc[a][c];\n")
     lines.append("        }\n      }\n    }\n  }\n}\n")
     return "".join(lines)
+
+
+def _tree(parts: list[str], add) -> str:
+    """C expression combining ``parts`` pairwise: a0 | add(a0,a1) | add(add(a0,a1), add(a2,a3))."""
+    while len(parts) > 1:
+        parts = [add(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def generate(spec: KernelSpec) -> str:
@@ -277,12 +311,12 @@ def generate(spec: KernelSpec) -> str:
     bits, tu = spec.bits, spec.tu
     order = chunk_order(bits, spec.unroll if bits != 3 else 1)
     avx = spec.isa == "avx2"
-    parts = [_HEADER.format(name=spec.name, bits=bits, tu=tu, unroll=spec.unroll, isa=spec.isa,
+    parts = [_HEADER.format(name=spec.name, bits=bits, tu=tu, unroll=spec.unroll, acc=spec.accumulators, isa=spec.isa,
                             openmp=spec.openmp, order=",".join(map(str, order)),
                             isa_flags="-mavx2 -mfma " if avx else "")]
     if avx:
         parts.append("#include <immintrin.h>\n")
-    parts.append(f"#define BITS {bits}\n#define P {len(order)}\n#define TU {tu}\n#define MASK {(1 << bits) - 1}\n")
+    parts.append(f"#define BITS {bits}\n#define P {len(order)}\n#define TU {tu}\n#define NA {spec.accumulators}\n#define MASK {(1 << bits) - 1}\n")
     parts.append(_sums_fn(bits, spec.unroll))
     parts.append(_body(spec, order, "refsim_qigen_gemv", prescaled=False))
     parts.append(_body(spec, order, "refsim_qigen_gemv_ps", prescaled=True))

@@ -122,9 +122,15 @@ def from_gptq(ckpt, *, mb: int, tb: int, order: str = "panel",
                    bits=ckpt.bits, group_size=group_size, mb=mb, tb=tb, order=order, bias=bias)
 
 
-def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False) -> KernelSpec:
-    """The AVX2 kernel when this CPU has AVX2 and FMA, else the scalar kernel."""
-    return KernelSpec(bits=bits, tu=tu, unroll=unroll, isa=detect_isa(), openmp=openmp)
+def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False,
+                 accumulators: int = 1) -> KernelSpec:
+    """The AVX2 kernel when this CPU has AVX2 and FMA, else the scalar kernel.
+
+    accumulators defaults to 1 (the single-chain order, unchanged results); the planner
+    (:func:`refsim.qigen.model.plan`) recommends 2 on 16-register AVX2 machines.
+    """
+    return KernelSpec(bits=bits, tu=tu, unroll=unroll, isa=detect_isa(), openmp=openmp,
+                      accumulators=accumulators)
 
 
 @functools.lru_cache(maxsize=64)
@@ -186,7 +192,7 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
     gs = mat.gs
     r = np.empty((m, lay.k // gs), dtype=np.float32)
     lib.refsim_qigen_sums(xc.ctypes.data, m, lay.k, gs, r.ctypes.data)
-    acc = np.zeros((m, lay.n), dtype=np.float32)
+    acc = np.zeros((spec.accumulators, m, lay.n), dtype=np.float32)  # partial sums parked between K-blocks
     y = np.zeros((m, lay.n), dtype=np.float32)
     if mat.bias is not None:
         y[:] = mat.bias[None, :]

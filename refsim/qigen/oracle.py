@@ -5,16 +5,28 @@ What a generated kernel computes, for every batch row ``b`` and column ``c`` (gr
 
     y = bias[c]  (or +0.0 without bias)
     for g in groups, in increasing K:
-        acc = +0.0
-        for k in kernel_k_order(group g):            # see kernel_k_order
-            acc = fma(x[b,k], float(q[k,c]), acc)    # _mm256_fmadd_ps / fmaf, raw unsigned code
+        acc[0..A-1] = +0.0                           # A = accumulators (1, 2 or 4)
+        for i, k in enumerate(kernel_k_order(group g)):  # see kernel_k_order
+            a = i % A                                # round-robin over the kernel's FMA order
+            acc[a] = fma(x[b,k], float(q[k,c]), acc[a])  # _mm256_fmadd_ps / fmaf, raw code
+        acc = combine(acc)                           # A=1: acc[0]; A=2: acc[0]+acc[1];
+                                                     # A=4: (acc[0]+acc[1]) + (acc[2]+acc[3])
         r = +0.0
         for k in group g, increasing:  r = r + x[b,k] # fp32 add (compute_reduction, scalar)
         t = fma(-z[g,c], r, acc)                     # _mm256_fnmadd_ps: acc - z*r, one rounding
         y = fma(t, s[g,c], y)                        # _mm256_fmadd_ps
     out[b,c] = y
 
-With one group this is exactly IST-DASLab/QIGen's per-channel epilogue
+``accumulators`` (A): the kernel keeps A independent partial sums per column so that the FMAs
+of one column form A dependency chains instead of one (on one core the single chain is
+latency-bound: one FMA latency per code per micro-tile). Position ``i`` of the per-group FMA
+order (``i`` counted from the group's first row; ``P`` is a multiple of A, so this is also the
+position inside each chunk modulo A) goes to partial sum ``i % A``; at the end of the group the
+partial sums are combined by the fixed pairwise tree above with plain fp32 adds. A = 1 is the
+original single-chain order. The partial sums survive K-block boundaries inside a group (the
+kernel parks them in ``accbuf``), so mb does not change the result.
+
+With one group and A = 1 this is exactly IST-DASLab/QIGen's per-channel epilogue
 ``fma(fnmadd(z, r, acc), s, bias)`` (``generate.py``, ``forward_module``). For groups QIGen instead
 accumulates ``y += acc_g*s_g`` and subtracts ``Σ_g (z_g*s_g)*r_g`` at the end; refsim folds the zero
 correction per group (fewer cancellations) and documents the difference here.
@@ -57,9 +69,12 @@ __all__ = [
     "qgemv_oracle_reference",
     "error_bound",
     "UNROLLS",
+    "ACCUMULATORS",
+    "combine_partials",
 ]
 
 UNROLLS = (1, 2, 4, 8)
+ACCUMULATORS = (1, 2, 4)
 
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -133,6 +148,24 @@ def kernel_k_order(k: int, bits: int, unroll: int = 2) -> np.ndarray:
     return (base + np.array(order)[None, :]).reshape(-1)
 
 
+def _require_accumulators(accumulators) -> int:
+    if isinstance(accumulators, bool) or accumulators not in ACCUMULATORS:
+        raise FormatRuleError(f"accumulators: must be one of {list(ACCUMULATORS)}; got {accumulators!r}")
+    return int(accumulators)
+
+
+def combine_partials(parts: list) -> np.ndarray:
+    """The kernel's fixed combination of ``A`` partial sums (float32 arrays of one shape).
+
+    A = 1: ``parts[0]``; A = 2: ``parts[0] + parts[1]``; A = 4: ``(p0 + p1) + (p2 + p3)``, each
+    ``+`` one fp32 rounding. Returns float32; inputs are not modified.
+    """
+    _require_accumulators(len(parts))
+    while len(parts) > 1:
+        parts = [(parts[i] + parts[i + 1]).astype(np.float32) for i in range(0, len(parts), 2)]
+    return np.asarray(parts[0], dtype=np.float32)
+
+
 def _check(x, q, scales, zeros, bias, bits, group_size):
     require_bits(bits, (2, 3, 4))
     require_dtype("x", x, np.float32)
@@ -166,21 +199,26 @@ def _check(x, q, scales, zeros, bias, bits, group_size):
 
 def qgemv_oracle(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndarray,
                  bias: np.ndarray | None, bits: int, group_size: int | None,
-                 unroll: int = 2) -> np.ndarray:
+                 unroll: int = 2, accumulators: int = 1) -> np.ndarray:
     """The generated kernel's output, bit for bit: float32 ``(M, N)``.
 
     x: float32 ``(M, K)`` activations; q: uint8 ``(K, N)`` codes; scales, zeros: float32
     ``(K//group_size, N)`` (zeros are the integer zero points as floats, GPTQ ``qzeros + 1``);
-    bias: float32 ``(N,)`` or None; group_size None = per-channel. Inputs are not modified.
+    bias: float32 ``(N,)`` or None; group_size None = per-channel; unroll: the in-word order
+    (:func:`chunk_order`); accumulators: partial sums per column (1, 2 or 4; see the module
+    docstring). Inputs are not modified.
     """
     m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
+    na = _require_accumulators(accumulators)
     order = kernel_k_order(k, bits, unroll)
     qf = q.astype(np.float32)  # (K, N), exact
     y = np.broadcast_to(bias if bias is not None else np.float32(0), (m, n)).astype(np.float32)
     for g in range(k // gs):
-        acc = np.zeros((m, n), dtype=np.float32)
-        for kk in order[g * gs:(g + 1) * gs]:
-            acc = fma32(x[:, kk, None], qf[None, kk, :], acc)  # (M,1)*(1,N)+(M,N)
+        parts = [np.zeros((m, n), dtype=np.float32) for _ in range(na)]
+        for i, kk in enumerate(order[g * gs:(g + 1) * gs]):
+            a = i % na
+            parts[a] = fma32(x[:, kk, None], qf[None, kk, :], parts[a])  # (M,1)*(1,N)+(M,N)
+        acc = combine_partials(parts)
         r = np.zeros((m,), dtype=np.float32)
         for kk in range(g * gs, (g + 1) * gs):
             r = (r + x[:, kk]).astype(np.float32)
@@ -191,9 +229,10 @@ def qgemv_oracle(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.nda
 
 def qgemv_oracle_reference(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndarray,
                            bias: np.ndarray | None, bits: int, group_size: int | None,
-                           unroll: int = 2) -> np.ndarray:
+                           unroll: int = 2, accumulators: int = 1) -> np.ndarray:
     """Plain-loop twin of :func:`qgemv_oracle`, one scalar exact-rational fma at a time."""
     m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
+    na = _require_accumulators(accumulators)
     chunk = chunk_order(bits, unroll)
     p = len(chunk)
     out = np.zeros((m, n), dtype=np.float32)
@@ -201,10 +240,16 @@ def qgemv_oracle_reference(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zer
         for c in range(n):
             y = np.float32(bias[c]) if bias is not None else np.float32(0.0)
             for g in range(k // gs):
-                acc = np.float32(0.0)
+                part = [np.float32(0.0)] * na
                 for k0 in range(g * gs, (g + 1) * gs, p):
-                    for v in chunk:
-                        acc = fma32_reference(x[b, k0 + v], np.float32(q[k0 + v, c]), acc)
+                    for i, v in enumerate(chunk):  # P is a multiple of na: i % na == position % na
+                        part[i % na] = fma32_reference(x[b, k0 + v], np.float32(q[k0 + v, c]), part[i % na])
+                if na == 1:
+                    acc = part[0]
+                elif na == 2:
+                    acc = np.float32(part[0] + part[1])
+                else:
+                    acc = np.float32(np.float32(part[0] + part[1]) + np.float32(part[2] + part[3]))
                 r = np.float32(0.0)
                 for kk in range(g * gs, (g + 1) * gs):
                     r = np.float32(r + x[b, kk])
@@ -223,6 +268,11 @@ def error_bound(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndar
     one in the fnmadd and ``G`` in the ``y`` chain, so with ``u = 2**-24`` the standard bound
     (Higham, Thm 3.1 / 4.3 style) is ``gamma_L * Σ|terms|`` with ``L = gs + G + 3`` and
     ``gamma_L = L*u / (1 - L*u)``.
+
+    Valid for every ``accumulators`` A in (1, 2, 4): with A partial sums an ``x*q`` term sees
+    ``gs/A`` roundings in its chain plus ``log2(A)`` in the combining tree, which is at most
+    ``gs`` (gs >= 32), so the count above still bounds it; the ``r`` chain (``gs - 1`` adds,
+    unchanged by A) then dominates, so the bound is not tightened for A > 1.
     """
     m, k = x.shape
     gs = k if group_size is None else group_size
