@@ -1,1 +1,19 @@
+"""Golden NumPy implementations of every packed layout, one module per format.
 
+    uniform         the affine quantizer every format instantiates (named schemes per paper)
+    gptq, awq       the checkpoints users have (AutoGPTQ v1/v2, AutoAWQ GEMM)
+    marlin          Marlin FP16xINT4 tiles, 64207531 interleave, scale permutations, GPTQ repack
+    dequant_tricks  INT4/INT8 -> FP16 register bit tricks (lop3/prmt/magic numbers)
+    swizzle         CuTe-style swizzles, Marlin's A-tile swizzle, bank-conflict counting
+    stripes         Marlin's tile configuration and striped SM partitioning
+    sparse_marlin   2:4 Sparse-Marlin values + metadata
+    bitplane        Any-Precision bitplanes with the coalescing byte permutation
+    bit_transpose   bit-matrix transposes and merged table lookups, with operation counts
+    anyprec_kernel  what the Any-Precision GEMV reads and computes; anyprec_memory: its Table 1
+    atom            Atom W4A4: reorder, INT4 groups, INT8 outlier tail, KV cache, fused group GEMM
+    mixed_2_4_16    2/4-bit groups in one matrix, second-order scales, CSR FP16 outliers
+    qigen           QIGen's blocked CPU layout built from a GPTQ checkpoint
+
+Every module uses the same verbs (``pack``, ``unpack``, ``dequantize``, ``permute``) and opens
+with a spec block and a layout diagram; see docs/conventions.md.
+"""

@@ -1,1 +1,9 @@
+"""Quantization algorithms that produce the formats in :mod:`refsim.formats`.
 
+    gptq        GPTQ (Hessian, lazy block updates, act-order, static groups) -> GPTQ checkpoints
+    rtn         round-to-nearest with a (Hessian-weighted) clipping grid search
+    squeezellm  sensitivity-weighted 1-D k-means seed model (Any-Precision)
+    upscale     incremental upscaling of the seed model to 8 bits (Any-Precision)
+    fisher      Fisher-diagonal sensitivity of a linear layer
+    atom        Atom's calibration -> reorder -> RTN/GPTQ -> fake-quant pipeline
+"""
