@@ -1,6 +1,6 @@
 """Benchmark: refsim's generated QIGen qGEMV kernels vs memory copy bandwidth and NumPy float32.
 
-    python bench/bench_qigen.py [--repeat 30] [--quick] [--threads 1]
+    python bench/bench_qigen.py [--repeat 30] [--quick] [--threads 1] [--search] [--accumulators A]
 
 For each shape (K x N; the paper's 4096x4096 and LLaMA-7B's 11008-wide projections, both
 orientations) at 3 and 4 bits, group size 128, batch 1, ``--threads`` threads for both sides
@@ -15,6 +15,9 @@ threads > 1):
   the weights come from DRAM, as in LLM decoding where each layer is read once per token;
   "warm": one copy, L3-resident when it fits (4096x4096 4-bit is 8 MiB). Targets are checked
   on the cold numbers;
+* ``--search``: QIGen-style empirical choice of the micro-tile (tu, unroll, and refsim's
+  partial sums per column A) on 4096x4096, then per shape of the (mb, tb) block among the
+  L1-feasible ones (:func:`block_search`); without it everything comes from the model;
 * the model's predicted time (refsim.qigen.model.predict_time with the measured copy bandwidth)
   beside the measured one, and the (mb, tb, m_u, t_u) the model chose.
 
@@ -92,9 +95,10 @@ def copy_buffers():
 
 
 def search(info, isa: str, repeat: int) -> dict:
-    """QIGen's ``gen_module_search`` idea: time micro-tile widths and unrolls, 4096x4096 g128.
+    """QIGen's ``gen_module_search`` idea: time micro-tile widths, unrolls and refsim's partial
+    sums per column (accumulators), 4096x4096 g128.
 
-    Returns {bits: (m_u, t_u registers)} of the fastest variant."""
+    Returns {bits: ((m_u, t_u registers), accumulators)} of the fastest variant."""
     k = n = 4096
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, k)).astype(np.float32)
@@ -107,14 +111,38 @@ def search(info, isa: str, repeat: int) -> dict:
         p = model.plan(k, n, bits, info, group_size=128)
         mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=128, mb=p.mb,
                              tb=max(p.tb, 64))
-        specs = [codegen.KernelSpec(bits, tu=tu, unroll=u, isa=isa)
-                 for tu in (16, 32, 64) for u in ((2,) if bits == 3 else (1, 2, 4))]
+        specs = [codegen.KernelSpec(bits, tu=tu, unroll=u, isa=isa, accumulators=a)
+                 for tu in (16, 32, 64) for u in ((2,) if bits == 3 else (1, 2, 4))
+                 for a in (1, 2, 4) if a * tu <= 64]
         times = best_times([lambda sp=sp: kernel.qgemv(x, mat, sp) for sp in specs], repeat)
         best = min(range(len(specs)), key=times.__getitem__)
-        row = ", ".join(f"tu={sp.tu} u={sp.unroll}: {t * 1e3:.3f}" for sp, t in zip(specs, times))
-        print(f"  {bits}-bit: {row}  -> best {specs[best].name}; model chose tu={p.tu_cols} u={p.mu}")
-        winners[bits] = (specs[best].unroll, specs[best].tu // 8)
+        row = ", ".join(f"tu={sp.tu} u={sp.unroll} A={sp.accumulators}: {t * 1e3:.3f}"
+                        for sp, t in zip(specs, times))
+        print(f"  {bits}-bit: {row}\n    -> best {specs[best].name}; model chose tu={p.tu_cols} u={p.mu} "
+              f"A={p.accumulators}")
+        winners[bits] = ((specs[best].unroll, specs[best].tu // 8), specs[best].accumulators)
     return winners
+
+
+def block_search(x, qweight, s, z, bits, gs, p, spec, info, repeat: int):
+    """Time the L1-feasible (mb, tb) blocks (for each tb the largest feasible mb, tb <= 128)
+    next to the MILP's choice, warm; returns the fastest (mb, tb) and a printable row.
+
+    The MILP maximises L1 use and is indifferent to the block's shape; with small mb (K=11008
+    has only mb in {128, 256} at g128) a wide panel makes each micro-tile read its words with a
+    tb*4-byte stride, which the hardware prefetcher streams worse than tb = tu."""
+    k, n = x.shape[1], qweight.shape[1]
+    mbs, tbs = model.cache_candidates(k, n, spec.tu, 1, gs)
+    cands = [(p.mb, p.tb)]
+    for tb in tbs:
+        ok = [mb for mb in mbs if model.l1_bits(mb, tb, bits, 1) <= info.gamma_bits]
+        if tb <= 128 and ok and (max(ok), tb) not in cands:
+            cands.append((max(ok), tb))
+    mats = [kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=mb, tb=tb) for mb, tb in cands]
+    times = best_times([lambda m=m: kernel.qgemv(x, m, spec) for m in mats], max(5, repeat // 3))
+    best = min(range(len(cands)), key=times.__getitem__)
+    row = ", ".join(f"({mb},{tb}) {t * 1e3:.3f}" for (mb, tb), t in zip(cands, times))
+    return cands[best], row
 
 
 def main() -> None:
@@ -122,6 +150,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="only 4096x4096")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--accumulators", type=int, default=None, choices=(1, 2, 4),
+                    help="partial sums per column for every kernel (default: the model's choice, "
+                         "or the search's; 1 = the single-chain order of the first version)")
     ap.add_argument("--search", action="store_true",
                     help="time tu x unroll variants on 4096x4096 first (QIGen's empirical search) "
                          "and use the fastest per bit-width in the main table")
@@ -138,6 +169,7 @@ def main() -> None:
     gs = 128
     rng = np.random.default_rng(0)
     rows = []
+    blocks = []
     threads = args.threads
     for k, n in shapes:
         x = rng.standard_normal((1, k)).astype(np.float32)
@@ -148,17 +180,23 @@ def main() -> None:
             q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
             s = (rng.random((k // gs, n)) * 0.01 + 0.001).astype(np.float32)
             z = np.full((k // gs, n), 2 ** (bits - 1), dtype=np.float32)
-            p = model.plan(k, n, bits, info, group_size=gs, threads=threads, micro=winners.get(bits))
+            micro, acc = winners.get(bits, (None, None))
+            acc = args.accumulators if args.accumulators is not None else acc
+            p = model.plan(k, n, bits, info, group_size=gs, threads=threads, micro=micro, accumulators=acc)
             qweight = gptq.pack_qweight(q, bits)
-            mat = kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=p.mb, tb=p.tb)
             spec = codegen.KernelSpec(bits, tu=p.tu_cols, unroll=p.mu, isa=isa,
-                                      openmp=threads > 1)
+                                      openmp=threads > 1, accumulators=p.accumulators)
+            mb, tb = p.mb, p.tb
+            if args.search and threads == 1:
+                (mb, tb), brow = block_search(x, qweight, s, z, bits, gs, p, spec, info, args.repeat)
+                blocks.append(f"  {k}x{n} {bits}-bit (warm ms): {brow} -> mb={mb}, tb={tb} (MILP: {p.mb}, {p.tb})")
+            mat = kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=mb, tb=tb)
             y = kernel.qgemv(x, mat, spec)
             cols = slice(0, 64)  # spot-check exactness on the benchmarked data
             ref = oracle.qgemv_oracle(x, q[:, cols].copy(), s[:, cols].copy(), z[:, cols].copy(), None,
-                                      bits, gs, unroll=spec.unroll)
+                                      bits, gs, unroll=spec.unroll, accumulators=spec.accumulators)
             assert np.array_equal(y[:, cols].view(np.uint32), ref.view(np.uint32)), "kernel != oracle"
-            copies = [mat] + [kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=p.mb, tb=p.tb)
+            copies = [mat] + [kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=mb, tb=tb)
                               for _ in range(max(1, -(-COLD_BYTES // mat.packed.nbytes)) - 1)]
             ca, cb = copy_buffers()
             t_copy, t_np, t_k, t_np_warm, t_warm = best_times([
@@ -169,11 +207,15 @@ def main() -> None:
                 lambda: kernel.qgemv(x, mat, spec),
             ], args.repeat)
             bw = max(bw, ca.nbytes / t_copy)
-            est = model.predict_time(k, n, bits, 1, p.tu_cols, gs, bw, info.clock_hz)
+            est = model.predict_time(k, n, bits, 1, p.tu_cols, gs, bw, info.clock_hz,
+                                     accumulators=spec.accumulators)
             wbytes = mat.packed.nbytes
-            rows.append((k, n, bits, p.mb, p.tb, t_k, t_np, wbytes / t_k, t_np / t_k, est,
+            rows.append((k, n, bits, mb, tb, t_k, t_np, wbytes / t_k, t_np / t_k, est,
                          t_warm, t_np_warm, spec.name))
             del copies
+    if blocks:
+        print("\nblock search (L1-feasible (mb, tb), largest mb per tb):")
+        print("\n".join(blocks))
     print(f"copy bandwidth, best over the whole run: {bw / 1e9:.2f} GB/s read; fractions below use it")
     print(f"threads: {threads} (kernel and OpenBLAS); cold = weights streamed from DRAM; micro-tiles "
           f"from {'the empirical search' if winners else 'the register model'}")

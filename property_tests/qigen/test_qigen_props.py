@@ -33,14 +33,15 @@ def problems(draw):
     order = draw(st.sampled_from(Q.ORDERS))
     unroll = draw(st.sampled_from([u for u in (1, 2, 4, 8) if bits == 3 or u <= 32 // bits]))
     isa = draw(st.sampled_from(ISAS))
+    acc = draw(st.sampled_from([a for a in (1, 2, 4) if a * tu <= 64]))
     seed = draw(st.integers(0, 2**32 - 1))
-    return bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, seed
+    return bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, seed
 
 
 @settings(max_examples=40)
 @given(problems())
 def test_kernel_equals_oracle(p):
-    bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, seed = p
+    bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, seed = p
     rng = np.random.default_rng(seed)
     groups = k // (gs or k)
     q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
@@ -50,8 +51,9 @@ def test_kernel_equals_oracle(p):
     b = rng.standard_normal(n).astype(np.float32) if seed % 2 else None
     mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=gs, mb=mb, tb=tb,
                          order=order, bias=b)
-    y = kernel.qgemv(x, mat, codegen.KernelSpec(bits, tu=tu, unroll=unroll, isa=isa))
-    assert_bitexact(y, oracle.qgemv_oracle(x, q, s, z, b, bits, gs, unroll=unroll), name="kernel")
+    y = kernel.qgemv(x, mat, codegen.KernelSpec(bits, tu=tu, unroll=unroll, isa=isa, accumulators=acc))
+    assert_bitexact(y, oracle.qgemv_oracle(x, q, s, z, b, bits, gs, unroll=unroll, accumulators=acc),
+                    name=f"kernel A={acc}")
     exact = x.astype(np.float64) @ ((q.astype(np.float64).reshape(groups, -1, n) - z[:, None, :])
                                     * s[:, None, :]).reshape(k, n)
     if b is not None:

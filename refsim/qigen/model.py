@@ -8,6 +8,12 @@ Paper (../shared/papers/qigen.md, Sec. 3) and IST-DASLab/QIGen @ be868d3 ``utils
   empirical search"; :func:`register_search` ranks the feasible pairs by FMAs per loaded register
   ``m_u*t_u`` (ties: wider ``t_u``). With eta = 16 this gives (2, 4), i.e. unroll 2 and
   tu = 32 columns - QIGen's shipped defaults.
+* accumulators (refsim's extension, not in QIGen): each column's sum can be split into A
+  partial sums (see :mod:`refsim.qigen.oracle`) so that a micro-tile has ``A*t_u`` independent
+  FMA chains. :func:`accumulator_search` takes the largest A in (1, 2, 4) whose registers fit:
+  ``A*t_u`` accumulators + ``w*t_u`` live weight words (w = 1; 2 for 3-bit, whose kernel keeps
+  two of a triple live) + 2 (the x broadcast and the mask) ``<= eta``, and ``A*t_u <= 8``.
+  With eta = 16, t_u = 4: A = 2 at 2/4-bit (8 + 4 + 2 = 14), A = 1 at 3-bit (8 + 8 + 2 > 16).
 * L1 (eq. 5, batch term as in the official code, all in bits):
   ``L(mb, tb) = 32*mb*n + bits*mb*tb + 32*tb*n <= gamma`` (n = batch), with ``mb | K``,
   ``32 | mb`` (refsim's kernel walks 32-row chunks), ``gs | mb`` when grouped, ``tu | tb`` and
@@ -31,7 +37,7 @@ from refsim._validate import require_bits, require_int
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.qigen.machine import MachineInfo
 
-__all__ = ["Plan", "register_search", "cache_candidates", "cache_milp", "cache_bruteforce",
+__all__ = ["Plan", "register_search", "accumulator_search", "cache_candidates", "cache_milp", "cache_bruteforce",
            "plan", "predict_time", "TimeEstimate", "l1_bits"]
 
 
@@ -61,6 +67,19 @@ def register_search(eta: int, bits: int) -> tuple[int, int]:
     if best is None:
         raise FormatRuleError(f"eta: no (m_u, t_u) fits {eta} vector registers")
     return best[1]
+
+
+def accumulator_search(eta: int, tu_regs: int, bits: int) -> int:
+    """Partial sums per column A in (1, 2, 4): the largest with ``A*t_u + w*t_u + 2 <= eta``
+    and ``A*t_u <= 8`` (w = 2 live words per column vector at 3-bit, else 1). Returns 1 when
+    nothing larger fits."""
+    require_bits(bits, (2, 3, 4))
+    live_words = 2 if bits == 3 else 1
+    best = 1
+    for a in (1, 2, 4):
+        if a * tu_regs + live_words * tu_regs + 2 <= eta and a * tu_regs <= 8:
+            best = a
+    return best
 
 
 def cache_candidates(k: int, n: int, tu_cols: int, threads: int, group_size: int | None):
@@ -146,13 +165,15 @@ class TimeEstimate:
 
 def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size: int | None,
                  mem_bytes_per_s: float, clock_hz: float, issue_per_cycle: float = 3.0,
-                 fma_latency_cycles: float = 4.0) -> TimeEstimate:
+                 fma_latency_cycles: float = 4.0, accumulators: int = 1) -> TimeEstimate:
     """Estimated time of the generated AVX2 kernel (single thread, prescaled path).
 
     ``issue_per_cycle``: sustained 256-bit vector ops per cycle (assumption, default 3: two FMA
     pipes plus integer vector ALUs on Zen 3 / Skylake; not fitted). ``fma_latency_cycles``: each
     column's sum is one dependent FMA chain (the bit-exact order), so a micro-tile of ``tu/8``
-    accumulators cannot retire a code faster than one FMA latency (4 cycles on Zen 3/Skylake).
+    accumulators cannot retire a code faster than one FMA latency (4 cycles on Zen 3/Skylake);
+    with ``accumulators`` = A partial sums per column there are A times as many chains, so the
+    latency term is divided by A (the combining tree adds A-1 vector adds per group).
     """
     gs = k if group_size is None else group_size
     groups = k // gs
@@ -171,9 +192,11 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
     chunks = k // per_word
     col_vecs = n // 8
     ops_chunk = per_word * 3 + words + (2 * 3 if bits == 3 else 0)
-    ops = batch * (chunks * col_vecs * ops_chunk + k * (n // tu_cols) + groups * col_vecs * 6)
+    ops = batch * (chunks * col_vecs * ops_chunk + k * (n // tu_cols)
+                   + groups * col_vecs * (6 + 2 * (accumulators - 1)))
     issue_cycles = ops / issue_per_cycle
-    latency_cycles = batch * k * (n // tu_cols) * fma_latency_cycles  # one FMA latency per code per tile
+    # one FMA latency per code per tile, shared by A independent partial-sum chains
+    latency_cycles = batch * k * (n // tu_cols) * fma_latency_cycles / accumulators
     memory_s = bytes_moved / mem_bytes_per_s
     compute_s = max(issue_cycles, latency_cycles) / clock_hz
     return TimeEstimate(bytes_moved, ops, memory_s, compute_s, "memory" if memory_s >= compute_s else "compute")
@@ -197,6 +220,7 @@ class Plan:
     tb: int
     l1_used_bits: int
     alternatives: list = field(default_factory=list)
+    accumulators: int = 1
 
     @property
     def tu_cols(self) -> int:
@@ -212,6 +236,9 @@ class Plan:
             f"  registers: m_u + m_u*t_u + t_u <= eta -> m_u={self.mu}, t_u={self.tu_regs} "
             f"({self.mu} + {self.mu * self.tu_regs} + {self.tu_regs} = {self.mu + self.mu * self.tu_regs + self.tu_regs} <= {self.eta}); "
             f"micro-tile {self.tu_cols} columns, unroll {self.mu}",
+            f"  accumulators: A*t_u + w*t_u + 2 <= eta, A*t_u <= 8 -> A={self.accumulators} partial sums per column "
+            f"({self.accumulators * self.tu_regs} independent FMA chains per micro-tile; fixed combine order, "
+            f"bit-exact with the oracle)",
             f"  L1 (MILP): 32*mb*n + b*mb*tb + 32*tb*n = 32*{self.mb}*{self.batch} + {self.bits}*{self.mb}*{self.tb} + "
             f"32*{self.tb}*{self.batch} = {self.l1_used_bits} <= {self.gamma_bits} "
             f"({100 * self.l1_used_bits / self.gamma_bits:.1f}% of L1) -> mb={self.mb}, tb={self.tb}",
@@ -224,11 +251,13 @@ class Plan:
 
 def plan(k: int, n: int, bits: int, machine: MachineInfo, *, batch: int = 1,
          group_size: int | None = None, threads: int = 1,
-         micro: tuple[int, int] | None = None) -> Plan:
-    """Choose (m_u, t_u) by register search and (mb, tb) by MILP for this machine.
+         micro: tuple[int, int] | None = None, accumulators: int | None = None) -> Plan:
+    """Choose (m_u, t_u) by register search, A by :func:`accumulator_search` and (mb, tb) by
+    MILP for this machine.
 
     ``micro``: a fixed ``(m_u, t_u registers)`` instead of the register search, e.g. the winner
     of an empirical search (as QIGen's ``--search`` build does); the MILP then respects it.
+    ``accumulators``: a fixed A (1, 2 or 4) instead of the search.
     """
     require_bits(bits, (2, 3, 4))
     k = require_int("k", k, minimum=32)
@@ -240,6 +269,10 @@ def plan(k: int, n: int, bits: int, machine: MachineInfo, *, batch: int = 1,
     while tu_cols > 8 and n % tu_cols:
         tu_cols -= 8
         tu = tu_cols // 8
+    if accumulators is None:
+        accumulators = accumulator_search(machine.eta, tu, bits)
+    elif isinstance(accumulators, bool) or accumulators not in (1, 2, 4):
+        raise FormatRuleError(f"accumulators: must be 1, 2 or 4; got {accumulators!r}")
     gamma = machine.gamma_bits
     choice = cache_milp(k, n, bits, batch, gamma, tu_cols, threads, group_size)
     if choice is None:
@@ -252,4 +285,4 @@ def plan(k: int, n: int, bits: int, machine: MachineInfo, *, batch: int = 1,
     feas = sorted(((l1_bits(a, b, bits, batch), a, b) for a in mbs for b in tbs
                    if l1_bits(a, b, bits, batch) <= gamma and (a, b) != (mb, tb)), reverse=True)[:3]
     return Plan(k, n, bits, batch, group_size, threads, gamma, machine.eta, mu, tu, mb, tb,
-                l1_bits(mb, tb, bits, batch), [(a, b, u) for u, a, b in feas])
+                l1_bits(mb, tb, bits, batch), [(a, b, u) for u, a, b in feas], accumulators)

@@ -109,3 +109,32 @@ def test_default_kernel_follows_detected_isa(monkeypatch):
 
     monkeypatch.setattr(kernel, "detect_isa", lambda: "scalar")
     assert kernel.default_spec(4).isa == "scalar"
+
+
+def test_accumulator_search_by_hand():
+    # eta = 16, t_u = 4: A*4 + 4 words + 2 <= 16 -> A = 2 (A = 4 needs 22); 3-bit keeps 2 words
+    # per column vector live: 2*4 + 8 + 2 = 18 > 16 -> A = 1; t_u = 2: 4*2 + 2 + 2 = 12 -> A = 4
+    assert MO.accumulator_search(16, 4, 4) == 2
+    assert MO.accumulator_search(16, 4, 2) == 2
+    assert MO.accumulator_search(16, 4, 3) == 1
+    assert MO.accumulator_search(16, 2, 4) == 4
+    assert MO.accumulator_search(16, 8, 4) == 1  # 8 + 8 + 2 > 16: even A = 1 does not fit, fall back
+    assert MO.accumulator_search(32, 4, 4) == 2  # A*t_u <= 8 caps it on 32-register machines
+
+
+def test_plan_reports_accumulators_and_accepts_a_fixed_one():
+    p = MO.plan(4096, 4096, 4, _fake_machine(), group_size=128)
+    assert p.accumulators == 2
+    assert "A=2 partial sums per column" in p.summary()
+    assert MO.plan(4096, 4096, 4, _fake_machine(), group_size=128, accumulators=1).accumulators == 1
+    with pytest.raises(FormatRuleError, match="accumulators"):
+        MO.plan(4096, 4096, 4, _fake_machine(), group_size=128, accumulators=3)
+
+
+def test_predicted_latency_term_shrinks_with_accumulators():
+    # latency-only regime: huge issue rate, infinite bandwidth -> compute = K*N/tu*4 cycles / A
+    kw = dict(mem_bytes_per_s=1e30, clock_hz=1e9, issue_per_cycle=1e9)
+    one = MO.predict_time(4096, 4096, 4, 1, 32, 128, **kw)
+    two = MO.predict_time(4096, 4096, 4, 1, 32, 128, accumulators=2, **kw)
+    assert one.compute_s == pytest.approx(4096 * 128 * 4 / 1e9)
+    assert two.compute_s == pytest.approx(one.compute_s / 2)

@@ -108,3 +108,47 @@ def test_oracle_rejects_bad_input():
     xn[0, 3] = np.nan
     with pytest.raises(FormatRuleError, match="finite"):
         O.qgemv_oracle(xn, q, s, z, b, 4, None)
+
+
+@pytest.mark.parametrize("acc,expected", [(1, 2.0**24), (2, 2.0**24 + 16), (4, 2.0**24 + 24)])
+def test_accumulators_split_the_chain_round_robin_and_combine_by_tree(acc, expected):
+    # 4-bit, unroll 2: the first FMA of the chunk is row 6. x[6] = 2^24, every other x = 1,
+    # q = 1, s = 1, z = 0. One chain: 2^24 + 1 rounds back to 2^24 (tie to even) 31 times.
+    # A = 2: chain 0 = 2^24 (+15 lost ones), chain 1 = 16 -> 2^24 + 16 exactly.
+    # A = 4: chain 0 = 2^24, chains 1..3 = 8 each -> (2^24 + 8) + (8 + 8) = 2^24 + 24.
+    k = 32
+    x = np.ones((1, k), dtype=np.float32)
+    x[0, 6] = 2.0**24
+    q = np.ones((k, 1), dtype=np.uint8)
+    s = np.ones((1, 1), dtype=np.float32)
+    z = np.zeros((1, 1), dtype=np.float32)
+    want = np.array([[expected]], dtype=np.float32)
+    assert_bitexact(O.qgemv_oracle(x, q, s, z, None, 4, None, accumulators=acc), want, name=f"A={acc}")
+    assert_bitexact(O.qgemv_oracle_reference(x, q, s, z, None, 4, None, accumulators=acc), want,
+                    name=f"reference A={acc}")
+
+
+def test_combine_partials_is_the_pairwise_tree():
+    # tree: (2^24 + 1) -> 2^24 (tie to even); (1 + 2) = 3; 2^24 + 3 -> 2^24 + 4 (tie to even).
+    # Sequential left-to-right would give 2^24 + 1 -> 2^24, + 1 -> 2^24, + 2 = 2^24 + 2.
+    a = [np.float32(2.0**24), np.float32(1), np.float32(1), np.float32(2)]
+    got = O.combine_partials([np.array([v]) for v in a])
+    assert_bitexact(got, np.array([2.0**24 + 4], dtype=np.float32), name="tree")
+    with pytest.raises(FormatRuleError, match="accumulators"):
+        O.combine_partials([np.zeros(1, np.float32)] * 3)
+
+
+@pytest.mark.parametrize("acc", [2, 4])
+def test_oracle_with_accumulators_equals_plain_loop_twin(acc):
+    rng = np.random.default_rng(acc)
+    k, n = 64, 3
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    q = rng.integers(0, 8, (k, n)).astype(np.uint8)
+    s = rng.random((2, n)).astype(np.float32)
+    z = rng.integers(0, 8, (2, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    for bits in (3, 4):
+        assert_bitexact(O.qgemv_oracle(x, q, s, z, b, bits, 32, accumulators=acc),
+                        O.qgemv_oracle_reference(x, q, s, z, b, bits, 32, accumulators=acc), name=f"{bits}-bit")
+    with pytest.raises(FormatRuleError, match="accumulators"):
+        O.qgemv_oracle(x, q, s, z, b, 4, 32, accumulators=3)
