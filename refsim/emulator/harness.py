@@ -29,6 +29,12 @@ name               kernel(...) signature                        emulator
                    C i32 (16,8)) -> D i32 (16,8)``
 ``anyprec``        ``(x f16 (M,K), qweight i32 (bits,N,K/32),   :func:`anyprec_kernel.anyprec_gemv`
                    lut f16 (N,2**bits)) -> O f16 (M,N)``
+``mixed_2_4_16``   ``(x f16 (K,), w_main u32 (N,U,4), w_side     :func:`mixed_2_4_16_kernel.mixed_gemv`
+                   u32 (N,n4), meta2 u16 (N,T), meta4 u8
+                   (N,n4), s2 f16 (G,N/16), z2 u16 (G,N/16),
+                   group_bits u8 (G,), row_ptr i32 (N+1,),
+                   col u16 (nnz,), val f16 (nnz,)) -> y f16
+                   (N,)`` (the fields of ``Packed2416``)
 =================  ===========================================  ================================
 
 The kernel receives copies of the inputs (an in-place kernel cannot corrupt the comparison).
@@ -229,12 +235,64 @@ def _anyprec_locate(case, inputs, idx, arch, sms):
             f"shfl_down tree; 32 lanes x {-(-case['k'] // 1024)} chunks of two 16-step hfma2 chains")
 
 
+# ----------------------------------------------------------------------------------------------
+# 2/4/16-bit GEMV with its outlier SpMV (refsim's documented kernel design, no official code)
+
+
+def _mixed_strategy():
+    from hypothesis import strategies as st
+
+    return st.fixed_dictionaries({
+        "k": st.sampled_from([16, 128, 192, 640]),
+        "n": st.sampled_from([16, 32]),
+        "alpha": st.sampled_from([0.0, 0.25, 1.0]),
+        "outlier_ratio": st.sampled_from([0.0, 0.005]),
+        "kind": st.sampled_from(DATA_KINDS),
+        "seed": st.integers(0, 2**16),
+    })
+
+
+def _mixed_make(case):
+    import dataclasses
+
+    from refsim.formats import mixed_2_4_16 as mixed
+
+    rng = np.random.default_rng(case["seed"])
+    k, n = case["k"], case["n"]
+    W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
+    X = rng.standard_normal((2 * k, k))
+    p = mixed.pack(mixed.quantize(W, X.T @ X / k, alpha=case["alpha"], outlier_ratio=case["outlier_ratio"]))
+    x = _values(rng, case["kind"], (k,)).astype(np.float16)
+    return (x,) + tuple(getattr(p, f.name) for f in dataclasses.fields(p))
+
+
+def _mixed_emulate(inputs, arch, sms):
+    from refsim.emulator import mixed_2_4_16_kernel as mx
+    from refsim.formats import mixed_2_4_16 as mixed
+
+    return mx.mixed_gemv(mixed.Packed2416(*inputs[1:]), inputs[0])
+
+
+def _mixed_locate(case, inputs, idx, arch, sms):
+    from refsim.emulator import mixed_2_4_16_kernel as mx
+
+    r = idx[0]
+    units = mx.unit_groups(inputs[7])
+    row_ptr = inputs[8]
+    busy = sorted({u % 32 for u in range(len(units))})
+    return (f"y[{r}]: warp {r} (one warp per output channel); lanes {busy[0]}..{busy[-1]} own the row's "
+            f"{len(units)} 128-bit units round-robin (fp16 hfma2 chains per group of 16, fp32 lane sums), "
+            f"fp32 shfl_down tree to lane 0, then lane 0 adds the row's {int(row_ptr[r + 1] - row_ptr[r])} "
+            f"outliers in stored order and writes fp16(acc)")
+
+
 FORMATS: dict[str, _Format] = {
     "anyprec": _Format("anyprec", _anyprec_strategy, _anyprec_make, _anyprec_emulate, _anyprec_locate),
     "marlin": _Format("marlin", _marlin_strategy, _marlin_make, _marlin_emulate, _marlin_locate),
     "mma_m16n8k16": _Format("mma_m16n8k16", _mma_strategy, _mma_make(np.float32), _mma_emulate, _mma_locate),
     "mma_m16n8k16_f16": _Format("mma_m16n8k16_f16", _mma_strategy, _mma_make(np.float16), _mma_emulate, _mma_locate),
     "mma_s4": _Format("mma_s4", _s4_strategy, _s4_make, _s4_emulate, _s4_locate),
+    "mixed_2_4_16": _Format("mixed_2_4_16", _mixed_strategy, _mixed_make, _mixed_emulate, _mixed_locate),
 }
 
 

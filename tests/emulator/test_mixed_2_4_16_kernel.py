@@ -291,3 +291,17 @@ def test_a_lane_adds_its_groups_in_unit_order_not_k_order():
     assert y[0] == 0
     assert_bitexact(ek.mixed_gemv_reference(p, x), y, name="reference")
     assert F.gemv(p, x)[0] == np.float16(2.0**-9)
+
+
+def test_harness_format_passes_the_emulator_and_catches_the_sequential_oracle():
+    from refsim.emulator import harness
+
+    def emulator(x, *fields):
+        return ek.mixed_gemv(F.Packed2416(*fields), x)
+
+    def sequential(x, *fields):       # the format's oracle: one fp32 chain over k, no groups, no lanes
+        return F.gemv(F.Packed2416(*fields), x)
+
+    harness.check_kernel(emulator, "mixed_2_4_16", max_examples=5)
+    with pytest.raises(harness.KernelMismatch, match=r"y\[\d+\]: warp \d+ .*outliers in stored order"):
+        harness.check_kernel(sequential, "mixed_2_4_16", max_examples=15, shrink=False)
