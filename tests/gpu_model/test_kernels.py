@@ -5,6 +5,7 @@ import math
 import pytest
 
 from refsim.errors import FormatRuleError, ShapeError
+from refsim.formats import stripes
 from refsim.gpu_model.kernels import kernel_names, predict
 from refsim.gpu_model.kernels import anyprec, marlin
 from refsim.gpu_model.specs import get_gpu
@@ -46,7 +47,8 @@ def test_anyprec_above_eight_tokens_is_dequant_plus_cublas():
     (80, [(4, 1, 64), (1, 1, 16)]), (1024, [(4, 16, 1024)]), (1100, [(4, 16, 1024), (4, 1, 64), (1, 1, 12)]),
 ])
 def test_marlin_host_m_splitting(m, expected):
-    assert marlin.launches(m) == expected
+    # (m_blocks, parallel, rows) of each launch, as the model receives them from refsim.formats.stripes
+    assert [(p.m_blocks, p.parallel, p.rows) for p in marlin.partition(m, 4096, 4096, 72, None)] == expected
 
 
 def _stripe_brute_force(k_tiles, n_tiles, par, sms, f):
@@ -61,15 +63,12 @@ def _stripe_brute_force(k_tiles, n_tiles, par, sms, f):
 
 @pytest.mark.parametrize("args", [(32, 32, 1, 72, 1), (32, 32, 1, 108, 1), (64, 16, 1, 72, 2),
                                   (64, 16, 1, 72, 1), (64, 16, 16, 72, 2), (8, 4, 1, 36, 1)])
-def test_marlin_stripe_plan_matches_tile_by_tile_assignment(args):
-    assert marlin.stripe_plan(*args) == _stripe_brute_force(*args)
-
-
-def test_marlin_a10_partition_from_the_spec_note():
-    # shared/specs/marlin.md c.3: A10, M <= 16, 4096x4096 g128 -> iters 15, blocks 0-68 work
-    iters, active, _ = marlin.stripe_plan(32, 32, 1, 72, 1)
-    assert (iters, active) == (15, 69)
-    assert marlin.stripe_plan(64, 16, 1, 72, 2)[:2] == (16, 64)
+def test_marlin_launch_summary_matches_tile_by_tile_assignment(args):
+    k_tiles, n_tiles, par, sms, f = args
+    iters, blocks = stripes.launch_partition(*args)
+    launch = stripes.Launch(0, 64 * par, 4, par, k_tiles, n_tiles, iters, sms, blocks)
+    lc = marlin.summarize_launch(launch)
+    assert (lc.iters, lc.busy_blocks, lc.max_slices) == _stripe_brute_force(*args)
 
 
 def test_marlin_paper_anchor_on_a10_large_matrix():

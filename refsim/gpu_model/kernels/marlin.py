@@ -1,10 +1,12 @@
 """MARLIN FP16×INT4 (mma.sync m16n8k16, FP32 accumulate), striped partitioning.
 
 Source matched: IST-DASLab/marlin @ 2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c,
-``marlin/marlin_cuda_kernel.cu`` and ``marlin/marlin_cuda.cpp`` (host-side tile choice and M
-splitting, in-kernel stripe bookkeeping), as restated in shared/specs/marlin.md §(c). The striped
-partition module (refsim.formats.stripes) had not landed, so the stripe arithmetic is computed
-here from that note (:func:`stripe_plan`).
+``marlin/marlin_cuda_kernel.cu`` (``Marlin`` prologue, ``init_slice``, host ``marlin_cuda`` M loop)
+and ``marlin/marlin_cuda.cpp``, as restated in shared/specs/marlin.md §(c). The tile choice, the host
+M splitting and the per-block stripes are NOT recomputed here: they come from
+:mod:`refsim.formats.stripes` (the single implementation, tested against the kernel's own 3×3/5-SM
+example and tile-by-tile invariants); :func:`partition` reduces a
+:class:`~refsim.formats.stripes.StripePlan` to the few numbers the cost model needs and caches them.
 
 Decomposition::
 
@@ -21,13 +23,15 @@ Decomposition::
                MMAs         m_blocks · thread_n/8 · thread_k/16  (M padded to 16·m_blocks)
                dequant      9 instructions per 8 weights (+4 HMUL2 with group scales)
     time of a launch = time of its most loaded block (iters tiles) + the serial slice reduction
+                       (longest lock-ordered chain: max slice_count - 1 hand-offs)
 """
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
+from typing import NamedTuple
 
+from refsim.formats import stripes as _stripes
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
 from refsim.gpu_model.roofline import Breakdown, ModelParams, combine
 from refsim.gpu_model.specs import GPUSpec
@@ -35,60 +39,62 @@ from refsim.gpu_model.specs import GPUSpec
 NAME = "marlin"
 BITS = (4,)
 GROUPS = (None, 128)
-MAX_PAR = 16
-STAGES = 4
+MAX_PAR = 16                 # max_par as the Python ``marlin.mul`` passes it
+STAGES = _stripes.STAGES
 L2_ROUND_TRIP_CLK = 600  # estimate: lock spin + fp16 partial-sum read/write through L2 per slice hand-off
 
 
-def tile_config(m_total: int) -> tuple[int, int]:
-    """(thread_k, thread_n) chosen by the host for total batch ``m_total``."""
-    return (128, 128) if m_total <= 16 else (64, 256)
+class LaunchCost(NamedTuple):
+    """What the cost model needs from one launch of a :class:`~refsim.formats.stripes.Launch`."""
+
+    m_blocks: int        # thread_m_blocks (16-row blocks per problem, ≤ 4)
+    parallel: int        # independent 64-row problems side by side
+    rows: int            # rows of A / C handled (prob_m)
+    k_tiles: int
+    n_tiles: int
+    iters: int           # tiles of the most loaded block
+    busy_blocks: int     # blocks with a non-empty stripe (≤ SMs)
+    max_slices: int      # longest serial reduction chain: max slice_count over the output tiles
+    reduction_steps: int  # all cross-block hand-offs: sum over output tiles of slice_count - 1
 
 
-def launches(m: int) -> list[tuple[int, int, int]]:
-    """Host-side M splitting: list of (m_blocks, parallel, rows) per kernel launch."""
-    tot = math.ceil(m / 16)
-    pad = 16 * tot - m
-    out = []
-    i = 0
-    while i < tot:
-        remaining = tot - i
-        if remaining > 4:
-            par = min((16 * remaining - pad) // 64, MAX_PAR)
-            out.append((4, par, 64 * par))
-            i += 4 * par
-        else:
-            rows = m - 16 * i
-            out.append((remaining, 1, rows))
-            i = tot
-    return out
+@lru_cache(maxsize=256)
+def tile_shape(m: int) -> tuple[int, int]:
+    """``(thread_k, thread_n)`` Marlin's host code picks for total batch ``m`` (int ≥ 1).
+
+    Read from :func:`refsim.formats.stripes.marlin_tile_config` on a probe shape (N = 256,
+    K = 128) that every automatic tile divides, so callers can state their own shape rules
+    with the tile in hand before the full partition is built.
+    """
+    cfg = _stripes.marlin_tile_config(m, 256, 128, None, max_par=MAX_PAR)
+    return cfg.thread_k, cfg.thread_n
+
+
+def summarize_launch(launch: _stripes.Launch) -> LaunchCost:
+    """Reduce one :class:`~refsim.formats.stripes.Launch` (all its slices) to a :class:`LaunchCost`."""
+    max_slices = 1
+    for stripe in launch.blocks:
+        for s in stripe:
+            if s.slice_count > max_slices:
+                max_slices = s.slice_count
+    return LaunchCost(launch.thread_m_blocks, launch.parallel, launch.prob_m, launch.k_tiles, launch.n_tiles,
+                      max(launch.iterations_per_block), launch.busy_blocks, max_slices,
+                      launch.global_reduction_steps)
 
 
 @lru_cache(maxsize=4096)
-def stripe_plan(k_tiles: int, n_tiles: int, par: int, sms: int, f: int) -> tuple[int, int, int]:
-    """(iters = tiles per block, active blocks, max slices per column) of the striped partition.
-
-    Tiles are numbered down each k-column (L = k_tiles·col + row); block b owns
-    [iters·b, iters·(b+1)). Column c spans [k_tiles·c, k_tiles·(c+1)) and is cut into
-    ``floor((end-1)/iters) - floor(start/iters) + 1`` slices; the start offsets repeat with period
-    ``iters`` in c, so only the first min(columns, iters) columns are examined.
-    """
-    total = k_tiles * n_tiles * par
-    iters = math.ceil(total / sms)
-    iters = f * math.ceil(iters / f)
-    active = math.ceil(total / iters)
-    slices = 1
-    for c in range(min(n_tiles * par, iters)):
-        start = k_tiles * c
-        slices = max(slices, (start + k_tiles - 1) // iters - start // iters + 1)
-    return iters, active, slices
+def partition(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple[LaunchCost, ...]:
+    """Marlin's partition of ``C (M, N) = A (M, K) @ W (K, N)`` on ``sms`` SMs, one
+    :class:`LaunchCost` per host launch, from :func:`refsim.formats.stripes.stripes` (cached per
+    shape: a plan lists every block's slices, the cost model needs only its extremes)."""
+    plan = _stripes.stripes(m, n, k, sms, group_size, max_par=MAX_PAR)
+    return tuple(summarize_launch(launch) for launch in plan.launches)
 
 
-def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, m_blocks: int, par: int,
-                  rows: int, tk: int, tn: int, group_size, weight_bits: float, sparse: bool):
-    k_tiles, n_tiles = k // tk, n // tn
-    fgrp = 1 if group_size is None else max(1, (group_size // 16) // (tk // 16))
-    iters, active, slices = stripe_plan(k_tiles, n_tiles, par, g.sm_count, fgrp)
+def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: LaunchCost, tk: int, tn: int,
+                  group_size, weight_bits: float, sparse: bool):
+    m_blocks, par, rows = lc.m_blocks, lc.parallel, lc.rows
+    iters, active, slices = lc.iters, lc.busy_blocks, lc.max_slices
     w_tile = tk * tn * weight_bits / 8
     s_tile = 0.0 if group_size is None else (tk / group_size) * tn * 2
     a_tile = 16 * m_blocks * tk * 2
@@ -120,12 +126,11 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
     total = {}
     latency = 0.0
     bytes_total = 0.0
-    parts = launches(m)
-    tk, tn = tile_config(m)
+    parts = partition(m, n, k, g.sm_count, group_size)
+    tk, tn = tile_shape(m)
     last = None
-    for m_blocks, par, rows in parts:
-        pipes, t_red, b, active = _launch_terms(g, p, f, n, k, m_blocks, par, rows, tk, tn, group_size,
-                                                weight_bits, sparse)
+    for lc in parts:
+        pipes, t_red, b, active = _launch_terms(g, p, f, n, k, lc, tk, tn, group_size, weight_bits, sparse)
         bd = combine(name, g, m, n, k, 4, pipes, p, ctas=active, n_waves=1.0, bytes_dram=b, extra_serial_s=t_red)
         latency += bd.latency_s
         bytes_total += b
@@ -140,17 +145,18 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
         bottleneck = "launch"
     return Breakdown(kernel=name, gpu=g.name, m=m, n=n, k=k, bits=4, latency_s=latency, bottleneck=bottleneck,
                      terms=total, bytes_dram=bytes_total, flops=2.0 * m * n * k, ctas=last.ctas, waves=1.0,
-                     launches=len(parts), notes=f"tile {tk}x{tn}, launches {parts}")
+                     launches=len(parts),
+                     notes=f"tile {tk}x{tn}, launches {[(lc.m_blocks, lc.parallel, lc.rows) for lc in parts]}")
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
-    """Latency breakdown of MARLIN on ``gpu``. Rules: bits 4; group_size None or 128;
-    N % thread_n == 0 and K % thread_k == 0 with (thread_k, thread_n) = (128, 128) for M ≤ 16 else
-    (64, 256); K % group_size == 0."""
+    """Latency breakdown of MARLIN for C(M,N) = A(M,K) @ W(K,N) on ``gpu``. Rules: bits 4;
+    group_size None or 128; N % thread_n == 0 and K % thread_k == 0 with (thread_k, thread_n) =
+    (128, 128) for M ≤ 16 else (64, 256) (:func:`tile_shape`); K % group_size == 0."""
     m, n, k = check_mnk(NAME, m, n, k)
     check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    tk, tn = tile_config(m)
+    tk, tn = tile_shape(m)
     require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
     require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
     if group_size:

@@ -2,7 +2,7 @@
 
 Source matched: IST-DASLab/Sparse-Marlin @ c2ffa23, ``marlin/marlin_cuda_kernel_nm.cu`` and
 ``marlin/__init__.py`` (shared/specs/marlin.md §(g)). Same persistent striped design as
-:mod:`marlin` (reused here), with:
+:mod:`marlin` (reused here, partition from :mod:`refsim.formats.stripes`), with:
 
 * weights: the 2 kept values of every 4 along K, 4-bit: N·K/2 · 4 bits = N·K/4 bytes, plus metadata
   int16 (N, K/16) = N·K/8 bytes (1 bit per dense weight), scales per group of 128 dense K;
@@ -10,6 +10,14 @@ Source matched: IST-DASLab/Sparse-Marlin @ c2ffa23, ``marlin/marlin_cuda_kernel_
 * dequant: half as many weights to convert.
 Constraints: bits 4, group_size None or 128, K % 128 == 0 (k32 MMA tiles, compressed groups of 64)
 and N % thread_m with thread_m = 128 (M ≤ 16) or 256.
+
+Partition: ``marlin_cuda_kernel_nm.cu`` swaps the names M and N (its host ``prob_n`` is the batch,
+``thread_m`` the output-tile width) but runs the same host M loop (max_par 16), the same auto tile
+(M ≤ 16: 128 × 128, else 64 × 256 in dense K), ``k_tiles = prob_k / 32 / thread_k_blocks`` =
+K / thread_k with thread_k_blocks counted in k32 blocks, and the same stripe rounding
+(``group_blocks`` = 64 / 16 = 4 compressed rows per group over thread_k_blocks 4 or 2 gives
+1 or 2 tiles, as dense Marlin's 8 / 8 or 8 / 4 with group 128). So the dense plan of
+:func:`refsim.formats.stripes.stripes` (dense K, dense group 128) is the Sparse-Marlin plan.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     m, n, k = check_mnk(NAME, m, n, k)
     check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    tk, tn = (128, 128) if m <= 16 else (64, 256)
+    tk, tn = marlin.tile_shape(m)
     require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
     require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
     return marlin.model(NAME, gpu, m, n, k, group_size, clock, params,

@@ -1,0 +1,120 @@
+"""The Marlin cost models take their partition from refsim.formats.stripes: check that it agrees
+with an independent closed form (the arithmetic the model used before stripes.py landed) over a
+grid of (m, n, k, sms, group_size), and that the models really read stripes.py.
+
+Closed form (marlin_cuda_kernel.cu, IST-DASLab/marlin @ 2f6d7c1, host ``marlin_cuda`` loop and the
+``Marlin`` prologue): tile (128, 128) for M <= 16 else (64, 256); host M loop with
+``par = min((16 * remaining - pad) // 64, 16)`` when more than 4 m-blocks remain;
+``iters = ceil(k_tiles * n_tiles * par / sms)`` rounded up to ``group_blocks / thread_k_blocks``;
+busy blocks ``ceil(total / iters)``; a column ``c`` is cut by ``floor((end - 1) / iters) -
+floor(start / iters) + 1`` stripes.
+"""
+
+import math
+
+import pytest
+
+from refsim.formats import stripes as st
+from refsim.gpu_model.kernels import marlin, marlin_24, predict
+
+
+def _tile(m):
+    return (128, 128) if m <= 16 else (64, 256)
+
+
+def _host_launches(m, max_par=16):
+    """(m_blocks, parallel, rows) per launch, written from the host loop."""
+    tot = -(-m // 16)
+    pad = 16 * tot - m
+    out, i = [], 0
+    while i < tot:
+        rem = tot - i
+        if rem > 4:
+            par = min((16 * rem - pad) // 64, max_par)
+            out.append((4, par, 64 * par))
+            i += 4 * par
+        else:
+            out.append((rem, 1, m - 16 * i))
+            i = tot
+    return out
+
+
+def _closed_form(k_tiles, n_tiles, par, sms, group_tiles):
+    """(iters, busy blocks, longest reduction chain, all reduction steps) without walking blocks."""
+    total = k_tiles * n_tiles * par
+    iters = group_tiles * math.ceil(math.ceil(total / sms) / group_tiles)
+    busy = math.ceil(total / iters)
+    counts = [(k_tiles * c + k_tiles - 1) // iters - (k_tiles * c) // iters + 1 for c in range(n_tiles * par)]
+    return iters, busy, max(counts), sum(x - 1 for x in counts)
+
+
+M_GRID = (1, 5, 16, 17, 48, 64, 65, 80, 128, 200, 1024, 1100)
+NK_GRID = ((256, 256), (768, 384), (4096, 4096), (11008, 4096), (4096, 11008), (5120, 13824))
+SMS_GRID = (1, 7, 16, 46, 72, 108, 128, 132)
+
+
+def _cases():
+    for m in M_GRID:
+        tk, tn = _tile(m)
+        for n, k in NK_GRID:
+            if n % tn or k % tk:
+                continue
+            for g in (None, 128):
+                if g is None or k % g == 0:
+                    yield m, n, k, g
+
+
+@pytest.mark.parametrize("m, n, k, g", list(_cases()))
+def test_model_partition_matches_the_closed_form_on_every_gpu_size(m, n, k, g):
+    tk, tn = _tile(m)
+    assert marlin.tile_shape(m) == (tk, tn)
+    group_tiles = 1 if g is None else max(1, (g // 16) // (tk // 16))
+    for sms in SMS_GRID:
+        parts = marlin.partition(m, n, k, sms, g)
+        assert [(p.m_blocks, p.parallel, p.rows) for p in parts] == _host_launches(m)
+        for p in parts:
+            assert (p.k_tiles, p.n_tiles) == (k // tk, n // tn)
+            got = (p.iters, p.busy_blocks, p.max_slices, p.reduction_steps)
+            assert got == _closed_form(k // tk, n // tn, p.parallel, sms, group_tiles), (m, n, k, g, sms)
+
+
+def test_summary_of_the_kernel_source_example():
+    # 3x3 tiles on 5 SMs (the comment in Marlin()): iters 2, blocks 0-4 busy, columns cut 2, 2, 2 times
+    iters, blocks = st.launch_partition(3, 3, 1, 5, 1)
+    launch = st.Launch(0, 1, 1, 1, 3, 3, iters, 5, blocks)
+    assert marlin.summarize_launch(launch) == marlin.LaunchCost(1, 1, 1, 3, 3, 2, 5, 2, 3)
+
+
+def test_a10_partition_from_the_spec_note():
+    # shared/specs/marlin.md c.3: A10 (72 SMs), M <= 16, 4096x4096 g128 -> iters 15, blocks 0-68 busy;
+    # M = 32 -> 64 k-tiles x 16 n-tiles, iters ceil(1024/72) = 15 rounded up to 2 tiles/group -> 16, 64 busy
+    (p,) = marlin.partition(16, 4096, 4096, 72, 128)
+    assert (p.iters, p.busy_blocks) == (15, 69)
+    (p,) = marlin.partition(32, 4096, 4096, 72, 128)
+    assert (p.iters, p.busy_blocks) == (16, 64)
+
+
+def test_the_models_read_their_partition_from_stripes(monkeypatch):
+    # replace stripes.stripes with a spy: a prediction for a fresh shape must call it
+    calls = []
+    real = st.stripes
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(st, "stripes", spy)
+    marlin.partition.cache_clear()
+    try:
+        predict("a10", "marlin", 16, 4096, 4096, group_size=128)
+        predict("a10", "marlin-24", 16, 4096, 4096)
+    finally:
+        marlin.partition.cache_clear()
+    assert calls == [(16, 4096, 4096, 72, 128), (16, 4096, 4096, 72, None)]
+
+
+def test_marlin_24_uses_the_dense_tile_and_partition():
+    # Sparse-Marlin's k_tiles = prob_k / 32 / (thread_k / 32) = K / thread_k: same plan as dense Marlin
+    d = predict("a10", "marlin", 64, 4096, 4096, group_size=128)
+    s = predict("a10", "marlin-24", 64, 4096, 4096, group_size=128)
+    assert s.notes == d.notes and s.ctas == d.ctas
