@@ -143,7 +143,7 @@ def _exact_packed(rng, g, n, n4, outliers_per_row):
 
 def test_exact_inputs_give_the_exact_product():
     # every fp16 chain partial is a multiple of 2^(e + 0) below 2^11 of that grid, every fp32 partial
-    # a multiple of 2^-6 below 2^24 of it: no step rounds, y = one rounding of the exact value
+    # a multiple of 2^-4 below 2^24 of it: no step rounds, y = one rounding of the exact value
     rng = np.random.default_rng(5)
     p = _exact_packed(rng, 40, 32, 10, 3)
     x = (rng.integers(-1, 2, 640) * (rng.random(640) < 0.3) * 2.0 ** rng.integers(0, 2, 640)).astype(np.float16)
