@@ -141,9 +141,13 @@ def warp_reduce_sum_f32_reference(v: np.ndarray) -> np.float32:
     return regs[0]
 
 
-def _check(p: fmt.Packed2416, x: np.ndarray) -> tuple[np.ndarray, int, int]:
+def _require_packed(p) -> None:
     if not isinstance(p, fmt.Packed2416):
         raise ShapeError(f"p: must be a refsim.formats.mixed_2_4_16.Packed2416; got {type(p).__name__}")
+
+
+def _check(p: fmt.Packed2416, x: np.ndarray) -> tuple[np.ndarray, int, int]:
+    _require_packed(p)
     g = p.group_bits.size
     k, n = g * fmt.G1, p.w_main.shape[0]
     x = require_dtype("x", x, np.float16)
@@ -157,6 +161,7 @@ def _check(p: fmt.Packed2416, x: np.ndarray) -> tuple[np.ndarray, int, int]:
 def dequantized_weights(p: fmt.Packed2416) -> np.ndarray:
     """float16 (K, N): the weights the lanes hold after steps 1-2 (dense part only; outlier
     positions hold the dense code, i.e. (z - z) * s_hat = 0)."""
+    _require_packed(p)
     m = fmt.unpack(p)
     g, n = m.zero.shape
     z2 = np.repeat(m.z2.astype(np.int32), fmt.G2, axis=1)                              # (G, N)
