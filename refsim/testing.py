@@ -161,7 +161,7 @@ def check_kernel(kernel, fmt: str = "marlin", *, arch: str = "sm_80", sms: int =
     """Check ``kernel`` bit for bit against refsim's emulator on hypothesis-drawn legal cases.
 
     ``kernel``: any callable taking the format's NumPy inputs and returning its output array;
-    ``fmt``: 'marlin', 'anyprec', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4' (the table in
+    ``fmt``: 'marlin', 'anyprec', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4', 'mixed_2_4_16' (the table in
     :mod:`refsim.emulator.harness`); ``arch``: 'sm_70' ... 'sm_90'; ``sms``: grid size (Marlin's
     partition and reduction order depend on it). Raises ``KernelMismatch`` (an AssertionError)
     naming the first mismatching element, the warp/lane/k-tiles that produced it and the ULP

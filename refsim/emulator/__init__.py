@@ -7,6 +7,7 @@
     marlin_kernel  Marlin GEMM dataflow (partition, k-warps, reductions, epilogue)
     anyprec_kernel Any-Precision fused GEMV (hfma2 chains, shuffle tree)
     atom_kernel    Atom W4A4 group GEMM (int mma + fp32 epilogue)
+    mixed_2_4_16_kernel  2/4/16-bit GEMV + fused outlier SpMV (refsim's documented kernel design)
     harness        check_kernel: hypothesis harness for kernel authors
 
 Modules are imported explicitly (``from refsim.emulator import tensor_core``); nothing is loaded here.
