@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from refsim.gpu_model.kernels import anyprec as _anyprec
+from refsim.gpu_model.kernels import marlin as marlin_model
 from refsim.gpu_model.kernels import predict
 from refsim.gpu_model.roofline import FITTED
 from refsim.gpu_model.specs import GPUSpec, get_gpu
@@ -226,12 +227,17 @@ def cycle_time(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None
         per_smsp = n * math.ceil(k / 1024) / (4 * g.sm_count)        # row-chunks per SMSP
         loop_cycles = per_smsp / w * cyc
     elif kernel == "marlin":
-        m_blocks = min(4, math.ceil(m / 16))
         tc = 2.0 * 16 * 8 * 16 / (g.tc_fp16_f32acc_flop_per_clk_per_sm / 4)
         w = 2                                                       # 8 warps per CTA, 1 CTA per SM
-        cyc = simulate(marlin_body(m_blocks), w, g, f, iterations=iterations, tensor_interval=tc)
-        per_smsp = (n / 64) * (k / 16) / (4 * g.sm_count)            # warp k16-steps per SMSP
-        loop_cycles = per_smsp / w * cyc
+        tk, tn = marlin_model.tile_shape(m)
+        per_smsp, loop_cycles, cyc = 0.0, 0.0, 0.0
+        # the busiest block of each launch sets its time: iters tiles of tk x tn, each
+        # (tk/16)*(tn/64) warp k16-steps over 64 columns, spread over the SM's 4 SMSPs
+        for lc in marlin_model.partition(m, n, k, g.sm_count, None):
+            cyc = simulate(marlin_body(lc.m_blocks), w, g, f, iterations=iterations, tensor_interval=tc)
+            steps = lc.iters * (tk / 16) * (tn / 64) / 4
+            per_smsp += steps
+            loop_cycles += steps / w * cyc
     else:
         raise ValueError(f"kernel: cycle model covers 'anyprec' and 'marlin'; got {kernel!r}")
     return {"loop_s": loop_cycles / f, "cycles_per_iter": cyc, "warps_per_smsp": w,
