@@ -153,6 +153,9 @@ def main() -> None:
     ap.add_argument("--accumulators", type=int, default=None, choices=(1, 2, 4),
                     help="partial sums per column for every kernel (default: the model's choice, "
                          "or the search's; 1 = the single-chain order of the first version)")
+    ap.add_argument("--meta", default="f16u8", choices=codegen.METAS,
+                    help="scale/zero operands: fp16 bits + uint8 (3 bytes per group and column, the "
+                         "default: the benchmark's scales are fp16 like a GPTQ checkpoint's) or fp32 (8)")
     ap.add_argument("--search", action="store_true",
                     help="time tu x unroll variants on 4096x4096 first (QIGen's empirical search) "
                          "and use the fastest per bit-width in the main table")
@@ -178,14 +181,15 @@ def main() -> None:
         np_cold = cycling([lambda w=w: x @ w for w in w32])
         for bits in (4, 3):
             q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
-            s = (rng.random((k // gs, n)) * 0.01 + 0.001).astype(np.float32)
+            # fp16 scales, as GPTQ checkpoints store them (exactly representable in fp32)
+            s = (rng.random((k // gs, n)) * 0.01 + 0.001).astype(np.float16).astype(np.float32)
             z = np.full((k // gs, n), 2 ** (bits - 1), dtype=np.float32)
             micro, acc = winners.get(bits, (None, None))
             acc = args.accumulators if args.accumulators is not None else acc
             p = model.plan(k, n, bits, info, group_size=gs, threads=threads, micro=micro, accumulators=acc)
             qweight = gptq.pack_qweight(q, bits)
             spec = codegen.KernelSpec(bits, tu=p.tu_cols, unroll=p.mu, isa=isa,
-                                      openmp=threads > 1, accumulators=p.accumulators)
+                                      openmp=threads > 1, accumulators=p.accumulators, meta=args.meta)
             mb, tb = p.mb, p.tb
             if args.search and threads == 1:
                 (mb, tb), brow = block_search(x, qweight, s, z, bits, gs, p, spec, info, args.repeat)
@@ -208,7 +212,7 @@ def main() -> None:
             ], args.repeat)
             bw = max(bw, ca.nbytes / t_copy)
             est = model.predict_time(k, n, bits, 1, p.tu_cols, gs, bw, info.clock_hz,
-                                     accumulators=spec.accumulators)
+                                     accumulators=spec.accumulators, compact_meta=spec.meta == "f16u8")
             wbytes = mat.packed.nbytes
             rows.append((k, n, bits, mb, tb, t_k, t_np, wbytes / t_k, t_np / t_k, est,
                          t_warm, t_np_warm, spec.name))

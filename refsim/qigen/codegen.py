@@ -39,9 +39,10 @@ from refsim._validate import require_bits, require_choice, require_divisible
 from refsim.errors import FormatRuleError
 from refsim.qigen.oracle import ACCUMULATORS, UNROLLS, chunk_order
 
-__all__ = ["KernelSpec", "generate", "prescale_shifts", "ISAS"]
+__all__ = ["KernelSpec", "generate", "prescale_shifts", "ISAS", "METAS"]
 
 ISAS = ("avx2", "scalar")
+METAS = ("f32", "f16u8")  # scales/zeros operands: fp32/fp32, or fp16 bits (uint16) / uint8
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class KernelSpec:
     isa: "avx2" (AVX2 + FMA intrinsics) or "scalar" (portable C99 ``fmaf``). openmp: parallel
     over panels. accumulators: partial sums per column, 1, 2 or 4 (A = 1 is the single-chain
     order); at most 8 vector accumulators in all (``accumulators * tu/8 <= 8``).
+    meta: how the kernel reads scales and zeros: "f32" (float32 both) or "f16u8" (scales as
+    IEEE binary16 bit patterns, zeros as uint8; 3 bytes per group and column instead of 8).
+    "f16u8" is only for matrices whose scales are exactly fp16 values and whose zeros are
+    integers in [0, 255] (:attr:`refsim.qigen.kernel.QIGenMatrix.compact_meta`); the kernel
+    widens them exactly, so both give the same bits.
     """
 
     bits: int
@@ -61,6 +67,7 @@ class KernelSpec:
     isa: str = "avx2"
     openmp: bool = False
     accumulators: int = 1
+    meta: str = "f32"
 
     def __post_init__(self) -> None:
         require_bits(self.bits, (2, 3, 4))
@@ -72,6 +79,7 @@ class KernelSpec:
         require_choice("isa", self.isa, ISAS)
         if isinstance(self.accumulators, bool) or self.accumulators not in ACCUMULATORS:
             raise FormatRuleError(f"accumulators: must be one of {list(ACCUMULATORS)}; got {self.accumulators!r}")
+        require_choice("meta", self.meta, METAS)
         if self.accumulators * self.tu > 64:
             raise FormatRuleError(f"accumulators: accumulators * tu/8 must be <= 8 vector registers; got "
                                   f"{self.accumulators} x {self.tu // 8}")
@@ -80,7 +88,8 @@ class KernelSpec:
     def name(self) -> str:
         omp = "_omp" if self.openmp else ""
         acc = f"_a{self.accumulators}" if self.accumulators > 1 else ""
-        return f"q{self.bits}_tu{self.tu}_u{self.unroll}{acc}_{self.isa}{omp}"
+        meta = "_h" if self.meta == "f16u8" else ""
+        return f"q{self.bits}_tu{self.tu}_u{self.unroll}{acc}{meta}_{self.isa}{omp}"
 
 
 def _code_position(bits: int, v: int) -> tuple[int, int, bool]:
@@ -140,7 +149,7 @@ _HEADER = """\
  * out[b, c] = sum over groups g of s[g,c] * (sum_k x[b,k]*q[k,c] - z[g,c]*sum_k x[b,k]) + bias[c]
  * computed in fp32 with the exact operation order of refsim/qigen/oracle.py (qgemv_oracle),
  * which this kernel must match bit for bit. Layout: refsim/formats/qigen.py.
- * bits={bits} tu={tu} unroll={unroll} accumulators={acc} isa={isa} openmp={openmp}; chunk order {order}
+ * bits={bits} tu={tu} unroll={unroll} accumulators={acc} meta={meta} isa={isa} openmp={openmp}; chunk order {order}
  * (the i-th FMA of a group goes to partial sum i % accumulators; at the group's end the partial
  * sums are combined as a0, a0+a1 or (a0+a1)+(a2+a3))
  * Entry points: refsim_qigen_gemv (codes shifted down, any finite x) and refsim_qigen_gemv_ps
@@ -149,7 +158,18 @@ _HEADER = """\
  * Build: cc -O2 -fPIC -shared -ffp-contract=off {isa_flags}(never -ffast-math)
  */
 #include <stdint.h>
+#include <string.h>
 #include <math.h>
+
+/* binary16 bits -> float, exact: the fp32 with bits (h & 0x7fff) << 13 (sign moved to bit 31)
+ * is the half's value times 2^-112 for normal and subnormal halves alike; times 2^112 is exact.
+ * (Scales are finite, so no inf/NaN patterns occur.) */
+static inline float refsim_h2f(uint16_t h) {{
+  uint32_t b = ((uint32_t)(h & 0x7fffu) << 13) | ((uint32_t)(h & 0x8000u) << 16);
+  float f;
+  memcpy(&f, &b, 4);
+  return f * 0x1p112f;
+}}
 """
 
 
@@ -157,33 +177,46 @@ def _sums_fn(bits: int, unroll: int) -> str:
     exps = prescale_shifts(bits, unroll)
     table = ", ".join(f"{float.hex(2.0 ** -e)}f" for e in exps)  # exact hex literals
     return f"""
-/* r[b, g] = x[b, g*gs] + ... + x[b, g*gs+gs-1], sequential fp32 adds */
+/* r[b, g] = x[b, g*gs] + ... + x[b, g*gs+gs-1], sequential fp32 adds within each group; the
+ * groups' chains are interleaved (independent, so the core overlaps them; same order per group) */
 void refsim_qigen_sums(const float* x, int M, int K, int gs, float* r) {{
-  for (int b = 0; b < M; b++)
-    for (int g = 0; g < K / gs; g++) {{
-      float acc = 0.0f;
-      for (int k = g * gs; k < (g + 1) * gs; k++) acc = acc + x[(int64_t)b * K + k];
-      r[(int64_t)b * (K / gs) + g] = acc;
-    }}
+  const int G = K / gs;
+  for (int b = 0; b < M; b++) {{
+    float* rb = r + (int64_t)b * G;
+    const float* xb = x + (int64_t)b * K;
+    for (int g = 0; g < G; g++) rb[g] = 0.0f;
+    for (int i = 0; i < gs; i++)
+      for (int g = 0; g < G; g++) rb[g] = rb[g] + xb[(int64_t)g * gs + i];
+  }}
 }}
 
-/* xs[b, k] = x[b, k] * 2^-e(k mod P): exact powers of two (see prescale_shifts) */
-void refsim_qigen_prescale(const float* x, int M, int K, float* xs) {{
+/* xs[b, k] = x[b, k] * 2^-e(k mod P): exact powers of two (see prescale_shifts) while every
+ * nonzero |x| >= 2^-96. Returns 1 if some nonzero |x| < 2^-96 (the caller then uses the shift
+ * path and ignores xs), else 0. */
+int refsim_qigen_prescale(const float* x, int M, int K, float* xs) {{
   static const float f[P] = {{ {table} }};
-  for (int b = 0; b < M; b++)
-    for (int k = 0; k < K; k++) xs[(int64_t)b * K + k] = x[(int64_t)b * K + k] * f[k % P];
+  int tiny = 0;
+  for (int64_t k0 = 0; k0 < (int64_t)M * K; k0 += P)
+    for (int v = 0; v < P; v++) {{
+      const float a = x[k0 + v];
+      tiny |= (fabsf(a) < 0x1p-96f) & (a != 0.0f);
+      xs[k0 + v] = a * f[v];
+    }}
+  return tiny;
 }}
 """
 
 
-def _signature(fn: str) -> str:
+def _signature(fn: str, meta: str) -> str:
+    st, zt = ("float", "float") if meta == "f32" else ("uint16_t", "uint8_t")
     return f"""
-/* x (M,K) f32; W packed int32 (refsim.formats.qigen); scales, zeros panel-major (N/tb, K/gs, tb) f32
+/* x (M,K) f32; W packed int32 (refsim.formats.qigen); scales, zeros panel-major (N/tb, K/gs, tb)
+ * ({st} scales, {zt} zeros)
  * (each panel's metadata contiguous: one stream instead of K/gs strided ones);
  * r (M, K/gs) f32 from refsim_qigen_sums; slot_of (N/tb * K/mb) int32: storage slot of block
  * (kb, p) at p*KB + kb; accbuf (A,M,N) f32 zero on entry (A = accumulators); y (M,N) f32 = bias (or 0) on entry. */
 void {fn}(const float* restrict x, const int32_t* restrict W,
-                       const float* restrict scales, const float* restrict zeros,
+                       const {st}* restrict scales, const {zt}* restrict zeros,
                        const float* restrict r, const int32_t* restrict slot_of,
                        float* restrict accbuf, float* restrict y,
                        int M, int K, int N, int mb, int tb, int gs) {{
@@ -196,10 +229,14 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
     bits, tu, na = spec.bits, spec.tu, spec.accumulators
     nv = tu // 8
     avx = spec.isa == "avx2"
-    lines = [_signature(fn)]
+    lines = [_signature(fn, spec.meta)]
+    compact = spec.meta == "f16u8"
     lines.append("  const int64_t MN = (int64_t)M * N;\n")
     if avx:
         lines.append("  const __m256i mask = _mm256_set1_epi32(MASK);\n")
+        if compact:
+            lines.append("  const __m256i h_mag = _mm256_set1_epi32(0x7fff), h_sign = _mm256_set1_epi32(0x8000);\n")
+            lines.append("  const __m256 h_scale = _mm256_set1_ps(0x1p112f);\n")
         if prescaled:
             for sh in sorted(set(e for e in prescale_shifts(bits) if e)):
                 lines.append(f"  const __m256i mask_s{sh} = _mm256_set1_epi32(MASK << {sh});\n")
@@ -261,16 +298,29 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         lines.append("            }\n")
     lines.append("            left -= P;\n")
     lines.append("            if (left == 0) {\n")
-    lines.append("              const float* sg = scales + ((int64_t)p * G + g) * tb + j1;\n")
-    lines.append("              const float* zg = zeros + ((int64_t)p * G + g) * tb + j1;\n")
+    st, zt = ("uint16_t", "uint8_t") if compact else ("float", "float")
+    lines.append(f"              const {st}* sg = scales + ((int64_t)p * G + g) * tb + j1;\n")
+    lines.append(f"              const {zt}* zg = zeros + ((int64_t)p * G + g) * tb + j1;\n")
     if avx:
         lines.append("              const __m256 rv = _mm256_set1_ps(r[(int64_t)b * G + g]);\n")
         for v in range(nv):
             o = 8 * v
+            if compact:
+                h = f"_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(sg + {o})))"
+                lines.append(f"              const __m256i h{v} = {h};\n")
+                lines.append(
+                    f"              const __m256 sv{v} = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256("
+                    f"_mm256_slli_epi32(_mm256_and_si256(h{v}, h_mag), 13), _mm256_slli_epi32(_mm256_and_si256(h{v}, h_sign), 16))), h_scale);\n")
+                lines.append(
+                    f"              const __m256 zv{v} = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32("
+                    f"_mm_loadl_epi64((const __m128i*)(zg + {o}))));\n")
+                zexpr, sexpr = f"zv{v}", f"sv{v}"
+            else:
+                zexpr, sexpr = f"_mm256_loadu_ps(zg + {o})", f"_mm256_loadu_ps(sg + {o})"
             t = _tree([f"acc{v}_{a}" for a in range(na)], lambda p, q: f"_mm256_add_ps({p}, {q})")
             lines.append(
-                f"              _mm256_storeu_ps(yb + {o}, _mm256_fmadd_ps(_mm256_fnmadd_ps(_mm256_loadu_ps(zg + {o}), rv, {t}),"
-                f" _mm256_loadu_ps(sg + {o}), _mm256_loadu_ps(yb + {o})));\n")
+                f"              _mm256_storeu_ps(yb + {o}, _mm256_fmadd_ps(_mm256_fnmadd_ps({zexpr}, rv, {t}),"
+                f" {sexpr}, _mm256_loadu_ps(yb + {o})));\n")
             for a in range(na):
                 lines.append(f"              acc{v}_{a} = _mm256_setzero_ps();\n")
     else:
@@ -278,7 +328,8 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         lines.append("              for (int c = 0; c < TU; c++) {\n")
         t = _tree([f"acc[{a}][c]" for a in range(na)], lambda p, q: f"({p} + {q})")
         lines.append(f"                const float t = {t};\n")
-        lines.append("                yb[c] = fmaf(fmaf(-zg[c], rg, t), sg[c], yb[c]);\n")
+        sc, zc = ("refsim_h2f(sg[c])", "(float)zg[c]") if compact else ("sg[c]", "zg[c]")
+        lines.append(f"                yb[c] = fmaf(fmaf(-{zc}, rg, t), {sc}, yb[c]);\n")
         lines.append("                for (int a = 0; a < NA; a++) acc[a][c] = 0.0f;\n")
         lines.append("              }\n")
     lines.append("              g++;\n              left = gs;\n")
@@ -311,7 +362,7 @@ def generate(spec: KernelSpec) -> str:
     bits, tu = spec.bits, spec.tu
     order = chunk_order(bits, spec.unroll if bits != 3 else 1)
     avx = spec.isa == "avx2"
-    parts = [_HEADER.format(name=spec.name, bits=bits, tu=tu, unroll=spec.unroll, acc=spec.accumulators, isa=spec.isa,
+    parts = [_HEADER.format(name=spec.name, bits=bits, tu=tu, unroll=spec.unroll, acc=spec.accumulators, meta=spec.meta, isa=spec.isa,
                             openmp=spec.openmp, order=",".join(map(str, order)),
                             isa_flags="-mavx2 -mfma " if avx else "")]
     if avx:

@@ -49,10 +49,28 @@ class QIGenMatrix:
     slot_of: np.ndarray  # int32 (N/tb * K/mb,): storage slot of block (kb, p) at p*KB + kb
     scales_panels: np.ndarray  # float32 (N/tb, K/gs, tb): scales regrouped per panel (kernel operand)
     zeros_panels: np.ndarray  # float32 (N/tb, K/gs, tb)
+    scales_panels_f16: np.ndarray | None = None  # uint16 fp16 bits (N/tb, K/gs, tb), when exact
+    zeros_panels_u8: np.ndarray | None = None  # uint8 (N/tb, K/gs, tb), when exact
 
     @property
     def gs(self) -> int:
         return self.layout.k if self.group_size is None else self.group_size
+
+    @functools.cached_property
+    def _pointers(self) -> dict:
+        """Addresses of the immutable kernel operands (``ndarray.ctypes.data`` costs ~1.5 us a
+        call; looked up once per matrix)."""
+        ptr = lambda a: None if a is None else a.__array_interface__["data"][0]  # noqa: E731
+        return {"packed": ptr(self.packed), "slot_of": ptr(self.slot_of),
+                "f32": (ptr(self.scales_panels), ptr(self.zeros_panels)),
+                "f16u8": (ptr(self.scales_panels_f16), ptr(self.zeros_panels_u8))}
+
+    @property
+    def compact_meta(self) -> bool:
+        """True when the scales are exactly fp16 values and the zeros integers in [0, 255], so
+        a ``meta="f16u8"`` kernel (3 metadata bytes per group and column instead of 8) applies.
+        GPTQ checkpoints (fp16 scales, integer zero points) always qualify."""
+        return self.scales_panels_f16 is not None and self.zeros_panels_u8 is not None
 
 
 def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits: int,
@@ -92,9 +110,14 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
     def panels(a):  # (G, N) -> (N/tb, G, tb)
         return np.ascontiguousarray(a.reshape(groups, ps, tb).transpose(1, 0, 2))
 
+    sp, zp = panels(scales), panels(zeros)
+    with np.errstate(over="ignore"):
+        sh = sp.astype(np.float16)
+    s16 = sh.view(np.uint16) if np.array_equal(sh.astype(np.float32), sp) else None
+    z8 = zp.astype(np.uint8) if (np.all((zp >= 0) & (zp <= 255)) and np.array_equal(np.floor(zp), zp)) else None
     return QIGenMatrix(lay, packed, scales.copy(), zeros.copy(), bias,
                        None if group_size is None else int(group_size), slot_of,
-                       panels(scales), panels(zeros))
+                       sp, zp, s16, z8)
 
 
 def from_gptq(ckpt, *, mb: int, tb: int, order: str = "panel",
@@ -123,14 +146,14 @@ def from_gptq(ckpt, *, mb: int, tb: int, order: str = "panel",
 
 
 def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False,
-                 accumulators: int = 1) -> KernelSpec:
+                 accumulators: int = 1, meta: str = "f32") -> KernelSpec:
     """The AVX2 kernel when this CPU has AVX2 and FMA, else the scalar kernel.
 
     accumulators defaults to 1 (the single-chain order, unchanged results); the planner
     (:func:`refsim.qigen.model.plan`) recommends 2 on 16-register AVX2 machines.
     """
     return KernelSpec(bits=bits, tu=tu, unroll=unroll, isa=detect_isa(), openmp=openmp,
-                      accumulators=accumulators)
+                      accumulators=accumulators, meta=meta)
 
 
 @functools.lru_cache(maxsize=64)
@@ -141,7 +164,7 @@ def _lib(spec: KernelSpec) -> ctypes.CDLL:
         f.restype = None
         f.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 6
     pf = lib.refsim_qigen_prescale
-    pf.restype = None
+    pf.restype = ctypes.c_int
     pf.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     s = lib.refsim_qigen_sums
     s.restype = None
@@ -152,6 +175,11 @@ def _lib(spec: KernelSpec) -> ctypes.CDLL:
 def library_path(spec: KernelSpec):
     """Path of the compiled shared library for ``spec`` (building it if needed)."""
     return build_mod.build(generate(spec), spec.isa, spec.openmp)
+
+
+def _addr(a: np.ndarray) -> int:
+    """Data address of a C-contiguous array (cheaper than ``a.ctypes.data``)."""
+    return a.__array_interface__["data"][0]
 
 
 PRESCALE_MIN = 2.0 ** -96  # nonzero |x| below this could make x * 2**-28 subnormal (inexact)
@@ -180,28 +208,33 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
         raise ShapeError(f"x: must have K={lay.k} columns; got shape {x.shape}")
     require_finite("x", x)
     require_choice("path", path, ("auto", "prescaled", "shift"))
-    ax = np.abs(x)
-    tiny = bool(np.any((ax < PRESCALE_MIN) & (ax > 0)))
-    if path == "prescaled" and tiny:
-        raise FormatRuleError(f"x: the prescaled path needs every nonzero |x| >= 2**-96; got min "
-                              f"{float(ax[ax > 0].min())!r}")
-    use_ps = path == "prescaled" or (path == "auto" and not tiny)
+    if spec.meta == "f16u8" and not mat.compact_meta:
+        raise FormatRuleError("meta: the f16u8 kernel needs fp16-exact scales and integer zeros in "
+                              "[0, 255]; got a matrix without them (use meta='f32')")
     m = x.shape[0]
     xc = np.ascontiguousarray(x)
     lib = _lib(spec)
+    use_ps = False
+    if path != "shift":  # pre-scale (K % P == 0, so chunks never straddle rows); C reports tiny x
+        xs = np.empty_like(xc)
+        tiny = bool(lib.refsim_qigen_prescale(_addr(xc), m, lay.k, _addr(xs)))
+        if path == "prescaled" and tiny:
+            ax = np.abs(x)
+            raise FormatRuleError(f"x: the prescaled path needs every nonzero |x| >= 2**-96; got min "
+                                  f"{float(ax[ax > 0].min())!r}")
+        use_ps = not tiny
     gs = mat.gs
     r = np.empty((m, lay.k // gs), dtype=np.float32)
-    lib.refsim_qigen_sums(xc.ctypes.data, m, lay.k, gs, r.ctypes.data)
+    lib.refsim_qigen_sums(_addr(xc), m, lay.k, gs, _addr(r))
     acc = np.zeros((spec.accumulators, m, lay.n), dtype=np.float32)  # partial sums parked between K-blocks
     y = np.zeros((m, lay.n), dtype=np.float32)
     if mat.bias is not None:
         y[:] = mat.bias[None, :]
     fn = lib.refsim_qigen_gemv
     if use_ps:
-        xs = np.empty_like(xc)
-        lib.refsim_qigen_prescale(xc.ctypes.data, m, lay.k, xs.ctypes.data)
         xc, fn = xs, lib.refsim_qigen_gemv_ps
-    fn(xc.ctypes.data, mat.packed.ctypes.data, mat.scales_panels.ctypes.data, mat.zeros_panels.ctypes.data,
-       r.ctypes.data, mat.slot_of.ctypes.data, acc.ctypes.data, y.ctypes.data,
+    ptrs = mat._pointers
+    sp, zp = ptrs[spec.meta]
+    fn(_addr(xc), ptrs["packed"], sp, zp, _addr(r), ptrs["slot_of"], _addr(acc), _addr(y),
        m, lay.k, lay.n, lay.mb, lay.tb, gs)
     return y

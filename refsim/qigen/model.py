@@ -165,7 +165,8 @@ class TimeEstimate:
 
 def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size: int | None,
                  mem_bytes_per_s: float, clock_hz: float, issue_per_cycle: float = 3.0,
-                 fma_latency_cycles: float = 4.0, accumulators: int = 1) -> TimeEstimate:
+                 fma_latency_cycles: float = 4.0, accumulators: int = 1,
+                 compact_meta: bool = False) -> TimeEstimate:
     """Estimated time of the generated AVX2 kernel (single thread, prescaled path).
 
     ``issue_per_cycle``: sustained 256-bit vector ops per cycle (assumption, default 3: two FMA
@@ -174,13 +175,15 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
     accumulators cannot retire a code faster than one FMA latency (4 cycles on Zen 3/Skylake);
     with ``accumulators`` = A partial sums per column there are A times as many chains, so the
     latency term is divided by A (the combining tree adds A-1 vector adds per group).
+    ``compact_meta``: the ``meta="f16u8"`` kernel reads 3 bytes of scale + zero per group and
+    column instead of 8.
     """
     gs = k if group_size is None else group_size
     groups = k // gs
     # DRAM bytes: packed weights once, fp32 scales + zeros once, x read, y written (the y and
     # accumulator re-reads per group/block stay in L1/L2: N*4 bytes per batch row)
     weights = k * n * bits // 8
-    meta = 2 * groups * n * 4
+    meta = groups * n * (3 if compact_meta else 8)
     vectors = batch * k * 4 + batch * n * 4
     bytes_moved = weights + meta + vectors
     # vector ops per 8 columns per code: (and | srli) + cvt + fma = 3 (prescaled path);

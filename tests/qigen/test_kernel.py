@@ -201,3 +201,40 @@ def test_kernel_spec_rejects_bad_accumulators():
         codegen.KernelSpec(4, tu=64, accumulators=2)  # 16 accumulator registers
     assert codegen.KernelSpec(4, tu=32, accumulators=2).name == "q4_tu32_u2_a2_avx2"
     assert "accumulators=2" in codegen.generate(codegen.KernelSpec(4, tu=32, accumulators=2))
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("bits", [3, 4])
+def test_compact_metadata_kernel_equals_oracle_including_subnormal_fp16_scales(isa, bits):
+    rng = np.random.default_rng(40 + bits)
+    x, q, s, z, b = _problem(rng, 2, 128, 32, bits, 32)
+    s16 = rng.standard_normal(s.shape).astype(np.float16)
+    s16.flat[:6] = np.array([2.0**-24, -(2.0**-24), 2.0**-15, 65504.0, -0.0, 0.0], dtype=np.float16)  # subnormal, max, zeros
+    s = s16.astype(np.float32)
+    z[0, :3] = [0, 2**bits, 255]  # GPTQ zero points are qzeros + 1, so 2**bits occurs; 255 is the uint8 edge
+    mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=32, mb=64, tb=32, bias=b)
+    assert mat.compact_meta
+    np.testing.assert_array_equal(mat.scales_panels_f16.view(np.float16).astype(np.float32), mat.scales_panels)
+    spec = codegen.KernelSpec(bits, tu=16, unroll=2, isa=isa, accumulators=2, meta="f16u8")
+    want = oracle.qgemv_oracle(x, q, s, z, b, bits, 32, unroll=2, accumulators=2)
+    assert_bitexact(kernel.qgemv(x, mat, spec), want, name=spec.name)
+    assert_bitexact(kernel.qgemv(x, mat, spec, path="shift"), want, name=spec.name + " shift")
+
+
+@needs_cc
+def test_compact_metadata_is_refused_when_scales_or_zeros_do_not_fit():
+    rng = np.random.default_rng(3)
+    x, q, s, z, b = _problem(rng, 1, 64, 32, 4, 32)
+    s = s + np.float32(2.0**-20)  # not fp16-exact
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=32, tb=32)
+    assert not mat.compact_meta
+    with pytest.raises(FormatRuleError, match="meta"):
+        kernel.qgemv(x, mat, codegen.KernelSpec(4, tu=16, isa=ISAS[-1], meta="f16u8"))
+    z2 = z.copy()
+    z2[0, 0] = 0.5  # not an integer zero point
+    mat2 = kernel.prepare(gptq.pack_qweight(q, 4), s.astype(np.float16).astype(np.float32), z2, bits=4,
+                          group_size=32, mb=32, tb=32)
+    assert not mat2.compact_meta
+    with pytest.raises(FormatRuleError, match="meta"):
+        codegen.KernelSpec(4, meta="bf16")
