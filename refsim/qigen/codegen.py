@@ -346,6 +346,36 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
     return "".join(lines)
 
 
+def _run_fn(spec: KernelSpec) -> str:
+    st, zt = ("float", "float") if spec.meta == "f32" else ("uint16_t", "uint8_t")
+    return f"""
+/* One call per product (each ctypes call costs microseconds): checks x is finite, pre-scales it
+ * unless path == 2 ("shift"), computes r, clears accbuf (NA*M*N), sets y to bias (or +0) and runs
+ * the prescaled kernel, or the shift kernel when path == 2 or some nonzero |x| < 2^-96 with
+ * path == 0 ("auto"). Returns 0; 2 if x has a non-finite value; 1 if path == 1 ("prescaled")
+ * and x is too tiny for it (nothing computed in both error cases). */
+int refsim_qigen_run(const float* x, float* xs, const int32_t* W, const {st}* scales,
+                     const {zt}* zeros, float* r, const int32_t* slot_of, float* accbuf, float* y,
+                     const float* bias, int M, int K, int N, int mb, int tb, int gs, int path) {{
+  const int64_t MK = (int64_t)M * K;
+  for (int64_t i = 0; i < MK; i++)
+    if (!isfinite(x[i])) return 2;
+  int tiny = 1;
+  if (path != 2) {{
+    tiny = refsim_qigen_prescale(x, M, K, xs);
+    if (tiny && path == 1) return 1;
+  }}
+  refsim_qigen_sums(x, M, K, gs, r);
+  memset(accbuf, 0, sizeof(float) * (size_t)NA * (size_t)M * (size_t)N);
+  for (int b = 0; b < M; b++)
+    for (int c = 0; c < N; c++) y[(int64_t)b * N + c] = bias ? bias[c] : 0.0f;
+  if (tiny) refsim_qigen_gemv(x, W, scales, zeros, r, slot_of, accbuf, y, M, K, N, mb, tb, gs);
+  else refsim_qigen_gemv_ps(xs, W, scales, zeros, r, slot_of, accbuf, y, M, K, N, mb, tb, gs);
+  return 0;
+}}
+"""
+
+
 def _tree(parts: list[str], add) -> str:
     """C expression combining ``parts`` pairwise: a0 | add(a0,a1) | add(add(a0,a1), add(a2,a3))."""
     while len(parts) > 1:
@@ -357,7 +387,8 @@ def generate(spec: KernelSpec) -> str:
     """C99 source of the kernel described by ``spec`` (a str, deterministic for a given spec).
 
     Defines ``refsim_qigen_sums``, ``refsim_qigen_prescale``, ``refsim_qigen_gemv`` and
-    ``refsim_qigen_gemv_ps`` (same results; see the header comment of the generated file).
+    ``refsim_qigen_gemv_ps`` (same results; see the header comment of the generated file), and
+    ``refsim_qigen_run`` which does all of a product in one call (what :func:`qgemv` uses).
     """
     bits, tu = spec.bits, spec.tu
     order = chunk_order(bits, spec.unroll if bits != 3 else 1)
@@ -371,4 +402,5 @@ def generate(spec: KernelSpec) -> str:
     parts.append(_sums_fn(bits, spec.unroll))
     parts.append(_body(spec, order, "refsim_qigen_gemv", prescaled=False))
     parts.append(_body(spec, order, "refsim_qigen_gemv_ps", prescaled=True))
+    parts.append(_run_fn(spec))
     return "".join(parts)

@@ -61,7 +61,7 @@ class QIGenMatrix:
         """Addresses of the immutable kernel operands (``ndarray.ctypes.data`` costs ~1.5 us a
         call; looked up once per matrix)."""
         ptr = lambda a: None if a is None else a.__array_interface__["data"][0]  # noqa: E731
-        return {"packed": ptr(self.packed), "slot_of": ptr(self.slot_of),
+        return {"packed": ptr(self.packed), "slot_of": ptr(self.slot_of), "bias": ptr(self.bias),
                 "f32": (ptr(self.scales_panels), ptr(self.zeros_panels)),
                 "f16u8": (ptr(self.scales_panels_f16), ptr(self.zeros_panels_u8))}
 
@@ -169,6 +169,9 @@ def _lib(spec: KernelSpec) -> ctypes.CDLL:
     s = lib.refsim_qigen_sums
     s.restype = None
     s.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    run = lib.refsim_qigen_run
+    run.restype = ctypes.c_int
+    run.argtypes = [ctypes.c_void_p] * 10 + [ctypes.c_int] * 7
     return lib
 
 
@@ -206,7 +209,6 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
     require_ndim("x", x, 2)
     if x.shape[1] != lay.k:
         raise ShapeError(f"x: must have K={lay.k} columns; got shape {x.shape}")
-    require_finite("x", x)
     require_choice("path", path, ("auto", "prescaled", "shift"))
     if spec.meta == "f16u8" and not mat.compact_meta:
         raise FormatRuleError("meta: the f16u8 kernel needs fp16-exact scales and integer zeros in "
@@ -214,27 +216,21 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
     m = x.shape[0]
     xc = np.ascontiguousarray(x)
     lib = _lib(spec)
-    use_ps = False
-    if path != "shift":  # pre-scale (K % P == 0, so chunks never straddle rows); C reports tiny x
-        xs = np.empty_like(xc)
-        tiny = bool(lib.refsim_qigen_prescale(_addr(xc), m, lay.k, _addr(xs)))
-        if path == "prescaled" and tiny:
-            ax = np.abs(x)
-            raise FormatRuleError(f"x: the prescaled path needs every nonzero |x| >= 2**-96; got min "
-                                  f"{float(ax[ax > 0].min())!r}")
-        use_ps = not tiny
     gs = mat.gs
+    xs = np.empty_like(xc)  # x pre-scaled (K % P == 0, so chunks never straddle rows)
     r = np.empty((m, lay.k // gs), dtype=np.float32)
-    lib.refsim_qigen_sums(_addr(xc), m, lay.k, gs, _addr(r))
-    acc = np.zeros((spec.accumulators, m, lay.n), dtype=np.float32)  # partial sums parked between K-blocks
-    y = np.zeros((m, lay.n), dtype=np.float32)
-    if mat.bias is not None:
-        y[:] = mat.bias[None, :]
-    fn = lib.refsim_qigen_gemv
-    if use_ps:
-        xc, fn = xs, lib.refsim_qigen_gemv_ps
+    acc = np.empty((spec.accumulators, m, lay.n), dtype=np.float32)  # partial sums parked between K-blocks
+    y = np.empty((m, lay.n), dtype=np.float32)
     ptrs = mat._pointers
     sp, zp = ptrs[spec.meta]
-    fn(_addr(xc), ptrs["packed"], sp, zp, _addr(r), ptrs["slot_of"], _addr(acc), _addr(y),
-       m, lay.k, lay.n, lay.mb, lay.tb, gs)
+    status = lib.refsim_qigen_run(_addr(xc), _addr(xs), ptrs["packed"], sp, zp, _addr(r), ptrs["slot_of"],
+                                  _addr(acc), _addr(y), ptrs["bias"], m, lay.k, lay.n, lay.mb, lay.tb, gs,
+                                  ("auto", "prescaled", "shift").index(path))
+    if status == 2:
+        require_finite("x", x)  # raises NonFiniteError with the shared message
+        raise AssertionError("refsim_qigen_run reported a non-finite x that require_finite accepts")
+    if status == 1:
+        ax = np.abs(x)
+        raise FormatRuleError(f"x: the prescaled path needs every nonzero |x| >= 2**-96; got min "
+                              f"{float(ax[ax > 0].min())!r}")
     return y
