@@ -16,6 +16,9 @@ Loop nest (per column the FMA order is exactly :func:`refsim.qigen.oracle.kernel
             acc[a] <- accbuf[a, b, cols] # per-column partial sums of the current group
             for chunk in block (P rows)  # one word (2/4-bit) or word triple (3-bit) per column
               load tu/8 words (x3 for 3-bit)
+              [prefetch: the same number of bytes of the NEXT block, so that the whole next block
+               is requested while this one is computed - the panel's tiles read a block with a
+               tb*4-byte stride, which the hardware prefetchers stream poorly when mb is small]
               for i, v in enumerate(chunk_order):
                 acc[i%A] = fma(set1(x[b,k0+v]), cvt((w >> bits*v) & mask), acc[i%A])
               if group ends: t = tree(acc); y = fma(fnmadd(z, r, t), s, y); acc[:] = 0
