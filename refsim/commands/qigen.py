@@ -40,7 +40,7 @@ def _run(args) -> int:
                    threads=args.threads)
     print(p.summary())
     est = model.predict_time(args.k, args.n, args.bits, args.batch, p.tu_cols, args.group_size,
-                             args.mem_gbs * 1e9, info.clock_hz)
+                             args.mem_gbs * 1e9, info.clock_hz, accumulators=p.accumulators)
     print(f"  predicted: {est.seconds * 1e3:.3f} ms ({est.bound}-bound: {est.bytes_moved} B at "
           f"{args.mem_gbs} GB/s = {est.memory_s * 1e3:.3f} ms; {est.vector_ops} vector ops = "
           f"{est.compute_s * 1e3:.3f} ms)")
@@ -57,11 +57,13 @@ def _run(args) -> int:
         mat = kernel.prepare(gptq.pack_qweight(q, args.bits), s, z, bits=args.bits,
                              group_size=args.group_size, mb=p.mb, tb=p.tb)
         spec = codegen.KernelSpec(args.bits, tu=p.tu_cols, unroll=p.mu, isa=detect_isa(),
-                                  openmp=args.threads > 1)
+                                  openmp=args.threads > 1, accumulators=p.accumulators,
+                                  prefetch=detect_isa() == "avx2")
         y = kernel.qgemv(x, mat, spec)
         cols = slice(0, min(args.n, 32))
         ref = oracle.qgemv_oracle(x, q[:, cols].copy(), s[:, cols].copy(), z[:, cols].copy(), None,
-                                  args.bits, args.group_size, unroll=spec.unroll)
+                                  args.bits, args.group_size, unroll=spec.unroll,
+                                  accumulators=spec.accumulators)
         exact = bool(np.array_equal(y[:, cols].view(np.uint32), ref.view(np.uint32)))
         best = float("inf")
         for _ in range(20):

@@ -103,7 +103,8 @@ def markdown(out_dir) -> str:
     for k, n in ((4096, 4096), (4096, 11008), (11008, 4096)):
         for bits in (4, 3):
             p = model.plan(k, n, bits, info, group_size=128)
-            est = model.predict_time(k, n, bits, 1, p.tu_cols, 128, 10e9, info.clock_hz)
+            est = model.predict_time(k, n, bits, 1, p.tu_cols, 128, 10e9, info.clock_hz,
+                                     accumulators=p.accumulators, compact_meta=True)
             lines.append(f"| {k} x {n} | {bits} | 128 | {p.mu} | {p.tu_cols} | {p.mb} | {p.tb} | "
                          f"{100 * p.l1_used_bits / p.gamma_bits:.0f}% | {est.seconds * 1e3:.2f} ({est.bound}) |")
     lines += ["", "Measured numbers: `python bench/bench_qigen.py` (see docs/qigen.md)."]
