@@ -10,3 +10,9 @@ Parts:
 """
 
 __version__ = "0.1.0"
+
+import sys as _sys
+
+if _sys.byteorder != "little":  # pragma: no cover - every supported platform is little-endian
+    raise ImportError("refsim needs a little-endian host: packed words are defined (and viewed as bytes) "
+                      "in little-endian order, as the GPUs and checkpoints they describe")

@@ -115,7 +115,8 @@ def require_codes(name: str, q: np.ndarray, bits: int) -> np.ndarray:
     """Integer codes must lie in ``[0, 2**bits)``."""
     q = require_integer_array(name, q)
     if q.size:
-        lo, hi = int(q.min()), int(q.max())
+        lo = 0 if np.issubdtype(q.dtype, np.unsignedinteger) else int(q.min())  # one pass when unsigned
+        hi = int(q.max())
         if lo < 0 or hi >= (1 << bits):
             bad = lo if lo < 0 else hi
             raise FormatRuleError(

@@ -66,10 +66,13 @@ def pack_columns(q: np.ndarray) -> np.ndarray:
     require_codes("q", q, BITS)
     r, n = q.shape
     cols = q.astype(np.uint8, copy=False).reshape(r, n // 8, 8)  # (R, N/8, column in word); codes <= 15
-    out = cols[:, :, AWQ_ORDER[7]].astype(np.uint32)  # Horner from the top nibble slot down
-    for slot in range(6, -1, -1):
-        out <<= np.uint32(4)
-        out |= cols[:, :, AWQ_ORDER[slot]]
+    # byte j of a word (little-endian) = slot 2j (low nibble) | slot 2j+1 (high nibble); the four
+    # bytes of a word lie along the last axis, so the word array is a view of the byte array
+    out = np.empty((r, n // 8, 4), dtype=np.uint8)  # (R, N/8, byte in word)
+    for j in range(4):
+        np.left_shift(cols[:, :, AWQ_ORDER[2 * j + 1]], np.uint8(4), out=out[:, :, j])
+        out[:, :, j] |= cols[:, :, AWQ_ORDER[2 * j]]
+    out = out.view(np.uint32).reshape(r, n // 8)
     return out.view(np.int32)
 
 
@@ -92,11 +95,12 @@ def unpack_columns(packed: np.ndarray, n: int) -> np.ndarray:
     require_divisible("n", n, 8)
     if packed.shape[1] != n // 8:
         raise ShapeError(f"packed: must have N / 8 = {n // 8} columns for n={n}; got shape {packed.shape}")
-    out = np.empty((packed.shape[0], n // 8, 8), dtype=np.uint8)  # (R, N/8, column within the word)
-    w = packed.view(np.uint32).copy()
-    for slot in range(8):
-        np.bitwise_and(w, np.uint32(0xF), out=out[:, :, AWQ_ORDER[slot]], casting="unsafe")
-        w >>= np.uint32(4)
+    r = packed.shape[0]
+    b = np.ascontiguousarray(packed).view(np.uint8).reshape(r, n // 8, 4)  # (R, N/8, byte in word)
+    out = np.empty((r, n // 8, 8), dtype=np.uint8)  # (R, N/8, column within the word)
+    for j in range(4):
+        np.bitwise_and(b[:, :, j], np.uint8(0xF), out=out[:, :, AWQ_ORDER[2 * j]])
+        np.right_shift(b[:, :, j], np.uint8(4), out=out[:, :, AWQ_ORDER[2 * j + 1]])
     return out.reshape(packed.shape[0], n)
 
 

@@ -117,6 +117,11 @@ def _horner(v: np.ndarray, idx: range, step: int, start: np.ndarray | None = Non
     return out
 
 
+def _powers_of_two(shifts: np.ndarray) -> np.ndarray:
+    """uint32 ``2**shifts`` (shifts < 32)."""
+    return np.left_shift(np.uint32(1), shifts.astype(np.uint32))
+
+
 def pack_stream(values: np.ndarray, bits: int) -> np.ndarray:
     """Pack unsigned fields along axis 0 into uint32 words, exactly as AutoGPTQ's ``pack`` loop.
 
@@ -148,16 +153,32 @@ def pack_stream(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 def unpack_stream(words: np.ndarray, bits: int) -> np.ndarray:
-    """Inverse of :func:`pack_stream` for in-range fields: uint32 (W, C) -> uint8 (W * 32 // bits, C)."""
+    """Inverse of :func:`pack_stream` for in-range fields: uint32 (W, C) -> uint8 (W * 32 // bits, C).
+
+    For 2/4/8 bits every field lies inside one byte of its word, so the words are split into their
+    four byte planes once (little-endian host: byte j holds bits 8j..8j+7) and each field is one
+    uint8 mask or shift of a plane.
+    """
     wr, c = words.shape
     mask = np.uint32((1 << bits) - 1)
     if bits != 3:
         per = 32 // bits
+        fields_per_byte = 8 // bits
+        planes = np.ascontiguousarray(
+            np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8).reshape(wr, c, 4).transpose(0, 2, 1))  # (W, 4, C)
+        if bits == 8:  # each byte plane is one row of codes already
+            return planes.reshape(wr * 4, c)
         out = np.empty((wr, per, c), dtype=np.uint8)  # (words, fields, C)
-        w = words.astype(np.uint32, copy=True)
-        for i in range(per):
-            np.bitwise_and(w, mask, out=out[:, i], casting="unsafe")
-            w >>= np.uint32(bits)
+        m8 = np.uint8(mask)
+        for j in range(4):
+            for f in range(fields_per_byte):
+                dst = out[:, j * fields_per_byte + f]
+                if f == 0:
+                    np.bitwise_and(planes[:, j], m8, out=dst)
+                else:
+                    np.right_shift(planes[:, j], np.uint8(bits * f), out=dst)
+                    if f < fields_per_byte - 1:
+                        dst &= m8
         return out.reshape(wr * per, c)
     word, shift = _field_positions(3)
     w = words.astype(np.uint32, copy=False).reshape(wr // 3, 3, c)  # (periods, 3 words, C)
@@ -187,8 +208,23 @@ def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
     require_ndim("q", q, 2)
     require_divisible("K (rows of q)", q.shape[0], 32, "must be a positive multiple of 32 (qweight packs along K)")
     require_codes("q", q, bits)
-    codes = q if q.dtype == np.uint8 else q.astype(np.uint32)  # in range: no bits are lost
-    return pack_stream(codes, bits).view(np.int32)
+    # In-range fields never overlap, so OR equals + and one einsum pass per word sums
+    # q_i * 2**shift_i (mod 2**32, which also drops the spilled high bits of a straddling value).
+    k, n = q.shape
+    q = q.astype(np.uint8, copy=False)  # validated codes < 2**bits <= 256: exact
+    if bits != 3:
+        per = 32 // bits
+        weights = _powers_of_two(bits * np.arange(per))  # (per,)
+        words = np.einsum("win,i->wn", q.reshape(k // per, per, n), weights, dtype=np.uint32, casting="unsafe")
+        return words.view(np.int32)
+    v = q.reshape(k // 32, 32, n)  # (periods, 32 values, N)
+    words = np.empty((k // 32, 3, n), dtype=np.uint32)  # (periods, 3 words, N)
+    for w, (lo, hi, offset) in enumerate(((0, 11, 0), (11, 22, 1), (22, 32, 2))):
+        weights = _powers_of_two(3 * np.arange(hi - lo) + offset)
+        words[:, w] = np.einsum("pin,i->pn", v[:, lo:hi], weights, dtype=np.uint32, casting="unsafe")
+    words[:, 1] += v[:, 10] >> 2  # v10's bit 2 at bit 0 of word 1
+    words[:, 2] += v[:, 21] >> 1  # v21's bits 2..1 at bits 1..0 of word 2
+    return words.reshape(k * 3 // 32, n).view(np.int32)
 
 
 def pack_qweight_reference(q: np.ndarray, bits: int) -> np.ndarray:

@@ -164,3 +164,11 @@ def test_pack_does_not_modify_inputs():
     gptq.pack(q, s, z, 4)
     for a, c in zip((q, s, z), copies):
         assert_bitexact(a, c)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64, np.uint32])
+@pytest.mark.parametrize("bits", gptq.BITS)
+def test_pack_qweight_accepts_every_integer_dtype_of_in_range_codes(bits, dtype):
+    hi = min((1 << bits) - 1, np.iinfo(dtype).max)
+    q = np.random.default_rng(bits).integers(0, hi + 1, (64, 3)).astype(dtype)
+    assert_bitexact(gptq.pack_qweight(q, bits), gptq.pack_qweight_reference(q, bits))
