@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_dtype, require_finite, require_int, require_ndim
+from refsim._validate import require_dtype, require_int
 from refsim.emulator import fp
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import FormatRuleError
 from refsim.formats import anyprec_kernel as ak
 from refsim.formats import bitplane
 
@@ -83,22 +83,8 @@ def warp_reduce_sum_reference(v: np.ndarray) -> np.float16:
 
 
 def _check(x, qweight, lut, bits):
-    x = require_dtype("x", x, np.float16)
-    require_ndim("x", x, 2)
-    require_finite("x", x)
-    qweight = require_dtype("qweight", qweight, np.int32)
-    require_ndim("qweight", qweight, 3)
-    m, k = x.shape
-    p, n, kw = qweight.shape
-    if kw * 32 != k:
-        raise ShapeError(f"qweight: dim 2 must be K/32 = {k // 32}; got {kw}")
+    m, n, k, bits = ak.check_inputs(x, qweight, lut, bits)
     plan = ak.plan(m, n, k, bits)
-    if bits > p:
-        raise FormatRuleError(f"bits: must not exceed the {p} stored planes; got {bits}")
-    lut = require_dtype("lut", lut, np.float16)
-    if lut.shape != (n, 1 << bits):
-        raise ShapeError(f"lut: shape must be {(n, 1 << bits)}; got {lut.shape}")
-    require_finite("lut", lut)
     codes = bitplane.unpack(qweight[:bits])                    # (N, K) uint8
     W = np.take_along_axis(lut, codes.astype(np.int64), axis=1)  # (N, K) fp16 weights
     return x, W, plan, m, n, k

@@ -38,6 +38,7 @@ from refsim.formats import bit_transpose as bt
 from refsim.formats.bitplane import SUPPORTED_BITS, WEIGHTS_PER_CHUNK
 
 __all__ = [
+    "check_inputs",
     "MAX_M",
     "KernelPlan",
     "GemvBytes",
@@ -142,6 +143,31 @@ def chunk_work(bits: int, m: int) -> ChunkWork:
     return ChunkWork(bits, ops, bt.lookups_per_32_weights(bits, m), 4 * m, 16 * m, 2 * m)
 
 
+def check_inputs(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int) -> tuple[int, int, int, int]:
+    """Validate one kernel call and return ``(M, N, K, bits)``.
+
+    x float16 (M, K) finite, M <= 8; qweight int32 (p, N, K/32) with p >= bits stored planes;
+    lut float16 (N, 2**bits) finite; N and K as the kernel's row grouping and K % 32 require.
+    Shared by :func:`matmul_reference` and the warp-level emulator.
+    """
+    require_dtype("x", x, np.float16)
+    require_ndim("x", x, 2)
+    require_finite("x", x)
+    require_dtype("qweight", qweight, np.int32)
+    require_ndim("qweight", qweight, 3)
+    m, k = x.shape
+    p, n, kw = qweight.shape
+    if kw * 32 != k:
+        raise ShapeError(f"qweight: dim 2 must be K/32 = {k // 32}; got {kw}")
+    m, n, k, bits = _check_problem(m, n, k, bits)
+    if bits > p:
+        raise FormatRuleError(f"bits: must not exceed the {p} stored planes; got {bits}")
+    require_dtype("lut", lut, np.float16)
+    require_shape("lut", lut, (n, 1 << bits))
+    require_finite("lut", lut)
+    return m, n, k, bits
+
+
 def activation_index(k: int, i: int, t: int, j: int, s: int) -> tuple[int, int]:
     """Weight/activation indices (k) of the half2 ``dq_w[4j + s]`` of lane t in chunk i."""
     eff = 32 if i < k // WEIGHTS_PER_CHUNK else (k % WEIGHTS_PER_CHUNK) // 32
@@ -159,21 +185,7 @@ def matmul_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: 
     emulator's job).  ``trace``, if a list, receives ``(row, chunk, lane, j, s, (k0, k1),
     lookup)`` per half2 product, lookup = ("pair", idx_a, idx_b) or ("scalar", idx_a, idx_b).
     """
-    x = require_dtype("x", x, np.float16)
-    require_ndim("x", x, 2)
-    require_finite("x", x)
-    qweight = require_dtype("qweight", qweight, np.int32)
-    require_ndim("qweight", qweight, 3)
-    m, k = x.shape
-    p, n, kw = qweight.shape
-    if kw * 32 != k:
-        raise ShapeError(f"qweight: dim 2 must be K/32 = {k // 32}; got {kw}")
-    m, n, k, bits = _check_problem(m, n, k, bits)
-    if bits > p:
-        raise FormatRuleError(f"bits: must not exceed the {p} stored planes; got {bits}")
-    lut = require_dtype("lut", lut, np.float16)
-    require_shape("lut", lut, (n, 1 << bits))
-    require_finite("lut", lut)
+    m, n, k, bits = check_inputs(x, qweight, lut, bits)
     pair = bt.uses_pair_table(bits, m)
     words = qweight[:bits].view(np.uint32)  # (b, N, K/32)
     xf = x.astype(np.float64)

@@ -19,7 +19,6 @@ prints median/max absolute percentage error beside the plain DRAM roofline basel
 from __future__ import annotations
 
 import csv
-import math
 import os
 import statistics
 from dataclasses import dataclass, replace

@@ -173,7 +173,6 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     if static_groups and group_size is None:
         raise FormatRuleError("static_groups: True requires an integer group_size; got group_size=None")
     scheme = "gptq_sym" if sym else "gptq_asym"
-    maxq = np.float32((1 << bits) - 1)
 
     W = W.astype(np.float32)  # (K, N) copy; row k of W is the paper's column k
     H = H.astype(np.float64)  # copy (rounded to float32 in the factorisation)

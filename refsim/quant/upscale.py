@@ -285,7 +285,6 @@ def _split_all(s: SortedRows, R: np.ndarray, A: np.ndarray, E: np.ndarray, lazy:
 def upscale_rows(s: SortedRows, lut: np.ndarray, borders: np.ndarray, parent_bits: int):
     """:func:`upscale_reference` for every channel at once: lut float32 (N, 2**s), borders int64
     (N, 2**s + 1) -> ({b: float32 (N, 2**b)}, {b: int64 (N, 2**b + 1)})."""
-    n = lut.shape[0]
     sb = int(np.log2(lut.shape[1]))
     luts, bords = {sb: lut.astype(np.float32)}, {sb: borders.astype(np.int64)}
     lazy: dict = {}  # precomputations shared by all levels, made on first use

@@ -1,5 +1,4 @@
 import numpy as np
-import pytest
 
 from refsim.formats import awq
 from refsim.testing import assert_bitexact

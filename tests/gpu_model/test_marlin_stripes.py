@@ -15,7 +15,7 @@ import math
 import pytest
 
 from refsim.formats import stripes as st
-from refsim.gpu_model.kernels import marlin, marlin_24, predict
+from refsim.gpu_model.kernels import marlin, predict
 
 
 def _tile(m):

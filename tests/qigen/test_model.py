@@ -1,6 +1,5 @@
 """Performance model: register search, MILP vs enumeration, machine reading with fallbacks."""
 
-import numpy as np
 import pytest
 
 from refsim.errors import FormatRuleError, ShapeError
