@@ -19,17 +19,16 @@ import argparse
 import dataclasses
 import itertools
 import time
-from pathlib import Path
 
 import numpy as np
 
 from refsim.emulator import fp
 from refsim.emulator import marlin_kernel as mk
+from refsim.emulator import hw_samples as hw
 from refsim.emulator import tensor_core as tc
 from refsim.formats import marlin
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO / ".." / "shared" / "testdata" / "tensor_core_hw" / "samples.npz"
+SAMPLES = hw.shared_samples_path()
 
 
 def _bits(rng, dtype, n):
@@ -116,14 +115,11 @@ def bench_fp(n: int) -> list[str]:
 def bench_tensor_core() -> list[str]:
     if not SAMPLES.exists():
         return [f"(hardware data not found at {SAMPLES}; skipped)"]
-    d = np.load(SAMPLES)
+    data = hw.load(SAMPLES)
     rows = ["| GPU | model | fp32-out mismatches | fp16-out mismatches | naive fp64 dot + RN (fp32) |", "|---|---|---|---|---|"]
-    for gpu, arch in (("A100", "sm_80"), ("H100", "sm_90"), ("V100", "sm_70")):
-        a = d[f"{gpu}_a_f16bits"].view(np.float16)
-        b = d[f"{gpu}_b_f16bits"].view(np.float16)
-        c = d[f"{gpu}_c_f32bits"].view(np.float32)
-        d32 = d[f"{gpu}_d_fp32_as_f32bits"]
-        d16 = d[f"{gpu}_d_fp16_as_f32bits"].view(np.float32).astype(np.float16).view(np.uint16)
+    for gpu, arch in hw.GPUS:
+        a, b, c, d32, d16 = data[gpu]
+        d32, d16 = d32.view(np.uint32), d16.view(np.uint16)
         naive = (c.astype(np.float64) + (a.astype(np.float64) * b.astype(np.float64)).sum(-1)).astype(np.float32)
         n_naive = int((naive.view(np.uint32) != d32).sum())
         base = tc.MODELS[arch]

@@ -6,35 +6,25 @@ Expected values of the directed vectors are worked out by hand in the comments f
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from refsim.emulator import hw_samples as hw
 from refsim.emulator import tensor_core as tc
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.testing import assert_bitexact
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED_SAMPLES = REPO / ".." / "shared" / "testdata" / "tensor_core_hw" / "samples.npz"
-SUBSET = Path(__file__).resolve().parent / "data" / "tensor_core_hw_subset.npz"
-GPUS = [("A100", "sm_80"), ("H100", "sm_90"), ("V100", "sm_70")]
-
-
-def _rows(data, gpu):
-    a = data[f"{gpu}_a_f16bits"].view(np.float16)
-    b = data[f"{gpu}_b_f16bits"].view(np.float16)
-    c = data[f"{gpu}_c_f32bits"].view(np.float32)
-    d32 = data[f"{gpu}_d_fp32_as_f32bits"].view(np.float32)
-    d16 = data[f"{gpu}_d_fp16_as_f32bits"].view(np.float32).astype(np.float16)  # exact: fp16 values
-    return a, b, c, d32, d16
+SHARED_SAMPLES = hw.shared_samples_path()
+SUBSET = hw.subset_path()
+GPUS = list(hw.GPUS)
 
 
 @pytest.mark.parametrize("gpu,arch", GPUS)
 def test_fdpa_matches_all_hardware_rows(gpu, arch):
     if not SHARED_SAMPLES.exists():
         pytest.skip(f"hardware data not found at {SHARED_SAMPLES} (../shared/testdata from the repo root)")
-    a, b, c, d32, d16 = _rows(np.load(SHARED_SAMPLES), gpu)
+    a, b, c, d32, d16 = hw.load(SHARED_SAMPLES)[gpu]
     assert_bitexact(tc.fdpa(arch, a, b, c, np.float32), d32, f"{gpu} fp32 out")
     # for fp16 output the measuring harness converted c to fp16 (RNE) first
     assert_bitexact(tc.fdpa(arch, a, b, c.astype(np.float16), np.float16), d16, f"{gpu} fp16 out")
@@ -42,7 +32,7 @@ def test_fdpa_matches_all_hardware_rows(gpu, arch):
 
 @pytest.mark.parametrize("gpu,arch", GPUS)
 def test_fdpa_and_reference_match_committed_hardware_subset(gpu, arch):
-    a, b, c, d32, d16 = _rows(np.load(SUBSET), gpu)
+    a, b, c, d32, d16 = hw.load(SUBSET)[gpu]
     assert_bitexact(tc.fdpa(arch, a, b, c, np.float32), d32, f"{gpu} fp32")
     assert_bitexact(tc.fdpa(arch, a, b, c.astype(np.float16), np.float16), d16, f"{gpu} fp16")
     n = 60
@@ -53,7 +43,7 @@ def test_fdpa_and_reference_match_committed_hardware_subset(gpu, arch):
 
 def test_naive_fp64_dot_product_does_not_match_hardware():
     # the model is not trivially right: RN(c + sum) in float64 misses many rows
-    a, b, c, d32, _ = _rows(np.load(SUBSET), "A100")
+    a, b, c, d32, _ = hw.load(SUBSET)["A100"]
     naive = (c.astype(np.float64) + (a.astype(np.float64) * b.astype(np.float64)).sum(-1)).astype(np.float32)
     assert (naive.view(np.uint32) != d32.view(np.uint32)).mean() > 0.2
 

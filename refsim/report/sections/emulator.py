@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
 from refsim.emulator import fp
+from refsim.emulator import hw_samples as hw
 from refsim.emulator import marlin_kernel as mk
 from refsim.emulator import tensor_core as tc
 from refsim.formats import marlin
@@ -15,25 +15,18 @@ from refsim.report import Check
 TITLE = "Exact emulator (fp, tensor cores, kernels)"
 ORDER = 60
 
-_REPO = Path(__file__).resolve().parents[3]
-_DATA = [_REPO / ".." / "shared" / "testdata" / "tensor_core_hw" / "samples.npz",
-         _REPO / "tests" / "emulator" / "data" / "tensor_core_hw_subset.npz"]
-
 
 def _hardware_rows() -> str:
-    path = next((p for p in _DATA if p.exists()), None)
+    path = hw.available_path()
     if path is None:
         return "skipped: no hardware data (../shared/testdata/tensor_core_hw or tests/emulator/data)"
-    d = np.load(path)
     parts = []
-    for gpu, arch in (("A100", "sm_80"), ("H100", "sm_90"), ("V100", "sm_70")):
-        a = d[f"{gpu}_a_f16bits"].view(np.float16)
-        b = d[f"{gpu}_b_f16bits"].view(np.float16)
-        c = d[f"{gpu}_c_f32bits"].view(np.float32)
-        d32 = d[f"{gpu}_d_fp32_as_f32bits"]
-        d16 = d[f"{gpu}_d_fp16_as_f32bits"].view(np.float32).astype(np.float16).view(np.uint16)
-        bad32 = int((tc.fdpa(arch, a, b, c, np.float32).view(np.uint32) != d32).sum())
-        bad16 = int((tc.fdpa(arch, a, b, c.astype(np.float16), np.float16).view(np.uint16) != d16).sum())
+    rows = hw.load(path)
+    for gpu, arch in hw.GPUS:
+        a, b, c, d32, d16 = rows[gpu]
+        bad32 = int((tc.fdpa(arch, a, b, c, np.float32).view(np.uint32) != d32.view(np.uint32)).sum())
+        bad16 = int((tc.fdpa(arch, a, b, c.astype(np.float16), np.float16).view(np.uint16)
+                     != d16.view(np.uint16)).sum())
         if bad32 or bad16:
             raise AssertionError(f"{gpu}: {bad32} fp32-out and {bad16} fp16-out mismatches")
         parts.append(f"{gpu} {len(c)}/{len(c)}")
