@@ -94,26 +94,27 @@ def model(arch: str) -> TensorCoreModel:
 _OUT = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 
 
-def _split_f16(u: np.ndarray):
-    """uint16 bits -> (negative, significand m, exponent e, special) with |x| = m * 2^(e - 10)."""
+def _split(u: np.ndarray, exp_bits: int, frac_bits: int):
+    """IEEE bits (uint) -> (negative, significand m, exponent e, special) with
+    |x| = m * 2^(e - frac_bits); subnormals take the minimum exponent, special = Inf/NaN."""
     u = u.astype(np.int64)
-    neg = (u >> 15) & 1
-    eb = (u >> 10) & 0x1F
-    f = u & 0x3FF
-    m = np.where(eb == 0, f, f | 0x400)
-    e = np.where(eb == 0, -14, eb - 15)
-    return neg.astype(bool), m, e, eb == 0x1F
+    bias = (1 << (exp_bits - 1)) - 1
+    neg = (u >> (exp_bits + frac_bits)) & 1
+    eb = (u >> frac_bits) & ((1 << exp_bits) - 1)
+    f = u & ((1 << frac_bits) - 1)
+    m = np.where(eb == 0, f, f | (1 << frac_bits))
+    e = np.where(eb == 0, 1 - bias, eb - bias)
+    return neg.astype(bool), m, e, eb == (1 << exp_bits) - 1
+
+
+def _split_f16(u: np.ndarray):
+    """uint16 bits -> (negative, m, e, special) with |x| = m * 2^(e - 10)."""
+    return _split(u, 5, 10)
 
 
 def _split_f32(u: np.ndarray):
-    """uint32 bits -> (negative, significand m, exponent e, special) with |x| = m * 2^(e - 23)."""
-    u = u.astype(np.int64)
-    neg = (u >> 31) & 1
-    eb = (u >> 23) & 0xFF
-    f = u & 0x7FFFFF
-    m = np.where(eb == 0, f, f | 0x800000)
-    e = np.where(eb == 0, -126, eb - 127)
-    return neg.astype(bool), m, e, eb == 0xFF
+    """uint32 bits -> (negative, m, e, special) with |x| = m * 2^(e - 23)."""
+    return _split(u, 8, 23)
 
 
 def _shift(x: np.ndarray, s: np.ndarray) -> np.ndarray:
