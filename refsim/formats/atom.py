@@ -352,19 +352,25 @@ class AtomWeights:
     scale8: np.ndarray
 
 
+def _check_weight_args(w, mode, group_size, keeper, clip):
+    """Shared validation of :func:`quantize_weights` and its loop twin."""
+    w = _check_input("w", w)
+    require_choice("mode", mode, MODES)
+    clip = _check_clip(clip)
+    if w.shape[1] % 2:
+        raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {w.shape[1]}")
+    group, keeper = _check_split(w.shape[0], group_size, keeper)
+    return w, clip, group, keeper
+
+
 def quantize_weights(w: np.ndarray, mode: str = "simulation", *, group_size: int = GROUP,
                      keeper: int = KEEPER, clip: float = W_CLIP) -> AtomWeights:
     """Atom RTN weight quantization of reordered weights w (K, N) float16/float32 (rows in
     reordered order, N even). INT4 body: one symmetric scale per (group of ``group_size`` rows,
     pair of columns 2p, 2p+1) -- 2 * group_size values share it; INT8 tail: one scale per
     column over the last ``keeper`` rows, unclipped. ``clip`` applies in simulation mode only."""
-    w = _check_input("w", w)
-    require_choice("mode", mode, MODES)
-    clip = _check_clip(clip)
+    w, clip, group, keeper = _check_weight_args(w, mode, group_size, keeper, clip)
     k, n = w.shape
-    if n % 2:
-        raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
-    group, keeper = _check_split(k, group_size, keeper)
     g = (k - keeper) // group
     # (G, group, N/2, 2) -> (G, N/2, group, 2) -> rows of 2*group values
     blocks = w[:k - keeper].reshape(g, group, n // 2, 2).transpose(0, 2, 1, 3).reshape(g * n // 2, 2 * group)
@@ -382,13 +388,8 @@ def quantize_weights(w: np.ndarray, mode: str = "simulation", *, group_size: int
 def quantize_weights_reference(w: np.ndarray, mode: str = "simulation", *, group_size: int = GROUP,
                                keeper: int = KEEPER, clip: float = W_CLIP) -> AtomWeights:
     """Plain-loop twin of :func:`quantize_weights`."""
-    w = _check_input("w", w)
-    require_choice("mode", mode, MODES)
-    clip = _check_clip(clip)
+    w, clip, group, keeper = _check_weight_args(w, mode, group_size, keeper, clip)
     k, n = w.shape
-    if n % 2:
-        raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
-    group, keeper = _check_split(k, group_size, keeper)
     g_count = (k - keeper) // group
     sdtype = w.dtype if mode == "simulation" else np.float16
     q4 = np.zeros((k - keeper, n), np.int8)

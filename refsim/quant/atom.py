@@ -143,6 +143,17 @@ def _pair_params(block: np.ndarray, clip: float) -> np.ndarray:
     return np.repeat(scale, 2)
 
 
+def _prepare(W: np.ndarray, H: np.ndarray, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wt float32 (N, K) with dead inputs zeroed, and U float32 (K, K), the upper Cholesky factor
+    of the damped H⁻¹ (dead diagonal entries set to 1 first), as GPTQ.fasterquant prepares them."""
+    Wt = W.T.astype(np.float32)
+    H = H.astype(np.float64)
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    Wt[:, dead] = 0.0
+    return Wt, upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+
+
 def _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize):
     W = require_float_array("W", W)
     require_ndim("W", W, 2)
@@ -175,12 +186,7 @@ def atom_gptq(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPER, group_s
     keeper rows, which are finally INT8-RTN'd per output channel (absmax / 127, half-to-even).
     Returns AtomWeights with float32 scales (q4 = code - 8 in [-8, 7])."""
     W, H, k, n, keeper, group, blocksize = _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize)
-    Wt = W.T.astype(np.float32)                                            # (N, K), paper orientation
-    H = H.astype(np.float64)
-    dead = np.diag(H) == 0
-    H[dead, dead] = 1.0
-    Wt[:, dead] = 0.0
-    U = upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    Wt, U = _prepare(W, H, percdamp)                                       # (N, K), paper orientation
     body = k - keeper
     codes = np.zeros((n, body), np.int8)
     scales = []
@@ -219,12 +225,7 @@ def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPE
     to the block size the two are the same algorithm; float32 rounding makes them agree to a few
     ULPs, so tests compare codes up to rare flips, not bits."""
     W, H, k, n, keeper, group, _ = _check_gptq_inputs(W, H, keeper, group_size, clip, 128)
-    Wt = W.T.astype(np.float32)
-    H = H.astype(np.float64)
-    dead = np.diag(H) == 0
-    H[dead, dead] = 1.0
-    Wt[:, dead] = 0.0
-    U = upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    Wt, U = _prepare(W, H, percdamp)
     body = k - keeper
     codes = np.zeros((n, body), np.int8)
     scales = []
