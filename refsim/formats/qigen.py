@@ -58,7 +58,6 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.errors import ShapeError
 
 __all__ = [
     "BITS",
@@ -70,8 +69,6 @@ __all__ = [
     "pack_reference",
     "unpack",
     "unpack_reference",
-    "codes_from_qweight",
-    "codes_from_qweight_reference",
 ]
 
 BITS = (2, 3, 4)
@@ -189,12 +186,11 @@ def pack(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
     return np.ascontiguousarray(blocks[order[:, 0], order[:, 1]]).reshape(-1)
 
 
-def pack_reference(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
-    """Plain-loop twin of :func:`pack`, written from the spec block."""
-    _check_qweight(qweight, layout)
+def _packed_positions_reference(layout: QIGenLayout):
+    """Yield the ``(row, column)`` of GPTQ ``qweight`` each packed word comes from, in packed order,
+    straight from the spec block (the walk both plain-loop twins share)."""
     kbs, ps = layout.grid
     rows_per_block = layout.mb * layout.bits // 32
-    out = []
     for kb, p in block_order_reference(kbs, ps, layout.order):
         r0, c0 = kb * rows_per_block, p * layout.tb
         if layout.bits == 3:
@@ -202,12 +198,17 @@ def pack_reference(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
                 for octet in range(layout.tb // 8):
                     for w in range(3):
                         for c in range(8):
-                            out.append(qweight[r0 + 3 * t + w, c0 + 8 * octet + c])
+                            yield r0 + 3 * t + w, c0 + 8 * octet + c
         else:
             for r in range(rows_per_block):
                 for c in range(layout.tb):
-                    out.append(qweight[r0 + r, c0 + c])
-    return np.array(out, dtype=np.int32)
+                    yield r0 + r, c0 + c
+
+
+def pack_reference(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
+    """Plain-loop twin of :func:`pack`, written from the spec block."""
+    _check_qweight(qweight, layout)
+    return np.array([qweight[r, c] for r, c in _packed_positions_reference(layout)], dtype=np.int32)
 
 
 def _check_packed(packed: np.ndarray, layout: QIGenLayout) -> None:
@@ -234,62 +235,7 @@ def unpack(packed: np.ndarray, layout: QIGenLayout) -> np.ndarray:
 def unpack_reference(packed: np.ndarray, layout: QIGenLayout) -> np.ndarray:
     """Plain-loop twin of :func:`unpack`."""
     _check_packed(packed, layout)
-    kbs, ps = layout.grid
-    rows_per_block = layout.mb * layout.bits // 32
     qweight = np.zeros((layout.k * layout.bits // 32, layout.n), dtype=np.int32)
-    i = 0
-    for kb, p in block_order_reference(kbs, ps, layout.order):
-        r0, c0 = kb * rows_per_block, p * layout.tb
-        if layout.bits == 3:
-            for t in range(rows_per_block // 3):
-                for octet in range(layout.tb // 8):
-                    for w in range(3):
-                        for c in range(8):
-                            qweight[r0 + 3 * t + w, c0 + 8 * octet + c] = packed[i]
-                            i += 1
-        else:
-            for r in range(rows_per_block):
-                for c in range(layout.tb):
-                    qweight[r0 + r, c0 + c] = packed[i]
-                    i += 1
+    for i, (r, c) in enumerate(_packed_positions_reference(layout)):
+        qweight[r, c] = packed[i]
     return qweight
-
-
-def codes_from_qweight_reference(qweight: np.ndarray, bits: int) -> np.ndarray:
-    """Plain-loop GPTQ stream decoder: int32 ``(K*bits/32, N)`` -> uint8 codes ``(K, N)``.
-
-    Written from the GPTQ bit layout (``refsim/formats/gptq.py`` is the project's owner of that
-    format; this twin exists so the QIGen kernels can be checked without it).
-    """
-    require_bits(bits, BITS)
-    require_dtype("qweight", qweight, np.int32)
-    require_ndim("qweight", qweight, 2)
-    if qweight.shape[0] % bits:
-        raise ShapeError(f"qweight: rows must be a multiple of bits={bits}; got {qweight.shape[0]}")
-    k = qweight.shape[0] * 32 // bits
-    u = qweight.view(np.uint32)
-    q = np.zeros((k, qweight.shape[1]), dtype=np.uint8)
-    for c in range(qweight.shape[1]):
-        for v in range(k):
-            val = 0
-            for b in range(bits):
-                sb = v * bits + b  # stream bit
-                val |= ((int(u[sb // 32, c]) >> (sb % 32)) & 1) << b
-            q[v, c] = val
-    return q
-
-
-def codes_from_qweight(qweight: np.ndarray, bits: int) -> np.ndarray:
-    """GPTQ ``qweight`` int32 ``(K*bits/32, N)`` -> uint8 codes ``(K, N)`` (LSB-first stream)."""
-    require_bits(bits, BITS)
-    require_dtype("qweight", qweight, np.int32)
-    require_ndim("qweight", qweight, 2)
-    if qweight.shape[0] % bits:
-        raise ShapeError(f"qweight: rows must be a multiple of bits={bits}; got {qweight.shape[0]}")
-    rows, n = qweight.shape
-    u = qweight.view(np.uint32).astype(np.uint64)  # (rows, N)
-    # bits of the stream per column: (rows*32, N)
-    stream = ((u[:, None, :] >> np.arange(32, dtype=np.uint64)[None, :, None]) & 1).reshape(rows * 32, n)
-    stream = stream.reshape(-1, bits, n)  # (K, bits, N)
-    weights = (np.uint64(1) << np.arange(bits, dtype=np.uint64))[None, :, None]
-    return (stream * weights).sum(axis=1).astype(np.uint8)

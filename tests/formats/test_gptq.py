@@ -85,6 +85,16 @@ def test_three_bit_straddling_values_land_in_the_documented_bits():
     assert int(w[2]) == 0b01  # v21 bits 2..1 at bits 1..0
 
 
+def test_three_bit_straddling_value_is_decoded_from_two_words():
+    # value 10 of a column: bits 30, 31 of word 0 (its low two bits) and bit 0 of word 1 (bit 2)
+    qw = np.zeros((3, 1), dtype=np.int32)
+    qw[0, 0] = np.array([0x40000000], dtype=np.uint32).view(np.int32)[0]  # bit 30 -> value 10 bit 0
+    qw[1, 0] = 1  # bit 0 of word 1 -> value 10 bit 2
+    for decode in (gptq.unpack_qweight, gptq.unpack_qweight_reference):
+        q = decode(qw, 3, 32)
+        assert q[10, 0] == 0b101 and int(q.sum()) == 5
+
+
 def test_v1_zero_point_of_zero_corrupts_higher_fields_like_autogptq():
     z = np.full((1, 32), 8)
     z[0, 3] = 0

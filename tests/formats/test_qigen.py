@@ -1,10 +1,9 @@
-"""QIGen packed layout: official-loop transliteration, inverse, Z-curve order, GPTQ interop, errors."""
+"""QIGen packed layout: official-loop transliteration, inverse, Z-curve order, errors."""
 
 import numpy as np
 import pytest
 
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
-from refsim.formats import gptq
 from refsim.formats import qigen as Q
 
 
@@ -73,24 +72,6 @@ def test_zcurve_is_a_permutation_keeping_k_blocks_increasing_per_panel(kbs, ps):
     for p in range(ps):
         kb_seq = z[z[:, 1] == p, 0]
         assert list(kb_seq) == list(range(kbs))
-
-
-@pytest.mark.parametrize("bits", [2, 3, 4])
-def test_codes_decoder_agrees_with_gptq_format(bits):
-    rng = np.random.default_rng(7)
-    q = rng.integers(0, 2**bits, size=(64, 32), dtype=np.uint8)
-    qw = gptq.pack_qweight(q, bits)
-    np.testing.assert_array_equal(Q.codes_from_qweight(qw, bits), q)
-    np.testing.assert_array_equal(Q.codes_from_qweight_reference(qw, bits), q)
-
-
-def test_three_bit_straddling_code_by_hand():
-    # code 10 of a column: bits 30,31 of word 0 (low two bits) and bit 0 of word 1 (high bit)
-    qw = np.zeros((3, 1), dtype=np.int32)
-    qw[0, 0] = np.array([0x40000000], dtype=np.uint32).view(np.int32)[0]  # bit 30 -> code10 bit0
-    qw[1, 0] = 1  # bit 0 of word 1 -> code10 bit 2
-    q = Q.codes_from_qweight(qw, 3)
-    assert q[10, 0] == 0b101 and int(q.sum()) == 5
 
 
 def test_layout_rules_raise_specific_errors():
