@@ -100,6 +100,22 @@ class AnyPrecisionModel:
 
 
 # ---------------------------------------------------------------- plain per-cluster reference
+def _bisect_split(xs, mean, a: int, e: int, lo: int, hi: int) -> tuple[np.float32, np.float32, int]:
+    """Binary search for the border d in [lo, hi] where the midpoint of the two cluster means
+    ``mean(a, d)`` and ``mean(d, e)`` falls between xs[d-1] and xs[d]; returns (cL, cR, d)."""
+    while lo < hi:
+        d = (lo + hi) // 2
+        m = (mean(a, d) + mean(d, e)) / 2
+        if xs[d - 1] <= m:
+            if m <= xs[d]:
+                break
+            lo = d + 1
+        else:
+            hi = max(lo, d - 1)
+    d = (lo + hi) // 2
+    return np.float32(mean(a, d)), np.float32(mean(d, e)), d
+
+
 def split_cluster_reference(xs, Pw, Pwx, a: int, e: int) -> tuple[np.float32, np.float32, int]:
     """Split sorted positions [a, e) (e > a) into [a, d), [d, e): returns (cL, cR, d)."""
     size = e - a
@@ -108,42 +124,16 @@ def split_cluster_reference(xs, Pw, Pwx, a: int, e: int) -> tuple[np.float32, np
     if size == 2:
         return xs[a], xs[a + 1], a + 1
     total = _qs(Pw, a, e)
-    if total == 0:
+    if total == 0:  # no sensitivity in the cluster: plain (unweighted) means
         X = np.cumsum(xs.astype(np.float64))
-        lo, hi = a + 1, e - 1
-        while lo < hi:
-            d = (lo + hi) // 2
-            cl = _qs(X, a, d) / (d - a)
-            cr = _qs(X, d, e) / (e - d)
-            m = (cl + cr) / 2
-            if xs[d - 1] <= m:
-                if m <= xs[d]:
-                    break
-                lo = d + 1
-            else:
-                hi = max(lo, d - 1)
-        d = (lo + hi) // 2
-        return np.float32(_qs(X, a, d) / (d - a)), np.float32(_qs(X, d, e) / (e - d)), d
+        return _bisect_split(xs, lambda i, j: _qs(X, i, j) / (j - i), a, e, a + 1, e - 1)
     within = Pw[a:e]
     f = int(np.searchsorted(within, within[-1], side="left"))
     if total == _qs(Pw, a + f, a + f + 1):
         return xs[a + f], xs[a + f], e
     preceding = Pw[a - 1] if a > 0 else 0.0
     lo = a + int(np.searchsorted(within, preceding, side="right")) + 1
-    hi = a + f
-    while lo < hi:
-        d = (lo + hi) // 2
-        cl = _qs(Pwx, a, d) / _qs(Pw, a, d)
-        cr = _qs(Pwx, d, e) / _qs(Pw, d, e)
-        m = (cl + cr) / 2
-        if xs[d - 1] <= m:
-            if m <= xs[d]:
-                break
-            lo = d + 1
-        else:
-            hi = max(lo, d - 1)
-    d = (lo + hi) // 2
-    return np.float32(_qs(Pwx, a, d) / _qs(Pw, a, d)), np.float32(_qs(Pwx, d, e) / _qs(Pw, d, e)), d
+    return _bisect_split(xs, lambda i, j: _qs(Pwx, i, j) / _qs(Pw, i, j), a, e, lo, a + f)
 
 
 def upscale_reference(xs, Pw, Pwx, lut, borders, parent_bits: int):
