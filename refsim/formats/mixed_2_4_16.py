@@ -222,20 +222,38 @@ def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
     _check_kn(k, n)
     require_shape("H", require_float_array("H", H), (k, k))
     _check_alpha_ratio(alpha, outlier_ratio)
+    return _quantize(W.astype(np.float32), inverse_hessian_diag(H, percdamp), float(alpha),
+                     float(outlier_ratio), bool(clip_scales))
+
+
+def _largest(score: np.ndarray, count: int) -> np.ndarray:
+    """Flat indices of the ``count`` largest entries of ``score`` (ties: lower flat index first),
+    as a set: the same set as ``argsort(-score, kind="stable")[:count]`` in O(size) (argpartition
+    for the threshold, then the threshold's ties in index order)."""
+    neg = -score.ravel()
+    if count == 0:
+        return np.zeros(0, np.int64)
+    kth = np.partition(neg, count - 1)[count - 1]                        # count-th largest score
+    above = np.flatnonzero(neg < kth)
+    ties = np.flatnonzero(neg == kth)[:count - above.size]
+    return np.concatenate([above, ties])
+
+
+def _quantize(Wf: np.ndarray, hd: np.ndarray, alpha: float, outlier_ratio: float, clip_scales: bool) -> Mixed2416:
+    """:func:`quantize` on checked inputs: Wf float32 (K, N), hd = diag(H^-1) float64 (K,)
+    (callers that quantize one layer several ways compute hd once)."""
+    k, n = Wf.shape
     g = k // G1
-    Wf = W.astype(np.float32)
-    hd = inverse_hessian_diag(H, percdamp)
-    four = select_4bit_groups(group_sensitivity(Wf, hd), float(alpha))
+    four = select_4bit_groups(group_sensitivity(Wf, hd), alpha)
     four_rows = np.repeat(four, G1)                                      # (K,)
 
     # outliers: largest w^2 / [H^-1]_kk^2 among 2-bit-group elements
-    n_out = int(np.floor(float(outlier_ratio) * k * n))
+    n_out = int(np.floor(outlier_ratio * k * n))
     score = (Wf.astype(np.float64) ** 2) / hd[:, None] ** 2
     score[four_rows, :] = -np.inf
     n_out = min(n_out, int((~four_rows).sum()) * n)
-    flat = np.argsort(-score, axis=None, kind="stable")[:n_out]
     is_out = np.zeros((k, n), bool)
-    is_out.flat[flat] = True
+    is_out.flat[_largest(score, n_out)] = True
 
     maxq = np.where(four, 15, 3).astype(np.float32)                     # (G,)
     Wg = Wf.reshape(g, G1, n)                                           # (G, 16, N)
@@ -252,7 +270,7 @@ def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
     with np.errstate(divide="ignore", invalid="ignore"):
         z2 = np.where(s2f > 0, np.clip(np.rint(-smin / s2f), 0, 15), 0).astype(np.float32)
         ratio = np.where(s2f > 0, s / s2f, 0).astype(np.float32)
-    clipped = _clipped_slots(four)[:, None] & bool(clip_scales)
+    clipped = _clipped_slots(four)[:, None] & clip_scales
     code = np.where(clipped, 2 * np.clip(np.rint((ratio + z2) / 2), 0, 7), np.clip(np.rint(ratio) + z2, 0, 15))
     collapsed = (s > 0) & (s2f > 0) & (code <= z2)                       # s_hat would be <= 0
     code = np.where(collapsed, z2 + np.where(clipped, 2, 1), code)

@@ -261,3 +261,12 @@ def test_check_csr_names_the_row_whose_columns_do_not_ascend():
         F.check_csr(row_ptr, np.array([3, 9, 1, 8, 4, 0], np.uint16), val, n_rows=4, n_cols=16)
     with pytest.raises(FormatRuleError, match=r"within row 0; got \[9, 9\]"):
         F.check_csr(row_ptr, np.array([9, 9, 1, 4, 8, 0], np.uint16), val, n_rows=4, n_cols=16)
+
+
+def test_largest_picks_the_same_set_as_a_stable_full_sort_including_ties():
+    rng = np.random.default_rng(5)
+    score = rng.integers(0, 6, (40, 12)).astype(np.float64)      # many ties
+    score[rng.random(score.shape) < 0.2] = -np.inf
+    for count in (0, 1, 7, 100, 300, 384):
+        want = np.sort(np.argsort(-score, axis=None, kind="stable")[:count])
+        assert_bitexact(np.sort(F._largest(score, count)), want, f"count={count}")
