@@ -39,6 +39,7 @@ import functools
 import unicodedata
 
 import numpy as np
+import threadpoolctl
 from scipy.special import erf
 
 from refsim._validate import require_int
@@ -261,10 +262,14 @@ def _sequences(n_tokens: int, seed: int) -> list[list[int]]:
 @functools.lru_cache(maxsize=8)
 def _layer_inputs_cached(n_tokens: int, seed: int) -> dict[str, np.ndarray]:
     per_layer: dict[str, list[np.ndarray]] = {}
-    for seq in _sequences(n_tokens, seed):
-        _, inputs = forward(seq)
-        for name, x in inputs.items():
-            per_layer.setdefault(name, []).append(x)
+    # single-threaded BLAS: the encoder's matmuls are small ((128, 384) x (384, 1536)), and
+    # two-thread OpenBLAS on small calls collapses when another process holds a core (issue 13:
+    # 26 s instead of about 1 s for 512 tokens at load 7)
+    with threadpoolctl.threadpool_limits(limits=1):
+        for seq in _sequences(n_tokens, seed):
+            _, inputs = forward(seq)
+            for name, x in inputs.items():
+                per_layer.setdefault(name, []).append(x)
     out = {}
     for name, parts in per_layer.items():
         arr = np.ascontiguousarray(np.concatenate(parts, axis=0), dtype=np.float32)  # (T, K)

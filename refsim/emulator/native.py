@@ -13,11 +13,11 @@ what            the T-FDPA chain of one ``mma.m16n8k16 .f32`` k16 step for many 
 oracle          :func:`refsim.emulator.tensor_core.mma_k16_f32` (NumPy, the readable reference),
                 itself tested against the integer model :func:`refsim.emulator.tensor_core.fdpa`;
                 ``tests/emulator/test_native.py`` checks the compiled path bit for bit against it.
-build           :mod:`refsim.qigen.build` (content-addressed cache, id check, ``-O2
-                -ffp-contract=off``, never ``-ffast-math``), ISA ``scalar``: plain C99, no
-                intrinsics. Built once per machine (about 1 s), then loaded from the cache.
+build           :func:`refsim._native.load` (QIGen's build cache, ``-O2 -ffp-contract=off``, never
+                ``-ffast-math``; plain C99, no intrinsics, the loops written so that the compiler
+                vectorises them). Built once per machine (about 1 s), then loaded from the cache.
 fallback        no C compiler, or a failed build, or ``REFSIM_NATIVE=0`` in the environment: the
-                emulators run their NumPy paths (same bits, about 5x slower) and one
+                emulators run their NumPy paths (same bits, about 6x slower) and one
                 :class:`RuntimeWarning` says why (not for ``REFSIM_NATIVE=0``, which is a choice).
 
 One k16 step of the loop nest (W k-warps, R rows, N columns; k-warp w reads k16 block at
@@ -33,12 +33,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import warnings
 
 import numpy as np
 
-from refsim.errors import ToolchainError
+from refsim import _native
 
 __all__ = ["available", "status", "mma_k16_f32_blocks", "SOURCE"]
 
@@ -196,26 +194,11 @@ void refsim_mma_k16_f32(int L, int F, int e_zero, int W, int R, int N,
 """
 
 
-def _disabled() -> bool:
-    return os.environ.get("REFSIM_NATIVE", "1").strip() in ("0", "false", "no", "off")
-
-
 @functools.lru_cache(maxsize=1)
 def _library():
     """(ctypes library or None, reason it is missing or None). Built and checked once per process."""
-    if _disabled():
-        return None, "REFSIM_NATIVE=0"
-    from refsim.qigen import build
-
-    try:
-        from refsim.qigen.machine import detect_isa
-
-        build.find_compiler()            # before the library cache: a compiler must be present now
-        lib = build.load(SOURCE, "avx2" if detect_isa() == "avx2" else "scalar")
-    except ToolchainError as err:
-        reason = str(err).splitlines()[0]
-        warnings.warn(f"refsim: compiled emulator kernels unavailable ({reason}); using the NumPy "
-                      "paths (same bits, slower)", RuntimeWarning, stacklevel=3)
+    lib, reason = _native.load(SOURCE, "emulator kernels")
+    if lib is None:
         return None, reason
     fn = lib.refsim_mma_k16_f32
     fn.restype = None

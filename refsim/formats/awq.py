@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refsim.formats import native as _fast
 from refsim._validate import (
     require_codes,
     require_divisible,
@@ -65,6 +66,8 @@ def pack_columns(q: np.ndarray) -> np.ndarray:
     require_divisible("N (columns of q)", q.shape[1], 8, "must be a positive multiple of 8 (8 nibbles per word)")
     require_codes("q", q, BITS)
     r, n = q.shape
+    if _fast.available():               # compiled twin (refsim.formats.native): one pass
+        return _fast.awq_pack(np.ascontiguousarray(q, dtype=np.uint8)).view(np.int32)
     cols = q.astype(np.uint8, copy=False).reshape(r, n // 8, 8)  # (R, N/8, column in word); codes <= 15
     # byte j of a word (little-endian) = slot 2j (low nibble) | slot 2j+1 (high nibble); the four
     # bytes of a word lie along the last axis, so the word array is a view of the byte array
@@ -96,6 +99,8 @@ def unpack_columns(packed: np.ndarray, n: int) -> np.ndarray:
     if packed.shape[1] != n // 8:
         raise ShapeError(f"packed: must have N / 8 = {n // 8} columns for n={n}; got shape {packed.shape}")
     r = packed.shape[0]
+    if _fast.available():               # compiled twin (refsim.formats.native)
+        return _fast.awq_unpack(np.ascontiguousarray(packed).view(np.uint32), n)
     b = np.ascontiguousarray(packed).view(np.uint8).reshape(r, n // 8, 4)  # (R, N/8, byte in word)
     out = np.empty((r, n // 8, 8), dtype=np.uint8)  # (R, N/8, column within the word)
     for j in range(4):

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refsim.formats import native as _fast
 from refsim._validate import (
     require_bits,
     require_choice,
@@ -211,6 +212,8 @@ def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
     # q_i * 2**shift_i (mod 2**32, which also drops the spilled high bits of a straddling value).
     k, n = q.shape
     q = q.astype(np.uint8, copy=False)  # validated codes < 2**bits <= 256: exact
+    if _fast.available():               # compiled twin of pack_stream: one pass (refsim.formats.native)
+        return _fast.gptq_pack(np.ascontiguousarray(q), bits).view(np.int32)
     if bits != 3:
         per = 32 // bits
         weights = _powers_of_two(bits * np.arange(per))  # (per,)
@@ -253,6 +256,8 @@ def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
     if qweight.shape[0] != k * bits // 32:
         raise ShapeError(f"qweight: must have K * bits / 32 = {k * bits // 32} rows for k={k}, "
                          f"bits={bits}; got shape {qweight.shape}")
+    if _fast.available():               # compiled twin of unpack_stream (refsim.formats.native)
+        return _fast.gptq_unpack(np.ascontiguousarray(qweight).view(np.uint32), bits)
     return unpack_stream(qweight.view(np.uint32), bits)
 
 

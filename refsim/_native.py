@@ -1,0 +1,40 @@
+"""Load refsim's small C kernels (built at first use like QIGen's), or say why not.
+
+Used by :mod:`refsim.emulator.native` and :mod:`refsim.formats.native`. The build goes through
+:mod:`refsim.qigen.build` (content-addressed cache, embedded id check, ``-O2 -ffp-contract=off``,
+never ``-ffast-math``; ISA ``avx2`` when the CPU has it, else plain C99). Without a C compiler, on a
+failed build, or with ``REFSIM_NATIVE=0`` in the environment, :func:`load` returns None and the
+callers run their NumPy paths (same bits); one :class:`RuntimeWarning` per library says why (not
+for ``REFSIM_NATIVE=0``, which is a choice).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from refsim.errors import ToolchainError
+
+__all__ = ["disabled", "load"]
+
+
+def disabled() -> bool:
+    """True when ``REFSIM_NATIVE`` is 0/false/no/off: use the NumPy paths."""
+    return os.environ.get("REFSIM_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def load(source: str, what: str):
+    """(ctypes library, None) or (None, reason). ``what`` names the kernels in the warning."""
+    if disabled():
+        return None, "REFSIM_NATIVE=0"
+    from refsim.qigen import build
+    from refsim.qigen.machine import detect_isa
+
+    try:
+        build.find_compiler()            # checked before the library cache: a compiler must exist now
+        return build.load(source, "avx2" if detect_isa() == "avx2" else "scalar"), None
+    except ToolchainError as err:
+        reason = str(err).splitlines()[0]
+        warnings.warn(f"refsim: compiled {what} unavailable ({reason}); using the NumPy paths "
+                      "(same bits, slower)", RuntimeWarning, stacklevel=4)
+        return None, reason
