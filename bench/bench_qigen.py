@@ -235,6 +235,14 @@ def main() -> None:
               f"{est.bound:>7} {t_np * 1e3:>9.3f} {frac * bw / 1e9:>6.2f} {100 * frac:>6.1f}% {speed:>7.2f}x"
               f" | {t_warm * 1e3:>8.3f} {t_np_warm * 1e3:>8.3f}  {name}")
     print()
+    # issue 13 yardstick: the DRAM rate NumPy's own fp32 GEMV streams (4 K N bytes / its cold time)
+    print("yardstick (issue 13): NumPy fp32 GEMV's DRAM rate = 4 K N bytes / numpy cold time; the kernel's")
+    print("weight rate as a fraction of it, and the speedup over that GEMV (target >= 4x at 4-bit, every shape)")
+    for k, n, bits, mb, tb, t_k, t_np, frac, speed, est, t_warm, t_np_warm, name in rows:
+        np_rate = 4 * k * n / t_np
+        print(f"  {k:>5} x {n:<5} {bits}-bit: numpy GEMV {np_rate / 1e9:6.2f} GB/s, kernel "
+              f"{frac * bw / 1e9:6.2f} GB/s = {frac * bw / np_rate:5.2f} of it; {speed:5.2f}x numpy"
+              f"{'' if bits != 4 else (' (>= 4x: met)' if speed >= 4 else ' (>= 4x: NOT met)')}")
     worst_frac = min(r[7] for r in rows)
     worst_4 = min(r[8] for r in rows if r[2] == 4)
     print(f"target >= 60% of copy bandwidth: worst {100 * worst_frac:.1f}% -> {'MET' if worst_frac >= 0.6 else 'NOT MET'}")

@@ -106,6 +106,7 @@ def _roofline_png(gpu: str, out_dir: Path) -> str | None:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib import ticker
     except ImportError:
         return None
     from refsim.gpu_model.specs import get_gpu
@@ -126,11 +127,19 @@ def _roofline_png(gpu: str, out_dir: Path) -> str | None:
             ax.plot(*zip(*pts), "o-", ms=3, lw=0.8, label=kernel)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    # plain-text tick labels: the default log formatters typeset every label with mathtext, and
+    # tight_layout renders the figure once more to measure it (issue 13: 7-11 s for three PNGs)
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_locator(ticker.NullLocator())        # no minor tick artists to build
+    ax.xaxis.set_major_locator(ticker.LogLocator(base=2, numticks=9))
+    ax.grid(True, which="major", lw=0.3, alpha=0.5)
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
     ax.set_ylabel("achieved TFLOP/s (2·M·N·K / latency)")
     ax.set_title(f"{gpu}: {n} x {k} layer, batch 1..256")
     ax.legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.11, top=0.93)   # fixed margins, no layout pass
     name = f"roofline_{gpu}.png"
     fig.savefig(out_dir / name, dpi=110)
     plt.close(fig)
