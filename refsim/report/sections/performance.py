@@ -1,7 +1,8 @@
 """``refsim report`` performance section: Llama-2-7B linear layers on A10, RTX 4090 and Jetson AGX
 Orin for every kernel family and batch 1..256 — latency, speedup over cuBLAS FP16, the batch at
 which each kernel turns compute-bound, and a roofline PNG per GPU (matplotlib if importable; the
-tables are written either way). Checks: calibration accuracy, paper anchors, prediction speed."""
+tables are written either way). Checks: calibration accuracy, paper anchors; the prediction speed
+is printed as a measurement (no timing in self-checks)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,9 @@ def _check_atom_anchor():
             + f"; speedup over FP16 at 512: {sp:.2f}x (paper 3.42x)")
 
 
-def _check_speed():
+def _prediction_rate() -> float:
+    """Predictions per second over a small fixed mix, measured now (a measurement, not a check:
+    the speed target lives in bench/bench_predict.py, never in a pass/fail self-check)."""
     from refsim.gpu_model.kernels import predict
     jobs = [(g, kname, m, 4096, 4096) for g in GPUS for kname in ("marlin", "anyprec", "cublas-fp16")
             for m in (1, 2, 4, 8)]
@@ -88,16 +91,13 @@ def _check_speed():
     for _ in range(reps):
         for j in jobs:
             predict(*j)
-    rate = reps * len(jobs) / (time.perf_counter() - t0)
-    assert rate >= 10_000, rate
-    return f"{rate:,.0f} predictions/s (target >= 10,000)"
+    return reps * len(jobs) / (time.perf_counter() - t0)
 
 
 def checks() -> list[Check]:
     return [Check("calibration accuracy (4070 Laptop, base clock, cold L2)", _check_calibration),
             Check("Marlin paper anchor (A10)", _check_marlin_anchor),
-            Check("Atom NVBench anchor (RTX 4090)", _check_atom_anchor),
-            Check("prediction speed", _check_speed)]
+            Check("Atom NVBench anchor (RTX 4090)", _check_atom_anchor)]
 
 
 # ---- markdown ----------------------------------------------------------------------------------
@@ -179,4 +179,6 @@ def markdown(out_dir) -> str:
         lines += [f"![roofline {gpu}]({png})" if png else "(matplotlib not importable: roofline plot skipped)", ""]
     lines.append("'compute-bound from' = smallest batch at which the slowest layer's binding term is tensor, "
                  "ALU or shared memory.")
+    lines.append(f"Prediction speed on this machine, this run: {_prediction_rate():,.0f} predictions/s "
+                 "(a measurement; the target is checked by bench/bench_predict.py).")
     return "\n".join(lines)
