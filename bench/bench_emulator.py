@@ -150,14 +150,17 @@ def bench_marlin(repeats: int = 3, numpy_path: bool = True) -> list[str]:
     native.available()                                   # build outside the timed runs
 
     def timed(fn):
-        times, out = [], None
+        """(min wall, median wall, min process CPU time, result): the CPU time is what a quiet core
+        would take for this single-threaded work; the wall time includes being descheduled."""
+        times, cpus, out = [], [], None
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             out = fn()
             times.append(time.perf_counter() - t0)
-        return min(times), float(np.median(times)), out
+            cpus.append(time.process_time() - c0)
+        return min(times), float(np.median(times)), min(cpus), out
 
-    t_min, t_med, C = timed(lambda: mk.marlin_gemm(A, B, s, arch="sm_80", sms=108))
+    t_min, t_med, t_cpu, C = timed(lambda: mk.marlin_gemm(A, B, s, arch="sm_80", sms=108))
     W32 = marlin.dequantize(B, s).astype(np.float32)
     A32 = A.astype(np.float32)
     t0 = time.perf_counter()
@@ -167,16 +170,17 @@ def bench_marlin(repeats: int = 3, numpy_path: bool = True) -> list[str]:
     rows = [
         f"path: {native.status()}",
         "",
-        "| shape | path | emulator min / median | np.matmul fp32 | ratio (min) | target |",
-        "|---|---|---|---|---|---|",
-        f"| M=16, K=N=4096, g128, sm_80, 108 SMs | default | {t_min:.2f} / {t_med:.2f} s | {t_mm32 * 1e3:.1f} ms "
-        f"| {t_min / t_mm32:.0f}x | <= 2 s: {'met' if t_min <= 2 else 'MISSED'} |",
+        "| shape | path | emulator wall min / median | CPU min | np.matmul fp32 | ratio (min) | target |",
+        "|---|---|---|---|---|---|---|",
+        f"| M=16, K=N=4096, g128, sm_80, 108 SMs | default | {t_min:.2f} / {t_med:.2f} s | {t_cpu:.2f} s "
+        f"| {t_mm32 * 1e3:.1f} ms | {t_min / t_mm32:.0f}x | <= 2 s: wall {'met' if t_min <= 2 else 'MISSED'}, "
+        f"CPU {'met' if t_cpu <= 2 else 'MISSED'} |",
     ]
     if numpy_path:
-        n_min, n_med, C_np = timed(lambda: mk._gemm(A, B, s, "sm_80", 108, 16, None, None, native=False))
+        n_min, n_med, n_cpu, C_np = timed(lambda: mk._gemm(A, B, s, "sm_80", 108, 16, None, None, native=False))
         same = bool((C.view(np.uint16) == C_np.view(np.uint16)).all())
-        rows.append(f"| (same) | NumPy reference path | {n_min:.2f} / {n_med:.2f} s | | {n_min / t_mm32:.0f}x "
-                    f"| bits equal to default: {same} |")
+        rows.append(f"| (same) | NumPy reference path | {n_min:.2f} / {n_med:.2f} s | {n_cpu:.2f} s | "
+                    f"| {n_min / t_mm32:.0f}x | bits equal to default: {same} |")
     return rows
 
 
