@@ -108,6 +108,7 @@ def test_without_a_compiler_the_numpy_path_runs_and_says_so(monkeypatch):
     B, s = marlin.pack(q, (rng.random((2, 256)) * 0.02 + 0.001).astype(np.float16), 128)
     A = rng.standard_normal((2, 256)).astype(np.float16)
     ref = mk._gemm(A, B, s, "sm_80", 108, 16, None, None, native=False)
+    monkeypatch.delenv("REFSIM_NATIVE", raising=False)      # the fallback must be the compiler's absence
     monkeypatch.setenv("CC", "refsim-no-such-compiler")
     native._library.cache_clear()
     try:

@@ -10,7 +10,7 @@ from refsim.formats import awq, gptq
 from refsim.formats import native
 from refsim.testing import assert_bitexact
 
-needs_native = pytest.mark.skipif(not native.available(), reason="no compiled packers (no C compiler)")
+needs_native = pytest.mark.skipif(not native.available(), reason="compiled packers unavailable (no C compiler or REFSIM_NATIVE=0)")
 
 
 @needs_native
