@@ -224,7 +224,7 @@ def _build_mma(op: Op, arch: str) -> Handler:
     mods = list(op.mods)
     shapes = [m for m in mods if m.startswith("m") and m[1:].replace("n", "").replace("k", "").isdigit()]
     satfinite = "satfinite" in mods
-    if (not {"sync", "aligned"} <= set(mods) or len(shapes) != 1 or "row" not in mods or "col" not in mods
+    if (not {"sync", "aligned"} <= set(mods) or len(shapes) != 1 or [m for m in mods if m in ("row", "col")] != ["row", "col"]
             or set(mods) - {"sync", "aligned", "row", "col", "satfinite", *shapes} or len(op.types) != 4):
         raise unsupported(op, "refsim executes mma.sync.aligned.<shape>.row.col{.satfinite}.<d>.<a>.<b>.<c>")
     shape = shapes[0]
