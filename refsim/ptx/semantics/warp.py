@@ -252,7 +252,12 @@ def _build_mma(op: Op, arch: str) -> Handler:
                 C = lc.scatter(np.asarray(c).astype(np.uint32).view(np.float32))
             else:
                 C = _regs_to_matrix(c, lc, 16).view(np.float16)
-            if K == 16:
+            if K == 16 and dtype == ctype == "f32" and np.isfinite(A).all() and np.isfinite(B).all() \
+                    and np.isfinite(C).all():                              # tensor_core's fast path (finite)
+                opa, opb = tensor_core.MmaOperand(A), tensor_core.MmaOperand(np.swapaxes(B, -1, -2))
+                D = tensor_core.mma_k16_f32(arch, opa.values[..., :, None, :], opa.exps[..., :, None, :],
+                                            opb.values[..., None, :, :], opb.exps[..., None, :, :], C)
+            elif K == 16:
                 D = tensor_core.mma_m16n8k16(arch, A, B, C, d_np)
             else:                                                         # one block of 8 products
                 W = A.shape[:-2]
