@@ -270,3 +270,15 @@ def test_unsupported_warp_instructions_are_refused_by_name(op, arch, fragment):
     with pytest.raises(PtxUnsupportedError) as err:
         lookup(op, arch=arch)
     assert str(err.value).startswith(str(op) + ":") and fragment in str(err.value)
+
+
+def test_redux_sync_reduces_over_active_lanes_only():
+    a = np.arange(32, dtype=np.uint32)[None, :].repeat(2, 0)
+    a[1, 5] = 0xFFFFFFFF                                   # -1 as s32
+    active = np.ones((2, 32), bool)
+    active[0, 16:] = False
+    run = lambda o, t: lookup(Op("redux", ("sync", o), (t,))).fn(a, active)[0][:, 0].tolist()  # noqa: E731
+    assert run("add", "u32") == [sum(range(16)), (sum(range(32)) - 5 + 0xFFFFFFFF) & 0xFFFFFFFF]
+    assert run("min", "s32") == [0, 0xFFFFFFFF] and run("min", "u32") == [0, 0]
+    assert run("max", "u32") == [15, 0xFFFFFFFF] and run("max", "s32") == [15, 31]
+    assert run("or", "b32") == [15, 0xFFFFFFFF] and run("xor", "b32")[0] == 0 and run("and", "b32")[0] == 0
