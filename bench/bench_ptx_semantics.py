@@ -52,6 +52,8 @@ def main() -> None:
         (Op("add", ("rz",), ("f32",)), (r32(), r32())),
         (Op("cvt", ("rn",), ("f16", "f32")), (r32(),)),
         (Op("cvt", ("rn",), ("f32", "s32")), (r32(),)),
+        (Op("cvt", (), ("f32", "f16")), (r32().astype(np.uint16),)),
+        (Op("add", ("rn",), ("f32",)), (r32(), r32())),
     ]
     print(f"{'instruction':24s} {'us/call':>9s} {'thread-instr/s':>15s} {'ratio to 1e6':>13s}   (T = {T})")
     for op, srcs in cases:

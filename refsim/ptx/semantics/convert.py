@@ -220,10 +220,11 @@ def _saturate(x: np.ndarray, sat: bool) -> np.ndarray:
 
 def _float_to_float(op: Op, src: str, dst: str, mode: str, ftz: bool, sat: bool, relu: bool, satfinite: bool):
     """bits of ``src`` -> bits of ``dst``: one rounding, then the modifiers in ISA order."""
+    widening = _widening(src, dst)
 
     def fn(a):
         x = decode(a, src, ftz=ftz and src == "f32")
-        r = fp.round_float64(x, dst, mode)
+        r = x if widening else fp.round_float64(x, dst, mode)   # widening is exact: nothing to round
         if satfinite:
             r = np.where(np.isinf(r), np.copysign(_MAX[dst], r), r)
         if relu:
