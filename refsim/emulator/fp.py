@@ -12,10 +12,11 @@ fused flag      every multiply-add takes ``fused=``: ``True`` is one rounding (`
                 executes is a property of its SASS, not of its source (numerics.md §3.3): the
                 caller must say.
 how             fp16 add/sub/mul: NumPy float16 ufuncs (computed in float32 and rounded once more;
-                innocuous because 24 >= 2·11 + 2, Figueroa 1995). fp16 fma and fp32 fma: the
-                product is exact in float64; the sum is rounded to float64 *to odd* (TwoSum error
-                term, then a one-ulp nudge) and then to the target with RNE — correct because
-                53 >= p + 2 (Boldo & Melquiond 2008). f64 -> bf16 goes through a round-to-odd
+                innocuous because 24 >= 2·11 + 2, Figueroa 1995). fp16 fma: exact float64 product,
+                float64 sum, one RNE to fp16 (the sum is exact or the rounding cannot matter:
+                :func:`_f16_fma_fused`). fp32 fma: the product is exact in float64; the sum is
+                rounded to float64 *to odd* (TwoSum error term, then a one-ulp nudge) and then to
+                the target with RNE — correct because 53 >= p + 2 (Boldo & Melquiond 2008). f64 -> bf16 goes through a round-to-odd
                 float32 for the same reason (ml_dtypes rounds f64 -> f32 -> bf16 twice).
 oracle          :mod:`refsim.emulator.exact` (``fractions.Fraction``); the ``*_reference``
                 functions here are plain loops over that oracle. ``bench/bench_emulator.py``
@@ -145,16 +146,30 @@ def f16_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool) -> np.n
     ``fused=False``: ``mul.rn.f16`` then ``add.rn.f16`` (two roundings).
 
     a, b, c float16, broadcastable; returns float16. The fused path computes the exact product in
-    float64, the sum rounded to odd in float64, and one RNE conversion to fp16.
+    float64, the float64 sum (RNE) and one RNE conversion to fp16; see :func:`_f16_fma_fused`
+    for why the float64 sum needs no round-to-odd here.
     """
     a, b, c = _same_dtype(("a", "b", "c"), (a, b, c), np.float16)
     fused = _require_flag("fused", fused)
     if not fused:
         return f16_add(f16_mul(a, b), c)
+    return _f16_fma_fused(a, b, c)
+
+
+def _f16_fma_fused(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``fma.rn.f16`` on checked float16 operands: ``fp16(float64(a*b) + float64(c))``.
+
+    Why one float64 RNE sum suffices (no round-to-odd): p = a*b is exact in float64 (22
+    significant bits, 2^-48 <= |p| < 2^32 or 0); c has 11 bits with its last bit >= 2^-24. The
+    float64 sum is exact unless the two span more than 53 bit positions, which needs either
+    (i) |p| >= 2^20, when the exact result and the float64 one both round to +-Inf in fp16
+    (|c| <= 65504), or (ii) |p| < 2^-31 |c|, when |p| is below a quarter fp16 ulp of c: the exact
+    sum rounds to c, and so does the float64 sum, which lies within one float64 ulp of c (not a
+    tie). Specials follow IEEE float64 (Inf*0 -> NaN, signed zeros as fma). Checked against the
+    exact-rational oracle in tests/emulator/test_fp.py, including both boundary cases.
+    """
     with np.errstate(all="ignore"):
-        p = a.astype(np.float64) * b.astype(np.float64)  # exact: 11 + 11 bits
-        s = _sum_round_to_odd(p, c.astype(np.float64))
-        return s.astype(np.float16)
+        return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float16)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,7 +20,10 @@ dataflow        in the kernel's order (IST-DASLab/marlin ``marlin/marlin_cuda_ke
                    it is the last (top) one, writes it back as fp16;
                 6. ``write_result``: ``fp16(final)``; per-channel: ``__hmul2(fp16(final), s[n])``.
 vectorised      over every row, column and k-warp at once: one fast T-FDPA call per k16 step of a
-                tile (``tensor_core.mma_k16_f32``), slice boundaries handled by per-column masks.
+                tile (``tensor_core.mma_k16_f32_steps``: the compiled integer kernel of
+                :mod:`refsim.emulator.native` when a C compiler is present, else the NumPy
+                ``tensor_core.mma_k16_f32``; same bits, tested), slice boundaries handled by
+                per-column masks.
 oracle          :func:`marlin_gemm_reference` (plain loops over the same model using the scalar
                 :func:`refsim.emulator.tensor_core.fdpa`); the tests check both against exact
                 products where every partial sum is exact, and against the exact-sum reference
@@ -104,17 +107,24 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
     max_par: as the Python ``marlin.mul`` passes it (16). Returns float16 (M, N).
     """
     A, B, s, sms, k, n, group_size = _check(A, B, s, arch, sms)
-    m = A.shape[0]
+    return _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, native=None)
+
+
+def _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, *, native):
+    """The body of :func:`marlin_gemm` on checked inputs; ``native`` as in
+    :func:`refsim.emulator.tensor_core.mma_k16_f32_steps` (tests pin both paths)."""
+    m, k = A.shape
+    n = B.shape[1] // 2
+    group_size = None if s.shape[0] == 1 else k // s.shape[0]
     plan = stripes.stripes(m, n, k, sms, group_size, max_par=max_par, thread_k=thread_k, thread_n=thread_n)
     cfg = plan.config
     Wk, TKB, tn = cfg.warps_k, cfg.thread_k_blocks, cfg.thread_n
     steps = TKB // Wk
     Bq = marlin.dequantize(B, s)                                   # (K, N) fp16 tensor-core operand
-    b_op = tc.MmaOperand(np.ascontiguousarray(Bq.T))               # (N, K)
+    b_op = tc.MmaOperand(Bq)                                       # (K, N)
     a_op = tc.MmaOperand(A)                                        # (M, K)
     out_scale = None if group_size is not None else marlin.unpermute_scales(s)[0]  # (N,)
     C = np.empty((m, n), np.float16)
-    k16 = np.arange(16)
     for launch in plan.launches:
         for problem in range(launch.parallel):
             rows = _problem_rows(launch, problem, m)
@@ -132,7 +142,7 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
             pos_n = np.repeat(pos_t, tn, axis=0)                   # (N, k_tiles)
             count_n = np.repeat(count_t, tn)                       # (N,)
             max_count = int(count_t.max())
-            a_vals, a_exps = a_op.values[rows.start:rows.stop], a_op.exps[rows.start:rows.stop]
+            rows_sl = slice(rows.start, rows.stop)
             acc = np.zeros((Wk, R, n), np.float32)
             parts = np.zeros((max_count, Wk, R, n), np.float32)
             for tile in range(launch.k_tiles):
@@ -145,12 +155,7 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
                             acc[..., cols] = 0.0
                 for s2 in range(steps):
                     kbs = tile * TKB + np.arange(Wk) + Wk * s2          # k16 block of each k-warp
-                    kidx = (16 * kbs[:, None] + k16).ravel()            # (Wk*16,)
-                    av = a_vals[:, kidx].reshape(R, Wk, 16).transpose(1, 0, 2)[:, :, None, :]
-                    ae = a_exps[:, kidx].reshape(R, Wk, 16).transpose(1, 0, 2)[:, :, None, :]
-                    bv = b_op.values[:, kidx].reshape(n, Wk, 16).transpose(1, 0, 2)[:, None, :, :]
-                    be = b_op.exps[:, kidx].reshape(n, Wk, 16).transpose(1, 0, 2)[:, None, :, :]
-                    acc = tc.mma_k16_f32(arch, av, ae, bv, be, acc)    # (Wk, R, N)
+                    acc = tc.mma_k16_f32_steps(arch, a_op, b_op, kbs, acc, rows=rows_sl, native=native)
             last = pos_n[:, -1]
             for q in np.unique(last):
                 cols = last == q

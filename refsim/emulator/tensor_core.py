@@ -43,6 +43,7 @@ Alignment and truncation of one Ampere block (F = 24) in a picture; E = 3 here::
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -55,6 +56,7 @@ from refsim.emulator import exact
 __all__ = [
     "TensorCoreModel", "MODELS", "ARCHS", "model", "fdpa", "fdpa_reference",
     "mma_m16n8k16", "mma_m16n8k16_reference", "mma_int", "mma_int_reference",
+    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps",
 ]
 
 
@@ -420,17 +422,26 @@ def mma_int_reference(A, B, C, *, atype: str = "s4", btype: str = "s4", satfinit
 class MmaOperand:
     """A finite fp16 operand prepared once for many :func:`mma_k16_f32` calls.
 
-    values: float64 copy of the fp16 data (exact); exps: e(x) = max(floor(log2|x|), -14) as int64
-    (the alignment exponent of the T-FDPA model; zeros get -14 here and are handled by e_zero).
+    bits: uint16 view of the fp16 data (what the compiled path reads); values: float64 copy
+    (exact); exps: e(x) = max(floor(log2|x|), -14) as int64 (the alignment exponent of the T-FDPA
+    model; zeros get -14 here and are handled by e_zero). values and exps are computed on first
+    use (the compiled path never needs them).
     """
 
     def __init__(self, x: np.ndarray):
         x = require_dtype("operand", x, np.float16)
         if not np.isfinite(x).all():
             raise DtypeError("operand: the fast mma path needs finite fp16 values; use mma_m16n8k16 for NaN/Inf")
-        self.values = x.astype(np.float64)
+        self.bits = np.ascontiguousarray(x).view(np.uint16)
+
+    @functools.cached_property
+    def values(self) -> np.ndarray:
+        return self.bits.view(np.float16).astype(np.float64)
+
+    @functools.cached_property
+    def exps(self) -> np.ndarray:
         _, ex = np.frexp(self.values)
-        self.exps = np.maximum(ex.astype(np.int64) - 1, -14)
+        return np.maximum(ex.astype(np.int64) - 1, -14)
 
 
 def mma_k16_f32(arch: str, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.ndarray:
@@ -464,3 +475,33 @@ def mma_k16_f32(arch: str, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.
         negzero = (S == 0) & np.signbit(d) & (d == 0) & ((p == 0) & np.signbit(p)).all(axis=-1)
         d = np.where(negzero, np.float32(-0.0), f).astype(np.float32)
     return d
+
+
+def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarray, acc: np.ndarray,
+                      *, rows: slice = slice(None), native: bool | None = None) -> np.ndarray:
+    """One k16 step of several k-warps: ``acc[w]`` chained through the k16 block ``kblocks[w]``.
+
+    a: :class:`MmaOperand` of A (M, K) (``rows`` selects R of its rows); b: :class:`MmaOperand` of
+    B (K, N); kblocks: int (W,) k16 block index per k-warp; acc: float32 (W, R, N). Returns the
+    new float32 (W, R, N) accumulators, bit for bit what :func:`mma_k16_f32` gives on the
+    gathered blocks. native: None = the compiled kernel of :mod:`refsim.emulator.native` when it
+    is available, else NumPy; False = NumPy (the readable reference); True = compiled.
+    """
+    m = model(arch)
+    kblocks = np.asarray(kblocks, np.int64)
+    W = kblocks.size
+    from refsim.emulator import native as nat
+
+    use_native = nat.available() if native is None else native
+    if use_native:
+        out = np.array(acc, dtype=np.float32, order="C", copy=True)
+        nat.mma_k16_f32_blocks(m.block, m.frac_bits, m.e_zero_f32, a.bits[rows], b.bits, 16 * kblocks, out)
+        return out
+    kidx = (16 * kblocks[:, None] + np.arange(16)).ravel()                 # (W*16,)
+    av, ae = a.values[rows][:, kidx], a.exps[rows][:, kidx]                  # (R, W*16)
+    R, n = av.shape[0], b.values.shape[1]
+    av = av.reshape(R, W, 16).transpose(1, 0, 2)[:, :, None, :]              # (W, R, 1, 16)
+    ae = ae.reshape(R, W, 16).transpose(1, 0, 2)[:, :, None, :]
+    bv = b.values[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]  # (W, 1, N, 16)
+    be = b.exps[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]
+    return mma_k16_f32(arch, av, ae, bv, be, acc)

@@ -30,15 +30,24 @@ get H[k, k] = 1 and weight 0.
 Arithmetic: float32 throughout, as the reference (which disables TF32); the Hessian is accumulated
 in float64 and rounded to float32 once before the factorisation. Summation orders inside BLAS
 differ from PyTorch's, so results match the reference in distribution, not bit for bit.
+
+Threads: BLAS runs single-threaded (threadpoolctl) inside :func:`gptq_quantize`; the output columns,
+independent given U, are split into two halves processed by two Python threads (NumPy and BLAS
+release the GIL). Multi-threaded BLAS on the many small calls of the column loop synchronises its
+threads thousands of times and collapses when another process holds a core (issue 13: 3 s quiet,
+16-31 s loaded); two static halves degrade to the speed of one core at worst.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 import scipy.linalg.lapack
+import threadpoolctl
 
 from refsim._validate import (
     require_bits,
@@ -130,17 +139,22 @@ def upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
     P H P = L̃ L̃ᵀ, H⁻¹ = P L̃⁻ᵀ L̃⁻¹ P = (P L̃⁻¹ P)ᵀ (P L̃⁻¹ P), and P L̃⁻¹ P is upper triangular
     with a positive diagonal, so by uniqueness U = P L̃⁻¹ P (about 4x fewer flops).
     """
-    H = H.astype(np.float32)  # copy; float32 as the reference
-    damp = percdamp * float(np.mean(np.diag(H), dtype=np.float64))
-    H[np.diag_indices_from(H)] += np.float32(damp)
+    k = H.shape[0]
+    # one pass: float32 rounding (as the reference) and the reversal P H P into LAPACK's layout
+    Hr = np.empty((k, k), dtype=np.float32, order="F")          # P H P, column-major
+    np.copyto(Hr, H[::-1, ::-1], casting="same_kind")
+    diag = np.ascontiguousarray(np.diag(Hr)[::-1])               # diag H in original order
+    damp = percdamp * float(np.mean(diag, dtype=np.float64))
+    Hr[np.diag_indices_from(Hr)] += np.float32(damp)
     fail = None
-    Lt, info = scipy.linalg.lapack.spotrf(np.asfortranarray(H[::-1, ::-1]), lower=1, clean=1, overwrite_a=1)
-    if info == 0:
-        Lt_inv, info = scipy.linalg.lapack.strtri(Lt, lower=1, overwrite_c=1)
-        if info != 0:  # pragma: no cover - a successful Cholesky has a non-singular factor
-            fail = f"the triangular inverse failed (LAPACK info {info})"
-    else:
-        fail = f"the Cholesky factorisation failed at leading minor {info}"
+    with _single_threaded_blas():
+        Lt, info = scipy.linalg.lapack.spotrf(Hr, lower=1, clean=1, overwrite_a=1)
+        if info == 0:
+            Lt_inv, info = scipy.linalg.lapack.strtri(Lt, lower=1, overwrite_c=1)
+            if info != 0:  # pragma: no cover - a successful Cholesky has a non-singular factor
+                fail = f"the triangular inverse failed (LAPACK info {info})"
+        else:
+            fail = f"the Cholesky factorisation failed at leading minor {info}"
     if fail:
         raise FormatRuleError(
             f"H: must be positive definite after dampening by percdamp={percdamp} × mean(diag H) "
@@ -201,32 +215,22 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
 
     U = upper_cholesky_of_inverse(H, percdamp)  # (K, K) upper, float32
 
-    codes = np.zeros((k, n), dtype=np.uint8)  # processing order
-    losses = np.zeros(n, dtype=np.float64)
-    for i1 in range(0, k, blocksize):
-        i2 = min(i1 + blocksize, k)
-        W1 = W[i1:i2].copy()  # (B, N) the block, before its intra-block updates
-        Err1 = np.zeros_like(W1)  # (B, N)
-        for i in range(i2 - i1):
-            col = i1 + i
-            if group_size is not None:
-                if static is not None:
-                    scale, zero = static[int(perm[col]) // group_size]
-                elif col % group_size == 0:
-                    # the reference reads the global W here: lazy updates of earlier blocks only
-                    scale, zero = params(W[col:col + group_size])
-                    scales.append(scale)
-                    zeros.append(zero)
-            # intra-block updates of this row, applied on demand: the paper's
-            # W1[:, i:] -= err ⊗ U[col, i:] for every earlier column, summed as one gemv
-            w = W1[i] - U[i1:col, col] @ Err1[:i] if i else W1[0]
-            qc = quantize_codes(w, scale, zero, bits, rounding)
-            q = scale * (qc.astype(np.float32) - zero.astype(np.float32))
-            d = U[col, col]
-            codes[col] = qc
-            losses += ((w - q).astype(np.float64) / d) ** 2 / 2
-            Err1[i] = (w - q) / d
-        W[i2:] -= U[i1:i2, i2:].T @ Err1  # lazy batch update of the later rows
+    # the output columns are independent given U: two halves run in two threads, each with
+    # single-threaded BLAS (no fine-grained thread synchronisation to collapse under load)
+    halves = [slice(0, n)] if n < _SPLIT_MIN_N else [slice(0, n // 2), slice(n // 2, n)]
+    loop = functools.partial(_column_loop, U=U, perm=perm, bits=bits, group_size=group_size, static=static,
+                             params=params, rounding=rounding, blocksize=blocksize)
+    with _single_threaded_blas():
+        if len(halves) == 1:
+            parts = [loop(W)]
+        else:
+            with concurrent.futures.ThreadPoolExecutor(len(halves)) as pool:
+                parts = list(pool.map(lambda sl: loop(np.ascontiguousarray(W[:, sl])), halves))
+    codes = np.concatenate([c for c, _, _, _ in parts], axis=1)          # (K, N) processing order
+    losses = np.concatenate([lo for _, lo, _, _ in parts])
+    if group_size is not None and static is None:
+        scales = [np.concatenate(gs) for gs in zip(*(sc for _, _, sc, _ in parts))]
+        zeros = [np.concatenate(gz) for gz in zip(*(z for _, _, _, z in parts))]
 
     if static is not None:
         scales = [s for s, _ in static]
@@ -243,6 +247,54 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     W_hat = scales_arr[g_idx] * (q_orig.astype(np.float32) - zeros_arr[g_idx].astype(np.float32))
     return GPTQResult(q_orig, scales_arr, zeros_arr, g_idx, perm.astype(np.int64), W_hat.astype(np.float32),
                       losses.astype(np.float32), bits, group_size)
+
+
+_SPLIT_MIN_N = 512  # below this many output columns one thread does the loop
+
+
+def _single_threaded_blas():
+    """Context: BLAS (and OpenMP) pools limited to one thread (threadpoolctl)."""
+    return threadpoolctl.threadpool_limits(limits=1)
+
+
+def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
+    """The GPTQ block loop over the rows of ``W`` float32 (K, n), a set of output columns (each is
+    independent of the others given U). Updates W in place. Returns (codes uint8 (K, n) in
+    processing order, losses float64 (n,), scales list of (n,) per group, zeros list)."""
+    k, n = W.shape
+    codes = np.zeros((k, n), dtype=np.uint8)  # processing order
+    losses = np.zeros(n, dtype=np.float64)
+    scales, zeros = [], []
+    if group_size is None:
+        scale, zero = params(W)
+        zero_f = zero.astype(np.float32)
+    for i1 in range(0, k, blocksize):
+        i2 = min(i1 + blocksize, k)
+        W1 = W[i1:i2].copy()  # (B, n) the block, before its intra-block updates
+        Err1 = np.zeros_like(W1)  # (B, n)
+        for i in range(i2 - i1):
+            col = i1 + i
+            if group_size is not None:
+                if static is not None:
+                    scale, zero = static[int(perm[col]) // group_size]
+                    zero_f = zero.astype(np.float32)
+                elif col % group_size == 0:
+                    # the reference reads the global W here: lazy updates of earlier blocks only
+                    scale, zero = params(W[col:col + group_size])
+                    zero_f = zero.astype(np.float32)
+                    scales.append(scale)
+                    zeros.append(zero)
+            # intra-block updates of this row, applied on demand: the paper's
+            # W1[:, i:] -= err ⊗ U[col, i:] for every earlier column, summed as one gemv
+            w = W1[i] - U[i1:col, col] @ Err1[:i] if i else W1[0]
+            qc = quantize_codes(w, scale, zero_f, bits, rounding)
+            e = w - scale * (qc.astype(np.float32) - zero_f)   # w - q
+            d = U[col, col]
+            codes[col] = qc
+            Err1[i] = e / d
+            losses += (e.astype(np.float64) / d) ** 2 / 2
+        W[i2:] -= U[i1:i2, i2:].T @ Err1  # lazy batch update of the later rows
+    return codes, losses, scales, zeros
 
 
 def layer_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> float:

@@ -148,3 +148,20 @@ def test_bad_input_raises_named_errors():
         fp.f32_add(np.ones(2, np.float32), np.ones(3, np.float32))
     with pytest.raises(FormatRuleError, match="mode: must be one of"):
         fp.cvt_float_to_int(np.ones(2, np.float32), np.int32, "rn")
+
+
+def test_fp16_fma_where_the_float64_sum_is_inexact_still_rounds_once():
+    # the two cases of fp._f16_fma_fused where float64(p) + float64(c) is not exact:
+    # (i) a tiny product against a large c right beside an fp16 tie, (ii) a huge product
+    rng = np.random.default_rng(21)
+    n = 4000
+    big = (rng.integers(1024, 2048, n) * 2.0 ** rng.integers(-10, 5, n)).astype(np.float16)  # c, normal
+    tiny_a = (rng.choice([-1, 1], n) * rng.integers(1, 2048, n) * 2.0**-24).astype(np.float16)
+    tiny_b = (rng.integers(1, 2048, n) * 2.0 ** rng.integers(-24, -14, n)).astype(np.float16)
+    huge = np.full(n, 255.9, np.float16) * rng.choice([-1, 1], n).astype(np.float16)
+    a = np.concatenate([tiny_a, huge, np.float16([65504, -65504, 2.0**-24])])
+    b = np.concatenate([tiny_b, huge, np.float16([65504, 65504, 2.0**-24])])
+    c = np.concatenate([big, np.float16(2.0**-24) * rng.integers(-3, 4, n).astype(np.float16),
+                        np.float16([-65504, 2.0**-24, -0.0])])
+    assert_bitexact(_canonical_nan(fp.f16_fma(a, b, c, fused=True)),
+                    _canonical_nan(fp.fma_reference(a, b, c)), "fp16 fma, inexact float64 sums")

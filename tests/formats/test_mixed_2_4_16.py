@@ -251,3 +251,13 @@ def test_every_code_at_every_position_packs_lsb_first():
         assert p.w_main[:, 0].tolist() == [[two, two, two, lo]] * 16
         assert p.w_side[:, 0].tolist() == [hi] * 16
         assert np.array_equal(F.unpack(p).q, q)
+
+
+def test_check_csr_names_the_row_whose_columns_do_not_ascend():
+    row_ptr = np.array([0, 2, 2, 5, 6], np.int32)      # row 1 empty; a new row may restart low
+    val = np.ones(6, np.float16)
+    F.check_csr(row_ptr, np.array([3, 9, 1, 4, 8, 0], np.uint16), val, n_rows=4, n_cols=16)
+    with pytest.raises(FormatRuleError, match=r"within row 2; got \[1, 8, 4\]"):
+        F.check_csr(row_ptr, np.array([3, 9, 1, 8, 4, 0], np.uint16), val, n_rows=4, n_cols=16)
+    with pytest.raises(FormatRuleError, match=r"within row 0; got \[9, 9\]"):
+        F.check_csr(row_ptr, np.array([9, 9, 1, 4, 8, 0], np.uint16), val, n_rows=4, n_cols=16)

@@ -1,0 +1,120 @@
+"""The compiled emulator kernel against the NumPy path it accelerates, bit for bit, and the
+fallback when no compiler is present."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refsim.emulator import hw_samples as hw
+from refsim.emulator import marlin_kernel as mk
+from refsim.emulator import native
+from refsim.emulator import tensor_core as tc
+from refsim.formats import marlin
+from refsim.testing import assert_bitexact
+
+needs_native = pytest.mark.skipif(not native.available(), reason=f"no compiled kernels: {native.status()}")
+
+
+def _adversarial_f16(rng, shape):
+    """fp16 values over the whole exponent range: subnormals, zeros of both signs, large values."""
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-26, 14, shape)).astype(np.float16)
+    x[rng.random(shape) < 0.1] = 0.0
+    x[rng.random(shape) < 0.1] = -0.0
+    x[rng.random(shape) < 0.05] = np.float16(2.0**-24) * rng.integers(-3, 4)
+    return x
+
+
+def _adversarial_acc(rng, shape):
+    c = (rng.standard_normal(shape) * 2.0 ** rng.integers(-149, 60, shape)).astype(np.float32)
+    c[rng.random(shape) < 0.1] = 0.0
+    c[rng.random(shape) < 0.1] = -0.0
+    return c
+
+
+@needs_native
+@pytest.mark.parametrize("arch", ["sm_70", "sm_80", "sm_90"])
+def test_compiled_k16_step_equals_numpy_path(arch):
+    rng = np.random.default_rng(11)
+    R, K, N, W = 5, 96, 1100, 4                           # N spans two 512-column chunks and a tail
+    A = _adversarial_f16(rng, (R, K))
+    B = _adversarial_f16(rng, (K, N))
+    A[1, :] = -0.0                                         # a row of negative-zero products
+    B[:, 7] = 0.0
+    acc = _adversarial_acc(rng, (W, R, N))
+    a, b = tc.MmaOperand(A), tc.MmaOperand(B)
+    kblocks = np.array([5, 0, 3, 2])
+    got = tc.mma_k16_f32_steps(arch, a, b, kblocks, acc, native=True)
+    want = tc.mma_k16_f32_steps(arch, a, b, kblocks, acc, native=False)
+    assert_bitexact(got, want, f"compiled k16 step {arch}")
+
+
+@needs_native
+@pytest.mark.parametrize("arch", ["sm_70", "sm_80", "sm_90"])
+def test_compiled_k16_step_equals_the_integer_instruction_model(arch):
+    # one k16 step of 16 rows x N columns is m16n8k16 per 8-column tile (tensor_core.mma_m16n8k16)
+    rng = np.random.default_rng(12)
+    A = _adversarial_f16(rng, (16, 32))
+    B = _adversarial_f16(rng, (32, 64))
+    C = _adversarial_acc(rng, (1, 16, 64))
+    got = tc.mma_k16_f32_steps(arch, tc.MmaOperand(A), tc.MmaOperand(B), np.array([1]), C, native=True)[0]
+    tiles = B[16:32].reshape(16, 8, 8).transpose(1, 0, 2)                      # (N/8, K=16, 8)
+    ctiles = C[0].reshape(16, 8, 8).transpose(1, 0, 2)                         # (N/8, M=16, 8)
+    want = tc.mma_m16n8k16(arch, A[:, 16:32], tiles, ctiles).transpose(1, 0, 2).reshape(16, 64)
+    assert_bitexact(got, want, f"compiled k16 step vs mma_m16n8k16 {arch}")
+
+
+@needs_native
+@pytest.mark.parametrize("gpu,arch", list(hw.GPUS))
+def test_compiled_kernel_reproduces_the_hardware_rows(gpu, arch):
+    # each finite fp32-output row (a, b of one hardware block, c) becomes one k-warp: its block sits
+    # last in the k16 step, after blocks of -0 products, which pass any c through unchanged
+    path = hw.available_path()
+    if path is None:
+        pytest.skip("hardware samples not present (source checkout needed)")
+    a, b, c, d32, _ = hw.load(path)[gpu]
+    ok = np.isfinite(a).all(1) & np.isfinite(b).all(1) & np.isfinite(c) & np.isfinite(d32)
+    a, b, c, d32 = a[ok], b[ok], c[ok], d32[ok]
+    rows, L = a.shape
+    A = np.full((rows, 16), -0.0, np.float16)
+    Bk = np.zeros((rows, 16), np.float16)
+    A[:, 16 - L:], Bk[:, 16 - L:] = a, b
+    Aop = tc.MmaOperand(A.reshape(1, rows * 16))                                # (1, K)
+    Bop = tc.MmaOperand(Bk.reshape(rows * 16, 1))                               # (K, 1)
+    got = tc.mma_k16_f32_steps(arch, Aop, Bop, np.arange(rows), c.reshape(rows, 1, 1), native=True)
+    assert rows > 100
+    assert_bitexact(got.reshape(rows), d32, f"{gpu} hardware rows, compiled kernel")
+
+
+@needs_native
+@pytest.mark.parametrize("m,k,n,gs,sms,arch", [(16, 512, 1024, 128, 7, "sm_80"), (3, 256, 512, None, 108, "sm_90"),
+                                                (20, 256, 256, 128, 4, "sm_89")])
+def test_marlin_emulation_is_the_same_on_both_paths(m, k, n, gs, sms, arch):
+    rng = np.random.default_rng(m + k)
+    q = rng.integers(0, 16, (k, n)).astype(np.uint8)
+    g = 1 if gs is None else k // gs
+    sc = (rng.random((g, n)) * 0.02 + 0.001).astype(np.float16)
+    B, s = marlin.pack(q, sc, gs)
+    A = (rng.standard_normal((m, k)) * 4).astype(np.float16)
+    fast = mk._gemm(A, B, s, arch, sms, 16, None, None, native=True)
+    ref = mk._gemm(A, B, s, arch, sms, 16, None, None, native=False)
+    assert_bitexact(fast, ref, "Marlin compiled vs NumPy path")
+    assert_bitexact(mk.marlin_gemm(A, B, s, arch=arch, sms=sms), ref, "marlin_gemm default path")
+
+
+def test_without_a_compiler_the_numpy_path_runs_and_says_so(monkeypatch):
+    rng = np.random.default_rng(3)
+    q = rng.integers(0, 16, (256, 256)).astype(np.uint8)
+    B, s = marlin.pack(q, (rng.random((2, 256)) * 0.02 + 0.001).astype(np.float16), 128)
+    A = rng.standard_normal((2, 256)).astype(np.float16)
+    ref = mk._gemm(A, B, s, "sm_80", 108, 16, None, None, native=False)
+    monkeypatch.setenv("CC", "refsim-no-such-compiler")
+    native._library.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="NumPy paths"):
+            assert not native.available()
+        assert "refsim-no-such-compiler" in native.status()
+        assert_bitexact(mk.marlin_gemm(A, B, s), ref, "marlin_gemm without a compiler")
+    finally:
+        monkeypatch.delenv("CC")
+        native._library.cache_clear()
