@@ -387,39 +387,48 @@ def _diagnose(runner, case, inputs, actual, expected, bad, budget, say):
 
     verdict = None
     explained = None
-    for bug_class, desc, fn in spec.known_bugs(case, inputs, runner.arch, runner.sms):
+    probe_rows = []                                   # (probe, differing outputs or None, kernel output)
+    for probe in spec.probes(case, inputs):
+        if time.perf_counter() - t0 > budget:
+            probe_rows.append((probe, None, None))
+            continue
+        try:
+            pout, _, pbad = runner.differs(case, probe.inputs)
+        except KernelCallError:
+            pout, pbad = None, None
+        probe_rows.append((probe, None if pbad is None else int(pbad.sum()), pout))
+    refuted = []
+    for bug_class, desc, alt in spec.known_bugs(case, inputs, runner.arch, runner.sms):
         if time.perf_counter() - t0 > budget:
             lines.append("  known bug classes: budget reached before every class was replayed")
             break
-        alt = fn()
-        if np.array_equal(_bits(alt), _bits(actual)):
+        if not np.array_equal(_bits(alt(inputs)), _bits(actual)):
+            continue
+        # a replay that matches on the case must also match every probe (a small case can make two
+        # bugs write the same bits; the probes are built to tell them apart)
+        against = next((p.name.split(" (")[0] for p, n, pout in probe_rows
+                        if pout is not None and not np.array_equal(_bits(alt(p.inputs)), _bits(pout))), None)
+        if against is None:
             explained = f"{bug_class}: the kernel's output equals refsim's emulation with {desc}, bit for bit"
             break
+        refuted.append(f"{desc} (matches the case, not the probe '{against}')")
+    for r in refuted[:3]:
+        lines.append(f"  refuted: {r}")
 
-    probe_rows = []
-    for probe in spec.probes(case, inputs):
-        if time.perf_counter() - t0 > budget:
-            probe_rows.append((probe, None))
-            continue
-        try:
-            _, _, pbad = runner.differs(case, probe.inputs)
-        except KernelCallError:
-            pbad = None
-        probe_rows.append((probe, None if pbad is None else int(pbad.sum())))
     if probe_rows:
-        lines.append("  probes (inputs zeroed outside the named part; differing outputs):")
-        for probe, n in probe_rows:
+        lines.append("  probes (the case with parts of the kernel switched off or amplified; differing outputs):")
+        for probe, n, _ in probe_rows:
             lines.append(f"    {probe.name}: {'not run' if n is None else n}")
-    for probe, n in probe_rows:
+    for probe, n, _ in probe_rows:
         if n and not probe.name.startswith("group "):
             verdict = f"{probe.meaning} (it already differs with {probe.name.split(' (')[0]})"
             break
-    groups = [(probe, n) for probe, n in probe_rows if probe.name.startswith("group ")]
+    groups = [(probe, n) for probe, n, _ in probe_rows if probe.name.startswith("group ")]
     hit = [probe.name.split()[1] for probe, n in groups if n]
     if hit and len(hit) < len(groups) and verdict is None:
         verdict = (f"only quantization group(s) {', '.join(hit)} of {len(groups)} differ: the weights or scales "
                    "of those groups")
-    if verdict is None and probe_rows and all(n == 0 for _, n in probe_rows):
+    if verdict is None and probe_rows and all(n == 0 for _, n, _ in probe_rows):
         verdict = ("every probe matches, only the full case differs: how partial sums are combined (the "
                    "association of a reduction, the order or precision of carries between blocks, or the "
                    "partition over SMs)")

@@ -72,7 +72,7 @@ class Format:
     locate: Callable                                # (case, inputs, idx, arch, sms) -> str
     structure: Callable                             # (case, inputs, shape, sms) -> {label: int array}
     probes: Callable = lambda case, inputs: []      # (case, inputs) -> [Probe]
-    known_bugs: Callable = lambda case, inputs, arch, sms: []  # -> [(bug class, description, expected)]
+    known_bugs: Callable = lambda case, inputs, arch, sms: []  # -> [(bug class, description, alt(inputs))]
     pinned_pool: tuple = field(default=())          # candidate shapes for the pinned cases
     pinned_kind: str = "normal"                     # data kind of the pinned cases (one that rounds)
 
@@ -174,24 +174,59 @@ def _mask_k(A, keep):
     return out
 
 
+_X, _T, _U = 2.0**14, 2.0**-10, 2.0**-1    # big; tiny (lost next to X w in fp32); medium (lost in an fp16 carry)
+
+
+def _cancellation(inputs, group_size, terms):
+    """Marlin inputs that amplify an order or precision difference into a large output one.
+
+    ``terms``: (k, activation, code) triples; every row of A is zero except those k, B holds the
+    given code at those k rows (code 15: weight 7s, code 9: weight s), every group with group 0's
+    scales. With X = 2^14 and w = 7s, X w is exact in fp16; a tiny term t s (t = 2^-10) is lost when
+    added to X w in fp32 (below half an ulp) and a medium term u s (u = 2^-1, 2^9 t) survives fp32 but not
+    an fp16 carry: so cancelling +X w and -X w in different places of the kernel gives different
+    bits for each association, precision and accumulation model."""
+    A, B, s = inputs
+    q, scales = marlin.unpack(B, s)
+    q = q.copy()
+    scales = np.repeat(scales[:1], scales.shape[0], axis=0)
+    Ap = np.zeros_like(A)
+    for k, a, code in terms:
+        Ap[:, k] = a
+        q[k] = code
+    return (Ap,) + marlin.pack(q, scales, group_size)
+
+
 def _marlin_probes(case, inputs):
     A, B, s = inputs
-    k, m = case["k"], case["m"]
-    cfg = stripes.marlin_tile_config(m, case["n"], k, case["group_size"])
-    tk = cfg.thread_k
+    k, m, gs = case["k"], case["m"], case["group_size"]
+    cfg = stripes.marlin_tile_config(m, case["n"], k, gs)
+    tk, wk = cfg.thread_k, cfg.warps_k
     kk = np.arange(k)
     out = [
         Probe("k 0..15 only (one mma per column: no k-warp, slice or global reduction)", (_mask_k(A, kk < 16), B, s),
               "the tensor-core arithmetic inside one mma.m16n8k16 (accumulation model, operands, dequantized weights)"),
-        Probe(f"k 0..{16 * cfg.warps_k - 1} only (one mma per k-warp, then thread_block_reduce)",
-              (_mask_k(A, kk < 16 * cfg.warps_k), B, s),
-              f"thread_block_reduce: how the {cfg.warps_k} k-warps' fp32 partials are added (association, precision)"),
-        Probe(f"k-tile 0 only (k 0..{tk - 1}: the k-warps' mma chains, one slice)", (_mask_k(A, kk < tk), B, s),
-              "the k-warps' mma chains over the k16 blocks of a tile (which blocks, in which order)"),
+        Probe("cancellation inside one mma (+X, -X, t, t at k 0..3)", _cancellation(inputs, gs, [(0, _X, 15), (1, -_X, 15), (2, _T, 9), (3, _T, 9)]),
+              "the accumulation inside one mma: the tensor core aligns the products to the largest one and "
+              "truncates (T-FDPA), an fp32 FMA chain does not"),
+        Probe(f"k 0..{16 * wk - 1} only (one mma per k-warp, then thread_block_reduce)",
+              (_mask_k(A, kk < 16 * wk), B, s),
+              f"thread_block_reduce: how the {wk} k-warps' fp32 partials are added (association, precision)"),
     ]
-    if case["group_size"] is not None:
-        G = k // case["group_size"]
-        for g in range(G):
+    if wk == 4:
+        out.append(Probe("cancellation across k-warps (+X, -X, t, t in k-warps 0..3)",
+                         _cancellation(inputs, gs, [(0, _X, 15), (16, -_X, 15), (32, _T, 9), (48, _T, 9)]),
+                         "thread_block_reduce's association: the kernel adds the k-warps as a0 + (a1 + (a3 + a2)) "
+                         "in fp32"))
+    out.append(Probe(f"k-tile 0 only (k 0..{tk - 1}: the k-warps' mma chains, one slice)", (_mask_k(A, kk < tk), B, s),
+                     "the k-warps' mma chains over the k16 blocks of a tile (which blocks, in which order)"))
+    if k > tk:
+        out.append(Probe(f"cancellation across slices (+X, t in k-tile 0; -X, u in the last k-tile {k // tk - 1})",
+                         _cancellation(inputs, gs, [(0, _X, 15), (16, _T, 9), (k - tk, -_X, 15), (k - tk + 16, _U, 9)]),
+                         "the global reduction: a column's slices are carried through C in fp16, bottom (last "
+                         "k-tiles) first; an fp32 carry or another slice order changes the bits"))
+    if gs is not None:
+        for g in range(k // gs):
             keep = (kk >= 128 * g) & (kk < 128 * (g + 1))
             out.append(Probe(f"group {g} only (k {128 * g}..{128 * g + 127})", (_mask_k(A, keep), B, s),
                              f"the weights or scale of quantization group {g}"))
@@ -215,35 +250,27 @@ def _plan_key(case, sms):
 
 
 def _marlin_known_bugs(case, inputs, arch, sms):
-    A, B, s = inputs
+    """(bug class, description, alt) with alt(inputs) -> what a kernel with that bug writes."""
     own = _plan_key(case, sms)
     by_plan: dict = {}
-    for other in _SM_COUNTS:
+    for other in _SM_COUNTS[1:]:       # not sms=1: one block per column looks like an fp32 global reduction
         by_plan.setdefault(_plan_key(case, other), []).append(other)
     for key, counts in by_plan.items():
         if key == own:
             continue
         names = f"sms={counts[0]}" if len(counts) == 1 else f"sms in {counts} (one partition on this case)"
-        if counts == [1]:
-            yield ("reduction across slices", "one block per column (sms=1): the slices' partial sums are not "
-                   "carried through fp16 in C (an fp32 global reduction gives these bits on this case)",
-                   lambda: mk.marlin_gemm(A, B, s, arch=arch, sms=1))
-            continue
         yield ("partition", f"the stripe partition of {names} instead of sms={sms} (grid or plan made for "
-                            "another SM count)", lambda o=counts[-1]: mk.marlin_gemm(A, B, s, arch=arch, sms=o))
+                            "another SM count)",
+               lambda inp, o=counts[-1]: mk.marlin_gemm(*inp, arch=arch, sms=o))
     yield ("nibble order", "the two nibbles of every byte of B swapped (low/high nibble read in the wrong order)",
-           lambda: mk.marlin_gemm(A, _swap_nibbles(B), s, arch=arch, sms=sms))
-    G = s.shape[0]
-    for g in range(1, G):
-        s2 = s.copy()
-        s2[g] = s[g - 1]
-        yield ("scale of a group", f"group {g}'s scales taken from group {g - 1}",
-               lambda s2=s2: mk.marlin_gemm(A, B, s2, arch=arch, sms=sms))
-    for g in range(G - 1):
-        s2 = s.copy()
-        s2[g] = s[g + 1]
-        yield ("scale of a group", f"group {g}'s scales taken from group {g + 1}",
-               lambda s2=s2: mk.marlin_gemm(A, B, s2, arch=arch, sms=sms))
+           lambda inp: mk.marlin_gemm(inp[0], _swap_nibbles(inp[1]), inp[2], arch=arch, sms=sms))
+    G = inputs[2].shape[0]
+    for g, src in [(g, g - 1) for g in range(1, G)] + [(g, g + 1) for g in range(G - 1)]:
+        def alt(inp, g=g, src=src):
+            s2 = inp[2].copy()
+            s2[g] = inp[2][src]
+            return mk.marlin_gemm(inp[0], inp[1], s2, arch=arch, sms=sms)
+        yield ("scale of a group", f"group {g}'s scales taken from group {src}", alt)
 
 
 def _marlin_pool():

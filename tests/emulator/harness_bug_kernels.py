@@ -3,7 +3,7 @@ and ``bench/bench_harness.py``.
 
 ``marlin_port`` is an independent Python port of the Marlin kernel written from the public parts
 of refsim (the stripe plan, the packed format's dequantization, one k16 step of ``mma.m16n8k16`` at a
-time through the tensor-core model's fast path :func:`refsim.emulator.tensor_core.mma_k16_f32`, fp16/fp32 primitives): with no bug it
+time through the tensor-core model's fast path :func:`refsim.emulator.tensor_core.mma_k16_f32_steps`, fp16/fp32 primitives): with no bug it
 must pass ``check_kernel``; each keyword switches one bug on. The other formats' bug kernels wrap
 the emulator's public pieces with one step done the wrong way.
 """
@@ -23,15 +23,12 @@ def _swap_byte_nibbles(B):
     return ((lo << np.uint32(4)) | hi).view(np.int32)
 
 
-def _chain(arch, a, b, acc, fp32_accumulate):
-    """acc (Wk, R, tn) f32 after one k16 step per k-warp: a (Wk, R, 16), b (Wk, tn, 16) fp16 (k last).
-    The tensor core through refsim's fast T-FDPA path (same bits as ``mma_m16n8k16``), or the bug:
-    a k-ascending fp32 FFMA chain."""
+def _chain(arch, a_op, b_op, kb, acc, rows, a, b, fp32_accumulate):
+    """acc (Wk, R, tn) f32 after one k16 step per k-warp (k16 block kb[w] for k-warp w): the tensor
+    core through refsim's fast T-FDPA step (same bits as ``mma_m16n8k16``), or the bug: a
+    k-ascending fp32 FFMA chain over a (Wk, R, 16) and b (Wk, tn, 16) fp16 (k last)."""
     if not fp32_accumulate:
-        av, bv = a.astype(np.float64), b.astype(np.float64)
-        ae = np.where(av == 0, -14, np.maximum(np.frexp(av)[1] - 1, -14))      # e(x), fp16 subnormals -14
-        be = np.where(bv == 0, -14, np.maximum(np.frexp(bv)[1] - 1, -14))
-        return tc.mma_k16_f32(arch, av[:, :, None, :], ae[:, :, None, :], bv[:, None], be[:, None], acc)
+        return tc.mma_k16_f32_steps(arch, a_op, b_op, kb, acc, rows=rows)
     af, bf = fp.cvt_f16_to_f32(a), fp.cvt_f16_to_f32(b)
     for kk in range(16):
         acc = fp.f32_fma(af[:, :, None, kk], bf[:, None, :, kk], acc, fused=True)
@@ -58,6 +55,7 @@ def marlin_port(A, B, s, *, arch="sm_80", sms=108, reduce_assoc="kernel", global
     Wk, TKB, tk, tn = cfg.warps_k, cfg.thread_k_blocks, cfg.thread_k, cfg.thread_n
     col_scale = None if grouped else marlin.unpermute_scales(s)[0]
     C = np.zeros((m, n), np.float16)
+    a_op = tc.MmaOperand(A)
     for la in plan.launches:
         rows_per = 16 * la.thread_m_blocks
         for p in range(la.parallel):
@@ -70,6 +68,7 @@ def marlin_port(A, B, s, *, arch="sm_80", sms=108, reduce_assoc="kernel", global
             for nt in range(la.n_tiles):
                 cols = slice(nt * tn, (nt + 1) * tn)
                 Wt = W[:, cols].T                                                    # (tn, K)
+                b_op = tc.MmaOperand(np.ascontiguousarray(W[:, cols]))               # (K, tn)
                 sls = sorted((x for b in la.blocks for x in b if x.problem == p and x.n_tile == nt),
                              key=lambda x: x.slice_idx)                          # bottom first
                 carry = None
@@ -79,9 +78,11 @@ def marlin_port(A, B, s, *, arch="sm_80", sms=108, reduce_assoc="kernel", global
                         for step in range(TKB // Wk):
                             kb = tile * TKB + np.arange(Wk) + Wk * step            # k16 block per warp
                             ks = (16 * kb[:, None] + np.arange(16)).ravel()
-                            a = Ar[:, ks].reshape(R, Wk, 16).transpose(1, 0, 2)   # (Wk, R, 16)
-                            b = Wt[:, ks].reshape(tn, Wk, 16).transpose(1, 0, 2)  # (Wk, tn, 16)
-                            acc = _chain(arch, a, b, acc, fp32_accumulate)
+                            a = b = None
+                            if fp32_accumulate:
+                                a = Ar[:, ks].reshape(R, Wk, 16).transpose(1, 0, 2)   # (Wk, R, 16)
+                                b = Wt[:, ks].reshape(tn, Wk, 16).transpose(1, 0, 2)  # (Wk, tn, 16)
+                            acc = _chain(arch, a_op, b_op, kb, acc, slice(r0, r1), a, b, fp32_accumulate)
                     parts = [acc[w] for w in range(Wk)]
                     if Wk == 4 and reduce_assoc == "kernel":
                         P = fp.f32_add(parts[0], fp.f32_add(parts[1], fp.f32_add(parts[3], parts[2])))

@@ -18,14 +18,13 @@ _spec.loader.exec_module(bugs)
 pytestmark = pytest.mark.slow
 
 MARLIN_BUGS = [
-    # (bug switched on in the port, words the verdict must contain; None: the diagnosis of a bug that
-    # flips one output in a thousand is not reliable yet, only the catch is asserted)
-    ({"sms": 72}, "partition"),
-    ({"reduce_assoc": "left"}, None),
-    ({"global_fp32": True}, "slices"),
-    ({"last_scale_from_previous": True}, "scale of a group"),
-    ({"nibbles_swapped": True}, "nibble order"),
-    ({"fp32_accumulate": True}, None),
+    # (bug switched on in the port, words the verdict must contain)
+    ({"sms": 72}, "verdict: partition"),
+    ({"reduce_assoc": "left"}, "thread_block_reduce's association"),
+    ({"global_fp32": True}, "the global reduction"),
+    ({"last_scale_from_previous": True}, "group 1's scales taken from group 0"),
+    ({"nibbles_swapped": True}, "verdict: nibble order"),
+    ({"fp32_accumulate": True}, "the accumulation inside one mma"),
 ]
 
 
@@ -44,8 +43,7 @@ def test_marlin_bug_is_caught_with_default_settings(bug, verdict):
         harness.check_kernel(lambda A, B, s: bugs.marlin_port(A, B, s, **bug), "marlin", sms=108, seed=0,
                              progress=False)
     assert "rebuild: refsim.testing.rebuild_case({'fmt': 'marlin'" in str(info.value)
-    if verdict is not None:
-        assert verdict in _verdict(info.value), str(info.value)
+    assert verdict in _verdict(info.value), str(info.value)
 
 
 def test_anyprec_fp32_partials_are_caught():
