@@ -428,6 +428,10 @@ def _diagnose(runner, case, inputs, actual, expected, bad, budget, say):
     if hit and len(hit) < len(groups) and verdict is None:
         verdict = (f"only quantization group(s) {', '.join(hit)} of {len(groups)} differ: the weights or scales "
                    "of those groups")
+    for label, value, meaning in spec.hints:
+        lab = labels.get(label)
+        if verdict is None and lab is not None and (lab == value).any() and not bad[lab == value].any():
+            verdict = meaning
     if verdict is None and probe_rows and all(n == 0 for _, n, _ in probe_rows):
         verdict = ("every probe matches, only the full case differs: how partial sums are combined (the "
                    "association of a reduction, the order or precision of carries between blocks, or the "

@@ -75,6 +75,8 @@ class Format:
     known_bugs: Callable = lambda case, inputs, arch, sms: []  # -> [(bug class, description, alt(inputs))]
     pinned_pool: tuple = field(default=())          # candidate shapes for the pinned cases
     pinned_kind: str = "normal"                     # data kind of the pinned cases (one that rounds)
+    hints: tuple = ()                               # (label, value, meaning): outputs with that label
+                                                    # value never differ, others do -> meaning
 
 
 # ----------------------------------------------------------------------------------------------
@@ -299,6 +301,8 @@ MARLIN = Format(
     probes=_marlin_probes,
     known_bugs=_marlin_known_bugs,
     pinned_pool=_marlin_pool(),
+    hints=(("slices in the column's reduction", 1,
+            "the global reduction across slices (columns a single block computes match)"),),
 )
 
 
@@ -420,6 +424,8 @@ def _anyprec_regimes(case, sms):
     out = {f"multi_row {p.multi_row}", "pair lookup table" if p.uses_pair_table else "scalar lookup table",
            f"{p.tail_lanes} active lanes in the last chunk" if p.tail_lanes < 32 else "no K tail"}
     out.add("several chunks per lane" if p.chunks > 1 else "one chunk")
+    if case["k"] // 1024 >= 2 and p.tail_lanes < 32:
+        out.add("three or more chunks in lane 0, a K tail")
     out.add("several blocks" if p.grid > 1 else "one block")
     return out
 
@@ -473,6 +479,23 @@ def _anyprec_probes(case, inputs):
     first[:, :min(k, 1024)] = x[:, :min(k, 1024)]
     out.append(Probe("chunk 0 only (every lane's chains, the shfl_down tree)", (first, q, lut),
                      "the per-lane hfma2 chains or the warp tree"))
+    if k > 2048:
+        # lane 0's first element in chunks 0, 1, 2 holds +X, v, -X (weight 1): an fp16 partial
+        # absorbs v into X (fp16(2^10 + 2^-2) = 2^10) and ends at 0, an fp32 partial keeps v
+        from refsim.formats import bitplane
+
+        bits = case["bits"]
+        codes = bitplane.unpack(q[:bits]).copy()                   # (N, K)
+        lut1 = lut.copy()
+        lut1[:, 1] = 1.0
+        xs = np.zeros_like(x)
+        for i, val in enumerate((2.0**10, 2.0**-2, -(2.0**10))):
+            kk = ak.activation_index(k, i, 0, 3, 0)[0]
+            xs[:, kk] = val
+            codes[:, kk] = 1
+        out.append(Probe("cancellation across chunks (+X, v, -X in lane 0's chunks 0, 1, 2)",
+                         (xs, bitplane.pack(codes, bits), lut1),
+                         "how a lane adds its chunk partials: fp16 __hadd, in chunk order"))
     if k % 1024 and k > 1024:
         tail = np.zeros_like(x)
         tail[:, k - k % 1024:] = x[:, k - k % 1024:]
@@ -602,6 +625,9 @@ MIXED_2_4_16 = Format(
     locate=_mixed_locate,
     structure=_mixed_structure,
     probes=_mixed_probes,
+    hints=(("outliers in the row", 0,
+            "the outlier SpMV epilogue (rows without outliers match): the order or precision in which the "
+            "outliers are added to the dense sum"),),
     pinned_pool=tuple({"k": k, "n": n, "alpha": a, "outlier_ratio": o} for k, n, a, o in
                       [(640, 32, 0.25, 0.005), (2048, 16, 0.25, 0.005), (128, 16, 0.0, 0.0), (192, 16, 1.0, 0.005),
                        (1024, 64, 0.25, 0.0)]),
