@@ -33,6 +33,7 @@ CASES = [
     ("anyprec fp32 lane partials", "anyprec", bugs.anyprec_fp32_partials),
     ("mixed_2_4_16 outliers after fp16 rounding", "mixed_2_4_16", bugs.mixed_outliers_after_rounding),
     ("mma_m16n8k16 fp32 FFMA chain", "mma_m16n8k16", bugs.mma_fp32_chain),
+    ("atom fp32 scale product", "atom", bugs.atom_fp32_scale_product),
 ]
 
 

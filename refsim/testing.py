@@ -163,7 +163,7 @@ def check_kernel(kernel, fmt: str = "marlin", **options):
     structure, the first elements in hex with ULP distances and a ``rebuild_case({...})`` line.
 
     ``kernel``: any callable taking the format's NumPy inputs and returning its output array;
-    ``fmt``: 'marlin', 'anyprec', 'mixed_2_4_16', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'.
+    ``fmt``: 'marlin', 'anyprec', 'atom', 'mixed_2_4_16', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'.
     Options (``arch``, ``sms``, ``seed``, ``max_examples``, ``shapes``, ``max_size``, ``cases``,
     ``save_failures``, ``deadline``, ``shrink``, ``shrink_budget``, ``diagnose_budget``,
     ``progress``) and the result: :func:`refsim.emulator.harness.check_kernel`; docs/harness.md.

@@ -543,8 +543,8 @@ def check_kernel(kernel: Callable[..., np.ndarray], fmt: str = "marlin", *, arch
     """Check ``kernel`` bit for bit against refsim's emulator of ``fmt`` (see the module docstring).
 
     kernel: any callable taking the format's NumPy inputs (``FORMATS[fmt].signature``) and returning
-    its output array. fmt: 'marlin', 'anyprec', 'mixed_2_4_16', 'mma_m16n8k16', 'mma_m16n8k16_f16',
-    'mma_s4'. arch: tensor-core model 'sm_70' .. 'sm_90'. sms: SM count = grid size (Marlin's
+    its output array. fmt: 'marlin', 'anyprec', 'atom', 'mixed_2_4_16', 'mma_m16n8k16',
+    'mma_m16n8k16_f16', 'mma_s4'. arch: tensor-core model 'sm_70' .. 'sm_90'. sms: SM count = grid size (Marlin's
     partition depends on it). max_examples: drawn cases after the pinned ones (default 12 for
     Marlin, 20 otherwise; 0 runs only pinned/replayed cases). seed: int for the draws (default: a
     fresh one, printed in the report). shapes: list of dicts fixing the shape fields (e.g.

@@ -634,8 +634,101 @@ MIXED_2_4_16 = Format(
 )
 
 
+# ----------------------------------------------------------------------------------------------
+# Atom W4A4 group GEMM (efeslab/Atom Dense_layer_gemm_i4_o16, emulated by refsim.emulator.atom_kernel)
+#
+# legality: refsim.formats.atom._check_split / _check_gemm (INT4 body a multiple of the group of 128,
+# N even: column pairs share a scale), the INT8 keeper tail in whole m16n8k32 slabs (a multiple of 32),
+# N a multiple of the mma's n8.
+
+_ATOM_FIELDS = ("a_q4", "a_scale4", "a_q8", "a_scale8", "w_q4", "w_scale4", "w_q8", "w_scale8")
+
+
+def _atom_legal(case):
+    from refsim.errors import ShapeError
+
+    if case["keeper"] % 32:
+        raise ShapeError(f"keeper: the INT8 tail runs in m16n8k32 slabs, a multiple of 32; got {case['keeper']}")
+    if case["n"] % 8:
+        raise ShapeError(f"N: must be a multiple of the mma's n8; got {case['n']}")
+    from refsim.formats import atom
+
+    atom._check_split(case["k4"] + case["keeper"], atom.GROUP, case["keeper"])
+
+
+def _atom_make(case):
+    from refsim.formats import atom
+
+    rng = np.random.default_rng(case["seed"])
+    k = case["k4"] + case["keeper"]
+    x = values(rng, case["kind"], (case["m"], k)).astype(np.float32)
+    w = (rng.standard_normal((k, case["n"])) * 0.05).astype(np.float32)
+    a = atom.quantize_activations(x, "kernel", keeper=case["keeper"])
+    wq = atom.quantize_weights(w, "kernel", keeper=case["keeper"])
+    return (a.q4, a.scale4, a.q8, a.scale8, wq.q4, wq.scale4, wq.q8, wq.scale8)
+
+
+def _atom_emulate(inputs, arch, sms):
+    from refsim.emulator import atom_kernel as ak
+    from refsim.formats import atom
+
+    return ak.atom_group_gemm(atom.AtomActivations(*inputs[:4]), atom.AtomWeights(*inputs[4:]))
+
+
+def _atom_locate(case, inputs, idx, arch, sms):
+    lane, reg = fr.mma_m16n8k64_c().owner(idx[0] % 16, idx[1] % 8)
+    g = case["k4"] // 128
+    tail = f", then the INT8 tail ({case['keeper'] // 32} m16n8k32 slabs)" if case["keeper"] else ""
+    return (f"D[{idx[0]}, {idx[1]}]: m16 tile {idx[0] // 16}, n8 tile {idx[1] // 8}, lane {lane}, register c{reg}; "
+            f"{g} groups of two m16n8k64 s4 mma, each scaled by __hmul2(row scale, column-pair scale) and added "
+            f"with FFMA in group order{tail}; fp16 at the end")
+
+
+def _atom_structure(case, inputs, shape, sms):
+    rows, cols = np.indices(shape)
+    return {"m16 tile": rows // 16, "n8 tile": cols // 8, "column pair": cols // 2 % 4, "row mod 16": rows % 16}
+
+
+def _atom_probes(case, inputs):
+    a_q4, a_s4, a_q8, a_s8, *w = inputs
+    out = []
+    one = np.zeros_like(a_q4)
+    one[:, :128] = a_q4[:, :128]
+    out.append(Probe("INT4 group 0 only (no INT8 tail)", (one, a_s4, np.zeros_like(a_q8), a_s8, *w),
+                     "one group: the two s4 mma (exact) and its epilogue (fp16 scale product, fp32 FFMA)"))
+    if a_q8.shape[1]:
+        out.append(Probe("INT8 tail only", (np.zeros_like(a_q4), a_s4, a_q8, a_s8, *w),
+                         "the INT8 keeper tail: s8 m16n8k32 slabs and its epilogue"))
+    return out
+
+
+ATOM = Format(
+    name="atom",
+    signature=("kernel(a_q4 i8 (M,K4), a_scale4 f16 (M,K4/128), a_q8 i8 (M,keeper), a_scale8 f16 (M,), "
+               "w_q4 i8 (K4,N), w_scale4 f16 (K4/128,N), w_q8 i8 (keeper,N), w_scale8 f16 (N,)) -> D f16 (M,N)"),
+    n_inputs=8,
+    fields={"m": (1, 4, 16, 33), "k4": (128, 256, 512, 1024, 2048, 4096), "n": (8, 16, 64, 256, 1024),
+            "keeper": (0, 32, 128), "kind": DATA_KINDS, "seed": None},
+    shape_fields=("m", "k4", "n", "keeper"),
+    legal=_atom_legal,
+    cost=lambda c: c["m"] * (c["k4"] + c["keeper"]) * c["n"],
+    default_max_size=1 << 22,
+    regimes=lambda c, sms: {"INT8 keeper tail" if c["keeper"] else "no INT8 tail",
+                            "several groups" if c["k4"] > 128 else "one group",
+                            "several m16 tiles, a partial one" if c["m"] > 16 and c["m"] % 16 else
+                            ("a partial m16 tile" if c["m"] % 16 else "whole m16 tiles")},
+    make=_atom_make,
+    emulate=_atom_emulate,
+    locate=_atom_locate,
+    structure=_atom_structure,
+    probes=_atom_probes,
+    pinned_pool=tuple({"m": m, "k4": k, "n": n, "keeper": kp} for m, k, n, kp in
+                      [(1, 128, 8, 0), (4, 512, 64, 128), (33, 256, 16, 32), (16, 1024, 64, 0)]),
+)
+
+
 FORMATS: dict[str, Format] = {f.name: f for f in (
-    ANYPREC, MARLIN,
+    ANYPREC, ATOM, MARLIN,
     _mma_format("mma_m16n8k16", np.float32, "kernel(A f16 (16,16), B f16 (16,8), C f32 (16,8)) -> D f32 (16,8)"),
     _mma_format("mma_m16n8k16_f16", np.float16, "kernel(A f16 (16,16), B f16 (16,8), C f16 (16,8)) -> D f16 (16,8)"),
     MMA_S4, MIXED_2_4_16)}

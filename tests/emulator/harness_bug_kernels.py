@@ -144,3 +144,26 @@ def mma_fp32_chain(A, B, C):
     for kk in range(16):
         d = fp.f32_fma(af[:, kk:kk + 1], bf[kk:kk + 1, :], d, fused=True)
     return d
+
+
+def atom_fp32_scale_product(a_q4, a_s4, a_q8, a_s8, w_q4, w_s4, w_q8, w_s8):
+    """Atom group GEMM whose epilogue multiplies the row and column scales in fp32 instead of
+    ``__hmul2`` (fp16): the s4/s8 mma slabs and the FFMA order are the kernel's."""
+    m, n = a_q4.shape[0], w_q4.shape[1]
+    acc = np.zeros((m, n), np.float32)
+
+    def epilogue(acc, c, sa, sb):
+        s = fp.f32_mul(fp.cvt_f16_to_f32(sa)[:, None], fp.cvt_f16_to_f32(sb)[None, :])
+        return fp.f32_fma(fp.cvt_int_to_f32(c), s, acc, fused=True)
+
+    for gi in range(a_s4.shape[1]):
+        c = np.zeros((m, n), np.int32)
+        for k0 in range(128 * gi, 128 * gi + 128, 64):
+            c = tc.mma_int(a_q4[:, k0:k0 + 64], w_q4[k0:k0 + 64], c, atype="s4", btype="s4")
+        acc = epilogue(acc, c, a_s4[:, gi], w_s4[gi])
+    if a_q8.shape[1]:
+        c = np.zeros((m, n), np.int32)
+        for k0 in range(0, a_q8.shape[1], 32):
+            c = tc.mma_int(a_q8[:, k0:k0 + 32], w_q8[k0:k0 + 32], c, atype="s8", btype="s8")
+        acc = epilogue(acc, c, a_s8, w_s8)
+    return fp.cvt_f32_to_f16(acc)

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from refsim.emulator import anyprec_kernel as ak
+from refsim.emulator.atom_kernel import atom_group_gemm
 from refsim.emulator import harness
 from refsim.emulator import marlin_kernel as mk
 from refsim.emulator import tensor_core as tc
 from refsim.errors import FormatRuleError, RefsimError
-from refsim.formats import marlin, stripes
+from refsim.formats import atom, marlin, stripes
 from refsim.testing import rebuild_case
 
 _spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__file__).with_name("harness_bug_kernels.py"))
@@ -175,6 +176,8 @@ def test_emulator_as_kernel_passes_for_the_small_formats():
                          **QUIET)
     harness.check_kernel(lambda x, q, lut: ak.anyprec_gemv(x, q, lut, q.shape[0]), "anyprec", max_examples=2,
                          max_size=1 << 16, **QUIET)
+    harness.check_kernel(lambda *i: atom_group_gemm(atom.AtomActivations(*i[:4]), atom.AtomWeights(*i[4:])), "atom",
+                         max_examples=3, **QUIET)
 
 
 def test_shapes_restrict_every_case():
@@ -197,3 +200,19 @@ def test_legal_shapes_obey_the_kernel_rules():
         assert c["n"] % cfg.thread_n == 0 and c["k"] % cfg.thread_k == 0 and c["n"] % 256 == 0
         assert c["m"] * c["n"] * c["k"] <= harness.FORMATS["marlin"].default_max_size
     assert not any(c["m"] == 1 and c["k"] > 4096 and c["bits"] >= 7 for c in harness.legal_shapes("anyprec"))
+
+
+def test_hypothesis_strategy_draws_the_same_legal_cases():
+    from hypothesis import given, settings
+
+    legal = harness.legal_shapes("anyprec")
+
+    @settings(max_examples=25, deadline=None, database=None)
+    @given(harness.strategy("anyprec"))
+    def one(case):
+        assert {k: case[k] for k in ("m", "k", "n", "bits")} in legal
+        assert case["kind"] in harness.DATA_KINDS and 0 <= case["seed"] < 2**31
+        x, q, lut = rebuild_case({"fmt": "anyprec", **case})
+        assert x.shape == (case["m"], case["k"]) and lut.shape == (case["n"], 2 ** case["bits"])
+
+    one()

@@ -65,3 +65,9 @@ def test_mma_fp32_chain_is_caught_in_one_block():
     with pytest.raises(harness.KernelMismatch) as info:
         harness.check_kernel(bugs.mma_fp32_chain, "mma_m16n8k16", seed=0, progress=False)
     assert "register c" in str(info.value) and "ULP" in str(info.value)
+
+
+def test_atom_fp32_scale_product_is_caught_in_one_group():
+    with pytest.raises(harness.KernelMismatch) as info:
+        harness.check_kernel(bugs.atom_fp32_scale_product, "atom", seed=0, progress=False)
+    assert "verdict: one group: the two s4 mma (exact) and its epilogue" in str(info.value)
