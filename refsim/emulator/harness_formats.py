@@ -252,7 +252,17 @@ def _plan_key(case, sms):
 
 
 def _marlin_known_bugs(case, inputs, arch, sms):
-    """(bug class, description, alt) with alt(inputs) -> what a kernel with that bug writes."""
+    """(bug class, description, alt) with alt(inputs) -> what a kernel with that bug writes.
+    The few layout classes first, then the partitions of the other SM counts."""
+    yield ("nibble order", "the two nibbles of every byte of B swapped (low/high nibble read in the wrong order)",
+           lambda inp: mk.marlin_gemm(inp[0], _swap_nibbles(inp[1]), inp[2], arch=arch, sms=sms))
+    G = inputs[2].shape[0]
+    for g, src in [(g, g - 1) for g in range(1, G)] + [(g, g + 1) for g in range(G - 1)]:
+        def alt(inp, g=g, src=src):
+            s2 = inp[2].copy()
+            s2[g] = inp[2][src]
+            return mk.marlin_gemm(inp[0], inp[1], s2, arch=arch, sms=sms)
+        yield ("scale of a group", f"group {g}'s scales taken from group {src}", alt)
     own = _plan_key(case, sms)
     by_plan: dict = {}
     for other in _SM_COUNTS[1:]:       # not sms=1: one block per column looks like an fp32 global reduction
@@ -264,15 +274,6 @@ def _marlin_known_bugs(case, inputs, arch, sms):
         yield ("partition", f"the stripe partition of {names} instead of sms={sms} (grid or plan made for "
                             "another SM count)",
                lambda inp, o=counts[-1]: mk.marlin_gemm(*inp, arch=arch, sms=o))
-    yield ("nibble order", "the two nibbles of every byte of B swapped (low/high nibble read in the wrong order)",
-           lambda inp: mk.marlin_gemm(inp[0], _swap_nibbles(inp[1]), inp[2], arch=arch, sms=sms))
-    G = inputs[2].shape[0]
-    for g, src in [(g, g - 1) for g in range(1, G)] + [(g, g + 1) for g in range(G - 1)]:
-        def alt(inp, g=g, src=src):
-            s2 = inp[2].copy()
-            s2[g] = inp[2][src]
-            return mk.marlin_gemm(inp[0], inp[1], s2, arch=arch, sms=sms)
-        yield ("scale of a group", f"group {g}'s scales taken from group {src}", alt)
 
 
 def _marlin_pool():

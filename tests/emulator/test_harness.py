@@ -79,7 +79,7 @@ def test_a_kernel_planned_for_72_sms_is_caught_and_the_replay_names_the_partitio
     shape = {"m": 1, "k": 1024, "n": 1280, "group_size": 128}      # 80 tiles: 1 per block on 108 SMs, 2 on 72
     with pytest.raises(harness.KernelMismatch) as info:
         harness.check_kernel(lambda A, B, s: mk.marlin_gemm(A, B, s, sms=72), "marlin", sms=108, seed=3,
-                             shapes=[shape], max_examples=0, shrink=False, **QUIET)
+                             shapes=[shape], max_examples=0, shrink=False, diagnose_budget=600, **QUIET)
     msg = str(info.value)
     assert "on pinned case" in msg
     assert "verdict: partition" in msg and "72" in msg.split("verdict:")[1].splitlines()[0]
@@ -107,7 +107,7 @@ def test_rebuild_case_gives_the_exact_inputs_and_replay_reproduces_the_failure(t
 
     out = tmp_path / "fail.npz"
     with pytest.raises(harness.KernelMismatch) as info:
-        harness.check_kernel(swapped, "marlin", cases=[case], save_failures=out, **QUIET)
+        harness.check_kernel(swapped, "marlin", cases=[case], save_failures=out, diagnose_budget=600, **QUIET)
     msg = str(info.value)
     line = next(x for x in msg.splitlines() if "rebuild:" in x)
     printed = eval(line.split("rebuild_case(", 1)[1][:-1])            # the dict literal the report prints

@@ -39,11 +39,18 @@ def test_correct_marlin_port_passes_with_default_settings():
 
 @pytest.mark.parametrize("bug, verdict", MARLIN_BUGS, ids=[next(iter(b)) for b, _ in MARLIN_BUGS])
 def test_marlin_bug_is_caught_with_default_settings(bug, verdict):
+    def kernel(A, B, s):
+        return bugs.marlin_port(A, B, s, **bug)
+
     with pytest.raises(harness.KernelMismatch) as info:
-        harness.check_kernel(lambda A, B, s: bugs.marlin_port(A, B, s, **bug), "marlin", sms=108, seed=0,
+        harness.check_kernel(kernel, "marlin", sms=108, seed=0, progress=False)
+    assert "on pinned case" in str(info.value)                      # caught whatever the seed's data
+    # the diagnosis, replayed on the printed case with a budget no machine load can exhaust (the
+    # default 10 s is wall time: under a loaded -n 2 run the replays of other SM counts can run out)
+    with pytest.raises(harness.KernelMismatch) as replay:
+        harness.check_kernel(kernel, "marlin", sms=108, cases=[info.value.case], diagnose_budget=600,
                              progress=False)
-    assert "rebuild: refsim.testing.rebuild_case({'fmt': 'marlin'" in str(info.value)
-    assert verdict in _verdict(info.value), str(info.value)
+    assert verdict in _verdict(replay.value), str(replay.value)
 
 
 def test_anyprec_fp32_partials_are_caught():
