@@ -144,7 +144,7 @@ def _validate_case(spec: Format, case, what: str) -> dict:
             continue
         if name == "seed":
             require_int(f"{what}['seed']", case["seed"], minimum=0)
-        elif name not in spec.shape_fields and name != "kind":
+        elif (name not in spec.shape_fields and name != "kind") or all(isinstance(v, bool) for v in allowed):
             require_choice(f"{what}[{name!r}]", case[name], allowed)
         elif name == "kind":
             require_choice(f"{what}['kind']", case["kind"], allowed)
@@ -538,7 +538,7 @@ def _positive(name, value):
 def check_kernel(kernel: Callable[..., np.ndarray], fmt: str = "marlin", *, arch: str = "sm_80", sms: int = 108,
                  max_examples: int | None = None, seed: int | None = None, shapes=None,
                  max_size: int | None = None, cases=None, save_failures=None, deadline: float | None = None,
-                 shrink: bool = True, shrink_budget: float = 10.0, diagnose_budget: float = 10.0,
+                 shrink: bool = True, shrink_budget: float = 8.0, diagnose_budget: float = 20.0,
                  progress=True) -> CheckResult:
     """Check ``kernel`` bit for bit against refsim's emulator of ``fmt`` (see the module docstring).
 

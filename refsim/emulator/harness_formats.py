@@ -267,9 +267,9 @@ def _marlin_known_bugs(case, inputs, arch, sms):
     by_plan: dict = {}
     for other in _SM_COUNTS[1:]:       # not sms=1: one block per column looks like an fp32 global reduction
         by_plan.setdefault(_plan_key(case, other), []).append(other)
-    for key, counts in by_plan.items():
-        if key == own:
-            continue
+    groups = sorted((counts for key, counts in by_plan.items() if key != own),
+                    key=lambda counts: min(abs(x - sms) for x in counts))   # the nearest GPUs first
+    for counts in groups:
         names = f"sms={counts[0]}" if len(counts) == 1 else f"sms in {counts} (one partition on this case)"
         yield ("partition", f"the stripe partition of {names} instead of sms={sms} (grid or plan made for "
                             "another SM count)",

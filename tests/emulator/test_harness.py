@@ -47,6 +47,11 @@ def test_bad_arguments_are_rejected_before_the_kernel_runs(kwargs, rule):
         harness.check_kernel(_never_called, "marlin", **QUIET, **kwargs)
 
 
+def test_a_flag_field_accepts_only_its_values():
+    with pytest.raises(FormatRuleError, match=r"shapes\[0\]\['c_large'\]: must be one of \[False, True\]"):
+        harness.check_kernel(_never_called, "mma_s4", shapes=[{"c_large": "yes"}], **QUIET)
+
+
 def test_kernel_that_is_not_callable_or_takes_the_wrong_arguments_is_rejected_at_once():
     with pytest.raises(FormatRuleError, match="kernel: must be callable"):
         harness.check_kernel(42, "marlin")
