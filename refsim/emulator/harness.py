@@ -420,14 +420,19 @@ def _diagnose(runner, case, inputs, actual, expected, bad, budget, say):
         for probe, n, _ in probe_rows:
             lines.append(f"    {probe.name}: {'not run' if n is None else n}")
     for probe, n, _ in probe_rows:
-        if n and not probe.name.startswith("group "):
+        if n and probe.family is None:
             verdict = f"{probe.meaning} (it already differs with {probe.name.split(' (')[0]})"
             break
-    groups = [(probe, n) for probe, n, _ in probe_rows if probe.name.startswith("group ")]
-    hit = [probe.name.split()[1] for probe, n in groups if n]
-    if hit and len(hit) < len(groups) and verdict is None:
-        verdict = (f"only quantization group(s) {', '.join(hit)} of {len(groups)} differ: the weights or scales "
-                   "of those groups")
+    families: dict = {}
+    for probe, n, _ in probe_rows:
+        if probe.family is not None:
+            families.setdefault(probe.family, []).append((probe, n))
+    for family, members in families.items():
+        hit = [probe for probe, n in members if n]
+        if verdict is None and hit and len(hit) < len(members):
+            verdict = (f"only {len(hit)} of {len(members)} probes of each {family} alone differ ("
+                       + ", ".join(p.name.split(" (")[0] for p in hit) + f"): {hit[0].meaning}"
+                       + (" and the others listed" if len(hit) > 1 else ""))
     for label, value, meaning in spec.hints:
         lab = labels.get(label)
         if verdict is None and lab is not None and (lab == value).any() and not bad[lab == value].any():

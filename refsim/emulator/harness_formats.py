@@ -52,6 +52,8 @@ class Probe:
     name: str          # what stays active, e.g. "k 0..15 only (one mma, no reductions)"
     inputs: tuple
     meaning: str       # what a mismatch that survives this probe points at
+    family: str | None = None   # probes of one family (e.g. each quantization group alone) are read
+                                # together: only a strict subset differing points at those members
 
 
 @dataclass(frozen=True)
@@ -231,7 +233,7 @@ def _marlin_probes(case, inputs):
         for g in range(k // gs):
             keep = (kk >= 128 * g) & (kk < 128 * (g + 1))
             out.append(Probe(f"group {g} only (k {128 * g}..{128 * g + 127})", (_mask_k(A, keep), B, s),
-                             f"the weights or scale of quantization group {g}"))
+                             f"the weights or scale of quantization group {g}", family="quantization group"))
     return out
 
 
