@@ -24,7 +24,8 @@ import os
 
 import numpy as np
 
-__all__ = ["assert_bitexact", "ulp_distance", "register_hypothesis_profiles", "BitMismatch", "check_kernel"]
+__all__ = ["assert_bitexact", "ulp_distance", "register_hypothesis_profiles", "BitMismatch", "check_kernel",
+           "rebuild_case"]
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -156,17 +157,26 @@ def register_hypothesis_profiles() -> str:
     return profile
 
 
-def check_kernel(kernel, fmt: str = "marlin", *, arch: str = "sm_80", sms: int = 108,
-                 max_examples: int | None = None, shrink: bool = True) -> None:
-    """Check ``kernel`` bit for bit against refsim's emulator on hypothesis-drawn legal cases.
+def check_kernel(kernel, fmt: str = "marlin", **options):
+    """Check ``kernel`` bit for bit against refsim's emulator of ``fmt``: pinned regime-covering
+    cases, then seeded draws; on a mismatch a shrunk case, a diagnosis mapped onto the kernel's
+    structure, the first elements in hex with ULP distances and a ``rebuild_case({...})`` line.
 
     ``kernel``: any callable taking the format's NumPy inputs and returning its output array;
-    ``fmt``: 'marlin', 'anyprec', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4', 'mixed_2_4_16' (the table in
-    :mod:`refsim.emulator.harness`); ``arch``: 'sm_70' ... 'sm_90'; ``sms``: grid size (Marlin's
-    partition and reduction order depend on it). Raises ``KernelMismatch`` (an AssertionError)
-    naming the first mismatching element, the warp/lane/k-tiles that produced it and the ULP
-    distance, after hypothesis has shrunk the case.
+    ``fmt``: 'marlin', 'anyprec', 'atom', 'mixed_2_4_16', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'.
+    Options (``arch``, ``sms``, ``seed``, ``max_examples``, ``shapes``, ``max_size``, ``cases``,
+    ``save_failures``, ``deadline``, ``shrink``, ``shrink_budget``, ``diagnose_budget``,
+    ``progress``) and the result: :func:`refsim.emulator.harness.check_kernel`; docs/harness.md.
     """
     from refsim.emulator.harness import check_kernel as _check_kernel  # harness imports this module
 
-    return _check_kernel(kernel, fmt, arch=arch, sms=sms, max_examples=max_examples, shrink=shrink)
+    return _check_kernel(kernel, fmt, **options)
+
+
+def rebuild_case(case: dict) -> tuple:
+    """The input arrays of a case printed by :func:`check_kernel` (its ``rebuild_case({...})``
+    line): a tuple of NumPy arrays in the kernel's call order, the same bits on every machine.
+    See :func:`refsim.emulator.harness.rebuild_case`."""
+    from refsim.emulator.harness import rebuild_case as _rebuild_case
+
+    return _rebuild_case(case)

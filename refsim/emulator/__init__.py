@@ -8,7 +8,7 @@
     anyprec_kernel Any-Precision fused GEMV (hfma2 chains, shuffle tree)
     atom_kernel    Atom W4A4 group GEMM (int mma + fp32 epilogue)
     mixed_2_4_16_kernel  2/4/16-bit GEMV + fused outlier SpMV (refsim's documented kernel design)
-    harness        check_kernel: hypothesis harness for kernel authors
+    harness        check_kernel: the bit-exact harness for kernel authors (harness_formats: its formats)
 
 Modules are imported explicitly (``from refsim.emulator import tensor_core``); nothing is loaded here.
 """

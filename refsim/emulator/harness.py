@@ -1,362 +1,641 @@
-"""``check_kernel``: a bit-exact hypothesis harness for kernel authors outside refsim.
+"""``check_kernel``: test a kernel bit for bit against refsim's emulator, with a diagnosis.
 
 You bring a kernel (any callable taking and returning NumPy arrays: a CUDA kernel behind
-CuPy/PyTorch, a simulator, a port); the harness draws legal cases for a format, packs them, calls
-the kernel, and compares its output bit for bit with refsim's emulator of that kernel on a given
-architecture and SM count. On a mismatch it raises :class:`KernelMismatch` naming the first
-mismatching element, where it came from in the kernel (warp, lane, register, k-tiles, reduction
-order), both bit patterns and the ULP distance; hypothesis shrinks the case first, so the report is
-about a minimal shape and the simplest data kind that still fails.
+CuPy/PyTorch, a simulator, a port); the harness builds legal cases for a format, calls the kernel,
+and compares its output bit for bit with refsim's emulator of that kernel for one architecture and
+SM count. Phases, one progress line each:
 
-    from refsim.emulator.harness import check_kernel
+1. **check** arguments and the kernel's signature before any case is built;
+2. **pinned** cases: a few shapes chosen so that together they cover every regime of the kernel's
+   structure for *your* SM count (Marlin: both tile configs, grouped and per-channel, several
+   slices per column, partial last stripe, idle SMs, every host M-split path, and a partition that
+   differs from the one of every common SM count), so a partition or reduction-order bug fails on
+   the first cases, not by luck;
+3. **drawn** cases: ``max_examples`` legal cases drawn with ``seed`` (shapes below ``max_size``
+   multiply-adds, or from ``shapes=``), data kinds from zeros to wide exponents;
+4. on a mismatch, **shrink** toward smaller shapes, simpler data and seed 0 within
+   ``shrink_budget`` seconds, then **diagnose**: where the differences are on the kernel's
+   structure, which probes (inputs with parts of the kernel switched off) still differ, whether a
+   known bug class replayed on the emulator reproduces the kernel's bits exactly, the first
+   differing elements in hex with ULP distances, and a one-line ``rebuild_case({...})`` snippet.
 
-    def my_marlin(A, B, s):                # A (M, K) f16, B int32 (K/16, 2N), s f16 (G, N)
-        return run_my_cuda_kernel(A, B, s)  # -> C (M, N) float16
+A kernel that raises, returns the wrong type/shape/dtype, or overruns ``deadline`` seconds fails
+at once with its case (no shrinking). Formats and their rules: :mod:`refsim.emulator.harness_formats`
+and docs/harness.md. The harness needs only refsim's core dependencies; :func:`strategy` (the same
+legal cases as a hypothesis strategy, for your own property tests) needs ``refsim[test]``.
 
-    check_kernel(my_marlin, "marlin", arch="sm_80", sms=108, max_examples=25)
-
-Formats (``FORMATS``):
-
-=================  ===========================================  ================================
-name               kernel(...) signature                        emulator
-=================  ===========================================  ================================
-``marlin``         ``(A f16 (M,K), B i32 (K/16,2N), s f16        :func:`marlin_kernel.marlin_gemm`
-                   (G,N)) -> C f16 (M,N)``
-``mma_m16n8k16``   ``(A f16 (16,16), B f16 (16,8), C f32        :func:`tensor_core.mma_m16n8k16`
-                   (16,8)) -> D f32 (16,8)``
-``mma_m16n8k16_f16`` the same with C and D float16              idem, fp16 accumulate
-``mma_s4``         ``(A int8 (16,64) in [-8,7], B int8 (64,8),   :func:`tensor_core.mma_int`
-                   C i32 (16,8)) -> D i32 (16,8)``
-``anyprec``        ``(x f16 (M,K), qweight i32 (bits,N,K/32),   :func:`anyprec_kernel.anyprec_gemv`
-                   lut f16 (N,2**bits)) -> O f16 (M,N)``
-``mixed_2_4_16``   ``(x f16 (K,), w_main u32 (N,U,4), w_side     :func:`mixed_2_4_16_kernel.mixed_gemv`
-                   u32 (N,n4), meta2 u16 (N,T), meta4 u8
-                   (N,n4), s2 f16 (G,N/16), z2 u16 (G,N/16),
-                   group_bits u8 (G,), row_ptr i32 (N+1,),
-                   col u16 (nnz,), val f16 (nnz,)) -> y f16
-                   (N,)`` (the fields of ``Packed2416``)
-=================  ===========================================  ================================
-
-The kernel receives copies of the inputs (an in-place kernel cannot corrupt the comparison).
+    from refsim.testing import check_kernel
+    check_kernel(my_marlin, "marlin", arch="sm_80", sms=108)     # my_marlin(A, B, s) -> C
 """
 
 from __future__ import annotations
 
+import inspect
+import itertools
+import json
+import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_choice
-from refsim.emulator import fragments as fr
-from refsim.emulator import marlin_kernel as mk
+from refsim._validate import require_choice, require_int
 from refsim.emulator import tensor_core as tc
-from refsim.formats import marlin
+from refsim.emulator.harness_formats import DATA_KINDS, FORMATS, Format
+from refsim.errors import FormatRuleError, RefsimError
 from refsim.testing import ulp_distance
 
-__all__ = ["check_kernel", "KernelMismatch", "FORMATS", "DATA_KINDS"]
+__all__ = ["check_kernel", "rebuild_case", "strategy", "legal_shapes", "pinned_cases", "CheckResult",
+           "KernelMismatch", "KernelCallError", "KernelTimeout", "FORMATS", "DATA_KINDS"]
 
-#: data kinds, simplest first (hypothesis shrinks toward the front)
-DATA_KINDS = ("zeros", "ones", "small_integers", "normal", "wide_exponents")
+#: how often each data kind is drawn (zeros and ones rarely round, so they are drawn rarely)
+_KIND_WEIGHTS = {"zeros": 0.05, "ones": 0.05, "small_integers": 0.2, "normal": 0.45, "wide_exponents": 0.25}
+_DEFAULT_EXAMPLES = {"marlin": 12}
 
 
 class KernelMismatch(AssertionError):
-    """The kernel's output differs from the emulator's; the message is the full report."""
+    """The kernel's output differs from the emulator's; the message is the full report.
+    ``case`` is the (shrunk) failing case, ``rebuild`` the snippet that rebuilds its inputs."""
+
+    def __init__(self, report: str, case: dict | None = None):
+        super().__init__(report)
+        self.case = case
+
+
+class KernelCallError(AssertionError):
+    """The kernel raised, or returned something that is not an array of the right shape and dtype."""
+
+    def __init__(self, report: str, case: dict | None = None):
+        super().__init__(report)
+        self.case = case
+
+
+class KernelTimeout(KernelCallError):
+    """One kernel call took longer than ``deadline`` seconds."""
 
 
 @dataclass(frozen=True)
-class _Format:
-    name: str
-    strategy: Callable          # () -> hypothesis strategy of case dicts
-    make: Callable              # case -> tuple of input arrays
-    emulate: Callable           # (inputs, arch, sms) -> expected array
-    locate: Callable            # (case, inputs, (i, j), arch, sms) -> str
+class CheckResult:
+    """What a passing :func:`check_kernel` run covered."""
 
-
-def _values(rng, kind, shape, scale=1.0):
-    if kind == "zeros":
-        return np.zeros(shape)
-    if kind == "ones":
-        return np.ones(shape)
-    if kind == "small_integers":
-        return rng.integers(-3, 4, shape).astype(np.float64)
-    if kind == "normal":
-        return rng.standard_normal(shape) * scale
-    return rng.standard_normal(shape) * 2.0 ** rng.integers(-14, 8, shape)  # wide_exponents
+    fmt: str
+    arch: str
+    sms: int
+    seed: int
+    pinned: int
+    drawn: int
+    replayed: int
+    regimes: tuple
+    seconds: float
 
 
 # ----------------------------------------------------------------------------------------------
-# marlin
+# cases
 
 
-def _marlin_strategy():
-    from hypothesis import strategies as st
-
-    return st.fixed_dictionaries({
-        "m": st.sampled_from([1, 2, 3, 8, 16, 17, 32, 64]),
-        "k": st.sampled_from([128, 256, 512]),
-        "n": st.sampled_from([256, 512]),
-        "group_size": st.sampled_from([128, None]),
-        "kind": st.sampled_from(DATA_KINDS),
-        "seed": st.integers(0, 2**16),
-    })
+def _spec(fmt: str) -> Format:
+    return FORMATS[require_choice("fmt", fmt, tuple(FORMATS))]
 
 
-def _marlin_make(case):
-    rng = np.random.default_rng(case["seed"])
-    k, n, gs = case["k"], case["n"], case["group_size"]
-    g = 1 if gs is None else k // gs
-    q = rng.integers(0, 16, (k, n)).astype(np.uint8)
-    scales = (rng.random((g, n)) * 0.02 + 2.0**-10).astype(np.float16)
-    B, s = marlin.pack(q, scales, gs)
-    A = _values(rng, case["kind"], (case["m"], k)).astype(np.float16)
-    return A, B, s
+def _is_legal(spec: Format, case: dict) -> bool:
+    try:
+        spec.legal(case)
+    except RefsimError:
+        return False
+    return True
 
 
-def _marlin_emulate(inputs, arch, sms):
-    return mk.marlin_gemm(*inputs, arch=arch, sms=sms)
+@lru_cache(maxsize=64)
+def _legal_shapes(fmt: str, max_size: int) -> tuple:
+    spec = FORMATS[fmt]
+    names = spec.shape_fields
+    out = []
+    for combo in itertools.product(*(spec.fields[f] for f in names)):
+        case = dict(zip(names, combo))
+        if _is_legal(spec, case) and spec.cost(case) <= max_size:
+            out.append(case)
+    return tuple(out)
 
 
-def _marlin_locate(case, inputs, idx, arch, sms):
-    p = mk.provenance(case["m"], case["n"], case["k"], idx[0], idx[1], group_size=case["group_size"], sms=sms)
-    return str(p)
+def legal_shapes(fmt: str, max_size: int | None = None) -> list[dict]:
+    """Every legal combination of the format's shape fields with at most ``max_size``
+    multiply-adds (default: the format's), as a list of dicts (the drawn cases' population)."""
+    spec = _spec(fmt)
+    max_size = spec.default_max_size if max_size is None else require_int("max_size", max_size, minimum=1)
+    return [dict(c) for c in _legal_shapes(fmt, max_size)]
 
 
-# ----------------------------------------------------------------------------------------------
-# single mma instructions
+def _validate_case(spec: Format, case, what: str) -> dict:
+    if not isinstance(case, dict):
+        raise FormatRuleError(f"{what}: must be a dict of the case fields {list(spec.fields)}; got {type(case).__name__}")
+    case = {k: v for k, v in case.items() if k != "fmt"}
+    unknown = set(case) - set(spec.fields)
+    if unknown:
+        raise FormatRuleError(f"{what}: unknown field(s) {sorted(unknown)} for format {spec.name!r} "
+                              f"(fields {list(spec.fields)}); got {case}")
+    for name, allowed in spec.fields.items():
+        if name not in case:
+            continue
+        if name == "seed":
+            require_int(f"{what}['seed']", case["seed"], minimum=0)
+        elif (name not in spec.shape_fields and name != "kind") or all(isinstance(v, bool) for v in allowed):
+            require_choice(f"{what}[{name!r}]", case[name], allowed)
+        elif name == "kind":
+            require_choice(f"{what}['kind']", case["kind"], allowed)
+    try:
+        spec.legal({**_first_shape(spec), **case})
+    except RefsimError as err:
+        raise type(err)(f"{what}: breaks the {spec.name} kernel's rules: {err}") from None
+    return case
 
 
-def _mma_strategy():
-    from hypothesis import strategies as st
-
-    return st.fixed_dictionaries({"kind": st.sampled_from(DATA_KINDS), "seed": st.integers(0, 2**16)})
+def _first_shape(spec: Format) -> dict:
+    return {f: spec.fields[f][0] for f in spec.shape_fields}
 
 
-def _mma_make(acc_dtype):
-    def make(case):
-        rng = np.random.default_rng(case["seed"])
-        A = _values(rng, case["kind"], (16, 16)).astype(np.float16)
-        B = _values(rng, case["kind"], (16, 8)).astype(np.float16)
-        C = _values(rng, case["kind"], (16, 8)).astype(acc_dtype)
-        return A, B, C
-    return make
+def _full_case(spec: Format, case: dict, what: str) -> dict:
+    case = _validate_case(spec, case, what)
+    missing = [f for f in spec.fields if f not in case]
+    if missing:
+        raise FormatRuleError(f"{what}: missing field(s) {missing} (a case names every field of {spec.name}: "
+                              f"{list(spec.fields)}); got {case}")
+    return case
 
 
-def _mma_emulate(inputs, arch, sms):
-    return tc.mma_m16n8k16(arch, *inputs)
+def rebuild_case(case: dict) -> tuple:
+    """The exact input arrays of a case printed by :func:`check_kernel`: ``case`` is the dict of
+    the report's ``rebuild_case({...})`` line (``'fmt'`` plus every field of that format).
+    Returns the tuple of NumPy arrays the kernel receives, in call order (same bits on every
+    machine: NumPy's PCG64 stream of ``case['seed']``)."""
+    if not isinstance(case, dict) or "fmt" not in case:
+        raise FormatRuleError(f"case: must be a dict with 'fmt' and the format's fields; got {case!r}")
+    spec = _spec(case["fmt"])
+    return spec.make(_full_case(spec, case, "case"))
 
 
-def _mma_locate(case, inputs, idx, arch, sms):
-    lane, reg = fr.mma_m16n8k16_c().owner(*idx)
-    L = tc.model(arch).block
-    blocks = ", ".join(f"k {k0}..{k0 + L - 1}" for k0 in range(0, 16, L))
-    return (f"D[{idx[0]}, {idx[1]}] is register c{reg} of lane {lane} (warp 0); chained {arch} blocks in order: "
-            f"{blocks}; A row {idx[0]} comes from lanes {sorted({l for l, _ in _a_owners(idx[0])})}")
+def _snippet(spec: Format, case: dict) -> str:
+    return f"refsim.testing.rebuild_case({ {'fmt': spec.name, **case}!r})"
 
 
-def _a_owners(row):
-    lay = fr.mma_m16n8k16_a()
-    return [lay.owner(row, c) for c in range(16)]
+@lru_cache(maxsize=4096)
+def _regimes_cached(fmt: str, key: tuple, sms: int) -> frozenset:
+    return frozenset(FORMATS[fmt].regimes(dict(key), sms))
 
 
-def _s4_strategy():
-    from hypothesis import strategies as st
-
-    return st.fixed_dictionaries({"kind": st.sampled_from(("zeros", "ones", "small_integers", "extremes")),
-                                  "seed": st.integers(0, 2**16), "c_large": st.booleans()})
+def _regimes(spec, case, sms):
+    key = tuple((f, case[f]) for f in spec.shape_fields)
+    return _regimes_cached(spec.name, key, sms)
 
 
-def _s4_make(case):
-    rng = np.random.default_rng(case["seed"])
-    kind = case["kind"]
-    if kind == "zeros":
-        A, B = np.zeros((16, 64), np.int8), np.zeros((64, 8), np.int8)
-    elif kind == "ones":
-        A, B = np.ones((16, 64), np.int8), np.ones((64, 8), np.int8)
-    elif kind == "extremes":
-        A = rng.choice(np.array([-8, 7], np.int8), (16, 64))
-        B = rng.choice(np.array([-8, 7], np.int8), (64, 8))
-    else:
-        A, B = rng.integers(-8, 8, (16, 64)).astype(np.int8), rng.integers(-8, 8, (64, 8)).astype(np.int8)
-    lo, hi = (2**31 - 4096, 2**31) if case["c_large"] else (-1000, 1000)
-    C = rng.integers(lo, hi, (16, 8)).astype(np.int64).astype(np.int32)
-    return A, B, C
+def pinned_cases(fmt: str, sms: int = 108, *, max_size: int | None = None, shapes=None) -> list[tuple[dict, tuple]]:
+    """The regime-covering shapes run first: ``[(shape dict, regimes it covers)]``, cheapest first.
+
+    Candidates are the format's pool (or ``shapes``), legal and within ``max_size``; walking them
+    by cost, a candidate is kept when it covers a regime no kept one covers. For Marlin the regimes
+    include "partition differs from sms=X" for the common SM counts X, so a kernel planned for
+    another GPU fails on a pinned case."""
+    spec = _spec(fmt)
+    sms = require_int("sms", sms, minimum=1)
+    max_size = spec.default_max_size if max_size is None else max_size
+    pool = [dict(s) for s in (spec.pinned_pool if shapes is None else shapes)]
+    pool = [c for c in pool if _is_legal(spec, c) and spec.cost(c) <= max_size]
+    pool.sort(key=spec.cost)
+    covered: set = set()
+    out = []
+    for c in pool:
+        reg = _regimes(spec, c, sms) | _extra_regimes(spec, c, sms)
+        new = reg - covered
+        if new:
+            covered |= new
+            out.append((c, tuple(sorted(reg))))
+    return out
 
 
-def _s4_emulate(inputs, arch, sms):
-    return tc.mma_int(*inputs)
+def _extra_regimes(spec, case, sms):
+    if spec.name != "marlin":
+        return frozenset()
+    from refsim.emulator.harness_formats import _SM_COUNTS
+
+    own = _marlin_iters(case["m"], case["n"], case["k"], case["group_size"], sms)
+    return frozenset(f"partition differs from sms={x}" for x in _SM_COUNTS
+                     if x != sms and _marlin_iters(case["m"], case["n"], case["k"], case["group_size"], x) != own)
 
 
-def _s4_locate(case, inputs, idx, arch, sms):
-    lane, reg = fr.mma_m16n8k64_c().owner(*idx)
-    return f"D[{idx[0]}, {idx[1]}] is register c{reg} of lane {lane}; exact int32 sum over k 0..63, wrapping"
+@lru_cache(maxsize=8192)
+def _marlin_iters(m, n, k, gs, sms):
+    from refsim.formats import stripes
+
+    return tuple(la.iters for la in stripes.stripes(m, n, k, sms, gs).launches)
 
 
-# ----------------------------------------------------------------------------------------------
-# any-precision GEMV
+def _draw(spec: Format, rng: np.random.Generator, shapes: list) -> dict:
+    case = dict(shapes[int(rng.integers(len(shapes)))])
+    kinds = spec.fields["kind"]
+    w = np.array([_KIND_WEIGHTS.get(k, 1.0) for k in kinds])
+    case["kind"] = kinds[int(rng.choice(len(kinds), p=w / w.sum()))]
+    case["seed"] = int(rng.integers(2**31))
+    return case
 
 
-def _anyprec_strategy():
-    from hypothesis import strategies as st
-
-    return st.fixed_dictionaries({
-        "m": st.sampled_from([1, 2, 4, 8]),
-        "k": st.sampled_from([64, 1024, 1056, 2048]),
-        "n": st.sampled_from([16, 32]),
-        "bits": st.sampled_from([3, 4, 5, 6, 7, 8]),
-        "kind": st.sampled_from(DATA_KINDS),
-        "seed": st.integers(0, 2**16),
-    })
-
-
-def _anyprec_make(case):
-    from refsim.formats import bitplane
-
-    rng = np.random.default_rng(case["seed"])
-    n, k, bits = case["n"], case["k"], case["bits"]
-    codes = rng.integers(0, 2**bits, (n, k)).astype(np.uint8)
-    lut = (_values(rng, case["kind"], (n, 2**bits)) * 0.05).astype(np.float16)
-    x = _values(rng, case["kind"], (case["m"], k)).astype(np.float16)
-    return x, bitplane.pack(codes, bits), lut
-
-
-def _anyprec_emulate(inputs, arch, sms):
-    from refsim.emulator import anyprec_kernel as ek
-
-    x, q, lut = inputs
-    return ek.anyprec_gemv(x, q, lut, q.shape[0])
-
-
-def _anyprec_locate(case, inputs, idx, arch, sms):
-    multi_row = 1 if case["m"] == 1 else 4
-    l, r = idx
-    block, within = divmod(r, 4 * multi_row)
-    return (f"O[{l}, {r}]: block {block}, warp y={within % 4} (row slot h={within // 4}), lane 0 after the "
-            f"shfl_down tree; 32 lanes x {-(-case['k'] // 1024)} chunks of two 16-step hfma2 chains")
-
-
-# ----------------------------------------------------------------------------------------------
-# 2/4/16-bit GEMV with its outlier SpMV (refsim's documented kernel design, no official code)
-
-
-def _mixed_strategy():
-    from hypothesis import strategies as st
-
-    return st.fixed_dictionaries({
-        "k": st.sampled_from([16, 128, 192, 640]),
-        "n": st.sampled_from([16, 32]),
-        "alpha": st.sampled_from([0.0, 0.25, 1.0]),
-        "outlier_ratio": st.sampled_from([0.0, 0.005]),
-        "kind": st.sampled_from(DATA_KINDS),
-        "seed": st.integers(0, 2**16),
-    })
-
-
-def _mixed_make(case):
-    import dataclasses
-
-    from refsim.formats import mixed_2_4_16 as mixed
-
-    rng = np.random.default_rng(case["seed"])
-    k, n = case["k"], case["n"]
-    W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
-    X = rng.standard_normal((2 * k, k))
-    p = mixed.pack(mixed.quantize(W, X.T @ X / k, alpha=case["alpha"], outlier_ratio=case["outlier_ratio"]))
-    x = _values(rng, case["kind"], (k,)).astype(np.float16)
-    return (x,) + tuple(getattr(p, f.name) for f in dataclasses.fields(p))
-
-
-def _mixed_emulate(inputs, arch, sms):
-    from refsim.emulator import mixed_2_4_16_kernel as mx
-    from refsim.formats import mixed_2_4_16 as mixed
-
-    return mx.mixed_gemv(mixed.Packed2416(*inputs[1:]), inputs[0])
-
-
-def _mixed_locate(case, inputs, idx, arch, sms):
-    from refsim.emulator import mixed_2_4_16_kernel as mx
-
-    r = idx[0]
-    units = mx.unit_groups(inputs[7])
-    row_ptr = inputs[8]
-    busy = sorted({u % 32 for u in range(len(units))})
-    return (f"y[{r}]: warp {r} (one warp per output channel); lanes {busy[0]}..{busy[-1]} own the row's "
-            f"{len(units)} 128-bit units round-robin (fp16 hfma2 chains per group of 16, fp32 lane sums), "
-            f"fp32 shfl_down tree to lane 0, then lane 0 adds the row's {int(row_ptr[r + 1] - row_ptr[r])} "
-            f"outliers in stored order and writes fp16(acc)")
-
-
-FORMATS: dict[str, _Format] = {
-    "anyprec": _Format("anyprec", _anyprec_strategy, _anyprec_make, _anyprec_emulate, _anyprec_locate),
-    "marlin": _Format("marlin", _marlin_strategy, _marlin_make, _marlin_emulate, _marlin_locate),
-    "mma_m16n8k16": _Format("mma_m16n8k16", _mma_strategy, _mma_make(np.float32), _mma_emulate, _mma_locate),
-    "mma_m16n8k16_f16": _Format("mma_m16n8k16_f16", _mma_strategy, _mma_make(np.float16), _mma_emulate, _mma_locate),
-    "mma_s4": _Format("mma_s4", _s4_strategy, _s4_make, _s4_emulate, _s4_locate),
-    "mixed_2_4_16": _Format("mixed_2_4_16", _mixed_strategy, _mixed_make, _mixed_emulate, _mixed_locate),
-}
+def strategy(fmt: str, *, max_size: int | None = None, shapes=None):
+    """A hypothesis strategy of legal case dicts for ``fmt`` (the population ``check_kernel``
+    draws from), for your own property tests; needs hypothesis (``pip install refsim[test]``)."""
+    try:
+        from hypothesis import strategies as st
+    except ImportError:  # pragma: no cover - exercised only without the test extra
+        raise ImportError("refsim.emulator.harness.strategy needs hypothesis: pip install 'refsim[test]'") from None
+    spec = _spec(fmt)
+    pool = legal_shapes(fmt, max_size) if shapes is None else [_validate_case(spec, s, "shapes[i]") for s in shapes]
+    return st.builds(lambda s, kind, seed: {**s, "kind": kind, "seed": seed},
+                     st.sampled_from(pool), st.sampled_from(spec.fields["kind"]), st.integers(0, 2**31 - 1))
 
 
 # ----------------------------------------------------------------------------------------------
+# running one case
 
 
-def _report(fmt, case, inputs, actual, expected, arch, sms) -> str:
-    head = f"{fmt.name} kernel differs from the refsim emulator ({arch}, sms={sms}); case {case}"
-    if not isinstance(actual, np.ndarray):
-        return f"{head}\n  kernel returned {type(actual).__name__}, expected a numpy.ndarray"
-    if actual.dtype != expected.dtype or actual.shape != expected.shape:
-        return (f"{head}\n  kernel returned dtype {actual.dtype} shape {actual.shape}; "
-                f"expected dtype {expected.dtype} shape {expected.shape}")
-    width = expected.dtype.itemsize
-    utype = {2: np.uint16, 4: np.uint32}[width]
-    a_bits, e_bits = actual.view(utype), expected.view(utype)
-    bad = a_bits != e_bits
-    if not bad.any():
-        return ""
-    first = tuple(int(i) for i in np.argwhere(bad)[0])
-    av, ev = actual[first], expected[first]
+class _Runner:
+    def __init__(self, kernel, spec, arch, sms, deadline):
+        self.kernel, self.spec, self.arch, self.sms, self.deadline = kernel, spec, arch, sms, deadline
+
+    def call(self, case, inputs):
+        """The kernel's output on copies of ``inputs``; KernelCallError / KernelTimeout at once."""
+        copies = tuple(x.copy() for x in inputs)
+        use_alarm = self.deadline is not None and threading.current_thread() is threading.main_thread()
+        old = None
+
+        def _alarm(signum, frame):
+            raise KernelTimeout(f"{self.spec.name} kernel: one call took more than deadline={self.deadline} s; "
+                                f"case {case}\n  rebuild: {_snippet(self.spec, case)}", case)
+
+        t0 = time.perf_counter()
+        try:
+            if use_alarm:
+                old = signal.signal(signal.SIGALRM, _alarm)
+                signal.setitimer(signal.ITIMER_REAL, self.deadline)
+            out = self.kernel(*copies)
+        except KernelTimeout:
+            raise
+        except Exception as err:
+            raise KernelCallError(f"{self.spec.name} kernel raised {type(err).__name__}: {err}\n  case {case}\n"
+                                  f"  rebuild: {_snippet(self.spec, case)}", case) from err
+        finally:
+            if use_alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+        took = time.perf_counter() - t0
+        if self.deadline is not None and took > self.deadline:
+            raise KernelTimeout(f"{self.spec.name} kernel: one call took {took:.2f} s > deadline={self.deadline} s; "
+                                f"case {case}\n  rebuild: {_snippet(self.spec, case)}", case)
+        return out
+
+    def expected(self, inputs):
+        return self.spec.emulate(inputs, self.arch, self.sms)
+
+    def differs(self, case, inputs, expected=None):
+        """(actual, expected, bool mask of differing bits) for one case; shape/dtype errors raise."""
+        expected = self.expected(inputs) if expected is None else expected
+        actual = self.call(case, inputs)
+        if not isinstance(actual, np.ndarray) or actual.dtype != expected.dtype or actual.shape != expected.shape:
+            got = (f"dtype {actual.dtype} shape {actual.shape}" if isinstance(actual, np.ndarray)
+                   else type(actual).__name__)
+            raise KernelCallError(f"{self.spec.name} kernel returned {got}; expected a numpy.ndarray of dtype "
+                                  f"{expected.dtype} shape {expected.shape}\n  case {case}\n"
+                                  f"  rebuild: {_snippet(self.spec, case)}", case)
+        return actual, expected, _bits(actual) != _bits(expected)
+
+
+def _bits(x):
+    return np.ascontiguousarray(x).view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize])
+
+
+# ----------------------------------------------------------------------------------------------
+# shrinking and diagnosis
+
+
+def _simpler(spec: Format, case: dict, max_size: int):
+    """Candidate cases one field simpler than ``case``, most aggressive first. The data kind is
+    kept: zeros or small integers often round nowhere, and the diagnosis needs rounding to see the
+    pattern (probes and bug-class replays would all agree on exact data)."""
+    for name, allowed in spec.fields.items():
+        if name == "seed":
+            if case["seed"] != 0:
+                yield {**case, "seed": 0}
+            continue
+        if name == "kind" or case[name] not in allowed:   # simpler data would hide the pattern
+            continue
+        for v in allowed[:allowed.index(case[name])]:
+            cand = {**case, name: v}
+            if _is_legal(spec, cand) and spec.cost(cand) <= max_size:
+                yield cand
+
+
+def _shrink(runner, case, budget, say):
+    spec = runner.spec
+    t0 = time.perf_counter()
+    steps = tries = 0
+    improved = True
+    while improved and time.perf_counter() - t0 < budget:
+        improved = False
+        for cand in _simpler(spec, case, spec.cost(case)):
+            if time.perf_counter() - t0 >= budget:
+                break
+            tries += 1
+            try:
+                _, _, bad = runner.differs(cand, spec.make(cand))
+            except KernelCallError:
+                continue
+            if bad.any():
+                case, steps, improved = cand, steps + 1, True
+                break
+    left = "" if time.perf_counter() - t0 < budget else " (budget reached)"
+    say(f"shrink: {steps} steps in {tries} tries, {time.perf_counter() - t0:.1f} s{left}: {case}")
+    return case
+
+
+def _concentration(labels: dict, bad: np.ndarray) -> list[str]:
+    """One line per structure label whose mismatches are confined to some of its values."""
+    lines = []
+    for name, lab in labels.items():
+        vals = np.unique(lab)
+        if len(vals) < 2:
+            continue
+        hit = np.unique(lab[bad])
+        if len(hit) == len(vals):
+            continue
+        shown = ", ".join(str(int(v)) for v in hit[:12]) + (" ..." if len(hit) > 12 else "")
+        clean = len(vals) - len(hit)
+        lines.append(f"{name}: only {shown} ({len(hit)} of {len(vals)} values; {clean} never differ)")
+    if not lines:
+        lines.append("spread over every value of: " + ", ".join(labels))
+    return lines
+
+
+def _diagnose(runner, case, inputs, actual, expected, bad, budget, say):
+    spec = runner.spec
+    t0 = time.perf_counter()
+    lines = []
+    labels = spec.structure(case, inputs, expected.shape, runner.sms)
+    lines.append("  where:")
+    lines += [f"    {x}" for x in _concentration(labels, bad)]
+
+    verdict = None
+    explained = None
+    probe_rows = []                                   # (probe, differing outputs or None, kernel output)
+    for probe in spec.probes(case, inputs):
+        if time.perf_counter() - t0 > budget:
+            probe_rows.append((probe, None, None))
+            continue
+        try:
+            pout, _, pbad = runner.differs(case, probe.inputs)
+        except KernelCallError:
+            pout, pbad = None, None
+        probe_rows.append((probe, None if pbad is None else int(pbad.sum()), pout))
+    refuted = []
+    for bug_class, desc, alt in spec.known_bugs(case, inputs, runner.arch, runner.sms):
+        if time.perf_counter() - t0 > budget:
+            lines.append("  known bug classes: budget reached before every class was replayed")
+            break
+        if not np.array_equal(_bits(alt(inputs)), _bits(actual)):
+            continue
+        # a replay that matches on the case must also match every probe (a small case can make two
+        # bugs write the same bits; the probes are built to tell them apart)
+        against = next((p.name.split(" (")[0] for p, n, pout in probe_rows
+                        if pout is not None and not np.array_equal(_bits(alt(p.inputs)), _bits(pout))), None)
+        if against is None:
+            explained = f"{bug_class}: the kernel's output equals refsim's emulation with {desc}, bit for bit"
+            break
+        refuted.append(f"{desc} (matches the case, not the probe '{against}')")
+    for r in refuted[:3]:
+        lines.append(f"  refuted: {r}")
+
+    if probe_rows:
+        lines.append("  probes (the case with parts of the kernel switched off or amplified; differing outputs):")
+        for probe, n, _ in probe_rows:
+            lines.append(f"    {probe.name}: {'not run' if n is None else n}")
+    for probe, n, _ in probe_rows:
+        if n and probe.family is None:
+            verdict = f"{probe.meaning} (it already differs with {probe.name.split(' (')[0]})"
+            break
+    families: dict = {}
+    for probe, n, _ in probe_rows:
+        if probe.family is not None:
+            families.setdefault(probe.family, []).append((probe, n))
+    for family, members in families.items():
+        hit = [probe for probe, n in members if n]
+        if verdict is None and hit and len(hit) < len(members):
+            verdict = (f"only {len(hit)} of {len(members)} probes of each {family} alone differ ("
+                       + ", ".join(p.name.split(" (")[0] for p in hit) + f"): {hit[0].meaning}"
+                       + (" and the others listed" if len(hit) > 1 else ""))
+    for label, value, meaning in spec.hints:
+        lab = labels.get(label)
+        if verdict is None and lab is not None and (lab == value).any() and not bad[lab == value].any():
+            verdict = meaning
+    if verdict is None and probe_rows and all(n == 0 for _, n, _ in probe_rows):
+        verdict = ("every probe matches, only the full case differs: how partial sums are combined (the "
+                   "association of a reduction, the order or precision of carries between blocks, or the "
+                   "partition over SMs)")
+        if int(bad.sum()) <= 2:
+            verdict += "; with this few differing outputs the probes may simply miss a rare rounding"
     if np.issubdtype(expected.dtype, np.floating):
-        ulps = int(ulp_distance(np.asarray(av), np.asarray(ev)))
-        dist = f"{ulps} ULP"
+        e = expected.astype(np.float64)
+        scale = float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0))
+        err = float(np.max(np.abs(actual.astype(np.float64)[bad] - e[bad]), initial=0.0))
+        if scale > 0 and err > scale * 2.0**-6:
+            lines.append(f"  size: max |difference| {err:.3g} vs max |output| {scale:.3g}: wrong values "
+                         "(weights, scales, layout), not rounding")
+        else:
+            lines.append(f"  size: max |difference| {err:.3g} vs max |output| {scale:.3g}: rounding-sized "
+                         "(order or precision of the arithmetic)")
+    lines.append(f"  verdict: {explained or verdict or 'no known bug class matched; see where and probes above'}")
+    say(f"diagnose: {time.perf_counter() - t0:.1f} s")
+    return lines
+
+
+def _report(runner, case, inputs, actual, expected, bad, origin, diag_budget, say) -> str:
+    spec = runner.spec
+    n_bad = int(bad.sum())
+    head = [f"{spec.name} kernel differs from the refsim emulator ({runner.arch}, sms={runner.sms}) on {origin}",
+            f"  case: {case}"]
+    if np.issubdtype(expected.dtype, np.floating):
+        ul = ulp_distance(actual[bad], expected[bad])
+        head.append(f"  {n_bad} of {bad.size} outputs differ (max {int(ul.max())} ULP, median {int(np.median(ul))} ULP)")
     else:
-        dist = f"difference {int(av) - int(ev)}"
-    lines = [
-        head,
-        f"  {int(bad.sum())} of {bad.size} output elements differ; first at {first}:",
-        f"    kernel   0x{int(a_bits[first]):0{2 * width}x} ({av!r})",
-        f"    emulator 0x{int(e_bits[first]):0{2 * width}x} ({ev!r}), {dist}",
-        f"  produced by: {fmt.locate(case, inputs, first, arch, sms)}",
-    ]
-    return "\n".join(lines)
+        head.append(f"  {n_bad} of {bad.size} outputs differ")
+    body = _diagnose(runner, case, inputs, actual, expected, bad, diag_budget, say)
+    width = expected.dtype.itemsize
+    ab, eb = _bits(actual), _bits(expected)
+    body.append("  first differing elements (kernel vs emulator):")
+    coords = [tuple(int(i) for i in c) for c in np.argwhere(bad)[:5]]
+    for c in coords:
+        av, ev = actual[c], expected[c]
+        if np.issubdtype(expected.dtype, np.floating):
+            dist = f"{int(ulp_distance(np.asarray(av), np.asarray(ev)))} ULP"
+        else:
+            dist = f"difference {int(av) - int(ev)}"
+        body.append(f"    {c}: 0x{int(ab[c]):0{2 * width}x} ({float(av):.6g}) vs 0x{int(eb[c]):0{2 * width}x} "
+                    f"({float(ev):.6g}), {dist}")
+    body.append(f"  produced by: {spec.locate(case, inputs, coords[0], runner.arch, runner.sms)}")
+    body.append(f"  rebuild: {_snippet(spec, case)}")
+    body.append(f"  replay:  check_kernel(kernel, {spec.name!r}, arch={runner.arch!r}, sms={runner.sms}, "
+                f"cases=[{ {'fmt': spec.name, **case}!r}])")
+    return "\n".join(head + body)
+
+
+def _save(path, spec, case, inputs, actual, expected):
+    path = Path(path)
+    if path.suffix != ".npz":
+        path.mkdir(parents=True, exist_ok=True)
+        tag = "-".join(str(case[f]) for f in (*spec.shape_fields, "kind", "seed"))
+        path = path / f"{spec.name}-{tag}.npz"
+    arrays = {f"input_{i}": x for i, x in enumerate(inputs)}
+    np.savez(path, case=json.dumps({"fmt": spec.name, **case}), actual=actual, expected=expected, **arrays)
+    return path
+
+
+def _load_case(spec, item, i):
+    if isinstance(item, (str, os.PathLike)):
+        with np.load(item) as z:
+            item = json.loads(str(z["case"]))
+    if isinstance(item, dict) and item.get("fmt", spec.name) != spec.name:
+        raise FormatRuleError(f"cases[{i}]: is a {item['fmt']!r} case; this check is for {spec.name!r}")
+    return _full_case(spec, item, f"cases[{i}]")
+
+
+def _validate_kernel(kernel, spec):
+    if not callable(kernel):
+        raise FormatRuleError(f"kernel: must be callable as {spec.signature}; got {type(kernel).__name__}")
+    try:
+        sig = inspect.signature(kernel)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*range(spec.n_inputs))
+    except TypeError:
+        raise FormatRuleError(f"kernel: must accept the {spec.n_inputs} positional inputs of {spec.name!r}, "
+                              f"{spec.signature}; got a callable with signature {sig}") from None
+
+
+def _progress(progress):
+    if progress is True:
+        return lambda line: sys.stderr.write(f"check_kernel: {line}\n")
+    if progress is False or progress is None:
+        return lambda line: None
+    if callable(progress):
+        return progress
+    raise FormatRuleError(f"progress: must be True, False or a callable taking one line; got {progress!r}")
+
+
+def _positive(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise FormatRuleError(f"{name}: must be a positive number of seconds or None; got {value!r}")
+    return float(value)
 
 
 def check_kernel(kernel: Callable[..., np.ndarray], fmt: str = "marlin", *, arch: str = "sm_80", sms: int = 108,
-                 max_examples: int | None = None, shrink: bool = True) -> None:
-    """Check ``kernel`` bit for bit against refsim's emulator on hypothesis-drawn legal cases.
+                 max_examples: int | None = None, seed: int | None = None, shapes=None,
+                 max_size: int | None = None, cases=None, save_failures=None, deadline: float | None = None,
+                 shrink: bool = True, shrink_budget: float = 8.0, diagnose_budget: float = 20.0,
+                 progress=True) -> CheckResult:
+    """Check ``kernel`` bit for bit against refsim's emulator of ``fmt`` (see the module docstring).
 
-    kernel: callable taking the format's input arrays (see the module table) and returning the
-    output array. fmt: one of :data:`FORMATS`. arch: tensor-core model ('sm_80' ... 'sm_90').
-    sms: SM count = grid size (Marlin's partition and reduction order depend on it).
-    max_examples: cases to draw (default: the loaded hypothesis profile's). shrink: let hypothesis
-    minimise a failing case first (smaller shapes, simpler data kind; costs extra kernel calls).
-    Returns None when every case matches; raises :class:`KernelMismatch` with the report of the
-    (shrunk) failing case.
+    kernel: any callable taking the format's NumPy inputs (``FORMATS[fmt].signature``) and returning
+    its output array. fmt: 'marlin', 'anyprec', 'atom', 'mixed_2_4_16', 'mma_m16n8k16',
+    'mma_m16n8k16_f16', 'mma_s4'. arch: tensor-core model 'sm_70' .. 'sm_90'. sms: SM count = grid size (Marlin's
+    partition depends on it). max_examples: drawn cases after the pinned ones (default 12 for
+    Marlin, 20 otherwise; 0 runs only pinned/replayed cases). seed: int for the draws (default: a
+    fresh one, printed in the report). shapes: list of dicts fixing the shape fields (e.g.
+    ``[{'m': 1, 'k': 4096, 'n': 4096, 'group_size': 128}]``): pinned and drawn cases use only these.
+    max_size: largest case in multiply-adds (default per format, docs/harness.md). cases: replay
+    only these (dicts from a report's ``rebuild_case`` line, or ``.npz`` paths written by
+    ``save_failures``). save_failures: a ``.npz`` path or a directory for the failing case's inputs,
+    outputs and case. deadline: seconds one kernel call may take. shrink / shrink_budget: minimise
+    a failing case, within that many seconds. diagnose_budget: seconds for probes and known bug
+    classes. progress: True (one line per phase on stderr), False, or a callable.
+
+    Returns a :class:`CheckResult` when every case matches; raises :class:`KernelMismatch`,
+    :class:`KernelCallError` or :class:`KernelTimeout` otherwise, and a
+    :class:`~refsim.errors.RefsimError` for bad arguments before any case runs.
     """
-    from hypothesis import Phase, given, settings
-
-    spec = FORMATS[require_choice("fmt", fmt, tuple(FORMATS))]
+    t_start = time.perf_counter()
+    spec = _spec(fmt)
     tc.model(arch)
-    extra = {} if max_examples is None else {"max_examples": int(max_examples)}
-    if not shrink:
-        extra["phases"] = (Phase.explicit, Phase.reuse, Phase.generate)
+    sms = require_int("sms", sms, minimum=1)
+    _validate_kernel(kernel, spec)
+    max_examples = _DEFAULT_EXAMPLES.get(spec.name, 20) if max_examples is None else require_int(
+        "max_examples", max_examples, minimum=0)
+    seed = int.from_bytes(os.urandom(4), "little") >> 1 if seed is None else require_int("seed", seed, minimum=0)
+    max_size = spec.default_max_size if max_size is None else require_int("max_size", max_size, minimum=1)
+    deadline = _positive("deadline", deadline)
+    shrink_budget = _positive("shrink_budget", shrink_budget) or 0.0
+    diagnose_budget = _positive("diagnose_budget", diagnose_budget) or 0.0
+    say = _progress(progress)
+    if shapes is not None:
+        if not isinstance(shapes, (list, tuple)) or not shapes:
+            raise FormatRuleError(f"shapes: must be a non-empty list of dicts; got {shapes!r}")
+        shapes = [_validate_case(spec, s, f"shapes[{i}]") for i, s in enumerate(shapes)]
+        for i, s in enumerate(shapes):
+            if set(s) != set(spec.shape_fields):
+                raise FormatRuleError(f"shapes[{i}]: must give exactly the shape fields {list(spec.shape_fields)}; "
+                                      f"got {s}")
+    replay = None if cases is None else [_load_case(spec, c, i) for i, c in enumerate(cases)]
+    if save_failures is not None and not isinstance(save_failures, (str, os.PathLike)):
+        raise FormatRuleError(f"save_failures: must be a path; got {save_failures!r}")
 
-    @settings(deadline=None, database=None, **extra)
-    @given(spec.strategy())
-    def _one_case(case):
+    runner = _Runner(kernel, spec, arch, sms, deadline)
+    rng = np.random.default_rng(seed)
+    if replay is not None:
+        plan = [(c, f"replayed case {i + 1} of {len(replay)}") for i, c in enumerate(replay)]
+        pinned = []
+    else:
+        pinned = pinned_cases(spec.name, sms, max_size=max_size, shapes=shapes)
+        plan = [({**c, "kind": spec.pinned_kind, "seed": int(rng.integers(2**31))}, f"pinned case {i + 1} of {len(pinned)}")
+                for i, (c, _) in enumerate(pinned)]
+        population = list(shapes) if shapes is not None else legal_shapes(spec.name, max_size)
+        if not population:
+            raise FormatRuleError(f"max_size: no legal {spec.name} shape has at most {max_size} multiply-adds")
+        plan += [(_draw(spec, rng, population), f"drawn case {i + 1} of {max_examples}") for i in range(max_examples)]
+    covered = set()
+    for _, regs in pinned:
+        covered |= set(regs)
+    say(f"{spec.name} on {arch}, sms={sms}, seed={seed}: {len(pinned)} pinned + "
+        f"{0 if replay is not None else max_examples} drawn cases{'' if replay is None else f', {len(replay)} replayed'}"
+        f" (max_size {max_size} multiply-adds)")
+
+    phase, phase_t0, phase_n = None, time.perf_counter(), 0
+    for case, origin in plan:
+        kind_of = origin.split()[0]
+        if kind_of != phase:
+            if phase is not None:
+                say(f"{phase}: {phase_n} cases match ({time.perf_counter() - phase_t0:.1f} s)")
+            phase, phase_t0, phase_n = kind_of, time.perf_counter(), 0
         inputs = spec.make(case)
-        expected = spec.emulate(inputs, arch, sms)
-        actual = kernel(*(x.copy() for x in inputs))
-        report = _report(spec, case, inputs, actual, expected, arch, sms)
-        if report:
-            raise KernelMismatch(report)
-
-    _one_case()
+        actual, expected, bad = runner.differs(case, inputs)
+        phase_n += 1
+        if not bad.any():
+            continue
+        say(f"{origin} differs: {int(bad.sum())} of {bad.size} outputs; case {case}")
+        if shrink and replay is None and shrink_budget > 0:
+            case = _shrink(runner, case, shrink_budget, say)
+            inputs = spec.make(case)
+            actual, expected, bad = runner.differs(case, inputs)
+            origin += " (shrunk)"
+        report = _report(runner, case, inputs, actual, expected, bad, origin, diagnose_budget, say)
+        if save_failures is not None:
+            saved = _save(save_failures, spec, case, inputs, actual, expected)
+            report += f"\n  saved: {saved}"
+        raise KernelMismatch(report, case)
+    if phase is not None:
+        say(f"{phase}: {phase_n} cases match ({time.perf_counter() - phase_t0:.1f} s)")
+    seconds = time.perf_counter() - t_start
+    n_drawn = sum(1 for _, o in plan if o.startswith("drawn"))
+    return CheckResult(spec.name, arch, sms, seed, len(pinned), n_drawn, 0 if replay is None else len(replay),
+                       tuple(sorted(covered)), seconds)
