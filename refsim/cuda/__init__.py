@@ -10,6 +10,7 @@ nvcc-compiled PTX on a CPU through :mod:`refsim.ptx`, so every CI run checks the
     anyprec_gemv                 anyprec.cu        refsim.emulator.anyprec_kernel.anyprec_gemv
     mixed_gemv                   mixed_2_4_16.cu   refsim.emulator.mixed_2_4_16_kernel.mixed_gemv
     gptq_gemv, awq_gemv          gptq_awq.cu       refsim.emulator.gptq_awq_kernel.gptq_gemv / awq_gemv
+    atom_group_gemm              atom.cu           refsim.emulator.atom_kernel.atom_group_gemm
 
 ``kernels()`` lists them from the registry (:mod:`refsim.cuda.registry`); ``ptx(name, arch)`` returns a
 file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``user_kernel`` turns your own
@@ -19,12 +20,14 @@ file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``u
 from __future__ import annotations
 
 from refsim.cuda.anyprec import anyprec_gemv
+from refsim.cuda.atom import atom_group_gemm
 from refsim.cuda.build import ptx
 from refsim.cuda.gptq_awq import awq_gemv, gptq_gemv
 from refsim.cuda.mixed_2_4_16 import mixed_gemv
 from refsim.cuda.registry import KernelEntry, entries
 
-__all__ = ["anyprec_gemv", "mixed_gemv", "gptq_gemv", "awq_gemv", "ptx", "kernels", "KernelEntry"]
+__all__ = ["anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "ptx", "kernels",
+           "KernelEntry"]
 
 
 def kernels() -> tuple[KernelEntry, ...]:

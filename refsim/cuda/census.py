@@ -21,7 +21,6 @@ table         :func:`resources_table` builds ``refsim/cuda/resources.json`` for 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -36,29 +35,18 @@ __all__ = ["find_tool", "tool_version", "EntryResources", "compile_cubin", "sass
            "resources_table"]
 
 
-def _wheel_bin() -> Path | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("nvidia")
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        d = Path(root) / "cu13" / "bin"
-        if d.is_dir():
-            return d
-    return None
-
-
 def find_tool(tool: str) -> Path | None:
-    """Path of a CUDA tool (``nvcc``, ``ptxas``, ``nvdisasm``): beside ``$NVCC``, in the ``cuda``
-    extra's wheel directory, or on PATH; None when absent."""
-    dirs = []
-    if os.environ.get("NVCC"):
-        dirs.append(Path(os.environ["NVCC"]).parent)
-    wheel = _wheel_bin()
-    if wheel is not None:
-        dirs.append(wheel)
-    for d in dirs:
-        if (d / tool).is_file():
-            return d / tool
+    """Path of a CUDA tool (``nvcc``, ``ptxas``, ``nvdisasm``): beside the nvcc that
+    :func:`refsim.ptx.find_nvcc` picks ($NVCC, the ``cuda`` extra's wheel, PATH), else on PATH;
+    None when absent."""
+    from refsim import ptx
+
+    try:
+        nvcc = ptx.find_nvcc()
+    except ToolchainError:
+        nvcc = None
+    if nvcc is not None and (nvcc.parent / tool).is_file():
+        return nvcc.parent / tool
     found = shutil.which(tool)
     return Path(found) if found else None
 

@@ -20,6 +20,7 @@ SOURCES: tuple[str, ...] = (
     "anyprec",
     "mixed_2_4_16",
     "gptq_awq",
+    "atom",
 )
 
 
