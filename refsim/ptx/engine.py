@@ -592,9 +592,12 @@ class Launch:
         w = self._writer(ins.operands[0], "b64", ins)
         return lambda sel: w(sel, np.uint64(0))
 
-    # -- moves of special registers and addresses -----------------------------------------
+    # -- moves: registers, immediates, special registers, symbol addresses ----------------------
     def _op_mov(self, ins: Instruction, idx: int):
-        t = ins.types[0] if ins.types else "b32"
+        """``mov.t d, a``: a copy (PTX ISA 9.7.9.3); pack/unpack forms go to the semantics."""
+        if len(ins.operands) != 2 or len(ins.types) != 1:
+            raise PtxUnsupportedError(f"{self._where(ins)}: mov takes one type, a destination and a source")
+        t = ins.types[0]
         r = self._reader(ins.operands[1], t, ins)
         w = self._writer(ins.operands[0], t, ins)
         return lambda sel: w(sel, r(sel))
@@ -953,7 +956,16 @@ class Launch:
         addr_of = self._address(rest[0], ins, space)
         rb = self._reader(rest[1], t, ins)
         rc = self._reader(rest[2], t, ins) if len(rest) > 2 else None
-        apply = semantics.atom_apply
+        noftz = "noftz" in ins.mods
+        try:
+            semantics.atom_apply(aop, t, np.zeros(1, _dtype(esize * 8)), np.zeros(1, _dtype(esize * 8)),
+                                 np.zeros(1, _dtype(esize * 8)) if aop == "cas" else None, noftz=noftz,
+                                 space="shared" if space == "shared" else "global")
+        except PtxUnsupportedError as e:
+            raise PtxUnsupportedError(f"{self._where(ins)}: {e}") from None
+
+        def apply(aop, t, old, b, c, sp):
+            return semantics.atom_apply(aop, t, old, b, c, noftz=noftz, space=sp)
         spin = aop in ("cas", "exch") or any(m in ("acquire", "acq_rel", "relaxed") for m in ins.mods) and returns
 
         def run(sel):
@@ -976,7 +988,8 @@ class Launch:
                     k = rank == r
                     e = ei[k]
                     old = view[e].copy()
-                    new = apply(aop, t, old, b[pos[k]], None if c is None else c[pos[k]])
+                    new = apply(aop, t, old, b[pos[k]], None if c is None else c[pos[k]],
+                                "shared" if sp == "shared" else "global")
                     view[e] = np.asarray(new, view.dtype)
                     if (old != view[e]).any():
                         self.progress += 1
@@ -1208,9 +1221,6 @@ def needs_handler(ins: Instruction) -> bool:
     op = ins.opcode
     if op in ("mma", "shfl", "vote", "ldmatrix"):
         return True
-    if op == "mov":
-        return not (any(o[0] == "vec" for o in ins.operands)
-                    or (len(ins.operands) > 1 and ins.operands[1][0] in ("special", "sym")))
     return op not in ENGINE_OPCODES
 
 
