@@ -25,9 +25,10 @@ from refsim.cuda.build import ptx
 from refsim.cuda.gptq_awq import awq_gemv, gptq_gemv
 from refsim.cuda.mixed_2_4_16 import mixed_gemv
 from refsim.cuda.registry import KernelEntry, entries
+from refsim.cuda.user import LaunchPlan, user_kernel
 
 __all__ = ["anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "ptx", "kernels",
-           "KernelEntry"]
+           "KernelEntry", "user_kernel", "LaunchPlan"]
 
 
 def kernels() -> tuple[KernelEntry, ...]:

@@ -21,7 +21,7 @@
 //               m16n8k32 .s8 layouts: lane (g = lane / 4, t = lane % 4) holds A rows g, g + 8 at k = 8t..
 //               (+32) in nibbles, B column g at k = 8t.. (+32); C rows g, g + 8, columns 2t, 2t + 1).
 // order         per group (ascending): c = 0; two mma.sync.m16n8k64.row.col.s32.s4.s4.s32 (k 0..63, 64..127:
-//               exact int32); rs = __hmul2(row pair, weight-scale pair) (mul.rn.f16x2); acc = fma.rn.f32(
+//               exact int32); rs = __hmul2_rn(row pair, weight-scale pair) (mul.rn.f16x2); acc = fma.rn.f32(
 //               (float)c, (float)rs, acc). Then the keeper: c = 0; keeper / 32 x m16n8k32 .s8; the same
 //               epilogue with a.scale8 / w.scale8. Finally D = __float2half_rn(acc). acc starts at +0.
 // build / run   nvcc -arch=sm_80 -ptx atom.cu;  refsim.cuda.atom_group_gemm(a, w)
@@ -59,7 +59,7 @@ __device__ __forceinline__ void mma_s8(int* c, const unsigned* a, const unsigned
 
 // acc_i = fma.rn.f32((float)c_i, (float)s_i, acc_i), s = __hmul2(row pair, weight pair): rs.x rows g, rs.y rows g+8
 __device__ __forceinline__ void epilogue(float* acc, const int* c, __half2 row_pair, __half2 weight_pair) {
-  const __half2 rs = __hmul2(row_pair, weight_pair);
+  const __half2 rs = __hmul2_rn(row_pair, weight_pair);
   const float lo = __low2float(rs), hi = __high2float(rs);
   acc[0] = __fmaf_rn((float)c[0], lo, acc[0]);
   acc[1] = __fmaf_rn((float)c[1], lo, acc[1]);
