@@ -1,8 +1,8 @@
 """Floating-point instruction handlers against refsim.emulator.fp (the .rn primitives validated on
 hardware-derived data) and against the plain-Fraction twin for every rounding mode.
 
-Sources: PTX ISA 9.x §9.7.3 (add/sub/mul/fma/div/sqrt/min/max/neg/abs/testp/copysign for f32/f64),
-§9.7.5 (half precision add/sub/mul/fma/min/max with .rn only), IEEE 754-2019 §6.3 (signs of exact
+Sources: PTX ISA 9.x, Floating Point Instructions (add/sub/mul/fma/div/sqrt/min/max/neg/abs/testp/
+copysign for f32/f64), Half Precision Floating Point Instructions (add/sub/mul/fma/min/max, .rn only), IEEE 754-2019 §6.3 (signs of exact
 zero sums), §7.4 (overflow).
 """
 
