@@ -42,13 +42,13 @@ cases = st.fixed_dictionaries({"seed": st.integers(0, 2**31 - 1), "special": st.
 
 
 # ------------------------------------------------------------------------------------------- gptq/awq
-@settings(max_examples=6)
-@given(c=cases, m=st.integers(1, 8), kw=st.integers(1, 3), nw=st.integers(1, 3), fmt=st.sampled_from(["gptq", "gptq_v2"]),
+@settings(max_examples=3)
+@given(c=cases, m=st.integers(1, 8), kw=st.integers(1, 2), fmt=st.sampled_from(["gptq", "gptq_v2"]),
        act_order=st.booleans())
-@example(c={"seed": 0, "special": 0.9}, m=8, kw=1, nw=1, fmt="gptq", act_order=False)
-def test_gptq_gemv_equals_its_emulator(c, m, kw, nw, fmt, act_order):
+@example(c={"seed": 0, "special": 0.9}, m=8, kw=1, fmt="gptq", act_order=False)
+def test_gptq_gemv_equals_its_emulator(c, m, kw, fmt, act_order):
     rng = np.random.default_rng(c["seed"])
-    k, n = 32 * kw, 32 * nw                                 # the format's K, N % 32 rule
+    k, n = 32 * kw, 32                                      # the format's K, N % 32 rule
     group = 32 if kw > 1 else None
     g = k // 32 if group else 1
     g_idx = (rng.permutation(np.arange(k) // 32).astype(np.int32) if act_order and group else None)
@@ -58,8 +58,8 @@ def test_gptq_gemv_equals_its_emulator(c, m, kw, nw, fmt, act_order):
     assert_bitexact(rc.gptq_gemv(x, ckpt), gptq_awq_kernel.gptq_gemv(x, ckpt), name="y")
 
 
-@settings(max_examples=4)
-@given(c=cases, m=st.integers(1, 8), k8=st.integers(1, 9), nw=st.integers(1, 20), gsel=st.sampled_from([8, None]))
+@settings(max_examples=3)
+@given(c=cases, m=st.integers(1, 3), k8=st.integers(1, 4), nw=st.integers(1, 5), gsel=st.sampled_from([8, None]))
 def test_awq_gemv_equals_its_emulator(c, m, k8, nw, gsel):
     rng = np.random.default_rng(c["seed"])
     k, n = 8 * k8, 8 * nw                                   # odd K / 8 and N / 8, partial thread block
@@ -71,13 +71,13 @@ def test_awq_gemv_equals_its_emulator(c, m, k8, nw, gsel):
     assert_bitexact(rc.awq_gemv(x, ckpt), gptq_awq_kernel.awq_gemv(x, ckpt), name="y")
 
 
-@settings(max_examples=3)
-@given(seed=st.integers(0, 2**31 - 1), m=st.integers(1, 4))
+@settings(max_examples=2)
+@given(seed=st.integers(0, 2**31 - 1), m=st.integers(1, 2))
 def test_gptq_gemv_is_exact_when_no_partial_sum_rounds(seed, m):
     # scales 1, integer weights q - z in [-15, 15], x in {-1, 0, 1}: every fp16/fp32 partial is an
     # integer below 2^11, so the kernel must return the exact product
     rng = np.random.default_rng(seed)
-    k, n = 64, 32
+    k, n = 32, 32
     ckpt = gptq.pack(rng.integers(0, 16, (k, n)), np.ones((1, n)), rng.integers(0, 16, (1, n)), 4,
                      checkpoint_format="gptq_v2")
     x = rng.integers(-1, 2, (m, k)).astype(np.float16)
@@ -178,7 +178,7 @@ def test_a_random_schedule_with_the_race_checker_changes_no_bit(kernel):
         got, want = rc.mixed_gemv(p, x, options=opts), mixed_2_4_16_kernel.mixed_gemv(p, x)
     elif kernel == "gptq":
         ckpt = gptq.pack(rng.integers(0, 16, (32, 160)), np.full((1, 160), 0.01), rng.integers(1, 16, (1, 160)), 4)
-        x = rng.standard_normal((2, 32)).astype(np.float16)
+        x = rng.standard_normal((1, 32)).astype(np.float16)
         got, want = rc.gptq_gemv(x, ckpt, options=opts), gptq_awq_kernel.gptq_gemv(x, ckpt)
     else:
         a, w = _atom_problem(rng, 18, 10, 1, 32, False, 0.2)
@@ -187,6 +187,19 @@ def test_a_random_schedule_with_the_race_checker_changes_no_bit(kernel):
 
 
 # ------------------------------------------------------------------------------------------- heavy sweep
+@pytest.mark.slow
+@settings(max_examples=6)
+@given(c=cases, m=st.integers(1, 8), kw=st.integers(1, 4), nw=st.integers(1, 5), fmt=st.sampled_from(["gptq", "gptq_v2"]))
+def test_gptq_gemv_equals_its_emulator_on_wider_shapes(c, m, kw, nw, fmt):
+    rng = np.random.default_rng(c["seed"])
+    k, n = 32 * kw, 32 * nw
+    g = max(1, k // 64)
+    ckpt = gptq.pack(rng.integers(0, 16, (k, n)), np.abs(_values(rng, (g, n), 0.02, c["special"])).astype(np.float32),
+                     rng.integers(1, 16, (g, n)), 4, group_size=k // g, checkpoint_format=fmt)
+    x = _values(rng, (m, k), 1.0, c["special"])
+    assert_bitexact(rc.gptq_gemv(x, ckpt), gptq_awq_kernel.gptq_gemv(x, ckpt), name="y")
+
+
 @pytest.mark.slow
 @settings(max_examples=3)
 @given(seed=st.integers(0, 2**31 - 1), bits=st.sampled_from([7, 8]), k=st.sampled_from([4128, 5120]))
