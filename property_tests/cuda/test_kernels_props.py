@@ -87,7 +87,7 @@ def test_gptq_gemv_is_exact_when_no_partial_sum_rounds(seed, m):
 
 
 # ------------------------------------------------------------------------------------------- anyprec
-@settings(max_examples=4)
+@settings(max_examples=3)
 @given(c=cases, m=st.integers(1, 8), bits=st.integers(3, 8), tail=st.integers(0, 31), full=st.integers(0, 1))
 @example(c={"seed": 1, "special": 0.2}, m=1, bits=3, tail=0, full=1)
 def test_anyprec_gemv_equals_its_emulator(c, m, bits, tail, full):
@@ -166,8 +166,8 @@ def test_a_random_schedule_with_the_race_checker_changes_no_bit(kernel):
     rng = np.random.default_rng(11)
     opts = {**RANDOM, "seed": 5}
     if kernel == "anyprec":
-        qweight = bitplane.pack(rng.integers(0, 16, (8, 96)).astype(np.uint8), 4)   # 2 blocks, 4 warps each
-        lut = rng.standard_normal((8, 16)).astype(np.float16)
+        qweight = bitplane.pack(rng.integers(0, 16, (4, 96)).astype(np.uint8), 4)   # 4 warps share the table
+        lut = rng.standard_normal((4, 16)).astype(np.float16)
         x = rng.standard_normal((1, 96)).astype(np.float16)
         got, want = rc.anyprec_gemv(x, qweight, lut, 4, options=opts), anyprec_kernel.anyprec_gemv(x, qweight, lut, 4)
     elif kernel == "mixed":
