@@ -94,3 +94,13 @@ def test_operand_forms():
     assert ld.operands[0][0] == "vec" and ld.operands[1] == ("addr", ("sym", "s"), 0)
     assert mov.operands[1] == ("imm", 0x3F800000, "f32")
     assert st.guard[2] is True and st.operands[0][2] == 4
+
+
+def test_contractible_mul_add_pairs_are_listed():
+    text = HEAD + (".visible .entry k()\n{\n.reg .f32 %f<6>;\n"
+                   "mul.f32 %f1, %f2, %f3;\n"       # line 7: plain mul
+                   "add.f32 %f4, %f1, %f5;\n"       # line 8: plain add of it -> contractible
+                   "mul.rn.f32 %f1, %f2, %f3;\n"    # line 9: .rn mul
+                   "add.f32 %f4, %f1, %f5;\n"       # line 10: not contractible
+                   "}\n")
+    assert ptx.Module(text).contractible("k") == ((7, 8),)
