@@ -157,11 +157,11 @@ class Launch:
         self.regs = [np.zeros(T, _dtype(r.bits)) for r in kernel.registers]
         self.reg_init = [np.zeros(T, bool) for _ in kernel.registers] if poison else None
         self.shared_init = np.zeros(self.shared.size, bool) if poison else None
-        self.pc = np.zeros(T, np.int64)
+        self.pc = np.zeros(T, np.int32)
         self.exited = np.zeros(T, bool)
         self.bar_wait = np.zeros(T, bool)
         self.bar_id = np.zeros(T, np.int64)
-        self.bar_pc = np.zeros(T, np.int64)
+        self.bar_pc = np.zeros(T, np.int32)
         self.group = np.zeros(T, np.int64)         # cp.async group being filled, per thread
         self.async_records: list[dict] = []
         self.pending = np.zeros(self.shared.size, np.int32) if race else None
@@ -1154,7 +1154,29 @@ class Launch:
         names = [ins.name for ins in instrs]
         rng = self.rng
         random = self.schedule == "random"
+        yielding = self.yielding
         while True:
+            if not random and not yielding.any():
+                # fast path: with no warp yielding, lowest PC first is the global minimum PC, and the
+                # warps holding it are exactly the warps whose minimum it is
+                p = int(pc.min())
+                if p < END:
+                    m = pc == p
+                    if m.all():
+                        sel, nw, nt = slice(None), self.NW, T
+                    else:
+                        sel = np.flatnonzero(m)
+                        nw = int(np.count_nonzero(np.diff(sel >> 5))) + 1
+                        nt = len(sel)
+                    st.warp_instructions += nw
+                    st.thread_instructions += nt
+                    key = names[p]
+                    opcount[key] = opcount.get(key, 0) + nw
+                    if st.warp_instructions > self.max_wi:
+                        raise PtxLimitError(f"kernel {self.k.name}: more than max_warp_instructions={self.max_wi} "
+                                            f"warp-instructions (at PTX line {instrs[p].line} `{instrs[p].text}`)")
+                    prog[p](sel)
+                    continue
             wmin = pc.reshape(self.NW, 32).min(axis=1)
             cand = wmin < END
             if not cand.any():

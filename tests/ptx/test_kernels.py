@@ -157,3 +157,20 @@ def test_committed_ptx_matches_nvcc(cu):
     committed = (KERNELS / cu).with_suffix(".ptx").read_text()
     strip = lambda s: [l for l in s.splitlines() if "Compiler Build ID" not in l]  # noqa: E731
     assert strip(fresh) == strip(committed), f"{cu}: run tests/ptx/kernels/regen.py"
+
+
+# ---------------------------------------------------------------- ldmatrix + mma
+f16_bits = st.integers(0, 0xFFFF).filter(lambda u: (u & 0x7C00) != 0x7C00)   # finite float16 patterns
+
+
+@FEW
+@given(a=st.lists(f16_bits, min_size=256, max_size=256), b=st.lists(f16_bits, min_size=128, max_size=128),
+       arch=st.sampled_from(["sm_80", "sm_89", "sm_90"]))
+def test_ldmatrix_mma_tile_equals_the_tensor_core_model(a, b, arch):
+    from refsim.emulator import tensor_core
+
+    A = np.array(a, np.uint16).view(np.float16).reshape(16, 16)        # (M, K)
+    B = np.array(b, np.uint16).view(np.float16).reshape(16, 8)         # (K, N)
+    C = np.zeros((16, 8), np.float32)
+    module("mma").launch("tile_gemm", 1, 32, [A, np.ascontiguousarray(B.T), C], arch=arch)
+    assert_bitexact(C, tensor_core.mma_m16n8k16(arch, A, B, np.zeros((16, 8), np.float32)))
