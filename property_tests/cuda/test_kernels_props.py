@@ -171,7 +171,7 @@ def test_a_random_schedule_with_the_race_checker_changes_no_bit(kernel):
         x = rng.standard_normal((1, 96)).astype(np.float16)
         got, want = rc.anyprec_gemv(x, qweight, lut, 4, options=opts), anyprec_kernel.anyprec_gemv(x, qweight, lut, 4)
     elif kernel == "mixed":
-        k, n = 48, 16
+        k, n = 32, 16                                   # 4 warps, lanes 0..1 hold units
         X = rng.standard_normal((2 * k, k))
         p = m2416.pack(m2416.quantize((rng.standard_normal((k, n)) * 0.05).astype(np.float32), (X.T @ X) / k))
         x = rng.standard_normal(k).astype(np.float16)
