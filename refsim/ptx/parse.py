@@ -150,7 +150,7 @@ def _statements(text: str):
     literal_depth = 0     # braces inside a statement: vector operands, initializers
     for ln, raw in enumerate(lines, 1):
         stripped = raw.strip()
-        if not buf and stripped.startswith(_LINE_DIRECTIVES):
+        if not buf and stripped.split(None, 1)[:1] and stripped.split(None, 1)[0] in _LINE_DIRECTIVES:
             yield ("line", stripped.rstrip(";"), ln, raw.index(stripped[0]) + 1)
             continue
         if not buf and literal_depth == 0:       # fast paths: one whole statement, a label, or nothing
@@ -632,7 +632,7 @@ def parse(text: str) -> ParsedModule:
             raise _err(line, col, st, "function header inside a function body")
         elif kind == "label":
             kp.label(st, line, col, st)
-        elif st.startswith(_IGNORED_IN_BODY):
+        elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
             continue
         elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
             kp.declare(st, line, col)
