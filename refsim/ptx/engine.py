@@ -27,6 +27,7 @@ opcode is a :class:`refsim.ptx.semantics.Handler` looked up once per static inst
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,8 +45,9 @@ __all__ = ["LaunchStats", "ENGINE_OPCODES", "Launch", "DEADLOCK_ROUNDS", "RESIDE
 #: launch one block per SM and need every block running); larger grids run in slots that are
 #: refilled with the next block as blocks finish.
 RESIDENT_THREADS = 65536
-#: Consecutive all-warps-yielding rounds without any progress before a spin is a deadlock.
-DEADLOCK_ROUNDS = 64
+#: Consecutive all-warps-yielding rounds in which nothing changed (memory, registers, PCs) before a
+#: spin is a deadlock (one such round already repeats forever under lockstep; a few more for random).
+DEADLOCK_ROUNDS = 8
 #: Default bound on warp-instructions of one launch (``max_warp_instructions=None``).
 DEFAULT_MAX_WARP_INSTRUCTIONS = 10**9
 
@@ -1150,7 +1152,7 @@ class Launch:
         opcount = st.opcodes
         T = self.T
         stall_rounds = 0
-        last_progress = -1
+        last_state = None
         names = [ins.name for ins in instrs]
         rng = self.rng
         random = self.schedule == "random"
@@ -1185,13 +1187,17 @@ class Launch:
                 self._deadlock("every live thread waits at a barrier that cannot complete")
             pick = cand & ~self.yielding
             if not pick.any():
-                if self.progress == last_progress:
+                # every runnable warp yielded: a deadlock only if nothing at all changed since the
+                # last such round (memory writes, exits, barriers, registers, PCs); a loop that
+                # reads an unchanging volatile value while counting is not one
+                state = (self.progress, self._digest())
+                if state == last_state:
                     stall_rounds += 1
                     if stall_rounds >= DEADLOCK_ROUNDS:
                         self._deadlock("every running warp spins on a flag that no other thread changes")
                 else:
                     stall_rounds = 0
-                last_progress = self.progress
+                last_state = state
                 self.yielding[:] = False
                 pick = cand
             if random:
@@ -1219,6 +1225,13 @@ class Launch:
             prog[p](sel)
         self._complete_async(np.arange(T), None)
         return st
+
+    def _digest(self) -> bytes:
+        """A hash of every thread's PC and registers (taken only when every runnable warp yields)."""
+        h = hashlib.blake2b(self.pc.tobytes(), digest_size=16)
+        for r in self.regs:
+            h.update(r.tobytes())
+        return h.digest()
 
     def _deadlock(self, why: str) -> None:
         lines = []
