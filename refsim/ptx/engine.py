@@ -221,7 +221,6 @@ class Launch:
         if self.next_block >= self.nblocks:
             self.pc[lo:hi] = self.END
             self.exited[lo:hi] = True
-            self.slot_block[s] = -1 if self.slot_block[s] < 0 else self.slot_block[s]
             return
         b = self.next_block
         self.next_block += 1
@@ -445,7 +444,6 @@ class Launch:
         """Warp-level handlers: shfl / vote (fn(*srcs, active)) and mma (fn(a, b, c))."""
         if ins.opcode == "mma":
             groups = [list(_flatten([o])) for o in ins.operands]
-            nd = len(groups[0])
             srcs_g = groups[1:]
             readers = [[self._reader(o, "b32", ins) for o in g] for g in srcs_g]
             writers = [self._writer(o, "b32", ins) for o in groups[0]]
@@ -458,7 +456,6 @@ class Launch:
                 act = lanes[active]
                 for j, w in enumerate(writers):
                     w(act, d[..., j][active])
-            del nd
             return run
         # shfl.sync / vote.sync: the last operand is the membermask, intersected with the active lanes
         member = self._reader(ins.operands[-1], "b32", ins) if "sync" in ins.mods else None
@@ -770,14 +767,6 @@ class Launch:
             if m in ("v2", "v4", "v8"):
                 return int(m[1:])
         return 1
-
-    def _poison_check_shared(self, ins, sel, idx_elems, esize, mm):
-        flat_bytes = (idx_elems[:, None] * esize + np.arange(esize)).reshape(len(idx_elems), -1)
-        ok = self.shared_init[flat_bytes].all(axis=1)
-        if not ok.all():
-            th = self._threads(sel)[mm][~ok.reshape(len(idx_elems), -1).all(axis=1) if ok.ndim > 1 else ~ok]
-            raise PtxUninitializedError(f"{self._where(ins)}: shared memory read before written by "
-                                        f"{self._who(int(th[0]))}")
 
     def _race_read(self, ins, sel, mm, flat_bytes):
         th = self._threads(sel)[mm]

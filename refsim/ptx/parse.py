@@ -471,12 +471,10 @@ class _KernelParser:
         for i, tok in enumerate(toks):
             ops.append(self.operand(tok, line, col, text, is_branch_target=is_branch and i == len(toks) - 1))
         ins = Instruction(opcode, tuple(mods), tuple(types), tuple(ops), guard, line, col, " ".join(text.split()))
-        idx = len(self.k.instructions)
         self.k.instructions.append(ins)
         for j, op in enumerate(ops):
             if op[0] == "label":
                 self.scope.pending.append((ins, j, op[1]))
-        del idx
 
     def label(self, name: str, line: int, col: int, text: str) -> None:
         if name in self.scope.labels:
