@@ -126,8 +126,10 @@ def test_f64_arithmetic_in_every_mode_matches_the_fraction_twin(pairs, mode, opc
 def test_bf16_fma_rn_matches_the_fraction_twin(triples):
     a, b, c = (np.array([t[i] for t in triples], np.uint16) for i in range(3))
     got = op("fma", ("rn",), "bf16", a, b, c)
-    dec = lambda u: u.view(ml_dtypes.bfloat16).astype(np.float64)  # noqa: E731
-    want = fp.fp_reference("fma", (dec(a), dec(b), dec(c)), "bf16", "rn")
+    with np.errstate(invalid="ignore"):   # signalling-NaN patterns
+        dec = lambda u: u.view(ml_dtypes.bfloat16).astype(np.float32).astype(np.float64)  # noqa: E731
+        da, db, dc = dec(a), dec(b), dec(c)
+    want = fp.fp_reference("fma", (da, db, dc), "bf16", "rn")
     wb = want.astype(np.float32).view(np.uint32) >> np.uint32(16)
     assert_bitexact(got, np.where(np.isnan(want), 0x7FFF, wb).astype(np.uint16), "fma.rn.bf16")
 
@@ -221,3 +223,22 @@ def test_testp_and_copysign():
 def test_approximate_and_non_isa_float_forms_are_refused_by_name(o):
     with pytest.raises(PtxUnsupportedError, match="^" + str(o).replace(".", r"\.") + ":"):
         lookup(o)
+
+
+@pytest.mark.parametrize("fmt, ftype, utype, prims", [
+    ("f16", np.float16, np.uint16, (fp.f16_add, fp.f16_mul, lambda a, b, c: fp.f16_fma(a, b, c, fused=True))),
+    ("f32", np.float32, np.uint32, (fp.f32_add, fp.f32_mul, lambda a, b, c: fp.f32_fma(a, b, c, fused=True))),
+])
+def test_directed_rounding_path_in_rn_mode_equals_the_native_rn_primitives(fmt, ftype, utype, prims):
+    # the handlers use the native primitives for plain .rn and the float64 path for every other mode:
+    # both must agree where they overlap
+    bits = np.iinfo(utype).max
+    a, b, c = (RNG.integers(0, bits, 5000, dtype=np.uint64).astype(utype).view(ftype) for _ in range(3))
+    with np.errstate(invalid="ignore"):
+        a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c))
+    canon = canon16 if fmt == "f16" else canon32
+    enc = lambda x: canon(x.astype(ftype))  # noqa: E731  (values are representable: exact cast)
+    add, mul, fma = prims
+    assert_bitexact(enc(fp.fp_add(a64, b64, fmt, "rn")), canon(add(a, b)), f"fp_add {fmt}")
+    assert_bitexact(enc(fp.fp_mul(a64, b64, fmt, "rn")), canon(mul(a, b)), f"fp_mul {fmt}")
+    assert_bitexact(enc(fp.fp_fma(a64, b64, c64, fmt, "rn")), canon(fma(a, b, c)), f"fp_fma {fmt}")
