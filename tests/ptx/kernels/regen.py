@@ -1,0 +1,34 @@
+"""Regenerate the committed PTX of the test kernels: ``python tests/ptx/kernels/regen.py``.
+
+Each ``NAME.cu`` here is compiled with ``nvcc -arch=sm_80 -ptx`` (the options in OPTIONS) to
+``NAME.ptx`` beside it. The tests run the committed PTX (no nvcc needed); the test marked ``nvcc``
+in tests/ptx/test_kernels.py recompiles and diffs when nvcc is installed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ARCH = "sm_80"
+OPTIONS = ("-O3",)
+
+
+def compile_all(out_dir: Path, nvcc: str = "nvcc") -> dict[str, str]:
+    """PTX text per ``.cu`` file name, from one nvcc call writing into ``out_dir``."""
+    sources = sorted(HERE.glob("*.cu"))
+    subprocess.run([nvcc, f"-arch={ARCH}", "-ptx", *OPTIONS, *map(str, sources), "-odir", str(out_dir)],
+                   capture_output=True, text=True, check=True)
+    return {cu.name: (out_dir / cu.with_suffix(".ptx").name).read_text() for cu in sources}
+
+
+def main() -> int:
+    for name, text in compile_all(HERE).items():
+        print(f"wrote {Path(name).with_suffix('.ptx').name} ({len(text.splitlines())} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
