@@ -157,20 +157,44 @@ def register_hypothesis_profiles() -> str:
     return profile
 
 
-def check_kernel(kernel, fmt: str = "marlin", **options):
-    """Check ``kernel`` bit for bit against refsim's emulator of ``fmt``: pinned regime-covering
+def check_kernel(target, /, fmt: str = "marlin", *, kernel: str | None = None, launch=None, **options):
+    """Check ``target`` bit for bit against refsim's emulator of ``fmt``: pinned regime-covering
     cases, then seeded draws; on a mismatch a shrunk case, a diagnosis mapped onto the kernel's
     structure, the first elements in hex with ULP distances and a ``rebuild_case({...})`` line.
 
-    ``kernel``: any callable taking the format's NumPy inputs and returning its output array;
-    ``fmt``: 'marlin', 'anyprec', 'atom', 'mixed_2_4_16', 'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'.
-    Options (``arch``, ``sms``, ``seed``, ``max_examples``, ``shapes``, ``max_size``, ``cases``,
-    ``save_failures``, ``deadline``, ``shrink``, ``shrink_budget``, ``diagnose_budget``,
-    ``progress``) and the result: :func:`refsim.emulator.harness.check_kernel`; docs/harness.md.
+    ``target``: any callable taking the format's NumPy inputs and returning its output array, or
+    the path of a CUDA source (``.cu``) or PTX file (``.ptx``): that file is compiled (nvcc from the
+    ``cuda`` extra, cached), and its ``.entry`` named by ``kernel=`` runs through :mod:`refsim.ptx` on
+    the CPU, launched as ``launch(*inputs)`` describes (a function returning a
+    :class:`refsim.cuda.LaunchPlan`: grid, block, ``.param`` arguments, the output array);
+    see :func:`refsim.cuda.user_kernel`. ``fmt``: 'marlin', 'anyprec', 'atom', 'mixed_2_4_16',
+    'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'. Options (``arch``, ``sms``, ``seed``,
+    ``max_examples``, ``shapes``, ``max_size``, ``cases``, ``save_failures``, ``deadline``,
+    ``shrink``, ``shrink_budget``, ``diagnose_budget``, ``progress``) and the result:
+    :func:`refsim.emulator.harness.check_kernel`; docs/harness.md.
     """
     from refsim.emulator.harness import check_kernel as _check_kernel  # harness imports this module
 
-    return _check_kernel(kernel, fmt, **options)
+    return _check_kernel(_source_kernel(target, kernel, launch, options.get("arch", "sm_80")), fmt, **options)
+
+
+def _source_kernel(target, entry, launch, arch):
+    """``target`` itself when it is a callable; a ``.cu``/``.ptx`` path as a callable through refsim.ptx."""
+    from pathlib import Path
+
+    from refsim.errors import FormatRuleError
+
+    if isinstance(target, (str, Path)):
+        if entry is None or launch is None:
+            raise FormatRuleError(f"kernel: a CUDA/PTX source ({str(target)!r}) needs kernel= (its .entry name) "
+                                  f"and launch= (inputs -> refsim.cuda.LaunchPlan); got kernel={entry!r}, "
+                                  f"launch={launch!r}")
+        from refsim.cuda import user_kernel
+
+        return user_kernel(target, kernel=entry, launch=launch, arch=arch)
+    if entry is not None or launch is not None:
+        raise FormatRuleError(f"kernel=/launch=: only for a CUDA/PTX source path; got a {type(target).__name__}")
+    return target
 
 
 def rebuild_case(case: dict) -> tuple:

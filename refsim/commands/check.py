@@ -2,8 +2,12 @@
 kernel written in Python (any importable callable) and print its report.
 
 Exit status 0 when every case matches, 1 on a mismatch or a failing kernel (the report on stdout),
-2 for bad arguments or a target that cannot be imported (one line on stderr). CUDA sources run
-through :mod:`refsim.ptx` will plug in here as another way to build the callable.
+2 for bad arguments or a target that cannot be imported (one line on stderr).
+
+A CUDA source or PTX file runs through :mod:`refsim.ptx` on the CPU:
+``refsim check my_marlin.cu:marlin_kernel --launch my_launch.py:plan --fmt marlin`` compiles the file
+(the ``cuda`` extra's nvcc, cached), and launches its ``.entry`` ``marlin_kernel`` as ``plan(*inputs)``
+describes (a function returning a :class:`refsim.cuda.LaunchPlan`).
 """
 
 from __future__ import annotations
@@ -35,13 +39,31 @@ def load_kernel(target: str):
     return kernel
 
 
+def _kernel_of(args):
+    """The callable to check: an imported function, or a .cu/.ptx entry launched through refsim.ptx."""
+    from refsim.testing import _source_kernel
+
+    path, _, entry = args.kernel.rpartition(":")
+    if path.endswith((".cu", ".ptx")):
+        if args.launch is None:
+            raise FormatRuleError(f"--launch: a CUDA/PTX kernel ({args.kernel!r}) needs --launch MODULE:FUNCTION "
+                                  f"returning a refsim.cuda.LaunchPlan; got none")
+        return _source_kernel(path, entry, load_kernel(args.launch), args.arch)
+    if args.launch is not None:
+        raise FormatRuleError(f"--launch: only for a .cu/.ptx kernel; got kernel {args.kernel!r}")
+    return load_kernel(args.kernel)
+
+
 def register(subparsers) -> None:
     from refsim.emulator.harness_formats import FORMATS
 
     p = subparsers.add_parser("check", help="check a Python kernel bit for bit against refsim's emulator",
                               description="Check MODULE:FUNCTION bit for bit against refsim's emulator of a format "
                                           "(pinned regime-covering cases, then seeded draws; a diagnosis on mismatch).")
-    p.add_argument("kernel", help="MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    p.add_argument("kernel", help="MODULE:FUNCTION, path/to/file.py:FUNCTION, or path/to/file.cu|.ptx:ENTRY "
+                                  "(with --launch)")
+    p.add_argument("--launch", default=None,
+                   help="for a .cu/.ptx kernel: MODULE:FUNCTION returning a refsim.cuda.LaunchPlan for the inputs")
     p.add_argument("--fmt", default="marlin", choices=sorted(FORMATS))
     p.add_argument("--arch", default="sm_80")
     p.add_argument("--sms", type=int, default=108, help="SM count = grid size (default 108, A100)")
@@ -57,7 +79,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from refsim.emulator import harness
 
-    kernel = load_kernel(args.kernel)
+    kernel = _kernel_of(args)
     try:
         res = harness.check_kernel(kernel, args.fmt, arch=args.arch, sms=args.sms, seed=args.seed,
                                    max_examples=args.max_examples, max_size=args.max_size, deadline=args.deadline,

@@ -40,3 +40,33 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
     assert len(err) == 1 and "sms: must be >= 1; got 0" in err[0]
     assert main(["check", "no_such_module_xyz:f"]) == 2
     assert "cannot import 'no_such_module_xyz'" in capsys.readouterr().err
+
+
+LAUNCH = '''
+import numpy as np
+from refsim.cuda import LaunchPlan
+from refsim.formats import anyprec_kernel as ak
+
+def plan(x, qweight, lut):
+    m, n, k, bits = ak.check_inputs(x, qweight, lut, qweight.shape[0])
+    out = np.zeros((m, n), np.float16)
+    args = (x, qweight, lut, out, np.int32(m), np.int32(n), np.int32(k), np.int32(bits),
+            np.int32(ak.plan(m, n, k, bits).chunks))
+    return LaunchPlan(grid=-(-n // 4), block=128, args=args, out=out, shared_bytes=4 * (1 << bits) * 2)
+'''
+
+
+def test_a_ptx_entry_runs_through_refsim_ptx_with_its_launch(tmp_path, capsys):
+    from pathlib import Path
+
+    import refsim
+
+    ptx_file = Path(refsim.__file__).parent / "cuda" / "ptx" / "anyprec.sm_80.ptx"
+    launch = tmp_path / "launch.py"
+    launch.write_text(LAUNCH)
+    # the committed PTX of refsim's own anyprec.cu: no compiler needed
+    assert main(["check", f"{ptx_file}:anyprec_gemv", "--launch", f"{launch}:plan", "--fmt", "anyprec",
+                 "--seed", "0", "--max-examples", "0"]) == 0
+    assert "cases match" in capsys.readouterr().out
+    assert main(["check", f"{ptx_file}:anyprec_gemv", "--fmt", "anyprec"]) == 2
+    assert "--launch" in capsys.readouterr().err
