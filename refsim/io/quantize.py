@@ -192,20 +192,27 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
     Reads only that layer's weight (memory-mapped file), quantizes it with ``options.method``,
     reads the result back from the packed tensors (``layer.dequantize()``) and measures the
     relative output error on ``X`` float32 (T, K) (``None``: weight error only). Pure: the same
-    arguments give the same tensors bit for bit on any worker. ``peak_bytes`` is the tracemalloc
+    arguments give the same tensors bit for bit on any worker (BLAS is held to one thread inside
+    the job, so the float32 summation order does not depend on the worker's thread settings). ``peak_bytes`` is the tracemalloc
     peak of the job (NumPy reports its buffers to tracemalloc), ``None`` if tracing was already on.
     """
+    from threadpoolctl import threadpool_limits
+
     own_trace = options.measure_memory and not tracemalloc.is_tracing()
     if own_trace:
         tracemalloc.start()
     t0 = time.perf_counter()
+    # one BLAS thread: OpenBLAS splits work differently with more threads, which changes float32
+    # sums (GPTQ's updates) -- results must not depend on where the job runs; layers give the
+    # parallelism instead
     try:
-        with FPReader(Path(model)) as ck:
-            W = ck.read_layer(name).W.astype(np.float32)  # (K, N)
-        layer = _quantize(name, W, X, options)
-        W_hat = layer.dequantize().astype(np.float32)
-        err = None if X is None else relative_output_error(X, W, W_hat)
-        max_abs = float(np.abs(W_hat - W).max())
+        with threadpool_limits(limits=1):
+            with FPReader(Path(model)) as ck:
+                W = ck.read_layer(name).W.astype(np.float32)  # (K, N)
+            layer = _quantize(name, W, X, options)
+            W_hat = layer.dequantize().astype(np.float32)
+            err = None if X is None else relative_output_error(X, W, W_hat)
+            max_abs = float(np.abs(W_hat - W).max())
         seconds = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1] if own_trace else None
     finally:
