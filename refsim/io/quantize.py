@@ -328,14 +328,19 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
                 passthrough[t] = src.tensor(t)
         src.close()
 
+        from threadpoolctl import threadpool_limits
+
         t0 = time.perf_counter()
-        futures = [executor.submit(quantize_layer_job, str(model), n, None if X is None else X[n], options)
-                   for n in names]
-        results: list[LayerResult] = []
-        for i, fut in enumerate(futures):
-            results.append(fut.result())
-            if progress is not None:
-                progress(i + 1, len(futures), names[i])
+        # one BLAS thread here too: jobs running in threads of this process (SerialExecutor, an
+        # in-process dask cluster) share the process-wide BLAS setting
+        with threadpool_limits(limits=1):
+            futures = [executor.submit(quantize_layer_job, str(model), n, None if X is None else X[n], options)
+                       for n in names]
+            results: list[LayerResult] = []
+            for i, fut in enumerate(futures):
+                results.append(fut.result())
+                if progress is not None:
+                    progress(i + 1, len(futures), names[i])
         wall = time.perf_counter() - t0
         lays = [r.layer for r in results]
         writer = {"rtn": write_gptq, "gptq": write_gptq, "awq": write_awq, "anyprec": write_anyprec}.get(options.method)

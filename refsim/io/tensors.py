@@ -102,6 +102,8 @@ class TensorFile:
         ``dtype``: one dtype or several accepted ones; ``shape``: expected shape, ``None`` entries
         match anything. Raises DtypeError/ShapeError naming file and tensor.
         """
+        if name not in self._names:
+            raise CheckpointError(f"{self._where(name)}: must be present; got no such tensor")
         if dtype is not None:
             want = [np.dtype(d) for d in (dtype if isinstance(dtype, (list, tuple)) else [dtype])]
             got = _DTYPES.get(self.dtype_name(name))
