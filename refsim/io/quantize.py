@@ -32,6 +32,7 @@ plus the tensors passed through unchanged (embeddings, norms, biases).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -232,22 +233,31 @@ _SENTENCES = (
 )
 
 
+def _embedding(sentence: str, weights: dict | None = None) -> np.ndarray:
+    """Unit-norm mean-pooled MiniLM embedding (float64 (384,)); FP ones are cached."""
+    from refsim.data import calibration as cal
+
+    if weights is None:
+        return _fp_embedding(sentence)
+    h, _ = cal.forward([101] + cal.tokenize(sentence) + [102], weights)
+    e = h.mean(axis=0).astype(np.float64)
+    return e / np.linalg.norm(e)
+
+
+@functools.lru_cache(maxsize=32)
+def _fp_embedding(sentence: str) -> np.ndarray:
+    return _embedding(sentence, {})
+
+
 def minilm_embedding_similarity(weights: dict[str, np.ndarray]) -> dict:
     """Model-level quality on all-MiniLM-L6-v2: cosine similarity between the FP model's and the
     quantized model's mean-pooled sentence embeddings (8 fixed sentences), and whether the
     quantized model still ranks each paraphrase pair above the unrelated pair.
     ``weights``: dequantized layers, safetensors names, (N, K) float32."""
-    from refsim.data import calibration as cal
-
-    def emb(s, w):
-        h, _ = cal.forward([101] + cal.tokenize(s) + [102], w)
-        e = h.mean(axis=0).astype(np.float64)
-        return e / np.linalg.norm(e)
-
     cos = []
     for a, b in _SENTENCES:
         for s in (a, b):
-            cos.append(float(emb(s, None) @ emb(s, weights)))
+            cos.append(float(_embedding(s) @ _embedding(s, weights)))
     return {"embedding_cosine_mean": float(np.mean(cos)), "embedding_cosine_min": float(np.min(cos)),
             "sentences": 2 * len(_SENTENCES)}
 
@@ -288,11 +298,20 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     file. ``progress(done, total, name)`` is called after each layer. Writes the checkpoint
     atomically (temporary folder + rename) with ``quality.json`` beside it; returns the summary.
     """
+    from threadpoolctl import threadpool_limits
+
     from refsim._validate import require_choice
 
     require_choice("method", options.method, METHODS)
-    model = Path(model)
-    out_path = Path(out)
+    # One BLAS thread in this process throughout: jobs that run in threads here (SerialExecutor, an
+    # in-process dask cluster) share the process-wide BLAS setting, and the small products of the
+    # calibration and embedding passes run several times faster without BLAS threads on a busy machine.
+    with threadpool_limits(limits=1):
+        return _quantize_model(Path(model), Path(out), options, executor, calib, layers, progress)
+
+
+def _quantize_model(model: Path, out_path: Path, options: QuantizeOptions, executor: Executor, calib: str,
+                    layers: str | None, progress: Callable | None) -> dict:
     with atomic_output_dir(out_path) as tmp:
         src = open_checkpoint(model)
         if src.format != "fp":
@@ -328,19 +347,14 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
                 passthrough[t] = src.tensor(t)
         src.close()
 
-        from threadpoolctl import threadpool_limits
-
         t0 = time.perf_counter()
-        # one BLAS thread here too: jobs running in threads of this process (SerialExecutor, an
-        # in-process dask cluster) share the process-wide BLAS setting
-        with threadpool_limits(limits=1):
-            futures = [executor.submit(quantize_layer_job, str(model), n, None if X is None else X[n], options)
-                       for n in names]
-            results: list[LayerResult] = []
-            for i, fut in enumerate(futures):
-                results.append(fut.result())
-                if progress is not None:
-                    progress(i + 1, len(futures), names[i])
+        futures = [executor.submit(quantize_layer_job, str(model), n, None if X is None else X[n], options)
+                   for n in names]
+        results: list[LayerResult] = []
+        for i, fut in enumerate(futures):
+            results.append(fut.result())
+            if progress is not None:
+                progress(i + 1, len(futures), names[i])
         wall = time.perf_counter() - t0
         lays = [r.layer for r in results]
         writer = {"rtn": write_gptq, "gptq": write_gptq, "awq": write_awq, "anyprec": write_anyprec}.get(options.method)
