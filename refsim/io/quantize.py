@@ -20,7 +20,8 @@ Methods and the checkpoint each writes:
                    scale and clip searches of AutoAWQ are not run (refsim has no model graph to
                    fold scales into): the words are those AutoAWQ writes for the same weights.
     anyprec        Any-Precision; seed k-means + upscaling (refsim.quant.upscale) with the
-                   isotropic-gradient Fisher proxy (refsim.quant.fisher.expected_isotropic_fisher)
+                   isotropic-gradient Fisher proxy (refsim.quant.fisher.expected_isotropic_fisher);
+                   without calibration inputs every weight counts equally (plain k-means)
     atom           refsim's Atom container; refsim.quant.atom.quantize_layer (reorder, GPTQ INT4
                    body, INT8 keeper)
     mixed_2_4_16   refsim's 2/4/16 container; refsim.formats.mixed_2_4_16.quantize + pack
@@ -59,7 +60,7 @@ __all__ = ["METHODS", "QuantizeOptions", "LayerResult", "quantize_layer_job", "a
            "quantize_model", "relative_output_error", "minilm_embedding_similarity"]
 
 METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
-_NEEDS_CALIB = ("gptq", "anyprec", "atom", "mixed_2_4_16")
+_NEEDS_CALIB = ("gptq", "atom", "mixed_2_4_16")
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ def _quantize(name: str, W: np.ndarray, X: np.ndarray | None, o: QuantizeOptions
         from refsim.quant.fisher import expected_isotropic_fisher
         from refsim.quant.upscale import seed_and_upscale
 
-        model = seed_and_upscale(W, expected_isotropic_fisher(X, n), o.seed_bits, o.parent_bits)
+        G = np.ones((k, n), np.float32) if X is None else expected_isotropic_fisher(X, n)  # no inputs: unweighted
+        model = seed_and_upscale(W, G, o.seed_bits, o.parent_bits)
         qweight, luts = model.packed()
         return AnyPrecisionLayer(name, qweight, luts, o.seed_bits)
     if o.method == "atom":

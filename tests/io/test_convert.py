@@ -157,3 +157,24 @@ def test_converting_a_non_gptq_source_is_refused(tmp_path):
         convert(tmp_path / "m", "qigen", tmp_path / "o")
     with pytest.raises(FormatRuleError, match="out: must be a new or empty folder"):
         convert(src, "marlin", tmp_path / "m")
+
+
+def test_fp_safetensors_to_anyprec(tmp_path):
+    from refsim.io.tensors import save_tensors
+
+    rng = np.random.default_rng(12)
+    fp = tmp_path / "fp"
+    fp.mkdir()
+    w = {f"blocks.{i}.proj.weight": rng.standard_normal((16, 64)).astype(np.float16) for i in range(2)}  # (N, K)
+    save_tensors(fp / "model.safetensors", {**w, "blocks.0.proj.bias": np.zeros(16, np.float16)})
+    convert(fp, "anyprec", tmp_path / "ap")
+    ck = open_checkpoint(tmp_path / "ap")
+    assert ck.format == "anyprec" and ck.layer_names() == ["blocks.0.proj", "blocks.1.proj"]
+    for name in ck.layer_names():
+        lay = ck.read_layer(name)
+        assert (lay.k, lay.n, lay.bits, sorted(lay.luts)) == (64, 16, 4, [3, 4])
+        W = w[name + ".weight"].T.astype(np.float64)
+        for b in (3, 4):  # every row's codes index its own table; more bits, less error
+            err = np.linalg.norm(lay.dequantize(b) - W) / np.linalg.norm(W)
+            assert err < (0.25 if b == 3 else 0.15)
+    assert "blocks.0.proj.bias" in TensorFile(tmp_path / "ap" / "model.safetensors").names()
