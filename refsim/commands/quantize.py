@@ -33,8 +33,6 @@ def progress_bar(quiet: bool, desc: str):
 
 
 def _group(text: str):
-    from refsim.errors import FormatRuleError
-
     if text in ("none", "-1", "channel"):
         return None
     if not text.isdigit() or int(text) < 1:

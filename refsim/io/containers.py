@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim.errors import CheckpointError, RefsimError
+from refsim.errors import CheckpointError, FormatRuleError, RefsimError
 from refsim.formats import atom as atom_format
 from refsim.formats import bitplane
 from refsim.formats import gptq as gptq_format
@@ -521,7 +521,7 @@ def write_anyprec(out: Path, layers: list[AnyPrecisionLayer], extra_tensors: dic
     seeds = {lay.seed_bits for lay in layers}
     parents = {lay.bits for lay in layers}
     if len(seeds) != 1 or len(parents) != 1:
-        raise RefsimError(f"layers: one seed and one parent precision per model; got {seeds}, {parents}")
+        raise FormatRuleError(f"layers: one seed and one parent precision per model; got {seeds}, {parents}")
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())

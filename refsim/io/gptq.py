@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim.errors import CheckpointError, RefsimError
+from refsim.errors import CheckpointError, FormatRuleError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import Checkpoint, config_field, read_json, register_format
@@ -277,7 +277,7 @@ def write_gptq(out: Path, layers: list[GPTQLayer], extra_tensors: dict | None = 
     for lay in layers:
         if (lay.bits, lay.group_size, lay.desc_act, lay.sym, lay.ckpt.checkpoint_format) != \
                 (first.bits, first.group_size, first.desc_act, first.sym, first.ckpt.checkpoint_format):
-            raise RefsimError(f"layers: a GPTQ checkpoint has one config; layer {lay.name!r} differs from "
+            raise FormatRuleError(f"layers: a GPTQ checkpoint has one config; layer {lay.name!r} differs from "
                               f"{first.name!r}")
     tensors = dict(extra_tensors or {})
     for lay in layers:
@@ -291,7 +291,7 @@ def write_awq(out: Path, layers: list[AWQLayer], extra_tensors: dict | None = No
     """Write ``model.safetensors`` + ``config.json`` (``quantization_config`` as AutoAWQ saves it)."""
     gs = {lay.ckpt.group_size if lay.group_size is not None else -1 for lay in layers}
     if len(gs) != 1:
-        raise RefsimError(f"layers: an AWQ checkpoint has one group size; got {sorted(gs)}")
+        raise FormatRuleError(f"layers: an AWQ checkpoint has one group size; got {sorted(gs)}")
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())

@@ -55,7 +55,7 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             overflow = 0
         else:
             zp, overflow = _ZERO_CONVENTION[lay.format], 0
-        on_disk = ck.nbytes(name) if lay.format != "fp" else ck.nbytes(name)
+        on_disk = ck.nbytes(name)
         why_marlin = None if lay.format == "marlin" else marlin_refusal(lay)
         why_qigen = _qigen_refusal(lay)
         layers.append({

@@ -52,7 +52,9 @@ def test_every_method_quantizes_a_real_layer_and_reads_back(tmp_path, model, met
     err = np.linalg.norm(X @ W - X @ W_hat) / np.linalg.norm(X @ W)
     assert err == pytest.approx(row["rel_output_error"], rel=1e-9)  # the summary measured what is on disk
     assert 0 < err < max_err
-    assert row["peak_bytes"] > 0
+    # memory of the job is one layer's: W, X and the method's work arrays (the 2/4/16 quantizer's
+    # float64 score matrix and sort are the largest, about 25x the float32 W + X)
+    assert 0 < row["peak_bytes"] < 40 * (W.size + X.size) * 4
     # one layer quantized: the sentence embeddings barely move
     assert summary["model_quality"]["embedding_cosine_min"] > 0.99
     with TensorFile(out / "model.safetensors") as tf:  # every other tensor passed through unchanged
