@@ -214,7 +214,8 @@ def _awq_params(x: np.ndarray, c: np.ndarray, maxq, rounding: str) -> tuple[np.n
     if np.any(c != 1):
         xmax, xmin = (xmax * c).astype(x.dtype), (xmin * c).astype(x.dtype)
     scale = (np.maximum((xmax - xmin).astype(x.dtype), t(1e-5)) / t(maxq)).astype(x.dtype)
-    zero = np.clip(-round_to_int((xmin / scale).astype(x.dtype), rounding), 0, maxq).astype(np.int32)
+    with np.errstate(over="ignore", invalid="ignore"):  # fp16: |xmin / scale| may be inf; clamped
+        zero = np.clip(-round_to_int((xmin / scale).astype(x.dtype), rounding), 0, maxq).astype(np.int32)
     return scale, zero
 
 
@@ -297,9 +298,11 @@ def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granular
         xg = x.reshape(k // g, g, n).transpose(1, 0, 2)  # (G_rows, K/G, N)
         scale, zero = find_params(xg, bits, scheme, clip_ratio=clip_ratio, rounding=rounding)  # (K/G, N)
     _check_scales(scale)
-    if f16:  # AutoAWQ: round(fp16(w / scale)) with the fp16 scale
+    if f16:  # AutoAWQ: round(fp16(w / scale)) with the fp16 scale; w / scale may overflow to +-inf in
+        # fp16 (a constant group's tiny scale), which the clamp below saturates, as PyTorch's does
         s16 = expand_groups(scale.astype(np.float16), g, k)
-        r = round_to_int((x / s16).astype(np.float16), rounding).astype(_F32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = round_to_int((x / s16).astype(np.float16), rounding).astype(_F32)
         q = np.clip(r + expand_groups(zero, g, k).astype(_F32), 0, (1 << bits) - 1).astype(np.uint8)
     else:
         q = quantize_codes(x, expand_groups(scale, g, k), expand_groups(zero, g, k), bits, rounding)
@@ -339,8 +342,10 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
             z = (maxq + 1) // 2 if scheme == "gptq_sym" else int(round_to_int(np.asarray(_F32(-xmin / s)), rounding))
         elif scheme == "awq":
             xmax, xmin = (hi, lo) if c == 1 else (T(hi * c), T(lo * c))
-            s = T(T(max(T(xmax - xmin), T(1e-5))) / T(maxq))
-            z = int(min(max(-int(round_to_int(np.asarray(T(xmin / s)), rounding)), 0), maxq))
+            with np.errstate(over="ignore", invalid="ignore"):
+                s = T(T(max(T(xmax - xmin), T(1e-5))) / T(maxq))
+                # float until clamped: in fp16 a constant group gives |xmin / s| = inf (AutoAWQ clamps it too)
+                z = int(min(max(-float(round_to_int(np.asarray(T(xmin / s)), rounding)), 0.0), maxq))
         elif scheme == "marlin":
             amax = _F32(max(abs(v) for v in vals) * c)
             s = _F32(amax * _F32(_F32(2) / _F32(maxq)))
@@ -364,8 +369,9 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
     for i in range(k):
         for j in range(n):
             gi, gj = (0, 0) if granularity == "tensor" else (i // g, j)
-            r = int(round_to_int(np.asarray(T(x[i, j] / T(scale[gi, gj]))), rounding)) + int(zero[gi, gj])
-            q[i, j] = min(max(r, 0), maxq)
+            with np.errstate(over="ignore", invalid="ignore"):
+                r = float(round_to_int(np.asarray(T(x[i, j] / T(scale[gi, gj]))), rounding)) + int(zero[gi, gj])
+            q[i, j] = int(min(max(r, 0.0), maxq))
     return UniformQuant(q, scale, zero, bits, g, scheme, granularity, rounding)
 
 

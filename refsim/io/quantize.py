@@ -305,15 +305,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     from refsim._validate import require_choice
 
     require_choice("method", options.method, METHODS)
-    # One BLAS thread in this process throughout: jobs that run in threads here (SerialExecutor, an
-    # in-process dask cluster) share the process-wide BLAS setting, and the small products of the
-    # calibration and embedding passes run several times faster without BLAS threads on a busy machine.
-    with threadpool_limits(limits=1):
-        return _quantize_model(Path(model), Path(out), options, executor, calib, layers, progress)
-
-
-def _quantize_model(model: Path, out_path: Path, options: QuantizeOptions, executor: Executor, calib: str,
-                    layers: str | None, progress: Callable | None) -> dict:
+    model, out_path = Path(model), Path(out)
     with atomic_output_dir(out_path) as tmp:
         src = open_checkpoint(model)
         if src.format != "fp":
@@ -350,13 +342,18 @@ def _quantize_model(model: Path, out_path: Path, options: QuantizeOptions, execu
         src.close()
 
         t0 = time.perf_counter()
-        futures = [executor.submit(quantize_layer_job, str(model), n, None if X is None else X[n], options)
-                   for n in names]
-        results: list[LayerResult] = []
-        for i, fut in enumerate(futures):
-            results.append(fut.result())
-            if progress is not None:
-                progress(i + 1, len(futures), names[i])
+        # One BLAS thread in this process while jobs run: jobs in threads of this process
+        # (SerialExecutor, an in-process dask cluster) share the process-wide BLAS setting. The
+        # calibration inputs above are computed with the process's own setting, as everywhere else in
+        # refsim (their float32 bits depend on the BLAS thread count; they are computed once, here).
+        with threadpool_limits(limits=1):
+            futures = [executor.submit(quantize_layer_job, str(model), n, None if X is None else X[n], options)
+                       for n in names]
+            results: list[LayerResult] = []
+            for i, fut in enumerate(futures):
+                results.append(fut.result())
+                if progress is not None:
+                    progress(i + 1, len(futures), names[i])
         wall = time.perf_counter() - t0
         lays = [r.layer for r in results]
         writer = {"rtn": write_gptq, "gptq": write_gptq, "awq": write_awq, "anyprec": write_anyprec}.get(options.method)
@@ -369,6 +366,7 @@ def _quantize_model(model: Path, out_path: Path, options: QuantizeOptions, execu
                    "max_layer_peak_bytes": max((r.peak_bytes or 0) for r in results)}
         if _is_minilm(all_names):
             deq = {f"{r.name}.weight": np.ascontiguousarray(r.layer.dequantize().astype(np.float32).T) for r in results}
-            summary["model_quality"] = minilm_embedding_similarity(deq)
+            with threadpool_limits(limits=1):  # small products: several times faster without BLAS threads
+                summary["model_quality"] = minilm_embedding_similarity(deq)
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

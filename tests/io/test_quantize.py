@@ -93,14 +93,17 @@ def test_awq_method_writes_the_words_autoawq_would(tmp_path, model):
 
 
 def test_dask_local_cluster_equals_serial_bit_for_bit(tmp_path, model):
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import LocalCluster
 
     layers = r"encoder\.layer\.0\.attention\.self\.(query|key)"
     serial = _run(model, tmp_path / "serial", "gptq", layers=layers, measure_memory=False)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        dist = _run(model, tmp_path / "dask", "gptq", layers=layers, executor=client.get_executor(),
-                    measure_memory=False)
+    # in-process cluster (threads), reached through its address as `--executor dask://HOST:PORT` does
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp",
+                      dashboard_address=None) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://")
+        with executor_from_spec("dask://" + cluster.scheduler_address[len("tcp://"):]) as ex:
+            dist = _run(model, tmp_path / "dask", "gptq", layers=layers, executor=ex, measure_memory=False)
+        assert len(cluster.scheduler_info["workers"]) == 2
     assert [r["name"] for r in dist["layers"]] == [r["name"] for r in serial["layers"]]
     a = (tmp_path / "serial" / "model.safetensors").read_bytes()
     b = (tmp_path / "dask" / "model.safetensors").read_bytes()
