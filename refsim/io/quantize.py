@@ -334,11 +334,8 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
             if missing:
                 raise FormatRuleError(f"calib: no calibration inputs for layer {missing[0]!r} "
                                       f"({len(missing)} layers without inputs)")
-        selected = set(names)
-        passthrough = {}
-        for t in src.tensor_names():
-            if not any(t == f"{n}.weight" for n in selected):
-                passthrough[t] = src.tensor(t)
+        quantized = {f"{n}.weight" for n in names}
+        passthrough = {t: src.tensor(t) for t in src.tensor_names() if t not in quantized}
         src.close()
 
         t0 = time.perf_counter()
