@@ -9,7 +9,9 @@ only care that "the input was wrong" can catch ``ValueError``. Messages follow o
     ├── DtypeError          array dtype rules (codes must be uint8, scales float16, ...)
     ├── FormatRuleError     format or algorithm parameters (bit-width, group size, codes
     │   │                   outside [0, 2**bits), unknown architecture or kernel name, ...)
-    │   └── NonFiniteError  NaN or Inf where the format does not allow it
+    │   ├── NonFiniteError  NaN or Inf where the format does not allow it
+    │   └── CheckpointError a checkpoint on disk breaks a rule: missing or unreadable file,
+    │                       unknown config, missing tensor, mismatched layer sets (names the file)
     └── (ToolchainError is separate: a missing or failing compiler is not bad input)
 """
 
@@ -21,6 +23,7 @@ __all__ = [
     "DtypeError",
     "FormatRuleError",
     "NonFiniteError",
+    "CheckpointError",
     "ToolchainError",
 ]
 
@@ -43,6 +46,10 @@ class FormatRuleError(RefsimError):
 
 class NonFiniteError(FormatRuleError):
     """NaN or Inf found where only finite values are allowed."""
+
+
+class CheckpointError(FormatRuleError):
+    """A checkpoint file or directory breaks a rule; the message names the file (and tensor)."""
 
 
 class ToolchainError(RuntimeError):

@@ -196,14 +196,17 @@ def _linear(x: np.ndarray, w: dict[str, np.ndarray], prefix: str) -> np.ndarray:
     return (x @ w[prefix + ".weight"].T + w[prefix + ".bias"]).astype(np.float32)
 
 
-def forward(ids: list[int] | np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def forward(ids: list[int] | np.ndarray, weights: dict[str, np.ndarray] | None = None
+            ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Run one sequence of token ids (length L ≤ 512, already with [CLS]/[SEP]) through the
     encoder. Returns ``(hidden (L, 384) float32, inputs)`` where ``inputs`` maps each encoder
-    linear weight name to the float32 ``(L, K)`` input of that layer."""
+    linear weight name to the float32 ``(L, K)`` input of that layer. ``weights`` replaces some
+    or all of :func:`refsim.data.minilm.weights` (same names and (N, K) shapes), e.g. with
+    dequantized layers to measure a quantized model."""
     ids = np.asarray(ids, dtype=np.int64)
     if ids.ndim != 1 or not 1 <= ids.size <= 512:
         raise FormatRuleError(f"ids: must be a 1-D sequence of 1..512 token ids; got shape {ids.shape}")
-    w = minilm.weights()
+    w = minilm.weights() if weights is None else {**minilm.weights(), **weights}
     L = ids.size
     x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:L] \
         + w["embeddings.token_type_embeddings.weight"][0]

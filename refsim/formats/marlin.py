@@ -30,7 +30,7 @@ Spec block
 - **Invariants**: every ``(k, n)`` appears exactly once; ``unpack(pack(q, s, g)) == (q, s)``.
 - **Shape rules** (official ``marlin.Layer``): ``K % 128 == 0``, ``N % 256 == 0``, group size
   128 or per-channel (``None``). The packed layout itself only needs ``K % 16`` and ``N % 64``
-  (used by :func:`repack_gptq`, which follows vLLM's ``gptq_marlin_repack`` checks).
+  (vLLM's ``gptq_marlin_repack``); :func:`repack_gptq` keeps the Layer rules so its output unpacks.
 - **Source matched**: IST-DASLab/marlin ``marlin/__init__.py`` (``_get_perms``, ``Layer.pack``)
   and ``marlin/marlin_cuda_kernel.cu`` (``dequant``, ``scale``), commit
   ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``; act-order repack: vllm-project/vllm
@@ -508,25 +508,41 @@ def act_order_perm(g_idx: np.ndarray) -> np.ndarray:
     return np.argsort(g_idx, kind="stable").astype(np.int32)
 
 
-def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None) -> np.ndarray:
+def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None, *,
+                zeros: np.ndarray) -> np.ndarray:
     """GPTQ ``qweight`` int32 ``(K/8, N)`` (packed along K) -> Marlin ``B`` int32 ``(K/16, 2N)``.
 
-    With ``perm`` (int ``(K,)``, e.g. ``argsort(g_idx)`` for act-order), Marlin row ``k`` reads
-    checkpoint row ``perm[k]``, as vLLM's ``gptq_marlin_repack`` does; the result is identical to
-    :func:`pack` of the row-permuted code matrix. Checks follow the repack kernel
-    (``K % 16 == 0``, ``N % 64 == 0``), not the Layer API; the GPTQ format itself adds
-    ``K % 32 == 0`` (checked by :func:`refsim.formats.gptq.unpack_qweight`). Scales are permuted
-    separately with :func:`permute_scales` (vLLM ``marlin_permute_scales``).
+    ``zeros`` int ``(G, N)``: the checkpoint's zero points as read back
+    (:func:`refsim.formats.gptq.unpack_qzeros`). Marlin's format is symmetric -- the value is
+    ``(q - 8) * s`` and there is no zero-point tensor -- so every zero must be 8; an asymmetric
+    source is refused with a FormatRuleError (repacking its codes would drop the zeros and shift
+    every weight by ``(zero - 8) * s``; re-quantize symmetrically instead, e.g.
+    ``refsim convert --to marlin --requantize``). With ``perm`` (int ``(K,)``, e.g.
+    ``argsort(g_idx)`` for act-order), Marlin row ``k`` reads checkpoint row ``perm[k]``, as vLLM's
+    ``gptq_marlin_repack`` does; the result is identical to :func:`pack` of the row-permuted code
+    matrix. Shape rules are the Marlin format's own (``K % 128 == 0``, ``N % 256 == 0``, those of
+    the official ``marlin.Layer`` that :func:`unpack` checks), so every ``B`` returned can be read
+    back. Scales are permuted separately with :func:`permute_scales` (vLLM ``marlin_permute_scales``).
     """
-    from refsim.formats import gptq  # lead's module: unpack_qweight(qweight, bits, k) -> uint8 (K, N)
+    from refsim.formats import gptq  # unpack_qweight(qweight, bits, k) -> uint8 (K, N)
 
     k = require_int("k", k, minimum=1)
-    require_divisible("K", k, 16, "must be a positive multiple of 16 (gptq_marlin_repack rule)")
     qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
-    require_shape("qweight", qweight, (k // 8, qweight.shape[1]))
     n = qweight.shape[1]
-    require_divisible("N", n, 64, "must be a positive multiple of 64 (gptq_marlin_repack rule)")
+    _check_kn(k, n)
+    require_shape("qweight", qweight, (k // 8, n))
+    zeros = np.asarray(zeros)
+    if not np.issubdtype(zeros.dtype, np.integer) or zeros.ndim != 2 or zeros.shape[1] != n or zeros.shape[0] < 1:
+        raise ShapeError(f"zeros: must be an integer (G, N={n}) array of zero points; "
+                         f"got dtype {zeros.dtype}, shape {zeros.shape}")
+    asym = zeros != _BIAS
+    if asym.any():
+        g, col = (int(i) for i in np.argwhere(asym)[0])
+        raise FormatRuleError(
+            f"zeros: Marlin's format is symmetric (value (q - 8) * s, no zero points), so every zero "
+            f"point must be 8; got {int(asym.sum())} asymmetric zero(s), first zeros[{g}, {col}] = "
+            f"{int(zeros[g, col])} (re-quantize symmetrically instead of repacking)")
     q = gptq.unpack_qweight(qweight, 4, k)  # (K, N) uint8
     if perm is not None:
         perm = np.asarray(perm)

@@ -8,7 +8,8 @@ Spec
     weights      W is (K, N), K the reduction dimension; groups run along K
     scale, zero  (G, N) with G = K // group_size ("group"), G = 1 ("channel": one group spans K),
                  or (1, 1) ("tensor"); scale float32, zero int32 holding an integer in [0, 2**b - 1]
-    arithmetic   float32 throughout, as the reference implementations (PyTorch fp32) compute it
+    arithmetic   float32 (PyTorch fp32, as AutoGPTQ's ``Quantizer`` computes), except the ``awq``
+                 scheme on float16 input, which computes in float16 as AutoAWQ does (scheme table)
     rounding     "half_even" (NumPy/PyTorch round) or "half_away" (CUDA ``roundf``/``__float2int_rn``-free
                  kernels, e.g. Atom's), used for the codes and for the asymmetric zero point
     clipping     ``clip_ratio`` in (0, 1] shrinks the range endpoints before the scale is computed;
@@ -44,6 +45,17 @@ Schemes: how the (scale, zero) of one group is computed from its values x (after
 
                    scale = max(c*max x - c*min x, 1e-5) / maxq
                    zero  = clamp(-round(c*min x / scale), 0, maxq)
+
+               Arithmetic follows the input dtype, as in PyTorch: AutoAWQ calls ``.half()`` on the
+               layer first, so for float16 ``w`` every step above (the subtraction, the floor
+               ``fp16(1e-5)``, ``/ maxq``, ``min / scale``, ``w / scale``) is one float16 operation
+               rounded to nearest even, exactly as PyTorch evaluates fp16 tensors (each op computed
+               wider and rounded once; for + - * / of fp16 operands the float32 result rounded to
+               fp16 is the correctly rounded fp16 result, 24 >= 2*11 + 2 bits). float32 ``w`` is
+               computed in float32 (float64 too). Scales are returned as float32 holding the
+               float16 values. Matched: casper-hansen/AutoAWQ ``awq/quantize/quantizer.py``
+               (``AwqQuantizer.pseudo_quantize_tensor``, zero-point branch; ``_apply_quant`` calls
+               ``.half()`` first), stored snapshot 93d7e8e0f28d14aaf3126af580556f01939dc7ca.
 
                Quirk kept: when the range lies far from 0 (e.g. a constant group of 1.0) the zero
                clamps and every code saturates, so the group dequantizes far from its values; the
@@ -154,6 +166,9 @@ def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_
     Returns ``(scale float32 x.shape[1:], zero int32 x.shape[1:])``; see the module's scheme table.
     No validation (internal building block; :func:`quantize` validates).
     """
+    if scheme == "awq" and x.dtype == np.float16:
+        scale, zero = _awq_params(x, np.asarray(clip_ratio, dtype=np.float16), np.float16((1 << bits) - 1), rounding)
+        return scale.astype(_F32), zero
     x = x.astype(_F32, copy=False)
     c = np.asarray(clip_ratio, dtype=_F32)
     maxq = _F32((1 << bits) - 1)
@@ -172,10 +187,7 @@ def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_
         else:
             zero = round_to_int(-xmin / scale, rounding).astype(np.int32)
     elif scheme == "awq":
-        xmax = x.max(axis=0) * c
-        xmin = x.min(axis=0) * c
-        scale = np.maximum(xmax - xmin, _F32(1e-5)) / maxq
-        zero = np.clip(-round_to_int(xmin / scale, rounding), 0, maxq).astype(np.int32)
+        scale, zero = _awq_params(x, c, maxq, rounding)
     elif scheme == "marlin":
         amax = np.abs(x).max(axis=0) * c
         scale = amax * (_F32(2) / maxq)
@@ -190,6 +202,21 @@ def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_
     else:  # pragma: no cover - validated by callers
         raise FormatRuleError(f"scheme: must be one of {list(SCHEMES)}; got {scheme!r}")
     return scale.astype(_F32), zero
+
+
+def _awq_params(x: np.ndarray, c: np.ndarray, maxq, rounding: str) -> tuple[np.ndarray, np.ndarray]:
+    """AutoAWQ's scale and zero in the dtype of ``x`` (float16 or float32), one rounding per op.
+
+    A clip ratio of exactly 1 is skipped (AutoAWQ multiplies by nothing; ``x * 1`` is exact anyway)."""
+    t = x.dtype.type
+    xmax = x.max(axis=0)
+    xmin = x.min(axis=0)
+    if np.any(c != 1):
+        xmax, xmin = (xmax * c).astype(x.dtype), (xmin * c).astype(x.dtype)
+    scale = (np.maximum((xmax - xmin).astype(x.dtype), t(1e-5)) / t(maxq)).astype(x.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # fp16: |xmin / scale| may be inf; clamped
+        zero = np.clip(-round_to_int((xmin / scale).astype(x.dtype), rounding), 0, maxq).astype(np.int32)
+    return scale, zero
 
 
 def quantize_codes(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, bits: int,
@@ -262,7 +289,8 @@ def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granular
     require_ndim("w", w, 2)
     k, n = w.shape
     g = _groups(k, granularity, group_size)
-    x = w.astype(_F32)
+    f16 = scheme == "awq" and w.dtype == np.float16
+    x = w.copy() if f16 else w.astype(_F32)
     if granularity == "tensor":
         scale, zero = find_params(x.reshape(-1, 1), bits, scheme, clip_ratio=clip_ratio, rounding=rounding)
         scale, zero = scale.reshape(1, 1), zero.reshape(1, 1)
@@ -270,7 +298,14 @@ def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granular
         xg = x.reshape(k // g, g, n).transpose(1, 0, 2)  # (G_rows, K/G, N)
         scale, zero = find_params(xg, bits, scheme, clip_ratio=clip_ratio, rounding=rounding)  # (K/G, N)
     _check_scales(scale)
-    q = quantize_codes(x, expand_groups(scale, g, k), expand_groups(zero, g, k), bits, rounding)
+    if f16:  # AutoAWQ: round(fp16(w / scale)) with the fp16 scale; w / scale may overflow to +-inf in
+        # fp16 (a constant group's tiny scale), which the clamp below saturates, as PyTorch's does
+        s16 = expand_groups(scale.astype(np.float16), g, k)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = round_to_int((x / s16).astype(np.float16), rounding).astype(_F32)
+        q = np.clip(r + expand_groups(zero, g, k).astype(_F32), 0, (1 << bits) - 1).astype(np.uint8)
+    else:
+        q = quantize_codes(x, expand_groups(scale, g, k), expand_groups(zero, g, k), bits, rounding)
     return UniformQuant(q, scale, zero, bits, g, scheme, granularity, rounding)
 
 
@@ -283,8 +318,10 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
     k, n = w.shape
     g = _groups(k, granularity, group_size)
     maxq = (1 << bits) - 1
-    c = _F32(clip_ratio)
-    x = w.astype(_F32)
+    f16 = scheme == "awq" and w.dtype == np.float16
+    T = np.float16 if f16 else _F32  # the arithmetic type (AutoAWQ on fp16 tensors: fp16)
+    c = T(clip_ratio)
+    x = w.copy() if f16 else w.astype(_F32)
 
     def params(vals: list) -> tuple:
         s, z = _params(vals)
@@ -304,9 +341,11 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
             s = _F32(_F32(xmax - xmin) / _F32(maxq))
             z = (maxq + 1) // 2 if scheme == "gptq_sym" else int(round_to_int(np.asarray(_F32(-xmin / s)), rounding))
         elif scheme == "awq":
-            xmax, xmin = _F32(hi * c), _F32(lo * c)
-            s = _F32(max(_F32(xmax - xmin), _F32(1e-5)) / _F32(maxq))
-            z = int(min(max(-int(round_to_int(np.asarray(_F32(xmin / s)), rounding)), 0), maxq))
+            xmax, xmin = (hi, lo) if c == 1 else (T(hi * c), T(lo * c))
+            with np.errstate(over="ignore", invalid="ignore"):
+                s = T(T(max(T(xmax - xmin), T(1e-5))) / T(maxq))
+                # float until clamped: in fp16 a constant group gives |xmin / s| = inf (AutoAWQ clamps it too)
+                z = int(min(max(-float(round_to_int(np.asarray(T(xmin / s)), rounding)), 0.0), maxq))
         elif scheme == "marlin":
             amax = _F32(max(abs(v) for v in vals) * c)
             s = _F32(amax * _F32(_F32(2) / _F32(maxq)))
@@ -330,8 +369,9 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
     for i in range(k):
         for j in range(n):
             gi, gj = (0, 0) if granularity == "tensor" else (i // g, j)
-            r = int(round_to_int(np.asarray(_F32(x[i, j] / scale[gi, gj])), rounding)) + int(zero[gi, gj])
-            q[i, j] = min(max(r, 0), maxq)
+            with np.errstate(over="ignore", invalid="ignore"):
+                r = float(round_to_int(np.asarray(T(x[i, j] / T(scale[gi, gj]))), rounding)) + int(zero[gi, gj])
+            q[i, j] = int(min(max(r, 0.0), maxq))
     return UniformQuant(q, scale, zero, bits, g, scheme, granularity, rounding)
 
 

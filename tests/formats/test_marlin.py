@@ -322,7 +322,7 @@ def test_gptq_repack_matches_vllm_kernel_and_pack_of_permuted_codes(act_order):
     from refsim.formats import gptq
 
     rng = np.random.default_rng(21)
-    k, n, gs = 128, 128, 32
+    k, n, gs = 128, 256, 32
     q = rng.integers(0, 16, (k, n), dtype=np.uint8)
     qweight = gptq.pack_qweight(q, 4)
     perm = None
@@ -331,7 +331,7 @@ def test_gptq_repack_matches_vllm_kernel_and_pack_of_permuted_codes(act_order):
         perm = marlin.act_order_perm(g_idx)
         assert np.all(np.diff(g_idx[perm]) >= 0)  # groups become contiguous runs of rows
     qweight0 = qweight.copy()
-    b = marlin.repack_gptq(qweight, k, perm)
+    b = marlin.repack_gptq(qweight, k, perm, zeros=np.full((k // gs, n), 8))
     assert_bitexact(qweight, qweight0, name="qweight unmodified")
     assert_bitexact(b, _vllm_repack_4bit(qweight, perm, k, n), name="B vs vLLM repack")
     q_rows = q if perm is None else q[perm]
@@ -343,7 +343,7 @@ def test_gptq_repack_equals_layer_pack_on_legal_marlin_shape():
 
     rng = np.random.default_rng(22)
     q = rng.integers(0, 16, (256, 256), dtype=np.uint8)
-    b = marlin.repack_gptq(gptq.pack_qweight(q, 4), 256)
+    b = marlin.repack_gptq(gptq.pack_qweight(q, 4), 256, zeros=np.full((2, 256), 8))
     b2, _ = marlin.pack(q, np.ones((2, 256), np.float16), 128)
     assert_bitexact(b, b2, name="B")
 
@@ -351,10 +351,22 @@ def test_gptq_repack_equals_layer_pack_on_legal_marlin_shape():
 def test_gptq_repack_rejects_bad_perm_and_shapes():
     from refsim.formats import gptq
 
-    qweight = gptq.pack_qweight(np.zeros((64, 64), np.uint8), 4)
+    qweight = gptq.pack_qweight(np.zeros((128, 256), np.uint8), 4)
+    z8 = np.full((1, 256), 8)
     with pytest.raises(FormatRuleError, match="perm: must be a permutation"):
-        marlin.repack_gptq(qweight, 64, np.zeros(64, np.int32))
-    with pytest.raises(ShapeError, match=r"perm: shape must be \(64,\)"):
-        marlin.repack_gptq(qweight, 64, np.arange(32))
-    with pytest.raises(ShapeError, match="N: must be a positive multiple of 64"):
-        marlin.repack_gptq(gptq.pack_qweight(np.zeros((64, 32), np.uint8), 4), 64)
+        marlin.repack_gptq(qweight, 128, np.zeros(128, np.int32), zeros=z8)
+    with pytest.raises(ShapeError, match=r"perm: shape must be \(128,\)"):
+        marlin.repack_gptq(qweight, 128, np.arange(32), zeros=z8)
+    # N = 128 is a legal GPTQ shape that Marlin's unpack rejects: refused up front
+    with pytest.raises(ShapeError, match="N: must be a positive multiple of 256"):
+        marlin.repack_gptq(gptq.pack_qweight(np.zeros((128, 128), np.uint8), 4), 128, zeros=np.full((1, 128), 8))
+
+
+def test_gptq_repack_refuses_asymmetric_zero_points_with_the_reason():
+    from refsim.formats import gptq
+
+    qweight = gptq.pack_qweight(np.zeros((128, 256), np.uint8), 4)
+    zeros = np.full((1, 256), 8)
+    zeros[0, 5] = 7  # one asymmetric column: repacking would shift it by -s
+    with pytest.raises(FormatRuleError, match=r"symmetric.*first zeros\[0, 5\] = 7"):
+        marlin.repack_gptq(qweight, 128, zeros=zeros)

@@ -1,0 +1,185 @@
+"""Checkpoint conversions, layer by layer, all-or-nothing.
+
+    source      --to        what happens per layer
+    gptq  →     marlin      4-bit symmetric, group 128 or per-channel, K % 128, N % 256:
+                            B = marlin.repack_gptq(qweight, K, perm, zeros=8s), s = permute_scales(scales);
+                            act-order (desc_act) layers get perm = argsort(g_idx) (stored as <L>.perm).
+                            Anything else is refused with the reason, unless ``requantize``: then the
+                            GPTQ weights (fp16, dequantized as AutoGPTQ does) are re-quantized with
+                            Marlin's symmetric scheme (marlin.compute_scales + quantize, group 128
+                            or per-channel) and the added error is reported per layer.
+    gptq  →     gptq-v2     qzeros rewritten from ``zero - 1`` to ``zero`` (refused when a v1 zero
+                            field overflowed: the true zero points are gone)
+    gptq  →     gptq-v1     the reverse (refused when a zero point is 0: v1 cannot store it)
+    gptq  →     qigen       qweight re-blocked by refsim.formats.qigen.pack (bits 2/3/4; act-order
+                            refused: QIGen's kernels read each group as consecutive rows)
+    fp    →     anyprec     the quantize pipeline with method "anyprec" (seed + upscaling)
+
+Tensors that are not part of a converted layer (embeddings, norms, biases) are copied unchanged.
+Round trips that the formats allow are bit-identical (tests/io): v1 → v2 → v1, gptq → qigen →
+(unpack) gptq, gptq → marlin → (unpack) codes and scales.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.errors import FormatRuleError
+from refsim.formats import gptq as gptq_format
+from refsim.formats import marlin as marlin_format
+from refsim.formats import qigen as qigen_format
+from refsim.io.checkpoint import open_checkpoint
+from refsim.io.containers import MarlinLayer, QIGenLayer, write_refsim
+from refsim.io.gptq import GPTQLayer, write_gptq
+from refsim.io.output import atomic_output_dir
+
+__all__ = ["TARGETS", "marlin_refusal", "gptq_to_marlin", "gptq_to_marlin_requantized", "gptq_change_zero_convention",
+           "gptq_to_qigen", "convert"]
+
+TARGETS = ("marlin", "gptq-v1", "gptq-v2", "qigen", "anyprec")
+
+
+def marlin_refusal(layer) -> str | None:
+    """Why Marlin's kernel cannot run this GPTQ-style layer as is, or None. Checks bits (4),
+    symmetry (every zero 8), group size (128 or per-channel), act-order groups of exactly 128
+    rows, and the official ``marlin.Layer`` shape rules (K % 128, N % 256)."""
+    reasons = []
+    if layer.bits != 4:
+        reasons.append(f"bits={layer.bits} (Marlin is 4-bit)")
+    if layer.group_size not in (None, 128):
+        reasons.append(f"group_size={layer.group_size} (Marlin supports 128 or per-channel)")
+    if layer.k % 128:
+        reasons.append(f"K={layer.k} is not a multiple of 128")
+    if layer.n % 256:
+        reasons.append(f"N={layer.n} is not a multiple of 256")
+    if isinstance(layer, GPTQLayer):
+        if layer.bits == 4:
+            z = layer.zeros()
+            if np.any(z != 8):
+                reasons.append(f"asymmetric zero points ({int((z != 8).sum())} of {z.size} differ from 8; "
+                               "Marlin's format is symmetric, (q - 8) * s)")
+        if layer.desc_act and layer.group_size is not None and not reasons:
+            counts = np.bincount(layer.ckpt.g_idx, minlength=layer.ckpt.scales.shape[0])
+            if np.any(counts != layer.group_size):
+                reasons.append("act-order groups do not all hold exactly group_size rows")
+    elif not getattr(layer, "sym", False) or layer.format not in ("marlin",):
+        reasons.append(f"format {layer.format} is not a symmetric GPTQ layer")
+    return "; ".join(reasons) or None
+
+
+def gptq_to_marlin(layer: GPTQLayer) -> MarlinLayer:
+    """Repack a symmetric 4-bit GPTQ layer into Marlin's B and s (FormatRuleError with the reason
+    otherwise). Bit-identical to ``marlin.pack(q[perm], scales, group_size)`` of its codes."""
+    why = marlin_refusal(layer)
+    if why:
+        raise FormatRuleError(f"{layer.name}: cannot repack to Marlin: {why} (use --requantize to re-quantize "
+                              "symmetrically and report the added error)")
+    perm = marlin_format.act_order_perm(layer.ckpt.g_idx) if layer.desc_act else None
+    B = marlin_format.repack_gptq(layer.ckpt.qweight, layer.k, perm, zeros=layer.zeros())
+    s = marlin_format.permute_scales(layer.ckpt.scales)
+    return MarlinLayer(layer.name, B, s, perm)
+
+
+def gptq_to_marlin_requantized(layer) -> tuple[MarlinLayer, dict]:
+    """Re-quantize any layer's weights (its ``dequantize()``, fp16) with Marlin's symmetric scheme.
+
+    Group 128 when the source is grouped, per-channel otherwise. Returns the layer and the error
+    it adds relative to the source weights: ``max_abs`` and ``rel_fro`` (‖Ŵ − W‖_F / ‖W‖_F)."""
+    if layer.k % 128 or layer.n % 256:
+        raise FormatRuleError(f"{layer.name}: cannot convert to Marlin even by re-quantizing: K={layer.k}, "
+                              f"N={layer.n} (Marlin needs K % 128 == 0 and N % 256 == 0)")
+    W = layer.dequantize().astype(np.float16)  # (K, N), source row order
+    gs = None if layer.group_size is None else 128
+    scales = marlin_format.compute_scales(W, gs)
+    q = marlin_format.quantize(W, scales, gs)
+    B, s = marlin_format.pack(q, scales, gs)
+    out = MarlinLayer(layer.name, B, s, None)
+    W_new = out.dequantize().astype(np.float64)
+    W64 = W.astype(np.float64)
+    err = {"max_abs": float(np.abs(W_new - W64).max()),
+           "rel_fro": float(np.linalg.norm(W_new - W64) / max(np.linalg.norm(W64), 1e-300))}
+    return out, err
+
+
+def gptq_change_zero_convention(layer: GPTQLayer, to: str) -> GPTQLayer:
+    """Rewrite qzeros to ``to`` ("gptq" = v1, "gptq_v2"); every other tensor is kept bit for bit."""
+    src = layer.ckpt.checkpoint_format
+    if src == to:
+        return layer
+    z = layer.zeros()
+    if to == "gptq_v2" and np.any(z >= (1 << layer.bits)):
+        raise FormatRuleError(f"{layer.name}: cannot convert to gptq-v2: {int((z >= (1 << layer.bits)).sum())} v1 "
+                              "zero field(s) overflowed ('zero - 1' of a zero of 0); the true zero points are lost")
+    if to == "gptq" and np.any(z == 0):
+        raise FormatRuleError(f"{layer.name}: cannot convert to gptq-v1: {int((z == 0).sum())} zero point(s) are 0, "
+                              "which v1's 'zero - 1' cannot store (it wraps and corrupts neighbours)")
+    qzeros = gptq_format.pack_qzeros(z, layer.bits, to)
+    c = layer.ckpt
+    ck = gptq_format.GPTQCheckpoint(c.qweight, qzeros, c.scales, c.g_idx, c.bits, to)
+    return GPTQLayer(layer.name, ck, layer.group_size, layer.desc_act, layer.sym, layer.bias)
+
+
+def gptq_to_qigen(layer: GPTQLayer, mb: int | None = None, tb: int = 32, order: str = "panel") -> QIGenLayer:
+    """Re-block ``qweight`` into QIGen's panels (``mb`` default: 128 if it divides K, else 32)."""
+    if layer.desc_act:
+        raise FormatRuleError(f"{layer.name}: cannot convert an act-order (desc_act) layer to QIGen: its kernels "
+                              "read each group as consecutive rows")
+    if mb is None:
+        mb = 128 if layer.k % 128 == 0 else 32
+    try:
+        lay = qigen_format.QIGenLayout(layer.bits, layer.k, layer.n, mb, tb, order)
+    except FormatRuleError as err:
+        raise type(err)(f"{layer.name}: {err}") from None
+    packed = qigen_format.pack(layer.ckpt.qweight, lay)
+    c = layer.ckpt
+    return QIGenLayer(layer.name, packed, lay, c.qzeros, c.scales, c.g_idx, layer.group_size, c.checkpoint_format)
+
+
+def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None = None, tb: int = 32,
+            progress=None) -> dict:
+    """Convert the checkpoint at ``src_path`` to ``to`` (one of :data:`TARGETS`) in the new folder
+    ``out`` (written atomically). Returns a summary: per-layer notes and, for ``requantize``, the
+    added error."""
+    from refsim._validate import require_choice
+
+    require_choice("to", to, TARGETS)
+    if to == "anyprec":
+        from refsim.io.executor import SerialExecutor
+        from refsim.io.quantize import QuantizeOptions, quantize_model
+
+        return quantize_model(src_path, out, QuantizeOptions("anyprec"), executor=SerialExecutor(), progress=progress)
+    summary: dict = {"source": str(src_path), "to": to, "layers": {}}
+    with atomic_output_dir(out) as tmp:
+        src = open_checkpoint(src_path)
+        if src.format != "gptq":
+            raise FormatRuleError(f"to: conversion to {to} needs a GPTQ source; got a {src.format} checkpoint")
+        names = src.layer_names()
+        converted = []
+        for i, name in enumerate(names):
+            layer = src.read_layer(name)
+            if to == "marlin":
+                why = marlin_refusal(layer)
+                if why and requantize:
+                    new, err = gptq_to_marlin_requantized(layer)
+                    summary["layers"][name] = {"requantized": True, "reason": why, **err}
+                else:
+                    new = gptq_to_marlin(layer)
+                    summary["layers"][name] = {"requantized": False}
+            elif to in ("gptq-v1", "gptq-v2"):
+                new = gptq_change_zero_convention(layer, "gptq" if to == "gptq-v1" else "gptq_v2")
+            else:
+                new = gptq_to_qigen(layer, mb, tb)
+            converted.append(new)
+            if progress is not None:
+                progress(i + 1, len(names), name)
+        consumed = {f"{n}.{suf}" for n in names for suf in ("qweight", "qzeros", "scales", "g_idx")}
+        consumed |= {t for new in converted for t in new.tensors()}
+        keep = {t: src.tensor(t) for t in src.tensor_names() if t not in consumed}
+        if to == "marlin":
+            write_refsim(tmp, "marlin", converted, {"bits": 4, "sym": True, "source": str(src_path)}, keep)
+        elif to == "qigen":
+            write_refsim(tmp, "qigen", converted, {"source": str(src_path)}, keep)
+        else:
+            write_gptq(tmp, converted, keep)
+        src.close()
+    return summary

@@ -1,0 +1,24 @@
+"""Shared builders of the refsim.io tests (imported by name: the tests folder has no packages)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.formats import gptq as gptq_format
+from refsim.io.gptq import GPTQLayer
+
+L0, L1 = "model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj"
+
+
+def gptq_layer(name, rng, *, k=256, n=256, bits=4, gs=128, sym=False, act_order=False, fmt="gptq"):
+    g = 1 if gs is None else k // gs
+    q = rng.integers(0, 1 << bits, (k, n), dtype=np.uint8)
+    scales = (rng.random((g, n)) * 0.01 + 0.001).astype(np.float16)
+    zeros = np.full((g, n), 1 << (bits - 1)) if sym else rng.integers(1, 1 << bits, (g, n))
+    g_idx = None
+    if act_order:
+        g_idx = rng.permutation(np.repeat(np.arange(g), k // g)).astype(np.int32)
+    ck = gptq_format.pack(q, scales, zeros, bits, g_idx=g_idx, group_size=gs, checkpoint_format=fmt)
+    return GPTQLayer(name, ck, gs, act_order, sym, (rng.standard_normal(n)).astype(np.float16))
+
+
