@@ -54,16 +54,13 @@ def _kernel_of(args):
     return load_kernel(args.kernel)
 
 
-def register(subparsers) -> None:
+def add_check_options(p, *, launch_required: bool = False) -> None:
+    """The options ``refsim check`` and ``refsim ptx check`` share."""
     from refsim.emulator.harness_formats import FORMATS
 
-    p = subparsers.add_parser("check", help="check a Python kernel bit for bit against refsim's emulator",
-                              description="Check MODULE:FUNCTION bit for bit against refsim's emulator of a format "
-                                          "(pinned regime-covering cases, then seeded draws; a diagnosis on mismatch).")
-    p.add_argument("kernel", help="MODULE:FUNCTION, path/to/file.py:FUNCTION, or path/to/file.cu|.ptx:ENTRY "
-                                  "(with --launch)")
-    p.add_argument("--launch", default=None,
-                   help="for a .cu/.ptx kernel: MODULE:FUNCTION returning a refsim.cuda.LaunchPlan for the inputs")
+    if launch_required:
+        p.add_argument("--launch", required=True,
+                       help="MODULE:FUNCTION returning a refsim.cuda.LaunchPlan for the format's inputs")
     p.add_argument("--fmt", default="marlin", choices=sorted(FORMATS))
     p.add_argument("--arch", default="sm_80")
     p.add_argument("--sms", type=int, default=108, help="SM count = grid size (default 108, A100)")
@@ -73,6 +70,17 @@ def register(subparsers) -> None:
     p.add_argument("--deadline", type=float, default=None, help="seconds one kernel call may take")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--save-failures", default=None, help=".npz path or directory for a failing case")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("check", help="check a Python kernel bit for bit against refsim's emulator",
+                              description="Check MODULE:FUNCTION bit for bit against refsim's emulator of a format "
+                                          "(pinned regime-covering cases, then seeded draws; a diagnosis on mismatch).")
+    p.add_argument("kernel", help="MODULE:FUNCTION, path/to/file.py:FUNCTION, or path/to/file.cu|.ptx:ENTRY "
+                                  "(with --launch)")
+    p.add_argument("--launch", default=None,
+                   help="for a .cu/.ptx kernel: MODULE:FUNCTION returning a refsim.cuda.LaunchPlan for the inputs")
+    add_check_options(p)
     p.set_defaults(func=run)
 
 

@@ -1,4 +1,7 @@
 """``refsim ptx stats FILE.cu|FILE.ptx --arch sm_80``: static instruction mix and registers per kernel.
+``refsim ptx check FILE.cu --kernel ENTRY --launch MOD:FN --fmt marlin``: the same check as
+``refsim check FILE.cu:ENTRY --launch MOD:FN`` (:mod:`refsim.commands.check`), the kernel run through
+:mod:`refsim.ptx` and compared bit for bit with refsim's emulator of the format.
 
 For a ``.cu`` file the PTX comes from :func:`refsim.ptx.compile` (needs nvcc); registers, spills and
 shared memory come from ``ptxas -v`` when ptxas is installed (beside nvcc or on PATH), otherwise
@@ -14,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from refsim.commands import check as _check_command
 from refsim.errors import FormatRuleError, ToolchainError
 
 
@@ -28,6 +32,13 @@ def register(subparsers) -> None:
     s.add_argument("--full", action="store_true", help="count full instruction names, not base opcodes")
     s.add_argument("--option", action="append", default=[], help="extra nvcc option for .cu files (repeatable)")
     s.set_defaults(func=stats_command)
+    c = sub.add_parser("check", help="check a .cu/.ptx kernel bit for bit against refsim's emulator",
+                       description="Compile FILE, run its entry KERNEL through refsim.ptx as the --launch function "
+                                   "describes, and compare with refsim's emulator of --fmt (see `refsim check`).")
+    c.add_argument("file", help="a CUDA source (.cu) or PTX (.ptx) file")
+    c.add_argument("--kernel", required=True, help="the .entry to run (extern \"C\" name, mangled name or a unique part)")
+    _check_command.add_check_options(c, launch_required=True)
+    c.set_defaults(func=check_command)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -94,6 +105,11 @@ def stats_text(text: str, arch: str, full: bool = False) -> str:
             out.append(f"  {op:<{width}}  {n:6d}  {100.0 * n / total:5.1f}%")
     out.append(f"refsim.ptx can execute this module: {runnable}")
     return "\n".join(out)
+
+
+def check_command(args) -> int:
+    args.kernel = f"{args.file}:{args.kernel}"
+    return _check_command.run(args)
 
 
 def stats_command(args) -> int:

@@ -70,3 +70,17 @@ def test_a_ptx_entry_runs_through_refsim_ptx_with_its_launch(tmp_path, capsys):
     assert "cases match" in capsys.readouterr().out
     assert main(["check", f"{ptx_file}:anyprec_gemv", "--fmt", "anyprec"]) == 2
     assert "--launch" in capsys.readouterr().err
+
+
+def test_refsim_ptx_check_is_the_same_check(tmp_path, capsys):
+    from pathlib import Path
+
+    import refsim
+
+    ptx_file = Path(refsim.__file__).parent / "cuda" / "ptx" / "anyprec.sm_80.ptx"
+    launch = tmp_path / "launch.py"
+    launch.write_text(LAUNCH.replace("lut, out,", "(lut * np.float16(2)).astype(np.float16), out,"))
+    # a launch that doubles the table: the entry runs and the check reports the mismatch (exit 1)
+    assert main(["ptx", "check", str(ptx_file), "--kernel", "anyprec_gemv", "--launch", f"{launch}:plan",
+                 "--fmt", "anyprec", "--seed", "0", "--max-examples", "0", "--no-shrink"]) == 1
+    assert "anyprec kernel differs" in capsys.readouterr().out
