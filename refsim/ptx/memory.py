@@ -1,0 +1,83 @@
+"""The state spaces of one launch: global buffers, shared memory per block, local memory per thread.
+
+Address map (virtual, 64-bit; chosen here, documented in docs/ptx.md)::
+
+    0x0000_0000_0000 ... 0x0000_FFFF_FFFF   (unused: a null or small pointer faults)
+    SHARED_WINDOW = 0x0001_0000_0000        generic window of the block's shared memory
+    LOCAL_WINDOW  = 0x0002_0000_0000        generic window of the thread's local memory
+    GLOBAL_BASE   = 0x0100_0000_0000        global buffers, 4 KiB-aligned, >= 4 KiB apart
+
+    global buffer i:  [base_i, base_i + nbytes_i)   every byte of a user array, written in place
+    shared (block b): flat offset b * shared_stride + address (address = ``.shared`` offset)
+    local (thread t): flat offset t * local_stride + address
+
+Accesses are gathered and scattered as typed elements (``<u1/<u2/<u4/<u8`` views of the byte
+buffers); an access must be aligned to its total size (vector width x element size), as the
+hardware faults otherwise, so a typed view never straddles the end of a buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_BYTES", "GLOBAL_BASE", "GlobalMemory", "typed"]
+
+SHARED_WINDOW = 1 << 32
+LOCAL_WINDOW = 2 << 32
+WINDOW_BYTES = 1 << 32
+GLOBAL_BASE = 1 << 40
+_GAP = 4096
+
+_UINT = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+
+
+def typed(buf: np.ndarray, esize: int) -> np.ndarray:
+    """The byte buffer ``buf`` viewed as little-endian unsigned elements of ``esize`` bytes."""
+    n = buf.size // esize * esize
+    return buf[:n].view(_UINT[esize])
+
+
+class GlobalMemory:
+    """Global (and ``.const``) buffers of a launch, each a byte view of an array, at virtual bases."""
+
+    def __init__(self) -> None:
+        self.bases: list[int] = []
+        self.sizes: list[int] = []
+        self.buffers: list[np.ndarray] = []    # uint8 1-D views sharing memory with the arrays
+        self.names: list[str] = []
+        self._views: dict[tuple[int, int], np.ndarray] = {}
+        self._base_arr = np.zeros(0, np.uint64)
+        self._end_arr = np.zeros(0, np.uint64)
+
+    def add(self, data: np.ndarray, name: str) -> int:
+        """Map ``data`` (a C-contiguous array of any dtype) and return its virtual base address."""
+        base = GLOBAL_BASE
+        if self.bases:
+            end = self.bases[-1] + self.sizes[-1]
+            base = (end + _GAP + _GAP - 1) // _GAP * _GAP
+        flat = data.reshape(-1).view(np.uint8) if data.size else np.zeros(0, np.uint8)
+        self.bases.append(base)
+        self.sizes.append(flat.size)
+        self.buffers.append(flat)
+        self.names.append(name)
+        self._base_arr = np.array(self.bases, np.uint64)
+        self._end_arr = np.array([b + s for b, s in zip(self.bases, self.sizes)], np.uint64)
+        return base
+
+    def view(self, i: int, esize: int) -> np.ndarray:
+        key = (i, esize)
+        v = self._views.get(key)
+        if v is None:
+            v = self._views[key] = typed(self.buffers[i], esize)
+        return v
+
+    def locate(self, addr: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Buffer index per address and a mask of accesses ``[addr, addr + nbytes)`` inside it."""
+        if not self.bases:
+            return np.zeros(addr.shape, np.int64), np.zeros(addr.shape, bool)
+        i = np.searchsorted(self._base_arr, addr, side="right").astype(np.int64) - 1
+        ok = i >= 0
+        ic = np.maximum(i, 0)
+        ok &= addr + np.uint64(nbytes) <= self._end_arr[ic]
+        ok &= addr >= self._base_arr[ic]
+        return ic, ok

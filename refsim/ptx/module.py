@@ -1,0 +1,225 @@
+"""``refsim.ptx.Module``: parse PTX once, launch its kernels on NumPy arrays.
+
+Launch arguments, one per ``.param`` of the kernel, in order::
+
+    np.ndarray (C-contiguous, any dtype, not 0-d)  ->  pointer parameter (a 64-bit .param): the
+        array's bytes are global memory for the launch and are written back IN PLACE (device-buffer
+        semantics); a C-contiguous view (``C.reshape(-1)[offset:]``) writes through to its base;
+        contents persist between launches (lock workspaces)
+    Python/NumPy int or float                    ->  value parameter, converted exactly to the
+        parameter's PTX type (out of range or inexact -> PtxLaunchError)
+    bytes of the parameter's size                ->  a ``.b8 name[N]`` parameter (structs by value)
+
+    param space (little-endian, offsets from the .entry header):
+      | param_0 (u64 ptr) | param_1 (u64 ptr) | param_2 f32 | param_3 u32 |
+      0                   8                   16            20            24
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from refsim.ptx.engine import Launch, LaunchStats, check_launch_shape, needs_handler
+from refsim.ptx.errors import PtxLaunchError, PtxUnsupportedError
+from refsim.ptx.memory import GlobalMemory
+from refsim.ptx.parse import TYPE_BITS, parse
+
+__all__ = ["Module", "SHARED_BYTES_PER_BLOCK"]
+
+#: Largest shared memory of one block (static + dynamic, with the opt-in attribute), bytes: CUDA
+#: C++ Programming Guide, "Technical Specifications per Compute Capability"; the same numbers as
+#: ``smem_per_block_bytes`` in refsim.gpu_model.specs (checked by tests/ptx/test_module.py).
+SHARED_BYTES_PER_BLOCK = {
+    "sm_70": 98304, "sm_75": 65536, "sm_80": 166912, "sm_86": 101376, "sm_87": 166912,
+    "sm_89": 101376, "sm_90": 232448,
+}
+_SCHEDULES = ("lockstep", "random")
+
+
+def _sm(arch: str) -> int:
+    m = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    if not m:
+        raise PtxLaunchError(f"arch: must look like 'sm_80'; got {arch!r}")
+    return int(m.group(1))
+
+
+class Module:
+    """A parsed PTX module.
+
+    ``Module(ptx_text)`` parses every ``.entry`` and looks up the semantics of every static
+    instruction once; malformed or unsupported PTX raises :class:`refsim.ptx.PtxError` naming
+    line, column and instruction. ``kernels`` is the tuple of ``.entry`` names (mangled, as in
+    the PTX).
+    """
+
+    def __init__(self, ptx_text: str):
+        self._parsed = parse(ptx_text)
+        self.target = self._parsed.target.split(",")[0].strip()
+        self._target_sm = _sm(self.target)
+        self._handlers: dict[tuple[str, str], dict[int, object]] = {}
+        for name in self._parsed.kernels:
+            self._lookup(name, self.target if self.target in SHARED_BYTES_PER_BLOCK else "sm_80")
+            # build once with a one-thread dummy launch: engine-owned instructions are checked here
+            self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch="sm_80",
+                               shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
+                               race=False, poison=False)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """Names of the ``.entry`` kernels, mangled, in PTX order."""
+        return tuple(self._parsed.kernels)
+
+    def params(self, kernel: str) -> tuple:
+        """The kernel's parameters: tuples of (name, PTX type, size in bytes)."""
+        return tuple((p.name, p.type, p.size) for p in self._kernel(kernel).params)
+
+    def instruction_mix(self, kernel: str) -> dict[str, int]:
+        """Static instruction count per instruction name (``"ld.global.v4.u32"``) of a kernel."""
+        mix: dict[str, int] = {}
+        for ins in self._kernel(kernel).instructions:
+            mix[ins.name] = mix.get(ins.name, 0) + 1
+        return mix
+
+    def _kernel(self, name: str):
+        k = self._parsed.kernels.get(name)
+        if k is None:
+            raise PtxLaunchError(f"kernel: must be one of {list(self._parsed.kernels)}; got {name!r}")
+        return k
+
+    def _lookup(self, name: str, arch: str) -> dict:
+        from refsim.ptx import semantics
+
+        key = (name, arch)
+        if key not in self._handlers:
+            k = self._parsed.kernels[name]
+            hs = {}
+            for i, ins in enumerate(k.instructions):
+                if ins.opcode == "call":
+                    raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
+                                              f"`{ins.text}`: calls of non-inlined device functions are not supported")
+                if needs_handler(ins):
+                    try:
+                        hs[i] = semantics.lookup(semantics.Op(ins.opcode, ins.mods, ins.types), arch=arch)
+                    except PtxUnsupportedError as e:
+                        raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
+                                                  f"`{ins.text}`: {e}") from None
+            self._handlers[key] = hs
+        return self._handlers[key]
+
+    def _dummy_args(self, name: str) -> list:
+        out = []
+        for p in self._kernel(name).params:
+            if p.type == "b8" or p.size > 8:
+                out.append(bytes(p.size))
+            elif p.type.startswith("f"):
+                out.append(0.0)
+            else:
+                out.append(0)
+        return out
+
+    def launch(self, kernel: str, grid, block, args, *, arch: str = "sm_80", shared_bytes: int = 0,
+               schedule: str = "lockstep", seed: int = 0, max_warp_instructions: int | None = None,
+               race: bool = False, poison: bool = False) -> LaunchStats:
+        """Run ``kernel`` over ``grid`` x ``block`` threads; pointer arguments are updated in place.
+
+        grid, block: int or tuple of up to 3 ints. args: one per ``.param`` (see the module doc).
+        arch: the GPU whose tensor-core and fp model execute the instructions; must be at least
+        the PTX ``.target``. shared_bytes: dynamic shared memory (the ``.extern .shared`` array).
+        schedule: "lockstep" (lowest PC first, deterministic) or "random" (warps interleaved by
+        ``seed``). max_warp_instructions: bound on issued warp-instructions (default 10**9).
+        race: report shared-memory conflicts between barriers and reads of pending cp.async
+        destinations (PtxRaceError). poison: report reads of unwritten registers or shared bytes
+        (PtxUninitializedError). Returns :class:`refsim.ptx.LaunchStats`.
+        """
+        if schedule not in _SCHEDULES:
+            raise PtxLaunchError(f"schedule: must be one of {_SCHEDULES}; got {schedule!r}")
+        if arch not in SHARED_BYTES_PER_BLOCK:
+            raise PtxLaunchError(f"arch: must be one of {sorted(SHARED_BYTES_PER_BLOCK)}; got {arch!r}")
+        if _sm(arch) < self._target_sm:
+            raise PtxLaunchError(f"arch: PTX built for .target {self.target} cannot run on {arch}")
+        if max_warp_instructions is not None and (not isinstance(max_warp_instructions, (int, np.integer))
+                                                  or max_warp_instructions < 1):
+            raise PtxLaunchError(f"max_warp_instructions: must be a positive int or None; got {max_warp_instructions!r}")
+        grid = check_launch_shape("grid", grid)
+        block = check_launch_shape("block", block)
+        if block[0] * block[1] * block[2] > 1024 or block[2] > 64:
+            raise PtxLaunchError(f"block: at most 1024 threads and z <= 64; got {block}")
+        if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
+            raise PtxLaunchError(f"grid: y and z must be <= 65535, x < 2**31; got {grid}")
+        if not isinstance(shared_bytes, (int, np.integer)) or isinstance(shared_bytes, bool) or shared_bytes < 0:
+            raise PtxLaunchError(f"shared_bytes: must be a non-negative int; got {shared_bytes!r}")
+        k = self._kernel(kernel)
+        limit = SHARED_BYTES_PER_BLOCK[arch]
+        if k.shared_bytes + int(shared_bytes) > limit:
+            raise PtxLaunchError(f"shared_bytes: static ({k.shared_bytes}) + dynamic ({int(shared_bytes)}) shared "
+                                 f"memory must be <= {limit} bytes per block on {arch}; got "
+                                 f"{k.shared_bytes + int(shared_bytes)}")
+        if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
+            raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
+        state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
+                                   schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
+                                   race=race, poison=poison)
+        return state.run()
+
+    def _launch_state(self, kernel, grid, block, args, *, arch, shared_bytes, schedule, seed,
+                      max_warp_instructions, race, poison) -> Launch:
+        k = self._kernel(kernel)
+        if len(args) != len(k.params):
+            raise PtxLaunchError(f"args: kernel {kernel} takes {len(k.params)} parameters; got {len(args)}")
+        gmem = GlobalMemory()
+        symbols: dict[str, int] = {}
+        for name, (var, init, _space) in self._parsed.globals.items():
+            symbols[name] = gmem.add(np.frombuffer(bytearray(init), np.uint8), name)
+        param = bytearray(sum(p.size for p in k.params) + 16)
+        size = 0
+        for i, (p, a) in enumerate(zip(k.params, args)):
+            raw = _param_bytes(i, p, a, gmem)
+            param[p.offset:p.offset + p.size] = raw
+            size = p.offset + p.size
+        handlers = self._lookup(kernel, arch if arch in SHARED_BYTES_PER_BLOCK else "sm_80")
+        return Launch(k, handlers, self._parsed.globals, grid, block, bytes(param[:size]), gmem, symbols,
+                      arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
+                      max_warp_instructions=max_warp_instructions, race=race, poison=poison)
+
+
+def _param_bytes(i: int, p, a, gmem: GlobalMemory) -> bytes:
+    """The bytes of argument ``a`` for parameter ``p`` (arrays are mapped into ``gmem``)."""
+    what = f"args[{i}] ({p.name}, .{p.type})"
+    if p.type == "b8" or p.size > 8:
+        if not isinstance(a, (bytes, bytearray)) or len(a) != p.size:
+            raise PtxLaunchError(f"{what}: a {p.size}-byte parameter takes bytes of that length; got {a!r:.60}")
+        return bytes(a)
+    if isinstance(a, np.ndarray):
+        if a.ndim == 0:
+            raise PtxLaunchError(f"{what}: 0-d arrays are ambiguous (pass a NumPy scalar or a 1-d array); got shape ()")
+        if p.size != 8:
+            raise PtxLaunchError(f"{what}: an array (pointer) needs a 64-bit parameter; got .{p.type}")
+        if not a.flags.c_contiguous:
+            raise PtxLaunchError(f"{what}: a pointer argument must be C-contiguous (it is written in place); "
+                                 f"got strides {a.strides}")
+        base = gmem.add(a, p.name)
+        return int(base).to_bytes(8, "little")
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):
+        raise PtxLaunchError(f"{what}: must be an array, an int or a float; got {type(a).__name__}")
+    bits = TYPE_BITS[p.type]
+    if p.type in ("f16", "f32", "f64", "bf16"):
+        dt = {"f16": np.float16, "f32": np.float32, "f64": np.float64}.get(p.type)
+        if dt is None:
+            import ml_dtypes
+            dt = ml_dtypes.bfloat16
+        x = np.asarray(a).astype(dt)
+        same = float(x) == float(a) or (np.isnan(float(a)) and np.isnan(float(x)))
+        if not same:
+            raise PtxLaunchError(f"{what}: {a!r} is not exactly representable in .{p.type} "
+                                 f"(pass np.{np.dtype(dt).name}(...) to round explicitly)")
+        return x.tobytes()
+    if isinstance(a, (float, np.floating)):
+        raise PtxLaunchError(f"{what}: an integer parameter takes an int; got float {a!r}")
+    v = int(a)
+    lo = -(1 << (bits - 1)) if p.type[0] in "sb" else 0
+    hi = (1 << bits) - 1 if p.type[0] in "ub" else (1 << (bits - 1)) - 1
+    if not lo <= v <= hi:
+        raise PtxLaunchError(f"{what}: value must lie in [{lo}, {hi}]; got {v}")
+    return (v % (1 << bits)).to_bytes(bits // 8, "little")

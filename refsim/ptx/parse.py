@@ -1,0 +1,617 @@
+"""PTX text -> kernels made of instructions with resolved operands (the parser of ``refsim.ptx``).
+
+What the parser produces, per ``.entry``::
+
+    Kernel(name, params=(Param(name, type, size, align, offset), ...),
+           registers=(Register(name, type, width_bits), ...),      # one slot per *declaration*
+           shared=(Variable(name, size, align, offset), ...), extern_shared_offset, local_bytes,
+           instructions=(Instruction(opcode, mods, types, dsts+srcs operands, guard, line, ...), ...))
+
+Registers are scoped by ``{ }``: inline-asm blocks declare registers with the same names and
+different types (Marlin's ``cp_async4_pred`` declares ``.reg .pred p`` and ``cp_async4_stream``
+``.reg .b64 p``), so every declaration gets its own slot and every use is resolved to the slot of
+the innermost enclosing declaration::
+
+    .reg .b64 p;          slot 7  <- "p" in this scope
+    {  .reg .pred p;      slot 8  <- "p" inside the braces
+       @p cp.async ...    guard = slot 8 (a predicate, always a bool)
+    }
+    mov.b64 %rd1, p;      source = slot 7
+
+Labels are scoped the same way (nvcc inlines the same asm block, with its labels, many times).
+Operands are tuples, resolved once here so the engine's hot loop never looks at text:
+
+    ("reg", slot, negated)       ("imm", int_or_bits, kind)   kind: "int" | "f32" | "f64"
+    ("special", "%tid.x")        ("sym", name)                 ("label", instruction_index)
+    ("addr", base, offset)       base: ("reg", slot, False) | ("sym", name) | None
+    ("vec", (operand, ...))      ("pair", (operand, operand))  ("sink",)
+
+Malformed or unsupported text raises :class:`refsim.ptx.PtxParseError` naming line, column and the
+offending statement.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from refsim.ptx.errors import PtxParseError, PtxUnsupportedError
+
+__all__ = ["TYPE_BITS", "Param", "Register", "Variable", "Instruction", "Kernel", "ParsedModule", "parse"]
+
+#: PTX fundamental types and their widths in bits (``pred`` is a 1-bit boolean).
+TYPE_BITS = {
+    "pred": 1, "b8": 8, "s8": 8, "u8": 8, "b16": 16, "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
+    "b32": 32, "s32": 32, "u32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32,
+    "b64": 64, "s64": 64, "u64": 64, "f64": 64, "b128": 128,
+    "s4": 4, "u4": 4, "b1": 1, "e4m3": 8, "e5m2": 8, "e4m3x2": 16, "e5m2x2": 16,
+}
+
+SPECIAL_REGISTERS = frozenset(
+    [f"%{n}.{c}" for n in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz"]
+    + [f"%{n}" for n in ("tid", "ntid", "ctaid", "nctaid")]
+    + ["%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid", "%gridid", "%clock", "%clock64",
+       "%globaltimer", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt",
+       "%dynamic_smem_size", "%total_smem_size", "%warpsz"]
+)
+
+# Directives that carry no semantics for execution (performance hints, debug info).
+_IGNORED_IN_BODY = (".pragma", ".loc", ".maxnreg", ".maxntid", ".reqntid", ".minnctapersm", ".noreturn")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str      # PTX type of the parameter (``b8`` for byte arrays)
+    size: int      # bytes
+    align: int
+    offset: int    # byte offset in the kernel's parameter space
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    type: str      # declared PTX type
+    bits: int      # 1 for predicates
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    size: int      # bytes (0 for ``.extern .shared`` arrays: dynamic shared memory)
+    align: int
+    offset: int    # byte offset in its state space
+
+
+@dataclass
+class Instruction:
+    opcode: str                    # base opcode: "ld", "mma", "bra", ...
+    mods: tuple[str, ...]          # modifiers without dots or types, PTX order
+    types: tuple[str, ...]         # type suffixes, PTX order
+    operands: tuple                # resolved operand tuples (see module docstring)
+    guard: tuple | None            # ("reg", slot, negated) of an ``@p``/``@!p`` guard
+    line: int
+    column: int
+    text: str                      # the statement as written (for messages)
+
+    @property
+    def name(self) -> str:
+        return ".".join((self.opcode,) + self.mods + self.types)
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: tuple[Param, ...]
+    registers: list[Register] = field(default_factory=list)
+    shared: dict[str, Variable] = field(default_factory=dict)
+    shared_bytes: int = 0          # static shared memory of the kernel
+    extern_shared: tuple[str, ...] = ()   # names of ``.extern .shared`` arrays (dynamic shared)
+    local_bytes: int = 0
+    local: dict[str, Variable] = field(default_factory=dict)
+    instructions: list[Instruction] = field(default_factory=list)
+
+
+@dataclass
+class ParsedModule:
+    version: str
+    target: str
+    address_size: int
+    kernels: dict[str, Kernel]
+    globals: dict[str, tuple[Variable, bytes, str]]   # name -> (variable, initial bytes, space)
+    extern_shared: dict[str, int]                      # module-scope .extern .shared name -> align
+
+
+def _err(line: int, col: int, text: str, why: str, cls=PtxParseError):
+    return cls(f"PTX line {line}, column {col}: `{text.strip()}`: {why}")
+
+
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _strip_comments(text: str) -> str:
+    def repl(m: re.Match) -> str:
+        s = m.group(0)
+        if s.startswith('"'):
+            return s
+        return re.sub(r"[^\n]", " ", s)
+    return _STRING_OR_COMMENT.sub(repl, text)
+
+
+_LINE_DIRECTIVES = (".version", ".target", ".address_size", ".file", ".loc")
+_LABEL = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*:$")
+
+
+def _statements(text: str):
+    """Yield ``(kind, text, line, col)``: kind is "stmt", "label", "open", "close" or "line"."""
+    lines = text.split("\n")
+    buf: list[str] = []
+    start = None
+    literal_depth = 0     # braces inside a statement: vector operands, initializers
+    for ln, raw in enumerate(lines, 1):
+        stripped = raw.strip()
+        if not buf and stripped.startswith(_LINE_DIRECTIVES):
+            yield ("line", stripped.rstrip(";"), ln, raw.index(stripped[0]) + 1)
+            continue
+        i = 0
+        while i < len(raw):
+            ch = raw[i]
+            if ch == '"':
+                j = raw.index('"', i + 1) if '"' in raw[i + 1:] else len(raw) - 1
+                if not buf:
+                    start = (ln, i + 1)
+                buf.append(raw[i:j + 1])
+                i = j + 1
+                continue
+            content = "".join(buf).strip()
+            if ch == "{" and literal_depth == 0 and (not content or content.startswith(".") and "=" not in content
+                                                      and not content.startswith((".reg", ".shared", ".local", ".const", ".global"))):
+                if content:
+                    yield ("header", content, start[0], start[1])
+                else:
+                    yield ("open", "{", ln, i + 1)
+                buf, start = [], None
+            elif ch == "{":
+                literal_depth += 1
+                buf.append(ch)
+            elif ch == "}" and literal_depth:
+                literal_depth -= 1
+                buf.append(ch)
+            elif ch == "}":
+                if content:
+                    raise _err(start[0], start[1], content, "statement not terminated by ';'")
+                yield ("close", "}", ln, i + 1)
+                buf, start = [], None
+            elif ch == ";" and literal_depth == 0:
+                yield ("stmt", content, start[0], start[1]) if content else None
+                buf, start = [], None
+            elif ch == ":" and literal_depth == 0 and raw[i + 1:i + 2] != ":" and raw[i - 1:i] != ":" \
+                    and _LABEL.match(content + ":"):
+                yield ("label", content, start[0], start[1])
+                buf, start = [], None
+            else:
+                if not buf and not ch.isspace():
+                    start = (ln, i + 1)
+                if buf or not ch.isspace():
+                    buf.append(ch)
+            i += 1
+        if buf:
+            buf.append(" ")
+    content = "".join(buf).strip()
+    if content:
+        raise _err(start[0], start[1], content, "statement not terminated by ';' at end of text")
+
+
+_DECL = re.compile(
+    r"^(?P<space>\.reg|\.shared|\.local|\.const|\.global|\.param)\s+"
+    r"(?P<quals>(?:\.(?:align\s+\d+|v[248]|ptr|b8|b16|b32|b64|b128|s8|s16|s32|s64|u8|u16|u32|u64|f16|f16x2|bf16|bf16x2|f32|f64|pred)\s*)+)"
+    r"(?P<names>.*)$",
+    re.S,
+)
+_NAME_ITEM = re.compile(r"^\s*(?P<name>[%$\w.]+?)\s*(?:<(?P<count>\d+)>)?\s*(?P<dims>(?:\[\s*\d*\s*\])*)\s*(?:=\s*(?P<init>.*))?$", re.S)
+
+
+def _decl_quals(quals: str):
+    align, vec, typ = None, 1, None
+    for q in re.findall(r"\.(align\s+\d+|\w+)", quals):
+        if q.startswith("align"):
+            align = int(q.split()[1])
+        elif q in ("v2", "v4", "v8"):
+            vec = int(q[1:])
+        elif q == "ptr":
+            continue
+        else:
+            typ = q
+    return align, vec, typ
+
+
+def _split_top(s: str, sep: str = ",") -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _parse_int(tok: str) -> int | None:
+    t = tok.strip()
+    neg = t.startswith("-")
+    if neg:
+        t = t[1:].strip()
+    if t.endswith("U"):
+        t = t[:-1]
+    try:
+        if re.fullmatch(r"0[xX][0-9a-fA-F]+", t):
+            v = int(t, 16)
+        elif re.fullmatch(r"0[bB][01]+", t):
+            v = int(t[2:], 2)
+        elif re.fullmatch(r"0[0-7]+", t):
+            v = int(t, 8)
+        elif re.fullmatch(r"\d+", t):
+            v = int(t)
+        else:
+            return None
+    except ValueError:
+        return None
+    return -v if neg else v
+
+
+def _initializer_bytes(init: str, typ: str, count: int) -> bytes:
+    import numpy as np
+
+    width = TYPE_BITS[typ] // 8
+    items = [x for x in re.split(r"[{},\s]+", init) if x]
+    vals = []
+    for it in items:
+        if it.startswith(("0f", "0F")) and len(it) == 10:
+            vals.append(int(it[2:], 16))
+        elif it.startswith(("0d", "0D")) and len(it) == 18:
+            vals.append(int(it[2:], 16))
+        else:
+            v = _parse_int(it)
+            if v is None:
+                raise ValueError(it)
+            vals.append(v % (1 << (8 * width)))
+    arr = np.zeros(count, dtype=f"<u{width}")
+    arr[: len(vals)] = vals
+    return arr.tobytes()
+
+
+class _Scope:
+    def __init__(self, parent):
+        self.parent = parent
+        self.regs: dict[str, int] = {}
+        self.labels: dict[str, int] = {}
+        self.pending: list[tuple[Instruction, int, str]] = []   # (instruction, operand index, label)
+
+
+class _KernelParser:
+    def __init__(self, kernel: Kernel, module: "ParsedModule"):
+        self.k = kernel
+        self.module = module
+        self.scope: _Scope | None = None
+
+    # -- declarations ------------------------------------------------------------------
+    def declare(self, text: str, line: int, col: int) -> None:
+        m = _DECL.match(text)
+        if not m:
+            raise _err(line, col, text, "malformed declaration")
+        space = m.group("space")
+        align, vec, typ = _decl_quals(m.group("quals"))
+        if typ is None:
+            raise _err(line, col, text, "declaration without a type")
+        for item in _split_top(m.group("names")):
+            im = _NAME_ITEM.match(item)
+            if not im:
+                raise _err(line, col, text, f"malformed declared name {item!r}")
+            name = im.group("name")
+            if space == ".reg":
+                if vec != 1 or im.group("dims"):
+                    raise _err(line, col, text, "vector or array registers are not supported", PtxUnsupportedError)
+                names = ([f"{name}{i}" for i in range(int(im.group("count")))] if im.group("count") else [name])
+                for n in names:
+                    self.scope.regs[n] = len(self.k.registers)
+                    self.k.registers.append(Register(n, typ, TYPE_BITS[typ]))
+                continue
+            if im.group("init"):
+                raise _err(line, col, text, "initialised variables inside a function are not supported",
+                           PtxUnsupportedError)
+            width = TYPE_BITS[typ] // 8 * vec
+            dims = [d.strip() for d in re.findall(r"\[([^\]]*)\]", im.group("dims") or "")]
+            count = 1
+            for d in dims:
+                count *= int(d) if d else 0
+            size = width * count
+            a = align or width
+            if space == ".shared":
+                off = (self.k.shared_bytes + a - 1) // a * a
+                self.k.shared[name] = Variable(name, size, a, off)
+                self.k.shared_bytes = off + size
+            elif space == ".local":
+                off = (self.k.local_bytes + a - 1) // a * a
+                self.k.local[name] = Variable(name, size, a, off)
+                self.k.local_bytes = off + size
+            else:
+                raise _err(line, col, text, f"{space} declarations inside a kernel are not supported",
+                           PtxUnsupportedError)
+
+    def lookup(self, name: str) -> int | None:
+        s = self.scope
+        while s is not None:
+            if name in s.regs:
+                return s.regs[name]
+            s = s.parent
+        return None
+
+    # -- operands -----------------------------------------------------------------------
+    def operand(self, tok: str, line: int, col: int, text: str, is_branch_target: bool = False):
+        t = tok.strip()
+        if not t:
+            raise _err(line, col, text, "empty operand")
+        if t == "_":
+            return ("sink",)
+        if t.startswith("{") and t.endswith("}"):
+            return ("vec", tuple(self.operand(x, line, col, text) for x in _split_top(t[1:-1])))
+        if t.startswith("[") and t.endswith("]"):
+            return self.address(t[1:-1], line, col, text)
+        if "|" in t:
+            a, b = t.split("|", 1)
+            return ("pair", (self.operand(a, line, col, text), self.operand(b, line, col, text)))
+        neg = t.startswith("!")
+        if neg:
+            t = t[1:].strip()
+        slot = self.lookup(t)
+        if slot is not None:
+            return ("reg", slot, neg)
+        if neg:
+            raise _err(line, col, text, f"'!' applies to predicate registers only; got {tok!r}")
+        if t in SPECIAL_REGISTERS:
+            return ("special", t)
+        if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t):
+            return ("imm", int(t[2:], 16), "f32")
+        if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
+            return ("imm", int(t[2:], 16), "f64")
+        v = _parse_int(t)
+        if v is not None:
+            return ("imm", v, "int")
+        if re.fullmatch(r"-?\d+\.\d*(?:[eE][-+]?\d+)?", t):
+            return ("imm", float(t), "float")
+        if re.fullmatch(r"[A-Za-z_$][\w$]*", t):
+            if is_branch_target:
+                return ("label", t)
+            return ("sym", t)
+        if t.startswith("%"):
+            raise _err(line, col, text, f"register {t} is not declared in an enclosing scope")
+        raise _err(line, col, text, f"cannot parse operand {tok!r}")
+
+    def address(self, inner: str, line: int, col: int, text: str):
+        s = inner.replace(" ", "").replace("\t", "")
+        m = re.fullmatch(r"([^+\-]+?)?(?:(\+|-)(-?(?:0[xX][0-9a-fA-F]+|\d+)))?", s)
+        if not m or (m.group(1) is None and m.group(3) is None):
+            raise _err(line, col, text, f"cannot parse address [{inner}]")
+        base_tok, sign, off = m.groups()
+        offset = 0
+        if off is not None:
+            offset = _parse_int(off)
+            if sign == "-":
+                offset = -offset
+        if base_tok is None:
+            return ("addr", None, offset)
+        v = _parse_int(base_tok)
+        if v is not None:
+            return ("addr", None, v + offset)
+        slot = self.lookup(base_tok)
+        if slot is not None:
+            return ("addr", ("reg", slot, False), offset)
+        if re.fullmatch(r"[A-Za-z_$][\w$]*", base_tok):
+            return ("addr", ("sym", base_tok), offset)
+        raise _err(line, col, text, f"address base {base_tok!r} is neither a declared register nor a symbol")
+
+    # -- instructions -------------------------------------------------------------------
+    def instruction(self, text: str, line: int, col: int) -> None:
+        m = re.match(r"^(?:@(!?)\s*(%?[\w$]+)\s+)?([A-Za-z][\w.:]*)\s*(.*)$", text, re.S)
+        if not m:
+            raise _err(line, col, text, "cannot parse instruction")
+        neg, gname, full, rest = m.groups()
+        guard = None
+        if gname is not None:
+            slot = self.lookup(gname)
+            if slot is None or self.k.registers[slot].type != "pred":
+                raise _err(line, col, text, f"guard {gname} is not a declared predicate register")
+            guard = ("reg", slot, bool(neg))
+        parts = full.split(".")
+        opcode = parts[0]
+        mods, types = [], []
+        for p in parts[1:]:
+            if not p:
+                raise _err(line, col, text, "empty modifier in opcode")
+            (types if p in TYPE_BITS else mods).append(p)
+        toks = _split_top(rest) if rest.strip() else []
+        is_branch = opcode in ("bra", "brx", "call")
+        ops = []
+        for i, tok in enumerate(toks):
+            ops.append(self.operand(tok, line, col, text, is_branch_target=is_branch and i == len(toks) - 1))
+        ins = Instruction(opcode, tuple(mods), tuple(types), tuple(ops), guard, line, col, " ".join(text.split()))
+        idx = len(self.k.instructions)
+        self.k.instructions.append(ins)
+        for j, op in enumerate(ops):
+            if op[0] == "label":
+                self.scope.pending.append((ins, j, op[1]))
+        del idx
+
+    def label(self, name: str, line: int, col: int, text: str) -> None:
+        if name in self.scope.labels:
+            raise _err(line, col, text, f"label {name} defined twice in one scope")
+        self.scope.labels[name] = len(self.k.instructions)
+
+    def open(self) -> None:
+        self.scope = _Scope(self.scope)
+
+    def close(self, line: int, col: int) -> None:
+        s = self.scope
+        for ins, j, name in s.pending:
+            t = s
+            while t is not None and name not in t.labels:
+                t = t.parent
+            if t is None:
+                if s.parent is not None:
+                    s.parent.pending.append((ins, j, name))
+                    continue
+                raise _err(ins.line, ins.column, ins.text, f"branch target {name} is not a label of this kernel")
+            ops = list(ins.operands)
+            ops[j] = ("label", t.labels[name])
+            ins.operands = tuple(ops)
+        self.scope = s.parent
+
+
+_HEADER = re.compile(r"^(?P<quals>(?:\.\w+\s+)*)\.(?P<kind>entry|func)\s+(?:\((?P<ret>[^)]*)\)\s*)?(?P<name>[\w$]+)\s*(?:\((?P<params>[^)]*)\))?(?P<tail>.*)$", re.S)
+
+
+def _params(text: str, line: int, col: int, header: str) -> tuple[Param, ...]:
+    out, offset = [], 0
+    for item in _split_top(text or ""):
+        m = re.match(r"^\.param\s+(?P<quals>(?:\.(?:align\s+\d+|ptr|global|shared|const|local|\w+)\s*)+)(?P<name>[\w$]+)\s*(?:\[(?P<n>\d+)\])?$", item.strip())
+        if not m:
+            raise _err(line, col, header, f"cannot parse kernel parameter {item!r}")
+        align, _vec, typ = _decl_quals(m.group("quals"))
+        if typ not in TYPE_BITS or typ == "pred":
+            raise _err(line, col, header, f"unsupported parameter type in {item!r}")
+        width = TYPE_BITS[typ] // 8
+        size = width * (int(m.group("n")) if m.group("n") else 1)
+        a = align or width
+        offset = (offset + a - 1) // a * a
+        out.append(Param(m.group("name"), typ, size, a, offset))
+        offset += size
+    return tuple(out)
+
+
+def parse(text: str) -> ParsedModule:
+    """Parse PTX text into kernels; raises :class:`PtxParseError` / :class:`PtxUnsupportedError`."""
+    if not isinstance(text, str):
+        raise PtxParseError(f"PTX text: must be a str; got {type(text).__name__}")
+    clean = _strip_comments(text)
+    version = target = None
+    address_size = 64
+    kernels: dict[str, Kernel] = {}
+    globals_: dict[str, tuple[Variable, bytes, str]] = {}
+    extern_shared: dict[str, int] = {}
+    global_off = {"global": 0, "const": 0}
+    kp: _KernelParser | None = None
+    depth = 0
+    skip_depth = None
+    for kind, st, line, col in _statements(clean):
+        if kind == "line":
+            words = st.split()
+            if words[0] == ".version":
+                version = words[1] if len(words) > 1 else ""
+            elif words[0] == ".target":
+                target = " ".join(words[1:])
+            elif words[0] == ".address_size":
+                address_size = int(words[1])
+            continue
+        if skip_depth is not None:
+            if kind in ("open", "header"):
+                depth += 1
+            elif kind == "close":
+                depth -= 1
+                if depth == skip_depth:
+                    skip_depth = None
+            continue
+        if depth == 0:
+            if kind == "header":
+                if st.startswith(".section"):
+                    skip_depth, depth = 0, 1
+                    continue
+                hm = _HEADER.match(st)
+                if not hm:
+                    raise _err(line, col, st, "cannot parse function header")
+                params = _params(hm.group("params"), line, col, st)
+                k = Kernel(hm.group("name"), params)
+                if hm.group("kind") == "entry":
+                    kernels[k.name] = k
+                    kp = _KernelParser(k, None)
+                else:
+                    kp = None   # device functions are parsed only when called: refused below
+                    skip_depth = 0
+                depth = 1
+                if kp is not None:
+                    kp.open()
+                continue
+            if kind == "stmt":
+                if st.startswith((".extern .func", ".func", ".weak .func", ".visible .func", ".extern .entry")):
+                    continue   # prototypes
+                m = re.match(r"^(?:\.(?:extern|visible|weak)\s+)*(?P<decl>\.(?:shared|global|const)\b.*)$", st, re.S)
+                if m:
+                    decl = m.group("decl")
+                    dm = _DECL.match(decl)
+                    if not dm:
+                        raise _err(line, col, st, "malformed declaration")
+                    align, vec, typ = _decl_quals(dm.group("quals"))
+                    im = _NAME_ITEM.match(dm.group("names"))
+                    if not im or typ is None:
+                        raise _err(line, col, st, "malformed declaration")
+                    name = im.group("name")
+                    width = TYPE_BITS[typ] // 8 * vec
+                    dims = re.findall(r"\[([^\]]*)\]", im.group("dims") or "")
+                    space = dm.group("space")[1:]
+                    if space == "shared":
+                        if ".extern" in st.split(decl)[0] or any(d.strip() == "" for d in dims):
+                            extern_shared[name] = align or width
+                            continue
+                        raise _err(line, col, st, "module-scope static .shared variables are not supported",
+                                   PtxUnsupportedError)
+                    count = 1
+                    for d in dims:
+                        count *= int(d) if d.strip() else 0
+                    a = align or width
+                    off = (global_off[space] + a - 1) // a * a
+                    try:
+                        init = _initializer_bytes(im.group("init"), typ, count) if im.group("init") else bytes(width * count)
+                    except (ValueError, KeyError):
+                        raise _err(line, col, st, "unsupported initializer") from None
+                    globals_[name] = (Variable(name, width * count, a, off), init, space)
+                    global_off[space] = off + width * count
+                    continue
+                raise _err(line, col, st, "unexpected statement at module scope")
+            if kind == "open":
+                raise _err(line, col, st, "'{' at module scope without a function header")
+            if kind == "close":
+                raise _err(line, col, st, "unbalanced '}'")
+            raise _err(line, col, st, "label at module scope")
+        # inside a kernel body
+        if kind == "open":
+            kp.open()
+            depth += 1
+        elif kind == "close":
+            kp.close(line, col)
+            depth -= 1
+            if depth == 0:
+                kp = None
+        elif kind == "header":
+            raise _err(line, col, st, "function header inside a function body")
+        elif kind == "label":
+            kp.label(st, line, col, st)
+        elif st.startswith(_IGNORED_IN_BODY):
+            continue
+        elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
+            kp.declare(st, line, col)
+        elif st.startswith("."):
+            raise _err(line, col, st, "unsupported directive", PtxUnsupportedError)
+        else:
+            kp.instruction(st, line, col)
+    if depth != 0:
+        raise PtxParseError("PTX text: unbalanced braces at end of text (a function body is not closed)")
+    if target is None:
+        raise PtxParseError("PTX text: no .target directive (is this PTX?)")
+    for k in kernels.values():
+        k.extern_shared = tuple(extern_shared)
+    return ParsedModule(version or "", target, address_size, kernels, globals_, extern_shared)

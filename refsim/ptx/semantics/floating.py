@@ -1,0 +1,250 @@
+"""Floating-point instructions of PTX (f16, f16x2, bf16, bf16x2, f32, f64) as pure handlers.
+
+Spec
+----
+values          bit patterns (f16/bf16 uint16; f32, f16x2, bf16x2 uint32; f64 uint64), decoded exactly
+                to float64, computed by :mod:`refsim.emulator.fp` (the one home of exact rounding),
+                encoded back. Packed x2 types apply the scalar rule to the low and the high half.
+rounding        ``.rn`` (default when no modifier is written), ``.rz``, ``.rm``, ``.rp`` for f32/f64
+                add/sub/mul/fma (and ``mad.rnd.f32`` = ``fma.rnd.f32``); f16/bf16 forms take ``.rn`` only
+                (the ISA's syntax). div/rcp/sqrt: ``.rn`` (IEEE, exact). Everything the ISA calls
+                approximate is refused: ``div.approx/.full``, ``rcp/sqrt.approx``, ``rsqrt``, ``ex2``,
+                ``lg2``, ``sin``, ``cos``, ``tanh`` -> PtxUnsupportedError (no hardware-sourced model).
+modifiers       ``.ftz``: subnormal inputs and results become sign-preserving zero (f32, f16); a result
+                is flushed after rounding. ``.sat``: clamp to [0, 1], NaN -> +0.
+NaN             NaN results of f16/bf16/f32 are the canonical NaN (0x7FFF / 0x7FFF / 0x7FFFFFFF: the
+                ISA leaves single/half NaN bits unspecified; the canonical pattern is what NVIDIA GPUs
+                write). f64 keeps IEEE payload propagation (quieted first NaN operand).
+min/max         one NaN operand -> the other operand; both NaN, or any NaN with ``.NaN`` -> canonical NaN;
+                -0 is taken as smaller than +0 (documented choice; IEEE 754-2019 minimum/maximum).
+neg/abs         flip/clear the sign bit (``.ftz`` flushes a subnormal input first), NaN included.
+contraction     PTX permits ptxas to fuse ``mul`` + ``add`` *without* a rounding modifier into one fma;
+                refsim executes them as written (two roundings). Kernels under test should use ``.rn``
+                (``__fmul_rn``/``__fadd_rn``) where the difference matters (docs/ptx_semantics.md).
+source          PTX ISA 9.x §9.7.3 (floating point: add 9.7.3.1, sub .2, mul .3, fma .4, mad .5,
+                div .6, abs .7, neg .8, min .9, max .10, rcp .11, sqrt .13, testp .18, copysign .19),
+                §9.7.5 (half precision: add 9.7.5.1, sub .2, mul .3, fma .4, neg .5, abs .6, min .7,
+                max .8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.emulator import fp
+from refsim.ptx.semantics import Handler, Op, register, unsupported
+
+__all__ = ["decode", "encode", "flush_subnormal", "build", "CANONICAL_NAN"]
+
+CANONICAL_NAN = {"f16": 0x7FFF, "bf16": 0x7FFF, "f32": 0x7FFFFFFF, "f64": 0x7FFFFFFFFFFFFFFF}
+_BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
+_MIN_NORMAL = {"f16": 2.0**-14, "bf16": 2.0**-126, "f32": 2.0**-126, "f64": 2.0**-1022}
+_ROUND = ("rn", "rz", "rm", "rp")
+
+
+def decode(bits, t: str, *, ftz: bool = False) -> np.ndarray:
+    """Bit patterns of scalar type ``t`` ('f16', 'bf16', 'f32', 'f64') -> exact float64 values."""
+    u = np.asarray(bits)
+    if t == "f16":
+        x = (u.astype(np.uint64) & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float64)
+    elif t == "bf16":
+        x = ((u.astype(np.uint64) & np.uint64(0xFFFF)) << np.uint64(16)).astype(np.uint32).view(np.float32).astype(np.float64)
+    elif t == "f32":
+        x = (u.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32).astype(np.float64)
+    else:
+        x = u.astype(np.uint64).view(np.float64)
+    x = np.asarray(x, np.float64)
+    return flush_subnormal(x, t) if ftz else x
+
+
+def flush_subnormal(x: np.ndarray, t: str) -> np.ndarray:
+    """``.ftz``: values of magnitude below the smallest normal of ``t`` become sign-preserving zero."""
+    return np.where((np.abs(x) < _MIN_NORMAL[t]) & (x != 0), np.copysign(0.0, x), x)
+
+
+def encode(x: np.ndarray, t: str) -> np.ndarray:
+    """float64 values *representable in* ``t`` -> bit patterns (NaN -> the canonical NaN of ``t``;
+    f64 keeps its NaN bits)."""
+    x = np.asarray(x, np.float64)
+    if t == "f64":
+        return x.view(np.uint64).copy()
+    with np.errstate(all="ignore"):
+        if t == "f16":
+            bits = x.astype(np.float16).view(np.uint16)
+        elif t == "f32":
+            bits = x.astype(np.float32).view(np.uint32)
+        else:
+            bits = (x.astype(np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    return np.where(np.isnan(x), _BITS[t](CANONICAL_NAN[t]), bits).astype(_BITS[t])
+
+
+def _scalar_type(t: str) -> str:
+    return {"f16x2": "f16", "bf16x2": "bf16"}.get(t, t)
+
+
+def _lanes(t: str):
+    """(scalar type, lanes): packed x2 types are two 16-bit lanes of a 32-bit register."""
+    return (_scalar_type(t), 2) if t.endswith("x2") else (t, 1)
+
+
+def _elementwise(t: str, scalar_fn):
+    """Lift ``scalar_fn(*float64 arrays) -> float64 values representable in t`` to bit patterns."""
+    st, lanes = _lanes(t)
+    if lanes == 1:
+        return lambda *srcs: (encode(scalar_fn(*[decode(s, st) for s in srcs]), st),)
+
+    def packed(*srcs):
+        halves = []
+        for h in range(2):
+            sh = np.uint32(16 * h)
+            vals = [decode((np.asarray(s).astype(np.uint32) >> sh) & np.uint32(0xFFFF), st) for s in srcs]
+            halves.append(encode(scalar_fn(*vals), st).astype(np.uint32))
+        return ((halves[0] | (halves[1] << np.uint32(16))).astype(np.uint32),)
+
+    return packed
+
+
+def _finish(x: np.ndarray, st: str, ftz: bool, sat: bool) -> np.ndarray:
+    if ftz:
+        x = flush_subnormal(x, st)
+    if sat:
+        x = np.where(np.isnan(x), 0.0, np.clip(x, 0.0, 1.0))
+        x = np.where(x == 0, 0.0, x)  # -0 clamps to +0
+    return x
+
+
+def build(op: Op, arch: str) -> Handler:
+    """Handler for a floating-point ``op`` (called by the opcode dispatchers of the table)."""
+    if len(op.types) != 1:
+        raise unsupported(op, "expects one floating-point type")
+    t = op.types[0]
+    st, _ = _lanes(t)
+    if st not in _BITS:
+        raise unsupported(op, f"type .{t} is not a floating-point type refsim executes")
+    name = op.opcode
+    mods = list(op.mods)
+    rnd = [m for m in mods if m in _ROUND]
+    if len(rnd) > 1:
+        raise unsupported(op, "more than one rounding modifier")
+    mode = rnd[0] if rnd else "rn"
+    ftz, sat = "ftz" in mods, "sat" in mods
+    rest = set(mods) - set(_ROUND) - {"ftz", "sat"}
+    half = st in ("f16", "bf16")
+    if half and mode != "rn":
+        raise unsupported(op, f".{mode} is not a rounding mode of {name}.{t} (the ISA allows .rn only)")
+    if ftz and st not in ("f32", "f16"):
+        raise unsupported(op, ".ftz applies to .f32 and .f16 only")
+    if sat and st not in ("f32", "f16"):
+        raise unsupported(op, ".sat applies to .f32 and .f16 only")
+    inputs = (lambda x: flush_subnormal(x, st)) if ftz else (lambda x: x)
+    alu = lambda fn, n, sec: Handler(fn=_elementwise(t, fn), dst_types=(t,), src_types=(t,) * n,  # noqa: E731
+                                     kind="alu", isa=sec)
+    sec_half = {"add": "9.7.5.1", "sub": "9.7.5.2", "mul": "9.7.5.3", "fma": "9.7.5.4", "neg": "9.7.5.5",
+                "abs": "9.7.5.6", "min": "9.7.5.7", "max": "9.7.5.8"}
+    sec_full = {"add": "9.7.3.1", "sub": "9.7.3.2", "mul": "9.7.3.3", "fma": "9.7.3.4", "mad": "9.7.3.5",
+                "div": "9.7.3.6", "abs": "9.7.3.7", "neg": "9.7.3.8", "min": "9.7.3.9", "max": "9.7.3.10",
+                "rcp": "9.7.3.11", "sqrt": "9.7.3.13", "testp": "9.7.3.18", "copysign": "9.7.3.19"}
+    sec = f"{(sec_half if half else sec_full).get(name, '9.7.3')} {name} ({'half' if half else 'floating point'})"
+
+    if name in ("add", "sub", "mul", "fma", "mad"):
+        if rest:
+            raise unsupported(op, f"modifier(s) {sorted(rest)} not supported")
+        if name == "mad":
+            if st != "f32" and st != "f64":
+                raise unsupported(op, "mad is defined for .f32/.f64 (use fma for half types)")
+            if not rnd:
+                raise unsupported(op, "mad without a rounding modifier is the sm_1x unfused form; refsim "
+                                      "executes mad.rnd.f32/f64 (= fma.rnd) only")
+        if name in ("add", "sub"):
+            sign = 1.0 if name == "add" else -1.0
+            return alu(lambda a, b: _finish(fp.fp_add(inputs(a), sign * inputs(b), st, mode), st, ftz, sat), 2, sec)
+        if name == "mul":
+            return alu(lambda a, b: _finish(fp.fp_mul(inputs(a), inputs(b), st, mode), st, ftz, sat), 2, sec)
+        if name == "fma" and half and not rnd:
+            raise unsupported(op, "fma on half types needs .rn")
+        return alu(lambda a, b, c: _finish(fp.fp_fma(inputs(a), inputs(b), inputs(c), st, mode), st, ftz, sat),
+                   3, sec)
+
+    if name in ("div", "rcp", "sqrt"):
+        if rest or (name == "div" and half):
+            why = f"modifier(s) {sorted(rest)}" if rest else "half-precision division"
+            raise unsupported(op, f"{why}: approximate results are implementation-defined and refsim has no "
+                                  f"hardware-sourced model (use the .rn form)")
+        if not rnd or mode != "rn":
+            raise unsupported(op, f"only the .rn form is executed exactly (directed {name} not implemented)")
+        if name == "div":
+            return alu(lambda a, b: _finish(fp.fp_div(inputs(a), inputs(b), st), st, ftz, sat), 2, sec)
+        if name == "rcp":
+            return alu(lambda a: _finish(fp.fp_div(np.ones_like(a), inputs(a), st), st, ftz, sat), 1, sec)
+        return alu(lambda a: _finish(fp.fp_sqrt(inputs(a), st), st, ftz, sat), 1, sec)
+
+    if name in ("neg", "abs"):
+        if rest or rnd or sat:
+            raise unsupported(op, "neg/abs take .ftz only")
+        st_bits = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[st]
+        lanes = 2 if t.endswith("x2") else 1
+        w = st_bits * lanes
+        sign = sum(1 << (st_bits * (i + 1) - 1) for i in range(lanes))
+        utype = {16: np.uint16, 32: np.uint32, 64: np.uint64}[w]
+
+        exp_mask = {"f16": 0x7C00, "bf16": 0x7F80, "f32": 0x7F800000, "f64": 0x7FF0000000000000}[st]
+
+        def bitfn(a):
+            u = np.asarray(a).astype(utype)
+            if ftz:  # a lane with a zero exponent field keeps only its sign bit
+                for i in range(lanes):
+                    sh = utype(st_bits * i)
+                    lane = (u >> sh) & utype((1 << st_bits) - 1)
+                    sub = (lane & utype(exp_mask)) == 0
+                    keep = utype(((1 << (st_bits - 1)) << (st_bits * i)) | ~(((1 << st_bits) - 1) << (st_bits * i)) & ((1 << w) - 1))
+                    u = np.where(sub, u & keep, u)
+            return ((u ^ utype(sign)) if name == "neg" else (u & utype(~sign & ((1 << w) - 1))),)
+
+        return Handler(fn=bitfn, dst_types=(t,), src_types=(t,), kind="alu", isa=sec)
+
+    if name in ("min", "max"):
+        nan_mod = "NaN" in rest
+        if rest - {"NaN"}:
+            raise unsupported(op, f"modifier(s) {sorted(rest - {'NaN'})} (e.g. .xorsign.abs) not supported")
+        is_max = name == "max"
+
+        def mm(a, b):
+            a, b = inputs(a), inputs(b)
+            with np.errstate(invalid="ignore"):
+                neg_first = np.signbit(a) & ~np.signbit(b)  # a is -0/-x, b is +0/+x
+                a_less = (a < b) | ((a == b) & neg_first)
+                r = np.where(a_less != is_max, a, b)
+            na, nb = np.isnan(a), np.isnan(b)
+            r = np.where(na & ~nb, b, np.where(nb & ~na, a, r))
+            r = np.where((na & nb) | ((na | nb) & nan_mod), np.nan, r)
+            return _finish(r, st, ftz, False)
+
+        return alu(mm, 2, sec)
+
+    if name == "copysign":
+        if st not in ("f32", "f64") or mods:
+            raise unsupported(op, "copysign is defined for .f32/.f64 without modifiers")
+        return alu(lambda a, b: np.copysign(np.where(np.isnan(b), np.nan, b), a), 2, sec)
+
+    if name == "testp":
+        kinds = [m for m in mods if m in ("finite", "infinite", "number", "notanumber", "normal", "subnormal")]
+        if len(kinds) != 1 or len(mods) != 1 or st not in ("f32", "f64"):
+            raise unsupported(op, "needs one of .finite/.infinite/.number/.notanumber/.normal/.subnormal on .f32/.f64")
+        k = kinds[0]
+
+        def test(a):
+            x = decode(a, st)
+            ax = np.abs(x)
+            r = {"finite": np.isfinite(x), "infinite": np.isinf(x), "number": ~np.isnan(x),
+                 "notanumber": np.isnan(x), "normal": np.isfinite(x) & (ax >= _MIN_NORMAL[st]),
+                 "subnormal": (ax < _MIN_NORMAL[st]) & (x != 0)}[k]
+            return (np.asarray(r, bool),)
+
+        return Handler(fn=test, dst_types=("pred",), src_types=(t,), kind="alu", isa=sec)
+
+    raise unsupported(op, f"{name} on .{t} is not executed by refsim (approximate or unsupported)")
+
+
+@register("fma", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "testp", "copysign")
+def _build_float_only(op: Op, arch: str) -> Handler:
+    return build(op, arch)

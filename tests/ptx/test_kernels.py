@@ -1,0 +1,159 @@
+"""The test kernels of tests/ptx/kernels/*.cu, run from their committed PTX and compared bit for bit
+with NumPy oracles written here (hypothesis draws the inputs); the nvcc-marked test recompiles."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from refsim import ptx
+from refsim.testing import assert_bitexact
+
+KERNELS = Path(__file__).parent / "kernels"
+FEW = settings(max_examples=6, deadline=None)
+
+
+@functools.lru_cache(maxsize=None)
+def module(name: str) -> ptx.Module:
+    return ptx.Module((KERNELS / f"{name}.ptx").read_text())
+
+
+def int32s(n_min=1, n_max=300, lo=-(2**31), hi=2**31 - 1):
+    return st.lists(st.integers(lo, hi), min_size=n_min, max_size=n_max).map(lambda v: np.array(v, np.int32))
+
+
+# ---------------------------------------------------------------- control flow
+@FEW
+@given(x=int32s(lo=-(2**20), hi=2**20))
+def test_branchy_divergence_reconverges(x):
+    n = len(x)
+    y = np.zeros(n, np.int32)
+    module("control").launch("branchy", (n + 127) // 128, 128, [x, y, n])
+    t = np.arange(n) % 128
+    odd = (x & 1).astype(bool)
+    expected = np.where(odd, 3 * x + 1 + np.where(t & 1, 7, -5), np.where(t & 2, (x >> 1) ^ 0x55, -(x >> 1)))
+    assert_bitexact(y, expected.astype(np.int32))
+
+
+def collatz_steps(v: int) -> int:
+    s = 0
+    while v != 1 and s < 1000:
+        v = (3 * v + 1) % 2**32 if v & 1 else v >> 1
+        s += 1
+    return s
+
+
+@FEW
+@given(x=st.lists(st.integers(1, 3000), min_size=1, max_size=70).map(lambda v: np.array(v, np.uint32)))
+def test_collatz_loop_trip_counts_differ_per_lane(x):
+    n = len(x)
+    steps = np.full(n, -1, np.int32)
+    module("control").launch("collatz", (n + 63) // 64, 64, [x, steps, n])
+    assert_bitexact(steps, np.array([collatz_steps(int(v)) for v in x], np.int32))
+
+
+@FEW
+@given(x=int32s(lo=-(2**20), hi=2**20))
+def test_early_exit_before_barrier(x):
+    n = len(x)
+    y = np.full(n, -7, np.int32)
+    module("control").launch("early_exit", (n + 255) // 256, 256, [x, y, n])
+    assert_bitexact(y, np.where(x < 0, -7, 2 * x).astype(np.int32))
+
+
+# ---------------------------------------------------------------- shared memory and shuffles
+@FEW
+@given(x=int32s(n_max=700))
+def test_block_sum_tree_reduction(x):
+    n = len(x)
+    nb = (n + 255) // 256
+    out = np.zeros(nb, np.int32)
+    stats = module("reduce").launch("block_sum", nb, 256, [x, out, n])
+    padded = np.zeros(nb * 256, np.int64)
+    padded[:n] = x
+    expected = (padded.reshape(nb, 256).sum(axis=1) % 2**32).astype(np.uint32).view(np.int32)
+    assert_bitexact(out, expected)
+    assert stats.barriers == nb * 9   # one after the stores, eight in the tree
+
+
+@FEW
+@given(x=st.integers(1, 3).flatmap(lambda w: int32s(32 * w, 32 * w, -(2**24), 2**24)))
+def test_warp_shuffles(x):
+    n = len(x)
+    y = np.zeros(4 * n, np.int32)
+    module("reduce").launch("shuffles", 1, n, [x, y])
+    xw = x.reshape(-1, 32).astype(np.int64)
+    lane = np.arange(32)
+    expected = np.stack([
+        np.repeat(xw.sum(axis=1), 32),
+        np.repeat(xw.max(axis=1), 32),
+        xw[:, (lane * 5 + 3) % 32].reshape(-1),
+        np.where(lane >= 3, xw[:, np.maximum(lane - 3, 0)], xw).reshape(-1),
+    ], axis=1).astype(np.int32)
+    assert_bitexact(y.reshape(n, 4), expected)
+
+
+# ---------------------------------------------------------------- atomics
+@FEW
+@given(x=int32s(n_max=600))
+def test_histogram_shared_and_global_atomics(x):
+    n = len(x)
+    hist = np.zeros(16, np.uint32)
+    module("atomics").launch("histogram", (n + 255) // 256, 256, [x, hist, n])
+    assert_bitexact(hist, np.bincount(x & 15, minlength=16).astype(np.uint32))
+
+
+@FEW
+@given(x=int32s(n_max=600, lo=-50, hi=50), seed=st.integers(0, 3))
+def test_atomic_max_add_and_cas(x, seed):
+    n = len(x)
+    best = np.array([-(2**31), 0], np.int32)
+    m = module("atomics")
+    m.launch("maxpos", (n + 127) // 128, 128, [x, best, n], schedule="random", seed=seed)
+    assert_bitexact(best, np.array([x.max(), (x > 0).sum()], np.int32))
+    owner = np.array([-1], np.int32)
+    m.launch("claim_max", (n + 127) // 128, 128, [x, best, owner, n])
+    assert x[owner[0]] == x.max()
+
+
+# ---------------------------------------------------------------- inter-block flags
+@FEW
+@given(nb=st.integers(1, 6), seed=st.integers(0, 2**16), schedule=st.sampled_from(["lockstep", "random"]))
+def test_blocks_hand_a_lock_in_reverse_order(nb, seed, schedule):
+    x = np.random.default_rng(seed).integers(-1000, 1000, nb * 64).astype(np.int32)
+    out = np.zeros(1, np.int32)
+    lock = np.zeros(1, np.int32)
+    module("flags").launch("chain", nb, 64, [x, out, lock, nb], schedule=schedule, seed=seed)
+    assert_bitexact(out, np.array([x.sum()], np.int32))
+    assert_bitexact(lock, np.array([nb], np.int32))
+
+
+# ---------------------------------------------------------------- cp.async
+@FEW
+@given(tiles=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_cp_async_double_buffer(tiles, seed):
+    x = np.random.default_rng(seed).integers(-(2**20), 2**20, tiles * 128).astype(np.int32)
+    y = np.zeros_like(x)
+    module("cp_async").launch("pipeline", 1, 32, [x, y, tiles], race=True)
+    assert_bitexact(y, (2 * x + np.repeat(np.arange(tiles), 128)).astype(np.int32))
+
+
+# ---------------------------------------------------------------- the committed PTX is nvcc's
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (the committed PTX is used)")
+@pytest.mark.parametrize("cu", sorted(p.name for p in KERNELS.glob("*.cu")))
+def test_committed_ptx_matches_nvcc(cu):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("regen", KERNELS / "regen.py")
+    regen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(regen)
+    fresh = regen.compile_one(KERNELS / cu)
+    committed = (KERNELS / cu).with_suffix(".ptx").read_text()
+    strip = lambda s: [l for l in s.splitlines() if "Compiler Build ID" not in l]  # noqa: E731
+    assert strip(fresh) == strip(committed), f"{cu}: run tests/ptx/kernels/regen.py"
