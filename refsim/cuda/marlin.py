@@ -42,7 +42,7 @@ from refsim.errors import FormatRuleError, ShapeError, ToolchainError
 from refsim.formats import stripes
 
 __all__ = ["SOURCE", "PTX", "KERNEL_ARCH", "ARCHS", "Launch", "entry_name", "shared_bytes", "launch_plan",
-           "entries", "workspace", "marlin_gemm", "gemm", "compile_ptx"]
+           "entries", "engine_gap", "workspace", "marlin_gemm", "gemm", "compile_ptx"]
 
 SOURCE = Path(__file__).with_name("marlin.cu")
 #: nvcc -arch=sm_80 -ptx of SOURCE, committed (regenerate: python -m refsim.cuda.marlin)
@@ -116,6 +116,19 @@ def _module(name: str):
     return ptx.Module(_entry_text(name))
 
 
+def engine_gap() -> str | None:
+    """Why :mod:`refsim.ptx` cannot run ``marlin.cu`` here (the first instruction or feature it
+    refuses, as its error says), or ``None`` when every entry point loads."""
+    try:
+        for name in entries():
+            _module(name)
+    except ImportError as e:
+        return f"refsim.ptx is not available: {e}"
+    except Exception as e:  # the engine's own PtxError family: unsupported instruction, parse error
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def entries() -> tuple[str, ...]:
     """Entry points present in the committed PTX (in file order)."""
     return tuple(re.findall(r"^\.visible \.entry (\w+)\(", PTX.read_text(), flags=re.M))
@@ -141,11 +154,14 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
 
 
 def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, *, arch: str = "sm_80",
-         sms: int = 108, backend: str = "ptx") -> np.ndarray:
+         sms: int = 108, backend: str = "ptx", launch_options: dict | None = None,
+         stats: list | None = None) -> np.ndarray:
     """:func:`marlin_gemm` with a caller-provided lock workspace, as the official API takes one.
 
     locks: int32 1-D, all zero, at least ``workspace(N).size`` entries (``None``: a fresh one). The
     kernel leaves it all zero again (it is written in place: device-buffer semantics).
+    launch_options: extra keywords for :meth:`refsim.ptx.Module.launch` (``schedule``, ``seed``,
+    ``race``, ``poison``). stats: a list that receives each launch's ``LaunchStats``.
     """
     A, B, s, sms, k, n, group_size = marlin_kernel._check(A, B, s, arch, sms)  # the emulator's own rules
     require_shape("s", s, (1 if group_size is None else k // 128, n))
@@ -168,8 +184,10 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     for ln in launch_plan(m, n, k, sms, group_size):
         a = np.ascontiguousarray(A[ln.row_start:ln.row_start + ln.rows])   # (rows, K), a copy: A is never written
         c = np.zeros((ln.rows, n), np.float16)                              # (rows, N)
-        _module(ln.kernel).launch(ln.kernel, ln.grid, ln.block, (a, B, c, s, locks, ln.rows, n, k),
-                                  arch=arch, shared_bytes=ln.shared_bytes)
+        st = _module(ln.kernel).launch(ln.kernel, ln.grid, ln.block, (a, B, c, s, locks, ln.rows, n, k),
+                                       arch=arch, shared_bytes=ln.shared_bytes, **(launch_options or {}))
+        if stats is not None:
+            stats.append(st)
         C[ln.row_start:ln.row_start + ln.rows] = c
     return C
 
