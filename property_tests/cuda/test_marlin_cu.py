@@ -69,7 +69,7 @@ def _problem(rng, m, k, n, gs, values):
 _M = st.one_of(st.integers(1, 20), st.integers(33, 40), st.integers(65, 70))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(m=_M, k=st.sampled_from([128, 256, 384, 512]), gs=st.sampled_from([128, None]), sms=st.integers(1, 12),
        arch=st.sampled_from(["sm_80", "sm_86", "sm_89", "sm_90"]),
        values=st.sampled_from(["normal", "mirrored", "special", "integers"]), seed=st.integers(0, 2**16))
@@ -79,7 +79,7 @@ def test_kernel_equals_the_emulator_for_any_shape_partition_and_values(m, k, gs,
                     f"marlin.cu M={m} K={k} g={gs} sms={sms} {arch} {values}")
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(m=st.integers(1, 20), k=st.sampled_from([128, 256, 384]), gs=st.sampled_from([128, None]),
        sms=st.integers(1, 12), seed=st.integers(0, 2**16))
 def test_kernel_returns_the_exact_product_when_no_partial_sum_rounds(m, k, gs, sms, seed):

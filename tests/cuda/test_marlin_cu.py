@@ -171,10 +171,10 @@ def test_kernel_equals_the_emulator_on_larger_shapes(m, k, n, gs, sms):
 
 
 @needs_engine
-@pytest.mark.parametrize("seed", [0, 1])
-def test_kernel_has_no_shared_memory_race_or_uninitialised_read_under_random_schedules(seed):
+def test_kernel_has_no_shared_memory_race_or_uninitialised_read_under_a_random_schedule():
     # warps and blocks interleaved at random, with the race and poison checks on: a missing
-    # __syncthreads, cp.async wait or lock acquire in marlin.cu raises instead of passing by luck
-    A, B, s = _problem(np.random.default_rng(seed), 3, 512, 256, 128)
-    C = cm.gemm(A, B, s, None, sms=3, launch_options=dict(schedule="random", seed=seed, race=True, poison=True))
-    assert_bitexact(C, mk.marlin_gemm(A, B, s, sms=3), "marlin.cu under a random schedule")
+    # __syncthreads or cp.async wait in marlin.cu raises (checked: dropping the barrier after the
+    # main loop's wait_group gives PtxRaceError at the ldmatrix) instead of passing by luck
+    A, B, s = _problem(np.random.default_rng(0), 1, 512, 256, 128)
+    C = cm.gemm(A, B, s, None, sms=4, launch_options=dict(schedule="random", seed=0, race=True, poison=True))
+    assert_bitexact(C, mk.marlin_gemm(A, B, s, sms=4), "marlin.cu under a random schedule")
