@@ -166,8 +166,8 @@ class Launch:
         self.async_records: list[dict] = []
         self.pending = np.zeros(self.shared.size, np.int32) if race else None
         self.yielding = np.zeros(self.NW, bool)
-        self.bar_count: dict[tuple[int, int], int] = {}
-        self.bar_need: dict[tuple[int, int], int] = {}
+        self.bar_count = np.zeros((self.nslots, 16), np.int64)   # arrivals per block slot and barrier id
+        self.bar_need = np.zeros((self.nslots, 16), np.int64)    # bar.sync a, b count (0: live threads)
         self.last_seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.progress = 0
         self.local_index = np.tile(np.arange(self.tpb, dtype=np.int64), self.nslots)
@@ -234,9 +234,8 @@ class Launch:
         self.exited[lo:hi] = ~live
         self.bar_wait[lo:hi] = False
         self.group[lo:hi] = 0
-        for key in [key for key in self.bar_count if key[0] == s]:
-            del self.bar_count[key]
-            self.bar_need.pop(key, None)
+        self.bar_count[s] = 0
+        self.bar_need[s] = 0
         self.shared[s * self.shared_stride:(s + 1) * self.shared_stride] = 0
         if self.poison:
             self.shared_init[s * self.shared_stride:(s + 1) * self.shared_stride] = False
@@ -496,10 +495,10 @@ class Launch:
         self.exited[sel] = True
         self.progress += 1
         self._complete_async(sel, None)
+        self._release_barriers()
+        finished = self.exited.reshape(self.nslots, self.tpb).all(axis=1)
         for s in np.unique(self.slot_of[sel]):
-            self._check_barrier(int(s))
-            lo, hi = s * self.tpb, (s + 1) * self.tpb
-            if self.exited[lo:hi].all():
+            if finished[s] and self.slot_block[s] >= 0:
                 self._start_block(int(s))
 
     def _op_bar(self, ins: Instruction, idx: int):
@@ -532,36 +531,32 @@ class Launch:
     _op_barrier = _op_bar
 
     def _arrivals(self, sel, b, count) -> None:
-        need = np.broadcast_to(count(sel), sel.shape) if count is not None else None
-        for s in np.unique(self.slot_of[sel]):
-            ins_mask = self.slot_of[sel] == s
-            for bb in np.unique(b[ins_mask]):
-                m = ins_mask & (b == bb)
-                key = (int(s), int(bb))
-                self.bar_count[key] = self.bar_count.get(key, 0) + int(m.sum())
-                if need is not None:
-                    self.bar_need[key] = int(need[m][0])
-                self._check_barrier(int(s), int(bb))
+        key = self.slot_of[sel] * 16 + b
+        self.bar_count += np.bincount(key, minlength=self.nslots * 16).reshape(self.nslots, 16)
+        if count is not None:
+            self.bar_need.reshape(-1)[key] = np.broadcast_to(count(sel), sel.shape)
+        self._release_barriers()
 
-    def _check_barrier(self, s: int, only: int | None = None) -> None:
-        lo, hi = s * self.tpb, (s + 1) * self.tpb
-        alive = int((~self.exited[lo:hi]).sum())
-        for (ss, bb), n in list(self.bar_count.items()):
-            if ss != s or (only is not None and bb != only):
-                continue
-            need = self.bar_need.get((ss, bb), alive)
-            if n >= need:
-                waiting = np.flatnonzero(self.bar_wait[lo:hi] & (self.bar_id[lo:hi] == bb)) + lo
-                self.bar_wait[waiting] = False
-                self.pc[waiting] = self.bar_pc[waiting] + 1
-                del self.bar_count[(ss, bb)]
-                self.bar_need.pop((ss, bb), None)
-                self.stats.barriers += 1
-                self.progress += 1
-                self.yielding[self.warp_slot == s] = False
-                if self.race:
-                    self.race_w[s * self.shared_stride:(s + 1) * self.shared_stride] = -1
-                    self.race_r[s * self.shared_stride:(s + 1) * self.shared_stride] = -1
+    def _release_barriers(self) -> None:
+        """Complete every barrier whose arrivals reached its count (default: the live threads)."""
+        alive = self.tpb - self.exited.reshape(self.nslots, self.tpb).sum(axis=1)
+        need = np.where(self.bar_need > 0, self.bar_need, alive[:, None])
+        done = (self.bar_count > 0) & (self.bar_count >= need)
+        if not done.any():
+            return
+        waiting = self.bar_wait & done[self.slot_of, self.bar_id]
+        self.bar_wait[waiting] = False
+        self.pc[waiting] = self.bar_pc[waiting] + 1
+        self.bar_count[done] = 0
+        self.bar_need[done] = 0
+        self.stats.barriers += int(done.sum())
+        self.progress += 1
+        slots = done.any(axis=1)
+        self.yielding[slots[self.warp_slot]] = False
+        if self.race:
+            cleared = np.repeat(slots, self.shared_stride)
+            self.race_w[cleared] = -1
+            self.race_r[cleared] = -1
 
     def _op_membar(self, ins: Instruction, idx: int):
         return lambda sel: None
@@ -592,9 +587,12 @@ class Launch:
         w = self._writer(ins.operands[0], "b64", ins)
         return lambda sel: w(sel, np.uint64(0))
 
-    # -- moves of special registers and addresses -----------------------------------------
+    # -- moves: registers, immediates, special registers, symbol addresses ----------------------
     def _op_mov(self, ins: Instruction, idx: int):
-        t = ins.types[0] if ins.types else "b32"
+        """``mov.t d, a``: a copy (PTX ISA 9.7.9.3); pack/unpack forms go to the semantics."""
+        if len(ins.operands) != 2 or len(ins.types) != 1:
+            raise PtxUnsupportedError(f"{self._where(ins)}: mov takes one type, a destination and a source")
+        t = ins.types[0]
         r = self._reader(ins.operands[1], t, ins)
         w = self._writer(ins.operands[0], t, ins)
         return lambda sel: w(sel, r(sel))
@@ -808,23 +806,25 @@ class Launch:
     def _shared_bytes_of(self, idx_elems, esize, vec):
         return (idx_elems[:, None] * esize + np.arange(esize * vec)).reshape(len(idx_elems), -1)
 
-    def _count_wavefronts(self, sel, idx_bytes_first: np.ndarray, nbytes: int, mm) -> None:
-        """Shared wavefronts: per warp and per phase of 128 bytes, the worst bank's distinct words."""
+    def _count_wavefronts(self, sel, first_byte: np.ndarray, nbytes: int, mm) -> None:
+        """Shared wavefronts of one warp-level access: per warp and per phase (the lanes whose
+        accesses fit in 128 bytes: 32 lanes for <= 4-byte, 16 for 8-byte, 8 for 16-byte accesses),
+        the largest number of distinct 4-byte words any of the 32 banks must deliver."""
         th = self._threads(sel)[mm]
         if th.size == 0:
             return
-        words = idx_bytes_first[:, None] // 4 + np.arange(max(1, nbytes // 4))
-        lanes_per_phase = max(1, 128 // max(nbytes, 4))
-        phase = (th % 32) // lanes_per_phase
-        warp = th >> 5
-        key_group = (warp * 32 + phase)[:, None] * 32 + (words % 32)
-        pairs = np.unique(np.stack([np.broadcast_to(key_group, words.shape).reshape(-1), words.reshape(-1)]), axis=1)
-        grp, cnt = np.unique(pairs[0], return_counts=True)
-        wp = grp // 32
-        best = np.zeros(wp.max() + 1 - wp.min(), np.int64)
-        np.maximum.at(best, wp - wp.min(), cnt)
-        self.stats.shared_wavefronts += int(best.sum())
-        self.stats.shared_requests += len(np.unique(warp))
+        words = (first_byte[:, None] // 4 + np.arange(max(1, nbytes // 4))).astype(np.int64)
+        phase = (th % 32) // max(1, 128 // max(nbytes, 4))
+        group = ((th >> 5) * 32 + phase)[:, None] * 32 + words % 32          # (warp, phase, bank)
+        key = np.sort((group << 32 | words).reshape(-1))
+        key = key[np.r_[True, key[1:] != key[:-1]]]                          # distinct words per group
+        grp = key >> 32
+        starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
+        per_bank = np.diff(np.r_[starts, grp.size])                           # distinct words per bank
+        wp = grp[starts] >> 5                                                 # (warp, phase)
+        wstarts = np.flatnonzero(np.r_[True, wp[1:] != wp[:-1]])
+        self.stats.shared_wavefronts += int(np.maximum.reduceat(per_bank, wstarts).sum())
+        self.stats.shared_requests += int(np.unique(th >> 5).size)
 
     def _spin_check(self, idx: int, sel, values: np.ndarray) -> None:
         """Yield the warps whose flag load returned what it returned last time at this instruction."""
@@ -875,7 +875,7 @@ class Launch:
             for mm, view, ei, sp in self._resolve(ins, sel, space, addr, nbytes, esize):
                 gi = ei[:, None] + np.arange(vec)
                 if sp == "shared":
-                    fb = self._shared_bytes_of(ei, esize, vec)
+                    fb = self._shared_bytes_of(ei, esize, vec) if self.poison or self.race else None
                     if self.poison:
                         ok = self.shared_init[fb].all(axis=1)
                         if not ok.all():
@@ -917,7 +917,7 @@ class Launch:
             for mm, view, ei, sp in self._resolve(ins, sel, space, addr, nbytes, esize):
                 gi = ei[:, None] + np.arange(vec)
                 if sp == "shared":
-                    fb = self._shared_bytes_of(ei, esize, vec)
+                    fb = self._shared_bytes_of(ei, esize, vec) if self.poison or self.race else None
                     if self.race:
                         self._race_write(ins, sel, mm, fb)
                     if self.poison:
@@ -953,7 +953,16 @@ class Launch:
         addr_of = self._address(rest[0], ins, space)
         rb = self._reader(rest[1], t, ins)
         rc = self._reader(rest[2], t, ins) if len(rest) > 2 else None
-        apply = semantics.atom_apply
+        noftz = "noftz" in ins.mods
+        try:
+            semantics.atom_apply(aop, t, np.zeros(1, _dtype(esize * 8)), np.zeros(1, _dtype(esize * 8)),
+                                 np.zeros(1, _dtype(esize * 8)) if aop == "cas" else None, noftz=noftz,
+                                 space="shared" if space == "shared" else "global")
+        except PtxUnsupportedError as e:
+            raise PtxUnsupportedError(f"{self._where(ins)}: {e}") from None
+
+        def apply(aop, t, old, b, c, sp):
+            return semantics.atom_apply(aop, t, old, b, c, noftz=noftz, space=sp)
         spin = aop in ("cas", "exch") or any(m in ("acquire", "acq_rel", "relaxed") for m in ins.mods) and returns
 
         def run(sel):
@@ -976,7 +985,8 @@ class Launch:
                     k = rank == r
                     e = ei[k]
                     old = view[e].copy()
-                    new = apply(aop, t, old, b[pos[k]], None if c is None else c[pos[k]])
+                    new = apply(aop, t, old, b[pos[k]], None if c is None else c[pos[k]],
+                                "shared" if sp == "shared" else "global")
                     view[e] = np.asarray(new, view.dtype)
                     if (old != view[e]).any():
                         self.progress += 1
@@ -1208,9 +1218,6 @@ def needs_handler(ins: Instruction) -> bool:
     op = ins.opcode
     if op in ("mma", "shfl", "vote", "ldmatrix"):
         return True
-    if op == "mov":
-        return not (any(o[0] == "vec" for o in ins.operands)
-                    or (len(ins.operands) > 1 and ins.operands[1][0] in ("special", "sym")))
     return op not in ENGINE_OPCODES
 
 

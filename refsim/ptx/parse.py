@@ -359,6 +359,8 @@ class _KernelParser:
             raise _err(line, col, text, "empty operand")
         if t == "_":
             return ("sink",)
+        if t.startswith("(") and t.endswith(")"):   # call argument lists: calls are refused at load
+            return ("raw", t)
         if t.startswith("{") and t.endswith("}"):
             return ("vec", tuple(self.operand(x, line, col, text) for x in _split_top(t[1:-1])))
         if t.startswith("[") and t.endswith("]"):
@@ -395,6 +397,8 @@ class _KernelParser:
 
     def address(self, inner: str, line: int, col: int, text: str):
         s = inner.replace(" ", "").replace("\t", "")
+        if "," in s:     # texture/surface coordinates: only tex/suld/sust use them, refused at lookup
+            return ("raw", inner)
         m = re.fullmatch(r"([^+\-]+?)?(?:(\+|-)(-?(?:0[xX][0-9a-fA-F]+|\d+)))?", s)
         if not m or (m.group(1) is None and m.group(3) is None):
             raise _err(line, col, text, f"cannot parse address [{inner}]")
@@ -592,6 +596,8 @@ def parse(text: str) -> ParsedModule:
             kp.open()
             depth += 1
         elif kind == "close":
+            if depth == 1:   # falling off the end of a kernel returns (nvcc always writes ``ret``)
+                kp.k.instructions.append(Instruction("ret", (), (), (), None, line, col, "} (end of kernel)"))
             kp.close(line, col)
             depth -= 1
             if depth == 0:

@@ -1,0 +1,157 @@
+"""Every PtxError subclass, triggered by a tiny hand-written kernel (and the message names the place)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refsim import ptx
+from refsim.errors import RefsimError
+
+HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+
+
+def kernel(body: str, params: str = ".param .u64 p0", regs: str = "") -> ptx.Module:
+    decl = (".reg .pred %p<4>;\n.reg .b32 %r<16>;\n.reg .b64 %rd<16>;\n" + regs)
+    return ptx.Module(HEAD + f".visible .entry k({params})\n{{\n{decl}{body}\n}}\n")
+
+
+LOAD_PTR = "ld.param.u64 %rd1, [p0];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, %tid.x;\n"
+
+
+def test_every_error_is_a_refsim_error():
+    for cls in (ptx.PtxParseError, ptx.PtxUnsupportedError, ptx.PtxLaunchError, ptx.PtxMemoryError,
+                ptx.PtxMisalignedError, ptx.PtxDeadlockError, ptx.PtxRaceError, ptx.PtxUninitializedError,
+                ptx.PtxLimitError):
+        assert issubclass(cls, ptx.PtxError) and issubclass(cls, RefsimError)
+
+
+@pytest.mark.parametrize("text, where", [
+    (HEAD + ".visible .entry k()\n{\n  add.u32 %r1, %r2;\n}\n", "line 6"),          # undeclared register
+    (HEAD + ".visible .entry k()\n{\n .reg .b32 %r<3>;\n  add.u32 %r1, %r2, %r2\n}\n", "line 7"),  # no ';'
+    (HEAD + ".visible .entry k()\n{\n  bra $L_nowhere;\n}\n", "line 6"),             # unknown label
+    (HEAD + ".visible .entry k()\n{\n  ret;\n", "unbalanced"),                        # no closing brace
+])
+def test_malformed_ptx_names_the_line(text, where):
+    with pytest.raises(ptx.PtxParseError, match=where):
+        ptx.Module(text)
+
+
+def test_unsupported_instruction_at_parse_time():
+    with pytest.raises(ptx.PtxUnsupportedError, match=r"line 9.*tex"):
+        kernel("tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r5}];")
+    with pytest.raises(ptx.PtxUnsupportedError, match="call"):
+        kernel("call.uni foo, ();")
+
+
+def test_launch_argument_rules():
+    m = kernel(LOAD_PTR + "st.global.u32 [%rd2], %r1;", ".param .u64 p0, .param .u32 p1")
+    buf = np.zeros(4, np.int32)
+    with pytest.raises(ptx.PtxLaunchError, match="takes 2 parameters; got 1"):
+        m.launch("k", 1, 1, [buf])
+    with pytest.raises(ptx.PtxLaunchError, match="0-d"):
+        m.launch("k", 1, 1, [np.array(3), 1])
+    with pytest.raises(ptx.PtxLaunchError, match=r"\[0, 4294967295\]; got -1"):
+        m.launch("k", 1, 1, [buf, -1])
+    with pytest.raises(ptx.PtxLaunchError, match="an int; got float"):
+        m.launch("k", 1, 1, [buf, 1.5])
+    with pytest.raises(ptx.PtxLaunchError, match="C-contiguous"):
+        m.launch("k", 1, 1, [np.zeros((4, 4), np.int32)[:, 1], 0])
+    with pytest.raises(ptx.PtxLaunchError, match="kernel: must be one of"):
+        m.launch("nope", 1, 1, [buf, 0])
+    with pytest.raises(ptx.PtxLaunchError, match="block"):
+        m.launch("k", 1, (1025,), [buf, 0])
+    with pytest.raises(ptx.PtxLaunchError, match="166912 bytes per block on sm_80; got 200000"):
+        m.launch("k", 1, 1, [buf, 0], shared_bytes=200_000)
+    with pytest.raises(ptx.PtxLaunchError, match="cannot run on sm_75"):
+        m.launch("k", 1, 1, [buf, 0], arch="sm_75")
+
+
+def test_f32_value_parameter_must_be_exact():
+    m = kernel("ret;", ".param .f32 p0")
+    m.launch("k", 1, 1, [0.5])
+    with pytest.raises(ptx.PtxLaunchError, match="not exactly representable"):
+        m.launch("k", 1, 1, [0.1])
+
+
+def test_out_of_bounds_global_store_names_thread_and_address():
+    m = kernel(LOAD_PTR + "mul.wide.u32 %rd3, %r1, 4;\nadd.s64 %rd4, %rd2, %rd3;\nst.global.u32 [%rd4], %r1;")
+    buf = np.zeros(40, np.int32)
+    m.launch("k", 1, 40, [buf])
+    assert (buf == np.arange(40)).all()
+    with pytest.raises(ptx.PtxMemoryError, match=r"out-of-bounds.*thread \(40, 0, 0\)"):
+        m.launch("k", 1, 41, [np.zeros(40, np.int32)])
+
+
+def test_out_of_bounds_shared_access():
+    m = ptx.Module(HEAD + ".visible .entry k()\n{\n.reg .b32 %r<4>;\n.shared .align 4 .b8 s[64];\n"
+                   "mov.u32 %r1, %tid.x;\nshl.b32 %r2, %r1, 2;\nmov.u32 %r3, s;\nadd.s32 %r2, %r2, %r3;\n"
+                   "st.shared.u32 [%r2], %r1;\n}\n")
+    m.launch("k", 1, 16, [])
+    with pytest.raises(ptx.PtxMemoryError, match=r"\.shared.*block has 64 bytes"):
+        m.launch("k", 1, 17, [])
+
+
+def test_misaligned_vector_load():
+    m = kernel(LOAD_PTR + "ld.global.v2.u32 {%r2, %r3}, [%rd2+4];")
+    with pytest.raises(ptx.PtxMisalignedError, match="misaligned 8-byte"):
+        m.launch("k", 1, 1, [np.zeros(8, np.int32)])
+
+
+def test_deadlock_at_a_barrier_that_cannot_complete():
+    m = kernel("bar.sync 1, 64;")
+    with pytest.raises(ptx.PtxDeadlockError, match=r"barrier.*block \(0, 0, 0\) at line 9"):
+        m.launch("k", 1, 32, [np.zeros(1, np.int32)])
+
+
+def test_deadlock_spinning_on_a_flag_nobody_sets():
+    m = kernel(LOAD_PTR + "$L_spin:\nld.volatile.global.u32 %r2, [%rd2];\nsetp.eq.s32 %p1, %r2, 0;\n"
+               "@%p1 bra $L_spin;")
+    with pytest.raises(ptx.PtxDeadlockError, match=r"spins.*block \(1, 0, 0\)"):
+        m.launch("k", 2, 32, [np.zeros(1, np.int32)])
+
+
+def test_runaway_kernel_hits_max_warp_instructions():
+    m = kernel("$L_loop:\nadd.s32 %r1, %r1, 1;\nbra $L_loop;")
+    with pytest.raises(ptx.PtxLimitError, match="max_warp_instructions=1000"):
+        m.launch("k", 1, 32, [np.zeros(1, np.int32)], max_warp_instructions=1000)
+
+
+SHARED_PAIR = (HEAD + ".visible .entry k()\n{\n.reg .b32 %r<6>;\n.shared .align 4 .b8 s[256];\n"
+               "mov.u32 %r1, %tid.x;\nshl.b32 %r2, %r1, 2;\nmov.u32 %r3, s;\nadd.s32 %r2, %r2, %r3;\n"
+               "st.shared.u32 [%r2], %r1;\n{BARRIER}ld.shared.u32 %r4, [%r2+4];\n}\n")
+
+
+def test_race_checker_reports_a_read_of_another_threads_write_between_barriers():
+    racy = ptx.Module(SHARED_PAIR.replace("{BARRIER}", ""))
+    racy.launch("k", 1, 32, [])                     # no checking: runs
+    with pytest.raises(ptx.PtxRaceError, match="written by"):
+        racy.launch("k", 1, 32, [], race=True)
+    ptx.Module(SHARED_PAIR.replace("{BARRIER}", "bar.sync 0;\n")).launch("k", 1, 32, [], race=True)
+
+
+def test_race_checker_reports_a_cp_async_destination_read_before_its_wait():
+    text = (HEAD + ".visible .entry k(.param .u64 p0)\n{\n.reg .b32 %r<6>;\n.reg .b64 %rd<4>;\n"
+            ".shared .align 16 .b8 s[16];\nld.param.u64 %rd1, [p0];\ncvta.to.global.u64 %rd2, %rd1;\n"
+            "mov.u32 %r1, s;\ncp.async.cg.shared.global [%r1], [%rd2], 16;\ncp.async.commit_group;\n"
+            "{WAIT}ld.shared.u32 %r2, [%r1];\nst.global.u32 [%rd2], %r2;\n}\n")
+    x = np.arange(4, dtype=np.int32) + 5
+    with pytest.raises(ptx.PtxRaceError, match="before its wait_group"):
+        ptx.Module(text.replace("{WAIT}", "")).launch("k", 1, 1, [x.copy()], race=True)
+    y = np.zeros(4, np.int32)
+    ptx.Module(text.replace("{WAIT}", "")).launch("k", 1, 1, [y])
+    assert y[0] == 0                                 # without the wait the copy has not landed
+    y = x.copy()
+    ptx.Module(text.replace("{WAIT}", "cp.async.wait_group 0;\n")).launch("k", 1, 1, [y], race=True)
+    assert y[0] == 5
+
+
+def test_poison_reports_uninitialised_register_and_shared_reads():
+    m = kernel(LOAD_PTR + "add.s32 %r3, %r2, 1;\nst.global.u32 [%rd2], %r3;")
+    m.launch("k", 1, 1, [np.zeros(1, np.int32)])
+    with pytest.raises(ptx.PtxUninitializedError, match="register %r2"):
+        m.launch("k", 1, 1, [np.zeros(1, np.int32)], poison=True)
+    sh = ptx.Module(SHARED_PAIR.replace("{BARRIER}", "bar.sync 0;\n"))
+    with pytest.raises(ptx.PtxUninitializedError, match="shared memory read before written"):
+        sh.launch("k", 1, 32, [], poison=True)      # thread 31 reads s[32], never written
+    sh.launch("k", 1, 32, [])
