@@ -43,7 +43,7 @@ def test_atom_exact_inputs_give_the_exact_product(m, groups, keeper, seed, fused
     s4 = np.repeat((2.0 ** rng.integers(-6, -2, (groups, n // 2))), 2, axis=1).astype(np.float16)
     w = atom.AtomWeights(rng.integers(-8, 8, (kb, n)).astype(np.int8), s4,
                          rng.integers(-8, 9, (keeper, n)).astype(np.int8),
-                         (2.0 ** rng.integers(-6, -2, n)).astype(np.float16))
+                         np.repeat(2.0 ** rng.integers(-6, -2, n // 2), 2).astype(np.float16))  # pair-equal
     # exact value: integer dot products (|p| <= 8192 per group, 8704 tail) times power-of-two scale
     # products in [2^-12, 2^-6]: |value| < 2^9 on the grid 2^-12, so every fp32 partial sum is exact
     exact = np.zeros((m, n))

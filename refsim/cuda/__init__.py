@@ -1,6 +1,36 @@
-"""Real CUDA kernels diffed bit-exactly against the oracle (design card).
+"""Real CUDA kernels, diffed bit for bit against refsim's emulators (design card, part three).
 
-No kernel has been added yet: the tasks lent no GPU so far, and a kernel that cannot be run here
-cannot be checked. The bit-exact targets such kernels must meet already exist: the warp-level
-emulators in :mod:`refsim.emulator` and the harness :func:`refsim.testing.check_kernel`.
+Each ``refsim/cuda/<name>.cu`` opens with a spec block (computation, launch shape, reduction order, the
+emulator function it equals, a diagram); its host module ``refsim/cuda/<name>.py`` validates inputs,
+launches it and returns what the emulator returns. ``backend="ptx"`` (the default) runs the kernel's
+nvcc-compiled PTX on a CPU through :mod:`refsim.ptx`, so every CI run checks the real kernels;
+``backend="gpu"`` runs the same PTX on a GPU through ``cuda.core`` (the ``gpu`` extra).
+
+    kernel                       file              equals (bit for bit)
+    anyprec_gemv                 anyprec.cu        refsim.emulator.anyprec_kernel.anyprec_gemv
+    mixed_gemv                   mixed_2_4_16.cu   refsim.emulator.mixed_2_4_16_kernel.mixed_gemv
+    gptq_gemv, awq_gemv          gptq_awq.cu       refsim.emulator.gptq_awq_kernel.gptq_gemv / awq_gemv
+    atom_group_gemm              atom.cu           refsim.emulator.atom_kernel.atom_group_gemm
+
+``kernels()`` lists them from the registry (:mod:`refsim.cuda.registry`); ``ptx(name, arch)`` returns a
+file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``user_kernel`` turns your own
+``.cu`` into a callable. The build, the committed PTX and how to test your own kernel: docs/cuda.md.
 """
+
+from __future__ import annotations
+
+from refsim.cuda.anyprec import anyprec_gemv
+from refsim.cuda.atom import atom_group_gemm
+from refsim.cuda.build import ptx
+from refsim.cuda.gptq_awq import awq_gemv, gptq_gemv
+from refsim.cuda.mixed_2_4_16 import mixed_gemv
+from refsim.cuda.registry import KernelEntry, entries
+from refsim.cuda.user import LaunchPlan, user_kernel
+
+__all__ = ["anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "ptx", "kernels",
+           "KernelEntry", "user_kernel", "LaunchPlan"]
+
+
+def kernels() -> tuple[KernelEntry, ...]:
+    """Every kernel function of ``refsim.cuda``: (name, .cu source, emulator function it equals)."""
+    return entries()

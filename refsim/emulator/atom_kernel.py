@@ -16,8 +16,9 @@ dataflow        per 128-wide group g, in group order:
                 finally ``__float2half(acc)`` (RNE).
 contraction     FFMA vs FMUL+FADD was not confirmed from SASS here: ``fused`` is a parameter and
                 the default (fused) is "unverified contraction" in the sense of numerics.md §5.6.
-oracle          :func:`refsim.formats.atom.atom_gemm` / ``atom_gemm_reference`` (the format
-                module's value-level model of the same arithmetic, written independently).
+oracle          :func:`atom_group_gemm_reference` (plain loops, Python ints, exact-rational fmas, the
+                selection written per element); with pair-equal scales also
+                :func:`refsim.formats.atom.atom_gemm` (the format module's value-level model).
 source          efeslab/Atom ``kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh`` @ 7e3618b
                 (per the format module and numerics.md §4.6); fragment layout of m16n8k64 s4 in
                 :mod:`refsim.emulator.fragments`.
@@ -29,22 +30,35 @@ import numpy as np
 
 from refsim.emulator import fp
 from refsim.emulator import tensor_core as tc
+from refsim.errors import ShapeError
 from refsim.formats import atom
 
-__all__ = ["atom_group_gemm"]
+__all__ = ["atom_group_gemm", "atom_group_gemm_reference", "weight_scale_index"]
+
+
+def weight_scale_index(m: int, n: int) -> np.ndarray:
+    """int64 (M, N): the weight-scale column the kernel multiplies into output (r, n),
+    ``2 * (n // 2) + (r % 16) // 8`` (the half2 pair's .x for tile rows 0..7, .y for rows 8..15)."""
+    r = np.arange(m)[:, None]
+    c = np.arange(n)[None, :]
+    return 2 * (c // 2) + (r % 16) // 8
 
 
 def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: bool = True) -> np.ndarray:
     """Atom's fused group GEMM as the kernel executes it: float16 (M, N).
 
-    a, w: quantized activations / weights (int8 codes, float16 scales; weight scales equal within
-    column pairs). fused: whether the epilogue's multiply-add is one FFMA (default) or FMUL+FADD.
+    a, w: quantized activations / weights (int8 codes, float16 scales; any weight scales: the
+    kernel's half2 pair selection is modelled, see the module spec). fused: whether the epilogue's
+    multiply-add is one ``fma.rn.f32`` (default, what the kernels compute) or FMUL+FADD.
     """
-    m, n, g, group = atom._check_gemm(a, w)
+    m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    if a.q8.shape[1] % 32:
+        raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
     acc = np.zeros((m, n), np.float32)
+    sel = weight_scale_index(m, n)                                      # (M, N)
 
     def epilogue(acc, c_int, sa, sb):
-        s = fp.f16_mul(sa[:, None], sb[None, :])                      # __hmul2, fp16 RNE
+        s = fp.f16_mul(sa[:, None], sb[sel])                            # __hmul2, fp16 RNE
         return fp.f32_fma(fp.cvt_int_to_f32(c_int), fp.cvt_f16_to_f32(s), acc, fused=fused)
 
     for gi in range(g):
@@ -59,3 +73,28 @@ def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: 
             c = tc.mma_int(a.q8[:, k0:k0 + 32], w.q8[k0:k0 + 32], c, atype="s8", btype="s8")
         acc = epilogue(acc, c, a.scale8, w.scale8)
     return fp.cvt_f32_to_f16(acc)
+
+
+def atom_group_gemm_reference(a: "atom.AtomActivations", w: "atom.AtomWeights") -> np.ndarray:
+    """Plain-loop twin of :func:`atom_group_gemm` (fused): per output (r, n), Python-int dot products
+    per group and for the keeper, the selected weight scale ``2 (n // 2) + (r % 16) // 8``, an fp16
+    scale product and one exact-rational fmaf per group; float16 (M, N)."""
+    m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    keeper = a.q8.shape[1]
+    one32 = np.ones(1, np.float32)
+    out = np.zeros((m, n), np.float16)
+    for r in range(m):
+        for c in range(n):
+            j = 2 * (c // 2) + (r % 16) // 8
+            terms = [(sum(int(a.q4[r, gi * group + t]) * int(w.q4[gi * group + t, c]) for t in range(group)),
+                      a.scale4[r, gi], w.scale4[gi, j]) for gi in range(g)]
+            if keeper:
+                terms.append((sum(int(a.q8[r, t]) * int(w.q8[t, c]) for t in range(keeper)), a.scale8[r], w.scale8[j]))
+            acc = np.float32(0.0)
+            for p, sa, sb in terms:
+                with np.errstate(over="ignore"):
+                    s = np.float16(np.float32(sa) * np.float32(sb))       # one fp16 rounding
+                acc = fp.fma_reference(np.float32(p) * one32, np.float32(s) * one32, acc * one32)[0]
+            with np.errstate(over="ignore"):
+                out[r, c] = np.float16(acc)
+    return out

@@ -15,7 +15,8 @@ tile shape         groups of 128 along K (``GROUP``); the last 128 reordered cha
 scales             activations: one per (token, group) + one per token for the tail;
                    weights: one per (group, output PAIR) -- columns 2p and 2p+1 share a scale
                    (Atom's ``channel_group=2``; the kernel is only correct with equal pairs) --
-                   + one per output column for the tail
+                   + one per output column for the tail (simulation mode; kernel mode: one per
+                   column pair, equal in both columns, as the kernel reads them as half2 pairs)
 invariants         K % 128 == 0, K >= 128, N even; reorder index is a permutation of range(K)
                    sorting the calibration statistic ascending (outliers LAST);
                    x_r[:, e] = x[:, idx[e]] and W_r[e, :] = W[idx[e], :] so x_r @ W_r == x @ W
@@ -368,7 +369,10 @@ def quantize_weights(w: np.ndarray, mode: str = "simulation", *, group_size: int
     """Atom RTN weight quantization of reordered weights w (K, N) float16/float32 (rows in
     reordered order, N even). INT4 body: one symmetric scale per (group of ``group_size`` rows,
     pair of columns 2p, 2p+1) -- 2 * group_size values share it; INT8 tail: one scale per
-    column over the last ``keeper`` rows, unclipped. ``clip`` applies in simulation mode only."""
+    column over the last ``keeper`` rows, unclipped (Atom's simulation, ``model/qLinearLayer.py``) --
+    in kernel mode one per column PAIR over those rows, because the kernel reads ``scale8`` as half2
+    pairs like ``scale4`` (refsim.emulator.atom_kernel; per-column keeper scales would give column
+    2p+1 of tile rows 0..7 the scale of column 2p). ``clip`` applies in simulation mode only."""
     w, clip, group, keeper = _check_weight_args(w, mode, group_size, keeper, clip)
     k, n = w.shape
     g = (k - keeper) // group
@@ -377,7 +381,12 @@ def quantize_weights(w: np.ndarray, mode: str = "simulation", *, group_size: int
     q, s = _quantize_rows(blocks, 7, clip, mode)
     q4 = q.reshape(g, n // 2, group, 2).transpose(0, 2, 1, 3).reshape(k - keeper, n)
     s4 = np.repeat(s.reshape(g, n // 2), 2, axis=1)  # (G, N)
-    if keeper:
+    if keeper and mode == "kernel":  # one scale per column pair: the kernel reads scale8 as half2 pairs
+        pairs = w[k - keeper:].reshape(keeper, n // 2, 2).transpose(1, 0, 2).reshape(n // 2, 2 * keeper)
+        q, s8 = _quantize_rows(pairs, 127, 1.0, mode)
+        q8 = np.ascontiguousarray(q.reshape(n // 2, keeper, 2).transpose(1, 0, 2).reshape(keeper, n))
+        s8 = np.repeat(s8, 2)
+    elif keeper:
         q8t, s8 = _quantize_rows(np.ascontiguousarray(w[k - keeper:].T), 127, 1.0, mode)  # per column
         q8 = np.ascontiguousarray(q8t.T)
     else:
@@ -403,12 +412,14 @@ def quantize_weights_reference(w: np.ndarray, mode: str = "simulation", *, group
             s4[g, 2 * p] = s4[g, 2 * p + 1] = s
             for (r, c), q in zip(coords, qs):
                 q4[r, c] = q
-    for c in range(n):
-        if keeper:
-            qs, s = _quantize_scalar_group([w[r, c] for r in range(k - keeper, k)], 127, 1.0, mode, w.dtype)
+    tail_groups = ([(2 * p, 2 * p + 1) for p in range(n // 2)] if mode == "kernel"  # kernel: column pairs
+                   else [(c,) for c in range(n)])
+    for cols in tail_groups if keeper else ():
+        coords = [(r, c) for r in range(k - keeper, k) for c in cols]
+        qs, s = _quantize_scalar_group([w[r, c] for r, c in coords], 127, 1.0, mode, w.dtype)
+        for (r, c), q in zip(coords, qs):
             s8[c] = s
-            for r, q in zip(range(k - keeper, k), qs):
-                q8[r - (k - keeper), c] = q
+            q8[r - (k - keeper), c] = q
     return AtomWeights(q4, s4, q8, s8)
 
 
@@ -583,7 +594,9 @@ def dequantize_kv(kv: AtomKV) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # fused group GEMM
 # ----------------------------------------------------------------------------------------------
-def _check_gemm(a: AtomActivations, w: AtomWeights) -> tuple[int, int, int, int]:
+def _check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tuple[int, int, int, int]:
+    """Validate one group GEMM; ``pairs=False`` (the kernel emulator, which models the pair selection)
+    accepts weight scales that differ within a column pair."""
     for name, arr, dt in (("a.q4", a.q4, np.int8), ("a.q8", a.q8, np.int8), ("w.q4", w.q4, np.int8),
                           ("w.q8", w.q8, np.int8), ("a.scale4", a.scale4, np.float16),
                           ("a.scale8", a.scale8, np.float16), ("w.scale4", w.scale4, np.float16),
@@ -602,7 +615,9 @@ def _check_gemm(a: AtomActivations, w: AtomWeights) -> tuple[int, int, int, int]
     require_shape("w.q8", w.q8, (keeper, n))
     require_shape("a.scale8", a.scale8, (m,))
     require_shape("w.scale8", w.scale8, (n,))
-    if n % 2 or not np.array_equal(w.scale4[:, 0::2].view(np.uint16), w.scale4[:, 1::2].view(np.uint16)):
+    if n % 2:
+        raise ShapeError(f"N: must be even (output columns pair up in the kernel's half2 scales); got {n}")
+    if pairs and not np.array_equal(w.scale4[:, 0::2].view(np.uint16), w.scale4[:, 1::2].view(np.uint16)):
         raise FormatRuleError("w.scale4: columns 2p and 2p+1 must hold identical scales (the kernel reads "
                               "the pair's scale through a half2 fragment); got unequal pairs")
     for name, arr, lo, hi in (("a.q4", a.q4, -8, 7), ("w.q4", w.q4, -8, 7)):

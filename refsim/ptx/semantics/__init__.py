@@ -154,4 +154,5 @@ def mov_unpack(value: np.ndarray, width: int, n: int) -> tuple[np.ndarray, ...]:
 
 from refsim.ptx.semantics import integer as _integer  # noqa: E402,F401  (registers handlers)
 from refsim.ptx.semantics import floating as _floating  # noqa: E402,F401
+from refsim.ptx.semantics import convert as _convert  # noqa: E402,F401
 from refsim.ptx.semantics.atomic import atom_apply  # noqa: E402

@@ -45,6 +45,13 @@ _ROUND = ("rn", "rz", "rm", "rp")
 def decode(bits, t: str, *, ftz: bool = False) -> np.ndarray:
     """Bit patterns of scalar type ``t`` ('f16', 'bf16', 'f32', 'f64') -> exact float64 values."""
     u = np.asarray(bits)
+    with np.errstate(invalid="ignore"):
+        x = _decode(u, t)
+    x = np.asarray(x, np.float64)
+    return flush_subnormal(x, t) if ftz else x
+
+
+def _decode(u: np.ndarray, t: str) -> np.ndarray:
     if t == "f16":
         x = (u.astype(np.uint64) & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float64)
     elif t == "bf16":
@@ -53,8 +60,7 @@ def decode(bits, t: str, *, ftz: bool = False) -> np.ndarray:
         x = (u.astype(np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32).astype(np.float64)
     else:
         x = u.astype(np.uint64).view(np.float64)
-    x = np.asarray(x, np.float64)
-    return flush_subnormal(x, t) if ftz else x
+    return x
 
 
 def flush_subnormal(x: np.ndarray, t: str) -> np.ndarray:
@@ -156,8 +162,8 @@ def build(op: Op, arch: str) -> Handler:
                 raise unsupported(op, "mad without a rounding modifier is the sm_1x unfused form; refsim "
                                       "executes mad.rnd.f32/f64 (= fma.rnd) only")
         if name in ("add", "sub"):
-            sign = 1.0 if name == "add" else -1.0
-            return alu(lambda a, b: _finish(fp.fp_add(inputs(a), sign * inputs(b), st, mode), st, ftz, sat), 2, sec)
+            flip = np.negative if name == "sub" else np.positive   # a - b = a + (-b), signs of zeros included
+            return alu(lambda a, b: _finish(fp.fp_add(inputs(a), flip(inputs(b)), st, mode), st, ftz, sat), 2, sec)
         if name == "mul":
             return alu(lambda a, b: _finish(fp.fp_mul(inputs(a), inputs(b), st, mode), st, ftz, sat), 2, sec)
         if name == "fma" and half and not rnd:

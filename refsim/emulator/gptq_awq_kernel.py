@@ -1,0 +1,136 @@
+"""Exact emulation of refsim's W4A16 dequant-GEMV for GPTQ and AWQ checkpoints (``refsim/cuda/gptq_awq.cu``).
+
+Spec
+----
+computes        y float16 (M, N) = x float16 (M, K) @ W, W float16 (K, N) the checkpoint's dequantized
+                weights ``fp16(q - z) * s`` (one fp16 multiply, RNE; the integer difference is exact):
+                GPTQ via :func:`refsim.formats.gptq.dequantize` (v1 zeros read ``(field & 15) + 1``,
+                AutoGPTQ's torch path, or v2 ``field``), AWQ via :func:`refsim.formats.awq.dequantize`.
+                4-bit only ("W4A16"); 1 <= M <= 8.
+design          the "exllama / awq gemv" family: a thread per output column n, walking K in slabs of
+                8 rows (one GPTQ word, eight AWQ words' nibbles); no K split, so no atomics and one
+                deterministic order. DESIGN (refsim's, not an official kernel's): per batch row m and
+                slab b (k0 = 8 b, b ascending):
+                  h = half2(+0, +0); for i = 0..3: h = __hfma2(half2(w[k0+2i], w[k0+2i+1]),
+                                                             half2(x[m,k0+2i], x[m,k0+2i+1]), h)
+                      (two fp16 chains of 4 fused steps: even k in .x, odd k in .y)
+                  acc[m] = acc[m] + float(h.x + h.y)     (add.rn.f16, then add.rn.f32; acc starts +0)
+                y[m, n] = fp16_rn(acc[m]).
+oracle          :func:`dequant_gemv_reference`: scalar loops, every fp16 fma through the exact rational
+                oracle (:func:`refsim.emulator.fp.fma_reference`).
+source          design only; the checkpoint layouts are refsim.formats.gptq / refsim.formats.awq.
+
+One column, one batch row, K = 16 (two slabs)::
+
+    slab 0: h = chain over (w0 x0)(w2 x2)(w4 x4)(w6 x6) | (w1 x1)(w3 x3)(w5 x5)(w7 x7)
+            acc = +0 + float(h.x + h.y)
+    slab 1: the same over k = 8..15;   acc = acc + float(h.x + h.y);   y = fp16(acc)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim._validate import require_dtype, require_finite, require_ndim
+from refsim.emulator import fp
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.formats import awq, gptq
+
+__all__ = ["MAX_M", "SLAB", "dequant_gemv", "dequant_gemv_reference", "gptq_gemv", "awq_gemv",
+           "gptq_weights", "awq_weights"]
+
+MAX_M = 8
+SLAB = 8
+
+
+def _check_x(x: np.ndarray, k: int) -> np.ndarray:
+    x = require_dtype("x", x, np.float16)
+    require_ndim("x", x, 2)
+    require_finite("x", x)
+    m, kx = x.shape
+    if not 1 <= m <= MAX_M:
+        raise FormatRuleError(f"x: the GEMV serves 1..{MAX_M} batch rows (M); got {m}")
+    if kx != k:
+        raise ShapeError(f"x: must have K = {k} columns (the checkpoint's input features); got {kx}")
+    return x
+
+
+def _check_w(W: np.ndarray) -> np.ndarray:
+    W = require_dtype("W", W, np.float16)
+    require_ndim("W", W, 2)
+    if W.shape[0] % SLAB or W.shape[0] == 0:
+        raise ShapeError(f"W: K (rows) must be a positive multiple of {SLAB}; got {W.shape[0]}")
+    return W
+
+
+def dequant_gemv(x: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The design's accumulation over dequantized weights: float16 (M, N), bit for bit.
+
+    x float16 (M, K), 1 <= M <= 8, finite; W float16 (K, N), K % 8 == 0 (any fp16 values: the
+    kernels feed it ``fp16(q - z) * s``). Inputs are not modified."""
+    W = _check_w(W)
+    k, n = W.shape
+    x = _check_x(x, k)
+    m = x.shape[0]
+    Ws = W.reshape(k // SLAB, SLAB, n)                     # (slabs, 8, N)
+    xs = x.reshape(m, k // SLAB, SLAB)                     # (M, slabs, 8)
+    hx = np.zeros((m, k // SLAB, n), np.float16)           # (M, slabs, N) even-k chain
+    hy = np.zeros((m, k // SLAB, n), np.float16)           # odd-k chain
+    for i in range(SLAB // 2):
+        hx = fp.f16_fma(Ws[None, :, 2 * i, :], xs[:, :, 2 * i, None], hx, fused=True)
+        hy = fp.f16_fma(Ws[None, :, 2 * i + 1, :], xs[:, :, 2 * i + 1, None], hy, fused=True)
+    slab = fp.cvt_f16_to_f32(fp.f16_add(hx, hy))           # (M, slabs, N)
+    acc = np.zeros((m, n), np.float32)
+    for b in range(k // SLAB):                             # fp32 adds in slab order
+        acc = fp.f32_add(acc, slab[:, b])
+    return fp.cvt_f32_to_f16(acc)
+
+
+def dequant_gemv_reference(x: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Plain-loop twin of :func:`dequant_gemv`: one (m, n) at a time, exact-rational fmas."""
+    W = _check_w(W)
+    k, n = W.shape
+    x = _check_x(x, k)
+    one = np.ones(1, np.float16)
+    y = np.empty((x.shape[0], n), np.float16)
+    for m in range(x.shape[0]):
+        for col in range(n):
+            acc = np.float32(0.0)
+            for k0 in range(0, k, SLAB):
+                hx = hy = np.float16(0.0)
+                for i in range(SLAB // 2):
+                    a, b = k0 + 2 * i, k0 + 2 * i + 1
+                    hx = fp.fma_reference(W[a, col] * one, x[m, a] * one, hx * one)[0]
+                    hy = fp.fma_reference(W[b, col] * one, x[m, b] * one, hy * one)[0]
+                acc = np.float32(acc + np.float32(np.float16(hx + hy)))
+            y[m, col] = np.float16(acc)
+    return y
+
+
+def gptq_weights(ckpt: gptq.GPTQCheckpoint) -> np.ndarray:
+    """float16 (K, N): the weights ``gptq_gemv`` multiplies (4-bit checkpoints only; v1 zeros read
+    ``(field & 15) + 1`` as AutoGPTQ's torch path does, v2 zeros as stored)."""
+    if not isinstance(ckpt, gptq.GPTQCheckpoint):
+        raise ShapeError(f"ckpt: must be a refsim.formats.gptq.GPTQCheckpoint; got {type(ckpt).__name__}")
+    if ckpt.bits != 4:
+        raise FormatRuleError(f"ckpt.bits: the W4A16 GEMV reads 4-bit checkpoints; got {ckpt.bits}")
+    return gptq.dequantize(ckpt, reader="mask_then_add")
+
+
+def awq_weights(ckpt: awq.AWQCheckpoint) -> np.ndarray:
+    """float16 (K, N): the weights ``awq_gemv`` multiplies."""
+    if not isinstance(ckpt, awq.AWQCheckpoint):
+        raise ShapeError(f"ckpt: must be a refsim.formats.awq.AWQCheckpoint; got {type(ckpt).__name__}")
+    return awq.dequantize(ckpt)
+
+
+def gptq_gemv(x: np.ndarray, ckpt: gptq.GPTQCheckpoint) -> np.ndarray:
+    """What ``gptq_gemv`` in gptq_awq.cu writes: float16 (M, N) for x float16 (M, K), M 1..8,
+    ckpt a 4-bit :class:`~refsim.formats.gptq.GPTQCheckpoint` (any ``g_idx``, v1 or v2 zeros)."""
+    return dequant_gemv(x, gptq_weights(ckpt))
+
+
+def awq_gemv(x: np.ndarray, ckpt: awq.AWQCheckpoint) -> np.ndarray:
+    """What ``awq_gemv`` in gptq_awq.cu writes: float16 (M, N) for x float16 (M, K), M 1..8,
+    ckpt an :class:`~refsim.formats.awq.AWQCheckpoint`."""
+    return dequant_gemv(x, awq_weights(ckpt))
