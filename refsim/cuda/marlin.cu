@@ -1,4 +1,4 @@
-// refsim/cuda/marlin.cu -- an FP16 x INT4 GEMM in Marlin's design, written for refsim.
+// marlin.cu -- an FP16 x INT4 GEMM in Marlin's design, written for refsim.
 //
 // Spec
 // ----
@@ -53,7 +53,7 @@
 //     k16 3, 7      warp 6    warp 7       k-warp 3
 //
 // Build: nvcc -arch=sm_80 -ptx refsim/cuda/marlin.cu (no headers beyond the compiler's own);
-// the committed PTX is refsim/cuda/ptx/marlin.sm_80.ptx (regenerate: python -m refsim.cuda.marlin).
+// the committed PTX is refsim/cuda/ptx/marlin.sm_80.ptx (regenerate: python -m refsim.cuda.regenerate).
 // Run/check: tests/cuda/test_marlin_cu.py, property_tests/cuda/test_marlin_cu.py.
 
 namespace refsim_marlin {

@@ -4,8 +4,10 @@ Spec
 ----
 computes        ``C (M, N) float16 = A (M, K) float16 @ W``, W in Marlin's packed format
                 (``B`` int32 ``(K/16, 2N)``, ``s`` float16 ``(G, N)``, :mod:`refsim.formats.marlin`),
-                by running the CUDA kernel ``marlin.cu`` (its PTX, committed as
-                ``ptx/marlin.sm_80.ptx``) on a CPU with :mod:`refsim.ptx`.
+                by running the CUDA kernel ``marlin.cu`` (its sm_80 PTX, committed as
+                ``ptx/marlin.sm_80.ptx`` by ``python -m refsim.cuda.regenerate``, see
+                :mod:`refsim.cuda.build`) on a CPU with :mod:`refsim.ptx`; the same PTX runs under every
+                later ``arch``'s tensor-core model (only the PTX ``.target`` must be <= ``arch``).
 equals          :func:`refsim.emulator.marlin_kernel.marlin_gemm` bit for bit, for the same
                 ``arch`` and ``sms`` (the emulator models the official Marlin kernel; the tests
                 check that this kernel agrees with it).
@@ -26,27 +28,22 @@ Launches for M = 130 (tile k64 x n256; 9 m-blocks, 14 padding rows)::
 from __future__ import annotations
 
 import functools
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from refsim._validate import require_choice, require_dtype, require_shape
+from refsim.cuda import build, launch
 from refsim.emulator import marlin_kernel
-from refsim.errors import FormatRuleError, ShapeError, ToolchainError
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import stripes
 
-__all__ = ["SOURCE", "PTX", "KERNEL_ARCH", "ARCHS", "Launch", "entry_name", "shared_bytes", "launch_plan",
-           "entries", "engine_gap", "workspace", "marlin_gemm", "gemm", "compile_ptx"]
+__all__ = ["SOURCE", "ENTRY_POINTS", "KERNEL_ARCH", "ARCHS", "PlannedLaunch", "entry_name", "shared_bytes",
+           "launch_plan", "entries", "engine_gap", "workspace", "marlin_gemm", "gemm"]
 
-SOURCE = Path(__file__).with_name("marlin.cu")
-#: nvcc -arch=sm_80 -ptx of SOURCE, committed (regenerate: python -m refsim.cuda.marlin)
-PTX = Path(__file__).parent / "ptx" / "marlin.sm_80.ptx"
+SOURCE = "marlin"
+ENTRY_POINTS = {"marlin_gemm": "refsim.emulator.marlin_kernel.marlin_gemm"}
 #: the PTX target the kernel is compiled for (cp.async, ldmatrix and mma.m16n8k16 need sm_80)
 KERNEL_ARCH = "sm_80"
 #: tensor-core models the kernel can run under (sm_80 PTX runs on every later architecture)
@@ -57,7 +54,7 @@ MAX_PAR = 16
 
 
 @dataclass(frozen=True)
-class Launch:
+class PlannedLaunch:
     """One kernel launch: which entry, on which rows, with how much dynamic shared memory."""
 
     kernel: str          # extern "C" entry point in marlin.cu
@@ -86,23 +83,28 @@ def shared_bytes(thread_m_blocks: int, config: stripes.TileConfig) -> int:
     return STAGES * 16 * (a_units + b_units + s_units)
 
 
-def launch_plan(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple[Launch, ...]:
+def launch_plan(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple[PlannedLaunch, ...]:
     """The launches :func:`marlin_gemm` makes for an (M, N, K) problem on ``sms`` blocks.
 
     The tile config and the host M loop are :func:`refsim.formats.stripes.stripes`' (the same call
     the emulator makes); the per-block stripes are computed by the kernel itself from the grid size.
     """
     plan = stripes.stripes(m, n, k, sms, group_size, max_par=MAX_PAR)
-    return tuple(Launch(entry_name(ln.thread_m_blocks, plan.config), ln.row_start, ln.prob_m, sms, THREADS,
+    return tuple(PlannedLaunch(entry_name(ln.thread_m_blocks, plan.config), ln.row_start, ln.prob_m, sms, THREADS,
                         shared_bytes(ln.thread_m_blocks, plan.config))
                  for ln in plan.launches)
 
 
+def _ptx_text() -> str:
+    return build.ptx(SOURCE, KERNEL_ARCH)
+
+
 @functools.lru_cache(maxsize=None)
 def _entry_text(name: str) -> str:
-    """The committed PTX reduced to its header and one entry (each entry is self-contained), so
-    the interpreter parses only the kernel a launch needs."""
-    text = PTX.read_text()
+    """The PTX reduced to its header and one entry (each entry is self-contained), so the
+    interpreter parses only the kernel a launch needs (the whole file takes ~9 s to parse, one
+    entry ~1 s)."""
+    text = _ptx_text()
     first = text.index(".visible .entry")
     start = text.index(f".visible .entry {name}(")
     end = text.find(".visible .entry", start + 1)
@@ -119,8 +121,8 @@ def _module(name: str):
 def engine_gap() -> str | None:
     """Why :mod:`refsim.ptx` cannot run ``marlin.cu`` here (the first instruction or feature it
     refuses, as its error says), or ``None`` when every entry point loads."""
-    try:
-        for name in entries():
+    try:  # every entry uses the same instruction kinds; the two smallest cover both group modes
+        for name in ("refsim_marlin_m1_n8_k8_grouped", "refsim_marlin_m1_n8_k8_channel"):
             _module(name)
     except ImportError as e:
         return f"refsim.ptx is not available: {e}"
@@ -131,7 +133,7 @@ def engine_gap() -> str | None:
 
 def entries() -> tuple[str, ...]:
     """Entry points present in the committed PTX (in file order)."""
-    return tuple(re.findall(r"^\.visible \.entry (\w+)\(", PTX.read_text(), flags=re.M))
+    return tuple(re.findall(r"^\.visible \.entry (\w+)\(", _ptx_text(), flags=re.M))
 
 
 def workspace(n: int) -> np.ndarray:
@@ -147,7 +149,8 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
     A: float16 (M, K). B: int32 (K/16, 2N), s: float16 (G, N) as from
     :func:`refsim.formats.marlin.pack` (grouped, group size 128, iff G > 1; K % 128 == 0,
     N % 256 == 0). arch: tensor-core model, one of :data:`ARCHS`. sms: grid size (A100: 108).
-    backend: ``"ptx"`` (the :mod:`refsim.ptx` interpreter, on a CPU). Inputs are not modified.
+    backend: ``"ptx"`` (the :mod:`refsim.ptx` interpreter, on a CPU) or ``"gpu"`` (the same PTX on
+    a GPU through :mod:`refsim.cuda.launch`). Inputs are not modified.
     Returns what :func:`refsim.emulator.marlin_kernel.marlin_gemm` returns for the same arguments.
     """
     return gemm(A, B, s, None, arch=arch, sms=sms, backend=backend)
@@ -168,10 +171,7 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     if arch not in ARCHS:
         raise FormatRuleError(f"arch: marlin.cu needs sm_80 or newer (cp.async, ldmatrix, mma.m16n8k16), "
                               f"one of {list(ARCHS)}; got {arch!r}")
-    backend = require_choice("backend", backend, ("ptx", "gpu"))
-    if backend == "gpu":
-        raise ToolchainError("backend='gpu': this build runs marlin.cu only through refsim.ptx (backend='ptx'); "
-                             "no CUDA driver launcher is wired in")
+    backend = require_choice("backend", backend, launch.BACKENDS)
     locks = workspace(n) if locks is None else require_dtype("locks", locks, np.int32)
     if locks.ndim != 1 or locks.size < n // 128 * MAX_PAR:
         raise ShapeError(f"locks: must be 1-D with at least N/128*16 = {n // 128 * MAX_PAR} entries; "
@@ -184,32 +184,14 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     for ln in launch_plan(m, n, k, sms, group_size):
         a = np.ascontiguousarray(A[ln.row_start:ln.row_start + ln.rows])   # (rows, K), a copy: A is never written
         c = np.zeros((ln.rows, n), np.float16)                              # (rows, N)
-        st = _module(ln.kernel).launch(ln.kernel, ln.grid, ln.block, (a, B, c, s, locks, ln.rows, n, k),
-                                       arch=arch, shared_bytes=ln.shared_bytes, **(launch_options or {}))
+        args = (a, B, c, s, locks, np.int32(ln.rows), np.int32(n), np.int32(k))
+        if backend == "ptx":
+            st = _module(ln.kernel).launch(ln.kernel, ln.grid, ln.block, args, arch=arch,
+                                           shared_bytes=ln.shared_bytes, **(launch_options or {}))
+        else:
+            st = launch.run(SOURCE, launch.Launch(ln.kernel, ln.grid, ln.block, ln.shared_bytes), args,
+                            backend=backend, arch=KERNEL_ARCH, options=launch_options)
         if stats is not None:
             stats.append(st)
         C[ln.row_start:ln.row_start + ln.rows] = c
     return C
-
-
-def compile_ptx(nvcc: str | None = None) -> str:
-    """``nvcc -arch=sm_80 -ptx marlin.cu``: the PTX text (``$NVCC`` or ``nvcc`` on PATH).
-
-    Raises :class:`ToolchainError` when no nvcc is found or it fails. ``python -m refsim.cuda.marlin``
-    rewrites the committed :data:`PTX` with it.
-    """
-    exe = nvcc or os.environ.get("NVCC") or shutil.which("nvcc")
-    if not exe:
-        raise ToolchainError("nvcc: not found (set $NVCC or put CUDA's nvcc on PATH) to compile marlin.cu")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "marlin.ptx"
-        proc = subprocess.run([exe, f"-arch={KERNEL_ARCH}", "-ptx", str(SOURCE), "-o", str(out)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ToolchainError(f"nvcc: compiling {SOURCE.name} failed:\n{proc.stderr}")
-        return out.read_text()
-
-
-if __name__ == "__main__":  # regenerate the committed PTX
-    PTX.parent.mkdir(exist_ok=True)
-    PTX.write_text(compile_ptx())
