@@ -44,6 +44,8 @@ __all__ = [
     "FragmentLayout", "mma_m16n8k16_a", "mma_m16n8k16_b", "mma_m16n8k16_c",
     "mma_m16n8k64_s4_a", "mma_m16n8k64_s4_b", "mma_m16n8k64_c",
     "ldmatrix", "ldmatrix_reference", "ldmatrix_layout", "pack_registers", "unpack_registers",
+    "mma_m16n8k8_a", "mma_m16n8k8_b", "mma_m16n8k16_s8_a", "mma_m16n8k16_s8_b",
+    "mma_m16n8k32_s8_a", "mma_m16n8k32_s8_b", "mma_m16n8k32_s4_a", "mma_m16n8k32_s4_b",
 ]
 
 
@@ -216,3 +218,50 @@ def ldmatrix_reference(matrices: np.ndarray, trans: bool = False) -> np.ndarray:
                 lo, hi = matrices[j, row, col], matrices[j, row, col + 1]
             out[lane, j] = int(lo) | (int(hi) << 16)
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the other mma shapes executed by refsim.ptx (PTX ISA 9.x §9.7.14.5.7 m16n8k8 f16, §9.7.14.5.9
+# m16n8k16/k32 integer, §9.7.14.5.10 m16n8k32 s4; numerics.md §2.2). C/D of every shape: mma_m16n8k16_c.
+
+
+def mma_m16n8k8_a() -> FragmentLayout:
+    """A (16x8, .row) of ``mma.m16n8k8`` f16/bf16: a0..a3 in 2 registers; row g (+8 for i >= 2), col 2t + (i&1)."""
+    return _layout("m16n8k8.A.f16", (16, 8), 2, 4, lambda g, t, i: (g + 8 * (i >= 2), 2 * t + (i & 1)))
+
+
+def mma_m16n8k8_b() -> FragmentLayout:
+    """B (8x8, .col) of ``mma.m16n8k8`` f16/bf16: b0, b1 in 1 register; k = 2t + i, n = g."""
+    return _layout("m16n8k8.B.f16", (8, 8), 2, 2, lambda g, t, i: (2 * t + i, g))
+
+
+def mma_m16n8k16_s8_a() -> FragmentLayout:
+    """A (16x16, .row) of ``mma.m16n8k16`` s8/u8: a0..a7 in 2 registers; row g (+8 for i >= 4), col 4t + (i&3)."""
+    return _layout("m16n8k16.A.s8", (16, 16), 4, 8, lambda g, t, i: (g + 8 * (i >= 4), 4 * t + (i & 3)))
+
+
+def mma_m16n8k16_s8_b() -> FragmentLayout:
+    """B (16x8, .col) of ``mma.m16n8k16`` s8/u8: b0..b3 in 1 register; k = 4t + i, n = g."""
+    return _layout("m16n8k16.B.s8", (16, 8), 4, 4, lambda g, t, i: (4 * t + i, g))
+
+
+def mma_m16n8k32_s8_a() -> FragmentLayout:
+    """A (16x32, .row) of ``mma.m16n8k32`` s8/u8: a0..a15 in 4 registers; row g for i in [0,4) and
+    [8,12), g+8 otherwise; col 4t + (i&3) (+16 for i >= 8)."""
+    return _layout("m16n8k32.A.s8", (16, 32), 4, 16,
+                   lambda g, t, i: (g + 8 * ((i >> 2) & 1), 4 * t + (i & 3) + 16 * (i >= 8)))
+
+
+def mma_m16n8k32_s8_b() -> FragmentLayout:
+    """B (32x8, .col) of ``mma.m16n8k32`` s8/u8: b0..b7 in 2 registers; k = 4t + (i&3) (+16 for i >= 4), n = g."""
+    return _layout("m16n8k32.B.s8", (32, 8), 4, 8, lambda g, t, i: (4 * t + (i & 3) + 16 * (i >= 4), g))
+
+
+def mma_m16n8k32_s4_a() -> FragmentLayout:
+    """A (16x32, .row) of ``mma.m16n8k32`` s4/u4: a0..a15 in 2 registers; row g (+8 for i >= 8), col 8t + (i&7)."""
+    return _layout("m16n8k32.A.s4", (16, 32), 8, 16, lambda g, t, i: (g + 8 * (i >= 8), 8 * t + (i & 7)))
+
+
+def mma_m16n8k32_s4_b() -> FragmentLayout:
+    """B (32x8, .col) of ``mma.m16n8k32`` s4/u4: b0..b7 in 1 register; k = 8t + i, n = g."""
+    return _layout("m16n8k32.B.s4", (32, 8), 8, 8, lambda g, t, i: (8 * t + i, g))

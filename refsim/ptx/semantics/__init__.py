@@ -29,7 +29,7 @@ Dispatch in a picture::
 
     "fma.rn.f16x2 %r1, %r2, %r3, %r4"  --engine parses-->  Op("fma", ("rn",), ("f16x2",))
         --lookup-->  Handler(fn=<fma f16x2 rn>, dst_types=("f16x2",), src_types=("f16x2",)*3,
-                             kind="alu", isa="9.7.4.5 fma (half precision)")
+                             kind="alu", isa="PTX ISA, Half Precision Floating Point Instructions: fma ...")
         --engine-->  d = fn(a, b, c)[0]   (uint32 arrays, one element per thread)
 """
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from refsim.ptx.errors import PtxUnsupportedError
 
-__all__ = ["Op", "Handler", "lookup", "supported_opcodes", "mov_pack", "mov_unpack", "atom_apply",
+__all__ = ["Op", "Handler", "lookup", "isa", "supported_opcodes", "mov_pack", "mov_unpack", "atom_apply",
            "ARCHS"]
 
 ARCHS = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
@@ -93,6 +93,26 @@ def register(*opcodes: str) -> Callable[[Builder], Builder]:
     return deco
 
 
+_TITLES = {
+    "integer-arithmetic": "Integer Arithmetic Instructions",
+    "logic-and-shift": "Logic and Shift Instructions",
+    "comparison-and-selection": "Comparison and Selection Instructions",
+    "half-precision-comparison": "Half Precision Comparison Instructions",
+    "data-movement-and-conversion": "Data Movement and Conversion Instructions",
+    "floating-point": "Floating Point Instructions",
+    "half-precision-floating-point": "Half Precision Floating Point Instructions",
+    "parallel-synchronization-and-communication": "Parallel Synchronization and Communication Instructions",
+    "warp-level-matrix": "Warp Level Matrix Multiply-Accumulate Instructions",
+}
+
+
+def isa(category: str, name: str) -> str:
+    """The PTX ISA section of an instruction, by title and documentation anchor (stable across ISA
+    versions, unlike section numbers): ``isa("logic-and-shift", "lop3")`` ->
+    ``"PTX ISA, Logic and Shift Instructions: lop3 (#logic-and-shift-instructions-lop3)"``."""
+    return f"PTX ISA, {_TITLES[category]}: {name.replace('-', '.')} (#{category}-instructions-{name})"
+
+
 def unsupported(op: Op, why: str) -> PtxUnsupportedError:
     """The error every builder raises for an instruction refsim does not execute exactly."""
     return PtxUnsupportedError(f"{op}: {why}")
@@ -127,7 +147,7 @@ _UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
 def mov_pack(parts, width: int) -> np.ndarray:
-    """``mov.b{width} d, {p0, p1, ...}``: p0 in the lowest bits (PTX ISA 9.7.9.3 mov).
+    """``mov.b{width} d, {p0, p1, ...}``: p0 in the lowest bits (PTX ISA, Data Movement and Conversion Instructions: mov).
 
     parts: sequence of n unsigned arrays of width // n bits each (same shape); width 16, 32 or 64.
     Returns the packed unsigned array of ``width`` bits.
@@ -155,4 +175,5 @@ def mov_unpack(value: np.ndarray, width: int, n: int) -> tuple[np.ndarray, ...]:
 from refsim.ptx.semantics import integer as _integer  # noqa: E402,F401  (registers handlers)
 from refsim.ptx.semantics import floating as _floating  # noqa: E402,F401
 from refsim.ptx.semantics import convert as _convert  # noqa: E402,F401
+from refsim.ptx.semantics import warp as _warp  # noqa: E402,F401
 from refsim.ptx.semantics.atomic import atom_apply  # noqa: E402

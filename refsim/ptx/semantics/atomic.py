@@ -13,7 +13,7 @@ operations      bit ops .and/.or/.xor (.b32/.b64), .exch, .cas (``new = old == b
                 ``.noftz`` and keep subnormals; f32 on *global* memory flushes subnormal inputs and
                 results to sign-preserving zero, on shared memory it does not (the ISA's "current
                 implementation" sentence; ``space=`` selects it).
-source          PTX ISA 9.x §9.7.13.5 atom, §9.7.13.6 red.
+source          PTX ISA 9.x, "Parallel Synchronization and Communication Instructions: atom, red".
 """
 
 from __future__ import annotations

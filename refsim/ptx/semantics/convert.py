@@ -24,8 +24,8 @@ modifiers       ``.ftz`` (f32 source or destination: subnormals -> sign-preservi
                 ``.relu`` (f16/bf16 destination: negative results and -0 -> +0, NaN -> canonical NaN),
                 ``.satfinite`` (NaN stays NaN, ±Inf and overflow -> ±max finite).
 NaN             float results follow refsim.ptx.semantics.floating: canonical NaN for f16/bf16/f32.
-source          PTX ISA 9.x §9.7.9.21 cvt (rounding-modifier rules, "float-to-int saturates by default",
-                the NaN-to-integer rule), §9.7.9.21.1 (``.relu``, ``.satfinite``).
+source          PTX ISA 9.x, "Data Movement and Conversion Instructions: cvt" (rounding-modifier rules,
+                "float-to-int saturates by default", the NaN-to-integer rule, ``.relu``, ``.satfinite``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.emulator import fp
-from refsim.ptx.semantics import Handler, Op, register, unsupported
+from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
 from refsim.ptx.semantics.floating import decode, encode, flush_subnormal
 
 __all__ = ["convert", "INT_TYPES", "FLOAT_TYPES"]
@@ -111,7 +111,7 @@ def convert(op: Op) -> Handler:
     if extra or len(irnd) + len(frnd) > 1:
         raise unsupported(op, f"modifier(s) {sorted(extra) or op.mods} not executed (e.g. .rna/.rs, tf32, fp8)")
     ftz, sat, relu, satfinite = ("ftz" in mods, "sat" in mods, "relu" in mods, "satfinite" in mods)
-    sec = "9.7.9.21 cvt"
+    sec = isa("data-movement-and-conversion", "cvt")
 
     if dst in ("f16x2", "bf16x2"):
         st = dst[:-2]

@@ -21,10 +21,9 @@ neg/abs         flip/clear the sign bit (``.ftz`` flushes a subnormal input firs
 contraction     PTX permits ptxas to fuse ``mul`` + ``add`` *without* a rounding modifier into one fma;
                 refsim executes them as written (two roundings). Kernels under test should use ``.rn``
                 (``__fmul_rn``/``__fadd_rn``) where the difference matters (docs/ptx_semantics.md).
-source          PTX ISA 9.x §9.7.3 (floating point: add 9.7.3.1, sub .2, mul .3, fma .4, mad .5,
-                div .6, abs .7, neg .8, min .9, max .10, rcp .11, sqrt .13, testp .18, copysign .19),
-                §9.7.5 (half precision: add 9.7.5.1, sub .2, mul .3, fma .4, neg .5, abs .6, min .7,
-                max .8).
+source          PTX ISA 9.x, "Floating Point Instructions" (add, sub, mul, fma, mad, div, abs, neg, min,
+                max, rcp, sqrt, testp, copysign) and "Half Precision Floating Point Instructions" (add, sub,
+                mul, fma, neg, abs, min, max); each handler's ``isa`` names its section and anchor.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.emulator import fp
-from refsim.ptx.semantics import Handler, Op, register, unsupported
+from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
 
 __all__ = ["decode", "encode", "flush_subnormal", "build", "CANONICAL_NAN"]
 
@@ -145,12 +144,7 @@ def build(op: Op, arch: str) -> Handler:
     inputs = (lambda x: flush_subnormal(x, st)) if ftz else (lambda x: x)
     alu = lambda fn, n, sec: Handler(fn=_elementwise(t, fn), dst_types=(t,), src_types=(t,) * n,  # noqa: E731
                                      kind="alu", isa=sec)
-    sec_half = {"add": "9.7.5.1", "sub": "9.7.5.2", "mul": "9.7.5.3", "fma": "9.7.5.4", "neg": "9.7.5.5",
-                "abs": "9.7.5.6", "min": "9.7.5.7", "max": "9.7.5.8"}
-    sec_full = {"add": "9.7.3.1", "sub": "9.7.3.2", "mul": "9.7.3.3", "fma": "9.7.3.4", "mad": "9.7.3.5",
-                "div": "9.7.3.6", "abs": "9.7.3.7", "neg": "9.7.3.8", "min": "9.7.3.9", "max": "9.7.3.10",
-                "rcp": "9.7.3.11", "sqrt": "9.7.3.13", "testp": "9.7.3.18", "copysign": "9.7.3.19"}
-    sec = f"{(sec_half if half else sec_full).get(name, '9.7.3')} {name} ({'half' if half else 'floating point'})"
+    sec = isa("half-precision-floating-point" if half else "floating-point", name)
 
     if name in ("add", "sub", "mul", "fma", "mad"):
         if rest:

@@ -22,8 +22,9 @@ logic           and/or/xor/not/cnot on pred/b16/b32/b64; lop3 ``immLut`` = F(0xF
 compare         setp ``p = (a cmp b) BoolOp c``, ``q = !(a cmp b) BoolOp c`` (integer eq/ne/lt/le/gt/ge
                 signed by type, lo/ls/hi/hs unsigned; float ordered and ``u`` unordered forms, num/nan,
                 ``.ftz`` on f32); selp ``d = c ? a : b``.
-source          PTX ISA 9.x §9.7.1 (integer arithmetic), §9.7.8 (logic and shift), §9.7.7
-                (comparison and selection), §9.7.9.7 (prmt).
+source          PTX ISA 9.x, "Integer Arithmetic Instructions", "Logic and Shift Instructions",
+                "Comparison and Selection Instructions", "Data Movement and Conversion Instructions: prmt";
+                each handler's ``isa`` names its section and anchor.
 
 ``prmt`` mode table (selector c[1:0] -> the source byte placed in d.b3 d.b2 d.b1 d.b0), from the ISA::
 
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx.semantics import Handler, Op, register, unsupported
+from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
 
 __all__ = ["PRMT_MODES", "lop3", "lop3_reference", "prmt", "prmt_reference", "bfe", "bfe_reference",
            "bfi", "bfi_reference"]
@@ -142,7 +143,7 @@ def _build_add(op: Op, arch: str) -> Handler:
         ua, ub = _u(a, w), _u(b, w)
         return (_out(ua + ub if sign > 0 else ua - ub, w),)
 
-    return _alu(fn, op.types, op.types * 2, f"9.7.1.{1 if sign > 0 else 2} {op.opcode} (integer)")
+    return _alu(fn, op.types, op.types * 2, isa("integer-arithmetic", op.opcode))
 
 
 def _mul_full(a, b, kind: str, w: int) -> tuple[np.ndarray, np.ndarray]:
@@ -211,7 +212,7 @@ def _build_mul(op: Op, arch: str) -> Handler:
         return (_out(t, dw),)
 
     src = (op.types[0],) * 2 + ((dtype,) if mad else ())
-    return _alu(fn, (dtype,), src, f"9.7.1.{3 if not mad else 4} {op.opcode} (integer)")
+    return _alu(fn, (dtype,), src, isa("integer-arithmetic", op.opcode))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def _build_div(op: Op, arch: str) -> Handler:
             else np.where(zero, va, r)
         return (_out(res, w),)
 
-    return _alu(fn, op.types, op.types * 2, f"9.7.1.{8 if is_div else 9} {op.opcode} (integer)")
+    return _alu(fn, op.types, op.types * 2, isa("integer-arithmetic", op.opcode))
 
 
 @register("abs", "neg")
@@ -256,7 +257,7 @@ def _build_absneg(op: Op, arch: str) -> Handler:
         v = _s(a, w)
         return (_out(-v if neg else np.abs(v), w),)
 
-    return _alu(fn, op.types, op.types, f"9.7.1.{11 if neg else 10} {op.opcode} (integer)")
+    return _alu(fn, op.types, op.types, isa("integer-arithmetic", op.opcode))
 
 
 @register("min", "max")
@@ -282,7 +283,7 @@ def _build_minmax(op: Op, arch: str) -> Handler:
                 out |= _u(_out(r, 16), 16) << sh
             return (out.astype(np.uint32),)
 
-        return _alu(fn2, (t,), (t, t), f"9.7.1.{13 if is_max else 12} {op.opcode} (integer, packed)")
+        return _alu(fn2, (t,), (t, t), isa("integer-arithmetic", op.opcode))
     kind, w = _int_type(op, t)
     if mods and t != "s32":
         raise unsupported(op, ".relu applies to s16x2/s32 only")
@@ -293,7 +294,7 @@ def _build_minmax(op: Op, arch: str) -> Handler:
             r = np.maximum(r, 0)
         return (_out(r, w),)
 
-    return _alu(fn, (t,), (t, t), f"9.7.1.{13 if is_max else 12} {op.opcode} (integer)")
+    return _alu(fn, (t,), (t, t), isa("integer-arithmetic", op.opcode))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -342,7 +343,7 @@ def _build_bitcount(op: Op, arch: str) -> Handler:
         return (_out(r, w),)
 
     dst = op.types if name == "brev" else ("u32",)
-    sec = {"popc": "9.7.1.16 popc", "clz": "9.7.1.17 clz", "brev": "9.7.1.19 brev"}[name]
+    sec = isa("integer-arithmetic", name)
     return _alu(fn, dst, op.types, sec)
 
 
@@ -363,7 +364,7 @@ def _build_bfind(op: Op, arch: str) -> Handler:
             pos = np.where(n == 0, -1, (w - 1) - pos)
         return (_out(np.where(n == 0, np.int64(-1), pos), 32),)
 
-    return _alu(fn, ("u32",), op.types, "9.7.1.18 bfind")
+    return _alu(fn, ("u32",), op.types, isa("integer-arithmetic", "bfind"))
 
 
 @register("dp4a", "dp2a")
@@ -389,7 +390,7 @@ def _build_dp(op: Op, arch: str) -> Handler:
                              * _val(_u(b, 32) >> np.uint64(8 * (base + i)), kb, 8))
         return (_out(acc, 32),)
 
-    return _alu(fn, (dst,), (op.types[0], op.types[1], dst), f"9.7.1.{23 if op.opcode == 'dp4a' else 24} {op.opcode}")
+    return _alu(fn, (dst,), (op.types[0], op.types[1], dst), isa("integer-arithmetic", op.opcode))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -471,7 +472,7 @@ def _build_bfe(op: Op, arch: str) -> Handler:
         raise unsupported(op, "type must be .u32, .s32, .u64 or .s64")
     _mods(op, set())
     return _alu(lambda a, b, c: (bfe(a, b, c, signed=kind == "s", width=w),), op.types,
-                (op.types[0], "u32", "u32"), "9.7.1.20 bfe")
+                (op.types[0], "u32", "u32"), isa("integer-arithmetic", "bfe"))
 
 
 @register("bfi")
@@ -481,7 +482,7 @@ def _build_bfi(op: Op, arch: str) -> Handler:
     w = int(op.types[0][1:])
     _mods(op, set())
     return _alu(lambda a, b, c, d: (bfi(a, b, c, d, width=w),), op.types,
-                (op.types[0], op.types[0], "u32", "u32"), "9.7.1.21 bfi")
+                (op.types[0], op.types[0], "u32", "u32"), isa("integer-arithmetic", "bfi"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -505,7 +506,7 @@ def _build_shift(op: Op, arch: str) -> Handler:
             return (_out(_s(a, w) >> np.minimum(n, np.uint64(63)).astype(np.int64), w),)
         return (_out(np.where(n >= 64, np.uint64(0), _u(a, w) >> np.minimum(n, np.uint64(63))), w),)
 
-    return _alu(fn, op.types, (op.types[0], "u32"), f"9.7.8.{8 if left else 9} {op.opcode}")
+    return _alu(fn, op.types, (op.types[0], "u32"), isa("logic-and-shift", op.opcode))
 
 
 @register("shf")
@@ -524,7 +525,7 @@ def _build_shf(op: Op, arch: str) -> Handler:
             return (_out((v << n) >> np.uint64(32), 32),)
         return (_out(v >> n, 32),)
 
-    return _alu(fn, ("b32",), ("b32", "b32", "u32"), "9.7.8.7 shf")
+    return _alu(fn, ("b32",), ("b32", "b32", "u32"), isa("logic-and-shift", "shf"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -536,8 +537,7 @@ def _build_logic(op: Op, arch: str) -> Handler:
     t = op.types[0] if len(op.types) == 1 else ""
     _mods(op, set())
     name = op.opcode
-    sec = {"and": "9.7.8.1 and", "or": "9.7.8.2 or", "xor": "9.7.8.3 xor", "not": "9.7.8.4 not",
-           "cnot": "9.7.8.5 cnot"}[name]
+    sec = isa("logic-and-shift", name)
     if t == "pred" and name != "cnot":
         f = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}.get(name)
         if name == "not":
@@ -601,7 +601,7 @@ def _build_lop3(op: Op, arch: str) -> Handler:
 
     dst = ("b32",) if boolop is None else ("b32", "pred")
     src = ("b32", "b32", "b32", "b32") + (("pred",) if boolop else ())
-    return _alu(fn, dst, src, "9.7.8.6 lop3")
+    return _alu(fn, dst, src, isa("logic-and-shift", "lop3"))
 
 
 def prmt(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str | None = None) -> np.ndarray:
@@ -652,7 +652,7 @@ def _build_prmt(op: Op, arch: str) -> Handler:
     if len(mods) > 1:
         raise unsupported(op, "at most one mode")
     mode = next(iter(mods), None)
-    return _alu(lambda a, b, c: (prmt(a, b, c, mode),), ("b32",), ("b32", "b32", "b32"), "9.7.9.7 prmt")
+    return _alu(lambda a, b, c: (prmt(a, b, c, mode),), ("b32",), ("b32", "b32", "b32"), isa("data-movement-and-conversion", "prmt"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -699,7 +699,7 @@ def _build_setp(op: Op, arch: str) -> Handler:
                 return unordered | _compare(cmp[:-1], x, y)
             with np.errstate(invalid="ignore"):
                 return _compare(cmp, x, y) & ~unordered
-        sec = "9.7.5.7 setp (half precision)" if t in ("f16", "bf16") else "9.7.7.1 setp"
+        sec = isa("half-precision-comparison" if t in ("f16", "bf16") else "comparison-and-selection", "setp")
     else:
         kind, w = _int_type(op, t)
         if cmp not in _INT_CMP or "ftz" in op.mods:
@@ -710,7 +710,7 @@ def _build_setp(op: Op, arch: str) -> Handler:
                 x, y = _u(a, w), _u(b, w)
                 return _compare({"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}[cmp], x, y)
             return _compare(cmp, _val(a, kind, w), _val(b, kind, w))
-        sec = "9.7.7.1 setp"
+        sec = isa("comparison-and-selection", "setp")
 
     def fn(a, b, c=None):
         r = np.asarray(raw(a, b), bool)
@@ -731,4 +731,4 @@ def _build_selp(op: Op, arch: str) -> Handler:
     _mods(op, set())
     w = widths[t]
     return _alu(lambda a, b, c: (_out(np.where(c, _u(a, w), _u(b, w)), w),), (t,), (t, t, "pred"),
-                "9.7.7.2 selp")
+                isa("comparison-and-selection", "selp"))

@@ -1,7 +1,7 @@
 """``cvt`` conformance: the ISA's edge rules as a table, every rounding mode over special values against
 an exact rational oracle, and the vectorised rounding primitive against its plain-loop twin.
 
-Sources: PTX ISA 9.x §9.7.9.21 cvt — rounding modifiers (.rn/.rz/.rm/.rp for float results, .rni/.rzi/
+Sources: PTX ISA 9.x, Data Movement and Conversion Instructions: cvt — rounding modifiers (.rn/.rz/.rm/.rp for float results, .rni/.rzi/
 .rmi/.rpi for integral results), float-to-integer saturation by default, the NaN-to-integer rule ("zero
 if source is not .f64 and destination is not .s64/.u64; otherwise 1 << (BitWidth(dst) - 1)"), .relu,
 .satfinite, .ftz; IEEE 754 §7.4 for overflow under directed rounding.

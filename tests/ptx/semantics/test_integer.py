@@ -1,8 +1,9 @@
 """Conformance tables for the integer, bit and logic instructions, transcribed from the PTX ISA text.
 
-Sources (PTX ISA 9.x): lop3 §9.7.8.6 (immLut = F(0xF0, 0xCC, 0xAA) and its worked examples), prmt
-§9.7.9.7 (generic form and the mode table), bfe §9.7.1.20 / bfi §9.7.1.21 (pseudocode), shl/shr
-§9.7.8.8-9 ("shift amounts greater than the register width N are clamped to N"), mul/mad §9.7.1.3-4.
+Sources (PTX ISA 9.x): Logic and Shift Instructions: lop3 (immLut = F(0xF0, 0xCC, 0xAA) and its worked
+examples), shl/shr ("shift amounts greater than the register width N are clamped to N"), shf; Data
+Movement and Conversion Instructions: prmt (generic form and the mode table); Integer Arithmetic
+Instructions: bfe / bfi (pseudocode), mul/mad (.lo/.hi/.wide).
 """
 
 from __future__ import annotations

@@ -1,0 +1,288 @@
+"""Warp-level instructions: ``shfl.sync``, ``vote.sync``, ``ldmatrix`` and ``mma.sync`` (kind="warp").
+
+Spec
+----
+arrays          operands arrive lane-major as (W, 32) (W warps) or (W, 32, n) for register tuples;
+                ``active`` (W, 32) bool is the engine's active mask intersected with ``membermask``.
+shfl            ``shfl.sync.{up,down,bfly,idx}.b32 d|p, a, b, c, membermask``:
+                ``fn(a, b, c, active) -> (d, p)``. Per lane: bval = b[4:0], cval = c[4:0], mask = c[12:8];
+                maxLane = (lane & mask) | (cval & ~mask), minLane = lane & mask;
+                up j = lane - bval (p = j >= maxLane); down j = lane + bval (p = j <= maxLane);
+                bfly j = lane ^ bval (p = j <= maxLane); idx j = minLane | (bval & ~mask) (p = j <= maxLane);
+                if !p then j = lane; d = a[j]. The ISA leaves d undefined when lane j is inactive: refsim
+                returns lane j's register as the engine holds it (policy; :func:`shfl_sources` tells the
+                engine which lanes were read, so its poison checking can report such reads).
+vote            ``vote.sync.{all,any,uni}.pred`` -> (W, 32) bool, ``vote.sync.ballot.b32`` -> (W, 32) uint32:
+                over the active lanes only (``{!}a`` negation done by the engine).
+ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16``: ``fn(rows)`` with rows
+                uint16 (W, num, 8, 8) (matrix i, row r = the 16 bytes at lane 8i + r's address) ->
+                uint32 (W, 32, num); register j of lane l = M_j[l/4][2(l%4) + h] (h = 0 low half, 1 high)
+                or, with .trans, M_j[2(l%4) + h][l/4] — :func:`refsim.emulator.fragments.ldmatrix_layout`.
+mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` uint32 registers.
+                Fragments: :mod:`refsim.emulator.fragments` (index maps from the PTX ISA figures);
+                arithmetic: :mod:`refsim.emulator.tensor_core` (T-FDPA model of ``arch`` for f16 inputs,
+                exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``). Shapes executed:
+                    m16n8k16 .row.col f16 x f16 -> f32|f16 (C f32|f16)    na 4, nb 2, nc/nd 4 (f32) or 2 (f16)
+                    m16n8k8  .row.col f16 x f16 -> f32|f16 (sm_80/86/87/89: one hardware block of 8)
+                    m16n8k16 / m16n8k32 .row.col s8|u8 -> s32,  m16n8k32 / m16n8k64 .row.col s4|u4 -> s32
+                Refused with a reason: bf16/tf32/f64 inputs (no validated tensor-core model in refsim),
+                m8n8k4, other layouts, and architectures without the shape or a model (sm_70, sm_75;
+                m16n8k8 on sm_90, whose 16-product block has no published k8 behaviour).
+source          PTX ISA 9.x, "Parallel Synchronization and Communication Instructions: shfl.sync, vote.sync",
+                "Warp Level Matrix Multiply-Accumulate Instructions: ldmatrix, mma" and "Matrix Fragments for
+                mma.m16n8k8 / m16n8k16 / m16n8k32 / m16n8k64" (figures transcribed in refsim.emulator.fragments).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.emulator import fragments, tensor_core
+from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
+
+__all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments"]
+
+_LANE = np.arange(32, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# shfl
+
+
+def shfl_sources(mode: str, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Source lane j and in-range flag p of every lane: b, c (W, 32) (or broadcastable) unsigned.
+
+    Returns (j int64 (W, 32), p bool (W, 32)), straight from the ISA pseudocode (module spec).
+    """
+    b = np.asarray(b).astype(np.int64)
+    c = np.asarray(c).astype(np.int64)
+    bval, cval, mask = b & 0x1F, c & 0x1F, (c >> 8) & 0x1F
+    lane = np.broadcast_to(_LANE, np.broadcast_shapes(b.shape, c.shape, (32,)))
+    max_lane = (lane & mask) | (cval & ~mask & 0x1F)
+    min_lane = lane & mask
+    if mode == "up":
+        j = lane - bval
+        p = j >= max_lane
+    elif mode == "down":
+        j = lane + bval
+        p = j <= max_lane
+    elif mode == "bfly":
+        j = lane ^ bval
+        p = j <= max_lane
+    else:
+        j = min_lane | (bval & ~mask & 0x1F)
+        p = j <= max_lane
+    return np.where(p, j, lane), p
+
+
+def shfl(mode: str, a: np.ndarray, b, c) -> tuple[np.ndarray, np.ndarray]:
+    """``shfl.sync.{mode}.b32``: a uint32 (W, 32); b, c per-lane operands. Returns (d (W, 32), p (W, 32))."""
+    a = np.asarray(a)
+    j, p = shfl_sources(mode, b, c)
+    j = np.broadcast_to(j, a.shape)
+    return np.take_along_axis(a, j, axis=-1), np.broadcast_to(p, a.shape).copy()
+
+
+def shfl_reference(mode: str, a: list[int], b: list[int], c: list[int]) -> tuple[list[int], list[bool]]:
+    """Plain-loop twin of :func:`shfl` for one warp (Python ints), transcribed from the ISA pseudocode."""
+    d, ps = [], []
+    for lane in range(32):
+        bval, cval, mask = b[lane] & 0x1F, c[lane] & 0x1F, (c[lane] >> 8) & 0x1F
+        max_lane = (lane & mask) | (cval & ~mask & 0x1F)
+        min_lane = lane & mask
+        if mode == "up":
+            j, p = lane - bval, lane - bval >= max_lane
+        elif mode == "down":
+            j, p = lane + bval, lane + bval <= max_lane
+        elif mode == "bfly":
+            j, p = lane ^ bval, (lane ^ bval) <= max_lane
+        else:
+            j = min_lane | (bval & ~mask & 0x1F)
+            p = j <= max_lane
+        d.append(a[j if p else lane])
+        ps.append(bool(p))
+    return d, ps
+
+
+@register("shfl")
+def _build_shfl(op: Op, arch: str) -> Handler:
+    modes = [m for m in op.mods if m in ("up", "down", "bfly", "idx")]
+    if "sync" not in op.mods or len(modes) != 1 or set(op.mods) - {"sync", *modes} or op.types != ("b32",):
+        raise unsupported(op, "refsim executes shfl.sync.{up,down,bfly,idx}.b32 (the non-.sync form is "
+                              "not supported on sm_70+)")
+    mode = modes[0]
+    return Handler(fn=lambda a, b, c, active=None: shfl(mode, a, b, c), dst_types=("b32", "pred"),
+                   src_types=("b32", "b32", "b32"), kind="warp", isa=isa("parallel-synchronization-and-communication", "shfl-sync"))
+
+
+# ----------------------------------------------------------------------------------------------
+# vote
+
+
+def vote(mode: str, a: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """``vote.sync.{all,any,uni,ballot}``: a, active bool (W, 32). Returns bool (W, 32) or, for
+    ballot, uint32 (W, 32) with bit l set when lane l is active and its a is true."""
+    a = np.asarray(a, bool)
+    active = np.asarray(active, bool)
+    if mode == "ballot":
+        bits = ((a & active).astype(np.uint64) << _LANE.astype(np.uint64)).sum(axis=-1)
+        return np.broadcast_to(bits.astype(np.uint32)[..., None], a.shape).copy()
+    if mode == "all":
+        r = np.all(a | ~active, axis=-1)
+    elif mode == "any":
+        r = np.any(a & active, axis=-1)
+    else:
+        r = np.all(a | ~active, axis=-1) | ~np.any(a & active, axis=-1)
+    return np.broadcast_to(r[..., None], a.shape).copy()
+
+
+@register("vote")
+def _build_vote(op: Op, arch: str) -> Handler:
+    modes = [m for m in op.mods if m in ("all", "any", "uni", "ballot")]
+    if "sync" not in op.mods or len(modes) != 1 or set(op.mods) - {"sync", *modes}:
+        raise unsupported(op, "refsim executes vote.sync.{all,any,uni}.pred and vote.sync.ballot.b32")
+    mode = modes[0]
+    want = ("b32",) if mode == "ballot" else ("pred",)
+    if op.types != want:
+        raise unsupported(op, f"vote.sync.{mode} has type .{want[0]}")
+    return Handler(fn=lambda a, active: (vote(mode, a, active),), dst_types=want, src_types=("pred",),
+                   kind="warp", isa=isa("parallel-synchronization-and-communication", "vote-sync"))
+
+
+# ----------------------------------------------------------------------------------------------
+# ldmatrix
+
+
+def ldmatrix(rows: np.ndarray, trans: bool) -> np.ndarray:
+    """rows uint16 (W, num, 8, 8) -> registers uint32 (W, 32, num) (module spec, PTX ISA figures)."""
+    rows = np.asarray(rows).astype(np.uint16)
+    num = rows.shape[-3]
+    lay = fragments.ldmatrix_layout(num, trans)                          # (32, num, 2, 3)
+    halves = rows[..., lay[..., 0], lay[..., 1], lay[..., 2]].astype(np.uint32)   # (W, 32, num, 2)
+    return halves[..., 0] | (halves[..., 1] << np.uint32(16))
+
+
+@register("ldmatrix")
+def _build_ldmatrix(op: Op, arch: str) -> Handler:
+    mods = set(op.mods)
+    nums = [m for m in op.mods if m in ("x1", "x2", "x4")]
+    space = mods & {"shared", "shared::cta"}
+    if (not {"sync", "aligned", "m8n8"} <= mods or len(nums) != 1 or len(space) != 1
+            or mods - {"sync", "aligned", "m8n8", "trans", *nums, *space} or op.types != ("b16",)):
+        raise unsupported(op, "refsim executes ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16")
+    if arch in ("sm_70",):
+        raise unsupported(op, "ldmatrix needs sm_75 or later")
+    trans = "trans" in mods
+    num = int(nums[0][1])
+    return Handler(fn=lambda rows: (ldmatrix(rows, trans),), dst_types=("b32",) * num, src_types=(),
+                   kind="warp", isa=isa("warp-level-matrix", "ldmatrix"))
+
+
+# ----------------------------------------------------------------------------------------------
+# mma
+
+_INT_LAYOUTS = {  # (shape, element bits) -> (A layout, B layout)
+    ("m16n8k16", 8): (fragments.mma_m16n8k16_s8_a, fragments.mma_m16n8k16_s8_b),
+    ("m16n8k32", 8): (fragments.mma_m16n8k32_s8_a, fragments.mma_m16n8k32_s8_b),
+    ("m16n8k32", 4): (fragments.mma_m16n8k32_s4_a, fragments.mma_m16n8k32_s4_b),
+    ("m16n8k64", 4): (fragments.mma_m16n8k64_s4_a, fragments.mma_m16n8k64_s4_b),
+}
+_FLOAT_LAYOUTS = {
+    "m16n8k16": (fragments.mma_m16n8k16_a, fragments.mma_m16n8k16_b),
+    "m16n8k8": (fragments.mma_m16n8k8_a, fragments.mma_m16n8k8_b),
+}
+
+
+def mma_fragments(shape: str, atype: str):
+    """(A layout, B layout, C/D layout) of ``mma.<shape>.row.col`` with element type ``atype``."""
+    if atype in ("f16", "bf16"):
+        a, b = _FLOAT_LAYOUTS[shape]
+    else:
+        a, b = _INT_LAYOUTS[(shape, 4 if atype in ("s4", "u4") else 8)]
+    return a(), b(), fragments.mma_m16n8k16_c()
+
+
+def _regs_to_matrix(regs: np.ndarray, layout, bits: int, signed: bool = False) -> np.ndarray:
+    """uint32 registers (W, 32, R) -> matrix (W, rows, cols): uint16 bit patterns for 16-bit elements,
+    int64 values for 8/4-bit elements."""
+    regs = np.asarray(regs).astype(np.uint32)
+    elems = fragments.unpack_registers(regs, bits, signed=signed)      # (W, 32, E) int64
+    if bits == 16:
+        elems = elems.astype(np.uint16)
+    return layout.scatter(elems)
+
+
+def _matrix_to_regs(m: np.ndarray, layout, per_reg: int) -> np.ndarray:
+    frags = layout.gather(m)                                            # (W, 32, 4)
+    if per_reg == 1:
+        return frags.view(np.uint32) if frags.dtype.itemsize == 4 else frags.astype(np.uint32)
+    return fragments.pack_registers(frags.view(np.uint16), 16)
+
+
+@register("mma")
+def _build_mma(op: Op, arch: str) -> Handler:
+    mods = list(op.mods)
+    shapes = [m for m in mods if m.startswith("m") and m[1:].replace("n", "").replace("k", "").isdigit()]
+    satfinite = "satfinite" in mods
+    if (not {"sync", "aligned"} <= set(mods) or len(shapes) != 1 or [m for m in mods if m in ("row", "col")] != ["row", "col"]
+            or set(mods) - {"sync", "aligned", "row", "col", "satfinite", *shapes} or len(op.types) != 4):
+        raise unsupported(op, "refsim executes mma.sync.aligned.<shape>.row.col{.satfinite}.<d>.<a>.<b>.<c>")
+    shape = shapes[0]
+    dtype, atype, btype, ctype = op.types
+    if arch not in tensor_core.ARCHS or arch == "sm_70":
+        raise unsupported(op, f"no {shape} tensor-core model for {arch} (refsim models sm_80, sm_86, sm_87, "
+                              f"sm_89, sm_90)")
+    sec = isa("warp-level-matrix", "mma") + f"; fragments: Matrix Fragments for mma.{shape}"
+
+    if atype in ("f16",) and btype == "f16":
+        if shape not in _FLOAT_LAYOUTS or dtype not in ("f32", "f16") or ctype not in ("f32", "f16") or satfinite:
+            raise unsupported(op, "f16 mma is executed for m16n8k16/m16n8k8 with f32/f16 C and D")
+        if shape == "m16n8k8" and tensor_core.model(arch).block != 8:
+            raise unsupported(op, f"m16n8k8 on {arch}: the {tensor_core.model(arch).block}-product block has "
+                                  f"no published behaviour for k = 8")
+        la, lb, lc = mma_fragments(shape, atype)
+        K = la.shape[1]
+        c_np = np.float32 if ctype == "f32" else np.float16
+        d_np = np.float32 if dtype == "f32" else np.float16
+
+        def fmma(a, b, c):
+            A = _regs_to_matrix(a, la, 16).view(np.float16)               # (W, 16, K)
+            B = _regs_to_matrix(b, lb, 16).view(np.float16)               # (W, K, 8)
+            if ctype == "f32":
+                C = lc.scatter(np.asarray(c).astype(np.uint32).view(np.float32))
+            else:
+                C = _regs_to_matrix(c, lc, 16).view(np.float16)
+            if K == 16:
+                D = tensor_core.mma_m16n8k16(arch, A, B, C, d_np)
+            else:                                                         # one block of 8 products
+                W = A.shape[:-2]
+                a8 = np.broadcast_to(A[..., :, None, :], W + (16, 8, 8))
+                b8 = np.broadcast_to(np.swapaxes(B, -1, -2)[..., None, :, :], W + (16, 8, 8))
+                D = tensor_core.fdpa(arch, np.ascontiguousarray(a8), np.ascontiguousarray(b8), C, d_np)
+            return (_matrix_to_regs(D, lc, 1 if dtype == "f32" else 2),)
+
+        nc = 4 if ctype == "f32" else 2
+        nd = 4 if dtype == "f32" else 2
+        return Handler(fn=fmma, dst_types=("b32",) * nd,
+                       src_types=("b32",) * (K // 4) + ("b32",) * (K // 8) + ("b32",) * nc, kind="warp", isa=sec)
+
+    ints = ("s8", "u8", "s4", "u4")
+    if atype in ints and btype in ints:
+        bits = 4 if atype in ("s4", "u4") else 8
+        if (btype in ("s4", "u4")) != (bits == 4) or dtype != "s32" or ctype != "s32" or (shape, bits) not in _INT_LAYOUTS:
+            raise unsupported(op, "integer mma is executed for m16n8k16/k32 s8|u8 and m16n8k32/k64 s4|u4 -> s32")
+        la, lb, lc = mma_fragments(shape, atype)
+
+        def imma(a, b, c):
+            A = _regs_to_matrix(a, la, bits, signed=atype[0] == "s")
+            B = _regs_to_matrix(b, lb, bits, signed=btype[0] == "s")
+            C = lc.scatter(np.asarray(c).astype(np.uint32).view(np.int32))
+            D = tensor_core.mma_int(A, B, C, atype=atype, btype=btype, satfinite=satfinite)
+            return (lc.gather(D).view(np.uint32),)
+
+        na = la.elements_per_lane // la.per_reg
+        nb = lb.elements_per_lane // lb.per_reg
+        return Handler(fn=imma, dst_types=("b32",) * 4, src_types=("b32",) * (na + nb + 4), kind="warp", isa=sec)
+
+    raise unsupported(op, f"mma with .{atype}/.{btype} inputs is not executed: refsim has a validated "
+                          f"tensor-core model for f16 and exact integer inputs only (bf16, tf32, f64, fp8 refused)")
