@@ -153,6 +153,19 @@ def _statements(text: str):
         if not buf and stripped.startswith(_LINE_DIRECTIVES):
             yield ("line", stripped.rstrip(";"), ln, raw.index(stripped[0]) + 1)
             continue
+        if not buf and literal_depth == 0:       # fast paths: one whole statement, a label, or nothing
+            if not stripped:
+                continue
+            if (stripped.endswith(";") and stripped.count(";") == 1 and '"' not in stripped
+                    and stripped[0] not in "{}" and stripped.count("{") == stripped.count("}")):
+                body = stripped[:-1].strip()
+                if body:
+                    yield ("stmt", body, ln, raw.index(stripped[0]) + 1)
+                continue
+            lm = _LABEL.match(stripped)
+            if lm and "::" not in stripped:
+                yield ("label", lm.group(1), ln, raw.index(stripped[0]) + 1)
+                continue
         i = 0
         while i < len(raw):
             ch = raw[i]
@@ -226,6 +239,8 @@ def _decl_quals(quals: str):
 
 
 def _split_top(s: str, sep: str = ",") -> list[str]:
+    if not any(c in s for c in "[{("):
+        return [x.strip() for x in s.split(sep) if x.strip()]
     out, depth, cur = [], 0, []
     for ch in s:
         if ch in "[{(":
@@ -244,6 +259,8 @@ def _split_top(s: str, sep: str = ",") -> list[str]:
 
 def _parse_int(tok: str) -> int | None:
     t = tok.strip()
+    if _DEC_INT.fullmatch(t):
+        return int(t)
     neg = t.startswith("-")
     if neg:
         t = t[1:].strip()
@@ -284,6 +301,15 @@ def _initializer_bytes(init: str, typ: str, count: int) -> bytes:
     arr = np.zeros(count, dtype=f"<u{width}")
     arr[: len(vals)] = vals
     return arr.tobytes()
+
+
+_F32_IMM = re.compile(r"0[fF][0-9a-fA-F]{8}")
+_F64_IMM = re.compile(r"0[dD][0-9a-fA-F]{16}")
+_DEC_FLOAT = re.compile(r"-?\d+\.\d*(?:[eE][-+]?\d+)?")
+_IDENT = re.compile(r"[A-Za-z_$][\w$]*")
+_INSTRUCTION = re.compile(r"^(?:@(!?)\s*(%?[\w$]+)\s+)?([A-Za-z][\w.:]*)\s*(.*)$", re.S)
+_ADDRESS = re.compile(r"([^+\-]+?)?(?:(\+|-)(-?(?:0[xX][0-9a-fA-F]+|\d+)))?")
+_DEC_INT = re.compile(r"\d+")
 
 
 class _Scope:
@@ -378,16 +404,16 @@ class _KernelParser:
             raise _err(line, col, text, f"'!' applies to predicate registers only; got {tok!r}")
         if t in SPECIAL_REGISTERS:
             return ("special", t)
-        if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t):
+        if _F32_IMM.fullmatch(t):
             return ("imm", int(t[2:], 16), "f32")
-        if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
+        if _F64_IMM.fullmatch(t):
             return ("imm", int(t[2:], 16), "f64")
         v = _parse_int(t)
         if v is not None:
             return ("imm", v, "int")
-        if re.fullmatch(r"-?\d+\.\d*(?:[eE][-+]?\d+)?", t):
+        if _DEC_FLOAT.fullmatch(t):
             return ("imm", float(t), "float")
-        if re.fullmatch(r"[A-Za-z_$][\w$]*", t):
+        if _IDENT.fullmatch(t):
             if is_branch_target:
                 return ("label", t)
             return ("sym", t)
@@ -399,7 +425,7 @@ class _KernelParser:
         s = inner.replace(" ", "").replace("\t", "")
         if "," in s:     # texture/surface coordinates: only tex/suld/sust use them, refused at lookup
             return ("raw", inner)
-        m = re.fullmatch(r"([^+\-]+?)?(?:(\+|-)(-?(?:0[xX][0-9a-fA-F]+|\d+)))?", s)
+        m = _ADDRESS.fullmatch(s)
         if not m or (m.group(1) is None and m.group(3) is None):
             raise _err(line, col, text, f"cannot parse address [{inner}]")
         base_tok, sign, off = m.groups()
@@ -416,13 +442,13 @@ class _KernelParser:
         slot = self.lookup(base_tok)
         if slot is not None:
             return ("addr", ("reg", slot, False), offset)
-        if re.fullmatch(r"[A-Za-z_$][\w$]*", base_tok):
+        if _IDENT.fullmatch(base_tok):
             return ("addr", ("sym", base_tok), offset)
         raise _err(line, col, text, f"address base {base_tok!r} is neither a declared register nor a symbol")
 
     # -- instructions -------------------------------------------------------------------
     def instruction(self, text: str, line: int, col: int) -> None:
-        m = re.match(r"^(?:@(!?)\s*(%?[\w$]+)\s+)?([A-Za-z][\w.:]*)\s*(.*)$", text, re.S)
+        m = _INSTRUCTION.match(text)
         if not m:
             raise _err(line, col, text, "cannot parse instruction")
         neg, gname, full, rest = m.groups()
