@@ -458,13 +458,20 @@ class Launch:
                     w(act, d[..., j][active])
             del nd
             return run
-        dsts, srcs = self._split_operands(ins, h)
+        # shfl.sync / vote.sync: the last operand is the membermask, intersected with the active lanes
+        member = self._reader(ins.operands[-1], "b32", ins) if "sync" in ins.mods else None
+        body = ins if member is None else Instruction(ins.opcode, ins.mods, ins.types, ins.operands[:-1],
+                                                      ins.guard, ins.line, ins.column, ins.text)
+        dsts, srcs = self._split_operands(body, h)
         readers = [self._reader(o, t, ins) for o, t in zip(srcs, h.src_types)]
         writers = [self._writer(o, t, ins) for o, t in zip(dsts, h.dst_types)]
         fn = h.fn
+        lane_bit = np.uint32(1) << np.arange(32, dtype=np.uint32)
 
         def run(sel):
             warps, lanes, active = self._warps(sel)
+            if member is not None:
+                active = active & ((np.broadcast_to(member(lanes), lanes.shape) & lane_bit) != 0)
             outs = fn(*[np.broadcast_to(r(lanes), lanes.shape) for r in readers], active)
             act = lanes[active]
             for w, o in zip(writers, outs):
@@ -1103,7 +1110,6 @@ class Launch:
     def _op_ldmatrix(self, ins: Instruction, idx: int):
         h = self.handlers[idx]
         num = next(int(m[1:]) for m in ins.mods if m in ("x1", "x2", "x4"))
-        trans = "trans" in ins.mods
         dsts = _flatten([ins.operands[0]])
         writers = [self._writer(o, "b32", ins) for o in dsts]
         addr_of = self._address(ins.operands[1], ins, "shared" if self._space(ins) == "shared" else "generic")
@@ -1128,8 +1134,7 @@ class Launch:
                         raise PtxUninitializedError(f"{self._where(ins)}: shared memory read before written")
                     self.stats.shared_wavefronts += W * num
                     self.stats.shared_requests += W
-            d = h.fn(rows.reshape(W, num, 8, 8), trans)
-            d = d[0] if isinstance(d, tuple) else d
+            d, = h.fn(rows.reshape(W, num, 8, 8))
             flat_lanes = lanes.reshape(-1)
             for j, w in enumerate(writers):
                 w(flat_lanes, d[..., j].reshape(-1))
