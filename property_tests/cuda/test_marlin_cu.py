@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from refsim.cuda import marlin as cm
 from refsim.emulator import marlin_kernel as mk
 from refsim.formats import marlin
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, check_kernel
 
 
 _GAP = cm.engine_gap()
@@ -83,18 +83,25 @@ def test_kernel_equals_the_emulator_for_any_shape_partition_and_values(m, k, gs,
 @given(m=st.integers(1, 20), k=st.sampled_from([128, 256, 384]), gs=st.sampled_from([128, None]),
        sms=st.integers(1, 12), seed=st.integers(0, 2**16))
 def test_kernel_returns_the_exact_product_when_no_partial_sum_rounds(m, k, gs, sms, seed):
-    # A in {-1, 0, 1}, codes q - 8 in [-8, 7], power-of-two scales: every product and partial sum
-    # (fp32, tensor-core grid, fp16 carries) is a multiple of 2^-2 below 2^9, so nothing rounds and
-    # the kernel must return the exactly rounded product (refsim.formats.marlin.reference_gemm)
-    rng = np.random.default_rng(seed)
-    n = 256
-    q = rng.integers(0, 16, (k, n)).astype(np.uint8)
-    g = 1 if gs is None else k // gs
-    sc = (2.0 ** rng.integers(-2, 2, (g, n))).astype(np.float16)
-    A = (rng.integers(-1, 2, (m, k)) * (rng.random((m, k)) < 0.08)).astype(np.float16)
-    w = (q.astype(np.float64) - 8) * np.repeat(sc.astype(np.float64), k // g, axis=0)
-    if (np.abs(A.astype(np.float64)) @ np.abs(w)).max() >= 2**9:
-        A = np.zeros_like(A)                                               # keep the premise
-    B, s = marlin.pack(q, sc, gs)
+    A, B, s = _exact_problem(np.random.default_rng(seed), m, k, 256, gs)
     assert_bitexact(cm.marlin_gemm(A, B, s, sms=sms), marlin.reference_gemm(A, B, s) + np.float16(0),
                     f"exact product M={m} K={k} g={gs} sms={sms}")
+
+
+def _exact_problem(rng, m, k, n, gs):
+    """A in {-1, 0, 1} (sparse), power-of-two scales: every product and partial sum (fp32, the
+    tensor-core grid, the fp16 carries) is a multiple of 2^-2 below 2^9, so nothing rounds and the
+    kernel must return the exactly rounded product (refsim.formats.marlin.reference_gemm)."""
+    q = rng.integers(0, 16, (k, n)).astype(np.uint8)                     # (K, N)
+    sc = (2.0 ** rng.integers(-2, 2, (1 if gs is None else k // gs, n))).astype(np.float16)
+    A = (rng.integers(-1, 2, (m, k)) * (rng.random((m, k)) < 0.08)).astype(np.float16)
+    B, s = marlin.pack(q, sc, gs)
+    if (np.abs(A.astype(np.float64)) @ np.abs(marlin.effective_weights(B, s).astype(np.float64))).max() >= 2**9:
+        A = np.zeros_like(A)                                               # keep the premise
+    return A, B, s
+
+
+@pytest.mark.parametrize("sms", [5])
+def test_kernel_passes_the_kernel_author_harness(sms):
+    # the same check a kernel author runs on their own Marlin kernel (refsim.testing.check_kernel)
+    check_kernel(lambda A, B, s: cm.marlin_gemm(A, B, s, sms=sms), "marlin", sms=sms, max_examples=2, shrink=False)

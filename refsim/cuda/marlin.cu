@@ -369,69 +369,59 @@ __device__ __forceinline__ void marlin_body(const int4* __restrict__ A, const in
       __syncthreads();  // slots are rewritten by the next m-block / reused by the next slice
     }
 
+    // every half2 of C this thread holds after the reduction (k-warp 0 only): rows g, g+8 of each
+    // m-block (rows past prob_m skipped), columns 2t, 2t+1 of each n8 block 16 j + 8 h of the warp
+    const int col_base = n_tile * 16 * TNB + nw * 64 + 2 * t;
+    auto for_each_c_word = [&](auto&& f) {
+#pragma unroll
+      for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+          const int r = 16 * mb + g + 8 * rr;
+          if (r < prob_m) {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+              for (int h = 0; h < 2; h++)
+                f(C + (row0 + r) * c_stride + (col_base + 16 * j + 8 * h) / 2, acc[mb][j][h][2 * rr],
+                  acc[mb][j][h][2 * rr + 1], j, h);
+          }
+        }
+    };
+
     // ---- 4. global reduction through C, serialised by the column's lock ----------------------
     const bool top = slice_idx == slice_count - 1;
-    const int col_base = n_tile * 16 * TNB + nw * 64 + 2 * t;  // + 16 j + 8 h
     if (slice_count > 1) {
       if (tid == 0)
         while (ld_acquire(&locks[col_par]) != slice_idx) {
         }
       __syncthreads();
-      if (kw == 0) {
-#pragma unroll
-        for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-          for (int rr = 0; rr < 2; rr++) {
-            const int r = 16 * mb + g + 8 * rr;
-            if (r < prob_m) {
-#pragma unroll
-              for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                  u32* p = C + (row0 + r) * c_stride + (col_base + 16 * j + 8 * h) / 2;
-                  float& v0 = acc[mb][j][h][2 * rr];
-                  float& v1 = acc[mb][j][h][2 * rr + 1];
-                  if (slice_idx > 0) {
-                    const u32 held = ld_cg(p);
-                    v0 = __fadd_rn(v0, f16_to_f32(held));
-                    v1 = __fadd_rn(v1, f16_to_f32(held >> 16));
-                  }
-                  if (!top) *p = f32x2_to_f16x2_rn(v0, v1);
-                }
-            }
+      if (kw == 0)
+        for_each_c_word([&](u32* p, float& v0, float& v1, int, int) {
+          if (slice_idx > 0) {  // P + f32(H)
+            const u32 held = ld_cg(p);
+            v0 = __fadd_rn(v0, f16_to_f32(held));
+            v1 = __fadd_rn(v1, f16_to_f32(held >> 16));
           }
-      }
+          if (!top) *p = f32x2_to_f16x2_rn(v0, v1);  // H for the next slice
+        });
       __syncthreads();  // every partial of this block is in C before the lock moves on
       if (tid == 0) release_add(&locks[col_par], top ? -(slice_count - 1) : 1);
     }
 
     // ---- 5. the top slice writes the result ------------------------------------------------------
-    if (top && kw == 0) {
-#pragma unroll
-      for (int j = 0; j < 4; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          u32 sc = 0;
-          if (!GROUPED) {
-            // per-channel scales are stored per 32 columns so that thread t's int4 holds its
-            // columns 2t, 2t+1 of the four n8 blocks: n8 block 2 (j % 2) + h of chunk j / 2
-            const int4 s4 = s[(n_tile * 16 * TNB + nw * 64 + 32 * (j / 2)) / 8 + t];
-            const int w = 2 * (j % 2) + h;
-            sc = u32(w == 0 ? s4.x : w == 1 ? s4.y : w == 2 ? s4.z : s4.w);
-          }
-#pragma unroll
-          for (int mb = 0; mb < MB; mb++)
-#pragma unroll
-            for (int rr = 0; rr < 2; rr++) {
-              const int r = 16 * mb + g + 8 * rr;
-              if (r < prob_m) {
-                u32 out = f32x2_to_f16x2_rn(acc[mb][j][h][2 * rr], acc[mb][j][h][2 * rr + 1]);
-                if (!GROUPED) out = hmul2_rn(out, sc);
-                C[(row0 + r) * c_stride + (col_base + 16 * j + 8 * h) / 2] = out;
-              }
-            }
+    if (top && kw == 0)
+      for_each_c_word([&](u32* p, float& v0, float& v1, int j, int h) {
+        u32 out = f32x2_to_f16x2_rn(v0, v1);
+        if (!GROUPED) {
+          // per-channel scales are stored per 32 columns so that thread t's int4 holds its
+          // columns 2t, 2t+1 of the four n8 blocks: n8 block 2 (j % 2) + h of chunk j / 2
+          const int4 s4 = s[(n_tile * 16 * TNB + nw * 64 + 32 * (j / 2)) / 8 + t];
+          const int w = 2 * (j % 2) + h;
+          out = hmul2_rn(out, u32(w == 0 ? s4.x : w == 1 ? s4.y : w == 2 ? s4.z : s4.w));
         }
-    }
+        *p = out;
+      });
 
     k_row = 0;
     col_par++;
