@@ -35,6 +35,13 @@
 //   5. the top slice writes fp16(final) (cvt.rn), per-channel times s[n] (mul.rn.f16x2).
 // rounding     every fp operation is spelled with an explicit rounding modifier (inline PTX or
 //              __fadd_rn), so ptxas cannot contract or reassociate anything.
+// design       the dataflow of IST-DASLab/marlin marlin/marlin_cuda_kernel.cu (commit 2f6d7c1, as
+//              refsim.emulator.marlin_kernel models it): the same tiles, stripes, k-warp split,
+//              reduction association and fp16 lock-serialised global reduction. Simpler where bits
+//              do not depend on it: no register double buffering of fragments, results and fp16
+//              partials stored straight from the fragments (half2 words, no shared-memory staging),
+//              the scale row fetched with every tile, padded A rows re-read instead of predicated
+//              off, no L2 evict-first hint on B, only k-warp 0's warps take part in step 4.
 //
 // Stripes for a 3 x 3 tile grid on 5 blocks (k-tiles down, n-tiles across, digit = block;
 // iters = ceil(9 / 5) = 2; slices of a column reduce bottom to top, the top one writes C):
