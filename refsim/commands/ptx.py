@@ -70,10 +70,10 @@ def stats_text(text: str, arch: str, full: bool = False) -> str:
     parsed = parse(text)
     usage = _ptxas_usage(text, arch)
     try:
-        ptx.Module(text)
+        module = ptx.Module(text)
         runnable = "yes"
     except ptx.PtxError as e:
-        runnable = f"no: {e}"
+        module, runnable = None, f"no: {e}"
     out = []
     for name, k in parsed.kernels.items():
         mix: dict[str, int] = {}
@@ -84,6 +84,11 @@ def stats_text(text: str, arch: str, full: bool = False) -> str:
         out.append(f"kernel {name}: {total} static instructions, {len(k.params)} parameters, "
                    f"{k.shared_bytes} bytes static shared memory")
         out.append(f"  ptxas ({arch}): {usage.get(name, 'n/a (ptxas not found)')}")
+        if module is not None:
+            pairs = module.contractible(name)
+            lines = ", ".join(f"{a}+{b}" for a, b in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
+            out.append(f"  contractible mul+add pairs (ptxas may fuse; see docs/ptx.md): {len(pairs)}"
+                       + (f" at PTX lines {lines}" if pairs else ""))
         width = max((len(x) for x in mix), default=0)
         for op, n in sorted(mix.items(), key=lambda kv: (-kv[1], kv[0])):
             out.append(f"  {op:<{width}}  {n:6d}  {100.0 * n / total:5.1f}%")

@@ -103,7 +103,8 @@ extern "C" __global__ void anyprec_gemv(const __half* __restrict__ x,        // 
     for (int m = 0; m < MAX_M; ++m) {
       if (m < M) {
         __half v = partial[m];
-        for (int d = 16; d >= 1; d /= 2) v = __hadd_rn(v, __shfl_down_sync(0xffffffffu, v, d));
+        for (int d = 16; d >= 1; d /= 2)  // 32-bit shuffle of the fp16 bits: shfl.sync.down.b32, clamp 31
+          v = __hadd_rn(v, __ushort_as_half((unsigned short)__shfl_down_sync(0xffffffffu, (unsigned)__half_as_ushort(v), d)));
         total[m] = split ? __hadd_rn(total[m], v) : v;
       }
     }

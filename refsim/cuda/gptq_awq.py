@@ -33,7 +33,7 @@ def gptq_gemv(x: np.ndarray, ckpt, *, backend: str = "ptx", arch: str = "sm_80",
     as stored; any g_idx). backend "ptx" or "gpu"; ``options`` go to :meth:`refsim.ptx.Module.launch`."""
     W = ek.gptq_weights(ckpt)                      # validates the checkpoint (4-bit, type)
     k, n = W.shape
-    x = ek._check_x(x, k)
+    x = ek.check_x(x, k)
     m = x.shape[0]
     y = np.zeros((m, n), np.float16)
     args = (np.ascontiguousarray(x), np.ascontiguousarray(ckpt.qweight), np.ascontiguousarray(ckpt.qzeros),
@@ -50,8 +50,8 @@ def awq_gemv(x: np.ndarray, ckpt, *, backend: str = "ptx", arch: str = "sm_80",
     ckpt an :class:`refsim.formats.awq.AWQCheckpoint`. backend "ptx" or "gpu"."""
     W = ek.awq_weights(ckpt)
     k, n = W.shape
-    ek._check_w(W)
-    x = ek._check_x(x, k)
+    ek.check_w(W)
+    x = ek.check_x(x, k)
     m = x.shape[0]
     y = np.zeros((m, n), np.float16)
     args = (np.ascontiguousarray(x), np.ascontiguousarray(ckpt.qweight), np.ascontiguousarray(ckpt.qzeros),

@@ -30,7 +30,7 @@ from refsim._validate import require_choice
 from refsim.cuda import build
 from refsim.errors import ToolchainError
 
-__all__ = ["BACKENDS", "Launch", "run", "module"]
+__all__ = ["BACKENDS", "Launch", "run", "run_on_gpu", "module"]
 
 BACKENDS: tuple[str, ...] = ("ptx", "gpu")
 
@@ -65,7 +65,7 @@ def run(source: str, launch: Launch, args: tuple, *, backend: str = "ptx", arch:
                                            shared_bytes=launch.shared_bytes, **(options or {}))
     if options:
         raise ToolchainError(f"options: only the 'ptx' backend takes launch options; got {sorted(options)}")
-    return _run_gpu(build.ptx(source, arch), launch, args)
+    return run_on_gpu(build.ptx(source, arch), launch, args)
 
 
 def _dim3(v) -> tuple[int, int, int]:
@@ -73,7 +73,9 @@ def _dim3(v) -> tuple[int, int, int]:
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
-def _run_gpu(ptx_text: str, launch: Launch, args: tuple) -> None:
+def run_on_gpu(ptx_text: str, launch: Launch, args: tuple) -> None:
+    """Load ``ptx_text`` with the CUDA driver (``cuda.core``), copy every array argument to the device,
+    launch on device 0, copy every array back in place. ToolchainError without cuda.core or a GPU."""
     try:
         import cuda.core as cc
     except ImportError as err:

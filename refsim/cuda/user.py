@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from refsim._validate import require_choice
-from refsim.cuda.launch import BACKENDS, Launch, _run_gpu
+from refsim.cuda.launch import BACKENDS, Launch, run_on_gpu
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["LaunchPlan", "user_kernel"]
@@ -102,7 +102,7 @@ def user_kernel(path, *, kernel: str, launch: Callable[..., LaunchPlan], arch: s
             raise FormatRuleError(f"launch: must return a refsim.cuda.LaunchPlan; got {type(plan).__name__}")
         text, module, entry = compiled()
         if backend == "gpu":
-            _run_gpu(text, Launch(entry, plan.grid, plan.block, plan.shared_bytes), plan.args)
+            run_on_gpu(text, Launch(entry, plan.grid, plan.block, plan.shared_bytes), plan.args)
         else:
             module.launch(entry, plan.grid, plan.block, plan.args, arch=arch, shared_bytes=plan.shared_bytes,
                           **{**plan.options, **(options or {})})

@@ -409,6 +409,8 @@ def round_float64(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
 
     x float64 (any shape). Returns float64 (same shape) holding values representable in ``fmt``
     (or ±Inf/NaN); subnormals are kept. The sign of a zero result is the sign of x.
+    Integer arithmetic on the float64 fields: significand m (53 bits), r = bits below the target's
+    last place, kept = m >> r, then the mode decides whether to add one unit; kept · 2^q is exact.
     """
     x = require_dtype("x", x, np.float64)
     f = _fmt(fmt)
@@ -416,29 +418,50 @@ def round_float64(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     if fmt == "f64":
         return x.copy()
     p = f.precision
-    ax = np.abs(x)
-    live = np.isfinite(x) & (x != 0)
-    safe = np.where(live, ax, 1.0)
-    _, ex = np.frexp(safe)                                 # safe = m * 2^ex, m in [0.5, 1)
-    q = np.maximum(ex.astype(np.int64) - 1, f.emin) - (p - 1)  # exponent of one unit in the last place
-    scaled = np.ldexp(safe, (-q).astype(np.int32))         # exact power-of-two scaling, < 2^p
-    n = np.floor(scaled)
-    frac = scaled - n                                      # exact
+    u = x.view(np.uint64).astype(np.int64) & np.int64(0x7FFFFFFFFFFFFFFF)     # |x| bits
+    E = u >> 52
+    frac = u & np.int64((1 << 52) - 1)
+    m = frac | ((E != 0).astype(np.int64) << 52)
+    e = np.maximum(E, np.int64(1)) - 1075                     # |x| = m * 2^e (subnormals: E = 0 -> -1074)
+    lead = e + _bit_length64(m) - 1                          # floor(log2 |x|)
+    q = np.maximum(lead, np.int64(f.emin)) - (p - 1)                   # exponent of the target's last place
+    r = np.minimum(np.maximum(q - e, _I0), _I63)            # bits dropped (>= 53 - p > 0 for live values)
+    kept = m >> r
+    rem = m - (kept << r)
+    half = np.int64(1) << np.maximum(r - 1, _I0)
+    neg = np.signbit(x)
     if mode == "rn":
-        up = (frac > 0.5) | ((frac == 0.5) & (np.fmod(n, 2.0) == 1.0))
+        up = (rem > half) | ((rem == half) & ((kept & 1) == 1))
     elif mode == "rz":
         up = np.zeros(x.shape, bool)
     elif mode == "rm":
-        up = (frac > 0) & (x < 0)
+        up = (rem > 0) & neg
     else:
-        up = (frac > 0) & (x > 0)
+        up = (rem > 0) & ~neg
+    kept = kept + up
+    pow2 = ((np.minimum(np.maximum(q, np.int64(-1022)), np.int64(1023)) + 1023) << 52).astype(np.uint64).view(np.float64)
     with np.errstate(over="ignore"):
-        r = np.ldexp(n + up, q.astype(np.int32))
+        r_val = kept.astype(np.float64) * pow2               # exact (kept < 2^54)
     top = 2.0 ** (f.emax + 1)
     big = (2.0 - 2.0 ** (1 - p)) * 2.0 ** f.emax
-    to_inf = {"rn": np.ones(x.shape, bool), "rz": np.zeros(x.shape, bool), "rm": x < 0, "rp": x > 0}[mode]
-    r = np.where(r >= top, np.where(to_inf, np.inf, big), r)
-    return np.where(live, np.copysign(r, x), x)
+    to_inf = {"rn": np.ones(x.shape, bool), "rz": np.zeros(x.shape, bool), "rm": neg, "rp": ~neg}[mode]
+    r_val = np.where(r_val >= top, np.where(to_inf, np.inf, big), r_val)
+    live = np.isfinite(x) & (x != 0)
+    return np.where(live, np.where(neg, -r_val, r_val), x)
+
+
+_I0, _I63 = np.int64(0), np.int64(63)
+
+
+def _bit_length64(v: np.ndarray) -> np.ndarray:
+    """Bits needed for each non-negative int64 (0 for 0), by binary search on shifts."""
+    v = v.astype(np.int64)
+    n = np.zeros(v.shape, np.int64)
+    for sh in (32, 16, 8, 4, 2, 1):
+        big = (v >> sh) != 0
+        n = n + big.astype(np.int64) * sh
+        v = v >> (big.astype(np.int64) * sh)
+    return n + (v != 0)
 
 
 def round_float64_reference(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:

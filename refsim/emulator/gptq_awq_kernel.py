@@ -36,14 +36,15 @@ from refsim.emulator import fp
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import awq, gptq
 
-__all__ = ["MAX_M", "SLAB", "dequant_gemv", "dequant_gemv_reference", "gptq_gemv", "awq_gemv",
+__all__ = ["MAX_M", "SLAB", "check_x", "check_w", "dequant_gemv", "dequant_gemv_reference", "gptq_gemv", "awq_gemv",
            "gptq_weights", "awq_weights"]
 
 MAX_M = 8
 SLAB = 8
 
 
-def _check_x(x: np.ndarray, k: int) -> np.ndarray:
+def check_x(x: np.ndarray, k: int) -> np.ndarray:
+    """Validate activations: float16 (M, K), 1 <= M <= 8, finite; returns x."""
     x = require_dtype("x", x, np.float16)
     require_ndim("x", x, 2)
     require_finite("x", x)
@@ -55,7 +56,8 @@ def _check_x(x: np.ndarray, k: int) -> np.ndarray:
     return x
 
 
-def _check_w(W: np.ndarray) -> np.ndarray:
+def check_w(W: np.ndarray) -> np.ndarray:
+    """Validate dequantized weights: float16 (K, N), K a positive multiple of 8; returns W."""
     W = require_dtype("W", W, np.float16)
     require_ndim("W", W, 2)
     if W.shape[0] % SLAB or W.shape[0] == 0:
@@ -68,9 +70,9 @@ def dequant_gemv(x: np.ndarray, W: np.ndarray) -> np.ndarray:
 
     x float16 (M, K), 1 <= M <= 8, finite; W float16 (K, N), K % 8 == 0 (any fp16 values: the
     kernels feed it ``fp16(q - z) * s``). Inputs are not modified."""
-    W = _check_w(W)
+    W = check_w(W)
     k, n = W.shape
-    x = _check_x(x, k)
+    x = check_x(x, k)
     m = x.shape[0]
     Ws = W.reshape(k // SLAB, SLAB, n)                     # (slabs, 8, N)
     xs = x.reshape(m, k // SLAB, SLAB)                     # (M, slabs, 8)
@@ -88,9 +90,9 @@ def dequant_gemv(x: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 def dequant_gemv_reference(x: np.ndarray, W: np.ndarray) -> np.ndarray:
     """Plain-loop twin of :func:`dequant_gemv`: one (m, n) at a time, exact-rational fmas."""
-    W = _check_w(W)
+    W = check_w(W)
     k, n = W.shape
-    x = _check_x(x, k)
+    x = check_x(x, k)
     one = np.ones(1, np.float16)
     y = np.empty((x.shape[0], n), np.float16)
     for m in range(x.shape[0]):
@@ -102,8 +104,10 @@ def dequant_gemv_reference(x: np.ndarray, W: np.ndarray) -> np.ndarray:
                     a, b = k0 + 2 * i, k0 + 2 * i + 1
                     hx = fp.fma_reference(W[a, col] * one, x[m, a] * one, hx * one)[0]
                     hy = fp.fma_reference(W[b, col] * one, x[m, b] * one, hy * one)[0]
-                acc = np.float32(acc + np.float32(np.float16(hx + hy)))
-            y[m, col] = np.float16(acc)
+                with np.errstate(all="ignore"):                     # overflow to inf is the result
+                    acc = np.float32(acc + np.float32(np.float16(hx + hy)))
+            with np.errstate(all="ignore"):
+                y[m, col] = np.float16(acc)
     return y
 
 

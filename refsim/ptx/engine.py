@@ -27,6 +27,7 @@ opcode is a :class:`refsim.ptx.semantics.Handler` looked up once per static inst
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,8 +45,9 @@ __all__ = ["LaunchStats", "ENGINE_OPCODES", "Launch", "DEADLOCK_ROUNDS", "RESIDE
 #: launch one block per SM and need every block running); larger grids run in slots that are
 #: refilled with the next block as blocks finish.
 RESIDENT_THREADS = 65536
-#: Consecutive all-warps-yielding rounds without any progress before a spin is a deadlock.
-DEADLOCK_ROUNDS = 64
+#: Consecutive all-warps-yielding rounds in which nothing changed (memory, registers, PCs) before a
+#: spin is a deadlock (one such round already repeats forever under lockstep; a few more for random).
+DEADLOCK_ROUNDS = 8
 #: Default bound on warp-instructions of one launch (``max_warp_instructions=None``).
 DEFAULT_MAX_WARP_INSTRUCTIONS = 10**9
 
@@ -157,11 +159,11 @@ class Launch:
         self.regs = [np.zeros(T, _dtype(r.bits)) for r in kernel.registers]
         self.reg_init = [np.zeros(T, bool) for _ in kernel.registers] if poison else None
         self.shared_init = np.zeros(self.shared.size, bool) if poison else None
-        self.pc = np.zeros(T, np.int64)
+        self.pc = np.zeros(T, np.int32)
         self.exited = np.zeros(T, bool)
         self.bar_wait = np.zeros(T, bool)
         self.bar_id = np.zeros(T, np.int64)
-        self.bar_pc = np.zeros(T, np.int64)
+        self.bar_pc = np.zeros(T, np.int32)
         self.group = np.zeros(T, np.int64)         # cp.async group being filled, per thread
         self.async_records: list[dict] = []
         self.pending = np.zeros(self.shared.size, np.int32) if race else None
@@ -219,7 +221,6 @@ class Launch:
         if self.next_block >= self.nblocks:
             self.pc[lo:hi] = self.END
             self.exited[lo:hi] = True
-            self.slot_block[s] = -1 if self.slot_block[s] < 0 else self.slot_block[s]
             return
         b = self.next_block
         self.next_block += 1
@@ -443,7 +444,6 @@ class Launch:
         """Warp-level handlers: shfl / vote (fn(*srcs, active)) and mma (fn(a, b, c))."""
         if ins.opcode == "mma":
             groups = [list(_flatten([o])) for o in ins.operands]
-            nd = len(groups[0])
             srcs_g = groups[1:]
             readers = [[self._reader(o, "b32", ins) for o in g] for g in srcs_g]
             writers = [self._writer(o, "b32", ins) for o in groups[0]]
@@ -456,7 +456,6 @@ class Launch:
                 act = lanes[active]
                 for j, w in enumerate(writers):
                     w(act, d[..., j][active])
-            del nd
             return run
         # shfl.sync / vote.sync: the last operand is the membermask, intersected with the active lanes
         member = self._reader(ins.operands[-1], "b32", ins) if "sync" in ins.mods else None
@@ -768,14 +767,6 @@ class Launch:
             if m in ("v2", "v4", "v8"):
                 return int(m[1:])
         return 1
-
-    def _poison_check_shared(self, ins, sel, idx_elems, esize, mm):
-        flat_bytes = (idx_elems[:, None] * esize + np.arange(esize)).reshape(len(idx_elems), -1)
-        ok = self.shared_init[flat_bytes].all(axis=1)
-        if not ok.all():
-            th = self._threads(sel)[mm][~ok.reshape(len(idx_elems), -1).all(axis=1) if ok.ndim > 1 else ~ok]
-            raise PtxUninitializedError(f"{self._where(ins)}: shared memory read before written by "
-                                        f"{self._who(int(th[0]))}")
 
     def _race_read(self, ins, sel, mm, flat_bytes):
         th = self._threads(sel)[mm]
@@ -1142,61 +1133,89 @@ class Launch:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> LaunchStats:
-        pc = self.pc
-        END = self.END
-        prog = self.program
+        """Execute until every block has exited; returns the statistics."""
         st = self.stats
         instrs = self.k.instructions
-        opcount = st.opcodes
-        T = self.T
-        stall_rounds = 0
-        last_progress = -1
         names = [ins.name for ins in instrs]
-        rng = self.rng
-        random = self.schedule == "random"
+        opcount = st.opcodes
+        prog = self.program
+        fast = self.schedule == "lockstep"
+        self._stall_rounds, self._last_state = 0, None
         while True:
-            wmin = pc.reshape(self.NW, 32).min(axis=1)
-            cand = wmin < END
-            if not cand.any():
-                if self.exited.all() and self.next_block >= self.nblocks:
+            step = self._converged_step() if fast and not self.yielding.any() else None
+            if step is None:
+                step = self._scheduled_step()
+                if step is None:
                     break
-                self._deadlock("every live thread waits at a barrier that cannot complete")
-            pick = cand & ~self.yielding
-            if not pick.any():
-                if self.progress == last_progress:
-                    stall_rounds += 1
-                    if stall_rounds >= DEADLOCK_ROUNDS:
-                        self._deadlock("every running warp spins on a flag that no other thread changes")
-                else:
-                    stall_rounds = 0
-                last_progress = self.progress
-                self.yielding[:] = False
-                pick = cand
-            if random:
-                ws = np.flatnonzero(pick)
-                w0 = ws[rng.integers(len(ws))]
-                p = wmin[w0]
-                chosen = pick & (wmin == p) & (rng.random(self.NW) < 0.5)
-                chosen[w0] = True
-            else:
-                p = wmin[pick].min()
-                chosen = pick & (wmin == p)
-            nw = int(np.count_nonzero(chosen))
-            if nw == self.NW:
-                m = pc == p
-                sel = slice(None) if m.all() else np.flatnonzero(m)
-            else:
-                sel = np.flatnonzero((pc == p) & np.repeat(chosen, 32))
+            p, sel, nw, nt = step
             st.warp_instructions += nw
-            st.thread_instructions += T if isinstance(sel, slice) else len(sel)
-            key = names[p]
-            opcount[key] = opcount.get(key, 0) + nw
+            st.thread_instructions += nt
+            opcount[names[p]] = opcount.get(names[p], 0) + nw
             if st.warp_instructions > self.max_wi:
                 raise PtxLimitError(f"kernel {self.k.name}: more than max_warp_instructions={self.max_wi} "
                                     f"warp-instructions (at PTX line {instrs[p].line} `{instrs[p].text}`)")
             prog[p](sel)
-        self._complete_async(np.arange(T), None)
+        self._complete_async(np.arange(self.T), None)
         return st
+
+    def _converged_step(self):
+        """Lockstep with no warp yielding: the lowest PC is the global minimum, and the warps
+        holding it are exactly the warps whose minimum it is. (p, sel, warps, threads) or None."""
+        pc = self.pc
+        p = int(pc.min())
+        if p >= self.END:
+            return None
+        m = pc == p
+        if m.all():
+            return p, slice(None), self.NW, self.T
+        sel = np.flatnonzero(m)
+        return p, sel, int(np.count_nonzero(np.diff(sel >> 5))) + 1, len(sel)
+
+    def _scheduled_step(self):
+        """The general step (yielding warps, ``random``), deadlock detection; None when finished."""
+        pc = self.pc
+        wmin = pc.reshape(self.NW, 32).min(axis=1)
+        cand = wmin < self.END
+        if not cand.any():
+            if self.exited.all() and self.next_block >= self.nblocks:
+                return None
+            self._deadlock("every live thread waits at a barrier that cannot complete")
+        pick = cand & ~self.yielding
+        if not pick.any():
+            # every runnable warp yielded: a deadlock only if nothing at all changed since the last
+            # such round (memory writes, exits, barriers, registers, PCs); a loop that reads an
+            # unchanging volatile value while counting is not one
+            state = (self.progress, self._digest())
+            if state == self._last_state:
+                self._stall_rounds += 1
+                if self._stall_rounds >= DEADLOCK_ROUNDS:
+                    self._deadlock("every running warp spins on a flag that no other thread changes")
+            else:
+                self._stall_rounds = 0
+            self._last_state = state
+            self.yielding[:] = False
+            pick = cand
+        if self.schedule == "random":
+            ws = np.flatnonzero(pick)
+            w0 = ws[self.rng.integers(len(ws))]
+            p = int(wmin[w0])
+            chosen = pick & (wmin == p) & (self.rng.random(self.NW) < 0.5)
+            chosen[w0] = True
+        else:
+            p = int(wmin[pick].min())
+            chosen = pick & (wmin == p)
+        nw = int(np.count_nonzero(chosen))
+        if nw == self.NW and (pc == p).all():
+            return p, slice(None), nw, self.T
+        sel = np.flatnonzero((pc == p) & np.repeat(chosen, 32))
+        return p, sel, nw, len(sel)
+
+    def _digest(self) -> bytes:
+        """A hash of every thread's PC and registers (taken only when every runnable warp yields)."""
+        h = hashlib.blake2b(self.pc.tobytes(), digest_size=16)
+        for r in self.regs:
+            h.update(r.tobytes())
+        return h.digest()
 
     def _deadlock(self, why: str) -> None:
         lines = []

@@ -82,6 +82,26 @@ class Module:
             mix[ins.name] = mix.get(ins.name, 0) + 1
         return mix
 
+    def contractible(self, kernel: str) -> tuple[tuple[int, int], ...]:
+        """(mul line, add line) pairs ptxas may fuse into one FMA: a float ``mul`` without a rounding
+        modifier whose result an ``add``/``sub`` without one reads. refsim rounds both (as the PTX
+        says); the GPU may round once. Use ``__fmul_rn``/``__fadd_rn`` to rule it out (docs/ptx.md)."""
+        floats = {"f16", "f16x2", "bf16", "bf16x2", "f32", "f64"}
+        rounding = {"rn", "rz", "rm", "rp"}
+        producers: dict[int, int] = {}
+        pairs = []
+        for ins in self._kernel(kernel).instructions:
+            plain = bool(ins.types) and ins.types[0] in floats and not rounding & set(ins.mods)
+            if plain and ins.opcode in ("add", "sub"):
+                for op in ins.operands[1:]:
+                    if op[0] == "reg" and op[1] in producers:
+                        pairs.append((producers[op[1]], ins.line))
+            if ins.operands and ins.operands[0][0] == "reg":
+                producers.pop(ins.operands[0][1], None)
+                if plain and ins.opcode == "mul":
+                    producers[ins.operands[0][1]] = ins.line
+        return tuple(pairs)
+
     def _kernel(self, name: str):
         k = self._parsed.kernels.get(name)
         if k is None:

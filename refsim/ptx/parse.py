@@ -150,7 +150,7 @@ def _statements(text: str):
     literal_depth = 0     # braces inside a statement: vector operands, initializers
     for ln, raw in enumerate(lines, 1):
         stripped = raw.strip()
-        if not buf and stripped.startswith(_LINE_DIRECTIVES):
+        if not buf and stripped.split(None, 1)[:1] and stripped.split(None, 1)[0] in _LINE_DIRECTIVES:
             yield ("line", stripped.rstrip(";"), ln, raw.index(stripped[0]) + 1)
             continue
         if not buf and literal_depth == 0:       # fast paths: one whole statement, a label, or nothing
@@ -471,12 +471,10 @@ class _KernelParser:
         for i, tok in enumerate(toks):
             ops.append(self.operand(tok, line, col, text, is_branch_target=is_branch and i == len(toks) - 1))
         ins = Instruction(opcode, tuple(mods), tuple(types), tuple(ops), guard, line, col, " ".join(text.split()))
-        idx = len(self.k.instructions)
         self.k.instructions.append(ins)
         for j, op in enumerate(ops):
             if op[0] == "label":
                 self.scope.pending.append((ins, j, op[1]))
-        del idx
 
     def label(self, name: str, line: int, col: int, text: str) -> None:
         if name in self.scope.labels:
@@ -632,7 +630,7 @@ def parse(text: str) -> ParsedModule:
             raise _err(line, col, st, "function header inside a function body")
         elif kind == "label":
             kp.label(st, line, col, st)
-        elif st.startswith(_IGNORED_IN_BODY):
+        elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
             continue
         elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
             kp.declare(st, line, col)

@@ -61,6 +61,16 @@ def test_anyprec_gemv_equals_its_emulator(m, n, k, bits):
     assert_bitexact(rc.anyprec_gemv(x, qweight, lut, bits), anyprec_kernel.anyprec_gemv(x, qweight, lut, bits))
 
 
+def test_anyprec_ksplit_adds_the_slices_in_ascending_order_like_the_emulator():
+    rng = np.random.default_rng(8)
+    k, bits = 4128, 7                                  # M = 1, K > 4096, b >= 7: two slices
+    qweight = bitplane.pack(rng.integers(0, 2**bits, (4, k)).astype(np.uint8), bits)
+    lut = rng.standard_normal((4, 2**bits)).astype(np.float16)
+    x = rng.standard_normal((1, k)).astype(np.float16)
+    assert_bitexact(rc.anyprec_gemv(x, qweight, lut, bits, "ascending"),
+                    anyprec_kernel.anyprec_gemv(x, qweight, lut, bits, "ascending"))
+
+
 def test_anyprec_ksplit_needs_the_ascending_order_like_the_emulator():
     x = np.zeros((1, 4128), np.float16)
     with pytest.raises(FormatRuleError, match="ascending"):

@@ -155,3 +155,12 @@ def test_poison_reports_uninitialised_register_and_shared_reads():
     with pytest.raises(ptx.PtxUninitializedError, match="shared memory read before written"):
         sh.launch("k", 1, 32, [], poison=True)      # thread 31 reads s[32], never written
     sh.launch("k", 1, 32, [])
+
+
+def test_a_counting_loop_over_an_unchanging_volatile_value_is_not_a_deadlock():
+    m = kernel(LOAD_PTR + "mov.u32 %r3, 0;\nmov.u32 %r4, 0;\n$L_loop:\nld.volatile.global.u32 %r2, [%rd2];\n"
+               "add.s32 %r4, %r4, %r2;\nadd.s32 %r3, %r3, 1;\nsetp.lt.u32 %p1, %r3, 200;\n@%p1 bra $L_loop;\n"
+               "st.global.u32 [%rd2+4], %r4;")
+    buf = np.array([3, 0], np.int32)
+    m.launch("k", 1, 32, [buf])
+    assert buf.tolist() == [3, 600]

@@ -146,14 +146,52 @@ def test_cp_async_double_buffer(tiles, seed):
 # ---------------------------------------------------------------- the committed PTX is nvcc's
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (the committed PTX is used)")
-@pytest.mark.parametrize("cu", sorted(p.name for p in KERNELS.glob("*.cu")))
-def test_committed_ptx_matches_nvcc(cu):
+def test_committed_ptx_matches_nvcc(tmp_path):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("regen", KERNELS / "regen.py")
     regen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(regen)
-    fresh = regen.compile_one(KERNELS / cu)
-    committed = (KERNELS / cu).with_suffix(".ptx").read_text()
     strip = lambda s: [l for l in s.splitlines() if "Compiler Build ID" not in l]  # noqa: E731
-    assert strip(fresh) == strip(committed), f"{cu}: run tests/ptx/kernels/regen.py"
+    fresh = regen.compile_all(tmp_path)
+    assert sorted(fresh) == sorted(p.name for p in KERNELS.glob("*.cu"))
+    for cu, text in fresh.items():
+        committed = (KERNELS / cu).with_suffix(".ptx").read_text()
+        assert strip(text) == strip(committed), f"{cu}: run tests/ptx/kernels/regen.py"
+
+
+# ---------------------------------------------------------------- ldmatrix + mma
+f16_bits = st.integers(0, 0xFFFF).filter(lambda u: (u & 0x7C00) != 0x7C00)   # finite float16 patterns
+
+
+@FEW
+@given(a=st.lists(f16_bits, min_size=256, max_size=256), b=st.lists(f16_bits, min_size=128, max_size=128),
+       arch=st.sampled_from(["sm_80", "sm_89", "sm_90"]))
+def test_ldmatrix_mma_tile_equals_the_tensor_core_model(a, b, arch):
+    from refsim.emulator import tensor_core
+
+    A = np.array(a, np.uint16).view(np.float16).reshape(16, 16)        # (M, K)
+    B = np.array(b, np.uint16).view(np.float16).reshape(16, 8)         # (K, N)
+    C = np.zeros((16, 8), np.float32)
+    module("mma").launch("tile_gemm", 1, 32, [A, np.ascontiguousarray(B.T), C], arch=arch)
+    assert_bitexact(C, tensor_core.mma_m16n8k16(arch, A, B, np.zeros((16, 8), np.float32)))
+
+
+# ---------------------------------------------------------------- local memory, struct param, vote, atomics
+@FEW
+@given(a=st.integers(-(2**20), 2**20), b=st.sampled_from([0.25, -1.5, 3.0, 2.0**-10]), sel=st.integers(0, 2**31 - 1))
+def test_local_array_struct_param_vote_and_wide_atomics(a, b, sel):
+    import struct
+
+    out = np.zeros(70, np.int32)
+    fo, u64, h = np.zeros(1, np.float32), np.zeros(1, np.uint64), np.zeros(1, np.float16)
+    module("misc").launch("misc", 1, 32, [out, fo, u64, h, struct.pack("<if", a, b), sel])
+    t = np.arange(32)
+    expected = np.zeros(70, np.int32)
+    expected[:32] = ((t + sel) % 16) * t + a
+    expected[32] = np.uint32(0xAAAAAAAA).view(np.int32)
+    expected[33:65] = 1
+    assert_bitexact(out, expected)
+    assert_bitexact(fo, np.array([np.float32(b) * 32], np.float32))       # 32 exact additions
+    assert_bitexact(u64, np.array([32 << 33], np.uint64))
+    assert_bitexact(h, np.array([16.0], np.float16))

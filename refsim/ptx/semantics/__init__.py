@@ -1,5 +1,18 @@
 """Per-instruction semantics of PTX: one pure handler per opcode family, found through one table.
 
+Changes to /work/wt/PTX_INTERFACE.md (``lookup(op, arch=)`` and the :class:`Handler` fields are as
+pinned there; these only make its open points precise):
+  * 8-bit ``cvt`` destinations return uint32 sign/zero-extended from 8 bits (engine truncates).
+  * optional second destinations (``setp p|q``, ``shfl d|p``, ``lop3 d|p``) are always returned and
+    listed in ``dst_types``; the engine writes those the instruction names. ``!p`` sources are negated
+    by the engine. Immediates (``lop3``'s immLut, shift amounts, ``prmt`` selectors) arrive as arrays.
+  * warp handlers: shfl ``fn(a, b, c, active)`` -> (d, p); vote/redux ``fn(a, active)``; ldmatrix
+    ``fn(rows)`` with ``src_types == ()`` (the address is the engine's); mma ``fn(a, b, c)`` with
+    ``src_types`` = na + nb + nc registers in operand order.
+  * ``atom_apply(op, type, old, b, c=None, *, noftz=False, space="global")``: the two keywords carry
+    ``.noftz`` and the state space (``atom.add.f32`` flushes subnormals on global memory only).
+  * ``mov_pack`` / ``mov_unpack`` for ``mov`` with vector-brace operands.
+
 Spec
 ----
 contract        ``lookup(Op, arch=)`` -> :class:`Handler`, called once per static instruction at load

@@ -151,6 +151,13 @@ def convert(op: Op) -> Handler:
             raise unsupported(op, "integer-to-float conversions need .rn/.rz/.rm/.rp")
         sk, sw = INT_TYPES[src]
 
+        native = {"f32": fp.cvt_int_to_f32, "f16": fp.cvt_int_to_f16}.get(dst)
+        if native is not None and frnd[0] == "rn" and sw <= 32 and not sat:   # emulator.fp's RN primitives
+            idt = np.dtype(f"{'int' if sk == 's' else 'uint'}{sw}")
+            utype = np.uint32 if dst == "f32" else np.uint16
+            return Handler(fn=lambda a: (native(_int_value(a, sk, sw).astype(idt)).view(utype),),
+                           dst_types=(dst,), src_types=(src,), kind="alu", isa=sec)
+
         def i2f(a):
             x = fp.int_to_float(_int_value(a, sk, sw), sk == "s", dst, frnd[0])
             return (encode(_saturate(x, sat), dst),)
@@ -186,7 +193,19 @@ def convert(op: Op) -> Handler:
             raise unsupported(op, "integer rounding applies to same-type float conversions only")
         if not frnd and not _widening(src, dst):
             raise unsupported(op, f"narrowing .{src} -> .{dst} needs .rn/.rz/.rm/.rp")
-        one = _float_to_float(op, src, dst, frnd[0] if frnd else "rn", ftz, sat, relu, satfinite)
+        mode = frnd[0] if frnd else "rn"
+        native = {("f32", "f16"): (fp.cvt_f32_to_f16, np.float32, np.uint16),
+                  ("f32", "bf16"): (fp.cvt_f32_to_bf16, np.float32, np.uint16)}.get((src, dst))
+        if native is not None and mode == "rn" and not (ftz or sat or relu or satfinite):
+            prim, ftype, utype = native                      # emulator.fp's RN conversions, NaN canonical
+
+            def fast(a):
+                x = np.asarray(a).astype(np.uint32).view(ftype)
+                r = prim(x).view(utype)
+                return (np.where(np.isnan(x), utype(0x7FFF), r).astype(utype),)
+
+            return Handler(fn=fast, dst_types=(dst,), src_types=(src,), kind="alu", isa=sec)
+        one = _float_to_float(op, src, dst, mode, ftz, sat, relu, satfinite)
         return Handler(fn=lambda a: (one(a),), dst_types=(dst,), src_types=(src,), kind="alu", isa=sec)
 
     raise unsupported(op, f"conversion .{src} -> .{dst} is not executed by refsim")
@@ -201,10 +220,11 @@ def _saturate(x: np.ndarray, sat: bool) -> np.ndarray:
 
 def _float_to_float(op: Op, src: str, dst: str, mode: str, ftz: bool, sat: bool, relu: bool, satfinite: bool):
     """bits of ``src`` -> bits of ``dst``: one rounding, then the modifiers in ISA order."""
+    widening = _widening(src, dst)
 
     def fn(a):
         x = decode(a, src, ftz=ftz and src == "f32")
-        r = fp.round_float64(x, dst, mode)
+        r = x if widening else fp.round_float64(x, dst, mode)   # widening is exact: nothing to round
         if satfinite:
             r = np.where(np.isinf(r), np.copysign(_MAX[dst], r), r)
         if relu:

@@ -109,6 +109,41 @@ def _elementwise(t: str, scalar_fn):
     return packed
 
 
+# .rn without .ftz/.sat on f16/f32: straight to the RN primitives of refsim.emulator.fp on the native
+# dtype (the same values as the float64 path, tested against the Fraction twin; ~5x faster)
+_FAST_RN = {
+    ("add", "f16"): fp.f16_add, ("sub", "f16"): fp.f16_sub, ("mul", "f16"): fp.f16_mul,
+    ("fma", "f16"): lambda a, b, c: fp.f16_fma(a, b, c, fused=True),
+    ("add", "f32"): fp.f32_add, ("sub", "f32"): fp.f32_sub, ("mul", "f32"): fp.f32_mul,
+    ("fma", "f32"): lambda a, b, c: fp.f32_fma(a, b, c, fused=True),
+}
+
+
+def _bits_rn(t: str, prim):
+    """Lift a native-dtype RN primitive to bit patterns of ``t`` (f16, f16x2 or f32)."""
+    st, lanes = _lanes(t)
+    ftype, utype = (np.float16, np.uint16) if st == "f16" else (np.float32, np.uint32)
+    nan = utype(CANONICAL_NAN[st])
+
+    def run(*vals):
+        r = prim(*vals)
+        return np.where(np.isnan(r), nan, r.view(utype)).astype(utype)
+
+    if lanes == 1:
+        return lambda *srcs: (run(*[np.asarray(x).astype(utype).view(ftype) for x in srcs]),)
+
+    def packed(*srcs):
+        shape = np.broadcast_shapes(*(np.shape(x) for x in srcs))
+        halves = []
+        for x in srcs:
+            u = np.broadcast_to(np.asarray(x).astype(np.uint32), shape)
+            halves.append(np.stack([(u & np.uint32(0xFFFF)), u >> np.uint32(16)]).astype(np.uint16).view(np.float16))
+        r = run(*halves).astype(np.uint32)                                  # (2, ...) low, high
+        return ((r[0] | (r[1] << np.uint32(16))).astype(np.uint32),)
+
+    return packed
+
+
 def _finish(x: np.ndarray, st: str, ftz: bool, sat: bool) -> np.ndarray:
     if ftz:
         x = flush_subnormal(x, st)
@@ -149,6 +184,10 @@ def build(op: Op, arch: str) -> Handler:
     if name in ("add", "sub", "mul", "fma", "mad"):
         if rest:
             raise unsupported(op, f"modifier(s) {sorted(rest)} not supported")
+        fast = _FAST_RN.get((name, st))
+        if fast is not None and mode == "rn" and not ftz and not sat and (name != "fma" or rnd):
+            return Handler(fn=_bits_rn(t, fast), dst_types=(t,), src_types=(t,) * (3 if name == "fma" else 2),
+                           kind="alu", isa=sec)
         if name == "mad":
             if st != "f32" and st != "f64":
                 raise unsupported(op, "mad is defined for .f32/.f64 (use fma for half types)")

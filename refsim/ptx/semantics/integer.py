@@ -732,3 +732,43 @@ def _build_selp(op: Op, arch: str) -> Handler:
     w = widths[t]
     return _alu(lambda a, b, c: (_out(np.where(c, _u(a, w), _u(b, w)), w),), (t,), (t, t, "pred"),
                 isa("comparison-and-selection", "selp"))
+
+
+# ----------------------------------------------------------------------------------------------
+# sad / slct
+
+
+@register("sad")
+def _build_sad(op: Op, arch: str) -> Handler:
+    kind, w = _int_type(op, op.types[0] if len(op.types) == 1 else "")
+    if kind == "b":
+        raise unsupported(op, "type must be .u16/.u32/.u64/.s16/.s32/.s64")
+    _mods(op, set())
+
+    def fn(a, b, c):  # d = c + |a - b| (the difference is exact in the wider integer), wrap
+        va, vb = _val(a, kind, w), _val(b, kind, w)
+        diff = np.where(va >= vb, va - vb, vb - va)
+        return (_out(_u(diff, w) + _u(c, w), w),)
+
+    return _alu(fn, op.types, op.types * 3, isa("integer-arithmetic", "sad"))
+
+
+@register("slct")
+def _build_slct(op: Op, arch: str) -> Handler:
+    if len(op.types) != 2 or op.types[1] not in ("s32", "f32"):
+        raise unsupported(op, "slct needs a data type and a .s32 or .f32 selector type")
+    t, ct = op.types
+    widths = {**{k: w for k, (_, w) in _INT_TYPES.items()}, "f32": 32, "f64": 64}
+    if t not in widths:
+        raise unsupported(op, "data type must be a 16/32/64-bit integer, .f32 or .f64")
+    mods = _mods(op, {"ftz"} if ct == "f32" else set())
+    w = widths[t]
+
+    def fn(a, b, c):  # d = c >= 0 ? a : b (a NaN selector compares false: b)
+        if ct == "s32":
+            sel = _s(c, 32) >= 0
+        else:
+            sel = _floating().decode(c, "f32", ftz="ftz" in mods) >= 0
+        return (_out(np.where(sel, _u(a, w), _u(b, w)), w),)
+
+    return _alu(fn, (t,), (t, t, ct), isa("comparison-and-selection", "slct"))

@@ -252,7 +252,12 @@ def _build_mma(op: Op, arch: str) -> Handler:
                 C = lc.scatter(np.asarray(c).astype(np.uint32).view(np.float32))
             else:
                 C = _regs_to_matrix(c, lc, 16).view(np.float16)
-            if K == 16:
+            if K == 16 and dtype == ctype == "f32" and np.isfinite(A).all() and np.isfinite(B).all() \
+                    and np.isfinite(C).all():                              # tensor_core's fast path (finite)
+                opa, opb = tensor_core.MmaOperand(A), tensor_core.MmaOperand(np.swapaxes(B, -1, -2))
+                D = tensor_core.mma_k16_f32(arch, opa.values[..., :, None, :], opa.exps[..., :, None, :],
+                                            opb.values[..., None, :, :], opb.exps[..., None, :, :], C)
+            elif K == 16:
                 D = tensor_core.mma_m16n8k16(arch, A, B, C, d_np)
             else:                                                         # one block of 8 products
                 W = A.shape[:-2]
@@ -286,3 +291,44 @@ def _build_mma(op: Op, arch: str) -> Handler:
 
     raise unsupported(op, f"mma with .{atype}/.{btype} inputs is not executed: refsim has a validated "
                           f"tensor-core model for f16 and exact integer inputs only (bf16, tf32, f64, fp8 refused)")
+
+
+# ----------------------------------------------------------------------------------------------
+# redux.sync (integer forms)
+
+
+def redux(op: str, kind: str, a: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """``redux.sync.{add,min,max,and,or,xor}`` over the active lanes of each warp: a uint32 (W, 32),
+    active bool (W, 32). add wraps modulo 2^32; min/max compare as ``kind`` ('s' or 'u').
+    Returns uint32 (W, 32), the warp's result in every lane."""
+    a = np.asarray(a).astype(np.uint32)
+    active = np.asarray(active, bool)
+    if op in ("and", "or", "xor", "add"):
+        ident = {"and": np.uint32(0xFFFFFFFF), "or": np.uint32(0), "xor": np.uint32(0), "add": np.uint32(0)}[op]
+        x = np.where(active, a, ident).astype(np.uint64)
+        if op == "add":
+            r = (x.sum(axis=-1) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        else:
+            r = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op].reduce(x, axis=-1).astype(np.uint32)
+    else:
+        v = a.view(np.int32).astype(np.int64) if kind == "s" else a.astype(np.int64)
+        fill = np.int64(2**40) if op == "min" else np.int64(-(2**40))
+        v = np.where(active, v, fill)
+        r = (v.min(axis=-1) if op == "min" else v.max(axis=-1)).astype(np.int64).astype(np.uint64).astype(np.uint32)
+    return np.broadcast_to(r[..., None], a.shape).copy()
+
+
+@register("redux")
+def _build_redux(op: Op, arch: str) -> Handler:
+    ops = [m for m in op.mods if m in ("add", "min", "max", "and", "or", "xor")]
+    t = op.types[0] if len(op.types) == 1 else ""
+    if "sync" not in op.mods or len(ops) != 1 or set(op.mods) - {"sync", *ops}:
+        raise unsupported(op, "refsim executes the integer forms redux.sync.{add,min,max}.{u32,s32} and "
+                              "redux.sync.{and,or,xor}.b32 (float redux refused)")
+    o = ops[0]
+    if (o in ("and", "or", "xor") and t != "b32") or (o in ("add", "min", "max") and t not in ("u32", "s32")):
+        raise unsupported(op, f"redux.sync.{o} does not take .{t}")
+    if arch in ("sm_70", "sm_75"):
+        raise unsupported(op, "redux.sync needs sm_80 or later")
+    return Handler(fn=lambda a, active: (redux(o, t[0], a, active),), dst_types=(t,), src_types=(t,),
+                   kind="warp", isa=isa("parallel-synchronization-and-communication", "redux-sync"))

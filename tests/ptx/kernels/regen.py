@@ -16,17 +16,17 @@ ARCH = "sm_80"
 OPTIONS = ("-O3",)
 
 
-def compile_one(cu: Path, nvcc: str = "nvcc") -> str:
-    """The PTX text nvcc produces for ``cu`` (the Build ID comment line kept as nvcc writes it)."""
-    out = subprocess.run([nvcc, f"-arch={ARCH}", "-ptx", *OPTIONS, str(cu), "-o", "-"],
-                         capture_output=True, text=True, check=True)
-    return out.stdout
+def compile_all(out_dir: Path, nvcc: str = "nvcc") -> dict[str, str]:
+    """PTX text per ``.cu`` file name, from one nvcc call writing into ``out_dir``."""
+    sources = sorted(HERE.glob("*.cu"))
+    subprocess.run([nvcc, f"-arch={ARCH}", "-ptx", *OPTIONS, *map(str, sources), "-odir", str(out_dir)],
+                   capture_output=True, text=True, check=True)
+    return {cu.name: (out_dir / cu.with_suffix(".ptx").name).read_text() for cu in sources}
 
 
 def main() -> int:
-    for cu in sorted(HERE.glob("*.cu")):
-        cu.with_suffix(".ptx").write_text(compile_one(cu))
-        print(f"wrote {cu.with_suffix('.ptx').name}")
+    for name, text in compile_all(HERE).items():
+        print(f"wrote {Path(name).with_suffix('.ptx').name} ({len(text.splitlines())} lines)")
     return 0
 
 

@@ -223,3 +223,22 @@ def test_testp_and_copysign():
 def test_approximate_and_non_isa_float_forms_are_refused_by_name(o):
     with pytest.raises(PtxUnsupportedError, match="^" + str(o).replace(".", r"\.") + ":"):
         lookup(o)
+
+
+@pytest.mark.parametrize("fmt, ftype, utype, prims", [
+    ("f16", np.float16, np.uint16, (fp.f16_add, fp.f16_mul, lambda a, b, c: fp.f16_fma(a, b, c, fused=True))),
+    ("f32", np.float32, np.uint32, (fp.f32_add, fp.f32_mul, lambda a, b, c: fp.f32_fma(a, b, c, fused=True))),
+])
+def test_directed_rounding_path_in_rn_mode_equals_the_native_rn_primitives(fmt, ftype, utype, prims):
+    # the handlers use the native primitives for plain .rn and the float64 path for every other mode:
+    # both must agree where they overlap
+    bits = np.iinfo(utype).max
+    a, b, c = (RNG.integers(0, bits, 5000, dtype=np.uint64).astype(utype).view(ftype) for _ in range(3))
+    with np.errstate(invalid="ignore"):
+        a64, b64, c64 = (x.astype(np.float64) for x in (a, b, c))
+    canon = canon16 if fmt == "f16" else canon32
+    enc = lambda x: canon(x.astype(ftype))  # noqa: E731  (values are representable: exact cast)
+    add, mul, fma = prims
+    assert_bitexact(enc(fp.fp_add(a64, b64, fmt, "rn")), canon(add(a, b)), f"fp_add {fmt}")
+    assert_bitexact(enc(fp.fp_mul(a64, b64, fmt, "rn")), canon(mul(a, b)), f"fp_mul {fmt}")
+    assert_bitexact(enc(fp.fp_fma(a64, b64, c64, fmt, "rn")), canon(fma(a, b, c)), f"fp_fma {fmt}")

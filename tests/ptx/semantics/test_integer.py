@@ -24,7 +24,7 @@ def run(opcode, mods, types, *srcs):
 
 
 def u32(*v):
-    return np.array(v, np.uint32)
+    return np.array([x & 0xFFFFFFFF for x in v], np.uint32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,6 +257,8 @@ def test_mul_and_mad_parts_match_python_integers(t, part):
             x, y = _signed(x, w), _signed(y, w)
         prod = (x * y) % (1 << (2 * w))
         want = {"lo": prod & ((1 << w) - 1), "hi": prod >> w, "wide": prod}[part]
+        hi, lo = integer.mul_reference(int(a[i]), int(b[i]), t[0], w)
+        assert {"lo": lo, "hi": hi, "wide": (hi << w) | lo}[part] == want      # the plain twin agrees
         assert int(d[i]) == want, (t, part, hex(int(a[i])), hex(int(b[i])))
         assert int(m[i]) == (want + int(c[i])) % (1 << dw)
 
@@ -397,3 +399,15 @@ def test_lookup_refuses_unsupported_instructions_naming_them(op, fragment):
     with pytest.raises(PtxUnsupportedError) as err:
         lookup(op)
     assert str(err.value).startswith(str(op)) and fragment in str(err.value)
+
+
+def test_sad_and_slct():
+    (d,) = run("sad", (), ("s32",), u32(-3), u32(4), u32(10))
+    assert int(d[0]) == 17
+    (d,) = run("sad", (), ("u32",), u32(0xFFFFFFFF), u32(1), u32(0))
+    assert int(d[0]) == 0xFFFFFFFE
+    (d,) = run("slct", (), ("b32", "s32"), u32(1, 1, 1), u32(2, 2, 2), u32(0, -1, 5))
+    assert d.tolist() == [1, 2, 1]
+    f = np.array([0.0, -0.0, -1.0, np.nan], np.float32).view(np.uint32)
+    (d,) = run("slct", (), ("u32", "f32"), u32(1, 1, 1, 1), u32(2, 2, 2, 2), f)
+    assert d.tolist() == [1, 1, 2, 2]

@@ -202,6 +202,7 @@ def test_mma_m16n8k16_f16_end_to_end_equals_tensor_core(arch, dtype, ctype):
     cdt = np.float32 if ctype == "f32" else np.float16
     ddt = np.float32 if dtype == "f32" else np.float16
     C = (RNG.standard_normal((W, 16, 8)) * 100).astype(cdt)
+    A[0, 3, 5], B[1, 2, 7], C[2, 9, 1] = np.inf, np.nan, -np.inf   # special values in 3 of 4 warps
     fa, na, fb, nb = FIGURES[("m16n8k16", "f16")]
     a = _distribute(A.view(np.uint16), fa, na, 16)
     b = _distribute(B.view(np.uint16), fb, nb, 16)
@@ -211,6 +212,9 @@ def test_mma_m16n8k16_f16_end_to_end_equals_tensor_core(arch, dtype, ctype):
     (d,) = h.fn(a, b, c)
     got = _collect(d, ddt, 1 if dtype == "f32" else 2)
     assert_bitexact(got, tensor_core.mma_m16n8k16(arch, A, B, C, ddt), f"mma {arch} {dtype}.{ctype}")
+    (d_finite,) = h.fn(a[3:], b[3:], c[3:])                     # the all-finite warp alone: fast path for f32
+    assert_bitexact(_collect(d_finite, ddt, 1 if dtype == "f32" else 2),
+                    tensor_core.mma_m16n8k16(arch, A[3:], B[3:], C[3:], ddt), "finite warp")
 
 
 def test_mma_m16n8k8_f16_is_one_tensor_core_block():
@@ -266,3 +270,15 @@ def test_unsupported_warp_instructions_are_refused_by_name(op, arch, fragment):
     with pytest.raises(PtxUnsupportedError) as err:
         lookup(op, arch=arch)
     assert str(err.value).startswith(str(op) + ":") and fragment in str(err.value)
+
+
+def test_redux_sync_reduces_over_active_lanes_only():
+    a = np.arange(32, dtype=np.uint32)[None, :].repeat(2, 0)
+    a[1, 5] = 0xFFFFFFFF                                   # -1 as s32
+    active = np.ones((2, 32), bool)
+    active[0, 16:] = False
+    run = lambda o, t: lookup(Op("redux", ("sync", o), (t,))).fn(a, active)[0][:, 0].tolist()  # noqa: E731
+    assert run("add", "u32") == [sum(range(16)), (sum(range(32)) - 5 + 0xFFFFFFFF) & 0xFFFFFFFF]
+    assert run("min", "s32") == [0, 0xFFFFFFFF] and run("min", "u32") == [0, 0]
+    assert run("max", "u32") == [15, 0xFFFFFFFF] and run("max", "s32") == [15, 31]
+    assert run("or", "b32") == [15, 0xFFFFFFFF] and run("xor", "b32")[0] == 0 and run("and", "b32")[0] == 0

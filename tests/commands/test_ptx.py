@@ -1,0 +1,28 @@
+"""``refsim ptx stats``: per-kernel static instruction mix of a PTX file; errors as one line, exit 2."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from refsim.cli import main
+
+KERNELS = Path(__file__).resolve().parents[1] / "ptx" / "kernels"
+
+
+def test_stats_counts_the_instructions_of_each_kernel(capsys):
+    path = KERNELS / "reduce.ptx"
+    assert main(["ptx", "stats", str(path)]) == 0
+    out = capsys.readouterr().out
+    body = path.read_text().split(".entry block_sum(")[1].split(".entry")[0]
+    bars = len(re.findall(r"^\s*bar\.sync", body, flags=re.M))
+    assert re.search(rf"^  bar\s+{bars}\s", out.split("kernel shuffles")[0].split("kernel block_sum")[1], re.M)
+    assert "kernel shuffles" in out and "refsim.ptx can execute this module: yes" in out
+
+
+def test_stats_full_names_and_bad_file(capsys, tmp_path):
+    assert main(["ptx", "stats", "--full", str(KERNELS / "mma.ptx")]) == 0
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in capsys.readouterr().out
+    assert main(["ptx", "stats", str(tmp_path / "missing.ptx")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must be an existing .cu or .ptx file" in err
