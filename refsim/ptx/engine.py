@@ -1140,7 +1140,7 @@ class Launch:
         opcount = st.opcodes
         prog = self.program
         fast = self.schedule == "lockstep"
-        self._stall_rounds, self._last_state = 0, None
+        self._stall_rounds, self._last_progress, self._last_digest = 0, -1, None
         while True:
             step = self._converged_step() if fast and not self.yielding.any() else None
             if step is None:
@@ -1185,14 +1185,15 @@ class Launch:
             # every runnable warp yielded: a deadlock only if nothing at all changed since the last
             # such round (memory writes, exits, barriers, registers, PCs); a loop that reads an
             # unchanging volatile value while counting is not one
-            state = (self.progress, self._digest())
-            if state == self._last_state:
-                self._stall_rounds += 1
+            if self.progress == self._last_progress:
+                digest = self._digest(np.repeat(cand, 32))
+                self._stall_rounds = self._stall_rounds + 1 if digest == self._last_digest else 0
+                self._last_digest = digest
                 if self._stall_rounds >= DEADLOCK_ROUNDS:
                     self._deadlock("every running warp spins on a flag that no other thread changes")
             else:
-                self._stall_rounds = 0
-            self._last_state = state
+                self._stall_rounds, self._last_digest = 0, None
+            self._last_progress = self.progress
             self.yielding[:] = False
             pick = cand
         if self.schedule == "random":
@@ -1210,11 +1211,14 @@ class Launch:
         sel = np.flatnonzero((pc == p) & np.repeat(chosen, 32))
         return p, sel, nw, len(sel)
 
-    def _digest(self) -> bytes:
-        """A hash of every thread's PC and registers (taken only when every runnable warp yields)."""
+    def _digest(self, runnable: np.ndarray) -> bytes:
+        """A hash of the PCs and of the registers of the ``runnable`` threads (the spinning ones;
+        the others wait at barriers and cannot change), taken only when every runnable warp yields
+        without any memory write in between."""
+        idx = np.flatnonzero(runnable)
         h = hashlib.blake2b(self.pc.tobytes(), digest_size=16)
         for r in self.regs:
-            h.update(r.tobytes())
+            h.update(r[idx].tobytes())
         return h.digest()
 
     def _deadlock(self, why: str) -> None:

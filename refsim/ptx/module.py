@@ -114,14 +114,17 @@ class Module:
         key = (name, arch)
         if key not in self._handlers:
             k = self._parsed.kernels[name]
-            hs = {}
+            hs, cache = {}, {}
             for i, ins in enumerate(k.instructions):
                 if ins.opcode == "call":
                     raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
                                               f"`{ins.text}`: calls of non-inlined device functions are not supported")
                 if needs_handler(ins):
+                    op = semantics.Op(ins.opcode, ins.mods, ins.types)
                     try:
-                        hs[i] = semantics.lookup(semantics.Op(ins.opcode, ins.mods, ins.types), arch=arch)
+                        if op not in cache:           # handlers are pure: one per distinct instruction
+                            cache[op] = semantics.lookup(op, arch=arch)
+                        hs[i] = cache[op]
                     except PtxUnsupportedError as e:
                         raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
                                                   f"`{ins.text}`: {e}") from None

@@ -61,7 +61,8 @@ def atom_apply(op: str, type: str, old, b, c=None, *, noftz: bool = False, space
                 raise PtxUnsupportedError(f"{where}: cas needs the operand c")
             r = np.where(o == v, np.asarray(c).astype(np.uint64) & np.uint64(mask), o)
         else:
-            r = {"and": o & v, "or": o | v, "xor": o ^ v, "exch": v + o * np.uint64(0)}[op]
+            r = {"and": o & v, "or": o | v, "xor": o ^ v,
+                 "exch": np.broadcast_to(v, np.broadcast_shapes(o.shape, v.shape))}[op]
         return r.astype(u)
     if floaty:
         if op != "add":

@@ -148,12 +148,9 @@ def _build_add(op: Op, arch: str) -> Handler:
 
 def _mul_full(a, b, kind: str, w: int) -> tuple[np.ndarray, np.ndarray]:
     """The 2w-bit product as (hi, lo) uint64 halves of w bits each (exact, vectorised)."""
-    if w <= 16 or (w == 32):
+    if w <= 32:  # the 2w-bit product fits 64 bits: exact in uint64 (unsigned) or int64 (signed)
         va, vb = _val(a, kind, w), _val(b, kind, w)
-        if w == 32 and kind != "s":
-            t = va * vb  # < 2^64, exact in uint64
-        else:
-            t = (va.astype(np.int64) * vb.astype(np.int64)).astype(np.uint64)
+        t = va * vb if kind != "s" else (va * vb).astype(np.uint64)
         return (t >> np.uint64(w)) & np.uint64((1 << w) - 1), t & np.uint64((1 << w) - 1)
     ua, ub = _u(a, 64), _u(b, 64)
     m = np.uint64(0xFFFFFFFF)
