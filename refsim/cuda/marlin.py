@@ -143,28 +143,29 @@ def workspace(n: int) -> np.ndarray:
 
 
 def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_80", sms: int = 108,
-                backend: str = "ptx") -> np.ndarray:
+                backend: str = "ptx", options: dict | None = None) -> np.ndarray:
     """Run ``marlin.cu`` for ``C = A @ W``: float16 ``(M, N)``, bit-identical to the emulator.
 
     A: float16 (M, K). B: int32 (K/16, 2N), s: float16 (G, N) as from
     :func:`refsim.formats.marlin.pack` (grouped, group size 128, iff G > 1; K % 128 == 0,
     N % 256 == 0). arch: tensor-core model, one of :data:`ARCHS`. sms: grid size (A100: 108).
     backend: ``"ptx"`` (the :mod:`refsim.ptx` interpreter, on a CPU) or ``"gpu"`` (the same PTX on
-    a GPU through :mod:`refsim.cuda.launch`). Inputs are not modified.
+    a GPU through :mod:`refsim.cuda.launch`). options: extra keywords for
+    :meth:`refsim.ptx.Module.launch` (``schedule``, ``seed``, ``race``, ``poison``). Inputs are not modified.
     Returns what :func:`refsim.emulator.marlin_kernel.marlin_gemm` returns for the same arguments.
     """
-    return gemm(A, B, s, None, arch=arch, sms=sms, backend=backend)
+    return gemm(A, B, s, None, arch=arch, sms=sms, backend=backend, options=options)
 
 
 def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, *, arch: str = "sm_80",
-         sms: int = 108, backend: str = "ptx", launch_options: dict | None = None,
+         sms: int = 108, backend: str = "ptx", options: dict | None = None,
          stats: list | None = None) -> np.ndarray:
     """:func:`marlin_gemm` with a caller-provided lock workspace, as the official API takes one.
 
     locks: int32 1-D, all zero, at least ``workspace(N).size`` entries (``None``: a fresh one). The
     kernel leaves it all zero again (it is written in place: device-buffer semantics).
-    launch_options: extra keywords for :meth:`refsim.ptx.Module.launch` (``schedule``, ``seed``,
-    ``race``, ``poison``). stats: a list that receives each launch's ``LaunchStats``.
+    options: as for :func:`marlin_gemm`. stats: a list that receives each launch's ``LaunchStats``
+    (``None`` entries for the GPU backend).
     """
     A, B, s, sms, k, n, group_size = marlin_kernel._check(A, B, s, arch, sms)  # the emulator's own rules
     require_shape("s", s, (1 if group_size is None else k // 128, n))
@@ -187,10 +188,10 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
         args = (a, B, c, s, locks, np.int32(ln.rows), np.int32(n), np.int32(k))
         if backend == "ptx":
             st = _module(ln.kernel).launch(ln.kernel, ln.grid, ln.block, args, arch=arch,
-                                           shared_bytes=ln.shared_bytes, **(launch_options or {}))
+                                           shared_bytes=ln.shared_bytes, **(options or {}))
         else:
             st = launch.run(SOURCE, launch.Launch(ln.kernel, ln.grid, ln.block, ln.shared_bytes), args,
-                            backend=backend, arch=KERNEL_ARCH, options=launch_options)
+                            backend=backend, arch=KERNEL_ARCH, options=options)
         if stats is not None:
             stats.append(st)
         C[ln.row_start:ln.row_start + ln.rows] = c

@@ -171,5 +171,5 @@ def test_kernel_has_no_shared_memory_race_or_uninitialised_read_under_a_random_s
     # __syncthreads or cp.async wait in marlin.cu raises (checked: dropping the barrier after the
     # main loop's wait_group gives PtxRaceError at the ldmatrix) instead of passing by luck
     A, B, s = _problem(np.random.default_rng(0), 1, 512, 256, 128)
-    C = cm.gemm(A, B, s, None, sms=4, launch_options=dict(schedule="random", seed=0, race=True, poison=True))
+    C = cm.marlin_gemm(A, B, s, sms=4, options=dict(schedule="random", seed=0, race=True, poison=True))
     assert_bitexact(C, mk.marlin_gemm(A, B, s, sms=4), "marlin.cu under a random schedule")
