@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import refsim.cuda as rc
 from refsim.emulator import anyprec_kernel, atom_kernel, gptq_awq_kernel, mixed_2_4_16_kernel
+from refsim.formats import anyprec_kernel as ak
 from refsim.formats import atom, awq, bitplane, gptq
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.testing import assert_bitexact
@@ -98,6 +99,23 @@ def test_anyprec_gemv_equals_its_emulator(c, m, bits, tail, full):
     lut = _values(rng, (n, 2**bits), 1.0, c["special"])
     x = _values(rng, (m, k), 1.0, c["special"])
     assert_bitexact(rc.anyprec_gemv(x, qweight, lut, bits), anyprec_kernel.anyprec_gemv(x, qweight, lut, bits))
+
+
+@settings(max_examples=2)
+@given(seed=st.integers(0, 2**31 - 1), m=st.integers(1, 3), bits=st.integers(3, 8))
+def test_anyprec_gemv_equals_the_formats_exact_reference_when_nothing_rounds(seed, m, bits):
+    # integer table entries in [-4, 4], x in {-1, 0, 1} and mostly 0: every fp16 partial is an integer
+    # below 2^11, so the kernel returns the format's exact float64 sum (matmul_reference) rounded once
+    rng = np.random.default_rng(seed)
+    k, n = 1056, 4 if m == 1 else 16
+    codes = rng.integers(0, 2**bits, (n, k)).astype(np.uint8)
+    lut = rng.integers(-4, 5, (n, 2**bits)).astype(np.float16)
+    x = (rng.integers(-1, 2, (m, k)) * (rng.random((m, k)) < 0.2)).astype(np.float16)
+    qweight = bitplane.pack(codes, bits)
+    exact = ak.matmul_reference(x, qweight, lut, bits)
+    W = np.take_along_axis(lut.astype(np.float64), codes.astype(np.int64), axis=1)     # (N, K)
+    assert (np.abs(x.astype(np.float64)) @ np.abs(W).T).max() < 2048      # premise: no partial can round
+    assert_bitexact(rc.anyprec_gemv(x, qweight, lut, bits), exact.astype(np.float16) + np.float16(0))
 
 
 # ------------------------------------------------------------------------------------------- 2/4/16

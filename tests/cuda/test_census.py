@@ -74,9 +74,10 @@ def test_resources_json_matches_ptxas(compiled):
     version = census.tool_version(census.find_tool("nvcc"))
     if committed["compiler"] != version:
         pytest.skip(f"resources.json comes from {committed['compiler']!r}; this nvcc is {version!r}")
-    for name, (res, _, _) in compiled.items():
+    for name, (res, sass, _) in compiled.items():
         for entry, r in res.items():
             row = committed["kernels"].get(entry)
             assert row is not None, f"resources.json lacks {entry}: run python -m refsim.cuda.regenerate"
             assert (row["source"], row["registers_per_thread"], row["static_shared_bytes_per_block"],
                     row["spill_store_bytes"]) == (f"{name}.cu", r.registers, r.shared_bytes, r.spill_store_bytes), entry
+            assert row["sass_mix"] == dict(sass[entry]), f"{entry}: SASS mix changed: run python -m refsim.cuda.regenerate"
