@@ -168,6 +168,8 @@ class Launch:
         self.async_records: list[dict] = []
         self.pending = np.zeros(self.shared.size, np.int32) if race else None
         self.yielding = np.zeros(self.NW, bool)
+        self.bar_pred = np.zeros(T, bool)                          # bar.red predicate per thread
+        self.bar_red_out: dict[int, tuple] = {}                    # bar.red instruction -> (writer, op)
         self.bar_count = np.zeros((self.nslots, 16), np.int64)   # arrivals per block slot and barrier id
         self.bar_need = np.zeros((self.nslots, 16), np.int64)    # bar.sync a, b count (0: live threads)
         self.last_seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -511,7 +513,9 @@ class Launch:
         mods = ins.mods
         if "warp" in mods:
             return lambda sel: self.pc.__setitem__(sel, self.pc[sel] + 1)
-        if "red" in mods or ("arrive" not in mods and "sync" not in mods and mods not in ((), ("aligned",))):
+        if "red" in mods:
+            return self._bar_red(ins, idx)
+        if "arrive" not in mods and "sync" not in mods and mods not in ((), ("aligned",)):
             raise PtxUnsupportedError(f"{self._where(ins)}: barrier variant {ins.name} is not supported")
         arrive = "arrive" in mods
         bid = self._reader(ins.operands[0], "u32", ins)
@@ -536,6 +540,32 @@ class Launch:
 
     _op_barrier = _op_bar
 
+    def _bar_red(self, ins: Instruction, idx: int):
+        """``bar.red.popc.u32 d, a{, b}, {!}c`` / ``bar.red.{and,or}.pred p, a{, b}, {!}c``: a
+        ``bar.sync`` whose release gives every waiting thread the popcount / AND / OR of the
+        predicates ``c`` of the block's threads that arrived (PTX ISA "bar, barrier")."""
+        op = next((m for m in ins.mods if m in ("popc", "and", "or")), None)
+        if op is None or len(ins.operands) not in (3, 4):
+            raise PtxUnsupportedError(f"{self._where(ins)}: barrier reduction {ins.name} is not supported")
+        out_type = "u32" if op == "popc" else "pred"
+        self.bar_red_out[idx] = (self._writer(ins.operands[0], out_type, ins), op)
+        bid = self._reader(ins.operands[1], "u32", ins)
+        count = self._reader(ins.operands[2], "u32", ins) if len(ins.operands) == 4 else None
+        pred = self._reader(ins.operands[-1], "pred", ins)
+
+        def run(sel):
+            sel = self._threads(sel)
+            b = np.broadcast_to(bid(sel), sel.shape).astype(np.int64)
+            if (b > 15).any():
+                raise PtxUnsupportedError(f"{self._where(ins)}: barrier id must be 0..15; got {int(b.max())}")
+            self.bar_pred[sel] = np.broadcast_to(pred(sel), sel.shape)
+            self.bar_wait[sel] = True
+            self.bar_id[sel] = b
+            self.bar_pc[sel] = self.pc[sel]
+            self.pc[sel] = self.END
+            self._arrivals(sel, b, count)
+        return run
+
     def _arrivals(self, sel, b, count) -> None:
         key = self.slot_of[sel] * 16 + b
         self.bar_count += np.bincount(key, minlength=self.nslots * 16).reshape(self.nslots, 16)
@@ -551,6 +581,9 @@ class Launch:
         if not done.any():
             return
         waiting = self.bar_wait & done[self.slot_of, self.bar_id]
+        released = np.flatnonzero(waiting)
+        if self.bar_red_out:
+            self._reduce_predicates(released)
         self.bar_wait[waiting] = False
         self.pc[waiting] = self.bar_pc[waiting] + 1
         self.bar_count[done] = 0
@@ -563,6 +596,24 @@ class Launch:
             cleared = np.repeat(slots, self.shared_stride)
             self.race_w[cleared] = -1
             self.race_r[cleared] = -1
+
+    def _reduce_predicates(self, released: np.ndarray) -> None:
+        """Results of the ``bar.red`` instructions among the threads a barrier releases."""
+        at = self.bar_pc[released]
+        red = np.isin(at, list(self.bar_red_out))
+        if not red.any():
+            return
+        th = released[red]
+        key = self.slot_of[th] * 16 + self.bar_id[th]
+        n = self.nslots * 16
+        popc = np.bincount(key, weights=self.bar_pred[th], minlength=n).astype(np.int64)
+        total = np.bincount(key, minlength=n)
+        for q in np.unique(at[red]):
+            write, op = self.bar_red_out[int(q)]
+            mine = at[red] == q
+            k = key[mine]
+            value = {"popc": popc[k].astype(np.uint32), "and": popc[k] == total[k], "or": popc[k] > 0}[op]
+            write(th[mine], value)
 
     def _op_membar(self, ins: Instruction, idx: int):
         return lambda sel: None

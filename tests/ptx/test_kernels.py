@@ -152,6 +152,13 @@ def test_committed_ptx_matches_nvcc(tmp_path):
     spec = importlib.util.spec_from_file_location("regen", KERNELS / "regen.py")
     regen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(regen)
+    import re
+    import subprocess
+
+    committed_version = re.search(r"release [\d.]+, V[\d.]+", (KERNELS / "reduce.ptx").read_text()).group(0)
+    installed = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
+    if committed_version not in installed:
+        pytest.skip(f"the committed PTX comes from nvcc {committed_version}; another nvcc emits other PTX")
     strip = lambda s: [l for l in s.splitlines() if "Compiler Build ID" not in l]  # noqa: E731
     fresh = regen.compile_all(tmp_path)
     assert sorted(fresh) == sorted(p.name for p in KERNELS.glob("*.cu"))

@@ -104,3 +104,35 @@ def test_contractible_mul_add_pairs_are_listed():
                    "add.f32 %f4, %f1, %f5;\n"       # line 10: not contractible
                    "}\n")
     assert ptx.Module(text).contractible("k") == ((7, 8),)
+
+
+BAR_RED = HEAD + """.visible .entry k(.param .u64 out)
+{
+.reg .pred %p<4>;
+.reg .b32 %r<6>;
+.reg .b64 %rd<6>;
+ld.param.u64 %rd1, [out];
+cvta.to.global.u64 %rd2, %rd1;
+mov.u32 %r1, %tid.x;
+setp.lt.u32 %p1, %r1, 45;
+bar.red.popc.u32 %r2, 0, %p1;
+bar.red.or.pred %p2, 0, !%p1;
+bar.red.and.pred %p3, 0, %p1;
+selp.u32 %r3, 1, 0, %p2;
+selp.u32 %r4, 1, 0, %p3;
+mul.wide.u32 %rd3, %r1, 12;
+add.s64 %rd4, %rd2, %rd3;
+st.global.u32 [%rd4], %r2;
+st.global.u32 [%rd4+4], %r3;
+st.global.u32 [%rd4+8], %r4;
+}
+"""
+
+
+def test_barrier_reductions_syncthreads_count_or_and():
+    out = np.zeros((64, 3), np.uint32)
+    ptx.Module(BAR_RED).launch("k", 1, 64, [out])
+    assert (out == [45, 1, 0]).all()              # 45 of 64 below 45; some are not; not all are
+    out = np.zeros((40, 3), np.uint32)
+    ptx.Module(BAR_RED).launch("k", 1, 40, [out])
+    assert (out == [40, 0, 1]).all()
