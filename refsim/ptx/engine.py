@@ -453,6 +453,9 @@ class Launch:
 
             def run(sel):
                 warps, lanes, active = self._warps(sel)
+                if not active.all():
+                    raise PtxUnsupportedError(f"{self._where(ins)}: mma executed by a partial warp "
+                                              f"(.aligned: every lane must execute it)")
                 ops = [np.stack([np.broadcast_to(r(lanes), lanes.shape) for r in g], axis=-1) for g in readers]
                 d, = fn(*ops)
                 act = lanes[active]

@@ -202,3 +202,17 @@ def test_local_array_struct_param_vote_and_wide_atomics(a, b, sel):
     assert_bitexact(fo, np.array([np.float32(b) * 32], np.float32))       # 32 exact additions
     assert_bitexact(u64, np.array([32 << 33], np.uint64))
     assert_bitexact(h, np.array([16.0], np.float16))
+
+
+def test_blocks_beyond_the_resident_limit_run_in_refilled_slots(monkeypatch):
+    from refsim.ptx import engine
+
+    monkeypatch.setattr(engine, "RESIDENT_THREADS", 512)          # two 256-thread block slots
+    n = 7 * 256 - 3
+    x = np.random.default_rng(5).integers(-(2**31), 2**31, n).astype(np.int32)
+    out = np.zeros(7, np.int32)
+    stats = module("reduce").launch("block_sum", 7, 256, [x, out, n])
+    padded = np.zeros(7 * 256, np.int64)
+    padded[:n] = x
+    assert_bitexact(out, (padded.reshape(7, 256).sum(axis=1) % 2**32).astype(np.uint32).view(np.int32))
+    assert stats.blocks == 7 and stats.barriers == 7 * 9

@@ -83,3 +83,25 @@ st.global.u32 [%rd1], %r2;
     assert out[0] == 77
     with pytest.raises(ptx.PtxMemoryError, match="block has 1020 bytes"):
         m.launch("k", 1, 1, [out], shared_bytes=1020)
+
+
+def test_createpolicy_and_l2_cache_hint_are_accepted_without_effect_on_values():
+    text = HEAD + """.visible .entry k(.param .u64 p0)
+{
+.reg .b32 %r<4>;
+.reg .b64 %rd<6>;
+.shared .align 16 .b8 s[16];
+ld.param.u64 %rd1, [p0];
+cvta.to.global.u64 %rd2, %rd1;
+createpolicy.fractional.L2::evict_first.b64 %rd5, 1.0;
+mov.u32 %r1, s;
+cp.async.cg.shared.global.L2::cache_hint [%r1], [%rd2], 16, %rd5;
+cp.async.commit_group;
+cp.async.wait_group 0;
+ld.shared.v4.u32 {%r0, %r1, %r2, %r3}, [s];
+st.global.v4.u32 [%rd2+16], {%r0, %r1, %r2, %r3};
+}
+"""
+    x = np.array([1, 2, 3, 4, 0, 0, 0, 0], np.int32)
+    ptx.Module(text).launch("k", 1, 1, [x], race=True, poison=True)
+    assert x.tolist() == [1, 2, 3, 4, 1, 2, 3, 4]

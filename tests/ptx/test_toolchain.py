@@ -67,3 +67,17 @@ def test_wheel_nvcc_is_found_under_site_packages_nvidia(monkeypatch, tmp_path):
     monkeypatch.setattr(toolchain.sysconfig, "get_paths", lambda: {"purelib": str(tmp_path), "platlib": str(tmp_path)})
     assert toolchain.find_nvcc() == exe
     assert os.access(exe, os.X_OK)
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc is not installed")
+def test_readme_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Run a CUDA kernel without a GPU")[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.startswith("[1.  1.5 2. ] ")          # y = 1 + 0.5 * x for x = 0, 1, 2 (then the count)
