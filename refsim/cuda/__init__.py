@@ -11,6 +11,7 @@ nvcc-compiled PTX on a CPU through :mod:`refsim.ptx`, so every CI run checks the
     mixed_gemv                   mixed_2_4_16.cu   refsim.emulator.mixed_2_4_16_kernel.mixed_gemv
     gptq_gemv, awq_gemv          gptq_awq.cu       refsim.emulator.gptq_awq_kernel.gptq_gemv / awq_gemv
     atom_group_gemm              atom.cu           refsim.emulator.atom_kernel.atom_group_gemm
+    marlin_gemm                  marlin.cu         refsim.emulator.marlin_kernel.marlin_gemm
 
 ``kernels()`` lists them from the registry (:mod:`refsim.cuda.registry`); ``ptx(name, arch)`` returns a
 file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``user_kernel`` turns your own
@@ -23,11 +24,12 @@ from refsim.cuda.anyprec import anyprec_gemv
 from refsim.cuda.atom import atom_group_gemm
 from refsim.cuda.build import ptx
 from refsim.cuda.gptq_awq import awq_gemv, gptq_gemv
+from refsim.cuda.marlin import marlin_gemm
 from refsim.cuda.mixed_2_4_16 import mixed_gemv
 from refsim.cuda.registry import KernelEntry, entries
 from refsim.cuda.user import LaunchPlan, user_kernel
 
-__all__ = ["anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "ptx", "kernels",
+__all__ = ["marlin_gemm", "anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "ptx", "kernels",
            "KernelEntry", "user_kernel", "LaunchPlan"]
 
 

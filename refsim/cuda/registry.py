@@ -21,6 +21,7 @@ SOURCES: tuple[str, ...] = (
     "mixed_2_4_16",
     "gptq_awq",
     "atom",
+    "marlin",
 )
 
 

@@ -11,8 +11,8 @@ import pytest
 from refsim.cuda import build, census, registry
 from refsim.cuda.regenerate import RESOURCES
 
-TENSOR_CORE = {"atom"}                                  # files whose design is mma.sync
-DEQUANT = {"anyprec", "mixed_2_4_16", "gptq_awq"}       # files that unpack codes with bit operations
+TENSOR_CORE = {"atom", "marlin"}                                 # files whose design is mma.sync
+DEQUANT = {"anyprec", "mixed_2_4_16", "gptq_awq", "marlin"}      # files that unpack codes with bit operations
 _FLOAT_OP = re.compile(r"^(add|sub|mul|fma|mad)((?:\.[a-z0-9]+)*)\.(f32|f16|f16x2|bf16|bf16x2|f64)$")
 
 
