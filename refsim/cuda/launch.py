@@ -73,9 +73,20 @@ def _dim3(v) -> tuple[int, int, int]:
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
+_GPU_DEFAULT_DYNAMIC_SHARED = 48 * 1024  # bytes a launch may use without cudaFuncSetAttribute (CUDA guide)
+
+
 def run_on_gpu(ptx_text: str, launch: Launch, args: tuple) -> None:
     """Load ``ptx_text`` with the CUDA driver (``cuda.core``), copy every array argument to the device,
-    launch on device 0, copy every array back in place. ToolchainError without cuda.core or a GPU."""
+    launch on device 0, copy every array back in place. ToolchainError without cuda.core or a GPU.
+
+    Dynamic shared memory above 48 KiB (six of marlin.cu's ten entries) needs the kernel's
+    max-dynamic-shared-memory attribute raised first; that step has never run on a GPU here, so such
+    a launch is refused with a ToolchainError instead of failing inside the driver."""
+    if launch.shared_bytes > _GPU_DEFAULT_DYNAMIC_SHARED:
+        raise ToolchainError(f"backend='gpu': {launch.kernel} needs {launch.shared_bytes} bytes of dynamic shared "
+                             f"memory, above the {_GPU_DEFAULT_DYNAMIC_SHARED} a launch gets without raising the "
+                             f"kernel's attribute, which refsim's GPU path does not do yet; use backend='ptx'")
     try:
         import cuda.core as cc
     except ImportError as err:
