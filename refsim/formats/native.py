@@ -44,8 +44,9 @@ __all__ = ["available", "gptq_pack", "gptq_unpack", "awq_pack", "awq_unpack", "m
            "marlin_unpack", "bitplane_pack", "bitplane_unpack", "SOURCE"]
 
 SOURCE = r"""
-/* refsim native packers. Oracle: refsim.formats.gptq.pack_stream/unpack_stream and
-   refsim.formats.awq.pack_columns/unpack_columns (NumPy). Integer operations only. */
+/* refsim native packers. Oracles: refsim.formats.gptq.pack_stream/unpack_stream,
+   refsim.formats.awq.pack_columns/unpack_columns, refsim.formats.marlin._pack_codes_numpy /
+   unpermute_weights, refsim.formats.bitplane.pack/unpack (NumPy). Integer operations only. */
 #include <stdint.h>
 #include <string.h>
 #ifdef __AVX2__
@@ -54,22 +55,33 @@ SOURCE = r"""
 
 #pragma GCC optimize("O3")   /* -O2's cost model does not vectorise loops that need alias checks */
 
-/* q uint8 (K, N) -> words uint32 (K*bits/32, N): bit r*bits + b of a column's stream. Word row by
-   word row: the rows whose fields start in it are shifted in (the first one assigns, so no
-   memset pass), a 3-bit row straddling into the next word row adds its high bits there first. */
-/* 2/4/8 bits: the PER = 32/bits fields of a word are consecutive rows; with PER a compile-time
-   constant the field loop unrolls and the column loop vectorises, each word written once */
+/* q uint8 (K, N) -> words uint32 (K*bits/32, N): bit r*bits + b of a column's stream. Blocks of
+   512 columns (the temporaries stay in L1). Fields are first joined into bytes on bytes (32 codes
+   per AVX2 op, the range check ORs the same bytes), then 4 bytes (2/4/8 bits) or 16 six-bit
+   pairs (3 bits) are shifted into their words, each word written once. */
 static inline __attribute__((always_inline))
-uint32_t pack_whole(const uint8_t *restrict q, int64_t K, int64_t N, const int bits, uint32_t *restrict out) {
+uint8_t pack_whole(const uint8_t *restrict q, int64_t K, int64_t N, const int bits, uint32_t *restrict out) {
     const int PER = 32 / bits;
-    uint32_t seen = 0;                                       /* OR of every code: the range check */
+    uint8_t seen = 0;             /* OR of every code: the range check, on bytes (32 per AVX2 op) */
     for (int64_t w = 0; w < K / PER; w++) {
         const uint8_t *restrict src = q + w * PER * N;
         uint32_t *restrict dst = out + w * N;
-        for (int64_t n = 0; n < N; n++) {
-            uint32_t v = 0;
-            for (int i = 0; i < PER; i++) { uint32_t c = src[i * N + n]; seen |= c; v |= c << (i * bits); }
-            dst[n] = v;
+        for (int64_t b = 0; b < N; b += 512) {               /* blocks of columns stay in L1 */
+            int64_t e = b + 512 < N ? b + 512 : N;
+            uint8_t B[4][512];   /* byte j of the words: fields 4j/bits.. of a byte, on bytes (32 per op) */
+            for (int j = 0; j < 4; j++)
+                for (int64_t n = b; n < e; n++) {
+                    uint8_t acc = 0;
+                    for (int f = 0; f < 8 / bits; f++) {
+                        uint8_t c = src[(j * (8 / bits) + f) * N + n];
+                        seen |= c;
+                        acc |= (uint8_t)(c << (f * bits));
+                    }
+                    B[j][n - b] = acc;
+                }
+            for (int64_t n = b; n < e; n++)
+                dst[n] = (uint32_t)B[0][n - b] | (uint32_t)B[1][n - b] << 8
+                       | (uint32_t)B[2][n - b] << 16 | (uint32_t)B[3][n - b] << 24;
         }
     }
     return seen;
@@ -77,34 +89,37 @@ uint32_t pack_whole(const uint8_t *restrict q, int64_t K, int64_t N, const int b
 
 /* returns 1 if some code is >= 2**bits (the words are then meaningless), else 0 */
 int refsim_gptq_pack(const uint8_t *restrict q, int64_t K, int64_t N, int bits, uint32_t *restrict out) {
-    uint32_t seen = 0;
+    uint8_t seen = 0, seen8 = 0;
     if (bits == 2) seen = pack_whole(q, K, N, 2, out);
     else if (bits == 4) seen = pack_whole(q, K, N, 4, out);
     else if (bits == 8) seen = pack_whole(q, K, N, 8, out);
     else {
-    int64_t W = K * bits / 32;                               /* 3 bits: fields straddle words */
-    for (int64_t w = 0; w < W; w++) {
-        uint32_t *restrict dst = out + w * N;
-        int64_t r0 = (32 * w + bits - 1) / bits;             /* first row starting in word w */
-        int64_t r1 = (32 * w + 32 + bits - 1) / bits;        /* first row starting after it */
-        int s0 = (int)(r0 * bits - 32 * w);
-        if (s0 > 0) {                                        /* spill of row r0 - 1 (3-bit) */
-            const uint8_t *restrict src = q + (r0 - 1) * N;
-            int t = bits - s0;                               /* bits of that row already in w - 1 */
-            for (int64_t n = 0; n < N; n++) dst[n] = (uint32_t)src[n] >> t;
-        } else {
-            const uint8_t *restrict src = q + r0 * N;
-            for (int64_t n = 0; n < N; n++) { seen |= src[n]; dst[n] = (uint32_t)src[n]; }
-            r0++;
-        }
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *restrict src = q + r * N;
-            int s = (int)(r * bits - 32 * w);
-            for (int64_t n = 0; n < N; n++) { seen |= src[n]; dst[n] |= (uint32_t)src[n] << s; }
+    /* 3 bits: per period (32 rows -> 3 words) and block of columns, rows 2i and 2i+1 are first
+       joined into one 6-bit byte (on bytes, 32 per op, with the range check), then the 16 bytes
+       are shifted into the 3 words; bytes 5 and 10 straddle a word boundary */
+    for (int64_t p = 0; p < K / 32; p++) {
+        const uint8_t *restrict src = q + 32 * p * N;
+        for (int64_t b = 0; b < N; b += 512) {
+            int64_t e = b + 512 < N ? b + 512 : N;
+            uint8_t P[16][512];
+            for (int i = 0; i < 16; i++)
+                for (int64_t n = b; n < e; n++) {
+                    uint8_t c0 = src[2 * i * N + n], c1 = src[(2 * i + 1) * N + n];
+                    seen8 |= c0 | c1;
+                    P[i][n - b] = c0 | (uint8_t)(c1 << 3);
+                }
+            uint32_t *restrict d0 = out + 3 * p * N, *restrict d1 = d0 + N, *restrict d2 = d1 + N;
+            for (int64_t n = b; n < e; n++) {
+#define X(i) ((uint32_t)P[i][n - b])
+                d0[n] = X(0) | X(1) << 6 | X(2) << 12 | X(3) << 18 | X(4) << 24 | X(5) << 30;
+                d1[n] = X(5) >> 2 | X(6) << 4 | X(7) << 10 | X(8) << 16 | X(9) << 22 | X(10) << 28;
+                d2[n] = X(10) >> 4 | X(11) << 2 | X(12) << 8 | X(13) << 14 | X(14) << 20 | X(15) << 26;
+#undef X
+            }
         }
     }
     }
-    return (seen >> bits) != 0;
+    return ((seen | seen8) >> bits) != 0;
 }
 
 /* words uint32 (K*bits/32, N) -> q uint8 (K, N) */
