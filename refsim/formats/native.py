@@ -293,7 +293,31 @@ void refsim_bitplane_pack(const uint8_t *restrict codes, int64_t N, int64_t K, i
         const uint8_t *row = codes + r * K;
         for (int64_t i = 0; i * 1024 < K; i++) {
             int64_t eff = (K - 1024 * i) >= 1024 ? 32 : (K - 1024 * i) / 32;
-            for (int64_t t = 0; t < eff; t++) {
+            int64_t t = 0;
+#ifdef __AVX2__
+            /* four lanes t at once: 32 bytes of each group q, bytes of each 8 reversed (pshufb),
+               a 4 x 4 transpose of the 64-bit pieces gives one vector per t as in the loop below */
+            const __m256i rev = _mm256_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8,
+                                                 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8);
+            for (; t + 4 <= eff; t += 4) {
+                const uint8_t *base = row + 1024 * i + 8 * t;
+                __m256i A = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(base + 24 * eff)), rev);
+                __m256i Bv = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(base + 16 * eff)), rev);
+                __m256i C = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(base + 8 * eff)), rev);
+                __m256i D = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)base), rev);
+                __m256i T0 = _mm256_unpacklo_epi64(A, Bv), T2 = _mm256_unpacklo_epi64(C, D);
+                __m256i T1 = _mm256_unpackhi_epi64(A, Bv), T3 = _mm256_unpackhi_epi64(C, D);
+                __m256i v[4] = {_mm256_permute2x128_si256(T0, T2, 0x20), _mm256_permute2x128_si256(T1, T3, 0x20),
+                                _mm256_permute2x128_si256(T0, T2, 0x31), _mm256_permute2x128_si256(T1, T3, 0x31)};
+                uint32_t *dst = out + r * KW + 32 * i + t;
+                for (int j = 0; j < P; j++) {
+                    __m128i sh = _mm_cvtsi32_si128(7 - (P - 1 - j));
+                    for (int u = 0; u < 4; u++)
+                        dst[j * plane + u] = (uint32_t)_mm256_movemask_epi8(_mm256_sll_epi16(v[u], sh));
+                }
+            }
+#endif
+            for (; t < eff; t++) {
                 uint64_t x[4];
                 for (int q = 0; q < 4; q++) memcpy(&x[q], row + 1024 * i + 8 * eff * q + 8 * t, 8);
                 uint32_t *dst = out + r * KW + 32 * i + t;
