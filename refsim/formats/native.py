@@ -287,7 +287,8 @@ void refsim_marlin_unpack(const uint32_t *restrict b, int64_t K, int64_t N, uint
        ((x >> s) & 0x0101010101010101) * 0x8040201008040201 >> 56
    (the 64 partial products land on distinct bits, so no carry reaches the top byte). */
 #define LSB8 0x0101010101010101ull
-void refsim_bitplane_pack(const uint8_t *restrict codes, int64_t N, int64_t K, int P, uint32_t *restrict out) {
+static inline __attribute__((always_inline))
+void bitplane_pack(const uint8_t *restrict codes, int64_t N, int64_t K, const int P, uint32_t *restrict out) {
     int64_t KW = K / 32, plane = N * KW;
     for (int64_t r = 0; r < N; r++) {
         const uint8_t *row = codes + r * K;
@@ -310,10 +311,12 @@ void refsim_bitplane_pack(const uint8_t *restrict codes, int64_t N, int64_t K, i
                 __m256i v[4] = {_mm256_permute2x128_si256(T0, T2, 0x20), _mm256_permute2x128_si256(T1, T3, 0x20),
                                 _mm256_permute2x128_si256(T0, T2, 0x31), _mm256_permute2x128_si256(T1, T3, 0x31)};
                 uint32_t *dst = out + r * KW + 32 * i + t;
-                for (int j = 0; j < P; j++) {
-                    __m128i sh = _mm_cvtsi32_si128(7 - (P - 1 - j));
-                    for (int u = 0; u < 4; u++)
-                        dst[j * plane + u] = (uint32_t)_mm256_movemask_epi8(_mm256_sll_epi16(v[u], sh));
+                for (int u = 0; u < 4; u++) {          /* code bit P-1 to the top, then one bit per add */
+                    __m256i x = _mm256_slli_epi16(v[u], 8 - P);
+                    for (int j = 0; j < P; j++) {
+                        dst[j * plane + u] = (uint32_t)_mm256_movemask_epi8(x);
+                        x = _mm256_add_epi8(x, x);
+                    }
                 }
             }
 #endif
@@ -343,19 +346,23 @@ void refsim_bitplane_pack(const uint8_t *restrict codes, int64_t N, int64_t K, i
     }
 }
 
+/* P as a compile-time constant: the plane loops unroll, the shift counts become immediates */
+void refsim_bitplane_pack(const uint8_t *restrict codes, int64_t N, int64_t K, int P, uint32_t *restrict out) {
+    switch (P) {
+    case 3: bitplane_pack(codes, N, K, 3, out); break;
+    case 4: bitplane_pack(codes, N, K, 4, out); break;
+    case 5: bitplane_pack(codes, N, K, 5, out); break;
+    case 6: bitplane_pack(codes, N, K, 6, out); break;
+    case 7: bitplane_pack(codes, N, K, 7, out); break;
+    default: bitplane_pack(codes, N, K, 8, out); break;       /* callers pass 3..8 */
+    }
+}
+
 /* the inverse for the first B planes: code = OR_j bit(j) << (B-1-j); a byte's 8 bits are spread to
    8 bytes (bit 7 - e -> bit 0 of byte e) through a 256-entry table */
-void refsim_bitplane_unpack(const uint32_t *restrict planes, int64_t N, int64_t K, int B, uint8_t *restrict codes) {
-    static uint64_t spread[256];
-    static int ready = 0;
-    if (!ready) {                 /* idempotent: racing callers write the same values */
-        for (int v = 0; v < 256; v++) {
-            uint64_t x = 0;
-            for (int e = 0; e < 8; e++) x |= (uint64_t)((v >> (7 - e)) & 1) << (8 * e);
-            spread[v] = x;
-        }
-        ready = 1;
-    }
+static uint64_t spread[256];
+static inline __attribute__((always_inline))
+void bitplane_unpack(const uint32_t *restrict planes, int64_t N, int64_t K, const int B, uint8_t *restrict codes) {
     int64_t KW = K / 32, plane = N * KW;
     for (int64_t r = 0; r < N; r++) {
         uint8_t *row = codes + r * K;
@@ -387,6 +394,26 @@ void refsim_bitplane_unpack(const uint32_t *restrict planes, int64_t N, int64_t 
                 for (int q = 0; q < 4; q++) memcpy(row + 1024 * i + 8 * eff * q + 8 * t, &x[q], 8);
             }
         }
+    }
+}
+
+void refsim_bitplane_unpack(const uint32_t *restrict planes, int64_t N, int64_t K, int B, uint8_t *restrict codes) {
+    static int ready = 0;
+    if (!ready) {                 /* idempotent: racing callers write the same values */
+        for (int v = 0; v < 256; v++) {
+            uint64_t x = 0;
+            for (int e = 0; e < 8; e++) x |= (uint64_t)((v >> (7 - e)) & 1) << (8 * e);
+            spread[v] = x;
+        }
+        ready = 1;
+    }
+    switch (B) {                  /* B as a compile-time constant, as for the pack */
+    case 3: bitplane_unpack(planes, N, K, 3, codes); break;
+    case 4: bitplane_unpack(planes, N, K, 4, codes); break;
+    case 5: bitplane_unpack(planes, N, K, 5, codes); break;
+    case 6: bitplane_unpack(planes, N, K, 6, codes); break;
+    case 7: bitplane_unpack(planes, N, K, 7, codes); break;
+    default: bitplane_unpack(planes, N, K, 8, codes); break;  /* callers pass 3..8 */
     }
 }
 """
