@@ -58,7 +58,7 @@ def main() -> None:
     qt = np.ascontiguousarray(q4.T)                                    # bitplane codes are (N, K)
     cases.append(("bitplane 4", qt, lambda: bitplane.pack(qt, 4), lambda p: bitplane.unpack(p)))
     print(f"layer {k}x{n}, best of {rep}; ratio = (bytes in + bytes out) / time / np.copy bandwidth "
-          f"(wall / CPU time); path: {'compiled' if native.available() else 'NumPy'} for GPTQ and AWQ")
+          f"(wall / CPU time); path: {'compiled' if native.available() else 'NumPy'} for every format")
     print(f"{'format':<14} {'copy GB/s':>9} {'pack ms':>8} {'pack/copy':>12} {'unpack ms':>10} {'unpack/copy':>12}")
     ok_wall = ok_cpu = True
     for name, q, pack, unpack in cases:

@@ -64,9 +64,15 @@ def pack_columns(q: np.ndarray) -> np.ndarray:
     require_integer_array("q", q)
     require_ndim("q", q, 2)
     require_divisible("N (columns of q)", q.shape[1], 8, "must be a positive multiple of 8 (8 nibbles per word)")
+    if q.dtype == np.uint8 and _fast.available():
+        # compiled twin (refsim.formats.native): one pass that also ORs every 8 codes, so the range
+        # check costs no pass of its own; on a code >= 16 it returns None and require_codes raises
+        words = _fast.awq_pack(np.ascontiguousarray(q))
+        if words is not None:
+            return words.view(np.int32)
     require_codes("q", q, BITS)
     r, n = q.shape
-    if _fast.available():               # compiled twin (refsim.formats.native): one pass
+    if _fast.available():               # other integer dtypes, validated above
         return _fast.awq_pack(np.ascontiguousarray(q, dtype=np.uint8)).view(np.int32)
     cols = q.astype(np.uint8, copy=False).reshape(r, n // 8, 8)  # (R, N/8, column in word); codes <= 15
     # byte j of a word (little-endian) = slot 2j (low nibble) | slot 2j+1 (high nibble); the four

@@ -207,12 +207,19 @@ def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
     require_integer_array("q", q)
     require_ndim("q", q, 2)
     require_divisible("K (rows of q)", q.shape[0], 32, "must be a positive multiple of 32 (qweight packs along K)")
+    if q.dtype == np.uint8 and _fast.available():
+        # compiled twin of pack_stream (refsim.formats.native): one pass that also ORs every code,
+        # so the range check costs no pass of its own; on a code >= 2**bits it returns None and
+        # require_codes below raises the usual message
+        words = _fast.gptq_pack(np.ascontiguousarray(q), bits)
+        if words is not None:
+            return words.view(np.int32)
     require_codes("q", q, bits)
     # In-range fields never overlap, so OR equals + and one einsum pass per word sums
     # q_i * 2**shift_i (mod 2**32, which also drops the spilled high bits of a straddling value).
     k, n = q.shape
     q = q.astype(np.uint8, copy=False)  # validated codes < 2**bits <= 256: exact
-    if _fast.available():               # compiled twin of pack_stream: one pass (refsim.formats.native)
+    if _fast.available():               # other integer dtypes, validated above
         return _fast.gptq_pack(np.ascontiguousarray(q), bits).view(np.int32)
     if bits != 3:
         per = 32 // bits

@@ -55,6 +55,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from refsim.formats import native as _fast
 from refsim._validate import (
     require_codes,
     require_divisible,
@@ -326,6 +327,14 @@ def pack(q: np.ndarray, scales: np.ndarray, group_size: int | None) -> tuple[np.
 
 
 def _pack_codes(q: np.ndarray) -> np.ndarray:
+    """uint8 ``(K, N)`` validated codes -> int32 ``(K/16, 2N)``: the compiled packer
+    (:mod:`refsim.formats.native`, same bits) when available, else :func:`_pack_codes_numpy`."""
+    if _fast.available():
+        return _fast.marlin_pack(np.ascontiguousarray(q)).view(np.int32)
+    return _pack_codes_numpy(q)
+
+
+def _pack_codes_numpy(q: np.ndarray) -> np.ndarray:
     """uint8 ``(K, N)`` -> int32 ``(K/16, 2N)``: :func:`permute_weights` fused with the nibble fold.
 
     Storage slots ``2i`` and ``2i+1`` are the low and high nibble of byte ``i``, so gathering the
@@ -405,7 +414,10 @@ def unpack(b: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Grouped vs per-channel is read from ``G`` exactly as the kernel does (``G == 1`` per-channel).
     """
     b, s, k, n = _check_packed(b, s)
-    q = unpermute_weights(_words_to_nibbles(b), k, n)
+    if _fast.available():               # compiled twin (refsim.formats.native), same bits
+        q = _fast.marlin_unpack(np.ascontiguousarray(b).view(np.uint32), k, n)
+    else:
+        q = unpermute_weights(_words_to_nibbles(b), k, n)
     return q, unpermute_scales(s)
 
 

@@ -48,3 +48,125 @@ def test_public_packers_give_the_same_words_without_the_compiled_path(bits, monk
         assert_bitexact(f, s_, f"{bits}-bit public pack, both paths")
     assert_bitexact(gptq.unpack_qweight(fast[0], bits, 64), q, "unpack without compiled path")
     assert_bitexact(awq.unpack_columns(fast[1], 24), q4, "awq unpack without compiled path")
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 13, part 2: the range check fused into the GPTQ/AWQ pass; Marlin and bitplane kernels
+# ------------------------------------------------------------------------------------------------
+from refsim.errors import FormatRuleError  # noqa: E402
+from refsim.formats import bitplane, marlin  # noqa: E402
+
+
+def _numpy_only(monkeypatch):
+    monkeypatch.setattr(native, "_library", lambda: (None, "disabled by the test"))
+
+
+def _error(fn):
+    with pytest.raises(FormatRuleError) as info:
+        fn()
+    return str(info.value)
+
+
+@needs_native
+@pytest.mark.parametrize("bits", [2, 3, 4])          # every uint8 is an 8-bit code
+def test_fused_range_check_raises_the_numpy_message_at_every_row_of_a_period(bits, monkeypatch):
+    rng = np.random.default_rng(20 + bits)
+    base = rng.integers(0, 1 << bits, (64, 40), dtype=np.uint8)
+    cases = []
+    for row in range(32):                      # every row of a 3-bit period, incl. straddles 10, 21
+        for bad in (1 << bits, 255):
+            q = base.copy()
+            q[row + 32 * (row % 2), (7 * row) % 40] = bad
+            cases.append(q)
+    fast = [_error(lambda q=q: gptq.pack_qweight(q, bits)) for q in cases]
+    _numpy_only(monkeypatch)
+    slow = [_error(lambda q=q: gptq.pack_qweight(q, bits)) for q in cases]
+    assert fast == slow
+    assert fast[1] == f"q: {bits}-bit codes must lie in [0, {(1 << bits) - 1}]; got 255"
+
+
+@needs_native
+def test_fused_awq_range_check_raises_the_numpy_message_at_every_byte_of_a_word(monkeypatch):
+    rng = np.random.default_rng(5)
+    base = rng.integers(0, 16, (3, 24), dtype=np.uint8)
+    cases = []
+    for col in range(24):
+        for bad in (16, 17, 128, 255):
+            q = base.copy()
+            q[col % 3, col] = bad
+            cases.append(q)
+    fast = [_error(lambda q=q: awq.pack_columns(q)) for q in cases]
+    _numpy_only(monkeypatch)
+    slow = [_error(lambda q=q: awq.pack_columns(q)) for q in cases]
+    assert fast == slow
+    assert fast[-1] == "q: 4-bit codes must lie in [0, 15]; got 255"
+
+
+def _tile_codes(k, n, shift):
+    """Codes with every value 0..15 at every position as ``shift`` runs over 0..15."""
+    kk, nn = np.meshgrid(np.arange(k), np.arange(n), indexing="ij")
+    return ((kk * 5 + nn * 3 + (kk * nn) // 7 + shift) % 16).astype(np.uint8)
+
+
+@needs_native
+def test_compiled_marlin_codes_equal_the_numpy_gather_for_every_code_at_every_position():
+    for shift in range(16):
+        q = _tile_codes(32, 128, shift)
+        b = native.marlin_pack(q)
+        assert_bitexact(b.view(np.int32), marlin._pack_codes_numpy(q), f"marlin pack, shift {shift}")
+        assert_bitexact(native.marlin_unpack(b, 32, 128), q, "marlin round trip")
+    words = np.random.default_rng(7).integers(0, 1 << 32, (3, 2 * 192), dtype=np.uint32)
+    words[0, :8] = [0, 0xFFFFFFFF, 0x80000000, 1, 0x76543210, 0xFEDCBA98, 0x0F0F0F0F, 0xF0F0F0F0]
+    assert_bitexact(native.marlin_unpack(words, 48, 192),
+                    marlin.unpermute_weights(marlin._words_to_nibbles(words.view(np.int32)), 48, 192),
+                    "marlin unpack of arbitrary words")
+
+
+@needs_native
+@pytest.mark.parametrize("k", [32, 96, 1024, 1056, 2048 + 416])
+def test_compiled_bitplanes_equal_the_numpy_layout_with_and_without_a_tail_chunk(k, monkeypatch):
+    rng = np.random.default_rng(k)
+    for bits in bitplane.SUPPORTED_BITS:
+        codes = rng.integers(0, 1 << bits, (3, k), dtype=np.uint8)
+        codes[0] = np.arange(k) % (1 << bits)
+        codes[1, : min(k, 1 << bits)] = np.arange(1 << bits)[::-1][:k]
+        fast = bitplane.pack(codes, bits)
+        words = rng.integers(-(1 << 31), 1 << 31, (bits, 3, k // 32), dtype=np.int32)
+        fast_un = [bitplane.unpack(words, b) for b in range(3, bits + 1)]
+        with monkeypatch.context() as m:
+            _numpy_only(m)
+            assert_bitexact(fast, bitplane.pack(codes, bits), f"bitplane pack, {bits} bits, K={k}")
+            for b, got in zip(range(3, bits + 1), fast_un):
+                assert_bitexact(got, bitplane.unpack(words, b), f"bitplane unpack {b} of {bits}, K={k}")
+        assert_bitexact(bitplane.unpack(fast, bits), codes, "round trip")
+
+
+@needs_native
+def test_plain_c_variants_of_a_scalar_build_give_the_same_bits(monkeypatch):
+    """The AVX2 blocks are #ifdef'd; a scalar build runs the plain-C loops. Build one and run
+    every public packer through it against the NumPy paths."""
+    from refsim.qigen import build
+
+    scalar = native._bind(build.load(native.SOURCE, "scalar"))
+    rng = np.random.default_rng(99)
+    q4 = rng.integers(0, 16, (256, 256), dtype=np.uint8)
+    sc = (rng.random((2, 256)) + 0.5).astype(np.float16)
+    codes = rng.integers(0, 64, (5, 1312), dtype=np.uint8)
+
+    def run():
+        out = [marlin.pack(q4, sc, 128)[0], bitplane.pack(codes, 6), gptq.pack_qweight(q4 & 7, 3),
+               awq.pack_columns(q4)]
+        out += [marlin.unpack(out[0], marlin.pack(q4, sc, 128)[1])[0], bitplane.unpack(out[1], 4),
+                gptq.unpack_qweight(out[2], 3, 256), awq.unpack_columns(out[3], 256)]
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(native, "_library", lambda: (scalar, None))
+        plain = run()
+        bad = q4.copy()
+        bad[100, 3] = 16
+        msg = _error(lambda: awq.pack_columns(bad))
+    _numpy_only(monkeypatch)
+    for a, b in zip(plain, run()):
+        assert_bitexact(a, b, "scalar build vs NumPy")
+    assert msg == _error(lambda: awq.pack_columns(bad))
