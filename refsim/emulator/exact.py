@@ -22,6 +22,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from refsim.errors import DtypeError, FormatRuleError
+
 __all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "to_fraction", "from_fraction"]
 
 
@@ -95,6 +97,15 @@ def from_fraction(x: Fraction | float, dtype) -> np.generic:
     """Convert an already-representable value (output of :func:`round_fraction`) to ``dtype``.
 
     ``Fraction -> float`` is correctly rounded in Python, and the value is representable in
-    float64 for every format here, so the conversion is exact.
+    float64 for every format here, so the conversion is exact. ``dtype`` must be a float dtype
+    (float16/float32/float64 or bfloat16): an integer dtype would truncate.
     """
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise DtypeError(f"dtype: must be a floating dtype; got {dtype!r}") from None
+    if dt.kind != "f" and dt.name != "bfloat16":
+        raise DtypeError(f"dtype: must be a floating dtype (float16, float32, float64, bfloat16); got {dt}")
+    if not isinstance(x, (Fraction, float, int)) or isinstance(x, bool):
+        raise FormatRuleError(f"x: must be a Fraction or float; got {type(x).__name__}")
     return np.asarray(float(x), dtype=np.float64).astype(dtype)[()]

@@ -68,6 +68,7 @@ from fractions import Fraction
 import numpy as np
 
 from refsim._validate import (
+    native_contiguous,
     require_choice,
     require_codes,
     require_dtype,
@@ -111,7 +112,7 @@ def hessian_statistic(x: np.ndarray, n_samples: int = 1) -> np.ndarray:
     require_ndim("x", x, 2)
     require_finite("x", x)
     n_samples = require_int("n_samples", n_samples, minimum=1)
-    x32 = x.astype(np.float32)
+    x32 = native_contiguous(x, np.float32)  # einsum's summation order follows memory order
     return (np.float32(2.0 / n_samples) * np.einsum("tk,tk->k", x32, x32)).astype(np.float32)
 
 
@@ -558,7 +559,7 @@ def pack_kv(q: np.ndarray) -> np.ndarray:
     element in the low nibble: read as little-endian 32-bit words, element j of a word is
     ``(w >> 4j) & 0xF`` (the flashinfer fork's LSB-first order). Returns uint8 (..., D // 2)."""
     q = require_dtype("q", q, np.uint8)
-    require_codes("q", q, 4)
+    q = require_codes("q", q, 4)
     if q.ndim < 1 or q.shape[-1] % 2:
         raise ShapeError(f"q: last dimension must be even; got shape {q.shape}")
     return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)

@@ -347,7 +347,7 @@ def _check_pack_args(q, scales, group_size):
     k, n = q.shape
     _check_kn(k, n)
     group_size = _check_group_size(group_size)
-    require_codes("q", q, 4)
+    q = require_codes("q", q, 4)
     scales = _check_scales(scales, k, n, group_size)
     return q, scales, group_size
 

@@ -310,9 +310,9 @@ def csr_from_coo(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n_rows: i
 def check_csr(row_ptr: np.ndarray, col: np.ndarray, val: np.ndarray, *, n_rows: int, n_cols: int) -> None:
     """CSR validity: row_ptr int32 (n_rows+1,) starting at 0, monotone, ending at nnz; col
     uint16 (nnz,) in [0, n_cols) strictly ascending within each row; val float16 (nnz,) finite."""
-    require_dtype("row_ptr", row_ptr, np.int32)
-    require_dtype("col", col, np.uint16)
-    require_dtype("val", val, np.float16)
+    row_ptr = require_dtype("row_ptr", row_ptr, np.int32)
+    col = require_dtype("col", col, np.uint16)
+    val = require_dtype("val", val, np.float16)
     require_shape("row_ptr", row_ptr, (n_rows + 1,))
     nnz = col.size
     require_shape("val", val, (nnz,))

@@ -161,7 +161,7 @@ def block_order(n_kblocks: int, n_panels: int, order: str = "panel") -> np.ndarr
 
 
 def _check_qweight(qweight: np.ndarray, layout: QIGenLayout) -> None:
-    require_dtype("qweight", qweight, np.int32)
+    qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
     require_shape("qweight", qweight, (layout.k * layout.bits // 32, layout.n))
 
@@ -212,7 +212,7 @@ def pack_reference(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
 
 
 def _check_packed(packed: np.ndarray, layout: QIGenLayout) -> None:
-    require_dtype("packed", packed, np.int32)
+    packed = require_dtype("packed", packed, np.int32)
     require_ndim("packed", packed, 1)
     require_shape("packed", packed, (layout.n_words,))
 

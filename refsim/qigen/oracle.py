@@ -168,15 +168,15 @@ def combine_partials(parts: list) -> np.ndarray:
 
 def _check(x, q, scales, zeros, bias, bits, group_size):
     require_bits(bits, (2, 3, 4))
-    require_dtype("x", x, np.float32)
+    x = require_dtype("x", x, np.float32)
     require_ndim("x", x, 2)
     m, k = x.shape
-    require_dtype("q", q, np.uint8)
+    q = require_dtype("q", q, np.uint8)
     require_ndim("q", q, 2)
     if q.shape[0] != k:
         raise ShapeError(f"q: must have K={k} rows like x; got shape {q.shape}")
     n = q.shape[1]
-    require_codes("q", q, bits)
+    q = require_codes("q", q, bits)
     if group_size is None:
         gs = k
     else:
@@ -190,7 +190,7 @@ def _check(x, q, scales, zeros, bias, bits, group_size):
         require_shape(name, arr, (k // gs, n))
         require_finite(name, arr)
     if bias is not None:
-        require_dtype("bias", bias, np.float32)
+        bias = require_dtype("bias", bias, np.float32)
         require_shape("bias", bias, (n,))
         require_finite("bias", bias)
     require_finite("x", x)

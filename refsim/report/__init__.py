@@ -30,6 +30,7 @@ import numpy as np
 
 import refsim
 import refsim.report.sections
+from refsim.errors import FormatRuleError
 
 __all__ = ["Check", "CheckResult", "SectionResult", "SkipCheck", "run_report", "section_modules"]
 
@@ -77,13 +78,17 @@ class SectionResult:
 
 def section_modules(only: str | None = None) -> list:
     """Imported section modules sorted by ``ORDER``; ``only`` keeps those whose module name or
-    title contains it (case-insensitive)."""
+    title contains it (case-insensitive). An ``only`` that matches no section is a
+    :class:`~refsim.errors.FormatRuleError` listing the section names."""
     mods = []
     for info in pkgutil.iter_modules(refsim.report.sections.__path__):
         mod = importlib.import_module(f"refsim.report.sections.{info.name}")
         if only and only.lower() not in info.name.lower() and only.lower() not in mod.TITLE.lower():
             continue
         mods.append(mod)
+    if only is not None and not mods:
+        names = sorted(info.name for info in pkgutil.iter_modules(refsim.report.sections.__path__))
+        raise FormatRuleError(f"only: must match a section name or title, one of {names}; got {only!r}")
     return sorted(mods, key=lambda m: (m.ORDER, m.__name__))
 
 
@@ -104,11 +109,18 @@ def _run_check(check: Check) -> CheckResult:
 
 def run_report(out_dir: Path | str = "refsim-report", only: str | None = None,
                progress: Callable[[str], None] | None = None) -> list[SectionResult]:
-    """Run every section, write ``out_dir/report.md``, return the section results."""
+    """Run every section, write ``out_dir/report.md``, return the section results.
+
+    Checked before any work: ``only`` must match a section (else FormatRuleError, and an existing
+    report is left untouched) and ``out_dir`` must be a writable folder (else OSError)."""
     out_dir = Path(out_dir)
+    modules = section_modules(only)
     out_dir.mkdir(parents=True, exist_ok=True)
+    probe = out_dir / ".refsim-write-probe"
+    probe.write_text("")  # raises OSError now, not after minutes of checks
+    probe.unlink()
     sections = []
-    for mod in section_modules(only):
+    for mod in modules:
         t0 = time.perf_counter()
         sec = SectionResult(mod.TITLE)
         for check in mod.checks():
