@@ -64,6 +64,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
+from refsim.emulator.exact import round_to_float
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
@@ -571,18 +572,6 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 
 def round_exact_to_f16(x: Fraction) -> np.float16:
-    """Round an exact rational to float16, round-to-nearest-even (overflow to +-inf at 65520)."""
-    if abs(x) >= 65520:
-        return np.float16(np.inf if x > 0 else -np.inf)
-    f = np.float16(float(x))  # within one fp16 ulp of the answer (float() itself is RN)
-    if np.isinf(f):
-        f = np.float16(65504.0 if x > 0 else -65504.0)
-    with np.errstate(over="ignore"):
-        cands = [f, np.nextafter(f, np.float16(-np.inf)), np.nextafter(f, np.float16(np.inf))]
-    cands = [c for c in cands if np.isfinite(c)]
-
-    def key(c):
-        return (abs(Fraction(float(c)) - x), int(c.view(np.uint16)) & 1)
-
-    best = min(cands, key=key)
-    return np.float16(0.0) if best == 0 else best
+    """Round an exact rational to float16, round-to-nearest-even (overflow to +-inf at 65520),
+    exact zero -> +0: :func:`refsim.emulator.exact.round_to_float`, the one implementation."""
+    return round_to_float(x, np.float16)
