@@ -22,9 +22,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim.errors import DtypeError, FormatRuleError
+from refsim.errors import DtypeError, FormatRuleError, NonFiniteError
 
-__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "to_fraction", "from_fraction"]
+__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "round_to_float", "to_fraction",
+           "from_fraction"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,12 @@ def round_to_float(x: Fraction, dtype) -> np.generic:
     fmt = _FORMAT_OF.get(dt.name)
     if fmt is None:
         raise DtypeError(f"dtype: must be float16, float32, float64 or bfloat16; got {dt}")
+    if isinstance(x, bool) or not isinstance(x, (Fraction, int, float, np.integer, np.floating)):
+        raise FormatRuleError(f"x: must be a Fraction or a finite number; got {type(x).__name__}")
     if not isinstance(x, Fraction):
-        x = Fraction(x)
+        if not np.isfinite(x):
+            raise NonFiniteError(f"x: must be finite (an exact value); got {x!r}")
+        x = Fraction(int(x)) if isinstance(x, (int, np.integer)) else Fraction(float(x))
     r = round_fraction(x, fmt, "rne")
     return from_fraction(r, dt)
 

@@ -1,5 +1,11 @@
 """Kernel arithmetic reference for the Any-Precision fused GEMV / small-batch GEMM (M <= 8).
 
+Where this lives vs. its namesake: THIS module (``refsim.formats.anyprec_kernel``) describes the
+kernel's structure (launch plan, which lookups and products, LUT sizes) with float64 sums, to
+test the structure; ``refsim.emulator.anyprec_kernel`` emulates the same kernel bit for bit in
+fp16 (what the CUDA code writes; use it as the kernel oracle). The format itself (bitplanes) is
+``refsim.formats.bitplane``.
+
 What ``matmul_kbit`` computes, at the level of "which lookups and which products" (the emulator
 issue makes it bit-exact in fp16; here sums are exact-ish float64 so the structure is testable):
 

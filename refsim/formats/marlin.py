@@ -546,6 +546,11 @@ def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None) -> 
 def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``C = A @ W`` with an exact-sum reference: float16 ``A (M, K)`` -> float16 ``C (M, N)``.
 
+    This is the FORMAT's exact reference (exact math, the output roundings only), not an oracle
+    of what the Marlin kernel writes: the kernel's k-warp chains and reductions round in between,
+    so kernel bits are checked against :func:`refsim.emulator.marlin_kernel.marlin_gemm` (what
+    ``refsim.testing.check_kernel`` uses), and differ from this function by a few ULP.
+
     ``B`` int32 ``(K/16, 2N)`` and ``s`` float16 ``(G, N)`` as returned by :func:`pack`.
     Grouped: ``C = fp16(sum_k A[m,k] * dequantize(B,s)[k,n])``; per-channel:
     ``C = fp16(fp16(sum_k A[m,k] * (q[k,n] - 8)) * s[n])`` (the kernel's two output roundings).

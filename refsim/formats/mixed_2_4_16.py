@@ -528,6 +528,10 @@ def _check_x(x: np.ndarray, k: int) -> np.ndarray:
 
 def gemv(p: Packed2416, x: np.ndarray) -> np.ndarray:
     """y = x @ W_hat for one token, with the paper's dataflow (module docstring).
+
+    The FORMAT's reference GEMV, not a kernel oracle: the kernel emulation (its warp reductions
+    and fp16 roundings, what a CUDA implementation writes) is
+    :mod:`refsim.emulator.mixed_2_4_16_kernel`; compare kernel output with that.
     p: :class:`Packed2416`; x float16 (K,); returns float16 (N,)."""
     m = unpack(p)
     k, n = m.q.shape

@@ -1,5 +1,9 @@
 """QIGen packed weight layout: GPTQ ``qweight`` words re-blocked into column panels.
 
+Where QIGen lives: THIS module is the format (the packed layout, ``pack``/``unpack``), like every
+other module in ``refsim.formats``; the package ``refsim.qigen`` is the CPU kernel side (code
+generator, build, exact oracle ``qigen.oracle``, performance model, running the generated code).
+
 Spec block
 ----------
 element bits      2, 3 or 4 (unsigned codes ``q`` in ``[0, 2**bits)``, zero point kept apart)
