@@ -230,13 +230,17 @@ def _zero_weight_mean(xs_slice: np.ndarray) -> np.float32:
     return np.float32(float(total) / len(xs_slice))
 
 
+MAX_CLUSTERS = 256
+
+
 def _check_kmeans(n_values: int, n_clusters, max_iter, random_state) -> tuple[int, int, int]:
     """The one check of :func:`kmeans_1d_rows` and :func:`kmeans_1d_reference`: 1 <= n_clusters
-    <= K (more clusters than weights is meaningless and would allocate without bound),
-    max_iter >= 0, random_state a seed NumPy's RandomState accepts (0 <= seed < 2**32)."""
+    <= 256 (codes are uint8; more clusters than weights is legal, the extra ones stay empty, but
+    the tables are (N, n_clusters), so the count is bounded before allocating), max_iter >= 0,
+    random_state a seed NumPy's RandomState accepts (0 <= seed < 2**32)."""
     k = require_int("n_clusters", n_clusters, minimum=1)
-    if k > max(1, n_values):
-        raise FormatRuleError(f"n_clusters: must be <= the number of weights per channel ({n_values}); got {k}")
+    if k > MAX_CLUSTERS:
+        raise FormatRuleError(f"n_clusters: must be <= {MAX_CLUSTERS} (uint8 codes); got {k}")
     max_iter = require_int("max_iter", max_iter, minimum=0)
     random_state = require_int("random_state", random_state, minimum=0)
     if random_state >= 1 << 32:
