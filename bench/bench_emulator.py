@@ -29,7 +29,7 @@ from refsim.emulator import hw_samples as hw
 from refsim.emulator import tensor_core as tc
 from refsim.formats import marlin
 
-SAMPLES = hw.shared_samples_path()
+SAMPLES = hw.subset_path()
 
 
 def _bits(rng, dtype, n):

@@ -18,9 +18,15 @@ from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeErro
 
 
 def require_array(name: str, x: Any) -> np.ndarray:
-    """``x`` must already be a NumPy array (no silent conversion of lists of floats)."""
+    """``x`` must already be a NumPy array (no silent conversion of lists of floats).
+
+    A non-native byte order (e.g. a big-endian ``>f4`` array read from a file) is normalised to
+    a native copy of the same values, so every later rule and result sees ``float32`` etc.; the
+    caller's array is never modified."""
     if not isinstance(x, np.ndarray):
         raise DtypeError(f"{name}: must be a numpy.ndarray; got {type(x).__name__}")
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
     return x
 
 
@@ -139,3 +145,33 @@ def require_group_size(group_size: Any, k: int, *, allowed: Iterable[int] | None
     if k % group_size != 0:
         raise ShapeError(f"group_size: must divide K={k}; got {group_size}")
     return group_size
+
+
+# ---- normalisation and resource bounds ---------------------------------------------------------
+#: Largest element count a reference implementation agrees to allocate or loop over (2**31 - 1,
+#: also the int32 index limit of every CUDA kernel modelled here). Bigger requests are refused
+#: with a named error before any allocation, instead of exhausting memory or running for hours.
+MAX_ELEMENTS = (1 << 31) - 1
+
+
+def require_ints(**values: Any) -> tuple[int, ...]:
+    """Each keyword must be a Python or NumPy integer (not bool) ``>= 1``; returns Python ints
+    in keyword order, so arithmetic on them never wraps at a NumPy width."""
+    return tuple(require_int(name, v, minimum=1) for name, v in values.items())
+
+
+def require_bounded(name: str, value: int, limit: int = MAX_ELEMENTS, *, what: str = "size") -> int:
+    """Refuse ``value > limit`` (a resource bound, checked before any work)."""
+    if value > limit:
+        raise FormatRuleError(f"{name}: {what} must be <= {limit} for a reference implementation; got {value}")
+    return value
+
+
+def native_contiguous(x: np.ndarray, dtype: Any = None) -> np.ndarray:
+    """``x`` as a C-contiguous array in native byte order (``dtype`` if given): a copy only when
+    needed. Use where the algorithm's result could depend on memory order (reductions, einsum,
+    ``view``), so C/Fortran/strided/big-endian inputs give identical bits."""
+    dt = np.dtype(dtype) if dtype is not None else x.dtype
+    if not dt.isnative:
+        dt = dt.newbyteorder("=")
+    return np.ascontiguousarray(x, dtype=dt)

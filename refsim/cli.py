@@ -18,9 +18,16 @@ import refsim.commands
 from refsim.errors import RefsimError, ToolchainError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error contract: one line on stderr, exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse hook
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every plug-in subcommand registered (sorted by module name)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="refsim",
         description="Golden reference for quantized-LLM kernels: formats, exact kernel "
         "arithmetic and GPU performance models.",
@@ -38,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit status.
 
-    Input errors (:class:`refsim.errors.RefsimError`) and missing toolchains are printed as one
-    line on stderr with exit status 2, not as a traceback.
+    Input errors (:class:`refsim.errors.RefsimError`, argparse usage errors, OS errors on output
+    paths) and missing toolchains are printed as one line on stderr with exit status 2, not as a
+    traceback.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -49,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (RefsimError, ToolchainError) as err:
-        print(f"refsim {args.command}: error: {err}", file=sys.stderr)
+        print(f"refsim {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except OSError as err:  # an unwritable output path, a full disk: the user's environment
+        print(f"refsim {args.command}: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
         return 2
 
 

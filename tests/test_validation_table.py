@@ -4,7 +4,14 @@ with a message naming the rule that was broken."""
 import numpy as np
 import pytest
 
+from fractions import Fraction
+
+from refsim.emulator import exact, fp
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
+from refsim.formats import anyprec_kernel, anyprec_memory, stripes
+from refsim.gpu_model import cycle
+from refsim.gpu_model.kernels import predict
+from refsim.quant import squeezellm, upscale
 from refsim.formats import awq, gptq, uniform
 from refsim.quant.gptq import HessianAccumulator, gptq_quantize
 from refsim.quant.rtn import rtn_quantize
@@ -60,6 +67,22 @@ CASES = [
     ("gptq-algo-static-without-groups", lambda: gptq_quantize(W, np.eye(64), 4, group_size=None, static_groups=True), FormatRuleError, "static_groups"),
     ("gptq-algo-percdamp", lambda: gptq_quantize(W, np.eye(64), 4, group_size=None, percdamp=2.0), FormatRuleError, "percdamp"),
     ("hessian-wrong-k", lambda: HessianAccumulator(8).add_batch(np.ones((2, 3, 7), np.float32)), FormatRuleError, "K=8"),
+    # issue 11: silent wraps, truncations and hangs found by the fuzz run, now named errors
+    ("quantize-codes-bits-9-would-wrap", lambda: uniform.quantize_codes(W, np.ones((1, 32), np.float32), np.zeros((1, 32), np.int32), 9), FormatRuleError, "bit-width"),
+    ("fp-add-reference-mismatched-shapes", lambda: fp.add_reference(np.ones(3, np.float32), np.ones(2, np.float32)), ShapeError, "broadcast"),
+    ("fp-fma-reference-mixed-widths", lambda: fp.fma_reference(np.ones(2, np.float32), np.ones(2, np.float16), np.ones(2, np.float32)), DtypeError, "float32"),
+    ("exact-from-fraction-int-dtype", lambda: exact.from_fraction(Fraction(1, 4), np.int64), DtypeError, "floating"),
+    ("stripes-partition-nan", lambda: stripes.launch_partition(float("nan"), 1, 1, 8, 1), FormatRuleError, "k_tiles"),
+    ("stripes-partition-huge-sms", lambda: stripes.launch_partition(8, 8, 1, 2**40, 1), FormatRuleError, "SM count"),
+    ("stripes-reference-bool", lambda: stripes.stripes_reference(8, 8, True, 8, 1), FormatRuleError, "parallel"),
+    ("predict-m-overflows-int32-index", lambda: predict("a10", "marlin", 10**8, 4096, 4096), FormatRuleError, "M*K"),
+    ("cycle-zero-iterations", lambda: cycle.simulate([], 4, None, 1e9, iterations=0), FormatRuleError, "iterations"),
+    ("cycle-nan-clock", lambda: cycle.simulate([], 4, None, float("nan")), FormatRuleError, "f_sm"),
+    ("kmeans-more-clusters-than-weights", lambda: squeezellm.kmeans_1d_rows(squeezellm.sort_rows(W, np.ones_like(W)), 2**40), FormatRuleError, "n_clusters"),
+    ("upscale-parent-bits-32", lambda: upscale.upscale_rows(squeezellm.sort_rows(W, np.ones_like(W)), np.zeros((32, 8), np.float32), np.zeros((32, 9), np.int64), 32), FormatRuleError, "parent_bits"),
+    ("lut-shared-bytes-bits-5-m-9", lambda: anyprec_kernel.lut_shared_bytes(3, 9), FormatRuleError, "1..8"),
+    ("decoder-shape-float-size", lambda: anyprec_memory.DecoderShape("x", 4096.0, 11008, 32, 32000), FormatRuleError, "hidden"),
+    ("decoder-shape-bool-tied", lambda: anyprec_memory.DecoderShape("x", 4096, 11008, 32, 32000, tied_embeddings=1), FormatRuleError, "tied_embeddings"),
     ("rtn-h-negative-diagonal", lambda: rtn_quantize(W, 4, group_size=None, H=-np.eye(64)), FormatRuleError, "non-negative"),
 ]
 

@@ -8,6 +8,10 @@ which ``mma.m16n8k16`` B-fragment element it feeds).
 
 from __future__ import annotations
 
+import argparse
+
+from refsim.commands import positive_int, positive_float  # noqa: F401
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -58,8 +62,22 @@ def _runner(target: Target):
 # ----------------------------------------------------------------------------------------------
 # marlin
 # ----------------------------------------------------------------------------------------------
+def _lanes(text: str):
+    """argparse type of ``--lanes``: 'all' or comma-separated lanes 0..31."""
+    if text == "all":
+        return range(32)
+    try:
+        lanes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'all' or comma-separated lanes 0..31; got {text!r}") from None
+    bad = [x for x in lanes if not 0 <= x < 32]
+    if bad:
+        raise argparse.ArgumentTypeError(f"lanes must lie in 0..31 (a warp); got {bad[0]}")
+    return lanes
+
+
 def _marlin_args(p) -> None:
-    p.add_argument("--lanes", default="0,1,5", help="comma-separated lanes to list (default 0,1,5; 'all')")
+    p.add_argument("--lanes", type=_lanes, default="0,1,5", help="comma-separated lanes to list (default 0,1,5; 'all')")
 
 
 def marlin_lane_table(lane: int) -> list[dict]:
@@ -84,7 +102,7 @@ def marlin_lane_table(lane: int) -> list[dict]:
 
 
 def explain_marlin(args) -> str:
-    lanes = range(32) if args.lanes == "all" else [int(x) for x in args.lanes.split(",")]
+    lanes = _lanes(args.lanes) if isinstance(args.lanes, str) else args.lanes
     out = [
         "Marlin B layout for one 16 (k) x 64 (n) tile = 512 bytes = 128 int32 words.",
         "Lane l loads 16 bytes at byte 16*l (one int4): words 4l..4l+3, word j for 16x16 sub-tile j.",

@@ -12,6 +12,8 @@ Human output: latency in µs, speedup over cublas-fp16 on the same problem, and 
 
 from __future__ import annotations
 
+from refsim.commands import positive_int, positive_float  # noqa: F401
+
 import json
 import sys
 
@@ -23,11 +25,11 @@ def register(subparsers) -> None:
         "time, waves, launch cost and the binding bottleneck.")
     p.add_argument("--gpu", required=True, help="GPU name (unknown names list the valid ones)")
     p.add_argument("--kernel", required=True, help="kernel family (unknown names list the valid ones)")
-    p.add_argument("--m", type=int, required=True, help="batch / tokens (M)")
-    p.add_argument("--n", type=int, default=None, help="output features (N)")
-    p.add_argument("--k", type=int, default=None, help="input features, the reduction (K)")
-    p.add_argument("--bits", type=int, default=None, help="weight bit-width (kernel default if omitted)")
-    p.add_argument("--group-size", type=int, default=None, help="quantization group size along K")
+    p.add_argument("--m", type=positive_int, required=True, help="batch / tokens (M)")
+    p.add_argument("--n", type=positive_int, default=None, help="output features (N)")
+    p.add_argument("--k", type=positive_int, default=None, help="input features, the reduction (K)")
+    p.add_argument("--bits", type=positive_int, default=None, help="weight bit-width (kernel default if omitted)")
+    p.add_argument("--group-size", type=positive_int, default=None, help="quantization group size along K")
     p.add_argument("--model", default=None, help="sum a built-in model's linear layers (e.g. llama-2-7b)")
     p.add_argument("--clock", default="sustained", choices=("sustained", "boost", "base"),
                    help="SM clock state (default: sustained)")

@@ -9,17 +9,19 @@ generated kernel, checks it against the oracle on a slice and times it.
 
 from __future__ import annotations
 
+from refsim.commands import positive_int, positive_float  # noqa: F401
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("qigen", help="QIGen CPU kernel plan (cache/register model) for one layer",
                               description="Choose m_u, t_u (register search) and mb, tb (MILP) for this CPU.")
-    p.add_argument("--k", type=int, required=True, help="input features, the reduction (K)")
-    p.add_argument("--n", type=int, required=True, help="output features (N)")
+    p.add_argument("--k", type=positive_int, required=True, help="input features, the reduction (K)")
+    p.add_argument("--n", type=positive_int, required=True, help="output features (N)")
     p.add_argument("--bits", type=int, required=True, choices=(2, 3, 4))
-    p.add_argument("--group-size", type=int, default=None, help="group size along K (omit: per-channel)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--mem-gbs", type=float, default=10.0, help="memory bandwidth for the prediction, GB/s")
+    p.add_argument("--group-size", type=positive_int, default=None, help="group size along K (omit: per-channel)")
+    p.add_argument("--batch", type=positive_int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1)
+    p.add_argument("--mem-gbs", type=positive_float, default=10.0, help="memory bandwidth for the prediction, GB/s")
     p.add_argument("--run", action="store_true", help="build, verify and time the generated kernel")
     p.set_defaults(func=_run)
 

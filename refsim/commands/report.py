@@ -26,5 +26,7 @@ def _run(args) -> int:
     sections = run_report(args.out, only=args.only, progress=progress)
     n = sum(len(s.results) for s in sections)
     failed = sum(s.failed for s in sections)
-    print(f"wrote {args.out}/report.md: {n - failed} of {n} checks passed", file=sys.stdout)
+    skipped = sum(s.skipped for s in sections)
+    print(f"wrote {args.out}/report.md: {n - failed - skipped} of {n} checks passed"
+          + (f", {skipped} skipped" if skipped else ""), file=sys.stdout)
     return 1 if failed else 0

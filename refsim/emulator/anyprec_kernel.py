@@ -1,5 +1,9 @@
 """Warp-level emulation of the Any-Precision LLM fused GEMV (``matmul_kbit_32``): its fp16 bits.
 
+The kernel oracle (what the CUDA code writes). Its namesake ``refsim.formats.anyprec_kernel``
+holds the kernel's launch plan and a float64 structural reference; the format is
+``refsim.formats.bitplane``.
+
 Spec
 ----
 computes        O (M, N) float16 = x (M, K) float16 @ W.T with W[r, k] = lut[r, code[r, k]],

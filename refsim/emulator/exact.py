@@ -22,7 +22,10 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "to_fraction", "from_fraction"]
+from refsim.errors import DtypeError, FormatRuleError, NonFiniteError
+
+__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "round_to_float", "to_fraction",
+           "from_fraction"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ F64 = FloatFormat("float64", 53, -1022, 1023, np.float64)
 
 
 BF16 = FloatFormat("bfloat16", 8, -126, 127, None)
+_FORMAT_OF = {f.name: f for f in (F16, F32, F64, BF16)}
 
 
 def _floor_log2(x: Fraction) -> int:
@@ -76,7 +80,7 @@ def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction
         if rem != 0 and n % 2 == 0:
             n += 1
     else:
-        raise ValueError(f"mode: must be 'rne', 'rz', 'rz_inf' or 'ro'; got {mode!r}")
+        raise FormatRuleError(f"mode: must be 'rne', 'rz', 'rz_inf' or 'ro'; got {mode!r}")
     r = n * q
     limit = Fraction(2) ** (fmt.emax + 1)
     if r >= limit:
@@ -86,15 +90,48 @@ def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction
     return sign * r
 
 
+def round_to_float(x: Fraction, dtype) -> np.generic:
+    """The one home of "round an exact rational to a float": the nearest ``dtype`` value
+    (float16, float32, float64 or bfloat16) to ``x``, ties to even, overflow to ±inf; an exact
+    zero gives +0 (Fraction carries no sign; callers that need -0 decide it themselves).
+    Used by every format and kernel oracle that rounds an exact result once."""
+    dt = _float_dtype(dtype)
+    fmt = _FORMAT_OF.get(dt.name)
+    if fmt is None:
+        raise DtypeError(f"dtype: must be float16, float32, float64 or bfloat16; got {dt}")
+    if isinstance(x, bool) or not isinstance(x, (Fraction, int, float, np.integer, np.floating)):
+        raise FormatRuleError(f"x: must be a Fraction or a finite number; got {type(x).__name__}")
+    if not isinstance(x, Fraction):
+        if not np.isfinite(x):
+            raise NonFiniteError(f"x: must be finite (an exact value); got {x!r}")
+        x = Fraction(int(x)) if isinstance(x, (int, np.integer)) else Fraction(float(x))
+    r = round_fraction(x, fmt, "rne")
+    return from_fraction(r, dt)
+
+
 def to_fraction(x) -> Fraction:
     """The exact value of a finite NumPy/Python float scalar."""
     return Fraction(float(x))
+
+
+def _float_dtype(dtype) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise DtypeError(f"dtype: must be a floating dtype; got {dtype!r}") from None
+    if dt.kind != "f" and dt.name != "bfloat16":
+        raise DtypeError(f"dtype: must be a floating dtype (float16, float32, float64, bfloat16); got {dt}")
+    return dt
 
 
 def from_fraction(x: Fraction | float, dtype) -> np.generic:
     """Convert an already-representable value (output of :func:`round_fraction`) to ``dtype``.
 
     ``Fraction -> float`` is correctly rounded in Python, and the value is representable in
-    float64 for every format here, so the conversion is exact.
+    float64 for every format here, so the conversion is exact. ``dtype`` must be a float dtype
+    (float16/float32/float64 or bfloat16): an integer dtype would truncate.
     """
+    dt = _float_dtype(dtype)
+    if not isinstance(x, (Fraction, float, int)) or isinstance(x, bool):
+        raise FormatRuleError(f"x: must be a Fraction or float; got {type(x).__name__}")
     return np.asarray(float(x), dtype=np.float64).astype(dtype)[()]

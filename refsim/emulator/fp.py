@@ -95,6 +95,13 @@ def _same_dtype(names: tuple[str, ...], arrays: tuple, dtype) -> tuple[np.ndarra
     return out
 
 
+def _reference_operands(names: tuple[str, ...], arrays: tuple) -> tuple[np.ndarray, ...]:
+    """The shared check of the ``*_reference`` twins: float16 or float32 (all the same dtype, the
+    fast functions' rule), shapes broadcast; returns the broadcast operands (never truncates)."""
+    first = require_dtype(names[0], arrays[0], np.float16, np.float32)
+    return tuple(np.broadcast_arrays(*_same_dtype(names, arrays, first.dtype)))
+
+
 def _require_flag(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise FormatRuleError(f"{name}: must be True or False (say which the SASS executes); got {value!r}")
@@ -335,7 +342,8 @@ def _finish(exact_value, zero_negative: bool, fmt, dtype):
 
 def add_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Plain loop: each a + b from exact rationals, rounded once (RNE). Same dtype float16/float32,
-    same shape. IEEE signs: an exact zero sum is -0 only when both operands are -0."""
+    broadcastable shapes. IEEE signs: an exact zero sum is -0 only when both operands are -0."""
+    a, b = _reference_operands(("a", "b"), (a, b))
     out = np.empty(a.shape, a.dtype)
     fmt = _FMT[a.dtype]
     for i in np.ndindex(a.shape):
@@ -349,7 +357,8 @@ def add_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def mul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Plain loop: each a · b exactly, rounded once (RNE). Same dtype float16/float32, same shape."""
+    """Plain loop: each a · b exactly, rounded once (RNE). Same dtype float16/float32, broadcastable."""
+    a, b = _reference_operands(("a", "b"), (a, b))
     out = np.empty(a.shape, a.dtype)
     fmt = _FMT[a.dtype]
     for i in np.ndindex(a.shape):
@@ -364,7 +373,8 @@ def mul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def fma_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Plain loop: each a · b + c exactly, rounded once (RNE) — the fused result.
-    Same dtype float16/float32, same shape."""
+    Same dtype float16/float32, broadcastable shapes."""
+    a, b, c = _reference_operands(("a", "b", "c"), (a, b, c))
     out = np.empty(a.shape, a.dtype)
     fmt = _FMT[a.dtype]
     for i in np.ndindex(a.shape):
@@ -380,7 +390,10 @@ def fma_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def convert_reference(x: np.ndarray, target: str) -> np.ndarray:
-    """Plain loop: float -> ``target`` ('float16', 'float32' or 'bfloat16') with one RNE."""
+    """Plain loop: float -> ``target`` ('float16', 'float32' or 'bfloat16') with one RNE.
+    x float16/float32/float64 any shape; returns ``target`` dtype, same shape."""
+    target = require_choice("target", target, ("float16", "float32", "bfloat16"))
+    x = require_dtype("x", x, np.float16, np.float32, np.float64)
     fmt = {"float16": exact.F16, "float32": exact.F32, "bfloat16": exact.BF16}[target]
     dtype = _bf16() if target == "bfloat16" else np.dtype(target)
     out = np.empty(x.shape, dtype)

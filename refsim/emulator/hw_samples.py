@@ -1,8 +1,9 @@
 """The tensor-core hardware measurements, decoded once for tests, the report and the bench.
 
-Source data: ``../shared/testdata/tensor_core_hw/samples.npz`` beside the repository (5000 rows per
-GPU, BSD-2-Clause, see its README) and the committed 400-row subset
-``tests/emulator/data/tensor_core_hw_subset.npz``. Both hold, per GPU G, ``G_a_f16bits`` and
+Source data: the committed 400-row-per-GPU subset ``tests/emulator/data/tensor_core_hw_subset.npz``
+of the workspace's ``shared/testdata/tensor_core_hw/samples.npz`` (5000 rows per GPU, from
+north-numerical-computing/MATLAB-tensor-core ``model_validation``, BSD-2-Clause; licence and source in
+``tests/emulator/data/``). Nothing here reads the sibling folder. The file holds, per GPU G, ``G_a_f16bits`` and
 ``G_b_f16bits`` uint16 (rows, L), ``G_c_f32bits`` uint32 (rows,), and the results
 ``G_d_fp32_as_f32bits`` / ``G_d_fp16_as_f32bits`` uint32 (rows,) (the fp16 result stored as the
 fp32 bits of its value; the harness rounded c to fp16 first for the fp16-output runs).
@@ -15,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["GPUS", "HwRows", "shared_samples_path", "subset_path", "available_path", "load"]
+__all__ = ["GPUS", "HwRows", "subset_path", "available_path", "load"]
 
 #: (GPU in the data set, architecture model that must reproduce it)
 GPUS: tuple[tuple[str, str], ...] = (("A100", "sm_80"), ("H100", "sm_90"), ("V100", "sm_70"))
@@ -33,19 +34,15 @@ class HwRows(NamedTuple):
     d16: np.ndarray
 
 
-def shared_samples_path() -> Path:
-    """The full data set, ``<repo>/../shared/testdata/tensor_core_hw/samples.npz`` (may be absent)."""
-    return _REPO / ".." / "shared" / "testdata" / "tensor_core_hw" / "samples.npz"
-
-
 def subset_path() -> Path:
     """The committed 400-row subset (present in a source checkout)."""
     return _REPO / "tests" / "emulator" / "data" / "tensor_core_hw_subset.npz"
 
 
 def available_path() -> Path | None:
-    """The full data set if present, else the subset if present, else None."""
-    return next((p for p in (shared_samples_path(), subset_path()) if p.exists()), None)
+    """The committed subset if present (a source checkout), else None (an installed wheel)."""
+    path = subset_path()
+    return path if path.exists() else None
 
 
 def load(path: Path) -> dict[str, HwRows]:

@@ -1,5 +1,11 @@
 """Kernel arithmetic reference for the Any-Precision fused GEMV / small-batch GEMM (M <= 8).
 
+Where this lives vs. its namesake: THIS module (``refsim.formats.anyprec_kernel``) describes the
+kernel's structure (launch plan, which lookups and products, LUT sizes) with float64 sums, to
+test the structure; ``refsim.emulator.anyprec_kernel`` emulates the same kernel bit for bit in
+fp16 (what the CUDA code writes; use it as the kernel oracle). The format itself (bitplanes) is
+``refsim.formats.bitplane``.
+
 What ``matmul_kbit`` computes, at the level of "which lookups and which products" (the emulator
 issue makes it bit-exact in fp16; here sums are exact-ish float64 so the structure is testable):
 
@@ -85,7 +91,12 @@ class KernelPlan:
 
 
 def lut_shared_bytes(bits: int, m: int) -> int:
-    """Shared memory for tables per block: 4*multi_row rows x (2**b halves, or 2**(2b) half2)."""
+    """Shared memory for tables per block: 4*multi_row rows x (2**b halves, or 2**(2b) half2).
+    bits one of the supported widths, m 1..8 (Python or NumPy ints); returns bytes (int)."""
+    bits = require_bits(bits, SUPPORTED_BITS)
+    m = require_int("M", m, minimum=1)
+    if m > MAX_M:
+        raise FormatRuleError(f"M: the fused kernel serves 1..{MAX_M} tokens; got {m}")
     multi_row = 1 if m == 1 else 4
     entries = (1 << (2 * bits)) * 2 if bt.uses_pair_table(bits, m) else (1 << bits)
     return _ROWS_PER_WARP_GROUP * multi_row * entries * 2
@@ -150,10 +161,10 @@ def check_inputs(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int)
     lut float16 (N, 2**bits) finite; N and K as the kernel's row grouping and K % 32 require.
     Shared by :func:`matmul_reference` and the warp-level emulator.
     """
-    require_dtype("x", x, np.float16)
+    x = require_dtype("x", x, np.float16)
     require_ndim("x", x, 2)
     require_finite("x", x)
-    require_dtype("qweight", qweight, np.int32)
+    qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 3)
     m, k = x.shape
     p, n, kw = qweight.shape
@@ -162,7 +173,7 @@ def check_inputs(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int)
     m, n, k, bits = _check_problem(m, n, k, bits)
     if bits > p:
         raise FormatRuleError(f"bits: must not exceed the {p} stored planes; got {bits}")
-    require_dtype("lut", lut, np.float16)
+    lut = require_dtype("lut", lut, np.float16)
     require_shape("lut", lut, (n, 1 << bits))
     require_finite("lut", lut)
     return m, n, k, bits

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from refsim._validate import require_int
 from refsim.errors import FormatRuleError
 
@@ -53,6 +55,17 @@ class DecoderShape:
     vocab: int
     tied_embeddings: bool = False
     norms_per_layer: int = 2  # input_layernorm, post_attention_layernorm (RMSNorm weights)
+
+    def __post_init__(self):
+        # sizes become Python ints (NumPy int32 sizes would overflow the weight counts)
+        if not isinstance(self.name, str):
+            raise FormatRuleError(f"name: must be a str; got {type(self.name).__name__}")
+        for field in ("hidden", "intermediate", "layers", "vocab"):
+            object.__setattr__(self, field, require_int(field, getattr(self, field), minimum=1))
+        object.__setattr__(self, "norms_per_layer", require_int("norms_per_layer", self.norms_per_layer, minimum=0))
+        if not isinstance(self.tied_embeddings, (bool, np.bool_)):
+            raise FormatRuleError(f"tied_embeddings: must be True or False; got {self.tied_embeddings!r}")
+        object.__setattr__(self, "tied_embeddings", bool(self.tied_embeddings))
 
 
 LLAMA2_7B = DecoderShape("Llama-2-7B", hidden=4096, intermediate=11008, layers=32, vocab=32000)

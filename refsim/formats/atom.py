@@ -69,6 +69,7 @@ from fractions import Fraction
 import numpy as np
 
 from refsim._validate import (
+    native_contiguous,
     require_choice,
     require_codes,
     require_dtype,
@@ -79,6 +80,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
+from refsim.emulator import exact, fp
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
@@ -112,7 +114,7 @@ def hessian_statistic(x: np.ndarray, n_samples: int = 1) -> np.ndarray:
     require_ndim("x", x, 2)
     require_finite("x", x)
     n_samples = require_int("n_samples", n_samples, minimum=1)
-    x32 = x.astype(np.float32)
+    x32 = native_contiguous(x, np.float32)  # einsum's summation order follows memory order
     return (np.float32(2.0 / n_samples) * np.einsum("tk,tk->k", x32, x32)).astype(np.float32)
 
 
@@ -569,7 +571,7 @@ def pack_kv(q: np.ndarray) -> np.ndarray:
     element in the low nibble: read as little-endian 32-bit words, element j of a word is
     ``(w >> 4j) & 0xF`` (the flashinfer fork's LSB-first order). Returns uint8 (..., D // 2)."""
     q = require_dtype("q", q, np.uint8)
-    require_codes("q", q, 4)
+    q = require_codes("q", q, 4)
     if q.ndim < 1 or q.shape[-1] % 2:
         raise ShapeError(f"q: last dimension must be even; got shape {q.shape}")
     return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
@@ -627,29 +629,9 @@ def _check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tu
 
 
 def _fma_f32(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Correctly rounded float32 ``acc + p * s`` (one rounding, as ``fmaf``).
-
-    p (int, |p| < 2**22) times s (fp16 value, 11-bit significand) is exact in float64; the sum
-    hi + lo is formed exactly with TwoSum; rounding hi to float32 is then correct unless hi sits
-    exactly on a float32 midpoint, where the sign of lo decides."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        return _fma_f32_finite(acc, p, s)
-
-
-def _fma_f32_finite(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
-    prod = p.astype(np.float64) * s.astype(np.float64)
-    a = acc.astype(np.float64)
-    hi = a + prod
-    bb = hi - a
-    lo = (a - (hi - bb)) + (prod - bb)
-    r = hi.astype(np.float32)                      # round-to-nearest-even of hi
-    d = hi - r.astype(np.float64)                  # exact
-    other = np.nextafter(r, np.where(d > 0, np.float32(np.inf), np.float32(-np.inf))).astype(np.float32)
-    midpoint = (d != 0) & ((r.astype(np.float64) + other.astype(np.float64)) / 2 == hi)
-    # on an exact float32 midpoint the tie is only apparent: lo says which side the sum lies on
-    toward_other = np.sign(lo) == np.sign(other.astype(np.float64) - r.astype(np.float64))
-    r = np.where(midpoint & (lo != 0) & toward_other, other, r)
-    return r.astype(np.float32)
+    """Correctly rounded float32 ``acc + p * s`` (one rounding, as ``fmaf``): the one fp32 FMA,
+    :func:`refsim.emulator.fp.f32_fma`. p int64 with |p| < 2**22 is exact in float32, s fp16."""
+    return fp.f32_fma(p.astype(np.float32), s.astype(np.float32), acc.astype(np.float32, copy=False), fused=True)
 
 
 def atom_gemm(a: AtomActivations, w: AtomWeights) -> np.ndarray:
@@ -682,23 +664,7 @@ def _fma_reference(acc: np.float32, p: int, s: np.float16) -> np.float32:
     if not (np.isfinite(acc) and np.isfinite(s)):
         with np.errstate(invalid="ignore", over="ignore"):
             return np.float32(float(acc) + p * float(s))
-    return _round_fraction_f32(Fraction(float(acc)) + p * Fraction(float(s)))
-
-
-def _round_fraction_f32(x: Fraction) -> np.float32:
-    """Nearest float32 to the exact rational x, ties to even (no double rounding)."""
-    guess = np.float32(float(x))
-    cands = [np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))]
-    best = None
-    for c in cands:
-        if not np.isfinite(c):
-            continue
-        d = abs(Fraction(float(c)) - x)
-        even = int(np.array(c).view(np.uint32)) % 2 == 0
-        key = (d, not even)
-        if best is None or key < best[0]:
-            best = (key, c)
-    return np.float32(best[1])
+    return exact.round_to_float(Fraction(float(acc)) + p * Fraction(float(s)), np.float32)
 
 
 def atom_gemm_reference(a: AtomActivations, w: AtomWeights) -> np.ndarray:

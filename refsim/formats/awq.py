@@ -61,7 +61,7 @@ AWQ_REVERSE_ORDER: tuple[int, ...] = tuple(int(i) for i in np.argsort(AWQ_ORDER)
 
 def pack_columns(q: np.ndarray) -> np.ndarray:
     """Pack 4-bit codes (R, N) along N with the AWQ interleave: int32 (R, N // 8). N % 8 == 0."""
-    require_integer_array("q", q)
+    q = require_integer_array("q", q)
     require_ndim("q", q, 2)
     require_divisible("N (columns of q)", q.shape[1], 8, "must be a positive multiple of 8 (8 nibbles per word)")
     if q.dtype == np.uint8 and _fast.available():
@@ -70,7 +70,7 @@ def pack_columns(q: np.ndarray) -> np.ndarray:
         words = _fast.awq_pack(np.ascontiguousarray(q))
         if words is not None:
             return words.view(np.int32)
-    require_codes("q", q, BITS)
+    q = require_codes("q", q, BITS)
     r, n = q.shape
     if _fast.available():               # other integer dtypes, validated above
         return _fast.awq_pack(np.ascontiguousarray(q, dtype=np.uint8)).view(np.int32)
@@ -98,7 +98,7 @@ def pack_columns_reference(q: np.ndarray) -> np.ndarray:
 
 def unpack_columns(packed: np.ndarray, n: int) -> np.ndarray:
     """Inverse of :func:`pack_columns`: int32 (R, N // 8) -> uint8 (R, N)."""
-    require_dtype("packed", packed, np.int32)
+    packed = require_dtype("packed", packed, np.int32)
     require_ndim("packed", packed, 2)
     n = require_int("n", n, minimum=1)
     require_divisible("n", n, 8)
@@ -130,7 +130,7 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int |
 
     ``group_size`` None means per-channel (G = 1, AutoAWQ's ``-1``). Scales are stored as float16.
     """
-    require_integer_array("q", q)
+    q = require_integer_array("q", q)
     require_ndim("q", q, 2)
     k, n = q.shape
     g = k if group_size is None else require_int("group_size", group_size, minimum=1)
@@ -139,7 +139,7 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int |
     require_ndim("scales", scales, 2)
     require_shape("scales", scales, (k // g, n))
     require_finite("scales", scales)
-    require_integer_array("zeros", zeros)
+    zeros = require_integer_array("zeros", zeros)
     require_shape("zeros", zeros, (k // g, n))
     with np.errstate(over="ignore"):
         s16 = scales.astype(np.float16)

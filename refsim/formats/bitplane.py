@@ -134,7 +134,7 @@ def _check_codes(codes: np.ndarray, bits: int) -> tuple[int, int]:
     if n == 0:
         raise ShapeError(f"codes: N (rows) must be >= 1; got shape {codes.shape}")
     _check_k(k)
-    require_codes("codes", codes, bits)
+    codes = require_codes("codes", codes, bits)
     return n, k
 
 
@@ -275,7 +275,7 @@ def prefix_codes(codes: np.ndarray, parent_bits: int, bits: int) -> np.ndarray:
     if bits > parent_bits:
         raise FormatRuleError(f"bits: must not exceed parent_bits={parent_bits}; got {bits}")
     codes = require_dtype("codes", codes, np.uint8)
-    require_codes("codes", codes, parent_bits)
+    codes = require_codes("codes", codes, parent_bits)
     return codes >> np.uint8(parent_bits - bits)
 
 

@@ -204,7 +204,7 @@ def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
     ``q`` is not modified.
     """
     bits = require_bits(bits, BITS)
-    require_integer_array("q", q)
+    q = require_integer_array("q", q)
     require_ndim("q", q, 2)
     require_divisible("K (rows of q)", q.shape[0], 32, "must be a positive multiple of 32 (qweight packs along K)")
     if q.dtype == np.uint8 and _fast.available():
@@ -214,7 +214,7 @@ def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
         words = _fast.gptq_pack(np.ascontiguousarray(q), bits)
         if words is not None:
             return words.view(np.int32)
-    require_codes("q", q, bits)
+    q = require_codes("q", q, bits)
     # In-range fields never overlap, so OR equals + and one einsum pass per word sums
     # q_i * 2**shift_i (mod 2**32, which also drops the spilled high bits of a straddling value).
     k, n = q.shape
@@ -241,7 +241,7 @@ def pack_qweight_reference(q: np.ndarray, bits: int) -> np.ndarray:
     bits = require_bits(bits, BITS)
     require_ndim("q", require_integer_array("q", q), 2)
     require_divisible("K (rows of q)", q.shape[0], 32)
-    require_codes("q", q, bits)
+    q = require_codes("q", q, bits)
     k, n = q.shape
     out = np.zeros((k * bits // 32, n), dtype=np.uint32)
     for col in range(n):
@@ -256,7 +256,7 @@ def pack_qweight_reference(q: np.ndarray, bits: int) -> np.ndarray:
 def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
     """Inverse of :func:`pack_qweight`: int32 (K * bits // 32, N) -> uint8 codes (K, N)."""
     bits = require_bits(bits, BITS)
-    require_dtype("qweight", qweight, np.int32)
+    qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
     k = require_int("k", k, minimum=1)
     require_divisible("k", k, 32, "must be a positive multiple of 32 (qweight packs along K)")
@@ -296,10 +296,10 @@ def pack_qzeros(zeros: np.ndarray, bits: int, checkpoint_format: str = "gptq") -
     """
     bits = require_bits(bits, BITS)
     require_choice("checkpoint_format", checkpoint_format, CHECKPOINT_FORMATS)
-    require_integer_array("zeros", zeros)
+    zeros = require_integer_array("zeros", zeros)
     require_ndim("zeros", zeros, 2)
     require_divisible("N (columns of zeros)", zeros.shape[1], 32, "must be a positive multiple of 32 (qzeros packs along N)")
-    require_codes("zeros", zeros, bits)
+    zeros = require_codes("zeros", zeros, bits)
     z = zeros.astype(np.int64)
     if checkpoint_format == "gptq":
         z = z - 1
@@ -326,7 +326,7 @@ def unpack_qzeros(qzeros: np.ndarray, bits: int, n: int, checkpoint_format: str 
     bits = require_bits(bits, BITS)
     require_choice("checkpoint_format", checkpoint_format, CHECKPOINT_FORMATS)
     require_choice("reader", reader, V1_ZERO_READERS)
-    require_dtype("qzeros", qzeros, np.int32)
+    qzeros = require_dtype("qzeros", qzeros, np.int32)
     require_ndim("qzeros", qzeros, 2)
     n = require_int("n", n, minimum=1)
     require_divisible("n", n, 32)
@@ -380,7 +380,7 @@ def default_g_idx(k: int, group_size: int | None) -> np.ndarray:
 
 
 def _check_g_idx(g_idx: np.ndarray, k: int, groups: int) -> np.ndarray:
-    require_integer_array("g_idx", g_idx)
+    g_idx = require_integer_array("g_idx", g_idx)
     require_shape("g_idx", g_idx, (k,))
     if g_idx.size and (int(g_idx.min()) < 0 or int(g_idx.max()) >= groups):
         raise FormatRuleError(f"g_idx: entries must lie in [0, {groups - 1}] (one per scale row); "
@@ -398,7 +398,7 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, bits: int, *,
     casts to the layer dtype); they must be finite and representable in float16.
     """
     bits = require_bits(bits, BITS)
-    require_integer_array("q", q)
+    q = require_integer_array("q", q)
     require_ndim("q", q, 2)
     k, n = q.shape
     require_ndim("scales", scales, 2)

@@ -65,6 +65,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
+from refsim.emulator.exact import round_to_float
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
@@ -356,7 +357,7 @@ def _check_pack_args(q, scales, group_size):
     k, n = q.shape
     _check_kn(k, n)
     group_size = _check_group_size(group_size)
-    require_codes("q", q, 4)
+    q = require_codes("q", q, 4)
     scales = _check_scales(scales, k, n, group_size)
     return q, scales, group_size
 
@@ -573,6 +574,11 @@ def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None, *,
 def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``C = A @ W`` with an exact-sum reference: float16 ``A (M, K)`` -> float16 ``C (M, N)``.
 
+    This is the FORMAT's exact reference (exact math, the output roundings only), not an oracle
+    of what the Marlin kernel writes: the kernel's k-warp chains and reductions round in between,
+    so kernel bits are checked against :func:`refsim.emulator.marlin_kernel.marlin_gemm` (what
+    ``refsim.testing.check_kernel`` uses), and differ from this function by a few ULP.
+
     ``B`` int32 ``(K/16, 2N)`` and ``s`` float16 ``(G, N)`` as returned by :func:`pack`.
     Grouped: ``C = fp16(sum_k A[m,k] * dequantize(B,s)[k,n])``; per-channel:
     ``C = fp16(fp16(sum_k A[m,k] * (q[k,n] - 8)) * s[n])`` (the kernel's two output roundings).
@@ -599,18 +605,6 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 
 def round_exact_to_f16(x: Fraction) -> np.float16:
-    """Round an exact rational to float16, round-to-nearest-even (overflow to +-inf at 65520)."""
-    if abs(x) >= 65520:
-        return np.float16(np.inf if x > 0 else -np.inf)
-    f = np.float16(float(x))  # within one fp16 ulp of the answer (float() itself is RN)
-    if np.isinf(f):
-        f = np.float16(65504.0 if x > 0 else -65504.0)
-    with np.errstate(over="ignore"):
-        cands = [f, np.nextafter(f, np.float16(-np.inf)), np.nextafter(f, np.float16(np.inf))]
-    cands = [c for c in cands if np.isfinite(c)]
-
-    def key(c):
-        return (abs(Fraction(float(c)) - x), int(c.view(np.uint16)) & 1)
-
-    best = min(cands, key=key)
-    return np.float16(0.0) if best == 0 else best
+    """Round an exact rational to float16, round-to-nearest-even (overflow to +-inf at 65520),
+    exact zero -> +0: :func:`refsim.emulator.exact.round_to_float`, the one implementation."""
+    return round_to_float(x, np.float16)

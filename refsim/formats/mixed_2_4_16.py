@@ -328,9 +328,9 @@ def csr_from_coo(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n_rows: i
 def check_csr(row_ptr: np.ndarray, col: np.ndarray, val: np.ndarray, *, n_rows: int, n_cols: int) -> None:
     """CSR validity: row_ptr int32 (n_rows+1,) starting at 0, monotone, ending at nnz; col
     uint16 (nnz,) in [0, n_cols) strictly ascending within each row; val float16 (nnz,) finite."""
-    require_dtype("row_ptr", row_ptr, np.int32)
-    require_dtype("col", col, np.uint16)
-    require_dtype("val", val, np.float16)
+    row_ptr = require_dtype("row_ptr", row_ptr, np.int32)
+    col = require_dtype("col", col, np.uint16)
+    val = require_dtype("val", val, np.float16)
     require_shape("row_ptr", row_ptr, (n_rows + 1,))
     nnz = col.size
     require_shape("val", val, (nnz,))
@@ -550,6 +550,10 @@ def _check_x(x: np.ndarray, k: int) -> np.ndarray:
 
 def gemv(p: Packed2416, x: np.ndarray) -> np.ndarray:
     """y = x @ W_hat for one token, with the paper's dataflow (module docstring).
+
+    The FORMAT's reference GEMV, not a kernel oracle: the kernel emulation (its warp reductions
+    and fp16 roundings, what a CUDA implementation writes) is
+    :mod:`refsim.emulator.mixed_2_4_16_kernel`; compare kernel output with that.
     p: :class:`Packed2416`; x float16 (K,); returns float16 (N,)."""
     m = unpack(p)
     k, n = m.q.shape

@@ -1,5 +1,9 @@
 """QIGen packed weight layout: GPTQ ``qweight`` words re-blocked into column panels.
 
+Where QIGen lives: THIS module is the format (the packed layout, ``pack``/``unpack``), like every
+other module in ``refsim.formats``; the package ``refsim.qigen`` is the CPU kernel side (code
+generator, build, exact oracle ``qigen.oracle``, performance model, running the generated code).
+
 Spec block
 ----------
 element bits      2, 3 or 4 (unsigned codes ``q`` in ``[0, 2**bits)``, zero point kept apart)
@@ -161,7 +165,7 @@ def block_order(n_kblocks: int, n_panels: int, order: str = "panel") -> np.ndarr
 
 
 def _check_qweight(qweight: np.ndarray, layout: QIGenLayout) -> None:
-    require_dtype("qweight", qweight, np.int32)
+    qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
     require_shape("qweight", qweight, (layout.k * layout.bits // 32, layout.n))
 
@@ -212,7 +216,7 @@ def pack_reference(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
 
 
 def _check_packed(packed: np.ndarray, layout: QIGenLayout) -> None:
-    require_dtype("packed", packed, np.int32)
+    packed = require_dtype("packed", packed, np.int32)
     require_ndim("packed", packed, 1)
     require_shape("packed", packed, (layout.n_words,))
 

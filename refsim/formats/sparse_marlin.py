@@ -223,7 +223,7 @@ def _check(q, scales, group_size):
     require_divisible("N", n, 256, "must be a positive multiple of 256 (Sparse-Marlin)")
     if group_size is not None and (isinstance(group_size, bool) or group_size != 128):
         raise FormatRuleError(f"group_size: Sparse-Marlin supports only 128 or None (per-channel); got {group_size!r}")
-    require_codes("q", q, 4)
+    q = require_codes("q", q, 4)
     scales = require_dtype("scales", scales, np.float16)
     require_shape("scales", scales, (1 if group_size is None else k // group_size, n))
     require_finite("scales", scales)

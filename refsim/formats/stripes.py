@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refsim._validate import require_int
+from refsim._validate import MAX_ELEMENTS, require_bounded, require_int, require_ints
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
@@ -212,11 +212,26 @@ def marlin_tile_config(m: int, n: int, k: int, group_size: int | None,
     return cfg
 
 
+MAX_SMS = 1 << 12  # no GPU has more; bounds the per-block loop
+
+
+def _check_partition(k_tiles, n_tiles, parallel, sms, group_tiles) -> tuple[int, int, int, int, int]:
+    """The one check of :func:`launch_partition` and :func:`stripes_reference`."""
+    vals = require_ints(k_tiles=k_tiles, n_tiles=n_tiles, parallel=parallel, sms=sms, group_tiles=group_tiles)
+    require_bounded("sms", vals[3], MAX_SMS, what="SM count")
+    require_bounded("k_tiles*n_tiles*parallel", vals[0] * vals[1] * vals[2], MAX_ELEMENTS // (16 * 16),
+                    what="tile count")
+    return vals
+
+
 def launch_partition(k_tiles: int, n_tiles: int, parallel: int, sms: int, group_tiles: int) -> tuple[int, tuple[tuple[Slice, ...], ...]]:
     """Device-side bookkeeping of one launch: ``(iters, blocks)``, transcribing ``init_slice``.
 
-    ``blocks[b]`` lists block b's slices in processing order.
+    ``blocks[b]`` lists block b's slices in processing order. All five arguments are integers
+    >= 1 (NumPy scalars are normalised to Python ints, so nothing wraps); ``sms`` and the tile
+    count are bounded (:func:`_check_partition`).
     """
+    k_tiles, n_tiles, parallel, sms, group_tiles = _check_partition(k_tiles, n_tiles, parallel, sms, group_tiles)
     iters = _ceildiv(k_tiles * n_tiles * parallel, sms)
     if group_tiles > 1:
         iters = group_tiles * _ceildiv(iters, group_tiles)
@@ -274,8 +289,9 @@ def stripes(m: int, n: int, k: int, sms: int, group_size: int | None, *, max_par
     slices (tiles in order), per-column reduction order, and counts. ``max_par`` as the Python
     ``marlin.mul`` passes it (16).
     """
-    sms = require_int("sms", sms, minimum=1)
-    max_par = require_int("max_par", max_par, minimum=1)
+    m, n, k, sms, max_par = require_ints(M=m, N=n, K=k, sms=sms, max_par=max_par)
+    require_bounded("sms", sms, MAX_SMS, what="SM count")
+    require_bounded("M*K", m * k)  # the kernel indexes A with int32
     cfg = marlin_tile_config(m, n, k, group_size, thread_k, thread_n, max_par)
     k_tiles, n_tiles = k // cfg.thread_k, n // cfg.thread_n
     launches = []
@@ -294,6 +310,7 @@ def stripes_reference(k_tiles: int, n_tiles: int, parallel: int, sms: int, group
     column boundaries, and ranks each column's pieces bottom to top. Returns
     ``{(block, col_par): (k_tile_start, k_tile_count, slice_idx, slice_count)}``.
     """
+    k_tiles, n_tiles, parallel, sms, group_tiles = _check_partition(k_tiles, n_tiles, parallel, sms, group_tiles)
     iters = _ceildiv(k_tiles * n_tiles * parallel, sms)
     if group_tiles > 1:
         iters = group_tiles * _ceildiv(iters, group_tiles)

@@ -89,6 +89,7 @@ from typing import Literal
 import numpy as np
 
 from refsim._validate import (
+    require_array,
     require_bits,
     require_choice,
     require_finite,
@@ -145,7 +146,7 @@ def round_to_int(x: np.ndarray, rounding: Rounding) -> np.ndarray:
 
 
 def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:
-    require_float_array("w", w)
+    w = require_float_array("w", w)
     require_bits(bits, SUPPORTED_BITS)
     require_choice("scheme", scheme, SCHEMES)
     require_choice("rounding", rounding, ROUNDING_MODES)
@@ -225,7 +226,13 @@ def quantize_codes(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, bits: int
 
     ``scale`` and ``zero`` broadcast against ``x``. Saturation at the range ends is the
     quantizer's definition (values beyond a clipped range), not a silent repair of bad input.
+    ``bits`` 1..8 (the codes are uint8; 9 bits would wrap); x, scale float arrays, zero any
+    numeric array. Cheap checks only: GPTQ calls this once per column.
     """
+    bits = require_bits(bits, range(1, 9))
+    x = require_float_array("x", x)
+    scale = require_array("scale", scale)
+    zero = require_array("zero", zero)
     maxq = (1 << bits) - 1
     r = round_to_int(x.astype(_F32, copy=False) / scale.astype(_F32, copy=False), rounding)
     return np.clip(r + zero.astype(_F32), 0, maxq).astype(np.uint8)
@@ -388,10 +395,10 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero: np.ndarray, group_size: i
     ``q`` integer (K, N); ``scale`` float (G, N) or (1, 1); ``zero`` integer, same shape as
     ``scale``; ``group_size`` None means K // G (i.e. derived from the shapes).
     """
-    require_integer_array("q", q)
+    q = require_integer_array("q", q)
     require_ndim("q", q, 2)
-    require_float_array("scale", scale)
-    require_integer_array("zero", zero)
+    scale = require_float_array("scale", scale)
+    zero = require_integer_array("zero", zero)
     require_ndim("scale", scale, 2)
     require_shape("zero", zero, scale.shape)
     k, n = q.shape

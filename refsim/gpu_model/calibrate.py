@@ -1,7 +1,8 @@
 """Fit the few constants first principles cannot give, on the RTX 4070 Laptop Any-Precision data.
 
-Data: ``shared/calibration/anyprec_rtx4070_laptop.csv`` (Any-Precision LLM paper, Tables 9 and 11,
-RTX 4070 Laptop). It was measured with Nsight Compute, so **clocks are locked to base** and **caches
+Data: ``refsim/gpu_model/data/anyprec_rtx4070_laptop.csv``, a copy of the workspace's
+``shared/calibration/anyprec_rtx4070_laptop.csv`` (Any-Precision LLM paper, Tables 9 and 11,
+RTX 4070 Laptop; see ``data/README.md``). It was measured with Nsight Compute, so **clocks are locked to base** and **caches
 are flushed** between replays: every row is predicted with ``clock="base"`` and cold L2 (all
 operands come from DRAM), which is what every kernel model assumes.
 
@@ -19,11 +20,13 @@ prints median/max absolute percentage error beside the plain DRAM roofline basel
 from __future__ import annotations
 
 import csv
+import math
 import os
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from refsim.errors import FormatRuleError
 from refsim.gpu_model.roofline import FITTED, ModelParams, dram_roofline_s
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
@@ -43,20 +46,71 @@ class CalibrationRow:
     source: str
 
 
+_COLUMNS = ("gpu", "kernel", "n", "k", "bits", "m", "latency_us", "source")
+
+
 def default_csv_path() -> Path:
-    """``$REFSIM_CALIBRATION_CSV`` or ``<workspace>/shared/calibration/anyprec_rtx4070_laptop.csv``."""
+    """``$REFSIM_CALIBRATION_CSV`` or the committed copy ``refsim/gpu_model/data/anyprec_rtx4070_laptop.csv``."""
     env = os.environ.get("REFSIM_CALIBRATION_CSV")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3] / "shared" / "calibration" / "anyprec_rtx4070_laptop.csv"
+    return Path(__file__).resolve().parent / "data" / "anyprec_rtx4070_laptop.csv"
+
+
+def _cell(path, line: int, column: str, text: str, kind):
+    """One typed cell; a malformed one is a FormatRuleError naming file, line and column."""
+    where = f"{path}:{line}: column {column!r}"
+    if kind is str:
+        if not text:
+            raise FormatRuleError(f"{where}: must not be empty; got {text!r}")
+        return text
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise FormatRuleError(f"{where}: must be {'an integer' if kind is int else 'a number'}; got {text!r}") from None
+    if kind is int and value < 1:
+        raise FormatRuleError(f"{where}: must be >= 1; got {text!r}")
+    if kind is float and not (math.isfinite(value) and value > 0):
+        raise FormatRuleError(f"{where}: must be a finite positive number; got {text!r}")
+    return value
 
 
 def load_rows(path: str | Path | None = None) -> list[CalibrationRow]:
-    """Rows of the calibration CSV (columns gpu, kernel, n, k, bits, m, latency_us, source)."""
-    with open(path or default_csv_path(), newline="") as fh:
-        return [CalibrationRow(r["gpu"], r["kernel"], int(r["n"]), int(r["k"]), int(r["bits"]),
-                               int(r["m"]), float(r["latency_us"]), r["source"])
-                for r in csv.DictReader(fh)]
+    """Rows of the calibration CSV (columns gpu, kernel, n, k, bits, m, latency_us, source; UTF-8,
+    an optional byte-order mark is accepted). A missing file, a missing column or a malformed cell
+    is a :class:`~refsim.errors.FormatRuleError` naming the file, the line and the column."""
+    path = Path(path) if path is not None else default_csv_path()
+    try:
+        fh = open(path, newline="", encoding="utf-8-sig")
+    except OSError as err:
+        raise FormatRuleError(f"calibration CSV: must be a readable file; got {str(path)!r} ({err.strerror})") from None
+    kinds = dict(gpu=str, kernel=str, n=int, k=int, bits=int, m=int, latency_us=float, source=str)
+    with fh:
+        try:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                raise FormatRuleError(f"{path}:1: header must list columns {list(_COLUMNS)}; got an empty file")
+            header = [h.strip() for h in header]
+            missing = [c for c in _COLUMNS if c not in header]
+            if missing:
+                raise FormatRuleError(f"{path}:1: header must have columns {list(_COLUMNS)}; missing {missing}, got {header}")
+            index = {c: header.index(c) for c in _COLUMNS}
+            rows = []
+            for cells in reader:
+                line = reader.line_num
+                if not cells:
+                    continue
+                if len(cells) != len(header):
+                    raise FormatRuleError(f"{path}:{line}: row must have {len(header)} cells; got {len(cells)}")
+                rows.append(CalibrationRow(*(_cell(path, line, c, cells[index[c]].strip(), kinds[c])
+                                             for c in _COLUMNS)))
+        except UnicodeDecodeError as err:
+            raise FormatRuleError(f"{path}: must be UTF-8 text; got byte {err.object[err.start]:#04x} "
+                                  f"at offset {err.start}") from None
+        except csv.Error as err:
+            raise FormatRuleError(f"{path}:{reader.line_num}: must be well-formed CSV; got {err}") from None
+    return rows
 
 
 def predict_row(row: CalibrationRow, gpu: GPUSpec, params: ModelParams) -> float:

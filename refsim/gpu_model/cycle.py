@@ -31,6 +31,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
+from refsim._validate import require_bounded, require_int
+from refsim.errors import FormatRuleError
+
 from refsim.gpu_model.kernels import anyprec as _anyprec
 from refsim.gpu_model.kernels import marlin as marlin_model
 from refsim.gpu_model.kernels import predict
@@ -132,7 +137,15 @@ def simulate(body: list[Instr], warps: int, gpu: GPUSpec, f_sm: float, *, iterat
     """Steady-state cycles per loop iteration of ONE warp when ``warps`` warps share one SMSP
     (so the SMSP completes ``warps`` iterations every returned-value cycles): the difference of
     two runs of ``iterations`` and ``2·iterations`` iterations, which removes the prologue
-    (first DRAM latency) and the drain."""
+    (first DRAM latency) and the drain. ``warps`` 1..64 and ``iterations`` 1..4096 (bounded:
+    the event loop is linear in both)."""
+    warps = require_int("warps", warps, minimum=1)
+    iterations = require_int("iterations", iterations, minimum=1)
+    require_bounded("warps", warps, 64, what="warps per SMSP")
+    require_bounded("iterations", iterations, 4096, what="iteration count")
+    if not (isinstance(f_sm, (int, float, np.floating, np.integer)) and not isinstance(f_sm, bool)
+            and math.isfinite(f_sm) and f_sm > 0):
+        raise FormatRuleError(f"f_sm: must be a finite positive clock in Hz; got {f_sm!r}")
     t1 = _run(body, warps, gpu, f_sm, iterations, tensor_interval, dram_bytes_per_cycle)
     t2 = _run(body, warps, gpu, f_sm, 2 * iterations, tensor_interval, dram_bytes_per_cycle)
     return (t2 - t1) / iterations

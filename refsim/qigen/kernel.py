@@ -84,7 +84,7 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
     one contiguous stream (with the plain ``(G, N)`` layout each panel touched G rows N*4 bytes
     apart: 64 strided streams at G = 32, which made 3-bit 4096x11008 2.6x slower).
     """
-    require_dtype("qweight", qweight, np.int32)
+    qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
     k = qweight.shape[0] * 32 // bits if bits in (2, 3, 4) else 0
     lay = QIGenLayout(bits, k, qweight.shape[1], mb, tb, order)
@@ -96,7 +96,7 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
         require_shape(name, arr, (k // gs, lay.n))
         require_finite(name, arr)
     if bias is not None:
-        require_dtype("bias", bias, np.float32)
+        bias = require_dtype("bias", bias, np.float32)
         require_shape("bias", bias, (lay.n,))
         require_finite("bias", bias)
         bias = bias.copy()
@@ -209,7 +209,7 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
         raise ShapeError(f"spec.bits: must equal the matrix's bits={lay.bits}; got {spec.bits}")
     if lay.tb % spec.tu:
         raise ShapeError(f"tb: panel width must be a multiple of the micro-tile tu={spec.tu}; got {lay.tb}")
-    require_dtype("x", x, np.float32)
+    x = require_dtype("x", x, np.float32)
     require_ndim("x", x, 2)
     if x.shape[1] != lay.k:
         raise ShapeError(f"x: must have K={lay.k} columns; got shape {x.shape}")

@@ -58,6 +58,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
+from refsim.emulator import fp
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
@@ -78,49 +79,21 @@ ACCUMULATORS = (1, 2, 4)
 
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Correctly rounded fp32 ``a*b + c`` (one rounding, round-to-nearest-even), elementwise.
+    """Correctly rounded fp32 ``a*b + c`` (one rounding, round-to-nearest-even), elementwise:
+    :func:`refsim.emulator.fp.f32_fma` with ``fused=True``, the one implementation.
 
-    Inputs: float32 arrays (broadcastable), finite. Returns float32.
+    Inputs: float32 values (broadcastable arrays or scalars), finite. Returns float32.
     """
-    a = np.asarray(a, dtype=np.float32).astype(np.float64)
-    b = np.asarray(b, dtype=np.float32).astype(np.float64)
-    c = np.asarray(c, dtype=np.float32).astype(np.float64)
-    p = a * b  # exact: at most 48 significant bits
-    s = p + c
-    # two-sum: s + e == p + c exactly
-    bv = s - p
-    e = (p - (s - bv)) + (c - bv)
-    odd = (s.view(np.uint64) & np.uint64(1)).astype(bool)
-    fix = (e != 0) & ~odd
-    toward = np.where(e > 0, np.inf, -np.inf)
-    s = np.where(fix, np.nextafter(s, toward), s)  # round-to-odd result
-    return s.astype(np.float32)
+    a, b, c = (np.asarray(v, dtype=np.float32) for v in (a, b, c))
+    return fp.f32_fma(a, b, c, fused=True)
 
 
 def fma32_reference(a: float, b: float, c: float) -> np.float32:
-    """Scalar fp32 fma from exact rationals: round ``a*b + c`` to the nearest fp32, ties to even.
-
-    Slow; used to test :func:`fma32`. Inputs must be finite fp32 values.
-    """
-    from fractions import Fraction
-
-    a, b, c = (np.float32(v) for v in (a, b, c))
-    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
-    guess = np.float32(float(exact))  # within one fp32 step of the answer
-    best = None
-    for cand in (np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))):
-        if not np.isfinite(cand):
-            continue
-        dist = abs(Fraction(float(cand)) - exact)
-        even = (int(np.array(cand).view(np.uint32)) & 1) == 0
-        key = (dist, not even)
-        if best is None or key < best[0]:
-            best = (key, cand)
-    result = best[1]
-    if result == 0:  # sign of an exact zero: +0 unless both addends are -0 (round-to-nearest)
-        prod_neg = (np.signbit(a) != np.signbit(b))
-        result = np.float32(-0.0) if (exact == 0 and prod_neg and np.signbit(c)) else np.float32(0.0)
-    return np.float32(result)
+    """Scalar fp32 fma from exact rationals (:func:`refsim.emulator.fp.fma_reference`): round
+    ``a*b + c`` to the nearest fp32, ties to even, IEEE sign of an exact zero. Slow; tests
+    :func:`fma32`. Inputs: finite fp32 values."""
+    a, b, c = (np.array(np.float32(v)) for v in (a, b, c))
+    return np.float32(fp.fma_reference(a, b, c)[()])
 
 
 def chunk_order(bits: int, unroll: int = 2) -> list[int]:
@@ -168,15 +141,15 @@ def combine_partials(parts: list) -> np.ndarray:
 
 def _check(x, q, scales, zeros, bias, bits, group_size):
     require_bits(bits, (2, 3, 4))
-    require_dtype("x", x, np.float32)
+    x = require_dtype("x", x, np.float32)
     require_ndim("x", x, 2)
     m, k = x.shape
-    require_dtype("q", q, np.uint8)
+    q = require_dtype("q", q, np.uint8)
     require_ndim("q", q, 2)
     if q.shape[0] != k:
         raise ShapeError(f"q: must have K={k} rows like x; got shape {q.shape}")
     n = q.shape[1]
-    require_codes("q", q, bits)
+    q = require_codes("q", q, bits)
     if group_size is None:
         gs = k
     else:
@@ -190,7 +163,7 @@ def _check(x, q, scales, zeros, bias, bits, group_size):
         require_shape(name, arr, (k // gs, n))
         require_finite(name, arr)
     if bias is not None:
-        require_dtype("bias", bias, np.float32)
+        bias = require_dtype("bias", bias, np.float32)
         require_shape("bias", bias, (n,))
         require_finite("bias", bias)
     require_finite("x", x)

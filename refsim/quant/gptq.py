@@ -81,7 +81,7 @@ class HessianAccumulator:
         self.nsamples = 0
 
     def add_batch(self, x: np.ndarray) -> None:
-        require_float_array("x", x)
+        x = require_float_array("x", x)
         require_finite("x", x)
         if x.ndim == 2:
             x = x[None]
@@ -171,11 +171,11 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     ``group_size`` None is per-channel (the reference's ``-1``). ``sym`` selects the ``gptq_sym``
     scheme (zero = 2**(bits-1)). Inputs are not modified. Returns :class:`GPTQResult`.
     """
-    require_float_array("W", W)
+    W = require_float_array("W", W)
     require_ndim("W", W, 2)
     require_finite("W", W)
     k, n = W.shape
-    require_float_array("H", H)
+    H = require_float_array("H", H)
     require_shape("H", H, (k, k))
     require_finite("H", H)
     bits = require_bits(bits, gptq_format.BITS)

@@ -62,7 +62,7 @@ def rtn_quantize(W: np.ndarray, bits: int, *, scheme: str = "gptq_asym", group_s
     k, n = W.shape
     g = _groups(k, "channel" if group_size is None else "group", group_size)
     if H is not None:
-        require_float_array("H", H)
+        H = require_float_array("H", H)
         require_shape("H", H, (k, k))
         require_finite("H", H)
         if np.any(np.diag(H) < 0):

@@ -230,12 +230,33 @@ def _zero_weight_mean(xs_slice: np.ndarray) -> np.float32:
     return np.float32(float(total) / len(xs_slice))
 
 
+MAX_CLUSTERS = 256
+
+
+def _check_kmeans(n_values: int, n_clusters, max_iter, random_state) -> tuple[int, int, int]:
+    """The one check of :func:`kmeans_1d_rows` and :func:`kmeans_1d_reference`: 1 <= n_clusters
+    <= 256 (codes are uint8; more clusters than weights is legal, the extra ones stay empty, but
+    the tables are (N, n_clusters), so the count is bounded before allocating), max_iter >= 0,
+    random_state a seed NumPy's RandomState accepts (0 <= seed < 2**32)."""
+    k = require_int("n_clusters", n_clusters, minimum=1)
+    if k > MAX_CLUSTERS:
+        raise FormatRuleError(f"n_clusters: must be <= {MAX_CLUSTERS} (uint8 codes); got {k}")
+    max_iter = require_int("max_iter", max_iter, minimum=0)
+    random_state = require_int("random_state", random_state, minimum=0)
+    if random_state >= 1 << 32:
+        raise FormatRuleError(f"random_state: must be < 2**32; got {random_state}")
+    return k, max_iter, random_state
+
+
 def kmeans_1d_reference(xs, Pw, Pwx, Pwxx, n_clusters: int, max_iter: int = 50,
                         random_state: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """One channel, plain loops: returns (centroids float32 (k,) ascending, borders int64 (k+1,)).
 
     xs float32 (K,) sorted; Pw, Pwx, Pwxx float64 (K,) prefix sums (see :func:`sort_rows`).
     """
+    xs = require_float_array("xs", xs)
+    require_ndim("xs", xs, 1)
+    n_clusters, max_iter, random_state = _check_kmeans(len(xs), n_clusters, max_iter, random_state)
     rng = np.random.RandomState(random_state)
     n = len(xs)
     k = n_clusters
@@ -344,6 +365,9 @@ def kmeans_1d_rows(s: SortedRows, n_clusters: int, max_iter: int = 50,
     Returns centroids float32 (N, k) ascending and borders int64 (N, k+1).  Every channel
     re-seeds the generator, so all channels see the same uniforms; they are drawn once here.
     """
+    if not isinstance(s, SortedRows):
+        raise FormatRuleError(f"s: must be a SortedRows (from sort_rows); got {type(s).__name__}")
+    n_clusters, max_iter, random_state = _check_kmeans(s.xs.shape[1], n_clusters, max_iter, random_state)
     xs = s.xs
     n, kk = xs.shape
     k = n_clusters

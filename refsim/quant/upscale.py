@@ -42,8 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_int
-from refsim.errors import FormatRuleError
+from refsim._validate import require_float_array, require_int, require_integer_array, require_ndim, require_shape
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import bitplane
 from refsim.quant.squeezellm import (
     SortedRows,
@@ -139,7 +139,7 @@ def split_cluster_reference(xs, Pw, Pwx, a: int, e: int) -> tuple[np.float32, np
 def upscale_reference(xs, Pw, Pwx, lut, borders, parent_bits: int):
     """One channel: from a seed (lut float32 (2**s,), borders (2**s + 1,)) to parent_bits.
     Returns ({b: lut_b}, {b: borders_b}) for b = s..parent_bits."""
-    s = int(np.log2(len(lut)))
+    s, parent_bits = _check_levels(len(lut), parent_bits)
     luts, bords = {s: np.asarray(lut, np.float32)}, {s: np.asarray(borders, np.int64)}
     for b in range(s, parent_bits):
         old_c, old_b = luts[b], bords[b]
@@ -275,7 +275,11 @@ def _split_all(s: SortedRows, R: np.ndarray, A: np.ndarray, E: np.ndarray, lazy:
 def upscale_rows(s: SortedRows, lut: np.ndarray, borders: np.ndarray, parent_bits: int):
     """:func:`upscale_reference` for every channel at once: lut float32 (N, 2**s), borders int64
     (N, 2**s + 1) -> ({b: float32 (N, 2**b)}, {b: int64 (N, 2**b + 1)})."""
-    sb = int(np.log2(lut.shape[1]))
+    lut = require_float_array("lut", lut)
+    require_ndim("lut", lut, 2)
+    sb, parent_bits = _check_levels(lut.shape[1], parent_bits)
+    borders = require_integer_array("borders", borders)
+    require_shape("borders", borders, (lut.shape[0], lut.shape[1] + 1))
     luts, bords = {sb: lut.astype(np.float32)}, {sb: borders.astype(np.int64)}
     lazy: dict = {}  # precomputations shared by all levels, made on first use
     for b in range(sb, parent_bits):
@@ -290,6 +294,15 @@ def upscale_rows(s: SortedRows, lut: np.ndarray, borders: np.ndarray, parent_bit
         luts[b + 1] = new_c
         bords[b + 1] = np.concatenate([new_b, old_b[:, -1:]], axis=1)
     return luts, bords
+
+
+def _check_levels(lut_len: int, parent_bits) -> tuple[int, int]:
+    """The one check of :func:`upscale_rows` and :func:`upscale_reference`: the seed table has
+    2**s entries (1 <= s) and ``s <= parent_bits <= 8`` (uint8 codes; also bounds the work)."""
+    s = int(lut_len).bit_length() - 1
+    if lut_len < 2 or (1 << s) != lut_len:
+        raise ShapeError(f"lut: must have 2**s >= 2 entries per channel; got {lut_len}")
+    return _check_bits(s, parent_bits)
 
 
 def _check_bits(seed_bits, parent_bits):

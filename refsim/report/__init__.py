@@ -5,12 +5,14 @@ Sections are plug-ins: every module in :mod:`refsim.report.sections` defines
     TITLE: str                 the section heading
     ORDER: int                 position in the report (lower first)
     checks() -> list[Check]    self-checks; each ``Check.run()`` returns a one-line detail
-                               string and raises (any exception) on failure
+                               string, raises (any exception) on failure, or raises
+                               :class:`SkipCheck` when it cannot run here (missing data)
     markdown(out_dir) -> str   optional free-form markdown (tables, links to PNGs written to
                                ``out_dir``), run after the checks
 
-The runner times every check and writes ``report.md`` with a PASS/FAIL table per section.
-A failed check does not stop the report; the exit status of ``refsim report`` is 1 if any failed.
+The runner times every check and writes ``report.md`` with a PASS/FAIL/SKIPPED table per section.
+A skipped check is counted apart from passes (never shown as one). A failed check does not stop
+the report; the exit status of ``refsim report`` is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -28,8 +30,13 @@ import numpy as np
 
 import refsim
 import refsim.report.sections
+from refsim.errors import FormatRuleError
 
-__all__ = ["Check", "CheckResult", "SectionResult", "run_report", "section_modules"]
+__all__ = ["Check", "CheckResult", "SectionResult", "SkipCheck", "run_report", "section_modules"]
+
+
+class SkipCheck(Exception):
+    """Raised by a check that cannot run here (its data is absent); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,11 @@ class CheckResult:
     passed: bool
     detail: str
     seconds: float
+    skipped: bool = False
+
+    @property
+    def status(self) -> str:
+        return "SKIPPED" if self.skipped else ("PASS" if self.passed else "FAIL")
 
 
 @dataclass
@@ -57,47 +69,65 @@ class SectionResult:
 
     @property
     def failed(self) -> int:
-        return sum(not r.passed for r in self.results)
+        return sum(not r.passed and not r.skipped for r in self.results)
+
+    @property
+    def skipped(self) -> int:
+        return sum(r.skipped for r in self.results)
 
 
 def section_modules(only: str | None = None) -> list:
     """Imported section modules sorted by ``ORDER``; ``only`` keeps those whose module name or
-    title contains it (case-insensitive)."""
+    title contains it (case-insensitive). An ``only`` that matches no section is a
+    :class:`~refsim.errors.FormatRuleError` listing the section names."""
     mods = []
     for info in pkgutil.iter_modules(refsim.report.sections.__path__):
         mod = importlib.import_module(f"refsim.report.sections.{info.name}")
         if only and only.lower() not in info.name.lower() and only.lower() not in mod.TITLE.lower():
             continue
         mods.append(mod)
+    if only is not None and not mods:
+        names = sorted(info.name for info in pkgutil.iter_modules(refsim.report.sections.__path__))
+        raise FormatRuleError(f"only: must match a section name or title, one of {names}; got {only!r}")
     return sorted(mods, key=lambda m: (m.ORDER, m.__name__))
 
 
 def _run_check(check: Check) -> CheckResult:
     t0 = time.perf_counter()
+    skipped = False
     try:
         detail = check.run()
         passed = True
+    except SkipCheck as why:
+        detail, passed, skipped = f"skipped: {why}", False, True
     except Exception as err:  # a failing check is reported, not raised
         tb = traceback.extract_tb(err.__traceback__)[-1]
         detail = f"{type(err).__name__}: {err} ({Path(tb.filename).name}:{tb.lineno})"
         passed = False
-    return CheckResult(check.name, passed, " ".join(str(detail).split()), time.perf_counter() - t0)
+    return CheckResult(check.name, passed, " ".join(str(detail).split()), time.perf_counter() - t0, skipped)
 
 
 def run_report(out_dir: Path | str = "refsim-report", only: str | None = None,
                progress: Callable[[str], None] | None = None) -> list[SectionResult]:
-    """Run every section, write ``out_dir/report.md``, return the section results."""
+    """Run every section, write ``out_dir/report.md``, return the section results.
+
+    Checked before any work: ``only`` must match a section (else FormatRuleError, and an existing
+    report is left untouched) and ``out_dir`` must be a writable folder (else OSError)."""
     out_dir = Path(out_dir)
+    modules = section_modules(only)
     out_dir.mkdir(parents=True, exist_ok=True)
+    probe = out_dir / ".refsim-write-probe"
+    probe.write_text("")  # raises OSError now, not after minutes of checks
+    probe.unlink()
     sections = []
-    for mod in section_modules(only):
+    for mod in modules:
         t0 = time.perf_counter()
         sec = SectionResult(mod.TITLE)
         for check in mod.checks():
             res = _run_check(check)
             sec.results.append(res)
             if progress:
-                progress(f"[{'PASS' if res.passed else 'FAIL'}] {mod.TITLE} / {res.name} ({res.seconds:.2f} s)")
+                progress(f"[{res.status}] {mod.TITLE} / {res.name} ({res.seconds:.2f} s)")
         if hasattr(mod, "markdown"):
             try:
                 sec.markdown = mod.markdown(out_dir)
@@ -112,26 +142,28 @@ def run_report(out_dir: Path | str = "refsim-report", only: str | None = None,
 def _render(sections: list[SectionResult]) -> str:
     n_checks = sum(len(s.results) for s in sections)
     n_failed = sum(s.failed for s in sections)
+    n_skipped = sum(s.skipped for s in sections)
     lines = [
         "# refsim report",
         "",
         f"refsim {refsim.__version__} · Python {platform.python_version()} · NumPy {np.__version__} · "
         f"{platform.machine()} · {time.strftime('%Y-%m-%d %H:%M:%S')}",
         "",
-        f"**{n_checks - n_failed} of {n_checks} self-checks passed**"
-        + (f", **{n_failed} FAILED**" if n_failed else "") + ".",
+        f"**{n_checks - n_failed - n_skipped} of {n_checks} self-checks passed**"
+        + (f", **{n_failed} FAILED**" if n_failed else "")
+        + (f", {n_skipped} SKIPPED (could not run here)" if n_skipped else "") + ".",
         "",
-        "| section | checks | failed | seconds |",
-        "|---|---:|---:|---:|",
+        "| section | checks | failed | skipped | seconds |",
+        "|---|---:|---:|---:|---:|",
     ]
-    lines += [f"| {s.title} | {len(s.results)} | {s.failed} | {s.seconds:.2f} |" for s in sections]
+    lines += [f"| {s.title} | {len(s.results)} | {s.failed} | {s.skipped} | {s.seconds:.2f} |" for s in sections]
     for s in sections:
         lines += ["", f"## {s.title}", ""]
         if s.results:
             lines += ["| check | result | seconds | detail |", "|---|---|---:|---|"]
             for r in s.results:
                 detail = r.detail.replace("|", "\\|")
-                lines.append(f"| {r.name} | {'PASS' if r.passed else '**FAIL**'} | {r.seconds:.3f} | {detail} |")
+                lines.append(f"| {r.name} | {'**FAIL**' if r.status == 'FAIL' else r.status} | {r.seconds:.3f} | {detail} |")
         if s.markdown:
             lines += ["", s.markdown.rstrip()]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ from refsim.emulator import hw_samples as hw
 from refsim.emulator import marlin_kernel as mk
 from refsim.emulator import tensor_core as tc
 from refsim.formats import marlin
-from refsim.report import Check
+from refsim.report import Check, SkipCheck
 
 TITLE = "Exact emulator (fp, tensor cores, kernels)"
 ORDER = 60
@@ -19,7 +19,7 @@ ORDER = 60
 def _hardware_rows() -> str:
     path = hw.available_path()
     if path is None:
-        return "skipped: no hardware data (../shared/testdata/tensor_core_hw or tests/emulator/data)"
+        raise SkipCheck(f"no hardware data at {hw.subset_path()} (present in a source checkout only)")
     parts = []
     rows = hw.load(path)
     for gpu, arch in hw.GPUS:

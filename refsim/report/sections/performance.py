@@ -1,12 +1,11 @@
 """``refsim report`` performance section: Llama-2-7B linear layers on A10, RTX 4090 and Jetson AGX
 Orin for every kernel family and batch 1..256 — latency, speedup over cuBLAS FP16, the batch at
 which each kernel turns compute-bound, and a roofline PNG per GPU (matplotlib if importable; the
-tables are written either way). Checks: calibration accuracy, paper anchors; the prediction speed
-is printed as a measurement (no timing in self-checks)."""
+tables are written either way). Checks: calibration accuracy and paper anchors (prediction speed is
+measured by ``bench/bench_predict.py``, never asserted here)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from refsim.report import Check
@@ -51,8 +50,6 @@ def _block(gpu, kernel, m):
 # ---- checks ------------------------------------------------------------------------------------
 def _check_calibration():
     from refsim.gpu_model import calibrate
-    if not calibrate.default_csv_path().exists():
-        return f"skipped: {calibrate.default_csv_path()} not present"
     acc = calibrate.accuracy()
     assert acc["model_median_ape"] <= 0.08 and acc["model_max_ape"] <= 0.25, acc
     return (f"model median APE {acc['model_median_ape']:.1%}, max {acc['model_max_ape']:.1%} on "
@@ -76,22 +73,6 @@ def _check_atom_anchor():
     sp = predict("rtx4090", "cublas-fp16", 512, 4096, 4096).latency_s / predict("rtx4090", "atom-w4a4", 512, 4096, 4096).latency_s
     return ("vs Atom NVBench (4090, 4096x4096): " + ", ".join(f"b{m} {e:+.0%}" for m, e in errs.items())
             + f"; speedup over FP16 at 512: {sp:.2f}x (paper 3.42x)")
-
-
-def _prediction_rate() -> float:
-    """Predictions per second over a small fixed mix, measured now (a measurement, not a check:
-    the speed target lives in bench/bench_predict.py, never in a pass/fail self-check)."""
-    from refsim.gpu_model.kernels import predict
-    jobs = [(g, kname, m, 4096, 4096) for g in GPUS for kname in ("marlin", "anyprec", "cublas-fp16")
-            for m in (1, 2, 4, 8)]
-    for j in jobs:
-        predict(*j)
-    t0 = time.perf_counter()
-    reps = 20
-    for _ in range(reps):
-        for j in jobs:
-            predict(*j)
-    return reps * len(jobs) / (time.perf_counter() - t0)
 
 
 def checks() -> list[Check]:
@@ -179,6 +160,4 @@ def markdown(out_dir) -> str:
         lines += [f"![roofline {gpu}]({png})" if png else "(matplotlib not importable: roofline plot skipped)", ""]
     lines.append("'compute-bound from' = smallest batch at which the slowest layer's binding term is tensor, "
                  "ALU or shared memory.")
-    lines.append(f"Prediction speed on this machine, this run: {_prediction_rate():,.0f} predictions/s "
-                 "(a measurement; the target is checked by bench/bench_predict.py).")
     return "\n".join(lines)

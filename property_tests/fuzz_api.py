@@ -1,0 +1,163 @@
+"""The public API, enumerated programmatically, and the wrong arguments the fuzz test draws.
+
+Run ``PYTHONPATH=. python property_tests/fuzz_api.py --sweep [trials] [seed]`` to search at
+random for functions that still break (prints a ``GAPS`` dict for ``fuzz_gaps.py``).
+
+Public = every name in a module's ``__all__`` under :mod:`refsim` that is a function or a class,
+except in the modules listed in :data:`EXCLUDED_MODULES` (each with the reason).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import numpy as np
+
+import refsim
+
+#: modules whose public names are not called with drawn arguments, and why
+EXCLUDED_MODULES = {
+    "refsim.cli": "the command line: covered by tests/commands/test_cli_errors.py",
+    "refsim.commands": "argparse plug-ins: covered by tests/commands/test_cli_errors.py",
+    "refsim.report": "runs minutes of self-checks and writes files",
+    "refsim.testing": "assertion helpers and the hypothesis kernel harness (raise AssertionError by design)",
+    "refsim.data": "downloads the MiniLM wheel and runs an encoder (network, minutes)",
+    "refsim.qigen.build": "runs a C compiler",
+    "refsim.cuda": "compiles and launches CUDA kernels (toolchain, GPU)",
+    "refsim.ptx": "runs nvcc",
+    "refsim.errors": "the exception classes themselves",
+    "refsim._validate": "internal",
+    "refsim.__main__": "runs the CLI on import",
+}
+
+
+def _excluded(name: str) -> bool:
+    return any(name == m or name.startswith(m + ".") for m in EXCLUDED_MODULES)
+
+
+def public_callables() -> list[tuple[str, object]]:
+    """``[(qualified name, callable)]`` for every public function and class, sorted, unique."""
+    found = {}
+    for info in pkgutil.walk_packages(refsim.__path__, "refsim."):
+        if _excluded(info.name):
+            continue
+        try:
+            mod = importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001 - an optional dependency missing: not public here
+            continue
+        for attr in getattr(mod, "__all__", ()):
+            obj = getattr(mod, attr, None)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue
+            if inspect.isclass(obj) and issubclass(obj, BaseException):
+                continue
+            home = getattr(obj, "__module__", info.name) or info.name
+            if _excluded(home):
+                continue
+            found.setdefault(f"{home}.{obj.__qualname__}", obj)
+    return sorted(found.items())
+
+
+def arity(fn) -> tuple[int, int]:
+    """(required positional parameters, all positional parameters) of ``fn``."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return 0, 0
+    pos = [p for p in sig.parameters.values()
+           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in pos if p.default is p.empty]
+    return len(required), len(pos)
+
+
+def _big_endian():
+    return np.arange(12, dtype=">f4").reshape(3, 4)
+
+
+def _fortran():
+    return np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+def _readonly():
+    a = np.ones((4, 8), np.float16)
+    a.flags.writeable = False
+    return a
+
+
+#: wrong (or edge) values: types, special values, integer widths, layouts, sizes
+WRONG_VALUES = {
+    "None": lambda: None,
+    "True": lambda: True,
+    "str": lambda: "x",
+    "float 1.5": lambda: 1.5,
+    "nan": lambda: float("nan"),
+    "inf": lambda: float("inf"),
+    "-1": lambda: -1,
+    "0": lambda: 0,
+    "2**40": lambda: 2**40,
+    "np.uint8(200)": lambda: np.uint8(200),
+    "np.int32(-1)": lambda: np.int32(-1),
+    "list": lambda: [1, 2, 3],
+    "empty f32": lambda: np.zeros((0,), np.float32),
+    "empty 2-D f32": lambda: np.zeros((0, 0), np.float32),
+    "f64 (3,5)": lambda: np.ones((3, 5), np.float64),
+    "nan f32 (4,4)": lambda: np.full((4, 4), np.nan, np.float32),
+    "fortran f32": _fortran,
+    "big-endian f32": _big_endian,
+    "read-only f16": _readonly,
+    "neg-stride i32": lambda: np.arange(16, dtype=np.int32)[::-1],
+    "str array": lambda: np.array(["a", "b"]),
+    "object": lambda: object(),
+    "uint8 (64,32)": lambda: np.zeros((64, 32), np.uint8),
+}
+
+
+def sweep(trials: int = 600, seed: int = 0) -> dict[str, str]:
+    """Random search: for each public callable, up to ``trials`` calls with wrong values; returns
+    ``{name: first failure}`` for those that raised something other than a RefsimError or did
+    not return within 3 s (run it as a script, never from the test suite)."""
+    import resource
+    import signal
+    import warnings
+
+    from refsim.errors import RefsimError, ToolchainError
+
+    def alarm(*_):
+        raise TimeoutError("no return within 3 s")
+
+    signal.signal(signal.SIGALRM, alarm)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, hard))
+    warnings.simplefilter("ignore")
+    rng = np.random.default_rng(seed)
+    names = list(WRONG_VALUES)
+    bad = {}
+    for name, fn in public_callables():
+        required, total = arity(fn)
+        for trial in range(trials):
+            picks = [names[i] for i in rng.integers(0, len(names), required if trial % 2 == 0 else total)]
+            signal.alarm(3)
+            try:
+                fn(*[WRONG_VALUES[p]() for p in picks])
+            except (RefsimError, ToolchainError):
+                pass
+            except BaseException as err:  # noqa: BLE001 - classifying every escape is the point
+                bad[name] = f"{type(err).__name__} with {picks}"
+                break
+            finally:
+                signal.alarm(0)
+    return bad
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--sweep"]:
+        found = sweep(*(int(a) for a in sys.argv[2:4]))
+        print("GAPS = {")
+        for key, why in sorted(found.items()):
+            print(f"    {key!r}: {why!r},")
+        print("}")
+        print(f"# {len(found)} of {len(public_callables())} public callables break", file=sys.stderr)
