@@ -231,9 +231,20 @@ def gpu_names() -> list[str]:
     return sorted(GPUS)
 
 
+# Short names people type; matched case-insensitively like the full names.
+ALIASES = {"a100": "a100-80gb", "h100": "h100-sxm", "orin": "orin-agx-64gb", "4090": "rtx4090",
+           "a6000": "rtx-a6000", "3090": "rtx3090", "2080": "rtx2080"}
+
+
 def get_gpu(name: str | GPUSpec) -> GPUSpec:
-    """The :class:`GPUSpec` for ``name``; an unknown name raises FormatRuleError listing valid ones."""
+    """The :class:`GPUSpec` for ``name`` (case-insensitive; :data:`ALIASES` accepted); an unknown
+    name raises FormatRuleError listing valid ones."""
     if isinstance(name, GPUSpec):
         return name
+    if isinstance(name, str):
+        key = name.strip().lower()
+        key = ALIASES.get(key, key)
+        if key in GPUS:
+            return GPUS[key]
     require_choice("gpu", name, gpu_names())
     return GPUS[name]

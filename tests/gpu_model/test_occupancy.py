@@ -78,3 +78,21 @@ def test_huge_m_answers_at_once():
     a = predict("a100-80gb", "anyprec", 10**8, 4096, 4096, bits=4)
     b = predict("a100-80gb", "anyprec", 10**4, 4096, 4096, bits=4)
     assert a.latency_s > b.latency_s > 0 and a.latency_s < float("inf")
+
+
+def test_marlin_refused_before_sm80():
+    with pytest.raises(FormatRuleError, match="compute capability >= 8.0"):
+        predict("rtx2080", "marlin", 1, 4096, 4096)
+    with pytest.raises(FormatRuleError, match="compute capability >= 8.0"):
+        predict("rtx2080", "marlin-24", 1, 4096, 4096)
+
+
+@pytest.mark.parametrize("alias, name", [("a100", "a100-80gb"), ("H100", "h100-sxm"), ("Orin", "orin-agx-64gb"),
+                                         ("RTX4090", "rtx4090")])
+def test_gpu_aliases_are_case_insensitive(alias, name):
+    assert get_gpu(alias).name == name
+
+
+def test_unknown_gpu_still_refused():
+    with pytest.raises(FormatRuleError):
+        get_gpu("a1000")
