@@ -91,8 +91,8 @@ def _run(args) -> int:
              f"  latency      {out['latency_us']:.2f} us",
              f"  cublas-fp16  {out['cublas_fp16_latency_us']:.2f} us  -> speedup {out['speedup_vs_cublas_fp16']:.2f}x",
              f"  bottleneck   {bottleneck}",
-             "  breakdown (us; dram/l2/tensor/alu/smem overlap, launch/tail/serial add):"]
-    for key in ("dram", "l2", "tensor", "alu", "smem", "launch", "tail", "serial"):
+             "  breakdown (us; dram/l2/tensor/alu/smem/latency overlap, launch/tail/serial add):"]
+    for key in ("dram", "l2", "tensor", "alu", "smem", "latency", "launch", "tail", "serial"):
         if key in terms:
             lines.append(f"    {key:<8} {terms[key] * 1e6:10.2f}")
     if args.model:

@@ -7,7 +7,8 @@ Each kernel model (``refsim.gpu_model.kernels.*``) counts, from how the kernel r
     tensor-core instructions ... T_tc   = n_mma · flop_per_mma(padded shape) / (rate(acc type) · SMs · f_sm)
     ALU / issue slots .......... T_alu  = max(warp_instrs / (4 SMSP · SMs · f · eff), pipe lanes / lanes/clk)
     L1/shared wavefronts ....... T_smem = wavefronts / (SMs · f_sm)   (LUT lookups × bank-conflict degree)
-    fixed ...................... T0 per launch + one DRAM latency per wave (ramp, tail)
+    latency-bound chain ........ T_lat  = waves · steps per warp · (DRAM latency + own instructions / f)
+    fixed ...................... T0 per launch + one DRAM latency (ramp)
 
 and combines them with :func:`combine`:
 
@@ -29,7 +30,7 @@ from refsim.gpu_model.specs import FITTED_LAUNCH_OVERHEAD_S, GPUSpec
 __all__ = ["ModelParams", "FITTED", "Breakdown", "combine", "dram_time", "waves",
            "dram_roofline_s", "PIPE_TERMS"]
 
-PIPE_TERMS = ("dram", "l2", "tensor", "alu", "smem")
+PIPE_TERMS = ("dram", "l2", "tensor", "alu", "smem", "latency")
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,8 @@ class ModelParams:
     """
 
     launch_overhead_s: float = FITTED_LAUNCH_OVERHEAD_S
-    overlap: float = 0.9432
-    cuda_core_issue_eff: float = 0.4600
+    overlap: float = 0.8998
+    cuda_core_issue_eff: float = 0.5761
 
 
 FITTED = ModelParams()
@@ -131,13 +132,15 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
     """Overlap the pipe terms, add fixed costs, name the bottleneck.
 
     ``T = T0·launches + tail + max(pipes) + (1 - a)·second(pipes) + extra_serial_s`` where
-    tail = one DRAM latency per (started) wave: the first loads of a wave cannot be hidden.
+    tail = one DRAM latency per launch (the first loads cannot be hidden; later waves start as
+    CTAs retire, so there is no per-wave bubble).
     """
     ordered = sorted(pipes.items(), key=lambda kv: kv[1], reverse=True)
     first = ordered[0][1] if ordered else 0.0
     second = ordered[1][1] if len(ordered) > 1 else 0.0
     launch = params.launch_overhead_s * launches
-    tail = gpu.dram_latency_s * max(1, math.ceil(n_waves - 1e-9))
+    tail = gpu.dram_latency_s          # first loads of the launch; CTAs of later waves are scheduled
+                                       # as slots free up, so there is no bubble per wave
     latency = launch + tail + first + (1.0 - params.overlap) * second + extra_serial_s
     terms = dict(pipes)
     terms["launch"] = launch

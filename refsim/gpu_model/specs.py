@@ -37,7 +37,7 @@ __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"
 # Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
 # gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
 # for every GPU (no per-GPU fudge factor).
-FITTED_LAUNCH_OVERHEAD_S = 2.115e-6
+FITTED_LAUNCH_OVERHEAD_S = 2.296e-6
 
 _SPEC_NOTE = "shared/specs/perf_model.md"
 _CUDA_GUIDE = "CUDA C++ Programming Guide, arithmetic-instruction throughput table (per CC)"
@@ -77,6 +77,13 @@ class GPUSpec:
     hfma2_lanes_per_clk_per_sm: float
     l1_smem_bytes_per_clk_per_sm: float
     launch_overhead_s: float
+    # occupancy rules (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability",
+    # and the CUDA Occupancy Calculator's per-CC allocation table)
+    reg_alloc_unit_per_warp: int = 256        # registers are allocated per warp in units of 256
+    max_regs_per_thread: int = 255
+    max_threads_per_block: int = 1024
+    smem_alloc_unit_bytes: int = 128          # 256 on CC 7.5
+    smem_reserved_per_block_bytes: int = 1024  # system use per resident block on CC >= 8.0; 0 on 7.5
     provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # ---- derived numbers -------------------------------------------------------------------
@@ -148,6 +155,8 @@ def _gpu(name, arch, cc, tc, sms, base, boost, sustained, bw, frac, lat, l2, l2b
         "alu_*": ("whitepaper", _CUDA_GUIDE),
         "smem/regs/warps/ctas": ("whitepaper", f"CUDA guide per-CC limits; {_SPEC_NOTE} table 1.2"),
         "l1_smem_bytes_per_clk_per_sm": ("whitepaper", "32 banks x 4 B per clock (CUDA guide, shared memory)"),
+        "reg_alloc_unit_per_warp/max_regs_per_thread/smem_alloc_unit_bytes/smem_reserved_per_block_bytes":
+            ("whitepaper", "CUDA guide per-CC technical specifications; CUDA Occupancy Calculator allocation units"),
         "launch_overhead_s": ("fitted", "calibrate.py on anyprec_rtx4070_laptop.csv (one value for all GPUs)"),
     }
     common.update(prov)
@@ -160,6 +169,8 @@ def _gpu(name, arch, cc, tc, sms, base, boost, sustained, bw, frac, lat, l2, l2b
         tc_fp16_f16acc_flop_per_clk_per_sm=f16, tc_fp16_f32acc_flop_per_clk_per_sm=f32,
         tc_int8_op_per_clk_per_sm=i8, tc_int4_op_per_clk_per_sm=i4, l1_smem_bytes_per_clk_per_sm=128,
         launch_overhead_s=FITTED_LAUNCH_OVERHEAD_S, provenance=common, **_ALU[cc],
+        smem_alloc_unit_bytes=256 if cc == "7.5" else 128,
+        smem_reserved_per_block_bytes=0 if cc == "7.5" else 1024,
     )
 
 
@@ -220,9 +231,20 @@ def gpu_names() -> list[str]:
     return sorted(GPUS)
 
 
+# Short names people type; matched case-insensitively like the full names.
+ALIASES = {"a100": "a100-80gb", "h100": "h100-sxm", "orin": "orin-agx-64gb", "4090": "rtx4090",
+           "a6000": "rtx-a6000", "3090": "rtx3090", "2080": "rtx2080"}
+
+
 def get_gpu(name: str | GPUSpec) -> GPUSpec:
-    """The :class:`GPUSpec` for ``name``; an unknown name raises FormatRuleError listing valid ones."""
+    """The :class:`GPUSpec` for ``name`` (case-insensitive; :data:`ALIASES` accepted); an unknown
+    name raises FormatRuleError listing valid ones."""
     if isinstance(name, GPUSpec):
         return name
+    if isinstance(name, str):
+        key = name.strip().lower()
+        key = ALIASES.get(key, key)
+        if key in GPUS:
+            return GPUS[key]
     require_choice("gpu", name, gpu_names())
     return GPUS[name]

@@ -38,10 +38,10 @@ def test_waves_counts_resident_slots():
 def test_combine_overlaps_the_second_pipe_and_adds_fixed_costs():
     p = ModelParams(launch_overhead_s=1e-6, overlap=0.5, cuda_core_issue_eff=1.0)
     bd = combine("x", G4090, 1, 8, 8, 4, {"dram": 10e-6, "alu": 4e-6, "smem": 1e-6}, p, n_waves=1.5)
-    # T0 1 + tail 2 waves x 0.5 us + 10 + 0.5 x 4
-    assert bd.latency_s == pytest.approx(1e-6 + 1e-6 + 10e-6 + 2e-6)
+    # T0 1 + tail one DRAM latency 0.5 us (once per launch, not per wave: 1.5 waves) + 10 + 0.5 x 4
+    assert bd.latency_s == pytest.approx(1e-6 + 0.5e-6 + 10e-6 + 2e-6)
     assert bd.bottleneck == "dram"
-    assert bd.terms["launch"] == 1e-6 and bd.terms["tail"] == pytest.approx(1e-6)
+    assert bd.terms["launch"] == 1e-6 and bd.terms["tail"] == pytest.approx(0.5e-6)
 
 
 def test_combine_names_launch_when_fixed_cost_dominates():

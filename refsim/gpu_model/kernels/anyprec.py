@@ -35,12 +35,14 @@ from functools import lru_cache
 import numpy as np
 
 from refsim.formats import bit_transpose
-from refsim.gpu_model.kernels import cublas_fp16
+from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
+from refsim.gpu_model.occupancy import occupancy
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "anyprec"
 BITS = (3, 4, 5, 6, 7, 8)
+SERIAL_ROWS_FRACTION = 1.0  # structural: the unrolled multi_row loop loads each row's planes after the previous row's math
 LOP3_FUSION = 0.5  # estimate: nvcc folds AND/shift/OR triples into LOP3/SHF (about 2 C ops per SASS op)
 
 
@@ -96,13 +98,22 @@ def _fused(g, p, f, m, n, k, bits, clock):
     bytes_dram = bits * n * k / 8 + n * (1 << bits) * 2 + 2.0 * m * k + 2.0 * m * n
     ctas = n // (4 * multi_row)
     warps_per_cta = 4 * ksplit
-    ctas_per_sm = max(1, min(g.max_ctas_per_sm, g.max_warps_per_sm // warps_per_cta))
-    bif = warps_per_cta * bits * 128 * 2             # two chunks of bitplane words in flight per warp
+    regs, smem = anyprec_resources.resources(g.compute_capability, m, bits, ksplit > 1)
+    occ = occupancy(g, 32 * warps_per_cta, regs, smem, grid_ctas=ctas)
+    ctas_per_sm = occ.ctas_per_sm
+    bif = warps_per_cta * bits * 128                 # one chunk of bitplane words in flight per warp (no prefetch)
     t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
-    pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem}
+    # latency-bound critical path: the chunk loop has no cross-chunk prefetch, so every step of a
+    # warp waits one DRAM latency, then issues its own instructions (≤ 1 per clock). Steps per warp:
+    # chunks (4 per z-slice with k-split) × the multi_row rows walked one after another.
+    chunks_per_warp = min(chunks, 4) if ksplit > 1 else chunks
+    steps = chunks_per_warp * multi_row * SERIAL_ROWS_FRACTION if multi_row > 1 else chunks_per_warp
     n_waves = ctas / (g.sm_count * ctas_per_sm)
+    t_chain = math.ceil(n_waves - 1e-9) * steps * (g.dram_latency_s + instrs / f)
+    pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     return combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
-                   notes=f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f}")
+                   notes=f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f} "
+                         f"regs={regs} smem={smem} ctas/SM={ctas_per_sm} ({occ.limiter})")
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
+from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
 from refsim.gpu_model.roofline import Breakdown, ModelParams, combine
@@ -123,6 +124,10 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
 
 def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: float, sparse: bool) -> Breakdown:
     g, p, f = setup(gpu, params, clock)
+    if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
+        # cp.async, ldmatrix and bf16/fp16 m16n8k16 mma.sync with the kernel's layout need sm_80
+        raise FormatRuleError(f"gpu: kernel {name} needs compute capability >= 8.0 (cp.async, m16n8k16 "
+                              f"mma.sync); got {g.name} (CC {g.compute_capability})")
     total = {}
     latency = 0.0
     bytes_total = 0.0
