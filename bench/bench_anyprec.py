@@ -21,18 +21,15 @@ from refsim.formats import bitplane as bp
 from refsim.quant import squeezellm as sq
 from refsim.quant import upscale as up
 
+from _timing import repeat_timed  # bench/_timing.py (scripts run as python bench/NAME.py)
+
 REPEATS = 3
 
 
 def _time(fn, repeats=REPEATS):
     """(best wall s, first wall s, best CPU s of this process, result).  The CI machine is shared:
     CPU time is printed beside wall time because wall time balloons under other users' load."""
-    times, cpu, out = [], [], None
-    for _ in range(repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
+    times, cpu, out = repeat_timed(fn, repeats)
     return min(times), times[0], min(cpu), out
 
 

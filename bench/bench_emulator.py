@@ -29,6 +29,8 @@ from refsim.emulator import hw_samples as hw
 from refsim.emulator import tensor_core as tc
 from refsim.formats import marlin
 
+from _timing import repeat_timed  # bench/_timing.py (scripts run as python bench/NAME.py)
+
 SAMPLES = hw.subset_path()
 
 
@@ -152,12 +154,7 @@ def bench_marlin(repeats: int = 3, numpy_path: bool = True) -> list[str]:
     def timed(fn):
         """(min wall, median wall, min process CPU time, result): the CPU time is what a quiet core
         would take for this single-threaded work; the wall time includes being descheduled."""
-        times, cpus, out = [], [], None
-        for _ in range(repeats):
-            t0, c0 = time.perf_counter(), time.process_time()
-            out = fn()
-            times.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
+        times, cpus, out = repeat_timed(fn, repeats)
         return min(times), float(np.median(times)), min(cpus), out
 
     t_min, t_med, t_cpu, C = timed(lambda: mk.marlin_gemm(A, B, s, arch="sm_80", sms=108))

@@ -26,16 +26,13 @@ import numpy as np
 
 from refsim.quant.gptq import gptq_quantize, hessian, upper_cholesky_of_inverse
 
+from _timing import repeat_timed  # bench/_timing.py (scripts run as python bench/NAME.py)
+
 TARGET_S = 2.0
 
 
 def timed(fn, repeat):
-    walls, cpus = [], []
-    for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
+    walls, cpus, _ = repeat_timed(fn, repeat)
     return walls, cpus
 
 

@@ -12,11 +12,12 @@ time is re-measured right before each format so that load changes hit both sides
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 from refsim.formats import awq, bitplane, gptq, marlin, native
+
+from _timing import repeat_timed  # bench/_timing.py (scripts run as python bench/NAME.py)
 
 TARGET = 0.35
 
@@ -25,12 +26,7 @@ def best_of(fn, repeat):
     """(best wall time, best process CPU time) in seconds over ``repeat`` runs. On a shared machine
     the wall time includes time spent descheduled; the CPU time of these single-threaded calls
     does not, so both are printed."""
-    walls, cpus = [], []
-    for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
+    walls, cpus, _ = repeat_timed(fn, repeat)
     return min(walls), min(cpus)
 
 

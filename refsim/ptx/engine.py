@@ -895,17 +895,22 @@ class Launch:
         np.logical_and.at(allsame, inv, same)
         self.yielding[uw[allsame]] = True
 
-    def _op_ld(self, ins: Instruction, idx: int):
+    def _vector_access(self, ins: Instruction, data: int, address: int, role: str):
+        """The shape of one ld/st: state space, element type and bytes, vector width, total bytes,
+        the ``vec`` data operands (operand ``data``, checked against ``.v2/.v4``) and the address
+        function of operand ``address``."""
         space = self._space(ins)
         vec = self._vec(ins)
         t = ins.types[0]
         esize = max(1, _bits(t) // 8)
-        nbytes = esize * vec
-        dst_ops = _flatten([ins.operands[0]])
-        if len(dst_ops) != vec:
-            raise PtxUnsupportedError(f"{self._where(ins)}: {vec} destinations expected")
+        ops = _flatten([ins.operands[data]])
+        if len(ops) != vec:
+            raise PtxUnsupportedError(f"{self._where(ins)}: {vec} {role} expected")
+        return space, t, esize, vec, esize * vec, ops, self._address(ins.operands[address], ins, space)
+
+    def _op_ld(self, ins: Instruction, idx: int):
+        space, t, esize, vec, nbytes, dst_ops, addr_of = self._vector_access(ins, 0, 1, "destinations")
         writers = [self._writer(o, t, ins) for o in dst_ops]
-        addr_of = self._address(ins.operands[1], ins, space)
         spin = any(m in ("volatile", "acquire", "relaxed") for m in ins.mods)
 
         base = ins.operands[1][1] if ins.operands[1][0] == "addr" else None
@@ -949,16 +954,8 @@ class Launch:
     _op_ldu = _op_ld
 
     def _op_st(self, ins: Instruction, idx: int):
-        space = self._space(ins)
-        vec = self._vec(ins)
-        t = ins.types[0]
-        esize = max(1, _bits(t) // 8)
-        nbytes = esize * vec
-        src_ops = _flatten([ins.operands[1]])
-        if len(src_ops) != vec:
-            raise PtxUnsupportedError(f"{self._where(ins)}: {vec} sources expected")
+        space, t, esize, vec, nbytes, src_ops, addr_of = self._vector_access(ins, 1, 0, "sources")
         readers = [self._reader(o, t, ins) for o in src_ops]
-        addr_of = self._address(ins.operands[0], ins, space)
         if space == "param":
             raise PtxUnsupportedError(f"{self._where(ins)}: st.param (device-function calls) is not supported")
 
