@@ -48,6 +48,16 @@ def test_with_diagonal_hessian_and_groups_aligned_to_blocks_gptq_equals_grouped_
     assert_bitexact(g.zeros, r.zero)
 
 
+def test_groups_longer_than_a_block_read_the_later_rows_of_the_global_weights():
+    # group 256 over blocks of 64: each group's parameters need rows of three later blocks; with a
+    # diagonal H no update moves them, so the parameters and codes are grouped RTN's exactly.
+    _, W = correlated_layer(7, k=512)
+    g = gptq_quantize(W, 2.0 * np.eye(512), 4, group_size=256, blocksize=64)
+    r = quantize(W, 4, scheme="gptq_asym", granularity="group", group_size=256)
+    assert_bitexact(g.scales, r.scale)
+    assert_bitexact(g.q, r.q)
+
+
 def test_act_order_g_idx_is_inverse_permutation_over_group_size():
     X, W = correlated_layer(3)
     H = hessian(X)
