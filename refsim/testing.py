@@ -11,8 +11,13 @@ that kernel (see :mod:`refsim.emulator.harness`).
 
 Hypothesis profiles are registered here, once:
 
-    ci    derandomized, no deadline, no example database, 60 examples per test
+    ci    derandomized, no deadline, no example database, 60 x 6 = 360 examples per test
     dev   random, no deadline, 100 examples per test (the default)
+
+A test that sets its own budget writes ``@settings(max_examples=examples(40))``: 40 under ``dev``
+(the README's plain ``pytest`` stays quick), 40 x :data:`CI_EXAMPLE_SCALE` under ``ci``. CI
+counts the examples it actually ran (``REFSIM_COUNT_EXAMPLES=1``, see ``conftest.py``) and
+prints the total.
 
 Select one with the environment variable ``REFSIM_HYPOTHESIS_PROFILE``; with ``CI`` set and no
 explicit choice, ``ci`` is used. ``.ci/run`` runs the suite under both (``dev`` with a fresh
@@ -27,8 +32,14 @@ import os
 
 import numpy as np
 
+from refsim._validate import require_int
+
 __all__ = ["assert_bitexact", "ulp_distance", "register_hypothesis_profiles", "BitMismatch", "check_kernel",
-           "rebuild_case"]
+           "rebuild_case", "examples", "CI_EXAMPLE_SCALE"]
+
+#: how many times more examples every property draws under the ``ci`` profile than under ``dev``'s
+#: per-test budgets (issue 13: >= 10,000 hypothesis examples per CI run within the CI budget)
+CI_EXAMPLE_SCALE = 6
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -133,6 +144,18 @@ def assert_bitexact(actual, expected, name: str = "array", max_report: int = 10)
     raise BitMismatch("\n".join(lines))
 
 
+def _selected_profile() -> str:
+    return os.environ.get("REFSIM_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+
+
+def examples(n: int) -> int:
+    """A test's own example budget ``n`` (int >= 1) scaled for the selected profile:
+    ``n`` under ``dev``, ``n * CI_EXAMPLE_SCALE`` under ``ci``. Use as
+    ``@settings(max_examples=examples(40))``."""
+    n = require_int("n", n, minimum=1)
+    return n * CI_EXAMPLE_SCALE if _selected_profile() == "ci" else n
+
+
 def register_hypothesis_profiles() -> str:
     """Register the ``ci`` and ``dev`` hypothesis profiles and load the selected one.
 
@@ -145,7 +168,7 @@ def register_hypothesis_profiles() -> str:
         derandomize=True,
         deadline=None,
         database=None,
-        max_examples=60,
+        max_examples=60 * CI_EXAMPLE_SCALE,
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow],
     )
@@ -155,7 +178,7 @@ def register_hypothesis_profiles() -> str:
         max_examples=100,
         suppress_health_check=[HealthCheck.too_slow],
     )
-    profile = os.environ.get("REFSIM_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+    profile = _selected_profile()
     settings.load_profile(profile)
     return profile
 

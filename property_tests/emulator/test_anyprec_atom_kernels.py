@@ -11,10 +11,10 @@ from refsim.emulator import anyprec_kernel as ak
 from refsim.emulator import atom_kernel as atk
 from refsim.formats import atom
 from refsim.formats import bitplane as bp
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(m=st.sampled_from([1, 2, 4]), k=st.sampled_from([32, 96, 1024, 1088]), bits=st.integers(3, 8),
        seed=st.integers(0, 2**16))
 def test_anyprec_exact_inputs_give_the_exact_product(m, k, bits, seed):
@@ -30,7 +30,7 @@ def test_anyprec_exact_inputs_give_the_exact_product(m, k, bits, seed):
     assert_bitexact(ak.anyprec_gemv(x, bp.pack(codes, bits), lut, bits), expected)
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(m=st.integers(1, 4), groups=st.integers(1, 3), keeper=st.sampled_from([0, 128]),
        seed=st.integers(0, 2**16), fused=st.booleans())
 def test_atom_exact_inputs_give_the_exact_product(m, groups, keeper, seed, fused):

@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refsim.emulator import gptq_awq_kernel as ek
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 SPECIAL = np.array([0.0, -0.0, 2.0**-24, -(2.0**-24), 2.0**-14, 1.0, 1.0 + 2.0**-10, 2.0**-11, 2048.0, 65504.0],
                    np.float16)
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(seed=st.integers(0, 2**31 - 1), m=st.integers(1, 8), slabs=st.integers(1, 4), n=st.integers(1, 5),
        share=st.sampled_from([0.0, 0.3, 1.0]))
 def test_vectorised_equals_plain_loop_twin(seed, m, slabs, n, share):
@@ -28,7 +28,7 @@ def test_vectorised_equals_plain_loop_twin(seed, m, slabs, n, share):
     assert_bitexact(ek.dequant_gemv(x, W), ek.dequant_gemv_reference(x, W), name="y")
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(seed=st.integers(0, 2**31 - 1), m=st.integers(1, 8), slabs=st.integers(1, 16))
 def test_small_integers_give_the_exact_product(seed, m, slabs):
     rng = np.random.default_rng(seed)

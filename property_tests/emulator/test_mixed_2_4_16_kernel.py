@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from refsim.emulator import mixed_2_4_16_kernel as ek
 from refsim.formats import mixed_2_4_16 as F
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 
 @st.composite
@@ -65,7 +65,7 @@ def _exact(p, x):
     return y
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(problems())
 @example((1, 0, 0, 0))      # one 2-bit group: a pure unit with three padding words
 @example((4, 4, 3, 1))      # only 4-bit groups (no outliers possible)
@@ -81,7 +81,7 @@ def test_exact_inputs_give_one_rounding_of_the_exact_product(problem):
     assert_bitexact(ek.mixed_gemv(p, x), _exact(p, x).astype(np.float16) + np.float16(0), name="y")
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(problems(), st.sampled_from(["normal", "wide_exponents"]))
 def test_vectorised_emulation_equals_plain_loop_twin(problem, kind):
     g, n4, outliers, seed = problem

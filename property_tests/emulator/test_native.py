@@ -12,7 +12,7 @@ from refsim.emulator import marlin_kernel as mk
 from refsim.emulator import native
 from refsim.emulator import tensor_core as tc
 from refsim.formats import marlin
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="no compiled emulator kernels (no C compiler)")
 
@@ -25,7 +25,7 @@ def _finite_f16(rng, shape):
     return u.view(np.float16)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(arch=st.sampled_from(["sm_70", "sm_80", "sm_90"]), r=st.integers(1, 5), n=st.integers(1, 40),
        w=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
 def test_compiled_k16_step_equals_numpy_on_any_finite_bits(arch, r, n, w, seed):
@@ -41,7 +41,7 @@ def test_compiled_k16_step_equals_numpy_on_any_finite_bits(arch, r, n, w, seed):
                     tc.mma_k16_f32_steps(arch, a, b, kb, acc, native=False), arch)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(m=st.integers(1, 20), k=st.sampled_from([128, 256, 512]), gs=st.sampled_from([128, None]),
        sms=st.integers(1, 40), seed=st.integers(0, 2**16), arch=st.sampled_from(["sm_80", "sm_90"]))
 def test_marlin_emulation_is_the_same_on_both_paths_for_any_partition(m, k, gs, sms, seed, arch):

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 from refsim.emulator import fp
 from refsim.emulator import tensor_core as tc
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 ARCHS = st.sampled_from(tc.ARCHS)
 
@@ -28,7 +28,7 @@ def exact_blocks(draw):
     return arch, a, b, c
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(exact_blocks(), st.sampled_from([np.float32, np.float16]))
 def test_fdpa_equals_exact_sum_when_nothing_rounds(block, out):
     arch, a, b, c = block
@@ -50,7 +50,7 @@ def random_blocks(draw):
     return arch, a, b, np.float32(c)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(random_blocks())
 def test_fdpa_error_is_within_the_model_bound_and_fp32_output_is_rounded_toward_zero(block):
     # Bound (numerics.md §1.3): before the output conversion each of the L + 1 truncated terms lost
@@ -73,7 +73,7 @@ def test_fdpa_error_is_within_the_model_bound_and_fp32_output_is_rounded_toward_
 nonneg16 = st.floats(width=16, allow_nan=False, allow_infinity=False, min_value=0, max_value=1e3)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(ARCHS, st.data())
 def test_fdpa_never_exceeds_the_exact_sum_of_non_negative_terms(arch, data):
     # truncation of every term and the fp32 round-toward-zero both move toward zero: for
@@ -88,7 +88,7 @@ def test_fdpa_never_exceeds_the_exact_sum_of_non_negative_terms(arch, data):
     assert Fraction(float(d)) <= exact
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.tuples(*[st.floats(width=32) for _ in range(3)]))
 def test_fp32_fused_fma_equals_exact_single_rounding(abc):
     a, b, c = (np.array([v], np.float32) for v in abc)
@@ -99,7 +99,7 @@ def test_fp32_fused_fma_equals_exact_single_rounding(abc):
         assert_bitexact(got, want)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.tuples(*[st.floats(width=16) for _ in range(3)]))
 def test_fp16_fused_fma_equals_exact_single_rounding(abc):
     a, b, c = (np.array([v], np.float16) for v in abc)

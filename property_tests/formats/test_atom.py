@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refsim.formats import atom as A
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 
 @st.composite
@@ -25,7 +25,7 @@ def atom_problems(draw):
     return group, keeper, m, k, n, seed, scale
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(atom_problems(), st.sampled_from(A.MODES))
 def test_quantizers_and_gemm_match_references(problem, mode):
     group, keeper, m, k, n, seed, scale = problem
@@ -42,7 +42,7 @@ def test_quantizers_and_gemm_match_references(problem, mode):
         assert_bitexact(A.atom_gemm(a, b), A.atom_gemm_reference(a, b), name="D")
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(st.integers(1, 4), st.integers(1, 16), st.integers(0, 2**31 - 1))
 def test_pack_unpack_round_trip(rows, half_cols, seed):
     q = np.random.default_rng(seed).integers(-8, 8, (rows, 2 * half_cols)).astype(np.int8)
@@ -51,7 +51,7 @@ def test_pack_unpack_round_trip(rows, half_cols, seed):
     assert_bitexact(A.unpack_int4(packed), q, name="round trip")
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(st.integers(1, 300), st.integers(0, 2**31 - 1))
 def test_reorder_index_round_trips(k, seed):
     rng = np.random.default_rng(seed)

@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refsim.formats import bit_transpose as bt
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 words = st.integers(0, 2**32 - 1)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.sampled_from(bt.TRANSPOSE_BITS), st.lists(words, min_size=8, max_size=8))
 def test_swar_and_hd8x8_equal_the_reference(bits, planes):
     q = np.array(planes[:bits], dtype=np.uint32)
@@ -21,7 +21,7 @@ def test_swar_and_hd8x8_equal_the_reference(bits, planes):
     assert_bitexact(bt.transpose_hd8x8(q, bits), ref, name="hd8x8")
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.sampled_from([3, 4, 5, 6, 7, 8]), st.lists(words, min_size=8, max_size=8), st.integers(0, 2**32 - 1))
 def test_kernel_lookups_equal_plain_table_lookup(bits, planes, seed):
     q = np.array(planes[:bits], dtype=np.uint32)[:, None]

@@ -7,7 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from refsim.formats import bitplane as bp
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 
 @st.composite
@@ -21,7 +21,7 @@ def bitplane_problems(draw):
     return codes, p
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(bitplane_problems())
 @example((np.full((1, 32), 255, np.uint8), 8))  # smallest K, all ones: sign bit of the int32
 @example((np.arange(1056, dtype=np.uint8).reshape(1, 1056) % 8, 3))  # one full chunk + tail of 32
@@ -34,7 +34,7 @@ def test_unpack_inverts_pack_and_every_prefix_reads_top_planes(problem):
         assert_bitexact(bp.unpack(q[:b]), codes >> (p - b), name=f"prefix {b}")
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(bitplane_problems())
 def test_pack_matches_plain_loop_reference(problem):
     codes, p = problem

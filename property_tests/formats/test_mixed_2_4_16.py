@@ -10,6 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from refsim.formats import mixed_2_4_16 as F
+from refsim.testing import examples
 
 
 @st.composite
@@ -23,7 +24,7 @@ def problems(draw):
     return k, n, alpha, ratio, seed
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(problems())
 @example((16, 16, 0.0, 0.0, 0))      # one 2-bit group: a unit with two padding slots
 @example((48, 16, 1.0, 0.0, 0))      # only 4-bit groups: units with no 2-bit words

@@ -8,13 +8,14 @@ from refsim.gpu_model.kernels import marlin as marlin_model
 from refsim.gpu_model.kernels import predict
 from refsim.gpu_model.roofline import dram_time
 from refsim.gpu_model.specs import GPUS, get_gpu
+from refsim.testing import examples
 
 gpus = st.sampled_from(sorted(GPUS))
 targets = st.sampled_from(["a10", "rtx4090", "orin-agx-64gb"])
 mult128 = st.integers(1, 96).map(lambda x: 128 * x)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(gpus, st.integers(1, 8), mult128, mult128, st.integers(3, 7))
 def test_anyprec_lower_bit_width_never_reads_more_bytes(gpu, m, n, k, bits):
     # Latency is not monotone in bits everywhere, for reasons the real kernel has too: the 3-bit
@@ -36,7 +37,7 @@ def test_anyprec_lower_bit_width_never_reads_more_bytes(gpu, m, n, k, bits):
         assert lo.latency_s <= hi.latency_s
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(gpus, st.floats(1e3, 1e9), st.floats(1.0, 4.0), st.integers(1, 5000), st.integers(1, 16),
        st.floats(256, 65536))
 def test_more_bytes_never_faster_at_fixed_launch_geometry(gpu, nbytes, factor, ctas, ctas_per_sm, bif):
@@ -44,7 +45,7 @@ def test_more_bytes_never_faster_at_fixed_launch_geometry(gpu, nbytes, factor, c
     assert dram_time(nbytes * factor, g, ctas, ctas_per_sm, bif) >= dram_time(nbytes, g, ctas, ctas_per_sm, bif)
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(gpus, st.sampled_from(["anyprec", "awq-w4a16", "twobit-mixed", "cublas-fp16"]), mult128,
        st.integers(1, 48).map(lambda x: 1024 * x))
 def test_more_bytes_never_faster_for_gemv_kernels_whose_grid_ignores_k(gpu, kernel, n, k):
@@ -55,7 +56,7 @@ def test_more_bytes_never_faster_for_gemv_kernels_whose_grid_ignores_k(gpu, kern
     assert b.bytes_dram > a.bytes_dram and b.latency_s >= a.latency_s
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(targets, st.sampled_from(["cublas-fp16", "anyprec", "marlin", "awq-w4a16", "twobit-mixed"]),
        st.integers(1, 96).map(lambda x: 256 * x), st.integers(1, 48).map(lambda x: 1024 * x))
 def test_more_sms_never_slower_for_a_memory_bound_gemv(gpu, kernel, n, k):
@@ -85,7 +86,7 @@ def test_more_sms_never_slower_for_a_memory_bound_gemv(gpu, kernel, n, k):
         assert b.latency_s <= a.latency_s * (1 + 1e-12)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(targets, st.sampled_from(["marlin", "marlin-24", "atom-w4a4", "int8-w8a8", "cublas-fp16"]),
        st.integers(1, 512), st.integers(1, 32).map(lambda x: 256 * x), st.integers(1, 32).map(lambda x: 256 * x))
 def test_latency_is_positive_and_at_least_the_launch_cost(gpu, kernel, m, n, k):

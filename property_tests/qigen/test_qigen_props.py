@@ -12,7 +12,7 @@ from refsim.formats import gptq
 from refsim.formats import qigen as Q
 from refsim.qigen import codegen, kernel, oracle
 from refsim.qigen.machine import detect_isa
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 ISAS = ["scalar"] + (["avx2"] if detect_isa() == "avx2" else [])
 pytestmark = pytest.mark.skipif(not any(shutil.which(c) for c in ("cc", "gcc", "clang")),
@@ -38,7 +38,7 @@ def problems(draw):
     return bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, seed
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(problems())
 def test_kernel_equals_oracle(p):
     bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, seed = p
@@ -61,7 +61,7 @@ def test_kernel_equals_oracle(p):
     assert np.all(np.abs(y - exact) <= oracle.error_bound(x, q, s, z, b, gs))
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(st.sampled_from([2, 3, 4]), st.integers(1, 4), st.integers(1, 4), st.sampled_from(Q.ORDERS),
        st.integers(0, 2**32 - 1))
 def test_unpack_inverts_pack(bits, kbs, ps, order, seed):

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refsim.quant import upscale as up
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 
 @st.composite
@@ -26,7 +26,7 @@ def layers(draw):
     return W, G, seed_bits, parent_bits, draw(st.integers(0, 5))
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(layers())
 def test_vectorised_equals_reference(layer):
     W, G, s, p, rs = layer

@@ -17,7 +17,7 @@ from refsim.emulator import marlin_kernel as mk
 from refsim.emulator import tensor_core as tc
 from refsim.errors import FormatRuleError, RefsimError
 from refsim.formats import atom, marlin, stripes
-from refsim.testing import rebuild_case
+from refsim.testing import rebuild_case, examples
 
 _spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__file__).with_name("harness_bug_kernels.py"))
 bugs = importlib.util.module_from_spec(_spec)
@@ -212,7 +212,7 @@ def test_hypothesis_strategy_draws_the_same_legal_cases():
 
     legal = harness.legal_shapes("anyprec")
 
-    @settings(max_examples=25, deadline=None, database=None)
+    @settings(max_examples=examples(25), deadline=None, database=None)
     @given(harness.strategy("anyprec"))
     def one(case):
         assert {k: case[k] for k in ("m", "k", "n", "bits")} in legal

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from refsim.errors import FormatRuleError
 from refsim.gpu_model import calibrate
+from refsim.testing import examples
 
 HEADER = "gpu,kernel,n,k,bits,m,latency_us,source\n"
 ROW = "rtx4070-laptop,anyprec,2048,2048,3,1,9.64,any-precision-llm table 9\n"
@@ -55,7 +56,7 @@ def test_missing_file_and_non_utf8_are_named_errors(tmp_path):
         calibrate.load_rows(_write(tmp_path, HEADER.encode() + b"\xff\xfe\x00bad\n"))
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.binary(max_size=300), st.integers(0, len(HEADER + ROW)))
 def test_truncated_and_random_files_give_rows_or_a_named_error(tmp_path_factory, junk, cut):
     tmp = tmp_path_factory.mktemp("csv")
