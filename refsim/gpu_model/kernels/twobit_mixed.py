@@ -51,7 +51,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     ctas = math.ceil(n / 4)
     ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
     lanes = n * k * (1.5 + 0.5 * m)
-    t_alu = lanes / 32 / (4 * sm_clk * p.cuda_core_issue_eff)
+    t_alu = lanes / 32 / (4 * sm_clk)
     t_dram = dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
     dense = combine(NAME, g, m, n, k, 2, {"dram": t_dram, "alu": t_alu}, p, ctas=ctas,
                     n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=dense_bytes)
