@@ -41,6 +41,7 @@ from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels import anyprec as _anyprec
 from refsim.gpu_model.kernels import marlin as marlin_model
 from refsim.gpu_model.kernels import predict
+from refsim.gpu_model.kernels._common import mma_sync_rate
 from refsim.gpu_model.loop import Instr, intervals
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
@@ -178,7 +179,7 @@ def cycle_time(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None
         per_smsp = (n // geo.multi_row) * geo.chunks / (4 * g.sm_count)   # warp chunk-steps per SMSP
         loop_cycles = per_smsp / w * cyc
     elif kernel == "marlin":
-        tc = 2.0 * 16 * 8 * 16 / (g.tc_fp16_f32acc_flop_per_clk_per_sm / 4)
+        tc = 2.0 * 16 * 8 * 16 / (mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) / 4)
         w = 2                                                       # 8 warps per CTA, 1 CTA per SM
         tk, tn = marlin_model.tile_shape(m)
         per_smsp, loop_cycles, cyc = 0.0, 0.0, 0.0

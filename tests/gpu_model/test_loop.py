@@ -64,3 +64,36 @@ def test_reconcile_reads_the_same_loop_structure():
     r = cycle.reconcile("rtx4070-laptop", "anyprec", 1, 4096, 4096, bits=3, clock="base")
     assert r["prefetch"] is False and r["warps_per_smsp"] == 12
     assert 0.75 < r["ratio"] < 1.25
+
+
+# ---- artifacts of issue 15 ---------------------------------------------------------------------
+def test_ga102_and_ad102_run_non_tensor_fp16_at_the_fp32_rate():
+    # GA102 / Ada whitepapers: RTX 3090 35.6 TFLOPS FP16 (non-tensor) = FP32; RTX 4090 82.6 = 82.6.
+    # One half2 lane = 2 fp16 results, so half2 lanes = FP32 lanes / 2; GA100-class Orin keeps 2x.
+    for name in ("rtx3090", "rtx4090", "a10", "rtx4070-laptop"):
+        g = get_gpu(name)
+        assert 2 * g.hfma2_lanes_per_clk_per_sm == g.fp32_fma_lanes_per_clk_per_sm == 128
+    assert get_gpu("orin-agx-64gb").hfma2_lanes_per_clk_per_sm == 128
+    # 4090 at boost: 128 SMs x 128 results x 2 flop x 2.52 GHz = 82.6 TFLOPS
+    g = get_gpu("rtx4090")
+    assert 128 * 2 * g.hfma2_lanes_per_clk_per_sm * 2 * 2.52e9 == pytest.approx(82.6e12, rel=0.001)
+
+
+def test_same_die_same_l2_bandwidth_per_sm():
+    assert get_gpu("h100-sxm").l2_bytes_per_clk_per_sm == get_gpu("h200").l2_bytes_per_clk_per_sm
+
+
+def test_hopper_mma_sync_runs_at_three_quarters_of_the_wgmma_rate():
+    # A10 stripe at M = 16, 4096 x 4096 on 132 SMs: iters = ceil(1024 / 132) = 8 tiles of 128 x 128;
+    # H100 table rate 4096 FLOP/clk/SM (wgmma) x 0.75 for mma.sync
+    bd = predict("h100-sxm", "marlin", 16, 4096, 4096, clock=1.0e9)
+    assert bd.terms["tensor"] == pytest.approx(8 * 2 * 16 * 128 * 128 / (0.75 * 4096 * 1.0e9))
+
+
+def test_gemm_tile_chooser_counts_l2_rereads():
+    # 64x64 tiles have the least tensor time for M = 1024, N = 14592 on H100, but every 64-wide N
+    # tile re-reads A from L2; by full cost the chooser keeps 128-wide tiles and 256 more columns
+    # cost about 256/14592 more, not half
+    a = predict("h100-sxm", "cublas-fp16", 1024, 14592, 8192).latency_s
+    b = predict("h100-sxm", "cublas-fp16", 1024, 14848, 8192).latency_s
+    assert 0.95 < b / a < 1.1

@@ -19,7 +19,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, require_multiple, setup,
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup,
                                               tile_tensor_time)
 from refsim.gpu_model.occupancy import occupancy
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
@@ -64,7 +64,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         m_tiles = math.ceil(m / 16)
         ctas_per_sm = 4
         t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128,
-                                               ctas_per_sm, g.tc_fp16_f32acc_flop_per_clk_per_sm)
+                                               ctas_per_sm, mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm))
         t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)
         t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
         l2 = (m_tiles - 1) * n * k / 2 / g.l2_bytes_per_s(f)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import occupancy
 from refsim.gpu_model.roofline import Breakdown, ModelParams, combine
@@ -179,7 +179,7 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     t_dram = max(bytes_launch / bw, iters * (w_tile + s_tile) * active / par / bw)
     t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / g.l2_bytes_per_s(f_sm)
     # tensor: one CTA per SM, f32 accumulate rate; 2:4 sparse MMA does the dense-equivalent work twice as fast
-    rate = g.tc_fp16_f32acc_flop_per_clk_per_sm * (2 if sparse else 1)
+    rate = mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) * (2 if sparse else 1)
     t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / (rate * f_sm)
     # issue slots: dequant + MMA + ldmatrix/LDS + cp.async per tile (warp instructions)
     weights = tk * tn * (0.5 if sparse else 1.0)
@@ -191,7 +191,7 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     # memory), so W = 2 warps per SMSP; a tile is (tk/16)·(tn/64) warp k16-steps, 1/4 of them per SMSP.
     # Each step costs max(I issue slots, C1 / W) cycles: with 2 warps the dequant → MMA chain of one
     # warp is only half hidden.
-    tensor_interval = 2.0 * 16 * 8 * 16 / (g.tc_fp16_f32acc_flop_per_clk_per_sm / 4)
+    tensor_interval = 2.0 * 16 * 8 * 16 / (mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) / 4)
     _, c1 = warp_step(min(m_blocks, 4), group_size is not None, g.int32_lanes_per_clk_per_sm,
                       g.hfma2_lanes_per_clk_per_sm, g.fp32_fma_lanes_per_clk_per_sm, tensor_interval)
     occ = occupancy(g, THREADS, registers(g.compute_capability, min(m_blocks, 4), tn, tk, group_size is not None),
