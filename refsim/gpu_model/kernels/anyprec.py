@@ -185,9 +185,15 @@ def _fused(g, p, f, m, n, k, bits, clock):
     t_int = warp_steps * n_int * 32 / (g.int32_lanes_per_clk_per_sm * sm_clk)
     t_fp16 = warp_steps * n_fp16 * 32 / (g.hfma2_lanes_per_clk_per_sm * sm_clk)
     t_smem = warp_steps * wavefronts / sm_clk
-    bytes_dram = bits * n * k / 8 + n * (1 << bits) * 2 + 2.0 * m * k + 2.0 * m * n
-    bif = geo.warps_per_cta * bits * 128             # one chunk of bitplane words in flight per warp (no prefetch)
-    t_dram = dram_time(bytes_dram, g, geo.ctas, geo.occupancy.ctas_per_sm, bif)
+    plane_bytes = bits * n * k / 8
+    other_bytes = n * (1 << bits) * 2 + 2.0 * m * k + 2.0 * m * n     # LUT, activations, output
+    bytes_dram = plane_bytes + other_bytes
+    # MWP: one chunk of bitplane words in flight per warp (no prefetch), so the plane stream is
+    # Little's-law limited by the resident warps; the LUT (prologue), the activations (read once
+    # from DRAM, L2 hits for the other CTAs) and the output are not part of that per-step window
+    bif = geo.warps_per_cta * bits * 128
+    t_dram = (dram_time(plane_bytes, g, geo.ctas, geo.occupancy.ctas_per_sm, bif)
+              + other_bytes / g.dram_eff_bytes_per_s)
     # one warp's serial path (loop.prefetch is False): each chunk step waits one DRAM latency (the
     # multi_row rows' plane loads are issued together), then issues its dependent chains (C1 cycles
     # alone on the SMSP); before the loop the warp loads
