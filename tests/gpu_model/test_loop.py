@@ -97,3 +97,19 @@ def test_gemm_tile_chooser_counts_l2_rereads():
     a = predict("h100-sxm", "cublas-fp16", 1024, 14592, 8192).latency_s
     b = predict("h100-sxm", "cublas-fp16", 1024, 14848, 8192).latency_s
     assert 0.95 < b / a < 1.1
+
+
+def test_atom_registers_bind_one_cta_per_sm_even_on_a100():
+    # 221 registers x 32 = 7072 -> 7168 per warp; 16384 // 7168 = 2 warps per SMSP = 8 warps per SM
+    # = one 256-thread CTA. A100's 164 KiB of shared memory would hold two 69 KiB CTAs.
+    from refsim.gpu_model.kernels import atom_w4a4
+    from refsim.gpu_model.occupancy import occupancy
+    occ = occupancy(get_gpu("a100-80gb"), 256, atom_w4a4.REGISTERS["sm_80"], atom_w4a4.DYNAMIC_SMEM)
+    assert (occ.ctas_per_sm, occ.limiter, occ.limits["smem"]) == (1, "regs", 2)
+    assert "1 CTA/SM" in predict("a100-80gb", "atom-w4a4", 512, 4096, 4096).notes
+
+
+def test_atom_needs_sm80():
+    from refsim.errors import FormatRuleError
+    with pytest.raises(FormatRuleError, match="compute capability >= 8.0"):
+        predict("rtx2080", "atom-w4a4", 128, 4096, 4096)
