@@ -39,7 +39,7 @@ from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
-from refsim.gpu_model.occupancy import Occupancy, occupancy
+from refsim.gpu_model.occupancy import Occupancy, resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 from refsim.gpu_model.specs import GPUSpec
 
@@ -165,7 +165,7 @@ def geometry(g: GPUSpec, m: int, n: int, k: int, bits: int) -> Geometry:
     ctas = n // (4 * multi_row)
     warps_per_cta = 4 * ksplit
     regs, smem = anyprec_resources.resources(g.compute_capability, m, bits, ksplit > 1)
-    occ = occupancy(g, 32 * warps_per_cta, regs, smem, grid_ctas=ctas)
+    occ = resident(g, 32 * warps_per_cta, regs, smem, ctas)
     steps = min(chunks, 4) if ksplit > 1 else chunks
     n_waves = ctas / (g.sm_count * occ.ctas_per_sm)
     return Geometry(multi_row, ksplit, chunks, ctas, warps_per_cta, regs, smem, occ, steps, n_waves,

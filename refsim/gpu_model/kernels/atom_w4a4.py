@@ -24,7 +24,7 @@ import math
 
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
-from refsim.gpu_model.occupancy import occupancy
+from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "atom-w4a4"
@@ -70,7 +70,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
                               f"{g.name} ({g.arch}) does not have")
     m_pad = TILE * math.ceil(m / TILE)
     ctas = (m_pad // TILE) * (n // TILE)
-    occ = occupancy(g, THREADS, REGISTERS["sm_" + g.compute_capability.replace(".", "")], DYNAMIC_SMEM)
+    occ = resident(g, THREADS, REGISTERS["sm_" + g.compute_capability.replace(".", "")], DYNAMIC_SMEM, None)
     ctas_per_sm = occ.ctas_per_sm
     n_waves = ctas / (g.sm_count * ctas_per_sm)
     waves_run = math.ceil(n_waves - 1e-9)

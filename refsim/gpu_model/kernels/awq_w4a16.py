@@ -21,7 +21,7 @@ from pathlib import Path
 
 from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup,
                                               tile_tensor_time)
-from refsim.gpu_model.occupancy import occupancy
+from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "awq-w4a16"
@@ -53,7 +53,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         ctas = math.ceil(n / 8)
         # occupancy from the compiled GEMV (refsim/cuda/resources.json "awq_gemv", ptxas sm_80:
         # 48 registers, no static shared memory; 4 warps per CTA)
-        ctas_per_sm = occupancy(g, 128, gemv_registers(), 0, grid_ctas=ctas).ctas_per_sm
+        ctas_per_sm = resident(g, 128, gemv_registers(), 0, ctas).ctas_per_sm
         lanes = n * k * (DEQ_PER_WEIGHT + m)
         t_alu = max(lanes / 32 / (4 * sm_clk),
                     n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))

@@ -35,7 +35,7 @@ from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
-from refsim.gpu_model.occupancy import occupancy
+from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, ModelParams, combine
 from refsim.gpu_model.specs import GPUSpec
 
@@ -194,8 +194,8 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     tensor_interval = 2.0 * 16 * 8 * 16 / (mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) / 4)
     _, c1 = warp_step(min(m_blocks, 4), group_size is not None, g.int32_lanes_per_clk_per_sm,
                       g.hfma2_lanes_per_clk_per_sm, g.fp32_fma_lanes_per_clk_per_sm, tensor_interval)
-    occ = occupancy(g, THREADS, registers(g.compute_capability, min(m_blocks, 4), tn, tk, group_size is not None),
-                    SHARED_MEM, grid_ctas=g.sm_count)
+    occ = resident(g, THREADS, registers(g.compute_capability, min(m_blocks, 4), tn, tk, group_size is not None),
+                   SHARED_MEM, g.sm_count)
     w = occ.warps_per_sm / 4
     steps_smsp = (tk / 16) * (tn / 64) / 4
     instr_tile_smsp = (deq + mma + lds + cp) / 4
