@@ -31,7 +31,6 @@ Bodies: :func:`anyprec_body` (one warp, one 1024-weight chunk of its rows) and :
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
