@@ -47,7 +47,7 @@ class ModelParams:
     """
 
     launch_overhead_s: float = FITTED_LAUNCH_OVERHEAD_S
-    overlap: float = 0.8799
+    overlap: float = 0.8834
 
 
 FITTED = ModelParams()

@@ -37,7 +37,7 @@ __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"
 # Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
 # gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
 # for every GPU (no per-GPU fudge factor).
-FITTED_LAUNCH_OVERHEAD_S = 2.284e-6
+FITTED_LAUNCH_OVERHEAD_S = 2.312e-6
 
 _SPEC_NOTE = "shared/specs/perf_model.md"
 _CUDA_GUIDE = "CUDA C++ Programming Guide, arithmetic-instruction throughput table (per CC)"

@@ -35,9 +35,11 @@ def test_dram_loads_count_as_arriving_at_once():
 def test_anyprec_loop_has_no_prefetch_and_marlin_has():
     assert anyprec.loop(4, 1).prefetch is False
     assert marlin.loop(1).prefetch is True
-    # the rows of one chunk step: 4 rows x 3 plane loads at the top for M >= 2
-    body = anyprec.loop(3, 2).body
-    assert [i.pipe for i in body[:12]] == ["dram"] * 12 and body[12].pipe != "dram"
+    # one chunk step at M = 2: row 0's 3 plane loads, the 4·M = 8 activation loads, then row 1's
+    # 3 plane loads ahead of row 0's math (the SASS order); 4 rows x 3 plane loads in all
+    pipes = [i.pipe for i in anyprec.loop(3, 2).body]
+    assert pipes[:14] == ["dram"] * 3 + ["mio"] * 8 + ["dram"] * 3 and pipes[14] == "int"
+    assert pipes.count("dram") == 12
 
 
 def test_marlin_handoff_cycles_by_hand():

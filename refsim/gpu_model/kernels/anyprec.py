@@ -82,18 +82,23 @@ def lookup_plan(bits: int, m: int) -> tuple[int, int, int]:
 @lru_cache(maxsize=None)
 def loop(bits: int, m: int) -> Loop:
     """One warp's step of ``matmul_kbit``: one 1024-weight chunk of its ``multi_row`` rows (counts in
-    the module docstring). ``prefetch=False``: the chunk loop body appears once in the PTX and its
-    plane loads feed the transposes of the same step (no cross-chunk prefetch), so each step waits
-    one DRAM latency. The rows' plane loads do not depend on each other and are issued together at
-    the top of the step; the activations (LDG.128, L1 hits) are loaded once per chunk for all rows."""
+    the module docstring). ``prefetch=False``: the chunk loop body appears once and its plane loads
+    feed the transposes of the same step (no cross-chunk prefetch), so each step waits one DRAM
+    latency. Within a step, ptxas issues row h+1's plane loads while row h computes (SASS of
+    ``matmul_kbit_32<8, 3, false>`` on sm_89, nvcc 13.0 + nvdisasm: row 0's three LDG.E at the loop
+    top, row 1's among row 0's activation loads, row 2's and 3's among the previous row's HFMA2s);
+    the activations (LDG.128, L1 hits) are loaded once per chunk for all rows."""
     multi_row = 1 if m == 1 else 4
     lookups, tops, words = lookup_plan(bits, m)
     conflict = lds_conflict_degree(words)
     body: list[Instr] = []
-    loads = []
-    for _ in range(multi_row):                              # every row's plane words (LDG.32)
+    loads: list = []
+
+    def load_row() -> None:                                 # one row's plane words (LDG.32)
         loads.append(tuple(range(len(body), len(body) + bits)))
         body.extend(Instr("dram", 0, dram_bytes=128.0) for _ in range(bits))
+
+    load_row()
     act = []
     for _ in range(4 * m):                                  # activations LDG.128: L1 hits, 4 wavefronts
         act.append(len(body))
@@ -101,6 +106,8 @@ def loop(bits: int, m: int) -> Loop:
     n_t = max(4, round(tops * LOP3_FUSION))
     acc: dict = {}
     for h in range(multi_row):
+        if h + 1 < multi_row:                               # SASS: the next row's loads go out with this row's math
+            load_row()
         t_idx = []
         for i in range(n_t):                                # transpose: 4 independent output words
             deps = (t_idx[i - 4],) if i >= 4 else loads[h]
@@ -194,11 +201,12 @@ def _fused(g, p, f, m, n, k, bits, clock):
     bif = geo.warps_per_cta * bits * 128
     t_dram = (dram_time(plane_bytes, g, geo.ctas, geo.occupancy.ctas_per_sm, bif)
               + other_bytes / g.dram_eff_bytes_per_s)
-    # one warp's serial path (loop.prefetch is False): each chunk step waits one DRAM latency (the
-    # multi_row rows' plane loads are issued together), then issues its dependent chains (C1 cycles
-    # alone on the SMSP); before the loop the warp loads
+    # one warp's serial path (loop.prefetch is False): each chunk step waits one DRAM latency for
+    # row 0, then each further row waits for the longer of the previous row's dependent chain
+    # (C1 / multi_row cycles alone on the SMSP) and its own loads (issued one row ahead); before the loop the warp loads
     # its rows' LUT (one more DRAM latency) and builds the tables. ceil(waves) CTAs run one after another.
-    per_step = g.dram_latency_s + c1 / f
+    row = c1 / geo.multi_row / f
+    per_step = g.dram_latency_s + (geo.multi_row - 1) * max(row, g.dram_latency_s) + row
     prologue = g.dram_latency_s + geo.multi_row * max(1, words // 32) * 2 / f
     t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
