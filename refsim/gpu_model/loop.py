@@ -20,6 +20,9 @@ Per SMSP (one scheduler, ≤ 1 warp instruction per clock) with ``W`` resident w
              = (R / W) · C1                when they are
     T_loop   = max(T_issue, T_warp) / f    (pipes with fewer lanes than 32/clk are separate terms)
 
+A kernel model may refine T_warp with its step's own load order (Any-Precision issues row h+1's
+loads with row h's math: L + (rows − 1)·max(C1_row, L·f) + C1_row per step, from its SASS).
+
     issue ─┬─ w0: [ld]····L_dram····[dep chain C1]─[ld]····
            ├─ w1:    [ld]····L_dram····[dep chain C1]─
            └─ ...   W warps interleave; the SMSP is busy I of every max(I·W, C1 + L) cycles
