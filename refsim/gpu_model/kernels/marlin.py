@@ -47,7 +47,7 @@ STAGES = _stripes.STAGES
 THREADS = 256
 SHARED_MEM = 96 * 1024       # marlin_cuda_kernel.cu: SHARED_MEM, the dynamic shared memory of every launch
 L2_HIT_LATENCY_CLK = 200     # estimate: L2 hit load-to-use ~190-200 cycles on Turing/Ampere (Jia et al.,
-                             # "Dissecting the NVIDIA Turing T4 GPU via microbenchmarking", 2019, table 3.1)
+                             # "Dissecting the NVIDIA Turing T4 GPU via microbenchmarking", 2019; Ampere similar)
 
 # Registers per thread of every Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks> instantiation
 # that marlin_cuda dispatches (CALL_IF list), measured here from IST-DASLab/marlin @
