@@ -115,3 +115,15 @@ def test_atom_needs_sm80():
     from refsim.errors import FormatRuleError
     with pytest.raises(FormatRuleError, match="compute capability >= 8.0"):
         predict("rtx2080", "atom-w4a4", 128, 4096, 4096)
+
+
+def test_gemv_occupancy_reads_ptxas_registers():
+    # resources.json (ptxas, sm_80): awq_gemv 48 and mixed_gemv 39 registers per thread.
+    # A10 (CC 8.6, 48 warps/SM): 48 regs -> 1536 per warp -> 10 warps per SMSP -> 10 CTAs of 4 warps;
+    # 39 regs -> 1280 per warp -> 12 per SMSP = 48 warps -> 12 CTAs (warps bind too)
+    from refsim.gpu_model.kernels._common import compiled_registers
+    from refsim.gpu_model.occupancy import occupancy
+    assert compiled_registers("awq_gemv") == 48 and compiled_registers("mixed_gemv") == 39
+    a10 = get_gpu("a10")
+    assert occupancy(a10, 128, 48).ctas_per_sm == 10
+    assert occupancy(a10, 128, 39).ctas_per_sm == 12

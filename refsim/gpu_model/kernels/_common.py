@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
+from pathlib import Path
 
 from refsim._validate import require_int
 from refsim.errors import FormatRuleError, ShapeError
@@ -71,6 +73,14 @@ def mma_sync_rate(gpu: GPUSpec, op_per_clk_per_sm: float) -> float:
     """Tensor rate per SM per clock that an ``mma.sync`` kernel (Marlin, AWQ GEMM) reaches on ``gpu``:
     the table rate × :data:`MMA_SYNC_FRACTION` (1 where the peak is an mma.sync rate)."""
     return op_per_clk_per_sm * MMA_SYNC_FRACTION.get(gpu.compute_capability, 1.0)
+
+
+@lru_cache(maxsize=None)
+def compiled_registers(kernel: str) -> int:
+    """Registers per thread of one of refsim's own CUDA kernels as ptxas reports them
+    (``refsim/cuda/resources.json``, written by ``refsim.cuda.regenerate``; sm_80 build)."""
+    path = Path(__file__).resolve().parents[2] / "cuda" / "resources.json"
+    return int(json.loads(path.read_text(encoding="utf-8"))["kernels"][kernel]["registers_per_thread"])
 
 
 TILE_CANDIDATES = ((128, 128), (64, 128), (64, 64))

@@ -14,12 +14,10 @@ Constraints: bits 4, group_size 64 or 128 (default 128), K % group_size == 0, N 
 
 from __future__ import annotations
 
-import json
 import math
-from functools import lru_cache
-from pathlib import Path
 
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup,
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, mma_sync_rate,
+                                              require_multiple, setup,
                                               tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
@@ -29,14 +27,6 @@ BITS = (4,)
 GROUPS = (64, 128)
 DEQ_PER_WEIGHT = 13 / 8
 SPLIT_K = 8  # gemm_forward_cuda is launched with split_k_iters = 8
-
-
-@lru_cache(maxsize=1)
-def gemv_registers() -> int:
-    """Registers per thread of refsim's AWQ GEMV as ptxas reports them (``refsim/cuda/resources.json``,
-    entry ``awq_gemv``; refsim's kernel follows TinyChat's ``gemv_forward_cuda`` thread mapping)."""
-    path = Path(__file__).resolve().parents[2] / "cuda" / "resources.json"
-    return int(json.loads(path.read_text())["kernels"]["awq_gemv"]["registers_per_thread"])
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
@@ -53,7 +43,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         ctas = math.ceil(n / 8)
         # occupancy from the compiled GEMV (refsim/cuda/resources.json "awq_gemv", ptxas sm_80:
         # 48 registers, no static shared memory; 4 warps per CTA)
-        ctas_per_sm = resident(g, 128, gemv_registers(), 0, ctas).ctas_per_sm
+        ctas_per_sm = resident(g, 128, compiled_registers("awq_gemv"), 0, ctas).ctas_per_sm
         lanes = n * k * (DEQ_PER_WEIGHT + m)
         t_alu = max(lanes / 32 / (4 * sm_clk),
                     n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))
