@@ -18,23 +18,23 @@ mult128 = st.integers(1, 96).map(lambda x: 128 * x)
 @settings(max_examples=examples(40))
 @given(gpus, st.integers(1, 8), mult128, mult128, st.integers(3, 7))
 def test_anyprec_lower_bit_width_never_reads_more_bytes(gpu, m, n, k, bits):
-    # Latency is not monotone in bits everywhere, for reasons the real kernel has too: the 3-bit
-    # pair path runs more transpose ops (45) than the 4-bit pair path (40); at b >= 7 with M = 1 and
-    # K > 4096 the kernel launches num_ksplit = ceil(K/4096) times more warps per CTA (main.cu), so
-    # 7 bits can beat 6 on a small N; and when few CTAs exist (N = 128 -> 32 CTAs) the load is
-    # latency-bound (Little's law: bytes in flight per warp grow with b while the chunk count does
-    # not), so a wider format is not slower. Bytes are monotone always; latency is monotone where
-    # DRAM streams at its achievable bandwidth for both widths (the dram term is bytes / BW_eff).
+    # Bytes are monotone always. Latency is monotone in bits wherever the real kernel's work per
+    # weight is: at M = 1 a lower width loads fewer plane words per chunk step, runs fewer transpose
+    # ops (3-bit pair path 45 C ops / 16 lookups < 4-bit scalar 52 / 32 < 5..8-bit 107..176) and keeps
+    # the same grid (N/4 CTAs) and 40-60 registers, so it is never slower -- as long as neither width
+    # takes the k-split (b >= 7, K > 4096, not Orin: num_ksplit = ceil(K/4096) times more warps per
+    # CTA, a different launch). Not asserted at M >= 2, where the real kernel is not monotone: 3-bit
+    # pair merging costs more ops than 4-bit's (45 vs 40), and 4-bit's 16 KiB pair tables cut
+    # occupancy below 5-bit's 1 KiB. (Issue 15: hypothesis found a10, M = 1, N = 128, K = 10368 with
+    # 3-bit slower than 4-bit: the model pushed the LUT and activation bytes through the plane
+    # loads' Little's-law window, which has 3/4 the bytes in flight at 3 bits; the model was wrong.)
     g = get_gpu(gpu)
     lo = predict(gpu, "anyprec", m, n, k, bits=bits)
     hi = predict(gpu, "anyprec", m, n, k, bits=bits + 1)
     assert lo.bytes_dram < hi.bytes_dram
-
-    def saturated(bd):
-        return bd.terms["dram"] <= bd.bytes_dram / g.dram_eff_bytes_per_s * (1 + 1e-12)
-
-    if lo.bottleneck == "dram" and hi.bottleneck == "dram" and m == 1 and saturated(lo) and saturated(hi):
-        assert lo.latency_s <= hi.latency_s
+    ksplit = bits + 1 >= 7 and k > 4096 and not g.name.startswith("orin")
+    if m == 1 and not ksplit:
+        assert lo.latency_s <= hi.latency_s * (1 + 1e-12), (lo.terms, hi.terms)
 
 
 @settings(max_examples=examples(50))

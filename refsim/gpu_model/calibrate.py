@@ -10,8 +10,9 @@ Fitted constants (nothing per GPU except the calibration GPU's own achievable DR
 
 1. ``rtx4070-laptop.dram_achievable_fraction``: slope of a linear least-squares fit of the cuBLAS
    FP16 GEMV rows, ``T = c + bytes / BW`` (pure streaming kernels: the slope is the bandwidth).
-2. ``launch_overhead_s`` (T0), ``overlap`` (a) and ``cuda_core_issue_eff``: least squares of the
-   relative error on all rows (Nelder-Mead from a small grid of starts), bandwidth fixed by (1).
+2. ``launch_overhead_s`` (T0) and ``overlap`` (a): least squares of the relative error on all rows
+   (Nelder-Mead from a small grid of starts), bandwidth fixed by (1). The CUDA-core issue
+   efficiency once fitted here is a mechanism now (:mod:`refsim.gpu_model.loop`).
 
 :func:`leave_one_shape_out` refits without each (n, k) shape and predicts it; :func:`accuracy`
 prints median/max absolute percentage error beside the plain DRAM roofline baseline.
@@ -157,18 +158,18 @@ def fit(rows: list[CalibrationRow] | None = None) -> tuple[GPUSpec, ModelParams]
     gpu = replace(gpu, dram_achievable_fraction=frac, launch_overhead_s=t0)
 
     def objective(x):
-        t0_us, a, eff = x
-        if not (0.0 <= t0_us <= 20.0 and 0.0 <= a <= 1.0 and 0.05 <= eff <= 1.0):
+        t0_us, a = x
+        if not (0.0 <= t0_us <= 20.0 and 0.0 <= a <= 1.0):
             return 1e9
         g = replace(gpu, launch_overhead_s=t0_us * 1e-6)
-        return _sse(rows, g, ModelParams(launch_overhead_s=t0_us * 1e-6, overlap=a, cuda_core_issue_eff=eff))
+        return _sse(rows, g, ModelParams(launch_overhead_s=t0_us * 1e-6, overlap=a))
 
-    starts = [(t, a, e) for t in (1.0, 3.0) for a in (0.7, 0.95) for e in (0.3, 0.6)]
+    starts = [(t, a) for t in (1.0, 3.0) for a in (0.7, 0.95)]
     best = min((objective(s), s) for s in starts)[1]
     res = minimize(objective, best, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-7})
-    t0_us, a, eff = (float(v) for v in res.x)
+    t0_us, a = (float(v) for v in res.x)
     gpu = replace(gpu, launch_overhead_s=t0_us * 1e-6)
-    return gpu, ModelParams(launch_overhead_s=t0_us * 1e-6, overlap=a, cuda_core_issue_eff=eff)
+    return gpu, ModelParams(launch_overhead_s=t0_us * 1e-6, overlap=a)
 
 
 def _ape(pred, meas):
@@ -211,7 +212,7 @@ def main() -> None:  # pragma: no cover - manual tool: python -m refsim.gpu_mode
     gpu, params = fit()
     print(f"rtx4070-laptop dram_achievable_fraction = {gpu.dram_achievable_fraction:.4f}")
     print(f"launch_overhead_s = {params.launch_overhead_s:.3e}")
-    print(f"overlap = {params.overlap:.4f}  cuda_core_issue_eff = {params.cuda_core_issue_eff:.4f}")
+    print(f"overlap = {params.overlap:.4f}")
     print("in-sample:", accuracy(gpu=gpu, params=params))
     print("leave-one-shape-out:", leave_one_shape_out())
 

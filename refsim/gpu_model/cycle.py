@@ -16,57 +16,38 @@ accepts a new warp instruction every ``interval`` cycles:
 
 Instructions issue in order per warp; an instruction waits until the instructions it depends on
 have completed (scoreboard) and its pipe is free; the scheduler picks the oldest ready warp
-(greedy-then-oldest). Global loads of iteration i+1 are issued at the top of iteration i
-(software pipelining, as both kernels do: Any-Precision unrolls the chunk loop, Marlin keeps a
-4-stage cp.async pipeline), so DRAM latency is hidden when enough work is in flight.
+(greedy-then-oldest). The bodies and their loop structure are the kernel models' own
+(:class:`refsim.gpu_model.loop.Loop`, one description read by both models): Marlin's loads of a
+later stage are consumed one iteration later (``prev_deps``, 4-stage cp.async pipeline), so DRAM
+latency is hidden when enough is in flight; Any-Precision's chunk loop has no cross-chunk prefetch
+(``deps`` on this step's loads), so every step of every warp waits one DRAM latency.
 
 Steady-state cycles per iteration → kernel time = iterations per SMSP × cycles / f_sm (plus the
 analytical model's launch and tail). :func:`reconcile` puts it next to the analytical model.
-Bodies: :func:`anyprec_body` (one warp, one row, one 1024-weight chunk) and :func:`marlin_body`
+Bodies: :func:`anyprec_body` (one warp, one 1024-weight chunk of its rows) and :func:`marlin_body`
 (one warp, one k16 step of a 128×128 tile: 4 packed words per lane, 8·m_blocks MMAs).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_bounded, require_int
+from refsim._validate import require_bounded, require_choice, require_int
 from refsim.errors import FormatRuleError
 
 from refsim.gpu_model.kernels import anyprec as _anyprec
 from refsim.gpu_model.kernels import marlin as marlin_model
 from refsim.gpu_model.kernels import predict
-from refsim.gpu_model.roofline import FITTED
+from refsim.gpu_model.kernels._common import mma_sync_rate
+from refsim.gpu_model.loop import Instr, intervals
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
 __all__ = ["Instr", "simulate", "anyprec_body", "marlin_body", "cycle_time", "reconcile"]
 
-INT_LAT, FP_LAT, LDS_LAT, L1_LAT, MMA_LAT = 4, 5, 30, 35, 33
-
-
-@dataclass(frozen=True)
-class Instr:
-    """One warp instruction of a loop body.
-
-    pipe: 'int' | 'fp16' | 'fp32' | 'mio' | 'tensor' | 'dram'; latency: cycles until a dependent
-    instruction may issue; deps: body indices (this iteration) it waits for; prev_deps: body indices
-    of the *previous* iteration it waits for (prefetched loads); dram_bytes: bytes the warp moves
-    (pipe 'dram'); wavefronts: L1/SMEM wavefronts (pipe 'mio')."""
-
-    pipe: str
-    latency: int
-    deps: tuple = ()
-    prev_deps: tuple = ()
-    dram_bytes: float = 0.0
-    wavefronts: float = 1.0
-
-
 def _intervals(gpu: GPUSpec) -> dict:
-    return {"int": 32 / (gpu.int32_lanes_per_clk_per_sm / 4), "fp16": 32 / (gpu.hfma2_lanes_per_clk_per_sm / 4),
-            "fp32": 32 / (gpu.fp32_fma_lanes_per_clk_per_sm / 4), "mio": 4.0, "issue": 1.0}
+    return intervals(gpu.int32_lanes_per_clk_per_sm, gpu.hfma2_lanes_per_clk_per_sm, gpu.fp32_fma_lanes_per_clk_per_sm)
 
 
 def _run(body: list[Instr], warps: int, gpu: GPUSpec, f_sm: float, iterations: int,
@@ -152,74 +133,29 @@ def simulate(body: list[Instr], warps: int, gpu: GPUSpec, f_sm: float, *, iterat
 
 
 def anyprec_body(bits: int, m: int) -> list[Instr]:
-    """Loop body of ``matmul_kbit`` for one warp, one row, one 1024-weight chunk (see
-    :mod:`refsim.gpu_model.kernels.anyprec` for the counts)."""
-    multi_row = 1 if m == 1 else 4
-    lookups, tops, words = _anyprec.lookup_plan(bits, m)
-    conflict = _anyprec.lds_conflict_degree(words)
-    body: list[Instr] = []
-    loads = list(range(bits))
-    for _ in range(bits):                                   # next chunk's plane words (prefetch)
-        body.append(Instr("dram", 0, dram_bytes=128.0))
-    act = []
-    for _ in range(max(1, round(4 * m / multi_row))):        # activations: L1 hits, 4 wavefronts
-        act.append(len(body))
-        body.append(Instr("mio", L1_LAT, wavefronts=4))
-    n_t = max(4, round(tops * _anyprec.LOP3_FUSION))
-    t_idx = []
-    for i in range(n_t):                                    # transpose: 4 independent output words
-        deps = (t_idx[i - 4],) if i >= 4 else ()
-        body.append(Instr("int", INT_LAT, deps=deps, prev_deps=tuple(loads) if i < 4 else ()))
-        t_idx.append(len(body) - 1)
-    last_t = tuple(t_idx[-4:])
-    lds_idx = []
-    for j in range(lookups):                                # extract byte, then LUT lookup
-        dep = last_t if j < 4 else (lds_idx[j - 4] - 1,)
-        body.append(Instr("int", INT_LAT, deps=dep))
-        body.append(Instr("int", INT_LAT, deps=(len(body) - 1,)))
-        body.append(Instr("mio", LDS_LAT, deps=(len(body) - 1,), wavefronts=conflict))
-        lds_idx.append(len(body) - 1)
-    prmt = []
-    for s in range(16):                                     # half2 operand assembly
-        src = lds_idx[(2 * s) % lookups], lds_idx[(2 * s + 1) % lookups]
-        body.append(Instr("int", INT_LAT, deps=src))
-        prmt.append(len(body) - 1)
-    acc = {}
-    for r in range(m):                                      # 16 HFMA2 per batch row: 2 chains
-        for s in range(16):
-            chain = (r, s % 2)
-            deps = (prmt[s],) + ((acc[chain],) if chain in acc else ()) + tuple(act[:1])
-            body.append(Instr("fp16", FP_LAT, deps=deps))
-            acc[chain] = len(body) - 1
-    for _ in range(6):                                      # loop / address arithmetic
-        body.append(Instr("int", INT_LAT))
-    return body
+    """Loop body of ``matmul_kbit`` for one warp and one 1024-weight chunk of its rows: the
+    kernel model's own :func:`refsim.gpu_model.kernels.anyprec.loop` (no prefetch). ``bits`` 3..8,
+    ``m`` 1..8."""
+    bits = require_int("bits", bits)
+    m = require_int("m", m, minimum=1)
+    require_choice("bits", bits, _anyprec.BITS)
+    require_bounded("m", m, 8, what="batch rows of the fused kernel")
+    return list(_anyprec.loop(bits, m).body)
 
 
 def marlin_body(m_blocks: int, grouped: bool = True) -> list[Instr]:
-    """One warp, one k16 step of a 128×128 Marlin tile (8 warps: 2 along N × 4 along K; the warp
-    owns 64 columns): B words (4 per lane, 512 B per warp, cp.async from DRAM 4 stages ahead),
-    one ldmatrix.x4 of A per m-block, dequant 9 instructions per packed word (+4 HMUL2 when
-    grouped), 8 MMAs m16n8k16 per m-block."""
-    body: list[Instr] = [Instr("dram", 0, dram_bytes=512.0)]       # cp.async of a later stage
-    lds_b = len(body)
-    body.append(Instr("mio", LDS_LAT, prev_deps=(0,), wavefronts=4))  # LDS.128 of this stage's B
-    lds_a = []
-    for _ in range(m_blocks):
-        body.append(Instr("mio", LDS_LAT, wavefronts=4))             # ldmatrix.x4 (A)
-        lds_a.append(len(body) - 1)
-    frag = []
-    for wword in range(4):                                          # dequant 4 packed words
-        prev = lds_b
-        for _ in range(9 + (4 if grouped else 0)):
-            body.append(Instr("int" if len(frag) % 2 == 0 else "fp16", INT_LAT, deps=(prev,)))
-            prev = len(body) - 1
-        frag.append(prev)
-    for mb in range(m_blocks):
-        for j in range(8):                                          # 8 n8 tiles of 64 columns
-            body.append(Instr("tensor", MMA_LAT, deps=(frag[j // 2], lds_a[mb])))
-    body.append(Instr("int", INT_LAT))                              # pipeline bookkeeping
-    return body
+    """One warp, one k16 step of a Marlin tile: the kernel model's own
+    :func:`refsim.gpu_model.kernels.marlin.loop` (cp.async prefetch). ``m_blocks`` 1..4."""
+    m_blocks = require_int("m_blocks", m_blocks, minimum=1)
+    require_bounded("m_blocks", m_blocks, 4, what="16-row blocks per Marlin tile")
+    if not isinstance(grouped, (bool, np.bool_)):
+        raise FormatRuleError(f"grouped: must be True or False; got {grouped!r}")
+    return list(marlin_model.loop(m_blocks, bool(grouped)).body)
+
+
+def _check_kernel(kernel) -> None:
+    if not isinstance(kernel, str) or kernel not in ("anyprec", "marlin"):
+        raise FormatRuleError(f"kernel: the cycle model covers 'anyprec' and 'marlin'; got {kernel!r}")
 
 
 def cycle_time(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None, *,
@@ -227,20 +163,22 @@ def cycle_time(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None
     """Inner-loop time of ``kernel`` ('anyprec' or 'marlin') from the SMSP simulation.
 
     Returns dict(loop_s, cycles_per_iter, warps_per_smsp, iterations_per_smsp)."""
+    _check_kernel(kernel)
+    predict(gpu, kernel, m, n, k, bits=bits, clock=clock)           # validates gpu, shape, bits, clock
+    iterations = require_int("iterations", iterations, minimum=1)
     g = get_gpu(gpu)
     f = g.clock_hz(clock)
     if kernel == "anyprec":
         bits = 4 if bits is None else bits
-        multi_row = 1 if m == 1 else 4
-        ctas = n // (4 * multi_row)
-        ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
-        warps_sm = min(ctas, g.sm_count * ctas_per_sm) * 4 / g.sm_count
-        w = max(1, min(g.max_warps_per_sm // 4, round(warps_sm / 4)))
+        if m > 8:
+            raise FormatRuleError(f"m: the cycle model covers the fused kernel (M <= 8); got {m}")
+        geo = _anyprec.geometry(g, m, n, k, bits)                    # same grid and occupancy as the model
+        w = max(1, round(geo.warps_per_smsp))
         cyc = simulate(anyprec_body(bits, m), w, g, f, iterations=iterations)
-        per_smsp = n * math.ceil(k / 1024) / (4 * g.sm_count)        # row-chunks per SMSP
+        per_smsp = (n // geo.multi_row) * geo.chunks / (4 * g.sm_count)   # warp chunk-steps per SMSP
         loop_cycles = per_smsp / w * cyc
     elif kernel == "marlin":
-        tc = 2.0 * 16 * 8 * 16 / (g.tc_fp16_f32acc_flop_per_clk_per_sm / 4)
+        tc = 2.0 * 16 * 8 * 16 / (mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) / 4)
         w = 2                                                       # 8 warps per CTA, 1 CTA per SM
         tk, tn = marlin_model.tile_shape(m)
         per_smsp, loop_cycles, cyc = 0.0, 0.0, 0.0
@@ -251,18 +189,26 @@ def cycle_time(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None
             steps = lc.iters * (tk / 16) * (tn / 64) / 4
             per_smsp += steps
             loop_cycles += steps / w * cyc
-    else:
-        raise ValueError(f"kernel: cycle model covers 'anyprec' and 'marlin'; got {kernel!r}")
     return {"loop_s": loop_cycles / f, "cycles_per_iter": cyc, "warps_per_smsp": w,
             "iterations_per_smsp": per_smsp}
 
 
 def reconcile(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None, *, clock="sustained") -> dict:
     """The cycle model's inner-loop time beside the analytical model's overlapped pipe time
-    (latency minus launch, tail and serial terms)."""
+    (latency minus launch, tail and serial terms). ``kernel`` 'anyprec' (M ≤ 8) or 'marlin'; the
+    other arguments as for :func:`refsim.gpu_model.kernels.predict`. Both models read the same
+    loop description (``prefetch`` in the result)."""
+    _check_kernel(kernel)
     bd = predict(gpu, kernel, m, n, k, bits=bits, clock=clock)
     fixed = sum(bd.terms.get(key, 0.0) for key in ("launch", "tail", "serial"))
     cyc = cycle_time(gpu, kernel, m, n, k, bits, clock=clock)
     return {"analytical_loop_s": bd.latency_s - fixed, "cycle_loop_s": cyc["loop_s"],
             "ratio": cyc["loop_s"] / (bd.latency_s - fixed), "analytical_bottleneck": bd.bottleneck, **cyc,
-            "issue_eff_fitted": FITTED.cuda_core_issue_eff}
+            "prefetch": _loop_of(kernel, m, bits).prefetch}
+
+
+def _loop_of(kernel: str, m: int, bits):
+    """The kernel model's loop description (the one both models read)."""
+    if kernel == "anyprec":
+        return _anyprec.loop(4 if bits is None else bits, min(m, 8))
+    return marlin_model.loop(1)

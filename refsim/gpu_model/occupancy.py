@@ -29,6 +29,7 @@ A kernel that needs more registers than ``max_regs_per_thread`` or more shared m
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import NamedTuple
 
 from refsim._validate import require_int
@@ -59,6 +60,15 @@ def occupancy(gpu: GPUSpec, threads_per_block: int, regs_per_thread: int, smem_p
     threads = require_int("threads_per_block", threads_per_block, minimum=1)
     regs = require_int("regs_per_thread", regs_per_thread, minimum=1)
     smem = require_int("smem_per_block_bytes", smem_per_block_bytes, minimum=0)
+    if grid_ctas is not None:
+        grid_ctas = require_int("grid_ctas", grid_ctas, minimum=1)
+    return resident(gpu, threads, regs, smem, grid_ctas)
+
+
+@lru_cache(maxsize=4096)
+def resident(gpu: GPUSpec, threads: int, regs: int, smem: int, grid_ctas: int | None) -> Occupancy:
+    """:func:`occupancy` for arguments already known to be valid ints (the kernel models' own
+    launch constants), cached: a prediction must stay O(1) and cheap."""
     if threads > gpu.max_threads_per_block:
         raise FormatRuleError(f"threads_per_block: at most {gpu.max_threads_per_block} on {gpu.name}; got {threads}")
     if regs > gpu.max_regs_per_thread:
@@ -76,7 +86,7 @@ def occupancy(gpu: GPUSpec, threads_per_block: int, regs_per_thread: int, smem_p
     limits["warps"] = gpu.max_warps_per_sm // w
     limits["ctas"] = gpu.max_ctas_per_sm
     if grid_ctas is not None:
-        limits["grid"] = math.ceil(require_int("grid_ctas", grid_ctas, minimum=1) / gpu.sm_count)
+        limits["grid"] = math.ceil(grid_ctas / gpu.sm_count)
     limiter = min(limits, key=limits.get)
     ctas = limits[limiter]
     if ctas < 1:

@@ -5,16 +5,17 @@ Each kernel model (``refsim.gpu_model.kernels.*``) counts, from how the kernel r
     bytes from DRAM ............ T_dram = Σ_waves bytes_wave / min(BW_eff, active_CTAs·bytes_in_flight/latency)
     bytes L2 -> SM ............. T_l2   = bytes_l2 / BW_L2
     tensor-core instructions ... T_tc   = n_mma · flop_per_mma(padded shape) / (rate(acc type) · SMs · f_sm)
-    ALU / issue slots .......... T_alu  = max(warp_instrs / (4 SMSP · SMs · f · eff), pipe lanes / lanes/clk)
+    ALU / issue slots .......... T_alu  = max(warp_instrs / (4 SMSP · SMs · f), pipe lanes / lanes/clk,
+                                             steps per SMSP / warps per SMSP · C1 / f)   (refsim.gpu_model.loop)
     L1/shared wavefronts ....... T_smem = wavefronts / (SMs · f_sm)   (LUT lookups × bank-conflict degree)
-    latency-bound chain ........ T_lat  = waves · steps per warp · (DRAM latency + own instructions / f)
+    latency-bound chain ........ T_lat  = waves · steps per warp · (DRAM latency + C1 / f)   (no prefetch)
     fixed ...................... T0 per launch + one DRAM latency (ramp)
 
 and combines them with :func:`combine`:
 
     T = T0·launches + tail + max(pipes) + (1 - a) · second_largest(pipes)
 
-``a`` (overlap), ``T0`` and the CUDA-core issue efficiency are the only fitted constants
+``a`` (overlap) and ``T0`` are the only fitted constants
 (:data:`FITTED`, fitted by ``refsim.gpu_model.calibrate`` on the RTX 4070 Laptop Any-Precision data).
 The binding bottleneck is the name of the largest term (``launch`` when T0 + tail dominates,
 ``serial`` when a serial chain such as Marlin's lock-ordered slice reduction does).
@@ -39,13 +40,14 @@ class ModelParams:
 
     launch_overhead_s:     T0, fixed cost per kernel launch as Nsight Compute times it.
     overlap:               a in [0, 1]: fraction of the second-largest pipe hidden under the largest.
-    cuda_core_issue_eff:   fraction of the 1 warp-instruction/clk/SMSP issue rate a CUDA-core
-                           dequant/LUT inner loop sustains (dependency and scoreboard stalls).
+
+    The CUDA-core issue efficiency that used to be fitted here is now a mechanism: the per-SMSP
+    issue model of :mod:`refsim.gpu_model.loop` (warps per SMSP from occupancy vs the dependent-issue
+    cycles of one warp's step).
     """
 
     launch_overhead_s: float = FITTED_LAUNCH_OVERHEAD_S
-    overlap: float = 0.8998
-    cuda_core_issue_eff: float = 0.5761
+    overlap: float = 0.8834
 
 
 FITTED = ModelParams()

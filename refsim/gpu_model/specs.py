@@ -37,7 +37,7 @@ __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"
 # Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
 # gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
 # for every GPU (no per-GPU fudge factor).
-FITTED_LAUNCH_OVERHEAD_S = 2.296e-6
+FITTED_LAUNCH_OVERHEAD_S = 2.312e-6
 
 _SPEC_NOTE = "shared/specs/perf_model.md"
 _CUDA_GUIDE = "CUDA C++ Programming Guide, arithmetic-instruction throughput table (per CC)"
@@ -123,13 +123,15 @@ def _p(**tags: tuple[str, str]) -> dict:
 
 
 # Per-CC ALU lanes (CUDA guide): int32 add/logic/shift 64/clk/SM on 7.5-9.0; FP32 FMA 64 on 7.5 and
-# 8.0, 128 on 8.6/8.7/8.9/9.0; half2 FMA: 128 lanes (256 fp16 results) on 8.x/9.0, 64 on 7.5.
+# 8.0, 128 on 8.6/8.7/8.9/9.0; half2 FMA: 128 lanes (256 fp16 results) on 8.0/8.7/9.0, 64 on 7.5, and
+# 64 lanes (128 fp16 results = the FP32 rate) on GA102/AD102-class 8.6/8.9: the GA102 and Ada
+# whitepapers list non-tensor FP16 TFLOPS equal to FP32 (RTX 3090 35.6 / 35.6, RTX 4090 82.6 / 82.6).
 _ALU = {
     "7.5": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=64, hfma2_lanes_per_clk_per_sm=64),
     "8.0": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=64, hfma2_lanes_per_clk_per_sm=128),
-    "8.6": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
+    "8.6": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=64),
     "8.7": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
-    "8.9": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
+    "8.9": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=64),
     "9.0": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
 }
 # Per-SM tensor rates (perf_model.md table 1.3, derived from vendor peaks / (SMs × boost clock)).
@@ -213,11 +215,11 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in [
         "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-stream a100_80: 1776 GB/s read"),
         "dram_latency_s": _HBM_LAT,
         "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches gpu-l2-cache A100: ~5.3 TB/s / (108 x 1.41 GHz)")}),
-    _gpu("h100-sxm", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 3350, 0.90, 450, 50, 35.0, {
+    _gpu("h100-sxm", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 3350, 0.90, 450, 50, 39.0, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100]; tensor peaks at 1830 MHz"),
         "dram_achievable_fraction": ("estimate", "H100 PCIe reads 95 %, H200 81 %; SXM not measured: 0.90"),
         "dram_latency_s": _HBM_LAT,
-        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches H100 PCIe ~7.0 TB/s / (114 x 1.755 GHz)")}),
+        "l2_bytes_per_clk_per_sm": ("microbenchmark", "same GH100 die and SM count (132) as h200: gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz) = 39 B/clk/SM (H100 PCIe's 7.0 TB/s / (114 x 1.755 GHz) = 35 is a cut-down part)")}),
     _gpu("h200", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 4800, 0.81, 450, 50, 39.0, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100] (H100 + HBM3e)"),
         "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-l2-cache h200: ~3888 GB/s plateau of 4800"),

@@ -143,15 +143,14 @@ def test_every_kernel_returns_a_breakdown_with_a_named_bottleneck(kernel):
 
 # ---- hand-computed terms -----------------------------------------------------------------------
 def test_anyprec_alu_and_smem_terms_by_hand():
-    from refsim.gpu_model.roofline import FITTED
     g, f = get_gpu("rtx4090"), 1.0e9
     bd = predict(g, "anyprec", 1, 4096, 4096, bits=4, clock=f)
     row_chunks = 4096 * (4096 // 1024)
     int_ops = 52 * 0.5 + 2 * 32 + 16 + 6            # transpose+split (52 C ops, LOP3 x0.5), extract, PRMT, loop
-    instrs = (4 + 4) + int_ops + 32 + 18             # LDG planes + LDG.128 acts, int, 32 LDS, 16 HFMA2 + 2 HADD
-    t_issue = row_chunks * instrs / (4 * 128 * f * FITTED.cuda_core_issue_eff)
+    instrs = (4 + 4) + int_ops + 32 + 16             # LDG planes + LDG.128 acts, int, 32 LDS, 16 HFMA2
+    t_issue = row_chunks * instrs / (4 * 128 * f)   # full issue: no fitted efficiency any more
     t_int = row_chunks * int_ops * 32 / (64 * 128 * f)
-    t_fp16 = row_chunks * 18 * 32 / (128 * 128 * f)
+    t_fp16 = row_chunks * 16 * 32 / (128 * 128 * f)
     assert bd.terms["alu"] == pytest.approx(max(t_issue, t_int, t_fp16))
     # 16-entry fp16 LUT = 8 words: conflict-free; 4 plane wavefronts + 16 for activations + 32 lookups
     assert bd.terms["smem"] == pytest.approx(row_chunks * (4 + 16 + 32) / (128 * f))

@@ -36,7 +36,7 @@ def test_waves_counts_resident_slots():
 
 
 def test_combine_overlaps_the_second_pipe_and_adds_fixed_costs():
-    p = ModelParams(launch_overhead_s=1e-6, overlap=0.5, cuda_core_issue_eff=1.0)
+    p = ModelParams(launch_overhead_s=1e-6, overlap=0.5)
     bd = combine("x", G4090, 1, 8, 8, 4, {"dram": 10e-6, "alu": 4e-6, "smem": 1e-6}, p, n_waves=1.5)
     # T0 1 + tail one DRAM latency 0.5 us (once per launch, not per wave: 1.5 waves) + 10 + 0.5 x 4
     assert bd.latency_s == pytest.approx(1e-6 + 0.5e-6 + 10e-6 + 2e-6)
@@ -45,7 +45,7 @@ def test_combine_overlaps_the_second_pipe_and_adds_fixed_costs():
 
 
 def test_combine_names_launch_when_fixed_cost_dominates():
-    p = ModelParams(launch_overhead_s=5e-6, overlap=1.0, cuda_core_issue_eff=1.0)
+    p = ModelParams(launch_overhead_s=5e-6, overlap=1.0)
     assert combine("x", G4090, 1, 8, 8, 4, {"dram": 1e-6}, p).bottleneck == "launch"
 
 

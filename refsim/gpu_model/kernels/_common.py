@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
+from pathlib import Path
 
 from refsim._validate import require_int
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.gpu_model.roofline import ModelParams, FITTED
+from refsim.gpu_model.roofline import FITTED, ModelParams, dram_time
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
 
@@ -59,14 +61,38 @@ def tile_tensor_time(gpu: GPUSpec, f_sm: float, m_pad: int, n: int, k: int, tile
     return math.ceil(w - 1e-9) * per_cta_s, ctas, w
 
 
+# Fraction of the tensor rate a kernel built on warp-synchronous ``mma.sync`` reaches, per compute
+# capability. The vendor peaks of Hopper (table 1.3) are wgmma (warpgroup, asynchronous) rates;
+# ``mma.sync`` m16n8k16 on sm_90 reaches about 75 % of them (issue 15's figure; estimate — no primary
+# microbenchmark of mma.sync vs wgmma was found in the stored sources, see docs/notes/issue-15-pmmech.md).
+# Every other CC's peak is an mma.sync rate already.
+MMA_SYNC_FRACTION = {"9.0": 0.75}
+
+
+def mma_sync_rate(gpu: GPUSpec, op_per_clk_per_sm: float) -> float:
+    """Tensor rate per SM per clock that an ``mma.sync`` kernel (Marlin, AWQ GEMM) reaches on ``gpu``:
+    the table rate × :data:`MMA_SYNC_FRACTION` (1 where the peak is an mma.sync rate)."""
+    return op_per_clk_per_sm * MMA_SYNC_FRACTION.get(gpu.compute_capability, 1.0)
+
+
+@lru_cache(maxsize=None)
+def compiled_registers(kernel: str) -> int:
+    """Registers per thread of one of refsim's own CUDA kernels as ptxas reports them
+    (``refsim/cuda/resources.json``, written by ``refsim.cuda.regenerate``; sm_80 build)."""
+    path = Path(__file__).resolve().parents[2] / "cuda" / "resources.json"
+    return int(json.loads(path.read_text(encoding="utf-8"))["kernels"][kernel]["registers_per_thread"])
+
+
 TILE_CANDIDATES = ((128, 128), (64, 128), (64, 64))
 SPLIT_K_CANDIDATES = (1, 2, 4, 8, 16)
 
 
 @lru_cache(maxsize=4096)
 def _best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_clk_per_sm: float,
-                      elem_bytes: float, stages: int, k_slice: int):
+                      elem_bytes: float, stages: int, k_slice: int, overlap: float):
     best = None
+    bytes_dram = elem_bytes * (n * k + m * k) + 2.0 * m * n
+    l2_bw = gpu.l2_bytes_per_s(f_sm)
     for tile_m, tile_n in TILE_CANDIDATES:
         tile_m = min(tile_m, 16 * math.ceil(m / 16))
         m_pad = tile_m * math.ceil(m / tile_m)
@@ -79,7 +105,13 @@ def _best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_
                                           ctas_per_sm, op_per_clk_per_sm)
             # split-K partial sums: (split-1) fp32 M×N slices written and read back through L2
             red_bytes = (split - 1) * m * n * 4 * 2
-            cost = t + red_bytes / gpu.l2_bytes_per_s(f_sm) * 2
+            # full predicted cost, as the kernel models combine it: DRAM stream (Little's law at this
+            # tile's CTAs and stages), L2 re-reads (A by every N tile, W by every M tile, partial
+            # sums) and tensor time, the largest plus (1 - overlap) of the second
+            t_dram = dram_time(bytes_dram, gpu, ctas, ctas_per_sm, smem)
+            t_l2 = (elem_bytes * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes) / l2_bw
+            first, second = sorted((t, t_dram, t_l2), reverse=True)[:2]
+            cost = first + (1.0 - overlap) * second
             cand = (cost, t, red_bytes, ctas, w, tile_m, tile_n, split, ctas_per_sm, smem)
             if best is None or cand[0] < best[0]:
                 best = cand
@@ -87,12 +119,16 @@ def _best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_
 
 
 def best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_clk_per_sm: float,
-                     elem_bytes: float = 2, stages: int = 3, k_slice: int = 32) -> dict:
+                     elem_bytes: float = 2, stages: int = 3, k_slice: int = 32, overlap: float | None = None) -> dict:
     """The tile shape and split-K a tuned library (cuBLAS/CUTLASS heuristics) would pick: the
     candidate (tile_m × tile_n from :data:`TILE_CANDIDATES`, split-K from
-    :data:`SPLIT_K_CANDIDATES`) with the least tensor time + split-K reduction traffic.
+    :data:`SPLIT_K_CANDIDATES`) with the least full predicted cost — DRAM, L2 re-reads (+ split-K
+    partial sums) and tensor time overlapped as :func:`~refsim.gpu_model.roofline.combine` does
+    (``overlap`` default: the fitted one). Tensor time alone would pick 64×64 tiles whose L2
+    re-reads cost more than the tensor time they save.
     Returns dict(t_tc, red_bytes, ctas, waves, tile_m, tile_n, split, ctas_per_sm, bytes_in_flight)."""
+    overlap = FITTED.overlap if overlap is None else overlap
     cost, t, red, ctas, w, tm, tn, split, cps, smem = _best_gemm_config(
-        gpu, f_sm, m, n, k, op_per_clk_per_sm, elem_bytes, stages, k_slice)
+        gpu, f_sm, m, n, k, op_per_clk_per_sm, elem_bytes, stages, k_slice, overlap)
     return {"t_tc": t, "red_bytes": red, "ctas": ctas, "waves": w, "tile_m": tm, "tile_n": tn,
             "split": split, "ctas_per_sm": cps, "bytes_in_flight": smem}

@@ -31,18 +31,20 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
 from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
-from refsim.gpu_model.occupancy import occupancy
+from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
+from refsim.gpu_model.occupancy import Occupancy, resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
 BITS = (3, 4, 5, 6, 7, 8)
-SERIAL_ROWS_FRACTION = 1.0  # structural: the unrolled multi_row loop loads each row's planes after the previous row's math
 LOP3_FUSION = 0.5  # estimate: nvcc folds AND/shift/OR triples into LOP3/SHF (about 2 C ops per SASS op)
 
 
@@ -77,43 +79,142 @@ def lookup_plan(bits: int, m: int) -> tuple[int, int, int]:
     return lookups, transpose_ops(bits, pair), words
 
 
-def _fused(g, p, f, m, n, k, bits, clock):
+@lru_cache(maxsize=None)
+def loop(bits: int, m: int) -> Loop:
+    """One warp's step of ``matmul_kbit``: one 1024-weight chunk of its ``multi_row`` rows (counts in
+    the module docstring). ``prefetch=False``: the chunk loop body appears once and its plane loads
+    feed the transposes of the same step (no cross-chunk prefetch), so each step waits one DRAM
+    latency. Within a step, ptxas issues row h+1's plane loads while row h computes (SASS of
+    ``matmul_kbit_32<8, 3, false>`` on sm_89, nvcc 13.0 + nvdisasm: row 0's three LDG.E at the loop
+    top, row 1's among row 0's activation loads, row 2's and 3's among the previous row's HFMA2s);
+    the activations (LDG.128, L1 hits) are loaded once per chunk for all rows."""
+    multi_row = 1 if m == 1 else 4
+    lookups, tops, words = lookup_plan(bits, m)
+    conflict = lds_conflict_degree(words)
+    body: list[Instr] = []
+    loads: list = []
+
+    def load_row() -> None:                                 # one row's plane words (LDG.32)
+        loads.append(tuple(range(len(body), len(body) + bits)))
+        body.extend(Instr("dram", 0, dram_bytes=128.0) for _ in range(bits))
+
+    load_row()
+    act = []
+    for _ in range(4 * m):                                  # activations LDG.128: L1 hits, 4 wavefronts
+        act.append(len(body))
+        body.append(Instr("mio", L1_LAT, wavefronts=4))
+    n_t = max(4, round(tops * LOP3_FUSION))
+    acc: dict = {}
+    for h in range(multi_row):
+        if h + 1 < multi_row:                               # SASS: the next row's loads go out with this row's math
+            load_row()
+        t_idx = []
+        for i in range(n_t):                                # transpose: 4 independent output words
+            deps = (t_idx[i - 4],) if i >= 4 else loads[h]
+            body.append(Instr("int", INT_LAT, deps=deps))
+            t_idx.append(len(body) - 1)
+        last_t = tuple(t_idx[-4:])
+        lds_idx = []
+        for j in range(lookups):                            # extract byte (& 0xff, >> 8), LUT lookup
+            dep = last_t if j < 4 else (lds_idx[j - 4] - 1,)
+            body.append(Instr("int", INT_LAT, deps=dep))
+            body.append(Instr("int", INT_LAT, deps=(len(body) - 1,)))
+            body.append(Instr("mio", LDS_LAT, deps=(len(body) - 1,), wavefronts=conflict))
+            lds_idx.append(len(body) - 1)
+        prmt = []
+        for s in range(16):                                 # half2 operand assembly (PRMT)
+            src = lds_idx[(2 * s) % lookups], lds_idx[(2 * s + 1) % lookups]
+            body.append(Instr("int", INT_LAT, deps=src))
+            prmt.append(len(body) - 1)
+        for r in range(m):                                  # 16 HFMA2 per batch row: 2 chains per row pair
+            for s in range(16):
+                chain = (h, r, s % 2)
+                deps = (prmt[s],) + ((acc[chain],) if chain in acc else ()) + (act[4 * r],)
+                body.append(Instr("fp16", FP_LAT, deps=deps))
+                acc[chain] = len(body) - 1
+    for _ in range(6):                                      # loop / address arithmetic
+        body.append(Instr("int", INT_LAT))
+    return Loop(tuple(body), prefetch=False)
+
+
+@lru_cache(maxsize=None)
+def _step_counts(bits: int, m: int, int32_lanes: float, hfma2_lanes: float, fp32_lanes: float):
+    """(I, int instrs, fp16 instrs, L1/SMEM wavefronts, C1 cycles) of one step of :func:`loop`."""
+    lp = loop(bits, m)
+    n_int = sum(1 for i in lp.body if i.pipe == "int")
+    n_fp16 = sum(1 for i in lp.body if i.pipe == "fp16")
+    wavefronts = sum(i.wavefronts for i in lp.body if i.pipe == "mio") + sum(1 for i in lp.body if i.pipe == "dram")
+    c1 = warp_step_cycles(lp, intervals(int32_lanes, hfma2_lanes, fp32_lanes))
+    return lp.instructions, n_int, n_fp16, wavefronts, c1
+
+
+class Geometry(NamedTuple):
+    """Launch geometry of ``matmul_kbit`` on one GPU (shared by the analytical and cycle models)."""
+
+    multi_row: int
+    ksplit: int
+    chunks: int
+    ctas: int
+    warps_per_cta: int
+    regs: int
+    smem: int
+    occupancy: Occupancy
+    steps_per_warp: int      # chunk steps of one warp (4 per z-slice with k-split); each step walks multi_row rows
+    waves: float
+    warps_per_smsp: float
+
+
+def geometry(g: GPUSpec, m: int, n: int, k: int, bits: int) -> Geometry:
+    """Grid, occupancy and the per-warp step count of the fused kernel (M ≤ 8) on ``g``."""
     multi_row = 1 if m == 1 else 4
     ksplit = math.ceil(k / 4096) if (m == 1 and bits >= 7 and k > 4096 and not g.name.startswith("orin")) else 1
     chunks = math.ceil(k / 1024)
-    row_chunks = n * chunks                          # warp-iterations (one row, one chunk)
-    lookups, tops, words = lookup_plan(bits, m)
-    conflict = lds_conflict_degree(words)
-    # instruction counts per row-chunk (warp instructions)
-    ldg = bits + 4.0 * m / multi_row
-    int_ops = tops * LOP3_FUSION + 2 * lookups + 16 + 6
-    hfma2 = 16.0 * m + 2.0 * m
-    instrs = ldg + int_ops + lookups + hfma2
-    sm_clk = g.sm_count * f
-    t_issue = row_chunks * instrs / (4 * sm_clk * p.cuda_core_issue_eff)
-    t_int = row_chunks * int_ops * 32 / (g.int32_lanes_per_clk_per_sm * sm_clk)
-    t_fp16 = row_chunks * hfma2 * 32 / (g.hfma2_lanes_per_clk_per_sm * sm_clk)
-    wavefronts = row_chunks * (bits + 16.0 * m / multi_row + lookups * conflict)
-    t_smem = wavefronts / sm_clk
-    bytes_dram = bits * n * k / 8 + n * (1 << bits) * 2 + 2.0 * m * k + 2.0 * m * n
     ctas = n // (4 * multi_row)
     warps_per_cta = 4 * ksplit
     regs, smem = anyprec_resources.resources(g.compute_capability, m, bits, ksplit > 1)
-    occ = occupancy(g, 32 * warps_per_cta, regs, smem, grid_ctas=ctas)
-    ctas_per_sm = occ.ctas_per_sm
-    bif = warps_per_cta * bits * 128                 # one chunk of bitplane words in flight per warp (no prefetch)
-    t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
-    # latency-bound critical path: the chunk loop has no cross-chunk prefetch, so every step of a
-    # warp waits one DRAM latency, then issues its own instructions (≤ 1 per clock). Steps per warp:
-    # chunks (4 per z-slice with k-split) × the multi_row rows walked one after another.
-    chunks_per_warp = min(chunks, 4) if ksplit > 1 else chunks
-    steps = chunks_per_warp * multi_row * SERIAL_ROWS_FRACTION if multi_row > 1 else chunks_per_warp
-    n_waves = ctas / (g.sm_count * ctas_per_sm)
-    t_chain = math.ceil(n_waves - 1e-9) * steps * (g.dram_latency_s + instrs / f)
+    occ = resident(g, 32 * warps_per_cta, regs, smem, ctas)
+    steps = min(chunks, 4) if ksplit > 1 else chunks
+    n_waves = ctas / (g.sm_count * occ.ctas_per_sm)
+    return Geometry(multi_row, ksplit, chunks, ctas, warps_per_cta, regs, smem, occ, steps, n_waves,
+                    occ.warps_per_sm / 4)
+
+
+def _fused(g, p, f, m, n, k, bits, clock):
+    geo = geometry(g, m, n, k, bits)
+    warp_steps = (n // geo.multi_row) * geo.chunks   # warp steps (multi_row rows, one chunk)
+    lookups, tops, words = lookup_plan(bits, m)
+    conflict = lds_conflict_degree(words)
+    instrs, n_int, n_fp16, wavefronts, c1 = _step_counts(
+        bits, m, g.int32_lanes_per_clk_per_sm, g.hfma2_lanes_per_clk_per_sm, g.fp32_fma_lanes_per_clk_per_sm)
+    sm_clk = g.sm_count * f
+    # issue slots: one warp instruction per clock per SMSP (MWP/CWP: compute warps saturate it)
+    t_issue = warp_steps * instrs / (4 * sm_clk)
+    t_int = warp_steps * n_int * 32 / (g.int32_lanes_per_clk_per_sm * sm_clk)
+    t_fp16 = warp_steps * n_fp16 * 32 / (g.hfma2_lanes_per_clk_per_sm * sm_clk)
+    t_smem = warp_steps * wavefronts / sm_clk
+    plane_bytes = bits * n * k / 8
+    other_bytes = n * (1 << bits) * 2 + 2.0 * m * k + 2.0 * m * n     # LUT, activations, output
+    bytes_dram = plane_bytes + other_bytes
+    # MWP: one chunk of bitplane words in flight per warp (no prefetch), so the plane stream is
+    # Little's-law limited by the resident warps; the LUT (prologue), the activations (read once
+    # from DRAM, L2 hits for the other CTAs) and the output are not part of that per-step window
+    bif = geo.warps_per_cta * bits * 128
+    t_dram = (dram_time(plane_bytes, g, geo.ctas, geo.occupancy.ctas_per_sm, bif)
+              + other_bytes / g.dram_eff_bytes_per_s)
+    # one warp's serial path (loop.prefetch is False): each chunk step waits one DRAM latency for
+    # row 0, then each further row waits for the longer of the previous row's dependent chain
+    # (C1 / multi_row cycles alone on the SMSP) and its own loads (issued one row ahead); before the loop the warp loads
+    # its rows' LUT (one more DRAM latency) and builds the tables. ceil(waves) CTAs run one after another.
+    row = c1 / geo.multi_row / f
+    per_step = g.dram_latency_s + (geo.multi_row - 1) * max(row, g.dram_latency_s) + row
+    prologue = g.dram_latency_s + geo.multi_row * max(1, words // 32) * 2 / f
+    t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
-    return combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
-                   notes=f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f} "
-                         f"regs={regs} smem={smem} ctas/SM={ctas_per_sm} ({occ.limiter})")
+    occ = geo.occupancy
+    return combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
+                   notes=f"multi_row={geo.multi_row} ksplit={geo.ksplit} lookups={lookups} conflict={conflict:.2f} "
+                         f"regs={geo.regs} smem={geo.smem} ctas/SM={occ.ctas_per_sm} ({occ.limiter}) "
+                         f"warps/SMSP={geo.warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
@@ -139,7 +240,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     lookups, tops, words = 32, transpose_ops(bits, False), max(1, (1 << bits) // 2)
     instrs = bits + tops * LOP3_FUSION + 3 * lookups + 16 + 6 + 4
     sm_clk = g.sm_count * f
-    t_alu = row_chunks * instrs / (4 * sm_clk * p.cuda_core_issue_eff)
+    t_alu = row_chunks * instrs / (4 * sm_clk)
     t_smem = row_chunks * (bits + lookups * lds_conflict_degree(words) + 16) / sm_clk
     deq_bytes = bits * n * k / 8 + n * (1 << bits) * 2 + 2.0 * n * k
     ctas = n // 4

@@ -11,7 +11,8 @@ Decomposition (per CTA = one 128(M) × 128(N) output tile over all of K)::
     epilogue   per group and accumulator: I2F + FFMA with the fp16 scale product (FP32 pipe)
     bytes      W: N·(K-128)/2 + N·128 + scales N·(K/128)·2 ; A: M·(K-128)/2 + M·128 + scales
                M·(K/128)·2 ; C: M·N·2
-    smem       4 stages × (128×128/2 W + 128×128/2 A) = 64 KiB -> CTAs per SM = smem / 64 KiB
+    occupancy  4 stages × (128×128/2 W + 128×128/2 A + scales) = 69 KiB and 220-221 registers ×
+               256 threads (ptxas, :data:`REGISTERS`) -> 1 CTA per SM
 
 MMA and the per-group epilogue are serial within a warp (the accumulators are consumed and reset
 every group), so their times add. Quantize/reorder of activations is fused into the previous operator in Atom, so one launch.
@@ -23,6 +24,7 @@ import math
 
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
+from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "atom-w4a4"
@@ -30,7 +32,22 @@ BITS = (4,)
 KEEPER = 128
 GROUP = 128
 TILE = 128
-SMEM_PER_CTA = 4 * (TILE * TILE // 2) * 2
+THREADS = 256
+# Dynamic shared memory of one launch (host code: max(4 stages x (128 x (128 + 128) / 2 B + (2*128 +
+# 128/2) half2 scales), 128 x 128 x 2 B)) and registers per thread, measured here from efeslab/Atom @
+# 7e3618b1a7a7c86e1c93cc909b1510c046d76ac6, kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh, with
+# nvcc 13.0 (V13.0.88): ``printf '#include "Dense_layer_gemm_i4_o16.cuh"\n' > i.cu;
+# nvcc -arch=sm_XX -O3 -c i.cu -o /dev/null -Xptxas -v`` -> compute_gemm_imma "Used R registers",
+# no spills. 220-221 registers x 256 threads bind one CTA per SM on every arch (A100 too, whose
+# shared memory alone would hold two).
+DYNAMIC_SMEM = 4 * (TILE * (TILE + TILE) // 2 + 4 * (2 * TILE + TILE // 2))
+REGISTERS = {"sm_80": 220, "sm_86": 221, "sm_87": 221, "sm_89": 221}
+# The only place the once-global fitted CUDA-core issue efficiency survives (value of the fit before
+# issue 15's per-SMSP issue model replaced it for the calibrated kernels). No Atom calibration data
+# exists to derive the epilogue's stalls from; with full issue (1.0) the 4090 NVBench point at
+# M = 1024 is predicted 24 % fast, with the I2F conversion rate (16/clk/SM) as the limit M = 4096 is
+# 24 % slow. Listed in docs/perf_model.md's fitted-constants table.
+EPILOGUE_ISSUE_EFF = 0.576
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
@@ -45,12 +62,16 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     if k < 2 * GROUP:
         raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
     g, p, f = setup(gpu, params, clock)
+    if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
+        raise FormatRuleError(f"gpu: kernel {NAME} needs compute capability >= 8.0 (cp.async, mma m16n8k64 s4); "
+                              f"got {g.name} (CC {g.compute_capability})")
     if g.tc_int4_op_per_clk_per_sm == 0:
         raise FormatRuleError(f"gpu: kernel {NAME} needs an INT4 tensor-core path (mma s4), which "
                               f"{g.name} ({g.arch}) does not have")
     m_pad = TILE * math.ceil(m / TILE)
     ctas = (m_pad // TILE) * (n // TILE)
-    ctas_per_sm = max(1, min(g.max_ctas_per_sm, g.smem_per_sm_bytes // SMEM_PER_CTA))
+    occ = resident(g, THREADS, REGISTERS["sm_" + g.compute_capability.replace(".", "")], DYNAMIC_SMEM, None)
+    ctas_per_sm = occ.ctas_per_sm
     n_waves = ctas / (g.sm_count * ctas_per_sm)
     waves_run = math.ceil(n_waves - 1e-9)
     k4 = k - KEEPER
@@ -63,7 +84,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     lanes_per_cta = TILE * TILE * groups * 2.25
     mma_instr = (TILE * TILE * k4 / (16 * 8 * 64) + TILE * TILE * KEEPER / (16 * 8 * 32))
     warp_instr_cta = lanes_per_cta / 32 + mma_instr + (TILE * k / 2) * 2 / 512
-    t_alu = waves_run * ctas_per_sm * max(warp_instr_cta / (4 * f * p.cuda_core_issue_eff),
+    t_alu = waves_run * ctas_per_sm * max(warp_instr_cta / (4 * f * EPILOGUE_ISSUE_EFF),
                                           lanes_per_cta / (g.fp32_fma_lanes_per_clk_per_sm * f))
     bytes_w = n * k4 / 2 + n * KEEPER + n * groups * 2
     bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, require_multiple, setup,
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, mma_sync_rate,
+                                              require_multiple, setup,
                                               tile_tensor_time)
+from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "awq-w4a16"
@@ -39,9 +41,11 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     sm_clk = g.sm_count * f
     if m < 8:
         ctas = math.ceil(n / 8)
-        ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
+        # occupancy from the compiled GEMV (refsim/cuda/resources.json "awq_gemv", ptxas sm_80:
+        # 48 registers, no static shared memory; 4 warps per CTA)
+        ctas_per_sm = resident(g, 128, compiled_registers("awq_gemv"), 0, ctas).ctas_per_sm
         lanes = n * k * (DEQ_PER_WEIGHT + m)
-        t_alu = max(lanes / 32 / (4 * sm_clk * p.cuda_core_issue_eff),
+        t_alu = max(lanes / 32 / (4 * sm_clk),
                     n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))
         t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512)
         pipes = {"dram": t_dram, "alu": t_alu}
@@ -50,8 +54,8 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         m_tiles = math.ceil(m / 16)
         ctas_per_sm = 4
         t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128,
-                                               ctas_per_sm, g.tc_fp16_f32acc_flop_per_clk_per_sm)
-        t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk * p.cuda_core_issue_eff)
+                                               ctas_per_sm, mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm))
+        t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)
         t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
         l2 = (m_tiles - 1) * n * k / 2 / g.l2_bytes_per_s(f)
         pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": t_alu}

@@ -7,7 +7,7 @@ Decomposition
   Bytes: N·K·2 (weights) + K·2 (x) + N·2 (y). ALU: N·K HFMA lanes / 2 (HFMA2) - negligible.
 * M ≥ 2 (GEMM, tensor cores, mma m16n8k16 f32 accumulate): 3-stage cp.async pipeline of 32-deep
   K slices; the tile (128×128, 64×128, 64×64, M tile ≤ pad16(M)) and split-K (1..16) are the ones
-  with the least tensor + reduction time, standing in for cuBLAS's heuristics
+  with the least full predicted cost (DRAM, L2 re-reads, tensor, split-K sums), standing in for cuBLAS's heuristics
   (:func:`_common.best_gemm_config`); CTAs per SM from shared memory.
   Bytes: N·K·2 + M·K·2 + M·N·2 (operands stay L2-resident between tiles when they fit).
   Tensor time at the padded M and the f32-accumulate rate (half rate on GeForce).
@@ -38,7 +38,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         pipes = {"dram": t_dram, "alu": t_alu}
         n_waves = ctas / (g.sm_count * ctas_per_sm)
     else:
-        cfg = best_gemm_config(g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm)
+        cfg = best_gemm_config(g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm, overlap=p.overlap)
         ctas, n_waves = cfg["ctas"], cfg["waves"]
         t_dram = dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
         # A re-read from L2 by every N tile, W by every M tile, plus split-K partial sums.

@@ -30,7 +30,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     require_multiple(NAME, "k", k, 16, "16-byte INT8 vector loads")
     require_multiple(NAME, "n", n, 8, "n8 MMA fragments")
     g, p, f = setup(gpu, params, clock)
-    cfg = best_gemm_config(g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, elem_bytes=1, k_slice=64)
+    cfg = best_gemm_config(g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, elem_bytes=1, k_slice=64, overlap=p.overlap)
     ctas, n_waves = cfg["ctas"], cfg["waves"]
     bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n
     t_dram = dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])

@@ -33,7 +33,9 @@ from typing import NamedTuple
 
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup
+from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
+from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, ModelParams, combine
 from refsim.gpu_model.specs import GPUSpec
 
@@ -42,7 +44,75 @@ BITS = (4,)
 GROUPS = (None, 128)
 MAX_PAR = 16                 # max_par as the Python ``marlin.mul`` passes it
 STAGES = _stripes.STAGES
-L2_ROUND_TRIP_CLK = 600  # estimate: lock spin + fp16 partial-sum read/write through L2 per slice hand-off
+THREADS = 256
+SHARED_MEM = 96 * 1024       # marlin_cuda_kernel.cu: SHARED_MEM, the dynamic shared memory of every launch
+L2_HIT_LATENCY_CLK = 200     # estimate: L2 hit load-to-use ~190-200 cycles on Turing/Ampere (Jia et al.,
+                             # "Dissecting the NVIDIA Turing T4 GPU via microbenchmarking", 2019; Ampere similar)
+
+# Registers per thread of every Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks> instantiation
+# that marlin_cuda dispatches (CALL_IF list), measured here from IST-DASLab/marlin @
+# 2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c with nvcc 13.0 (V13.0.88):
+#     nvcc -arch=sm_XX -O3 --expt-relaxed-constexpr -c marlin/marlin_cuda_kernel.cu -o /dev/null -Xptxas -v
+# ("Used R registers", 0 bytes stack/spill; shared memory is dynamic: SHARED_MEM). sm_80, sm_86 and sm_89
+# give the same numbers (sm_87 not compiled: taken as sm_86); sm_90 differs by a few registers.
+# Key: (m_blocks, n_blocks, k_blocks, group_blocks) with group_blocks -1 (per channel) or 8 (groups of 128).
+_REGS_8X = {(1, 8, 8, -1): 128, (1, 8, 8, 8): 130, (1, 16, 4, -1): 128, (1, 16, 4, 8): 126,
+            (2, 16, 4, -1): 170, (2, 16, 4, 8): 170, (3, 16, 4, -1): 239, (3, 16, 4, 8): 228,
+            (4, 16, 4, -1): 255, (4, 16, 4, 8): 254}
+REGISTERS = {"sm_80": _REGS_8X, "sm_86": _REGS_8X, "sm_87": _REGS_8X, "sm_89": _REGS_8X,
+             "sm_90": {(1, 8, 8, -1): 128, (1, 8, 8, 8): 126, (1, 16, 4, -1): 128, (1, 16, 4, 8): 130,
+                       (2, 16, 4, -1): 168, (2, 16, 4, 8): 168, (3, 16, 4, -1): 237, (3, 16, 4, 8): 224,
+                       (4, 16, 4, -1): 255, (4, 16, 4, 8): 254}}
+
+
+def registers(compute_capability: str, m_blocks: int, thread_n: int, thread_k: int, grouped: bool) -> int:
+    """Registers per thread of the Marlin instantiation (from :data:`REGISTERS`)."""
+    arch = "sm_" + compute_capability.replace(".", "")
+    return REGISTERS[arch][(m_blocks, thread_n // 16, thread_k // 16, 8 if grouped else -1)]
+
+
+@lru_cache(maxsize=None)
+def loop(m_blocks: int, grouped: bool = True) -> Loop:
+    """One warp, one k16 step of a Marlin tile (8 warps; the warp owns 64 columns): B words (4 per
+    lane, 512 B per warp, cp.async from DRAM ``STAGES`` ahead: ``prefetch=True``), one ldmatrix.x4
+    of A per m-block, dequant 9 instructions per packed word (+4 HMUL2 when grouped), 8 MMAs
+    m16n8k16 per m-block."""
+    body: list[Instr] = [Instr("dram", 0, dram_bytes=512.0)]       # cp.async of a later stage
+    lds_b = len(body)
+    body.append(Instr("mio", LDS_LAT, prev_deps=(0,), wavefronts=4))  # LDS.128 of this stage's B
+    lds_a = []
+    for _ in range(m_blocks):
+        body.append(Instr("mio", LDS_LAT, wavefronts=4))             # ldmatrix.x4 (A)
+        lds_a.append(len(body) - 1)
+    frag = []
+    for _ in range(4):                                              # dequant 4 packed words
+        prev = lds_b
+        for j in range(9 + (4 if grouped else 0)):
+            body.append(Instr("int" if j % 2 == 0 else "fp16", INT_LAT, deps=(prev,)))
+            prev = len(body) - 1
+        frag.append(prev)
+    for mb in range(m_blocks):
+        for j in range(8):                                          # 8 n8 tiles of 64 columns
+            body.append(Instr("tensor", MMA_LAT, deps=(frag[j // 2], lds_a[mb])))
+    body.append(Instr("int", INT_LAT))                              # pipeline bookkeeping
+    return Loop(tuple(body), prefetch=True)
+
+
+@lru_cache(maxsize=None)
+def warp_step(m_blocks: int, grouped: bool, int32_lanes: float, hfma2_lanes: float, fp32_lanes: float,
+              tensor_interval: float) -> tuple[int, float]:
+    """(I, C1): instructions and single-warp cycles of one :func:`loop` step."""
+    lp = loop(m_blocks, grouped)
+    return lp.instructions, warp_step_cycles(lp, intervals(int32_lanes, hfma2_lanes, fp32_lanes), tensor_interval)
+
+
+def handoff_cycles(gpu: GPUSpec, m_blocks: int, thread_n: int) -> float:
+    """Cycles of one lock-ordered slice hand-off (``barrier_acquire`` → ``global_reduce`` →
+    ``barrier_release`` in marlin_cuda_kernel.cu): the acquire poll (one L2 round trip), reading the
+    previous slices' fp16 partial tile and writing it back (a round trip + the tile at the SM's L2
+    bandwidth each), and the ``fence.acq_rel`` before the release (one round trip)."""
+    tile_bytes = 16 * m_blocks * thread_n * 2
+    return 3 * L2_HIT_LATENCY_CLK + 2 * tile_bytes / gpu.l2_bytes_per_clk_per_sm
 
 
 class LaunchCost(NamedTuple):
@@ -109,7 +179,7 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     t_dram = max(bytes_launch / bw, iters * (w_tile + s_tile) * active / par / bw)
     t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / g.l2_bytes_per_s(f_sm)
     # tensor: one CTA per SM, f32 accumulate rate; 2:4 sparse MMA does the dense-equivalent work twice as fast
-    rate = g.tc_fp16_f32acc_flop_per_clk_per_sm * (2 if sparse else 1)
+    rate = mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) * (2 if sparse else 1)
     t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / (rate * f_sm)
     # issue slots: dequant + MMA + ldmatrix/LDS + cp.async per tile (warp instructions)
     weights = tk * tn * (0.5 if sparse else 1.0)
@@ -117,8 +187,20 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     mma = m_blocks * (tn / 8) * (tk / 16) / (2 if sparse else 1)
     lds = (w_tile + a_tile) / 512
     cp = (w_tile + s_tile + a_tile) / 512
-    t_alu = iters * (deq + mma + lds + cp) / (4 * f_sm * p.cuda_core_issue_eff)
-    t_red = (slices - 1) * L2_ROUND_TRIP_CLK / f_sm
+    # issue (MWP/CWP per SMSP): 8 warps, one resident CTA (occupancy: registers and 96 KiB of shared
+    # memory), so W = 2 warps per SMSP; a tile is (tk/16)·(tn/64) warp k16-steps, 1/4 of them per SMSP.
+    # Each step costs max(I issue slots, C1 / W) cycles: with 2 warps the dequant → MMA chain of one
+    # warp is only half hidden.
+    tensor_interval = 2.0 * 16 * 8 * 16 / (mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) / 4)
+    _, c1 = warp_step(min(m_blocks, 4), group_size is not None, g.int32_lanes_per_clk_per_sm,
+                      g.hfma2_lanes_per_clk_per_sm, g.fp32_fma_lanes_per_clk_per_sm, tensor_interval)
+    occ = resident(g, THREADS, registers(g.compute_capability, min(m_blocks, 4), tn, tk, group_size is not None),
+                   SHARED_MEM, g.sm_count)
+    w = occ.warps_per_sm / 4
+    steps_smsp = (tk / 16) * (tn / 64) / 4
+    instr_tile_smsp = (deq + mma + lds + cp) / 4
+    t_alu = iters * max(instr_tile_smsp, steps_smsp / w * c1) / f_sm
+    t_red = (slices - 1) * handoff_cycles(g, m_blocks, tn) / f_sm
     return {"dram": t_dram, "l2": t_l2, "tensor": t_tc, "alu": t_alu}, t_red, bytes_launch, active
 
 

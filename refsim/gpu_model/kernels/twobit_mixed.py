@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, require_multiple, setup
+from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "twobit-mixed"
@@ -49,9 +50,10 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     # kernel 1: dense mixed GEMV
     dense_bytes = n * k * avg_bits() / 8 + 2.0 * m * (k + n)
     ctas = math.ceil(n / 4)
-    ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
+    # occupancy from the compiled GEMV (refsim/cuda/resources.json "mixed_gemv": 39 registers, 4 warps)
+    ctas_per_sm = resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm
     lanes = n * k * (1.5 + 0.5 * m)
-    t_alu = lanes / 32 / (4 * sm_clk * p.cuda_core_issue_eff)
+    t_alu = lanes / 32 / (4 * sm_clk)
     t_dram = dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
     dense = combine(NAME, g, m, n, k, 2, {"dram": t_dram, "alu": t_alu}, p, ctas=ctas,
                     n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=dense_bytes)

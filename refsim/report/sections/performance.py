@@ -75,10 +75,25 @@ def _check_atom_anchor():
             + f"; speedup over FP16 at 512: {sp:.2f}x (paper 3.42x)")
 
 
+def _check_reconcile():
+    # the cycle simulation and the analytical model read one loop description per kernel
+    # (refsim.gpu_model.loop.Loop: body, prefetch); their inner-loop times must agree within a third
+    from refsim.gpu_model import cycle
+    cases = (("rtx4070-laptop", "anyprec", 1, 4096, 4096, 3, "base"), ("rtx4090", "marlin", 1, 4096, 4096, 4, "sustained"))
+    parts = []
+    for gpu, kernel, m, n, k, bits, clock in cases:
+        r = cycle.reconcile(gpu, kernel, m, n, k, bits=bits, clock=clock)
+        assert 0.75 < r["ratio"] < 1.33, (gpu, kernel, r)
+        parts.append(f"{kernel} {gpu} M={m} {n}x{k}: cycle/analytical {r['ratio']:.2f} "
+                     f"(prefetch {'yes' if r['prefetch'] else 'no'}, {r['warps_per_smsp']} warps/SMSP)")
+    return "cycle.reconcile(): " + "; ".join(parts)
+
+
 def checks() -> list[Check]:
     return [Check("calibration accuracy (4070 Laptop, base clock, cold L2)", _check_calibration),
             Check("Marlin paper anchor (A10)", _check_marlin_anchor),
-            Check("Atom NVBench anchor (RTX 4090)", _check_atom_anchor)]
+            Check("Atom NVBench anchor (RTX 4090)", _check_atom_anchor),
+            Check("cycle model vs analytical model (same loop structure)", _check_reconcile)]
 
 
 # ---- markdown ----------------------------------------------------------------------------------
