@@ -1,18 +1,49 @@
-"""The performance report section writes its tables with or without matplotlib."""
+"""The performance report section: tables, the pictures embedded in report.md, the notes on
+surprising cells."""
 
-import sys
+import re
+from types import SimpleNamespace
 
 from refsim.report.sections import performance
 
 
-def test_tables_are_written_without_matplotlib(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)       # import matplotlib -> ImportError
+def test_tables_and_every_embedded_picture_exist(tmp_path):
     md = performance.markdown(tmp_path)
     for gpu in ("a10", "rtx4090", "orin-agx-64gb"):
         assert f"### {gpu}: latency per block" in md and f"### {gpu}: speedup over cublas-fp16" in md
-    assert "roofline plot skipped" in md
-    assert not list(tmp_path.glob("*.png"))
     assert "| marlin |" in md and "compute-bound from" in md
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert sorted(links) == ["calibration_predicted_vs_measured.png", "sweep_a10.png",
+                             "sweep_orin-agx-64gb.png", "sweep_rtx4090.png"]
+    for name in links:
+        assert (tmp_path / name).stat().st_size > 10_000
+    assert "not importable" not in md
+
+
+def test_marlin_tile_switch_on_a10_is_explained_by_a_numbered_note(tmp_path):
+    md = performance.markdown(tmp_path)
+    a10 = md.split("### a10: latency per block")[1].split("### a10: speedup")[0]
+    row = next(line for line in a10.splitlines() if line.startswith("| marlin |"))
+    mark = re.search(r"\[(\d+)\]", row)
+    assert mark, row
+    note = next(line for line in a10.splitlines() if line.startswith(f"[{mark.group(1)}] marlin:"))
+    assert "tile 128x128 → tile 64x256" in note
+
+
+def _bd(notes, bottleneck="dram"):
+    return SimpleNamespace(notes=notes, bottleneck=bottleneck)
+
+
+def test_footnote_names_a_latency_drop_and_a_path_switch_only():
+    same = "tile 128x128, launches [(1, 1, 1)]"
+    grown = "tile 128x128, launches [(1, 1, 2)]"      # a launch that grows with M is not a path switch
+    assert performance._footnote((10e-6, _bd(same)), (11e-6, _bd(grown)), 1, 2) is None
+    drop = performance._footnote((10e-6, _bd(same)), (9e-6, _bd(grown)), 4, 8)
+    assert drop == "latency drops from b4 to b8 (10.0 → 9.0 µs)"
+    switch = performance._footnote((10e-6, _bd("multi_row=1 ksplit=1 ctas/SM=12 (regs)")),
+                                   (12e-6, _bd("M > 8: dequant kernel + cuBLAS FP16")), 8, 16)
+    assert switch == ("from b8 to b16 the slowest layer switches path: multi_row=1 ksplit=1 (regs) → "
+                      "dequant kernel + cuBLAS FP16 (dram-bound)")
 
 
 def test_checks_pass():

@@ -1,11 +1,13 @@
 """``refsim report`` performance section: Llama-2-7B linear layers on A10, RTX 4090 and Jetson AGX
 Orin for every kernel family and batch 1..256 — latency, speedup over cuBLAS FP16, the batch at
-which each kernel turns compute-bound, and a roofline PNG per GPU (matplotlib if importable; the
-tables are written either way). Checks: calibration accuracy and paper anchors (prediction speed is
+which each kernel turns compute-bound (cells where the latency drops with batch or the plan switches
+carry a numbered note saying why), and the pictures: per GPU latency / speedup / roofline vs batch
+(the ``refsim sweep`` plot) and predicted vs measured on the calibration table. Checks: calibration accuracy and paper anchors (prediction speed is
 measured by ``bench/bench_predict.py``, never asserted here)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from refsim.report import Check
@@ -97,49 +99,77 @@ def checks() -> list[Check]:
 
 
 # ---- markdown ----------------------------------------------------------------------------------
-def _roofline_png(gpu: str, out_dir: Path) -> str | None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib import ticker
-    except ImportError:
-        return None
+def _sweep_png(gpu: str, out_dir: Path) -> str:
+    """Latency, speedup over cublas-fp16 and roofline vs batch for the 11008 x 4096 layer
+    (:func:`refsim.gpu_model.sweep.plot`, the same picture ``refsim sweep`` draws)."""
+    from refsim.gpu_model import sweep as sw
+    rows = sw.sweep([gpu], _kernels(), list(BATCHES), [11008], [4096], progress=False)
+    (path,) = sw.plot(rows, out_dir, title=f"{gpu}: 11008 x 4096 layer, batch 1..256 (sustained clock, cold L2)")
+    return path.name
+
+
+def _calibration_png(out_dir: Path) -> str:
+    """Predicted vs measured latency on the calibration table (4070 Laptop, base clock), model and
+    plain roofline, log-log with the 1:1 line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    from refsim.gpu_model import calibrate
+    from refsim.gpu_model.roofline import FITTED
     from refsim.gpu_model.specs import get_gpu
-    g = get_gpu(gpu)
-    n, k = 11008, 4096
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    xs = [2 ** (i / 4) for i in range(-8, 52)]
-    bw = g.dram_eff_bytes_per_s
-    for kind, style in (("fp16_f32acc", "-"), ("int8", "--"), ("int4", ":")):
-        peak = g.tensor_flops(kind)
-        if peak:
-            ax.plot(xs, [min(bw * x, peak) / 1e12 for x in xs], style, color="black", lw=1,
-                    label=f"roof {kind} ({peak / 1e12:.0f} T)")
-    for kernel in _kernels():
-        pts = [(bd.intensity_flop_per_byte, bd.flops / bd.latency_s / 1e12)
-               for m in BATCHES if (bd := _predict(gpu, kernel, m, n, k)) is not None]
-        if pts:
-            ax.plot(*zip(*pts), "o-", ms=3, lw=0.8, label=kernel)
-    ax.set_xscale("log", base=2)
+    gpu = get_gpu("rtx4070-laptop")
+    rows = calibrate.load_rows()
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for kernel in sorted({r.kernel for r in rows}):
+        sel = [r for r in rows if r.kernel == kernel]
+        ax.plot([r.latency_us for r in sel], [calibrate.predict_row(r, gpu, FITTED) for r in sel], "o", ms=3,
+                label=f"model: {kernel}")
+    ax.plot([r.latency_us for r in rows], [calibrate.baseline_row_s(r, gpu) * 1e6 for r in rows], "x", ms=3,
+            color="grey", label="plain roofline")
+    lo = min(r.latency_us for r in rows) / 1.5
+    hi = max(r.latency_us for r in rows) * 1.5
+    ax.plot([lo, hi], [lo, hi], "-", color="black", lw=0.8)
+    ax.set_xscale("log")
     ax.set_yscale("log")
-    # plain-text tick labels: the default log formatters typeset every label with mathtext, and
-    # tight_layout renders the figure once more to measure it (issue 13: 7-11 s for three PNGs)
     plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(plain)
-        axis.set_minor_locator(ticker.NullLocator())        # no minor tick artists to build
-    ax.xaxis.set_major_locator(ticker.LogLocator(base=2, numticks=9))
-    ax.grid(True, which="major", lw=0.3, alpha=0.5)
-    ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
-    ax.set_ylabel("achieved TFLOP/s (2·M·N·K / latency)")
-    ax.set_title(f"{gpu}: {n} x {k} layer, batch 1..256")
-    ax.legend(fontsize=6, loc="lower right")
-    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.11, top=0.93)   # fixed margins, no layout pass
-    name = f"roofline_{gpu}.png"
-    fig.savefig(out_dir / name, dpi=110)
+        axis.set_minor_locator(ticker.NullLocator())
+    ax.set_xlabel("measured latency (µs)")
+    ax.set_ylabel("predicted latency (µs)")
+    ax.set_title(f"calibration table: {len(rows)} rows, RTX 4070 Laptop", fontsize=9)
+    ax.grid(True, lw=0.3, alpha=0.5)
+    ax.legend(fontsize=6)
+    fig.subplots_adjust(left=0.13, right=0.97, bottom=0.1, top=0.93)
+    name = "calibration_predicted_vs_measured.png"
+    fig.savefig(out_dir / name, dpi=100)
     plt.close(fig)
     return name
+
+
+def _footnote(prev, cur, m_prev, m):
+    """Why a cell looks surprising, or None: the block's latency drops with batch, or the slowest
+    layer switches plan (tile, split, launches) between batch ``m_prev`` and ``m``."""
+    (t0, w0), (t1, w1) = prev, cur
+    why = []
+    if t1 < t0:
+        why.append(f"latency drops from b{m_prev} to b{m} ({t0 * 1e6:.1f} → {t1 * 1e6:.1f} µs)")
+    p0, p1 = _path(w0.notes), _path(w1.notes)
+    if p0 != p1:
+        why.append(f"from b{m_prev} to b{m} the slowest layer switches path: {' '.join(p0) or '-'} → "
+                   f"{' '.join(p1) or '-'} ({w1.bottleneck}-bound)")
+    return "; ".join(why) or None
+
+
+_PATH_TOKEN = re.compile(r"tile \d+x\d+|dequant kernel \+ cuBLAS FP16|multi_row=\d+|ksplit=\d+|split\w*=\d+|\((?:regs|smem|warps|slots|grid)\)")
+
+
+def _path(notes: str) -> tuple[str, ...]:
+    """The path a model chose, from its notes: tile shape, rows per CTA, k-split and the limit
+    that binds occupancy (the numbers that follow M, like launch sizes, are not a path)."""
+    return tuple(_PATH_TOKEN.findall(notes or ""))
 
 
 def markdown(out_dir) -> str:
@@ -156,23 +186,35 @@ def markdown(out_dir) -> str:
         sep = "|---|" + "---:|" * len(BATCHES) + "---|"
         lat, spd = [head, sep], [head, sep]
         base = {m: _block(gpu, "cublas-fp16", m)[0] for m in BATCHES}
+        notes = []
         for kernel in kernels:
-            cells_l, cells_s, turn = [], [], None
-            for m in BATCHES:
+            cells_l, cells_s, turn, prev = [], [], None, None
+            for m_prev, m in zip((None,) + BATCHES, BATCHES):
                 t, worst = _block(gpu, kernel, m)
                 if t is None:
                     cells_l.append("n/a")
                     cells_s.append("n/a")
+                    prev = None
                     continue
-                cells_l.append(f"{t * 1e6:.1f}")
+                why = _footnote(prev, (t, worst), m_prev, m) if prev is not None else None
+                mark = ""
+                if why:
+                    notes.append(f"{kernel}: {why}")
+                    mark = f" [{len(notes)}]"
+                cells_l.append(f"{t * 1e6:.1f}{mark}")
                 cells_s.append(f"{base[m] / t:.2f}x")
                 if turn is None and worst.bottleneck in COMPUTE:
                     turn = f"b{m} ({worst.bottleneck})"
+                prev = (t, worst)
             lat.append(f"| {kernel} | " + " | ".join(cells_l) + f" | {turn or '> b256'} |")
             spd.append(f"| {kernel} | " + " | ".join(cells_s) + f" | {turn or '> b256'} |")
-        lines += [f"### {gpu}: latency per block (µs)", ""] + lat + ["", f"### {gpu}: speedup over cublas-fp16", ""] + spd + [""]
-        png = _roofline_png(gpu, out_dir)
-        lines += [f"![roofline {gpu}]({png})" if png else "(matplotlib not importable: roofline plot skipped)", ""]
+        lines += [f"### {gpu}: latency per block (µs)", ""] + lat + [""]
+        if notes:
+            lines += ["Why the marked cells look surprising:", ""] + [f"[{i}] {n}" for i, n in enumerate(notes, 1)] + [""]
+        lines += [f"### {gpu}: speedup over cublas-fp16", ""] + spd + [""]
+        lines += [f"![latency, speedup and roofline vs batch on {gpu}]({_sweep_png(gpu, out_dir)})", ""]
+    lines += ["### Calibration: predicted vs measured", "",
+              f"![predicted vs measured latency on the calibration table]({_calibration_png(out_dir)})", ""]
     lines.append("'compute-bound from' = smallest batch at which the slowest layer's binding term is tensor, "
                  "ALU or shared memory.")
     return "\n".join(lines)

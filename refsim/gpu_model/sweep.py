@@ -1,0 +1,275 @@
+"""Sweeps of the kernel models over GPUs, kernels and (M, N, K) grids, written as CSV and pictures.
+
+``refsim sweep --gpu a10,rtx4090 --kernel marlin,anyprec --m 1..4096 --n 4096 --k 4096 --out DIR``
+predicts every combination, writes ``DIR/sweep.csv`` (one row per point) and one PNG per GPU
+(``DIR/sweep_<gpu>.png``)::
+
+    +-------------------------+-------------------------+-------------------------+
+    | latency vs M (log-log)  | speedup over cublas-fp16| roofline: achieved      |
+    | one line per kernel     | vs M, 1x dashed         | TFLOP/s vs intensity,   |
+    | and (n, k)              |                         | the points placed       |
+    +-------------------------+-------------------------+-------------------------+
+
+Value grammar for ``--m``, ``--n``, ``--k`` (:func:`parse_values`): a comma-separated list of
+
+    INT          one value                           16
+    A..B         A, 2A, 4A, ... (below B), then B    1..4096 -> 1, 2, 4, ..., 4096
+    A..B:S       A, A+S, A+2S, ... up to B           128..512:128 -> 128, 256, 384, 512
+
+The values of one axis are sorted and made unique. A point a kernel refuses (its rule, e.g. Marlin
+on sm_75 or N not a multiple of 64) is a row with ``status`` = the rule, not an error: a sweep maps
+where each kernel applies.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from refsim._validate import require_choice, require_int
+from refsim.errors import FormatRuleError, RefsimError
+
+__all__ = ["SweepRow", "parse_values", "sweep", "write_csv", "plot", "CSV_FIELDS"]
+
+MAX_VALUES_PER_AXIS = 10_000
+MAX_POINTS = 1_000_000
+MAX_VALUE = 2**31 - 1   # every kernel indexes with 32-bit integers
+BASELINE = "cublas-fp16"
+
+_ITEM = re.compile(r"^(\d+)(?:\.\.(\d+)(?::(\d+))?)?$")
+
+
+def parse_values(text: str, name: str = "values") -> list[int]:
+    """The sorted unique integers described by ``text`` (grammar in the module docstring).
+
+    Raises FormatRuleError naming ``name``, the rule and the text for an empty item, a value
+    below 1 or above 2**31 - 1, a range with B < A, a step below 1, or more than
+    MAX_VALUES_PER_AXIS values."""
+    if not isinstance(text, str) or not text.strip():
+        raise FormatRuleError(f"{name}: must be a list like '1,2,4', '1..4096' or '128..512:128'; got {text!r}")
+    out: set[int] = set()
+    for item in text.replace(" ", "").split(","):
+        m = _ITEM.match(item)
+        if m is None:
+            raise FormatRuleError(f"{name}: each item must be INT, A..B or A..B:S with integers; got {item!r} in {text!r}")
+        a, b, s = (int(g) if g is not None else None for g in m.groups())
+        for v in (a, b, s):
+            if v is not None and not 1 <= v <= MAX_VALUE:
+                raise FormatRuleError(f"{name}: values and steps must lie in [1, 2**31 - 1]; got {v} in {item!r}")
+        if b is None:
+            out.add(a)
+        elif b < a:
+            raise FormatRuleError(f"{name}: a range A..B needs B >= A; got {item!r}")
+        else:
+            count = (b - a) // s + 1 if s else int(math.log2(b // a)) + 2
+            if len(out) + count > MAX_VALUES_PER_AXIS:
+                raise FormatRuleError(f"{name}: at most {MAX_VALUES_PER_AXIS} values per axis; {item!r} gives {count}")
+            if s:
+                out.update(range(a, b + 1, s))
+            else:
+                v = a
+                while v < b:
+                    out.add(v)
+                    v *= 2
+                out.add(b)
+        if len(out) > MAX_VALUES_PER_AXIS:
+            raise FormatRuleError(f"{name}: at most {MAX_VALUES_PER_AXIS} values per axis; got more in {text!r}")
+    return sorted(out)
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One predicted point. Times in seconds; ``status`` "ok" or the rule that refused the point
+    (then the numbers are NaN). ``roofline_s`` is the plain DRAM/tensor roofline of the same
+    problem (:func:`refsim.gpu_model.roofline.dram_roofline_s`); ``roofline_fraction`` =
+    roofline_s / latency_s (1 = at the roof)."""
+
+    gpu: str
+    kernel: str
+    m: int
+    n: int
+    k: int
+    bits: int | None
+    group_size: int | None
+    latency_s: float
+    cublas_fp16_s: float
+    speedup: float
+    roofline_s: float
+    roofline_fraction: float
+    bottleneck: str
+    flops: float
+    bytes_dram: float
+    status: str
+    notes: str
+
+
+CSV_FIELDS = [f for f in SweepRow.__dataclass_fields__]
+
+
+def _names(name: str, values) -> list[str]:
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or not values or not all(isinstance(v, str) for v in values):
+        raise FormatRuleError(f"{name}: must be a non-empty list of names; got {values!r:.80}")
+    return list(values)
+
+
+def _ints(name: str, values) -> list[int]:
+    if not isinstance(values, (list, tuple, range)) or len(values) == 0:
+        raise FormatRuleError(f"{name}: must be a non-empty list of integers >= 1; got {values!r:.80}")
+    if len(values) > MAX_VALUES_PER_AXIS:
+        raise FormatRuleError(f"{name}: at most {MAX_VALUES_PER_AXIS} values per axis; got {len(values)}")
+    out = [require_int(name, v, minimum=1) for v in values]
+    for v in out:
+        if v > MAX_VALUE:
+            raise FormatRuleError(f"{name}: values must be <= 2**31 - 1; got {v}")
+    return out
+
+
+def _rows(rows) -> list[SweepRow]:
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, SweepRow) for r in rows):
+        raise FormatRuleError(f"rows: must be a list of SweepRow (from sweep()); got {type(rows).__name__}")
+    return list(rows)
+
+
+def _path(name: str, value) -> Path:
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise FormatRuleError(f"{name}: must be a path; got {value!r:.80}")
+    return Path(value)
+
+
+def _points(gpus, kernels, ms, ns, ks):
+    for gpu in gpus:
+        for kernel in kernels:
+            for n in ns:
+                for k in ks:
+                    for m in ms:
+                        yield gpu, kernel, m, n, k
+
+
+def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int | None = None,
+          clock: str = "sustained", progress: bool = True) -> list[SweepRow]:
+    """Predict every (gpu, kernel, n, k, m) combination; rows in that nesting order.
+
+    gpus, kernels: lists of names (validated up front: an unknown name fails before any work);
+    ms, ns, ks: lists of ints >= 1 (e.g. from :func:`parse_values`); bits/group_size as
+    :func:`refsim.gpu_model.kernels.predict` takes them (None = the kernel's default). A progress
+    bar (tqdm) appears on stderr when the sweep runs longer than a second and ``progress`` is
+    true. At most MAX_POINTS points."""
+    from tqdm import tqdm
+
+    from refsim.gpu_model.kernels import kernel_names, predict
+    from refsim.gpu_model.roofline import dram_roofline_s
+    from refsim.gpu_model.specs import get_gpu
+
+    gpus, kernels = _names("gpus", gpus), _names("kernels", kernels)
+    specs = [get_gpu(g) for g in gpus]
+    for kern in kernels:
+        require_choice("kernel", kern, kernel_names())
+    ms, ns, ks = (_ints(name, axis) for name, axis in (("m", ms), ("n", ns), ("k", ks)))
+    bits = None if bits is None else require_int("bits", bits, minimum=1)
+    group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
+    total = len(specs) * len(kernels) * len(ms) * len(ns) * len(ks)
+    if total > MAX_POINTS:
+        raise FormatRuleError(f"sweep: at most {MAX_POINTS} points; got {total}")
+    base: dict = {}
+    rows = []
+    nan = math.nan
+    for g, kernel, m, n, k in tqdm(_points(specs, kernels, ms, ns, ks), total=total, delay=1.0,
+                                    disable=not progress, unit="pt", desc="sweep"):
+        key = (g.name, m, n, k)
+        if key not in base:
+            base[key] = predict(g, BASELINE, m, n, k, clock=clock).latency_s
+        try:
+            bd = predict(g, kernel, m, n, k, bits=bits, group_size=group_size, clock=clock)
+        except RefsimError as err:
+            rows.append(SweepRow(g.name, kernel, m, n, k, bits, group_size, nan, base[key], nan, nan, nan,
+                                 "", nan, nan, " ".join(str(err).split()), ""))
+            continue
+        roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
+        rows.append(SweepRow(g.name, kernel, m, n, k, bd.bits, group_size, bd.latency_s, base[key],
+                             base[key] / bd.latency_s, roof, roof / bd.latency_s, bd.bottleneck,
+                             bd.flops, bd.bytes_dram, "ok", bd.notes))
+    return rows
+
+
+def write_csv(rows: list[SweepRow], path) -> Path:
+    """Write ``rows`` to ``path`` as CSV with the header :data:`CSV_FIELDS` (SI units); returns
+    the path."""
+    rows, path = _rows(rows), _path("path", path)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(CSV_FIELDS)
+        for r in rows:
+            w.writerow(["" if v is None else v for v in (getattr(r, f) for f in CSV_FIELDS)])
+    return path
+
+
+def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
+    """One PNG per GPU in ``out_dir`` (``sweep_<gpu>.png``, layout in the module docstring) from
+    the "ok" rows; returns the paths written (none for a GPU without an ok row)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    from refsim.gpu_model.specs import get_gpu
+
+    rows, out_dir = _rows(rows), _path("out_dir", out_dir)
+    if not isinstance(title, str):
+        raise FormatRuleError(f"title: must be a string; got {type(title).__name__}")
+    written = []
+    for gpu in dict.fromkeys(r.gpu for r in rows):
+        ok = [r for r in rows if r.gpu == gpu and r.status == "ok"]
+        if not ok:
+            continue
+        spec = get_gpu(gpu)
+        fig, (ax_l, ax_s, ax_r) = plt.subplots(1, 3, figsize=(15, 4.6))
+        series: dict = {}
+        for r in ok:
+            series.setdefault((r.kernel, r.n, r.k), []).append(r)
+        several = len({(n, k) for _, n, k in series}) > 1
+        for (kernel, n, k), pts in series.items():
+            pts.sort(key=lambda r: r.m)
+            label = f"{kernel} {n}x{k}" if several else kernel
+            ms = [r.m for r in pts]
+            line, = ax_l.plot(ms, [r.latency_s * 1e6 for r in pts], "o-", ms=3, lw=1, label=label)
+            ax_s.plot(ms, [r.speedup for r in pts], "o-", ms=3, lw=1, color=line.get_color(), label=label)
+            ax_r.plot([r.flops / r.bytes_dram for r in pts], [r.flops / r.latency_s / 1e12 for r in pts],
+                      "o-", ms=3, lw=0.8, color=line.get_color(), label=label)
+        xs = [2 ** (i / 4) for i in range(-8, 60)]
+        bw = spec.dram_peak_bytes_per_s
+        for kind, style in (("fp16_f32acc", "-"), ("int8", "--"), ("int4", ":")):
+            peak = spec.tensor_flops(kind, "boost")
+            if peak:
+                ax_r.plot(xs, [min(bw * x, peak) / 1e12 for x in xs], style, color="black", lw=0.8,
+                          label=f"roof {kind}")
+        ax_s.axhline(1.0, color="grey", lw=0.8, ls="--")
+        plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+        for ax in (ax_l, ax_s, ax_r):
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(plain)
+            ax.xaxis.set_minor_locator(ticker.NullLocator())
+            ax.grid(True, lw=0.3, alpha=0.5)
+        for ax in (ax_l, ax_r):
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_locator(ticker.NullLocator())
+        ax_l.set_xlabel("M (batch / tokens)")
+        ax_l.set_ylabel("predicted latency (µs)")
+        ax_s.set_xlabel("M (batch / tokens)")
+        ax_s.set_ylabel(f"speedup over {BASELINE}")
+        ax_r.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
+        ax_r.set_ylabel("achieved TFLOP/s")
+        ax_l.legend(fontsize=6)
+        ax_r.legend(fontsize=6, loc="lower right")
+        fig.suptitle(title or f"{gpu}: predicted by refsim.gpu_model")
+        fig.subplots_adjust(left=0.05, right=0.99, bottom=0.12, top=0.9, wspace=0.25)
+        path = out_dir / f"sweep_{gpu}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
