@@ -7,6 +7,7 @@ measured by ``bench/bench_predict.py``, never asserted here)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -25,7 +26,10 @@ def _kernels():
     return kernel_names()
 
 
+@functools.lru_cache(maxsize=None)
 def _predict(gpu, kernel, m, n, k):
+    """predict() or None where the kernel refuses the shape; cached: a Llama block repeats shapes
+    (q/k/v/o are one 4096 x 4096 problem), so 7 layers are 3 predictions."""
     from refsim.errors import RefsimError
     from refsim.gpu_model.kernels import predict
     try:
