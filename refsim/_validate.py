@@ -175,3 +175,27 @@ def native_contiguous(x: np.ndarray, dtype: Any = None) -> np.ndarray:
     if not dt.isnative:
         dt = dt.newbyteorder("=")
     return np.ascontiguousarray(x, dtype=dt)
+
+
+def require_words(name: str, x: Any, shape: tuple[int | None, ...] | None = None) -> np.ndarray:
+    """``x`` must be a 2-D array of 32-bit words (int32 or uint32, as checkpoints store packed
+    fields) of ``shape`` (None entries match any size)."""
+    x = require_dtype(name, x, np.int32, np.uint32)
+    require_ndim(name, x, 2)
+    if shape is not None and any(want is not None and got != want for got, want in zip(x.shape, shape)):
+        expected = "(" + ", ".join("any" if w is None else str(w) for w in shape) + ")"
+        raise ShapeError(f"{name}: shape must be {expected}; got {x.shape}")
+    return x
+
+
+def set_fields(obj: Any, **values: Any) -> None:
+    """Store normalised values on a frozen dataclass from its ``__post_init__``."""
+    for key, value in values.items():
+        object.__setattr__(obj, key, value)
+
+
+def require_instance(name: str, x: Any, cls: type) -> Any:
+    """``x`` must be a ``cls`` (a container: its own ``__post_init__`` checked the fields)."""
+    if not isinstance(x, cls):
+        raise DtypeError(f"{name}: must be a {cls.__name__}; got {type(x).__name__}")
+    return x

@@ -79,6 +79,8 @@ from refsim._validate import (
     require_integer_array,
     require_ndim,
     require_shape,
+    set_fields,
+    require_instance,
 )
 from refsim.emulator import exact, fp
 from refsim.errors import FormatRuleError, ShapeError
@@ -223,6 +225,40 @@ class AtomActivations:
     q8: np.ndarray
     scale8: np.ndarray
 
+    def __post_init__(self):
+        _check_atom_operand(self, rows_axis=1)
+
+
+def _check_atom_operand(obj, rows_axis: int) -> None:
+    """Shared cross-field rules of :class:`AtomActivations` (rows_axis 1: values run along K in
+    columns) and :class:`AtomWeights` (rows_axis 0): int8 codes in their ranges, a whole number of
+    groups, scales finite, of one float dtype and shaped to match."""
+    what = type(obj).__name__
+    q4 = require_dtype("q4", obj.q4, np.int8)
+    require_ndim("q4", q4, 2)
+    q8 = require_dtype("q8", obj.q8, np.int8)
+    require_ndim("q8", q8, 2)
+    scale4 = require_float_array("scale4", obj.scale4)
+    require_ndim("scale4", scale4, 2)
+    scale8 = require_float_array("scale8", obj.scale8)
+    require_ndim("scale8", scale8, 1)
+    if scale8.dtype != scale4.dtype:
+        raise FormatRuleError(f"scale8: must have the dtype of scale4 ({scale4.dtype}); got {scale8.dtype}")
+    other = 1 - rows_axis                            # the M axis of activations, the N axis of weights
+    size = q4.shape[other]
+    body, groups = q4.shape[rows_axis], scale4.shape[rows_axis]
+    if scale4.shape[other] != size or q8.shape[other] != size or scale8.shape != (size,):
+        raise ShapeError(f"{what}: q4 {q4.shape}, scale4 {scale4.shape}, q8 {q8.shape} and scale8 "
+                         f"{scale8.shape} must agree on the {'M' if rows_axis else 'N'} axis ({size})")
+    if (groups == 0) != (body == 0) or (groups and body % groups):
+        raise ShapeError(f"scale4: must have one entry per group of the {body} quantized values "
+                         f"(a whole number of groups); got {groups} groups")
+    if q4.size and (int(q4.min()) < -8 or int(q4.max()) > 7):
+        raise FormatRuleError(f"q4: INT4 codes must lie in [-8, 7]; got range [{int(q4.min())}, {int(q4.max())}]")
+    require_finite("scale4", scale4)
+    require_finite("scale8", scale8)
+    set_fields(obj, q4=q4, q8=q8, scale4=scale4, scale8=scale8)
+
 
 def _check_split(k: int, group: int, keeper: int) -> tuple[int, int]:
     group = require_int("group_size", group, minimum=1)
@@ -329,6 +365,7 @@ def _quantize_scalar_group(vals, qmax, clip, mode, dtype):
 def dequantize_activations(a: AtomActivations, dtype=None) -> np.ndarray:
     """Fake-quant values ``q * scale`` (M, K) in the scales' dtype (or ``dtype``), the product
     rounded once from fp32 as torch does; body first, keeper last (reordered order)."""
+    require_instance("a", a, AtomActivations)
     dt = np.dtype(dtype or a.scale4.dtype)
     m, kb = a.q4.shape
     g = a.scale4.shape[1]
@@ -353,6 +390,14 @@ class AtomWeights:
     scale4: np.ndarray
     q8: np.ndarray
     scale8: np.ndarray
+
+    def __post_init__(self):
+        _check_atom_operand(self, rows_axis=0)
+        # pair-equal scales are the format's rule, checked by atom_gemm; the kernel emulator
+        # (refsim.emulator.atom_kernel) also takes unequal pairs, to show which one the kernel reads
+        n = self.q4.shape[1]
+        if n % 2:
+            raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {n}")
 
 
 def _check_weight_args(w, mode, group_size, keeper, clip):
@@ -427,6 +472,7 @@ def quantize_weights_reference(w: np.ndarray, mode: str = "simulation", *, group
 
 def dequantize_weights(wq: AtomWeights, dtype=None) -> np.ndarray:
     """Fake-quant weights (K, N): ``q4 * scale4`` over the body rows, then ``q8 * scale8``."""
+    require_instance("wq", wq, AtomWeights)
     dt = np.dtype(dtype or wq.scale4.dtype)
     kb, n = wq.q4.shape
     g = wq.scale4.shape[0]
@@ -541,6 +587,19 @@ class AtomKV:
     scale: np.ndarray
     zero: np.ndarray
 
+    def __post_init__(self):
+        q = require_dtype("q", self.q, np.uint8)
+        if q.ndim < 1:
+            raise ShapeError(f"q: must have at least 1 dimension (head_dim last); got shape {q.shape}")
+        require_codes("q", q, 4)
+        scale = require_dtype("scale", self.scale, np.float16, np.float32)
+        require_shape("scale", scale, q.shape[:-1])
+        require_finite("scale", scale)
+        zero = require_dtype("zero", self.zero, np.uint8)
+        require_shape("zero", zero, q.shape[:-1])
+        require_codes("zero", zero, 4)
+        set_fields(self, q=q, scale=scale, zero=zero)
+
 
 def quantize_kv(x: np.ndarray, *, clip: float = 1.0) -> AtomKV:
     """Atom's simulated KV-cache quantization (model/quant.py, asymmetric, per (token, head)):
@@ -588,6 +647,7 @@ def unpack_kv(packed: np.ndarray) -> np.ndarray:
 
 def dequantize_kv(kv: AtomKV) -> np.ndarray:
     """``(q - z) * s`` with fp32 ops rounded to the scale dtype (Atom's simulation)."""
+    require_instance("kv", kv, AtomKV)
     dt, f32 = kv.scale.dtype, np.float32
     diff = kv.q.astype(f32) - kv.zero.astype(f32)[..., None]
     return _op(diff * kv.scale.astype(f32)[..., None], dt)
@@ -599,6 +659,8 @@ def dequantize_kv(kv: AtomKV) -> np.ndarray:
 def _check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tuple[int, int, int, int]:
     """Validate one group GEMM; ``pairs=False`` (the kernel emulator, which models the pair selection)
     accepts weight scales that differ within a column pair."""
+    require_instance("a", a, AtomActivations)
+    require_instance("w", w, AtomWeights)
     for name, arr, dt in (("a.q4", a.q4, np.int8), ("a.q8", a.q8, np.int8), ("w.q4", w.q4, np.int8),
                           ("w.q8", w.q8, np.int8), ("a.scale4", a.scale4, np.float16),
                           ("a.scale8", a.scale8, np.float16), ("w.scale4", w.scale4, np.float16),

@@ -35,10 +35,14 @@ from refsim._validate import (
     require_divisible,
     require_dtype,
     require_finite,
+    require_float_array,
     require_int,
     require_integer_array,
     require_ndim,
     require_shape,
+    require_words,
+    require_instance,
+    set_fields,
 )
 from refsim.errors import FormatRuleError, ShapeError
 
@@ -124,6 +128,24 @@ class AWQCheckpoint:
     scales: np.ndarray
     group_size: int
 
+    def __post_init__(self):
+        """Cross-field rules, checked once: every consumer then trusts the fields."""
+        scales = require_float_array("scales", self.scales)
+        require_ndim("scales", scales, 2)
+        groups, n = scales.shape
+        if groups < 1 or n < 8 or n % 8:
+            raise ShapeError(f"scales: shape must be (G >= 1, N) with N a positive multiple of 8 (8 codes per word); "
+                             f"got {scales.shape}")
+        require_finite("scales", scales)
+        qweight = require_words("qweight", self.qweight, (None, n // 8))
+        k = qweight.shape[0]
+        group_size = require_int("group_size", self.group_size, minimum=1)
+        if k == 0 or k % group_size or k // group_size != groups:
+            raise ShapeError(f"group_size: K={k} rows of qweight must be G={groups} groups of group_size; "
+                             f"got group_size={group_size}")
+        qzeros = require_words("qzeros", self.qzeros, (groups, n // 8))
+        set_fields(self, scales=scales, qweight=qweight, qzeros=qzeros, group_size=group_size)
+
 
 def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int | None = None) -> AWQCheckpoint:
     """Build an AWQ GEMM checkpoint from codes q (K, N), scales float (G, N), zeros int (G, N).
@@ -151,6 +173,7 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int |
 
 def unpack(ckpt: AWQCheckpoint) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(q uint8 (K, N), scales float16 (G, N), zeros uint8 (G, N))``."""
+    require_instance("ckpt", ckpt, AWQCheckpoint)
     n = ckpt.scales.shape[1]
     return unpack_columns(ckpt.qweight, n), ckpt.scales, unpack_columns(ckpt.qzeros, n)
 
@@ -158,6 +181,7 @@ def unpack(ckpt: AWQCheckpoint) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def dequantize(ckpt: AWQCheckpoint) -> np.ndarray:
     """float16 (K, N): ``(q - z[g]) * s[g]`` in fp16 (AutoAWQ ``dequantize_gemm``: the integer
     difference is exact in fp16, then one fp16 multiply)."""
+    require_instance("ckpt", ckpt, AWQCheckpoint)
     q, s, z = unpack(ckpt)
     g = ckpt.group_size
     diff = (q.astype(np.int16) - np.repeat(z, g, axis=0).astype(np.int16)).astype(np.float16)

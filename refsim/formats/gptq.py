@@ -48,10 +48,14 @@ from refsim._validate import (
     require_divisible,
     require_dtype,
     require_finite,
+    require_float_array,
     require_int,
     require_integer_array,
     require_ndim,
     require_shape,
+    require_words,
+    require_instance,
+    set_fields,
 )
 from refsim.errors import FormatRuleError, ShapeError
 
@@ -363,6 +367,27 @@ class GPTQCheckpoint:
     bits: int
     checkpoint_format: str = "gptq"
 
+    def __post_init__(self):
+        """Cross-field rules, checked once: every consumer then trusts the fields."""
+        bits = require_bits(self.bits, BITS)
+        require_choice("checkpoint_format", self.checkpoint_format, CHECKPOINT_FORMATS)
+        qweight = require_words("qweight", self.qweight)
+        rows, n = qweight.shape
+        if (rows * 32) % bits or (rows * 32 // bits) % 32 or rows == 0:
+            raise ShapeError(f"qweight: rows must be K*bits/32 for K a positive multiple of 32 (bits={bits}); "
+                             f"got {rows} rows")
+        k = rows * 32 // bits
+        scales = require_float_array("scales", self.scales)
+        require_ndim("scales", scales, 2)
+        groups = scales.shape[0]
+        if groups < 1 or scales.shape[1] != n:
+            raise ShapeError(f"scales: shape must be (G >= 1, N={n}) (N = columns of qweight); got {scales.shape}")
+        require_finite("scales", scales)
+        require_divisible("N (columns of qweight)", n, 32, "must be a positive multiple of 32 (qzeros packs along N)")
+        qzeros = require_words("qzeros", self.qzeros, (groups, n * bits // 32))
+        g_idx = _check_g_idx(self.g_idx, k, groups)
+        set_fields(self, bits=bits, qweight=qweight, scales=scales, qzeros=qzeros, g_idx=g_idx)
+
     @property
     def k(self) -> int:
         return self.qweight.shape[0] * 32 // self.bits
@@ -426,6 +451,8 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, bits: int, *,
 
 def unpack(ckpt: GPTQCheckpoint, reader: str = "mask_then_add") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(q uint8 (K, N), scales float16 (G, N), zeros int32 (G, N), g_idx int32 (K,))``."""
+    require_instance("ckpt", ckpt, GPTQCheckpoint)
+    require_choice("reader", reader, V1_ZERO_READERS)
     q = unpack_qweight(ckpt.qweight, ckpt.bits, ckpt.k)
     zeros = unpack_qzeros(ckpt.qzeros, ckpt.bits, ckpt.n, ckpt.checkpoint_format, reader)
     return q, ckpt.scales, zeros, ckpt.g_idx

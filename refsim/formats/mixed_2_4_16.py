@@ -92,6 +92,7 @@ from refsim._validate import (
     require_dtype,
     require_finite,
     require_float_array,
+    require_instance,
     require_ndim,
     require_shape,
 )
@@ -182,6 +183,24 @@ class Mixed2416:
     row_ptr: np.ndarray
     col: np.ndarray
     val: np.ndarray
+
+    def __post_init__(self):
+        """Shapes and dtypes of every field against q (K, N), checked once; code ranges are
+        checked where they matter (:func:`pack` needs codes that fit their group's width)."""
+        q = require_dtype("q", self.q, np.uint8)
+        require_ndim("q", q, 2)
+        k, n = q.shape
+        _check_kn(k, n)
+        g = k // G1
+        four = require_dtype("four", self.four, np.bool_)
+        require_shape("four", four, (g,))
+        for name in ("zero", "code"):
+            require_shape(name, require_dtype(name, getattr(self, name), np.uint8), (g, n))
+        s2 = require_dtype("s2", self.s2, np.float16)
+        require_shape("s2", s2, (g, n // G2))
+        require_finite("s2", s2)
+        require_shape("z2", require_dtype("z2", self.z2, np.uint8), (g, n // G2))
+        check_csr(self.row_ptr, self.col, self.val, n_rows=n, n_cols=k)
 
 
 def _check_alpha_ratio(alpha, outlier_ratio):
@@ -372,6 +391,29 @@ class Packed2416:
     col: np.ndarray
     val: np.ndarray
 
+    def __post_init__(self):
+        """Cross-field rules, checked once: every consumer then trusts the fields."""
+        bits = require_dtype("group_bits", self.group_bits, np.uint8)
+        require_ndim("group_bits", bits, 1)
+        if bits.size == 0 or not np.isin(bits, (2, 4)).all():
+            raise FormatRuleError(f"group_bits: one entry per 16-row group, each 2 or 4; got "
+                                  f"{np.unique(bits).tolist()[:8]} over {bits.size} groups")
+        g = bits.size
+        n4 = int(np.count_nonzero(bits == 4))
+        w_main = require_dtype("w_main", self.w_main, np.uint32)
+        require_ndim("w_main", w_main, 3)
+        n = w_main.shape[0]
+        _check_kn(G1 * g, n)
+        require_shape("w_main", w_main, (n, _units(g - n4, n4), 4))
+        require_shape("w_side", require_dtype("w_side", self.w_side, np.uint32), (n, n4))
+        require_shape("meta2", require_dtype("meta2", self.meta2, np.uint16), (n, -(-(g - n4) // 3)))
+        require_shape("meta4", require_dtype("meta4", self.meta4, np.uint8), (n, n4))
+        s2 = require_dtype("s2", self.s2, np.float16)
+        require_shape("s2", s2, (g, n // G2))
+        require_finite("s2", s2)
+        require_shape("z2", require_dtype("z2", self.z2, np.uint16), (g, n // G2))
+        check_csr(self.row_ptr, self.col, self.val, n_rows=n, n_cols=G1 * g)
+
     @property
     def nbytes(self) -> int:
         return packed_nbytes(self)
@@ -483,6 +525,7 @@ def pack_reference(m: Mixed2416) -> Packed2416:
 
 def unpack(p: Packed2416) -> Mixed2416:
     """Inverse of :func:`pack`."""
+    require_instance("p", p, Packed2416)
     four = p.group_bits == 4
     g = four.size
     n = p.w_main.shape[0]
