@@ -9,7 +9,9 @@ and the value received, and returns the validated value so calls can be chained:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -91,7 +93,11 @@ def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
 def require_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
     """``value`` must be one of ``choices`` (the message lists them)."""
     choices = tuple(choices)
-    if isinstance(value, bool) or value not in choices:
+    try:  # an array or an unhashable object is never a choice (no NumPy truth-value error)
+        ok = not isinstance(value, (bool, np.bool_, np.ndarray)) and value in choices
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
         raise FormatRuleError(f"{name}: must be one of {list(choices)}; got {value!r}")
     return value
 
@@ -194,8 +200,55 @@ def set_fields(obj: Any, **values: Any) -> None:
         object.__setattr__(obj, key, value)
 
 
-def require_instance(name: str, x: Any, cls: type) -> Any:
-    """``x`` must be a ``cls`` (a container: its own ``__post_init__`` checked the fields)."""
-    if not isinstance(x, cls):
-        raise DtypeError(f"{name}: must be a {cls.__name__}; got {type(x).__name__}")
-    return x
+# ---- arguments that are not arrays (paths, flags, dtypes, objects) -----------------------------
+def require_path(name: str, value: Any) -> Path:
+    """``value`` must be a ``str`` or ``os.PathLike`` naming a file or folder; returns a ``Path``.
+    (Existence is the caller's rule: it raises CheckpointError naming the path.)"""
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, (str, os.PathLike)):
+        raise FormatRuleError(f"{name}: must be a path (str or os.PathLike); got {type(value).__name__}")
+    path = Path(value)
+    if "\x00" in str(path):
+        raise FormatRuleError(f"{name}: path must not contain a NUL character; got {str(path)!r}")
+    return path
+
+
+def require_bool(name: str, value: Any) -> bool:
+    """``value`` must be ``True``/``False`` (Python or NumPy bool; never 0/1 or a string)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise FormatRuleError(f"{name}: must be True or False; got {value!r}")
+    return bool(value)
+
+
+def require_dtype_arg(name: str, value: Any, allowed: Iterable[Any]) -> np.dtype:
+    """A dtype *argument* (``np.float16``, ``"float32"``, a ``np.dtype``) that must be one of
+    ``allowed``; returns the ``np.dtype``. Arrays, numbers and other objects are refused."""
+    allowed = tuple(np.dtype(d) for d in allowed)
+    names = " or ".join(str(d) for d in allowed)
+    if isinstance(value, (bool, np.ndarray, list, tuple, dict)) or value is None:
+        raise DtypeError(f"{name}: must be a dtype ({names}); got {type(value).__name__}")
+    try:
+        dt = np.dtype(value)
+    except (TypeError, ValueError):
+        raise DtypeError(f"{name}: must be a dtype ({names}); got {value!r}") from None
+    if dt not in allowed:
+        raise DtypeError(f"{name}: must be a dtype ({names}); got {dt}")
+    return dt
+
+
+def require_instance(name: str, value: Any, kinds: Any, what: str | None = None) -> Any:
+    """``value`` must be an instance of ``kinds`` (a class or tuple of classes)."""
+    if not isinstance(value, kinds):
+        ks = kinds if isinstance(kinds, tuple) else (kinds,)
+        want = what or " or ".join(k.__name__ for k in ks)
+        raise FormatRuleError(f"{name}: must be a {want}; got {type(value).__name__}")
+    return value
+
+
+def require_callable(name: str, value: Any, *, allow_none: bool = False) -> Any:
+    """``value`` must be callable (or ``None`` when ``allow_none``): progress hooks, openers."""
+    if value is None and allow_none:
+        return None
+    if not callable(value) or isinstance(value, type) and issubclass(value, BaseException):
+        raise FormatRuleError(f"{name}: must be callable{' or None' if allow_none else ''}; "
+                              f"got {type(value).__name__}")
+    return value

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from refsim._validate import require_callable, require_instance, require_path
 from refsim.errors import CheckpointError
 from refsim.io.tensors import TensorFile
 
@@ -39,16 +40,20 @@ _READERS: dict[str, Callable[[Path], "Checkpoint"]] = {}
 
 def register_format(name: str, opener: Callable[[Path], "Checkpoint"]) -> None:
     """Register the opener of one format (used by the format modules of :mod:`refsim.io`)."""
+    require_instance("name", name, str)
+    require_callable("opener", opener)
     _READERS[name] = opener
 
 
 def natural_key(name: str) -> tuple:
     """Sort key putting ``layers.10`` after ``layers.9``."""
+    require_instance("name", name, str)
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``; CheckpointError naming the file on any problem."""
+    path = require_path("path", path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -60,6 +65,29 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: must hold a JSON object; got {type(obj).__name__}")
     return obj
+
+
+def require_out_folder(name: str, out) -> Path:
+    """``out`` must be a path to an existing folder (the writers fill a folder they are given)."""
+    out = require_path(name, out)
+    if not out.is_dir():
+        raise CheckpointError(f"{out}: {name} must be an existing folder to write a checkpoint into; got none")
+    return out
+
+
+def require_layers(name: str, layers, kinds) -> list:
+    """``layers`` must be a non-empty list or tuple of ``kinds`` instances (the writers' input)."""
+    require_instance(name, layers, (list, tuple))
+    if not layers:
+        raise CheckpointError(f"{name}: a checkpoint must hold at least one layer; got none")
+    for i, lay in enumerate(layers):
+        require_instance(f"{name}[{i}]", lay, kinds)
+    return list(layers)
+
+
+def require_tensor_dict(name: str, tensors) -> dict:
+    """``tensors`` must be None or a dict (names and arrays are checked by ``save_tensors``)."""
+    return {} if tensors is None else dict(require_instance(name, tensors, dict))
 
 
 def config_field(cfg: dict, key: str, path: Path, kinds: tuple, *, default: Any = ..., choices=None) -> Any:
@@ -84,7 +112,7 @@ def detect(path: str | os.PathLike) -> str:
     Returns one of "gptq", "awq", "anyprec", "marlin", "qigen", "atom", "mixed_2_4_16", "fp".
     Raises CheckpointError naming the path when nothing matches.
     """
-    root = Path(path)
+    root = require_path("path", path)
     if root.is_file():
         return "fp"
     if not root.is_dir():
@@ -126,8 +154,9 @@ def open_checkpoint(path: str | os.PathLike) -> "Checkpoint":
     """Open a checkpoint of any supported format (see :func:`detect`)."""
     import refsim.io.formats  # noqa: F401  (registers the readers)
 
+    path = require_path("path", path)
     fmt = detect(path)
-    return _READERS[fmt](Path(path))
+    return _READERS[fmt](path)
 
 
 class Checkpoint:
@@ -143,7 +172,11 @@ class Checkpoint:
     suffixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     def __init__(self, path: Path, config: dict | None = None, config_path: Path | None = None) -> None:
-        self.path = Path(path)
+        self.path = require_path("path", path)
+        if config is not None:
+            require_instance("config", config, dict)
+        if config_path is not None:
+            config_path = require_path("config_path", config_path)
         self.config = config or {}
         self.config_path = config_path
         files = [self.path] if self.path.is_file() else sorted(self.path.glob("*.safetensors"))

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from refsim._validate import MAX_ELEMENTS, require_bounded, require_choice, require_instance, require_int, require_path
 from refsim.errors import CheckpointError, FormatRuleError, RefsimError
 from refsim.formats import atom as atom_format
 from refsim.formats import bitplane
@@ -50,7 +51,8 @@ from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import qigen as qigen_format
-from refsim.io.checkpoint import REFSIM_CONFIG, Checkpoint, config_field, read_json, register_format
+from refsim.io.checkpoint import (REFSIM_CONFIG, Checkpoint, config_field, read_json, register_format,
+                                  require_layers, require_out_folder, require_tensor_dict)
 from refsim.io.tensors import save_tensors
 
 __all__ = ["MarlinLayer", "AnyPrecisionLayer", "QIGenLayer", "AtomLayerFile", "Mixed2416Layer", "FPLayer",
@@ -59,7 +61,9 @@ __all__ = ["MarlinLayer", "AnyPrecisionLayer", "QIGenLayer", "AtomLayerFile", "M
 
 
 def marlin_workspace_int32(n: int) -> int:
-    """Size of the official ``marlin.Layer`` workspace buffer: ``N / 128 * 16`` int32 (zeroed locks)."""
+    """Size of the official ``marlin.Layer`` workspace buffer: ``N / 128 * 16`` int32 (zeroed locks).
+    ``n``: a positive integer (Python int result)."""
+    n = require_bounded("n", require_int("n", n, minimum=1), MAX_ELEMENTS)
     return n // 128 * 16
 
 
@@ -306,6 +310,7 @@ class _RefsimReader(Checkpoint):
     """Common part of refsim's containers: ``refsim_checkpoint.json`` lists every layer."""
 
     def __init__(self, path: Path) -> None:
+        path = require_path("path", path)
         cpath = path / REFSIM_CONFIG
         cfg = read_json(cpath)
         layers = config_field(cfg, "layers", cpath, (dict,))
@@ -358,6 +363,7 @@ class AnyPrecisionReader(Checkpoint):
     suffixes = (("qweight",), ())
 
     def __init__(self, path: Path) -> None:
+        path = require_path("path", path)
         cpath = path / "config.json"
         ap = read_json(cpath).get("anyprec")
         if not isinstance(ap, dict):
@@ -506,8 +512,17 @@ class FPReader(Checkpoint):
 def write_refsim(out: Path, fmt: str, layers: list, extra: dict | None = None,
                  extra_tensors: dict | None = None) -> None:
     """Write a refsim container (marlin, qigen, atom, mixed_2_4_16) into the folder ``out``:
-    ``model.safetensors`` (every layer's ``tensors()``) and ``refsim_checkpoint.json``."""
-    tensors = dict(extra_tensors or {})
+    ``model.safetensors`` (every layer's ``tensors()``) and ``refsim_checkpoint.json``.
+
+    ``out`` an existing folder; ``layers`` a non-empty list of the format's layer class
+    (MarlinLayer, QIGenLayer, AtomLayerFile, Mixed2416Layer); ``extra`` a dict of extra config
+    fields or None; ``extra_tensors`` name -> array or None (written unchanged)."""
+    out = require_out_folder("out", out)
+    fmt = require_choice("fmt", fmt, tuple(_WRITE_KINDS))
+    layers = require_layers("layers", layers, _WRITE_KINDS[fmt])
+    if extra is not None:
+        require_instance("extra", extra, dict)
+    tensors = require_tensor_dict("extra_tensors", extra_tensors)
     cfg = {"format": fmt, **(extra or {}), "layers": {}}
     for lay in layers:
         tensors.update(lay.tensors())
@@ -517,7 +532,13 @@ def write_refsim(out: Path, fmt: str, layers: list, extra: dict | None = None,
 
 
 def write_anyprec(out: Path, layers: list[AnyPrecisionLayer], extra_tensors: dict | None = None) -> None:
-    """Write ``model.safetensors`` and ``config.json`` with the official ``anyprec`` block."""
+    """Write ``model.safetensors`` and ``config.json`` with the official ``anyprec`` block.
+
+    ``out`` an existing folder; ``layers`` a non-empty list of AnyPrecisionLayer sharing one seed
+    and one parent precision; ``extra_tensors`` name -> array or None (written unchanged)."""
+    out = require_out_folder("out", out)
+    layers = require_layers("layers", layers, AnyPrecisionLayer)
+    extra_tensors = require_tensor_dict("extra_tensors", extra_tensors)
     seeds = {lay.seed_bits for lay in layers}
     parents = {lay.bits for lay in layers}
     if len(seeds) != 1 or len(parents) != 1:
@@ -529,6 +550,8 @@ def write_anyprec(out: Path, layers: list[AnyPrecisionLayer], extra_tensors: dic
     cfg = {"anyprec": {"seed_precision": seeds.pop(), "parent_precision": parents.pop(), "arch_config": {}}}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
+
+_WRITE_KINDS = {"marlin": MarlinLayer, "qigen": QIGenLayer, "atom": AtomLayerFile, "mixed_2_4_16": Mixed2416Layer}
 
 register_format("marlin", MarlinReader)
 register_format("anyprec", AnyPrecisionReader)

@@ -24,25 +24,32 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim._validate import require_bool, require_callable, require_choice, require_instance, require_int, require_path
 from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
 from refsim.formats import qigen as qigen_format
 from refsim.io.checkpoint import open_checkpoint
-from refsim.io.containers import MarlinLayer, QIGenLayer, write_refsim
-from refsim.io.gptq import GPTQLayer, write_gptq
+from refsim.io.containers import (AnyPrecisionLayer, AtomLayerFile, FPLayer, MarlinLayer, Mixed2416Layer, QIGenLayer,
+                                  write_refsim)
+from refsim.io.gptq import AWQLayer, GPTQLayer, write_gptq
 from refsim.io.output import atomic_output_dir
 
 __all__ = ["TARGETS", "marlin_refusal", "gptq_to_marlin", "gptq_to_marlin_requantized", "gptq_change_zero_convention",
            "gptq_to_qigen", "convert"]
 
 TARGETS = ("marlin", "gptq-v1", "gptq-v2", "qigen", "anyprec")
+#: every layer class a checkpoint reader returns
+LAYER_TYPES = (GPTQLayer, AWQLayer, MarlinLayer, AnyPrecisionLayer, QIGenLayer, AtomLayerFile, Mixed2416Layer, FPLayer)
+_LAYER = "layer read from a checkpoint (GPTQLayer, AWQLayer, MarlinLayer, ...)"
 
 
 def marlin_refusal(layer) -> str | None:
     """Why Marlin's kernel cannot run this GPTQ-style layer as is, or None. Checks bits (4),
     symmetry (every zero 8), group size (128 or per-channel), act-order groups of exactly 128
-    rows, and the official ``marlin.Layer`` shape rules (K % 128, N % 256)."""
+    rows, and the official ``marlin.Layer`` shape rules (K % 128, N % 256). ``layer``: any
+    layer class of :mod:`refsim.io` (:data:`LAYER_TYPES`)."""
+    require_instance("layer", layer, LAYER_TYPES, _LAYER)
     reasons = []
     if layer.bits != 4:
         reasons.append(f"bits={layer.bits} (Marlin is 4-bit)")
@@ -70,6 +77,7 @@ def marlin_refusal(layer) -> str | None:
 def gptq_to_marlin(layer: GPTQLayer) -> MarlinLayer:
     """Repack a symmetric 4-bit GPTQ layer into Marlin's B and s (FormatRuleError with the reason
     otherwise). Bit-identical to ``marlin.pack(q[perm], scales, group_size)`` of its codes."""
+    require_instance("layer", layer, GPTQLayer)
     why = marlin_refusal(layer)
     if why:
         raise FormatRuleError(f"{layer.name}: cannot repack to Marlin: {why} (use --requantize to re-quantize "
@@ -84,7 +92,9 @@ def gptq_to_marlin_requantized(layer) -> tuple[MarlinLayer, dict]:
     """Re-quantize any layer's weights (its ``dequantize()``, fp16) with Marlin's symmetric scheme.
 
     Group 128 when the source is grouped, per-channel otherwise. Returns the layer and the error
-    it adds relative to the source weights: ``max_abs`` and ``rel_fro`` (‖Ŵ − W‖_F / ‖W‖_F)."""
+    it adds relative to the source weights: ``max_abs`` and ``rel_fro`` (‖Ŵ − W‖_F / ‖W‖_F).
+    ``layer``: any layer class of :mod:`refsim.io` (:data:`LAYER_TYPES`)."""
+    require_instance("layer", layer, LAYER_TYPES, _LAYER)
     if layer.k % 128 or layer.n % 256:
         raise FormatRuleError(f"{layer.name}: cannot convert to Marlin even by re-quantizing: K={layer.k}, "
                               f"N={layer.n} (Marlin needs K % 128 == 0 and N % 256 == 0)")
@@ -103,6 +113,8 @@ def gptq_to_marlin_requantized(layer) -> tuple[MarlinLayer, dict]:
 
 def gptq_change_zero_convention(layer: GPTQLayer, to: str) -> GPTQLayer:
     """Rewrite qzeros to ``to`` ("gptq" = v1, "gptq_v2"); every other tensor is kept bit for bit."""
+    require_instance("layer", layer, GPTQLayer)
+    to = require_choice("to", to, gptq_format.CHECKPOINT_FORMATS)
     src = layer.ckpt.checkpoint_format
     if src == to:
         return layer
@@ -120,7 +132,12 @@ def gptq_change_zero_convention(layer: GPTQLayer, to: str) -> GPTQLayer:
 
 
 def gptq_to_qigen(layer: GPTQLayer, mb: int | None = None, tb: int = 32, order: str = "panel") -> QIGenLayer:
-    """Re-block ``qweight`` into QIGen's panels (``mb`` default: 128 if it divides K, else 32)."""
+    """Re-block ``qweight`` into QIGen's panels (``mb`` default: 128 if it divides K, else 32;
+    ``mb``, ``tb`` positive integers, ``order`` a QIGen block order, see QIGenLayout)."""
+    require_instance("layer", layer, GPTQLayer)
+    mb = None if mb is None else require_int("mb", mb, minimum=1)
+    tb = require_int("tb", tb, minimum=1)
+    require_instance("order", order, str)
     if layer.desc_act:
         raise FormatRuleError(f"{layer.name}: cannot convert an act-order (desc_act) layer to QIGen: its kernels "
                               "read each group as consecutive rows")
@@ -139,10 +156,15 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
             progress=None) -> dict:
     """Convert the checkpoint at ``src_path`` to ``to`` (one of :data:`TARGETS`) in the new folder
     ``out`` (written atomically). Returns a summary: per-layer notes and, for ``requantize``, the
-    added error."""
-    from refsim._validate import require_choice
-
-    require_choice("to", to, TARGETS)
+    added error. ``src_path``, ``out``: paths; ``mb``/``tb``: see :func:`gptq_to_qigen`;
+    ``progress(done, total, name)`` or None."""
+    require_path("src_path", src_path)
+    to = require_choice("to", to, TARGETS)
+    require_path("out", out)
+    requantize = require_bool("requantize", requantize)
+    mb = None if mb is None else require_int("mb", mb, minimum=1)
+    tb = require_int("tb", tb, minimum=1)
+    require_callable("progress", progress, allow_none=True)
     if to == "anyprec":
         from refsim.io.executor import SerialExecutor
         from refsim.io.quantize import QuantizeOptions, quantize_model

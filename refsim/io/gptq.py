@@ -38,10 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
+from refsim._validate import require_path
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
-from refsim.io.checkpoint import Checkpoint, config_field, read_json, register_format
+from refsim.io.checkpoint import (Checkpoint, config_field, read_json, register_format, require_layers,
+                                  require_out_folder, require_tensor_dict)
 from refsim.io.tensors import save_tensors
 
 __all__ = ["GPTQLayer", "AWQLayer", "GPTQReader", "AWQReader", "write_gptq", "write_awq", "gptq_config"]
@@ -113,6 +115,7 @@ class GPTQReader(Checkpoint):
     suffixes = (("qweight", "qzeros", "scales"), ("g_idx", "bias"))
 
     def __init__(self, path: Path) -> None:
+        path = require_path("path", path)
         cpath = path / "quantize_config.json"
         if cpath.is_file():
             cfg = read_json(cpath)
@@ -227,6 +230,7 @@ class AWQReader(Checkpoint):
     suffixes = (("qweight", "qzeros", "scales"), ("bias",))
 
     def __init__(self, path: Path) -> None:
+        path = require_path("path", path)
         if (path / "quant_config.json").is_file():
             cpath = path / "quant_config.json"
             cfg = read_json(cpath)
@@ -272,7 +276,11 @@ class AWQReader(Checkpoint):
 def write_gptq(out: Path, layers: list[GPTQLayer], extra_tensors: dict | None = None) -> None:
     """Write ``model.safetensors`` + ``quantize_config.json`` into the existing folder ``out``.
 
-    All layers must share bits, group size, desc_act, sym and checkpoint format (one config)."""
+    ``layers``: a non-empty list of GPTQLayer that share bits, group size, desc_act, sym and
+    checkpoint format (one config); ``extra_tensors`` name -> array or None (written unchanged)."""
+    out = require_out_folder("out", out)
+    layers = require_layers("layers", layers, GPTQLayer)
+    extra_tensors = require_tensor_dict("extra_tensors", extra_tensors)
     first = layers[0]
     for lay in layers:
         if (lay.bits, lay.group_size, lay.desc_act, lay.sym, lay.ckpt.checkpoint_format) != \
@@ -288,7 +296,12 @@ def write_gptq(out: Path, layers: list[GPTQLayer], extra_tensors: dict | None = 
 
 
 def write_awq(out: Path, layers: list[AWQLayer], extra_tensors: dict | None = None) -> None:
-    """Write ``model.safetensors`` + ``config.json`` (``quantization_config`` as AutoAWQ saves it)."""
+    """Write ``model.safetensors`` + ``config.json`` (``quantization_config`` as AutoAWQ saves it).
+
+    ``layers``: a non-empty list of AWQLayer with one group size; ``extra_tensors`` name -> array or None."""
+    out = require_out_folder("out", out)
+    layers = require_layers("layers", layers, AWQLayer)
+    extra_tensors = require_tensor_dict("extra_tensors", extra_tensors)
     gs = {lay.ckpt.group_size if lay.group_size is not None else -1 for lay in layers}
     if len(gs) != 1:
         raise FormatRuleError(f"layers: an AWQ checkpoint has one group size; got {sorted(gs)}")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+from refsim._validate import require_callable, require_instance, require_path
+from refsim.errors import FormatRuleError
 from refsim.io.checkpoint import open_checkpoint
 from refsim.io.convert import marlin_refusal
 from refsim.io.gptq import GPTQLayer
@@ -41,7 +43,10 @@ def _qigen_refusal(layer) -> str | None:
 
 
 def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
-    """The summary of the checkpoint at ``path`` (see the module docstring)."""
+    """The summary of the checkpoint at ``path`` (see the module docstring); ``progress(done,
+    total, name)`` is called after each layer (or None)."""
+    require_path("path", path)
+    require_callable("progress", progress, allow_none=True)
     ck = open_checkpoint(path)
     layers = []
     names = ck.layer_names()
@@ -80,8 +85,19 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             "v1_zero_overflows": sum(r["v1_zero_overflows"] for r in layers)}
 
 
+_SUMMARY_KEYS = ("path", "format", "n_layers", "bytes_on_disk", "bytes_fp16", "ratio_to_fp16", "layers",
+                 "v1_zero_overflows")
+_LAYER_KEYS = ("name", "format", "bits", "group_size", "desc_act", "sym", "k", "n", "zero_point", "marlin")
+
+
 def format_table(summary: dict) -> str:
-    """Human-readable report of :func:`inspect_checkpoint`'s summary."""
+    """Human-readable report of :func:`inspect_checkpoint`'s summary (the dict it returns)."""
+    require_instance("summary", summary, dict)
+    missing = [k for k in _SUMMARY_KEYS if k not in summary]
+    if missing or not isinstance(summary["layers"], list) or any(
+            not isinstance(r, dict) or any(k not in r for k in _LAYER_KEYS) for r in summary["layers"]):
+        raise FormatRuleError(f"summary: must be what inspect_checkpoint returns (keys {list(_SUMMARY_KEYS)}, "
+                              f"layers with {list(_LAYER_KEYS)}); got missing keys {missing or 'in layers'}")
     lines = [f"{summary['path']}: {summary['format']}, {summary['n_layers']} layers, "
              f"{summary['bytes_on_disk'] / 2**20:.2f} MiB of layer tensors vs {summary['bytes_fp16'] / 2**20:.2f} MiB "
              f"in FP16 ({100 * (summary['ratio_to_fp16'] or 0):.1f}%)"]

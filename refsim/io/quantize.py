@@ -46,7 +46,9 @@ from typing import Callable
 
 import numpy as np
 
-from refsim.errors import CheckpointError, FormatRuleError
+from refsim._validate import (require_callable, require_choice, require_dtype, require_finite, require_float_array,
+                              require_instance, require_int, require_ndim, require_path, require_shape)
+from refsim.errors import CheckpointError, DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import mixed_2_4_16 as m2416
@@ -102,7 +104,14 @@ class LayerResult:
 
 
 def relative_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> float:
-    """``‖X W − X Ŵ‖_F / ‖X W‖_F`` in float64; X (T, K), W and Ŵ (K, N)."""
+    """``‖X W − X Ŵ‖_F / ‖X W‖_F`` in float64; X (T, K), W and Ŵ (K, N), float16/32/64.
+
+    NaN/Inf entries, or ``X W = 0``, give a NaN or Inf result (the ratio is undefined there)."""
+    X = require_ndim("X", require_float_array("X", X), 2)
+    W = require_ndim("W", require_float_array("W", W), 2)
+    W_hat = require_shape("W_hat", require_float_array("W_hat", W_hat), W.shape)
+    if X.shape[1] != W.shape[0]:
+        raise ShapeError(f"X: shape must be (T, K={W.shape[0]}) to multiply W {W.shape}; got {X.shape}")
     ref = X.astype(np.float64) @ W.astype(np.float64)
     return float(np.linalg.norm(ref - X.astype(np.float64) @ W_hat.astype(np.float64)) / np.linalg.norm(ref))
 
@@ -115,11 +124,39 @@ def awq_intweight(w_fq: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group
     fp16 tensors, each op rounds to fp16: ``sz = fp16(z * s)``; ``round(fp16(fp16(w + sz) / s))``
     (half to even). Source: casper-hansen/AutoAWQ ``awq/modules/linear/gemm.py``
     (``from_linear``), commit d9dc8e564fed1527be2a9d8d5c74daf3823c3203.
+
+    All three arrays must be finite, ``zeros`` integer-valued and K = G * group_size; a quotient
+    that overflows fp16 (a zero scale, a huge weight) is refused (it has no integer to pack).
     """
+    w_fq = require_ndim("w_fq", require_dtype("w_fq", w_fq, np.float16), 2)
+    scales = require_ndim("scales", require_float_array("scales", scales), 2)
+    zeros = require_shape("zeros", require_array_numeric("zeros", zeros), scales.shape)
+    group_size = require_int("group_size", group_size, minimum=1)
+    if scales.shape[1] != w_fq.shape[1] or scales.shape[0] * group_size != w_fq.shape[0]:
+        raise ShapeError(f"scales: shape must be (K/group_size, N) = ({w_fq.shape[0]}/{group_size}, "
+                         f"{w_fq.shape[1]}) for w_fq {w_fq.shape}; got {scales.shape}")
+    for name, a in (("w_fq", w_fq), ("scales", scales), ("zeros", zeros)):
+        require_finite(name, a)
+    if zeros.size and not np.array_equal(zeros, np.rint(zeros)):
+        raise FormatRuleError("zeros: must be integer-valued (AutoAWQ's zero points); got a fractional value")
     s = np.repeat(scales.astype(np.float16), group_size, axis=0)  # (K, N)
     z = np.repeat(zeros.astype(np.float16), group_size, axis=0)  # small integers: exact in fp16
     sz = (z * s).astype(np.float16)
-    return np.rint(((w_fq + sz).astype(np.float16) / s).astype(np.float16)).astype(np.int64)
+    q = np.rint(((w_fq + sz).astype(np.float16) / s).astype(np.float16))
+    if not np.isfinite(q).all():
+        raise NonFiniteError("w_fq / scales: quotient must be finite in fp16 (no integer to pack); "
+                             f"got {int((~np.isfinite(q)).sum())} non-finite value(s)")
+    return q.astype(np.int64)
+
+
+def require_array_numeric(name: str, x) -> np.ndarray:
+    """An integer or floating (not bool) array."""
+    from refsim._validate import require_array
+
+    x = require_array(name, x)
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise DtypeError(f"{name}: dtype must be an integer or floating type; got {x.dtype}")
+    return x
 
 
 def _awq_layer(name: str, W: np.ndarray, o: QuantizeOptions) -> AWQLayer:
@@ -199,6 +236,12 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
     the job, so the float32 summation order does not depend on the worker's thread settings). ``peak_bytes`` is the tracemalloc
     peak of the job (NumPy reports its buffers to tracemalloc), ``None`` if tracing was already on.
     """
+    require_path("model", model)
+    require_instance("name", name, str)
+    if X is not None:
+        X = require_ndim("X", require_float_array("X", X), 2)
+    require_instance("options", options, QuantizeOptions)
+    require_choice("options.method", options.method, METHODS)
     from threadpoolctl import threadpool_limits
 
     own_trace = options.measure_memory and not tracemalloc.is_tracing()
@@ -256,6 +299,10 @@ def minilm_embedding_similarity(weights: dict[str, np.ndarray]) -> dict:
     quantized model's mean-pooled sentence embeddings (8 fixed sentences), and whether the
     quantized model still ranks each paraphrase pair above the unrelated pair.
     ``weights``: dequantized layers, safetensors names, (N, K) float32."""
+    require_instance("weights", weights, dict)
+    for k, v in weights.items():
+        require_instance("weights: key", k, str)
+        require_float_array(f"weights[{k!r}]", v)
     cos = []
     for a, b in _SENTENCES:
         for s in (a, b):
@@ -290,7 +337,7 @@ def calibration_inputs(spec: str, names: list[str], model: Path) -> dict[str, np
 
 
 def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: QuantizeOptions, *,
-                   executor: Executor, calib: str = "auto", layers: str | None = None,
+                   executor: Executor | None = None, calib: str = "auto", layers: str | None = None,
                    progress: Callable | None = None) -> dict:
     """Quantize every selected linear layer of the FP model ``model`` into the new folder ``out``.
 
@@ -299,12 +346,21 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     (MiniLM inputs on 256 tokens for MiniLM, else "none"), "none", "minilm:T" or a safetensors
     file. ``progress(done, total, name)`` is called after each layer. Writes the checkpoint
     atomically (temporary folder + rename) with ``quality.json`` beside it; returns the summary.
+    ``executor``: any ``concurrent.futures.Executor`` (default: run the layers one by one here).
     """
     from threadpoolctl import threadpool_limits
 
-    from refsim._validate import require_choice
+    from refsim.io.executor import SerialExecutor
 
+    require_path("model", model)
+    require_path("out", out)
+    require_instance("options", options, QuantizeOptions)
     require_choice("method", options.method, METHODS)
+    executor = SerialExecutor() if executor is None else require_instance("executor", executor, Executor)
+    require_instance("calib", calib, str)
+    if layers is not None:
+        require_instance("layers", layers, str)
+    require_callable("progress", progress, allow_none=True)
     model, out_path = Path(model), Path(out)
     with atomic_output_dir(out_path) as tmp:
         src = open_checkpoint(model)

@@ -16,7 +16,6 @@ message starts with the file and, where one is involved, the tensor::
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Iterable
 
 import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy so safetensors can return BF16)
@@ -24,6 +23,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
+from refsim._validate import require_array, require_instance, require_path
 from refsim.errors import CheckpointError, DtypeError, ShapeError
 
 __all__ = ["TensorFile", "save_tensors"]
@@ -38,7 +38,7 @@ class TensorFile:
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
+        self.path = require_path("path", path)
         if not self.path.is_file():
             raise CheckpointError(f"{self.path}: safetensors file must exist; got no such file")
         try:
@@ -139,5 +139,26 @@ _ITEMSIZE = {k: v.itemsize for k, v in _DTYPES.items()}
 
 def save_tensors(path: str | os.PathLike, tensors: dict[str, np.ndarray],
                  metadata: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` (name -> C-contiguous array) to ``path`` with ``safetensors.numpy.save_file``."""
-    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=metadata)
+    """Write ``tensors`` (name -> array of a safetensors dtype, written C-contiguous) to ``path``
+    with ``safetensors.numpy.save_file``; ``metadata``: str -> str or None. The folder must exist."""
+    path = require_path("path", path)
+    require_instance("tensors", tensors, dict)
+    arrays = {}
+    for k, v in tensors.items():
+        require_instance("tensors: key", k, str)
+        v = require_array(f"tensors[{k!r}]", v)
+        if v.dtype not in _DTYPES.values():
+            raise DtypeError(f"tensors[{k!r}]: dtype must be one safetensors stores "
+                             f"({', '.join(str(d) for d in _DTYPES.values())}); got {v.dtype}")
+        arrays[k] = np.ascontiguousarray(v)
+    if metadata is not None:
+        require_instance("metadata", metadata, dict)
+        for k, v in metadata.items():
+            if not (isinstance(k, str) and isinstance(v, str)):
+                raise DtypeError(f"metadata: must map str to str; got {k!r}: {v!r}")
+    if not path.parent.is_dir():
+        raise CheckpointError(f"{path}: folder must exist to write a safetensors file; got no folder {path.parent}")
+    try:
+        save_file(arrays, str(path), metadata=metadata)
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"{path}: safetensors file must be writable; got {err}") from None
