@@ -252,3 +252,18 @@ def require_callable(name: str, value: Any, *, allow_none: bool = False) -> Any:
         raise FormatRuleError(f"{name}: must be callable{' or None' if allow_none else ''}; "
                               f"got {type(value).__name__}")
     return value
+
+
+def require_shape_arg(name: str, shape: Any, limit: int = MAX_ELEMENTS) -> tuple[int, ...]:
+    """A shape *argument* (an int or a sequence of ints, each ``>= 0``) as a tuple of Python
+    ints, its element count bounded by ``limit`` (checked before anything is allocated)."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise FormatRuleError(f"{name}: must be an int or a tuple of ints; got {type(shape).__name__}")
+    dims = tuple(require_int(f"{name}[{i}]", d, minimum=0) for i, d in enumerate(shape))
+    size = 1
+    for d in dims:
+        size *= d
+    require_bounded(name, size, limit, what="element count")
+    return dims

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_dtype, require_int
+from refsim._validate import MAX_ELEMENTS, require_bounded, require_dtype, require_int
 from refsim.emulator import fp
-from refsim.errors import FormatRuleError
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import anyprec_kernel as ak
 from refsim.formats import bitplane
 
@@ -53,7 +53,11 @@ _CHUNK = 1024
 
 def lane_indices(k: int) -> tuple[np.ndarray, np.ndarray]:
     """(k0, k1) int64 (chunks, 32 lanes, 16 steps) of the fma steps in kernel order, and the active
-    mask bool (chunks, 32) (tail-chunk lanes t >= eff break out). Step order: j = 3..0, then s."""
+    mask bool (chunks, 32) (tail-chunk lanes t >= eff break out). Step order: j = 3..0, then s.
+    ``k``: a positive multiple of 32 (the kernel's rule), at most the int32 index limit."""
+    k = require_bounded("K", require_int("K", k, minimum=1), MAX_ELEMENTS)
+    if k % 32:
+        raise ShapeError(f"K: must be a positive multiple of 32; got {k}")
     chunks = -(-k // _CHUNK)
     k0 = np.zeros((chunks, 32, 16), np.int64)
     k1 = np.zeros((chunks, 32, 16), np.int64)
@@ -69,8 +73,9 @@ def lane_indices(k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def warp_reduce_sum(v: np.ndarray) -> np.ndarray:
-    """``warp_reduce_sum`` over the last axis (32 lanes) of fp16 ``v``: lane 0's result, shape v.shape[:-1]."""
-    v = require_dtype("v", v, np.float16)
+    """``warp_reduce_sum`` over the last axis (32 lanes) of fp16 ``v``: lane 0's result, shape v.shape[:-1].
+    NaN/Inf lanes propagate as fp16 addition does."""
+    v = _require_lanes(v)
     lanes = np.arange(32)
     for d in (16, 8, 4, 2, 1):
         src = np.where(lanes + d < 32, lanes + d, lanes)  # shfl_down: out-of-range reads itself
@@ -80,10 +85,21 @@ def warp_reduce_sum(v: np.ndarray) -> np.ndarray:
 
 def warp_reduce_sum_reference(v: np.ndarray) -> np.float16:
     """Plain loop for one warp (v float16 (32,)): every lane's register, step by step."""
+    v = _require_lanes(v, one_warp=True)
     regs = [np.float16(x) for x in v]
     for d in (16, 8, 4, 2, 1):
         regs = [np.float16(regs[l] + (regs[l + d] if l + d < 32 else regs[l])) for l in range(32)]
     return regs[0]
+
+
+def _require_lanes(v, one_warp: bool = False) -> np.ndarray:
+    """The check :func:`warp_reduce_sum` and its twin share: float16, last axis the 32 lanes
+    (the twin: exactly one warp, shape (32,))."""
+    v = require_dtype("v", v, np.float16)
+    if v.ndim < 1 or v.shape[-1] != 32 or (one_warp and v.ndim != 1):
+        want = "(32,)" if one_warp else "(..., 32)"
+        raise ShapeError(f"v: shape must be {want} (the warp's 32 lanes); got {v.shape}")
+    return v
 
 
 def _check(x, qweight, lut, bits):

@@ -22,6 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from refsim._validate import require_choice
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError
 
 __all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "round_to_float", "to_fraction",
@@ -57,11 +58,23 @@ def _floor_log2(x: Fraction) -> int:
     return e - 1
 
 
+_MODES = ("rne", "rz", "rz_inf", "ro")
+
+
 def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction | float:
     """Round the exact value ``x`` to ``fmt``; returns a Fraction, or ``±inf`` (a float) on overflow.
 
     The sign of a zero result is not represented (Fraction has no -0); callers decide it.
+    ``x``: a Fraction or an int (exact values only); ``fmt``: a :class:`FloatFormat`;
+    ``mode``: "rne", "rz", "rz_inf" or "ro".
     """
+    require_choice("mode", mode, _MODES)
+    if not isinstance(fmt, FloatFormat):
+        raise FormatRuleError(f"fmt: must be a FloatFormat (F16, BF16, F32, F64); got {type(fmt).__name__}")
+    if not isinstance(x, Fraction):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+            raise FormatRuleError(f"x: must be an exact value (Fraction or int); got {type(x).__name__}")
+        x = Fraction(int(x))
     if x == 0:
         return Fraction(0)
     sign = -1 if x < 0 else 1
@@ -110,8 +123,16 @@ def round_to_float(x: Fraction, dtype) -> np.generic:
 
 
 def to_fraction(x) -> Fraction:
-    """The exact value of a finite NumPy/Python float scalar."""
-    return Fraction(float(x))
+    """The exact value of a finite NumPy/Python float scalar (float16/32/64, bfloat16) or of an
+    integer (exact, never through float). NaN/Inf raise NonFiniteError."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+        return Fraction(int(x))
+    if not (isinstance(x, (float, np.floating)) or (isinstance(x, np.generic) and x.dtype.name == "bfloat16")):
+        raise FormatRuleError(f"x: must be a float or integer scalar; got {type(x).__name__}")
+    f = float(x)
+    if f != f or f in (float("inf"), float("-inf")):
+        raise NonFiniteError(f"x: must be finite (an exact value); got {x!r}")
+    return Fraction(f)
 
 
 def _float_dtype(dtype) -> np.dtype:
@@ -134,4 +155,4 @@ def from_fraction(x: Fraction | float, dtype) -> np.generic:
     dt = _float_dtype(dtype)
     if not isinstance(x, (Fraction, float, int)) or isinstance(x, bool):
         raise FormatRuleError(f"x: must be a Fraction or float; got {type(x).__name__}")
-    return np.asarray(float(x), dtype=np.float64).astype(dtype)[()]
+    return np.asarray(float(x), dtype=np.float64).astype(dt)[()]

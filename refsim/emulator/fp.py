@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype
+from refsim._validate import require_array, require_choice, require_dtype, require_dtype_arg, require_float_array
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.emulator import exact
 
@@ -148,13 +148,14 @@ def _sum_round_to_odd(p: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(nudge, np.nextafter(s, toward), s)
 
 
-def f16_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool) -> np.ndarray:
+def f16_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None = None) -> np.ndarray:
     """a · b + c on fp16. ``fused=True``: ``fma.rn.f16`` / ``__hfma`` (one rounding);
     ``fused=False``: ``mul.rn.f16`` then ``add.rn.f16`` (two roundings).
 
     a, b, c float16, broadcastable; returns float16. The fused path computes the exact product in
     float64, the float64 sum (RNE) and one RNE conversion to fp16; see :func:`_f16_fma_fused`
-    for why the float64 sum needs no round-to-odd here.
+    for why the float64 sum needs no round-to-odd here. ``fused`` must be given (True or False):
+    leaving it out raises FormatRuleError (the caller says which instruction the SASS executes).
     """
     a, b, c = _same_dtype(("a", "b", "c"), (a, b, c), np.float16)
     fused = _require_flag("fused", fused)
@@ -204,13 +205,14 @@ def f32_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.multiply(a, b, dtype=np.float32)
 
 
-def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool) -> np.ndarray:
+def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None = None) -> np.ndarray:
     """a · b + c on fp32. ``fused=True``: ``fma.rn.f32`` / FFMA / ``fmaf`` (one rounding);
     ``fused=False``: FMUL then FADD (two roundings).
 
     a, b, c float32, broadcastable; returns float32. Fused path: exact float64 product
     (24 + 24 bits), round-to-odd float64 sum, one RNE conversion (handles subnormals and
-    overflow). A plain float64 ``a*b + c`` would double-round in rare cases.
+    overflow). A plain float64 ``a*b + c`` would double-round in rare cases. ``fused`` must be
+    given (True or False); leaving it out raises FormatRuleError.
     """
     a, b, c = _same_dtype(("a", "b", "c"), (a, b, c), np.float32)
     fused = _require_flag("fused", fused)
@@ -290,12 +292,9 @@ def cvt_float_to_int(x: np.ndarray, dtype, mode: str = "rni") -> np.ndarray:
     ``rni`` nearest-even, ``rzi`` toward zero, ``rmi`` toward -Inf, ``rpi`` toward +Inf.
     PTX: float-to-integer conversions clamp to the destination range and NaN becomes 0.
     """
-    if not isinstance(x, np.ndarray) or x.dtype not in (_F16, _F32, _F64):
-        got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
-        raise DtypeError(f"x: dtype must be float16, float32 or float64; got {got}")
+    x = require_float_array("x", x)
     mode = require_choice("mode", mode, ROUNDING_TO_INT)
-    if np.dtype(dtype) not in [np.dtype(d) for d in _INT_DTYPES]:
-        raise DtypeError(f"dtype: must be one of int8, uint8, int16, uint16, int32, uint32; got {dtype}")
+    dtype = require_dtype_arg("dtype", dtype, _INT_DTYPES)
     info = np.iinfo(dtype)
     v = x.astype(np.float64)
     r = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[mode](v)
@@ -305,6 +304,7 @@ def cvt_float_to_int(x: np.ndarray, dtype, mode: str = "rni") -> np.ndarray:
 
 def cvt_int_to_f16(x: np.ndarray) -> np.ndarray:
     """``cvt.rn.f16.s32`` / ``__int2half_rn``: RNE (exact for |x| <= 2048). x integer (<= 32-bit)."""
+    x = require_array("x", x) if isinstance(x, np.ndarray) else x
     if not isinstance(x, np.ndarray) or x.dtype not in [np.dtype(d) for d in _INT_DTYPES]:
         got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
         raise DtypeError(f"x: dtype must be an integer type of at most 32 bits; got {got}")
@@ -314,6 +314,7 @@ def cvt_int_to_f16(x: np.ndarray) -> np.ndarray:
 
 def cvt_int_to_f32(x: np.ndarray) -> np.ndarray:
     """``cvt.rn.f32.s32`` / ``__int2float_rn``: RNE (exact for |x| <= 2^24). x integer (<= 32-bit)."""
+    x = require_array("x", x) if isinstance(x, np.ndarray) else x
     if not isinstance(x, np.ndarray) or x.dtype not in [np.dtype(d) for d in _INT_DTYPES]:
         got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
         raise DtypeError(f"x: dtype must be an integer type of at most 32 bits; got {got}")

@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_array, require_choice, require_dtype
-from refsim.errors import ShapeError
+from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_dtype_arg,
+                              require_integer_array)
+from refsim.errors import DtypeError, ShapeError
 
 __all__ = [
     "FragmentLayout", "mma_m16n8k16_a", "mma_m16n8k16_b", "mma_m16n8k16_c",
@@ -118,9 +119,11 @@ def mma_m16n8k16_b() -> FragmentLayout:
 
 
 def mma_m16n8k16_c(dtype=np.float32) -> FragmentLayout:
-    """C/D (16x8) of ``mma.m16n8k16``: 4 values per lane (f32: 1 per register, f16: 2)."""
-    per_reg = 2 if np.dtype(dtype) == np.float16 else 1
-    return _layout(f"m16n8k16.C.{np.dtype(dtype)}", (16, 8), per_reg, 4,
+    """C/D (16x8) of ``mma.m16n8k16``: 4 values per lane (f32: 1 per register, f16: 2).
+    ``dtype``: float32 or float16."""
+    dtype = require_dtype_arg("dtype", dtype, (np.float32, np.float16))
+    per_reg = 2 if dtype == np.float16 else 1
+    return _layout(f"m16n8k16.C.{dtype}", (16, 8), per_reg, 4,
                    lambda g, t, i: (g + 8 * (i >= 2), 2 * t + (i & 1)))
 
 
@@ -152,8 +155,11 @@ def pack_registers(frags: np.ndarray, bits: int) -> np.ndarray:
     (i*bits % 32) upward: the lowest index in the lowest bits.
     """
     bits = int(require_choice("bits", bits, (16, 8, 4)))
+    frags = require_integer_array("frags", frags)
+    if bits == 16 and frags.dtype != np.uint16:
+        raise DtypeError(f"frags: 16-bit elements must be uint16 bit patterns; got {frags.dtype}")
     per = 32 // bits
-    if frags.shape[-1] % per:
+    if frags.ndim < 1 or frags.shape[-1] % per:
         raise ShapeError(f"frags: last axis must be a multiple of {per}; got {frags.shape}")
     v = frags.astype(np.int64) & ((1 << bits) - 1)
     v = v.reshape(frags.shape[:-1] + (frags.shape[-1] // per, per))  # (..., R, per)
@@ -165,6 +171,9 @@ def unpack_registers(regs: np.ndarray, bits: int, signed: bool = False) -> np.nd
     """uint32 registers (..., R) -> elements (..., R*32/bits) as int64 (sign-extended if ``signed``)."""
     bits = int(require_choice("bits", bits, (16, 8, 4)))
     regs = require_dtype("regs", regs, np.uint32)
+    signed = require_bool("signed", signed)
+    if regs.ndim < 1:
+        raise ShapeError(f"regs: must have a last axis of registers; got shape {regs.shape}")
     per = 32 // bits
     shifts = np.arange(per, dtype=np.int64) * bits
     v = (regs.astype(np.int64)[..., None] >> shifts) & ((1 << bits) - 1)  # (..., R, per)
@@ -181,6 +190,7 @@ def ldmatrix_layout(num: int, trans: bool = False) -> np.ndarray:
     """``ldmatrix .x{num}{.trans}``: int64 (32, num, 2, 3) — for lane l, register j, half h the
     (matrix, row, col) of the 16-bit element it receives."""
     num = int(require_choice("num", num, (1, 2, 4)))
+    trans = require_bool("trans", trans)
     out = np.zeros((32, num, 2, 3), np.int64)
     for lane in range(32):
         for j in range(num):
@@ -190,6 +200,14 @@ def ldmatrix_layout(num: int, trans: bool = False) -> np.ndarray:
     return out
 
 
+def _check_ldmatrix(matrices, trans) -> tuple[np.ndarray, bool]:
+    """The check :func:`ldmatrix` and its twin share: uint16 (num, 8, 8), num in {1, 2, 4}."""
+    matrices = require_dtype("matrices", matrices, np.uint16)
+    if matrices.ndim != 3 or matrices.shape[1:] != (8, 8) or matrices.shape[0] not in (1, 2, 4):
+        raise ShapeError(f"matrices: shape must be (num, 8, 8) with num in (1, 2, 4); got {matrices.shape}")
+    return matrices, require_bool("trans", trans)
+
+
 def ldmatrix(matrices: np.ndarray, trans: bool = False) -> np.ndarray:
     """Emulate ``ldmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16`` for one warp.
 
@@ -197,9 +215,7 @@ def ldmatrix(matrices: np.ndarray, trans: bool = False) -> np.ndarray:
     8j..8j+7 supply (row r of matrix j is what lane 8j + r points at). Returns uint32 (32, num):
     register j of every lane, low half = the first element.
     """
-    matrices = require_dtype("matrices", matrices, np.uint16)
-    if matrices.ndim != 3 or matrices.shape[1:] != (8, 8) or matrices.shape[0] not in (1, 2, 4):
-        raise ShapeError(f"matrices: shape must be (num, 8, 8) with num in (1, 2, 4); got {matrices.shape}")
+    matrices, trans = _check_ldmatrix(matrices, trans)
     lay = ldmatrix_layout(matrices.shape[0], trans)
     halves = matrices[lay[..., 0], lay[..., 1], lay[..., 2]]  # (32, num, 2)
     return pack_registers(halves.reshape(32, -1), 16)
@@ -207,6 +223,7 @@ def ldmatrix(matrices: np.ndarray, trans: bool = False) -> np.ndarray:
 
 def ldmatrix_reference(matrices: np.ndarray, trans: bool = False) -> np.ndarray:
     """Plain-loop twin of :func:`ldmatrix`, written from the PTX sentence per lane and register."""
+    matrices, trans = _check_ldmatrix(matrices, trans)
     num = matrices.shape[0]
     out = np.zeros((32, num), np.uint32)
     for lane in range(32):

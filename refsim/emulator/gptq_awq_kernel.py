@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_dtype, require_finite, require_ndim
+from refsim._validate import require_dtype, require_finite, require_int, require_ndim
 from refsim.emulator import fp
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import awq, gptq
@@ -44,7 +44,8 @@ SLAB = 8
 
 
 def check_x(x: np.ndarray, k: int) -> np.ndarray:
-    """Validate activations: float16 (M, K), 1 <= M <= 8, finite; returns x."""
+    """Validate activations: float16 (M, K), 1 <= M <= 8, finite; returns x. ``k`` a positive int."""
+    k = require_int("k", k, minimum=1)
     x = require_dtype("x", x, np.float16)
     require_ndim("x", x, 2)
     require_finite("x", x)

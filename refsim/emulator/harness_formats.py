@@ -22,7 +22,8 @@ import numpy as np
 from refsim.emulator import fragments as fr
 from refsim.emulator import marlin_kernel as mk
 from refsim.emulator import tensor_core as tc
-from refsim.errors import RefsimError
+from refsim._validate import require_choice, require_instance, require_shape_arg
+from refsim.errors import FormatRuleError, NonFiniteError, RefsimError
 from refsim.formats import marlin, stripes
 
 __all__ = ["Format", "FORMATS", "DATA_KINDS", "values"]
@@ -33,7 +34,17 @@ DATA_KINDS = ("zeros", "ones", "small_integers", "normal", "wide_exponents")
 
 def values(rng: np.random.Generator, kind: str, shape, scale: float = 1.0) -> np.ndarray:
     """float64 array of ``shape`` for a data kind (zeros, ones, small integers in [-3, 3], standard
-    normal times ``scale``, or normal with exponents spread over 2^-14 .. 2^7)."""
+    normal times ``scale``, or normal with exponents spread over 2^-14 .. 2^7).
+
+    ``rng`` a ``numpy.random.Generator``; ``kind`` one of :data:`DATA_KINDS`; ``shape`` an int or a
+    tuple of ints (element count at most 2**31 - 1); ``scale`` a finite real number."""
+    require_instance("rng", rng, np.random.Generator)
+    kind = require_choice("kind", kind, DATA_KINDS)
+    shape = require_shape_arg("shape", shape)
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise FormatRuleError(f"scale: must be a real number; got {type(scale).__name__}")
+    if not np.isfinite(scale):
+        raise NonFiniteError(f"scale: must be finite; got {scale!r}")
     if kind == "zeros":
         return np.zeros(shape)
     if kind == "ones":

@@ -16,6 +16,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from refsim._validate import require_path
+from refsim.errors import FormatRuleError
+
 __all__ = ["GPUS", "HwRows", "subset_path", "available_path", "load"]
 
 #: (GPU in the data set, architecture model that must reproduce it)
@@ -46,15 +49,40 @@ def available_path() -> Path | None:
 
 
 def load(path: Path) -> dict[str, HwRows]:
-    """Decode every GPU's rows of ``path`` (keys: the GPU names of :data:`GPUS`)."""
-    data = np.load(path)
+    """Decode every GPU's rows of ``path`` (keys: the GPU names of :data:`GPUS`).
+
+    ``path``: an ``.npz`` file holding the arrays of the module docstring (uint16 (rows, L) a/b,
+    uint32 (rows,) c/d); a missing or malformed file raises FormatRuleError naming it."""
+    path = require_path("path", path)
+    if not path.is_file():
+        raise FormatRuleError(f"{path}: hardware-sample file must exist; got no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            raw = {key: np.array(data[key]) for key in _keys() if key in data.files}
+    except (OSError, ValueError, EOFError) as err:
+        raise FormatRuleError(f"{path}: must be a readable .npz file; got {type(err).__name__}: {err}") from None
+    missing = [key for key in _keys() if key not in raw]
+    if missing:
+        raise FormatRuleError(f"{path}: must hold the arrays {missing[:3]}...; got no such arrays")
     rows = {}
     for gpu, _ in GPUS:
+        a, b = raw[f"{gpu}_a_f16bits"], raw[f"{gpu}_b_f16bits"]
+        vecs = [raw[f"{gpu}_{s}"] for s in ("c_f32bits", "d_fp32_as_f32bits", "d_fp16_as_f32bits")]
+        if a.dtype != np.uint16 or b.dtype != np.uint16 or a.ndim != 2 or b.shape != a.shape or any(
+                v.dtype != np.uint32 or v.shape != a.shape[:1] for v in vecs):
+            raise FormatRuleError(f"{path}: {gpu} rows must be uint16 (rows, L) a/b and uint32 (rows,) c/d; "
+                                  f"got {a.dtype}{a.shape}, {b.dtype}{b.shape}, "
+                                  f"{[f'{v.dtype}{v.shape}' for v in vecs]}")
         rows[gpu] = HwRows(
-            a=data[f"{gpu}_a_f16bits"].view(np.float16),
-            b=data[f"{gpu}_b_f16bits"].view(np.float16),
-            c=data[f"{gpu}_c_f32bits"].view(np.float32),
-            d32=data[f"{gpu}_d_fp32_as_f32bits"].view(np.float32),
-            d16=data[f"{gpu}_d_fp16_as_f32bits"].view(np.float32).astype(np.float16),  # exact: fp16 values
+            a=a.view(np.float16),
+            b=b.view(np.float16),
+            c=vecs[0].view(np.float32),
+            d32=vecs[1].view(np.float32),
+            d16=vecs[2].view(np.float32).astype(np.float16),  # exact: fp16 values
         )
     return rows
+
+
+def _keys() -> list[str]:
+    return [f"{gpu}_{s}" for gpu, _ in GPUS for s in ("a_f16bits", "b_f16bits", "c_f32bits",
+                                                       "d_fp32_as_f32bits", "d_fp16_as_f32bits")]

@@ -61,11 +61,13 @@ __all__ = ["marlin_gemm", "marlin_gemm_reference", "Provenance", "provenance"]
 def _check(A, B, s, arch, sms):
     A = require_dtype("A", A, np.float16)
     require_ndim("A", A, 2)
-    B = require_dtype("B", B, np.int32)
-    s = require_dtype("s", s, np.float16)
+    B = require_ndim("B", require_dtype("B", B, np.int32), 2)
+    s = require_ndim("s", require_dtype("s", s, np.float16), 2)
     tc.model(arch)
     sms = require_int("sms", sms, minimum=1)
     k, n = 16 * B.shape[0], B.shape[1] // 2
+    if B.shape[1] % 2 or s.shape[1] != n or s.shape[0] < 1:
+        raise ShapeError(f"B, s: B must be (K/16, 2N) and s (G, N) with G >= 1; got {B.shape} and {s.shape}")
     if A.shape[1] != k:
         raise ShapeError(f"A: must have K = 16 * B.shape[0] = {k} columns; got shape {A.shape}")
     group_size = None if s.shape[0] == 1 else k // s.shape[0]

@@ -123,9 +123,7 @@ def lane_schedule(group_bits: np.ndarray) -> np.ndarray:
 def warp_reduce_sum_f32(v: np.ndarray) -> np.ndarray:
     """fp32 ``shfl_down`` tree over axis 0 (32 lanes) of float32 ``v`` (32, ...): lane 0's result,
     shape v.shape[1:]. Same tree as :func:`refsim.emulator.anyprec_kernel.warp_reduce_sum`, FADD."""
-    v = require_dtype("v", v, np.float32)
-    if v.shape[:1] != (WARP,):
-        raise ShapeError(f"v: axis 0 must be the {WARP} lanes; got shape {v.shape}")
+    v = _require_lanes(v)
     lanes = np.arange(WARP)
     for d in (16, 8, 4, 2, 1):
         src = np.where(lanes + d < WARP, lanes + d, lanes)         # out-of-range source: own value
@@ -135,10 +133,21 @@ def warp_reduce_sum_f32(v: np.ndarray) -> np.ndarray:
 
 def warp_reduce_sum_f32_reference(v: np.ndarray) -> np.float32:
     """Plain loop for one warp (v float32 (32,)): every lane's register, step by step."""
+    v = _require_lanes(v, one_warp=True)
     regs = [np.float32(x) for x in v]
     for d in (16, 8, 4, 2, 1):
         regs = [np.float32(regs[t] + (regs[t + d] if t + d < WARP else regs[t])) for t in range(WARP)]
     return regs[0]
+
+
+def _require_lanes(v, one_warp: bool = False) -> np.ndarray:
+    """The check :func:`warp_reduce_sum_f32` and its twin share: float32, axis 0 the 32 lanes
+    (the twin: exactly one warp, shape (32,))."""
+    v = require_dtype("v", v, np.float32)
+    if v.shape[:1] != (WARP,) or (one_warp and v.ndim != 1):
+        raise ShapeError(f"v: axis 0 must be the {WARP} lanes{' (shape (32,))' if one_warp else ''}; "
+                         f"got shape {v.shape}")
+    return v
 
 
 def _require_packed(p) -> None:
