@@ -13,6 +13,7 @@ from refsim.gpu_model import cycle
 from refsim.gpu_model.kernels import predict
 from refsim.quant import squeezellm, upscale
 from refsim.formats import awq, gptq, uniform
+from refsim.formats import mixed_2_4_16 as m24
 from refsim.quant.gptq import HessianAccumulator, gptq_quantize
 from refsim.quant.rtn import rtn_quantize
 
@@ -84,6 +85,15 @@ CASES = [
     ("decoder-shape-float-size", lambda: anyprec_memory.DecoderShape("x", 4096.0, 11008, 32, 32000), FormatRuleError, "hidden"),
     ("decoder-shape-bool-tied", lambda: anyprec_memory.DecoderShape("x", 4096, 11008, 32, 32000, tied_embeddings=1), FormatRuleError, "tied_embeddings"),
     ("rtn-h-negative-diagonal", lambda: rtn_quantize(W, 4, group_size=None, H=-np.eye(64)), FormatRuleError, "non-negative"),
+    # 2/4/16-bit format (issue 11: entry checks of its public helpers)
+    ("m24-coo-row-out-of-range", lambda: m24.csr_from_coo(np.array([0, 5]), np.array([1, 2]), np.ones(2, np.float16), 4),
+     FormatRuleError, "rows: must lie in [0, 4)"),
+    ("m24-coo-int-vals", lambda: m24.csr_from_coo(np.array([0]), np.array([1]), np.ones(1, np.int32), 4), DtypeError, "vals"),
+    ("m24-select-nan", lambda: m24.select_4bit_groups(np.array([1.0, np.nan]), 0.5), NonFiniteError, "S"),
+    ("m24-select-alpha", lambda: m24.select_4bit_groups(np.ones(4), 1.5), FormatRuleError, "alpha: must be a number in [0, 1]"),
+    ("m24-average-bits-n4", lambda: m24.average_bits(64, 32, 5, 0), FormatRuleError, "at most G = K/16 = 4"),
+    ("m24-pack-not-a-container", lambda: m24.pack(np.zeros((64, 32), np.uint8)), FormatRuleError, "must be a Mixed2416"),
+    ("m24-sensitivity-zero-diag", lambda: m24.group_sensitivity(W, np.zeros(64)), FormatRuleError, "non-zero"),
 ]
 
 

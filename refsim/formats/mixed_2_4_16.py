@@ -89,10 +89,13 @@ import numpy as np
 import scipy.linalg
 
 from refsim._validate import (
+    require_bounded,
     require_dtype,
     require_finite,
     require_float_array,
     require_instance,
+    require_int,
+    require_integer_array,
     require_ndim,
     require_shape,
 )
@@ -127,8 +130,7 @@ def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
     if H.shape[0] != H.shape[1]:
         raise ShapeError(f"H: must be square (K, K); got {H.shape}")
     require_finite("H", H)
-    if not 0.0 <= float(percdamp) <= 1.0:
-        raise FormatRuleError(f"percdamp: must lie in [0, 1]; got {percdamp}")
+    percdamp = _check_fraction("percdamp", percdamp, 1.0)
     H = H.astype(np.float64)  # copy
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
@@ -147,13 +149,27 @@ def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
 def group_sensitivity(W: np.ndarray, hinv_diag: np.ndarray) -> np.ndarray:
     """Eq. 9: S_i = sum over the 16 rows of group i and all N columns of W^2 / [H^-1]_kk^2.
     W float (K, N), hinv_diag float (K,); returns float64 (K // 16,)."""
+    W = require_float_array("W", W)
+    require_ndim("W", W, 2)
     k, n = W.shape
+    if k == 0 or k % G1:
+        raise ShapeError(f"W: K (rows) must be a positive multiple of the group size {G1}; got {k}")
+    hinv_diag = require_float_array("hinv_diag", hinv_diag)
+    require_shape("hinv_diag", hinv_diag, (k,))
+    require_finite("W", W)
+    require_finite("hinv_diag", hinv_diag)
+    if np.any(hinv_diag == 0):
+        raise FormatRuleError("hinv_diag: diag(H^-1) entries must be non-zero (they divide); got a 0")
     score = W.astype(np.float64) ** 2 / hinv_diag.astype(np.float64)[:, None] ** 2
     return score.reshape(k // G1, G1 * n).sum(axis=1)  # (G, 16 * N) -> (G,)
 
 
 def select_4bit_groups(S: np.ndarray, alpha: float) -> np.ndarray:
     """Bool (G,): the floor(alpha * G + 1/2) groups with the largest S are 4-bit (ties: lower index)."""
+    S = require_float_array("S", S)
+    require_ndim("S", S, 1)
+    require_finite("S", S)
+    alpha = _check_fraction("alpha", alpha, 1.0)
     g = S.size
     n4 = int(np.floor(alpha * g + 0.5))
     order = np.argsort(-S, kind="stable")
@@ -201,6 +217,14 @@ class Mixed2416:
         require_finite("s2", s2)
         require_shape("z2", require_dtype("z2", self.z2, np.uint8), (g, n // G2))
         check_csr(self.row_ptr, self.col, self.val, n_rows=n, n_cols=k)
+
+
+def _check_fraction(name: str, value, top: float) -> float:
+    """A real number in [0, top] as a Python float (bools, strings, arrays and NaN refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(value) <= top:
+        raise FormatRuleError(f"{name}: must be a number in [0, {top:g}]; got {value!r:.60}")
+    return float(value)
 
 
 def _check_alpha_ratio(alpha, outlier_ratio):
@@ -312,6 +336,7 @@ def _quantize(Wf: np.ndarray, hd: np.ndarray, alpha: float, outlier_ratio: float
 def dequantize(m: Mixed2416) -> np.ndarray:
     """Fake-quantized weights float32 (K, N): ``(q - z) * s_hat`` (exact in fp32) plus the
     fp16 outliers at their positions (where the dense part is exactly 0)."""
+    require_instance("m", m, Mixed2416)
     g, n = m.zero.shape
     s_hat = _s_hat(m)
     deq = (m.q.astype(np.float32).reshape(g, G1, n) - m.zero.astype(np.float32)[:, None, :]) * s_hat[:, None, :]
@@ -335,8 +360,21 @@ def _s_hat(m: Mixed2416) -> np.ndarray:
 def csr_from_coo(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n_rows: int):
     """Build CSR (row_ptr int32 (n_rows+1,), col uint16, val float16) from COO entries given
     in row-major order (rows ascending, columns ascending within a row)."""
-    rows = np.asarray(rows, np.int64)
-    cols = np.asarray(cols, np.int64)
+    n_rows = require_int("n_rows", n_rows, minimum=0)
+    require_bounded("n_rows", n_rows + 1)
+    rows = require_integer_array("rows", rows)
+    cols = require_integer_array("cols", cols)
+    vals = require_float_array("vals", vals)
+    for name, a in (("rows", rows), ("cols", cols), ("vals", vals)):
+        require_ndim(name, a, 1)
+    require_shape("cols", cols, rows.shape)
+    require_shape("vals", vals, rows.shape)
+    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= n_rows):
+        raise FormatRuleError(f"rows: must lie in [0, {n_rows}); got range [{int(rows.min())}, {int(rows.max())}]")
+    if cols.size and (int(cols.min()) < 0 or int(cols.max()) >= MAX_K):
+        raise FormatRuleError(f"cols: must lie in [0, {MAX_K}); got range [{int(cols.min())}, {int(cols.max())}]")
+    rows = rows.astype(np.int64)
+    cols = cols.astype(np.int64)
     counts = np.bincount(rows, minlength=n_rows) if rows.size else np.zeros(n_rows, np.int64)
     row_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     out = (row_ptr, cols.astype(np.uint16), np.asarray(vals, np.float16))
@@ -344,10 +382,17 @@ def csr_from_coo(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n_rows: i
     return out
 
 
-def check_csr(row_ptr: np.ndarray, col: np.ndarray, val: np.ndarray, *, n_rows: int, n_cols: int) -> None:
+def check_csr(row_ptr: np.ndarray, col: np.ndarray, val: np.ndarray, *, n_rows: int | None = None,
+              n_cols: int | None = None) -> None:
     """CSR validity: row_ptr int32 (n_rows+1,) starting at 0, monotone, ending at nnz; col
-    uint16 (nnz,) in [0, n_cols) strictly ascending within each row; val float16 (nnz,) finite."""
+    uint16 (nnz,) in [0, n_cols) strictly ascending within each row; val float16 (nnz,) finite.
+    ``n_rows`` None: taken from row_ptr; ``n_cols`` None: the format's largest K (MAX_K)."""
     row_ptr = require_dtype("row_ptr", row_ptr, np.int32)
+    require_ndim("row_ptr", row_ptr, 1)
+    if row_ptr.size == 0:
+        raise ShapeError("row_ptr: must hold n_rows + 1 >= 1 entries; got 0")
+    n_rows = row_ptr.size - 1 if n_rows is None else require_int("n_rows", n_rows, minimum=0)
+    n_cols = MAX_K if n_cols is None else require_int("n_cols", n_cols, minimum=0)
     col = require_dtype("col", col, np.uint16)
     val = require_dtype("val", val, np.float16)
     require_shape("row_ptr", row_ptr, (n_rows + 1,))
@@ -421,6 +466,7 @@ class Packed2416:
 
 def packed_nbytes(p: Packed2416) -> int:
     """Total bytes of every array of the packed format (padding words included)."""
+    require_instance("p", p, Packed2416)
     return sum(getattr(p, f.name).nbytes for f in fields(p))
 
 
@@ -456,6 +502,7 @@ def _check_packable(m: Mixed2416) -> None:
 
 def pack(m: Mixed2416) -> Packed2416:
     """Pack a :class:`Mixed2416` into the memory-aligned layout of the spec block."""
+    require_instance("m", m, Mixed2416)
     _check_packable(m)
     k, n = m.q.shape
     two_idx, four_idx, U = _lists(m.four)
@@ -483,6 +530,7 @@ def pack(m: Mixed2416) -> Packed2416:
 
 def pack_reference(m: Mixed2416) -> Packed2416:
     """Plain-loop twin of :func:`pack`: one code, one bit field at a time."""
+    require_instance("m", m, Mixed2416)
     _check_packable(m)
     k, n = m.q.shape
     two_idx, four_idx, U = _lists(m.four)
@@ -566,7 +614,14 @@ def average_bits(k: int, n: int, n4: int, nnz: int) -> Fraction:
 
     With n2 = 3 n4 (alpha = 1/4) the weight words alone give exactly 2.5 bits, as eq. 10's
     (1 - alpha) * 2 + alpha * 4."""
+    k, n = require_int("k", k, minimum=1), require_int("n", n, minimum=1)
+    _check_kn(k, n)
     g = k // G1
+    n4 = require_int("n4", n4, minimum=0)
+    nnz = require_int("nnz", nnz, minimum=0)
+    if n4 > g:
+        raise FormatRuleError(f"n4: at most G = K/16 = {g} groups can be 4-bit; got {n4}")
+    require_bounded("nnz", nnz, k * n, what="outlier count (at most K*N)")
     n2 = g - n4
     u = _units(n2, n4)
     t = -(-n2 // 3)
@@ -578,6 +633,8 @@ def paper_average_bits(alpha4: float, n_s: int = 4) -> float:
     """Eq. 10 as printed, with alpha4 the share of 4-bit groups (the paper's alpha is the 2-bit
     share): (1 - alpha4) * (2 + (2 + Ns)/g1 + (Ns + 16)/(g1 g2)) + alpha4 * 4. It omits the
     4-bit groups' scales, the alignment padding, the precision map and the outliers."""
+    alpha4 = _check_fraction("alpha4", alpha4, 1.0)
+    n_s = require_int("n_s", n_s, minimum=1)
     return (1 - alpha4) * (2 + (2 + n_s) / G1 + (n_s + 16) / (G1 * G2)) + alpha4 * 4
 
 
@@ -617,6 +674,7 @@ def gemv(p: Packed2416, x: np.ndarray) -> np.ndarray:
 def gemv_reference(p: Packed2416, x: np.ndarray) -> np.ndarray:
     """Plain-loop twin of :func:`gemv` reading the packed words directly (bit fields, scale
     words and CSR arrays), one output channel at a time as the paper's kernel does."""
+    require_instance("p", p, Packed2416)
     four = p.group_bits == 4
     g = four.size
     k = g * G1
