@@ -15,16 +15,6 @@ GAPS = {
     'refsim.formats.anyprec_memory.quantized_weight_count': "AttributeError with ['empty f32']: 'numpy.ndarray' object has no attribute 'layers'",
     'refsim.formats.anyprec_memory.separate_bytes': "AttributeError with ['None', 'list']: 'NoneType' object has no attribute 'layers'",
     'refsim.formats.anyprec_memory.table_rows': "AttributeError with ['nan']: 'float' object has no attribute 'layers'",
-    'refsim.formats.atom.permute': "TypeError with ['empty f32', 'None', 'nan f32 (4,4)']: only integer scalar arrays can be converted to a scalar",
-    'refsim.formats.atom.quantize_activations': "ValueError with ['fortran f32', 'nan f32 (4,4)']: The truth value of an array with more than one element is am",
-    'refsim.formats.atom.quantize_activations_reference': "ValueError with ['empty 2-D f32', 'empty f32']: The truth value of an empty array is ambiguous. Use `array.s",
-    'refsim.formats.atom.quantize_kv': "ValueError with ['empty f32']: zero-size array to reduction operation maximum which has no ",
-    'refsim.formats.atom.quantize_weights': "ValueError with ['read-only f16', 'f64 (3,5)']: The truth value of an array with more than one element is am",
-    'refsim.formats.atom.quantize_weights_reference': "ValueError with ['empty 2-D f32', 'read-only f16']: The truth value of an array with more than one element is ",
-    'refsim.formats.atom.round_half_away': "TypeError with ['object']: float() argument must be a string or a real number, not 'obj",
-    'refsim.formats.atom.round_half_even': "TypeError with ['object']: loop of ufunc does not support argument 0 of type object whi",
-    'refsim.formats.atom.scale_positions': "MemoryError with ['2**40']: Unable to allocate 8.00 TiB for an array with shape (1099511",
-    'refsim.formats.atom.unpermute': "TypeError with ['empty 2-D f32', 'None', 'f64 (3,5)']: only integer scalar arrays can be converted to a scalar",
     'refsim.formats.awq.pack': "AttributeError with ['uint8 (64,32)', 'str', '0']: 'str' object has no attribute 'ndim'",
     'refsim.formats.awq.pack_columns_reference': "AttributeError with ['float 1.5']: 'float' object has no attribute 'shape'",
     'refsim.formats.bit_transpose.hd8x8_core': "TypeError with ['empty 2-D f32', '0']: ufunc 'right_shift' not supported for the input types, and t",
@@ -108,8 +98,6 @@ GAPS = {
     'refsim.qigen.oracle.error_bound': "TypeError with ['big-endian f32', 'read-only f16', 'empty f32', 'str array', 'neg-stride i32', 'f64 (3,5)']: o",
     'refsim.qigen.oracle.fma32': "TypeError with ['None', 'object', 'True']: float() argument must be a string or a real number, not 'obj",
     'refsim.qigen.oracle.fma32_reference': "TypeError with ['object', 'nan', 'empty f32']: float() argument must be a string or a real number, not 'obj",
-    'refsim.quant.atom.layer_output_error': "ValueError with ['object', 'fortran f32', 'neg-stride i32']: matmul: Input operand 1 has a mismatch in its cor",
-    'refsim.quant.atom.quantize_layer': "AttributeError with ['read-only f16', 'fortran f32', 'inf']: 'float' object has no attribute 'weight_method'",
     'refsim.quant.fisher.expected_isotropic_fisher': "MemoryError with ['fortran f32', '2**40']: Unable to allocate 32.0 TiB for an array with shape (4, 1099",
     'refsim.quant.fisher.isotropic_output_gradients': "TypeError with ['inf']: object of type 'float' has no len()",
     'refsim.quant.gptq.HessianAccumulator': "ValueError with ['2**40']: array is too big; `arr.size * arr.dtype.itemsize` is larger ",
@@ -122,6 +110,5 @@ GAPS = {
     'refsim.quant.upscale.upscale_reference': "TypeError with ['uint8 (64,32)', '-1', 'nan f32 (4,4)', 'float 1.5', 'empty 2-D f32', 'list']: object of type ",
     # public functions added by the issue 12/13/16/17 work of the same session, found at merge time
     # (300-trial sweep): their validation is open work of issue 11
-    'refsim.emulator.atom_kernel.weight_scale_index': "TypeError with ['list', '-1']",
     'refsim.formats.marlin.repack_gptq': "TypeError with ['2**40', 'np.int32(-1)']",
 }

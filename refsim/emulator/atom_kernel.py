@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim._validate import require_bounded, require_ints
 from refsim.emulator import fp
 from refsim.emulator import tensor_core as tc
 from refsim.errors import ShapeError
@@ -39,6 +40,8 @@ __all__ = ["atom_group_gemm", "atom_group_gemm_reference", "weight_scale_index"]
 def weight_scale_index(m: int, n: int) -> np.ndarray:
     """int64 (M, N): the weight-scale column the kernel multiplies into output (r, n),
     ``2 * (n // 2) + (r % 16) // 8`` (the half2 pair's .x for tile rows 0..7, .y for rows 8..15)."""
+    m, n = require_ints(m=m, n=n)
+    require_bounded("M*N", m * n)
     r = np.arange(m)[:, None]
     c = np.arange(n)[None, :]
     return 2 * (c // 2) + (r % 16) // 8

@@ -70,6 +70,8 @@ import numpy as np
 
 from refsim._validate import (
     native_contiguous,
+    require_array,
+    require_bounded,
     require_choice,
     require_codes,
     require_dtype,
@@ -137,18 +139,26 @@ def _require_perm(idx: np.ndarray, k: int) -> np.ndarray:
     return idx
 
 
+def _check_permute_args(a, idx, axis) -> tuple[np.ndarray, np.ndarray, int]:
+    """Shared by :func:`permute` and :func:`unpermute`: a an ndarray, axis an existing axis, idx a
+    permutation of that axis."""
+    a = require_array("a", a)
+    axis = require_int("axis", axis)
+    if not -a.ndim <= axis < a.ndim:
+        raise ShapeError(f"axis: must name an axis of a (ndim {a.ndim}); got {axis}")
+    return a, _require_perm(idx, a.shape[axis]), axis
+
+
 def permute(a: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
     """Gather along ``axis``: ``out.take(e, axis) = a.take(idx[e], axis)``. Use axis=1 for
     activations (M, K) and axis=0 for weights (K, N); returns a new array."""
-    a = np.asarray(a)
-    _require_perm(idx, a.shape[axis])
+    a, idx, axis = _check_permute_args(a, idx, axis)
     return np.take(a, idx, axis=axis)
 
 
 def unpermute(a: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
     """Inverse of :func:`permute`: scatter back so ``unpermute(permute(a, idx, ax), idx, ax) == a``."""
-    a = np.asarray(a)
-    _require_perm(idx, a.shape[axis])
+    a, idx, axis = _check_permute_args(a, idx, axis)
     inv = np.empty_like(idx)
     inv[idx] = np.arange(idx.size)
     return np.take(a, inv, axis=axis)
@@ -158,15 +168,16 @@ def unpermute(a: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
 # rounding and per-op dtype semantics
 # ----------------------------------------------------------------------------------------------
 def round_half_even(x: np.ndarray) -> np.ndarray:
-    """Round to nearest, ties to even (``torch.round``, ``np.rint``)."""
-    return np.rint(x)
+    """Round to nearest, ties to even (``torch.round``, ``np.rint``); x a float array, same dtype out."""
+    return np.rint(require_float_array("x", x))
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
     """Round to nearest, ties away from zero (CUDA ``roundf``). Exact for float32 inputs: the
-    computation runs in float64 where ``|x| + 0.5`` is exact."""
-    x64 = np.asarray(x, dtype=np.float64)
-    return (np.sign(x64) * np.floor(np.abs(x64) + 0.5)).astype(np.asarray(x).dtype)
+    computation runs in float64 where ``|x| + 0.5`` is exact. x a float array, same dtype out."""
+    x = require_float_array("x", x)
+    x64 = x.astype(np.float64)
+    return (np.sign(x64) * np.floor(np.abs(x64) + 0.5)).astype(x.dtype)
 
 
 def _op(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -540,6 +551,7 @@ def scale_positions(m: int) -> np.ndarray:
     pairs, one pair holds (scale[r], scale[r+8]) of a 16-row tile: the m16n8 accumulator rows
     (groupID, groupID + 8)."""
     m = require_int("M", m, minimum=1)
+    require_bounded("M", 4 * m, what="scale slots (4 per token)")
     r = np.arange(m)[:, None]
     base = (r // 16) * 64 + (r % 8) * 8 + (r // 8) % 2
     return (base + 2 * np.arange(4)[None, :]).astype(np.int64)
@@ -610,8 +622,8 @@ def quantize_kv(x: np.ndarray, *, clip: float = 1.0) -> AtomKV:
     x = require_dtype("x", x, np.float16, np.float32)
     require_finite("x", x)
     clip = _check_clip(clip)
-    if x.ndim < 1:
-        raise ShapeError(f"x: must have at least 1 dimension; got shape {x.shape}")
+    if x.ndim < 1 or x.shape[-1] == 0:
+        raise ShapeError(f"x: must have at least 1 dimension and a non-empty head_dim (last axis); got shape {x.shape}")
     dt, f32 = x.dtype, np.float32
     vmax = x.max(axis=-1)
     vmin = x.min(axis=-1)

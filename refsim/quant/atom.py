@@ -33,6 +33,7 @@ from refsim._validate import (
     require_choice,
     require_finite,
     require_float_array,
+    require_instance,
     require_int,
     require_ndim,
     require_shape,
@@ -275,6 +276,7 @@ def quantize_layer(W: np.ndarray, X_calib: np.ndarray, config: AtomConfig = Atom
     k, n = W.shape
     if X_calib.shape[1] != k:
         raise ShapeError(f"X_calib: must have K={k} columns; got {X_calib.shape[1]}")
+    require_instance("config", config, AtomConfig)
     require_choice("weight_method", config.weight_method, WEIGHT_METHODS)
     require_choice("keeper_precision", config.keeper_precision, KEEPER_PRECISIONS)
     if config.keeper_precision == "fp16" and config.weight_method == "gptq":
@@ -296,6 +298,16 @@ def quantize_layer(W: np.ndarray, X_calib: np.ndarray, config: AtomConfig = Atom
 
 
 def layer_output_error(layer: AtomLayer, W: np.ndarray, X: np.ndarray) -> float:
-    """Relative layer-output error ``||X W - layer(X)||_F / ||X W||_F`` (float64)."""
+    """Relative layer-output error ``||X W - layer(X)||_F / ||X W||_F`` (float64); layer an
+    :class:`AtomLayer` for W float (K, N), X float (T, K) finite."""
+    require_instance("layer", layer, AtomLayer)
+    W = require_float_array("W", W)
+    require_shape("W", W, layer.W_hat.shape)
+    X = require_float_array("X", X)
+    require_ndim("X", X, 2)
+    if X.shape[1] != W.shape[0]:
+        raise ShapeError(f"X: must have K={W.shape[0]} columns; got {X.shape[1]}")
+    require_finite("W", W)
+    require_finite("X", X)
     ref = X.astype(np.float64) @ W.astype(np.float64)
     return float(np.linalg.norm(ref - layer.forward(X).astype(np.float64)) / np.linalg.norm(ref))
