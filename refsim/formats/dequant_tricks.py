@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_dtype
+from refsim._validate import require_dtype, require_int, require_integer_array
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = [
     "LOP3_AND_OR",
@@ -71,14 +72,38 @@ INT4_INTERLEAVE = (0, 2, 4, 6, 1, 3, 5, 7)
 INT8_INTERLEAVE = (0, 2, 1, 3)
 
 
-def _u32(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.uint32)
+def _u32(x, name: str = "word") -> np.ndarray:
+    """32-bit words: a Python/NumPy integer or an integer array, every value in [0, 2**32), as
+    uint32 (never wrapped; floats, bools and objects refused)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise DtypeError(f"{name}: must be 32-bit words (integers); got {x!r}")
+    if isinstance(x, (int, np.integer)):
+        x = np.asarray(int(x)) if 0 <= int(x) < 1 << 32 else None
+        if x is None:
+            raise FormatRuleError(f"{name}: a 32-bit word must lie in [0, 2**32); got a value outside")
+    x = require_integer_array(name, x)
+    if x.dtype != np.uint32:
+        if x.size and (int(x.min()) < 0 or int(x.max()) >= 1 << 32):
+            raise FormatRuleError(f"{name}: 32-bit words must lie in [0, 2**32); got range "
+                                  f"[{int(x.min())}, {int(x.max())}]")
+        x = x.astype(np.uint32)
+    return x
+
+
+def _broadcast(*arrays: np.ndarray) -> tuple[int, ...]:
+    try:
+        return np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        raise ShapeError(f"operands: shapes must broadcast together; got {[a.shape for a in arrays]}") from None
 
 
 def lop3(a, b, c, imm_lut: int) -> np.ndarray:
     """PTX ``lop3.b32``: bit i of the result is bit ``4 a_i + 2 b_i + c_i`` of ``imm_lut``."""
-    a, b, c = _u32(a), _u32(b), _u32(c)
-    out = np.zeros(np.broadcast(a, b, c).shape, dtype=np.uint32)
+    a, b, c = _u32(a, "a"), _u32(b, "b"), _u32(c, "c")
+    imm_lut = require_int("imm_lut", imm_lut, minimum=0)
+    if imm_lut > 0xFF:
+        raise FormatRuleError(f"imm_lut: an 8-bit truth table must lie in [0, 255]; got {imm_lut}")
+    out = np.zeros(_broadcast(a, b, c), dtype=np.uint32)
     for idx in range(8):  # each minterm of (a, b, c)
         if (imm_lut >> idx) & 1:
             ta = a if idx & 4 else ~a
@@ -91,9 +116,12 @@ def lop3(a, b, c, imm_lut: int) -> np.ndarray:
 def prmt(a, b, sel: int) -> np.ndarray:
     """PTX ``prmt.b32`` default mode: byte j of d = byte ``(sel >> 4j) & 7`` of ``{b:a}``;
     if bit 3 of that selector nibble is set, the selected byte's sign bit is replicated."""
-    a, b = _u32(a), _u32(b)
+    a, b = _u32(a, "a"), _u32(b, "b")
+    sel = require_int("sel", sel, minimum=0)
+    if sel > 0xFFFF:
+        raise FormatRuleError(f"sel: four 4-bit byte selectors must lie in [0, 0xFFFF]; got {sel:#x}")
     src = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)  # 8 bytes, a = bytes 0..3
-    out = np.zeros(np.broadcast(a, b).shape, dtype=np.uint32)
+    out = np.zeros(_broadcast(a, b), dtype=np.uint32)
     for j in range(4):
         nib = (sel >> (4 * j)) & 0xF
         byte = ((src >> np.uint64(8 * (nib & 7))) & np.uint64(0xFF)).astype(np.uint32)
@@ -105,7 +133,7 @@ def prmt(a, b, sel: int) -> np.ndarray:
 
 def halves(w) -> tuple[np.ndarray, np.ndarray]:
     """Split uint32 words into (low, high) float16 values."""
-    w = _u32(w)
+    w = _u32(w, "w")
     lo = (w & 0xFFFF).astype(np.uint16).view(np.float16)
     hi = (w >> 16).astype(np.uint16).view(np.float16)
     return lo, hi
@@ -118,6 +146,8 @@ def _join(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def _elementwise2(f, *words) -> np.ndarray:
+    words = [_u32(w, name) for w, name in zip(words, "abc")]
+    _broadcast(*words)
     parts = [halves(w) for w in words]
     lo = f(*[p[0].astype(np.float64) for p in parts])
     hi = f(*[p[1].astype(np.float64) for p in parts])
@@ -169,7 +199,7 @@ def marlin_dequant_word(q) -> tuple[np.ndarray, np.ndarray]:
 
     ``frag_b[0] = (nib0 - 8, nib4 - 8)``, ``frag_b[1] = (nib1 - 8, nib5 - 8)`` as fp16 halves.
     """
-    q = _u32(q)
+    q = _u32(q, "q")
     lo = lop3(q, 0x000F000F, 0x64006400, LOP3_AND_OR)
     hi = lop3(q, 0x00F000F0, 0x64006400, LOP3_AND_OR)
     b0 = hsub2(lo, 0x64086408)  # (1024 + n) - 1032
@@ -225,7 +255,7 @@ def int8_to_fp16(i8s) -> np.ndarray:
 def int4_word_reference(q) -> np.ndarray:
     """Arithmetic definition: uint32 ``(...)`` -> fp16 ``(..., 8)`` element values ``e_k = u_k - 8``
     in logical order (nibble i holds ``e[INT4_INTERLEAVE[i]]``)."""
-    q = _u32(q)
+    q = _u32(q, "q")
     out = np.empty(q.shape + (8,), dtype=np.float16)
     for nib, e in enumerate(INT4_INTERLEAVE):
         out[..., e] = (((q >> np.uint32(4 * nib)) & 0xF).astype(np.int16) - 8).astype(np.float16)
@@ -235,7 +265,7 @@ def int4_word_reference(q) -> np.ndarray:
 def int8_word_reference(q) -> np.ndarray:
     """Arithmetic definition: uint32 ``(...)`` -> fp16 ``(..., 4)`` values ``u - 128`` in logical
     order (byte i holds ``e[INT8_INTERLEAVE[i]]``)."""
-    q = _u32(q)
+    q = _u32(q, "q")
     out = np.empty(q.shape + (4,), dtype=np.float16)
     for byte, e in enumerate(INT8_INTERLEAVE):
         out[..., e] = (((q >> np.uint32(8 * byte)) & 0xFF).astype(np.int16) - 128).astype(np.float16)
