@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_bits, require_dtype, require_shape, require_choice
-from refsim.errors import ShapeError
+from refsim._validate import require_bits, require_bool, require_choice, require_dtype, require_int, require_shape
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
+
 
 __all__ = [
     "TRANSPOSE_BITS",
@@ -186,13 +187,23 @@ def swar_to_codes(q_w: np.ndarray, bits: int) -> np.ndarray:
     return codes
 
 
+def _check_words(name: str, q_w, leading: int | None, counter) -> tuple[np.ndarray, "OpCounter"]:
+    """uint32 words with ``leading`` rows (None: any), and an OpCounter or None (a fresh one)."""
+    q_w = require_dtype(name, q_w, np.uint32)
+    if leading is not None and (q_w.ndim < 1 or q_w.shape[0] != leading):
+        raise ShapeError(f"{name}: leading dimension must be {leading}; got shape {q_w.shape}")
+    if counter is not None and not isinstance(counter, OpCounter):
+        raise FormatRuleError(f"counter: must be an OpCounter or None; got {type(counter).__name__}")
+    return q_w, counter if counter is not None else OpCounter()
+
+
 def split_nibbles(q_w: np.ndarray, counter: OpCounter | None = None) -> np.ndarray:
     """Scalar-LUT step for the nibble path: 4 words of nibble codes -> 8 words of byte codes.
 
     Returns uint32 (8, ...): word e's byte y (little-endian) = code of weight (block 3-y, e).
     Official order: ``q_w[m+4] = q_w[m] & 0x0f0f0f0f`` then ``q_w[m] = (q_w[m] >> 4) & ...``.
     """
-    c = counter if counter is not None else OpCounter()
+    q_w, c = _check_words("q_w", q_w, 4, counter)
     lo = [c.and_(q_w[m], 0x0F0F0F0F) for m in range(4)]
     hi = [c.and_(c.shift(q_w[m], -4), 0x0F0F0F0F) for m in range(4)]
     return np.stack(hi + lo)
@@ -203,7 +214,7 @@ def merge_pairs_3bit(q_w: np.ndarray, counter: OpCounter | None = None) -> np.nd
 
     q_w: uint32 (4, ...) from :func:`transpose_swar` with bits = 3.  Returns uint32 (4, ...).
     """
-    c = counter if counter is not None else OpCounter()
+    q_w, c = _check_words("q_w", q_w, 4, counter)
     return np.stack([c.or_(c.and_(v, 0x0F0F0F0F), c.shift(c.and_(v, 0xF0F0F0F0), -1)) for v in q_w])
 
 
@@ -211,8 +222,14 @@ def hd8x8_core(x: np.ndarray, y: np.ndarray, counter: OpCounter | None = None):
     """Hacker's Delight 8x8 transpose of the matrix whose rows 0..3 are the bytes of x (MSB
     first) and rows 4..7 the bytes of y; bit 7 of a row byte is column 0.  Returns (x', y') with
     the transposed rows in the same places.  Three delta-swap stages (7, 14, then 4 across x/y).
+    x, y: uint32 words (NumPy scalars or arrays) of one shape.
     """
-    c = counter if counter is not None else OpCounter()
+    for name, v in (("x", x), ("y", y)):
+        if not isinstance(v, (np.ndarray, np.uint32)) or np.asarray(v).dtype != np.uint32:
+            raise DtypeError(f"{name}: must be uint32 words; got {type(v).__name__} {getattr(v, 'dtype', '')}")
+    if np.shape(x) != np.shape(y):
+        raise ShapeError(f"y: must have the shape of x {np.shape(x)}; got {np.shape(y)}")
+    _, c = _check_words("x", np.asarray(x), None, counter)
     for d, mask in ((7, 0x00AA00AA), (14, 0x0000CCCC)):
         t = c.and_(c.xor(x, c.shift(x, -d)), mask)
         x = c.xor(c.xor(x, t), c.shift(t, d))
@@ -300,17 +317,22 @@ def lookup_ops_per_vector(merged: bool) -> int:
     Unmerged: 8 lookups x (shift, mask, add base) = 24.  Merged pairs: 4 lookups x 3 = 12, plus
     4 to rearrange the word (our :func:`merge_pairs_3bit` is exactly AND, AND, shift, OR) = 16.
     """
+    merged = require_bool("merged", merged)
     lookups = 4 if merged else 8
     return 3 * lookups + (4 if merged else 0)
 
 
 def uses_pair_table(bits: int, m: int) -> bool:
-    """Whether the official fused kernel uses the merged pair table: b = 3, or b = 4 with M >= 2."""
+    """Whether the official fused kernel uses the merged pair table: b = 3, or b = 4 with M >= 2.
+    bits 3..8 (the kernel's widths), m >= 1."""
+    bits = require_bits(bits, TRANSPOSE_BITS)
+    m = require_int("m", m, minimum=1)
     return bits == 3 or (bits == 4 and m > 1)
 
 
 def lookups_per_32_weights(bits: int, m: int) -> int:
     """Shared-memory table lookups per lane per 32 weights in ``matmul_kbit`` (16 or 32)."""
+    bits = require_bits(bits, TRANSPOSE_BITS)
     return 16 if uses_pair_table(bits, m) else 32
 
 
