@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_choice, require_int
-from refsim.errors import ShapeError
+from refsim._validate import MAX_ELEMENTS, require_bool, require_bounded, require_choice, require_int, require_integer_array
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = [
     "Swizzle",
@@ -86,6 +86,17 @@ class Swizzle:
         return f"SW_{self.bits}_{self.base}_{self.shift}"
 
 
+def _indices(name: str, i) -> np.ndarray:
+    """Non-negative integer indices (a Python/NumPy int or an integer array) as int64, each below
+    2**31 (shared-memory offsets are 32-bit)."""
+    if isinstance(i, (bool, np.bool_)):
+        raise DtypeError(f"{name}: must be integer indices; got {i!r}")
+    x = np.asarray(int(i)) if isinstance(i, (int, np.integer)) else require_integer_array(name, i)
+    if x.size and (int(x.min()) < 0 or int(x.max()) > MAX_ELEMENTS):
+        raise FormatRuleError(f"{name}: indices must lie in [0, 2**31 - 1]; got range [{int(x.min())}, {int(x.max())}]")
+    return x.astype(np.int64)
+
+
 def marlin_transform_a(i, thread_k: int):
     """Marlin's ``transform_a``: logical int4 index ``i`` of an A stage -> physical int4 index.
 
@@ -93,7 +104,7 @@ def marlin_transform_a(i, thread_k: int):
     Evaluates the kernel expression with C precedence: ``(D * row + i % D) ^ row = i ^ (i // D)``.
     """
     d = require_choice("thread_k", thread_k, (64, 128)) // 8
-    x = np.asarray(i, dtype=np.int64)
+    x = _indices("i", i)
     row = x // d
     out = (d * row + x % d) ^ row
     return int(out) if out.ndim == 0 else out
@@ -101,8 +112,22 @@ def marlin_transform_a(i, thread_k: int):
 
 def marlin_transform_a_reference(i: int, thread_k: int) -> int:
     """Plain twin of :func:`marlin_transform_a` for one index, from ``i ^ (i // D)``."""
-    d = thread_k // 8
+    d = require_choice("thread_k", thread_k, (64, 128)) // 8
+    if np.ndim(i) != 0:
+        raise ShapeError(f"i: the plain twin takes one index; got shape {np.shape(i)}")
+    i = int(_indices("i", i))
     return int(i) ^ (int(i) // d)
+
+
+def _check_wavefront_args(byte_addresses, access_bytes) -> tuple[np.ndarray, int]:
+    """Shared by :func:`bank_wavefronts` and its twin: 32 aligned non-negative byte addresses."""
+    access_bytes = require_choice("access_bytes", access_bytes, (4, 8, 16))
+    addr = _indices("byte_addresses", byte_addresses)
+    if addr.shape != (32,):
+        raise ShapeError(f"byte_addresses: must have shape (32,) (one per lane); got {addr.shape}")
+    if np.any(addr % access_bytes):
+        raise ShapeError(f"byte_addresses: must be aligned to access_bytes={access_bytes}; got {addr.tolist()}")
+    return addr, access_bytes
 
 
 def bank_wavefronts(byte_addresses, access_bytes: int) -> int:
@@ -113,8 +138,7 @@ def bank_wavefronts(byte_addresses, access_bytes: int) -> int:
     ``ldmatrix``: lanes 8p..8p+7 give the row addresses of matrix p). Returns the sum over
     phases of the maximum number of distinct 4-byte words requested from one bank.
     """
-    access_bytes = require_choice("access_bytes", access_bytes, (4, 8, 16))
-    addr = np.asarray(byte_addresses, dtype=np.int64)
+    addr, access_bytes = _check_wavefront_args(byte_addresses, access_bytes)
     if addr.shape != (32,):
         raise ShapeError(f"byte_addresses: must have shape (32,) (one per lane); got {addr.shape}")
     if np.any(addr % access_bytes):
@@ -131,6 +155,7 @@ def bank_wavefronts(byte_addresses, access_bytes: int) -> int:
 
 def bank_wavefronts_reference(byte_addresses, access_bytes: int) -> int:
     """Plain-loop twin of :func:`bank_wavefronts` (sets per bank)."""
+    byte_addresses, access_bytes = _check_wavefront_args(byte_addresses, access_bytes)
     lanes_per_phase = 128 // access_bytes
     total = 0
     for p in range(32 // lanes_per_phase):
@@ -141,6 +166,12 @@ def bank_wavefronts_reference(byte_addresses, access_bytes: int) -> int:
                 per_bank.setdefault(word % BANKS, set()).add(word)
         total += max(len(v) for v in per_bank.values())
     return total
+
+
+def _check_warp(warp: int) -> int:
+    if warp >= 8:
+        raise FormatRuleError(f"warp: Marlin's 256-thread blocks have warps 0..7; got {warp}")
+    return warp
 
 
 def _warps_k(thread_k: int) -> int:
@@ -158,6 +189,12 @@ def marlin_a_read_addresses(thread_k: int, warp: int, substep: int = 0, m_block:
     then ``transform_a`` when ``swizzled``. Lanes 8p..8p+7 address the rows of matrix p.
     """
     thread_k = require_choice("thread_k", thread_k, (64, 128))
+    warp, substep, m_block = (require_int(n, v, minimum=0) for n, v in
+                              (("warp", warp), ("substep", substep), ("m_block", m_block)))
+    _check_warp(warp)
+    require_bool("swizzled", swizzled)
+    require_bounded("m_block", m_block, 1 << 20, what="block index")
+    require_bounded("substep", substep, 1 << 20, what="sub-step")
     d = thread_k // 8
     wk = _warps_k(thread_k)
     lanes = np.arange(32)
@@ -174,6 +211,10 @@ def marlin_a_write_addresses(thread_k: int, warp: int, iteration: int = 0, swizz
     Thread ``tid`` writes logical int4 ``D * (tid // D) + tid % D + D * (256 // D) * iteration``.
     """
     thread_k = require_choice("thread_k", thread_k, (64, 128))
+    warp = _check_warp(require_int("warp", warp, minimum=0))
+    iteration = require_int("iteration", iteration, minimum=0)
+    require_bounded("iteration", iteration, 1 << 20, what="iteration index")
+    require_bool("swizzled", swizzled)
     d = thread_k // 8
     tid = 32 * warp + np.arange(32)
     logical = d * (tid // d) + tid % d + d * (256 // d) * iteration
