@@ -8,13 +8,6 @@ work of issue 11, not an allow-list: fixing a function means validating its argu
 
 GAPS = {
     'refsim.formats.anyprec_kernel.activation_index': "ValueError with ['f64 (3,5)', 'read-only f16', 'True', 'str array', 'empty 2-D f32']: operands could not be br",
-    'refsim.formats.anyprec_memory.anyprec_bytes': "TypeError with ['np.uint8(200)', 'np.uint8(200)']: 'numpy.uint8' object is not iterable",
-    'refsim.formats.anyprec_memory.fp16_param_count': "AttributeError with ['np.uint8(200)']: 'numpy.uint8' object has no attribute 'vocab'",
-    'refsim.formats.anyprec_memory.linear_layers': "AttributeError with ['neg-stride i32']: 'numpy.ndarray' object has no attribute 'hidden'",
-    'refsim.formats.anyprec_memory.memory_table': "TypeError with ['str', '0']: 'int' object is not iterable",
-    'refsim.formats.anyprec_memory.quantized_weight_count': "AttributeError with ['empty f32']: 'numpy.ndarray' object has no attribute 'layers'",
-    'refsim.formats.anyprec_memory.separate_bytes': "AttributeError with ['None', 'list']: 'NoneType' object has no attribute 'layers'",
-    'refsim.formats.anyprec_memory.table_rows': "AttributeError with ['nan']: 'float' object has no attribute 'layers'",
     'refsim.formats.awq.pack_columns_reference': "AttributeError with ['float 1.5']: 'float' object has no attribute 'shape'",
     'refsim.formats.bitplane.word_bit_to_weight': "MemoryError with ['2**40']: Unable to allocate 8.00 TiB for an array with shape (3435973",
     'refsim.formats.gptq.default_g_idx': "TypeError with ['None', 'object']: unsupported operand type(s) for -: 'NoneType' and 'int'",

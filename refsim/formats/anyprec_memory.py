@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_int
+from refsim._validate import require_bool, require_instance, require_int
 from refsim.errors import FormatRuleError
 
 __all__ = [
@@ -83,6 +83,7 @@ PAPER_TABLE1 = {
 
 def linear_layers(m: DecoderShape) -> list[tuple[str, int, int]]:
     """(name, N = out_features, K = in_features) of the quantized projections of one layer."""
+    require_instance("m", m, DecoderShape)
     h, i = m.hidden, m.intermediate
     return [("q_proj", h, h), ("k_proj", h, h), ("v_proj", h, h), ("o_proj", h, h),
             ("gate_proj", i, h), ("up_proj", i, h), ("down_proj", h, i)]
@@ -90,22 +91,27 @@ def linear_layers(m: DecoderShape) -> list[tuple[str, int, int]]:
 
 def quantized_weight_count(m: DecoderShape) -> int:
     """Number of quantized weights in the whole model."""
+    require_instance("m", m, DecoderShape)
     return m.layers * sum(n * k for _, n, k in linear_layers(m))
 
 
 def table_rows(m: DecoderShape) -> int:
     """Number of per-row lookup tables per bit-width (sum of N over all quantized linears)."""
+    require_instance("m", m, DecoderShape)
     return m.layers * sum(n for _, n, _ in linear_layers(m))
 
 
 def fp16_param_count(m: DecoderShape) -> int:
     """Parameters kept in float16: embeddings, lm_head (unless tied), all norm weights."""
+    require_instance("m", m, DecoderShape)
     emb = m.vocab * m.hidden * (1 if m.tied_embeddings else 2)
     norms = (m.layers * m.norms_per_layer + 1) * m.hidden  # + the final norm
     return emb + norms
 
 
 def _check_bits(bits) -> tuple[int, ...]:
+    if isinstance(bits, (str, bytes)) or not isinstance(bits, (tuple, list, set, frozenset, range)):
+        raise FormatRuleError(f"bits: must be a collection of bit-widths (e.g. (3, 4, 8)); got {type(bits).__name__}")
     bits = tuple(sorted(set(require_int("bit-width", b, minimum=1) for b in bits)))
     if not bits or bits[-1] > 8:
         raise FormatRuleError(f"bits: need at least one bit-width, all in 1..8; got {bits}")
@@ -115,6 +121,7 @@ def _check_bits(bits) -> tuple[int, ...]:
 def anyprec_bytes(m: DecoderShape, bits) -> int:
     """Bytes of one any-precision model serving every b in ``bits``: max(bits) bitplanes, one
     float16 table per b and row, float16 rest."""
+    require_instance("m", m, DecoderShape)
     bits = _check_bits(bits)
     weights = quantized_weight_count(m) * bits[-1] // 8
     tables = table_rows(m) * sum(2 ** b for b in bits) * 2
@@ -123,7 +130,9 @@ def anyprec_bytes(m: DecoderShape, bits) -> int:
 
 def separate_bytes(m: DecoderShape, bits, *, with_tables: bool = False) -> int:
     """Bytes of one separate b-bit model per b in ``bits`` (tables only if ``with_tables``)."""
+    require_instance("m", m, DecoderShape)
     bits = _check_bits(bits)
+    with_tables = require_bool("with_tables", with_tables)
     total = 0
     for b in bits:
         total += quantized_weight_count(m) * b // 8 + fp16_param_count(m) * 2
@@ -149,5 +158,10 @@ class MemoryRow:
 def memory_table(m: DecoderShape = LLAMA2_7B, bit_sets=tuple(PAPER_TABLE1), *,
                  separate_with_tables: bool = False) -> list[MemoryRow]:
     """Table 1 for ``m``: one :class:`MemoryRow` per set of supported bit-widths."""
+    require_instance("m", m, DecoderShape)
+    separate_with_tables = require_bool("separate_with_tables", separate_with_tables)
+    if isinstance(bit_sets, (str, bytes)) or not isinstance(bit_sets, (tuple, list)):
+        raise FormatRuleError(f"bit_sets: must be a list of bit-width collections; got {type(bit_sets).__name__}")
+    bit_sets = [_check_bits(b) for b in bit_sets]
     return [MemoryRow(tuple(b), anyprec_bytes(m, b),
                       separate_bytes(m, b, with_tables=separate_with_tables)) for b in bit_sets]
