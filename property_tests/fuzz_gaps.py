@@ -15,11 +15,6 @@ GAPS = {
     'refsim.formats.gptq.pack_stream': "AttributeError with ['-1', '2**40']: 'int' object has no attribute 'shape'",
     'refsim.formats.gptq.unpack_qweight_reference': "AttributeError with ['nan', '2**40', 'f64 (3,5)']: 'float' object has no attribute 'view'",
     'refsim.formats.gptq.unpack_stream': "AttributeError with ['None', 'str array']: 'NoneType' object has no attribute 'shape'",
-    'refsim.formats.marlin.inverse_perm': "IndexError with ['float 1.5']: arrays used as indices must be of integer (or boolean) type",
-    'refsim.formats.marlin.permute_scales': "AttributeError with ['0']: 'int' object has no attribute 'shape'",
-    'refsim.formats.marlin.permute_weights': "AttributeError with ['2**40']: 'int' object has no attribute 'shape'",
-    'refsim.formats.marlin.unpermute_scales': "AttributeError with ['list']: 'list' object has no attribute 'shape'",
-    'refsim.formats.marlin.unpermute_weights': "AttributeError with ['nan', 'list', 'empty f32']: 'float' object has no attribute 'reshape'",
     'refsim.formats.qigen.block_order_reference': "TypeError with ['empty 2-D f32', 'str array', 'uint8 (64,32)']: only integer scalar arrays can be converted to",
     'refsim.formats.sparse_marlin.compress_2_4': "AttributeError with ['list']: 'list' object has no attribute 'shape'",
     'refsim.formats.sparse_marlin.compress_2_4_reference': "AttributeError with ['nan']: 'float' object has no attribute 'shape'",
@@ -73,5 +68,4 @@ GAPS = {
     'refsim.quant.upscale.upscale_reference': "TypeError with ['uint8 (64,32)', '-1', 'nan f32 (4,4)', 'float 1.5', 'empty 2-D f32', 'list']: object of type ",
     # public functions added by the issue 12/13/16/17 work of the same session, found at merge time
     # (300-trial sweep): their validation is open work of issue 11
-    'refsim.formats.marlin.repack_gptq': "TypeError with ['2**40', 'np.int32(-1)']",
 }

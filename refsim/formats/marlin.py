@@ -62,6 +62,7 @@ from refsim._validate import (
     require_dtype,
     require_finite,
     require_int,
+    require_integer_array,
     require_ndim,
     require_shape,
 )
@@ -154,8 +155,12 @@ def scale_perm_single() -> np.ndarray:
 
 
 def inverse_perm(perm: np.ndarray) -> np.ndarray:
-    """The inverse index array: ``x[perm][inverse_perm(perm)] == x``."""
-    perm = np.asarray(perm)
+    """The inverse index array: ``x[perm][inverse_perm(perm)] == x``; perm an integer
+    permutation of ``range(size)`` (1-D)."""
+    perm = require_integer_array("perm", perm)
+    require_ndim("perm", perm, 1)
+    if not np.array_equal(np.sort(perm), np.arange(perm.size)):
+        raise FormatRuleError(f"perm: must be a permutation of 0..{perm.size - 1}; got repeated or out-of-range entries")
     inv = np.empty_like(perm)
     inv[perm] = np.arange(perm.size, dtype=perm.dtype)
     return inv
@@ -260,6 +265,22 @@ _TILE_PERM = _tile_perm()
 _TILE_PERM_INV = inverse_perm(_TILE_PERM)
 
 
+def _check_tiles(k: int, n: int) -> None:
+    require_divisible("K", k, TILE, f"must be a positive multiple of {TILE} (16x64 tiles)")
+    require_divisible("N", n, 64, "must be a positive multiple of 64 (16x64 tiles)")
+
+
+def _check_scales_arg(name: str, s) -> tuple[np.ndarray, np.ndarray]:
+    s = require_dtype(name, s, np.float16)
+    require_ndim(name, s, 2)
+    g, n = s.shape
+    perm = _SCALE_PERM if _is_grouped(g) else _SCALE_PERM_SINGLE
+    if g < 1:
+        raise ShapeError(f"{name}: must have at least one row of scales; got shape {s.shape}")
+    require_divisible(f"N (columns of {name})", n, perm.size, f"must be a positive multiple of {perm.size}")
+    return s, perm
+
+
 def permute_weights(q: np.ndarray) -> np.ndarray:
     """Tile reshuffle + :func:`weight_perm`: uint8 ``(K, N)`` -> uint8 ``(K // 16, 16 N)``.
 
@@ -268,7 +289,10 @@ def permute_weights(q: np.ndarray) -> np.ndarray:
     Official order of operations: 16x16 tiles flattened row-major, then ``perm`` per 1024 chunk;
     here both are folded into one gather on each 16x64 tile flattened row-major (same result).
     """
+    q = require_dtype("q", q, np.uint8)
+    require_ndim("q", q, 2)
     k, n = q.shape
+    _check_tiles(k, n)
     t = q.reshape(k // TILE, TILE, n // 64, 64)  # (K/16, 16, N/64, 64): kb, row, nb, col
     t = t.transpose(0, 2, 1, 3).reshape(k // TILE, n // 64, 1024)  # (K/16, N/64, 16*64) per tile
     return np.take(t, _TILE_PERM, axis=2).reshape(k // TILE, n * TILE)  # (K/16, 16N)
@@ -276,6 +300,10 @@ def permute_weights(q: np.ndarray) -> np.ndarray:
 
 def unpermute_weights(p: np.ndarray, k: int, n: int) -> np.ndarray:
     """Inverse of :func:`permute_weights`: uint8 ``(K // 16, 16 N)`` -> uint8 ``(K, N)``."""
+    k, n = require_int("k", k, minimum=1), require_int("n", n, minimum=1)
+    _check_tiles(k, n)
+    p = require_dtype("p", p, np.uint8)
+    require_shape("p", p, (k // TILE, TILE * n))
     t = np.take(p.reshape(k // TILE, n // 64, 1024), _TILE_PERM_INV, axis=2)  # (K/16, N/64, 1024)
     t = t.reshape(k // TILE, n // 64, TILE, 64)  # (K/16, N/64, 16, 64)
     return t.transpose(0, 2, 1, 3).reshape(k, n)  # (K/16, 16, N/64, 64) -> (K, N)
@@ -301,15 +329,15 @@ def _words_to_nibbles(b: np.ndarray) -> np.ndarray:
 
 def permute_scales(scales: np.ndarray) -> np.ndarray:
     """Permute fp16 scales ``(G, N)`` to the kernel's order; grouped iff ``G > 1``."""
+    scales, perm = _check_scales_arg("scales", scales)
     g, n = scales.shape
-    perm = _SCALE_PERM if _is_grouped(g) else _SCALE_PERM_SINGLE
     return scales.reshape(-1, perm.size)[:, perm].reshape(g, n)
 
 
 def unpermute_scales(s: np.ndarray) -> np.ndarray:
     """Inverse of :func:`permute_scales`."""
+    s, perm = _check_scales_arg("s", s)
     g, n = s.shape
-    perm = _SCALE_PERM if _is_grouped(g) else _SCALE_PERM_SINGLE
     return s.reshape(-1, perm.size)[:, inverse_perm(perm)].reshape(g, n)
 
 
@@ -522,7 +550,7 @@ def act_order_perm(g_idx: np.ndarray) -> np.ndarray:
 
 
 def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None, *,
-                zeros: np.ndarray) -> np.ndarray:
+                zeros: np.ndarray | None = None) -> np.ndarray:
     """GPTQ ``qweight`` int32 ``(K/8, N)`` (packed along K) -> Marlin ``B`` int32 ``(K/16, 2N)``.
 
     ``zeros`` int ``(G, N)``: the checkpoint's zero points as read back
@@ -540,6 +568,8 @@ def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None, *,
     from refsim.formats import gptq  # unpack_qweight(qweight, bits, k) -> uint8 (K, N)
 
     k = require_int("k", k, minimum=1)
+    if zeros is None:
+        raise FormatRuleError("zeros: the checkpoint's zero points (G, N) are required (Marlin needs every zero = 8); got None")
     qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
     n = qweight.shape[1]
