@@ -43,6 +43,7 @@ import numpy as np
 from refsim.formats import native as _fast
 from refsim._validate import (
     require_bits,
+    require_bounded,
     require_choice,
     require_codes,
     require_divisible,
@@ -134,6 +135,10 @@ def pack_stream(values: np.ndarray, bits: int) -> np.ndarray:
     straddling 3-bit value that spills into the next word is masked to the spilled width. For values
     in [0, 2**bits) this is the plain LSB-first stream.
     """
+    bits = require_bits(bits, BITS)
+    values = require_dtype("values", values, np.uint8, np.uint32)
+    require_ndim("values", values, 2)
+    require_divisible("R (rows of values)", values.shape[0], 32, "must be a positive multiple of 32 (whole words)")
     r, c = values.shape
     if bits != 3:
         per = 32 // bits
@@ -163,6 +168,10 @@ def unpack_stream(words: np.ndarray, bits: int) -> np.ndarray:
     four byte planes once (little-endian host: byte j holds bits 8j..8j+7) and each field is one
     uint8 mask or shift of a plane.
     """
+    bits = require_bits(bits, BITS)
+    words = require_dtype("words", words, np.uint32)
+    require_ndim("words", words, 2)
+    require_divisible("W (rows of words)", words.shape[0], bits, f"must be a positive multiple of bits={bits} (whole periods of 32 fields)")
     wr, c = words.shape
     mask = np.uint32((1 << bits) - 1)
     if bits != 3:
@@ -257,8 +266,8 @@ def pack_qweight_reference(q: np.ndarray, bits: int) -> np.ndarray:
     return out.view(np.int32)
 
 
-def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
-    """Inverse of :func:`pack_qweight`: int32 (K * bits // 32, N) -> uint8 codes (K, N)."""
+def _check_unpack_qweight(qweight, bits, k) -> tuple[np.ndarray, int, int]:
+    """Shared by :func:`unpack_qweight` and its plain twin."""
     bits = require_bits(bits, BITS)
     qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
@@ -267,6 +276,12 @@ def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
     if qweight.shape[0] != k * bits // 32:
         raise ShapeError(f"qweight: must have K * bits / 32 = {k * bits // 32} rows for k={k}, "
                          f"bits={bits}; got shape {qweight.shape}")
+    return qweight, bits, k
+
+
+def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
+    """Inverse of :func:`pack_qweight`: int32 (K * bits // 32, N) -> uint8 codes (K, N)."""
+    qweight, bits, k = _check_unpack_qweight(qweight, bits, k)
     if _fast.available():               # compiled twin of unpack_stream (refsim.formats.native)
         return _fast.gptq_unpack(np.ascontiguousarray(qweight).view(np.uint32), bits)
     return unpack_stream(qweight.view(np.uint32), bits)
@@ -274,6 +289,7 @@ def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
 
 def unpack_qweight_reference(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
     """Plain-loop twin of :func:`unpack_qweight`."""
+    qweight, bits, k = _check_unpack_qweight(qweight, bits, k)
     words = qweight.view(np.uint32)
     n = words.shape[1]
     q = np.zeros((k, n), dtype=np.uint8)
@@ -399,6 +415,8 @@ class GPTQCheckpoint:
 
 def default_g_idx(k: int, group_size: int | None) -> np.ndarray:
     """int32 (K,): ``k // group_size`` (all zeros for per-channel, ``group_size=None``)."""
+    k = require_bounded("k", require_int("k", k, minimum=1))
+    group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
     if group_size is None:
         return np.zeros(k, dtype=np.int32)
     return (np.arange(k) // group_size).astype(np.int32)
@@ -476,8 +494,18 @@ def intweight_from_weights(w: np.ndarray, scales: np.ndarray, zeros: np.ndarray,
     ``round_half_even((w + sz[g]) / s16[g])`` with fp16 w promoted to fp32. No clamping (the official
     code does none: out-of-range results would corrupt neighbours, so :func:`pack` refuses them).
     """
+    w = require_float_array("w", w)
     require_ndim("w", w, 2)
     require_finite("w", w)
+    k, n = w.shape
+    scales = require_float_array("scales", scales)
+    require_ndim("scales", scales, 2)
+    if scales.shape[0] < 1 or scales.shape[1] != n:
+        raise ShapeError(f"scales: shape must be (G >= 1, N={n}); got {scales.shape}")
+    require_finite("scales", scales)
+    zeros = require_integer_array("zeros", zeros)
+    require_shape("zeros", zeros, scales.shape)
+    g_idx = _check_g_idx(g_idx, k, scales.shape[0])
     sz = zeros.astype(np.float32) * scales.astype(np.float32)
     s16 = scales.astype(np.float16).astype(np.float32)
     x = (w.astype(np.float32) + sz[g_idx]) / s16[g_idx]
