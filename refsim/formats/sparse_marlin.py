@@ -44,14 +44,17 @@ from __future__ import annotations
 import numpy as np
 
 from refsim._validate import (
+    require_array,
+    require_bounded,
     require_codes,
     require_divisible,
     require_dtype,
     require_finite,
+    require_int,
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.formats import marlin as _marlin
 
 __all__ = [
@@ -115,6 +118,13 @@ def mask_2_4(x: np.ndarray) -> np.ndarray:
     stable argsort of ``|x|`` per group; the first two are pruned (ties: the lower k is pruned
     first; the official ``torch.argsort`` leaves tie order unspecified).
     """
+    x = require_array("x", x)
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise DtypeError(f"x: must be a numeric (integer or float) array; got {x.dtype}")
+    require_ndim("x", x, 2)
+    if np.issubdtype(x.dtype, np.floating):
+        require_finite("x", x)
+    require_divisible("K (rows of x)", x.shape[0], 4, "must be a positive multiple of 4 (groups of 4)")
     k, n = x.shape
     g = np.abs(x).T.reshape(n, k // 4, 4)  # (N, K/4, 4)
     order = np.argsort(g, axis=2, kind="stable")
@@ -141,6 +151,8 @@ def meta_reorder_offsets(rows: int, meta_ncols: int) -> np.ndarray:
     Row remap inside 64-row groups (group_y = 32 for int16), a 2x2 block swap (top-right <->
     bottom-left), then column-major with interleave 2.
     """
+    rows, meta_ncols = require_int("rows", rows, minimum=1), require_int("meta_ncols", meta_ncols, minimum=1)
+    require_bounded("rows * meta_ncols", rows * meta_ncols)
     r = np.repeat(np.arange(rows)[:, None], meta_ncols, axis=1)  # (rows, cols)
     c = np.repeat(np.arange(meta_ncols)[None, :], rows, axis=0)
     r = r // 64 * 64 + (r % 2) * 2 + (r % 8) // 4 + ((r % 32) % 4) // 2 * 32 + ((r % 64) // 8) * 4
@@ -151,12 +163,21 @@ def meta_reorder_offsets(rows: int, meta_ncols: int) -> np.ndarray:
     return ((c // 2) * rows * 2 + r * 2 + c % 2).reshape(-1)
 
 
+def _check_dense(dense) -> np.ndarray:
+    """Shared by :func:`compress_2_4` and its plain twin: uint8 (R, C), C a multiple of 16."""
+    dense = require_dtype("dense", dense, np.uint8)
+    require_ndim("dense", dense, 2)
+    require_divisible("C (columns of dense)", dense.shape[1], 16, "must be a positive multiple of 16 (one int16 metadata word)")
+    return dense
+
+
 def compress_2_4(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CUTLASS 2:4 compression of codes ``dense`` uint8 ``(R, C)`` (rows = output channels).
 
     Returns ``(values uint8 (R, C/2), meta int16 (R, C/16))``; ``meta`` is in plain row order
     (not yet reordered; see :func:`meta_reorder_offsets`).
     """
+    dense = _check_dense(dense)
     r, c = dense.shape
     d4 = dense.reshape(r, c // 4, 4)  # (R, C/4, 4)
     idx0, idx1 = _encode(d4 != 0)
@@ -177,6 +198,7 @@ def compress_2_4_reference(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         (0, 1, 1, 1): (1, 3), (1, 0, 0, 0): (0, 2), (1, 0, 1, 1): (0, 3), (1, 1, 0, 1): (0, 1),
         (1, 1, 1, 0): (0, 1), (1, 1, 1, 1): (0, 1),
     }
+    dense = _check_dense(dense)
     r, c = dense.shape
     values = np.zeros((r, c // 2), dtype=np.uint8)
     meta = np.zeros((r, c // 16), dtype=np.uint16)
@@ -206,6 +228,11 @@ def _compress_signed(signed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def decompress_2_4(values: np.ndarray, meta: np.ndarray) -> np.ndarray:
     """Inverse of :func:`compress_2_4`: uint8 ``(R, C/2)`` + int16 ``(R, C/16)`` -> uint8 ``(R, C)``
     with the kept codes at their metadata positions and 0 elsewhere."""
+    values = require_dtype("values", values, np.uint8)
+    require_ndim("values", values, 2)
+    require_divisible("C/2 (columns of values)", values.shape[1], 8, "must be a positive multiple of 8")
+    meta = require_dtype("meta", meta, np.int16, np.uint16)
+    require_shape("meta", meta, (values.shape[0], values.shape[1] // 8))
     r, half = values.shape
     m = meta.view(np.uint16).astype(np.int64)
     nibs = np.stack([(m >> (4 * i)) & 0xF for i in range(4)], axis=-1).reshape(r, half // 2)  # (R, C/4)
