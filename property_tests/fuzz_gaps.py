@@ -7,12 +7,6 @@ work of issue 11, not an allow-list: fixing a function means validating its argu
 """
 
 GAPS = {
-    'refsim.formats.anyprec_kernel.activation_index': "ValueError with ['f64 (3,5)', 'read-only f16', 'True', 'str array', 'empty 2-D f32']: operands could not be br",
-    'refsim.formats.awq.pack_columns_reference': "AttributeError with ['float 1.5']: 'float' object has no attribute 'shape'",
-    'refsim.formats.bitplane.word_bit_to_weight': "MemoryError with ['2**40']: Unable to allocate 8.00 TiB for an array with shape (3435973",
-    'refsim.formats.qigen.block_order_reference': "TypeError with ['empty 2-D f32', 'str array', 'uint8 (64,32)']: only integer scalar arrays can be converted to",
-    'refsim.formats.uniform.expand_groups': "ValueError with ['empty 2-D f32', 'nan f32 (4,4)', 'None']: object too deep for desired array",
-    'refsim.formats.uniform.find_params': "AttributeError with ['nan', '0', 'uint8 (64,32)']: 'float' object has no attribute 'astype'",
     'refsim.gpu_model.calibrate.accuracy': "ValueError with ['float 1.5', 'fortran f32', 'str array']: The truth value of an array with more than one elem",
     'refsim.gpu_model.calibrate.baseline_row_s': "AttributeError with ['str', 'inf']: 'str' object has no attribute 'kernel'",
     'refsim.gpu_model.calibrate.fit': 'TimeoutError with []: hang',

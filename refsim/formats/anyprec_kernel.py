@@ -180,7 +180,14 @@ def check_inputs(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int)
 
 
 def activation_index(k: int, i: int, t: int, j: int, s: int) -> tuple[int, int]:
-    """Weight/activation indices (k) of the half2 ``dq_w[4j + s]`` of lane t in chunk i."""
+    """Weight/activation indices (k) of the half2 ``dq_w[4j + s]`` of lane t in chunk i.
+    k (K, a positive multiple of 32), chunk i < ceil(K / 1024), lane t < 32, j < 4 and s < 4."""
+    k, i, t, j, s = (require_int(n, v, minimum=0) for n, v in (("k", k), ("i", i), ("t", t), ("j", j), ("s", s)))
+    if k == 0 or k % 32:
+        raise ShapeError(f"k: must be a positive multiple of 32; got {k}")
+    for name, v, top in (("i", i, -(-k // WEIGHTS_PER_CHUNK)), ("t", t, 32), ("j", j, 4), ("s", s, 4)):
+        if v >= top:
+            raise FormatRuleError(f"{name}: must lie in [0, {top}) for k={k}; got {v}")
     eff = 32 if i < k // WEIGHTS_PER_CHUNK else (k % WEIGHTS_PER_CHUNK) // 32
     base = WEIGHTS_PER_CHUNK * i + 8 * eff * j + 8 * t + 2 * s
     return base, base + 1

@@ -91,6 +91,10 @@ def pack_columns(q: np.ndarray) -> np.ndarray:
 
 def pack_columns_reference(q: np.ndarray) -> np.ndarray:
     """Plain-loop twin of :func:`pack_columns`, straight from the spec."""
+    q = require_integer_array("q", q)
+    require_ndim("q", q, 2)
+    require_divisible("N (columns of q)", q.shape[1], 8, "must be a positive multiple of 8 (8 nibbles per word)")
+    q = require_codes("q", q, 4)
     r, n = q.shape
     out = np.zeros((r, n // 8), dtype=np.uint32)
     for row in range(r):

@@ -52,6 +52,7 @@ import numpy as np
 
 from refsim.formats import native as _fast
 from refsim._validate import (
+    require_bounded,
     require_bits,
     require_codes,
     require_divisible,
@@ -115,7 +116,7 @@ def word_bit_to_weight(k: int) -> np.ndarray:
     Returns int64 (K // 32, 32).  Built from the spec-block formula (not from
     :func:`byte_permutation`), so the two generators check each other in the tests.
     """
-    k = _check_k(k)
+    k = require_bounded("K", _check_k(k), 1 << 24, what="in_features for a plain-loop layout table")
     idx = np.empty((k // 32, 32), dtype=np.int64)  # (K/32 words, 32 bit positions)
     n_full = k // WEIGHTS_PER_CHUNK
     for w in range(k // 32):

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (
+    require_bounded,
     require_bits,
     require_choice,
     require_divisible,
@@ -131,8 +132,17 @@ def _morton(kb: int, p: int) -> int:
     return code
 
 
+def _check_block_order(n_kblocks, n_panels, order) -> tuple[int, int, str]:
+    """Shared by :func:`block_order` and its plain twin."""
+    n_kblocks = require_int("n_kblocks", n_kblocks, minimum=1)
+    n_panels = require_int("n_panels", n_panels, minimum=1)
+    require_bounded("n_kblocks * n_panels", n_kblocks * n_panels, 1 << 24, what="block count")
+    return n_kblocks, n_panels, require_choice("order", order, ORDERS)
+
+
 def block_order_reference(n_kblocks: int, n_panels: int, order: str) -> np.ndarray:
     """Plain-loop twin of :func:`block_order`: storage slot ``i`` holds block ``(kb, p)``."""
+    n_kblocks, n_panels, order = _check_block_order(n_kblocks, n_panels, order)
     pairs = []
     for p in range(n_panels):
         for kb in range(n_kblocks):
@@ -148,9 +158,7 @@ def block_order(n_kblocks: int, n_panels: int, order: str = "panel") -> np.ndarr
     "panel": p-major, kb minor (IST-DASLab/QIGen). "zcurve": increasing Morton index with kb in
     the even bits; for a fixed panel the K-blocks still appear in increasing kb.
     """
-    require_int("n_kblocks", n_kblocks, minimum=1)
-    require_int("n_panels", n_panels, minimum=1)
-    require_choice("order", order, ORDERS)
+    n_kblocks, n_panels, order = _check_block_order(n_kblocks, n_panels, order)
     p, kb = np.meshgrid(np.arange(n_panels), np.arange(n_kblocks), indexing="ij")  # (P, KB)
     kb = kb.reshape(-1).astype(np.int64)
     p = p.reshape(-1).astype(np.int64)

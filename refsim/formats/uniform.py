@@ -95,11 +95,12 @@ from refsim._validate import (
     require_finite,
     require_float_array,
     require_group_size,
+    require_int,
     require_integer_array,
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError
+from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
     "SCHEMES",
@@ -165,8 +166,17 @@ def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_
     a (K, N) weight: ``x`` = W[g*G:(g+1)*G, :], giving one (scale, zero) per column n).
     ``clip_ratio`` is a scalar or an array broadcastable to ``x.shape[1:]``.
     Returns ``(scale float32 x.shape[1:], zero int32 x.shape[1:])``; see the module's scheme table.
-    No validation (internal building block; :func:`quantize` validates).
+    Cheap checks only (GPTQ calls this once per group): x a float array with at least one row,
+    bits 1..8, scheme and rounding by name, a finite clip ratio.
     """
+    x = require_float_array("x", x)
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise ShapeError(f"x: must hold at least one value per group along axis 0; got shape {x.shape}")
+    bits = require_bits(bits, SUPPORTED_BITS)
+    require_choice("scheme", scheme, SCHEMES)
+    require_choice("rounding", rounding, ROUNDING_MODES)
+    if isinstance(clip_ratio, (bool, str)) or not np.all(np.isfinite(np.asarray(clip_ratio, dtype=np.float64))):
+        raise FormatRuleError(f"clip_ratio: must be a finite number or float array; got {clip_ratio!r:.60}")
     if scheme == "awq" and x.dtype == np.float16:
         scale, zero = _awq_params(x, np.asarray(clip_ratio, dtype=np.float16), np.float16((1 << bits) - 1), rounding)
         return scale.astype(_F32), zero
@@ -384,6 +394,12 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
 
 def expand_groups(p: np.ndarray, group_size: int, k: int) -> np.ndarray:
     """Repeat per-group parameters (G, N) along K to (K, N); a (1, 1) tensor parameter stays (1, 1)."""
+    p = require_array("p", p)
+    require_ndim("p", p, 2)
+    group_size = require_int("group_size", group_size, minimum=1)
+    k = require_int("k", k, minimum=1)
+    if p.shape[0] * group_size != k and not (p.shape == (1, 1) and group_size == k):
+        raise ShapeError(f"p: G={p.shape[0]} groups of group_size={group_size} must cover K={k}")
     if p.shape[0] == 1 and group_size == k:
         return p
     return np.repeat(p, group_size, axis=0)
