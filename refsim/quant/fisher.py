@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_finite, require_float_array, require_int, require_ndim
+from refsim._validate import require_bounded, require_finite, require_float_array, require_int, require_ndim
 from refsim.errors import ShapeError
 
 __all__ = [
@@ -76,10 +76,10 @@ def fisher_diagonal_reference(X: np.ndarray, dY: np.ndarray) -> np.ndarray:
 
 def isotropic_output_gradients(shape: tuple[int, int, int], seed: int = 0) -> np.ndarray:
     """The documented proxy: float32 (S, T, N) standard-normal output gradients."""
-    if len(shape) != 3:
+    if not isinstance(shape, (tuple, list)) or len(shape) != 3:
         raise ShapeError(f"shape: must be (S, T, N); got {shape!r}")
-    for v in shape:
-        require_int("shape entry", v, minimum=1)
+    shape = tuple(require_int("shape entry", v, minimum=1) for v in shape)
+    require_bounded("S*T*N", shape[0] * shape[1] * shape[2])
     seed = require_int("seed", seed, minimum=0)
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
@@ -90,5 +90,8 @@ def expected_isotropic_fisher(X: np.ndarray, n: int) -> np.ndarray:
     X = require_float_array("X", X)
     require_finite("X", X)
     n = require_int("n", n, minimum=1)
+    if X.ndim < 1:
+        raise ShapeError(f"X: must be (S, T, K) or (T, K); got shape {X.shape}")
+    require_bounded("K*N", X.shape[-1] * n)
     energy = (X.astype(np.float64) ** 2).reshape(-1, X.shape[-1]).sum(axis=0)  # (K,)
     return np.repeat(energy[:, None], n, axis=1).astype(np.float32)

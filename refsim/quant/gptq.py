@@ -58,6 +58,7 @@ import threadpoolctl
 
 from refsim._validate import (
     require_bits,
+    require_bounded,
     require_choice,
     require_finite,
     require_float_array,
@@ -66,7 +67,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
 from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes
 
@@ -83,7 +84,8 @@ class HessianAccumulator:
     """
 
     def __init__(self, k: int):
-        self.k = require_int("k", k, minimum=1)
+        self.k = require_bounded("k", require_int("k", k, minimum=1), 1 << 15,
+                                 what="input features (H is a dense K x K float64 matrix)")
         self.H = np.zeros((k, k), dtype=np.float64)
         self.nsamples = 0
 
@@ -104,6 +106,9 @@ class HessianAccumulator:
 
 def hessian(x: np.ndarray) -> np.ndarray:
     """float64 (K, K) Hessian ``2/n Σ x xᵀ`` of one batch x (batch, seq, K) or (T, K) (one sample)."""
+    x = require_float_array("x", x)
+    if x.ndim not in (2, 3):
+        raise FormatRuleError(f"x: must be (batch, seq, K) or (seq, K); got shape {x.shape}")
     acc = HessianAccumulator(x.shape[-1])
     acc.add_batch(x)
     return acc.H
@@ -147,6 +152,13 @@ def upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
     P H P = L̃ L̃ᵀ, H⁻¹ = P L̃⁻ᵀ L̃⁻¹ P = (P L̃⁻¹ P)ᵀ (P L̃⁻¹ P), and P L̃⁻¹ P is upper triangular
     with a positive diagonal, so by uniqueness U = P L̃⁻¹ P (about 4x fewer flops).
     """
+    H = require_float_array("H", H)
+    require_ndim("H", H, 2)
+    if H.shape[0] != H.shape[1] or H.shape[0] == 0:
+        raise ShapeError(f"H: must be square (K, K) with K >= 1; got {H.shape}")
+    require_finite("H", H)
+    if isinstance(percdamp, bool) or not isinstance(percdamp, (int, float, np.floating)) or not 0.0 <= float(percdamp) <= 1.0:
+        raise FormatRuleError(f"percdamp: must be a number in [0, 1]; got {percdamp!r:.60}")
     k = H.shape[0]
     # one pass: float32 rounding (as the reference) and the reversal P H P into LAPACK's layout
     Hr = np.empty((k, k), dtype=np.float32, order="F")          # P H P, column-major
@@ -323,5 +335,13 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
 
 def layer_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> float:
     """Relative layer-output error ``‖X W − X Ŵ‖_F / ‖X W‖_F`` in float64; X (T, K), W, Ŵ (K, N)."""
+    X, W, W_hat = (require_float_array(n, a) for n, a in (("X", X), ("W", W), ("W_hat", W_hat)))
+    require_ndim("X", X, 2)
+    require_ndim("W", W, 2)
+    require_shape("W_hat", W_hat, W.shape)
+    if X.shape[1] != W.shape[0]:
+        raise ShapeError(f"X: must have K={W.shape[0]} columns; got shape {X.shape}")
+    for n, a in (("X", X), ("W", W), ("W_hat", W_hat)):
+        require_finite(n, a)
     ref = X.astype(np.float64) @ W.astype(np.float64)
     return float(np.linalg.norm(ref - X.astype(np.float64) @ W_hat.astype(np.float64)) / np.linalg.norm(ref))

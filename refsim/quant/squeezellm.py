@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (
+    require_bounded,
     require_finite,
     require_float_array,
     require_int,
@@ -114,6 +115,10 @@ def numba_argsort(x: np.ndarray) -> np.ndarray:
     pivot swapped into place at i; the larger side is pushed and the smaller side continues;
     short ranges are insertion-sorted (stable within the range).  Pure Python: slow.
     """
+    x = require_float_array("x", x)
+    require_ndim("x", x, 1)
+    require_finite("x", x)
+    require_bounded("x.size", x.size, 1 << 22, what="length for a pure-Python sort")
     vals = [float(v) for v in x]
     r = list(range(len(vals)))
     if len(r) < 2:
@@ -173,7 +178,7 @@ def sort_rows(W: np.ndarray, G: np.ndarray, tie_order: str = "stable") -> Sorted
     Both give the same permutation for channels without ties.
     """
     W, G = _check_wg(W, G)
-    if tie_order not in TIE_ORDERS:
+    if not isinstance(tie_order, str) or tie_order not in TIE_ORDERS:
         raise FormatRuleError(f"tie_order: must be one of {list(TIE_ORDERS)}; got {tie_order!r}")
     X = np.ascontiguousarray(W.T, dtype=np.float32)  # (N, K): channel-major, like PyTorch
     S = np.ascontiguousarray(G.T, dtype=np.float32) * (X != 0)  # zero weights get no weight

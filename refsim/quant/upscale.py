@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_float_array, require_int, require_integer_array, require_ndim, require_shape
+from refsim._validate import require_finite, require_float_array, require_int, require_integer_array, require_ndim, require_shape
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import bitplane
 from refsim.quant.squeezellm import (
@@ -118,6 +118,10 @@ def _bisect_split(xs, mean, a: int, e: int, lo: int, hi: int) -> tuple[np.float3
 
 def split_cluster_reference(xs, Pw, Pwx, a: int, e: int) -> tuple[np.float32, np.float32, int]:
     """Split sorted positions [a, e) (e > a) into [a, d), [d, e): returns (cL, cR, d)."""
+    xs, Pw, Pwx = _check_channel(xs, Pw, Pwx)
+    a, e = require_int("a", a, minimum=0), require_int("e", e, minimum=1)
+    if not a < e <= xs.size:
+        raise FormatRuleError(f"a, e: need 0 <= a < e <= {xs.size} (a non-empty range of the channel); got a={a}, e={e}")
     size = e - a
     if size == 1:
         return xs[a], xs[a], a + 1
@@ -139,7 +143,15 @@ def split_cluster_reference(xs, Pw, Pwx, a: int, e: int) -> tuple[np.float32, np
 def upscale_reference(xs, Pw, Pwx, lut, borders, parent_bits: int):
     """One channel: from a seed (lut float32 (2**s,), borders (2**s + 1,)) to parent_bits.
     Returns ({b: lut_b}, {b: borders_b}) for b = s..parent_bits."""
+    xs, Pw, Pwx = _check_channel(xs, Pw, Pwx)
+    lut = require_float_array("lut", lut)
+    require_ndim("lut", lut, 1)
     s, parent_bits = _check_levels(len(lut), parent_bits)
+    borders = require_integer_array("borders", borders)
+    require_shape("borders", borders, (lut.size + 1,))
+    if borders[0] != 0 or borders[-1] != xs.size or np.any(np.diff(borders) < 0):
+        raise FormatRuleError(f"borders: must rise from 0 to {xs.size} (cluster boundaries of the sorted channel); "
+                              f"got {borders.tolist()[:10]}")
     luts, bords = {s: np.asarray(lut, np.float32)}, {s: np.asarray(borders, np.int64)}
     for b in range(s, parent_bits):
         old_c, old_b = luts[b], bords[b]
@@ -294,6 +306,20 @@ def upscale_rows(s: SortedRows, lut: np.ndarray, borders: np.ndarray, parent_bit
         luts[b + 1] = new_c
         bords[b + 1] = np.concatenate([new_b, old_b[:, -1:]], axis=1)
     return luts, bords
+
+
+def _check_channel(xs, Pw, Pwx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One channel of the plain twins: sorted weights xs float (K,), inclusive prefix sums Pw and
+    Pwx float (K,), all finite."""
+    xs = require_float_array("xs", xs)
+    require_ndim("xs", xs, 1)
+    if xs.size == 0:
+        raise ShapeError("xs: a channel needs at least one weight; got 0")
+    for name, v in (("Pw", Pw), ("Pwx", Pwx)):
+        require_shape(name, require_float_array(name, v), xs.shape)
+    for name, v in (("xs", xs), ("Pw", Pw), ("Pwx", Pwx)):
+        require_finite(name, v)
+    return xs, Pw, Pwx
 
 
 def _check_levels(lut_len: int, parent_bits) -> tuple[int, int]:
