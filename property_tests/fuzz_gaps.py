@@ -7,20 +7,6 @@ work of issue 11, not an allow-list: fixing a function means validating its argu
 """
 
 GAPS = {
-    'refsim.gpu_model.calibrate.accuracy': "ValueError with ['float 1.5', 'fortran f32', 'str array']: The truth value of an array with more than one elem",
-    'refsim.gpu_model.calibrate.baseline_row_s': "AttributeError with ['str', 'inf']: 'str' object has no attribute 'kernel'",
-    'refsim.gpu_model.calibrate.fit': 'TimeoutError with []: hang',
-    'refsim.gpu_model.calibrate.leave_one_shape_out': 'TimeoutError with []: hang',
-    'refsim.gpu_model.calibrate.load_rows': "TypeError with ['empty f32']: expected str, bytes or os.PathLike object, not ndarray",
-    'refsim.gpu_model.calibrate.predict_row': "AttributeError with ['None', 'empty f32', '0']: 'NoneType' object has no attribute 'kernel'",
-    'refsim.gpu_model.kernels.kernel_module': "TypeError with ['neg-stride i32']: unhashable type: 'numpy.ndarray'",
-    'refsim.gpu_model.kernels.predict': "TypeError with ['np.uint8(200)', 'fortran f32', 'list', 'empty 2-D f32', '-1', 'neg-stride i32', 'object']: un",
-    'refsim.gpu_model.roofline.combine': "AttributeError with ['None', 'object', 'uint8 (64,32)', 'fortran f32', 'np.int32(-1)', 'empty f32', 'empty f32",
-    'refsim.gpu_model.roofline.dram_roofline_s': "AttributeError with ['str', '2**40', 'empty f32']: 'numpy.ndarray' object has no attribute 'dram_peak_bytes_pe",
-    'refsim.gpu_model.roofline.dram_time': "ValueError with ['uint8 (64,32)', 'str', '-1', 'None', 'empty 2-D f32']: The truth value of an array with more",
-    'refsim.gpu_model.roofline.waves': "AttributeError with ['inf', 'str array', 'empty f32']: 'numpy.ndarray' object has no attribute 'sm_count'",
-    'refsim.gpu_model.shapes.get_model': "ValueError with ['fortran f32']: The truth value of an array with more than one element is am",
-    'refsim.gpu_model.specs.get_gpu': "ValueError with ['empty f32']: The truth value of an empty array is ambiguous. Use `array.s",
     'refsim.qigen.codegen.generate': "AttributeError with ['str array']: 'numpy.ndarray' object has no attribute 'bits'",
     'refsim.qigen.codegen.prescale_shifts': "TypeError with ['list']: unsupported operand type(s) for //: 'int' and 'list'",
     'refsim.qigen.kernel.default_spec': "ValueError with ['fortran f32', 'read-only f16', '2**40', 'uint8 (64,32)', 'empty f32', 'empty 2-D f32', 'nan ",

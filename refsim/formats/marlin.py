@@ -282,14 +282,15 @@ def _check_scales_arg(name: str, s) -> tuple[np.ndarray, np.ndarray]:
 
 
 def permute_weights(q: np.ndarray) -> np.ndarray:
-    """Tile reshuffle + :func:`weight_perm`: uint8 ``(K, N)`` -> uint8 ``(K // 16, 16 N)``.
+    """Tile reshuffle + :func:`weight_perm`: integer ``(K, N)`` (uint8 codes, or indices) -> the
+    same dtype ``(K // 16, 16 N)``.
 
     Row ``kb`` of the result lists the codes of k-rows ``16kb..16kb+15`` in storage order
     (8 consecutive entries = one int32 word, nibble 0 first). Needs ``K % 16 == 0``, ``N % 64 == 0``.
     Official order of operations: 16x16 tiles flattened row-major, then ``perm`` per 1024 chunk;
     here both are folded into one gather on each 16x64 tile flattened row-major (same result).
     """
-    q = require_dtype("q", q, np.uint8)
+    q = require_integer_array("q", q)      # any integer dtype: refsim explain permutes index arrays
     require_ndim("q", q, 2)
     k, n = q.shape
     _check_tiles(k, n)
@@ -302,7 +303,7 @@ def unpermute_weights(p: np.ndarray, k: int, n: int) -> np.ndarray:
     """Inverse of :func:`permute_weights`: uint8 ``(K // 16, 16 N)`` -> uint8 ``(K, N)``."""
     k, n = require_int("k", k, minimum=1), require_int("n", n, minimum=1)
     _check_tiles(k, n)
-    p = require_dtype("p", p, np.uint8)
+    p = require_integer_array("p", p)
     require_shape("p", p, (k // TILE, TILE * n))
     t = np.take(p.reshape(k // TILE, n // 64, 1024), _TILE_PERM_INV, axis=2)  # (K/16, N/64, 1024)
     t = t.reshape(k // TILE, n // 64, TILE, 64)  # (K/16, N/64, 16, 64)

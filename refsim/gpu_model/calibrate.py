@@ -27,6 +27,7 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from refsim._validate import require_instance, require_path
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.roofline import FITTED, ModelParams, dram_roofline_s
 from refsim.gpu_model.specs import GPUSpec, get_gpu
@@ -80,7 +81,7 @@ def load_rows(path: str | Path | None = None) -> list[CalibrationRow]:
     """Rows of the calibration CSV (columns gpu, kernel, n, k, bits, m, latency_us, source; UTF-8,
     an optional byte-order mark is accepted). A missing file, a missing column or a malformed cell
     is a :class:`~refsim.errors.FormatRuleError` naming the file, the line and the column."""
-    path = Path(path) if path is not None else default_csv_path()
+    path = require_path("path", path) if path is not None else default_csv_path()
     try:
         fh = open(path, newline="", encoding="utf-8-sig")
     except OSError as err:
@@ -116,6 +117,9 @@ def load_rows(path: str | Path | None = None) -> list[CalibrationRow]:
 
 def predict_row(row: CalibrationRow, gpu: GPUSpec, params: ModelParams) -> float:
     """Model latency (µs) of one calibration row at base clock, cold caches."""
+    require_instance("row", row, CalibrationRow)
+    gpu = get_gpu(gpu)
+    require_instance("params", params, ModelParams)
     from refsim.gpu_model.kernels import predict
     bits = None if row.kernel == "cublas-fp16" else row.bits
     return predict(gpu, row.kernel, row.m, row.n, row.k, bits=bits, clock="base", params=params).latency_us
@@ -124,6 +128,8 @@ def predict_row(row: CalibrationRow, gpu: GPUSpec, params: ModelParams) -> float
 def baseline_row_s(row: CalibrationRow, gpu: GPUSpec) -> float:
     """Plain DRAM roofline of one row: weight bits at true size + LUT + activations + outputs over
     peak bandwidth (no fixed cost, no achievable fraction)."""
+    require_instance("row", row, CalibrationRow)
+    gpu = get_gpu(gpu)
     w_bits = 16 if row.kernel == "cublas-fp16" else row.bits
     lut = 0 if row.kernel == "cublas-fp16" else row.n * (1 << row.bits) * 2
     b = w_bits * row.n * row.k / 8 + lut + 2 * row.m * (row.k + row.n)
@@ -137,7 +143,10 @@ def _fit_bandwidth(rows, gpu):
         return gpu.dram_achievable_fraction, FITTED.launch_overhead_s
     xs, ys = zip(*pts)
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x in xs)
+    spread = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in pts) / spread if spread else 0.0
+    if slope <= 0:   # one size only, or times that fall with size: no bandwidth to read off
+        return gpu.dram_achievable_fraction, FITTED.launch_overhead_s
     t0 = my - slope * mx
     # the model adds one DRAM latency of tail per kernel: take it out of the intercept
     t0 -= gpu.dram_latency_s
@@ -152,7 +161,7 @@ def fit(rows: list[CalibrationRow] | None = None) -> tuple[GPUSpec, ModelParams]
     """Fit on ``rows`` (default: the whole CSV). Returns (calibration GPU spec, params)."""
     from scipy.optimize import minimize
 
-    rows = rows if rows is not None else load_rows()
+    rows = _rows(rows)
     gpu = get_gpu("rtx4070-laptop")
     frac, t0 = _fit_bandwidth(rows, gpu)
     gpu = replace(gpu, dram_achievable_fraction=frac, launch_overhead_s=t0)
@@ -172,6 +181,16 @@ def fit(rows: list[CalibrationRow] | None = None) -> tuple[GPUSpec, ModelParams]
     return gpu, ModelParams(launch_overhead_s=t0_us * 1e-6, overlap=a)
 
 
+def _rows(rows) -> list[CalibrationRow]:
+    """The calibration rows to use: the committed CSV for None, else a non-empty list of
+    CalibrationRow with at least one cublas-fp16 row (the bandwidth fit needs them)."""
+    if rows is None:
+        return load_rows()
+    if not isinstance(rows, (list, tuple)) or not rows or not all(isinstance(r, CalibrationRow) for r in rows):
+        raise FormatRuleError(f"rows: must be a non-empty list of CalibrationRow (see load_rows); got {type(rows).__name__}")
+    return list(rows)
+
+
 def _ape(pred, meas):
     return abs(pred - meas) / meas
 
@@ -179,9 +198,9 @@ def _ape(pred, meas):
 def accuracy(rows: list[CalibrationRow] | None = None, gpu: GPUSpec | None = None,
              params: ModelParams | None = None) -> dict:
     """Median / max APE of the model (shipped constants unless given) and of the plain roofline."""
-    rows = rows if rows is not None else load_rows()
-    gpu = gpu or get_gpu("rtx4070-laptop")
-    params = params or FITTED
+    rows = _rows(rows)
+    gpu = get_gpu(gpu) if gpu is not None else get_gpu("rtx4070-laptop")
+    params = require_instance("params", params, ModelParams) if params is not None else FITTED
     model = [_ape(predict_row(r, gpu, params), r.latency_us) for r in rows]
     base = [_ape(baseline_row_s(r, gpu) * 1e6, r.latency_us) for r in rows]
     return {"n_rows": len(rows),
@@ -191,8 +210,10 @@ def accuracy(rows: list[CalibrationRow] | None = None, gpu: GPUSpec | None = Non
 
 def leave_one_shape_out(rows: list[CalibrationRow] | None = None) -> dict:
     """Refit without each (n, k) shape, predict that shape's rows; median/max APE over all rows."""
-    rows = rows if rows is not None else load_rows()
+    rows = _rows(rows)
     shapes = sorted({(r.n, r.k) for r in rows})
+    if len(shapes) < 2:
+        raise FormatRuleError(f"rows: leave-one-shape-out needs rows of at least 2 (n, k) shapes; got {len(shapes)}")
     errs = []
     worst = None
     for shape in shapes:

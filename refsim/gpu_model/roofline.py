@@ -24,8 +24,13 @@ The binding bottleneck is the name of the largest term (``launch`` when T0 + tai
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
+from refsim._validate import require_instance, require_int
+from refsim.errors import FormatRuleError
 from refsim.gpu_model.specs import FITTED_LAUNCH_OVERHEAD_S, GPUSpec
 
 __all__ = ["ModelParams", "FITTED", "Breakdown", "combine", "dram_time", "waves",
@@ -97,8 +102,20 @@ class Breakdown:
         }
 
 
+def _amounts(**values) -> None:
+    """Every keyword must be a finite real number >= 0 (bytes, seconds, FLOPs; bools refused)."""
+    for name, v in values.items():
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise FormatRuleError(f"{name}: must be a finite number >= 0; got {type(v).__name__}")
+        f = float(v)
+        if not (math.isfinite(f) and f >= 0):
+            raise FormatRuleError(f"{name}: must be a finite number >= 0; got {v!r}")
+
+
 def waves(ctas: int, ctas_per_sm: int, gpu: GPUSpec) -> float:
     """Fractional number of waves: CTAs / (SMs × resident CTAs per SM)."""
+    ctas, ctas_per_sm = require_int("ctas", ctas, minimum=0), require_int("ctas_per_sm", ctas_per_sm, minimum=0)
+    require_instance("gpu", gpu, GPUSpec)
     return ctas / (gpu.sm_count * max(1, ctas_per_sm))
 
 
@@ -110,6 +127,17 @@ def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
     partial last wave with the remainder. Each wave's bandwidth is Little's law capped by the
     achievable streaming bandwidth: ``min(BW_eff, resident_CTAs · bytes_in_flight / latency)``.
     """
+    require_instance("gpu", gpu, GPUSpec)
+    _amounts(bytes_dram=bytes_dram, bytes_in_flight_per_cta=bytes_in_flight_per_cta)
+    ctas, ctas_per_sm = require_int("ctas", ctas, minimum=0), require_int("ctas_per_sm", ctas_per_sm, minimum=0)
+    if bytes_dram and not bytes_in_flight_per_cta:
+        raise FormatRuleError("bytes_in_flight_per_cta: must be > 0 when there are bytes to stream; got 0")
+    return _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta)
+
+
+def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> float:
+    """:func:`dram_time` without the argument checks: the kernel models call it with values they
+    built themselves, thousands of times per second."""
     if bytes_dram <= 0:
         return 0.0
     ctas = max(1, int(ctas))
@@ -137,6 +165,25 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
     tail = one DRAM latency per launch (the first loads cannot be hidden; later waves start as
     CTAs retire, so there is no per-wave bubble).
     """
+    if type(gpu) is not GPUSpec or type(params) is not ModelParams or type(pipes) is not dict \
+            or not isinstance(kernel, str) or not isinstance(notes, str):
+        require_instance("gpu", gpu, GPUSpec)
+        require_instance("params", params, ModelParams)
+        require_instance("pipes", pipes, dict)
+        require_instance("kernel", kernel, str)
+        require_instance("notes", notes, str)
+    m, n, k, bits, launches = (require_int(name, v, minimum=1) for name, v in
+                               (("m", m), ("n", n), ("k", k), ("bits", bits), ("launches", launches)))
+    ctas = require_int("ctas", ctas, minimum=0)
+    _amounts(n_waves=n_waves, bytes_dram=bytes_dram, extra_serial_s=extra_serial_s,
+             **{f"pipes[{key!r}]": v for key, v in pipes.items()})
+    return _combine(kernel, gpu, m, n, k, bits, pipes, params, launches=launches, ctas=ctas, n_waves=n_waves,
+                    bytes_dram=bytes_dram, extra_serial_s=extra_serial_s, notes=notes)
+
+
+def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
+             extra_serial_s=0.0, notes="") -> Breakdown:
+    """:func:`combine` without the argument checks, for the kernel models (hot path)."""
     ordered = sorted(pipes.items(), key=lambda kv: kv[1], reverse=True)
     first = ordered[0][1] if ordered else 0.0
     second = ordered[1][1] if len(ordered) > 1 else 0.0
@@ -162,6 +209,8 @@ def dram_roofline_s(bytes_dram: float, flops: float, gpu: GPUSpec,
     """The plain roofline the issue compares against (LLM-Viewer style):
     ``max(bytes / peak DRAM bandwidth, flops / peak tensor rate)`` at boost clock, no fixed cost,
     no achievable fraction, no waves."""
+    require_instance("gpu", gpu, GPUSpec)
+    _amounts(bytes_dram=bytes_dram, flops=flops)
     return max(bytes_dram / gpu.dram_peak_bytes_per_s, flops / gpu.tensor_flops(kind, "boost"))
 
 

@@ -29,6 +29,8 @@ def kernel_names() -> list[str]:
 
 def kernel_module(name: str):
     """The model module for ``name``; unknown names raise FormatRuleError listing valid ones."""
+    if not isinstance(name, str):
+        require_choice("kernel", name, KERNELS)     # raises, naming the valid kernels
     mod = _CACHE.get(name)
     if mod is None:
         require_choice("kernel", name, KERNELS)

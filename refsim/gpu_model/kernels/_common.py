@@ -9,7 +9,7 @@ from pathlib import Path
 
 from refsim._validate import require_int
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.gpu_model.roofline import FITTED, ModelParams, dram_time
+from refsim.gpu_model.roofline import FITTED, ModelParams, _dram_time
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
 
@@ -108,7 +108,7 @@ def _best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_
             # full predicted cost, as the kernel models combine it: DRAM stream (Little's law at this
             # tile's CTAs and stages), L2 re-reads (A by every N tile, W by every M tile, partial
             # sums) and tensor time, the largest plus (1 - overlap) of the second
-            t_dram = dram_time(bytes_dram, gpu, ctas, ctas_per_sm, smem)
+            t_dram = _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, smem)
             t_l2 = (elem_bytes * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes) / l2_bw
             first, second = sorted((t, t_dram, t_l2), reverse=True)[:2]
             cost = first + (1.0 - overlap) * second

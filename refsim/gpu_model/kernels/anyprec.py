@@ -40,7 +40,7 @@ from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
@@ -199,7 +199,7 @@ def _fused(g, p, f, m, n, k, bits, clock):
     # Little's-law limited by the resident warps; the LUT (prologue), the activations (read once
     # from DRAM, L2 hits for the other CTAs) and the output are not part of that per-step window
     bif = geo.warps_per_cta * bits * 128
-    t_dram = (dram_time(plane_bytes, g, geo.ctas, geo.occupancy.ctas_per_sm, bif)
+    t_dram = (_dram_time(plane_bytes, g, geo.ctas, geo.occupancy.ctas_per_sm, bif)
               + other_bytes / g.dram_eff_bytes_per_s)
     # one warp's serial path (loop.prefetch is False): each chunk step waits one DRAM latency for
     # row 0, then each further row waits for the longer of the previous row's dependent chain
@@ -211,7 +211,7 @@ def _fused(g, p, f, m, n, k, bits, clock):
     t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     occ = geo.occupancy
-    return combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
+    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
                    notes=f"multi_row={geo.multi_row} ksplit={geo.ksplit} lookups={lookups} conflict={conflict:.2f} "
                          f"regs={geo.regs} smem={geo.smem} ctas/SM={occ.ctas_per_sm} ({occ.limiter}) "
                          f"warps/SMSP={geo.warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
@@ -245,8 +245,8 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     deq_bytes = bits * n * k / 8 + n * (1 << bits) * 2 + 2.0 * n * k
     ctas = n // 4
     ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
-    t_dram = dram_time(deq_bytes, g, ctas, ctas_per_sm, 4 * bits * 128 * 2)
-    deq = combine(NAME, g, m, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
+    t_dram = _dram_time(deq_bytes, g, ctas, ctas_per_sm, 4 * bits * 128 * 2)
+    deq = _combine(NAME, g, m, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
                   ctas=ctas, n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=deq_bytes)
     gemm = cublas_fp16.predict(g, m, n, k, clock=clock, params=p)
     terms = {key: deq.terms.get(key, 0.0) + gemm.terms.get(key, 0.0) for key in set(deq.terms) | set(gemm.terms)}

@@ -25,7 +25,7 @@ import math
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 
 NAME = "atom-w4a4"
 BITS = (4,)
@@ -90,12 +90,12 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2
     bytes_dram = bytes_w + bytes_a + 2.0 * m * n
     bif = 4 * (TILE * TILE // 2) * 2
-    t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
+    t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
     l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / g.l2_bytes_per_s(f)
     # Every group's two k64 MMA steps must finish before its I2F+FFMA epilogue consumes and resets
     # the INT32 accumulators, so MMA and epilogue of one warp are serial: one "tensor" pipe term
     # holds both (the epilogue share is reported as "alu" in the notes).
     pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc + t_alu}
-    return combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
+    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
                    notes=f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
                          f"epilogue {t_alu * 1e6:.1f} us (serial)")

@@ -20,7 +20,7 @@ from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk
                                               require_multiple, setup,
                                               tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 
 NAME = "awq-w4a16"
 BITS = (4,)
@@ -47,7 +47,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         lanes = n * k * (DEQ_PER_WEIGHT + m)
         t_alu = max(lanes / 32 / (4 * sm_clk),
                     n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))
-        t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512)
+        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512)
         pipes = {"dram": t_dram, "alu": t_alu}
         n_waves = ctas / (g.sm_count * ctas_per_sm)
     else:
@@ -56,8 +56,8 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128,
                                                ctas_per_sm, mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm))
         t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)
-        t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
+        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
         l2 = (m_tiles - 1) * n * k / 2 / g.l2_bytes_per_s(f)
         pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": t_alu}
-    return combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
+    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
                    notes="gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from refsim.gpu_model.kernels._common import best_gemm_config, check_bits, check_mnk, setup
-from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 
 NAME = "cublas-fp16"
 BITS = (16,)
@@ -33,16 +33,16 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     if m == 1:
         ctas = math.ceil(n / 8)
         ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
-        t_dram = dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 1024)
+        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 1024)
         t_alu = (n * k / 2) / (g.hfma2_lanes_per_clk_per_sm * g.sm_count * f)
         pipes = {"dram": t_dram, "alu": t_alu}
         n_waves = ctas / (g.sm_count * ctas_per_sm)
     else:
         cfg = best_gemm_config(g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm, overlap=p.overlap)
         ctas, n_waves = cfg["ctas"], cfg["waves"]
-        t_dram = dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
+        t_dram = _dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
         # A re-read from L2 by every N tile, W by every M tile, plus split-K partial sums.
         l2_bytes = 2.0 * (m * k * math.ceil(n / cfg["tile_n"]) + n * k * math.ceil(m / cfg["tile_m"])) \
             + cfg["red_bytes"]
         pipes = {"dram": t_dram, "l2": l2_bytes / g.l2_bytes_per_s(f), "tensor": cfg["t_tc"]}
-    return combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)
+    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from refsim.gpu_model.kernels._common import best_gemm_config, check_bits, check_mnk, require_multiple, setup
-from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 
 NAME = "int8-w8a8"
 BITS = (8,)
@@ -33,10 +33,10 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     cfg = best_gemm_config(g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, elem_bytes=1, k_slice=64, overlap=p.overlap)
     ctas, n_waves = cfg["ctas"], cfg["waves"]
     bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n
-    t_dram = dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
+    t_dram = _dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
     l2 = (m * k * math.ceil(n / cfg["tile_n"]) + n * k * math.ceil(m / cfg["tile_m"]) + cfg["red_bytes"]) \
         / g.l2_bytes_per_s(f)
     t_tc = cfg["t_tc"]
     epi = cfg["tile_m"] * math.ceil(m / cfg["tile_m"]) * n * 3 / (g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f)
     pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": epi}
-    return combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)
+    return _combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

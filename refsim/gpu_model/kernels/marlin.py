@@ -36,7 +36,7 @@ from refsim.formats import stripes as _stripes
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, ModelParams, combine
+from refsim.gpu_model.roofline import Breakdown, ModelParams, _combine
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
@@ -218,7 +218,7 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
     last = None
     for lc in parts:
         pipes, t_red, b, active = _launch_terms(g, p, f, n, k, lc, tk, tn, group_size, weight_bits, sparse)
-        bd = combine(name, g, m, n, k, 4, pipes, p, ctas=active, n_waves=1.0, bytes_dram=b, extra_serial_s=t_red)
+        bd = _combine(name, g, m, n, k, 4, pipes, p, ctas=active, n_waves=1.0, bytes_dram=b, extra_serial_s=t_red)
         latency += bd.latency_s
         bytes_total += b
         for key, v in bd.terms.items():

@@ -22,7 +22,7 @@ import math
 
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, require_multiple, setup
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, combine, dram_time
+from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 
 NAME = "twobit-mixed"
 BITS = (2,)
@@ -54,16 +54,16 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     ctas_per_sm = resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm
     lanes = n * k * (1.5 + 0.5 * m)
     t_alu = lanes / 32 / (4 * sm_clk)
-    t_dram = dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
-    dense = combine(NAME, g, m, n, k, 2, {"dram": t_dram, "alu": t_alu}, p, ctas=ctas,
+    t_dram = _dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
+    dense = _combine(NAME, g, m, n, k, 2, {"dram": t_dram, "alu": t_alu}, p, ctas=ctas,
                     n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=dense_bytes)
     # kernel 2: CSR SpMV (memory-bound, irregular activation gathers served by L2)
     nnz = OUTLIER_RATIO * n * k
     sp_bytes = nnz * 4 + (n + 1) * 4 + 2.0 * m * n * 2
     sp_ctas = max(1, math.ceil(n / 128))
-    t_sp_dram = dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
+    t_sp_dram = _dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
     t_sp_l2 = nnz * m * 32 / g.l2_bytes_per_s(f)          # one 32-byte sector per gathered activation
-    sparse = combine(NAME, g, m, n, k, 2, {"dram": t_sp_dram, "l2": t_sp_l2}, p, ctas=sp_ctas,
+    sparse = _combine(NAME, g, m, n, k, 2, {"dram": t_sp_dram, "l2": t_sp_l2}, p, ctas=sp_ctas,
                      n_waves=sp_ctas / (g.sm_count * ctas_per_sm), bytes_dram=sp_bytes)
     terms = {key: dense.terms.get(key, 0.0) + sparse.terms.get(key, 0.0)
              for key in set(dense.terms) | set(sparse.terms)}
