@@ -118,6 +118,9 @@ def prescale_shifts(bits: int, unroll: int = 2) -> list[int]:
     the fused result, equal those of ``x * q``. Codes at bit 0, at the top of a word
     (``srli`` alone) and straddling words use ``e = 0``.
     """
+    bits = require_bits(bits, (2, 3, 4))
+    if isinstance(unroll, bool) or unroll not in UNROLLS:
+        raise FormatRuleError(f"unroll: must be one of {list(UNROLLS)}; got {unroll!r}")
     out = []
     for v in range(32 if bits == 3 else 32 // bits):
         _, sh, straddle = _code_position(bits, v)
@@ -411,6 +414,8 @@ def generate(spec: KernelSpec) -> str:
     ``refsim_qigen_gemv_ps`` (same results; see the header comment of the generated file), and
     ``refsim_qigen_run`` which does all of a product in one call (what :func:`qgemv` uses).
     """
+    if not isinstance(spec, KernelSpec):
+        raise FormatRuleError(f"spec: must be a KernelSpec; got {type(spec).__name__}")
     bits, tu = spec.bits, spec.tu
     order = chunk_order(bits, spec.unroll if bits != 3 else 1)
     avx = spec.isa == "avx2"

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (
+    require_bits,
+    require_bool,
     require_choice,
+    require_instance,
     require_dtype,
     require_finite,
     require_ndim,
@@ -73,8 +76,8 @@ class QIGenMatrix:
         return self.scales_panels_f16 is not None and self.zeros_panels_u8 is not None
 
 
-def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits: int,
-            group_size: int | None, mb: int, tb: int, order: str = "panel",
+def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits: int | None = None,
+            group_size: int | None = None, mb: int | None = None, tb: int | None = None, order: str = "panel",
             bias: np.ndarray | None = None) -> QIGenMatrix:
     """Pack a GPTQ ``qweight`` int32 ``(K*bits/32, N)`` for the kernel (inputs are copied).
 
@@ -84,6 +87,8 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
     one contiguous stream (with the plain ``(G, N)`` layout each panel touched G rows N*4 bytes
     apart: 64 strided streams at G = 32, which made 3-bit 4096x11008 2.6x slower).
     """
+    _required(bits=bits, mb=mb, tb=tb)
+    bits = require_bits(bits, (2, 3, 4))
     qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
     k = qweight.shape[0] * 32 // bits if bits in (2, 3, 4) else 0
@@ -120,7 +125,14 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
                        sp, zp, s16, z8)
 
 
-def from_gptq(ckpt, *, mb: int, tb: int, order: str = "panel",
+def _required(**values) -> None:
+    """The blocking parameters have no universal default: :func:`refsim.qigen.model.plan` picks them."""
+    for name, v in values.items():
+        if v is None:
+            raise FormatRuleError(f"{name}: required (choose it with refsim.qigen.model.plan or the QIGen CLI); got None")
+
+
+def from_gptq(ckpt, *, mb: int | None = None, tb: int | None = None, order: str = "panel",
               bias: np.ndarray | None = None, reader: str = "mask_then_add") -> QIGenMatrix:
     """Pack a :class:`refsim.formats.gptq.GPTQCheckpoint` (bits 2/3/4, no act-order) for the kernel.
 
@@ -131,6 +143,8 @@ def from_gptq(ckpt, *, mb: int, tb: int, order: str = "panel",
     """
     from refsim.formats import gptq
 
+    require_instance("ckpt", ckpt, gptq.GPTQCheckpoint)
+    _required(mb=mb, tb=tb)
     if ckpt.bits not in (2, 3, 4):
         raise FormatRuleError(f"bits: QIGen kernels support 2, 3 or 4 bits; got {ckpt.bits}")
     k, groups = ckpt.k, ckpt.scales.shape[0]
@@ -155,6 +169,7 @@ def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False,
     accumulators defaults to 1 (the single-chain order, unchanged results); the planner
     (:func:`refsim.qigen.model.plan`) recommends 2 on 16-register AVX2 machines.
     """
+    openmp, prefetch = require_bool("openmp", openmp), require_bool("prefetch", prefetch)
     isa = detect_isa()
     return KernelSpec(bits=bits, tu=tu, unroll=unroll, isa=isa, openmp=openmp,
                       accumulators=accumulators, meta=meta, prefetch=prefetch and isa == "avx2")
@@ -181,6 +196,7 @@ def _lib(spec: KernelSpec) -> ctypes.CDLL:
 
 def library_path(spec: KernelSpec):
     """Path of the compiled shared library for ``spec`` (building it if needed)."""
+    require_instance("spec", spec, KernelSpec)
     return build_mod.build(generate(spec), spec.isa, spec.openmp)
 
 
@@ -203,8 +219,9 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
     allowed). Both give the same bits.
     Raises ToolchainError if no compiler is available or compilation fails.
     """
+    require_instance("mat", mat, QIGenMatrix)
     lay = mat.layout
-    spec = default_spec(lay.bits) if spec is None else spec
+    spec = default_spec(lay.bits) if spec is None else require_instance("spec", spec, KernelSpec)
     if spec.bits != lay.bits:
         raise ShapeError(f"spec.bits: must equal the matrix's bits={lay.bits}; got {spec.bits}")
     if lay.tb % spec.tu:

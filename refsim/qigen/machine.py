@@ -20,6 +20,9 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from refsim._validate import require_instance, require_path
+from refsim.errors import FormatRuleError
+
 __all__ = ["MachineInfo", "machine_info", "detect_isa", "isa_for", "parse_size"]
 
 _FALLBACK_L1D = 32 * 1024
@@ -53,7 +56,10 @@ class MachineInfo:
 
 
 def parse_size(text: str) -> int:
-    """'32K' / '1024K' / '32 MiB' / '1M' -> bytes."""
+    """'32K' / '1024K' / '32 MiB' / '1M' -> bytes (a positive integer; anything else is a
+    FormatRuleError naming the text)."""
+    if not isinstance(text, str):
+        raise FormatRuleError(f"text: a cache size must be a str like '32K'; got {type(text).__name__}")
     t = text.strip().upper().replace("IB", "").replace(" ", "")
     mult = 1
     if t.endswith("K"):
@@ -62,6 +68,8 @@ def parse_size(text: str) -> int:
         mult, t = 1024 * 1024, t[:-1]
     elif t.endswith("G"):
         mult, t = 1024 ** 3, t[:-1]
+    if not t.isdigit() or int(t) == 0:
+        raise FormatRuleError(f"text: a cache size must be a positive integer with K/M/G; got {text!r}")
     return int(t) * mult
 
 
@@ -101,6 +109,7 @@ def _cpuinfo(path: Path) -> tuple[set, float | None]:
 def machine_info(cpuinfo: str | Path = "/proc/cpuinfo",
                  cache_root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> MachineInfo:
     """Read this machine (paths overridable for tests); every field has a documented fallback."""
+    cpuinfo, cache_root = require_path("cpuinfo", cpuinfo), require_path("cache_root", cache_root)
     prov = {}
     sizes = _sysfs_caches(Path(cache_root))
     l1 = sizes.get(1)
@@ -138,6 +147,9 @@ def machine_info(cpuinfo: str | Path = "/proc/cpuinfo",
 
 def isa_for(info: MachineInfo, arch: str | None = None) -> str:
     """"avx2" if ``info`` has AVX2 and FMA and the architecture is x86-64, else "scalar"."""
+    require_instance("info", info, MachineInfo)
+    if arch is not None and not isinstance(arch, str):
+        raise FormatRuleError(f"arch: must be a machine name like 'x86_64' or None; got {type(arch).__name__}")
     arch = platform.machine() if arch is None else arch
     if info.avx2 and info.fma and arch in ("x86_64", "AMD64"):
         return "avx2"

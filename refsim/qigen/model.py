@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_bits, require_int
+from refsim._validate import require_bits, require_bounded, require_int
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.qigen.machine import MachineInfo
 
@@ -41,8 +41,14 @@ __all__ = ["Plan", "register_search", "accumulator_search", "cache_candidates", 
            "plan", "predict_time", "TimeEstimate", "l1_bits"]
 
 
+def _sizes(**values) -> tuple[int, ...]:
+    """Sizes of the model's arguments: Python ints >= 1, each <= 2**31 - 1 (a GEMV shape)."""
+    return tuple(require_bounded(n, require_int(n, v, minimum=1)) for n, v in values.items())
+
+
 def l1_bits(mb: int, tb: int, bits: int, batch: int = 1) -> int:
     """Left-hand side of the L1 constraint, in bits: ``32*mb*n + bits*mb*tb + 32*tb*n``."""
+    mb, tb, bits, batch = (require_int(n, v, minimum=1) for n, v in (("mb", mb), ("tb", tb), ("bits", bits), ("batch", batch)))
     return 32 * mb * batch + bits * mb * tb + 32 * tb * batch
 
 
@@ -84,6 +90,8 @@ def accumulator_search(eta: int, tu_regs: int, bits: int) -> int:
 
 def cache_candidates(k: int, n: int, tu_cols: int, threads: int, group_size: int | None):
     """Allowed mb (divisors of K, multiples of 32 and of the group size) and tb values."""
+    k, n, tu_cols, threads = _sizes(k=k, n=n, tu_cols=tu_cols, threads=threads)
+    group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
     step = 32 if group_size is None else int(np.lcm(32, group_size))
     mbs = [d for d in range(step, k + 1, step) if k % d == 0]
     width = n // threads if n % threads == 0 else n
@@ -98,6 +106,7 @@ def cache_candidates(k: int, n: int, tu_cols: int, threads: int, group_size: int
 
 def cache_bruteforce(k, n, bits, batch, gamma_bits, tu_cols, threads=1, group_size=None):
     """Enumeration twin of :func:`cache_milp` (same objective and tie-break)."""
+    bits, batch, gamma_bits = _sizes(bits=bits, batch=batch, gamma_bits=gamma_bits)
     mbs, tbs = cache_candidates(k, n, tu_cols, threads, group_size)
     best = None
     for mb in mbs:
@@ -112,6 +121,7 @@ def cache_bruteforce(k, n, bits, batch, gamma_bits, tu_cols, threads=1, group_si
 
 def cache_milp(k, n, bits, batch, gamma_bits, tu_cols, threads=1, group_size=None):
     """(mb, tb) maximising L1 use by mixed-integer linear programming; None if nothing fits."""
+    bits, batch, gamma_bits = _sizes(bits=bits, batch=batch, gamma_bits=gamma_bits)
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     mbs, tbs = cache_candidates(k, n, tu_cols, threads, group_size)
@@ -178,6 +188,17 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
     ``compact_meta``: the ``meta="f16u8"`` kernel reads 3 bytes of scale + zero per group and
     column instead of 8.
     """
+    k, n, bits, batch, tu_cols, accumulators = _sizes(k=k, n=n, bits=bits, batch=batch, tu_cols=tu_cols,
+                                                      accumulators=accumulators)
+    group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
+    if group_size is not None and k % group_size:
+        raise ShapeError(f"group_size: must divide K={k}; got {group_size}")
+    for name, v in (("mem_bytes_per_s", mem_bytes_per_s), ("clock_hz", clock_hz), ("issue_per_cycle", issue_per_cycle),
+                    ("fma_latency_cycles", fma_latency_cycles)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (0 < float(v) < float("inf")):
+            raise FormatRuleError(f"{name}: must be a finite number > 0; got {v!r:.60}")
+    if not isinstance(compact_meta, (bool, np.bool_)):
+        raise FormatRuleError(f"compact_meta: must be True or False; got {compact_meta!r:.60}")
     gs = k if group_size is None else group_size
     groups = k // gs
     # DRAM bytes: packed weights once, fp32 scales + zeros once, x read, y written (the y and

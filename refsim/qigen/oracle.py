@@ -59,7 +59,7 @@ from refsim._validate import (
     require_shape,
 )
 from refsim.emulator import fp
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = [
     "fma32",
@@ -78,13 +78,30 @@ UNROLLS = (1, 2, 4, 8)
 ACCUMULATORS = (1, 2, 4)
 
 
+def _f32(name: str, v) -> np.ndarray:
+    """A finite float32 value or array (Python/NumPy floats and float32 arrays; no objects,
+    strings, bools or wider arrays that would round silently)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.floating, np.integer, np.ndarray)):
+        raise DtypeError(f"{name}: must be a float32 value or array; got {type(v).__name__}")
+    if isinstance(v, np.ndarray) and v.dtype != np.float32:
+        raise DtypeError(f"{name}: array dtype must be float32; got {v.dtype}")
+    a = np.asarray(v, dtype=np.float32)
+    if not isinstance(v, np.ndarray) and float(a) != float(v):
+        raise FormatRuleError(f"{name}: must be representable in float32; got {v!r}")
+    return require_finite(name, a)
+
+
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Correctly rounded fp32 ``a*b + c`` (one rounding, round-to-nearest-even), elementwise:
     :func:`refsim.emulator.fp.f32_fma` with ``fused=True``, the one implementation.
 
     Inputs: float32 values (broadcastable arrays or scalars), finite. Returns float32.
     """
-    a, b, c = (np.asarray(v, dtype=np.float32) for v in (a, b, c))
+    a, b, c = (_f32(name, v) for name, v in (("a", a), ("b", b), ("c", c)))
+    try:
+        np.broadcast_shapes(a.shape, b.shape, c.shape)
+    except ValueError:
+        raise ShapeError(f"a, b, c: shapes must broadcast together; got {a.shape}, {b.shape}, {c.shape}") from None
     return fp.f32_fma(a, b, c, fused=True)
 
 
@@ -92,7 +109,9 @@ def fma32_reference(a: float, b: float, c: float) -> np.float32:
     """Scalar fp32 fma from exact rationals (:func:`refsim.emulator.fp.fma_reference`): round
     ``a*b + c`` to the nearest fp32, ties to even, IEEE sign of an exact zero. Slow; tests
     :func:`fma32`. Inputs: finite fp32 values."""
-    a, b, c = (np.array(np.float32(v)) for v in (a, b, c))
+    a, b, c = (_f32(name, v) for name, v in (("a", a), ("b", b), ("c", c)))
+    if a.ndim or b.ndim or c.ndim:
+        raise ShapeError(f"a, b, c: the plain twin takes scalars; got shapes {a.shape}, {b.shape}, {c.shape}")
     return np.float32(fp.fma_reference(a, b, c)[()])
 
 
@@ -133,7 +152,11 @@ def combine_partials(parts: list) -> np.ndarray:
     A = 1: ``parts[0]``; A = 2: ``parts[0] + parts[1]``; A = 4: ``(p0 + p1) + (p2 + p3)``, each
     ``+`` one fp32 rounding. Returns float32; inputs are not modified.
     """
+    if not isinstance(parts, (list, tuple)):
+        raise FormatRuleError(f"parts: must be a list of float32 arrays; got {type(parts).__name__}")
     _require_accumulators(len(parts))
+    for i, p in enumerate(parts):
+        require_shape(f"parts[{i}]", require_dtype(f"parts[{i}]", p, np.float32), np.shape(parts[0]))
     while len(parts) > 1:
         parts = [(parts[i] + parts[i + 1]).astype(np.float32) for i in range(0, len(parts), 2)]
     return np.asarray(parts[0], dtype=np.float32)
@@ -247,6 +270,9 @@ def error_bound(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndar
     ``gs`` (gs >= 32), so the count above still bounds it; the ``r`` chain (``gs - 1`` adds,
     unchanged by A) then dominates, so the bound is not tightened for A > 1.
     """
+    q = require_dtype("q", q, np.uint8)
+    _check(x, q, scales, zeros, bias, 4 if q.size == 0 or int(q.max()) > 7 else (3 if int(q.max()) > 3 else 2),
+           group_size)
     m, k = x.shape
     gs = k if group_size is None else group_size
     groups = k // gs
