@@ -2,6 +2,7 @@
 
 import argparse
 import math
+import re
 
 
 def positive_int(text: str) -> int:
@@ -24,3 +25,24 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text!r}")
     return value
+
+
+_CLOCK = re.compile(r"^(\d+(?:\.\d+)?)\s*(hz|mhz|ghz)?$")
+
+
+def clock_arg(text: str):
+    """argparse type for ``--clock``: ``base``, ``boost``, ``sustained`` (any case) or a frequency
+    ``1500``/``1500MHz`` (a bare number is MHz), ``1.5GHz`` or ``1500000000Hz``; returns the name or
+    the frequency in Hz (float)."""
+    t = text.strip().lower()
+    if t in ("base", "boost", "sustained"):
+        return t
+    m = _CLOCK.match(t)
+    if m is None:
+        raise argparse.ArgumentTypeError(
+            f"must be base, boost, sustained or a frequency like 1500, 1500MHz or 1.5GHz; got {text!r}")
+    value, unit = float(m.group(1)), m.group(2) or "mhz"
+    hz = value * {"hz": 1.0, "mhz": 1e6, "ghz": 1e9}[unit]
+    if not 1e8 <= hz <= 1e10:
+        raise argparse.ArgumentTypeError(f"must be a clock between 100 MHz and 10 GHz; got {text!r}")
+    return hz

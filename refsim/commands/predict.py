@@ -4,15 +4,18 @@
     refsim predict --gpu rtx4090 --kernel anyprec --bits 3 --m 1 --model llama-2-7b
 
 m = batch/tokens, n = output features, k = input features (the papers write weights as n × k).
-Human output: latency in µs, speedup over cublas-fp16 on the same problem, and the breakdown.
+Human output: latency in the unit that fits (µs, ms or s), speedup over cublas-fp16 on the same
+problem, the share of the plain roofline bound reached (DRAM bytes / peak bandwidth vs FLOPs / peak
+tensor rate, the LLM-Viewer-style bound), the breakdown and the model's notes (why a path was
+chosen). ``--clock`` takes base, boost, sustained or a frequency (1500, 1500MHz, 1.5GHz).
 ``--json`` prints exactly one JSON object (``latency_us``, ``bottleneck``, ``speedup_vs_cublas_fp16``,
-``terms_us``, ...). ``--model`` sums the model's linear layers (per block × layers) instead of one
+``roofline_us``, ``fraction_of_roofline``, ``terms_us``, ...). ``--model`` sums the model's linear layers (per block × layers) instead of one
 (n, k) problem.
 """
 
 from __future__ import annotations
 
-from refsim.commands import positive_int, positive_float  # noqa: F401
+from refsim.commands import clock_arg, positive_int, positive_float  # noqa: F401
 
 import json
 import sys
@@ -31,8 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--bits", type=positive_int, default=None, help="weight bit-width (kernel default if omitted)")
     p.add_argument("--group-size", type=positive_int, default=None, help="quantization group size along K")
     p.add_argument("--model", default=None, help="sum a built-in model's linear layers (e.g. llama-2-7b)")
-    p.add_argument("--clock", default="sustained", choices=("sustained", "boost", "base"),
-                   help="SM clock state (default: sustained)")
+    p.add_argument("--clock", default="sustained", type=clock_arg,
+                   help="SM clock: sustained (default), boost, base, or a frequency (1500, 1500MHz, 1.5GHz)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run)
 
@@ -40,6 +43,7 @@ def register(subparsers) -> None:
 def _run(args) -> int:
     from refsim.errors import FormatRuleError
     from refsim.gpu_model.kernels import predict
+    from refsim.gpu_model.roofline import dram_roofline_s
     from refsim.gpu_model.shapes import get_model
     from refsim.gpu_model.specs import get_gpu
 
@@ -54,7 +58,7 @@ def _run(args) -> int:
         spec = get_model(args.model)
         problems = spec.per_block()
         layers = spec.layers
-    total = base = 0.0
+    total = base = roof = 0.0
     terms: dict = {}
     per_layer = []
     worst = None
@@ -64,6 +68,7 @@ def _run(args) -> int:
         mult = count * layers
         total += bd.latency_s * mult
         base += fp.latency_s * mult
+        roof += dram_roofline_s(bd.bytes_dram, bd.flops, gpu) * mult
         for key, v in bd.terms.items():
             terms[key] = terms.get(key, 0.0) + v * mult
         per_layer.append({"name": name, "n": n, "k": k, "count": mult, "latency_us": bd.latency_us,
@@ -76,6 +81,7 @@ def _run(args) -> int:
         "bits": worst[1].bits, "group_size": args.group_size, "model": args.model, "clock": args.clock,
         "latency_us": total * 1e6, "bottleneck": bottleneck,
         "cublas_fp16_latency_us": base * 1e6, "speedup_vs_cublas_fp16": base / total,
+        "roofline_us": roof * 1e6, "fraction_of_roofline": roof / total,
         "terms_us": {key: v * 1e6 for key, v in terms.items()},
     }
     if args.model:
@@ -87,18 +93,33 @@ def _run(args) -> int:
         print(json.dumps(out))
         return 0
     what = f"{args.model} linear layers" if args.model else f"M={args.m} N={args.n} K={args.k}"
-    lines = [f"{args.kernel} on {gpu.name} ({args.clock} clock), {what}, bits={out['bits']}",
-             f"  latency      {out['latency_us']:.2f} us",
-             f"  cublas-fp16  {out['cublas_fp16_latency_us']:.2f} us  -> speedup {out['speedup_vs_cublas_fp16']:.2f}x",
+    clock = args.clock if isinstance(args.clock, str) else f"{args.clock / 1e6:g} MHz"
+    lines = [f"{args.kernel} on {gpu.name} ({clock} clock), {what}, bits={out['bits']}",
+             f"  latency      {format_time(total)}",
+             f"  cublas-fp16  {format_time(base)}  -> speedup {out['speedup_vs_cublas_fp16']:.2f}x",
+             f"  roofline     {format_time(roof)}  (plain DRAM/tensor bound: the model reaches "
+             f"{100 * roof / total:.0f} % of it)",
              f"  bottleneck   {bottleneck}",
-             "  breakdown (us; dram/l2/tensor/alu/smem/latency overlap, launch/tail/serial add):"]
+             "  breakdown (dram/l2/tensor/alu/smem/latency overlap, launch/tail/serial add):"]
     for key in ("dram", "l2", "tensor", "alu", "smem", "latency", "launch", "tail", "serial"):
         if key in terms:
-            lines.append(f"    {key:<8} {terms[key] * 1e6:10.2f}")
+            lines.append(f"    {key:<8} {format_time(terms[key]):>12}")
+    if not args.model and worst[1].notes:
+        lines.append(f"  notes        {worst[1].notes}")
     if args.model:
         lines.append("  per layer (one block x layers):")
         for row in per_layer:
             lines.append(f"    {row['name']:<10} {row['n']:>6} x {row['k']:<6} x{row['count']:<4} "
-                         f"{row['latency_us']:9.2f} us  {row['bottleneck']}")
+                         f"{format_time(row['latency_us'] * 1e-6):>12}  {row['bottleneck']}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+
+
+def format_time(seconds: float) -> str:
+    """A duration in the unit that fits: ``12.34 us`` below 1 ms, ``1.234 ms`` below 1 s, else
+    ``1.234 s`` (4 significant digits; ASCII "us" so every terminal shows it)."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.2f} us"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds:.3f} s"

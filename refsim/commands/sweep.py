@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sys
 
+from refsim.commands import clock_arg
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -26,8 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--k", required=True, help="input features (the reduction): list or range")
     p.add_argument("--bits", type=int, default=None, help="weight bit-width (kernel default if omitted)")
     p.add_argument("--group-size", type=int, default=None, help="quantization group size along K")
-    p.add_argument("--clock", default="sustained", choices=("sustained", "boost", "base"),
-                   help="SM clock state (default: sustained)")
+    p.add_argument("--clock", default="sustained", type=clock_arg,
+                   help="SM clock: sustained (default), boost, base, or a frequency (1500, 1500MHz, 1.5GHz)")
     p.add_argument("--out", required=True, help="output folder (new or empty)")
     p.add_argument("--no-plot", action="store_true", help="write the CSV only")
     p.set_defaults(func=_run)

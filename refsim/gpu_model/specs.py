@@ -28,9 +28,14 @@ table, never typed. Facts and sources: ``shared/specs/perf_model.md`` section 1.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from refsim._validate import require_choice
+from refsim.errors import FormatRuleError
+
+#: explicit SM clocks accepted by :meth:`GPUSpec.clock_hz` (Hz): every GPU here runs between
+MIN_CLOCK_HZ, MAX_CLOCK_HZ = 1e8, 1e10
 
 __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"]
 
@@ -93,9 +98,14 @@ class GPUSpec:
         return self.dram_peak_bytes_per_s * self.dram_achievable_fraction
 
     def clock_hz(self, clock: str | float = "sustained") -> float:
-        """SM clock for ``clock`` in {'base', 'boost', 'sustained'} or an explicit frequency."""
+        """SM clock for ``clock`` in {'base', 'boost', 'sustained'} or an explicit frequency in Hz
+        (a finite number in [1e8, 1e10]: 100 MHz to 10 GHz; anything else is a FormatRuleError)."""
         if isinstance(clock, (int, float)) and not isinstance(clock, bool):
-            return float(clock)
+            hz = float(clock)
+            if not (math.isfinite(hz) and MIN_CLOCK_HZ <= hz <= MAX_CLOCK_HZ):
+                raise FormatRuleError(f"clock: an explicit SM clock must be a frequency in Hz within "
+                                      f"[{MIN_CLOCK_HZ:.0e}, {MAX_CLOCK_HZ:.0e}]; got {clock!r}")
+            return hz
         require_choice("clock", clock, ("base", "boost", "sustained"))
         return {"base": self.base_clock_hz, "boost": self.boost_clock_hz,
                 "sustained": self.sustained_clock_hz}[clock]

@@ -151,7 +151,7 @@ def _points(gpus, kernels, ms, ns, ks):
 
 
 def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int | None = None,
-          clock: str = "sustained", progress: bool = True) -> list[SweepRow]:
+          clock: str | float = "sustained", progress: bool = True) -> list[SweepRow]:
     """Predict every (gpu, kernel, n, k, m) combination; rows in that nesting order.
 
     gpus, kernels: lists of names (validated up front: an unknown name fails before any work);
