@@ -162,6 +162,7 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int |
     g = k if group_size is None else require_int("group_size", group_size, minimum=1)
     if k % g:
         raise ShapeError(f"group_size: must divide K={k}; got {g}")
+    scales = require_float_array("scales", scales)
     require_ndim("scales", scales, 2)
     require_shape("scales", scales, (k // g, n))
     require_finite("scales", scales)

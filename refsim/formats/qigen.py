@@ -54,8 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (
-    require_bounded,
     require_bits,
+    require_bounded,
     require_choice,
     require_divisible,
     require_dtype,
@@ -63,6 +63,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
+from refsim.errors import FormatRuleError
 
 __all__ = [
     "BITS",
@@ -224,6 +225,8 @@ def pack_reference(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
 
 
 def _check_packed(packed: np.ndarray, layout: QIGenLayout) -> None:
+    if not isinstance(layout, QIGenLayout):
+        raise FormatRuleError(f"layout: must be a QIGenLayout; got {type(layout).__name__}")
     packed = require_dtype("packed", packed, np.int32)
     require_ndim("packed", packed, 1)
     require_shape("packed", packed, (layout.n_words,))

@@ -261,6 +261,9 @@ def kmeans_1d_reference(xs, Pw, Pwx, Pwxx, n_clusters: int, max_iter: int = 50,
     """
     xs = require_float_array("xs", xs)
     require_ndim("xs", xs, 1)
+    for name, v in (("Pw", Pw), ("Pwx", Pwx), ("Pwxx", Pwxx)):
+        require_finite(name, require_shape(name, require_float_array(name, v), xs.shape))
+    require_finite("xs", xs)
     n_clusters, max_iter, random_state = _check_kmeans(len(xs), n_clusters, max_iter, random_state)
     rng = np.random.RandomState(random_state)
     n = len(xs)
