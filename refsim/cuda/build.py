@@ -96,6 +96,8 @@ def compile_ptx(name: str, arch: str = "sm_80") -> str:
 def _require_arch(arch: str) -> str:
     if not isinstance(arch, str) or not arch.startswith("sm_") or not arch[3:].isdigit():
         raise FormatRuleError(f"arch: must name an SM architecture such as 'sm_80'; got {arch!r}")
+    if not 75 <= int(arch[3:]) <= 121:
+        raise FormatRuleError(f"arch: nvcc 13 (the cuda extra) targets sm_75 .. sm_121; got {arch!r}")
     return arch
 
 

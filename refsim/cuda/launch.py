@@ -28,7 +28,7 @@ import numpy as np
 
 from refsim._validate import require_choice
 from refsim.cuda import build
-from refsim.errors import ToolchainError
+from refsim.errors import FormatRuleError, ToolchainError
 
 __all__ = ["BACKENDS", "Launch", "run", "run_on_gpu", "module"]
 
@@ -53,6 +53,15 @@ def module(source: str, arch: str = "sm_80"):
     return ptx.Module(build.ptx(source, arch))
 
 
+def check_options(options) -> dict:
+    """The per-call ``options`` of every refsim.cuda runner: None or a dict of
+    :meth:`refsim.ptx.Module.launch` keywords; returns a dict."""
+    if options is not None and not isinstance(options, dict):
+        raise FormatRuleError(f"options: must be a dict of refsim.ptx launch options (e.g. "
+                              f"{{'schedule': 'random'}}) or None; got {type(options).__name__}")
+    return options or {}
+
+
 def run(source: str, launch: Launch, args: tuple, *, backend: str = "ptx", arch: str = "sm_80",
         options: dict | None = None):
     """Execute ``launch`` of kernel file ``source`` with ``args`` on ``backend`` (see the module spec).
@@ -60,6 +69,7 @@ def run(source: str, launch: Launch, args: tuple, *, backend: str = "ptx", arch:
     ``options`` (ptx backend only) is passed to :meth:`refsim.ptx.Module.launch`, e.g.
     ``{"schedule": "random", "seed": 3}``."""
     require_choice("backend", backend, BACKENDS)
+    check_options(options)
     if backend == "ptx":
         return module(source, arch).launch(launch.kernel, launch.grid, launch.block, args, arch=arch,
                                            shared_bytes=launch.shared_bytes, **(options or {}))

@@ -172,6 +172,7 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
         raise FormatRuleError(f"arch: marlin.cu needs sm_80 or newer (cp.async, ldmatrix, mma.m16n8k16), "
                               f"one of {list(ARCHS)}; got {arch!r}")
     backend = require_choice("backend", backend, launch.BACKENDS)
+    options = launch.check_options(options)
     locks = workspace(n) if locks is None else require_dtype("locks", locks, np.int32)
     if locks.ndim != 1 or locks.size < n // 128 * MAX_PAR:
         raise ShapeError(f"locks: must be 1-D with at least N/128*16 = {n // 128 * MAX_PAR} entries; "
@@ -188,7 +189,7 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
         args = (a, B, c, s, locks, np.int32(ln.rows), np.int32(n), np.int32(k))
         if backend == "ptx":
             st = _module(ln.kernel).launch(ln.kernel, ln.grid, ln.block, args, arch=arch,
-                                           shared_bytes=ln.shared_bytes, **(options or {}))
+                                           shared_bytes=ln.shared_bytes, **options)
         else:
             st = launch.run(SOURCE, launch.Launch(ln.kernel, ln.grid, ln.block, ln.shared_bytes), args,
                             backend=backend, arch=KERNEL_ARCH, options=options)
