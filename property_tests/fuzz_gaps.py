@@ -7,6 +7,7 @@ work of issue 11, not an allow-list: fixing a function means validating its argu
 """
 
 GAPS = {
-    # public functions added by the issue 12/13/16/17 work of the same session, found at merge time
-    # (300-trial sweep): their validation is open work of issue 11
+    # empty since 2026-11-24: every public function is fuzzed. Random sweeps (100 trials seed 7,
+    # 300 trials seed 11) then found only calls that are slow by nature under the sweep's 3 s alarm
+    # (calibrate.fit / leave_one_shape_out refit the model: 1.7 s / 7 s here), within the test's 60 s.
 }

@@ -95,7 +95,7 @@ def byte_permutation(k: int) -> np.ndarray:
     int32 words) where the byte holding weights ``8*b8 .. 8*b8+7`` is stored.  K must be a
     multiple of 32; the last K % 1024 weights form a tail group with eff = (K % 1024) // 32 lanes.
     """
-    k = _check_k(k)
+    k = require_bounded("K", _check_k(k), 1 << 28, what="in_features for a layout table")
     n_bytes = k // 8  # (K/8,)
     b8 = np.arange(n_bytes, dtype=np.int64)
     full = (n_bytes // 128) * 128  # bytes in full 1024-weight chunks

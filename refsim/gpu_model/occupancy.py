@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from refsim._validate import require_int
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.specs import GPUSpec
+from refsim.gpu_model.specs import GPUSpec, get_gpu
 
 __all__ = ["Occupancy", "occupancy"]
 
@@ -57,6 +57,7 @@ def occupancy(gpu: GPUSpec, threads_per_block: int, regs_per_thread: int, smem_p
     the launch's CTA count (None: unlimited). Ties name the first limit in the order regs, smem,
     warps, ctas, grid.
     """
+    gpu = get_gpu(gpu)
     threads = require_int("threads_per_block", threads_per_block, minimum=1)
     regs = require_int("regs_per_thread", regs_per_thread, minimum=1)
     smem = require_int("smem_per_block_bytes", smem_per_block_bytes, minimum=0)

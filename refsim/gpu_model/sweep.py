@@ -211,6 +211,9 @@ def write_csv(rows: list[SweepRow], path) -> Path:
 def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
     """One PNG per GPU in ``out_dir`` (``sweep_<gpu>.png``, layout in the module docstring) from
     the "ok" rows; returns the paths written (none for a GPU without an ok row)."""
+    rows, out_dir = _rows(rows), _path("out_dir", out_dir)      # checked before the matplotlib import
+    if not isinstance(title, str):
+        raise FormatRuleError(f"title: must be a string; got {type(title).__name__}")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -218,9 +221,6 @@ def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
 
     from refsim.gpu_model.specs import get_gpu
 
-    rows, out_dir = _rows(rows), _path("out_dir", out_dir)
-    if not isinstance(title, str):
-        raise FormatRuleError(f"title: must be a string; got {type(title).__name__}")
     written = []
     for gpu in dict.fromkeys(r.gpu for r in rows):
         ok = [r for r in rows if r.gpu == gpu and r.status == "ok"]

@@ -90,8 +90,8 @@ def expected_isotropic_fisher(X: np.ndarray, n: int) -> np.ndarray:
     X = require_float_array("X", X)
     require_finite("X", X)
     n = require_int("n", n, minimum=1)
-    if X.ndim < 1:
-        raise ShapeError(f"X: must be (S, T, K) or (T, K); got shape {X.shape}")
+    if X.ndim not in (2, 3) or X.shape[-1] == 0:
+        raise ShapeError(f"X: must be (S, T, K) or (T, K) with K >= 1; got shape {X.shape}")
     require_bounded("K*N", X.shape[-1] * n)
     energy = (X.astype(np.float64) ** 2).reshape(-1, X.shape[-1]).sum(axis=0)  # (K,)
     return np.repeat(energy[:, None], n, axis=1).astype(np.float32)
