@@ -1,4 +1,8 @@
-"""Atom W4A4: reordered INT4 groups with an INT8 outlier tail, and the fused group GEMM.
+"""Atom W4A4: reordered INT4 groups with an INT8 outlier tail (the format and its quantizers).
+
+The fused group GEMM and the kernel's activation-scale buffer live in
+:mod:`refsim.formats.atom_gemm`, the INT4 KV cache in :mod:`refsim.formats.atom_kv` (both names
+stay importable from here).
 
 Spec block
 ----------
@@ -64,16 +68,13 @@ Fused group GEMM (``atom_gemm``/``atom_gemm_reference``), per output (m, n)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
 from refsim._validate import (
     native_contiguous,
     require_array,
-    require_bounded,
     require_choice,
-    require_codes,
     require_dtype,
     require_finite,
     require_float_array,
@@ -84,21 +85,34 @@ from refsim._validate import (
     set_fields,
     require_instance,
 )
-from refsim.emulator import exact, fp
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
     "GROUP", "KEEPER", "MODES", "W_CLIP", "A_CLIP",
-    "AtomActivations", "AtomWeights", "AtomKV",
+    "AtomActivations", "AtomWeights",
     "hessian_statistic", "reorder_index", "permute", "unpermute",
     "round_half_even", "round_half_away",
     "quantize_activations", "quantize_activations_reference", "dequantize_activations",
     "quantize_weights", "quantize_weights_reference", "dequantize_weights",
     "pack_int4", "pack_int4_reference", "unpack_int4",
-    "quantize_kv", "dequantize_kv", "pack_kv", "unpack_kv",
-    "scale_leading_dim", "scale_positions", "activation_scale_layout", "activation_scale_layout_reference",
-    "atom_gemm", "atom_gemm_reference",
 ]
+
+#: names that moved to their own modules (issue 11): the KV cache and the fused GEMM with the
+#: kernel's scale buffer; ``refsim.formats.atom.atom_gemm`` etc. keep working (module __getattr__)
+_MOVED = {name: "refsim.formats.atom_kv" for name in ("AtomKV", "quantize_kv", "dequantize_kv", "pack_kv",
+                                                      "unpack_kv")}
+_MOVED.update({name: "refsim.formats.atom_gemm" for name in (
+    "scale_leading_dim", "scale_positions", "activation_scale_layout", "activation_scale_layout_reference",
+    "atom_gemm", "atom_gemm_reference", "_check_gemm")})
+
+
+def __getattr__(name: str):
+    """The moved names, imported on first use (the new modules import this one)."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(module), name)
 
 GROUP = 128
 KEEPER = 128
@@ -532,233 +546,4 @@ def unpack_int4(packed: np.ndarray) -> np.ndarray:
     out = np.empty((packed.shape[0], packed.shape[1] * 2), np.int8)
     out[:, 0::2] = np.where(lo > 7, lo - 16, lo)
     out[:, 1::2] = np.where(hi > 7, hi - 16, hi)
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
-# kernel-side activation-scale layout
-# ----------------------------------------------------------------------------------------------
-def scale_leading_dim(m: int) -> int:
-    """Halves per group column of the kernel's activation-scale buffer, ``SCALE_SIZE_A(M)``:
-    ``(M/16)*64 + 64 - (1 - (M%16)/8) * (8 - M%8) * 8`` (integer division); 4M when 16 | M."""
-    m = require_int("M", m, minimum=1)
-    return (m // 16) * 64 + 64 - (1 - (m % 16) // 8) * (8 - m % 8) * 8
-
-
-def scale_positions(m: int) -> np.ndarray:
-    """int64 (M, 4): the 4 half offsets (within one group column) holding token r's scale:
-    ``base = (r/16)*64 + (r%8)*8 + (r/8)%2``, replicas at ``base + 2j``, j = 0..3. Seen as half2
-    pairs, one pair holds (scale[r], scale[r+8]) of a 16-row tile: the m16n8 accumulator rows
-    (groupID, groupID + 8)."""
-    m = require_int("M", m, minimum=1)
-    require_bounded("M", 4 * m, what="scale slots (4 per token)")
-    r = np.arange(m)[:, None]
-    base = (r // 16) * 64 + (r % 8) * 8 + (r // 8) % 2
-    return (base + 2 * np.arange(4)[None, :]).astype(np.int64)
-
-
-def activation_scale_layout(scale: np.ndarray) -> np.ndarray:
-    """Scatter float16 activation scales (M, G) into the kernel's buffer: float16
-    (G * scale_leading_dim(M),), group columns one after another (column-major), each scale
-    written 4 times (:func:`scale_positions`); unused halves are 0. The INT8 tail's per-token
-    scale uses the same layout with G = 1."""
-    scale = require_dtype("scale", scale, np.float16)
-    require_ndim("scale", scale, 2)
-    m, g = scale.shape
-    ld = scale_leading_dim(m)
-    out = np.zeros(g * ld, np.float16)
-    pos = scale_positions(m)                                              # (M, 4)
-    cols = (np.arange(g) * ld)[None, :, None] + pos[:, None, :]           # (M, G, 4)
-    out[cols] = np.repeat(scale[:, :, None], 4, axis=2)
-    return out
-
-
-def activation_scale_layout_reference(scale: np.ndarray) -> np.ndarray:
-    """Plain-loop twin of :func:`activation_scale_layout`, straight from the formula."""
-    scale = require_dtype("scale", scale, np.float16)
-    m, g = scale.shape
-    ld = (m // 16) * 64 + 64 - (1 - (m % 16) // 8) * (8 - m % 8) * 8
-    out = np.zeros(g * ld, np.float16)
-    for col in range(g):
-        for r in range(m):
-            base = (r // 16) * 64 + (r % 8) * 8 + (r // 8) % 2
-            for j in range(4):
-                out[col * ld + base + 2 * j] = scale[r, col]
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
-# KV cache
-# ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class AtomKV:
-    """Asymmetric INT4 KV cache: q uint8 (..., head_dim) codes in [0, 15]; scale and zero
-    (...,) per (token, head); scale in the input dtype, zero an integer code stored as uint8."""
-
-    q: np.ndarray
-    scale: np.ndarray
-    zero: np.ndarray
-
-    def __post_init__(self):
-        q = require_dtype("q", self.q, np.uint8)
-        if q.ndim < 1:
-            raise ShapeError(f"q: must have at least 1 dimension (head_dim last); got shape {q.shape}")
-        require_codes("q", q, 4)
-        scale = require_dtype("scale", self.scale, np.float16, np.float32)
-        require_shape("scale", scale, q.shape[:-1])
-        require_finite("scale", scale)
-        zero = require_dtype("zero", self.zero, np.uint8)
-        require_shape("zero", zero, q.shape[:-1])
-        require_codes("zero", zero, 4)
-        set_fields(self, q=q, scale=scale, zero=zero)
-
-
-def quantize_kv(x: np.ndarray, *, clip: float = 1.0) -> AtomKV:
-    """Atom's simulated KV-cache quantization (model/quant.py, asymmetric, per (token, head)):
-    x (..., head_dim) float16/float32, one group per vector along the last axis (Atom asserts
-    head_dim == 128; any head_dim is accepted here). With fp32 ops rounded to x.dtype:
-    ``s = max(max - min, 1e-5) / 15``, ``z = clamp(round(-min / s), 0, 15)``,
-    ``q = clamp(round(x / s) + z, 0, 15)``, rounding half to even; ``clip`` scales max and min."""
-    x = require_dtype("x", x, np.float16, np.float32)
-    require_finite("x", x)
-    clip = _check_clip(clip)
-    if x.ndim < 1 or x.shape[-1] == 0:
-        raise ShapeError(f"x: must have at least 1 dimension and a non-empty head_dim (last axis); got shape {x.shape}")
-    dt, f32 = x.dtype, np.float32
-    vmax = x.max(axis=-1)
-    vmin = x.min(axis=-1)
-    if clip < 1.0:
-        vmax = _op(vmax.astype(f32) * f32(clip), dt)
-        vmin = _op(vmin.astype(f32) * f32(clip), dt)
-    rng = np.maximum(_op(vmax.astype(f32) - vmin.astype(f32), dt), _op(f32(ABSMAX_FLOOR), dt))
-    s = _op(rng.astype(f32) / f32(15), dt)
-    z = np.clip(round_half_even(_op(-vmin.astype(f32) / s.astype(f32), dt)), 0, 15)
-    q = np.clip(round_half_even(_op(x.astype(f32) / s.astype(f32)[..., None], dt)) + z[..., None], 0, 15)
-    return AtomKV(q.astype(np.uint8), s, z.astype(np.uint8))
-
-
-def pack_kv(q: np.ndarray) -> np.ndarray:
-    """Pack KV codes q uint8 (..., D) in [0, 15], D even, two per byte along the last axis, even
-    element in the low nibble: read as little-endian 32-bit words, element j of a word is
-    ``(w >> 4j) & 0xF`` (the flashinfer fork's LSB-first order). Returns uint8 (..., D // 2)."""
-    q = require_dtype("q", q, np.uint8)
-    q = require_codes("q", q, 4)
-    if q.ndim < 1 or q.shape[-1] % 2:
-        raise ShapeError(f"q: last dimension must be even; got shape {q.shape}")
-    return (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
-
-
-def unpack_kv(packed: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`pack_kv`: uint8 (..., D/2) -> uint8 (..., D)."""
-    packed = require_dtype("packed", packed, np.uint8)
-    out = np.empty(packed.shape[:-1] + (2 * packed.shape[-1],), np.uint8)
-    out[..., 0::2] = packed & 0xF
-    out[..., 1::2] = packed >> 4
-    return out
-
-
-def dequantize_kv(kv: AtomKV) -> np.ndarray:
-    """``(q - z) * s`` with fp32 ops rounded to the scale dtype (Atom's simulation)."""
-    require_instance("kv", kv, AtomKV)
-    dt, f32 = kv.scale.dtype, np.float32
-    diff = kv.q.astype(f32) - kv.zero.astype(f32)[..., None]
-    return _op(diff * kv.scale.astype(f32)[..., None], dt)
-
-
-# ----------------------------------------------------------------------------------------------
-# fused group GEMM
-# ----------------------------------------------------------------------------------------------
-def _check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tuple[int, int, int, int]:
-    """Validate one group GEMM; ``pairs=False`` (the kernel emulator, which models the pair selection)
-    accepts weight scales that differ within a column pair."""
-    require_instance("a", a, AtomActivations)
-    require_instance("w", w, AtomWeights)
-    for name, arr, dt in (("a.q4", a.q4, np.int8), ("a.q8", a.q8, np.int8), ("w.q4", w.q4, np.int8),
-                          ("w.q8", w.q8, np.int8), ("a.scale4", a.scale4, np.float16),
-                          ("a.scale8", a.scale8, np.float16), ("w.scale4", w.scale4, np.float16),
-                          ("w.scale8", w.scale8, np.float16)):
-        require_dtype(name, arr, dt)
-    m, kb = a.q4.shape
-    kb_w, n = w.q4.shape
-    if kb != kb_w:
-        raise ShapeError(f"w.q4: INT4 rows must equal the activations' INT4 columns {kb}; got {kb_w}")
-    g = a.scale4.shape[1]
-    require_shape("w.scale4", w.scale4, (g, n))
-    require_shape("a.scale4", a.scale4, (m, g))
-    if g == 0 or kb % g:
-        raise ShapeError(f"a.scale4: group count must divide the INT4 width {kb}; got {g}")
-    keeper = a.q8.shape[1]
-    require_shape("w.q8", w.q8, (keeper, n))
-    require_shape("a.scale8", a.scale8, (m,))
-    require_shape("w.scale8", w.scale8, (n,))
-    if n % 2:
-        raise ShapeError(f"N: must be even (output columns pair up in the kernel's half2 scales); got {n}")
-    if pairs and not np.array_equal(w.scale4[:, 0::2].view(np.uint16), w.scale4[:, 1::2].view(np.uint16)):
-        raise FormatRuleError("w.scale4: columns 2p and 2p+1 must hold identical scales (the kernel reads "
-                              "the pair's scale through a half2 fragment); got unequal pairs")
-    for name, arr, lo, hi in (("a.q4", a.q4, -8, 7), ("w.q4", w.q4, -8, 7)):
-        if arr.size and (arr.min() < lo or arr.max() > hi):
-            raise FormatRuleError(f"{name}: INT4 values must lie in [{lo}, {hi}]; got {int(arr.min())}..{int(arr.max())}")
-    return m, n, g, kb // g
-
-
-def _fma_f32(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Correctly rounded float32 ``acc + p * s`` (one rounding, as ``fmaf``): the one fp32 FMA,
-    :func:`refsim.emulator.fp.f32_fma`. p int64 with |p| < 2**22 is exact in float32, s fp16."""
-    return fp.f32_fma(p.astype(np.float32), s.astype(np.float32), acc.astype(np.float32, copy=False), fused=True)
-
-
-def atom_gemm(a: AtomActivations, w: AtomWeights) -> np.ndarray:
-    """Atom's fused W4A4 group GEMM, vectorised: returns float16 (M, N).
-
-    a: :class:`AtomActivations` (kernel layout semantics: INT4 body (M, Kb), float16 scales
-    (M, G) and (M,)); w: :class:`AtomWeights` with float16 pair-equal scales. Arithmetic in the
-    module docstring: exact int32 group sums, fp16 scale products, fp32 FMA accumulation in
-    group order, the INT8 tail last, one rounding to fp16."""
-    m, n, g, group = _check_gemm(a, w)
-    qa = a.q4.astype(np.int64).reshape(m, g, group)                       # (M, G, group)
-    qb = w.q4.astype(np.int64).reshape(g, group, n)                       # (G, group, N)
-    acc = np.zeros((m, n), np.float32)
-    for gi in range(g):
-        p = qa[:, gi, :] @ qb[gi]                                         # (M, N) exact int
-        with np.errstate(over="ignore"):      # an fp16 scale product may overflow to inf, as __hmul2
-            s = (a.scale4[:, gi, None].astype(np.float32) * w.scale4[None, gi, :].astype(np.float32)).astype(np.float16)
-        acc = _fma_f32(acc, p, s)
-    p8 = a.q8.astype(np.int64) @ w.q8.astype(np.int64)
-    with np.errstate(over="ignore"):
-        s8 = (a.scale8[:, None].astype(np.float32) * w.scale8[None, :].astype(np.float32)).astype(np.float16)
-    acc = _fma_f32(acc, p8, s8)
-    with np.errstate(over="ignore"):          # |acc| > 65504 -> +-inf, as __float2half does
-        return acc.astype(np.float16)
-
-
-def _fma_reference(acc: np.float32, p: int, s: np.float16) -> np.float32:
-    """One correctly rounded fmaf(p, s, acc) with exact rationals; inf/NaN operands follow IEEE
-    (e.g. an fp16 scale product that overflowed to inf)."""
-    if not (np.isfinite(acc) and np.isfinite(s)):
-        with np.errstate(invalid="ignore", over="ignore"):
-            return np.float32(float(acc) + p * float(s))
-    return exact.round_to_float(Fraction(float(acc)) + p * Fraction(float(s)), np.float32)
-
-
-def atom_gemm_reference(a: AtomActivations, w: AtomWeights) -> np.ndarray:
-    """Plain-loop twin of :func:`atom_gemm`, straight from the spec: Python ints for the dot
-    products and exact rationals for each FMA. float16 (M, N)."""
-    m, n, g, group = _check_gemm(a, w)
-    keeper = a.q8.shape[1]
-    out = np.zeros((m, n), np.float16)
-    for i in range(m):
-        for j in range(n):
-            acc = np.float32(0.0)
-            for gi in range(g):
-                p = sum(int(a.q4[i, gi * group + t]) * int(w.q4[gi * group + t, j]) for t in range(group))
-                with np.errstate(over="ignore"):
-                    s = np.float16(np.float32(a.scale4[i, gi]) * np.float32(w.scale4[gi, j]))
-                acc = _fma_reference(acc, p, s)
-            p8 = sum(int(a.q8[i, t]) * int(w.q8[t, j]) for t in range(keeper))
-            with np.errstate(over="ignore"):
-                s8 = np.float16(np.float32(a.scale8[i]) * np.float32(w.scale8[j]))
-            acc = _fma_reference(acc, p8, s8)
-            with np.errstate(over="ignore"):  # overflow -> +-inf, as __float2half does
-                out[i, j] = np.float16(acc)
     return out

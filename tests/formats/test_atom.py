@@ -13,6 +13,7 @@ import pytest
 
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import atom as A
+from refsim.formats import atom_gemm as atom_gemm_module
 from refsim.testing import assert_bitexact
 
 FIELDS = ("q4", "scale4", "q8", "scale8")
@@ -207,7 +208,7 @@ def test_fma_is_correctly_rounded_including_midpoints():
     p[:10] = 1
     s[:10] = np.float16(1.0)         # 2**24 + 1 is a tie -> even (2**24)
     s[5:10] = np.float16(1.0009765625)  # 2**24 + 1 + 2**-10: above the tie -> 2**24 + 2
-    got = A._fma_f32(acc, p, s)
+    got = atom_gemm_module._fma_f32(acc, p, s)
     for i in range(2000):
         exact = Fraction(float(acc[i])) + int(p[i]) * Fraction(float(s[i]))
         assert got[i] == round_to_float(exact, np.float32), i
