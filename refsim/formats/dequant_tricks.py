@@ -120,8 +120,9 @@ def prmt(a, b, sel: int) -> np.ndarray:
     sel = require_int("sel", sel, minimum=0)
     if sel > 0xFFFF:
         raise FormatRuleError(f"sel: four 4-bit byte selectors must lie in [0, 0xFFFF]; got {sel:#x}")
+    shape = _broadcast(a, b)
     src = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)  # 8 bytes, a = bytes 0..3
-    out = np.zeros(_broadcast(a, b), dtype=np.uint32)
+    out = np.zeros(shape, dtype=np.uint32)
     for j in range(4):
         nib = (sel >> (4 * j)) & 0xF
         byte = ((src >> np.uint64(8 * (nib & 7))) & np.uint64(0xFF)).astype(np.uint32)
