@@ -46,3 +46,13 @@ def clock_arg(text: str):
     if not 1e8 <= hz <= 1e10:
         raise argparse.ArgumentTypeError(f"must be a clock between 100 MHz and 10 GHz; got {text!r}")
     return hz
+
+
+def add_condition_args(p) -> None:
+    """``--ecc`` and ``--cache``: the measurement conditions of ``refsim predict`` / ``refsim sweep``
+    besides ``--clock`` (refsim.gpu_model.conditions)."""
+    p.add_argument("--ecc", default=None, type=str.lower, choices=("on", "off"),
+                   help="DRAM ECC state (default: the card's own: A10 and HBM parts on, GeForce off)")
+    p.add_argument("--cache", default="cold", type=str.lower, choices=("cold", "warm"),
+                   help="L2 state: cold (default, flushed as Nsight Compute measures) or warm (a "
+                        "working set that fits in L2 is streamed from it)")

@@ -7,7 +7,9 @@ m = batch/tokens, n = output features, k = input features (the papers write weig
 Human output: latency in the unit that fits (µs, ms or s), speedup over cublas-fp16 on the same
 problem, the share of the plain roofline bound reached (DRAM bytes / peak bandwidth vs FLOPs / peak
 tensor rate, the LLM-Viewer-style bound), the breakdown and the model's notes (why a path was
-chosen). ``--clock`` takes base, boost, sustained or a frequency (1500, 1500MHz, 1.5GHz).
+chosen). ``--clock`` takes base, boost, sustained or a frequency (1500, 1500MHz, 1.5GHz);
+``--ecc on|off`` (default: the card's own state) and ``--cache cold|warm`` (default cold, as Nsight
+Compute measures) are the other measurement conditions (refsim.gpu_model.conditions).
 ``--json`` prints exactly one JSON object (``latency_us``, ``bottleneck``, ``speedup_vs_cublas_fp16``,
 ``roofline_us``, ``fraction_of_roofline``, ``terms_us``, ...). ``--model`` sums the model's linear layers (per block × layers) instead of one
 (n, k) problem.
@@ -15,7 +17,7 @@ chosen). ``--clock`` takes base, boost, sustained or a frequency (1500, 1500MHz,
 
 from __future__ import annotations
 
-from refsim.commands import clock_arg, positive_int, positive_float  # noqa: F401
+from refsim.commands import add_condition_args, clock_arg, positive_int, positive_float  # noqa: F401
 
 import json
 import sys
@@ -36,6 +38,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=None, help="sum a built-in model's linear layers (e.g. llama-2-7b)")
     p.add_argument("--clock", default="sustained", type=clock_arg,
                    help="SM clock: sustained (default), boost, base, or a frequency (1500, 1500MHz, 1.5GHz)")
+    add_condition_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run)
 
@@ -63,8 +66,9 @@ def _run(args) -> int:
     per_layer = []
     worst = None
     for name, n, k, count in problems:
-        bd = predict(gpu, args.kernel, args.m, n, k, bits=args.bits, group_size=args.group_size, clock=args.clock)
-        fp = predict(gpu, "cublas-fp16", args.m, n, k, clock=args.clock)
+        cond = {"clock": args.clock, "ecc": args.ecc, "cache": args.cache}
+        bd = predict(gpu.name, args.kernel, args.m, n, k, bits=args.bits, group_size=args.group_size, **cond)
+        fp = predict(gpu.name, "cublas-fp16", args.m, n, k, **cond)
         mult = count * layers
         total += bd.latency_s * mult
         base += fp.latency_s * mult
@@ -79,6 +83,7 @@ def _run(args) -> int:
     out = {
         "gpu": gpu.name, "kernel": args.kernel, "m": args.m, "n": args.n, "k": args.k,
         "bits": worst[1].bits, "group_size": args.group_size, "model": args.model, "clock": args.clock,
+        "ecc": args.ecc or gpu.ecc, "cache": args.cache,
         "latency_us": total * 1e6, "bottleneck": bottleneck,
         "cublas_fp16_latency_us": base * 1e6, "speedup_vs_cublas_fp16": base / total,
         "roofline_us": roof * 1e6, "fraction_of_roofline": roof / total,
@@ -94,11 +99,13 @@ def _run(args) -> int:
         return 0
     what = f"{args.model} linear layers" if args.model else f"M={args.m} N={args.n} K={args.k}"
     clock = args.clock if isinstance(args.clock, str) else f"{args.clock / 1e6:g} MHz"
-    lines = [f"{args.kernel} on {gpu.name} ({clock} clock), {what}, bits={out['bits']}",
+    lines = [f"{args.kernel} on {gpu.name} ({clock} clock, ECC {out['ecc']}, {args.cache} L2), {what}, "
+             f"bits={out['bits']}",
              f"  latency      {format_time(total)}",
              f"  cublas-fp16  {format_time(base)}  -> speedup {out['speedup_vs_cublas_fp16']:.2f}x",
              f"  roofline     {format_time(roof)}  (plain DRAM/tensor bound: the model reaches "
-             f"{100 * roof / total:.0f} % of it)",
+             f"{100 * roof / total:.0f} % of it" + ("; a warm L2 serves the bytes faster than DRAM)" if roof > total
+                                                    else ")"),
              f"  bottleneck   {bottleneck}",
              "  breakdown (dram/l2/tensor/alu/smem/latency overlap, launch/tail/serial add):"]
     for key in ("dram", "l2", "tensor", "alu", "smem", "latency", "launch", "tail", "serial"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from refsim.commands import clock_arg
+from refsim.commands import add_condition_args, clock_arg
 
 
 def register(subparsers) -> None:
@@ -30,6 +30,7 @@ def register(subparsers) -> None:
     p.add_argument("--group-size", type=int, default=None, help="quantization group size along K")
     p.add_argument("--clock", default="sustained", type=clock_arg,
                    help="SM clock: sustained (default), boost, base, or a frequency (1500, 1500MHz, 1.5GHz)")
+    add_condition_args(p)
     p.add_argument("--out", required=True, help="output folder (new or empty)")
     p.add_argument("--no-plot", action="store_true", help="write the CSV only")
     p.set_defaults(func=_run)
@@ -46,7 +47,7 @@ def _run(args) -> int:
     kernels = [k for k in args.kernel.split(",") if k]
     with atomic_output_dir(args.out) as tmp:       # refuses an existing non-empty --out up front
         rows = sw.sweep(gpus, kernels, ms, ns, ks, bits=args.bits, group_size=args.group_size,
-                        clock=args.clock, progress=sys.stderr.isatty())
+                        clock=args.clock, ecc=args.ecc, cache=args.cache, progress=sys.stderr.isatty())
         sw.write_csv(rows, tmp / "sweep.csv")
         pngs = [] if args.no_plot else sw.plot(rows, tmp)
     ok = sum(r.status == "ok" for r in rows)

@@ -60,6 +60,7 @@ __all__ = [
     "stripes",
     "stripes_reference",
     "launch_partition",
+    "launch_kinds",
 ]
 
 THREADS = 256
@@ -203,7 +204,7 @@ def marlin_tile_config(m: int, n: int, k: int, group_size: int | None,
     if k % thread_k:
         raise ShapeError(f"K: must be a multiple of thread_k={thread_k} (kernel ERR_PROB_SHAPE); got {k}")
     cfg = TileConfig(thread_k, thread_n, None if group_size is None else group_size // 16)
-    for _, _, mb, _ in _launches(m, max_par):
+    for _, _, mb, _ in launch_kinds(m, max_par):
         if (mb, cfg.thread_n_blocks, cfg.thread_k_blocks) not in KERNELS:
             raise FormatRuleError(
                 f"tile: no compiled kernel for thread_k={thread_k}, thread_n={thread_n} with "
@@ -279,6 +280,29 @@ def _launches(m: int, max_par: int):
             tmb = 4
         yield 16 * step, prob_m, tmb, par
         i += 4
+
+
+def launch_kinds(m: int, max_par: int = 16) -> tuple[tuple[int, int, int, int], ...]:
+    """The host M loop of :func:`stripes` grouped by identical launches, in O(1) of ``m``.
+
+    Returns ``((count, prob_m, thread_m_blocks, par), ...)`` in launch order: ``count``
+    consecutive launches with those parameters. Only a run of full launches (``prob_m = 64·max_par``,
+    4 m-blocks, ``par = max_par``) repeats, so at most three kinds come back; expanding the counts
+    gives the launches of ``_launches`` without their ``row_start`` (tested against it).
+    ``m``, ``max_par``: ints >= 1.
+    """
+    m, max_par = require_ints(M=m, max_par=max_par)
+    tot = _ceildiv(m, 16)
+    pad = 16 * tot - m
+    # a launch is full when (16·remaining − pad) // 64 >= max_par, i.e. remaining >= need blocks
+    need = 4 * max_par + (1 if pad else 0)
+    full = (tot - need) // (4 * max_par) + 1 if tot >= need and tot > 4 else 0
+    kinds = [(full, 64 * max_par, 4, max_par)] if full else []
+    rest = m - 64 * max_par * full
+    if rest:
+        for _, prob_m, tmb, par in _launches(rest, max_par):
+            kinds.append((1, prob_m, tmb, par))
+    return tuple(kinds)
 
 
 def stripes(m: int, n: int, k: int, sms: int, group_size: int | None, *, max_par: int = 16,

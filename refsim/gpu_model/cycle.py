@@ -187,8 +187,8 @@ def cycle_time(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None
         for lc in marlin_model.partition(m, n, k, g.sm_count, None):
             cyc = simulate(marlin_body(lc.m_blocks), w, g, f, iterations=iterations, tensor_interval=tc)
             steps = lc.iters * (tk / 16) * (tn / 64) / 4
-            per_smsp += steps
-            loop_cycles += steps / w * cyc
+            per_smsp += steps * lc.count
+            loop_cycles += steps / w * cyc * lc.count
     return {"loop_s": loop_cycles / f, "cycles_per_iter": cyc, "warps_per_smsp": w,
             "iterations_per_smsp": per_smsp}
 

@@ -89,6 +89,11 @@ class GPUSpec:
     max_threads_per_block: int = 1024
     smem_alloc_unit_bytes: int = 128          # 256 on CC 7.5
     smem_reserved_per_block_bytes: int = 1024  # system use per resident block on CC >= 8.0; 0 on 7.5
+    # measurement conditions (refsim.gpu_model.conditions): the ECC state ``dram_achievable_fraction``
+    # holds for ('on', 'off', or 'none' = the card has no ECC switch) and the fraction with the other
+    # state (0.0 when 'none')
+    ecc: str = "none"
+    dram_fraction_ecc_toggled: float = 0.0
     provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # ---- derived numbers -------------------------------------------------------------------
@@ -159,7 +164,7 @@ _SMEM = {  # (L1+smem per SM usable as smem, per block, max warps, max CTAs)
 }
 
 
-def _gpu(name, arch, cc, tc, sms, base, boost, sustained, bw, frac, lat, l2, l2bpc, prov):
+def _gpu(name, arch, cc, tc, sms, base, boost, sustained, bw, frac, lat, l2, l2bpc, prov, ecc=("none", 0.0)):
     f16, f32, i8, i4 = _TC[tc]
     smem, smem_blk, warps, ctas = _SMEM[cc]
     common = {
@@ -183,22 +188,26 @@ def _gpu(name, arch, cc, tc, sms, base, boost, sustained, bw, frac, lat, l2, l2b
         launch_overhead_s=FITTED_LAUNCH_OVERHEAD_S, provenance=common, **_ALU[cc],
         smem_alloc_unit_bytes=256 if cc == "7.5" else 128,
         smem_reserved_per_block_bytes=0 if cc == "7.5" else 1024,
+        ecc=ecc[0], dram_fraction_ecc_toggled=ecc[1],
     )
 
 
 _GDDR_LAT = ("estimate", "GDDR6/6X load-to-use DRAM latency ~500 ns (Ampere/Ada microbenchmark range 450-600 ns)")
 _HBM_LAT = ("estimate", "HBM load-to-use DRAM latency ~450 ns (A100/H100 microbenchmarks, Luo et al. 2402.13499)")
+_HBM_ECC = ("whitepaper", "HBM ECC is side-band (extra ECC bits per burst, no inline check bytes): switching it off frees no bandwidth, same fraction")
 _L2_GA10X = ("estimate", "no public L2 microbenchmark for GA10x/AD10x; 32 B/clk/SM (L40: 5.25 TB/s measured, gpu-benches, ~15 B/clk/SM at 142 SMs is a lower bound)")
 
 GPUS: dict[str, GPUSpec] = {g.name: g for g in [
     _gpu("a10", "GA102", "8.6", "ga10x-pro", 72, 885, 1695, 1695, 600, 0.85, 500, 6, 32, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [sysrqmts-A10], [baseten], [marlin-plot]"),
-        "dram_achievable_fraction": ("microbenchmark", "A40 (same GA102 die) reads 97.7 % (gpu-benches); A10 ships with ECC on (-10..15 %, Marlin README): 0.85"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+        "dram_achievable_fraction": ("microbenchmark", "ECC on (the A10's default): 0.85 = the ECC-off 0.977 x (1 - 0.13), the 10-15 % ECC cost the Marlin README measured on A10"),
+        "dram_fraction_ecc_toggled": ("microbenchmark", "ECC off: A40 (same GA102 die, GDDR6, 384-bit) reads 97.7 % of peak (gpu-benches gpu-stream)"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}, ecc=("on", 0.977)),
     _gpu("rtx4090", "AD102", "8.9", "ada-geforce", 128, 2235, 2520, 2520, 1008, 0.91, 500, 72, 32, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [thefpsreview], [pcspecchart]"),
-        "dram_achievable_fraction": ("microbenchmark", "clpeak #106: 910-921 GB/s of 1008"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+        "dram_achievable_fraction": ("microbenchmark", "clpeak #106: 910-921 GB/s of 1008 (ECC off, the GeForce default)"),
+        "dram_fraction_ecc_toggled": ("estimate", "ECC on (nvidia-smi -e 1): 0.91 x (1 - 0.13), the GDDR inline-ECC cost measured on A10 (Marlin README); not measured on a 4090"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}, ecc=("off", 0.79)),
     _gpu("orin-agx-64gb", "GA10B", "8.7", "ga100", 16, 1301, 1301, 1301, 204.8, 0.746, 650, 4, 32, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [mzph-orin-brief], MAXN mode 1301 MHz"),
         "dram_achievable_fraction": ("microbenchmark", "ApxInf #74: 152.8 GB/s 2 GB read of 204.8"),
@@ -219,22 +228,23 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in [
     _gpu("rtx-a6000", "GA102", "8.6", "ga10x-pro", 84, 1410, 1800, 1800, 768, 0.90, 500, 6, 32, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [sysrqmts-A6000]"),
         "dram_achievable_fraction": ("estimate", "GDDR6 ~90 %, ECC off by default"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+        "dram_fraction_ecc_toggled": ("estimate", "ECC on: 0.90 x (1 - 0.13), the GDDR6 inline-ECC cost measured on A10 (Marlin README)"),
+        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}, ecc=("off", 0.78)),
     _gpu("a100-80gb", "GA100", "8.0", "ga100", 108, 1275, 1410, 1410, 2039, 0.871, 450, 40, 34.8, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [llm-analysis], [gpu-benches]"),
         "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-stream a100_80: 1776 GB/s read"),
-        "dram_latency_s": _HBM_LAT,
-        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches gpu-l2-cache A100: ~5.3 TB/s / (108 x 1.41 GHz)")}),
+        "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
+        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches gpu-l2-cache A100: ~5.3 TB/s / (108 x 1.41 GHz)")}, ecc=("on", 0.871)),
     _gpu("h100-sxm", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 3350, 0.90, 450, 50, 39.0, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100]; tensor peaks at 1830 MHz"),
         "dram_achievable_fraction": ("estimate", "H100 PCIe reads 95 %, H200 81 %; SXM not measured: 0.90"),
-        "dram_latency_s": _HBM_LAT,
-        "l2_bytes_per_clk_per_sm": ("microbenchmark", "same GH100 die and SM count (132) as h200: gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz) = 39 B/clk/SM (H100 PCIe's 7.0 TB/s / (114 x 1.755 GHz) = 35 is a cut-down part)")}),
+        "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
+        "l2_bytes_per_clk_per_sm": ("microbenchmark", "same GH100 die and SM count (132) as h200: gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz) = 39 B/clk/SM (H100 PCIe's 7.0 TB/s / (114 x 1.755 GHz) = 35 is a cut-down part)")}, ecc=("on", 0.90)),
     _gpu("h200", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 4800, 0.81, 450, 50, 39.0, {
         "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100] (H100 + HBM3e)"),
         "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-l2-cache h200: ~3888 GB/s plateau of 4800"),
-        "dram_latency_s": _HBM_LAT,
-        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz)")}),
+        "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
+        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz)")}, ecc=("on", 0.81)),
 ]}
 
 

@@ -151,22 +151,26 @@ def _points(gpus, kernels, ms, ns, ks):
 
 
 def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int | None = None,
-          clock: str | float = "sustained", progress: bool = True) -> list[SweepRow]:
+          clock: str | float = "sustained", ecc: str | None = None, cache: str = "cold",
+          progress: bool = True) -> list[SweepRow]:
     """Predict every (gpu, kernel, n, k, m) combination; rows in that nesting order.
 
     gpus, kernels: lists of names (validated up front: an unknown name fails before any work);
     ms, ns, ks: lists of ints >= 1 (e.g. from :func:`parse_values`); bits/group_size as
-    :func:`refsim.gpu_model.kernels.predict` takes them (None = the kernel's default). A progress
+    :func:`refsim.gpu_model.kernels.predict` takes them (None = the kernel's default), and so do the
+    measurement conditions ``clock``, ``ecc``, ``cache`` (:mod:`refsim.gpu_model.conditions`). A progress
     bar (tqdm) appears on stderr when the sweep runs longer than a second and ``progress`` is
     true. At most MAX_POINTS points."""
     from tqdm import tqdm
 
     from refsim.gpu_model.kernels import kernel_names, predict
     from refsim.gpu_model.roofline import dram_roofline_s
+    from refsim.gpu_model.conditions import CACHE_STATES, with_ecc
     from refsim.gpu_model.specs import get_gpu
 
     gpus, kernels = _names("gpus", gpus), _names("kernels", kernels)
-    specs = [get_gpu(g) for g in gpus]
+    specs = [with_ecc(get_gpu(g), ecc) for g in gpus]      # unknown GPU / ECC state: refused up front
+    require_choice("cache", cache, CACHE_STATES)
     for kern in kernels:
         require_choice("kernel", kern, kernel_names())
     ms, ns, ks = (_ints(name, axis) for name, axis in (("m", ms), ("n", ns), ("k", ks)))
@@ -182,9 +186,10 @@ def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int
                                     disable=not progress, unit="pt", desc="sweep"):
         key = (g.name, m, n, k)
         if key not in base:
-            base[key] = predict(g, BASELINE, m, n, k, clock=clock).latency_s
+            base[key] = predict(g.name, BASELINE, m, n, k, clock=clock, ecc=ecc, cache=cache).latency_s
         try:
-            bd = predict(g, kernel, m, n, k, bits=bits, group_size=group_size, clock=clock)
+            bd = predict(g.name, kernel, m, n, k, bits=bits, group_size=group_size, clock=clock, ecc=ecc,
+                         cache=cache)
         except RefsimError as err:
             rows.append(SweepRow(g.name, kernel, m, n, k, bits, group_size, nan, base[key], nan, nan, nan,
                                  "", nan, nan, " ".join(str(err).split()), ""))

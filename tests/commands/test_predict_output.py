@@ -56,7 +56,7 @@ def test_human_output_names_units_roofline_share_and_notes(capsys):
 
 def test_a_whole_model_is_shown_in_milliseconds_at_an_explicit_clock(capsys):
     out = _run(capsys, "--m", "1", "--model", "llama-2-7b", "--clock", "1.2GHz")
-    assert "(1200 MHz clock)" in out
+    assert "(1200 MHz clock, ECC on, cold L2)" in out
     assert re.search(r"latency\s+\d+\.\d{3} ms", out)
 
 

@@ -15,7 +15,7 @@ import math
 import pytest
 
 from refsim.formats import stripes as st
-from refsim.gpu_model.kernels import marlin, predict
+from refsim.gpu_model.kernels import clear_caches, marlin, predict
 
 
 def _tile(m):
@@ -95,22 +95,55 @@ def test_a10_partition_from_the_spec_note():
 
 
 def test_the_models_read_their_partition_from_stripes(monkeypatch):
-    # replace stripes.stripes with a spy: a prediction for a fresh shape must call it
-    calls = []
-    real = st.stripes
+    # replace stripes' host loop and device partition with spies: a prediction for a fresh shape
+    # must call them (the model computes no partition of its own)
+    kinds, parts = [], []
+    real_kinds, real_part = st.launch_kinds, st.launch_partition
 
-    def spy(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
+    def spy_kinds(*args, **kwargs):
+        kinds.append(args)
+        return real_kinds(*args, **kwargs)
 
-    monkeypatch.setattr(st, "stripes", spy)
-    marlin.partition.cache_clear()
+    def spy_part(*args, **kwargs):
+        parts.append(args)
+        return real_part(*args, **kwargs)
+
+    monkeypatch.setattr(st, "launch_kinds", spy_kinds)
+    monkeypatch.setattr(st, "launch_partition", spy_part)
+    clear_caches()
     try:
         predict("a10", "marlin", 16, 4096, 4096, group_size=128)
         predict("a10", "marlin-24", 16, 4096, 4096)
     finally:
-        marlin.partition.cache_clear()
-    assert calls == [(16, 4096, 4096, 72, 128), (16, 4096, 4096, 72, None)]
+        clear_caches()
+    # (k_tiles, n_tiles, parallel, sms, group_tiles): 32 x 32 tiles of 128 x 128, one problem, 72 SMs;
+    # groups of 128 = one k-tile (group_tiles 1) and per-channel scales (-1 -> 1 as well)
+    assert kinds and set(kinds) == {(16, 16)}
+    assert [p[:4] for p in parts] == [(32, 32, 1, 72), (32, 32, 1, 72)]
+
+
+@pytest.mark.parametrize("m", [1, 16, 17, 64, 65, 1023, 1024, 1025, 1100, 2047, 4100, 20000])
+@pytest.mark.parametrize("group_size", [None, 128])
+def test_the_grouped_partition_equals_the_full_plan_launch_by_launch(m, group_size):
+    # the model's O(1)-in-M partition (launch kinds with counts) expands to exactly the summaries of
+    # stripes()' launches, one by one
+    grouped = marlin.partition(m, 4096, 2048, 72, group_size)
+    assert len(grouped) <= 3
+    plan = st.stripes(m, 4096, 2048, 72, group_size, max_par=16)
+    assert [p._replace(count=1) for p in grouped for _ in range(p.count)] == \
+        [marlin.summarize_launch(launch) for launch in plan.launches]
+
+
+@pytest.mark.parametrize("max_par", [1, 2, 3, 16])
+def test_launch_kinds_expand_to_the_host_loop(max_par):
+    for m in range(1, 2200):
+        expanded = [kind[1:] for kind in st.launch_kinds(m, max_par) for _ in range(kind[0])]
+        assert expanded == [launch[1:] for launch in st._launches(m, max_par)], m
+
+
+def test_launch_kinds_are_a_handful_at_any_m():
+    # 2^31 - 1 rows: 2,097,151 full launches of 1024 rows, then 960 rows (par 15) and 63 rows
+    assert st.launch_kinds((1 << 31) - 1) == ((2097151, 1024, 4, 16), (1, 960, 4, 15), (1, 63, 4, 1))
 
 
 def test_marlin_24_uses_the_dense_tile_and_partition():

@@ -7,11 +7,16 @@ Every module defines ``NAME``, ``BITS`` (bit-widths it runs) and
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
+from functools import lru_cache
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_int
+from refsim.errors import ShapeError
+from refsim.gpu_model.conditions import CACHE_STATES, fits_in_l2, warm_l2, with_ecc
 from refsim.gpu_model.roofline import Breakdown
+from refsim.gpu_model.specs import get_gpu
 
-__all__ = ["KERNELS", "kernel_names", "kernel_module", "predict"]
+__all__ = ["KERNELS", "kernel_names", "kernel_module", "predict", "clear_caches", "INT32_MAX"]
 
 _MODULES = {
     "cublas-fp16": "cublas_fp16", "marlin": "marlin", "marlin-24": "marlin_24", "anyprec": "anyprec",
@@ -38,11 +43,93 @@ def kernel_module(name: str):
     return mod
 
 
+#: sizes the kernels' host APIs take as C ``int`` (marlin_cuda, cublasGemmEx, the Any-Precision,
+#: AWQ and Atom launchers): M, N and K above it are refused, never wrapped
+INT32_MAX = (1 << 31) - 1
+_RESULT_CACHE_SIZE = 1 << 16
+
+
+def _check_size(name: str, value) -> int:
+    value = require_int(name, value, minimum=1)
+    if value > INT32_MAX:
+        raise ShapeError(f"{name}: the kernels' host APIs take int32 sizes, so {name} must be <= {INT32_MAX}; "
+                         f"got {value}")
+    return value
+
+
+def _check_index_limits(mod, m: int, n: int, k: int) -> None:
+    """A kernel's own int32 index expressions (``INT32_INDEXES`` of its module: (label, function of
+    m, n, k, source)) must fit, or the launch would wrap: ShapeError naming the expression."""
+    for label, fn, why in getattr(mod, "INT32_INDEXES", ()):
+        value = fn(m, n, k)
+        if value > INT32_MAX:
+            raise ShapeError(f"{label}: kernel {mod.NAME} indexes it with int32 ({why}), so it must be <= "
+                             f"{INT32_MAX}; got {value}")
+
+
+def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) -> Breakdown:
+    """One prediction, computed (the body of :func:`predict` without its result cache)."""
+    mod = kernel_module(kernel)
+    m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
+    _check_index_limits(mod, m, n, k)
+    require_choice("cache", cache, CACHE_STATES)
+    g = with_ecc(get_gpu(gpu), ecc)
+    bd = mod.predict(g, m, n, k, bits, group_size, clock=clock, params=params)
+    if cache == "warm":
+        if not fits_in_l2(g, bd.bytes_dram):
+            return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {bd.bytes_dram / 2**20:.1f} MiB "
+                                                      f"working set does not fit the {g.l2_bytes / 2**20:.0f} MiB L2"))
+        warm = mod.predict(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock=clock, params=params)
+        return replace(warm, gpu=g.name, notes=_join(warm.notes, f"warm L2: the {bd.bytes_dram / 2**20:.1f} MiB working set "
+                                                                 f"is L2-resident and streamed at L2 bandwidth"))
+    return bd
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+_cached = lru_cache(maxsize=_RESULT_CACHE_SIZE)(_fresh)
+_PLAIN = (int, str, type(None))
+
+
+def _copy(bd: Breakdown) -> Breakdown:
+    """A new Breakdown equal to ``bd`` with its own ``terms`` dict (a cached result is never shared)."""
+    out = object.__new__(Breakdown)
+    out.__dict__.update(bd.__dict__)
+    out.__dict__["terms"] = dict(bd.terms)
+    return out
+
+
 def predict(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None,
-            group_size: int | None = None, *, clock="sustained", params=None) -> Breakdown:
+            group_size: int | None = None, *, clock="sustained", params=None, ecc: str | None = None,
+            cache: str = "cold") -> Breakdown:
     """Latency breakdown of ``kernel`` computing C(M,N) = A(M,K) @ W(K,N) on ``gpu``.
 
-    m = batch/tokens, n = output features, k = input features (reduction). ``bits`` / ``group_size``
-    default to the kernel's usual configuration; unsupported values raise the kernel's rule.
+    m = batch/tokens, n = output features, k = input features (reduction): ints in [1, 2^31 - 1]
+    (the kernels' host APIs take C ``int``), plus each kernel's own int32 index limits
+    (``INT32_INDEXES``). ``bits`` / ``group_size`` default to the kernel's usual configuration;
+    unsupported values raise the kernel's rule. Measurement conditions
+    (:mod:`refsim.gpu_model.conditions`): ``clock`` base/boost/sustained or Hz, ``ecc`` 'on'/'off'
+    (None: the card's default), ``cache`` 'cold' (default, flushed L2 as Nsight Compute measures)
+    or 'warm'. O(1) in M, N, K.
+
+    Predictions are pure functions of their arguments: results for plain arguments (ints, strings,
+    None; GPU given by name; default ``params``) are kept in an LRU cache of 65,536 entries and
+    returned as copies, so a sweep or report that asks again pays ~1 µs. :func:`clear_caches`
+    empties it.
     """
-    return kernel_module(kernel).predict(gpu, m, n, k, bits, group_size, clock=clock, params=params)
+    if (params is None and type(m) is int and type(n) is int and type(k) is int and type(bits) in _PLAIN
+            and type(group_size) in _PLAIN and type(gpu) is str and type(kernel) is str
+            and type(clock) in (str, int, float) and type(ecc) in _PLAIN and type(cache) is str):
+        return _copy(_cached(gpu, kernel, m, n, k, bits, group_size, clock, None, ecc, cache))
+    return _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache)
+
+
+def clear_caches() -> None:
+    """Empty the prediction result cache and the per-shape caches of the kernel models (stripe
+    partitions, GEMM tile choices); for tests that replace a model's building blocks."""
+    from refsim.gpu_model.kernels import _common, marlin
+    _cached.cache_clear()
+    marlin.partition.cache_clear()
+    _common._best_gemm_config.cache_clear()

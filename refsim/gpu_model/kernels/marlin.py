@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
+from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
@@ -46,8 +47,20 @@ MAX_PAR = 16                 # max_par as the Python ``marlin.mul`` passes it
 STAGES = _stripes.STAGES
 THREADS = 256
 SHARED_MEM = 96 * 1024       # marlin_cuda_kernel.cu: SHARED_MEM, the dynamic shared memory of every launch
-L2_HIT_LATENCY_CLK = 200     # estimate: L2 hit load-to-use ~190-200 cycles on Turing/Ampere (Jia et al.,
-                             # "Dissecting the NVIDIA Turing T4 GPU via microbenchmarking", 2019; Ampere similar)
+
+# int32 index expressions of marlin_cuda_kernel.cu @ 2f6d7c1 (checked by kernels.predict): the B read
+# index b_gl_rd (lines 292-317, int4 vectors over all of W), b_gl_stride = 16 * prob_n, and the A and C
+# indices of one launch (lines 281-307, 585, 814: at most 64 * max_par = 1024 rows of A / C per launch).
+def _launch_rows(m: int) -> int:
+    return min(16 * -(-m // 16), 64 * MAX_PAR)
+
+
+INT32_INDEXES = (
+    ("N*K/32", lambda m, n, k: n * k // 32, "B read index b_gl_rd in 16-byte vectors, marlin_cuda_kernel.cu lines 292-317"),
+    ("16*N", lambda m, n, k: 16 * n, "b_gl_stride = 16 * prob_n, line 292"),
+    ("rows*K/8", lambda m, n, k: _launch_rows(m) * k // 8, "A read index a_gl_rd of one launch (<= 1024 rows), lines 281-307 and 814"),
+    ("rows*N/8", lambda m, n, k: _launch_rows(m) * n // 8, "C write bound c_gl_wr_end = c_gl_stride * prob_m, line 585"),
+)
 
 # Registers per thread of every Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks> instantiation
 # that marlin_cuda dispatches (CALL_IF list), measured here from IST-DASLab/marlin @
@@ -127,6 +140,7 @@ class LaunchCost(NamedTuple):
     busy_blocks: int     # blocks with a non-empty stripe (≤ SMs)
     max_slices: int      # longest serial reduction chain: max slice_count over the output tiles
     reduction_steps: int  # all cross-block hand-offs: sum over output tiles of slice_count - 1
+    count: int = 1       # identical consecutive launches this entry stands for
 
 
 @lru_cache(maxsize=256)
@@ -141,25 +155,47 @@ def tile_shape(m: int) -> tuple[int, int]:
     return cfg.thread_k, cfg.thread_n
 
 
-def summarize_launch(launch: _stripes.Launch) -> LaunchCost:
-    """Reduce one :class:`~refsim.formats.stripes.Launch` (all its slices) to a :class:`LaunchCost`."""
+def summarize_launch(launch: _stripes.Launch, count: int = 1) -> LaunchCost:
+    """Reduce one :class:`~refsim.formats.stripes.Launch` (all its slices) to a :class:`LaunchCost`
+    standing for ``count`` identical launches."""
+    return _summarize(launch.thread_m_blocks, launch.parallel, launch.prob_m, launch.k_tiles, launch.n_tiles,
+                      launch.blocks, count)
+
+
+def _summarize(m_blocks, parallel, rows, k_tiles, n_tiles, blocks, count) -> LaunchCost:
     max_slices = 1
-    for stripe in launch.blocks:
+    steps = 0
+    iters = busy = 0
+    for stripe in blocks:
+        if stripe:
+            busy += 1
+        done = 0
         for s in stripe:
+            done += s.k_tile_count
             if s.slice_count > max_slices:
                 max_slices = s.slice_count
-    return LaunchCost(launch.thread_m_blocks, launch.parallel, launch.prob_m, launch.k_tiles, launch.n_tiles,
-                      max(launch.iterations_per_block), launch.busy_blocks, max_slices,
-                      launch.global_reduction_steps)
+            if s.writes_output:
+                steps += s.slice_count - 1
+        iters = max(iters, done)
+    return LaunchCost(m_blocks, parallel, rows, k_tiles, n_tiles, iters, busy, max_slices, steps, count)
 
 
 @lru_cache(maxsize=4096)
 def partition(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple[LaunchCost, ...]:
     """Marlin's partition of ``C (M, N) = A (M, K) @ W (K, N)`` on ``sms`` SMs, one
-    :class:`LaunchCost` per host launch, from :func:`refsim.formats.stripes.stripes` (cached per
-    shape: a plan lists every block's slices, the cost model needs only its extremes)."""
-    plan = _stripes.stripes(m, n, k, sms, group_size, max_par=MAX_PAR)
-    return tuple(summarize_launch(launch) for launch in plan.launches)
+    :class:`LaunchCost` per kind of host launch (``count`` identical launches each), from the
+    host M loop (:func:`refsim.formats.stripes.launch_kinds`, at most three kinds) and the device
+    partition of each kind (:func:`refsim.formats.stripes.launch_partition`). O(1) in M: a
+    prediction at M = 10^8 costs what one at M = 2048 does; the same numbers as summarising
+    :func:`refsim.formats.stripes.stripes` launch by launch (tested)."""
+    cfg = _stripes.marlin_tile_config(m, n, k, group_size, max_par=MAX_PAR)
+    k_tiles, n_tiles = k // cfg.thread_k, n // cfg.thread_n
+    out = []
+    for count, prob_m, tmb, par in _stripes.launch_kinds(m, MAX_PAR):
+        parallel = prob_m // (16 * tmb) if prob_m > 16 * tmb else 1
+        _, blocks = _stripes.launch_partition(k_tiles, n_tiles, parallel, sms, cfg.group_tiles)
+        out.append(_summarize(tmb, parallel, prob_m, k_tiles, n_tiles, blocks, count))
+    return tuple(out)
 
 
 def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: LaunchCost, tk: int, tn: int,
@@ -219,10 +255,10 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
     for lc in parts:
         pipes, t_red, b, active = _launch_terms(g, p, f, n, k, lc, tk, tn, group_size, weight_bits, sparse)
         bd = _combine(name, g, m, n, k, 4, pipes, p, ctas=active, n_waves=1.0, bytes_dram=b, extra_serial_s=t_red)
-        latency += bd.latency_s
-        bytes_total += b
+        latency += bd.latency_s * lc.count
+        bytes_total += b * lc.count
         for key, v in bd.terms.items():
-            total[key] = total.get(key, 0.0) + v
+            total[key] = total.get(key, 0.0) + v * lc.count
         last = bd if last is None or bd.latency_s > last.latency_s else last
     pipe_totals = {key: total.get(key, 0.0) for key in ("dram", "l2", "tensor", "alu")}
     bottleneck = max(pipe_totals, key=pipe_totals.get)
@@ -232,8 +268,9 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
         bottleneck = "launch"
     return Breakdown(kernel=name, gpu=g.name, m=m, n=n, k=k, bits=4, latency_s=latency, bottleneck=bottleneck,
                      terms=total, bytes_dram=bytes_total, flops=2.0 * m * n * k, ctas=last.ctas, waves=1.0,
-                     launches=len(parts),
-                     notes=f"tile {tk}x{tn}, launches {[(lc.m_blocks, lc.parallel, lc.rows) for lc in parts]}")
+                     launches=sum(lc.count for lc in parts),
+                     notes=f"tile {tk}x{tn}, launches " + ", ".join(
+                         f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts))
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:

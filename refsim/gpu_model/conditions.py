@@ -1,0 +1,80 @@
+"""Measurement conditions as inputs of a prediction: ECC, L2 cache state, SM clock.
+
+Spec block
+----------
+A published kernel time holds for the conditions it was measured under; the model takes them as
+inputs instead of baking one set in (``refsim predict --ecc --cache --clock``,
+:func:`refsim.gpu_model.kernels.predict`)::
+
+    input   values                      default              what changes
+    ------  --------------------------  -------------------  ------------------------------------------
+    clock   base | boost | sustained |  sustained            f_sm of every ALU/tensor/L2/latency term
+            a frequency in Hz                                (GPUSpec.clock_hz; the CLI adds 1500MHz...)
+    ecc     on | off | None             None = the card's    DRAM achievable fraction: GDDR cards pay
+                                        default state        inline ECC (A10: 0.977 off -> 0.85 on);
+                                        (GPUSpec.ecc)        HBM ECC is side-band (no change); cards
+                                                             without an ECC switch accept only their state
+    cache   cold | warm                 cold (Nsight         warm: when the kernel's whole DRAM working
+                                        Compute flushes      set fits in L2, it is streamed at L2
+                                        L2 between replays)  bandwidth with L2 latency (a PyTorch loop
+                                                             re-running one layer); a working set larger
+                                                             than L2 gets no hits (cyclic streaming
+                                                             evicts every line before its reuse in LRU)
+
+      cold  DRAM ──BW_eff, 500 ns──▶ L2 ──▶ SM        warm  (bytes ≤ L2) L2 ──BW_L2, ~200 clk──▶ SM
+
+Power-capped clocks: no vendor publishes an A10 (150 W) clock-vs-load curve; the Marlin paper's
+roofline figure shows A10 FLOP/s drifting from boost toward the base clock on long tensor-bound
+runs. The model keeps ``sustained`` = boost for A10 (the memory-bound regime these kernels live in)
+and leaves the tensor-bound bound to ``clock="base"``; docs/perf_model.md says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+from refsim._validate import require_choice
+from refsim.errors import FormatRuleError
+from refsim.gpu_model.specs import GPUSpec
+
+__all__ = ["ECC_STATES", "CACHE_STATES", "L2_HIT_LATENCY_CLK", "with_ecc", "warm_l2", "fits_in_l2"]
+
+ECC_STATES = ("on", "off")
+CACHE_STATES = ("cold", "warm")
+# L2 hit load-to-use ~190-200 cycles on Turing/Ampere (Jia et al., "Dissecting the NVIDIA Turing T4 GPU
+# via microbenchmarking", 2019; Ampere/Ada similar): estimate, used for warm-L2 streams and Marlin's
+# lock hand-off.
+L2_HIT_LATENCY_CLK = 200
+
+
+@lru_cache(maxsize=256)
+def with_ecc(gpu: GPUSpec, ecc: str | None) -> GPUSpec:
+    """``gpu`` with its DRAM achievable fraction for ECC state ``ecc`` ('on', 'off'; None = the
+    card's default, returned unchanged). A card without an ECC switch (``gpu.ecc == 'none'``)
+    refuses 'on' with FormatRuleError and returns itself for 'off'."""
+    if ecc is None:
+        return gpu
+    require_choice("ecc", ecc, ECC_STATES)
+    if gpu.ecc == "none":
+        if ecc == "on":
+            raise FormatRuleError(f"ecc: {gpu.name} has no ECC switch (its DRAM runs without ECC); got 'on'")
+        return gpu
+    if ecc == gpu.ecc:
+        return gpu
+    return replace(gpu, ecc=ecc, dram_achievable_fraction=gpu.dram_fraction_ecc_toggled,
+                   dram_fraction_ecc_toggled=gpu.dram_achievable_fraction)
+
+
+def fits_in_l2(gpu: GPUSpec, bytes_dram: float) -> bool:
+    """True when a working set of ``bytes_dram`` bytes stays resident in ``gpu``'s L2 between runs."""
+    return bytes_dram <= gpu.l2_bytes
+
+
+@lru_cache(maxsize=256)
+def warm_l2(gpu: GPUSpec, f_sm: float) -> GPUSpec:
+    """``gpu`` as a kernel sees it when its whole working set is already in L2: the "DRAM" stream
+    comes at the L2 bandwidth at SM clock ``f_sm`` (achievable fraction 1: the L2 figures are
+    measured rates) with the L2 hit latency. Every other field is unchanged."""
+    return replace(gpu, dram_peak_bytes_per_s=gpu.l2_bytes_per_clk_per_sm * gpu.sm_count * f_sm,
+                   dram_achievable_fraction=1.0, dram_latency_s=L2_HIT_LATENCY_CLK / f_sm)

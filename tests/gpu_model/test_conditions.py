@@ -1,0 +1,120 @@
+"""Measurement conditions as prediction inputs: ECC, L2 cache state, int32 size limits, the result cache."""
+
+import math
+
+import pytest
+
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.gpu_model import conditions
+from refsim.gpu_model.kernels import INT32_MAX, clear_caches, kernel_names, predict
+from refsim.gpu_model.kernels import _fresh
+from refsim.gpu_model.specs import GPUS, get_gpu
+
+
+# ---- ECC ---------------------------------------------------------------------------------------
+def test_a10_ecc_states_use_the_sourced_fractions():
+    a10 = get_gpu("a10")
+    assert a10.ecc == "on" and a10.dram_achievable_fraction == 0.85          # the A10's default
+    off = conditions.with_ecc(a10, "off")
+    assert off.dram_achievable_fraction == 0.977 and off.ecc == "off"       # A40 stream read (same die)
+    assert conditions.with_ecc(off, "on").dram_achievable_fraction == 0.85   # and back
+    assert conditions.with_ecc(a10, None) is a10 and conditions.with_ecc(a10, "on") is a10
+
+
+def test_ecc_off_speeds_up_a_memory_bound_gemv_by_the_bandwidth_ratio():
+    on = predict("a10", "cublas-fp16", 1, 16384, 16384, ecc="on")
+    off = predict("a10", "cublas-fp16", 1, 16384, 16384, ecc="off")
+    assert on.bottleneck == off.bottleneck == "dram"
+    assert off.terms["dram"] / on.terms["dram"] == pytest.approx(0.85 / 0.977, rel=1e-12)
+
+
+@pytest.mark.parametrize("gpu", ["a100-80gb", "h100-sxm", "h200"])
+def test_hbm_ecc_is_side_band_and_changes_nothing(gpu):
+    assert predict(gpu, "marlin", 16, 8192, 8192, ecc="off").latency_s == \
+        predict(gpu, "marlin", 16, 8192, 8192, ecc="on").latency_s
+
+
+@pytest.mark.parametrize("gpu", [g for g in GPUS if GPUS[g].ecc == "none"])
+def test_cards_without_ecc_refuse_on_and_accept_their_own_state(gpu):
+    with pytest.raises(FormatRuleError, match="no ECC switch"):
+        predict(gpu, "cublas-fp16", 1, 4096, 4096, ecc="on")
+    assert predict(gpu, "cublas-fp16", 1, 4096, 4096, ecc="off").latency_s == \
+        predict(gpu, "cublas-fp16", 1, 4096, 4096).latency_s
+
+
+@pytest.mark.parametrize("bad", ["ON", "yes", True, 1, ""])
+def test_ecc_takes_on_off_or_none_only(bad):
+    with pytest.raises(FormatRuleError, match="ecc"):
+        predict("a10", "marlin", 1, 4096, 4096, ecc=bad)
+
+
+# ---- cache -------------------------------------------------------------------------------------
+def test_warm_l2_streams_a_fitting_working_set_at_l2_bandwidth():
+    g = get_gpu("rtx4090")                       # 72 MiB L2: a 4096^2 fp16 matrix (32 MiB) fits
+    cold = predict("rtx4090", "cublas-fp16", 1, 4096, 4096)
+    warm = predict("rtx4090", "cublas-fp16", 1, 4096, 4096, cache="warm")
+    l2_rate = g.l2_bytes_per_clk_per_sm * g.sm_count * g.sustained_clock_hz
+    assert warm.latency_s < cold.latency_s
+    assert warm.bytes_dram == cold.bytes_dram and "L2-resident" in warm.notes
+    # the stream term is the bytes over the L2 rate (plus Little's-law limits, which only slow it)
+    assert warm.terms["dram"] >= cold.bytes_dram / l2_rate
+    assert warm.terms["dram"] < cold.terms["dram"]
+
+
+def test_warm_l2_changes_nothing_when_the_working_set_does_not_fit():
+    cold = predict("a10", "cublas-fp16", 1, 4096, 4096)        # 32 MiB > 6 MiB L2
+    warm = predict("a10", "cublas-fp16", 1, 4096, 4096, cache="warm")
+    assert warm.latency_s == cold.latency_s and "does not fit" in warm.notes
+
+
+def test_cache_takes_cold_or_warm_only():
+    with pytest.raises(FormatRuleError, match="cache"):
+        predict("a10", "marlin", 1, 4096, 4096, cache="hot")
+
+
+# ---- sizes: O(1) in M and int32 limits ---------------------------------------------------------
+@pytest.mark.parametrize("kernel", ["cublas-fp16", "marlin", "marlin-24", "int8-w8a8", "atom-w4a4", "awq-w4a16",
+                                    "anyprec"])
+def test_huge_batches_are_predicted_not_refused(kernel):
+    bd = predict("a10", kernel, 10**8, 4096, 4096)
+    assert math.isfinite(bd.latency_s) and bd.latency_s > 1.0      # ~0.3 PFLOP at A10 rates: seconds
+
+
+def test_marlin_at_a_huge_batch_counts_every_launch():
+    bd = predict("a10", "marlin", 10**8, 4096, 4096)
+    assert bd.launches == 97657                                  # 97,656 launches of 1024 rows + 256 rows
+    assert "97656 x (m_blocks 4, parallel 16, rows 1024)" in bd.notes
+
+
+@pytest.mark.parametrize("axis", ["m", "n", "k"])
+def test_sizes_beyond_int32_are_refused(axis):
+    dims = {"m": 16, "n": 4096, "k": 4096}
+    dims[axis] = INT32_MAX + 1
+    with pytest.raises(ShapeError, match=f"{axis}: the kernels' host APIs take int32"):
+        predict("a10", "cublas-fp16", dims["m"], dims["n"], dims["k"])
+
+
+def test_marlin_refuses_a_weight_index_that_wraps_int32():
+    # N*K/32 int4 vectors: 2^20 x 2^16 / 32 = 2^31 > INT32_MAX
+    with pytest.raises(ShapeError, match=r"N\*K/32: kernel marlin indexes it with int32"):
+        predict("a10", "marlin", 1, 1 << 20, 1 << 16)
+    predict("a10", "marlin", 1, 1 << 20, (1 << 16) - 128)        # one k-tile less fits
+
+
+# ---- result cache ------------------------------------------------------------------------------
+def test_cached_results_are_copies_equal_to_a_fresh_computation():
+    clear_caches()
+    a = predict("a10", "marlin", 16, 4096, 4096)
+    a.terms["dram"] = -1.0                                       # a caller scribbling on its result
+    b = predict("a10", "marlin", 16, 4096, 4096)
+    fresh = _fresh("a10", "marlin", 16, 4096, 4096, None, None, "sustained", None, None, "cold")
+    assert b is not a and b.terms["dram"] > 0
+    assert b == fresh
+
+
+@pytest.mark.parametrize("kernel", kernel_names())
+def test_non_plain_arguments_bypass_the_cache_and_are_still_checked(kernel):
+    with pytest.raises(FormatRuleError, match="m: must be an integer"):
+        predict("a10", kernel, 16.0, 4096, 4096)
+    with pytest.raises(FormatRuleError, match="m: must be an integer"):
+        predict("a10", kernel, True, 4096, 4096)
