@@ -139,7 +139,7 @@ def _shape(path, line, text, aggregate):
         layers = []
         for part in g.split("+"):
             nk = part.strip().split("x")
-            if len(nk) != 2 or not all(s.isdigit() and int(s) >= 1 for s in nk):
+            if len(nk) != 2 or not all(s.isascii() and s.isdigit() and int(s) >= 1 for s in nk):
                 raise _fail(path, line, "shape", "must be NxK with positive integers (layers joined by '+', "
                                                  "alternatives by '|')", text)
             layers.append((int(nk[0]), int(nk[1])))
@@ -227,10 +227,12 @@ def load(path: str | Path | None = None) -> list[PublishedRow]:
     numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
     if not numbered:
         raise FormatRuleError(f"{path}: must have a header with columns {list(COLUMNS)}; got no data lines")
-    try:
-        parsed = list(csv.reader([ln for _, ln in numbered]))
-    except csv.Error as err:
-        raise FormatRuleError(f"{path}: must be well-formed CSV; got {err}") from None
+    parsed = []
+    for line, text_line in numbered:
+        try:
+            parsed.append(next(csv.reader([text_line], strict=True)))
+        except (csv.Error, StopIteration) as err:
+            raise FormatRuleError(f"{path}:{line}: must be one well-formed CSV record per line; got {err}") from None
     header = [h.strip() for h in parsed[0]]
     if header != list(COLUMNS):
         raise FormatRuleError(f"{path}:{numbered[0][0]}: header must be exactly {list(COLUMNS)}; got {header}")
