@@ -252,3 +252,19 @@ def test_paper_table_script_prints_a_row_per_published_number(rows, capsys):
     for r in rows:
         assert f"| {r.id} |" in out
     assert "| rtx4070-laptop (in-sample: calibration) | 142 |" in out
+
+
+def test_docs_show_the_current_summaries(comparisons):
+    """docs/perf_model.md carries the summary tables bench/paper_table.py prints today; when this
+    fails, rerun ``PYTHONPATH=$PWD python bench/paper_table.py`` and paste its output into the
+    section "Published numbers side by side"."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "paper_table.py"
+    spec = importlib.util.spec_from_file_location("paper_table_doc", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "perf_model.md").read_text(encoding="utf-8")
+    section = doc.split("## Published numbers side by side", 1)[1].split("\n## ", 1)[0]
+    out_of_sample = [c for c in comparisons if not c.row.in_sample]
+    for line in mod.summary_table(comparisons, "gpu") + mod.summary_table(comparisons, "kernel") \
+            + mod.row_table(out_of_sample):
+        assert line in section
