@@ -266,14 +266,15 @@ def in_sample_rows() -> list[PublishedRow]:
 
 def conditions(row: PublishedRow) -> dict:
     """The keyword arguments for ``kernels.predict`` that state ``row``'s measurement conditions —
-    the single place they are translated. Today only the SM clock: ``"base"`` where the paper's
-    tool locked clocks to base (Nsight Compute), an explicit clock in Hz where the paper states
-    one, else ``"sustained"``.
-
-    ECC: the row's ``ecc`` column (on / off / n/a / not-stated) is NOT passed yet. When
-    ``predict`` accepts ``ecc="on"|"off"``, add ``"ecc": row.ecc`` here for rows whose ecc is
-    "on" or "off" (and nothing else needs to change)."""
-    return {"clock": row.clock}
+    the single place they are translated: the SM clock (``"base"`` where the paper's tool locked
+    clocks to base (Nsight Compute), an explicit clock in Hz where the paper states one, else
+    ``"sustained"``) and the ECC state where the source states it (``on`` / ``off``; ``n/a`` and
+    ``not-stated`` leave the card's default). L2 stays cold: no row's source says its timing loop
+    ran warm on a working set that fits in L2."""
+    kw = {"clock": row.clock}
+    if row.ecc in ("on", "off"):
+        kw["ecc"] = row.ecc
+    return kw
 
 
 def _latencies(row: PublishedRow, kernel: str, gpu: str, layers, bits, group_size) -> tuple[float, float]:
