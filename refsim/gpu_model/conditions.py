@@ -48,19 +48,21 @@ CACHE_STATES = ("cold", "warm")
 L2_HIT_LATENCY_CLK = 200
 
 
-@lru_cache(maxsize=256)
 def with_ecc(gpu: GPUSpec, ecc: str | None) -> GPUSpec:
     """``gpu`` with its DRAM achievable fraction for ECC state ``ecc`` ('on', 'off'; None = the
     card's default, returned unchanged). A card without an ECC switch (``gpu.ecc == 'none'``)
     refuses 'on' with FormatRuleError and returns itself for 'off'."""
-    if ecc is None:
+    if ecc is None or ecc == gpu.ecc:
         return gpu
+    return _toggled(gpu, ecc)
+
+
+@lru_cache(maxsize=256)
+def _toggled(gpu: GPUSpec, ecc) -> GPUSpec:
     require_choice("ecc", ecc, ECC_STATES)
     if gpu.ecc == "none":
         if ecc == "on":
             raise FormatRuleError(f"ecc: {gpu.name} has no ECC switch (its DRAM runs without ECC); got 'on'")
-        return gpu
-    if ecc == gpu.ecc:
         return gpu
     return replace(gpu, ecc=ecc, dram_achievable_fraction=gpu.dram_fraction_ecc_toggled,
                    dram_fraction_ecc_toggled=gpu.dram_achievable_fraction)

@@ -184,9 +184,22 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
 def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
              extra_serial_s=0.0, notes="") -> Breakdown:
     """:func:`combine` without the argument checks, for the kernel models (hot path)."""
-    ordered = sorted(pipes.items(), key=lambda kv: kv[1], reverse=True)
-    first = ordered[0][1] if ordered else 0.0
-    second = ordered[1][1] if len(ordered) > 1 else 0.0
+    latency, terms, bottleneck = _overlap(gpu, pipes, params, launches, extra_serial_s)
+    return Breakdown(kernel=kernel, gpu=gpu.name, m=m, n=n, k=k, bits=bits, latency_s=latency,
+                     bottleneck=bottleneck, terms=terms, bytes_dram=bytes_dram,
+                     flops=2.0 * m * n * k, ctas=ctas, waves=n_waves, launches=launches, notes=notes)
+
+
+def _overlap(gpu, pipes: dict, params, launches: int = 1, extra_serial_s: float = 0.0) -> tuple[float, dict, str]:
+    """The arithmetic of :func:`combine`: ``(latency_s, terms, bottleneck)`` of one launch group,
+    for models that add several launches before building one :class:`Breakdown`."""
+    first = second = 0.0
+    top = None
+    for name, v in pipes.items():
+        if top is None or v > first:
+            second, first, top = first, v, name
+        elif v > second:
+            second = v
     launch = params.launch_overhead_s * launches
     tail = gpu.dram_latency_s          # first loads of the launch; CTAs of later waves are scheduled
                                        # as slots free up, so there is no bubble per wave
@@ -196,12 +209,10 @@ def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n
     terms["tail"] = tail
     if extra_serial_s:
         terms["serial"] = extra_serial_s
-    bottleneck = ordered[0][0] if ordered and first >= launch + tail else "launch"
+    bottleneck = top if top is not None and first >= launch + tail else "launch"
     if extra_serial_s > max(first, launch + tail):
         bottleneck = "serial"
-    return Breakdown(kernel=kernel, gpu=gpu.name, m=m, n=n, k=k, bits=bits, latency_s=latency,
-                     bottleneck=bottleneck, terms=terms, bytes_dram=bytes_dram,
-                     flops=2.0 * m * n * k, ctas=ctas, waves=n_waves, launches=launches, notes=notes)
+    return latency, terms, bottleneck
 
 
 def dram_roofline_s(bytes_dram: float, flops: float, gpu: GPUSpec,

@@ -96,6 +96,12 @@ class GPUSpec:
     dram_fraction_ecc_toggled: float = 0.0
     provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
+    def __hash__(self) -> int:
+        # by name only (equal specs have equal names; variants from dataclasses.replace share a
+        # bucket and are told apart by ==): the kernel models' per-shape caches hash the spec on
+        # every prediction, and the generated hash of ~35 fields cost more than the lookup saved
+        return hash(self.name)
+
     # ---- derived numbers -------------------------------------------------------------------
     @property
     def dram_eff_bytes_per_s(self) -> float:
@@ -105,6 +111,8 @@ class GPUSpec:
     def clock_hz(self, clock: str | float = "sustained") -> float:
         """SM clock for ``clock`` in {'base', 'boost', 'sustained'} or an explicit frequency in Hz
         (a finite number in [1e8, 1e10]: 100 MHz to 10 GHz; anything else is a FormatRuleError)."""
+        if clock == "sustained" and type(clock) is str:
+            return self.sustained_clock_hz
         if isinstance(clock, (int, float)) and not isinstance(clock, bool):
             hz = float(clock)
             if not (math.isfinite(hz) and MIN_CLOCK_HZ <= hz <= MAX_CLOCK_HZ):

@@ -50,6 +50,8 @@ _RESULT_CACHE_SIZE = 1 << 16
 
 
 def _check_size(name: str, value) -> int:
+    if type(value) is int and 0 < value <= INT32_MAX:
+        return value
     value = require_int(name, value, minimum=1)
     if value > INT32_MAX:
         raise ShapeError(f"{name}: the kernels' host APIs take int32 sizes, so {name} must be <= {INT32_MAX}; "
@@ -72,7 +74,8 @@ def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) ->
     mod = kernel_module(kernel)
     m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
     _check_index_limits(mod, m, n, k)
-    require_choice("cache", cache, CACHE_STATES)
+    if cache != "cold" and cache != "warm":
+        require_choice("cache", cache, CACHE_STATES)
     g = with_ecc(get_gpu(gpu), ecc)
     bd = mod.predict(g, m, n, k, bits, group_size, clock=clock, params=params)
     if cache == "warm":

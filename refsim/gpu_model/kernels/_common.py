@@ -14,6 +14,8 @@ from refsim.gpu_model.specs import GPUSpec, get_gpu
 
 
 def check_mnk(kernel: str, m, n, k) -> tuple[int, int, int]:
+    if type(m) is int and type(n) is int and type(k) is int and m > 0 and n > 0 and k > 0:
+        return m, n, k
     m = require_int("m", m, minimum=1)
     n = require_int("n", n, minimum=1)
     k = require_int("k", k, minimum=1)

@@ -37,7 +37,7 @@ from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, ModelParams, _combine
+from refsim.gpu_model.roofline import Breakdown, ModelParams, _overlap
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
@@ -254,12 +254,13 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
     last = None
     for lc in parts:
         pipes, t_red, b, active = _launch_terms(g, p, f, n, k, lc, tk, tn, group_size, weight_bits, sparse)
-        bd = _combine(name, g, m, n, k, 4, pipes, p, ctas=active, n_waves=1.0, bytes_dram=b, extra_serial_s=t_red)
-        latency += bd.latency_s * lc.count
+        lat, terms, _ = _overlap(g, pipes, p, 1, t_red)
+        latency += lat * lc.count
         bytes_total += b * lc.count
-        for key, v in bd.terms.items():
+        for key, v in terms.items():
             total[key] = total.get(key, 0.0) + v * lc.count
-        last = bd if last is None or bd.latency_s > last.latency_s else last
+        if last is None or lat > last[0]:
+            last = (lat, active)
     pipe_totals = {key: total.get(key, 0.0) for key in ("dram", "l2", "tensor", "alu")}
     bottleneck = max(pipe_totals, key=pipe_totals.get)
     if total.get("serial", 0.0) > pipe_totals[bottleneck]:
@@ -267,7 +268,7 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
     elif total.get("launch", 0) + total.get("tail", 0) > pipe_totals[bottleneck]:
         bottleneck = "launch"
     return Breakdown(kernel=name, gpu=g.name, m=m, n=n, k=k, bits=4, latency_s=latency, bottleneck=bottleneck,
-                     terms=total, bytes_dram=bytes_total, flops=2.0 * m * n * k, ctas=last.ctas, waves=1.0,
+                     terms=total, bytes_dram=bytes_total, flops=2.0 * m * n * k, ctas=last[1], waves=1.0,
                      launches=sum(lc.count for lc in parts),
                      notes=f"tile {tk}x{tn}, launches " + ", ".join(
                          f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts))
