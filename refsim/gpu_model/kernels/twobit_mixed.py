@@ -22,7 +22,7 @@ import math
 
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, require_multiple, setup
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import Breakdown, _dram_time, _overlap
 
 NAME = "twobit-mixed"
 BITS = (2,)
@@ -55,24 +55,22 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     lanes = n * k * (1.5 + 0.5 * m)
     t_alu = lanes / 32 / (4 * sm_clk)
     t_dram = _dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
-    dense = _combine(NAME, g, m, n, k, 2, {"dram": t_dram, "alu": t_alu}, p, ctas=ctas,
-                    n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=dense_bytes)
+    dense_s, dense_terms, _ = _overlap(g, {"dram": t_dram, "alu": t_alu}, p)
     # kernel 2: CSR SpMV (memory-bound, irregular activation gathers served by L2)
     nnz = OUTLIER_RATIO * n * k
     sp_bytes = nnz * 4 + (n + 1) * 4 + 2.0 * m * n * 2
     sp_ctas = max(1, math.ceil(n / 128))
     t_sp_dram = _dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
     t_sp_l2 = nnz * m * 32 / g.l2_bytes_per_s(f)          # one 32-byte sector per gathered activation
-    sparse = _combine(NAME, g, m, n, k, 2, {"dram": t_sp_dram, "l2": t_sp_l2}, p, ctas=sp_ctas,
-                     n_waves=sp_ctas / (g.sm_count * ctas_per_sm), bytes_dram=sp_bytes)
-    terms = {key: dense.terms.get(key, 0.0) + sparse.terms.get(key, 0.0)
-             for key in set(dense.terms) | set(sparse.terms)}
-    pipes = {key: terms.get(key, 0.0) for key in ("dram", "l2", "alu")}
+    sparse_s, sparse_terms, _ = _overlap(g, {"dram": t_sp_dram, "l2": t_sp_l2}, p)
+    terms = {key: dense_terms.get(key, 0.0) + sparse_terms.get(key, 0.0)
+             for key in ("dram", "alu", "l2", "launch", "tail")}
+    pipes = {key: terms[key] for key in ("dram", "l2", "alu")}
     bottleneck = max(pipes, key=pipes.get)
     if terms["launch"] + terms["tail"] > pipes[bottleneck]:
         bottleneck = "launch"
     return Breakdown(kernel=NAME, gpu=g.name, m=m, n=n, k=k, bits=2,
-                     latency_s=dense.latency_s + sparse.latency_s, bottleneck=bottleneck, terms=terms,
+                     latency_s=dense_s + sparse_s, bottleneck=bottleneck, terms=terms,
                      bytes_dram=dense_bytes + sp_bytes, flops=2.0 * m * n * k, ctas=ctas,
-                     waves=dense.waves, launches=2,
+                     waves=ctas / (g.sm_count * ctas_per_sm), launches=2,
                      notes=f"avg {avg_bits():.2f} bits dense + {OUTLIER_RATIO:.1%} CSR outliers")
