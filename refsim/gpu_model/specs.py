@@ -29,7 +29,7 @@ table, never typed. Facts and sources: ``shared/specs/perf_model.md`` section 1.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from refsim._validate import require_choice
 from refsim.errors import FormatRuleError
@@ -96,11 +96,23 @@ class GPUSpec:
     dram_fraction_ecc_toggled: float = 0.0
     provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # the hash of every compared field, computed once: the kernel models' per-shape caches hash
+        # the spec on every prediction (the generated __hash__ rebuilds a ~35-field tuple each time)
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare)))
+
     def __hash__(self) -> int:
-        # by name only (equal specs have equal names; variants from dataclasses.replace share a
-        # bucket and are told apart by ==): the kernel models' per-shape caches hash the spec on
-        # every prediction, and the generated hash of ~35 fields cost more than the lookup saved
-        return hash(self.name)
+        return self._hash
+
+    def __getstate__(self) -> dict:
+        # str hashes differ between processes: a pickled spec recomputes its hash where it lands
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__post_init__()
 
     # ---- derived numbers -------------------------------------------------------------------
     @property

@@ -62,3 +62,17 @@ def test_clock_names_and_explicit_frequency():
     assert g.clock_hz(1.0e9) == 1.0e9
     with pytest.raises(FormatRuleError):
         g.clock_hz("turbo")
+
+
+def test_spec_hash_is_cached_consistent_and_survives_pickling():
+    import pickle
+    from dataclasses import replace
+
+    from refsim.gpu_model.specs import get_gpu
+    g = get_gpu("a10")
+    same = replace(g)
+    other = replace(g, dram_achievable_fraction=0.9)      # e.g. calibrate's fitted variants
+    assert same == g and hash(same) == hash(g)
+    assert other != g and hash(other) != hash(g)          # variants do not pile into one bucket
+    back = pickle.loads(pickle.dumps(g))
+    assert back == g and hash(back) == hash(g) and {g: 1}[back] == 1
