@@ -274,8 +274,10 @@ def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPE
     """Plain-loop twin of :func:`atom_gptq` without the lazy-batch trick: after quantizing
     column k, the error is spread over ALL later columns at once (OBS update), and group
     parameters are taken from the weights as they are at the group start. For group_size equal
-    to the block size the two are the same algorithm; float32 rounding makes them agree to a few
-    ULPs, so tests compare codes up to rare flips, not bits."""
+    to the block size the two are the same algorithm. They do the same float32 operations, and
+    agree bit for bit (tests/quant/test_atom.py), with ``blocksize=1`` or with one block and no
+    keeper rows; otherwise the block gemm sums the updates in another order and the two agree
+    up to rare code flips."""
     W, H, k, n, keeper, group, _ = _check_gptq_inputs(W, H, keeper, group_size, clip, 128)
     Wt, U = _prepare(W, H, percdamp)
     body = k - keeper
