@@ -137,7 +137,8 @@ def _check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tu
 
 def _fma_f32(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Correctly rounded float32 ``acc + p * s`` (one rounding, as ``fmaf``): the one fp32 FMA,
-    :func:`refsim.emulator.fp.f32_fma`. p int64 with |p| < 2**22 is exact in float32, s fp16."""
+    :func:`refsim.emulator.fp.f32_fma`. p integer-valued (float64 from the exact gemm), |p| < 2**22
+    is exact in float32; s fp16."""
     return fp.f32_fma(p.astype(np.float32), s.astype(np.float32), acc.astype(np.float32, copy=False), fused=True)
 
 
@@ -149,15 +150,18 @@ def atom_gemm(a: AtomActivations, w: AtomWeights) -> np.ndarray:
     module docstring: exact int32 group sums, fp16 scale products, fp32 FMA accumulation in
     group order, the INT8 tail last, one rounding to fp16."""
     m, n, g, group = _check_gemm(a, w)
-    qa = a.q4.astype(np.int64).reshape(m, g, group)                       # (M, G, group)
-    qb = w.q4.astype(np.int64).reshape(g, group, n)                       # (G, group, N)
+    # the exact integer dot products run as float64 BLAS gemms: every product and partial sum is an
+    # integer of magnitude <= 128 * 128 * K < 2**53, so any summation order gives the exact int
+    # (NumPy's int64 matmul has no BLAS and was ~10x slower)
+    qa = a.q4.astype(np.float64).reshape(m, g, group)                     # (M, G, group)
+    qb = w.q4.astype(np.float64).reshape(g, group, n)                     # (G, group, N)
     acc = np.zeros((m, n), np.float32)
     for gi in range(g):
         p = qa[:, gi, :] @ qb[gi]                                         # (M, N) exact int
         with np.errstate(over="ignore"):      # an fp16 scale product may overflow to inf, as __hmul2
             s = (a.scale4[:, gi, None].astype(np.float32) * w.scale4[None, gi, :].astype(np.float32)).astype(np.float16)
         acc = _fma_f32(acc, p, s)
-    p8 = a.q8.astype(np.int64) @ w.q8.astype(np.int64)
+    p8 = a.q8.astype(np.float64) @ w.q8.astype(np.float64)               # exact int, as above
     with np.errstate(over="ignore"):
         s8 = (a.scale8[:, None].astype(np.float32) * w.scale8[None, :].astype(np.float32)).astype(np.float16)
     acc = _fma_f32(acc, p8, s8)

@@ -42,8 +42,8 @@ from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import atom as fmt
 from refsim.quant.gptq import upper_cholesky_of_inverse, hessian
 
-__all__ = ["AtomConfig", "AtomLayer", "atom_gptq", "atom_gptq_reference", "quantize_layer",
-           "layer_output_error"]
+__all__ = ["AtomConfig", "AtomLayer", "AtomCalibration", "atom_gptq", "atom_gptq_reference", "calibrate",
+           "quantize_layer", "layer_output_error"]
 
 WEIGHT_METHODS = ("rtn", "gptq")
 KEEPER_PRECISIONS = ("int8", "fp16")
@@ -127,14 +127,15 @@ def _group(config: AtomConfig, k: int) -> int:
 # ----------------------------------------------------------------------------------------------
 # GPTQ with Atom's quantizer
 # ----------------------------------------------------------------------------------------------
-def _pair_params(block: np.ndarray, clip: float) -> np.ndarray:
-    """Quantizer_GPTQ.find_params (sym, 4-bit, channel_group=2) on block (N, g): one scale per
-    pair of output channels over 2*g values; float32 (N,) (each pair's scale repeated)."""
-    n = block.shape[0]
-    x = block.reshape(n // 2, -1)                                         # (N/2, 2g)
+def _pair_params(rows: np.ndarray, clip: float) -> np.ndarray:
+    """Quantizer_GPTQ.find_params (sym, 4-bit, channel_group=2) on the rows (g, N) of one group
+    (refsim orientation: row k = the paper's column k): one scale per pair of output channels over
+    its 2*g values; float32 (N,) (each pair's scale repeated). min/max are exact, so the layout the
+    values are read in does not matter."""
+    n = rows.shape[1]
     zero = np.float32(0)
-    xmin = np.minimum(x.min(axis=1), zero)
-    xmax = np.maximum(x.max(axis=1), zero)
+    xmin = np.minimum(rows.min(axis=0).reshape(n // 2, 2).min(axis=1), zero)   # over the g rows, then the pair
+    xmax = np.maximum(rows.max(axis=0).reshape(n // 2, 2).max(axis=1), zero)
     xmax = np.maximum(np.abs(xmin), xmax)
     xmin = np.where(xmin < 0, -xmax, xmin)
     both_zero = (xmin == 0) & (xmax == 0)
@@ -147,12 +148,23 @@ def _pair_params(block: np.ndarray, clip: float) -> np.ndarray:
 def _prepare(W: np.ndarray, H: np.ndarray, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
     """Wt float32 (N, K) with dead inputs zeroed, and U float32 (K, K), the upper Cholesky factor
     of the damped H⁻¹ (dead diagonal entries set to 1 first), as GPTQ.fasterquant prepares them."""
-    Wt = W.T.astype(np.float32)
+    dead, U = _factor(H, percdamp)
+    return _dead_zeroed(W, dead), U
+
+
+def _factor(H: np.ndarray, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
+    """dead bool (K,) (zero diagonal of H) and U float32 (K, K) Fortran order for H float (K, K)."""
     H = H.astype(np.float64)
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
+    return dead, upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+
+
+def _dead_zeroed(W: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """Wt float32 (N, K) Fortran order (a new array) = W.T with the dead inputs' weights zeroed."""
+    Wt = W.T.astype(np.float32, order="F")
     Wt[:, dead] = 0.0
-    return Wt, upper_cholesky_of_inverse(H, percdamp).astype(np.float32)
+    return Wt
 
 
 def _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize):
@@ -181,39 +193,78 @@ def atom_gptq(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPER, group_s
               clip: float = fmt.W_CLIP, percdamp: float = 0.01, blocksize: int = 128) -> fmt.AtomWeights:
     """Atom's GPTQ on reordered weights W float (K, N) with the reordered Hessian H (K, K).
 
-    Quantizes rows [0, K - keeper) column-block by column-block (the paper's columns are
-    refsim's rows k) with the pair-shared symmetric 4-bit quantizer, group parameters recomputed
-    from the globally updated weights at each group start; the lazy block updates also reach the
-    keeper rows, which are finally INT8-RTN'd per output channel (absmax / 127, half-to-even).
-    Returns AtomWeights with float32 scales (q4 = code - 8 in [-8, 7])."""
+    Quantizes rows [0, K - keeper) block by block (the paper's columns are refsim's rows k) with
+    the pair-shared symmetric 4-bit quantizer, group parameters recomputed from the globally
+    updated weights at each group start (earlier blocks' updates only, as the reference reads its
+    global W); the lazy block updates also reach the keeper rows, which are finally INT8-RTN'd per
+    output channel (absmax / 127, half-to-even). Returns AtomWeights with float32 scales
+    (q4 = code - 8 in [-8, 7]).
+
+    Arithmetic (fixed; the outputs are bit-identical to the first version of this function): inside
+    a block, after row k is quantized its error e (float32 (N,)) is subtracted from every later row
+    j of the block at once, ``W1[j] -= fl(U[k, j] * e)`` (one rounded product, one rounded
+    subtraction, rows in order), so each weight sees the same sequence of roundings as in the
+    plain OBS loop; at the end of the block one sgemm ``Err (N, B) @ U[block, later]`` is
+    subtracted from all later rows (the lazy batch). The loop works on contiguous rows of W
+    (K, N): one row is one quantization step, and the float codes are cast to int8 once.
+    Left-looking (on-demand) intra-block updates, as :func:`refsim.quant.gptq.gptq_quantize`
+    uses, sum the same products in another order and change bits, so they are not used here.
+    """
     W, H, k, n, keeper, group, blocksize = _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize)
-    Wt, U = _prepare(W, H, percdamp)                                       # (N, K), paper orientation
+    Wt, U = _prepare(W, H, percdamp)
+    return _atom_gptq_loop(Wt, U, keeper=keeper, group=group, clip=clip, blocksize=blocksize)
+
+
+def _atom_gptq_loop(Wt: np.ndarray, U: np.ndarray, *, keeper: int, group: int, clip: float,
+                    blocksize: int) -> fmt.AtomWeights:
+    """The block loop of :func:`atom_gptq` on prepared inputs: Wt float32 (N, K) Fortran order
+    (dead inputs zeroed; updated in place), U float32 (K, K) Fortran order from :func:`_prepare`."""
+    n, k = Wt.shape
+    Wr = Wt.T                                  # (K, N) C-order view: rows of Wr are the paper's columns
     body = k - keeper
-    codes = np.zeros((n, body), np.int8)
+    B = min(blocksize, body)
+    qf = np.empty((body, n), np.float32)       # codes (q - 8) as floats, cast once at the end
     scales = []
     scale = None
+    W1 = np.empty((B, n), np.float32)          # the current block's rows (local intra-block updates)
+    prod = np.empty((B, n), np.float32)        # U[k, j] * e for the later rows j of the block
+    t = np.empty(n, np.float32)
+    e = np.empty(n, np.float32)
+    f8, f0, f15 = np.float32(8), np.float32(0), np.float32(15)
     for i1 in range(0, body, blocksize):
         i2 = min(i1 + blocksize, body)
-        W1 = Wt[:, i1:i2].copy()
-        Err1 = np.zeros_like(W1)
-        for i in range(i2 - i1):
+        bw = i2 - i1
+        W1[:bw] = Wr[i1:i2]
+        ErrT = np.empty((bw, n), np.float32)
+        Ub = np.ascontiguousarray(U[i1:i2, i1:i2])                      # U's rows within the block
+        for i in range(bw):
             col = i1 + i
             if col % group == 0:
-                scale = _pair_params(Wt[:, col:min(col + group, body)], clip)
+                scale = _pair_params(Wr[col:min(col + group, body)], clip)
                 scales.append(scale)
-            w = W1[:, i]
-            q = np.clip(np.rint(w / scale) + np.float32(8), 0, 15)
-            qv = (scale * (q - np.float32(8))).astype(np.float32)
-            err = ((w - qv) / U[col, col]).astype(np.float32)
-            W1[:, i:] -= np.outer(err, U[col, col:i2])
-            Err1[:, i] = err
-            codes[:, col] = (q - 8).astype(np.int8)
+            w = W1[i]
+            q = qf[col]
+            np.divide(w, scale, out=t)                                  # q = clip(rint(w / s) + 8, 0, 15)
+            np.rint(t, out=t)
+            np.add(t, f8, out=t)
+            np.maximum(t, f0, out=t)
+            np.minimum(t, f15, out=t)
+            np.subtract(t, f8, out=q)                                   # q - 8, the signed code
+            np.multiply(scale, q, out=t)                                # dequantized value
+            np.subtract(w, t, out=e)
+            np.divide(e, U[col, col], out=ErrT[i])                      # err = (w - qv) / d
+            if i + 1 < bw:
+                m = bw - i - 1
+                np.multiply(Ub[i, i + 1:, None], ErrT[i], out=prod[:m])
+                np.subtract(W1[i + 1:bw], prod[:m], out=W1[i + 1:bw])
+        Err1 = np.ascontiguousarray(ErrT.T)                             # (N, B) C order, as the sgemm read it
         Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]
+    codes = qf.astype(np.int8)
     if keeper:
         q8, s8 = fmt._quantize_rows_sim(np.ascontiguousarray(Wt[:, body:]), 127, 1.0)   # per output channel
     else:
         q8, s8 = np.zeros((n, 0), np.int8), np.ones(n, np.float32)
-    return fmt.AtomWeights(np.ascontiguousarray(codes.T), np.stack(scales).astype(np.float32),
+    return fmt.AtomWeights(codes, np.stack(scales).astype(np.float32),
                            np.ascontiguousarray(q8.T), s8.astype(np.float32))
 
 
@@ -223,8 +274,10 @@ def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPE
     """Plain-loop twin of :func:`atom_gptq` without the lazy-batch trick: after quantizing
     column k, the error is spread over ALL later columns at once (OBS update), and group
     parameters are taken from the weights as they are at the group start. For group_size equal
-    to the block size the two are the same algorithm; float32 rounding makes them agree to a few
-    ULPs, so tests compare codes up to rare flips, not bits."""
+    to the block size the two are the same algorithm. They do the same float32 operations, and
+    agree bit for bit (tests/quant/test_atom.py), with ``blocksize=1`` or with one block and no
+    keeper rows; otherwise the block gemm sums the updates in another order and the two agree
+    up to rare code flips."""
     W, H, k, n, keeper, group, _ = _check_gptq_inputs(W, H, keeper, group_size, clip, 128)
     Wt, U = _prepare(W, H, percdamp)
     body = k - keeper
@@ -262,34 +315,81 @@ def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPE
 # ----------------------------------------------------------------------------------------------
 # the pipeline
 # ----------------------------------------------------------------------------------------------
-def quantize_layer(W: np.ndarray, X_calib: np.ndarray, config: AtomConfig = AtomConfig()) -> AtomLayer:
+class AtomCalibration:
+    """The part of :func:`quantize_layer` that depends on the calibration inputs alone, done once
+    per layer and shared by every configuration quantized with it (build with :func:`calibrate`).
+
+    X float32 (T, K) the calibration inputs; ``index(reorder)`` int64 (K,) the reorder index
+    (``reorder_index(hessian_statistic(X))``, outliers last; the identity without reorder);
+    ``hessian(reorder)`` float64 (K, K) of the reordered inputs; ``factor(reorder, percdamp)`` the
+    dead-input mask bool (K,) and the float32 (K, K) upper Cholesky factor of the damped H⁻¹.
+    Each is computed on first use and kept; the values are exactly what :func:`quantize_layer`
+    computes from an array (same calls on the same inputs). Do not mutate the returned arrays."""
+
+    def __init__(self, X_calib: np.ndarray):
+        X_calib = require_float_array("X_calib", X_calib)
+        require_ndim("X_calib", X_calib, 2)
+        require_finite("X_calib", X_calib)
+        self.X = X_calib
+        self.k = X_calib.shape[1]
+        self._cache: dict = {}
+
+    def _get(self, key, make):
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def index(self, reorder: bool) -> np.ndarray:
+        if not reorder:
+            return self._get("identity", lambda: np.arange(self.k, dtype=np.int64))
+        return self._get("idx", lambda: fmt.reorder_index(fmt.hessian_statistic(self.X)))
+
+    def hessian(self, reorder: bool) -> np.ndarray:
+        return self._get(("H", bool(reorder)),
+                         lambda: hessian(fmt.permute(self.X.astype(np.float32), self.index(reorder), axis=1)))
+
+    def factor(self, reorder: bool, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
+        return self._get(("U", bool(reorder), float(percdamp)), lambda: _factor(self.hessian(reorder), percdamp))
+
+
+def calibrate(X_calib: np.ndarray) -> AtomCalibration:
+    """Wrap one layer's calibration inputs X_calib float (T, K) (finite) for several
+    :func:`quantize_layer` calls: the reorder index, Hessian and GPTQ factor are computed once."""
+    return AtomCalibration(X_calib)
+
+
+def quantize_layer(W: np.ndarray, X_calib: np.ndarray | AtomCalibration,
+                   config: AtomConfig = AtomConfig()) -> AtomLayer:
     """Run Atom's pipeline on one linear layer.
 
     W float (K, N) (refsim orientation; transpose a PyTorch (N, K) weight first); X_calib float
-    (T, K) calibration inputs of the layer (one sample). Returns :class:`AtomLayer`."""
+    (T, K) calibration inputs of the layer (one sample), or an :class:`AtomCalibration` of them
+    (:func:`calibrate`) to share the per-layer work between configurations (same result).
+    Returns :class:`AtomLayer`."""
     W = require_float_array("W", W)
     require_ndim("W", W, 2)
     require_finite("W", W)
-    X_calib = require_float_array("X_calib", X_calib)
-    require_ndim("X_calib", X_calib, 2)
-    require_finite("X_calib", X_calib)
+    cal = X_calib if isinstance(X_calib, AtomCalibration) else AtomCalibration(X_calib)
     k, n = W.shape
-    if X_calib.shape[1] != k:
-        raise ShapeError(f"X_calib: must have K={k} columns; got {X_calib.shape[1]}")
+    if cal.k != k:
+        raise ShapeError(f"X_calib: must have K={k} columns; got {cal.k}")
     require_instance("config", config, AtomConfig)
     require_choice("weight_method", config.weight_method, WEIGHT_METHODS)
     require_choice("keeper_precision", config.keeper_precision, KEEPER_PRECISIONS)
     if config.keeper_precision == "fp16" and config.weight_method == "gptq":
         raise FormatRuleError("keeper_precision: 'fp16' is modelled for weight_method 'rtn' only; got 'gptq'")
     group = _group(config, k)
-    idx = fmt.reorder_index(fmt.hessian_statistic(X_calib)) if config.reorder else np.arange(k, dtype=np.int64)
+    idx = cal.index(config.reorder)
     W_r = fmt.permute(W.astype(np.float32), idx, axis=0)
     if config.weight_method == "rtn":
         wq = fmt.quantize_weights(W_r, "simulation", group_size=group, keeper=config.keeper, clip=config.w_clip)
     else:
-        H_r = hessian(fmt.permute(X_calib.astype(np.float32), idx, axis=1))
-        wq = atom_gptq(W_r, H_r, keeper=config.keeper, group_size=group, clip=config.w_clip,
-                       percdamp=config.percdamp)
+        H_r = cal.hessian(config.reorder)
+        W_r, H_r, k, n, keeper, group, blocksize = _check_gptq_inputs(W_r, H_r, config.keeper, group,
+                                                                        config.w_clip, 128)
+        dead, U = cal.factor(config.reorder, config.percdamp)
+        wq = _atom_gptq_loop(_dead_zeroed(W_r, dead), U, keeper=keeper, group=group, clip=config.w_clip,
+                             blocksize=blocksize)
     W_hat_r = fmt.dequantize_weights(wq, np.float32)
     if config.keeper_precision == "fp16" and config.keeper:
         W_hat_r[k - config.keeper:] = W_r[k - config.keeper:].astype(np.float16)

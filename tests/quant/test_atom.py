@@ -32,6 +32,99 @@ def test_atom_gptq_matches_plain_obs_loop():
     np.testing.assert_allclose(fast.scale4, slow.scale4, rtol=1e-5)
 
 
+def _weights_equal_bitwise(a, b, what):
+    for f in ("q4", "scale4", "q8", "scale8"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.dtype == y.dtype and x.shape == y.shape, f"{what}: {f} {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
+        assert_bitexact(x.view(np.uint8), y.view(np.uint8), name=f"{what}: {f}")
+
+
+def _gptq_case(seed, k, n, dead=()):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((2 * k, k)).astype(np.float32) * rng.uniform(0.1, 3.0, k).astype(np.float32)
+    W = rng.standard_normal((k, n)).astype(np.float32)
+    H = hessian(X)
+    for d in dead:                                   # inputs never seen in calibration
+        H[d, :] = 0.0
+        H[:, d] = 0.0
+    return W, H
+
+
+# shapes where the blocked loop and the plain OBS loop do the same float32 operations:
+# blocksize 1 (every update is the one-product "gemm" of a single row, group starts read fully
+# updated weights), and one block without keeper rows and one group (only intra-block updates)
+@pytest.mark.parametrize("k, n, keeper, group, blocksize, dead", [
+    (96, 6, 32, 32, 1, ()),
+    (72, 8, 8, 16, 1, (3,)),
+    (40, 2, 0, None, 1, ()),
+    (50, 10, 10, 8, 1, (0, 49)),
+    (64, 4, 0, None, 128, ()),
+    (48, 12, 0, None, 64, (5,)),
+])
+def test_atom_gptq_equals_plain_obs_loop_bit_for_bit(k, n, keeper, group, blocksize, dead):
+    W, H = _gptq_case(k + n, k, n, dead)
+    fast = QA.atom_gptq(W, H, keeper=keeper, group_size=group, blocksize=blocksize, clip=0.9)
+    slow = QA.atom_gptq_reference(W, H, keeper=keeper, group_size=group, clip=0.9)
+    _weights_equal_bitwise(fast, slow, f"K={k} N={n} keeper={keeper} group={group} blocksize={blocksize}")
+
+
+def _lazy_batch_twin(W, H, keeper, group, clip, blocksize):
+    """The first vectorised form of atom_gptq, column orientation (paper's W (N, K)): one outer
+    product per quantized column updates the rest of its block, one gemm the later blocks."""
+    Wt, U = QA._prepare(W, H, 0.01)
+    k = W.shape[0]
+    body = k - keeper
+    codes, scales = np.zeros((W.shape[1], body), np.int8), []
+    for i1 in range(0, body, blocksize):
+        i2 = min(i1 + blocksize, body)
+        W1 = Wt[:, i1:i2].copy()
+        Err1 = np.zeros_like(W1)
+        for i in range(i2 - i1):
+            col = i1 + i
+            if col % group == 0:
+                scale = QA._pair_params(Wt[:, col:min(col + group, body)].T, clip)
+                scales.append(scale)
+            w = W1[:, i]
+            q = np.clip(np.rint(w / scale) + np.float32(8), 0, 15)
+            err = ((w - (scale * (q - np.float32(8))).astype(np.float32)) / U[col, col]).astype(np.float32)
+            W1[:, i:] -= np.outer(err, U[col, col:i2])
+            Err1[:, i] = err
+            codes[:, col] = (q - 8).astype(np.int8)
+        Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]
+    q8, s8 = A._quantize_rows_sim(np.ascontiguousarray(Wt[:, body:]), 127, 1.0)
+    return A.AtomWeights(np.ascontiguousarray(codes.T), np.stack(scales).astype(np.float32),
+                         np.ascontiguousarray(q8.T), s8.astype(np.float32))
+
+
+# the general case (several blocks, groups starting inside a block or spanning blocks, keeper
+# rows): the row-oriented loop keeps the bits of the column-oriented one
+@pytest.mark.parametrize("k, n, keeper, group, blocksize", [
+    (96, 6, 32, 32, 32), (300, 8, 44, 64, 128), (200, 4, 8, 16, 50), (130, 6, 2, 128, 32),
+    (64, 2, 16, 16, 7),
+])
+def test_atom_gptq_keeps_the_bits_of_the_column_oriented_lazy_batch(k, n, keeper, group, blocksize):
+    W, H = _gptq_case(k * n, k, n, dead=(1,))
+    fast = QA.atom_gptq(W, H, keeper=keeper, group_size=group, blocksize=blocksize)
+    twin = _lazy_batch_twin(W, H, keeper, group, 0.85, blocksize)
+    _weights_equal_bitwise(fast, twin, f"K={k} N={n} keeper={keeper} group={group} blocksize={blocksize}")
+
+
+def test_shared_calibration_gives_the_layers_of_separate_calls():
+    W, X = _layer(9, k=96, n=8)
+    cal = QA.calibrate(X)
+    configs = [QA.AtomConfig(keeper=32, group_size=32), QA.AtomConfig(keeper=16, group_size=16, percdamp=0.1),
+               QA.AtomConfig(reorder=False, keeper=32, group_size=32),
+               QA.AtomConfig(keeper=32, group_size=32, weight_method="rtn"),
+               QA.AtomConfig(reorder=False, keeper=0, group_size=None, weight_method="rtn")]
+    for cfg in configs + configs:                   # second pass: everything comes from the cache
+        shared, alone = QA.quantize_layer(W, cal, cfg), QA.quantize_layer(W, X, cfg)
+        assert_bitexact(shared.idx, alone.idx, name=f"{cfg} idx")
+        assert_bitexact(shared.W_hat, alone.W_hat, name=f"{cfg} W_hat")
+        _weights_equal_bitwise(shared.weights, alone.weights, str(cfg))
+    with pytest.raises(ShapeError, match="X_calib"):
+        QA.quantize_layer(W, QA.calibrate(X[:, :64]))
+
+
 def test_first_group_scale_is_two_clip_absmax_over_15():
     # no update precedes group 0, so its parameters come from the original weights:
     # Quantizer_GPTQ sym: xmin = -absmax, scale = (xmax - xmin) * clip / 15 = 2 * clip * absmax / 15
