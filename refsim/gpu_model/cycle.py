@@ -22,6 +22,10 @@ later stage are consumed one iteration later (``prev_deps``, 4-stage cp.async pi
 latency is hidden when enough is in flight; Any-Precision's chunk loop has no cross-chunk prefetch
 (``deps`` on this step's loads), so every step of every warp waits one DRAM latency.
 
+The event loop (:func:`_run`) skips cycles in which no warp can issue and computes each warp's
+operand-ready time once per instruction; :func:`_run_reference` is the plain loop that steps and
+scans every cycle, and the two return the same float bit for bit (tests/gpu_model/test_cycle_fast.py).
+
 Steady-state cycles per iteration → kernel time = iterations per SMSP × cycles / f_sm (plus the
 analytical model's launch and tail). :func:`reconcile` puts it next to the analytical model.
 Bodies: :func:`anyprec_body` (one warp, one 1024-weight chunk of its rows) and :func:`marlin_body`
