@@ -21,6 +21,7 @@ prints median/max absolute percentage error beside the plain DRAM roofline basel
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 import statistics
@@ -120,6 +121,14 @@ def predict_row(row: CalibrationRow, gpu: GPUSpec, params: ModelParams) -> float
     require_instance("row", row, CalibrationRow)
     gpu = get_gpu(gpu)
     require_instance("params", params, ModelParams)
+    return _predict_row_us(row, gpu, params)
+
+
+@functools.lru_cache(maxsize=1024)
+def _predict_row_us(row: CalibrationRow, gpu: GPUSpec, params: ModelParams) -> float:
+    """predict_row's work, memoised on the three frozen (hashable, compared by value) inputs: the
+    report's accuracy check and its predicted-vs-measured plot predict the same rows with the same
+    GPU and constants; a fit's trial constants are new keys (bounded cache, never a stale value)."""
     from refsim.gpu_model.kernels import predict
     bits = None if row.kernel == "cublas-fp16" else row.bits
     return predict(gpu, row.kernel, row.m, row.n, row.k, bits=bits, clock="base", params=params).latency_us

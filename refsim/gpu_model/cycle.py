@@ -22,6 +22,10 @@ later stage are consumed one iteration later (``prev_deps``, 4-stage cp.async pi
 latency is hidden when enough is in flight; Any-Precision's chunk loop has no cross-chunk prefetch
 (``deps`` on this step's loads), so every step of every warp waits one DRAM latency.
 
+The event loop (:func:`_run`) skips cycles in which no warp can issue and computes each warp's
+operand-ready time once per instruction; :func:`_run_reference` is the plain loop that steps and
+scans every cycle, and the two return the same float bit for bit (tests/gpu_model/test_cycle_fast.py).
+
 Steady-state cycles per iteration → kernel time = iterations per SMSP × cycles / f_sm (plus the
 analytical model's launch and tail). :func:`reconcile` puts it next to the analytical model.
 Bodies: :func:`anyprec_body` (one warp, one 1024-weight chunk of its rows) and :func:`marlin_body`
@@ -52,7 +56,98 @@ def _intervals(gpu: GPUSpec) -> dict:
 
 def _run(body: list[Instr], warps: int, gpu: GPUSpec, f_sm: float, iterations: int,
          tensor_interval: float, dram_bytes_per_cycle: float | None) -> float:
-    """Cycles until all ``warps`` warps have finished ``iterations`` loop iterations."""
+    """Cycles until all ``warps`` warps have finished ``iterations`` loop iterations.
+
+    Same machine and same trajectory as :func:`_run_reference`, computed faster: (1) a warp's
+    operand-ready time is computed once when it reaches an instruction (its dependences are
+    already issued, so their completion times no longer change), not on every scanned cycle;
+    (2) when no warp can issue, the clock jumps to the first integral cycle at which one can (its
+    operands ready and its non-DRAM pipe free) instead of stepping idle cycles one by one."""
+    iv = _intervals(gpu)
+    if dram_bytes_per_cycle is None:
+        dram_bytes_per_cycle = gpu.dram_eff_bytes_per_s / (4 * gpu.sm_count) / f_sm
+    dram_lat = gpu.dram_latency_s * f_sm
+    nb = len(body)
+    pipes = [ins.pipe for ins in body]
+    is_dram = [p == "dram" for p in pipes]
+    deps = [tuple(ins.deps) for ins in body]
+    pdeps = [tuple(ins.prev_deps) for ins in body]
+    lat = [ins.latency for ins in body]
+    step = [ins.dram_bytes / dram_bytes_per_cycle if d else
+            (tensor_interval if ins.pipe == "tensor" else iv[ins.pipe] * (ins.wavefronts if ins.pipe == "mio" else 1))
+            for ins, d in zip(body, is_dram)]
+    pipe_free = {"int": 0.0, "fp16": 0.0, "fp32": 0.0, "mio": 0.0, "tensor": 0.0}
+    dram_free = 0.0
+    pos = [0] * warps
+    it = [0] * warps
+    done_cur = [[math.inf] * nb for _ in range(warps)]
+    done_prev = [[0.0] * nb for _ in range(warps)]
+    for w in range(warps):
+        for j in range(nb):
+            if is_dram[j]:
+                done_prev[w][j] = dram_lat
+    finish = [0.0] * warps
+
+    def ready_of(w: int) -> float:
+        j, cur, prev = pos[w], done_cur[w], done_prev[w]
+        return max([cur[d] for d in deps[j]] + [prev[d] for d in pdeps[j]] + [0.0])
+
+    ready = [ready_of(w) for w in range(warps)]
+    active = list(range(warps))
+    cycle = 0.0
+    while active:
+        chosen = -1
+        for w in active:
+            if ready[w] > cycle:
+                continue
+            j = pos[w]
+            if is_dram[j]:
+                start = cycle if cycle > dram_free else dram_free
+                dram_free = start + step[j]
+                done_cur[w][j] = dram_free + dram_lat
+            else:
+                p = pipes[j]
+                if pipe_free[p] > cycle:
+                    continue
+                pipe_free[p] = cycle + step[j]
+                done_cur[w][j] = cycle + lat[j]
+            chosen = w
+            break
+        if chosen >= 0:
+            w = chosen
+            pos[w] += 1
+            if pos[w] == nb:
+                it[w] += 1
+                pos[w] = 0
+                if it[w] >= iterations:
+                    finish[w] = max(done_cur[w])
+                    active.remove(w)
+                else:
+                    done_prev[w] = done_cur[w]
+                    done_cur[w] = [math.inf] * nb
+                    ready[w] = ready_of(w)
+            else:
+                ready[w] = ready_of(w)
+            cycle += 1.0
+        else:
+            wake = math.inf
+            for w in active:
+                t = ready[w]
+                j = pos[w]
+                if not is_dram[j] and pipe_free[pipes[j]] > t:
+                    t = pipe_free[pipes[j]]
+                if t < wake:
+                    wake = t
+            nxt = float(math.ceil(wake))
+            cycle = nxt if nxt > cycle + 1.0 else cycle + 1.0
+    return max(finish)
+
+
+def _run_reference(body: list[Instr], warps: int, gpu: GPUSpec, f_sm: float, iterations: int,
+         tensor_interval: float, dram_bytes_per_cycle: float | None) -> float:
+    """Cycles until all ``warps`` warps have finished ``iterations`` loop iterations: the plain
+    cycle-by-cycle reference (every cycle scans every warp). :func:`_run` is the fast path and
+    returns the same float bit for bit (tests/gpu_model/test_cycle_fast.py)."""
     iv = _intervals(gpu)
     if dram_bytes_per_cycle is None:
         dram_bytes_per_cycle = gpu.dram_eff_bytes_per_s / (4 * gpu.sm_count) / f_sm

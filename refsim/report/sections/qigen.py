@@ -50,24 +50,28 @@ def _kernels() -> str:
 
     rng = np.random.default_rng(2)
     isas = ["scalar"] + (["avx2"] if detect_isa() == "avx2" else [])
-    n_cases = 0
-    for isa in isas:
-        for bits in (2, 3, 4):
-            for gs in (None, 64):
-                k, n = 128, 64
-                g = k // (gs or k)
-                q = rng.integers(0, 2**bits, (k, n), dtype=np.uint8)
-                s = (rng.random((g, n)) * 0.1).astype(np.float32)
-                z = rng.integers(0, 2**bits, (g, n)).astype(np.float32)
-                x = rng.standard_normal((2, k)).astype(np.float32)
-                mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=gs, mb=64, tb=32,
-                                     order="zcurve" if gs else "panel")
+    n_cases = n_problems = 0
+    for bits in (2, 3, 4):
+        for gs in (None, 64):
+            # one problem and one oracle result (the costly part: an exact fma per K step) per
+            # (bits, group); every ISA's generated kernel is compared with it
+            k, n = 128, 64
+            g = k // (gs or k)
+            q = rng.integers(0, 2**bits, (k, n), dtype=np.uint8)
+            s = (rng.random((g, n)) * 0.1).astype(np.float32)
+            z = rng.integers(0, 2**bits, (g, n)).astype(np.float32)
+            x = rng.standard_normal((2, k)).astype(np.float32)
+            mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=gs, mb=64, tb=32,
+                                 order="zcurve" if gs else "panel")
+            want = oracle.qgemv_oracle(x, q, s, z, None, bits, gs)
+            n_problems += 1
+            for isa in isas:
                 y = kernel.qgemv(x, mat, codegen.KernelSpec(bits, tu=32, isa=isa))
-                want = oracle.qgemv_oracle(x, q, s, z, None, bits, gs)
                 if not np.array_equal(y.view(np.uint32), want.view(np.uint32)):
                     raise AssertionError(f"{isa} {bits}-bit gs={gs}: kernel != oracle")
                 n_cases += 1
-    return f"generated kernels ({', '.join(isas)}) == oracle bit for bit in {n_cases} cases"
+    return (f"generated kernels ({', '.join(isas)}) == oracle bit for bit in {n_cases} cases "
+            f"({n_problems} problems x {len(isas)} ISA{'s' if len(isas) > 1 else ''})")
 
 
 def _milp() -> str:
