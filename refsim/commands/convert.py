@@ -9,9 +9,12 @@ import sys
 from refsim.commands.quantize import progress_bar
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from refsim.io.convert import TARGETS
+#: refsim.io.convert.TARGETS, spelled out so building the CLI parser does not import the checkpoint
+#: readers (~0.5 s for every refsim command); tests/commands keep the two equal
+TARGETS = ("marlin", "gptq-v1", "gptq-v2", "qigen", "anyprec")
 
+
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "convert", help="convert a checkpoint (GPTQ -> Marlin / v1 <-> v2 / QIGen, FP -> Any-Precision)",
         description="Convert SRC into the new folder OUT (written to a temporary folder and renamed: a refused "

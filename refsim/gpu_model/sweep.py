@@ -276,7 +276,7 @@ def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
         fig.suptitle(title or f"{gpu}: predicted by refsim.gpu_model")
         fig.subplots_adjust(left=0.05, right=0.99, bottom=0.12, top=0.9, wspace=0.25)
         path = out_dir / f"sweep_{gpu}.png"
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})   # fast zlib level: same pixels
         plt.close(fig)
         written.append(path)
     return written

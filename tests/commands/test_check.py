@@ -84,3 +84,14 @@ def test_refsim_ptx_check_is_the_same_check(tmp_path, capsys):
     assert main(["ptx", "check", str(ptx_file), "--kernel", "anyprec_gemv", "--launch", f"{launch}:plan",
                  "--fmt", "anyprec", "--seed", "0", "--max-examples", "0", "--no-shrink"]) == 1
     assert "anyprec kernel differs" in capsys.readouterr().out
+
+
+def test_the_cli_lists_every_harness_format_and_conversion_target():
+    # the parser spells the choices out (no heavy imports to build it); they must stay the real ones
+    from refsim.commands import check, convert, quantize
+    from refsim.emulator.harness_formats import FORMATS
+    from refsim.io.convert import TARGETS
+    from refsim.io.quantize import METHODS
+    assert check.FORMAT_NAMES == tuple(sorted(FORMATS))
+    assert convert.TARGETS == TARGETS
+    assert quantize.METHODS == METHODS

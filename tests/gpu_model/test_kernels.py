@@ -169,3 +169,10 @@ def test_geforce_fp32_accumulate_halves_the_tensor_rate():
     g3090 = predict("rtx3090", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
     assert g3090 == pytest.approx(13 * 2 * 16 * 128 * 128 / (512 * 1.0e9))
     assert g3090 / a10 == pytest.approx(2 * 13 / 15)
+
+
+@pytest.mark.parametrize("words", [1, 4, 16, 32, 33, 64, 256, 4096, 65536])
+def test_lds_conflict_degree_equals_its_plain_loop(words):
+    from refsim.gpu_model.kernels import anyprec as ap
+    assert ap.lds_conflict_degree.__wrapped__(words, trials=500) == ap.lds_conflict_degree_reference(words, trials=500)
+    assert ap.lds_conflict_degree(words) == ap.lds_conflict_degree_reference(words)

@@ -148,7 +148,7 @@ def _calibration_png(out_dir: Path) -> str:
     ax.legend(fontsize=6)
     fig.subplots_adjust(left=0.13, right=0.97, bottom=0.1, top=0.93)
     name = "calibration_predicted_vs_measured.png"
-    fig.savefig(out_dir / name, dpi=100)
+    fig.savefig(out_dir / name, dpi=100, pil_kwargs={"compress_level": 1})   # fast zlib level: same pixels
     plt.close(fig)
     return name
 
