@@ -38,15 +38,17 @@ import numpy as np
 
 from refsim import _native
 
-__all__ = ["available", "status", "mma_k16_f32_blocks", "SOURCE"]
+__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums",
+           "round_to_f16_values", "SOURCE"]
 
-SOURCE = r"""
+_MMA_SOURCE = r"""
 /* refsim native: chained T-FDPA (fp16 inputs, fp32 accumulation) for one k16 step.
    Oracle: refsim.emulator.tensor_core.mma_k16_f32 (NumPy). Integer arithmetic throughout,
    including the conversion of S * 2^(E - F) to fp32 toward zero (built on the bit fields).
    Loops over n are innermost and branch-free so that the compiler can vectorise them. */
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 
 #pragma GCC optimize("O3")
 #define INLINE static inline __attribute__((always_inline))
@@ -194,6 +196,155 @@ void refsim_mma_k16_f32(int L, int F, int e_zero, int W, int R, int N,
 """
 
 
+_F16_SOURCE = r"""
+/* refsim native, part 2: fp16 fma chains of the GEMV emulators (Any-Precision, 2/4/16).
+   Oracle: the NumPy paths of refsim.emulator.anyprec_kernel / mixed_2_4_16_kernel, which compute
+   fma.rn.f16 as fp16(float64(a) * float64(b) + float64(c)) (refsim.emulator.fp._f16_fma_fused) and
+   add.rn.f16 as one RNE of the exact sum. Here every fp16 value is carried as the double that
+   equals it; the double product of two fp16 values is exact (22 bits), the double sum rounds as
+   NumPy's does (compiled with -ffp-contract=off; a contraction would not change it either: the
+   product is exact), and r16 rounds a double to the nearest fp16 value (RNE, overflow -> Inf) on
+   the bit pattern, as NumPy's float64 -> float16 cast does, NaN payloads included. */
+
+/* double -> nearest fp16 value, returned as a double (== float64(float16(x)) in NumPy) */
+INLINE double r16(double x) {
+    uint64_t u, r;
+    memcpy(&u, &x, 8);
+    uint64_t sgn = u & 0x8000000000000000ull, a = u ^ sgn;
+    if (a >= 0x7FF0000000000000ull) {                        /* Inf, NaN: keep the top 10 payload bits */
+        r = a & ~((1ull << 42) - 1);
+        if (a != 0x7FF0000000000000ull && r == 0x7FF0000000000000ull) r |= 1ull << 42;
+    } else if (a >= 0x3F10000000000000ull) {                 /* |x| >= 2^-14: 10 fraction bits, RNE */
+        r = (a + ((1ull << 41) - 1) + ((a >> 42) & 1)) & ~((1ull << 42) - 1);
+        if (r >= 0x40F0000000000000ull) r = 0x7FF0000000000000ull;   /* >= 2^16 after rounding: Inf */
+    } else {                                                 /* fp16 subnormal grid 2^-24 */
+        int e = (int)(a >> 52) - 1023;
+        if (e < -25) r = 0;                                  /* |x| < 2^-25: rounds to 0 */
+        else {
+            uint64_t sig = (a & ((1ull << 52) - 1)) | (1ull << 52);
+            int sh = 28 - e;                                 /* 43..53: value = sig * 2^-sh units of 2^-24 */
+            uint64_t q = sig >> sh, rem = sig & ((1ull << sh) - 1), half = 1ull << (sh - 1);
+            q += (rem > half) | ((rem == half) & (q & 1));
+            double v = (double)q * 0x1p-24;                  /* exact: q <= 1024 */
+            memcpy(&r, &v, 8);
+        }
+    }
+    r |= sgn;
+    double y;
+    memcpy(&y, &r, 8);
+    return y;
+}
+
+/* fp16 bits -> the double equal to it (NaN payload shifted up as NumPy does) */
+INLINE double h2d(uint16_t h) {
+    uint64_t s = (uint64_t)(h >> 15) << 63, e = (h >> 10) & 31, f = h & 1023, b;
+    if (e == 0) {
+        double v = (double)f * 0x1p-24;
+        memcpy(&b, &v, 8);
+        b |= s;
+    } else if (e == 31) b = s | 0x7FF0000000000000ull | (f << 42);
+    else b = s | ((e - 15 + 1023) << 52) | (f << 42);
+    double d;
+    memcpy(&d, &b, 8);
+    return d;
+}
+
+/* Any-Precision matmul_kbit_32 for one launch (see anyprec_kernel's spec): out[l, r] as a double
+   equal to the fp16 result. codes uint8 (N, K), lut fp16 (N, nlut): W[r, k] = lut[r, codes[r, k]];
+   X fp16 (M, K); k0, k1 int32
+   (chunks, 32, 16) the lanes' pair indices (inactive lanes: any index < K); ksplit slices of 4
+   chunks, combined by fp16 adds from +0 when ksplit > 1. */
+void refsim_anyprec_gemv(int M, int N, int K, int ksplit, int nlut, const uint8_t *codes, const uint16_t *lut,
+                         const uint16_t *X, const int32_t *k0, const int32_t *k1, double *out) {
+    int chunks = (K + 1023) / 1024, full = K / 1024, eff_tail = (K % 1024) / 32;
+    int64_t per = (int64_t)chunks * 512;                     /* 16 steps x 32 lanes per chunk */
+    double *xa = malloc(sizeof(double) * 2 * per * (M > 0 ? M : 1));
+    double *wa = malloc(sizeof(double) * 2 * per);
+    if (!xa || !wa) { free(xa); free(wa); return; }
+    double *xb = xa + per * M, *wb = wa + per;
+    /* operands in lane order: [chunk][step][lane], so the 32 lanes of a step are contiguous */
+    for (int l = 0; l < M; l++)
+        for (int i = 0; i < chunks; i++)
+            for (int t = 0; t < 32; t++)
+                for (int st = 0; st < 16; st++) {
+                    int64_t src = ((int64_t)i * 32 + t) * 16 + st, dst = (int64_t)l * per + (int64_t)i * 512 + st * 32 + t;
+                    xa[dst] = h2d(X[(int64_t)l * K + k0[src]]);
+                    xb[dst] = h2d(X[(int64_t)l * K + k1[src]]);
+                }
+    for (int r = 0; r < N; r++) {
+        const uint8_t *cr = codes + (int64_t)r * K;
+        const uint16_t *lr = lut + (int64_t)r * nlut;
+        for (int i = 0; i < chunks; i++)
+            for (int t = 0; t < 32; t++)
+                for (int st = 0; st < 16; st++) {
+                    int64_t src = ((int64_t)i * 32 + t) * 16 + st, dst = (int64_t)i * 512 + st * 32 + t;
+                    wa[dst] = h2d(lr[cr[k0[src]]]);
+                    wb[dst] = h2d(lr[cr[k1[src]]]);
+                }
+        for (int l = 0; l < M; l++) {
+            double acc = 0.0;
+            for (int z = 0; z < ksplit; z++) {
+                double part[32], v[32], nv[32];
+                for (int t = 0; t < 32; t++) part[t] = 0.0;
+                int iend = (z + 1) * 4 < chunks ? (z + 1) * 4 : chunks;
+                for (int i = z * 4; i < iend; i++) {
+                    double sx[32], sy[32];
+                    for (int t = 0; t < 32; t++) { sx[t] = 0.0; sy[t] = 0.0; }
+                    const double *pa = wa + (int64_t)i * 512, *pb = wb + (int64_t)i * 512;
+                    const double *qa = xa + (int64_t)l * per + (int64_t)i * 512, *qb = xb + (int64_t)l * per + (int64_t)i * 512;
+                    for (int st = 0; st < 16; st++)
+                        for (int t = 0; t < 32; t++) {
+                            sx[t] = r16(pa[st * 32 + t] * qa[st * 32 + t] + sx[t]);
+                            sy[t] = r16(pb[st * 32 + t] * qb[st * 32 + t] + sy[t]);
+                        }
+                    int eff = i < full ? 32 : eff_tail;          /* tail lanes t >= eff break out */
+                    for (int t = 0; t < eff; t++) part[t] = r16(part[t] + r16(sx[t] + sy[t]));
+                }
+                for (int t = 0; t < 32; t++) v[t] = part[t];
+                for (int d = 16; d >= 1; d >>= 1) {          /* warp_reduce_sum: shfl_down, own value past 31 */
+                    for (int t = 0; t < 32; t++) nv[t] = r16(v[t] + (t + d < 32 ? v[t + d] : v[t]));
+                    for (int t = 0; t < 32; t++) v[t] = nv[t];
+                }
+                acc = ksplit > 1 ? r16(acc + v[0]) : v[0];
+            }
+            out[(int64_t)l * N + r] = acc;
+        }
+    }
+    free(xa);
+    free(wa);
+}
+
+/* 2/4/16 GEMV step 3 for every (group, column): w fp16 (G*16, N) dequantized weights (row k
+   contiguous in n), x fp16 (G*16,); out float32 (G, N) = float(__hadd(h.x, h.y)) after the two
+   8-step hfma2 chains from 0 (.x even k, .y odd k). Columns innermost (independent, vectorisable). */
+void refsim_mixed_group_sums(int G, int N, const uint16_t *w, const uint16_t *x, float *out) {
+    double hx[256], hy[256];
+    for (int g = 0; g < G; g++)
+        for (int n0 = 0; n0 < N; n0 += 256) {
+            int nc = N - n0 < 256 ? N - n0 : 256;
+            for (int n = 0; n < nc; n++) { hx[n] = 0.0; hy[n] = 0.0; }
+            for (int i = 0; i < 8; i++) {
+                int64_t ke = (int64_t)g * 16 + 2 * i;
+                double xe = h2d(x[ke]), xo = h2d(x[ke + 1]);
+                const uint16_t *we = w + ke * N + n0, *wo = w + (ke + 1) * N + n0;
+                for (int n = 0; n < nc; n++) {
+                    hx[n] = r16(h2d(we[n]) * xe + hx[n]);
+                    hy[n] = r16(h2d(wo[n]) * xo + hy[n]);
+                }
+            }
+            for (int n = 0; n < nc; n++) out[(int64_t)g * N + n0 + n] = (float)r16(hx[n] + hy[n]);
+        }
+}
+
+/* test hook: r16 over an array (the conversion checked against NumPy's float64 -> float16) */
+void refsim_r16(int64_t n, const double *x, double *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = r16(x[i]);
+}
+"""
+
+SOURCE = _MMA_SOURCE + _F16_SOURCE
+
+
 @functools.lru_cache(maxsize=1)
 def _library():
     """(ctypes library or None, reason it is missing or None). Built and checked once per process."""
@@ -204,6 +355,15 @@ def _library():
     fn.restype = None
     fn.argtypes = [ctypes.c_int] * 6 + [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
                                         ctypes.c_void_p, ctypes.c_void_p]
+    fn = lib.refsim_anyprec_gemv
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int] * 5 + [ctypes.c_void_p] * 6
+    fn = lib.refsim_mixed_group_sums
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int] * 2 + [ctypes.c_void_p] * 3
+    fn = lib.refsim_r16
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
     return lib, None
 
 
@@ -235,3 +395,51 @@ def mma_k16_f32_blocks(L: int, F: int, e_zero: int, a_bits: np.ndarray, b_bits: 
     lib.refsim_mma_k16_f32(L, F, e_zero, W, R, N,
                            a_bits.ctypes.data, a_bits.strides[0] // 2, b_bits.ctypes.data, b_bits.strides[0] // 2,
                            kcol.ctypes.data, acc.ctypes.data)
+
+
+def anyprec_gemv(codes: np.ndarray, lut: np.ndarray, x: np.ndarray, k0: np.ndarray, k1: np.ndarray,
+                 ksplit: int) -> np.ndarray:
+    """Compiled Any-Precision ``matmul_kbit_32``: float16 (M, N), the bits of the NumPy emulation
+    :func:`refsim.emulator.anyprec_kernel.anyprec_gemv` (native=False).
+
+    codes: uint8 (N, K) (unpacked bitplanes), lut: float16 (N, 2**bits), weight W[r, k] =
+    lut[r, codes[r, k]]; x: float16 (M, K); k0, k1: (chunks, 32, 16) lane pair indices of
+    :func:`refsim.emulator.anyprec_kernel.lane_indices`; ksplit: K slices of 4 chunks (ascending fp16
+    adds from +0 when > 1). Internal: the caller has checked the inputs (codes < 2**bits)."""
+    lib, _ = _library()
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    lut = np.ascontiguousarray(lut).view(np.uint16)
+    x = np.ascontiguousarray(x).view(np.uint16)
+    m, k = x.shape
+    n = codes.shape[0]
+    k0 = np.ascontiguousarray(k0, dtype=np.int32)
+    k1 = np.ascontiguousarray(k1, dtype=np.int32)
+    out = np.empty((m, n), np.float64)
+    lib.refsim_anyprec_gemv(m, n, k, int(ksplit), lut.shape[1], codes.ctypes.data, lut.ctypes.data, x.ctypes.data,
+                            k0.ctypes.data, k1.ctypes.data, out.ctypes.data)
+    with np.errstate(all="ignore"):
+        return out.astype(np.float16)                     # exact: every value is an fp16 value
+
+
+def mixed_group_sums(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Compiled step 3 of the 2/4/16 GEMV: float32 (G, N) = ``float(__hadd(h.x, h.y))`` of each group's
+    two 8-step ``hfma2`` chains. w: float16 (G*16, N) dequantized weights; x: float16 (G*16,).
+    Internal: the caller has checked the inputs."""
+    lib, _ = _library()
+    w = np.ascontiguousarray(w).view(np.uint16)
+    x = np.ascontiguousarray(x).view(np.uint16)
+    k, n = w.shape
+    out = np.empty((k // 16, n), np.float32)
+    lib.refsim_mixed_group_sums(k // 16, n, w.ctypes.data, x.ctypes.data, out.ctypes.data)
+    return out
+
+
+def round_to_f16_values(x: np.ndarray) -> np.ndarray:
+    """The C kernels' fp16 rounding on float64 ``x`` (any shape): float64, each value rounded to the
+    nearest fp16 value (RNE, overflow to Inf). Exposed so that tests can hold it against NumPy's
+    float64 -> float16 cast."""
+    lib, _ = _library()
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    y = np.empty_like(x)
+    lib.refsim_r16(x.size, x.ctypes.data, y.ctypes.data)
+    return y
