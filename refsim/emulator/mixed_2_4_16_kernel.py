@@ -189,8 +189,8 @@ def dequantized_weights(p: fmt.Packed2416) -> np.ndarray:
     s_hat = _second_order_scales(m).astype(np.float32)                                  # (G, N), exact
     qz = m.q.reshape(g, fmt.G1, n).astype(np.float32)
     qz -= m.zero.astype(np.float32)[:, None, :]                                         # exact, (G, 16, N)
-    qz *= s_hat[:, None, :]                                                             # exact product
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):                                                     # 0 * Inf: NaN, as __hmul2
+        qz *= s_hat[:, None, :]                                                         # exact product
         return qz.reshape(g * fmt.G1, n).astype(np.float16)                             # (K, N), one RNE
 
 
