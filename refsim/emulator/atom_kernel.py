@@ -27,6 +27,7 @@ source          efeslab/Atom ``kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh`
 from __future__ import annotations
 
 import numpy as np
+import threadpoolctl
 
 from refsim._validate import require_bounded, require_ints
 from refsim.emulator import fp
@@ -69,15 +70,16 @@ def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: 
         return atom_group_gemm_slabs(a, w, fused=fused)
     acc = np.zeros((m, n), np.float32)
     sel = weight_scale_index(m, n)                                      # (M, N)
-    for gi in range(g):
-        cols = slice(gi * group, (gi + 1) * group)
-        c = a.q4[:, cols].astype(np.float32) @ w.q4[cols].astype(np.float32)   # exact integers
-        acc = _epilogue(acc, c.astype(np.int32), a.scale4[:, gi], w.scale4[gi], sel, fused)
     keeper = a.q8.shape[1]
-    if keeper:
-        c = a.q8.astype(np.float64) @ w.q8.astype(np.float64)          # exact integers
-        c = ((c.astype(np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
-        acc = _epilogue(acc, c, a.scale8, w.scale8, sel, fused)
+    with threadpoolctl.threadpool_limits(limits=1):     # small GEMMs: BLAS threads only contend
+        for gi in range(g):
+            cols = slice(gi * group, (gi + 1) * group)
+            c = a.q4[:, cols].astype(np.float32) @ w.q4[cols].astype(np.float32)   # exact integers
+            acc = _epilogue(acc, c.astype(np.int32), a.scale4[:, gi], w.scale4[gi], sel, fused)
+        if keeper:
+            c = a.q8.astype(np.float64) @ w.q8.astype(np.float64)      # exact integers
+            c = ((c.astype(np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
+            acc = _epilogue(acc, c, a.scale8, w.scale8, sel, fused)
     return fp.cvt_f32_to_f16(acc)
 
 

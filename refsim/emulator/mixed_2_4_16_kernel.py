@@ -230,9 +230,11 @@ def dense_rows(p: fmt.Packed2416, x: np.ndarray, *, native: bool | None = None) 
     from refsim.emulator import native as nat
 
     x, k, n = _check(p, x)
-    w = dequantized_weights(p)                                          # (K, N)
-    use_native = nat.available() if native is None else native
-    group_sum = nat.mixed_group_sums(w, x) if use_native else group_sums(w, x)   # (G, N) f32
+    if nat.available() if native is None else native:                  # steps 1-3, weights never stored
+        m = fmt.unpack(p)
+        group_sum = nat.mixed_dense_group_sums(m.q, m.zero, _second_order_scales(m), x)
+    else:
+        group_sum = group_sums(dequantized_weights(p), x)               # (G, N) f32
     sched = lane_schedule(p.group_bits)                                 # (32, S)
     psum = np.zeros((WARP, n), np.float32)
     for s in range(sched.shape[1]):                                     # step 4, lanes in lockstep

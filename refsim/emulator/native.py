@@ -38,7 +38,7 @@ import numpy as np
 
 from refsim import _native
 
-__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums",
+__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums", "mixed_dense_group_sums",
            "round_to_f16_values", "SOURCE"]
 
 _MMA_SOURCE = r"""
@@ -206,33 +206,29 @@ _F16_SOURCE = r"""
    product is exact), and r16 rounds a double to the nearest fp16 value (RNE, overflow -> Inf) on
    the bit pattern, as NumPy's float64 -> float16 cast does, NaN payloads included. */
 
-/* double -> nearest fp16 value, returned as a double (== float64(float16(x)) in NumPy) */
+/* double -> nearest fp16 value, returned as a double (== float64(float16(x)) in NumPy). Branch-free
+   (three candidates, then selects) so that the column / lane loops vectorise:
+   - |x| >= 2^-14 (fp16 normal): RNE to 10 fraction bits on the bit pattern (add half - 1 + lsb, clear
+     the low 42 bits; a carry moves into the exponent); >= 2^16 after rounding -> Inf;
+   - |x| < 2^-14 (fp16 subnormal grid 2^-24): (|x| + 1.5 * 2^28) - 1.5 * 2^28: near 1.5 * 2^28 the
+     double grid is 2^-24, so the add is the one RNE onto that grid and the subtraction is exact;
+   - Inf, NaN: Inf stays, NaN keeps its top 10 payload bits (0x...0 after that gets the lowest kept bit),
+     as NumPy's float64 -> float16 cast does. The sign is put back last. */
 INLINE double r16(double x) {
-    uint64_t u, r;
-    memcpy(&u, &x, 8);
-    uint64_t sgn = u & 0x8000000000000000ull, a = u ^ sgn;
-    if (a >= 0x7FF0000000000000ull) {                        /* Inf, NaN: keep the top 10 payload bits */
-        r = a & ~((1ull << 42) - 1);
-        if (a != 0x7FF0000000000000ull && r == 0x7FF0000000000000ull) r |= 1ull << 42;
-    } else if (a >= 0x3F10000000000000ull) {                 /* |x| >= 2^-14: 10 fraction bits, RNE */
-        r = (a + ((1ull << 41) - 1) + ((a >> 42) & 1)) & ~((1ull << 42) - 1);
-        if (r >= 0x40F0000000000000ull) r = 0x7FF0000000000000ull;   /* >= 2^16 after rounding: Inf */
-    } else {                                                 /* fp16 subnormal grid 2^-24 */
-        int e = (int)(a >> 52) - 1023;
-        if (e < -25) r = 0;                                  /* |x| < 2^-25: rounds to 0 */
-        else {
-            uint64_t sig = (a & ((1ull << 52) - 1)) | (1ull << 52);
-            int sh = 28 - e;                                 /* 43..53: value = sig * 2^-sh units of 2^-24 */
-            uint64_t q = sig >> sh, rem = sig & ((1ull << sh) - 1), half = 1ull << (sh - 1);
-            q += (rem > half) | ((rem == half) & (q & 1));
-            double v = (double)q * 0x1p-24;                  /* exact: q <= 1024 */
-            memcpy(&r, &v, 8);
-        }
-    }
-    r |= sgn;
-    double y;
-    memcpy(&y, &r, 8);
-    return y;
+    union { double d; uint64_t u; } v = {x}, sub;
+    const uint64_t INF = 0x7FF0000000000000ull, LOW = (1ull << 42) - 1;
+    uint64_t sgn = v.u & 0x8000000000000000ull, a = v.u ^ sgn;
+    uint64_t rn = (a + ((1ull << 41) - 1) + ((a >> 42) & 1)) & ~LOW;
+    uint64_t big = -(uint64_t)(rn >= 0x40F0000000000000ull);          /* masks: all ones when true */
+    rn = (rn & ~big) | (INF & big);
+    v.u = a;
+    sub.d = (v.d + 0x1.8p28) - 0x1.8p28;
+    uint64_t rx = a & ~LOW;
+    rx |= (uint64_t)((a != INF) & (rx == INF)) << 42;
+    uint64_t special = -(uint64_t)(a >= INF), normal = -(uint64_t)(a >= 0x3F10000000000000ull);
+    uint64_t r = (rx & special) | (rn & normal & ~special) | (sub.u & ~normal);
+    v.u = r | sgn;
+    return v.d;
 }
 
 /* fp16 bits -> the double equal to it (NaN payload shifted up as NumPy does) */
@@ -336,6 +332,37 @@ void refsim_mixed_group_sums(int G, int N, const uint16_t *w, const uint16_t *x,
         }
 }
 
+/* Steps 2-3 of the 2/4/16 GEMV fused: the weight w[k, n] = __hmul2(q[k, n] - zero[g, n], s_hat[g, n])
+   (q - z exact, the product exact in double (<= 16 bits), one RNE by r16) is formed as the chains
+   read it, never stored. q uint8 (G*16, N), zero uint8 (G, N), s_hat fp16 (G, N), x fp16 (G*16,);
+   out float32 (G, N) as refsim_mixed_group_sums. */
+void refsim_mixed_dense_group_sums(int G, int N, const uint8_t *q, const uint8_t *zero, const uint16_t *s_hat,
+                                   const uint16_t *x, float *out) {
+    double hx[256], hy[256], sc[256];
+    int32_t z[256];
+    for (int g = 0; g < G; g++)
+        for (int n0 = 0; n0 < N; n0 += 256) {
+            int nc = N - n0 < 256 ? N - n0 : 256;
+            for (int n = 0; n < nc; n++) {
+                hx[n] = 0.0; hy[n] = 0.0;
+                sc[n] = h2d(s_hat[(int64_t)g * N + n0 + n]);
+                z[n] = zero[(int64_t)g * N + n0 + n];
+            }
+            for (int i = 0; i < 8; i++) {
+                int64_t ke = (int64_t)g * 16 + 2 * i;
+                double xe = h2d(x[ke]), xo = h2d(x[ke + 1]);
+                const uint8_t *qe = q + ke * N + n0, *qo = q + (ke + 1) * N + n0;
+                for (int n = 0; n < nc; n++) {
+                    double we = r16((double)((int32_t)qe[n] - z[n]) * sc[n]);
+                    double wo = r16((double)((int32_t)qo[n] - z[n]) * sc[n]);
+                    hx[n] = r16(we * xe + hx[n]);
+                    hy[n] = r16(wo * xo + hy[n]);
+                }
+            }
+            for (int n = 0; n < nc; n++) out[(int64_t)g * N + n0 + n] = (float)r16(hx[n] + hy[n]);
+        }
+}
+
 /* test hook: r16 over an array (the conversion checked against NumPy's float64 -> float16) */
 void refsim_r16(int64_t n, const double *x, double *y) {
     for (int64_t i = 0; i < n; i++) y[i] = r16(x[i]);
@@ -361,6 +388,9 @@ def _library():
     fn = lib.refsim_mixed_group_sums
     fn.restype = None
     fn.argtypes = [ctypes.c_int] * 2 + [ctypes.c_void_p] * 3
+    fn = lib.refsim_mixed_dense_group_sums
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5
     fn = lib.refsim_r16
     fn.restype = None
     fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
@@ -431,6 +461,22 @@ def mixed_group_sums(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     k, n = w.shape
     out = np.empty((k // 16, n), np.float32)
     lib.refsim_mixed_group_sums(k // 16, n, w.ctypes.data, x.ctypes.data, out.ctypes.data)
+    return out
+
+
+def mixed_dense_group_sums(q: np.ndarray, zero: np.ndarray, s_hat: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Compiled steps 2-3 of the 2/4/16 GEMV: float32 (G, N), the bits of
+    ``group_sums(dequantized_weights(p), x)`` without storing the weights. q uint8 (G*16, N) codes,
+    zero uint8 (G, N), s_hat float16 (G, N) (step 1), x float16 (G*16,). Internal: inputs trusted."""
+    lib, _ = _library()
+    q = np.ascontiguousarray(q, dtype=np.uint8)
+    zero = np.ascontiguousarray(zero, dtype=np.uint8)
+    s_hat = np.ascontiguousarray(s_hat).view(np.uint16)
+    x = np.ascontiguousarray(x).view(np.uint16)
+    g, n = zero.shape
+    out = np.empty((g, n), np.float32)
+    lib.refsim_mixed_dense_group_sums(g, n, q.ctypes.data, zero.ctypes.data, s_hat.ctypes.data, x.ctypes.data,
+                                      out.ctypes.data)
     return out
 
 
