@@ -104,3 +104,26 @@ def test_mixed_gemv_and_dequantization_are_the_same_on_both_paths(k, n, alpha, s
     assert_bitexact(mx.dequantized_weights(p), mx.dequantized_weights_reference(p), "dequantized weights")
     x = _finite_f16(rng, k)
     assert_bitexact(mx.mixed_gemv(p, x, native=True), mx.mixed_gemv(p, x, native=False), "mixed_gemv")
+
+
+@settings(max_examples=examples(60))
+@given(g=st.integers(1, 6), n=st.integers(1, 600), four=st.booleans(), specials=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_compiled_fused_dequantization_and_chains_equal_the_op_by_op_numpy_form(g, n, four, specials, seed):
+    """Steps 2-3 fused in C (weights formed in registers) against ``fp16(q - z) * s_hat`` through
+    :func:`refsim.emulator.fp.f16_mul` then :func:`mixed_2_4_16_kernel.group_sums`: any codes, any
+    zero points, any s_hat bits (with +-Inf, whose products with q == z give NaN, when ``specials``)."""
+    from refsim.emulator import fp
+    from refsim.emulator import mixed_2_4_16_kernel as mx
+
+    rng = np.random.default_rng(seed)
+    top = 16 if four else 4
+    q = rng.integers(0, top, (16 * g, n)).astype(np.uint8)
+    zero = rng.integers(0, top, (g, n)).astype(np.uint8)
+    s_hat = _finite_f16(rng, (g, n))
+    if specials:
+        s_hat[rng.random((g, n)) < 0.05] = np.float16(np.inf) * rng.choice([-1, 1])
+    x = _finite_f16(rng, 16 * g)
+    qz = q.astype(np.int32).reshape(g, 16, n) - zero.astype(np.int32)[:, None, :]
+    w = fp.f16_mul(fp.cvt_int_to_f16(qz), s_hat[:, None, :]).reshape(16 * g, n)
+    assert_bitexact(native.mixed_dense_group_sums(q, zero, s_hat, x), mx.group_sums(w, x), f"G={g} N={n}")
