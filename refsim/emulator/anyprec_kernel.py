@@ -25,6 +25,10 @@ not modelled    the K-split path (M == 1, K > 4096, bits >= 7 on non-Orin GPUs) 
                 :func:`anyprec_gemv` raises unless ``ksplit_order`` gives the order to assume.
 oracle          :func:`anyprec_gemv_reference`: one (l, r) at a time, every fp16 fma through the
                 exact rational oracle (:func:`refsim.emulator.fp.fma_reference`).
+paths           :func:`anyprec_gemv` runs the compiled kernel
+                :func:`refsim.emulator.native.anyprec_gemv` when a C compiler is present (issue 13:
+                M = 8, N = K = 4096 in ~0.2 s CPU instead of ~2 s), else the vectorised NumPy
+                emulation below (``native=False``, the readable form); the two are tested bit-equal.
 source          SNU-ARC/any-precision-llm ``any_precision/modules/kernels/matmul.cuh``
                 (``matmul_kbit_32``, ``warp_reduce_sum``), commit 45574cdc1a1ca8ca34d23c192dc2025a1bc807df
                 as stored in the search index.

@@ -52,6 +52,9 @@ order              summation order (and a second fp16 rounding of the dense resu
 oracle             :func:`mixed_gemv_reference`: scalar loops lane by lane, reading the packed words'
                    bit fields directly, every fp16 fma through the exact rational oracle
                    (:func:`refsim.emulator.fp.fma_reference`)
+paths              steps 2-3 run in the compiled kernel :func:`refsim.emulator.native.
+                   mixed_dense_group_sums` when a C compiler is present, else :func:`group_sums` on
+                   :func:`dequantized_weights` (NumPy, ``native=False``); tested bit-equal
 source             paper only (Algorithm 1, sections 3.3 and 5.3); no official repository exists
                    (shared/specs/atom_qigen_gptq.md section 4.1)
 =================  ==================================================================================

@@ -10,9 +10,24 @@ what            the T-FDPA chain of one ``mma.m16n8k16 .f32`` k16 step for many 
                 ``S * 2^(E - F)`` to fp32 toward zero built on the integer (leading-bit position,
                 truncation, exponent field). No floating-point instruction is executed, so no
                 compiler option, contraction or rounding mode can change a bit.
+                Second (issue 13, part 3): the fp16 ``hfma2`` chains of the GEMV emulators —
+                :func:`anyprec_gemv` (Any-Precision ``matmul_kbit_32`` whole: lookup, two chains per
+                lane, fp16 partial adds, ``shfl_down`` tree, K-split adds) and
+                :func:`mixed_dense_group_sums` (2/4/16 steps 2-3: dequantization and the two chains
+                per group). Every fp16 value is carried as the double equal to it; the double
+                product of two fp16 values is exact and the double sum is the one NumPy's path forms
+                (``fp._f16_fma_fused``), so ``-ffp-contract=off`` and IEEE double RNE (the host's
+                default mode, which NumPy assumes as well) fix every bit; the fp16 rounding ``r16``
+                is done on the bit pattern (branch-free, so the lane / column loops vectorise) and is
+                tested against NumPy's float64 -> float16 cast on every double class.
 oracle          :func:`refsim.emulator.tensor_core.mma_k16_f32` (NumPy, the readable reference),
                 itself tested against the integer model :func:`refsim.emulator.tensor_core.fdpa`;
                 ``tests/emulator/test_native.py`` checks the compiled path bit for bit against it.
+                GEMV kernels: the NumPy emulations (``native=False``) of
+                :mod:`refsim.emulator.anyprec_kernel` and :mod:`refsim.emulator.mixed_2_4_16_kernel`
+                (themselves tested against their plain-loop, exact-rational twins), raw bits, with
+                hypothesis over shapes and fp16 bit patterns incl. Inf and NaN
+                (``property_tests/emulator/test_native.py``).
 build           :func:`refsim._native.load` (QIGen's build cache, ``-O2 -ffp-contract=off``, never
                 ``-ffast-math``; plain C99, no intrinsics, the loops written so that the compiler
                 vectorises them). Built once per machine (about 1 s), then loaded from the cache.
