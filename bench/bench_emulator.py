@@ -183,29 +183,6 @@ def bench_marlin(repeats: int = 3, numpy_path: bool = True) -> list[str]:
     return rows
 
 
-def _random_mixed_packed(rng, k, n, alpha=0.25, ratio=0.002):
-    """Legal 2/4/16 packed fields drawn directly (the layout of bench_mixed_2_4_16_kernel.py)."""
-    from refsim.formats import mixed_2_4_16 as F
-
-    g = k // 16
-    four = np.zeros(g, bool)
-    four[rng.choice(g, int(np.floor(alpha * g + 0.5)), replace=False)] = True
-    qmax = np.where(four, 15, 3)
-    q = (rng.integers(0, 16, (k, n)) % (np.repeat(qmax, 16)[:, None] + 1)).astype(np.uint8)
-    zero = (rng.integers(0, 16, (g, n)) % (qmax[:, None] + 1)).astype(np.uint8)
-    code = (rng.integers(1, 8, (g, n)) * 2).astype(np.uint8)
-    s2 = (rng.random((g, n // 16)) * 2e-3 + 1e-4).astype(np.float16)
-    z2 = np.zeros((g, n // 16), np.uint8)
-    two_rows = np.flatnonzero(np.repeat(~four, 16))
-    nnz_row = int(ratio * k)
-    rows = np.repeat(np.arange(n), nnz_row)
-    cols = np.concatenate([np.sort(rng.choice(two_rows, nnz_row, replace=False)) for _ in range(n)])
-    q[cols, rows] = zero[cols // 16, rows]
-    vals = (rng.standard_normal(rows.size) * 0.1).astype(np.float16)
-    row_ptr, col, val = F.csr_from_coo(rows, cols, vals, n)
-    return F.pack(F.Mixed2416(q, zero, code, s2, z2, four, row_ptr, col, val))
-
-
 def bench_gemv_emulators(repeats: int = 3) -> list[str]:
     """Any-Precision (M = 1 and 8, the kernel's largest M), Atom (M = 1 and 16) and 2/4/16 (a GEMV,
     M = 1) emulators at N = K = 4096: the default path against the readable reference path in the
@@ -242,7 +219,9 @@ def bench_gemv_emulators(repeats: int = 3) -> list[str]:
                                  (rng.random(m) * 0.01).astype(np.float16))
         cases.append((f"Atom W4A4 M={m}, K=4096 (128 INT8), N=4096", "mma-slab form",
                       lambda a=a: atk.atom_group_gemm(a, wq), lambda a=a: atk.atom_group_gemm_slabs(a, wq)))
-    p = _random_mixed_packed(rng, k, n)
+    from bench_mixed_2_4_16_kernel import _random_packed   # bench/ is on sys.path (run as a script)
+
+    p = _random_packed(rng, k, n)
     xm = rng.standard_normal(k).astype(np.float16)
     cases.append(("2/4/16 GEMV K=N=4096, alpha 1/4, 0.2 % outliers", "NumPy emulation",
                   lambda: mx.mixed_gemv(p, xm), lambda: mx.mixed_gemv(p, xm, native=False)))

@@ -52,6 +52,7 @@ import functools
 import numpy as np
 
 from refsim import _native
+from refsim.errors import ToolchainError
 
 __all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums", "mixed_dense_group_sums",
            "round_to_f16_values", "SOURCE"]
@@ -412,6 +413,15 @@ def _library():
     return lib, None
 
 
+def _require_library():
+    """The loaded library, or ToolchainError saying why it is missing (a caller forced native=True)."""
+    lib, reason = _library()
+    if lib is None:
+        raise ToolchainError(f"native: the compiled emulator kernels are unavailable ({reason}); "
+                             "use native=None or False for the NumPy path")
+    return lib
+
+
 def available() -> bool:
     """True if the compiled kernels are built and loaded (builds them on first call)."""
     return _library()[0] is not None
@@ -451,7 +461,7 @@ def anyprec_gemv(codes: np.ndarray, lut: np.ndarray, x: np.ndarray, k0: np.ndarr
     lut[r, codes[r, k]]; x: float16 (M, K); k0, k1: (chunks, 32, 16) lane pair indices of
     :func:`refsim.emulator.anyprec_kernel.lane_indices`; ksplit: K slices of 4 chunks (ascending fp16
     adds from +0 when > 1). Internal: the caller has checked the inputs (codes < 2**bits)."""
-    lib, _ = _library()
+    lib = _require_library()
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     lut = np.ascontiguousarray(lut).view(np.uint16)
     x = np.ascontiguousarray(x).view(np.uint16)
@@ -470,7 +480,7 @@ def mixed_group_sums(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Compiled step 3 of the 2/4/16 GEMV: float32 (G, N) = ``float(__hadd(h.x, h.y))`` of each group's
     two 8-step ``hfma2`` chains. w: float16 (G*16, N) dequantized weights; x: float16 (G*16,).
     Internal: the caller has checked the inputs."""
-    lib, _ = _library()
+    lib = _require_library()
     w = np.ascontiguousarray(w).view(np.uint16)
     x = np.ascontiguousarray(x).view(np.uint16)
     k, n = w.shape
@@ -483,7 +493,7 @@ def mixed_dense_group_sums(q: np.ndarray, zero: np.ndarray, s_hat: np.ndarray, x
     """Compiled steps 2-3 of the 2/4/16 GEMV: float32 (G, N), the bits of
     ``group_sums(dequantized_weights(p), x)`` without storing the weights. q uint8 (G*16, N) codes,
     zero uint8 (G, N), s_hat float16 (G, N) (step 1), x float16 (G*16,). Internal: inputs trusted."""
-    lib, _ = _library()
+    lib = _require_library()
     q = np.ascontiguousarray(q, dtype=np.uint8)
     zero = np.ascontiguousarray(zero, dtype=np.uint8)
     s_hat = np.ascontiguousarray(s_hat).view(np.uint16)
@@ -499,7 +509,7 @@ def round_to_f16_values(x: np.ndarray) -> np.ndarray:
     """The C kernels' fp16 rounding on float64 ``x`` (any shape): float64, each value rounded to the
     nearest fp16 value (RNE, overflow to Inf). Exposed so that tests can hold it against NumPy's
     float64 -> float16 cast."""
-    lib, _ = _library()
+    lib = _require_library()
     x = np.ascontiguousarray(x, dtype=np.float64)
     y = np.empty_like(x)
     lib.refsim_r16(x.size, x.ctypes.data, y.ctypes.data)

@@ -234,3 +234,22 @@ def test_without_a_compiler_the_gemv_emulators_run_their_numpy_paths(monkeypatch
     finally:
         monkeypatch.delenv("CC")
         native._library.cache_clear()
+
+
+def test_forcing_the_compiled_gemv_path_without_a_compiler_names_the_reason(monkeypatch):
+    from refsim.emulator import anyprec_kernel as ak
+    from refsim.errors import ToolchainError
+    from refsim.formats import bitplane
+
+    q = bitplane.pack(np.zeros((4, 32), np.uint8), 3)
+    lut = np.zeros((4, 8), np.float16)
+    x = np.zeros((1, 32), np.float16)
+    monkeypatch.setenv("REFSIM_NATIVE", "0")
+    native._library.cache_clear()
+    try:
+        with pytest.raises(ToolchainError, match="REFSIM_NATIVE=0"):
+            ak.anyprec_gemv(x, q, lut, 3, native=True)
+        assert_bitexact(ak.anyprec_gemv(x, q, lut, 3), np.zeros((1, 4), np.float16), "NumPy path")
+    finally:
+        monkeypatch.delenv("REFSIM_NATIVE")
+        native._library.cache_clear()
