@@ -68,10 +68,13 @@ def _f16_bits(rng, shape, finite=True):
 
 @settings(max_examples=examples(60))
 @given(m=st.integers(1, 40), n2=st.integers(1, 20), groups=st.integers(1, 4), group=st.sampled_from([64, 128, 192]),
-       keeper=st.sampled_from([0, 32, 128]), fused=st.booleans(), extreme=st.booleans(), seed=st.integers(0, 2**32 - 1))
-def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, group, keeper, fused, extreme, seed):
-    """The BLAS group sums of :func:`atom_group_gemm` give the bits of the slab-by-slab
-    ``mma_int`` form for any codes (extreme: every code at the range ends) and any finite scales."""
+       keeper=st.sampled_from([0, 32, 128]), fused=st.booleans(), extreme=st.booleans(),
+       native=st.sampled_from([None, False]), seed=st.integers(0, 2**32 - 1))
+def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, group, keeper, fused, extreme, native,
+                                                              seed):
+    """The BLAS group sums of :func:`atom_group_gemm`, with the compiled epilogue (native=None, when a
+    compiler exists) or the NumPy one (False), give the bits of the slab-by-slab ``mma_int`` form for
+    any codes (extreme: every code at the range ends) and any finite scales."""
     rng = np.random.default_rng(seed)
     n, kb = 2 * n2, group * groups
 
@@ -82,5 +85,5 @@ def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, gro
                              _f16_bits(rng, m))
     w = atom.AtomWeights(codes((kb, n), -8, 7), _f16_bits(rng, (groups, n)), codes((keeper, n), -128, 127),
                          _f16_bits(rng, n))
-    assert_bitexact(atk.atom_group_gemm(a, w, fused=fused), atk.atom_group_gemm_slabs(a, w, fused=fused),
+    assert_bitexact(atk.atom_group_gemm(a, w, fused=fused, native=native), atk.atom_group_gemm_slabs(a, w, fused=fused),
                     f"m={m} n={n} groups={groups}x{group} keeper={keeper}")

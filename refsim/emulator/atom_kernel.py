@@ -48,7 +48,8 @@ def weight_scale_index(m: int, n: int) -> np.ndarray:
     return 2 * (c // 2) + (r % 16) // 8
 
 
-def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: bool = True) -> np.ndarray:
+def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: bool = True,
+                    native: bool | None = None) -> np.ndarray:
     """Atom's fused group GEMM as the kernel executes it: float16 (M, N).
 
     a, w: quantized activations / weights (int8 codes, float16 scales; any weight scales: the
@@ -62,24 +63,34 @@ def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: 
     <= 64 * group < 2^24, so no float32 operation rounds; the int32 wrap of the slabs cannot occur
     (|c| <= 64 * group < 2^31). The INT8 tail (products <= 2^14) is summed in float64, exact while
     keeper * 2^14 < 2^53, then wrapped modulo 2^32 as the chained ``mma`` slabs would.
+    native: None = the epilogue in the compiled kernel :func:`refsim.emulator.native.atom_epilogue`
+    when available, else the NumPy epilogue (same bits, tested); True / False force one.
     """
+    from refsim.emulator import native as nat
+
     m, n, g, group = atom._check_gemm(a, w, pairs=False)
     if a.q8.shape[1] % 32:
         raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
     if group % 64 or 64 * group >= 2**24:          # not whole k64 slabs, or float32 sums could round
         return atom_group_gemm_slabs(a, w, fused=fused)
-    acc = np.zeros((m, n), np.float32)
-    sel = weight_scale_index(m, n)                                      # (M, N)
+    fused = fp._require_flag("fused", fused)
     keeper = a.q8.shape[1]
+    c_all = np.empty((g + (1 if keeper else 0), m, n), np.int32)          # integer sums, group order
     with threadpoolctl.threadpool_limits(limits=1):     # small GEMMs: BLAS threads only contend
         for gi in range(g):
             cols = slice(gi * group, (gi + 1) * group)
-            c = a.q4[:, cols].astype(np.float32) @ w.q4[cols].astype(np.float32)   # exact integers
-            acc = _epilogue(acc, c.astype(np.int32), a.scale4[:, gi], w.scale4[gi], sel, fused)
+            c_all[gi] = a.q4[:, cols].astype(np.float32) @ w.q4[cols].astype(np.float32)   # exact integers
         if keeper:
             c = a.q8.astype(np.float64) @ w.q8.astype(np.float64)      # exact integers
-            c = ((c.astype(np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
-            acc = _epilogue(acc, c, a.scale8, w.scale8, sel, fused)
+            c_all[g] = (c.astype(np.int64) + 2**31) % 2**32 - 2**31
+    sa = np.concatenate([a.scale4, a.scale8[:, None]], axis=1) if keeper else a.scale4      # (M, G')
+    sb = np.concatenate([w.scale4, w.scale8[None, :]], axis=0) if keeper else w.scale4      # (G', N)
+    if nat.available() if native is None else native:
+        return fp.cvt_f32_to_f16(nat.atom_epilogue(c_all, sa, sb, fused))
+    acc = np.zeros((m, n), np.float32)
+    sel = weight_scale_index(m, n)                                      # (M, N)
+    for gi in range(c_all.shape[0]):
+        acc = _epilogue(acc, c_all[gi], sa[:, gi], sb[gi], sel, fused)
     return fp.cvt_f32_to_f16(acc)
 
 

@@ -54,7 +54,7 @@ import numpy as np
 from refsim import _native
 from refsim.errors import ToolchainError
 
-__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums", "mixed_dense_group_sums",
+__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums", "mixed_dense_group_sums", "atom_epilogue",
            "round_to_f16_values", "SOURCE"]
 
 _MMA_SOURCE = r"""
@@ -379,6 +379,39 @@ void refsim_mixed_dense_group_sums(int G, int N, const uint8_t *q, const uint8_t
         }
 }
 
+/* Atom group-GEMM epilogue over all groups in order (refsim.emulator.atom_kernel._epilogue):
+   s = __hmul2(sa[r, g], sb[g, 2 (n / 2) + (r % 16) / 8]) (exact double product, one r16);
+   fused: acc = fp32(float64(float(c) * float(s)) + acc rounded to odd) -- the product is exact in double
+   (<= 24 + 11 bits), TwoSum gives the sum's error, an inexact even result moves one ulp toward the exact
+   value (as fp.f32_fma), then one RNE cast; unfused: FMUL then FADD in float. float(c) is the RNE
+   int -> float conversion. c int32 (G, M, N); sa fp16 (M, G); sb fp16 (G, N); acc float32 (M, N) in/out. */
+void refsim_atom_epilogue(int G, int M, int N, int fused, const int32_t *c, const uint16_t *sa,
+                          const uint16_t *sb, float *acc) {
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < M; r++) {
+            double a = h2d(sa[(int64_t)r * G + g]);
+            int half = (r % 16) / 8;
+            const int32_t *cr = c + ((int64_t)g * M + r) * N;
+            const uint16_t *sbg = sb + (int64_t)g * N;
+            float *ar = acc + (int64_t)r * N;
+            for (int n = 0; n < N; n++) {
+                float sf = (float)r16(a * h2d(sbg[2 * (n / 2) + half]));   /* exact: an fp16 value */
+                float cf = (float)cr[n];
+                if (fused) {
+                    double p = (double)cf * (double)sf, q = (double)ar[n];
+                    double s = p + q, bb = s - p, e = (p - (s - bb)) + (q - bb);
+                    union { double d; uint64_t u; } v = {s};
+                    if (e != 0.0 && !(v.u & 1) && s - s == 0.0)        /* inexact, even, finite */
+                        v.u += ((e > 0.0) == (s > 0.0)) ? 1 : (uint64_t)-1;
+                    ar[n] = (float)v.d;
+                } else {
+                    float p = cf * sf;
+                    ar[n] = p + ar[n];
+                }
+            }
+        }
+}
+
 /* test hook: r16 over an array (the conversion checked against NumPy's float64 -> float16) */
 void refsim_r16(int64_t n, const double *x, double *y) {
     for (int64_t i = 0; i < n; i++) y[i] = r16(x[i]);
@@ -407,6 +440,9 @@ def _library():
     fn = lib.refsim_mixed_dense_group_sums
     fn.restype = None
     fn.argtypes = [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5
+    fn = lib.refsim_atom_epilogue
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 4
     fn = lib.refsim_r16
     fn.restype = None
     fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
@@ -503,6 +539,22 @@ def mixed_dense_group_sums(q: np.ndarray, zero: np.ndarray, s_hat: np.ndarray, x
     lib.refsim_mixed_dense_group_sums(g, n, q.ctypes.data, zero.ctypes.data, s_hat.ctypes.data, x.ctypes.data,
                                       out.ctypes.data)
     return out
+
+
+def atom_epilogue(c: np.ndarray, sa: np.ndarray, sb: np.ndarray, fused: bool) -> np.ndarray:
+    """Compiled Atom epilogue over all groups: float32 (M, N) accumulator from 0, the bits of the loop
+    over :func:`refsim.emulator.atom_kernel._epilogue`. c int32 (G, M, N) integer group sums (the INT8
+    tail as the last group); sa float16 (M, G) row scales; sb float16 (G, N) column scales (the kernel's
+    half2 pair selection is applied here). Internal: inputs trusted."""
+    lib = _require_library()
+    c = np.ascontiguousarray(c, dtype=np.int32)
+    sa = np.ascontiguousarray(sa).view(np.uint16)
+    sb = np.ascontiguousarray(sb).view(np.uint16)
+    g, m, n = c.shape
+    acc = np.zeros((m, n), np.float32)
+    lib.refsim_atom_epilogue(g, m, n, int(bool(fused)), c.ctypes.data, sa.ctypes.data, sb.ctypes.data,
+                             acc.ctypes.data)
+    return acc
 
 
 def round_to_f16_values(x: np.ndarray) -> np.ndarray:

@@ -253,3 +253,36 @@ def test_forcing_the_compiled_gemv_path_without_a_compiler_names_the_reason(monk
     finally:
         monkeypatch.delenv("REFSIM_NATIVE")
         native._library.cache_clear()
+
+
+@needs_native
+@pytest.mark.parametrize("fused", [True, False])
+def test_compiled_atom_epilogue_equals_numpy_including_a_double_rounding_case(fused):
+    """The accumulator itself (before the fp16 cast, which would hide it: 2^34 is Inf in fp16):
+    acc = 2^24 * 2^10 = 2^34, then c = 12907490 times s = 1331 * 2^-24 adds exactly 2^10 + 6 * 2^-24
+    (12907490 * 1331 = 2^34 + 6) -- the exact sum lies just above a float32 tie (ulp 2^11 at 2^34),
+    a plain float64 sum (ulp 2^-18) lands on the tie and rounds to even (2^34); fma.rn.f32 gives
+    2^34 + 2^11. Plus random groups with every scale class."""
+    from refsim.emulator import atom_kernel as atk
+
+    def numpy_acc(c, sa, sb):
+        acc = np.zeros(c.shape[1:], np.float32)
+        sel = atk.weight_scale_index(*c.shape[1:])
+        for g in range(c.shape[0]):
+            acc = atk._epilogue(acc, c[g], sa[:, g], sb[g], sel, fused)
+        return acc
+
+    assert 12907490 * 1331 == 2**34 + 6
+    c = np.array([[[2**24, 2**24]], [[12907490, 12907490]]], np.int32)             # (G=2, M=1, N=2)
+    sa = np.array([[2.0**10, 1331 * 2.0**-24]], np.float16)
+    sb = np.ones((2, 2), np.float16)
+    assert float(sa[0, 1]) == 1331 * 2.0**-24                                    # premise: exact fp16
+    got = native.atom_epilogue(c, sa, sb, fused)
+    assert_bitexact(got, numpy_acc(c, sa, sb), "directed")
+    assert got[0, 0] == np.float32(2.0**34 + 2.0**11 if fused else 2.0**34)     # fused: one rounding of the exact value
+    rng = np.random.default_rng(12)
+    for g, m, n in ((1, 1, 2), (5, 17, 30), (3, 33, 64)):
+        c = rng.integers(-(2**31), 2**31, (g, m, n), dtype=np.int64).astype(np.int32)
+        c[:, :, ::3] = rng.integers(-9000, 9000, (g, m, c[:, :, ::3].shape[2]))
+        sa, sb = _f16_any(rng, (m, g)), _f16_any(rng, (g, n))
+        assert_bitexact(native.atom_epilogue(c, sa, sb, fused), numpy_acc(c, sa, sb), f"G={g} M={m} N={n}")
