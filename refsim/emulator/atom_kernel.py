@@ -16,6 +16,10 @@ dataflow        per 128-wide group g, in group order:
                 finally ``__float2half(acc)`` (RNE).
 contraction     FFMA vs FMUL+FADD was not confirmed from SASS here: ``fused`` is a parameter and
                 the default (fused) is "unverified contraction" in the sense of numerics.md §5.6.
+paths           :func:`atom_group_gemm`: group sums by float32 BLAS (exact), the epilogue in the
+                compiled :func:`refsim.emulator.native.atom_epilogue` when a C compiler is present,
+                else in NumPy (``native=False``); :func:`atom_group_gemm_slabs` is the mma-by-mma form.
+                All three give the same bits (tested).
 oracle          :func:`atom_group_gemm_reference` (plain loops, Python ints, exact-rational fmas, the
                 selection written per element); with pair-equal scales also
                 :func:`refsim.formats.atom.atom_gemm` (the format module's value-level model).

@@ -20,6 +20,9 @@ what            the T-FDPA chain of one ``mma.m16n8k16 .f32`` k16 step for many 
                 default mode, which NumPy assumes as well) fix every bit; the fp16 rounding ``r16``
                 is done on the bit pattern (branch-free, so the lane / column loops vectorise) and is
                 tested against NumPy's float64 -> float16 cast on every double class.
+                Third: Atom's epilogue over all groups (:func:`atom_epilogue`): the fp16 scale product
+                by r16 of the exact double product, ``fma.rn.f32`` as ``fp.f32_fma`` does it (exact
+                double product, TwoSum, round-to-odd nudge, one cast), or FMUL + FADD in float.
 oracle          :func:`refsim.emulator.tensor_core.mma_k16_f32` (NumPy, the readable reference),
                 itself tested against the integer model :func:`refsim.emulator.tensor_core.fdpa`;
                 ``tests/emulator/test_native.py`` checks the compiled path bit for bit against it.
@@ -54,8 +57,8 @@ import numpy as np
 from refsim import _native
 from refsim.errors import ToolchainError
 
-__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums", "mixed_dense_group_sums", "atom_epilogue",
-           "round_to_f16_values", "SOURCE"]
+__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums",
+           "mixed_dense_group_sums", "atom_epilogue", "round_to_f16_values", "SOURCE"]
 
 _MMA_SOURCE = r"""
 /* refsim native: chained T-FDPA (fp16 inputs, fp32 accumulation) for one k16 step.
