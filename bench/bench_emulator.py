@@ -8,7 +8,9 @@ What it measures, in one run:
      counts of the chosen parameters, of wrong truncation widths and of a naive fp64 dot product;
   3. Marlin warp-level emulation at M=16, K=N=4096 (A100 partition, 108 SMs): wall time (min and
      median of 3) of the default path and of the NumPy reference path against the target of 2 s,
-     and the ratio to np.matmul on the same shape; Any-Precision GEMV emulation time.
+     and the ratio to np.matmul on the same shape;
+  4. Any-Precision (M = 1, 8), Atom (M = 1, 16) and 2/4/16 (M = 1) emulators at N = K = 4096: default
+     (fast) path vs the reference path, wall and CPU time, ratio fast / reference, bits equal.
 
 Run:  python bench/bench_emulator.py [--n 1000000] [--skip-fp]
 The fp sweep is pure Python (about 30-60 us per input per primitive): minutes for 10^6.
@@ -181,32 +183,76 @@ def bench_marlin(repeats: int = 3, numpy_path: bool = True) -> list[str]:
     return rows
 
 
-def bench_anyprec() -> list[str]:
+def bench_gemv_emulators(repeats: int = 3) -> list[str]:
+    """Any-Precision (M = 1 and 8, the kernel's largest M), Atom (M = 1 and 16) and 2/4/16 (a GEMV,
+    M = 1) emulators at N = K = 4096: the default path against the readable reference path in the
+    same run (Any-Precision, 2/4/16: the NumPy emulation, ``native=False``; Atom: the mma-slab form
+    :func:`atom_group_gemm_slabs`), min wall / min CPU over ``repeats``, the ratio fast / reference
+    and whether the bits are equal. No assertion: a measurement (issue 13)."""
     from refsim.emulator import anyprec_kernel as ek
-    from refsim.formats import bitplane
+    from refsim.emulator import atom_kernel as atk
+    from refsim.emulator import mixed_2_4_16_kernel as mx
+    from refsim.emulator import native
+    from refsim.formats import atom, bitplane
 
+    native.available()                                   # build outside the timed runs
     rng = np.random.default_rng(1)
-    m, n, k, bits = 1, 4096, 4096, 4
+    n = k = 4096
+    cases = []
+    bits = 4
     q = bitplane.pack(rng.integers(0, 16, (n, k)).astype(np.uint8), bits)
     lut = (rng.standard_normal((n, 16)) * 0.05).astype(np.float16)
-    x = rng.standard_normal((m, k)).astype(np.float16)
-    t0 = time.perf_counter()
-    ek.anyprec_gemv(x, q, lut, bits)
-    t = time.perf_counter() - t0
-    return ["| shape | emulator |", "|---|---|", f"| Any-Precision GEMV M=1, N=K=4096, 4-bit | {t:.2f} s |"]
+    for m in (1, 8):
+        x = rng.standard_normal((m, k)).astype(np.float16)
+        cases.append((f"Any-Precision GEMV M={m}, N=K=4096, 4-bit", "NumPy emulation",
+                      lambda x=x: ek.anyprec_gemv(x, q, lut, bits),
+                      lambda x=x: ek.anyprec_gemv(x, q, lut, bits, native=False)))
+    keeper = 128
+    wq = atom.AtomWeights(rng.integers(-8, 8, (k - keeper, n)).astype(np.int8),
+                          (rng.random(((k - keeper) // 128, n)) * 0.1).astype(np.float16),
+                          rng.integers(-128, 128, (keeper, n)).astype(np.int8),
+                          (rng.random(n) * 0.01).astype(np.float16))
+    for m in (1, 16):
+        a = atom.AtomActivations(rng.integers(-8, 8, (m, k - keeper)).astype(np.int8),
+                                 (rng.random((m, (k - keeper) // 128)) * 0.1).astype(np.float16),
+                                 rng.integers(-128, 128, (m, keeper)).astype(np.int8),
+                                 (rng.random(m) * 0.01).astype(np.float16))
+        cases.append((f"Atom W4A4 M={m}, K=4096 (128 INT8), N=4096", "mma-slab form",
+                      lambda a=a: atk.atom_group_gemm(a, wq), lambda a=a: atk.atom_group_gemm_slabs(a, wq)))
+    from bench_mixed_2_4_16_kernel import _random_packed   # bench/ is on sys.path (run as a script)
+
+    p = _random_packed(rng, k, n)
+    xm = rng.standard_normal(k).astype(np.float16)
+    cases.append(("2/4/16 GEMV K=N=4096, alpha 1/4, 0.2 % outliers", "NumPy emulation",
+                  lambda: mx.mixed_gemv(p, xm), lambda: mx.mixed_gemv(p, xm, native=False)))
+    rows = [f"path: {native.status()}", "",
+            "| emulator | default wall / CPU (min) | reference | reference wall / CPU (min) | ratio CPU (wall) | bits equal |",
+            "|---|---|---|---|---|---|"]
+    for name, ref_name, fast, ref in cases:
+        tf = repeat_timed(fast, repeats)
+        tr = repeat_timed(ref, max(1, repeats - 1))
+        same = bool(np.array_equal(tf.result.view(np.uint16), tr.result.view(np.uint16)))
+        rows.append(f"| {name} | {min(tf.walls):.3f} / {min(tf.cpus):.3f} s | {ref_name} | "
+                    f"{min(tr.walls):.3f} / {min(tr.cpus):.3f} s | {min(tf.cpus) / min(tr.cpus):.2f} "
+                    f"({min(tf.walls) / min(tr.walls):.2f}) | {same} |")
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1_000_000, help="random inputs per fp primitive")
     ap.add_argument("--skip-fp", action="store_true")
+    ap.add_argument("--only-gemv", action="store_true", help="only section 4 (the GEMV/group-GEMM emulators)")
     args = ap.parse_args()
+    if args.only_gemv:
+        print("\n".join(bench_gemv_emulators()))
+        return
     print("## tensor-core models on hardware data\n")
     print("\n".join(bench_tensor_core()))
     print("\n## Marlin warp-level emulation\n")
     print("\n".join(bench_marlin()))
-    print("\n## Any-Precision GEMV emulation\n")
-    print("\n".join(bench_anyprec()))
+    print("\n## Any-Precision, Atom and 2/4/16 emulators (fast path vs reference path)\n")
+    print("\n".join(bench_gemv_emulators()))
     if not args.skip_fp:
         print(f"\n## fp primitives vs exact rationals ({args.n} random inputs each)\n")
         print("\n".join(bench_fp(args.n)))

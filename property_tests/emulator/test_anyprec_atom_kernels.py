@@ -56,3 +56,34 @@ def test_atom_exact_inputs_give_the_exact_product(m, groups, keeper, seed, fused
     assert np.array_equal(exact.astype(np.float32).astype(np.float64), exact)  # premise
     expected = exact.astype(np.float16)  # one rounding of the exact value
     assert_bitexact(atk.atom_group_gemm(a, w, fused=fused), expected + np.float16(0))
+
+
+def _f16_bits(rng, shape, finite=True):
+    """Random fp16 bit patterns (every class: subnormals, huge values); Inf/NaN mapped to finite."""
+    u = rng.integers(0, 1 << 16, shape, dtype=np.uint32).astype(np.uint16)
+    if finite:
+        u[(u & 0x7C00) == 0x7C00] &= 0xBFFF
+    return u.view(np.float16)
+
+
+@settings(max_examples=examples(60))
+@given(m=st.integers(1, 40), n2=st.integers(1, 20), groups=st.integers(1, 4), group=st.sampled_from([64, 128, 192]),
+       keeper=st.sampled_from([0, 32, 128]), fused=st.booleans(), extreme=st.booleans(),
+       native=st.sampled_from([None, False]), seed=st.integers(0, 2**32 - 1))
+def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, group, keeper, fused, extreme, native,
+                                                              seed):
+    """The BLAS group sums of :func:`atom_group_gemm`, with the compiled epilogue (native=None, when a
+    compiler exists) or the NumPy one (False), give the bits of the slab-by-slab ``mma_int`` form for
+    any codes (extreme: every code at the range ends) and any finite scales."""
+    rng = np.random.default_rng(seed)
+    n, kb = 2 * n2, group * groups
+
+    def codes(shape, lo, hi):
+        return (rng.choice([lo, hi], shape) if extreme else rng.integers(lo, hi + 1, shape)).astype(np.int8)
+
+    a = atom.AtomActivations(codes((m, kb), -8, 7), _f16_bits(rng, (m, groups)), codes((m, keeper), -128, 127),
+                             _f16_bits(rng, m))
+    w = atom.AtomWeights(codes((kb, n), -8, 7), _f16_bits(rng, (groups, n)), codes((keeper, n), -128, 127),
+                         _f16_bits(rng, n))
+    assert_bitexact(atk.atom_group_gemm(a, w, fused=fused, native=native), atk.atom_group_gemm_slabs(a, w, fused=fused),
+                    f"m={m} n={n} groups={groups}x{group} keeper={keeper}")

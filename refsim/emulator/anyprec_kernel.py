@@ -25,6 +25,10 @@ not modelled    the K-split path (M == 1, K > 4096, bits >= 7 on non-Orin GPUs) 
                 :func:`anyprec_gemv` raises unless ``ksplit_order`` gives the order to assume.
 oracle          :func:`anyprec_gemv_reference`: one (l, r) at a time, every fp16 fma through the
                 exact rational oracle (:func:`refsim.emulator.fp.fma_reference`).
+paths           :func:`anyprec_gemv` runs the compiled kernel
+                :func:`refsim.emulator.native.anyprec_gemv` when a C compiler is present (issue 13:
+                M = 8, N = K = 4096 in ~0.2 s CPU instead of ~2 s), else the vectorised NumPy
+                emulation below (``native=False``, the readable form); the two are tested bit-equal.
 source          SNU-ARC/any-precision-llm ``any_precision/modules/kernels/matmul.cuh``
                 (``matmul_kbit_32``, ``warp_reduce_sum``), commit 45574cdc1a1ca8ca34d23c192dc2025a1bc807df
                 as stored in the search index.
@@ -37,6 +41,8 @@ The reduction tree of ``warp_reduce_sum`` (lane 0's result; shfl_down, width 32)
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -72,6 +78,15 @@ def lane_indices(k: int) -> tuple[np.ndarray, np.ndarray]:
     return k0, k1, active
 
 
+@functools.lru_cache(maxsize=8)
+def _lane_indices_cached(k: int):
+    """:func:`lane_indices` memoised per K (read-only arrays; the table costs ~2 ms per 1024 of K)."""
+    out = lane_indices(k)
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
 def warp_reduce_sum(v: np.ndarray) -> np.ndarray:
     """``warp_reduce_sum`` over the last axis (32 lanes) of fp16 ``v``: lane 0's result, shape v.shape[:-1].
     NaN/Inf lanes propagate as fp16 addition does."""
@@ -102,29 +117,40 @@ def _require_lanes(v, one_warp: bool = False) -> np.ndarray:
     return v
 
 
-def _check(x, qweight, lut, bits):
+def _check(x, qweight, lut, bits, lookup: bool = True):
+    """Checked inputs: (x, W, plan, M, N, K) with W float16 (N, K) the looked-up weights, or with
+    ``lookup=False`` the codes uint8 (N, K) in W's place."""
     m, n, k, bits = ak.check_inputs(x, qweight, lut, bits)
     plan = ak.plan(m, n, k, bits)
     codes = bitplane.unpack(qweight[:bits])                    # (N, K) uint8
+    if not lookup:
+        return x, codes, plan, m, n, k
     W = np.take_along_axis(lut, codes.astype(np.int64), axis=1)  # (N, K) fp16 weights
     return x, W, plan, m, n, k
 
 
 def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
-                 ksplit_order: str | None = None) -> np.ndarray:
+                 ksplit_order: str | None = None, *, native: bool | None = None) -> np.ndarray:
     """What ``matmul_kbit_32`` writes: float16 (M, N), bit for bit (see the module spec).
 
     x: float16 (M, K), 1 <= M <= 8, finite; qweight: int32 (p, N, K/32) bitplanes; lut: float16
     (N, 2**bits); bits 3..8. K-split launches (M == 1, K > 4096, bits >= 7) need
     ``ksplit_order="ascending"`` (assume the atomicAdds land in slice order 0, 1, ...).
+    native: None = the compiled kernel of :mod:`refsim.emulator.native` when it is available, else
+    the NumPy emulation below (the readable form; same bits, tested); True / False force one.
     """
     bits = require_int("bits", bits, minimum=1)
-    x, W, plan, m, n, k = _check(x, qweight, lut, bits)
+    from refsim.emulator import native as nat
+
+    use_native = nat.available() if native is None else native
+    x, W, plan, m, n, k = _check(x, qweight, lut, bits, lookup=not use_native)   # native: W = codes
     if plan.ksplit > 1 and ksplit_order != "ascending":
         raise FormatRuleError(
             f"ksplit_order: this launch splits K into {plan.ksplit} slices combined by fp16 atomicAdd "
             f"in hardware order; pass 'ascending' to assume slice order; got {ksplit_order!r}")
-    k0, k1, active = lane_indices(k)
+    k0, k1, active = _lane_indices_cached(k)
+    if use_native:
+        return nat.anyprec_gemv(W, lut, x, k0, k1, plan.ksplit)
     xh = x
     slices = [range(z * 4, min(z * 4 + 4, k0.shape[0])) for z in range(plan.ksplit)]
     totals = []

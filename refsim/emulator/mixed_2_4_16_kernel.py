@@ -52,6 +52,9 @@ order              summation order (and a second fp16 rounding of the dense resu
 oracle             :func:`mixed_gemv_reference`: scalar loops lane by lane, reading the packed words'
                    bit fields directly, every fp16 fma through the exact rational oracle
                    (:func:`refsim.emulator.fp.fma_reference`)
+paths              steps 2-3 run in the compiled kernel :func:`refsim.emulator.native.
+                   mixed_dense_group_sums` when a C compiler is present, else :func:`group_sums` on
+                   :func:`dequantized_weights` (NumPy, ``native=False``); tested bit-equal
 source             paper only (Algorithm 1, sections 3.3 and 5.3); no official repository exists
                    (shared/specs/atom_qigen_gptq.md section 4.1)
 =================  ==================================================================================
@@ -78,6 +81,7 @@ from refsim.formats import mixed_2_4_16 as fmt
 
 __all__ = [
     "mixed_gemv", "mixed_gemv_reference", "dense_rows", "spmv_epilogue", "dequantized_weights",
+    "dequantized_weights_reference", "group_sums",
     "unit_groups", "lane_schedule", "warp_reduce_sum_f32", "warp_reduce_sum_f32_reference",
     "WARP",
 ]
@@ -167,34 +171,73 @@ def _check(p: fmt.Packed2416, x: np.ndarray) -> tuple[np.ndarray, int, int]:
     return x, k, n
 
 
-def dequantized_weights(p: fmt.Packed2416) -> np.ndarray:
-    """float16 (K, N): the weights the lanes hold after steps 1-2 (dense part only; outlier
-    positions hold the dense code, i.e. (z - z) * s_hat = 0)."""
-    _require_packed(p)
-    m = fmt.unpack(p)
-    g, n = m.zero.shape
+def _second_order_scales(m: fmt.Mixed2416) -> np.ndarray:
+    """Step 1: s_hat float16 (G, N) = ``__float2half_rn((float)(c - z2) * s2)``."""
     z2 = np.repeat(m.z2.astype(np.int32), fmt.G2, axis=1)                              # (G, N)
     s2 = np.repeat(m.s2, fmt.G2, axis=1)                                                # (G, N) f16
     c = fp.cvt_int_to_f32(m.code.astype(np.int32) - z2)                                 # exact
-    s_hat = fp.cvt_f32_to_f16(fp.f32_mul(c, fp.cvt_f16_to_f32(s2)))                    # step 1
+    return fp.cvt_f32_to_f16(fp.f32_mul(c, fp.cvt_f16_to_f32(s2)))
+
+
+def dequantized_weights(p: fmt.Packed2416) -> np.ndarray:
+    """float16 (K, N): the weights the lanes hold after steps 1-2 (dense part only; outlier
+    positions hold the dense code, i.e. (z - z) * s_hat = 0).
+
+    Step 2 in one float32 pass: q - z (|q - z| <= 15) and its product with s_hat (4 x 11 bits) are
+    exact in float32, so the single float32 -> float16 cast is the one RNE of ``__hmul2`` — the
+    bits of :func:`dequantized_weights_reference` (tested), without NumPy's slow fp16 loops."""
+    _require_packed(p)
+    m = fmt.unpack(p)
+    g, n = m.zero.shape
+    s_hat = _second_order_scales(m).astype(np.float32)                                  # (G, N), exact
+    qz = m.q.reshape(g, fmt.G1, n).astype(np.float32)
+    qz -= m.zero.astype(np.float32)[:, None, :]                                         # exact, (G, 16, N)
+    with np.errstate(all="ignore"):                                                     # 0 * Inf: NaN, as __hmul2
+        qz *= s_hat[:, None, :]                                                         # exact product
+        return qz.reshape(g * fmt.G1, n).astype(np.float16)                             # (K, N), one RNE
+
+
+def dequantized_weights_reference(p: fmt.Packed2416) -> np.ndarray:
+    """:func:`dequantized_weights` op by op as the spec states it: ``fp16(q - z)`` then the fp16
+    multiply :func:`refsim.emulator.fp.f16_mul`; float16 (K, N)."""
+    _require_packed(p)
+    m = fmt.unpack(p)
+    g, n = m.zero.shape
+    s_hat = _second_order_scales(m)                                                     # step 1
     qz = m.q.astype(np.int32).reshape(g, fmt.G1, n) - m.zero.astype(np.int32)[:, None, :]   # (G, 16, N)
     w = fp.f16_mul(fp.cvt_int_to_f16(qz), s_hat[:, None, :])                            # step 2
     return w.reshape(g * fmt.G1, n)                                                     # (K, N)
 
 
-def dense_rows(p: fmt.Packed2416, x: np.ndarray) -> np.ndarray:
-    """float32 (N,): lane 0's value after the shuffle tree (steps 1-5), before the SpMV.
-    p: :class:`~refsim.formats.mixed_2_4_16.Packed2416`; x float16 (K,)."""
-    x, k, n = _check(p, x)
+def group_sums(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Step 3 for every (group, column), NumPy form: float32 (G, N) = ``float(__hadd(h.x, h.y))``
+    after the two 8-step ``hfma2`` chains from 0. w float16 (K, N) (:func:`dequantized_weights`),
+    x float16 (K,); K = 16 G. The compiled twin :func:`refsim.emulator.native.mixed_group_sums`
+    gives the same bits (tested)."""
+    k, n = w.shape
     g = k // fmt.G1
-    w = dequantized_weights(p).reshape(g, fmt.G1, n)                   # (G, 16, N)
+    w = w.reshape(g, fmt.G1, n)                                         # (G, 16, N)
     xg = x.reshape(g, fmt.G1)                                           # (G, 16)
     hx = np.zeros((g, n), np.float16)
     hy = np.zeros((g, n), np.float16)
     for i in range(fmt.G1 // 2):                                        # step 3: two hfma2 chains
         hx = fp.f16_fma(w[:, 2 * i], xg[:, 2 * i, None], hx, fused=True)
         hy = fp.f16_fma(w[:, 2 * i + 1], xg[:, 2 * i + 1, None], hy, fused=True)
-    group_sum = fp.cvt_f16_to_f32(fp.f16_add(hx, hy))                   # (G, N)
+    return fp.cvt_f16_to_f32(fp.f16_add(hx, hy))                        # (G, N)
+
+
+def dense_rows(p: fmt.Packed2416, x: np.ndarray, *, native: bool | None = None) -> np.ndarray:
+    """float32 (N,): lane 0's value after the shuffle tree (steps 1-5), before the SpMV.
+    p: :class:`~refsim.formats.mixed_2_4_16.Packed2416`; x float16 (K,). native: None = step 3 in
+    the compiled kernel when available, else :func:`group_sums` (same bits); True / False force one."""
+    from refsim.emulator import native as nat
+
+    x, k, n = _check(p, x)
+    if nat.available() if native is None else native:                  # steps 1-3, weights never stored
+        m = fmt.unpack(p)
+        group_sum = nat.mixed_dense_group_sums(m.q, m.zero, _second_order_scales(m), x)
+    else:
+        group_sum = group_sums(dequantized_weights(p), x)               # (G, N) f32
     sched = lane_schedule(p.group_bits)                                 # (32, S)
     psum = np.zeros((WARP, n), np.float32)
     for s in range(sched.shape[1]):                                     # step 4, lanes in lockstep
@@ -221,13 +264,13 @@ def spmv_epilogue(acc: np.ndarray, p: fmt.Packed2416, x: np.ndarray) -> np.ndarr
     return acc
 
 
-def mixed_gemv(p: fmt.Packed2416, x: np.ndarray) -> np.ndarray:
+def mixed_gemv(p: fmt.Packed2416, x: np.ndarray, *, native: bool | None = None) -> np.ndarray:
     """What the 2/4/16-bit GEMV kernel of the spec block writes: float16 (N,), bit for bit.
 
     p: :class:`~refsim.formats.mixed_2_4_16.Packed2416` (w_main uint32 (N, U, 4), w_side, meta2,
     meta4, s2 float16 (G, N/16), z2, group_bits, CSR row_ptr int32 (N+1,), col uint16, val float16);
-    x: float16 (K,), finite. Inputs are not modified."""
-    return fp.cvt_f32_to_f16(spmv_epilogue(dense_rows(p, x), p, x))
+    x: float16 (K,), finite. Inputs are not modified. native: see :func:`dense_rows`."""
+    return fp.cvt_f32_to_f16(spmv_epilogue(dense_rows(p, x, native=native), p, x))
 
 
 # ----------------------------------------------------------------------------------------------

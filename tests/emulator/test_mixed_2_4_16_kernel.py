@@ -58,7 +58,23 @@ def test_vectorised_emulation_equals_plain_loop_twin(k, n, alpha, ratio):
     rng = np.random.default_rng(k + n)
     p = _quantized(rng, k, n, alpha, ratio)
     x = rng.standard_normal(k).astype(np.float16)
-    assert_bitexact(ek.mixed_gemv(p, x), ek.mixed_gemv_reference(p, x), name="y")
+    ref = ek.mixed_gemv_reference(p, x)
+    assert_bitexact(ek.mixed_gemv(p, x), ref, name="y")
+    assert_bitexact(ek.mixed_gemv(p, x, native=False), ref, name="y, NumPy path")
+
+
+def test_one_pass_dequantization_equals_the_op_by_op_form_with_overflowing_scales():
+    """s2 near the fp16 maximum makes s_hat = (c - z2) * s2 overflow to Inf, so (q - z) * s_hat gives
+    +-Inf and, where q == z, NaN: the float32 one-pass form keeps those bits too."""
+    rng = np.random.default_rng(8)
+    p = _quantized(rng, 256, 32)
+    s2 = p.s2.copy()
+    s2[::2] = np.float16(60000.0)
+    s2[1::3] = -np.float16(2.0**-24)
+    p = dataclasses.replace(p, s2=s2)
+    fast, ref = ek.dequantized_weights(p), ek.dequantized_weights_reference(p)
+    assert np.isinf(ref).any() and np.isnan(ref).any()                     # premise: specials present
+    assert_bitexact(fast, ref, name="w")
 
 
 def test_lane_schedule_of_the_format_diagram():

@@ -119,3 +119,170 @@ def test_without_a_compiler_the_numpy_path_runs_and_says_so(monkeypatch):
     finally:
         monkeypatch.delenv("CC")
         native._library.cache_clear()
+
+
+# ----------------------------------------------------------------------------------------------
+# the fp16 fma-chain kernels of the Any-Precision and 2/4/16 GEMV emulators
+
+
+@needs_native
+def test_compiled_fp16_rounding_equals_numpys_float64_to_float16_cast():
+    """The C kernels' r16 against NumPy's cast on every double class: random bit patterns (NaN
+    payloads, Inf, double subnormals), scaled normals over the fp16 range and past it, every fp16
+    midpoint and its two neighbours (the ties and the values just beside them), the overflow edge."""
+    rng = np.random.default_rng(21)
+    h = np.unique(rng.integers(0, 1 << 16, 200_000, dtype=np.uint32).astype(np.uint16).view(np.float16)
+                  .astype(np.float64))
+    h = h[np.isfinite(h)]
+    mid = (h[:-1] + h[1:]) / 2
+    edge = np.array([65504.0, 65519.99, 65520.0, 65535.9, 65536.0, 2.0**-14, 2.0**-24, 2.0**-25, 3 * 2.0**-26,
+                     2.0**-25 + 2.0**-60, 2.0**-1074, 0.0])
+    for name, v in (("bits", rng.integers(0, 1 << 64, 400_000, dtype=np.uint64).view(np.float64)),
+                    ("scaled", rng.standard_normal(400_000) * 2.0 ** rng.integers(-40, 20, 400_000)),
+                    ("fp16 values", h), ("midpoints", mid), ("above", np.nextafter(mid, np.inf)),
+                    ("below", np.nextafter(mid, -np.inf)), ("edges", np.concatenate([edge, -edge]))):
+        with np.errstate(all="ignore"):
+            want = v.astype(np.float16).astype(np.float64)
+        assert_bitexact(native.round_to_f16_values(v), want, name)
+
+
+def _f16_any(rng, shape, finite=True):
+    """fp16 bit patterns of every class (finite=False adds +-Inf and the default NaN)."""
+    u = rng.integers(0, 1 << 16, shape, dtype=np.uint32).astype(np.uint16)
+    special = (u & 0x7C00) == 0x7C00
+    u[special] &= 0xBFFF
+    x = u.view(np.float16)
+    if not finite:
+        pick = rng.random(shape)
+        with np.errstate(invalid="ignore"):
+            x[pick < 0.02] = np.float16(np.inf) * np.float16(0.0)          # the NaN arithmetic produces
+        x[(pick >= 0.02) & (pick < 0.04)] = np.inf
+        x[(pick >= 0.04) & (pick < 0.06)] = -np.inf
+    return x
+
+
+@needs_native
+@pytest.mark.parametrize("m, n, k, bits, scale", [
+    (1, 4, 32, 3, 0.05), (1, 8, 1024, 4, 0.05), (2, 16, 1056, 8, 1.0), (8, 32, 3072, 5, 0.05),
+    (3, 16, 2080, 4, 300.0),                 # partials overflow fp16: Inf and Inf - Inf = NaN in the chains
+    (1, 8, 8192, 7, 0.05),                   # the K-split launch, 2 slices added from +0
+])
+def test_compiled_anyprec_equals_the_numpy_emulation(m, n, k, bits, scale):
+    from refsim.emulator import anyprec_kernel as ak
+    from refsim.formats import bitplane
+
+    rng = np.random.default_rng(m * 1000 + k + bits)
+    q = bitplane.pack(rng.integers(0, 1 << bits, (n, k)).astype(np.uint8), bits)
+    lut = (rng.standard_normal((n, 1 << bits)) * scale).astype(np.float16)
+    lut[:, 0] = 0.0
+    lut[:, 1] = -0.0
+    x = _adversarial_f16(rng, (m, k))
+    order = "ascending" if k > 4096 else None
+    fast = ak.anyprec_gemv(x, q, lut, bits, order, native=True)
+    ref = ak.anyprec_gemv(x, q, lut, bits, order, native=False)
+    assert_bitexact(fast, ref, f"anyprec m={m} n={n} k={k} bits={bits}")
+    if scale > 100:
+        assert not np.isfinite(ref.astype(np.float64)).all()      # premise: the specials were exercised
+    assert_bitexact(ak.anyprec_gemv(x, q, lut, bits, order), ref, "default path")
+
+
+@needs_native
+@pytest.mark.parametrize("g, n", [(1, 1), (3, 17), (2, 256), (5, 300), (4, 513)])
+def test_compiled_mixed_group_sums_equal_numpy_on_any_weights(g, n):
+    """Any fp16 weights, including the +-Inf and NaN an overflowing s_hat produces; any finite x."""
+    from refsim.emulator import mixed_2_4_16_kernel as mx
+
+    rng = np.random.default_rng(g * 1000 + n)
+    w = _f16_any(rng, (16 * g, n), finite=False)
+    for x in (_f16_any(rng, 16 * g), _adversarial_f16(rng, 16 * g)):
+        assert_bitexact(native.mixed_group_sums(w, x), mx.group_sums(w, x), f"G={g} N={n}")
+
+
+@needs_native
+def test_compiled_mixed_gemv_equals_the_numpy_emulation():
+    from refsim.emulator import mixed_2_4_16_kernel as mx
+    from refsim.formats import mixed_2_4_16 as fmt
+
+    rng = np.random.default_rng(4)
+    k, n = 640, 48
+    W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
+    X = rng.standard_normal((64, k))
+    p = fmt.pack(fmt.quantize(W, X.T @ X / 64 + np.eye(k), alpha=0.25, outlier_ratio=0.005))
+    x = _adversarial_f16(rng, k)
+    ref = mx.mixed_gemv(p, x, native=False)
+    assert_bitexact(mx.mixed_gemv(p, x, native=True), ref, "mixed_gemv")
+    assert_bitexact(mx.mixed_gemv(p, x), ref, "default path")
+    assert_bitexact(mx.mixed_gemv_reference(p, x), ref, "plain-loop twin")
+
+
+def test_without_a_compiler_the_gemv_emulators_run_their_numpy_paths(monkeypatch):
+    from refsim.emulator import anyprec_kernel as ak
+    from refsim.formats import bitplane
+
+    rng = np.random.default_rng(5)
+    q = bitplane.pack(rng.integers(0, 16, (16, 1088)).astype(np.uint8), 4)
+    lut = (rng.standard_normal((16, 16)) * 0.05).astype(np.float16)
+    x = rng.standard_normal((2, 1088)).astype(np.float16)
+    ref = ak.anyprec_gemv(x, q, lut, 4, native=False)
+    monkeypatch.delenv("REFSIM_NATIVE", raising=False)
+    monkeypatch.setenv("CC", "refsim-no-such-compiler")
+    native._library.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="NumPy paths"):
+            assert not native.available()
+        assert_bitexact(ak.anyprec_gemv(x, q, lut, 4), ref, "anyprec_gemv without a compiler")
+    finally:
+        monkeypatch.delenv("CC")
+        native._library.cache_clear()
+
+
+def test_forcing_the_compiled_gemv_path_without_a_compiler_names_the_reason(monkeypatch):
+    from refsim.emulator import anyprec_kernel as ak
+    from refsim.errors import ToolchainError
+    from refsim.formats import bitplane
+
+    q = bitplane.pack(np.zeros((4, 32), np.uint8), 3)
+    lut = np.zeros((4, 8), np.float16)
+    x = np.zeros((1, 32), np.float16)
+    monkeypatch.setenv("REFSIM_NATIVE", "0")
+    native._library.cache_clear()
+    try:
+        with pytest.raises(ToolchainError, match="REFSIM_NATIVE=0"):
+            ak.anyprec_gemv(x, q, lut, 3, native=True)
+        assert_bitexact(ak.anyprec_gemv(x, q, lut, 3), np.zeros((1, 4), np.float16), "NumPy path")
+    finally:
+        monkeypatch.delenv("REFSIM_NATIVE")
+        native._library.cache_clear()
+
+
+@needs_native
+@pytest.mark.parametrize("fused", [True, False])
+def test_compiled_atom_epilogue_equals_numpy_including_a_double_rounding_case(fused):
+    """The accumulator itself (before the fp16 cast, which would hide it: 2^34 is Inf in fp16):
+    acc = 2^24 * 2^10 = 2^34, then c = 12907490 times s = 1331 * 2^-24 adds exactly 2^10 + 6 * 2^-24
+    (12907490 * 1331 = 2^34 + 6) -- the exact sum lies just above a float32 tie (ulp 2^11 at 2^34),
+    a plain float64 sum (ulp 2^-18) lands on the tie and rounds to even (2^34); fma.rn.f32 gives
+    2^34 + 2^11. Plus random groups with every scale class."""
+    from refsim.emulator import atom_kernel as atk
+
+    def numpy_acc(c, sa, sb):
+        acc = np.zeros(c.shape[1:], np.float32)
+        sel = atk.weight_scale_index(*c.shape[1:])
+        for g in range(c.shape[0]):
+            acc = atk._epilogue(acc, c[g], sa[:, g], sb[g], sel, fused)
+        return acc
+
+    assert 12907490 * 1331 == 2**34 + 6
+    c = np.array([[[2**24, 2**24]], [[12907490, 12907490]]], np.int32)             # (G=2, M=1, N=2)
+    sa = np.array([[2.0**10, 1331 * 2.0**-24]], np.float16)
+    sb = np.ones((2, 2), np.float16)
+    assert float(sa[0, 1]) == 1331 * 2.0**-24                                    # premise: exact fp16
+    got = native.atom_epilogue(c, sa, sb, fused)
+    assert_bitexact(got, numpy_acc(c, sa, sb), "directed")
+    assert got[0, 0] == np.float32(2.0**34 + 2.0**11 if fused else 2.0**34)     # fused: one rounding of the exact value
+    rng = np.random.default_rng(12)
+    for g, m, n in ((1, 1, 2), (5, 17, 30), (3, 33, 64)):
+        c = rng.integers(-(2**31), 2**31, (g, m, n), dtype=np.int64).astype(np.int32)
+        c[:, :, ::3] = rng.integers(-9000, 9000, (g, m, c[:, :, ::3].shape[2]))
+        sa, sb = _f16_any(rng, (m, g)), _f16_any(rng, (g, n))
+        assert_bitexact(native.atom_epilogue(c, sa, sb, fused), numpy_acc(c, sa, sb), f"G={g} M={m} N={n}")
