@@ -163,7 +163,7 @@ def _bitcast_field(bits: int, v: int) -> tuple[str, int]:
     _, sh, straddle = _code_position(bits, v)
     if straddle:
         return "straddle", 0
-    if sh + bits <= 23:
+    if sh < 16:
         return "low", sh
     return "high", sh - 16
 
