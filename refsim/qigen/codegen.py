@@ -21,6 +21,9 @@ Loop nest (per column the FMA order is exactly :func:`refsim.qigen.oracle.kernel
                tb*4-byte stride, which the hardware prefetchers stream poorly when mb is small]
               for i, v in enumerate(chunk_order):
                 acc[i%A] = fma(set1(x[b,k0+v]), cvt((w >> bits*v) & mask), acc[i%A])
+                [bitcast path: fma(set1(xs[b,k0+v]), bits_as_fp32(w_or_w>>16 & (MASK << t)), acc)
+                 with xs = x * 2^(149 - t - 64) and the partial sums carrying 2^-64; see
+                 bitcast_shifts and docs/qigen.md section 3]
               if group ends: t = tree(acc); y = fma(fnmadd(z, r, t), s, y); acc[:] = 0
             accbuf[a, b, cols] <- acc[a]
 
@@ -55,7 +58,6 @@ METAS = ("f32", "f16u8")  # scales/zeros operands: fp32/fp32, or fp16 bits (uint
 # of 2**-149 after scaling: no subnormal rounding) and every |x| < 2**(C - 21) (x * 2**(149 - C)
 # does not overflow), with the FPU flushing no subnormals (MXCSR FTZ and DAZ clear).
 BITCAST_SCALE_EXP = 64
-HIGH_BY_LOAD = True
 BITCAST_X_MIN = 2.0 ** (BITCAST_SCALE_EXP - 126)  # 2**-62
 BITCAST_X_MAX = 2.0 ** (BITCAST_SCALE_EXP - 21)  # 2**43
 
@@ -145,11 +147,11 @@ def bitcast_shifts(bits: int) -> list[int]:
 
     The bitcast path (:data:`BITCAST_SCALE_EXP`) extracts code ``q`` as the int32 ``q * 2**t`` with
     ``t + bits <= 23`` and reads those bits as an fp32: a subnormal (or zero) of value
-    ``q * 2**(t - 149)``, so no int-to-float conversion is needed. Fields with ``s + bits <= 23``
-    stay in place (one ``and`` against ``MASK << s``, ``t = s``); the top field of a word is
-    shifted down alone (``srli``, ``t = 0``); the other fields of the upper half word are masked in
-    the word shifted right by 16 once per word (``t = s - 16``); codes straddling two words
-    (3-bit codes 10 and 21) are assembled at ``t = 0`` as on the shift path.
+    ``q * 2**(t - 149)``, so no int-to-float conversion is needed. A field starting at bit
+    ``s < 16`` stays in place (one ``and`` against ``MASK << s``, ``t = s``; ``s + bits <= 18``);
+    a field starting at ``s >= 16`` is masked in the word's upper half, ``w >> 16`` (``t = s - 16``;
+    the AVX2 kernel gets it by a load 2 bytes further on, the scalar one by a shift); codes
+    straddling two words (3-bit codes 10 and 21) are assembled at ``t = 0`` as on the shift path.
     """
     bits = require_bits(bits, (2, 3, 4))
     out = []
@@ -220,9 +222,12 @@ _HEADER = """\
  * bits={bits} tu={tu} unroll={unroll} accumulators={acc} meta={meta} isa={isa} openmp={openmp}; chunk order {order}
  * (the i-th FMA of a group goes to partial sum i % accumulators; at the group's end the partial
  * sums are combined as a0, a0+a1 or (a0+a1)+(a2+a3))
- * Entry points: refsim_qigen_gemv (codes shifted down, any finite x) and refsim_qigen_gemv_ps
+ * Entry points: refsim_qigen_gemv (codes shifted down, any finite x), refsim_qigen_gemv_ps
  * (x pre-scaled by refsim_qigen_prescale, codes masked in place: one op fewer per code; the
- * caller uses it only when every nonzero |x| >= 2^-96 so the pre-scaling is exact).
+ * caller uses it only when every nonzero |x| >= 2^-96 so the pre-scaling is exact) and
+ * refsim_qigen_gemv_bc (x pre-scaled by refsim_qigen_prescale_bc, codes masked to q * 2^t and
+ * read as subnormal fp32 bit patterns, no conversion; partial sums carry 2^-BC_C; exact while
+ * every nonzero |x| is in [2^(BC_C-126), 2^(BC_C-21)) and subnormals are not flushed).
  * Build: cc -O2 -fPIC -shared -ffp-contract=off {isa_flags}(never -ffast-math)
  */
 #include <stdint.h>
@@ -402,10 +407,11 @@ def _body(spec: KernelSpec, order: list[int], fn: str, mode: str) -> str:
                         off = 24 * v + 8 * w if bits == 3 else 8 * v
                         lines.append(f"            const __m256i w{w}_{v} = _mm256_loadu_si256((const __m256i*)(wc + {off}));\n")
                         if mode == "bitcast" and _uses_high_half(bits, w):
-                            if HIGH_BY_LOAD:
-                                lines.append(f"            const __m256i wh{w}_{v} = _mm256_loadu_si256((const __m256i*)((const char*)(wc + {off}) + 2));\n")
-                            else:
-                                lines.append(f"            const __m256i wh{w}_{v} = _mm256_srli_epi32(w{w}_{v}, 16);\n")
+                            # the upper half words (w >> 16 in the low 16 bits of each lane) by one
+                            # unaligned load 2 bytes on instead of a shift: the lane's upper 16 bits
+                            # (the next column's low half) are masked away; the packed words are
+                            # padded (kernel.PAD_WORDS) so the last lane stays in the buffer
+                            lines.append(f"            const __m256i wh{w}_{v} = _mm256_loadu_si256((const __m256i*)((const char*)(wc + {off}) + 2));\n")
             lines.append(f"            {{ const __m256 xv = _mm256_set1_ps(xb[k0 + {u}]);\n")
             for v in range(nv):
                 expr = _extract(bits, u, "w{}_" + str(v), "avx2", mode)
@@ -532,8 +538,9 @@ def _tree(parts: list[str], add) -> str:
 def generate(spec: KernelSpec) -> str:
     """C99 source of the kernel described by ``spec`` (a str, deterministic for a given spec).
 
-    Defines ``refsim_qigen_sums``, ``refsim_qigen_prescale``, ``refsim_qigen_gemv`` and
-    ``refsim_qigen_gemv_ps`` (same results; see the header comment of the generated file), and
+    Defines ``refsim_qigen_sums``, ``refsim_qigen_prescale``, ``refsim_qigen_prescale_bc``,
+    ``refsim_qigen_gemv``, ``refsim_qigen_gemv_ps`` and ``refsim_qigen_gemv_bc`` (same results;
+    see the header comment of the generated file), and
     ``refsim_qigen_run`` which does all of a product in one call (what :func:`qgemv` uses).
     """
     if not isinstance(spec, KernelSpec):
