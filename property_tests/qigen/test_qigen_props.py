@@ -34,14 +34,15 @@ def problems(draw):
     unroll = draw(st.sampled_from([u for u in (1, 2, 4, 8) if bits == 3 or u <= 32 // bits]))
     isa = draw(st.sampled_from(ISAS))
     acc = draw(st.sampled_from([a for a in (1, 2, 4) if a * tu <= 64]))
+    path = draw(st.sampled_from(kernel.PATHS))
     seed = draw(st.integers(0, 2**32 - 1))
-    return bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, seed
+    return bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, path, seed
 
 
 @settings(max_examples=examples(40))
 @given(problems())
 def test_kernel_equals_oracle(p):
-    bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, seed = p
+    bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, path, seed = p
     rng = np.random.default_rng(seed)
     groups = k // (gs or k)
     q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
@@ -51,9 +52,9 @@ def test_kernel_equals_oracle(p):
     b = rng.standard_normal(n).astype(np.float32) if seed % 2 else None
     mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=gs, mb=mb, tb=tb,
                          order=order, bias=b)
-    y = kernel.qgemv(x, mat, codegen.KernelSpec(bits, tu=tu, unroll=unroll, isa=isa, accumulators=acc))
+    y = kernel.qgemv(x, mat, codegen.KernelSpec(bits, tu=tu, unroll=unroll, isa=isa, accumulators=acc), path=path)
     assert_bitexact(y, oracle.qgemv_oracle(x, q, s, z, b, bits, gs, unroll=unroll, accumulators=acc),
-                    name=f"kernel A={acc}")
+                    name=f"kernel A={acc} path={path}")
     exact = x.astype(np.float64) @ ((q.astype(np.float64).reshape(groups, -1, n) - z[:, None, :])
                                     * s[:, None, :]).reshape(k, n)
     if b is not None:

@@ -21,6 +21,9 @@ Loop nest (per column the FMA order is exactly :func:`refsim.qigen.oracle.kernel
                tb*4-byte stride, which the hardware prefetchers stream poorly when mb is small]
               for i, v in enumerate(chunk_order):
                 acc[i%A] = fma(set1(x[b,k0+v]), cvt((w >> bits*v) & mask), acc[i%A])
+                [bitcast path: fma(set1(xs[b,k0+v]), bits_as_fp32(w_or_w>>16 & (MASK << t)), acc)
+                 with xs = x * 2^(149 - t - 64) and the partial sums carrying 2^-64; see
+                 bitcast_shifts and docs/qigen.md section 3]
               if group ends: t = tree(acc); y = fma(fnmadd(z, r, t), s, y); acc[:] = 0
             accbuf[a, b, cols] <- acc[a]
 
@@ -42,10 +45,21 @@ from refsim._validate import require_bits, require_choice, require_divisible
 from refsim.errors import FormatRuleError
 from refsim.qigen.oracle import ACCUMULATORS, UNROLLS, chunk_order
 
-__all__ = ["KernelSpec", "generate", "prescale_shifts", "ISAS", "METAS"]
+__all__ = ["KernelSpec", "generate", "prescale_shifts", "bitcast_shifts", "ISAS", "METAS",
+           "BITCAST_SCALE_EXP", "BITCAST_X_MIN", "BITCAST_X_MAX"]
 
 ISAS = ("avx2", "scalar")
 METAS = ("f32", "f16u8")  # scales/zeros operands: fp32/fp32, or fp16 bits (uint16) / uint8
+
+# Bitcast path (see docs/qigen.md section 3): codes are read as subnormal fp32 bit patterns
+# q * 2**(t - 149); x is pre-scaled by 2**(149 - t - C) so each product is x * q * 2**-C, and
+# the partial sums carry the exact factor 2**-C until the group's end. Exact (the same bits as
+# the shift path) when every nonzero |x| >= 2**(C - 126) (every partial sum is then a multiple
+# of 2**-149 after scaling: no subnormal rounding) and every |x| < 2**(C - 21) (x * 2**(149 - C)
+# does not overflow), with the FPU flushing no subnormals (MXCSR FTZ and DAZ clear).
+BITCAST_SCALE_EXP = 64
+BITCAST_X_MIN = 2.0 ** (BITCAST_SCALE_EXP - 126)  # 2**-62
+BITCAST_X_MAX = 2.0 ** (BITCAST_SCALE_EXP - 21)  # 2**43
 
 
 @dataclass(frozen=True)
@@ -128,8 +142,44 @@ def prescale_shifts(bits: int, unroll: int = 2) -> list[int]:
     return out
 
 
-def _extract(bits: int, v: int, word: str, isa: str, prescaled: bool) -> str:
-    """Expression of code ``v`` of a chunk as an int32 (times ``2**e`` when prescaled)."""
+def bitcast_shifts(bits: int) -> list[int]:
+    """For each code ``v`` of a chunk, the bit position ``t`` at which the bitcast path leaves it.
+
+    The bitcast path (:data:`BITCAST_SCALE_EXP`) extracts code ``q`` as the int32 ``q * 2**t`` with
+    ``t + bits <= 23`` and reads those bits as an fp32: a subnormal (or zero) of value
+    ``q * 2**(t - 149)``, so no int-to-float conversion is needed. A field starting at bit
+    ``s < 16`` stays in place (one ``and`` against ``MASK << s``, ``t = s``; ``s + bits <= 18``);
+    a field starting at ``s >= 16`` is masked in the word's upper half, ``w >> 16`` (``t = s - 16``;
+    the AVX2 kernel gets it by a load 2 bytes further on, the scalar one by a shift); codes
+    straddling two words (3-bit codes 10 and 21) are assembled at ``t = 0`` as on the shift path.
+    """
+    bits = require_bits(bits, (2, 3, 4))
+    out = []
+    for v in range(32 if bits == 3 else 32 // bits):
+        out.append(_bitcast_field(bits, v)[1])
+    return out
+
+
+def _bitcast_field(bits: int, v: int) -> tuple[str, int]:
+    """(how, t) of code ``v`` on the bitcast path: how in {"straddle", "top", "low", "high"}."""
+    _, sh, straddle = _code_position(bits, v)
+    if straddle:
+        return "straddle", 0
+    if sh < 16:
+        return "low", sh
+    return "high", sh - 16
+
+
+def _uses_high_half(bits: int, word: int) -> bool:
+    """True if some code of chunk word ``word`` is masked in that word shifted right by 16."""
+    return any(_code_position(bits, v)[0] == word and _bitcast_field(bits, v)[0] == "high"
+               for v in range(32 if bits == 3 else 32 // bits))
+
+
+def _extract(bits: int, v: int, word: str, isa: str, mode: str) -> str:
+    """Expression of code ``v`` of a chunk as an int32: ``q`` (mode "shift"), ``q * 2**e``
+    (mode "prescaled", :func:`prescale_shifts`) or ``q * 2**t`` (mode "bitcast",
+    :func:`bitcast_shifts`; ``word`` with "w" replaced by "wh" names the word shifted right by 16)."""
     w, sh, straddle = _code_position(bits, v)
     src = word.format(w)
     if isa == "avx2":
@@ -148,9 +198,17 @@ def _extract(bits: int, v: int, word: str, isa: str, prescaled: bool) -> str:
         shifted_mask = f"((uint32_t)MASK << {sh})"
     if straddle:
         return band(bor(srl(src, sh), shl(word.format(w + 1), 32 - sh)), mask)
-    if sh + bits == 32:
+    if sh + bits == 32 and mode != "bitcast":
         return srl(src, sh)  # top field: the logical shift leaves exactly the code
-    if prescaled and sh > 0:
+    if mode == "bitcast":
+        how, t = _bitcast_field(bits, v)
+        if how == "high":
+            high = word.replace("w", "wh", 1).format(w)
+            if isa == "avx2":
+                return band(high, f"mask_s{t}" if t else mask)
+            return band(high, f"((uint32_t)MASK << {t})")
+        return band(src, shifted_mask) if sh else band(src, mask)
+    if mode == "prescaled" and sh > 0:
         return band(src, shifted_mask)
     return band(srl(src, sh), mask)
 
@@ -164,9 +222,12 @@ _HEADER = """\
  * bits={bits} tu={tu} unroll={unroll} accumulators={acc} meta={meta} isa={isa} openmp={openmp}; chunk order {order}
  * (the i-th FMA of a group goes to partial sum i % accumulators; at the group's end the partial
  * sums are combined as a0, a0+a1 or (a0+a1)+(a2+a3))
- * Entry points: refsim_qigen_gemv (codes shifted down, any finite x) and refsim_qigen_gemv_ps
+ * Entry points: refsim_qigen_gemv (codes shifted down, any finite x), refsim_qigen_gemv_ps
  * (x pre-scaled by refsim_qigen_prescale, codes masked in place: one op fewer per code; the
- * caller uses it only when every nonzero |x| >= 2^-96 so the pre-scaling is exact).
+ * caller uses it only when every nonzero |x| >= 2^-96 so the pre-scaling is exact) and
+ * refsim_qigen_gemv_bc (x pre-scaled by refsim_qigen_prescale_bc, codes masked to q * 2^t and
+ * read as subnormal fp32 bit patterns, no conversion; partial sums carry 2^-BC_C; exact while
+ * every nonzero |x| is in [2^(BC_C-126), 2^(BC_C-21)) and subnormals are not flushed).
  * Build: cc -O2 -fPIC -shared -ffp-contract=off {isa_flags}(never -ffast-math)
  */
 #include <stdint.h>
@@ -182,12 +243,33 @@ static inline float refsim_h2f(uint16_t h) {{
   memcpy(&f, &b, 4);
   return f * 0x1p112f;
 }}
+
+/* int32 bits -> the fp32 with those bits (the bitcast path: q * 2^t reads as q * 2^(t-149)) */
+static inline float refsim_i2f(uint32_t b) {{
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}}
+
+/* 1 if the FPU flushes subnormal inputs or outputs (x86 MXCSR DAZ or FTZ): the bitcast path
+ * reads codes as subnormals and is then not used */
+static int refsim_flushes_subnormals(void) {{
+#if defined(__SSE__) || defined(__x86_64__)
+  unsigned int csr;
+  __asm__ volatile("stmxcsr %0" : "=m"(csr));
+  return (csr & 0x8040u) != 0;
+#else
+  volatile float tiny = 0x1p-149f;
+  return tiny * 1.0f == 0.0f;
+#endif
+}}
 """
 
 
 def _sums_fn(bits: int, unroll: int) -> str:
     exps = prescale_shifts(bits, unroll)
     table = ", ".join(f"{float.hex(2.0 ** -e)}f" for e in exps)  # exact hex literals
+    bc_table = ", ".join(f"{float.hex(2.0 ** (149 - t - BITCAST_SCALE_EXP))}f" for t in bitcast_shifts(bits))
     return f"""
 /* r[b, g] = x[b, g*gs] + ... + x[b, g*gs+gs-1], sequential fp32 adds within each group; the
  * groups' chains are interleaved (independent, so the core overlaps them; same order per group) */
@@ -216,6 +298,22 @@ int refsim_qigen_prescale(const float* x, int M, int K, float* xs) {{
     }}
   return tiny;
 }}
+
+/* Bitcast path: xs[b, k] = x[b, k] * 2^(149 - t(k mod P) - BC_C), exact powers of two (see
+ * bitcast_shifts). Returns 1 (xs then unused) if some nonzero |x| < 2^(BC_C-126) or some
+ * |x| >= 2^(BC_C-21), or if the FPU flushes subnormals; else 0. */
+int refsim_qigen_prescale_bc(const float* x, int M, int K, float* xs) {{
+  static const float f[P] = {{ {bc_table} }};
+  if (refsim_flushes_subnormals()) return 1;
+  int out = 0;
+  for (int64_t k0 = 0; k0 < (int64_t)M * K; k0 += P)
+    for (int v = 0; v < P; v++) {{
+      const float a = fabsf(x[k0 + v]);
+      out |= ((a < BC_XMIN) & (a != 0.0f)) | (a >= BC_XMAX);
+      xs[k0 + v] = x[k0 + v] * f[v];
+    }}
+  return out;
+}}
 """
 
 
@@ -237,7 +335,9 @@ void {fn}(const float* restrict x, const int32_t* restrict W,
 """
 
 
-def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
+def _body(spec: KernelSpec, order: list[int], fn: str, mode: str) -> str:
+    """C source of one kernel entry point; mode: "shift", "prescaled" or "bitcast" (how codes
+    become fp32 operands, see :func:`_extract`; same bits for every mode)."""
     bits, tu, na = spec.bits, spec.tu, spec.accumulators
     nv = tu // 8
     avx = spec.isa == "avx2"
@@ -249,8 +349,11 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         if compact:
             lines.append("  const __m256i h_mag = _mm256_set1_epi32(0x7fff), h_sign = _mm256_set1_epi32(0x8000);\n")
             lines.append("  const __m256 h_scale = _mm256_set1_ps(0x1p112f);\n")
-        if prescaled:
+        if mode == "prescaled":
             for sh in sorted(set(e for e in prescale_shifts(bits) if e)):
+                lines.append(f"  const __m256i mask_s{sh} = _mm256_set1_epi32(MASK << {sh});\n")
+        if mode == "bitcast":
+            for sh in sorted(set(t for t in bitcast_shifts(bits) if t)):
                 lines.append(f"  const __m256i mask_s{sh} = _mm256_set1_epi32(MASK << {sh});\n")
     if spec.openmp:
         lines.append("  #pragma omp parallel for schedule(static)\n")
@@ -303,10 +406,17 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
                     for v in range(nv):
                         off = 24 * v + 8 * w if bits == 3 else 8 * v
                         lines.append(f"            const __m256i w{w}_{v} = _mm256_loadu_si256((const __m256i*)(wc + {off}));\n")
+                        if mode == "bitcast" and _uses_high_half(bits, w):
+                            # the upper half words (w >> 16 in the low 16 bits of each lane) by one
+                            # unaligned load 2 bytes on instead of a shift: the lane's upper 16 bits
+                            # (the next column's low half) are masked away; the packed words are
+                            # padded (kernel.PAD_WORDS) so the last lane stays in the buffer
+                            lines.append(f"            const __m256i wh{w}_{v} = _mm256_loadu_si256((const __m256i*)((const char*)(wc + {off}) + 2));\n")
             lines.append(f"            {{ const __m256 xv = _mm256_set1_ps(xb[k0 + {u}]);\n")
             for v in range(nv):
-                expr = _extract(bits, u, "w{}_" + str(v), "avx2", prescaled)
-                lines.append(f"              acc{v}_{a} = _mm256_fmadd_ps(xv, _mm256_cvtepi32_ps({expr}), acc{v}_{a});\n")
+                expr = _extract(bits, u, "w{}_" + str(v), "avx2", mode)
+                fexpr = f"_mm256_castsi256_ps({expr})" if mode == "bitcast" else f"_mm256_cvtepi32_ps({expr})"
+                lines.append(f"              acc{v}_{a} = _mm256_fmadd_ps(xv, {fexpr}, acc{v}_{a});\n")
             lines.append("            }\n")
     else:
         lines.append("            for (int c = 0; c < TU; c++) {\n")
@@ -315,10 +425,15 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
             lines.append("              const uint32_t w0 = wq[0], w1 = wq[8], w2 = wq[16];\n")
         else:
             lines.append("              const uint32_t w0 = (uint32_t)wc[c];\n")
+        if mode == "bitcast":
+            for w in range(3 if bits == 3 else 1):
+                if _uses_high_half(bits, w):
+                    lines.append(f"              const uint32_t wh{w} = w{w} >> 16;\n")
         for i, u in enumerate(order):
-            expr = _extract(bits, u, "w{}", "scalar", prescaled)
+            expr = _extract(bits, u, "w{}", "scalar", mode)
             a = i % na
-            lines.append(f"              acc[{a}][c] = fmaf(xb[k0 + {u}], (float)(int32_t){expr}, acc[{a}][c]);\n")
+            fexpr = f"refsim_i2f({expr})" if mode == "bitcast" else f"(float)(int32_t){expr}"
+            lines.append(f"              acc[{a}][c] = fmaf(xb[k0 + {u}], {fexpr}, acc[{a}][c]);\n")
         lines.append("            }\n")
     lines.append("            left -= P;\n")
     lines.append("            if (left == 0) {\n")
@@ -342,6 +457,8 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
             else:
                 zexpr, sexpr = f"_mm256_loadu_ps(zg + {o})", f"_mm256_loadu_ps(sg + {o})"
             t = _tree([f"acc{v}_{a}" for a in range(na)], lambda p, q: f"_mm256_add_ps({p}, {q})")
+            if mode == "bitcast":  # partial sums carry 2^-BC_C: back to scale, exactly
+                t = f"_mm256_mul_ps({t}, _mm256_set1_ps(BC_UNSCALE))"
             lines.append(
                 f"              _mm256_storeu_ps(yb + {o}, _mm256_fmadd_ps(_mm256_fnmadd_ps({zexpr}, rv, {t}),"
                 f" {sexpr}, _mm256_loadu_ps(yb + {o})));\n")
@@ -351,6 +468,8 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
         lines.append("              const float rg = r[(int64_t)b * G + g];\n")
         lines.append("              for (int c = 0; c < TU; c++) {\n")
         t = _tree([f"acc[{a}][c]" for a in range(na)], lambda p, q: f"({p} + {q})")
+        if mode == "bitcast":  # partial sums carry 2^-BC_C: back to scale, exactly
+            t = f"({t}) * BC_UNSCALE"
         lines.append(f"                const float t = {t};\n")
         sc, zc = ("refsim_h2f(sg[c])", "(float)zg[c]") if compact else ("sg[c]", "zg[c]")
         lines.append(f"                yb[c] = fmaf(fmaf(-{zc}, rg, t), {sc}, yb[c]);\n")
@@ -373,28 +492,37 @@ def _body(spec: KernelSpec, order: list[int], fn: str, prescaled: bool) -> str:
 def _run_fn(spec: KernelSpec) -> str:
     st, zt = ("float", "float") if spec.meta == "f32" else ("uint16_t", "uint8_t")
     return f"""
-/* One call per product (each ctypes call costs microseconds): checks x is finite, pre-scales it
- * unless path == 2 ("shift"), computes r, clears accbuf (NA*M*N), sets y to bias (or +0) and runs
- * the prescaled kernel, or the shift kernel when path == 2 or some nonzero |x| < 2^-96 with
- * path == 0 ("auto"). Returns 0; 2 if x has a non-finite value; 1 if path == 1 ("prescaled")
- * and x is too tiny for it (nothing computed in both error cases). */
+/* One call per product (each ctypes call costs microseconds): checks x is finite, picks the
+ * path, pre-scales x for it, computes r, clears accbuf (NA*M*N), sets y to bias (or +0) and runs
+ * the path's kernel. path: 0 "auto" (bitcast when x is in its range and the FPU keeps
+ * subnormals, else prescaled when every nonzero |x| >= 2^-96, else shift), 1 "prescaled",
+ * 2 "shift", 3 "bitcast". *used = the path that ran (1, 2 or 3). Returns 0; 2 if x has a
+ * non-finite value; 1 if path == 1 and x is too tiny for it; 3 if path == 3 and x is outside the
+ * bitcast range or the FPU flushes subnormals (nothing computed in the error cases). */
 int refsim_qigen_run(const float* x, float* xs, const int32_t* W, const {st}* scales,
                      const {zt}* zeros, float* r, const int32_t* slot_of, float* accbuf, float* y,
-                     const float* bias, int M, int K, int N, int mb, int tb, int gs, int path) {{
+                     const float* bias, int M, int K, int N, int mb, int tb, int gs, int path,
+                     int* used) {{
   const int64_t MK = (int64_t)M * K;
   for (int64_t i = 0; i < MK; i++)
     if (!isfinite(x[i])) return 2;
-  int tiny = 1;
-  if (path != 2) {{
-    tiny = refsim_qigen_prescale(x, M, K, xs);
-    if (tiny && path == 1) return 1;
+  int p = 2;
+  if (path == 0 || path == 3) {{
+    if (!refsim_qigen_prescale_bc(x, M, K, xs)) p = 3;
+    else if (path == 3) return 3;
   }}
+  if (p == 2 && (path == 0 || path == 1)) {{
+    if (!refsim_qigen_prescale(x, M, K, xs)) p = 1;
+    else if (path == 1) return 1;
+  }}
+  *used = p;
   refsim_qigen_sums(x, M, K, gs, r);
   memset(accbuf, 0, sizeof(float) * (size_t)NA * (size_t)M * (size_t)N);
   for (int b = 0; b < M; b++)
     for (int c = 0; c < N; c++) y[(int64_t)b * N + c] = bias ? bias[c] : 0.0f;
-  if (tiny) refsim_qigen_gemv(x, W, scales, zeros, r, slot_of, accbuf, y, M, K, N, mb, tb, gs);
-  else refsim_qigen_gemv_ps(xs, W, scales, zeros, r, slot_of, accbuf, y, M, K, N, mb, tb, gs);
+  if (p == 3) refsim_qigen_gemv_bc(xs, W, scales, zeros, r, slot_of, accbuf, y, M, K, N, mb, tb, gs);
+  else if (p == 1) refsim_qigen_gemv_ps(xs, W, scales, zeros, r, slot_of, accbuf, y, M, K, N, mb, tb, gs);
+  else refsim_qigen_gemv(x, W, scales, zeros, r, slot_of, accbuf, y, M, K, N, mb, tb, gs);
   return 0;
 }}
 """
@@ -410,8 +538,9 @@ def _tree(parts: list[str], add) -> str:
 def generate(spec: KernelSpec) -> str:
     """C99 source of the kernel described by ``spec`` (a str, deterministic for a given spec).
 
-    Defines ``refsim_qigen_sums``, ``refsim_qigen_prescale``, ``refsim_qigen_gemv`` and
-    ``refsim_qigen_gemv_ps`` (same results; see the header comment of the generated file), and
+    Defines ``refsim_qigen_sums``, ``refsim_qigen_prescale``, ``refsim_qigen_prescale_bc``,
+    ``refsim_qigen_gemv``, ``refsim_qigen_gemv_ps`` and ``refsim_qigen_gemv_bc`` (same results;
+    see the header comment of the generated file), and
     ``refsim_qigen_run`` which does all of a product in one call (what :func:`qgemv` uses).
     """
     if not isinstance(spec, KernelSpec):
@@ -425,8 +554,11 @@ def generate(spec: KernelSpec) -> str:
     if avx:
         parts.append("#include <immintrin.h>\n")
     parts.append(f"#define BITS {bits}\n#define P {len(order)}\n#define TU {tu}\n#define NA {spec.accumulators}\n#define MASK {(1 << bits) - 1}\n")
+    parts.append(f"#define BC_C {BITCAST_SCALE_EXP}\n#define BC_UNSCALE {float.hex(2.0 ** BITCAST_SCALE_EXP)}f\n"
+                 f"#define BC_XMIN {float.hex(BITCAST_X_MIN)}f\n#define BC_XMAX {float.hex(BITCAST_X_MAX)}f\n")
     parts.append(_sums_fn(bits, spec.unroll))
-    parts.append(_body(spec, order, "refsim_qigen_gemv", prescaled=False))
-    parts.append(_body(spec, order, "refsim_qigen_gemv_ps", prescaled=True))
+    parts.append(_body(spec, order, "refsim_qigen_gemv", mode="shift"))
+    parts.append(_body(spec, order, "refsim_qigen_gemv_ps", mode="prescaled"))
+    parts.append(_body(spec, order, "refsim_qigen_gemv_bc", mode="bitcast"))
     parts.append(_run_fn(spec))
     return "".join(parts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,9 @@ from refsim.qigen import build as build_mod
 from refsim.qigen.codegen import KernelSpec, generate
 from refsim.qigen.machine import detect_isa
 
-__all__ = ["QIGenMatrix", "prepare", "from_gptq", "qgemv", "default_spec", "library_path"]
+PAD_WORDS = 16  # zero int32 words after QIGenMatrix.packed (see prepare)
+
+__all__ = ["QIGenMatrix", "prepare", "from_gptq", "qgemv", "qgemv_with_path", "default_spec", "library_path", "PATHS"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,7 +67,8 @@ class QIGenMatrix:
         """Addresses of the immutable kernel operands (``ndarray.ctypes.data`` costs ~1.5 us a
         call; looked up once per matrix)."""
         ptr = lambda a: None if a is None else a.__array_interface__["data"][0]  # noqa: E731
-        return {"packed": ptr(self.packed), "slot_of": ptr(self.slot_of), "bias": ptr(self.bias),
+        words = _padded(self.packed)
+        return {"words": words, "packed": ptr(words), "slot_of": ptr(self.slot_of), "bias": ptr(self.bias),
                 "f32": (ptr(self.scales_panels), ptr(self.zeros_panels)),
                 "f16u8": (ptr(self.scales_panels_f16), ptr(self.zeros_panels_u8))}
 
@@ -74,6 +78,19 @@ class QIGenMatrix:
         a ``meta="f16u8"`` kernel (3 metadata bytes per group and column instead of 8) applies.
         GPTQ checkpoints (fp16 scales, integer zero points) always qualify."""
         return self.scales_panels_f16 is not None and self.zeros_panels_u8 is not None
+
+
+def _padded(packed: np.ndarray) -> np.ndarray:
+    """``packed`` itself when PAD_WORDS readable words follow it in its buffer (as
+    :func:`prepare` makes it), else a copy with them (a QIGenMatrix built by hand)."""
+    base = packed.base
+    if (isinstance(base, np.ndarray) and base.dtype == np.int32 and base.ndim == 1 and base.flags.c_contiguous
+            and packed.flags.c_contiguous and base.size >= packed.size + PAD_WORDS
+            and base.__array_interface__["data"][0] == packed.__array_interface__["data"][0]):
+        return packed
+    buf = np.zeros(packed.size + PAD_WORDS, dtype=np.int32)
+    buf[:packed.size] = packed
+    return buf
 
 
 def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits: int | None = None,
@@ -105,7 +122,13 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
         require_shape("bias", bias, (lay.n,))
         require_finite("bias", bias)
         bias = bias.copy()
-    packed = layout_mod.pack(qweight, lay)
+    # the bitcast kernel reads each word's upper half with an unaligned load 2 bytes further on,
+    # so the last vector of the last block reads 2 bytes past the words: the packed words are a
+    # view of a buffer padded with PAD_WORDS zero words
+    words = layout_mod.pack(qweight, lay)
+    buf = np.zeros(words.size + PAD_WORDS, dtype=np.int32)
+    buf[:words.size] = words
+    packed = buf[:words.size]
     kbs, ps = lay.grid
     order_arr = layout_mod.block_order(kbs, ps, order)  # slot i holds block (kb, p)
     slot_of = np.empty(kbs * ps, dtype=np.int32)
@@ -179,18 +202,18 @@ def default_spec(bits: int, tu: int = 32, unroll: int = 2, openmp: bool = False,
 def _lib(spec: KernelSpec) -> ctypes.CDLL:
     """The loaded library for ``spec`` (generating the source costs ~0.5 ms: once per spec)."""
     lib = build_mod.load(generate(spec), spec.isa, spec.openmp)
-    for f in (lib.refsim_qigen_gemv, lib.refsim_qigen_gemv_ps):
+    for f in (lib.refsim_qigen_gemv, lib.refsim_qigen_gemv_ps, lib.refsim_qigen_gemv_bc):
         f.restype = None
         f.argtypes = [ctypes.c_void_p] * 8 + [ctypes.c_int] * 6
-    pf = lib.refsim_qigen_prescale
-    pf.restype = ctypes.c_int
-    pf.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    for pf in (lib.refsim_qigen_prescale, lib.refsim_qigen_prescale_bc):
+        pf.restype = ctypes.c_int
+        pf.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     s = lib.refsim_qigen_sums
     s.restype = None
     s.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     run = lib.refsim_qigen_run
     run.restype = ctypes.c_int
-    run.argtypes = [ctypes.c_void_p] * 10 + [ctypes.c_int] * 7
+    run.argtypes = [ctypes.c_void_p] * 10 + [ctypes.c_int] * 7 + [ctypes.c_void_p]
     return lib
 
 
@@ -208,17 +231,56 @@ def _addr(a: np.ndarray) -> int:
 PRESCALE_MIN = 2.0 ** -96  # nonzero |x| below this could make x * 2**-28 subnormal (inexact)
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(m: int, k: int, n: int, groups: int, na: int):
+    """Work buffers of one product, reused per thread and shape (the ctypes call releases the
+    GIL, so threads never share them): addresses of xs float32 ``(M, K)`` (x pre-scaled),
+    r float32 ``(M, G)`` (group sums), accbuf float32 ``(A, M, N)`` (partial sums parked
+    between K-blocks; cleared by the C side) and ``(used, address)`` of an int32 ``(1,)``
+    receiving the path that ran. At most 16 shapes are kept per thread."""
+    cache = getattr(_SCRATCH, "bufs", None)
+    if cache is None:
+        cache = _SCRATCH.bufs = {}
+    key = (m, k, n, groups, na)
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) >= 16:
+            cache.clear()
+        xs = np.empty((m, k), dtype=np.float32)
+        r = np.empty((m, groups), dtype=np.float32)
+        acc = np.empty((na, m, n), dtype=np.float32)
+        used = np.zeros(1, dtype=np.int32)
+        hit = cache[key] = (xs, r, acc, used, (_addr(xs), _addr(r), _addr(acc), (used, _addr(used))))
+    return hit[4]
+
+
+PATHS = ("auto", "prescaled", "shift", "bitcast")  # index = the C side's path code
+
+
 def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
           path: str = "auto") -> np.ndarray:
     """``y = x @ dequant(W) + bias`` with the generated kernel: float32 ``(M, N)``.
 
     x: float32 ``(M, K)``, finite (C-contiguous copy made if needed; never modified).
     spec: kernel variant (default :func:`default_spec`); ``spec.tu`` must divide ``layout.tb``.
-    path: "prescaled" (x pre-scaled by exact powers of two, codes masked in place; needs every
-    nonzero |x| >= 2**-96), "shift" (codes shifted down; any finite x) or "auto" (prescaled when
-    allowed). Both give the same bits.
+    path: how codes become fp32 operands, all giving the same bits (docs/qigen.md section 3):
+    "bitcast" (codes masked to ``q * 2**t``, ``t + bits <= 23``, and read as subnormal fp32 bit
+    patterns, no int-to-float conversion; needs every nonzero ``|x| >= 2**-62``, every
+    ``|x| < 2**43`` and an FPU that does not flush subnormals), "prescaled" (x pre-scaled by
+    exact powers of two, codes masked in place and converted; needs every nonzero
+    ``|x| >= 2**-96``), "shift" (codes shifted down and converted; any finite x) or "auto" (the
+    first of bitcast, prescaled, shift that applies). :func:`qgemv_with_path` also says which ran.
     Raises ToolchainError if no compiler is available or compilation fails.
     """
+    return qgemv_with_path(x, mat, spec, path)[0]
+
+
+def qgemv_with_path(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
+                    path: str = "auto") -> tuple[np.ndarray, str]:
+    """:func:`qgemv` and the path that ran ("bitcast", "prescaled" or "shift"): ``(y, path)``,
+    y float32 ``(M, N)``. Same arguments and errors as :func:`qgemv`."""
     require_instance("mat", mat, QIGenMatrix)
     lay = mat.layout
     spec = default_spec(lay.bits) if spec is None else require_instance("spec", spec, KernelSpec)
@@ -230,7 +292,7 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
     require_ndim("x", x, 2)
     if x.shape[1] != lay.k:
         raise ShapeError(f"x: must have K={lay.k} columns; got shape {x.shape}")
-    require_choice("path", path, ("auto", "prescaled", "shift"))
+    require_choice("path", path, PATHS)
     if spec.meta == "f16u8" and not mat.compact_meta:
         raise FormatRuleError("meta: the f16u8 kernel needs fp16-exact scales and integer zeros in "
                               "[0, 255]; got a matrix without them (use meta='f32')")
@@ -238,15 +300,14 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
     xc = np.ascontiguousarray(x)
     lib = _lib(spec)
     gs = mat.gs
-    xs = np.empty_like(xc)  # x pre-scaled (K % P == 0, so chunks never straddle rows)
-    r = np.empty((m, lay.k // gs), dtype=np.float32)
-    acc = np.empty((spec.accumulators, m, lay.n), dtype=np.float32)  # partial sums parked between K-blocks
+    xs, r, acc, used = _scratch(m, lay.k, lay.n, lay.k // gs, spec.accumulators)
     y = np.empty((m, lay.n), dtype=np.float32)
     ptrs = mat._pointers
     sp, zp = ptrs[spec.meta]
-    status = lib.refsim_qigen_run(_addr(xc), _addr(xs), ptrs["packed"], sp, zp, _addr(r), ptrs["slot_of"],
-                                  _addr(acc), _addr(y), ptrs["bias"], m, lay.k, lay.n, lay.mb, lay.tb, gs,
-                                  ("auto", "prescaled", "shift").index(path))
+    status = lib.refsim_qigen_run(_addr(xc), xs, ptrs["packed"], sp, zp, r, ptrs["slot_of"],
+                                  acc, _addr(y), ptrs["bias"], m, lay.k, lay.n, lay.mb, lay.tb, gs,
+                                  PATHS.index(path), used[1])
+    used = used[0]
     if status == 2:
         require_finite("x", x)  # raises NonFiniteError with the shared message
         raise AssertionError("refsim_qigen_run reported a non-finite x that require_finite accepts")
@@ -254,4 +315,10 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
         ax = np.abs(x)
         raise FormatRuleError(f"x: the prescaled path needs every nonzero |x| >= 2**-96; got min "
                               f"{float(ax[ax > 0].min())!r}")
-    return y
+    if status == 3:
+        ax = np.abs(x)
+        nz = ax[ax > 0]
+        lo, hi = (float(nz.min()), float(nz.max())) if nz.size else (0.0, 0.0)
+        raise FormatRuleError(f"x: the bitcast path needs every nonzero |x| in [2**-62, 2**43) and an FPU "
+                              f"that keeps subnormals (MXCSR FTZ/DAZ clear); got |x| in [{lo!r}, {hi!r}]")
+    return y, PATHS[int(used[0])]

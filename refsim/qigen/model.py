@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_bits, require_bounded, require_int
+from refsim._validate import require_bits, require_bounded, require_choice, require_int
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.qigen.machine import MachineInfo
 
@@ -176,8 +176,9 @@ class TimeEstimate:
 def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size: int | None,
                  mem_bytes_per_s: float, clock_hz: float, issue_per_cycle: float = 3.0,
                  fma_latency_cycles: float = 4.0, accumulators: int = 1,
-                 compact_meta: bool = False) -> TimeEstimate:
-    """Estimated time of the generated AVX2 kernel (single thread, prescaled path).
+                 compact_meta: bool = False, path: str = "prescaled") -> TimeEstimate:
+    """Estimated time of the generated AVX2 kernel (single thread, ``path`` "prescaled",
+    "shift" or "bitcast"; see :func:`refsim.qigen.kernel.qgemv`).
 
     ``issue_per_cycle``: sustained 256-bit vector ops per cycle (assumption, default 3: two FMA
     pipes plus integer vector ALUs on Zen 3 / Skylake; not fitted). ``fma_latency_cycles``: each
@@ -186,7 +187,9 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
     with ``accumulators`` = A partial sums per column there are A times as many chains, so the
     latency term is divided by A (the combining tree adds A-1 vector adds per group).
     ``compact_meta``: the ``meta="f16u8"`` kernel reads 3 bytes of scale + zero per group and
-    column instead of 8.
+    column instead of 8. ``path``: "bitcast" reads codes as fp32 bit patterns (no int-to-float
+    convert: and + fma per code, and one extra load of each word's upper half); "shift" shifts
+    each non-bottom code down before masking (one op more per code than "prescaled").
     """
     k, n, bits, batch, tu_cols, accumulators = _sizes(k=k, n=n, bits=bits, batch=batch, tu_cols=tu_cols,
                                                       accumulators=accumulators)
@@ -197,6 +200,7 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
                     ("fma_latency_cycles", fma_latency_cycles)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (0 < float(v) < float("inf")):
             raise FormatRuleError(f"{name}: must be a finite number > 0; got {v!r:.60}")
+    path = require_choice("path", path, ("prescaled", "shift", "bitcast"))
     if not isinstance(compact_meta, (bool, np.bool_)):
         raise FormatRuleError(f"compact_meta: must be True or False; got {compact_meta!r:.60}")
     gs = k if group_size is None else group_size
@@ -215,7 +219,8 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
     words = bits if bits == 3 else 1
     chunks = k // per_word
     col_vecs = n // 8
-    ops_chunk = per_word * 3 + words + (2 * 3 if bits == 3 else 0)
+    per_code = {"prescaled": 3, "shift": 4, "bitcast": 2}[path]
+    ops_chunk = per_word * per_code + words * (2 if path == "bitcast" else 1) + (2 * 3 if bits == 3 else 0)
     ops = batch * (chunks * col_vecs * ops_chunk + k * (n // tu_cols)
                    + groups * col_vecs * (6 + 2 * (accumulators - 1)))
     issue_cycles = ops / issue_per_cycle

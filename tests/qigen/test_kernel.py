@@ -1,5 +1,7 @@
 """Generated kernels (AVX2 and scalar) vs the oracle bit for bit; build cache and toolchain errors."""
 
+import dataclasses
+import platform
 import shutil
 
 import numpy as np
@@ -187,7 +189,7 @@ def test_kernel_with_accumulators_equals_oracle(isa, bits, acc, tu, gs):
     mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=gs, mb=32, tb=32, bias=b)
     spec = codegen.KernelSpec(bits, tu=tu, unroll=2, isa=isa, accumulators=acc)
     want = oracle.qgemv_oracle(x, q, s, z, b, bits, gs, unroll=2, accumulators=acc)
-    for path in ("shift", "prescaled"):
+    for path in ("shift", "prescaled", "bitcast"):
         assert_bitexact(kernel.qgemv(x, mat, spec, path=path), want, name=f"{spec.name} {path}")
     # and the order really is different from the single chain somewhere (the test can fail)
     single = oracle.qgemv_oracle(x, q, s, z, b, bits, gs, unroll=2)
@@ -258,3 +260,135 @@ def test_prefetching_kernel_gives_the_same_bits(bits, order):
 def test_prefetch_is_refused_for_the_scalar_kernel():
     with pytest.raises(FormatRuleError, match="prefetch"):
         codegen.KernelSpec(4, isa="scalar", prefetch=True)
+
+
+def test_bitcast_positions_by_hand():
+    # 4-bit: fields at bits 0..12 stay in place, fields at 16..28 are masked in the upper half word
+    assert codegen.bitcast_shifts(4) == [0, 4, 8, 12, 0, 4, 8, 12]
+    assert codegen.bitcast_shifts(2) == [0, 2, 4, 6, 8, 10, 12, 14] * 2
+    t3 = codegen.bitcast_shifts(3)
+    # 3-bit word 0: code 5 at bit 15 stays (15 + 3 <= 23), code 6 at bit 18 -> 2; codes 10 and 21
+    # straddle (assembled at 0); code 31 at bit 29 of word 2 -> 13
+    assert (t3[5], t3[6], t3[9], t3[10], t3[21], t3[31]) == (15, 2, 11, 0, 0, 13)
+    assert all(t + 3 <= 23 for t in t3)
+    assert codegen.BITCAST_X_MIN == 2.0**-62 and codegen.BITCAST_X_MAX == 2.0**43
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("bits", [2, 3, 4])
+def test_auto_path_choice_follows_the_range_of_x(isa, bits):
+    rng = np.random.default_rng(70 + bits)
+    x, q, s, z, b = _problem(rng, 2, 96, 32, bits, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=32, mb=32, tb=32, bias=b)
+    spec = codegen.KernelSpec(bits, tu=16, unroll=2, isa=isa, accumulators=2)
+    cases = [(1.0, "bitcast"), (2.0**-70, "prescaled"), (2.0**-120, "shift"), (2.0**44, "prescaled")]
+    for scale, path in cases:
+        xx = x.copy()
+        xx[0, ::5] *= np.float32(scale)
+        want = oracle.qgemv_oracle(xx, q, s, z, b, bits, 32, unroll=2, accumulators=2)
+        y, used = kernel.qgemv_with_path(xx, mat, spec)
+        assert used == path, (scale, used)
+        assert_bitexact(y, want, name=f"auto ({path}) scale {scale}")
+        if path != "bitcast":
+            with pytest.raises(FormatRuleError, match="bitcast path needs"):
+                kernel.qgemv(xx, mat, spec, path="bitcast")
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("bits", [3, 4])
+def test_bitcast_path_is_exact_at_the_edges_of_its_range(isa, bits):
+    # smallest allowed |x| = 2^-62 with pairs that cancel to 2^-85: scaled by 2^-64 the partial
+    # sums go down to 2^-149, the smallest subnormal, where an inexact scaling would lose bits;
+    # largest allowed |x| just below 2^43 with codes up to 2^bits - 1: large products
+    k, n = 128, 32
+    rng = np.random.default_rng(80 + bits)
+    q = rng.integers(0, 2**bits, size=(k, n), dtype=np.uint8)
+    q[:, :8] = 1
+    s = (rng.random((4, n)) * 0.05 + 0.01).astype(np.float32)
+    z = rng.integers(0, 2**bits, size=(4, n)).astype(np.float32)
+    lo = np.float32(2.0**-62)
+    x_small = np.where(np.arange(k) % 2 == 0, lo * np.float32(1 + 2.0**-23), -lo).astype(np.float32)[None, :]
+    x_small[0, 7::11] = np.float32(2.0**-62) * np.float32(3 + 2.0**-22)
+    hi = np.nextafter(np.float32(2.0**43), np.float32(0))
+    x_big = (rng.standard_normal((1, k)) * 2.0**30).astype(np.float32)
+    x_big[0, ::9] = hi
+    x_big[0, 4::9] = -hi
+    mat = kernel.prepare(gptq.pack_qweight(q, bits), s, z, bits=bits, group_size=32, mb=64, tb=32)
+    for a in (1, 2, 4):
+        spec = codegen.KernelSpec(bits, tu=8 * (4 // a) if a > 1 else 32, unroll=2, isa=isa, accumulators=a)
+        for xx in (x_small, x_big):
+            want = oracle.qgemv_oracle(xx, q, s, z, None, bits, 32, unroll=2, accumulators=a)
+            y, used = kernel.qgemv_with_path(xx, mat, spec, "bitcast")
+            assert used == "bitcast"
+            assert_bitexact(y, want, name=f"bitcast edge A={a}")
+            assert_bitexact(kernel.qgemv(xx, mat, spec, path="shift"), want, name="shift twin")
+    # one step outside either end: refused by the bitcast path, still exact through auto
+    for xx, factor in ((x_small, np.float32(0.5)), (x_big, np.float32(2.0))):
+        out = xx * factor
+        with pytest.raises(FormatRuleError, match="2\\*\\*-62, 2\\*\\*43"):
+            kernel.qgemv(out, mat, spec, path="bitcast")
+        y, used = kernel.qgemv_with_path(out, mat, spec)
+        assert used != "bitcast"
+        assert_bitexact(y, oracle.qgemv_oracle(out, q, s, z, None, bits, 32, unroll=2, accumulators=spec.accumulators),
+                        name="auto outside the bitcast range")
+
+
+_MXCSR_SRC = """
+unsigned int refsim_test_get_mxcsr(void) { unsigned int c; __asm__ volatile("stmxcsr %0" : "=m"(c)); return c; }
+void refsim_test_set_mxcsr(unsigned int c) { __asm__ volatile("ldmxcsr %0" : : "m"(c)); }
+"""
+
+
+@needs_cc
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="MXCSR is x86")
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("flag", [0x0040, 0x8000])  # DAZ, FTZ
+def test_bitcast_path_is_not_used_when_the_fpu_flushes_subnormals(isa, flag):
+    import ctypes
+
+    lib = ctypes.CDLL(str(build.build(_MXCSR_SRC, "scalar")))
+    lib.refsim_test_get_mxcsr.restype = ctypes.c_uint
+    lib.refsim_test_set_mxcsr.argtypes = [ctypes.c_uint]
+    rng = np.random.default_rng(90)
+    x, q, s, z, b = _problem(rng, 1, 64, 32, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=32, tb=32, bias=b)
+    spec = codegen.KernelSpec(4, tu=16, unroll=2, isa=isa, accumulators=2)
+    want = oracle.qgemv_oracle(x, q, s, z, b, 4, 32, unroll=2, accumulators=2)
+    old = lib.refsim_test_get_mxcsr()
+    lib.refsim_test_set_mxcsr(old | flag)
+    try:
+        y, used = kernel.qgemv_with_path(x, mat, spec)
+        with pytest.raises(FormatRuleError, match="subnormals"):
+            kernel.qgemv(x, mat, spec, path="bitcast")
+    finally:
+        lib.refsim_test_set_mxcsr(old)
+    assert used == "prescaled"
+    assert_bitexact(y, want, name="auto with the FPU flushing subnormals")
+    assert kernel.qgemv_with_path(x, mat, spec)[1] == "bitcast"  # flags restored: bitcast again
+
+
+@needs_cc
+def test_matrix_built_by_hand_without_padding_gets_a_padded_copy():
+    # the bitcast kernel reads 2 bytes past a vector of words; prepare() pads, a hand-built
+    # QIGenMatrix (plain packed array) is copied into a padded buffer instead
+    rng = np.random.default_rng(91)
+    x, q, s, z, b = _problem(rng, 1, 64, 32, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=32, tb=32, bias=b)
+    assert mat.packed.base is not None and mat.packed.base.size == mat.packed.size + kernel.PAD_WORDS
+    bare = dataclasses.replace(mat, packed=mat.packed.copy())
+    words = bare._pointers["words"]
+    assert words is not bare.packed and words.size == bare.packed.size + kernel.PAD_WORDS
+    np.testing.assert_array_equal(words[:bare.packed.size], bare.packed)
+    assert mat._pointers["words"] is mat.packed
+    spec = codegen.KernelSpec(4, tu=16, unroll=2, isa=ISAS[-1])
+    assert_bitexact(kernel.qgemv(x, bare, spec), oracle.qgemv_oracle(x, q, s, z, b, 4, 32), name="unpadded")
+
+
+def test_bitcast_kernel_source_has_no_per_code_conversion():
+    src = codegen.generate(codegen.KernelSpec(4, tu=32, unroll=2, isa="avx2", accumulators=2))
+    body = src[src.index("void refsim_qigen_gemv_bc("):src.index("int refsim_qigen_run(")]
+    assert "_mm256_cvtepi32_ps" not in body  # fp32 metadata: no conversion at all in this kernel
+    assert body.count("_mm256_castsi256_ps(_mm256_and_si256(") == 8 * 4  # 8 codes x 4 vectors
+    assert "BC_UNSCALE" in body

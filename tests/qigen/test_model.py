@@ -137,3 +137,17 @@ def test_predicted_latency_term_shrinks_with_accumulators():
     two = MO.predict_time(4096, 4096, 4, 1, 32, 128, accumulators=2, **kw)
     assert one.compute_s == pytest.approx(4096 * 128 * 4 / 1e9)
     assert two.compute_s == pytest.approx(one.compute_s / 2)
+
+
+def test_predicted_ops_by_path_count_the_per_code_work():
+    # 4096 x 4096 4-bit, tu = 32: 512 chunks x 512 column vectors; per chunk 8 codes
+    # prescaled: 8 x (and|srli + cvt + fma) + 1 load = 25; bitcast: 8 x (and + fma) + 2 loads = 18;
+    # shift: 8 x (srli + and + cvt + fma) + 1 = 33; plus one broadcast per code and tile and the
+    # per-group epilogue (the same for all paths)
+    kw = dict(mem_bytes_per_s=1e10, clock_hz=3e9)
+    ops = {p: MO.predict_time(4096, 4096, 4, 1, 32, 128, path=p, **kw).vector_ops for p in ("prescaled", "bitcast", "shift")}
+    chunk_vecs = 512 * 512
+    assert ops["prescaled"] - ops["bitcast"] == chunk_vecs * (25 - 18)
+    assert ops["shift"] - ops["prescaled"] == chunk_vecs * (33 - 25)
+    with pytest.raises(FormatRuleError, match="path"):
+        MO.predict_time(4096, 4096, 4, 1, 32, 128, path="fast", **kw)
