@@ -34,9 +34,10 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_instance
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.specs import GPUSpec
+from refsim.gpu_model.roofline import _amounts
+from refsim.gpu_model.specs import MAX_CLOCK_HZ, MIN_CLOCK_HZ, GPUSpec
 
 __all__ = ["ECC_STATES", "CACHE_STATES", "L2_HIT_LATENCY_CLK", "with_ecc", "warm_l2", "fits_in_l2"]
 
@@ -52,14 +53,16 @@ def with_ecc(gpu: GPUSpec, ecc: str | None) -> GPUSpec:
     """``gpu`` with its DRAM achievable fraction for ECC state ``ecc`` ('on', 'off'; None = the
     card's default, returned unchanged). A card without an ECC switch (``gpu.ecc == 'none'``)
     refuses 'on' with FormatRuleError and returns itself for 'off'."""
-    if ecc is None or ecc == gpu.ecc:
+    if type(gpu) is not GPUSpec:
+        require_instance("gpu", gpu, GPUSpec)
+    if ecc is None or (type(ecc) is str and ecc == gpu.ecc):
         return gpu
+    require_choice("ecc", ecc, ECC_STATES)
     return _toggled(gpu, ecc)
 
 
 @lru_cache(maxsize=256)
 def _toggled(gpu: GPUSpec, ecc) -> GPUSpec:
-    require_choice("ecc", ecc, ECC_STATES)
     if gpu.ecc == "none":
         if ecc == "on":
             raise FormatRuleError(f"ecc: {gpu.name} has no ECC switch (its DRAM runs without ECC); got 'on'")
@@ -69,7 +72,10 @@ def _toggled(gpu: GPUSpec, ecc) -> GPUSpec:
 
 
 def fits_in_l2(gpu: GPUSpec, bytes_dram: float) -> bool:
-    """True when a working set of ``bytes_dram`` bytes stays resident in ``gpu``'s L2 between runs."""
+    """True when a working set of ``bytes_dram`` bytes (a finite number >= 0) stays resident in
+    ``gpu``'s L2 between runs."""
+    require_instance("gpu", gpu, GPUSpec)
+    _amounts(bytes_dram=bytes_dram)
     return bytes_dram <= gpu.l2_bytes
 
 
@@ -78,5 +84,9 @@ def warm_l2(gpu: GPUSpec, f_sm: float) -> GPUSpec:
     """``gpu`` as a kernel sees it when its whole working set is already in L2: the "DRAM" stream
     comes at the L2 bandwidth at SM clock ``f_sm`` (achievable fraction 1: the L2 figures are
     measured rates) with the L2 hit latency. Every other field is unchanged."""
+    require_instance("gpu", gpu, GPUSpec)
+    f_sm = gpu.clock_hz(f_sm) if isinstance(f_sm, str) else f_sm
+    if isinstance(f_sm, bool) or not isinstance(f_sm, (int, float)) or not MIN_CLOCK_HZ <= f_sm <= MAX_CLOCK_HZ:
+        raise FormatRuleError(f"f_sm: an SM clock in Hz within [{MIN_CLOCK_HZ:.0e}, {MAX_CLOCK_HZ:.0e}]; got {f_sm!r}")
     return replace(gpu, dram_peak_bytes_per_s=gpu.l2_bytes_per_clk_per_sm * gpu.sm_count * f_sm,
                    dram_achievable_fraction=1.0, dram_latency_s=L2_HIT_LATENCY_CLK / f_sm)

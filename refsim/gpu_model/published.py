@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from refsim._validate import require_path
+from refsim._validate import require_bool, require_choice, require_instance, require_path
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels import KERNELS, predict
 from refsim.gpu_model.roofline import dram_roofline_s
@@ -271,6 +271,7 @@ def conditions(row: PublishedRow) -> dict:
     ``"sustained"``) and the ECC state where the source states it (``on`` / ``off``; ``n/a`` and
     ``not-stated`` leave the card's default). L2 stays cold: no row's source says its timing loop
     ran warm on a working set that fits in L2."""
+    require_instance("row", row, PublishedRow)
     kw = {"clock": row.clock}
     if row.ecc in ("on", "off"):
         kw["ecc"] = row.ecc
@@ -307,11 +308,20 @@ def _values(row: PublishedRow) -> tuple[float, float]:
     return vals[0]
 
 
+def _items(name: str, values, kind) -> list:
+    """``values`` as a list whose items are all ``kind`` (a list or tuple; anything else is refused)."""
+    require_instance(name, values, (list, tuple))
+    for i, v in enumerate(values):
+        require_instance(f"{name}[{i}]", v, kind)
+    return list(values)
+
+
 def compare(rows: list[PublishedRow] | None = None, *, include_in_sample: bool = True) -> list[Comparison]:
     """One :class:`Comparison` per row, in order: ``rows`` (default :func:`load`) followed, when
     ``include_in_sample``, by :func:`in_sample_rows`. Each row is predicted under
     :func:`conditions`; speedup rows divide two predictions made under the same conditions."""
-    rows = load() if rows is None else list(rows)
+    rows = load() if rows is None else _items("rows", rows, PublishedRow)
+    include_in_sample = require_bool("include_in_sample", include_in_sample)
     if include_in_sample:
         rows = rows + in_sample_rows()
     out = []
@@ -326,8 +336,8 @@ def summary(comparisons: list[Comparison], by: str = "gpu") -> dict:
     (``"gpu"`` — the row's gpu cell —, ``"kernel"`` or ``"paper"``) and its in-sample flag:
     ``{(group, in_sample): dict(rows, model_median, model_max, roofline_median, roofline_max)}``,
     out-of-sample groups first."""
-    if by not in ("gpu", "kernel", "paper"):
-        raise FormatRuleError(f"by: must be one of ['gpu', 'kernel', 'paper']; got {by!r}")
+    require_choice("by", by, ("gpu", "kernel", "paper"))
+    comparisons = _items("comparisons", comparisons, Comparison)
     groups: dict = {}
     for c in comparisons:
         groups.setdefault((getattr(c.row, by), c.row.in_sample), []).append(c)

@@ -96,23 +96,21 @@ class GPUSpec:
     dram_fraction_ecc_toggled: float = 0.0
     provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
-    def __post_init__(self) -> None:
-        # the hash of every compared field, computed once: the kernel models' per-shape caches hash
-        # the spec on every prediction (the generated __hash__ rebuilds a ~35-field tuple each time)
-        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare)))
-
     def __hash__(self) -> int:
-        return self._hash
+        # the hash of every compared field, computed once per object: the kernel models' per-shape
+        # caches hash the spec on every prediction (the generated __hash__ rebuilds a ~35-field tuple
+        # each time)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __getstate__(self) -> dict:
         # str hashes differ between processes: a pickled spec recomputes its hash where it lands
         state = dict(self.__dict__)
         state.pop("_hash", None)
         return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.__post_init__()
 
     # ---- derived numbers -------------------------------------------------------------------
     @property
