@@ -64,11 +64,14 @@ def _check_calibration():
 
 def _check_marlin_anchor():
     from refsim.gpu_model.kernels import predict
-    s = [predict("a10", "cublas-fp16", m, 72 * 1024, 18 * 1024).latency_s
-         / predict("a10", "marlin", m, 72 * 1024, 18 * 1024, group_size=128).latency_s for m in (1, 16, 32, 128)]
+    # the paper's "72k x 18k" matrix as its bench builds it: (k, n) = (4*256*72, 256*72); ECC off as the
+    # authors ran the A10 (refsim/gpu_model/data/published.csv, marlin_artifact README)
+    n, k = 256 * 72, 4 * 256 * 72
+    s = [predict("a10", "cublas-fp16", m, n, k, ecc="off").latency_s
+         / predict("a10", "marlin", m, n, k, group_size=128, ecc="off").latency_s for m in (1, 16, 32, 128)]
     assert all(3.5 < x < 3.95 for x in s[:3]), s
-    return "A10 72k x 18k speedup over FP16 at batch 1/16/32/128: " + " / ".join(f"{x:.2f}x" for x in s) + \
-        " (paper: ~3.87x to 16-32, ~1.5x at 128)"
+    return "A10 (ECC off) N=18432 K=73728 speedup over FP16 at batch 1/16/32/128: " + \
+        " / ".join(f"{x:.2f}x" for x in s) + " (paper: ~3.87x to 16-32, ~1.5x at 128)"
 
 
 def _check_atom_anchor():
