@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_dtype, require_finite, require_ndim, require_shape
+from refsim._validate import require_divisible, require_dtype, require_finite, require_ndim, require_shape
 from refsim.emulator import fp
 from refsim.errors import ShapeError
 from refsim.formats import mixed_2_4_16 as fmt
@@ -214,7 +214,10 @@ def group_sums(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     after the two 8-step ``hfma2`` chains from 0. w float16 (K, N) (:func:`dequantized_weights`),
     x float16 (K,); K = 16 G. The compiled twin :func:`refsim.emulator.native.mixed_group_sums`
     gives the same bits (tested)."""
+    w = require_ndim("w", require_dtype("w", w, np.float16), 2)
     k, n = w.shape
+    require_divisible("K", k, fmt.G1, "must be a positive multiple of 16 (whole groups)")
+    x = require_shape("x", require_dtype("x", x, np.float16), (k,))
     g = k // fmt.G1
     w = w.reshape(g, fmt.G1, n)                                         # (G, 16, N)
     xg = x.reshape(g, fmt.G1)                                           # (G, 16)
