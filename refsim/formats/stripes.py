@@ -61,6 +61,7 @@ __all__ = [
     "stripes_reference",
     "launch_partition",
     "launch_kinds",
+    "launch_summary",
 ]
 
 THREADS = 256
@@ -280,6 +281,48 @@ def _launches(m: int, max_par: int):
             tmb = 4
         yield 16 * step, prob_m, tmb, par
         i += 4
+
+
+def launch_summary(k_tiles: int, n_tiles: int, parallel: int, sms: int, group_tiles: int) -> tuple[int, int, int, int, int]:
+    """The numbers a cost model needs from :func:`launch_partition`, in closed form (no slice objects):
+    ``(iters, busy_blocks, longest_stripe, max_slices, reduction_steps)``.
+
+    From the spec block: block ``b`` owns tiles ``[iters·b, iters·(b+1)) ∩ [0, T)``, T = k_tiles ·
+    n_tiles · parallel, so ``busy_blocks = ceil(T / iters)`` and the longest stripe is
+    ``min(iters, T)``. Column ``c`` holds tiles ``[c·k_tiles, (c+1)·k_tiles)``; the blocks meeting it
+    (its slice count) number ``floor((c·k + k − 1) / iters) − floor(c·k / iters) + 1``, which depends
+    only on ``c·k mod iters``. ``max_slices`` is their maximum and ``reduction_steps`` the sum of
+    (count − 1); ``c·k mod iters`` repeats with period ``iters / gcd(k, iters)``, so one period (or
+    all columns, when fewer) is evaluated with NumPy, no Python loop per slice. Same numbers as
+    summarising :func:`launch_partition` (tested exhaustively on small sizes).
+    """
+    import math
+
+    import numpy as np
+
+    k_tiles, n_tiles, parallel, sms, group_tiles = require_ints(
+        k_tiles=k_tiles, n_tiles=n_tiles, parallel=parallel, sms=sms, group_tiles=group_tiles)
+    require_bounded("sms", sms, MAX_SMS, what="SM count")
+    require_bounded("k_tiles", k_tiles, MAX_ELEMENTS, what="tile count")
+    require_bounded("n_tiles*parallel", n_tiles * parallel, MAX_SUMMARY_COLUMNS, what="column count")
+    total = k_tiles * n_tiles * parallel
+    iters = _ceildiv(total, sms)
+    if group_tiles > 1:
+        iters = group_tiles * _ceildiv(iters, group_tiles)
+    columns = n_tiles * parallel
+    # c·k mod iters repeats with period iters / gcd(k, iters): evaluate one period (or all columns)
+    period = iters // math.gcd(k_tiles, iters)
+    span = min(columns, period)
+    start = (np.arange(span, dtype=np.int64) * k_tiles) % iters
+    counts = (start + (k_tiles - 1)) // iters + 1                          # blocks meeting column c
+    full, rest = divmod(columns, span)
+    steps = full * int(counts.sum()) + int(counts[:rest].sum()) - columns
+    return iters, _ceildiv(total, iters), min(iters, total), int(counts.max()), steps
+
+
+#: columns (n_tiles · parallel) :func:`launch_summary` accepts: 2^24 (Marlin's 16·N int32 bound and
+#: max_par 16 allow at most 2^24)
+MAX_SUMMARY_COLUMNS = 1 << 24
 
 
 def launch_kinds(m: int, max_par: int = 16) -> tuple[tuple[int, int, int, int], ...]:

@@ -12,6 +12,7 @@ floor(start / iters) + 1`` stripes.
 
 import math
 
+import numpy as np
 import pytest
 
 from refsim.formats import stripes as st
@@ -98,7 +99,7 @@ def test_the_models_read_their_partition_from_stripes(monkeypatch):
     # replace stripes' host loop and device partition with spies: a prediction for a fresh shape
     # must call them (the model computes no partition of its own)
     kinds, parts = [], []
-    real_kinds, real_part = st.launch_kinds, st.launch_partition
+    real_kinds, real_part = st.launch_kinds, st.launch_summary
 
     def spy_kinds(*args, **kwargs):
         kinds.append(args)
@@ -109,7 +110,7 @@ def test_the_models_read_their_partition_from_stripes(monkeypatch):
         return real_part(*args, **kwargs)
 
     monkeypatch.setattr(st, "launch_kinds", spy_kinds)
-    monkeypatch.setattr(st, "launch_partition", spy_part)
+    monkeypatch.setattr(st, "launch_summary", spy_part)
     clear_caches()
     try:
         predict("a10", "marlin", 16, 4096, 4096, group_size=128)
@@ -141,6 +142,21 @@ def test_launch_kinds_expand_to_the_host_loop(max_par):
         assert expanded == [launch[1:] for launch in st._launches(m, max_par)], m
 
 
+def test_launch_summary_equals_the_slice_by_slice_partition():
+    # closed form vs launch_partition's slices, exhaustively over small sizes and group roundings
+    for k_tiles in range(1, 9):
+        for n_tiles in range(1, 7):
+            for parallel in (1, 2, 3):
+                for sms in (1, 2, 3, 5, 7, 16):
+                    for group_tiles in (1, 2, 3):
+                        iters, blocks = st.launch_partition(k_tiles, n_tiles, parallel, sms, group_tiles)
+                        launch = st.Launch(0, 16, 1, parallel, k_tiles, n_tiles, iters, sms, blocks)
+                        lc = marlin.summarize_launch(launch)
+                        assert st.launch_summary(k_tiles, n_tiles, parallel, sms, group_tiles) == \
+                            (iters, lc.busy_blocks, lc.iters, lc.max_slices, lc.reduction_steps), \
+                            (k_tiles, n_tiles, parallel, sms, group_tiles)
+
+
 def test_launch_kinds_are_a_handful_at_any_m():
     # 2^31 - 1 rows: 2,097,151 full launches of 1024 rows, then 960 rows (par 15) and 63 rows
     assert st.launch_kinds((1 << 31) - 1) == ((2097151, 1024, 4, 16), (1, 960, 4, 15), (1, 63, 4, 1))
@@ -151,3 +167,23 @@ def test_marlin_24_uses_the_dense_tile_and_partition():
     d = predict("a10", "marlin", 64, 4096, 4096, group_size=128)
     s = predict("a10", "marlin-24", 64, 4096, 4096, group_size=128)
     assert s.notes == d.notes and s.ctas == d.ctas
+
+
+@pytest.mark.parametrize("k_tiles, n_tiles, parallel, sms, group_tiles", [
+    (4, 1 << 18, 16, 72, 1), (1, 1 << 20, 1, 108, 1), (576, 4608, 16, 72, 2), (7, 99991, 3, 132, 1)])
+def test_launch_summary_at_layer_and_huge_sizes_matches_a_column_by_column_count(k_tiles, n_tiles, parallel, sms,
+                                                                                  group_tiles):
+    # the spec block's definitions evaluated over every column here (no period folding)
+    total = k_tiles * n_tiles * parallel
+    iters = -(-total // sms)
+    iters = group_tiles * -(-iters // group_tiles)
+    first = np.arange(n_tiles * parallel, dtype=np.int64) * k_tiles
+    counts = (first + k_tiles - 1) // iters - first // iters + 1
+    expected = (iters, -(-total // iters), min(iters, total), int(counts.max()), int((counts - 1).sum()))
+    assert st.launch_summary(k_tiles, n_tiles, parallel, sms, group_tiles) == expected
+
+
+def test_launch_summary_refuses_more_columns_than_marlin_can_index():
+    from refsim.errors import FormatRuleError
+    with pytest.raises(FormatRuleError, match="column count"):
+        st.launch_summary(1, 1 << 24, 2, 72, 1)

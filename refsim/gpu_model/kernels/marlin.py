@@ -157,44 +157,35 @@ def tile_shape(m: int) -> tuple[int, int]:
 
 def summarize_launch(launch: _stripes.Launch, count: int = 1) -> LaunchCost:
     """Reduce one :class:`~refsim.formats.stripes.Launch` (all its slices) to a :class:`LaunchCost`
-    standing for ``count`` identical launches."""
-    return _summarize(launch.thread_m_blocks, launch.parallel, launch.prob_m, launch.k_tiles, launch.n_tiles,
-                      launch.blocks, count)
-
-
-def _summarize(m_blocks, parallel, rows, k_tiles, n_tiles, blocks, count) -> LaunchCost:
+    standing for ``count`` identical launches (the slice-by-slice form :func:`partition` is tested
+    against)."""
     max_slices = 1
-    steps = 0
-    iters = busy = 0
-    for stripe in blocks:
-        if stripe:
-            busy += 1
-        done = 0
+    steps = iters = busy = 0
+    for stripe in launch.blocks:
+        busy += bool(stripe)
+        iters = max(iters, sum(s.k_tile_count for s in stripe))
         for s in stripe:
-            done += s.k_tile_count
-            if s.slice_count > max_slices:
-                max_slices = s.slice_count
-            if s.writes_output:
-                steps += s.slice_count - 1
-        iters = max(iters, done)
-    return LaunchCost(m_blocks, parallel, rows, k_tiles, n_tiles, iters, busy, max_slices, steps, count)
+            max_slices = max(max_slices, s.slice_count)
+            steps += s.slice_count - 1 if s.writes_output else 0
+    return LaunchCost(launch.thread_m_blocks, launch.parallel, launch.prob_m, launch.k_tiles, launch.n_tiles,
+                      iters, busy, max_slices, steps, count)
 
 
 @lru_cache(maxsize=4096)
 def partition(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple[LaunchCost, ...]:
     """Marlin's partition of ``C (M, N) = A (M, K) @ W (K, N)`` on ``sms`` SMs, one
     :class:`LaunchCost` per kind of host launch (``count`` identical launches each), from the
-    host M loop (:func:`refsim.formats.stripes.launch_kinds`, at most three kinds) and the device
-    partition of each kind (:func:`refsim.formats.stripes.launch_partition`). O(1) in M: a
-    prediction at M = 10^8 costs what one at M = 2048 does; the same numbers as summarising
-    :func:`refsim.formats.stripes.stripes` launch by launch (tested)."""
+    host M loop (:func:`refsim.formats.stripes.launch_kinds`, at most three kinds) and the closed
+    form of each kind's device partition (:func:`refsim.formats.stripes.launch_summary`): no slice
+    objects, so a prediction costs milliseconds at M = 10^8 or N = 2^26; the same numbers as
+    summarising :func:`refsim.formats.stripes.stripes` launch by launch (tested)."""
     cfg = _stripes.marlin_tile_config(m, n, k, group_size, max_par=MAX_PAR)
     k_tiles, n_tiles = k // cfg.thread_k, n // cfg.thread_n
     out = []
     for count, prob_m, tmb, par in _stripes.launch_kinds(m, MAX_PAR):
         parallel = prob_m // (16 * tmb) if prob_m > 16 * tmb else 1
-        _, blocks = _stripes.launch_partition(k_tiles, n_tiles, parallel, sms, cfg.group_tiles)
-        out.append(_summarize(tmb, parallel, prob_m, k_tiles, n_tiles, blocks, count))
+        _, busy, longest, slices, steps = _stripes.launch_summary(k_tiles, n_tiles, parallel, sms, cfg.group_tiles)
+        out.append(LaunchCost(tmb, parallel, prob_m, k_tiles, n_tiles, longest, busy, slices, steps, count))
     return tuple(out)
 
 
