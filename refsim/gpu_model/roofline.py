@@ -183,11 +183,45 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
 
 def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
              extra_serial_s=0.0, notes="") -> Breakdown:
-    """:func:`combine` without the argument checks, for the kernel models (hot path)."""
-    latency, terms, bottleneck = _overlap(gpu, pipes, params, launches, extra_serial_s)
-    return Breakdown(kernel=kernel, gpu=gpu.name, m=m, n=n, k=k, bits=bits, latency_s=latency,
-                     bottleneck=bottleneck, terms=terms, bytes_dram=bytes_dram,
-                     flops=2.0 * m * n * k, ctas=ctas, waves=n_waves, launches=launches, notes=notes)
+    """:func:`combine` without the argument checks, for the kernel models (hot path): the arithmetic
+    of :func:`_overlap`, written out, and :func:`_breakdown`."""
+    first = second = 0.0
+    top = None
+    for name, v in pipes.items():
+        if top is None or v > first:
+            second, first, top = first, v, name
+        elif v > second:
+            second = v
+    launch = params.launch_overhead_s * launches
+    tail = gpu.dram_latency_s
+    terms = dict(pipes)
+    terms["launch"] = launch
+    terms["tail"] = tail
+    if extra_serial_s:
+        terms["serial"] = extra_serial_s
+    bottleneck = top if top is not None and first >= launch + tail else "launch"
+    if extra_serial_s > max(first, launch + tail):
+        bottleneck = "serial"
+    return _breakdown(kernel, gpu.name, m, n, k, bits,
+                      launch + tail + first + (1.0 - params.overlap) * second + extra_serial_s, bottleneck, terms,
+                      bytes_dram, 2.0 * m * n * k, ctas, n_waves, launches, notes)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _breakdown(kernel, gpu, m, n, k, bits, latency_s, bottleneck, terms, bytes_dram, flops, ctas, waves, launches,
+               notes) -> Breakdown:
+    """``Breakdown(kernel=kernel, gpu=gpu, ...)`` (every field, positional in field order) without the
+    frozen dataclass ``__init__`` (15 ``object.__setattr__`` calls): the instance dict is filled in
+    field order, so equality, repr, ``dataclasses.asdict``, ``as_dict`` and pickling are those of the
+    ``__init__``-built object (tests/gpu_model/test_roofline.py). No checks: the kernel models' hot path."""
+    bd = _new(Breakdown)
+    _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu, "m": m, "n": n, "k": k, "bits": bits, "latency_s": latency_s,
+                          "bottleneck": bottleneck, "terms": terms, "bytes_dram": bytes_dram, "flops": flops,
+                          "ctas": ctas, "waves": waves, "launches": launches, "notes": notes})
+    return bd
 
 
 def _overlap(gpu, pipes: dict, params, launches: int = 1, extra_serial_s: float = 0.0) -> tuple[float, dict, str]:

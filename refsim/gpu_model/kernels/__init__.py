@@ -69,20 +69,38 @@ def _check_index_limits(mod, m: int, n: int, k: int) -> None:
                              f"{INT32_MAX}; got {value}")
 
 
+# per kernel name: (module, its INT32_INDEXES or None, its optional ``int32_fits(m, n, k)`` shortcut)
+_HOT: dict = {}
+
+
+def _hot(kernel):
+    entry = _HOT.get(kernel) if type(kernel) is str else None
+    if entry is None:
+        mod = kernel_module(kernel)
+        entry = _HOT[kernel] = (mod, getattr(mod, "INT32_INDEXES", None) or None, getattr(mod, "int32_fits", None))
+    return entry
+
+
 def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) -> Breakdown:
     """One prediction, computed (the body of :func:`predict` without its result cache)."""
-    mod = kernel_module(kernel)
-    m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
-    _check_index_limits(mod, m, n, k)
+    mod, indexes, fits = _hot(kernel)
+    if not (type(m) is int and type(n) is int and type(k) is int and 0 < m <= INT32_MAX and 0 < n <= INT32_MAX
+            and 0 < k <= INT32_MAX):
+        m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
+    if indexes is not None and (fits is None or not fits(m, n, k)):
+        _check_index_limits(mod, m, n, k)
     if cache != "cold" and cache != "warm":
         require_choice("cache", cache, CACHE_STATES)
-    g = with_ecc(get_gpu(gpu), ecc)
-    bd = mod.predict(g, m, n, k, bits, group_size, clock=clock, params=params)
+    g = get_gpu(gpu)
+    if ecc is not None:
+        g = with_ecc(g, ecc)
+    # the module's unchecked entry: m, n, k are ints in [1, INT32_MAX] here; it keeps the kernel's own rules
+    bd = mod._predict(g, m, n, k, bits, group_size, clock, params)
     if cache == "warm":
         if not fits_in_l2(g, bd.bytes_dram):
             return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {bd.bytes_dram / 2**20:.1f} MiB "
                                                       f"working set does not fit the {g.l2_bytes / 2**20:.0f} MiB L2"))
-        warm = mod.predict(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock=clock, params=params)
+        warm = mod._predict(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock, params)
         return replace(warm, gpu=g.name, notes=_join(warm.notes, f"warm L2: the {bd.bytes_dram / 2**20:.1f} MiB working set "
                                                                  f"is L2-resident and streamed at L2 bandwidth"))
     return bd

@@ -231,9 +231,25 @@ def _fused(g, p, f, m, n, k, bits, clock):
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     occ = geo.occupancy
     return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
-                   notes=f"multi_row={geo.multi_row} ksplit={geo.ksplit} lookups={lookups} conflict={conflict:.2f} "
-                         f"regs={geo.regs} smem={geo.smem} ctas/SM={occ.ctas_per_sm} ({occ.limiter}) "
-                         f"warps/SMSP={geo.warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
+                   notes=_fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
+                                      occ.limiter, geo.warps_per_smsp, instrs, c1))
+
+
+_NOTES: dict = {}
+
+
+def _fused_notes(*values) -> str:
+    """The notes string of the fused kernel, formatted once per distinct set of values."""
+    notes = _NOTES.get(values)
+    if notes is None:
+        multi_row, ksplit, lookups, conflict, regs, smem, ctas_per_sm, limiter, warps_per_smsp, instrs, c1 = values
+        notes = (f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f} "
+                 f"regs={regs} smem={smem} ctas/SM={ctas_per_sm} ({limiter}) "
+                 f"warps/SMSP={warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
+        if len(_NOTES) > 4096:
+            _NOTES.clear()
+        _NOTES[values] = notes
+    return notes
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
@@ -244,12 +260,19 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     kernel (writes W as fp16) followed by cuBLAS. ``group_size`` must be None (per-row LUTs).
     """
     m, n, k = check_mnk(NAME, m, n, k)
-    bits = check_bits(NAME, bits, BITS, 4)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    bits = check_bits(NAME, bits, BITS, 4) if bits is not None else 4
     if group_size is not None:
         from refsim.errors import FormatRuleError
         raise FormatRuleError(f"group_size: kernel {NAME} uses one LUT per output row (None); got {group_size!r}")
-    require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
-    require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
+    if k % 32:
+        require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
+    if n % (4 if m == 1 else 16):
+        require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
     g, p, f = setup(gpu, params, clock)
     if m <= 8:
         return _fused(g, p, f, m, n, k, bits, clock)
@@ -267,7 +290,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     t_dram = _dram_time(deq_bytes, g, ctas, ctas_per_sm, 4 * bits * 128 * 2)
     deq = _combine(NAME, g, m, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
                   ctas=ctas, n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=deq_bytes)
-    gemm = cublas_fp16.predict(g, m, n, k, clock=clock, params=p)
+    gemm = cublas_fp16._predict(g, m, n, k, None, None, clock, p)
     terms = {key: deq.terms.get(key, 0.0) + gemm.terms.get(key, 0.0) for key in set(deq.terms) | set(gemm.terms)}
     return Breakdown(kernel=NAME, gpu=g.name, m=m, n=n, k=k, bits=bits,
                      latency_s=deq.latency_s + gemm.latency_s,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, rates, require_multiple, setup
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 
@@ -55,23 +55,44 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     N % 128 == 0, K % 128 == 0 and K ≥ 256 (one INT4 group + the 128 INT8 keeper channels); the GPU
     must have an INT4 tensor path (not Hopper)."""
     m, n, k = check_mnk(NAME, m, n, k)
-    check_bits(NAME, bits, BITS, 4)
-    check_group(NAME, group_size if group_size is not None else GROUP, (GROUP,), GROUP)
-    require_multiple(NAME, "n", n, TILE, "128-wide N tiles")
-    require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
-    if k < 2 * GROUP:
-        raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
-    g, p, f = setup(gpu, params, clock)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _gpu_rules(g) -> int:
+    """The GPU rules of :func:`predict` on ``g`` (FormatRuleError) and its resident CTAs per SM."""
     if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
         raise FormatRuleError(f"gpu: kernel {NAME} needs compute capability >= 8.0 (cp.async, mma m16n8k64 s4); "
                               f"got {g.name} (CC {g.compute_capability})")
     if g.tc_int4_op_per_clk_per_sm == 0:
         raise FormatRuleError(f"gpu: kernel {NAME} needs an INT4 tensor-core path (mma s4), which "
                               f"{g.name} ({g.arch}) does not have")
+    return resident(g, THREADS, REGISTERS["sm_" + g.compute_capability.replace(".", "")], DYNAMIC_SMEM, None).ctas_per_sm
+
+
+_CTAS_PER_SM: dict = {}      # id(spec) -> (spec, resident CTAs per SM): the spec is held, its id not reused
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
+    if group_size is not None:
+        check_group(NAME, group_size, (GROUP,), GROUP)
+    if n % TILE:
+        require_multiple(NAME, "n", n, TILE, "128-wide N tiles")
+    if k % GROUP:
+        require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
+    if k < 2 * GROUP:
+        raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
+    g, p, f = setup(gpu, params, clock)
+    hit = _CTAS_PER_SM.get(id(g))
+    if hit is None or hit[0] is not g:
+        if len(_CTAS_PER_SM) > 1024:
+            _CTAS_PER_SM.clear()
+        hit = _CTAS_PER_SM[id(g)] = (g, _gpu_rules(g))
+    ctas_per_sm = hit[1]
     m_pad = TILE * math.ceil(m / TILE)
     ctas = (m_pad // TILE) * (n // TILE)
-    occ = resident(g, THREADS, REGISTERS["sm_" + g.compute_capability.replace(".", "")], DYNAMIC_SMEM, None)
-    ctas_per_sm = occ.ctas_per_sm
     n_waves = ctas / (g.sm_count * ctas_per_sm)
     waves_run = math.ceil(n_waves - 1e-9)
     k4 = k - KEEPER
@@ -91,7 +112,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     bytes_dram = bytes_w + bytes_a + 2.0 * m * n
     bif = 4 * (TILE * TILE // 2) * 2
     t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
-    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / g.l2_bytes_per_s(f)
+    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / rates(g, f)[1]
     # Every group's two k64 MMA steps must finish before its I2F+FFMA epilogue consumes and resets
     # the INT32 accumulators, so MMA and epilogue of one warp are serial: one "tensor" pipe term
     # holds both (the epilogue share is reported as "alu" in the notes).
