@@ -140,18 +140,26 @@ def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> f
     built themselves, thousands of times per second."""
     if bytes_dram <= 0:
         return 0.0
-    ctas = max(1, int(ctas))
-    slots = gpu.sm_count * max(1, int(ctas_per_sm))
-    full, rem = divmod(ctas, slots)
+    if type(ctas) is not int or ctas < 1:
+        ctas = max(1, int(ctas))
+    if type(ctas_per_sm) is not int or ctas_per_sm < 1:
+        ctas_per_sm = max(1, int(ctas_per_sm))
+    slots = gpu.sm_count * ctas_per_sm
+    full = ctas // slots
+    rem = ctas - full * slots                      # divmod(ctas, slots) of two positive ints
     per_cta = bytes_dram / ctas
-    bw_eff = gpu.dram_eff_bytes_per_s
+    bw_eff = gpu.dram_peak_bytes_per_s * gpu.dram_achievable_fraction    # gpu.dram_eff_bytes_per_s
     lat = gpu.dram_latency_s
     t = 0.0
     if full:
-        bw = min(bw_eff, slots * bytes_in_flight_per_cta / lat)
+        bw = slots * bytes_in_flight_per_cta / lat
+        if not bw < bw_eff:                        # min(bw_eff, bw): the first argument on ties
+            bw = bw_eff
         t += full * slots * per_cta / bw
     if rem:
-        bw = min(bw_eff, rem * bytes_in_flight_per_cta / lat)
+        bw = rem * bytes_in_flight_per_cta / lat
+        if not bw < bw_eff:
+            bw = bw_eff
         t += rem * per_cta / bw
     return t
 

@@ -14,7 +14,7 @@ from refsim._validate import require_choice, require_int
 from refsim.errors import ShapeError
 from refsim.gpu_model.conditions import CACHE_STATES, fits_in_l2, warm_l2, with_ecc
 from refsim.gpu_model.roofline import Breakdown
-from refsim.gpu_model.specs import get_gpu
+from refsim.gpu_model.specs import GPUS as _GPUS, get_gpu
 
 __all__ = ["KERNELS", "kernel_names", "kernel_module", "predict", "clear_caches", "INT32_MAX"]
 
@@ -91,7 +91,9 @@ def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) ->
         _check_index_limits(mod, m, n, k)
     if cache != "cold" and cache != "warm":
         require_choice("cache", cache, CACHE_STATES)
-    g = get_gpu(gpu)
+    g = _GPUS.get(gpu) if type(gpu) is str else None     # an exact table name; else get_gpu's rules
+    if g is None:
+        g = get_gpu(gpu)
     if ecc is not None:
         g = with_ecc(g, ecc)
     # the module's unchecked entry: m, n, k are ints in [1, INT32_MAX] here; it keeps the kernel's own rules
@@ -150,7 +152,12 @@ def predict(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None,
 def clear_caches() -> None:
     """Empty the prediction result cache and the per-shape caches of the kernel models (stripe
     partitions, GEMM tile choices); for tests that replace a model's building blocks."""
-    from refsim.gpu_model.kernels import _common, marlin
+    from refsim.gpu_model.kernels import _common, anyprec, atom_w4a4, marlin, twobit_mixed
     _cached.cache_clear()
     marlin.partition.cache_clear()
     _common._best_gemm_config.cache_clear()
+    # the hot path's memos of per-(spec, clock, shape) constants and formatted notes
+    for memo in (_common._CLOCKS, _common._RATES, marlin._KINDS, marlin._CC_OK, marlin._NOTES, anyprec._SHAPES,
+                 anyprec._DEQUANT, anyprec._NOTES, atom_w4a4._PER_K, atom_w4a4._CTAS_PER_SM, atom_w4a4._NOTES,
+                 twobit_mixed._PER_GPU):
+        memo.clear()

@@ -95,18 +95,15 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     ctas = (m_pad // TILE) * (n // TILE)
     n_waves = ctas / (g.sm_count * ctas_per_sm)
     waves_run = math.ceil(n_waves - 1e-9)
-    k4 = k - KEEPER
-    groups = k // GROUP
-    # tensor: per CTA, INT4 ops over k4 and INT8 ops over the keeper block (padded M tile)
-    per_cta_tc = (2.0 * TILE * TILE * k4 / g.tc_int4_op_per_clk_per_sm
-                  + 2.0 * TILE * TILE * KEEPER / g.tc_int8_op_per_clk_per_sm) * ctas_per_sm / f
+    key = (id(g), f, k)
+    hit = _PER_K.get(key)
+    if hit is None or hit[0] is not g:
+        if len(_PER_K) > 4096:
+            _PER_K.clear()
+        hit = _PER_K[key] = (g,) + _per_k(g, f, k, ctas_per_sm)
+    _, k4, groups, per_cta_tc, alu_cta = hit
     t_tc = waves_run * per_cta_tc
-    # epilogue ALU: I2F + FFMA per accumulator per group, + scale loads/products (~1 per 8 accumulators)
-    lanes_per_cta = TILE * TILE * groups * 2.25
-    mma_instr = (TILE * TILE * k4 / (16 * 8 * 64) + TILE * TILE * KEEPER / (16 * 8 * 32))
-    warp_instr_cta = lanes_per_cta / 32 + mma_instr + (TILE * k / 2) * 2 / 512
-    t_alu = waves_run * ctas_per_sm * max(warp_instr_cta / (4 * f * EPILOGUE_ISSUE_EFF),
-                                          lanes_per_cta / (g.fp32_fma_lanes_per_clk_per_sm * f))
+    t_alu = waves_run * ctas_per_sm * alu_cta
     bytes_w = n * k4 / 2 + n * KEEPER + n * groups * 2
     bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2
     bytes_dram = bytes_w + bytes_a + 2.0 * m * n
@@ -117,6 +114,32 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     # the INT32 accumulators, so MMA and epilogue of one warp are serial: one "tensor" pipe term
     # holds both (the epilogue share is reported as "alu" in the notes).
     pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc + t_alu}
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
-                   notes=f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
-                         f"epilogue {t_alu * 1e6:.1f} us (serial)")
+    nkey = (m_pad, ctas_per_sm, t_tc, t_alu)
+    notes = _NOTES.get(nkey)
+    if notes is None:
+        notes = (f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
+                 f"epilogue {t_alu * 1e6:.1f} us (serial)")
+        if len(_NOTES) > 4096:
+            _NOTES.clear()
+        _NOTES[nkey] = notes
+    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)
+
+
+_NOTES: dict = {}
+# (id(spec), f_sm, k) -> (spec, k4, groups, per-CTA tensor seconds, per-wave epilogue seconds per CTA slot)
+_PER_K: dict = {}
+
+
+def _per_k(g, f, k, ctas_per_sm):
+    """The M- and N-independent numbers of :func:`_predict` (the same expressions)."""
+    k4 = k - KEEPER
+    groups = k // GROUP
+    # tensor: per CTA, INT4 ops over k4 and INT8 ops over the keeper block (padded M tile)
+    per_cta_tc = (2.0 * TILE * TILE * k4 / g.tc_int4_op_per_clk_per_sm
+                  + 2.0 * TILE * TILE * KEEPER / g.tc_int8_op_per_clk_per_sm) * ctas_per_sm / f
+    # epilogue ALU: I2F + FFMA per accumulator per group, + scale loads/products (~1 per 8 accumulators)
+    lanes_per_cta = TILE * TILE * groups * 2.25
+    mma_instr = (TILE * TILE * k4 / (16 * 8 * 64) + TILE * TILE * KEEPER / (16 * 8 * 32))
+    warp_instr_cta = lanes_per_cta / 32 + mma_instr + (TILE * k / 2) * 2 / 512
+    return k4, groups, per_cta_tc, max(warp_instr_cta / (4 * f * EPILOGUE_ISSUE_EFF),
+                                       lanes_per_cta / (g.fp32_fma_lanes_per_clk_per_sm * f))
