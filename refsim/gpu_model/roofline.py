@@ -210,9 +210,13 @@ def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n
     bottleneck = top if top is not None and first >= launch + tail else "launch"
     if extra_serial_s > max(first, launch + tail):
         bottleneck = "serial"
-    return _breakdown(kernel, gpu.name, m, n, k, bits,
-                      launch + tail + first + (1.0 - params.overlap) * second + extra_serial_s, bottleneck, terms,
-                      bytes_dram, 2.0 * m * n * k, ctas, n_waves, launches, notes)
+    bd = _new(Breakdown)                 # _breakdown(...), written out
+    _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu.name, "m": m, "n": n, "k": k, "bits": bits,
+                          "latency_s": launch + tail + first + (1.0 - params.overlap) * second + extra_serial_s,
+                          "bottleneck": bottleneck, "terms": terms, "bytes_dram": bytes_dram,
+                          "flops": 2.0 * m * n * k, "ctas": ctas, "waves": n_waves, "launches": launches,
+                          "notes": notes})
+    return bd
 
 
 _new = object.__new__

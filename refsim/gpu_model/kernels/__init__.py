@@ -69,7 +69,7 @@ def _check_index_limits(mod, m: int, n: int, k: int) -> None:
                              f"{INT32_MAX}; got {value}")
 
 
-# per kernel name: (module, its INT32_INDEXES or None, its optional ``int32_fits(m, n, k)`` shortcut)
+# per kernel name: (module, its unchecked ``_predict``, its int32 index check or None)
 _HOT: dict = {}
 
 
@@ -77,18 +77,26 @@ def _hot(kernel):
     entry = _HOT.get(kernel) if type(kernel) is str else None
     if entry is None:
         mod = kernel_module(kernel)
-        entry = _HOT[kernel] = (mod, getattr(mod, "INT32_INDEXES", None) or None, getattr(mod, "int32_fits", None))
+        limits = None
+        if getattr(mod, "INT32_INDEXES", None):
+            fits = getattr(mod, "int32_fits", None)     # optional sufficient condition, checked first
+
+            def limits(m, n, k, mod=mod, fits=fits):
+                if fits is None or not fits(m, n, k):
+                    _check_index_limits(mod, m, n, k)
+        entry = _HOT[kernel] = (mod, mod._predict, limits)
     return entry
 
 
 def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) -> Breakdown:
     """One prediction, computed (the body of :func:`predict` without its result cache)."""
-    mod, indexes, fits = _hot(kernel)
-    if not (type(m) is int and type(n) is int and type(k) is int and 0 < m <= INT32_MAX and 0 < n <= INT32_MAX
-            and 0 < k <= INT32_MAX):
+    entry = _HOT.get(kernel) if type(kernel) is str else None
+    mod, model, limits = entry if entry is not None else _hot(kernel)
+    if not (type(m) is int and type(n) is int and type(k) is int and m > 0 and n > 0 and k > 0
+            and not (m | n | k) >> 31):                 # all three in [1, INT32_MAX]
         m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
-    if indexes is not None and (fits is None or not fits(m, n, k)):
-        _check_index_limits(mod, m, n, k)
+    if limits is not None:
+        limits(m, n, k)
     if cache != "cold" and cache != "warm":
         require_choice("cache", cache, CACHE_STATES)
     g = _GPUS.get(gpu) if type(gpu) is str else None     # an exact table name; else get_gpu's rules
@@ -97,12 +105,12 @@ def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) ->
     if ecc is not None:
         g = with_ecc(g, ecc)
     # the module's unchecked entry: m, n, k are ints in [1, INT32_MAX] here; it keeps the kernel's own rules
-    bd = mod._predict(g, m, n, k, bits, group_size, clock, params)
+    bd = model(g, m, n, k, bits, group_size, clock, params)
     if cache == "warm":
         if not fits_in_l2(g, bd.bytes_dram):
             return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {bd.bytes_dram / 2**20:.1f} MiB "
                                                       f"working set does not fit the {g.l2_bytes / 2**20:.0f} MiB L2"))
-        warm = mod._predict(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock, params)
+        warm = model(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock, params)
         return replace(warm, gpu=g.name, notes=_join(warm.notes, f"warm L2: the {bd.bytes_dram / 2**20:.1f} MiB working set "
                                                                  f"is L2-resident and streamed at L2 bandwidth"))
     return bd
@@ -157,7 +165,7 @@ def clear_caches() -> None:
     marlin.partition.cache_clear()
     _common._best_gemm_config.cache_clear()
     # the hot path's memos of per-(spec, clock, shape) constants and formatted notes
-    for memo in (_common._CLOCKS, _common._RATES, marlin._KINDS, marlin._CC_OK, marlin._NOTES, anyprec._SHAPES,
+    for memo in (_common._CLOCKS, _common._RATES, _common._CTX, marlin._KINDS, marlin._CC_OK, marlin._NOTES, anyprec._SHAPES,
                  anyprec._DEQUANT, anyprec._NOTES, atom_w4a4._PER_K, atom_w4a4._CTAS_PER_SM, atom_w4a4._NOTES,
                  twobit_mixed._PER_GPU):
         memo.clear()

@@ -67,6 +67,25 @@ def _clock(g: GPUSpec, clock) -> float:
     return g.clock_hz(clock)
 
 
+_CTX: dict = {}
+
+
+def hot_setup(gpu, clock) -> tuple:
+    """:func:`setup` (without ``params``) and :func:`rates` in one call: ``(g, f_sm, g.sm_count * f_sm,
+    g.l2_bytes_per_s(f_sm))``, remembered per (spec, clock) for str/int/float clocks."""
+    g = gpu if type(gpu) is GPUSpec else get_gpu(gpu)
+    if type(clock) is str or type(clock) is float or type(clock) is int:
+        hit = _CTX.get((id(g), clock))
+        if hit is None or hit[0] is not g:
+            f = g.clock_hz(clock)
+            if len(_CTX) > 4096:
+                _CTX.clear()
+            hit = _CTX[(id(g), clock)] = (g, f) + rates(g, f)
+        return hit
+    f = g.clock_hz(clock)
+    return (g, f) + rates(g, f)
+
+
 _RATES: dict = {}
 
 

@@ -37,10 +37,10 @@ import numpy as np
 
 from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, require_multiple, setup
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import Breakdown, _breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _dram_time
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
@@ -288,7 +288,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
     if n % (4 if m == 1 else 16):
         require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
-    g, p, f = setup(gpu, params, clock)
+    g, f, _, _ = hot_setup(gpu, clock)
+    p = params or FITTED
     if m <= 8:
         return _fused(g, p, f, m, n, k, bits, clock)
     # M > 8: dequant kernel (scalar path, one warp per row) then cuBLAS FP16 GEMM.

@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, rates, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, hot_setup, require_multiple
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "atom-w4a4"
 BITS = (4,)
@@ -84,7 +84,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
     if k < 2 * GROUP:
         raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
-    g, p, f = setup(gpu, params, clock)
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     hit = _CTAS_PER_SM.get(id(g))
     if hit is None or hit[0] is not g:
         if len(_CTAS_PER_SM) > 1024:
@@ -109,7 +110,7 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     bytes_dram = bytes_w + bytes_a + 2.0 * m * n
     bif = 4 * (TILE * TILE // 2) * 2
     t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
-    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / rates(g, f)[1]
+    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / l2_bw
     # Every group's two k64 MMA steps must finish before its I2F+FFMA epilogue consumes and resets
     # the INT32 accumulators, so MMA and epilogue of one warp are serial: one "tensor" pipe term
     # holds both (the epilogue share is reported as "alu" in the notes).

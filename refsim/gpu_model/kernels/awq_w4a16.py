@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, mma_sync_rate, rates,
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, mma_sync_rate, hot_setup,
                                               require_multiple, setup,
                                               tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "awq-w4a16"
 BITS = (4,)
@@ -44,9 +44,9 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         require_multiple(NAME, "k", k, gs, "whole groups along K")
     if n % 8:
         require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
-    g, p, f = setup(gpu, params, clock)
+    g, f, sm_clk, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     bytes_dram = n * k / 2 + (k / gs) * n * 2.5 + 2.0 * m * (k + n)
-    sm_clk, l2_bw = rates(g, f)
     if m < 8:
         ctas = math.ceil(n / 8)
         # occupancy from the compiled GEMV (refsim/cuda/resources.json "awq_gemv", ptxas sm_80:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, rates, setup
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "cublas-fp16"
 BITS = (16,)
@@ -34,7 +34,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     """:func:`predict` for m, n, k already checked (ints >= 1): the kernels' one validation layer
     (``kernels._fresh``) calls this."""
     bits = check_bits(NAME, bits, BITS, 16) if bits is not None else 16
-    g, p, f = setup(gpu, params, clock)
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     bytes_dram = 2.0 * (n * k + m * k + m * n)
     if m == 1:
         ctas = math.ceil(n / 8)
@@ -49,5 +50,5 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem)
         # A re-read from L2 by every N tile, W by every M tile, plus split-K partial sums.
         l2_bytes = 2.0 * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes
-        pipes = {"dram": t_dram, "l2": l2_bytes / rates(g, f)[1], "tensor": t_tc}
+        pipes = {"dram": t_dram, "l2": l2_bytes / l2_bw, "tensor": t_tc}
     return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, rates, require_multiple, setup
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup, require_multiple
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "int8-w8a8"
 BITS = (8,)
@@ -37,12 +37,12 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         require_multiple(NAME, "k", k, 16, "16-byte INT8 vector loads")
     if n % 8:
         require_multiple(NAME, "n", n, 8, "n8 MMA fragments")
-    g, p, f = setup(gpu, params, clock)
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = _best_gemm_config(
         g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, 1, 3, 64, p.overlap)
     bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n
     t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem)
-    l2_bw = rates(g, f)[1]
     l2 = (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m) + red_bytes) / l2_bw
     epi = tile_m * math.ceil(m / tile_m) * n * 3 / (g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f)
     pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": epi}

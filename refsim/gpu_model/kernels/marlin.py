@@ -34,11 +34,11 @@ from typing import NamedTuple
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
 from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, mma_sync_rate, rates,
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, mma_sync_rate, hot_setup,
                                               require_multiple, setup)
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, ModelParams, _breakdown, _overlap
+from refsim.gpu_model.roofline import FITTED, Breakdown, ModelParams, _breakdown, _overlap
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
@@ -319,7 +319,8 @@ _NOTES: dict = {}        # id(parts) -> (parts, tk, tn, notes)
 
 
 def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: float, sparse: bool) -> Breakdown:
-    g, p, f = setup(gpu, params, clock)
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     if _CC_OK.get(id(g)) is not g:
         if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
             # cp.async, ldmatrix and bf16/fp16 m16n8k16 mma.sync with the kernel's layout need sm_80
@@ -331,7 +332,6 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
     parts = partition(m, n, k, g.sm_count, group_size)
     tk, tn = tile_shape(m)
     eff, lat_dram = g.dram_eff_bytes_per_s, g.dram_latency_s
-    l2_bw = rates(g, f)[1]
     launch = p.launch_overhead_s * 1
     a = 1.0 - p.overlap
     total = {}
@@ -359,11 +359,18 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
         t_red = (slices - 1) * handoff / f
         # _overlap(g, pipes, p, 1, t_red) over pipes (dram, l2, tensor, alu): largest and second largest
         first, second = t_dram, 0.0
-        for v in (t_l2, t_tc, t_alu):
-            if v > first:
-                second, first = first, v
-            elif v > second:
-                second = v
+        if t_l2 > first:
+            second, first = first, t_l2
+        elif t_l2 > second:
+            second = t_l2
+        if t_tc > first:
+            second, first = first, t_tc
+        elif t_tc > second:
+            second = t_tc
+        if t_alu > first:
+            second, first = first, t_alu
+        elif t_alu > second:
+            second = t_alu
         lat = launch + lat_dram + first + a * second + t_red
         latency += lat * count
         bytes_total += b * count
@@ -385,9 +392,12 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
             last = (lat, active)
         launches += count
     top, bottleneck = total["dram"], "dram"       # max over (dram, l2, tensor, alu), first of ties
-    for key in ("l2", "tensor", "alu"):
-        if total[key] > top:
-            top, bottleneck = total[key], key
+    if total["l2"] > top:
+        top, bottleneck = total["l2"], "l2"
+    if total["tensor"] > top:
+        top, bottleneck = total["tensor"], "tensor"
+    if total["alu"] > top:
+        top, bottleneck = total["alu"], "alu"
     if total.get("serial", 0.0) > top:
         bottleneck = "serial"          # the lock-ordered slice reduction chain dominates
     elif total["launch"] + total["tail"] > top:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, rates, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, hot_setup, require_multiple, setup
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _breakdown, _dram_time, _overlap
+from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _dram_time, _overlap
 
 NAME = "twobit-mixed"
 BITS = (2,)
@@ -98,8 +98,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         require_multiple(NAME, "k", k, 256, "2nd-order blocks of 16 groups of 16")
     if n % 4:
         require_multiple(NAME, "n", n, 4, "4 rows per CTA")
-    g, p, f = setup(gpu, params, clock)
-    sm_clk, l2_bw = rates(g, f)
+    g, f, sm_clk, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     hit = _PER_GPU.get(id(g))
     if hit is None or hit[0] is not g:
         if len(_PER_GPU) > 1024:
