@@ -340,8 +340,9 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
     last = None
     launches = 0
     for lc in parts:
-        m_blocks, par, rows, iters, active, slices, count = (lc.m_blocks, lc.parallel, lc.rows, lc.iters,
-                                                             lc.busy_blocks, lc.max_slices, lc.count)
+        # LaunchCost fields in order: m_blocks, parallel, rows, k_tiles, n_tiles, iters, busy_blocks,
+        # max_slices, reduction_steps, count
+        m_blocks, par, rows, _, _, iters, active, slices, _, count = lc
         key = (id(g), f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn)
         hit = _KINDS.get(key)
         if hit is None or hit[0] is not g:
