@@ -1,7 +1,9 @@
 """Kernel latency models, one module per kernel family, behind one :func:`predict`.
 
-Every module defines ``NAME``, ``BITS`` (bit-widths it runs) and
-``predict(gpu, m, n, k, bits=None, group_size=None, *, clock, params) -> Breakdown``.
+Every module defines ``NAME``, ``BITS`` (bit-widths it runs),
+``predict(gpu, m, n, k, bits=None, group_size=None, *, clock, params) -> Breakdown`` and its
+unchecked entry ``_predict(gpu, m, n, k, bits, group_size, clock, params)`` (m, n, k already ints
+>= 1; the kernel's own rules still checked), which :func:`predict` calls after its one validation.
 """
 
 from __future__ import annotations
@@ -81,9 +83,10 @@ def _hot(kernel):
         if getattr(mod, "INT32_INDEXES", None):
             fits = getattr(mod, "int32_fits", None)     # optional sufficient condition, checked first
 
-            def limits(m, n, k, mod=mod, fits=fits):
+            def check(m, n, k, mod=mod, fits=fits):
                 if fits is None or not fits(m, n, k):
                     _check_index_limits(mod, m, n, k)
+            limits = check
         entry = _HOT[kernel] = (mod, mod._predict, limits)
     return entry
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, require_multiple
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _dram_time

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, mma_sync_rate, hot_setup,
-                                              require_multiple, setup,
-                                              tile_tensor_time)
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, hot_setup,
+                                              mma_sync_rate, require_multiple, tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
