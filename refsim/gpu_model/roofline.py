@@ -140,18 +140,26 @@ def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> f
     built themselves, thousands of times per second."""
     if bytes_dram <= 0:
         return 0.0
-    ctas = max(1, int(ctas))
-    slots = gpu.sm_count * max(1, int(ctas_per_sm))
-    full, rem = divmod(ctas, slots)
+    if type(ctas) is not int or ctas < 1:
+        ctas = max(1, int(ctas))
+    if type(ctas_per_sm) is not int or ctas_per_sm < 1:
+        ctas_per_sm = max(1, int(ctas_per_sm))
+    slots = gpu.sm_count * ctas_per_sm
+    full = ctas // slots
+    rem = ctas - full * slots                      # divmod(ctas, slots) of two positive ints
     per_cta = bytes_dram / ctas
-    bw_eff = gpu.dram_eff_bytes_per_s
+    bw_eff = gpu.dram_peak_bytes_per_s * gpu.dram_achievable_fraction    # gpu.dram_eff_bytes_per_s
     lat = gpu.dram_latency_s
     t = 0.0
     if full:
-        bw = min(bw_eff, slots * bytes_in_flight_per_cta / lat)
+        bw = slots * bytes_in_flight_per_cta / lat
+        if not bw < bw_eff:                        # min(bw_eff, bw): the first argument on ties
+            bw = bw_eff
         t += full * slots * per_cta / bw
     if rem:
-        bw = min(bw_eff, rem * bytes_in_flight_per_cta / lat)
+        bw = rem * bytes_in_flight_per_cta / lat
+        if not bw < bw_eff:
+            bw = bw_eff
         t += rem * per_cta / bw
     return t
 
@@ -183,11 +191,49 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
 
 def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
              extra_serial_s=0.0, notes="") -> Breakdown:
-    """:func:`combine` without the argument checks, for the kernel models (hot path)."""
-    latency, terms, bottleneck = _overlap(gpu, pipes, params, launches, extra_serial_s)
-    return Breakdown(kernel=kernel, gpu=gpu.name, m=m, n=n, k=k, bits=bits, latency_s=latency,
-                     bottleneck=bottleneck, terms=terms, bytes_dram=bytes_dram,
-                     flops=2.0 * m * n * k, ctas=ctas, waves=n_waves, launches=launches, notes=notes)
+    """:func:`combine` without the argument checks, for the kernel models (hot path): the arithmetic
+    of :func:`_overlap`, written out, and :func:`_breakdown`."""
+    first = second = 0.0
+    top = None
+    for name, v in pipes.items():
+        if top is None or v > first:
+            second, first, top = first, v, name
+        elif v > second:
+            second = v
+    launch = params.launch_overhead_s * launches
+    tail = gpu.dram_latency_s
+    terms = dict(pipes)
+    terms["launch"] = launch
+    terms["tail"] = tail
+    if extra_serial_s:
+        terms["serial"] = extra_serial_s
+    bottleneck = top if top is not None and first >= launch + tail else "launch"
+    if extra_serial_s > max(first, launch + tail):
+        bottleneck = "serial"
+    bd = _new(Breakdown)                 # _breakdown(...), written out
+    _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu.name, "m": m, "n": n, "k": k, "bits": bits,
+                          "latency_s": launch + tail + first + (1.0 - params.overlap) * second + extra_serial_s,
+                          "bottleneck": bottleneck, "terms": terms, "bytes_dram": bytes_dram,
+                          "flops": 2.0 * m * n * k, "ctas": ctas, "waves": n_waves, "launches": launches,
+                          "notes": notes})
+    return bd
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _breakdown(kernel, gpu, m, n, k, bits, latency_s, bottleneck, terms, bytes_dram, flops, ctas, waves, launches,
+               notes) -> Breakdown:
+    """``Breakdown(kernel=kernel, gpu=gpu, ...)`` (every field, positional in field order) without the
+    frozen dataclass ``__init__`` (15 ``object.__setattr__`` calls): the instance dict is filled in
+    field order, so equality, repr, ``dataclasses.asdict``, ``as_dict`` and pickling are those of the
+    ``__init__``-built object (tests/gpu_model/test_roofline.py). No checks: the kernel models' hot path."""
+    bd = _new(Breakdown)
+    _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu, "m": m, "n": n, "k": k, "bits": bits, "latency_s": latency_s,
+                          "bottleneck": bottleneck, "terms": terms, "bytes_dram": bytes_dram, "flops": flops,
+                          "ctas": ctas, "waves": waves, "launches": launches, "notes": notes})
+    return bd
 
 
 def _overlap(gpu, pipes: dict, params, launches: int = 1, extra_serial_s: float = 0.0) -> tuple[float, dict, str]:

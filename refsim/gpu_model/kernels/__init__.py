@@ -1,7 +1,9 @@
 """Kernel latency models, one module per kernel family, behind one :func:`predict`.
 
-Every module defines ``NAME``, ``BITS`` (bit-widths it runs) and
-``predict(gpu, m, n, k, bits=None, group_size=None, *, clock, params) -> Breakdown``.
+Every module defines ``NAME``, ``BITS`` (bit-widths it runs),
+``predict(gpu, m, n, k, bits=None, group_size=None, *, clock, params) -> Breakdown`` and its
+unchecked entry ``_predict(gpu, m, n, k, bits, group_size, clock, params)`` (m, n, k already ints
+>= 1; the kernel's own rules still checked), which :func:`predict` calls after its one validation.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from refsim._validate import require_choice, require_int
 from refsim.errors import ShapeError
 from refsim.gpu_model.conditions import CACHE_STATES, fits_in_l2, warm_l2, with_ecc
 from refsim.gpu_model.roofline import Breakdown
-from refsim.gpu_model.specs import get_gpu
+from refsim.gpu_model.specs import GPUS as _GPUS, get_gpu
 
 __all__ = ["KERNELS", "kernel_names", "kernel_module", "predict", "clear_caches", "INT32_MAX"]
 
@@ -69,20 +71,49 @@ def _check_index_limits(mod, m: int, n: int, k: int) -> None:
                              f"{INT32_MAX}; got {value}")
 
 
+# per kernel name: (module, its unchecked ``_predict``, its int32 index check or None)
+_HOT: dict = {}
+
+
+def _hot(kernel):
+    entry = _HOT.get(kernel) if type(kernel) is str else None
+    if entry is None:
+        mod = kernel_module(kernel)
+        limits = None
+        if getattr(mod, "INT32_INDEXES", None):
+            fits = getattr(mod, "int32_fits", None)     # optional sufficient condition, checked first
+
+            def check(m, n, k, mod=mod, fits=fits):
+                if fits is None or not fits(m, n, k):
+                    _check_index_limits(mod, m, n, k)
+            limits = check
+        entry = _HOT[kernel] = (mod, mod._predict, limits)
+    return entry
+
+
 def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) -> Breakdown:
     """One prediction, computed (the body of :func:`predict` without its result cache)."""
-    mod = kernel_module(kernel)
-    m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
-    _check_index_limits(mod, m, n, k)
+    entry = _HOT.get(kernel) if type(kernel) is str else None
+    mod, model, limits = entry if entry is not None else _hot(kernel)
+    if not (type(m) is int and type(n) is int and type(k) is int and m > 0 and n > 0 and k > 0
+            and not (m | n | k) >> 31):                 # all three in [1, INT32_MAX]
+        m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
+    if limits is not None:
+        limits(m, n, k)
     if cache != "cold" and cache != "warm":
         require_choice("cache", cache, CACHE_STATES)
-    g = with_ecc(get_gpu(gpu), ecc)
-    bd = mod.predict(g, m, n, k, bits, group_size, clock=clock, params=params)
+    g = _GPUS.get(gpu) if type(gpu) is str else None     # an exact table name; else get_gpu's rules
+    if g is None:
+        g = get_gpu(gpu)
+    if ecc is not None:
+        g = with_ecc(g, ecc)
+    # the module's unchecked entry: m, n, k are ints in [1, INT32_MAX] here; it keeps the kernel's own rules
+    bd = model(g, m, n, k, bits, group_size, clock, params)
     if cache == "warm":
         if not fits_in_l2(g, bd.bytes_dram):
             return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {bd.bytes_dram / 2**20:.1f} MiB "
                                                       f"working set does not fit the {g.l2_bytes / 2**20:.0f} MiB L2"))
-        warm = mod.predict(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock=clock, params=params)
+        warm = model(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock, params)
         return replace(warm, gpu=g.name, notes=_join(warm.notes, f"warm L2: the {bd.bytes_dram / 2**20:.1f} MiB working set "
                                                                  f"is L2-resident and streamed at L2 bandwidth"))
     return bd
@@ -132,7 +163,12 @@ def predict(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None,
 def clear_caches() -> None:
     """Empty the prediction result cache and the per-shape caches of the kernel models (stripe
     partitions, GEMM tile choices); for tests that replace a model's building blocks."""
-    from refsim.gpu_model.kernels import _common, marlin
+    from refsim.gpu_model.kernels import _common, anyprec, atom_w4a4, marlin, twobit_mixed
     _cached.cache_clear()
     marlin.partition.cache_clear()
     _common._best_gemm_config.cache_clear()
+    # the hot path's memos of per-(spec, clock, shape) constants and formatted notes
+    for memo in (_common._CLOCKS, _common._RATES, _common._CTX, marlin._KINDS, marlin._CC_OK, marlin._NOTES, anyprec._SHAPES,
+                 anyprec._DEQUANT, anyprec._NOTES, atom_w4a4._PER_K, atom_w4a4._CTAS_PER_SM, atom_w4a4._NOTES,
+                 twobit_mixed._PER_GPU):
+        memo.clear()

@@ -44,8 +44,62 @@ def require_multiple(kernel: str, what: str, value: int, mult: int, why: str) ->
 
 
 def setup(gpu, params: ModelParams | None, clock) -> tuple[GPUSpec, ModelParams, float]:
-    g = get_gpu(gpu)
-    return g, (params or FITTED), g.clock_hz(clock)
+    g = gpu if type(gpu) is GPUSpec else get_gpu(gpu)
+    return g, (params or FITTED), _clock(g, clock)
+
+
+# (id(gpu), clock) -> (gpu, f_sm): the spec is held in the value, so its id cannot be reused while the
+# entry lives; only valid clocks of plain types are stored (an invalid one raises before the store)
+_CLOCKS: dict = {}
+
+
+def _clock(g: GPUSpec, clock) -> float:
+    """``g.clock_hz(clock)``, remembered per (spec, clock) for str/int/float clocks."""
+    if type(clock) is str or type(clock) is float or type(clock) is int:
+        hit = _CLOCKS.get((id(g), clock))
+        if hit is not None and hit[0] is g:
+            return hit[1]
+        f = g.clock_hz(clock)
+        if len(_CLOCKS) > 4096:
+            _CLOCKS.clear()
+        _CLOCKS[(id(g), clock)] = (g, f)
+        return f
+    return g.clock_hz(clock)
+
+
+_CTX: dict = {}
+
+
+def hot_setup(gpu, clock) -> tuple:
+    """:func:`setup` (without ``params``) and :func:`rates` in one call: ``(g, f_sm, g.sm_count * f_sm,
+    g.l2_bytes_per_s(f_sm))``, remembered per (spec, clock) for str/int/float clocks."""
+    g = gpu if type(gpu) is GPUSpec else get_gpu(gpu)
+    if type(clock) is str or type(clock) is float or type(clock) is int:
+        hit = _CTX.get((id(g), clock))
+        if hit is None or hit[0] is not g:
+            f = g.clock_hz(clock)
+            if len(_CTX) > 4096:
+                _CTX.clear()
+            hit = _CTX[(id(g), clock)] = (g, f) + rates(g, f)
+        return hit
+    f = g.clock_hz(clock)
+    return (g, f) + rates(g, f)
+
+
+_RATES: dict = {}
+
+
+def rates(g: GPUSpec, f_sm: float) -> tuple[float, float]:
+    """``(g.sm_count * f_sm, g.l2_bytes_per_s(f_sm))`` for a resolved SM clock ``f_sm`` (float),
+    remembered per (spec, clock): the same two numbers the models computed inline."""
+    hit = _RATES.get((id(g), f_sm))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    out = (g.sm_count * f_sm, g.l2_bytes_per_s(f_sm))
+    if len(_RATES) > 4096:
+        _RATES.clear()
+    _RATES[(id(g), f_sm)] = (g, out)
+    return out
 
 
 def tile_tensor_time(gpu: GPUSpec, f_sm: float, m_pad: int, n: int, k: int, tile_m: int, tile_n: int,

@@ -37,10 +37,10 @@ import numpy as np
 
 from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, require_multiple
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _dram_time
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
@@ -198,13 +198,28 @@ def geometry(g: GPUSpec, m: int, n: int, k: int, bits: int) -> Geometry:
                     occ.warps_per_sm / 4)
 
 
+# (id(spec), m, n, k, bits) -> (spec, geometry, lookup plan, conflict degree, step counts) of the fused
+# kernel (m <= 8: m is the template's maxm); clock-independent. The spec is held, its id not reused.
+_SHAPES: dict = {}
+
+
+def _fused_shape(g, m, n, k, bits):
+    key = (id(g), m, n, k, bits)
+    hit = _SHAPES.get(key)
+    if hit is None or hit[0] is not g:
+        lookups, tops, words = lookup_plan(bits, m)
+        hit = (g, geometry(g, m, n, k, bits), lookups, words, lds_conflict_degree(words),
+               _step_counts(bits, m, g.int32_lanes_per_clk_per_sm, g.hfma2_lanes_per_clk_per_sm,
+                            g.fp32_fma_lanes_per_clk_per_sm))
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        _SHAPES[key] = hit
+    return hit
+
+
 def _fused(g, p, f, m, n, k, bits, clock):
-    geo = geometry(g, m, n, k, bits)
+    _, geo, lookups, words, conflict, (instrs, n_int, n_fp16, wavefronts, c1) = _fused_shape(g, m, n, k, bits)
     warp_steps = (n // geo.multi_row) * geo.chunks   # warp steps (multi_row rows, one chunk)
-    lookups, tops, words = lookup_plan(bits, m)
-    conflict = lds_conflict_degree(words)
-    instrs, n_int, n_fp16, wavefronts, c1 = _step_counts(
-        bits, m, g.int32_lanes_per_clk_per_sm, g.hfma2_lanes_per_clk_per_sm, g.fp32_fma_lanes_per_clk_per_sm)
     sm_clk = g.sm_count * f
     # issue slots: one warp instruction per clock per SMSP (MWP/CWP: compute warps saturate it)
     t_issue = warp_steps * instrs / (4 * sm_clk)
@@ -231,9 +246,25 @@ def _fused(g, p, f, m, n, k, bits, clock):
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     occ = geo.occupancy
     return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
-                   notes=f"multi_row={geo.multi_row} ksplit={geo.ksplit} lookups={lookups} conflict={conflict:.2f} "
-                         f"regs={geo.regs} smem={geo.smem} ctas/SM={occ.ctas_per_sm} ({occ.limiter}) "
-                         f"warps/SMSP={geo.warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
+                   notes=_fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
+                                      occ.limiter, geo.warps_per_smsp, instrs, c1))
+
+
+_NOTES: dict = {}
+
+
+def _fused_notes(*values) -> str:
+    """The notes string of the fused kernel, formatted once per distinct set of values."""
+    notes = _NOTES.get(values)
+    if notes is None:
+        multi_row, ksplit, lookups, conflict, regs, smem, ctas_per_sm, limiter, warps_per_smsp, instrs, c1 = values
+        notes = (f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f} "
+                 f"regs={regs} smem={smem} ctas/SM={ctas_per_sm} ({limiter}) "
+                 f"warps/SMSP={warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
+        if len(_NOTES) > 4096:
+            _NOTES.clear()
+        _NOTES[values] = notes
+    return notes
 
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
@@ -244,16 +275,49 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     kernel (writes W as fp16) followed by cuBLAS. ``group_size`` must be None (per-row LUTs).
     """
     m, n, k = check_mnk(NAME, m, n, k)
-    bits = check_bits(NAME, bits, BITS, 4)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    bits = check_bits(NAME, bits, BITS, 4) if bits is not None else 4
     if group_size is not None:
         from refsim.errors import FormatRuleError
         raise FormatRuleError(f"group_size: kernel {NAME} uses one LUT per output row (None); got {group_size!r}")
-    require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
-    require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
-    g, p, f = setup(gpu, params, clock)
+    if k % 32:
+        require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
+    if n % (4 if m == 1 else 16):
+        require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
+    g, f, _, _ = hot_setup(gpu, clock)
+    p = params or FITTED
     if m <= 8:
         return _fused(g, p, f, m, n, k, bits, clock)
     # M > 8: dequant kernel (scalar path, one warp per row) then cuBLAS FP16 GEMM.
+    deq_latency, deq_terms, deq_bottleneck, deq_bytes = _dequant(g, p, f, m, n, k, bits)
+    gemm = cublas_fp16._predict(g, m, n, k, None, None, clock, p)
+    gemm_terms = gemm.terms
+    order_key = (tuple(deq_terms), tuple(gemm_terms))
+    keys = _TERM_ORDER.get(order_key)
+    if keys is None:                     # the iteration order of the union set, as the plain code had it
+        keys = _TERM_ORDER[order_key] = tuple(set(deq_terms) | set(gemm_terms))
+    terms = {key: deq_terms.get(key, 0.0) + gemm_terms.get(key, 0.0) for key in keys}
+    return _breakdown(NAME, g.name, m, n, k, bits, deq_latency + gemm.latency_s,
+                      gemm.bottleneck if gemm.latency_s >= deq_latency else deq_bottleneck,
+                      terms, deq_bytes + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
+                      "M > 8: dequant kernel + cuBLAS FP16")
+
+
+_TERM_ORDER: dict = {}
+# (id(spec), f_sm, id(params), n, k, bits) -> (spec, params, dequant latency, terms, bottleneck, bytes): the
+# dequant kernel's numbers do not depend on M (its Breakdown's m and flops are not used)
+_DEQUANT: dict = {}
+
+
+def _dequant(g, p, f, m, n, k, bits):
+    key = (id(g), f, id(p), n, k, bits)
+    hit = _DEQUANT.get(key)
+    if hit is not None and hit[0] is g and hit[1] is p:
+        return hit[2:]
     chunks = math.ceil(k / 1024)
     row_chunks = n * chunks
     lookups, tops, words = 32, transpose_ops(bits, False), max(1, (1 << bits) // 2)
@@ -266,12 +330,8 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
     t_dram = _dram_time(deq_bytes, g, ctas, ctas_per_sm, 4 * bits * 128 * 2)
     deq = _combine(NAME, g, m, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
-                  ctas=ctas, n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=deq_bytes)
-    gemm = cublas_fp16.predict(g, m, n, k, clock=clock, params=p)
-    terms = {key: deq.terms.get(key, 0.0) + gemm.terms.get(key, 0.0) for key in set(deq.terms) | set(gemm.terms)}
-    return Breakdown(kernel=NAME, gpu=g.name, m=m, n=n, k=k, bits=bits,
-                     latency_s=deq.latency_s + gemm.latency_s,
-                     bottleneck=gemm.bottleneck if gemm.latency_s >= deq.latency_s else deq.bottleneck,
-                     terms=terms, bytes_dram=deq.bytes_dram + gemm.bytes_dram, flops=2.0 * m * n * k,
-                     ctas=gemm.ctas, waves=gemm.waves, launches=2,
-                     notes="M > 8: dequant kernel + cuBLAS FP16")
+                   ctas=ctas, n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=deq_bytes)
+    if len(_DEQUANT) > 4096:
+        _DEQUANT.clear()
+    _DEQUANT[key] = (g, p, deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram)
+    return deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram

@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, hot_setup, require_multiple
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "atom-w4a4"
 BITS = (4,)
@@ -55,47 +55,92 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     N % 128 == 0, K % 128 == 0 and K ≥ 256 (one INT4 group + the 128 INT8 keeper channels); the GPU
     must have an INT4 tensor path (not Hopper)."""
     m, n, k = check_mnk(NAME, m, n, k)
-    check_bits(NAME, bits, BITS, 4)
-    check_group(NAME, group_size if group_size is not None else GROUP, (GROUP,), GROUP)
-    require_multiple(NAME, "n", n, TILE, "128-wide N tiles")
-    require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
-    if k < 2 * GROUP:
-        raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
-    g, p, f = setup(gpu, params, clock)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _gpu_rules(g) -> int:
+    """The GPU rules of :func:`predict` on ``g`` (FormatRuleError) and its resident CTAs per SM."""
     if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
         raise FormatRuleError(f"gpu: kernel {NAME} needs compute capability >= 8.0 (cp.async, mma m16n8k64 s4); "
                               f"got {g.name} (CC {g.compute_capability})")
     if g.tc_int4_op_per_clk_per_sm == 0:
         raise FormatRuleError(f"gpu: kernel {NAME} needs an INT4 tensor-core path (mma s4), which "
                               f"{g.name} ({g.arch}) does not have")
+    return resident(g, THREADS, REGISTERS["sm_" + g.compute_capability.replace(".", "")], DYNAMIC_SMEM, None).ctas_per_sm
+
+
+_CTAS_PER_SM: dict = {}      # id(spec) -> (spec, resident CTAs per SM): the spec is held, its id not reused
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
+    if group_size is not None:
+        check_group(NAME, group_size, (GROUP,), GROUP)
+    if n % TILE:
+        require_multiple(NAME, "n", n, TILE, "128-wide N tiles")
+    if k % GROUP:
+        require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
+    if k < 2 * GROUP:
+        raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
+    hit = _CTAS_PER_SM.get(id(g))
+    if hit is None or hit[0] is not g:
+        if len(_CTAS_PER_SM) > 1024:
+            _CTAS_PER_SM.clear()
+        hit = _CTAS_PER_SM[id(g)] = (g, _gpu_rules(g))
+    ctas_per_sm = hit[1]
     m_pad = TILE * math.ceil(m / TILE)
     ctas = (m_pad // TILE) * (n // TILE)
-    occ = resident(g, THREADS, REGISTERS["sm_" + g.compute_capability.replace(".", "")], DYNAMIC_SMEM, None)
-    ctas_per_sm = occ.ctas_per_sm
     n_waves = ctas / (g.sm_count * ctas_per_sm)
     waves_run = math.ceil(n_waves - 1e-9)
-    k4 = k - KEEPER
-    groups = k // GROUP
-    # tensor: per CTA, INT4 ops over k4 and INT8 ops over the keeper block (padded M tile)
-    per_cta_tc = (2.0 * TILE * TILE * k4 / g.tc_int4_op_per_clk_per_sm
-                  + 2.0 * TILE * TILE * KEEPER / g.tc_int8_op_per_clk_per_sm) * ctas_per_sm / f
+    key = (id(g), f, k)
+    hit = _PER_K.get(key)
+    if hit is None or hit[0] is not g:
+        if len(_PER_K) > 4096:
+            _PER_K.clear()
+        hit = _PER_K[key] = (g,) + _per_k(g, f, k, ctas_per_sm)
+    _, k4, groups, per_cta_tc, alu_cta = hit
     t_tc = waves_run * per_cta_tc
-    # epilogue ALU: I2F + FFMA per accumulator per group, + scale loads/products (~1 per 8 accumulators)
-    lanes_per_cta = TILE * TILE * groups * 2.25
-    mma_instr = (TILE * TILE * k4 / (16 * 8 * 64) + TILE * TILE * KEEPER / (16 * 8 * 32))
-    warp_instr_cta = lanes_per_cta / 32 + mma_instr + (TILE * k / 2) * 2 / 512
-    t_alu = waves_run * ctas_per_sm * max(warp_instr_cta / (4 * f * EPILOGUE_ISSUE_EFF),
-                                          lanes_per_cta / (g.fp32_fma_lanes_per_clk_per_sm * f))
+    t_alu = waves_run * ctas_per_sm * alu_cta
     bytes_w = n * k4 / 2 + n * KEEPER + n * groups * 2
     bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2
     bytes_dram = bytes_w + bytes_a + 2.0 * m * n
     bif = 4 * (TILE * TILE // 2) * 2
     t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
-    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / g.l2_bytes_per_s(f)
+    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / l2_bw
     # Every group's two k64 MMA steps must finish before its I2F+FFMA epilogue consumes and resets
     # the INT32 accumulators, so MMA and epilogue of one warp are serial: one "tensor" pipe term
     # holds both (the epilogue share is reported as "alu" in the notes).
     pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc + t_alu}
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
-                   notes=f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
-                         f"epilogue {t_alu * 1e6:.1f} us (serial)")
+    nkey = (m_pad, ctas_per_sm, t_tc, t_alu)
+    notes = _NOTES.get(nkey)
+    if notes is None:
+        notes = (f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
+                 f"epilogue {t_alu * 1e6:.1f} us (serial)")
+        if len(_NOTES) > 4096:
+            _NOTES.clear()
+        _NOTES[nkey] = notes
+    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)
+
+
+_NOTES: dict = {}
+# (id(spec), f_sm, k) -> (spec, k4, groups, per-CTA tensor seconds, per-wave epilogue seconds per CTA slot)
+_PER_K: dict = {}
+
+
+def _per_k(g, f, k, ctas_per_sm):
+    """The M- and N-independent numbers of :func:`_predict` (the same expressions)."""
+    k4 = k - KEEPER
+    groups = k // GROUP
+    # tensor: per CTA, INT4 ops over k4 and INT8 ops over the keeper block (padded M tile)
+    per_cta_tc = (2.0 * TILE * TILE * k4 / g.tc_int4_op_per_clk_per_sm
+                  + 2.0 * TILE * TILE * KEEPER / g.tc_int8_op_per_clk_per_sm) * ctas_per_sm / f
+    # epilogue ALU: I2F + FFMA per accumulator per group, + scale loads/products (~1 per 8 accumulators)
+    lanes_per_cta = TILE * TILE * groups * 2.25
+    mma_instr = (TILE * TILE * k4 / (16 * 8 * 64) + TILE * TILE * KEEPER / (16 * 8 * 32))
+    warp_instr_cta = lanes_per_cta / 32 + mma_instr + (TILE * k / 2) * 2 / 512
+    return k4, groups, per_cta_tc, max(warp_instr_cta / (4 * f * EPILOGUE_ISSUE_EFF),
+                                       lanes_per_cta / (g.fp32_fma_lanes_per_clk_per_sm * f))

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, mma_sync_rate,
-                                              require_multiple, setup,
-                                              tile_tensor_time)
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, hot_setup,
+                                              mma_sync_rate, require_multiple, tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "awq-w4a16"
 BITS = (4,)
@@ -32,13 +31,21 @@ SPLIT_K = 8  # gemm_forward_cuda is launched with split_k_iters = 8
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
     """Latency breakdown of the AWQ W4A16 kernels for C(M,N) = A(M,K) @ W(K,N) on ``gpu``."""
     m, n, k = check_mnk(NAME, m, n, k)
-    check_bits(NAME, bits, BITS, 4)
-    gs = check_group(NAME, 128 if group_size is None else group_size, GROUPS, 128)
-    require_multiple(NAME, "k", k, gs, "whole groups along K")
-    require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
-    g, p, f = setup(gpu, params, clock)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
+    gs = 128 if group_size is None else check_group(NAME, group_size, GROUPS, 128)
+    if k % gs:
+        require_multiple(NAME, "k", k, gs, "whole groups along K")
+    if n % 8:
+        require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
+    g, f, sm_clk, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     bytes_dram = n * k / 2 + (k / gs) * n * 2.5 + 2.0 * m * (k + n)
-    sm_clk = g.sm_count * f
     if m < 8:
         ctas = math.ceil(n / 8)
         # occupancy from the compiled GEMV (refsim/cuda/resources.json "awq_gemv", ptxas sm_80:
@@ -57,7 +64,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
                                                ctas_per_sm, mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm))
         t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)
         t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
-        l2 = (m_tiles - 1) * n * k / 2 / g.l2_bytes_per_s(f)
+        l2 = (m_tiles - 1) * n * k / 2 / l2_bw
         pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": t_alu}
     return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
                    notes="gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import best_gemm_config, check_bits, check_mnk, setup
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "cublas-fp16"
 BITS = (16,)
@@ -27,8 +27,15 @@ BITS = (16,)
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
     """Latency breakdown of ``C(M,N) = A(M,K) @ W(K,N)`` in FP16 with cuBLAS on ``gpu``."""
     m, n, k = check_mnk(NAME, m, n, k)
-    bits = check_bits(NAME, bits, BITS, 16)
-    g, p, f = setup(gpu, params, clock)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1): the kernels' one validation layer
+    (``kernels._fresh``) calls this."""
+    bits = check_bits(NAME, bits, BITS, 16) if bits is not None else 16
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
     bytes_dram = 2.0 * (n * k + m * k + m * n)
     if m == 1:
         ctas = math.ceil(n / 8)
@@ -38,11 +45,10 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
         pipes = {"dram": t_dram, "alu": t_alu}
         n_waves = ctas / (g.sm_count * ctas_per_sm)
     else:
-        cfg = best_gemm_config(g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm, overlap=p.overlap)
-        ctas, n_waves = cfg["ctas"], cfg["waves"]
-        t_dram = _dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
+        _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = _best_gemm_config(
+            g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm, 2, 3, 32, p.overlap)
+        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem)
         # A re-read from L2 by every N tile, W by every M tile, plus split-K partial sums.
-        l2_bytes = 2.0 * (m * k * math.ceil(n / cfg["tile_n"]) + n * k * math.ceil(m / cfg["tile_m"])) \
-            + cfg["red_bytes"]
-        pipes = {"dram": t_dram, "l2": l2_bytes / g.l2_bytes_per_s(f), "tensor": cfg["t_tc"]}
+        l2_bytes = 2.0 * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes
+        pipes = {"dram": t_dram, "l2": l2_bytes / l2_bw, "tensor": t_tc}
     return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

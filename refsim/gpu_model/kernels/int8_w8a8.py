@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import best_gemm_config, check_bits, check_mnk, require_multiple, setup
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup, require_multiple
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
 NAME = "int8-w8a8"
 BITS = (8,)
@@ -23,20 +23,27 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     """Latency breakdown of an INT8×INT8 GEMM for C(M,N) = A(M,K) @ W(K,N) on ``gpu``
     (per-channel scales: ``group_size`` must be None)."""
     m, n, k = check_mnk(NAME, m, n, k)
-    check_bits(NAME, bits, BITS, 8)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 8)
     if group_size is not None:
         from refsim.errors import FormatRuleError
         raise FormatRuleError(f"group_size: kernel {NAME} uses per-channel/per-token scales (None); got {group_size!r}")
-    require_multiple(NAME, "k", k, 16, "16-byte INT8 vector loads")
-    require_multiple(NAME, "n", n, 8, "n8 MMA fragments")
-    g, p, f = setup(gpu, params, clock)
-    cfg = best_gemm_config(g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, elem_bytes=1, k_slice=64, overlap=p.overlap)
-    ctas, n_waves = cfg["ctas"], cfg["waves"]
+    if k % 16:
+        require_multiple(NAME, "k", k, 16, "16-byte INT8 vector loads")
+    if n % 8:
+        require_multiple(NAME, "n", n, 8, "n8 MMA fragments")
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
+    _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = _best_gemm_config(
+        g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, 1, 3, 64, p.overlap)
     bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n
-    t_dram = _dram_time(bytes_dram, g, ctas, cfg["ctas_per_sm"], cfg["bytes_in_flight"])
-    l2 = (m * k * math.ceil(n / cfg["tile_n"]) + n * k * math.ceil(m / cfg["tile_m"]) + cfg["red_bytes"]) \
-        / g.l2_bytes_per_s(f)
-    t_tc = cfg["t_tc"]
-    epi = cfg["tile_m"] * math.ceil(m / cfg["tile_m"]) * n * 3 / (g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f)
+    t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem)
+    l2 = (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m) + red_bytes) / l2_bw
+    epi = tile_m * math.ceil(m / tile_m) * n * 3 / (g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f)
     pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": epi}
     return _combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

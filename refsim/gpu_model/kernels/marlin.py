@@ -34,10 +34,11 @@ from typing import NamedTuple
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
 from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, mma_sync_rate, require_multiple, setup
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, mma_sync_rate, hot_setup,
+                                              require_multiple, setup)
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, ModelParams, _overlap
+from refsim.gpu_model.roofline import FITTED, Breakdown, ModelParams, _breakdown, _overlap
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
@@ -61,6 +62,12 @@ INT32_INDEXES = (
     ("rows*K/8", lambda m, n, k: _launch_rows(m) * k // 8, "A read index a_gl_rd of one launch (<= 1024 rows), lines 281-307 and 814"),
     ("rows*N/8", lambda m, n, k: _launch_rows(m) * n // 8, "C write bound c_gl_wr_end = c_gl_stride * prob_m, line 585"),
 )
+
+
+def int32_fits(m: int, n: int, k: int) -> bool:
+    """A sufficient condition for every :data:`INT32_INDEXES` expression to fit (rows <= 1024):
+    N, K < 2^24 and N·K < 2^36. False means "check each one" (``kernels.predict`` then does)."""
+    return n < 16777216 and k < 16777216 and n * k < 68719476736
 
 # Registers per thread of every Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks> instantiation
 # that marlin_cuda dispatches (CALL_IF list), measured here from IST-DASLab/marlin @
@@ -231,7 +238,10 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     return {"dram": t_dram, "l2": t_l2, "tensor": t_tc, "alu": t_alu}, t_red, bytes_launch, active
 
 
-def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: float, sparse: bool) -> Breakdown:
+def model_reference(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: float,
+                    sparse: bool) -> Breakdown:
+    """:func:`model` as plainly written (:func:`_launch_terms` and :func:`_overlap` per launch kind);
+    :func:`model` reuses the per-launch-kind constants and writes the overlap out (tested bit-equal)."""
     g, p, f = setup(gpu, params, clock)
     if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
         # cp.async, ldmatrix and bf16/fp16 m16n8k16 mma.sync with the kernel's layout need sm_80
@@ -265,16 +275,156 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
                          f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts))
 
 
+def _kind_constants(g: GPUSpec, f_sm: float, n: int, k: int, group_size, weight_bits: float, sparse: bool,
+                    m_blocks: int, tk: int, tn: int) -> tuple:
+    """The numbers of :func:`_launch_terms` that do not depend on the launch's rows, stripes or slices
+    (the same expressions): (w_tile + s_tile, a_tile, w_bytes, tensor rate × f_sm, alu cycles per tile
+    max(...), hand-off cycles)."""
+    w_tile = tk * tn * weight_bits / 8
+    s_tile = 0.0 if group_size is None else (tk / group_size) * tn * 2
+    a_tile = 16 * m_blocks * tk * 2
+    w_bytes = n * k * weight_bits / 8 + ((k / group_size) * n * 2 if group_size else n * 2)
+    rate = mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) * (2 if sparse else 1)
+    weights = tk * tn * (0.5 if sparse else 1.0)
+    deq = weights / 8 * (9 + (4 if group_size is not None else 0)) / 32
+    mma = m_blocks * (tn / 8) * (tk / 16) / (2 if sparse else 1)
+    lds = (w_tile + a_tile) / 512
+    cp = (w_tile + s_tile + a_tile) / 512
+    tensor_interval = 2.0 * 16 * 8 * 16 / (mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) / 4)
+    _, c1 = warp_step(min(m_blocks, 4), group_size is not None, g.int32_lanes_per_clk_per_sm,
+                      g.hfma2_lanes_per_clk_per_sm, g.fp32_fma_lanes_per_clk_per_sm, tensor_interval)
+    occ = resident(g, THREADS, registers(g.compute_capability, min(m_blocks, 4), tn, tk, group_size is not None),
+                   SHARED_MEM, g.sm_count)
+    w = occ.warps_per_sm / 4
+    steps_smsp = (tk / 16) * (tn / 64) / 4
+    instr_tile_smsp = (deq + mma + lds + cp) / 4
+    return (w_tile + s_tile, a_tile, w_bytes, rate * f_sm, max(instr_tile_smsp, steps_smsp / w * c1),
+            handoff_cycles(g, m_blocks, tn))
+
+
+# (id(spec), f_sm, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn) -> (spec, constants): the
+# spec is held in the value, so its id is not reused while the entry lives
+_KINDS: dict = {}
+_CC_OK: dict = {}        # id(spec) -> spec, for specs that passed the compute-capability rule
+_NOTES: dict = {}        # id(parts) -> (parts, tk, tn, notes)
+
+
+def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: float, sparse: bool) -> Breakdown:
+    g, f, _, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
+    if _CC_OK.get(id(g)) is not g:
+        if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
+            # cp.async, ldmatrix and bf16/fp16 m16n8k16 mma.sync with the kernel's layout need sm_80
+            raise FormatRuleError(f"gpu: kernel {name} needs compute capability >= 8.0 (cp.async, m16n8k16 "
+                                  f"mma.sync); got {g.name} (CC {g.compute_capability})")
+        if len(_CC_OK) > 1024:
+            _CC_OK.clear()
+        _CC_OK[id(g)] = g
+    parts = partition(m, n, k, g.sm_count, group_size)
+    tk, tn = tile_shape(m)
+    eff, lat_dram = g.dram_eff_bytes_per_s, g.dram_latency_s
+    launch = p.launch_overhead_s * 1
+    a = 1.0 - p.overlap
+    total = {}
+    latency = 0.0
+    bytes_total = 0.0
+    last = None
+    launches = 0
+    for lc in parts:
+        # LaunchCost fields in order: m_blocks, parallel, rows, k_tiles, n_tiles, iters, busy_blocks,
+        # max_slices, reduction_steps, count
+        m_blocks, par, rows, _, _, iters, active, slices, _, count = lc
+        key = (id(g), f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn)
+        hit = _KINDS.get(key)
+        if hit is None or hit[0] is not g:
+            if len(_KINDS) > 4096:
+                _KINDS.clear()
+            hit = _KINDS[key] = (g, _kind_constants(g, f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn))
+        ws, a_tile, w_bytes, rate_f, alu_tile, handoff = hit[1]
+        # _launch_terms, same expressions
+        b = w_bytes + rows * k * 2 + rows * n * 2
+        bw = min(eff, active * STAGES * ws / lat_dram)
+        t_dram = max(b / bw, iters * ws * active / par / bw)
+        t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / l2_bw
+        t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / rate_f
+        t_alu = iters * alu_tile / f
+        t_red = (slices - 1) * handoff / f
+        # _overlap(g, pipes, p, 1, t_red) over pipes (dram, l2, tensor, alu): largest and second largest
+        first, second = t_dram, 0.0
+        if t_l2 > first:
+            second, first = first, t_l2
+        elif t_l2 > second:
+            second = t_l2
+        if t_tc > first:
+            second, first = first, t_tc
+        elif t_tc > second:
+            second = t_tc
+        if t_alu > first:
+            second, first = first, t_alu
+        elif t_alu > second:
+            second = t_alu
+        lat = launch + lat_dram + first + a * second + t_red
+        latency += lat * count
+        bytes_total += b * count
+        if total:
+            total["dram"] += t_dram * count
+            total["l2"] += t_l2 * count
+            total["tensor"] += t_tc * count
+            total["alu"] += t_alu * count
+            total["launch"] += launch * count
+            total["tail"] += lat_dram * count
+            if t_red:
+                total["serial"] = total.get("serial", 0.0) + t_red * count
+        else:
+            total = {"dram": 0.0 + t_dram * count, "l2": 0.0 + t_l2 * count, "tensor": 0.0 + t_tc * count,
+                     "alu": 0.0 + t_alu * count, "launch": 0.0 + launch * count, "tail": 0.0 + lat_dram * count}
+            if t_red:
+                total["serial"] = 0.0 + t_red * count
+        if last is None or lat > last[0]:
+            last = (lat, active)
+        launches += count
+    top, bottleneck = total["dram"], "dram"       # max over (dram, l2, tensor, alu), first of ties
+    if total["l2"] > top:
+        top, bottleneck = total["l2"], "l2"
+    if total["tensor"] > top:
+        top, bottleneck = total["tensor"], "tensor"
+    if total["alu"] > top:
+        top, bottleneck = total["alu"], "alu"
+    if total.get("serial", 0.0) > top:
+        bottleneck = "serial"          # the lock-ordered slice reduction chain dominates
+    elif total["launch"] + total["tail"] > top:
+        bottleneck = "launch"
+    hit = _NOTES.get(id(parts))
+    if hit is not None and hit[0] is parts and hit[1] == tk and hit[2] == tn:
+        notes = hit[3]
+    else:
+        notes = f"tile {tk}x{tn}, launches " + ", ".join(
+            f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts)
+        if len(_NOTES) > 4096:
+            _NOTES.clear()
+        _NOTES[id(parts)] = (parts, tk, tn, notes)
+    return _breakdown(name, g.name, m, n, k, 4, latency, bottleneck, total, bytes_total, 2.0 * m * n * k, last[1],
+                      1.0, launches, notes)
+
+
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
     """Latency breakdown of MARLIN for C(M,N) = A(M,K) @ W(K,N) on ``gpu``. Rules: bits 4;
     group_size None or 128; N % thread_n == 0 and K % thread_k == 0 with (thread_k, thread_n) =
     (128, 128) for M ≤ 16 else (64, 256) (:func:`tile_shape`); K % group_size == 0."""
     m, n, k = check_mnk(NAME, m, n, k)
-    check_bits(NAME, bits, BITS, 4)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
     tk, tn = tile_shape(m)
-    require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
-    require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
-    if group_size:
+    if n % tn:
+        require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
+    if k % tk:
+        require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
+    if group_size and k % group_size:
         require_multiple(NAME, "k", k, group_size, "whole groups")
     return model(NAME, gpu, m, n, k, group_size, clock, params, weight_bits=4.0, sparse=False)

@@ -35,10 +35,18 @@ WEIGHT_BITS_PER_DENSE = 4 * 0.5 + 1.0   # kept values + 2:4 metadata
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
     """Latency breakdown of Sparse-MARLIN (2:4, INT4) for C(M,N) = A(M,K) @ W(K,N) on ``gpu``."""
     m, n, k = check_mnk(NAME, m, n, k)
-    check_bits(NAME, bits, BITS, 4)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict` for m, n, k already checked (ints >= 1)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
     tk, tn = marlin.tile_shape(m)
-    require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
-    require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
+    if n % tn:
+        require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
+    if k % 128:
+        require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
     return marlin.model(NAME, gpu, m, n, k, group_size, clock, params,
                         weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, require_multiple, setup
+from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, hot_setup, require_multiple, setup
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _dram_time, _overlap
+from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _dram_time, _overlap
 
 NAME = "twobit-mixed"
 BITS = (2,)
@@ -38,6 +38,13 @@ def avg_bits() -> float:
 
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
     """Latency breakdown of the 2/4/16 mixed GEMV + outlier SpMV on ``gpu`` (``group_size`` None or 16)."""
+    m, n, k = check_mnk(NAME, m, n, k)
+    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+
+
+def predict_reference(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
+    """:func:`predict` as plainly written (two :func:`~refsim.gpu_model.roofline._overlap` calls, the
+    terms summed key by key); :func:`_predict` writes the same arithmetic out (tested bit-equal)."""
     m, n, k = check_mnk(NAME, m, n, k)
     check_bits(NAME, bits, BITS, 2)
     if group_size not in (None, 16):
@@ -74,3 +81,67 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
                      bytes_dram=dense_bytes + sp_bytes, flops=2.0 * m * n * k, ctas=ctas,
                      waves=ctas / (g.sm_count * ctas_per_sm), launches=2,
                      notes=f"avg {avg_bits():.2f} bits dense + {OUTLIER_RATIO:.1%} CSR outliers")
+
+
+_PER_GPU: dict = {}      # id(spec) -> (spec, resident CTAs per SM of the GEMV): the spec is held, its id not reused
+_NOTES: dict = {}
+
+
+def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
+    """:func:`predict_reference` for m, n, k already checked, with the two overlaps written out."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 2)
+    if group_size is not None and group_size != 16:
+        from refsim.errors import FormatRuleError
+        raise FormatRuleError(f"group_size: kernel {NAME} uses 1st-order groups of 16; got {group_size!r}")
+    if k % 256:
+        require_multiple(NAME, "k", k, 256, "2nd-order blocks of 16 groups of 16")
+    if n % 4:
+        require_multiple(NAME, "n", n, 4, "4 rows per CTA")
+    g, f, sm_clk, l2_bw = hot_setup(gpu, clock)
+    p = params or FITTED
+    hit = _PER_GPU.get(id(g))
+    if hit is None or hit[0] is not g:
+        if len(_PER_GPU) > 1024:
+            _PER_GPU.clear()
+        hit = _PER_GPU[id(g)] = (g, resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm)
+    ctas_per_sm = hit[1]
+    ab = avg_bits()
+    # kernel 1: dense mixed GEMV
+    dense_bytes = n * k * ab / 8 + 2.0 * m * (k + n)
+    ctas = math.ceil(n / 4)
+    t_alu = n * k * (1.5 + 0.5 * m) / 32 / (4 * sm_clk)
+    t_dram = _dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
+    launch = p.launch_overhead_s * 1
+    tail = g.dram_latency_s
+    a = 1.0 - p.overlap
+    if t_alu > t_dram:
+        dense_s = launch + tail + t_alu + a * t_dram + 0.0
+    else:
+        dense_s = launch + tail + t_dram + a * (t_alu if t_alu > 0.0 else 0.0) + 0.0
+    # kernel 2: CSR SpMV
+    nnz = OUTLIER_RATIO * n * k
+    sp_bytes = nnz * 4 + (n + 1) * 4 + 2.0 * m * n * 2
+    sp_ctas = max(1, math.ceil(n / 128))
+    t_sp_dram = _dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
+    t_sp_l2 = nnz * m * 32 / l2_bw
+    if t_sp_l2 > t_sp_dram:
+        sparse_s = launch + tail + t_sp_l2 + a * t_sp_dram + 0.0
+    else:
+        sparse_s = launch + tail + t_sp_dram + a * (t_sp_l2 if t_sp_l2 > 0.0 else 0.0) + 0.0
+    dram = t_dram + t_sp_dram
+    alu = t_alu + 0.0
+    l2 = 0.0 + t_sp_l2
+    terms = {"dram": dram, "alu": alu, "l2": l2, "launch": launch + launch, "tail": tail + tail}
+    bottleneck, top = "dram", dram          # max over (dram, l2, alu), first of ties
+    if l2 > top:
+        bottleneck, top = "l2", l2
+    if alu > top:
+        bottleneck, top = "alu", alu
+    if terms["launch"] + terms["tail"] > top:
+        bottleneck = "launch"
+    notes = _NOTES.get((ab, OUTLIER_RATIO))
+    if notes is None:
+        notes = _NOTES[(ab, OUTLIER_RATIO)] = f"avg {ab:.2f} bits dense + {OUTLIER_RATIO:.1%} CSR outliers"
+    return _breakdown(NAME, g.name, m, n, k, 2, dense_s + sparse_s, bottleneck, terms, dense_bytes + sp_bytes,
+                      2.0 * m * n * k, ctas, ctas / (g.sm_count * ctas_per_sm), 2, notes)
