@@ -239,14 +239,18 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     # the output columns are independent given U: two halves run in two threads, each with
     # single-threaded BLAS (no fine-grained thread synchronisation to collapse under load)
     halves = [slice(0, n)] if n < _SPLIT_MIN_N else [slice(0, n // 2), slice(n // 2, n)]
-    loop = functools.partial(_column_loop, U=U, perm=perm, bits=bits, group_size=group_size, static=static,
+    loop = functools.partial(_column_loop, U=U, perm=perm, bits=bits, group_size=group_size,
                              params=params, rounding=rounding, blocksize=blocksize)
+
+    def half(sl: slice):  # static group parameters are (N,) rows: each half reads its own columns
+        return loop(W[:, sl], static=None if static is None else [(s[sl], z[sl]) for s, z in static])
+
     with _single_threaded_blas():
         if len(halves) == 1:
-            parts = [loop(W)]
+            parts = [half(halves[0])]
         else:
             with concurrent.futures.ThreadPoolExecutor(len(halves)) as pool:
-                parts = list(pool.map(lambda sl: loop(W[:, sl]), halves))
+                parts = list(pool.map(half, halves))
     codes = np.concatenate([c for c, _, _, _ in parts], axis=1)          # (K, N) processing order
     losses = np.concatenate([lo for _, lo, _, _ in parts])
     if group_size is not None and static is None:

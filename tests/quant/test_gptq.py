@@ -138,3 +138,14 @@ def test_gptq_does_not_modify_its_inputs():
     gptq_quantize(W, H, 4, group_size=32, act_order=True)
     assert_bitexact(W, W0)
     assert_bitexact(H, H0)
+
+
+def test_static_groups_with_the_output_columns_split_in_two_halves():
+    # N >= 512 splits the output columns over two threads; each half must read its own columns of
+    # the static (N,) group parameters (this raised a broadcast error before)
+    X, _ = correlated_layer(9, k=64, t=256)
+    W = np.random.default_rng(9).standard_normal((64, 600)).astype(np.float32)
+    g = gptq_quantize(W, hessian(X), 4, group_size=32, act_order=True, static_groups=True)
+    r = quantize(W, 4, scheme="gptq_asym", granularity="group", group_size=32)
+    assert_bitexact(g.scales, r.scale)
+    assert_bitexact(g.zeros, r.zero)
