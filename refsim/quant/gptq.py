@@ -69,7 +69,7 @@ from refsim._validate import (
 )
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
-from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes
+from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes, round_to_int
 
 __all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error", "upper_cholesky_of_inverse"]
 
@@ -283,8 +283,8 @@ def _single_threaded_blas():
     return threadpoolctl.threadpool_limits(limits=1)
 
 
-def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
-    """The GPTQ block loop over the rows of ``W`` float32 (K, n), a set of output columns (each is
+def _column_loop_reference(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
+    """The GPTQ block loop, readable form (:func:`_column_loop` is the same arithmetic with fewer calls) over the rows of ``W`` float32 (K, n), a set of output columns (each is
     independent of the others given U). ``W`` is only read. Returns (codes uint8 (K, n) in
     processing order, losses float64 (n,), scales list of (n,) per group, zeros list).
 
@@ -334,6 +334,85 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
             codes[col] = qc
             Err[col] = e / d
             losses += (e.astype(np.float64) / d) ** 2 / 2
+    return codes, losses, scales, zeros
+
+
+def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
+    """Same arguments, returns and bits as :func:`_column_loop_reference` (tests pin the equality),
+    with fewer NumPy calls and allocations per row: every BLAS call keeps the reference's shapes
+    and layouts (OpenBLAS's sums depend on them), elementwise steps write into preallocated (n,)
+    buffers, the float code ``clip(rint(w / s) + z)`` stands in for ``qc.astype(float32)`` (it is
+    that integer exactly), and the float64 losses are formed once per block and added row by row
+    in the reference's order.
+    """
+    k, n = W.shape
+    codes = np.empty((k, n), dtype=np.uint8)
+    Err = np.empty((k, n), dtype=np.float32)
+    losses = np.zeros(n, dtype=np.float64)
+    scales, zeros = [], []
+    lo = np.zeros(n, dtype=np.float32)            # clip bounds as arrays: np.clip's wrapper costs
+    hi = np.full(n, (1 << bits) - 1, dtype=np.float32)  # more than the work at these sizes
+    B = min(blocksize, k)
+    E = np.empty((B, n), dtype=np.float32)        # w - q of the block's rows
+    L = np.empty((B, n), dtype=np.float64)        # their losses
+    upd = np.empty((B, n), dtype=np.float32)      # left-looking update of the block
+    w = np.empty(n, dtype=np.float32)
+    t = np.empty(n, dtype=np.float32)
+    diag = np.diagonal(U)                         # float32 (K,) U[col, col]
+    diag64 = diag.astype(np.float64)              # the same values (the reference's e64 / d)
+    half_even = rounding == "half_even"
+
+    def lazily_updated(rows: slice, i1: int) -> np.ndarray:
+        return W[rows] - U[:i1, rows].T @ Err[:i1] if i1 else W[rows]
+
+    if group_size is None:
+        scale, zero = params(W)
+        zero_f = zero.astype(np.float32)
+    for i1 in range(0, k, blocksize):
+        i2 = min(i1 + blocksize, k)
+        b = i2 - i1
+        if i1:
+            W1 = np.subtract(W[i1:i2], U[:i1, i1:i2].T @ Err[:i1], out=upd[:b])
+        else:
+            W1 = W[i1:i2]
+        for i in range(b):
+            col = i1 + i
+            if group_size is not None:
+                if static is not None:
+                    scale, zero = static[int(perm[col]) // group_size]
+                    zero_f = zero.astype(np.float32)
+                elif col % group_size == 0:
+                    inside = W1[i:i + group_size]
+                    if col + group_size > i2:
+                        inside = np.concatenate([inside, lazily_updated(slice(i2, col + group_size), i1)])
+                    scale, zero = params(inside)
+                    zero_f = zero.astype(np.float32)
+                    scales.append(scale)
+                    zeros.append(zero)
+            if i:
+                wv = np.subtract(W1[i], U[i1:col, col] @ Err[i1:col], out=w)  # no out= on matmul: slower path
+            else:
+                wv = W1[0]
+            np.divide(wv, scale, out=t)
+            if half_even:
+                np.rint(t, out=t)
+            else:
+                t[...] = round_to_int(t, rounding)
+            np.add(t, zero_f, out=t)
+            np.maximum(t, lo, out=t)                     # = np.clip(t, 0, maxq), NaN included
+            np.minimum(t, hi, out=t)
+            codes[col] = t                               # integral, in [0, maxq]: exact
+            np.subtract(t, zero_f, out=t)
+            np.multiply(scale, t, out=t)
+            e = np.subtract(wv, t, out=E[i])
+            np.divide(e, diag[col], out=Err[col])
+        Lb = L[:b]
+        np.copyto(Lb, E[:b])
+        np.divide(Lb, diag64[i1:i2, None], out=Lb)
+        np.square(Lb, out=Lb)
+        np.divide(Lb, 2, out=Lb)
+        for i in range(b):
+            np.add(losses, Lb[i], out=losses)
     return codes, losses, scales, zeros
 
 
