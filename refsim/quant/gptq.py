@@ -227,12 +227,14 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
         raise FormatRuleError("static_groups: True requires an integer group_size; got group_size=None")
     scheme = "gptq_sym" if sym else "gptq_asym"
 
-    W = W.astype(np.float32)  # (K, N) copy; row k of W is the paper's column k
     dead = np.diag(H) == 0
     if dead.any():
+        W = W.astype(np.float32)  # (K, N) copy; row k of W is the paper's column k
         H = H.astype(np.float64)  # copy (rounded to float32 in the factorisation)
         H[dead, dead] = 1.0
         W[dead, :] = 0.0
+    else:  # only read from here on: no copy when W is already C-ordered float32
+        W = np.ascontiguousarray(W, dtype=np.float32)
 
     def params(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # rows (g, N) -> (N,), (N,)
         return find_params(rows, bits, scheme, rounding=rounding)
@@ -287,11 +289,29 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
 
     scales_arr = np.stack(scales).astype(np.float32)  # (G, N)
     zeros_arr = np.stack(zeros).astype(np.int32)
-    q_orig = codes[invperm]  # (K, N) original row order
-    W_hat = np.subtract(q_orig, zeros_arr.astype(np.float32)[g_idx], dtype=np.float32)  # q - z, exact
-    np.multiply(W_hat, scales_arr[g_idx], out=W_hat)                                     # s · (q - z)
+    q_orig = codes[invperm] if act_order else codes  # (K, N) original row order
+    if static is None and group_size is not None:
+        # processing-order row j reads scale row j // G (g_idx[perm[j]] = j // G): dequantize in
+        # processing order, then one gather of the rows (act-order)
+        W_hat = _dequantize_grouped(codes, scales_arr, zeros_arr, group_size)
+        if act_order:
+            W_hat = W_hat[invperm]
+    else:  # static groups: g_idx = k // G in original order; per-channel: one row
+        W_hat = _dequantize_grouped(q_orig, scales_arr, zeros_arr, group_size or k)
     return GPTQResult(q_orig, scales_arr, zeros_arr, g_idx, perm.astype(np.int64), W_hat,
                       losses.astype(np.float32), bits, group_size)
+
+
+def _dequantize_grouped(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int) -> np.ndarray:
+    """float32 (K, N) ``scales[r // G] * (q[r] - zeros[r // G])`` for q uint8 (K, N), scales float32
+    and zeros int32 (K / G, N): the same two roundings as ``(q - z[g_idx]) * s[g_idx]`` (q - z is
+    exact), without the two (K, N) gathered temporaries."""
+    k, n = q.shape
+    out = np.empty((k, n), dtype=np.float32)
+    view = out.reshape(k // group_size, group_size, n)
+    np.subtract(q.reshape(view.shape), zeros.astype(np.float32)[:, None, :], out=view, dtype=np.float32)
+    np.multiply(view, scales[:, None, :], out=view)
+    return out
 
 
 _SPLIT_MIN_N = 512  # below this many output columns one thread does the loop
