@@ -169,18 +169,26 @@ def _check_percdamp(percdamp) -> None:
 _TILE = 256  # tile edge of the reversing float64 -> float32 copy into LAPACK's column-major layout
 
 
-def _upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
-    """:func:`upper_cholesky_of_inverse` on validated inputs (square float H, finite, percdamp checked)."""
+def _upper_cholesky_of_inverse(H: np.ndarray, percdamp: float, perm: np.ndarray | None = None) -> np.ndarray:
+    """:func:`upper_cholesky_of_inverse` of ``H[perm][:, perm]`` (``perm`` None: of H) on validated
+    inputs (square float H, finite, percdamp checked); the permuted copy of H is never formed."""
     k = H.shape[0]
-    # one pass: float32 rounding (as the reference) and the reversal P H P into LAPACK's layout.
-    # spotrf(lower) reads the lower triangle only, so only the tiles on or below the diagonal are
-    # copied (the rest stays zero); tiling keeps the transposing access pattern in cache
-    # (190 ms -> ~55 ms at K = 4096)
+    # one pass: float32 rounding (as the reference), the permutation and the reversal P H P into
+    # LAPACK's layout. spotrf(lower) reads the lower triangle only, so only the tiles on or below
+    # the diagonal are copied (the rest stays zero); tiling keeps the transposing access pattern
+    # in cache (190 ms -> ~55 ms at K = 4096; act-order: no (K, K) float64 permuted copy, 230 ms)
     Hr = np.zeros((k, k), dtype=np.float32, order="F")          # P H P (lower part), column-major
-    src = H[::-1, ::-1]
-    for j in range(0, k, _TILE):
-        for i in range(j, k, _TILE):
-            np.copyto(Hr[i:i + _TILE, j:j + _TILE], src[i:i + _TILE, j:j + _TILE], casting="same_kind")
+    if perm is None:
+        src = H[::-1, ::-1]
+        for j in range(0, k, _TILE):
+            for i in range(j, k, _TILE):
+                np.copyto(Hr[i:i + _TILE, j:j + _TILE], src[i:i + _TILE, j:j + _TILE], casting="same_kind")
+    else:
+        rp = np.asarray(perm)[::-1]                              # Hr[i, j] = H[rp[i], rp[j]]
+        for i in range(0, k, _TILE):
+            strip = H[rp[i:i + _TILE]]                           # (T, K) rows, one gather
+            for j in range(0, i + 1, _TILE):
+                np.copyto(Hr[i:i + _TILE, j:j + _TILE], strip[:, rp[j:j + _TILE]], casting="same_kind")
     diag = np.ascontiguousarray(np.diag(Hr)[::-1])               # diag H in original order
     damp = percdamp * float(np.mean(diag, dtype=np.float64))
     Hr[np.diag_indices_from(Hr)] += np.float32(damp)
@@ -252,10 +260,10 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     if act_order:
         perm = np.argsort(-np.diag(H), kind="stable")
         W = W[perm]
-        H = H[np.ix_(perm, perm)]
     invperm = np.argsort(perm)
 
-    U = _upper_cholesky_of_inverse(H, percdamp)  # (K, K) upper, float32; H validated above
+    # (K, K) upper float32 factor of the permuted H (validated above)
+    U = _upper_cholesky_of_inverse(H, percdamp, perm if act_order else None)
 
     # the output columns are independent given U: two halves run in two threads, each with
     # single-threaded BLAS (no fine-grained thread synchronisation to collapse under load)

@@ -224,3 +224,14 @@ def test_w_hat_equals_the_plain_gathered_dequantization(group_size, act_order, s
     g = gptq_quantize(W, hessian(X), 4, group_size=group_size, act_order=act_order, static_groups=static_groups)
     plain = (g.q.astype(np.float32) - g.zeros.astype(np.float32)[g.g_idx]) * g.scales[g.g_idx]
     assert_bitexact(g.W_hat, plain)
+
+
+@pytest.mark.parametrize("k", [5, 300, 600])
+def test_factor_of_the_permuted_hessian_without_forming_it_is_bit_equal(k):
+    # act-order folds the permutation into the tiled copy; the factor must be that of H[perm][:, perm]
+    from refsim.quant.gptq import _upper_cholesky_of_inverse, upper_cholesky_of_inverse
+
+    X, _ = correlated_layer(11, k=k, t=2 * k)
+    H = hessian(X)
+    perm = np.random.default_rng(k).permutation(k)
+    assert_bitexact(_upper_cholesky_of_inverse(H, 0.01, perm), upper_cholesky_of_inverse(H[np.ix_(perm, perm)], 0.01))
