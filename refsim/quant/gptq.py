@@ -42,7 +42,9 @@ machine would then get other bits than a serial run on 2 cores.
 
 Determinism: every result is a fixed function of the inputs for one BLAS build and CPU kernel,
 whatever the number of cores or workers (the two column halves are fixed, every BLAS call is
-single-threaded). Nothing bit-exact against the reference is claimed (see Arithmetic).
+single-threaded). Both are load-bearing: with this OpenBLAS (0.3.31, Haswell kernels) the block
+gemm's bits differ between 1 and 2 threads, and a gemv/gemm over a different number of output
+columns (another split of N) also rounds some sums differently (issue 13, 2026-11-26). Nothing bit-exact against the reference is claimed (see Arithmetic).
 """
 
 from __future__ import annotations
