@@ -42,7 +42,9 @@ machine would then get other bits than a serial run on 2 cores.
 
 Determinism: every result is a fixed function of the inputs for one BLAS build and CPU kernel,
 whatever the number of cores or workers (the two column halves are fixed, every BLAS call is
-single-threaded). Nothing bit-exact against the reference is claimed (see Arithmetic).
+single-threaded). Both are load-bearing: with this OpenBLAS (0.3.31, Haswell kernels) the block
+gemm's bits differ between 1 and 2 threads, and a gemv/gemm over a different number of output
+columns (another split of N) also rounds some sums differently (issue 13, 2026-11-26). Nothing bit-exact against the reference is claimed (see Arithmetic).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ from refsim._validate import (
 )
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
-from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes
+from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes, round_to_int
 
 __all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error", "upper_cholesky_of_inverse"]
 
@@ -157,12 +159,38 @@ def upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
     if H.shape[0] != H.shape[1] or H.shape[0] == 0:
         raise ShapeError(f"H: must be square (K, K) with K >= 1; got {H.shape}")
     require_finite("H", H)
+    _check_percdamp(percdamp)
+    return _upper_cholesky_of_inverse(H, percdamp)
+
+
+def _check_percdamp(percdamp) -> None:
     if isinstance(percdamp, bool) or not isinstance(percdamp, (int, float, np.floating)) or not 0.0 <= float(percdamp) <= 1.0:
         raise FormatRuleError(f"percdamp: must be a number in [0, 1]; got {percdamp!r:.60}")
+
+
+_TILE = 256  # tile edge of the reversing float64 -> float32 copy into LAPACK's column-major layout
+
+
+def _upper_cholesky_of_inverse(H: np.ndarray, percdamp: float, perm: np.ndarray | None = None) -> np.ndarray:
+    """:func:`upper_cholesky_of_inverse` of ``H[perm][:, perm]`` (``perm`` None: of H) on validated
+    inputs (square float H, finite, percdamp checked); the permuted copy of H is never formed."""
     k = H.shape[0]
-    # one pass: float32 rounding (as the reference) and the reversal P H P into LAPACK's layout
-    Hr = np.empty((k, k), dtype=np.float32, order="F")          # P H P, column-major
-    np.copyto(Hr, H[::-1, ::-1], casting="same_kind")
+    # one pass: float32 rounding (as the reference), the permutation and the reversal P H P into
+    # LAPACK's layout. spotrf(lower) reads the lower triangle only, so only the tiles on or below
+    # the diagonal are copied (the rest stays zero); tiling keeps the transposing access pattern
+    # in cache (190 ms -> ~55 ms at K = 4096; act-order: no (K, K) float64 permuted copy, 230 ms)
+    Hr = np.zeros((k, k), dtype=np.float32, order="F")          # P H P (lower part), column-major
+    if perm is None:
+        src = H[::-1, ::-1]
+        for j in range(0, k, _TILE):
+            for i in range(j, k, _TILE):
+                np.copyto(Hr[i:i + _TILE, j:j + _TILE], src[i:i + _TILE, j:j + _TILE], casting="same_kind")
+    else:
+        rp = np.asarray(perm)[::-1]                              # Hr[i, j] = H[rp[i], rp[j]]
+        for i in range(0, k, _TILE):
+            strip = H[rp[i:i + _TILE]]                           # (T, K) rows, one gather
+            for j in range(0, i + 1, _TILE):
+                np.copyto(Hr[i:i + _TILE, j:j + _TILE], strip[:, rp[j:j + _TILE]], casting="same_kind")
     diag = np.ascontiguousarray(np.diag(Hr)[::-1])               # diag H in original order
     damp = percdamp * float(np.mean(diag, dtype=np.float64))
     Hr[np.diag_indices_from(Hr)] += np.float32(damp)
@@ -204,16 +232,19 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     require_choice("rounding", rounding, ROUNDING_MODES)
     if not (0.0 <= float(percdamp) <= 1.0):
         raise FormatRuleError(f"percdamp: must lie in [0, 1]; got {percdamp}")
+    _check_percdamp(percdamp)  # the factorisation's own rule (numbers only), checked before any work
     if static_groups and group_size is None:
         raise FormatRuleError("static_groups: True requires an integer group_size; got group_size=None")
     scheme = "gptq_sym" if sym else "gptq_asym"
 
-    W = W.astype(np.float32)  # (K, N) copy; row k of W is the paper's column k
     dead = np.diag(H) == 0
     if dead.any():
+        W = W.astype(np.float32)  # (K, N) copy; row k of W is the paper's column k
         H = H.astype(np.float64)  # copy (rounded to float32 in the factorisation)
         H[dead, dead] = 1.0
         W[dead, :] = 0.0
+    else:  # only read from here on: no copy when W is already C-ordered float32
+        W = np.ascontiguousarray(W, dtype=np.float32)
 
     def params(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # rows (g, N) -> (N,), (N,)
         return find_params(rows, bits, scheme, rounding=rounding)
@@ -231,22 +262,26 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     if act_order:
         perm = np.argsort(-np.diag(H), kind="stable")
         W = W[perm]
-        H = H[np.ix_(perm, perm)]
     invperm = np.argsort(perm)
 
-    U = upper_cholesky_of_inverse(H, percdamp)  # (K, K) upper, float32
+    # (K, K) upper float32 factor of the permuted H (validated above)
+    U = _upper_cholesky_of_inverse(H, percdamp, perm if act_order else None)
 
     # the output columns are independent given U: two halves run in two threads, each with
     # single-threaded BLAS (no fine-grained thread synchronisation to collapse under load)
     halves = [slice(0, n)] if n < _SPLIT_MIN_N else [slice(0, n // 2), slice(n // 2, n)]
-    loop = functools.partial(_column_loop, U=U, perm=perm, bits=bits, group_size=group_size, static=static,
+    loop = functools.partial(_column_loop, U=U, perm=perm, bits=bits, group_size=group_size,
                              params=params, rounding=rounding, blocksize=blocksize)
+
+    def half(sl: slice):  # static group parameters are (N,) rows: each half reads its own columns
+        return loop(W[:, sl], static=None if static is None else [(s[sl], z[sl]) for s, z in static])
+
     with _single_threaded_blas():
         if len(halves) == 1:
-            parts = [loop(W)]
+            parts = [half(halves[0])]
         else:
             with concurrent.futures.ThreadPoolExecutor(len(halves)) as pool:
-                parts = list(pool.map(lambda sl: loop(W[:, sl]), halves))
+                parts = list(pool.map(half, halves))
     codes = np.concatenate([c for c, _, _, _ in parts], axis=1)          # (K, N) processing order
     losses = np.concatenate([lo for _, lo, _, _ in parts])
     if group_size is not None and static is None:
@@ -264,11 +299,29 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
 
     scales_arr = np.stack(scales).astype(np.float32)  # (G, N)
     zeros_arr = np.stack(zeros).astype(np.int32)
-    q_orig = codes[invperm]  # (K, N) original row order
-    W_hat = np.subtract(q_orig, zeros_arr.astype(np.float32)[g_idx], dtype=np.float32)  # q - z, exact
-    np.multiply(W_hat, scales_arr[g_idx], out=W_hat)                                     # s · (q - z)
+    q_orig = codes[invperm] if act_order else codes  # (K, N) original row order
+    if static is None and group_size is not None:
+        # processing-order row j reads scale row j // G (g_idx[perm[j]] = j // G): dequantize in
+        # processing order, then one gather of the rows (act-order)
+        W_hat = _dequantize_grouped(codes, scales_arr, zeros_arr, group_size)
+        if act_order:
+            W_hat = W_hat[invperm]
+    else:  # static groups: g_idx = k // G in original order; per-channel: one row
+        W_hat = _dequantize_grouped(q_orig, scales_arr, zeros_arr, group_size or k)
     return GPTQResult(q_orig, scales_arr, zeros_arr, g_idx, perm.astype(np.int64), W_hat,
                       losses.astype(np.float32), bits, group_size)
+
+
+def _dequantize_grouped(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int) -> np.ndarray:
+    """float32 (K, N) ``scales[r // G] * (q[r] - zeros[r // G])`` for q uint8 (K, N), scales float32
+    and zeros int32 (K / G, N): the same two roundings as ``(q - z[g_idx]) * s[g_idx]`` (q - z is
+    exact), without the two (K, N) gathered temporaries."""
+    k, n = q.shape
+    out = np.empty((k, n), dtype=np.float32)
+    view = out.reshape(k // group_size, group_size, n)
+    np.subtract(q.reshape(view.shape), zeros.astype(np.float32)[:, None, :], out=view, dtype=np.float32)
+    np.multiply(view, scales[:, None, :], out=view)
+    return out
 
 
 _SPLIT_MIN_N = 512  # below this many output columns one thread does the loop
@@ -279,8 +332,8 @@ def _single_threaded_blas():
     return threadpoolctl.threadpool_limits(limits=1)
 
 
-def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
-    """The GPTQ block loop over the rows of ``W`` float32 (K, n), a set of output columns (each is
+def _column_loop_reference(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
+    """The GPTQ block loop, readable form (:func:`_column_loop` is the same arithmetic with fewer calls) over the rows of ``W`` float32 (K, n), a set of output columns (each is
     independent of the others given U). ``W`` is only read. Returns (codes uint8 (K, n) in
     processing order, losses float64 (n,), scales list of (n,) per group, zeros list).
 
@@ -330,6 +383,85 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
             codes[col] = qc
             Err[col] = e / d
             losses += (e.astype(np.float64) / d) ** 2 / 2
+    return codes, losses, scales, zeros
+
+
+def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
+    """Same arguments, returns and bits as :func:`_column_loop_reference` (tests pin the equality),
+    with fewer NumPy calls and allocations per row: every BLAS call keeps the reference's shapes
+    and layouts (OpenBLAS's sums depend on them), elementwise steps write into preallocated (n,)
+    buffers, the float code ``clip(rint(w / s) + z)`` stands in for ``qc.astype(float32)`` (it is
+    that integer exactly), and the float64 losses are formed once per block and added row by row
+    in the reference's order.
+    """
+    k, n = W.shape
+    codes = np.empty((k, n), dtype=np.uint8)
+    Err = np.empty((k, n), dtype=np.float32)
+    losses = np.zeros(n, dtype=np.float64)
+    scales, zeros = [], []
+    lo = np.zeros(n, dtype=np.float32)            # clip bounds as arrays: np.clip's wrapper costs
+    hi = np.full(n, (1 << bits) - 1, dtype=np.float32)  # more than the work at these sizes
+    B = min(blocksize, k)
+    E = np.empty((B, n), dtype=np.float32)        # w - q of the block's rows
+    L = np.empty((B, n), dtype=np.float64)        # their losses
+    upd = np.empty((B, n), dtype=np.float32)      # left-looking update of the block
+    w = np.empty(n, dtype=np.float32)
+    t = np.empty(n, dtype=np.float32)
+    diag = np.diagonal(U)                         # float32 (K,) U[col, col]
+    diag64 = diag.astype(np.float64)              # the same values (the reference's e64 / d)
+    half_even = rounding == "half_even"
+
+    def lazily_updated(rows: slice, i1: int) -> np.ndarray:
+        return W[rows] - U[:i1, rows].T @ Err[:i1] if i1 else W[rows]
+
+    if group_size is None:
+        scale, zero = params(W)
+        zero_f = zero.astype(np.float32)
+    for i1 in range(0, k, blocksize):
+        i2 = min(i1 + blocksize, k)
+        b = i2 - i1
+        if i1:
+            W1 = np.subtract(W[i1:i2], U[:i1, i1:i2].T @ Err[:i1], out=upd[:b])
+        else:
+            W1 = W[i1:i2]
+        for i in range(b):
+            col = i1 + i
+            if group_size is not None:
+                if static is not None:
+                    scale, zero = static[int(perm[col]) // group_size]
+                    zero_f = zero.astype(np.float32)
+                elif col % group_size == 0:
+                    inside = W1[i:i + group_size]
+                    if col + group_size > i2:
+                        inside = np.concatenate([inside, lazily_updated(slice(i2, col + group_size), i1)])
+                    scale, zero = params(inside)
+                    zero_f = zero.astype(np.float32)
+                    scales.append(scale)
+                    zeros.append(zero)
+            if i:
+                wv = np.subtract(W1[i], U[i1:col, col] @ Err[i1:col], out=w)  # no out= on matmul: slower path
+            else:
+                wv = W1[0]
+            np.divide(wv, scale, out=t)
+            if half_even:
+                np.rint(t, out=t)
+            else:
+                t[...] = round_to_int(t, rounding)
+            np.add(t, zero_f, out=t)
+            np.maximum(t, lo, out=t)                     # = np.clip(t, 0, maxq), NaN included
+            np.minimum(t, hi, out=t)
+            codes[col] = t                               # integral, in [0, maxq]: exact
+            np.subtract(t, zero_f, out=t)
+            np.multiply(scale, t, out=t)
+            e = np.subtract(wv, t, out=E[i])
+            np.divide(e, diag[col], out=Err[col])
+        Lb = L[:b]
+        np.copyto(Lb, E[:b])
+        np.divide(Lb, diag64[i1:i2, None], out=Lb)
+        np.square(Lb, out=Lb)
+        np.divide(Lb, 2, out=Lb)
+        for i in range(b):
+            np.add(losses, Lb[i], out=losses)
     return codes, losses, scales, zeros
 
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import threadpoolctl
 
 from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
@@ -138,3 +139,99 @@ def test_gptq_does_not_modify_its_inputs():
     gptq_quantize(W, H, 4, group_size=32, act_order=True)
     assert_bitexact(W, W0)
     assert_bitexact(H, H0)
+
+
+def test_static_groups_with_the_output_columns_split_in_two_halves():
+    # N >= 512 splits the output columns over two threads; each half must read its own columns of
+    # the static (N,) group parameters (this raised a broadcast error before)
+    X, _ = correlated_layer(9, k=64, t=256)
+    W = np.random.default_rng(9).standard_normal((64, 600)).astype(np.float32)
+    g = gptq_quantize(W, hessian(X), 4, group_size=32, act_order=True, static_groups=True)
+    r = quantize(W, 4, scheme="gptq_asym", granularity="group", group_size=32)
+    assert_bitexact(g.scales, r.scale)
+    assert_bitexact(g.zeros, r.zero)
+
+
+def _loop_inputs(seed, k, n, bits, group_size, act_order, static_groups, sym, blocksize):
+    from refsim.formats.uniform import find_params
+    from refsim.quant.gptq import upper_cholesky_of_inverse
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((2 * k, k)).astype(np.float32)
+    X[:, 1] = 0  # a dead input: its weights are zeroed and H[1, 1] = 1 before the loop
+    H = hessian(X)
+    W = rng.standard_normal((k, n)).astype(np.float32)
+    dead = np.diag(H) == 0
+    H[dead, dead] = 1.0
+    W[dead] = 0.0
+    scheme = "gptq_sym" if sym else "gptq_asym"
+    params = lambda rows: find_params(rows, bits, scheme)  # noqa: E731
+    static = None
+    if static_groups:
+        static = [params(W[i:i + group_size]) for i in range(0, k, group_size)]
+    perm = np.argsort(-np.diag(H), kind="stable") if act_order else np.arange(k)
+    U = upper_cholesky_of_inverse(H[np.ix_(perm, perm)], 0.01)
+    return W[perm], dict(U=U, perm=perm, bits=bits, group_size=group_size, static=static, params=params,
+                         rounding="half_even", blocksize=blocksize)
+
+
+@pytest.mark.parametrize("k,n,bits,group_size,act_order,static_groups,sym,blocksize", [
+    (256, 96, 4, 128, False, False, False, 128),
+    (256, 96, 2, 32, True, False, True, 128),
+    (192, 80, 3, None, True, False, False, 64),
+    (256, 64, 8, 64, True, True, False, 128),
+    (320, 72, 4, 160, False, False, True, 48),   # groups longer than a block, ragged last block
+    (200, 40, 4, 40, True, False, False, 128),   # K not a multiple of the block
+])
+def test_fast_column_loop_is_bit_equal_to_the_readable_reference(k, n, bits, group_size, act_order,
+                                                                 static_groups, sym, blocksize):
+    from refsim.quant.gptq import _column_loop, _column_loop_reference
+
+    W, kw = _loop_inputs(k, k, n, bits, group_size, act_order, static_groups, sym, blocksize)
+    with threadpoolctl.threadpool_limits(limits=1):
+        fast = _column_loop(W, **kw)
+        ref = _column_loop_reference(W, **kw)
+    assert_bitexact(fast[0], ref[0], name="codes")
+    assert_bitexact(fast[1], ref[1], name="losses")
+    assert len(fast[2]) == len(ref[2])
+    for a, b in zip(fast[2] + fast[3], ref[2] + ref[3]):
+        assert_bitexact(a, b)
+
+
+def test_fast_column_loop_half_away_rounding_is_bit_equal_to_the_reference():
+    # ties need exact half steps: diagonal H (no updates move w), half-integer weights, and every
+    # group holding 0 and 15 (scale 1, zero 0), so w / scale = 2.5, 3.5, ... occur many times
+    from refsim.formats.uniform import find_params
+    from refsim.quant.gptq import _column_loop, _column_loop_reference, upper_cholesky_of_inverse
+
+    k, n = 128, 64
+    W = (np.random.default_rng(3).integers(0, 31, (k, n)) / 2).astype(np.float32)
+    W[0::32], W[1::32] = 0.0, 15.0
+    kw = dict(U=upper_cholesky_of_inverse(2.0 * np.eye(k), 0.01), perm=np.arange(k), bits=4, group_size=32,
+              static=None, params=lambda rows: find_params(rows, 4, "gptq_asym", rounding="half_away"),
+              rounding="half_away", blocksize=128)
+    with threadpoolctl.threadpool_limits(limits=1):
+        fast, ref = _column_loop(W, **kw), _column_loop_reference(W, **kw)
+    assert_bitexact(fast[0], ref[0])
+    assert_bitexact(fast[1], ref[1])
+    assert (ref[0][W == 2.5] == 3).all()  # the ties were there and rounded away from zero
+
+
+@pytest.mark.parametrize("group_size,act_order,static_groups", [
+    (32, False, False), (32, True, False), (32, True, True), (None, True, False)])
+def test_w_hat_equals_the_plain_gathered_dequantization(group_size, act_order, static_groups):
+    X, W = correlated_layer(10)
+    g = gptq_quantize(W, hessian(X), 4, group_size=group_size, act_order=act_order, static_groups=static_groups)
+    plain = (g.q.astype(np.float32) - g.zeros.astype(np.float32)[g.g_idx]) * g.scales[g.g_idx]
+    assert_bitexact(g.W_hat, plain)
+
+
+@pytest.mark.parametrize("k", [5, 300, 600])
+def test_factor_of_the_permuted_hessian_without_forming_it_is_bit_equal(k):
+    # act-order folds the permutation into the tiled copy; the factor must be that of H[perm][:, perm]
+    from refsim.quant.gptq import _upper_cholesky_of_inverse, upper_cholesky_of_inverse
+
+    X, _ = correlated_layer(11, k=k, t=2 * k)
+    H = hessian(X)
+    perm = np.random.default_rng(k).permutation(k)
+    assert_bitexact(_upper_cholesky_of_inverse(H, 0.01, perm), upper_cholesky_of_inverse(H[np.ix_(perm, perm)], 0.01))
