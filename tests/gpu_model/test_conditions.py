@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 import pytest
 
 from refsim.errors import FormatRuleError, ShapeError
@@ -132,3 +134,9 @@ def test_sweep_rows_carry_the_conditions_they_were_asked_for():
         sweep.sweep(["orin"], ["marlin"], [1], [4096], [4096], ecc="on", progress=False)
     with pytest.raises(FormatRuleError, match="cache"):
         sweep.sweep(["a10"], ["marlin"], [1], [4096], [4096], cache="lukewarm", progress=False)
+
+
+@pytest.mark.parametrize("kw", [{"cache": np.array(["cold", "warm"])}, {"ecc": np.array(["on"])}, {"cache": None}])
+def test_condition_arguments_of_the_wrong_type_are_refused_by_name(kw):
+    with pytest.raises(FormatRuleError, match=next(iter(kw))):
+        predict("a10", "marlin", 16, 4096, 4096, **kw)

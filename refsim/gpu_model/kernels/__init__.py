@@ -100,8 +100,8 @@ def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) ->
         m, n, k = _check_size("m", m), _check_size("n", n), _check_size("k", k)
     if limits is not None:
         limits(m, n, k)
-    if cache != "cold" and cache != "warm":
-        require_choice("cache", cache, CACHE_STATES)
+    if type(cache) is not str or (cache != "cold" and cache != "warm"):
+        require_choice("cache", cache, CACHE_STATES)      # arrays and other types: refused by name
     g = _GPUS.get(gpu) if type(gpu) is str else None     # an exact table name; else get_gpu's rules
     if g is None:
         g = get_gpu(gpu)
