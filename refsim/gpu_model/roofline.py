@@ -191,32 +191,11 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
 
 def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
              extra_serial_s=0.0, notes="") -> Breakdown:
-    """:func:`combine` without the argument checks, for the kernel models (hot path): the arithmetic
-    of :func:`_overlap`, written out, and :func:`_breakdown`."""
-    first = second = 0.0
-    top = None
-    for name, v in pipes.items():
-        if top is None or v > first:
-            second, first, top = first, v, name
-        elif v > second:
-            second = v
-    launch = params.launch_overhead_s * launches
-    tail = gpu.dram_latency_s
-    terms = dict(pipes)
-    terms["launch"] = launch
-    terms["tail"] = tail
-    if extra_serial_s:
-        terms["serial"] = extra_serial_s
-    bottleneck = top if top is not None and first >= launch + tail else "launch"
-    if extra_serial_s > max(first, launch + tail):
-        bottleneck = "serial"
-    bd = _new(Breakdown)                 # _breakdown(...), written out
-    _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu.name, "m": m, "n": n, "k": k, "bits": bits,
-                          "latency_s": launch + tail + first + (1.0 - params.overlap) * second + extra_serial_s,
-                          "bottleneck": bottleneck, "terms": terms, "bytes_dram": bytes_dram,
-                          "flops": 2.0 * m * n * k, "ctas": ctas, "waves": n_waves, "launches": launches,
-                          "notes": notes})
-    return bd
+    """:func:`combine` without the argument checks, for the kernel models (hot path):
+    :func:`_overlap` and :func:`_breakdown`."""
+    latency, terms, bottleneck = _overlap(gpu, pipes, params, launches, extra_serial_s)
+    return _breakdown(kernel, gpu.name, m, n, k, bits, latency, bottleneck, terms, bytes_dram, 2.0 * m * n * k,
+                      ctas, n_waves, launches, notes)
 
 
 _new = object.__new__

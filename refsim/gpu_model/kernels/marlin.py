@@ -200,41 +200,23 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
                   group_size, weight_bits: float, sparse: bool):
     m_blocks, par, rows = lc.m_blocks, lc.parallel, lc.rows
     iters, active, slices = lc.iters, lc.busy_blocks, lc.max_slices
-    w_tile = tk * tn * weight_bits / 8
-    s_tile = 0.0 if group_size is None else (tk / group_size) * tn * 2
-    a_tile = 16 * m_blocks * tk * 2
+    # the launch kind's constants (tile bytes, tensor rate, issue cycles per tile, hand-off): one home,
+    # :func:`_kind_constants`
+    ws, a_tile, w_bytes, rate_f, alu_tile, handoff = _kind_constants(g, f_sm, n, k, group_size, weight_bits,
+                                                                     sparse, m_blocks, tk, tn)
     # DRAM: the `par` parallel problems walk the same weight columns at the same time (problem p's
     # blocks are offset by exactly n_tiles columns), so weights come from DRAM once per launch and
     # the other par-1 reads hit L2. The most loaded block streams iters tiles while `active`
     # blocks share the bandwidth.
-    w_bytes = n * k * weight_bits / 8 + ((k / group_size) * n * 2 if group_size else n * 2)
     bytes_launch = w_bytes + rows * k * 2 + rows * n * 2
-    bw = min(g.dram_eff_bytes_per_s, active * STAGES * (w_tile + s_tile) / g.dram_latency_s)
-    t_dram = max(bytes_launch / bw, iters * (w_tile + s_tile) * active / par / bw)
+    bw = min(g.dram_eff_bytes_per_s, active * STAGES * ws / g.dram_latency_s)
+    t_dram = max(bytes_launch / bw, iters * ws * active / par / bw)
     t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / g.l2_bytes_per_s(f_sm)
-    # tensor: one CTA per SM, f32 accumulate rate; 2:4 sparse MMA does the dense-equivalent work twice as fast
-    rate = mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) * (2 if sparse else 1)
-    t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / (rate * f_sm)
-    # issue slots: dequant + MMA + ldmatrix/LDS + cp.async per tile (warp instructions)
-    weights = tk * tn * (0.5 if sparse else 1.0)
-    deq = weights / 8 * (9 + (4 if group_size is not None else 0)) / 32
-    mma = m_blocks * (tn / 8) * (tk / 16) / (2 if sparse else 1)
-    lds = (w_tile + a_tile) / 512
-    cp = (w_tile + s_tile + a_tile) / 512
-    # issue (MWP/CWP per SMSP): 8 warps, one resident CTA (occupancy: registers and 96 KiB of shared
-    # memory), so W = 2 warps per SMSP; a tile is (tk/16)·(tn/64) warp k16-steps, 1/4 of them per SMSP.
-    # Each step costs max(I issue slots, C1 / W) cycles: with 2 warps the dequant → MMA chain of one
-    # warp is only half hidden.
-    tensor_interval = 2.0 * 16 * 8 * 16 / (mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm) / 4)
-    _, c1 = warp_step(min(m_blocks, 4), group_size is not None, g.int32_lanes_per_clk_per_sm,
-                      g.hfma2_lanes_per_clk_per_sm, g.fp32_fma_lanes_per_clk_per_sm, tensor_interval)
-    occ = resident(g, THREADS, registers(g.compute_capability, min(m_blocks, 4), tn, tk, group_size is not None),
-                   SHARED_MEM, g.sm_count)
-    w = occ.warps_per_sm / 4
-    steps_smsp = (tk / 16) * (tn / 64) / 4
-    instr_tile_smsp = (deq + mma + lds + cp) / 4
-    t_alu = iters * max(instr_tile_smsp, steps_smsp / w * c1) / f_sm
-    t_red = (slices - 1) * handoff_cycles(g, m_blocks, tn) / f_sm
+    # tensor: one CTA per SM, f32 accumulate rate (2:4 sparse MMA: twice the dense-equivalent rate)
+    t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / rate_f
+    # issue (MWP/CWP per SMSP): per tile max(issue slots, steps / W · C1) cycles (see _kind_constants)
+    t_alu = iters * alu_tile / f_sm
+    t_red = (slices - 1) * handoff / f_sm
     return {"dram": t_dram, "l2": t_l2, "tensor": t_tc, "alu": t_alu}, t_red, bytes_launch, active
 
 
@@ -277,9 +259,14 @@ def model_reference(name: str, gpu, m, n, k, group_size, clock, params, *, weigh
 
 def _kind_constants(g: GPUSpec, f_sm: float, n: int, k: int, group_size, weight_bits: float, sparse: bool,
                     m_blocks: int, tk: int, tn: int) -> tuple:
-    """The numbers of :func:`_launch_terms` that do not depend on the launch's rows, stripes or slices
-    (the same expressions): (w_tile + s_tile, a_tile, w_bytes, tensor rate × f_sm, alu cycles per tile
-    max(...), hand-off cycles)."""
+    """The numbers of :func:`_launch_terms` that do not depend on the launch's rows, stripes or
+    slices: (w_tile + s_tile, a_tile, w_bytes, tensor rate × f_sm, alu cycles per tile, hand-off cycles).
+
+    Issue model (MWP/CWP per SMSP): 8 warps, one resident CTA (occupancy: registers and 96 KiB of
+    shared memory), so W = 2 warps per SMSP; a tile is (tk/16)·(tn/64) warp k16-steps, 1/4 of them
+    per SMSP, each costing max(I issue slots, C1 / W) cycles: with 2 warps the dequant → MMA chain
+    of one warp is only half hidden. Issue slots per tile: dequant (9 instructions per 8 weights,
+    +4 HMUL2 with group scales) + MMA + ldmatrix/LDS + cp.async (warp instructions)."""
     w_tile = tk * tn * weight_bits / 8
     s_tile = 0.0 if group_size is None else (tk / group_size) * tn * 2
     a_tile = 16 * m_blocks * tk * 2
