@@ -188,3 +188,17 @@ def best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_c
         gpu, f_sm, m, n, k, op_per_clk_per_sm, elem_bytes, stages, k_slice, overlap)
     return {"t_tc": t, "red_bytes": red, "ctas": ctas, "waves": w, "tile_m": tm, "tile_n": tn,
             "split": split, "ctas_per_sm": cps, "bytes_in_flight": smem}
+
+
+def spec_memo(memo: dict, key, g: GPUSpec, compute, limit: int = 4096):
+    """``compute()`` cached in ``memo`` under ``key`` (a tuple that contains ``id(g)``) for the spec
+    ``g``: the entry holds ``g`` itself, so its id cannot be reused by another spec while the entry
+    lives, and a hit on a different object with the same id recomputes. At most ``limit`` entries
+    (the memo is emptied when full); :func:`refsim.gpu_model.kernels.clear_caches` empties it too.
+    The kernel models' one home for their per-spec memos of numbers that do not depend on M."""
+    hit = memo.get(key)
+    if hit is None or hit[0] is not g:
+        if len(memo) > limit:
+            memo.clear()
+        hit = memo[key] = (g, compute())
+    return hit[1]

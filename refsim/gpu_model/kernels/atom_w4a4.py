@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, hot_setup, require_multiple
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, hot_setup, require_multiple, spec_memo
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
 
@@ -86,23 +86,12 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
     g, f, _, l2_bw = hot_setup(gpu, clock)
     p = params or FITTED
-    hit = _CTAS_PER_SM.get(id(g))
-    if hit is None or hit[0] is not g:
-        if len(_CTAS_PER_SM) > 1024:
-            _CTAS_PER_SM.clear()
-        hit = _CTAS_PER_SM[id(g)] = (g, _gpu_rules(g))
-    ctas_per_sm = hit[1]
+    ctas_per_sm = spec_memo(_CTAS_PER_SM, id(g), g, lambda: _gpu_rules(g), 1024)
     m_pad = TILE * math.ceil(m / TILE)
     ctas = (m_pad // TILE) * (n // TILE)
     n_waves = ctas / (g.sm_count * ctas_per_sm)
     waves_run = math.ceil(n_waves - 1e-9)
-    key = (id(g), f, k)
-    hit = _PER_K.get(key)
-    if hit is None or hit[0] is not g:
-        if len(_PER_K) > 4096:
-            _PER_K.clear()
-        hit = _PER_K[key] = (g,) + _per_k(g, f, k, ctas_per_sm)
-    _, k4, groups, per_cta_tc, alu_cta = hit
+    k4, groups, per_cta_tc, alu_cta = spec_memo(_PER_K, (id(g), f, k), g, lambda: _per_k(g, f, k, ctas_per_sm))
     t_tc = waves_run * per_cta_tc
     t_alu = waves_run * ctas_per_sm * alu_cta
     bytes_w = n * k4 / 2 + n * KEEPER + n * groups * 2

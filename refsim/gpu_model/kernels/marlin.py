@@ -34,8 +34,8 @@ from typing import NamedTuple
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
 from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, mma_sync_rate, hot_setup,
-                                              require_multiple, setup)
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, hot_setup, mma_sync_rate,
+                                              require_multiple, setup, spec_memo)
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, ModelParams, _breakdown, _overlap
@@ -321,13 +321,9 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
         # LaunchCost fields in order: m_blocks, parallel, rows, k_tiles, n_tiles, iters, busy_blocks,
         # max_slices, reduction_steps, count
         m_blocks, par, rows, _, _, iters, active, slices, _, count = lc
-        key = (id(g), f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn)
-        hit = _KINDS.get(key)
-        if hit is None or hit[0] is not g:
-            if len(_KINDS) > 4096:
-                _KINDS.clear()
-            hit = _KINDS[key] = (g, _kind_constants(g, f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn))
-        ws, a_tile, w_bytes, rate_f, alu_tile, handoff = hit[1]
+        ws, a_tile, w_bytes, rate_f, alu_tile, handoff = spec_memo(
+            _KINDS, (id(g), f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn), g,
+            lambda: _kind_constants(g, f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn))
         # _launch_terms, same expressions
         b = w_bytes + rows * k * 2 + rows * n * 2
         bw = min(eff, active * STAGES * ws / lat_dram)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, compiled_registers, hot_setup, require_multiple, setup
+from refsim.gpu_model.kernels._common import (check_bits, check_mnk, compiled_registers, hot_setup, require_multiple,
+                                              setup, spec_memo)
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _dram_time, _overlap
 
@@ -100,12 +101,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         require_multiple(NAME, "n", n, 4, "4 rows per CTA")
     g, f, sm_clk, l2_bw = hot_setup(gpu, clock)
     p = params or FITTED
-    hit = _PER_GPU.get(id(g))
-    if hit is None or hit[0] is not g:
-        if len(_PER_GPU) > 1024:
-            _PER_GPU.clear()
-        hit = _PER_GPU[id(g)] = (g, resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm)
-    ctas_per_sm = hit[1]
+    ctas_per_sm = spec_memo(_PER_GPU, id(g), g,
+                            lambda: resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm, 1024)
     ab = avg_bits()
     # kernel 1: dense mixed GEMV
     dense_bytes = n * k * ab / 8 + 2.0 * m * (k + n)
