@@ -184,7 +184,7 @@ def anyprec_gemv_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, 
         raise FormatRuleError("anyprec_gemv_reference: the K-split path is not modelled")
     chunks = -(-k // _CHUNK)
     O = np.empty((m, n), np.float16)
-    one = np.ones(1, np.float16)
+    fma = fp.fma_reference_scalar
     for l in range(m):
         for r in range(n):
             lanes = []
@@ -198,8 +198,8 @@ def anyprec_gemv_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, 
                     for j in (3, 2, 1, 0):
                         for s in range(4):
                             a, b = ak.activation_index(k, i, t, j, s)
-                            sx = fp.fma_reference(W[r, a] * one, x[l, a] * one, sx * one)[0]
-                            sy = fp.fma_reference(W[r, b] * one, x[l, b] * one, sy * one)[0]
+                            sx = fma(W[r, a], x[l, a], sx)
+                            sy = fma(W[r, b], x[l, b], sy)
                     partial = np.float16(partial + np.float16(sx + sy))
                 lanes.append(partial)
             O[l, r] = warp_reduce_sum_reference(np.array(lanes, np.float16))

@@ -67,13 +67,50 @@ def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction
     The sign of a zero result is not represented (Fraction has no -0); callers decide it.
     ``x``: a Fraction or an int (exact values only); ``fmt``: a :class:`FloatFormat`;
     ``mode``: "rne", "rz", "rz_inf" or "ro".
+
+    Integer arithmetic on ``|x| = a / b``: ``e = max(floor(log2 |x|), emin)`` is the binade,
+    ``2^s`` with ``s = e - precision + 1`` the last place there, ``n, r = divmod(a, b · 2^s)`` the
+    kept units and the remainder (``2r`` against ``b · 2^s`` is the half-way test); the result is
+    ``n · 2^s``. :func:`_round_fraction_rational` is the same rounding written with Fraction
+    arithmetic throughout, kept as the readable reference and tested equal.
     """
     require_choice("mode", mode, _MODES)
     if not isinstance(fmt, FloatFormat):
         raise FormatRuleError(f"fmt: must be a FloatFormat (F16, BF16, F32, F64); got {type(fmt).__name__}")
+    if isinstance(x, Fraction):
+        a, b = x.numerator, x.denominator
+    elif isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise FormatRuleError(f"x: must be an exact value (Fraction or int); got {type(x).__name__}")
+    else:
+        a, b = int(x), 1
+    if a == 0:
+        return Fraction(0)
+    sign = -1 if a < 0 else 1
+    a = abs(a)
+    e = a.bit_length() - b.bit_length()            # 2^(e-1) < a/b < 2^(e+1)
+    if (a < b << e) if e >= 0 else (a << -e < b):
+        e -= 1                                      # a/b < 2^e: floor(log2) is e - 1
+    s = max(e, fmt.emin) - fmt.precision + 1
+    num, den = (a, b << s) if s >= 0 else (a << -s, b)
+    n, r = divmod(num, den)
+    if mode == "rne":
+        if 2 * r > den or (2 * r == den and n & 1):
+            n += 1
+    elif mode == "ro":
+        if r and not n & 1:
+            n += 1
+    t = fmt.emax + 1 - s
+    if (n >> t if t >= 0 else n):                   # n · 2^s >= 2^(emax+1): overflow
+        if mode == "rz":
+            return sign * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
+        return float(sign) * float("inf")
+    return Fraction(sign * (n << s)) if s >= 0 else Fraction(sign * n, 1 << -s)
+
+
+def _round_fraction_rational(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction | float:
+    """:func:`round_fraction` in plain Fraction arithmetic (the readable reference; same checks
+    left to the caller). Tested equal to it."""
     if not isinstance(x, Fraction):
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-            raise FormatRuleError(f"x: must be an exact value (Fraction or int); got {type(x).__name__}")
         x = Fraction(int(x))
     if x == 0:
         return Fraction(0)
@@ -87,13 +124,9 @@ def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction
     if mode == "rne":
         if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
             n += 1
-    elif mode in ("rz", "rz_inf"):
-        pass
     elif mode == "ro":
         if rem != 0 and n % 2 == 0:
             n += 1
-    else:
-        raise FormatRuleError(f"mode: must be 'rne', 'rz', 'rz_inf' or 'ro'; got {mode!r}")
     r = n * q
     limit = Fraction(2) ** (fmt.emax + 1)
     if r >= limit:

@@ -34,6 +34,9 @@ Round-to-odd in one picture (binary, the target keeps 3 fraction bits, the inter
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 
 from refsim._validate import require_array, require_choice, require_dtype, require_dtype_arg, require_float_array
@@ -379,15 +382,29 @@ def fma_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     out = np.empty(a.shape, a.dtype)
     fmt = _FMT[a.dtype]
     for i in np.ndindex(a.shape):
-        x, y, z = float(a[i]), float(b[i]), float(c[i])
-        if not (np.isfinite(x) and np.isfinite(y) and np.isfinite(z)):
-            out[i] = _special(x * y + z, a.dtype)
-            continue
-        p = exact.to_fraction(x) * exact.to_fraction(y)
-        p_neg = bool(np.signbit(x)) != bool(np.signbit(y))
-        neg_zero = p == 0 and p_neg and bool(np.signbit(z)) and z == 0
-        out[i] = _finish(p + exact.to_fraction(z), neg_zero, fmt, a.dtype)
+        out[i] = _fma_one(float(a[i]), float(b[i]), float(c[i]), fmt, a.dtype)
     return out
+
+
+def fma_reference_scalar(a: np.floating, b: np.floating, c: np.floating) -> np.floating:
+    """:func:`fma_reference` for three scalars of one dtype (np.float16 or np.float32): the same
+    exact-rational fused result, without the array machinery (plain loops that chain one fma
+    after another call this). Returns a scalar of that dtype."""
+    dt = type(a)
+    if dt not in (np.float16, np.float32) or type(b) is not dt or type(c) is not dt:
+        raise DtypeError(f"a, b, c: must be np.float16 or np.float32 scalars of one dtype; got "
+                         f"{type(a).__name__}, {type(b).__name__}, {type(c).__name__}")
+    return _fma_one(float(a), float(b), float(c), _FMT[np.dtype(dt)], dt)
+
+
+def _fma_one(x: float, y: float, z: float, fmt, dtype) -> np.generic:
+    """One exact fused multiply-add of float values (the body of the two fma references)."""
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        return _special(x * y + z, dtype)
+    p = Fraction(x) * Fraction(y)
+    p_neg = math.copysign(1.0, x) != math.copysign(1.0, y)
+    neg_zero = p == 0 and p_neg and math.copysign(1.0, z) < 0 and z == 0
+    return _finish(p + Fraction(z), neg_zero, fmt, dtype)
 
 
 def convert_reference(x: np.ndarray, target: str) -> np.ndarray:

@@ -165,3 +165,20 @@ def test_fp16_fma_where_the_float64_sum_is_inexact_still_rounds_once():
                         np.float16([-65504, 2.0**-24, -0.0])])
     assert_bitexact(_canonical_nan(fp.f16_fma(a, b, c, fused=True)),
                     _canonical_nan(fp.fma_reference(a, b, c)), "fp16 fma, inexact float64 sums")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_fma_reference_scalar_equals_array_reference(dtype):
+    """The scalar twin gives the array reference's bits on the special-value triples (signed
+    zeros, Inf, NaN) and on random bits; mixed or non-scalar operands are refused."""
+    specials = FP[dtype][5]
+    triples = np.array(list(itertools.product(specials, repeat=3)), dtype=np.float64).astype(dtype)
+    a = np.concatenate([triples[:, 0], _random(dtype, 300, 11)])
+    b = np.concatenate([triples[:, 1], _random(dtype, 300, 12)])
+    c = np.concatenate([triples[:, 2], _random(dtype, 300, 13)])
+    got = np.array([fp.fma_reference_scalar(x, y, z) for x, y, z in zip(a, b, c)], dtype)
+    assert_bitexact(_canonical_nan(got), _canonical_nan(fp.fma_reference(a, b, c)), "scalar fma")
+    with pytest.raises(DtypeError, match="one dtype"):
+        fp.fma_reference_scalar(np.float16(1), np.float32(1), np.float16(1))
+    with pytest.raises(DtypeError, match="one dtype"):
+        fp.fma_reference_scalar(1.0, 1.0, 1.0)

@@ -1,0 +1,80 @@
+"""refsim.emulator.exact.round_fraction: the integer form against hand-worked values and against
+its Fraction-arithmetic reference (_round_fraction_rational)."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from refsim.emulator import exact
+from refsim.errors import FormatRuleError
+
+FORMATS = (exact.F16, exact.BF16, exact.F32, exact.F64)
+MODES = ("rne", "rz", "rz_inf", "ro")
+
+
+@pytest.mark.parametrize("x, fmt, mode, want", [
+    (Fraction(2049), exact.F16, "rne", Fraction(2048)),      # tie, 2048 even -> down
+    (Fraction(2051), exact.F16, "rne", Fraction(2052)),      # tie, 2050 odd -> up
+    (Fraction(2049), exact.F16, "ro", Fraction(2050)),       # inexact, even -> odd neighbour
+    (Fraction(2051), exact.F16, "rz", Fraction(2050)),
+    (Fraction(-2051), exact.F16, "rz", Fraction(-2050)),
+    (Fraction(1, 3), exact.F16, "rne", Fraction(1365, 4096)),   # 0.0101.. (11 bits) -> 1365/4096
+    (Fraction(1, 2 ** 25), exact.F16, "rne", Fraction(0)),      # half the smallest subnormal, tie to 0
+    (Fraction(3, 2 ** 26), exact.F16, "rne", Fraction(1, 2 ** 24)),   # 0.75 of it -> up
+    (Fraction(65520), exact.F16, "rne", float("inf")),          # rounds to 2^16: overflow
+    (Fraction(65519), exact.F16, "rne", Fraction(65504)),
+    (Fraction(10 ** 6), exact.F16, "rz", Fraction(65504)),      # rz saturates at max
+    (Fraction(-10 ** 6), exact.F16, "rz_inf", float("-inf")),
+    (7, exact.F32, "rne", Fraction(7)),                          # int input
+    (Fraction(2 ** 24 + 1), exact.F32, "rne", Fraction(2 ** 24)),
+])
+def test_hand_worked(x, fmt, mode, want):
+    got = exact.round_fraction(x, fmt, mode)
+    assert type(got) is type(want) and got == want
+
+
+def test_refusals():
+    with pytest.raises(FormatRuleError, match="exact value"):
+        exact.round_fraction(0.5, exact.F16)
+    with pytest.raises(FormatRuleError, match="FloatFormat"):
+        exact.round_fraction(Fraction(1), "float16")
+
+
+def _dyadic(fmt):
+    return st.builds(lambda m, e: Fraction(m) * Fraction(2) ** e,
+                     st.integers(-(2 ** (fmt.precision + 3)), 2 ** (fmt.precision + 3)),
+                     st.integers(fmt.emin - fmt.precision - 6, fmt.emax + 4))
+
+
+@st.composite
+def _cases(draw):
+    fmt = draw(st.sampled_from(FORMATS))
+    x = draw(st.one_of(_dyadic(fmt),
+                       st.fractions(),
+                       st.builds(Fraction, st.integers(-10 ** 40, 10 ** 40), st.integers(1, 10 ** 40)),
+                       st.integers(-(2 ** 1100), 2 ** 1100)))
+    return x, fmt, draw(st.sampled_from(MODES))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_cases())
+def test_integer_form_equals_fraction_reference(case):
+    x, fmt, mode = case
+    got = exact.round_fraction(x, fmt, mode)
+    want = exact._round_fraction_rational(x, fmt, mode)
+    assert type(got) is type(want) and got == want
+
+
+def test_every_f16_tie_and_neighbour():
+    """Every float16 value v and the midpoints around it, both signs: RNE of the midpoint is the
+    neighbour with an even significand (checked against NumPy's own float64 -> float16 cast)."""
+    v = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    mids = (v[:-1] + v[1:]) / 2                          # exact in float64
+    for x in mids[::7]:
+        want = np.float64(np.float16(x))
+        got = exact.round_fraction(Fraction(float(x)), exact.F16, "rne")
+        assert float(got) == want
+        got_neg = exact.round_fraction(-Fraction(float(x)), exact.F16, "rne")
+        assert float(got_neg) == -want
