@@ -242,9 +242,9 @@ def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
             label = f"{kernel} {n}x{k}" if several else kernel
             ms = [r.m for r in pts]
             line, = ax_l.plot(ms, [r.latency_s * 1e6 for r in pts], "o-", ms=3, lw=1, label=label)
-            ax_s.plot(ms, [r.speedup for r in pts], "o-", ms=3, lw=1, color=line.get_color(), label=label)
+            ax_s.plot(ms, [r.speedup for r in pts], "o-", ms=3, lw=1, color=line.get_color())
             ax_r.plot([r.flops / r.bytes_dram for r in pts], [r.flops / r.latency_s / 1e12 for r in pts],
-                      "o-", ms=3, lw=0.8, color=line.get_color(), label=label)
+                      "o-", ms=3, lw=0.8, color=line.get_color())   # colours keyed by the latency legend
         xs = [2 ** (i / 4) for i in range(-8, 60)]
         bw = spec.dram_peak_bytes_per_s
         for kind, style in (("fp16_f32acc", "-"), ("int8", "--"), ("int4", ":")):
