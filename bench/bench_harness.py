@@ -2,9 +2,15 @@
 over several seeds: how long until the report, and whether the bug was caught.
 
     python bench/bench_harness.py [--seeds 0,1,2]
+    python bench/bench_harness.py --layer      # Llama-2-7B layer sizes instead
 
 Prints one line per (kernel, seed): seconds to the report (or to a pass) and the verdict line.
 The bug kernels live in tests/emulator/harness_bug_kernels.py.
+
+``--layer``: for each format, building one layer-sized case (``make``: the format's quantizers)
+and emulating it, then ``check_kernel`` with the emulator as the kernel on those shapes
+(``shapes=LAYER[fmt]``, ``max_size=2**30``, 2 drawn cases): the cost of testing a kernel at the
+sizes it ships at (docs/harness.md, "Layer sizes").
 """
 
 from __future__ import annotations
@@ -37,10 +43,43 @@ CASES = [
 ]
 
 
+LAYER = {   # Llama-2-7B projections (4096 <-> 11008), each format's decode / prefill batch
+    "marlin": [{"m": 16, "k": 4096, "n": 11008, "group_size": 128}],
+    "anyprec": [{"m": 1, "k": 4096, "n": 11008, "bits": 4}, {"m": 8, "k": 11008, "n": 4096, "bits": 3}],
+    "atom": [{"m": 16, "k4": 4096, "n": 11008, "keeper": 128}],
+    "mixed_2_4_16": [{"k": 4096, "n": 11008, "alpha": 0.25, "outlier_ratio": 0.005},
+                     {"k": 11008, "n": 4096, "alpha": 0.25, "outlier_ratio": 0.005}],
+}
+
+
+def layer_sizes() -> None:
+    from refsim.emulator.harness_formats import FORMATS
+    for fmt, shapes in LAYER.items():
+        spec = FORMATS[fmt]
+        for shape in shapes:
+            case = {**shape, "kind": "normal", "seed": 3}
+            t0 = time.perf_counter()
+            inputs = spec.make(case)
+            t1 = time.perf_counter()
+            spec.emulate(inputs, "sm_80", 108)
+            t2 = time.perf_counter()
+            print(f"{fmt:13s} {shape}: make {t1 - t0:5.2f} s, emulate {t2 - t1:5.2f} s", flush=True)
+        t0 = time.perf_counter()
+        res = harness.check_kernel(lambda *a, _s=spec: _s.emulate(a, "sm_80", 108), fmt, sms=108, seed=0,
+                                   shapes=shapes, max_size=1 << 30, max_examples=2, progress=False)
+        print(f"{fmt:13s} check_kernel on these shapes: {res.pinned} pinned + {res.drawn} drawn in "
+              f"{time.perf_counter() - t0:5.1f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="0,1,2")
-    seeds = [int(x) for x in ap.parse_args().seeds.split(",")]
+    ap.add_argument("--layer", action="store_true", help="layer-sized cases instead (see the docstring)")
+    args = ap.parse_args()
+    if args.layer:
+        layer_sizes()
+        return
+    seeds = [int(x) for x in args.seeds.split(",")]
     for name, fmt, kernel in CASES:
         for seed in seeds:
             t0 = time.perf_counter()

@@ -100,8 +100,8 @@ class Format:
 # group_size 128 or None (the only compiled group_blocks), K % 128 when grouped.
 
 _MARLIN_M = (1, 2, 8, 16, 17, 32, 48, 64, 80, 128, 200, 256)
-_MARLIN_K = (128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
-_MARLIN_N = (256, 512, 768, 1024, 1536, 2048, 3072, 4096)
+_MARLIN_K = (128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 11008)
+_MARLIN_N = (256, 512, 768, 1024, 1536, 2048, 3072, 4096, 11008)
 
 
 def _marlin_legal(case):
@@ -419,7 +419,7 @@ MMA_S4 = Format(
 # bits 3..8); the K-split launch (M = 1, K > 4096, bits >= 7) combines slices with fp16 atomicAdd
 # in an order the hardware does not fix, so no bit-exact reference exists: excluded.
 
-_ANYPREC_K = (32, 64, 992, 1024, 1056, 2048, 2080, 3072, 4064, 4096, 8192)
+_ANYPREC_K = (32, 64, 992, 1024, 1056, 2048, 2080, 3072, 4064, 4096, 8192, 11008)
 
 
 def _anyprec_legal(case):
@@ -522,7 +522,7 @@ ANYPREC = Format(
     name="anyprec",
     signature="kernel(x f16 (M,K), qweight i32 (bits,N,K/32), lut f16 (N,2**bits)) -> O f16 (M,N)",
     n_inputs=3,
-    fields={"m": (1, 2, 3, 4, 8), "k": _ANYPREC_K, "n": (4, 16, 32, 64, 256), "bits": (3, 4, 5, 6, 7, 8),
+    fields={"m": (1, 2, 3, 4, 8), "k": _ANYPREC_K, "n": (4, 16, 32, 64, 256, 4096, 11008), "bits": (3, 4, 5, 6, 7, 8),
             "kind": DATA_KINDS, "seed": None},
     shape_fields=("m", "k", "n", "bits"),
     legal=_anyprec_legal,
@@ -564,6 +564,20 @@ def _mixed_regimes(case, sms):
     return out
 
 
+def _lowrank_hinv_diag(X: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
+    """diag(H_d^-1) float64 (K,) for H = X^T X / r + I (X float64 (r, K), r calibration rows)
+    damped as the quantizer damps it (+ percdamp · mean diag H), without forming the (K, K) H:
+    H_d = c I + U U^T with U = X^T / sqrt(r), c = 1 + damp, and by Woodbury
+    H_d^-1 = (I - U (c I_r + U^T U)^-1 U^T) / c, so only an (r, r) system is solved (O(K r^2)
+    instead of the K^3 Cholesky; equal to ``mixed.inverse_hessian_diag(H)`` up to rounding,
+    tested). Layer-sized 2/4/16 cases (K = 11008) need no 1 GB Hessian."""
+    r = X.shape[0]
+    U = X.T / np.sqrt(r)                                               # (K, r)
+    c = 1.0 + percdamp * (1.0 + float(np.mean(np.einsum("kr,kr->k", U, U))))
+    V = np.linalg.solve(c * np.eye(r) + U.T @ U, U.T)                  # (r, K)
+    return (1.0 - np.einsum("kr,rk->k", U, V)) / c
+
+
 def _mixed_make(case):
     from refsim.formats import mixed_2_4_16 as mixed
 
@@ -571,8 +585,8 @@ def _mixed_make(case):
     k, n = case["k"], case["n"]
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = rng.standard_normal((64, k))                                   # low-rank calibration, damped below
-    H = X.T @ X / 64 + np.eye(k)
-    p = mixed.pack(mixed.quantize(W, H, alpha=case["alpha"], outlier_ratio=case["outlier_ratio"]))
+    hd = _lowrank_hinv_diag(X)
+    p = mixed.pack(mixed.quantize_hinv(W, hd, alpha=case["alpha"], outlier_ratio=case["outlier_ratio"]))
     x = values(rng, case["kind"], (k,)).astype(np.float16)
     return (x,) + tuple(getattr(p, f.name) for f in dataclasses.fields(p))
 
@@ -627,7 +641,8 @@ MIXED_2_4_16 = Format(
                "s2 f16 (G,N/16), z2 u16 (G,N/16), group_bits u8 (G,), row_ptr i32 (N+1,), col u16 (nnz,), "
                "val f16 (nnz,)) -> y f16 (N,)"),
     n_inputs=11,
-    fields={"k": (16, 128, 192, 640, 1024, 2048), "n": (16, 32, 64, 128), "alpha": (0.0, 0.25, 1.0),
+    fields={"k": (16, 128, 192, 640, 1024, 2048, 4096, 11008), "n": (16, 32, 64, 128, 4096, 11008),
+            "alpha": (0.0, 0.25, 1.0),
             "outlier_ratio": (0.0, 0.005), "kind": DATA_KINDS, "seed": None},
     shape_fields=("k", "n", "alpha", "outlier_ratio"),
     legal=_mixed_legal,
@@ -721,7 +736,8 @@ ATOM = Format(
     signature=("kernel(a_q4 i8 (M,K4), a_scale4 f16 (M,K4/128), a_q8 i8 (M,keeper), a_scale8 f16 (M,), "
                "w_q4 i8 (K4,N), w_scale4 f16 (K4/128,N), w_q8 i8 (keeper,N), w_scale8 f16 (N,)) -> D f16 (M,N)"),
     n_inputs=8,
-    fields={"m": (1, 4, 16, 33), "k4": (128, 256, 512, 1024, 2048, 4096), "n": (8, 16, 64, 256, 1024),
+    fields={"m": (1, 4, 16, 33), "k4": (128, 256, 512, 1024, 2048, 4096, 11008),
+            "n": (8, 16, 64, 256, 1024, 4096, 11008),
             "keeper": (0, 32, 128), "kind": DATA_KINDS, "seed": None},
     shape_fields=("m", "k4", "n", "keeper"),
     legal=_atom_legal,

@@ -105,7 +105,7 @@ __all__ = [
     "G1", "G2", "MAX_OUTLIER_RATIO",
     "Mixed2416", "Packed2416",
     "inverse_hessian_diag", "group_sensitivity", "select_4bit_groups",
-    "quantize", "dequantize", "pack", "pack_reference", "unpack",
+    "quantize", "quantize_hinv", "dequantize", "pack", "pack_reference", "unpack",
     "csr_from_coo", "check_csr",
     "average_bits", "paper_average_bits", "packed_nbytes",
     "gemv", "gemv_reference",
@@ -267,6 +267,28 @@ def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
     _check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), inverse_hessian_diag(H, percdamp), float(alpha),
                      float(outlier_ratio), bool(clip_scales))
+
+
+def quantize_hinv(W: np.ndarray, hinv_diag: np.ndarray, *, alpha: float = 0.25,
+                  outlier_ratio: float = DEFAULT_OUTLIER_RATIO, clip_scales: bool = True) -> Mixed2416:
+    """:func:`quantize` given ``hinv_diag`` = diag(H_damped^-1) float (K,) instead of H: the
+    quantizer reads H only through that diagonal (Eq. 9 and the outlier score), so callers that
+    quantize one layer several ways, or that know the diagonal without forming the (K, K) H (a
+    layer-sized test case), pass it once. ``hinv_diag`` must be finite and > 0.
+    ``quantize(W, H) == quantize_hinv(W, inverse_hessian_diag(H))``. Inputs are not modified."""
+    W = require_float_array("W", W)
+    require_ndim("W", W, 2)
+    require_finite("W", W)
+    k, n = W.shape
+    _check_kn(k, n)
+    hd = require_shape("hinv_diag", require_float_array("hinv_diag", hinv_diag), (k,))
+    require_finite("hinv_diag", hd)
+    if not np.all(hd > 0):
+        raise FormatRuleError(f"hinv_diag: must be > 0 (the diagonal of a positive definite inverse); got "
+                              f"min {float(np.min(hd))!r}")
+    _check_alpha_ratio(alpha, outlier_ratio)
+    return _quantize(W.astype(np.float32), hd.astype(np.float64), float(alpha), float(outlier_ratio),
+                     bool(clip_scales))
 
 
 def _largest(score: np.ndarray, count: int) -> np.ndarray:

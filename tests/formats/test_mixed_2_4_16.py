@@ -270,3 +270,37 @@ def test_largest_picks_the_same_set_as_a_stable_full_sort_including_ties():
     for count in (0, 1, 7, 100, 300, 384):
         want = np.sort(np.argsort(-score, axis=None, kind="stable")[:count])
         assert_bitexact(np.sort(F._largest(score, count)), want, f"count={count}")
+
+
+def test_quantize_hinv_equals_quantize_given_the_same_diagonal():
+    rng = np.random.default_rng(21)
+    W = (rng.standard_normal((256, 32)) * 0.05).astype(np.float32)
+    X = rng.standard_normal((40, 256))
+    H = X.T @ X / 40 + np.eye(256)
+    W_before = W.copy()
+    a = F.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
+    hd = F.inverse_hessian_diag(H)
+    b = F.quantize_hinv(W, hd, alpha=0.25, outlier_ratio=0.005)
+    pa, pb = F.pack(a), F.pack(b)
+    for f in pa.__dataclass_fields__:
+        assert_bitexact(getattr(pa, f), getattr(pb, f), f)
+    assert np.array_equal(W, W_before)
+    with pytest.raises(FormatRuleError, match="hinv_diag: must be > 0"):
+        F.quantize_hinv(W, np.where(np.arange(256) == 3, 0.0, hd))
+    with pytest.raises(ShapeError, match="hinv_diag"):
+        F.quantize_hinv(W, hd[:-1])
+    with pytest.raises(NonFiniteError, match="hinv_diag"):
+        F.quantize_hinv(W, np.where(np.arange(256) == 3, np.nan, hd))
+
+
+def test_harness_lowrank_hinv_diag_is_the_damped_inverse_diagonal():
+    """The harness builds layer-sized 2/4/16 cases without the (K, K) Hessian (Woodbury);
+    against the Cholesky route on the same H (rounding-level agreement: two algorithms)."""
+    from refsim.emulator.harness_formats import _lowrank_hinv_diag
+    rng = np.random.default_rng(22)
+    for k in (16, 256, 1024):
+        X = rng.standard_normal((64, k))
+        want = F.inverse_hessian_diag(X.T @ X / 64 + np.eye(k))
+        got = _lowrank_hinv_diag(X)
+        assert np.max(np.abs(got - want) / want) < 1e-12
+    assert np.max(np.abs(_lowrank_hinv_diag(X, percdamp=0.5) - want) / want) > 1e-3   # damping is read
