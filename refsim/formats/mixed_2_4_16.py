@@ -309,12 +309,12 @@ def _quantize(Wf: np.ndarray, hd: np.ndarray, alpha: float, outlier_ratio: float
     (callers that quantize one layer several ways compute hd once)."""
     k, n = Wf.shape
     g = k // G1
-    four = select_4bit_groups(group_sensitivity(Wf, hd), alpha)
+    score = (Wf.astype(np.float64) ** 2) / hd[:, None] ** 2             # (K, N), Eq. 9's terms
+    four = select_4bit_groups(score.reshape(g, G1 * n).sum(axis=1), alpha)   # = group_sensitivity
     four_rows = np.repeat(four, G1)                                      # (K,)
 
     # outliers: largest w^2 / [H^-1]_kk^2 among 2-bit-group elements
     n_out = int(np.floor(outlier_ratio * k * n))
-    score = (Wf.astype(np.float64) ** 2) / hd[:, None] ** 2
     score[four_rows, :] = -np.inf
     n_out = min(n_out, int((~four_rows).sum()) * n)
     is_out = np.zeros((k, n), bool)
@@ -341,13 +341,13 @@ def _quantize(Wf: np.ndarray, hd: np.ndarray, alpha: float, outlier_ratio: float
     code = np.where(collapsed, z2 + np.where(clipped, 2, 1), code)
     s_hat = ((code - z2) * s2f).astype(np.float32).astype(np.float16).astype(np.float32)   # (G, N)
 
-    sh = np.repeat(s_hat, G1, axis=0)                                   # (K, N)
-    mq = np.repeat(maxq, G1)[:, None]
+    sh = s_hat[:, None, :]                                              # (G, 1, N) over each group's 16 rows
+    mq = maxq[:, None, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         zero = np.where(s_hat > 0, np.clip(np.rint(-xmin / s_hat), 0, maxq[:, None]), 0)   # (G, N)
-        zr = np.repeat(zero, G1, axis=0)
-        q = np.where(sh > 0, np.clip(np.rint(Wf / sh) + zr, 0, mq), 0)
-    q = np.where(is_out, zr, q)
+        zr = zero[:, None, :]
+        q = np.where(sh > 0, np.clip(np.rint(Wg / sh) + zr, 0, mq), 0)     # (G, 16, N)
+    q = np.where(is_out.reshape(g, G1, n), zr, q).reshape(k, n)
 
     rows, cols = np.nonzero(is_out.T)                                   # row-major over (N, K): sorted
     row_ptr, col, val = csr_from_coo(rows, cols, Wf.T[rows, cols].astype(np.float16), n)

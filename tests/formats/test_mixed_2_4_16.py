@@ -304,3 +304,25 @@ def test_harness_lowrank_hinv_diag_is_the_damped_inverse_diagonal():
         got = _lowrank_hinv_diag(X)
         assert np.max(np.abs(got - want) / want) < 1e-12
     assert np.max(np.abs(_lowrank_hinv_diag(X, percdamp=0.5) - want) / want) > 1e-3   # damping is read
+
+
+@pytest.mark.parametrize("seed, k, n, alpha, ratio, clip, digest", [
+    (31, 512, 64, 0.25, 0.005, True, "d235a8d2b5fc3b406fd58bd621e3762f99e16b8fb05f9ec68ad20fe06ce8b0aa"),
+    (32, 1024, 32, 0.5, 0.002, False, "048e3e8d022c3ebea7ecdc9108266ca17241339855c2194339119babd294c331"),
+])
+def test_quantizer_bits_pinned(seed, k, n, alpha, ratio, clip, digest):
+    """SHA-256 of every Mixed2416 field (name, dtype, bytes), pinned from the quantizer as it was
+    before the one-score / broadcast rewrite (commit 38558d9): the rewrite changed no bit."""
+    import dataclasses
+    import hashlib
+    rng = np.random.default_rng(seed)
+    W = (rng.standard_normal((k, n)) * rng.uniform(0.01, 0.2, (k, 1))).astype(np.float32)
+    hd = rng.uniform(0.1, 2, k)
+    m = F.quantize_hinv(W, hd, alpha=alpha, outlier_ratio=ratio, clip_scales=clip)
+    h = hashlib.sha256()
+    for f in dataclasses.fields(m):
+        x = np.ascontiguousarray(getattr(m, f.name))
+        h.update(f.name.encode())
+        h.update(str(x.dtype).encode())
+        h.update(x.tobytes())
+    assert h.hexdigest() == digest
