@@ -49,7 +49,7 @@ __all__ = [
     "cvt_f32_to_f16", "cvt_f64_to_f16", "cvt_f16_to_f32", "cvt_f32_to_bf16", "cvt_f64_to_bf16",
     "cvt_float_to_int", "cvt_int_to_f16", "cvt_int_to_f32",
     "f16_bits", "f32_bits", "f16_from_bits", "f32_from_bits",
-    "add_reference", "mul_reference", "fma_reference", "convert_reference",
+    "add_reference", "mul_reference", "fma_reference", "fma_reference_scalar", "convert_reference",
     "ROUNDING_TO_INT",
 ]
 
