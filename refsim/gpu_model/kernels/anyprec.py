@@ -335,3 +335,46 @@ def _dequant(g, p, f, m, n, k, bits):
         _DEQUANT.clear()
     _DEQUANT[key] = (g, p, deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram)
     return deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram
+
+
+def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
+    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
+    a list of len(ms) Breakdowns equal to the per-M ones bit for bit. The fused kernel (M <= 8) runs
+    :func:`_fused` per M; above M = 8 the dequant kernel is computed once and the cuBLAS GEMMs of
+    all those M come from ``cublas_fp16._predict_many`` (tested)."""
+    bits = check_bits(NAME, bits, BITS, 4) if bits is not None else 4
+    if group_size is not None:
+        from refsim.errors import FormatRuleError
+        raise FormatRuleError(f"group_size: kernel {NAME} uses one LUT per output row (None); got {group_size!r}")
+    if k % 32:
+        require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
+    for m in ms:
+        if n % (4 if m == 1 else 16):
+            require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
+    g, f, _, _ = hot_setup(g, clock)
+    p = params or FITTED
+    out = [None] * len(ms)
+    big = []
+    for i, m in enumerate(ms):
+        if m <= 8:
+            out[i] = _fused(g, p, f, m, n, k, bits, clock)
+        else:
+            big.append(i)
+    if big:
+        deq_latency, deq_terms, deq_bottleneck, deq_bytes = _dequant(g, p, f, ms[big[0]], n, k, bits)
+        gemms = cublas_fp16._predict_many(g, [ms[i] for i in big], n, k, None, None, clock, p)
+        name = g.name
+        deq_keys = tuple(deq_terms)
+        for i, gemm in zip(big, gemms):
+            m = ms[i]
+            gemm_terms = gemm.terms
+            order_key = (deq_keys, tuple(gemm_terms))
+            keys = _TERM_ORDER.get(order_key)
+            if keys is None:
+                keys = _TERM_ORDER[order_key] = tuple(set(deq_terms) | set(gemm_terms))
+            terms = {key: deq_terms.get(key, 0.0) + gemm_terms.get(key, 0.0) for key in keys}
+            out[i] = _breakdown(NAME, name, m, n, k, bits, deq_latency + gemm.latency_s,
+                                gemm.bottleneck if gemm.latency_s >= deq_latency else deq_bottleneck,
+                                terms, deq_bytes + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
+                                "M > 8: dequant kernel + cuBLAS FP16")
+    return out
