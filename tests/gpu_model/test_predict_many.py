@@ -237,3 +237,14 @@ def test_pinned_values_through_predict_many():
             for name, value in want.items():
                 assert getattr(bd, name) == value, (gpu, kernel, m, name)
             assert repr(bd.latency_s) == repr(want["latency_s"])
+
+
+def test_short_k_gemm_runs_split_k_1():
+    # found by the predict_many property test: K < 4 k-slices (cuBLAS K < 128, INT8 K < 256) left no
+    # tile candidate and predict crashed with TypeError; split-K 1 is always a candidate now
+    from refsim.gpu_model.kernels._common import best_gemm_config
+    for kernel, k in (("cublas-fp16", 64), ("cublas-fp16", 96), ("int8-w8a8", 192)):
+        bd = predict("a10", kernel, 2, 64, k)
+        assert bd.latency_s > 0 and bd.terms["tensor"] > 0
+        check("a10", kernel, [1, 2, 9, 2], 64, k)
+    assert best_gemm_config(get_gpu("a10"), 1.695e9, 2, 64, 64, 256.0)["split"] == 1
