@@ -31,7 +31,6 @@ from pathlib import Path
 
 from refsim._validate import require_choice, require_int
 from refsim.errors import FormatRuleError, RefsimError
-from refsim.gpu_model.roofline import dram_roofline_s
 
 __all__ = ["SweepRow", "parse_values", "sweep", "write_csv", "plot", "CSV_FIELDS"]
 
@@ -175,6 +174,7 @@ def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int
     nan = math.nan
     with tqdm(total=total, delay=1.0, disable=not progress, unit="pt", desc="sweep") as bar:
         for g in specs:
+            peaks = (g.dram_peak_bytes_per_s, g.tensor_flops("fp16_f32acc", "boost"))
             for n in ns:
                 for k in ks:
                     # one batched call per (GPU, kernel, N, K) over all of M (kernels.predict_many:
@@ -185,7 +185,7 @@ def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int
                         bds = predict_many(g.name, kernel, ms, n, k, bits=bits, group_size=group_size,
                                            clock=clock, ecc=ecc, cache=cache, errors="return")
                         rows_by_kernel.setdefault(kernel, []).append(
-                            [_row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan)
+                            [_row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan, peaks)
                              for m, bd, t_base in zip(ms, bds, base)])
                         bar.update(len(ms))
             for kernel in kernels:              # rows in (gpu, kernel, n, k, m) order
@@ -201,13 +201,28 @@ def _raised(bd):
     return bd
 
 
-def _row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan) -> SweepRow:
-    """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it)."""
+_FIELDS = tuple(SweepRow.__dataclass_fields__)
+
+
+def _new_row(*values) -> SweepRow:
+    """``SweepRow(*values)`` (every field, in field order) without the frozen dataclass ``__init__``
+    (17 ``object.__setattr__`` calls): the instance dict is filled in field order, so equality, repr
+    and ``dataclasses.asdict`` are those of the ``__init__``-built row (tested)."""
+    row = object.__new__(SweepRow)
+    object.__setattr__(row, "__dict__", dict(zip(_FIELDS, values)))
+    return row
+
+
+def _row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan, peaks) -> SweepRow:
+    """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it).
+    ``peaks`` = (g.dram_peak_bytes_per_s, g.tensor_flops("fp16_f32acc", "boost")): the roofline is
+    :func:`~refsim.gpu_model.roofline.dram_roofline_s`'s expression on the model's own (checked)
+    numbers."""
     if isinstance(bd, RefsimError):
-        return SweepRow(g.name, kernel, m, n, k, bits, group_size, nan, t_base, nan, nan, nan,
+        return _new_row(g.name, kernel, m, n, k, bits, group_size, nan, t_base, nan, nan, nan,
                         "", nan, nan, " ".join(str(bd).split()), "")
-    roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
-    return SweepRow(g.name, kernel, m, n, k, bd.bits, group_size, bd.latency_s, t_base, t_base / bd.latency_s,
+    roof = max(bd.bytes_dram / peaks[0], bd.flops / peaks[1])
+    return _new_row(g.name, kernel, m, n, k, bd.bits, group_size, bd.latency_s, t_base, t_base / bd.latency_s,
                     roof, roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes)
 
 

@@ -179,3 +179,15 @@ def test_sweep_rows_equal_the_per_point_loop(kw):
     for g, w in zip(got, want):
         assert repr(g) == repr(w)            # NaN rows: repr compares them (nan != nan under ==)
     assert any(r.status != "ok" for r in got) and any(r.status == "ok" for r in got)
+
+
+def test_fast_row_is_the_dataclass_row():
+    import dataclasses
+    import pickle
+    vals = ("a10", "marlin", 16, 4096, 4096, None, 128, 2e-5, 3e-5, 1.5, 1e-5, 0.5, "dram", 5e8, 9e6, "ok", "tile")
+    fast, plain = sw._new_row(*vals), sw.SweepRow(*vals)
+    assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(plain)
+    assert pickle.dumps(fast) == pickle.dumps(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.m = 3
