@@ -217,40 +217,44 @@ def predict_many(gpu, kernel: str, ms, n: int, k: int, bits: int | None = None, 
         g = get_gpu(gpu)
     if ecc is not None:
         g = with_ecc(g, ecc)
-    ok = True
-    for m in ms:
-        if type(m) is not int or m < 1 or m >> 31:
-            ok = False
-            break
-    if ok:
+    # every entry an int in [1, INT32_MAX] (bools are not ints here, as in predict): C-level passes
+    if _INT_ONLY >= set(map(type, ms)) and min(ms) > 0 and max(ms) <= INT32_MAX:
         try:
             if limits is not None:
-                for m in ms:
-                    limits(m, n, k)
-            many = getattr(mod, "_predict_many", None)
-            if many is not None:
-                out = many(g, ms, n, k, bits, group_size, clock, params)
-            else:
-                out = [model(g, m, n, k, bits, group_size, clock, params) for m in ms]
+                fits = getattr(mod, "int32_fits", None)
+                if fits is None or not fits(max(ms), n, k):      # the indices grow with M
+                    for m in ms:
+                        limits(m, n, k)
+            many = _MANY.get(mod)
+            if many is None:
+                many = _MANY[mod] = getattr(mod, "_predict_many", None) or _loop(model)
+            out = many(g, ms, n, k, bits, group_size, clock, params)
             if cache == "warm":
-                out = _warm_many(g, ms, out, mod, model, n, k, bits, group_size, clock, params)
+                out = _warm_many(g, ms, out, many, n, k, bits, group_size, clock, params)
             return out
         except RefsimError:
             pass            # a refused entry: found and reported in order by the per-entry path below
     return _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors)
 
 
-def _warm_many(g, ms, cold, mod, model, n, k, bits, group_size, clock, params) -> list:
+_INT_ONLY = {int}
+_MANY: dict = {}         # kernel module -> its batched entry (``_predict_many``, or a loop over ``_predict``)
+
+
+def _loop(model):
+    """A batched entry for a module without ``_predict_many``: its unchecked ``_predict`` per M."""
+    def many(g, ms, n, k, bits, group_size, clock, params):
+        return [model(g, m, n, k, bits, group_size, clock, params) for m in ms]
+    return many
+
+
+def _warm_many(g, ms, cold, many, n, k, bits, group_size, clock, params) -> list:
     """The ``cache="warm"`` step of :func:`_fresh` over a batch: entries whose working set fits L2
     are recomputed on the warm-L2 spec (one batched call), the others get the note."""
-    many = getattr(mod, "_predict_many", None)
     fit = [i for i, bd in enumerate(cold) if fits_in_l2(g, bd.bytes_dram)]
     warm = []
     if fit:
-        wg = warm_l2(g, g.clock_hz(clock))
-        sub = [ms[i] for i in fit]
-        warm = many(wg, sub, n, k, bits, group_size, clock, params) if many is not None else \
-            [model(wg, m, n, k, bits, group_size, clock, params) for m in sub]
+        warm = many(warm_l2(g, g.clock_hz(clock)), [ms[i] for i in fit], n, k, bits, group_size, clock, params)
     out = []
     j = 0
     for i, bd in enumerate(cold):

@@ -348,9 +348,8 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
         raise FormatRuleError(f"group_size: kernel {NAME} uses one LUT per output row (None); got {group_size!r}")
     if k % 32:
         require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
-    for m in ms:
-        if n % (4 if m == 1 else 16):
-            require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
+    if n % 4 or (n % 16 and max(ms) > 1):       # N % 4 at M = 1, N % 16 above; the caller names the entry
+        require_multiple(NAME, "n", n, 4 if n % 4 else 16, "grid = N / (4·multi_row)")
     g, f, _, _ = hot_setup(g, clock)
     p = params or FITTED
     out = [None] * len(ms)

@@ -66,7 +66,8 @@ INT32_INDEXES = (
 
 def int32_fits(m: int, n: int, k: int) -> bool:
     """A sufficient condition for every :data:`INT32_INDEXES` expression to fit (rows <= 1024):
-    N, K < 2^24 and N·K < 2^36. False means "check each one" (``kernels.predict`` then does)."""
+    N, K < 2^24 and N·K < 2^36 (it does not depend on ``m``: one launch has at most 1024 rows).
+    False means "check each one" (``kernels.predict`` then does)."""
     return n < 16777216 and k < 16777216 and n * k < 68719476736
 
 # Registers per thread of every Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks> instantiation
@@ -521,17 +522,18 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
     """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
-    bits and group checked once, the tile rules (N % thread_n, K % thread_k: the tile depends on M)
-    per M, then :func:`model_many`. A list of len(ms) Breakdowns equal to the per-M ones (tested)."""
+    bits and group checked once, the tile rules (N % thread_n, K % thread_k) once per distinct tile,
+    then :func:`model_many`; a RefsimError means some entry is refused (``kernels.predict_many`` then
+    finds which, entry by entry, with :func:`_predict`'s message). A list of len(ms) Breakdowns equal to the per-M ones (tested)."""
     if bits is not None:
         check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    for m in ms:
-        tk, tn = tile_shape(m)
+    # the tile depends on M only through M <= 16; a refusal here is reported per entry by the caller
+    for tk, tn in set(map(tile_shape, ms)):
         if n % tn:
-            require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
+            require_multiple(NAME, "n", n, tn, f"thread_n = {tn}")
         if k % tk:
-            require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
-        if group_size and k % group_size:
-            require_multiple(NAME, "k", k, group_size, "whole groups")
+            require_multiple(NAME, "k", k, tk, f"thread_k = {tk}")
+    if group_size and k % group_size:
+        require_multiple(NAME, "k", k, group_size, "whole groups")
     return model_many(NAME, g, ms, n, k, group_size, clock, params, weight_bits=4.0, sparse=False)

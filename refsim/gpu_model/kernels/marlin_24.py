@@ -59,11 +59,10 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
     if bits is not None:
         check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    for m in ms:
-        tk, tn = marlin.tile_shape(m)
+    for tk, tn in set(map(marlin.tile_shape, ms)):     # a refusal is reported per entry by the caller
         if n % tn:
-            require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
-        if k % 128:
-            require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
+            require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile")
+    if k % 128:
+        require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
     return marlin.model_many(NAME, g, ms, n, k, group_size, clock, params,
                              weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)
