@@ -30,6 +30,8 @@ Bytes: b·N·K/8 (only the top b planes) + N·2^b·2 (LUT at precision b) + M·K
 from __future__ import annotations
 
 import math
+from itertools import repeat
+from operator import add as _add
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -308,6 +310,7 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
 
 
 _TERM_ORDER: dict = {}
+_ZEROS = repeat(0.0)       # map() stops at the shorter iterable: the keys
 # (id(spec), f_sm, id(params), n, k, bits) -> (spec, params, dequant latency, terms, bottleneck, bytes): the
 # dequant kernel's numbers do not depend on M (its Breakdown's m and flops are not used)
 _DEQUANT: dict = {}
@@ -364,6 +367,7 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
         gemms = cublas_fp16._predict_many(g, [ms[i] for i in big], n, k, None, None, clock, p)
         name = g.name
         deq_keys = tuple(deq_terms)
+        deq_get = deq_terms.get
         for i, gemm in zip(big, gemms):
             m = ms[i]
             gemm_terms = gemm.terms
@@ -371,7 +375,8 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
             keys = _TERM_ORDER.get(order_key)
             if keys is None:
                 keys = _TERM_ORDER[order_key] = tuple(set(deq_terms) | set(gemm_terms))
-            terms = {key: deq_terms.get(key, 0.0) + gemm_terms.get(key, 0.0) for key in keys}
+            # {key: deq_terms.get(key, 0.0) + gemm_terms.get(key, 0.0) for key in keys}, in C
+            terms = dict(zip(keys, map(_add, map(deq_get, keys, _ZEROS), map(gemm_terms.get, keys, _ZEROS))))
             out[i] = _breakdown(NAME, name, m, n, k, bits, deq_latency + gemm.latency_s,
                                 gemm.bottleneck if gemm.latency_s >= deq_latency else deq_bottleneck,
                                 terms, deq_bytes + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
