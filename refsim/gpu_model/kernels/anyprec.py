@@ -42,7 +42,7 @@ from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, require_multiple
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _combine1, _dram_time
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
@@ -247,9 +247,10 @@ def _fused(g, p, f, m, n, k, bits, clock):
     t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     occ = geo.occupancy
-    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
-                   notes=_fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
-                                      occ.limiter, geo.warps_per_smsp, instrs, c1))
+    return _combine1(NAME, g.name, m, n, k, bits, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     geo.ctas, geo.waves, bytes_dram,     # _combine(..., notes=...) (tested equal)
+                     _fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
+                                  occ.limiter, geo.warps_per_smsp, instrs, c1))
 
 
 _NOTES: dict = {}

@@ -25,7 +25,7 @@ import math
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, hot_setup, require_multiple, spec_memo
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _combine1, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "atom-w4a4"
 BITS = (4,)
@@ -112,7 +112,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         if len(_NOTES) > 4096:
             _NOTES.clear()
         _NOTES[nkey] = notes
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)
+    return _combine1(NAME, g.name, m, n, k, 4, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     ctas, n_waves, bytes_dram, notes)   # _combine(..., notes=notes) (tested equal)
 
 
 _NOTES: dict = {}

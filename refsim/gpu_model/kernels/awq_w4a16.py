@@ -19,7 +19,7 @@ import math
 from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, hot_setup,
                                               mma_sync_rate, require_multiple, tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _combine1, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "awq-w4a16"
 BITS = (4,)
@@ -66,8 +66,9 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
         l2 = (m_tiles - 1) * n * k / 2 / l2_bw
         pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": t_alu}
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
-                   notes="gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")
+    return _combine1(NAME, g.name, m, n, k, 4, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     ctas, n_waves, bytes_dram,     # _combine(..., notes=...) (tested equal)
+                     "gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:

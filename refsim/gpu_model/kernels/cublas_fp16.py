@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup
-from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _combine1, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "cublas-fp16"
 BITS = (16,)
@@ -51,7 +51,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         # A re-read from L2 by every N tile, W by every M tile, plus split-K partial sums.
         l2_bytes = 2.0 * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes
         pipes = {"dram": t_dram, "l2": l2_bytes / l2_bw, "tensor": t_tc}
-    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)
+    return _combine1(NAME, g.name, m, n, k, bits, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     ctas, n_waves, bytes_dram, "")      # _combine(..., ctas=, n_waves=, bytes_dram=) (tested equal)
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup, require_multiple
-from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _combine1, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "int8-w8a8"
 BITS = (8,)
@@ -46,7 +46,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     l2 = (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m) + red_bytes) / l2_bw
     epi = tile_m * math.ceil(m / tile_m) * n * 3 / (g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f)
     pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": epi}
-    return _combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)
+    return _combine1(NAME, g.name, m, n, k, 8, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     ctas, n_waves, bytes_dram, "")      # _combine(..., ctas=, n_waves=, bytes_dram=) (tested equal)
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
