@@ -4,7 +4,7 @@
     python bench/bench_predict.py
 
 Four rates, each over a fixed mix (3 target GPUs × 8 kernels × Llama-2-7B layer shapes × batch
-1..256 = 648 predictions), measured in this one run (no assertion: the machine is shared):
+1..256 = 648 predictions), measured in this one run (no speed assertion: the machine is shared):
 
 * **repeated** — the mix asked again (a report or sweep re-asking a point): served by
   ``kernels.predict``'s result cache (a copy of the stored Breakdown);
@@ -17,7 +17,7 @@ Four rates, each over a fixed mix (3 target GPUs × 8 kernels × Llama-2-7B laye
   checked equal to the per-point result before timing;
 * **cold** — one new Marlin shape with every cache empty.
 
-The three new-point rates are measured interleaved (per-point, batched, per-point, ...) so a load
+The two new-point rates are measured interleaved (per-point, batched, per-point, ...) so a load
 change on the shared machine hits both; the ratio batched / per-point is printed from the same run.
 
 Also prints the calibration accuracy and leave-one-shape-out error so the numbers in
