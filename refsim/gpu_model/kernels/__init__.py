@@ -3,16 +3,19 @@
 Every module defines ``NAME``, ``BITS`` (bit-widths it runs),
 ``predict(gpu, m, n, k, bits=None, group_size=None, *, clock, params) -> Breakdown`` and its
 unchecked entry ``_predict(gpu, m, n, k, bits, group_size, clock, params)`` (m, n, k already ints
->= 1; the kernel's own rules still checked), which :func:`predict` calls after its one validation.
+>= 1; the kernel's own rules still checked), which :func:`predict` calls after its one validation,
+and its batched entry ``_predict_many(g, ms, n, k, bits, group_size, clock, params)`` (``g`` a
+resolved GPUSpec, ``ms`` a list of ints in [1, 2^31 - 1]; a list of Breakdowns equal to the per-M
+``_predict`` results, or a RefsimError when any entry is refused), which :func:`predict_many` calls.
 """
 
 from __future__ import annotations
 
 import importlib
-
-import numpy as np
 from dataclasses import replace
 from functools import lru_cache
+
+import numpy as np
 
 from refsim._validate import require_choice, require_int
 from refsim.errors import FormatRuleError, RefsimError, ShapeError
