@@ -248,3 +248,10 @@ def test_short_k_gemm_runs_split_k_1():
         assert bd.latency_s > 0 and bd.terms["tensor"] > 0
         check("a10", kernel, [1, 2, 9, 2], 64, k)
     assert best_gemm_config(get_gpu("a10"), 1.695e9, 2, 64, 64, 256.0)["split"] == 1
+
+
+def test_batch_size_limit_and_bool_array():
+    with pytest.raises(FormatRuleError, match=f"^ms: at most {kernels.MAX_BATCH_VALUES} batch sizes"):
+        predict_many("a10", "cublas-fp16", range(1, kernels.MAX_BATCH_VALUES + 2), 4096, 4096)
+    with pytest.raises(FormatRuleError, match=r"^ms\[0\] = np.True_: m: must be an integer"):
+        predict_many("a10", "cublas-fp16", np.array([True, False]), 4096, 4096)
