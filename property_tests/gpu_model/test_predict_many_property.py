@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from refsim.errors import RefsimError
 from refsim.gpu_model.kernels import KERNELS, kernel_module, predict, predict_many
+from refsim.gpu_model.roofline import ModelParams
 from refsim.gpu_model.specs import GPUS
 from refsim.testing import examples
 
@@ -44,14 +45,26 @@ def options(draw, kernel):
     return {"bits": draw(st.sampled_from((None,) + tuple(mod.BITS))),
             "group_size": draw(st.sampled_from(tuple(getattr(mod, "GROUPS", (None,))) + (None,))),
             "clock": draw(st.sampled_from(["sustained", "base", "boost", 1.2e9])),
-            "cache": draw(st.sampled_from(["cold", "warm"]))}
+            "cache": draw(st.sampled_from(["cold", "warm"])),
+            "ecc": draw(st.sampled_from([None, "on", "off"])),
+            "params": draw(st.one_of(st.none(), st.builds(ModelParams, st.floats(0.0, 1e-5), st.floats(0.0, 1.0))))}
 
 
 @settings(max_examples=examples(150), deadline=None)
 @given(st.data(), gpus, kernels, ms_lists, dims, dims)
 def test_predict_many_equals_predict(data, gpu, kernel, ms, n, k):
     kw = data.draw(options(kernel))
-    got = predict_many(gpu, kernel, ms, n, k, errors="return", **kw)
+    try:
+        got = predict_many(gpu, kernel, ms, n, k, errors="return", **kw)
+    except RefsimError as err:        # refused for every entry (ECC 'on' on a card without a switch)
+        for m in ms:
+            try:
+                predict(gpu, kernel, m, n, k, **kw)
+            except RefsimError as want:
+                assert type(err) is type(want) and str(err) == str(want)
+            else:
+                raise AssertionError("predict_many refused what predict accepts")
+        return
     assert len(got) == len(ms)
     for m, g in zip(ms, got):
         try:
