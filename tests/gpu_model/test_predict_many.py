@@ -255,3 +255,19 @@ def test_batch_size_limit_and_bool_array():
         predict_many("a10", "cublas-fp16", range(1, kernels.MAX_BATCH_VALUES + 2), 4096, 4096)
     with pytest.raises(FormatRuleError, match=r"^ms\[0\] = np.True_: m: must be an integer"):
         predict_many("a10", "cublas-fp16", np.array([True, False]), 4096, 4096)
+
+
+def test_partly_refused_long_batch_keeps_order_and_indices():
+    # Marlin at N = 4224: M <= 16 accepted, M > 16 refused; the accepted runs are still computed in
+    # batches (halves of the refused batch), the refusals entry by entry with their own index
+    ms = list(range(1, 17)) + list(range(17, 60, 3)) + [16, 1, 2] + [100, 3000] + list(range(5, 12))
+    got = check("a10", "marlin", ms, 4224, 4096)
+    first = next(i for i, m in enumerate(ms) if m > 16)
+    assert isinstance(got[first], ShapeError) and not isinstance(got[first - 1], RefsimError)
+    with pytest.raises(ShapeError, match=rf"^ms\[{first}\] = {ms[first]}: n: kernel marlin"):
+        predict_many("a10", "marlin", ms, 4224, 4096)
+    # every entry refused (sm_75): each one is predict's refusal
+    got = check("rtx2080", "atom-w4a4", list(range(1, 40)), 4096, 4096)
+    assert all(isinstance(g, FormatRuleError) for g in got)
+    with pytest.raises(FormatRuleError, match=r"^ms\[0\] = 1: gpu: kernel atom-w4a4 needs compute capability"):
+        predict_many("rtx2080", "atom-w4a4", list(range(1, 40)), 4096, 4096)

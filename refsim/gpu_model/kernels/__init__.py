@@ -222,22 +222,38 @@ def predict_many(gpu, kernel: str, ms, n: int, k: int, bits: int | None = None, 
         g = with_ecc(g, ecc)
     # every entry an int in [1, INT32_MAX] (bools are not ints here, as in predict): C-level passes
     if _INT_ONLY >= set(map(type, ms)) and min(ms) > 0 and max(ms) <= INT32_MAX:
-        try:
-            if limits is not None:
-                fits = getattr(mod, "int32_fits", None)
-                if fits is None or not fits(max(ms), n, k):      # the indices grow with M
-                    for m in ms:
-                        limits(m, n, k)
-            many = _MANY.get(mod)
-            if many is None:
-                many = _MANY[mod] = getattr(mod, "_predict_many", None) or _loop(model)
-            out = many(g, ms, n, k, bits, group_size, clock, params)
-            if cache == "warm":
-                out = _warm_many(g, ms, out, many, n, k, bits, group_size, clock, params)
-            return out
-        except RefsimError:
-            pass            # a refused entry: found and reported in order by the per-entry path below
+        many = _MANY.get(mod)
+        if many is None:
+            many = _MANY[mod] = getattr(mod, "_predict_many", None) or _loop(model)
+        args = (gpu, kernel, n, k, bits, group_size, clock, params, ecc, cache, errors)
+        return _split(g, mod, many, limits, ms, 0, args)
     return _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors)
+
+
+def _split(g, mod, many, limits, ms, offset, args) -> list:
+    """The batched entry over ``ms`` (ints in [1, INT32_MAX]); when it refuses (some entry breaks a
+    rule), the halves are tried again, so the accepted entries of a partly refused batch still run
+    batched, down to runs of at most 4 entries, which go entry by entry (:func:`_one_by_one`, the
+    first refused entry in order raising or returned). ``offset``: index of ``ms[0]`` in the caller's
+    list, for the error message."""
+    gpu, kernel, n, k, bits, group_size, clock, params, ecc, cache, errors = args
+    try:
+        if limits is not None:
+            fits = getattr(mod, "int32_fits", None)
+            if fits is None or not fits(max(ms), n, k):      # the indices grow with M
+                for m in ms:
+                    limits(m, n, k)
+        out = many(g, ms, n, k, bits, group_size, clock, params)
+        if cache == "warm":
+            out = _warm_many(g, ms, out, many, n, k, bits, group_size, clock, params)
+        return out
+    except RefsimError:
+        pass                # a refused entry: the halves below, then entry by entry
+    if len(ms) <= 4:
+        return _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors, offset)
+    half = len(ms) // 2
+    return (_split(g, mod, many, limits, ms[:half], offset, args)
+            + _split(g, mod, many, limits, ms[half:], offset + half, args))
 
 
 _INT_ONLY = {int}
@@ -272,10 +288,11 @@ def _warm_many(g, ms, cold, many, n, k, bits, group_size, clock, params) -> list
     return out
 
 
-def _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors) -> list:
-    """:func:`predict_many` entry by entry (the path for batches with a refused entry)."""
+def _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors, offset=0) -> list:
+    """:func:`predict_many` entry by entry (the path for batches with a refused entry); ``offset``: the
+    index of ``ms[0]`` in the caller's list."""
     out = []
-    for i, m in enumerate(ms):
+    for i, m in enumerate(ms, offset):
         try:
             out.append(_fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache))
         except RefsimError as err:
