@@ -3,15 +3,22 @@
 
     python bench/bench_predict.py
 
-Three rates, each over a fixed mix (3 target GPUs × 8 kernels × Llama-2-7B layer shapes × batch
-1..256 = 648 predictions), measured in this one run (no assertion: the machine is shared):
+Four rates, each over a fixed mix (3 target GPUs × 8 kernels × Llama-2-7B layer shapes × batch
+1..256 = 648 predictions), measured in this one run (no speed assertion: the machine is shared):
 
 * **repeated** — the mix asked again (a report or sweep re-asking a point): served by
   ``kernels.predict``'s result cache (a copy of the stored Breakdown);
 * **new points, warm per-shape caches** — every prediction computed (result cache emptied before
   each pass) while the per-shape building blocks (stripe partitions, GEMM tile choices, loop
   descriptions) stay cached, as in a sweep over M of a few layer shapes;
+* **new points, batched** — the same 648 new predictions through ``kernels.predict_many``, one call
+  per (GPU, kernel, N, K) with the 9 batch sizes (the way ``refsim sweep`` and the report's tables
+  call the model); result cache emptied before each pass, per-shape caches warm; every element
+  checked equal to the per-point result before timing;
 * **cold** — one new Marlin shape with every cache empty.
+
+The two new-point rates are measured interleaved (per-point, batched, per-point, ...) so a load
+change on the shared machine hits both; the ratio batched / per-point is printed from the same run.
 
 Also prints the calibration accuracy and leave-one-shape-out error so the numbers in
 docs/perf_model.md can be regenerated from one run.
@@ -23,7 +30,7 @@ import time
 
 from refsim.gpu_model import calibrate
 from refsim.gpu_model import kernels as _kernels
-from refsim.gpu_model.kernels import kernel_names, predict
+from refsim.gpu_model.kernels import kernel_names, predict, predict_many
 from refsim.gpu_model.shapes import unique_layer_shapes
 
 TARGET_PER_S = 100_000
@@ -51,16 +58,43 @@ def _rate(jobs, reps, clear) -> float:
     return best
 
 
+def groups(jobs):
+    """The jobs as predict_many calls: {(gpu, kernel, n, k): [m, ...]} in job order."""
+    out: dict = {}
+    for gpu, kernel, m, n, k in jobs:
+        out.setdefault((gpu, kernel, n, k), []).append(m)
+    return [(gpu, kernel, ms, n, k) for (gpu, kernel, n, k), ms in out.items()]
+
+
+def _batched_pass(calls) -> float:
+    _kernels._cached.cache_clear()
+    count = 0
+    t0 = time.perf_counter()
+    for gpu, kernel, ms, n, k in calls:
+        count += len(predict_many(gpu, kernel, ms, n, k))
+    return count / (time.perf_counter() - t0)
+
+
 def main() -> None:
     jobs = workload()
+    calls = groups(jobs)
     for j in jobs:                       # warm-up: fills the per-shape caches and the result cache
         predict(*j)
+    for gpu, kernel, ms, n, k in calls:  # the batched results are the per-point ones, exactly
+        got = predict_many(gpu, kernel, ms, n, k)
+        want = [predict(gpu, kernel, m, n, k) for m in ms]
+        assert got == want and repr(got) == repr(want), (gpu, kernel, n, k)
     repeated = _rate(jobs, 5, clear=False)
-    fresh = _rate(jobs, 5, clear=True)
+    fresh = batched = 0.0
+    for _ in range(7):                   # interleaved: per-point and batched passes share the load
+        fresh = max(fresh, _rate(jobs, 1, clear=True))
+        batched = max(batched, _batched_pass(calls))
     for name, rate in (("repeated points (result cache)", repeated),
-                       ("new points, warm per-shape caches", fresh)):
-        print(f"{name:<36} {rate:>10,.0f} predictions/s (best of 5 passes of {len(jobs)}; target >= "
+                       ("new points, warm per-shape caches", fresh),
+                       (f"new points, batched ({len(calls)} calls)", batched)):
+        print(f"{name:<36} {rate:>10,.0f} predictions/s (best of {5 if rate is repeated else 7} passes of {len(jobs)}; target >= "
               f"{TARGET_PER_S:,}: {'met' if rate >= TARGET_PER_S else 'not met'})")
+    print(f"batched / per-point new points: {batched / fresh:.2f}x")
     _kernels.clear_caches()
     t0 = time.perf_counter()
     predict("a10", "marlin", 16, 12288, 12288 + 128 * 7)

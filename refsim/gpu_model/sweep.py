@@ -141,15 +141,6 @@ def _path(name: str, value) -> Path:
     return Path(value)
 
 
-def _points(gpus, kernels, ms, ns, ks):
-    for gpu in gpus:
-        for kernel in kernels:
-            for n in ns:
-                for k in ks:
-                    for m in ms:
-                        yield gpu, kernel, m, n, k
-
-
 def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int | None = None,
           clock: str | float = "sustained", ecc: str | None = None, cache: str = "cold",
           progress: bool = True) -> list[SweepRow]:
@@ -163,8 +154,7 @@ def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int
     true. At most MAX_POINTS points."""
     from tqdm import tqdm
 
-    from refsim.gpu_model.kernels import kernel_names, predict
-    from refsim.gpu_model.roofline import dram_roofline_s
+    from refsim.gpu_model.kernels import kernel_names, predict_many
     from refsim.gpu_model.conditions import CACHE_STATES, with_ecc
     from refsim.gpu_model.specs import get_gpu
 
@@ -179,26 +169,61 @@ def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int
     total = len(specs) * len(kernels) * len(ms) * len(ns) * len(ks)
     if total > MAX_POINTS:
         raise FormatRuleError(f"sweep: at most {MAX_POINTS} points; got {total}")
-    base: dict = {}
+    rows_by_kernel: dict = {}
     rows = []
     nan = math.nan
-    for g, kernel, m, n, k in tqdm(_points(specs, kernels, ms, ns, ks), total=total, delay=1.0,
-                                    disable=not progress, unit="pt", desc="sweep"):
-        key = (g.name, m, n, k)
-        if key not in base:
-            base[key] = predict(g.name, BASELINE, m, n, k, clock=clock, ecc=ecc, cache=cache).latency_s
-        try:
-            bd = predict(g.name, kernel, m, n, k, bits=bits, group_size=group_size, clock=clock, ecc=ecc,
-                         cache=cache)
-        except RefsimError as err:
-            rows.append(SweepRow(g.name, kernel, m, n, k, bits, group_size, nan, base[key], nan, nan, nan,
-                                 "", nan, nan, " ".join(str(err).split()), ""))
-            continue
-        roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
-        rows.append(SweepRow(g.name, kernel, m, n, k, bd.bits, group_size, bd.latency_s, base[key],
-                             base[key] / bd.latency_s, roof, roof / bd.latency_s, bd.bottleneck,
-                             bd.flops, bd.bytes_dram, "ok", bd.notes))
+    with tqdm(total=total, delay=1.0, disable=not progress, unit="pt", desc="sweep") as bar:
+        for g in specs:
+            peaks = (g.dram_peak_bytes_per_s, g.tensor_flops("fp16_f32acc", "boost"))
+            for n in ns:
+                for k in ks:
+                    # one batched call per (GPU, kernel, N, K) over all of M (kernels.predict_many:
+                    # validated once, per-shape work amortised; each entry == predict(..., m, ...))
+                    base = [_raised(b).latency_s for b in predict_many(g.name, BASELINE, ms, n, k, clock=clock,
+                                                                       ecc=ecc, cache=cache, errors="return")]
+                    for kernel in kernels:
+                        bds = predict_many(g.name, kernel, ms, n, k, bits=bits, group_size=group_size,
+                                           clock=clock, ecc=ecc, cache=cache, errors="return")
+                        rows_by_kernel.setdefault(kernel, []).append(
+                            [_row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan, peaks)
+                             for m, bd, t_base in zip(ms, bds, base)])
+                        bar.update(len(ms))
+            for kernel in kernels:              # rows in (gpu, kernel, n, k, m) order
+                for chunk in rows_by_kernel.pop(kernel, ()):
+                    rows.extend(chunk)
     return rows
+
+
+def _raised(bd):
+    """A baseline prediction, or its refusal raised (the sweep needs the cuBLAS point)."""
+    if isinstance(bd, RefsimError):
+        raise bd
+    return bd
+
+
+_FIELDS = tuple(SweepRow.__dataclass_fields__)
+
+
+def _new_row(*values) -> SweepRow:
+    """``SweepRow(*values)`` (every field, in field order) without the frozen dataclass ``__init__``
+    (17 ``object.__setattr__`` calls): the instance dict is filled in field order, so equality, repr
+    and ``dataclasses.asdict`` are those of the ``__init__``-built row (tested)."""
+    row = object.__new__(SweepRow)
+    object.__setattr__(row, "__dict__", dict(zip(_FIELDS, values)))
+    return row
+
+
+def _row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan, peaks) -> SweepRow:
+    """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it).
+    ``peaks`` = (g.dram_peak_bytes_per_s, g.tensor_flops("fp16_f32acc", "boost")): the roofline is
+    :func:`~refsim.gpu_model.roofline.dram_roofline_s`'s expression on the model's own (checked)
+    numbers."""
+    if isinstance(bd, RefsimError):
+        return _new_row(g.name, kernel, m, n, k, bits, group_size, nan, t_base, nan, nan, nan,
+                        "", nan, nan, " ".join(str(bd).split()), "")
+    roof = max(bd.bytes_dram / peaks[0], bd.flops / peaks[1])
+    return _new_row(g.name, kernel, m, n, k, bd.bits, group_size, bd.latency_s, t_base, t_base / bd.latency_s,
+                    roof, roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes)
 
 
 def write_csv(rows: list[SweepRow], path) -> Path:

@@ -134,3 +134,60 @@ def test_cli_refuses_a_non_empty_out_folder_before_any_work(tmp_path, capsys):
                "--out", str(tmp_path)])
     assert rc == 2 and "new or empty folder" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def _plain_rows(gpus, kernels, ms, ns, ks, **kw):
+    """The sweep as a plain loop over points with the per-point predict (the form sweep() had before
+    it called predict_many): the reference its rows must equal exactly."""
+    from refsim.errors import RefsimError
+    from refsim.gpu_model.roofline import dram_roofline_s
+    from refsim.gpu_model.specs import get_gpu
+    cond = {key: kw[key] for key in ("clock", "ecc", "cache") if key in kw}
+    opts = {key: kw.get(key) for key in ("bits", "group_size")}
+    rows = []
+    for gpu in gpus:
+        g = get_gpu(gpu)
+        for kernel in kernels:
+            for n in ns:
+                for k in ks:
+                    for m in ms:
+                        base = predict(gpu, "cublas-fp16", m, n, k, **cond).latency_s
+                        try:
+                            bd = predict(gpu, kernel, m, n, k, **opts, **cond)
+                        except RefsimError as err:
+                            rows.append(sw.SweepRow(g.name, kernel, m, n, k, opts["bits"], opts["group_size"], math.nan,
+                                                    base, math.nan, math.nan, math.nan, "", math.nan, math.nan,
+                                                    " ".join(str(err).split()), ""))
+                            continue
+                        roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
+                        rows.append(sw.SweepRow(g.name, kernel, m, n, k, bd.bits, opts["group_size"], bd.latency_s,
+                                                base, base / bd.latency_s, roof, roof / bd.latency_s, bd.bottleneck,
+                                                bd.flops, bd.bytes_dram, "ok", bd.notes))
+    return rows
+
+
+@pytest.mark.parametrize("kw", [{}, {"clock": "base", "cache": "warm"}, {"ecc": "off", "group_size": 128},
+                                {"bits": 4}])
+def test_sweep_rows_equal_the_per_point_loop(kw):
+    # sweep() predicts each (gpu, kernel, n, k) over all of M with kernels.predict_many
+    args = (["a10", "rtx2080", "h100-sxm"] if "ecc" not in kw else ["a10", "rtx4090"],
+            ["marlin", "anyprec", "atom-w4a4", "cublas-fp16", "awq-w4a16"], [1, 2, 8, 9, 16, 17, 300],
+            [4096, 4224], [4096, 11008])
+    got = sw.sweep(*args, progress=False, **kw)
+    want = _plain_rows(*args, **kw)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert repr(g) == repr(w)            # NaN rows: repr compares them (nan != nan under ==)
+    assert any(r.status != "ok" for r in got) and any(r.status == "ok" for r in got)
+
+
+def test_fast_row_is_the_dataclass_row():
+    import dataclasses
+    import pickle
+    vals = ("a10", "marlin", 16, 4096, 4096, None, 128, 2e-5, 3e-5, 1.5, 1e-5, 0.5, "dram", 5e8, 9e6, "ok", "tile")
+    fast, plain = sw._new_row(*vals), sw.SweepRow(*vals)
+    assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(plain)
+    assert pickle.dumps(fast) == pickle.dumps(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.m = 3

@@ -49,3 +49,24 @@ def test_footnote_names_a_latency_drop_and_a_path_switch_only():
 def test_checks_pass():
     for check in performance.checks():
         assert check.run()
+
+
+def test_layer_batches_equal_per_point_predict():
+    # the tables read kernels.predict_many over the batches of one layer shape: each entry must be
+    # predict(gpu, kernel, m, n, k) exactly, None where predict refuses
+    from refsim.errors import RefsimError
+    from refsim.gpu_model.kernels import kernel_names, predict
+    for gpu in performance.GPUS:
+        for kernel in kernel_names():
+            for n, k in ((4096, 4096), (11008, 4096), (4096, 11008), (4224, 4096)):
+                got = performance._layer(gpu, kernel, n, k)
+                assert list(got) == list(performance.BATCHES)
+                for m in performance.BATCHES:
+                    try:
+                        want = predict(gpu, kernel, m, n, k)
+                    except RefsimError:
+                        want = None
+                    assert repr(got[m]) == repr(want) and got[m] == want
+                    assert performance._predict(gpu, kernel, m, n, k) is got[m]
+    assert performance._predict("a10", "marlin", 3000, 4096, 4096) == predict("a10", "marlin", 3000, 4096, 4096)
+    assert performance._predict("a10", "marlin", 3000, 4224, 4096) is None

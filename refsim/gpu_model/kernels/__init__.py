@@ -3,7 +3,10 @@
 Every module defines ``NAME``, ``BITS`` (bit-widths it runs),
 ``predict(gpu, m, n, k, bits=None, group_size=None, *, clock, params) -> Breakdown`` and its
 unchecked entry ``_predict(gpu, m, n, k, bits, group_size, clock, params)`` (m, n, k already ints
->= 1; the kernel's own rules still checked), which :func:`predict` calls after its one validation.
+>= 1; the kernel's own rules still checked), which :func:`predict` calls after its one validation,
+and its batched entry ``_predict_many(g, ms, n, k, bits, group_size, clock, params)`` (``g`` a
+resolved GPUSpec, ``ms`` a list of ints in [1, 2^31 - 1]; a list of Breakdowns equal to the per-M
+``_predict`` results, or a RefsimError when any entry is refused), which :func:`predict_many` calls.
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ import importlib
 from dataclasses import replace
 from functools import lru_cache
 
+import numpy as np
+
 from refsim._validate import require_choice, require_int
-from refsim.errors import ShapeError
+from refsim.errors import FormatRuleError, RefsimError, ShapeError
 from refsim.gpu_model.conditions import CACHE_STATES, fits_in_l2, warm_l2, with_ecc
 from refsim.gpu_model.roofline import Breakdown
 from refsim.gpu_model.specs import GPUS as _GPUS, get_gpu
 
-__all__ = ["KERNELS", "kernel_names", "kernel_module", "predict", "clear_caches", "INT32_MAX"]
+__all__ = ["KERNELS", "kernel_names", "kernel_module", "predict", "predict_many", "clear_caches", "INT32_MAX"]
 
 _MODULES = {
     "cublas-fp16": "cublas_fp16", "marlin": "marlin", "marlin-24": "marlin_24", "anyprec": "anyprec",
@@ -158,6 +163,144 @@ def predict(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None,
             and type(clock) in (str, int, float) and type(ecc) in _PLAIN and type(cache) is str):
         return _copy(_cached(gpu, kernel, m, n, k, bits, group_size, clock, None, ecc, cache))
     return _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache)
+
+
+_SEQUENCES = (list, tuple, range)
+MAX_BATCH_VALUES = 1 << 20
+
+
+def _batch_sizes(ms) -> list:
+    """``ms`` as a list (integer arrays as Python ints; other elements as given, checked per entry)."""
+    if type(ms) is list:
+        out = ms
+    elif isinstance(ms, _SEQUENCES):
+        out = list(ms)
+    elif isinstance(ms, np.ndarray) and ms.ndim == 1:
+        out = ms.tolist() if np.issubdtype(ms.dtype, np.integer) else list(ms)
+    else:
+        raise FormatRuleError(f"ms: must be a list, tuple, range or 1-D array of batch sizes; got "
+                              f"{type(ms).__name__}{' of ndim ' + str(ms.ndim) if isinstance(ms, np.ndarray) else ''}")
+    if not out:
+        raise FormatRuleError("ms: must hold at least one batch size; got an empty sequence")
+    if len(out) > MAX_BATCH_VALUES:
+        raise FormatRuleError(f"ms: at most {MAX_BATCH_VALUES} batch sizes per call; got {len(out)}")
+    return out
+
+
+def predict_many(gpu, kernel: str, ms, n: int, k: int, bits: int | None = None, group_size: int | None = None, *,
+                 clock="sustained", params=None, ecc: str | None = None, cache: str = "cold",
+                 errors: str = "raise") -> list:
+    """:func:`predict` for every batch size in ``ms`` at one (gpu, kernel, N, K, options):
+    ``[predict(gpu, kernel, m, n, k, bits, group_size, clock=..., ...) for m in ms]``, computed with
+    the per-(GPU, kernel, N, K) work done once.
+
+    ms: list, tuple, range or 1-D integer array of batch sizes (length L >= 1, any order, duplicates
+    allowed); every entry follows :func:`predict`'s rule for ``m`` (int in [1, 2^31 - 1]). Other
+    arguments as :func:`predict`; GPU, kernel, N, K, ``cache`` and ``ecc`` are checked once, first.
+    Returns a list of L :class:`Breakdown` (element i equals ``predict(..., ms[i], ...)`` exactly:
+    every float bit for bit, the same notes and terms in the same order; each with its own ``terms``
+    dict). Results are not taken from or put into :func:`predict`'s result cache.
+
+    A refused entry (bad type or value of ``ms[i]``, or a kernel rule that depends on M, e.g. Marlin's
+    N % thread_n): ``errors="raise"`` (default) raises the RefsimError subclass :func:`predict` raises
+    for the first refused entry, its message prefixed ``ms[i] = <value>: ``; ``errors="return"`` puts
+    that error object (as :func:`predict` raises it, unprefixed) in the list at position i instead.
+    """
+    if type(errors) is not str or (errors != "raise" and errors != "return"):
+        require_choice("errors", errors, ("raise", "return"))
+    ms = _batch_sizes(ms)
+    entry = _HOT.get(kernel) if type(kernel) is str else None
+    mod, model, limits = entry if entry is not None else _hot(kernel)
+    if not (type(n) is int and type(k) is int and n > 0 and k > 0 and not (n | k) >> 31):
+        n, k = _check_size("n", n), _check_size("k", k)
+    if type(cache) is not str or (cache != "cold" and cache != "warm"):
+        require_choice("cache", cache, CACHE_STATES)
+    g = _GPUS.get(gpu) if type(gpu) is str else None
+    if g is None:
+        g = get_gpu(gpu)
+    if ecc is not None:
+        g = with_ecc(g, ecc)
+    # every entry an int in [1, INT32_MAX] (bools are not ints here, as in predict): C-level passes
+    if _INT_ONLY >= set(map(type, ms)) and min(ms) > 0 and max(ms) <= INT32_MAX:
+        many = _MANY.get(mod)
+        if many is None:
+            many = _MANY[mod] = getattr(mod, "_predict_many", None) or _loop(model)
+        args = (gpu, kernel, n, k, bits, group_size, clock, params, ecc, cache, errors)
+        return _split(g, mod, many, limits, ms, 0, args)
+    return _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors)
+
+
+def _split(g, mod, many, limits, ms, offset, args) -> list:
+    """The batched entry over ``ms`` (ints in [1, INT32_MAX]); when it refuses (some entry breaks a
+    rule), the halves are tried again, so the accepted entries of a partly refused batch still run
+    batched, down to runs of at most 4 entries, which go entry by entry (:func:`_one_by_one`, the
+    first refused entry in order raising or returned). ``offset``: index of ``ms[0]`` in the caller's
+    list, for the error message."""
+    gpu, kernel, n, k, bits, group_size, clock, params, ecc, cache, errors = args
+    try:
+        if limits is not None:
+            fits = getattr(mod, "int32_fits", None)
+            if fits is None or not fits(max(ms), n, k):      # the indices grow with M
+                for m in ms:
+                    limits(m, n, k)
+        out = many(g, ms, n, k, bits, group_size, clock, params)
+        if cache == "warm":
+            out = _warm_many(g, ms, out, many, n, k, bits, group_size, clock, params)
+        return out
+    except RefsimError:
+        pass                # a refused entry: the halves below, then entry by entry
+    if len(ms) <= 4:
+        return _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors, offset)
+    half = len(ms) // 2
+    return (_split(g, mod, many, limits, ms[:half], offset, args)
+            + _split(g, mod, many, limits, ms[half:], offset + half, args))
+
+
+_INT_ONLY = {int}
+_MANY: dict = {}         # kernel module -> its batched entry (``_predict_many``, or a loop over ``_predict``)
+
+
+def _loop(model):
+    """A batched entry for a module without ``_predict_many``: its unchecked ``_predict`` per M."""
+    def many(g, ms, n, k, bits, group_size, clock, params):
+        return [model(g, m, n, k, bits, group_size, clock, params) for m in ms]
+    return many
+
+
+def _warm_many(g, ms, cold, many, n, k, bits, group_size, clock, params) -> list:
+    """The ``cache="warm"`` step of :func:`_fresh` over a batch: entries whose working set fits L2
+    are recomputed on the warm-L2 spec (one batched call), the others get the note."""
+    fit = [i for i, bd in enumerate(cold) if fits_in_l2(g, bd.bytes_dram)]
+    warm = []
+    if fit:
+        warm = many(warm_l2(g, g.clock_hz(clock)), [ms[i] for i in fit], n, k, bits, group_size, clock, params)
+    out = []
+    j = 0
+    for i, bd in enumerate(cold):
+        if j < len(fit) and fit[j] == i:
+            w = warm[j]
+            j += 1
+            out.append(replace(w, gpu=g.name, notes=_join(w.notes, f"warm L2: the {bd.bytes_dram / 2**20:.1f} MiB "
+                                                                   f"working set is L2-resident and streamed at L2 bandwidth")))
+        else:
+            out.append(replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {bd.bytes_dram / 2**20:.1f} MiB "
+                                                          f"working set does not fit the {g.l2_bytes / 2**20:.0f} MiB L2")))
+    return out
+
+
+def _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cache, errors, offset=0) -> list:
+    """:func:`predict_many` entry by entry (the path for batches with a refused entry); ``offset``: the
+    index of ``ms[0]`` in the caller's list."""
+    out = []
+    for i, m in enumerate(ms, offset):
+        try:
+            out.append(_fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache))
+        except RefsimError as err:
+            if errors == "return":
+                out.append(err)
+                continue
+            raise type(err)(f"ms[{i}] = {m!r}: {err}") from err
+    return out
 
 
 def clear_caches() -> None:

@@ -155,7 +155,7 @@ def _best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_
         smem = stages * (tile_m + tile_n) * k_slice * elem_bytes
         ctas_per_sm = int(max(1, min(4, gpu.smem_per_sm_bytes // smem)))
         for split in SPLIT_K_CANDIDATES:
-            if k % split or (k // split) < 4 * k_slice:
+            if split > 1 and (k % split or (k // split) < 4 * k_slice):     # split-K 1 always runs (short K too)
                 continue
             t, ctas, w = tile_tensor_time(gpu, f_sm, m_pad, n * split, k // split, tile_m, tile_n,
                                           ctas_per_sm, op_per_clk_per_sm)

@@ -30,6 +30,8 @@ Bytes: b·N·K/8 (only the top b planes) + N·2^b·2 (LUT at precision b) + M·K
 from __future__ import annotations
 
 import math
+from itertools import repeat
+from operator import add as _add
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -40,7 +42,7 @@ from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
 from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, require_multiple
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _combine1, _dram_time
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
@@ -245,9 +247,10 @@ def _fused(g, p, f, m, n, k, bits, clock):
     t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     occ = geo.occupancy
-    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
-                   notes=_fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
-                                      occ.limiter, geo.warps_per_smsp, instrs, c1))
+    return _combine1(NAME, g.name, m, n, k, bits, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     geo.ctas, geo.waves, bytes_dram,     # _combine(..., notes=...) (tested equal)
+                     _fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
+                                  occ.limiter, geo.warps_per_smsp, instrs, c1))
 
 
 _NOTES: dict = {}
@@ -308,6 +311,7 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
 
 
 _TERM_ORDER: dict = {}
+_ZEROS = repeat(0.0)       # map() stops at the shorter iterable: the keys
 # (id(spec), f_sm, id(params), n, k, bits) -> (spec, params, dequant latency, terms, bottleneck, bytes): the
 # dequant kernel's numbers do not depend on M (its Breakdown's m and flops are not used)
 _DEQUANT: dict = {}
@@ -335,3 +339,47 @@ def _dequant(g, p, f, m, n, k, bits):
         _DEQUANT.clear()
     _DEQUANT[key] = (g, p, deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram)
     return deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram
+
+
+def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
+    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
+    a list of len(ms) Breakdowns equal to the per-M ones bit for bit. The fused kernel (M <= 8) runs
+    :func:`_fused` per M; above M = 8 the dequant kernel is computed once and the cuBLAS GEMMs of
+    all those M come from ``cublas_fp16._predict_many`` (tested)."""
+    bits = check_bits(NAME, bits, BITS, 4) if bits is not None else 4
+    if group_size is not None:
+        from refsim.errors import FormatRuleError
+        raise FormatRuleError(f"group_size: kernel {NAME} uses one LUT per output row (None); got {group_size!r}")
+    if k % 32:
+        require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
+    if n % 4 or (n % 16 and max(ms) > 1):       # N % 4 at M = 1, N % 16 above; the caller names the entry
+        require_multiple(NAME, "n", n, 4 if n % 4 else 16, "grid = N / (4·multi_row)")
+    g, f, _, _ = hot_setup(g, clock)
+    p = params or FITTED
+    out = [None] * len(ms)
+    big = []
+    for i, m in enumerate(ms):
+        if m <= 8:
+            out[i] = _fused(g, p, f, m, n, k, bits, clock)
+        else:
+            big.append(i)
+    if big:
+        deq_latency, deq_terms, deq_bottleneck, deq_bytes = _dequant(g, p, f, ms[big[0]], n, k, bits)
+        gemms = cublas_fp16._predict_many(g, [ms[i] for i in big], n, k, None, None, clock, p)
+        name = g.name
+        deq_keys = tuple(deq_terms)
+        deq_get = deq_terms.get
+        for i, gemm in zip(big, gemms):
+            m = ms[i]
+            gemm_terms = gemm.terms
+            order_key = (deq_keys, tuple(gemm_terms))
+            keys = _TERM_ORDER.get(order_key)
+            if keys is None:
+                keys = _TERM_ORDER[order_key] = tuple(set(deq_terms) | set(gemm_terms))
+            # {key: deq_terms.get(key, 0.0) + gemm_terms.get(key, 0.0) for key in keys}, in C
+            terms = dict(zip(keys, map(_add, map(deq_get, keys, _ZEROS), map(gemm_terms.get, keys, _ZEROS))))
+            out[i] = _breakdown(NAME, name, m, n, k, bits, deq_latency + gemm.latency_s,
+                                gemm.bottleneck if gemm.latency_s >= deq_latency else deq_bottleneck,
+                                terms, deq_bytes + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
+                                "M > 8: dequant kernel + cuBLAS FP16")
+    return out

@@ -25,7 +25,7 @@ import math
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, hot_setup, require_multiple, spec_memo
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "atom-w4a4"
 BITS = (4,)
@@ -112,7 +112,8 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         if len(_NOTES) > 4096:
             _NOTES.clear()
         _NOTES[nkey] = notes
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)
+    return _combine1(NAME, g.name, m, n, k, 4, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     ctas, n_waves, bytes_dram, notes)   # _combine(..., notes=notes) (tested equal)
 
 
 _NOTES: dict = {}
@@ -133,3 +134,51 @@ def _per_k(g, f, k, ctas_per_sm):
     warp_instr_cta = lanes_per_cta / 32 + mma_instr + (TILE * k / 2) * 2 / 512
     return k4, groups, per_cta_tc, max(warp_instr_cta / (4 * f * EPILOGUE_ISSUE_EFF),
                                        lanes_per_cta / (g.fp32_fma_lanes_per_clk_per_sm * f))
+
+
+def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
+    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
+    a list of len(ms) Breakdowns equal to the per-M ones bit for bit (rules checked once: none
+    depends on M; per-(GPU, N, K) numbers computed once; tested)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
+    if group_size is not None:
+        check_group(NAME, group_size, (GROUP,), GROUP)
+    if n % TILE:
+        require_multiple(NAME, "n", n, TILE, "128-wide N tiles")
+    if k % GROUP:
+        require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
+    if k < 2 * GROUP:
+        raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
+    g, f, _, l2_bw = hot_setup(g, clock)
+    p = params or FITTED
+    launch, tail, a, name = p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap, g.name
+    ctas_per_sm = spec_memo(_CTAS_PER_SM, id(g), g, lambda: _gpu_rules(g), 1024)
+    k4, groups, per_cta_tc, alu_cta = spec_memo(_PER_K, (id(g), f, k), g, lambda: _per_k(g, f, k, ctas_per_sm))
+    bytes_w = n * k4 / 2 + n * KEEPER + n * groups * 2
+    slots = g.sm_count * ctas_per_sm
+    n_tiles = n // TILE
+    bif = 4 * (TILE * TILE // 2) * 2
+    ceil = math.ceil
+    out = []
+    for m in ms:
+        m_pad = TILE * ceil(m / TILE)
+        ctas = (m_pad // TILE) * n_tiles
+        n_waves = ctas / slots
+        waves_run = ceil(n_waves - 1e-9)
+        t_tc = waves_run * per_cta_tc
+        t_alu = waves_run * ctas_per_sm * alu_cta
+        bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2
+        bytes_dram = bytes_w + bytes_a + 2.0 * m * n
+        pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, bif),
+                 "l2": (bytes_w * (m_pad // TILE) + bytes_a * n_tiles) / l2_bw, "tensor": t_tc + t_alu}
+        nkey = (m_pad, ctas_per_sm, t_tc, t_alu)
+        notes = _NOTES.get(nkey)
+        if notes is None:
+            notes = (f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
+                     f"epilogue {t_alu * 1e6:.1f} us (serial)")
+            if len(_NOTES) > 4096:
+                _NOTES.clear()
+            _NOTES[nkey] = notes
+        out.append(_combine1(NAME, name, m, n, k, 4, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes))
+    return out

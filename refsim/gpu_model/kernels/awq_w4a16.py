@@ -19,7 +19,7 @@ import math
 from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, hot_setup,
                                               mma_sync_rate, require_multiple, tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "awq-w4a16"
 BITS = (4,)
@@ -66,5 +66,49 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
         l2 = (m_tiles - 1) * n * k / 2 / l2_bw
         pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": t_alu}
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram,
-                   notes="gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")
+    return _combine1(NAME, g.name, m, n, k, 4, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
+                     ctas, n_waves, bytes_dram,     # _combine(..., notes=...) (tested equal)
+                     "gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")
+
+
+def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
+    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
+    a list of len(ms) Breakdowns equal to the per-M ones bit for bit (rules checked once: none
+    depends on M; per-(GPU, N, K) numbers computed once; tested)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
+    gs = 128 if group_size is None else check_group(NAME, group_size, GROUPS, 128)
+    if k % gs:
+        require_multiple(NAME, "k", k, gs, "whole groups along K")
+    if n % 8:
+        require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
+    g, f, sm_clk, l2_bw = hot_setup(g, clock)
+    p = params or FITTED
+    launch, tail, a, name = p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap, g.name
+    w_bytes = n * k / 2 + (k / gs) * n * 2.5
+    nk = n * k
+    ceil = math.ceil
+    gemv = gemm = None
+    out = []
+    for m in ms:
+        bytes_dram = w_bytes + 2.0 * m * (k + n)
+        if m < 8:
+            if gemv is None:
+                ctas = ceil(n / 8)
+                ctas_per_sm = resident(g, 128, compiled_registers("awq_gemv"), 0, ctas).ctas_per_sm
+                gemv = (ctas, ctas_per_sm, g.fp32_fma_lanes_per_clk_per_sm * sm_clk, ctas / (g.sm_count * ctas_per_sm))
+            ctas, ctas_per_sm, fma, n_waves = gemv
+            t_alu = max(nk * (DEQ_PER_WEIGHT + m) / 32 / (4 * sm_clk), nk * m / fma)
+            pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512), "alu": t_alu}
+            notes = "gemv (CUDA cores)"
+        else:
+            if gemm is None:
+                gemm = mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm)
+            m_tiles = ceil(m / 16)
+            t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128, 4, gemm)
+            pipes = {"dram": _dram_time(bytes_dram, g, ctas, 4, 2 * 128 * 32 / 2),
+                     "l2": (m_tiles - 1) * n * k / 2 / l2_bw, "tensor": t_tc,
+                     "alu": m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)}
+            notes = "gemm (tensor cores, dequant per 16-row tile)"
+        out.append(_combine1(NAME, name, m, n, k, 4, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes))
+    return out

@@ -66,7 +66,8 @@ INT32_INDEXES = (
 
 def int32_fits(m: int, n: int, k: int) -> bool:
     """A sufficient condition for every :data:`INT32_INDEXES` expression to fit (rows <= 1024):
-    N, K < 2^24 and N·K < 2^36. False means "check each one" (``kernels.predict`` then does)."""
+    N, K < 2^24 and N·K < 2^36 (it does not depend on ``m``: one launch has at most 1024 rows).
+    False means "check each one" (``kernels.predict`` then does)."""
     return n < 16777216 and k < 16777216 and n * k < 68719476736
 
 # Registers per thread of every Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks> instantiation
@@ -390,6 +391,112 @@ def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: fl
                       1.0, launches, notes)
 
 
+def model_many(name: str, g, ms, n, k, group_size, clock, params, *, weight_bits: float, sparse: bool) -> list:
+    """:func:`model` for every M of ``ms`` (list of ints in [1, 2^31 - 1], shape rules already checked)
+    on the resolved spec ``g``: a list of len(ms) Breakdowns, each equal to ``model(name, g, m, ...)``
+    bit for bit: the setup (clock, compute-capability rule, fixed costs) once, then :func:`model`'s
+    per-M body unchanged (tested against :func:`model` and :func:`model_reference`)."""
+    g, f, _, l2_bw = hot_setup(g, clock)
+    p = params or FITTED
+    if _CC_OK.get(id(g)) is not g:
+        if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
+            # cp.async, ldmatrix and bf16/fp16 m16n8k16 mma.sync with the kernel's layout need sm_80
+            raise FormatRuleError(f"gpu: kernel {name} needs compute capability >= 8.0 (cp.async, m16n8k16 "
+                                  f"mma.sync); got {g.name} (CC {g.compute_capability})")
+        if len(_CC_OK) > 1024:
+            _CC_OK.clear()
+        _CC_OK[id(g)] = g
+    eff, lat_dram = g.dram_eff_bytes_per_s, g.dram_latency_s
+    launch = p.launch_overhead_s * 1
+    a = 1.0 - p.overlap
+    sms, gname = g.sm_count, g.name
+    kinds: dict = {}         # (m_blocks, tk, tn) -> _kind_constants of this call (from the _KINDS memo)
+    out = []
+    for m in ms:
+        parts = partition(m, n, k, sms, group_size)
+        tk, tn = tile_shape(m)
+        total = {}
+        latency = 0.0
+        bytes_total = 0.0
+        last = None
+        launches = 0
+        for lc in parts:
+            # LaunchCost fields in order: m_blocks, parallel, rows, k_tiles, n_tiles, iters, busy_blocks,
+            # max_slices, reduction_steps, count
+            m_blocks, par, rows, _, _, iters, active, slices, _, count = lc
+            kc = kinds.get((m_blocks, tk, tn))
+            if kc is None:
+                kc = kinds[(m_blocks, tk, tn)] = spec_memo(
+                    _KINDS, (id(g), f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn), g,
+                    lambda: _kind_constants(g, f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn))
+            ws, a_tile, w_bytes, rate_f, alu_tile, handoff = kc
+            # _launch_terms, same expressions
+            b = w_bytes + rows * k * 2 + rows * n * 2
+            bw = min(eff, active * STAGES * ws / lat_dram)
+            t_dram = max(b / bw, iters * ws * active / par / bw)
+            t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / l2_bw
+            t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / rate_f
+            t_alu = iters * alu_tile / f
+            t_red = (slices - 1) * handoff / f
+            # _overlap(g, pipes, p, 1, t_red) over pipes (dram, l2, tensor, alu): largest and second largest
+            first, second = t_dram, 0.0
+            if t_l2 > first:
+                second, first = first, t_l2
+            elif t_l2 > second:
+                second = t_l2
+            if t_tc > first:
+                second, first = first, t_tc
+            elif t_tc > second:
+                second = t_tc
+            if t_alu > first:
+                second, first = first, t_alu
+            elif t_alu > second:
+                second = t_alu
+            lat = launch + lat_dram + first + a * second + t_red
+            latency += lat * count
+            bytes_total += b * count
+            if total:
+                total["dram"] += t_dram * count
+                total["l2"] += t_l2 * count
+                total["tensor"] += t_tc * count
+                total["alu"] += t_alu * count
+                total["launch"] += launch * count
+                total["tail"] += lat_dram * count
+                if t_red:
+                    total["serial"] = total.get("serial", 0.0) + t_red * count
+            else:
+                total = {"dram": 0.0 + t_dram * count, "l2": 0.0 + t_l2 * count, "tensor": 0.0 + t_tc * count,
+                         "alu": 0.0 + t_alu * count, "launch": 0.0 + launch * count, "tail": 0.0 + lat_dram * count}
+                if t_red:
+                    total["serial"] = 0.0 + t_red * count
+            if last is None or lat > last[0]:
+                last = (lat, active)
+            launches += count
+        top, bottleneck = total["dram"], "dram"       # max over (dram, l2, tensor, alu), first of ties
+        if total["l2"] > top:
+            top, bottleneck = total["l2"], "l2"
+        if total["tensor"] > top:
+            top, bottleneck = total["tensor"], "tensor"
+        if total["alu"] > top:
+            top, bottleneck = total["alu"], "alu"
+        if total.get("serial", 0.0) > top:
+            bottleneck = "serial"          # the lock-ordered slice reduction chain dominates
+        elif total["launch"] + total["tail"] > top:
+            bottleneck = "launch"
+        hit = _NOTES.get(id(parts))
+        if hit is not None and hit[0] is parts and hit[1] == tk and hit[2] == tn:
+            notes = hit[3]
+        else:
+            notes = f"tile {tk}x{tn}, launches " + ", ".join(
+                f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts)
+            if len(_NOTES) > 4096:
+                _NOTES.clear()
+            _NOTES[id(parts)] = (parts, tk, tn, notes)
+        out.append(_breakdown(name, gname, m, n, k, 4, latency, bottleneck, total, bytes_total, 2.0 * m * n * k,
+                              last[1], 1.0, launches, notes))
+    return out
+
+
 def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
     """Latency breakdown of MARLIN for C(M,N) = A(M,K) @ W(K,N) on ``gpu``. Rules: bits 4;
     group_size None or 128; N % thread_n == 0 and K % thread_k == 0 with (thread_k, thread_n) =
@@ -411,3 +518,22 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     if group_size and k % group_size:
         require_multiple(NAME, "k", k, group_size, "whole groups")
     return model(NAME, gpu, m, n, k, group_size, clock, params, weight_bits=4.0, sparse=False)
+
+
+def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
+    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
+    bits and group checked once, the tile rules (N % thread_n, K % thread_k) once per distinct tile,
+    then :func:`model_many`; a RefsimError means some entry is refused (``kernels.predict_many`` then
+    finds which, entry by entry, with :func:`_predict`'s message). A list of len(ms) Breakdowns equal to the per-M ones (tested)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
+    group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
+    # the tile depends on M only through M <= 16; a refusal here is reported per entry by the caller
+    for tk, tn in set(map(tile_shape, ms)):
+        if n % tn:
+            require_multiple(NAME, "n", n, tn, f"thread_n = {tn}")
+        if k % tk:
+            require_multiple(NAME, "k", k, tk, f"thread_k = {tk}")
+    if group_size and k % group_size:
+        require_multiple(NAME, "k", k, group_size, "whole groups")
+    return model_many(NAME, g, ms, n, k, group_size, clock, params, weight_bits=4.0, sparse=False)

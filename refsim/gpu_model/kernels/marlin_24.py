@@ -50,3 +50,19 @@ def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
         require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
     return marlin.model(NAME, gpu, m, n, k, group_size, clock, params,
                         weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)
+
+
+def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
+    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
+    bits and group checked once, the tile rule per M, then :func:`marlin.model_many` (tested equal to
+    the per-M results)."""
+    if bits is not None:
+        check_bits(NAME, bits, BITS, 4)
+    group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
+    for tk, tn in set(map(marlin.tile_shape, ms)):     # a refusal is reported per entry by the caller
+        if n % tn:
+            require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile")
+    if k % 128:
+        require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
+    return marlin.model_many(NAME, g, ms, n, k, group_size, clock, params,
+                             weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)

@@ -27,9 +27,22 @@ def _kernels():
 
 
 @functools.lru_cache(maxsize=None)
+def _layer(gpu, kernel, n, k) -> dict:
+    """{m: Breakdown or None (the kernel refuses)} for every batch of :data:`BATCHES` on one layer
+    shape: one ``kernels.predict_many`` call (validated once, per-shape work shared; each entry equals
+    ``predict(gpu, kernel, m, n, k)``); cached: a Llama block repeats shapes (q/k/v/o are one
+    4096 x 4096 problem), so 7 layers are 3 calls."""
+    from refsim.errors import RefsimError
+    from refsim.gpu_model.kernels import predict_many
+    out = predict_many(gpu, kernel, BATCHES, n, k, errors="return")
+    return {m: None if isinstance(bd, RefsimError) else bd for m, bd in zip(BATCHES, out)}
+
+
 def _predict(gpu, kernel, m, n, k):
-    """predict() or None where the kernel refuses the shape; cached: a Llama block repeats shapes
-    (q/k/v/o are one 4096 x 4096 problem), so 7 layers are 3 predictions."""
+    """predict() or None where the kernel refuses the shape (batches of :data:`BATCHES` from
+    :func:`_layer`)."""
+    if m in BATCHES:
+        return _layer(gpu, kernel, n, k)[m]
     from refsim.errors import RefsimError
     from refsim.gpu_model.kernels import predict
     try:
