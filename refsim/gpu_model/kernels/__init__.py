@@ -116,12 +116,20 @@ def _fresh(gpu, kernel, m, n, k, bits, group_size, clock, params, ecc, cache) ->
     bd = model(g, m, n, k, bits, group_size, clock, params)
     if cache == "warm":
         if not fits_in_l2(g, bd.bytes_dram):
-            return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {bd.bytes_dram / 2**20:.1f} MiB "
-                                                      f"working set does not fit the {g.l2_bytes / 2**20:.0f} MiB L2"))
-        warm = model(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock, params)
-        return replace(warm, gpu=g.name, notes=_join(warm.notes, f"warm L2: the {bd.bytes_dram / 2**20:.1f} MiB working set "
-                                                                 f"is L2-resident and streamed at L2 bandwidth"))
+            return _warm_result(g, bd, None)
+        return _warm_result(g, bd, model(warm_l2(g, g.clock_hz(clock)), m, n, k, bits, group_size, clock, params))
     return bd
+
+
+def _warm_result(g, cold: Breakdown, warm: Breakdown | None) -> Breakdown:
+    """The ``cache="warm"`` result from the cold prediction and, when the working set fits L2, the
+    prediction on the warm-L2 spec (None otherwise), each with its note."""
+    mib = cold.bytes_dram / 2**20
+    if warm is None:
+        return replace(cold, notes=_join(cold.notes, f"warm L2 changes nothing: the {mib:.1f} MiB working set "
+                                                      f"does not fit the {g.l2_bytes / 2**20:.0f} MiB L2"))
+    return replace(warm, gpu=g.name, notes=_join(warm.notes, f"warm L2: the {mib:.1f} MiB working set is "
+                                                             f"L2-resident and streamed at L2 bandwidth"))
 
 
 def _join(a: str, b: str) -> str:
@@ -278,13 +286,10 @@ def _warm_many(g, ms, cold, many, n, k, bits, group_size, clock, params) -> list
     j = 0
     for i, bd in enumerate(cold):
         if j < len(fit) and fit[j] == i:
-            w = warm[j]
+            out.append(_warm_result(g, bd, warm[j]))
             j += 1
-            out.append(replace(w, gpu=g.name, notes=_join(w.notes, f"warm L2: the {bd.bytes_dram / 2**20:.1f} MiB "
-                                                                   f"working set is L2-resident and streamed at L2 bandwidth")))
         else:
-            out.append(replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {bd.bytes_dram / 2**20:.1f} MiB "
-                                                          f"working set does not fit the {g.l2_bytes / 2**20:.0f} MiB L2")))
+            out.append(_warm_result(g, bd, None))
     return out
 
 
