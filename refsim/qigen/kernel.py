@@ -72,6 +72,11 @@ class QIGenMatrix:
                 "f32": (ptr(self.scales_panels), ptr(self.zeros_panels)),
                 "f16u8": (ptr(self.scales_panels_f16), ptr(self.zeros_panels_u8))}
 
+    def __getstate__(self) -> dict:
+        """Pickle and copy without the process-local caches: ``_pointers`` (buffer addresses) and
+        ``_plans`` (ctypes call plans of :func:`qgemv_with_path`); they are rebuilt on first use."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_pointers", "_plans")}
+
     @property
     def compact_meta(self) -> bool:
         """True when the scales are exactly fp16 values and the zeros integers in [0, 255], so

@@ -516,3 +516,21 @@ def test_call_plans_are_per_thread_and_survive_their_scratch_cache():
     for m in range(1, 19):
         kernel.qgemv(np.ones((m, 128), np.float32) * m, mat, spec)
     assert_bitexact(kernel.qgemv(xs[0], mat, spec), wants[0], name="plan after the cache was cleared")
+
+
+@needs_cc
+def test_used_matrix_pickles_and_copies_without_its_process_local_caches():
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(135)
+    x, q, s, z, b = _problem(rng, 1, 64, 32, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=32, tb=32, bias=b)
+    spec = codegen.KernelSpec(4, tu=16, unroll=2, isa=ISAS[-1])
+    want = oracle.qgemv_oracle(x, q, s, z, b, 4, 32, unroll=2)
+    assert_bitexact(kernel.qgemv(x, mat, spec), want, name="original")
+    assert {"_pointers", "_plans"} <= set(mat.__dict__)
+    for other in (pickle.loads(pickle.dumps(mat)), copy.deepcopy(mat), copy.copy(mat)):
+        assert not {"_pointers", "_plans"} & set(other.__dict__)
+        assert_bitexact(kernel.qgemv(x, other, spec), want, name="copy")
+        assert_bitexact(kernel.qgemv(x, other, spec), want, name="copy, plan call")
