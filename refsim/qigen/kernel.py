@@ -248,7 +248,7 @@ def _scratch(m: int, k: int, n: int, groups: int, na: int):
     writes y into (:func:`qgemv_with_path` returns a copy). At most 16 shapes are kept per thread.
 
     Why the output is a reused buffer: with a fresh ``np.empty`` y per call, a cold call timed
-    right after another 4-64 MiB stream (the benchmark's round-robin with NumPy) was 5-15%
+    right after another 64 MiB stream (the benchmark's round-robin with NumPy) was 0-14%
     slower than with a reused y (docs/qigen.md, "Issue 13, second pass"); the copy costs a few
     microseconds."""
     cache = getattr(_SCRATCH, "bufs", None)
@@ -314,7 +314,7 @@ def qgemv_with_path(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = N
     (as in LLM decoding, and in the benchmark's round-robin with NumPy); the plan cuts that to
     about the bare ctypes call (docs/qigen.md, "Issue 13, second pass")."""
     plans = mat.__dict__.get("_plans") if type(mat) is QIGenMatrix else None
-    if plans is not None and type(x) is np.ndarray:
+    if plans is not None and type(x) is np.ndarray and type(path) is str:
         # one property read gives dtype, contiguity (strides None = C order), shape and address
         ai = x.__array_interface__
         if ai["typestr"] == _F32.str and ai["strides"] is None:

@@ -448,6 +448,8 @@ def test_call_plan_calls_still_raise_every_error():
         kernel.qgemv(np.zeros((1, 32), np.float32), mat, spec)
     with pytest.raises(FormatRuleError, match="path"):
         kernel.qgemv(x, mat, spec, "fast")
+    with pytest.raises(FormatRuleError, match="path"):
+        kernel.qgemv(x, mat, spec, ["auto"])  # unhashable: still the specific error
 
 
 @needs_cc
