@@ -19,7 +19,11 @@ threads > 1):
 * ``--search``: QIGen-style empirical choice of the micro-tile (tu, unroll, and refsim's
   partial sums per column A) on 4096x4096, then per shape of the (mb, tb) block among the
   L1-feasible ones (:func:`block_search`); without it everything comes from the model;
-* ``--path``: the kernel path (default "auto": bitcast when x allows it; see docs/qigen.md).
+* ``--path``: the kernel path (default "auto": bitcast when x allows it; see docs/qigen.md);
+* ``read ms``: the kernel's packed words read once, cold, by one sequential pass (``np.max``),
+  last in each round; ``k/read`` = kernel time / that, i.e. how far the kernel is from merely
+  streaming its own bytes as a single stream (NumPy's GEMV reads several rows at once and gets
+  more DRAM bandwidth than one stream does; see docs/qigen.md, "Issue 13").
 
 Targets: issue 13, >= 4x NumPy fp32 GEMV at 4-bit on every shape; issue 6, >= 60% of the
 bandwidth yardstick (was: of the copy bandwidth). Times are the minimum over ``--repeat``
@@ -199,14 +203,17 @@ def main() -> None:
             assert np.array_equal(y[:, cols].view(np.uint32), ref.view(np.uint32)), "kernel != oracle"
             copies = [mat] + [kernel.prepare(qweight, s, z, bits=bits, group_size=gs, mb=mb, tb=tb)
                               for _ in range(max(1, -(-COLD_BYTES // mat.packed.nbytes)) - 1)]
-            t_np, t_k, t_np_warm, t_warm = best_times([
+            # last in the round: the kernel's own packed words read once, cold, by one sequential
+            # SIMD pass (np.max); the DRAM time of its bytes for a single stream, for reference
+            t_np, t_k, t_np_warm, t_warm, t_read = best_times([
                 np_cold,
                 cycling([lambda m=m: kernel.qgemv(x, m, spec, args.path) for m in copies]),
                 lambda: x @ w32[0],
                 lambda: kernel.qgemv(x, mat, spec, args.path),
+                cycling([lambda m=m: m.packed.max() for m in copies[::-1]]),
             ], args.repeat)
             rows.append(dict(k=k, n=n, bits=bits, mb=mb, tb=tb, t_k=t_k, t_np=t_np, wbytes=mat.packed.nbytes,
-                             t_warm=t_warm, t_np_warm=t_np_warm, spec=spec, p=p, path=used))
+                             t_warm=t_warm, t_np_warm=t_np_warm, t_read=t_read, spec=spec, p=p, path=used))
             del copies
     # the yardstick: NumPy fp32 GEMV's DRAM rate, 4 K N bytes of W / its cold time, best over the run
     bw = max(4 * r["k"] * r["n"] / r["t_np"] for r in rows)
@@ -220,7 +227,7 @@ def main() -> None:
           f"{', '.join(sorted(paths))}")
     print(f"{'K x N':>12} {'bits':>4} {'mb':>5} {'tb':>5} {'kernel ms':>9} {'model ms':>9} {'bound':>7} "
           f"{'numpy ms':>9} {'np GB/s':>7} {'k GB/s':>6} {'% gemv':>7} {'x numpy':>8} | {'warm ms':>8} "
-          f"{'np warm':>8}  kernel")
+          f"{'np warm':>8} {'read ms':>8} {'k/read':>6}  kernel")
     for r in rows:
         k, n, bits, spec = r["k"], r["n"], r["bits"], r["spec"]
         est = model.predict_time(k, n, bits, 1, r["p"].tu_cols, gs, bw, info.clock_hz,
@@ -231,7 +238,7 @@ def main() -> None:
         print(f"{k:>5} x {n:<5} {bits:>4} {r['mb']:>5} {r['tb']:>5} {r['t_k'] * 1e3:>9.3f} "
               f"{est.seconds * 1e3:>9.3f} {est.bound:>7} {r['t_np'] * 1e3:>9.3f} {np_rate / 1e9:>7.2f} "
               f"{k_rate / 1e9:>6.2f} {100 * r['frac']:>6.1f}% {r['speed']:>7.2f}x | {r['t_warm'] * 1e3:>8.3f} "
-              f"{r['t_np_warm'] * 1e3:>8.3f}  {spec.name}")
+              f"{r['t_np_warm'] * 1e3:>8.3f} {r['t_read'] * 1e3:>8.3f} {r['t_k'] / r['t_read']:>6.2f}  {spec.name}")
     print()
     worst_frac = min(r["frac"] for r in rows)
     worst_4 = min(r["speed"] for r in rows if r["bits"] == 4)
@@ -241,7 +248,7 @@ def main() -> None:
           f"{'MET' if worst_frac >= 0.6 else 'NOT MET'}")
     for r in rows:
         print(f"RATIO {r['k']}x{r['n']} {r['bits']}-bit {r['speed']:.3f} kernel_ms {r['t_k'] * 1e3:.3f} "
-              f"numpy_ms {r['t_np'] * 1e3:.3f}")
+              f"numpy_ms {r['t_np'] * 1e3:.3f} read_ms {r['t_read'] * 1e3:.3f} load {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

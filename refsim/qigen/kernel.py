@@ -72,6 +72,11 @@ class QIGenMatrix:
                 "f32": (ptr(self.scales_panels), ptr(self.zeros_panels)),
                 "f16u8": (ptr(self.scales_panels_f16), ptr(self.zeros_panels_u8))}
 
+    def __getstate__(self) -> dict:
+        """Pickle and copy without the process-local caches: ``_pointers`` (buffer addresses) and
+        ``_plans`` (ctypes call plans of :func:`qgemv_with_path`); they are rebuilt on first use."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_pointers", "_plans")}
+
     @property
     def compact_meta(self) -> bool:
         """True when the scales are exactly fp16 values and the zeros integers in [0, 255], so
@@ -238,8 +243,14 @@ def _scratch(m: int, k: int, n: int, groups: int, na: int):
     """Work buffers of one product, reused per thread and shape (the ctypes call releases the
     GIL, so threads never share them): addresses of xs float32 ``(M, K)`` (x pre-scaled),
     r float32 ``(M, G)`` (group sums), accbuf float32 ``(A, M, N)`` (partial sums parked
-    between K-blocks; cleared by the C side) and ``(used, address)`` of an int32 ``(1,)``
-    receiving the path that ran. At most 16 shapes are kept per thread."""
+    between K-blocks; cleared by the C side), ``(used, address)`` of an int32 ``(1,)``
+    receiving the path that ran, and ``(out, address)`` of a float32 ``(M, N)`` the kernel
+    writes y into (:func:`qgemv_with_path` returns a copy). At most 16 shapes are kept per thread.
+
+    Why the output is a reused buffer: with a fresh ``np.empty`` y per call, a cold call timed
+    right after another 64 MiB stream (the benchmark's round-robin with NumPy) was 0-14%
+    slower than with a reused y (docs/qigen.md, "Issue 13, second pass"); the copy costs a few
+    microseconds."""
     cache = getattr(_SCRATCH, "bufs", None)
     if cache is None:
         cache = _SCRATCH.bufs = {}
@@ -252,8 +263,16 @@ def _scratch(m: int, k: int, n: int, groups: int, na: int):
         r = np.empty((m, groups), dtype=np.float32)
         acc = np.empty((na, m, n), dtype=np.float32)
         used = np.zeros(1, dtype=np.int32)
-        hit = cache[key] = (xs, r, acc, used, (_addr(xs), _addr(r), _addr(acc), (used, _addr(used))))
-    return hit[4]
+        out = np.empty((m, n), dtype=np.float32)
+        hit = cache[key] = (xs, r, acc, used, out,
+                            (_addr(xs), _addr(r), _addr(acc), (used, _addr(used)), (out, _addr(out))))
+    return hit[5]
+
+
+def _scratch_arrays(m: int, k: int, n: int, groups: int, na: int) -> tuple:
+    """The arrays behind :func:`_scratch`'s addresses (xs, r, accbuf, used, out)."""
+    _scratch(m, k, n, groups, na)
+    return _SCRATCH.bufs[(m, k, n, groups, na)][:5]
 
 
 PATHS = ("auto", "prescaled", "shift", "bitcast")  # index = the C side's path code
@@ -277,12 +296,44 @@ def qgemv(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
     return qgemv_with_path(x, mat, spec, path)[0]
 
 
+_F32 = np.dtype(np.float32)
+_PLANS_MAX = 32  # call plans kept per matrix (see qgemv_with_path)
+
+
 def qgemv_with_path(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = None,
                     path: str = "auto") -> tuple[np.ndarray, str]:
     """:func:`qgemv` and the path that ran ("bitcast", "prescaled" or "shift"): ``(y, path)``,
-    y float32 ``(M, N)``. Same arguments and errors as :func:`qgemv`."""
+    y float32 ``(M, N)``. Same arguments and errors as :func:`qgemv`.
+
+    Hot path: after one fully validated call, the matrix keeps a call plan per (spec, path,
+    x.shape, thread) - the ctypes function and every argument but x's address - and a later call
+    with a C-contiguous float32 ndarray x of that shape checks only that and calls C directly
+    (the C side still checks x is finite and in range for the path, and every error is raised as
+    on the first call). Why: the wrapper's ~50 Python-level checks cost 20-30 us back-to-back
+    but 140-180 us when the call follows a 64 MiB stream that evicted the interpreter's data
+    (as in LLM decoding, and in the benchmark's round-robin with NumPy); the plan cuts that to
+    about the bare ctypes call (docs/qigen.md, "Issue 13, second pass")."""
+    plans = mat.__dict__.get("_plans") if type(mat) is QIGenMatrix else None
+    if plans is not None and type(x) is np.ndarray and type(path) is str:
+        # one property read gives dtype, contiguity (strides None = C order), shape and address
+        ai = x.__array_interface__
+        if ai["typestr"] == _F32.str and ai["strides"] is None:
+            # keyed by id(spec): the plan holds spec, so that id cannot be reused while it lives
+            plan = plans.get((id(spec), path, ai["shape"], threading.get_ident()))
+            if plan is not None and plan[0] is spec:
+                _, fn, tail, used, out, _ = plan
+                status = fn(ai["data"][0], *tail)
+                if status:
+                    _raise_status(status, x)
+                return out.copy(), PATHS[used[0]]
+    return _qgemv_checked(x, mat, spec, path)
+
+
+def _qgemv_checked(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None, path: str) -> tuple[np.ndarray, str]:
+    """:func:`qgemv_with_path` with every argument validated; stores the call plan."""
     require_instance("mat", mat, QIGenMatrix)
     lay = mat.layout
+    key_spec = spec
     spec = default_spec(lay.bits) if spec is None else require_instance("spec", spec, KernelSpec)
     if spec.bits != lay.bits:
         raise ShapeError(f"spec.bits: must equal the matrix's bits={lay.bits}; got {spec.bits}")
@@ -300,14 +351,29 @@ def qgemv_with_path(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = N
     xc = np.ascontiguousarray(x)
     lib = _lib(spec)
     gs = mat.gs
-    xs, r, acc, used = _scratch(m, lay.k, lay.n, lay.k // gs, spec.accumulators)
-    y = np.empty((m, lay.n), dtype=np.float32)
+    xs, r, acc, used, out = _scratch(m, lay.k, lay.n, lay.k // gs, spec.accumulators)
     ptrs = mat._pointers
     sp, zp = ptrs[spec.meta]
-    status = lib.refsim_qigen_run(_addr(xc), xs, ptrs["packed"], sp, zp, r, ptrs["slot_of"],
-                                  acc, _addr(y), ptrs["bias"], m, lay.k, lay.n, lay.mb, lay.tb, gs,
-                                  PATHS.index(path), used[1])
-    used = used[0]
+    fn = lib.refsim_qigen_run
+    tail = (xs, ptrs["packed"], sp, zp, r, ptrs["slot_of"], acc, out[1], ptrs["bias"], m, lay.k, lay.n,
+            lay.mb, lay.tb, gs, PATHS.index(path), used[1])
+    status = fn(_addr(xc), *tail)
+    if status:
+        _raise_status(status, x)
+    plans = mat.__dict__.setdefault("_plans", {})
+    if len(plans) >= _PLANS_MAX:
+        plans.clear()
+    # the plan holds the scratch arrays themselves (tail has only their addresses): they must
+    # outlive the thread-local cache (cleared beyond 16 shapes, dropped when the thread ends;
+    # thread ids are reused), or a later call would write into freed memory
+    plans[(id(key_spec), path, xc.shape, threading.get_ident())] = (key_spec, fn, tail, used[0], out[0],
+                                                                  _scratch_arrays(m, lay.k, lay.n, lay.k // gs,
+                                                                                  spec.accumulators))
+    return out[0].copy(), PATHS[int(used[0][0])]
+
+
+def _raise_status(status: int, x: np.ndarray) -> None:
+    """Raise the error for a nonzero ``refsim_qigen_run`` status (x as the caller passed it)."""
     if status == 2:
         require_finite("x", x)  # raises NonFiniteError with the shared message
         raise AssertionError("refsim_qigen_run reported a non-finite x that require_finite accepts")
@@ -321,4 +387,4 @@ def qgemv_with_path(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = N
         lo, hi = (float(nz.min()), float(nz.max())) if nz.size else (0.0, 0.0)
         raise FormatRuleError(f"x: the bitcast path needs every nonzero |x| in [2**-62, 2**43) and an FPU "
                               f"that keeps subnormals (MXCSR FTZ/DAZ clear); got |x| in [{lo!r}, {hi!r}]")
-    return y, PATHS[int(used[0])]
+    raise AssertionError(f"refsim_qigen_run returned an unknown status {status}")

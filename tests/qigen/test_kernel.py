@@ -392,3 +392,147 @@ def test_bitcast_kernel_source_has_no_per_code_conversion():
     assert "_mm256_cvtepi32_ps" not in body  # fp32 metadata: no conversion at all in this kernel
     assert body.count("_mm256_castsi256_ps(_mm256_and_si256(") == 8 * 4  # 8 codes x 4 vectors
     assert "BC_UNSCALE" in body
+
+
+# --- call plans (the hot path of qgemv_with_path after one validated call) ---------------------
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("path", ["auto", "bitcast", "prescaled", "shift"])
+def test_call_plan_calls_give_oracle_bits_and_fresh_arrays(isa, path):
+    rng = np.random.default_rng(131)
+    x, q, s, z, b = _problem(rng, 2, 128, 64, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=64, tb=32, bias=b)
+    spec = codegen.KernelSpec(4, tu=32, unroll=2, isa=isa, accumulators=2)
+    assert "_plans" not in mat.__dict__
+    y1, used1 = kernel.qgemv_with_path(x, mat, spec, path)  # validated call, stores the plan
+    assert len(mat.__dict__["_plans"]) == 1
+    kept = y1.copy()
+    for scale in (1.0, 2.0**-30, 3.0):  # later calls take the plan, with other x of that shape
+        x2 = (rng.standard_normal(x.shape) * scale).astype(np.float32)
+        y2, used2 = kernel.qgemv_with_path(x2, mat, spec, path)
+        want = oracle.qgemv_oracle(x2, q, s, z, b, 4, 32, unroll=2, accumulators=2)
+        assert_bitexact(y2, want, name=f"{isa} {path} plan call, x * {scale}")
+        assert used2 == (used1 if path != "auto" else "bitcast")
+        assert y2 is not y1 and not np.shares_memory(y2, y1)
+    assert len(mat.__dict__["_plans"]) == 1  # the same plan served every call
+    np.testing.assert_array_equal(y1, kept)  # an earlier result is never overwritten
+
+
+@needs_cc
+def test_call_plan_calls_still_raise_every_error():
+    from refsim.errors import DtypeError, NonFiniteError
+
+    rng = np.random.default_rng(132)
+    x, q, s, z, b = _problem(rng, 1, 64, 32, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=32, tb=32)
+    spec = codegen.KernelSpec(4, tu=16, unroll=2, isa=ISAS[-1])
+    for path in ("auto", "bitcast", "prescaled"):
+        kernel.qgemv(x, mat, spec, path)  # plan stored
+        bad = x.copy()
+        bad[0, 5] = np.nan
+        with pytest.raises(NonFiniteError):
+            kernel.qgemv(bad, mat, spec, path)
+    huge = x.copy()
+    huge[0, 3] = 2.0**44
+    with pytest.raises(FormatRuleError, match=r"bitcast path needs .*2\*\*43"):
+        kernel.qgemv(huge, mat, spec, "bitcast")
+    tiny = x.copy()
+    tiny[0, 3] = 2.0**-100
+    with pytest.raises(FormatRuleError, match=r"prescaled path needs .*2\*\*-96"):
+        kernel.qgemv(tiny, mat, spec, "prescaled")
+    with pytest.raises(DtypeError):
+        kernel.qgemv(x.astype(np.float64), mat, spec)  # not float32: the validated path refuses it
+    with pytest.raises(ShapeError):
+        kernel.qgemv(np.zeros((1, 32), np.float32), mat, spec)
+    with pytest.raises(FormatRuleError, match="path"):
+        kernel.qgemv(x, mat, spec, "fast")
+    with pytest.raises(FormatRuleError, match="path"):
+        kernel.qgemv(x, mat, spec, ["auto"])  # unhashable: still the specific error
+
+
+@needs_cc
+def test_call_plan_is_not_used_for_other_layouts_or_specs():
+    rng = np.random.default_rng(133)
+    x, q, s, z, b = _problem(rng, 3, 64, 32, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=32, tb=32, bias=b)
+    spec = codegen.KernelSpec(4, tu=16, unroll=2, isa=ISAS[-1], accumulators=2)
+    want2 = oracle.qgemv_oracle(x, q, s, z, b, 4, 32, unroll=2, accumulators=2)
+    assert_bitexact(kernel.qgemv(x, mat, spec), want2, name="first call")
+    # Fortran order and a strided view: not C-contiguous, so the validated path (which copies)
+    xf = np.asfortranarray(x)
+    assert_bitexact(kernel.qgemv(xf, mat, spec), want2, name="Fortran-order x")
+    wide = np.zeros((3, 128), np.float32)
+    wide[:, ::2] = x
+    assert_bitexact(kernel.qgemv(wide[:, ::2], mat, spec), want2, name="strided x")
+    # an equal spec given as another object, and a different spec (another order of the sums)
+    assert_bitexact(kernel.qgemv(x, mat, dataclasses.replace(spec)), want2, name="equal spec object")
+    spec1 = codegen.KernelSpec(4, tu=16, unroll=2, isa=ISAS[-1], accumulators=1)
+    want1 = oracle.qgemv_oracle(x, q, s, z, b, 4, 32, unroll=2, accumulators=1)
+    assert_bitexact(kernel.qgemv(x, mat, spec1), want1, name="A = 1 spec after A = 2")
+    assert_bitexact(kernel.qgemv(x, mat, spec), want2, name="A = 2 again")
+    # another batch size is another plan
+    assert_bitexact(kernel.qgemv(x[:1].copy(), mat, spec), want2[:1], name="batch 1")
+
+
+@needs_cc
+def test_call_plans_are_per_thread_and_survive_their_scratch_cache():
+    import threading
+
+    rng = np.random.default_rng(134)
+    x, q, s, z, b = _problem(rng, 2, 128, 64, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=64, tb=32, bias=b)
+    spec = codegen.KernelSpec(4, tu=32, unroll=2, isa=ISAS[-1], accumulators=2)
+    xs = [(rng.standard_normal(x.shape) * (i + 1)).astype(np.float32) for i in range(4)]
+    wants = [oracle.qgemv_oracle(xi, q, s, z, b, 4, 32, unroll=2, accumulators=2) for xi in xs]
+    bad = []
+
+    def work(i, barrier=None):
+        if barrier is not None:
+            barrier.wait()  # all four alive at once: four thread ids, four plans
+        for _ in range(20):
+            y = kernel.qgemv(xs[i], mat, spec)
+            if not np.array_equal(y.view(np.uint32), wants[i].view(np.uint32)):
+                bad.append(i)
+        if barrier is not None:
+            barrier.wait()
+
+    barrier = threading.Barrier(4)
+    threads = [threading.Thread(target=work, args=(i, barrier)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []
+    assert len({key[3] for key in mat.__dict__["_plans"]}) == 4
+    # threads one after another: a new thread may get a finished thread's id (and so its plan)
+    # after that thread's scratch cache is gone; the plan keeps its buffers alive
+    for i in range(4):
+        t = threading.Thread(target=work, args=(i,))
+        t.start()
+        t.join()
+    assert bad == []
+    # one thread: a plan stays valid after more than 16 other shapes cleared the scratch cache
+    assert_bitexact(kernel.qgemv(xs[0], mat, spec), wants[0], name="plan made")
+    for m in range(1, 19):
+        kernel.qgemv(np.ones((m, 128), np.float32) * m, mat, spec)
+    assert_bitexact(kernel.qgemv(xs[0], mat, spec), wants[0], name="plan after the cache was cleared")
+
+
+@needs_cc
+def test_used_matrix_pickles_and_copies_without_its_process_local_caches():
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(135)
+    x, q, s, z, b = _problem(rng, 1, 64, 32, 4, 32)
+    mat = kernel.prepare(gptq.pack_qweight(q, 4), s, z, bits=4, group_size=32, mb=32, tb=32, bias=b)
+    spec = codegen.KernelSpec(4, tu=16, unroll=2, isa=ISAS[-1])
+    want = oracle.qgemv_oracle(x, q, s, z, b, 4, 32, unroll=2)
+    assert_bitexact(kernel.qgemv(x, mat, spec), want, name="original")
+    assert {"_pointers", "_plans"} <= set(mat.__dict__)
+    for other in (pickle.loads(pickle.dumps(mat)), copy.deepcopy(mat), copy.copy(mat)):
+        assert not {"_pointers", "_plans"} & set(other.__dict__)
+        assert_bitexact(kernel.qgemv(x, other, spec), want, name="copy")
+        assert_bitexact(kernel.qgemv(x, other, spec), want, name="copy, plan call")
