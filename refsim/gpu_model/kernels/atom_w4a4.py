@@ -74,46 +74,7 @@ _CTAS_PER_SM: dict = {}      # id(spec) -> (spec, resident CTAs per SM): the spe
 
 def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 4)
-    if group_size is not None:
-        check_group(NAME, group_size, (GROUP,), GROUP)
-    if n % TILE:
-        require_multiple(NAME, "n", n, TILE, "128-wide N tiles")
-    if k % GROUP:
-        require_multiple(NAME, "k", k, GROUP, "groups of 128 along K")
-    if k < 2 * GROUP:
-        raise FormatRuleError(f"k: kernel {NAME} needs K >= 256 (INT4 groups + 128 INT8 keeper channels); got {k}")
-    g, f, _, l2_bw = hot_setup(gpu, clock)
-    p = params or FITTED
-    ctas_per_sm = spec_memo(_CTAS_PER_SM, id(g), g, lambda: _gpu_rules(g), 1024)
-    m_pad = TILE * math.ceil(m / TILE)
-    ctas = (m_pad // TILE) * (n // TILE)
-    n_waves = ctas / (g.sm_count * ctas_per_sm)
-    waves_run = math.ceil(n_waves - 1e-9)
-    k4, groups, per_cta_tc, alu_cta = spec_memo(_PER_K, (id(g), f, k), g, lambda: _per_k(g, f, k, ctas_per_sm))
-    t_tc = waves_run * per_cta_tc
-    t_alu = waves_run * ctas_per_sm * alu_cta
-    bytes_w = n * k4 / 2 + n * KEEPER + n * groups * 2
-    bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2
-    bytes_dram = bytes_w + bytes_a + 2.0 * m * n
-    bif = 4 * (TILE * TILE // 2) * 2
-    t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, bif)
-    l2 = (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / l2_bw
-    # Every group's two k64 MMA steps must finish before its I2F+FFMA epilogue consumes and resets
-    # the INT32 accumulators, so MMA and epilogue of one warp are serial: one "tensor" pipe term
-    # holds both (the epilogue share is reported as "alu" in the notes).
-    pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc + t_alu}
-    nkey = (m_pad, ctas_per_sm, t_tc, t_alu)
-    notes = _NOTES.get(nkey)
-    if notes is None:
-        notes = (f"M padded to {m_pad}; {ctas_per_sm} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
-                 f"epilogue {t_alu * 1e6:.1f} us (serial)")
-        if len(_NOTES) > 4096:
-            _NOTES.clear()
-        _NOTES[nkey] = notes
-    return _combine1(NAME, g.name, m, n, k, 4, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
-                     ctas, n_waves, bytes_dram, notes)   # _combine(..., notes=notes) (tested equal)
+    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
 
 
 _NOTES: dict = {}

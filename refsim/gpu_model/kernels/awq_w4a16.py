@@ -36,39 +36,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
 
 def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 4)
-    gs = 128 if group_size is None else check_group(NAME, group_size, GROUPS, 128)
-    if k % gs:
-        require_multiple(NAME, "k", k, gs, "whole groups along K")
-    if n % 8:
-        require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
-    g, f, sm_clk, l2_bw = hot_setup(gpu, clock)
-    p = params or FITTED
-    bytes_dram = n * k / 2 + (k / gs) * n * 2.5 + 2.0 * m * (k + n)
-    if m < 8:
-        ctas = math.ceil(n / 8)
-        # occupancy from the compiled GEMV (refsim/cuda/resources.json "awq_gemv", ptxas sm_80:
-        # 48 registers, no static shared memory; 4 warps per CTA)
-        ctas_per_sm = resident(g, 128, compiled_registers("awq_gemv"), 0, ctas).ctas_per_sm
-        lanes = n * k * (DEQ_PER_WEIGHT + m)
-        t_alu = max(lanes / 32 / (4 * sm_clk),
-                    n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))
-        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512)
-        pipes = {"dram": t_dram, "alu": t_alu}
-        n_waves = ctas / (g.sm_count * ctas_per_sm)
-    else:
-        m_tiles = math.ceil(m / 16)
-        ctas_per_sm = 4
-        t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128,
-                                               ctas_per_sm, mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm))
-        t_alu = m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)
-        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 2 * 128 * 32 / 2)
-        l2 = (m_tiles - 1) * n * k / 2 / l2_bw
-        pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": t_alu}
-    return _combine1(NAME, g.name, m, n, k, 4, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
-                     ctas, n_waves, bytes_dram,     # _combine(..., notes=...) (tested equal)
-                     "gemv (CUDA cores)" if m < 8 else "gemm (tensor cores, dequant per 16-row tile)")
+    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:

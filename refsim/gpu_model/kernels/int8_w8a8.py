@@ -28,26 +28,7 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
 
 def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 8)
-    if group_size is not None:
-        from refsim.errors import FormatRuleError
-        raise FormatRuleError(f"group_size: kernel {NAME} uses per-channel/per-token scales (None); got {group_size!r}")
-    if k % 16:
-        require_multiple(NAME, "k", k, 16, "16-byte INT8 vector loads")
-    if n % 8:
-        require_multiple(NAME, "n", n, 8, "n8 MMA fragments")
-    g, f, _, l2_bw = hot_setup(gpu, clock)
-    p = params or FITTED
-    _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = _best_gemm_config(
-        g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, 1, 3, 64, p.overlap)
-    bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n
-    t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem)
-    l2 = (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m) + red_bytes) / l2_bw
-    epi = tile_m * math.ceil(m / tile_m) * n * 3 / (g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f)
-    pipes = {"dram": t_dram, "l2": l2, "tensor": t_tc, "alu": epi}
-    return _combine1(NAME, g.name, m, n, k, 8, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
-                     ctas, n_waves, bytes_dram, "")      # _combine(..., ctas=, n_waves=, bytes_dram=) (tested equal)
+    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:

@@ -90,58 +90,7 @@ _NOTES: dict = {}
 
 def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
     """:func:`predict_reference` for m, n, k already checked, with the two overlaps written out."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 2)
-    if group_size is not None and group_size != 16:
-        from refsim.errors import FormatRuleError
-        raise FormatRuleError(f"group_size: kernel {NAME} uses 1st-order groups of 16; got {group_size!r}")
-    if k % 256:
-        require_multiple(NAME, "k", k, 256, "2nd-order blocks of 16 groups of 16")
-    if n % 4:
-        require_multiple(NAME, "n", n, 4, "4 rows per CTA")
-    g, f, sm_clk, l2_bw = hot_setup(gpu, clock)
-    p = params or FITTED
-    ctas_per_sm = spec_memo(_PER_GPU, id(g), g,
-                            lambda: resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm, 1024)
-    ab = avg_bits()
-    # kernel 1: dense mixed GEMV
-    dense_bytes = n * k * ab / 8 + 2.0 * m * (k + n)
-    ctas = math.ceil(n / 4)
-    t_alu = n * k * (1.5 + 0.5 * m) / 32 / (4 * sm_clk)
-    t_dram = _dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
-    launch = p.launch_overhead_s * 1
-    tail = g.dram_latency_s
-    a = 1.0 - p.overlap
-    if t_alu > t_dram:
-        dense_s = launch + tail + t_alu + a * t_dram + 0.0
-    else:
-        dense_s = launch + tail + t_dram + a * (t_alu if t_alu > 0.0 else 0.0) + 0.0
-    # kernel 2: CSR SpMV
-    nnz = OUTLIER_RATIO * n * k
-    sp_bytes = nnz * 4 + (n + 1) * 4 + 2.0 * m * n * 2
-    sp_ctas = max(1, math.ceil(n / 128))
-    t_sp_dram = _dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
-    t_sp_l2 = nnz * m * 32 / l2_bw
-    if t_sp_l2 > t_sp_dram:
-        sparse_s = launch + tail + t_sp_l2 + a * t_sp_dram + 0.0
-    else:
-        sparse_s = launch + tail + t_sp_dram + a * (t_sp_l2 if t_sp_l2 > 0.0 else 0.0) + 0.0
-    dram = t_dram + t_sp_dram
-    alu = t_alu + 0.0
-    l2 = 0.0 + t_sp_l2
-    terms = {"dram": dram, "alu": alu, "l2": l2, "launch": launch + launch, "tail": tail + tail}
-    bottleneck, top = "dram", dram          # max over (dram, l2, alu), first of ties
-    if l2 > top:
-        bottleneck, top = "l2", l2
-    if alu > top:
-        bottleneck, top = "alu", alu
-    if terms["launch"] + terms["tail"] > top:
-        bottleneck = "launch"
-    notes = _NOTES.get((ab, OUTLIER_RATIO))
-    if notes is None:
-        notes = _NOTES[(ab, OUTLIER_RATIO)] = f"avg {ab:.2f} bits dense + {OUTLIER_RATIO:.1%} CSR outliers"
-    return _breakdown(NAME, g.name, m, n, k, 2, dense_s + sparse_s, bottleneck, terms, dense_bytes + sp_bytes,
-                      2.0 * m * n * k, ctas, ctas / (g.sm_count * ctas_per_sm), 2, notes)
+    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
