@@ -215,12 +215,9 @@ def _breakdown(kernel, gpu, m, n, k, bits, latency_s, bottleneck, terms, bytes_d
     return bd
 
 
-def _combine1(kernel, gpu_name, m, n, k, bits, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes) -> Breakdown:
-    """:func:`_combine` of one launch without a serial term, for the batched models
-    (``kernels.predict_many``): ``launch`` = T0 (``params.launch_overhead_s * 1``), ``tail`` =
-    ``gpu.dram_latency_s`` and ``a`` = ``1.0 - params.overlap`` computed once by the caller; ``pipes``
-    (a dict the caller built for this call) becomes the Breakdown's ``terms``. The same arithmetic
-    as :func:`_overlap` in the same order, so the same bits (tested against :func:`_combine`)."""
+def _top_two(pipes: dict) -> tuple[float, float, str | None]:
+    """``(largest, second largest, name of the largest)`` of the pipe times (first of ties; the
+    overlap rule's two terms), one pass in insertion order."""
     first = second = 0.0
     top = None
     for name, v in pipes.items():
@@ -228,6 +225,16 @@ def _combine1(kernel, gpu_name, m, n, k, bits, pipes, launch, tail, a, ctas, n_w
             second, first, top = first, v, name
         elif v > second:
             second = v
+    return first, second, top
+
+
+def _combine1(kernel, gpu_name, m, n, k, bits, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes) -> Breakdown:
+    """:func:`_combine` of one launch without a serial term, for the batched models
+    (``kernels.predict_many``): ``launch`` = T0 (``params.launch_overhead_s * 1``), ``tail`` =
+    ``gpu.dram_latency_s`` and ``a`` = ``1.0 - params.overlap`` computed once by the caller; ``pipes``
+    (a dict the caller built for this call) becomes the Breakdown's ``terms``. The same arithmetic
+    as :func:`_overlap` in the same order, so the same bits (tested against :func:`_combine`)."""
+    first, second, top = _top_two(pipes)
     latency = launch + tail + first + a * second + 0.0
     pipes["launch"] = launch
     pipes["tail"] = tail
@@ -242,13 +249,7 @@ def _combine1(kernel, gpu_name, m, n, k, bits, pipes, launch, tail, a, ctas, n_w
 def _overlap(gpu, pipes: dict, params, launches: int = 1, extra_serial_s: float = 0.0) -> tuple[float, dict, str]:
     """The arithmetic of :func:`combine`: ``(latency_s, terms, bottleneck)`` of one launch group,
     for models that add several launches before building one :class:`Breakdown`."""
-    first = second = 0.0
-    top = None
-    for name, v in pipes.items():
-        if top is None or v > first:
-            second, first, top = first, v, name
-        elif v > second:
-            second = v
+    first, second, top = _top_two(pipes)
     launch = params.launch_overhead_s * launches
     tail = gpu.dram_latency_s          # first loads of the launch; CTAs of later waves are scheduled
                                        # as slots free up, so there is no bubble per wave
