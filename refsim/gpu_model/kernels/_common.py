@@ -202,3 +202,13 @@ def spec_memo(memo: dict, key, g: GPUSpec, compute, limit: int = 4096):
             memo.clear()
         hit = memo[key] = (g, compute())
     return hit[1]
+
+
+def one_point(many):
+    """The unchecked per-point entry ``_predict(gpu, m, n, k, bits, group_size, clock, params)`` of a
+    kernel whose model is written once, batched, as ``many(g, ms, n, k, bits, group_size, clock,
+    params)``: ``many`` over ``[m]`` (``gpu`` a name or a spec: ``hot_setup`` resolves both)."""
+    def _predict(gpu, m, n, k, bits, group_size, clock, params):
+        return many(gpu, [m], n, k, bits, group_size, clock, params)[0]
+    _predict.__doc__ = f":func:`{many.__name__}` at one M (the kernel's per-point entry; m, n, k already checked)."
+    return _predict

@@ -23,7 +23,8 @@ from __future__ import annotations
 import math
 
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, hot_setup, require_multiple, spec_memo
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, hot_setup, one_point,
+                                             require_multiple, spec_memo)
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
@@ -71,10 +72,6 @@ def _gpu_rules(g) -> int:
 
 _CTAS_PER_SM: dict = {}      # id(spec) -> (spec, resident CTAs per SM): the spec is held, its id not reused
 
-
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
 
 
 _NOTES: dict = {}
@@ -143,3 +140,6 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
             _NOTES[nkey] = notes
         out.append(_combine1(NAME, name, m, n, k, 4, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes))
     return out
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the model

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, compiled_registers, hot_setup,
-                                              mma_sync_rate, require_multiple, tile_tensor_time)
+                                             mma_sync_rate, one_point, require_multiple, tile_tensor_time)
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
@@ -33,10 +33,6 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     m, n, k = check_mnk(NAME, m, n, k)
     return _predict(gpu, m, n, k, bits, group_size, clock, params)
 
-
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
@@ -80,3 +76,6 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
             notes = "gemm (tensor cores, dequant per 16-row tile)"
         out.append(_combine1(NAME, name, m, n, k, 4, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes))
     return out
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the model

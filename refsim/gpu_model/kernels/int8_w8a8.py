@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup, require_multiple
+from refsim.gpu_model.kernels._common import (_best_gemm_config, check_bits, check_mnk, hot_setup, one_point,
+                                             require_multiple)
 from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "int8-w8a8"
@@ -25,10 +26,6 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     m, n, k = check_mnk(NAME, m, n, k)
     return _predict(gpu, m, n, k, bits, group_size, clock, params)
 
-
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
@@ -61,3 +58,6 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
                  "tensor": t_tc, "alu": tile_m * ceil(m / tile_m) * n * 3 / epi_rate}
         out.append(_combine1(NAME, name, m, n, k, 8, pipes, launch, tail, a, ctas, n_waves, bytes_dram, ""))
     return out
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the model

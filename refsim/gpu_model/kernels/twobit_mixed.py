@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import (check_bits, check_mnk, compiled_registers, hot_setup, require_multiple,
-                                              setup, spec_memo)
+from refsim.gpu_model.kernels._common import (check_bits, check_mnk, compiled_registers, hot_setup, one_point,
+                                             require_multiple, setup, spec_memo)
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _dram_time, _overlap
 
@@ -88,10 +88,6 @@ _PER_GPU: dict = {}      # id(spec) -> (spec, resident CTAs per SM of the GEMV):
 _NOTES: dict = {}
 
 
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict_reference` for m, n, k already checked, with the two overlaps written out."""
-    return _predict_many(gpu, [m], n, k, bits, group_size, clock, params)[0]   # one home for the model
-
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
     """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
@@ -155,3 +151,6 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
         out.append(_breakdown(NAME, name, m, n, k, 2, dense_s + sparse_s, bottleneck, terms, dense_bytes + sp_bytes,
                               2.0 * m * n * k, ctas, n_waves, 2, notes))
     return out
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the model
