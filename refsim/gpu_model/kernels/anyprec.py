@@ -39,7 +39,7 @@ import numpy as np
 
 from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, require_multiple
+from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, one_point, require_multiple
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _combine1, _dram_time
@@ -281,33 +281,6 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     return _predict(gpu, m, n, k, bits, group_size, clock, params)
 
 
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    bits = check_bits(NAME, bits, BITS, 4) if bits is not None else 4
-    if group_size is not None:
-        from refsim.errors import FormatRuleError
-        raise FormatRuleError(f"group_size: kernel {NAME} uses one LUT per output row (None); got {group_size!r}")
-    if k % 32:
-        require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
-    if n % (4 if m == 1 else 16):
-        require_multiple(NAME, "n", n, 4 if m == 1 else 16, "grid = N / (4·multi_row)")
-    g, f, _, _ = hot_setup(gpu, clock)
-    p = params or FITTED
-    if m <= 8:
-        return _fused(g, p, f, m, n, k, bits, clock)
-    # M > 8: dequant kernel (scalar path, one warp per row) then cuBLAS FP16 GEMM.
-    deq_latency, deq_terms, deq_bottleneck, deq_bytes = _dequant(g, p, f, m, n, k, bits)
-    gemm = cublas_fp16._predict(g, m, n, k, None, None, clock, p)
-    gemm_terms = gemm.terms
-    order_key = (tuple(deq_terms), tuple(gemm_terms))
-    keys = _TERM_ORDER.get(order_key)
-    if keys is None:                     # the iteration order of the union set, as the plain code had it
-        keys = _TERM_ORDER[order_key] = tuple(set(deq_terms) | set(gemm_terms))
-    terms = {key: deq_terms.get(key, 0.0) + gemm_terms.get(key, 0.0) for key in keys}
-    return _breakdown(NAME, g.name, m, n, k, bits, deq_latency + gemm.latency_s,
-                      gemm.bottleneck if gemm.latency_s >= deq_latency else deq_bottleneck,
-                      terms, deq_bytes + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
-                      "M > 8: dequant kernel + cuBLAS FP16")
 
 
 _TERM_ORDER: dict = {}
@@ -353,7 +326,7 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
     if k % 32:
         require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
     if n % 4 or (n % 16 and max(ms) > 1):       # N % 4 at M = 1, N % 16 above; the caller names the entry
-        require_multiple(NAME, "n", n, 4 if n % 4 else 16, "grid = N / (4·multi_row)")
+        require_multiple(NAME, "n", n, 16 if max(ms) > 1 else 4, "grid = N / (4·multi_row)")
     g, f, _, _ = hot_setup(g, clock)
     p = params or FITTED
     out = [None] * len(ms)
@@ -383,3 +356,6 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
                                 terms, deq_bytes + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
                                 "M > 8: dequant kernel + cuBLAS FP16")
     return out
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the model

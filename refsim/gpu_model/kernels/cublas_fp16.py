@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup
+from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup, one_point
 from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
 
 NAME = "cublas-fp16"
@@ -30,29 +30,6 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     return _predict(gpu, m, n, k, bits, group_size, clock, params)
 
 
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict` for m, n, k already checked (ints >= 1): the kernels' one validation layer
-    (``kernels._fresh``) calls this."""
-    bits = check_bits(NAME, bits, BITS, 16) if bits is not None else 16
-    g, f, _, l2_bw = hot_setup(gpu, clock)
-    p = params or FITTED
-    bytes_dram = 2.0 * (n * k + m * k + m * n)
-    if m == 1:
-        ctas = math.ceil(n / 8)
-        ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
-        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 1024)
-        t_alu = (n * k / 2) / (g.hfma2_lanes_per_clk_per_sm * g.sm_count * f)
-        pipes = {"dram": t_dram, "alu": t_alu}
-        n_waves = ctas / (g.sm_count * ctas_per_sm)
-    else:
-        _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = _best_gemm_config(
-            g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm, 2, 3, 32, p.overlap)
-        t_dram = _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem)
-        # A re-read from L2 by every N tile, W by every M tile, plus split-K partial sums.
-        l2_bytes = 2.0 * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes
-        pipes = {"dram": t_dram, "l2": l2_bytes / l2_bw, "tensor": t_tc}
-    return _combine1(NAME, g.name, m, n, k, bits, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
-                     ctas, n_waves, bytes_dram, "")      # _combine(..., ctas=, n_waves=, bytes_dram=) (tested equal)
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
@@ -83,3 +60,6 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
                      "tensor": t_tc}
         out.append(_combine1(NAME, name, m, n, k, bits, pipes, launch, tail, a, ctas, n_waves, bytes_dram, ""))
     return out
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the model
