@@ -34,7 +34,7 @@ from typing import NamedTuple
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
 from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, hot_setup, mma_sync_rate,
+from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, hot_setup, mma_sync_rate, one_point,
                                               require_multiple, setup, spec_memo)
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
@@ -417,35 +417,35 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     return _predict(gpu, m, n, k, bits, group_size, clock, params)
 
 
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 4)
-    group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    tk, tn = tile_shape(m)
-    if n % tn:
-        require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
-    if k % tk:
-        require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
-    if group_size and k % group_size:
-        require_multiple(NAME, "k", k, group_size, "whole groups")
-    return model(NAME, gpu, m, n, k, group_size, clock, params, weight_bits=4.0, sparse=False)
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
     """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
     bits and group checked once, the tile rules (N % thread_n, K % thread_k) once per distinct tile,
     then :func:`model_many`; a RefsimError means some entry is refused (``kernels.predict_many`` then
-    finds which, entry by entry, with :func:`_predict`'s message). A list of len(ms) Breakdowns equal to the per-M ones (tested)."""
+    finds which, entry by entry). A list of len(ms) Breakdowns equal to the per-M ones (tested)."""
     if bits is not None:
         check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    # the tile depends on M only through M <= 16; a refusal here is reported per entry by the caller
-    for tk, tn in set(map(tile_shape, ms)):
+    # the tile depends on M only through M <= 16: its rules once per distinct tile, named with the
+    # first M that has it (a one-entry batch is the per-point call; a refused batch is retried
+    # entry by entry by the caller)
+    for (tk, tn), m in _first_m_per_tile(ms).items():
         if n % tn:
-            require_multiple(NAME, "n", n, tn, f"thread_n = {tn}")
+            require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
         if k % tk:
-            require_multiple(NAME, "k", k, tk, f"thread_k = {tk}")
+            require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
     if group_size and k % group_size:
         require_multiple(NAME, "k", k, group_size, "whole groups")
     return model_many(NAME, g, ms, n, k, group_size, clock, params, weight_bits=4.0, sparse=False)
+
+
+def _first_m_per_tile(ms) -> dict:
+    """{(thread_k, thread_n): the first M of ``ms`` planned with that tile}."""
+    out: dict = {}
+    for m in ms:
+        out.setdefault(tile_shape(m), m)
+    return out
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the rules and the model

@@ -23,7 +23,7 @@ K / thread_k with thread_k_blocks counted in k32 blocks, and the same stripe rou
 from __future__ import annotations
 
 from refsim.gpu_model.kernels import marlin
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, require_multiple
+from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, one_point, require_multiple
 from refsim.gpu_model.roofline import Breakdown
 
 NAME = "marlin-24"
@@ -38,18 +38,6 @@ def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", para
     return _predict(gpu, m, n, k, bits, group_size, clock, params)
 
 
-def _predict(gpu, m, n, k, bits, group_size, clock, params) -> Breakdown:
-    """:func:`predict` for m, n, k already checked (ints >= 1)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 4)
-    group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    tk, tn = marlin.tile_shape(m)
-    if n % tn:
-        require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
-    if k % 128:
-        require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
-    return marlin.model(NAME, gpu, m, n, k, group_size, clock, params,
-                        weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)
 
 
 def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
@@ -59,10 +47,13 @@ def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdow
     if bits is not None:
         check_bits(NAME, bits, BITS, 4)
     group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    for tk, tn in set(map(marlin.tile_shape, ms)):     # a refusal is reported per entry by the caller
+    for (tk, tn), m in marlin._first_m_per_tile(ms).items():     # a refused batch is retried per entry
         if n % tn:
-            require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile")
+            require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
     if k % 128:
         require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
     return marlin.model_many(NAME, g, ms, n, k, group_size, clock, params,
                              weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)
+
+
+_predict = one_point(_predict_many)   # the per-point entry: one home for the rules and the model
