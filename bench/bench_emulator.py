@@ -3,7 +3,7 @@
 What it measures, in one run:
   1. exact fp primitives: >= 10^6 random inputs per primitive (half random bit patterns, half
      adversarial cancellations / near-ties) plus every special-value triple, compared bit for bit
-     with exact rational arithmetic (fractions.Fraction, refsim.emulator.exact);
+     with exact rational arithmetic (fractions.Fraction, refsim.arith.exact);
   2. tensor-core models on the hardware measurements (../shared/testdata/tensor_core_hw): mismatch
      counts of the chosen parameters, of wrong truncation widths and of a naive fp64 dot product;
   3. Marlin warp-level emulation at M=16, K=N=4096 (A100 partition, 108 SMs): wall time (min and
@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.emulator import marlin_kernel as mk
-from refsim.emulator import hw_samples as hw
-from refsim.emulator import tensor_core as tc
+from refsim.arith import hw_samples as hw
+from refsim.arith import tensor_core as tc
 from refsim.formats import marlin
 
 from _timing import repeat_timed  # bench/_timing.py (scripts run as python bench/NAME.py)
@@ -143,7 +143,7 @@ def bench_tensor_core() -> list[str]:
 def bench_marlin(repeats: int = 3, numpy_path: bool = True) -> list[str]:
     """Marlin emulation M=16, K=N=4096: the default path (compiled when a compiler is present)
     and the NumPy path, min / median over ``repeats`` runs, against np.matmul in the same run."""
-    from refsim.emulator import native
+    from refsim.native import emulators as native
 
     rng = np.random.default_rng(0)
     m, k, n = 16, 4096, 4096
@@ -192,7 +192,7 @@ def bench_gemv_emulators(repeats: int = 3) -> list[str]:
     from refsim.emulator import anyprec_kernel as ek
     from refsim.emulator import atom_kernel as atk
     from refsim.emulator import mixed_2_4_16_kernel as mx
-    from refsim.emulator import native
+    from refsim.native import emulators as native
     from refsim.formats import atom, bitplane
 
     native.available()                                   # build outside the timed runs

@@ -20,7 +20,7 @@ import importlib.util
 import time
 from pathlib import Path
 
-from refsim.emulator import harness
+from refsim.testing import harness
 
 _path = Path(__file__).resolve().parents[1] / "tests" / "emulator" / "harness_bug_kernels.py"
 _spec = importlib.util.spec_from_file_location("harness_bug_kernels", _path)
@@ -53,7 +53,7 @@ LAYER = {   # Llama-2-7B projections (4096 <-> 11008), each format's decode / pr
 
 
 def layer_sizes() -> None:
-    from refsim.emulator.harness_formats import FORMATS
+    from refsim.testing.cases import FORMATS
     for fmt, shapes in LAYER.items():
         spec = FORMATS[fmt]
         for shape in shapes:

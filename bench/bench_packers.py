@@ -15,7 +15,8 @@ import argparse
 
 import numpy as np
 
-from refsim.formats import awq, bitplane, gptq, marlin, native
+from refsim.formats import awq, bitplane, gptq, marlin
+from refsim.native import packers as native
 
 from _timing import repeat_timed  # bench/_timing.py (scripts run as python bench/NAME.py)
 

@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 
 from refsim.formats import gptq  # noqa: E402
 from refsim.qigen import codegen, kernel, model, oracle  # noqa: E402
-from refsim.qigen.machine import detect_isa, machine_info  # noqa: E402
+from refsim.native.machine import detect_isa, machine_info  # noqa: E402
 
 COLD_BYTES = 160 * 2**20
 

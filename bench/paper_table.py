@@ -2,7 +2,7 @@
 
     python bench/paper_table.py [--in-sample-rows]
 
-Prints, as markdown: one line per row of ``refsim/gpu_model/data/published.csv`` (published value,
+Prints, as markdown: one line per row of ``refsim/data/timings/published.csv`` (published value,
 refsim's prediction under the paper's stated conditions, the plain DRAM roofline, signed errors),
 then median/max absolute error per GPU and per kernel, for the model and for the plain roofline.
 The Any-Precision RTX 4070 Laptop rows refsim is calibrated on are counted in the summaries as a

@@ -24,13 +24,11 @@ EXCLUDED_MODULES = {
     "refsim.report": "runs minutes of self-checks and writes files",
     "refsim.testing": "assertion helpers and the hypothesis kernel harness (raise AssertionError by design)",
     "refsim.data": "downloads the MiniLM wheel and runs an encoder (network, minutes)",
-    "refsim.qigen.build": "runs a C compiler",
+    "refsim.native": "builds and loads C with the system compiler (tests/native covers its arguments)",
     "refsim.cuda": "compiles and launches CUDA kernels (toolchain, GPU)",
     "refsim.ptx": "runs nvcc",
     "refsim.errors": "the exception classes themselves",
     "refsim._validate": "internal",
-    "refsim.formats.native": "compiled twins of the packers, called only after the public function validated",
-    "refsim.emulator.native": "compiled twin of the tensor-core step, called only after the public function validated",
     "refsim.__main__": "runs the CLI on import",
 }
 

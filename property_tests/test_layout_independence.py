@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from refsim.emulator import fp
-from refsim.emulator import tensor_core as tc
+from refsim.arith import fp
+from refsim.arith import tensor_core as tc
 from refsim.formats import atom, awq, gptq, marlin, stripes, uniform
 from refsim.formats import anyprec_kernel
 from refsim.quant import squeezellm

@@ -11,7 +11,7 @@ import pytest
 
 import refsim
 from refsim.cuda import LaunchPlan
-from refsim.emulator.harness import KernelMismatch
+from refsim.testing.harness import KernelMismatch
 from refsim.errors import FormatRuleError
 from refsim.formats import anyprec_kernel as ak
 from refsim.testing import check_kernel

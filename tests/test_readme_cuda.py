@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from refsim.emulator.harness import KernelMismatch
+from refsim.testing.harness import KernelMismatch
 
 
 def _block() -> str:

@@ -60,7 +60,7 @@ def test_integer_mismatch_reports_difference():
 
 
 def test_check_kernel_is_reexported_and_rejects_a_wrong_kernel():
-    from refsim.emulator.harness import FORMATS, KernelMismatch
+    from refsim.testing.harness import FORMATS, KernelMismatch
     from refsim.testing import check_kernel
 
     spec = FORMATS["mma_m16n8k16"]

@@ -6,7 +6,8 @@ import pytest
 
 from fractions import Fraction
 
-from refsim.emulator import exact, fp
+from refsim.arith import fp
+from refsim.arith import exact
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import anyprec_kernel, anyprec_memory, stripes
 from refsim.gpu_model import cycle

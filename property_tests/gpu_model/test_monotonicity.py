@@ -46,7 +46,7 @@ def test_more_bytes_never_faster_at_fixed_launch_geometry(gpu, nbytes, factor, c
 
 
 @settings(max_examples=examples(40))
-@given(gpus, st.sampled_from(["anyprec", "awq-w4a16", "twobit-mixed", "cublas-fp16"]), mult128,
+@given(gpus, st.sampled_from(["anyprec", "awq-w4a16", "mixed-2-4-16", "cublas-fp16"]), mult128,
        st.integers(1, 48).map(lambda x: 1024 * x))
 def test_more_bytes_never_faster_for_gemv_kernels_whose_grid_ignores_k(gpu, kernel, n, k):
     # M = 1 GEMV grids depend on N only, so doubling K adds bytes at fixed geometry. (GEMM
@@ -57,7 +57,7 @@ def test_more_bytes_never_faster_for_gemv_kernels_whose_grid_ignores_k(gpu, kern
 
 
 @settings(max_examples=examples(40))
-@given(targets, st.sampled_from(["cublas-fp16", "anyprec", "marlin", "awq-w4a16", "twobit-mixed"]),
+@given(targets, st.sampled_from(["cublas-fp16", "anyprec", "marlin", "awq-w4a16", "mixed-2-4-16"]),
        st.integers(1, 96).map(lambda x: 256 * x), st.integers(1, 48).map(lambda x: 1024 * x))
 def test_more_sms_never_slower_for_a_memory_bound_gemv(gpu, kernel, n, k):
     g = get_gpu(gpu)
@@ -87,7 +87,7 @@ def test_more_sms_never_slower_for_a_memory_bound_gemv(gpu, kernel, n, k):
 
 
 @settings(max_examples=examples(30))
-@given(targets, st.sampled_from(["marlin", "marlin-24", "atom-w4a4", "int8-w8a8", "cublas-fp16"]),
+@given(targets, st.sampled_from(["marlin", "sparse-marlin", "atom-w4a4", "int8-w8a8", "cublas-fp16"]),
        st.integers(1, 512), st.integers(1, 32).map(lambda x: 256 * x), st.integers(1, 32).map(lambda x: 256 * x))
 def test_latency_is_positive_and_at_least_the_launch_cost(gpu, kernel, m, n, k):
     bd = predict(gpu, kernel, m, n, k)

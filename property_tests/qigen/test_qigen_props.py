@@ -11,7 +11,7 @@ import pytest
 from refsim.formats import gptq
 from refsim.formats import qigen as Q
 from refsim.qigen import codegen, kernel, oracle
-from refsim.qigen.machine import detect_isa
+from refsim.native.machine import detect_isa
 from refsim.testing import assert_bitexact, examples
 
 ISAS = ["scalar"] + (["avx2"] if detect_isa() == "avx2" else [])

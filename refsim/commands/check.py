@@ -41,7 +41,7 @@ def load_kernel(target: str):
 
 def _kernel_of(args):
     """The callable to check: an imported function, or a .cu/.ptx entry launched through refsim.ptx."""
-    from refsim.testing import _source_kernel
+    from refsim.testing.harness import _source_kernel
 
     path, _, entry = args.kernel.rpartition(":")
     if path.endswith((".cu", ".ptx")):
@@ -54,7 +54,7 @@ def _kernel_of(args):
     return load_kernel(args.kernel)
 
 
-#: sorted(refsim.emulator.harness_formats.FORMATS), spelled out so building the CLI parser does not
+#: sorted(refsim.testing.cases.FORMATS), spelled out so building the CLI parser does not
 #: import the harness (~0.25 s for every refsim command); tests/commands keep the two equal
 FORMAT_NAMES = ("anyprec", "atom", "marlin", "mixed_2_4_16", "mma_m16n8k16", "mma_m16n8k16_f16", "mma_s4")
 
@@ -88,7 +88,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from refsim.emulator import harness
+    from refsim.testing import harness
 
     kernel = _kernel_of(args)
     try:

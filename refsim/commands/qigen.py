@@ -32,7 +32,7 @@ def _run(args) -> int:
     import numpy as np
 
     from refsim.qigen import model
-    from refsim.qigen.machine import detect_isa, machine_info
+    from refsim.native.machine import detect_isa, machine_info
 
     info = machine_info()
     print(f"machine: L1d {info.l1d_bytes} B ({info.provenance['l1d_bytes']}), L2 {info.l2_bytes} B "

@@ -24,9 +24,9 @@ not modelled    the K-split path (M == 1, K > 4096, bits >= 7 on non-Orin GPUs) 
                 with fp16 ``atomicAdd`` in shared memory, in an order the hardware does not fix:
                 :func:`anyprec_gemv` raises unless ``ksplit_order`` gives the order to assume.
 oracle          :func:`anyprec_gemv_reference`: one (l, r) at a time, every fp16 fma through the
-                exact rational oracle (:func:`refsim.emulator.fp.fma_reference`).
+                exact rational oracle (:func:`refsim.arith.fp.fma_reference`).
 paths           :func:`anyprec_gemv` runs the compiled kernel
-                :func:`refsim.emulator.native.anyprec_gemv` when a C compiler is present (issue 13:
+                :func:`refsim.native.emulators.anyprec_gemv` when a C compiler is present (issue 13:
                 M = 8, N = K = 4096 in ~0.2 s CPU instead of ~2 s), else the vectorised NumPy
                 emulation below (``native=False``, the readable form); the two are tested bit-equal.
 source          SNU-ARC/any-precision-llm ``any_precision/modules/kernels/matmul.cuh``
@@ -47,7 +47,7 @@ import functools
 import numpy as np
 
 from refsim._validate import MAX_ELEMENTS, require_bounded, require_dtype, require_int
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import anyprec_kernel as ak
 from refsim.formats import bitplane
@@ -136,11 +136,11 @@ def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
     x: float16 (M, K), 1 <= M <= 8, finite; qweight: int32 (p, N, K/32) bitplanes; lut: float16
     (N, 2**bits); bits 3..8. K-split launches (M == 1, K > 4096, bits >= 7) need
     ``ksplit_order="ascending"`` (assume the atomicAdds land in slice order 0, 1, ...).
-    native: None = the compiled kernel of :mod:`refsim.emulator.native` when it is available, else
+    native: None = the compiled kernel of :mod:`refsim.native.emulators` when it is available, else
     the NumPy emulation below (the readable form; same bits, tested); True / False force one.
     """
     bits = require_int("bits", bits, minimum=1)
-    from refsim.emulator import native as nat
+    from refsim.native import emulators as nat
 
     use_native = nat.available() if native is None else native
     x, W, plan, m, n, k = _check(x, qweight, lut, bits, lookup=not use_native)   # native: W = codes

@@ -8,7 +8,7 @@ computes        D (M, N) float16 from :class:`refsim.formats.atom.AtomActivation
                 INT8 tail), as the kernel does it:
 dataflow        per 128-wide group g, in group order:
                 1. ``c = 0`` (int32); two ``mma.sync.m16n8k64.row.col.s32.s4.s4.s32`` over k 0..63
-                   and 64..127 (exact, wrapping; :func:`refsim.emulator.tensor_core.mma_int`);
+                   and 64..127 (exact, wrapping; :func:`refsim.arith.tensor_core.mma_int`);
                 2. ``s = __hmul2(row_scale, col_scale)`` — fp16 product, RNE;
                 3. ``acc = c * float(s) + acc`` in fp32: ``fused=True`` (FFMA, one rounding — what
                    nvcc emits by default with ``--fmad=true``) or ``fused=False`` (FMUL + FADD);
@@ -17,7 +17,7 @@ dataflow        per 128-wide group g, in group order:
 contraction     FFMA vs FMUL+FADD was not confirmed from SASS here: ``fused`` is a parameter and
                 the default (fused) is "unverified contraction" in the sense of numerics.md §5.6.
 paths           :func:`atom_group_gemm`: group sums by float32 BLAS (exact), the epilogue in the
-                compiled :func:`refsim.emulator.native.atom_epilogue` when a C compiler is present,
+                compiled :func:`refsim.native.emulators.atom_epilogue` when a C compiler is present,
                 else in NumPy (``native=False``); :func:`atom_group_gemm_slabs` is the mma-by-mma form.
                 All three give the same bits (tested).
 oracle          :func:`atom_group_gemm_reference` (plain loops, Python ints, exact-rational fmas, the
@@ -25,7 +25,7 @@ oracle          :func:`atom_group_gemm_reference` (plain loops, Python ints, exa
                 :func:`refsim.formats.atom.atom_gemm` (the format module's value-level model).
 source          efeslab/Atom ``kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh`` @ 7e3618b
                 (per the format module and numerics.md §4.6); fragment layout of m16n8k64 s4 in
-                :mod:`refsim.emulator.fragments`.
+                :mod:`refsim.arith.fragments`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import numpy as np
 import threadpoolctl
 
 from refsim._validate import require_bounded, require_ints
-from refsim.emulator import fp
-from refsim.emulator import tensor_core as tc
+from refsim.arith import fp
+from refsim.arith import tensor_core as tc
 from refsim.errors import ShapeError
 from refsim.formats import atom
 
@@ -67,10 +67,10 @@ def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: 
     <= 64 * group < 2^24, so no float32 operation rounds; the int32 wrap of the slabs cannot occur
     (|c| <= 64 * group < 2^31). The INT8 tail (products <= 2^14) is summed in float64, exact while
     keeper * 2^14 < 2^53, then wrapped modulo 2^32 as the chained ``mma`` slabs would.
-    native: None = the epilogue in the compiled kernel :func:`refsim.emulator.native.atom_epilogue`
+    native: None = the epilogue in the compiled kernel :func:`refsim.native.emulators.atom_epilogue`
     when available, else the NumPy epilogue (same bits, tested); True / False force one.
     """
-    from refsim.emulator import native as nat
+    from refsim.native import emulators as nat
 
     m, n, g, group = atom._check_gemm(a, w, pairs=False)
     if a.q8.shape[1] % 32:
@@ -106,7 +106,7 @@ def _epilogue(acc, c_int, sa, sb, sel, fused):
 
 def atom_group_gemm_slabs(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: bool = True) -> np.ndarray:
     """:func:`atom_group_gemm` written mma by mma: per group two ``m16n8k64 .s4`` slabs through
-    :func:`refsim.emulator.tensor_core.mma_int` (int64, wrapping), the INT8 tail in ``m16n8k32 .s8``
+    :func:`refsim.arith.tensor_core.mma_int` (int64, wrapping), the INT8 tail in ``m16n8k32 .s8``
     slabs, then the same epilogue. The readable form of the kernel's loop; float16 (M, N)."""
     m, n, g, group = atom._check_gemm(a, w, pairs=False)
     if a.q8.shape[1] % 32:

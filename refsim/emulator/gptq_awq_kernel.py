@@ -17,7 +17,7 @@ design          the "exllama / awq gemv" family: a thread per output column n, w
                   acc[m] = acc[m] + float(h.x + h.y)     (add.rn.f16, then add.rn.f32; acc starts +0)
                 y[m, n] = fp16_rn(acc[m]).
 oracle          :func:`dequant_gemv_reference`: scalar loops, every fp16 fma through the exact rational
-                oracle (:func:`refsim.emulator.fp.fma_reference`).
+                oracle (:func:`refsim.arith.fp.fma_reference`).
 source          design only; the checkpoint layouts are refsim.formats.gptq / refsim.formats.awq.
 
 One column, one batch row, K = 16 (two slabs)::
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim._validate import require_dtype, require_finite, require_int, require_ndim
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import awq, gptq
 

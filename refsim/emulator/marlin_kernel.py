@@ -4,7 +4,7 @@ Spec
 ----
 computes        C (M, N) float16 = A (M, K) float16 @ W (K, N), W given in Marlin's packed format
                 (``B`` int32 (K/16, 2N), ``s`` float16 (G, N), see :mod:`refsim.formats.marlin`),
-                for one architecture's tensor core (:mod:`refsim.emulator.tensor_core`) and one SM
+                for one architecture's tensor core (:mod:`refsim.arith.tensor_core`) and one SM
                 count (the grid size, which fixes the striped partition).
 dataflow        in the kernel's order (IST-DASLab/marlin ``marlin/marlin_cuda_kernel.cu``):
                 1. tile config and host M loop, striped partition: :func:`refsim.formats.stripes.stripes`;
@@ -21,11 +21,11 @@ dataflow        in the kernel's order (IST-DASLab/marlin ``marlin/marlin_cuda_ke
                 6. ``write_result``: ``fp16(final)``; per-channel: ``__hmul2(fp16(final), s[n])``.
 vectorised      over every row, column and k-warp at once: one fast T-FDPA call per k16 step of a
                 tile (``tensor_core.mma_k16_f32_steps``: the compiled integer kernel of
-                :mod:`refsim.emulator.native` when a C compiler is present, else the NumPy
+                :mod:`refsim.native.emulators` when a C compiler is present, else the NumPy
                 ``tensor_core.mma_k16_f32``; same bits, tested), slice boundaries handled by
                 per-column masks.
 oracle          :func:`marlin_gemm_reference` (plain loops over the same model using the scalar
-                :func:`refsim.emulator.tensor_core.fdpa`); the tests check both against exact
+                :func:`refsim.arith.tensor_core.fdpa`); the tests check both against exact
                 products where every partial sum is exact, and against the exact-sum reference
                 within the bound the model implies.
 source          IST-DASLab/marlin ``marlin/marlin_cuda_kernel.cu`` (``matmul``, ``thread_block_reduce``,
@@ -50,8 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import require_dtype, require_int, require_ndim
-from refsim.emulator import fp
-from refsim.emulator import tensor_core as tc
+from refsim.arith import fp
+from refsim.arith import tensor_core as tc
 from refsim.errors import ShapeError
 from refsim.formats import marlin, stripes
 
@@ -114,7 +114,7 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
 
 def _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, *, native):
     """The body of :func:`marlin_gemm` on checked inputs; ``native`` as in
-    :func:`refsim.emulator.tensor_core.mma_k16_f32_steps` (tests pin both paths)."""
+    :func:`refsim.arith.tensor_core.mma_k16_f32_steps` (tests pin both paths)."""
     m, k = A.shape
     n = B.shape[1] // 2
     group_size = None if s.shape[0] == 1 else k // s.shape[0]

@@ -51,8 +51,8 @@ order              summation order (and a second fp16 rounding of the dense resu
                    (:func:`refsim.formats.mixed_2_4_16.gemv`), so the two differ only in the dense sum
 oracle             :func:`mixed_gemv_reference`: scalar loops lane by lane, reading the packed words'
                    bit fields directly, every fp16 fma through the exact rational oracle
-                   (:func:`refsim.emulator.fp.fma_reference`)
-paths              steps 2-3 run in the compiled kernel :func:`refsim.emulator.native.
+                   (:func:`refsim.arith.fp.fma_reference`)
+paths              steps 2-3 run in the compiled kernel :func:`refsim.native.emulators.
                    mixed_dense_group_sums` when a C compiler is present, else :func:`group_sums` on
                    :func:`dequantized_weights` (NumPy, ``native=False``); tested bit-equal
 source             paper only (Algorithm 1, sections 3.3 and 5.3); no official repository exists
@@ -75,7 +75,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim._validate import require_divisible, require_dtype, require_finite, require_ndim, require_shape
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.errors import ShapeError
 from refsim.formats import mixed_2_4_16 as fmt
 
@@ -199,7 +199,7 @@ def dequantized_weights(p: fmt.Packed2416) -> np.ndarray:
 
 def dequantized_weights_reference(p: fmt.Packed2416) -> np.ndarray:
     """:func:`dequantized_weights` op by op as the spec states it: ``fp16(q - z)`` then the fp16
-    multiply :func:`refsim.emulator.fp.f16_mul`; float16 (K, N)."""
+    multiply :func:`refsim.arith.fp.f16_mul`; float16 (K, N)."""
     _require_packed(p)
     m = fmt.unpack(p)
     g, n = m.zero.shape
@@ -212,7 +212,7 @@ def dequantized_weights_reference(p: fmt.Packed2416) -> np.ndarray:
 def group_sums(w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Step 3 for every (group, column), NumPy form: float32 (G, N) = ``float(__hadd(h.x, h.y))``
     after the two 8-step ``hfma2`` chains from 0. w float16 (K, N) (:func:`dequantized_weights`),
-    x float16 (K,); K = 16 G. The compiled twin :func:`refsim.emulator.native.mixed_group_sums`
+    x float16 (K,); K = 16 G. The compiled twin :func:`refsim.native.emulators.mixed_group_sums`
     gives the same bits (tested)."""
     w = require_ndim("w", require_dtype("w", w, np.float16), 2)
     k, n = w.shape
@@ -233,7 +233,7 @@ def dense_rows(p: fmt.Packed2416, x: np.ndarray, *, native: bool | None = None) 
     """float32 (N,): lane 0's value after the shuffle tree (steps 1-5), before the SpMV.
     p: :class:`~refsim.formats.mixed_2_4_16.Packed2416`; x float16 (K,). native: None = step 3 in
     the compiled kernel when available, else :func:`group_sums` (same bits); True / False force one."""
-    from refsim.emulator import native as nat
+    from refsim.native import emulators as nat
 
     x, k, n = _check(p, x)
     if nat.available() if native is None else native:                  # steps 1-3, weights never stored

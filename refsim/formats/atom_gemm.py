@@ -40,7 +40,8 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.emulator import exact, fp
+from refsim.arith import fp
+from refsim.arith import exact
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats.atom import AtomActivations, AtomWeights
 
@@ -137,7 +138,7 @@ def _check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tu
 
 def _fma_f32(acc: np.ndarray, p: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Correctly rounded float32 ``acc + p * s`` (one rounding, as ``fmaf``): the one fp32 FMA,
-    :func:`refsim.emulator.fp.f32_fma`. p integer-valued (float64 from the exact gemm), |p| < 2**22
+    :func:`refsim.arith.fp.f32_fma`. p integer-valued (float64 from the exact gemm), |p| < 2**22
     is exact in float32; s fp16."""
     return fp.f32_fma(p.astype(np.float32), s.astype(np.float32), acc.astype(np.float32, copy=False), fused=True)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim.formats import native as _fast
+from refsim.native import packers as _fast
 from refsim._validate import (
     require_codes,
     require_divisible,
@@ -69,7 +69,7 @@ def pack_columns(q: np.ndarray) -> np.ndarray:
     require_ndim("q", q, 2)
     require_divisible("N (columns of q)", q.shape[1], 8, "must be a positive multiple of 8 (8 nibbles per word)")
     if q.dtype == np.uint8 and _fast.available():
-        # compiled twin (refsim.formats.native): one pass that also ORs every 8 codes, so the range
+        # compiled twin (refsim.native.packers): one pass that also ORs every 8 codes, so the range
         # check costs no pass of its own; on a code >= 16 it returns None and require_codes raises
         words = _fast.awq_pack(np.ascontiguousarray(q))
         if words is not None:
@@ -113,7 +113,7 @@ def unpack_columns(packed: np.ndarray, n: int) -> np.ndarray:
     if packed.shape[1] != n // 8:
         raise ShapeError(f"packed: must have N / 8 = {n // 8} columns for n={n}; got shape {packed.shape}")
     r = packed.shape[0]
-    if _fast.available():               # compiled twin (refsim.formats.native)
+    if _fast.available():               # compiled twin (refsim.native.packers)
         return _fast.awq_unpack(np.ascontiguousarray(packed).view(np.uint32), n)
     b = np.ascontiguousarray(packed).view(np.uint8).reshape(r, n // 8, 4)  # (R, N/8, byte in word)
     out = np.empty((r, n // 8, 8), dtype=np.uint8)  # (R, N/8, column within the word)

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.formats import native as _fast
+from refsim.native import packers as _fast
 from refsim._validate import (
     require_bounded,
     require_bits,
@@ -149,7 +149,7 @@ def pack(codes: np.ndarray, bits: int) -> np.ndarray:
     """
     bits = require_bits(bits, SUPPORTED_BITS)
     n, k = _check_codes(codes, bits)
-    if _fast.available():               # compiled twin (refsim.formats.native), same bits
+    if _fast.available():               # compiled twin (refsim.native.packers), same bits
         return _fast.bitplane_pack(np.ascontiguousarray(codes), bits).view(np.int32)
     out = np.empty((bits, n, k // 8), dtype=np.uint8)  # (p, N, K/8) bytes in memory order
     for j in range(bits):  # one plane at a time keeps the temporaries at N*K bytes
@@ -236,7 +236,7 @@ def unpack(qweight: np.ndarray, bits: int | None = None) -> np.ndarray:
     ``parent_code >> (p - b)``.  Returns uint8 (N, K).
     """
     _, n, k, bits = _check_qweight(qweight, bits)
-    if _fast.available():               # compiled twin (refsim.formats.native), same bits
+    if _fast.available():               # compiled twin (refsim.native.packers), same bits
         return _fast.bitplane_unpack(np.ascontiguousarray(qweight).view(np.uint32), bits)
     words = qweight[:bits].view("<u4")  # (b, N, K/32)
     as_bytes = words.view(np.uint8).reshape(bits, n, k // 8)  # little-endian memory bytes

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim.formats import native as _fast
+from refsim.native import packers as _fast
 from refsim._validate import (
     require_bits,
     require_bounded,
@@ -221,7 +221,7 @@ def pack_qweight(q: np.ndarray, bits: int) -> np.ndarray:
     require_ndim("q", q, 2)
     require_divisible("K (rows of q)", q.shape[0], 32, "must be a positive multiple of 32 (qweight packs along K)")
     if q.dtype == np.uint8 and _fast.available():
-        # compiled twin of pack_stream (refsim.formats.native): one pass that also ORs every code,
+        # compiled twin of pack_stream (refsim.native.packers): one pass that also ORs every code,
         # so the range check costs no pass of its own; on a code >= 2**bits it returns None and
         # require_codes below raises the usual message
         words = _fast.gptq_pack(np.ascontiguousarray(q), bits)
@@ -282,7 +282,7 @@ def _check_unpack_qweight(qweight, bits, k) -> tuple[np.ndarray, int, int]:
 def unpack_qweight(qweight: np.ndarray, bits: int, k: int) -> np.ndarray:
     """Inverse of :func:`pack_qweight`: int32 (K * bits // 32, N) -> uint8 codes (K, N)."""
     qweight, bits, k = _check_unpack_qweight(qweight, bits, k)
-    if _fast.available():               # compiled twin of unpack_stream (refsim.formats.native)
+    if _fast.available():               # compiled twin of unpack_stream (refsim.native.packers)
         return _fast.gptq_unpack(np.ascontiguousarray(qweight).view(np.uint32), bits)
     return unpack_stream(qweight.view(np.uint32), bits)
 

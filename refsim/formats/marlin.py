@@ -55,7 +55,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim.formats import native as _fast
+from refsim.native import packers as _fast
 from refsim._validate import (
     require_codes,
     require_divisible,
@@ -66,7 +66,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.emulator.exact import round_to_float
+from refsim.arith.exact import round_to_float
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
@@ -358,7 +358,7 @@ def pack(q: np.ndarray, scales: np.ndarray, group_size: int | None) -> tuple[np.
 
 def _pack_codes(q: np.ndarray) -> np.ndarray:
     """uint8 ``(K, N)`` validated codes -> int32 ``(K/16, 2N)``: the compiled packer
-    (:mod:`refsim.formats.native`, same bits) when available, else :func:`_pack_codes_numpy`."""
+    (:mod:`refsim.native.packers`, same bits) when available, else :func:`_pack_codes_numpy`."""
     if _fast.available():
         return _fast.marlin_pack(np.ascontiguousarray(q)).view(np.int32)
     return _pack_codes_numpy(q)
@@ -444,7 +444,7 @@ def unpack(b: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Grouped vs per-channel is read from ``G`` exactly as the kernel does (``G == 1`` per-channel).
     """
     b, s, k, n = _check_packed(b, s)
-    if _fast.available():               # compiled twin (refsim.formats.native), same bits
+    if _fast.available():               # compiled twin (refsim.native.packers), same bits
         q = _fast.marlin_unpack(np.ascontiguousarray(b).view(np.uint32), k, n)
     else:
         q = unpermute_weights(_words_to_nibbles(b), k, n)
@@ -637,5 +637,5 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 def round_exact_to_f16(x: Fraction) -> np.float16:
     """Round an exact rational to float16, round-to-nearest-even (overflow to +-inf at 65520),
-    exact zero -> +0: :func:`refsim.emulator.exact.round_to_float`, the one implementation."""
+    exact zero -> +0: :func:`refsim.arith.exact.round_to_float`, the one implementation."""
     return round_to_float(x, np.float16)

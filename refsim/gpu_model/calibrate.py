@@ -1,6 +1,6 @@
 """Fit the few constants first principles cannot give, on the RTX 4070 Laptop Any-Precision data.
 
-Data: ``refsim/gpu_model/data/anyprec_rtx4070_laptop.csv``, a copy of the workspace's
+Data: ``refsim/data/timings/anyprec_rtx4070_laptop.csv``, a copy of the workspace's
 ``shared/calibration/anyprec_rtx4070_laptop.csv`` (Any-Precision LLM paper, Tables 9 and 11,
 RTX 4070 Laptop; see ``data/README.md``). It was measured with Nsight Compute, so **clocks are locked to base** and **caches
 are flushed** between replays: every row is predicted with ``clock="base"`` and cold L2 (all
@@ -53,11 +53,11 @@ _COLUMNS = ("gpu", "kernel", "n", "k", "bits", "m", "latency_us", "source")
 
 
 def default_csv_path() -> Path:
-    """``$REFSIM_CALIBRATION_CSV`` or the committed copy ``refsim/gpu_model/data/anyprec_rtx4070_laptop.csv``."""
+    """``$REFSIM_CALIBRATION_CSV`` or the committed copy ``refsim/data/timings/anyprec_rtx4070_laptop.csv``."""
     env = os.environ.get("REFSIM_CALIBRATION_CSV")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent / "data" / "anyprec_rtx4070_laptop.csv"
+    return Path(__file__).resolve().parents[1] / "data" / "timings" / "anyprec_rtx4070_laptop.csv"
 
 
 def _cell(path, line: int, column: str, text: str, kind):

@@ -1,6 +1,6 @@
 """The seed papers' published kernel numbers side by side with :mod:`refsim.gpu_model` (issue 15).
 
-``refsim/gpu_model/data/published.csv`` holds every kernel-level number the papers (and, for
+``refsim/data/timings/published.csv`` holds every kernel-level number the papers (and, for
 numbers a paper shows only as a figure, the authors' own result files) publish that the model can
 predict: one row per number, with the paper, the figure/table/section, the GPU, the kernel and
 the measurement conditions (SM clock, ECC, timing method). Its header comment names the sources.
@@ -102,8 +102,8 @@ class Comparison:
 
 
 def default_csv_path() -> Path:
-    """``refsim/gpu_model/data/published.csv``."""
-    return Path(__file__).resolve().parent / "data" / "published.csv"
+    """``refsim/data/timings/published.csv``."""
+    return Path(__file__).resolve().parents[1] / "data" / "timings" / "published.csv"
 
 
 def _fail(path, line, column, rule, got) -> FormatRuleError:

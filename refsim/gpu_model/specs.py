@@ -13,7 +13,7 @@ Provenance tags (``GPUSpec.provenance[field] = (tag, source)``):
     whitepaper       NVIDIA architecture whitepaper or CUDA programming-guide table
     microbenchmark   measured by a public microbenchmark (source named)
     estimate         first-principles or same-die proxy estimate (reasoning in the source string)
-    fitted           fitted on refsim/gpu_model/data/anyprec_rtx4070_laptop.csv (see calibrate.py)
+    fitted           fitted on refsim/data/timings/anyprec_rtx4070_laptop.csv (see calibrate.py)
 
 Derived numbers (peak TFLOPS, effective bandwidth, ridge points) are properties computed from the
 table, never typed. Facts and sources: ``shared/specs/perf_model.md`` section 1.

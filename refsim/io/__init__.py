@@ -1,7 +1,8 @@
 """Real checkpoints in and out: read, validate, convert and write quantized models.
 
     refsim.io.tensors      safetensors files one tensor at a time (the ``safetensors`` package)
-    refsim.io.checkpoint   a checkpoint folder: detect its format, list its layers, read one
+    refsim.io.checkpoint   a checkpoint folder: its files and config, its layers, read one at a time
+    refsim.io.readers      detect a folder's format; the table of readers; open_checkpoint
     refsim.io.gptq         GPTQ (AutoGPTQ/GPTQModel, v1/v2, act-order) and AWQ (AutoAWQ GEMM)
     refsim.io.containers   Marlin, Any-Precision, QIGen, Atom, 2/4/16 and plain FP models
     refsim.io.convert      gptq → marlin / gptq-v1 / gptq-v2 / qigen, fp → anyprec
@@ -13,6 +14,7 @@
 See docs/io.md for the on-disk layouts and the command line.
 """
 
-from refsim.io.checkpoint import Checkpoint, detect, open_checkpoint
+from refsim.io.checkpoint import Checkpoint
+from refsim.io.readers import detect, open_checkpoint
 
 __all__ = ["Checkpoint", "detect", "open_checkpoint"]

@@ -9,9 +9,8 @@
       quant_config.json             AutoAWQ's older stand-alone config
       refsim_checkpoint.json        refsim's own containers (Marlin, QIGen, Atom, 2/4/16)
 
-:func:`detect` names the format from these files (first match, in the order of
-:data:`DETECTION_ORDER`); :func:`open_checkpoint` returns a :class:`Checkpoint` whose
-``read_layer(name)`` copies only that layer's tensors out of the memory-mapped files and validates
+:func:`refsim.io.readers.detect` names the format from these files; a format's reader is a
+:class:`Checkpoint` whose ``read_layer(name)`` copies only that layer's tensors out of the memory-mapped files and validates
 them (shapes, dtypes, cross-field rules) with errors naming the file and the tensor.
 """
 
@@ -21,30 +20,17 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from refsim._validate import require_callable, require_instance, require_path
+from refsim._validate import require_instance, require_path
 from refsim.errors import CheckpointError
 from refsim.io.tensors import TensorFile
 
-__all__ = ["Checkpoint", "detect", "open_checkpoint", "read_json", "natural_key", "REFSIM_CONFIG",
-           "DETECTION_ORDER", "register_format"]
+__all__ = ["Checkpoint", "read_json", "natural_key", "REFSIM_CONFIG"]
 
 REFSIM_CONFIG = "refsim_checkpoint.json"
-#: formats refsim can read, in the order :func:`detect` tries them
-DETECTION_ORDER = ("refsim", "gptq", "awq", "anyprec", "fp")
-_READERS: dict[str, Callable[[Path], "Checkpoint"]] = {}
-
-
-def register_format(name: str, opener: Callable[[Path], "Checkpoint"]) -> None:
-    """Register the opener of one format (used by the format modules of :mod:`refsim.io`)."""
-    require_instance("name", name, str)
-    require_callable("opener", opener)
-    _READERS[name] = opener
-
-
 def natural_key(name: str) -> tuple:
     """Sort key putting ``layers.10`` after ``layers.9``."""
     require_instance("name", name, str)
@@ -104,59 +90,6 @@ def config_field(cfg: dict, key: str, path: Path, kinds: tuple, *, default: Any 
     if choices is not None and v not in choices:
         raise CheckpointError(f"{path}: field {key!r} must be one of {list(choices)}; got {v!r}")
     return v
-
-
-def detect(path: str | os.PathLike) -> str:
-    """Name the format of a checkpoint directory (or single ``.safetensors`` file) from its files.
-
-    Returns one of "gptq", "awq", "anyprec", "marlin", "qigen", "atom", "mixed_2_4_16", "fp".
-    Raises CheckpointError naming the path when nothing matches.
-    """
-    root = require_path("path", path)
-    if root.is_file():
-        return "fp"
-    if not root.is_dir():
-        raise CheckpointError(f"{root}: checkpoint must be a directory or a .safetensors file; got no such path")
-    if (root / REFSIM_CONFIG).is_file():
-        cfg = read_json(root / REFSIM_CONFIG)
-        fmt = config_field(cfg, "format", root / REFSIM_CONFIG, (str,))
-        if fmt not in _REFSIM_FORMATS:
-            raise CheckpointError(f"{root / REFSIM_CONFIG}: field 'format' must be one of "
-                                  f"{list(_REFSIM_FORMATS)}; got {fmt!r}")
-        return fmt
-    if (root / "quantize_config.json").is_file():
-        return "gptq"
-    if (root / "quant_config.json").is_file():
-        return "awq"
-    if (root / "config.json").is_file():
-        cfg = read_json(root / "config.json")
-        if "anyprec" in cfg:
-            return "anyprec"
-        qc = cfg.get("quantization_config")
-        if qc is not None:
-            if not isinstance(qc, dict):
-                raise CheckpointError(f"{root / 'config.json'}: field 'quantization_config' must be an "
-                                      f"object; got {qc!r}")
-            method = qc.get("quant_method")
-            if method in ("gptq", "awq"):
-                return method
-            raise CheckpointError(f"{root / 'config.json'}: quantization_config.quant_method must be "
-                                  f"'gptq' or 'awq' (the methods refsim reads); got {method!r}")
-    if list(root.glob("*.safetensors")):
-        return "fp"
-    raise CheckpointError(f"{root}: must hold *.safetensors files (and a quantization config); got none")
-
-
-_REFSIM_FORMATS = ("marlin", "qigen", "atom", "mixed_2_4_16")
-
-
-def open_checkpoint(path: str | os.PathLike) -> "Checkpoint":
-    """Open a checkpoint of any supported format (see :func:`detect`)."""
-    import refsim.io.formats  # noqa: F401  (registers the readers)
-
-    path = require_path("path", path)
-    fmt = detect(path)
-    return _READERS[fmt](path)
 
 
 class Checkpoint:

@@ -51,7 +51,7 @@ from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import qigen as qigen_format
-from refsim.io.checkpoint import (REFSIM_CONFIG, Checkpoint, config_field, read_json, register_format,
+from refsim.io.checkpoint import (REFSIM_CONFIG, Checkpoint, config_field, read_json,
                                   require_layers, require_out_folder, require_tensor_dict)
 from refsim.io.tensors import save_tensors
 
@@ -552,10 +552,3 @@ def write_anyprec(out: Path, layers: list[AnyPrecisionLayer], extra_tensors: dic
 
 
 _WRITE_KINDS = {"marlin": MarlinLayer, "qigen": QIGenLayer, "atom": AtomLayerFile, "mixed_2_4_16": Mixed2416Layer}
-
-register_format("marlin", MarlinReader)
-register_format("anyprec", AnyPrecisionReader)
-register_format("qigen", QIGenReader)
-register_format("atom", AtomReader)
-register_format("mixed_2_4_16", Mixed2416Reader)
-register_format("fp", FPReader)

@@ -29,7 +29,7 @@ from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
 from refsim.formats import qigen as qigen_format
-from refsim.io.checkpoint import open_checkpoint
+from refsim.io.readers import open_checkpoint
 from refsim.io.containers import (AnyPrecisionLayer, AtomLayerFile, FPLayer, MarlinLayer, Mixed2416Layer, QIGenLayer,
                                   write_refsim)
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_gptq

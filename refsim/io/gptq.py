@@ -42,7 +42,7 @@ from refsim._validate import require_path
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
-from refsim.io.checkpoint import (Checkpoint, config_field, read_json, register_format, require_layers,
+from refsim.io.checkpoint import (Checkpoint, config_field, read_json, require_layers,
                                   require_out_folder, require_tensor_dict)
 from refsim.io.tensors import save_tensors
 
@@ -312,7 +312,3 @@ def write_awq(out: Path, layers: list[AWQLayer], extra_tensors: dict | None = No
     cfg = {"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": gs.pop(),
                                    "zero_point": True, "version": "gemm"}}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-
-
-register_format("gptq", GPTQReader)
-register_format("awq", AWQReader)

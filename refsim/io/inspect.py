@@ -20,7 +20,7 @@ import os
 
 from refsim._validate import require_callable, require_instance, require_path
 from refsim.errors import FormatRuleError
-from refsim.io.checkpoint import open_checkpoint
+from refsim.io.readers import open_checkpoint
 from refsim.io.convert import marlin_refusal
 from refsim.io.gptq import GPTQLayer
 

@@ -53,7 +53,7 @@ from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import uniform
-from refsim.io.checkpoint import open_checkpoint
+from refsim.io.readers import open_checkpoint
 from refsim.io.containers import AnyPrecisionLayer, AtomLayerFile, FPReader, Mixed2416Layer, write_anyprec, write_refsim
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.output import atomic_output_dir

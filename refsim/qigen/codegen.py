@@ -34,7 +34,7 @@ chains for the same number of loaded words (A * tu/8 <= 8 accumulator registers)
 The scalar variant has the same loop nest with ``float acc[tu]`` and ``fmaf`` (C99), so it is
 bit-identical to the AVX2 one. The generated code needs ``-ffp-contract=off`` (no implicit
 fusion beyond the explicit ``_mm256_fmadd_ps``/``fmaf``) and must never be built with
-``-ffast-math``; :mod:`refsim.qigen.build` takes care of both.
+``-ffast-math``; :mod:`refsim.native.build` takes care of both.
 """
 
 from __future__ import annotations

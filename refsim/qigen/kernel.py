@@ -28,9 +28,9 @@ from refsim._validate import (
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import qigen as layout_mod
 from refsim.formats.qigen import QIGenLayout
-from refsim.qigen import build as build_mod
+from refsim.native import build as build_mod
 from refsim.qigen.codegen import KernelSpec, generate
-from refsim.qigen.machine import detect_isa
+from refsim.native.machine import detect_isa
 
 PAD_WORDS = 16  # zero int32 words after QIGenMatrix.packed (see prepare)
 

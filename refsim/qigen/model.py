@@ -35,7 +35,7 @@ import numpy as np
 
 from refsim._validate import require_bits, require_bounded, require_choice, require_int
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.qigen.machine import MachineInfo
+from refsim.native.machine import MachineInfo
 
 __all__ = ["Plan", "register_search", "accumulator_search", "cache_candidates", "cache_milp", "cache_bruteforce",
            "plan", "predict_time", "TimeEstimate", "l1_bits"]

@@ -58,7 +58,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = [
@@ -93,7 +93,7 @@ def _f32(name: str, v) -> np.ndarray:
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Correctly rounded fp32 ``a*b + c`` (one rounding, round-to-nearest-even), elementwise:
-    :func:`refsim.emulator.fp.f32_fma` with ``fused=True``, the one implementation.
+    :func:`refsim.arith.fp.f32_fma` with ``fused=True``, the one implementation.
 
     Inputs: float32 values (broadcastable arrays or scalars), finite. Returns float32.
     """
@@ -106,7 +106,7 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def fma32_reference(a: float, b: float, c: float) -> np.float32:
-    """Scalar fp32 fma from exact rationals (:func:`refsim.emulator.fp.fma_reference`): round
+    """Scalar fp32 fma from exact rationals (:func:`refsim.arith.fp.fma_reference`): round
     ``a*b + c`` to the nearest fp32, ties to even, IEEE sign of an exact zero. Slow; tests
     :func:`fma32`. Inputs: finite fp32 values."""
     a, b, c = (_f32(name, v) for name, v in (("a", a), ("b", b), ("c", c)))

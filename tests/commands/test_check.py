@@ -7,7 +7,7 @@ from refsim.cli import main
 
 KERNELS = '''
 import numpy as np
-from refsim.emulator import tensor_core as tc
+from refsim.arith import tensor_core as tc
 
 def good(A, B, C):
     return tc.mma_int(A, B, C)
@@ -89,7 +89,7 @@ def test_refsim_ptx_check_is_the_same_check(tmp_path, capsys):
 def test_the_cli_lists_every_harness_format_and_conversion_target():
     # the parser spells the choices out (no heavy imports to build it); they must stay the real ones
     from refsim.commands import check, convert, quantize
-    from refsim.emulator.harness_formats import FORMATS
+    from refsim.testing.cases import FORMATS
     from refsim.io.convert import TARGETS
     from refsim.io.quantize import METHODS
     assert check.FORMAT_NAMES == tuple(sorted(FORMATS))

@@ -3,7 +3,7 @@ and ``bench/bench_harness.py``.
 
 ``marlin_port`` is an independent Python port of the Marlin kernel written from the public parts
 of refsim (the stripe plan, the packed format's dequantization, one k16 step of ``mma.m16n8k16`` at a
-time through the tensor-core model's fast path :func:`refsim.emulator.tensor_core.mma_k16_f32_steps`, fp16/fp32 primitives): with no bug it
+time through the tensor-core model's fast path :func:`refsim.arith.tensor_core.mma_k16_f32_steps`, fp16/fp32 primitives): with no bug it
 must pass ``check_kernel``; each keyword switches one bug on. The other formats' bug kernels wrap
 the emulator's public pieces with one step done the wrong way.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.emulator import fp
-from refsim.emulator import tensor_core as tc
+from refsim.arith import fp
+from refsim.arith import tensor_core as tc
 from refsim.formats import marlin, stripes
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from refsim.emulator import anyprec_kernel as ak
 from refsim.emulator.atom_kernel import atom_group_gemm
-from refsim.emulator import harness
+from refsim.testing import harness
 from refsim.emulator import marlin_kernel as mk
-from refsim.emulator import tensor_core as tc
+from refsim.arith import tensor_core as tc
 from refsim.errors import FormatRuleError, RefsimError
 from refsim.formats import atom, marlin, stripes
 from refsim.testing import rebuild_case, examples

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from refsim.emulator import harness
+from refsim.testing import harness
 
 _spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__file__).with_name("harness_bug_kernels.py"))
 bugs = importlib.util.module_from_spec(_spec)

@@ -309,7 +309,7 @@ def test_a_lane_adds_its_groups_in_unit_order_not_k_order():
 
 
 def test_harness_format_passes_the_emulator_and_catches_the_sequential_oracle():
-    from refsim.emulator import harness
+    from refsim.testing import harness
 
     def emulator(x, *fields):
         return ek.mixed_gemv(F.Packed2416(*fields), x)

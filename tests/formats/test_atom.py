@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim.emulator.exact import round_to_float
+from refsim.arith.exact import round_to_float
 import pytest
 
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError

@@ -21,7 +21,7 @@ def _write(tmp_path, text, name="cal.csv", encoding="utf-8"):
 
 
 def test_the_committed_table_loads_without_the_shared_folder():
-    assert calibrate.default_csv_path().parent.name == "data"
+    assert calibrate.default_csv_path().parent.name == "timings"
     assert "shared" not in calibrate.default_csv_path().parts
     assert len(calibrate.load_rows()) == 142
 

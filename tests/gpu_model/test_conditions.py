@@ -75,7 +75,7 @@ def test_cache_takes_cold_or_warm_only():
 
 
 # ---- sizes: O(1) in M and int32 limits ---------------------------------------------------------
-@pytest.mark.parametrize("kernel", ["cublas-fp16", "marlin", "marlin-24", "int8-w8a8", "atom-w4a4", "awq-w4a16",
+@pytest.mark.parametrize("kernel", ["cublas-fp16", "marlin", "sparse-marlin", "int8-w8a8", "atom-w4a4", "awq-w4a16",
                                     "anyprec"])
 def test_huge_batches_are_predicted_not_refused(kernel):
     bd = predict("a10", kernel, 10**8, 4096, 4096)

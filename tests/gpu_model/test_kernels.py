@@ -84,7 +84,7 @@ def test_marlin_paper_anchor_on_a10_large_matrix():
 
 def test_marlin_24_is_faster_than_dense_marlin_when_memory_bound():
     d = predict("a10", "marlin", 16, 8192, 8192)
-    s = predict("a10", "marlin-24", 16, 8192, 8192)
+    s = predict("a10", "sparse-marlin", 16, 8192, 8192)
     assert s.bytes_dram < d.bytes_dram and s.latency_s < d.latency_s
 
 
@@ -113,7 +113,7 @@ def test_atom_is_flat_while_one_wave_of_tiles():
     ("atom-w4a4", dict(m=1, n=4096, k=128), FormatRuleError, "K >= 256"),
     ("atom-w4a4", dict(m=1, n=4000, k=4096), ShapeError, "128"),
     ("int8-w8a8", dict(m=1, n=4096, k=4096, bits=4), FormatRuleError, "bit-widths"),
-    ("twobit-mixed", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
+    ("mixed-2-4-16", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
     ("awq-w4a16", dict(m=1, n=4096, k=4096, group_size=32), FormatRuleError, "group_size"),
     ("cublas-fp16", dict(m=0, n=4096, k=4096), FormatRuleError, ">= 1"),
 ])
@@ -128,7 +128,7 @@ def test_atom_refuses_gpus_without_int4_tensor_cores():
 
 
 def test_unknown_kernel_lists_valid_ones():
-    with pytest.raises(FormatRuleError, match="marlin-24"):
+    with pytest.raises(FormatRuleError, match="sparse-marlin"):
         predict("a10", "exllama", 1, 4096, 4096)
 
 

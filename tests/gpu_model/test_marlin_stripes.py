@@ -114,7 +114,7 @@ def test_the_models_read_their_partition_from_stripes(monkeypatch):
     clear_caches()
     try:
         predict("a10", "marlin", 16, 4096, 4096, group_size=128)
-        predict("a10", "marlin-24", 16, 4096, 4096)
+        predict("a10", "sparse-marlin", 16, 4096, 4096)
     finally:
         clear_caches()
     # (k_tiles, n_tiles, parallel, sms, group_tiles): 32 x 32 tiles of 128 x 128, one problem, 72 SMs;
@@ -165,7 +165,7 @@ def test_launch_kinds_are_a_handful_at_any_m():
 def test_marlin_24_uses_the_dense_tile_and_partition():
     # Sparse-Marlin's k_tiles = prob_k / 32 / (thread_k / 32) = K / thread_k: same plan as dense Marlin
     d = predict("a10", "marlin", 64, 4096, 4096, group_size=128)
-    s = predict("a10", "marlin-24", 64, 4096, 4096, group_size=128)
+    s = predict("a10", "sparse-marlin", 64, 4096, 4096, group_size=128)
     assert s.notes == d.notes and s.ctas == d.ctas
 
 

@@ -86,7 +86,7 @@ def test_marlin_refused_before_sm80():
     with pytest.raises(FormatRuleError, match="compute capability >= 8.0"):
         predict("rtx2080", "marlin", 1, 4096, 4096)
     with pytest.raises(FormatRuleError, match="compute capability >= 8.0"):
-        predict("rtx2080", "marlin-24", 1, 4096, 4096)
+        predict("rtx2080", "sparse-marlin", 1, 4096, 4096)
 
 
 @pytest.mark.parametrize("alias, name", [("a100", "a100-80gb"), ("H100", "h100-sxm"), ("Orin", "orin-agx-64gb"),

@@ -38,7 +38,7 @@ def test_unknown_gpu_and_kernel_list_valid_names(capsys):
     assert "orin-agx-64gb" in err and "rtx9090" in err
     assert main(["predict", "--gpu", "a10", "--kernel", "gguf", "--m", "1", "--n", "4096", "--k", "4096"]) == 2
     err = capsys.readouterr().err
-    assert "anyprec" in err and "twobit-mixed" in err
+    assert "anyprec" in err and "mixed-2-4-16" in err
 
 
 def test_unsupported_bits_is_an_error_naming_the_rule(capsys):

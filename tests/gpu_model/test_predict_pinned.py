@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from refsim.gpu_model.kernels import INT32_MAX, _fresh, clear_caches, marlin, marlin_24, predict, twobit_mixed
+from refsim.gpu_model.kernels import INT32_MAX, _fresh, clear_caches, marlin, sparse_marlin, predict, mixed_2_4_16
 from refsim.gpu_model.roofline import Breakdown, _breakdown, _dram_time
 from refsim.gpu_model.specs import get_gpu
 
@@ -26,7 +26,7 @@ PINNED = [
      dict(latency_s=7.597471062271063e-05, bottleneck='dram', bytes_dram=48914432.0, ctas=126, waves=1.0, launches=2,
           terms={'alu': 2.9944444444444446e-05, 'dram': 5.3325518925518924e-05, 'l2': 2.75e-06, 'launch': 4.624e-06, 'serial': 4.476190476190476e-06, 'tail': 1.0000000000000002e-06, 'tensor': 4.46984126984127e-05},
           notes='tile 64x256, launches 1 x (m_blocks 4, parallel 1, rows 64), 1 x (m_blocks 1, parallel 1, rows 16)')),
-    (('rtx4090', 'marlin-24', 128, 4096, 11008), {},
+    (('rtx4090', 'sparse-marlin', 128, 4096, 11008), {},
      dict(latency_s=5.082083428571429e-05, bottleneck='alu', bytes_dram=20783104.0, ctas=128, waves=1.0, launches=1,
           terms={'alu': 4.078174603174603e-05, 'dram': 2.2657317285888714e-05, 'l2': 6.007142857142857e-06, 'launch': 2.312e-06, 'serial': 3.1523809523809522e-06, 'tail': 5.000000000000001e-07, 'tensor': 3.494603174603175e-05},
           notes='tile 64x256, launches 1 x (m_blocks 4, parallel 2, rows 128)')),
@@ -46,7 +46,7 @@ PINNED = [
      dict(latency_s=2.567247528654767e-05, bottleneck='tensor', bytes_dram=11567104.0, ctas=64, waves=0.5, launches=1,
           terms={'dram': 1.2610221524507239e-05, 'l2': 3.4539682539682538e-06, 'launch': 2.312e-06, 'tail': 5.000000000000001e-07, 'tensor': 2.1390123456790123e-05},
           notes='M padded to 256; 1 CTA/SM; tensor 13.4 us + epilogue 8.0 us (serial)')),
-    (('a10', 'twobit-mixed', 8, 4096, 11008), {},
+    (('a10', 'mixed-2-4-16', 8, 4096, 11008), {},
      dict(latency_s=4.752061430937368e-05, bottleneck='dram', bytes_dram=16418181.024, ctas=1024, waves=1.1851851851851851, launches=2,
           terms={'alu': 1.587518846279908e-05, 'dram': 3.5846708810259654e-05, 'l2': 5.911342903965913e-06, 'launch': 4.624e-06, 'tail': 1.0000000000000002e-06},
           notes='avg 2.78 bits dense + 0.2% CSR outliers')),
@@ -111,7 +111,7 @@ def test_fast_breakdown_behaves_like_the_dataclass_init():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_marlin_model_equals_its_plain_form(gpu, sparse):
     clear_caches()
-    wb = marlin_24.WEIGHT_BITS_PER_DENSE if sparse else 4.0
+    wb = sparse_marlin.WEIGHT_BITS_PER_DENSE if sparse else 4.0
     for m in (1, 15, 16, 17, 63, 64, 65, 80, 127, 1024, 1100, 5000):
         tk, tn = marlin.tile_shape(m)
         for n, k, gs in ((4096, 4096, None), (11008, 4096, 128), (4096, 11008 // tk * tk, 128),
@@ -125,12 +125,12 @@ def test_marlin_model_equals_its_plain_form(gpu, sparse):
 
 
 @pytest.mark.parametrize("gpu", ["a10", "rtx4090", "orin-agx-64gb", "rtx2080"])
-def test_twobit_fast_path_equals_its_plain_form(gpu):
+def test_mixed_2_4_16_fast_path_equals_its_plain_form(gpu):
     for m in (1, 2, 7, 64, 4096):
         for n, k in ((4, 256), (4096, 4096), (11008, 4096), (4096, 11008 // 256 * 256), (12, 2560)):
             for clock in ("sustained", "boost", 2.0e9):
-                a = twobit_mixed.predict(gpu, m, n, k, clock=clock)
-                b = twobit_mixed.predict_reference(gpu, m, n, k, clock=clock)
+                a = mixed_2_4_16.predict(gpu, m, n, k, clock=clock)
+                b = mixed_2_4_16.predict_reference(gpu, m, n, k, clock=clock)
                 assert repr(a) == repr(b) and a == b
 
 

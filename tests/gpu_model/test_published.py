@@ -1,4 +1,4 @@
-"""The published-numbers table (refsim/gpu_model/data/published.csv) and its comparison with the
+"""The published-numbers table (refsim/data/timings/published.csv) and its comparison with the
 model: the file loads and cites a source per row, malformed rows are named errors, compare()
 gives one finite row per published number, and hand-checked rows carry the papers' values."""
 
@@ -162,8 +162,8 @@ HAND_CHECKED = {
     "atom-s531-int8-m512": (1.92, "x", "sustained", "n/a"),
     "atom-nvbench-m4096": (177.8, "us", "sustained", "n/a"),
     "anyprec-f11-gap-m16": (100.0, "us-over-baseline", "base", "n/a"),
-    "twobit-s63-min": (1.16, "x", "sustained", "not-stated"),
-    "twobit-s63-max": (3.23, "x", "sustained", "not-stated"),
+    "mixed-2-4-16-s63-min": (1.16, "x", "sustained", "not-stated"),
+    "mixed-2-4-16-s63-max": (3.23, "x", "sustained", "not-stated"),
 }
 
 
@@ -199,9 +199,9 @@ def test_layer_sets_are_summed_and_ranges_aggregated(comparisons):
     base = sum(predict("rtx3090", "cublas-fp16", 16, n, k).latency_us for n, k in layers)
     kern = sum(predict("rtx3090", "marlin", 16, n, k, 4, 128).latency_us for n, k in layers)
     assert by["marlin-f9-rtx3090-llama7b"].model == pytest.approx(base / kern, rel=1e-12)
-    ratios = [predict(g, "cublas-fp16", 1, n, k).latency_us / predict(g, "twobit-mixed", 1, n, k, 2, 16).latency_us
+    ratios = [predict(g, "cublas-fp16", 1, n, k).latency_us / predict(g, "mixed-2-4-16", 1, n, k, 2, 16).latency_us
               for g in ("rtx2080", "rtx3090", "a100-80gb") for n, k in ((4096, 4096), (11008, 4096), (4096, 11008))]
-    assert by["twobit-s63-min"].model == min(ratios) and by["twobit-s63-max"].model == max(ratios)
+    assert by["mixed-2-4-16-s63-min"].model == min(ratios) and by["mixed-2-4-16-s63-max"].model == max(ratios)
 
 
 def test_difference_row_and_latency_row(comparisons):
@@ -219,7 +219,7 @@ def test_difference_row_and_latency_row(comparisons):
 def test_in_sample_rows_use_the_calibration_conditions():
     rows = published.in_sample_rows()
     first = rows[0]
-    # refsim/gpu_model/data/anyprec_rtx4070_laptop.csv line 2 (any-precision-llm table 9)
+    # refsim/data/timings/anyprec_rtx4070_laptop.csv line 2 (any-precision-llm table 9)
     assert (first.gpu, first.kernel, first.shape, first.bits, first.m, first.value) == \
         ("rtx4070-laptop", "anyprec", "2048x2048", 3, 1, 9.64)
     assert all(r.in_sample and r.clock == "base" and r.timing == "nsight-compute" for r in rows)

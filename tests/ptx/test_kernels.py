@@ -175,7 +175,7 @@ f16_bits = st.integers(0, 0xFFFF).filter(lambda u: (u & 0x7C00) != 0x7C00)   # f
 @given(a=st.lists(f16_bits, min_size=256, max_size=256), b=st.lists(f16_bits, min_size=128, max_size=128),
        arch=st.sampled_from(["sm_80", "sm_89", "sm_90"]))
 def test_ldmatrix_mma_tile_equals_the_tensor_core_model(a, b, arch):
-    from refsim.emulator import tensor_core
+    from refsim.arith import tensor_core
 
     A = np.array(a, np.uint16).view(np.float16).reshape(16, 16)        # (M, K)
     B = np.array(b, np.uint16).view(np.float16).reshape(16, 8)         # (K, N)

@@ -10,8 +10,9 @@ import pytest
 from refsim.errors import FormatRuleError, ShapeError, ToolchainError
 from refsim.formats import gptq
 from refsim.formats import qigen as Q
-from refsim.qigen import build, codegen, kernel, oracle
-from refsim.qigen.machine import detect_isa
+from refsim.qigen import codegen, kernel, oracle
+from refsim.native import build
+from refsim.native.machine import detect_isa
 from refsim.testing import assert_bitexact
 
 HAVE_CC = any(shutil.which(c) for c in ("cc", "gcc", "clang"))

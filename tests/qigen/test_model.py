@@ -3,7 +3,7 @@
 import pytest
 
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.qigen import machine as MA
+from refsim.native import machine as MA
 from refsim.qigen import model as MO
 
 

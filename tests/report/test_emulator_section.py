@@ -1,6 +1,6 @@
 """The emulator report section's checks pass and its model table lists every architecture."""
 
-from refsim.emulator import tensor_core as tc
+from refsim.arith import tensor_core as tc
 from refsim.report.sections import emulator
 
 

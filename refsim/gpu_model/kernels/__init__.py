@@ -26,8 +26,8 @@ from refsim.gpu_model.specs import GPUS as _GPUS, get_gpu
 __all__ = ["KERNELS", "kernel_names", "kernel_module", "predict", "predict_many", "clear_caches", "INT32_MAX"]
 
 _MODULES = {
-    "cublas-fp16": "cublas_fp16", "marlin": "marlin", "marlin-24": "marlin_24", "anyprec": "anyprec",
-    "atom-w4a4": "atom_w4a4", "int8-w8a8": "int8_w8a8", "twobit-mixed": "twobit_mixed",
+    "cublas-fp16": "cublas_fp16", "marlin": "marlin", "sparse-marlin": "sparse_marlin", "anyprec": "anyprec",
+    "atom-w4a4": "atom_w4a4", "int8-w8a8": "int8_w8a8", "mixed-2-4-16": "mixed_2_4_16",
     "awq-w4a16": "awq_w4a16",
 }
 KERNELS = tuple(_MODULES)
@@ -311,12 +311,12 @@ def _one_by_one(gpu, kernel, ms, n, k, bits, group_size, clock, params, ecc, cac
 def clear_caches() -> None:
     """Empty the prediction result cache and the per-shape caches of the kernel models (stripe
     partitions, GEMM tile choices); for tests that replace a model's building blocks."""
-    from refsim.gpu_model.kernels import _common, anyprec, atom_w4a4, marlin, twobit_mixed
+    from refsim.gpu_model.kernels import _common, anyprec, atom_w4a4, marlin, mixed_2_4_16
     _cached.cache_clear()
     marlin.partition.cache_clear()
     _common._best_gemm_config.cache_clear()
     # the hot path's memos of per-(spec, clock, shape) constants and formatted notes
     for memo in (_common._CLOCKS, _common._RATES, _common._CTX, marlin._KINDS, marlin._CC_OK, marlin._NOTES, anyprec._SHAPES,
                  anyprec._DEQUANT, anyprec._NOTES, atom_w4a4._PER_K, atom_w4a4._CTAS_PER_SM, atom_w4a4._NOTES,
-                 twobit_mixed._PER_GPU):
+                 mixed_2_4_16._PER_GPU):
         memo.clear()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.ptx.errors import PtxUnsupportedError
 
 __all__ = ["atom_apply", "ATOM_OPS"]

@@ -9,7 +9,7 @@ types           integers u8/u16/u32/u64/s8/s16/s32/s64; floats f16, bf16, f32, f
 int -> int      value of the source type, then modulo 2^w of the destination (wrap), or clamped to the
                 destination range with ``.sat``. No rounding modifier.
 int -> float    ``.rn/.rz/.rm/.rp`` required; exact value (64-bit included) rounded once
-                (:func:`refsim.emulator.fp.int_to_float`).
+                (:func:`refsim.arith.fp.int_to_float`).
 float -> int    ``.rni/.rzi/.rmi/.rpi`` required: round to an integral value (nearest-even, toward zero,
                 toward -Inf, toward +Inf), then clamp to the destination range (saturation is the
                 default, ``.sat`` is redundant). NaN: 0 when the source is not f64 *and* the destination
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
 from refsim.ptx.semantics.floating import decode, encode, flush_subnormal
 

@@ -3,7 +3,7 @@
 Spec
 ----
 values          bit patterns (f16/bf16 uint16; f32, f16x2, bf16x2 uint32; f64 uint64), decoded exactly
-                to float64, computed by :mod:`refsim.emulator.fp` (the one home of exact rounding),
+                to float64, computed by :mod:`refsim.arith.fp` (the one home of exact rounding),
                 encoded back. Packed x2 types apply the scalar rule to the low and the high half.
 rounding        ``.rn`` (default when no modifier is written), ``.rz``, ``.rm``, ``.rp`` for f32/f64
                 add/sub/mul/fma (and ``mad.rnd.f32`` = ``fma.rnd.f32``); f16/bf16 forms take ``.rn`` only
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
 
 __all__ = ["decode", "encode", "flush_subnormal", "build", "CANONICAL_NAN"]
@@ -109,7 +109,7 @@ def _elementwise(t: str, scalar_fn):
     return packed
 
 
-# .rn without .ftz/.sat on f16/f32: straight to the RN primitives of refsim.emulator.fp on the native
+# .rn without .ftz/.sat on f16/f32: straight to the RN primitives of refsim.arith.fp on the native
 # dtype (the same values as the float64 path, tested against the Fraction twin; ~5x faster)
 _FAST_RN = {
     ("add", "f16"): fp.f16_add, ("sub", "f16"): fp.f16_sub, ("mul", "f16"): fp.f16_mul,

@@ -17,10 +17,10 @@ vote            ``vote.sync.{all,any,uni}.pred`` -> (W, 32) bool, ``vote.sync.ba
 ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16``: ``fn(rows)`` with rows
                 uint16 (W, num, 8, 8) (matrix i, row r = the 16 bytes at lane 8i + r's address) ->
                 uint32 (W, 32, num); register j of lane l = M_j[l/4][2(l%4) + h] (h = 0 low half, 1 high)
-                or, with .trans, M_j[2(l%4) + h][l/4] — :func:`refsim.emulator.fragments.ldmatrix_layout`.
+                or, with .trans, M_j[2(l%4) + h][l/4] — :func:`refsim.arith.fragments.ldmatrix_layout`.
 mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` uint32 registers.
-                Fragments: :mod:`refsim.emulator.fragments` (index maps from the PTX ISA figures);
-                arithmetic: :mod:`refsim.emulator.tensor_core` (T-FDPA model of ``arch`` for f16 inputs,
+                Fragments: :mod:`refsim.arith.fragments` (index maps from the PTX ISA figures);
+                arithmetic: :mod:`refsim.arith.tensor_core` (T-FDPA model of ``arch`` for f16 inputs,
                 exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``). Shapes executed:
                     m16n8k16 .row.col f16 x f16 -> f32|f16 (C f32|f16)    na 4, nb 2, nc/nd 4 (f32) or 2 (f16)
                     m16n8k8  .row.col f16 x f16 -> f32|f16 (sm_80/86/87/89: one hardware block of 8)
@@ -30,14 +30,15 @@ mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` 
                 m16n8k8 on sm_90, whose 16-product block has no published k8 behaviour).
 source          PTX ISA 9.x, "Parallel Synchronization and Communication Instructions: shfl.sync, vote.sync",
                 "Warp Level Matrix Multiply-Accumulate Instructions: ldmatrix, mma" and "Matrix Fragments for
-                mma.m16n8k8 / m16n8k16 / m16n8k32 / m16n8k64" (figures transcribed in refsim.emulator.fragments).
+                mma.m16n8k8 / m16n8k16 / m16n8k32 / m16n8k64" (figures transcribed in refsim.arith.fragments).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from refsim.emulator import fragments, tensor_core
+from refsim.arith import fragments
+from refsim.arith import tensor_core
 from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
 
 __all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.emulator import fp
-from refsim.emulator import hw_samples as hw
+from refsim.arith import fp
+from refsim.arith import hw_samples as hw
 from refsim.emulator import marlin_kernel as mk
-from refsim.emulator import tensor_core as tc
+from refsim.arith import tensor_core as tc
 from refsim.formats import marlin
 from refsim.report import Check, SkipCheck
 

@@ -79,7 +79,7 @@ def _check_calibration():
 def _check_marlin_anchor():
     from refsim.gpu_model.kernels import predict
     # the paper's "72k x 18k" matrix as its bench builds it: (k, n) = (4*256*72, 256*72); ECC off as the
-    # authors ran the A10 (refsim/gpu_model/data/published.csv, marlin_artifact README)
+    # authors ran the A10 (refsim/data/timings/published.csv, marlin_artifact README)
     n, k = 256 * 72, 4 * 256 * 72
     s = [predict("a10", "cublas-fp16", m, n, k, ecc="off").latency_s
          / predict("a10", "marlin", m, n, k, group_size=128, ecc="off").latency_s for m in (1, 16, 32, 128)]
@@ -200,7 +200,7 @@ def markdown(out_dir) -> str:
     shapes = ", ".join(f"{name} {n}x{k}" for name, n, k, _ in get_model("llama-2-7b").linears)
     lines = ["Analytical model (refsim.gpu_model), sustained clocks, cold L2. One Llama-2-7B transformer "
              f"block's linear layers ({shapes}); default bits/groups per kernel (anyprec 4-bit, marlin "
-             "per-channel, twobit-mixed 2/4 + 0.2 % outliers). n/a = the kernel does not support a shape "
+             "per-channel, mixed-2-4-16 2/4 + 0.2 % outliers). n/a = the kernel does not support a shape "
              "(its rule is raised by `refsim predict`).", ""]
     for gpu in GPUS:
         head = "| kernel | " + " | ".join(f"b{m}" for m in BATCHES) + " | compute-bound from |"

@@ -7,7 +7,7 @@ import numpy as np
 
 from refsim.formats import qigen as layout
 from refsim.qigen import model, oracle
-from refsim.qigen.machine import detect_isa, machine_info
+from refsim.native.machine import detect_isa, machine_info
 from refsim.report import Check, SkipCheck
 
 TITLE = "QIGen (CPU qGEMV kernels)"
@@ -41,7 +41,8 @@ def _fma() -> str:
 def _kernels() -> str:
     from refsim.errors import ToolchainError
     from refsim.formats import gptq
-    from refsim.qigen import build, codegen, kernel
+    from refsim.qigen import codegen, kernel
+    from refsim.native import build
 
     try:
         build.find_compiler()

@@ -4,9 +4,9 @@
 //   tile_gemm(A, B, C)   one warp; A float16 (16, 16) row-major (M, K), B float16 (8, 16)
 //                        row-major = B^T, i.e. column-major (K, N) as mma's .col wants;
 //                        C float32 (16, 8) = A @ B as mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
-//                        computes it from a zero accumulator (refsim.emulator.tensor_core model).
+//                        computes it from a zero accumulator (refsim.arith.tensor_core model).
 //                        A is loaded with ldmatrix.x4, B with ldmatrix.x2 (rows of B^T = columns of B).
-// Oracle: refsim.emulator.tensor_core.mma_m16n8k16 (tests/ptx/test_kernels.py).
+// Oracle: refsim.arith.tensor_core.mma_m16n8k16 (tests/ptx/test_kernels.py).
 //
 //   smem A 16x16 --ldmatrix.x4--> a0..a3 (4 x f16x2 per lane)   smem B^T 8x16 --ldmatrix.x2--> b0,b1
 //   mma: {c0..c3} (lane l holds C[l/4 + 8*(i/2)][2*(l%4) + i%2])

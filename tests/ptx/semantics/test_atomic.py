@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.ptx import PtxUnsupportedError
 from refsim.ptx.semantics import atom_apply
 from refsim.testing import assert_bitexact

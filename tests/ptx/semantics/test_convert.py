@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from refsim.emulator import exact, fp
+from refsim.arith import fp
+from refsim.arith import exact
 from refsim.ptx import PtxUnsupportedError
 from refsim.ptx.semantics import Op, lookup
 from refsim.testing import assert_bitexact

@@ -1,4 +1,4 @@
-"""Floating-point instruction handlers against refsim.emulator.fp (the .rn primitives validated on
+"""Floating-point instruction handlers against refsim.arith.fp (the .rn primitives validated on
 hardware-derived data) and against the plain-Fraction twin for every rounding mode.
 
 Sources: PTX ISA 9.x, Floating Point Instructions (add/sub/mul/fma/div/sqrt/min/max/neg/abs/testp/
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.ptx import PtxUnsupportedError
 from refsim.ptx.semantics import Op, lookup
 from refsim.testing import assert_bitexact
@@ -46,7 +46,7 @@ def random16(n):
 
 
 # ---------------------------------------------------------------------------------------------
-# .rn forms against refsim.emulator.fp
+# .rn forms against refsim.arith.fp
 
 
 def test_fma_rn_f16x2_matches_emulator_fp_on_both_halves():
@@ -197,7 +197,7 @@ def test_div_rcp_sqrt_rn_are_correctly_rounded():
     b = RNG.standard_normal(3000).astype(np.float32)
     got = op("div", ("rn",), "f32", a.view(np.uint32), b.view(np.uint32))
     from fractions import Fraction
-    from refsim.emulator import exact
+    from refsim.arith import exact
     for i in range(0, 3000, 37):   # every 37th quotient exactly, from rationals
         r = exact.round_fraction(Fraction(float(a[i])) / Fraction(float(b[i])), exact.F32, "rne")
         assert float(got[i:i + 1].view(np.float32)[0]) == float(r)

@@ -1,6 +1,6 @@
 """Warp-level handlers: shfl clamp/segment rules, vote, and ldmatrix/mma fragment ownership against
 index maps built here from the PTX ISA figures' formulas (g = lane >> 2 "groupID", t = lane % 4
-"threadID_in_group"), then mma end to end against refsim.emulator.tensor_core on whole matrices.
+"threadID_in_group"), then mma end to end against refsim.arith.tensor_core on whole matrices.
 
 Sources: PTX ISA 9.x "Parallel Synchronization and Communication Instructions: shfl.sync" (pseudocode),
 "vote.sync"; "Warp Level Matrix Multiply-Accumulate Instructions: ldmatrix" (fragment figures) and
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refsim.emulator import tensor_core
+from refsim.arith import tensor_core
 from refsim.ptx import PtxUnsupportedError
 from refsim.ptx.semantics import Op, lookup
 from refsim.ptx.semantics import warp

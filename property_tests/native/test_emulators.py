@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refsim.emulator import marlin_kernel as mk
-from refsim.emulator import native
-from refsim.emulator import tensor_core as tc
+from refsim.native import emulators as native
+from refsim.arith import tensor_core as tc
 from refsim.formats import marlin
 from refsim.testing import assert_bitexact, examples
 
@@ -111,9 +111,9 @@ def test_mixed_gemv_and_dequantization_are_the_same_on_both_paths(k, n, alpha, s
        seed=st.integers(0, 2**32 - 1))
 def test_compiled_fused_dequantization_and_chains_equal_the_op_by_op_numpy_form(g, n, four, specials, seed):
     """Steps 2-3 fused in C (weights formed in registers) against ``fp16(q - z) * s_hat`` through
-    :func:`refsim.emulator.fp.f16_mul` then :func:`mixed_2_4_16_kernel.group_sums`: any codes, any
+    :func:`refsim.arith.fp.f16_mul` then :func:`mixed_2_4_16_kernel.group_sums`: any codes, any
     zero points, any s_hat bits (with +-Inf, whose products with q == z give NaN, when ``specials``)."""
-    from refsim.emulator import fp
+    from refsim.arith import fp
     from refsim.emulator import mixed_2_4_16_kernel as mx
 
     rng = np.random.default_rng(seed)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refsim.emulator import hw_samples as hw
+from refsim.arith import hw_samples as hw
 from refsim.emulator import marlin_kernel as mk
-from refsim.emulator import native
-from refsim.emulator import tensor_core as tc
+from refsim.native import emulators as native
+from refsim.arith import tensor_core as tc
 from refsim.formats import marlin
 from refsim.testing import assert_bitexact
 

@@ -1,4 +1,4 @@
-"""The formats :func:`refsim.emulator.harness.check_kernel` knows: legal cases, inputs, structure.
+"""The formats :func:`refsim.testing.harness.check_kernel` knows: legal cases, inputs, structure.
 
 Each format is one :class:`Format` value: the case space as data (the legal values of every field,
 simplest first), the kernel's legality rule (the same function refsim's emulator enforces, never
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim.emulator import fragments as fr
+from refsim.arith import fragments as fr
 from refsim.emulator import marlin_kernel as mk
-from refsim.emulator import tensor_core as tc
+from refsim.arith import tensor_core as tc
 from refsim._validate import require_choice, require_instance, require_shape_arg
 from refsim.errors import FormatRuleError, NonFiniteError, RefsimError
 from refsim.formats import marlin, stripes

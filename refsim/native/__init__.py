@@ -1,7 +1,7 @@
 """Load refsim's small C kernels (built at first use like QIGen's), or say why not.
 
-Used by :mod:`refsim.emulator.native` and :mod:`refsim.formats.native`. The build goes through
-:mod:`refsim.qigen.build` (content-addressed cache, embedded id check, ``-O2 -ffp-contract=off``,
+Used by :mod:`refsim.native.emulators` and :mod:`refsim.native.packers`. The build goes through
+:mod:`refsim.native.build` (content-addressed cache, embedded id check, ``-O2 -ffp-contract=off``,
 never ``-ffast-math``; ISA ``avx2`` when the CPU has it, else plain C99). Without a C compiler, on a
 failed build, or with ``REFSIM_NATIVE=0`` in the environment, :func:`load` returns None and the
 callers run their NumPy paths (same bits); one :class:`RuntimeWarning` per library says why (not
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 
+from refsim._validate import require_instance
 from refsim.errors import ToolchainError
 
 __all__ = ["disabled", "load"]
@@ -24,11 +25,14 @@ def disabled() -> bool:
 
 
 def load(source: str, what: str):
-    """(ctypes library, None) or (None, reason). ``what`` names the kernels in the warning."""
+    """(ctypes library, None) or (None, reason). ``source``: C text (str); ``what`` (str) names the
+    kernels in the warning."""
+    require_instance("source", source, str)
+    require_instance("what", what, str)
     if disabled():
         return None, "REFSIM_NATIVE=0"
-    from refsim.qigen import build
-    from refsim.qigen.machine import detect_isa
+    from refsim.native import build
+    from refsim.native.machine import detect_isa
 
     try:
         build.find_compiler()            # checked before the library cache: a compiler must exist now

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refsim.emulator import tensor_core as tc
+from refsim.arith import tensor_core as tc
 from refsim.testing import assert_bitexact
 
 #: arch -> (L, F, e_zero_f16) as published (the module spec block); grid exponent e_zero_f16 - F

@@ -26,7 +26,7 @@ from refsim.gpu_model.kernels import marlin
 from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, one_point, require_multiple
 from refsim.gpu_model.roofline import Breakdown
 
-NAME = "marlin-24"
+NAME = "sparse-marlin"
 BITS = (4,)
 GROUPS = (None, 128)
 WEIGHT_BITS_PER_DENSE = 4 * 0.5 + 1.0   # kept values + 2:4 metadata

@@ -1,4 +1,4 @@
-"""Property: the compiled packers (refsim.formats.native) give the NumPy paths' bits for any legal
+"""Property: the compiled packers (refsim.native.packers) give the NumPy paths' bits for any legal
 shape and any codes, and the fused GPTQ/AWQ range check raises the NumPy path's message for any
 out-of-range code at any position."""
 
@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from refsim.errors import FormatRuleError
-from refsim.formats import awq, bitplane, gptq, marlin, native
+from refsim.formats import awq, bitplane, gptq, marlin
+from refsim.native import packers as native
 from refsim.testing import assert_bitexact
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="no compiled packers (no C compiler)")

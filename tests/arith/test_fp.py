@@ -1,4 +1,4 @@
-"""refsim.emulator.fp against exact rational arithmetic: a random sample plus every special case.
+"""refsim.arith.fp against exact rational arithmetic: a random sample plus every special case.
 
 The >= 10^6-input sweep lives in bench/bench_emulator.py; here a few thousand random bit patterns per
 primitive, adversarial cancellations, and the full cross product of special values.
@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refsim.emulator import fp
+from refsim.arith import fp
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.testing import assert_bitexact
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refsim.emulator import fragments as fr
-from refsim.emulator import tensor_core as tc
+from refsim.arith import fragments as fr
+from refsim.arith import tensor_core as tc
 from refsim.errors import ShapeError
 from refsim.testing import assert_bitexact
 

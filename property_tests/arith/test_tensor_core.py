@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from refsim.emulator import fp
-from refsim.emulator import tensor_core as tc
+from refsim.arith import fp
+from refsim.arith import tensor_core as tc
 from refsim.testing import assert_bitexact, examples
 
 ARCHS = st.sampled_from(tc.ARCHS)

@@ -1,9 +1,9 @@
-"""Compile generated C with the system compiler into a content-addressed cache; load with ctypes.
+"""Compile C (refsim's own .c files and QIGen's generated kernels) into a content-addressed cache; load with ctypes.
 
-Cache: ``$REFSIM_CACHE/qigen/<sha256>/kernel.so`` (default ``~/.cache/refsim``). The hash covers the
+Cache: ``$REFSIM_CACHE/native/<sha256>/kernel.so`` (default ``~/.cache/refsim``). The hash covers the
 source text, the compiler command (path and flags) and the compiler's ``--version`` banner, so a
 changed generator, flag or compiler never reuses an old library. The hash is also compiled into
-the library (``refsim_qigen_id()``) and checked after loading: a stale or corrupted entry whose id
+the library (``refsim_native_id()``) and checked after loading: a stale or corrupted entry whose id
 does not match is rebuilt, never used. Builds go to a temporary file renamed into place (atomic).
 
 Flags: ``-O2 -fPIC -shared -std=c99 -ffp-contract=off`` plus ``-mavx2 -mfma`` for the AVX2 ISA and
@@ -30,9 +30,9 @@ BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-std=gnu99", "-ffp-contract=off", "-fn
 
 
 def cache_dir() -> Path:
-    """``$REFSIM_CACHE/qigen`` or ``~/.cache/refsim/qigen``."""
+    """``$REFSIM_CACHE/native`` or ``~/.cache/refsim/native``."""
     root = os.environ.get("REFSIM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "refsim")
-    return Path(root) / "qigen"
+    return Path(root) / "native"
 
 
 def find_compiler() -> str:
@@ -43,7 +43,7 @@ def find_compiler() -> str:
         if path:
             return path
     raise ToolchainError(
-        f"qigen: a C compiler is needed to build generated kernels; none of {names} found on PATH "
+        f"native: a C compiler is needed to build refsim's C code; none of {names} found on PATH "
         "(install gcc or set CC)"
     )
 
@@ -53,7 +53,7 @@ def _compiler_banner(cc: str) -> str:
     try:
         out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
     except OSError as err:
-        raise ToolchainError(f"qigen: cannot run compiler {cc}: {err}") from err
+        raise ToolchainError(f"native: cannot run compiler {cc}: {err}") from err
     return out.stdout.splitlines()[0] if out.stdout else ""
 
 
@@ -76,7 +76,7 @@ def _key(source: str, cc: str, flags: tuple[str, ...]) -> str:
 
 
 def _with_id(source: str, key: str) -> str:
-    return source + f'\nconst char* refsim_qigen_id(void) {{ return "{key}"; }}\n'
+    return source + f'\nconst char* refsim_native_id(void) {{ return "{key}"; }}\n'
 
 
 def build(source: str, isa: str, openmp: bool = False) -> Path:
@@ -100,11 +100,11 @@ def build(source: str, isa: str, openmp: bool = False) -> Path:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as err:
         os.unlink(tmp)
-        raise ToolchainError(f"qigen: running the compiler failed: {' '.join(cmd)}: {err}") from err
+        raise ToolchainError(f"native: running the compiler failed: {' '.join(cmd)}: {err}") from err
     if proc.returncode != 0:
         os.unlink(tmp)
         raise ToolchainError(
-            f"qigen: compiling the generated kernel failed (exit {proc.returncode}): {' '.join(cmd)}\n"
+            f"native: compiling failed (exit {proc.returncode}): {' '.join(cmd)}\n"
             f"{proc.stdout}{proc.stderr}"
         )
     os.replace(tmp, target)
@@ -129,18 +129,18 @@ def _load_cached(source: str, isa: str, openmp: bool) -> ctypes.CDLL:
     path = build(source, isa, openmp)
     expected = _key(source, find_compiler(), compile_flags(isa, openmp))
     lib = ctypes.CDLL(str(path))
-    lib.refsim_qigen_id.restype = ctypes.c_char_p
-    got = lib.refsim_qigen_id().decode()
+    lib.refsim_native_id.restype = ctypes.c_char_p
+    got = lib.refsim_native_id().decode()
     if got != expected:
         # the loader handed back a handle opened earlier from a since-replaced file: load the
         # verified file under a fresh name instead
         fresh = Path(tempfile.mkdtemp(dir=path.parent)) / "kernel.so"
         shutil.copyfile(path, fresh)
         lib = ctypes.CDLL(str(fresh))
-        lib.refsim_qigen_id.restype = ctypes.c_char_p
-        got = lib.refsim_qigen_id().decode()
+        lib.refsim_native_id.restype = ctypes.c_char_p
+        got = lib.refsim_native_id().decode()
         if got != expected:
-            raise ToolchainError(f"qigen: library {fresh} has id {got}; expected {expected}")
+            raise ToolchainError(f"native: library {fresh} has id {got}; expected {expected}")
     return lib
 
 
@@ -153,10 +153,10 @@ def objdump_mnemonics(path: Path | str) -> list[str]:
     """Instruction mnemonics of a shared library from ``objdump -d`` (ToolchainError if absent)."""
     objdump = shutil.which("objdump")
     if objdump is None:
-        raise ToolchainError("qigen: objdump not found on PATH (binutils)")
+        raise ToolchainError("native: objdump not found on PATH (binutils)")
     out = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(path)], capture_output=True, text=True)
     if out.returncode != 0:
-        raise ToolchainError(f"qigen: objdump failed: {out.stderr}")
+        raise ToolchainError(f"native: objdump failed: {out.stderr}")
     mnemonics = []
     for line in out.stdout.splitlines():
         parts = line.split("\t")

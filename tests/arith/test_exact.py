@@ -1,4 +1,4 @@
-"""refsim.emulator.exact.round_fraction: the integer form against hand-worked values and against
+"""refsim.arith.exact.round_fraction: the integer form against hand-worked values and against
 its Fraction-arithmetic reference (_round_fraction_rational)."""
 
 from fractions import Fraction
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from refsim.emulator import exact
+from refsim.arith import exact
 from refsim.errors import FormatRuleError
 
 FORMATS = (exact.F16, exact.BF16, exact.F32, exact.F64)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from refsim.formats import awq, gptq
-from refsim.formats import native
+from refsim.native import packers as native
 from refsim.testing import assert_bitexact
 
 needs_native = pytest.mark.skipif(not native.available(), reason="compiled packers unavailable (no C compiler or REFSIM_NATIVE=0)")
@@ -145,7 +145,7 @@ def test_compiled_bitplanes_equal_the_numpy_layout_with_and_without_a_tail_chunk
 def test_plain_c_variants_of_a_scalar_build_give_the_same_bits(monkeypatch):
     """The AVX2 blocks are #ifdef'd; a scalar build runs the plain-C loops. Build one and run
     every public packer through it against the NumPy paths."""
-    from refsim.qigen import build
+    from refsim.native import build
 
     scalar = native._bind(build.load(native.SOURCE, "scalar"))
     rng = np.random.default_rng(99)

@@ -25,7 +25,7 @@ from refsim.gpu_model.kernels._common import (check_bits, check_mnk, compiled_re
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _dram_time, _overlap
 
-NAME = "twobit-mixed"
+NAME = "mixed-2-4-16"
 BITS = (2,)
 FRAC_4BIT = 0.25
 OUTLIER_RATIO = 0.002

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refsim.emulator import hw_samples as hw
-from refsim.emulator import tensor_core as tc
+from refsim.arith import hw_samples as hw
+from refsim.arith import tensor_core as tc
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.testing import assert_bitexact
 

@@ -1,0 +1,729 @@
+"""Exact scalar floating-point primitives of an NVIDIA GPU, vectorised over NumPy arrays.
+
+Spec
+----
+element types   fp16 (binary16: 1 sign, 5 exponent, 10 fraction bits), fp32 (binary32),
+                bf16 (1, 8, 7) as ``ml_dtypes.bfloat16``; fp64 only as an intermediate.
+rounding        every result is the exact real result rounded once, round-to-nearest-even (RNE),
+                subnormals kept (no ``.ftz``), overflow to ±Inf — the PTX ``.rn`` semantics of
+                ``add/sub/mul/fma.rn.{f16,f32}`` and ``cvt.rn``.
+fused flag      every multiply-add takes ``fused=``: ``True`` is one rounding (``fma.rn``, HFMA2,
+                FFMA), ``False`` is ``mul.rn`` then ``add.rn`` (two roundings). Which one a kernel
+                executes is a property of its SASS, not of its source (numerics.md §3.3): the
+                caller must say.
+how             fp16 add/sub/mul: NumPy float16 ufuncs (computed in float32 and rounded once more;
+                innocuous because 24 >= 2·11 + 2, Figueroa 1995). fp16 fma: exact float64 product,
+                float64 sum, one RNE to fp16 (the sum is exact or the rounding cannot matter:
+                :func:`_f16_fma_fused`). fp32 fma: the product is exact in float64; the sum is
+                rounded to float64 *to odd* (TwoSum error term, then a one-ulp nudge) and then to
+                the target with RNE — correct because 53 >= p + 2 (Boldo & Melquiond 2008). f64 -> bf16 goes through a round-to-odd
+                float32 for the same reason (ml_dtypes rounds f64 -> f32 -> bf16 twice).
+oracle          :mod:`refsim.arith.exact` (``fractions.Fraction``); the ``*_reference``
+                functions here are plain loops over that oracle. ``bench/bench_emulator.py``
+                checks >= 10^6 random bit patterns per primitive, the tests a sample plus every
+                special case.
+source          PTX ISA 9.x, "Floating Point Instructions" (add/sub/mul/fma ``.rn``) and ``cvt``
+                (float-to-integer conversions saturate, NaN -> 0); numerics.md §3.
+
+Round-to-odd in one picture (binary, the target keeps 3 fraction bits, the intermediate 5)::
+
+    exact     1.011 01 1  (more bits)       RN to 5 bits: 1.01101  (ties could be faked)
+    RO to 5   1.011 01|1 -> 1.01101 (odd: sticky bit folded into the last bit)
+    RN to 3   1.011|01  -> 1.011            never a false tie, so one correct rounding
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from refsim._validate import require_array, require_choice, require_dtype, require_dtype_arg, require_float_array
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim.arith import exact
+
+__all__ = [
+    "f16_add", "f16_sub", "f16_mul", "f16_fma",
+    "f32_add", "f32_sub", "f32_mul", "f32_fma",
+    "cvt_f32_to_f16", "cvt_f64_to_f16", "cvt_f16_to_f32", "cvt_f32_to_bf16", "cvt_f64_to_bf16",
+    "cvt_float_to_int", "cvt_int_to_f16", "cvt_int_to_f32",
+    "f16_bits", "f32_bits", "f16_from_bits", "f32_from_bits",
+    "add_reference", "mul_reference", "fma_reference", "fma_reference_scalar", "convert_reference",
+    "ROUNDING_TO_INT",
+]
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _bf16():
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+# ----------------------------------------------------------------------------------------------
+# bit views
+
+
+def f16_bits(x: np.ndarray) -> np.ndarray:
+    """fp16 array -> uint16 bit patterns (a copy, same shape)."""
+    return np.array(require_dtype("x", x, np.float16)).view(np.uint16)
+
+
+def f32_bits(x: np.ndarray) -> np.ndarray:
+    """fp32 array -> uint32 bit patterns (a copy, same shape)."""
+    return np.array(require_dtype("x", x, np.float32)).view(np.uint32)
+
+
+def f16_from_bits(u: np.ndarray) -> np.ndarray:
+    """uint16 bit patterns -> fp16 array (a copy, same shape)."""
+    return np.array(require_dtype("u", u, np.uint16)).view(np.float16)
+
+
+def f32_from_bits(u: np.ndarray) -> np.ndarray:
+    """uint32 bit patterns -> fp32 array (a copy, same shape)."""
+    return np.array(require_dtype("u", u, np.uint32)).view(np.float32)
+
+
+def _same_dtype(names: tuple[str, ...], arrays: tuple, dtype) -> tuple[np.ndarray, ...]:
+    out = tuple(require_dtype(n, a, dtype) for n, a in zip(names, arrays))
+    try:
+        np.broadcast_shapes(*(a.shape for a in out))
+    except ValueError as err:
+        shapes = ", ".join(f"{n}{a.shape}" for n, a in zip(names, out))
+        raise ShapeError(f"operands: shapes must broadcast; got {shapes}") from err
+    return out
+
+
+def _reference_operands(names: tuple[str, ...], arrays: tuple) -> tuple[np.ndarray, ...]:
+    """The shared check of the ``*_reference`` twins: float16 or float32 (all the same dtype, the
+    fast functions' rule), shapes broadcast; returns the broadcast operands (never truncates)."""
+    first = require_dtype(names[0], arrays[0], np.float16, np.float32)
+    return tuple(np.broadcast_arrays(*_same_dtype(names, arrays, first.dtype)))
+
+
+def _require_flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise FormatRuleError(f"{name}: must be True or False (say which the SASS executes); got {value!r}")
+    return bool(value)
+
+
+# ----------------------------------------------------------------------------------------------
+# fp16
+
+
+def f16_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``add.rn.f16``: a + b rounded once (RNE). a, b float16, broadcastable; returns float16."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
+    with np.errstate(all="ignore"):
+        return np.add(a, b, dtype=np.float16)
+
+
+def f16_sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sub.rn.f16``: a - b rounded once (RNE). a, b float16, broadcastable; returns float16."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
+    with np.errstate(all="ignore"):
+        return np.subtract(a, b, dtype=np.float16)
+
+
+def f16_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``mul.rn.f16``: a · b rounded once (RNE). a, b float16, broadcastable; returns float16."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
+    with np.errstate(all="ignore"):
+        return np.multiply(a, b, dtype=np.float16)
+
+
+def _sum_round_to_odd(p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float64 ``p + c`` rounded to odd (exact sum, then: inexact -> the odd neighbour).
+
+    TwoSum gives s = RN(p + c) and the exact error e = (p + c) - s. If e != 0 and s has an even
+    last bit, s is moved one ulp toward the exact value, which makes its last bit odd.
+    """
+    s = p + c
+    bb = s - p
+    e = (p - (s - bb)) + (c - bb)
+    even = (s.view(np.int64) & 1) == 0
+    nudge = np.isfinite(s) & (e != 0) & even
+    toward = np.where(e > 0, np.inf, -np.inf)
+    return np.where(nudge, np.nextafter(s, toward), s)
+
+
+def f16_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None = None) -> np.ndarray:
+    """a · b + c on fp16. ``fused=True``: ``fma.rn.f16`` / ``__hfma`` (one rounding);
+    ``fused=False``: ``mul.rn.f16`` then ``add.rn.f16`` (two roundings).
+
+    a, b, c float16, broadcastable; returns float16. The fused path computes the exact product in
+    float64, the float64 sum (RNE) and one RNE conversion to fp16; see :func:`_f16_fma_fused`
+    for why the float64 sum needs no round-to-odd here. ``fused`` must be given (True or False):
+    leaving it out raises FormatRuleError (the caller says which instruction the SASS executes).
+    """
+    a, b, c = _same_dtype(("a", "b", "c"), (a, b, c), np.float16)
+    fused = _require_flag("fused", fused)
+    if not fused:
+        return f16_add(f16_mul(a, b), c)
+    return _f16_fma_fused(a, b, c)
+
+
+def _f16_fma_fused(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``fma.rn.f16`` on checked float16 operands: ``fp16(float64(a*b) + float64(c))``.
+
+    Why one float64 RNE sum suffices (no round-to-odd): p = a*b is exact in float64 (22
+    significant bits, 2^-48 <= |p| < 2^32 or 0); c has 11 bits with its last bit >= 2^-24. The
+    float64 sum is exact unless the two span more than 53 bit positions, which needs either
+    (i) |p| >= 2^20, when the exact result and the float64 one both round to +-Inf in fp16
+    (|c| <= 65504), or (ii) |p| < 2^-31 |c|, when |p| is below a quarter fp16 ulp of c: the exact
+    sum rounds to c, and so does the float64 sum, which lies within one float64 ulp of c (not a
+    tie). Specials follow IEEE float64 (Inf*0 -> NaN, signed zeros as fma). Checked against the
+    exact-rational oracle in tests/arith/test_fp.py, including both boundary cases.
+    """
+    with np.errstate(all="ignore"):
+        return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float16)
+
+
+# ----------------------------------------------------------------------------------------------
+# fp32
+
+
+def f32_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``add.rn.f32`` (FADD): a + b with one RNE. a, b float32, broadcastable; returns float32."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
+    with np.errstate(all="ignore"):
+        return np.add(a, b, dtype=np.float32)
+
+
+def f32_sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sub.rn.f32``: a - b with one RNE. a, b float32, broadcastable; returns float32."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
+    with np.errstate(all="ignore"):
+        return np.subtract(a, b, dtype=np.float32)
+
+
+def f32_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``mul.rn.f32`` (FMUL): a · b with one RNE. a, b float32, broadcastable; returns float32."""
+    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
+    with np.errstate(all="ignore"):
+        return np.multiply(a, b, dtype=np.float32)
+
+
+def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None = None) -> np.ndarray:
+    """a · b + c on fp32. ``fused=True``: ``fma.rn.f32`` / FFMA / ``fmaf`` (one rounding);
+    ``fused=False``: FMUL then FADD (two roundings).
+
+    a, b, c float32, broadcastable; returns float32. Fused path: exact float64 product
+    (24 + 24 bits), round-to-odd float64 sum, one RNE conversion (handles subnormals and
+    overflow). A plain float64 ``a*b + c`` would double-round in rare cases. ``fused`` must be
+    given (True or False); leaving it out raises FormatRuleError.
+    """
+    a, b, c = _same_dtype(("a", "b", "c"), (a, b, c), np.float32)
+    fused = _require_flag("fused", fused)
+    if not fused:
+        return f32_add(f32_mul(a, b), c)
+    with np.errstate(all="ignore"):
+        p = a.astype(np.float64) * b.astype(np.float64)
+        s = _sum_round_to_odd(p, c.astype(np.float64))
+        return s.astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# conversions
+
+
+def cvt_f32_to_f16(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.f16.f32`` (``__float2half``): RNE, subnormals kept, overflow -> ±Inf.
+    x float32 (any shape); returns float16."""
+    x = require_dtype("x", x, np.float32)
+    with np.errstate(all="ignore"):
+        return x.astype(np.float16)
+
+
+def cvt_f64_to_f16(x: np.ndarray) -> np.ndarray:
+    """float64 -> fp16 with a single RNE (NumPy converts directly, never through float32).
+    x float64; returns float16."""
+    x = require_dtype("x", x, np.float64)
+    with np.errstate(all="ignore"):
+        return x.astype(np.float16)
+
+
+def cvt_f16_to_f32(x: np.ndarray) -> np.ndarray:
+    """``cvt.f32.f16`` (``__half2float``): exact. x float16; returns float32."""
+    x = require_dtype("x", x, np.float16)
+    return x.astype(np.float32)
+
+
+def cvt_f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.bf16.f32`` (``__float2bfloat16``): RNE on the bit pattern, NaN -> quiet NaN.
+
+    x float32; returns ``ml_dtypes.bfloat16``. Bits: ``(u + 0x7FFF + lsb) >> 16`` where lsb is
+    bit 16 of u — the carry out of the low half rounds up, and a tie goes to the even result.
+    """
+    x = require_dtype("x", x, np.float32)
+    u = np.array(x).view(np.uint32).astype(np.uint64)
+    lsb = (u >> np.uint64(16)) & np.uint64(1)
+    rounded = ((u + np.uint64(0x7FFF) + lsb) >> np.uint64(16)).astype(np.uint16)
+    nan_bits = ((u >> np.uint64(16)).astype(np.uint16) | np.uint16(0x0040))
+    out = np.where(np.isnan(x), nan_bits, rounded)
+    return out.astype(np.uint16).view(_bf16())
+
+
+def cvt_f64_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 with a single RNE: round to float32 *to odd*, then RNE to bf16.
+
+    x float64; returns ``ml_dtypes.bfloat16``. (``x.astype(bfloat16)`` in ml_dtypes rounds twice.)
+    """
+    x = require_dtype("x", x, np.float64)
+    with np.errstate(all="ignore"):
+        f = x.astype(np.float32)
+        back = f.astype(np.float64)
+        inexact = np.isfinite(f) & (back != x)
+        even = (np.array(f).view(np.uint32) & 1) == 0
+        toward = np.where(x > back, np.inf, -np.inf).astype(np.float32)
+        f = np.where(inexact & even, np.nextafter(f, toward), f)
+    return cvt_f32_to_bf16(f.astype(np.float32))
+
+
+ROUNDING_TO_INT = ("rni", "rzi", "rmi", "rpi")
+_INT_DTYPES = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
+
+
+def cvt_float_to_int(x: np.ndarray, dtype, mode: str = "rni") -> np.ndarray:
+    """``cvt.{rni,rzi,rmi,rpi}.{s,u}{8,16,32}.{f16,f32,f64}``: round to an integer, saturate.
+
+    x float16/32/64 (any shape); dtype one of int8/uint8/int16/uint16/int32/uint32; mode
+    ``rni`` nearest-even, ``rzi`` toward zero, ``rmi`` toward -Inf, ``rpi`` toward +Inf.
+    PTX: float-to-integer conversions clamp to the destination range and NaN becomes 0.
+    """
+    x = require_float_array("x", x)
+    mode = require_choice("mode", mode, ROUNDING_TO_INT)
+    dtype = require_dtype_arg("dtype", dtype, _INT_DTYPES)
+    info = np.iinfo(dtype)
+    v = x.astype(np.float64)
+    r = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[mode](v)
+    r = np.where(np.isnan(r), 0.0, np.clip(r, info.min, info.max))
+    return r.astype(dtype)
+
+
+def cvt_int_to_f16(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.f16.s32`` / ``__int2half_rn``: RNE (exact for |x| <= 2048). x integer (<= 32-bit)."""
+    x = require_array("x", x) if isinstance(x, np.ndarray) else x
+    if not isinstance(x, np.ndarray) or x.dtype not in [np.dtype(d) for d in _INT_DTYPES]:
+        got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
+        raise DtypeError(f"x: dtype must be an integer type of at most 32 bits; got {got}")
+    with np.errstate(all="ignore"):
+        return x.astype(np.float64).astype(np.float16)  # int32 is exact in float64: one rounding
+
+
+def cvt_int_to_f32(x: np.ndarray) -> np.ndarray:
+    """``cvt.rn.f32.s32`` / ``__int2float_rn``: RNE (exact for |x| <= 2^24). x integer (<= 32-bit)."""
+    x = require_array("x", x) if isinstance(x, np.ndarray) else x
+    if not isinstance(x, np.ndarray) or x.dtype not in [np.dtype(d) for d in _INT_DTYPES]:
+        got = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
+        raise DtypeError(f"x: dtype must be an integer type of at most 32 bits; got {got}")
+    return x.astype(np.float64).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------------------------
+# plain-loop references over the exact rational oracle
+
+_FMT = {_F16: exact.F16, _F32: exact.F32}
+
+
+def _special(result_float: float, dtype) -> np.generic:
+    return np.asarray(result_float, dtype=np.float64).astype(dtype)[()]
+
+
+def _finish(exact_value, zero_negative: bool, fmt, dtype):
+    r = exact.round_fraction(exact_value, fmt, "rne")
+    if isinstance(r, float):
+        return _special(r, dtype)
+    if r == 0:
+        negative = exact_value < 0 if exact_value != 0 else zero_negative
+        return _special(-0.0 if negative else 0.0, dtype)
+    return exact.from_fraction(r, dtype)
+
+
+def add_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Plain loop: each a + b from exact rationals, rounded once (RNE). Same dtype float16/float32,
+    broadcastable shapes. IEEE signs: an exact zero sum is -0 only when both operands are -0."""
+    a, b = _reference_operands(("a", "b"), (a, b))
+    out = np.empty(a.shape, a.dtype)
+    fmt = _FMT[a.dtype]
+    for i in np.ndindex(a.shape):
+        x, y = float(a[i]), float(b[i])
+        if not (np.isfinite(x) and np.isfinite(y)):
+            out[i] = _special(x + y, a.dtype)
+            continue
+        neg_zero = np.signbit(x) and np.signbit(y)
+        out[i] = _finish(exact.to_fraction(x) + exact.to_fraction(y), neg_zero, fmt, a.dtype)
+    return out
+
+
+def mul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Plain loop: each a · b exactly, rounded once (RNE). Same dtype float16/float32, broadcastable."""
+    a, b = _reference_operands(("a", "b"), (a, b))
+    out = np.empty(a.shape, a.dtype)
+    fmt = _FMT[a.dtype]
+    for i in np.ndindex(a.shape):
+        x, y = float(a[i]), float(b[i])
+        if not (np.isfinite(x) and np.isfinite(y)):
+            out[i] = _special(x * y, a.dtype)
+            continue
+        neg = bool(np.signbit(x)) != bool(np.signbit(y))
+        out[i] = _finish(exact.to_fraction(x) * exact.to_fraction(y), neg, fmt, a.dtype)
+    return out
+
+
+def fma_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Plain loop: each a · b + c exactly, rounded once (RNE) — the fused result.
+    Same dtype float16/float32, broadcastable shapes."""
+    a, b, c = _reference_operands(("a", "b", "c"), (a, b, c))
+    out = np.empty(a.shape, a.dtype)
+    fmt = _FMT[a.dtype]
+    for i in np.ndindex(a.shape):
+        out[i] = _fma_one(float(a[i]), float(b[i]), float(c[i]), fmt, a.dtype)
+    return out
+
+
+def fma_reference_scalar(a: np.floating, b: np.floating, c: np.floating) -> np.floating:
+    """:func:`fma_reference` for three scalars of one dtype (np.float16 or np.float32): the same
+    exact-rational fused result, without the array machinery (plain loops that chain one fma
+    after another call this). Returns a scalar of that dtype."""
+    dt = type(a)
+    if dt not in (np.float16, np.float32) or type(b) is not dt or type(c) is not dt:
+        raise DtypeError(f"a, b, c: must be np.float16 or np.float32 scalars of one dtype; got "
+                         f"{type(a).__name__}, {type(b).__name__}, {type(c).__name__}")
+    return _fma_one(float(a), float(b), float(c), _FMT[np.dtype(dt)], dt)
+
+
+def _fma_one(x: float, y: float, z: float, fmt, dtype) -> np.generic:
+    """One exact fused multiply-add of float values (the body of the two fma references)."""
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        return _special(x * y + z, dtype)
+    p = Fraction(x) * Fraction(y)
+    p_neg = math.copysign(1.0, x) != math.copysign(1.0, y)
+    neg_zero = p == 0 and p_neg and math.copysign(1.0, z) < 0 and z == 0
+    return _finish(p + Fraction(z), neg_zero, fmt, dtype)
+
+
+def convert_reference(x: np.ndarray, target: str) -> np.ndarray:
+    """Plain loop: float -> ``target`` ('float16', 'float32' or 'bfloat16') with one RNE.
+    x float16/float32/float64 any shape; returns ``target`` dtype, same shape."""
+    target = require_choice("target", target, ("float16", "float32", "bfloat16"))
+    x = require_dtype("x", x, np.float16, np.float32, np.float64)
+    fmt = {"float16": exact.F16, "float32": exact.F32, "bfloat16": exact.BF16}[target]
+    dtype = _bf16() if target == "bfloat16" else np.dtype(target)
+    out = np.empty(x.shape, dtype)
+    for i in np.ndindex(x.shape):
+        v = float(x[i])
+        if not np.isfinite(v):
+            out[i] = np.asarray(v, np.float32).astype(dtype)
+            continue
+        r = exact.round_fraction(exact.to_fraction(v), fmt, "rne")
+        if isinstance(r, float):
+            out[i] = np.asarray(r, np.float32).astype(dtype)
+        elif r == 0:
+            out[i] = np.asarray(-0.0 if np.signbit(v) else 0.0, np.float32).astype(dtype)
+        else:
+            out[i] = np.asarray(float(r), np.float64).astype(np.float32).astype(dtype)  # exact
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# directed rounding for every PTX rounding modifier (added for refsim.ptx; issue 14)
+#
+# One vectorised primitive, :func:`round_float64`, rounds float64 values once to f16/bf16/f32 in
+# any of the four IEEE modes. Operations whose exact result is not a float64 (sums of distant
+# operands, fma, 64-bit integers) first form a float64 rounded *to odd* (TwoSum + nudge, as in
+# :func:`f32_fma`); RO to 53 bits followed by any rounding to p <= 51 bits is one correct rounding
+# (Boldo & Melquiond 2008). f64 results are exact too: rn through NumPy (IEEE), the directed modes
+# and fma through the plain-Fraction path (slow, rare in kernels). Overflow per IEEE 754 §7.4:
+# rn -> ±Inf; rz -> ±max; rm -> +max / -Inf; rp -> +Inf / -max. Zeros, Inf and NaN pass through.
+
+ROUNDING_MODES = ("rn", "rz", "rm", "rp")
+PTX_FORMATS = {"f16": exact.F16, "bf16": exact.BF16, "f32": exact.F32, "f64": exact.F64}
+
+
+def _fmt(name: str):
+    return PTX_FORMATS[require_choice("fmt", name, tuple(PTX_FORMATS))]
+
+
+def round_float64(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
+    """Round float64 values once to ``fmt`` ('f16', 'bf16', 'f32'; 'f64' is the identity) with
+    ``mode`` ('rn' nearest-even, 'rz', 'rm' toward -Inf, 'rp' toward +Inf).
+
+    x float64 (any shape). Returns float64 (same shape) holding values representable in ``fmt``
+    (or ±Inf/NaN); subnormals are kept. The sign of a zero result is the sign of x.
+    Integer arithmetic on the float64 fields: significand m (53 bits), r = bits below the target's
+    last place, kept = m >> r, then the mode decides whether to add one unit; kept · 2^q is exact.
+    """
+    x = require_dtype("x", x, np.float64)
+    f = _fmt(fmt)
+    mode = require_choice("mode", mode, ROUNDING_MODES)
+    if fmt == "f64":
+        return x.copy()
+    p = f.precision
+    u = x.view(np.uint64).astype(np.int64) & np.int64(0x7FFFFFFFFFFFFFFF)     # |x| bits
+    E = u >> 52
+    frac = u & np.int64((1 << 52) - 1)
+    m = frac | ((E != 0).astype(np.int64) << 52)
+    e = np.maximum(E, np.int64(1)) - 1075                     # |x| = m * 2^e (subnormals: E = 0 -> -1074)
+    lead = e + _bit_length64(m) - 1                          # floor(log2 |x|)
+    q = np.maximum(lead, np.int64(f.emin)) - (p - 1)                   # exponent of the target's last place
+    r = np.minimum(np.maximum(q - e, _I0), _I63)            # bits dropped (>= 53 - p > 0 for live values)
+    kept = m >> r
+    rem = m - (kept << r)
+    half = np.int64(1) << np.maximum(r - 1, _I0)
+    neg = np.signbit(x)
+    if mode == "rn":
+        up = (rem > half) | ((rem == half) & ((kept & 1) == 1))
+    elif mode == "rz":
+        up = np.zeros(x.shape, bool)
+    elif mode == "rm":
+        up = (rem > 0) & neg
+    else:
+        up = (rem > 0) & ~neg
+    kept = kept + up
+    pow2 = ((np.minimum(np.maximum(q, np.int64(-1022)), np.int64(1023)) + 1023) << 52).astype(np.uint64).view(np.float64)
+    with np.errstate(over="ignore"):
+        r_val = kept.astype(np.float64) * pow2               # exact (kept < 2^54)
+    top = 2.0 ** (f.emax + 1)
+    big = (2.0 - 2.0 ** (1 - p)) * 2.0 ** f.emax
+    to_inf = {"rn": np.ones(x.shape, bool), "rz": np.zeros(x.shape, bool), "rm": neg, "rp": ~neg}[mode]
+    r_val = np.where(r_val >= top, np.where(to_inf, np.inf, big), r_val)
+    live = np.isfinite(x) & (x != 0)
+    return np.where(live, np.where(neg, -r_val, r_val), x)
+
+
+_I0, _I63 = np.int64(0), np.int64(63)
+
+
+def _bit_length64(v: np.ndarray) -> np.ndarray:
+    """Bits needed for each non-negative int64 (0 for 0), by binary search on shifts."""
+    v = v.astype(np.int64)
+    n = np.zeros(v.shape, np.int64)
+    for sh in (32, 16, 8, 4, 2, 1):
+        big = (v >> sh) != 0
+        n = n + big.astype(np.int64) * sh
+        v = v >> (big.astype(np.int64) * sh)
+    return n + (v != 0)
+
+
+def round_float64_reference(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
+    """Plain-loop twin of :func:`round_float64` over :func:`round_fraction_directed`."""
+    f = _fmt(fmt)
+    out = np.empty(x.shape, np.float64)
+    for i in np.ndindex(x.shape):
+        v = float(x[i])
+        if not np.isfinite(v) or v == 0:
+            out[i] = v
+            continue
+        r = round_fraction_directed(exact.to_fraction(v), f, mode)
+        out[i] = np.copysign(float(r), v) if not isinstance(r, float) else r
+    return out
+
+
+def round_fraction_directed(x, fmt, mode: str):
+    """Round the exact rational ``x`` (nonzero) to ``fmt`` in 'rn'/'rz'/'rm'/'rp' (oracle, scalar).
+
+    Returns a Fraction, or a float ±inf on overflow per the IEEE rule of the mode.
+    """
+    from fractions import Fraction
+
+    mode = require_choice("mode", mode, ROUNDING_MODES)
+    neg = x < 0
+    away = {"rz": False, "rm": neg, "rp": not neg}.get(mode)
+    if mode == "rn":
+        r = exact.round_fraction(x, fmt, "rne")
+        return r
+    r = exact.round_fraction(x, fmt, "rz")          # magnitude truncated (or ±max on overflow)
+    if isinstance(r, float):
+        r = Fraction(-1 if neg else 1) * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
+    if away and r != x:
+        ax = abs(r)
+        e = max(exact._floor_log2(ax), fmt.emin) if ax else fmt.emin
+        ulp = Fraction(2) ** (e - fmt.precision + 1)
+        ax = ax + ulp
+        if ax >= Fraction(2) ** (fmt.emax + 1):
+            return float("-inf") if neg else float("inf")
+        r = -ax if neg else ax
+    return r
+
+
+def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 a + b as (s, e): s = RN(a + b) and s + e == a + b exactly (finite, no overflow)."""
+    with np.errstate(all="ignore"):
+        s = a + b
+        bb = s - a
+        e = (a - (s - bb)) + (b - bb)
+    return s, np.where(np.isfinite(s), e, 0.0)
+
+
+def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The float64 rounded *to odd* of the exact value s + e (s = RN(s + e), e from :func:`two_sum`)."""
+    even = (s.view(np.int64) & 1) == 0
+    nudge = np.isfinite(s) & (e != 0) & even
+    with np.errstate(all="ignore"):
+        return np.where(nudge, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+
+
+def round_sum64(s: np.ndarray, e: np.ndarray, mode: str) -> np.ndarray:
+    """The exact value s + e (from :func:`two_sum`) rounded once to float64 in ``mode``."""
+    mode = require_choice("mode", mode, ROUNDING_MODES)
+    if mode == "rn":
+        return s.copy()
+    with np.errstate(all="ignore"):
+        if mode == "rz":
+            step = (e != 0) & ((e > 0) != (s > 0))
+            return np.where(step, np.nextafter(s, 0.0), s)
+        toward = np.inf if mode == "rp" else -np.inf
+        step = (e > 0) if mode == "rp" else (e < 0)
+        return np.where(step, np.nextafter(s, toward), s)
+
+
+def _zero_sum_sign(x: np.ndarray, y: np.ndarray, mode: str) -> np.ndarray:
+    """Sign (True = negative) of an exact-zero x + y: -0 iff both are -0, or mode 'rm' unless both +0."""
+    both_neg = np.signbit(x) & np.signbit(y) & (x == 0) & (y == 0)
+    both_pos = ~np.signbit(x) & ~np.signbit(y) & (x == 0) & (y == 0)
+    return both_neg | ((mode == "rm") & ~both_pos)
+
+
+def fp_add(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
+    """``add{.rn,.rz,.rm,.rp}`` on values of ``fmt`` held exactly in float64 arrays a, b.
+
+    Returns float64 values representable in ``fmt`` (one correct rounding of a + b). f64 directed
+    modes use :func:`two_sum` and :func:`round_sum64`.
+    """
+    a = require_dtype("a", a, np.float64)
+    b = require_dtype("b", b, np.float64)
+    s, e = two_sum(a, b)
+    if fmt == "f64":
+        r = round_sum64(s, e, mode)
+        overflow = np.isinf(s) & np.isfinite(a) & np.isfinite(b)
+        if mode != "rn":
+            big = np.finfo(np.float64).max
+            to_inf = {"rz": np.zeros(s.shape, bool), "rm": s < 0, "rp": s > 0}[mode]
+            r = np.where(overflow & ~to_inf, np.copysign(big, s), r)
+    else:
+        r = round_float64(round_to_odd(s, e), fmt, mode)
+    zero = (s == 0) & (e == 0)
+    return np.where(zero, np.where(_zero_sum_sign(a, b, mode), -0.0, 0.0), r)
+
+
+def fp_mul(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
+    """``mul`` in any mode for f16/bf16/f32 values in float64 (the product is exact in float64);
+    ``f64`` through the exact plain loop (:func:`fp_reference`) unless mode is 'rn'."""
+    a = require_dtype("a", a, np.float64)
+    b = require_dtype("b", b, np.float64)
+    if fmt == "f64":
+        if mode == "rn":
+            with np.errstate(all="ignore"):
+                return a * b
+        return fp_reference("mul", (a, b), fmt, mode)
+    with np.errstate(all="ignore"):
+        return round_float64(a * b, fmt, mode)
+
+
+def fp_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: str, mode: str) -> np.ndarray:
+    """``fma`` (a·b + c rounded once) in any mode; f16/bf16/f32 vectorised (exact product, RO sum),
+    f64 through the exact plain loop."""
+    a = require_dtype("a", a, np.float64)
+    b = require_dtype("b", b, np.float64)
+    c = require_dtype("c", c, np.float64)
+    if fmt == "f64":
+        return fp_reference("fma", (a, b, c), fmt, mode)
+    with np.errstate(all="ignore"):
+        p = a * b
+    s, e = two_sum(p, c)
+    r = round_float64(round_to_odd(s, e), fmt, mode)
+    zero = (s == 0) & (e == 0)
+    return np.where(zero, np.where(_zero_sum_sign(p, c, mode), -0.0, 0.0), r)
+
+
+def fp_div(a: np.ndarray, b: np.ndarray, fmt: str) -> np.ndarray:
+    """``div.rn`` / ``rcp.rn`` (a = 1): f16/bf16/f32 via the float64 quotient rounded to nearest
+    (double rounding is innocuous since 53 >= 2p + 2, Figueroa 1995); f64 is IEEE division."""
+    with np.errstate(all="ignore"):
+        q = require_dtype("a", a, np.float64) / require_dtype("b", b, np.float64)
+    return q if fmt == "f64" else round_float64(q, fmt, "rn")
+
+
+def fp_sqrt(a: np.ndarray, fmt: str) -> np.ndarray:
+    """``sqrt.rn``: float64 sqrt rounded to nearest (innocuous double rounding, as :func:`fp_div`)."""
+    with np.errstate(all="ignore"):
+        r = np.sqrt(require_dtype("a", a, np.float64))
+    return r if fmt == "f64" else round_float64(r, fmt, "rn")
+
+
+def int_to_float(v: np.ndarray, signed: bool, fmt: str, mode: str) -> np.ndarray:
+    """``cvt.{rn,rz,rm,rp}.<float>.{s,u}{8..64}``: integers (int64 or uint64 array) rounded once.
+
+    The value is split into two float64-exact halves, summed with :func:`two_sum`, then rounded
+    (to odd and to ``fmt``, or directly for f64). Returns float64 values representable in ``fmt``.
+    """
+    v = np.asarray(v)
+    u = v.astype(np.uint64) if not signed else v.astype(np.int64).astype(np.uint64)
+    hi = (u >> np.uint64(32)).astype(np.int64)
+    if signed:
+        hi = np.where(hi >= 2**31, hi - 2**32, hi)
+    lo = (u & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    s, e = two_sum(np.ldexp(hi.astype(np.float64), 32), lo)
+    if fmt == "f64":
+        return round_sum64(s, e, mode)
+    return round_float64(round_to_odd(s, e), fmt, mode)
+
+
+def fp_reference(name: str, args: tuple, fmt: str, mode: str) -> np.ndarray:
+    """Plain loop over :class:`fractions.Fraction`: ``name`` in 'add', 'mul', 'fma'
+    applied to float64 arrays ``args`` (exact values of ``fmt``) and rounded once in ``mode``.
+
+    Twin of :func:`fp_add`, :func:`fp_mul`, :func:`fp_fma` (and the exact f64 path of the last
+    two). IEEE specials: NaN in -> NaN; Inf arithmetic as IEEE; an exact-zero sum is -0 iff both
+    addends are -0, or the mode is 'rm' and not both are +0.
+    """
+    f = _fmt(fmt)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in args))
+    args = [np.broadcast_to(x, shape) for x in args]
+    out = np.empty(shape, np.float64)
+    for i in np.ndindex(shape):
+        xs = [float(x[i]) for x in args]
+        if not all(np.isfinite(xs)):
+            out[i] = _special_reference(name, xs)
+            continue
+        fr = [exact.to_fraction(x) for x in xs]
+        if name == "mul":
+            val = fr[0] * fr[1]
+        elif name == "add":
+            val, p_val, p_neg, c_val, c_neg = fr[0] + fr[1], fr[0], np.signbit(xs[0]), fr[1], np.signbit(xs[1])
+        else:
+            p_val, c_val = fr[0] * fr[1], fr[2]
+            val, p_neg, c_neg = p_val + c_val, np.signbit(xs[0]) != np.signbit(xs[1]), np.signbit(xs[2])
+        if val == 0:
+            if name == "mul":
+                neg = np.signbit(xs[0]) != np.signbit(xs[1])
+            elif p_val == 0 and c_val == 0 and p_neg == c_neg:
+                neg = bool(p_neg)
+            else:
+                neg = mode == "rm"
+            out[i] = -0.0 if neg else 0.0
+            continue
+        r = round_fraction_directed(val, f, mode)
+        if isinstance(r, float):
+            out[i] = r
+        else:
+            out[i] = float(r) if r != 0 else (-0.0 if val < 0 else 0.0)
+    return out
+
+
+def _special_reference(name: str, xs: list) -> float:
+    """IEEE result of ``name`` when some operand is Inf or NaN (exact rounding is moot)."""
+    with np.errstate(all="ignore"):
+        if name == "add":
+            return xs[0] + xs[1]
+        if name == "mul":
+            return xs[0] * xs[1]
+        a, b, c = xs
+        if np.isfinite(a) and np.isfinite(b):
+            return c
+        return np.float64(a) * np.float64(b) + c

@@ -1,0 +1,507 @@
+"""Bit-exact models of the NVIDIA tensor-core dot product (HMMA with fp16 inputs), per architecture.
+
+Spec
+----
+operation       one hardware block: ``d = rho(c + sum_{i<L} a_i * b_i)`` — a *truncated fused
+                dot-product-add* (T-FDPA), not IEEE arithmetic:
+                1. products a_i*b_i exact, alignment exponent ep_i = e(a_i) + e(b_i) (the product
+                   significand in [0, 4) is NOT renormalised); a zero product has ep = e_zero;
+                2. c's exponent e(c) (its own format's emin for subnormals; e_zero when c == 0);
+                3. E = max(all ep_i, e(c));
+                4. every term truncated toward zero (sign-magnitude) onto the grid 2^(E - F);
+                5. exact integer sum S;
+                6. one conversion rho: fp32 output round-toward-zero (subnormals kept; |d| >= 2^128
+                   gives ±Inf), fp16 output round-to-nearest-even (overflow ±Inf).
+                NaN in, Inf·0, or +Inf with -Inf -> canonical NaN (0x7FFF / 0x7FFFFFFF); one Inf
+                sign -> that Inf; an exact-zero result is -0 only if every product is -0 and c is -0.
+chaining        ``mma.sync.m16n8k16``: d = c; for each block of L along k (low k first):
+                d = T-FDPA(a[k0:k0+L], b[k0:k0+L], d), d rounded to the D type between blocks.
+                Ampere/Ada: two blocks of 8; Hopper mma.sync: one block of 16.
+parameters      (L, F, e_zero f32-acc, e_zero f16-acc), numerics.md §1.4/§1.9:
+                    sm_70 (4, 23, -131, -20)      Volta, reference only (m8n8k4 datapath)
+                    sm_80/86/89 (8, 24, -132, -21) Ampere, Ampere GA10x, Ada
+                    sm_87 = sm_80 parameters, UNVERIFIED (no public hardware data for Orin)
+                    sm_90 (16, 25, -133, -22)      Hopper ``mma.sync`` (not ``wgmma``)
+implementation  integers only (numerics.md §1.9): operands split into (sign, integer significand,
+                exponent); shifts and the sum in int64; the single output rounding done on the
+                integer. No host floating-point mode or contraction can change a bit.
+validation      bit-exact on 5000 hardware rows each of A100 (sm_80), H100 (sm_90), V100 (sm_70)
+                for fp32 and fp16 output (``tests/arith/test_tensor_core.py``, data from
+                north-numerical-computing/MATLAB-tensor-core ``model_validation``, BSD-2-Clause;
+                Khattak & Mikaitis, arXiv:2512.07004). Parameters as in MMA-Sim
+                (microsoft/MMA-Sim ``mmasim/simulator/nv_ptx.py``) and Khattak–Mikaitis ``models/*.m``.
+                Not covered by hardware data: the split order inside m16n8k16 (MMA-Sim's
+                randomized testing), NaN/Inf/-0 rules, the e_zero floor for tiny fp16 sums.
+
+Alignment and truncation of one Ampere block (F = 24) in a picture; E = 3 here::
+
+    grid 2^(E-F) = 2^-21:   |<------ 24 fraction bits kept below 2^E ------>|
+    p0 = 1.1010 x 2^3       1101 0000 0000 0000 0000 0000 000
+    p1 = 1.0110 x 2^-20     0000 0000 0000 0000 0000 0010 110|xx  <- bits below the grid dropped
+    c  = -1.1 x 2^-22       0000 0000 0000 0000 0000 0000 000|11  <- toward zero: becomes 0
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from refsim._validate import require_array, require_choice, require_dtype
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim.arith import exact
+
+__all__ = [
+    "TensorCoreModel", "MODELS", "ARCHS", "model", "fdpa", "fdpa_reference",
+    "mma_m16n8k16", "mma_m16n8k16_reference", "mma_int", "mma_int_reference",
+    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps",
+]
+
+
+@dataclass(frozen=True)
+class TensorCoreModel:
+    """Parameters of one architecture's fp16-input HMMA datapath (see the module spec)."""
+
+    arch: str
+    block: int            # L: products per hardware block
+    frac_bits: int        # F: fraction bits kept below the largest exponent
+    e_zero_f32: int       # alignment exponent of a zero term, fp32 accumulation
+    e_zero_f16: int       # alignment exponent of a zero term, fp16 accumulation
+    verified: bool        # validated bit for bit on published hardware data
+    note: str
+
+
+MODELS: dict[str, TensorCoreModel] = {
+    "sm_70": TensorCoreModel("sm_70", 4, 23, -131, -20, True, "V100 data (5000 rows)"),
+    "sm_80": TensorCoreModel("sm_80", 8, 24, -132, -21, True, "A100 data (5000 rows)"),
+    "sm_86": TensorCoreModel("sm_86", 8, 24, -132, -21, True, "A2 (sm_86) data re-checked in numerics.md §1.6; not in the shared data set"),
+    "sm_87": TensorCoreModel("sm_87", 8, 24, -132, -21, False,
+                             "UNVERIFIED: Orin has no public hardware data; sm_80 parameters assumed"),
+    "sm_89": TensorCoreModel("sm_89", 8, 24, -132, -21, True, "L40S/RTX-1000 (sm_89) data re-checked in numerics.md §1.6; not in the shared data set"),
+    "sm_90": TensorCoreModel("sm_90", 16, 25, -133, -22, True, "H100 data (5000 rows); mma.sync only"),
+}
+ARCHS = tuple(MODELS)
+
+
+def model(arch: str) -> TensorCoreModel:
+    """The :class:`TensorCoreModel` for ``arch`` (one of :data:`ARCHS`)."""
+    return MODELS[require_choice("arch", arch, ARCHS)]
+
+
+# ----------------------------------------------------------------------------------------------
+# operand decomposition (integers only)
+
+_OUT = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+
+
+def _split(u: np.ndarray, exp_bits: int, frac_bits: int):
+    """IEEE bits (uint) -> (negative, significand m, exponent e, special) with
+    |x| = m * 2^(e - frac_bits); subnormals take the minimum exponent, special = Inf/NaN."""
+    u = u.astype(np.int64)
+    bias = (1 << (exp_bits - 1)) - 1
+    neg = (u >> (exp_bits + frac_bits)) & 1
+    eb = (u >> frac_bits) & ((1 << exp_bits) - 1)
+    f = u & ((1 << frac_bits) - 1)
+    m = np.where(eb == 0, f, f | (1 << frac_bits))
+    e = np.where(eb == 0, 1 - bias, eb - bias)
+    return neg.astype(bool), m, e, eb == (1 << exp_bits) - 1
+
+
+def _split_f16(u: np.ndarray):
+    """uint16 bits -> (negative, m, e, special) with |x| = m * 2^(e - 10)."""
+    return _split(u, 5, 10)
+
+
+def _split_f32(u: np.ndarray):
+    """uint32 bits -> (negative, m, e, special) with |x| = m * 2^(e - 23)."""
+    return _split(u, 8, 23)
+
+
+def _shift(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """x * 2^s truncated toward zero, for x >= 0 int64: left shift (s > 0) or right shift."""
+    left = np.left_shift(x, np.clip(s, 0, 62))
+    right = np.right_shift(x, np.clip(-s, 0, 63))
+    return np.where(s >= 0, left, right)
+
+
+def _round_out(S: np.ndarray, scale: np.ndarray, out: str) -> np.ndarray:
+    """Round the exact value S * 2^scale (S int64, |S| < 2^53) once to the output format.
+
+    fp32: toward zero to 24 significant bits (quantum >= 2^-149), >= 2^128 -> Inf.
+    fp16: to nearest even with 11 significant bits (quantum >= 2^-24), >= 65520 -> Inf.
+    Returns float64 values that are exactly representable in the output dtype (or ±Inf).
+    """
+    mag = np.abs(S)
+    _, nbits = np.frexp(mag.astype(np.float64))  # |S| < 2^nbits, exact since |S| < 2^53
+    ex = nbits.astype(np.int64) - 1 + scale       # exponent of the leading bit
+    if out == "f32":
+        q = np.maximum(ex, -126) - 23
+    else:
+        q = np.maximum(ex, -14) - 10
+    r = np.clip(q - scale, 0, 60)                 # bits to drop
+    kept = mag >> r
+    if out == "f16":
+        rem = mag - (kept << r)
+        half = np.where(r > 0, np.left_shift(np.int64(1), np.maximum(r - 1, 0)), 0)
+        up = (r > 0) & ((rem > half) | ((rem == half) & ((kept & 1) == 1)))
+        kept = kept + up
+    with np.errstate(over="ignore"):
+        val = np.ldexp(kept.astype(np.float64), (scale + r).astype(np.int32))
+    return np.where(S < 0, -val, val)
+
+
+def _fdpa_core(arch_model, a_bits, b_bits, c_bits, c_kind: str, out: str):
+    """Vectorised T-FDPA on bit patterns. a_bits, b_bits uint16 (..., L); c_bits uint16/uint32 (...).
+    Returns the result bits (uint32 for f32 output, uint16 for f16 output), shape (...)."""
+    F = arch_model.frac_bits
+    e_zero = arch_model.e_zero_f32 if out == "f32" else arch_model.e_zero_f16
+    an, am, ae, asp = _split_f16(a_bits)
+    bn, bm, be, bsp = _split_f16(b_bits)
+    if c_kind == "f32":
+        cn, cm, ce, csp = _split_f32(c_bits)
+        cfrac = 23
+    else:
+        cn, cm, ce, csp = _split_f16(c_bits)
+        cfrac = 10
+    # specials are decided separately; zero them out of the integer path
+    am = np.where(asp, 0, am)
+    bm = np.where(bsp, 0, bm)
+    cm = np.where(csp, 0, cm)
+    P = am * bm                                       # exact, <= 22 bits
+    pn = an ^ bn
+    ep = np.where(P == 0, e_zero, ae + be)            # not renormalised
+    ec = np.where(cm == 0, e_zero, ce)
+    E = np.maximum(ep.max(axis=-1), ec)               # (...)
+    T = _shift(P, ep - E[..., None] + F - 20)         # products carry 20 fraction bits
+    Tc = _shift(cm, ec - E + F - cfrac)
+    S = np.where(pn, -T, T).sum(axis=-1) + np.where(cn, -Tc, Tc)
+    val = _round_out(S, E - F, out)
+
+    out_dtype = np.float32 if out == "f32" else np.float16
+    with np.errstate(over="ignore", invalid="ignore"):
+        res = val.astype(out_dtype)
+    # signed zero: -0 only if every product is a (negative) zero and c is -0
+    all_neg_zero = (pn & (P == 0)).all(axis=-1) & cn & (cm == 0)
+    res = np.where((S == 0) & all_neg_zero, out_dtype(-0.0), res)
+    res = np.where((S == 0) & ~all_neg_zero, out_dtype(0.0), res)
+    # specials: NaN inputs, Inf*0, +Inf with -Inf
+    a_nan = asp & ((a_bits.astype(np.int64) & 0x3FF) != 0)
+    b_nan = bsp & ((b_bits.astype(np.int64) & 0x3FF) != 0)
+    a_inf, b_inf = asp & ~a_nan, bsp & ~b_nan
+    c_frac_mask = 0x7FFFFF if c_kind == "f32" else 0x3FF
+    c_nan = csp & ((c_bits.astype(np.int64) & c_frac_mask) != 0)
+    c_inf = csp & ~c_nan
+    a_zero = ~asp & (am == 0)
+    b_zero = ~bsp & (bm == 0)
+    p_nan = a_nan | b_nan | (a_inf & b_zero) | (b_inf & a_zero)
+    p_inf = (a_inf | b_inf) & ~p_nan
+    pos_inf = (p_inf & ~pn).any(axis=-1) | (c_inf & ~cn)
+    neg_inf = (p_inf & pn).any(axis=-1) | (c_inf & cn)
+    nan = p_nan.any(axis=-1) | c_nan | (pos_inf & neg_inf)
+    res = np.where(pos_inf, out_dtype(np.inf), res)
+    res = np.where(neg_inf, out_dtype(-np.inf), res)
+    ubits = np.uint32 if out == "f32" else np.uint16
+    bits = np.asarray(res, dtype=out_dtype).view(ubits)
+    canonical = ubits(0x7FFFFFFF) if out == "f32" else ubits(0x7FFF)
+    return np.where(nan, canonical, bits).astype(ubits)
+
+
+def _check_fdpa_args(arch, a, b, c, out_dtype):
+    m = model(arch)
+    a = require_dtype("a", a, np.float16)
+    b = require_dtype("b", b, np.float16)
+    c = require_array("c", c)
+    if c.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise DtypeError(f"c: dtype must be float32 or float16; got {c.dtype}")
+    try:
+        od = np.dtype(out_dtype)
+    except TypeError as err:
+        raise DtypeError(f"out_dtype: must be numpy.float32 or numpy.float16; got {out_dtype!r}") from err
+    if od not in _OUT:
+        raise DtypeError(f"out_dtype: must be numpy.float32 or numpy.float16; got {out_dtype!r}")
+    if a.ndim < 1 or a.shape[-1] != m.block:
+        raise ShapeError(f"a: last axis must be the {arch} block length {m.block}; got shape {a.shape}")
+    if b.shape != a.shape:
+        raise ShapeError(f"b: shape must equal a's {a.shape}; got {b.shape}")
+    if c.shape != a.shape[:-1]:
+        raise ShapeError(f"c: shape must be a.shape[:-1] = {a.shape[:-1]}; got {c.shape}")
+    return m, a, b, c, od
+
+
+def fdpa(arch: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, out_dtype) -> np.ndarray:
+    """One tensor-core hardware block: ``d = c + sum(a * b, axis=-1)`` as ``arch`` computes it.
+
+    arch: one of 'sm_70', 'sm_80', 'sm_86', 'sm_87', 'sm_89', 'sm_90' ('sm_87' is sm_80's model,
+    unverified). a, b: float16 (..., L), L = 4, 8, 8, 8, 8, 16 respectively. c: float32 or float16,
+    shape (...). out_dtype: np.float32 (round toward zero) or np.float16 (round to nearest even).
+    Returns out_dtype (...). Zero terms use the e_zero of the *output* (accumulator) type; c is
+    decoded in its own format. Hardware-validated combinations: (c f32, out f32), (c f16, out f16).
+    """
+    m, a, b, c, od = _check_fdpa_args(arch, a, b, c, out_dtype)
+    c_kind = "f32" if c.dtype == np.float32 else "f16"
+    c_bits = np.array(c).view(np.uint32 if c_kind == "f32" else np.uint16)
+    bits = _fdpa_core(m, np.array(a).view(np.uint16), np.array(b).view(np.uint16), c_bits, c_kind, _OUT[od])
+    return bits.view(od)
+
+
+# ----------------------------------------------------------------------------------------------
+# plain-loop reference with exact rationals (straight from the spec, one block at a time)
+
+
+def _e_of(x: float, emin: int) -> int:
+    return max(exact._floor_log2(abs(Fraction(x))), emin)
+
+
+def fdpa_reference(arch: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, out_dtype) -> np.ndarray:
+    """Plain-loop twin of :func:`fdpa` with :class:`fractions.Fraction` arithmetic; same contract."""
+    m, a, b, c, od = _check_fdpa_args(arch, a, b, c, out_dtype)
+    out = _OUT[od]
+    e_zero = m.e_zero_f32 if out == "f32" else m.e_zero_f16
+    c_emin = -126 if c.dtype == np.float32 else -14
+    fmt = exact.F32 if out == "f32" else exact.F16
+    res = np.empty(c.shape, od)
+    for idx in np.ndindex(c.shape):
+        av = [float(x) for x in a[idx]]
+        bv = [float(x) for x in b[idx]]
+        cv = float(c[idx])
+        prods = [x * y for x, y in zip(av, bv)]  # Python float: only used for the special cases
+        if any(np.isnan(v) for v in av + bv + [cv]) or any(
+            (np.isinf(x) and y == 0) or (np.isinf(y) and x == 0) for x, y in zip(av, bv)
+        ):
+            res[idx] = np.nan
+            continue
+        infs = [v for v in prods + [cv] if np.isinf(v)]
+        if infs:
+            res[idx] = np.nan if (min(infs) < 0 < max(infs)) else infs[0]
+            continue
+        terms, exps = [], []
+        for x, y in zip(av, bv):
+            p = Fraction(x) * Fraction(y)
+            terms.append(p)
+            exps.append(e_zero if p == 0 else _e_of(x, -14) + _e_of(y, -14))
+        terms.append(Fraction(cv))
+        exps.append(e_zero if cv == 0 else _e_of(cv, c_emin))
+        E = max(exps)
+        grid = Fraction(2) ** (E - m.frac_bits)
+        S = Fraction(0)
+        for t in terms:
+            q = abs(t) / grid
+            S += (1 if t >= 0 else -1) * (q.numerator // q.denominator) * grid
+        if S == 0:
+            negzero = all(np.signbit(x) != np.signbit(y) for x, y in zip(av, bv) if x * y == 0) and all(
+                x * y == 0 for x, y in zip(av, bv)) and cv == 0 and np.signbit(cv)
+            res[idx] = -0.0 if negzero else 0.0
+            continue
+        r = exact.round_fraction(S, fmt, "rz_inf" if out == "f32" else "rne")
+        res[idx] = r if isinstance(r, float) else exact.from_fraction(r, od)
+    if out == "f32":
+        bits = res.view(np.uint32)
+        return np.where(np.isnan(res), np.uint32(0x7FFFFFFF), bits).astype(np.uint32).view(np.float32)
+    bits = res.view(np.uint16)
+    return np.where(np.isnan(res), np.uint16(0x7FFF), bits).astype(np.uint16).view(np.float16)
+
+
+# ----------------------------------------------------------------------------------------------
+# the full instruction
+
+
+def _check_mma(A, B, C):
+    A = require_dtype("A", A, np.float16)
+    B = require_dtype("B", B, np.float16)
+    C = require_array("C", C)
+    if C.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
+        raise DtypeError(f"C: dtype must be float32 or float16; got {C.dtype}")
+    if A.shape[-2:] != (16, 16):
+        raise ShapeError(f"A: trailing shape must be (16, 16) (M, K); got {A.shape}")
+    if B.shape[-2:] != (16, 8):
+        raise ShapeError(f"B: trailing shape must be (16, 8) (K, N); got {B.shape}")
+    if C.shape[-2:] != (16, 8):
+        raise ShapeError(f"C: trailing shape must be (16, 8) (M, N); got {C.shape}")
+    return A, B, C
+
+
+def mma_m16n8k16(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtype=None) -> np.ndarray:
+    """``mma.sync.aligned.m16n8k16.row.col.{f32,f16}.f16.f16.{f32,f16}`` as ``arch`` computes it.
+
+    A float16 (..., 16, 16) (M, K), B float16 (..., 16, 8) (K, N), C float32 or float16
+    (..., 16, 8) (M, N); leading axes broadcast (vectorise over many instructions).
+    out_dtype defaults to C's dtype. Returns D (..., 16, 8). Each D[i, j] is the chain of
+    ``16 // L`` :func:`fdpa` blocks over k, lowest k first, rounded to the D type in between.
+    (sm_70 has no m16n8k16; there the chain of four 4-blocks is a reference, not an instruction.)
+    """
+    A, B, C = _check_mma(A, B, C)
+    m = model(arch)
+    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
+    lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], C.shape[:-2])
+    A = np.broadcast_to(A, lead + (16, 16))
+    Bt = np.broadcast_to(np.swapaxes(B, -1, -2), lead + (8, 16))  # (..., N, K)
+    d = np.broadcast_to(C, lead + (16, 8))
+    for k0 in range(0, 16, m.block):
+        a = np.broadcast_to(A[..., :, None, k0:k0 + m.block], lead + (16, 8, m.block))
+        b = np.broadcast_to(Bt[..., None, :, k0:k0 + m.block], lead + (16, 8, m.block))
+        d = fdpa(arch, a, b, np.ascontiguousarray(d), od)
+    return d
+
+
+def mma_m16n8k16_reference(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtype=None):
+    """Plain-loop twin of :func:`mma_m16n8k16` for one instruction (A (16,16), B (16,8), C (16,8))."""
+    A, B, C = _check_mma(A, B, C)
+    m = model(arch)
+    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
+    D = np.empty((16, 8), od)
+    for i in range(16):
+        for j in range(8):
+            d = np.asarray(C[i, j])
+            for k0 in range(0, 16, m.block):
+                d = fdpa_reference(arch, A[i, k0:k0 + m.block], B[k0:k0 + m.block, j], d, od)
+            D[i, j] = d
+    return D
+
+
+# ----------------------------------------------------------------------------------------------
+# integer mma
+
+_INT_RANGES = {"s4": (-8, 7), "u4": (0, 15), "s8": (-128, 127), "u8": (0, 255)}
+
+
+def _check_int(A, B, C, atype, btype):
+    for name, x, t in (("A", A, atype), ("B", B, btype)):
+        require_choice(f"{name} type", t, tuple(_INT_RANGES))
+        if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.integer):
+            raise DtypeError(f"{name}: dtype must be an integer type holding {t} values; got "
+                             f"{getattr(x, 'dtype', type(x).__name__)}")
+        lo, hi = _INT_RANGES[t]
+        if x.size and (int(x.min()) < lo or int(x.max()) > hi):
+            bad = int(x.min()) if int(x.min()) < lo else int(x.max())
+            raise FormatRuleError(f"{name}: {t} values must lie in [{lo}, {hi}]; got {bad}")
+    C = require_dtype("C", C, np.int32)
+    if A.shape[-1] != B.shape[-2] or A.shape[-2] != C.shape[-2] or B.shape[-1] != C.shape[-1]:
+        raise ShapeError(f"A, B, C: shapes must be (..., M, K), (..., K, N), (..., M, N); got "
+                         f"{A.shape}, {B.shape}, {C.shape}")
+    return C
+
+
+def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, atype: str = "s4", btype: str = "s4",
+            satfinite: bool = False) -> np.ndarray:
+    """Integer ``mma`` (e.g. ``m16n8k64.row.col.s32.s4.s4.s32``): D = C + A @ B exactly in int32.
+
+    A integer (..., M, K) with values in the ``atype`` range, B (..., K, N) in ``btype``'s,
+    C int32 (..., M, N). Overflow wraps modulo 2^32, or clamps to [-2^31, 2^31 - 1] with
+    ``satfinite=True`` (PTX ``.satfinite``). Returns int32 (..., M, N).
+    """
+    C = _check_int(A, B, C, atype, btype)
+    acc = C.astype(np.int64) + np.matmul(A.astype(np.int64), B.astype(np.int64))
+    if satfinite:
+        return np.clip(acc, -(2**31), 2**31 - 1).astype(np.int32)
+    return ((acc + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def mma_int_reference(A, B, C, *, atype: str = "s4", btype: str = "s4", satfinite: bool = False):
+    """Plain-loop twin of :func:`mma_int` for 2-D operands, with Python integers."""
+    C = _check_int(A, B, C, atype, btype)
+    M, K = A.shape
+    N = B.shape[1]
+    D = np.empty((M, N), np.int32)
+    for i in range(M):
+        for j in range(N):
+            s = int(C[i, j]) + sum(int(A[i, k]) * int(B[k, j]) for k in range(K))
+            if satfinite:
+                s = min(max(s, -(2**31)), 2**31 - 1)
+            else:
+                s = (s + 2**31) % 2**32 - 2**31
+            D[i, j] = s
+    return D
+
+
+# ----------------------------------------------------------------------------------------------
+# fast path for kernel emulation: finite fp16 operands, fp32 accumulators, whole k16 steps
+
+
+class MmaOperand:
+    """A finite fp16 operand prepared once for many :func:`mma_k16_f32` calls.
+
+    bits: uint16 view of the fp16 data (what the compiled path reads); values: float64 copy
+    (exact); exps: e(x) = max(floor(log2|x|), -14) as int64 (the alignment exponent of the T-FDPA
+    model; zeros get -14 here and are handled by e_zero). values and exps are computed on first
+    use (the compiled path never needs them).
+    """
+
+    def __init__(self, x: np.ndarray):
+        x = require_dtype("operand", x, np.float16)
+        if not np.isfinite(x).all():
+            raise DtypeError("operand: the fast mma path needs finite fp16 values; use mma_m16n8k16 for NaN/Inf")
+        self.bits = np.ascontiguousarray(x).view(np.uint16)
+
+    @functools.cached_property
+    def values(self) -> np.ndarray:
+        return self.bits.view(np.float16).astype(np.float64)
+
+    @functools.cached_property
+    def exps(self) -> np.ndarray:
+        _, ex = np.frexp(self.values)
+        return np.maximum(ex.astype(np.int64) - 1, -14)
+
+
+def mma_k16_f32(arch: str, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.ndarray:
+    """Chained T-FDPA over one k16 step with fp32 accumulation, on broadcast blocks (fast path).
+
+    a_vals/a_exps: float64/int64 (..., M, 1, 16); b_vals/b_exps: (..., 1, N, 16) (k last);
+    c: float32 (..., M, N). Returns float32 (..., M, N) = what ``mma.m16n8k16 .f32`` gives for every
+    (row, column) pair, bit for bit equal to :func:`fdpa` chained over the blocks of ``arch`` for
+    finite inputs (tested). Integer-valued float64 arithmetic: products are exact, scaling by
+    powers of two is exact, truncated terms are integers below 2^27 and their sum below 2^53.
+    """
+    m = model(arch)
+    F, e_zero = m.frac_bits, m.e_zero_f32
+    d = c
+    for k0 in range(0, 16, m.block):
+        sl = slice(k0, k0 + m.block)
+        p = a_vals[..., sl] * b_vals[..., sl]                     # exact products (..., M, N, L)
+        ep = np.where(p == 0, e_zero, a_exps[..., sl] + b_exps[..., sl])
+        d64 = d.astype(np.float64)
+        _, cex = np.frexp(d64)
+        ec = np.where(d64 == 0, e_zero, np.maximum(cex.astype(np.int64) - 1, -126))
+        E = np.maximum(ep.max(axis=-1), ec)                        # (..., M, N)
+        up = np.ldexp(1.0, F - E)                                  # 2^(F-E), exact
+        S = np.trunc(p * up[..., None]).sum(axis=-1) + np.trunc(d64 * up)
+        v = S * np.ldexp(1.0, E - F)                               # exact: |S| < 2^53
+        with np.errstate(over="ignore"):
+            f = v.astype(np.float32)                               # RN ...
+            too_far = np.abs(f.astype(np.float64)) > np.abs(v)
+            f = np.where(too_far, np.nextafter(f, np.float32(0)), f)  # ... corrected to RZ
+            f = np.where(np.abs(v) >= 2.0**128, np.copysign(np.float32(np.inf), v).astype(np.float32), f)
+        negzero = (S == 0) & np.signbit(d) & (d == 0) & ((p == 0) & np.signbit(p)).all(axis=-1)
+        d = np.where(negzero, np.float32(-0.0), f).astype(np.float32)
+    return d
+
+
+def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarray, acc: np.ndarray,
+                      *, rows: slice = slice(None), native: bool | None = None) -> np.ndarray:
+    """One k16 step of several k-warps: ``acc[w]`` chained through the k16 block ``kblocks[w]``.
+
+    a: :class:`MmaOperand` of A (M, K) (``rows`` selects R of its rows); b: :class:`MmaOperand` of
+    B (K, N); kblocks: int (W,) k16 block index per k-warp; acc: float32 (W, R, N). Returns the
+    new float32 (W, R, N) accumulators, bit for bit what :func:`mma_k16_f32` gives on the
+    gathered blocks. native: None = the compiled kernel of :mod:`refsim.native.emulators` when it
+    is available, else NumPy; False = NumPy (the readable reference); True = compiled.
+    """
+    m = model(arch)
+    kblocks = np.asarray(kblocks, np.int64)
+    W = kblocks.size
+    from refsim.native import emulators as nat
+
+    use_native = nat.available() if native is None else native
+    if use_native:
+        out = np.array(acc, dtype=np.float32, order="C", copy=True)
+        nat.mma_k16_f32_blocks(m.block, m.frac_bits, m.e_zero_f32, a.bits[rows], b.bits, 16 * kblocks, out)
+        return out
+    kidx = (16 * kblocks[:, None] + np.arange(16)).ravel()                 # (W*16,)
+    av, ae = a.values[rows][:, kidx], a.exps[rows][:, kidx]                  # (R, W*16)
+    R, n = av.shape[0], b.values.shape[1]
+    av = av.reshape(R, W, 16).transpose(1, 0, 2)[:, :, None, :]              # (W, R, 1, 16)
+    ae = ae.reshape(R, W, 16).transpose(1, 0, 2)[:, :, None, :]
+    bv = b.values[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]  # (W, 1, N, 16)
+    be = b.exps[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]
+    return mma_k16_f32(arch, av, ae, bv, be, acc)

@@ -1,0 +1,20 @@
+"""refsim.testing: what a kernel author and refsim's own tests use to check bits.
+
+    bits       assert_bitexact, ulp_distance, BitMismatch: raw-bit comparison with a report
+    profiles   the 'ci' and 'dev' hypothesis profiles, examples(n)
+    harness    check_kernel / rebuild_case / strategy: a kernel (callable, .cu or .ptx) against
+               refsim's emulator of its format, pinned and drawn cases, shrink and diagnosis
+    cases      the formats check_kernel knows: legal shapes, inputs, structure, probes, bug classes
+
+``check_kernel(kernel, fmt)`` draws legal cases for a format, packs them, calls your kernel and
+compares it bit for bit with refsim's emulator of that kernel (docs/harness.md).
+"""
+
+from __future__ import annotations
+
+from refsim.testing.bits import BitMismatch, assert_bitexact, ulp_distance
+from refsim.testing.harness import check_kernel, rebuild_case
+from refsim.testing.profiles import CI_EXAMPLE_SCALE, examples, register_hypothesis_profiles
+
+__all__ = ["assert_bitexact", "ulp_distance", "register_hypothesis_profiles", "BitMismatch", "check_kernel",
+           "rebuild_case", "examples", "CI_EXAMPLE_SCALE"]
