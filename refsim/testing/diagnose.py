@@ -180,8 +180,8 @@ def report(runner, case, inputs, actual, expected, bad, origin, diag_budget, say
     where they come from, and the lines that rebuild and replay the case. ``summary``: lines that
     replace the default count of differing outputs (accuracy mode states its bound there)."""
     spec = runner.spec
-    head = [f"{spec.name} kernel differs from the refsim emulator ({runner.arch}, sms={runner.sms}) on {origin}",
-            f"  case: {case}"]
+    what = "differs from the refsim emulator" if summary is None else "leaves the error bound of its accumulation"
+    head = [f"{spec.name} kernel {what} ({runner.arch}, sms={runner.sms}) on {origin}", f"  case: {case}"]
     if summary is not None:
         head += summary
     elif np.issubdtype(expected.dtype, np.floating):

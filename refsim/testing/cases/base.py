@@ -128,7 +128,7 @@ class Format:
     pinned_kind: str = "normal"    # data kind of the pinned cases (one that rounds)
     hints: tuple = ()              # (label, value, meaning): outputs with that label value never
                                    # differ, others do -> meaning
-    exact_integer = False          # integer arithmetic: no accuracy mode (the bits are the value)
+    no_accuracy: str | None = None   # why accuracy mode does not apply to the format, or None
 
     @property
     def n_inputs(self) -> int:
@@ -171,5 +171,4 @@ class Format:
 
     def linear(self, case: dict, inputs: tuple) -> Linear:
         """The exact linear form of the kernel's output (accuracy mode)."""
-        raise FormatRuleError(f"mode: accuracy mode needs the {self.name} kernel's product as a linear form, "
-                              "which refsim does not define for it; got mode='accuracy'")
+        raise NotImplementedError

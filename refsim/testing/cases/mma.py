@@ -18,7 +18,6 @@ import numpy as np
 
 from refsim.arith import fragments as fr
 from refsim.arith import tensor_core as tc
-from refsim.errors import FormatRuleError
 from refsim.testing.cases.base import DATA_KINDS, Format, Probe, fragment_labels, keep_columns, values
 
 
@@ -28,10 +27,8 @@ class _Instruction(Format):
     def cost(self, case):
         return 16 * self.k_size * 8
 
-    def linear(self, case, inputs):
-        raise FormatRuleError(f"mode: {self.name} is one tensor-core instruction, whose arithmetic is the "
-                              "hardware's (not an accumulation with a stated precision and order): compare its "
-                              "bits; got mode='accuracy'")
+    no_accuracy = ("one tensor-core instruction, whose arithmetic is the hardware's own (not an accumulation "
+                   "with a stated precision and order)")
 
 
 class MmaF16Cases(_Instruction):
@@ -92,7 +89,7 @@ class MmaS4Cases(_Instruction):
     default_max_size = 1 << 14
     pinned_pool = ({"c_large": True}, {"c_large": False})
     pinned_kind = "extremes"
-    exact_integer = True
+    no_accuracy = "exact integer arithmetic, where every difference is a bug"
 
     def regimes(self, case, sms):
         return {"C near 2^31 (wrapping)" if case["c_large"] else "small C"}
