@@ -276,19 +276,26 @@ def _validate_kernel(kernel, spec):
 _TEMP_SOURCE = re.compile(r"[^\s'\"(]*refsim-ptx-[^/\s'\"]*/kernel\.cu")
 
 
+def compiler_message(message: str, path, arch: str) -> str:
+    """A toolchain error about the temporary copy refsim compiles (``/tmp/refsim-ptx-*/kernel.cu``,
+    written verbatim, so the line numbers are the file's) rewritten to name ``path``: nvcc's
+    diagnostics as ``my_kernel.cu(42): error: ...``, without the temporary command line."""
+    text = _TEMP_SOURCE.sub(str(path), message)
+    head, _, diagnostics = text.partition("\n")
+    if head.startswith("nvcc failed") and diagnostics.strip():
+        return f"{path}: nvcc cannot compile it for {arch}:\n{diagnostics}"
+    return text
+
+
 def _compile(path: Path, arch: str) -> None:
     """Compile a ``.cu`` file now (the result is cached for the run), so that nvcc's errors come
-    before any case and name the user's file: the toolchain compiles a temporary copy."""
+    before any case and name the user's file."""
     from refsim import ptx
 
     try:
         ptx.compile(path.read_text(), arch=arch, include_dirs=(str(path.parent),))
     except ToolchainError as err:
-        text = _TEMP_SOURCE.sub(str(path), str(err))
-        head, _, diagnostics = text.partition("\n")
-        if head.startswith("nvcc failed") and diagnostics:
-            text = f"{path}: nvcc cannot compile it for {arch}:\n{diagnostics}"
-        raise ToolchainError(text) from None
+        raise ToolchainError(compiler_message(str(err), path, arch)) from None
 
 
 def _source_kernel(target, entry, launch, arch):
