@@ -126,8 +126,10 @@ def judge(acc: Accumulation, lin: Linear, actual: np.ndarray) -> Judgement:
     outside the bound of ``acc`` around the exact product of ``lin`` (module docstring)."""
     shape = actual.shape
     y = actual.astype(np.float64).reshape(lin.c_shape)
-    S = lin.a @ lin.w + (0.0 if lin.c is None else lin.c)
-    P = np.abs(lin.a) @ np.abs(lin.w) + (0.0 if lin.c is None else np.abs(lin.c))
+    # einsum, not BLAS: these products are small, and a threaded BLAS on a busy machine spends
+    # 100x longer waking its threads than computing (4 x 1024 x 256: 40 ms against 0.3 ms)
+    S = np.einsum("mt,tn->mn", lin.a, lin.w) + (0.0 if lin.c is None else lin.c)
+    P = np.einsum("mt,tn->mn", np.abs(lin.a), np.abs(lin.w)) + (0.0 if lin.c is None else np.abs(lin.c))
     T = lin.a.shape[1] + (lin.c is not None)
     slack = T * _U64 / (1 - T * _U64) * P + 2.0**-1074            # float64 error of S and of P
     cof = np.abs(lin.a).sum(axis=1, keepdims=True) if lin.cofactor is None else lin.cofactor
