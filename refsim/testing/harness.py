@@ -398,6 +398,8 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     mode = require_choice("mode", mode, MODES)
     acc = Accumulation(accumulation, order) if mode == "accuracy" else None
     tc.model(arch)
+    if fmt is not None:
+        _spec(fmt)                                  # a wrong name before any compile
     kernel = _source_kernel(target, kernel, launch, arch)
     if fmt is None:
         fmt = infer_format(kernel)
