@@ -108,3 +108,14 @@ def test_accuracy_mode_is_refused_before_any_case_where_it_has_no_meaning(fmt):
 def test_bad_accuracy_arguments_are_named(kwargs, rule):
     with pytest.raises(FormatRuleError, match=rule):
         harness.check_kernel(lambda *a: None, "gptq", progress=False, **kwargs)
+
+
+def test_a_statement_stronger_than_the_kernels_arithmetic_fails_and_says_so():
+    # Any-Precision sums in fp16: stated as an fp32 accumulation it leaves the bound on a pinned case
+    spec = FORMATS["anyprec"]
+    with pytest.raises(harness.KernelMismatch) as info:
+        harness.check_kernel(lambda *i: spec.emulate(i, "sm_80", 108), "anyprec", seed=0, mode="accuracy",
+                             accumulation="fp32", progress=False)
+    msg = str(info.value)
+    assert "on pinned case" in msg and "bit-exact with refsim's order: yes, 0 of" in msg
+    assert "verdict: the kernel computes what refsim's emulator computes" in msg
