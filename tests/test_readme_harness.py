@@ -1,4 +1,5 @@
-"""The README's check_kernel example runs as printed and catches the reduction-order bug."""
+"""The README's check_kernel examples run as printed: the reduction-order bug is caught, and
+accuracy mode accepts another legitimate order with the summary the README shows."""
 
 from __future__ import annotations
 
@@ -30,3 +31,14 @@ def test_readme_worked_example_catches_a_kernel_planned_for_72_sms():
                      diagnose_budget=600, progress=False)
     verdict = next(x for x in str(replay.value).splitlines() if "verdict:" in x)
     assert "verdict: partition" in verdict and re.search(r"sms in \[[^\]]*\b72\b", verdict)
+
+
+def test_readme_accuracy_example_prints_what_the_readme_shows(capsys):
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    section = readme.read_text().split("## Testing your kernel against refsim")[1]
+    block = next(b for b in re.findall(r"```python\n(.*?)```", section, re.S) if 'mode="accuracy"' in b)
+    printed = re.search(r"prints\n\n```\n(.*?)\n```", section, re.S).group(1)
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out.strip()
+    timing = re.compile(r"\(seed 0, [0-9.]+ s\)")                  # the one number that is not the result
+    assert timing.sub("(seed 0, _ s)", out) == timing.sub("(seed 0, _ s)", printed)

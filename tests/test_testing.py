@@ -71,3 +71,37 @@ def test_check_kernel_is_reexported_and_rejects_a_wrong_kernel():
 
     with pytest.raises(KernelMismatch):
         check_kernel(float64_then_round, "mma_m16n8k16", max_examples=30)
+
+
+def test_the_old_import_path_is_the_same_harness_module():
+    import refsim.emulator.harness as old
+    import refsim.testing.harness as new
+
+    assert old is new and old.check_kernel is new.check_kernel
+
+
+def test_the_format_is_inferred_from_parameter_names_or_refused():
+    from refsim.errors import FormatRuleError
+    from refsim.testing.harness import infer_format
+
+    def gemv(x, qweight, lut):
+        return None
+
+    def mma(A, B, C):
+        return None
+
+    assert infer_format(gemv) == "anyprec"
+    with pytest.raises(FormatRuleError, match=r"its parameters \(A, B, C\) fit \['mma_m16n8k16', 'mma_m16n8k16_f16', "
+                                              r"'mma_s4'\]"):
+        infer_format(mma)
+    with pytest.raises(FormatRuleError, match="its parameters cannot be read"):
+        infer_format(lambda *inputs: None)
+    lines = []
+    from refsim.emulator import anyprec_kernel as ek
+    from refsim.testing import check_kernel
+
+    def x_qweight_lut(x, qweight, lut):
+        return ek.anyprec_gemv(x, qweight, lut, qweight.shape[0])
+
+    res = check_kernel(x_qweight_lut, max_examples=0, seed=0, progress=lines.append)
+    assert res.fmt == "anyprec" and "checking it as anyprec" in lines[0]

@@ -36,8 +36,8 @@ from refsim.arith import fp
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import awq, gptq
 
-__all__ = ["MAX_M", "SLAB", "check_x", "check_w", "dequant_gemv", "dequant_gemv_reference", "gptq_gemv", "awq_gemv",
-           "gptq_weights", "awq_weights"]
+__all__ = ["MAX_M", "SLAB", "check_x", "check_w", "dequant_gemv", "dequant_gemv_reference", "slab_sums", "gptq_gemv",
+           "awq_gemv", "gptq_weights", "awq_weights"]
 
 MAX_M = 8
 SLAB = 8
@@ -71,6 +71,17 @@ def dequant_gemv(x: np.ndarray, W: np.ndarray) -> np.ndarray:
 
     x float16 (M, K), 1 <= M <= 8, finite; W float16 (K, N), K % 8 == 0 (any fp16 values: the
     kernels feed it ``fp16(q - z) * s``). Inputs are not modified."""
+    slab = fp.cvt_f16_to_f32(slab_sums(x, W))              # (M, slabs, N)
+    acc = np.zeros(slab[:, 0].shape, np.float32)
+    for b in range(slab.shape[1]):                         # fp32 adds in slab order
+        acc = fp.f32_add(acc, slab[:, b])
+    return fp.cvt_f32_to_f16(acc)
+
+
+def slab_sums(x: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The design's per-slab partials: float16 (M, K/8, N), ``h.x + h.y`` (add.rn.f16) after the two
+    4-step ``hfma2`` chains of each slab. x float16 (M, K), 1 <= M <= 8, finite; W float16 (K, N),
+    K % 8 == 0. :func:`dequant_gemv` adds them in fp32, slab by slab."""
     W = check_w(W)
     k, n = W.shape
     x = check_x(x, k)
@@ -82,11 +93,7 @@ def dequant_gemv(x: np.ndarray, W: np.ndarray) -> np.ndarray:
     for i in range(SLAB // 2):
         hx = fp.f16_fma(Ws[None, :, 2 * i, :], xs[:, :, 2 * i, None], hx, fused=True)
         hy = fp.f16_fma(Ws[None, :, 2 * i + 1, :], xs[:, :, 2 * i + 1, None], hy, fused=True)
-    slab = fp.cvt_f16_to_f32(fp.f16_add(hx, hy))           # (M, slabs, N)
-    acc = np.zeros((m, n), np.float32)
-    for b in range(k // SLAB):                             # fp32 adds in slab order
-        acc = fp.f32_add(acc, slab[:, b])
-    return fp.cvt_f32_to_f16(acc)
+    return fp.f16_add(hx, hy)
 
 
 def dequant_gemv_reference(x: np.ndarray, W: np.ndarray) -> np.ndarray:

@@ -6,7 +6,10 @@ Sections are plug-ins: every module in :mod:`refsim.report.sections` defines
     ORDER: int                 position in the report (lower first)
     checks() -> list[Check]    self-checks; each ``Check.run()`` returns a one-line detail
                                string, raises (any exception) on failure, or raises
-                               :class:`SkipCheck` when it cannot run here (missing data)
+                               :class:`SkipCheck` when it cannot run here (missing data);
+                               bits are compared with :func:`refsim.testing.assert_bitexact`,
+                               whose report (count, worst ULP, first coordinates) becomes the
+                               failure's detail
     markdown(out_dir) -> str   optional free-form markdown (tables, links to PNGs written to
                                ``out_dir``), run after the checks
 
@@ -31,8 +34,13 @@ import numpy as np
 import refsim
 import refsim.report.sections
 from refsim.errors import FormatRuleError
+from refsim.testing.bits import BitMismatch
 
 __all__ = ["Check", "CheckResult", "SectionResult", "SkipCheck", "run_report", "section_modules"]
+
+
+#: lines of an assert_bitexact report kept in a failing check's one-line detail
+_BIT_LINES = 4
 
 
 class SkipCheck(Exception):
@@ -100,6 +108,8 @@ def _run_check(check: Check) -> CheckResult:
         passed = True
     except SkipCheck as why:
         detail, passed, skipped = f"skipped: {why}", False, True
+    except BitMismatch as err:  # a bit comparison: its count, worst ULP and first coordinates
+        detail, passed = "; ".join(str(err).splitlines()[:_BIT_LINES]), False
     except Exception as err:  # a failing check is reported, not raised
         tb = traceback.extract_tb(err.__traceback__)[-1]
         detail = f"{type(err).__name__}: {err} ({Path(tb.filename).name}:{tb.lineno})"

@@ -4,7 +4,11 @@
     profiles   the 'ci' and 'dev' hypothesis profiles, examples(n)
     harness    check_kernel / rebuild_case / strategy: a kernel (callable, .cu or .ptx) against
                refsim's emulator of its format, pinned and drawn cases, shrink and diagnosis
-    cases      the formats check_kernel knows: legal shapes, inputs, structure, probes, bug classes
+    runner     one guarded kernel call (copies, inputs verified unchanged, deadline, sys.exit)
+    diagnose   shrinking a failing case, the diagnosis and the report
+    accuracy   accuracy mode: the forward-error bound of a stated accumulation, decided exactly
+    cases      the formats check_kernel knows, one module each: legal shapes, inputs, structure,
+               probes, bug classes, the exact linear form
 
 ``check_kernel(kernel, fmt)`` draws legal cases for a format, packs them, calls your kernel and
 compares it bit for bit with refsim's emulator of that kernel (docs/harness.md).

@@ -1,11 +1,12 @@
 """``check_kernel``: test a kernel bit for bit against refsim's emulator, with a diagnosis.
 
 You bring a kernel (any callable taking and returning NumPy arrays: a CUDA kernel behind
-CuPy/PyTorch, a simulator, a port); the harness builds legal cases for a format, calls the kernel,
-and compares its output bit for bit with refsim's emulator of that kernel for one architecture and
-SM count. Phases, one progress line each:
+CuPy/PyTorch, a simulator, a port, or a ``.cu``/``.ptx`` file run through :mod:`refsim.ptx`); the
+harness builds legal cases for a format, calls the kernel, and compares its output bit for bit with
+refsim's emulator of that kernel for one architecture and SM count. Phases, one progress line each:
 
-1. **check** arguments and the kernel's signature before any case is built;
+1. **check** arguments and the kernel's signature before any case is built (a ``.cu`` file is
+   compiled here: nvcc's errors name your file and line);
 2. **pinned** cases: a few shapes chosen so that together they cover every regime of the kernel's
    structure for *your* SM count (Marlin: both tile configs, grouped and per-channel, several
    slices per column, partial last stripe, idle SMs, every host M-split path, and a partition that
@@ -14,15 +15,18 @@ SM count. Phases, one progress line each:
 3. **drawn** cases: ``max_examples`` legal cases drawn with ``seed`` (shapes below ``max_size``
    multiply-adds, or from ``shapes=``), data kinds from zeros to wide exponents;
 4. on a mismatch, **shrink** toward smaller shapes, simpler data and seed 0 within
-   ``shrink_budget`` seconds, then **diagnose**: where the differences are on the kernel's
-   structure, which probes (inputs with parts of the kernel switched off) still differ, whether a
-   known bug class replayed on the emulator reproduces the kernel's bits exactly, the first
-   differing elements in hex with ULP distances, and a one-line ``rebuild_case({...})`` snippet.
+   ``shrink_budget`` seconds, then **diagnose** (:mod:`refsim.testing.diagnose`): where the
+   differences are on the kernel's structure, which probes still differ, whether a known bug
+   class replayed on the emulator reproduces the kernel's bits exactly, the first differing
+   elements in hex with ULP distances, and a one-line ``rebuild_case({...})`` snippet.
 
-A kernel that raises, returns the wrong type/shape/dtype, or overruns ``deadline`` seconds fails
-at once with its case (no shrinking). Formats and their rules: :mod:`refsim.testing.cases`
-and docs/harness.md. The harness needs only refsim's core dependencies; :func:`strategy` (the same
-legal cases as a hypothesis strategy, for your own property tests) needs ``refsim[test]``.
+``mode="accuracy"`` accepts a kernel that sums in another legitimate order: every output must lie
+within the forward-error bound of its stated ``accumulation`` and ``order`` around the exact
+product (:mod:`refsim.testing.accuracy`); bit-exactness with refsim's order is reported apart.
+A kernel that raises, exits, writes to an input, returns the wrong type/shape/dtype, or overruns
+``deadline`` seconds fails at once with its case (:mod:`refsim.testing.runner`). Formats and their
+rules: :mod:`refsim.testing.cases` and docs/harness.md. :func:`strategy` (the same legal cases as a
+hypothesis strategy, for your own property tests) needs ``refsim[test]``.
 
     from refsim.testing import check_kernel
     check_kernel(my_marlin, "marlin", arch="sm_80", sms=108)     # my_marlin(A, B, s) -> C
@@ -34,11 +38,9 @@ import inspect
 import itertools
 import json
 import os
-import signal
+import re
 import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -47,42 +49,28 @@ import numpy as np
 
 from refsim._validate import require_choice, require_int
 from refsim.arith import tensor_core as tc
-from refsim.errors import FormatRuleError, RefsimError
-from refsim.testing.bits import ulp_distance
+from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.testing import diagnose as dg
+from refsim.testing.accuracy import Accumulation, judge
 from refsim.testing.cases import DATA_KINDS, FORMATS, Format
+from refsim.testing.runner import (KernelCallError, KernelMismatch, KernelModifiedInput, KernelTimeout, Runner,
+                                   snippet)
 
-__all__ = ["check_kernel", "rebuild_case", "strategy", "legal_shapes", "pinned_cases", "CheckResult",
-           "KernelMismatch", "KernelCallError", "KernelTimeout", "FORMATS", "DATA_KINDS"]
+__all__ = ["check_kernel", "rebuild_case", "strategy", "legal_shapes", "pinned_cases", "infer_format",
+           "CheckResult", "KernelMismatch", "KernelCallError", "KernelTimeout", "KernelModifiedInput", "FORMATS",
+           "DATA_KINDS", "MODES"]
 
+MODES = ("bitexact", "accuracy")
 #: how often each data kind is drawn (zeros and ones rarely round, so they are drawn rarely)
 _KIND_WEIGHTS = {"zeros": 0.05, "ones": 0.05, "small_integers": 0.2, "normal": 0.45, "wide_exponents": 0.25}
 _DEFAULT_EXAMPLES = {"marlin": 12}
 
 
-class KernelMismatch(AssertionError):
-    """The kernel's output differs from the emulator's; the message is the full report.
-    ``case`` is the (shrunk) failing case, ``rebuild`` the snippet that rebuilds its inputs."""
-
-    def __init__(self, report: str, case: dict | None = None):
-        super().__init__(report)
-        self.case = case
-
-
-class KernelCallError(AssertionError):
-    """The kernel raised, or returned something that is not an array of the right shape and dtype."""
-
-    def __init__(self, report: str, case: dict | None = None):
-        super().__init__(report)
-        self.case = case
-
-
-class KernelTimeout(KernelCallError):
-    """One kernel call took longer than ``deadline`` seconds."""
-
-
 @dataclass(frozen=True)
 class CheckResult:
-    """What a passing :func:`check_kernel` run covered."""
+    """What a passing :func:`check_kernel` run covered. In accuracy mode, ``accumulation`` states
+    the bound, ``worst_ratio`` is the largest error / bound seen, and ``outputs`` / ``bit_differ``
+    count the outputs and those whose bits differ from refsim's emulator (its order)."""
 
     fmt: str
     arch: str
@@ -93,6 +81,22 @@ class CheckResult:
     replayed: int
     regimes: tuple
     seconds: float
+    mode: str = "bitexact"
+    accumulation: str | None = None
+    outputs: int = 0
+    bit_differ: int = 0
+    worst_ratio: float = 0.0
+
+    def summary(self) -> str:
+        """One line: what passed (and, in accuracy mode, whether it is also bit-exact)."""
+        cases = f"{self.pinned} pinned + {self.drawn} drawn" + (f" + {self.replayed} replayed" if self.replayed else "")
+        where = f"on {self.arch}, sms={self.sms} (seed {self.seed}, {self.seconds:.1f} s)"
+        if self.mode == "bitexact":
+            return f"{self.fmt}: {cases} cases match {where}"
+        exact = ("yes, every output" if not self.bit_differ else
+                 f"no, {self.bit_differ} of {self.outputs} outputs differ")
+        return (f"{self.fmt}: {cases} cases within the bound of {self.accumulation} everywhere (largest error "
+                f"{self.worst_ratio:.3g} of the bound) {where}; bit-exact with refsim's order: {exact}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -103,14 +107,6 @@ def _spec(fmt: str) -> Format:
     return FORMATS[require_choice("fmt", fmt, tuple(FORMATS))]
 
 
-def _is_legal(spec: Format, case: dict) -> bool:
-    try:
-        spec.legal(case)
-    except RefsimError:
-        return False
-    return True
-
-
 @lru_cache(maxsize=64)
 def _legal_shapes(fmt: str, max_size: int) -> tuple:
     spec = FORMATS[fmt]
@@ -118,7 +114,7 @@ def _legal_shapes(fmt: str, max_size: int) -> tuple:
     out = []
     for combo in itertools.product(*(spec.fields[f] for f in names)):
         case = dict(zip(names, combo))
-        if _is_legal(spec, case) and spec.cost(case) <= max_size:
+        if dg.is_legal(spec, case) and spec.cost(case) <= max_size:
             out.append(case)
     return tuple(out)
 
@@ -144,19 +140,16 @@ def _validate_case(spec: Format, case, what: str) -> dict:
             continue
         if name == "seed":
             require_int(f"{what}['seed']", case["seed"], minimum=0)
-        elif (name not in spec.shape_fields and name != "kind") or all(isinstance(v, bool) for v in allowed):
+        elif all(isinstance(v, bool) for v in allowed):      # a flag: True or False, never 1 or "yes"
+            if not isinstance(case[name], bool) or case[name] not in allowed:
+                raise FormatRuleError(f"{what}[{name!r}]: must be one of {list(allowed)}; got {case[name]!r}")
+        elif name not in spec.shape_fields:
             require_choice(f"{what}[{name!r}]", case[name], allowed)
-        elif name == "kind":
-            require_choice(f"{what}['kind']", case["kind"], allowed)
     try:
-        spec.legal({**_first_shape(spec), **case})
+        spec.legal({**{f: spec.fields[f][0] for f in spec.shape_fields}, **case})
     except RefsimError as err:
         raise type(err)(f"{what}: breaks the {spec.name} kernel's rules: {err}") from None
     return case
-
-
-def _first_shape(spec: Format) -> dict:
-    return {f: spec.fields[f][0] for f in spec.shape_fields}
 
 
 def _full_case(spec: Format, case: dict, what: str) -> dict:
@@ -179,18 +172,9 @@ def rebuild_case(case: dict) -> tuple:
     return spec.make(_full_case(spec, case, "case"))
 
 
-def _snippet(spec: Format, case: dict) -> str:
-    return f"refsim.testing.rebuild_case({ {'fmt': spec.name, **case}!r})"
-
-
 @lru_cache(maxsize=4096)
-def _regimes_cached(fmt: str, key: tuple, sms: int) -> frozenset:
+def _regimes(fmt: str, key: tuple, sms: int) -> frozenset:
     return frozenset(FORMATS[fmt].regimes(dict(key), sms))
-
-
-def _regimes(spec, case, sms):
-    key = tuple((f, case[f]) for f in spec.shape_fields)
-    return _regimes_cached(spec.name, key, sms)
 
 
 def pinned_cases(fmt: str, sms: int = 108, *, max_size: int | None = None, shapes=None) -> list[tuple[dict, tuple]]:
@@ -204,34 +188,15 @@ def pinned_cases(fmt: str, sms: int = 108, *, max_size: int | None = None, shape
     sms = require_int("sms", sms, minimum=1)
     max_size = spec.default_max_size if max_size is None else max_size
     pool = [dict(s) for s in (spec.pinned_pool if shapes is None else shapes)]
-    pool = [c for c in pool if _is_legal(spec, c) and spec.cost(c) <= max_size]
-    pool.sort(key=spec.cost)
+    pool = sorted((c for c in pool if dg.is_legal(spec, c) and spec.cost(c) <= max_size), key=spec.cost)
     covered: set = set()
     out = []
     for c in pool:
-        reg = _regimes(spec, c, sms) | _extra_regimes(spec, c, sms)
-        new = reg - covered
-        if new:
-            covered |= new
+        reg = _regimes(spec.name, tuple((f, c[f]) for f in spec.shape_fields), sms)
+        if reg - covered:
+            covered |= reg
             out.append((c, tuple(sorted(reg))))
     return out
-
-
-def _extra_regimes(spec, case, sms):
-    if spec.name != "marlin":
-        return frozenset()
-    from refsim.testing.cases import _SM_COUNTS
-
-    own = _marlin_iters(case["m"], case["n"], case["k"], case["group_size"], sms)
-    return frozenset(f"partition differs from sms={x}" for x in _SM_COUNTS
-                     if x != sms and _marlin_iters(case["m"], case["n"], case["k"], case["group_size"], x) != own)
-
-
-@lru_cache(maxsize=8192)
-def _marlin_iters(m, n, k, gs, sms):
-    from refsim.formats import stripes
-
-    return tuple(la.iters for la in stripes.stripes(m, n, k, sms, gs).launches)
 
 
 def _draw(spec: Format, rng: np.random.Generator, shapes: list) -> dict:
@@ -256,249 +221,6 @@ def strategy(fmt: str, *, max_size: int | None = None, shapes=None):
                      st.sampled_from(pool), st.sampled_from(spec.fields["kind"]), st.integers(0, 2**31 - 1))
 
 
-# ----------------------------------------------------------------------------------------------
-# running one case
-
-
-class _Runner:
-    def __init__(self, kernel, spec, arch, sms, deadline):
-        self.kernel, self.spec, self.arch, self.sms, self.deadline = kernel, spec, arch, sms, deadline
-
-    def call(self, case, inputs):
-        """The kernel's output on copies of ``inputs``; KernelCallError / KernelTimeout at once."""
-        copies = tuple(x.copy() for x in inputs)
-        use_alarm = self.deadline is not None and threading.current_thread() is threading.main_thread()
-        old = None
-
-        def _alarm(signum, frame):
-            raise KernelTimeout(f"{self.spec.name} kernel: one call took more than deadline={self.deadline} s; "
-                                f"case {case}\n  rebuild: {_snippet(self.spec, case)}", case)
-
-        t0 = time.perf_counter()
-        try:
-            if use_alarm:
-                old = signal.signal(signal.SIGALRM, _alarm)
-                signal.setitimer(signal.ITIMER_REAL, self.deadline)
-            out = self.kernel(*copies)
-        except KernelTimeout:
-            raise
-        except Exception as err:
-            raise KernelCallError(f"{self.spec.name} kernel raised {type(err).__name__}: {err}\n  case {case}\n"
-                                  f"  rebuild: {_snippet(self.spec, case)}", case) from err
-        finally:
-            if use_alarm:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, old)
-        took = time.perf_counter() - t0
-        if self.deadline is not None and took > self.deadline:
-            raise KernelTimeout(f"{self.spec.name} kernel: one call took {took:.2f} s > deadline={self.deadline} s; "
-                                f"case {case}\n  rebuild: {_snippet(self.spec, case)}", case)
-        return out
-
-    def expected(self, inputs):
-        return self.spec.emulate(inputs, self.arch, self.sms)
-
-    def differs(self, case, inputs, expected=None):
-        """(actual, expected, bool mask of differing bits) for one case; shape/dtype errors raise."""
-        expected = self.expected(inputs) if expected is None else expected
-        actual = self.call(case, inputs)
-        if not isinstance(actual, np.ndarray) or actual.dtype != expected.dtype or actual.shape != expected.shape:
-            got = (f"dtype {actual.dtype} shape {actual.shape}" if isinstance(actual, np.ndarray)
-                   else type(actual).__name__)
-            raise KernelCallError(f"{self.spec.name} kernel returned {got}; expected a numpy.ndarray of dtype "
-                                  f"{expected.dtype} shape {expected.shape}\n  case {case}\n"
-                                  f"  rebuild: {_snippet(self.spec, case)}", case)
-        return actual, expected, _bits(actual) != _bits(expected)
-
-
-def _bits(x):
-    return np.ascontiguousarray(x).view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize])
-
-
-# ----------------------------------------------------------------------------------------------
-# shrinking and diagnosis
-
-
-def _simpler(spec: Format, case: dict, max_size: int):
-    """Candidate cases one field simpler than ``case``, most aggressive first. The data kind is
-    kept: zeros or small integers often round nowhere, and the diagnosis needs rounding to see the
-    pattern (probes and bug-class replays would all agree on exact data)."""
-    for name, allowed in spec.fields.items():
-        if name == "seed":
-            if case["seed"] != 0:
-                yield {**case, "seed": 0}
-            continue
-        if name == "kind" or case[name] not in allowed:   # simpler data would hide the pattern
-            continue
-        for v in allowed[:allowed.index(case[name])]:
-            cand = {**case, name: v}
-            if _is_legal(spec, cand) and spec.cost(cand) <= max_size:
-                yield cand
-
-
-def _shrink(runner, case, budget, say):
-    spec = runner.spec
-    t0 = time.perf_counter()
-    steps = tries = 0
-    improved = True
-    while improved and time.perf_counter() - t0 < budget:
-        improved = False
-        for cand in _simpler(spec, case, spec.cost(case)):
-            if time.perf_counter() - t0 >= budget:
-                break
-            tries += 1
-            try:
-                _, _, bad = runner.differs(cand, spec.make(cand))
-            except KernelCallError:
-                continue
-            if bad.any():
-                case, steps, improved = cand, steps + 1, True
-                break
-    left = "" if time.perf_counter() - t0 < budget else " (budget reached)"
-    say(f"shrink: {steps} steps in {tries} tries, {time.perf_counter() - t0:.1f} s{left}: {case}")
-    return case
-
-
-def _concentration(labels: dict, bad: np.ndarray) -> list[str]:
-    """One line per structure label whose mismatches are confined to some of its values."""
-    lines = []
-    for name, lab in labels.items():
-        vals = np.unique(lab)
-        if len(vals) < 2:
-            continue
-        hit = np.unique(lab[bad])
-        if len(hit) == len(vals):
-            continue
-        shown = ", ".join(str(int(v)) for v in hit[:12]) + (" ..." if len(hit) > 12 else "")
-        clean = len(vals) - len(hit)
-        lines.append(f"{name}: only {shown} ({len(hit)} of {len(vals)} values; {clean} never differ)")
-    if not lines:
-        lines.append("spread over every value of: " + ", ".join(labels))
-    return lines
-
-
-def _diagnose(runner, case, inputs, actual, expected, bad, budget, say):
-    spec = runner.spec
-    t0 = time.perf_counter()
-    lines = []
-    labels = spec.structure(case, inputs, expected.shape, runner.sms)
-    lines.append("  where:")
-    lines += [f"    {x}" for x in _concentration(labels, bad)]
-
-    verdict = None
-    explained = None
-    probe_rows = []                                   # (probe, differing outputs or None, kernel output)
-    for probe in spec.probes(case, inputs):
-        if time.perf_counter() - t0 > budget:
-            probe_rows.append((probe, None, None))
-            continue
-        try:
-            pout, _, pbad = runner.differs(case, probe.inputs)
-        except KernelCallError:
-            pout, pbad = None, None
-        probe_rows.append((probe, None if pbad is None else int(pbad.sum()), pout))
-    refuted = []
-    for bug_class, desc, alt in spec.known_bugs(case, inputs, runner.arch, runner.sms):
-        if time.perf_counter() - t0 > budget:
-            lines.append("  known bug classes: budget reached before every class was replayed")
-            break
-        if not np.array_equal(_bits(alt(inputs)), _bits(actual)):
-            continue
-        # a replay that matches on the case must also match every probe (a small case can make two
-        # bugs write the same bits; the probes are built to tell them apart)
-        against = next((p.name.split(" (")[0] for p, n, pout in probe_rows
-                        if pout is not None and not np.array_equal(_bits(alt(p.inputs)), _bits(pout))), None)
-        if against is None:
-            explained = f"{bug_class}: the kernel's output equals refsim's emulation with {desc}, bit for bit"
-            break
-        refuted.append(f"{desc} (matches the case, not the probe '{against}')")
-    for r in refuted[:3]:
-        lines.append(f"  refuted: {r}")
-
-    if probe_rows:
-        lines.append("  probes (the case with parts of the kernel switched off or amplified; differing outputs):")
-        for probe, n, _ in probe_rows:
-            lines.append(f"    {probe.name}: {'not run' if n is None else n}")
-    for probe, n, _ in probe_rows:
-        if n and probe.family is None:
-            verdict = f"{probe.meaning} (it already differs with {probe.name.split(' (')[0]})"
-            break
-    families: dict = {}
-    for probe, n, _ in probe_rows:
-        if probe.family is not None:
-            families.setdefault(probe.family, []).append((probe, n))
-    for family, members in families.items():
-        hit = [probe for probe, n in members if n]
-        if verdict is None and hit and len(hit) < len(members):
-            verdict = (f"only {len(hit)} of {len(members)} probes of each {family} alone differ ("
-                       + ", ".join(p.name.split(" (")[0] for p in hit) + f"): {hit[0].meaning}"
-                       + (" and the others listed" if len(hit) > 1 else ""))
-    for label, value, meaning in spec.hints:
-        lab = labels.get(label)
-        if verdict is None and lab is not None and (lab == value).any() and not bad[lab == value].any():
-            verdict = meaning
-    if verdict is None and probe_rows and all(n == 0 for _, n, _ in probe_rows):
-        verdict = ("every probe matches, only the full case differs: how partial sums are combined (the "
-                   "association of a reduction, the order or precision of carries between blocks, or the "
-                   "partition over SMs)")
-        if int(bad.sum()) <= 2:
-            verdict += "; with this few differing outputs the probes may simply miss a rare rounding"
-    if np.issubdtype(expected.dtype, np.floating):
-        e = expected.astype(np.float64)
-        scale = float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0))
-        err = float(np.max(np.abs(actual.astype(np.float64)[bad] - e[bad]), initial=0.0))
-        if scale > 0 and err > scale * 2.0**-6:
-            lines.append(f"  size: max |difference| {err:.3g} vs max |output| {scale:.3g}: wrong values "
-                         "(weights, scales, layout), not rounding")
-        else:
-            lines.append(f"  size: max |difference| {err:.3g} vs max |output| {scale:.3g}: rounding-sized "
-                         "(order or precision of the arithmetic)")
-    lines.append(f"  verdict: {explained or verdict or 'no known bug class matched; see where and probes above'}")
-    say(f"diagnose: {time.perf_counter() - t0:.1f} s")
-    return lines
-
-
-def _report(runner, case, inputs, actual, expected, bad, origin, diag_budget, say) -> str:
-    spec = runner.spec
-    n_bad = int(bad.sum())
-    head = [f"{spec.name} kernel differs from the refsim emulator ({runner.arch}, sms={runner.sms}) on {origin}",
-            f"  case: {case}"]
-    if np.issubdtype(expected.dtype, np.floating):
-        ul = ulp_distance(actual[bad], expected[bad])
-        head.append(f"  {n_bad} of {bad.size} outputs differ (max {int(ul.max())} ULP, median {int(np.median(ul))} ULP)")
-    else:
-        head.append(f"  {n_bad} of {bad.size} outputs differ")
-    body = _diagnose(runner, case, inputs, actual, expected, bad, diag_budget, say)
-    width = expected.dtype.itemsize
-    ab, eb = _bits(actual), _bits(expected)
-    body.append("  first differing elements (kernel vs emulator):")
-    coords = [tuple(int(i) for i in c) for c in np.argwhere(bad)[:5]]
-    for c in coords:
-        av, ev = actual[c], expected[c]
-        if np.issubdtype(expected.dtype, np.floating):
-            dist = f"{int(ulp_distance(np.asarray(av), np.asarray(ev)))} ULP"
-        else:
-            dist = f"difference {int(av) - int(ev)}"
-        body.append(f"    {c}: 0x{int(ab[c]):0{2 * width}x} ({float(av):.6g}) vs 0x{int(eb[c]):0{2 * width}x} "
-                    f"({float(ev):.6g}), {dist}")
-    body.append(f"  produced by: {spec.locate(case, inputs, coords[0], runner.arch, runner.sms)}")
-    body.append(f"  rebuild: {_snippet(spec, case)}")
-    body.append(f"  replay:  check_kernel(kernel, {spec.name!r}, arch={runner.arch!r}, sms={runner.sms}, "
-                f"cases=[{ {'fmt': spec.name, **case}!r}])")
-    return "\n".join(head + body)
-
-
-def _save(path, spec, case, inputs, actual, expected):
-    path = Path(path)
-    if path.suffix != ".npz":
-        path.mkdir(parents=True, exist_ok=True)
-        tag = "-".join(str(case[f]) for f in (*spec.shape_fields, "kind", "seed"))
-        path = path / f"{spec.name}-{tag}.npz"
-    arrays = {f"input_{i}": x for i, x in enumerate(inputs)}
-    np.savez(path, case=json.dumps({"fmt": spec.name, **case}), actual=actual, expected=expected, **arrays)
-    return path
-
-
 def _load_case(spec, item, i):
     if isinstance(item, (str, os.PathLike)):
         with np.load(item) as z:
@@ -506,6 +228,35 @@ def _load_case(spec, item, i):
     if isinstance(item, dict) and item.get("fmt", spec.name) != spec.name:
         raise FormatRuleError(f"cases[{i}]: is a {item['fmt']!r} case; this check is for {spec.name!r}")
     return _full_case(spec, item, f"cases[{i}]")
+
+
+# ----------------------------------------------------------------------------------------------
+# the kernel
+
+
+def _parameters(kernel) -> tuple | None:
+    """The kernel's positional parameter names, or None where Python cannot tell."""
+    try:
+        params = inspect.signature(kernel).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def infer_format(kernel) -> str:
+    """The one format whose input names (``FORMATS[f].inputs``) are exactly the kernel's positional
+    parameter names, e.g. ``def k(x, qweight, lut)`` -> 'anyprec'. FormatRuleError when none or
+    several match (``(A, B, C)`` fits every mma instruction: name the format)."""
+    names = _parameters(kernel)
+    hits = [] if names is None else [f for f, spec in FORMATS.items() if spec.inputs == names]
+    if len(hits) == 1:
+        return hits[0]
+    said = "its parameters cannot be read" if names is None else f"its parameters ({', '.join(names)})"
+    fits = f"fit {hits}" if hits else "are no format's inputs"
+    raise FormatRuleError(f"fmt: required: the kernel's format cannot be inferred ({said} {fits}); name one of "
+                          f"{sorted(FORMATS)}; got fmt=None")
 
 
 def _validate_kernel(kernel, spec):
@@ -520,6 +271,49 @@ def _validate_kernel(kernel, spec):
     except TypeError:
         raise FormatRuleError(f"kernel: must accept the {spec.n_inputs} positional inputs of {spec.name!r}, "
                               f"{spec.signature}; got a callable with signature {sig}") from None
+
+
+_TEMP_SOURCE = re.compile(r"[^\s'\"(]*refsim-ptx-[^/\s'\"]*/kernel\.cu")
+
+
+def compiler_message(message: str, path, arch: str) -> str:
+    """A toolchain error about the temporary copy refsim compiles (``/tmp/refsim-ptx-*/kernel.cu``,
+    written verbatim, so the line numbers are the file's) rewritten to name ``path``: nvcc's
+    diagnostics as ``my_kernel.cu(42): error: ...``, without the temporary command line."""
+    text = _TEMP_SOURCE.sub(str(path), message)
+    head, _, diagnostics = text.partition("\n")
+    if head.startswith("nvcc failed") and diagnostics.strip():
+        return f"{path}: nvcc cannot compile it for {arch}:\n{diagnostics}"
+    return text
+
+
+def _compile(path: Path, arch: str) -> None:
+    """Compile a ``.cu`` file now (the result is cached for the run), so that nvcc's errors come
+    before any case and name the user's file."""
+    from refsim import ptx
+
+    try:
+        ptx.compile(path.read_text(), arch=arch, include_dirs=(str(path.parent),))
+    except ToolchainError as err:
+        raise ToolchainError(compiler_message(str(err), path, arch)) from None
+
+
+def _source_kernel(target, entry, launch, arch):
+    """``target`` itself when it is a callable; a ``.cu``/``.ptx`` path as a callable through refsim.ptx."""
+    if isinstance(target, (str, Path)):
+        if entry is None or launch is None:
+            raise FormatRuleError(f"kernel: a CUDA/PTX source ({str(target)!r}) needs kernel= (its .entry name) "
+                                  f"and launch= (inputs -> refsim.cuda.LaunchPlan); got kernel={entry!r}, "
+                                  f"launch={launch!r}")
+        from refsim.cuda import user_kernel
+
+        path = Path(target)
+        if path.suffix == ".cu" and path.is_file():
+            _compile(path, arch)
+        return user_kernel(path, kernel=entry, launch=launch, arch=arch)
+    if entry is not None or launch is not None:
+        raise FormatRuleError(f"kernel=/launch=: only for a CUDA/PTX source path; got a {type(target).__name__}")
+    return target
 
 
 def _progress(progress):
@@ -540,59 +334,84 @@ def _positive(name, value):
     return float(value)
 
 
-def _source_kernel(target, entry, launch, arch):
-    """``target`` itself when it is a callable; a ``.cu``/``.ptx`` path as a callable through refsim.ptx."""
-    from pathlib import Path
-
-    from refsim.errors import FormatRuleError
-
-    if isinstance(target, (str, Path)):
-        if entry is None or launch is None:
-            raise FormatRuleError(f"kernel: a CUDA/PTX source ({str(target)!r}) needs kernel= (its .entry name) "
-                                  f"and launch= (inputs -> refsim.cuda.LaunchPlan); got kernel={entry!r}, "
-                                  f"launch={launch!r}")
-        from refsim.cuda import user_kernel
-
-        return user_kernel(target, kernel=entry, launch=launch, arch=arch)
-    if entry is not None or launch is not None:
-        raise FormatRuleError(f"kernel=/launch=: only for a CUDA/PTX source path; got a {type(target).__name__}")
-    return target
+def _shapes(spec, shapes):
+    if shapes is None:
+        return None
+    if not isinstance(shapes, (list, tuple)) or not shapes:
+        raise FormatRuleError(f"shapes: must be a non-empty list of dicts; got {shapes!r}")
+    shapes = [_validate_case(spec, s, f"shapes[{i}]") for i, s in enumerate(shapes)]
+    for i, s in enumerate(shapes):
+        if set(s) != set(spec.shape_fields):
+            raise FormatRuleError(f"shapes[{i}]: must give exactly the shape fields {list(spec.shape_fields)}; got {s}")
+    return shapes
 
 
-def check_kernel(target, /, fmt: str = "marlin", *, kernel: str | None = None, launch=None,
+def _accuracy_lines(spec, acc, lin, j, bits_bad) -> list[str]:
+    """The head of an accuracy-mode report: the stated bound, the worst output, bit-exactness."""
+    worst = tuple(int(i) for i in np.unravel_index(np.argmax(np.where(j.outside, j.error / j.bound, -1.0)),
+                                                   j.outside.shape))
+    return [f"  accuracy mode: {acc.describe(lin.terms)}; |y - S| <= B around the exact product S "
+            f"(refsim.testing.accuracy)",
+            f"  {int(j.outside.sum())} of {j.outside.size} outputs outside the bound; worst at {worst}: |y - S| = "
+            f"{j.error[worst]:.4g} > B = {j.bound[worst]:.4g} (S = {j.exact[worst]:.6g})",
+            f"  bit-exact with refsim's order: {'no' if bits_bad.any() else 'yes'}, {int(bits_bad.sum())} of "
+            f"{bits_bad.size} outputs differ"] + ([] if bits_bad.any() else [
+                f"  verdict: the kernel computes what refsim's emulator computes, whose own accumulation leaves this "
+                f"bound: the stated {acc.dtype} accumulation is stronger than the kernel's arithmetic (refsim's "
+                f"emulators pass under the statements listed in docs/harness.md)"])
+
+
+def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None, launch=None,
                  arch: str = "sm_80", sms: int = 108,
                  max_examples: int | None = None, seed: int | None = None, shapes=None,
                  max_size: int | None = None, cases=None, save_failures=None, deadline: float | None = None,
                  shrink: bool = True, shrink_budget: float = 8.0, diagnose_budget: float = 20.0,
+                 mode: str = "bitexact", accumulation: str = "fp32", order: str = "sequential",
                  progress=True) -> CheckResult:
-    """Check ``kernel`` bit for bit against refsim's emulator of ``fmt`` (see the module docstring).
+    """Check a kernel against refsim's emulator of ``fmt`` (see the module docstring).
 
     target: any callable taking the format's NumPy inputs (``FORMATS[fmt].signature``) and returning
     its output array, or the path of a CUDA source (``.cu``) or PTX file (``.ptx``): that file is
-    compiled (nvcc from the ``cuda`` extra, cached), and its ``.entry`` named by ``kernel=`` runs
-    through :mod:`refsim.ptx` on the CPU, launched as ``launch(*inputs)`` describes (a function
-    returning a :class:`refsim.cuda.LaunchPlan`: grid, block, ``.param`` arguments, the output
-    array; see :func:`refsim.cuda.user_kernel`). fmt: 'marlin', 'anyprec', 'atom', 'mixed_2_4_16', 'mma_m16n8k16',
-    'mma_m16n8k16_f16', 'mma_s4'. arch: tensor-core model 'sm_70' .. 'sm_90'. sms: SM count = grid size (Marlin's
-    partition depends on it). max_examples: drawn cases after the pinned ones (default 12 for
-    Marlin, 20 otherwise; 0 runs only pinned/replayed cases). seed: int for the draws (default: a
-    fresh one, printed in the report). shapes: list of dicts fixing the shape fields (e.g.
-    ``[{'m': 1, 'k': 4096, 'n': 4096, 'group_size': 128}]``): pinned and drawn cases use only these.
-    max_size: largest case in multiply-adds (default per format, docs/harness.md). cases: replay
-    only these (dicts from a report's ``rebuild_case`` line, or ``.npz`` paths written by
-    ``save_failures``). save_failures: a ``.npz`` path or a directory for the failing case's inputs,
-    outputs and case. deadline: seconds one kernel call may take. shrink / shrink_budget: minimise
-    a failing case, within that many seconds. diagnose_budget: seconds for probes and known bug
-    classes. progress: True (one line per phase on stderr), False, or a callable.
+    compiled (nvcc from the ``cuda`` extra, cached; its errors name the file and line), and its
+    ``.entry`` named by ``kernel=`` runs through :mod:`refsim.ptx` on the CPU, launched as
+    ``launch(*inputs)`` describes (a function returning a :class:`refsim.cuda.LaunchPlan`).
+    fmt: one of ``FORMATS`` ('anyprec', 'atom', 'awq', 'gptq', 'gptq_v2', 'marlin', 'mixed_2_4_16',
+    'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'); None infers it from the kernel's parameter
+    names (:func:`infer_format`, said in the progress) and refuses when they do not name exactly
+    one. arch: tensor-core model 'sm_70' .. 'sm_90'. sms: SM count = grid size (Marlin's partition
+    depends on it). max_examples: drawn cases after the pinned ones (default 12 for Marlin, 20
+    otherwise; 0 runs only pinned/replayed cases). seed: int for the draws (default: a fresh one,
+    printed). shapes: list of dicts fixing the shape fields (e.g. ``[{'m': 1, 'k': 4096, 'n': 4096,
+    'group_size': 128}]``). max_size: largest case in multiply-adds (default per format). cases:
+    replay only these (dicts from a report's ``rebuild_case`` line, or ``.npz`` paths written by
+    ``save_failures``). save_failures: a ``.npz`` path or a directory for the failing case.
+    deadline: seconds one kernel call may take (None: no limit). shrink / shrink_budget: minimise a
+    failing case within that many seconds. diagnose_budget: seconds for probes and bug classes.
+    mode: 'bitexact' (every bit equals the emulator's) or 'accuracy' (every output within the
+    forward-error bound of ``accumulation`` 'fp32' / 'fp16' summed in ``order`` 'sequential' /
+    'pairwise' / 'any', around the exact product; :mod:`refsim.testing.accuracy`).
+    progress: True (one line per phase on stderr), False, or a callable.
 
-    Returns a :class:`CheckResult` when every case matches; raises :class:`KernelMismatch`,
-    :class:`KernelCallError` or :class:`KernelTimeout` otherwise, and a
+    Returns a :class:`CheckResult` when every case passes; raises :class:`KernelMismatch`,
+    :class:`KernelCallError` (:class:`KernelTimeout`, :class:`KernelModifiedInput`) otherwise, and a
     :class:`~refsim.errors.RefsimError` for bad arguments before any case runs.
     """
     t_start = time.perf_counter()
-    spec = _spec(fmt)
+    say = _progress(progress)
+    mode = require_choice("mode", mode, MODES)
+    acc = Accumulation(accumulation, order) if mode == "accuracy" else None
     tc.model(arch)
+    if fmt is not None:
+        _spec(fmt)                                  # a wrong name before any compile
     kernel = _source_kernel(target, kernel, launch, arch)
+    if fmt is None:
+        fmt = infer_format(kernel)
+        say(f"fmt not given: the kernel's parameters {FORMATS[fmt].inputs} are the inputs of {fmt!r}; "
+            f"checking it as {fmt}")
+    spec = _spec(fmt)
+    if acc is not None and spec.no_accuracy:
+        raise FormatRuleError(f"mode: {spec.name} is {spec.no_accuracy}: compare its bits (mode='bitexact'); "
+                              "got mode='accuracy'")
     sms = require_int("sms", sms, minimum=1)
     _validate_kernel(kernel, spec)
     max_examples = _DEFAULT_EXAMPLES.get(spec.name, 20) if max_examples is None else require_int(
@@ -602,65 +421,75 @@ def check_kernel(target, /, fmt: str = "marlin", *, kernel: str | None = None, l
     deadline = _positive("deadline", deadline)
     shrink_budget = _positive("shrink_budget", shrink_budget) or 0.0
     diagnose_budget = _positive("diagnose_budget", diagnose_budget) or 0.0
-    say = _progress(progress)
-    if shapes is not None:
-        if not isinstance(shapes, (list, tuple)) or not shapes:
-            raise FormatRuleError(f"shapes: must be a non-empty list of dicts; got {shapes!r}")
-        shapes = [_validate_case(spec, s, f"shapes[{i}]") for i, s in enumerate(shapes)]
-        for i, s in enumerate(shapes):
-            if set(s) != set(spec.shape_fields):
-                raise FormatRuleError(f"shapes[{i}]: must give exactly the shape fields {list(spec.shape_fields)}; "
-                                      f"got {s}")
+    shapes = _shapes(spec, shapes)
     replay = None if cases is None else [_load_case(spec, c, i) for i, c in enumerate(cases)]
     if save_failures is not None and not isinstance(save_failures, (str, os.PathLike)):
         raise FormatRuleError(f"save_failures: must be a path; got {save_failures!r}")
 
-    runner = _Runner(kernel, spec, arch, sms, deadline)
+    runner = Runner(kernel, spec, arch, sms, deadline)
     rng = np.random.default_rng(seed)
     if replay is not None:
         plan = [(c, f"replayed case {i + 1} of {len(replay)}") for i, c in enumerate(replay)]
         pinned = []
     else:
         pinned = pinned_cases(spec.name, sms, max_size=max_size, shapes=shapes)
-        plan = [({**c, "kind": spec.pinned_kind, "seed": int(rng.integers(2**31))}, f"pinned case {i + 1} of {len(pinned)}")
-                for i, (c, _) in enumerate(pinned)]
+        # accuracy mode pins the data that stresses a sum (exponents over 21 binades: cancellation,
+        # small terms next to large ones); bit-exact mode pins data that rounds everywhere
+        kind = "wide_exponents" if acc is not None and "wide_exponents" in spec.fields["kind"] else spec.pinned_kind
+        plan = [({**c, "kind": kind, "seed": int(rng.integers(2**31))},
+                 f"pinned case {i + 1} of {len(pinned)}") for i, (c, _) in enumerate(pinned)]
         population = list(shapes) if shapes is not None else legal_shapes(spec.name, max_size)
         if not population:
             raise FormatRuleError(f"max_size: no legal {spec.name} shape has at most {max_size} multiply-adds")
         plan += [(_draw(spec, rng, population), f"drawn case {i + 1} of {max_examples}") for i in range(max_examples)]
-    covered = set()
-    for _, regs in pinned:
-        covered |= set(regs)
     say(f"{spec.name} on {arch}, sms={sms}, seed={seed}: {len(pinned)} pinned + "
         f"{0 if replay is not None else max_examples} drawn cases{'' if replay is None else f', {len(replay)} replayed'}"
-        f" (max_size {max_size} multiply-adds)")
+        f" (max_size {max_size} multiply-adds)" + (f"; accuracy mode, {acc.dtype} accumulation in {acc.order} order"
+                                                   if acc else ""))
+
+    def judged(case, inputs):
+        """(actual, expected, bits differ, judgement or None, failing mask) of one case."""
+        actual, expected, bits = runner.differs(case, inputs)
+        if acc is None:
+            return actual, expected, bits, None, bits
+        j = judge(acc, spec.linear(case, inputs), actual)
+        return actual, expected, bits, j, j.outside
 
     phase, phase_t0, phase_n = None, time.perf_counter(), 0
+    outputs = bit_differ = 0
+    worst = 0.0
     for case, origin in plan:
         kind_of = origin.split()[0]
         if kind_of != phase:
             if phase is not None:
-                say(f"{phase}: {phase_n} cases match ({time.perf_counter() - phase_t0:.1f} s)")
+                say(f"{phase}: {phase_n} cases {'match' if acc is None else 'within the bound'} "
+                    f"({time.perf_counter() - phase_t0:.1f} s)")
             phase, phase_t0, phase_n = kind_of, time.perf_counter(), 0
         inputs = spec.make(case)
-        actual, expected, bad = runner.differs(case, inputs)
+        actual, expected, bits, j, bad = judged(case, inputs)
         phase_n += 1
+        outputs, bit_differ = outputs + bits.size, bit_differ + int(bits.sum())
+        worst = max(worst, j.ratio) if j is not None else worst
         if not bad.any():
             continue
-        say(f"{origin} differs: {int(bad.sum())} of {bad.size} outputs; case {case}")
+        say(f"{origin} {'differs' if acc is None else 'leaves the bound'}: {int(bad.sum())} of {bad.size} outputs; "
+            f"case {case}")
         if shrink and replay is None and shrink_budget > 0:
-            case = _shrink(runner, case, shrink_budget, say)
+            case = dg.shrink(spec, case, lambda c, inp: judged(c, inp)[4].any(), shrink_budget, say)
             inputs = spec.make(case)
-            actual, expected, bad = runner.differs(case, inputs)
+            actual, expected, bits, j, bad = judged(case, inputs)
             origin += " (shrunk)"
-        report = _report(runner, case, inputs, actual, expected, bad, origin, diagnose_budget, say)
+        summary = None if j is None else _accuracy_lines(spec, acc, spec.linear(case, inputs), j, bits)
+        report = dg.report(runner, case, inputs, actual, expected, bits, origin, diagnose_budget, say, summary)
         if save_failures is not None:
-            saved = _save(save_failures, spec, case, inputs, actual, expected)
-            report += f"\n  saved: {saved}"
+            report += f"\n  saved: {dg.save(save_failures, spec, case, inputs, actual, expected)}"
         raise KernelMismatch(report, case)
     if phase is not None:
-        say(f"{phase}: {phase_n} cases match ({time.perf_counter() - phase_t0:.1f} s)")
-    seconds = time.perf_counter() - t_start
+        say(f"{phase}: {phase_n} cases {'match' if acc is None else 'within the bound'} "
+            f"({time.perf_counter() - phase_t0:.1f} s)")
+    covered = set().union(*(set(regs) for _, regs in pinned))
     n_drawn = sum(1 for _, o in plan if o.startswith("drawn"))
     return CheckResult(spec.name, arch, sms, seed, len(pinned), n_drawn, 0 if replay is None else len(replay),
-                       tuple(sorted(covered)), seconds)
+                       tuple(sorted(covered)), time.perf_counter() - t_start, mode,
+                       None if acc is None else str(acc), outputs, bit_differ,
+                       worst)

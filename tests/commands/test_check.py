@@ -1,9 +1,18 @@
-"""``refsim check MODULE:FUNCTION``: exit 0 on a matching kernel, 1 with the report on a wrong one,
+"""``refsim check MODULE:FUNCTION``: exit 0 only with a verdict that the kernel matches, 1 with the
+report on a wrong one or when no verdict was reached (whatever way the kernel ends the process),
 2 with one stderr line for bad arguments."""
 
 from __future__ import annotations
 
-from refsim.cli import main
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from refsim.cli import build_parser, main
+from refsim.commands import check
 
 KERNELS = '''
 import numpy as np
@@ -32,6 +41,146 @@ def test_wrong_kernel_exits_1_with_the_report(tmp_path, capsys):
     assert main(["check", f"{_module(tmp_path)}:off_by_one", "--fmt", "mma_s4", "--seed", "0"]) == 1
     out = capsys.readouterr().out
     assert "mma_s4 kernel differs" in out and "difference 1" in out and "rebuild_case" in out
+
+
+def _refsim_check(tmp_path, source, *args, timeout=120):
+    """Run ``refsim check`` on a kernel written to a temp file, as a user does: a fresh process."""
+    path = tmp_path / "user_kernels.py"
+    path.write_text(source)
+    res = subprocess.run([sys.executable, "-m", "refsim", "check", *[str(a).replace("@", f"{path}:") for a in args]],
+                         capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    return res.returncode, res.stdout, res.stderr
+
+
+EXITS = '''
+import ctypes, os, signal, sys
+from refsim.arith import tensor_core as tc
+
+def sys_exit(A, B, C):
+    sys.exit(0)
+
+def os_exit(A, B, C):
+    os._exit(0)
+
+def keyboard_interrupt(A, B, C):
+    raise KeyboardInterrupt
+
+def segfault(A, B, C):
+    ctypes.string_at(0)
+
+def sigkill(A, B, C):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def spin(A, B, C):
+    while True:
+        pass
+
+def spin_ignoring_the_interrupt(A, B, C):
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    while True:
+        pass
+
+def zeroes_B(A, B, C):
+    D = tc.mma_int(A, B, C)
+    B[...] = 0
+    return D
+'''
+
+# (kernel, stream, words the message must contain); every one must end `refsim check` with status 1
+EXIT_PATHS = [
+    ("sys_exit", "out", "kernel called sys.exit(0)"),
+    ("os_exit", "err", "no verdict: the check process exited with status 0 during a kernel call"),
+    ("keyboard_interrupt", "out", "no verdict: KeyboardInterrupt"),
+    ("segfault", "err", "no verdict: the check process was killed by SIGSEGV during a kernel call"),
+    ("sigkill", "err", "no verdict: the check process was killed by SIGKILL during a kernel call"),
+    ("spin", "out", "did not return within deadline=1.0 s"),
+    ("spin_ignoring_the_interrupt", "err", "no verdict: a kernel call did not return within --deadline 1 s"),
+    ("zeroes_B", "out", "modified its input 'B' (input 2 of 3"),
+]
+
+
+@pytest.mark.parametrize("kernel, stream, words", EXIT_PATHS, ids=[k for k, _, _ in EXIT_PATHS])
+def test_no_exit_path_of_the_kernel_ends_check_with_status_0(tmp_path, kernel, stream, words):
+    rc, out, err = _refsim_check(tmp_path, EXITS, f"@{kernel}", "--fmt", "mma_s4", "--seed", "0", "--deadline", "1")
+    assert rc == 1, (out, err)
+    assert words in (out if stream == "out" else err), (out, err)
+    assert "Traceback" not in err
+
+
+def test_a_module_that_exits_while_loading_is_a_named_error(tmp_path):
+    rc, out, err = _refsim_check(tmp_path, "import sys\nsys.exit(0)\n", "@k", "--fmt", "mma_s4")
+    assert rc == 2 and "kernel: importing" in err and "raised SystemExit" in err
+    rc, out, err = _refsim_check(tmp_path, "import os\nos._exit(0)\n", "@k", "--fmt", "mma_s4")
+    assert rc == 1 and "no verdict: the check process exited with status 0 outside a kernel call" in err
+
+
+def test_the_default_deadline_applies_without_the_option():
+    args = build_parser().parse_args(["check", "m:f", "--fmt", "mma_s4"])
+    assert args.deadline == check.DEFAULT_DEADLINE == 60.0
+    assert build_parser().parse_args(["check", "m:f", "--deadline", "none"]).deadline is None
+
+
+def test_without_fmt_the_format_is_inferred_from_the_parameter_names_and_said(tmp_path):
+    src = "from refsim.emulator import anyprec_kernel as ek\n" \
+          "def gemv(x, qweight, lut):\n    return ek.anyprec_gemv(x, qweight, lut, qweight.shape[0])\n" \
+          "def mma(A, B, C):\n    return None\n"
+    rc, out, err = _refsim_check(tmp_path, src, "@gemv", "--seed", "0", "--max-examples", "1")
+    assert rc == 0 and "checking it as anyprec" in err and out.startswith("anyprec: ")
+    rc, out, err = _refsim_check(tmp_path, src, "@mma")
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "fmt: required" in err and "'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'" in err
+
+
+CHAIN = '''
+import numpy as np
+from refsim.arith import fp
+from refsim.formats import gptq
+
+def gemv(x, qweight, qzeros, scales, g_idx):
+    # dequantize as the format says, then one fp32 FMA chain over k: another legitimate order
+    ck = gptq.GPTQCheckpoint(qweight, qzeros, scales, g_idx, 4, "gptq")
+    W = fp.cvt_f16_to_f32(gptq.dequantize(ck))
+    acc = np.zeros((x.shape[0], W.shape[1]), np.float32)
+    for k in range(W.shape[0]):
+        acc = fp.f32_fma(fp.cvt_f16_to_f32(x[:, k:k + 1]), W[k:k + 1], acc, fused=True)
+    return fp.cvt_f32_to_f16(acc)
+'''
+
+
+def test_accuracy_mode_from_the_command_line(tmp_path):
+    rc, out, err = _refsim_check(tmp_path, CHAIN, "@gemv", "--fmt", "gptq", "--seed", "0", "--max-examples", "3",
+                                 "--no-shrink")
+    assert rc == 1 and "verdict: another legitimate order" in out
+    rc, out, err = _refsim_check(tmp_path, CHAIN, "@gemv", "--fmt", "gptq", "--seed", "0", "--max-examples", "3",
+                                 "--accuracy", "--accumulation", "fp32", "--order", "sequential")
+    assert rc == 0, (out, err)
+    assert "within the bound of fp32 accumulation in sequential order everywhere" in out
+    assert "bit-exact with refsim's order: no" in out
+
+
+NVCC_FAILURE = ('nvcc failed (/usr/bin/nvcc -arch=sm_80 -ptx /tmp/refsim-ptx-k2j1/kernel.cu -o '
+                '/tmp/refsim-ptx-k2j1/kernel.ptx):\n/tmp/refsim-ptx-k2j1/kernel.cu(3): error: identifier '
+                '"undefined_name" is undefined\n\n1 error detected in the compilation of "/tmp/refsim-ptx-k2j1/kernel.cu".')
+
+
+def test_compiler_errors_name_the_users_file_and_line():
+    from refsim.testing.harness import compiler_message
+
+    msg = compiler_message(NVCC_FAILURE, "kernels/my_gemv.cu", "sm_80")
+    assert msg.startswith("kernels/my_gemv.cu: nvcc cannot compile it for sm_80:\n")
+    assert "kernels/my_gemv.cu(3): error: identifier" in msg and "refsim-ptx" not in msg
+    assert 'compilation of "kernels/my_gemv.cu"' in msg
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the cuda extra) on PATH")
+def test_compiler_errors_name_the_users_file_and_line_with_nvcc(tmp_path):
+    (tmp_path / "bad.cu").write_text('extern "C" __global__ void k(float *y) {\n  int i = threadIdx.x;\n'
+                                     '  y[i] = undefined_name + 1.0f;\n}\n')
+    (tmp_path / "launch.py").write_text("def plan(*inputs):\n    return None\n")
+    res = subprocess.run([sys.executable, "-m", "refsim", "check", "bad.cu:k", "--launch", "launch.py:plan", "--fmt",
+                          "anyprec"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "bad.cu(3): error: identifier" in res.stderr and "refsim-ptx" not in res.stderr
 
 
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):

@@ -167,3 +167,74 @@ def atom_fp32_scale_product(a_q4, a_s4, a_q8, a_s8, w_q4, w_s4, w_q8, w_s8):
             c = tc.mma_int(a_q8[:, k0:k0 + 32], w_q8[k0:k0 + 32], c, atype="s8", btype="s8")
         acc = epilogue(acc, c, a_s8, w_s8)
     return fp.cvt_f32_to_f16(acc)
+
+
+# ----------------------------------------------------------------------------------------------
+# W4A16 GEMV for GPTQ and AWQ checkpoints, ported from refsim/cuda/gptq_awq.cu's spec block
+
+
+def _nibbles(words, shifts):
+    """(R, C) uint32 words -> (R, len(shifts), C) nibbles at those bit shifts."""
+    return (words.view(np.uint32)[:, None, :] >> shifts.astype(np.uint32)[None, :, None]) & np.uint32(0xF)
+
+
+def _w4a16(x, W, *, accumulate):
+    """y (M, N) f16 for x (M, K) f16 and dequantized W (K, N) f16, summed as ``accumulate`` says:
+    'design' (per slab two 4-step fp16 hfma2 chains, fp16 add, fp32 across slabs), 'fp16' (the
+    same slab sums in an fp16 accumulator), 'fp32_chain' (one fp32 FMA chain over k)."""
+    m, k = x.shape
+    n = W.shape[1]
+    if accumulate == "fp32_chain":
+        acc = np.zeros((m, n), np.float32)
+        for kk in range(k):
+            acc = fp.f32_fma(fp.cvt_f16_to_f32(x[:, kk:kk + 1]), fp.cvt_f16_to_f32(W[kk:kk + 1]), acc, fused=True)
+        return fp.cvt_f32_to_f16(acc)
+    acc = np.zeros((m, n), np.float32 if accumulate == "design" else np.float16)
+    for k0 in range(0, k, 8):
+        hx = np.zeros((m, n), np.float16)
+        hy = np.zeros((m, n), np.float16)
+        for i in range(4):
+            hx = fp.f16_fma(W[k0 + 2 * i][None, :], x[:, k0 + 2 * i, None], hx, fused=True)
+            hy = fp.f16_fma(W[k0 + 2 * i + 1][None, :], x[:, k0 + 2 * i + 1, None], hy, fused=True)
+        h = fp.f16_add(hx, hy)
+        acc = fp.f32_add(acc, fp.cvt_f16_to_f32(h)) if accumulate == "design" else fp.f16_add(acc, h)
+    return acc if accumulate != "design" else fp.cvt_f32_to_f16(acc)
+
+
+def _dequant(q, z, s):
+    """fp16(q - z) * s in fp16 (one rounding), all (K, N)."""
+    return (q.astype(np.int32) - z.astype(np.int32)).astype(np.float16) * s
+
+
+def gptq_port(x, qweight, qzeros, scales, g_idx, *, v2=False, zero_plus_one=None, rows_reversed=False,
+              ignore_g_idx=False, group_per_slab=False, accumulate="design"):
+    """y (M, N) f16 of a GPTQ 4-bit checkpoint (v1 zeros read ``field + 1``; ``v2``: as stored).
+
+    Bugs: ``zero_plus_one`` (True/False overrides the convention: v1 read as v2 or v2 read as v1);
+    ``rows_reversed`` (row k0 + e from nibble 7 - e); ``ignore_g_idx`` (group k // group_size);
+    ``group_per_slab`` (rows k0..k0+7 take g_idx[k0]); ``accumulate`` 'fp16' or 'fp32_chain'."""
+    k, n = x.shape[1], scales.shape[1]
+    shifts = 4 * (np.arange(7, -1, -1) if rows_reversed else np.arange(8))
+    q = _nibbles(qweight, shifts).reshape(k, n)                                      # (K/8, 8, N) -> (K, N)
+    plus = (not v2) if zero_plus_one is None else zero_plus_one
+    z = _nibbles(qzeros.T.copy(), 4 * np.arange(8)).transpose(2, 0, 1).reshape(scales.shape[0], n) + int(plus)
+    g = g_idx.astype(np.int64)
+    if ignore_g_idx:
+        g = np.arange(k) // (k // scales.shape[0])
+    if group_per_slab:
+        g = np.repeat(g[::8], 8)
+    return _w4a16(x, _dequant(q, z[g], scales[g]), accumulate=accumulate)
+
+
+def awq_port(x, qweight, qzeros, scales, *, interleave_ignored=False, zero_plus_one=False, accumulate="design"):
+    """y (M, N) f16 of an AWQ checkpoint: column c of a word in nibble (c >> 1) + 4 (c & 1).
+
+    Bugs: ``interleave_ignored`` (column 8j + i from nibble i, in qweight and qzeros);
+    ``zero_plus_one`` (zeros read as stored + 1); ``accumulate`` as :func:`gptq_port`."""
+    k, n = x.shape[1], scales.shape[1]
+    c = np.arange(8)
+    shifts = 4 * (c if interleave_ignored else (c >> 1) + 4 * (c & 1))
+    q = _nibbles(qweight, shifts).transpose(0, 2, 1).reshape(k, n)                   # (K, N/8, 8) -> (K, N)
+    z = _nibbles(qzeros, shifts).transpose(0, 2, 1).reshape(scales.shape[0], n) + int(zero_plus_one)
+    g = np.arange(k) // (k // scales.shape[0])
+    return _w4a16(x, _dequant(q, z[g], scales[g]), accumulate=accumulate)

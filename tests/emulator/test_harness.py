@@ -58,7 +58,7 @@ def test_kernel_that_is_not_callable_or_takes_the_wrong_arguments_is_rejected_at
     with pytest.raises(FormatRuleError, match="must accept the 3 positional inputs of 'marlin'"):
         harness.check_kernel(lambda A, B: A, "marlin")
     with pytest.raises(FormatRuleError, match="fmt: must be one of"):
-        harness.check_kernel(lambda *a: None, "awq")
+        harness.check_kernel(lambda *a: None, "exl2")
 
 
 def test_pinned_marlin_cases_cover_every_partition_regime_for_108_sms():
@@ -158,13 +158,30 @@ def test_wrong_dtype_is_reported_without_shrinking():
         harness.check_kernel(lambda A, B, s: mk.marlin_gemm(A, B, s).astype(np.float32), "marlin", **QUIET)
 
 
-def test_kernel_gets_copies_of_the_inputs():
-    def vandal(A, B, C):
-        D = tc.mma_int(A, B, C)
-        A[:] = 0
+@pytest.mark.parametrize("victim", [0, 1, 2])
+def test_a_kernel_that_writes_an_input_after_the_right_output_fails_naming_it(victim):
+    seen = []
+
+    def vandal(*inputs):
+        D = tc.mma_int(*inputs)
+        seen.append(inputs[victim].copy())
+        inputs[victim][...] = 0                        # the right D, then a corrupted input
         return D
 
-    harness.check_kernel(vandal, "mma_s4", max_examples=3, **QUIET)
+    with pytest.raises(harness.KernelModifiedInput, match=f"modified its input '{'ABC'[victim]}' "
+                                                          f"\\(input {victim + 1} of 3"):
+        harness.check_kernel(vandal, "mma_s4", max_examples=0, seed=0, **QUIET)
+    assert len(seen) == 1                              # at once: no shrink, no probes
+    rebuilt = rebuild_case({"fmt": "mma_s4", **harness.pinned_cases("mma_s4")[0][0], "kind": "extremes", "seed": 0})
+    assert rebuilt[victim].any()                       # the original input was not zero: a real change
+
+
+def test_the_kernel_gets_copies_so_the_caller_inputs_stay_intact():
+    got = []
+    harness.check_kernel(lambda A, B, C: got.append(A) or tc.mma_int(A, B, C), "mma_s4", max_examples=1, seed=0,
+                         **QUIET)
+    A0 = rebuild_case({"fmt": "mma_s4", "c_large": True, "kind": "extremes", "seed": 0})[0]
+    assert all(a is not A0 for a in got)
 
 
 def test_progress_prints_one_line_per_phase():

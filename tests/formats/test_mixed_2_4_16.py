@@ -296,7 +296,7 @@ def test_quantize_hinv_equals_quantize_given_the_same_diagonal():
 def test_harness_lowrank_hinv_diag_is_the_damped_inverse_diagonal():
     """The harness builds layer-sized 2/4/16 cases without the (K, K) Hessian (Woodbury);
     against the Cholesky route on the same H (rounding-level agreement: two algorithms)."""
-    from refsim.testing.cases import _lowrank_hinv_diag
+    from refsim.testing.cases.mixed_2_4_16 import lowrank_hinv_diag as _lowrank_hinv_diag
     rng = np.random.default_rng(22)
     for k in (16, 256, 1024):
         X = rng.standard_normal((64, k))

@@ -60,3 +60,33 @@ def test_memoised_calibration_prediction_equals_the_kernel_model():
         for _ in range(2):                               # first call computes, second is the memo
             got = calibrate.predict_row(r, g, FITTED)
             assert np.float64(got).view(np.uint64) == np.float64(want).view(np.uint64)
+
+
+def test_a_bit_mismatch_becomes_the_checks_failure_detail(tmp_path, monkeypatch):
+    from refsim.testing import assert_bitexact
+
+    def wrong_bits():
+        assert_bitexact(np.array([1.0, 2.0, 3.0], np.float16), np.array([1.0, 2.0, 3.001], np.float16), name="y")
+
+    fake = types.SimpleNamespace(TITLE="fake", ORDER=0, __name__="fake", checks=lambda: [Check("bits", wrong_bits)])
+    monkeypatch.setattr(report, "section_modules", lambda only=None: [fake])
+    (sec,) = report.run_report(tmp_path)
+    (res,) = sec.results
+    assert res.status == "FAIL"
+    assert res.detail.startswith("y: 1 of 3 elements differ in their bits (dtype float16, shape (3,)); "
+                                 "max ULP distance among mismatches: 1; at (2,): actual 0x4200")
+
+
+def test_no_report_section_compares_bits_by_hand():
+    # every bit comparison in a section goes through assert_bitexact (one report format, raw bits)
+    import re
+    from pathlib import Path
+
+    import refsim.report.sections as sections
+
+    hand = re.compile(r"np\.array_equal\(|\.tobytes\(\)|\.tolist\(\) *!=|\.view\(np\.uint\d+\) *!=")
+    for path in Path(sections.__file__).parent.glob("*.py"):
+        if path.name == "performance.py":      # predictions, no bits
+            continue
+        hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if hand.search(line)]
+        assert not hits, f"{path.name}: lines {hits}"

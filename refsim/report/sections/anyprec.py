@@ -10,6 +10,7 @@ from refsim.formats import bit_transpose as bt
 from refsim.formats import bitplane as bp
 from refsim.quant import upscale as up
 from refsim.report import Check
+from refsim.testing import assert_bitexact
 
 TITLE = "Any-Precision LLM"
 ORDER = 40
@@ -21,9 +22,8 @@ def _worked_example() -> str:
     codes[0, 256:264] = [8, 1, 1, 6, 13, 15, 8, 6]
     codes[0, 512:520] = [10, 7, 13, 1, 12, 8, 2, 5]
     codes[0, 768:776] = [10, 5, 9, 9, 3, 6, 7, 12]
-    words = [int(w) for w in bp.pack(codes, 4)[:, 0, 0].view(np.uint32)]
-    if words != [0x538EACB1, 0x7A1D6947, 0xD815C28E, 0x836C717A]:
-        raise AssertionError(f"plane words {[hex(w) for w in words]}")
+    assert_bitexact(bp.pack(codes, 4)[:, 0, 0].view(np.uint32),
+                    np.array([0x538EACB1, 0x7A1D6947, 0xD815C28E, 0x836C717A], np.uint32), name="plane words")
     return "p=4 lane-0 words 0x538eacb1 0x7a1d6947 0xd815c28e 0x836c717a (spec §2)"
 
 
@@ -32,8 +32,7 @@ def _prefixes() -> str:
     codes = rng.integers(0, 256, (8, 1312), dtype=np.uint8)  # tail chunk of 288
     q = bp.pack(codes, 8)
     for b in range(3, 9):
-        if not np.array_equal(bp.unpack(q[:b]), codes >> (8 - b)):
-            raise AssertionError(f"{b}-bit prefix differs")
+        assert_bitexact(bp.unpack(q[:b]), codes >> (8 - b), name=f"{b}-bit prefix")
     return "unpack(pack(c, 8)[:b]) == c >> (8-b) for b = 3..8, K = 1312"
 
 
@@ -42,9 +41,8 @@ def _transposes() -> str:
     for b in bt.TRANSPOSE_BITS:
         q = rng.integers(0, 2**32, (b, 512), dtype=np.uint32)
         ref = bt.codes_reference(q, b)
-        if not (np.array_equal(bt.swar_to_codes(bt.transpose_swar(q, b), b), ref)
-                and np.array_equal(bt.transpose_hd8x8(q, b), ref)):
-            raise AssertionError(f"{b}-bit transposes disagree")
+        assert_bitexact(bt.swar_to_codes(bt.transpose_swar(q, b), b), ref, name=f"{b}-bit SWAR transpose")
+        assert_bitexact(bt.transpose_hd8x8(q, b), ref, name=f"{b}-bit HD 8x8 transpose")
     ops = {b: bt.ops_per_32_weights("swar", b) for b in range(3, 9)}
     if ops[4] != 40:
         raise AssertionError(f"4-bit SWAR ops {ops[4]} != 40 (paper)")
@@ -59,8 +57,7 @@ def _quantizer() -> str:
     a = up.seed_and_upscale(W, G, 3, 8, random_state=0)
     b = up.seed_and_upscale_reference(W, G, 3, 8, random_state=0)
     for bits in range(3, 9):
-        if a.luts[bits].tobytes() != b.luts[bits].tobytes():
-            raise AssertionError(f"lut{bits}: vectorised != reference")
+        assert_bitexact(a.luts[bits], b.luts[bits], name=f"lut{bits} (vectorised vs reference)")
     errs = [float(np.sum(G * (W - a.dequantize(bits)) ** 2)) for bits in range(3, 9)]
     return "vectorised == per-channel loops; weighted error 3..8 bits: " + ", ".join(f"{e:.3g}" for e in errs)
 

@@ -7,6 +7,7 @@ import numpy as np
 from refsim.formats import atom as A
 from refsim.quant import atom as QA
 from refsim.report import Check
+from refsim.testing import assert_bitexact
 
 TITLE = "Atom W4A4"
 ORDER = 60
@@ -19,8 +20,7 @@ def _reorder() -> str:
     idx = A.reorder_index(A.hessian_statistic(x))
     if sorted(idx.tolist()) != list(range(512)) or set(idx[-2:].tolist()) != {7, 300}:
         raise AssertionError("reorder index is not a permutation with the outliers last")
-    if not np.array_equal(A.unpermute(A.permute(x, idx, 1), idx, 1), x):
-        raise AssertionError("permute/unpermute do not round-trip")
+    assert_bitexact(A.unpermute(A.permute(x, idx, 1), idx, 1), x, name="unpermute(permute(x))")
     return "permutation of 512 channels, planted outliers 7 and 300 last, round trip exact"
 
 
@@ -28,8 +28,9 @@ def _pack() -> str:
     vals = np.arange(-8, 8, dtype=np.int8)
     lo, hi = np.meshgrid(vals, vals, indexing="ij")
     q = np.stack([lo.ravel(), hi.ravel()], axis=1)
-    if not np.array_equal(A.unpack_int4(A.pack_int4(q)), q) or A.pack_int4(np.array([[-3, 5]], np.int8))[0, 0] != 0x5D:
-        raise AssertionError("INT4 packing")
+    assert_bitexact(A.unpack_int4(A.pack_int4(q)), q, name="unpack_int4(pack_int4(q))")
+    assert_bitexact(A.pack_int4(np.array([[-3, 5]], np.int8)).view(np.uint8).ravel(), np.array([0x5D], np.uint8),
+                    name="pack_int4([-3, 5])")
     return "all 256 (low, high) nibble pairs round-trip; (-3, 5) -> 0x5D"
 
 
@@ -37,10 +38,9 @@ def _modes() -> str:
     x = np.zeros((1, 256), np.float32)
     x[0, :3] = [7.0, 2.5, -0.5]
     x[0, 128] = 127.0
-    k = A.quantize_activations(x, "kernel").q4[0, :3].tolist()
-    s = A.quantize_activations(x, "simulation", clip=1.0).q4[0, :3].tolist()
-    if k != [7, 3, -1] or s != [7, 2, 0]:
-        raise AssertionError(f"kernel {k}, simulation {s}")
+    assert_bitexact(A.quantize_activations(x, "kernel").q4[0, :3], np.array([7, 3, -1], np.int8), name="kernel mode")
+    assert_bitexact(A.quantize_activations(x, "simulation", clip=1.0).q4[0, :3], np.array([7, 2, 0], np.int8),
+                    name="simulation mode")
     return "ties: kernel (roundf) 2.5->3, -0.5->-1; simulation (half-even) 2.5->2, -0.5->0"
 
 
@@ -51,8 +51,7 @@ def _gemm() -> str:
     a = A.quantize_activations(x, "kernel", group_size=64, keeper=64)
     b = A.quantize_weights(w, "kernel", group_size=64, keeper=64)
     d, r = A.atom_gemm(a, b), A.atom_gemm_reference(a, b)
-    if d.view(np.uint16).tolist() != r.view(np.uint16).tolist():
-        raise AssertionError("vectorised GEMM != exact plain loop")
+    assert_bitexact(d, r, name="atom_gemm (vectorised vs exact plain loop)")
     return "fused group GEMM (int32 groups, half(sA*sB), fp32 FMA, INT8 tail) == exact-rational loop, 4x6x192"
 
 

@@ -11,6 +11,7 @@ from refsim.emulator import marlin_kernel as mk
 from refsim.arith import tensor_core as tc
 from refsim.formats import marlin
 from refsim.report import Check, SkipCheck
+from refsim.testing import assert_bitexact
 
 TITLE = "Exact emulator (fp, tensor cores, kernels)"
 ORDER = 60
@@ -24,11 +25,8 @@ def _hardware_rows() -> str:
     rows = hw.load(path)
     for gpu, arch in hw.GPUS:
         a, b, c, d32, d16 = rows[gpu]
-        bad32 = int((tc.fdpa(arch, a, b, c, np.float32).view(np.uint32) != d32.view(np.uint32)).sum())
-        bad16 = int((tc.fdpa(arch, a, b, c.astype(np.float16), np.float16).view(np.uint16)
-                     != d16.view(np.uint16)).sum())
-        if bad32 or bad16:
-            raise AssertionError(f"{gpu}: {bad32} fp32-out and {bad16} fp16-out mismatches")
+        assert_bitexact(tc.fdpa(arch, a, b, c, np.float32), d32, name=f"{gpu} fp32-out")
+        assert_bitexact(tc.fdpa(arch, a, b, c.astype(np.float16), np.float16), d16, name=f"{gpu} fp16-out")
         parts.append(f"{gpu} {len(c)}/{len(c)}")
     return f"bit-exact on measured rows ({path.name}): " + ", ".join(parts)
 
@@ -37,9 +35,7 @@ def _fma_counterexample() -> str:
     a = np.array([1 + 2.0**-23], np.float32)
     b = np.array([1 - 2.0**-24], np.float32)
     c = np.array([2.0**-47 * (1 + 2.0**-23)], np.float32)
-    got = fp.f32_fma(a, b, c, fused=True)[0]
-    if got != np.float32(1 + 2.0**-23):
-        raise AssertionError(f"fmaf gave {got!r}")
+    assert_bitexact(fp.f32_fma(a, b, c, fused=True), np.array([1 + 2.0**-23], np.float32), name="fmaf")
     return "fmaf(1+2^-23, 1-2^-24, 2^-47(1+2^-23)) = 1+2^-23 (a float64 evaluation gives 1.0)"
 
 
@@ -49,9 +45,9 @@ def _split_order() -> str:
     A[0, 0], A[0, 1], A[0, 8] = 1.0, 2.0**-12, 2.0**-12
     B[0, 0], B[1, 0], B[8, 0] = 1.0, 2.0**-12, 2.0**-12
     C = np.zeros((16, 8), np.float32)
-    d80, d90 = tc.mma_m16n8k16("sm_80", A, B, C)[0, 0], tc.mma_m16n8k16("sm_90", A, B, C)[0, 0]
-    if d80 != np.float32(1.0) or d90 != np.float32(1 + 2.0**-23):
-        raise AssertionError(f"sm_80 {d80!r}, sm_90 {d90!r}")
+    assert_bitexact(tc.mma_m16n8k16("sm_80", A, B, C)[0, :1], np.array([1.0], np.float32), name="sm_80 D[0, 0]")
+    assert_bitexact(tc.mma_m16n8k16("sm_90", A, B, C)[0, :1], np.array([1 + 2.0**-23], np.float32),
+                    name="sm_90 D[0, 0]")
     return "m16n8k16 split vector: sm_80 1.0 (two k8 blocks), sm_90 1+2^-23 (one k16 block)"
 
 
@@ -65,8 +61,7 @@ def _marlin_small() -> str:
     C = mk.marlin_gemm(A, B, s, sms=3)
     cols = [0, 77, 200]
     ref = mk.marlin_gemm_reference(A, B, s, sms=3, cols=cols)
-    if not np.array_equal(C[:, cols].view(np.uint16), ref.view(np.uint16)):
-        raise AssertionError("vectorised Marlin emulation differs from its plain-loop twin")
+    assert_bitexact(C[:, cols], ref, name="Marlin emulation (vectorised vs plain loop)")
     return "M=1 K=N=256 g128, 3 SMs (fp16-carried global reduce): vectorised == plain loop"
 
 
@@ -80,8 +75,7 @@ def _anyprec_small() -> str:
     lut = (rng.standard_normal((n, 16)) * 0.05).astype(np.float16)
     x = rng.standard_normal((1, k)).astype(np.float16)
     got, ref = ek.anyprec_gemv(x, q, lut, bits), ek.anyprec_gemv_reference(x, q, lut, bits)
-    if not np.array_equal(got.view(np.uint16), ref.view(np.uint16)):
-        raise AssertionError("vectorised Any-Precision emulation differs from its plain-loop twin")
+    assert_bitexact(got, ref, name="Any-Precision emulation (vectorised vs plain loop)")
     return "M=1 N=4 K=1056 (one full chunk + a 1-lane tail), 4-bit: vectorised == exact-fma plain loop"
 
 
@@ -94,8 +88,7 @@ def _atom_small() -> str:
     w = (rng.standard_normal((512, 64)) * 0.05).astype(np.float16)
     a, wq = atom.quantize_activations(x, "kernel"), atom.quantize_weights(w, "kernel")
     got, ref = ek.atom_group_gemm(a, wq), atom.atom_gemm(a, wq)
-    if not np.array_equal(got.view(np.uint16), ref.view(np.uint16)):
-        raise AssertionError("Atom emulation differs from refsim.formats.atom.atom_gemm")
+    assert_bitexact(got, ref, name="Atom emulation vs refsim.formats.atom.atom_gemm")
     return "M=4 K=512 N=64 (3 INT4 groups + INT8 tail): mma slabs + FFMA epilogue == format oracle"
 
 

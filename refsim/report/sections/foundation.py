@@ -10,6 +10,7 @@ from refsim.formats import awq, gptq, uniform
 from refsim.quant.gptq import gptq_quantize, hessian, layer_output_error
 from refsim.quant.rtn import rtn_quantize
 from refsim.report import Check
+from refsim.testing import assert_bitexact
 
 TITLE = "Uniform, GPTQ and AWQ"
 ORDER = 10
@@ -28,34 +29,27 @@ def _roundtrip() -> str:
     rng = np.random.default_rng(1)
     for bits in gptq.BITS:
         q = rng.integers(0, 1 << bits, (128, 64), dtype=np.uint8)
-        back = gptq.unpack_qweight(gptq.pack_qweight(q, bits), bits, 128)
-        if not np.array_equal(back, q):
-            raise AssertionError(f"gptq {bits}-bit qweight round trip differs")
-        z = rng.integers(1, 1 << bits, (4, 64))
-        if not np.array_equal(gptq.unpack_qzeros(gptq.pack_qzeros(z, bits), bits, 64), z):
-            raise AssertionError(f"gptq {bits}-bit qzeros round trip differs")
+        assert_bitexact(gptq.unpack_qweight(gptq.pack_qweight(q, bits), bits, 128), q, name=f"gptq {bits}-bit qweight")
+        z = rng.integers(1, 1 << bits, (4, 64)).astype(np.int32)
+        assert_bitexact(gptq.unpack_qzeros(gptq.pack_qzeros(z, bits), bits, 64), z, name=f"gptq {bits}-bit qzeros")
     q = rng.integers(0, 16, (128, 64), dtype=np.uint8)
-    if not np.array_equal(awq.unpack_columns(awq.pack_columns(q), 64), q):
-        raise AssertionError("awq round trip differs")
+    assert_bitexact(awq.unpack_columns(awq.pack_columns(q), 64), q, name="awq columns")
     return "qweight/qzeros 2/3/4/8-bit and AWQ 4-bit: unpack(pack(q)) == q on 128x64"
 
 
 def _conformance() -> str:
     q = np.zeros((32, 1), np.uint8)
     q[:8, 0] = np.arange(1, 9)
-    word = int(gptq.pack_qweight(q, 4).view(np.uint32)[0, 0])
-    if word != 0x87654321:
-        raise AssertionError(f"4-bit stream word 0x{word:08x} != 0x87654321")
+    assert_bitexact(gptq.pack_qweight(q, 4).view(np.uint32)[0, :1], np.array([0x87654321], np.uint32),
+                    name="4-bit stream word")
     z = np.full((1, 32), 8)
     z[0, 3] = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gptq.ZeroPointOverflowWarning)
-        qz = int(gptq.pack_qzeros(z, 4).view(np.uint32)[0, 0])
-    if qz != 0xFFFFF777:
-        raise AssertionError(f"v1 zero-0 overflow word 0x{qz:08x} != 0xfffff777 (AutoGPTQ)")
-    aw = int(awq.pack_columns(np.arange(8, dtype=np.uint8)[None]).view(np.uint32)[0, 0])
-    if aw != 0x75316420:
-        raise AssertionError(f"AWQ interleave word 0x{aw:08x} != 0x75316420")
+        qz = gptq.pack_qzeros(z, 4).view(np.uint32)[0, :1]
+    assert_bitexact(qz, np.array([0xFFFFF777], np.uint32), name="v1 zero-0 overflow word (AutoGPTQ)")
+    assert_bitexact(awq.pack_columns(np.arange(8, dtype=np.uint8)[None]).view(np.uint32)[0, :1],
+                    np.array([0x75316420], np.uint32), name="AWQ interleave word")
     return "GPTQ 0x87654321, v1 zero-0 overflow 0xfffff777, AWQ 0x75316420"
 
 

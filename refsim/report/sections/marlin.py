@@ -8,6 +8,7 @@ import numpy as np
 
 from refsim.formats import dequant_tricks, marlin, sparse_marlin, stripes, swizzle
 from refsim.report import Check
+from refsim.testing import assert_bitexact
 
 TITLE = "Marlin (FP16 x INT4)"
 ORDER = 30
@@ -23,8 +24,8 @@ def _roundtrip() -> str:
         scales = (rng.random((1 if gs is None else k // gs, n)) + 0.1).astype(np.float16)
         b, s = marlin.pack(q, scales, gs)
         q2, s2 = marlin.unpack(b, s)
-        if not (np.array_equal(q2, q) and np.array_equal(s2.view(np.uint16), scales.view(np.uint16))):
-            raise AssertionError(f"round trip differs for K={k} N={n} group={gs}")
+        assert_bitexact(q2, q, name=f"codes, K={k} N={n} group={gs}")
+        assert_bitexact(s2, scales, name=f"scales, K={k} N={n} group={gs}")
     return "unpack(pack(q, s)) == (q, s) for 128x256 (per-channel, g128 corner) and 512x512 g128"
 
 
@@ -35,12 +36,9 @@ def _conformance() -> str:
                          [9, 7, 10, 8, 11, 7, 10, 12]):
         q[r, c] = v
     b, _ = marlin.pack(q, np.ones((1, 256), np.float16), None)
-    word = int(b.view(np.uint32)[0, 5])
-    if word != 0xCA7B8A79:
-        raise AssertionError(f"B[0,5] = 0x{word:08x} != 0xca7b8a79")
-    first = marlin.weight_perm()[:8].tolist()
-    if first != [0, 128, 8, 136, 16, 144, 24, 152]:
-        raise AssertionError(f"perm[:8] = {first}")
+    assert_bitexact(b.view(np.uint32)[0, 5:6], np.array([0xCA7B8A79], np.uint32), name="B[0,5]")
+    perm = marlin.weight_perm()
+    assert_bitexact(perm[:8], np.array([0, 128, 8, 136, 16, 144, 24, 152], perm.dtype), name="perm[:8]")
     return "B[0,5] = 0xca7b8a79; perm[:8] = 0,128,8,136,16,144,24,152 (official _get_perms)"
 
 
@@ -49,9 +47,8 @@ def _dequant() -> str:
     q = x | (((x * np.uint32(40503)) & np.uint32(0xFFFF)) << np.uint32(16))
     lo, hi = dequant_tricks.halves(dequant_tricks.marlin_dequant(q))
     ref = dequant_tricks.int4_word_reference(q)
-    if not (np.array_equal(lo.view(np.uint16), ref[:, 0::2].view(np.uint16))
-            and np.array_equal(hi.view(np.uint16), ref[:, 1::2].view(np.uint16))):
-        raise AssertionError("lop3/0x6400 dequant differs from q - 8")
+    assert_bitexact(lo, ref[:, 0::2], name="lop3/0x6400 dequant, low halves vs q - 8")
+    assert_bitexact(hi, ref[:, 1::2], name="lop3/0x6400 dequant, high halves vs q - 8")
     return "lop3 0xEA + sub 0x6408 / fma 0x2C00,0xD480: exact on all 65536 half-word patterns"
 
 
@@ -81,8 +78,7 @@ def _sparse() -> str:
     q = rng.integers(1, 16, (256, 256), dtype=np.uint8)
     b, meta, s = sparse_marlin.pack(q, np.ones((2, 256), np.float16), 128)
     q2, keep, _ = sparse_marlin.unpack(b, meta, s)
-    if not np.array_equal(keep, sparse_marlin.mask_2_4(q)):
-        raise AssertionError("2:4 metadata does not reproduce the mask")
+    assert_bitexact(keep, sparse_marlin.mask_2_4(q), name="2:4 mask from the metadata")
     return "2:4 pack/unpack: metadata reproduces the magnitude mask on 256x256"
 
 

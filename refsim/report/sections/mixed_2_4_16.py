@@ -10,6 +10,7 @@ import numpy as np
 
 from refsim.formats import mixed_2_4_16 as F
 from refsim.report import Check
+from refsim.testing import assert_bitexact
 
 TITLE = "2/4/16-bit format"
 ORDER = 61
@@ -39,10 +40,10 @@ def _pack() -> str:
         p = F.pack(m)
         pr = F.pack_reference(m)
         u = F.unpack(p)
-        if any(not np.array_equal(getattr(p, f), getattr(pr, f)) for f in ("w_main", "w_side", "meta2", "meta4")):
-            raise AssertionError(f"pack != pack_reference at alpha={alpha}")
-        if not (np.array_equal(u.q, m.q) and np.array_equal(u.code, m.code) and np.array_equal(u.zero, m.zero)):
-            raise AssertionError(f"unpack(pack) != identity at alpha={alpha}")
+        for f in ("w_main", "w_side", "meta2", "meta4"):
+            assert_bitexact(getattr(p, f), getattr(pr, f), name=f"pack vs pack_reference: {f} at alpha={alpha}")
+        for f in ("q", "code", "zero"):
+            assert_bitexact(getattr(u, f), getattr(m, f), name=f"unpack(pack): {f} at alpha={alpha}")
     return "pack == plain loop and unpack inverts it for alpha 0, 0.1, 0.25, 1 (K=160, N=32)"
 
 
@@ -72,8 +73,7 @@ def _gemv() -> str:
     W, m = _problem(k=96, n=16)
     p = F.pack(m)
     x = np.random.default_rng(3).standard_normal(96).astype(np.float16)
-    if F.gemv(p, x).view(np.uint16).tolist() != F.gemv_reference(p, x).view(np.uint16).tolist():
-        raise AssertionError("gemv != gemv_reference")
+    assert_bitexact(F.gemv(p, x), F.gemv_reference(p, x), name="gemv vs gemv_reference")
     return "GEMV (2nd-order then 1st-order dequant, fp32 sum, CSR SpMV) == packed-word loop"
 
 

@@ -9,6 +9,7 @@ from refsim.formats import qigen as layout
 from refsim.qigen import model, oracle
 from refsim.native.machine import detect_isa, machine_info
 from refsim.report import Check, SkipCheck
+from refsim.testing import assert_bitexact
 
 TITLE = "QIGen (CPU qGEMV kernels)"
 ORDER = 60
@@ -20,21 +21,18 @@ def _layout() -> str:
         for order in layout.ORDERS:
             lay = layout.QIGenLayout(bits, 256, 64, 64, 32, order)
             qw = rng.integers(-(2**31), 2**31, (256 * bits // 32, 64), dtype=np.int64).astype(np.int32)
-            if not np.array_equal(layout.unpack(layout.pack(qw, lay), lay), qw):
-                raise AssertionError(f"unpack(pack) differs for {bits}-bit {order}")
+            assert_bitexact(layout.unpack(layout.pack(qw, lay), lay), qw, name=f"unpack(pack), {bits}-bit {order}")
     return "unpack(pack(qweight)) == qweight for 2/3/4-bit, panel and Z-curve orders"
 
 
 def _fma() -> str:
     a, c = np.float32(1 + 2**-12), np.float32(2**-70)
-    got = oracle.fma32(a, a, c)
-    if got != np.float32(1 + 2**-11 + 2**-23):
-        raise AssertionError(f"fma32 double-rounding case gave {got!r}")
+    assert_bitexact(np.float32(oracle.fma32(a, a, c)), np.float32(1 + 2**-11 + 2**-23), name="fma32 double-rounding case")
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 200)).astype(np.float32)
-    bad = sum(oracle.fma32(*t) != oracle.fma32_reference(*t) for t in x.T)
-    if bad:
-        raise AssertionError(f"{bad} of 200 random fma32 differ from exact rational rounding")
+    assert_bitexact(np.array([oracle.fma32(*t) for t in x.T], np.float32),
+                    np.array([oracle.fma32_reference(*t) for t in x.T], np.float32),
+                    name="200 random fma32 vs exact rational rounding")
     return "fma32 correctly rounded (double-rounding trap + 200 random vs exact rationals)"
 
 
@@ -68,8 +66,7 @@ def _kernels() -> str:
             n_problems += 1
             for isa in isas:
                 y = kernel.qgemv(x, mat, codegen.KernelSpec(bits, tu=32, isa=isa))
-                if not np.array_equal(y.view(np.uint32), want.view(np.uint32)):
-                    raise AssertionError(f"{isa} {bits}-bit gs={gs}: kernel != oracle")
+                assert_bitexact(y, want, name=f"{isa} {bits}-bit gs={gs}: kernel vs oracle")
                 n_cases += 1
     return (f"generated kernels ({', '.join(isas)}) == oracle bit for bit in {n_cases} cases "
             f"({n_problems} problems x {len(isas)} ISA{'s' if len(isas) > 1 else ''})")

@@ -1,0 +1,154 @@
+"""Accuracy mode of :func:`refsim.testing.check_kernel`: a bound on the error, derived, not guessed.
+
+A kernel that sums in another legitimate order than refsim's emulator (one fp32 FMA chain instead
+of fp16 chains per slab, a split-K tree, ...) writes other bits, yet it is correct. Accuracy mode
+accepts it when every output lies within the standard forward-error bound of the accumulation the
+kernel states, around the exact product computed from the same inputs, and reports bit-exactness
+with refsim's order separately.
+
+The format gives its output as an exact linear form (:class:`refsim.testing.cases.base.Linear`):
+``S = sum_t a_t w_t + c`` with ``P = sum_t |a_t w_t| + |c|`` over T terms, ``pre`` fp16 roundings
+of the rounded factor ``w_t`` before the sum (a weight dequantized to fp16) and ``post`` fp16
+roundings after it (the fp16 output). With ``u`` the unit roundoff of the stated accumulation
+(fp32: 2^-24, fp16: 2^-11), ``u16 = 2^-11`` and ``eta = 2^-25`` (half the smallest fp16
+subnormal: the absolute error of a rounding whose result is subnormal), the kernel's output y
+passes when ``|y - S| <= B`` with::
+
+    d     = T                     sequential or any order (every term passes <= T roundings)
+          = ceil(log2 T) + 1      pairwise (a balanced tree, plus the product's rounding)
+    E_pre = ((1+u16)^pre - 1) P + pre (1+u16)^pre eta Cof         Cof = sum_t |a_t| (the cofactor)
+    E_acc = ((1+u)^d - 1) (P + E_pre)  [+ T eta with an fp16 accumulator: subnormal partial sums]
+    B     = E_pre + E_acc + ((1+u16)^post - 1) (|S| + E_pre + E_acc) + post (1+u16)^post eta
+
+(Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and section 4.2:
+``|fl(sum) - sum| <= gamma_d sum |x_i|`` for any summation whose terms pass through at most d
+roundings, ``gamma_d = (1+u)^d - 1 <= d u / (1 - d u)``.) Products of fp16 values are exact in
+fp32, and no partial sum of them is an fp32 subnormal (they are multiples of 2^-48), so an fp32
+accumulator needs no eta term. An output may be +-inf where ``S +- B`` reaches the fp16 overflow
+threshold 65520, and NaN only with an fp16 accumulator whose partial sums may overflow (P + B >= 65520).
+
+S and P are computed in float64 (each product is exact there) with the float64 error bound
+``gamma_T(2^-53) P`` of the sum; an output whose verdict that margin could change is decided again
+with exact rationals (:class:`fractions.Fraction`), so the verdict is the exact one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from refsim._validate import require_choice
+from refsim.testing.cases.base import Linear
+
+__all__ = ["ACCUMULATIONS", "ORDERS", "Accumulation", "Judgement", "judge"]
+
+ACCUMULATIONS = ("fp32", "fp16")
+ORDERS = ("sequential", "pairwise", "any")
+
+_UNIT = {"fp32": Fraction(1, 2**24), "fp16": Fraction(1, 2**11)}
+_U16 = Fraction(1, 2**11)
+_ETA = Fraction(1, 2**25)
+_OVERFLOW = 65520.0            # the smallest magnitude that rounds to inf in fp16
+_U64 = 2.0**-53
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """What the kernel states about its sum: ``dtype`` 'fp32' or 'fp16' (the accumulator's
+    precision), ``order`` 'sequential', 'pairwise' or 'any'."""
+
+    dtype: str = "fp32"
+    order: str = "sequential"
+
+    def __post_init__(self):
+        require_choice("accumulation", self.dtype, ACCUMULATIONS)
+        require_choice("order", self.order, ORDERS)
+
+    def depth(self, terms: int) -> int:
+        """The most roundings one term passes through in a sum of ``terms`` terms."""
+        return terms if self.order != "pairwise" else max(1, math.ceil(math.log2(max(terms, 1)))) + 1
+
+    def __str__(self) -> str:
+        return f"{self.dtype} accumulation in {'a pairwise tree' if self.order == 'pairwise' else self.order + ' order'}"
+
+    def describe(self, terms: int) -> str:
+        d = self.depth(terms)
+        return (f"{self} ({terms} terms: each passes at most {d} roundings, "
+                f"gamma_{d} = {float(_gamma(_UNIT[self.dtype], d)):.3g})")
+
+
+def _gamma(u, d):
+    return (1 + u) ** d - 1
+
+
+def _bound(acc: Accumulation, lin: Linear, S, P, cof):
+    """B for one output (Fraction arithmetic when S, P, cof are Fractions; float64 otherwise)."""
+    one = Fraction(1) if isinstance(P, Fraction) else 1.0
+    conv = (lambda f: f) if isinstance(P, Fraction) else float
+    u16, eta = conv(_U16), conv(_ETA)
+    e_pre = ((one + u16) ** lin.pre - 1) * P + lin.pre * (one + u16) ** lin.pre * eta * cof
+    e_acc = conv(_gamma(_UNIT[acc.dtype], acc.depth(lin.terms))) * (P + e_pre)
+    if acc.dtype == "fp16":
+        e_acc = e_acc + lin.terms * eta
+    inner = e_pre + e_acc
+    return inner + ((one + u16) ** lin.post - 1) * (abs(S) + inner) + lin.post * (one + u16) ** lin.post * eta
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Accuracy of one case's output: ``outside`` bool mask of outputs beyond the bound; ``exact``
+    S, ``bound`` B, ``error`` |y - S| as float64 arrays of the output's shape (finite outputs);
+    ``ratio`` the largest error / bound over the outputs (0 when every error is 0)."""
+
+    outside: np.ndarray
+    exact: np.ndarray
+    bound: np.ndarray
+    error: np.ndarray
+    ratio: float
+
+
+def _exact(lin: Linear, idx: tuple):
+    """(S, P, Cof) of one output as Fractions (the exact-rational decision)."""
+    m, n = idx
+    prods = [Fraction(float(lin.a[m, t])) * Fraction(float(lin.w[t, n])) for t in range(lin.a.shape[1])]
+    c = Fraction(0) if lin.c is None else Fraction(float(lin.c[m, n]))
+    cof = lin.cofactor
+    cof = sum((abs(Fraction(float(v))) for v in lin.a[m]), Fraction(0)) if cof is None else \
+        Fraction(float(np.broadcast_to(cof, lin.c_shape)[m, n]))
+    return sum(prods, Fraction(0)) + c, sum(map(abs, prods), Fraction(0)) + abs(c), cof
+
+
+def judge(acc: Accumulation, lin: Linear, actual: np.ndarray) -> Judgement:
+    """Which outputs of ``actual`` (float16, the output's shape; (N,) outputs are one row) lie
+    outside the bound of ``acc`` around the exact product of ``lin`` (module docstring)."""
+    shape = actual.shape
+    y = actual.astype(np.float64).reshape(lin.c_shape)
+    # einsum, not BLAS: these products are small, and a threaded BLAS on a busy machine spends
+    # 100x longer waking its threads than computing (4 x 1024 x 256: 40 ms against 0.3 ms)
+    S = np.einsum("mt,tn->mn", lin.a, lin.w) + (0.0 if lin.c is None else lin.c)
+    P = np.einsum("mt,tn->mn", np.abs(lin.a), np.abs(lin.w)) + (0.0 if lin.c is None else np.abs(lin.c))
+    T = lin.a.shape[1] + (lin.c is not None)
+    slack = T * _U64 / (1 - T * _U64) * P + 2.0**-1074            # float64 error of S and of P
+    cof = np.abs(lin.a).sum(axis=1, keepdims=True) if lin.cofactor is None else lin.cofactor
+    hi = _bound(acc, lin, S, P * (1 + 2.0**-40) + slack, cof * (1 + 2.0**-40)) * (1 + 2.0**-40)
+    lo = _bound(acc, lin, S, np.maximum(P - slack, 0) * (1 - 2.0**-40), cof * (1 - 2.0**-40)) * (1 - 2.0**-40)
+    finite = np.isfinite(y)
+    err = np.where(finite, np.abs(y - S), np.inf)
+    surely_in = finite & (err + slack <= lo)
+    surely_out = finite & (err - slack > hi)
+    outside = surely_out.copy()
+    for idx in map(tuple, np.argwhere(finite & ~surely_in & ~surely_out)):
+        S_x, P_x, cof_x = _exact(lin, idx)
+        outside[idx] = abs(Fraction(float(y[idx])) - S_x) > _bound(acc, lin, S_x, P_x, cof_x)
+    # non-finite outputs: inf where S +- B reaches the overflow threshold, NaN where an fp16 sum may overflow
+    reach_up, reach_down = S + hi >= _OVERFLOW, S - hi <= -_OVERFLOW
+    nan_ok = (acc.dtype == "fp16") & (P + hi >= _OVERFLOW)
+    ok_nonfinite = np.where(np.isnan(y), nan_ok, np.where(y > 0, reach_up, reach_down))
+    outside |= ~finite & ~ok_nonfinite
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = np.where(finite & (err > 0), err / np.maximum(hi, 2.0**-1074), 0.0)
+    ratio = float(np.max(ratios, initial=0.0))
+    return Judgement(outside.reshape(shape), S.reshape(shape), hi.reshape(shape), err.reshape(shape), ratio)
