@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
@@ -96,27 +97,40 @@ def model(arch: str) -> TensorCoreModel:
 _OUT = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 
 
-def _split(u: np.ndarray, exp_bits: int, frac_bits: int):
-    """IEEE bits (uint) -> (negative, significand m, exponent e, special) with
-    |x| = m * 2^(e - frac_bits); subnormals take the minimum exponent, special = Inf/NaN."""
-    u = u.astype(np.int64)
+class Terms(NamedTuple):
+    """Operands decomposed for the integer datapath: ``|x| = m * 2^(e - frac)``.
+
+    neg bool, m int64 (0 for Inf/NaN), e int64 (subnormals take the format's minimum exponent),
+    inf, nan bool; all of one shape. frac: the format's fraction bits (an int).
+    """
+
+    neg: np.ndarray
+    m: np.ndarray
+    e: np.ndarray
+    frac: int
+    inf: np.ndarray
+    nan: np.ndarray
+
+
+def ieee_terms(u: np.ndarray, exp_bits: int, frac_bits: int, *, has_inf: bool = True) -> Terms:
+    """IEEE-style bit patterns (any unsigned/int dtype) -> :class:`Terms`.
+
+    ``has_inf=False`` is the OCP e4m3 rule: no Inf, and only S.1111.111 is NaN (exponent 1111 is an
+    ordinary binade otherwise)."""
+    u = np.asarray(u).astype(np.int64)
     bias = (1 << (exp_bits - 1)) - 1
-    neg = (u >> (exp_bits + frac_bits)) & 1
-    eb = (u >> frac_bits) & ((1 << exp_bits) - 1)
+    top = (1 << exp_bits) - 1
+    neg = ((u >> (exp_bits + frac_bits)) & 1).astype(bool)
+    eb = (u >> frac_bits) & top
     f = u & ((1 << frac_bits) - 1)
+    if has_inf:
+        inf, nan = (eb == top) & (f == 0), (eb == top) & (f != 0)
+    else:
+        inf, nan = np.zeros(u.shape, bool), (eb == top) & (f == (1 << frac_bits) - 1)
     m = np.where(eb == 0, f, f | (1 << frac_bits))
+    m = np.where(inf | nan, 0, m)
     e = np.where(eb == 0, 1 - bias, eb - bias)
-    return neg.astype(bool), m, e, eb == (1 << exp_bits) - 1
-
-
-def _split_f16(u: np.ndarray):
-    """uint16 bits -> (negative, m, e, special) with |x| = m * 2^(e - 10)."""
-    return _split(u, 5, 10)
-
-
-def _split_f32(u: np.ndarray):
-    """uint32 bits -> (negative, m, e, special) with |x| = m * 2^(e - 23)."""
-    return _split(u, 8, 23)
+    return Terms(neg, m, e, frac_bits, inf, nan)
 
 
 def _shift(x: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -126,23 +140,26 @@ def _shift(x: np.ndarray, s: np.ndarray) -> np.ndarray:
     return np.where(s >= 0, left, right)
 
 
+#: output conversions: (fraction bits kept, minimum normal exponent, round to nearest even?)
+_ROUNDING = {"f32": (23, -126, False), "f16": (10, -14, True), "e8m13": (13, -126, False)}
+
+
 def _round_out(S: np.ndarray, scale: np.ndarray, out: str) -> np.ndarray:
     """Round the exact value S * 2^scale (S int64, |S| < 2^53) once to the output format.
 
-    fp32: toward zero to 24 significant bits (quantum >= 2^-149), >= 2^128 -> Inf.
-    fp16: to nearest even with 11 significant bits (quantum >= 2^-24), >= 65520 -> Inf.
+    f32: toward zero to 24 significant bits (quantum >= 2^-149), >= 2^128 -> Inf.
+    e8m13: the same with 14 significant bits (an fp32 value whose 10 low fraction bits are 0).
+    f16: to nearest even with 11 significant bits (quantum >= 2^-24), >= 65520 -> Inf.
     Returns float64 values that are exactly representable in the output dtype (or ±Inf).
     """
+    frac, emin, nearest = _ROUNDING[out]
     mag = np.abs(S)
     _, nbits = np.frexp(mag.astype(np.float64))  # |S| < 2^nbits, exact since |S| < 2^53
     ex = nbits.astype(np.int64) - 1 + scale       # exponent of the leading bit
-    if out == "f32":
-        q = np.maximum(ex, -126) - 23
-    else:
-        q = np.maximum(ex, -14) - 10
+    q = np.maximum(ex, emin) - frac
     r = np.clip(q - scale, 0, 60)                 # bits to drop
     kept = mag >> r
-    if out == "f16":
+    if nearest:
         rem = mag - (kept << r)
         half = np.where(r > 0, np.left_shift(np.int64(1), np.maximum(r - 1, 0)), 0)
         up = (r > 0) & ((rem > half) | ((rem == half) & ((kept & 1) == 1)))
@@ -152,60 +169,58 @@ def _round_out(S: np.ndarray, scale: np.ndarray, out: str) -> np.ndarray:
     return np.where(S < 0, -val, val)
 
 
-def _fdpa_core(arch_model, a_bits, b_bits, c_bits, c_kind: str, out: str):
-    """Vectorised T-FDPA on bit patterns. a_bits, b_bits uint16 (..., L); c_bits uint16/uint32 (...).
-    Returns the result bits (uint32 for f32 output, uint16 for f16 output), shape (...)."""
-    F = arch_model.frac_bits
-    e_zero = arch_model.e_zero_f32 if out == "f32" else arch_model.e_zero_f16
-    an, am, ae, asp = _split_f16(a_bits)
-    bn, bm, be, bsp = _split_f16(b_bits)
-    if c_kind == "f32":
-        cn, cm, ce, csp = _split_f32(c_bits)
-        cfrac = 23
-    else:
-        cn, cm, ce, csp = _split_f16(c_bits)
-        cfrac = 10
-    # specials are decided separately; zero them out of the integer path
-    am = np.where(asp, 0, am)
-    bm = np.where(bsp, 0, bm)
-    cm = np.where(csp, 0, cm)
-    P = am * bm                                       # exact, <= 22 bits
-    pn = an ^ bn
-    ep = np.where(P == 0, e_zero, ae + be)            # not renormalised
-    ec = np.where(cm == 0, e_zero, ce)
+def fdpa_terms(F: int, e_zero: int, a: Terms, b: Terms, c: Terms, out: str) -> np.ndarray:
+    """The T-FDPA of the module spec on decomposed operands, any input format.
+
+    a, b: :class:`Terms` (..., L); c: :class:`Terms` (...); F: fraction bits kept below the
+    largest alignment exponent; e_zero: alignment exponent of a zero term; out: "f32" (RZ),
+    "e8m13" (RZ to 13 fraction bits, stored as fp32) or "f16" (RNE). Returns the result bits,
+    uint32 for f32/e8m13 and uint16 for f16, shape (...).
+    """
+    P = a.m * b.m                                     # exact: <= 22 bits
+    pn = a.neg ^ b.neg
+    ep = np.where(P == 0, e_zero, a.e + b.e)          # not renormalised
+    ec = np.where(c.m == 0, e_zero, c.e)
     E = np.maximum(ep.max(axis=-1), ec)               # (...)
-    T = _shift(P, ep - E[..., None] + F - 20)         # products carry 20 fraction bits
-    Tc = _shift(cm, ec - E + F - cfrac)
-    S = np.where(pn, -T, T).sum(axis=-1) + np.where(cn, -Tc, Tc)
+    T = _shift(P, ep - E[..., None] + F - (a.frac + b.frac))
+    Tc = _shift(c.m, ec - E + F - c.frac)
+    S = np.where(pn, -T, T).sum(axis=-1) + np.where(c.neg, -Tc, Tc)
     val = _round_out(S, E - F, out)
 
-    out_dtype = np.float32 if out == "f32" else np.float16
+    out_dtype = np.float16 if out == "f16" else np.float32
     with np.errstate(over="ignore", invalid="ignore"):
         res = val.astype(out_dtype)
-    # signed zero: -0 only if every product is a (negative) zero and c is -0
-    all_neg_zero = (pn & (P == 0)).all(axis=-1) & cn & (cm == 0)
-    res = np.where((S == 0) & all_neg_zero, out_dtype(-0.0), res)
-    res = np.where((S == 0) & ~all_neg_zero, out_dtype(0.0), res)
-    # specials: NaN inputs, Inf*0, +Inf with -Inf
-    a_nan = asp & ((a_bits.astype(np.int64) & 0x3FF) != 0)
-    b_nan = bsp & ((b_bits.astype(np.int64) & 0x3FF) != 0)
-    a_inf, b_inf = asp & ~a_nan, bsp & ~b_nan
-    c_frac_mask = 0x7FFFFF if c_kind == "f32" else 0x3FF
-    c_nan = csp & ((c_bits.astype(np.int64) & c_frac_mask) != 0)
-    c_inf = csp & ~c_nan
-    a_zero = ~asp & (am == 0)
-    b_zero = ~bsp & (bm == 0)
-    p_nan = a_nan | b_nan | (a_inf & b_zero) | (b_inf & a_zero)
-    p_inf = (a_inf | b_inf) & ~p_nan
-    pos_inf = (p_inf & ~pn).any(axis=-1) | (c_inf & ~cn)
-    neg_inf = (p_inf & pn).any(axis=-1) | (c_inf & cn)
-    nan = p_nan.any(axis=-1) | c_nan | (pos_inf & neg_inf)
+    # a zero result (exact cancellation, or a nonzero sum rounded to zero) is +0, except -0 when
+    # every product is a (negative) zero and c is -0
+    all_neg_zero = (pn & (P == 0)).all(axis=-1) & c.neg & (c.m == 0)
+    res = np.where(val == 0, np.where(all_neg_zero, out_dtype(-0.0), out_dtype(0.0)), res)
+    # specials: NaN inputs, Inf*0, +Inf with -Inf; any Inf term decides over an overflowed sum
+    a_zero = ~a.inf & ~a.nan & (a.m == 0)
+    b_zero = ~b.inf & ~b.nan & (b.m == 0)
+    p_nan = a.nan | b.nan | (a.inf & b_zero) | (b.inf & a_zero)
+    p_inf = (a.inf | b.inf) & ~p_nan
+    pos_inf = (p_inf & ~pn).any(axis=-1) | (c.inf & ~c.neg)
+    neg_inf = (p_inf & pn).any(axis=-1) | (c.inf & c.neg)
+    nan = p_nan.any(axis=-1) | c.nan | (pos_inf & neg_inf)
     res = np.where(pos_inf, out_dtype(np.inf), res)
     res = np.where(neg_inf, out_dtype(-np.inf), res)
-    ubits = np.uint32 if out == "f32" else np.uint16
+    ubits = np.uint16 if out == "f16" else np.uint32
     bits = np.asarray(res, dtype=out_dtype).view(ubits)
-    canonical = ubits(0x7FFFFFFF) if out == "f32" else ubits(0x7FFF)
+    canonical = ubits(0x7FFF) if out == "f16" else ubits(0x7FFFFFFF)
     return np.where(nan, canonical, bits).astype(ubits)
+
+
+def _c_terms(c_bits: np.ndarray, c_kind: str) -> Terms:
+    """The accumulator operand: fp32 (8, 23) or fp16 (5, 10) bits."""
+    return ieee_terms(c_bits, 8, 23) if c_kind == "f32" else ieee_terms(c_bits, 5, 10)
+
+
+def _fdpa_core(arch_model, a_bits, b_bits, c_bits, c_kind: str, out: str):
+    """Vectorised T-FDPA on fp16 bit patterns. a_bits, b_bits uint16 (..., L); c_bits uint16/uint32 (...).
+    Returns the result bits (uint32 for f32 output, uint16 for f16 output), shape (...)."""
+    e_zero = arch_model.e_zero_f32 if out == "f32" else arch_model.e_zero_f16
+    return fdpa_terms(arch_model.frac_bits, e_zero, ieee_terms(a_bits, 5, 10), ieee_terms(b_bits, 5, 10),
+                      _c_terms(c_bits, c_kind), out)
 
 
 def _check_fdpa_args(arch, a, b, c, out_dtype):
