@@ -56,8 +56,8 @@ from refsim.arith import exact
 
 __all__ = [
     "TensorCoreModel", "MODELS", "ARCHS", "model", "fdpa", "fdpa_reference",
-    "mma_m16n8k16", "mma_m16n8k16_reference", "mma_int", "mma_int_reference",
-    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps",
+    "mma_m16n8k16", "mma_m16n8k16_reference", "mma_m16n8k8", "mma_m16n8k8_reference", "mma_int", "mma_int_reference",
+    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps", "MmaKind", "modelled", "Terms", "ieee_terms", "fdpa_terms",
 ]
 
 
@@ -236,8 +236,8 @@ def _check_fdpa_args(arch, a, b, c, out_dtype):
         raise DtypeError(f"out_dtype: must be numpy.float32 or numpy.float16; got {out_dtype!r}") from err
     if od not in _OUT:
         raise DtypeError(f"out_dtype: must be numpy.float32 or numpy.float16; got {out_dtype!r}")
-    if a.ndim < 1 or a.shape[-1] != m.block:
-        raise ShapeError(f"a: last axis must be the {arch} block length {m.block}; got shape {a.shape}")
+    if a.ndim < 1 or not 1 <= a.shape[-1] <= m.block:
+        raise ShapeError(f"a: last axis must be 1 to the {arch} block length {m.block}; got shape {a.shape}")
     if b.shape != a.shape:
         raise ShapeError(f"b: shape must equal a's {a.shape}; got {b.shape}")
     if c.shape != a.shape[:-1]:
@@ -249,7 +249,9 @@ def fdpa(arch: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, out_dtype) -> n
     """One tensor-core hardware block: ``d = c + sum(a * b, axis=-1)`` as ``arch`` computes it.
 
     arch: one of 'sm_70', 'sm_80', 'sm_86', 'sm_87', 'sm_89', 'sm_90' ('sm_87' is sm_80's model,
-    unverified). a, b: float16 (..., L), L = 4, 8, 8, 8, 8, 16 respectively. c: float32 or float16,
+    unverified). a, b: float16 (..., L), L at most the block length 4, 8, 8, 8, 8, 16 respectively
+    (fewer products take the same datapath: Hopper's ``m16n8k8`` feeds 8 products to its 16-product
+    block, measured on the H100). c: float32 or float16,
     shape (...). out_dtype: np.float32 (round toward zero) or np.float16 (round to nearest even).
     Returns out_dtype (...). Zero terms use the e_zero of the *output* (accumulator) type; c is
     decoded in its own format. Hardware-validated combinations: (c f32, out f32), (c f16, out f16).
@@ -322,19 +324,49 @@ def fdpa_reference(arch: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, out_d
 # the full instruction
 
 
-def _check_mma(A, B, C):
+def _check_mma(A, B, C, K: int = 16):
     A = require_dtype("A", A, np.float16)
     B = require_dtype("B", B, np.float16)
     C = require_array("C", C)
     if C.dtype not in (np.dtype(np.float32), np.dtype(np.float16)):
         raise DtypeError(f"C: dtype must be float32 or float16; got {C.dtype}")
-    if A.shape[-2:] != (16, 16):
-        raise ShapeError(f"A: trailing shape must be (16, 16) (M, K); got {A.shape}")
-    if B.shape[-2:] != (16, 8):
-        raise ShapeError(f"B: trailing shape must be (16, 8) (K, N); got {B.shape}")
+    if A.shape[-2:] != (16, K):
+        raise ShapeError(f"A: trailing shape must be (16, {K}) (M, K); got {A.shape}")
+    if B.shape[-2:] != (K, 8):
+        raise ShapeError(f"B: trailing shape must be ({K}, 8) (K, N); got {B.shape}")
     if C.shape[-2:] != (16, 8):
         raise ShapeError(f"C: trailing shape must be (16, 8) (M, N); got {C.shape}")
     return A, B, C
+
+
+def _mma_f16(arch, A, B, C, out_dtype, K):
+    A, B, C = _check_mma(A, B, C, K)
+    m = model(arch)
+    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
+    lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], C.shape[:-2])
+    A = np.broadcast_to(A, lead + (16, K))
+    Bt = np.broadcast_to(np.swapaxes(B, -1, -2), lead + (8, K))   # (..., N, K)
+    d = np.broadcast_to(C, lead + (16, 8))
+    for k0 in range(0, K, m.block):
+        L = min(m.block, K - k0)
+        a = np.broadcast_to(A[..., :, None, k0:k0 + L], lead + (16, 8, L))
+        b = np.broadcast_to(Bt[..., None, :, k0:k0 + L], lead + (16, 8, L))
+        d = fdpa(arch, a, b, np.ascontiguousarray(d), od)
+    return d
+
+
+def _mma_f16_reference(arch, A, B, C, out_dtype, K):
+    A, B, C = _check_mma(A, B, C, K)
+    m = model(arch)
+    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
+    D = np.empty((16, 8), od)
+    for i in range(16):
+        for j in range(8):
+            d = np.asarray(C[i, j])
+            for k0 in range(0, K, m.block):
+                d = fdpa_reference(arch, A[i, k0:k0 + m.block], B[k0:k0 + m.block, j], d, od)
+            D[i, j] = d
+    return D
 
 
 def mma_m16n8k16(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtype=None) -> np.ndarray:
@@ -346,33 +378,26 @@ def mma_m16n8k16(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dty
     ``16 // L`` :func:`fdpa` blocks over k, lowest k first, rounded to the D type in between.
     (sm_70 has no m16n8k16; there the chain of four 4-blocks is a reference, not an instruction.)
     """
-    A, B, C = _check_mma(A, B, C)
-    m = model(arch)
-    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
-    lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], C.shape[:-2])
-    A = np.broadcast_to(A, lead + (16, 16))
-    Bt = np.broadcast_to(np.swapaxes(B, -1, -2), lead + (8, 16))  # (..., N, K)
-    d = np.broadcast_to(C, lead + (16, 8))
-    for k0 in range(0, 16, m.block):
-        a = np.broadcast_to(A[..., :, None, k0:k0 + m.block], lead + (16, 8, m.block))
-        b = np.broadcast_to(Bt[..., None, :, k0:k0 + m.block], lead + (16, 8, m.block))
-        d = fdpa(arch, a, b, np.ascontiguousarray(d), od)
-    return d
+    return _mma_f16(arch, A, B, C, out_dtype, 16)
 
 
 def mma_m16n8k16_reference(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtype=None):
     """Plain-loop twin of :func:`mma_m16n8k16` for one instruction (A (16,16), B (16,8), C (16,8))."""
-    A, B, C = _check_mma(A, B, C)
-    m = model(arch)
-    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
-    D = np.empty((16, 8), od)
-    for i in range(16):
-        for j in range(8):
-            d = np.asarray(C[i, j])
-            for k0 in range(0, 16, m.block):
-                d = fdpa_reference(arch, A[i, k0:k0 + m.block], B[k0:k0 + m.block, j], d, od)
-            D[i, j] = d
-    return D
+    return _mma_f16_reference(arch, A, B, C, out_dtype, 16)
+
+
+def mma_m16n8k8(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtype=None) -> np.ndarray:
+    """``mma.sync.aligned.m16n8k8.row.col.{f32,f16}.f16.f16.{f32,f16}``: ONE :func:`fdpa` block of
+    the 8 products — the whole block on sm_80/86/87/89; on sm_90 the 16-product datapath (F = 25)
+    fed 8 products (every output of the H100 ``f16_k8_f32`` probes equal). A float16 (..., 16, 8)
+    (M, K), B float16 (..., 8, 8) (K, N), C float32/float16 (..., 16, 8); returns D (..., 16, 8).
+    (sm_70 has no m16n8k8; there two 4-blocks are chained, a reference only.)"""
+    return _mma_f16(arch, A, B, C, out_dtype, 8)
+
+
+def mma_m16n8k8_reference(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtype=None):
+    """Plain-loop twin of :func:`mma_m16n8k8` for one instruction (A (16,8), B (8,8), C (16,8))."""
+    return _mma_f16_reference(arch, A, B, C, out_dtype, 8)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -520,3 +545,63 @@ def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarr
     bv = b.values[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]  # (W, 1, N, 16)
     be = b.exps[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]
     return mma_k16_f32(arch, av, ae, bv, be, acc)
+
+
+# ----------------------------------------------------------------------------------------------
+# what refsim models, as data (for validators that enumerate every mma shape and type)
+
+
+@dataclass(frozen=True)
+class MmaKind:
+    """One ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` refsim executes (refsim.ptx included).
+
+    archs: the architectures with a model; verified: those where refsim's result is confirmed —
+    measured hardware outputs equal the model, or the arithmetic is exact (integer kinds, which
+    also take ``.satfinite``).
+    """
+
+    shape: str
+    a: str
+    b: str
+    c: str
+    d: str
+    archs: tuple[str, ...]
+    verified: tuple[str, ...]
+
+    @property
+    def ptx(self) -> str:
+        """The instruction text without operands, e.g. ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``."""
+        return f"mma.sync.aligned.{self.shape}.row.col.{self.d}.{self.a}.{self.b}.{self.c}"
+
+
+_MMA_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90")     # archs with m16n8k* (Volta has m8n8k4 only)
+
+
+@functools.lru_cache(maxsize=None)
+def modelled() -> tuple[MmaKind, ...]:
+    """Every mma kind refsim models, with its archs: fp16 (this module), bf16/tf32/fp8
+    (:mod:`refsim.arith.tensor_core_types`) and integer. Evidence per arch in ``verified``: the
+    hardware rows (f32/f32 and f16/f16 blocks, ``MODELS[arch].verified``), the H100 probes
+    (m16n8k8 f16 -> f32 and the types of tensor_core_types), exact arithmetic (integers)."""
+    from refsim.arith import tensor_core_types as types   # that module builds on this one
+
+    kinds = []
+    block_rows = tuple(a for a in _MMA_ARCHS if MODELS[a].verified)
+    for c, d in (("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("f32", "f16")):
+        same = c == d
+        kinds.append(MmaKind("m16n8k16", "f16", "f16", c, d, _MMA_ARCHS, block_rows if same else ()))
+        k8 = tuple(a for a in block_rows if a != "sm_90" or d == "f32") if same else ()
+        kinds.append(MmaKind("m16n8k8", "f16", "f16", c, d, _MMA_ARCHS, k8))
+    groups: dict[tuple[str, str], list] = {}
+    for m in types.MODELS.values():
+        groups.setdefault((m.family, m.shape), []).append(m)
+    for (family, shape), rows in groups.items():
+        archs = tuple(sorted(m.arch for m in rows))
+        verified = tuple(sorted(m.arch for m in rows if m.verified))
+        names = ("e4m3", "e5m2") if family == "fp8" else (family,)
+        kinds += [MmaKind(shape, a, b, "f32", "f32", archs, verified) for a in names for b in names]
+    for shape, bits in (("m16n8k16", 8), ("m16n8k32", 8), ("m16n8k32", 4), ("m16n8k64", 4)):
+        for a in ("s", "u"):
+            for b in ("s", "u"):
+                kinds.append(MmaKind(shape, f"{a}{bits}", f"{b}{bits}", "s32", "s32", _MMA_ARCHS, _MMA_ARCHS))
+    return tuple(kinds)
