@@ -70,7 +70,8 @@ from refsim.arith import tensor_core as tc
 from refsim.arith.tensor_core import Terms, fdpa_terms, ieee_terms
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
-__all__ = ["TypeModel", "MODELS", "TYPES", "model_for", "decode", "fp8_to_f16", "mma", "mma_reference"]
+__all__ = ["TypeModel", "MODELS", "TYPES", "model_for", "decode", "fp8_to_f16", "mma", "mma_with_model",
+           "mma_reference"]
 
 #: input type -> (exponent bits, fraction bits the tensor core reads, container dtype, ml_dtypes name)
 TYPES: dict[str, tuple[int, int, type, str | None]] = {
@@ -188,8 +189,7 @@ def fp8_to_f16(bits: np.ndarray, t: str) -> np.ndarray:
 # the instruction
 
 
-def _check(arch, shape, atype, btype, A, B, C):
-    m = model_for(arch, shape, atype, btype)
+def _check_operands(shape, atype, btype, A, B, C):
     K = _K[shape]
     A, B = _bits("A", A, atype), _bits("B", B, btype)
     C = require_array("C", C)
@@ -205,7 +205,7 @@ def _check(arch, shape, atype, btype, A, B, C):
         lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], C.shape[:-2])
     except ValueError:
         raise ShapeError(f"A, B, C: leading axes must broadcast; got {A.shape}, {B.shape}, {C.shape}") from None
-    return m, A, B, C, lead
+    return A, B, C, lead
 
 
 def mma(arch: str, shape: str, atype: str, btype: str, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -216,9 +216,27 @@ def mma(arch: str, shape: str, atype: str, btype: str, A: np.ndarray, B: np.ndar
     fp8) or ml_dtypes arrays (float32 for tf32); C float32 (..., 16, 8). Leading axes broadcast.
     Returns D float32 (..., 16, 8) per the module's model table (:func:`model_for`).
     """
-    m, A, B, C, lead = _check(arch, shape, atype, btype, A, B, C)
-    K = _K[shape]
+    return mma_with_model(model_for(arch, shape, atype, btype), atype, btype, A, B, C)
+
+
+def mma_with_model(m: TypeModel, atype: str, btype: str, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """The instruction ``m.shape`` computed under the :class:`TypeModel` ``m`` — :func:`mma` for the
+    model of the table, or a what-if (``dataclasses.replace(model_for(...), frac_bits=24)``). Same
+    operands and result as :func:`mma`; ``m.block`` must divide K."""
+    if not isinstance(m, TypeModel):
+        raise FormatRuleError(f"m: must be a TypeModel (see model_for); got {type(m).__name__}")
+    require_choice("shape", m.shape, tuple(_K))
+    require_choice("datapath", m.datapath, ("fdpa", "f16-hmma"))
+    require_choice("out", m.out, ("f32", "e8m13"))
+    for t in (atype, btype):
+        require_choice("type", t, tuple(TYPES))
+    K = _K[m.shape]
+    if not (isinstance(m.block, int) and 1 <= m.block <= K and K % m.block == 0):
+        raise FormatRuleError(f"block: must divide K = {K}; got {m.block!r}")
+    A, B, C, lead = _check_operands(m.shape, atype, btype, A, B, C)
     if m.datapath == "f16-hmma":
+        if {atype, btype} - {"e4m3", "e5m2"} or K != 32:
+            raise FormatRuleError(f"datapath: f16-hmma is the sm_90 fp8 m16n8k32 lowering; got {m.shape} {atype}.{btype}")
         return _f16_hmma(fp8_to_f16(A, atype), fp8_to_f16(B, btype), C, lead)
     full = lead + (16, 8, K)
     a = decode(atype, A)                                       # (..., 16, K)
@@ -305,7 +323,8 @@ def mma_reference(arch: str, shape: str, atype: str, btype: str, A: np.ndarray, 
                   C: np.ndarray) -> np.ndarray:
     """Plain-loop twin of :func:`mma` for one instruction (A (16, K), B (K, 8), C (16, 8) float32),
     in :class:`fractions.Fraction` arithmetic straight from the module spec."""
-    m, A, B, C, lead = _check(arch, shape, atype, btype, A, B, C)
+    m = model_for(arch, shape, atype, btype)
+    A, B, C, lead = _check_operands(shape, atype, btype, A, B, C)
     if lead:
         raise ShapeError(f"A: the reference takes one instruction (16, K); got {A.shape}")
     K = _K[shape]
