@@ -13,10 +13,15 @@ operation       one hardware block: ``d = rho(c + sum_{i<L} a_i * b_i)`` — a *
                 6. one conversion rho: fp32 output round-toward-zero (subnormals kept; |d| >= 2^128
                    gives ±Inf), fp16 output round-to-nearest-even (overflow ±Inf).
                 NaN in, Inf·0, or +Inf with -Inf -> canonical NaN (0x7FFF / 0x7FFFFFFF); one Inf
-                sign -> that Inf; an exact-zero result is -0 only if every product is -0 and c is -0.
+                sign -> that Inf; a zero result (exact cancellation, or a nonzero S rounded to zero)
+                is +0, except -0 when every product is -0 and c is -0.
+                :func:`fdpa_terms` is this block on decomposed operands of any format (:class:`Terms`);
+                bf16, tf32 and fp8 inputs build on it in :mod:`refsim.arith.tensor_core_types`.
 chaining        ``mma.sync.m16n8k16``: d = c; for each block of L along k (low k first):
                 d = T-FDPA(a[k0:k0+L], b[k0:k0+L], d), d rounded to the D type between blocks.
                 Ampere/Ada: two blocks of 8; Hopper mma.sync: one block of 16.
+                ``mma.sync.m16n8k8``: one block of the 8 products on every arch (Hopper: its
+                16-product datapath fed 8 products). Every kind refsim models: :func:`modelled`.
 parameters      (L, F, e_zero f32-acc, e_zero f16-acc), numerics.md §1.4/§1.9:
                     sm_70 (4, 23, -131, -20)      Volta, reference only (m8n8k4 datapath)
                     sm_80/86/89 (8, 24, -132, -21) Ampere, Ampere GA10x, Ada
@@ -28,7 +33,9 @@ implementation  integers only (numerics.md §1.9): operands split into (sign, in
 validation      bit-exact on 5000 hardware rows each of A100 (sm_80), H100 (sm_90), V100 (sm_70)
                 for fp32 and fp16 output (``tests/arith/test_tensor_core.py``, data from
                 north-numerical-computing/MATLAB-tensor-core ``model_validation``, BSD-2-Clause;
-                Khattak & Mikaitis, arXiv:2512.07004). Parameters as in MMA-Sim
+                Khattak & Mikaitis, arXiv:2512.07004); on the H100 ``mma.sync`` probes
+                (refsim/data/tensor_core_hw/h100_probes.npz) m16n8k16 and m16n8k8 with fp32 accumulation,
+                18,432 outputs each (``tests/arith/test_tensor_core_types.py``). Parameters as in MMA-Sim
                 (microsoft/MMA-Sim ``mmasim/simulator/nv_ptx.py``) and Khattak–Mikaitis ``models/*.m``.
                 Not covered by hardware data: the split order inside m16n8k16 (MMA-Sim's
                 randomized testing), NaN/Inf/-0 rules, the e_zero floor for tiny fp16 sums.

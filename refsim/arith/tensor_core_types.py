@@ -64,7 +64,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim._validate import require_array, require_choice
+from refsim._validate import require_array, require_choice, require_dtype
 from refsim.arith import exact
 from refsim.arith import tensor_core as tc
 from refsim.arith.tensor_core import Terms, fdpa_terms, ieee_terms
@@ -182,7 +182,8 @@ _F16_OF = {t: _f16_table(t) for t in ("e4m3", "e5m2")}
 def fp8_to_f16(bits: np.ndarray, t: str) -> np.ndarray:
     """fp8 codes (uint8, any shape) of type ``t`` ('e4m3' or 'e5m2') -> float16, exact (NaN -> 0x7FFF)."""
     t = require_choice("t", t, ("e4m3", "e5m2"))
-    return _F16_OF[t][np.asarray(bits).astype(np.intp)].view(np.float16)
+    bits = require_dtype("bits", bits, np.uint8)
+    return _F16_OF[t][bits.astype(np.intp)].view(np.float16)
 
 
 # ----------------------------------------------------------------------------------------------
