@@ -55,27 +55,21 @@ extern "C" __global__ void bf16_k16(const uint16_t *A, const uint16_t *Bt, const
   store_d(D, c);
 }
 
-extern "C" __global__ void bf16_k8(const uint16_t *A, const uint16_t *Bt, const float *C, float *D) {
-  uint32_t a[2], b[1];
-  float c[4];
-  load_16bit<8>(A, Bt, a, b);
-  load_c(C, c);
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(b[0]));
-  store_d(D, c);
-}
+#define K8_16BIT_KERNEL(NAME, T)                                                                          \
+  extern "C" __global__ void NAME(const uint16_t *A, const uint16_t *Bt, const float *C, float *D) {    \
+    uint32_t a[2], b[1];                                                                                \
+    float c[4];                                                                                         \
+    load_16bit<8>(A, Bt, a, b);                                                                         \
+    load_c(C, c);                                                                                       \
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." T "." T ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "    \
+                 "{%0,%1,%2,%3};\n"                                                                    \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                       \
+                 : "r"(a[0]), "r"(a[1]), "r"(b[0]));                                                    \
+    store_d(D, c);                                                                                      \
+  }
 
-extern "C" __global__ void f16_k8(const uint16_t *A, const uint16_t *Bt, const float *C, float *D) {
-  uint32_t a[2], b[1];
-  float c[4];
-  load_16bit<8>(A, Bt, a, b);
-  load_c(C, c);
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(b[0]));
-  store_d(D, c);
-}
+K8_16BIT_KERNEL(bf16_k8, "bf16")
+K8_16BIT_KERNEL(f16_k8, "f16")
 
 extern "C" __global__ void tf32_k8(const uint32_t *A, const uint32_t *Bt, const float *C, float *D) {
   int g = threadIdx.x / 4, t = threadIdx.x % 4;
