@@ -57,7 +57,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from refsim._validate import require_array, require_choice, require_dtype
+from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_int,
+                              require_integer_array)
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.arith import exact
 
@@ -123,8 +124,17 @@ def ieee_terms(u: np.ndarray, exp_bits: int, frac_bits: int, *, has_inf: bool = 
     """IEEE-style bit patterns (any unsigned/int dtype) -> :class:`Terms`.
 
     ``has_inf=False`` is the OCP e4m3 rule: no Inf, and only S.1111.111 is NaN (exponent 1111 is an
-    ordinary binade otherwise)."""
-    u = np.asarray(u).astype(np.int64)
+    ordinary binade otherwise). u: integer array of codes in [0, 2^(1 + exp_bits + frac_bits));
+    exp_bits in [2, 8], frac_bits in [1, 23] (the formats the int64 datapath holds)."""
+    exp_bits = require_int("exp_bits", exp_bits, minimum=2)
+    frac_bits = require_int("frac_bits", frac_bits, minimum=1)
+    if exp_bits > 8 or frac_bits > 23:
+        raise FormatRuleError(f"exp_bits, frac_bits: must be at most 8 and 23; got {exp_bits}, {frac_bits}")
+    has_inf = require_bool("has_inf", has_inf)
+    u = require_integer_array("u", u).astype(np.int64)
+    if u.size and (int(u.min()) < 0 or int(u.max()) >> (1 + exp_bits + frac_bits)):
+        raise FormatRuleError(f"u: codes must lie in [0, 2^{1 + exp_bits + frac_bits}); got "
+                              f"{int(u.min()) if int(u.min()) < 0 else int(u.max())}")
     bias = (1 << (exp_bits - 1)) - 1
     top = (1 << exp_bits) - 1
     neg = ((u >> (exp_bits + frac_bits)) & 1).astype(bool)
@@ -137,7 +147,7 @@ def ieee_terms(u: np.ndarray, exp_bits: int, frac_bits: int, *, has_inf: bool = 
     m = np.where(eb == 0, f, f | (1 << frac_bits))
     m = np.where(inf | nan, 0, m)
     e = np.where(eb == 0, 1 - bias, eb - bias)
-    return Terms(neg, m, e, frac_bits, inf, nan)
+    return Terms(np.asarray(neg), np.asarray(m), np.asarray(e), frac_bits, np.asarray(inf), np.asarray(nan))
 
 
 def _shift(x: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -176,6 +186,26 @@ def _round_out(S: np.ndarray, scale: np.ndarray, out: str) -> np.ndarray:
     return np.where(S < 0, -val, val)
 
 
+def _require_terms(name: str, t, shape: tuple | None = None) -> None:
+    """``t`` must be a :class:`Terms` of int64 m/e and bool neg/inf/nan arrays of one shape (``shape``
+    if given, at least one axis for a, b), frac an int in [1, 23]."""
+    if not isinstance(t, Terms):
+        raise FormatRuleError(f"{name}: must be a Terms (see ieee_terms); got {type(t).__name__}")
+    arrays = (t.neg, t.m, t.e, t.inf, t.nan)
+    if not all(isinstance(x, np.ndarray) for x in arrays):
+        raise DtypeError(f"{name}: Terms fields must be numpy arrays; got {[type(x).__name__ for x in arrays]}")
+    kinds = [x.dtype == np.bool_ for x in (t.neg, t.inf, t.nan)] + [x.dtype == np.int64 for x in (t.m, t.e)]
+    if not all(kinds):
+        raise DtypeError(f"{name}: Terms neg/inf/nan must be bool and m/e int64; got "
+                         f"{[str(x.dtype) for x in arrays]}")
+    want = t.m.shape if shape is None else shape
+    if any(x.shape != want for x in arrays) or (shape is None and t.m.ndim < 1):
+        raise ShapeError(f"{name}: Terms arrays must share the shape {want} (a, b: (..., L)); got "
+                         f"{[x.shape for x in arrays]}")
+    if isinstance(t.frac, bool) or not isinstance(t.frac, int) or not 1 <= t.frac <= 23:
+        raise FormatRuleError(f"{name}: Terms frac must be an int in [1, 23]; got {t.frac!r}")
+
+
 def fdpa_terms(F: int, e_zero: int, a: Terms, b: Terms, c: Terms, out: str) -> np.ndarray:
     """The T-FDPA of the module spec on decomposed operands, any input format.
 
@@ -184,6 +214,14 @@ def fdpa_terms(F: int, e_zero: int, a: Terms, b: Terms, c: Terms, out: str) -> n
     "e8m13" (RZ to 13 fraction bits, stored as fp32) or "f16" (RNE). Returns the result bits,
     uint32 for f32/e8m13 and uint16 for f16, shape (...).
     """
+    F = require_int("F", F, minimum=1)
+    e_zero = require_int("e_zero", e_zero)
+    if F > 30 or not -400 <= e_zero <= 0:
+        raise FormatRuleError(f"F, e_zero: must lie in [1, 30] and [-400, 0]; got {F}, {e_zero}")
+    require_choice("out", out, tuple(_ROUNDING))
+    _require_terms("a", a)
+    _require_terms("b", b, a.m.shape)
+    _require_terms("c", c, a.m.shape[:-1])
     P = a.m * b.m                                     # exact: <= 22 bits
     pn = a.neg ^ b.neg
     ep = np.where(P == 0, e_zero, a.e + b.e)          # not renormalised
