@@ -55,6 +55,8 @@ Worked examples (each checked in ``tests/arith/test_tensor_core_types.py``)::
         D = 0 + 0 = 0. Contiguous halves (k < 16, k >= 16) would give 2^-18.
     fp8 sm_90, the final FADD: c = 128, product 3*2^-9 x 2^-9 = 0.75 ulp(128) -> q = 3*2^-18,
         D = RN(128 + 0.75 ulp) = 128 + 2^-16 (a fused sum rounded toward zero would give 128).
+    fp8 sm_89 (assumed): c = 1 + 2^-20, one product 2^-7 x 2^-7 = 2^-14: E = 0, grid 2^-13 drops the
+        product and c's low bits -> D = 1 (e8m13).
 """
 
 from __future__ import annotations
