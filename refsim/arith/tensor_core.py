@@ -65,7 +65,7 @@ from refsim.arith import exact
 __all__ = [
     "TensorCoreModel", "MODELS", "ARCHS", "model", "fdpa", "fdpa_reference",
     "mma_m16n8k16", "mma_m16n8k16_reference", "mma_m16n8k8", "mma_m16n8k8_reference", "mma_int", "mma_int_reference",
-    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps", "MmaKind", "modelled", "Terms", "ieee_terms", "fdpa_terms",
+    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps", "modelled", "Terms", "ieee_terms", "fdpa_terms",
 ]
 
 
@@ -593,60 +593,12 @@ def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarr
 
 
 # ----------------------------------------------------------------------------------------------
-# what refsim models, as data (for validators that enumerate every mma shape and type)
+# what refsim models
 
 
-@dataclass(frozen=True)
-class MmaKind:
-    """One ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` refsim executes (refsim.ptx included).
+def modelled():
+    """Every mma kind refsim models (fp16 here; bf16, tf32, fp8; integer), each a
+    :class:`refsim.arith.tensor_core_types.MmaKind` (shape, a, b, c, d, archs, verified, ``.ptx``)."""
+    from refsim.arith import tensor_core_types   # that module builds on this one
 
-    archs: the architectures with a model; verified: those where refsim's result is confirmed —
-    measured hardware outputs equal the model, or the arithmetic is exact (integer kinds, which
-    also take ``.satfinite``).
-    """
-
-    shape: str
-    a: str
-    b: str
-    c: str
-    d: str
-    archs: tuple[str, ...]
-    verified: tuple[str, ...]
-
-    @property
-    def ptx(self) -> str:
-        """The instruction text without operands, e.g. ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``."""
-        return f"mma.sync.aligned.{self.shape}.row.col.{self.d}.{self.a}.{self.b}.{self.c}"
-
-
-_MMA_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90")     # archs with m16n8k* (Volta has m8n8k4 only)
-
-
-@functools.lru_cache(maxsize=None)
-def modelled() -> tuple[MmaKind, ...]:
-    """Every mma kind refsim models, with its archs: fp16 (this module), bf16/tf32/fp8
-    (:mod:`refsim.arith.tensor_core_types`) and integer. Evidence per arch in ``verified``: the
-    hardware rows (f32/f32 and f16/f16 blocks, ``MODELS[arch].verified``), the H100 probes
-    (m16n8k8 f16 -> f32 and the types of tensor_core_types), exact arithmetic (integers)."""
-    from refsim.arith import tensor_core_types as types   # that module builds on this one
-
-    kinds = []
-    block_rows = tuple(a for a in _MMA_ARCHS if MODELS[a].verified)
-    for c, d in (("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("f32", "f16")):
-        same = c == d
-        kinds.append(MmaKind("m16n8k16", "f16", "f16", c, d, _MMA_ARCHS, block_rows if same else ()))
-        k8 = tuple(a for a in block_rows if a != "sm_90" or d == "f32") if same else ()
-        kinds.append(MmaKind("m16n8k8", "f16", "f16", c, d, _MMA_ARCHS, k8))
-    groups: dict[tuple[str, str], list] = {}
-    for m in types.MODELS.values():
-        groups.setdefault((m.family, m.shape), []).append(m)
-    for (family, shape), rows in groups.items():
-        archs = tuple(sorted(m.arch for m in rows))
-        verified = tuple(sorted(m.arch for m in rows if m.verified))
-        names = ("e4m3", "e5m2") if family == "fp8" else (family,)
-        kinds += [MmaKind(shape, a, b, "f32", "f32", archs, verified) for a in names for b in names]
-    for shape, bits in (("m16n8k16", 8), ("m16n8k32", 8), ("m16n8k32", 4), ("m16n8k64", 4)):
-        for a in ("s", "u"):
-            for b in ("s", "u"):
-                kinds.append(MmaKind(shape, f"{a}{bits}", f"{b}{bits}", "s32", "s32", _MMA_ARCHS, _MMA_ARCHS))
-    return tuple(kinds)
+    return tensor_core_types.modelled()

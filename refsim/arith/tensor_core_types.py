@@ -61,6 +61,7 @@ Worked examples (each checked in ``tests/arith/test_tensor_core_types.py``)::
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -73,7 +74,7 @@ from refsim.arith.tensor_core import Terms, fdpa_terms, ieee_terms
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = ["TypeModel", "MODELS", "TYPES", "model_for", "decode", "fp8_to_f16", "mma", "mma_with_model",
-           "mma_reference"]
+           "mma_reference", "MmaKind", "modelled"]
 
 #: input type -> (exponent bits, fraction bits the tensor core reads, container dtype, ml_dtypes name)
 TYPES: dict[str, tuple[int, int, type, str | None]] = {
@@ -364,3 +365,61 @@ def _fadd_rn(c: float, q: float) -> float:
         return -0.0 if np.signbit(c) and np.signbit(q) else 0.0
     r = exact.round_fraction(s, exact.F32, "rne")
     return float(r)
+
+
+# ----------------------------------------------------------------------------------------------
+# every mma kind refsim models, as data (for validators that enumerate them)
+
+
+@dataclass(frozen=True)
+class MmaKind:
+    """One ``mma.sync.aligned.<shape>.row.col.<d>.<a>.<b>.<c>`` refsim executes (refsim.ptx included).
+
+    archs: the architectures with a model; verified: those where refsim's result is confirmed —
+    measured hardware outputs equal the model, or the arithmetic is exact (integer kinds, which
+    also take ``.satfinite``).
+    """
+
+    shape: str
+    a: str
+    b: str
+    c: str
+    d: str
+    archs: tuple[str, ...]
+    verified: tuple[str, ...]
+
+    @property
+    def ptx(self) -> str:
+        """The instruction text without operands, e.g. ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32``."""
+        return f"mma.sync.aligned.{self.shape}.row.col.{self.d}.{self.a}.{self.b}.{self.c}"
+
+
+_MMA_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90")     # archs with m16n8k* (Volta has m8n8k4 only)
+
+
+@functools.lru_cache(maxsize=None)
+def modelled() -> tuple[MmaKind, ...]:
+    """Every mma kind refsim models, with its archs: fp16 (:mod:`refsim.arith.tensor_core`), bf16/tf32/fp8
+    (this module) and integer. Evidence per arch in ``verified``: the fp16 hardware rows (f32/f32 and
+    f16/f16 blocks, ``tensor_core.MODELS[arch].verified``), the H100 probes (m16n8k8 f16 -> f32 and this
+    module's ``verified`` rows), exact arithmetic (integers). Also ``refsim.arith.tensor_core.modelled()``."""
+    kinds = []
+    block_rows = tuple(a for a in _MMA_ARCHS if tc.MODELS[a].verified)
+    for c, d in (("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("f32", "f16")):
+        same = c == d
+        kinds.append(MmaKind("m16n8k16", "f16", "f16", c, d, _MMA_ARCHS, block_rows if same else ()))
+        k8 = tuple(a for a in block_rows if a != "sm_90" or d == "f32") if same else ()
+        kinds.append(MmaKind("m16n8k8", "f16", "f16", c, d, _MMA_ARCHS, k8))
+    groups: dict[tuple[str, str], list] = {}
+    for m in MODELS.values():
+        groups.setdefault((m.family, m.shape), []).append(m)
+    for (family, shape), rows in groups.items():
+        archs = tuple(sorted(m.arch for m in rows))
+        verified = tuple(sorted(m.arch for m in rows if m.verified))
+        names = ("e4m3", "e5m2") if family == "fp8" else (family,)
+        kinds += [MmaKind(shape, a, b, "f32", "f32", archs, verified) for a in names for b in names]
+    for shape, bits in (("m16n8k16", 8), ("m16n8k32", 8), ("m16n8k32", 4), ("m16n8k64", 4)):
+        for a in ("s", "u"):
+            for b in ("s", "u"):
+                kinds.append(MmaKind(shape, f"{a}{bits}", f"{b}{bits}", "s32", "s32", _MMA_ARCHS, _MMA_ARCHS))
+    return tuple(kinds)
