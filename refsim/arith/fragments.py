@@ -10,6 +10,12 @@ mma.m16n8k16    f16/bf16, row.col. A (16x16, M x K): 8 halves a0..a7 in 4 .f16x2
                 row = g (i in {0,1,4,5}) or g+8 (i in {2,3,6,7}); col = 2t + (i&1) (+8 for i >= 4).
                 B (16x8, K x N): 4 halves b0..b3 in 2 registers: k = 2t + (i&1) (+8 for i >= 2), n = g.
                 C/D (16x8): 4 values c0..c3 (4 .f32 or 2 .f16x2): row = g (i < 2) or g+8, col = 2t + (i&1).
+mma.m16n8k8     tf32, row.col (32-bit elements, one per register). A (16x8): a0..a3: row = g (+8 for
+                odd i), col = t (+4 for i >= 2). B (8x8): b0, b1: k = t (+4 for b1), n = g.
+                f16/bf16: a0..a3 in 2 registers, row g (+8 for i >= 2), col 2t + (i&1); b0, b1: k = 2t + i.
+mma.m16n8k32    e4m3/e5m2 (and s8/u8), row.col, 4 bytes per register. A (16x32): a0..a15 in 4 registers:
+                row = g for i in [0,4) and [8,12), g+8 otherwise; col = 4t + (i&3) (+16 for i >= 8).
+                B (32x8): b0..b7 in 2 registers: k = 4t + (i&3) (+16 for i >= 4), n = g.
 mma.m16n8k64    s4/u4, row.col. A (16x64): 32 nibbles a0..a31 in 4 .b32: row = g for i in [0,8) and
                 [16,24), g+8 otherwise; col = 8t + (i&7) (+32 for i >= 16). B (64x8): 16 nibbles in 2
                 registers: k = 8t + (i&7) (+32 for i >= 8), n = g. C/D: int32, the f16 C/D mapping.
@@ -19,6 +25,9 @@ ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16``: la
 invariants      every layout is a bijection between (lane, element) and the matrix; the canonical
                 ldmatrix.x4 of a row-major 16x16 A tile (lane l supplies &A[l % 16][8 (l / 16)]) yields
                 exactly the m16n8k16 A fragment.
+hardware        the H100 probes (refsim/data/tensor_core_hw) hold the registers each lane passed for
+                m16n8k16/k8 f16 and bf16, m16n8k8 tf32 and m16n8k32 e4m3/e5m2: every lane and register
+                equals these maps applied to the logical tiles (tests/arith/test_fragments.py).
 source          PTX ISA 9.x §9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with floating point type",
                 §9.7.14.5.10 (m16n8k64 integer), §9.7.14.5.15 ``ldmatrix``; numerics.md §2.1–2.3.
 
@@ -47,6 +56,7 @@ __all__ = [
     "ldmatrix", "ldmatrix_reference", "ldmatrix_layout", "pack_registers", "unpack_registers",
     "mma_m16n8k8_a", "mma_m16n8k8_b", "mma_m16n8k16_s8_a", "mma_m16n8k16_s8_b",
     "mma_m16n8k32_s8_a", "mma_m16n8k32_s8_b", "mma_m16n8k32_s4_a", "mma_m16n8k32_s4_b",
+    "mma_m16n8k8_tf32_a", "mma_m16n8k8_tf32_b", "mma_m16n8k32_f8_a", "mma_m16n8k32_f8_b",
 ]
 
 
@@ -148,16 +158,19 @@ def mma_m16n8k64_c() -> FragmentLayout:
 
 
 def pack_registers(frags: np.ndarray, bits: int) -> np.ndarray:
-    """Per-lane elements (..., E) of ``bits`` each (16, 8 or 4) -> uint32 registers (..., E*bits/32).
+    """Per-lane elements (..., E) of ``bits`` each (32, 16, 8 or 4) -> uint32 registers (..., E*bits/32).
 
-    frags: uint16 for 16-bit (raw bit patterns), any integer dtype for 8/4-bit (two's complement
-    values are masked to ``bits``). Element i goes to register i*bits // 32, bits
+    frags: uint32 / uint16 for 32-/16-bit elements (raw bit patterns), any integer dtype for 8/4-bit
+    (two's complement values are masked to ``bits``). Element i goes to register i*bits // 32, bits
     (i*bits % 32) upward: the lowest index in the lowest bits.
     """
-    bits = int(require_choice("bits", bits, (16, 8, 4)))
+    bits = int(require_choice("bits", bits, (32, 16, 8, 4)))
     frags = require_integer_array("frags", frags)
-    if bits == 16 and frags.dtype != np.uint16:
-        raise DtypeError(f"frags: 16-bit elements must be uint16 bit patterns; got {frags.dtype}")
+    wide = {32: np.uint32, 16: np.uint16}
+    if bits in wide and frags.dtype != wide[bits]:
+        raise DtypeError(f"frags: {bits}-bit elements must be {np.dtype(wide[bits])} bit patterns; got {frags.dtype}")
+    if bits == 32:
+        return frags.copy()
     per = 32 // bits
     if frags.ndim < 1 or frags.shape[-1] % per:
         raise ShapeError(f"frags: last axis must be a multiple of {per}; got {frags.shape}")
@@ -169,7 +182,7 @@ def pack_registers(frags: np.ndarray, bits: int) -> np.ndarray:
 
 def unpack_registers(regs: np.ndarray, bits: int, signed: bool = False) -> np.ndarray:
     """uint32 registers (..., R) -> elements (..., R*32/bits) as int64 (sign-extended if ``signed``)."""
-    bits = int(require_choice("bits", bits, (16, 8, 4)))
+    bits = int(require_choice("bits", bits, (32, 16, 8, 4)))
     regs = require_dtype("regs", regs, np.uint32)
     signed = require_bool("signed", signed)
     if regs.ndim < 1:
@@ -282,3 +295,28 @@ def mma_m16n8k32_s4_a() -> FragmentLayout:
 def mma_m16n8k32_s4_b() -> FragmentLayout:
     """B (32x8, .col) of ``mma.m16n8k32`` s4/u4: b0..b7 in 1 register; k = 8t + i, n = g."""
     return _layout("m16n8k32.B.s4", (32, 8), 8, 8, lambda g, t, i: (8 * t + i, g))
+
+
+# ----------------------------------------------------------------------------------------------
+# tf32 and fp8 (PTX ISA 9.x "Matrix Fragments for mma.m16n8k8" (.tf32) and "for mma.m16n8k32" (.e4m3/.e5m2);
+# bf16 uses the f16 maps above). Checked per lane against the registers an H100 received.
+
+
+def mma_m16n8k8_tf32_a() -> FragmentLayout:
+    """A (16x8, .row) of ``mma.m16n8k8`` tf32: a0..a3, one per .b32 register; row g (+8 for odd i), col t (+4 for i >= 2)."""
+    return _layout("m16n8k8.A.tf32", (16, 8), 1, 4, lambda g, t, i: (g + 8 * (i & 1), t + 4 * (i >= 2)))
+
+
+def mma_m16n8k8_tf32_b() -> FragmentLayout:
+    """B (8x8, .col) of ``mma.m16n8k8`` tf32: b0, b1, one per register; k = t (+4 for b1), n = g."""
+    return _layout("m16n8k8.B.tf32", (8, 8), 1, 2, lambda g, t, i: (t + 4 * i, g))
+
+
+def mma_m16n8k32_f8_a() -> FragmentLayout:
+    """A (16x32, .row) of ``mma.m16n8k32`` e4m3/e5m2: the 8-bit map of :func:`mma_m16n8k32_s8_a`."""
+    return FragmentLayout("m16n8k32.A.f8", (16, 32), 4, mma_m16n8k32_s8_a().coords)
+
+
+def mma_m16n8k32_f8_b() -> FragmentLayout:
+    """B (32x8, .col) of ``mma.m16n8k32`` e4m3/e5m2: the 8-bit map of :func:`mma_m16n8k32_s8_b`."""
+    return FragmentLayout("m16n8k32.B.f8", (32, 8), 4, mma_m16n8k32_s8_b().coords)

@@ -1,5 +1,8 @@
 """The tensor-core hardware measurements, decoded once for tests, the report and the bench.
 
+Two data sets (provenance in ``refsim/data/tensor_core_hw/README.md``): the fp16 T-FDPA blocks below
+(:func:`load`) and the H100 ``mma.sync`` probes of bf16/tf32/fp8/fp16 tiles (:func:`load_probes`).
+
 Source data: ``refsim/data/tensor_core_hw/subset.npz``, 400 rows per GPU of the measurements in
 north-numerical-computing/MATLAB-tensor-core ``model_validation`` (BSD-2-Clause; licence and source in
 that folder). The file holds, per GPU G, ``G_a_f16bits`` and
@@ -18,7 +21,8 @@ import numpy as np
 from refsim._validate import require_path
 from refsim.errors import FormatRuleError
 
-__all__ = ["GPUS", "HwRows", "subset_path", "available_path", "load"]
+__all__ = ["GPUS", "HwRows", "subset_path", "available_path", "load", "PROBES", "Probe", "probes_path",
+           "load_probes"]
 
 #: (GPU in the data set, architecture model that must reproduce it)
 GPUS: tuple[tuple[str, str], ...] = (("A100", "sm_80"), ("H100", "sm_90"), ("V100", "sm_70"))
@@ -85,3 +89,66 @@ def load(path: Path) -> dict[str, HwRows]:
 def _keys() -> list[str]:
     return [f"{gpu}_{s}" for gpu, _ in GPUS for s in ("a_f16bits", "b_f16bits", "c_f32bits",
                                                        "d_fp32_as_f32bits", "d_fp16_as_f32bits")]
+
+
+# ----------------------------------------------------------------------------------------------
+# the H100 mma.sync probes
+
+#: probe kernel -> (mma shape, A type, B type); every one f32 accumulation, measured at sm_90
+PROBES: dict[str, tuple[str, str, str]] = {
+    "bf16_k16_f32": ("m16n8k16", "bf16", "bf16"),
+    "bf16_k8_f32": ("m16n8k8", "bf16", "bf16"),
+    "tf32_k8_f32": ("m16n8k8", "tf32", "tf32"),
+    "tf32_k8_f32_lowbits": ("m16n8k8", "tf32", "tf32"),
+    "e4m3_k32_f32": ("m16n8k32", "e4m3", "e4m3"),
+    "e5m2_k32_f32": ("m16n8k32", "e5m2", "e5m2"),
+    "f16_k8_f32": ("m16n8k8", "f16", "f16"),
+    "f16_k16_f32": ("m16n8k16", "f16", "f16"),
+}
+_PROBE_FIELDS = ("A_bits", "B_bits", "C_f32", "D_f32", "A_regs", "B_regs")
+
+
+class Probe(NamedTuple):
+    """One probe kernel: A (tiles, 16, K), B (tiles, K, 8) raw format bits; C, D float32 (tiles, 16, 8)
+    (D what the H100 wrote); A_regs, B_regs uint32 (tiles, 32, n) the registers per lane; category
+    (tiles,) int: index into ``CATEGORIES`` of the json (tile j has category j // 16)."""
+
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    D: np.ndarray
+    A_regs: np.ndarray
+    B_regs: np.ndarray
+    category: np.ndarray
+
+
+def probes_path() -> Path:
+    """The committed H100 probe file (package data)."""
+    return _DATA / "h100_probes.npz"
+
+
+def load_probes(path: Path | None = None) -> dict[str, Probe]:
+    """Every kernel of :data:`PROBES` in ``path`` (default :func:`probes_path`), as :class:`Probe`.
+
+    ``path``: an ``.npz`` with ``<kernel>/{A_bits,B_bits,C_f32,D_f32,A_regs,B_regs}`` per kernel (any
+    number of tiles, categories of 16 tiles each); a missing file or array raises FormatRuleError."""
+    path = require_path("path", probes_path() if path is None else path)
+    if not path.is_file():
+        raise FormatRuleError(f"{path}: probe file must exist; got no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            raw = {f"{k}/{f}": np.array(data[f"{k}/{f}"]) for k in PROBES for f in _PROBE_FIELDS
+                   if f"{k}/{f}" in data.files}
+    except (OSError, ValueError, EOFError) as err:
+        raise FormatRuleError(f"{path}: must be a readable .npz file; got {type(err).__name__}: {err}") from None
+    missing = [f"{k}/{f}" for k in PROBES for f in _PROBE_FIELDS if f"{k}/{f}" not in raw]
+    if missing:
+        raise FormatRuleError(f"{path}: must hold the arrays {missing[:3]}...; got no such arrays")
+    out = {}
+    for k in PROBES:
+        A, B, C, D, Ar, Br = (raw[f"{k}/{f}"] for f in _PROBE_FIELDS)
+        if C.dtype != np.float32 or D.dtype != np.float32 or C.shape != D.shape or A.shape[0] != C.shape[0]:
+            raise FormatRuleError(f"{path}: {k} must hold float32 C/D of one shape and A of as many tiles; got "
+                                  f"C {C.dtype}{C.shape}, D {D.dtype}{D.shape}, A {A.shape}")
+        out[k] = Probe(A, B, C, D, Ar, Br, np.arange(A.shape[0]) // 16)
+    return out

@@ -59,10 +59,12 @@ class Module:
         self.target = self._parsed.target.split(",")[0].strip()
         self._target_sm = _sm(self.target)
         self._handlers: dict[tuple[str, str], dict[int, object]] = {}
+        load_arch = self.target if self.target in SHARED_BYTES_PER_BLOCK else "sm_80"
         for name in self._parsed.kernels:
-            self._lookup(name, self.target if self.target in SHARED_BYTES_PER_BLOCK else "sm_80")
-            # build once with a one-thread dummy launch: engine-owned instructions are checked here
-            self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch="sm_80",
+            self._lookup(name, load_arch)
+            # build once with a one-thread dummy launch (at the .target arch: sm_89 PTX may hold fp8
+            # mma, which no sm_80 model has): engine-owned instructions are checked here
+            self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch=load_arch,
                                shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
                                race=False, poison=False)
 

@@ -101,3 +101,24 @@ def test_bad_shapes_raise():
         fr.mma_m16n8k16_a().gather(np.zeros((16, 8)))
     with pytest.raises(ShapeError, match="num, 8, 8"):
         fr.ldmatrix(np.zeros((3, 8, 8), np.uint16))
+
+
+# the registers an H100 received (refsim/data/tensor_core_hw: every lane of every probe tile)
+H100_MAPS = {  # probe kernel -> (A layout, B layout, element bits)
+    "f16_k16_f32": (fr.mma_m16n8k16_a, fr.mma_m16n8k16_b, 16), "bf16_k16_f32": (fr.mma_m16n8k16_a, fr.mma_m16n8k16_b, 16),
+    "f16_k8_f32": (fr.mma_m16n8k8_a, fr.mma_m16n8k8_b, 16), "bf16_k8_f32": (fr.mma_m16n8k8_a, fr.mma_m16n8k8_b, 16),
+    "tf32_k8_f32": (fr.mma_m16n8k8_tf32_a, fr.mma_m16n8k8_tf32_b, 32),
+    "tf32_k8_f32_lowbits": (fr.mma_m16n8k8_tf32_a, fr.mma_m16n8k8_tf32_b, 32),
+    "e4m3_k32_f32": (fr.mma_m16n8k32_f8_a, fr.mma_m16n8k32_f8_b, 8), "e5m2_k32_f32": (fr.mma_m16n8k32_f8_a, fr.mma_m16n8k32_f8_b, 8),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(H100_MAPS))
+def test_fragment_maps_equal_the_registers_each_h100_lane_received(kernel):
+    from refsim.arith import hw_samples
+
+    la, lb, bits = H100_MAPS[kernel]
+    p = hw_samples.load_probes()[kernel]
+    for tiles, layout, regs in ((p.A, la(), p.A_regs), (p.B, lb(), p.B_regs)):
+        assert_bitexact(fr.unpack_registers(regs, bits), layout.gather(tiles).astype(np.int64), f"{kernel} {layout.name}")
+        assert_bitexact(fr.pack_registers(layout.gather(tiles), bits), regs, f"{kernel} {layout.name} packed")

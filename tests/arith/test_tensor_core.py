@@ -172,8 +172,8 @@ def test_bad_input_errors_name_the_rule():
     with pytest.raises(FormatRuleError, match=r"arch: must be one of \['sm_70', 'sm_80', 'sm_86', 'sm_87', "
                                               r"'sm_89', 'sm_90'\]; got 'sm_75'"):
         tc.fdpa("sm_75", a, a, c, np.float32)
-    with pytest.raises(ShapeError, match="block length 16; got shape"):
-        tc.fdpa("sm_90", a, a, c, np.float32)
+    with pytest.raises(ShapeError, match=r"1 to the sm_80 block length 8; got shape \(2, 9\)"):
+        tc.fdpa("sm_80", np.ones((2, 9), np.float16), np.ones((2, 9), np.float16), c, np.float32)
     with pytest.raises(DtypeError, match="a: dtype must be float16; got float32"):
         tc.fdpa("sm_80", a.astype(np.float32), a, c, np.float32)
     with pytest.raises(DtypeError, match="c: dtype must be float32 or float16; got float64"):

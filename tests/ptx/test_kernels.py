@@ -184,6 +184,34 @@ def test_ldmatrix_mma_tile_equals_the_tensor_core_model(a, b, arch):
     assert_bitexact(C, tensor_core.mma_m16n8k16(arch, A, B, np.zeros((16, 8), np.float32)))
 
 
+MMA_TYPES = {  # kernel of mma_types.cu -> (shape, A type, B type, K, container dtype)
+    "bf16_k16": ("m16n8k16", "bf16", "bf16", 16, np.uint16), "bf16_k8": ("m16n8k8", "bf16", "bf16", 8, np.uint16),
+    "f16_k8": ("m16n8k8", "f16", "f16", 8, np.uint16), "tf32_k8": ("m16n8k8", "tf32", "tf32", 8, np.uint32),
+    "e4m3_k32": ("m16n8k32", "e4m3", "e4m3", 32, np.uint8), "e5m2_k32": ("m16n8k32", "e5m2", "e5m2", 32, np.uint8),
+    "e4m3_e5m2_k32": ("m16n8k32", "e4m3", "e5m2", 32, np.uint8),
+}
+
+
+@FEW
+@given(kernel=st.sampled_from(sorted(MMA_TYPES)), arch=st.sampled_from(["sm_89", "sm_90"]), seed=st.integers(0, 2**32 - 1))
+def test_mma_types_kernels_equal_the_tensor_core_models(kernel, arch, seed):
+    from refsim.arith import tensor_core, tensor_core_types
+
+    shape, at, bt, K, dt = MMA_TYPES[kernel]
+    rng = np.random.default_rng(seed)
+    top = np.iinfo(dt).max
+    A = rng.integers(0, top, (16, K), dtype=np.uint64, endpoint=True).astype(dt)   # any bit pattern
+    B = rng.integers(0, top, (K, 8), dtype=np.uint64, endpoint=True).astype(dt)
+    C = (rng.standard_normal((16, 8)) * 2.0 ** rng.integers(-20, 20, (16, 8))).astype(np.float32)
+    D = np.zeros((16, 8), np.float32)
+    module("mma_types").launch(kernel, 1, 32, [A, np.ascontiguousarray(B.T), C, D], arch=arch)
+    if at == "f16":
+        want = tensor_core.mma_m16n8k8(arch, A.view(np.float16), B.view(np.float16), C)
+    else:
+        want = tensor_core_types.mma(arch, shape, at, bt, A, B, C)
+    assert_bitexact(D, want, f"{kernel} at {arch}")
+
+
 # ---------------------------------------------------------------- local memory, struct param, vote, atomics
 @FEW
 @given(a=st.integers(-(2**20), 2**20), b=st.sampled_from([0.25, -1.5, 3.0, 2.0**-10]), sel=st.integers(0, 2**31 - 1))

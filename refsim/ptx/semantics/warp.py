@@ -21,13 +21,15 @@ ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b1
 mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` uint32 registers.
                 Fragments: :mod:`refsim.arith.fragments` (index maps from the PTX ISA figures);
                 arithmetic: :mod:`refsim.arith.tensor_core` (T-FDPA model of ``arch`` for f16 inputs,
-                exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``). Shapes executed:
+                exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``) and
+                :mod:`refsim.arith.tensor_core_types` (bf16, tf32, e4m3/e5m2). Shapes executed (the list
+                with archs is ``refsim.arith.tensor_core.modelled()``):
                     m16n8k16 .row.col f16 x f16 -> f32|f16 (C f32|f16)    na 4, nb 2, nc/nd 4 (f32) or 2 (f16)
-                    m16n8k8  .row.col f16 x f16 -> f32|f16 (sm_80/86/87/89: one hardware block of 8)
+                    m16n8k8  .row.col f16 x f16 -> f32|f16 (one hardware block of 8 products)
+                    m16n8k16 / m16n8k8 bf16 -> f32, m16n8k8 tf32 -> f32 (sm_80+), m16n8k32 e4m3|e5m2 -> f32 (sm_89+)
                     m16n8k16 / m16n8k32 .row.col s8|u8 -> s32,  m16n8k32 / m16n8k64 .row.col s4|u4 -> s32
-                Refused with a reason: bf16/tf32/f64 inputs (no validated tensor-core model in refsim),
-                m8n8k4, other layouts, and architectures without the shape or a model (sm_70, sm_75;
-                m16n8k8 on sm_90, whose 16-product block has no published k8 behaviour).
+                Refused with a reason: f64 inputs, f16 accumulation with bf16/tf32/fp8 inputs, m8n8k4,
+                other layouts, and architectures without the shape or a model (sm_70, sm_75).
 source          PTX ISA 9.x, "Parallel Synchronization and Communication Instructions: shfl.sync, vote.sync",
                 "Warp Level Matrix Multiply-Accumulate Instructions: ldmatrix, mma" and "Matrix Fragments for
                 mma.m16n8k8 / m16n8k16 / m16n8k32 / m16n8k64" (figures transcribed in refsim.arith.fragments).
@@ -39,6 +41,8 @@ import numpy as np
 
 from refsim.arith import fragments
 from refsim.arith import tensor_core
+from refsim.arith import tensor_core_types
+from refsim.errors import RefsimError
 from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
 
 __all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments"]
@@ -192,12 +196,19 @@ _FLOAT_LAYOUTS = {
     "m16n8k16": (fragments.mma_m16n8k16_a, fragments.mma_m16n8k16_b),
     "m16n8k8": (fragments.mma_m16n8k8_a, fragments.mma_m16n8k8_b),
 }
+_TYPE_LAYOUTS = {  # input type -> (element bits, A layout, B layout) of its one shape
+    "tf32": (32, fragments.mma_m16n8k8_tf32_a, fragments.mma_m16n8k8_tf32_b),
+    "e4m3": (8, fragments.mma_m16n8k32_f8_a, fragments.mma_m16n8k32_f8_b),
+    "e5m2": (8, fragments.mma_m16n8k32_f8_a, fragments.mma_m16n8k32_f8_b),
+}
 
 
 def mma_fragments(shape: str, atype: str):
     """(A layout, B layout, C/D layout) of ``mma.<shape>.row.col`` with element type ``atype``."""
     if atype in ("f16", "bf16"):
         a, b = _FLOAT_LAYOUTS[shape]
+    elif atype in _TYPE_LAYOUTS:
+        _, a, b = _TYPE_LAYOUTS[atype]
     else:
         a, b = _INT_LAYOUTS[(shape, 4 if atype in ("s4", "u4") else 8)]
     return a(), b(), fragments.mma_m16n8k16_c()
@@ -238,9 +249,6 @@ def _build_mma(op: Op, arch: str) -> Handler:
     if atype in ("f16",) and btype == "f16":
         if shape not in _FLOAT_LAYOUTS or dtype not in ("f32", "f16") or ctype not in ("f32", "f16") or satfinite:
             raise unsupported(op, "f16 mma is executed for m16n8k16/m16n8k8 with f32/f16 C and D")
-        if shape == "m16n8k8" and tensor_core.model(arch).block != 8:
-            raise unsupported(op, f"m16n8k8 on {arch}: the {tensor_core.model(arch).block}-product block has "
-                                  f"no published behaviour for k = 8")
         la, lb, lc = mma_fragments(shape, atype)
         K = la.shape[1]
         c_np = np.float32 if ctype == "f32" else np.float16
@@ -261,16 +269,34 @@ def _build_mma(op: Op, arch: str) -> Handler:
             elif K == 16:
                 D = tensor_core.mma_m16n8k16(arch, A, B, C, d_np)
             else:                                                         # one block of 8 products
-                W = A.shape[:-2]
-                a8 = np.broadcast_to(A[..., :, None, :], W + (16, 8, 8))
-                b8 = np.broadcast_to(np.swapaxes(B, -1, -2)[..., None, :, :], W + (16, 8, 8))
-                D = tensor_core.fdpa(arch, np.ascontiguousarray(a8), np.ascontiguousarray(b8), C, d_np)
+                D = tensor_core.mma_m16n8k8(arch, A, B, C, d_np)
             return (_matrix_to_regs(D, lc, 1 if dtype == "f32" else 2),)
 
         nc = 4 if ctype == "f32" else 2
         nd = 4 if dtype == "f32" else 2
         return Handler(fn=fmma, dst_types=("b32",) * nd,
                        src_types=("b32",) * (K // 4) + ("b32",) * (K // 8) + ("b32",) * nc, kind="warp", isa=sec)
+
+    if atype in tensor_core_types.TYPES and btype in tensor_core_types.TYPES:
+        if dtype != "f32" or ctype != "f32" or satfinite:
+            raise unsupported(op, f"{atype} mma is executed with f32 C and D only (refsim models f32 accumulation)")
+        try:
+            tensor_core_types.model_for(arch, shape, atype, btype)
+        except RefsimError as err:
+            raise unsupported(op, f"no {shape} .{atype}.{btype} tensor-core model for {arch} ({err})") from None
+        la, lb, lc = mma_fragments(shape, atype)
+        abits = 16 if atype == "bf16" else _TYPE_LAYOUTS[atype][0]
+        container = tensor_core_types.TYPES[atype][2]
+
+        def tmma(a, b, c):
+            A = _regs_to_matrix(a, la, abits).astype(container)            # (W, 16, K) raw bits
+            B = _regs_to_matrix(b, lb, abits).astype(container)            # (W, K, 8)
+            C = lc.scatter(np.asarray(c).astype(np.uint32).view(np.float32))
+            return (lc.gather(tensor_core_types.mma(arch, shape, atype, btype, A, B, C)).view(np.uint32),)
+
+        na = la.elements_per_lane // la.per_reg
+        nb = lb.elements_per_lane // lb.per_reg
+        return Handler(fn=tmma, dst_types=("b32",) * 4, src_types=("b32",) * (na + nb + 4), kind="warp", isa=sec)
 
     ints = ("s8", "u8", "s4", "u4")
     if atype in ints and btype in ints:
@@ -290,8 +316,8 @@ def _build_mma(op: Op, arch: str) -> Handler:
         nb = lb.elements_per_lane // lb.per_reg
         return Handler(fn=imma, dst_types=("b32",) * 4, src_types=("b32",) * (na + nb + 4), kind="warp", isa=sec)
 
-    raise unsupported(op, f"mma with .{atype}/.{btype} inputs is not executed: refsim has a validated "
-                          f"tensor-core model for f16 and exact integer inputs only (bf16, tf32, f64, fp8 refused)")
+    raise unsupported(op, f"mma with .{atype}/.{btype} inputs is not executed: refsim models f16, bf16, tf32, "
+                          f"e4m3/e5m2 and integer inputs (f64 and mixed families refused)")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Regenerate the committed PTX of the test kernels: ``python tests/ptx/kernels/regen.py``.
 
-Each ``NAME.cu`` here is compiled with ``nvcc -arch=sm_80 -ptx`` (the options in OPTIONS) to
-``NAME.ptx`` beside it. The tests run the committed PTX (no nvcc needed); the test marked ``nvcc``
+Each ``NAME.cu`` here is compiled with ``nvcc -arch=sm_80 -ptx`` (the options in OPTIONS; the
+arch of ARCH_OF where a kernel needs a later one) to ``NAME.ptx`` beside it. The tests run the committed PTX (no nvcc needed); the test marked ``nvcc``
 in tests/ptx/test_kernels.py recompiles and diffs when nvcc is installed.
 """
 
@@ -13,14 +13,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ARCH = "sm_80"
+ARCH_OF = {"mma_types.cu": "sm_89"}      # fp8 mma needs .target sm_89
 OPTIONS = ("-O3",)
 
 
 def compile_all(out_dir: Path, nvcc: str = "nvcc") -> dict[str, str]:
-    """PTX text per ``.cu`` file name, from one nvcc call writing into ``out_dir``."""
+    """PTX text per ``.cu`` file name, from one nvcc call per arch writing into ``out_dir``."""
     sources = sorted(HERE.glob("*.cu"))
-    subprocess.run([nvcc, f"-arch={ARCH}", "-ptx", *OPTIONS, *map(str, sources), "-odir", str(out_dir)],
-                   capture_output=True, text=True, check=True)
+    for arch in sorted({ARCH_OF.get(cu.name, ARCH) for cu in sources}):
+        group = [str(cu) for cu in sources if ARCH_OF.get(cu.name, ARCH) == arch]
+        subprocess.run([nvcc, f"-arch={arch}", "-ptx", *OPTIONS, *group, "-odir", str(out_dir)],
+                       capture_output=True, text=True, check=True)
     return {cu.name: (out_dir / cu.with_suffix(".ptx").name).read_text() for cu in sources}
 
 

@@ -149,6 +149,10 @@ FIGURES = {  # (shape, atype) -> (A formula, n_a, B formula, n_b), formulas (g, 
                          lambda g, t, i: (8 * t + i, g), 8),
     ("m16n8k64", "s4"): (lambda g, t, i: (g + 8 * ((8 <= i < 16) or i >= 24), 8 * t + (i & 7) + 32 * (i >= 16)), 32,
                          lambda g, t, i: (8 * t + (i & 7) + 32 * (i >= 8), g), 16),
+    ("m16n8k8", "tf32"): (lambda g, t, i: (g + 8 * (i in (1, 3)), t + 4 * (i >= 2)), 4,
+                          lambda g, t, i: (t + 4 * i, g), 2),
+    ("m16n8k32", "e4m3"): (lambda g, t, i: (g + 8 * (i in (4, 5, 6, 7, 12, 13, 14, 15)), 4 * t + (i & 3) + 16 * (i >= 8)), 16,
+                           lambda g, t, i: (4 * t + (i & 3) + 16 * (i >= 4), g), 8),
 }
 
 
@@ -257,9 +261,62 @@ def test_integer_mma_end_to_end_equals_exact_int32(shape, atype, btype, satfinit
     assert_bitexact(got, want.astype(np.int32), f"mma {shape} {atype}.{btype}")
 
 
+TYPE_CASES = [("m16n8k16", "bf16", "bf16"), ("m16n8k8", "bf16", "bf16"), ("m16n8k8", "tf32", "tf32"),
+              ("m16n8k32", "e4m3", "e4m3"), ("m16n8k32", "e5m2", "e4m3")]
+
+
+@pytest.mark.parametrize("shape, atype, btype", TYPE_CASES)
+def test_mma_bf16_tf32_fp8_end_to_end_equal_tensor_core_types(shape, atype, btype):
+    from refsim.arith import tensor_core_types
+
+    W = 3
+    K = int(shape.split("k")[1])
+    bits = {"bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8}[atype]
+    dt = tensor_core_types.TYPES[atype][2]
+    A = RNG.integers(0, 2**bits, (W, 16, K), dtype=np.uint64).astype(dt)       # any bit pattern
+    B = RNG.integers(0, 2**bits, (W, K, 8), dtype=np.uint64).astype(dt)
+    C = (RNG.standard_normal((W, 16, 8)) * 100).astype(np.float32)
+    fa, na, fb, nb = FIGURES[(shape, "f16" if atype == "bf16" else "e4m3" if bits == 8 else atype)]
+    for arch in sorted({m.arch for m in tensor_core_types.MODELS.values() if m.shape == shape
+                        and m.family == {"bf16": "bf16", "tf32": "tf32"}.get(atype, "fp8")}):
+        h = lookup(Op("mma", ("sync", "aligned", shape, "row", "col"), ("f32", atype, btype, "f32")), arch=arch)
+        (d,) = h.fn(_distribute(A, fa, na, bits), _distribute(B, fb, nb, bits), _distribute(C.view(np.uint32), c_figure, 4, 32))
+        assert_bitexact(_collect(d, np.float32, 1), tensor_core_types.mma(arch, shape, atype, btype, A, B, C),
+                        f"mma {shape} {atype}.{btype} {arch}")
+
+
+def test_mma_m16n8k8_f16_on_sm90_is_one_block_of_the_16_product_datapath():
+    W = 2
+    A = (RNG.standard_normal((W, 16, 8)) * 2.0 ** RNG.integers(-20, 10, (W, 16, 8))).astype(np.float16)
+    B = (RNG.standard_normal((W, 8, 8)) * 4).astype(np.float16)
+    C = (RNG.standard_normal((W, 16, 8)) * 100).astype(np.float32)
+    fa, na, fb, nb = FIGURES[("m16n8k8", "f16")]
+    h = lookup(Op("mma", ("sync", "aligned", "m16n8k8", "row", "col"), ("f32", "f16", "f16", "f32")), arch="sm_90")
+    (d,) = h.fn(_distribute(A.view(np.uint16), fa, na, 16), _distribute(B.view(np.uint16), fb, nb, 16),
+                _distribute(C.view(np.uint32), c_figure, 4, 32))
+    for w in range(W):
+        assert_bitexact(_collect(d, np.float32, 1)[w], tensor_core.mma_m16n8k8_reference("sm_90", A[w], B[w], C[w]))
+
+
+def test_every_modelled_mma_kind_is_executed_at_its_archs_and_refused_elsewhere():
+    for kind in tensor_core.modelled():
+        mods = ("sync", "aligned", kind.shape, "row", "col")
+        op = Op("mma", mods, (kind.d, kind.a, kind.b, kind.c))
+        for arch in kind.archs:
+            h = lookup(op, arch=arch)
+            assert h.kind == "warp", kind.ptx
+        for arch in sorted(set(warp.tensor_core.ARCHS) - set(kind.archs)):
+            with pytest.raises(PtxUnsupportedError):
+                lookup(op, arch=arch)
+        assert str(op) == kind.ptx
+        assert set(kind.verified) <= set(kind.archs)
+
+
 @pytest.mark.parametrize("op, arch, fragment", [
-    (Op("mma", ("sync", "aligned", "m16n8k16", "row", "col"), ("f32", "bf16", "bf16", "f32")), "sm_80", "bf16"),
-    (Op("mma", ("sync", "aligned", "m16n8k8", "row", "col"), ("f32", "f16", "f16", "f32")), "sm_90", "k = 8"),
+    (Op("mma", ("sync", "aligned", "m16n8k16", "row", "col"), ("f16", "bf16", "bf16", "f16")), "sm_80", "f32 C and D"),
+    (Op("mma", ("sync", "aligned", "m16n8k32", "row", "col"), ("f32", "e4m3", "e4m3", "f32")), "sm_80", "for sm_80"),
+    (Op("mma", ("sync", "aligned", "m16n8k16", "row", "col"), ("f32", "tf32", "tf32", "f32")), "sm_90", "shape"),
+    (Op("mma", ("sync", "aligned", "m8n8k4", "row", "col"), ("f64", "f64", "f64", "f64")), "sm_80", "f64"),
     (Op("mma", ("sync", "aligned", "m8n8k4", "row", "col"), ("f32", "f16", "f16", "f32")), "sm_80", "m16n8k16/m16n8k8"),
     (Op("mma", ("sync", "aligned", "m16n8k16", "row", "col"), ("f32", "f16", "f16", "f32")), "sm_70", "sm_70"),
     (Op("mma", ("sync", "aligned", "m16n8k16", "col", "row"), ("f32", "f16", "f16", "f32")), "sm_80", ".row.col"),
