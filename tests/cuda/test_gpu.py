@@ -11,6 +11,7 @@ from fake_cuda import CUDAError, FakeCuda
 
 import refsim.cuda as rc
 from refsim.cuda import build, gpu, launch
+from refsim.cuda import mma as rmma
 from refsim.cuda import marlin as cm
 from refsim.emulator import marlin_kernel as mk
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
@@ -110,7 +111,10 @@ def _kernel_calls(rng):
     xm = rng.standard_normal(128).astype(np.float16)
     act = atom.quantize_activations(rng.standard_normal((16, 384)).astype(np.float16), "kernel", keeper=128)
     wq = atom.quantize_weights((rng.standard_normal((384, 16)) * 0.05).astype(np.float16), "kernel", keeper=128)
-    return {"gptq_gemv": lambda b: rc.gptq_gemv(x, ck, backend=b), "awq_gemv": lambda b: rc.awq_gemv(x, aw, backend=b),
+    kind = rmma.MmaKind("m16n8k16", "f32", "f16", "f16", "f32")
+    regs = rmma.pack(kind, *rmma.probe_inputs(kind, "random", 5, rng))
+    return {"mma_probe": lambda b: rc.mma_probe(kind, *regs, backend=b, arch="sm_90"),   # the fake is an sm_90
+            "gptq_gemv": lambda b: rc.gptq_gemv(x, ck, backend=b), "awq_gemv": lambda b: rc.awq_gemv(x, aw, backend=b),
             "anyprec_gemv": lambda b: rc.anyprec_gemv(xa, qw, lut, 3, backend=b),
             "mixed_gemv": lambda b: rc.mixed_gemv(p, xm, backend=b),
             "atom_group_gemm": lambda b: rc.atom_group_gemm(act, wq, backend=b)}
@@ -121,7 +125,8 @@ def test_every_registered_kernel_runs_on_the_gpu_path(fake):
     assert set(calls) | {"marlin_gemm"} == {k.name for k in rc.kernels()}
     for name, call in calls.items():
         assert_bitexact(call("gpu"), call("ptx"), name)
-    assert {c[1] for c in _calls(fake, "get_kernel")} == set(calls)
+    entries = set(calls) - {"mma_probe"} | {"probe_m16n8k16_f32_f16_f16_f32"}
+    assert {c[1] for c in _calls(fake, "get_kernel")} == entries
     assert not _calls(fake, "set_attribute")                 # all under 48 KiB: the attribute stays
 
 
