@@ -21,8 +21,8 @@ categories     :func:`probe_inputs` draws tiles of one category: for float input
                integers ``random``, ``extremes`` (min/max/0/+-1) and ``bigC`` (C near +-2**31: wraps, or
                saturates with .satfinite).
 
-    logical A, B, C ──pack (fragment layouts)──► registers ──mma_probe (a warp per tile)──► d registers
-                                                      └────mma_reference (arith models)────► d registers
+    A, B, C ──pack (fragment layouts)──► registers ──mma_probe (a warp per tile)──► d registers
+                                              └────mma_reference (arith models)────► d registers
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ def _kinds(shapes, types, accs, sat=(False,)):
     return tuple(MmaKind(s, d, a, b, c, f) for s in shapes for a, b in types for d, c in accs for f in sat)
 
 
-_I8, _I4 = (("s8", "s8"), ("u8", "u8"), ("s8", "u8"), ("u8", "s8")), (("s4", "s4"), ("u4", "u4"), ("s4", "u4"), ("u4", "s4"))
+_I8 = (("s8", "s8"), ("u8", "u8"), ("s8", "u8"), ("u8", "s8"))
+_I4 = (("s4", "s4"), ("u4", "u4"), ("s4", "u4"), ("u4", "s4"))
 #: every form mma.cu has an entry for (tests/cuda keep this equal to the committed PTX)
 KINDS: tuple[MmaKind, ...] = (
     _kinds(("m16n8k16", "m16n8k8"), (("f16", "f16"),), (("f32", "f32"), ("f16", "f16")))

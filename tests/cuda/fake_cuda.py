@@ -7,6 +7,8 @@ the driver does (CUDA Driver API, cuLaunchKernelEx / cuKernelSetAttribute):
   (48 KiB until raised) fails with CUDA_ERROR_INVALID_VALUE;
 - the attribute cannot be set above the device's opt-in limit minus the kernel's static shared bytes;
 - a pointer argument must point into a live device allocation.
+``exec_arch`` (default ``arch``) is the tensor-core model the launches execute under: an "sm_90" device
+that computes like sm_80 shows how a mismatch is reported.
 ``fail={"load"|"launch"|"sync"|"set_attribute": "CUDA_ERROR_..."}`` makes that step fail with that name
 (cuda.core raises ``CUDAError("NAME: explanation")``; cuda.bindings returns the code).
 
@@ -230,8 +232,10 @@ class _Bindings:
 class FakeCuda:
     """A fake GPU: ``core`` and ``bindings`` as refsim.cuda.gpu reads them from ``_driver()``."""
 
-    def __init__(self, *, arch: str = "sm_90", optin: int = 232448, name: str = "Fake H100", fail=None):
+    def __init__(self, *, arch: str = "sm_90", optin: int = 232448, name: str = "Fake H100", fail=None,
+                 exec_arch: str | None = None):
         self.arch, self.optin, self.name = arch, optin, name
+        self.exec_arch = exec_arch or arch      # the tensor-core model refsim.ptx executes launches under
         self.fail = dict(fail or {})
         self.calls: list[tuple] = []
         self.memory: dict[int, Buffer] = {}
@@ -264,7 +268,7 @@ class FakeCuda:
                             f"the kernel's limit {kernel.max_dynamic}")
         ptx_args = [self._pointer(a) if isinstance(a, int) else a for a in args]
         cuda_launch.module(kernel.text, kernel.name).launch(kernel.name, config.grid, config.block, ptx_args,
-                                                            arch=self.arch, shared_bytes=config.shmem_size)
+                                                            arch=self.exec_arch, shared_bytes=config.shmem_size)
 
     def launches(self) -> list[tuple]:
         """The recorded launches: (kernel, grid, block, shmem, args)."""
