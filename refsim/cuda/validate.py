@@ -37,8 +37,8 @@ from typing import Callable
 import numpy as np
 
 from refsim.arith import tensor_core
+from refsim.cuda import marlin, official
 from refsim.cuda import mma as rmma
-from refsim.cuda import official
 from refsim.errors import FormatRuleError
 from refsim.testing import BitMismatch, assert_bitexact
 
@@ -85,129 +85,113 @@ class Result:
 
 
 # ----------------------------------------------------------------------------------------------
-# the kernel cases: inputs from refsim.formats, oracles from refsim.emulator
+# the kernel cases: inputs from refsim.formats, oracles from the registry (refsim.cuda.kernels())
 
 
-def _marlin(m, k, n, group, sms):
-    from refsim.cuda import marlin as cm
-    from refsim.emulator import marlin_kernel as mk
+def _marlin_inputs(m, k, n, group):
     from refsim.formats import marlin
 
-    def inputs(seed):
-        rng = np.random.default_rng(seed)
+    def inputs(rng):
         q = rng.integers(0, 16, (k, n)).astype(np.uint8)                            # (K, N)
         g = 1 if group is None else k // group
         B, s = marlin.pack(q, (rng.random((g, n)) * 0.02 + 0.001).astype(np.float16), group)
-        return rng.standard_normal((m, k)).astype(np.float16), B, s                 # A (M, K)
-    name = f"marlin_gemm M={m} K={k} N={n} {'g' + str(group) if group else 'channel'} sms={sms}"
-    return name, cm.ARCHS, (lambda seed, backend, arch: {"C": cm.marlin_gemm(*inputs(seed), sms=sms, arch=arch,
-                                                                             backend=backend)},
-                            lambda seed, arch: {"C": mk.marlin_gemm(*inputs(seed), sms=sms, arch=arch)})
+        return rng.standard_normal((m, k)).astype(np.float16), B, s                 # A (M, K), B, s
+    return inputs
 
 
-def _anyprec(m, n, k, bits):
-    from refsim.cuda import anyprec
-    from refsim.emulator import anyprec_kernel
+def _anyprec_inputs(m, n, k, bits):
     from refsim.formats import bitplane
 
-    def inputs(seed):
-        rng = np.random.default_rng(seed)
-        qweight = bitplane.pack(rng.integers(0, 2**bits, (n, k)).astype(np.uint8), bits)
-        return rng.standard_normal((m, k)).astype(np.float16), qweight, rng.standard_normal((n, 2**bits)).astype(
-            np.float16), bits
-    return (f"anyprec_gemv M={m} N={n} K={k} bits={bits}", None,
-            (lambda seed, backend, arch: {"out": anyprec.anyprec_gemv(*inputs(seed), backend=backend, arch=arch)},
-             lambda seed, arch: {"out": anyprec_kernel.anyprec_gemv(*inputs(seed))}))
+    def inputs(rng):
+        qweight = bitplane.pack(rng.integers(0, 2**bits, (n, k)).astype(np.uint8), bits)   # (bits, N, K/32)
+        lut = rng.standard_normal((n, 2**bits)).astype(np.float16)
+        return rng.standard_normal((m, k)).astype(np.float16), qweight, lut, bits
+    return inputs
 
 
-def _gptq(m, k, n, group, fmt, act_order):
-    from refsim.cuda import gptq_awq
-    from refsim.emulator import gptq_awq_kernel
+def _gptq_inputs(m, k, n, group, fmt, act_order):
     from refsim.formats import gptq
 
-    def inputs(seed):
-        rng = np.random.default_rng(seed)
+    def inputs(rng):
         g = k // group
         g_idx = rng.permutation(np.arange(k) // group).astype(np.int32) if act_order else None
         ckpt = gptq.pack(rng.integers(0, 16, (k, n)), (rng.random((g, n)) * 0.02 + 0.001).astype(np.float32),
                          rng.integers(1, 16, (g, n)), 4, g_idx=g_idx, group_size=group, checkpoint_format=fmt)
         return rng.standard_normal((m, k)).astype(np.float16), ckpt
-    return (f"gptq_gemv M={m} K={k} N={n} g{group} {fmt}{' act-order' if act_order else ''}", None,
-            (lambda seed, backend, arch: {"y": gptq_awq.gptq_gemv(*inputs(seed), backend=backend, arch=arch)},
-             lambda seed, arch: {"y": gptq_awq_kernel.gptq_gemv(*inputs(seed))}))
+    return inputs
 
 
-def _awq(m, k, n, group):
-    from refsim.cuda import gptq_awq
-    from refsim.emulator import gptq_awq_kernel
+def _awq_inputs(m, k, n, group):
     from refsim.formats import awq
 
-    def inputs(seed):
-        rng = np.random.default_rng(seed)
+    def inputs(rng):
         g = k // group
         ckpt = awq.pack(rng.integers(0, 16, (k, n)), (rng.random((g, n)) * 0.02).astype(np.float32),
                         rng.integers(0, 16, (g, n)), group_size=group)
         return rng.standard_normal((m, k)).astype(np.float16), ckpt
-    return (f"awq_gemv M={m} K={k} N={n} g{group}", None,
-            (lambda seed, backend, arch: {"y": gptq_awq.awq_gemv(*inputs(seed), backend=backend, arch=arch)},
-             lambda seed, arch: {"y": gptq_awq_kernel.awq_gemv(*inputs(seed))}))
+    return inputs
 
 
-def _mixed(k, n):
-    from refsim.cuda import mixed_2_4_16
-    from refsim.emulator import mixed_2_4_16_kernel
+def _mixed_inputs(k, n):
     from refsim.formats import mixed_2_4_16 as m2416
 
-    def inputs(seed):
-        rng = np.random.default_rng(seed)
-        X = rng.standard_normal((2 * k, k))
+    def inputs(rng):
+        X = rng.standard_normal((2 * k, k))                                         # calibration (2K, K)
         W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
         p = m2416.pack(m2416.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005))
         return p, rng.standard_normal(k).astype(np.float16)
-    return (f"mixed_gemv K={k} N={n}", None,
-            (lambda seed, backend, arch: {"y": mixed_2_4_16.mixed_gemv(*inputs(seed), backend=backend, arch=arch)},
-             lambda seed, arch: {"y": mixed_2_4_16_kernel.mixed_gemv(*inputs(seed))}))
+    return inputs
 
 
-def _atom(m, k, n, keeper):
-    from refsim.cuda import atom as ca
-    from refsim.emulator import atom_kernel
+def _atom_inputs(m, k, n, keeper):
     from refsim.formats import atom
 
-    def inputs(seed):
-        rng = np.random.default_rng(seed)
+    def inputs(rng):
         a = atom.quantize_activations(rng.standard_normal((m, k)).astype(np.float16), "kernel", keeper=keeper)
         w = atom.quantize_weights((rng.standard_normal((k, n)) * 0.05).astype(np.float16), "kernel", keeper=keeper)
         return a, w
-    return (f"atom_group_gemm M={m} K={k} N={n} keeper={keeper}", None,
-            (lambda seed, backend, arch: {"D": ca.atom_group_gemm(*inputs(seed), backend=backend, arch=arch)},
-             lambda seed, arch: {"D": atom_kernel.atom_group_gemm(*inputs(seed))}))
+    return inputs
 
 
-#: (builder, arguments): a few cases per kernel, each a regime of its launch plan
+#: (function of refsim.cuda, case label, inputs, keyword arguments): a few cases per kernel, each a
+#: regime of its launch plan
 _KERNEL_CASES = (
-    (_marlin, (1, 256, 256, 128, 2)),       # M <= 16: k128 x n128 tile, 40 KiB shared
-    (_marlin, (20, 256, 256, 128, 3)),      # k64 x n256 tile, 2 m-blocks, 51,200 B shared (attribute raised)
-    (_marlin, (70, 128, 256, None, 2)),     # two launches on row views of A and C, per-channel
-    (_anyprec, (1, 4, 1024, 3)),
-    (_anyprec, (2, 16, 1312, 5)),           # a K tail chunk
-    (_gptq, (1, 64, 32, 32, "gptq", False)),
-    (_gptq, (3, 128, 160, 32, "gptq_v2", True)),
-    (_awq, (2, 48, 24, 16)),
-    (_mixed, (128, 16)),
-    (_mixed, (256, 48)),
-    (_atom, (16, 384, 16, 128)),
-    (_atom, (40, 640, 64, 128)),
+    ("marlin_gemm", "M=1 K=256 N=256 g128 sms=2", _marlin_inputs(1, 256, 256, 128), {"sms": 2}),   # k128 x n128
+    ("marlin_gemm", "M=20 K=256 N=256 g128 sms=3", _marlin_inputs(20, 256, 256, 128), {"sms": 3}),  # 51,200 B shared
+    ("marlin_gemm", "M=70 K=128 N=256 channel sms=2", _marlin_inputs(70, 128, 256, None), {"sms": 2}),  # 2 launches
+    ("anyprec_gemv", "M=1 N=4 K=1024 bits=3", _anyprec_inputs(1, 4, 1024, 3), {}),
+    ("anyprec_gemv", "M=2 N=16 K=1312 bits=5", _anyprec_inputs(2, 16, 1312, 5), {}),            # a K tail chunk
+    ("gptq_gemv", "M=1 K=64 N=32 g32 gptq", _gptq_inputs(1, 64, 32, 32, "gptq", False), {}),
+    ("gptq_gemv", "M=3 K=128 N=160 g32 gptq_v2 act-order", _gptq_inputs(3, 128, 160, 32, "gptq_v2", True), {}),
+    ("awq_gemv", "M=2 K=48 N=24 g16", _awq_inputs(2, 48, 24, 16), {}),
+    ("mixed_gemv", "K=128 N=16", _mixed_inputs(128, 16), {}),
+    ("mixed_gemv", "K=256 N=48", _mixed_inputs(256, 48), {}),
+    ("atom_group_gemm", "M=16 K=384 N=16 keeper=128", _atom_inputs(16, 384, 16, 128), {}),
+    ("atom_group_gemm", "M=40 K=640 N=64 keeper=128", _atom_inputs(40, 640, 64, 128), {}),
 )
+#: kernels whose bits depend on the tensor-core model (their oracles take ``arch``), with the models
+_ARCH_DEPENDENT = {"marlin_gemm": marlin.ARCHS}
 
 
 def _kernel_cases(seed: int) -> list[Case]:
+    import importlib
+
+    import refsim.cuda as rc
+
+    oracles = {k.name: k.oracle for k in rc.kernels()}
     out = []
-    for builder, args in _KERNEL_CASES:
-        name, archs, (run, ref) = builder(*args)
-        out.append(Case(name, "kernel", "refsim.cuda kernel vs its refsim.emulator oracle",
-                        (lambda backend, arch, run=run: run(seed, backend, arch)),
-                        (lambda backend, arch, ref=ref: ref(seed, arch)), archs))
+    for func, label, inputs, kw in _KERNEL_CASES:
+        module, name = oracles[func].rsplit(".", 1)
+        oracle = getattr(importlib.import_module(module), name)
+        kernel, archs = getattr(rc, func), _ARCH_DEPENDENT.get(func)
+
+        def run(backend, arch, kernel=kernel, inputs=inputs, kw=kw):
+            return {"out": kernel(*inputs(np.random.default_rng(seed)), backend=backend, arch=arch, **kw)}
+
+        def ref(backend, arch, oracle=oracle, inputs=inputs, kw=kw, archs=archs):
+            return {"out": oracle(*inputs(np.random.default_rng(seed)), **kw, **({"arch": arch} if archs else {}))}
+        out.append(Case(f"{func} {label}", "kernel", f"refsim.cuda kernel vs its oracle {oracles[func]}", run, ref,
+                        archs))
     return out
 
 
