@@ -65,7 +65,7 @@ def run(args) -> int:
 
     groups = tuple(dict.fromkeys(args.group or _GROUPS))
     if args.list:
-        for case in v.cases(seed=max(args.seed, 0), tiles=args.tiles, groups=groups, only=tuple(args.only)):
+        for case in v.cases(seed=args.seed, tiles=args.tiles, groups=groups, only=tuple(args.only)):
             sys.stdout.write(f"[{case.group}] {case.name}  ({case.what})\n")
         return 0
     backend, device = _backend(args.backend)

@@ -22,7 +22,8 @@ backend gpu   each case once on the current device (:mod:`refsim.cuda.gpu`), com
               models whose bits equal the GPU's; the verdict is the device arch's model.
 verdicts      ``bit-identical``; ``differs`` (with the first differing elements); ``error`` (a side raised: a
               GPU fault, an instruction refsim.ptx refuses); ``no-model`` (refsim has no model of this form on
-              the device's arch; ``matched`` still says which models agree).
+              the device's arch, ``matched`` still says which models agree; or, on the ptx backend, a form
+              refsim.arith.tensor_core lists that :func:`refsim.cuda.mma.mma_reference` has no route for).
 exit status   :func:`exit_status`: 0 when every case is bit-identical; 1 when any differs, errs or has no
               model; 2 when no case could run. (Bad arguments and a missing GPU raise before any case: 2.)
 """
@@ -325,7 +326,12 @@ def run_case(case: Case, backend: str, arch: str) -> Result:
         if backend == "ptx":
             at = case.fixed_arch or arch
             res.arch, res.compared = at, [at]
-            detail = _compare(case.run("ptx", at), case.reference("ptx", at), case.labels)
+            try:
+                want = case.reference("ptx", at)
+            except rmma.NoModel as err:      # a form tensor_core lists that this module has no route for yet
+                res.verdict, res.detail = "no-model", str(err)
+                return _timed(res, t0)
+            detail = _compare(case.run("ptx", at), want, case.labels)
             res.matched = [] if detail else [at]
             res.verdict, res.detail = ("differs", detail) if detail else ("bit-identical", "")
         else:
@@ -347,6 +353,10 @@ def run_case(case: Case, backend: str, arch: str) -> Result:
                 res.detail = details[key]
     except Exception as err:  # a GPU fault or a refused instruction is this case's verdict, not the run's end
         res.verdict, res.detail = "error", f"{type(err).__name__}: {' '.join(str(err).split())}"
+    return _timed(res, t0)
+
+
+def _timed(res: Result, t0: float) -> Result:
     res.seconds = round(time.perf_counter() - t0, 3)
     return res
 

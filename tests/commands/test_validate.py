@@ -133,3 +133,12 @@ def test_arch_with_the_gpu_backend_and_a_missing_gpu_exit_2(monkeypatch, capsys)
     assert code == 2 and "refsim[gpu]" in err
     code, out, _ = _run(capsys, "--only", "awq*")                  # no --backend: falls back to ptx
     assert code == 0 and "backend ptx" in out
+
+
+def test_a_listed_form_without_an_arith_route_has_no_verdict_on_the_ptx_backend(monkeypatch):
+    from refsim.arith import tensor_core
+
+    monkeypatch.setattr(tensor_core, "MODELLED", (("m16n8k16", "bf16", "f32", ("sm_80", "sm_90")),), raising=False)
+    (r,) = v.validate(backend="ptx", arch="sm_80", groups=("mma",))
+    assert r.name == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+    assert r.verdict == "no-model" and v.exit_status([r]) == 1
