@@ -1,7 +1,10 @@
 """The refsim/cuda kernels through refsim.ptx: a wider bit-exactness sweep than the test suite, and the
 interpreter's time per kernel call (the cost of one property-test example).
 
-Run: python bench/bench_cuda_kernels.py [--quick]
+Run: python bench/bench_cuda_kernels.py [--quick] [--backend gpu]
+
+``--backend gpu`` runs the same cases on the current CUDA device (refsim.cuda.gpu) and bit-compares them
+with the same oracles; the seconds then include the host copies, and no instruction counts are printed.
 
 For each case: one launch through refsim.ptx (lockstep schedule), bit-compared with the emulator
 function the kernel equals; printed: seconds per call, dynamic warp-instructions, warp-instructions
@@ -19,6 +22,7 @@ import numpy as np
 
 import refsim.cuda as rc
 from refsim.cuda import launch as cuda_launch
+from refsim.cuda import mma as rmma
 from refsim.emulator import anyprec_kernel, atom_kernel, gptq_awq_kernel, mixed_2_4_16_kernel
 from refsim.formats import atom, awq, bitplane, gptq
 from refsim.formats import mixed_2_4_16 as m2416
@@ -34,7 +38,7 @@ class _Counter:
 
     def __call__(self, *a, **k):
         stats = self._run(*a, **k)
-        self.total += stats.warp_instructions
+        self.total += sum(st.warp_instructions for st in stats)
         return stats
 
 
@@ -42,7 +46,7 @@ def _anyprec(rng, m, n, k, bits, order=None):
     qweight = bitplane.pack(rng.integers(0, 2**bits, (n, k)).astype(np.uint8), bits)
     lut = rng.standard_normal((n, 2**bits)).astype(np.float16)
     x = rng.standard_normal((m, k)).astype(np.float16)
-    return (lambda: rc.anyprec_gemv(x, qweight, lut, bits, order),
+    return (lambda b: rc.anyprec_gemv(x, qweight, lut, bits, order, backend=b),
             lambda: anyprec_kernel.anyprec_gemv(x, qweight, lut, bits, order))
 
 
@@ -50,7 +54,7 @@ def _mixed(rng, k, n):
     X = rng.standard_normal((2 * k, k))
     p = m2416.pack(m2416.quantize((rng.standard_normal((k, n)) * 0.05).astype(np.float32), (X.T @ X) / k))
     x = rng.standard_normal(k).astype(np.float16)
-    return lambda: rc.mixed_gemv(p, x), lambda: mixed_2_4_16_kernel.mixed_gemv(p, x)
+    return lambda b: rc.mixed_gemv(p, x, backend=b), lambda: mixed_2_4_16_kernel.mixed_gemv(p, x)
 
 
 def _gptq(rng, m, k, n, group):
@@ -58,14 +62,14 @@ def _gptq(rng, m, k, n, group):
     ckpt = gptq.pack(rng.integers(0, 16, (k, n)), rng.random((g, n)) * 0.02, rng.integers(1, 16, (g, n)), 4,
                      group_size=group)
     x = rng.standard_normal((m, k)).astype(np.float16)
-    return lambda: rc.gptq_gemv(x, ckpt), lambda: gptq_awq_kernel.gptq_gemv(x, ckpt)
+    return lambda b: rc.gptq_gemv(x, ckpt, backend=b), lambda: gptq_awq_kernel.gptq_gemv(x, ckpt)
 
 
 def _awq(rng, m, k, n, group):
     g = k // group
     ckpt = awq.pack(rng.integers(0, 16, (k, n)), rng.random((g, n)) * 0.02, rng.integers(0, 16, (g, n)), group_size=group)
     x = rng.standard_normal((m, k)).astype(np.float16)
-    return lambda: rc.awq_gemv(x, ckpt), lambda: gptq_awq_kernel.awq_gemv(x, ckpt)
+    return lambda b: rc.awq_gemv(x, ckpt, backend=b), lambda: gptq_awq_kernel.awq_gemv(x, ckpt)
 
 
 def _atom(rng, m, k, n, keeper):
@@ -73,7 +77,14 @@ def _atom(rng, m, k, n, keeper):
     w = (rng.standard_normal((k, n)) * 0.05).astype(np.float16)
     a = atom.quantize_activations(x, "kernel", keeper=keeper)
     wq = atom.quantize_weights(w, "kernel", keeper=keeper)
-    return lambda: rc.atom_group_gemm(a, wq), lambda: atom_kernel.atom_group_gemm(a, wq)
+    return lambda b: rc.atom_group_gemm(a, wq, backend=b), lambda: atom_kernel.atom_group_gemm(a, wq)
+
+
+def _mma(rng, tiles):
+    kind = rmma.MmaKind("m16n8k16", "f32", "f16", "f16", "f32")
+    regs = rmma.pack(kind, *rmma.probe_inputs(kind, "random", tiles, rng))
+    arch = "sm_90"                                   # the GPU backend's bits are the device's: compare there
+    return lambda b: rc.mma_probe(kind, *regs, backend=b, arch=arch), lambda: rmma.mma_reference(kind, arch, *regs)
 
 
 CASES = [
@@ -88,27 +99,30 @@ CASES = [
     ("awq M=2 K=64 N=64 g=32", lambda r: _awq(r, 2, 64, 64, 32), True),
     ("atom M=16 K=384 N=16 keeper=128", lambda r: _atom(r, 16, 384, 16, 128), True),
     ("atom M=64 K=1152 N=128 keeper=128", lambda r: _atom(r, 64, 1152, 128, 128), False),
+    ("mma m16n8k16 f32 x 64 tiles", lambda r: _mma(r, 64), True),
 ]
 
 
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
+    backend = "gpu" if "--backend" in argv and argv[argv.index("--backend") + 1:][:1] == ["gpu"] else "ptx"
     counter = _Counter()
-    cuda_launch.run = counter
-    for mod in (rc.anyprec, rc.mixed_2_4_16, rc.gptq_awq, rc.atom):
-        mod.run = counter
+    if backend == "ptx":
+        cuda_launch.run = counter        # every refsim.cuda kernel launches through this one function
+    print(f"backend {backend}")
     print(f"{'case':40s} {'s/call':>8s} {'warp-instr':>11s} {'warp-instr/s':>13s}")
     for name, make, small in CASES:
         if quick and not small:
             continue
         kernel, oracle = make(np.random.default_rng(0))
-        kernel()                                                   # parse the module once (cached)
+        kernel(backend)                                            # parse / load the module once (cached)
         counter.total = 0
         t = time.perf_counter()
-        got = kernel()
+        got = kernel(backend)
         dt = time.perf_counter() - t
         assert_bitexact(got, oracle(), name=name)
-        print(f"{name:40s} {dt:8.2f} {counter.total:11d} {counter.total / dt:13.0f}")
+        rate = f"{counter.total / dt:13.0f}" if backend == "ptx" else f"{'-':>13s}"
+        print(f"{name:40s} {dt:8.2f} {counter.total if backend == 'ptx' else '-':>11} {rate}")
     return 0
 
 

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from refsim.cuda import launch
 from refsim.cuda import marlin as cm
 from refsim.emulator import marlin_kernel as mk
 from refsim.formats import marlin
@@ -70,7 +71,7 @@ def main() -> None:
         parse = 0.0
         for ln in cm.launch_plan(m, n, k, sms, gs):
             t0 = time.perf_counter()
-            cm._module(ln.kernel)
+            launch.module(cm._ptx_text(), ln.kernel)
             parse += time.perf_counter() - t0
         stats: list = []
         t_kernel, C = _best(lambda: cm.gemm(A, B, s, None, arch=arch, sms=sms, stats=stats), args.repeats)

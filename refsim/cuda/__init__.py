@@ -12,10 +12,13 @@ nvcc-compiled PTX on a CPU through :mod:`refsim.ptx`, so every CI run checks the
     gptq_gemv, awq_gemv          gptq_awq.cu       refsim.emulator.gptq_awq_kernel.gptq_gemv / awq_gemv
     atom_group_gemm              atom.cu           refsim.emulator.atom_kernel.atom_group_gemm
     marlin_gemm                  marlin.cu         refsim.emulator.marlin_kernel.marlin_gemm
+    mma_probe                    mma.cu            refsim.cuda.mma.mma_reference (refsim.arith.tensor_core)
 
 ``kernels()`` lists them from the registry (:mod:`refsim.cuda.registry`); ``ptx(name, arch)`` returns a
 file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``user_kernel`` turns your own
-``.cu`` into a callable. The build, the committed PTX and how to test your own kernel: docs/cuda.md.
+``.cu`` into a callable. Every launch goes through :func:`refsim.cuda.launch.run` (one path, both
+backends); ``refsim validate`` (:mod:`refsim.cuda.validate`) runs them all on a GPU against refsim. The build,
+the committed PTX, the GPU backend and how to test your own kernel: docs/cuda.md.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from refsim.cuda.build import ptx
 from refsim.cuda.gptq_awq import awq_gemv, gptq_gemv
 from refsim.cuda.marlin import marlin_gemm
 from refsim.cuda.mixed_2_4_16 import mixed_gemv
+from refsim.cuda.mma import mma_probe
 from refsim.cuda.registry import KernelEntry, entries
 from refsim.cuda.user import LaunchPlan, user_kernel
 
-__all__ = ["marlin_gemm", "anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "ptx", "kernels",
+__all__ = ["marlin_gemm", "anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "mma_probe",
+           "ptx", "kernels",
            "KernelEntry", "user_kernel", "LaunchPlan"]
 
 

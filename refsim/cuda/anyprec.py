@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.cuda.launch import Launch, run
+from refsim.cuda import build, launch
+from refsim.cuda.launch import Launch
 from refsim.errors import FormatRuleError
 from refsim.formats import anyprec_kernel as ak
 
@@ -48,5 +49,5 @@ def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
     out = np.zeros((m, n), np.float16)
     args = (np.ascontiguousarray(x), np.ascontiguousarray(qweight), np.ascontiguousarray(lut), out,
             np.int32(m), np.int32(n), np.int32(k), np.int32(bits), np.int32(chunks_per_slice))
-    run(SOURCE, launch_of(n, bits), args, backend=backend, arch=arch, options=options)
+    launch.run(build.ptx(SOURCE), [(launch_of(n, bits), args)], backend=backend, arch=arch, options=options)
     return out

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.cuda.launch import Launch, run
+from refsim.cuda import build, launch
+from refsim.cuda.launch import Launch
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import atom
 
@@ -44,6 +45,7 @@ def atom_group_gemm(a: atom.AtomActivations, w: atom.AtomWeights, *, fused: bool
             np.ascontiguousarray(w.q8.T) if keeper else placeholder,
             np.ascontiguousarray(a.scale4), np.ascontiguousarray(w.scale4), np.ascontiguousarray(a.scale8),
             np.ascontiguousarray(w.scale8), out, np.int32(m), np.int32(n), np.int32(g), np.int32(keeper))
-    run(SOURCE, Launch("atom_group_gemm", (-(-n // 32), -(-m // 16)), 128), args, backend=backend, arch=arch,
-        options=options)
+    grid = (-(-n // 32), -(-m // 16))
+    launch.run(build.ptx(SOURCE), [(Launch("atom_group_gemm", grid, 128), args)], backend=backend, arch=arch,
+               options=options)
     return out

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.cuda.launch import Launch, run
+from refsim.cuda import build, launch
+from refsim.cuda.launch import Launch
 from refsim.emulator import gptq_awq_kernel as ek
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "gptq_gemv", "awq_gemv"]
@@ -39,7 +40,7 @@ def gptq_gemv(x: np.ndarray, ckpt, *, backend: str = "ptx", arch: str = "sm_80",
     args = (np.ascontiguousarray(x), np.ascontiguousarray(ckpt.qweight), np.ascontiguousarray(ckpt.qzeros),
             np.ascontiguousarray(ckpt.scales), np.ascontiguousarray(ckpt.g_idx, dtype=np.int32), y,
             np.int32(m), np.int32(n), np.int32(k), np.int32(1 if ckpt.checkpoint_format == "gptq" else 0))
-    run(SOURCE, _launch("gptq_gemv", n), args, backend=backend, arch=arch, options=options)
+    launch.run(build.ptx(SOURCE), [(_launch("gptq_gemv", n), args)], backend=backend, arch=arch, options=options)
     return y
 
 
@@ -57,5 +58,5 @@ def awq_gemv(x: np.ndarray, ckpt, *, backend: str = "ptx", arch: str = "sm_80",
     args = (np.ascontiguousarray(x), np.ascontiguousarray(ckpt.qweight), np.ascontiguousarray(ckpt.qzeros),
             np.ascontiguousarray(ckpt.scales), y, np.int32(m), np.int32(n), np.int32(k),
             np.int32(ckpt.group_size))
-    run(SOURCE, _launch("awq_gemv", n), args, backend=backend, arch=arch, options=options)
+    launch.run(build.ptx(SOURCE), [(_launch("awq_gemv", n), args)], backend=backend, arch=arch, options=options)
     return y

@@ -1,38 +1,53 @@
-"""Run one kernel of a ``refsim/cuda`` file: on a CPU through :mod:`refsim.ptx`, or on a real GPU.
+"""The one launch path of ``refsim.cuda``: every kernel call, built-in or yours, runs through :func:`run`.
 
 Spec
 ----
-backends      ``"ptx"`` (default): :class:`refsim.ptx.Module` parses the file's PTX once per (file, arch)
-              and :meth:`~refsim.ptx.Module.launch` executes it with refsim's exact fp and tensor-core
-              models; pointer arguments are NumPy arrays written back in place (device-buffer semantics).
-              ``"gpu"``: the same PTX loaded by the CUDA driver through ``cuda.core`` (the ``gpu`` extra):
-              every array is copied to a device buffer, the kernel runs on device 0, every array is copied
-              back. Raises :class:`refsim.errors.ToolchainError` when ``cuda.core`` or a GPU/driver is
-              missing. Not exercised on refsim's CPU-only CI.
-arguments     ``args`` in ``.param`` order: C-contiguous NumPy arrays (pointers) or NumPy scalars
-              (``np.int32(...)``: the scalar type is the parameter type, on both backends).
-returns       the ``refsim.ptx`` launch statistics for ``"ptx"``, ``None`` for ``"gpu"``.
+call          ``run(ptx_text, [(Launch, args), ...], backend=, arch=, options=)`` executes the launches of
+              ONE call in order and returns one statistics entry per launch. A call with several launches
+              (Marlin's host M loop) shares its arrays between them: a lock workspace written by launch 0
+              is what launch 1 reads, and NumPy views of one array (``C[64:130]``) are views on both
+              backends.
+backends      ``"ptx"`` (default): :class:`refsim.ptx.Module` executes the PTX on a CPU with refsim's exact
+              fp and tensor-core models under the tensor-core model of ``arch``; pointer arguments are
+              NumPy arrays written back in place (device-buffer semantics). Returns the
+              :class:`refsim.ptx.LaunchStats` of each launch.
+              ``"gpu"``: the same PTX on the current CUDA device through ``cuda.core``
+              (:mod:`refsim.cuda.gpu`: one device buffer per base array, the dynamic-shared-memory
+              attribute raised, CUDA errors named). ``arch`` does not apply (the hardware is the model);
+              returns ``None`` per launch.
+arguments     ``args`` in ``.param`` order: C-contiguous NumPy arrays (pointers), NumPy scalars
+              (``np.int32(...)``: the scalar type is the parameter type, on both backends), or ``bytes``
+              of a ``.b8 p[N]`` parameter's size.
+validation    once per call: ``backend`` and ``options`` here; the launch shape and arguments by
+              :meth:`refsim.ptx.Module.launch` (ptx) or by :func:`check_shape` and
+              :func:`refsim.cuda.gpu.run` (gpu) before anything is allocated.
+module cache  :func:`module` parses a PTX text once per (text, kernel); for a kernel it parses only the
+              module header and that ``.entry`` when every entry is self-contained (nvcc's output for
+              ``extern "C"`` kernels), so a launch of one of marlin.cu's ten entries parses a tenth of it.
 
-    host module (refsim.cuda.anyprec) ──► Launch(kernel, grid, block, shared_bytes) + args
-                                            │ backend="ptx"                 │ backend="gpu"
-                                  refsim.ptx.Module(ptx).launch      cuda.core: ObjectCode.from_ptx,
-                                  (exact, any CPU)                   Buffer copies, launch on device 0
+    host module (refsim.cuda.marlin) ──► [(Launch(kernel, grid, block, shared), args), ...]
+                                            │ backend="ptx"                   │ backend="gpu"
+                                 module(text, kernel).launch(...)     refsim.cuda.gpu.run(text, launches)
+                                 (exact, any CPU)                     (cuda.core, one buffer per base)
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from refsim._validate import require_choice
-from refsim.cuda import build
-from refsim.errors import FormatRuleError, ToolchainError
+from refsim.errors import FormatRuleError
 
-__all__ = ["BACKENDS", "Launch", "run", "run_on_gpu", "module"]
+__all__ = ["BACKENDS", "OPTIONS", "Launch", "run", "module", "entries", "entry_text", "check_options",
+           "check_shape", "dim3"]
 
 BACKENDS: tuple[str, ...] = ("ptx", "gpu")
+#: keywords of :meth:`refsim.ptx.Module.launch` a call may pass as ``options`` (ptx backend only)
+OPTIONS: tuple[str, ...] = ("schedule", "seed", "max_warp_instructions", "race", "poison")
 
 
 @dataclass(frozen=True)
@@ -45,89 +60,110 @@ class Launch:
     shared_bytes: int = 0
 
 
+# ----------------------------------------------------------------------------------------------
+# PTX text -> parsed module (one cache for every kernel refsim.cuda launches)
+
+_ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)\s*\(", re.M)
+#: column-0 directives that may follow an entry's parameter list (performance tuning)
+_TUNING = (".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".maxclusterrank", ".reqnctapercluster",
+           ".explicitcluster", ".noreturn", ".pragma")
+
+
+def entries(ptx_text: str) -> tuple[str, ...]:
+    """The ``.entry`` names of a PTX text, in file order (mangled, as in the PTX)."""
+    return tuple(_ENTRY.findall(ptx_text))
+
+
+def entry_text(ptx_text: str, kernel: str) -> str:
+    """The module header (version, target, module-scope declarations) and the one ``.entry kernel``;
+    the whole text when an entry is not self-contained (a module-scope directive other than an entry
+    or its tuning directives follows the first entry: a ``.func`` or ``.global`` between kernels)."""
+    starts = [(m.start(), m.group(1)) for m in _ENTRY.finditer(ptx_text)]
+    if len(starts) < 2:
+        return ptx_text
+    first = starts[0][0]
+    for line in ptx_text[first:].splitlines():
+        if line.startswith(".") and not _ENTRY.match(line + "(") and not line.startswith(_TUNING):
+            return ptx_text
+    for i, (pos, name) in enumerate(starts):
+        if name == kernel:
+            end = starts[i + 1][0] if i + 1 < len(starts) else len(ptx_text)
+            return ptx_text[:first] + ptx_text[pos:end]
+    return ptx_text        # unknown name: the whole module, whose launch names the kernels it has
+
+
 @functools.lru_cache(maxsize=None)
-def module(source: str, arch: str = "sm_80"):
-    """The parsed :class:`refsim.ptx.Module` of a registered kernel file (parsed once, cached)."""
+def module(ptx_text: str, kernel: str | None = None):
+    """The parsed :class:`refsim.ptx.Module` of ``ptx_text`` (``kernel``: only that entry when it is
+    self-contained, see :func:`entry_text`); parsed once per (text, kernel), cached for the process."""
     from refsim import ptx
 
-    return ptx.Module(build.ptx(source, arch))
+    return ptx.Module(ptx_text if kernel is None else entry_text(ptx_text, kernel))
+
+
+# ----------------------------------------------------------------------------------------------
+# validation (the one place refsim.cuda checks a launch itself; the ptx backend's checks are
+# refsim.ptx.Module.launch's)
 
 
 def check_options(options) -> dict:
     """The per-call ``options`` of every refsim.cuda runner: None or a dict of
-    :meth:`refsim.ptx.Module.launch` keywords; returns a dict."""
-    if options is not None and not isinstance(options, dict):
+    :meth:`refsim.ptx.Module.launch` keywords (:data:`OPTIONS`); returns a dict."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
         raise FormatRuleError(f"options: must be a dict of refsim.ptx launch options (e.g. "
                               f"{{'schedule': 'random'}}) or None; got {type(options).__name__}")
-    return options or {}
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise FormatRuleError(f"options: keys must be among {list(OPTIONS)}; got {unknown}")
+    return dict(options)
 
 
-def run(source: str, launch: Launch, args: tuple, *, backend: str = "ptx", arch: str = "sm_80",
-        options: dict | None = None):
-    """Execute ``launch`` of kernel file ``source`` with ``args`` on ``backend`` (see the module spec).
-
-    ``options`` (ptx backend only) is passed to :meth:`refsim.ptx.Module.launch`, e.g.
-    ``{"schedule": "random", "seed": 3}``."""
-    require_choice("backend", backend, BACKENDS)
-    check_options(options)
-    if backend == "ptx":
-        return module(source, arch).launch(launch.kernel, launch.grid, launch.block, args, arch=arch,
-                                           shared_bytes=launch.shared_bytes, **(options or {}))
-    if options:
-        raise ToolchainError(f"options: only the 'ptx' backend takes launch options; got {sorted(options)}")
-    return run_on_gpu(build.ptx(source, arch), launch, args)
-
-
-def _dim3(v) -> tuple[int, int, int]:
-    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
+def dim3(what: str, v) -> tuple[int, int, int]:
+    """An int or a tuple of 1..3 ints, each >= 1, as a 3-tuple (missing dimensions are 1)."""
+    t = (v,) if isinstance(v, (int, np.integer)) else v
+    if (not isinstance(t, tuple) or not 1 <= len(t) <= 3
+            or any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 1 for x in t)):
+        raise FormatRuleError(f"{what}: must be an int >= 1 or a tuple of 1 to 3 such ints; got {v!r}")
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
-_GPU_DEFAULT_DYNAMIC_SHARED = 48 * 1024  # bytes a launch may use without cudaFuncSetAttribute (CUDA guide)
+def check_shape(launch: Launch) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, shared_bytes) of ``launch`` after the CUDA launch rules every arch shares
+    (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"): at most 1024
+    threads per block and z <= 64; grid x < 2**31, y and z <= 65535; dynamic shared bytes >= 0.
+    The shared-memory ceiling is the device's (gpu) or the arch's (:meth:`refsim.ptx.Module.launch`)."""
+    grid = dim3("grid", launch.grid)
+    block = dim3("block", launch.block)
+    if block[0] * block[1] * block[2] > 1024 or block[2] > 64:
+        raise FormatRuleError(f"block: at most 1024 threads and z <= 64; got {block}")
+    if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
+        raise FormatRuleError(f"grid: x must be < 2**31, y and z <= 65535; got {grid}")
+    sb = launch.shared_bytes
+    if isinstance(sb, (bool, np.bool_)) or not isinstance(sb, (int, np.integer)) or sb < 0:
+        raise FormatRuleError(f"shared_bytes: must be a non-negative int; got {sb!r}")
+    return grid, block, int(sb)
 
 
-def run_on_gpu(ptx_text: str, launch: Launch, args: tuple) -> None:
-    """Load ``ptx_text`` with the CUDA driver (``cuda.core``), copy every array argument to the device,
-    launch on device 0, copy every array back in place. ToolchainError without cuda.core or a GPU.
+# ----------------------------------------------------------------------------------------------
+# the call
 
-    Dynamic shared memory above 48 KiB (six of marlin.cu's ten entries) needs the kernel's
-    max-dynamic-shared-memory attribute raised first; that step has never run on a GPU here, so such
-    a launch is refused with a ToolchainError instead of failing inside the driver."""
-    if launch.shared_bytes > _GPU_DEFAULT_DYNAMIC_SHARED:
-        raise ToolchainError(f"backend='gpu': {launch.kernel} needs {launch.shared_bytes} bytes of dynamic shared "
-                             f"memory, above the {_GPU_DEFAULT_DYNAMIC_SHARED} a launch gets without raising the "
-                             f"kernel's attribute, which refsim's GPU path does not do yet; use backend='ptx'")
-    try:
-        import cuda.core as cc
-    except ImportError as err:
-        raise ToolchainError("backend='gpu' needs cuda.core: pip install 'refsim[gpu]' "
-                             f"(import failed: {err})") from err
-    try:
-        dev = cc.Device()
-        dev.set_current()
-    except Exception as err:  # cuda.core raises RuntimeError subclasses for a missing driver or device
-        raise ToolchainError(f"backend='gpu' found no usable CUDA GPU/driver: {err}") from err
-    stream = dev.create_stream()
-    kernel = cc.ObjectCode.from_ptx(ptx_text.encode()).get_kernel(launch.kernel)
-    pinned = cc.LegacyPinnedMemoryResource()
-    staged = []  # (array, host buffer, device buffer)
-    kargs = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            n = max(a.nbytes, 1)
-            host, devbuf = pinned.allocate(n), dev.allocate(n, stream=stream)
-            view = np.from_dlpack(host).view(np.uint8)
-            view[:a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            devbuf.copy_from(host, stream=stream)
-            staged.append((a, host, devbuf))
-            kargs.append(devbuf)
-        else:
-            kargs.append(a)
-    config = cc.LaunchConfig(grid=_dim3(launch.grid), block=_dim3(launch.block), shmem_size=launch.shared_bytes)
-    cc.launch(stream, config, kernel, *kargs)
-    for a, host, devbuf in staged:
-        devbuf.copy_to(host, stream=stream)
-    stream.sync()
-    for a, host, devbuf in staged:
-        a.reshape(-1).view(np.uint8)[:] = np.from_dlpack(host).view(np.uint8)[:a.nbytes]
-    return None
+
+def run(ptx_text: str, launches, *, backend: str = "ptx", arch: str = "sm_80", options: dict | None = None) -> list:
+    """Execute ``launches`` — a sequence of ``(Launch, args)`` — of the kernels in ``ptx_text`` in order,
+    on ``backend`` (see the module spec). ``options`` (ptx backend only) go to
+    :meth:`refsim.ptx.Module.launch`, e.g. ``{"schedule": "random", "seed": 3}``.
+    Returns one entry per launch: :class:`refsim.ptx.LaunchStats` (ptx) or ``None`` (gpu)."""
+    backend = require_choice("backend", backend, BACKENDS)
+    options = check_options(options)
+    launches = list(launches)
+    if backend == "gpu":
+        if options:
+            raise FormatRuleError(f"options: only the 'ptx' backend takes launch options; got {sorted(options)}")
+        from refsim.cuda import gpu
+
+        return gpu.run(ptx_text, launches)
+    return [module(ptx_text, ln.kernel).launch(ln.kernel, ln.grid, ln.block, args, arch=arch,
+                                               shared_bytes=ln.shared_bytes, **options)
+            for ln, args in launches]

@@ -27,13 +27,11 @@ Launches for M = 130 (tile k64 x n256; 9 m-blocks, 14 padding rows)::
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_shape
+from refsim._validate import require_dtype, require_shape
 from refsim.cuda import build, launch
 from refsim.emulator import marlin_kernel
 from refsim.errors import FormatRuleError, ShapeError
@@ -99,30 +97,12 @@ def _ptx_text() -> str:
     return build.ptx(SOURCE, KERNEL_ARCH)
 
 
-@functools.lru_cache(maxsize=None)
-def _entry_text(name: str) -> str:
-    """The PTX reduced to its header and one entry (each entry is self-contained), so the
-    interpreter parses only the kernel a launch needs (one tenth of the file's instructions)."""
-    text = _ptx_text()
-    first = text.index(".visible .entry")
-    start = text.index(f".visible .entry {name}(")
-    end = text.find(".visible .entry", start + 1)
-    return text[:first] + text[start:(len(text) if end < 0 else end)]
-
-
-@functools.lru_cache(maxsize=None)
-def _module(name: str):
-    from refsim import ptx  # the interpreter; imported on first use
-
-    return ptx.Module(_entry_text(name))
-
-
 def engine_gap() -> str | None:
     """Why :mod:`refsim.ptx` cannot run ``marlin.cu`` here (the first instruction or feature it
     refuses, as its error says), or ``None`` when every entry point loads."""
     try:  # every entry uses the same instruction kinds; the two smallest cover both group modes
         for name in ("refsim_marlin_m1_n8_k8_grouped", "refsim_marlin_m1_n8_k8_channel"):
-            _module(name)
+            launch.module(_ptx_text(), name)
     except ImportError as e:
         return f"refsim.ptx is not available: {e}"
     except Exception as e:  # the engine's own PtxError family: unsupported instruction, parse error
@@ -132,7 +112,7 @@ def engine_gap() -> str | None:
 
 def entries() -> tuple[str, ...]:
     """Entry points present in the committed PTX (in file order)."""
-    return tuple(re.findall(r"^\.visible \.entry (\w+)\(", _ptx_text(), flags=re.M))
+    return launch.entries(_ptx_text())
 
 
 def workspace(n: int) -> np.ndarray:
@@ -171,8 +151,6 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     if arch not in ARCHS:
         raise FormatRuleError(f"arch: marlin.cu needs sm_80 or newer (cp.async, ldmatrix, mma.m16n8k16), "
                               f"one of {list(ARCHS)}; got {arch!r}")
-    backend = require_choice("backend", backend, launch.BACKENDS)
-    options = launch.check_options(options)
     locks = workspace(n) if locks is None else require_dtype("locks", locks, np.int32)
     if locks.ndim != 1 or locks.size < n // 128 * MAX_PAR:
         raise ShapeError(f"locks: must be 1-D with at least N/128*16 = {n // 128 * MAX_PAR} entries; "
@@ -181,19 +159,13 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
         raise FormatRuleError(f"locks: the workspace must be all zero; got non-zero entries at "
                               f"{np.flatnonzero(locks)[:8].tolist()}")
     m = A.shape[0]
-    B, s = np.ascontiguousarray(B), np.ascontiguousarray(s)   # device buffers: C order (no copy if already)
-    C = np.empty((m, n), np.float16)
-    for ln in launch_plan(m, n, k, sms, group_size):
-        a = np.ascontiguousarray(A[ln.row_start:ln.row_start + ln.rows])   # (rows, K), a copy: A is never written
-        c = np.zeros((ln.rows, n), np.float16)                              # (rows, N)
-        args = (a, B, c, s, locks, np.int32(ln.rows), np.int32(n), np.int32(k))
-        if backend == "ptx":
-            st = _module(ln.kernel).launch(ln.kernel, ln.grid, ln.block, args, arch=arch,
-                                           shared_bytes=ln.shared_bytes, **options)
-        else:
-            st = launch.run(SOURCE, launch.Launch(ln.kernel, ln.grid, ln.block, ln.shared_bytes), args,
-                            backend=backend, arch=KERNEL_ARCH, options=options)
-        if stats is not None:
-            stats.append(st)
-        C[ln.row_start:ln.row_start + ln.rows] = c
+    A, B, s = np.ascontiguousarray(A), np.ascontiguousarray(B), np.ascontiguousarray(s)  # C order, no copy if already
+    C = np.zeros((m, n), np.float16)                       # (M, N): each launch writes its rows through a view
+    launches = [(launch.Launch(ln.kernel, ln.grid, ln.block, ln.shared_bytes),
+                 (A[ln.row_start:ln.row_start + ln.rows], B, C[ln.row_start:ln.row_start + ln.rows], s, locks,
+                  np.int32(ln.rows), np.int32(n), np.int32(k)))       # A, C row views: (rows, K), (rows, N)
+                for ln in launch_plan(m, n, k, sms, group_size)]
+    st = launch.run(_ptx_text(), launches, backend=backend, arch=arch, options=options)
+    if stats is not None:
+        stats.extend(st)
     return C

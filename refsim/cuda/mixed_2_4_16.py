@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.cuda.launch import Launch, run
+from refsim.cuda import build, launch
+from refsim.cuda.launch import Launch
 from refsim.emulator import mixed_2_4_16_kernel as ek
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "mixed_gemv", "group_ranks"]
@@ -48,5 +49,6 @@ def mixed_gemv(p, x: np.ndarray, *, backend: str = "ptx", arch: str = "sm_80",
             _nonempty(p.col, np.uint16), _nonempty(p.val, np.float16), np.ascontiguousarray(x), y,
             np.int32(n), np.int32(n_units), np.int32(two_idx.size), np.int32(four_idx.size),
             np.int32(p.meta2.shape[1]))
-    run(SOURCE, Launch("mixed_gemv", -(-n // 4), 128), args, backend=backend, arch=arch, options=options)
+    launch.run(build.ptx(SOURCE), [(Launch("mixed_gemv", -(-n // 4), 128), args)], backend=backend, arch=arch,
+               options=options)
     return y

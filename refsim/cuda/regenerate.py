@@ -1,6 +1,6 @@
 """Regenerate refsim/cuda's generated data: the committed PTX, its manifest, and resources.json.
 
-    python -m refsim.cuda.regenerate            # PTX of every registered .cu for COMMITTED_ARCHS + manifest
+    python -m refsim.cuda.regenerate            # PTX of every registered .cu for its committed archs + manifest
                                                 # + resources.json (needs nvcc, ptxas; nvdisasm for the SASS mix)
     python -m refsim.cuda.regenerate --ptx-only
     python -m refsim.cuda.regenerate --check    # compile every file and compare with the committed PTX
@@ -30,7 +30,7 @@ def regenerate_ptx() -> dict:
     build.PTX_DIR.mkdir(exist_ok=True)
     manifest = {}
     for name in registry.SOURCES:
-        for arch in build.COMMITTED_ARCHS:
+        for arch in build.committed_archs(name):
             text = build.compile_ptx(name, arch)
             fname = f"{name}.{arch}.ptx"
             (build.PTX_DIR / fname).write_text(text)
@@ -53,7 +53,7 @@ def stale_ptx() -> list[str]:
     differ from the fresh compile (or are missing). Needs a compiler."""
     stale = []
     for name in registry.SOURCES:
-        for arch in build.COMMITTED_ARCHS:
+        for arch in build.committed_archs(name):
             path = build.PTX_DIR / f"{name}.{arch}.ptx"
             if not path.exists() or path.read_text() != build.compile_ptx(name, arch):
                 stale.append(path.name)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         nvcc = census.find_tool("nvcc")
         stale = stale_ptx()
-        print(f"compiled {len(registry.SOURCES) * len(build.COMMITTED_ARCHS)} kernel files with "
+        print(f"compiled {sum(len(build.committed_archs(n)) for n in registry.SOURCES)} kernel files with "
               f"{census.tool_version(nvcc) if nvcc else 'nvcc'}: " + (f"STALE {stale}" if stale else "committed PTX identical"))
         return 1 if stale else 0
     for fname in regenerate_ptx():

@@ -22,6 +22,7 @@ SOURCES: tuple[str, ...] = (
     "gptq_awq",
     "atom",
     "marlin",
+    "mma",
 )
 
 

@@ -1,4 +1,4 @@
-"""Your own ``.cu`` file as a Python function with an emulator-like signature, run through :mod:`refsim.ptx`.
+"""Your own ``.cu`` file as a Python function with an emulator-like signature, run like refsim's own kernels.
 
 Spec
 ----
@@ -9,14 +9,16 @@ function, which returns a :class:`LaunchPlan`: grid, block, the kernel's argumen
 (NumPy arrays for pointers, NumPy scalars such as ``np.int32(M)`` for values) and ``out``, the array
 (or tuple of arrays) among the arguments that ``f`` returns after the kernel wrote it. So the function
 has the signature of the emulator you compare it with, and :func:`refsim.testing.check_kernel` (or an
-``assert_bitexact`` of your own) can drive it.
+``assert_bitexact`` of your own) can drive it. The launch goes through :func:`refsim.cuda.launch.run`,
+the path of refsim's own kernels: ``backend="ptx"`` on a CPU through :mod:`refsim.ptx`, ``backend="gpu"``
+on a GPU (``plan.options``, which configure refsim.ptx's checks, do not apply there).
 
 ``kernel`` is the ``.entry`` name: the ``extern "C"`` name, or a mangled C++ name; a name that is a
 substring of exactly one entry (e.g. the unmangled template name) selects that entry.
 
-    my_kernel.cu ──refsim.ptx.compile──► PTX ──refsim.ptx.Module──► f(A, B, s) ─► launch(A, B, s) ─► LaunchPlan
-                                                                      │ Module.launch(kernel, grid, block, args)
-                                                                      └──────────────► returns plan.out
+    my_kernel.cu ──refsim.ptx.compile──► PTX ──► f(A, B, s) ─► launch(A, B, s) ─► LaunchPlan
+                                                  │ refsim.cuda.launch.run(PTX, [(Launch, plan.args)])
+                                                  └──────────────► returns plan.out
 
 Example (a Marlin-style kernel, compared with refsim's Marlin emulator)::
 
@@ -35,8 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from refsim._validate import require_choice
-from refsim.cuda.launch import BACKENDS, Launch, run_on_gpu
+from refsim.cuda import launch as _launch
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["LaunchPlan", "user_kernel"]
@@ -88,27 +89,22 @@ def user_kernel(path, *, kernel: str, launch: Callable[..., LaunchPlan], arch: s
         raise FormatRuleError(f"launch: must be a function of the kernel's inputs returning a LaunchPlan; got {launch!r}")
 
     @functools.lru_cache(maxsize=None)
-    def compiled() -> tuple[str, object, str]:
-        from refsim import ptx
-
+    def compiled() -> tuple[str, str]:
         text = _ptx_text(path, arch, tuple(options), tuple(include_dirs))
-        module = ptx.Module(text)
-        return text, module, _entry(tuple(module.kernels), kernel)
+        return text, _entry(_launch.entries(text), kernel)
 
     def run(*inputs, backend: str = "ptx", options: dict | None = None):
-        require_choice("backend", backend, BACKENDS)
         plan = launch(*inputs)
         if not isinstance(plan, LaunchPlan):
             raise FormatRuleError(f"launch: must return a refsim.cuda.LaunchPlan; got {type(plan).__name__}")
-        text, module, entry = compiled()
-        if backend == "gpu":
-            run_on_gpu(text, Launch(entry, plan.grid, plan.block, plan.shared_bytes), plan.args)
-        else:
-            module.launch(entry, plan.grid, plan.block, plan.args, arch=arch, shared_bytes=plan.shared_bytes,
-                          **{**plan.options, **(options or {})})
+        text, entry = compiled()
+        ptx_options = {**plan.options, **(options or {})} if backend == "ptx" else options
+        _launch.run(text, [(_launch.Launch(entry, plan.grid, plan.block, plan.shared_bytes), plan.args)],
+                    backend=backend, arch=arch, options=ptx_options)
         return plan.out
 
     run.__name__ = f"{path.stem}.{kernel}"
-    run.__doc__ = f"{kernel} of {path} through refsim.ptx; inputs as its launch function takes them."
+    run.__doc__ = (f"{kernel} of {path} through refsim.cuda.launch.run (backend 'ptx' or 'gpu'); inputs as its "
+                   f"launch function takes them.")
     return run
 

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from refsim import cuda
+from refsim.cuda import mma
+from refsim.cuda.validate import cases
 from refsim.errors import RefsimError
 from refsim.formats import atom, gptq, marlin
 
@@ -16,6 +18,8 @@ B, S = marlin.pack(Q + 8, np.ones((1, 256), np.float16), None)
 X1 = np.zeros((1, 256), np.float16)
 CK = gptq.pack(np.zeros((256, 64), np.uint8), np.ones((2, 64), np.float32), np.full((2, 64), 8, np.uint8), 4,
                group_size=128)
+K16 = mma.MmaKind("m16n8k16", "f32", "f16", "f16", "f32")
+R4, R2 = np.zeros((1, 32, 4), np.uint32), np.zeros((1, 32, 2), np.uint32)
 ACT = atom.quantize_activations(np.zeros((16, 256 + 128), np.float16), "kernel")
 W = atom.quantize_weights(np.zeros((256 + 128, 16), np.float16), "kernel")
 
@@ -37,6 +41,13 @@ CASES = [
     ("mixed-p", lambda: cuda.mixed_gemv(np.zeros(3), np.zeros(256, np.float16)), "p"),
     ("anyprec-bits", lambda: cuda.anyprec_gemv(X1, np.zeros((3, 64, 8), np.int32), np.zeros((64, 8), np.float16), 9), "bit"),
     ("anyprec-x", lambda: cuda.anyprec_gemv(None, np.zeros((3, 64, 8), np.int32), np.zeros((64, 8), np.float16), 3), "x"),
+    ("mma-kind", lambda: cuda.mma_probe("m16n8k16", R4, R2, R4), "kind"),
+    ("mma-regs-dtype", lambda: cuda.mma_probe(K16, R4.astype(np.int32), R2, R4), "a: must be uint32"),
+    ("mma-regs-tiles", lambda: cuda.mma_probe(K16, R4, R2[:0], R4), "tiles"),
+    ("marlin-gpu-options", lambda: cuda.marlin_gemm(A16, B, S, backend="gpu", options={"seed": 1}), "options"),
+    ("launch-options-key", lambda: cuda.gptq_gemv(X1, CK, options={"sched": "random"}), "options"),
+    ("validate-group", lambda: cases(groups=("nope",)), "groups"),
+    ("validate-tiles", lambda: cases(tiles=0), "tiles"),
     ("ptx-name", lambda: cuda.ptx("nope"), "nope"),
     ("ptx-arch", lambda: cuda.ptx("marlin", arch="sm_999"), "arch"),
     ("ptx-name-type", lambda: cuda.ptx(3), "name"),

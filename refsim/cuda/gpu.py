@@ -1,0 +1,343 @@
+"""``backend="gpu"``: one call's launches on the current CUDA device through ``cuda.core`` (the ``gpu`` extra).
+
+Spec
+----
+driver        :func:`_driver` returns the CUDA API this module calls — ``cuda.core`` (Device, ObjectCode,
+              LaunchConfig, launch, LegacyPinnedMemoryResource) and ``cuda.bindings.driver`` (the kernel
+              attribute calls cuda.core 1.2 has no setter for). It is the one seam: tests replace it with
+              a fake that records every call; the code below is the same for both.
+modules       the PTX text is loaded once per device (``ObjectCode.from_ptx``: the driver JIT-compiles it
+              for the device's arch) and each kernel looked up once.
+shared memory a launch whose static + dynamic shared bytes exceed the device's opt-in limit
+              (``max_shared_memory_per_block_optin``: 101,376 B on sm_86/89, 166,912 on sm_80, 232,448 on
+              sm_90) is refused before anything is allocated; above the 48 KiB every kernel gets, the
+              kernel's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` is raised to the request
+              (``cuKernelSetAttribute``; never lowered) and read back.
+buffers       ONE device buffer per base array across all launches of the call: each pointer argument
+              is a NumPy array; arrays that are views of one base (``C[64:]``, ``A[row:row+16]``, a lock
+              workspace passed to every launch) map to one buffer spanning their bytes, and each becomes
+              ``buffer address + its byte offset``. So they alias on the GPU as they do in refsim.ptx
+              (one memory), and what launch 0 writes, launch 1 reads. Every buffer is copied back after
+              the last launch: writable bases take the device's bytes; a read-only base the kernel
+              changed raises.
+scalars       a value parameter takes a NumPy scalar whose size is the parameter's (``np.int32(m)`` for
+              ``.s32``), or ``bytes`` of a 1/2/4/8-byte ``.b8`` parameter; a Python int is refused (cuda.core
+              would pass it as a 64-bit pointer). Sizes are checked against the kernel's parameter table.
+errors        every driver failure is a :class:`GpuError` naming the step and the CUDA error
+              (``CUDA_ERROR_ILLEGAL_INSTRUCTION`` in launch 1 of 2 of refsim_marlin_m1_n8_k8_grouped);
+              each launch is synchronised before the next, so a fault names its launch.
+
+    NumPy arrays          device buffers (one per base)              kernel arguments
+    A (130, K) ─┬─ A[0:128]   ─┐                              launch 0: A+0,       C+0
+                └─ A[128:130] ─┴─► buf_A (130*K*2 B) ───────► launch 1: A+128*K*2, C+128*N*2
+    C (130, N) ── C[0:128], C[128:130] ─► buf_C ────────────► (and locks+0 in both)
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from refsim.cuda.launch import Launch, check_shape
+from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+
+__all__ = ["GpuError", "DEFAULT_DYNAMIC_SHARED", "DeviceBase", "device_bases", "run", "device_info"]
+
+#: dynamic shared bytes a launch may use without raising the kernel's attribute (CUDA C++ Programming
+#: Guide, "Shared Memory": allocations above 48 KB need an explicit opt-in)
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
+_ALIGN = 256          # device allocations are 256-byte aligned; spans keep their offset modulo this
+_CUDA_ERROR = re.compile(r"CUDA_ERROR_[A-Z0-9_]+")
+
+
+class GpuError(RefsimError, ToolchainError):
+    """A CUDA driver call of ``backend="gpu"`` failed. ``step`` says which (loading the PTX, raising an
+    attribute, a launch, a copy), ``cuda_error`` the CUDA error name (``CUDA_ERROR_INVALID_VALUE``) or
+    None when the driver gave none. Both a :class:`RefsimError` and a :class:`ToolchainError`."""
+
+    def __init__(self, step: str, cuda_error: str | None, detail: str):
+        self.step, self.cuda_error = step, cuda_error
+        super().__init__(f"backend='gpu': {step} failed with {cuda_error or 'an error'}: {detail}")
+
+
+@dataclass(frozen=True)
+class _CudaApi:
+    core: object       # the cuda.core module
+    bindings: object   # cuda.bindings.driver
+
+
+@functools.lru_cache(maxsize=None)
+def _api(core, bindings) -> _CudaApi:
+    return _CudaApi(core, bindings)
+
+
+def _driver() -> _CudaApi:
+    """The CUDA API of the ``gpu`` extra (one object per pair of modules, so per-device state is kept
+    across calls); ToolchainError saying how to install it when missing."""
+    try:
+        import cuda.core as core
+        from cuda.bindings import driver as bindings
+    except ImportError as err:
+        raise ToolchainError("backend='gpu' needs cuda.core: pip install 'refsim[gpu]' "
+                             f"(import failed: {err})") from err
+    return _api(core, bindings)
+
+
+def _named(step: str, err: BaseException) -> GpuError:
+    m = _CUDA_ERROR.search(str(err))
+    return GpuError(step, m.group(0) if m else None, f"{type(err).__name__}: {err}")
+
+
+def _check(api: _CudaApi, step: str, result):
+    """The value of a cuda.bindings call's ``(CUresult, value...)``; GpuError naming a non-success code."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != api.bindings.CUresult.CUDA_SUCCESS:
+        raise GpuError(step, getattr(err, "name", None) or str(err), f"code {int(err)}")
+    return rest[0] if rest else None
+
+
+# ----------------------------------------------------------------------------------------------
+# one buffer per base array
+
+
+@dataclass
+class DeviceBase:
+    """The bytes one device buffer mirrors: ``host`` (uint8 1-D view of a base array's bytes) and
+    whether they may be written back."""
+
+    host: np.ndarray
+    writable: bool
+    args: list = field(default_factory=list)   # (launch index, argument index) of each view
+
+
+def _base_of(a: np.ndarray) -> np.ndarray:
+    """The array owning ``a``'s memory (NumPy collapses view chains to it), or ``a`` itself when that
+    owner is not a C-contiguous array (then only ``a``'s own bytes can be mirrored)."""
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return root if root.flags.c_contiguous else a
+
+
+def _address(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
+
+
+def device_bases(arrays) -> tuple[list[DeviceBase], list[tuple[int, int]]]:
+    """Group C-contiguous arrays by the base array they view.
+
+    arrays: a sequence of ``((launch, arg), ndarray)``. Returns the bases and, per input array,
+    ``(base index, byte offset into the base's buffer)``. A base's buffer spans from the first byte any
+    of its views uses (rounded down to 256 bytes, so device alignment equals host alignment modulo 256)
+    to the last, so two views that overlap on the host overlap on the device at the same distance."""
+    groups: dict[int, tuple[np.ndarray, list]] = {}
+    for key, a in arrays:
+        root = _base_of(a)
+        groups.setdefault(id(root), (root, []))[1].append((key, a))
+    bases, where = [], {}
+    for root, views in groups.values():
+        flat = root.reshape(-1).view(np.uint8) if root.size else np.zeros(0, np.uint8)   # (nbytes,)
+        r0 = _address(root)
+        offs = [(_address(a) - r0 if a.size else 0, a.nbytes) for _, a in views]
+        lo = min(o for o, _ in offs) // _ALIGN * _ALIGN
+        hi = max(o + n for o, n in offs)
+        base = DeviceBase(flat[lo:hi], all(a.flags.writeable for _, a in views) and root.flags.writeable)
+        for (key, _), (o, _) in zip(views, offs):
+            base.args.append(key)
+            where[key] = (len(bases), o - lo)
+        bases.append(base)
+    for i, b in enumerate(bases):      # owners that are not C-contiguous map only their views' bytes
+        for c in bases[i + 1:]:
+            if np.may_share_memory(b.host, c.host):
+                raise FormatRuleError(f"args: arrays {b.args[0]} and {c.args[0]} (launch, argument) overlap but "
+                                      f"are not views of one C-contiguous array, so one device buffer cannot "
+                                      f"hold both; pass views of one C-contiguous array")
+    return bases, [where[key] for key, _ in arrays]
+
+
+# ----------------------------------------------------------------------------------------------
+# scalars
+
+
+def _scalar(what: str, a, size: int):
+    """The cuda.core kernel argument for a value parameter of ``size`` bytes."""
+    if isinstance(a, (bytes, bytearray)):
+        if len(a) != size or size not in (1, 2, 4, 8):
+            raise FormatRuleError(f"{what}: bytes must have the parameter's size, and cuda.core passes only "
+                                  f"1/2/4/8-byte ones; got {len(a)} bytes for a {size}-byte parameter")
+        return np.frombuffer(bytes(a), f"<u{size}")[0]
+    if isinstance(a, np.generic) and np.issubdtype(type(a), np.number) or isinstance(a, np.bool_):
+        if a.itemsize != size:
+            raise FormatRuleError(f"{what}: a NumPy scalar must have the parameter's size ({size} bytes); got "
+                                  f"{type(a).__name__} ({a.itemsize} bytes)")
+        return a
+    raise FormatRuleError(f"{what}: a value parameter takes a NumPy scalar of its type (np.int32(...)) or bytes; "
+                          f"got {type(a).__name__} (cuda.core would pass a Python int as a 64-bit pointer)")
+
+
+# ----------------------------------------------------------------------------------------------
+# the device
+
+
+class _Device:
+    """One CUDA device through ``api``: its stream, opt-in shared-memory limit, loaded modules."""
+
+    def __init__(self, api: _CudaApi):
+        self.api = api
+        try:
+            self.dev = api.core.Device()
+            self.dev.set_current()
+            self.stream = self.dev.create_stream()
+            self.optin = int(self.dev.properties.max_shared_memory_per_block_optin)
+            self.arch = f"sm_{self.dev.arch}"
+            self.name = str(self.dev.name)
+        except Exception as err:  # cuda.core raises CUDAError/RuntimeError for a missing driver or device
+            raise ToolchainError(f"backend='gpu' found no usable CUDA GPU/driver: {err}") from err
+        self.pinned = api.core.LegacyPinnedMemoryResource()
+        self._objects: dict[str, object] = {}
+        self._kernels: dict[tuple[str, str], object] = {}
+        self._dynamic: dict[tuple[str, str], int] = {}
+
+    def kernel(self, ptx_text: str, name: str):
+        key = (ptx_text, name)
+        if key not in self._kernels:
+            if ptx_text not in self._objects:
+                try:
+                    self._objects[ptx_text] = self.api.core.ObjectCode.from_ptx(ptx_text.encode())
+                except Exception as err:
+                    raise _named("loading the PTX", err) from err
+            try:
+                self._kernels[key] = self._objects[ptx_text].get_kernel(name)
+            except Exception as err:
+                raise _named(f"looking up kernel {name}", err) from err
+        return self._kernels[key]
+
+    def allow_dynamic_shared(self, ptx_text: str, name: str, kernel, nbytes: int) -> None:
+        """Raise ``kernel``'s max-dynamic-shared attribute to ``nbytes`` (above the 48 KiB default) and
+        check it took."""
+        key = (ptx_text, name)
+        if nbytes <= max(DEFAULT_DYNAMIC_SHARED, self._dynamic.get(key, 0)):
+            return
+        b = self.api.bindings
+        attr = b.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        step = f"raising the dynamic shared memory of {name} to {nbytes} bytes"
+        _check(self.api, step, b.cuKernelSetAttribute(attr, nbytes, kernel.handle, self.dev.device_id))
+        got = _check(self.api, step, b.cuKernelGetAttribute(attr, kernel.handle, self.dev.device_id))
+        if got != nbytes:
+            raise GpuError(step, None, f"the attribute reads {got} after setting it")
+        self._dynamic[key] = nbytes
+
+
+_DEVICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _device() -> _Device:
+    api = _driver()
+    if api not in _DEVICES:
+        _DEVICES[api] = _Device(api)
+    return _DEVICES[api]
+
+
+def device_info() -> dict:
+    """The current device as ``backend="gpu"`` sees it: ``name``, ``arch`` (``"sm_90"``), ``optin``
+    (bytes of shared memory a block may opt in to)."""
+    d = _device()
+    return {"name": d.name, "arch": d.arch, "optin": d.optin}
+
+
+# ----------------------------------------------------------------------------------------------
+# one call
+
+
+def _plan(d: _Device, ptx_text: str, launches) -> list:
+    """Per launch: (kernel, grid, block, shared, args with arrays as ("ptr", key)); every rule checked."""
+    planned = []
+    for i, (ln, args) in enumerate(launches):
+        if not isinstance(ln, Launch):
+            raise FormatRuleError(f"launches[{i}]: must be (refsim.cuda.launch.Launch, args); got {type(ln).__name__}")
+        grid, block, shared = check_shape(ln)
+        kernel = d.kernel(ptx_text, ln.kernel)
+        static = int(kernel.attributes.shared_size_bytes)
+        if static + shared > d.optin:
+            raise FormatRuleError(f"shared_bytes: static ({static}) + dynamic ({shared}) shared memory of "
+                                  f"{ln.kernel} must be <= {d.optin} bytes per block on {d.name} ({d.arch}); "
+                                  f"got {static + shared}")
+        sizes = [int(p.size) for p in kernel.arguments_info]
+        if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__") or len(args) != len(sizes):
+            got = len(args) if hasattr(args, "__len__") and not isinstance(args, np.ndarray) else type(args).__name__
+            raise FormatRuleError(f"args: kernel {ln.kernel} takes {len(sizes)} parameters; got {got}")
+        kargs = []
+        for j, (a, size) in enumerate(zip(args, sizes)):
+            what = f"launch {i} ({ln.kernel}) args[{j}]"
+            if isinstance(a, np.ndarray):
+                if a.ndim == 0 or not a.flags.c_contiguous or a.dtype.hasobject or size != 8:
+                    raise FormatRuleError(f"{what}: a pointer argument must be a C-contiguous numeric array of "
+                                          f"rank >= 1 for a 64-bit parameter; got shape {a.shape}, dtype "
+                                          f"{a.dtype}, strides {a.strides}, parameter of {size} bytes")
+                kargs.append(("ptr", (i, j), a))
+            else:
+                kargs.append(_scalar(what, a, size))
+        planned.append((ln, kernel, grid, block, shared, kargs))
+    return planned
+
+
+def run(ptx_text: str, launches) -> list:
+    """Run ``launches`` (``(Launch, args)`` pairs) of ``ptx_text`` on the current device, in order, with one
+    device buffer per base array (module spec); arrays are updated in place. Returns ``[None] * n``."""
+    d = _device()
+    planned = _plan(d, ptx_text, launches)
+    arrays = [(k[1], k[2]) for p in planned for k in p[5] if isinstance(k, tuple)]
+    bases, where = device_bases(arrays)
+    offset = dict(zip((key for key, _ in arrays), where))
+    core, stream = d.api.core, d.stream
+    staged = []                                        # (DeviceBase, pinned host buffer, device buffer)
+    try:
+        for base in bases:
+            n = max(base.host.size, 1)
+            try:
+                host, dbuf = d.pinned.allocate(n), d.dev.allocate(n, stream=stream)
+                np.from_dlpack(host).view(np.uint8)[:base.host.size] = base.host
+                staged.append((base, host, dbuf))
+                dbuf.copy_from(host, stream=stream)
+            except Exception as err:
+                raise _named(f"allocating and copying {n} bytes to the device", err) from err
+        for i, (ln, kernel, grid, block, shared, kargs) in enumerate(planned):
+            d.allow_dynamic_shared(ptx_text, ln.kernel, kernel, shared)
+            args = []
+            for k in kargs:
+                if isinstance(k, tuple):
+                    b, off = offset[k[1]]
+                    args.append(int(staged[b][2].handle) + off)     # cuda.core passes an int as a pointer
+                else:
+                    args.append(k)
+            step = f"launch {i} of {len(planned)} ({ln.kernel}, grid {grid}, block {block}, {shared} B shared)"
+            try:
+                core.launch(stream, core.LaunchConfig(grid=grid, block=block, shmem_size=shared), kernel, *args)
+                stream.sync()
+            except Exception as err:
+                raise _named(step, err) from err
+        try:
+            for base, host, dbuf in staged:
+                dbuf.copy_to(host, stream=stream)
+            stream.sync()
+        except Exception as err:
+            raise _named("copying the buffers back", err) from err
+        for base, host, _ in staged:
+            out = np.from_dlpack(host).view(np.uint8)[:base.host.size]
+            if base.writable:
+                base.host[:] = out
+            elif not np.array_equal(out, base.host):
+                raise FormatRuleError(f"args: the kernel wrote a read-only array (launch, argument) "
+                                      f"{base.args[0]}; pass a writable array")
+    finally:
+        for _, host, dbuf in staged:
+            try:
+                dbuf.close(stream)
+                host.close()
+            except Exception:  # noqa: BLE001 - after a kernel fault the context refuses everything;
+                pass           # the error being raised is the one that names the fault
+    return [None] * len(planned)

@@ -1,0 +1,404 @@
+"""``refsim validate``: run every refsim/cuda kernel, the official kernels' recorded launches and a tensor-core probe
+for every mma form refsim models, on a GPU and through refsim, and say per case whether the bits agree.
+
+Spec
+----
+cases         three groups (:func:`cases`), each case a few inputs chosen to cover a regime:
+              ``kernel``   every function of :func:`refsim.cuda.kernels` (Marlin: M <= 16, shared memory above
+                           48 KiB, the two-launch host loop; Any-Precision: a K tail; GPTQ v1/v2 with act-order;
+                           ...), inputs from refsim.formats with ``seed``;
+              ``official`` the recorded official Marlin / Any-Precision / Atom launches (:mod:`refsim.cuda.official`);
+              ``mma``      one case per form of :func:`refsim.cuda.mma.modelled` that mma.cu has an entry for:
+                           ``tiles`` tiles of every input category (random, magnitudes, cancel, subnormal,
+                           nearmax, bigC, cancelC, zeros; integers: random, extremes, bigC).
+backend ptx   (the default without a GPU) each case through refsim.ptx at ``arch``, compared with refsim's
+              emulator of it (kernels: refsim.emulator; mma: refsim.arith.tensor_core); the official cases
+              run at sm_90 and are compared with the bytes an H100 wrote. Cases refsim does not model at
+              ``arch`` are not listed.
+backend gpu   each case once on the current device (:mod:`refsim.cuda.gpu`), compared with refsim's answer under
+              every arch model that can differ (the tensor-core models sm_80 .. sm_90; one answer for
+              arch-independent kernels): emulators for kernels, refsim.arith (or refsim.ptx where refsim.arith
+              has no function) for mma, refsim.ptx replays for the official cases. ``matched`` lists the
+              models whose bits equal the GPU's; the verdict is the device arch's model.
+verdicts      ``bit-identical``; ``differs`` (with the first differing elements); ``error`` (a side raised: a
+              GPU fault, an instruction refsim.ptx refuses); ``no-model`` (refsim has no model of this form on
+              the device's arch, ``matched`` still says which models agree; or, on the ptx backend, a form
+              refsim.arith.tensor_core lists that :func:`refsim.cuda.mma.mma_reference` has no route for).
+exit status   :func:`exit_status`: 0 when every case is bit-identical; 1 when any differs, errs or has no
+              model; 2 when no case could run. (Bad arguments and a missing GPU raise before any case: 2.)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from refsim.arith import tensor_core
+from refsim.cuda import marlin, official
+from refsim.cuda import mma as rmma
+from refsim.errors import FormatRuleError
+from refsim.testing import BitMismatch, assert_bitexact
+
+__all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "run_case", "validate", "exit_status",
+           "format_result"]
+
+GROUPS = ("kernel", "official", "mma")
+#: the arch models whose tensor-core answers may differ (sm_70 has no m16n8 shapes)
+TENSOR_CORE_ARCHS: tuple[str, ...] = tuple(a for a in tensor_core.ARCHS if a != "sm_70")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One validation case. ``run(backend, arch)`` and ``reference(backend, arch)`` return ``{name: array}``;
+    ``archs``: the models it can be compared under (None: arch-independent), ``fixed_arch``: the only arch
+    its ptx-backend reference holds for (the official cases' H100 bytes)."""
+
+    name: str
+    group: str
+    what: str
+    run: Callable
+    reference: Callable
+    archs: tuple[str, ...] | None = None
+    fixed_arch: str | None = None
+    labels: Callable | None = None        # element coordinates -> a label (mma: the input category)
+
+
+@dataclass
+class Result:
+    """The outcome of one case (JSON-ready through :meth:`as_dict`)."""
+
+    name: str
+    group: str
+    what: str
+    verdict: str
+    arch: str | None
+    compared: list = field(default_factory=list)
+    matched: list = field(default_factory=list)
+    detail: str = ""
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+# ----------------------------------------------------------------------------------------------
+# the kernel cases: inputs from refsim.formats, oracles from the registry (refsim.cuda.kernels())
+
+
+def _marlin_inputs(m, k, n, group):
+    from refsim.formats import marlin
+
+    def inputs(rng):
+        q = rng.integers(0, 16, (k, n)).astype(np.uint8)                            # (K, N)
+        g = 1 if group is None else k // group
+        B, s = marlin.pack(q, (rng.random((g, n)) * 0.02 + 0.001).astype(np.float16), group)
+        return rng.standard_normal((m, k)).astype(np.float16), B, s                 # A (M, K), B, s
+    return inputs
+
+
+def _anyprec_inputs(m, n, k, bits):
+    from refsim.formats import bitplane
+
+    def inputs(rng):
+        qweight = bitplane.pack(rng.integers(0, 2**bits, (n, k)).astype(np.uint8), bits)   # (bits, N, K/32)
+        lut = rng.standard_normal((n, 2**bits)).astype(np.float16)
+        return rng.standard_normal((m, k)).astype(np.float16), qweight, lut, bits
+    return inputs
+
+
+def _gptq_inputs(m, k, n, group, fmt, act_order):
+    from refsim.formats import gptq
+
+    def inputs(rng):
+        g = k // group
+        g_idx = rng.permutation(np.arange(k) // group).astype(np.int32) if act_order else None
+        ckpt = gptq.pack(rng.integers(0, 16, (k, n)), (rng.random((g, n)) * 0.02 + 0.001).astype(np.float32),
+                         rng.integers(1, 16, (g, n)), 4, g_idx=g_idx, group_size=group, checkpoint_format=fmt)
+        return rng.standard_normal((m, k)).astype(np.float16), ckpt
+    return inputs
+
+
+def _awq_inputs(m, k, n, group):
+    from refsim.formats import awq
+
+    def inputs(rng):
+        g = k // group
+        ckpt = awq.pack(rng.integers(0, 16, (k, n)), (rng.random((g, n)) * 0.02).astype(np.float32),
+                        rng.integers(0, 16, (g, n)), group_size=group)
+        return rng.standard_normal((m, k)).astype(np.float16), ckpt
+    return inputs
+
+
+def _mixed_inputs(k, n):
+    from refsim.formats import mixed_2_4_16 as m2416
+
+    def inputs(rng):
+        X = rng.standard_normal((2 * k, k))                                         # calibration (2K, K)
+        W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
+        p = m2416.pack(m2416.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005))
+        return p, rng.standard_normal(k).astype(np.float16)
+    return inputs
+
+
+def _atom_inputs(m, k, n, keeper):
+    from refsim.formats import atom
+
+    def inputs(rng):
+        a = atom.quantize_activations(rng.standard_normal((m, k)).astype(np.float16), "kernel", keeper=keeper)
+        w = atom.quantize_weights((rng.standard_normal((k, n)) * 0.05).astype(np.float16), "kernel", keeper=keeper)
+        return a, w
+    return inputs
+
+
+#: (function of refsim.cuda, case label, inputs, keyword arguments): a few cases per kernel, each a
+#: regime of its launch plan
+_KERNEL_CASES = (
+    ("marlin_gemm", "M=1 K=256 N=256 g128 sms=2", _marlin_inputs(1, 256, 256, 128), {"sms": 2}),   # k128 x n128
+    ("marlin_gemm", "M=20 K=256 N=256 g128 sms=3", _marlin_inputs(20, 256, 256, 128), {"sms": 3}),  # 51,200 B shared
+    ("marlin_gemm", "M=70 K=128 N=256 channel sms=2", _marlin_inputs(70, 128, 256, None), {"sms": 2}),  # 2 launches
+    ("anyprec_gemv", "M=1 N=4 K=1024 bits=3", _anyprec_inputs(1, 4, 1024, 3), {}),
+    ("anyprec_gemv", "M=2 N=16 K=1312 bits=5", _anyprec_inputs(2, 16, 1312, 5), {}),            # a K tail chunk
+    ("gptq_gemv", "M=1 K=64 N=32 g32 gptq", _gptq_inputs(1, 64, 32, 32, "gptq", False), {}),
+    ("gptq_gemv", "M=3 K=128 N=160 g32 gptq_v2 act-order", _gptq_inputs(3, 128, 160, 32, "gptq_v2", True), {}),
+    ("awq_gemv", "M=2 K=48 N=24 g16", _awq_inputs(2, 48, 24, 16), {}),
+    ("mixed_gemv", "K=128 N=16", _mixed_inputs(128, 16), {}),
+    ("mixed_gemv", "K=256 N=48", _mixed_inputs(256, 48), {}),
+    ("atom_group_gemm", "M=16 K=384 N=16 keeper=128", _atom_inputs(16, 384, 16, 128), {}),
+    ("atom_group_gemm", "M=40 K=640 N=64 keeper=128", _atom_inputs(40, 640, 64, 128), {}),
+)
+#: kernels whose bits depend on the tensor-core model (their oracles take ``arch``), with the models
+_ARCH_DEPENDENT = {"marlin_gemm": marlin.ARCHS}
+
+
+def _kernel_cases(seed: int) -> list[Case]:
+    import importlib
+
+    import refsim.cuda as rc
+
+    oracles = {k.name: k.oracle for k in rc.kernels()}
+    out = []
+    for func, label, inputs, kw in _KERNEL_CASES:
+        module, name = oracles[func].rsplit(".", 1)
+        oracle = getattr(importlib.import_module(module), name)
+        kernel, archs = getattr(rc, func), _ARCH_DEPENDENT.get(func)
+
+        def run(backend, arch, kernel=kernel, inputs=inputs, kw=kw):
+            return {"out": kernel(*inputs(np.random.default_rng(seed)), backend=backend, arch=arch, **kw)}
+
+        def ref(backend, arch, oracle=oracle, inputs=inputs, kw=kw, archs=archs):
+            return {"out": oracle(*inputs(np.random.default_rng(seed)), **kw, **({"arch": arch} if archs else {}))}
+        out.append(Case(f"{func} {label}", "kernel", f"refsim.cuda kernel vs its oracle {oracles[func]}", run, ref,
+                        archs))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the official cases
+
+
+def _views(name: str, buffers: dict) -> dict:
+    """{buffer id: bytes} -> {"buf<id>": array in its recorded dtype and shape} (readable reports)."""
+    bases = {b["id"]: b for b in official.load(name).bases}
+    return {f"buf{i}": np.ascontiguousarray(v).view(np.dtype(bases[i]["dtype"])).reshape(bases[i]["shape"])
+            for i, v in sorted(buffers.items())}
+
+
+def _official_cases() -> list[Case]:
+    out = []
+    for name in official.cases():
+        def run(backend, arch, name=name):
+            return _views(name, official.replay(name, backend=backend, arch="sm_90" if backend == "ptx" else arch))
+
+        def ref(backend, arch, name=name):
+            if backend == "ptx":
+                return _views(name, official.h100(name))
+            return _views(name, official.replay(name, backend="ptx", arch=arch))
+        archs = TENSOR_CORE_ARCHS if official.uses_float_mma(name) else None
+        out.append(Case(name, "official", official.load(name).note, run, ref, archs, fixed_arch="sm_90"))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the mma probes
+
+
+def _once(f):
+    """Memoise a no-argument builder (the probe registers of one case: drawn once per run)."""
+    box = []
+
+    def get():
+        if not box:
+            box.append(f())
+        return box[0]
+    return get
+
+
+def _mma_cases(seed: int, tiles: int) -> list[Case]:
+    out = []
+    for kind, archs in rmma.modelled().items():
+        if kind not in rmma.KINDS:
+            continue
+        cats = rmma.categories(kind)
+
+        @_once
+        def regs(kind=kind, cats=cats):
+            rng = np.random.default_rng([seed, rmma.KINDS.index(kind)])
+            parts = [rmma.pack(kind, *rmma.probe_inputs(kind, c, tiles, rng)) for c in cats]
+            return tuple(np.concatenate(x) for x in zip(*parts))
+
+        def d_matrix(d, kind=kind):
+            D = rmma.unpack(kind, d)
+            return {"D": D.view({"f32": np.float32, "f16": np.float16}.get(kind.dtype, D.dtype))}
+
+        def run(backend, arch, kind=kind, regs=regs, d_matrix=d_matrix):
+            return d_matrix(rmma.mma_probe(kind, *regs(), backend=backend, arch=arch))
+
+        def ref(backend, arch, kind=kind, regs=regs, d_matrix=d_matrix):
+            try:
+                return d_matrix(rmma.mma_reference(kind, arch, *regs()))
+            except rmma.NoModel:
+                if backend == "ptx" or arch not in archs:
+                    raise
+                return d_matrix(rmma.mma_probe(kind, *regs(), backend="ptx", arch=arch))
+
+        def labels(coord, cats=cats):
+            return cats[coord[0] // tiles]
+        out.append(Case(kind.instruction, "mma", f"{tiles} tiles x {', '.join(cats)}", run, ref, archs,
+                        labels=labels))
+    return out
+
+
+def cases(*, seed: int = 0, tiles: int = 4, groups=GROUPS, only=()) -> list[Case]:
+    """The validation cases of ``groups`` whose names match one of the ``only`` glob patterns (all when
+    empty), inputs drawn with ``seed``, ``tiles`` probe tiles per input category."""
+    for g in groups:
+        if g not in GROUPS:
+            raise FormatRuleError(f"groups: each must be one of {list(GROUPS)}; got {g!r}")
+    if isinstance(tiles, bool) or not isinstance(tiles, int) or not 1 <= tiles <= 1024:
+        raise FormatRuleError(f"tiles: must be an int in [1, 1024]; got {tiles!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise FormatRuleError(f"seed: must be a non-negative int; got {seed!r}")
+    out = []
+    for g in groups:
+        out += {"kernel": lambda: _kernel_cases(seed), "official": _official_cases,
+                "mma": lambda: _mma_cases(seed, tiles)}[g]()
+    if only:
+        out = [c for c in out if any(fnmatch.fnmatch(c.name, p) or p in c.name for p in only)]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# running
+
+
+def _compare(got: dict, want: dict, labels) -> str:
+    """'' when every array has the same bits, else the mismatch reports (with input categories)."""
+    reports = []
+    for key in want:
+        try:
+            assert_bitexact(got[key], want[key], key, max_report=4)
+        except BitMismatch as err:
+            text = str(err)
+            if labels is not None:
+                bad = np.argwhere(_bits(got[key]) != _bits(want[key]))          # (n, ndim) coordinates
+                cats: dict[str, int] = {}
+                for c in bad:
+                    cats[labels(tuple(c))] = cats.get(labels(tuple(c)), 0) + 1
+                text += "\n  by input category: " + ", ".join(f"{k} {v}" for k, v in cats.items())
+            reports.append(text)
+    return "\n".join(reports)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def run_case(case: Case, backend: str, arch: str) -> Result:
+    """Run one case (see the module spec): ``arch`` is the model on the ptx backend, the device's arch on gpu."""
+    t0 = time.perf_counter()
+    res = Result(case.name, case.group, case.what, "error", arch)
+    try:
+        if backend == "ptx":
+            at = case.fixed_arch or arch
+            res.arch, res.compared = at, [at]
+            try:
+                want = case.reference("ptx", at)
+            except rmma.NoModel as err:      # a form tensor_core lists that this module has no route for yet
+                res.verdict, res.detail = "no-model", str(err)
+                return _timed(res, t0)
+            detail = _compare(case.run("ptx", at), want, case.labels)
+            res.matched = [] if detail else [at]
+            res.verdict, res.detail = ("differs", detail) if detail else ("bit-identical", "")
+        else:
+            got = case.run("gpu", arch)
+            details = {}
+            for model in (case.archs or (None,)):
+                try:
+                    details[model] = _compare(got, case.reference("gpu", model or arch), case.labels)
+                except rmma.NoModel:
+                    continue
+            res.compared = [m for m in details if m]
+            res.matched = [m for m, d in details.items() if m and not d]
+            key = None if case.archs is None else arch
+            if key not in details:
+                res.verdict = "no-model"
+                res.detail = f"refsim has no model of this on {arch}"
+            else:
+                res.verdict = "differs" if details[key] else "bit-identical"
+                res.detail = details[key]
+    except Exception as err:  # a GPU fault or a refused instruction is this case's verdict, not the run's end
+        res.verdict, res.detail = "error", f"{type(err).__name__}: {' '.join(str(err).split())}"
+    return _timed(res, t0)
+
+
+def _timed(res: Result, t0: float) -> Result:
+    res.seconds = round(time.perf_counter() - t0, 3)
+    return res
+
+
+def validate(*, backend: str, arch: str, seed: int = 0, tiles: int = 4, groups=GROUPS, only=(),
+             on_result: Callable | None = None) -> list[Result]:
+    """Run the selected cases (see :func:`cases`) on ``backend``; ``on_result`` is called with each
+    :class:`Result` as it completes. On the ptx backend only cases refsim models at ``arch`` run."""
+    selected = cases(seed=seed, tiles=tiles, groups=groups, only=only)
+    if backend == "ptx":
+        selected = [c for c in selected if c.archs is None or c.fixed_arch or arch in c.archs]
+    out = []
+    for case in selected:
+        r = run_case(case, backend, arch)
+        out.append(r)
+        if on_result is not None:
+            on_result(r)
+    return out
+
+
+def exit_status(results: list[Result]) -> int:
+    """0 when every case is bit-identical, 2 when none ran (empty, or every case an error), else 1."""
+    if not results or all(r.verdict == "error" for r in results):
+        return 2
+    return 0 if all(r.verdict == "bit-identical" for r in results) else 1
+
+
+def format_result(r: Result, backend: str) -> str:
+    """One line (plus the difference report, indented) for a result."""
+    head = f"[{r.group}] {r.name}: "
+    others = [m for m in r.matched if m != r.arch]
+    if r.verdict == "bit-identical":
+        if backend == "ptx":
+            ref = {"official": "the H100's bytes", "mma": "refsim.arith.tensor_core"}.get(r.group, "refsim.emulator")
+            line = f"bit-identical (refsim.ptx at {r.arch} = {ref})"
+        else:
+            line = f"bit-identical ({r.arch} model" + (f"; also matches {', '.join(others)}" if others else "") + ")"
+    elif r.verdict == "no-model":
+        line = f"no verdict: {r.detail}; matches " + (", ".join(r.matched) + " models" if r.matched else "no model")
+    elif r.verdict == "differs":
+        line = f"DIFFERS from the {r.arch} model" + (f" (matches {', '.join(others)})" if others else "")
+    else:
+        line = f"ERROR: {r.detail}"
+    detail = "\n".join("    " + x for x in r.detail.splitlines()) if r.verdict == "differs" else ""
+    return head + line + (f"  [{r.seconds:.1f} s]" if r.seconds >= 0.1 else "") + ("\n" + detail if detail else "")

@@ -1,0 +1,275 @@
+"""A fake of the part of ``cuda.core`` 1.2 and ``cuda.bindings.driver`` that refsim.cuda.gpu calls.
+
+It records every call in ``calls`` and executes each kernel launch through refsim.ptx on the fake
+device memory, so a call through ``backend="gpu"`` computes real results on a CPU. What it enforces, as
+the driver does (CUDA Driver API, cuLaunchKernelEx / cuKernelSetAttribute):
+- a launch with more dynamic shared memory than the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES attribute
+  (48 KiB until raised) fails with CUDA_ERROR_INVALID_VALUE;
+- the attribute cannot be set above the device's opt-in limit minus the kernel's static shared bytes;
+- a pointer argument must point into a live device allocation.
+``exec_arch`` (default ``arch``) is the tensor-core model the launches execute under: an "sm_90" device
+that computes like sm_80 shows how a mismatch is reported.
+``fail={"load"|"launch"|"sync"|"set_attribute": "CUDA_ERROR_..."}`` makes that step fail with that name
+(cuda.core raises ``CUDAError("NAME: explanation")``; cuda.bindings returns the code).
+
+Install: ``monkeypatch.setattr(refsim.cuda.gpu, "_driver", lambda: fake)``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import numpy as np
+
+from refsim.cuda import launch as cuda_launch
+
+
+class CUDAError(Exception):
+    """What cuda.core raises for a failing driver call: message ``"CUDA_ERROR_NAME: explanation"``."""
+
+
+class CUresult(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_OUT_OF_MEMORY = 2
+    CUDA_ERROR_INVALID_PTX = 218
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700
+    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+    CUDA_ERROR_ILLEGAL_INSTRUCTION = 715
+
+
+class CUfunction_attribute(enum.IntEnum):
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+[\w$]+(?:\[(\d+)\])?")
+_BITS = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+
+class ParamInfo:
+    def __init__(self, offset, size):
+        self.offset, self.size = offset, size
+
+
+class Buffer:
+    """Device or pinned host memory: ``data`` (uint8) at integer address ``handle``."""
+
+    def __init__(self, fake, size, kind):
+        self.fake, self.size, self.kind = fake, size, kind
+        self.data = np.zeros(size, np.uint8)
+        self.handle = fake._next_address(size)
+        fake.memory[self.handle] = self
+        self.closed = False
+
+    def copy_from(self, src, *, stream):
+        assert src.size == self.size, "cuda.core copies between buffers of one size"
+        self.fake.calls.append(("copy_from", self.kind, self.handle, src.size))
+        self.data[:] = src.data
+
+    def copy_to(self, dst, *, stream):
+        assert dst.size == self.size, "cuda.core copies between buffers of one size"
+        self.fake.calls.append(("copy_to", self.kind, self.handle, dst.size))
+        dst.data[:] = self.data
+        return dst
+
+    def close(self, stream=None):
+        self.fake.calls.append(("close", self.kind, self.handle))
+        self.fake.memory.pop(self.handle, None)
+        self.closed = True
+
+    def __dlpack__(self, **kwargs):            # pinned host memory: NumPy reads it through DLPack
+        assert self.kind == "pinned", "only host memory is visible to NumPy"
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+
+class KernelAttributes:
+    def __init__(self, kernel):
+        self.shared_size_bytes = kernel.static_shared
+
+
+class Kernel:
+    def __init__(self, fake, text, name):
+        self.fake, self.text, self.name = fake, text, name
+        self.handle = fake._next_address(16)
+        self.static_shared = 0
+        self.max_dynamic = 48 * 1024
+        body = cuda_launch.entry_text(text, name)
+        params = body[body.index(f"{name}("):body.index(")", body.index(f"{name}("))]
+        self.arguments_info = []
+        offset = 0
+        for ptype, count in _PARAM.findall(params):
+            size = int(count) if count else _BITS[re.sub(r"\D", "", ptype) or "32"]
+            offset = -(-offset // min(size, 8)) * min(size, 8)
+            self.arguments_info.append(ParamInfo(offset, size))
+            offset += size
+        self.attributes = KernelAttributes(self)
+
+
+class ObjectCode:
+    def __init__(self, fake, text):
+        self.fake, self.text = fake, text
+
+    def get_kernel(self, name):
+        if isinstance(name, bytes):
+            name = name.decode()
+        if name not in cuda_launch.entries(self.text):
+            raise CUDAError(f"CUDA_ERROR_NOT_FOUND: named symbol not found ({name})")
+        self.fake.calls.append(("get_kernel", name))
+        k = Kernel(self.fake, self.text, name)
+        self.fake.kernels[k.handle] = k
+        return k
+
+
+class LaunchConfig:
+    def __init__(self, grid=None, block=None, shmem_size=None, **kw):
+        self.grid, self.block, self.shmem_size = grid, block, shmem_size or 0
+
+
+class Stream:
+    def __init__(self, fake):
+        self.fake = fake
+
+    def sync(self):
+        self.fake.calls.append(("sync",))
+        self.fake._maybe_fail("sync")
+
+
+class Properties:
+    def __init__(self, optin):
+        self.max_shared_memory_per_block_optin = optin
+
+
+class Device:
+    def __init__(self, fake):
+        self.fake, self.device_id = fake, 0
+        self.properties = Properties(fake.optin)
+        self.arch, self.name = fake.arch[3:], fake.name
+
+    def set_current(self):
+        self.fake.calls.append(("set_current",))
+
+    def create_stream(self):
+        return Stream(self.fake)
+
+    def allocate(self, size, *, stream):
+        b = Buffer(self.fake, size, "device")
+        self.fake.calls.append(("allocate", "device", b.handle, size))
+        return b
+
+
+class _Core:
+    """The cuda.core names refsim.cuda.gpu uses."""
+
+    def __init__(self, fake):
+        self._fake = fake
+        self.LaunchConfig = LaunchConfig
+
+    def Device(self, device_id=None):
+        if self._fake.device is None:
+            self._fake.device = Device(self._fake)
+        return self._fake.device
+
+    def LegacyPinnedMemoryResource(self):
+        fake = self._fake
+
+        class Pinned:
+            def allocate(self, size, stream=None):
+                b = Buffer(fake, size, "pinned")
+                fake.calls.append(("allocate", "pinned", b.handle, size))
+                return b
+
+        return Pinned()
+
+    @property
+    def ObjectCode(self):
+        fake = self._fake
+
+        class _Loader:
+            @staticmethod
+            def from_ptx(code, **kw):
+                fake.calls.append(("from_ptx", len(code)))
+                fake._maybe_fail("load")
+                return ObjectCode(fake, code.decode() if isinstance(code, bytes) else code)
+
+        return _Loader
+
+    def launch(self, stream, config, kernel, *args):
+        self._fake._launch(config, kernel, args)
+
+
+class _Bindings:
+    """The cuda.bindings.driver names refsim.cuda.gpu uses."""
+
+    CUresult = CUresult
+    CUfunction_attribute = CUfunction_attribute
+
+    def __init__(self, fake):
+        self._fake = fake
+
+    def cuKernelSetAttribute(self, attrib, val, kernel, dev):
+        fake = self._fake
+        k = fake.kernels[kernel]
+        fake.calls.append(("set_attribute", k.name, attrib, val))
+        if "set_attribute" in fake.fail:
+            return (CUresult[fake.fail["set_attribute"]],)
+        if attrib != CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES or \
+                val + k.static_shared > fake.optin or val < 0:
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+        k.max_dynamic = val
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuKernelGetAttribute(self, attrib, kernel, dev):
+        k = self._fake.kernels[kernel]
+        assert attrib == CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        return (CUresult.CUDA_SUCCESS, k.max_dynamic)
+
+
+class FakeCuda:
+    """A fake GPU: ``core`` and ``bindings`` as refsim.cuda.gpu reads them from ``_driver()``."""
+
+    def __init__(self, *, arch: str = "sm_90", optin: int = 232448, name: str = "Fake H100", fail=None,
+                 exec_arch: str | None = None):
+        self.arch, self.optin, self.name = arch, optin, name
+        self.exec_arch = exec_arch or arch      # the tensor-core model refsim.ptx executes launches under
+        self.fail = dict(fail or {})
+        self.calls: list[tuple] = []
+        self.memory: dict[int, Buffer] = {}
+        self.kernels: dict[int, Kernel] = {}
+        self.device = None
+        self._address = 0x7F00_0000_0000
+        self.core = _Core(self)
+        self.bindings = _Bindings(self)
+
+    def _next_address(self, size: int) -> int:
+        a = self._address
+        self._address += -(-max(size, 1) // 4096) * 4096 + 4096      # 4 KiB apart, 256-aligned
+        return a
+
+    def _maybe_fail(self, step: str) -> None:
+        if step in self.fail:
+            raise CUDAError(f"{self.fail[step]}: injected by the fake at {step}")
+
+    def _pointer(self, address: int) -> np.ndarray:
+        for base, buf in self.memory.items():
+            if buf.kind == "device" and base <= address < base + buf.size:
+                return buf.data[address - base:]
+        raise CUDAError(f"CUDA_ERROR_ILLEGAL_ADDRESS: {address:#x} is in no device allocation")
+
+    def _launch(self, config, kernel, args):
+        self.calls.append(("launch", kernel.name, config.grid, config.block, config.shmem_size, args))
+        self._maybe_fail("launch")
+        if config.shmem_size > kernel.max_dynamic:
+            raise CUDAError(f"CUDA_ERROR_INVALID_VALUE: {config.shmem_size} bytes of dynamic shared memory above "
+                            f"the kernel's limit {kernel.max_dynamic}")
+        ptx_args = [self._pointer(a) if isinstance(a, int) else a for a in args]
+        cuda_launch.module(kernel.text, kernel.name).launch(kernel.name, config.grid, config.block, ptx_args,
+                                                            arch=self.exec_arch, shared_bytes=config.shmem_size)
+
+    def launches(self) -> list[tuple]:
+        """The recorded launches: (kernel, grid, block, shmem, args)."""
+        return [c[1:] for c in self.calls if c[0] == "launch"]

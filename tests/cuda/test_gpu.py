@@ -1,0 +1,250 @@
+"""backend="gpu" (refsim/cuda/gpu.py) against a fake cuda.core (fake_cuda.py): the calls it makes — the
+dynamic-shared-memory attribute, the launch configuration, one device buffer per base array with views
+as offsets — its refusals before anything is allocated, and CUDA errors named. The fake executes each
+launch through refsim.ptx, so every kernel's GPU path also computes its emulator's bits here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fake_cuda import CUDAError, FakeCuda
+
+import refsim.cuda as rc
+from refsim.cuda import build, gpu, launch
+from refsim.cuda import mma as rmma
+from refsim.cuda import marlin as cm
+from refsim.emulator import marlin_kernel as mk
+from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.formats import atom, awq, bitplane, gptq, marlin
+from refsim.formats import mixed_2_4_16 as m2416
+from refsim.testing import assert_bitexact
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    f = FakeCuda()
+    monkeypatch.setattr(gpu, "_driver", lambda: f)
+    return f
+
+
+def _marlin_problem(rng, m, k, n, group_size):
+    q = rng.integers(0, 16, (k, n)).astype(np.uint8)                      # (K, N)
+    g = 1 if group_size is None else k // group_size
+    B, s = marlin.pack(q, (rng.random((g, n)) * 0.02 + 0.001).astype(np.float16), group_size)
+    return rng.standard_normal((m, k)).astype(np.float16), B, s
+
+
+def _calls(fake, name, kind=None):
+    return [c for c in fake.calls if c[0] == name and (kind is None or c[1] == kind)]
+
+
+# ---------------------------------------------------------------------------------------------
+# marlin_gemm: the attribute, the launches, one buffer per base
+# ---------------------------------------------------------------------------------------------
+def test_marlin_gemm_raises_the_shared_memory_attribute_and_equals_the_emulator(fake):
+    A, B, s = _marlin_problem(np.random.default_rng(0), 20, 256, 256, 128)
+    C = rc.marlin_gemm(A, B, s, sms=3, backend="gpu")
+    assert_bitexact(C, mk.marlin_gemm(A, B, s, arch="sm_90", sms=3), "marlin.cu on the fake GPU")
+    (ln,) = cm.launch_plan(20, 256, 256, 3, 128)           # k64 x n256 tile, 2 m-blocks, grouped
+    assert ln.shared_bytes == 4 * 16 * (16 * 2 * 64 // 8 + 4 * 256 // 2 + 256 // 8) == 51200
+    attr = fake.bindings.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    assert _calls(fake, "set_attribute") == [("set_attribute", ln.kernel, attr, 51200)]
+    (kernel, grid, block, shmem, _), = fake.launches()
+    assert (kernel, grid, block, shmem) == (ln.kernel, (3, 1, 1), (256, 1, 1), 51200)
+
+
+def test_marlin_gemm_without_the_attribute_fails_on_the_fake_as_on_a_gpu(fake, monkeypatch):
+    # the fake refuses > 48 KiB without the attribute, as the driver does: so the test above can fail
+    monkeypatch.setattr(gpu._Device, "allow_dynamic_shared", lambda *a: None)
+    A, B, s = _marlin_problem(np.random.default_rng(0), 20, 256, 256, 128)
+    with pytest.raises(gpu.GpuError, match="CUDA_ERROR_INVALID_VALUE") as err:
+        rc.marlin_gemm(A, B, s, sms=3, backend="gpu")
+    assert err.value.cuda_error == "CUDA_ERROR_INVALID_VALUE" and "launch 0 of 1" in err.value.step
+
+
+def test_marlin_launches_share_one_buffer_per_base_with_row_views_as_offsets(fake):
+    m, k, n = 70, 128, 256                                  # launch 0: rows 0..63 (m4), launch 1: rows 64..69 (m1)
+    A, B, s = _marlin_problem(np.random.default_rng(1), m, k, n, None)
+    locks = cm.workspace(n)
+    C = cm.gemm(A, B, s, locks, sms=2, backend="gpu")
+    assert_bitexact(C, mk.marlin_gemm(A, B, s, arch="sm_90", sms=2), "marlin.cu, two launches on the fake GPU")
+    assert not locks.any()
+    allocations = {c[2]: c[3] for c in _calls(fake, "allocate", "device")}
+    assert sorted(allocations.values()) == sorted([m * k * 2, B.nbytes, m * n * 2, s.nbytes, locks.nbytes])
+    (k0, _, _, sh0, args0), (k1, _, _, sh1, args1) = fake.launches()
+    assert (k0, k1) == ("refsim_marlin_m4_n16_k4_channel", "refsim_marlin_m1_n16_k4_channel")
+    assert (sh0, sh1) == (65536, 40960)
+    a_buf, c_buf = args0[0], args0[2]
+    assert allocations[a_buf] == m * k * 2 and allocations[c_buf] == m * n * 2
+    assert args1[0] == a_buf + 64 * k * 2 and args1[2] == c_buf + 64 * n * 2      # A[64:], C[64:]
+    assert args0[1] == args1[1] and args0[3] == args1[3] and args0[4] == args1[4]  # B, s, locks: one each
+    assert [int(x) for x in args1[5:]] == [6, n, k] and all(isinstance(x, np.int32) for x in args1[5:])
+    assert len(_calls(fake, "close", "device")) == 5                               # every buffer freed
+
+
+def test_the_ptx_module_is_loaded_once_per_device(fake):
+    A, B, s = _marlin_problem(np.random.default_rng(2), 1, 256, 256, 128)
+    rc.marlin_gemm(A, B, s, sms=2, backend="gpu")
+    rc.marlin_gemm(A, B, s, sms=2, backend="gpu")
+    assert len(_calls(fake, "from_ptx")) == 1 and len(_calls(fake, "get_kernel")) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# every other kernel through the fake equals its ptx-backend result
+# ---------------------------------------------------------------------------------------------
+def _gptq(rng):
+    return gptq.pack(rng.integers(0, 16, (64, 32)), (rng.random((2, 32)) * 0.02 + 0.001).astype(np.float32),
+                     rng.integers(1, 16, (2, 32)), 4, group_size=32)
+
+
+def _kernel_calls(rng):
+    x = rng.standard_normal((2, 64)).astype(np.float16)
+    ck = _gptq(rng)
+    aw = awq.pack(rng.integers(0, 16, (64, 24)), (rng.random((4, 24)) * 0.02).astype(np.float32),
+                  rng.integers(0, 16, (4, 24)), group_size=16)
+    qw = bitplane.pack(rng.integers(0, 8, (4, 1024)).astype(np.uint8), 3)
+    lut = rng.standard_normal((4, 8)).astype(np.float16)
+    xa = rng.standard_normal((1, 1024)).astype(np.float16)
+    W = (rng.standard_normal((128, 16)) * 0.05).astype(np.float32)
+    X = rng.standard_normal((256, 128))
+    p = m2416.pack(m2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005))
+    xm = rng.standard_normal(128).astype(np.float16)
+    act = atom.quantize_activations(rng.standard_normal((16, 384)).astype(np.float16), "kernel", keeper=128)
+    wq = atom.quantize_weights((rng.standard_normal((384, 16)) * 0.05).astype(np.float16), "kernel", keeper=128)
+    kind = rmma.MmaKind("m16n8k16", "f32", "f16", "f16", "f32")
+    regs = rmma.pack(kind, *rmma.probe_inputs(kind, "random", 5, rng))
+    return {"mma_probe": lambda b: rc.mma_probe(kind, *regs, backend=b, arch="sm_90"),   # the fake is an sm_90
+            "gptq_gemv": lambda b: rc.gptq_gemv(x, ck, backend=b), "awq_gemv": lambda b: rc.awq_gemv(x, aw, backend=b),
+            "anyprec_gemv": lambda b: rc.anyprec_gemv(xa, qw, lut, 3, backend=b),
+            "mixed_gemv": lambda b: rc.mixed_gemv(p, xm, backend=b),
+            "atom_group_gemm": lambda b: rc.atom_group_gemm(act, wq, backend=b)}
+
+
+def test_every_registered_kernel_runs_on_the_gpu_path(fake):
+    calls = _kernel_calls(np.random.default_rng(3))
+    assert set(calls) | {"marlin_gemm"} == {k.name for k in rc.kernels()}
+    for name, call in calls.items():
+        assert_bitexact(call("gpu"), call("ptx"), name)
+    entries = set(calls) - {"mma_probe"} | {"probe_m16n8k16_f32_f16_f16_f32"}
+    assert {c[1] for c in _calls(fake, "get_kernel")} == entries
+    assert not _calls(fake, "set_attribute")                 # all under 48 KiB: the attribute stays
+
+
+def test_user_kernel_runs_on_the_gpu_path(fake):
+    def plan(x, ckpt):
+        m, k = x.shape
+        y = np.zeros((m, ckpt.qweight.shape[1]), np.float16)
+        return rc.LaunchPlan(grid=1, block=128, args=(x, ckpt.qweight, ckpt.qzeros, ckpt.scales, ckpt.g_idx, y,
+                                                      np.int32(m), np.int32(32), np.int32(k), np.int32(1)),
+                             out=y, options={"race": True})               # ptx-only options are not sent
+    f = rc.user_kernel(build.PTX_DIR / "gptq_awq.sm_80.ptx", kernel="gptq_gemv", launch=plan)
+    rng = np.random.default_rng(4)
+    x, ck = rng.standard_normal((1, 64)).astype(np.float16), _gptq(rng)
+    assert_bitexact(f(x, ck, backend="gpu"), f(x, ck), "user kernel")
+    with pytest.raises(FormatRuleError, match="only the 'ptx' backend"):
+        f(x, ck, backend="gpu", options={"seed": 1})
+
+
+# ---------------------------------------------------------------------------------------------
+# refusals before anything is allocated, and named CUDA errors
+# ---------------------------------------------------------------------------------------------
+def test_a_launch_above_the_devices_opt_in_limit_is_refused_before_allocating(monkeypatch):
+    fake = FakeCuda(arch="sm_86", optin=101376, name="Fake A10")
+    monkeypatch.setattr(gpu, "_driver", lambda: fake)
+    text = build.ptx("marlin")
+    args = (np.zeros(4, np.float16),) * 5 + (np.int32(1),) * 3
+    with pytest.raises(FormatRuleError, match=r"must be <= 101376 bytes per block on Fake A10 \(sm_86\); got 101377"):
+        launch.run(text, [(launch.Launch("refsim_marlin_m1_n8_k8_grouped", 1, 256, 101377), args)], backend="gpu")
+    assert not _calls(fake, "allocate")
+
+
+@pytest.mark.parametrize("args,match", [
+    ((np.zeros(4, np.float16),) * 5 + (1, np.int32(1), np.int32(1)), "NumPy scalar"),
+    ((np.zeros(4, np.float16),) * 5 + (np.int64(1), np.int32(1), np.int32(1)), "parameter's size"),
+    ((np.zeros(4, np.float16),) * 4, "takes 8 parameters; got 4"),
+    ((np.zeros((4, 4), np.float16)[:, :2],) + (np.zeros(4, np.float16),) * 4 + (np.int32(1),) * 3, "C-contiguous"),
+])
+def test_bad_arguments_are_refused_before_allocating(fake, args, match):
+    text = build.ptx("marlin")
+    with pytest.raises(FormatRuleError, match=match):
+        launch.run(text, [(launch.Launch("refsim_marlin_m1_n8_k8_grouped", 1, 256, 0), args)], backend="gpu")
+    assert not _calls(fake, "allocate")
+
+
+@pytest.mark.parametrize("grid,block,match", [(0, 32, "grid"), (1, 1025, "block"), (1, (1, 1, 65), "block"),
+                                              ((1, 65536), 32, "grid"), (1.5, 32, "grid")])
+def test_launch_shapes_outside_the_cuda_rules_are_refused(fake, grid, block, match):
+    with pytest.raises(FormatRuleError, match=match):
+        launch.run(build.ptx("gptq_awq"), [(launch.Launch("gptq_gemv", grid, block), ())], backend="gpu")
+    assert not _calls(fake, "allocate")
+
+
+@pytest.mark.parametrize("step,name", [("sync", "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+                                       ("launch", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+                                       ("load", "CUDA_ERROR_INVALID_PTX"),
+                                       ("set_attribute", "CUDA_ERROR_INVALID_VALUE")])
+def test_driver_failures_are_named_gpu_errors_and_free_the_buffers(monkeypatch, step, name):
+    fake = FakeCuda(fail={step: name})
+    monkeypatch.setattr(gpu, "_driver", lambda: fake)
+    A, B, s = _marlin_problem(np.random.default_rng(5), 20, 256, 256, 128)
+    with pytest.raises(gpu.GpuError) as err:
+        rc.marlin_gemm(A, B, s, sms=3, backend="gpu")
+    assert err.value.cuda_error == name and name in str(err.value)
+    assert isinstance(err.value, RefsimError) and isinstance(err.value, ToolchainError)
+    expected_step = {"sync": "launch 0 of 1 (refsim_marlin_m2", "launch": "launch 0 of 1", "load": "loading the PTX",
+                     "set_attribute": "raising the dynamic shared memory"}[step]
+    assert expected_step in err.value.step
+    freed = {c[2] for c in _calls(fake, "close")}
+    assert {c[2] for c in _calls(fake, "allocate")} == freed
+
+
+def test_a_kernel_writing_a_read_only_array_is_reported(fake):
+    def plan(x):
+        y = np.zeros((1, 32), np.float16)
+        y.flags.writeable = False
+        ck = _gptq(np.random.default_rng(6))
+        return rc.LaunchPlan(grid=1, block=128, args=(x, ck.qweight, ck.qzeros, ck.scales, ck.g_idx, y, np.int32(1),
+                                                      np.int32(32), np.int32(64), np.int32(1)), out=y)
+    f = rc.user_kernel(build.PTX_DIR / "gptq_awq.sm_80.ptx", kernel="gptq_gemv", launch=plan)
+    with pytest.raises(FormatRuleError, match="read-only"):
+        f(np.ones((1, 64), np.float16), backend="gpu")
+
+
+def test_no_device_is_a_toolchain_error(monkeypatch):
+    fake = FakeCuda()
+
+    def no_device(device_id=None):
+        raise CUDAError("CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected")
+    monkeypatch.setattr(fake.core, "Device", no_device)
+    monkeypatch.setattr(gpu, "_driver", lambda: fake)
+    with pytest.raises(ToolchainError, match="no usable CUDA GPU.*CUDA_ERROR_NO_DEVICE"):
+        rc.gptq_gemv(np.zeros((1, 64), np.float16), _gptq(np.random.default_rng(0)), backend="gpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# device_bases: the aliasing rule as data
+# ---------------------------------------------------------------------------------------------
+def test_views_of_one_array_become_offsets_into_one_buffer():
+    C = np.zeros((130, 256), np.float16)
+    other = np.zeros(8, np.int32)
+    arrays = [((0, 0), C[0:128]), ((0, 1), other), ((1, 0), C[128:130]), ((1, 1), other)]
+    bases, where = gpu.device_bases(arrays)
+    assert len(bases) == 2 and bases[0].host.size == C.nbytes and bases[1].host.size == other.nbytes
+    assert where == [(0, 0), (1, 0), (0, 128 * 256 * 2), (1, 0)]
+    bases[0].host[-2:] = 0xFF                                 # the span is the array's memory, not a copy
+    assert C.view(np.uint16)[129, 255] == 0xFFFF
+
+
+def test_a_span_starts_on_a_256_byte_boundary_of_its_base_and_keeps_distances():
+    buf = np.zeros(4096, np.uint8)
+    bases, where = gpu.device_bases([((0, 0), buf[1000:1010]), ((0, 1), buf[1004:1100])])
+    (base,) = bases
+    assert where == [(0, 1000 - 768), (0, 1004 - 768)] and base.host.size == 1100 - 768
+
+
+def test_overlapping_arrays_without_an_owning_array_are_refused():
+    x = np.zeros(16, np.float32)
+    a = np.lib.stride_tricks.as_strided(x, shape=(4,), strides=(4,))          # owned by no ndarray: a
+    b = np.lib.stride_tricks.as_strided(x[2:], shape=(4,), strides=(4,))      # bytes 8..23 of x, inside a's
+    with pytest.raises(FormatRuleError, match="overlap"):
+        gpu.device_bases([((0, 0), a), ((0, 1), b)])
