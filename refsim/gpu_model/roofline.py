@@ -228,24 +228,6 @@ def _top_two(pipes: dict) -> tuple[float, float, str | None]:
     return first, second, top
 
 
-def _combine1(kernel, gpu_name, m, n, k, bits, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes) -> Breakdown:
-    """:func:`_combine` of one launch without a serial term, for the batched models
-    (``kernels.predict_many``): ``launch`` = T0 (``params.launch_overhead_s * 1``), ``tail`` =
-    ``gpu.dram_latency_s`` and ``a`` = ``1.0 - params.overlap`` computed once by the caller; ``pipes``
-    (a dict the caller built for this call) becomes the Breakdown's ``terms``. The same arithmetic
-    as :func:`_overlap` in the same order, so the same bits (tested against :func:`_combine`)."""
-    first, second, top = _top_two(pipes)
-    latency = launch + tail + first + a * second + 0.0
-    pipes["launch"] = launch
-    pipes["tail"] = tail
-    bd = _new(Breakdown)
-    _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu_name, "m": m, "n": n, "k": k, "bits": bits,
-                          "latency_s": latency, "bottleneck": top if top is not None and first >= launch + tail
-                          else "launch", "terms": pipes, "bytes_dram": bytes_dram, "flops": 2.0 * m * n * k,
-                          "ctas": ctas, "waves": n_waves, "launches": 1, "notes": notes})
-    return bd
-
-
 def _overlap(gpu, pipes: dict, params, launches: int = 1, extra_serial_s: float = 0.0) -> tuple[float, dict, str]:
     """The arithmetic of :func:`combine`: ``(latency_s, terms, bottleneck)`` of one launch group,
     for models that add several launches before building one :class:`Breakdown`."""

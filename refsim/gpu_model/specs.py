@@ -16,7 +16,8 @@ Provenance tags (``GPUSpec.provenance[field] = (tag, source)``):
     fitted           fitted on refsim/data/timings/anyprec_rtx4070_laptop.csv (see calibrate.py)
 
 Derived numbers (peak TFLOPS, effective bandwidth, ridge points) are properties computed from the
-table, never typed. Facts and sources: ``shared/specs/perf_model.md`` section 1.
+table, never typed. A row's provenance cites source tags listed with their addresses in
+:data:`SOURCES`.
 
     GPUSpec ──┬─ counts:  sm_count, max_warps_per_sm, max_ctas_per_sm
               ├─ clocks:  base / boost / sustained (what a long kernel runs at)
@@ -32,6 +33,7 @@ import math
 from dataclasses import dataclass, field, fields
 
 from refsim._validate import require_choice
+from refsim.gpu_model.names import resolve
 from refsim.errors import FormatRuleError
 
 #: explicit SM clocks accepted by :meth:`GPUSpec.clock_hz` (Hz): every GPU here runs between
@@ -44,7 +46,6 @@ __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"
 # for every GPU (no per-GPU fudge factor).
 FITTED_LAUNCH_OVERHEAD_S = 2.312e-6
 
-_SPEC_NOTE = "shared/specs/perf_model.md"
 _CUDA_GUIDE = "CUDA C++ Programming Guide, arithmetic-instruction throughput table (per CC)"
 
 
@@ -182,33 +183,69 @@ _SMEM = {  # (L1+smem per SM usable as smem, per block, max warps, max CTAs)
 }
 
 
-def _gpu(name, arch, cc, tc, sms, base, boost, sustained, bw, frac, lat, l2, l2bpc, prov, ecc=("none", 0.0)):
-    f16, f32, i8, i4 = _TC[tc]
+def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz: float, boost_mhz: float,
+         sustained_mhz: float, dram_gb_s: float, dram_fraction: float, dram_latency_ns: float, l2_mib: float,
+         l2_bytes_per_clk_per_sm: float, sources: dict, ecc: str = "none",
+         dram_fraction_ecc_toggled: float = 0.0) -> GPUSpec:
+    """One row of :data:`GPUS`, every number named: the per-CC tables (:data:`_ALU`, :data:`_SMEM`) and
+    the tensor class (:data:`_TC`) fill the rest; ``sources`` maps a field (or a group of fields) to
+    its ``(tag, source)`` (tags in the module spec block, source tags in :data:`SOURCES`)."""
+    f16, f32, i8, i4 = _TC[tensor_class]
     smem, smem_blk, warps, ctas = _SMEM[cc]
     common = {
-        "tc_*": ("whitepaper", f"{_SPEC_NOTE} table 1.3 ({tc}): vendor dense peaks / (SMs x boost clock)"),
+        "tc_*": ("whitepaper", f"vendor dense peaks / (SMs x boost clock), class {tensor_class} ([nv-whitepapers])"),
         "alu_*": ("whitepaper", _CUDA_GUIDE),
-        "smem/regs/warps/ctas": ("whitepaper", f"CUDA guide per-CC limits; {_SPEC_NOTE} table 1.2"),
+        "smem/regs/warps/ctas": ("whitepaper", "CUDA guide per-CC limits ([cuda-guide])"),
         "l1_smem_bytes_per_clk_per_sm": ("whitepaper", "32 banks x 4 B per clock (CUDA guide, shared memory)"),
         "reg_alloc_unit_per_warp/max_regs_per_thread/smem_alloc_unit_bytes/smem_reserved_per_block_bytes":
             ("whitepaper", "CUDA guide per-CC technical specifications; CUDA Occupancy Calculator allocation units"),
         "launch_overhead_s": ("fitted", "calibrate.py on anyprec_rtx4070_laptop.csv (one value for all GPUs)"),
     }
-    common.update(prov)
+    common.update(sources)
     return GPUSpec(
-        name=name, arch=arch, compute_capability=cc, sm_count=sms, base_clock_hz=base * 1e6,
-        boost_clock_hz=boost * 1e6, sustained_clock_hz=sustained * 1e6, dram_peak_bytes_per_s=bw * 1e9,
-        dram_achievable_fraction=frac, dram_latency_s=lat * 1e-9, l2_bytes=int(l2 * 2**20),
-        l2_bytes_per_clk_per_sm=l2bpc, smem_per_sm_bytes=smem, smem_per_block_bytes=smem_blk,
+        name=name, arch=arch, compute_capability=cc, sm_count=sms, base_clock_hz=base_mhz * 1e6,
+        boost_clock_hz=boost_mhz * 1e6, sustained_clock_hz=sustained_mhz * 1e6, dram_peak_bytes_per_s=dram_gb_s * 1e9,
+        dram_achievable_fraction=dram_fraction, dram_latency_s=dram_latency_ns * 1e-9, l2_bytes=int(l2_mib * 2**20),
+        l2_bytes_per_clk_per_sm=l2_bytes_per_clk_per_sm, smem_per_sm_bytes=smem, smem_per_block_bytes=smem_blk,
         regs_per_sm=65536, max_warps_per_sm=warps, max_ctas_per_sm=ctas,
         tc_fp16_f16acc_flop_per_clk_per_sm=f16, tc_fp16_f32acc_flop_per_clk_per_sm=f32,
         tc_int8_op_per_clk_per_sm=i8, tc_int4_op_per_clk_per_sm=i4, l1_smem_bytes_per_clk_per_sm=128,
         launch_overhead_s=FITTED_LAUNCH_OVERHEAD_S, provenance=common, **_ALU[cc],
         smem_alloc_unit_bytes=256 if cc == "7.5" else 128,
         smem_reserved_per_block_bytes=0 if cc == "7.5" else 1024,
-        ecc=ecc[0], dram_fraction_ecc_toggled=ecc[1],
+        ecc=ecc, dram_fraction_ecc_toggled=dram_fraction_ecc_toggled,
     )
 
+
+#: source tags cited by the rows' provenance, with where each number was read
+SOURCES = {
+    "sysrqmts-A10": "https://sysrqmts.com/ru/gpus/compare/nvidia-a10-pcie-vs-nvidia-quadro-rtx-4000",
+    "sysrqmts-A6000": "https://sysrqmts.com/pl/gpus/compare/nvidia-rtx-a6000-vs-nvidia-tesla-p40",
+    "baseten": "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/",
+    "marlin-plot": "IST-DASLab/marlin_artifact plotting script (flops = 125e12, bandwidth = 600e9, base clock 885/1695)",
+    "thefpsreview": "https://www.thefpsreview.com/gpu-family/nvidia-geforce-rtx-4090-gpu-family-specifications",
+    "pcspecchart": "https://pcspecchart.com/pc_parts/gpu/25",
+    "mzph-orin-brief": "http://mzph.cn/web/30785.shtml (summary of the Jetson AGX Orin technical brief)",
+    "apxinf-74": "https://github.com/infinigence/ApxInf/pull/74 (Orin measured roofline)",
+    "oemdrivers-4070L": "https://oemdrivers.com/graphics-nvidia-rtx-4070-laptop",
+    "chaynikam-4070M": "https://www.chaynikam.info/ukr/GeForce_RTX_4070_Mobile.html",
+    "ninfer-50": "ninfer RTX 3090 benchmark issue #50 (854.2 GB/s uint4 read)",
+    "tomshw-tu104": "https://www.tomshardware.com/reviews/nvidia-turing-gpu-architecture-explored,5801-2.html",
+    "llm-analysis": "cli99/llm-analysis llm_analysis/gpu_configs/*.json",
+    "glennklockwood-h100": "https://glennklockwood.com/garden/processors/h100",
+    "glennklockwood-a100": "https://glennklockwood.com/garden/processors/A100",
+    "hpctech-h100": "https://archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html (H100 SXM5 / PCIe table)",
+    "tpu-h100-pcie": "TechPowerUp GPU database, H100 PCIe (copy: https://cputronic.com/de/gpu/nvidia-h100-pcie)",
+    "tpu-a100-40": "https://www.techpowerup.com/gpu-specs/a100-sxm4-40-gb.c3506",
+    "tpu-l4": "TechPowerUp GPU database, L4 (copy: https://fpsbench.com/compare/gpu/nvidia-l4-vs-nvidia-tesla-m40)",
+    "nv-l4": "NVIDIA L4 datasheet (copy: https://store.sourcecode.com/en-us/bg-bucket-compare/125/9820): 242 TFLOPS FP16 sparse, 485 TOPS INT8 sparse",
+    "tpu-l40s": "TechPowerUp GPU database, L40S (copy: https://computizer.com/products/nvidia-l40s-48gb-gddr6-graphics-card-for-ai-and-graphics-performance)",
+    "nv-l40s": "NVIDIA L40/L40S datasheet table (copy: https://www.mullet.se/product.html?product_id=355414): FP16 tensor 362.05 TFLOPS dense",
+    "gpu-benches": "te42kyfo/gpu-benches result files (gpu-stream, gpu-l2-cache, gpu-latency)",
+    "h100-microbench": "refsim/data/timings/h100_microbenchmarks.json (measured on this H100 SXM, see its README)",
+    "nv-whitepapers": "NVIDIA Turing, GA100, GA102 v2.0, Ada v2.1 and Hopper architecture whitepapers",
+    "cuda-guide": "CUDA C++ Programming Guide, technical specifications per compute capability",
+}
 
 _GDDR_LAT = ("estimate", "GDDR6/6X load-to-use DRAM latency ~500 ns (Ampere/Ada microbenchmark range 450-600 ns)")
 _HBM_LAT = ("estimate", "HBM load-to-use DRAM latency ~450 ns (A100/H100 microbenchmarks, Luo et al. 2402.13499)")
@@ -216,53 +253,73 @@ _HBM_ECC = ("whitepaper", "HBM ECC is side-band (extra ECC bits per burst, no in
 _L2_GA10X = ("estimate", "no public L2 microbenchmark for GA10x/AD10x; 32 B/clk/SM (L40: 5.25 TB/s measured, gpu-benches, ~15 B/clk/SM at 142 SMs is a lower bound)")
 
 GPUS: dict[str, GPUSpec] = {g.name: g for g in [
-    _gpu("a10", "GA102", "8.6", "ga10x-pro", 72, 885, 1695, 1695, 600, 0.85, 500, 6, 32, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [sysrqmts-A10], [baseten], [marlin-plot]"),
-        "dram_achievable_fraction": ("microbenchmark", "ECC on (the A10's default): 0.85 = the ECC-off 0.977 x (1 - 0.13), the 10-15 % ECC cost the Marlin README measured on A10"),
-        "dram_fraction_ecc_toggled": ("microbenchmark", "ECC off: A40 (same GA102 die, GDDR6, 384-bit) reads 97.7 % of peak (gpu-benches gpu-stream)"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}, ecc=("on", 0.977)),
-    _gpu("rtx4090", "AD102", "8.9", "ada-geforce", 128, 2235, 2520, 2520, 1008, 0.91, 500, 72, 32, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [thefpsreview], [pcspecchart]"),
-        "dram_achievable_fraction": ("microbenchmark", "clpeak #106: 910-921 GB/s of 1008 (ECC off, the GeForce default)"),
-        "dram_fraction_ecc_toggled": ("estimate", "ECC on (nvidia-smi -e 1): 0.91 x (1 - 0.13), the GDDR inline-ECC cost measured on A10 (Marlin README); not measured on a 4090"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}, ecc=("off", 0.79)),
-    _gpu("orin-agx-64gb", "GA10B", "8.7", "ga100", 16, 1301, 1301, 1301, 204.8, 0.746, 650, 4, 32, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [mzph-orin-brief], MAXN mode 1301 MHz"),
-        "dram_achievable_fraction": ("microbenchmark", "ApxInf #74: 152.8 GB/s 2 GB read of 204.8"),
-        "dram_latency_s": ("estimate", "LPDDR5 behind the SoC fabric, ~650 ns"),
-        "l2_bytes_per_clk_per_sm": ("estimate", "GA100-style SM; 32 B/clk/SM")}),
-    _gpu("rtx4070-laptop", "AD106", "8.9", "ada-geforce", 36, 1395, 2175, 2175, 256, 0.967, 500, 32, 32, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [oemdrivers-4070L], [chaynikam-4070M]; base clock OEM/TGP-dependent, 1395 MHz assumed"),
-        "dram_achievable_fraction": ("fitted", "calibrate.py: cuBLAS FP16 GEMV rows of anyprec_rtx4070_laptop.csv (247.5 GB/s)"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
-    _gpu("rtx3090", "GA102", "8.6", "ga10x-geforce", 82, 1395, 1695, 1695, 936.2, 0.913, 500, 6, 32, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [ninfer-50], GA102 WP"),
-        "dram_achievable_fraction": ("microbenchmark", "ninfer-3090 #50: 854.2 GB/s uint4 read"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
-    _gpu("rtx2080", "TU104", "7.5", "turing-geforce", 46, 1515, 1710, 1710, 448, 0.90, 500, 4, 32, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [tomshw-tu104], Turing WP (reference card)"),
-        "dram_achievable_fraction": ("estimate", "GDDR6 streaming read ~90 % (same class as 3090/4090 measurements)"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
-    _gpu("rtx-a6000", "GA102", "8.6", "ga10x-pro", 84, 1410, 1800, 1800, 768, 0.90, 500, 6, 32, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [sysrqmts-A6000]"),
-        "dram_achievable_fraction": ("estimate", "GDDR6 ~90 %, ECC off by default"),
-        "dram_fraction_ecc_toggled": ("estimate", "ECC on: 0.90 x (1 - 0.13), the GDDR6 inline-ECC cost measured on A10 (Marlin README)"),
-        "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}, ecc=("off", 0.78)),
-    _gpu("a100-80gb", "GA100", "8.0", "ga100", 108, 1275, 1410, 1410, 2039, 0.871, 450, 40, 34.8, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [llm-analysis], [gpu-benches]"),
-        "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-stream a100_80: 1776 GB/s read"),
-        "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
-        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches gpu-l2-cache A100: ~5.3 TB/s / (108 x 1.41 GHz)")}, ecc=("on", 0.871)),
-    _gpu("h100-sxm", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 3350, 0.90, 450, 50, 39.0, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100]; tensor peaks at 1830 MHz"),
-        "dram_achievable_fraction": ("estimate", "H100 PCIe reads 95 %, H200 81 %; SXM not measured: 0.90"),
-        "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
-        "l2_bytes_per_clk_per_sm": ("microbenchmark", "same GH100 die and SM count (132) as h200: gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz) = 39 B/clk/SM (H100 PCIe's 7.0 TB/s / (114 x 1.755 GHz) = 35 is a cut-down part)")}, ecc=("on", 0.90)),
-    _gpu("h200", "GH100", "9.0", "hopper", 132, 1590, 1980, 1830, 4800, 0.81, 450, 50, 39.0, {
-        "sm_count/clocks/dram/l2": ("datasheet", f"{_SPEC_NOTE} 1.1 [glennklockwood-h100] (H100 + HBM3e)"),
-        "dram_achievable_fraction": ("microbenchmark", "gpu-benches gpu-l2-cache h200: ~3888 GB/s plateau of 4800"),
-        "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
-        "l2_bytes_per_clk_per_sm": ("microbenchmark", "gpu-benches H200 ~10.2 TB/s / (132 x 1.98 GHz)")}, ecc=("on", 0.81)),
+    _gpu(name="a10", arch="GA102", cc="8.6", tensor_class="ga10x-pro", sms=72, base_mhz=885, boost_mhz=1695,
+         sustained_mhz=1695, dram_gb_s=600, dram_fraction=0.85, dram_latency_ns=500, l2_mib=6,
+         l2_bytes_per_clk_per_sm=32, ecc="on", dram_fraction_ecc_toggled=0.977, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[sysrqmts-A10], [baseten], [marlin-plot]"),
+             "dram_achievable_fraction": ("microbenchmark", "ECC on (the A10's default): 0.85 = the ECC-off 0.977 x (1 - 0.13), the 10-15 % ECC cost the Marlin README measured on A10"),
+             "dram_fraction_ecc_toggled": ("microbenchmark", "ECC off: A40 (same GA102 die, GDDR6, 384-bit) reads 97.7 % of peak ([gpu-benches] gpu-stream)"),
+             "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu(name="rtx4090", arch="AD102", cc="8.9", tensor_class="ada-geforce", sms=128, base_mhz=2235, boost_mhz=2520,
+         sustained_mhz=2520, dram_gb_s=1008, dram_fraction=0.91, dram_latency_ns=500, l2_mib=72,
+         l2_bytes_per_clk_per_sm=32, ecc="off", dram_fraction_ecc_toggled=0.79, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[thefpsreview], [pcspecchart]"),
+             "dram_achievable_fraction": ("microbenchmark", "clpeak #106: 910-921 GB/s of 1008 (ECC off, the GeForce default)"),
+             "dram_fraction_ecc_toggled": ("estimate", "ECC on (nvidia-smi -e 1): 0.91 x (1 - 0.13), the GDDR inline-ECC cost measured on A10 (Marlin README); not measured on a 4090"),
+             "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu(name="orin-agx-64gb", arch="GA10B", cc="8.7", tensor_class="ga100", sms=16, base_mhz=1301, boost_mhz=1301,
+         sustained_mhz=1301, dram_gb_s=204.8, dram_fraction=0.746, dram_latency_ns=650, l2_mib=4,
+         l2_bytes_per_clk_per_sm=32, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[mzph-orin-brief], MAXN mode 1301 MHz"),
+             "dram_achievable_fraction": ("microbenchmark", "[apxinf-74]: 152.8 GB/s 2 GB read of 204.8"),
+             "dram_latency_s": ("estimate", "LPDDR5 behind the SoC fabric, ~650 ns"),
+             "l2_bytes_per_clk_per_sm": ("estimate", "GA100-style SM; 32 B/clk/SM")}),
+    _gpu(name="rtx4070-laptop", arch="AD106", cc="8.9", tensor_class="ada-geforce", sms=36, base_mhz=1395,
+         boost_mhz=2175, sustained_mhz=2175, dram_gb_s=256, dram_fraction=0.967, dram_latency_ns=500, l2_mib=32,
+         l2_bytes_per_clk_per_sm=32, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[oemdrivers-4070L], [chaynikam-4070M]; base clock OEM/TGP-dependent, 1395 MHz assumed"),
+             "dram_achievable_fraction": ("fitted", "calibrate.py: cuBLAS FP16 GEMV rows of anyprec_rtx4070_laptop.csv (247.5 GB/s)"),
+             "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu(name="rtx3090", arch="GA102", cc="8.6", tensor_class="ga10x-geforce", sms=82, base_mhz=1395, boost_mhz=1695,
+         sustained_mhz=1695, dram_gb_s=936.2, dram_fraction=0.913, dram_latency_ns=500, l2_mib=6,
+         l2_bytes_per_clk_per_sm=32, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[ninfer-50], GA102 whitepaper ([nv-whitepapers])"),
+             "dram_achievable_fraction": ("microbenchmark", "[ninfer-50]: 854.2 GB/s uint4 read"),
+             "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu(name="rtx2080", arch="TU104", cc="7.5", tensor_class="turing-geforce", sms=46, base_mhz=1515, boost_mhz=1710,
+         sustained_mhz=1710, dram_gb_s=448, dram_fraction=0.90, dram_latency_ns=500, l2_mib=4,
+         l2_bytes_per_clk_per_sm=32, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[tomshw-tu104], Turing whitepaper (reference card)"),
+             "dram_achievable_fraction": ("estimate", "GDDR6 streaming read ~90 % (same class as 3090/4090 measurements)"),
+             "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu(name="rtx-a6000", arch="GA102", cc="8.6", tensor_class="ga10x-pro", sms=84, base_mhz=1410, boost_mhz=1800,
+         sustained_mhz=1800, dram_gb_s=768, dram_fraction=0.90, dram_latency_ns=500, l2_mib=6,
+         l2_bytes_per_clk_per_sm=32, ecc="off", dram_fraction_ecc_toggled=0.78, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[sysrqmts-A6000]"),
+             "dram_achievable_fraction": ("estimate", "GDDR6 ~90 %, ECC off by default"),
+             "dram_fraction_ecc_toggled": ("estimate", "ECC on: 0.90 x (1 - 0.13), the GDDR6 inline-ECC cost measured on A10 (Marlin README)"),
+             "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
+    _gpu(name="a100-80gb", arch="GA100", cc="8.0", tensor_class="ga100", sms=108, base_mhz=1275, boost_mhz=1410,
+         sustained_mhz=1410, dram_gb_s=2039, dram_fraction=0.871, dram_latency_ns=450, l2_mib=40,
+         l2_bytes_per_clk_per_sm=34.8, ecc="on", dram_fraction_ecc_toggled=0.871, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[llm-analysis], [gpu-benches], [glennklockwood-a100]"),
+             "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] gpu-stream a100_80: 1776 GB/s read"),
+             "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] gpu-l2-cache A100: ~5.3 TB/s / (108 x 1.41 GHz)")}),
+    _gpu(name="h100-sxm", arch="GH100", cc="9.0", tensor_class="hopper", sms=132, base_mhz=1590, boost_mhz=1980,
+         sustained_mhz=1830, dram_gb_s=3350, dram_fraction=0.90, dram_latency_ns=450, l2_mib=50,
+         l2_bytes_per_clk_per_sm=39.0, ecc="on", dram_fraction_ecc_toggled=0.90, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[glennklockwood-h100], [hpctech-h100]; tensor peaks at 1830 MHz"),
+             "dram_achievable_fraction": ("estimate", "H100 PCIe reads 95 %, H200 81 %; SXM not measured: 0.90"),
+             "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "same GH100 die and SM count (132) as h200: [gpu-benches] H200 ~10.2 TB/s / (132 x 1.98 GHz) = 39 B/clk/SM (H100 PCIe's 7.0 TB/s / (114 x 1.755 GHz) = 35 is a cut-down part)")}),
+    _gpu(name="h200", arch="GH100", cc="9.0", tensor_class="hopper", sms=132, base_mhz=1590, boost_mhz=1980,
+         sustained_mhz=1830, dram_gb_s=4800, dram_fraction=0.81, dram_latency_ns=450, l2_mib=50,
+         l2_bytes_per_clk_per_sm=39.0, ecc="on", dram_fraction_ecc_toggled=0.81, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[glennklockwood-h100] (H100 + HBM3e)"),
+             "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] gpu-l2-cache h200: ~3888 GB/s plateau of 4800"),
+             "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] H200 ~10.2 TB/s / (132 x 1.98 GHz)")}),
 ]}
 
 
@@ -271,20 +328,10 @@ def gpu_names() -> list[str]:
     return sorted(GPUS)
 
 
-# Short names people type; matched case-insensitively like the full names.
-ALIASES = {"a100": "a100-80gb", "h100": "h100-sxm", "orin": "orin-agx-64gb", "4090": "rtx4090",
-           "a6000": "rtx-a6000", "3090": "rtx3090", "2080": "rtx2080"}
-
-
 def get_gpu(name: str | GPUSpec) -> GPUSpec:
-    """The :class:`GPUSpec` for ``name`` (case-insensitive; :data:`ALIASES` accepted); an unknown
-    name raises FormatRuleError listing valid ones."""
+    """The :class:`GPUSpec` for ``name`` (case-insensitive; the aliases of
+    :data:`refsim.gpu_model.names.GPU_ALIASES` accepted); an unknown name raises FormatRuleError
+    listing the names and aliases."""
     if isinstance(name, GPUSpec):
         return name
-    if isinstance(name, str):
-        key = name.strip().lower()
-        key = ALIASES.get(key, key)
-        if key in GPUS:
-            return GPUS[key]
-    require_choice("gpu", name, gpu_names())
-    return GPUS[name]
+    return GPUS[resolve("gpu", name, GPUS)]

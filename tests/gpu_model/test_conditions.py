@@ -9,7 +9,7 @@ import pytest
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.gpu_model import conditions
 from refsim.gpu_model.kernels import INT32_MAX, clear_caches, kernel_names, predict
-from refsim.gpu_model.kernels import _fresh
+from refsim.gpu_model.kernels import predict_reference
 from refsim.gpu_model.specs import GPUS, get_gpu
 
 
@@ -109,7 +109,7 @@ def test_cached_results_are_copies_equal_to_a_fresh_computation():
     a = predict("a10", "marlin", 16, 4096, 4096)
     a.terms["dram"] = -1.0                                       # a caller scribbling on its result
     b = predict("a10", "marlin", 16, 4096, 4096)
-    fresh = _fresh("a10", "marlin", 16, 4096, 4096, None, None, "sustained", None, None, "cold")
+    fresh = predict_reference("a10", "marlin", 16, 4096, 4096)
     assert b is not a and b.terms["dram"] > 0
     assert b == fresh
 

@@ -3,7 +3,7 @@
 import pytest
 
 from refsim.gpu_model import cycle
-from refsim.gpu_model.kernels import anyprec, marlin, predict
+from refsim.gpu_model.kernels import anyprec, marlin, predict, resources
 from refsim.gpu_model.loop import Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.specs import get_gpu
 
@@ -106,7 +106,7 @@ def test_atom_registers_bind_one_cta_per_sm_even_on_a100():
     # = one 256-thread CTA. A100's 164 KiB of shared memory would hold two 69 KiB CTAs.
     from refsim.gpu_model.kernels import atom_w4a4
     from refsim.gpu_model.occupancy import occupancy
-    occ = occupancy(get_gpu("a100-80gb"), 256, atom_w4a4.REGISTERS["sm_80"], atom_w4a4.DYNAMIC_SMEM)
+    occ = occupancy(get_gpu("a100-80gb"), 256, resources.atom("8.0"), atom_w4a4.DYNAMIC_SMEM)
     assert (occ.ctas_per_sm, occ.limiter, occ.limits["smem"]) == (1, "regs", 2)
     assert "1 CTA/SM" in predict("a100-80gb", "atom-w4a4", 512, 4096, 4096).notes
 
