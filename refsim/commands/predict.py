@@ -55,14 +55,14 @@ def _run(args) -> int:
     else:
         layers = args.model
     res = predict_layers(args.gpu, args.kernel, args.m, layers, args.bits, args.group_size,
-                         clock=args.clock, ecc=args.ecc, cache=args.cache)
+                         clock=args.clock, ecc=args.ecc, cache=args.cache, timing=args.timing)
     worst = res.slowest.breakdown
     from refsim.gpu_model.specs import get_gpu
     ecc = args.ecc or get_gpu(res.gpu).ecc
     out = {
         "gpu": res.gpu, "kernel": res.kernel, "m": args.m, "n": args.n, "k": args.k,
         "bits": worst.bits, "group_size": args.group_size, "model": args.model, "clock": args.clock,
-        "ecc": ecc, "cache": args.cache,
+        "ecc": ecc, "cache": args.cache, "timing": args.timing,
         "latency_us": res.latency_s * 1e6, "bottleneck": res.bottleneck,
         "cublas_fp16_latency_us": res.cublas_fp16_s * 1e6, "speedup_vs_cublas_fp16": res.speedup_vs_cublas_fp16,
         "roofline_us": res.roofline_s * 1e6, "fraction_of_roofline": res.fraction_of_roofline,
@@ -81,7 +81,7 @@ def _run(args) -> int:
     what = f"{args.model} linear layers" if args.model else f"M={args.m} N={args.n} K={args.k}"
     clock = args.clock if isinstance(args.clock, str) else f"{args.clock / 1e6:g} MHz"
     total, roof = res.latency_s, res.roofline_s
-    lines = [f"{res.kernel} on {res.gpu} ({clock} clock, ECC {ecc}, {args.cache} L2), {what}, "
+    lines = [f"{res.kernel} on {res.gpu} ({clock} clock, ECC {ecc}, {args.cache} L2, {args.timing} timing), {what}, "
              f"bits={out['bits']}",
              f"  latency      {format_time(total)}",
              f"  cublas-fp16  {format_time(res.cublas_fp16_s)}  -> speedup {res.speedup_vs_cublas_fp16:.2f}x",

@@ -34,8 +34,8 @@ MAX_BATCH_VALUES = 1 << 20
 
 
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
-def _cached(gpu, kernel, m, n, k, bits, group_size, clock, ecc, cache) -> Breakdown:
-    return reference(gpu, kernel, m, n, k, bits, group_size, clock=clock, ecc=ecc, cache=cache)
+def _cached(gpu, kernel, m, n, k, bits, group_size, clock, ecc, cache, timing) -> Breakdown:
+    return reference(gpu, kernel, m, n, k, bits, group_size, clock=clock, ecc=ecc, cache=cache, timing=timing)
 
 
 def _copy(bd: Breakdown) -> Breakdown:
@@ -47,7 +47,8 @@ def _copy(bd: Breakdown) -> Breakdown:
 
 
 def predict(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None, group_size: int | None = None, *,
-            clock="sustained", params=None, ecc: str | None = None, cache: str = "cold") -> Breakdown:
+            clock="sustained", params=None, ecc: str | None = None, cache: str = "cold",
+            timing: str = "kernel") -> Breakdown:
     """Latency breakdown of ``kernel`` computing C(M,N) = A(M,K) @ W(K,N) on ``gpu``.
 
     m = batch/tokens, n = output features, k = input features (reduction): ints in [1, 2^31 - 1]
@@ -55,14 +56,16 @@ def predict(gpu, kernel: str, m: int, n: int, k: int, bits: int | None = None, g
     index limits. ``bits`` / ``group_size`` default to the kernel's usual configuration; unsupported
     values raise the kernel's rule. Measurement conditions (:mod:`refsim.gpu_model.conditions`):
     ``clock`` base/boost/sustained or Hz, ``ecc`` 'on'/'off' (None: the card's default), ``cache``
-    'cold' (default) or 'warm'. O(1) in M, N, K. Returns :class:`~refsim.gpu_model.roofline.Breakdown`
+    'cold' (default) / 'dirty' / 'warm', ``timing`` 'kernel' (default) / 'events'. O(1) in M, N, K. Returns :class:`~refsim.gpu_model.roofline.Breakdown`
     (seconds, Python floats), equal to :func:`refsim.gpu_model.problem.reference`.
     """
     if (params is None and type(m) is int and type(n) is int and type(k) is int and type(bits) in _PLAIN
             and type(group_size) in _PLAIN and type(gpu) is str and type(kernel) is str
-            and type(clock) in (str, int, float) and type(ecc) in _PLAIN and type(cache) is str):
-        return _copy(_cached(gpu, kernel, m, n, k, bits, group_size, clock, ecc, cache))
-    return reference(gpu, kernel, m, n, k, bits, group_size, clock=clock, params=params, ecc=ecc, cache=cache)
+            and type(clock) in (str, int, float) and type(ecc) in _PLAIN and type(cache) is str
+            and type(timing) is str):
+        return _copy(_cached(gpu, kernel, m, n, k, bits, group_size, clock, ecc, cache, timing))
+    return reference(gpu, kernel, m, n, k, bits, group_size, clock=clock, params=params, ecc=ecc, cache=cache,
+                     timing=timing)
 
 
 def _batch_sizes(ms) -> list:
@@ -85,14 +88,14 @@ def _batch_sizes(ms) -> list:
 
 def predict_many(gpu, kernel: str, ms, n: int, k: int, bits: int | None = None, group_size: int | None = None, *,
                  clock="sustained", params=None, ecc: str | None = None, cache: str = "cold",
-                 errors: str = "raise") -> list:
+                 timing: str = "kernel", errors: str = "raise") -> list:
     """:func:`predict` for every batch size in ``ms`` at one (gpu, kernel, N, K, options):
     ``[predict(gpu, kernel, m, n, k, bits, group_size, clock=..., ...) for m in ms]``, with every
     argument but M validated once.
 
     ms: list, tuple, range or 1-D integer array of batch sizes (length L >= 1, any order, duplicates
     allowed); every entry follows :func:`predict`'s rule for ``m``. GPU, kernel, N, K, ``clock``,
-    ``params``, ``ecc`` and ``cache`` are checked once, first (a refusal raises). Returns a list of L
+    ``params``, ``ecc``, ``cache`` and ``timing`` are checked once, first (a refusal raises). Returns a list of L
     :class:`Breakdown` (element i equals ``predict(..., ms[i], ...)`` bit for bit, with its own
     ``terms`` dict); results are not taken from or put into :func:`predict`'s result cache.
 
@@ -105,7 +108,7 @@ def predict_many(gpu, kernel: str, ms, n: int, k: int, bits: int | None = None, 
     if type(errors) is not str or errors not in ("raise", "return"):
         require_choice("errors", errors, ("raise", "return"))
     ms = _batch_sizes(ms)
-    pb = problem(gpu, kernel, n, k, clock=clock, params=params, ecc=ecc, cache=cache)
+    pb = problem(gpu, kernel, n, k, clock=clock, params=params, ecc=ecc, cache=cache, timing=timing)
     try:      # the kernel's rules on bits and group size are rules of every entry
         pb = pb._replace(bits=_bits(pb.kernel, bits), group_size=_group(pb.kernel, group_size))
     except RefsimError as err:
@@ -133,5 +136,6 @@ def clear_caches() -> None:
     from refsim.gpu_model.kernels import _common, anyprec, atom_w4a4, marlin
     for fn in (_cached, marlin.partition, marlin.tile_shape, marlin._kind_constants, _common.gemm_config,
                anyprec.fused_shape, anyprec._fused_notes, anyprec.dequant, atom_w4a4.ctas_per_sm,
-               atom_w4a4.per_cta, conditions.warm_l2, conditions._toggled, occupancy.resident):
+               atom_w4a4.per_cta, conditions.warm_l2, conditions.dirty_l2, conditions._toggled,
+               occupancy.resident):
         fn.cache_clear()

@@ -84,14 +84,15 @@ def _layer_list(layers) -> list:
 
 
 def predict_layers(gpu, kernel: str, m: int, layers, bits: int | None = None, group_size: int | None = None, *,
-                   clock="sustained", ecc: str | None = None, cache: str = "cold") -> LayerSum:
+                   clock="sustained", ecc: str | None = None, cache: str = "cold",
+                   timing: str = "kernel") -> LayerSum:
     """``kernel`` at batch ``m`` over ``layers`` (a built-in model name, e.g. "llama-2-7b", or a
     list of ``(name, n, k, count)``) on ``gpu``, with the cuBLAS FP16 baseline and the plain roofline
     under the same conditions (module docstring). Arguments as
     :func:`refsim.gpu_model.evaluate.predict`; a refused layer raises its rule."""
     g = get_gpu(gpu)
     items = _layer_list(layers)
-    cond = {"clock": clock, "ecc": ecc, "cache": cache}
+    cond = {"clock": clock, "ecc": ecc, "cache": cache, "timing": timing}
     total = base = roof = 0.0
     terms: dict = {}
     results = []

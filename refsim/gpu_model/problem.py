@@ -7,8 +7,11 @@ these measurement conditions". Its definition is three steps, written out in :fu
                          SM clock in Hz, the kernel's module, bits and group size resolved)
     kernel.model(...)    the kernel's plain model on Machine(gpu, f_sm, params)
                          (refsim/gpu_model/kernels/<name>.py, one function per kernel)
-    warm L2              cache = "warm": when the working set fits L2, the model again on the
-                         L2-resident machine (conditions.warm_l2), with a note either way
+    conditions           cache = "dirty": the machine's L2 holds dirty lines (conditions.dirty_l2);
+                         timing = "events": the fixed cost per launch from CUDA-event timing
+                         (conditions.with_timing); cache = "warm": the model again on the
+                         machine whose L2 holds the working set's resident share
+                         (conditions.l2_hit_fraction, warm_l2), with a note either way
 
 Every kernel module provides::
 
@@ -19,6 +22,7 @@ Every kernel module provides::
     check(gpu, m, n, k, bits, group_size)     the kernel's own shape / GPU rules (RefsimError)
     model(machine, m, n, k, bits, group_size) -> Breakdown   the plain model (arguments valid)
     INT32_INDEXES (optional)        the kernel's own int32 index expressions (label, fn(m, n, k), source)
+    WEIGHTS_KEPT_IN_L2 (optional)   False when its weight loads evict first (a warm L2 keeps none)
 
 :mod:`refsim.gpu_model.evaluate` is the fast path (result cache, batches over M); it gives the
 same Breakdown as :func:`reference`, bit for bit (tests/gpu_model/test_evaluate.py).
@@ -34,7 +38,8 @@ import numpy as np
 
 from refsim._validate import require_choice, require_instance
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.gpu_model.conditions import CACHE_STATES, fits_in_l2, warm_l2, with_ecc
+from refsim.gpu_model.conditions import (CACHE_STATES, TIMINGS, dirty_l2, l2_hit_fraction, warm_l2, with_ecc,
+                                        with_timing)
 from refsim.gpu_model.names import resolve
 from refsim.gpu_model.roofline import FITTED, Breakdown, ModelParams
 from refsim.gpu_model.specs import GPUSpec, get_gpu
@@ -90,6 +95,7 @@ class Problem(NamedTuple):
     f_sm: float
     params: ModelParams
     cache: str
+    timing: str
 
 
 def check_size(name: str, value) -> int:
@@ -143,22 +149,25 @@ def _params(params) -> ModelParams:
 
 
 def problem(gpu, kernel, n, k, bits=None, group_size=None, *, clock="sustained", params=None, ecc=None,
-            cache="cold") -> Problem:
+            cache="cold", timing="kernel") -> Problem:
     """Validate every argument of a prediction except M, once: ``gpu`` (name, alias or GPUSpec),
     ``kernel`` (name or alias), N and K (ints in [1, 2^31 - 1]), ``bits`` / ``group_size`` (the
     kernel's defaults for None), ``clock`` (base / boost / sustained or Hz), ``params``
-    (ModelParams or None), ``ecc`` ('on' / 'off' / None), ``cache`` ('cold' / 'warm'). Each rule
-    broken is a RefsimError naming it and the value received."""
+    (ModelParams or None), ``ecc`` ('on' / 'off' / None), ``cache`` ('cold' / 'dirty' / 'warm'),
+    ``timing`` ('kernel' / 'events'). Each rule broken is a RefsimError naming it and the value
+    received."""
     mod = kernel_module(kernel)
     n, k = check_size("n", n), check_size("k", k)
     if type(cache) is not str or cache not in CACHE_STATES:
         require_choice("cache", cache, CACHE_STATES)
+    if type(timing) is not str or timing not in TIMINGS:
+        require_choice("timing", timing, TIMINGS)
     g = get_gpu(gpu)
     if ecc is not None:
         g = with_ecc(g, ecc)
     f_sm = g.clock_hz(clock)
     p = _params(params)
-    return Problem(g, mod, n, k, _bits(mod, bits), _group(mod, group_size), f_sm, p, cache)
+    return Problem(g, mod, n, k, _bits(mod, bits), _group(mod, group_size), f_sm, p, cache, timing)
 
 
 def check_m(pb: Problem, m) -> int:
@@ -176,26 +185,39 @@ def check_m(pb: Problem, m) -> int:
 
 
 def reference(gpu, kernel, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None, ecc=None,
-              cache="cold") -> Breakdown:
-    """The definition of a prediction (module docstring): validate, the kernel's plain model, the
-    warm-L2 step. :func:`refsim.gpu_model.evaluate.predict` returns the same Breakdown, faster."""
-    pb = problem(gpu, kernel, n, k, bits, group_size, clock=clock, params=params, ecc=ecc, cache=cache)
+              cache="cold", timing="kernel") -> Breakdown:
+    """The definition of a prediction (module docstring): validate, the kernel's plain model under
+    the conditions. :func:`refsim.gpu_model.evaluate.predict` returns the same Breakdown, faster."""
+    pb = problem(gpu, kernel, n, k, bits, group_size, clock=clock, params=params, ecc=ecc, cache=cache,
+                 timing=timing)
     return solve(pb, check_m(pb, m))
 
 
 def solve(pb: Problem, m: int) -> Breakdown:
     """The prediction of a validated problem at a checked M (:func:`check_m`)."""
-    mod, g = pb.kernel, pb.gpu
-    bd = mod.model(Machine(g, pb.f_sm, pb.params), m, pb.n, pb.k, pb.bits, pb.group_size)
+    mod, g, f = pb.kernel, pb.gpu, pb.f_sm
+    p = with_timing(pb.params, g, pb.timing)
+    if pb.cache == "dirty":
+        return mod.model(Machine(dirty_l2(g), f, p), m, pb.n, pb.k, pb.bits, pb.group_size)
+    bd = mod.model(Machine(g, f, p), m, pb.n, pb.k, pb.bits, pb.group_size)
     if pb.cache != "warm":
         return bd
     mib = bd.bytes_dram / 2**20
-    if not fits_in_l2(g, bd.bytes_dram):
-        return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {mib:.1f} MiB working set "
-                                                  f"does not fit the {g.l2_bytes / 2**20:.0f} MiB L2"))
-    warm = mod.model(Machine(warm_l2(g, pb.f_sm), pb.f_sm, pb.params), m, pb.n, pb.k, pb.bits, pb.group_size)
-    return replace(warm, gpu=g.name, notes=_join(warm.notes, f"warm L2: the {mib:.1f} MiB working set is "
-                                                             f"L2-resident and streamed at L2 bandwidth"))
+    keep = (g.l2_resident_bytes or g.l2_bytes) / 2**20
+    if not getattr(mod, "WEIGHTS_KEPT_IN_L2", True):
+        return replace(bd, notes=_join(bd.notes, "warm L2 changes little: the kernel fetches its weights with "
+                                                  "an L2 evict_first policy, so they stream from DRAM every launch"))
+    hit = l2_hit_fraction(g, bd.bytes_dram)
+    if hit < 0.01:                  # under 1 % of the stream survives: nothing to model
+        return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {mib:.1f} MiB working set is "
+                                                  f"far beyond the {keep:.0f} MiB the L2 keeps for one stream"))
+    warm = mod.model(Machine(warm_l2(g, f, hit), f, p), m, pb.n, pb.k, pb.bits, pb.group_size)
+    if hit == 1.0:
+        note = f"warm L2: the {mib:.1f} MiB working set is L2-resident and streamed at L2 bandwidth"
+    else:
+        note = (f"warm L2: {hit:.0%} of the {mib:.1f} MiB working set stays in the {keep:.0f} MiB the L2 keeps "
+                f"for one stream (random replacement)")
+    return replace(warm, gpu=g.name, notes=_join(warm.notes, note))
 
 
 def _join(a: str, b: str) -> str:

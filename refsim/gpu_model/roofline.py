@@ -33,8 +33,8 @@ from refsim._validate import require_instance, require_int
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.specs import FITTED_LAUNCH_OVERHEAD_S, GPUSpec
 
-__all__ = ["ModelParams", "FITTED", "Breakdown", "combine", "dram_time", "waves",
-           "dram_roofline_s", "PIPE_TERMS"]
+__all__ = ["ModelParams", "FITTED", "Breakdown", "combine", "dram_time", "stream_bandwidth", "writeback_bytes",
+           "waves", "dram_roofline_s", "PIPE_TERMS"]
 
 PIPE_TERMS = ("dram", "l2", "tensor", "alu", "smem", "latency")
 
@@ -52,7 +52,7 @@ class ModelParams:
     """
 
     launch_overhead_s: float = FITTED_LAUNCH_OVERHEAD_S
-    overlap: float = 0.8834
+    overlap: float = 0.9243
 
 
 FITTED = ModelParams()
@@ -124,8 +124,9 @@ def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
     """Seconds to stream ``bytes_dram`` with the launch's memory-level parallelism.
 
     Bytes are spread evenly over CTAs; full waves run with ``SMs × ctas_per_sm`` CTAs resident, the
-    partial last wave with the remainder. Each wave's bandwidth is Little's law capped by the
-    achievable streaming bandwidth: ``min(BW_eff, resident_CTAs · bytes_in_flight / latency)``.
+    partial last wave with the remainder. Each wave's bandwidth is :func:`stream_bandwidth` of its
+    resident CTAs' bytes in flight (Little's law, smoothed). On a dirty L2 (``gpu.l2_dirty_bytes``)
+    the stream also carries :func:`writeback_bytes`.
     """
     require_instance("gpu", gpu, GPUSpec)
     _amounts(bytes_dram=bytes_dram, bytes_in_flight_per_cta=bytes_in_flight_per_cta)
@@ -135,9 +136,34 @@ def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
     return _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta)
 
 
+def stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
+    """Bytes/s a DRAM stream reaches with ``bytes_in_flight`` bytes outstanding device-wide (> 0):
+    Little's law against the unloaded latency L0 (``gpu.dram_latency_s``), capped by the achievable
+    bandwidth BW (``gpu.dram_eff_bytes_per_s``), the corner smoothed with the GPU's sharpness p::
+
+        X  = bytes_in_flight / (L0 · BW)
+        bw = BW · X / (1 + X^p)^(1/p)        (-> bytes_in_flight / L0 for X << 1, -> BW for X >> 1)
+
+    The smooth corner is queueing: near the knee the latency grows with load. p = 2.3 reproduces the
+    H100 SXM read sweep from 128 to 2048 threads per SM within 1 % (refsim.gpu_model.microbench)."""
+    bw_eff = gpu.dram_peak_bytes_per_s * gpu.dram_achievable_fraction
+    x = bytes_in_flight / (gpu.dram_latency_s * bw_eff)
+    p = gpu.dram_curve_sharpness
+    return bw_eff * x / (1.0 + x ** p) ** (1.0 / p)
+
+
+def writeback_bytes(gpu: GPUSpec, bytes_dram: float) -> float:
+    """DRAM bytes written back while a kernel streams ``bytes_dram`` into an L2 that holds
+    ``gpu.l2_dirty_bytes`` of another buffer's dirty lines (0 on a clean L2): each line brought in
+    evicts one, a dirty share of them is written first."""
+    if not gpu.l2_dirty_bytes:
+        return 0.0
+    return min(bytes_dram, gpu.l2_bytes) * (gpu.l2_dirty_bytes / gpu.l2_bytes)
+
+
 def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> float:
     """:func:`dram_time` without the argument checks: the kernel models call it with values they
-    built themselves, thousands of times per second."""
+    built themselves."""
     if bytes_dram <= 0:
         return 0.0
     if type(ctas) is not int or ctas < 1:
@@ -147,20 +173,12 @@ def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> f
     slots = gpu.sm_count * ctas_per_sm
     full = ctas // slots
     rem = ctas - full * slots                      # divmod(ctas, slots) of two positive ints
-    per_cta = bytes_dram / ctas
-    bw_eff = gpu.dram_peak_bytes_per_s * gpu.dram_achievable_fraction    # gpu.dram_eff_bytes_per_s
-    lat = gpu.dram_latency_s
+    per_cta = (bytes_dram + writeback_bytes(gpu, bytes_dram)) / ctas
     t = 0.0
-    if full:
-        bw = slots * bytes_in_flight_per_cta / lat
-        if not bw < bw_eff:                        # min(bw_eff, bw): the first argument on ties
-            bw = bw_eff
-        t += full * slots * per_cta / bw
-    if rem:
-        bw = rem * bytes_in_flight_per_cta / lat
-        if not bw < bw_eff:
-            bw = bw_eff
-        t += rem * per_cta / bw
+    if full:                                       # full waves: every slot busy
+        t += full * slots * per_cta / stream_bandwidth(gpu, slots * bytes_in_flight_per_cta)
+    if rem:                                        # the last, partial wave
+        t += rem * per_cta / stream_bandwidth(gpu, rem * bytes_in_flight_per_cta)
     return t
 
 

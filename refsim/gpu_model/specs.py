@@ -44,7 +44,7 @@ __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"
 # Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
 # gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
 # for every GPU (no per-GPU fudge factor).
-FITTED_LAUNCH_OVERHEAD_S = 2.312e-6
+FITTED_LAUNCH_OVERHEAD_S = 2.235e-6
 
 _CUDA_GUIDE = "CUDA C++ Programming Guide, arithmetic-instruction throughput table (per CC)"
 
@@ -95,6 +95,22 @@ class GPUSpec:
     # state (0.0 when 'none')
     ecc: str = "none"
     dram_fraction_ecc_toggled: float = 0.0
+    # the DRAM stream (roofline.stream_bandwidth): Little's law against dram_latency_s (the unloaded
+    # latency), smoothed with this sharpness near the knee
+    dram_curve_sharpness: float = 2.3
+    # the L2 as a repeated stream sees it: the bytes it keeps for one stream (0 = all of l2_bytes;
+    # half on the partitioned A100/H100 L2) and its hit latency
+    l2_resident_bytes: int = 0
+    l2_latency_clk: float = 200.0
+    l2_far_latency_clk: float = 0.0       # the far half of a partitioned L2 (0: not partitioned)
+    # launch costs under CUDA-event timing (conditions: timing="events"): an empty kernel from event
+    # to event, and the first wave's extra ramp of a full grid
+    launch_events_s: float = 2.976e-6
+    launch_ramp_s: float = 0.733e-6
+    # share of the L2 a memset flush leaves dirty (cache="dirty"), and the state itself: dirty bytes
+    # in L2 when the kernel starts (0 = clean; conditions.dirty_l2 sets it)
+    l2_dirty_fraction: float = 0.393
+    l2_dirty_bytes: float = 0.0
     provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __hash__(self) -> int:
@@ -175,6 +191,7 @@ _TC = {
     "ga10x-geforce": (1024, 512, 2048, 4096),
     "ga100": (2048, 2048, 4096, 8192),
     "ada-geforce": (1024, 512, 2048, 4096),
+    "ada-pro": (1024, 1024, 2048, 4096),
     "hopper": (4096, 4096, 8192, 0),
 }
 _SMEM = {  # (L1+smem per SM usable as smem, per block, max warps, max CTAs)
@@ -186,13 +203,22 @@ _SMEM = {  # (L1+smem per SM usable as smem, per block, max warps, max CTAs)
 def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz: float, boost_mhz: float,
          sustained_mhz: float, dram_gb_s: float, dram_fraction: float, dram_latency_ns: float, l2_mib: float,
          l2_bytes_per_clk_per_sm: float, sources: dict, ecc: str = "none",
-         dram_fraction_ecc_toggled: float = 0.0) -> GPUSpec:
+         dram_fraction_ecc_toggled: float = 0.0, l2_partitioned: bool = False, l2_latency_clk: float = 200.0,
+         l2_far_latency_clk: float = 0.0, **measured) -> GPUSpec:
     """One row of :data:`GPUS`, every number named: the per-CC tables (:data:`_ALU`, :data:`_SMEM`) and
     the tensor class (:data:`_TC`) fill the rest; ``sources`` maps a field (or a group of fields) to
     its ``(tag, source)`` (tags in the module spec block, source tags in :data:`SOURCES`)."""
     f16, f32, i8, i4 = _TC[tensor_class]
     smem, smem_blk, warps, ctas = _SMEM[cc]
     common = {
+        "dram_curve_sharpness": ("microbenchmark", "fit of the H100 SXM read-occupancy sweep ([h100-microbench]): 2.30; "
+                                 "the gpu-stream occupancy sweeps of A100 40GB, H200 and L40 ([gpu-benches]) fit "
+                                 "within 7 % at the same value"),
+        "l2_resident_bytes": ("whitepaper", "partitioned L2 (A100/H100 whitepapers: each half caches for its own "
+                              "GPCs): half of l2_bytes for a stream read by every SM; else all of it"),
+        "launch_events_s/launch_ramp_s/l2_dirty_fraction": ("estimate", "the H100 SXM's fit ([h100-microbench]); not "
+                                                            "measured on this GPU (refsim calibrate --measure does)"),
+        "l2_latency_clk": ("estimate", "L2 hit ~200 cycles (Jia et al. 2019, Turing/Ampere pointer chase)"),
         "tc_*": ("whitepaper", f"vendor dense peaks / (SMs x boost clock), class {tensor_class} ([nv-whitepapers])"),
         "alu_*": ("whitepaper", _CUDA_GUIDE),
         "smem/regs/warps/ctas": ("whitepaper", "CUDA guide per-CC limits ([cuda-guide])"),
@@ -214,6 +240,9 @@ def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz
         smem_alloc_unit_bytes=256 if cc == "7.5" else 128,
         smem_reserved_per_block_bytes=0 if cc == "7.5" else 1024,
         ecc=ecc, dram_fraction_ecc_toggled=dram_fraction_ecc_toggled,
+        l2_resident_bytes=int(l2_mib * 2**20) // 2 if l2_partitioned else 0, l2_latency_clk=l2_latency_clk,
+        l2_far_latency_clk=l2_far_latency_clk,
+        **measured,
     )
 
 
@@ -301,25 +330,80 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in [
              "dram_latency_s": _GDDR_LAT, "l2_bytes_per_clk_per_sm": _L2_GA10X}),
     _gpu(name="a100-80gb", arch="GA100", cc="8.0", tensor_class="ga100", sms=108, base_mhz=1275, boost_mhz=1410,
          sustained_mhz=1410, dram_gb_s=2039, dram_fraction=0.871, dram_latency_ns=450, l2_mib=40,
-         l2_bytes_per_clk_per_sm=34.8, ecc="on", dram_fraction_ecc_toggled=0.871, sources={
+         l2_bytes_per_clk_per_sm=34.8, ecc="on", dram_fraction_ecc_toggled=0.871, l2_partitioned=True,
+         l2_latency_clk=213, l2_far_latency_clk=426, sources={
              "sm_count/clocks/dram/l2": ("datasheet", "[llm-analysis], [gpu-benches], [glennklockwood-a100]"),
+             "l2_latency_clk/l2_far_latency_clk": ("microbenchmark", "[gpu-benches] cuda-latency a100_40: 213 cycles (near half), 426 (far half)"),
              "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] gpu-stream a100_80: 1776 GB/s read"),
              "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
              "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] gpu-l2-cache A100: ~5.3 TB/s / (108 x 1.41 GHz)")}),
     _gpu(name="h100-sxm", arch="GH100", cc="9.0", tensor_class="hopper", sms=132, base_mhz=1590, boost_mhz=1980,
-         sustained_mhz=1830, dram_gb_s=3350, dram_fraction=0.90, dram_latency_ns=450, l2_mib=50,
-         l2_bytes_per_clk_per_sm=39.0, ecc="on", dram_fraction_ecc_toggled=0.90, sources={
-             "sm_count/clocks/dram/l2": ("datasheet", "[glennklockwood-h100], [hpctech-h100]; tensor peaks at 1830 MHz"),
-             "dram_achievable_fraction": ("estimate", "H100 PCIe reads 95 %, H200 81 %; SXM not measured: 0.90"),
-             "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
-             "l2_bytes_per_clk_per_sm": ("microbenchmark", "same GH100 die and SM count (132) as h200: [gpu-benches] H200 ~10.2 TB/s / (132 x 1.98 GHz) = 39 B/clk/SM (H100 PCIe's 7.0 TB/s / (114 x 1.755 GHz) = 35 is a cut-down part)")}),
+         sustained_mhz=1980, dram_gb_s=3350, dram_fraction=0.927, dram_latency_ns=390.8, l2_mib=50,
+         l2_bytes_per_clk_per_sm=32.06, ecc="on", dram_fraction_ecc_toggled=0.927, l2_partitioned=True,
+         l2_latency_clk=265, l2_far_latency_clk=475, launch_events_s=2.976e-6, launch_ramp_s=0.733e-6, l2_dirty_fraction=0.393,
+         dram_curve_sharpness=2.30, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[glennklockwood-h100], [hpctech-h100]; vendor tensor peaks at 1830 MHz"),
+             "sustained_clock_hz": ("microbenchmark", "1980 MHz under load (nvidia-smi after each kernel timing run, [h100-microbench])"),
+             "dram_achievable_fraction/dram_latency_s/dram_curve_sharpness/launch_ramp_s/l2_dirty_fraction": (
+                 "microbenchmark", "refsim.gpu_model.microbench.fit of [h100-microbench]: BW_max 3.105 TB/s, "
+                 "L0 390.8 ns, p 2.30, ramp 0.733 us, 39.3 % of L2 dirty after the 512 MiB memset"),
+             "launch_events_s": ("microbenchmark", "empty kernel 2.976 us from event to event ([h100-microbench])"),
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "warm reads of 0.25-16 MiB: 8.38 TB/s / (132 x 1.98 GHz) ([h100-microbench])"),
+             "l2_latency_clk/l2_far_latency_clk": ("microbenchmark", "L2 hit 265.5 cycles in the near half, ~475 in the far half ([gpu-benches] gpu-latency h100_pcie, same GH100 die)"),
+             "dram_fraction_ecc_toggled": _HBM_ECC}),
     _gpu(name="h200", arch="GH100", cc="9.0", tensor_class="hopper", sms=132, base_mhz=1590, boost_mhz=1980,
          sustained_mhz=1830, dram_gb_s=4800, dram_fraction=0.81, dram_latency_ns=450, l2_mib=50,
-         l2_bytes_per_clk_per_sm=39.0, ecc="on", dram_fraction_ecc_toggled=0.81, sources={
+         l2_bytes_per_clk_per_sm=39.0, ecc="on", dram_fraction_ecc_toggled=0.81, l2_partitioned=True,
+         l2_latency_clk=265, l2_far_latency_clk=475, sources={
+             "l2_latency_clk/l2_far_latency_clk": ("microbenchmark", "same GH100 die: [gpu-benches] gpu-latency h100_pcie 265.5 / ~475 cycles"),
              "sm_count/clocks/dram/l2": ("datasheet", "[glennklockwood-h100] (H100 + HBM3e)"),
              "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] gpu-l2-cache h200: ~3888 GB/s plateau of 4800"),
              "dram_latency_s": _HBM_LAT, "dram_fraction_ecc_toggled": _HBM_ECC,
              "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] H200 ~10.2 TB/s / (132 x 1.98 GHz)")}),
+    _gpu(name="h100-pcie", arch="GH100", cc="9.0", tensor_class="hopper", sms=114, base_mhz=1095, boost_mhz=1755,
+         sustained_mhz=1755, dram_gb_s=2039, dram_fraction=0.952, dram_latency_ns=375, l2_mib=50,
+         l2_bytes_per_clk_per_sm=35.0, ecc="on", dram_fraction_ecc_toggled=0.952, l2_partitioned=True,
+         l2_latency_clk=265, l2_far_latency_clk=475, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[hpctech-h100] (114 SMs, 50 MB L2), [tpu-h100-pcie] (1095 / 1755 MHz, 2039 GB/s HBM2e)"),
+             "sustained_clock_hz": ("microbenchmark", "1755 MHz held through [gpu-benches] gpu-latency h100_pcie"),
+             "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] cuda-stream h100_pcie: 1942 GB/s read of 2039"),
+             "dram_latency_s": ("microbenchmark", "[gpu-benches] gpu-latency h100_pcie: 658 cycles at 1755 MHz beyond the L2"),
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] gpu-l2-cache h100_pcie: ~7.0 TB/s / (114 x 1.755 GHz)"),
+             "l2_latency_clk/l2_far_latency_clk": ("microbenchmark", "[gpu-benches] gpu-latency h100_pcie: 265.5 cycles up to ~20 MB (near half), ~475 from ~32 to ~50 MB (far half)"),
+             "dram_fraction_ecc_toggled": _HBM_ECC}),
+    _gpu(name="a100-40gb", arch="GA100", cc="8.0", tensor_class="ga100", sms=108, base_mhz=1095, boost_mhz=1410,
+         sustained_mhz=1410, dram_gb_s=1555, dram_fraction=0.958, dram_latency_ns=407, l2_mib=40,
+         l2_bytes_per_clk_per_sm=34.8, ecc="on", dram_fraction_ecc_toggled=0.958, l2_partitioned=True,
+         l2_latency_clk=213, l2_far_latency_clk=426, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[tpu-a100-40] (A100 SXM4 40 GB: 108 SMs, 1095 / 1410 MHz, 1555 GB/s, 40 MB L2), [glennklockwood-a100]"),
+             "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] gpu-stream a100_40: 1490 GB/s read of 1555 at full occupancy"),
+             "dram_latency_s": ("microbenchmark", "[gpu-benches] cuda-latency a100_40: 574.6 cycles at 1410 MHz beyond the L2"),
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "same GA100 L2 as a100-80gb: [gpu-benches] gpu-l2-cache A100 ~5.3 TB/s / (108 x 1.41 GHz)"),
+             "l2_latency_clk/l2_far_latency_clk": ("microbenchmark", "[gpu-benches] cuda-latency a100_40: 213 cycles up to ~20 MB (near half), 426 beyond (far half)"),
+             "dram_fraction_ecc_toggled": _HBM_ECC}),
+    _gpu(name="l4", arch="AD104", cc="8.9", tensor_class="ada-pro", sms=58, base_mhz=795, boost_mhz=2040,
+         sustained_mhz=2040, dram_gb_s=300, dram_fraction=0.85, dram_latency_ns=254, l2_mib=48,
+         l2_bytes_per_clk_per_sm=14.8, ecc="on", dram_fraction_ecc_toggled=0.977, l2_latency_clk=276, sources={
+             "sm_count/clocks/dram/l2": ("datasheet", "[tpu-l4] (795 / 2040 MHz, 300 GB/s GDDR6, 48 MB L2); 58 SMs = [nv-l4]'s 121 TFLOPS dense FP16 / (1024 x 2.04 GHz)"),
+             "sustained_clock_hz": ("estimate", "boost; the 72 W card may run lower under tensor load (no published clock-vs-load curve)"),
+             "ecc": ("datasheet", "[nv-l4]: ECC protection on by default"),
+             "dram_achievable_fraction": ("estimate", "GDDR6 with inline ECC on: the A10's 0.85 (same cost model); not measured on an L4"),
+             "dram_fraction_ecc_toggled": ("estimate", "ECC off: the GDDR6 A40's 97.7 % ([gpu-benches] gpu-stream)"),
+             "dram_latency_s": ("microbenchmark", "Ada GDDR6 proxy: [gpu-benches] gpu-latency l40: 632 cycles at 2490 MHz beyond the L2"),
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "Ada proxy: [gpu-benches] gpu-l2-cache l40 5.25 TB/s / (142 x 2.49 GHz)"),
+             "l2_latency_clk": ("microbenchmark", "Ada proxy: [gpu-benches] gpu-latency l40: 276.5 cycles")}),
+    _gpu(name="l40s", arch="AD102", cc="8.9", tensor_class="ada-pro", sms=142, base_mhz=1110, boost_mhz=2520,
+         sustained_mhz=2520, dram_gb_s=864, dram_fraction=0.977, dram_latency_ns=254, l2_mib=96,
+         l2_bytes_per_clk_per_sm=14.8, ecc="on", dram_fraction_ecc_toggled=0.977, l2_latency_clk=276, sources={
+             "sm_count/clocks/dram": ("datasheet", "[tpu-l40s] (142 SMs, 1110 / 2520 MHz, 864 GB/s GDDR6), [nv-l40s] (362.05 TFLOPS dense FP16 = 142 x 1024 x 2.49 GHz)"),
+             "l2_bytes": ("microbenchmark", "96 MB: [gpu-benches] gpu-latency l40 (same AD102 configuration) holds L2 latency to ~92 MiB ([tpu-l40s] lists 48 MB)"),
+             "sustained_clock_hz": ("estimate", "boost; no published clock-vs-load curve"),
+             "ecc": ("datasheet", "[nv-l4] table: L40S 48 GB GDDR6 with ECC, on by default"),
+             "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] gpu-stream l40: 844 GB/s read of 864 (ECC state not stated)"),
+             "dram_fraction_ecc_toggled": ("estimate", "no measured difference: the same 0.977"),
+             "dram_latency_s": ("microbenchmark", "[gpu-benches] gpu-latency l40 (same die): 632 cycles at 2490 MHz beyond the L2"),
+             "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] gpu-l2-cache l40: 5.25 TB/s / (142 x 2.49 GHz)"),
+             "l2_latency_clk": ("microbenchmark", "[gpu-benches] gpu-latency l40: 276.5 cycles")}),
 ]}
 
 

@@ -106,7 +106,7 @@ def test_ecc_on_and_params():
 def test_refused_gpu_per_entry():
     # ecc 'on' on a card without a switch, Marlin/Atom on sm_75, Atom on Hopper: predict's error, unprefixed
     for gpu, kernel, kw in (("orin-agx-64gb", "marlin", {"ecc": "on"}), ("rtx2080", "marlin", {}),
-                            ("h100-sxm", "atom-w4a4", {}), ("a10", "no-such-kernel", {}), ("no-gpu", "marlin", {})):
+                            ("rtx2080", "atom-w4a4", {}), ("a10", "no-such-kernel", {}), ("no-gpu", "marlin", {})):
         try:
             predict(gpu, kernel, 16, 4096, 4096, **kw)
         except RefsimError as err:

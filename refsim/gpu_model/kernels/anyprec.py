@@ -238,9 +238,10 @@ def fused(mc, m, n, k, bits) -> Breakdown:
     # (C1 / multi_row cycles alone on the SMSP) and its own loads (issued one row ahead); before the
     # loop the warp loads its rows' LUT (one more DRAM latency) and builds the tables. ceil(waves)
     # CTAs run one after another.
+    lat = g.dram_latency_s
     row = c1 / geo.multi_row / f
-    per_step = g.dram_latency_s + (geo.multi_row - 1) * max(row, g.dram_latency_s) + row
-    prologue = g.dram_latency_s + geo.multi_row * max(1, words // 32) * 2 / f
+    per_step = lat + (geo.multi_row - 1) * max(row, lat) + row
+    prologue = lat + geo.multi_row * max(1, words // 32) * 2 / f
     t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     occ = geo.occupancy

@@ -64,15 +64,75 @@ def check(gpu, m, n, k, bits, group_size) -> None:
     if not cc_at_least(gpu, 8, 0):
         raise FormatRuleError(f"gpu: kernel {NAME} needs compute capability >= 8.0 (cp.async, mma m16n8k64 s4); "
                               f"got {gpu.name} (CC {gpu.compute_capability})")
-    if gpu.tc_int4_op_per_clk_per_sm == 0:
-        raise FormatRuleError(f"gpu: kernel {NAME} needs an INT4 tensor-core path (mma s4), which "
-                              f"{gpu.name} ({gpu.arch}) does not have")
+    if gpu.tc_int4_op_per_clk_per_sm == 0 and _arch(gpu) not in emulation_archs():
+        raise FormatRuleError(f"gpu: kernel {NAME} needs mma s4: {gpu.name} ({gpu.arch}) has no INT4 tensor-core "
+                              f"path and refsim has no SASS census of the emulation ptxas makes for "
+                              f"{_arch(gpu)} (refsim/data/timings/sass_census.csv covers {sorted(emulation_archs())})")
+
+
+def _arch(gpu) -> str:
+    return "sm_" + gpu.compute_capability.replace(".", "")
+
+
+@lru_cache(maxsize=None)
+def census() -> dict:
+    """{(arch, unit): (issue_slots, alu_pipe, fma_pipe, tensor_pipe)} of Atom's rows in
+    refsim/data/timings/sass_census.csv (warp instructions per unit of work, by pipe)."""
+    out = {}
+    for kernel, arch, unit, *counts in _census_rows():
+        if kernel == NAME:
+            out[(arch, unit)] = tuple(int(c) for c in counts)
+    return out
+
+
+def _census_rows() -> list:
+    import csv
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "data" / "timings" / "sass_census.csv"
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))[1:]
+
+
+def emulation_archs() -> frozenset:
+    """Architectures without an INT4 tensor path whose emulation of ``mma s4`` has a census."""
+    return frozenset(arch for arch, unit in census() if unit == "mma_s4_emulation_call")
 
 
 @lru_cache(maxsize=256)
 def ctas_per_sm(g) -> int:
     """Resident CTAs per SM of the GEMM (registers from ptxas, :data:`DYNAMIC_SMEM`)."""
     return resident(g, THREADS, resources.atom(g.compute_capability), DYNAMIC_SMEM, None).ctas_per_sm
+
+
+# mma.m16n8k64 calls per warp per 128-wide group: the warp's 64 x 32 share of the 128 x 128 CTA tile
+# (8 warps) is 4 m16 x 4 n8 fragments, over 2 k64 steps
+CALLS_PER_GROUP = (64 // 16) * (32 // 8) * (GROUP // 64)
+
+
+@lru_cache(maxsize=4096)
+def per_cta_emulated(g, f, k) -> tuple:
+    """The sm_90 path: ptxas turns each ``mma.sync.m16n8k64.s4`` into a call of an s4 -> s8 unpack
+    routine (CUDA-core instructions) that ends in two INT8 ``IMMA.16832``. Per 128-wide group a warp
+    issues the census' main-loop instructions plus :data:`CALLS_PER_GROUP` calls; the two warps on
+    each SM sub-partition share its issue port (at the CUDA-core issue efficiency the native model
+    uses for the epilogue, :data:`EPILOGUE_ISSUE_EFF`) and its ALU and FMA-heavy pipes (2 cycles per
+    warp instruction each on sm_90). Returns (k4, groups, per-CTA seconds, 0.0, per-group cycles by
+    bound)."""
+    c = census()
+    arch = _arch(g)
+    issue_l, alu_l, fma_l, _ = c[(arch, "main_loop_group")]
+    issue_c, alu_c, fma_c, _ = c[(arch, "mma_s4_emulation_call")]
+    warps_per_smsp = THREADS // 32 // 4
+    issue = warps_per_smsp * (issue_l + CALLS_PER_GROUP * issue_c)
+    alu = warps_per_smsp * (alu_l + CALLS_PER_GROUP * alu_c) * 32 / (g.int32_lanes_per_clk_per_sm / 4)
+    fma = warps_per_smsp * (fma_l + CALLS_PER_GROUP * fma_c) * 32 / (g.int32_lanes_per_clk_per_sm / 4)
+    cycles = max(issue / EPILOGUE_ISSUE_EFF, alu, fma)
+    k4 = k - KEEPER
+    groups = k // GROUP
+    # INT4 groups through the emulation; the INT8 keeper block on the native IMMA path
+    keeper = 2.0 * TILE * TILE * KEEPER / g.tc_int8_op_per_clk_per_sm / f
+    return k4, groups, (k4 // GROUP) * cycles / f + keeper, 0.0, {"issue": issue / EPILOGUE_ISSUE_EFF, "alu": alu,
+                                                                  "fma": fma}
 
 
 @lru_cache(maxsize=4096)
@@ -96,7 +156,11 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
     """Latency of Atom's W4A4 GEMM on ``mc.gpu`` (decomposition in the module docstring)."""
     g, f, p = mc
     cps = ctas_per_sm(g)
-    k4, groups, per_cta_tc, alu_cta = per_cta(g, f, k, cps)
+    emulated = g.tc_int4_op_per_clk_per_sm == 0
+    if emulated:
+        k4, groups, per_cta_tc, alu_cta, bounds = per_cta_emulated(g, f, k)
+    else:
+        k4, groups, per_cta_tc, alu_cta = per_cta(g, f, k, cps)
     m_pad = TILE * math.ceil(m / TILE)
     ctas = (m_pad // TILE) * (n // TILE)
     n_waves = ctas / (g.sm_count * cps)
@@ -110,6 +174,12 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
     pipes = {"dram": _dram_time(bytes_dram, g, ctas, cps, bif),
              "l2": (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / g.l2_bytes_per_s(f),
              "tensor": t_tc + t_alu}      # MMA and the per-group epilogue are serial within a warp
-    notes = (f"M padded to {m_pad}; {cps} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
-             f"epilogue {t_alu * 1e6:.1f} us (serial)")
+    if emulated:
+        bound = max(bounds, key=bounds.get)
+        notes = (f"M padded to {m_pad}; {cps} CTA/SM; {_arch(g)} has no INT4 tensor path: ptxas emulates each "
+                 f"mma.m16n8k64.s4 with an s4->s8 unpack routine + 2 IMMA.16832.S8 on CUDA cores "
+                 f"({bound}-bound, {bounds[bound]:.0f} cycles per group per SMSP): {t_tc * 1e6:.1f} us per wave")
+    else:
+        notes = (f"M padded to {m_pad}; {cps} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
+                 f"epilogue {t_alu * 1e6:.1f} us (serial)")
     return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)

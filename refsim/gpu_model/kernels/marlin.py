@@ -33,12 +33,11 @@ from typing import NamedTuple
 
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
-from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
 from refsim.gpu_model.kernels import resources
 from refsim.gpu_model.kernels._common import cc_at_least, mma_sync_rate, require_multiple
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _overlap
+from refsim.gpu_model.roofline import Breakdown, _overlap, stream_bandwidth, writeback_bytes
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
@@ -51,6 +50,9 @@ MAX_PAR = 16                 # max_par as the Python ``marlin.mul`` passes it
 STAGES = _stripes.STAGES
 THREADS = 256
 SHARED_MEM = 96 * 1024       # marlin_cuda_kernel.cu: SHARED_MEM, the dynamic shared memory of every launch
+# The weight tiles are fetched with cp.async and an L2 evict_first policy (cp_async4_stream:
+# createpolicy.fractional.L2::evict_first): a warm L2 does not keep them between launches
+WEIGHTS_KEPT_IN_L2 = False
 
 # int32 index expressions of marlin_cuda_kernel.cu @ 2f6d7c1 (checked by kernels.predict): the B read
 # index b_gl_rd (lines 292-317, int4 vectors over all of W), b_gl_stride = 16 * prob_n, and the A and C
@@ -109,13 +111,24 @@ def warp_step(m_blocks: int, grouped: bool, int32_lanes: float, hfma2_lanes: flo
     return lp.instructions, warp_step_cycles(lp, intervals(int32_lanes, hfma2_lanes, fp32_lanes), tensor_interval)
 
 
+# Round trips to the L2 of one slice hand-off, counted on the SASS ptxas 13.0 makes of the official
+# kernel (sm_90; the sm_8x code has the same sequence): the waiting block polls the lock
+# (LDG.E.STRONG.GPU + CCTL.IVALL in a loop: the release is seen half a poll after it lands, plus the
+# poll's own trip: 1.5), loads the partial C tile (LDGSTS + DEPBAR: 1), stores the sum and fences
+# (STG, MEMBAR.ALL.GPU: the stores' acknowledgement and the GPU-scope fence, 2), and releases
+# (REDG.E.ADD.STRONG.GPU reaching the L2: 0.5). The split of the fence into 2 trips is an estimate.
+HANDOFF_ROUND_TRIPS = 5.0
+
+
 def handoff_cycles(gpu: GPUSpec, m_blocks: int, thread_n: int) -> float:
     """Cycles of one lock-ordered slice hand-off (``barrier_acquire`` → ``global_reduce`` →
-    ``barrier_release`` in marlin_cuda_kernel.cu): the acquire poll (one L2 round trip), reading the
-    previous slices' fp16 partial tile and writing it back (a round trip + the tile at the SM's L2
-    bandwidth each), and the ``fence.acq_rel`` before the release (one round trip)."""
+    ``barrier_release`` in marlin_cuda_kernel.cu): :data:`HANDOFF_ROUND_TRIPS` GPU-scope round trips
+    to the L2 (on a partitioned L2 the lock and the partial tile are homed in either half: a strong
+    access pays the far half's latency) plus the fp16 partial tile (16·m_blocks × thread_n) read
+    and written back at the SM's L2 bandwidth."""
     tile_bytes = 16 * m_blocks * thread_n * 2
-    return 3 * L2_HIT_LATENCY_CLK + 2 * tile_bytes / gpu.l2_bytes_per_clk_per_sm
+    trip = gpu.l2_far_latency_clk or gpu.l2_latency_clk
+    return HANDOFF_ROUND_TRIPS * trip + 2 * tile_bytes / gpu.l2_bytes_per_clk_per_sm
 
 
 class LaunchCost(NamedTuple):
@@ -193,8 +206,8 @@ def _launch_terms(g: GPUSpec, f_sm: float, n: int, k: int, lc: LaunchCost, tk: i
     # the other par-1 reads hit L2. The most loaded block streams iters tiles while `active`
     # blocks share the bandwidth.
     bytes_launch = w_bytes + rows * k * 2 + rows * n * 2
-    bw = min(g.dram_eff_bytes_per_s, active * STAGES * ws / g.dram_latency_s)
-    t_dram = max(bytes_launch / bw, iters * ws * active / par / bw)
+    bw = stream_bandwidth(g, active * STAGES * ws)           # every busy block keeps STAGES tiles in flight
+    t_dram = max((bytes_launch + writeback_bytes(g, bytes_launch)) / bw, iters * ws * active / par / bw)
     t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / g.l2_bytes_per_s(f_sm)
     # tensor: one CTA per SM, f32 accumulate rate (2:4 sparse MMA: twice the dense-equivalent rate)
     t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / rate_f

@@ -33,6 +33,7 @@ GROUPS = (None, 128)
 DEFAULT_GROUP = None
 GROUP_RULE = "supports [None, 128]"
 WEIGHT_BITS_PER_DENSE = 4 * 0.5 + 1.0   # kept values + 2:4 metadata
+WEIGHTS_KEPT_IN_L2 = marlin.WEIGHTS_KEPT_IN_L2    # the same evict_first weight stream
 
 
 def check(gpu, m, n, k, bits, group_size) -> None:
