@@ -68,6 +68,10 @@ def _run(args) -> int:
         "roofline_us": res.roofline_s * 1e6, "fraction_of_roofline": res.fraction_of_roofline,
         "terms_us": {key: v * 1e6 for key, v in res.terms.items()},
     }
+    off = sorted({note for r in res.layers for note in r.breakdown.notes.split("; ")
+                  if note.startswith("known far off")})
+    if off:
+        out["warnings"] = off
     if args.model:
         out["layers"] = [{"name": r.name, "n": r.n, "k": r.k, "count": r.count,
                           "latency_us": r.breakdown.latency_us, "bottleneck": r.breakdown.bottleneck}
@@ -95,6 +99,8 @@ def _run(args) -> int:
             lines.append(f"    {key:<8} {format_time(res.terms[key]):>12}")
     if not args.model and worst.notes:
         lines.append(f"  notes        {worst.notes}")
+    for note in off:
+        lines.append(f"  warning      {note}")
     if args.model:
         lines.append("  per layer (one block x layers):")
         for r in res.layers:
