@@ -28,7 +28,9 @@ def register(subparsers) -> None:
         "predict", help="predict a quantized GEMV/GEMM kernel's latency on a GPU",
         description="Analytical latency model (refsim.gpu_model): bytes, tensor/ALU/shared-memory "
         "time, waves, launch cost and the binding bottleneck.")
-    p.add_argument("--gpu", required=True, help="GPU name (unknown names list the valid ones)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--gpu", help="GPU name or alias (unknown names list the valid ones)")
+    which.add_argument("--gpu-file", default=None, help="a GPU spec file written by refsim calibrate")
     p.add_argument("--kernel", required=True, help="kernel family (unknown names list the valid ones)")
     p.add_argument("--m", type=positive_int, required=True, help="batch / tokens (M)")
     p.add_argument("--n", type=positive_int, default=None, help="output features (N)")
@@ -54,11 +56,15 @@ def _run(args) -> int:
         layers = [("layer", args.n, args.k, 1)]
     else:
         layers = args.model
-    res = predict_layers(args.gpu, args.kernel, args.m, layers, args.bits, args.group_size,
+    gpu = args.gpu
+    if args.gpu_file is not None:
+        from refsim.gpu_model.gpufile import load_gpu_file
+        gpu = load_gpu_file(args.gpu_file)
+    res = predict_layers(gpu, args.kernel, args.m, layers, args.bits, args.group_size,
                          clock=args.clock, ecc=args.ecc, cache=args.cache, timing=args.timing)
     worst = res.slowest.breakdown
     from refsim.gpu_model.specs import get_gpu
-    ecc = args.ecc or get_gpu(res.gpu).ecc
+    ecc = args.ecc or (gpu if args.gpu_file is not None else get_gpu(res.gpu)).ecc
     out = {
         "gpu": res.gpu, "kernel": res.kernel, "m": args.m, "n": args.n, "k": args.k,
         "bits": worst.bits, "group_size": args.group_size, "model": args.model, "clock": args.clock,

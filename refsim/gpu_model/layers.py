@@ -19,7 +19,7 @@ from refsim.errors import FormatRuleError
 from refsim.gpu_model.evaluate import predict
 from refsim.gpu_model.roofline import Breakdown, dram_roofline_s
 from refsim.gpu_model.shapes import get_model
-from refsim.gpu_model.specs import get_gpu
+from refsim.gpu_model.specs import GPUS, get_gpu
 
 __all__ = ["LayerResult", "LayerSum", "predict_layers"]
 
@@ -91,6 +91,7 @@ def predict_layers(gpu, kernel: str, m: int, layers, bits: int | None = None, gr
     under the same conditions (module docstring). Arguments as
     :func:`refsim.gpu_model.evaluate.predict`; a refused layer raises its rule."""
     g = get_gpu(gpu)
+    gpu = g.name if GPUS.get(g.name) is g else g          # a table GPU by name (cached), a file's spec as is
     items = _layer_list(layers)
     cond = {"clock": clock, "ecc": ecc, "cache": cache, "timing": timing}
     total = base = roof = 0.0
@@ -98,8 +99,8 @@ def predict_layers(gpu, kernel: str, m: int, layers, bits: int | None = None, gr
     results = []
     slowest = None
     for name, n, k, count in items:
-        bd = predict(g.name, kernel, m, n, k, bits, group_size, **cond)
-        fp = predict(g.name, "cublas-fp16", m, n, k, **cond)
+        bd = predict(gpu, kernel, m, n, k, bits, group_size, **cond)
+        fp = predict(gpu, "cublas-fp16", m, n, k, **cond)
         total += bd.latency_s * count
         base += fp.latency_s * count
         roof += dram_roofline_s(bd.bytes_dram, bd.flops, g) * count

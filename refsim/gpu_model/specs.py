@@ -113,6 +113,34 @@ class GPUSpec:
     l2_dirty_bytes: float = 0.0
     provenance: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # every field checked once, here: a spec built by hand, read from a file or made by
+        # dataclasses.replace is refused with the field named instead of failing deep in a model;
+        # NumPy scalars are stored as Python numbers so no NumPy type reaches a result
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in _TEXT_FIELDS:
+                if type(v) is not str or not v:
+                    raise FormatRuleError(f"GPUSpec.{f.name}: must be a non-empty string; got {v!r:.80}")
+            elif f.name == "provenance":
+                if not isinstance(v, dict):
+                    raise FormatRuleError(f"GPUSpec.provenance: must be a dict; got {type(v).__name__}")
+            else:
+                object.__setattr__(self, f.name, _spec_number(f.name, v, f.name in _INT_FIELDS,
+                                                              f.name in _ZERO_OK_FIELDS))
+        if self.ecc not in ("on", "off", "none"):
+            raise FormatRuleError(f"GPUSpec.ecc: must be one of ['on', 'off', 'none']; got {self.ecc!r:.80}")
+        if self.dram_achievable_fraction > 1.0 or self.dram_fraction_ecc_toggled > 1.0:
+            raise FormatRuleError(f"GPUSpec.dram_achievable_fraction: must be in (0, 1]; got "
+                                  f"{self.dram_achievable_fraction!r}")
+        if self.l2_dirty_fraction > 1.0:
+            raise FormatRuleError(f"GPUSpec.l2_dirty_fraction: must be in [0, 1]; got {self.l2_dirty_fraction!r}")
+        if not MIN_CLOCK_HZ <= self.base_clock_hz <= self.boost_clock_hz <= MAX_CLOCK_HZ or not (
+                MIN_CLOCK_HZ <= self.sustained_clock_hz <= MAX_CLOCK_HZ):
+            raise FormatRuleError(f"GPUSpec clocks: need {MIN_CLOCK_HZ:.0e} <= base <= boost <= {MAX_CLOCK_HZ:.0e} "
+                                  f"Hz and a sustained clock in that range; got base {self.base_clock_hz!r}, "
+                                  f"boost {self.boost_clock_hz!r}, sustained {self.sustained_clock_hz!r}")
+
     def __hash__(self) -> int:
         # the hash of every compared field, computed once per object: the kernel models' per-shape
         # caches hash the spec on every prediction (the generated __hash__ rebuilds a ~35-field tuple
@@ -168,8 +196,35 @@ class GPUSpec:
         return self.tensor_flops(kind, clock) / self.dram_eff_bytes_per_s
 
 
-def _p(**tags: tuple[str, str]) -> dict:
-    return dict(tags)
+_TEXT_FIELDS = frozenset({"name", "arch", "compute_capability", "ecc"})
+_INT_FIELDS = frozenset({"sm_count", "l2_bytes", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
+                         "max_warps_per_sm", "max_ctas_per_sm", "reg_alloc_unit_per_warp", "max_regs_per_thread",
+                         "max_threads_per_block", "smem_alloc_unit_bytes", "smem_reserved_per_block_bytes",
+                         "l2_resident_bytes"})
+# fields where 0 means "none" (no INT4 path, not partitioned, clean L2, no ECC switch, ...)
+_ZERO_OK_FIELDS = frozenset({"tc_int4_op_per_clk_per_sm", "smem_reserved_per_block_bytes", "dram_fraction_ecc_toggled",
+                             "l2_resident_bytes", "l2_far_latency_clk", "l2_dirty_fraction", "l2_dirty_bytes",
+                             "launch_ramp_s"})
+_SPEC_LIMIT = 1e20          # far above any rate, size or count a GPU has
+
+
+def _spec_number(name: str, value, integer: bool, zero_ok: bool):
+    """``value`` as a Python int (``integer``) or float: finite, > 0 (>= 0 when ``zero_ok``), below
+    1e20; bools, strings, arrays and NaN are a FormatRuleError naming the field."""
+    import numbers
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or getattr(value, "ndim", 0):
+        raise FormatRuleError(f"GPUSpec.{name}: must be {'an integer' if integer else 'a number'}; got "
+                              f"{type(value).__name__}")
+    if integer:
+        if not isinstance(value, numbers.Integral):
+            raise FormatRuleError(f"GPUSpec.{name}: must be an integer; got {value!r:.80}")
+        value = int(value)
+    else:
+        value = float(value)
+    if not (math.isfinite(value) and (value >= 0 if zero_ok else value > 0) and value < _SPEC_LIMIT):
+        raise FormatRuleError(f"GPUSpec.{name}: must be a finite number {'>= 0' if zero_ok else '> 0'}; "
+                              f"got {value!r:.80}")
+    return value
 
 
 # Per-CC ALU lanes (CUDA guide): int32 add/logic/shift 64/clk/SM on 7.5-9.0; FP32 FMA 64 on 7.5 and
