@@ -38,6 +38,9 @@ from refsim.errors import FormatRuleError
 
 #: explicit SM clocks accepted by :meth:`GPUSpec.clock_hz` (Hz): every GPU here runs between
 MIN_CLOCK_HZ, MAX_CLOCK_HZ = 1e8, 1e10
+#: a card's SMs never run above its rated boost by more than this (GPU Boost takes an RTX 4090 rated
+#: 2520 MHz to ~2.8 GHz, x 1.11): an explicit clock above it is refused
+MAX_OVER_BOOST = 1.2
 
 __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"]
 
@@ -165,14 +168,17 @@ class GPUSpec:
 
     def clock_hz(self, clock: str | float = "sustained") -> float:
         """SM clock for ``clock`` in {'base', 'boost', 'sustained'} or an explicit frequency in Hz
-        (a finite number in [1e8, 1e10]: 100 MHz to 10 GHz; anything else is a FormatRuleError)."""
+        (a finite number from 100 MHz to 1.2 x the card's boost clock; anything else is a
+        FormatRuleError naming the card's range). Returns a Python float."""
         if clock == "sustained" and type(clock) is str:
             return self.sustained_clock_hz
         if isinstance(clock, (int, float)) and not isinstance(clock, bool):
             hz = float(clock)
-            if not (math.isfinite(hz) and MIN_CLOCK_HZ <= hz <= MAX_CLOCK_HZ):
-                raise FormatRuleError(f"clock: an explicit SM clock must be a frequency in Hz within "
-                                      f"[{MIN_CLOCK_HZ:.0e}, {MAX_CLOCK_HZ:.0e}]; got {clock!r}")
+            top = min(MAX_CLOCK_HZ, MAX_OVER_BOOST * self.boost_clock_hz)
+            if not (math.isfinite(hz) and MIN_CLOCK_HZ <= hz <= top):
+                raise FormatRuleError(f"clock: {self.name} runs its SMs between {MIN_CLOCK_HZ / 1e6:g} and "
+                                      f"{top / 1e6:g} MHz ({MAX_OVER_BOOST:g} x its {self.boost_clock_hz / 1e6:g} MHz "
+                                      f"boost); got {hz / 1e6:g} MHz")
             return hz
         require_choice("clock", clock, ("base", "boost", "sustained"))
         return {"base": self.base_clock_hz, "boost": self.boost_clock_hz,

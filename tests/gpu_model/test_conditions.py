@@ -169,15 +169,15 @@ def test_non_plain_arguments_bypass_the_cache_and_are_still_checked(kernel):
 # ---- sweeps take the same conditions -------------------------------------------------------------
 def test_sweep_rows_carry_the_conditions_they_were_asked_for():
     from refsim.gpu_model import sweep
-    rows = sweep.sweep(["a10"], ["marlin"], [1, 16], [4096], [4096], ecc="off", progress=False)
+    rows = sweep.sweep(["a10"], ["marlin"], [1, 16], [(4096, 4096)], ecc="off", progress=False)
     for r in rows:
         off = predict("a10", "marlin", r.m, 4096, 4096, ecc="off")
         base = predict("a10", "cublas-fp16", r.m, 4096, 4096, ecc="off")
-        assert r.latency_s == off.latency_s and r.cublas_fp16_s == base.latency_s
+        assert r.latency_us == off.latency_s * 1e6 and r.cublas_fp16_us == base.latency_s * 1e6 and r.ecc == "off"
     with pytest.raises(FormatRuleError, match="no ECC switch"):
-        sweep.sweep(["orin"], ["marlin"], [1], [4096], [4096], ecc="on", progress=False)
+        sweep.sweep(["orin"], ["marlin"], [1], [(4096, 4096)], ecc="on", progress=False)
     with pytest.raises(FormatRuleError, match="cache"):
-        sweep.sweep(["a10"], ["marlin"], [1], [4096], [4096], cache="lukewarm", progress=False)
+        sweep.sweep(["a10"], ["marlin"], [1], [(4096, 4096)], cache="lukewarm", progress=False)
 
 
 @pytest.mark.parametrize("kw", [{"cache": np.array(["cold", "warm"])}, {"ecc": np.array(["on"])}, {"cache": None}])

@@ -124,7 +124,7 @@ def _sweep_png(gpu: str, out_dir: Path) -> str:
     """Latency, speedup over cublas-fp16 and roofline vs batch for the 11008 x 4096 layer
     (:func:`refsim.gpu_model.sweep.plot`, the same picture ``refsim sweep`` draws)."""
     from refsim.gpu_model import sweep as sw
-    rows = sw.sweep([gpu], _kernels(), list(BATCHES), [11008], [4096], progress=False)
+    rows = sw.sweep([gpu], _kernels(), list(BATCHES), [(11008, 4096)], progress=False)
     (path,) = sw.plot(rows, out_dir, title=f"{gpu}: 11008 x 4096 layer, batch 1..256 (sustained clock, cold L2)")
     return path.name
 
