@@ -174,3 +174,32 @@ def summary(comparisons) -> dict:
                     "max": max(e) if e else float("nan"), "unreliable": groups[key]["unreliable"],
                     "refused": groups[key]["refused"]}
     return out
+
+
+def predicted_vs_measured() -> dict:
+    """Every kernel latency measured on a real GPU that the model predicts, grouped by GPU:
+    ``{gpu: [(kernel, source, measured µs, predicted µs), ...]}`` from the measured tables (reliable
+    rows, under their conditions), the papers' published latencies (``published.csv`` rows in µs,
+    one GPU and one layer set, under the row's conditions) and the calibration table (its GPU's
+    panel, source ``calibration``: in-sample). For the report's predicted-vs-measured figure."""
+    from refsim.gpu_model import published
+    out: dict = {}
+    for row, pred in compare():
+        if row.reliable and not isinstance(pred, RefsimError):
+            out.setdefault(row.gpu, []).append((row.kernel, row.table, row.median_us, pred))
+    rows = [r for r in published.load() if r.unit == "us" and len(r.alternatives) == 1]
+    for c in published.compare(rows, include_in_sample=True):
+        gpu = c.row.alternatives[0][0]
+        source = "calibration" if c.row.in_sample else "published"
+        out.setdefault(gpu, []).append((c.row.kernel, source, c.row.value, c.model))
+    return out
+
+
+def error_stats(points) -> tuple[float, float, int]:
+    """(median, max) absolute relative error and the count of ``(kernel, source, measured, predicted)``
+    points."""
+    require_instance("points", points, (list, tuple))
+    e = [abs(p / m - 1.0) for _, _, m, p in points]
+    if not e:
+        raise FormatRuleError("points: must hold at least one (kernel, source, measured, predicted) point")
+    return statistics.median(e), max(e), len(e)
