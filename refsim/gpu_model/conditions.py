@@ -149,7 +149,12 @@ def dirty_l2(gpu: GPUSpec) -> GPUSpec:
 def with_timing(params, gpu: GPUSpec, timing: str):
     """``params`` with the fixed cost per launch of timing method ``timing``: 'kernel' keeps the
     fitted T0; 'events' uses ``gpu``'s empty kernel from event to event plus its first-wave ramp."""
+    from refsim.gpu_model.roofline import ModelParams
+    if type(params) is not ModelParams:
+        require_instance("params", params, ModelParams)
+    if type(timing) is not str or timing not in TIMINGS:
+        require_choice("timing", timing, TIMINGS)
     if timing == "kernel":
         return params
-    require_choice("timing", timing, TIMINGS)
+    require_instance("gpu", gpu, GPUSpec)
     return replace(params, launch_overhead_s=gpu.launch_events_s + gpu.launch_ramp_s)

@@ -114,7 +114,13 @@ def _rows(results: dict):
 
 def read_time_s(b: float, q: float, empty_s: float, ramp_s: float, bw_max: float, l0: float, p: float,
                 dirty: float, l2_bytes: float) -> float:
-    """T(B, Q) of the module spec block (seconds)."""
+    """T(B, Q) of the module spec block (seconds): every argument a finite number, > 0 except
+    ``ramp_s`` and ``dirty`` (>= 0)."""
+    b, q, empty_s, bw_max, l0, p, l2_bytes = (_number(n, v) for n, v in (
+        ("b", b), ("q", q), ("empty_s", empty_s), ("bw_max", bw_max), ("l0", l0), ("p", p), ("l2_bytes", l2_bytes)))
+    ramp_s, dirty = _number("ramp_s", ramp_s, positive=False), _number("dirty", dirty, positive=False)
+    if ramp_s < 0 or dirty < 0:
+        raise FormatRuleError(f"ramp_s, dirty: must be >= 0; got {ramp_s!r}, {dirty!r}")
     x = q / (l0 * bw_max)
     bw = bw_max * x / (1.0 + x ** p) ** (1.0 / p)
     return empty_s + ramp_s + l0 + (b + dirty * min(b, l2_bytes)) / bw

@@ -54,6 +54,17 @@ class ModelParams:
     launch_overhead_s: float = FITTED_LAUNCH_OVERHEAD_S
     overlap: float = 0.9243
 
+    def __post_init__(self) -> None:
+        # checked on construction (and on dataclasses.replace); NumPy scalars stored as Python floats
+        for name, hi in (("launch_overhead_s", 1e-2), ("overlap", 1.0)):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or getattr(v, "ndim", 0):
+                raise FormatRuleError(f"ModelParams.{name}: must be a number; got {type(v).__name__}")
+            v = float(v)
+            if not (math.isfinite(v) and 0.0 <= v <= hi):
+                raise FormatRuleError(f"ModelParams.{name}: must be a finite number in [0, {hi:g}]; got {v!r}")
+            object.__setattr__(self, name, v)
+
 
 FITTED = ModelParams()
 
@@ -133,10 +144,19 @@ def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
     ctas, ctas_per_sm = require_int("ctas", ctas, minimum=0), require_int("ctas_per_sm", ctas_per_sm, minimum=0)
     if bytes_dram and not bytes_in_flight_per_cta:
         raise FormatRuleError("bytes_in_flight_per_cta: must be > 0 when there are bytes to stream; got 0")
-    return _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta)
+    return _dram_time(float(bytes_dram), gpu, ctas, ctas_per_sm, float(bytes_in_flight_per_cta))
 
 
 def stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
+    """Checked entry of :func:`_stream_bandwidth` (a GPUSpec and a finite number > 0 of bytes)."""
+    require_instance("gpu", gpu, GPUSpec)
+    _amounts(bytes_in_flight=bytes_in_flight)
+    if not bytes_in_flight > 0:
+        raise FormatRuleError(f"bytes_in_flight: must be > 0; got {bytes_in_flight!r}")
+    return _stream_bandwidth(gpu, float(bytes_in_flight))
+
+
+def _stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
     """Bytes/s a DRAM stream reaches with ``bytes_in_flight`` bytes outstanding device-wide (> 0):
     Little's law against the unloaded latency L0 (``gpu.dram_latency_s``), capped by the achievable
     bandwidth BW (``gpu.dram_eff_bytes_per_s``), the corner smoothed with the GPU's sharpness p::
@@ -156,6 +176,12 @@ def writeback_bytes(gpu: GPUSpec, bytes_dram: float) -> float:
     """DRAM bytes written back while a kernel streams ``bytes_dram`` into an L2 that holds
     ``gpu.l2_dirty_bytes`` of another buffer's dirty lines (0 on a clean L2): each line brought in
     evicts one, a dirty share of them is written first."""
+    require_instance("gpu", gpu, GPUSpec)
+    _amounts(bytes_dram=bytes_dram)
+    return _writeback_bytes(gpu, float(bytes_dram))
+
+
+def _writeback_bytes(gpu: GPUSpec, bytes_dram: float) -> float:
     if not gpu.l2_dirty_bytes:
         return 0.0
     return min(bytes_dram, gpu.l2_bytes) * (gpu.l2_dirty_bytes / gpu.l2_bytes)
@@ -173,12 +199,12 @@ def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> f
     slots = gpu.sm_count * ctas_per_sm
     full = ctas // slots
     rem = ctas - full * slots                      # divmod(ctas, slots) of two positive ints
-    per_cta = (bytes_dram + writeback_bytes(gpu, bytes_dram)) / ctas
+    per_cta = (bytes_dram + _writeback_bytes(gpu, bytes_dram)) / ctas
     t = 0.0
     if full:                                       # full waves: every slot busy
-        t += full * slots * per_cta / stream_bandwidth(gpu, slots * bytes_in_flight_per_cta)
+        t += full * slots * per_cta / _stream_bandwidth(gpu, slots * bytes_in_flight_per_cta)
     if rem:                                        # the last, partial wave
-        t += rem * per_cta / stream_bandwidth(gpu, rem * bytes_in_flight_per_cta)
+        t += rem * per_cta / _stream_bandwidth(gpu, rem * bytes_in_flight_per_cta)
     return t
 
 
@@ -203,8 +229,9 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
     ctas = require_int("ctas", ctas, minimum=0)
     _amounts(n_waves=n_waves, bytes_dram=bytes_dram, extra_serial_s=extra_serial_s,
              **{f"pipes[{key!r}]": v for key, v in pipes.items()})
-    return _combine(kernel, gpu, m, n, k, bits, pipes, params, launches=launches, ctas=ctas, n_waves=n_waves,
-                    bytes_dram=bytes_dram, extra_serial_s=extra_serial_s, notes=notes)
+    pipes = {str(key): float(v) for key, v in pipes.items()}          # Python floats in, Python floats out
+    return _combine(kernel, gpu, m, n, k, bits, pipes, params, launches=launches, ctas=ctas, n_waves=float(n_waves),
+                    bytes_dram=float(bytes_dram), extra_serial_s=float(extra_serial_s), notes=notes)
 
 
 def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
@@ -272,7 +299,10 @@ def dram_roofline_s(bytes_dram: float, flops: float, gpu: GPUSpec,
     no achievable fraction, no waves."""
     require_instance("gpu", gpu, GPUSpec)
     _amounts(bytes_dram=bytes_dram, flops=flops)
-    return max(bytes_dram / gpu.dram_peak_bytes_per_s, flops / gpu.tensor_flops(kind, "boost"))
+    peak = gpu.tensor_flops(kind, "boost")
+    if not peak:
+        raise FormatRuleError(f"kind: {gpu.name} has no {kind} tensor path (its rate is 0)")
+    return max(float(bytes_dram) / gpu.dram_peak_bytes_per_s, float(flops) / peak)
 
 
 def with_params(params: ModelParams | None, **overrides) -> ModelParams:

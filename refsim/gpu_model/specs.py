@@ -30,7 +30,10 @@ table, never typed. A row's provenance cites source tags listed with their addre
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, fields
+
+import numpy as np
 
 from refsim._validate import require_choice
 from refsim.gpu_model.names import resolve
@@ -170,9 +173,9 @@ class GPUSpec:
         """SM clock for ``clock`` in {'base', 'boost', 'sustained'} or an explicit frequency in Hz
         (a finite number from 100 MHz to 1.2 x the card's boost clock; anything else is a
         FormatRuleError naming the card's range). Returns a Python float."""
-        if clock == "sustained" and type(clock) is str:
+        if type(clock) is str and clock == "sustained":
             return self.sustained_clock_hz
-        if isinstance(clock, (int, float)) and not isinstance(clock, bool):
+        if isinstance(clock, numbers.Real) and not isinstance(clock, (bool, np.bool_)) and not getattr(clock, "ndim", 0):
             hz = float(clock)
             top = min(MAX_CLOCK_HZ, MAX_OVER_BOOST * self.boost_clock_hz)
             if not (math.isfinite(hz) and MIN_CLOCK_HZ <= hz <= top):
@@ -217,7 +220,6 @@ _SPEC_LIMIT = 1e20          # far above any rate, size or count a GPU has
 def _spec_number(name: str, value, integer: bool, zero_ok: bool):
     """``value`` as a Python int (``integer``) or float: finite, > 0 (>= 0 when ``zero_ok``), below
     1e20; bools, strings, arrays and NaN are a FormatRuleError naming the field."""
-    import numbers
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or getattr(value, "ndim", 0):
         raise FormatRuleError(f"GPUSpec.{name}: must be {'an integer' if integer else 'a number'}; got "
                               f"{type(value).__name__}")

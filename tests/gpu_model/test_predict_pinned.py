@@ -58,7 +58,7 @@ PINNED = [
     (('orin-agx-64gb', 'awq-w4a16', 32, 11008, 4096), {'group_size': 64},
      dict(latency_s=0.00018164065628823933, bottleneck='dram', bytes_dram=25272320.0, ctas=1376, waves=21.5, launches=1,
           terms={'alu': 5.499769408147579e-05, 'dram': 0.00017351239848654833, 'l2': 3.3844734819369716e-05, 'launch': 2.235e-06, 'tail': 6.5e-07, 'tensor': 6.926364335126825e-05},
-          notes='gemm (tensor cores, dequant per 16-row tile)')),
+          notes="gemm (tensor cores, dequant per 16-row tile); known far off on published rows above batch 1 (up to +1188 % against llm-awq's WQLinear in Marlin's Fig. 1/10): the model is TinyChat's GEMV + split-K GEMM, not that kernel")),
     (('rtx4090', 'int8-w8a8', 64, 4096, 4096), {},
      dict(latency_s=2.2200840404088494e-05, bottleneck='dram', bytes_dram=17580288.0, ctas=256, waves=1.0, launches=1,
           terms={'alu': 1.9047619047619048e-08, 'dram': 1.9173614372342464e-05, 'l2': 3.860317460317461e-06, 'launch': 2.235e-06, 'tail': 5.000000000000001e-07, 'tensor': 3.2507936507936507e-06},
