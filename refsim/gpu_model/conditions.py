@@ -51,7 +51,7 @@ from functools import lru_cache
 
 from refsim._validate import require_choice, require_instance
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.roofline import _amounts
+from refsim.gpu_model.roofline import ModelParams, _amounts
 from refsim.gpu_model.specs import MAX_CLOCK_HZ, MIN_CLOCK_HZ, GPUSpec
 
 __all__ = ["ECC_STATES", "CACHE_STATES", "TIMINGS", "with_ecc", "warm_l2", "dirty_l2", "fits_in_l2",
@@ -149,7 +149,6 @@ def dirty_l2(gpu: GPUSpec) -> GPUSpec:
 def with_timing(params, gpu: GPUSpec, timing: str):
     """``params`` with the fixed cost per launch of timing method ``timing``: 'kernel' keeps the
     fitted T0; 'events' uses ``gpu``'s empty kernel from event to event plus its first-wave ramp."""
-    from refsim.gpu_model.roofline import ModelParams
     if type(params) is not ModelParams:
         require_instance("params", params, ModelParams)
     if type(timing) is not str or timing not in TIMINGS:

@@ -134,7 +134,7 @@ def clear_caches() -> None:
     (stripe partitions, GEMM tile choices, launch geometries); for tests that replace one."""
     from refsim.gpu_model import conditions, occupancy
     from refsim.gpu_model.kernels import _common, anyprec, atom_w4a4, marlin
-    for fn in (_cached, marlin.partition, marlin.tile_shape, marlin._kind_constants, _common.gemm_config,
+    for fn in (_cached, marlin.partition, marlin.tile_shape, marlin._kind_constants, marlin._notes, _common.gemm_config,
                anyprec.fused_shape, anyprec._fused_notes, anyprec.dequant, atom_w4a4.ctas_per_sm,
                atom_w4a4.per_cta, conditions.warm_l2, conditions.dirty_l2, conditions._toggled,
                occupancy.resident):

@@ -37,6 +37,8 @@ def resolve(kind: str, name, names) -> str:
     in ``names``, else its case-insensitive match or alias. Anything else (unknown names, non-strings)
     raises FormatRuleError listing ``names`` and the aliases. ``names``: a collection of the
     canonical names (strings)."""
+    if type(name) is str and type(names) in (dict, tuple) and name in names:
+        return name                       # the common case: a canonical name of a refsim table
     if type(kind) is not str or kind not in _ALIASES:
         raise FormatRuleError(f"kind: must be one of {sorted(_ALIASES)}; got {kind!r:.80}")
     if not isinstance(names, (dict, tuple, list, frozenset, set)) or not all(type(x) is str for x in names):

@@ -96,6 +96,7 @@ class Problem(NamedTuple):
     params: ModelParams
     cache: str
     timing: str
+    machine: Machine       # the GPU as the kernel sees it under these conditions (cold or dirty L2)
 
 
 def check_size(name: str, value) -> int:
@@ -167,7 +168,9 @@ def problem(gpu, kernel, n, k, bits=None, group_size=None, *, clock="sustained",
         g = with_ecc(g, ecc)
     f_sm = g.clock_hz(clock)
     p = _params(params)
-    return Problem(g, mod, n, k, _bits(mod, bits), _group(mod, group_size), f_sm, p, cache, timing)
+    run = with_timing(p, g, timing)
+    machine = Machine(dirty_l2(g) if cache == "dirty" else g, f_sm, run)
+    return Problem(g, mod, n, k, _bits(mod, bits), _group(mod, group_size), f_sm, p, cache, timing, machine)
 
 
 def check_m(pb: Problem, m) -> int:
@@ -196,10 +199,7 @@ def reference(gpu, kernel, m, n, k, bits=None, group_size=None, *, clock="sustai
 def solve(pb: Problem, m: int) -> Breakdown:
     """The prediction of a validated problem at a checked M (:func:`check_m`)."""
     mod, g, f = pb.kernel, pb.gpu, pb.f_sm
-    p = with_timing(pb.params, g, pb.timing)
-    if pb.cache == "dirty":
-        return mod.model(Machine(dirty_l2(g), f, p), m, pb.n, pb.k, pb.bits, pb.group_size)
-    bd = mod.model(Machine(g, f, p), m, pb.n, pb.k, pb.bits, pb.group_size)
+    bd = mod.model(pb.machine, m, pb.n, pb.k, pb.bits, pb.group_size)
     if pb.cache != "warm":
         return bd
     mib = bd.bytes_dram / 2**20
@@ -211,7 +211,7 @@ def solve(pb: Problem, m: int) -> Breakdown:
     if hit < 0.01:                  # under 1 % of the stream survives: nothing to model
         return replace(bd, notes=_join(bd.notes, f"warm L2 changes nothing: the {mib:.1f} MiB working set is "
                                                   f"far beyond the {keep:.0f} MiB the L2 keeps for one stream"))
-    warm = mod.model(Machine(warm_l2(g, f, hit), f, p), m, pb.n, pb.k, pb.bits, pb.group_size)
+    warm = mod.model(Machine(warm_l2(g, f, hit), f, pb.machine.params), m, pb.n, pb.k, pb.bits, pb.group_size)
     if hit == 1.0:
         note = f"warm L2: the {mib:.1f} MiB working set is L2-resident and streamed at L2 bandwidth"
     else:

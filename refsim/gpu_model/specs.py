@@ -175,6 +175,9 @@ class GPUSpec:
         FormatRuleError naming the card's range). Returns a Python float."""
         if type(clock) is str and clock == "sustained":
             return self.sustained_clock_hz
+        if type(clock) is float and MIN_CLOCK_HZ <= clock <= MAX_OVER_BOOST * self.boost_clock_hz \
+                and clock <= MAX_CLOCK_HZ:
+            return clock                  # the models' hot path: an already resolved clock
         if isinstance(clock, numbers.Real) and not isinstance(clock, (bool, np.bool_)) and not getattr(clock, "ndim", 0):
             hz = float(clock)
             top = min(MAX_CLOCK_HZ, MAX_OVER_BOOST * self.boost_clock_hz)

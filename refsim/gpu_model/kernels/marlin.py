@@ -37,7 +37,7 @@ from refsim.gpu_model.kernels import resources
 from refsim.gpu_model.kernels._common import cc_at_least, mma_sync_rate, require_multiple
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _overlap, _stream_bandwidth, _writeback_bytes
+from refsim.gpu_model.roofline import Breakdown, _breakdown, _overlap, _stream_bandwidth, _writeback_bytes
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
@@ -244,11 +244,15 @@ def striped_model(name: str, mc, m, n, k, group_size, *, weight_bits: float, spa
         bottleneck = "serial"          # the lock-ordered slice reduction chain dominates
     elif total.get("launch", 0) + total.get("tail", 0) > pipe_totals[bottleneck]:
         bottleneck = "launch"
-    return Breakdown(kernel=name, gpu=g.name, m=m, n=n, k=k, bits=4, latency_s=latency, bottleneck=bottleneck,
-                     terms=total, bytes_dram=bytes_total, flops=2.0 * m * n * k, ctas=last[1], waves=1.0,
-                     launches=sum(lc.count for lc in parts),
-                     notes=f"tile {tk}x{tn}, launches " + ", ".join(
-                         f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts))
+    return _breakdown(name, g.name, m, n, k, 4, latency, bottleneck, total, bytes_total, 2.0 * m * n * k, last[1], 1.0,
+                      sum(lc.count for lc in parts), _notes(parts, tk, tn))
+
+
+@lru_cache(maxsize=4096)
+def _notes(parts, tk: int, tn: int) -> str:
+    """The launch plan in words: the tile and each launch kind."""
+    return f"tile {tk}x{tn}, launches " + ", ".join(
+        f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts)
 
 
 @lru_cache(maxsize=4096)
