@@ -2,23 +2,26 @@
 
 Each kernel model (``refsim.gpu_model.kernels.*``) counts, from how the kernel really works:
 
-    bytes from DRAM ............ T_dram = Σ_waves bytes_wave / min(BW_eff, active_CTAs·bytes_in_flight/latency)
+    bytes from DRAM ............ T_dram = Σ_waves bytes_wave / BW(resident CTAs · bytes in flight)
+                                 BW(Q) = BW_eff · X / (1 + X^p)^(1/p), X = Q / (L0 · BW_eff)
+                                 (Little's law, smoothed; + the write-back of a dirty L2)
     bytes L2 -> SM ............. T_l2   = bytes_l2 / BW_L2
     tensor-core instructions ... T_tc   = n_mma · flop_per_mma(padded shape) / (rate(acc type) · SMs · f_sm)
     ALU / issue slots .......... T_alu  = max(warp_instrs / (4 SMSP · SMs · f), pipe lanes / lanes/clk,
                                              steps per SMSP / warps per SMSP · C1 / f)   (refsim.gpu_model.loop)
     L1/shared wavefronts ....... T_smem = wavefronts / (SMs · f_sm)   (LUT lookups × bank-conflict degree)
     latency-bound chain ........ T_lat  = waves · steps per warp · (DRAM latency + C1 / f)   (no prefetch)
-    fixed ...................... T0 per launch + one DRAM latency (ramp)
+    fixed ...................... T0 per launch (the timing method's) + one DRAM latency (the first loads)
 
 and combines them with :func:`combine`:
 
     T = T0·launches + tail + max(pipes) + (1 - a) · second_largest(pipes)
 
-``a`` (overlap) and ``T0`` are the only fitted constants
-(:data:`FITTED`, fitted by ``refsim.gpu_model.calibrate`` on the RTX 4070 Laptop Any-Precision data).
-The binding bottleneck is the name of the largest term (``launch`` when T0 + tail dominates,
-``serial`` when a serial chain such as Marlin's lock-ordered slice reduction does).
+``a`` (overlap) and ``T0`` are the only fitted constants (:data:`FITTED`, fitted by
+``refsim.gpu_model.calibrate`` on the RTX 4070 Laptop Any-Precision table); with CUDA-event timing
+T0 is the GPU's measured empty kernel plus its first-wave ramp (conditions.with_timing). The binding
+bottleneck is the name of the largest term (``launch`` when T0 + tail dominates, ``serial`` when a
+serial chain such as Marlin's lock-ordered slice reduction does).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The per-SMSP issue model (refsim.gpu_model.loop) and the mechanisms built on it (issue 15)."""
+"""The per-SMSP issue model (refsim.gpu_model.loop) and the mechanisms built on it."""
 
 import pytest
 
@@ -58,7 +58,7 @@ def test_marlin_registers_bind_one_cta_and_two_warps_per_smsp():
 
 @pytest.mark.parametrize("gpu", ["orin-agx-64gb", "rtx4090", "a100-80gb", "h100-sxm"])
 def test_anyprec_4bit_4096_latency_never_drops_with_batch(gpu):
-    # issue 15: M = 2 was predicted faster than M = 1 (Orin, A100, H100) because one fitted issue
+    # a regression once seen: M = 2 was predicted faster than M = 1 (Orin, A100, H100) because one fitted issue
     # efficiency over-charged the high-occupancy M = 1 case; the kernel does strictly more work per
     # weight at larger M (more activations, more HFMA2, fewer resident warps)
     lat = [predict(gpu, "anyprec", m, 4096, 4096, bits=4).latency_s for m in (1, 2, 4, 8)]
@@ -71,7 +71,7 @@ def test_reconcile_reads_the_same_loop_structure():
     assert 0.75 < r["ratio"] < 1.25
 
 
-# ---- artifacts of issue 15 ---------------------------------------------------------------------
+# ---- mechanisms that replaced fitted constants ---------------------------------------------------------------------
 def test_ga102_and_ad102_run_non_tensor_fp16_at_the_fp32_rate():
     # GA102 / Ada whitepapers: RTX 3090 35.6 TFLOPS FP16 (non-tensor) = FP32; RTX 4090 82.6 = 82.6.
     # One half2 lane = 2 fp16 results, so half2 lanes = FP32 lanes / 2; GA100-class Orin keeps 2x.

@@ -41,8 +41,10 @@ def tile_tensor_time(gpu: GPUSpec, f_sm: float, m_pad: int, n: int, k: int, tile
 
 # Fraction of the tensor rate a kernel built on warp-synchronous ``mma.sync`` reaches, per compute
 # capability. The vendor peaks of Hopper (table 1.3) are wgmma (warpgroup, asynchronous) rates;
-# ``mma.sync`` m16n8k16 on sm_90 reaches about 75 % of them (issue 15's figure; estimate — no primary
-# microbenchmark of mma.sync vs wgmma was found in the stored sources, see docs/notes/issue-15-pmmech.md).
+# ``mma.sync`` m16n8k16 on sm_90 reaches about 75 % of them: an estimate, no primary microbenchmark of
+# mma.sync against wgmma on sm_90 is published; the H100 Marlin rows at M = 128 (tensor-bound) run ~1.5x
+# slower than this rate predicts, so the true fraction may be nearer 0.5 (refsim calibrate does not
+# measure it yet).
 # Every other CC's peak is an mma.sync rate already.
 MMA_SYNC_FRACTION = {"9.0": 0.75}
 

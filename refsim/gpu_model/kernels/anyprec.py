@@ -1,7 +1,7 @@
 """Any-Precision LLM bitplane-LUT GEMV (``matmul_kbit``), M ≤ 8; dequant + cuBLAS above.
 
 Source matched: SNU-ARC/any-precision-llm @ a3257d02740c, ``any_precision/modules/kernels/
-{main.cu, matmul.cuh, dequant.cuh}`` as described in shared/specs/anyprec.md §3-§5, §9. The
+{main.cu, matmul.cuh, dequant.cuh}``. The
 transpose op counts and lookup counts come from :mod:`refsim.formats.bit_transpose`
 (``ops_per_32_weights``, ``uses_pair_table``, ``lookups_per_32_weights``), which counts them by
 running the SWAR transpose with an op counter.

@@ -1,7 +1,7 @@
 """Atom W4A4 fused group GEMM (INT4 mma m16n8k64 + INT8 keeper block, FP32 dequant epilogue).
 
 Source matched: efeslab/Atom @ 7e3618b1a7a7, ``kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh``
-(shared/specs/atom_qigen_gptq.md §1.7): 128×128×128 tiles, 8 warps, 4-stage cp.async pipeline,
+: 128×128×128 tiles, 8 warps, 4-stage cp.async pipeline,
 groups of 128 along K, the last 128 input channels ("keeper" outliers) in INT8.
 
 Decomposition (per CTA = one 128(M) × 128(N) output tile over all of K)::

@@ -2,7 +2,7 @@
 
 Source matched: IST-DASLab/marlin @ 2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c,
 ``marlin/marlin_cuda_kernel.cu`` (``Marlin`` prologue, ``init_slice``, host ``marlin_cuda`` M loop)
-and ``marlin/marlin_cuda.cpp``, as restated in shared/specs/marlin.md §(c). The tile choice, the host
+and ``marlin/marlin_cuda.cpp``. The tile choice, the host
 M splitting and the per-block stripes are NOT recomputed here: they come from
 :mod:`refsim.formats.stripes` (the single implementation, tested against the kernel's own 3×3/5-SM
 example and tile-by-tile invariants); :func:`partition` reduces a

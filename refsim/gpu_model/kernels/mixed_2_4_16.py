@@ -1,7 +1,7 @@
 """2/4/16-bit mixed GEMV with asynchronous dequantization + CSR SpMV of sparse FP16 outliers.
 
 Source: the paper "Fast and Efficient 2-bit LLM Inference on GPU: 2/4/16-bit in a Weight Matrix
-with Asynchronous Dequantization" (shared/papers/two-four-sixteen-bit.md §3-§4; no official code
+with Asynchronous Dequantization" (§3-§4; no official code
 in the project's reference set). Two kernels per linear layer:
 
 1. dense GEMV over 2-bit groups (fraction ``1 - FRAC_4BIT``) and 4-bit groups (``FRAC_4BIT``),

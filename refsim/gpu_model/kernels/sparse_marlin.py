@@ -1,7 +1,7 @@
 """Sparse-MARLIN: 2:4-sparse FP16×INT4 (mma.sp m16n8k32, FP32 accumulate).
 
 Source matched: IST-DASLab/Sparse-Marlin @ c2ffa23, ``marlin/marlin_cuda_kernel_nm.cu`` and
-``marlin/__init__.py`` (shared/specs/marlin.md §(g)). Same persistent striped design as
+``marlin/__init__.py``. Same persistent striped design as
 :mod:`marlin` (reused here, partition from :mod:`refsim.formats.stripes`), with:
 
 * weights: the 2 kept values of every 4 along K, 4-bit: N·K/2 · 4 bits = N·K/4 bytes, plus metadata
