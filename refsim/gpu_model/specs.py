@@ -250,7 +250,7 @@ _ALU = {
     "8.9": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=64),
     "9.0": dict(int32_lanes_per_clk_per_sm=64, fp32_fma_lanes_per_clk_per_sm=128, hfma2_lanes_per_clk_per_sm=128),
 }
-# Per-SM tensor rates (perf_model.md table 1.3, derived from vendor peaks / (SMs × boost clock)).
+# Per-SM tensor rates derived from the vendor dense peaks / (SMs × boost clock) ([nv-whitepapers]).
 _TC = {
     "turing-geforce": (1024, 512, 2048, 4096),
     "ga10x-pro": (1024, 1024, 2048, 4096),

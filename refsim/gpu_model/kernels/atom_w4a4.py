@@ -48,7 +48,7 @@ DYNAMIC_SMEM = 4 * (TILE * (TILE + TILE) // 2 + 4 * (2 * TILE + TILE // 2))
 # before the per-SMSP issue model replaced it for the calibrated kernels). No Atom calibration data
 # exists to derive the epilogue's stalls from; with full issue (1.0) the 4090 NVBench point at
 # M = 1024 is predicted 24 % fast, with the I2F conversion rate (16/clk/SM) as the limit M = 4096 is
-# 24 % slow. Listed in docs/perf_model.md's fitted-constants table.
+# 24 % slow. Listed in docs/perf_model.md with the other estimates.
 EPILOGUE_ISSUE_EFF = 0.576
 
 
