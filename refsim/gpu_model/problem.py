@@ -121,24 +121,25 @@ def _integer(value):
     return int(value) if isinstance(value, np.integer) and not isinstance(value, np.bool_) else value
 
 
+def _option(name: str, value, allowed, default, rule: str):
+    """``value`` of a kernel option (bits, group size): ``default`` for None, else an int in
+    ``allowed``; anything else a FormatRuleError stating ``rule``."""
+    if value is None:
+        return default
+    value = _integer(value)
+    if type(value) is not int or value not in allowed:
+        raise FormatRuleError(f"{name}: {rule}; got {value!r:.80}")
+    return value
+
+
 def _bits(mod, bits) -> int:
-    if bits is None:
-        return mod.DEFAULT_BITS
-    bits = _integer(bits)
-    if type(bits) is not int or bits not in mod.BITS:
-        raise FormatRuleError(f"bits: kernel {mod.NAME} runs bit-widths {list(mod.BITS)}; got {bits!r:.80}")
-    return bits
+    return _option("bits", bits, mod.BITS, mod.DEFAULT_BITS, f"kernel {mod.NAME} runs bit-widths {list(mod.BITS)}")
 
 
 def _group(mod, group_size):
     if mod.GROUPS is None:          # the kernel has no grouping to choose
         return None
-    if group_size is None:
-        return mod.DEFAULT_GROUP
-    group_size = _integer(group_size)
-    if type(group_size) is not int or group_size not in mod.GROUPS:
-        raise FormatRuleError(f"group_size: kernel {mod.NAME} {mod.GROUP_RULE}; got {group_size!r:.80}")
-    return group_size
+    return _option("group_size", group_size, mod.GROUPS, mod.DEFAULT_GROUP, f"kernel {mod.NAME} {mod.GROUP_RULE}")
 
 
 def _params(params) -> ModelParams:
