@@ -1,4 +1,4 @@
-"""The seed papers' published kernel numbers side by side with the model (issue 15).
+"""The seed papers' published kernel numbers side by side with the model.
 
     python bench/paper_table.py [--in-sample-rows]
 

@@ -25,7 +25,7 @@ def test_anyprec_lower_bit_width_never_reads_more_bytes(gpu, m, n, k, bits):
     # takes the k-split (b >= 7, K > 4096, not Orin: num_ksplit = ceil(K/4096) times more warps per
     # CTA, a different launch). Not asserted at M >= 2, where the real kernel is not monotone: 3-bit
     # pair merging costs more ops than 4-bit's (45 vs 40), and 4-bit's 16 KiB pair tables cut
-    # occupancy below 5-bit's 1 KiB. (Issue 15: hypothesis found a10, M = 1, N = 128, K = 10368 with
+    # occupancy below 5-bit's 1 KiB. (hypothesis once found a10, M = 1, N = 128, K = 10368 with
     # 3-bit slower than 4-bit: the model pushed the LUT and activation bytes through the plane
     # loads' Little's-law window, which has 3/4 the bytes in flight at 3 bits; the model was wrong.)
     g = get_gpu(gpu)
@@ -72,7 +72,7 @@ def test_more_sms_never_slower_for_a_memory_bound_gemv(gpu, kernel, n, k):
         # reduction: block b owns tiles [iters*b, iters*(b+1)) of the column-major tile order with
         # iters = ceil(k_tiles*n_tiles/sms) (init_slice in marlin_cuda_kernel.cu), so the longest
         # lock-ordered chain in a column is set by how iters falls against k_tiles, not by the SM
-        # count. Counterexample (issue 15 item 5): A10, N=16384, K=1024, M=1 -> 128x128 tiles,
+        # count. Counterexample found by hypothesis: A10, N=16384, K=1024, M=1 -> 128x128 tiles,
         # k_tiles=8, n_tiles=128; 72 SMs: iters=15, columns cut into 2-3 slices, a serial term;
         # 144 SMs: iters=8 = k_tiles, one block per column, no reduction at all. What the
         # partition does guarantee: the memory term cannot grow (up to stripe rounding, iters =

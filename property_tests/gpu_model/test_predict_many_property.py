@@ -43,7 +43,7 @@ def _same(got, want) -> None:
 def options(draw, kernel):
     mod = kernel_module(kernel)
     return {"bits": draw(st.sampled_from((None,) + tuple(mod.BITS))),
-            "group_size": draw(st.sampled_from(tuple(getattr(mod, "GROUPS", (None,))) + (None,))),
+            "group_size": draw(st.sampled_from(tuple(mod.GROUPS or ()) + (None,))),
             "clock": draw(st.sampled_from(["sustained", "base", "boost", 1.2e9])),
             "cache": draw(st.sampled_from(["cold", "warm"])),
             "ecc": draw(st.sampled_from([None, "on", "off"])),

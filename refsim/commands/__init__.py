@@ -49,10 +49,14 @@ def clock_arg(text: str):
 
 
 def add_condition_args(p) -> None:
-    """``--ecc`` and ``--cache``: the measurement conditions of ``refsim predict`` / ``refsim sweep``
-    besides ``--clock`` (refsim.gpu_model.conditions)."""
+    """``--ecc``, ``--cache`` and ``--timing``: the measurement conditions of ``refsim predict`` /
+    ``refsim sweep`` besides ``--clock`` (refsim.gpu_model.conditions)."""
     p.add_argument("--ecc", default=None, type=str.lower, choices=("on", "off"),
                    help="DRAM ECC state (default: the card's own: A10 and HBM parts on, GeForce off)")
-    p.add_argument("--cache", default="cold", type=str.lower, choices=("cold", "warm"),
-                   help="L2 state: cold (default, flushed as Nsight Compute measures) or warm (a "
-                        "working set that fits in L2 is streamed from it)")
+    p.add_argument("--cache", default="cold", type=str.lower, choices=("cold", "dirty", "warm"),
+                   help="L2 state: cold (default: flushed clean, as Nsight Compute measures), dirty (a "
+                        "buffer larger than L2 zeroed before each launch, as triton's do_bench), warm "
+                        "(back-to-back launches: the working set's resident share streams from L2)")
+    p.add_argument("--timing", default="kernel", type=str.lower, choices=("kernel", "events"),
+                   help="what the time covers: kernel (default: the kernel's own duration, Nsight "
+                        "Compute) or events (CUDA events around one launch: the launch cost included)")

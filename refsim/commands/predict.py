@@ -28,7 +28,9 @@ def register(subparsers) -> None:
         "predict", help="predict a quantized GEMV/GEMM kernel's latency on a GPU",
         description="Analytical latency model (refsim.gpu_model): bytes, tensor/ALU/shared-memory "
         "time, waves, launch cost and the binding bottleneck.")
-    p.add_argument("--gpu", required=True, help="GPU name (unknown names list the valid ones)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--gpu", help="GPU name or alias (unknown names list the valid ones)")
+    which.add_argument("--gpu-file", default=None, help="a GPU spec file written by refsim calibrate")
     p.add_argument("--kernel", required=True, help="kernel family (unknown names list the valid ones)")
     p.add_argument("--m", type=positive_int, required=True, help="batch / tokens (M)")
     p.add_argument("--n", type=positive_int, default=None, help="output features (N)")
@@ -45,79 +47,71 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     from refsim.errors import FormatRuleError
-    from refsim.gpu_model.kernels import predict
-    from refsim.gpu_model.roofline import dram_roofline_s
-    from refsim.gpu_model.shapes import get_model
-    from refsim.gpu_model.specs import get_gpu
+    from refsim.gpu_model.layers import predict_layers
 
-    gpu = get_gpu(args.gpu)
     if args.model is None:
         if args.n is None or args.k is None:
             raise FormatRuleError("n, k: --n and --k are required unless --model is given; got "
                                   f"n={args.n}, k={args.k}")
-        problems = [("layer", args.n, args.k, 1)]
-        layers = 1
+        layers = [("layer", args.n, args.k, 1)]
     else:
-        spec = get_model(args.model)
-        problems = spec.per_block()
-        layers = spec.layers
-    total = base = roof = 0.0
-    terms: dict = {}
-    per_layer = []
-    worst = None
-    for name, n, k, count in problems:
-        cond = {"clock": args.clock, "ecc": args.ecc, "cache": args.cache}
-        bd = predict(gpu.name, args.kernel, args.m, n, k, bits=args.bits, group_size=args.group_size, **cond)
-        fp = predict(gpu.name, "cublas-fp16", args.m, n, k, **cond)
-        mult = count * layers
-        total += bd.latency_s * mult
-        base += fp.latency_s * mult
-        roof += dram_roofline_s(bd.bytes_dram, bd.flops, gpu) * mult
-        for key, v in bd.terms.items():
-            terms[key] = terms.get(key, 0.0) + v * mult
-        per_layer.append({"name": name, "n": n, "k": k, "count": mult, "latency_us": bd.latency_us,
-                          "bottleneck": bd.bottleneck})
-        if worst is None or bd.latency_s * mult > worst[0]:
-            worst = (bd.latency_s * mult, bd)
-    bottleneck = worst[1].bottleneck if args.model else worst[1].bottleneck
+        layers = args.model
+    gpu = args.gpu
+    if args.gpu_file is not None:
+        from refsim.gpu_model.gpufile import load_gpu_file
+        gpu = load_gpu_file(args.gpu_file)
+    res = predict_layers(gpu, args.kernel, args.m, layers, args.bits, args.group_size,
+                         clock=args.clock, ecc=args.ecc, cache=args.cache, timing=args.timing)
+    worst = res.slowest.breakdown
+    from refsim.gpu_model.specs import get_gpu
+    ecc = args.ecc or (gpu if args.gpu_file is not None else get_gpu(res.gpu)).ecc
     out = {
-        "gpu": gpu.name, "kernel": args.kernel, "m": args.m, "n": args.n, "k": args.k,
-        "bits": worst[1].bits, "group_size": args.group_size, "model": args.model, "clock": args.clock,
-        "ecc": args.ecc or gpu.ecc, "cache": args.cache,
-        "latency_us": total * 1e6, "bottleneck": bottleneck,
-        "cublas_fp16_latency_us": base * 1e6, "speedup_vs_cublas_fp16": base / total,
-        "roofline_us": roof * 1e6, "fraction_of_roofline": roof / total,
-        "terms_us": {key: v * 1e6 for key, v in terms.items()},
+        "gpu": res.gpu, "kernel": res.kernel, "m": args.m, "n": args.n, "k": args.k,
+        "bits": worst.bits, "group_size": args.group_size, "model": args.model, "clock": args.clock,
+        "ecc": ecc, "cache": args.cache, "timing": args.timing,
+        "latency_us": res.latency_s * 1e6, "bottleneck": res.bottleneck,
+        "cublas_fp16_latency_us": res.cublas_fp16_s * 1e6, "speedup_vs_cublas_fp16": res.speedup_vs_cublas_fp16,
+        "roofline_us": res.roofline_s * 1e6, "fraction_of_roofline": res.fraction_of_roofline,
+        "terms_us": {key: v * 1e6 for key, v in res.terms.items()},
     }
+    off = sorted({note for r in res.layers for note in r.breakdown.notes.split("; ")
+                  if note.startswith("known far off")})
+    if off:
+        out["warnings"] = off
     if args.model:
-        out["layers"] = per_layer
+        out["layers"] = [{"name": r.name, "n": r.n, "k": r.k, "count": r.count,
+                          "latency_us": r.breakdown.latency_us, "bottleneck": r.breakdown.bottleneck}
+                         for r in res.layers]
     else:
-        out.update({"bytes_dram": worst[1].bytes_dram, "ctas": worst[1].ctas, "waves": worst[1].waves,
-                    "launches": worst[1].launches, "notes": worst[1].notes})
+        out.update({"bytes_dram": worst.bytes_dram, "ctas": worst.ctas, "waves": worst.waves,
+                    "launches": worst.launches, "notes": worst.notes})
     if args.json:
         print(json.dumps(out))
         return 0
     what = f"{args.model} linear layers" if args.model else f"M={args.m} N={args.n} K={args.k}"
     clock = args.clock if isinstance(args.clock, str) else f"{args.clock / 1e6:g} MHz"
-    lines = [f"{args.kernel} on {gpu.name} ({clock} clock, ECC {out['ecc']}, {args.cache} L2), {what}, "
+    total, roof = res.latency_s, res.roofline_s
+    lines = [f"{res.kernel} on {res.gpu} ({clock} clock, ECC {ecc}, {args.cache} L2, {args.timing} timing), {what}, "
              f"bits={out['bits']}",
              f"  latency      {format_time(total)}",
-             f"  cublas-fp16  {format_time(base)}  -> speedup {out['speedup_vs_cublas_fp16']:.2f}x",
+             f"  cublas-fp16  {format_time(res.cublas_fp16_s)}  -> speedup {res.speedup_vs_cublas_fp16:.2f}x",
              f"  roofline     {format_time(roof)}  (plain DRAM/tensor bound: the model reaches "
              f"{100 * roof / total:.0f} % of it" + ("; a warm L2 serves the bytes faster than DRAM)" if roof > total
                                                     else ")"),
-             f"  bottleneck   {bottleneck}",
+             f"  bottleneck   {res.bottleneck}",
              "  breakdown (dram/l2/tensor/alu/smem/latency overlap, launch/tail/serial add):"]
     for key in ("dram", "l2", "tensor", "alu", "smem", "latency", "launch", "tail", "serial"):
-        if key in terms:
-            lines.append(f"    {key:<8} {format_time(terms[key]):>12}")
-    if not args.model and worst[1].notes:
-        lines.append(f"  notes        {worst[1].notes}")
+        if key in res.terms:
+            lines.append(f"    {key:<8} {format_time(res.terms[key]):>12}")
+    if not args.model and worst.notes:
+        lines.append(f"  notes        {worst.notes}")
+    for note in off:
+        lines.append(f"  warning      {note}")
     if args.model:
         lines.append("  per layer (one block x layers):")
-        for row in per_layer:
-            lines.append(f"    {row['name']:<10} {row['n']:>6} x {row['k']:<6} x{row['count']:<4} "
-                         f"{format_time(row['latency_us'] * 1e-6):>12}  {row['bottleneck']}")
+        for r in res.layers:
+            lines.append(f"    {r.name:<10} {r.n:>6} x {r.k:<6} x{r.count:<4} "
+                         f"{format_time(r.breakdown.latency_s):>12}  {r.breakdown.bottleneck}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

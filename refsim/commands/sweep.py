@@ -1,12 +1,18 @@
 """``refsim sweep``: many predictions at once, written as CSV and one PNG per GPU.
 
-    refsim sweep --gpu a10,rtx4090 --kernel marlin,cublas-fp16 --m 1..4096 --n 4096 --k 4096 --out sweep-a10
+    refsim sweep --gpu a10,rtx4090 --kernel marlin,cublas-fp16 --m 1..4096 --shape 4096:4096 --shape 11008:4096 --out DIR
+    refsim sweep --gpu h100 --kernel marlin --m 1..256 --model llama-2-7b --cache dirty --timing events --out DIR
+    refsim sweep --gpu-file my-h100.json --kernel anyprec --bits 3 --m 1,4,8 --n 4096 --k 4096,11008 --out DIR
 
-``--m``, ``--n``, ``--k`` take lists and ranges (``1,2,4``; ``1..4096`` doubles from 1 to 4096;
-``128..512:128`` steps by 128; see :func:`refsim.gpu_model.sweep.parse_values`). ``--gpu`` and
-``--kernel`` take comma-separated names. ``--out`` must be a new or empty folder (checked before
-any work); it receives ``sweep.csv`` and ``sweep_<gpu>.png``. A progress bar appears when the
-sweep takes longer than a second.
+Shapes are (N, K) pairs: ``--shape N:K`` (repeatable), ``--model`` (a built-in model's distinct
+linear shapes), or ``--n`` and ``--k`` lists whose every combination is taken. ``--m``, ``--n``,
+``--k`` take lists and ranges (``1,2,4``; ``1..4096`` doubles from 1 to 4096; ``128..512:128``
+steps by 128; :func:`refsim.gpu_model.sweep.parse_values`). ``--gpu`` and ``--kernel`` take
+comma-separated names or aliases (unknown ones are refused, listing the names and aliases);
+``--gpu-file`` a spec file from ``refsim calibrate``. ``--clock`` must lie in the card's range.
+``--out`` must be a new or empty folder (checked before any work); it receives ``sweep.csv`` (times
+in µs, the conditions in columns) and ``sweep_<gpu>.png``. A progress bar appears when the sweep
+takes longer than a second.
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ def register(subparsers) -> None:
         "sweep", help="predict kernels over GPUs and M/N/K grids; write CSV and plots",
         description="Runs refsim.gpu_model's predictions over every combination and writes "
         "sweep.csv and one PNG per GPU (latency vs M, speedup over cublas-fp16, roofline).")
-    p.add_argument("--gpu", required=True, help="GPU names, comma-separated (aliases accepted)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--gpu", help="GPU names, comma-separated (aliases accepted)")
+    which.add_argument("--gpu-file", default=None, help="a GPU spec file written by refsim calibrate")
     p.add_argument("--kernel", required=True, help="kernel families, comma-separated")
     p.add_argument("--m", required=True, help="batch / tokens: list or range, e.g. 1..4096")
-    p.add_argument("--n", required=True, help="output features: list or range")
-    p.add_argument("--k", required=True, help="input features (the reduction): list or range")
+    p.add_argument("--shape", action="append", default=None, help="one layer shape N:K (repeatable)")
+    p.add_argument("--model", default=None, help="the linear shapes of a built-in model (e.g. llama-2-7b)")
+    p.add_argument("--n", default=None, help="output features: list or range (every combination with --k)")
+    p.add_argument("--k", default=None, help="input features (the reduction): list or range")
     p.add_argument("--bits", type=int, default=None, help="weight bit-width (kernel default if omitted)")
     p.add_argument("--group-size", type=int, default=None, help="quantization group size along K")
     p.add_argument("--clock", default="sustained", type=clock_arg,
@@ -37,17 +47,34 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
+    from refsim.errors import FormatRuleError
     from refsim.gpu_model import sweep as sw
+    from refsim.gpu_model.shapes import unique_layer_shapes
     from refsim.io.output import atomic_output_dir
 
+    given = [name for name, v in (("--shape", args.shape), ("--model", args.model), ("--n/--k", args.n or args.k))
+             if v]
+    if len(given) != 1:
+        raise FormatRuleError(f"shapes: give exactly one of --shape N:K (repeatable), --model NAME or --n with --k; "
+                              f"got {given or 'none'}")
+    if args.shape:
+        shapes = [sw.parse_shape(t) for t in args.shape]
+    elif args.model:
+        shapes = unique_layer_shapes(args.model)
+    else:
+        if args.n is None or args.k is None:
+            raise FormatRuleError(f"n, k: --n and --k go together; got n={args.n!r}, k={args.k!r}")
+        shapes = sw.grid_shapes(sw.parse_values(args.n, "n"), sw.parse_values(args.k, "k"))
     ms = sw.parse_values(args.m, "m")
-    ns = sw.parse_values(args.n, "n")
-    ks = sw.parse_values(args.k, "k")
-    gpus = [g for g in args.gpu.split(",") if g]
+    if args.gpu_file is not None:
+        from refsim.gpu_model.gpufile import load_gpu_file
+        gpus = [load_gpu_file(args.gpu_file)]
+    else:
+        gpus = [g for g in args.gpu.split(",") if g]
     kernels = [k for k in args.kernel.split(",") if k]
     with atomic_output_dir(args.out) as tmp:       # refuses an existing non-empty --out up front
-        rows = sw.sweep(gpus, kernels, ms, ns, ks, bits=args.bits, group_size=args.group_size,
-                        clock=args.clock, ecc=args.ecc, cache=args.cache, progress=sys.stderr.isatty())
+        rows = sw.sweep(gpus, kernels, ms, shapes, bits=args.bits, group_size=args.group_size, clock=args.clock,
+                        ecc=args.ecc, cache=args.cache, timing=args.timing, progress=sys.stderr.isatty())
         sw.write_csv(rows, tmp / "sweep.csv")
         pngs = [] if args.no_plot else sw.plot(rows, tmp)
     ok = sum(r.status == "ok" for r in rows)

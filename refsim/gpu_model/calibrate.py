@@ -1,7 +1,6 @@
 """Fit the few constants first principles cannot give, on the RTX 4070 Laptop Any-Precision data.
 
-Data: ``refsim/data/timings/anyprec_rtx4070_laptop.csv``, a copy of the workspace's
-``shared/calibration/anyprec_rtx4070_laptop.csv`` (Any-Precision LLM paper, Tables 9 and 11,
+Data: ``refsim/data/timings/anyprec_rtx4070_laptop.csv`` (Any-Precision LLM paper, Tables 9 and 11,
 RTX 4070 Laptop; see ``data/README.md``). It was measured with Nsight Compute, so **clocks are locked to base** and **caches
 are flushed** between replays: every row is predicted with ``clock="base"`` and cold L2 (all
 operands come from DRAM), which is what every kernel model assumes.

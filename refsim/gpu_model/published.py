@@ -1,4 +1,4 @@
-"""The seed papers' published kernel numbers side by side with :mod:`refsim.gpu_model` (issue 15).
+"""The seed papers' published kernel numbers side by side with :mod:`refsim.gpu_model`.
 
 ``refsim/data/timings/published.csv`` holds every kernel-level number the papers (and, for
 numbers a paper shows only as a figure, the authors' own result files) publish that the model can

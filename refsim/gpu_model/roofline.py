@@ -2,23 +2,26 @@
 
 Each kernel model (``refsim.gpu_model.kernels.*``) counts, from how the kernel really works:
 
-    bytes from DRAM ............ T_dram = Σ_waves bytes_wave / min(BW_eff, active_CTAs·bytes_in_flight/latency)
+    bytes from DRAM ............ T_dram = Σ_waves bytes_wave / BW(resident CTAs · bytes in flight)
+                                 BW(Q) = BW_eff · X / (1 + X^p)^(1/p), X = Q / (L0 · BW_eff)
+                                 (Little's law, smoothed; + the write-back of a dirty L2)
     bytes L2 -> SM ............. T_l2   = bytes_l2 / BW_L2
     tensor-core instructions ... T_tc   = n_mma · flop_per_mma(padded shape) / (rate(acc type) · SMs · f_sm)
     ALU / issue slots .......... T_alu  = max(warp_instrs / (4 SMSP · SMs · f), pipe lanes / lanes/clk,
                                              steps per SMSP / warps per SMSP · C1 / f)   (refsim.gpu_model.loop)
     L1/shared wavefronts ....... T_smem = wavefronts / (SMs · f_sm)   (LUT lookups × bank-conflict degree)
     latency-bound chain ........ T_lat  = waves · steps per warp · (DRAM latency + C1 / f)   (no prefetch)
-    fixed ...................... T0 per launch + one DRAM latency (ramp)
+    fixed ...................... T0 per launch (the timing method's) + one DRAM latency (the first loads)
 
 and combines them with :func:`combine`:
 
     T = T0·launches + tail + max(pipes) + (1 - a) · second_largest(pipes)
 
-``a`` (overlap) and ``T0`` are the only fitted constants
-(:data:`FITTED`, fitted by ``refsim.gpu_model.calibrate`` on the RTX 4070 Laptop Any-Precision data).
-The binding bottleneck is the name of the largest term (``launch`` when T0 + tail dominates,
-``serial`` when a serial chain such as Marlin's lock-ordered slice reduction does).
+``a`` (overlap) and ``T0`` are the only fitted constants (:data:`FITTED`, fitted by
+``refsim.gpu_model.calibrate`` on the RTX 4070 Laptop Any-Precision table); with CUDA-event timing
+T0 is the GPU's measured empty kernel plus its first-wave ramp (conditions.with_timing). The binding
+bottleneck is the name of the largest term (``launch`` when T0 + tail dominates, ``serial`` when a
+serial chain such as Marlin's lock-ordered slice reduction does).
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from refsim._validate import require_instance, require_int
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.specs import FITTED_LAUNCH_OVERHEAD_S, GPUSpec
 
-__all__ = ["ModelParams", "FITTED", "Breakdown", "combine", "dram_time", "waves",
-           "dram_roofline_s", "PIPE_TERMS"]
+__all__ = ["ModelParams", "FITTED", "Breakdown", "combine", "dram_time", "stream_bandwidth", "writeback_bytes",
+           "waves", "dram_roofline_s", "PIPE_TERMS"]
 
 PIPE_TERMS = ("dram", "l2", "tensor", "alu", "smem", "latency")
 
@@ -52,7 +55,18 @@ class ModelParams:
     """
 
     launch_overhead_s: float = FITTED_LAUNCH_OVERHEAD_S
-    overlap: float = 0.8834
+    overlap: float = 0.9243
+
+    def __post_init__(self) -> None:
+        # checked on construction (and on dataclasses.replace); NumPy scalars stored as Python floats
+        for name, hi in (("launch_overhead_s", 1e-2), ("overlap", 1.0)):
+            v = getattr(self, name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or getattr(v, "ndim", 0):
+                raise FormatRuleError(f"ModelParams.{name}: must be a number; got {type(v).__name__}")
+            v = float(v)
+            if not (math.isfinite(v) and 0.0 <= v <= hi):
+                raise FormatRuleError(f"ModelParams.{name}: must be a finite number in [0, {hi:g}]; got {v!r}")
+            object.__setattr__(self, name, v)
 
 
 FITTED = ModelParams()
@@ -124,20 +138,61 @@ def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
     """Seconds to stream ``bytes_dram`` with the launch's memory-level parallelism.
 
     Bytes are spread evenly over CTAs; full waves run with ``SMs × ctas_per_sm`` CTAs resident, the
-    partial last wave with the remainder. Each wave's bandwidth is Little's law capped by the
-    achievable streaming bandwidth: ``min(BW_eff, resident_CTAs · bytes_in_flight / latency)``.
+    partial last wave with the remainder. Each wave's bandwidth is :func:`stream_bandwidth` of its
+    resident CTAs' bytes in flight (Little's law, smoothed). On a dirty L2 (``gpu.l2_dirty_bytes``)
+    the stream also carries :func:`writeback_bytes`.
     """
     require_instance("gpu", gpu, GPUSpec)
     _amounts(bytes_dram=bytes_dram, bytes_in_flight_per_cta=bytes_in_flight_per_cta)
     ctas, ctas_per_sm = require_int("ctas", ctas, minimum=0), require_int("ctas_per_sm", ctas_per_sm, minimum=0)
     if bytes_dram and not bytes_in_flight_per_cta:
         raise FormatRuleError("bytes_in_flight_per_cta: must be > 0 when there are bytes to stream; got 0")
-    return _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta)
+    return _dram_time(float(bytes_dram), gpu, ctas, ctas_per_sm, float(bytes_in_flight_per_cta))
+
+
+def stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
+    """Checked entry of :func:`_stream_bandwidth` (a GPUSpec and a finite number > 0 of bytes)."""
+    require_instance("gpu", gpu, GPUSpec)
+    _amounts(bytes_in_flight=bytes_in_flight)
+    if not bytes_in_flight > 0:
+        raise FormatRuleError(f"bytes_in_flight: must be > 0; got {bytes_in_flight!r}")
+    return _stream_bandwidth(gpu, float(bytes_in_flight))
+
+
+def _stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
+    """Bytes/s a DRAM stream reaches with ``bytes_in_flight`` bytes outstanding device-wide (> 0):
+    Little's law against the unloaded latency L0 (``gpu.dram_latency_s``), capped by the achievable
+    bandwidth BW (``gpu.dram_eff_bytes_per_s``), the corner smoothed with the GPU's sharpness p::
+
+        X  = bytes_in_flight / (L0 · BW)
+        bw = BW · X / (1 + X^p)^(1/p)        (-> bytes_in_flight / L0 for X << 1, -> BW for X >> 1)
+
+    The smooth corner is queueing: near the knee the latency grows with load. p = 2.3 reproduces the
+    H100 SXM read sweep from 128 to 2048 threads per SM within 1 % (refsim.gpu_model.microbench)."""
+    bw_eff = gpu.dram_peak_bytes_per_s * gpu.dram_achievable_fraction
+    x = bytes_in_flight / (gpu.dram_latency_s * bw_eff)
+    p = gpu.dram_curve_sharpness
+    return bw_eff * x / (1.0 + x ** p) ** (1.0 / p)
+
+
+def writeback_bytes(gpu: GPUSpec, bytes_dram: float) -> float:
+    """DRAM bytes written back while a kernel streams ``bytes_dram`` into an L2 that holds
+    ``gpu.l2_dirty_bytes`` of another buffer's dirty lines (0 on a clean L2): each line brought in
+    evicts one, a dirty share of them is written first."""
+    require_instance("gpu", gpu, GPUSpec)
+    _amounts(bytes_dram=bytes_dram)
+    return _writeback_bytes(gpu, float(bytes_dram))
+
+
+def _writeback_bytes(gpu: GPUSpec, bytes_dram: float) -> float:
+    if not gpu.l2_dirty_bytes:
+        return 0.0
+    return min(bytes_dram, gpu.l2_bytes) * (gpu.l2_dirty_bytes / gpu.l2_bytes)
 
 
 def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> float:
     """:func:`dram_time` without the argument checks: the kernel models call it with values they
-    built themselves, thousands of times per second."""
+    built themselves."""
     if bytes_dram <= 0:
         return 0.0
     if type(ctas) is not int or ctas < 1:
@@ -147,20 +202,12 @@ def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> f
     slots = gpu.sm_count * ctas_per_sm
     full = ctas // slots
     rem = ctas - full * slots                      # divmod(ctas, slots) of two positive ints
-    per_cta = bytes_dram / ctas
-    bw_eff = gpu.dram_peak_bytes_per_s * gpu.dram_achievable_fraction    # gpu.dram_eff_bytes_per_s
-    lat = gpu.dram_latency_s
+    per_cta = (bytes_dram + _writeback_bytes(gpu, bytes_dram)) / ctas
     t = 0.0
-    if full:
-        bw = slots * bytes_in_flight_per_cta / lat
-        if not bw < bw_eff:                        # min(bw_eff, bw): the first argument on ties
-            bw = bw_eff
-        t += full * slots * per_cta / bw
-    if rem:
-        bw = rem * bytes_in_flight_per_cta / lat
-        if not bw < bw_eff:
-            bw = bw_eff
-        t += rem * per_cta / bw
+    if full:                                       # full waves: every slot busy
+        t += full * slots * per_cta / _stream_bandwidth(gpu, slots * bytes_in_flight_per_cta)
+    if rem:                                        # the last, partial wave
+        t += rem * per_cta / _stream_bandwidth(gpu, rem * bytes_in_flight_per_cta)
     return t
 
 
@@ -185,8 +232,9 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
     ctas = require_int("ctas", ctas, minimum=0)
     _amounts(n_waves=n_waves, bytes_dram=bytes_dram, extra_serial_s=extra_serial_s,
              **{f"pipes[{key!r}]": v for key, v in pipes.items()})
-    return _combine(kernel, gpu, m, n, k, bits, pipes, params, launches=launches, ctas=ctas, n_waves=n_waves,
-                    bytes_dram=bytes_dram, extra_serial_s=extra_serial_s, notes=notes)
+    pipes = {str(key): float(v) for key, v in pipes.items()}          # Python floats in, Python floats out
+    return _combine(kernel, gpu, m, n, k, bits, pipes, params, launches=launches, ctas=ctas, n_waves=float(n_waves),
+                    bytes_dram=float(bytes_dram), extra_serial_s=float(extra_serial_s), notes=notes)
 
 
 def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
@@ -228,24 +276,6 @@ def _top_two(pipes: dict) -> tuple[float, float, str | None]:
     return first, second, top
 
 
-def _combine1(kernel, gpu_name, m, n, k, bits, pipes, launch, tail, a, ctas, n_waves, bytes_dram, notes) -> Breakdown:
-    """:func:`_combine` of one launch without a serial term, for the batched models
-    (``kernels.predict_many``): ``launch`` = T0 (``params.launch_overhead_s * 1``), ``tail`` =
-    ``gpu.dram_latency_s`` and ``a`` = ``1.0 - params.overlap`` computed once by the caller; ``pipes``
-    (a dict the caller built for this call) becomes the Breakdown's ``terms``. The same arithmetic
-    as :func:`_overlap` in the same order, so the same bits (tested against :func:`_combine`)."""
-    first, second, top = _top_two(pipes)
-    latency = launch + tail + first + a * second + 0.0
-    pipes["launch"] = launch
-    pipes["tail"] = tail
-    bd = _new(Breakdown)
-    _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu_name, "m": m, "n": n, "k": k, "bits": bits,
-                          "latency_s": latency, "bottleneck": top if top is not None and first >= launch + tail
-                          else "launch", "terms": pipes, "bytes_dram": bytes_dram, "flops": 2.0 * m * n * k,
-                          "ctas": ctas, "waves": n_waves, "launches": 1, "notes": notes})
-    return bd
-
-
 def _overlap(gpu, pipes: dict, params, launches: int = 1, extra_serial_s: float = 0.0) -> tuple[float, dict, str]:
     """The arithmetic of :func:`combine`: ``(latency_s, terms, bottleneck)`` of one launch group,
     for models that add several launches before building one :class:`Breakdown`."""
@@ -272,7 +302,10 @@ def dram_roofline_s(bytes_dram: float, flops: float, gpu: GPUSpec,
     no achievable fraction, no waves."""
     require_instance("gpu", gpu, GPUSpec)
     _amounts(bytes_dram=bytes_dram, flops=flops)
-    return max(bytes_dram / gpu.dram_peak_bytes_per_s, flops / gpu.tensor_flops(kind, "boost"))
+    peak = gpu.tensor_flops(kind, "boost")
+    if not peak:
+        raise FormatRuleError(f"kind: {gpu.name} has no {kind} tensor path (its rate is 0)")
+    return max(float(bytes_dram) / gpu.dram_peak_bytes_per_s, float(flops) / peak)
 
 
 def with_params(params: ModelParams | None, **overrides) -> ModelParams:

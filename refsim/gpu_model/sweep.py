@@ -1,16 +1,20 @@
-"""Sweeps of the kernel models over GPUs, kernels and (M, N, K) grids, written as CSV and pictures.
+"""Sweeps of the kernel models over GPUs, kernels, layer shapes and batch sizes, as CSV and pictures.
 
-``refsim sweep --gpu a10,rtx4090 --kernel marlin,anyprec --m 1..4096 --n 4096 --k 4096 --out DIR``
-predicts every combination, writes ``DIR/sweep.csv`` (one row per point) and one PNG per GPU
-(``DIR/sweep_<gpu>.png``)::
+``refsim sweep --gpu a10,rtx4090 --kernel marlin,anyprec --m 1..4096 --shape 4096:4096 --shape 11008:4096 --out DIR``
+predicts every (GPU, kernel, shape, M), writes ``DIR/sweep.csv`` (one row per point, times in µs,
+the measurement conditions in columns) and one PNG per GPU (``DIR/sweep_<gpu>.png``)::
 
     +-------------------------+-------------------------+-------------------------+
     | latency vs M (log-log)  | speedup over cublas-fp16| roofline: achieved      |
     | one line per kernel     | vs M, 1x dashed         | TFLOP/s vs intensity,   |
-    | and (n, k)              |                         | the points placed       |
+    | and shape; the marker   |                         | the points placed       |
+    | is the bottleneck       |                         |                         |
     +-------------------------+-------------------------+-------------------------+
 
-Value grammar for ``--m``, ``--n``, ``--k`` (:func:`parse_values`): a comma-separated list of
+Shapes are pairs (N, K): ``--shape N:K`` (repeatable), ``--model NAME`` (the distinct linear
+shapes of a built-in model), or ``--n``/``--k`` lists whose every combination is taken
+(:func:`grid_shapes`). Value grammar for ``--m``, ``--n``, ``--k`` (:func:`parse_values`): a
+comma-separated list of
 
     INT          one value                           16
     A..B         A, 2A, 4A, ... (below B), then B    1..4096 -> 1, 2, 4, ..., 4096
@@ -32,7 +36,7 @@ from pathlib import Path
 from refsim._validate import require_choice, require_int
 from refsim.errors import FormatRuleError, RefsimError
 
-__all__ = ["SweepRow", "parse_values", "sweep", "write_csv", "plot", "CSV_FIELDS"]
+__all__ = ["SweepRow", "parse_values", "parse_shape", "grid_shapes", "sweep", "write_csv", "plot", "CSV_FIELDS"]
 
 MAX_VALUES_PER_AXIS = 10_000
 MAX_POINTS = 1_000_000
@@ -80,12 +84,30 @@ def parse_values(text: str, name: str = "values") -> list[int]:
     return sorted(out)
 
 
+def parse_shape(text: str) -> tuple[int, int]:
+    """``"N:K"`` (two integers in [1, 2**31 - 1]) as ``(n, k)``; FormatRuleError naming the rule."""
+    if not isinstance(text, str) or not re.fullmatch(r"\s*\d+\s*:\s*\d+\s*", text):
+        raise FormatRuleError(f"shape: must be N:K with two integers (output features : input features); "
+                              f"got {text!r:.80}")
+    n, k = (int(x) for x in text.split(":"))
+    for name, v in (("n", n), ("k", k)):
+        if not 1 <= v <= MAX_VALUE:
+            raise FormatRuleError(f"shape: {name} must lie in [1, 2**31 - 1]; got {v} in {text!r}")
+    return n, k
+
+
+def grid_shapes(ns, ks) -> list[tuple[int, int]]:
+    """Every (n, k) of two value lists, n outer: the shapes of ``--n``/``--k``."""
+    return [(n, k) for n in _ints("n", ns) for k in _ints("k", ks)]
+
+
 @dataclass(frozen=True)
 class SweepRow:
-    """One predicted point. Times in seconds; ``status`` "ok" or the rule that refused the point
-    (then the numbers are NaN). ``roofline_s`` is the plain DRAM/tensor roofline of the same
-    problem (:func:`refsim.gpu_model.roofline.dram_roofline_s`); ``roofline_fraction`` =
-    roofline_s / latency_s (1 = at the roof)."""
+    """One predicted point. Times in µs; ``status`` "ok" or the rule that refused the point (then
+    the numbers are NaN). ``roofline_us`` is the plain DRAM/tensor roofline of the same problem
+    (:func:`refsim.gpu_model.roofline.dram_roofline_s`); ``roofline_fraction`` = roofline_us /
+    latency_us (1 = at the roof). ``clock_mhz``, ``ecc``, ``cache``, ``timing``: the measurement
+    conditions the point was predicted under."""
 
     gpu: str
     kernel: str
@@ -94,10 +116,14 @@ class SweepRow:
     k: int
     bits: int | None
     group_size: int | None
-    latency_s: float
-    cublas_fp16_s: float
+    clock_mhz: float
+    ecc: str
+    cache: str
+    timing: str
+    latency_us: float
+    cublas_fp16_us: float
     speedup: float
-    roofline_s: float
+    roofline_us: float
     roofline_fraction: float
     bottleneck: str
     flops: float
@@ -141,57 +167,79 @@ def _path(name: str, value) -> Path:
     return Path(value)
 
 
-def sweep(gpus, kernels, ms, ns, ks, *, bits: int | None = None, group_size: int | None = None,
-          clock: str | float = "sustained", ecc: str | None = None, cache: str = "cold",
+def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int | None = None,
+          clock: str | float = "sustained", ecc: str | None = None, cache: str = "cold", timing: str = "kernel",
           progress: bool = True) -> list[SweepRow]:
-    """Predict every (gpu, kernel, n, k, m) combination; rows in that nesting order.
+    """Predict every (gpu, kernel, shape, m) combination; rows in that nesting order.
 
-    gpus, kernels: lists of names (validated up front: an unknown name fails before any work);
-    ms, ns, ks: lists of ints >= 1 (e.g. from :func:`parse_values`); bits/group_size as
+    gpus: GPU names, aliases or GPUSpec objects (a spec file's GPU); kernels: names (both validated
+    up front: an unknown name fails before any work, listing the names and aliases); ms: ints >= 1
+    (e.g. from :func:`parse_values`); shapes: (n, k) pairs (:func:`parse_shape`, :func:`grid_shapes`,
+    or a model's :func:`refsim.gpu_model.shapes.unique_layer_shapes`); bits/group_size as
     :func:`refsim.gpu_model.kernels.predict` takes them (None = the kernel's default), and so do the
-    measurement conditions ``clock``, ``ecc``, ``cache`` (:mod:`refsim.gpu_model.conditions`). A progress
-    bar (tqdm) appears on stderr when the sweep runs longer than a second and ``progress`` is
-    true. At most MAX_POINTS points."""
+    measurement conditions ``clock``, ``ecc``, ``cache``, ``timing``. A progress bar (tqdm) appears
+    on stderr when the sweep runs longer than a second and ``progress`` is true. At most MAX_POINTS
+    points."""
     from tqdm import tqdm
 
-    from refsim.gpu_model.kernels import kernel_names, predict_many
-    from refsim.gpu_model.conditions import CACHE_STATES, with_ecc
-    from refsim.gpu_model.specs import get_gpu
+    from refsim.gpu_model.conditions import CACHE_STATES, TIMINGS, with_ecc
+    from refsim.gpu_model.kernels import kernel_module, predict_many
+    from refsim.gpu_model.specs import GPUS, GPUSpec, get_gpu
 
-    gpus, kernels = _names("gpus", gpus), _names("kernels", kernels)
+    if isinstance(gpus, (str, GPUSpec)):
+        gpus = [gpus]
+    if not isinstance(gpus, (list, tuple)) or not gpus:
+        raise FormatRuleError(f"gpus: must be a non-empty list of GPU names or specs; got {gpus!r:.80}")
     specs = [with_ecc(get_gpu(g), ecc) for g in gpus]      # unknown GPU / ECC state: refused up front
+    kernels = [kernel_module(k).NAME for k in _names("kernels", kernels)]
     require_choice("cache", cache, CACHE_STATES)
-    for kern in kernels:
-        require_choice("kernel", kern, kernel_names())
-    ms, ns, ks = (_ints(name, axis) for name, axis in (("m", ms), ("n", ns), ("k", ks)))
+    require_choice("timing", timing, TIMINGS)
+    ms = _ints("m", ms)
+    shapes = _shapes(shapes)
     bits = None if bits is None else require_int("bits", bits, minimum=1)
     group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
-    total = len(specs) * len(kernels) * len(ms) * len(ns) * len(ks)
+    total = len(specs) * len(kernels) * len(ms) * len(shapes)
     if total > MAX_POINTS:
         raise FormatRuleError(f"sweep: at most {MAX_POINTS} points; got {total}")
-    rows_by_kernel: dict = {}
+    for g in specs:
+        g.clock_hz(clock)                  # a clock outside a card's range: refused before any work
     rows = []
     nan = math.nan
     with tqdm(total=total, delay=1.0, disable=not progress, unit="pt", desc="sweep") as bar:
         for g in specs:
+            gpu = g.name if GPUS.get(g.name) is g else g
+            cond = (g.clock_hz(clock) / 1e6, ecc or g.ecc, cache, timing)
             peaks = (g.dram_peak_bytes_per_s, g.tensor_flops("fp16_f32acc", "boost"))
-            for n in ns:
-                for k in ks:
-                    # one batched call per (GPU, kernel, N, K) over all of M (kernels.predict_many:
-                    # validated once, per-shape work amortised; each entry == predict(..., m, ...))
-                    base = [_raised(b).latency_s for b in predict_many(g.name, BASELINE, ms, n, k, clock=clock,
-                                                                       ecc=ecc, cache=cache, errors="return")]
-                    for kernel in kernels:
-                        bds = predict_many(g.name, kernel, ms, n, k, bits=bits, group_size=group_size,
-                                           clock=clock, ecc=ecc, cache=cache, errors="return")
-                        rows_by_kernel.setdefault(kernel, []).append(
-                            [_row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan, peaks)
-                             for m, bd, t_base in zip(ms, bds, base)])
-                        bar.update(len(ms))
-            for kernel in kernels:              # rows in (gpu, kernel, n, k, m) order
-                for chunk in rows_by_kernel.pop(kernel, ()):
-                    rows.extend(chunk)
+            by_kernel: dict = {}
+            for n, k in shapes:
+                # one batched call per (GPU, kernel, N, K) over all of M (validated once; each entry
+                # equals predict(..., m, ...))
+                base = [_raised(b).latency_s for b in predict_many(gpu, BASELINE, ms, n, k, clock=clock, ecc=ecc,
+                                                                   cache=cache, timing=timing, errors="return")]
+                for kernel in kernels:
+                    bds = predict_many(gpu, kernel, ms, n, k, bits=bits, group_size=group_size, clock=clock, ecc=ecc,
+                                       cache=cache, timing=timing, errors="return")
+                    by_kernel.setdefault(kernel, []).extend(
+                        _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks)
+                        for m, bd, t_base in zip(ms, bds, base))
+                    bar.update(len(ms))
+            for kernel in kernels:              # rows in (gpu, kernel, shape, m) order
+                rows.extend(by_kernel[kernel])
     return rows
+
+
+def _shapes(shapes) -> list[tuple[int, int]]:
+    if not isinstance(shapes, (list, tuple)) or not shapes:
+        raise FormatRuleError(f"shapes: must be a non-empty list of (n, k) pairs; got {shapes!r:.80}")
+    if len(shapes) > MAX_VALUES_PER_AXIS:
+        raise FormatRuleError(f"shapes: at most {MAX_VALUES_PER_AXIS}; got {len(shapes)}")
+    out = []
+    for i, s in enumerate(shapes):
+        if not isinstance(s, (list, tuple)) or len(s) != 2:
+            raise FormatRuleError(f"shapes[{i}]: must be an (n, k) pair; got {s!r:.80}")
+        n, k = _ints("n", [s[0]])[0], _ints("k", [s[1]])[0]
+        out.append((n, k))
+    return list(dict.fromkeys(out))
 
 
 def _raised(bd):
@@ -213,22 +261,24 @@ def _new_row(*values) -> SweepRow:
     return row
 
 
-def _row(g, kernel, m, n, k, bits, group_size, bd, t_base, nan, peaks) -> SweepRow:
+def _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks) -> SweepRow:
     """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it).
-    ``peaks`` = (g.dram_peak_bytes_per_s, g.tensor_flops("fp16_f32acc", "boost")): the roofline is
-    :func:`~refsim.gpu_model.roofline.dram_roofline_s`'s expression on the model's own (checked)
-    numbers."""
+    ``cond`` = (clock MHz, ecc, cache, timing); ``peaks`` = (g.dram_peak_bytes_per_s,
+    g.tensor_flops("fp16_f32acc", "boost")): the roofline is
+    :func:`~refsim.gpu_model.roofline.dram_roofline_s`'s expression on the model's own numbers."""
+    base_us = t_base * 1e6
     if isinstance(bd, RefsimError):
-        return _new_row(g.name, kernel, m, n, k, bits, group_size, nan, t_base, nan, nan, nan,
+        return _new_row(g.name, kernel, m, n, k, bits, group_size, *cond, nan, base_us, nan, nan, nan,
                         "", nan, nan, " ".join(str(bd).split()), "")
     roof = max(bd.bytes_dram / peaks[0], bd.flops / peaks[1])
-    return _new_row(g.name, kernel, m, n, k, bd.bits, group_size, bd.latency_s, t_base, t_base / bd.latency_s,
-                    roof, roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes)
+    return _new_row(g.name, kernel, m, n, k, bd.bits, group_size, *cond, bd.latency_s * 1e6, base_us,
+                    t_base / bd.latency_s, roof * 1e6, roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram,
+                    "ok", bd.notes)
 
 
 def write_csv(rows: list[SweepRow], path) -> Path:
-    """Write ``rows`` to ``path`` as CSV with the header :data:`CSV_FIELDS` (SI units); returns
-    the path."""
+    """Write ``rows`` to ``path`` as CSV with the header :data:`CSV_FIELDS` (times in µs, the
+    conditions in columns); returns the path."""
     rows, path = _rows(rows), _path("path", path)
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -236,6 +286,25 @@ def write_csv(rows: list[SweepRow], path) -> Path:
         for r in rows:
             w.writerow(["" if v is None else v for v in (getattr(r, f) for f in CSV_FIELDS)])
     return path
+
+
+# the marker of a point says its bottleneck (Breakdown.bottleneck)
+MARKERS = {"dram": "o", "l2": "D", "tensor": "s", "alu": "^", "smem": "P", "latency": "v", "launch": "x",
+           "serial": "*"}
+
+
+def _log_axis(axis, base: int) -> None:
+    """Readable ticks on a log axis: powers of two (base 2) or 1-2-5 per decade (base 10), plain
+    numbers; enough labels for any range."""
+    from matplotlib import ticker
+
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    if base == 2:
+        axis.set_major_locator(ticker.LogLocator(base=2, numticks=12))
+    else:
+        axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=12))
+    axis.set_major_formatter(plain)
+    axis.set_minor_locator(ticker.NullLocator())
 
 
 def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
@@ -247,59 +316,70 @@ def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib import ticker
+    from matplotlib.lines import Line2D
 
-    from refsim.gpu_model.specs import get_gpu
+    from refsim.gpu_model.specs import GPUS
 
     written = []
     for gpu in dict.fromkeys(r.gpu for r in rows):
         ok = [r for r in rows if r.gpu == gpu and r.status == "ok"]
         if not ok:
             continue
-        spec = get_gpu(gpu)
-        fig, (ax_l, ax_s, ax_r) = plt.subplots(1, 3, figsize=(15, 4.6))
+        spec = GPUS.get(gpu)
+        fig, (ax_l, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 5.2))
         series: dict = {}
         for r in ok:
             series.setdefault((r.kernel, r.n, r.k), []).append(r)
         several = len({(n, k) for _, n, k in series}) > 1
+        seen = set()
         for (kernel, n, k), pts in series.items():
             pts.sort(key=lambda r: r.m)
             label = f"{kernel} {n}x{k}" if several else kernel
             ms = [r.m for r in pts]
-            line, = ax_l.plot(ms, [r.latency_s * 1e6 for r in pts], "o-", ms=3, lw=1, label=label)
-            ax_s.plot(ms, [r.speedup for r in pts], "o-", ms=3, lw=1, color=line.get_color())
-            ax_r.plot([r.flops / r.bytes_dram for r in pts], [r.flops / r.latency_s / 1e12 for r in pts],
-                      "o-", ms=3, lw=0.8, color=line.get_color())   # colours keyed by the latency legend
-        xs = [2 ** (i / 4) for i in range(-8, 60)]
-        bw = spec.dram_peak_bytes_per_s
-        for kind, style in (("fp16_f32acc", "-"), ("int8", "--"), ("int4", ":")):
-            peak = spec.tensor_flops(kind, "boost")
-            if peak:
-                ax_r.plot(xs, [min(bw * x, peak) / 1e12 for x in xs], style, color="black", lw=0.8,
-                          label=f"roof {kind}")
+            line, = ax_l.plot(ms, [r.latency_us for r in pts], "-", lw=1.2, label=label)
+            color = line.get_color()
+            ax_s.plot(ms, [r.speedup for r in pts], "-", lw=1.2, color=color)
+            ax_r.plot([r.flops / r.bytes_dram for r in pts], [r.flops / (r.latency_us * 1e-6) / 1e12 for r in pts],
+                      "-", lw=0.8, color=color)
+            for b in dict.fromkeys(r.bottleneck for r in pts):     # the marker: the points' bottleneck
+                sub = [r for r in pts if r.bottleneck == b]
+                mk = MARKERS.get(b, ".")
+                seen.add(b)
+                ax_l.plot([r.m for r in sub], [r.latency_us for r in sub], mk, ms=5, color=color, mfc="none", ls="")
+                ax_s.plot([r.m for r in sub], [r.speedup for r in sub], mk, ms=5, color=color, mfc="none", ls="")
+                ax_r.plot([r.flops / r.bytes_dram for r in sub], [r.flops / (r.latency_us * 1e-6) / 1e12 for r in sub],
+                          mk, ms=5, color=color, mfc="none", ls="")
+        if spec is not None:
+            xs = [2 ** (i / 4) for i in range(-8, 60)]
+            bw = spec.dram_peak_bytes_per_s
+            for kind, style in (("fp16_f32acc", "-"), ("int8", "--"), ("int4", ":")):
+                peak = spec.tensor_flops(kind, "boost")
+                if peak:
+                    ax_r.plot(xs, [min(bw * x, peak) / 1e12 for x in xs], style, color="black", lw=0.8,
+                              label=f"roof {kind}")
         ax_s.axhline(1.0, color="grey", lw=0.8, ls="--")
-        plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
-        for ax in (ax_l, ax_s, ax_r):   # few plain-text ticks: mathtext labels cost ~0.2 s a figure
+        for ax in (ax_l, ax_s, ax_r):
             ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_locator(ticker.LogLocator(base=2, numticks=8))
-            ax.xaxis.set_major_formatter(plain)
-            ax.xaxis.set_minor_locator(ticker.NullLocator())
+            _log_axis(ax.xaxis, 2)
             ax.grid(True, lw=0.3, alpha=0.5)
+            ax.tick_params(labelsize=9)
         for ax in (ax_l, ax_r):
             ax.set_yscale("log")
-            ax.yaxis.set_major_locator(ticker.LogLocator(base=10, numticks=6))
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_locator(ticker.NullLocator())
-        ax_l.set_xlabel("M (batch / tokens)")
-        ax_l.set_ylabel("predicted latency (µs)")
-        ax_s.set_xlabel("M (batch / tokens)")
-        ax_s.set_ylabel(f"speedup over {BASELINE}")
-        ax_r.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
-        ax_r.set_ylabel("achieved TFLOP/s")
-        ax_l.legend(fontsize=6)
-        ax_r.legend(fontsize=6, loc="lower right")
-        fig.suptitle(title or f"{gpu}: predicted by refsim.gpu_model")
-        fig.subplots_adjust(left=0.05, right=0.99, bottom=0.12, top=0.9, wspace=0.25)
+            _log_axis(ax.yaxis, 10)
+        c = ok[0]
+        ax_l.set_xlabel("M (batch / tokens)", fontsize=10)
+        ax_l.set_ylabel("predicted latency (µs)", fontsize=10)
+        ax_s.set_xlabel("M (batch / tokens)", fontsize=10)
+        ax_s.set_ylabel(f"speedup over {BASELINE}", fontsize=10)
+        ax_r.set_xlabel("arithmetic intensity (FLOP per DRAM byte)", fontsize=10)
+        ax_r.set_ylabel("achieved TFLOP/s", fontsize=10)
+        ax_l.legend(fontsize=8, loc="upper left")
+        ax_r.legend(fontsize=8, loc="lower right")
+        ax_s.legend([Line2D([], [], marker=MARKERS[b], ls="", color="black", mfc="none") for b in MARKERS if b in seen],
+                    [f"bottleneck: {b}" for b in MARKERS if b in seen], fontsize=8, loc="best")
+        fig.suptitle(title or f"{gpu}: predicted by refsim.gpu_model ({c.clock_mhz:g} MHz, ECC {c.ecc}, {c.cache} L2, "
+                     f"{c.timing} timing)", fontsize=11)
+        fig.subplots_adjust(left=0.05, right=0.99, bottom=0.11, top=0.9, wspace=0.25)
         path = out_dir / f"sweep_{gpu}.png"
         fig.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})   # fast zlib level: same pixels
         plt.close(fig)

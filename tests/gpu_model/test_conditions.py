@@ -9,7 +9,8 @@ import pytest
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.gpu_model import conditions
 from refsim.gpu_model.kernels import INT32_MAX, clear_caches, kernel_names, predict
-from refsim.gpu_model.kernels import _fresh
+from refsim.gpu_model.kernels import predict_reference
+from refsim.gpu_model.roofline import FITTED
 from refsim.gpu_model.specs import GPUS, get_gpu
 
 
@@ -23,11 +24,14 @@ def test_a10_ecc_states_use_the_sourced_fractions():
     assert conditions.with_ecc(a10, None) is a10 and conditions.with_ecc(a10, "on") is a10
 
 
-def test_ecc_off_speeds_up_a_memory_bound_gemv_by_the_bandwidth_ratio():
+def test_ecc_off_speeds_up_a_memory_bound_gemv_toward_the_bandwidth_ratio():
     on = predict("a10", "cublas-fp16", 1, 16384, 16384, ecc="on")
     off = predict("a10", "cublas-fp16", 1, 16384, 16384, ecc="off")
     assert on.bottleneck == off.bottleneck == "dram"
-    assert off.terms["dram"] / on.terms["dram"] == pytest.approx(0.85 / 0.977, rel=1e-12)
+    # a saturated stream scales with the achievable bandwidth; the Little's-law knee costs the same
+    # share of each, so the ratio lies between the bandwidth ratio and 1
+    ratio = off.terms["dram"] / on.terms["dram"]
+    assert 0.85 / 0.977 <= ratio < 0.9
 
 
 @pytest.mark.parametrize("gpu", ["a100-80gb", "h100-sxm", "h200"])
@@ -63,13 +67,53 @@ def test_warm_l2_streams_a_fitting_working_set_at_l2_bandwidth():
     assert warm.terms["dram"] < cold.terms["dram"]
 
 
-def test_warm_l2_changes_nothing_when_the_working_set_does_not_fit():
-    cold = predict("a10", "cublas-fp16", 1, 4096, 4096)        # 32 MiB > 6 MiB L2
+def test_warm_l2_changes_nothing_when_the_working_set_is_far_beyond_the_l2():
+    cold = predict("a10", "cublas-fp16", 1, 4096, 4096)        # 32 MiB >> 6 MiB L2: ~0 % survives
     warm = predict("a10", "cublas-fp16", 1, 4096, 4096, cache="warm")
-    assert warm.latency_s == cold.latency_s and "does not fit" in warm.notes
+    assert warm.latency_s == cold.latency_s and "changes nothing" in warm.notes
 
 
-def test_cache_takes_cold_or_warm_only():
+def test_warm_l2_partial_residency_beyond_the_resident_share():
+    # h100-sxm keeps 25 MiB for one stream (half of its partitioned 50 MiB L2): a 32 MiB GEMV gets
+    # the random-replacement share, between all-DRAM and all-L2
+    cold = predict("h100-sxm", "cublas-fp16", 1, 4096, 4096)
+    warm = predict("h100-sxm", "cublas-fp16", 1, 4096, 4096, cache="warm")
+    small = predict("h100-sxm", "cublas-fp16", 1, 2048, 4096, cache="warm")     # 16 MiB: fully resident
+    assert warm.latency_s < cold.latency_s and "random replacement" in warm.notes
+    assert "L2-resident" in small.notes
+
+
+def test_hit_fraction_fixed_point():
+    from refsim.gpu_model.conditions import l2_hit_fraction
+    g = GPUS["h100-sxm"]
+    c = g.l2_resident_bytes
+    assert l2_hit_fraction(g, c) == 1.0 and l2_hit_fraction(g, 0.5 * c) == 1.0
+    for r in (1.1, 1.28, 2.0, 4.0):
+        h = l2_hit_fraction(g, r * c)
+        assert 0.0 <= h < 1.0 and h == pytest.approx(math.exp(-r * (1.0 - h)), abs=1e-9)
+    assert 0.55 < l2_hit_fraction(g, 1.28 * c) < 0.65
+    assert l2_hit_fraction(g, 4.0 * c) < 0.03
+
+
+def test_dirty_l2_adds_the_write_back_to_a_memory_bound_stream():
+    clean = predict("h100-sxm", "cublas-fp16", 1, 8192, 8192)
+    dirty = predict("h100-sxm", "cublas-fp16", 1, 8192, 8192, cache="dirty")
+    g = GPUS["h100-sxm"]
+    extra = g.l2_dirty_fraction * g.l2_bytes           # the 128 MiB stream evicts a whole L2
+    assert dirty.terms["dram"] > clean.terms["dram"]
+    assert dirty.terms["dram"] / clean.terms["dram"] == pytest.approx(1 + extra / clean.bytes_dram, rel=1e-9)
+
+
+def test_event_timing_replaces_the_fitted_launch_cost_with_the_measured_one():
+    g = GPUS["h100-sxm"]
+    k = predict("h100-sxm", "cublas-fp16", 1, 4096, 4096)
+    e = predict("h100-sxm", "cublas-fp16", 1, 4096, 4096, timing="events")
+    assert e.terms["launch"] == g.launch_events_s + g.launch_ramp_s and k.terms["launch"] == FITTED.launch_overhead_s
+    with pytest.raises(FormatRuleError, match="timing"):
+        predict("h100-sxm", "cublas-fp16", 1, 4096, 4096, timing="wallclock")
+
+
+def test_cache_takes_cold_dirty_or_warm_only():
     with pytest.raises(FormatRuleError, match="cache"):
         predict("a10", "marlin", 1, 4096, 4096, cache="hot")
 
@@ -109,7 +153,7 @@ def test_cached_results_are_copies_equal_to_a_fresh_computation():
     a = predict("a10", "marlin", 16, 4096, 4096)
     a.terms["dram"] = -1.0                                       # a caller scribbling on its result
     b = predict("a10", "marlin", 16, 4096, 4096)
-    fresh = _fresh("a10", "marlin", 16, 4096, 4096, None, None, "sustained", None, None, "cold")
+    fresh = predict_reference("a10", "marlin", 16, 4096, 4096)
     assert b is not a and b.terms["dram"] > 0
     assert b == fresh
 
@@ -125,15 +169,15 @@ def test_non_plain_arguments_bypass_the_cache_and_are_still_checked(kernel):
 # ---- sweeps take the same conditions -------------------------------------------------------------
 def test_sweep_rows_carry_the_conditions_they_were_asked_for():
     from refsim.gpu_model import sweep
-    rows = sweep.sweep(["a10"], ["marlin"], [1, 16], [4096], [4096], ecc="off", progress=False)
+    rows = sweep.sweep(["a10"], ["marlin"], [1, 16], [(4096, 4096)], ecc="off", progress=False)
     for r in rows:
         off = predict("a10", "marlin", r.m, 4096, 4096, ecc="off")
         base = predict("a10", "cublas-fp16", r.m, 4096, 4096, ecc="off")
-        assert r.latency_s == off.latency_s and r.cublas_fp16_s == base.latency_s
+        assert r.latency_us == off.latency_s * 1e6 and r.cublas_fp16_us == base.latency_s * 1e6 and r.ecc == "off"
     with pytest.raises(FormatRuleError, match="no ECC switch"):
-        sweep.sweep(["orin"], ["marlin"], [1], [4096], [4096], ecc="on", progress=False)
+        sweep.sweep(["orin"], ["marlin"], [1], [(4096, 4096)], ecc="on", progress=False)
     with pytest.raises(FormatRuleError, match="cache"):
-        sweep.sweep(["a10"], ["marlin"], [1], [4096], [4096], cache="lukewarm", progress=False)
+        sweep.sweep(["a10"], ["marlin"], [1], [(4096, 4096)], cache="lukewarm", progress=False)
 
 
 @pytest.mark.parametrize("kw", [{"cache": np.array(["cold", "warm"])}, {"ecc": np.array(["on"])}, {"cache": None}])

@@ -122,9 +122,19 @@ def test_unsupported_shapes_and_bits_name_the_kernel_rule(kernel, kwargs, err, t
         predict("a10", kernel, **kwargs)
 
 
-def test_atom_refuses_gpus_without_int4_tensor_cores():
-    with pytest.raises(FormatRuleError, match="INT4"):
-        predict("h100-sxm", "atom-w4a4", 16, 4096, 4096)
+def test_atom_on_hopper_takes_the_emulated_int4_path_and_says_so():
+    bd = predict("h100-sxm", "atom-w4a4", 16, 4096, 4096)
+    assert "no INT4 tensor path" in bd.notes and "IMMA.16832" in bd.notes
+    # slower than the native path of a GPU with far fewer SMs (an A10 runs mma s4 in hardware)
+    assert bd.latency_s > 3 * predict("a10", "atom-w4a4", 16, 4096, 4096).latency_s
+
+
+def test_atom_refuses_an_arch_without_int4_tensor_cores_or_a_census():
+    from dataclasses import replace
+    from refsim.gpu_model.specs import get_gpu
+    no_int4 = replace(get_gpu("rtx4090"), name="no-int4", tc_int4_op_per_clk_per_sm=0)
+    with pytest.raises(FormatRuleError, match="no INT4 tensor-core path"):
+        predict(no_int4, "atom-w4a4", 16, 4096, 4096)
 
 
 def test_unknown_kernel_lists_valid_ones():

@@ -1,9 +1,9 @@
-"""The per-SMSP issue model (refsim.gpu_model.loop) and the mechanisms built on it (issue 15)."""
+"""The per-SMSP issue model (refsim.gpu_model.loop) and the mechanisms built on it."""
 
 import pytest
 
 from refsim.gpu_model import cycle
-from refsim.gpu_model.kernels import anyprec, marlin, predict
+from refsim.gpu_model.kernels import anyprec, marlin, predict, resources
 from refsim.gpu_model.loop import Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.specs import get_gpu
 
@@ -43,9 +43,12 @@ def test_anyprec_loop_has_no_prefetch_and_marlin_has():
 
 
 def test_marlin_handoff_cycles_by_hand():
-    # A10: 3 L2 round trips (200 cycles) + read and write of a 16 x 128 fp16 tile (4 KiB) at 32 B/clk
-    assert marlin.handoff_cycles(get_gpu("a10"), 1, 128) == 3 * 200 + 2 * 4096 / 32
-    assert marlin.handoff_cycles(get_gpu("a10"), 4, 256) == 3 * 200 + 2 * (64 * 256 * 2) / 32
+    # A10: 5 L2 round trips (200 cycles) + read and write of a 16 x 128 fp16 tile (4 KiB) at 32 B/clk
+    assert marlin.handoff_cycles(get_gpu("a10"), 1, 128) == 5 * 200 + 2 * 4096 / 32
+    assert marlin.handoff_cycles(get_gpu("a10"), 4, 256) == 5 * 200 + 2 * (64 * 256 * 2) / 32
+    # H100: the lock and the partial tile may be homed in the far half of the partitioned L2 (475 cycles)
+    g = get_gpu("h100-sxm")
+    assert marlin.handoff_cycles(g, 1, 128) == 5 * 475 + 2 * 4096 / g.l2_bytes_per_clk_per_sm
 
 
 def test_marlin_registers_bind_one_cta_and_two_warps_per_smsp():
@@ -55,7 +58,7 @@ def test_marlin_registers_bind_one_cta_and_two_warps_per_smsp():
 
 @pytest.mark.parametrize("gpu", ["orin-agx-64gb", "rtx4090", "a100-80gb", "h100-sxm"])
 def test_anyprec_4bit_4096_latency_never_drops_with_batch(gpu):
-    # issue 15: M = 2 was predicted faster than M = 1 (Orin, A100, H100) because one fitted issue
+    # a regression once seen: M = 2 was predicted faster than M = 1 (Orin, A100, H100) because one fitted issue
     # efficiency over-charged the high-occupancy M = 1 case; the kernel does strictly more work per
     # weight at larger M (more activations, more HFMA2, fewer resident warps)
     lat = [predict(gpu, "anyprec", m, 4096, 4096, bits=4).latency_s for m in (1, 2, 4, 8)]
@@ -68,7 +71,7 @@ def test_reconcile_reads_the_same_loop_structure():
     assert 0.75 < r["ratio"] < 1.25
 
 
-# ---- artifacts of issue 15 ---------------------------------------------------------------------
+# ---- mechanisms that replaced fitted constants ---------------------------------------------------------------------
 def test_ga102_and_ad102_run_non_tensor_fp16_at_the_fp32_rate():
     # GA102 / Ada whitepapers: RTX 3090 35.6 TFLOPS FP16 (non-tensor) = FP32; RTX 4090 82.6 = 82.6.
     # One half2 lane = 2 fp16 results, so half2 lanes = FP32 lanes / 2; GA100-class Orin keeps 2x.
@@ -81,8 +84,15 @@ def test_ga102_and_ad102_run_non_tensor_fp16_at_the_fp32_rate():
     assert 128 * 2 * g.hfma2_lanes_per_clk_per_sm * 2 * 2.52e9 == pytest.approx(82.6e12, rel=0.001)
 
 
-def test_same_die_same_l2_bandwidth_per_sm():
-    assert get_gpu("h100-sxm").l2_bytes_per_clk_per_sm == get_gpu("h200").l2_bytes_per_clk_per_sm
+def test_h100_l2_bandwidth_is_its_own_measurement():
+    # warm reads of 0.25-16 MiB on the H100 SXM (refsim/data/timings/h100_microbenchmarks.json)
+    import json
+    from pathlib import Path
+    from refsim.gpu_model import microbench
+    g = get_gpu("h100-sxm")
+    path = Path(microbench.__file__).resolve().parents[1] / "data" / "timings" / "h100_microbenchmarks.json"
+    fit = microbench.fit(json.loads(path.read_text()), g.l2_bytes)
+    assert g.l2_bytes_per_clk_per_sm == pytest.approx(fit.l2_bytes_per_s / (132 * 1.98e9), rel=2e-3)
 
 
 def test_hopper_mma_sync_runs_at_three_quarters_of_the_wgmma_rate():
@@ -106,7 +116,7 @@ def test_atom_registers_bind_one_cta_per_sm_even_on_a100():
     # = one 256-thread CTA. A100's 164 KiB of shared memory would hold two 69 KiB CTAs.
     from refsim.gpu_model.kernels import atom_w4a4
     from refsim.gpu_model.occupancy import occupancy
-    occ = occupancy(get_gpu("a100-80gb"), 256, atom_w4a4.REGISTERS["sm_80"], atom_w4a4.DYNAMIC_SMEM)
+    occ = occupancy(get_gpu("a100-80gb"), 256, resources.atom("8.0"), atom_w4a4.DYNAMIC_SMEM)
     assert (occ.ctas_per_sm, occ.limiter, occ.limits["smem"]) == (1, "regs", 2)
     assert "1 CTA/SM" in predict("a100-80gb", "atom-w4a4", 512, 4096, 4096).notes
 

@@ -87,7 +87,7 @@ def test_summary_of_the_kernel_source_example():
 
 
 def test_a10_partition_from_the_spec_note():
-    # shared/specs/marlin.md c.3: A10 (72 SMs), M <= 16, 4096x4096 g128 -> iters 15, blocks 0-68 busy;
+    # the Marlin reference notes' worked example: A10 (72 SMs), M <= 16, 4096x4096 g128 -> iters 15, blocks 0-68 busy;
     # M = 32 -> 64 k-tiles x 16 n-tiles, iters ceil(1024/72) = 15 rounded up to 2 tiles/group -> 16, 64 busy
     (p,) = marlin.partition(16, 4096, 4096, 72, 128)
     assert (p.iters, p.busy_blocks) == (15, 69)

@@ -6,7 +6,7 @@ import pytest
 
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels import predict
-from refsim.gpu_model.kernels.anyprec_resources import resources
+from refsim.gpu_model.kernels.resources import anyprec as resources
 from refsim.gpu_model.occupancy import occupancy
 from refsim.gpu_model.specs import get_gpu
 
@@ -51,7 +51,7 @@ def test_impossible_launches_are_refused(args):
 
 
 def test_anyprec_table_matches_the_measured_register_steps():
-    # nvcc 13 -Xptxas -v on matmul_kbit_32 for sm_89 (see anyprec_resources): the steps the issue lists
+    # nvcc 13 -Xptxas -v on matmul_kbit_32 for sm_89 (refsim/data/timings/resources_anyprec.csv): the steps the issue lists
     assert [resources("8.9", m, 4, False)[0] for m in range(1, 9)] == [40, 80, 121, 128, 168, 168, 255, 255]
     assert resources("8.9", 8, 3, False)[0] == 255 and resources("8.9", 7, 3, False)[0] == 248
 

@@ -9,6 +9,7 @@ from refsim.cli import main
 from refsim.errors import FormatRuleError
 from refsim.gpu_model import sweep as sw
 from refsim.gpu_model.kernels import predict
+from refsim.gpu_model.specs import get_gpu
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -43,65 +44,104 @@ def test_parse_values_refuses_with_the_rule(text, fragment):
 
 
 def test_sweep_rows_cover_every_combination_in_nesting_order():
-    rows = sw.sweep(["a10", "rtx4090"], ["marlin", "cublas-fp16"], [1, 16], [4096], [4096, 11008], progress=False)
+    shapes = sw.grid_shapes([4096], [4096, 11008])
+    rows = sw.sweep(["a10", "rtx4090"], ["marlin", "cublas-fp16"], [1, 16], shapes, progress=False)
     assert len(rows) == 2 * 2 * 2 * 1 * 2
     assert [(r.gpu, r.kernel, r.k, r.m) for r in rows[:4]] == [
         ("a10", "marlin", 4096, 1), ("a10", "marlin", 4096, 16), ("a10", "marlin", 11008, 1), ("a10", "marlin", 11008, 16)]
     for r in rows:
         assert r.status == "ok"
-        assert r.latency_s == predict(r.gpu, r.kernel, r.m, r.n, r.k).latency_s
+        assert r.latency_us == predict(r.gpu, r.kernel, r.m, r.n, r.k).latency_s * 1e6
         assert r.flops == 2 * r.m * r.n * r.k
-        assert r.roofline_fraction == r.roofline_s / r.latency_s
+        assert r.roofline_fraction == pytest.approx(r.roofline_us / r.latency_us, rel=1e-12)
+        assert (r.clock_mhz, r.cache, r.timing) == (get_gpu(r.gpu).sustained_clock_hz / 1e6, "cold", "kernel")
         if r.kernel == "cublas-fp16":
             assert r.speedup == 1.0   # the baseline against itself
 
 
+def test_paired_shapes_take_only_the_pairs_given():
+    rows = sw.sweep(["a10"], ["cublas-fp16"], [1], [(4096, 4096), (11008, 4096), (4096, 11008)], progress=False)
+    assert [(r.n, r.k) for r in rows] == [(4096, 4096), (11008, 4096), (4096, 11008)]   # no 11008 x 11008
+    assert sw.parse_shape(" 11008 : 4096 ") == (11008, 4096)
+    for bad in ("4096", "4096x4096", "0:1", "1:2:3", "a:b", f"{2**31}:1"):
+        with pytest.raises(FormatRuleError, match="shape"):
+            sw.parse_shape(bad)
+
+
 def test_a_point_a_kernel_refuses_is_a_row_with_the_rule():
     # Marlin needs sm_80 (cp.async, m16n8k16 mma): on the RTX 2080 (sm_75) every point is refused
-    rows = sw.sweep(["rtx2080"], ["marlin", "cublas-fp16"], [1], [4096], [4096], progress=False)
+    rows = sw.sweep(["rtx2080"], ["marlin", "cublas-fp16"], [1], [(4096, 4096)], progress=False)
     marlin, fp16 = rows
     assert marlin.status != "ok" and "marlin" in marlin.status.lower()
-    assert math.isnan(marlin.latency_s) and math.isnan(marlin.speedup)
-    assert fp16.status == "ok" and fp16.latency_s > 0
+    assert math.isnan(marlin.latency_us) and math.isnan(marlin.speedup)
+    assert fp16.status == "ok" and fp16.latency_us > 0
 
 
 @pytest.mark.parametrize("kwargs,fragment", [
     ({"gpus": ["no-such-gpu"]}, "no-such-gpu"),
+    ({"gpus": ["h1000"]}, "h100 -> h100-sxm"),                  # the aliases are listed
     ({"kernels": ["nope"]}, "kernel: must be one of"),
     ({"kernels": []}, "kernels: must be a non-empty list"),
     ({"ms": [0]}, "m:"),
     ({"ms": [True]}, "m:"),
-    ({"ks": []}, "k: must be a non-empty list"),
-    ({"ns": [2**31]}, "n: values must be <= 2**31 - 1"),
-    ({"ms": list(range(1, 200)), "ns": list(range(1, 200)), "ks": list(range(1, 200))}, "at most 1000000 points"),
+    ({"shapes": []}, "shapes: must be a non-empty list"),
+    ({"shapes": [(4096,)]}, "shapes[0]"),
+    ({"shapes": [(2**31, 1)]}, "n: values must be <= 2**31 - 1"),
+    ({"clock": 5e9}, "a10 runs its SMs between 100 and 2034 MHz"),
+    ({"timing": "wall"}, "timing"),
+    ({"ms": list(range(1, 200)), "shapes": sw.grid_shapes(range(1, 80), range(1, 80))}, "at most 1000000 points"),
+    ({"shapes": sw.grid_shapes(range(1, 200), range(1, 200))}, "shapes: at most 10000"),
 ])
 def test_sweep_refuses_bad_arguments_before_any_work(kwargs, fragment):
-    args = {"gpus": ["a10"], "kernels": ["marlin"], "ms": [1], "ns": [4096], "ks": [4096]} | kwargs
+    args = {"gpus": ["a10"], "kernels": ["marlin"], "ms": [1], "shapes": [(4096, 4096)]} | kwargs
     with pytest.raises(Exception) as err:
-        sw.sweep(args.pop("gpus"), args.pop("kernels"), args.pop("ms"), args.pop("ns"), args.pop("ks"), progress=False)
+        sw.sweep(args.pop("gpus"), args.pop("kernels"), args.pop("ms"), args.pop("shapes"), progress=False, **args)
     assert err.type.__module__.startswith("refsim"), err.type
     assert fragment in str(err.value)
 
 
-def test_csv_has_the_header_and_one_row_per_point(tmp_path):
-    rows = sw.sweep(["a10"], ["marlin", "anyprec"], [1, 2, 4], [4096], [4096], progress=False)
+def test_csv_is_in_microseconds_with_the_conditions(tmp_path):
+    rows = sw.sweep(["a10"], ["marlin", "anyprec"], [1, 2, 4], [(4096, 4096)], ecc="off", cache="dirty",
+                    timing="events", progress=False)
     path = sw.write_csv(rows, tmp_path / "s.csv")
     with path.open() as fh:
         table = list(csv.DictReader(fh))
     assert list(table[0]) == sw.CSV_FIELDS
+    assert {"latency_us", "cublas_fp16_us", "roofline_us", "clock_mhz", "ecc", "cache", "timing"} <= set(table[0])
     assert len(table) == 6
     assert [int(r["m"]) for r in table] == [1, 2, 4, 1, 2, 4]
-    assert float(table[0]["latency_s"]) == rows[0].latency_s   # repr round-trips a float exactly
+    assert float(table[0]["latency_us"]) == rows[0].latency_us   # repr round-trips a float exactly
+    assert 10 < float(table[0]["latency_us"]) < 1000             # microseconds, not seconds
+    assert (table[0]["clock_mhz"], table[0]["ecc"], table[0]["cache"], table[0]["timing"]) == (
+        "1695.0", "off", "dirty", "events")
     assert table[0]["group_size"] == ""                          # None is an empty cell
 
 
 def test_plot_writes_one_readable_png_per_gpu_with_ok_rows(tmp_path):
     from matplotlib.image import imread
-    rows = sw.sweep(["a10", "rtx2080"], ["marlin"], [1, 16], [4096], [4096], progress=False)
+    rows = sw.sweep(["a10", "rtx2080"], ["marlin"], [1, 16], [(4096, 4096)], progress=False)
     paths = sw.plot(rows, tmp_path)
     assert [p.name for p in paths] == ["sweep_a10.png"]          # rtx2080: every point refused
     img = imread(paths[0])
     assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 900
+
+
+def test_log_axes_carry_several_labelled_ticks():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.plot([1, 256], [20.0, 45.0])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    sw._log_axis(ax.xaxis, 2)
+    sw._log_axis(ax.yaxis, 10)
+    fig.canvas.draw()
+    ylabels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    xlabels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert len([y for y in ylabels if 20 <= float(y) <= 45]) >= 2       # a narrow range still gets labels
+    assert len(xlabels) >= 5
 
 
 def test_cli_writes_csv_and_png(tmp_path, capsys):
@@ -112,11 +152,24 @@ def test_cli_writes_csv_and_png(tmp_path, capsys):
     assert "14 points (14 predicted" in capsys.readouterr().out
 
 
+def test_cli_shapes_and_model(tmp_path, capsys):
+    out = tmp_path / "sw"
+    assert main(["sweep", "--gpu", "a10", "--kernel", "cublas-fp16", "--m", "1", "--shape", "4096:4096", "--shape",
+                 "11008:4096", "--out", str(out), "--no-plot"]) == 0
+    assert "2 points" in capsys.readouterr().out
+    out2 = tmp_path / "sw2"
+    assert main(["sweep", "--gpu", "a10", "--kernel", "cublas-fp16", "--m", "1", "--model", "llama-2-7b", "--out",
+                 str(out2), "--no-plot"]) == 0
+    assert "3 points" in capsys.readouterr().out              # llama-2-7b: 3 distinct (n, k)
+
+
 @pytest.mark.parametrize("argv,fragment", [
     (["--m", "0..4"], "m: values and steps must lie in"),
     (["--m", "x"], "m: each item must be"),
     (["--gpu", "nope"], "nope"),
     (["--kernel", "nope"], "kernel: must be one of"),
+    (["--clock", "5GHz"], "a10 runs its SMs between"),
+    (["--shape", "4096:4096"], "give exactly one of"),
 ])
 def test_cli_errors_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, argv, fragment):
     base = {"--gpu": "a10", "--kernel": "marlin", "--m": "1", "--n": "4096", "--k": "4096"}
@@ -136,43 +189,43 @@ def test_cli_refuses_a_non_empty_out_folder_before_any_work(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 
-def _plain_rows(gpus, kernels, ms, ns, ks, **kw):
-    """The sweep as a plain loop over points with the per-point predict (the form sweep() had before
-    it called predict_many): the reference its rows must equal exactly."""
+def _plain_rows(gpus, kernels, ms, shapes, **kw):
+    """The sweep as a plain loop over points with the per-point predict: the reference its rows must
+    equal exactly."""
     from refsim.errors import RefsimError
     from refsim.gpu_model.roofline import dram_roofline_s
-    from refsim.gpu_model.specs import get_gpu
-    cond = {key: kw[key] for key in ("clock", "ecc", "cache") if key in kw}
+    cond = {key: kw[key] for key in ("clock", "ecc", "cache", "timing") if key in kw}
     opts = {key: kw.get(key) for key in ("bits", "group_size")}
     rows = []
     for gpu in gpus:
         g = get_gpu(gpu)
+        c = (g.clock_hz(kw.get("clock", "sustained")) / 1e6, kw.get("ecc") or g.ecc, kw.get("cache", "cold"),
+             kw.get("timing", "kernel"))
         for kernel in kernels:
-            for n in ns:
-                for k in ks:
-                    for m in ms:
-                        base = predict(gpu, "cublas-fp16", m, n, k, **cond).latency_s
-                        try:
-                            bd = predict(gpu, kernel, m, n, k, **opts, **cond)
-                        except RefsimError as err:
-                            rows.append(sw.SweepRow(g.name, kernel, m, n, k, opts["bits"], opts["group_size"], math.nan,
-                                                    base, math.nan, math.nan, math.nan, "", math.nan, math.nan,
-                                                    " ".join(str(err).split()), ""))
-                            continue
-                        roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
-                        rows.append(sw.SweepRow(g.name, kernel, m, n, k, bd.bits, opts["group_size"], bd.latency_s,
-                                                base, base / bd.latency_s, roof, roof / bd.latency_s, bd.bottleneck,
-                                                bd.flops, bd.bytes_dram, "ok", bd.notes))
+            for n, k in shapes:
+                for m in ms:
+                    base = predict(gpu, "cublas-fp16", m, n, k, **cond).latency_s
+                    try:
+                        bd = predict(gpu, kernel, m, n, k, **opts, **cond)
+                    except RefsimError as err:
+                        rows.append(sw.SweepRow(g.name, kernel, m, n, k, opts["bits"], opts["group_size"], *c,
+                                                math.nan, base * 1e6, math.nan, math.nan, math.nan, "", math.nan,
+                                                math.nan, " ".join(str(err).split()), ""))
+                        continue
+                    roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
+                    rows.append(sw.SweepRow(g.name, kernel, m, n, k, bd.bits, opts["group_size"], *c,
+                                            bd.latency_s * 1e6, base * 1e6, base / bd.latency_s, roof * 1e6,
+                                            roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes))
     return rows
 
 
 @pytest.mark.parametrize("kw", [{}, {"clock": "base", "cache": "warm"}, {"ecc": "off", "group_size": 128},
-                                {"bits": 4}])
+                                {"bits": 4, "cache": "dirty", "timing": "events"}])
 def test_sweep_rows_equal_the_per_point_loop(kw):
     # sweep() predicts each (gpu, kernel, n, k) over all of M with kernels.predict_many
     args = (["a10", "rtx2080", "h100-sxm"] if "ecc" not in kw else ["a10", "rtx4090"],
             ["marlin", "anyprec", "atom-w4a4", "cublas-fp16", "awq-w4a16"], [1, 2, 8, 9, 16, 17, 300],
-            [4096, 4224], [4096, 11008])
+            sw.grid_shapes([4096, 4224], [4096, 11008]))
     got = sw.sweep(*args, progress=False, **kw)
     want = _plain_rows(*args, **kw)
     assert len(got) == len(want)
@@ -184,7 +237,8 @@ def test_sweep_rows_equal_the_per_point_loop(kw):
 def test_fast_row_is_the_dataclass_row():
     import dataclasses
     import pickle
-    vals = ("a10", "marlin", 16, 4096, 4096, None, 128, 2e-5, 3e-5, 1.5, 1e-5, 0.5, "dram", 5e8, 9e6, "ok", "tile")
+    vals = ("a10", "marlin", 16, 4096, 4096, None, 128, 1695.0, "on", "cold", "kernel", 20.0, 30.0, 1.5, 10.0, 0.5,
+            "dram", 5e8, 9e6, "ok", "tile")
     fast, plain = sw._new_row(*vals), sw.SweepRow(*vals)
     assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
     assert dataclasses.asdict(fast) == dataclasses.asdict(plain)

@@ -13,7 +13,11 @@ def test_tables_and_every_embedded_picture_exist(tmp_path):
         assert f"### {gpu}: latency per block" in md and f"### {gpu}: speedup over cublas-fp16" in md
     assert "| marlin |" in md and "compute-bound from" in md
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
-    assert sorted(links) == ["calibration_predicted_vs_measured.png", "sweep_a10.png"]
+    assert sorted(links) == ["predicted_vs_measured.png", "sweep_a10.png"]
+    # the predicted-vs-measured caption: median and max per GPU with measured rows
+    caption = md.split("Median / max |error| per GPU")[1].split("\n")[0]
+    for gpu in ("h100-sxm", "a10", "rtx4090", "rtx4070-laptop"):
+        assert re.search(rf"{gpu} \([^)]*\): \d+ rows, median \d+\.\d%, max \d+\.\d%", caption), gpu
     for gpu in ("rtx4090", "orin-agx-64gb"):        # the other GPUs' figures: one command away
         assert f"`refsim sweep --gpu {gpu} --kernel cublas-fp16," in md
     for name in links:

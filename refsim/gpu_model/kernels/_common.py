@@ -1,4 +1,5 @@
-"""Helpers shared by the kernel models: argument validation and the tensor-core GEMM tile model."""
+"""Helpers shared by the kernel models: shape-rule errors, the tensor-core GEMM tile model, the
+mma.sync rate, the registers of refsim's own compiled kernels."""
 
 from __future__ import annotations
 
@@ -7,99 +8,20 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from refsim._validate import require_int
-from refsim.errors import FormatRuleError, ShapeError
-from refsim.gpu_model.roofline import FITTED, ModelParams, _dram_time
-from refsim.gpu_model.specs import GPUSpec, get_gpu
-
-
-def check_mnk(kernel: str, m, n, k) -> tuple[int, int, int]:
-    if type(m) is int and type(n) is int and type(k) is int and m > 0 and n > 0 and k > 0:
-        return m, n, k
-    m = require_int("m", m, minimum=1)
-    n = require_int("n", n, minimum=1)
-    k = require_int("k", k, minimum=1)
-    return m, n, k
-
-
-def check_bits(kernel: str, bits, allowed: tuple[int, ...], default: int) -> int:
-    if bits is None:
-        return default
-    if isinstance(bits, bool) or not isinstance(bits, int) or bits not in allowed:
-        raise FormatRuleError(f"bits: kernel {kernel} runs bit-widths {list(allowed)}; got {bits!r}")
-    return bits
-
-
-def check_group(kernel: str, group_size, allowed: tuple, default):
-    if group_size is None and None in allowed:
-        return None if default is None else default
-    if group_size not in allowed:
-        raise FormatRuleError(f"group_size: kernel {kernel} supports {list(allowed)}; got {group_size!r}")
-    return group_size
+from refsim.errors import ShapeError
+from refsim.gpu_model.roofline import FITTED, _dram_time
+from refsim.gpu_model.specs import GPUSpec
 
 
 def require_multiple(kernel: str, what: str, value: int, mult: int, why: str) -> None:
+    """ShapeError unless ``value`` is a multiple of ``mult`` (the message names the kernel and why)."""
     if value % mult:
         raise ShapeError(f"{what}: kernel {kernel} needs {what} to be a multiple of {mult} ({why}); got {value}")
 
 
-def setup(gpu, params: ModelParams | None, clock) -> tuple[GPUSpec, ModelParams, float]:
-    g = gpu if type(gpu) is GPUSpec else get_gpu(gpu)
-    return g, (params or FITTED), _clock(g, clock)
-
-
-# (id(gpu), clock) -> (gpu, f_sm): the spec is held in the value, so its id cannot be reused while the
-# entry lives; only valid clocks of plain types are stored (an invalid one raises before the store)
-_CLOCKS: dict = {}
-
-
-def _clock(g: GPUSpec, clock) -> float:
-    """``g.clock_hz(clock)``, remembered per (spec, clock) for str/int/float clocks."""
-    if type(clock) is str or type(clock) is float or type(clock) is int:
-        hit = _CLOCKS.get((id(g), clock))
-        if hit is not None and hit[0] is g:
-            return hit[1]
-        f = g.clock_hz(clock)
-        if len(_CLOCKS) > 4096:
-            _CLOCKS.clear()
-        _CLOCKS[(id(g), clock)] = (g, f)
-        return f
-    return g.clock_hz(clock)
-
-
-_CTX: dict = {}
-
-
-def hot_setup(gpu, clock) -> tuple:
-    """:func:`setup` (without ``params``) and :func:`rates` in one call: ``(g, f_sm, g.sm_count * f_sm,
-    g.l2_bytes_per_s(f_sm))``, remembered per (spec, clock) for str/int/float clocks."""
-    g = gpu if type(gpu) is GPUSpec else get_gpu(gpu)
-    if type(clock) is str or type(clock) is float or type(clock) is int:
-        hit = _CTX.get((id(g), clock))
-        if hit is None or hit[0] is not g:
-            f = g.clock_hz(clock)
-            if len(_CTX) > 4096:
-                _CTX.clear()
-            hit = _CTX[(id(g), clock)] = (g, f) + rates(g, f)
-        return hit
-    f = g.clock_hz(clock)
-    return (g, f) + rates(g, f)
-
-
-_RATES: dict = {}
-
-
-def rates(g: GPUSpec, f_sm: float) -> tuple[float, float]:
-    """``(g.sm_count * f_sm, g.l2_bytes_per_s(f_sm))`` for a resolved SM clock ``f_sm`` (float),
-    remembered per (spec, clock): the same two numbers the models computed inline."""
-    hit = _RATES.get((id(g), f_sm))
-    if hit is not None and hit[0] is g:
-        return hit[1]
-    out = (g.sm_count * f_sm, g.l2_bytes_per_s(f_sm))
-    if len(_RATES) > 4096:
-        _RATES.clear()
-    _RATES[(id(g), f_sm)] = (g, out)
-    return out
+def cc_at_least(gpu: GPUSpec, major: int, minor: int) -> bool:
+    """True when ``gpu``'s compute capability is at least ``major.minor``."""
+    return tuple(map(int, gpu.compute_capability.split("."))) >= (major, minor)
 
 
 def tile_tensor_time(gpu: GPUSpec, f_sm: float, m_pad: int, n: int, k: int, tile_m: int, tile_n: int,
@@ -119,8 +41,10 @@ def tile_tensor_time(gpu: GPUSpec, f_sm: float, m_pad: int, n: int, k: int, tile
 
 # Fraction of the tensor rate a kernel built on warp-synchronous ``mma.sync`` reaches, per compute
 # capability. The vendor peaks of Hopper (table 1.3) are wgmma (warpgroup, asynchronous) rates;
-# ``mma.sync`` m16n8k16 on sm_90 reaches about 75 % of them (issue 15's figure; estimate — no primary
-# microbenchmark of mma.sync vs wgmma was found in the stored sources, see docs/notes/issue-15-pmmech.md).
+# ``mma.sync`` m16n8k16 on sm_90 reaches about 75 % of them: an estimate, no primary microbenchmark of
+# mma.sync against wgmma on sm_90 is published; the H100 Marlin rows at M = 128 (tensor-bound) run ~1.5x
+# slower than this rate predicts, so the true fraction may be nearer 0.5 (refsim calibrate does not
+# measure it yet).
 # Every other CC's peak is an mma.sync rate already.
 MMA_SYNC_FRACTION = {"9.0": 0.75}
 
@@ -144,7 +68,7 @@ SPLIT_K_CANDIDATES = (1, 2, 4, 8, 16)
 
 
 @lru_cache(maxsize=4096)
-def _best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_clk_per_sm: float,
+def gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_clk_per_sm: float,
                       elem_bytes: float, stages: int, k_slice: int, overlap: float):
     best = None
     bytes_dram = elem_bytes * (n * k + m * k) + 2.0 * m * n
@@ -184,31 +108,7 @@ def best_gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_c
     re-reads cost more than the tensor time they save.
     Returns dict(t_tc, red_bytes, ctas, waves, tile_m, tile_n, split, ctas_per_sm, bytes_in_flight)."""
     overlap = FITTED.overlap if overlap is None else overlap
-    cost, t, red, ctas, w, tm, tn, split, cps, smem = _best_gemm_config(
+    cost, t, red, ctas, w, tm, tn, split, cps, smem = gemm_config(
         gpu, f_sm, m, n, k, op_per_clk_per_sm, elem_bytes, stages, k_slice, overlap)
     return {"t_tc": t, "red_bytes": red, "ctas": ctas, "waves": w, "tile_m": tm, "tile_n": tn,
             "split": split, "ctas_per_sm": cps, "bytes_in_flight": smem}
-
-
-def spec_memo(memo: dict, key, g: GPUSpec, compute, limit: int = 4096):
-    """``compute()`` cached in ``memo`` under ``key`` (a tuple that contains ``id(g)``) for the spec
-    ``g``: the entry holds ``g`` itself, so its id cannot be reused by another spec while the entry
-    lives, and a hit on a different object with the same id recomputes. At most ``limit`` entries
-    (the memo is emptied when full); :func:`refsim.gpu_model.kernels.clear_caches` empties it too.
-    The kernel models' one home for their per-spec memos of numbers that do not depend on M."""
-    hit = memo.get(key)
-    if hit is None or hit[0] is not g:
-        if len(memo) > limit:
-            memo.clear()
-        hit = memo[key] = (g, compute())
-    return hit[1]
-
-
-def one_point(many):
-    """The unchecked per-point entry ``_predict(gpu, m, n, k, bits, group_size, clock, params)`` of a
-    kernel whose model is written once, batched, as ``many(g, ms, n, k, bits, group_size, clock,
-    params)``: ``many`` over ``[m]`` (``gpu`` a name or a spec: ``hot_setup`` resolves both)."""
-    def _predict(gpu, m, n, k, bits, group_size, clock, params):
-        return many(gpu, [m], n, k, bits, group_size, clock, params)[0]
-    _predict.__doc__ = f":func:`{many.__name__}` at one M (the kernel's per-point entry; m, n, k already checked)."
-    return _predict

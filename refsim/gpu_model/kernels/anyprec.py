@@ -1,7 +1,7 @@
 """Any-Precision LLM bitplane-LUT GEMV (``matmul_kbit``), M ≤ 8; dequant + cuBLAS above.
 
 Source matched: SNU-ARC/any-precision-llm @ a3257d02740c, ``any_precision/modules/kernels/
-{main.cu, matmul.cuh, dequant.cuh}`` as described in shared/specs/anyprec.md §3-§5, §9. The
+{main.cu, matmul.cuh, dequant.cuh}``. The
 transpose op counts and lookup counts come from :mod:`refsim.formats.bit_transpose`
 (``ops_per_32_weights``, ``uses_pair_table``, ``lookups_per_32_weights``), which counts them by
 running the SWAR transpose with an op counter.
@@ -30,23 +30,25 @@ Bytes: b·N·K/8 (only the top b planes) + N·2^b·2 (LUT at precision b) + M·K
 from __future__ import annotations
 
 import math
-from itertools import repeat
-from operator import add as _add
 from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
 
 from refsim.formats import bit_transpose
-from refsim.gpu_model.kernels import anyprec_resources, cublas_fp16
-from refsim.gpu_model.kernels._common import check_bits, check_mnk, hot_setup, one_point, require_multiple
+from refsim.gpu_model.kernels import cublas_fp16, resources
+from refsim.gpu_model.kernels._common import require_multiple
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _combine, _combine1, _dram_time
+from refsim.gpu_model.roofline import Breakdown, _breakdown, _combine, _dram_time
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
 BITS = (3, 4, 5, 6, 7, 8)
+DEFAULT_BITS = 4
+GROUPS = (None,)
+DEFAULT_GROUP = None
+GROUP_RULE = "uses one LUT per output row (None)"
 LOP3_FUSION = 0.5  # estimate: nvcc folds AND/shift/OR triples into LOP3/SHF (about 2 C ops per SASS op)
 
 
@@ -192,7 +194,7 @@ def geometry(g: GPUSpec, m: int, n: int, k: int, bits: int) -> Geometry:
     chunks = math.ceil(k / 1024)
     ctas = n // (4 * multi_row)
     warps_per_cta = 4 * ksplit
-    regs, smem = anyprec_resources.resources(g.compute_capability, m, bits, ksplit > 1)
+    regs, smem = resources.anyprec(g.compute_capability, m, bits, ksplit > 1)
     occ = resident(g, 32 * warps_per_cta, regs, smem, ctas)
     steps = min(chunks, 4) if ksplit > 1 else chunks
     n_waves = ctas / (g.sm_count * occ.ctas_per_sm)
@@ -200,27 +202,21 @@ def geometry(g: GPUSpec, m: int, n: int, k: int, bits: int) -> Geometry:
                     occ.warps_per_sm / 4)
 
 
-# (id(spec), m, n, k, bits) -> (spec, geometry, lookup plan, conflict degree, step counts) of the fused
-# kernel (m <= 8: m is the template's maxm); clock-independent. The spec is held, its id not reused.
-_SHAPES: dict = {}
+@lru_cache(maxsize=4096)
+def fused_shape(g: GPUSpec, m: int, n: int, k: int, bits: int) -> tuple:
+    """The clock-independent numbers of the fused kernel (M <= 8, M is the template's maxm):
+    (geometry, lookups per lane per chunk, table words, expected LDS conflict degree, step counts
+    (I, int, fp16, L1/SMEM wavefronts, C1))."""
+    lookups, tops, words = lookup_plan(bits, m)
+    return (geometry(g, m, n, k, bits), lookups, words, lds_conflict_degree(words),
+            _step_counts(bits, m, g.int32_lanes_per_clk_per_sm, g.hfma2_lanes_per_clk_per_sm,
+                         g.fp32_fma_lanes_per_clk_per_sm))
 
 
-def _fused_shape(g, m, n, k, bits):
-    key = (id(g), m, n, k, bits)
-    hit = _SHAPES.get(key)
-    if hit is None or hit[0] is not g:
-        lookups, tops, words = lookup_plan(bits, m)
-        hit = (g, geometry(g, m, n, k, bits), lookups, words, lds_conflict_degree(words),
-               _step_counts(bits, m, g.int32_lanes_per_clk_per_sm, g.hfma2_lanes_per_clk_per_sm,
-                            g.fp32_fma_lanes_per_clk_per_sm))
-        if len(_SHAPES) > 4096:
-            _SHAPES.clear()
-        _SHAPES[key] = hit
-    return hit
-
-
-def _fused(g, p, f, m, n, k, bits, clock):
-    _, geo, lookups, words, conflict, (instrs, n_int, n_fp16, wavefronts, c1) = _fused_shape(g, m, n, k, bits)
+def fused(mc, m, n, k, bits) -> Breakdown:
+    """The fused bitplane-LUT kernel ``matmul_kbit`` (M <= 8; counts in the module docstring)."""
+    g, f, p = mc
+    geo, lookups, words, conflict, (instrs, n_int, n_fp16, wavefronts, c1) = fused_shape(g, m, n, k, bits)
     warp_steps = (n // geo.multi_row) * geo.chunks   # warp steps (multi_row rows, one chunk)
     sm_clk = g.sm_count * f
     # issue slots: one warp instruction per clock per SMSP (MWP/CWP: compute warps saturate it)
@@ -239,62 +235,43 @@ def _fused(g, p, f, m, n, k, bits, clock):
               + other_bytes / g.dram_eff_bytes_per_s)
     # one warp's serial path (loop.prefetch is False): each chunk step waits one DRAM latency for
     # row 0, then each further row waits for the longer of the previous row's dependent chain
-    # (C1 / multi_row cycles alone on the SMSP) and its own loads (issued one row ahead); before the loop the warp loads
-    # its rows' LUT (one more DRAM latency) and builds the tables. ceil(waves) CTAs run one after another.
+    # (C1 / multi_row cycles alone on the SMSP) and its own loads (issued one row ahead); before the
+    # loop the warp loads its rows' LUT (one more DRAM latency) and builds the tables. ceil(waves)
+    # CTAs run one after another.
+    lat = g.dram_latency_s
     row = c1 / geo.multi_row / f
-    per_step = g.dram_latency_s + (geo.multi_row - 1) * max(row, g.dram_latency_s) + row
-    prologue = g.dram_latency_s + geo.multi_row * max(1, words // 32) * 2 / f
+    per_step = lat + (geo.multi_row - 1) * max(row, lat) + row
+    prologue = lat + geo.multi_row * max(1, words // 32) * 2 / f
     t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
     pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
     occ = geo.occupancy
-    return _combine1(NAME, g.name, m, n, k, bits, pipes, p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap,
-                     geo.ctas, geo.waves, bytes_dram,     # _combine(..., notes=...) (tested equal)
-                     _fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
-                                  occ.limiter, geo.warps_per_smsp, instrs, c1))
+    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
+                    notes=_fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem,
+                                       occ.ctas_per_sm, occ.limiter, geo.warps_per_smsp, instrs, c1))
 
 
-_NOTES: dict = {}
+@lru_cache(maxsize=4096)
+def _fused_notes(multi_row, ksplit, lookups, conflict, regs, smem, ctas_per_sm, limiter, warps_per_smsp, instrs,
+                 c1) -> str:
+    """The notes of the fused kernel: its launch plan and per-step counts."""
+    return (f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f} "
+            f"regs={regs} smem={smem} ctas/SM={ctas_per_sm} ({limiter}) "
+            f"warps/SMSP={warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
 
 
-def _fused_notes(*values) -> str:
-    """The notes string of the fused kernel, formatted once per distinct set of values."""
-    notes = _NOTES.get(values)
-    if notes is None:
-        multi_row, ksplit, lookups, conflict, regs, smem, ctas_per_sm, limiter, warps_per_smsp, instrs, c1 = values
-        notes = (f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f} "
-                 f"regs={regs} smem={smem} ctas/SM={ctas_per_sm} ({limiter}) "
-                 f"warps/SMSP={warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
-        if len(_NOTES) > 4096:
-            _NOTES.clear()
-        _NOTES[values] = notes
-    return notes
+def check(gpu, m, n, k, bits, group_size) -> None:
+    """Any-Precision's rules: K % 32 == 0 (bitplane words hold 32 weights); N % 4 == 0 at M = 1,
+    N % 16 == 0 above (grid = N / (4 multi_row)); M > 8 runs the dequant kernel and cuBLAS."""
+    if k % 32:
+        require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
+    if n % 4 or (n % 16 and m > 1):
+        require_multiple(NAME, "n", n, 16 if m > 1 else 4, "grid = N / (4·multi_row)")
 
 
-def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
-    """Latency breakdown of the Any-Precision kernel at precision ``bits`` (3..8) on ``gpu``.
-
-    Shapes: A (M, K) fp16, bitplanes (b, N, K/32) uint32, LUT (N, 2^b) fp16 -> C (M, N) fp16.
-    Rules: K % 32 == 0; N % 4 == 0 (M = 1) or N % 16 == 0 (2 ≤ M ≤ 8); M > 8 runs the dequant
-    kernel (writes W as fp16) followed by cuBLAS. ``group_size`` must be None (per-row LUTs).
-    """
-    m, n, k = check_mnk(NAME, m, n, k)
-    return _predict(gpu, m, n, k, bits, group_size, clock, params)
-
-
-
-
-_TERM_ORDER: dict = {}
-_ZEROS = repeat(0.0)       # map() stops at the shorter iterable: the keys
-# (id(spec), f_sm, id(params), n, k, bits) -> (spec, params, dequant latency, terms, bottleneck, bytes): the
-# dequant kernel's numbers do not depend on M (its Breakdown's m and flops are not used)
-_DEQUANT: dict = {}
-
-
-def _dequant(g, p, f, m, n, k, bits):
-    key = (id(g), f, id(p), n, k, bits)
-    hit = _DEQUANT.get(key)
-    if hit is not None and hit[0] is g and hit[1] is p:
-        return hit[2:]
+@lru_cache(maxsize=4096)
+def dequant(g: GPUSpec, f: float, p, n: int, k: int, bits: int) -> Breakdown:
+    """The dequant kernel that writes W (N, K) as fp16 from the bitplanes and LUT (M > 8 path);
+    its Breakdown's ``m`` is 1 (its cost does not depend on M)."""
     chunks = math.ceil(k / 1024)
     row_chunks = n * chunks
     lookups, tops, words = 32, transpose_ops(bits, False), max(1, (1 << bits) // 2)
@@ -306,56 +283,23 @@ def _dequant(g, p, f, m, n, k, bits):
     ctas = n // 4
     ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
     t_dram = _dram_time(deq_bytes, g, ctas, ctas_per_sm, 4 * bits * 128 * 2)
-    deq = _combine(NAME, g, m, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
-                   ctas=ctas, n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=deq_bytes)
-    if len(_DEQUANT) > 4096:
-        _DEQUANT.clear()
-    _DEQUANT[key] = (g, p, deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram)
-    return deq.latency_s, deq.terms, deq.bottleneck, deq.bytes_dram
+    return _combine(NAME, g, 1, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
+                    ctas=ctas, n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=deq_bytes)
 
 
-def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
-    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
-    a list of len(ms) Breakdowns equal to the per-M ones bit for bit. The fused kernel (M <= 8) runs
-    :func:`_fused` per M; above M = 8 the dequant kernel is computed once and the cuBLAS GEMMs of
-    all those M come from ``cublas_fp16._predict_many`` (tested)."""
-    bits = check_bits(NAME, bits, BITS, 4) if bits is not None else 4
-    if group_size is not None:
-        from refsim.errors import FormatRuleError
-        raise FormatRuleError(f"group_size: kernel {NAME} uses one LUT per output row (None); got {group_size!r}")
-    if k % 32:
-        require_multiple(NAME, "k", k, 32, "bitplane words hold 32 weights")
-    if n % 4 or (n % 16 and max(ms) > 1):       # N % 4 at M = 1, N % 16 above; the caller names the entry
-        require_multiple(NAME, "n", n, 16 if max(ms) > 1 else 4, "grid = N / (4·multi_row)")
-    g, f, _, _ = hot_setup(g, clock)
-    p = params or FITTED
-    out = [None] * len(ms)
-    big = []
-    for i, m in enumerate(ms):
-        if m <= 8:
-            out[i] = _fused(g, p, f, m, n, k, bits, clock)
-        else:
-            big.append(i)
-    if big:
-        deq_latency, deq_terms, deq_bottleneck, deq_bytes = _dequant(g, p, f, ms[big[0]], n, k, bits)
-        gemms = cublas_fp16._predict_many(g, [ms[i] for i in big], n, k, None, None, clock, p)
-        name = g.name
-        deq_keys = tuple(deq_terms)
-        deq_get = deq_terms.get
-        for i, gemm in zip(big, gemms):
-            m = ms[i]
-            gemm_terms = gemm.terms
-            order_key = (deq_keys, tuple(gemm_terms))
-            keys = _TERM_ORDER.get(order_key)
-            if keys is None:
-                keys = _TERM_ORDER[order_key] = tuple(set(deq_terms) | set(gemm_terms))
-            # {key: deq_terms.get(key, 0.0) + gemm_terms.get(key, 0.0) for key in keys}, in C
-            terms = dict(zip(keys, map(_add, map(deq_get, keys, _ZEROS), map(gemm_terms.get, keys, _ZEROS))))
-            out[i] = _breakdown(NAME, name, m, n, k, bits, deq_latency + gemm.latency_s,
-                                gemm.bottleneck if gemm.latency_s >= deq_latency else deq_bottleneck,
-                                terms, deq_bytes + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
-                                "M > 8: dequant kernel + cuBLAS FP16")
-    return out
+def model(mc, m, n, k, bits, group_size) -> Breakdown:
+    """Latency of the Any-Precision kernel at precision ``bits`` on ``mc.gpu``: the fused kernel for
+    M <= 8; above, the dequant kernel followed by cuBLAS FP16 (two launches, their terms summed).
 
-
-_predict = one_point(_predict_many)   # the per-point entry: one home for the model
+    Shapes: A (M, K) fp16, bitplanes (b, N, K/32) uint32, LUT (N, 2^b) fp16 -> C (M, N) fp16."""
+    if m <= 8:
+        return fused(mc, m, n, k, bits)
+    g = mc.gpu
+    deq = dequant(g, mc.f_sm, mc.params, n, k, bits)
+    gemm = cublas_fp16.model(mc, m, n, k, 16, None)
+    keys = dict.fromkeys(list(deq.terms) + list(gemm.terms))
+    terms = {key: deq.terms.get(key, 0.0) + gemm.terms.get(key, 0.0) for key in keys}
+    return _breakdown(NAME, g.name, m, n, k, bits, deq.latency_s + gemm.latency_s,
+                      gemm.bottleneck if gemm.latency_s >= deq.latency_s else deq.bottleneck,
+                      terms, deq.bytes_dram + gemm.bytes_dram, 2.0 * m * n * k, gemm.ctas, gemm.waves, 2,
+                      "M > 8: dequant kernel + cuBLAS FP16")

@@ -17,49 +17,38 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import _best_gemm_config, check_bits, check_mnk, hot_setup, one_point
-from refsim.gpu_model.roofline import FITTED, Breakdown, _combine1, _dram_time
+from refsim.gpu_model.kernels._common import gemm_config
+from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
 
 NAME = "cublas-fp16"
 BITS = (16,)
+DEFAULT_BITS = 16
+GROUPS = None            # no quantization groups: group_size is not used
+DEFAULT_GROUP = None
+GROUP_RULE = ""
 
 
-def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
-    """Latency breakdown of ``C(M,N) = A(M,K) @ W(K,N)`` in FP16 with cuBLAS on ``gpu``."""
-    m, n, k = check_mnk(NAME, m, n, k)
-    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+def check(gpu, m, n, k, bits, group_size) -> None:
+    """cuBLAS runs every shape (no rule beyond the int32 sizes the package checks)."""
 
 
-
-
-def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
-    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
-    a list of len(ms) Breakdowns, each equal to ``_predict(g, m, n, k, ...)`` bit for bit (the same
-    expressions, with the per-(GPU, N, K) numbers computed once; tested)."""
-    bits = check_bits(NAME, bits, BITS, 16) if bits is not None else 16
-    g, f, _, l2_bw = hot_setup(g, clock)
-    p = params or FITTED
-    launch, tail, a, name, ov = p.launch_overhead_s * 1, g.dram_latency_s, 1.0 - p.overlap, g.name, p.overlap
-    nk = n * k
-    tc_rate = g.tc_fp16_f32acc_flop_per_clk_per_sm
-    ceil = math.ceil
-    out = []
-    for m in ms:
-        bytes_dram = 2.0 * (nk + m * k + m * n)
-        if m == 1:
-            ctas = ceil(n / 8)
-            ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
-            pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 1024),
-                     "alu": (nk / 2) / (g.hfma2_lanes_per_clk_per_sm * g.sm_count * f)}
-            n_waves = ctas / (g.sm_count * ctas_per_sm)
-        else:
-            _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = _best_gemm_config(
-                g, f, m, n, k, tc_rate, 2, 3, 32, ov)
-            pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem),
-                     "l2": (2.0 * (m * k * ceil(n / tile_n) + nk * ceil(m / tile_m)) + red_bytes) / l2_bw,
-                     "tensor": t_tc}
-        out.append(_combine1(NAME, name, m, n, k, bits, pipes, launch, tail, a, ctas, n_waves, bytes_dram, ""))
-    return out
-
-
-_predict = one_point(_predict_many)   # the per-point entry: one home for the model
+def model(mc, m, n, k, bits, group_size) -> Breakdown:
+    """Latency of ``C(M,N) = A(M,K) @ W(K,N)`` in FP16 with cuBLAS on ``mc.gpu`` (module docstring)."""
+    g, f, p = mc
+    bytes_dram = 2.0 * (n * k + m * k + m * n)           # W, A, C in fp16
+    if m == 1:
+        # GEMV on CUDA cores: one warp per output row pair, 4 warps per CTA, 1 KiB in flight per warp
+        ctas = math.ceil(n / 8)
+        ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
+        pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 1024),
+                 "alu": (n * k / 2) / (g.hfma2_lanes_per_clk_per_sm * g.sm_count * f)}   # HFMA2
+        n_waves = ctas / (g.sm_count * ctas_per_sm)
+    else:
+        # GEMM on tensor cores: the tile and split-K a tuned library picks (least full predicted cost)
+        _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = gemm_config(
+            g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm, 2, 3, 32, p.overlap)
+        # L2 re-reads: A once per N tile, W once per M tile, plus the split-K partial sums
+        l2 = (2.0 * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes)
+        pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem), "l2": l2 / g.l2_bytes_per_s(f),
+                 "tensor": t_tc}
+    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

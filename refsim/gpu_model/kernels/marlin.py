@@ -2,7 +2,7 @@
 
 Source matched: IST-DASLab/marlin @ 2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c,
 ``marlin/marlin_cuda_kernel.cu`` (``Marlin`` prologue, ``init_slice``, host ``marlin_cuda`` M loop)
-and ``marlin/marlin_cuda.cpp``, as restated in shared/specs/marlin.md §(c). The tile choice, the host
+and ``marlin/marlin_cuda.cpp``. The tile choice, the host
 M splitting and the per-block stripes are NOT recomputed here: they come from
 :mod:`refsim.formats.stripes` (the single implementation, tested against the kernel's own 3×3/5-SM
 example and tile-by-tile invariants); :func:`partition` reduces a
@@ -33,21 +33,26 @@ from typing import NamedTuple
 
 from refsim.errors import FormatRuleError
 from refsim.formats import stripes as _stripes
-from refsim.gpu_model.conditions import L2_HIT_LATENCY_CLK
-from refsim.gpu_model.kernels._common import (check_bits, check_group, check_mnk, hot_setup, mma_sync_rate, one_point,
-                                              require_multiple, setup, spec_memo)
+from refsim.gpu_model.kernels import resources
+from refsim.gpu_model.kernels._common import cc_at_least, mma_sync_rate, require_multiple
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, ModelParams, _breakdown, _overlap
+from refsim.gpu_model.roofline import Breakdown, _breakdown, _overlap, _stream_bandwidth, _writeback_bytes
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
 BITS = (4,)
-GROUPS = (None, 128)
+DEFAULT_BITS = 4
+GROUPS = (None, 128)         # None: one scale per output channel
+DEFAULT_GROUP = None
+GROUP_RULE = "supports [None, 128]"
 MAX_PAR = 16                 # max_par as the Python ``marlin.mul`` passes it
 STAGES = _stripes.STAGES
 THREADS = 256
 SHARED_MEM = 96 * 1024       # marlin_cuda_kernel.cu: SHARED_MEM, the dynamic shared memory of every launch
+# The weight tiles are fetched with cp.async and an L2 evict_first policy (cp_async4_stream:
+# createpolicy.fractional.L2::evict_first): a warm L2 does not keep them between launches
+WEIGHTS_KEPT_IN_L2 = False
 
 # int32 index expressions of marlin_cuda_kernel.cu @ 2f6d7c1 (checked by kernels.predict): the B read
 # index b_gl_rd (lines 292-317, int4 vectors over all of W), b_gl_stride = 16 * prob_n, and the A and C
@@ -64,32 +69,11 @@ INT32_INDEXES = (
 )
 
 
-def int32_fits(m: int, n: int, k: int) -> bool:
-    """A sufficient condition for every :data:`INT32_INDEXES` expression to fit (rows <= 1024):
-    N, K < 2^24 and N·K < 2^36 (it does not depend on ``m``: one launch has at most 1024 rows).
-    False means "check each one" (``kernels.predict`` then does)."""
-    return n < 16777216 and k < 16777216 and n * k < 68719476736
-
-# Registers per thread of every Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks> instantiation
-# that marlin_cuda dispatches (CALL_IF list), measured here from IST-DASLab/marlin @
-# 2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c with nvcc 13.0 (V13.0.88):
-#     nvcc -arch=sm_XX -O3 --expt-relaxed-constexpr -c marlin/marlin_cuda_kernel.cu -o /dev/null -Xptxas -v
-# ("Used R registers", 0 bytes stack/spill; shared memory is dynamic: SHARED_MEM). sm_80, sm_86 and sm_89
-# give the same numbers (sm_87 not compiled: taken as sm_86); sm_90 differs by a few registers.
-# Key: (m_blocks, n_blocks, k_blocks, group_blocks) with group_blocks -1 (per channel) or 8 (groups of 128).
-_REGS_8X = {(1, 8, 8, -1): 128, (1, 8, 8, 8): 130, (1, 16, 4, -1): 128, (1, 16, 4, 8): 126,
-            (2, 16, 4, -1): 170, (2, 16, 4, 8): 170, (3, 16, 4, -1): 239, (3, 16, 4, 8): 228,
-            (4, 16, 4, -1): 255, (4, 16, 4, 8): 254}
-REGISTERS = {"sm_80": _REGS_8X, "sm_86": _REGS_8X, "sm_87": _REGS_8X, "sm_89": _REGS_8X,
-             "sm_90": {(1, 8, 8, -1): 128, (1, 8, 8, 8): 126, (1, 16, 4, -1): 128, (1, 16, 4, 8): 130,
-                       (2, 16, 4, -1): 168, (2, 16, 4, 8): 168, (3, 16, 4, -1): 237, (3, 16, 4, 8): 224,
-                       (4, 16, 4, -1): 255, (4, 16, 4, 8): 254}}
-
-
 def registers(compute_capability: str, m_blocks: int, thread_n: int, thread_k: int, grouped: bool) -> int:
-    """Registers per thread of the Marlin instantiation (from :data:`REGISTERS`)."""
-    arch = "sm_" + compute_capability.replace(".", "")
-    return REGISTERS[arch][(m_blocks, thread_n // 16, thread_k // 16, 8 if grouped else -1)]
+    """Registers per thread of the Marlin instantiation ``Marlin<256, m_blocks, thread_n / 16,
+    thread_k / 16, 4, group_blocks>`` as ptxas reports them (the measured table
+    ``refsim/data/timings/resources_marlin.csv``; :mod:`refsim.gpu_model.kernels.resources`)."""
+    return resources.marlin(compute_capability, m_blocks, thread_n // 16, thread_k // 16, 8 if grouped else -1)
 
 
 @lru_cache(maxsize=None)
@@ -127,13 +111,24 @@ def warp_step(m_blocks: int, grouped: bool, int32_lanes: float, hfma2_lanes: flo
     return lp.instructions, warp_step_cycles(lp, intervals(int32_lanes, hfma2_lanes, fp32_lanes), tensor_interval)
 
 
+# Round trips to the L2 of one slice hand-off, counted on the SASS ptxas 13.0 makes of the official
+# kernel (sm_90; the sm_8x code has the same sequence): the waiting block polls the lock
+# (LDG.E.STRONG.GPU + CCTL.IVALL in a loop: the release is seen half a poll after it lands, plus the
+# poll's own trip: 1.5), loads the partial C tile (LDGSTS + DEPBAR: 1), stores the sum and fences
+# (STG, MEMBAR.ALL.GPU: the stores' acknowledgement and the GPU-scope fence, 2), and releases
+# (REDG.E.ADD.STRONG.GPU reaching the L2: 0.5). The split of the fence into 2 trips is an estimate.
+HANDOFF_ROUND_TRIPS = 5.0
+
+
 def handoff_cycles(gpu: GPUSpec, m_blocks: int, thread_n: int) -> float:
     """Cycles of one lock-ordered slice hand-off (``barrier_acquire`` → ``global_reduce`` →
-    ``barrier_release`` in marlin_cuda_kernel.cu): the acquire poll (one L2 round trip), reading the
-    previous slices' fp16 partial tile and writing it back (a round trip + the tile at the SM's L2
-    bandwidth each), and the ``fence.acq_rel`` before the release (one round trip)."""
+    ``barrier_release`` in marlin_cuda_kernel.cu): :data:`HANDOFF_ROUND_TRIPS` GPU-scope round trips
+    to the L2 (on a partitioned L2 the lock and the partial tile are homed in either half: a strong
+    access pays the far half's latency) plus the fp16 partial tile (16·m_blocks × thread_n) read
+    and written back at the SM's L2 bandwidth."""
     tile_bytes = 16 * m_blocks * thread_n * 2
-    return 3 * L2_HIT_LATENCY_CLK + 2 * tile_bytes / gpu.l2_bytes_per_clk_per_sm
+    trip = gpu.l2_far_latency_clk or gpu.l2_latency_clk
+    return HANDOFF_ROUND_TRIPS * trip + 2 * tile_bytes / gpu.l2_bytes_per_clk_per_sm
 
 
 class LaunchCost(NamedTuple):
@@ -197,8 +192,9 @@ def partition(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple
     return tuple(out)
 
 
-def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: LaunchCost, tk: int, tn: int,
+def _launch_terms(g: GPUSpec, f_sm: float, n: int, k: int, lc: LaunchCost, tk: int, tn: int,
                   group_size, weight_bits: float, sparse: bool):
+    """One launch kind's pipe terms (seconds), its serial reduction, its DRAM bytes and busy blocks."""
     m_blocks, par, rows = lc.m_blocks, lc.parallel, lc.rows
     iters, active, slices = lc.iters, lc.busy_blocks, lc.max_slices
     # the launch kind's constants (tile bytes, tensor rate, issue cycles per tile, hand-off): one home,
@@ -210,8 +206,8 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     # the other par-1 reads hit L2. The most loaded block streams iters tiles while `active`
     # blocks share the bandwidth.
     bytes_launch = w_bytes + rows * k * 2 + rows * n * 2
-    bw = min(g.dram_eff_bytes_per_s, active * STAGES * ws / g.dram_latency_s)
-    t_dram = max(bytes_launch / bw, iters * ws * active / par / bw)
+    bw = _stream_bandwidth(g, active * STAGES * ws)           # every busy block keeps STAGES tiles in flight
+    t_dram = max((bytes_launch + _writeback_bytes(g, bytes_launch)) / bw, iters * ws * active / par / bw)
     t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / g.l2_bytes_per_s(f_sm)
     # tensor: one CTA per SM, f32 accumulate rate (2:4 sparse MMA: twice the dense-equivalent rate)
     t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / rate_f
@@ -221,15 +217,12 @@ def _launch_terms(g: GPUSpec, p: ModelParams, f_sm: float, n: int, k: int, lc: L
     return {"dram": t_dram, "l2": t_l2, "tensor": t_tc, "alu": t_alu}, t_red, bytes_launch, active
 
 
-def model_reference(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: float,
-                    sparse: bool) -> Breakdown:
-    """:func:`model` as plainly written (:func:`_launch_terms` and :func:`_overlap` per launch kind);
-    :func:`model` reuses the per-launch-kind constants and writes the overlap out (tested bit-equal)."""
-    g, p, f = setup(gpu, params, clock)
-    if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
-        # cp.async, ldmatrix and bf16/fp16 m16n8k16 mma.sync with the kernel's layout need sm_80
-        raise FormatRuleError(f"gpu: kernel {name} needs compute capability >= 8.0 (cp.async, m16n8k16 "
-                              f"mma.sync); got {g.name} (CC {g.compute_capability})")
+def striped_model(name: str, mc, m, n, k, group_size, *, weight_bits: float, sparse: bool) -> Breakdown:
+    """Latency of a persistent striped Marlin-family kernel (dense Marlin, or Sparse-Marlin with
+    ``sparse``), ``weight_bits`` stored bits per dense weight: each host launch kind costs
+    :func:`_launch_terms` overlapped by :func:`~refsim.gpu_model.roofline._overlap` (its busiest
+    block, plus the lock-ordered slice reduction as a serial term), summed over the launches."""
+    g, f, p = mc
     total = {}
     latency = 0.0
     bytes_total = 0.0
@@ -237,7 +230,7 @@ def model_reference(name: str, gpu, m, n, k, group_size, clock, params, *, weigh
     tk, tn = tile_shape(m)
     last = None
     for lc in parts:
-        pipes, t_red, b, active = _launch_terms(g, p, f, n, k, lc, tk, tn, group_size, weight_bits, sparse)
+        pipes, t_red, b, active = _launch_terms(g, f, n, k, lc, tk, tn, group_size, weight_bits, sparse)
         lat, terms, _ = _overlap(g, pipes, p, 1, t_red)
         latency += lat * lc.count
         bytes_total += b * lc.count
@@ -251,13 +244,18 @@ def model_reference(name: str, gpu, m, n, k, group_size, clock, params, *, weigh
         bottleneck = "serial"          # the lock-ordered slice reduction chain dominates
     elif total.get("launch", 0) + total.get("tail", 0) > pipe_totals[bottleneck]:
         bottleneck = "launch"
-    return Breakdown(kernel=name, gpu=g.name, m=m, n=n, k=k, bits=4, latency_s=latency, bottleneck=bottleneck,
-                     terms=total, bytes_dram=bytes_total, flops=2.0 * m * n * k, ctas=last[1], waves=1.0,
-                     launches=sum(lc.count for lc in parts),
-                     notes=f"tile {tk}x{tn}, launches " + ", ".join(
-                         f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts))
+    return _breakdown(name, g.name, m, n, k, 4, latency, bottleneck, total, bytes_total, 2.0 * m * n * k, last[1], 1.0,
+                      sum(lc.count for lc in parts), _notes(parts, tk, tn))
 
 
+@lru_cache(maxsize=4096)
+def _notes(parts, tk: int, tn: int) -> str:
+    """The launch plan in words: the tile and each launch kind."""
+    return f"tile {tk}x{tn}, launches " + ", ".join(
+        f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts)
+
+
+@lru_cache(maxsize=4096)
 def _kind_constants(g: GPUSpec, f_sm: float, n: int, k: int, group_size, weight_bits: float, sparse: bool,
                     m_blocks: int, tk: int, tn: int) -> tuple:
     """The numbers of :func:`_launch_terms` that do not depend on the launch's rows, stripes or
@@ -290,162 +288,26 @@ def _kind_constants(g: GPUSpec, f_sm: float, n: int, k: int, group_size, weight_
             handoff_cycles(g, m_blocks, tn))
 
 
-# (id(spec), f_sm, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn) -> (spec, constants): the
-# spec is held in the value, so its id is not reused while the entry lives
-_KINDS: dict = {}
-_CC_OK: dict = {}        # id(spec) -> spec, for specs that passed the compute-capability rule
-_NOTES: dict = {}        # id(parts) -> (parts, tk, tn, notes)
-
-
-def model(name: str, gpu, m, n, k, group_size, clock, params, *, weight_bits: float, sparse: bool) -> Breakdown:
-    """The Marlin model at one M: :func:`model_many` for ``[m]`` (one home for the expressions;
-    :func:`model_reference` is the readable form, tested equal)."""
-    return model_many(name, gpu, [m], n, k, group_size, clock, params, weight_bits=weight_bits, sparse=sparse)[0]
-
-
-def model_many(name: str, g, ms, n, k, group_size, clock, params, *, weight_bits: float, sparse: bool) -> list:
-    """:func:`model` for every M of ``ms`` (list of ints in [1, 2^31 - 1], shape rules already checked)
-    on the resolved spec ``g``: a list of len(ms) Breakdowns, each equal to ``model(name, g, m, ...)``
-    bit for bit: the setup (clock, compute-capability rule, fixed costs) once, then :func:`model`'s
-    per-M body unchanged (tested against :func:`model` and :func:`model_reference`)."""
-    g, f, _, l2_bw = hot_setup(g, clock)
-    p = params or FITTED
-    if _CC_OK.get(id(g)) is not g:
-        if tuple(map(int, g.compute_capability.split("."))) < (8, 0):
-            # cp.async, ldmatrix and bf16/fp16 m16n8k16 mma.sync with the kernel's layout need sm_80
-            raise FormatRuleError(f"gpu: kernel {name} needs compute capability >= 8.0 (cp.async, m16n8k16 "
-                                  f"mma.sync); got {g.name} (CC {g.compute_capability})")
-        if len(_CC_OK) > 1024:
-            _CC_OK.clear()
-        _CC_OK[id(g)] = g
-    eff, lat_dram = g.dram_eff_bytes_per_s, g.dram_latency_s
-    launch = p.launch_overhead_s * 1
-    a = 1.0 - p.overlap
-    sms, gname = g.sm_count, g.name
-    kinds: dict = {}         # (m_blocks, tk, tn) -> _kind_constants of this call (from the _KINDS memo)
-    out = []
-    for m in ms:
-        parts = partition(m, n, k, sms, group_size)
-        tk, tn = tile_shape(m)
-        total = {}
-        latency = 0.0
-        bytes_total = 0.0
-        last = None
-        launches = 0
-        for lc in parts:
-            # LaunchCost fields in order: m_blocks, parallel, rows, k_tiles, n_tiles, iters, busy_blocks,
-            # max_slices, reduction_steps, count
-            m_blocks, par, rows, _, _, iters, active, slices, _, count = lc
-            kc = kinds.get((m_blocks, tk, tn))
-            if kc is None:
-                kc = kinds[(m_blocks, tk, tn)] = spec_memo(
-                    _KINDS, (id(g), f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn), g,
-                    lambda: _kind_constants(g, f, n, k, group_size, weight_bits, sparse, m_blocks, tk, tn))
-            ws, a_tile, w_bytes, rate_f, alu_tile, handoff = kc
-            # _launch_terms, same expressions
-            b = w_bytes + rows * k * 2 + rows * n * 2
-            bw = min(eff, active * STAGES * ws / lat_dram)
-            t_dram = max(b / bw, iters * ws * active / par / bw)
-            t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / l2_bw
-            t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / rate_f
-            t_alu = iters * alu_tile / f
-            t_red = (slices - 1) * handoff / f
-            # _overlap(g, pipes, p, 1, t_red) over pipes (dram, l2, tensor, alu): largest and second largest
-            first, second = t_dram, 0.0
-            if t_l2 > first:
-                second, first = first, t_l2
-            elif t_l2 > second:
-                second = t_l2
-            if t_tc > first:
-                second, first = first, t_tc
-            elif t_tc > second:
-                second = t_tc
-            if t_alu > first:
-                second, first = first, t_alu
-            elif t_alu > second:
-                second = t_alu
-            lat = launch + lat_dram + first + a * second + t_red
-            latency += lat * count
-            bytes_total += b * count
-            if total:
-                total["dram"] += t_dram * count
-                total["l2"] += t_l2 * count
-                total["tensor"] += t_tc * count
-                total["alu"] += t_alu * count
-                total["launch"] += launch * count
-                total["tail"] += lat_dram * count
-                if t_red:
-                    total["serial"] = total.get("serial", 0.0) + t_red * count
-            else:
-                total = {"dram": 0.0 + t_dram * count, "l2": 0.0 + t_l2 * count, "tensor": 0.0 + t_tc * count,
-                         "alu": 0.0 + t_alu * count, "launch": 0.0 + launch * count, "tail": 0.0 + lat_dram * count}
-                if t_red:
-                    total["serial"] = 0.0 + t_red * count
-            if last is None or lat > last[0]:
-                last = (lat, active)
-            launches += count
-        top, bottleneck = total["dram"], "dram"       # max over (dram, l2, tensor, alu), first of ties
-        if total["l2"] > top:
-            top, bottleneck = total["l2"], "l2"
-        if total["tensor"] > top:
-            top, bottleneck = total["tensor"], "tensor"
-        if total["alu"] > top:
-            top, bottleneck = total["alu"], "alu"
-        if total.get("serial", 0.0) > top:
-            bottleneck = "serial"          # the lock-ordered slice reduction chain dominates
-        elif total["launch"] + total["tail"] > top:
-            bottleneck = "launch"
-        hit = _NOTES.get(id(parts))
-        if hit is not None and hit[0] is parts and hit[1] == tk and hit[2] == tn:
-            notes = hit[3]
-        else:
-            notes = f"tile {tk}x{tn}, launches " + ", ".join(
-                f"{lc.count} x (m_blocks {lc.m_blocks}, parallel {lc.parallel}, rows {lc.rows})" for lc in parts)
-            if len(_NOTES) > 4096:
-                _NOTES.clear()
-            _NOTES[id(parts)] = (parts, tk, tn, notes)
-        out.append(_breakdown(name, gname, m, n, k, 4, latency, bottleneck, total, bytes_total, 2.0 * m * n * k,
-                              last[1], 1.0, launches, notes))
-    return out
-
-
-def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
-    """Latency breakdown of MARLIN for C(M,N) = A(M,K) @ W(K,N) on ``gpu``. Rules: bits 4;
-    group_size None or 128; N % thread_n == 0 and K % thread_k == 0 with (thread_k, thread_n) =
-    (128, 128) for M ≤ 16 else (64, 256) (:func:`tile_shape`); K % group_size == 0."""
-    m, n, k = check_mnk(NAME, m, n, k)
-    return _predict(gpu, m, n, k, bits, group_size, clock, params)
-
-
-
-
-def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
-    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
-    bits and group checked once, the tile rules (N % thread_n, K % thread_k) once per distinct tile,
-    then :func:`model_many`; a RefsimError means some entry is refused (``kernels.predict_many`` then
-    finds which, entry by entry). A list of len(ms) Breakdowns equal to the per-M ones (tested)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 4)
-    group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    # the tile depends on M only through M <= 16: its rules once per distinct tile, named with the
-    # first M that has it (a one-entry batch is the per-point call; a refused batch is retried
-    # entry by entry by the caller)
-    for (tk, tn), m in _first_m_per_tile(ms).items():
-        if n % tn:
-            require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
-        if k % tk:
-            require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
+def check(gpu, m, n, k, bits, group_size) -> None:
+    """Marlin's rules: N % thread_n == 0 and K % thread_k == 0 with (thread_k, thread_n) =
+    (128, 128) for M <= 16 else (64, 256) (:func:`tile_shape`); K % group_size == 0; CC >= 8.0."""
+    tk, tn = tile_shape(m)
+    if n % tn:
+        require_multiple(NAME, "n", n, tn, f"thread_n = {tn} at M = {m}")
+    if k % tk:
+        require_multiple(NAME, "k", k, tk, f"thread_k = {tk} at M = {m}")
     if group_size and k % group_size:
         require_multiple(NAME, "k", k, group_size, "whole groups")
-    return model_many(NAME, g, ms, n, k, group_size, clock, params, weight_bits=4.0, sparse=False)
+    require_sm80(NAME, gpu)
 
 
-def _first_m_per_tile(ms) -> dict:
-    """{(thread_k, thread_n): the first M of ``ms`` planned with that tile}."""
-    out: dict = {}
-    for m in ms:
-        out.setdefault(tile_shape(m), m)
-    return out
+def require_sm80(name: str, gpu: GPUSpec) -> None:
+    """cp.async, ldmatrix and fp16 m16n8k16 mma.sync with the kernel's layout need sm_80."""
+    if not cc_at_least(gpu, 8, 0):
+        raise FormatRuleError(f"gpu: kernel {name} needs compute capability >= 8.0 (cp.async, m16n8k16 "
+                              f"mma.sync); got {gpu.name} (CC {gpu.compute_capability})")
 
 
-_predict = one_point(_predict_many)   # the per-point entry: one home for the rules and the model
+def model(mc, m, n, k, bits, group_size) -> Breakdown:
+    """Latency of MARLIN for C(M,N) = A(M,K) @ W(K,N) on ``mc.gpu`` (4-bit weights, module docstring)."""
+    return striped_model(NAME, mc, m, n, k, group_size, weight_bits=4.0, sparse=False)

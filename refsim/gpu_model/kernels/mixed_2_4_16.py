@@ -1,7 +1,7 @@
 """2/4/16-bit mixed GEMV with asynchronous dequantization + CSR SpMV of sparse FP16 outliers.
 
 Source: the paper "Fast and Efficient 2-bit LLM Inference on GPU: 2/4/16-bit in a Weight Matrix
-with Asynchronous Dequantization" (shared/papers/two-four-sixteen-bit.md §3-§4; no official code
+with Asynchronous Dequantization" (§3-§4; no official code
 in the project's reference set). Two kernels per linear layer:
 
 1. dense GEMV over 2-bit groups (fraction ``1 - FRAC_4BIT``) and 4-bit groups (``FRAC_4BIT``),
@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import math
 
-from refsim.gpu_model.kernels._common import (check_bits, check_mnk, compiled_registers, hot_setup, one_point,
-                                             require_multiple, setup, spec_memo)
+from refsim.gpu_model.kernels._common import compiled_registers, require_multiple
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import FITTED, Breakdown, _breakdown, _dram_time, _overlap
+from refsim.gpu_model.roofline import Breakdown, _dram_time, _overlap
 
 NAME = "mixed-2-4-16"
 BITS = (2,)
+DEFAULT_BITS = 2
+GROUPS = (None, 16)
+DEFAULT_GROUP = None
+GROUP_RULE = "uses 1st-order groups of 16"
 FRAC_4BIT = 0.25
 OUTLIER_RATIO = 0.002
 SCALE_BITS_PER_WEIGHT = 0.25 + 0.03
@@ -37,23 +40,18 @@ def avg_bits() -> float:
     return 2 * (1 - FRAC_4BIT) + 4 * FRAC_4BIT + SCALE_BITS_PER_WEIGHT
 
 
-def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
-    """Latency breakdown of the 2/4/16 mixed GEMV + outlier SpMV on ``gpu`` (``group_size`` None or 16)."""
-    m, n, k = check_mnk(NAME, m, n, k)
-    return _predict(gpu, m, n, k, bits, group_size, clock, params)
+def check(gpu, m, n, k, bits, group_size) -> None:
+    """K % 256 == 0 (2nd-order blocks of 16 groups of 16), N % 4 == 0 (4 rows per CTA)."""
+    if k % 256:
+        require_multiple(NAME, "k", k, 256, "2nd-order blocks of 16 groups of 16")
+    if n % 4:
+        require_multiple(NAME, "n", n, 4, "4 rows per CTA")
 
 
-def predict_reference(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
-    """:func:`predict` as plainly written (two :func:`~refsim.gpu_model.roofline._overlap` calls, the
-    terms summed key by key); :func:`_predict` writes the same arithmetic out (tested bit-equal)."""
-    m, n, k = check_mnk(NAME, m, n, k)
-    check_bits(NAME, bits, BITS, 2)
-    if group_size not in (None, 16):
-        from refsim.errors import FormatRuleError
-        raise FormatRuleError(f"group_size: kernel {NAME} uses 1st-order groups of 16; got {group_size!r}")
-    require_multiple(NAME, "k", k, 256, "2nd-order blocks of 16 groups of 16")
-    require_multiple(NAME, "n", n, 4, "4 rows per CTA")
-    g, p, f = setup(gpu, params, clock)
+def model(mc, m, n, k, bits, group_size) -> Breakdown:
+    """Latency of the 2/4/16 mixed GEMV + outlier SpMV on ``mc.gpu``: two launches, each overlapped
+    on its own, their terms summed key by key."""
+    g, f, p = mc
     sm_clk = g.sm_count * f
     # kernel 1: dense mixed GEMV
     dense_bytes = n * k * avg_bits() / 8 + 2.0 * m * (k + n)
@@ -82,75 +80,3 @@ def predict_reference(gpu, m, n, k, bits=None, group_size=None, *, clock="sustai
                      bytes_dram=dense_bytes + sp_bytes, flops=2.0 * m * n * k, ctas=ctas,
                      waves=ctas / (g.sm_count * ctas_per_sm), launches=2,
                      notes=f"avg {avg_bits():.2f} bits dense + {OUTLIER_RATIO:.1%} CSR outliers")
-
-
-_PER_GPU: dict = {}      # id(spec) -> (spec, resident CTAs per SM of the GEMV): the spec is held, its id not reused
-_NOTES: dict = {}
-
-
-
-def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
-    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
-    a list of len(ms) Breakdowns equal to the per-M ones bit for bit (rules checked once: none
-    depends on M; per-(GPU, N, K) numbers computed once; tested)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 2)
-    if group_size is not None and group_size != 16:
-        from refsim.errors import FormatRuleError
-        raise FormatRuleError(f"group_size: kernel {NAME} uses 1st-order groups of 16; got {group_size!r}")
-    if k % 256:
-        require_multiple(NAME, "k", k, 256, "2nd-order blocks of 16 groups of 16")
-    if n % 4:
-        require_multiple(NAME, "n", n, 4, "4 rows per CTA")
-    g, f, sm_clk, l2_bw = hot_setup(g, clock)
-    p = params or FITTED
-    ctas_per_sm = spec_memo(_PER_GPU, id(g), g,
-                            lambda: resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm, 1024)
-    ab = avg_bits()
-    w_bytes = n * k * ab / 8
-    ctas = math.ceil(n / 4)
-    nk = n * k
-    nnz = OUTLIER_RATIO * n * k
-    sp_fixed = nnz * 4 + (n + 1) * 4
-    sp_ctas = max(1, math.ceil(n / 128))
-    launch = p.launch_overhead_s * 1
-    tail = g.dram_latency_s
-    a = 1.0 - p.overlap
-    n_waves = ctas / (g.sm_count * ctas_per_sm)
-    notes = _NOTES.get((ab, OUTLIER_RATIO))
-    if notes is None:
-        notes = _NOTES[(ab, OUTLIER_RATIO)] = f"avg {ab:.2f} bits dense + {OUTLIER_RATIO:.1%} CSR outliers"
-    name = g.name
-    out = []
-    for m in ms:
-        dense_bytes = w_bytes + 2.0 * m * (k + n)
-        t_alu = nk * (1.5 + 0.5 * m) / 32 / (4 * sm_clk)
-        t_dram = _dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
-        if t_alu > t_dram:
-            dense_s = launch + tail + t_alu + a * t_dram + 0.0
-        else:
-            dense_s = launch + tail + t_dram + a * (t_alu if t_alu > 0.0 else 0.0) + 0.0
-        sp_bytes = sp_fixed + 2.0 * m * n * 2
-        t_sp_dram = _dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
-        t_sp_l2 = nnz * m * 32 / l2_bw
-        if t_sp_l2 > t_sp_dram:
-            sparse_s = launch + tail + t_sp_l2 + a * t_sp_dram + 0.0
-        else:
-            sparse_s = launch + tail + t_sp_dram + a * (t_sp_l2 if t_sp_l2 > 0.0 else 0.0) + 0.0
-        dram = t_dram + t_sp_dram
-        alu = t_alu + 0.0
-        l2 = 0.0 + t_sp_l2
-        terms = {"dram": dram, "alu": alu, "l2": l2, "launch": launch + launch, "tail": tail + tail}
-        bottleneck, top = "dram", dram
-        if l2 > top:
-            bottleneck, top = "l2", l2
-        if alu > top:
-            bottleneck, top = "alu", alu
-        if terms["launch"] + terms["tail"] > top:
-            bottleneck = "launch"
-        out.append(_breakdown(NAME, name, m, n, k, 2, dense_s + sparse_s, bottleneck, terms, dense_bytes + sp_bytes,
-                              2.0 * m * n * k, ctas, n_waves, 2, notes))
-    return out
-
-
-_predict = one_point(_predict_many)   # the per-point entry: one home for the model

@@ -1,7 +1,7 @@
 """Sparse-MARLIN: 2:4-sparse FP16×INT4 (mma.sp m16n8k32, FP32 accumulate).
 
 Source matched: IST-DASLab/Sparse-Marlin @ c2ffa23, ``marlin/marlin_cuda_kernel_nm.cu`` and
-``marlin/__init__.py`` (shared/specs/marlin.md §(g)). Same persistent striped design as
+``marlin/__init__.py``. Same persistent striped design as
 :mod:`marlin` (reused here, partition from :mod:`refsim.formats.stripes`), with:
 
 * weights: the 2 kept values of every 4 along K, 4-bit: N·K/2 · 4 bits = N·K/4 bytes, plus metadata
@@ -23,37 +23,31 @@ K / thread_k with thread_k_blocks counted in k32 blocks, and the same stripe rou
 from __future__ import annotations
 
 from refsim.gpu_model.kernels import marlin
-from refsim.gpu_model.kernels._common import check_bits, check_group, check_mnk, one_point, require_multiple
+from refsim.gpu_model.kernels._common import require_multiple
 from refsim.gpu_model.roofline import Breakdown
 
 NAME = "sparse-marlin"
 BITS = (4,)
+DEFAULT_BITS = 4
 GROUPS = (None, 128)
+DEFAULT_GROUP = None
+GROUP_RULE = "supports [None, 128]"
 WEIGHT_BITS_PER_DENSE = 4 * 0.5 + 1.0   # kept values + 2:4 metadata
+WEIGHTS_KEPT_IN_L2 = marlin.WEIGHTS_KEPT_IN_L2    # the same evict_first weight stream
 
 
-def predict(gpu, m, n, k, bits=None, group_size=None, *, clock="sustained", params=None) -> Breakdown:
-    """Latency breakdown of Sparse-MARLIN (2:4, INT4) for C(M,N) = A(M,K) @ W(K,N) on ``gpu``."""
-    m, n, k = check_mnk(NAME, m, n, k)
-    return _predict(gpu, m, n, k, bits, group_size, clock, params)
-
-
-
-
-def _predict_many(g, ms, n, k, bits, group_size, clock, params) -> list[Breakdown]:
-    """:func:`_predict` for every M of ``ms`` (list of ints in [1, 2^31 - 1]) on the resolved spec ``g``:
-    bits and group checked once, the tile rule per M, then :func:`marlin.model_many` (tested equal to
-    the per-M results)."""
-    if bits is not None:
-        check_bits(NAME, bits, BITS, 4)
-    group_size = check_group(NAME, group_size, GROUPS, 128) if group_size is not None else None
-    for (tk, tn), m in marlin._first_m_per_tile(ms).items():     # a refused batch is retried per entry
-        if n % tn:
-            require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
+def check(gpu, m, n, k, bits, group_size) -> None:
+    """Sparse-Marlin's rules: N % thread_m == 0 (thread_m = 128 at M <= 16, else 256), K % 128 == 0
+    (k32 sparse MMA tiles over compressed groups of 64), CC >= 8.0."""
+    tk, tn = marlin.tile_shape(m)
+    if n % tn:
+        require_multiple(NAME, "n", n, tn, f"thread_m = {tn} output rows per tile at M = {m}")
     if k % 128:
         require_multiple(NAME, "k", k, 128, "k32 sparse MMA tiles over compressed groups of 64")
-    return marlin.model_many(NAME, g, ms, n, k, group_size, clock, params,
-                             weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)
+    marlin.require_sm80(NAME, gpu)
 
 
-_predict = one_point(_predict_many)   # the per-point entry: one home for the rules and the model
+def model(mc, m, n, k, bits, group_size) -> Breakdown:
+    """Latency of Sparse-MARLIN (2:4, INT4) for C(M,N) = A(M,K) @ W(K,N) on ``mc.gpu``: Marlin's
+    striped model with 3 stored bits per dense weight, the 2:4 MMA rate and half the dequant."""
+    return marlin.striped_model(NAME, mc, m, n, k, group_size, weight_bits=WEIGHT_BITS_PER_DENSE, sparse=True)

@@ -2,7 +2,7 @@
 Orin for every kernel family and batch 1..256 — latency, speedup over cuBLAS FP16, the batch at
 which each kernel turns compute-bound (cells where the latency drops with batch or the plan switches
 carry a numbered note saying why), and the pictures: per GPU latency / speedup / roofline vs batch
-(the ``refsim sweep`` plot) and predicted vs measured on the calibration table. Checks: calibration accuracy and paper anchors (prediction speed is
+(the ``refsim sweep`` plot) and predicted vs measured on every GPU with measured rows. Checks: calibration accuracy and paper anchors (prediction speed is
 measured by ``bench/bench_predict.py``, never asserted here)."""
 
 from __future__ import annotations
@@ -98,6 +98,16 @@ def _check_atom_anchor():
             + f"; speedup over FP16 at 512: {sp:.2f}x (paper 3.42x)")
 
 
+def _check_measured():
+    # the H100 tables (refsim/data/timings/h100_*.csv) under their conditions; bimodal rows not counted
+    from refsim.gpu_model import measured
+    summary = measured.summary(measured.compare())
+    assert all(v["refused"] == 0 for v in summary.values()), summary     # every kernel the H100 ran
+    assert summary[("h100-sxm", "atom-w4a4", "dirty")]["max"] < 0.08, summary
+    return "H100 SXM: " + "; ".join(f"{k} {c} {v['rows']} rows median {v['median']:.1%} max {v['max']:.1%}"
+                                    for (_, k, c), v in summary.items())
+
+
 def _check_reconcile():
     # the cycle simulation and the analytical model read one loop description per kernel
     # (refsim.gpu_model.loop.Loop: body, prefetch); their inner-loop times must agree within a third
@@ -116,6 +126,7 @@ def checks() -> list[Check]:
     return [Check("calibration accuracy (4070 Laptop, base clock, cold L2)", _check_calibration),
             Check("Marlin paper anchor (A10)", _check_marlin_anchor),
             Check("Atom NVBench anchor (RTX 4090)", _check_atom_anchor),
+            Check("measured H100 tables (cold = memset-flushed L2, warm; CUDA events)", _check_measured),
             Check("cycle model vs analytical model (same loop structure)", _check_reconcile)]
 
 
@@ -124,50 +135,52 @@ def _sweep_png(gpu: str, out_dir: Path) -> str:
     """Latency, speedup over cublas-fp16 and roofline vs batch for the 11008 x 4096 layer
     (:func:`refsim.gpu_model.sweep.plot`, the same picture ``refsim sweep`` draws)."""
     from refsim.gpu_model import sweep as sw
-    rows = sw.sweep([gpu], _kernels(), list(BATCHES), [11008], [4096], progress=False)
+    rows = sw.sweep([gpu], _kernels(), list(BATCHES), [(11008, 4096)], progress=False)
     (path,) = sw.plot(rows, out_dir, title=f"{gpu}: 11008 x 4096 layer, batch 1..256 (sustained clock, cold L2)")
     return path.name
 
 
-def _calibration_png(out_dir: Path) -> str:
-    """Predicted vs measured latency on the calibration table (4070 Laptop, base clock), model and
-    plain roofline, log-log with the 1:1 line."""
+def _measured_png(out_dir: Path) -> tuple[str, str]:
+    """Predicted vs measured latency on every GPU with measured rows (the H100 tables, the papers'
+    published latencies, the calibration table), one log-log panel per GPU with the 1:1 line and a
+    +-25 % band; returns (file name, caption with median / max |error| per GPU)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib import ticker
 
-    from refsim.gpu_model import calibrate
-    from refsim.gpu_model.roofline import FITTED
-    from refsim.gpu_model.specs import get_gpu
-    gpu = get_gpu("rtx4070-laptop")
-    rows = calibrate.load_rows()
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    for kernel in sorted({r.kernel for r in rows}):
-        sel = [r for r in rows if r.kernel == kernel]
-        ax.plot([r.latency_us for r in sel], [calibrate.predict_row(r, gpu, FITTED) for r in sel], "o", ms=3,
-                label=f"model: {kernel}")
-    ax.plot([r.latency_us for r in rows], [calibrate.baseline_row_s(r, gpu) * 1e6 for r in rows], "x", ms=3,
-            color="grey", label="plain roofline")
-    lo = min(r.latency_us for r in rows) / 1.5
-    hi = max(r.latency_us for r in rows) * 1.5
-    ax.plot([lo, hi], [lo, hi], "-", color="black", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    from refsim.gpu_model import measured
+    panels = measured.predicted_vs_measured()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.3))
     plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_locator(ticker.NullLocator())
-    ax.set_xlabel("measured latency (µs)")
-    ax.set_ylabel("predicted latency (µs)")
-    ax.set_title(f"calibration table: {len(rows)} rows, RTX 4070 Laptop", fontsize=9)
-    ax.grid(True, lw=0.3, alpha=0.5)
-    ax.legend(fontsize=6)
-    fig.subplots_adjust(left=0.13, right=0.97, bottom=0.1, top=0.93)
-    name = "calibration_predicted_vs_measured.png"
-    fig.savefig(out_dir / name, dpi=100, pil_kwargs={"compress_level": 1})   # fast zlib level: same pixels
+    caption = []
+    for ax, (gpu, pts) in zip(axes, panels.items()):
+        med, worst, n = measured.error_stats(pts)
+        sources = sorted({s for _, s, _, _ in pts})
+        for kernel in sorted({k for k, _, _, _ in pts}):
+            sel = [(m, p) for k, _, m, p in pts if k == kernel]
+            ax.plot([m for m, _ in sel], [p for _, p in sel], "o", ms=3, label=kernel, mfc="none")
+        lo = min(min(m, p) for _, _, m, p in pts) / 1.3
+        hi = max(max(m, p) for _, _, m, p in pts) * 1.3
+        ax.plot([lo, hi], [lo, hi], "-", color="black", lw=0.8)
+        ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="grey", alpha=0.15, lw=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=10))
+            axis.set_major_formatter(plain)
+            axis.set_minor_locator(ticker.NullLocator())
+        ax.set_title(f"{gpu}: {n} rows, median {med:.1%}, max {worst:.0%}", fontsize=9)
+        ax.set_xlabel("measured latency (µs)", fontsize=9)
+        ax.grid(True, lw=0.3, alpha=0.5)
+        ax.legend(fontsize=7, loc="upper left")
+        caption.append(f"{gpu} ({', '.join(sources)}): {n} rows, median {med:.1%}, max {worst:.1%}")
+    axes[0].set_ylabel("predicted latency (µs)", fontsize=9)
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.13, top=0.9, wspace=0.22)
+    name = "predicted_vs_measured.png"
+    fig.savefig(out_dir / name, dpi=90, pil_kwargs={"compress_level": 1})   # fast zlib level: same pixels
     plt.close(fig)
-    return name
+    return name, "; ".join(caption)
 
 
 def _footnote(prev, cur, m_prev, m):
@@ -239,8 +252,12 @@ def markdown(out_dir) -> str:
             lines += [f"The same three panels for {gpu} (not drawn here: each figure costs ~0.4 s of the "
                       f"report's time): `refsim sweep --gpu {gpu} --kernel {','.join(kernels)} "
                       f"--m {','.join(map(str, BATCHES))} --n 11008 --k 4096 --out DIR`.", ""]
-    lines += ["### Calibration: predicted vs measured", "",
-              f"![predicted vs measured latency on the calibration table]({_calibration_png(out_dir)})", ""]
+    name, caption = _measured_png(out_dir)
+    lines += ["### Predicted vs measured, every GPU with measured rows", "",
+              f"![predicted vs measured latency per GPU]({name})", "",
+              f"Median / max |error| per GPU (grey band: +-25 %; H100 under its tables' conditions: 1980 MHz, "
+              f"ECC on, CUDA events, memset-flushed or warm L2; published rows under each paper's conditions; "
+              f"rtx4070-laptop is the calibration table, in-sample): {caption}.", ""]
     lines.append("'compute-bound from' = smallest batch at which the slowest layer's binding term is tensor, "
                  "ALU or shared memory.")
     return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""Registers and shared memory of the official kernels, as ptxas reports them (measured tables).
+
+refsim does not ship these kernels, so their resources are measured, not guessed: the CSV files in
+``refsim/data/timings/`` (``resources_*.csv``; how each was measured is in that folder's README)::
+
+    resources_anyprec.csv   arch, maxm, bits, use_ksplit, registers, static_smem_bytes
+                            matmul_kbit_32<maxm, bits, use_ksplit> (SNU-ARC/any-precision-llm @ a3257d0)
+    resources_marlin.csv    arch, thread_m_blocks, thread_n_blocks, thread_k_blocks, group_blocks, registers
+                            Marlin<256, ...> (IST-DASLab/marlin @ 2f6d7c1; group_blocks -1 = per channel)
+    resources_atom.csv      arch, registers
+                            DenseLayerGEMM_i4_kernel<half> (efeslab/Atom @ 7e3618b)
+
+An arch missing from a table is read from the one it compiles like (:data:`SAME_AS`: sm_87 and sm_89
+give the numbers of sm_86 for Any-Precision and Marlin). A lookup outside a table is a
+FormatRuleError naming the kernel, the arch and the configuration.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import lru_cache
+from pathlib import Path
+
+from refsim.errors import FormatRuleError
+
+__all__ = ["anyprec", "marlin", "atom", "SAME_AS", "table_path"]
+
+# arches whose ptxas output equals another's for these kernels (measured: sm_86, sm_87 and sm_89 give
+# the same registers for Any-Precision and Marlin; sm_87 was not compiled and is taken as sm_86)
+SAME_AS = {"anyprec": {"sm_87": "sm_86", "sm_89": "sm_86"}, "marlin": {"sm_86": "sm_80", "sm_87": "sm_80",
+                                                                    "sm_89": "sm_80"}, "atom": {}}
+
+
+def table_path(kernel: str) -> Path:
+    """The CSV file of ``kernel``'s measured resources."""
+    return Path(__file__).resolve().parents[2] / "data" / "timings" / f"resources_{kernel}.csv"
+
+
+@lru_cache(maxsize=None)
+def _table(kernel: str) -> dict:
+    """{(arch, *config): values} from the kernel's CSV (all cells integers except the arch)."""
+    path = table_path(kernel)
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    header, out = rows[0], {}
+    width = {"anyprec": 4, "marlin": 5, "atom": 1}[kernel]
+    for line, cells in enumerate(rows[1:], 2):
+        if len(cells) != len(header):
+            raise FormatRuleError(f"{path}:{line}: row must have {len(header)} cells; got {len(cells)}")
+        try:
+            values = [int(c) for c in cells[1:]]
+        except ValueError:
+            raise FormatRuleError(f"{path}:{line}: cells after the arch must be integers; got {cells}") from None
+        out[(cells[0], *values[:width - 1])] = tuple(values[width - 1:])
+    return out
+
+
+def _lookup(kernel: str, compute_capability: str, *config) -> tuple:
+    if type(compute_capability) is not str:
+        raise FormatRuleError(f"compute_capability: must be a string like '8.9'; got {compute_capability!r:.80}")
+    arch = "sm_" + compute_capability.replace(".", "")
+    arch = SAME_AS[kernel].get(arch, arch)
+    try:
+        hit = _table(kernel).get((arch, *config))
+    except TypeError:           # an unhashable configuration value: no such row
+        hit = None
+    if hit is None:
+        raise FormatRuleError(f"{kernel}: no measured resources for {arch} {config} in {table_path(kernel).name}")
+    return hit
+
+
+def anyprec(compute_capability: str, maxm: int, bits: int, use_ksplit: bool) -> tuple[int, int]:
+    """(registers per thread, static shared bytes per CTA) of ``matmul_kbit_32<maxm, bits, use_ksplit>``
+    on ``compute_capability`` ("8.9" reads the sm_86 rows)."""
+    if type(use_ksplit) is not bool:
+        raise FormatRuleError(f"use_ksplit: must be a bool; got {use_ksplit!r:.80}")
+    return _lookup("anyprec", compute_capability, maxm, bits, int(use_ksplit))
+
+
+def marlin(compute_capability: str, m_blocks: int, n_blocks: int, k_blocks: int, group_blocks: int) -> int:
+    """Registers per thread of ``Marlin<256, m_blocks, n_blocks, k_blocks, 4, group_blocks>``."""
+    return _lookup("marlin", compute_capability, m_blocks, n_blocks, k_blocks, group_blocks)[0]
+
+
+def atom(compute_capability: str) -> int:
+    """Registers per thread of Atom's ``DenseLayerGEMM_i4_kernel<half>``."""
+    return _lookup("atom", compute_capability)[0]
