@@ -80,7 +80,7 @@ def _key(kind: MmaKind) -> tuple[str, str, str, str, str]:
 def kind_of(ptx: str) -> MmaKind:
     """The modelled kind whose instruction text (``MmaKind.ptx``, no ``.satfinite``) is ``ptx``, e.g.
     ``kind_of("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")``."""
-    found = {k.ptx: k for k in tensor_core.modelled()}.get(ptx)
+    found = {k.ptx: k for k in tensor_core.modelled()}.get(ptx) if isinstance(ptx, str) else None
     if found is None:
         raise NoModel(f"ptx: must be the text of an mma form refsim models (refsim.arith.tensor_core.modelled()); "
                       f"got {ptx!r}")
@@ -117,6 +117,7 @@ def entry(kind: MmaKind, satfinite: bool = False) -> str:
 
 def ptx_arch(kind: MmaKind) -> str:
     """The committed PTX target that has the kind's entry (fp8 needs sm_89)."""
+    kind = _modelled(kind, False)
     return "sm_89" if kind.a in _FP8 or kind.b in _FP8 else "sm_80"
 
 
@@ -126,6 +127,7 @@ def _k(kind: MmaKind) -> int:
 
 def registers(kind: MmaKind) -> tuple[int, int, int, int]:
     """(NA, NB, NC, ND): 32-bit registers per lane of A (16 x K), B (K x 8), C and D (16 x 8)."""
+    kind = _modelled(kind, False)
     K = _k(kind)
     return (16 * K * _BITS[kind.a] // 1024, K * 8 * _BITS[kind.b] // 1024, 128 * _BITS[kind.c] // 1024,
             128 * _BITS[kind.d] // 1024)
