@@ -81,7 +81,7 @@ def _atom(rng, m, k, n, keeper):
 
 
 def _mma(rng, tiles):
-    kind = rmma.MmaKind("m16n8k16", "f32", "f16", "f16", "f32")
+    kind = rmma.kind_of("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
     regs = rmma.pack(kind, *rmma.probe_inputs(kind, "random", tiles, rng))
     arch = "sm_90"                                   # the GPU backend's bits are the device's: compare there
     return lambda b: rc.mma_probe(kind, *regs, backend=b, arch=arch), lambda: rmma.mma_reference(kind, arch, *regs)

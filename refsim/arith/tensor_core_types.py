@@ -405,11 +405,12 @@ def modelled() -> tuple[MmaKind, ...]:
     module's ``verified`` rows), exact arithmetic (integers). Also ``refsim.arith.tensor_core.modelled()``."""
     kinds = []
     block_rows = tuple(a for a in _MMA_ARCHS if tc.MODELS[a].verified)
-    for c, d in (("f32", "f32"), ("f16", "f16"), ("f16", "f32"), ("f32", "f16")):
-        same = c == d
-        kinds.append(MmaKind("m16n8k16", "f16", "f16", c, d, _MMA_ARCHS, block_rows if same else ()))
-        k8 = tuple(a for a in block_rows if a != "sm_90" or d == "f32") if same else ()
-        kinds.append(MmaKind("m16n8k8", "f16", "f16", c, d, _MMA_ARCHS, k8))
+    # C and D of one type: the ISA's m16n8k8/m16n8k16 forms with .ctype != .dtype are refused by ptxas
+    # (".dtype must be '.f16' when .ctype is '.f16'"), so no hardware runs them.
+    for acc in ("f32", "f16"):
+        kinds.append(MmaKind("m16n8k16", "f16", "f16", acc, acc, _MMA_ARCHS, block_rows))
+        k8 = tuple(a for a in block_rows if a != "sm_90" or acc == "f32")
+        kinds.append(MmaKind("m16n8k8", "f16", "f16", acc, acc, _MMA_ARCHS, k8))
     groups: dict[tuple[str, str], list] = {}
     for m in MODELS.values():
         groups.setdefault((m.family, m.shape), []).append(m)

@@ -4,7 +4,8 @@ one verdict per case (:mod:`refsim.cuda.validate` holds the cases and the rules)
 
     refsim validate                      # --backend gpu when a GPU is usable, else --backend ptx
     refsim validate --backend gpu --json > validate.json
-    refsim validate --backend ptx --arch sm_90 --group mma --only '*f16*'
+    refsim validate --backend ptx                    # every mma form under every arch model it has
+    refsim validate --backend ptx --arch sm_90 --group mma --only '*bf16*'
 
 Exit status 0 when every case is bit-identical, 1 when any differs, errs or has no model on the device's
 arch, 2 on bad arguments, without a usable GPU for --backend gpu, or when no case could run.
@@ -31,8 +32,9 @@ def register(subparsers) -> None:
                    help="gpu: the current CUDA device through cuda.core; ptx: refsim.ptx on this CPU "
                         "(default: gpu when one is usable, else ptx)")
     p.add_argument("--arch", default=None,
-                   help="ptx backend: the tensor-core model to run under (default sm_80); the gpu backend "
-                        "compares under every model")
+                   help="ptx backend: run every case refsim models at this tensor-core model (default: each mma "
+                        "form under every arch model it has, Marlin under sm_80 and sm_90, the rest at sm_80); "
+                        "the gpu backend runs at the device's arch and compares under every model")
     p.add_argument("--group", action="append", choices=_GROUPS, default=None,
                    help="run only this group of cases (repeatable; default all)")
     p.add_argument("--only", action="append", default=[], metavar="PATTERN",
@@ -66,7 +68,8 @@ def run(args) -> int:
     groups = tuple(dict.fromkeys(args.group or _GROUPS))
     if args.list:
         for case in v.cases(seed=args.seed, tiles=args.tiles, groups=groups, only=tuple(args.only)):
-            sys.stdout.write(f"[{case.group}] {case.name}  ({case.what})\n")
+            archs = f"; {', '.join(case.archs)}" if case.archs else ""
+            sys.stdout.write(f"[{case.group}] {case.name}  ({case.what}{archs})\n")
         return 0
     backend, device = _backend(args.backend)
     if backend == "gpu":
@@ -75,13 +78,20 @@ def run(args) -> int:
                                   f"model; --arch is for --backend ptx; got {args.arch!r}")
         arch = device["arch"]
     else:
-        arch = args.arch or "sm_80"
-        if arch not in v.TENSOR_CORE_ARCHS:
+        arch = args.arch
+        if arch is not None and arch not in v.TENSOR_CORE_ARCHS:
             raise FormatRuleError(f"--arch: must be one of {list(v.TENSOR_CORE_ARCHS)}; got {arch!r}")
-    v.cases(seed=args.seed, tiles=args.tiles, groups=groups, only=())       # bad arguments: exit 2 before running
-    where = f"{device['name']} ({arch})" if device else f"refsim.ptx at {arch} on this CPU"
+    selected = v.cases(seed=args.seed, tiles=args.tiles, groups=groups, only=tuple(args.only))  # bad arguments: exit 2
+    if device:
+        where = f"{device['name']} ({arch})"
+    else:
+        where = "refsim.ptx " + (f"at {arch}" if arch else "under each case's arch models") + " on this CPU"
+    skipped = [c.name for c in selected if backend == "gpu" and not v.applicable(c, backend, arch)]
     if not args.json:
         sys.stdout.write(f"refsim validate: backend {backend}, {where}, seed {args.seed}\n")
+        if skipped:
+            sys.stdout.write(f"not run: {len(skipped)} cases whose PTX needs a newer arch than {arch} "
+                             f"({', '.join(skipped)})\n")
         sys.stdout.flush()
 
     def show(r):
@@ -95,12 +105,12 @@ def run(args) -> int:
     counts = {k: sum(r.verdict == k for r in results) for k in ("bit-identical", "differs", "error", "no-model")}
     if args.json:
         doc = {"backend": backend, "device": device, "arch": arch, "seed": args.seed, "tiles": args.tiles,
-               "cases": [r.as_dict() for r in results], "summary": counts, "exit_status": status}
+               "cases": [r.as_dict() for r in results], "not_run": skipped, "summary": counts, "exit_status": status}
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
         if not results:
             sys.stdout.write("no case matches the selection\n")
         sys.stdout.write(f"summary: {counts['bit-identical']} bit-identical, {counts['differs']} differ, "
-                         f"{counts['error']} errors, {counts['no-model']} without a model on {arch} "
+                         f"{counts['error']} errors, {counts['no-model']} without a model on {arch or 'their archs'} "
                          f"(exit {status})\n")
     return status

@@ -7,13 +7,16 @@
 //               32-bit registers the instruction reads and writes, in the PTX ISA's fragment layouts
 //               (refsim.arith.fragments: which lane holds which matrix element). Nothing else touches the
 //               values: every register goes straight from a 32-bit load into the instruction.
-// equals        refsim.cuda.mma.mma_reference: the tensor-core model of refsim.arith.tensor_core
-//               (fdpa chains for f16, mma_int for s8/u8/s4/u4) on the matrices the registers hold.
+// equals        refsim.cuda.mma.mma_reference: refsim's tensor-core model of the arch (refsim.arith.tensor_core
+//               for f16 and s8/u8/s4/u4, refsim.arith.tensor_core_types for bf16/tf32/e4m3/e5m2) on the
+//               matrices the registers hold.
 // launch        grid ceil(tiles / 4), block 128 (4 warps); warps with w >= tiles return. Arguments
 //               (a, b, c, d: uint32 (tiles, 32, NA|NB|NC|ND), tiles: int).
-// entries       probe_<shape>_<d>_<a>_<b>_<c>[_satfinite], e.g. probe_m16n8k16_f32_f16_f16_f32; the list is
-//               refsim.cuda.mma.KINDS (a test keeps the two equal). fp8 (e4m3/e5m2) entries exist only
-//               where the target has them (sm_89+): they are in mma.sm_89.ptx, not in the sm_80 PTX.
+// entries       probe_<shape>_<d>_<a>_<b>_<c>[_satfinite], e.g. probe_m16n8k16_f32_f16_f16_f32: one per form
+//               refsim models, refsim.cuda.mma.forms() (refsim.arith.tensor_core.modelled(), integer forms
+//               also with .satfinite; a test keeps the two equal). C and D are of one type: ptxas refuses
+//               f16 m16n8k8/k16 with .ctype != .dtype. fp8 (e4m3/e5m2) entries exist only where the target
+//               has them (sm_89+): they are in mma.sm_89.ptx, not in the sm_80 PTX.
 // build / run   nvcc -arch=sm_80 -ptx mma.cu (and -arch=sm_89);  refsim.cuda.mma.mma_probe(kind, ...)
 //
 // Registers per lane (NA, NB, NC, ND): A and B hold 16*K and K*8 elements over 32 lanes, C and D 16*8:
@@ -22,7 +25,7 @@
 //     m16n8k8  f16/bf16: A 2,            B 1, C/D as above
 //     m16n8k32 s8/u8/e4m3/e5m2: A 4 (16 bytes), B 2;  m16n8k16 s8/u8: A 2, B 1;  C/D 4 (.s32 / .f32)
 //     m16n8k64 s4/u4:    A 4 (32 nibbles),      B 2;  m16n8k32 s4/u4: A 2, B 1
-//     m16n8k8  tf32:     A 4 (one .tf32 each),  B 2;  m16n8k4  tf32:  A 2, B 1
+//     m16n8k8  tf32:     A 4 (one .tf32 each),  B 2
 
 #define PROLOGUE(NA, NB, NC)                                                                    \
   const int w = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, l = threadIdx.x % 32;        \
@@ -75,7 +78,7 @@
     EPILOGUE(2)                                                                                \
   }
 
-// f16 inputs: f32 and f16 accumulation (ptxas takes C and D of one type for these shapes)
+// f16 inputs: f32 and f16 accumulation (C and D of one type: the only forms ptxas takes for these shapes)
 PROBE_4_2_4_4(probe_m16n8k16_f32_f16_f16_f32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
 PROBE_4_2_2_2(probe_m16n8k16_f16_f16_f16_f16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16")
 PROBE_2_1_4_4(probe_m16n8k8_f32_f16_f16_f32, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")
@@ -85,7 +88,6 @@ PROBE_2_1_2_2(probe_m16n8k8_f16_f16_f16_f16, "mma.sync.aligned.m16n8k8.row.col.f
 PROBE_4_2_4_4(probe_m16n8k16_f32_bf16_bf16_f32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 PROBE_2_1_4_4(probe_m16n8k8_f32_bf16_bf16_f32, "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32")
 PROBE_4_2_4_4(probe_m16n8k8_f32_tf32_tf32_f32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
-PROBE_2_1_4_4(probe_m16n8k4_f32_tf32_tf32_f32, "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32")
 
 // integers: s8/u8 at k16 and k32, s4/u4 at k32 and k64, signed/unsigned in every pairing, each with and
 // without .satfinite (clamp to the int32 range instead of wrapping)

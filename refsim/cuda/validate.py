@@ -8,22 +8,25 @@ cases         three groups (:func:`cases`), each case a few inputs chosen to cov
                            48 KiB, the two-launch host loop; Any-Precision: a K tail; GPTQ v1/v2 with act-order;
                            ...), inputs from refsim.formats with ``seed``;
               ``official`` the recorded official Marlin / Any-Precision / Atom launches (:mod:`refsim.cuda.official`);
-              ``mma``      one case per form of :func:`refsim.cuda.mma.modelled` that mma.cu has an entry for:
+              ``mma``      one case per form of :func:`refsim.cuda.mma.forms` (every mma kind of
+                           :func:`refsim.arith.tensor_core.modelled`, integer kinds also with .satfinite):
                            ``tiles`` tiles of every input category (random, magnitudes, cancel, subnormal,
-                           nearmax, bigC, cancelC, zeros; integers: random, extremes, bigC).
-backend ptx   (the default without a GPU) each case through refsim.ptx at ``arch``, compared with refsim's
-              emulator of it (kernels: refsim.emulator; mma: refsim.arith.tensor_core); the official cases
-              run at sm_90 and are compared with the bytes an H100 wrote. Cases refsim does not model at
-              ``arch`` are not listed.
+                           nearmax, bigC, cancelC, zeros, tf32 lowbits; integers: random, extremes, bigC).
+backend ptx   (the default without a GPU) each case through refsim.ptx, compared with refsim's emulator of it
+              (kernels: refsim.emulator; mma: refsim.arith): with ``arch`` None, every mma form under every
+              arch model it has, the arch-dependent kernels (Marlin) under each distinct f16 datapath (sm_80,
+              sm_90), the others at sm_80; with ``arch`` given, every case refsim models there, at ``arch``.
+              The official cases run at sm_90 and are compared with the bytes an H100 wrote.
+              ``unverified`` lists the archs whose model of the form was not measured on hardware.
 backend gpu   each case once on the current device (:mod:`refsim.cuda.gpu`), compared with refsim's answer under
               every arch model that can differ (the tensor-core models sm_80 .. sm_90; one answer for
               arch-independent kernels): emulators for kernels, refsim.arith (or refsim.ptx where refsim.arith
               has no function) for mma, refsim.ptx replays for the official cases. ``matched`` lists the
-              models whose bits equal the GPU's; the verdict is the device arch's model.
+              models whose bits equal the GPU's; the verdict is the device arch's model. Cases whose PTX
+              needs a newer arch than the device's (fp8 mma: sm_89) are not run (:func:`applicable`).
 verdicts      ``bit-identical``; ``differs`` (with the first differing elements); ``error`` (a side raised: a
-              GPU fault, an instruction refsim.ptx refuses); ``no-model`` (refsim has no model of this form on
-              the device's arch, ``matched`` still says which models agree; or, on the ptx backend, a form
-              refsim.arith.tensor_core lists that :func:`refsim.cuda.mma.mma_reference` has no route for).
+              GPU fault, an instruction refsim.ptx refuses); ``no-model`` (gpu backend: refsim has no model of
+              this form on the device's arch, ``matched`` still says which models agree).
 exit status   :func:`exit_status`: 0 when every case is bit-identical; 1 when any differs, errs or has no
               model; 2 when no case could run. (Bad arguments and a missing GPU raise before any case: 2.)
 """
@@ -43,8 +46,8 @@ from refsim.cuda import mma as rmma
 from refsim.errors import FormatRuleError
 from refsim.testing import BitMismatch, assert_bitexact
 
-__all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "run_case", "validate", "exit_status",
-           "format_result"]
+__all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "applicable", "run_case", "validate",
+           "exit_status", "format_result"]
 
 GROUPS = ("kernel", "official", "mma")
 #: the arch models whose tensor-core answers may differ (sm_70 has no m16n8 shapes)
@@ -55,7 +58,10 @@ TENSOR_CORE_ARCHS: tuple[str, ...] = tuple(a for a in tensor_core.ARCHS if a != 
 class Case:
     """One validation case. ``run(backend, arch)`` and ``reference(backend, arch)`` return ``{name: array}``;
     ``archs``: the models it can be compared under (None: arch-independent), ``fixed_arch``: the only arch
-    its ptx-backend reference holds for (the official cases' H100 bytes)."""
+    its ptx-backend reference holds for (the official cases' H100 bytes); ``ptx_archs``: the archs the ptx
+    backend runs it under when no arch is chosen (None: sm_80); ``verified``: the archs whose model was
+    measured on hardware (None: no tensor-core model to confirm); ``min_arch``: the oldest device its PTX
+    runs on."""
 
     name: str
     group: str
@@ -65,6 +71,9 @@ class Case:
     archs: tuple[str, ...] | None = None
     fixed_arch: str | None = None
     labels: Callable | None = None        # element coordinates -> a label (mma: the input category)
+    ptx_archs: tuple[str, ...] | None = None
+    verified: tuple[str, ...] | None = None
+    min_arch: str = "sm_80"
 
 
 @dataclass
@@ -78,6 +87,7 @@ class Result:
     arch: str | None
     compared: list = field(default_factory=list)
     matched: list = field(default_factory=list)
+    unverified: list = field(default_factory=list)
     detail: str = ""
     seconds: float = 0.0
 
@@ -192,8 +202,18 @@ def _kernel_cases(seed: int) -> list[Case]:
         def ref(backend, arch, oracle=oracle, inputs=inputs, kw=kw, archs=archs):
             return {"out": oracle(*inputs(np.random.default_rng(seed)), **kw, **({"arch": arch} if archs else {}))}
         out.append(Case(f"{func} {label}", "kernel", f"refsim.cuda kernel vs its oracle {oracles[func]}", run, ref,
-                        archs))
+                        archs, ptx_archs=_datapaths(archs) if archs else None))
     return out
+
+
+def _datapaths(archs) -> tuple[str, ...]:
+    """The first arch of each distinct f16 tensor-core datapath among ``archs`` (sm_80 .. sm_89 share one):
+    an f16-mma kernel's ptx-backend runs (each mma form itself runs under every arch in the mma group)."""
+    first: dict[tuple, str] = {}
+    for a in archs:
+        m = tensor_core.model(a)
+        first.setdefault((m.block, m.frac_bits, m.e_zero_f32, m.e_zero_f16), a)
+    return tuple(first.values())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,36 +259,30 @@ def _once(f):
 
 def _mma_cases(seed: int, tiles: int) -> list[Case]:
     out = []
-    for kind, archs in rmma.modelled().items():
-        if kind not in rmma.KINDS:
-            continue
+    for i, (kind, sat) in enumerate(rmma.forms()):
         cats = rmma.categories(kind)
 
         @_once
-        def regs(kind=kind, cats=cats):
-            rng = np.random.default_rng([seed, rmma.KINDS.index(kind)])
+        def regs(kind=kind, cats=cats, i=i):
+            rng = np.random.default_rng([seed, i])
             parts = [rmma.pack(kind, *rmma.probe_inputs(kind, c, tiles, rng)) for c in cats]
             return tuple(np.concatenate(x) for x in zip(*parts))
 
         def d_matrix(d, kind=kind):
             D = rmma.unpack(kind, d)
-            return {"D": D.view({"f32": np.float32, "f16": np.float16}.get(kind.dtype, D.dtype))}
+            return {"D": D.view({"f32": np.float32, "f16": np.float16}.get(kind.d, D.dtype))}
 
-        def run(backend, arch, kind=kind, regs=regs, d_matrix=d_matrix):
-            return d_matrix(rmma.mma_probe(kind, *regs(), backend=backend, arch=arch))
+        def run(backend, arch, kind=kind, sat=sat, regs=regs, d_matrix=d_matrix):
+            return d_matrix(rmma.mma_probe(kind, *regs(), satfinite=sat, backend=backend, arch=arch))
 
-        def ref(backend, arch, kind=kind, regs=regs, d_matrix=d_matrix):
-            try:
-                return d_matrix(rmma.mma_reference(kind, arch, *regs()))
-            except rmma.NoModel:
-                if backend == "ptx" or arch not in archs:
-                    raise
-                return d_matrix(rmma.mma_probe(kind, *regs(), backend="ptx", arch=arch))
+        def ref(backend, arch, kind=kind, sat=sat, regs=regs, d_matrix=d_matrix):
+            return d_matrix(rmma.mma_reference(kind, arch, *regs(), satfinite=sat))
 
         def labels(coord, cats=cats):
             return cats[coord[0] // tiles]
-        out.append(Case(kind.instruction, "mma", f"{tiles} tiles x {', '.join(cats)}", run, ref, archs,
-                        labels=labels))
+        out.append(Case(rmma.instruction(kind, sat), "mma", f"{tiles} tiles x {', '.join(cats)}", run, ref,
+                        kind.archs, labels=labels, ptx_archs=kind.archs, verified=kind.verified,
+                        min_arch=rmma.ptx_arch(kind)))
     return out
 
 
@@ -318,22 +332,40 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
-def run_case(case: Case, backend: str, arch: str) -> Result:
-    """Run one case (see the module spec): ``arch`` is the model on the ptx backend, the device's arch on gpu."""
+def _arch_number(arch: str) -> int:
+    return int(arch.split("_")[1])
+
+
+def applicable(case: Case, backend: str, arch: str | None) -> bool:
+    """Whether ``case`` runs on ``backend`` at ``arch`` (module spec): gpu, when the device (``arch``) can load
+    its PTX; ptx, when refsim models it at ``arch`` (always when ``arch`` is None: it runs at its own archs)."""
+    if backend == "gpu":
+        return _arch_number(arch) >= _arch_number(case.min_arch)
+    return arch is None or case.archs is None or case.fixed_arch is not None or arch in case.archs
+
+
+def _ptx_archs(case: Case, arch: str | None) -> list[str]:
+    if case.fixed_arch:
+        return [case.fixed_arch]
+    if arch is not None:
+        return [arch]
+    return list(case.ptx_archs or ("sm_80",))
+
+
+def run_case(case: Case, backend: str, arch: str | None) -> Result:
+    """Run one case (see the module spec): on the ptx backend ``arch`` is the model (None: the case's own
+    archs), on gpu the device's arch."""
     t0 = time.perf_counter()
     res = Result(case.name, case.group, case.what, "error", arch)
     try:
         if backend == "ptx":
-            at = case.fixed_arch or arch
-            res.arch, res.compared = at, [at]
-            try:
-                want = case.reference("ptx", at)
-            except rmma.NoModel as err:      # a form tensor_core lists that this module has no route for yet
-                res.verdict, res.detail = "no-model", str(err)
-                return _timed(res, t0)
-            detail = _compare(case.run("ptx", at), want, case.labels)
-            res.matched = [] if detail else [at]
-            res.verdict, res.detail = ("differs", detail) if detail else ("bit-identical", "")
+            ats = _ptx_archs(case, arch)
+            res.arch, res.compared = (ats[0] if len(ats) == 1 else None), ats
+            details = {at: _compare(case.run("ptx", at), case.reference("ptx", at), case.labels) for at in ats}
+            res.matched = [at for at, d in details.items() if not d]
+            differing = [at for at in ats if details[at]]
+            res.verdict = "differs" if differing else "bit-identical"
+            res.detail = "\n".join((f"at {at}:\n" if len(ats) > 1 else "") + details[at] for at in differing)
         else:
             got = case.run("gpu", arch)
             details = {}
@@ -351,6 +383,8 @@ def run_case(case: Case, backend: str, arch: str) -> Result:
             else:
                 res.verdict = "differs" if details[key] else "bit-identical"
                 res.detail = details[key]
+        if case.verified is not None:
+            res.unverified = [a for a in (res.compared if backend == "ptx" else [arch]) if a not in case.verified]
     except Exception as err:  # a GPU fault or a refused instruction is this case's verdict, not the run's end
         res.verdict, res.detail = "error", f"{type(err).__name__}: {' '.join(str(err).split())}"
     return _timed(res, t0)
@@ -361,13 +395,14 @@ def _timed(res: Result, t0: float) -> Result:
     return res
 
 
-def validate(*, backend: str, arch: str, seed: int = 0, tiles: int = 4, groups=GROUPS, only=(),
+def validate(*, backend: str, arch: str | None, seed: int = 0, tiles: int = 4, groups=GROUPS, only=(),
              on_result: Callable | None = None) -> list[Result]:
-    """Run the selected cases (see :func:`cases`) on ``backend``; ``on_result`` is called with each
-    :class:`Result` as it completes. On the ptx backend only cases refsim models at ``arch`` run."""
-    selected = cases(seed=seed, tiles=tiles, groups=groups, only=only)
-    if backend == "ptx":
-        selected = [c for c in selected if c.archs is None or c.fixed_arch or arch in c.archs]
+    """Run the selected cases (see :func:`cases`) that are :func:`applicable` on ``backend`` at ``arch``
+    (ptx: the model, None for every case's own archs; gpu: the device's arch); ``on_result`` is called
+    with each :class:`Result` as it completes."""
+    if backend == "gpu" and arch is None:
+        raise FormatRuleError("arch: the gpu backend needs the device's arch; got None")
+    selected = [c for c in cases(seed=seed, tiles=tiles, groups=groups, only=only) if applicable(c, backend, arch)]
     out = []
     for case in selected:
         r = run_case(case, backend, arch)
@@ -387,18 +422,25 @@ def exit_status(results: list[Result]) -> int:
 def format_result(r: Result, backend: str) -> str:
     """One line (plus the difference report, indented) for a result."""
     head = f"[{r.group}] {r.name}: "
+    where = ", ".join(r.compared) if backend == "ptx" else r.arch
     others = [m for m in r.matched if m != r.arch]
     if r.verdict == "bit-identical":
         if backend == "ptx":
-            ref = {"official": "the H100's bytes", "mma": "refsim.arith.tensor_core"}.get(r.group, "refsim.emulator")
-            line = f"bit-identical (refsim.ptx at {r.arch} = {ref})"
+            ref = {"official": "the H100's bytes", "mma": "refsim.arith"}.get(r.group, "refsim.emulator")
+            line = f"bit-identical (refsim.ptx = {ref} at {where})"
         else:
             line = f"bit-identical ({r.arch} model" + (f"; also matches {', '.join(others)}" if others else "") + ")"
     elif r.verdict == "no-model":
         line = f"no verdict: {r.detail}; matches " + (", ".join(r.matched) + " models" if r.matched else "no model")
     elif r.verdict == "differs":
-        line = f"DIFFERS from the {r.arch} model" + (f" (matches {', '.join(others)})" if others else "")
+        if backend == "ptx":
+            line = f"DIFFERS at {', '.join(a for a in r.compared if a not in r.matched)}" + (
+                f" (bit-identical at {', '.join(r.matched)})" if r.matched else "")
+        else:
+            line = f"DIFFERS from the {r.arch} model" + (f" (matches {', '.join(others)})" if others else "")
     else:
         line = f"ERROR: {r.detail}"
+    if r.unverified and r.verdict != "error":
+        line += f"; model not measured on hardware at {', '.join(r.unverified)}"
     detail = "\n".join("    " + x for x in r.detail.splitlines()) if r.verdict == "differs" else ""
     return head + line + (f"  [{r.seconds:.1f} s]" if r.seconds >= 0.1 else "") + ("\n" + detail if detail else "")

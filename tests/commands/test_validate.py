@@ -10,10 +10,13 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from refsim.arith import tensor_core
 from refsim.cli import main
 from refsim.cuda import gpu
+from refsim.cuda import mma as rmma
 from refsim.cuda import validate as v
 
 _spec = importlib.util.spec_from_file_location("fake_cuda", Path(__file__).parents[1] / "cuda" / "fake_cuda.py")
@@ -22,7 +25,9 @@ sys.modules.setdefault("fake_cuda", fake_cuda)
 _spec.loader.exec_module(fake_cuda)
 
 K16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-K8 = "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
+K8_F16 = "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16"
+BF16 = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+E4M3_E5M2 = "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32"
 
 
 def _run(capsys, *argv):
@@ -46,21 +51,44 @@ def test_ptx_backend_runs_each_group_against_refsims_own_answer(capsys):
     assert code == 0
     lines = [re.sub(r"  \[[0-9.]+ s\]$", "", ln) for ln in out.splitlines() if ln.startswith("[")]
     assert lines == [
-        "[kernel] gptq_gemv M=1 K=64 N=32 g32 gptq: bit-identical (refsim.ptx at sm_80 = refsim.emulator)",
-        "[official] off_anyprec_m1k1024n64_b3: bit-identical (refsim.ptx at sm_90 = the H100's bytes)",
-        f"[mma] {K16}: bit-identical (refsim.ptx at sm_80 = refsim.arith.tensor_core)"]
-    assert out.splitlines()[-1] == "summary: 3 bit-identical, 0 differ, 0 errors, 0 without a model on sm_80 (exit 0)"
+        "[kernel] gptq_gemv M=1 K=64 N=32 g32 gptq: bit-identical (refsim.ptx = refsim.emulator at sm_80)",
+        "[official] off_anyprec_m1k1024n64_b3: bit-identical (refsim.ptx = the H100's bytes at sm_90)",
+        f"[mma] {K16}: bit-identical (refsim.ptx = refsim.arith at sm_80, sm_86, sm_87, sm_89, sm_90); "
+        "model not measured on hardware at sm_87"]
+    assert out.splitlines()[-1] == "summary: 3 bit-identical, 0 differ, 0 errors, 0 without a model on their archs (exit 0)"
 
 
-def test_ptx_backend_lists_only_the_forms_modelled_at_its_arch(capsys):
-    code, out, _ = _run(capsys, "--backend", "ptx", "--arch", "sm_90", "--group", "mma", "--only", "*f16.f16.f32")
-    assert code == 0 and K16 in out and K8 not in out      # refsim has no sm_90 model of m16n8k8
+def test_ptx_backend_with_an_arch_runs_only_the_forms_modelled_there(capsys):
+    code, out, _ = _run(capsys, "--backend", "ptx", "--arch", "sm_80", "--group", "mma", "--only", "*e4m3*")
+    assert code == 2 and "no case matches the selection" in out           # fp8 mma needs sm_89
+    code, out, _ = _run(capsys, "--backend", "ptx", "--arch", "sm_89", "--group", "mma", "--only", "*e4m3.e5m2*")
+    assert code == 0
+    assert (f"[mma] {E4M3_E5M2}: bit-identical (refsim.ptx = refsim.arith at sm_89); model not measured on "
+            "hardware at sm_89") in out
+
+
+def test_ptx_backend_names_the_arch_whose_answer_differs(monkeypatch):
+    real = rmma.mma_reference
+
+    def off_by_one_at_sm90(kind, arch, *regs, **kw):
+        d = real(kind, arch, *regs, **kw)
+        if arch == "sm_90":
+            d[0, 0, 0] ^= np.uint32(1)
+        return d
+    monkeypatch.setattr(rmma, "mma_reference", off_by_one_at_sm90)
+    (r,) = v.validate(backend="ptx", arch=None, groups=("mma",), only=(BF16,))
+    assert (r.verdict, r.arch, r.compared) == ("differs", None, ["sm_80", "sm_86", "sm_87", "sm_89", "sm_90"])
+    assert r.matched == ["sm_80", "sm_86", "sm_87", "sm_89"] and r.detail.startswith("at sm_90:\n")
+    line = v.format_result(r, "ptx").splitlines()[0]
+    assert line.startswith(f"[mma] {BF16}: DIFFERS at sm_90 (bit-identical at sm_80, sm_86, sm_87, sm_89); model "
+                           "not measured on hardware at sm_80, sm_86, sm_87, sm_89")
+    assert "by input category: random" in r.detail
 
 
 def test_gpu_backend_names_the_matching_model_and_reports_differences_by_category(monkeypatch, capsys):
     # an "sm_90" device whose tensor cores compute like sm_80: the sm_90 model must be reported as differing
     _fake(monkeypatch, arch="sm_90", exec_arch="sm_80")
-    code, out, _ = _run(capsys, "--only", K16, "--only", K8, "--only", "awq*", "--json")
+    code, out, _ = _run(capsys, "--only", K16, "--only", "awq*", "--json")
     doc = json.loads(out)
     assert (doc["backend"], doc["arch"], doc["device"]["name"]) == ("gpu", "sm_90", "Fake H100")
     by = {c["name"]: c for c in doc["cases"]}
@@ -68,10 +96,17 @@ def test_gpu_backend_names_the_matching_model_and_reports_differences_by_categor
     k16 = by[K16]
     assert k16["verdict"] == "differs" and k16["matched"] == ["sm_80", "sm_86", "sm_87", "sm_89"]
     assert k16["compared"] == list(v.TENSOR_CORE_ARCHS) and "by input category: random" in k16["detail"]
-    k8 = by[K8]
-    assert k8["verdict"] == "no-model" and k8["matched"] == ["sm_80", "sm_86", "sm_87", "sm_89"]
-    assert doc["summary"] == {"bit-identical": 1, "differs": 1, "error": 0, "no-model": 1}
+    assert doc["summary"] == {"bit-identical": 1, "differs": 1, "error": 0, "no-model": 0}
     assert code == doc["exit_status"] == 1
+
+
+def test_gpu_backend_on_an_arch_refsim_does_not_model_gives_no_verdict_and_the_matching_models(monkeypatch, capsys):
+    _fake(monkeypatch, arch="sm_100", exec_arch="sm_90", name="Fake B200")
+    code, out, _ = _run(capsys, "--only", K16, "--only", "awq*", "--json")
+    by = {c["name"]: c for c in json.loads(out)["cases"]}
+    assert by["awq_gemv M=2 K=48 N=24 g16"]["verdict"] == "bit-identical"      # arch-independent
+    assert by[K16]["verdict"] == "no-model" and by[K16]["matched"] == ["sm_90"]
+    assert code == 1
 
 
 def test_gpu_backend_is_the_default_when_a_gpu_is_usable_and_agrees_with_refsim(monkeypatch, capsys):
@@ -104,10 +139,32 @@ def test_exit_status_rules():
 def test_every_modelled_form_and_every_kernel_is_a_case():
     names = {c.name for c in v.cases(groups=("kernel", "mma"))}
     from refsim.cuda import kernels
-    from refsim.cuda import mma as rmma
 
-    assert {k.instruction for k in rmma.modelled()} <= names
+    assert {rmma.instruction(k, sat) for k, sat in rmma.forms()} <= names
+    assert {k.ptx for k in tensor_core.modelled()} <= names
     assert {k.name for k in kernels()} - {"mma_probe"} <= {n.split()[0] for n in names}
+
+
+def test_gpu_backend_runs_the_bf16_tf32_and_fp8_probes(monkeypatch, capsys):
+    fake = _fake(monkeypatch, arch="sm_90")
+    code, out, _ = _run(capsys, "--group", "mma", "--only", "*bf16*", "--only", "*tf32*", "--only", E4M3_E5M2,
+                        "--only", K8_F16, "--tiles", "1")
+    lines = [re.sub(r"  \[[0-9.]+ s\]$", "", ln) for ln in out.splitlines() if ln.startswith("[")]
+    assert lines == [f"[mma] {K8_F16}: bit-identical (sm_90 model); model not measured on hardware at sm_90",
+                     f"[mma] {BF16}: bit-identical (sm_90 model)",
+                     "[mma] mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32: bit-identical (sm_90 model)",
+                     "[mma] mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: bit-identical (sm_90 model)",
+                     f"[mma] {E4M3_E5M2}: bit-identical (sm_90 model)"]
+    assert code == 0
+    assert ("get_kernel", "probe_m16n8k32_f32_e4m3_e5m2_f32") in {c[:2] for c in fake.calls}
+
+
+def test_an_older_gpu_does_not_run_the_fp8_probes_and_says_so(monkeypatch, capsys):
+    _fake(monkeypatch, arch="sm_80", name="Fake A100")
+    code, out, _ = _run(capsys, "--group", "mma", "--only", "*e4m3*", "--only", K16, "--tiles", "1")
+    assert "not run: 3 cases whose PTX needs a newer arch than sm_80" in out
+    assert f"[mma] {K16}: bit-identical (sm_80 model; also matches sm_86, sm_87, sm_89)" in out
+    assert code == 0
 
 
 @pytest.mark.parametrize("argv,fragment", [
@@ -133,12 +190,3 @@ def test_arch_with_the_gpu_backend_and_a_missing_gpu_exit_2(monkeypatch, capsys)
     assert code == 2 and "refsim[gpu]" in err
     code, out, _ = _run(capsys, "--only", "awq*")                  # no --backend: falls back to ptx
     assert code == 0 and "backend ptx" in out
-
-
-def test_a_listed_form_without_an_arith_route_has_no_verdict_on_the_ptx_backend(monkeypatch):
-    from refsim.arith import tensor_core
-
-    monkeypatch.setattr(tensor_core, "MODELLED", (("m16n8k16", "bf16", "f32", ("sm_80", "sm_90")),), raising=False)
-    (r,) = v.validate(backend="ptx", arch="sm_80", groups=("mma",))
-    assert r.name == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-    assert r.verdict == "no-model" and v.exit_status([r]) == 1

@@ -111,7 +111,7 @@ def _kernel_calls(rng):
     xm = rng.standard_normal(128).astype(np.float16)
     act = atom.quantize_activations(rng.standard_normal((16, 384)).astype(np.float16), "kernel", keeper=128)
     wq = atom.quantize_weights((rng.standard_normal((384, 16)) * 0.05).astype(np.float16), "kernel", keeper=128)
-    kind = rmma.MmaKind("m16n8k16", "f32", "f16", "f16", "f32")
+    kind = rmma.kind_of("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
     regs = rmma.pack(kind, *rmma.probe_inputs(kind, "random", 5, rng))
     return {"mma_probe": lambda b: rc.mma_probe(kind, *regs, backend=b, arch="sm_90"),   # the fake is an sm_90
             "gptq_gemv": lambda b: rc.gptq_gemv(x, ck, backend=b), "awq_gemv": lambda b: rc.awq_gemv(x, aw, backend=b),

@@ -24,11 +24,12 @@ mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` 
                 exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``) and
                 :mod:`refsim.arith.tensor_core_types` (bf16, tf32, e4m3/e5m2). Shapes executed (the list
                 with archs is ``refsim.arith.tensor_core.modelled()``):
-                    m16n8k16 .row.col f16 x f16 -> f32|f16 (C f32|f16)    na 4, nb 2, nc/nd 4 (f32) or 2 (f16)
+                    m16n8k16 .row.col f16 x f16 -> f32|f16 (C as D)       na 4, nb 2, nc/nd 4 (f32) or 2 (f16)
                     m16n8k8  .row.col f16 x f16 -> f32|f16 (one hardware block of 8 products)
                     m16n8k16 / m16n8k8 bf16 -> f32, m16n8k8 tf32 -> f32 (sm_80+), m16n8k32 e4m3|e5m2 -> f32 (sm_89+)
                     m16n8k16 / m16n8k32 .row.col s8|u8 -> s32,  m16n8k32 / m16n8k64 .row.col s4|u4 -> s32
-                Refused with a reason: f64 inputs, f16 accumulation with bf16/tf32/fp8 inputs, m8n8k4,
+                Refused with a reason: f64 inputs, f16 accumulation with bf16/tf32/fp8 inputs, C and D of
+                different types (ptxas and LLVM's NVPTX back end refuse them for m16n8k8/k16), m8n8k4,
                 other layouts, and architectures without the shape or a model (sm_70, sm_75).
 source          PTX ISA 9.x, "Parallel Synchronization and Communication Instructions: shfl.sync, vote.sync",
                 "Warp Level Matrix Multiply-Accumulate Instructions: ldmatrix, mma" and "Matrix Fragments for
@@ -249,6 +250,9 @@ def _build_mma(op: Op, arch: str) -> Handler:
     if atype in ("f16",) and btype == "f16":
         if shape not in _FLOAT_LAYOUTS or dtype not in ("f32", "f16") or ctype not in ("f32", "f16") or satfinite:
             raise unsupported(op, "f16 mma is executed for m16n8k16/m16n8k8 with f32/f16 C and D")
+        if dtype != ctype:
+            raise unsupported(op, f"f16 mma.{shape} takes C and D of one type; got .ctype .{ctype} with "
+                                  f".dtype .{dtype} (ptxas: \".dtype must be '.{ctype}' when .ctype is '.{ctype}'\")")
         la, lb, lc = mma_fragments(shape, atype)
         K = la.shape[1]
         c_np = np.float32 if ctype == "f32" else np.float16

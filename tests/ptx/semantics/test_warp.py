@@ -198,7 +198,7 @@ def _collect(regs, dtype, per):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90"])
-@pytest.mark.parametrize("dtype, ctype", [("f32", "f32"), ("f16", "f16"), ("f32", "f16"), ("f16", "f32")])
+@pytest.mark.parametrize("dtype, ctype", [("f32", "f32"), ("f16", "f16")])
 def test_mma_m16n8k16_f16_end_to_end_equals_tensor_core(arch, dtype, ctype):
     W = 4
     A = (RNG.standard_normal((W, 16, 16)) * 4).astype(np.float16)
