@@ -44,7 +44,7 @@ from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import (Checkpoint, config_field, read_json, require_layers,
                                   require_out_folder, require_tensor_dict)
-from refsim.io.tensors import save_tensors
+from refsim.io.hf_folder import save_model_tensors
 
 __all__ = ["GPTQLayer", "AWQLayer", "GPTQReader", "AWQReader", "write_gptq", "write_awq", "gptq_config"]
 
@@ -105,7 +105,8 @@ def gptq_config(bits: int, group_size: int | None, desc_act: bool, sym: bool,
     """The quantize_config.json object AutoGPTQ / GPTQModel write."""
     return {"bits": bits, "group_size": -1 if group_size is None else group_size, "desc_act": desc_act,
             "sym": sym, "checkpoint_format": checkpoint_format, "quant_method": "gptq",
-            "static_groups": False, "true_sequential": True, "damp_percent": 0.01}
+            "static_groups": False, "true_sequential": True, "damp_percent": 0.01, "lm_head": False,
+            "pack_dtype": "int32"}
 
 
 class GPTQReader(Checkpoint):
@@ -290,7 +291,7 @@ def write_gptq(out: Path, layers: list[GPTQLayer], extra_tensors: dict | None = 
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())
-    save_tensors(out / "model.safetensors", tensors, {"format": "pt"})
+    save_model_tensors(out, tensors, {"format": "pt"})
     cfg = gptq_config(first.bits, first.group_size, first.desc_act, first.sym, first.ckpt.checkpoint_format)
     (out / "quantize_config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
@@ -308,7 +309,7 @@ def write_awq(out: Path, layers: list[AWQLayer], extra_tensors: dict | None = No
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())
-    save_tensors(out / "model.safetensors", tensors, {"format": "pt"})
+    save_model_tensors(out, tensors, {"format": "pt"})
     cfg = {"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": gs.pop(),
                                    "zero_point": True, "version": "gemm"}}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
