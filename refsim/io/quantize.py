@@ -421,7 +421,13 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
         for t, v in changed.items():  # AWQ folded its scales into these (norm weights, biases)
             passthrough[t] = v.astype(passthrough[t].dtype)
         src.close()
-        _write(tmp, fmt, options, lays, passthrough, model, [n for n in all_names if n not in selected])
+        # the Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them
+        # (embeddings are not Linear); lm_head is listed even when tied to the embeddings
+        emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
+        unq = [n for n in all_names if n not in selected and not emb.search(n)]
+        if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
+            unq.append("lm_head")
+        _write(tmp, fmt, options, lays, passthrough, model, unq)
         summary = {"model": str(model), "method": options.method, "format": fmt, "options": asdict(options),
                    "calib": calib, "calib_tokens": tokens if kind == "text" else None,
                    "sequential": kind == "text" and options.method != "awq",
