@@ -92,6 +92,8 @@ def run_sequential(lm: LoadedModel, selected: set[str], ids: np.ndarray, quantiz
     todo = [n for n in arch.linear_names() if n in selected]
     done = 0
     for i in range(arch.n_layers):
+        if done == len(todo):
+            break  # later blocks hold no selected layer: their inputs are not needed
         def on_group(names, X):
             nonlocal done
             mine = [n for n in names if n in selected]
@@ -123,6 +125,8 @@ def run_awq(lm: LoadedModel, selected: set[str], ids: np.ndarray, bits: int, gro
     todo = [n for n in arch.linear_names() if n in selected]
     done = 0
     for i in range(arch.n_layers):
+        if done == len(todo):
+            break
         rec: dict[str, np.ndarray] = {}
         x_next = _drive(arch.block_steps(i, x, W16), lambda names, X: rec.update({n: X for n in names}))
         block = [n for g in arch.block_groups(i) for n in g]
@@ -190,6 +194,20 @@ def _forward(lm: LoadedModel, ids: np.ndarray, W: dict, record: dict | None = No
     return arch.head(x, W)
 
 
+_FP_CACHE: dict = {}
+
+
+def _fp_forward(lm: LoadedModel, source: str, tokens: int, ids: np.ndarray):
+    """The unquantized model's held-out forward (layer inputs, output), kept for the last model."""
+    key = (id(lm), source, tokens)
+    if key not in _FP_CACHE:
+        _FP_CACHE.clear()
+        rec: dict[str, np.ndarray] = {}
+        out = _forward(lm, ids, lm.weights, rec)
+        _FP_CACHE[key] = (lm, rec, out)  # lm held so its id stays unique while cached
+    return _FP_CACHE[key][1], _FP_CACHE[key][2]
+
+
 def _perplexity(logits: np.ndarray, ids: np.ndarray) -> float:
     lg = logits[:, :-1].astype(np.float64)                              # (B, L-1, V) predicts ids[:, 1:]
     lg -= lg.max(axis=-1, keepdims=True)
@@ -203,8 +221,7 @@ def heldout_quality(lm: LoadedModel, W_q: dict, layers: list[str], input_scale: 
     """(per-layer held-out relative output error, model-level figures) for the quantized weights W_q
     (name -> (N, K) float32, every other tensor as in the model)."""
     ids = sequences(lm, _text(source, "heldout"), tokens)
-    rec: dict[str, np.ndarray] = {}
-    out_fp = _forward(lm, ids, lm.weights, rec)
+    rec, out_fp = _fp_forward(lm, source, tokens, ids)
     out_q = _forward(lm, ids, W_q)
     per_layer = {}
     for n in layers:

@@ -320,7 +320,7 @@ def _output_format(options: QuantizeOptions, to: str) -> str:
 def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: QuantizeOptions, *,
                    executor: Executor | None = None, calib: str = "auto", layers: str | None = None,
                    ignore: str | None = None, to: str = "auto", heldout: str = "corpus",
-                   progress: Callable | None = None) -> dict:
+                   heldout_tokens: int | None = None, progress: Callable | None = None) -> dict:
     """Quantize the linear layers of the FP model ``model`` into the new folder ``out``.
 
     ``calib``: "auto" (the built-in corpus, :data:`refsim.io.calibrate.DEFAULT_CALIB_TOKENS` tokens,
@@ -330,7 +330,8 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
     regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
     nothing). ``to``: "auto" (the method's format) or "compressed-tensors" (rtn, gptq, awq).
-    ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level).
+    ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level), on
+    ``heldout_tokens`` tokens (default :data:`refsim.io.calibrate.DEFAULT_HELDOUT_TOKENS`).
     ``progress(done, total, name)`` after each layer. Writes the folder atomically (config.json with
     quantization_config, the source's tokenizer and generation files, quality.json); returns the summary.
     ``executor``: any ``concurrent.futures.Executor`` (default: run the layers one by one here).
@@ -351,6 +352,8 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
         if v is not None:
             require_instance(what, v, str)
     require_instance("heldout", heldout, str)
+    heldout_tokens = calibrate.DEFAULT_HELDOUT_TOKENS if heldout_tokens is None else \
+        require_int("heldout_tokens", heldout_tokens, minimum=1)
     require_callable("progress", progress, allow_none=True)
     fmt = _output_format(options, to)
     kind, source, tokens = calibrate.parse_calib(calib)
@@ -440,7 +443,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
                     W_q[r.name + ".weight"] = np.ascontiguousarray(r.layer.dequantize().astype(np.float32).T)
             with threadpool_limits(limits=1):
                 per_layer, mq = calibrate.heldout_quality(lm, W_q, [n for n in names if n + ".weight" in lm.weights],
-                                                          input_scale, heldout)
+                                                          input_scale, heldout, heldout_tokens)
             for row in summary["layers"]:
                 row["heldout_rel_output_error"] = per_layer.get(row["name"])
             summary["model_quality"] = mq

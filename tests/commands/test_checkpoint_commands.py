@@ -33,7 +33,8 @@ def test_quantize_writes_per_layer_and_model_quality(quantized):
     quality = json.loads((quantized / "quality.json").read_text())
     assert [r["name"] for r in quality["layers"]] == ["encoder.layer.1.attention.self.query", INTER]
     assert quality["options"]["sym"] and quality["options"]["act_order"]
-    assert 0.99 < quality["model_quality"]["embedding_cosine_min"] <= 1.0
+    assert quality["model_quality"]["metric"] == "embedding_cosine"
+    assert 0.99 < quality["model_quality"]["min"] <= 1.0
 
 
 def test_inspect_json_carries_the_pinned_keys(quantized, capsys):

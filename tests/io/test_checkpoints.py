@@ -189,7 +189,7 @@ def test_unreadable_configs_and_missing_files_are_named(tmp_path, gptq_dir):
         detect(tmp_path / "empty")
     (tmp_path / "u").mkdir()
     (tmp_path / "u" / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "bitsandbytes"}}))
-    with pytest.raises(CheckpointError, match="quant_method must be 'gptq' or 'awq'.*got 'bitsandbytes'"):
+    with pytest.raises(CheckpointError, match="quant_method must be 'gptq', 'awq' or 'compressed-tensors'.*got 'bitsandbytes'"):
         detect(tmp_path / "u")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "refsim_checkpoint.json").write_text(json.dumps({"format": "exl2"}))

@@ -14,6 +14,7 @@ a text into a (B, L) batch of token ids.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,17 +100,27 @@ def _bpe(folder: Path, cfg: dict):
 
 def load_model(path: str | os.PathLike) -> LoadedModel:
     """The model at ``path`` (a folder with config.json and safetensors, or MiniLM's file) with its
-    weights as float32 and its tokenizer; CheckpointError when refsim has no forward for it."""
+    weights as float32 (read-only arrays) and its tokenizer; CheckpointError when refsim has no
+    forward for it. The last two models loaded are kept (keyed by path, size and modification time
+    of their files)."""
+    path = require_path("path", path)
+    files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+    key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    return _load(path, key)
+
+
+@functools.lru_cache(maxsize=2)
+def _load(path: Path, key: tuple) -> LoadedModel:
     from refsim.io.tensors import TensorFile
 
-    path = require_path("path", path)
     folder = _folder(path)
-    files = [path] if path.is_file() else sorted(path.glob("*.safetensors"))
+    files = [Path(f) for f, _, _ in key]
     W: dict[str, np.ndarray] = {}
     for f in files:
         with TensorFile(f) as tf:
             for n in tf.names():
                 W[n] = tf.read(n).astype(np.float32) if tf.dtype_name(n) in ("F16", "BF16", "F32", "F64") else tf.read(n)
+                W[n].setflags(write=False)
     fam = model_family(path, W)
     cfg = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
     if fam == "decoder":
