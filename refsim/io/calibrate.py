@@ -144,8 +144,9 @@ def run_awq(lm: LoadedModel, selected: set[str], ids: np.ndarray, bits: int, gro
                 Wt = {**W16, **{n + ".weight": w.astype(np.float32) for n, w in trial.items()}}
                 return arch.inspect(i, sc["inspect"], X3, Wt, sc["layers"][0])
 
-            res = awq_search.search_scale(feats[sc["layers"][0]], {n: W16[n + ".weight"] for n in sc["layers"]},
-                                          forward, bits=bits, group_size=group_size)
+            X2 = feats[sc["layers"][0]]
+            res = awq_search.search_scale(X2, {n: W16[n + ".weight"] for n in sc["layers"]}, forward, bits=bits,
+                                          group_size=group_size or X2.shape[1])  # per-channel: one group of K
             searches.append((sc, res.scales))
         for sc, s in searches:                                          # apply_scale, in AutoAWQ's order
             s32 = s.astype(np.float32)
@@ -174,7 +175,8 @@ def run_awq(lm: LoadedModel, selected: set[str], ids: np.ndarray, bits: int, gro
                 continue
             w16 = W[n + ".weight"].astype(np.float16)
             if not any(a in n for a in awq_search.AVOID_CLIP):
-                w16 = awq_search.apply_clip(w16, awq_search.search_clip(w16, feats[n], bits=bits, group_size=group_size))
+                gs = group_size or w16.shape[1]
+                w16 = awq_search.apply_clip(w16, awq_search.search_clip(w16, feats[n], bits=bits, group_size=gs))
             jobs.append((n, np.ascontiguousarray(w16.astype(np.float32).T), None))
         for n, W_hat in quantize_group(jobs).items():
             W[n + ".weight"] = np.ascontiguousarray(np.asarray(W_hat, np.float32).T)

@@ -1,24 +1,29 @@
 """Quantize a whole FP safetensors model layer by layer, on any executor.
 
-    model (FP safetensors)                  calibration X per layer (T, K) float32
-         │  FPReader: one layer's W at a time     (MiniLM inputs on real text, a file, or none)
+    model (FP safetensors) + text ──► refsim.io.calibrate: the model's NumPy forward, block by block
+         │                                (refsim.io.models: Llama-style decoders, BERT-style encoders);
+         │                                each group of linears quantized on the outputs of the
+         │                                already-quantized layers before it (sequential)
          ▼
-    quantize_layer_job(model path, layer name, X, options)     ← runs on a worker; pure function
+    quantize_layer_job(model path, layer name, X, options, W)   ← runs on a worker; pure function
          │  W (K, N) → method → format layer (GPTQ/AWQ/Any-Precision/Atom/2/4/16 tensors)
-         │  quality: rel. output error ‖XW − XŴ‖/‖XW‖ with Ŵ read back from the packed tensors
+         │  in-sample error ‖XW − XŴ‖/‖XW‖ with Ŵ read back from the packed tensors
          ▼
-    parent: results in submission order → model.safetensors + config (+ quality.json)
+    parent: results → model.safetensors (or shards) + config.json + tokenizer files + quality.json
+            (held-out text: per-layer error and perplexity / embedding cosine at the model output)
+
+Models without a forward are quantized one layer at a time from the file (RTN, AWQ's quantizer step
+without the searches, or per-layer inputs from a safetensors file).
 
 Methods and the checkpoint each writes:
 
     rtn            GPTQ checkpoint; plain round-to-nearest (refsim.quant.rtn, no clip search),
                    ``gptq_asym`` / ``gptq_sym`` scheme (fp32 arithmetic, as AutoGPTQ)
     gptq           GPTQ checkpoint; refsim.quant.gptq.gptq_quantize with H = 2/n XᵀX
-    awq            AutoAWQ GEMM checkpoint; AutoAWQ's quantizer step on the fp16 weights
-                   (``uniform.quantize(..., scheme="awq")`` in fp16) and the integers
-                   ``WQLinear_GEMM.from_linear`` packs (:func:`awq_intweight`). The activation-aware
-                   scale and clip searches of AutoAWQ are not run (refsim has no model graph to
-                   fold scales into): the words are those AutoAWQ writes for the same weights.
+    awq            AutoAWQ GEMM checkpoint; with a forward, AutoAWQ's scale and clip searches
+                   (refsim.quant.awq via refsim.io.calibrate.run_awq), then AutoAWQ's quantizer step
+                   on the fp16 weights (``uniform.quantize(..., scheme="awq")`` in fp16) and the
+                   integers ``WQLinear_GEMM.from_linear`` packs (:func:`awq_intweight`)
     anyprec        Any-Precision; seed k-means + upscaling (refsim.quant.upscale) with the
                    isotropic-gradient Fisher proxy (refsim.quant.fisher.expected_isotropic_fisher);
                    without calibration inputs every weight counts equally (plain k-means)

@@ -56,7 +56,7 @@ def searches(ref, model):
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_scale_search_picks_autoawqs_ratio_and_scales(ref, searches, group):
     res = searches[group]
-    assert res.ratio == float(ref[f"{group}.ratio"][0])
+    assert np.float32(res.ratio) == ref[f"{group}.ratio"][0]
     np.testing.assert_array_equal(res.scales.view(np.uint16), ref[f"{group}.scales"].view(np.uint16))
     # the losses of every grid point agree to float16 rounding of the module outputs (float32 BLAS sums
     # instead of PyTorch's fp16 kernels): a few percent at most, far below the spread of the grid
@@ -82,11 +82,11 @@ def test_clip_search_picks_autoawqs_max_values(ref, model):
                 assert f"{local}.clip_max" not in ref
                 continue
             got = awq.search_clip(W[n + ".weight"], X)
-            want = ref[f"{local}.clip_max"]
+            want = ref[f"{local}.clip_max"][:, :, 0]             # AutoAWQ keeps (N, G, 1)
             assert got.shape == want.shape
             agree.append(float(np.mean(got.view(np.uint16) == want.view(np.uint16))))
     assert len(agree) == 5                                 # v, o, gate, up, down (q and k are never clipped)
-    assert min(agree) >= 0.95, agree                       # ties within fp16 rounding may pick a neighbour
+    assert min(agree) >= 0.99, agree                       # 99.8 %: ties within fp16 rounding may pick a neighbour
 
 
 def test_pseudo_quantize_matches_autoawq_per_scalar():
