@@ -15,8 +15,9 @@
     checkpoint), the clip searches, then AutoAWQ's quantizer on the scaled, clipped fp16 weights.
 
 Quality is measured on held-out text the calibration never saw (refsim.data.corpus "heldout"):
-per layer ``‖X W^T − (X / s) Ŵ^T‖ / ‖X W^T‖`` with X the layer's input in the unquantized model
-(s the AWQ input scale, 1 otherwise), and at the model output: perplexity (decoders, next-token
+per layer ``‖X W^T / t − (X / s) Ŵ^T‖ / ‖X W^T / t‖`` with X the layer's input in the unquantized
+model (s the AWQ scale folded into its input, t the one folded into its rows; 1 otherwise), and at
+the model output: perplexity (decoders, next-token
 cross-entropy over every position after the first of each sequence) or the cosine similarity of
 mean-pooled embeddings (encoders), quantized model vs the unquantized one.
 """
@@ -115,13 +116,14 @@ def run_awq(lm: LoadedModel, selected: set[str], ids: np.ndarray, bits: int, gro
             quantize_group, progress=None) -> tuple[dict, dict, dict]:
     """AutoAWQ's pipeline (module docstring). Returns (weights with every selected layer replaced by
     its dequantized weights and the folded ops changed, the changed non-linear tensors (norms,
-    biases) name -> float32, AWQ input scales per layer name -> float16 (K,))."""
+    biases) name -> float32, AWQ scales: ``name`` -> float16 (K,) of its input, ``name:out`` ->
+    float16 (N,) its output rows were divided by)."""
     arch = lm.arch
     W16 = {n: np.asarray(v, np.float16).astype(np.float32) if v.dtype.kind == "f" else v for n, v in lm.weights.items()}
     W = dict(W16)
     x = arch.embed(ids, W16)
     changed: dict[str, np.ndarray] = {}
-    input_scale: dict[str, np.ndarray] = {}
+    input_scale: dict[str, np.ndarray] = {}  # "name" -> s of its input; "name:out" -> s its rows were divided by
     todo = [n for n in arch.linear_names() if n in selected]
     done = 0
     for i in range(arch.n_layers):
@@ -165,6 +167,7 @@ def run_awq(lm: LoadedModel, selected: set[str], ids: np.ndarray, bits: int, gro
                     changed[prev + ".bias"] = W[prev + ".bias"]
                 if prev not in selected:
                     changed[prev + ".weight"] = w
+                input_scale[prev + ":out"] = s
             for n in sc["layers"]:
                 W[n + ".weight"] = (W[n + ".weight"] * s32).astype(np.float16).astype(np.float32)
                 feats[n] = (feats[n].astype(np.float32) / s32).astype(np.float16)
@@ -229,6 +232,8 @@ def heldout_quality(lm: LoadedModel, W_q: dict, layers: list[str], input_scale: 
     for n in layers:
         X = rec[n].reshape(-1, rec[n].shape[-1]).astype(np.float64)
         ref = X @ lm.weights[n + ".weight"].T.astype(np.float64)
+        if n + ":out" in input_scale:                                   # AWQ divided this layer's rows
+            ref = ref / input_scale[n + ":out"].astype(np.float64)
         s = input_scale.get(n)
         Xq = X if s is None else X / s.astype(np.float64)
         per_layer[n] = float(np.linalg.norm(ref - Xq @ W_q[n + ".weight"].T.astype(np.float64)) / np.linalg.norm(ref))

@@ -163,13 +163,17 @@ def require_array_numeric(name: str, x) -> np.ndarray:
     return x
 
 
-def _awq_layer(name: str, W: np.ndarray, o: QuantizeOptions) -> AWQLayer:
-    if o.bits != 4:
-        raise FormatRuleError(f"bits: AWQ GEMM checkpoints are 4-bit; got {o.bits}")
+def _awq_layer(name: str, W: np.ndarray, o: QuantizeOptions):
+    """AutoAWQ's quantizer step: an AWQLayer (GEMM words) at 4 bits; at other widths (written as
+    compressed-tensors or GPTQ) a GPTQ v2 layer holding the same codes, zeros and fp16 scales."""
     w16 = W.astype(np.float16)  # AutoAWQ: linear_layer.half()
     k = w16.shape[0]
     gs = k if o.group_size is None else o.group_size
-    uq = uniform.quantize(w16, 4, scheme="awq", granularity="group", group_size=gs)
+    uq = uniform.quantize(w16, o.bits, scheme="awq", granularity="group", group_size=gs)
+    if o.bits != 4:
+        g_idx = gptq_format.default_g_idx(k, o.group_size)
+        ck = gptq_format.pack(uq.q, uq.scale.astype(np.float16), uq.zero, o.bits, g_idx=g_idx, checkpoint_format="gptq_v2")
+        return GPTQLayer(name, ck, o.group_size, False, False)
     s16 = uq.scale.astype(np.float16)  # exact: the fp16 path returns fp16 values
     z = uq.zero
     # pseudo_quantize_tensor leaves w = (q - z) * s in the layer, fp16 ops
@@ -315,6 +319,8 @@ def _select(all_names: list[str], layers: str | None, ignore: str | None, model:
 def _output_format(options: QuantizeOptions, to: str) -> str:
     to = require_choice("to", to, OUTPUT_FORMATS)
     native = _WRITES[options.method]
+    if options.method == "awq" and options.bits != 4 and to in ("auto", "awq"):
+        raise FormatRuleError(f"bits: AWQ GEMM checkpoints are 4-bit; got {options.bits} (use --to compressed-tensors)")
     if to in ("auto", native):
         return native
     if to == "compressed-tensors" and native in ("gptq", "awq"):
