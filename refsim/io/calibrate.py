@@ -30,8 +30,9 @@ from refsim.errors import FormatRuleError
 from refsim.io.models import LoadedModel, sequences
 from refsim.quant import awq as awq_search
 
-__all__ = ["parse_calib", "run_sequential", "run_awq", "heldout_quality", "DEFAULT_CALIB_TOKENS",
-           "DEFAULT_HELDOUT_TOKENS"]
+# run_sequential, run_awq and heldout_quality are quantize_model's steps (it validates their inputs);
+# they take the model object and job callbacks it builds, so they are not listed as public API
+__all__ = ["parse_calib", "DEFAULT_CALIB_TOKENS", "DEFAULT_HELDOUT_TOKENS"]
 
 #: calibration tokens by default: 32 sequences of 128 (GPTQModel's and AutoAWQ's defaults use 128+
 #: samples; fewer tokens than a layer's K makes GPTQ fit the calibration text instead of the model)

@@ -38,8 +38,9 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from refsim._validate import require_path
-from refsim.errors import CheckpointError, FormatRuleError
+from refsim._validate import (require_bits, require_bounded, require_dtype, require_instance, require_int,
+                              require_integer_array, require_ndim, require_path)
+from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import Checkpoint, config_field, read_json
 
@@ -57,7 +58,14 @@ def pack_weight(q: np.ndarray, bits: int) -> np.ndarray:
     """``weight_packed`` int32 (R, ceil(C*b/32)) of signed codes q int (R, C) in [-2**(b-1), 2**(b-1)):
     each row a dense LSB-first stream of ``q + 2**(b-1)``; a row whose C is not a multiple of 32 is
     padded with zero fields and cut to ``ceil(C*b/32)`` words (``pack_to_int32``)."""
+    bits = require_bits(bits, CT_BITS)
+    q = require_ndim("q", require_integer_array("q", q), 2)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if q.size and (int(q.min()) < lo or int(q.max()) > hi):
+        raise FormatRuleError(f"q: signed {bits}-bit codes must lie in [{lo}, {hi}]; got range "
+                              f"[{int(q.min())}, {int(q.max())}]")
     r, c = q.shape
+    require_bounded("q", max(r, 1) * (c + 32))
     pad = -c % 32
     u = (q.astype(np.int32) + (1 << (bits - 1))).astype(np.uint32)
     if pad:
@@ -69,7 +77,13 @@ def pack_weight(q: np.ndarray, bits: int) -> np.ndarray:
 def unpack_weight(packed: np.ndarray, bits: int, cols: int) -> np.ndarray:
     """Signed codes int8 (R, cols) from ``weight_packed`` int32 (R, ceil(cols*b/32)) (inverse of
     :func:`pack_weight`)."""
+    bits = require_bits(bits, CT_BITS)
+    packed = require_ndim("packed", require_dtype("packed", packed, np.int32, np.uint32), 2)
+    cols = require_int("cols", cols, minimum=1)
     r, w = packed.shape
+    if w != math.ceil(cols * bits / 32):
+        raise ShapeError(f"packed: must have ceil(cols*bits/32) = {math.ceil(cols * bits / 32)} words per row "
+                         f"for cols={cols}, bits={bits}; got {w}")
     whole = -(-cols // 32) * bits                                            # words of the padded row
     words = np.zeros((r, whole), np.uint32)
     words[:, :w] = packed.view(np.uint32)
@@ -159,6 +173,12 @@ def ct_quantization_config(layers: list[CTLayer], ignore: list[str]) -> dict:
     """``quantization_config`` as llm-compressor writes it: one config group per distinct scheme,
     targeting ``Linear`` when every layer shares one scheme (the rest listed in ``ignore``), else
     the exact layer names."""
+    require_instance("layers", layers, (list, tuple))
+    for i, lay in enumerate(layers):
+        require_instance(f"layers[{i}]", lay, CTLayer)
+    require_instance("ignore", ignore, (list, tuple))
+    for i, n in enumerate(ignore):
+        require_instance(f"ignore[{i}]", n, str)
     schemes: dict[str, list[str]] = {}
     args: dict[str, dict] = {}
     for lay in layers:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim.io.checkpoint import read_json
+from refsim._validate import require_array, require_instance, require_int, require_path
+from refsim.io.checkpoint import read_json, require_out_folder
 from refsim.io.tensors import save_tensors
 
 __all__ = ["SIDE_FILES", "MAX_SHARD_BYTES", "save_model_tensors", "finish"]
@@ -38,7 +39,13 @@ def save_model_tensors(out: Path, tensors: dict[str, np.ndarray], metadata: dict
     """Write ``tensors`` as ``model.safetensors``, or as shards of at most ``max_shard_bytes`` (a
     tensor larger than that gets a shard of its own) plus ``model.safetensors.index.json``.
     Returns the file names written. Tensors go to shards in name order."""
-    metadata = {"format": "pt"} if metadata is None else metadata
+    out = require_out_folder("out", out)
+    require_instance("tensors", tensors, dict)
+    metadata = {"format": "pt"} if metadata is None else require_instance("metadata", metadata, dict)
+    max_shard_bytes = require_int("max_shard_bytes", max_shard_bytes, minimum=1)
+    for k, v in tensors.items():
+        require_instance("tensors: key", k, str)
+        require_array(f"tensors[{k!r}]", v)
     names = sorted(tensors)
     total = sum(int(np.asarray(tensors[n]).nbytes) for n in names)
     if total <= max_shard_bytes:
@@ -67,6 +74,10 @@ def save_model_tensors(out: Path, tensors: dict[str, np.ndarray], metadata: dict
 def finish(out: Path, source: Path, quantization_config: dict | None) -> None:
     """Write config.json (the source folder's, with ``quantization_config`` replaced when given; a
     config.json the writer already made keeps its own keys on top) and copy :data:`SIDE_FILES`."""
+    out = require_out_folder("out", out)
+    source = require_path("source", source)
+    if quantization_config is not None:
+        require_instance("quantization_config", quantization_config, dict)
     folder = source if source.is_dir() else source.parent
     cfg = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
     cfg.pop("quantization_config", None)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import ml_dtypes  # noqa: F401  (registers bfloat16 for exact_cast)
 import numpy as np
 
-from refsim._validate import require_instance
+from refsim._validate import require_choice, require_dtype_arg, require_float_array, require_instance
 from refsim.errors import FormatRuleError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
@@ -93,7 +93,9 @@ def codes_of(layer) -> UniformCodes:
 def exact_cast(name: str, scales: np.ndarray, dtype) -> np.ndarray:
     """``scales`` in ``dtype`` when every value survives the cast exactly; FormatRuleError otherwise
     (a conversion never rounds a scale)."""
-    dtype = np.dtype(dtype)
+    require_instance("name", name, str)
+    scales = require_float_array("scales", scales)
+    dtype = require_dtype_arg("dtype", dtype, (ml_dtypes.bfloat16, np.float16, np.float32))
     if scales.dtype == dtype:
         return scales
     with np.errstate(over="ignore", under="ignore"):
@@ -114,6 +116,8 @@ def _refuse(u: UniformCodes, target: str, reasons: list[str]) -> None:
 
 def to_gptq(u: UniformCodes, checkpoint_format: str = "gptq_v2") -> GPTQLayer:
     """A GPTQ layer holding the same codes, zeros, g_idx and (fp16) scales."""
+    require_instance("u", u, UniformCodes)
+    checkpoint_format = require_choice("checkpoint_format", checkpoint_format, gptq_format.CHECKPOINT_FORMATS)
     reasons = [] if u.bits in gptq_format.BITS else [f"bits={u.bits} (GPTQ stores {list(gptq_format.BITS)})"]
     if u.k % 32 or u.n % 32:
         reasons.append(f"K={u.k}, N={u.n} (GPTQ packs multiples of 32)")
@@ -128,6 +132,7 @@ def to_gptq(u: UniformCodes, checkpoint_format: str = "gptq_v2") -> GPTQLayer:
 
 def to_awq(u: UniformCodes) -> AWQLayer:
     """An AutoAWQ GEMM layer (4-bit, no act-order) holding the same codes, zeros and fp16 scales."""
+    require_instance("u", u, UniformCodes)
     reasons = [] if u.bits == 4 else [f"bits={u.bits} (AWQ GEMM is 4-bit)"]
     if u.desc_act:
         reasons.append("act-order (AWQ reads groups as consecutive rows)")
@@ -140,6 +145,7 @@ def to_awq(u: UniformCodes) -> AWQLayer:
 
 def to_ct(u: UniformCodes, scale_dtype=None) -> CTLayer:
     """A compressed-tensors layer (signed codes; scales in ``scale_dtype``, default their own)."""
+    require_instance("u", u, UniformCodes)
     _refuse(u, "compressed-tensors", [] if u.bits in (2, 3, 4, 8) else [f"bits={u.bits}"])
     off = 1 << (u.bits - 1)
     s = u.scales if scale_dtype is None else exact_cast(u.name, u.scales, scale_dtype)
@@ -152,6 +158,7 @@ def to_ct(u: UniformCodes, scale_dtype=None) -> CTLayer:
 
 def marlin_reasons(u: UniformCodes) -> list[str]:
     """Why Marlin's kernel cannot run these codes as they are (empty when it can)."""
+    require_instance("u", u, UniformCodes)
     reasons = []
     if u.bits != 4:
         reasons.append(f"bits={u.bits} (Marlin is 4-bit)")
@@ -173,6 +180,7 @@ def marlin_reasons(u: UniformCodes) -> list[str]:
 
 def to_marlin(u: UniformCodes) -> MarlinLayer:
     """Marlin's B and s for these codes (fp16 scales; act-order through ``perm``)."""
+    require_instance("u", u, UniformCodes)
     reasons = marlin_reasons(u)
     if reasons:
         raise FormatRuleError(f"{u.name}: cannot repack to Marlin: {'; '.join(reasons)} (use --requantize to "

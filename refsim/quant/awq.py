@@ -41,7 +41,8 @@ from typing import Callable
 
 import numpy as np
 
-from refsim._validate import require_float_array, require_int, require_ndim
+from refsim._validate import (require_bits, require_callable, require_finite, require_float_array, require_instance,
+                              require_int, require_ndim)
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["N_GRID", "MAX_SHRINK", "N_SAMPLE_TOKEN", "AVOID_CLIP", "pseudo_quantize", "weight_mean", "input_mean",
@@ -66,6 +67,22 @@ def _c(v: float) -> np.float32:
     return np.float32(_H(v))
 
 
+BITS = (2, 3, 4, 8)
+
+
+def _weights(name: str, w) -> np.ndarray:
+    """A finite float weight array of at least 2 dimensions, as float16 (AutoAWQ's model dtype)."""
+    w = require_float_array(name, w)
+    if w.ndim < 2 or w.size == 0:
+        raise ShapeError(f"{name}: must be a non-empty (..., K) weight array; got shape {w.shape}")
+    require_finite(name, w)
+    with np.errstate(over="ignore"):
+        w16 = w.astype(_H)
+    if not np.isfinite(w16).all():
+        raise FormatRuleError(f"{name}: must be representable in float16 (|w| <= 65504); got a larger value")
+    return w16
+
+
 def pseudo_quantize(w: np.ndarray, bits: int, group_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """AutoAWQ's ``pseudo_quantize_tensor`` (zero_point=True) on float16 w (..., K) grouped along K.
 
@@ -73,7 +90,9 @@ def pseudo_quantize(w: np.ndarray, bits: int, group_size: int) -> tuple[np.ndarr
     ``s = clamp(max - min, 1e-5) / (2**b - 1)``, ``z = clamp(-round(min / s), 0, 2**b - 1)``,
     ``w_fq = (clamp(round(w / s) + z, 0, 2**b - 1) - z) * s``, each op rounded to float16.
     """
-    w = np.asarray(w, dtype=_H)
+    w = _weights("w", w)
+    bits = require_bits(bits, BITS)
+    group_size = require_int("group_size", group_size, minimum=1)
     shape = w.shape
     k = shape[-1]
     if k % group_size:
@@ -92,7 +111,15 @@ def pseudo_quantize(w: np.ndarray, bits: int, group_size: int) -> tuple[np.ndarr
 
 def weight_mean(weights: list[np.ndarray], group_size: int) -> np.ndarray:
     """float16 (K,): mean over the stacked rows of |W| normalised by each row-group's max (STEP 1)."""
-    W = np.concatenate([np.asarray(w, _H) for w in weights], axis=0)  # (sum N, K)
+    require_instance("weights", weights, (list, tuple))
+    if not weights:
+        raise FormatRuleError("weights: must hold at least one (N, K) weight; got none")
+    ws = [_weights(f"weights[{i}]", w) for i, w in enumerate(weights)]
+    group_size = require_int("group_size", group_size, minimum=1)
+    if any(w.shape[1] != ws[0].shape[1] for w in ws) or ws[0].shape[1] % group_size:
+        raise ShapeError(f"weights: must share K, a multiple of group_size={group_size}; got "
+                         f"{[w.shape for w in ws]}")
+    W = np.concatenate(ws, axis=0)  # (sum N, K)
     a = np.abs(W).reshape(-1, group_size)
     denom = _h(a.max(axis=1, keepdims=True).astype(np.float32) + np.float32(1e-6))
     ws = _h(a.astype(np.float32) / denom).reshape(W.shape)
@@ -101,7 +128,11 @@ def weight_mean(weights: list[np.ndarray], group_size: int) -> np.ndarray:
 
 def input_mean(X: np.ndarray) -> np.ndarray:
     """float16 (K,): mean over tokens of |X| (a float32 sum, as AutoAWQ's chunked loop) (STEP 2)."""
-    a = np.abs(np.asarray(X, _H).reshape(-1, X.shape[-1])).astype(np.float32)
+    X = require_ndim("X", require_float_array("X", X), 2)
+    if X.shape[0] == 0:
+        raise ShapeError(f"X: must hold at least one token; got shape {X.shape}")
+    require_finite("X", X)
+    a = np.abs(np.asarray(X, _H)).astype(np.float32)
     return _h(a.sum(axis=0, dtype=np.float32) / np.float32(a.shape[0]))
 
 
@@ -119,11 +150,15 @@ def search_scale(X: np.ndarray, weights: dict[str, np.ndarray], forward: Callabl
     weights replacing the originals (name -> (N, K)), ``forward({})`` the original output."""
     X = require_ndim("X", require_float_array("X", X), 2)
     group_size = require_int("group_size", group_size, minimum=1)
+    bits = require_bits(bits, BITS)
+    require_instance("weights", weights, dict)
+    require_callable("forward", forward)
     if not weights:
         raise FormatRuleError("weights: the scale search needs at least one linear; got none")
     for name, w in weights.items():
-        if np.asarray(w).ndim != 2 or np.asarray(w).shape[1] != X.shape[1]:
-            raise ShapeError(f"weights[{name!r}]: must be (N, K={X.shape[1]}); got {np.asarray(w).shape}")
+        w = require_float_array(f"weights[{name!r}]", w)
+        if w.ndim != 2 or w.shape[1] != X.shape[1]:
+            raise ShapeError(f"weights[{name!r}]: must be (N, K={X.shape[1]}); got {w.shape}")
     w16 = {n: np.asarray(w, _H) for n, w in weights.items()}
     w_mean = weight_mean(list(w16.values()), group_size)
     x_mean = input_mean(X)
@@ -158,8 +193,12 @@ def search_scale(X: np.ndarray, weights: dict[str, np.ndarray], forward: Callabl
 def search_clip(W: np.ndarray, X: np.ndarray, *, bits: int = 4, group_size: int = 128) -> np.ndarray:
     """AutoAWQ's clip search (module docstring): float16 (N, G) max values for W float16 (N, K)
     given its inputs X (T, K) (already divided by the layer's AWQ scales)."""
-    W = np.asarray(W, _H)
+    W = _weights("W", W)
     X = require_ndim("X", require_float_array("X", X), 2)
+    bits = require_bits(bits, BITS)
+    group_size = require_int("group_size", group_size, minimum=1)
+    if W.ndim != 2 or X.shape[0] == 0:
+        raise ShapeError(f"W, X: must be (N, K) and (T >= 1, K); got {W.shape}, {X.shape}")
     n, k = W.shape
     if X.shape[1] != k or k % group_size:
         raise ShapeError(f"X: must be (T, K={k}) with K a multiple of group_size={group_size}; got {X.shape}")
@@ -185,7 +224,10 @@ def search_clip(W: np.ndarray, X: np.ndarray, *, bits: int = 4, group_size: int 
 
 def apply_clip(W: np.ndarray, max_val: np.ndarray) -> np.ndarray:
     """``clamp(W, -max_val, max_val)`` per (row, group): float16 (N, K) from W (N, K), max_val (N, G)."""
-    W = np.asarray(W, _H)
+    W = _weights("W", W)
+    max_val = require_ndim("max_val", require_float_array("max_val", max_val), 2)
+    if W.ndim != 2 or max_val.shape[0] != W.shape[0] or max_val.shape[1] < 1 or W.shape[1] % max_val.shape[1]:
+        raise ShapeError(f"max_val: must be (N, G) with G dividing K for W {W.shape}; got {max_val.shape}")
     n, k = W.shape
     G = max_val.shape[1]
     m = np.asarray(max_val, _H)[:, :, None]

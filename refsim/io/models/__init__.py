@@ -56,8 +56,12 @@ def _folder(path: Path) -> Path:
 def model_family(path: str | os.PathLike, names) -> str | None:
     """"decoder", "encoder" or None (no forward for this model) from config.json and tensor names."""
     folder = _folder(require_path("path", path))
-    cfg = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+        raise FormatRuleError(f"names: must be an iterable of tensor names; got {type(names).__name__}")
     names = set(names)
+    if not all(isinstance(n, str) for n in names):
+        raise FormatRuleError("names: must hold tensor names (str); got another type")
+    cfg = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
     if cfg.get("model_type") in DECODER_TYPES and "model.embed_tokens.weight" in names:
         return "decoder"
     if any(n.startswith("encoder.layer.0.attention.self.query") for n in names) and \

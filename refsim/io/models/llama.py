@@ -26,7 +26,8 @@ import numpy as np
 
 from refsim.errors import CheckpointError
 
-__all__ = ["LlamaModel"]
+# the architecture objects are built by refsim.io.models.load_model from a checked config
+__all__: list[str] = []
 
 _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
