@@ -49,6 +49,15 @@ from refsim.io.hf_folder import save_model_tensors
 __all__ = ["GPTQLayer", "AWQLayer", "GPTQReader", "AWQReader", "write_gptq", "write_awq", "gptq_config"]
 
 
+def _require_positive_scales(fname: str, name: str, scales: np.ndarray) -> None:
+    """GPTQ and AWQ quantizers only produce finite scales > 0 (a zero range is widened, AutoAWQ clamps to
+    1e-5): anything else is a corrupt file, refused by name and value."""
+    ok = np.isfinite(scales) & (scales > 0)
+    if not ok.all():
+        raise CheckpointError(f"{fname}: tensor {name + '.scales'!r}: scales must be finite and > 0; "
+                              f"got {float(scales[~ok][0])}")
+
+
 def _g_rows(k: int, group_size: int | None) -> int:
     return 1 if group_size is None else -(-k // group_size)
 
@@ -154,9 +163,7 @@ class GPTQReader(Checkpoint):
         qweight = self.tensor(f"{name}.qweight", dtype=np.int32, shape=(kw, n))
         qzeros = self.tensor(f"{name}.qzeros", dtype=np.int32, shape=(g, n * b // 32))
         scales = self.tensor(f"{name}.scales", dtype=np.float16, shape=(g, n))
-        where = self._where[name + ".scales"].name
-        if not np.isfinite(scales).all():
-            raise CheckpointError(f"{where}: tensor {name + '.scales'!r}: scales must be finite; got NaN or Inf")
+        _require_positive_scales(self._where[name + ".scales"].name, name, scales)
         if self.has(f"{name}.g_idx"):
             g_idx = self.tensor(f"{name}.g_idx", dtype=(np.int32, np.int64), shape=(k,)).astype(np.int32)
         elif self.desc_act:
@@ -267,9 +274,7 @@ class AWQReader(Checkpoint):
         qweight = self.tensor(f"{name}.qweight", dtype=np.int32, shape=(k, w))
         qzeros = self.tensor(f"{name}.qzeros", dtype=np.int32, shape=(k // gs, w))
         scales = self.tensor(f"{name}.scales", dtype=np.float16, shape=(k // gs, n))
-        if not np.isfinite(scales).all():
-            raise CheckpointError(f"{self._where[name + '.scales'].name}: tensor {name + '.scales'!r}: "
-                                  "scales must be finite; got NaN or Inf")
+        _require_positive_scales(self._where[name + ".scales"].name, name, scales)
         bias = self.tensor(f"{name}.bias", dtype=(np.float16, np.float32), shape=(n,)) if self.has(f"{name}.bias") else None
         return AWQLayer(name, awq_format.AWQCheckpoint(qweight, qzeros, scales, gs), bias)
 
