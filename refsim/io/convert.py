@@ -212,6 +212,7 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
             else:
                 new = gptq_to_qigen(layer, mb, tb)
             converted.append(new)
+            summary["layers"].setdefault(name, {"requantized": False})
             if progress is not None:
                 progress(i + 1, len(names), name)
         consumed = {f"{n}.{suf}" for n in names for suf in src.suffixes[0] + src.suffixes[1] if suf != "bias"}
