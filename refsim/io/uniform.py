@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import ml_dtypes  # noqa: F401  (registers bfloat16 for exact_cast)
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype_arg, require_float_array, require_instance
-from refsim.errors import FormatRuleError
+from refsim._validate import require_array, require_choice, require_dtype_arg, require_instance
+from refsim.errors import DtypeError, FormatRuleError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
@@ -31,6 +31,7 @@ from refsim.io.gptq import AWQLayer, GPTQLayer
 __all__ = ["UniformCodes", "codes_of", "exact_cast", "to_gptq", "to_awq", "to_ct", "to_marlin", "UNIFORM_LAYERS"]
 
 UNIFORM_LAYERS = (GPTQLayer, AWQLayer, CTLayer, MarlinLayer)
+_SCALE_DTYPES = tuple(np.dtype(d) for d in (ml_dtypes.bfloat16, np.float16, np.float32, np.float64))
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,9 @@ def exact_cast(name: str, scales: np.ndarray, dtype) -> np.ndarray:
     """``scales`` in ``dtype`` when every value survives the cast exactly; FormatRuleError otherwise
     (a conversion never rounds a scale)."""
     require_instance("name", name, str)
-    scales = require_float_array("scales", scales)
+    scales = require_array("scales", scales)
+    if scales.dtype not in _SCALE_DTYPES:
+        raise DtypeError(f"scales: dtype must be bfloat16, float16, float32 or float64; got {scales.dtype}")
     dtype = require_dtype_arg("dtype", dtype, (ml_dtypes.bfloat16, np.float16, np.float32))
     if scales.dtype == dtype:
         return scales
