@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_int, require_path
+from refsim._validate import require_bounded, require_instance, require_int, require_path
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.io.checkpoint import read_json
 from refsim.io.models.bert import BertModel
@@ -56,11 +56,9 @@ def _folder(path: Path) -> Path:
 def model_family(path: str | os.PathLike, names) -> str | None:
     """"decoder", "encoder" or None (no forward for this model) from config.json and tensor names."""
     folder = _folder(require_path("path", path))
-    if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
-        raise FormatRuleError(f"names: must be an iterable of tensor names; got {type(names).__name__}")
+    if not isinstance(names, (list, tuple, set, frozenset, dict)) or not all(isinstance(n, str) for n in names):
+        raise FormatRuleError(f"names: must be a list, set or dict of tensor names (str); got {type(names).__name__}")
     names = set(names)
-    if not all(isinstance(n, str) for n in names):
-        raise FormatRuleError("names: must hold tensor names (str); got another type")
     cfg = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
     if cfg.get("model_type") in DECODER_TYPES and "model.embed_tokens.weight" in names:
         return "decoder"
@@ -144,8 +142,10 @@ def sequences(model: LoadedModel, text: str, n_tokens: int, seq_len: int = SEQ_L
     """int64 (B, seq_len) with B = ceil(n_tokens / seq_len): consecutive pieces of ``text``, each
     framed as the model expects ([CLS] ... [SEP] for encoders, <s> ... for decoders with a BOS id).
     FormatRuleError when the text holds too few tokens."""
-    n_tokens = require_int("n_tokens", n_tokens, minimum=1)
-    seq_len = require_int("seq_len", seq_len, minimum=4)
+    require_instance("model", model, LoadedModel)
+    require_instance("text", text, str)
+    n_tokens = require_bounded("n_tokens", require_int("n_tokens", n_tokens, minimum=1), 1 << 24, what="tokens")
+    seq_len = require_bounded("seq_len", require_int("seq_len", seq_len, minimum=4), 1 << 16, what="positions")
     first, last = model.specials
     if model.family == "decoder":
         last = None
