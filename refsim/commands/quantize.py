@@ -48,9 +48,11 @@ METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "quantize", help="quantize an FP safetensors model layer by layer (GPTQ, RTN, AWQ, Any-Precision, ...)",
-        description="Quantize every linear layer of an FP/BF16 safetensors model with calibration activations, "
-                    "write a checkpoint readable by 'refsim inspect' and the public tools, and print a quality "
-                    "summary per layer and for the model (MiniLM: sentence-embedding cosine similarity).")
+        description="Quantize the linear layers of an FP/BF16 safetensors model (Llama-style decoders and BERT-style "
+                    "encoders are calibrated on text through their own NumPy forward, layer by layer), write a "
+                    "folder transformers/vLLM load (config.json with quantization_config, tokenizer files) and "
+                    "print quality measured on held-out text: per layer, and perplexity (decoders) or embedding "
+                    "cosine (encoders) at the model output.")
     p.add_argument("model", help="FP model: a folder of .safetensors files or one file")
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--out", required=True, help="output folder (must not exist, or be empty)")
@@ -63,9 +65,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed-bits", type=int, default=3, help="anyprec: seed precision")
     p.add_argument("--parent-bits", type=int, default=4, help="anyprec: parent precision")
     p.add_argument("--calib", default="auto",
-                   help="'auto' (MiniLM: its layer inputs on 256 real tokens), 'minilm:T', 'none', or a "
-                        "safetensors file of per-layer inputs (T, K) named by layer")
+                   help="'auto' (the built-in corpus, 4096 tokens, when refsim has a forward for the model), "
+                        "'corpus:T', a UTF-8 text file ('PATH' or 'PATH:T' tokens), 'none', or a safetensors "
+                        "file of per-layer inputs (T, K) named by layer")
+    p.add_argument("--heldout", default="corpus",
+                   help="text for the quality figures: 'corpus' (the built-in held-out split) or a text file")
     p.add_argument("--layers", default=None, help="regular expression selecting layers by name")
+    p.add_argument("--ignore", default=None,
+                   help="regular expression of layers left unquantized (default: embeddings and lm_head; '' = none)")
+    p.add_argument("--to", default="auto", choices=("auto", "gptq", "awq", "compressed-tensors"),
+                   help="output format: the method's own (auto) or compressed-tensors (rtn, gptq, awq)")
     p.add_argument("--executor", default="local",
                    help="'serial', 'local' (one process per core), 'local:N', 'dask-local:N', 'dask://HOST:PORT'")
     p.add_argument("--no-memory", action="store_true", help="skip the per-layer tracemalloc peak (faster)")
@@ -84,19 +93,24 @@ def run(args: argparse.Namespace) -> int:
                            measure_memory=not args.no_memory)
     with executor_from_spec(args.executor) as ex, progress_bar(args.quiet, f"quantize {args.method}") as bar:
         summary = quantize_model(args.model, args.out, opts, executor=ex, calib=args.calib, layers=args.layers,
-                                 progress=bar)
+                                 ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"{'layer':<48} {'K':>5} {'N':>5} {'out err':>9} {'max|dW|':>9} {'s':>6} {'peak MiB':>8}")
+    print(f"{'layer':<48} {'K':>5} {'N':>5} {'held-out':>9} {'calib':>9} {'max|dW|':>9} {'s':>6} {'peak MiB':>8}")
     for r in summary["layers"]:
-        err = "-" if r["rel_output_error"] is None else f"{r['rel_output_error']:.4f}"
+        cal = "-" if r["rel_output_error"] is None else f"{r['rel_output_error']:.4f}"
+        held = "-" if r.get("heldout_rel_output_error") is None else f"{r['heldout_rel_output_error']:.4f}"
         peak = "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f}"
-        print(f"{r['name'][-48:]:<48} {r['k']:>5} {r['n']:>5} {err:>9} {r['max_abs_weight_error']:>9.4g} "
+        print(f"{r['name'][-48:]:<48} {r['k']:>5} {r['n']:>5} {held:>9} {cal:>9} {r['max_abs_weight_error']:>9.4g} "
               f"{r['seconds']:>6.2f} {peak:>8}")
+    print("(relative layer-output error ||XW - XW'|| / ||XW||: held-out text, and the calibration text itself)")
     mq = summary.get("model_quality")
-    if mq:
-        print(f"model: sentence-embedding cosine similarity to FP mean {mq['embedding_cosine_mean']:.5f}, "
-              f"min {mq['embedding_cosine_min']:.5f} over {mq['sentences']} sentences")
+    if mq and mq["metric"] == "perplexity":
+        print(f"model: perplexity on {mq['heldout_tokens']} held-out tokens {mq['quantized']:.3f} "
+              f"(unquantized {mq['fp']:.3f})")
+    elif mq:
+        print(f"model: embedding cosine similarity to the unquantized model on {mq['sequences']} held-out "
+              f"sequences: mean {mq['mean']:.5f}, min {mq['min']:.5f}")
     print(f"wrote {args.out} ({len(summary['layers'])} layers, {summary['wall_seconds']:.1f} s)")
     return 0

@@ -40,7 +40,6 @@ import unicodedata
 
 import numpy as np
 import threadpoolctl
-from scipy.special import erf
 
 from refsim._validate import require_int
 from refsim.data import minilm
@@ -180,15 +179,18 @@ def tokenize(text: str) -> list[int]:
 # ----------------------------------------------------------------------------------------------
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = LN_EPS) -> np.ndarray:
     """LayerNorm over the last axis: ``(x - mean) / sqrt(var + eps) * gamma + beta`` (biased
-    variance), computed in float32. x (..., H) float32, gamma/beta (H,)."""
-    mean = x.mean(axis=-1, keepdims=True, dtype=np.float32)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True, dtype=np.float32)
-    return ((x - mean) / np.sqrt(var + np.float32(eps)) * gamma + beta).astype(np.float32)
+    variance), computed in float32. x (..., H) float32, gamma/beta (H,). (The encoder forward's own,
+    refsim.io.models.bert.layer_norm.)"""
+    from refsim.io.models.bert import layer_norm as ln
+
+    return ln(x, gamma, beta, eps)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """The exact (erf) GELU that BERT uses: x * 0.5 * (1 + erf(x / sqrt(2)))."""
-    return (x * np.float32(0.5) * (np.float32(1.0) + erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32)
+    """The exact (erf) GELU that BERT uses (refsim.io.models.bert.gelu)."""
+    from refsim.io.models.bert import gelu
+
+    return gelu(x)
 
 
 def _linear(x: np.ndarray, w: dict[str, np.ndarray], prefix: str) -> np.ndarray:

@@ -53,7 +53,7 @@ from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import qigen as qigen_format
 from refsim.io.checkpoint import (REFSIM_CONFIG, Checkpoint, config_field, read_json,
                                   require_layers, require_out_folder, require_tensor_dict)
-from refsim.io.tensors import save_tensors
+from refsim.io.hf_folder import save_model_tensors
 
 __all__ = ["MarlinLayer", "AnyPrecisionLayer", "QIGenLayer", "AtomLayerFile", "Mixed2416Layer", "FPLayer",
            "MarlinReader", "AnyPrecisionReader", "QIGenReader", "AtomReader", "Mixed2416Reader", "FPReader",
@@ -527,7 +527,7 @@ def write_refsim(out: Path, fmt: str, layers: list, extra: dict | None = None,
     for lay in layers:
         tensors.update(lay.tensors())
         cfg["layers"][lay.name] = lay.layer_config()
-    save_tensors(out / "model.safetensors", tensors, {"format": "refsim-" + fmt})
+    save_model_tensors(out, tensors, {"format": "refsim-" + fmt})
     (out / REFSIM_CONFIG).write_text(json.dumps(cfg, indent=2) + "\n")
 
 
@@ -546,7 +546,7 @@ def write_anyprec(out: Path, layers: list[AnyPrecisionLayer], extra_tensors: dic
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())
-    save_tensors(out / "model.safetensors", tensors, {"format": "pt"})
+    save_model_tensors(out, tensors, {"format": "pt"})
     cfg = {"anyprec": {"seed_precision": seeds.pop(), "parent_precision": parents.pop(), "arch_config": {}}}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 

@@ -1,26 +1,35 @@
 """Checkpoint conversions, layer by layer, all-or-nothing.
 
-    source      --to        what happens per layer
-    gptq  →     marlin      4-bit symmetric, group 128 or per-channel, K % 128, N % 256:
-                            B = marlin.repack_gptq(qweight, K, perm, zeros=8s), s = permute_scales(scales);
-                            act-order (desc_act) layers get perm = argsort(g_idx) (stored as <L>.perm).
-                            Anything else is refused with the reason, unless ``requantize``: then the
-                            GPTQ weights (fp16, dequantized as AutoGPTQ does) are re-quantized with
-                            Marlin's symmetric scheme (marlin.compute_scales + quantize, group 128
-                            or per-channel) and the added error is reported per layer.
-    gptq  →     gptq-v2     qzeros rewritten from ``zero - 1`` to ``zero`` (refused when a v1 zero
-                            field overflowed: the true zero points are gone)
-    gptq  →     gptq-v1     the reverse (refused when a zero point is 0: v1 cannot store it)
-    gptq  →     qigen       qweight re-blocked by refsim.formats.qigen.pack (bits 2/3/4; act-order
-                            refused: QIGen's kernels read each group as consecutive rows)
-    fp    →     anyprec     the quantize pipeline with method "anyprec" (seed + upscaling)
+    source                           --to                what happens per layer
+    gptq/awq/compressed-tensors/     marlin              4-bit symmetric, group 128 or per-channel, K % 128,
+      marlin                                             N % 256: the codes repacked (refsim.formats.marlin.pack),
+                                                         fp16 scales kept (refused when a bf16 scale is not
+                                                         exactly an fp16 value); act-order through <L>.perm.
+                                                         Otherwise refused with the reason, unless
+                                                         ``requantize``: the source's dequantized weights are
+                                                         re-quantized with Marlin's symmetric scheme and the
+                                                         added error reported per layer.
+    any of those                     gptq-v2 / gptq-v1   codes, zeros, g_idx and scales kept (v1 refused when
+                                                         a zero point is 0; a v1 source whose zero field
+                                                         overflowed is refused: its true zeros are gone)
+    any of those                     awq                 4-bit, no act-order: AutoAWQ GEMM words
+    any of those                     compressed-tensors  pack-quantized, signed codes, scales in their dtype,
+                                                         ``weight_g_idx`` for act-order
+    gptq                             qigen               qweight re-blocked by refsim.formats.qigen.pack (bits
+                                                         2/3/4; act-order refused)
+    fp                               anyprec             the quantize pipeline with method "anyprec"
 
-Tensors that are not part of a converted layer (embeddings, norms, biases) are copied unchanged.
-Round trips that the formats allow are bit-identical (tests/io): v1 → v2 → v1, gptq → qigen →
-(unpack) gptq, gptq → marlin → (unpack) codes and scales.
+No conversion re-rounds a code or a scale (refsim.io.uniform); tensors that are not part of a
+converted layer (embeddings, norms, biases) are copied unchanged, and the output folder gets the
+source's config.json (with the target's quantization_config) and tokenizer files
+(refsim.io.hf_folder). Round trips are bit-identical (tests/io): v1 → v2 → v1, gptq → qigen → gptq,
+compressed-tensors → marlin → compressed-tensors.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -29,18 +38,24 @@ from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
 from refsim.formats import qigen as qigen_format
+from refsim.io.checkpoint import read_json
 from refsim.io.readers import open_checkpoint
 from refsim.io.containers import (AnyPrecisionLayer, AtomLayerFile, FPLayer, MarlinLayer, Mixed2416Layer, QIGenLayer,
                                   write_refsim)
-from refsim.io.gptq import AWQLayer, GPTQLayer, write_gptq
+from refsim.io.compressed_tensors import CTLayer, ct_quantization_config
+from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
+from refsim.io.hf_folder import finish, save_model_tensors
 from refsim.io.output import atomic_output_dir
+from refsim.io.uniform import UNIFORM_LAYERS, codes_of, marlin_reasons, to_awq, to_ct, to_gptq, to_marlin
 
 __all__ = ["TARGETS", "marlin_refusal", "gptq_to_marlin", "gptq_to_marlin_requantized", "gptq_change_zero_convention",
            "gptq_to_qigen", "convert"]
 
-TARGETS = ("marlin", "gptq-v1", "gptq-v2", "qigen", "anyprec")
+TARGETS = ("marlin", "gptq-v1", "gptq-v2", "awq", "compressed-tensors", "qigen", "anyprec")
+#: formats whose layers convert through their integer codes
+_UNIFORM_SOURCES = ("gptq", "awq", "compressed-tensors", "marlin")
 #: every layer class a checkpoint reader returns
-LAYER_TYPES = (GPTQLayer, AWQLayer, MarlinLayer, AnyPrecisionLayer, QIGenLayer, AtomLayerFile, Mixed2416Layer, FPLayer)
+LAYER_TYPES = (GPTQLayer, AWQLayer, CTLayer, MarlinLayer, AnyPrecisionLayer, QIGenLayer, AtomLayerFile, Mixed2416Layer, FPLayer)
 _LAYER = "layer read from a checkpoint (GPTQLayer, AWQLayer, MarlinLayer, ...)"
 
 
@@ -50,28 +65,12 @@ def marlin_refusal(layer) -> str | None:
     rows, and the official ``marlin.Layer`` shape rules (K % 128, N % 256). ``layer``: any
     layer class of :mod:`refsim.io` (:data:`LAYER_TYPES`)."""
     require_instance("layer", layer, LAYER_TYPES, _LAYER)
-    reasons = []
-    if layer.bits != 4:
-        reasons.append(f"bits={layer.bits} (Marlin is 4-bit)")
-    if layer.group_size not in (None, 128):
-        reasons.append(f"group_size={layer.group_size} (Marlin supports 128 or per-channel)")
-    if layer.k % 128:
-        reasons.append(f"K={layer.k} is not a multiple of 128")
-    if layer.n % 256:
-        reasons.append(f"N={layer.n} is not a multiple of 256")
-    if isinstance(layer, GPTQLayer):
-        if layer.bits == 4:
-            z = layer.zeros()
-            if np.any(z != 8):
-                reasons.append(f"asymmetric zero points ({int((z != 8).sum())} of {z.size} differ from 8; "
-                               "Marlin's format is symmetric, (q - 8) * s)")
-        if layer.desc_act and layer.group_size is not None and not reasons:
-            counts = np.bincount(layer.ckpt.g_idx, minlength=layer.ckpt.scales.shape[0])
-            if np.any(counts != layer.group_size):
-                reasons.append("act-order groups do not all hold exactly group_size rows")
-    elif not getattr(layer, "sym", False) or layer.format not in ("marlin",):
-        reasons.append(f"format {layer.format} is not a symmetric GPTQ layer")
-    return "; ".join(reasons) or None
+    if isinstance(layer, UNIFORM_LAYERS):
+        try:
+            return "; ".join(marlin_reasons(codes_of(layer))) or None
+        except FormatRuleError as err:
+            return str(err).split(": ", 1)[-1]
+    return f"format {layer.format} is not a uniform (GPTQ-style) layer"
 
 
 def gptq_to_marlin(layer: GPTQLayer) -> MarlinLayer:
@@ -152,6 +151,19 @@ def gptq_to_qigen(layer: GPTQLayer, mb: int | None = None, tb: int = 32, order: 
     return QIGenLayer(layer.name, packed, lay, c.qzeros, c.scales, c.g_idx, layer.group_size, c.checkpoint_format)
 
 
+def _model_dtype(src_path):
+    """The dtype config.json names (``dtype`` or ``torch_dtype``): compressed-tensors keeps scales in
+    the model's dtype. None when absent or not a float type refsim stores."""
+    import ml_dtypes
+
+    folder = Path(src_path) if Path(src_path).is_dir() else Path(src_path).parent
+    if not (folder / "config.json").is_file():
+        return None
+    cfg = read_json(folder / "config.json")
+    name = cfg.get("dtype", cfg.get("torch_dtype"))
+    return {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}.get(name)
+
+
 def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None = None, tb: int = 32,
             progress=None) -> dict:
     """Convert the checkpoint at ``src_path`` to ``to`` (one of :data:`TARGETS`) in the new folder
@@ -173,8 +185,10 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
     summary: dict = {"source": str(src_path), "to": to, "layers": {}}
     with atomic_output_dir(out) as tmp:
         src = open_checkpoint(src_path)
-        if src.format != "gptq":
-            raise FormatRuleError(f"to: conversion to {to} needs a GPTQ source; got a {src.format} checkpoint")
+        sources = ("gptq",) if to == "qigen" else _UNIFORM_SOURCES
+        if src.format not in sources:
+            raise FormatRuleError(f"to: conversion to {to} needs a {' / '.join(sources)} source; got a "
+                                  f"{src.format} checkpoint")
         names = src.layer_names()
         converted = []
         for i, name in enumerate(names):
@@ -185,23 +199,43 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
                     new, err = gptq_to_marlin_requantized(layer)
                     summary["layers"][name] = {"requantized": True, "reason": why, **err}
                 else:
-                    new = gptq_to_marlin(layer)
+                    new = gptq_to_marlin(layer) if isinstance(layer, GPTQLayer) else to_marlin(codes_of(layer))
                     summary["layers"][name] = {"requantized": False}
             elif to in ("gptq-v1", "gptq-v2"):
-                new = gptq_change_zero_convention(layer, "gptq" if to == "gptq-v1" else "gptq_v2")
+                fmt = "gptq" if to == "gptq-v1" else "gptq_v2"
+                new = gptq_change_zero_convention(layer, fmt) if isinstance(layer, GPTQLayer) \
+                    else to_gptq(codes_of(layer), fmt)
+            elif to == "awq":
+                new = to_awq(codes_of(layer))
+            elif to == "compressed-tensors":
+                new = to_ct(codes_of(layer), _model_dtype(src_path))
             else:
                 new = gptq_to_qigen(layer, mb, tb)
             converted.append(new)
+            summary["layers"].setdefault(name, {"requantized": False})
             if progress is not None:
                 progress(i + 1, len(names), name)
-        consumed = {f"{n}.{suf}" for n in names for suf in ("qweight", "qzeros", "scales", "g_idx")}
+        consumed = {f"{n}.{suf}" for n in names for suf in src.suffixes[0] + src.suffixes[1] if suf != "bias"}
         consumed |= {t for new in converted for t in new.tensors()}
         keep = {t: src.tensor(t) for t in src.tensor_names() if t not in consumed}
+        qc = None
         if to == "marlin":
             write_refsim(tmp, "marlin", converted, {"bits": 4, "sym": True, "source": str(src_path)}, keep)
         elif to == "qigen":
             write_refsim(tmp, "qigen", converted, {"source": str(src_path)}, keep)
+        elif to == "awq":
+            write_awq(tmp, converted, keep)
+            qc = json.loads((tmp / "config.json").read_text())["quantization_config"]
+        elif to == "compressed-tensors":
+            tensors = dict(keep)
+            for new in converted:
+                tensors.update(new.tensors())
+            save_model_tensors(tmp, tensors)
+            ignore = getattr(src, "ignore", None) or []
+            qc = ct_quantization_config(converted, ignore)
         else:
             write_gptq(tmp, converted, keep)
+            qc = json.loads((tmp / "quantize_config.json").read_text())
         src.close()
+        finish(tmp, Path(src_path), qc)
     return summary

@@ -44,9 +44,18 @@ from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import (Checkpoint, config_field, read_json, require_layers,
                                   require_out_folder, require_tensor_dict)
-from refsim.io.tensors import save_tensors
+from refsim.io.hf_folder import save_model_tensors
 
 __all__ = ["GPTQLayer", "AWQLayer", "GPTQReader", "AWQReader", "write_gptq", "write_awq", "gptq_config"]
+
+
+def _require_positive_scales(fname: str, name: str, scales: np.ndarray) -> None:
+    """GPTQ and AWQ quantizers only produce finite scales > 0 (a zero range is widened, AutoAWQ clamps to
+    1e-5): anything else is a corrupt file, refused by name and value."""
+    ok = np.isfinite(scales) & (scales > 0)
+    if not ok.all():
+        raise CheckpointError(f"{fname}: tensor {name + '.scales'!r}: scales must be finite and > 0; "
+                              f"got {float(scales[~ok][0])}")
 
 
 def _g_rows(k: int, group_size: int | None) -> int:
@@ -105,7 +114,8 @@ def gptq_config(bits: int, group_size: int | None, desc_act: bool, sym: bool,
     """The quantize_config.json object AutoGPTQ / GPTQModel write."""
     return {"bits": bits, "group_size": -1 if group_size is None else group_size, "desc_act": desc_act,
             "sym": sym, "checkpoint_format": checkpoint_format, "quant_method": "gptq",
-            "static_groups": False, "true_sequential": True, "damp_percent": 0.01}
+            "static_groups": False, "true_sequential": True, "damp_percent": 0.01, "lm_head": False,
+            "pack_dtype": "int32"}
 
 
 class GPTQReader(Checkpoint):
@@ -153,9 +163,7 @@ class GPTQReader(Checkpoint):
         qweight = self.tensor(f"{name}.qweight", dtype=np.int32, shape=(kw, n))
         qzeros = self.tensor(f"{name}.qzeros", dtype=np.int32, shape=(g, n * b // 32))
         scales = self.tensor(f"{name}.scales", dtype=np.float16, shape=(g, n))
-        where = self._where[name + ".scales"].name
-        if not np.isfinite(scales).all():
-            raise CheckpointError(f"{where}: tensor {name + '.scales'!r}: scales must be finite; got NaN or Inf")
+        _require_positive_scales(self._where[name + ".scales"].name, name, scales)
         if self.has(f"{name}.g_idx"):
             g_idx = self.tensor(f"{name}.g_idx", dtype=(np.int32, np.int64), shape=(k,)).astype(np.int32)
         elif self.desc_act:
@@ -266,9 +274,7 @@ class AWQReader(Checkpoint):
         qweight = self.tensor(f"{name}.qweight", dtype=np.int32, shape=(k, w))
         qzeros = self.tensor(f"{name}.qzeros", dtype=np.int32, shape=(k // gs, w))
         scales = self.tensor(f"{name}.scales", dtype=np.float16, shape=(k // gs, n))
-        if not np.isfinite(scales).all():
-            raise CheckpointError(f"{self._where[name + '.scales'].name}: tensor {name + '.scales'!r}: "
-                                  "scales must be finite; got NaN or Inf")
+        _require_positive_scales(self._where[name + ".scales"].name, name, scales)
         bias = self.tensor(f"{name}.bias", dtype=(np.float16, np.float32), shape=(n,)) if self.has(f"{name}.bias") else None
         return AWQLayer(name, awq_format.AWQCheckpoint(qweight, qzeros, scales, gs), bias)
 
@@ -290,7 +296,7 @@ def write_gptq(out: Path, layers: list[GPTQLayer], extra_tensors: dict | None = 
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())
-    save_tensors(out / "model.safetensors", tensors, {"format": "pt"})
+    save_model_tensors(out, tensors, {"format": "pt"})
     cfg = gptq_config(first.bits, first.group_size, first.desc_act, first.sym, first.ckpt.checkpoint_format)
     (out / "quantize_config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
@@ -308,7 +314,7 @@ def write_awq(out: Path, layers: list[AWQLayer], extra_tensors: dict | None = No
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())
-    save_tensors(out / "model.safetensors", tensors, {"format": "pt"})
+    save_model_tensors(out, tensors, {"format": "pt"})
     cfg = {"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": gs.pop(),
                                    "zero_point": True, "version": "gemm"}}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")

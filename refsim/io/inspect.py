@@ -26,7 +26,7 @@ from refsim.io.gptq import GPTQLayer
 
 __all__ = ["inspect_checkpoint", "format_table"]
 
-_ZERO_CONVENTION = {"awq": "awq (stored zero)", "marlin": "none (symmetric, fixed 8)", "anyprec": "lut (non-uniform)",
+_ZERO_CONVENTION = {"awq": "awq (stored zero)", "compressed-tensors": "signed (stored zero + 2**(b-1); none if sym)", "marlin": "none (symmetric, fixed 8)", "anyprec": "lut (non-uniform)",
                     "atom": "none (symmetric, signed codes)", "mixed_2_4_16": "per group (2-bit/4-bit)",
                     "fp": "n/a (unquantized)"}
 
@@ -72,17 +72,23 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             "marlin": {"ok": why_marlin is None, "reason": why_marlin},
             "qigen": {"ok": why_qigen is None, "reason": why_qigen},
         })
+        if lay.format == "compressed-tensors":
+            layers[-1]["scheme"] = {"type": "int", "num_bits": int(lay.bits), "strategy": lay.strategy,
+                                    "group_size": lay.group_size, "symmetric": bool(lay.sym),
+                                    "actorder": lay.actorder, "g_idx": lay.g_idx is not None,
+                                    "scale_dtype": str(lay.scale.dtype)}
         del lay
         if progress is not None:
             progress(i + 1, len(names), name)
     fmt = ck.format
+    extra = {"quantization_config": ck.config} if fmt == "compressed-tensors" else {}
     ck.close()
     disk = sum(r["bytes_on_disk"] for r in layers)
     fp16 = sum(r["bytes_fp16"] for r in layers)
     return {"path": str(path), "format": fmt, "n_layers": len(layers), "layers": layers,
             "bytes_on_disk": disk, "bytes_fp16": fp16, "ratio_to_fp16": disk / fp16 if fp16 else None,
             "marlin_incompatible": [r["name"] for r in layers if not r["marlin"]["ok"]],
-            "v1_zero_overflows": sum(r["v1_zero_overflows"] for r in layers)}
+            "v1_zero_overflows": sum(r["v1_zero_overflows"] for r in layers), **extra}
 
 
 _SUMMARY_KEYS = ("path", "format", "n_layers", "bytes_on_disk", "bytes_fp16", "ratio_to_fp16", "layers",

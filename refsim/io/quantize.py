@@ -1,24 +1,29 @@
 """Quantize a whole FP safetensors model layer by layer, on any executor.
 
-    model (FP safetensors)                  calibration X per layer (T, K) float32
-         │  FPReader: one layer's W at a time     (MiniLM inputs on real text, a file, or none)
+    model (FP safetensors) + text ──► refsim.io.calibrate: the model's NumPy forward, block by block
+         │                                (refsim.io.models: Llama-style decoders, BERT-style encoders);
+         │                                each group of linears quantized on the outputs of the
+         │                                already-quantized layers before it (sequential)
          ▼
-    quantize_layer_job(model path, layer name, X, options)     ← runs on a worker; pure function
+    quantize_layer_job(model path, layer name, X, options, W)   ← runs on a worker; pure function
          │  W (K, N) → method → format layer (GPTQ/AWQ/Any-Precision/Atom/2/4/16 tensors)
-         │  quality: rel. output error ‖XW − XŴ‖/‖XW‖ with Ŵ read back from the packed tensors
+         │  in-sample error ‖XW − XŴ‖/‖XW‖ with Ŵ read back from the packed tensors
          ▼
-    parent: results in submission order → model.safetensors + config (+ quality.json)
+    parent: results → model.safetensors (or shards) + config.json + tokenizer files + quality.json
+            (held-out text: per-layer error and perplexity / embedding cosine at the model output)
+
+Models without a forward are quantized one layer at a time from the file (RTN, AWQ's quantizer step
+without the searches, or per-layer inputs from a safetensors file).
 
 Methods and the checkpoint each writes:
 
     rtn            GPTQ checkpoint; plain round-to-nearest (refsim.quant.rtn, no clip search),
                    ``gptq_asym`` / ``gptq_sym`` scheme (fp32 arithmetic, as AutoGPTQ)
     gptq           GPTQ checkpoint; refsim.quant.gptq.gptq_quantize with H = 2/n XᵀX
-    awq            AutoAWQ GEMM checkpoint; AutoAWQ's quantizer step on the fp16 weights
-                   (``uniform.quantize(..., scheme="awq")`` in fp16) and the integers
-                   ``WQLinear_GEMM.from_linear`` packs (:func:`awq_intweight`). The activation-aware
-                   scale and clip searches of AutoAWQ are not run (refsim has no model graph to
-                   fold scales into): the words are those AutoAWQ writes for the same weights.
+    awq            AutoAWQ GEMM checkpoint; with a forward, AutoAWQ's scale and clip searches
+                   (refsim.quant.awq via refsim.io.calibrate.run_awq), then AutoAWQ's quantizer step
+                   on the fp16 weights (``uniform.quantize(..., scheme="awq")`` in fp16) and the
+                   integers ``WQLinear_GEMM.from_linear`` packs (:func:`awq_intweight`)
     anyprec        Any-Precision; seed k-means + upscaling (refsim.quant.upscale) with the
                    isotropic-gradient Fisher proxy (refsim.quant.fisher.expected_isotropic_fisher);
                    without calibration inputs every weight counts equally (plain k-means)
@@ -33,7 +38,6 @@ plus the tensors passed through unchanged (embeddings, norms, biases).
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -58,8 +62,8 @@ from refsim.io.containers import AnyPrecisionLayer, AtomLayerFile, FPReader, Mix
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.output import atomic_output_dir
 
-__all__ = ["METHODS", "QuantizeOptions", "LayerResult", "quantize_layer_job", "awq_intweight",
-           "quantize_model", "relative_output_error", "minilm_embedding_similarity"]
+__all__ = ["METHODS", "OUTPUT_FORMATS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
+           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs"]
 
 METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
 _NEEDS_CALIB = ("gptq", "atom", "mixed_2_4_16")
@@ -159,13 +163,17 @@ def require_array_numeric(name: str, x) -> np.ndarray:
     return x
 
 
-def _awq_layer(name: str, W: np.ndarray, o: QuantizeOptions) -> AWQLayer:
-    if o.bits != 4:
-        raise FormatRuleError(f"bits: AWQ GEMM checkpoints are 4-bit; got {o.bits}")
+def _awq_layer(name: str, W: np.ndarray, o: QuantizeOptions):
+    """AutoAWQ's quantizer step: an AWQLayer (GEMM words) at 4 bits; at other widths (written as
+    compressed-tensors or GPTQ) a GPTQ v2 layer holding the same codes, zeros and fp16 scales."""
     w16 = W.astype(np.float16)  # AutoAWQ: linear_layer.half()
     k = w16.shape[0]
     gs = k if o.group_size is None else o.group_size
-    uq = uniform.quantize(w16, 4, scheme="awq", granularity="group", group_size=gs)
+    uq = uniform.quantize(w16, o.bits, scheme="awq", granularity="group", group_size=gs)
+    if o.bits != 4:
+        g_idx = gptq_format.default_g_idx(k, o.group_size)
+        ck = gptq_format.pack(uq.q, uq.scale.astype(np.float16), uq.zero, o.bits, g_idx=g_idx, checkpoint_format="gptq_v2")
+        return GPTQLayer(name, ck, o.group_size, False, False)
     s16 = uq.scale.astype(np.float16)  # exact: the fp16 path returns fp16 values
     z = uq.zero
     # pseudo_quantize_tensor leaves w = (q - z) * s in the layer, fp16 ops
@@ -226,10 +234,12 @@ def _quantize(name: str, W: np.ndarray, X: np.ndarray | None, o: QuantizeOptions
     raise FormatRuleError(f"method: must be one of {list(METHODS)}; got {o.method!r}")  # pragma: no cover
 
 
-def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: QuantizeOptions) -> LayerResult:
+def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: QuantizeOptions,
+                       W: np.ndarray | None = None) -> LayerResult:
     """Quantize the layer ``name`` of the FP model at ``model`` (a path every worker can read).
 
-    Reads only that layer's weight (memory-mapped file), quantizes it with ``options.method``,
+    Reads only that layer's weight (memory-mapped file) -- or takes ``W`` float (K, N) when given
+    (sequential calibration and AWQ hand over the weights they changed) --, quantizes it with ``options.method``,
     reads the result back from the packed tensors (``layer.dequantize()``) and measures the
     relative output error on ``X`` float32 (T, K) (``None``: weight error only). Pure: the same
     arguments give the same tensors bit for bit on any worker (BLAS is held to one thread inside
@@ -240,6 +250,8 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
     require_instance("name", name, str)
     if X is not None:
         X = require_ndim("X", require_float_array("X", X), 2)
+    if W is not None:
+        W = require_ndim("W", require_float_array("W", W), 2)
     require_instance("options", options, QuantizeOptions)
     require_choice("options.method", options.method, METHODS)
     from threadpoolctl import threadpool_limits
@@ -253,8 +265,10 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
     # parallelism instead
     try:
         with threadpool_limits(limits=1):
-            with FPReader(Path(model)) as ck:
-                W = ck.read_layer(name).W.astype(np.float32)  # (K, N)
+            if W is None:
+                with FPReader(Path(model)) as ck:
+                    W = ck.read_layer(name).W  # (K, N)
+            W = W.astype(np.float32)
             layer = _quantize(name, W, X, options)
             W_hat = layer.dequantize().astype(np.float32)
             err = None if X is None else relative_output_error(X, W, W_hat)
@@ -270,87 +284,74 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
 # ----------------------------------------------------------------------------------------------
 # the model
 # ----------------------------------------------------------------------------------------------
-_SENTENCES = (
-    ("A man is playing a guitar.", "Someone plays an instrument."),
-    ("The weather is cold and rainy today.", "It is a wet, chilly day."),
-    ("Quantized kernels must match the reference bit for bit.", "The cat sleeps on the warm mat."),
-    ("Stock markets fell sharply on Monday.", "Shares dropped steeply at the start of the week."),
-)
+#: layers left unquantized unless --ignore says otherwise: embeddings and the output head, as
+#: GPTQModel, AutoAWQ and llm-compressor do by default
+DEFAULT_IGNORE = r"(^|\.)(lm_head|embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$"
+#: method -> the checkpoint it writes (``to`` may pick compressed-tensors for the uniform ones)
+_WRITES = {"rtn": "gptq", "gptq": "gptq", "awq": "awq", "anyprec": "anyprec", "atom": "atom",
+           "mixed_2_4_16": "mixed_2_4_16"}
+OUTPUT_FORMATS = ("auto", "gptq", "awq", "compressed-tensors")
 
 
-def _embedding(sentence: str, weights: dict | None = None) -> np.ndarray:
-    """Unit-norm mean-pooled MiniLM embedding (float64 (384,)); FP ones are cached."""
-    from refsim.data import calibration as cal
-
-    if weights is None:
-        return _fp_embedding(sentence)
-    h, _ = cal.forward([101] + cal.tokenize(sentence) + [102], weights)
-    e = h.mean(axis=0).astype(np.float64)
-    return e / np.linalg.norm(e)
-
-
-@functools.lru_cache(maxsize=32)
-def _fp_embedding(sentence: str) -> np.ndarray:
-    return _embedding(sentence, {})
-
-
-def minilm_embedding_similarity(weights: dict[str, np.ndarray]) -> dict:
-    """Model-level quality on all-MiniLM-L6-v2: cosine similarity between the FP model's and the
-    quantized model's mean-pooled sentence embeddings (8 fixed sentences), and whether the
-    quantized model still ranks each paraphrase pair above the unrelated pair.
-    ``weights``: dequantized layers, safetensors names, (N, K) float32."""
-    require_instance("weights", weights, dict)
-    for k, v in weights.items():
-        require_instance("weights: key", k, str)
-        require_float_array(f"weights[{k!r}]", v)
-    cos = []
-    for a, b in _SENTENCES:
-        for s in (a, b):
-            cos.append(float(_embedding(s) @ _embedding(s, weights)))
-    return {"embedding_cosine_mean": float(np.mean(cos)), "embedding_cosine_min": float(np.min(cos)),
-            "sentences": 2 * len(_SENTENCES)}
-
-
-def _is_minilm(names: list[str]) -> bool:
-    return any(n.startswith("encoder.layer.0.attention.self.query") for n in names)
-
-
-def calibration_inputs(spec: str, names: list[str], model: Path) -> dict[str, np.ndarray] | None:
-    """Calibration activations per layer: "minilm:T" (the MiniLM inputs on T real tokens, keyed by
-    layer), a safetensors file whose tensors are named by layer (float (T, K)), or "none"."""
-    if spec == "none":
-        return None
-    if spec.startswith("minilm:"):
-        t = spec[len("minilm:"):]
-        if not t.isdigit() or int(t) < 1:
-            raise FormatRuleError(f"calib: token count in {spec!r} must be a positive integer; got {t!r}")
-        from refsim.data import calibration as cal
-
-        if not _is_minilm(names):
-            raise FormatRuleError(f"calib: 'minilm:T' needs the all-MiniLM-L6-v2 layers; {model} has other names")
-        inputs = cal.layer_inputs(int(t))
-        return {name[: -len(".weight")]: x for name, x in inputs.items()}
+def calibration_inputs(path: str) -> dict[str, np.ndarray]:
+    """Per-layer calibration inputs from a safetensors file whose tensors are named by layer (float (T, K))."""
     from refsim.io.tensors import TensorFile
 
-    with TensorFile(spec) as tf:
+    with TensorFile(path) as tf:
         return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
+
+
+def _select(all_names: list[str], layers: str | None, ignore: str | None, model: Path) -> list[str]:
+    def compile_(what, text):
+        try:
+            return re.compile(text)
+        except re.error as err:
+            raise FormatRuleError(f"{what}: must be a regular expression; got {text!r} ({err})") from None
+
+    pat = None if layers is None else compile_("layers", layers)
+    ign = compile_("ignore", DEFAULT_IGNORE if ignore is None else ignore) if ignore != "" else None
+    names = [n for n in all_names if (pat is None or pat.search(n)) and (ign is None or not ign.search(n))]
+    if not names:
+        raise FormatRuleError(f"layers: selects no layer of {model}; got layers={layers!r}, ignore={ignore!r}")
+    return names
+
+
+def _output_format(options: QuantizeOptions, to: str) -> str:
+    to = require_choice("to", to, OUTPUT_FORMATS)
+    native = _WRITES[options.method]
+    if options.method == "awq" and options.bits != 4 and to in ("auto", "awq"):
+        raise FormatRuleError(f"bits: AWQ GEMM checkpoints are 4-bit; got {options.bits} (use --to compressed-tensors)")
+    if to in ("auto", native):
+        return native
+    if to == "compressed-tensors" and native in ("gptq", "awq"):
+        return to
+    raise FormatRuleError(f"to: method {options.method!r} writes {native}; it cannot write {to!r}")
 
 
 def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: QuantizeOptions, *,
                    executor: Executor | None = None, calib: str = "auto", layers: str | None = None,
-                   progress: Callable | None = None) -> dict:
-    """Quantize every selected linear layer of the FP model ``model`` into the new folder ``out``.
+                   ignore: str | None = None, to: str = "auto", heldout: str = "corpus",
+                   heldout_tokens: int | None = None, progress: Callable | None = None) -> dict:
+    """Quantize the linear layers of the FP model ``model`` into the new folder ``out``.
 
-    ``layers``: regular expression on layer names (default: every 2-D ``.weight`` that has
-    calibration inputs, or, without calibration, every one except embeddings). ``calib``: "auto"
-    (MiniLM inputs on 256 tokens for MiniLM, else "none"), "none", "minilm:T" or a safetensors
-    file. ``progress(done, total, name)`` is called after each layer. Writes the checkpoint
-    atomically (temporary folder + rename) with ``quality.json`` beside it; returns the summary.
+    ``calib``: "auto" (the built-in corpus, :data:`refsim.io.calibrate.DEFAULT_CALIB_TOKENS` tokens,
+    when refsim has a forward for the model -- Llama-style decoders, BERT-style encoders --, else
+    "none"), "none", "corpus:T", a UTF-8 text file ("PATH" or "PATH:T"), or a safetensors file of
+    per-layer inputs (float (T, K) named by layer; no forward, no sequential calibration).
+    With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
+    regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
+    nothing). ``to``: "auto" (the method's format) or "compressed-tensors" (rtn, gptq, awq).
+    ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level), on
+    ``heldout_tokens`` tokens (default :data:`refsim.io.calibrate.DEFAULT_HELDOUT_TOKENS`).
+    ``progress(done, total, name)`` after each layer. Writes the folder atomically (config.json with
+    quantization_config, the source's tokenizer and generation files, quality.json); returns the summary.
     ``executor``: any ``concurrent.futures.Executor`` (default: run the layers one by one here).
     """
     from threadpoolctl import threadpool_limits
 
+    from refsim.io import calibrate
     from refsim.io.executor import SerialExecutor
+    from refsim.io.models import load_model, model_family
 
     require_path("model", model)
     require_path("out", out)
@@ -358,9 +359,15 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     require_choice("method", options.method, METHODS)
     executor = SerialExecutor() if executor is None else require_instance("executor", executor, Executor)
     require_instance("calib", calib, str)
-    if layers is not None:
-        require_instance("layers", layers, str)
+    for what, v in (("layers", layers), ("ignore", ignore)):
+        if v is not None:
+            require_instance(what, v, str)
+    require_instance("heldout", heldout, str)
+    heldout_tokens = calibrate.DEFAULT_HELDOUT_TOKENS if heldout_tokens is None else \
+        require_int("heldout_tokens", heldout_tokens, minimum=1)
     require_callable("progress", progress, allow_none=True)
+    fmt = _output_format(options, to)
+    kind, source, tokens = calibrate.parse_calib(calib)
     model, out_path = Path(model), Path(out)
     with atomic_output_dir(out_path) as tmp:
         src = open_checkpoint(model)
@@ -368,58 +375,119 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
             raise CheckpointError(f"{model}: quantize needs an unquantized (FP) safetensors model; got a "
                                   f"{src.format} checkpoint (use 'refsim convert')")
         all_names = src.layer_names()
-        if calib == "auto":
-            calib = "minilm:256" if _is_minilm(all_names) else "none"
-        X = calibration_inputs(calib, all_names, model)
-        if X is None and options.method in _NEEDS_CALIB:
-            raise FormatRuleError(f"calib: method {options.method!r} needs calibration activations; got 'none'")
-        if layers is not None:
-            try:
-                pat = re.compile(layers)
-            except re.error as err:
-                raise FormatRuleError(f"layers: must be a regular expression; got {layers!r} ({err})") from None
-            names = [n for n in all_names if pat.search(n)]
-        elif X is not None:
-            names = [n for n in all_names if n in X]
-        else:
-            names = [n for n in all_names if "embed" not in n]
-        if not names:
-            raise FormatRuleError(f"layers: selects no layer of {model}; got {layers!r}")
-        if X is not None:
-            missing = [n for n in names if n not in X]
+        family = model_family(model, src.tensor_names())
+        if calib == "auto" and (family is None or options.method == "rtn"):
+            kind = "none"  # nothing to calibrate (RTN) or no forward for this model
+        if kind == "none" and options.method in _NEEDS_CALIB:
+            raise FormatRuleError(f"calib: method {options.method!r} needs calibration (text through the model's "
+                                  f"forward, or per-layer inputs); got {calib!r}"
+                                  + ("" if family else f" and refsim has no forward for {model}"))
+        names = _select(all_names, layers, ignore, model)
+        X_file = calibration_inputs(source) if kind == "inputs" else None
+        if X_file is not None:
+            missing = [n for n in names if n not in X_file]
             if missing:
                 raise FormatRuleError(f"calib: no calibration inputs for layer {missing[0]!r} "
                                       f"({len(missing)} layers without inputs)")
+        lm = load_model(model) if (kind == "text" or family is not None) else None
+        if lm is not None and layers is None:  # default: the projections of the model's blocks
+            names = [n for n in names if n in set(lm.arch.linear_names())]
+        if lm is not None:
+            unknown = [n for n in names if n + ".weight" in lm.weights and n not in lm.arch.linear_names()]
+            if kind == "text" and unknown:
+                raise FormatRuleError(f"layers: {unknown[0]!r} is not a linear layer of the model's blocks "
+                                      "(text calibration covers the blocks' projections; use --ignore)")
+        selected = set(names)
+        t0 = time.perf_counter()
+        results: dict[str, LayerResult] = {}
+
+        def submit(jobs):
+            futs = [(n, executor.submit(quantize_layer_job, str(model), n, X, options, Wk)) for n, Wk, X in jobs]
+            done = {}
+            for n, f in futs:
+                r = f.result()
+                results[n] = r
+                done[n] = r.layer.dequantize().astype(np.float32)
+            return done
+
+        changed: dict[str, np.ndarray] = {}
+        input_scale: dict[str, np.ndarray] = {}
+        W_q = None
+        # one BLAS thread while jobs run (jobs in threads of this process share the setting)
+        with threadpool_limits(limits=1):
+            if kind == "text":
+                ids = calibrate.calibration_ids(lm, source, tokens)
+                if options.method == "awq":
+                    W_q, changed, input_scale = calibrate.run_awq(lm, selected, ids, options.bits,
+                                                                  options.group_size or 0, submit, progress)
+                else:
+                    W_q = calibrate.run_sequential(lm, selected, ids, submit, progress)
+            else:
+                for i, n in enumerate(names):
+                    submit([(n, None, None if X_file is None else X_file[n])])
+                    if progress is not None:
+                        progress(i + 1, len(names), n)
+        wall = time.perf_counter() - t0
+        ordered = [results[n] for n in names]
+        lays = [r.layer for r in ordered]
         quantized = {f"{n}.weight" for n in names}
         passthrough = {t: src.tensor(t) for t in src.tensor_names() if t not in quantized}
+        for t, v in changed.items():  # AWQ folded its scales into these (norm weights, biases)
+            passthrough[t] = v.astype(passthrough[t].dtype)
         src.close()
-
-        t0 = time.perf_counter()
-        # One BLAS thread in this process while jobs run: jobs in threads of this process
-        # (SerialExecutor, an in-process dask cluster) share the process-wide BLAS setting. The
-        # calibration inputs above are computed with the process's own setting, as everywhere else in
-        # refsim (their float32 bits depend on the BLAS thread count; they are computed once, here).
-        with threadpool_limits(limits=1):
-            futures = [executor.submit(quantize_layer_job, str(model), n, None if X is None else X[n], options)
-                       for n in names]
-            results: list[LayerResult] = []
-            for i, fut in enumerate(futures):
-                results.append(fut.result())
-                if progress is not None:
-                    progress(i + 1, len(futures), names[i])
-        wall = time.perf_counter() - t0
-        lays = [r.layer for r in results]
-        writer = {"rtn": write_gptq, "gptq": write_gptq, "awq": write_awq, "anyprec": write_anyprec}.get(options.method)
-        if writer is not None:
-            writer(tmp, lays, passthrough)
-        else:
-            write_refsim(tmp, options.method, lays, extra_tensors=passthrough)
-        summary = {"model": str(model), "method": options.method, "options": asdict(options), "calib": calib,
-                   "layers": [r.summary() for r in results], "wall_seconds": wall,
-                   "max_layer_peak_bytes": max((r.peak_bytes or 0) for r in results)}
-        if _is_minilm(all_names):
-            deq = {f"{r.name}.weight": np.ascontiguousarray(r.layer.dequantize().astype(np.float32).T) for r in results}
-            with threadpool_limits(limits=1):  # small products: several times faster without BLAS threads
-                summary["model_quality"] = minilm_embedding_similarity(deq)
+        # the Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them
+        # (embeddings are not Linear); lm_head is listed even when tied to the embeddings
+        emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
+        unq = [n for n in all_names if n not in selected and not emb.search(n)]
+        if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
+            unq.append("lm_head")
+        _write(tmp, fmt, options, lays, passthrough, model, unq)
+        summary = {"model": str(model), "method": options.method, "format": fmt, "options": asdict(options),
+                   "calib": calib, "calib_tokens": tokens if kind == "text" else None,
+                   "sequential": kind == "text" and options.method != "awq",
+                   "layers": [r.summary() for r in ordered], "wall_seconds": wall,
+                   "max_layer_peak_bytes": max((r.peak_bytes or 0) for r in ordered)}
+        if lm is not None:
+            if W_q is None:
+                W_q = dict(lm.weights)
+                for r in ordered:
+                    W_q[r.name + ".weight"] = np.ascontiguousarray(r.layer.dequantize().astype(np.float32).T)
+            with threadpool_limits(limits=1):
+                per_layer, mq = calibrate.heldout_quality(lm, W_q, [n for n in names if n + ".weight" in lm.weights],
+                                                          input_scale, heldout, heldout_tokens)
+            for row in summary["layers"]:
+                row["heldout_rel_output_error"] = per_layer.get(row["name"])
+            summary["model_quality"] = mq
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _write(tmp: Path, fmt: str, options: QuantizeOptions, lays: list, passthrough: dict, model: Path,
+           unquantized: list[str]) -> None:
+    """The checkpoint files of format ``fmt``, then config.json and the source's side files."""
+    from refsim.io import hf_folder
+    from refsim.io.compressed_tensors import ct_quantization_config
+    from refsim.io.uniform import codes_of, to_ct
+
+    if fmt == "compressed-tensors":
+        dtype = next((v.dtype for k, v in passthrough.items() if v.dtype.kind == "f" and v.ndim == 2), np.float16)
+        cts = [to_ct(codes_of(lay), dtype) for lay in lays]
+        tensors = dict(passthrough)
+        for lay in cts:
+            tensors.update(lay.tensors())
+        hf_folder.save_model_tensors(tmp, tensors)
+        qc = ct_quantization_config(cts, unquantized)
+    elif fmt == "gptq":
+        write_gptq(tmp, lays, passthrough)
+        qc = json.loads((tmp / "quantize_config.json").read_text())
+    elif fmt == "awq":
+        write_awq(tmp, lays, passthrough)
+        qc = json.loads((tmp / "config.json").read_text())["quantization_config"]
+        qc["modules_to_not_convert"] = unquantized or None
+    elif fmt == "anyprec":
+        write_anyprec(tmp, lays, passthrough)
+        qc = None
+    else:
+        write_refsim(tmp, options.method, lays, extra_tensors=passthrough)
+        qc = None
+    hf_folder.finish(tmp, model, qc)

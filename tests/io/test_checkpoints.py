@@ -152,6 +152,8 @@ def _rewrite(path, edit):
     (lambda t: t.update({f"{L0}.g_idx": np.arange(256, dtype=np.int32)[::-1] // 128}), CheckpointError,
      "must equal k // group_size when desc_act is false"),
     (lambda t: t.update({f"{L0}.scales": np.full((2, 256), np.inf, np.float16)}), CheckpointError, "scales must be finite"),
+    (lambda t: t[f"{L0}.scales"].__setitem__((1, 7), 0), CheckpointError, r"scales must be finite and > 0; got 0\.0"),
+    (lambda t: t[f"{L0}.scales"].__setitem__((0, 3), -0.5), CheckpointError, r"scales must be finite and > 0; got -0\.5"),
     (lambda t: t.update({f"{L0}.qweight": t[f"{L0}.qweight"][:, :20]}), CheckpointError, "multiples of 32"),
 ])
 def test_bad_gptq_tensors_are_named(gptq_dir, edit, err, pattern):
@@ -189,7 +191,7 @@ def test_unreadable_configs_and_missing_files_are_named(tmp_path, gptq_dir):
         detect(tmp_path / "empty")
     (tmp_path / "u").mkdir()
     (tmp_path / "u" / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "bitsandbytes"}}))
-    with pytest.raises(CheckpointError, match="quant_method must be 'gptq' or 'awq'.*got 'bitsandbytes'"):
+    with pytest.raises(CheckpointError, match="quant_method must be 'gptq', 'awq' or 'compressed-tensors'.*got 'bitsandbytes'"):
         detect(tmp_path / "u")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "refsim_checkpoint.json").write_text(json.dumps({"format": "exl2"}))

@@ -153,7 +153,7 @@ def test_gptq_to_qigen_round_trips_qweight(tmp_path):
 def test_converting_a_non_gptq_source_is_refused(tmp_path):
     src, _ = _src(tmp_path, sym=True)
     convert(src, "marlin", tmp_path / "m")
-    with pytest.raises(FormatRuleError, match="needs a GPTQ source; got a marlin checkpoint"):
+    with pytest.raises(FormatRuleError, match="needs a gptq source; got a marlin checkpoint"):
         convert(tmp_path / "m", "qigen", tmp_path / "o")
     with pytest.raises(FormatRuleError, match="out: must be a new or empty folder"):
         convert(src, "marlin", tmp_path / "m")
