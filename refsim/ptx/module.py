@@ -17,32 +17,18 @@ Launch arguments, one per ``.param`` of the kernel, in order::
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from refsim.ptx.engine import Launch, LaunchStats, check_launch_shape, needs_handler
-from refsim.ptx.errors import PtxLaunchError, PtxUnsupportedError
+from refsim.ptx import dispatch
+from refsim.ptx.arch import ARCHS, arch_facts, check_launch_shape, sm_number
+from refsim.ptx.engine import Launch, LaunchStats
+from refsim.ptx.errors import PtxLaunchError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.parse import TYPE_BITS, parse
 
-__all__ = ["Module", "SHARED_BYTES_PER_BLOCK"]
+__all__ = ["Module"]
 
-#: Largest shared memory of one block (static + dynamic, with the opt-in attribute), bytes: CUDA
-#: C++ Programming Guide, "Technical Specifications per Compute Capability"; the same numbers as
-#: ``smem_per_block_bytes`` in refsim.gpu_model.specs (checked by tests/ptx/test_module.py).
-SHARED_BYTES_PER_BLOCK = {
-    "sm_70": 98304, "sm_75": 65536, "sm_80": 166912, "sm_86": 101376, "sm_87": 166912,
-    "sm_89": 101376, "sm_90": 232448,
-}
 _SCHEDULES = ("lockstep", "random")
-
-
-def _sm(arch: str) -> int:
-    m = re.fullmatch(r"sm_(\d+)[af]?", arch)
-    if not m:
-        raise PtxLaunchError(f"arch: must look like 'sm_80'; got {arch!r}")
-    return int(m.group(1))
 
 
 class Module:
@@ -57,10 +43,10 @@ class Module:
     def __init__(self, ptx_text: str):
         self._parsed = parse(ptx_text)
         self.target = self._parsed.target.split(",")[0].strip()
-        self._target_sm = _sm(self.target)
+        self._target_sm = sm_number(self.target)
         self._handlers: dict[tuple[str, str], dict[int, object]] = {}
         for name in self._parsed.kernels:
-            self._lookup(name, self.target if self.target in SHARED_BYTES_PER_BLOCK else "sm_80")
+            self._lookup(name, self.target if self.target in ARCHS else "sm_80")
             # build once with a one-thread dummy launch: engine-owned instructions are checked here
             self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch="sm_80",
                                shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
@@ -109,26 +95,10 @@ class Module:
         return k
 
     def _lookup(self, name: str, arch: str) -> dict:
-        from refsim.ptx import semantics
-
+        """The semantics handlers of kernel ``name`` on ``arch`` (checked against the dispatch table once)."""
         key = (name, arch)
         if key not in self._handlers:
-            k = self._parsed.kernels[name]
-            hs, cache = {}, {}
-            for i, ins in enumerate(k.instructions):
-                if ins.opcode == "call":
-                    raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
-                                              f"`{ins.text}`: calls of non-inlined device functions are not supported")
-                if needs_handler(ins):
-                    op = semantics.Op(ins.opcode, ins.mods, ins.types)
-                    try:
-                        if op not in cache:           # handlers are pure: one per distinct instruction
-                            cache[op] = semantics.lookup(op, arch=arch)
-                        hs[i] = cache[op]
-                    except PtxUnsupportedError as e:
-                        raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
-                                                  f"`{ins.text}`: {e}") from None
-            self._handlers[key] = hs
+            self._handlers[key] = dispatch.load(self._parsed.kernels[name], arch)
         return self._handlers[key]
 
     def _dummy_args(self, name: str) -> list:
@@ -158,27 +128,17 @@ class Module:
         """
         if schedule not in _SCHEDULES:
             raise PtxLaunchError(f"schedule: must be one of {_SCHEDULES}; got {schedule!r}")
-        if arch not in SHARED_BYTES_PER_BLOCK:
-            raise PtxLaunchError(f"arch: must be one of {sorted(SHARED_BYTES_PER_BLOCK)}; got {arch!r}")
-        if _sm(arch) < self._target_sm:
+        arch_facts(arch)
+        if sm_number(arch) < self._target_sm:
             raise PtxLaunchError(f"arch: PTX built for .target {self.target} cannot run on {arch}")
         if max_warp_instructions is not None and (not isinstance(max_warp_instructions, (int, np.integer))
                                                   or max_warp_instructions < 1):
             raise PtxLaunchError(f"max_warp_instructions: must be a positive int or None; got {max_warp_instructions!r}")
-        grid = check_launch_shape("grid", grid)
-        block = check_launch_shape("block", block)
-        if block[0] * block[1] * block[2] > 1024 or block[2] > 64:
-            raise PtxLaunchError(f"block: at most 1024 threads and z <= 64; got {block}")
-        if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
-            raise PtxLaunchError(f"grid: y and z must be <= 65535, x < 2**31; got {grid}")
-        if not isinstance(shared_bytes, (int, np.integer)) or isinstance(shared_bytes, bool) or shared_bytes < 0:
-            raise PtxLaunchError(f"shared_bytes: must be a non-negative int; got {shared_bytes!r}")
-        k = self._kernel(kernel)
-        limit = SHARED_BYTES_PER_BLOCK[arch]
-        if k.shared_bytes + int(shared_bytes) > limit:
-            raise PtxLaunchError(f"shared_bytes: static ({k.shared_bytes}) + dynamic ({int(shared_bytes)}) shared "
-                                 f"memory must be <= {limit} bytes per block on {arch}; got "
-                                 f"{k.shared_bytes + int(shared_bytes)}")
+        known = self._parsed.kernels.get(kernel) if isinstance(kernel, str) else None
+        shape = check_launch_shape(arch, grid, block, dynamic_shared_bytes=shared_bytes,
+                                   static_shared_bytes=known.shared_bytes if known else 0)
+        grid, block = shape.grid, shape.block
+        self._kernel(kernel)
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
             raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
         state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
@@ -201,7 +161,7 @@ class Module:
             raw = _param_bytes(i, p, a, gmem)
             param[p.offset:p.offset + p.size] = raw
             size = p.offset + p.size
-        handlers = self._lookup(kernel, arch if arch in SHARED_BYTES_PER_BLOCK else "sm_80")
+        handlers = self._lookup(kernel, arch if arch in ARCHS else "sm_80")
         return Launch(k, handlers, self._parsed.globals, grid, block, bytes(param[:size]), gmem, symbols,
                       arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
                       max_warp_instructions=max_warp_instructions, race=race, poison=poison)
