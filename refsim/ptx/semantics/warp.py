@@ -217,6 +217,26 @@ def _matrix_to_regs(m: np.ndarray, layout, per_reg: int) -> np.ndarray:
     return fragments.pack_registers(frags.view(np.uint16), 16)
 
 
+def _mma_k8(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, d_np) -> np.ndarray:
+    """``mma.m16n8k8`` f16: D = T-FDPA(A row, B column, C) in ONE hardware block of the arch's width
+    L: the 8 products fill it (L = 8: Ampere/Ada) or half of it (L = 16: Hopper; the other half are
+    zero products, which neither move the alignment exponent nor add anything). A zero result is +0
+    unless every product and C are -0, also when a nonzero sum rounds to zero (the H100 returns +0
+    for a negative f16 sum below half the smallest subnormal).
+    A (W, 16, 8), B (W, 8, 8) float16; C (W, 16, 8) float32|float16 -> D (W, 16, 8) ``d_np``."""
+    L = tensor_core.model(arch).block
+    W = A.shape[:-2]
+    a = np.zeros(W + (16, 8, L), np.float16)
+    b = np.zeros(W + (16, 8, L), np.float16)
+    a[..., :8] = A[..., :, None, :]                               # (W, M, N, k)
+    b[..., :8] = np.swapaxes(B, -1, -2)[..., None, :, :]
+    D = tensor_core.fdpa(arch, a, b, C, d_np)
+    p_zero = (a[..., :8] == 0) | (b[..., :8] == 0)
+    p_neg = np.signbit(a[..., :8]) ^ np.signbit(b[..., :8])
+    all_neg_zero = (p_zero & p_neg).all(axis=-1) & (C == 0) & np.signbit(C)
+    return np.where(D == 0, np.where(all_neg_zero, d_np(-0.0), d_np(0.0)), D).astype(d_np)
+
+
 def _build_mma(op: Op, arch: str) -> Handler:
     mods = list(op.mods)
     shapes = [m for m in mods if m.startswith("m") and m[1:].replace("n", "").replace("k", "").isdigit()]
@@ -234,9 +254,6 @@ def _build_mma(op: Op, arch: str) -> Handler:
     if atype in ("f16",) and btype == "f16":
         if shape not in _FLOAT_LAYOUTS or dtype not in ("f32", "f16") or ctype not in ("f32", "f16") or satfinite:
             raise unsupported(op, "f16 mma is executed for m16n8k16/m16n8k8 with f32/f16 C and D")
-        if shape == "m16n8k8" and tensor_core.model(arch).block != 8:
-            raise unsupported(op, f"m16n8k8 on {arch}: the {tensor_core.model(arch).block}-product block has "
-                                  f"no published behaviour for k = 8")
         la, lb, lc = mma_fragments(shape, atype)
         K = la.shape[1]
         c_np = np.float32 if ctype == "f32" else np.float16
@@ -256,11 +273,8 @@ def _build_mma(op: Op, arch: str) -> Handler:
                                             opb.values[..., None, :, :], opb.exps[..., None, :, :], C)
             elif K == 16:
                 D = tensor_core.mma_m16n8k16(arch, A, B, C, d_np)
-            else:                                                         # one block of 8 products
-                W = A.shape[:-2]
-                a8 = np.broadcast_to(A[..., :, None, :], W + (16, 8, 8))
-                b8 = np.broadcast_to(np.swapaxes(B, -1, -2)[..., None, :, :], W + (16, 8, 8))
-                D = tensor_core.fdpa(arch, np.ascontiguousarray(a8), np.ascontiguousarray(b8), C, d_np)
+            else:                                                         # k = 8: one hardware block
+                D = _mma_k8(arch, A, B, C, d_np)
             return (_matrix_to_regs(D, lc, 1 if dtype == "f32" else 2),)
 
         nc = 4 if ctype == "f32" else 2
