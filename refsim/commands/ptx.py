@@ -80,11 +80,9 @@ def stats_text(text: str, arch: str, full: bool = False) -> str:
 
     parsed = parse(text)
     usage = _ptxas_usage(text, arch)
-    try:
-        module = ptx.Module(text)
-        runnable = "yes"
-    except ptx.PtxError as e:
-        module, runnable = None, f"no: {e}"
+    module = ptx.Module(text)
+    refused = module.unsupported
+    runnable = "yes" if not refused else f"{len(parsed.kernels) - len(refused)} of {len(parsed.kernels)} kernels"
     out = []
     for name, k in parsed.kernels.items():
         mix: dict[str, int] = {}
@@ -95,7 +93,8 @@ def stats_text(text: str, arch: str, full: bool = False) -> str:
         out.append(f"kernel {name}: {total} static instructions, {len(k.params)} parameters, "
                    f"{k.shared_bytes} bytes static shared memory")
         out.append(f"  ptxas ({arch}): {usage.get(name, 'n/a (ptxas not found)')}")
-        if module is not None:
+        out.append(f"  refsim.ptx runs it: {'no: ' + refused[name] if name in refused else 'yes'}")
+        if name not in refused:
             pairs = module.contractible(name)
             lines = ", ".join(f"{a}+{b}" for a, b in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
             out.append(f"  contractible mul+add pairs (ptxas may fuse; see docs/ptx.md): {len(pairs)}"

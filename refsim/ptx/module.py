@@ -22,7 +22,7 @@ import numpy as np
 from refsim.ptx import dispatch
 from refsim.ptx.arch import ARCHS, arch_facts, check_launch_shape, sm_number
 from refsim.ptx.engine import Launch, LaunchStats
-from refsim.ptx.errors import PtxLaunchError
+from refsim.ptx.errors import PtxLaunchError, PtxUnsupportedError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.parse import TYPE_BITS, parse
 
@@ -34,10 +34,12 @@ _SCHEDULES = ("lockstep", "random")
 class Module:
     """A parsed PTX module.
 
-    ``Module(ptx_text)`` parses every ``.entry`` and looks up the semantics of every static
-    instruction once; malformed or unsupported PTX raises :class:`refsim.ptx.PtxError` naming
-    line, column and instruction. ``kernels`` is the tuple of ``.entry`` names (mangled, as in
-    the PTX).
+    ``Module(ptx_text)`` parses every ``.entry`` and checks every static instruction against the
+    dispatch table once. Malformed PTX raises :class:`refsim.ptx.PtxParseError` naming line and
+    column. A kernel holding an instruction refsim does not execute is refused alone: the module
+    loads, :attr:`unsupported` says which kernels cannot run and why, and launching one raises
+    :class:`refsim.ptx.PtxUnsupportedError` naming the kernel and the line. ``kernels`` is the tuple
+    of ``.entry`` names (mangled, as in the PTX), runnable or not.
     """
 
     def __init__(self, ptx_text: str):
@@ -45,17 +47,32 @@ class Module:
         self.target = self._parsed.target.split(",")[0].strip()
         self._target_sm = sm_number(self.target)
         self._handlers: dict[tuple[str, str], dict[int, object]] = {}
-        for name in self._parsed.kernels:
-            self._lookup(name, self.target if self.target in ARCHS else "sm_80")
-            # build once with a one-thread dummy launch: engine-owned instructions are checked here
-            self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch="sm_80",
-                               shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
-                               race=False, poison=False)
+        self._refused: dict[str, str] = {}
+        load_arch = self.target if self.target in ARCHS else "sm_80"
+        for name, k in self._parsed.kernels.items():
+            if k.refused is not None:
+                self._refused[name] = k.refused
+                continue
+            try:
+                self._lookup(name, load_arch)
+                # build once with a one-thread dummy launch (at the .target's own model: an sm_89
+                # module may hold instructions no sm_80 model has): engine-owned forms are checked here
+                self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch=load_arch,
+                                   shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
+                                   race=False, poison=False)
+            except PtxUnsupportedError as e:
+                self._refused[name] = str(e)
 
     @property
     def kernels(self) -> tuple[str, ...]:
         """Names of the ``.entry`` kernels, mangled, in PTX order."""
         return tuple(self._parsed.kernels)
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        """The kernels refsim cannot run, each with the first refusal (kernel, PTX line, column,
+        instruction and why); empty when every kernel runs. A copy: changing it changes nothing."""
+        return dict(self._refused)
 
     def params(self, kernel: str) -> tuple:
         """The kernel's parameters: tuples of (name, PTX type, size in bytes)."""
@@ -139,6 +156,8 @@ class Module:
                                    static_shared_bytes=known.shared_bytes if known else 0)
         grid, block = shape.grid, shape.block
         self._kernel(kernel)
+        if kernel in self._refused:
+            raise PtxUnsupportedError(f"kernel {kernel} cannot run in refsim.ptx: {self._refused[kernel]}")
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
             raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
         state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),

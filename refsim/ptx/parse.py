@@ -26,6 +26,11 @@ Operands are tuples, resolved once here so the engine's hot loop never looks at 
     ("addr", base, offset)       base: ("reg", slot, False) | ("sym", name) | None
     ("vec", (operand, ...))      ("pair", (operand, operand))  ("sink",)
 
+Implicit operands: the carry instructions (``add.cc``, ``addc``, ``sub.cc``, ``subc``, ``mad.cc``,
+``madc``) read or write the per-thread carry flag CC.CF, a predicate register the parser declares
+(named ``CC.CF``) and inserts as an operand: ``addc.cc.u32 d, a, b`` -> (d, CC.CF, a, b, CC.CF).
+The predefined constant ``WARP_SZ`` is the immediate 32.
+
 Malformed or unsupported text raises :class:`refsim.ptx.PtxParseError` naming line, column and the
 offending statement.
 """
@@ -110,6 +115,7 @@ class Kernel:
     local_bytes: int = 0
     local: dict[str, Variable] = field(default_factory=dict)
     instructions: list[Instruction] = field(default_factory=list)
+    refused: str | None = None     # why the kernel cannot run (an unsupported statement), else None
 
 
 @dataclass
@@ -320,11 +326,28 @@ class _Scope:
         self.pending: list[tuple[Instruction, int, str]] = []   # (instruction, operand index, label)
 
 
+#: Instructions that read (``c`` forms) or write (``.cc``) the carry flag CC.CF, an implicit operand.
+_CARRY_IN = frozenset(["addc", "subc", "madc"])
+_CARRY_OUT_OPCODES = frozenset(["add", "sub", "mad", "addc", "subc", "madc"])
+#: The name of the carry-flag register (not a legal PTX identifier, so no declaration can clash).
+CARRY_FLAG = "CC.CF"
+#: Predefined constants an operand may name (PTX ISA, "Predefined Identifiers").
+CONSTANTS = {"WARP_SZ": 32}
+
+
 class _KernelParser:
     def __init__(self, kernel: Kernel, module: "ParsedModule"):
         self.k = kernel
         self.module = module
         self.scope: _Scope | None = None
+        self.carry_slot: int | None = None
+
+    def carry_flag(self) -> tuple:
+        """The operand of the kernel's CC.CF register, declared on first use (one per thread)."""
+        if self.carry_slot is None:
+            self.carry_slot = len(self.k.registers)
+            self.k.registers.append(Register(CARRY_FLAG, "pred", 1))
+        return ("reg", self.carry_slot, False)
 
     # -- declarations ------------------------------------------------------------------
     def declare(self, text: str, line: int, col: int) -> None:
@@ -404,6 +427,8 @@ class _KernelParser:
             raise _err(line, col, text, f"'!' applies to predicate registers only; got {tok!r}")
         if t in SPECIAL_REGISTERS:
             return ("special", t)
+        if t in CONSTANTS:
+            return ("imm", CONSTANTS[t], "int")
         if _F32_IMM.fullmatch(t):
             return ("imm", int(t[2:], 16), "f32")
         if _F64_IMM.fullmatch(t):
@@ -470,6 +495,11 @@ class _KernelParser:
         ops = []
         for i, tok in enumerate(toks):
             ops.append(self.operand(tok, line, col, text, is_branch_target=is_branch and i == len(toks) - 1))
+        reads_cf = opcode in _CARRY_IN
+        writes_cf = opcode in _CARRY_OUT_OPCODES and "cc" in mods
+        if (reads_cf or writes_cf) and ops:      # d{, CC.CF out}, a, b{, c}{, CC.CF in}
+            cf = self.carry_flag()
+            ops = ops[:1] + ([cf] if writes_cf else []) + ops[1:] + ([cf] if reads_cf else [])
         ins = Instruction(opcode, tuple(mods), tuple(types), tuple(ops), guard, line, col, " ".join(text.split()))
         self.k.instructions.append(ins)
         for j, op in enumerate(ops):
@@ -520,6 +550,32 @@ def _params(text: str, line: int, col: int, header: str) -> tuple[Param, ...]:
         out.append(Param(m.group("name"), typ, size, a, offset))
         offset += size
     return tuple(out)
+
+
+def _body_statement(kp: _KernelParser, kind: str, st: str, line: int, col: int, depth: int) -> int:
+    """One statement inside a kernel body; returns the new brace depth. Unsupported statements raise
+    PtxUnsupportedError (the caller refuses that kernel only)."""
+    if kind == "open":
+        kp.open()
+        return depth + 1
+    if kind == "close":
+        if depth == 1:   # falling off the end of a kernel returns (nvcc always writes ``ret``)
+            kp.k.instructions.append(Instruction("ret", (), (), (), None, line, col, "} (end of kernel)"))
+        kp.close(line, col)
+        return depth - 1
+    if kind == "header":
+        raise _err(line, col, st, "function header inside a function body")
+    if kind == "label":
+        kp.label(st, line, col, st)
+    elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
+        pass
+    elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
+        kp.declare(st, line, col)
+    elif st.startswith("."):
+        raise _err(line, col, st, "unsupported directive", PtxUnsupportedError)
+    else:
+        kp.instruction(st, line, col)
+    return depth
 
 
 def parse(text: str) -> ParsedModule:
@@ -616,28 +672,18 @@ def parse(text: str) -> ParsedModule:
                 raise _err(line, col, st, "unbalanced '}'")
             raise _err(line, col, st, "label at module scope")
         # inside a kernel body
-        if kind == "open":
-            kp.open()
-            depth += 1
-        elif kind == "close":
-            if depth == 1:   # falling off the end of a kernel returns (nvcc always writes ``ret``)
-                kp.k.instructions.append(Instruction("ret", (), (), (), None, line, col, "} (end of kernel)"))
-            kp.close(line, col)
-            depth -= 1
+        if kp.k.refused is not None:       # the rest of a refused kernel is only brace-counted
+            depth += {"open": 1, "header": 1, "close": -1}.get(kind, 0)
             if depth == 0:
                 kp = None
-        elif kind == "header":
-            raise _err(line, col, st, "function header inside a function body")
-        elif kind == "label":
-            kp.label(st, line, col, st)
-        elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
             continue
-        elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
-            kp.declare(st, line, col)
-        elif st.startswith("."):
-            raise _err(line, col, st, "unsupported directive", PtxUnsupportedError)
-        else:
-            kp.instruction(st, line, col)
+        try:
+            depth = _body_statement(kp, kind, st, line, col, depth)
+        except PtxUnsupportedError as e:
+            kp.k.refused = f"kernel {kp.k.name}, {e}"
+            depth += {"open": 1, "close": -1}.get(kind, 0)
+        if depth == 0:
+            kp = None
     if depth != 0:
         raise PtxParseError("PTX text: unbalanced braces at end of text (a function body is not closed)")
     if target is None:

@@ -37,11 +37,35 @@ def test_malformed_ptx_names_the_line(text, where):
         ptx.Module(text)
 
 
-def test_unsupported_instruction_at_parse_time():
-    with pytest.raises(ptx.PtxUnsupportedError, match=r"line 9.*tex"):
-        kernel("tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r5}];")
-    with pytest.raises(ptx.PtxUnsupportedError, match="call"):
-        kernel("call.uni foo, ();")
+def test_an_unsupported_instruction_refuses_its_kernel_at_launch_naming_the_line():
+    for body, fragment in (("tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r5}];", r"line 9.*tex"),
+                           ("call.uni foo, ();", "calls of non-inlined device functions"),
+                           (".reg .v2 .b32 %v<2>;", "line 9.*vector or array registers")):
+        m = kernel(body)
+        assert set(m.unsupported) == {"k"}
+        with pytest.raises(ptx.PtxUnsupportedError, match=f"kernel k cannot run in refsim.ptx: .*{fragment}"):
+            m.launch("k", 1, 1, [np.zeros(1, np.int32)])
+
+
+def test_the_other_kernels_of_a_module_still_run():
+    text = (HEAD + ".visible .entry bad(.param .u64 p0)\n{\n.reg .b32 %r<4>;\n"
+            "tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r0}, [%r1, {%r2}];\n}\n"
+            ".visible .entry also_bad()\n{\n.reg .b32 %r<4>;\n.pragma \"nounroll\";\n.maxclusterrank 2;\nret;\n}\n"
+            ".visible .entry good(.param .u64 p0)\n{\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n"
+            "ld.param.u64 %rd1, [p0];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, WARP_SZ;\n"
+            "st.global.u32 [%rd2], %r1;\n}\n")
+    m = ptx.Module(text)
+    assert m.kernels == ("bad", "also_bad", "good")
+    assert set(m.unsupported) == {"bad", "also_bad"}
+    assert "PTX line 7" in m.unsupported["bad"] and "tex" in m.unsupported["bad"]
+    assert "PTX line 13" in m.unsupported["also_bad"] and "unsupported directive" in m.unsupported["also_bad"]
+    out = np.zeros(1, np.int32)
+    m.launch("good", 1, 1, [out])
+    assert out[0] == 32                                              # WARP_SZ
+    with pytest.raises(ptx.PtxUnsupportedError, match="kernel bad cannot run"):
+        m.launch("bad", 1, 1, [out])
+    m.unsupported.clear()                                            # a copy: the module still knows
+    assert set(m.unsupported) == {"bad", "also_bad"}
 
 
 def test_launch_argument_rules():

@@ -11,8 +11,15 @@ arithmetic      add/sub (``.sat`` only for s32), mul/mad ``.lo/.hi/.wide`` (the 
                 unspecified in the ISA: refsim returns all ones for div and ``a`` for rem, documented),
                 abs/neg (wrap: ``abs(MIN) = MIN``), min/max (``.relu`` on s32/s16x2; u16x2/s16x2),
                 dp4a/dp2a, sad (``c + |a - b|``).
+carry chains    add.cc/addc/sub.cc/subc/mad.cc/madc (.u32/.s32/.u64/.s64; the carry is unsigned for
+                every type): ``.cc`` writes CC.CF (the carry of add/mad, the borrow of sub), the ``c``
+                forms read it: ``addc`` d = a + b + CF, ``subc`` d = a - (b + CF), ``madc``
+                d = t<hi|lo> + c + CF. CC.CF is one bit of per-thread state, an implicit pred operand
+                (refsim.ptx.parse appends it); worked example, 64-bit add from 32-bit halves:
+                    add.cc.u32 lo, 0xFFFFFFFF, 1  -> lo = 0, CF = 1;  addc.u32 hi, 0, 0 -> hi = 1
 floats          add/sub/mul/mad/div/abs/neg/min/max with a float type go to refsim.ptx.semantics.floating.
-source          PTX ISA 9.x, "Integer Arithmetic Instructions"; each handler's ``isa`` names its section.
+source          PTX ISA 9.x, "Integer Arithmetic Instructions", "Extended-Precision Integer Arithmetic
+                Instructions"; each handler's ``isa`` names its section.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from refsim.ptx.semantics import floating
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 from refsim.ptx.semantics.words import alu, check_mods, int_type, is_float, sval, ubits, value, wrap
 
-__all__ = ["mul_reference", "BUILDERS"]
+__all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILDERS"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -33,6 +40,8 @@ __all__ = ["mul_reference", "BUILDERS"]
 def _build_add(op: Op, arch: str) -> Handler:
     if is_float(op):
         return floating.build(op, arch)
+    if "cc" in op.mods:
+        return _build_carry(op, arch)
     if len(op.types) != 1:
         raise unsupported(op, "expects one type")
     kind, w = int_type(op, op.types[0])
@@ -82,6 +91,8 @@ def mul_reference(a: int, b: int, kind: str, w: int) -> tuple[int, int]:
 def _build_mul(op: Op, arch: str) -> Handler:
     if is_float(op):
         return floating.build(op, arch)
+    if "cc" in op.mods:
+        return _build_carry(op, arch)
     if len(op.types) != 1:
         raise unsupported(op, "expects one type")
     kind, w = int_type(op, op.types[0])
@@ -114,6 +125,87 @@ def _build_mul(op: Op, arch: str) -> Handler:
 
     src = (op.types[0],) * 2 + ((dtype,) if mad else ())
     return alu(fn, (dtype,), src, isa("integer-arithmetic", op.opcode))
+
+
+# ----------------------------------------------------------------------------------------------
+# extended precision: add.cc addc sub.cc subc mad.cc madc (the carry flag CC.CF)
+
+
+def add_carry(a, b, cin, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a + b + cin) mod 2^w and its carry out: a, b w-bit unsigned bits, cin bool. Returns
+    (uint64 sum bits, bool carry)."""
+    ua, ub = ubits(a, w), ubits(b, w)
+    ci = np.asarray(cin).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        if w < 64:
+            s = ua + ub + ci                          # at most 2^(w+1) - 1: exact in uint64
+            return s & np.uint64((1 << w) - 1), (s >> np.uint64(w)) != 0
+        s1 = ua + ub                                  # wraps modulo 2^64
+        s = s1 + ci
+    return s, (s1 < ua) | (s < s1)
+
+
+def sub_borrow(a, b, bin_, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a - (b + bin)) mod 2^w and its borrow out (a < b + bin as unsigned integers)."""
+    ua, ub = ubits(a, w), ubits(b, w)
+    bi = np.asarray(bin_).astype(bool)
+    with np.errstate(over="ignore"):
+        d = ua - ub - bi.astype(np.uint64)
+    return d & np.uint64((1 << w) - 1) if w < 64 else d, (ua < ub) | ((ua == ub) & bi)
+
+
+def carry_reference(opcode: str, a: int, b: int, c: int, cin: int, kind: str, w: int, part: str = "lo"):
+    """Plain-integer twin of the carry instructions, straight from the ISA's semantics lines:
+    add: d = a + b (+ CC.CF for addc); sub: d = a - (b (+ CC.CF for subc)); mad: t = a * b,
+    d = t<part> + c (+ CC.CF for madc). Returns (d as w-bit unsigned, carry or borrow out)."""
+    m = 1 << w
+    cf = cin if opcode.endswith("c") else 0
+    if opcode.startswith("sub"):
+        x = (a % m) - (b % m) - cf
+        return x % m, int(x < 0)
+    if opcode.startswith("mad"):
+        def val(v):
+            v %= m
+            return v - m if kind == "s" and v >> (w - 1) else v
+        t = (val(a) * val(b)) % (m * m)
+        a, b = (t >> w) if part == "hi" else t % m, c
+    x = (a % m) + (b % m) + cf
+    return x % m, x >> w
+
+
+def _build_carry(op: Op, arch: str) -> Handler:
+    """The six extended-precision opcodes: ``.cc`` writes the carry (borrow for sub) to CC.CF,
+    the ``c`` forms read it. The engine passes CC.CF as a pred operand (refsim.ptx.parse adds it):
+    sources (a, b{, c}{, CC.CF in}), destinations (d{, CC.CF out})."""
+    name = op.opcode
+    base = name[:-1] if name in ("addc", "subc", "madc") else name
+    carry_in = base != name
+    carry_out = "cc" in op.mods
+    t = op.types[0] if len(op.types) == 1 else ""
+    if t not in ("u32", "s32", "u64", "s64"):
+        raise unsupported(op, "extended-precision arithmetic takes .u32, .s32, .u64 or .s64")
+    kind, w = int_type(op, t)
+    parts = [m for m in ("hi", "lo") if m in op.mods]
+    if base == "mad":
+        check_mods(op, {"hi", "lo", "cc"})
+        if len(parts) != 1:
+            raise unsupported(op, "needs exactly one of .hi, .lo")
+    else:
+        check_mods(op, {"cc"})
+    hi = parts == ["hi"]
+
+    def fn(a, b, *rest):
+        if base == "mad":
+            c, rest = rest[0], rest[1:]
+            h, lo = _mul_full(a, b, kind, w)
+            a, b = (h if hi else lo), c
+        cin = rest[0] if carry_in else False
+        d, cout = (sub_borrow if base == "sub" else add_carry)(a, b, cin, w)
+        return (wrap(d, w), np.asarray(cout, bool)) if carry_out else (wrap(d, w),)
+
+    src = (t,) * (3 if base == "mad" else 2) + (("pred",) if carry_in else ())
+    dst = (t,) + (("pred",) if carry_out else ())
+    return alu(fn, dst, src, isa("extended-precision-integer-arithmetic", name))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -242,5 +334,6 @@ def _build_sad(op: Op, arch: str) -> Handler:
 BUILDERS = {
     "add": _build_add, "sub": _build_add, "mul": _build_mul, "mad": _build_mul, "div": _build_div,
     "rem": _build_div, "abs": _build_absneg, "neg": _build_absneg, "min": _build_minmax, "max": _build_minmax,
-    "dp4a": _build_dp, "dp2a": _build_dp, "sad": _build_sad,
+    "dp4a": _build_dp, "dp2a": _build_dp, "sad": _build_sad, "addc": _build_carry, "subc": _build_carry,
+    "madc": _build_carry,
 }

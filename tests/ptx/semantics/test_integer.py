@@ -157,7 +157,9 @@ def test_mov_pack_and_unpack_are_inverse_low_part_first():
 
 @pytest.mark.parametrize("op, fragment", [
     (Op("frobnicate", (), ("b32",)), "frobnicate.b32: opcode 'frobnicate'"),
-    (Op("add", ("cc",), ("u32",)), "add.cc.u32: modifier(s) .cc"),
+    (Op("add", ("cc",), ("u16",)), "add.cc.u16: extended-precision arithmetic takes .u32, .s32, .u64 or .s64"),
+    (Op("addc", ("sat",), ("s32",)), "addc.sat.s32: modifier(s) .sat"),
+    (Op("mad", ("wide", "cc"), ("u32",)), "mad.wide.cc.u32: modifier(s) .wide"),
     (Op("add", ("sat",), ("u32",)), "add.sat.u32: .sat applies to .s32 only"),
     (Op("mul", (), ("s32",)), "mul.s32: needs exactly one of .lo, .hi, .wide"),
     (Op("prmt", ("f4e", "rc8"), ("b32",)), "prmt.f4e.rc8.b32: at most one mode"),
@@ -182,3 +184,70 @@ def test_sad_and_slct():
     f = np.array([0.0, -0.0, -1.0, np.nan], np.float32).view(np.uint32)
     (d,) = run("slct", (), ("u32", "f32"), u32(1, 1, 1, 1), u32(2, 2, 2, 2), f)
     assert d.tolist() == [1, 1, 2, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# extended precision: add.cc addc sub.cc subc mad.cc madc (PTX ISA, Extended-Precision Integer
+# Arithmetic Instructions: "d = a + b + CC.CF", "d = a - (b + CC.CF)", "d = t<..> + c + CC.CF"; the carry
+# out is the unsigned carry of the addition, the borrow of the subtraction). Worked by hand.
+
+M32, M64 = 2**32 - 1, 2**64 - 1
+CARRY_TABLE = [  # (opcode, mods, type, a, b, c, carry in, d, carry out)
+    ("add", ("cc",), "u32", M32, 1, None, None, 0, 1),
+    ("add", ("cc",), "u32", 0x7FFFFFFF, 1, None, None, 0x80000000, 0),
+    ("add", ("cc",), "s32", M32, M32, None, None, 0xFFFFFFFE, 1),          # -1 + -1: unsigned carry
+    ("addc", ("cc",), "u32", M32, 0, None, 1, 0, 1),
+    ("addc", (), "u32", 0, 0, None, 1, 1, None),
+    ("addc", ("cc",), "u32", 5, 6, None, 0, 11, 0),
+    ("sub", ("cc",), "u32", 0, 1, None, None, M32, 1),
+    ("sub", ("cc",), "u32", 5, 5, None, None, 0, 0),
+    ("subc", ("cc",), "u32", 5, 5, None, 1, M32, 1),
+    ("subc", (), "u32", 0, M32, None, 1, 0, None),                          # 0 - 2^32
+    ("subc", ("cc",), "s32", 7, 2, None, 1, 4, 0),
+    ("add", ("cc",), "u64", M64, 1, None, None, 0, 1),
+    ("addc", ("cc",), "u64", M64, M64, None, 1, M64, 1),
+    ("subc", ("cc",), "u64", 0, M64, None, 1, 0, 1),
+    ("sub", ("cc",), "s64", 2**63, 1, None, None, 2**63 - 1, 0),
+    ("mad", ("lo", "cc"), "u32", M32, M32, 2, None, 3, 0),                   # t = 0xFFFFFFFE_00000001
+    ("mad", ("hi", "cc"), "u32", M32, M32, 2, None, 0, 1),
+    ("madc", ("hi",), "u32", M32, M32, 1, 1, 0, None),
+    ("madc", ("hi", "cc"), "u32", M32, M32, 1, 1, 0, 1),
+    ("mad", ("hi", "cc"), "s32", M32, M32, M32, None, M32, 0),              # (-1)(-1) = 1: hi 0
+    ("mad", ("hi", "cc"), "s32", 0xFFFFFFFE, 3, 1, None, 0, 1),             # (-2)(3): hi 0xFFFFFFFF
+    ("madc", ("lo", "cc"), "u64", 2**63, 2, M64, 1, 0, 1),                  # lo(2^64) = 0
+    ("madc", ("hi", "cc"), "s64", M64, 2**63, 0, 0, 0, 0),                  # (-1)(-2^63) = 2^63: hi 0
+]
+
+
+@pytest.mark.parametrize("opcode, mods, t, a, b, c, cin, d, cout", CARRY_TABLE)
+def test_carry_instructions_match_the_hand_worked_isa_table(opcode, mods, t, a, b, c, cin, d, cout):
+    dt = {32: np.uint32, 64: np.uint64}[int(t[1:])]
+    srcs = [np.array([a], dt), np.array([b], dt)] + ([np.array([c], dt)] if c is not None else [])
+    srcs += [np.array([bool(cin)])] if cin is not None else []
+    out = run(opcode, mods, (t,), *srcs)
+    assert int(out[0][0]) == d and out[0].dtype == dt
+    if cout is None:
+        assert len(out) == 1
+    else:
+        assert bool(out[1][0]) is bool(cout)
+
+
+@pytest.mark.parametrize("opcode, mods", [("add", ("cc",)), ("addc", ()), ("addc", ("cc",)), ("sub", ("cc",)),
+                                          ("subc", ("cc",)), ("mad", ("lo", "cc")), ("mad", ("hi", "cc")),
+                                          ("madc", ("lo",)), ("madc", ("hi", "cc"))])
+@pytest.mark.parametrize("t", ["u32", "s32", "u64", "s64"])
+def test_carry_instructions_match_their_plain_integer_twin(opcode, mods, t):
+    w = int(t[1:])
+    dt = {32: np.uint32, 64: np.uint64}[w]
+    edges = [0, 1, 2**(w - 1) - 1, 2**(w - 1), 2**w - 2, 2**w - 1]
+    vals = edges + [int(x) for x in RNG.integers(0, 2**w, 10, dtype=np.uint64 if w == 64 else np.int64)]
+    a, b, c = (np.array([vals[i % len(vals)] for i in range(n, n + 64)], dt) for n in (0, 7, 13))
+    cin = RNG.random(64) < 0.5
+    srcs = [a, b] + ([c] if opcode.startswith("mad") else []) + ([cin] if opcode.endswith("c") else [])
+    out = run(opcode, mods, (t,), *srcs)
+    part = "hi" if "hi" in mods else "lo"
+    for i in range(64):
+        d, co = integer.carry_reference(opcode, int(a[i]), int(b[i]), int(c[i]), int(cin[i]), t[0], w, part)
+        assert int(out[0][i]) == d
+        if "cc" in mods:
+            assert int(out[1][i]) == co
