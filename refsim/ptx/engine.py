@@ -61,6 +61,9 @@ class LaunchStats:
     global_bytes_written bytes stored to global memory (st, atomics, red)
     barriers             completed block barriers
     blocks               blocks run
+    float_atomic_contention  the most float ``atom/red.add`` one address received in one step (from
+                         several warps or blocks at once): > 1 means the hardware may add them in
+                         another order (refsim.testing.admissible runs every order)
     """
 
     warp_instructions: int = 0
@@ -72,6 +75,7 @@ class LaunchStats:
     global_bytes_written: int = 0
     barriers: int = 0
     blocks: int = 0
+    float_atomic_contention: int = 0
 
 
 class Launch:
@@ -84,7 +88,7 @@ class Launch:
 
     def __init__(self, kernel: Kernel, handlers: dict, globals_: dict, grid, block, param_bytes: bytes,
                  gmem: GlobalMemory, symbol_addr: dict, *, arch: str, shared_bytes: int, schedule: str,
-                 seed: int, max_warp_instructions, race: bool, poison: bool):
+                 seed: int, max_warp_instructions, race: bool, poison: bool, atomic_order=None):
         self.k = kernel
         self.handlers = handlers
         self.arch = arch
@@ -97,6 +101,7 @@ class Launch:
         self.max_wi = DEFAULT_MAX_WARP_INSTRUCTIONS if max_warp_instructions is None else int(max_warp_instructions)
         self.race = race
         self.poison = poison
+        self.atomic_order = atomic_order     # float atomic adds on one address land in this rank order
         self.stats = LaunchStats()
         self.param = np.frombuffer(bytearray(param_bytes) + bytes(16), np.uint8)
 

@@ -14,7 +14,9 @@ An access, from operand to bytes::
               outside every buffer        -> PtxMemoryError naming line, block, thread, address
 
 Statistics: global bytes read/written; per warp-level shared access the number of wavefronts
-(:func:`count_wavefronts`). Atomics on one address are applied one after another in thread order;
+(:func:`count_wavefronts`). Atomics on one address are applied one after another in thread order
+(float adds, whose result depends on that order, in ``atomic_order`` when the launch gives one; the
+most contenders one address saw in one step is ``LaunchStats.float_atomic_contention``);
 ``cp.async`` reads its source at once and lands in shared memory at the covering ``wait_group``.
 """
 
@@ -254,6 +256,8 @@ def st(L, ins: Instruction, idx: int):
 
 # ---------------------------------------------------------------------------------------- atom / red
 _ATOMIC_OPS = ("and", "or", "xor", "cas", "exch", "add", "inc", "dec", "min", "max")
+#: Types whose atomic add gives a result that depends on the order of the adds (rounding).
+FLOAT_ATOMIC_TYPES = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
 
 
 def _atomic(L, ins: Instruction, idx: int, returns: bool):
@@ -281,6 +285,7 @@ def _atomic(L, ins: Instruction, idx: int, returns: bool):
     except PtxUnsupportedError as e:
         raise PtxUnsupportedError(f"{L.where(ins)}: {e}") from None
     spin = aop in ("cas", "exch") or any(m in ("acquire", "acq_rel", "relaxed") for m in ins.mods) and returns
+    order_dependent = aop == "add" and t in FLOAT_ATOMIC_TYPES
 
     def run(sel):
         n = L.count(sel)
@@ -291,6 +296,11 @@ def _atomic(L, ins: Instruction, idx: int, returns: bool):
         for mm, view, ei, sp in resolve(L, ins, sel, space, addr, esize, esize):
             pos = np.flatnonzero(mm)
             rank = _rank_per_address(ei)
+            if order_dependent and len(rank):
+                contenders = int(rank.max()) + 1
+                L.stats.float_atomic_contention = max(L.stats.float_atomic_contention, contenders)
+                if L.atomic_order is not None and contenders > 1:
+                    rank = _reorder(rank, ei, L.atomic_order)
             for r in range(int(rank.max()) + 1 if len(rank) else 0):
                 k = rank == r
                 e = ei[k]
@@ -325,6 +335,22 @@ def _rank_per_address(ei: np.ndarray) -> np.ndarray:
     np.maximum.accumulate(starts, out=starts)
     rank[order] = np.arange(len(ei)) - starts
     return rank
+
+
+def _reorder(rank: np.ndarray, ei: np.ndarray, order: tuple) -> np.ndarray:
+    """The rank each access is applied at when the contenders of one address land in ``order``
+    (a permutation of 0..len-1 of thread-order ranks): an address with m contenders applies its
+    ranks in the order of ``order`` restricted to ranks < m; ranks beyond ``order`` follow it."""
+    n = len(order)
+    _, inv, counts = np.unique(ei, return_inverse=True, return_counts=True)
+    m_of = np.minimum(counts[inv], n)                     # contenders of each access's address, capped
+    out = rank.copy()
+    for m in np.unique(m_of):
+        position = np.zeros(m, np.int64)
+        position[[p for p in order if p < m]] = np.arange(m)
+        sel = (m_of == m) & (rank < m)
+        out[sel] = position[rank[sel]]
+    return out
 
 
 def atom(L, ins: Instruction, idx: int):

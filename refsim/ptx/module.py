@@ -131,7 +131,7 @@ class Module:
 
     def launch(self, kernel: str, grid, block, args, *, arch: str = "sm_80", shared_bytes: int = 0,
                schedule: str = "lockstep", seed: int = 0, max_warp_instructions: int | None = None,
-               race: bool = False, poison: bool = False) -> LaunchStats:
+               race: bool = False, poison: bool = False, atomic_order=None) -> LaunchStats:
         """Run ``kernel`` over ``grid`` x ``block`` threads; pointer arguments are updated in place.
 
         grid, block: int or tuple of up to 3 ints. args: one per ``.param`` (see the module doc).
@@ -141,8 +141,12 @@ class Module:
         ``seed``). max_warp_instructions: bound on issued warp-instructions (default 10**9).
         race: report shared-memory conflicts between barriers and reads of pending cp.async
         destinations (PtxRaceError). poison: report reads of unwritten registers or shared bytes
-        (PtxUninitializedError). Returns :class:`refsim.ptx.LaunchStats`.
+        (PtxUninitializedError). atomic_order: None (float atomic adds that reach one address in one
+        step land in thread order) or a permutation of 0..n-1: they land in that order of their
+        thread-order ranks (refsim.testing.admissible runs every order). Returns
+        :class:`refsim.ptx.LaunchStats`.
         """
+        atomic_order = _check_order(atomic_order)
         if schedule not in _SCHEDULES:
             raise PtxLaunchError(f"schedule: must be one of {_SCHEDULES}; got {schedule!r}")
         arch_facts(arch)
@@ -162,11 +166,11 @@ class Module:
             raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
         state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
                                    schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
-                                   race=race, poison=poison)
+                                   race=race, poison=poison, atomic_order=atomic_order)
         return state.run()
 
     def _launch_state(self, kernel, grid, block, args, *, arch, shared_bytes, schedule, seed,
-                      max_warp_instructions, race, poison) -> Launch:
+                      max_warp_instructions, race, poison, atomic_order=None) -> Launch:
         k = self._kernel(kernel)
         if len(args) != len(k.params):
             raise PtxLaunchError(f"args: kernel {kernel} takes {len(k.params)} parameters; got {len(args)}")
@@ -183,7 +187,19 @@ class Module:
         handlers = self._lookup(kernel, arch if arch in ARCHS else "sm_80")
         return Launch(k, handlers, self._parsed.globals, grid, block, bytes(param[:size]), gmem, symbols,
                       arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
-                      max_warp_instructions=max_warp_instructions, race=race, poison=poison)
+                      max_warp_instructions=max_warp_instructions, race=race, poison=poison,
+                      atomic_order=atomic_order)
+
+
+def _check_order(order):
+    """``atomic_order``: None or a permutation of 0..n-1 (a tuple of ints), as a tuple."""
+    if order is None:
+        return None
+    if (not isinstance(order, (tuple, list)) or not order
+            or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in order)
+            or sorted(int(x) for x in order) != list(range(len(order)))):
+        raise PtxLaunchError(f"atomic_order: must be None or a permutation of 0..n-1; got {order!r}")
+    return tuple(int(x) for x in order)
 
 
 def _param_bytes(i: int, p, a, gmem: GlobalMemory) -> bytes:
