@@ -14,7 +14,7 @@ Case folder::
                                    {"kind": "scalar", ptype, hex}          the .param's little-endian bytes
                                    {"kind": "bytes", hex}                  a .b8 p[N] struct parameter
     case.npz     init_<id> (uint8, each base before the first launch), final_<id> (what refsim.ptx left
-                 when the case was recorded), and the data of host writes
+                 when the case was recorded; absent where it equals init_<id>), and host-write data
     <hash>.ptx   the PTX of each module
 
 Every base is one uint8 buffer for the whole case; a pointer argument is a view into it, so offset
@@ -59,6 +59,10 @@ class Case:
     def initial(self, base: int) -> np.ndarray:
         """The bytes of base ``base`` before the first launch (uint8, a copy)."""
         return self.arrays[f"init_{base}"].copy()
+
+    def recorded(self, base: int) -> np.ndarray:
+        """The bytes refsim.ptx left in base ``base`` when the case was recorded (uint8, a copy)."""
+        return self.arrays.get(f"final_{base}", self.arrays[f"init_{base}"]).copy()
 
 
 def load_case(folder) -> Case:
