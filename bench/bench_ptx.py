@@ -85,6 +85,30 @@ def test_kernels() -> None:
     _row("tile_gemm 1x32 (ldmatrix + mma)", dt, [st])
 
 
+def parsing() -> None:
+    """Parse rates: 10^5 instructions and 10^5 parameter declarations (linear-time parsing)."""
+    from refsim.ptx.errors import PtxLimitError
+    from refsim.ptx.parse import parse
+
+    head = ".version 8.0\n.target sm_80\n.address_size 64\n"
+    n = 100_000
+    text = head + ".visible .entry k()\n{\n.reg .b32 %r<4>;\n" + "add.s32 %r1, %r1, 1;\n" * n + "}\n"
+    dt, _ = _timed(lambda: parse(text))
+    if not os.environ.get("BENCH_PTX_JSON"):
+        print(f"{'parse 100,000 instructions':<44} {dt:8.2f} s  {n / dt / 1e6:7.2f} M statements/s")
+    params = ",\n".join(f".param .u32 p{i}" for i in range(n))
+    text = head + f".visible .entry k(\n{params}\n)\n{{\nret;\n}}\n"
+
+    def refused():
+        try:
+            parse(text)
+        except PtxLimitError:
+            return None
+    dt, _ = _timed(refused)
+    if not os.environ.get("BENCH_PTX_JSON"):
+        print(f"{'parse 100,000 parameters (refused at 32 KB)':<44} {dt:8.2f} s")
+
+
 def marlin(m: int, k: int, n: int, sms: int) -> None:
     try:
         from refsim.cuda import marlin as cm
@@ -147,6 +171,7 @@ def main() -> None:
         compare(args.compare_to, args.rounds, [f"--marlin-m={args.marlin_m}", f"--marlin-k={args.marlin_k}",
                                                 f"--marlin-n={args.marlin_n}", f"--sms={args.sms}"])
         return
+    parsing()
     test_kernels()
     marlin(args.marlin_m, args.marlin_k, args.marlin_n, args.sms)
     if os.environ.get("BENCH_PTX_JSON"):

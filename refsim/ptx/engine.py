@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim.ptx import barriers, checks, dispatch, memory_ops, scheduler
+from refsim.ptx import barriers, checks, dispatch, limits, memory_ops, scheduler
 from refsim.ptx.errors import PtxLimitError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.operands import dtype
@@ -112,6 +112,10 @@ class Launch:
         self.nslots = max(1, min(self.nblocks, RESIDENT_THREADS // self.tpb))
         T = self.T = self.nslots * self.tpb
         self.NW = T // 32
+        state = T * (sum(max(1, r.bits // 8) for r in kernel.registers) + kernel.local_bytes) \
+            + self.nslots * (kernel.shared_bytes + shared_bytes)
+        limits.check("launch state bytes (registers, local and shared memory of the resident threads)", state,
+                     limits.MAX_LAUNCH_STATE_BYTES, f"kernel {kernel.name}")
         self.END = len(kernel.instructions)
         # shared memory: static variables, then the dynamic (extern) array
         dyn_align = 16

@@ -21,8 +21,8 @@ import numpy as np
 
 from refsim.ptx import dispatch
 from refsim.ptx.arch import ARCHS, arch_facts, check_launch_shape, sm_number
-from refsim.ptx.engine import Launch, LaunchStats
-from refsim.ptx.errors import PtxLaunchError, PtxUnsupportedError
+from refsim.ptx.engine import DEFAULT_MAX_WARP_INSTRUCTIONS, Launch, LaunchStats
+from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxUnsupportedError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.parse import TYPE_BITS, parse
 
@@ -106,7 +106,7 @@ class Module:
         return tuple(pairs)
 
     def _kernel(self, name: str):
-        k = self._parsed.kernels.get(name)
+        k = self._parsed.kernels.get(name) if isinstance(name, str) else None
         if k is None:
             raise PtxLaunchError(f"kernel: must be one of {list(self._parsed.kernels)}; got {name!r}")
         return k
@@ -147,12 +147,20 @@ class Module:
         :class:`refsim.ptx.LaunchStats`.
         """
         atomic_order = _check_order(atomic_order)
-        if schedule not in _SCHEDULES:
+        if not isinstance(kernel, str):
+            raise PtxLaunchError(f"kernel: must be a str, one of {list(self._parsed.kernels)}; got {kernel!r:.60}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_)) or seed < 0:
+            raise PtxLaunchError(f"seed: must be a non-negative int; got {seed!r:.60}")
+        for flag, value in (("race", race), ("poison", poison)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise PtxLaunchError(f"{flag}: must be True or False; got {value!r:.60}")
+        if not isinstance(schedule, str) or schedule not in _SCHEDULES:
             raise PtxLaunchError(f"schedule: must be one of {_SCHEDULES}; got {schedule!r}")
         arch_facts(arch)
         if sm_number(arch) < self._target_sm:
             raise PtxLaunchError(f"arch: PTX built for .target {self.target} cannot run on {arch}")
         if max_warp_instructions is not None and (not isinstance(max_warp_instructions, (int, np.integer))
+                                                  or isinstance(max_warp_instructions, (bool, np.bool_))
                                                   or max_warp_instructions < 1):
             raise PtxLaunchError(f"max_warp_instructions: must be a positive int or None; got {max_warp_instructions!r}")
         known = self._parsed.kernels.get(kernel) if isinstance(kernel, str) else None
@@ -160,6 +168,12 @@ class Module:
                                    static_shared_bytes=known.shared_bytes if known else 0)
         grid, block = shape.grid, shape.block
         self._kernel(kernel)
+        budget = DEFAULT_MAX_WARP_INSTRUCTIONS if max_warp_instructions is None else int(max_warp_instructions)
+        least = shape.blocks * -(-shape.threads_per_block // 32)         # every warp issues at least one
+        if least > budget:
+            raise PtxLimitError(f"grid x block: {shape.blocks:,} blocks of {-(-shape.threads_per_block // 32)} warps "
+                                f"issue at least {least:,} warp-instructions, more than max_warp_instructions="
+                                f"{budget:,}; got grid {grid}, block {block}")
         if kernel in self._refused:
             raise PtxUnsupportedError(f"kernel {kernel} cannot run in refsim.ptx: {self._refused[kernel]}")
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
@@ -177,7 +191,8 @@ class Module:
         gmem = GlobalMemory()
         symbols: dict[str, int] = {}
         for name, (var, init, _space) in self._parsed.globals.items():
-            symbols[name] = gmem.add(np.frombuffer(bytearray(init), np.uint8), name)
+            data = np.zeros(var.size, np.uint8) if init is None else np.frombuffer(bytearray(init), np.uint8)
+            symbols[name] = gmem.add(data, name)
         param = bytearray(sum(p.size for p in k.params) + 16)
         size = 0
         for i, (p, a) in enumerate(zip(k.params, args)):
