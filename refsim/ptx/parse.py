@@ -233,6 +233,9 @@ class _KernelParser:
         t = tok.strip()
         if not t:
             raise error(line, col, text, "empty operand")
+        slot = self.lookup(t)                  # the common case first: a register
+        if slot is not None:
+            return ("reg", slot, False)
         if t == "_":
             return ("sink",)
         if t.startswith("(") and t.endswith(")"):   # call argument lists: calls are refused at load
@@ -398,6 +401,8 @@ def _body_statement(kp: _KernelParser, kind: str, st: str, line: int, col: int, 
         raise error(line, col, st, "function header inside a function body")
     if kind == "label":
         kp.label(st, line, col, st)
+    elif st[0] != ".":                    # the common case first: an instruction
+        kp.instruction(st, line, col)
     elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
         pass
     elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
