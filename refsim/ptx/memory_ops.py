@@ -147,6 +147,24 @@ def _shared_bytes_of(idx_elems, esize, vec):
     return (idx_elems[:, None] * esize + np.arange(esize * vec)).reshape(len(idx_elems), -1)
 
 
+def _shared_access(L, ins, sel, mm, ei, esize: int, vec: int, *, write: bool) -> None:
+    """The checks and the statistics of one ld/st's shared-memory part (elements ``ei`` of ``esize``
+    bytes, ``vec`` per access): poison and race checking when on, then the wavefront count."""
+    if L.poison or L.race:
+        fb = _shared_bytes_of(ei, esize, vec)
+        if write:
+            if L.race:
+                checks.race_write(L, ins, sel, mm, fb)
+            if L.poison:
+                checks.shared_written(L, fb)
+        else:
+            if L.poison:
+                checks.shared_read(L, ins, sel, mm, fb)
+            if L.race:
+                checks.race_read(L, ins, sel, mm, fb)
+    count_wavefronts(L, sel, ei * esize, esize * vec, mm)
+
+
 def count_wavefronts(L, sel, first_byte: np.ndarray, nbytes: int, mm) -> None:
     """Shared wavefronts of one warp-level access: per warp and per phase (the lanes whose
     accesses fit in 128 bytes: 32 lanes for <= 4-byte, 16 for 8-byte, 8 for 16-byte accesses),
@@ -208,12 +226,7 @@ def ld(L, ins: Instruction, idx: int):
         for mm, view, ei, sp in resolve(L, ins, sel, space, addr, nbytes, esize):
             gi = ei[:, None] + np.arange(vec)
             if sp == "shared":
-                fb = _shared_bytes_of(ei, esize, vec) if L.poison or L.race else None
-                if L.poison:
-                    checks.shared_read(L, ins, sel, mm, fb)
-                if L.race:
-                    checks.race_read(L, ins, sel, mm, fb)
-                count_wavefronts(L, sel, ei * esize, nbytes, mm)
+                _shared_access(L, ins, sel, mm, ei, esize, vec, write=False)
             elif sp == "global":
                 L.stats.global_bytes_read += int(mm.sum()) * nbytes
             out[mm] = view[gi]
@@ -238,12 +251,7 @@ def st(L, ins: Instruction, idx: int):
         for mm, view, ei, sp in resolve(L, ins, sel, space, addr, nbytes, esize):
             gi = ei[:, None] + np.arange(vec)
             if sp == "shared":
-                fb = _shared_bytes_of(ei, esize, vec) if L.poison or L.race else None
-                if L.race:
-                    checks.race_write(L, ins, sel, mm, fb)
-                if L.poison:
-                    checks.shared_written(L, fb)
-                count_wavefronts(L, sel, ei * esize, nbytes, mm)
+                _shared_access(L, ins, sel, mm, ei, esize, vec, write=True)
             elif sp == "global":
                 L.stats.global_bytes_written += int(mm.sum()) * nbytes
             try:
