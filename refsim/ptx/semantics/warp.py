@@ -39,6 +39,7 @@ import numpy as np
 
 from refsim.arith import fragments
 from refsim.arith import tensor_core
+from refsim.ptx.arch import sm_number
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
 __all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments", "BUILDERS"]
@@ -338,7 +339,7 @@ def _build_redux(op: Op, arch: str) -> Handler:
     o = ops[0]
     if (o in ("and", "or", "xor") and t != "b32") or (o in ("add", "min", "max") and t not in ("u32", "s32")):
         raise unsupported(op, f"redux.sync.{o} does not take .{t}")
-    if arch in ("sm_70", "sm_75"):
+    if sm_number(arch) < 80:
         raise unsupported(op, "redux.sync needs sm_80 or later")
     return Handler(fn=lambda a, active: (redux(o, t[0], a, active),), dst_types=(t,), src_types=(t,),
                    kind="warp", isa=isa("parallel-synchronization-and-communication", "redux-sync"))
