@@ -166,12 +166,15 @@ def main() -> None:
     ap.add_argument("--sms", type=int, default=108)
     ap.add_argument("--compare-to", metavar="REV", help="also run git revision REV's refsim; print both")
     ap.add_argument("--rounds", type=int, default=2, help="alternating runs per side with --compare-to")
+    ap.add_argument("--no-parse", action="store_true",
+                    help="skip the parse rates (--compare-to does: older parsers are quadratic in a long header)")
     args = ap.parse_args()
     if args.compare_to:
         compare(args.compare_to, args.rounds, [f"--marlin-m={args.marlin_m}", f"--marlin-k={args.marlin_k}",
-                                                f"--marlin-n={args.marlin_n}", f"--sms={args.sms}"])
+                                                f"--marlin-n={args.marlin_n}", f"--sms={args.sms}", "--no-parse"])
         return
-    parsing()
+    if not args.no_parse:
+        parsing()
     test_kernels()
     marlin(args.marlin_m, args.marlin_k, args.marlin_n, args.sms)
     if os.environ.get("BENCH_PTX_JSON"):
