@@ -52,7 +52,7 @@ def statements(text: str):
     literal_depth = 0     # braces inside a statement: vector operands, initializers
     for ln, raw in enumerate(lines, 1):
         stripped = raw.strip()
-        if not buf and stripped.split(None, 1)[:1] and stripped.split(None, 1)[0] in LINE_DIRECTIVES:
+        if not buf and stripped[:1] == "." and stripped.split(None, 1)[0] in LINE_DIRECTIVES:
             yield ("line", stripped.rstrip(";"), ln, raw.index(stripped[0]) + 1)
             continue
         if not buf and literal_depth == 0:       # fast paths: one whole statement, a label, or nothing
@@ -157,8 +157,10 @@ def decl_quals(quals: str):
 
 
 def split_top(s: str, sep: str = ",") -> list[str]:
-    if not any(c in s for c in "[{("):
-        return [x.strip() for x in s.split(sep) if x.strip()]
+    """``s`` split at ``sep`` outside brackets, braces and parentheses; items stripped, empty ones dropped."""
+    if "[" not in s and "{" not in s and "(" not in s:
+        parts = [x.strip() for x in s.split(sep)]
+        return parts if all(parts) else [x for x in parts if x]
     out, depth, cur = [], 0, []
     for ch in s:
         if ch in "[{(":

@@ -37,6 +37,7 @@ offending statement.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -153,6 +154,16 @@ _CARRY_OUT_OPCODES = frozenset(["add", "sub", "mad", "addc", "subc", "madc"])
 CARRY_FLAG = "CC.CF"
 #: Predefined constants an operand may name (PTX ISA, "Predefined Identifiers").
 CONSTANTS = {"WARP_SZ": 32}
+
+
+@functools.lru_cache(maxsize=4096)
+def _opcode_parts(full: str):
+    """``"ld.global.v4.u32"`` -> ("ld", ("global", "v4"), ("u32",)); None for an empty modifier."""
+    parts = full.split(".")
+    if "" in parts[1:]:
+        return None
+    mods = tuple(p for p in parts[1:] if p not in TYPE_BITS)
+    return parts[0], mods, tuple(p for p in parts[1:] if p in TYPE_BITS)
 
 
 class _KernelParser:
@@ -313,31 +324,30 @@ class _KernelParser:
             if slot is None or self.k.registers[slot].type != "pred":
                 raise error(line, col, text, f"guard {gname} is not a declared predicate register")
             guard = ("reg", slot, bool(neg))
-        parts = full.split(".")
-        opcode = parts[0]
-        mods, types = [], []
-        for p in parts[1:]:
-            if not p:
-                raise error(line, col, text, "empty modifier in opcode")
-            (types if p in TYPE_BITS else mods).append(p)
+        name = _opcode_parts(full)
+        if name is None:
+            raise error(line, col, text, "empty modifier in opcode")
+        opcode, mods, types = name
         toks = split_top(rest) if rest.strip() else []
         is_branch = opcode in ("bra", "brx", "call")
-        ops = []
-        for i, tok in enumerate(toks):
-            ops.append(self.operand(tok, line, col, text, is_branch_target=is_branch and i == len(toks) - 1))
+        if is_branch:
+            ops = [self.operand(tok, line, col, text, is_branch_target=i == len(toks) - 1) for i, tok in enumerate(toks)]
+        else:
+            ops = [self.operand(tok, line, col, text) for tok in toks]
         reads_cf = opcode in _CARRY_IN
         writes_cf = opcode in _CARRY_OUT_OPCODES and "cc" in mods
         if (reads_cf or writes_cf) and ops:      # d{, CC.CF out}, a, b{, c}{, CC.CF in}
             cf = self.carry_flag()
             ops = ops[:1] + ([cf] if writes_cf else []) + ops[1:] + ([cf] if reads_cf else [])
-        ins = Instruction(opcode, tuple(mods), tuple(types), tuple(ops), guard, line, col, " ".join(text.split()))
+        ins = Instruction(opcode, mods, types, tuple(ops), guard, line, col, " ".join(text.split()))
         if len(self.k.instructions) >= limits.MAX_INSTRUCTIONS:
             limits.check("instructions per kernel", len(self.k.instructions) + 1, limits.MAX_INSTRUCTIONS,
                          f"kernel {self.k.name}, PTX line {line}")
         self.k.instructions.append(ins)
-        for j, op in enumerate(ops):
-            if op[0] == "label":
-                self.scope.pending.append((ins, j, op[1]))
+        if is_branch:
+            for j, op in enumerate(ops):
+                if op[0] == "label":
+                    self.scope.pending.append((ins, j, op[1]))
 
     def label(self, name: str, line: int, col: int, text: str) -> None:
         if name in self.scope.labels:
