@@ -455,8 +455,12 @@ def _anyprec_make(case):
 def _anyprec_emulate(inputs, arch, sms):
     from refsim.emulator import anyprec_kernel as ek
 
+    from refsim.formats import anyprec_kernel as ak
+
     x, q, lut = inputs
-    return ek.anyprec_gemv_admissible(x, q, lut, q.shape[0])     # one member unless the launch splits K
+    if ak.plan(x.shape[0], lut.shape[0], x.shape[1], q.shape[0]).ksplit > 1:
+        return ek.anyprec_gemv_admissible(x, q, lut, q.shape[0])    # every order of the slices' atomicAdds
+    return ek.anyprec_gemv(x, q, lut, q.shape[0])
 
 
 def _anyprec_locate(case, inputs, idx, arch, sms):
