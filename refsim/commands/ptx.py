@@ -5,8 +5,9 @@
 
 For a ``.cu`` file the PTX comes from :func:`refsim.ptx.compile` (needs nvcc); registers, spills and
 shared memory come from ``ptxas -v`` when ptxas is installed (beside nvcc or on PATH), otherwise
-the column says ``n/a``. The last line per kernel says whether :class:`refsim.ptx.Module` can run
-it, or names the first instruction it refuses.
+the column says ``n/a``. Each kernel says whether :class:`refsim.ptx.Module` can run it, or names the
+first instruction it refuses. ``--sass`` lists what ptxas generates for each kernel
+(:mod:`refsim.ptx.sass`; needs ptxas and nvdisasm, else one error line and exit 2).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def register(subparsers) -> None:
     s.add_argument("--arch", default="sm_80", help="target architecture (default sm_80)")
     s.add_argument("--full", action="store_true", help="count full instruction names, not base opcodes")
     s.add_argument("--option", action="append", default=[], help="extra nvcc option for .cu files (repeatable)")
+    s.add_argument("--sass", action="store_true",
+                   help="also list each kernel's SASS as ptxas generates it for --arch (needs ptxas and nvdisasm: "
+                        "pip install \"refsim[cuda]\")")
     s.set_defaults(func=stats_command)
     c = sub.add_parser("check", help="check a .cu/.ptx kernel bit for bit against refsim's emulator",
                        description="Compile FILE, run its entry KERNEL through refsim.ptx as the --launch function "
@@ -73,18 +77,18 @@ def _ptxas_usage(text: str, arch: str) -> dict[str, str]:
     return usage
 
 
-def stats_text(text: str, arch: str, full: bool = False) -> str:
-    """The report of ``refsim ptx stats`` for PTX ``text``."""
+def stats_text(text: str, arch: str, full: bool = False, sass: bool = False) -> str:
+    """The report of ``refsim ptx stats`` for PTX ``text`` (with ``sass``: each kernel's SASS listing)."""
     from refsim import ptx
+    from refsim.ptx import sass as sass_mod
     from refsim.ptx.parse import parse
 
     parsed = parse(text)
+    listings = sass_mod.sass(text, arch) if sass else {}
     usage = _ptxas_usage(text, arch)
-    try:
-        module = ptx.Module(text)
-        runnable = "yes"
-    except ptx.PtxError as e:
-        module, runnable = None, f"no: {e}"
+    module = ptx.Module(text)
+    refused = module.unsupported
+    runnable = "yes" if not refused else f"{len(parsed.kernels) - len(refused)} of {len(parsed.kernels)} kernels"
     out = []
     for name, k in parsed.kernels.items():
         mix: dict[str, int] = {}
@@ -95,7 +99,8 @@ def stats_text(text: str, arch: str, full: bool = False) -> str:
         out.append(f"kernel {name}: {total} static instructions, {len(k.params)} parameters, "
                    f"{k.shared_bytes} bytes static shared memory")
         out.append(f"  ptxas ({arch}): {usage.get(name, 'n/a (ptxas not found)')}")
-        if module is not None:
+        out.append(f"  refsim.ptx runs it: {'no: ' + refused[name] if name in refused else 'yes'}")
+        if name not in refused:
             pairs = module.contractible(name)
             lines = ", ".join(f"{a}+{b}" for a, b in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
             out.append(f"  contractible mul+add pairs (ptxas may fuse; see docs/ptx.md): {len(pairs)}"
@@ -103,6 +108,10 @@ def stats_text(text: str, arch: str, full: bool = False) -> str:
         width = max((len(x) for x in mix), default=0)
         for op, n in sorted(mix.items(), key=lambda kv: (-kv[1], kv[0])):
             out.append(f"  {op:<{width}}  {n:6d}  {100.0 * n / total:5.1f}%")
+        if sass:
+            listing = listings.get(name, ())
+            out.append(f"  SASS ({arch}, ptxas + nvdisasm): {len(listing)} instructions")
+            out.extend(f"    {ins}" for ins in listing)
     out.append(f"refsim.ptx can execute this module: {runnable}")
     return "\n".join(out)
 
@@ -123,5 +132,5 @@ def stats_command(args) -> int:
         text = ptx.compile(text, arch=args.arch, options=tuple(args.option), include_dirs=(str(path.parent),))
     elif path.suffix != ".ptx":
         raise FormatRuleError(f"file: must end in .cu or .ptx; got {path.name!r}")
-    print(stats_text(text, args.arch, full=args.full))
+    print(stats_text(text, args.arch, full=args.full, sass=args.sass))
     return 0

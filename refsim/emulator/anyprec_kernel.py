@@ -20,9 +20,13 @@ dataflow        per output row r, batch row l, lane t (SNU-ARC/any-precision-llm
                    (a lane whose source l + d >= 32 reads its own value); lane 0 writes O[l, r].
                 The lookup path (scalar table or half2 pair table) changes only where a weight
                 comes from, not its value, so it is not modelled.
-not modelled    the K-split path (M == 1, K > 4096, bits >= 7 on non-Orin GPUs) combines the slices
-                with fp16 ``atomicAdd`` in shared memory, in an order the hardware does not fix:
-                :func:`anyprec_gemv` raises unless ``ksplit_order`` gives the order to assume.
+K-split         (M == 1, K > 4096, bits >= 7 on non-Orin GPUs: ksplit = ceil(K / 4096) slices of 4 chunks)
+                each slice's lane-0 total is added with fp16 ``atomicAdd`` into a zeroed shared
+                accumulator, in an order the hardware does not fix (on an H100 the official kernel
+                differed from slice order in 5 of 16 outputs, 1 ulp each). :func:`anyprec_gemv`
+                raises unless ``ksplit_order`` gives the order to assume ("ascending" or a
+                permutation of the slices); :func:`anyprec_gemv_admissible` gives every order's result
+                (ksplit! orders, element by element), or above ``max_orders`` a proven interval.
 oracle          :func:`anyprec_gemv_reference`: one (l, r) at a time, every fp16 fma through the
                 exact rational oracle (:func:`refsim.arith.fp.fma_reference`).
 paths           :func:`anyprec_gemv` runs the compiled kernel
@@ -43,16 +47,18 @@ The reduction tree of ``warp_reduce_sum`` (lane 0's result; shfl_down, width 32)
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
 from refsim._validate import MAX_ELEMENTS, require_bounded, require_dtype, require_int
 from refsim.arith import fp
+from refsim.arith.admissible import DEFAULT_MAX_ORDERS, AdmissibleSet, fold_orders
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import anyprec_kernel as ak
 from refsim.formats import bitplane
 
-__all__ = ["anyprec_gemv", "anyprec_gemv_reference", "lane_indices", "warp_reduce_sum", "warp_reduce_sum_reference"]
+__all__ = ["anyprec_gemv", "anyprec_gemv_admissible", "anyprec_gemv_reference", "lane_indices", "warp_reduce_sum", "warp_reduce_sum_reference"]
 
 _CHUNK = 1024
 
@@ -144,13 +150,37 @@ def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
 
     use_native = nat.available() if native is None else native
     x, W, plan, m, n, k = _check(x, qweight, lut, bits, lookup=not use_native)   # native: W = codes
-    if plan.ksplit > 1 and ksplit_order != "ascending":
-        raise FormatRuleError(
-            f"ksplit_order: this launch splits K into {plan.ksplit} slices combined by fp16 atomicAdd "
-            f"in hardware order; pass 'ascending' to assume slice order; got {ksplit_order!r}")
+    order = _ksplit_order(plan.ksplit, ksplit_order)
     k0, k1, active = _lane_indices_cached(k)
-    if use_native:
+    if use_native and order == tuple(range(plan.ksplit)):
         return nat.anyprec_gemv(W, lut, x, k0, k1, plan.ksplit)
+    if use_native:
+        x, W, plan, m, n, k = _check(x, qweight, lut, bits)
+    totals = _slice_totals(x, W, plan, m, n, k0, k1, active)
+    if len(totals) == 1:
+        return totals[0]
+    acc = np.zeros_like(totals[0])  # shO starts at 0, then atomicAdd per slice (fp16 add)
+    for z in order:
+        acc = fp.f16_add(acc, totals[z])
+    return acc
+
+
+def _ksplit_order(ksplit: int, ksplit_order) -> tuple:
+    if ksplit == 1:
+        return (0,)
+    if ksplit_order == "ascending":
+        return tuple(range(ksplit))
+    if (isinstance(ksplit_order, tuple) and all(isinstance(z, (int, np.integer)) for z in ksplit_order)
+            and sorted(int(z) for z in ksplit_order) == list(range(ksplit))):
+        return tuple(int(z) for z in ksplit_order)
+    raise FormatRuleError(
+        f"ksplit_order: this launch splits K into {ksplit} slices combined by fp16 atomicAdd "
+        f"in hardware order; pass 'ascending', a permutation of range({ksplit}), or use "
+        f"anyprec_gemv_admissible for every order; got {ksplit_order!r}")
+
+
+def _slice_totals(x, W, plan, m, n, k0, k1, active) -> list:
+    """Each K-split slice's lane-0 total, float16 (M, N), in slice order (one slice: the output)."""
     xh = x
     slices = [range(z * 4, min(z * 4 + 4, k0.shape[0])) for z in range(plan.ksplit)]
     totals = []
@@ -167,13 +197,41 @@ def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
             upd = fp.f16_add(partial, fp.f16_add(sx, sy))
             partial = np.where(active[i][None, None, :], upd, partial)  # broken-out lanes keep theirs
         totals.append(warp_reduce_sum(partial))                        # (M, N)
-    out = totals[0]
-    if len(totals) > 1:
-        acc = np.zeros_like(out)  # shO starts at 0, then atomicAdd per slice (fp16 add)
-        for t in totals:
-            acc = fp.f16_add(acc, t)
-        out = acc
-    return out
+    return totals
+
+
+def anyprec_gemv_admissible(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int, *,
+                            max_orders: int = DEFAULT_MAX_ORDERS):
+    """Every output the kernel may write: a :class:`refsim.arith.admissible.AdmissibleSet`.
+
+    Same inputs as :func:`anyprec_gemv`. Without a K-split the set has one member (the kernel is
+    deterministic). With ksplit slices: element by element, the fp16 fold 0 (+) t_z0 (+) t_z1 ...
+    of the slice totals t in each of the ksplit! orders (each output element is its own shared
+    accumulator, so the orders of different elements are independent). When ksplit! > max_orders
+    the set is the interval S +/- gamma_(n-1) * sum |t_z| around the exact sum S (gamma_k = k u /
+    (1 - k u), u = 2^-11: the error bound of n - 1 fp16 additions, which round to nearest and are
+    exact below the normal range), widened to +/-inf where it passes the largest half, 65504.
+    """
+    x, W, plan, m, n, k = _check(x, qweight, lut, require_int("bits", bits, minimum=1))
+    k0, k1, active = _lane_indices_cached(k)
+    totals = _slice_totals(x, W, plan, m, n, k0, k1, active)
+    if len(totals) == 1:
+        return AdmissibleSet(totals[0], totals[0][None], 1, "one slice: deterministic")
+    got = fold_orders(totals, fp.f16_add, np.zeros_like(totals[0]), max_orders=max_orders)
+    if got is not None:
+        return got
+    t = np.stack(totals).astype(np.float64)                            # exact: fp16 in float64
+    nz = len(totals)
+    u = 2.0 ** -11
+    gamma = (nz - 1) * u / (1 - (nz - 1) * u)
+    exact = t.sum(axis=0)
+    slack = gamma * np.abs(t).sum(axis=0)
+    lo, hi = exact - slack, exact + slack
+    lo = np.where(lo < -65504, -np.inf, lo)
+    hi = np.where(hi > 65504, np.inf, hi)
+    ref = anyprec_gemv(x, qweight, lut, bits, "ascending")
+    return AdmissibleSet(ref, None, math.factorial(nz),
+                         f"|d - S| <= gamma_{nz - 1} * sum|t| for {nz} fp16 additions", lo, hi)
 
 
 def anyprec_gemv_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int) -> np.ndarray:

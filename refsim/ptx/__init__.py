@@ -11,16 +11,18 @@ Pinned API (issue 14)::
 
 Pointer arguments are NumPy arrays written back in place; value arguments are ints/floats
 converted exactly. ``stats`` is a :class:`LaunchStats`. The execution model, scheduling, checking
-modes (``race=True``, ``poison=True``) and caveats are in docs/ptx.md. Modules: ``parse`` (PTX text
--> instructions), ``engine`` (SIMT execution, memory and control-flow instructions, scheduling),
-``memory`` (state spaces and the address map), ``module`` (``Module`` and launch arguments),
-``toolchain`` (``compile``), ``semantics`` (per-instruction arithmetic, one handler per opcode).
+modes (``race=True``, ``poison=True``) and caveats are in docs/ptx.md, with the module map (``module``,
+``arch``, ``parse``, ``engine``, ``scheduler``, ``dispatch``, ``operands``, ``control``, ``barriers``,
+``memory_ops``, ``checks``, ``memory``, ``toolchain``, ``semantics``). ``ARCHS`` and
+``check_launch_shape`` are the architecture facts and the one launch-shape check other packages use.
 """
 
+from refsim.ptx.arch import ARCHS, ArchFacts, LaunchShape, check_launch_shape
 from refsim.ptx.engine import LaunchStats
 from refsim.ptx.errors import *  # noqa: F401,F403
 from refsim.ptx.errors import __all__ as _errors_all
 from refsim.ptx.module import Module
 from refsim.ptx.toolchain import compile, find_nvcc
 
-__all__ = ["compile", "find_nvcc", "Module", "LaunchStats", *_errors_all]
+__all__ = ["compile", "find_nvcc", "Module", "LaunchStats", "ARCHS", "ArchFacts", "LaunchShape",
+           "check_launch_shape", *_errors_all]

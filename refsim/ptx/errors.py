@@ -10,7 +10,9 @@
     ├── PtxRaceError                 race checker: shared-memory conflict between barriers, or a read of a
     │                                ``cp.async`` destination before its ``wait_group``
     ├── PtxUninitializedError        read of an unwritten register or shared-memory byte (poison checking)
-    └── PtxLimitError                ``max_warp_instructions`` exceeded (a runaway kernel never hangs)
+    └── PtxLimitError                a size limit (registers, parameters, static bytes, instructions, launch
+                                     state, grid x block work; refsim.ptx.limits) or ``max_warp_instructions``
+                                     exceeded (a runaway kernel never hangs)
 """
 
 from __future__ import annotations
@@ -68,4 +70,4 @@ class PtxUninitializedError(PtxError):
 
 
 class PtxLimitError(PtxError):
-    """The launch exceeded ``max_warp_instructions``."""
+    """A size beyond refsim.ptx.limits, or a launch beyond ``max_warp_instructions``; names both numbers."""

@@ -27,6 +27,17 @@ LOCAL_WINDOW = 2 << 32
 WINDOW_BYTES = 1 << 32
 GLOBAL_BASE = 1 << 40
 _GAP = 4096
+_ALLOC_ALIGN = 256          # cudaMalloc's alignment: what a device pointer's low bits can be
+
+
+def _offset_in_allocation(data: np.ndarray) -> int:
+    """Bytes from the start of the memory ``data`` views (its outermost base array) to its first byte."""
+    root = data
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is data or root.size == 0:
+        return 0
+    return data.__array_interface__["data"][0] - root.__array_interface__["data"][0]
 
 _UINT = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 
@@ -50,11 +61,16 @@ class GlobalMemory:
         self._end_arr = np.zeros(0, np.uint64)
 
     def add(self, data: np.ndarray, name: str) -> int:
-        """Map ``data`` (a C-contiguous array of any dtype) and return its virtual base address."""
+        """Map ``data`` (a C-contiguous array of any dtype) and return its virtual base address.
+
+        The address keeps the array's byte offset into the allocation it views, modulo 256 (the
+        alignment cudaMalloc gives): a view 3 bytes into a buffer is 3 bytes off every alignment
+        here too, so an aligned access through it faults as on the GPU (PtxMisalignedError)."""
         base = GLOBAL_BASE
         if self.bases:
             end = self.bases[-1] + self.sizes[-1]
             base = (end + _GAP + _GAP - 1) // _GAP * _GAP
+        base += _offset_in_allocation(data) % _ALLOC_ALIGN
         flat = data.reshape(-1).view(np.uint8) if data.size else np.zeros(0, np.uint8)
         self.bases.append(base)
         self.sizes.append(flat.size)

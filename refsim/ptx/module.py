@@ -17,61 +17,62 @@ Launch arguments, one per ``.param`` of the kernel, in order::
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from refsim.ptx.engine import Launch, LaunchStats, check_launch_shape, needs_handler
-from refsim.ptx.errors import PtxLaunchError, PtxUnsupportedError
+from refsim.ptx import dispatch
+from refsim.ptx.arch import ARCHS, arch_facts, check_launch_shape, sm_number
+from refsim.ptx.engine import DEFAULT_MAX_WARP_INSTRUCTIONS, Launch, LaunchStats
+from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxUnsupportedError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.parse import TYPE_BITS, parse
 
-__all__ = ["Module", "SHARED_BYTES_PER_BLOCK"]
+__all__ = ["Module"]
 
-#: Largest shared memory of one block (static + dynamic, with the opt-in attribute), bytes: CUDA
-#: C++ Programming Guide, "Technical Specifications per Compute Capability"; the same numbers as
-#: ``smem_per_block_bytes`` in refsim.gpu_model.specs (checked by tests/ptx/test_module.py).
-SHARED_BYTES_PER_BLOCK = {
-    "sm_70": 98304, "sm_75": 65536, "sm_80": 166912, "sm_86": 101376, "sm_87": 166912,
-    "sm_89": 101376, "sm_90": 232448,
-}
 _SCHEDULES = ("lockstep", "random")
-
-
-def _sm(arch: str) -> int:
-    m = re.fullmatch(r"sm_(\d+)[af]?", arch)
-    if not m:
-        raise PtxLaunchError(f"arch: must look like 'sm_80'; got {arch!r}")
-    return int(m.group(1))
 
 
 class Module:
     """A parsed PTX module.
 
-    ``Module(ptx_text)`` parses every ``.entry`` and looks up the semantics of every static
-    instruction once; malformed or unsupported PTX raises :class:`refsim.ptx.PtxError` naming
-    line, column and instruction. ``kernels`` is the tuple of ``.entry`` names (mangled, as in
-    the PTX).
+    ``Module(ptx_text)`` parses every ``.entry`` and checks every static instruction against the
+    dispatch table once. Malformed PTX raises :class:`refsim.ptx.PtxParseError` naming line and
+    column. A kernel holding an instruction refsim does not execute is refused alone: the module
+    loads, :attr:`unsupported` says which kernels cannot run and why, and launching one raises
+    :class:`refsim.ptx.PtxUnsupportedError` naming the kernel and the line. ``kernels`` is the tuple
+    of ``.entry`` names (mangled, as in the PTX), runnable or not.
     """
 
     def __init__(self, ptx_text: str):
         self._parsed = parse(ptx_text)
         self.target = self._parsed.target.split(",")[0].strip()
-        self._target_sm = _sm(self.target)
+        self._target_sm = sm_number(self.target)
         self._handlers: dict[tuple[str, str], dict[int, object]] = {}
-        load_arch = self.target if self.target in SHARED_BYTES_PER_BLOCK else "sm_80"
-        for name in self._parsed.kernels:
-            self._lookup(name, load_arch)
-            # build once with a one-thread dummy launch (at the .target arch: sm_89 PTX may hold fp8
-            # mma, which no sm_80 model has): engine-owned instructions are checked here
-            self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch=load_arch,
-                               shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
-                               race=False, poison=False)
+        self._refused: dict[str, str] = {}
+        load_arch = self.target if self.target in ARCHS else "sm_80"
+        for name, k in self._parsed.kernels.items():
+            if k.refused is not None:
+                self._refused[name] = k.refused
+                continue
+            try:
+                self._lookup(name, load_arch)
+                # build once with a one-thread dummy launch (at the .target's own model: an sm_89
+                # module may hold instructions no sm_80 model has): engine-owned forms are checked here
+                self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch=load_arch,
+                                   shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
+                                   race=False, poison=False)
+            except PtxUnsupportedError as e:
+                self._refused[name] = str(e)
 
     @property
     def kernels(self) -> tuple[str, ...]:
         """Names of the ``.entry`` kernels, mangled, in PTX order."""
         return tuple(self._parsed.kernels)
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        """The kernels refsim cannot run, each with the first refusal (kernel, PTX line, column,
+        instruction and why); empty when every kernel runs. A copy: changing it changes nothing."""
+        return dict(self._refused)
 
     def params(self, kernel: str) -> tuple:
         """The kernel's parameters: tuples of (name, PTX type, size in bytes)."""
@@ -105,32 +106,16 @@ class Module:
         return tuple(pairs)
 
     def _kernel(self, name: str):
-        k = self._parsed.kernels.get(name)
+        k = self._parsed.kernels.get(name) if isinstance(name, str) else None
         if k is None:
             raise PtxLaunchError(f"kernel: must be one of {list(self._parsed.kernels)}; got {name!r}")
         return k
 
     def _lookup(self, name: str, arch: str) -> dict:
-        from refsim.ptx import semantics
-
+        """The semantics handlers of kernel ``name`` on ``arch`` (checked against the dispatch table once)."""
         key = (name, arch)
         if key not in self._handlers:
-            k = self._parsed.kernels[name]
-            hs, cache = {}, {}
-            for i, ins in enumerate(k.instructions):
-                if ins.opcode == "call":
-                    raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
-                                              f"`{ins.text}`: calls of non-inlined device functions are not supported")
-                if needs_handler(ins):
-                    op = semantics.Op(ins.opcode, ins.mods, ins.types)
-                    try:
-                        if op not in cache:           # handlers are pure: one per distinct instruction
-                            cache[op] = semantics.lookup(op, arch=arch)
-                        hs[i] = cache[op]
-                    except PtxUnsupportedError as e:
-                        raise PtxUnsupportedError(f"kernel {name}, PTX line {ins.line}, column {ins.column} "
-                                                  f"`{ins.text}`: {e}") from None
-            self._handlers[key] = hs
+            self._handlers[key] = dispatch.load(self._parsed.kernels[name], arch)
         return self._handlers[key]
 
     def _dummy_args(self, name: str) -> list:
@@ -146,7 +131,7 @@ class Module:
 
     def launch(self, kernel: str, grid, block, args, *, arch: str = "sm_80", shared_bytes: int = 0,
                schedule: str = "lockstep", seed: int = 0, max_warp_instructions: int | None = None,
-               race: bool = False, poison: bool = False) -> LaunchStats:
+               race: bool = False, poison: bool = False, atomic_order=None) -> LaunchStats:
         """Run ``kernel`` over ``grid`` x ``block`` threads; pointer arguments are updated in place.
 
         grid, block: int or tuple of up to 3 ints. args: one per ``.param`` (see the module doc).
@@ -156,57 +141,80 @@ class Module:
         ``seed``). max_warp_instructions: bound on issued warp-instructions (default 10**9).
         race: report shared-memory conflicts between barriers and reads of pending cp.async
         destinations (PtxRaceError). poison: report reads of unwritten registers or shared bytes
-        (PtxUninitializedError). Returns :class:`refsim.ptx.LaunchStats`.
+        (PtxUninitializedError). atomic_order: None (float atomic adds that reach one address in one
+        step land in thread order) or a permutation of 0..n-1: they land in that order of their
+        thread-order ranks (refsim.testing.admissible runs every order). Returns
+        :class:`refsim.ptx.LaunchStats`.
         """
-        if schedule not in _SCHEDULES:
+        atomic_order = _check_order(atomic_order)
+        if not isinstance(kernel, str):
+            raise PtxLaunchError(f"kernel: must be a str, one of {list(self._parsed.kernels)}; got {kernel!r:.60}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_)) or seed < 0:
+            raise PtxLaunchError(f"seed: must be a non-negative int; got {seed!r:.60}")
+        for flag, value in (("race", race), ("poison", poison)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise PtxLaunchError(f"{flag}: must be True or False; got {value!r:.60}")
+        if not isinstance(schedule, str) or schedule not in _SCHEDULES:
             raise PtxLaunchError(f"schedule: must be one of {_SCHEDULES}; got {schedule!r}")
-        if arch not in SHARED_BYTES_PER_BLOCK:
-            raise PtxLaunchError(f"arch: must be one of {sorted(SHARED_BYTES_PER_BLOCK)}; got {arch!r}")
-        if _sm(arch) < self._target_sm:
+        arch_facts(arch)
+        if sm_number(arch) < self._target_sm:
             raise PtxLaunchError(f"arch: PTX built for .target {self.target} cannot run on {arch}")
         if max_warp_instructions is not None and (not isinstance(max_warp_instructions, (int, np.integer))
+                                                  or isinstance(max_warp_instructions, (bool, np.bool_))
                                                   or max_warp_instructions < 1):
             raise PtxLaunchError(f"max_warp_instructions: must be a positive int or None; got {max_warp_instructions!r}")
-        grid = check_launch_shape("grid", grid)
-        block = check_launch_shape("block", block)
-        if block[0] * block[1] * block[2] > 1024 or block[2] > 64:
-            raise PtxLaunchError(f"block: at most 1024 threads and z <= 64; got {block}")
-        if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
-            raise PtxLaunchError(f"grid: y and z must be <= 65535, x < 2**31; got {grid}")
-        if not isinstance(shared_bytes, (int, np.integer)) or isinstance(shared_bytes, bool) or shared_bytes < 0:
-            raise PtxLaunchError(f"shared_bytes: must be a non-negative int; got {shared_bytes!r}")
-        k = self._kernel(kernel)
-        limit = SHARED_BYTES_PER_BLOCK[arch]
-        if k.shared_bytes + int(shared_bytes) > limit:
-            raise PtxLaunchError(f"shared_bytes: static ({k.shared_bytes}) + dynamic ({int(shared_bytes)}) shared "
-                                 f"memory must be <= {limit} bytes per block on {arch}; got "
-                                 f"{k.shared_bytes + int(shared_bytes)}")
+        known = self._parsed.kernels.get(kernel) if isinstance(kernel, str) else None
+        shape = check_launch_shape(arch, grid, block, dynamic_shared_bytes=shared_bytes,
+                                   static_shared_bytes=known.shared_bytes if known else 0)
+        grid, block = shape.grid, shape.block
+        self._kernel(kernel)
+        budget = DEFAULT_MAX_WARP_INSTRUCTIONS if max_warp_instructions is None else int(max_warp_instructions)
+        least = shape.blocks * -(-shape.threads_per_block // 32)         # every warp issues at least one
+        if least > budget:
+            raise PtxLimitError(f"grid x block: {shape.blocks:,} blocks of {-(-shape.threads_per_block // 32)} warps "
+                                f"issue at least {least:,} warp-instructions, more than max_warp_instructions="
+                                f"{budget:,}; got grid {grid}, block {block}")
+        if kernel in self._refused:
+            raise PtxUnsupportedError(f"kernel {kernel} cannot run in refsim.ptx: {self._refused[kernel]}")
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
             raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
         state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
                                    schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
-                                   race=race, poison=poison)
+                                   race=race, poison=poison, atomic_order=atomic_order)
         return state.run()
 
     def _launch_state(self, kernel, grid, block, args, *, arch, shared_bytes, schedule, seed,
-                      max_warp_instructions, race, poison) -> Launch:
+                      max_warp_instructions, race, poison, atomic_order=None) -> Launch:
         k = self._kernel(kernel)
         if len(args) != len(k.params):
             raise PtxLaunchError(f"args: kernel {kernel} takes {len(k.params)} parameters; got {len(args)}")
         gmem = GlobalMemory()
         symbols: dict[str, int] = {}
         for name, (var, init, _space) in self._parsed.globals.items():
-            symbols[name] = gmem.add(np.frombuffer(bytearray(init), np.uint8), name)
+            data = np.zeros(var.size, np.uint8) if init is None else np.frombuffer(bytearray(init), np.uint8)
+            symbols[name] = gmem.add(data, name)
         param = bytearray(sum(p.size for p in k.params) + 16)
         size = 0
         for i, (p, a) in enumerate(zip(k.params, args)):
             raw = _param_bytes(i, p, a, gmem)
             param[p.offset:p.offset + p.size] = raw
             size = p.offset + p.size
-        handlers = self._lookup(kernel, arch if arch in SHARED_BYTES_PER_BLOCK else "sm_80")
+        handlers = self._lookup(kernel, arch if arch in ARCHS else "sm_80")
         return Launch(k, handlers, self._parsed.globals, grid, block, bytes(param[:size]), gmem, symbols,
                       arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
-                      max_warp_instructions=max_warp_instructions, race=race, poison=poison)
+                      max_warp_instructions=max_warp_instructions, race=race, poison=poison,
+                      atomic_order=atomic_order)
+
+
+def _check_order(order):
+    """``atomic_order``: None or a permutation of 0..n-1 (a tuple of ints), as a tuple."""
+    if order is None:
+        return None
+    if (not isinstance(order, (tuple, list)) or not order
+            or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in order)
+            or sorted(int(x) for x in order) != list(range(len(order)))):
+        raise PtxLaunchError(f"atomic_order: must be None or a permutation of 0..n-1; got {order!r}")
+    return tuple(int(x) for x in order)
 
 
 def _param_bytes(i: int, p, a, gmem: GlobalMemory) -> bytes:

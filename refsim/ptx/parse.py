@@ -26,16 +26,28 @@ Operands are tuples, resolved once here so the engine's hot loop never looks at 
     ("addr", base, offset)       base: ("reg", slot, False) | ("sym", name) | None
     ("vec", (operand, ...))      ("pair", (operand, operand))  ("sink",)
 
+Implicit operands: the carry instructions (``add.cc``, ``addc``, ``sub.cc``, ``subc``, ``mad.cc``,
+``madc``) read or write the per-thread carry flag CC.CF, a predicate register the parser declares
+(named ``CC.CF``) and inserts as an operand: ``addc.cc.u32 d, a, b`` -> (d, CC.CF, a, b, CC.CF).
+The predefined constant ``WARP_SZ`` is the immediate 32.
+
 Malformed or unsupported text raises :class:`refsim.ptx.PtxParseError` naming line, column and the
 offending statement.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
+from refsim.ptx import limits
+from refsim.ptx.arch import ARCHS
 from refsim.ptx.errors import PtxParseError, PtxUnsupportedError
+from refsim.ptx.lex import (
+    ADDRESS, DEC_FLOAT, DECL, F32_IMM, F64_IMM, IDENT, INSTRUCTION, NAME_ITEM, decl_quals, error,
+    initializer_bytes, parse_int, split_top, statements, strip_comments,
+)
 
 __all__ = ["TYPE_BITS", "Param", "Register", "Variable", "Instruction", "Kernel", "ParsedModule", "parse"]
 
@@ -110,6 +122,8 @@ class Kernel:
     local_bytes: int = 0
     local: dict[str, Variable] = field(default_factory=dict)
     instructions: list[Instruction] = field(default_factory=list)
+    refused: str | None = None     # why the kernel cannot run (an unsupported statement), else None
+    line: int = 0                  # PTX line of the .entry header
 
 
 @dataclass
@@ -118,198 +132,11 @@ class ParsedModule:
     target: str
     address_size: int
     kernels: dict[str, Kernel]
-    globals: dict[str, tuple[Variable, bytes, str]]   # name -> (variable, initial bytes, space)
+    globals: dict[str, tuple[Variable, bytes | None, str]]   # name -> (variable, initial bytes or None
+                                                            # for zeros, space)
     extern_shared: dict[str, int]                      # module-scope .extern .shared name -> align
 
 
-def _err(line: int, col: int, text: str, why: str, cls=PtxParseError):
-    return cls(f"PTX line {line}, column {col}: `{text.strip()}`: {why}")
-
-
-_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
-
-
-def _strip_comments(text: str) -> str:
-    def repl(m: re.Match) -> str:
-        s = m.group(0)
-        if s.startswith('"'):
-            return s
-        return re.sub(r"[^\n]", " ", s)
-    return _STRING_OR_COMMENT.sub(repl, text)
-
-
-_LINE_DIRECTIVES = (".version", ".target", ".address_size", ".file", ".loc")
-_LABEL = re.compile(r"\s*([A-Za-z_$%][\w$]*)\s*:$")
-
-
-def _statements(text: str):
-    """Yield ``(kind, text, line, col)``: kind is "stmt", "label", "open", "close" or "line"."""
-    lines = text.split("\n")
-    buf: list[str] = []
-    start = None
-    literal_depth = 0     # braces inside a statement: vector operands, initializers
-    for ln, raw in enumerate(lines, 1):
-        stripped = raw.strip()
-        if not buf and stripped.split(None, 1)[:1] and stripped.split(None, 1)[0] in _LINE_DIRECTIVES:
-            yield ("line", stripped.rstrip(";"), ln, raw.index(stripped[0]) + 1)
-            continue
-        if not buf and literal_depth == 0:       # fast paths: one whole statement, a label, or nothing
-            if not stripped:
-                continue
-            if (stripped.endswith(";") and stripped.count(";") == 1 and '"' not in stripped
-                    and stripped[0] not in "{}" and stripped.count("{") == stripped.count("}")):
-                body = stripped[:-1].strip()
-                if body:
-                    yield ("stmt", body, ln, raw.index(stripped[0]) + 1)
-                continue
-            lm = _LABEL.match(stripped)
-            if lm and "::" not in stripped:
-                yield ("label", lm.group(1), ln, raw.index(stripped[0]) + 1)
-                continue
-        i = 0
-        while i < len(raw):
-            ch = raw[i]
-            if ch == '"':
-                j = raw.index('"', i + 1) if '"' in raw[i + 1:] else len(raw) - 1
-                if not buf:
-                    start = (ln, i + 1)
-                buf.append(raw[i:j + 1])
-                i = j + 1
-                continue
-            content = "".join(buf).strip()
-            if ch == "{" and literal_depth == 0 and (not content or content.startswith(".") and "=" not in content
-                                                      and not content.startswith((".reg", ".shared", ".local", ".const", ".global"))):
-                if content:
-                    yield ("header", content, start[0], start[1])
-                else:
-                    yield ("open", "{", ln, i + 1)
-                buf, start = [], None
-            elif ch == "{":
-                literal_depth += 1
-                buf.append(ch)
-            elif ch == "}" and literal_depth:
-                literal_depth -= 1
-                buf.append(ch)
-            elif ch == "}":
-                if content:
-                    raise _err(start[0], start[1], content, "statement not terminated by ';'")
-                yield ("close", "}", ln, i + 1)
-                buf, start = [], None
-            elif ch == ";" and literal_depth == 0:
-                yield ("stmt", content, start[0], start[1]) if content else None
-                buf, start = [], None
-            elif ch == ":" and literal_depth == 0 and raw[i + 1:i + 2] != ":" and raw[i - 1:i] != ":" \
-                    and _LABEL.match(content + ":"):
-                yield ("label", content, start[0], start[1])
-                buf, start = [], None
-            else:
-                if not buf and not ch.isspace():
-                    start = (ln, i + 1)
-                if buf or not ch.isspace():
-                    buf.append(ch)
-            i += 1
-        if buf:
-            buf.append(" ")
-    content = "".join(buf).strip()
-    if content:
-        raise _err(start[0], start[1], content, "statement not terminated by ';' at end of text")
-
-
-_DECL = re.compile(
-    r"^(?P<space>\.reg|\.shared|\.local|\.const|\.global|\.param)\s+"
-    r"(?P<quals>(?:\.(?:align\s+\d+|v[248]|ptr|b8|b16|b32|b64|b128|s8|s16|s32|s64|u8|u16|u32|u64|f16|f16x2|bf16|bf16x2|f32|f64|pred)\s*)+)"
-    r"(?P<names>.*)$",
-    re.S,
-)
-_NAME_ITEM = re.compile(r"^\s*(?P<name>[%$\w.]+?)\s*(?:<(?P<count>\d+)>)?\s*(?P<dims>(?:\[\s*\d*\s*\])*)\s*(?:=\s*(?P<init>.*))?$", re.S)
-
-
-def _decl_quals(quals: str):
-    align, vec, typ = None, 1, None
-    for q in re.findall(r"\.(align\s+\d+|\w+)", quals):
-        if q.startswith("align"):
-            align = int(q.split()[1])
-        elif q in ("v2", "v4", "v8"):
-            vec = int(q[1:])
-        elif q == "ptr":
-            continue
-        else:
-            typ = q
-    return align, vec, typ
-
-
-def _split_top(s: str, sep: str = ",") -> list[str]:
-    if not any(c in s for c in "[{("):
-        return [x.strip() for x in s.split(sep) if x.strip()]
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        if ch == sep and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
-
-
-def _parse_int(tok: str) -> int | None:
-    t = tok.strip()
-    if _DEC_INT.fullmatch(t):
-        return int(t)
-    neg = t.startswith("-")
-    if neg:
-        t = t[1:].strip()
-    if t.endswith("U"):
-        t = t[:-1]
-    try:
-        if re.fullmatch(r"0[xX][0-9a-fA-F]+", t):
-            v = int(t, 16)
-        elif re.fullmatch(r"0[bB][01]+", t):
-            v = int(t[2:], 2)
-        elif re.fullmatch(r"0[0-7]+", t):
-            v = int(t, 8)
-        elif re.fullmatch(r"\d+", t):
-            v = int(t)
-        else:
-            return None
-    except ValueError:
-        return None
-    return -v if neg else v
-
-
-def _initializer_bytes(init: str, typ: str, count: int) -> bytes:
-    import numpy as np
-
-    width = TYPE_BITS[typ] // 8
-    items = [x for x in re.split(r"[{},\s]+", init) if x]
-    vals = []
-    for it in items:
-        if it.startswith(("0f", "0F")) and len(it) == 10:
-            vals.append(int(it[2:], 16))
-        elif it.startswith(("0d", "0D")) and len(it) == 18:
-            vals.append(int(it[2:], 16))
-        else:
-            v = _parse_int(it)
-            if v is None:
-                raise ValueError(it)
-            vals.append(v % (1 << (8 * width)))
-    arr = np.zeros(count, dtype=f"<u{width}")
-    arr[: len(vals)] = vals
-    return arr.tobytes()
-
-
-_F32_IMM = re.compile(r"0[fF][0-9a-fA-F]{8}")
-_F64_IMM = re.compile(r"0[dD][0-9a-fA-F]{16}")
-_DEC_FLOAT = re.compile(r"-?\d+\.\d*(?:[eE][-+]?\d+)?")
-_IDENT = re.compile(r"[A-Za-z_$][\w$]*")
-_INSTRUCTION = re.compile(r"^(?:@(!?)\s*(%?[\w$]+)\s+)?([A-Za-z][\w.:]*)\s*(.*)$", re.S)
-_ADDRESS = re.compile(r"([^+\-]+?)?(?:(\+|-)(-?(?:0[xX][0-9a-fA-F]+|\d+)))?")
-_DEC_INT = re.compile(r"\d+")
 
 
 class _Scope:
@@ -320,36 +147,66 @@ class _Scope:
         self.pending: list[tuple[Instruction, int, str]] = []   # (instruction, operand index, label)
 
 
+#: Instructions that read (``c`` forms) or write (``.cc``) the carry flag CC.CF, an implicit operand.
+_CARRY_IN = frozenset(["addc", "subc", "madc"])
+_CARRY_OUT_OPCODES = frozenset(["add", "sub", "mad", "addc", "subc", "madc"])
+#: The name of the carry-flag register (not a legal PTX identifier, so no declaration can clash).
+CARRY_FLAG = "CC.CF"
+#: Predefined constants an operand may name (PTX ISA, "Predefined Identifiers").
+CONSTANTS = {"WARP_SZ": 32}
+
+
+@functools.lru_cache(maxsize=4096)
+def _opcode_parts(full: str):
+    """``"ld.global.v4.u32"`` -> ("ld", ("global", "v4"), ("u32",)); None for an empty modifier."""
+    parts = full.split(".")
+    if "" in parts[1:]:
+        return None
+    mods = tuple(p for p in parts[1:] if p not in TYPE_BITS)
+    return parts[0], mods, tuple(p for p in parts[1:] if p in TYPE_BITS)
+
+
 class _KernelParser:
     def __init__(self, kernel: Kernel, module: "ParsedModule"):
         self.k = kernel
         self.module = module
         self.scope: _Scope | None = None
+        self.carry_slot: int | None = None
+
+    def carry_flag(self) -> tuple:
+        """The operand of the kernel's CC.CF register, declared on first use (one per thread)."""
+        if self.carry_slot is None:
+            self.carry_slot = len(self.k.registers)
+            self.k.registers.append(Register(CARRY_FLAG, "pred", 1))
+        return ("reg", self.carry_slot, False)
 
     # -- declarations ------------------------------------------------------------------
     def declare(self, text: str, line: int, col: int) -> None:
-        m = _DECL.match(text)
+        m = DECL.match(text)
         if not m:
-            raise _err(line, col, text, "malformed declaration")
+            raise error(line, col, text, "malformed declaration")
         space = m.group("space")
-        align, vec, typ = _decl_quals(m.group("quals"))
+        align, vec, typ = decl_quals(m.group("quals"))
         if typ is None:
-            raise _err(line, col, text, "declaration without a type")
-        for item in _split_top(m.group("names")):
-            im = _NAME_ITEM.match(item)
+            raise error(line, col, text, "declaration without a type")
+        for item in split_top(m.group("names")):
+            im = NAME_ITEM.match(item)
             if not im:
-                raise _err(line, col, text, f"malformed declared name {item!r}")
+                raise error(line, col, text, f"malformed declared name {item!r}")
             name = im.group("name")
             if space == ".reg":
                 if vec != 1 or im.group("dims"):
-                    raise _err(line, col, text, "vector or array registers are not supported", PtxUnsupportedError)
-                names = ([f"{name}{i}" for i in range(int(im.group("count")))] if im.group("count") else [name])
+                    raise error(line, col, text, "vector or array registers are not supported", PtxUnsupportedError)
+                count = int(im.group("count")) if im.group("count") else 1
+                limits.check("registers per kernel", len(self.k.registers) + count, limits.MAX_REGISTERS,
+                             f"kernel {self.k.name}, PTX line {line}")
+                names = [f"{name}{i}" for i in range(count)] if im.group("count") else [name]
                 for n in names:
                     self.scope.regs[n] = len(self.k.registers)
                     self.k.registers.append(Register(n, typ, TYPE_BITS[typ]))
                 continue
             if im.group("init"):
-                raise _err(line, col, text, "initialised variables inside a function are not supported",
+                raise error(line, col, text, "initialised variables inside a function are not supported",
                            PtxUnsupportedError)
             width = TYPE_BITS[typ] // 8 * vec
             dims = [d.strip() for d in re.findall(r"\[([^\]]*)\]", im.group("dims") or "")]
@@ -358,16 +215,20 @@ class _KernelParser:
                 count *= int(d) if d else 0
             size = width * count
             a = align or width
+            where = f"kernel {self.k.name}, PTX line {line}"
             if space == ".shared":
                 off = (self.k.shared_bytes + a - 1) // a * a
+                limits.check("static .shared bytes per kernel", off + size, ARCHS["sm_90"].max_static_shared_bytes,
+                             where)
                 self.k.shared[name] = Variable(name, size, a, off)
                 self.k.shared_bytes = off + size
             elif space == ".local":
                 off = (self.k.local_bytes + a - 1) // a * a
+                limits.check(".local bytes per thread", off + size, limits.MAX_LOCAL_BYTES, where)
                 self.k.local[name] = Variable(name, size, a, off)
                 self.k.local_bytes = off + size
             else:
-                raise _err(line, col, text, f"{space} declarations inside a kernel are not supported",
+                raise error(line, col, text, f"{space} declarations inside a kernel are not supported",
                            PtxUnsupportedError)
 
     def lookup(self, name: str) -> int | None:
@@ -382,13 +243,16 @@ class _KernelParser:
     def operand(self, tok: str, line: int, col: int, text: str, is_branch_target: bool = False):
         t = tok.strip()
         if not t:
-            raise _err(line, col, text, "empty operand")
+            raise error(line, col, text, "empty operand")
+        slot = self.lookup(t)                  # the common case first: a register
+        if slot is not None:
+            return ("reg", slot, False)
         if t == "_":
             return ("sink",)
         if t.startswith("(") and t.endswith(")"):   # call argument lists: calls are refused at load
             return ("raw", t)
         if t.startswith("{") and t.endswith("}"):
-            return ("vec", tuple(self.operand(x, line, col, text) for x in _split_top(t[1:-1])))
+            return ("vec", tuple(self.operand(x, line, col, text) for x in split_top(t[1:-1])))
         if t.startswith("[") and t.endswith("]"):
             return self.address(t[1:-1], line, col, text)
         if "|" in t:
@@ -401,84 +265,93 @@ class _KernelParser:
         if slot is not None:
             return ("reg", slot, neg)
         if neg:
-            raise _err(line, col, text, f"'!' applies to predicate registers only; got {tok!r}")
+            raise error(line, col, text, f"'!' applies to predicate registers only; got {tok!r}")
         if t in SPECIAL_REGISTERS:
             return ("special", t)
-        if _F32_IMM.fullmatch(t):
+        if t in CONSTANTS:
+            return ("imm", CONSTANTS[t], "int")
+        if F32_IMM.fullmatch(t):
             return ("imm", int(t[2:], 16), "f32")
-        if _F64_IMM.fullmatch(t):
+        if F64_IMM.fullmatch(t):
             return ("imm", int(t[2:], 16), "f64")
-        v = _parse_int(t)
+        v = parse_int(t)
         if v is not None:
             return ("imm", v, "int")
-        if _DEC_FLOAT.fullmatch(t):
+        if DEC_FLOAT.fullmatch(t):
             return ("imm", float(t), "float")
-        if _IDENT.fullmatch(t):
+        if IDENT.fullmatch(t):
             if is_branch_target:
                 return ("label", t)
             return ("sym", t)
         if t.startswith("%"):
-            raise _err(line, col, text, f"register {t} is not declared in an enclosing scope")
-        raise _err(line, col, text, f"cannot parse operand {tok!r}")
+            raise error(line, col, text, f"register {t} is not declared in an enclosing scope")
+        raise error(line, col, text, f"cannot parse operand {tok!r}")
 
     def address(self, inner: str, line: int, col: int, text: str):
         s = inner.replace(" ", "").replace("\t", "")
         if "," in s:     # texture/surface coordinates: only tex/suld/sust use them, refused at lookup
             return ("raw", inner)
-        m = _ADDRESS.fullmatch(s)
+        m = ADDRESS.fullmatch(s)
         if not m or (m.group(1) is None and m.group(3) is None):
-            raise _err(line, col, text, f"cannot parse address [{inner}]")
+            raise error(line, col, text, f"cannot parse address [{inner}]")
         base_tok, sign, off = m.groups()
         offset = 0
         if off is not None:
-            offset = _parse_int(off)
+            offset = parse_int(off)
             if sign == "-":
                 offset = -offset
         if base_tok is None:
             return ("addr", None, offset)
-        v = _parse_int(base_tok)
+        v = parse_int(base_tok)
         if v is not None:
             return ("addr", None, v + offset)
         slot = self.lookup(base_tok)
         if slot is not None:
             return ("addr", ("reg", slot, False), offset)
-        if _IDENT.fullmatch(base_tok):
+        if IDENT.fullmatch(base_tok):
             return ("addr", ("sym", base_tok), offset)
-        raise _err(line, col, text, f"address base {base_tok!r} is neither a declared register nor a symbol")
+        raise error(line, col, text, f"address base {base_tok!r} is neither a declared register nor a symbol")
 
     # -- instructions -------------------------------------------------------------------
     def instruction(self, text: str, line: int, col: int) -> None:
-        m = _INSTRUCTION.match(text)
+        m = INSTRUCTION.match(text)
         if not m:
-            raise _err(line, col, text, "cannot parse instruction")
+            raise error(line, col, text, "cannot parse instruction")
         neg, gname, full, rest = m.groups()
         guard = None
         if gname is not None:
             slot = self.lookup(gname)
             if slot is None or self.k.registers[slot].type != "pred":
-                raise _err(line, col, text, f"guard {gname} is not a declared predicate register")
+                raise error(line, col, text, f"guard {gname} is not a declared predicate register")
             guard = ("reg", slot, bool(neg))
-        parts = full.split(".")
-        opcode = parts[0]
-        mods, types = [], []
-        for p in parts[1:]:
-            if not p:
-                raise _err(line, col, text, "empty modifier in opcode")
-            (types if p in TYPE_BITS else mods).append(p)
-        toks = _split_top(rest) if rest.strip() else []
+        name = _opcode_parts(full)
+        if name is None:
+            raise error(line, col, text, "empty modifier in opcode")
+        opcode, mods, types = name
+        toks = split_top(rest) if rest.strip() else []
         is_branch = opcode in ("bra", "brx", "call")
-        ops = []
-        for i, tok in enumerate(toks):
-            ops.append(self.operand(tok, line, col, text, is_branch_target=is_branch and i == len(toks) - 1))
-        ins = Instruction(opcode, tuple(mods), tuple(types), tuple(ops), guard, line, col, " ".join(text.split()))
+        if is_branch:
+            ops = [self.operand(tok, line, col, text, is_branch_target=i == len(toks) - 1) for i, tok in enumerate(toks)]
+        else:
+            ops = [self.operand(tok, line, col, text) for tok in toks]
+        reads_cf = opcode in _CARRY_IN
+        writes_cf = opcode in _CARRY_OUT_OPCODES and "cc" in mods
+        if (reads_cf or writes_cf) and ops:      # d{, CC.CF out}, a, b{, c}{, CC.CF in}
+            cf = self.carry_flag()
+            ops = ops[:1] + ([cf] if writes_cf else []) + ops[1:] + ([cf] if reads_cf else [])
+        ins = Instruction(opcode, mods, types, tuple(ops), guard, line, col, " ".join(text.split()))
+        if len(self.k.instructions) >= limits.MAX_INSTRUCTIONS:
+            limits.check("instructions per kernel", len(self.k.instructions) + 1, limits.MAX_INSTRUCTIONS,
+                         f"kernel {self.k.name}, PTX line {line}")
         self.k.instructions.append(ins)
-        for j, op in enumerate(ops):
-            if op[0] == "label":
-                self.scope.pending.append((ins, j, op[1]))
+        if is_branch:
+            for j, op in enumerate(ops):
+                if op[0] == "label":
+                    self.scope.pending.append((ins, j, op[1]))
 
     def label(self, name: str, line: int, col: int, text: str) -> None:
         if name in self.scope.labels:
-            raise _err(line, col, text, f"label {name} defined twice in one scope")
+            raise error(line, col, text, f"label {name} defined twice in one scope")
         self.scope.labels[name] = len(self.k.instructions)
 
     def open(self) -> None:
@@ -494,7 +367,7 @@ class _KernelParser:
                 if s.parent is not None:
                     s.parent.pending.append((ins, j, name))
                     continue
-                raise _err(ins.line, ins.column, ins.text, f"branch target {name} is not a label of this kernel")
+                raise error(ins.line, ins.column, ins.text, f"branch target {name} is not a label of this kernel")
             ops = list(ins.operands)
             ops[j] = ("label", t.labels[name])
             ins.operands = tuple(ops)
@@ -506,27 +379,82 @@ _HEADER = re.compile(r"^(?P<quals>(?:\.\w+\s+)*)\.(?P<kind>entry|func)\s+(?:\((?
 
 def _params(text: str, line: int, col: int, header: str) -> tuple[Param, ...]:
     out, offset = [], 0
-    for item in _split_top(text or ""):
+    for item in split_top(text or ""):
         m = re.match(r"^\.param\s+(?P<quals>(?:\.(?:align\s+\d+|ptr|global|shared|const|local|\w+)\s*)+)(?P<name>[\w$]+)\s*(?:\[(?P<n>\d+)\])?$", item.strip())
         if not m:
-            raise _err(line, col, header, f"cannot parse kernel parameter {item!r}")
-        align, _vec, typ = _decl_quals(m.group("quals"))
+            raise error(line, col, header, f"cannot parse kernel parameter {item!r}")
+        align, _vec, typ = decl_quals(m.group("quals"))
         if typ not in TYPE_BITS or typ == "pred":
-            raise _err(line, col, header, f"unsupported parameter type in {item!r}")
+            raise error(line, col, header, f"unsupported parameter type in {item!r}")
         width = TYPE_BITS[typ] // 8
         size = width * (int(m.group("n")) if m.group("n") else 1)
         a = align or width
         offset = (offset + a - 1) // a * a
         out.append(Param(m.group("name"), typ, size, a, offset))
         offset += size
+        limits.check("parameter bytes per kernel", offset, limits.MAX_PARAM_BYTES, f"PTX line {line}")
     return tuple(out)
+
+
+def _body_statement(kp: _KernelParser, kind: str, st: str, line: int, col: int, depth: int) -> int:
+    """One statement inside a kernel body; returns the new brace depth. Unsupported statements raise
+    PtxUnsupportedError (the caller refuses that kernel only)."""
+    if kind == "open":
+        kp.open()
+        return depth + 1
+    if kind == "close":
+        if depth == 1:   # falling off the end of a kernel returns (nvcc always writes ``ret``)
+            kp.k.instructions.append(Instruction("ret", (), (), (), None, line, col, "} (end of kernel)"))
+        kp.close(line, col)
+        return depth - 1
+    if kind == "header":
+        raise error(line, col, st, "function header inside a function body")
+    if kind == "label":
+        kp.label(st, line, col, st)
+    elif st[0] != ".":                    # the common case first: an instruction
+        kp.instruction(st, line, col)
+    elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
+        pass
+    elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
+        kp.declare(st, line, col)
+    elif st.startswith("."):
+        raise error(line, col, st, "unsupported directive", PtxUnsupportedError)
+    else:
+        kp.instruction(st, line, col)
+    return depth
+
+
+#: The newest PTX ISA major version refsim reads (CUDA 13.0 writes 9.0).
+MAX_PTX_MAJOR = 9
+
+
+def _version(words: list, line: int, col: int, st: str) -> str:
+    m = re.fullmatch(r"(\d+)\.(\d+)", words[1]) if len(words) == 2 else None
+    if not m:
+        raise error(line, col, st, "malformed .version (expected MAJOR.MINOR)")
+    if not 1 <= int(m.group(1)) <= MAX_PTX_MAJOR:
+        raise error(line, col, st, f"PTX ISA version {words[1]}: refsim reads versions 1.0 to "
+                                  f"{MAX_PTX_MAJOR}.x", PtxUnsupportedError)
+    return words[1]
+
+
+def _target(words: list, line: int, col: int, st: str) -> str:
+    target = " ".join(words[1:])
+    m = re.fullmatch(r"sm_(\d+)[af]?", target.split(",")[0].strip())
+    if not m:
+        raise error(line, col, st, "malformed .target (expected sm_XY)")
+    newest = max(f.sm for f in ARCHS.values())
+    if int(m.group(1)) > newest:
+        raise error(line, col, st, f".target {target.split(',')[0].strip()}: refsim models architectures up to "
+                                  f"sm_{newest} ({', '.join(ARCHS)})", PtxUnsupportedError)
+    return target
 
 
 def parse(text: str) -> ParsedModule:
     """Parse PTX text into kernels; raises :class:`PtxParseError` / :class:`PtxUnsupportedError`."""
     if not isinstance(text, str):
         raise PtxParseError(f"PTX text: must be a str; got {type(text).__name__}")
-    clean = _strip_comments(text)
+    clean = strip_comments(text)
     version = target = None
     address_size = 64
     kernels: dict[str, Kernel] = {}
@@ -536,14 +464,16 @@ def parse(text: str) -> ParsedModule:
     kp: _KernelParser | None = None
     depth = 0
     skip_depth = None
-    for kind, st, line, col in _statements(clean):
+    for kind, st, line, col in statements(clean):
         if kind == "line":
             words = st.split()
             if words[0] == ".version":
-                version = words[1] if len(words) > 1 else ""
+                version = _version(words, line, col, st)
             elif words[0] == ".target":
-                target = " ".join(words[1:])
+                target = _target(words, line, col, st)
             elif words[0] == ".address_size":
+                if words[1:] not in (["32"], ["64"]):
+                    raise error(line, col, st, ".address_size must be 32 or 64")
                 address_size = int(words[1])
             continue
         if skip_depth is not None:
@@ -561,10 +491,14 @@ def parse(text: str) -> ParsedModule:
                     continue
                 hm = _HEADER.match(st)
                 if not hm:
-                    raise _err(line, col, st, "cannot parse function header")
+                    raise error(line, col, st, "cannot parse function header")
                 params = _params(hm.group("params"), line, col, st)
                 k = Kernel(hm.group("name"), params)
                 if hm.group("kind") == "entry":
+                    if k.name in kernels:
+                        raise error(line, col, st, f".entry {k.name} is defined twice (first at PTX line "
+                                                  f"{kernels[k.name].line})")
+                    k.line = line
                     kernels[k.name] = k
                     kp = _KernelParser(k, None)
                 else:
@@ -580,13 +514,13 @@ def parse(text: str) -> ParsedModule:
                 m = re.match(r"^(?:\.(?:extern|visible|weak)\s+)*(?P<decl>\.(?:shared|global|const)\b.*)$", st, re.S)
                 if m:
                     decl = m.group("decl")
-                    dm = _DECL.match(decl)
+                    dm = DECL.match(decl)
                     if not dm:
-                        raise _err(line, col, st, "malformed declaration")
-                    align, vec, typ = _decl_quals(dm.group("quals"))
-                    im = _NAME_ITEM.match(dm.group("names"))
+                        raise error(line, col, st, "malformed declaration")
+                    align, vec, typ = decl_quals(dm.group("quals"))
+                    im = NAME_ITEM.match(dm.group("names"))
                     if not im or typ is None:
-                        raise _err(line, col, st, "malformed declaration")
+                        raise error(line, col, st, "malformed declaration")
                     name = im.group("name")
                     width = TYPE_BITS[typ] // 8 * vec
                     dims = re.findall(r"\[([^\]]*)\]", im.group("dims") or "")
@@ -595,49 +529,42 @@ def parse(text: str) -> ParsedModule:
                         if ".extern" in st.split(decl)[0] or any(d.strip() == "" for d in dims):
                             extern_shared[name] = align or width
                             continue
-                        raise _err(line, col, st, "module-scope static .shared variables are not supported",
+                        raise error(line, col, st, "module-scope static .shared variables are not supported",
                                    PtxUnsupportedError)
                     count = 1
                     for d in dims:
                         count *= int(d) if d.strip() else 0
                     a = align or width
                     off = (global_off[space] + a - 1) // a * a
-                    try:
-                        init = _initializer_bytes(im.group("init"), typ, count) if im.group("init") else bytes(width * count)
+                    limits.check(f"module .{space} bytes", off + width * count,
+                                 limits.MAX_CONST_BYTES if space == "const" else limits.MAX_GLOBAL_VARIABLE_BYTES,
+                                 f"PTX line {line}")
+                    try:                  # zero-initialised variables are allocated by each launch
+                        init = initializer_bytes(im.group("init"), TYPE_BITS[typ] // 8, count) if im.group("init") else None
                     except (ValueError, KeyError):
-                        raise _err(line, col, st, "unsupported initializer") from None
+                        raise error(line, col, st, "unsupported initializer") from None
                     globals_[name] = (Variable(name, width * count, a, off), init, space)
                     global_off[space] = off + width * count
                     continue
-                raise _err(line, col, st, "unexpected statement at module scope")
+                raise error(line, col, st, "unexpected statement at module scope")
             if kind == "open":
-                raise _err(line, col, st, "'{' at module scope without a function header")
+                raise error(line, col, st, "'{' at module scope without a function header")
             if kind == "close":
-                raise _err(line, col, st, "unbalanced '}'")
-            raise _err(line, col, st, "label at module scope")
+                raise error(line, col, st, "unbalanced '}'")
+            raise error(line, col, st, "label at module scope")
         # inside a kernel body
-        if kind == "open":
-            kp.open()
-            depth += 1
-        elif kind == "close":
-            if depth == 1:   # falling off the end of a kernel returns (nvcc always writes ``ret``)
-                kp.k.instructions.append(Instruction("ret", (), (), (), None, line, col, "} (end of kernel)"))
-            kp.close(line, col)
-            depth -= 1
+        if kp.k.refused is not None:       # the rest of a refused kernel is only brace-counted
+            depth += {"open": 1, "header": 1, "close": -1}.get(kind, 0)
             if depth == 0:
                 kp = None
-        elif kind == "header":
-            raise _err(line, col, st, "function header inside a function body")
-        elif kind == "label":
-            kp.label(st, line, col, st)
-        elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
             continue
-        elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
-            kp.declare(st, line, col)
-        elif st.startswith("."):
-            raise _err(line, col, st, "unsupported directive", PtxUnsupportedError)
-        else:
-            kp.instruction(st, line, col)
+        try:
+            depth = _body_statement(kp, kind, st, line, col, depth)
+        except PtxUnsupportedError as e:
+            kp.k.refused = f"kernel {kp.k.name}, {e}"
+            depth += {"open": 1, "close": -1}.get(kind, 0)
+        if depth == 0:
+            kp = None
     if depth != 0:
         raise PtxParseError("PTX text: unbalanced braces at end of text (a function body is not closed)")
     if target is None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from refsim.errors import FormatRuleError, ToolchainError
 
-__all__ = ["compile", "find_nvcc", "nvcc_version", "cache_dir"]
+__all__ = ["compile", "find_nvcc", "find_tool", "nvcc_version", "cache_dir"]
 
 _INSTALL = 'install the CUDA compiler with `pip install "refsim[cuda]"` or set $NVCC to an nvcc executable'
 
@@ -36,13 +36,14 @@ def cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "refsim") / "ptx"
 
 
-def _wheel_nvcc() -> Path | None:
+def _wheel_tool(tool: str) -> Path | None:
+    """``site-packages/nvidia/**/bin/<tool>`` of the ``cuda`` extra's wheels, if installed."""
     roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     roots |= {p for p in sys.path if p.endswith("site-packages")}
     for root in sorted(roots):
         nv = Path(root) / "nvidia"
         if nv.is_dir():
-            for cand in sorted(nv.glob("**/bin/nvcc")):
+            for cand in sorted(nv.glob(f"**/bin/{tool}")):
                 if cand.is_file() and os.access(cand, os.X_OK):
                     return cand
     return None
@@ -56,13 +57,30 @@ def find_nvcc() -> Path:
         if not (p.is_file() and os.access(p, os.X_OK)):
             raise ToolchainError(f"$NVCC={env!r} is not an executable file; {_INSTALL}")
         return p
-    wheel = _wheel_nvcc()
+    wheel = _wheel_tool("nvcc")
     if wheel is not None:
         return wheel
     on_path = shutil.which("nvcc")
     if on_path:
         return Path(on_path)
     raise ToolchainError(f"no CUDA compiler (nvcc) found; {_INSTALL}")
+
+
+def find_tool(tool: str) -> Path | None:
+    """Path of a CUDA tool (``ptxas``, ``nvdisasm``, ``cuobjdump``): beside the nvcc :func:`find_nvcc`
+    picks, else in the ``cuda`` extra's wheels (``site-packages/nvidia/**/bin``), else on PATH; None
+    when absent."""
+    try:
+        nvcc = find_nvcc()
+    except ToolchainError:
+        nvcc = None
+    if nvcc is not None and (nvcc.parent / tool).is_file():
+        return nvcc.parent / tool
+    wheel = _wheel_tool(tool)
+    if wheel is not None:
+        return wheel
+    found = shutil.which(tool)
+    return Path(found) if found else None
 
 
 def nvcc_version(nvcc: Path) -> str:

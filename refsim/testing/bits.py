@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim.arith.admissible import AdmissibleSet
+
 __all__ = ["assert_bitexact", "ulp_distance", "BitMismatch"]
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -72,13 +74,30 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return np.where(nan, -1, dist)
 
 
-def assert_bitexact(actual, expected, name: str = "array", max_report: int = 10) -> None:
+def assert_bitexact(actual, expected, name: str = "array", max_report: int = 10) -> str | None:
     """Assert that two arrays have identical dtype, shape and raw bits.
 
     On failure raises :class:`BitMismatch` (an ``AssertionError``) whose message gives the
     number of mismatched elements, the first ``max_report`` (≤ 10 by default) coordinates with
     both hex bit patterns and values, and, for floats, the ULP distance of each and the maximum.
+
+    ``expected`` may be a :class:`refsim.arith.admissible.AdmissibleSet` (an output the hardware
+    may compute in several orders): every element must equal one admissible value; the return
+    value then says so ("in the admissible set of 24 orders; equal to refsim's ascending order:
+    no") and a failure reports the elements outside the set against refsim's ascending answer.
     """
+    if isinstance(expected, AdmissibleSet):
+        actual = np.asarray(actual)
+        if actual.dtype == expected.dtype and actual.shape == expected.shape and expected.contains(actual).all():
+            return f"{name}: {expected.verdict(actual)}"
+        outside = (np.where(expected.contains(actual), expected.reference, actual)
+                   if actual.dtype == expected.dtype and actual.shape == expected.shape else actual)
+        try:
+            assert_bitexact(outside, expected.reference, name, max_report)
+        except BitMismatch as err:
+            raise BitMismatch(f"{err}\n  (these elements are outside the admissible set of {expected.orders} "
+                              f"orders; 'expected' is refsim's ascending order)") from None
+        raise BitMismatch(f"{name}: {expected.verdict(actual)}")
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     if actual.dtype != expected.dtype:

@@ -487,6 +487,10 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     if phase is not None:
         say(f"{phase}: {phase_n} cases {'match' if acc is None else 'within the bound'} "
             f"({time.perf_counter() - phase_t0:.1f} s)")
+    if runner.admissible:
+        own = sum(v.endswith("ascending order: yes") for v in runner.admissible)
+        say(f"{len(runner.admissible)} set-valued cases (hardware-ordered float atomics), each in its admissible "
+            f"set; equal to refsim's ascending order: {own} of {len(runner.admissible)}")
     covered = set().union(*(set(regs) for _, regs in pinned))
     n_drawn = sum(1 for _, o in plan if o.startswith("drawn"))
     return CheckResult(spec.name, arch, sms, seed, len(pinned), n_drawn, 0 if replay is None else len(replay),

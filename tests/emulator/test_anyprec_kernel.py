@@ -74,3 +74,31 @@ def test_ksplit_launch_needs_an_explicit_order():
         ek.anyprec_gemv(x, q, lut, 8)
     out = ek.anyprec_gemv(x, q, lut, 8, ksplit_order="ascending")
     assert out.shape == (1, 4) and out.dtype == np.float16
+    with pytest.raises(FormatRuleError, match=r"a permutation of range\(2\)"):
+        ek.anyprec_gemv(x, q, lut, 8, ksplit_order=(0, 0))
+
+
+def test_ksplit_admissible_set_holds_every_slice_order_and_its_bound_holds_the_set():
+    import itertools
+
+    x, q, lut, _ = _problem(np.random.default_rng(4), 1, 16, 16384, 7)      # 4 slices: 24 orders
+    s = ek.anyprec_gemv_admissible(x, q, lut, 7)
+    assert s.exhaustive and s.orders == 24 and s.candidates.shape == (24, 1, 16)
+    distinct = 0
+    for order in itertools.permutations(range(4)):
+        out = ek.anyprec_gemv(x, q, lut, 7, ksplit_order=order)
+        assert assert_bitexact(out, s).startswith("array: in the admissible set of 24 orders")
+        distinct += not np.array_equal(out.view(np.uint16), s.reference.view(np.uint16))
+    assert distinct > 0                                      # the orders do give different bits here
+    assert np.array_equal(s.reference.view(np.uint16), ek.anyprec_gemv(x, q, lut, 7, "ascending").view(np.uint16))
+    bound = ek.anyprec_gemv_admissible(x, q, lut, 7, max_orders=6)
+    assert not bound.exhaustive and "gamma_3" in bound.rule
+    for cand in s.candidates:
+        assert bound.contains(cand).all()
+
+
+def test_without_a_ksplit_the_admissible_set_is_the_one_output():
+    x, q, lut, _ = _problem(np.random.default_rng(5), 1, 4, 2048, 7)
+    s = ek.anyprec_gemv_admissible(x, q, lut, 7)
+    assert s.orders == 1
+    assert_bitexact(s.reference, ek.anyprec_gemv(x, q, lut, 7))

@@ -221,7 +221,22 @@ def test_legal_shapes_obey_the_kernel_rules():
         cfg = stripes.marlin_tile_config(c["m"], c["n"], c["k"], c["group_size"])
         assert c["n"] % cfg.thread_n == 0 and c["k"] % cfg.thread_k == 0 and c["n"] % 256 == 0
         assert c["m"] * c["n"] * c["k"] <= harness.FORMATS["marlin"].default_max_size
-    assert not any(c["m"] == 1 and c["k"] > 4096 and c["bits"] >= 7 for c in harness.legal_shapes("anyprec"))
+    # the K-split launch is legal: its expected output is the admissible set of every slice order
+    assert any(c["m"] == 1 and c["k"] > 4096 and c["bits"] >= 7 for c in harness.legal_shapes("anyprec"))
+
+
+def test_a_ksplit_kernel_passes_in_any_slice_order_and_the_run_says_so():
+    lines = []
+    ksplit = {"m": 1, "k": 11008, "n": 4, "bits": 7}                   # 3 slices, 6 orders
+    harness.check_kernel(lambda x, q, lut: ak.anyprec_gemv(x, q, lut, q.shape[0], ksplit_order=(2, 1, 0)),
+                         "anyprec", shapes=[ksplit], max_examples=3, progress=lines.append)
+    assert any("4 set-valued cases" in line and "in its admissible set" in line for line in lines), lines
+
+    def off_by_one(x, q, lut):                                          # outside every order
+        out = ak.anyprec_gemv(x, q, lut, q.shape[0], ksplit_order=(2, 1, 0))
+        return (out.view(np.uint16) ^ np.uint16(1)).view(np.float16)
+    with pytest.raises(harness.KernelMismatch, match="differ"):
+        harness.check_kernel(off_by_one, "anyprec", shapes=[ksplit], max_examples=1, shrink=False, **QUIET)
 
 
 def test_hypothesis_strategy_draws_the_same_legal_cases():

@@ -37,11 +37,35 @@ def test_malformed_ptx_names_the_line(text, where):
         ptx.Module(text)
 
 
-def test_unsupported_instruction_at_parse_time():
-    with pytest.raises(ptx.PtxUnsupportedError, match=r"line 9.*tex"):
-        kernel("tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r5}];")
-    with pytest.raises(ptx.PtxUnsupportedError, match="call"):
-        kernel("call.uni foo, ();")
+def test_an_unsupported_instruction_refuses_its_kernel_at_launch_naming_the_line():
+    for body, fragment in (("tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r4}, [%rd1, {%r5}];", r"line 9.*tex"),
+                           ("call.uni foo, ();", "calls of non-inlined device functions"),
+                           (".reg .v2 .b32 %v<2>;", "line 9.*vector or array registers")):
+        m = kernel(body)
+        assert set(m.unsupported) == {"k"}
+        with pytest.raises(ptx.PtxUnsupportedError, match=f"kernel k cannot run in refsim.ptx: .*{fragment}"):
+            m.launch("k", 1, 1, [np.zeros(1, np.int32)])
+
+
+def test_the_other_kernels_of_a_module_still_run():
+    text = (HEAD + ".visible .entry bad(.param .u64 p0)\n{\n.reg .b32 %r<4>;\n"
+            "tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r0}, [%r1, {%r2}];\n}\n"
+            ".visible .entry also_bad()\n{\n.reg .b32 %r<4>;\n.pragma \"nounroll\";\n.maxclusterrank 2;\nret;\n}\n"
+            ".visible .entry good(.param .u64 p0)\n{\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n"
+            "ld.param.u64 %rd1, [p0];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, WARP_SZ;\n"
+            "st.global.u32 [%rd2], %r1;\n}\n")
+    m = ptx.Module(text)
+    assert m.kernels == ("bad", "also_bad", "good")
+    assert set(m.unsupported) == {"bad", "also_bad"}
+    assert "PTX line 7" in m.unsupported["bad"] and "tex" in m.unsupported["bad"]
+    assert "PTX line 13" in m.unsupported["also_bad"] and "unsupported directive" in m.unsupported["also_bad"]
+    out = np.zeros(1, np.int32)
+    m.launch("good", 1, 1, [out])
+    assert out[0] == 32                                              # WARP_SZ
+    with pytest.raises(ptx.PtxUnsupportedError, match="kernel bad cannot run"):
+        m.launch("bad", 1, 1, [out])
+    m.unsupported.clear()                                            # a copy: the module still knows
+    assert set(m.unsupported) == {"bad", "also_bad"}
 
 
 def test_launch_argument_rules():
@@ -164,3 +188,107 @@ def test_a_counting_loop_over_an_unchanging_volatile_value_is_not_a_deadlock():
     buf = np.array([3, 0], np.int32)
     m.launch("k", 1, 32, [buf])
     assert buf.tolist() == [3, 600]
+
+
+# ---------------------------------------------------------------------------------------------
+# limits: named errors with the numbers, before anything is allocated (refsim/ptx/limits.py)
+
+
+@pytest.mark.parametrize("decl, match", [
+    (".reg .b32 %r<1000000000>;", r"kernel k, PTX line 6: registers per kernel: at most 262,144; got 1,000,000,000"),
+    (".shared .b8 s[1099511627776];", r"static .shared bytes per kernel: at most 49,152; got 1,099,511,627,776"),
+    (".local .b8 l[1099511627776];", r"\.local bytes per thread: at most 524,288; got 1,099,511,627,776"),
+])
+def test_declarations_beyond_the_limits_are_named_before_allocating(decl, match):
+    with pytest.raises(ptx.PtxLimitError, match=match):
+        ptx.Module(HEAD + f".visible .entry k()\n{{\n{decl}\nret;\n}}\n")
+
+
+def test_module_variables_beyond_the_limits_and_zero_globals_allocated_per_launch():
+    from refsim.ptx.parse import parse
+
+    with pytest.raises(ptx.PtxLimitError, match=r"module .global bytes: at most 1,073,741,824; got 1,099,511,627,776"):
+        ptx.Module(HEAD + ".global .align 4 .b8 g[1099511627776];\n.visible .entry k()\n{\nret;\n}\n")
+    with pytest.raises(ptx.PtxLimitError, match=r"module .const bytes: at most 65,536; got 65,540"):
+        ptx.Module(HEAD + ".const .align 4 .u32 c[16385];\n.visible .entry k()\n{\nret;\n}\n")
+    big = parse(HEAD + ".global .align 4 .b8 g[1073741824];\n.visible .entry k()\n{\nret;\n}\n")
+    assert big.globals["g"][1] is None                         # nothing allocated at parse
+
+
+def test_parameters_beyond_32764_bytes_are_refused_and_many_parse_in_linear_time():
+    from refsim.ptx.parse import parse
+
+    fits = ", ".join(f".param .u32 p{i}" for i in range(8191))            # 32,764 bytes exactly
+    assert len(ptx.Module(HEAD + f".visible .entry k({fits})\n{{\nret;\n}}\n").params("k")) == 8191
+    many = ",\n".join(f".param .u32 p{i}" for i in range(100_000))
+    with pytest.raises(ptx.PtxLimitError, match=r"parameter bytes per kernel: at most 32,764; got 32,768"):
+        parse(HEAD + f".visible .entry k(\n{many}\n)\n{{\nret;\n}}\n")
+
+
+def test_a_hundred_thousand_instructions_parse():
+    from refsim.ptx.parse import parse
+
+    text = HEAD + ".visible .entry k()\n{\n.reg .b32 %r<4>;\n" + "add.s32 %r1, %r1, 1;\n" * 100_000 + "}\n"
+    assert len(parse(text).kernels["k"].instructions) == 100_001
+
+
+def test_a_grid_whose_least_work_exceeds_the_budget_is_refused_at_once():
+    m = kernel("ret;")
+    with pytest.raises(ptx.PtxLimitError, match=r"grid x block: 2,147,483,647 blocks of 32 warps issue at least "
+                                                r"68,719,476,704 warp-instructions, more than max_warp_instructions="
+                                                r"1,000,000,000"):
+        m.launch("k", 2**31 - 1, 1024, [np.zeros(1, np.int32)])
+    with pytest.raises(ptx.PtxLimitError, match="max_warp_instructions=10"):
+        m.launch("k", 11, 32, [np.zeros(1, np.int32)], max_warp_instructions=10)
+    m.launch("k", 10, 32, [np.zeros(1, np.int32)], max_warp_instructions=10)
+
+
+def test_launch_state_beyond_the_limit_is_refused_before_allocating():
+    m = ptx.Module(HEAD + ".visible .entry k()\n{\n.reg .b64 %rd<200000>;\nret;\n}\n")
+    with pytest.raises(ptx.PtxLimitError, match=r"kernel k: launch state bytes .*: at most 8,589,934,592; got "
+                                                r"104,857,600,000"):
+        m.launch("k", 64, 1024, [])
+
+
+def test_a_pointer_three_bytes_off_its_alignment_faults_as_on_the_gpu():
+    m = kernel(LOAD_PTR + "st.global.u32 [%rd2], %r1;")
+    raw = np.zeros(16, np.uint8)
+    m.launch("k", 1, 1, [raw[4:8]])                             # 4 bytes in: aligned
+    with pytest.raises(ptx.PtxMisalignedError, match=r"misaligned 4-byte .global access at address 0x[0-9a-f]*3 "):
+        m.launch("k", 1, 1, [raw[3:7]])
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(seed=-1), "seed: must be a non-negative int; got -1"),
+    (dict(seed="x"), "seed: must be a non-negative int; got 'x'"),
+    (dict(seed=True), "seed: must be a non-negative int; got True"),
+    (dict(max_warp_instructions=True), "max_warp_instructions: must be a positive int or None; got True"),
+    (dict(max_warp_instructions=0), "max_warp_instructions: must be a positive int or None; got 0"),
+    (dict(race=1), "race: must be True or False; got 1"),
+    (dict(poison="yes"), "poison: must be True or False; got 'yes'"),
+    (dict(schedule=["lockstep"]), "schedule: must be one of"),
+    (dict(arch=80), "arch: must be one of"),
+    (dict(shared_bytes=True), "shared_bytes: must be a non-negative int; got True"),
+])
+def test_every_launch_keyword_is_validated(kw, match):
+    m = kernel("ret;")
+    with pytest.raises(ptx.PtxLaunchError, match=match):
+        m.launch("k", 1, 1, [np.zeros(1, np.int32)], **kw)
+    with pytest.raises(ptx.PtxLaunchError, match="kernel: must be a str"):
+        m.launch(["k"], 1, 1, [np.zeros(1, np.int32)])
+
+
+@pytest.mark.parametrize("text, cls, match", [
+    (HEAD.replace("sm_80", "sm_999"), ptx.PtxUnsupportedError, r"\.target sm_999: refsim models architectures up to sm_90"),
+    (HEAD.replace("sm_80", "compute_80"), ptx.PtxParseError, "malformed .target"),
+    (HEAD.replace("8.0", "99.0"), ptx.PtxUnsupportedError, "PTX ISA version 99.0: refsim reads versions 1.0 to 9.x"),
+    (HEAD.replace("8.0", "eight"), ptx.PtxParseError, "malformed .version"),
+    (HEAD.replace("64", "48"), ptx.PtxParseError, ".address_size must be 32 or 64"),
+    (HEAD + ".visible .entry k()\n{\nret;\n}\n.visible .entry k()\n{\nret;\n}\n", ptx.PtxParseError,
+     r"PTX line 8.*\.entry k is defined twice \(first at PTX line 4\)"),
+])
+def test_module_headers_and_duplicate_entries_are_named_errors(text, cls, match):
+    if ".entry" not in text:
+        text += ".visible .entry k()\n{\nret;\n}\n"
+    with pytest.raises(cls, match=match):
+        ptx.Module(text)

@@ -49,7 +49,7 @@ def test_nvcc_env_wins_and_results_are_cached(fake_nvcc):
 def test_missing_compiler_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.delenv("NVCC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(toolchain, "_wheel_nvcc", lambda: None)
+    monkeypatch.setattr(toolchain, "_wheel_tool", lambda tool: None)
     with pytest.raises(ToolchainError, match=r'pip install "refsim\[cuda\]"'):
         ptx.compile("__global__ void k() {}")
     monkeypatch.setenv("NVCC", str(tmp_path / "no-such-nvcc"))

@@ -22,6 +22,7 @@ import numpy as np
 
 from refsim.arith import fp
 from refsim.ptx.errors import PtxUnsupportedError
+from refsim.ptx.semantics.floating import elementwise, flush_subnormal
 
 __all__ = ["atom_apply", "ATOM_OPS"]
 
@@ -69,8 +70,6 @@ def atom_apply(op: str, type: str, old, b, c=None, *, noftz: bool = False, space
             raise PtxUnsupportedError(f"{where}: only .add is executed for floating-point atomics")
         if type in ("f16", "f16x2", "bf16", "bf16x2") and not noftz:
             raise PtxUnsupportedError(f"{where}: 16-bit floating-point atom/red.add requires .noftz")
-        from refsim.ptx.semantics.floating import _elementwise, flush_subnormal
-
         st = {"f16x2": "f16", "bf16x2": "bf16"}.get(type, type)
         ftz = type == "f32" and space == "global"
         prep = (lambda x: flush_subnormal(x, st)) if ftz else (lambda x: x)
@@ -79,7 +78,7 @@ def atom_apply(op: str, type: str, old, b, c=None, *, noftz: bool = False, space
             r = fp.fp_add(prep(x), prep(y), st, "rn")
             return flush_subnormal(r, st) if ftz else r
 
-        return _elementwise(type, add)(o.astype(u), v.astype(u))[0].astype(u)
+        return elementwise(type, add)(o.astype(u), v.astype(u))[0].astype(u)
     kind = type[0]
     if type not in ("u32", "s32", "u64", "s64"):
         raise PtxUnsupportedError(f"{where}: integer operations take .u32/.s32/.u64/.s64")

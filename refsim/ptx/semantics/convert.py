@@ -33,10 +33,10 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.arith import fp
-from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
+from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 from refsim.ptx.semantics.floating import decode, encode, flush_subnormal
 
-__all__ = ["convert", "INT_TYPES", "FLOAT_TYPES"]
+__all__ = ["convert", "INT_TYPES", "FLOAT_TYPES", "BUILDERS"]
 
 INT_TYPES = {f"{k}{w}": (k, w) for k in "su" for w in (8, 16, 32, 64)}
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
@@ -236,6 +236,11 @@ def _float_to_float(op: Op, src: str, dst: str, mode: str, ftz: bool, sat: bool,
     return fn
 
 
-@register("cvt")
 def _build_cvt(op: Op, arch: str) -> Handler:
     return convert(op)
+
+
+#: opcode -> handler builder of this family (refsim.ptx.semantics.table assembles the one table)
+BUILDERS = {
+    "cvt": _build_cvt,
+}

@@ -31,9 +31,9 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.arith import fp
-from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
+from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
-__all__ = ["decode", "encode", "flush_subnormal", "build", "CANONICAL_NAN"]
+__all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "CANONICAL_NAN", "BUILDERS"]
 
 CANONICAL_NAN = {"f16": 0x7FFF, "bf16": 0x7FFF, "f32": 0x7FFFFFFF, "f64": 0x7FFFFFFFFFFFFFFF}
 _BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
@@ -92,7 +92,7 @@ def _lanes(t: str):
     return (_scalar_type(t), 2) if t.endswith("x2") else (t, 1)
 
 
-def _elementwise(t: str, scalar_fn):
+def elementwise(t: str, scalar_fn):
     """Lift ``scalar_fn(*float64 arrays) -> float64 values representable in t`` to bit patterns."""
     st, lanes = _lanes(t)
     if lanes == 1:
@@ -177,7 +177,7 @@ def build(op: Op, arch: str) -> Handler:
     if sat and st not in ("f32", "f16"):
         raise unsupported(op, ".sat applies to .f32 and .f16 only")
     inputs = (lambda x: flush_subnormal(x, st)) if ftz else (lambda x: x)
-    alu = lambda fn, n, sec: Handler(fn=_elementwise(t, fn), dst_types=(t,), src_types=(t,) * n,  # noqa: E731
+    alu = lambda fn, n, sec: Handler(fn=elementwise(t, fn), dst_types=(t,), src_types=(t,) * n,  # noqa: E731
                                      kind="alu", isa=sec)
     sec = isa("half-precision-floating-point" if half else "floating-point", name)
 
@@ -284,6 +284,13 @@ def build(op: Op, arch: str) -> Handler:
     raise unsupported(op, f"{name} on .{t} is not executed by refsim (approximate or unsupported)")
 
 
-@register("fma", "rcp", "sqrt", "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "testp", "copysign")
 def _build_float_only(op: Op, arch: str) -> Handler:
     return build(op, arch)
+
+
+#: opcode -> handler builder of this family (refsim.ptx.semantics.table assembles the one table)
+BUILDERS = {
+    "fma": _build_float_only, "rcp": _build_float_only, "sqrt": _build_float_only, "rsqrt": _build_float_only,
+    "ex2": _build_float_only, "lg2": _build_float_only, "sin": _build_float_only, "cos": _build_float_only,
+    "tanh": _build_float_only, "testp": _build_float_only, "copysign": _build_float_only,
+}

@@ -44,9 +44,10 @@ from refsim.arith import fragments
 from refsim.arith import tensor_core
 from refsim.arith import tensor_core_types
 from refsim.errors import RefsimError
-from refsim.ptx.semantics import Handler, Op, isa, register, unsupported
+from refsim.ptx.arch import sm_number
+from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
-__all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments"]
+__all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments", "BUILDERS"]
 
 _LANE = np.arange(32, dtype=np.int64)
 
@@ -110,7 +111,6 @@ def shfl_reference(mode: str, a: list[int], b: list[int], c: list[int]) -> tuple
     return d, ps
 
 
-@register("shfl")
 def _build_shfl(op: Op, arch: str) -> Handler:
     modes = [m for m in op.mods if m in ("up", "down", "bfly", "idx")]
     if "sync" not in op.mods or len(modes) != 1 or set(op.mods) - {"sync", *modes} or op.types != ("b32",):
@@ -142,7 +142,6 @@ def vote(mode: str, a: np.ndarray, active: np.ndarray) -> np.ndarray:
     return np.broadcast_to(r[..., None], a.shape).copy()
 
 
-@register("vote")
 def _build_vote(op: Op, arch: str) -> Handler:
     modes = [m for m in op.mods if m in ("all", "any", "uni", "ballot")]
     if "sync" not in op.mods or len(modes) != 1 or set(op.mods) - {"sync", *modes}:
@@ -168,7 +167,6 @@ def ldmatrix(rows: np.ndarray, trans: bool) -> np.ndarray:
     return halves[..., 0] | (halves[..., 1] << np.uint32(16))
 
 
-@register("ldmatrix")
 def _build_ldmatrix(op: Op, arch: str) -> Handler:
     mods = set(op.mods)
     nums = [m for m in op.mods if m in ("x1", "x2", "x4")]
@@ -232,7 +230,6 @@ def _matrix_to_regs(m: np.ndarray, layout, per_reg: int) -> np.ndarray:
     return fragments.pack_registers(frags.view(np.uint16), 16)
 
 
-@register("mma")
 def _build_mma(op: Op, arch: str) -> Handler:
     mods = list(op.mods)
     shapes = [m for m in mods if m.startswith("m") and m[1:].replace("n", "").replace("k", "").isdigit()]
@@ -349,7 +346,6 @@ def redux(op: str, kind: str, a: np.ndarray, active: np.ndarray) -> np.ndarray:
     return np.broadcast_to(r[..., None], a.shape).copy()
 
 
-@register("redux")
 def _build_redux(op: Op, arch: str) -> Handler:
     ops = [m for m in op.mods if m in ("add", "min", "max", "and", "or", "xor")]
     t = op.types[0] if len(op.types) == 1 else ""
@@ -359,7 +355,14 @@ def _build_redux(op: Op, arch: str) -> Handler:
     o = ops[0]
     if (o in ("and", "or", "xor") and t != "b32") or (o in ("add", "min", "max") and t not in ("u32", "s32")):
         raise unsupported(op, f"redux.sync.{o} does not take .{t}")
-    if arch in ("sm_70", "sm_75"):
+    if sm_number(arch) < 80:
         raise unsupported(op, "redux.sync needs sm_80 or later")
     return Handler(fn=lambda a, active: (redux(o, t[0], a, active),), dst_types=(t,), src_types=(t,),
                    kind="warp", isa=isa("parallel-synchronization-and-communication", "redux-sync"))
+
+
+#: opcode -> handler builder of this family (refsim.ptx.semantics.table assembles the one table)
+BUILDERS = {
+    "shfl": _build_shfl, "vote": _build_vote, "ldmatrix": _build_ldmatrix, "mma": _build_mma,
+    "redux": _build_redux,
+}

@@ -34,9 +34,8 @@ class AnyprecCases(Format):
                          (1, 8192, 32, 4), (3, 992, 16, 7)])
 
     def legal(self, case):
-        if ak.plan(case["m"], case["n"], case["k"], case["bits"]).ksplit > 1:   # plan() checks M, N, K, bits
-            raise FormatRuleError("K: the K-split launch (M = 1, K > 4096, bits >= 7) adds slices with fp16 "
-                                  f"atomicAdd in hardware order, which has no bit-exact reference; got K={case['k']}")
+        ak.plan(case["m"], case["n"], case["k"], case["bits"])          # checks M, N, K, bits; a K-split
+        # launch (M = 1, K > 4096, bits >= 7) is legal: its expected output is the admissible set
 
     def cost(self, case):
         return case["m"] * case["k"] * case["n"]
@@ -61,6 +60,8 @@ class AnyprecCases(Format):
 
     def emulate(self, inputs, arch, sms):
         x, q, lut = inputs
+        if ak.plan(x.shape[0], lut.shape[0], x.shape[1], q.shape[0]).ksplit > 1:
+            return ek.anyprec_gemv_admissible(x, q, lut, q.shape[0])    # every order of the slices' atomicAdds
         return ek.anyprec_gemv(x, q, lut, q.shape[0])
 
     def locate(self, case, inputs, idx, arch, sms):

@@ -1,9 +1,9 @@
-"""Conformance tables for the integer, bit and logic instructions, transcribed from the PTX ISA text.
+"""Conformance tables for the integer arithmetic instructions (refsim.ptx.semantics.integer) and mov
+pack/unpack, transcribed from the PTX ISA text.
 
-Sources (PTX ISA 9.x): Logic and Shift Instructions: lop3 (immLut = F(0xF0, 0xCC, 0xAA) and its worked
-examples), shl/shr ("shift amounts greater than the register width N are clamped to N"), shf; Data
-Movement and Conversion Instructions: prmt (generic form and the mode table); Integer Arithmetic
-Instructions: bfe / bfi (pseudocode), mul/mad (.lo/.hi/.wide).
+Sources (PTX ISA 9.x): Integer Arithmetic Instructions: mul/mad (.lo/.hi/.wide), add/sub .sat, div/rem,
+min/max, popc/clz/brev/bfind, dp4a, sad; Logic and Shift Instructions: and/not/cnot/xor; Comparison and
+Selection Instructions: slct; Data Movement and Conversion Instructions: mov.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import pytest
 from refsim.ptx import PtxUnsupportedError
 from refsim.ptx.semantics import Op, lookup, mov_pack, mov_unpack
 from refsim.ptx.semantics import integer
-from refsim.testing import assert_bitexact
 
 RNG = np.random.default_rng(14)
 
@@ -25,204 +24,6 @@ def run(opcode, mods, types, *srcs):
 
 def u32(*v):
     return np.array([x & 0xFFFFFFFF for x in v], np.uint32)
-
-
-# ---------------------------------------------------------------------------------------------
-# lop3: all 256 immediates
-
-
-@pytest.mark.parametrize("imm", range(256))
-def test_lop3_reproduces_its_immlut_on_the_isa_constants(imm):
-    # the ISA's definition: immLut = F(0xF0, 0xCC, 0xAA); replicated into every byte of a word
-    a, b, c = u32(0xF0F0F0F0), u32(0xCCCCCCCC), u32(0xAAAAAAAA)
-    (d,) = run("lop3", (), ("b32",), a, b, c, np.uint32(imm))
-    assert int(d[0]) == imm * 0x01010101
-
-
-def test_lop3_matches_its_plain_loop_twin_for_all_immediates_on_random_words():
-    a, b, c = (RNG.integers(0, 2**32, 16, dtype=np.uint64).astype(np.uint32) for _ in range(3))
-    for imm in range(256):
-        got = integer.lop3(a, b, c, imm)
-        want = np.array([integer.lop3_reference(int(x), int(y), int(z), imm) for x, y, z in zip(a, b, c)], np.uint32)
-        assert_bitexact(got, want, f"lop3 0x{imm:02x}")
-
-
-@pytest.mark.parametrize("imm, expr", [
-    (0x80, lambda a, b, c: a & b & c),            # ISA examples
-    (0xFE, lambda a, b, c: a | b | c),
-    (0x40, lambda a, b, c: a & b & ~c),
-    (0x1A, lambda a, b, c: ((a & b) | c) ^ a),
-    (0xEA, lambda a, b, c: (a & b) | c),          # the INT4 -> fp16 dequant of numerics.md §4.1
-    (0x96, lambda a, b, c: a ^ b ^ c),
-])
-def test_lop3_isa_examples_compute_their_functions(imm, expr):
-    a, b, c = (RNG.integers(0, 2**32, 64, dtype=np.uint64) for _ in range(3))
-    (d,) = run("lop3", (), ("b32",), a.astype(np.uint32), b.astype(np.uint32), c.astype(np.uint32), np.uint32(imm))
-    assert_bitexact(d, (expr(a, b, c) & 0xFFFFFFFF).astype(np.uint32), f"lop3 0x{imm:02x}")
-
-
-def test_lop3_boolop_sets_the_predicate_from_the_result():
-    d, p = run("lop3", ("or",), ("b32",), u32(0, 0), u32(0, 0), u32(0, 1), np.uint32(0xAA), np.array([False, False]))
-    assert d.tolist() == [0, 1] and p.tolist() == [False, True]
-    _, p = run("lop3", ("and",), ("b32",), u32(1, 1), u32(0, 0), u32(0, 0), np.uint32(0xF0), np.array([True, False]))
-    assert p.tolist() == [True, False]
-
-
-# ---------------------------------------------------------------------------------------------
-# prmt: every mode, every selector (table transcribed from the ISA: source byte for d.b3 d.b2 d.b1 d.b0)
-
-ISA_PRMT_TABLE = {
-    "f4e": ["3210", "4321", "5432", "6543"],
-    "b4e": ["5670", "6701", "7012", "0123"],
-    "rc8": ["0000", "1111", "2222", "3333"],
-    "ecl": ["3210", "3211", "3222", "3333"],
-    "ecr": ["0000", "1110", "2210", "3210"],
-    "rc16": ["1010", "3232", "1010", "3232"],
-}
-A_IDX, B_IDX = 0x03020100, 0x07060504   # every byte holds its own index in {b, a}
-
-
-@pytest.mark.parametrize("mode", sorted(ISA_PRMT_TABLE))
-@pytest.mark.parametrize("sel", range(4))
-def test_prmt_mode_selects_the_isa_table_bytes(mode, sel):
-    # high selector bits are ignored by the modes: only c[1:0] counts
-    c = u32(sel, sel | 0xFFFFFFFC & 0xFFFFFFFF, sel | 0x8880)
-    (d,) = run("prmt", (mode,), ("b32",), u32(A_IDX, A_IDX, A_IDX), u32(B_IDX, B_IDX, B_IDX), c)
-    digits = ISA_PRMT_TABLE[mode][sel]
-    want = sum(int(ch) << (8 * (3 - j)) for j, ch in enumerate(digits))
-    assert [hex(int(x)) for x in d] == [hex(want)] * 3
-
-
-def test_prmt_modes_never_replicate_sign_bits():
-    a, b = u32(0x83828180), u32(0x87868584)
-    for mode, rows in ISA_PRMT_TABLE.items():
-        for sel, digits in enumerate(rows):
-            (d,) = run("prmt", (mode,), ("b32",), a, b, u32(sel))
-            want = sum((0x80 + int(ch)) << (8 * (3 - j)) for j, ch in enumerate(digits))
-            assert int(d[0]) == want, (mode, sel)
-
-
-def test_prmt_generic_form_matches_the_isa_examples():
-    (d,) = run("prmt", (), ("b32",), u32(A_IDX), u32(B_IDX), u32(0x7531))
-    assert int(d[0]) == 0x07050301                       # cub::PRMT documentation example
-    (d,) = run("prmt", (), ("b32",), u32(0xDDCCBBAA), u32(0x64646464), u32(0x5250, 0x5351))
-    assert d.tolist() == [0x64CC64AA, 0x64DD64BB]        # INT8 -> fp16 magic-number bytes (numerics.md §4.5)
-    (d,) = run("prmt", (), ("b32",), u32(0x00800001), u32(0), u32(0x8A98))
-    # nibble 8 = byte 0 (0x01) sign 0 -> 0x00; 9 = byte 1 (0x00) -> 0x00; A = byte 2 (0x80) -> 0xFF; 8 -> 0x00
-    assert int(d[0]) == 0x00FF0000
-
-
-def test_prmt_generic_form_matches_its_twin_for_every_selector():
-    sels = np.arange(2**16, dtype=np.uint32)
-    a, b = 0x8B7A6950, 0xF1E2D3C4
-    (d,) = run("prmt", (), ("b32",), np.uint32(a), np.uint32(b), sels)
-    want = np.array([integer.prmt_reference(a, b, int(s)) for s in sels], np.uint32)
-    assert_bitexact(d, want, "prmt generic")
-
-
-# ---------------------------------------------------------------------------------------------
-# bfe / bfi edge cases (ISA pseudocode worked by hand)
-
-BFE_TABLE = [  # (type, a, pos, len, expected)
-    ("u32", 0x000000F0, 4, 4, 0xF),
-    ("s32", 0x000000F0, 4, 4, 0xFFFFFFFF),         # field 1111 sign-extended
-    ("s32", 0x00000070, 4, 4, 0x7),
-    ("u32", 0xFFFFFFFF, 0, 0, 0),                  # length 0 -> 0
-    ("s32", 0xFFFFFFFF, 7, 0, 0),                  # length 0 -> 0 even when signed
-    ("u32", 0x80000000, 32, 4, 0),                 # position past the msb, unsigned -> 0
-    ("s32", 0x80000000, 40, 4, 0xFFFFFFFF),        # position past the msb: sign bit a[31] replicated
-    ("s32", 0x7FFFFFFF, 40, 4, 0),
-    ("u32", 0x80000000, 28, 8, 0x8),               # field runs past the msb: missing bits are 0 ...
-    ("s32", 0x80000000, 28, 8, 0xFFFFFFF8),        # ... or a[31] for signed
-    ("u32", 0x00000F00, 0x108, 0x104, 0xF),        # pos, len & 0xff: 0x108 -> 8, 0x104 -> 4
-    ("u32", 0x12345678, 0, 32, 0x12345678),
-    ("u32", 0x12345678, 0, 255, 0x12345678),
-    ("s64", 0x8000000000000000, 60, 8, 0xFFFFFFFFFFFFFFF8),
-    ("u64", 0xF000000000000000, 64, 8, 0),
-    ("s64", 0x0000000100000000, 32, 1, 0xFFFFFFFFFFFFFFFF),
-]
-
-
-@pytest.mark.parametrize("t, a, pos, length, want", BFE_TABLE)
-def test_bfe_isa_edge_cases(t, a, pos, length, want):
-    w = int(t[1:])
-    dt = np.uint32 if w == 32 else np.uint64
-    (d,) = run("bfe", (), (t,), np.array([a], dt), u32(pos), u32(length))
-    assert int(d[0]) == want
-    assert integer.bfe_reference(a, pos, length, signed=t[0] == "s", width=w) == want
-
-
-BFI_TABLE = [  # (width, a, b, pos, len, expected)
-    (32, 0xF, 0x00000000, 4, 4, 0x000000F0),
-    (32, 0xF, 0xFFFFFFFF, 4, 0, 0xFFFFFFFF),          # length 0 -> b
-    (32, 0xF, 0x12345678, 32, 4, 0x12345678),         # position past the msb -> b
-    (32, 0xF, 0x00000000, 30, 4, 0xC0000000),         # nothing written past the msb
-    (32, 0x0, 0xFFFFFFFF, 0x104, 0x108, 0xFFFFF00F),  # & 0xff: pos 4, len 8
-    (32, 0xABCD, 0x0, 0, 255, 0xABCD),
-    (64, 0xFF, 0x0, 60, 8, 0xF000000000000000),
-]
-
-
-@pytest.mark.parametrize("w, a, b, pos, length, want", BFI_TABLE)
-def test_bfi_isa_edge_cases(w, a, b, pos, length, want):
-    dt = np.uint32 if w == 32 else np.uint64
-    (d,) = run("bfi", (), (f"b{w}",), np.array([a], dt), np.array([b], dt), u32(pos), u32(length))
-    assert int(d[0]) == want
-    assert integer.bfi_reference(a, b, pos, length, width=w) == want
-
-
-@pytest.mark.parametrize("w", [32, 64])
-def test_bfe_and_bfi_match_their_twins_over_positions_and_lengths(w):
-    dt = np.uint32 if w == 32 else np.uint64
-    grid = [*range(0, 70), 255, 256, 257, 511]
-    pos, length = (np.array(g, np.uint32).ravel() for g in np.meshgrid(grid, grid))
-    a = RNG.integers(0, 2**w, pos.size, dtype=np.uint64).astype(dt)
-    b = RNG.integers(0, 2**w, pos.size, dtype=np.uint64).astype(dt)
-    for signed in (False, True):
-        got = integer.bfe(a, pos, length, signed=signed, width=w)
-        want = [integer.bfe_reference(int(x), int(p), int(n), signed=signed, width=w) for x, p, n in zip(a, pos, length)]
-        assert_bitexact(got, np.array(want, dt), f"bfe signed={signed}")
-    got = integer.bfi(a, b, pos, length, width=w)
-    want = [integer.bfi_reference(int(x), int(y), int(p), int(n), width=w) for x, y, p, n in zip(a, b, pos, length)]
-    assert_bitexact(got, np.array(want, dt), "bfi")
-
-
-# ---------------------------------------------------------------------------------------------
-# shifts >= width
-
-
-@pytest.mark.parametrize("t, opcode, a, n, want", [
-    ("b32", "shl", 0x80000001, 1, 0x00000002),
-    ("b32", "shl", 0xFFFFFFFF, 32, 0),
-    ("b32", "shl", 0xFFFFFFFF, 33, 0),
-    ("b32", "shl", 0xFFFFFFFF, 0xFFFFFFFF, 0),
-    ("b16", "shl", 0xFFFF, 16, 0),
-    ("b64", "shl", 1, 64, 0),
-    ("b64", "shl", 1, 63, 0x8000000000000000),
-    ("u32", "shr", 0x80000000, 31, 1),
-    ("u32", "shr", 0x80000000, 32, 0),
-    ("b32", "shr", 0x80000000, 100, 0),
-    ("s32", "shr", 0x80000000, 31, 0xFFFFFFFF),
-    ("s32", "shr", 0x80000000, 40, 0xFFFFFFFF),       # clamped to 32: sign fill
-    ("s32", "shr", 0x7FFFFFFF, 0xFFFFFFFF, 0),
-    ("s16", "shr", 0x8000, 16, 0xFFFF),
-    ("s64", "shr", 0x8000000000000000, 64, 0xFFFFFFFFFFFFFFFF),
-    ("u64", "shr", 0xFFFFFFFFFFFFFFFF, 64, 0),
-])
-def test_shifts_clamp_amounts_above_the_width(t, opcode, a, n, want):
-    dt = {16: np.uint16, 32: np.uint32, 64: np.uint64}[int(t[1:])]
-    (d,) = run(opcode, (), (t,), np.array([a], dt), u32(n))
-    assert d.dtype == dt and int(d[0]) == want
-
-
-@pytest.mark.parametrize("mods, c, want", [
-    (("l", "clamp"), 4, 0x9ABCDEF0), (("l", "clamp"), 40, 0x01234567), (("l", "wrap"), 36, 0x9ABCDEF0),
-    (("r", "clamp"), 4, 0xF0123456), (("r", "clamp"), 40, 0x89ABCDEF), (("r", "wrap"), 36, 0xF0123456),
-])
-def test_shf_funnel_shifts_clamp_or_wrap(mods, c, want):
-    # {b, a} = 0x89ABCDEF_01234567
-    (d,) = run("shf", mods, ("b32",), u32(0x01234567), u32(0x89ABCDEF), u32(c))
-    assert int(d[0]) == want
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,38 +127,8 @@ def test_dp4a_sums_four_byte_products():
 
 
 # ---------------------------------------------------------------------------------------------
-# setp / selp / logic / mov
-
-
-@pytest.mark.parametrize("cmp, t, a, b, want", [
-    ("lt", "s32", 0xFFFFFFFF, 0, True), ("lo", "s32", 0xFFFFFFFF, 0, False), ("lt", "u32", 0xFFFFFFFF, 0, False),
-    ("hs", "u32", 5, 5, True), ("hi", "u32", 5, 5, False), ("ge", "s16", 0x8000, 0x7FFF, False),
-    ("eq", "b64", 2**63, 2**63, True), ("ne", "u64", 1, 2, True), ("ls", "u16", 3, 2, False),
-])
-def test_setp_integer_comparisons(cmp, t, a, b, want):
-    dt = DT[int(t[1:])]
-    p, q = run("setp", (cmp,), (t,), np.array([a], dt), np.array([b], dt))
-    assert bool(p[0]) is want and bool(q[0]) is (not want)
-
-
-@pytest.mark.parametrize("cmp, a, b, want", [
-    ("lt", 1.0, 2.0, True), ("lt", np.nan, 2.0, False), ("ltu", np.nan, 2.0, True), ("eq", -0.0, 0.0, True),
-    ("ne", np.nan, np.nan, False), ("neu", np.nan, np.nan, True), ("num", 1.0, np.nan, False),
-    ("nan", 1.0, np.nan, True), ("geu", 1.0, 2.0, False), ("gt", np.inf, 1e38, True),
-])
-def test_setp_float_comparisons_follow_ordered_and_unordered_rules(cmp, a, b, want):
-    bits = lambda x: np.array([x], np.float32).view(np.uint32)  # noqa: E731
-    p, _ = run("setp", (cmp,), ("f32",), bits(a), bits(b))
-    assert bool(p[0]) is want
-
-
-def test_setp_boolop_combines_with_c_and_selp_selects():
-    p, q = run("setp", ("lt", "and"), ("s32",), u32(1, 1), u32(2, 2), np.array([True, False]))
-    assert p.tolist() == [True, False] and q.tolist() == [False, False]
-    p, q = run("setp", ("lt", "or"), ("s32",), u32(3), u32(2), np.array([True]))
-    assert p.tolist() == [True] and q.tolist() == [True]
-    (d,) = run("selp", (), ("b32",), u32(1, 1), u32(2, 2), np.array([True, False]))
-    assert d.tolist() == [1, 2]
+# ---------------------------------------------------------------------------------------------
+# logic / mov
 
 
 def test_logic_ops_on_words_and_predicates():
@@ -386,7 +157,9 @@ def test_mov_pack_and_unpack_are_inverse_low_part_first():
 
 @pytest.mark.parametrize("op, fragment", [
     (Op("frobnicate", (), ("b32",)), "frobnicate.b32: opcode 'frobnicate'"),
-    (Op("add", ("cc",), ("u32",)), "add.cc.u32: modifier(s) .cc"),
+    (Op("add", ("cc",), ("u16",)), "add.cc.u16: extended-precision arithmetic takes .u32, .s32, .u64 or .s64"),
+    (Op("addc", ("sat",), ("s32",)), "addc.sat.s32: modifier(s) .sat"),
+    (Op("mad", ("wide", "cc"), ("u32",)), "mad.wide.cc.u32: modifier(s) .wide"),
     (Op("add", ("sat",), ("u32",)), "add.sat.u32: .sat applies to .s32 only"),
     (Op("mul", (), ("s32",)), "mul.s32: needs exactly one of .lo, .hi, .wide"),
     (Op("prmt", ("f4e", "rc8"), ("b32",)), "prmt.f4e.rc8.b32: at most one mode"),
@@ -411,3 +184,70 @@ def test_sad_and_slct():
     f = np.array([0.0, -0.0, -1.0, np.nan], np.float32).view(np.uint32)
     (d,) = run("slct", (), ("u32", "f32"), u32(1, 1, 1, 1), u32(2, 2, 2, 2), f)
     assert d.tolist() == [1, 1, 2, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# extended precision: add.cc addc sub.cc subc mad.cc madc (PTX ISA, Extended-Precision Integer
+# Arithmetic Instructions: "d = a + b + CC.CF", "d = a - (b + CC.CF)", "d = t<..> + c + CC.CF"; the carry
+# out is the unsigned carry of the addition, the borrow of the subtraction). Worked by hand.
+
+M32, M64 = 2**32 - 1, 2**64 - 1
+CARRY_TABLE = [  # (opcode, mods, type, a, b, c, carry in, d, carry out)
+    ("add", ("cc",), "u32", M32, 1, None, None, 0, 1),
+    ("add", ("cc",), "u32", 0x7FFFFFFF, 1, None, None, 0x80000000, 0),
+    ("add", ("cc",), "s32", M32, M32, None, None, 0xFFFFFFFE, 1),          # -1 + -1: unsigned carry
+    ("addc", ("cc",), "u32", M32, 0, None, 1, 0, 1),
+    ("addc", (), "u32", 0, 0, None, 1, 1, None),
+    ("addc", ("cc",), "u32", 5, 6, None, 0, 11, 0),
+    ("sub", ("cc",), "u32", 0, 1, None, None, M32, 1),
+    ("sub", ("cc",), "u32", 5, 5, None, None, 0, 0),
+    ("subc", ("cc",), "u32", 5, 5, None, 1, M32, 1),
+    ("subc", (), "u32", 0, M32, None, 1, 0, None),                          # 0 - 2^32
+    ("subc", ("cc",), "s32", 7, 2, None, 1, 4, 0),
+    ("add", ("cc",), "u64", M64, 1, None, None, 0, 1),
+    ("addc", ("cc",), "u64", M64, M64, None, 1, M64, 1),
+    ("subc", ("cc",), "u64", 0, M64, None, 1, 0, 1),
+    ("sub", ("cc",), "s64", 2**63, 1, None, None, 2**63 - 1, 0),
+    ("mad", ("lo", "cc"), "u32", M32, M32, 2, None, 3, 0),                   # t = 0xFFFFFFFE_00000001
+    ("mad", ("hi", "cc"), "u32", M32, M32, 2, None, 0, 1),
+    ("madc", ("hi",), "u32", M32, M32, 1, 1, 0, None),
+    ("madc", ("hi", "cc"), "u32", M32, M32, 1, 1, 0, 1),
+    ("mad", ("hi", "cc"), "s32", M32, M32, M32, None, M32, 0),              # (-1)(-1) = 1: hi 0
+    ("mad", ("hi", "cc"), "s32", 0xFFFFFFFE, 3, 1, None, 0, 1),             # (-2)(3): hi 0xFFFFFFFF
+    ("madc", ("lo", "cc"), "u64", 2**63, 2, M64, 1, 0, 1),                  # lo(2^64) = 0
+    ("madc", ("hi", "cc"), "s64", M64, 2**63, 0, 0, 0, 0),                  # (-1)(-2^63) = 2^63: hi 0
+]
+
+
+@pytest.mark.parametrize("opcode, mods, t, a, b, c, cin, d, cout", CARRY_TABLE)
+def test_carry_instructions_match_the_hand_worked_isa_table(opcode, mods, t, a, b, c, cin, d, cout):
+    dt = {32: np.uint32, 64: np.uint64}[int(t[1:])]
+    srcs = [np.array([a], dt), np.array([b], dt)] + ([np.array([c], dt)] if c is not None else [])
+    srcs += [np.array([bool(cin)])] if cin is not None else []
+    out = run(opcode, mods, (t,), *srcs)
+    assert int(out[0][0]) == d and out[0].dtype == dt
+    if cout is None:
+        assert len(out) == 1
+    else:
+        assert bool(out[1][0]) is bool(cout)
+
+
+@pytest.mark.parametrize("opcode, mods", [("add", ("cc",)), ("addc", ()), ("addc", ("cc",)), ("sub", ("cc",)),
+                                          ("subc", ("cc",)), ("mad", ("lo", "cc")), ("mad", ("hi", "cc")),
+                                          ("madc", ("lo",)), ("madc", ("hi", "cc"))])
+@pytest.mark.parametrize("t", ["u32", "s32", "u64", "s64"])
+def test_carry_instructions_match_their_plain_integer_twin(opcode, mods, t):
+    w = int(t[1:])
+    dt = {32: np.uint32, 64: np.uint64}[w]
+    edges = [0, 1, 2**(w - 1) - 1, 2**(w - 1), 2**w - 2, 2**w - 1]
+    vals = edges + [int(x) for x in RNG.integers(0, 2**w, 10, dtype=np.uint64 if w == 64 else np.int64)]
+    a, b, c = (np.array([vals[i % len(vals)] for i in range(n, n + 64)], dt) for n in (0, 7, 13))
+    cin = RNG.random(64) < 0.5
+    srcs = [a, b] + ([c] if opcode.startswith("mad") else []) + ([cin] if opcode.endswith("c") else [])
+    out = run(opcode, mods, (t,), *srcs)
+    part = "hi" if "hi" in mods else "lo"
+    for i in range(64):
+        d, co = integer.carry_reference(opcode, int(a[i]), int(b[i]), int(c[i]), int(cin[i]), t[0], w, part)
+        assert int(out[0][i]) == d
+        if "cc" in mods:
+            assert int(out[1][i]) == co

@@ -1,0 +1,157 @@
+"""What a launch may ask of each GPU architecture: one table of facts and the one check of a launch shape.
+
+Spec
+----
+table           ``ARCHS``: ``"sm_XY"`` -> :class:`ArchFacts`, every architecture refsim.ptx executes. This
+                is the only place in refsim.ptx (and the one other packages should read) that lists
+                the architectures and their per-block launch limits.
+check           :func:`check_launch_shape` normalises ``grid``/``block`` to 3-tuples and checks them and the
+                shared-memory request against the table before anything is allocated; a broken rule is a
+                :class:`refsim.ptx.PtxLaunchError` naming the rule and the value received.
+source          CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (threads per
+                block, block and grid dimensions, shared memory per block: 48 KiB without the opt-in
+                attribute, the opt-in maximum with ``cudaFuncAttributeMaxDynamicSharedMemorySize``);
+                ptxas refuses more than 48 KiB of *static* shared memory in one kernel
+                ("uses too much shared data (..., 0xc000 max)"), so only dynamic memory can go above it.
+
+Shared memory of one block, as a launch asks for it::
+
+    0                 static (.shared variables, <= 48 KiB)     dynamic (.extern .shared, 16-byte aligned)
+    |-----------------------------------------|---------------------------------------------|
+    |<------------- at most 48 KiB without the opt-in attribute (needs_opt_in = False) ----->|
+    |<------------- at most max_shared_bytes_per_block with it (e.g. 227 KiB on sm_90) ----------------->|
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from refsim.ptx.errors import PtxLaunchError
+
+__all__ = ["ArchFacts", "ARCHS", "LaunchShape", "check_launch_shape", "arch_facts", "sm_number"]
+
+_KIB = 1024
+
+
+@dataclass(frozen=True)
+class ArchFacts:
+    """Per-block launch limits of one architecture (bytes and counts; CUDA C++ Programming Guide)."""
+
+    name: str                                  # "sm_80"
+    max_shared_bytes_per_block: int            # static + dynamic, with the opt-in attribute
+    shared_bytes_without_opt_in: int = 48 * _KIB   # static + dynamic a launch gets by default
+    max_static_shared_bytes: int = 48 * _KIB   # ptxas refuses more static shared memory
+    max_threads_per_block: int = 1024
+    max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
+    max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+
+    @property
+    def sm(self) -> int:
+        """The architecture number (``sm_86`` -> 86)."""
+        return sm_number(self.name)
+
+
+#: Every architecture refsim.ptx executes, oldest first. The opt-in shared-memory maxima are the
+#: guide's "maximum amount of shared memory per thread block" (96, 64, 163, 99, 163, 99, 227 KiB).
+ARCHS: dict[str, ArchFacts] = {f.name: f for f in (
+    ArchFacts("sm_70", max_shared_bytes_per_block=96 * _KIB),
+    ArchFacts("sm_75", max_shared_bytes_per_block=64 * _KIB),
+    ArchFacts("sm_80", max_shared_bytes_per_block=163 * _KIB),
+    ArchFacts("sm_86", max_shared_bytes_per_block=99 * _KIB),
+    ArchFacts("sm_87", max_shared_bytes_per_block=163 * _KIB),
+    ArchFacts("sm_89", max_shared_bytes_per_block=99 * _KIB),
+    ArchFacts("sm_90", max_shared_bytes_per_block=227 * _KIB),
+)}
+
+
+def sm_number(arch: str) -> int:
+    """``"sm_80"`` (or ``"sm_90a"``) -> 80; anything else -> :class:`PtxLaunchError`."""
+    m = re.fullmatch(r"sm_(\d+)[af]?", arch) if isinstance(arch, str) else None
+    if not m:
+        raise PtxLaunchError(f"arch: must look like 'sm_80'; got {arch!r}")
+    return int(m.group(1))
+
+
+def arch_facts(arch: str) -> ArchFacts:
+    """The :class:`ArchFacts` of ``arch``; an architecture not in :data:`ARCHS` -> :class:`PtxLaunchError`."""
+    if not isinstance(arch, str) or arch not in ARCHS:
+        raise PtxLaunchError(f"arch: must be one of {sorted(ARCHS)}; got {arch!r}")
+    return ARCHS[arch]
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """A checked launch shape: 3-tuples of positive ints and the shared memory of one block."""
+
+    arch: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dynamic_shared_bytes: int
+    static_shared_bytes: int
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def needs_opt_in(self) -> bool:
+        """Whether the launch needs the kernel's max-dynamic-shared-memory attribute raised first."""
+        return self.dynamic_shared_bytes + self.static_shared_bytes > ARCHS[self.arch].shared_bytes_without_opt_in
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _dims(name: str, v) -> tuple[int, int, int]:
+    """``grid``/``block`` as a 3-tuple of positive ints (an int or a tuple of 1..3 ints)."""
+    if _is_int(v):
+        v = (int(v),)
+    if not isinstance(v, tuple) or not 1 <= len(v) <= 3 or not all(_is_int(x) for x in v):
+        raise PtxLaunchError(f"{name}: must be an int or a tuple of 1 to 3 ints; got {v!r}")
+    v = tuple(int(x) for x in v) + (1,) * (3 - len(v))
+    if any(x < 1 for x in v):
+        raise PtxLaunchError(f"{name}: every dimension must be >= 1; got {v}")
+    return v
+
+
+def check_launch_shape(arch: str, grid, block, *, dynamic_shared_bytes=0, static_shared_bytes=0) -> LaunchShape:
+    """Check a launch against the limits of ``arch`` (one of :data:`ARCHS`) and normalise it.
+
+    grid, block: an int or a tuple of 1 to 3 positive ints (missing dimensions are 1).
+    dynamic_shared_bytes: the launch's dynamic shared memory (the ``.extern .shared`` array), bytes.
+    static_shared_bytes: the kernel's ``.shared`` variables, bytes (ptxas's "smem" figure).
+    Returns a :class:`LaunchShape`; ``needs_opt_in`` says whether a GPU launch must first raise the
+    kernel's ``cudaFuncAttributeMaxDynamicSharedMemorySize`` (static + dynamic above 48 KiB).
+    Raises :class:`refsim.ptx.PtxLaunchError` naming the rule: block above 1024 threads or a dimension
+    above (1024, 1024, 64); grid above (2**31 - 1, 65535, 65535); static shared memory above 48 KiB;
+    static + dynamic above the architecture's opt-in maximum.
+    """
+    facts = arch_facts(arch)
+    grid = _dims("grid", grid)
+    block = _dims("block", block)
+    bx, by, bz = facts.max_block_dims
+    if block[0] * block[1] * block[2] > facts.max_threads_per_block or block[0] > bx or block[1] > by or block[2] > bz:
+        raise PtxLaunchError(f"block: at most {facts.max_threads_per_block} threads and z <= {bz}; got {block}")
+    gx, gy, gz = facts.max_grid_dims
+    if grid[0] > gx or grid[1] > gy or grid[2] > gz:
+        raise PtxLaunchError(f"grid: y and z must be <= {gy}, x < 2**31; got {grid}")
+    for name, v in (("shared_bytes", dynamic_shared_bytes), ("static shared bytes", static_shared_bytes)):
+        if not _is_int(v) or v < 0:
+            raise PtxLaunchError(f"{name}: must be a non-negative int; got {v!r}")
+    dyn, static = int(dynamic_shared_bytes), int(static_shared_bytes)
+    if static > facts.max_static_shared_bytes:
+        raise PtxLaunchError(f"static shared memory: at most {facts.max_static_shared_bytes} bytes in one kernel "
+                             f"(ptxas refuses more; use dynamic shared memory); got {static}")
+    limit = facts.max_shared_bytes_per_block
+    if static + dyn > limit:
+        raise PtxLaunchError(f"shared_bytes: static ({static}) + dynamic ({dyn}) shared memory must be <= {limit} "
+                             f"bytes per block on {arch}; got {static + dyn}")
+    return LaunchShape(arch, grid, block, dyn, static)

@@ -1,0 +1,123 @@
+"""The launch's optional checkers: ``poison=True`` (reads of unwritten registers and shared bytes) and
+``race=True`` (shared-memory conflicts between barriers, reads of pending ``cp.async`` destinations).
+
+State they keep on the launch ``L`` (allocated only when the check is on)::
+
+    poison   L.reg_init[slot] (T,) bool       register written by this thread since its block started
+             L.shared_init (shared bytes,) bool  shared byte written since its block started
+    race     L.race_w (shared bytes,) int64   thread that wrote the byte in this barrier interval (-1: none)
+             L.race_r (shared bytes,) int64   thread that read it (-1: none, -2: several)
+             L.pending (shared bytes,) int32  cp.async copies in flight to the byte
+
+A barrier release clears the race state of the released blocks (:func:`barrier_released`); a new block
+in a slot clears both (:func:`block_started`). Every finding raises with the PTX line and the thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.ptx.errors import PtxRaceError, PtxUninitializedError
+from refsim.ptx.parse import Instruction
+
+__all__ = ["register_read", "guard_read", "shared_read", "shared_written", "race_read", "race_write",
+           "block_started", "barrier_released"]
+
+
+def _no_check(sel) -> None:
+    return None
+
+
+def register_read(L, slot: int, ins: Instruction):
+    """``sel -> None`` raising :class:`PtxUninitializedError` when a selected thread reads register
+    ``slot`` before writing it (a no-op without ``poison``)."""
+    if not L.poison:
+        return _no_check
+    init = L.reg_init[slot]
+    name = L.k.registers[slot].name
+
+    def check(sel):
+        if not init[sel].all():
+            bad = np.arange(L.T)[sel][~init[sel]][0]
+            raise PtxUninitializedError(f"{L.where(ins)}: register {name} read before written "
+                                        f"by {L.who(int(bad))}")
+    return check
+
+
+def guard_read(L, ins: Instruction, sel) -> None:
+    """The guard predicate of ``ins`` read by ``sel`` (called only with ``poison``)."""
+    if not L.reg_init[ins.guard[1]][sel].all():
+        raise PtxUninitializedError(f"{L.where(ins)}: guard predicate read before written")
+
+
+def shared_read(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray, who: bool = True) -> None:
+    """Poison check of a shared-memory read: ``flat_bytes`` (n, bytes) of the accesses ``mm``."""
+    ok = L.shared_init[flat_bytes].all(axis=1)
+    if not ok.all():
+        if not who:
+            raise PtxUninitializedError(f"{L.where(ins)}: shared memory read before written")
+        th = L.threads(sel)[mm][~ok]
+        raise PtxUninitializedError(f"{L.where(ins)}: shared memory read before written by {L.who(int(th[0]))}")
+
+
+def shared_written(L, flat_bytes: np.ndarray) -> None:
+    """Poison state: these shared bytes now hold written values."""
+    L.shared_init[flat_bytes] = True
+
+
+def race_read(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
+    """A shared read by the threads ``sel[mm]`` of ``flat_bytes`` (n, bytes): conflicts with another
+    thread's write since the last barrier, or with a pending cp.async, raise; the read is recorded."""
+    th = L.threads(sel)[mm]
+    if L.pending is not None and (L.pending[flat_bytes] > 0).any():
+        bad = (L.pending[flat_bytes] > 0).any(axis=1)
+        raise PtxRaceError(f"{L.where(ins)}: reads a cp.async destination before its wait_group "
+                           f"({L.who(int(th[bad][0]))})")
+    w = L.race_w[flat_bytes]
+    conflict = (w >= 0) & (w != th[:, None])
+    if conflict.any():
+        row = np.flatnonzero(conflict.any(axis=1))[0]
+        other = int(w[row][conflict[row]][0])
+        raise PtxRaceError(f"{L.where(ins)}: shared-memory read by {L.who(int(th[row]))} of a byte "
+                           f"written by {L.who(other)} since the last barrier")
+    r = L.race_r[flat_bytes]
+    r[:] = np.where((r == -1) | (r == th[:, None]), th[:, None], -2)
+    L.race_r[flat_bytes] = r
+
+
+def race_write(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
+    """A shared write by the threads ``sel[mm]``: conflicts with any other thread's access since the
+    last barrier, or two threads of this instruction writing one byte, raise; the write is recorded."""
+    th = L.threads(sel)[mm]
+    w = L.race_w[flat_bytes]
+    r = L.race_r[flat_bytes]
+    conflict = ((w >= 0) & (w != th[:, None])) | ((r != -1) & (r != th[:, None]))
+    if conflict.any():
+        row = np.flatnonzero(conflict.any(axis=1))[0]
+        raise PtxRaceError(f"{L.where(ins)}: shared-memory write by {L.who(int(th[row]))} to a byte "
+                           f"another thread accessed since the last barrier")
+    uniq, counts = np.unique(flat_bytes.reshape(-1), return_counts=True)
+    if (counts > 1).any() and len(np.unique(th)) > 1:
+        raise PtxRaceError(f"{L.where(ins)}: several threads write the same shared byte "
+                           f"(0x{int(uniq[counts > 1][0]) % L.shared_stride:x}) in one instruction")
+    L.race_w[flat_bytes] = th[:, None]
+
+
+def block_started(L, s: int, lo: int, hi: int) -> None:
+    """A new block in slot ``s`` (threads ``lo:hi``): nothing of it is written, nothing accessed."""
+    span = slice(s * L.shared_stride, (s + 1) * L.shared_stride)
+    if L.poison:
+        L.shared_init[span] = False
+        for r in L.reg_init:
+            r[lo:hi] = False
+    if L.race:
+        L.race_w[span] = -1
+        L.race_r[span] = -1
+
+
+def barrier_released(L, slots: np.ndarray) -> None:
+    """A barrier completed in the block slots ``slots`` (bool per slot): a new race interval there."""
+    if L.race:
+        cleared = np.repeat(slots, L.shared_stride)
+        L.race_w[cleared] = -1
+        L.race_r[cleared] = -1

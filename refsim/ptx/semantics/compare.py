@@ -1,0 +1,125 @@
+"""Comparison and selection instructions of PTX (setp, selp, slct), as pure NumPy handlers.
+
+Spec
+----
+setp            ``p = (a cmp b) BoolOp c``, ``q = !(a cmp b) BoolOp c``: integer eq/ne/lt/le/gt/ge signed
+                by type, lo/ls/hi/hs unsigned; float ordered and ``u`` unordered forms, num/nan,
+                ``.ftz`` on f32/f16 (floats decoded by refsim.ptx.semantics.floating).
+selp            ``d = c ? a : b``.
+slct            ``d = c >= 0 ? a : b`` with an s32 or f32 selector (a NaN selector picks b).
+source          PTX ISA 9.x, "Comparison and Selection Instructions", "Half Precision Comparison
+                Instructions: setp".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.ptx.semantics import floating
+from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
+from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, sval, ubits, value, wrap
+
+__all__ = ["BUILDERS"]
+
+
+# ----------------------------------------------------------------------------------------------
+# setp / selp
+
+_INT_CMP = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"}
+_FLOAT_CMP = {"eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan"}
+_BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def _compare(cmp: str, x, y):
+    return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+            "gt": np.greater, "ge": np.greater_equal}[cmp](x, y)
+
+
+def _build_setp(op: Op, arch: str) -> Handler:
+    if len(op.types) != 1:
+        raise unsupported(op, "expects one type")
+    t = op.types[0]
+    cmps = [m for m in op.mods if m in _INT_CMP | _FLOAT_CMP]
+    bools = [m for m in op.mods if m in _BOOL]
+    extra = set(op.mods) - set(cmps) - set(bools) - {"ftz"}
+    if len(cmps) != 1 or len(bools) > 1 or extra:
+        raise unsupported(op, "needs one comparison, at most one of .and/.or/.xor (and .ftz for floats)")
+    cmp = cmps[0]
+    boolop = _BOOL[bools[0]] if bools else None
+    if t in ("f16", "bf16", "f32", "f64"):
+        if cmp not in _FLOAT_CMP:
+            raise unsupported(op, f".{cmp} is not a floating-point comparison")
+        if "ftz" in op.mods and t not in ("f32", "f16", "bf16"):
+            raise unsupported(op, ".ftz applies to .f32/.f16")
+        ftz = "ftz" in op.mods
+
+        def raw(a, b):
+            x, y = floating.decode(a, t, ftz=ftz), floating.decode(b, t, ftz=ftz)
+            unordered = np.isnan(x) | np.isnan(y)
+            if cmp == "num":
+                return ~unordered
+            if cmp == "nan":
+                return unordered
+            if cmp.endswith("u"):
+                return unordered | _compare(cmp[:-1], x, y)
+            with np.errstate(invalid="ignore"):
+                return _compare(cmp, x, y) & ~unordered
+        sec = isa("half-precision-comparison" if t in ("f16", "bf16") else "comparison-and-selection", "setp")
+    else:
+        kind, w = int_type(op, t)
+        if cmp not in _INT_CMP or "ftz" in op.mods:
+            raise unsupported(op, f".{cmp} is not an integer comparison")
+
+        def raw(a, b):
+            if cmp in ("lo", "ls", "hi", "hs"):
+                x, y = ubits(a, w), ubits(b, w)
+                return _compare({"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}[cmp], x, y)
+            return _compare(cmp, value(a, kind, w), value(b, kind, w))
+        sec = isa("comparison-and-selection", "setp")
+
+    def fn(a, b, c=None):
+        r = np.asarray(raw(a, b), bool)
+        if boolop is None:
+            return r, ~r
+        return boolop(r, c), boolop(~r, c)
+
+    src = (t, t) + (("pred",) if boolop else ())
+    return alu(fn, ("pred", "pred"), src, sec)
+
+
+def _build_selp(op: Op, arch: str) -> Handler:
+    t = op.types[0] if len(op.types) == 1 else ""
+    widths = {**{k: w for k, (_, w) in INT_TYPES.items()}, "f32": 32, "f64": 64, "f16": 16, "bf16": 16}
+    if t not in widths:
+        raise unsupported(op, "type must be a 16/32/64-bit integer, .f16, .bf16, .f32 or .f64")
+    check_mods(op, set())
+    w = widths[t]
+    return alu(lambda a, b, c: (wrap(np.where(c, ubits(a, w), ubits(b, w)), w),), (t,), (t, t, "pred"),
+                isa("comparison-and-selection", "selp"))
+
+
+
+def _build_slct(op: Op, arch: str) -> Handler:
+    if len(op.types) != 2 or op.types[1] not in ("s32", "f32"):
+        raise unsupported(op, "slct needs a data type and a .s32 or .f32 selector type")
+    t, ct = op.types
+    widths = {**{k: w for k, (_, w) in INT_TYPES.items()}, "f32": 32, "f64": 64}
+    if t not in widths:
+        raise unsupported(op, "data type must be a 16/32/64-bit integer, .f32 or .f64")
+    mods = check_mods(op, {"ftz"} if ct == "f32" else set())
+    w = widths[t]
+
+    def fn(a, b, c):  # d = c >= 0 ? a : b (a NaN selector compares false: b)
+        if ct == "s32":
+            sel = sval(c, 32) >= 0
+        else:
+            sel = floating.decode(c, "f32", ftz="ftz" in mods) >= 0
+        return (wrap(np.where(sel, ubits(a, w), ubits(b, w)), w),)
+
+    return alu(fn, (t,), (t, t, ct), isa("comparison-and-selection", "slct"))
+
+
+#: opcode -> handler builder of this family (refsim.ptx.semantics.table assembles the one table)
+BUILDERS = {
+    "setp": _build_setp, "selp": _build_selp, "slct": _build_slct,
+}

@@ -1,0 +1,78 @@
+"""The one dispatch table (refsim/ptx/dispatch.py) and the layering of refsim.ptx's modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from refsim import ptx
+from refsim.ptx import dispatch, semantics
+from refsim.ptx.parse import parse
+
+HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
+PTX_DIR = Path(ptx.__file__).parent
+
+
+def test_every_semantics_opcode_and_every_engine_opcode_is_in_the_one_table():
+    assert set(semantics.supported_opcodes()) <= set(dispatch.OPCODES)
+    engine_owned = {op for op, e in dispatch.OPCODES.items() if not e.handler}
+    assert {"ld", "st", "atom", "red", "cp", "bar", "bra", "ret", "exit", "mov", "cvta"} <= engine_owned
+    assert not engine_owned & set(semantics.supported_opcodes())
+    assert dispatch.OPCODES["ldmatrix"].handler          # address side in the engine, layout in semantics
+    assert {op for op, e in dispatch.OPCODES.items() if not e.advances} == {"bra", "ret", "exit", "bar", "barrier"}
+
+
+def test_an_opcode_outside_the_table_is_refused_at_load_naming_the_line():
+    text = HEAD + ".visible .entry k()\n{\n.reg .b32 %r<3>;\nfrobnicate.b32 %r1, %r2;\nret;\n}\n"
+    k = parse(text).kernels["k"]
+    with pytest.raises(ptx.PtxUnsupportedError, match=r"kernel k, PTX line 7, column 1 `frobnicate.b32 %r1, %r2`: "
+                                                      r"opcode 'frobnicate' is not an instruction refsim executes"):
+        dispatch.load(k, "sm_80")
+
+
+ROOT = PTX_DIR.parent.parent
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT / name.replace(".", "/")
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _imports(path: Path) -> set[str]:
+    """Every refsim.ptx module or package a file imports, anywhere in the file (lazy imports too);
+    a package stands for its ``__init__``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("refsim.ptx"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                out.add(sub if _is_module(sub) else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("refsim.ptx"))
+    return out
+
+
+def test_the_modules_of_refsim_ptx_import_without_circles():
+    graph = {}
+    for f in PTX_DIR.rglob("*.py"):
+        name = ".".join(f.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        graph[name] = _imports(f) - {name}
+    seen, stack = {}, []
+
+    def visit(n):
+        seen[n] = "open"
+        stack.append(n)
+        for m in graph.get(n, ()):
+            if seen.get(m) == "open":
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(m):] + [m]))
+            if m not in seen:
+                visit(m)
+        seen[n] = "done"
+        stack.pop()
+
+    for n in sorted(graph):
+        if n not in seen:
+            visit(n)
+    assert "refsim.ptx.engine" in graph and "refsim.ptx.semantics.table" in graph
