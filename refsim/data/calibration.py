@@ -180,15 +180,15 @@ def tokenize(text: str) -> list[int]:
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = LN_EPS) -> np.ndarray:
     """LayerNorm over the last axis: ``(x - mean) / sqrt(var + eps) * gamma + beta`` (biased
     variance), computed in float32. x (..., H) float32, gamma/beta (H,). (The encoder forward's own,
-    refsim.io.models.bert.layer_norm.)"""
-    from refsim.io.models.bert import layer_norm as ln
+    refsim.models.bert.layer_norm.)"""
+    from refsim.models.bert import layer_norm as ln
 
     return ln(x, gamma, beta, eps)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """The exact (erf) GELU that BERT uses (refsim.io.models.bert.gelu)."""
-    from refsim.io.models.bert import gelu
+    """The exact (erf) GELU that BERT uses (refsim.models.bert.gelu)."""
+    from refsim.models.bert import gelu
 
     return gelu(x)
 

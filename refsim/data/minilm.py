@@ -125,14 +125,11 @@ def weights() -> dict[str, np.ndarray]:
     Linear layers are stored PyTorch-style as ``(N, K)`` = (out_features, in_features), e.g.
     ``encoder.layer.0.intermediate.dense.weight`` is (1536, 384). Arrays are read-only.
     """
-    from refsim.io.tensors import TensorFile
+    from safetensors.numpy import load_file
 
-    with TensorFile(model_path()) as tf:
-        out = {}
-        for name in tf.names():
-            arr = tf.read(name)
-            arr.setflags(write=False)
-            out[name] = arr
+    out = load_file(str(model_path()))
+    for arr in out.values():
+        arr.setflags(write=False)
     return out
 
 

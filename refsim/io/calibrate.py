@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.errors import FormatRuleError
-from refsim.io.models import LoadedModel, sequences
+from refsim.io.model_folder import LoadedModel, sequences
 from refsim.quant import awq as awq_search
 
 # run_sequential, run_awq and heldout_quality are quantize_model's steps (it validates their inputs);

@@ -1,7 +1,7 @@
 """Quantize a whole FP safetensors model layer by layer, on any executor.
 
     model (FP safetensors) + text ──► refsim.io.calibrate: the model's NumPy forward, block by block
-         │                                (refsim.io.models: Llama-style decoders, BERT-style encoders);
+         │                                (refsim.io.model_folder: Llama-style decoders, BERT-style encoders);
          │                                each group of linears quantized on the outputs of the
          │                                already-quantized layers before it (sequential)
          ▼
@@ -351,7 +351,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
 
     from refsim.io import calibrate
     from refsim.io.executor import SerialExecutor
-    from refsim.io.models import load_model, model_family
+    from refsim.io.model_folder import load_model, model_family
 
     require_path("model", model)
     require_path("out", out)

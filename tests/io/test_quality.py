@@ -56,7 +56,7 @@ def test_awq_scales_fold_exactly_and_into_the_norms_it_writes(decoder_runs, monk
         assert (fp.tensor("model.norm.weight") == ck.tensor("model.norm.weight")).all()  # nothing folds into it
     # folding is a reparametrisation: with the scales applied and nothing quantized, the model is the same
     from refsim.io import calibrate
-    from refsim.io.models import load_model
+    from refsim.io.model_folder import load_model
 
     import numpy as np
 

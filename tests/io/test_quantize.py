@@ -39,7 +39,7 @@ def _heldout_inputs(name: str) -> np.ndarray:
     """The layer's inputs on the held-out sequences quantize measures on, from the reference MiniLM forward
     (refsim.data.calibration.forward, one sequence at a time)."""
     from refsim.data import corpus
-    from refsim.io.models import load_model, sequences
+    from refsim.io.model_folder import load_model, sequences
 
     ids = sequences(load_model(minilm.model_path()), corpus.text("heldout"), 512)
     return np.concatenate([cal.forward(row)[1][name + ".weight"] for row in ids]).astype(np.float64)

@@ -12,7 +12,7 @@ from safetensors.numpy import load_file
 
 from refsim.data.models import pydoc_llama_path
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.io.models import load_model
+from refsim.io.model_folder import load_model
 from refsim.quant import awq
 
 REF = Path(__file__).parent / "data" / "awq_pydoc_llama_layer0.safetensors"

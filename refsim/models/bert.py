@@ -22,7 +22,7 @@ from scipy.special import erf
 
 from refsim.errors import CheckpointError
 
-# the architecture objects are built by refsim.io.models.load_model from a checked config
+# the architecture objects are built by refsim.io.model_folder.load_model from a checked config
 __all__: list[str] = []
 
 

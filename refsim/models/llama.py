@@ -26,7 +26,7 @@ import numpy as np
 
 from refsim.errors import CheckpointError
 
-# the architecture objects are built by refsim.io.models.load_model from a checked config
+# the architecture objects are built by refsim.io.model_folder.load_model from a checked config
 __all__: list[str] = []
 
 _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")

@@ -24,8 +24,8 @@ import numpy as np
 from refsim._validate import require_bounded, require_instance, require_int, require_path
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.io.checkpoint import read_json
-from refsim.io.models.bert import BertModel
-from refsim.io.models.llama import LlamaModel
+from refsim.models.bert import BertModel
+from refsim.models.llama import LlamaModel
 
 __all__ = ["LoadedModel", "load_model", "model_family", "sequences", "SEQ_LEN", "DECODER_TYPES"]
 
