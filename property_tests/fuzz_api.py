@@ -62,6 +62,20 @@ def public_callables() -> list[tuple[str, object]]:
     return sorted(found.items())
 
 
+#: public functions of the excluded modules that the hostile fuzz still calls (pure functions)
+HOSTILE_EXTRAS = ("refsim.testing.bits.ulp_distance",)
+
+
+def hostile_targets() -> dict[str, object]:
+    """``{name: callable}`` the hostile fuzz may call: :func:`public_callables` and
+    :data:`HOSTILE_EXTRAS`."""
+    found = dict(public_callables())
+    for name in HOSTILE_EXTRAS:
+        module, attr = name.rsplit(".", 1)
+        found[name] = getattr(importlib.import_module(module), attr)
+    return found
+
+
 def arity(fn) -> tuple[int, int]:
     """(required positional parameters, all positional parameters) of ``fn``."""
     try:
