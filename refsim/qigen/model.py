@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_bits, require_bounded, require_choice, require_int
+from refsim._validate import require_bits, require_bounded, require_choice, require_int, require_fields
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.native.machine import MachineInfo
 
@@ -168,6 +168,9 @@ class TimeEstimate:
     compute_s: float
     bound: str
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
     @property
     def seconds(self) -> float:
         return max(self.memory_s, self.compute_s)
@@ -250,6 +253,9 @@ class Plan:
     l1_used_bits: int
     alternatives: list = field(default_factory=list)
     accumulators: int = 1
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
 
     @property
     def tu_cols(self) -> int:
