@@ -244,7 +244,8 @@ def require_fields(obj: Any) -> None:
     and the rest refused), ``float`` fields finite Python floats, ``bool`` fields bools, ``str``
     fields strs, ``np.ndarray`` fields plain ndarrays in native byte order (:func:`require_array`),
     ``X | None`` either, ``tuple[...]`` tuples (a list converted; elements checked when the
-    annotation names ``int``). Other annotations are the class's own business."""
+    annotation names ``int``), ``list`` lists (a tuple converted). Other annotations are the
+    class's own business."""
     import dataclasses
 
     what = type(obj).__name__
@@ -269,6 +270,11 @@ def require_fields(obj: Any) -> None:
             if not isinstance(value, str):
                 raise FormatRuleError(f"{name}: must be a str; got {type(value).__name__}")
             value = str(value)
+        elif base.startswith("list"):
+            if isinstance(value, tuple):
+                value = list(value)
+            if not isinstance(value, list):
+                raise FormatRuleError(f"{name}: must be a list; got {type(value).__name__}")
         elif base.startswith("tuple"):
             if isinstance(value, list):
                 value = tuple(value)

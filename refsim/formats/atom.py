@@ -202,7 +202,7 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
     x = require_float_array("x", x)
     a = np.abs(x, out=np.empty_like(x))                 # an array also for a 0-d x
     with np.errstate(invalid="ignore"):                 # NaN and Inf - Inf: not >= 0.5, t unchanged
-        t = np.trunc(a)
+        t = np.trunc(a, out=np.empty_like(a))
         up = np.subtract(a, t, out=a) >= 0.5
     t += up
     return np.copysign(t, x, out=t)
