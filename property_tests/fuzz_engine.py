@@ -239,7 +239,9 @@ def _prepare(var: Variant, name: str):
     """``(value, None)`` or ``(None, finding-or-None)``: building a dataclass variant runs the class's
     own checks; a RefsimError or a frozen class ends the variant there."""
     try:
-        return var.make(), None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # casts that overflow are the point of some variants
+            return var.make(), None
     except dataclasses.FrozenInstanceError:
         return None, "skip"
     except (RefsimError, ToolchainError):
@@ -253,8 +255,10 @@ def _prepare(var: Variant, name: str):
 def variant_list(fn: Callable, seed: Seed) -> list[tuple[str, Variant]]:
     """``[(parameter, variant)]`` in the order the fuzz tries them (the same in parent and child)."""
     ba = bind(fn, seed)
-    return [(pname, var) for pname in _fuzzable(fn)
-            for var in variants_for(pname, ba.arguments[pname], mutated=pname in seed.mutates)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # float16(1e9) overflows while the widths are listed
+        return [(pname, var) for pname in _fuzzable(fn)
+                for var in variants_for(pname, ba.arguments[pname], mutated=pname in seed.mutates)]
 
 
 def _fuzz_variants(name: str, fn: Callable, seed: Seed, todo: list[tuple[int, str, Variant]], emit,
@@ -295,6 +299,10 @@ def _fuzz_variants(name: str, fn: Callable, seed: Seed, todo: list[tuple[int, st
         new = _bound_copy(ba, {pname: value})
         before = {k: _input_state(v) for k, v in new.arguments.items() if k not in seed.mutates}
         out = run_call(fn, new.args, new.kwargs, seconds)
+        if out.status == "timeout":  # a busy machine, or a real hang: once more with 3x the time
+            new = _bound_copy(ba, {pname: _prepare(var, name)[0]})
+            before = {k: _input_state(v) for k, v in new.arguments.items() if k not in seed.mutates}
+            out = run_call(fn, new.args, new.kwargs, 3 * seconds)
         if out.status in ("timeout", "memory"):
             add(HANG, var, out.detail)
             continue
@@ -382,11 +390,14 @@ def fuzz_function(name: str, fn: Callable, seed: Seed, *, select_variant: Callab
         report.seconds = time.perf_counter() - t_start
         return report
     by_index = {i: v for i, _, v in todo}
+    patience = 1.0            # a variant killed once for silence is tried again with 3x the time
+    retried: set[int] = set()
     while todo:
-        pid, r = _child(name, fn, seed, todo, seconds)
+        bound = seconds * patience
+        pid, r = _child(name, fn, seed, todo, bound)
         current, finished, error = None, False, None
         # a variant may make two calls (its own and its baseline's); the legal call comes first
-        idle = lambda: 2 * seconds + 3.0 if current is not None else max(60.0, seconds)  # noqa: E731
+        idle = lambda: 2 * bound + 3.0 if current is not None else max(60.0, bound)  # noqa: E731
         try:
             for message in _messages(r, idle):
                 if message is None:
@@ -411,12 +422,19 @@ def fuzz_function(name: str, fn: Callable, seed: Seed, *, select_variant: Callab
         if current is None:
             raise SeedFailed(f"{name}: the child died before its first variant (status {status})")
         var = by_index[current]
+        killed = not (os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGKILL) and not os.WIFEXITED(status)
+        if killed and current not in retried:  # a busy machine, or a real hang: once more, slower
+            retried.add(current)
+            patience = 3.0
+            todo = [t for t in todo if t[0] >= current]
+            continue
+        patience = 1.0
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGKILL:
             cls, detail = CRASH, f"the process died of signal {os.WTERMSIG(status)}"
         elif os.WIFEXITED(status):
             cls, detail = CRASH, f"the process exited with status {os.WEXITSTATUS(status)}"
         else:
-            cls, detail = HANG, f"no return within {2 * seconds + 3:g} s (stuck outside Python; killed)"
+            cls, detail = HANG, f"no return within {2 * bound + 3:g} s, twice (stuck outside Python; killed)"
         report.findings.append(Finding(name, cls, var.slot, var.label, var.via, detail))
         todo = [t for t in todo if t[0] > current]
     report.seconds = time.perf_counter() - t_start

@@ -77,18 +77,18 @@ def atom_pair(mode: str = "kernel"):
 
 
 @functools.cache
-def m24_problem():
-    W = normal((64, 32), seed=0, scale=0.05)
-    X = normal((96, 64), np.float64, seed=1)
+def m24_problem(k: int = 64):
+    W = normal((k, 32), seed=0, scale=0.05)
+    X = normal((96, k), np.float64, seed=1)
     H = 2.0 / 96 * X.T @ X
     m = m24.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
     return W, H, m, m24.pack(m)
 
 
 @functools.cache
-def marlin_problem(group_size=128):
-    q = codes((256, 256), 16)
-    s = positive((1 if group_size is None else 256 // group_size, 256), np.float16) * np.float16(0.05)
+def marlin_problem(group_size=128, k=256):
+    q = codes((k, 256), 16)
+    s = positive((1 if group_size is None else k // group_size, 256), np.float16) * np.float16(0.05)
     B, S = marlin.pack(q, s, group_size)
     return q, s, B, S
 
@@ -197,6 +197,7 @@ SAMPLES = {
     "refsim.quant.rtn.RTNResult": lambda: rtn.rtn_quantize(normal((64, 32)), 4, group_size=32),
     "refsim.quant.squeezellm.SeedResult": lambda: squeezellm.seed(normal((64, 10)), positive((64, 10), seed=1), 2),
     "refsim.quant.squeezellm.SortedRows": sorted_rows,
+    "refsim.native.machine.MachineInfo": machine_info,
     "refsim.quant.upscale.AnyPrecisionModel": lambda: upscale.seed_and_upscale(
         normal((16, 9)), positive((16, 9), seed=1), 2, 3),
 }
@@ -279,7 +280,7 @@ SEEDS = {
     "refsim.arith.tensor_core.model": lambda: call("sm_80"),
     # ---- emulator ---------------------------------------------------------------------------------
     "refsim.emulator.anyprec_kernel.anyprec_gemv": lambda: call(*anyprec_problem(), 3),
-    "refsim.emulator.anyprec_kernel.anyprec_gemv_reference": lambda: call(*anyprec_problem(), 3),
+    "refsim.emulator.anyprec_kernel.anyprec_gemv_reference": lambda: call(*anyprec_problem(3, 16, 32), 3),
     "refsim.emulator.anyprec_kernel.lane_indices": lambda: call(1024),
     "refsim.emulator.anyprec_kernel.warp_reduce_sum": lambda: call(normal(32, np.float16)),
     "refsim.emulator.anyprec_kernel.warp_reduce_sum_reference": lambda: call(normal(32, np.float16)),
@@ -300,16 +301,16 @@ SEEDS = {
     "refsim.emulator.marlin_kernel.marlin_gemm": lambda: call(normal((1, 256), np.float16), *marlin_problem()[2:],
                                                               sms=8),
     "refsim.emulator.marlin_kernel.marlin_gemm_reference": lambda: call(
-        normal((1, 256), np.float16), *marlin_problem()[2:], sms=8, cols=[0, 9, 130]),
+        normal((1, 256), np.float16), *marlin_problem()[2:], sms=8, cols=[9]),
     "refsim.emulator.marlin_kernel.provenance": lambda: call(1, 256, 256, 0, 4, group_size=128, sms=8),
     "refsim.emulator.mixed_2_4_16_kernel.dense_rows": lambda: call(m24_problem()[3], normal(64, np.float16)),
     "refsim.emulator.mixed_2_4_16_kernel.dequantized_weights": lambda: call(m24_problem()[3]),
-    "refsim.emulator.mixed_2_4_16_kernel.dequantized_weights_reference": lambda: call(m24_problem()[3]),
+    "refsim.emulator.mixed_2_4_16_kernel.dequantized_weights_reference": lambda: call(m24_problem(16)[3]),
     "refsim.emulator.mixed_2_4_16_kernel.group_sums": lambda: call(normal((64, 16), np.float16, scale=0.1),
                                                                    normal(64, np.float16, 1)),
     "refsim.emulator.mixed_2_4_16_kernel.lane_schedule": lambda: call(np.array([2, 4, 2, 2, 4, 2, 2, 2], np.uint8)),
     "refsim.emulator.mixed_2_4_16_kernel.mixed_gemv": lambda: call(m24_problem()[3], normal(64, np.float16)),
-    "refsim.emulator.mixed_2_4_16_kernel.mixed_gemv_reference": lambda: call(m24_problem()[3], normal(64, np.float16)),
+    "refsim.emulator.mixed_2_4_16_kernel.mixed_gemv_reference": lambda: call(m24_problem(16)[3], normal(16, np.float16)),
     "refsim.emulator.mixed_2_4_16_kernel.spmv_epilogue": lambda: call(normal(32), m24_problem()[3],
                                                                       normal(64, np.float16)),
     "refsim.emulator.mixed_2_4_16_kernel.unit_groups": lambda: call(np.array([2, 4, 2, 2, 4, 2, 2, 2], np.uint8)),
@@ -319,9 +320,11 @@ SEEDS = {
     "refsim.formats.anyprec_kernel.activation_index": lambda: call(1056, 0, 0, 3, 0),
     "refsim.formats.anyprec_kernel.bytes_read": lambda: call(1, 4096, 4096, 3),
     "refsim.formats.anyprec_kernel.check_inputs": lambda: call(*anyprec_problem(), 3),
+    "refsim.formats.anyprec_kernel.checked_inputs": lambda: call(*anyprec_problem(), 3),
     "refsim.formats.anyprec_kernel.chunk_work": lambda: call(3, 1),
     "refsim.formats.anyprec_kernel.lut_shared_bytes": lambda: call(3, 1),
-    "refsim.formats.anyprec_kernel.matmul_reference": lambda: Seed((*anyprec_problem(), 3), mutates=("trace",)),
+    "refsim.formats.anyprec_kernel.matmul_reference": lambda: Seed((*anyprec_problem(3, 16, 32), 3),
+                                                                   mutates=("trace",)),
     "refsim.formats.anyprec_kernel.plan": lambda: call(1, 4096, 4096, 3),
     "refsim.formats.anyprec_memory.anyprec_bytes": lambda: call(SAMPLES["refsim.formats.anyprec_memory.DecoderShape"](),
                                                                 (3, 6)),
@@ -431,35 +434,36 @@ SEEDS = {
     "refsim.formats.marlin.apply_output_scale": lambda: call(normal((2, 256), np.float16), marlin_problem(None)[3]),
     "refsim.formats.marlin.compute_scales": lambda: call(normal((256, 256), np.float16), 128),
     "refsim.formats.marlin.dequantize": lambda: call(*marlin_problem()[2:]),
-    "refsim.formats.marlin.dequantize_reference": lambda: call(*marlin_problem()[2:]),
+    "refsim.formats.marlin.dequantize_reference": lambda: call(*marlin_problem(None, 128)[2:]),
     "refsim.formats.marlin.effective_weights": lambda: call(*marlin_problem()[2:]),
     "refsim.formats.marlin.inverse_perm": lambda: call(rng(0).permutation(32)),
     "refsim.formats.marlin.pack": lambda: call(*marlin_problem()[:2], 128),
-    "refsim.formats.marlin.pack_reference": lambda: call(*marlin_problem()[:2], 128),
+    "refsim.formats.marlin.pack_reference": lambda: call(*marlin_problem(None, 128)[:2], None),
     "refsim.formats.marlin.permute_scales": lambda: call(marlin_problem()[1]),
     "refsim.formats.marlin.permute_weights": lambda: call(marlin_problem()[0]),
     "refsim.formats.marlin.quantize": lambda: call(normal((256, 256), np.float16, scale=0.05), marlin_problem()[1], 128),
-    "refsim.formats.marlin.reference_gemm": lambda: call(normal((2, 256), np.float16), *marlin_problem()[2:]),
+    "refsim.formats.marlin.reference_gemm": lambda: call(normal((1, 128), np.float16), *marlin_problem(None, 128)[2:]),
     "refsim.formats.marlin.repack_gptq": lambda: call(gptq.pack_qweight(marlin_problem()[0], 4), 256,
                                                    zeros=np.full((1, 256), 8)),
     "refsim.formats.marlin.round_exact_to_f16": lambda: call(Fraction(1, 3)),
     "refsim.formats.marlin.unpack": lambda: call(*marlin_problem()[2:]),
-    "refsim.formats.marlin.unpack_reference": lambda: call(*marlin_problem()[2:]),
+    "refsim.formats.marlin.unpack_reference": lambda: call(*marlin_problem(None, 128)[2:]),
     "refsim.formats.marlin.unpermute_scales": lambda: call(marlin_problem()[3]),
     "refsim.formats.marlin.unpermute_weights": lambda: call(marlin.permute_weights(marlin_problem()[0]), 256, 256),
     "refsim.formats.mixed_2_4_16.average_bits": lambda: call(160, 32, 2, 4),
     "refsim.formats.mixed_2_4_16.check_csr": lambda: call(np.array([0, 1, 1, 3], np.int32),
                                                           np.array([5, 0, 9], np.uint16), normal(3, np.float16),
                                                           n_rows=3, n_cols=16),
+    "refsim.formats.mixed_2_4_16.check_group_bits": lambda: call(np.array([2, 4, 2, 2], np.uint8)),
     "refsim.formats.mixed_2_4_16.csr_from_coo": lambda: call(np.array([0, 2, 2]), np.array([5, 0, 9]),
                                                              normal(3, np.float16), 3),
     "refsim.formats.mixed_2_4_16.dequantize": lambda: call(m24_problem()[2]),
     "refsim.formats.mixed_2_4_16.gemv": lambda: call(m24_problem()[3], normal(64, np.float16)),
-    "refsim.formats.mixed_2_4_16.gemv_reference": lambda: call(m24_problem()[3], normal(64, np.float16)),
+    "refsim.formats.mixed_2_4_16.gemv_reference": lambda: call(m24_problem(16)[3], normal(16, np.float16)),
     "refsim.formats.mixed_2_4_16.group_sensitivity": lambda: call(normal((48, 16), scale=0.1), positive(48, np.float64)),
     "refsim.formats.mixed_2_4_16.inverse_hessian_diag": lambda: call(spd(48)),
     "refsim.formats.mixed_2_4_16.pack": lambda: call(m24_problem()[2]),
-    "refsim.formats.mixed_2_4_16.pack_reference": lambda: call(m24_problem()[2]),
+    "refsim.formats.mixed_2_4_16.pack_reference": lambda: call(m24_problem(16)[2]),
     "refsim.formats.mixed_2_4_16.packed_nbytes": lambda: call(m24_problem()[3]),
     "refsim.formats.mixed_2_4_16.paper_average_bits": lambda: call(0.25),
     "refsim.formats.mixed_2_4_16.quantize": lambda: call(*m24_problem()[:2], alpha=0.25, outlier_ratio=0.005),
@@ -519,7 +523,7 @@ SEEDS = {
     "refsim.gpu_model.cycle.cycle_time": lambda: call("a10", "marlin", 1, 4096, 4096, None, clock="sustained"),
     "refsim.gpu_model.cycle.marlin_body": lambda: call(2),
     "refsim.gpu_model.cycle.reconcile": lambda: call("a10", "marlin", 1, 4096, 4096, None),
-    "refsim.gpu_model.cycle.simulate": lambda: call(cycle.marlin_body(2), 2, gpu(), 1.5e9, iterations=4),
+    "refsim.gpu_model.cycle.simulate": lambda: call(cycle.marlin_body(2), 2, gpu(), 1.5e9, iterations=2),
     "refsim.gpu_model.kernels.kernel_module": lambda: call("anyprec"),
     "refsim.gpu_model.kernels.predict": lambda: call(gpu(), "anyprec", 1, 2048, 2048, bits=3, clock="base",
                                                      params=roofline.ModelParams()),
@@ -568,7 +572,7 @@ SEEDS = {
     "refsim.qigen.oracle.kernel_k_order": lambda: call(128, 2, 2),
     "refsim.qigen.oracle.qgemv_oracle": lambda: call(normal((1, 64)), codes((64, 8), 16), positive((1, 8)) * 0.05,
                                                      codes((1, 8), 16, np.float32), normal(8), 4, None, unroll=2),
-    "refsim.qigen.oracle.qgemv_oracle_reference": lambda: call(normal((1, 64)), codes((64, 8), 16),
+    "refsim.qigen.oracle.qgemv_oracle_reference": lambda: call(normal((1, 32)), codes((32, 8), 16),
                                                                positive((1, 8)) * 0.05, codes((1, 8), 16, np.float32),
                                                                normal(8), 4, None),
     # ---- quant --------------------------------------------------------------------------------------
@@ -608,6 +612,10 @@ SEEDS = {
                                                                  sorted_rows().Pwx[0], 0, 10),
     "refsim.quant.upscale.upscale_reference": lambda: _upscale_reference_seed(),
     "refsim.quant.upscale.upscale_rows": lambda: _upscale_rows_seed(),
+    # ---- native.machine (pure functions of the C-build layer) ---------------------------------------
+    "refsim.native.machine.isa_for": lambda: call(machine_info(), "x86_64"),
+    "refsim.native.machine.machine_info": lambda: call("cpuinfo-absent", "caches-absent"),
+    "refsim.native.machine.parse_size": lambda: call("32K"),
     # ---- testing ------------------------------------------------------------------------------------
     "refsim.testing.bits.ulp_distance": lambda: call(normal(8, np.float16), normal(8, np.float16, 1)),
 }

@@ -83,7 +83,11 @@ def parse_size(text: str) -> int:
 
 def _sysfs_caches(root: Path) -> dict:
     sizes = {}
-    for idx in sorted(root.glob("index*")):
+    try:
+        entries = sorted(root.glob("index*"))
+    except OSError:  # an unreadable or impossible path (too long, ...): no sysfs, use the fallbacks
+        return sizes
+    for idx in entries:
         try:
             level = int((idx / "level").read_text())
             kind = (idx / "type").read_text().strip()
