@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import faulthandler
 import inspect
 import os
 import pickle
@@ -341,6 +342,7 @@ def _child(name, fn, seed, todo, seconds) -> tuple[int, int]:
         code = 0
         try:
             os.close(r)
+            faulthandler.disable()  # a crash is reported by the parent, not dumped into the test output
             _fuzz_variants(name, fn, seed, todo, lambda m: _send(w, m), seconds)
             _send(w, ("done",))
         except BaseException as err:  # noqa: BLE001 - the parent reports it

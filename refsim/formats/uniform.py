@@ -148,12 +148,16 @@ def round_to_int(x: np.ndarray, rounding: Rounding) -> np.ndarray:
     return np.copysign(np.where(up, np.abs(t) + 1, np.abs(t)), x)
 
 
-def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:
-    """The checked weight matrix (K, N), K >= 1, in native byte order; the other arguments' rules."""
-    w = require_float_array("w", w)
-    require_ndim("w", w, 2)
+def _require_rows(w: np.ndarray) -> np.ndarray:
+    """At least one row (K >= 1): every group spans rows of K, and K // group would divide by 0."""
     if w.shape[0] == 0:
         raise ShapeError(f"w: must have at least one row (K >= 1) to quantize; got shape {w.shape}")
+    return w
+
+
+def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:
+    """The checked weight matrix (K, N), K >= 1, in native byte order; the other arguments' rules."""
+    w = _require_rows(require_ndim("w", require_float_array("w", w), 2))
     require_bits(bits, SUPPORTED_BITS)
     require_choice("scheme", scheme, SCHEMES)
     require_choice("rounding", rounding, ROUNDING_MODES)
