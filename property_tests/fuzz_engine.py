@@ -14,7 +14,6 @@ For each parameter of a legal call (:mod:`fuzz_seeds`), every replacement from
     input modified          an argument's bits changed (unless the API says it modifies it)
     misnamed non-finite     a value that differs from a legal one only by a NaN/Inf is refused
                             with another error than NonFiniteError
-
     crash                   the process died (a segfault in native code, ``os._exit``)
 
 Each function is fuzzed in a forked child process that reports as it goes: a call that crashes
@@ -263,7 +262,7 @@ def variant_list(fn: Callable, seed: Seed) -> list[tuple[str, Variant]]:
 
 
 def _fuzz_variants(name: str, fn: Callable, seed: Seed, todo: list[tuple[int, str, Variant]], emit,
-                   seconds: float) -> None:
+                   seconds: float, retry_hangs: bool = True) -> None:
     """Run the variants ``todo`` (index, parameter, variant), calling ``emit(message)`` with
     ``("start", index)`` before each call and ``("finding", Finding)`` for each failure."""
     ba = bind(fn, seed)
@@ -300,7 +299,7 @@ def _fuzz_variants(name: str, fn: Callable, seed: Seed, todo: list[tuple[int, st
         new = _bound_copy(ba, {pname: value})
         before = {k: _input_state(v) for k, v in new.arguments.items() if k not in seed.mutates}
         out = run_call(fn, new.args, new.kwargs, seconds)
-        if out.status == "timeout":  # a busy machine, or a real hang: once more with 3x the time
+        if out.status == "timeout" and retry_hangs:  # a busy machine, or a real hang: once more, 3x the time
             new = _bound_copy(ba, {pname: _prepare(var, name)[0]})
             before = {k: _input_state(v) for k, v in new.arguments.items() if k not in seed.mutates}
             out = run_call(fn, new.args, new.kwargs, 3 * seconds)
@@ -334,7 +333,7 @@ def _send(fd: int, message) -> None:
     os.write(fd, len(data).to_bytes(8, "little") + data)
 
 
-def _child(name, fn, seed, todo, seconds) -> tuple[int, int]:
+def _child(name, fn, seed, todo, seconds, retry_hangs) -> tuple[int, int]:
     """Fork a child that runs ``todo`` and streams its messages; ``(pid, read fd)``."""
     r, w = os.pipe()
     pid = os.fork()
@@ -343,7 +342,7 @@ def _child(name, fn, seed, todo, seconds) -> tuple[int, int]:
         try:
             os.close(r)
             faulthandler.disable()  # a crash is reported by the parent, not dumped into the test output
-            _fuzz_variants(name, fn, seed, todo, lambda m: _send(w, m), seconds)
+            _fuzz_variants(name, fn, seed, todo, lambda m: _send(w, m), seconds, retry_hangs)
             _send(w, ("done",))
         except BaseException as err:  # noqa: BLE001 - the parent reports it
             with contextlib.suppress(Exception):
@@ -374,11 +373,13 @@ def _messages(r: int, idle_seconds: Callable[[], float]):
 
 
 def fuzz_function(name: str, fn: Callable, seed: Seed, *, select_variant: Callable[[Variant], bool] | None = None,
-                  seconds: float = CALL_SECONDS, isolate: bool = True) -> Report:
+                  seconds: float = CALL_SECONDS, isolate: bool = True, retry_hangs: bool = True) -> Report:
     """Every variant of every parameter of ``seed`` (those ``select_variant`` keeps) against ``fn``.
 
     ``isolate`` (the default) runs them in forked children, so a crash or a hang inside C code is a
-    finding, not the end of the run; ``isolate=False`` runs them here (for a debugger)."""
+    finding, not the end of the run; ``isolate=False`` runs them here (for a debugger).
+    ``retry_hangs``: a call over the bound is tried once more with 3x the time before it counts
+    (a busy machine is not a hang); False reports it at once (faster on code that really hangs)."""
     report = Report(name)
     t_start = time.perf_counter()
     todo = [(i, p, v) for i, (p, v) in enumerate(variant_list(fn, seed))
@@ -388,7 +389,7 @@ def fuzz_function(name: str, fn: Callable, seed: Seed, *, select_variant: Callab
         def emit(message):
             if message[0] == "finding":
                 report.findings.append(message[1])
-        _fuzz_variants(name, fn, seed, todo, emit, seconds)
+        _fuzz_variants(name, fn, seed, todo, emit, seconds, retry_hangs)
         report.seconds = time.perf_counter() - t_start
         return report
     by_index = {i: v for i, _, v in todo}
@@ -396,7 +397,7 @@ def fuzz_function(name: str, fn: Callable, seed: Seed, *, select_variant: Callab
     retried: set[int] = set()
     while todo:
         bound = seconds * patience
-        pid, r = _child(name, fn, seed, todo, bound)
+        pid, r = _child(name, fn, seed, todo, bound, retry_hangs)
         current, finished, error = None, False, None
         # a variant may make two calls (its own and its baseline's); the legal call comes first
         idle = lambda: 2 * bound + 3.0 if current is not None else max(60.0, bound)  # noqa: E731
@@ -425,7 +426,7 @@ def fuzz_function(name: str, fn: Callable, seed: Seed, *, select_variant: Callab
             raise SeedFailed(f"{name}: the child died before its first variant (status {status})")
         var = by_index[current]
         killed = not (os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGKILL) and not os.WIFEXITED(status)
-        if killed and current not in retried:  # a busy machine, or a real hang: once more, slower
+        if killed and retry_hangs and current not in retried:  # a busy machine, or a real hang: once more
             retried.add(current)
             patience = 3.0
             todo = [t for t in todo if t[0] >= current]

@@ -18,17 +18,15 @@ import numpy as np
 
 from fuzz_engine import Seed, call
 
-from refsim.arith import exact, fp, fragments, hw_samples, tensor_core as tc
-from refsim.emulator import anyprec_kernel as apk_emu, atom_kernel, gptq_awq_kernel, marlin_kernel
-from refsim.emulator import mixed_2_4_16_kernel as m24_emu
-from refsim.formats import anyprec_kernel as apk, anyprec_memory, atom, atom_gemm, atom_kv, awq, bit_transpose
-from refsim.formats import bitplane, dequant_tricks, gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
+from refsim.arith import exact, fragments, hw_samples, tensor_core as tc
+from refsim.emulator import marlin_kernel
+from refsim.formats import anyprec_kernel as apk, anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
+from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
 from refsim.formats import mixed_2_4_16 as m24
-from refsim.gpu_model import calibrate, conditions, cycle, kernels, loop, occupancy, published, roofline, shapes
-from refsim.gpu_model import specs, sweep
+from refsim.gpu_model import calibrate, cycle, kernels, loop, occupancy, published, roofline, shapes, specs, sweep
 from refsim.native import machine
-from refsim.qigen import codegen, kernel as qkernel, model as qmodel, oracle
-from refsim.quant import atom as qatom, fisher, gptq as qgptq, rtn, squeezellm, upscale
+from refsim.qigen import codegen, kernel as qkernel, model as qmodel
+from refsim.quant import atom as qatom, gptq as qgptq, rtn, squeezellm, upscale
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -58,6 +56,20 @@ def spd(k: int, seed=0) -> np.ndarray:
 
 
 # ---- shared legal objects (built once; the engine deep-copies what it passes) ----------------------
+def decoder():
+    return anyprec_memory.DecoderShape("x", 64, 100, 2, 100)
+
+
+def qigen_layout():
+    return qigen.QIGenLayout(4, 128, 96, 64, 32)
+
+
+def int_mma_operands():
+    """s4 A (16, 64), s4 B (64, 8), int32 C (16, 8)."""
+    return (codes((16, 64), 8, np.int8, lo=-8), codes((64, 8), 8, np.int8, 1, -8),
+            codes((16, 8), 1000, np.int32, 2, -1000))
+
+
 @functools.cache
 def gptq_ckpt() -> gptq.GPTQCheckpoint:
     return gptq.pack(codes((64, 32), 16), positive((2, 32)), codes((2, 32), 16, seed=1, lo=1), 4, group_size=32)
@@ -157,7 +169,7 @@ SAMPLES = {
     "refsim.formats.anyprec_kernel.ChunkWork": lambda: apk.chunk_work(3, 1),
     "refsim.formats.anyprec_kernel.GemvBytes": lambda: apk.bytes_read(1, 4096, 4096, 3),
     "refsim.formats.anyprec_kernel.KernelPlan": lambda: apk.plan(1, 4096, 4096, 3),
-    "refsim.formats.anyprec_memory.DecoderShape": lambda: anyprec_memory.DecoderShape("x", 64, 100, 2, 100),
+    "refsim.formats.anyprec_memory.DecoderShape": decoder,
     "refsim.formats.anyprec_memory.MemoryRow": lambda: anyprec_memory.memory_table(
         anyprec_memory.DecoderShape("x", 64, 100, 2, 100), bit_sets=((3, 4),))[0],
     "refsim.formats.atom.AtomActivations": lambda: atom_pair()[0],
@@ -168,7 +180,7 @@ SAMPLES = {
     "refsim.formats.gptq.GPTQCheckpoint": gptq_ckpt,
     "refsim.formats.mixed_2_4_16.Mixed2416": lambda: m24_problem()[2],
     "refsim.formats.mixed_2_4_16.Packed2416": lambda: m24_problem()[3],
-    "refsim.formats.qigen.QIGenLayout": lambda: qigen.QIGenLayout(4, 128, 96, 64, 32),
+    "refsim.formats.qigen.QIGenLayout": qigen_layout,
     "refsim.formats.stripes.Launch": lambda: stripes.stripes(1, 256, 256, 8, None).launches[0],
     "refsim.formats.stripes.Slice": lambda: stripes.stripes(1, 256, 256, 8, None).launches[0].blocks[0][0],
     "refsim.formats.stripes.StripePlan": lambda: stripes.stripes(1, 256, 256, 8, None),
@@ -265,10 +277,8 @@ SEEDS = {
     "refsim.arith.tensor_core.fdpa_reference": lambda: call("sm_80", normal((4, 8), np.float16),
                                                             normal((4, 8), np.float16, 1), normal(4, seed=2),
                                                             np.float32),
-    "refsim.arith.tensor_core.mma_int": lambda: call(codes((16, 64), 8, np.int8, lo=-8), codes((64, 8), 8, np.int8, 1, -8),
-                                                     codes((16, 8), 1000, np.int32, 2, -1000)),
-    "refsim.arith.tensor_core.mma_int_reference": lambda: call(
-        codes((16, 64), 8, np.int8, lo=-8), codes((64, 8), 8, np.int8, 1, -8), codes((16, 8), 1000, np.int32, 2, -1000)),
+    "refsim.arith.tensor_core.mma_int": lambda: call(*int_mma_operands()),
+    "refsim.arith.tensor_core.mma_int_reference": lambda: call(*int_mma_operands()),
     "refsim.arith.tensor_core.mma_k16_f32": lambda: _mma_k16_seed(),
     "refsim.arith.tensor_core.mma_k16_f32_steps": lambda: call(
         "sm_80", tc.MmaOperand(normal((1, 32), np.float16)), tc.MmaOperand(normal((32, 8), np.float16, 1)),
@@ -310,7 +320,8 @@ SEEDS = {
                                                                    normal(64, np.float16, 1)),
     "refsim.emulator.mixed_2_4_16_kernel.lane_schedule": lambda: call(np.array([2, 4, 2, 2, 4, 2, 2, 2], np.uint8)),
     "refsim.emulator.mixed_2_4_16_kernel.mixed_gemv": lambda: call(m24_problem()[3], normal(64, np.float16)),
-    "refsim.emulator.mixed_2_4_16_kernel.mixed_gemv_reference": lambda: call(m24_problem(16)[3], normal(16, np.float16)),
+    "refsim.emulator.mixed_2_4_16_kernel.mixed_gemv_reference": lambda: call(m24_problem(16)[3],
+                                                                             normal(16, np.float16)),
     "refsim.emulator.mixed_2_4_16_kernel.spmv_epilogue": lambda: call(normal(32), m24_problem()[3],
                                                                       normal(64, np.float16)),
     "refsim.emulator.mixed_2_4_16_kernel.unit_groups": lambda: call(np.array([2, 4, 2, 2, 4, 2, 2, 2], np.uint8)),
@@ -326,18 +337,13 @@ SEEDS = {
     "refsim.formats.anyprec_kernel.matmul_reference": lambda: Seed((*anyprec_problem(3, 16, 32), 3),
                                                                    mutates=("trace",)),
     "refsim.formats.anyprec_kernel.plan": lambda: call(1, 4096, 4096, 3),
-    "refsim.formats.anyprec_memory.anyprec_bytes": lambda: call(SAMPLES["refsim.formats.anyprec_memory.DecoderShape"](),
-                                                                (3, 6)),
-    "refsim.formats.anyprec_memory.fp16_param_count": lambda: call(
-        SAMPLES["refsim.formats.anyprec_memory.DecoderShape"]()),
-    "refsim.formats.anyprec_memory.linear_layers": lambda: call(SAMPLES["refsim.formats.anyprec_memory.DecoderShape"]()),
-    "refsim.formats.anyprec_memory.memory_table": lambda: call(SAMPLES["refsim.formats.anyprec_memory.DecoderShape"](),
-                                                               bit_sets=((3, 6),)),
-    "refsim.formats.anyprec_memory.quantized_weight_count": lambda: call(
-        SAMPLES["refsim.formats.anyprec_memory.DecoderShape"]()),
-    "refsim.formats.anyprec_memory.separate_bytes": lambda: call(SAMPLES["refsim.formats.anyprec_memory.DecoderShape"](),
-                                                                 (3, 6), with_tables=False),
-    "refsim.formats.anyprec_memory.table_rows": lambda: call(SAMPLES["refsim.formats.anyprec_memory.DecoderShape"]()),
+    "refsim.formats.anyprec_memory.anyprec_bytes": lambda: call(decoder(), (3, 6)),
+    "refsim.formats.anyprec_memory.fp16_param_count": lambda: call(decoder()),
+    "refsim.formats.anyprec_memory.linear_layers": lambda: call(decoder()),
+    "refsim.formats.anyprec_memory.memory_table": lambda: call(decoder(), bit_sets=((3, 6),)),
+    "refsim.formats.anyprec_memory.quantized_weight_count": lambda: call(decoder()),
+    "refsim.formats.anyprec_memory.separate_bytes": lambda: call(decoder(), (3, 6), with_tables=False),
+    "refsim.formats.anyprec_memory.table_rows": lambda: call(decoder()),
     "refsim.formats.atom.dequantize_activations": lambda: call(atom_pair()[0]),
     "refsim.formats.atom.dequantize_weights": lambda: call(atom_pair()[1]),
     "refsim.formats.atom.hessian_statistic": lambda: call(normal((16, 64))),
@@ -419,8 +425,8 @@ SEEDS = {
     "refsim.formats.gptq.intweight_from_weights": lambda: call(
         gptq.dequantize(gptq_ckpt()).astype(np.float16), positive((2, 32)), codes((2, 32), 16, np.int32, seed=1),
         gptq.default_g_idx(64, 32)),
-    "refsim.formats.gptq.pack": lambda: call(codes((64, 32), 16), positive((2, 32)), codes((2, 32), 16, seed=1, lo=1), 4,
-                                             group_size=32),
+    "refsim.formats.gptq.pack": lambda: call(codes((64, 32), 16), positive((2, 32)), codes((2, 32), 16, seed=1, lo=1),
+                                             4, group_size=32),
     "refsim.formats.gptq.pack_qweight": lambda: call(codes((32, 8), 16), 4),
     "refsim.formats.gptq.pack_qweight_reference": lambda: call(codes((32, 8), 16), 4),
     "refsim.formats.gptq.pack_qzeros": lambda: call(codes((1, 32), 16), 4),
@@ -441,7 +447,8 @@ SEEDS = {
     "refsim.formats.marlin.pack_reference": lambda: call(*marlin_problem(None, 128)[:2], None),
     "refsim.formats.marlin.permute_scales": lambda: call(marlin_problem()[1]),
     "refsim.formats.marlin.permute_weights": lambda: call(marlin_problem()[0]),
-    "refsim.formats.marlin.quantize": lambda: call(normal((256, 256), np.float16, scale=0.05), marlin_problem()[1], 128),
+    "refsim.formats.marlin.quantize": lambda: call(normal((256, 256), np.float16, scale=0.05), marlin_problem()[1],
+                                                   128),
     "refsim.formats.marlin.reference_gemm": lambda: call(normal((1, 128), np.float16), *marlin_problem(None, 128)[2:]),
     "refsim.formats.marlin.repack_gptq": lambda: call(gptq.pack_qweight(marlin_problem()[0], 4), 256,
                                                    zeros=np.full((1, 256), 8)),
@@ -460,26 +467,27 @@ SEEDS = {
     "refsim.formats.mixed_2_4_16.dequantize": lambda: call(m24_problem()[2]),
     "refsim.formats.mixed_2_4_16.gemv": lambda: call(m24_problem()[3], normal(64, np.float16)),
     "refsim.formats.mixed_2_4_16.gemv_reference": lambda: call(m24_problem(16)[3], normal(16, np.float16)),
-    "refsim.formats.mixed_2_4_16.group_sensitivity": lambda: call(normal((48, 16), scale=0.1), positive(48, np.float64)),
+    "refsim.formats.mixed_2_4_16.group_sensitivity": lambda: call(normal((48, 16), scale=0.1),
+                                                                  positive(48, np.float64)),
     "refsim.formats.mixed_2_4_16.inverse_hessian_diag": lambda: call(spd(48)),
     "refsim.formats.mixed_2_4_16.pack": lambda: call(m24_problem()[2]),
     "refsim.formats.mixed_2_4_16.pack_reference": lambda: call(m24_problem(16)[2]),
     "refsim.formats.mixed_2_4_16.packed_nbytes": lambda: call(m24_problem()[3]),
     "refsim.formats.mixed_2_4_16.paper_average_bits": lambda: call(0.25),
     "refsim.formats.mixed_2_4_16.quantize": lambda: call(*m24_problem()[:2], alpha=0.25, outlier_ratio=0.005),
-    "refsim.formats.mixed_2_4_16.quantize_hinv": lambda: call(m24_problem()[0], m24.inverse_hessian_diag(m24_problem()[1]),
-                                                              alpha=0.25),
+    "refsim.formats.mixed_2_4_16.quantize_hinv": lambda: call(
+        m24_problem()[0], m24.inverse_hessian_diag(m24_problem()[1]), alpha=0.25),
     "refsim.formats.mixed_2_4_16.select_4bit_groups": lambda: call(positive(4, np.float64), 0.25),
     "refsim.formats.mixed_2_4_16.unpack": lambda: call(m24_problem()[3]),
     "refsim.formats.qigen.block_order": lambda: call(4, 3, "panel"),
     "refsim.formats.qigen.block_order_reference": lambda: call(3, 3, "panel"),
-    "refsim.formats.qigen.pack": lambda: call(words((16, 96)), SAMPLES["refsim.formats.qigen.QIGenLayout"]()),
-    "refsim.formats.qigen.pack_reference": lambda: call(words((16, 96)), SAMPLES["refsim.formats.qigen.QIGenLayout"]()),
-    "refsim.formats.qigen.unpack": lambda: call(qigen.pack(words((16, 96)), SAMPLES["refsim.formats.qigen.QIGenLayout"]()),
-                                                SAMPLES["refsim.formats.qigen.QIGenLayout"]()),
+    "refsim.formats.qigen.pack": lambda: call(words((16, 96)), qigen_layout()),
+    "refsim.formats.qigen.pack_reference": lambda: call(words((16, 96)), qigen_layout()),
+    "refsim.formats.qigen.unpack": lambda: call(qigen.pack(words((16, 96)), qigen_layout()),
+                                                qigen_layout()),
     "refsim.formats.qigen.unpack_reference": lambda: call(
-        qigen.pack(words((16, 96)), SAMPLES["refsim.formats.qigen.QIGenLayout"]()),
-        SAMPLES["refsim.formats.qigen.QIGenLayout"]()),
+        qigen.pack(words((16, 96)), qigen_layout()),
+        qigen_layout()),
     "refsim.formats.sparse_marlin.compress_2_4": lambda: call(codes((8, 64), 16)),
     "refsim.formats.sparse_marlin.compress_2_4_reference": lambda: call(codes((2, 64), 16)),
     "refsim.formats.sparse_marlin.decompress_2_4": lambda: call(*sparse_marlin.compress_2_4(codes((8, 64), 16))),
@@ -593,7 +601,8 @@ SEEDS = {
     "refsim.quant.gptq.HessianAccumulator": lambda: call(8),
     "refsim.quant.gptq.gptq_quantize": lambda: call(normal((64, 32)), spd(64), 4, group_size=32),
     "refsim.quant.gptq.hessian": lambda: call(normal((16, 8))),
-    "refsim.quant.gptq.layer_output_error": lambda: call(normal((16, 8)), normal((8, 4), seed=1), normal((8, 4), seed=2)),
+    "refsim.quant.gptq.layer_output_error": lambda: call(normal((16, 8)), normal((8, 4), seed=1),
+                                                         normal((8, 4), seed=2)),
     "refsim.quant.gptq.upper_cholesky_of_inverse": lambda: call(spd(16), 0.01),
     "refsim.quant.rtn.rtn_quantize": lambda: call(normal((64, 32)), 4, group_size=32, clip_grid=None),
     "refsim.quant.squeezellm.kmeans_1d_reference": lambda: call(sorted_rows().xs[0], sorted_rows().Pw[0],

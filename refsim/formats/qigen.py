@@ -65,7 +65,6 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError
 
 __all__ = [
     "BITS",
