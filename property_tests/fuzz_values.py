@@ -3,18 +3,21 @@
 A *variant* replaces one parameter (or one field of a dataclass argument) of a legal call
 (:mod:`fuzz_seeds`) with another value. Three kinds:
 
-    same      the same value in another type or layout (NumPy scalar of every width and sign,
-              Fortran / negative-stride / strided / unaligned / read-only / zero-stride array):
-              the call must give the identical result, bit for bit and type for type
+    same      the same value in another type or layout (a Python int or float as a NumPy scalar
+              of every width and sign that holds it; Fortran / negative-stride / strided /
+              unaligned / read-only / zero-stride array): the call must give the identical
+              result, bit for bit and type for type. (A NumPy scalar in the legal call carries
+              its width as meaning, e.g. fp16 arithmetic: its other widths are only hostile.)
     same|ref  the same value in a form refsim may refuse (big-endian, ndarray subclass, list for
               an array, integral float for an int, 0-d array for a scalar): identical result or
               a RefsimError
     hostile   anything else (NaN/inf/-0, bools, strings, objects, None, other dtypes and ranks,
               empty arrays, huge zero-stride views): a result or a RefsimError
 
-``huge`` variants are zero-stride views claiming more than 2**31 elements (nothing may
-materialise them: :mod:`fuzz_engine` runs them in a child process it can kill). ``nonfinite``
-variants differ from the legal call only by a NaN/Inf: a refusal must be a NonFiniteError.
+``huge`` variants are zero-stride views claiming 2**36 elements (nothing may materialise them or
+loop over them; the fuzz kills a call that tries). ``nonfinite`` variants differ from the legal
+call only by a NaN/Inf: a refusal must be a NonFiniteError. A dataclass argument is varied field
+by field (:data:`FIELD_LABELS`), through ``setattr`` and ``dataclasses.replace``.
 """
 
 from __future__ import annotations
