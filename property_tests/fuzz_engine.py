@@ -87,7 +87,7 @@ class Finding:
 
     def __str__(self) -> str:
         where = f"{self.slot} <- {self.label}" + (f" (via {self.via})" if self.via != "arg" else "")
-        return f"{self.function}: {self.cls}: {where}: {self.detail}"
+        return f"{self.function}: {self.cls}: {where}: {' '.join(self.detail.split())}"  # one line
 
 
 class CallBoundExceeded(BaseException):
