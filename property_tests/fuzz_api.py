@@ -3,7 +3,7 @@
 Run ``PYTHONPATH=. python property_tests/fuzz_api.py --sweep [trials] [seed]`` to search at
 random for functions that still break (prints a ``GAPS`` dict for ``fuzz_gaps.py``), and
 ``python property_tests/fuzz_api.py --hostile [name ...]`` to print every finding of the hostile
-fuzz (test_fuzz_hostile.py) for the seeded functions whose name contains one of the names.
+fuzz (tests/test_fuzz_hostile.py) for the seeded functions whose name contains one of the names.
 
 Public = every name in a module's ``__all__`` under :mod:`refsim` that is a function or a class,
 except in the modules listed in :data:`EXCLUDED_MODULES` (each with the reason).

@@ -3,7 +3,7 @@
 
 The public API is enumerated programmatically (:func:`fuzz_api.public_callables`: every function
 and class in an ``__all__`` under ``refsim``, minus the excluded tool modules). The functions with
-a legal call in ``fuzz_seeds.SEEDS`` are fuzzed far harder by test_fuzz_hostile.py (every
+a legal call in ``fuzz_seeds.SEEDS`` are fuzzed far harder by tests/test_fuzz_hostile.py (every
 parameter replaced by every hostile value of its kind); this test calls the others (no
 parameters, file readers and writers, the io package) with random wrong values. Functions that a
 600-trial sweep still breaks are listed in ``fuzz_gaps.GAPS`` with the first failure found. A
