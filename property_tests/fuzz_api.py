@@ -1,7 +1,9 @@
 """The public API, enumerated programmatically, and the wrong arguments the fuzz test draws.
 
 Run ``PYTHONPATH=. python property_tests/fuzz_api.py --sweep [trials] [seed]`` to search at
-random for functions that still break (prints a ``GAPS`` dict for ``fuzz_gaps.py``).
+random for functions that still break (prints a ``GAPS`` dict for ``fuzz_gaps.py``), and
+``python property_tests/fuzz_api.py --hostile [name ...]`` to print every finding of the hostile
+fuzz (tests/test_fuzz_hostile.py) for the seeded functions whose name contains one of the names.
 
 Public = every name in a module's ``__all__`` under :mod:`refsim` that is a function or a class,
 except in the modules listed in :data:`EXCLUDED_MODULES` (each with the reason).
@@ -60,6 +62,22 @@ def public_callables() -> list[tuple[str, object]]:
                 continue
             found.setdefault(f"{home}.{obj.__qualname__}", obj)
     return sorted(found.items())
+
+
+#: public functions of the excluded modules that the hostile fuzz still calls (pure functions)
+HOSTILE_EXTRAS = ("refsim.testing.bits.ulp_distance", "refsim.native.machine.parse_size",
+                  "refsim.native.machine.isa_for", "refsim.native.machine.machine_info",
+                  "refsim.native.machine.MachineInfo")
+
+
+def hostile_targets() -> dict[str, object]:
+    """``{name: callable}`` the hostile fuzz may call: :func:`public_callables` and
+    :data:`HOSTILE_EXTRAS`."""
+    found = dict(public_callables())
+    for name in HOSTILE_EXTRAS:
+        module, attr = name.rsplit(".", 1)
+        found[name] = getattr(importlib.import_module(module), attr)
+    return found
 
 
 def arity(fn) -> tuple[int, int]:
@@ -153,9 +171,40 @@ def sweep(trials: int = 600, seed: int = 0) -> dict[str, str]:
     return bad
 
 
+def hostile(names: list[str]) -> int:
+    """Print every finding of the hostile fuzz (:mod:`fuzz_engine`) for the seeded functions whose
+    name contains one of ``names`` (all when empty); returns the number of findings."""
+    import os
+    import sys
+    import tempfile
+    import time
+
+    from fuzz_engine import CLASSES, fuzz_function
+    from fuzz_seeds import SEEDS
+
+    targets = hostile_targets()
+    chosen = [n for n in sorted(SEEDS) if not names or any(part in n for part in names)]
+    counts = dict.fromkeys(CLASSES, 0)
+    calls, t0 = 0, time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)  # a string drawn for a path parameter writes here
+        for name in chosen:
+            report = fuzz_function(name, targets[name], SEEDS[name]())
+            calls += report.calls
+            for f in report.findings:
+                counts[f.cls] += 1
+                print(f)
+    print(f"# {sum(counts.values())} findings in {calls} calls of {len(chosen)} functions, "
+          f"{time.perf_counter() - t0:.1f} s: " + ", ".join(f"{c} {n}" for c, n in counts.items() if n),
+          file=sys.stderr)
+    return sum(counts.values())
+
+
 if __name__ == "__main__":
     import sys
 
+    if sys.argv[1:2] == ["--hostile"]:
+        sys.exit(1 if hostile(sys.argv[2:]) else 0)
     if sys.argv[1:2] == ["--sweep"]:
         found = sweep(*(int(a) for a in sys.argv[2:4]))
         print("GAPS = {")

@@ -18,18 +18,44 @@ import numpy as np
 
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 
+#: Largest element count a reference implementation agrees to allocate or loop over (2**31 - 1,
+#: also the int32 index limit of every CUDA kernel modelled here). Bigger requests are refused
+#: with a named error before any allocation, instead of exhausting memory or running for hours.
+MAX_ELEMENTS = (1 << 31) - 1
 
-def require_array(name: str, x: Any) -> np.ndarray:
+
+def require_array(name: str, x: Any, *, max_elements: int | None = None) -> np.ndarray:
     """``x`` must already be a NumPy array (no silent conversion of lists of floats).
 
-    A non-native byte order (e.g. a big-endian ``>f4`` array read from a file) is normalised to
-    a native copy of the same values, so every later rule and result sees ``float32`` etc.; the
+    The element count is checked first, from the shape alone, so a zero-stride view claiming
+    terabytes (``np.broadcast_to(np.float32(1), (2**22, 2**14))``) is refused before anything
+    reads or copies it (limit :data:`MAX_ELEMENTS`, or ``max_elements``). An ndarray subclass
+    is taken as a plain ndarray view of the same memory, so results are plain arrays. A
+    non-native byte order (e.g. a big-endian ``>f4`` array read from a file) is normalised to a
+    native copy of the same values, so every later rule and result sees ``float32`` etc. The
     caller's array is never modified."""
     if not isinstance(x, np.ndarray):
         raise DtypeError(f"{name}: must be a numpy.ndarray; got {type(x).__name__}")
-    if not x.dtype.isnative:
-        x = x.astype(x.dtype.newbyteorder("="))
+    require_element_count(name, x, MAX_ELEMENTS if max_elements is None else max_elements)
+    return native_byte_order(plain_ndarray(x))
+
+
+def require_element_count(name: str, x: np.ndarray, limit: int) -> np.ndarray:
+    """Refuse an array (or view) claiming more than ``limit`` elements, from its shape alone."""
+    if x.size > limit:
+        raise ShapeError(f"{name}: element count must be <= {limit} for a reference implementation; "
+                         f"got {x.size} (shape {x.shape})")
     return x
+
+
+def plain_ndarray(x: np.ndarray) -> np.ndarray:
+    """An ndarray subclass as a plain ndarray view of the same memory (no copy)."""
+    return x if type(x) is np.ndarray else x.view(np.ndarray)
+
+
+def native_byte_order(x: np.ndarray) -> np.ndarray:
+    """``x`` itself in native byte order, else a native-order copy of the same values."""
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
 
 
 def require_dtype(name: str, x: Any, *dtypes: Any) -> np.ndarray:
@@ -90,8 +116,21 @@ def require_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     return value
 
 
+def require_real(name: str, value: Any, *, finite: bool = True) -> float:
+    """``value`` must be a real number (Python or NumPy int or float, not bool); returns a Python
+    float, so no NumPy scalar type reaches a result. NaN and +-inf are refused unless
+    ``finite=False``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise FormatRuleError(f"{name}: must be a real number; got {value!r}")
+    x = float(value)
+    if finite and not np.isfinite(x):
+        raise NonFiniteError(f"{name}: must be finite; got {value!r}")
+    return x
+
+
 def require_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
-    """``value`` must be one of ``choices`` (the message lists them)."""
+    """``value`` must be one of ``choices`` (the message lists them); returns the matching entry of
+    ``choices`` itself, so a ``np.str_`` equal to a name comes back as the ``str``."""
     choices = tuple(choices)
     try:  # an array or an unhashable object is never a choice (no NumPy truth-value error)
         ok = not isinstance(value, (bool, np.bool_, np.ndarray)) and value in choices
@@ -99,7 +138,7 @@ def require_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
         ok = False
     if not ok:
         raise FormatRuleError(f"{name}: must be one of {list(choices)}; got {value!r}")
-    return value
+    return choices[choices.index(value)]
 
 
 def require_bits(value: Any, allowed: Iterable[int]) -> int:
@@ -153,11 +192,16 @@ def require_group_size(group_size: Any, k: int, *, allowed: Iterable[int] | None
     return group_size
 
 
+def require_group_128(group_size: Any, kernel: str) -> int | None:
+    """``group_size`` of a Marlin-family kernel: ``None`` (per-channel) or 128 (any int type)."""
+    if group_size is None:
+        return None
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or int(group_size) != 128:
+        raise FormatRuleError(f"group_size: {kernel} supports only 128 or None (per-channel); got {group_size!r}")
+    return 128
+
+
 # ---- normalisation and resource bounds ---------------------------------------------------------
-#: Largest element count a reference implementation agrees to allocate or loop over (2**31 - 1,
-#: also the int32 index limit of every CUDA kernel modelled here). Bigger requests are refused
-#: with a named error before any allocation, instead of exhausting memory or running for hours.
-MAX_ELEMENTS = (1 << 31) - 1
 
 
 def require_ints(**values: Any) -> tuple[int, ...]:
@@ -194,6 +238,55 @@ def require_words(name: str, x: Any, shape: tuple[int | None, ...] | None = None
     return x
 
 
+def require_fields(obj: Any) -> None:
+    """Check and normalise a dataclass's fields from their annotations (call it first thing in
+    ``__post_init__``): ``int`` fields hold Python ints (NumPy integers converted; bools, floats
+    and the rest refused), ``float`` fields finite Python floats, ``bool`` fields bools, ``str``
+    fields strs, ``np.ndarray`` fields plain ndarrays in native byte order (:func:`require_array`),
+    ``X | None`` either, ``tuple[...]`` tuples (a list converted; elements checked when the
+    annotation names ``int``), ``list`` lists (a tuple converted). Other annotations are the
+    class's own business."""
+    import dataclasses
+
+    what = type(obj).__name__
+    for f in dataclasses.fields(obj):
+        ann = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        parts = [p.strip() for p in ann.split("|")]
+        optional = "None" in parts
+        rest = [p for p in parts if p != "None"]
+        value = getattr(obj, f.name)
+        if len(rest) != 1 or (optional and value is None):
+            continue
+        base, name = rest[0], f"{what}.{f.name}"
+        if base == "int":
+            value = require_int(name, value)
+        elif base == "float":
+            value = require_real(name, value)
+        elif base == "bool":
+            value = require_bool(name, value)
+        elif base in ("np.ndarray", "numpy.ndarray", "ndarray"):
+            value = require_array(name, value)
+        elif base == "str":
+            if not isinstance(value, str):
+                raise FormatRuleError(f"{name}: must be a str; got {type(value).__name__}")
+            value = str(value)
+        elif base.startswith("list"):
+            if isinstance(value, tuple):
+                value = list(value)
+            if not isinstance(value, list):
+                raise FormatRuleError(f"{name}: must be a list; got {type(value).__name__}")
+        elif base.startswith("tuple"):
+            if isinstance(value, list):
+                value = tuple(value)
+            if not isinstance(value, tuple):
+                raise FormatRuleError(f"{name}: must be a tuple; got {type(value).__name__}")
+            if base.startswith("tuple[int"):
+                value = tuple(require_int(f"{name}[{i}]", v) for i, v in enumerate(value))
+        else:
+            continue
+        object.__setattr__(obj, f.name, value)
+
+
 def set_fields(obj: Any, **values: Any) -> None:
     """Store normalised values on a frozen dataclass from its ``__post_init__``."""
     for key, value in values.items():
@@ -217,6 +310,11 @@ def require_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise FormatRuleError(f"{name}: must be True or False; got {value!r}")
     return bool(value)
+
+
+def require_optional_bool(name: str, value: Any) -> bool | None:
+    """``None`` (the function decides) or ``True``/``False``, e.g. ``native=`` switches."""
+    return None if value is None else require_bool(name, value)
 
 
 def require_dtype_arg(name: str, value: Any, allowed: Iterable[Any]) -> np.dtype:

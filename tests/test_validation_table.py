@@ -1,6 +1,8 @@
 """Argument validation of the foundation's public API: each illegal call raises the right error,
 with a message naming the rule that was broken."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -13,17 +15,25 @@ from refsim.formats import anyprec_kernel, anyprec_memory, stripes
 from refsim.gpu_model import cycle
 from refsim.gpu_model.kernels import predict
 from refsim.quant import squeezellm, upscale
-from refsim.formats import awq, gptq, uniform
+from refsim.arith import tensor_core as tc
+from refsim.emulator import marlin_kernel
+from refsim.formats import atom, awq, bitplane, gptq, marlin, swizzle, uniform
+from refsim.testing import ulp_distance
 from refsim.formats import mixed_2_4_16 as m24
 from refsim.quant.gptq import HessianAccumulator, gptq_quantize
 from refsim.quant.rtn import rtn_quantize
 
 W = np.ones((64, 32), np.float32)
+HUGE = np.broadcast_to(np.float32(1), (2**22, 2**14))  # 2**36 elements claimed, one stored
 Q4 = np.zeros((64, 32), np.uint8)
 NAN_W = W.copy()
 NAN_W[3, 4] = np.nan
 INF_S = np.ones((1, 32), np.float32)
 INF_S[0, 0] = np.inf
+ATOM_W = atom.quantize_weights(np.ones((192, 6), np.float16), group_size=64, keeper=64)
+MARLIN_B_S = marlin.pack(np.zeros((256, 256), np.uint8), np.ones((1, 256), np.float16), None)
+NAN_A = np.ones((1, 256), np.float16)
+NAN_A[0, 3] = np.nan
 
 CASES = [
     # (id, callable, exception, message fragment)
@@ -96,6 +106,25 @@ CASES = [
     ("m24-average-bits-n4", lambda: m24.average_bits(64, 32, 5, 0), FormatRuleError, "at most G = K/16 = 4"),
     ("m24-pack-not-a-container", lambda: m24.pack(np.zeros((64, 32), np.uint8)), FormatRuleError, "must be a Mixed2416"),
     ("m24-sensitivity-zero-diag", lambda: m24.group_sensitivity(W, np.zeros(64)), FormatRuleError, "non-zero"),
+    # issue 27: reproducers of the independent fuzz and of the maintainers' list, now named errors
+    ("uniform-empty-matrix", lambda: uniform.quantize(np.zeros((0, 8), np.float32), 4), ShapeError, "K >= 1"),
+    ("uniform-huge-zero-stride-view", lambda: uniform.quantize_reference(HUGE, 4), ShapeError, "element count"),
+    ("gptq-pack-scales-list", lambda: gptq.pack(Q4, np.ones((1, 32), np.float32).tolist(), np.ones((1, 32), np.int32), 4),
+     DtypeError, "numpy.ndarray"),
+    ("gptq-pack-group-33-on-k-64", lambda: gptq.pack(Q4, np.ones((2, 32), np.float32), np.ones((2, 32), np.int32), 4,
+                                                     group_size=33), ShapeError, "divide K=64"),
+    ("atom-dequantize-dtype-64", lambda: atom.dequantize_weights(ATOM_W, dtype=64), DtypeError, "dtype"),
+    ("marlin-gemm-nan-in-a", lambda: marlin_kernel.marlin_gemm(NAN_A, *MARLIN_B_S, sms=8), NonFiniteError, "A"),
+    ("mma-int-reference-0d-c", lambda: tc.mma_int_reference(np.zeros((16, 64), np.int8), np.zeros((64, 8), np.int8),
+                                                            np.asarray(0, np.int32)), ShapeError, "2-D"),
+    ("ulp-distance-float16-vs-uint8", lambda: ulp_distance(np.ones(3, np.float16), np.ones(3, np.uint8)), DtypeError,
+     "float16, bfloat16"),
+    ("mma-steps-empty-kblocks", lambda: tc.mma_k16_f32_steps("sm_80", tc.MmaOperand(np.ones((1, 32), np.float16)),
+                                                             tc.MmaOperand(np.ones((32, 8), np.float16)),
+                                                             np.zeros(0, np.int64), np.zeros((2, 1, 8), np.float32)),
+     ShapeError, "kblocks"),
+    ("atom-weights-code-out-of-range-after-replace", lambda: dataclasses.replace(ATOM_W, q4=ATOM_W.q4 + np.int8(9)),
+     FormatRuleError, "[-8, 7]"),
 ]
 
 
@@ -110,3 +139,19 @@ def test_illegal_call_raises_specific_error(call, exc, fragment):
 def test_table_has_at_least_thirty_cases_with_unique_ids():
     ids = [c[0] for c in CASES]
     assert len(ids) >= 30 and len(set(ids)) == len(ids)
+
+
+# ---- issue 27: same values in another byte order or integer width, same result ----------------
+def test_bitplane_unpack_of_big_endian_words_equals_native():
+    p = np.random.default_rng(0).integers(-2**31, 2**31, (4, 2, 2)).astype(np.int32)
+    assert np.array_equal(bitplane.unpack(p.astype(">i4"), 4), bitplane.unpack(p, 4))
+
+
+def test_launch_partition_takes_uint8_sm_counts():
+    assert stripes.launch_partition(*(np.uint8(v) for v in (3, 3, 1, 5, 1))) == stripes.launch_partition(3, 3, 1, 5, 1)
+
+
+def test_swizzle_addresses_do_not_wrap_at_uint8():
+    want = swizzle.marlin_a_read_addresses(128, 7, 3, 1)
+    got = swizzle.marlin_a_read_addresses(np.uint8(128), np.uint8(7), np.uint8(3), np.uint8(1))
+    assert got.dtype == want.dtype and np.array_equal(got, want) and int(want.max()) > 255

@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_fields
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError
 
 __all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "round_to_float", "to_fraction",
@@ -38,6 +38,19 @@ class FloatFormat:
     emin: int
     emax: int
     dtype: object
+
+    def __post_init__(self):
+        require_fields(self)
+        if not 2 <= self.precision <= MAX_PRECISION or not -MAX_EXPONENT <= self.emin < 0 < self.emax <= MAX_EXPONENT:
+            raise FormatRuleError(f"{self.name}: precision must lie in [2, {MAX_PRECISION}] and emin < 0 < emax "
+                                  f"within +-{MAX_EXPONENT}; got precision {self.precision}, emin {self.emin}, "
+                                  f"emax {self.emax}")
+
+
+#: bounds of a :class:`FloatFormat` (octuple precision has 237 bits and emax 262143): the exact
+#: rationals of :func:`round_fraction` stay a few hundred kilobits at most
+MAX_PRECISION = 1024
+MAX_EXPONENT = 1 << 20
 
 
 F16 = FloatFormat("float16", 11, -14, 15, np.float16)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_dtype_arg,
-                              require_integer_array)
+                              require_fields, require_integer_array)
 from refsim.errors import DtypeError, ShapeError
 
 __all__ = [
@@ -72,6 +72,9 @@ class FragmentLayout:
     shape: tuple[int, int]
     per_reg: int
     coords: np.ndarray  # int64 (32, elements_per_lane, 2)
+
+    def __post_init__(self):
+        require_fields(self)
 
     @property
     def elements_per_lane(self) -> int:

@@ -57,9 +57,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_int,
-                              require_integer_array)
-from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_dtype_arg,
+                              require_fields, require_instance, require_int, require_integer_array, require_ndim,
+                              require_optional_bool, require_shape)
+from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.arith import exact
 
 __all__ = [
@@ -80,6 +81,9 @@ class TensorCoreModel:
     e_zero_f16: int       # alignment exponent of a zero term, fp16 accumulation
     verified: bool        # validated bit for bit on published hardware data
     note: str
+
+    def __post_init__(self):
+        require_fields(self)
 
 
 MODELS: dict[str, TensorCoreModel] = {
@@ -387,7 +391,7 @@ def _check_mma(A, B, C, K: int = 16):
 def _mma_f16(arch, A, B, C, out_dtype, K):
     A, B, C = _check_mma(A, B, C, K)
     m = model(arch)
-    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
+    od = C.dtype if out_dtype is None else require_dtype_arg("out_dtype", out_dtype, _OUT)
     lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], C.shape[:-2])
     A = np.broadcast_to(A, lead + (16, K))
     Bt = np.broadcast_to(np.swapaxes(B, -1, -2), lead + (8, K))   # (..., N, K)
@@ -403,7 +407,7 @@ def _mma_f16(arch, A, B, C, out_dtype, K):
 def _mma_f16_reference(arch, A, B, C, out_dtype, K):
     A, B, C = _check_mma(A, B, C, K)
     m = model(arch)
-    od = np.dtype(C.dtype if out_dtype is None else out_dtype)
+    od = C.dtype if out_dtype is None else require_dtype_arg("out_dtype", out_dtype, _OUT)
     D = np.empty((16, 8), od)
     for i in range(16):
         for j in range(8):
@@ -452,20 +456,31 @@ _INT_RANGES = {"s4": (-8, 7), "u4": (0, 15), "s8": (-128, 127), "u8": (0, 255)}
 
 
 def _check_int(A, B, C, atype, btype):
+    """``(A, B, C)`` checked (at least 2-D, values in their type's range), as plain native arrays."""
+    checked = []
     for name, x, t in (("A", A, atype), ("B", B, btype)):
         require_choice(f"{name} type", t, tuple(_INT_RANGES))
         if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.integer):
             raise DtypeError(f"{name}: dtype must be an integer type holding {t} values; got "
                              f"{getattr(x, 'dtype', type(x).__name__)}")
+        x = _at_least_2d(name, require_array(name, x))
+        checked.append(x)
         lo, hi = _INT_RANGES[t]
         if x.size and (int(x.min()) < lo or int(x.max()) > hi):
             bad = int(x.min()) if int(x.min()) < lo else int(x.max())
             raise FormatRuleError(f"{name}: {t} values must lie in [{lo}, {hi}]; got {bad}")
-    C = require_dtype("C", C, np.int32)
+    A, B = checked
+    C = _at_least_2d("C", require_dtype("C", C, np.int32))
     if A.shape[-1] != B.shape[-2] or A.shape[-2] != C.shape[-2] or B.shape[-1] != C.shape[-1]:
         raise ShapeError(f"A, B, C: shapes must be (..., M, K), (..., K, N), (..., M, N); got "
                          f"{A.shape}, {B.shape}, {C.shape}")
-    return C
+    return A, B, C
+
+
+def _at_least_2d(name: str, x: np.ndarray) -> np.ndarray:
+    if x.ndim < 2:
+        raise ShapeError(f"{name}: must be at least 2-D (..., rows, columns); got shape {x.shape}")
+    return x
 
 
 def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, atype: str = "s4", btype: str = "s4",
@@ -476,7 +491,7 @@ def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, atype: str = "s4", b
     C int32 (..., M, N). Overflow wraps modulo 2^32, or clamps to [-2^31, 2^31 - 1] with
     ``satfinite=True`` (PTX ``.satfinite``). Returns int32 (..., M, N).
     """
-    C = _check_int(A, B, C, atype, btype)
+    A, B, C = _check_int(A, B, C, atype, btype)
     acc = C.astype(np.int64) + np.matmul(A.astype(np.int64), B.astype(np.int64))
     if satfinite:
         return np.clip(acc, -(2**31), 2**31 - 1).astype(np.int32)
@@ -485,7 +500,9 @@ def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, atype: str = "s4", b
 
 def mma_int_reference(A, B, C, *, atype: str = "s4", btype: str = "s4", satfinite: bool = False):
     """Plain-loop twin of :func:`mma_int` for 2-D operands, with Python integers."""
-    C = _check_int(A, B, C, atype, btype)
+    A, B, C = _check_int(A, B, C, atype, btype)
+    for name, x in (("A", A), ("B", B), ("C", C)):
+        require_ndim(name, x, 2)
     M, K = A.shape
     N = B.shape[1]
     D = np.empty((M, N), np.int32)
@@ -516,7 +533,7 @@ class MmaOperand:
     def __init__(self, x: np.ndarray):
         x = require_dtype("operand", x, np.float16)
         if not np.isfinite(x).all():
-            raise DtypeError("operand: the fast mma path needs finite fp16 values; use mma_m16n8k16 for NaN/Inf")
+            raise NonFiniteError("operand: the fast mma path needs finite fp16 values; use mma_m16n8k16 for NaN/Inf")
         self.bits = np.ascontiguousarray(x).view(np.uint16)
 
     @functools.cached_property
@@ -562,6 +579,23 @@ def mma_k16_f32(arch: str, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.
     return d
 
 
+def _check_steps(a, b, kblocks, acc, rows) -> tuple[np.ndarray, np.ndarray]:
+    """The operands of :func:`mma_k16_f32_steps`, checked before the compiled path (which trusts
+    them) reads any of them: ``(kblocks int64 (W,), acc float32 (W, R, N))``."""
+    a, b = require_instance("a", a, MmaOperand), require_instance("b", b, MmaOperand)
+    rows = require_instance("rows", rows, slice)
+    ab, bb = a.bits[rows], b.bits
+    if ab.ndim != 2 or bb.ndim != 2 or ab.shape[1] != bb.shape[0] or ab.shape[1] % 16:
+        raise ShapeError(f"a, b: must be (R, K) and (K, N) operands with K a multiple of 16; "
+                         f"got {ab.shape} and {bb.shape}")
+    kblocks = require_ndim("kblocks", require_integer_array("kblocks", kblocks), 1)
+    if kblocks.size == 0 or int(kblocks.min()) < 0 or int(kblocks.max()) >= ab.shape[1] // 16:
+        raise ShapeError(f"kblocks: one k16 block index in [0, {ab.shape[1] // 16}) per k-warp (at least one); "
+                         f"got {kblocks.tolist()[:8]}")
+    acc = require_shape("acc", require_dtype("acc", acc, np.float32), (kblocks.size, ab.shape[0], bb.shape[1]))
+    return kblocks.astype(np.int64), acc
+
+
 def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarray, acc: np.ndarray,
                       *, rows: slice = slice(None), native: bool | None = None) -> np.ndarray:
     """One k16 step of several k-warps: ``acc[w]`` chained through the k16 block ``kblocks[w]``.
@@ -573,10 +607,11 @@ def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarr
     is available, else NumPy; False = NumPy (the readable reference); True = compiled.
     """
     m = model(arch)
-    kblocks = np.asarray(kblocks, np.int64)
+    kblocks, acc = _check_steps(a, b, kblocks, acc, rows)
     W = kblocks.size
     from refsim.native import emulators as nat
 
+    native = require_optional_bool("native", native)
     use_native = nat.available() if native is None else native
     if use_native:
         out = np.array(acc, dtype=np.float32, order="C", copy=True)

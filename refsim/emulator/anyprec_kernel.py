@@ -51,7 +51,7 @@ import math
 
 import numpy as np
 
-from refsim._validate import MAX_ELEMENTS, require_bounded, require_dtype, require_int
+from refsim._validate import MAX_ELEMENTS, require_bounded, require_dtype, require_int, require_optional_bool
 from refsim.arith import fp
 from refsim.arith.admissible import DEFAULT_MAX_ORDERS, AdmissibleSet, fold_orders
 from refsim.errors import FormatRuleError, ShapeError
@@ -124,15 +124,15 @@ def _require_lanes(v, one_warp: bool = False) -> np.ndarray:
 
 
 def _check(x, qweight, lut, bits, lookup: bool = True):
-    """Checked inputs: (x, W, plan, M, N, K) with W float16 (N, K) the looked-up weights, or with
-    ``lookup=False`` the codes uint8 (N, K) in W's place."""
-    m, n, k, bits = ak.check_inputs(x, qweight, lut, bits)
+    """Checked inputs: (x, W, lut, plan, M, N, K) with W float16 (N, K) the looked-up weights, or
+    with ``lookup=False`` the codes uint8 (N, K) in W's place; arrays in native byte order."""
+    x, qweight, lut, m, n, k, bits = ak.checked_inputs(x, qweight, lut, bits)
     plan = ak.plan(m, n, k, bits)
     codes = bitplane.unpack(qweight[:bits])                    # (N, K) uint8
     if not lookup:
-        return x, codes, plan, m, n, k
+        return x, codes, lut, plan, m, n, k
     W = np.take_along_axis(lut, codes.astype(np.int64), axis=1)  # (N, K) fp16 weights
-    return x, W, plan, m, n, k
+    return x, W, lut, plan, m, n, k
 
 
 def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
@@ -148,14 +148,15 @@ def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
     bits = require_int("bits", bits, minimum=1)
     from refsim.native import emulators as nat
 
+    native = require_optional_bool("native", native)
     use_native = nat.available() if native is None else native
-    x, W, plan, m, n, k = _check(x, qweight, lut, bits, lookup=not use_native)   # native: W = codes
+    x, W, lut, plan, m, n, k = _check(x, qweight, lut, bits, lookup=not use_native)   # native: W = codes
     order = _ksplit_order(plan.ksplit, ksplit_order)
     k0, k1, active = _lane_indices_cached(k)
     if use_native and order == tuple(range(plan.ksplit)):
         return nat.anyprec_gemv(W, lut, x, k0, k1, plan.ksplit)
     if use_native:
-        x, W, plan, m, n, k = _check(x, qweight, lut, bits)
+        x, W, lut, plan, m, n, k = _check(x, qweight, lut, bits)
     totals = _slice_totals(x, W, plan, m, n, k0, k1, active)
     if len(totals) == 1:
         return totals[0]
@@ -212,7 +213,7 @@ def anyprec_gemv_admissible(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray,
     (1 - k u), u = 2^-11: the error bound of n - 1 fp16 additions, which round to nearest and are
     exact below the normal range), widened to +/-inf where it passes the largest half, 65504.
     """
-    x, W, plan, m, n, k = _check(x, qweight, lut, require_int("bits", bits, minimum=1))
+    x, W, lut, plan, m, n, k = _check(x, qweight, lut, require_int("bits", bits, minimum=1))
     k0, k1, active = _lane_indices_cached(k)
     totals = _slice_totals(x, W, plan, m, n, k0, k1, active)
     if len(totals) == 1:
@@ -237,7 +238,7 @@ def anyprec_gemv_admissible(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray,
 def anyprec_gemv_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int) -> np.ndarray:
     """Plain-loop twin of :func:`anyprec_gemv` (no K-split): per (l, r), per lane, the two fp16
     chains with exact-rational fused fmas, the partial adds, then the shuffle tree."""
-    x, W, plan, m, n, k = _check(x, qweight, lut, bits)
+    x, W, _, plan, m, n, k = _check(x, qweight, lut, bits)
     if plan.ksplit > 1:
         raise FormatRuleError("anyprec_gemv_reference: the K-split path is not modelled")
     chunks = -(-k // _CHUNK)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import threadpoolctl
 
-from refsim._validate import require_bounded, require_ints
+from refsim._validate import require_bounded, require_ints, require_optional_bool
 from refsim.arith import fp
 from refsim.arith import tensor_core as tc
 from refsim.errors import ShapeError
@@ -73,6 +73,7 @@ def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: 
     from refsim.native import emulators as nat
 
     m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    native = require_optional_bool("native", native)
     if a.q8.shape[1] % 32:
         raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
     if group % 64 or 64 * group >= 2**24:          # not whole k64 slabs, or float32 sums could round

@@ -49,10 +49,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_dtype, require_int, require_ndim
+from refsim._validate import require_dtype, require_fields, require_finite, require_int, require_ndim
 from refsim.arith import fp
 from refsim.arith import tensor_core as tc
-from refsim.errors import ShapeError
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import marlin, stripes
 
 __all__ = ["marlin_gemm", "marlin_gemm_reference", "Provenance", "provenance"]
@@ -61,8 +61,10 @@ __all__ = ["marlin_gemm", "marlin_gemm_reference", "Provenance", "provenance"]
 def _check(A, B, s, arch, sms):
     A = require_dtype("A", A, np.float16)
     require_ndim("A", A, 2)
+    require_finite("A", A)                       # before the tensor-core model sees a NaN/Inf
     B = require_ndim("B", require_dtype("B", B, np.int32), 2)
     s = require_ndim("s", require_dtype("s", s, np.float16), 2)
+    require_finite("s", s)
     tc.model(arch)
     sms = require_int("sms", sms, minimum=1)
     k, n = 16 * B.shape[0], B.shape[1] // 2
@@ -182,6 +184,16 @@ def _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, *, native):
     return C
 
 
+def _check_cols(cols, n: int) -> list[int]:
+    """``cols``: a list or tuple of column indices in [0, N)."""
+    if not isinstance(cols, (list, tuple)):
+        raise FormatRuleError(f"cols: must be None or a list of column indices; got {type(cols).__name__}")
+    out = [require_int(f"cols[{i}]", c, minimum=0) for i, c in enumerate(cols)]
+    if any(c >= n for c in out):
+        raise ShapeError(f"cols: column indices must lie in [0, {n}); got {max(out)}")
+    return out
+
+
 def marlin_gemm_reference(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_80", sms: int = 108,
                           max_par: int = 16, thread_k: int | None = None, thread_n: int | None = None,
                           cols=None) -> np.ndarray:
@@ -195,7 +207,7 @@ def marlin_gemm_reference(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: 
     L = tc.model(arch).block
     Bq = marlin.dequantize(B, s)
     scales = None if group_size is not None else marlin.unpermute_scales(s)[0]
-    cols = list(range(n)) if cols is None else [int(c) for c in cols]
+    cols = list(range(n)) if cols is None else _check_cols(cols, n)
     C = np.empty((m, len(cols)), np.float16)
     for launch in plan.launches:
         for problem in range(launch.parallel):
@@ -256,6 +268,9 @@ class Provenance:
     k_warps: int
     thread_k: int
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
     def __str__(self) -> str:
         order = " -> ".join(f"block {b} (k-tiles {a}-{z}, slice_idx {i})" for b, a, z, i in self.slices)
         return (f"C[{self.row}, {self.col}]: launch {self.launch}, problem {self.problem}, n-tile {self.n_tile}; "
@@ -268,6 +283,11 @@ def provenance(m: int, n: int, k: int, row: int, col: int, *, group_size=None, s
                max_par: int = 16) -> Provenance:
     """Which launch, block(s), warp, lane, register and k-tiles produce C[row, col] (ints)."""
     plan = stripes.stripes(m, n, k, sms, group_size, max_par=max_par)
+    m, n = plan.m, plan.n
+    row = require_int("row", row, minimum=0)
+    col = require_int("col", col, minimum=0)
+    if col >= n:
+        raise ShapeError(f"col: must lie in [0, {n}); got {col}")
     cfg = plan.config
     for li, launch in enumerate(plan.launches):
         for problem in range(launch.parallel):

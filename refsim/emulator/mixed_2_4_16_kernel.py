@@ -74,7 +74,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_divisible, require_dtype, require_finite, require_ndim, require_shape
+from refsim._validate import (require_divisible, require_dtype, require_finite, require_ndim, require_optional_bool,
+                              require_shape)
 from refsim.arith import fp
 from refsim.errors import ShapeError
 from refsim.formats import mixed_2_4_16 as fmt
@@ -96,7 +97,7 @@ WARP = 32
 def unit_groups(group_bits: np.ndarray) -> list[list[int]]:
     """Group indices (K order, g = k // 16) of each 128-bit unit u, in the order the lane reads
     its words (spec block, "work per lane"). group_bits uint8 (G,) of 2 / 4; returns U lists."""
-    four = np.asarray(group_bits) == 4
+    four = fmt.check_group_bits(group_bits) == 4
     two_idx = np.flatnonzero(~four)
     four_idx = np.flatnonzero(four)
     n2, n4 = two_idx.size, four_idx.size
@@ -236,6 +237,7 @@ def dense_rows(p: fmt.Packed2416, x: np.ndarray, *, native: bool | None = None) 
     from refsim.native import emulators as nat
 
     x, k, n = _check(p, x)
+    native = require_optional_bool("native", native)
     if nat.available() if native is None else native:                  # steps 1-3, weights never stored
         m = fmt.unpack(p)
         group_sum = nat.mixed_dense_group_sums(m.q, m.zero, _second_order_scales(m), x)

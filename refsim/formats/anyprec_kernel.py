@@ -38,13 +38,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_bits, require_dtype, require_finite, require_int, require_ndim, require_shape
+from refsim._validate import (require_bits, require_dtype, require_fields, require_finite, require_int, require_ndim,
+                              require_shape)
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import bit_transpose as bt
 from refsim.formats.bitplane import SUPPORTED_BITS, WEIGHTS_PER_CHUNK
 
 __all__ = [
     "check_inputs",
+    "checked_inputs",
     "MAX_M",
     "KernelPlan",
     "GemvBytes",
@@ -89,6 +91,9 @@ class KernelPlan:
     tail_lanes: int  # eff of the last chunk (32 if K % 1024 == 0)
     lut_shared_bytes: int
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
 
 def lut_shared_bytes(bits: int, m: int) -> int:
     """Shared memory for tables per block: 4*multi_row rows x (2**b halves, or 2**(2b) half2).
@@ -121,6 +126,9 @@ class GemvBytes:
     activations: int  # M * K * 2
     output: int  # M * N * 2
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
     @property
     def total(self) -> int:
         """Sum of the four streams."""
@@ -144,6 +152,9 @@ class ChunkWork:
     hfma2: int  # per batch row: 16
     hadd: int  # per batch row: 2 (partial += sum.x + sum.y)
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
 
 def chunk_work(bits: int, m: int) -> ChunkWork:
     """Instruction mix of one lane on one row and chunk, following matmul.cuh."""
@@ -161,6 +172,13 @@ def check_inputs(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int)
     lut float16 (N, 2**bits) finite; N and K as the kernel's row grouping and K % 32 require.
     Shared by :func:`matmul_reference` and the warp-level emulator.
     """
+    return checked_inputs(x, qweight, lut, bits)[3:]
+
+
+def checked_inputs(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray,
+                   bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int, int]:
+    """:func:`check_inputs`, also returning the arrays in native byte order:
+    ``(x, qweight, lut, M, N, K, bits)``."""
     x = require_dtype("x", x, np.float16)
     require_ndim("x", x, 2)
     require_finite("x", x)
@@ -176,7 +194,7 @@ def check_inputs(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int)
     lut = require_dtype("lut", lut, np.float16)
     require_shape("lut", lut, (n, 1 << bits))
     require_finite("lut", lut)
-    return m, n, k, bits
+    return x, qweight, lut, m, n, k, bits
 
 
 def activation_index(k: int, i: int, t: int, j: int, s: int) -> tuple[int, int]:
@@ -203,7 +221,9 @@ def matmul_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: 
     emulator's job).  ``trace``, if a list, receives ``(row, chunk, lane, j, s, (k0, k1),
     lookup)`` per half2 product, lookup = ("pair", idx_a, idx_b) or ("scalar", idx_a, idx_b).
     """
-    m, n, k, bits = check_inputs(x, qweight, lut, bits)
+    x, qweight, lut, m, n, k, bits = checked_inputs(x, qweight, lut, bits)
+    if trace is not None and not isinstance(trace, list):
+        raise FormatRuleError(f"trace: must be None or a list to append to; got {type(trace).__name__}")
     pair = bt.uses_pair_table(bits, m)
     words = qweight[:bits].view(np.uint32)  # (b, N, K/32)
     xf = x.astype(np.float64)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_bool, require_instance, require_int
+from refsim._validate import require_bool, require_instance, require_int, require_fields
 from refsim.errors import FormatRuleError
 
 __all__ = [
@@ -57,6 +57,7 @@ class DecoderShape:
     norms_per_layer: int = 2  # input_layernorm, post_attention_layernorm (RMSNorm weights)
 
     def __post_init__(self):
+        require_fields(self)
         # sizes become Python ints (NumPy int32 sizes would overflow the weight counts)
         if not isinstance(self.name, str):
             raise FormatRuleError(f"name: must be a str; got {type(self.name).__name__}")
@@ -148,6 +149,9 @@ class MemoryRow:
     bits: tuple[int, ...]
     anyprec_bytes: int
     separate_bytes: int
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
 
     @property
     def saving(self) -> float:

@@ -78,14 +78,16 @@ from refsim._validate import (
     require_array,
     require_choice,
     require_dtype,
+    require_dtype_arg,
+    require_fields,
     require_finite,
     require_float_array,
+    require_instance,
     require_int,
     require_integer_array,
     require_ndim,
     require_shape,
     set_fields,
-    require_instance,
 )
 from refsim.errors import FormatRuleError, ShapeError
 
@@ -198,9 +200,9 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
     (``|x| + 0.5`` would not be: 0.49999997 + 0.5 rounds to 1 in float32.)
     :func:`round_half_away_reference` is the plain loop, tested equal bit for bit."""
     x = require_float_array("x", x)
-    a = np.abs(x)
+    a = np.abs(x, out=np.empty_like(x))                 # an array also for a 0-d x
     with np.errstate(invalid="ignore"):                 # NaN and Inf - Inf: not >= 0.5, t unchanged
-        t = np.trunc(a)
+        t = np.trunc(a, out=np.empty_like(a))
         up = np.subtract(a, t, out=a) >= 0.5
     t += up
     return np.copysign(t, x, out=t)
@@ -280,6 +282,7 @@ class AtomActivations:
     scale8: np.ndarray
 
     def __post_init__(self):
+        require_fields(self)
         _check_atom_operand(self, rows_axis=1)
 
 
@@ -416,11 +419,16 @@ def _quantize_scalar_group(vals, qmax, clip, mode, dtype):
     return qs, np.float16(scale)
 
 
+def _out_dtype(dtype, default: np.dtype) -> np.dtype:
+    """The dtype of a fake-quant result: ``None`` for the scales' own, else float16/32/64."""
+    return default if dtype is None else require_dtype_arg("dtype", dtype, (np.float16, np.float32, np.float64))
+
+
 def dequantize_activations(a: AtomActivations, dtype=None) -> np.ndarray:
     """Fake-quant values ``q * scale`` (M, K) in the scales' dtype (or ``dtype``), the product
     rounded once from fp32 as torch does; body first, keeper last (reordered order)."""
     require_instance("a", a, AtomActivations)
-    dt = np.dtype(dtype or a.scale4.dtype)
+    dt = _out_dtype(dtype, a.scale4.dtype)
     m, kb = a.q4.shape
     g = a.scale4.shape[1]
     group = kb // g if g else 1
@@ -446,6 +454,7 @@ class AtomWeights:
     scale8: np.ndarray
 
     def __post_init__(self):
+        require_fields(self)
         _check_atom_operand(self, rows_axis=0)
         # pair-equal scales are the format's rule, checked by atom_gemm; the kernel emulator
         # (refsim.emulator.atom_kernel) also takes unequal pairs, to show which one the kernel reads
@@ -527,7 +536,7 @@ def quantize_weights_reference(w: np.ndarray, mode: str = "simulation", *, group
 def dequantize_weights(wq: AtomWeights, dtype=None) -> np.ndarray:
     """Fake-quant weights (K, N): ``q4 * scale4`` over the body rows, then ``q8 * scale8``."""
     require_instance("wq", wq, AtomWeights)
-    dt = np.dtype(dtype or wq.scale4.dtype)
+    dt = _out_dtype(dtype, wq.scale4.dtype)
     kb, n = wq.q4.shape
     g = wq.scale4.shape[0]
     group = kb // g if g else 1
@@ -539,10 +548,8 @@ def dequantize_weights(wq: AtomWeights, dtype=None) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # INT4 packing
 # ----------------------------------------------------------------------------------------------
-def pack_int4(q: np.ndarray) -> np.ndarray:
-    """Pack signed INT4 values q (R, C) int8 in [-8, 7], C even, two per byte along C: element
-    2j in the low nibble, 2j+1 in the high nibble (4-bit two's complement). Returns uint8
-    (R, C // 2). For weights pass the kernel-side (N, K) array, i.e. ``q4.T``."""
+def _check_int4(q: np.ndarray) -> np.ndarray:
+    """q int8 (R, C) in [-8, 7], C even."""
     q = require_dtype("q", q, np.int8)
     require_ndim("q", q, 2)
     if q.size and (q.min() < -8 or q.max() > 7):
@@ -550,13 +557,21 @@ def pack_int4(q: np.ndarray) -> np.ndarray:
         raise FormatRuleError(f"q: INT4 values must lie in [-8, 7]; got {bad}")
     if q.shape[1] % 2:
         raise ShapeError(f"q: number of columns must be even; got {q.shape[1]}")
+    return q
+
+
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """Pack signed INT4 values q (R, C) int8 in [-8, 7], C even, two per byte along C: element
+    2j in the low nibble, 2j+1 in the high nibble (4-bit two's complement). Returns uint8
+    (R, C // 2). For weights pass the kernel-side (N, K) array, i.e. ``q4.T``."""
+    q = _check_int4(q)
     nib = (q.astype(np.int16) & 0xF).astype(np.uint8)
     return (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)
 
 
 def pack_int4_reference(q: np.ndarray) -> np.ndarray:
     """Plain-loop twin of :func:`pack_int4`."""
-    q = require_dtype("q", q, np.int8)
+    q = _check_int4(q)
     r, c = q.shape
     out = np.zeros((r, c // 2), np.uint8)
     for i in range(r):

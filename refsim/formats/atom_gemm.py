@@ -86,7 +86,7 @@ def activation_scale_layout(scale: np.ndarray) -> np.ndarray:
 
 def activation_scale_layout_reference(scale: np.ndarray) -> np.ndarray:
     """Plain-loop twin of :func:`activation_scale_layout`, straight from the formula."""
-    scale = require_dtype("scale", scale, np.float16)
+    scale = require_ndim("scale", require_dtype("scale", scale, np.float16), 2)
     m, g = scale.shape
     ld = (m // 16) * 64 + 64 - (1 - (m % 16) // 8) * (8 - m % 8) * 8
     out = np.zeros(g * ld, np.float16)

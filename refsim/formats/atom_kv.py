@@ -32,6 +32,7 @@ import numpy as np
 from refsim._validate import (
     require_codes,
     require_dtype,
+    require_fields,
     require_finite,
     require_instance,
     require_shape,
@@ -53,6 +54,7 @@ class AtomKV:
     zero: np.ndarray
 
     def __post_init__(self):
+        require_fields(self)
         q = require_dtype("q", self.q, np.uint8)
         if q.ndim < 1:
             raise ShapeError(f"q: must have at least 1 dimension (head_dim last); got shape {q.shape}")
@@ -104,6 +106,8 @@ def pack_kv(q: np.ndarray) -> np.ndarray:
 def unpack_kv(packed: np.ndarray) -> np.ndarray:
     """Inverse of :func:`pack_kv`: uint8 (..., D/2) -> uint8 (..., D)."""
     packed = require_dtype("packed", packed, np.uint8)
+    if packed.ndim < 1:
+        raise ShapeError(f"packed: must have at least 1 dimension (D/2 last); got shape {packed.shape}")
     out = np.empty(packed.shape[:-1] + (2 * packed.shape[-1],), np.uint8)
     out[..., 0::2] = packed & 0xF
     out[..., 1::2] = packed >> 4

@@ -34,14 +34,15 @@ from refsim._validate import (
     require_codes,
     require_divisible,
     require_dtype,
+    require_fields,
     require_finite,
     require_float_array,
+    require_instance,
     require_int,
     require_integer_array,
     require_ndim,
     require_shape,
     require_words,
-    require_instance,
     set_fields,
 )
 from refsim.errors import FormatRuleError, ShapeError
@@ -134,6 +135,7 @@ class AWQCheckpoint:
 
     def __post_init__(self):
         """Cross-field rules, checked once: every consumer then trusts the fields."""
+        require_fields(self)
         scales = require_float_array("scales", self.scales)
         require_ndim("scales", scales, 2)
         groups, n = scales.shape

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_bits, require_bool, require_choice, require_dtype, require_int, require_shape
+from refsim._validate import (require_array, require_bits, require_bool, require_choice, require_dtype, require_instance,
+                              require_int, require_shape)
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 
@@ -73,11 +74,21 @@ TRANSPOSE_BITS = (2, 3, 4, 5, 6, 7, 8)  # the SWAR method covers 2..8; the kerne
 _M32 = 0xFFFFFFFF
 
 
-@dataclass
-class OpCounter:
-    """Counts bitwise operations applied to whole 32-bit words (per lane)."""
+_OPS = ("and", "or", "xor", "shift")
 
-    counts: dict[str, int] = field(default_factory=lambda: {"and": 0, "or": 0, "xor": 0, "shift": 0})
+
+@dataclass(frozen=True)
+class OpCounter:
+    """Counts bitwise operations applied to whole 32-bit words (per lane). ``counts`` maps each
+    of "and", "or", "xor", "shift" to a count >= 0; the counter adds to its own copy."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_OPS, 0))
+
+    def __post_init__(self):
+        counts = require_instance("counts", self.counts, dict)
+        if sorted(counts) != sorted(_OPS):
+            raise FormatRuleError(f"counts: must map exactly {list(_OPS)}; got keys {sorted(map(str, counts))}")
+        object.__setattr__(self, "counts", {op: require_int(f"counts[{op!r}]", counts[op], minimum=0) for op in _OPS})
 
     @property
     def total(self) -> int:
@@ -158,7 +169,7 @@ def transpose_swar(q: np.ndarray, bits: int, counter: OpCounter | None = None) -
     """
     bits = require_bits(bits, TRANSPOSE_BITS)
     q = _check_planes(q, bits)
-    c = counter if counter is not None else OpCounter()
+    c = _counter(counter)
     s = _sub_width(bits)
     top = sum(1 << (s * n + s - 1) for n in range(32 // s))  # 0x88888888 for s = 4
     out = []
@@ -176,9 +187,7 @@ def swar_to_codes(q_w: np.ndarray, bits: int) -> np.ndarray:
     """Decode :func:`transpose_swar` output to canonical codes uint8 (..., 32) (not counted)."""
     bits = require_bits(bits, TRANSPOSE_BITS)
     s = _sub_width(bits)
-    q_w = require_dtype("q_w", q_w, np.uint32)
-    if q_w.shape[0] != s:
-        raise ShapeError(f"q_w: leading dimension must be {s}; got shape {q_w.shape}")
+    q_w, _ = _check_words("q_w", q_w, s, None)
     codes = np.zeros(q_w.shape[1:] + (32,), dtype=np.uint8)
     for m in range(s):
         for n in range(32 // s):
@@ -187,14 +196,19 @@ def swar_to_codes(q_w: np.ndarray, bits: int) -> np.ndarray:
     return codes
 
 
+def _counter(counter) -> OpCounter:
+    """The caller's OpCounter, or a fresh one for ``None``."""
+    if counter is None:
+        return OpCounter()
+    return require_instance("counter", counter, OpCounter, "OpCounter or None")
+
+
 def _check_words(name: str, q_w, leading: int | None, counter) -> tuple[np.ndarray, "OpCounter"]:
     """uint32 words with ``leading`` rows (None: any), and an OpCounter or None (a fresh one)."""
     q_w = require_dtype(name, q_w, np.uint32)
     if leading is not None and (q_w.ndim < 1 or q_w.shape[0] != leading):
         raise ShapeError(f"{name}: leading dimension must be {leading}; got shape {q_w.shape}")
-    if counter is not None and not isinstance(counter, OpCounter):
-        raise FormatRuleError(f"counter: must be an OpCounter or None; got {type(counter).__name__}")
-    return q_w, counter if counter is not None else OpCounter()
+    return q_w, _counter(counter)
 
 
 def split_nibbles(q_w: np.ndarray, counter: OpCounter | None = None) -> np.ndarray:
@@ -224,12 +238,15 @@ def hd8x8_core(x: np.ndarray, y: np.ndarray, counter: OpCounter | None = None):
     the transposed rows in the same places.  Three delta-swap stages (7, 14, then 4 across x/y).
     x, y: uint32 words (NumPy scalars or arrays) of one shape.
     """
+    words = []
     for name, v in (("x", x), ("y", y)):
-        if not isinstance(v, (np.ndarray, np.uint32)) or np.asarray(v).dtype != np.uint32:
+        if not isinstance(v, (np.ndarray, np.uint32)) or v.dtype != np.uint32:
             raise DtypeError(f"{name}: must be uint32 words; got {type(v).__name__} {getattr(v, 'dtype', '')}")
+        words.append(v if isinstance(v, np.uint32) else require_array(name, v))
+    x, y = words
     if np.shape(x) != np.shape(y):
         raise ShapeError(f"y: must have the shape of x {np.shape(x)}; got {np.shape(y)}")
-    _, c = _check_words("x", np.asarray(x), None, counter)
+    c = _counter(counter)
     for d, mask in ((7, 0x00AA00AA), (14, 0x0000CCCC)):
         t = c.and_(c.xor(x, c.shift(x, -d)), mask)
         x = c.xor(c.xor(x, t), c.shift(t, d))
@@ -251,7 +268,7 @@ def transpose_hd8x8(q: np.ndarray, bits: int, counter: OpCounter | None = None) 
     """
     bits = require_bits(bits, TRANSPOSE_BITS)
     q = _check_planes(q, bits)
-    c = counter if counter is not None else OpCounter()
+    c = _counter(counter)
     per = 8 // bits if bits <= 4 else 1  # blocks per transpose
     width = 8 // per  # bits of a code slot in a transposed row (4 for b = 3, 4)
     codes = np.zeros(q.shape[1:] + (32,), dtype=np.uint8)
@@ -401,6 +418,8 @@ def lookup_pairs(q: np.ndarray, lut_row: np.ndarray, bits: int) -> np.ndarray:
     """
     bits = require_bits(bits, (3, 4))
     q = _check_planes(q, bits)
+    lut_row = require_dtype("lut_row", lut_row, np.float16)
+    require_shape("lut_row", lut_row, (1 << bits,))
     table = pair_table(lut_row.reshape(1, -1), bits)[0]  # (2^2b, 2)
     q_w = transpose_swar(q, bits)
     if bits == 3:

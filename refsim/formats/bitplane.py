@@ -212,7 +212,8 @@ def pack_reference(codes: np.ndarray, bits: int) -> np.ndarray:
     return out.astype(np.uint32).view(np.int32)  # two's-complement reinterpretation
 
 
-def _check_qweight(qweight: np.ndarray, bits: int | None) -> tuple[int, int, int, int]:
+def _check_qweight(qweight: np.ndarray, bits: int | None) -> tuple[np.ndarray, int, int, int]:
+    """``(qweight in native byte order, N, K, bits)`` of a valid bitplane array."""
     qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 3)
     p, n, kw = qweight.shape
@@ -225,7 +226,7 @@ def _check_qweight(qweight: np.ndarray, bits: int | None) -> tuple[int, int, int
     bits = require_bits(bits, SUPPORTED_BITS)
     if bits > p:
         raise FormatRuleError(f"bits: must not exceed the {p} stored planes; got {bits}")
-    return p, n, kw * 32, bits
+    return qweight, n, kw * 32, bits
 
 
 def unpack(qweight: np.ndarray, bits: int | None = None) -> np.ndarray:
@@ -235,7 +236,7 @@ def unpack(qweight: np.ndarray, bits: int | None = None) -> np.ndarray:
     default p.  Only planes 0..b-1 are read, so the result is the any-precision prefix
     ``parent_code >> (p - b)``.  Returns uint8 (N, K).
     """
-    _, n, k, bits = _check_qweight(qweight, bits)
+    qweight, n, k, bits = _check_qweight(qweight, bits)
     if _fast.available():               # compiled twin (refsim.native.packers), same bits
         return _fast.bitplane_unpack(np.ascontiguousarray(qweight).view(np.uint32), bits)
     words = qweight[:bits].view("<u4")  # (b, N, K/32)
@@ -249,7 +250,7 @@ def unpack(qweight: np.ndarray, bits: int | None = None) -> np.ndarray:
 
 def unpack_reference(qweight: np.ndarray, bits: int | None = None) -> np.ndarray:
     """Plain-loop twin of :func:`unpack`: the spec block's inverse formula, bit by bit."""
-    _, n, k, bits = _check_qweight(qweight, bits)
+    qweight, n, k, bits = _check_qweight(qweight, bits)
     n_full = k // WEIGHTS_PER_CHUNK
     codes = np.zeros((n, k), dtype=np.uint8)
     for r in range(n):
@@ -293,7 +294,7 @@ def dequantize(qweight: np.ndarray, lut: np.ndarray, bits: int) -> np.ndarray:
     3..8, <= p.  Returns float16 (N, K) in PyTorch order (out_features, in_features); transpose
     for refsim's (K, N) convention.  A pure table lookup, so exact by construction.
     """
-    _, n, _, bits = _check_qweight(qweight, bits)
+    qweight, n, _, bits = _check_qweight(qweight, bits)
     lut = _check_lut(lut, n, bits)
     codes = unpack(qweight, bits)  # (N, K)
     return np.take_along_axis(lut, codes.astype(np.intp), axis=1)
@@ -301,7 +302,7 @@ def dequantize(qweight: np.ndarray, lut: np.ndarray, bits: int) -> np.ndarray:
 
 def dequantize_reference(qweight: np.ndarray, lut: np.ndarray, bits: int) -> np.ndarray:
     """Plain-loop twin of :func:`dequantize`."""
-    _, n, k, bits = _check_qweight(qweight, bits)
+    qweight, n, k, bits = _check_qweight(qweight, bits)
     lut = _check_lut(lut, n, bits)
     codes = unpack_reference(qweight, bits)
     out = np.empty((n, k), dtype=np.float16)

@@ -48,14 +48,16 @@ from refsim._validate import (
     require_codes,
     require_divisible,
     require_dtype,
+    require_fields,
     require_finite,
     require_float_array,
+    require_group_size,
+    require_instance,
     require_int,
     require_integer_array,
     require_ndim,
     require_shape,
     require_words,
-    require_instance,
     set_fields,
 )
 from refsim.errors import FormatRuleError, ShapeError
@@ -385,8 +387,9 @@ class GPTQCheckpoint:
 
     def __post_init__(self):
         """Cross-field rules, checked once: every consumer then trusts the fields."""
+        require_fields(self)
         bits = require_bits(self.bits, BITS)
-        require_choice("checkpoint_format", self.checkpoint_format, CHECKPOINT_FORMATS)
+        checkpoint_format = require_choice("checkpoint_format", self.checkpoint_format, CHECKPOINT_FORMATS)
         qweight = require_words("qweight", self.qweight)
         rows, n = qweight.shape
         if (rows * 32) % bits or (rows * 32 // bits) % 32 or rows == 0:
@@ -402,7 +405,8 @@ class GPTQCheckpoint:
         require_divisible("N (columns of qweight)", n, 32, "must be a positive multiple of 32 (qzeros packs along N)")
         qzeros = require_words("qzeros", self.qzeros, (groups, n * bits // 32))
         g_idx = _check_g_idx(self.g_idx, k, groups)
-        set_fields(self, bits=bits, qweight=qweight, scales=scales, qzeros=qzeros, g_idx=g_idx)
+        set_fields(self, bits=bits, qweight=qweight, scales=scales, qzeros=qzeros, g_idx=g_idx,
+                   checkpoint_format=checkpoint_format)
 
     @property
     def k(self) -> int:
@@ -417,7 +421,7 @@ def default_g_idx(k: int, group_size: int | None) -> np.ndarray:
     """int32 (K,): ``k // group_size`` (all zeros for per-channel, ``group_size=None``)."""
     k = require_bounded("k", require_int("k", k, minimum=1))
     group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
-    if group_size is None:
+    if group_size is None or group_size >= k:  # one group holds every row (no int64 overflow either)
         return np.zeros(k, dtype=np.int32)
     return (np.arange(k) // group_size).astype(np.int32)
 
@@ -444,8 +448,10 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, bits: int, *,
     q = require_integer_array("q", q)
     require_ndim("q", q, 2)
     k, n = q.shape
+    scales = require_float_array("scales", scales)
     require_ndim("scales", scales, 2)
     require_finite("scales", scales)
+    zeros = require_integer_array("zeros", zeros)
     require_shape("zeros", zeros, scales.shape)
     if scales.shape[1] != n:
         raise ShapeError(f"scales: must have N={n} columns; got shape {scales.shape}")
@@ -454,9 +460,9 @@ def pack(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, bits: int, *,
     if not np.isfinite(s16).all():
         raise FormatRuleError("scales: must be representable in float16 (|s| <= 65504); "
                               f"got max |s| = {float(np.abs(scales).max())}")
-    if g_idx is None:
-        g_idx = default_g_idx(k, group_size)
-    _check_g_idx(g_idx, k, scales.shape[0])
+    if g_idx is None:  # groups of group_size consecutive rows: whole groups only
+        g_idx = default_g_idx(k, require_group_size(group_size, k))
+    g_idx = _check_g_idx(g_idx, k, scales.shape[0])
     return GPTQCheckpoint(
         qweight=pack_qweight(q, bits),
         qzeros=pack_qzeros(zeros, bits, checkpoint_format),

@@ -61,6 +61,7 @@ from refsim._validate import (
     require_divisible,
     require_dtype,
     require_finite,
+    require_group_128,
     require_int,
     require_integer_array,
     require_ndim,
@@ -181,13 +182,7 @@ def _check_kn(k: int, n: int) -> None:
 
 
 def _check_group_size(group_size) -> int | None:
-    if group_size is None:
-        return None
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or int(group_size) != 128:
-        raise FormatRuleError(
-            f"group_size: the Marlin kernel supports only 128 or None (per-channel); got {group_size!r}"
-        )
-    return 128
+    return require_group_128(group_size, "the Marlin kernel")
 
 
 def _scale_rows(k: int, group_size: int | None) -> int:
@@ -525,11 +520,14 @@ def apply_output_scale(c: np.ndarray, s: np.ndarray) -> np.ndarray:
 
     ``s`` is the *packed* one-row scale array (``(1, N)``); it is unpermuted here.
     """
-    s = require_dtype("s", s, np.float16)
+    s = require_ndim("s", require_dtype("s", s, np.float16), 2)
     if s.shape[0] != 1:
         raise ShapeError(f"s: the output scale applies to per-channel (1-row) scales; got shape {s.shape}")
     scales = unpermute_scales(s)[0]  # (N,)
-    c16 = np.asarray(c).astype(np.float16)
+    c = require_ndim("c", require_dtype("c", c, np.float16, np.float32), 2)
+    if c.shape[1] != scales.shape[0]:
+        raise ShapeError(f"c: must have N = {scales.shape[0]} columns (the scales'); got shape {c.shape}")
+    c16 = c.astype(np.float16)
     return (c16.astype(np.float32) * scales.astype(np.float32)).astype(np.float16)
 
 
@@ -544,9 +542,7 @@ def act_order_perm(g_idx: np.ndarray) -> np.ndarray:
     rows keep their checkpoint order inside a group. Any order inside a group gives the same GEMM
     because A's columns are permuted with the same ``perm``.
     """
-    g_idx = np.asarray(g_idx)
-    if not np.issubdtype(g_idx.dtype, np.integer) or g_idx.ndim != 1:
-        raise FormatRuleError(f"g_idx: must be a 1-D integer array; got dtype {g_idx.dtype}, shape {g_idx.shape}")
+    g_idx = require_ndim("g_idx", require_integer_array("g_idx", g_idx), 1)
     return np.argsort(g_idx, kind="stable").astype(np.int32)
 
 

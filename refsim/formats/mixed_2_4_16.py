@@ -91,6 +91,7 @@ import scipy.linalg
 from refsim._validate import (
     require_bounded,
     require_dtype,
+    require_fields,
     require_finite,
     require_float_array,
     require_instance,
@@ -99,14 +100,14 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 
 __all__ = [
     "G1", "G2", "MAX_OUTLIER_RATIO",
     "Mixed2416", "Packed2416",
     "inverse_hessian_diag", "group_sensitivity", "select_4bit_groups",
     "quantize", "quantize_hinv", "dequantize", "pack", "pack_reference", "unpack",
-    "csr_from_coo", "check_csr",
+    "csr_from_coo", "check_csr", "check_group_bits",
     "average_bits", "paper_average_bits", "packed_nbytes",
     "gemv", "gemv_reference",
 ]
@@ -135,7 +136,10 @@ def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
     damp = float(percdamp) * float(np.mean(np.diag(H)))
-    H[np.diag_indices_from(H)] += damp
+    with np.errstate(over="ignore"):
+        H[np.diag_indices_from(H)] += damp
+    if not np.isfinite(damp) or not np.isfinite(np.diag(H)).all():
+        raise NonFiniteError(f"H: the damped diagonal (+ percdamp x mean(diag H) = {damp:.3g}) overflows float64")
     try:
         L = scipy.linalg.cholesky(H, lower=True)
     except np.linalg.LinAlgError as err:
@@ -203,6 +207,7 @@ class Mixed2416:
     def __post_init__(self):
         """Shapes and dtypes of every field against q (K, N), checked once; code ranges are
         checked where they matter (:func:`pack` needs codes that fit their group's width)."""
+        require_fields(self)
         q = require_dtype("q", self.q, np.uint8)
         require_ndim("q", q, 2)
         k, n = q.shape
@@ -415,7 +420,7 @@ def check_csr(row_ptr: np.ndarray, col: np.ndarray, val: np.ndarray, *, n_rows: 
         raise ShapeError("row_ptr: must hold n_rows + 1 >= 1 entries; got 0")
     n_rows = row_ptr.size - 1 if n_rows is None else require_int("n_rows", n_rows, minimum=0)
     n_cols = MAX_K if n_cols is None else require_int("n_cols", n_cols, minimum=0)
-    col = require_dtype("col", col, np.uint16)
+    col = require_ndim("col", require_dtype("col", col, np.uint16), 1)
     val = require_dtype("val", val, np.float16)
     require_shape("row_ptr", row_ptr, (n_rows + 1,))
     nnz = col.size
@@ -460,11 +465,8 @@ class Packed2416:
 
     def __post_init__(self):
         """Cross-field rules, checked once: every consumer then trusts the fields."""
-        bits = require_dtype("group_bits", self.group_bits, np.uint8)
-        require_ndim("group_bits", bits, 1)
-        if bits.size == 0 or not np.isin(bits, (2, 4)).all():
-            raise FormatRuleError(f"group_bits: one entry per 16-row group, each 2 or 4; got "
-                                  f"{np.unique(bits).tolist()[:8]} over {bits.size} groups")
+        require_fields(self)
+        bits = check_group_bits(self.group_bits)
         g = bits.size
         n4 = int(np.count_nonzero(bits == 4))
         w_main = require_dtype("w_main", self.w_main, np.uint32)
@@ -484,6 +486,16 @@ class Packed2416:
     @property
     def nbytes(self) -> int:
         return packed_nbytes(self)
+
+
+def check_group_bits(group_bits: np.ndarray) -> np.ndarray:
+    """``group_bits`` uint8 (G,), G >= 1, each entry 2 or 4 (the width of a 16-row group)."""
+    bits = require_dtype("group_bits", group_bits, np.uint8)
+    require_ndim("group_bits", bits, 1)
+    if bits.size == 0 or not np.isin(bits, (2, 4)).all():
+        raise FormatRuleError(f"group_bits: one entry per 16-row group, each 2 or 4; got "
+                              f"{np.unique(bits).tolist()[:8]} over {bits.size} groups")
+    return bits
 
 
 def packed_nbytes(p: Packed2416) -> int:

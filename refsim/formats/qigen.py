@@ -59,11 +59,12 @@ from refsim._validate import (
     require_choice,
     require_divisible,
     require_dtype,
+    require_fields,
+    require_instance,
     require_int,
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError
 
 __all__ = [
     "BITS",
@@ -98,6 +99,7 @@ class QIGenLayout:
     order: str = "panel"
 
     def __post_init__(self) -> None:
+        require_fields(self)
         require_bits(self.bits, BITS)
         require_int("k", self.k, minimum=1)
         require_int("n", self.n, minimum=1)
@@ -173,10 +175,11 @@ def block_order(n_kblocks: int, n_panels: int, order: str = "panel") -> np.ndarr
     return np.stack([kb, p], axis=1).astype(np.int32)
 
 
-def _check_qweight(qweight: np.ndarray, layout: QIGenLayout) -> None:
+def _check_qweight(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
+    require_instance("layout", layout, QIGenLayout)
     qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
-    require_shape("qweight", qweight, (layout.k * layout.bits // 32, layout.n))
+    return require_shape("qweight", qweight, (layout.k * layout.bits // 32, layout.n))
 
 
 def pack(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
@@ -185,7 +188,7 @@ def pack(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
     Blocks in ``block_order(layout)``; inside a block the words as the spec block says. The input
     is not modified.
     """
-    _check_qweight(qweight, layout)
+    qweight = _check_qweight(qweight, layout)
     kbs, ps = layout.grid
     rows_per_block = layout.mb * layout.bits // 32
     tb = layout.tb
@@ -220,21 +223,20 @@ def _packed_positions_reference(layout: QIGenLayout):
 
 def pack_reference(qweight: np.ndarray, layout: QIGenLayout) -> np.ndarray:
     """Plain-loop twin of :func:`pack`, written from the spec block."""
-    _check_qweight(qweight, layout)
+    qweight = _check_qweight(qweight, layout)
     return np.array([qweight[r, c] for r, c in _packed_positions_reference(layout)], dtype=np.int32)
 
 
-def _check_packed(packed: np.ndarray, layout: QIGenLayout) -> None:
-    if not isinstance(layout, QIGenLayout):
-        raise FormatRuleError(f"layout: must be a QIGenLayout; got {type(layout).__name__}")
+def _check_packed(packed: np.ndarray, layout: QIGenLayout) -> np.ndarray:
+    require_instance("layout", layout, QIGenLayout)
     packed = require_dtype("packed", packed, np.int32)
     require_ndim("packed", packed, 1)
-    require_shape("packed", packed, (layout.n_words,))
+    return require_shape("packed", packed, (layout.n_words,))
 
 
 def unpack(packed: np.ndarray, layout: QIGenLayout) -> np.ndarray:
     """Inverse of :func:`pack`: flat int32 ``(n_words,)`` -> GPTQ ``qweight`` ``(K*bits/32, N)``."""
-    _check_packed(packed, layout)
+    packed = _check_packed(packed, layout)
     kbs, ps = layout.grid
     rows_per_block = layout.mb * layout.bits // 32
     tb = layout.tb
@@ -249,7 +251,7 @@ def unpack(packed: np.ndarray, layout: QIGenLayout) -> np.ndarray:
 
 def unpack_reference(packed: np.ndarray, layout: QIGenLayout) -> np.ndarray:
     """Plain-loop twin of :func:`unpack`."""
-    _check_packed(packed, layout)
+    packed = _check_packed(packed, layout)
     qweight = np.zeros((layout.k * layout.bits // 32, layout.n), dtype=np.int32)
     for i, (r, c) in enumerate(_packed_positions_reference(layout)):
         qweight[r, c] = packed[i]

@@ -50,6 +50,7 @@ from refsim._validate import (
     require_divisible,
     require_dtype,
     require_finite,
+    require_group_128,
     require_int,
     require_ndim,
     require_shape,
@@ -248,8 +249,7 @@ def _check(q, scales, group_size):
     k, n = q.shape
     require_divisible("K", k, 128, "must be a positive multiple of 128 (Sparse-Marlin)")
     require_divisible("N", n, 256, "must be a positive multiple of 256 (Sparse-Marlin)")
-    if group_size is not None and (isinstance(group_size, bool) or group_size != 128):
-        raise FormatRuleError(f"group_size: Sparse-Marlin supports only 128 or None (per-channel); got {group_size!r}")
+    group_size = require_group_128(group_size, "Sparse-Marlin")
     q = require_codes("q", q, 4)
     scales = require_dtype("scales", scales, np.float16)
     require_shape("scales", scales, (1 if group_size is None else k // group_size, n))

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refsim._validate import MAX_ELEMENTS, require_bounded, require_int, require_ints
+from refsim._validate import (MAX_ELEMENTS, require_bounded, require_fields, require_group_128, require_int,
+                              require_ints)
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
@@ -82,6 +83,9 @@ class TileConfig:
     thread_k: int
     thread_n: int
     group_blocks: int | None  # group_size // 16, None for per-channel
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
 
     @property
     def thread_k_blocks(self) -> int:
@@ -124,6 +128,9 @@ class Slice:
     slice_idx: int  # reduction rank, 0 = bottom (highest k-tiles), count-1 = top (writes C)
     slice_count: int  # blocks sharing this column
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
     @property
     def k_tiles(self) -> range:
         return range(self.k_tile_start, self.k_tile_start + self.k_tile_count)
@@ -146,6 +153,9 @@ class Launch:
     iters: int  # stripe length in tiles
     sms: int
     blocks: tuple[tuple[Slice, ...], ...]  # blocks[b] = slices of block b in processing order
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
 
     def reduction_order(self, problem: int, n_tile: int) -> tuple[int, ...]:
         """Blocks that reduce into output tile (problem, n_tile), in reduction order (bottom first)."""
@@ -183,6 +193,9 @@ class StripePlan:
     config: TileConfig
     launches: tuple[Launch, ...]
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
 
 def marlin_tile_config(m: int, n: int, k: int, group_size: int | None,
                        thread_k: int | None = None, thread_n: int | None = None,
@@ -196,8 +209,7 @@ def marlin_tile_config(m: int, n: int, k: int, group_size: int | None,
     m = require_int("M", m, minimum=1)
     n = require_int("N", n, minimum=1)
     k = require_int("K", k, minimum=1)
-    if group_size is not None and (isinstance(group_size, bool) or group_size != 128):
-        raise FormatRuleError(f"group_size: the Marlin kernel supports only 128 or None; got {group_size!r}")
+    group_size = require_group_128(group_size, "the Marlin kernel")
     if thread_k is None or thread_n is None:
         thread_k, thread_n = (128, 128) if m <= 16 else (64, 256)
     if n % thread_n:
@@ -304,6 +316,7 @@ def launch_summary(k_tiles: int, n_tiles: int, parallel: int, sms: int, group_ti
         k_tiles=k_tiles, n_tiles=n_tiles, parallel=parallel, sms=sms, group_tiles=group_tiles)
     require_bounded("sms", sms, MAX_SMS, what="SM count")
     require_bounded("k_tiles", k_tiles, MAX_ELEMENTS, what="tile count")
+    require_bounded("group_tiles", group_tiles, MAX_ELEMENTS, what="tile count")  # iters stays an int64
     require_bounded("n_tiles*parallel", n_tiles * parallel, MAX_SUMMARY_COLUMNS, what="column count")
     total = k_tiles * n_tiles * parallel
     iters = _ceildiv(total, sms)

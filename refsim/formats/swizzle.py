@@ -35,7 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import MAX_ELEMENTS, require_bool, require_bounded, require_choice, require_int, require_integer_array
+from refsim._validate import (
+    MAX_ELEMENTS,
+    require_bool,
+    require_bounded,
+    require_choice,
+    require_fields,
+    require_int,
+    require_integer_array,
+)
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = [
@@ -63,6 +71,7 @@ class Swizzle:
     shift: int
 
     def __post_init__(self):
+        require_fields(self)
         require_int("bits", self.bits, minimum=0)
         require_int("base", self.base, minimum=0)
         require_int("shift", self.shift, minimum=0)

@@ -92,6 +92,7 @@ from refsim._validate import (
     require_array,
     require_bits,
     require_choice,
+    require_fields,
     require_finite,
     require_float_array,
     require_group_size,
@@ -100,7 +101,7 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = [
     "SCHEMES",
@@ -139,6 +140,7 @@ def round_to_int(x: np.ndarray, rounding: Rounding) -> np.ndarray:
     0.49999997 into 1).
     """
     require_choice("rounding", rounding, ROUNDING_MODES)
+    x = require_float_array("x", x)
     if rounding == "half_even":
         return np.rint(x)
     t = np.trunc(x)
@@ -146,8 +148,16 @@ def round_to_int(x: np.ndarray, rounding: Rounding) -> np.ndarray:
     return np.copysign(np.where(up, np.abs(t) + 1, np.abs(t)), x)
 
 
+def _require_rows(w: np.ndarray) -> np.ndarray:
+    """At least one row (K >= 1): every group spans rows of K, and K // group would divide by 0."""
+    if w.shape[0] == 0:
+        raise ShapeError(f"w: must have at least one row (K >= 1) to quantize; got shape {w.shape}")
+    return w
+
+
 def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:
-    w = require_float_array("w", w)
+    """The checked weight matrix (K, N), K >= 1, in native byte order; the other arguments' rules."""
+    w = _require_rows(require_ndim("w", require_float_array("w", w), 2))
     require_bits(bits, SUPPORTED_BITS)
     require_choice("scheme", scheme, SCHEMES)
     require_choice("rounding", rounding, ROUNDING_MODES)
@@ -175,7 +185,13 @@ def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_
     bits = require_bits(bits, SUPPORTED_BITS)
     require_choice("scheme", scheme, SCHEMES)
     require_choice("rounding", rounding, ROUNDING_MODES)
-    if isinstance(clip_ratio, (bool, str)) or not np.all(np.isfinite(np.asarray(clip_ratio, dtype=np.float64))):
+    if isinstance(clip_ratio, np.ndarray):
+        clip_ratio = require_array("clip_ratio", clip_ratio)
+    try:
+        finite = not isinstance(clip_ratio, (bool, str)) and np.all(np.isfinite(np.asarray(clip_ratio, np.float64)))
+    except (TypeError, ValueError):
+        finite = False
+    if not finite:
         raise FormatRuleError(f"clip_ratio: must be a finite number or float array; got {clip_ratio!r:.60}")
     if scheme == "awq" and x.dtype == np.float16:
         scale, zero = _awq_params(x, np.asarray(clip_ratio, dtype=np.float16), np.float16((1 << bits) - 1), rounding)
@@ -241,8 +257,14 @@ def quantize_codes(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, bits: int
     """
     bits = require_bits(bits, range(1, 9))
     x = require_float_array("x", x)
-    scale = require_array("scale", scale)
+    scale = require_float_array("scale", scale)
     zero = require_array("zero", zero)
+    if not (np.issubdtype(zero.dtype, np.integer) or np.issubdtype(zero.dtype, np.floating)):
+        raise DtypeError(f"zero: dtype must be an integer or float type; got {zero.dtype}")
+    try:
+        np.broadcast_shapes(x.shape, scale.shape, zero.shape)
+    except ValueError:
+        raise ShapeError(f"scale, zero: must broadcast against x {x.shape}; got {scale.shape} and {zero.shape}") from None
     maxq = (1 << bits) - 1
     r = round_to_int(x.astype(_F32, copy=False) / scale.astype(_F32, copy=False), rounding)
     return np.clip(r + zero.astype(_F32), 0, maxq).astype(np.uint8)
@@ -266,6 +288,9 @@ class UniformQuant:
     scheme: str
     granularity: str
     rounding: str
+
+    def __post_init__(self):
+        require_fields(self)
 
     def dequantize(self) -> np.ndarray:
         """float32 (K, N): ``scale[g] * (q - zero[g])``."""
@@ -301,9 +326,8 @@ def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granular
     (``group_size`` consecutive rows of K per column). Returns :class:`UniformQuant`. ``w`` is not
     modified. Raises DtypeError, ShapeError, FormatRuleError, NonFiniteError on bad input.
     """
-    _validate_common(w, bits, scheme, rounding, clip_ratio)
+    w = _validate_common(w, bits, scheme, rounding, clip_ratio)
     require_choice("granularity", granularity, GRANULARITIES)
-    require_ndim("w", w, 2)
     k, n = w.shape
     g = _groups(k, granularity, group_size)
     f16 = scheme == "awq" and w.dtype == np.float16
@@ -330,8 +354,7 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
                        granularity: Granularity = "channel", group_size: int | None = None,
                        clip_ratio: float = 1.0, rounding: Rounding = "half_even") -> UniformQuant:
     """Plain-loop twin of :func:`quantize`, written element by element from the spec block."""
-    _validate_common(w, bits, scheme, rounding, clip_ratio)
-    require_ndim("w", w, 2)
+    w = _validate_common(w, bits, scheme, rounding, clip_ratio)
     k, n = w.shape
     g = _groups(k, granularity, group_size)
     maxq = (1 << bits) - 1
@@ -356,6 +379,7 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
             if xmin == 0 and xmax == 0:
                 xmin, xmax = _F32(-1), _F32(1)
             s = _F32(_F32(xmax - xmin) / _F32(maxq))
+            _check_scales(np.asarray([s], _F32))  # before -xmin / s: a zero scale is refused by name
             z = (maxq + 1) // 2 if scheme == "gptq_sym" else int(round_to_int(np.asarray(_F32(-xmin / s)), rounding))
         elif scheme == "awq":
             xmax, xmin = (hi, lo) if c == 1 else (T(hi * c), T(lo * c))
@@ -435,4 +459,5 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero: np.ndarray, group_size: i
 
 def fake_quantize(w: np.ndarray, bits: int, **kwargs) -> np.ndarray:
     """``dequantize(quantize(w, bits, **kwargs))`` returned in ``w``'s dtype (K, N)."""
+    w = require_float_array("w", w)
     return quantize(w, bits, **kwargs).dequantize().astype(w.dtype)

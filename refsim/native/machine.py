@@ -20,7 +20,7 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from refsim._validate import require_instance, require_path
+from refsim._validate import require_fields, require_instance, require_int, require_path
 from refsim.errors import FormatRuleError
 
 __all__ = ["MachineInfo", "machine_info", "detect_isa", "isa_for", "parse_size"]
@@ -43,6 +43,14 @@ class MachineInfo:
     clock_hz: float
     cores: int
     provenance: dict
+
+    def __post_init__(self):
+        require_fields(self)
+        for name in ("l1d_bytes", "l2_bytes", "vector_registers", "cores"):
+            require_int(name, getattr(self, name), minimum=1)
+        if self.clock_hz <= 0:
+            raise FormatRuleError(f"clock_hz: must be > 0; got {self.clock_hz}")
+        require_instance("provenance", self.provenance, dict)
 
     @property
     def gamma_bits(self) -> int:
@@ -75,7 +83,11 @@ def parse_size(text: str) -> int:
 
 def _sysfs_caches(root: Path) -> dict:
     sizes = {}
-    for idx in sorted(root.glob("index*")):
+    try:
+        entries = sorted(root.glob("index*"))
+    except OSError:  # an unreadable or impossible path (too long, ...): no sysfs, use the fallbacks
+        return sizes
+    for idx in entries:
         try:
             level = int((idx / "level").read_text())
             kind = (idx / "type").read_text().strip()

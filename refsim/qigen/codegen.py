@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refsim._validate import require_bits, require_choice, require_divisible
+from refsim._validate import require_bits, require_choice, require_divisible, require_fields
 from refsim.errors import FormatRuleError
 from refsim.qigen.oracle import ACCUMULATORS, UNROLLS, chunk_order
 
@@ -90,6 +90,7 @@ class KernelSpec:
     prefetch: bool = False
 
     def __post_init__(self) -> None:
+        require_fields(self)
         require_bits(self.bits, (2, 3, 4))
         require_divisible("tu", self.tu, 8, "micro-tile width tu must be a positive multiple of 8")
         if self.tu > 64:

@@ -19,9 +19,11 @@ from refsim._validate import (
     require_bits,
     require_bool,
     require_choice,
-    require_instance,
     require_dtype,
+    require_fields,
     require_finite,
+    require_instance,
+    require_int,
     require_ndim,
     require_shape,
 )
@@ -57,6 +59,30 @@ class QIGenMatrix:
     zeros_panels: np.ndarray  # float32 (N/tb, K/gs, tb)
     scales_panels_f16: np.ndarray | None = None  # uint16 fp16 bits (N/tb, K/gs, tb), when exact
     zeros_panels_u8: np.ndarray | None = None  # uint8 (N/tb, K/gs, tb), when exact
+
+    def __post_init__(self):
+        """Every field against the layout, checked once: the compiled kernel reads these buffers
+        by address, so a wrong shape, dtype or memory order would make it read out of bounds."""
+        require_fields(self)
+        lay = require_instance("layout", self.layout, QIGenLayout)
+        gs = _check_group(self.group_size, lay.k)
+        groups, (kbs, ps) = lay.k // gs, lay.grid
+        panel = (ps, groups, lay.tb)
+        want = {"packed": (np.int32, (lay.n_words,)), "scales": (np.float32, (groups, lay.n)),
+                "zeros": (np.float32, (groups, lay.n)), "bias": (np.float32, (lay.n,)),
+                "slot_of": (np.int32, (kbs * ps,)), "scales_panels": (np.float32, panel),
+                "zeros_panels": (np.float32, panel), "scales_panels_f16": (np.uint16, panel),
+                "zeros_panels_u8": (np.uint8, panel)}
+        for name, (dtype, shape) in want.items():
+            a = getattr(self, name)
+            if a is None and name in ("bias", "scales_panels_f16", "zeros_panels_u8"):
+                continue
+            a = require_shape(name, require_dtype(name, a, dtype), shape)
+            if dtype == np.float32:
+                require_finite(name, a)
+            object.__setattr__(self, name, np.ascontiguousarray(a))  # itself when already C-ordered
+        if not np.array_equal(np.sort(self.slot_of), np.arange(kbs * ps)):
+            raise FormatRuleError(f"slot_of: must be a permutation of the {kbs * ps} block slots")
 
     @property
     def gs(self) -> int:
@@ -115,13 +141,9 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
     require_ndim("qweight", qweight, 2)
     k = qweight.shape[0] * 32 // bits if bits in (2, 3, 4) else 0
     lay = QIGenLayout(bits, k, qweight.shape[1], mb, tb, order)
-    gs = k if group_size is None else group_size
-    if group_size is not None and (not isinstance(group_size, (int, np.integer)) or gs <= 0 or gs % 32 or k % gs):
-        raise ShapeError(f"group_size: must be None or a multiple of 32 dividing K={k}; got {group_size!r}")
-    for name, arr in (("scales", scales), ("zeros", zeros)):
-        require_dtype(name, arr, np.float32)
-        require_shape(name, arr, (k // gs, lay.n))
-        require_finite(name, arr)
+    gs = _check_group(group_size, k)
+    scales, zeros = (require_finite(name, require_shape(name, require_dtype(name, arr, np.float32), (k // gs, lay.n)))
+                     for name, arr in (("scales", scales), ("zeros", zeros)))
     if bias is not None:
         bias = require_dtype("bias", bias, np.float32)
         require_shape("bias", bias, (lay.n,))
@@ -151,6 +173,16 @@ def prepare(qweight: np.ndarray, scales: np.ndarray, zeros: np.ndarray, *, bits:
     return QIGenMatrix(lay, packed, scales.copy(), zeros.copy(), bias,
                        None if group_size is None else int(group_size), slot_of,
                        sp, zp, s16, z8)
+
+
+def _check_group(group_size, k: int) -> int:
+    """The group size in rows: K for None (per-channel), else a multiple of 32 dividing K."""
+    if group_size is None:
+        return k
+    gs = require_int("group_size", group_size, minimum=1)
+    if gs % 32 or k % gs:
+        raise ShapeError(f"group_size: must be None or a multiple of 32 dividing K={k}; got {group_size!r}")
+    return gs
 
 
 def _required(**values) -> None:

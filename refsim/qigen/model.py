@@ -29,11 +29,12 @@ Paper (../shared/papers/qigen.md, Sec. 3) and IST-DASLab/QIGen @ be868d3 ``utils
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_bits, require_bounded, require_choice, require_int
+from refsim._validate import require_bits, require_bounded, require_choice, require_fields, require_instance, require_int
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.native.machine import MachineInfo
 
@@ -58,7 +59,8 @@ def register_search(eta: int, bits: int) -> tuple[int, int]:
     ``m_u`` in {1, 2, 4, 8} and dividing the codes per word (3-bit: any, its order is fixed),
     ``t_u`` in 1..8 (at most 64 columns). Ties: larger t_u.
     """
-    require_bits(bits, (2, 3, 4))
+    bits = require_bits(bits, (2, 3, 4))
+    eta = require_int("eta", eta, minimum=1)
     per_word = 32 // bits if bits != 3 else 32
     best = None
     for mu in (1, 2, 4, 8):
@@ -79,7 +81,9 @@ def accumulator_search(eta: int, tu_regs: int, bits: int) -> int:
     """Partial sums per column A in (1, 2, 4): the largest with ``A*t_u + w*t_u + 2 <= eta``
     and ``A*t_u <= 8`` (w = 2 live words per column vector at 3-bit, else 1). Returns 1 when
     nothing larger fits."""
-    require_bits(bits, (2, 3, 4))
+    bits = require_bits(bits, (2, 3, 4))
+    eta = require_int("eta", eta, minimum=1)
+    tu_regs = require_int("tu_regs", tu_regs, minimum=1)
     live_words = 2 if bits == 3 else 1
     best = 1
     for a in (1, 2, 4):
@@ -92,7 +96,7 @@ def cache_candidates(k: int, n: int, tu_cols: int, threads: int, group_size: int
     """Allowed mb (divisors of K, multiples of 32 and of the group size) and tb values."""
     k, n, tu_cols, threads = _sizes(k=k, n=n, tu_cols=tu_cols, threads=threads)
     group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
-    step = 32 if group_size is None else int(np.lcm(32, group_size))
+    step = 32 if group_size is None else math.lcm(32, group_size)  # Python ints: no int64 overflow
     mbs = [d for d in range(step, k + 1, step) if k % d == 0]
     width = n // threads if n % threads == 0 else n
     tbs = [d for d in range(tu_cols, min(width, n // threads if threads <= n else n) + 1, tu_cols)
@@ -168,6 +172,9 @@ class TimeEstimate:
     compute_s: float
     bound: str
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
     @property
     def seconds(self) -> float:
         return max(self.memory_s, self.compute_s)
@@ -196,10 +203,13 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
     group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
     if group_size is not None and k % group_size:
         raise ShapeError(f"group_size: must divide K={k}; got {group_size}")
+    rates = {}
     for name, v in (("mem_bytes_per_s", mem_bytes_per_s), ("clock_hz", clock_hz), ("issue_per_cycle", issue_per_cycle),
                     ("fma_latency_cycles", fma_latency_cycles)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (0 < float(v) < float("inf")):
             raise FormatRuleError(f"{name}: must be a finite number > 0; got {v!r:.60}")
+        rates[name] = float(v)  # Python floats: a float32 rate must not make float32 times
+    mem_bytes_per_s, clock_hz, issue_per_cycle, fma_latency_cycles = rates.values()
     path = require_choice("path", path, ("prescaled", "shift", "bitcast"))
     if not isinstance(compact_meta, (bool, np.bool_)):
         raise FormatRuleError(f"compact_meta: must be True or False; got {compact_meta!r:.60}")
@@ -251,6 +261,9 @@ class Plan:
     alternatives: list = field(default_factory=list)
     accumulators: int = 1
 
+    def __post_init__(self):
+        require_fields(self)  # Python ints/floats in every field, whatever NumPy scalars came in
+
     @property
     def tu_cols(self) -> int:
         return 8 * self.tu_regs
@@ -278,6 +291,15 @@ class Plan:
         return "\n".join(lines)
 
 
+def _check_micro(micro) -> tuple[int, int]:
+    """A fixed ``(m_u, t_u registers)``: m_u in {1, 2, 4, 8}, t_u in 1..8."""
+    if not isinstance(micro, (tuple, list)) or len(micro) != 2:
+        raise FormatRuleError(f"micro: must be None or a pair (m_u, t_u); got {micro!r:.60}")
+    mu = require_choice("micro[0] (m_u)", micro[0], (1, 2, 4, 8))
+    tu = require_choice("micro[1] (t_u)", micro[1], tuple(range(1, 9)))
+    return mu, tu
+
+
 def plan(k: int, n: int, bits: int, machine: MachineInfo, *, batch: int = 1,
          group_size: int | None = None, threads: int = 1,
          micro: tuple[int, int] | None = None, accumulators: int | None = None) -> Plan:
@@ -288,20 +310,21 @@ def plan(k: int, n: int, bits: int, machine: MachineInfo, *, batch: int = 1,
     of an empirical search (as QIGen's ``--search`` build does); the MILP then respects it.
     ``accumulators``: a fixed A (1, 2 or 4) instead of the search.
     """
-    require_bits(bits, (2, 3, 4))
+    bits = require_bits(bits, (2, 3, 4))
     k = require_int("k", k, minimum=32)
     n = require_int("n", n, minimum=8)
     batch = require_int("batch", batch, minimum=1)
     threads = require_int("threads", threads, minimum=1)
-    mu, tu = register_search(machine.eta, bits) if micro is None else micro
+    require_instance("machine", machine, MachineInfo)
+    mu, tu = register_search(machine.eta, bits) if micro is None else _check_micro(micro)
     tu_cols = 8 * tu
     while tu_cols > 8 and n % tu_cols:
         tu_cols -= 8
         tu = tu_cols // 8
     if accumulators is None:
         accumulators = accumulator_search(machine.eta, tu, bits)
-    elif isinstance(accumulators, bool) or accumulators not in (1, 2, 4):
-        raise FormatRuleError(f"accumulators: must be 1, 2 or 4; got {accumulators!r}")
+    else:
+        accumulators = require_choice("accumulators", accumulators, (1, 2, 4))
     gamma = machine.gamma_bits
     choice = cache_milp(k, n, bits, batch, gamma, tu_cols, threads, group_size)
     if choice is None:

@@ -51,6 +51,8 @@ import numpy as np
 
 from refsim._validate import (
     require_bits,
+    require_bounded,
+    require_choice,
     require_codes,
     require_dtype,
     require_finite,
@@ -83,8 +85,8 @@ def _f32(name: str, v) -> np.ndarray:
     strings, bools or wider arrays that would round silently)."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.floating, np.integer, np.ndarray)):
         raise DtypeError(f"{name}: must be a float32 value or array; got {type(v).__name__}")
-    if isinstance(v, np.ndarray) and v.dtype != np.float32:
-        raise DtypeError(f"{name}: array dtype must be float32; got {v.dtype}")
+    if isinstance(v, np.ndarray):
+        v = require_dtype(name, v, np.float32)
     a = np.asarray(v, dtype=np.float32)
     if not isinstance(v, np.ndarray) and float(a) != float(v):
         raise FormatRuleError(f"{name}: must be representable in float32; got {v!r}")
@@ -121,9 +123,8 @@ def chunk_order(bits: int, unroll: int = 2) -> list[int]:
     2/4-bit: ``[v for u in range(P-unroll, -1, -unroll) for v in range(u, u+unroll)]``
     (IST-DASLab/QIGen ``generate.py`` ``block``); 3-bit: ``0..31``.
     """
-    require_bits(bits, (2, 3, 4))
-    if unroll not in UNROLLS:
-        raise FormatRuleError(f"unroll: must be one of {list(UNROLLS)}; got {unroll!r}")
+    bits = require_bits(bits, (2, 3, 4))
+    unroll = require_choice("unroll", unroll, UNROLLS)
     if bits == 3:
         return list(range(32))
     p = 32 // bits
@@ -134,6 +135,7 @@ def kernel_k_order(k: int, bits: int, unroll: int = 2) -> np.ndarray:
     """The generated kernel's FMA order over all ``k`` rows: int64 ``(k,)``, a permutation."""
     order = chunk_order(bits, unroll)
     p = len(order)
+    k = require_bounded("k", require_int("k", k, minimum=1))
     if k % p:
         raise ShapeError(f"K: must be a multiple of {p} for {bits}-bit chunks; got {k}")
     base = np.arange(0, k, p)[:, None]  # (K/P, 1)
@@ -141,9 +143,7 @@ def kernel_k_order(k: int, bits: int, unroll: int = 2) -> np.ndarray:
 
 
 def _require_accumulators(accumulators) -> int:
-    if isinstance(accumulators, bool) or accumulators not in ACCUMULATORS:
-        raise FormatRuleError(f"accumulators: must be one of {list(ACCUMULATORS)}; got {accumulators!r}")
-    return int(accumulators)
+    return require_choice("accumulators", accumulators, ACCUMULATORS)
 
 
 def combine_partials(parts: list) -> np.ndarray:
@@ -155,14 +155,16 @@ def combine_partials(parts: list) -> np.ndarray:
     if not isinstance(parts, (list, tuple)):
         raise FormatRuleError(f"parts: must be a list of float32 arrays; got {type(parts).__name__}")
     _require_accumulators(len(parts))
+    parts = [require_dtype(f"parts[{i}]", p, np.float32) for i, p in enumerate(parts)]
     for i, p in enumerate(parts):
-        require_shape(f"parts[{i}]", require_dtype(f"parts[{i}]", p, np.float32), np.shape(parts[0]))
+        require_shape(f"parts[{i}]", p, parts[0].shape)
     while len(parts) > 1:
         parts = [(parts[i] + parts[i + 1]).astype(np.float32) for i in range(0, len(parts), 2)]
     return np.asarray(parts[0], dtype=np.float32)
 
 
 def _check(x, q, scales, zeros, bias, bits, group_size):
+    """``(x, q, scales, zeros, bias, M, K, N, group size)``, the arrays in native byte order."""
     require_bits(bits, (2, 3, 4))
     x = require_dtype("x", x, np.float32)
     require_ndim("x", x, 2)
@@ -181,16 +183,14 @@ def _check(x, q, scales, zeros, bias, bits, group_size):
             raise ShapeError(f"group_size: must be a multiple of 32 dividing K={k}; got {group_size}")
     if k % 32:
         raise ShapeError(f"K: must be a multiple of 32; got {k}")
-    for name, arr in (("scales", scales), ("zeros", zeros)):
-        require_dtype(name, arr, np.float32)
-        require_shape(name, arr, (k // gs, n))
-        require_finite(name, arr)
+    scales, zeros = (require_finite(name, require_shape(name, require_dtype(name, arr, np.float32), (k // gs, n)))
+                      for name, arr in (("scales", scales), ("zeros", zeros)))
     if bias is not None:
         bias = require_dtype("bias", bias, np.float32)
         require_shape("bias", bias, (n,))
         require_finite("bias", bias)
     require_finite("x", x)
-    return m, k, n, gs
+    return x, q, scales, zeros, bias, m, k, n, gs
 
 
 def qgemv_oracle(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndarray,
@@ -204,7 +204,7 @@ def qgemv_oracle(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.nda
     (:func:`chunk_order`); accumulators: partial sums per column (1, 2 or 4; see the module
     docstring). Inputs are not modified.
     """
-    m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
+    x, q, scales, zeros, bias, m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
     na = _require_accumulators(accumulators)
     order = kernel_k_order(k, bits, unroll)
     qf = q.astype(np.float32)  # (K, N), exact
@@ -227,7 +227,7 @@ def qgemv_oracle_reference(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zer
                            bias: np.ndarray | None, bits: int, group_size: int | None,
                            unroll: int = 2, accumulators: int = 1) -> np.ndarray:
     """Plain-loop twin of :func:`qgemv_oracle`, one scalar exact-rational fma at a time."""
-    m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
+    x, q, scales, zeros, bias, m, k, n, gs = _check(x, q, scales, zeros, bias, bits, group_size)
     na = _require_accumulators(accumulators)
     chunk = chunk_order(bits, unroll)
     p = len(chunk)
@@ -271,10 +271,8 @@ def error_bound(x: np.ndarray, q: np.ndarray, scales: np.ndarray, zeros: np.ndar
     unchanged by A) then dominates, so the bound is not tightened for A > 1.
     """
     q = require_dtype("q", q, np.uint8)
-    _check(x, q, scales, zeros, bias, 4 if q.size == 0 or int(q.max()) > 7 else (3 if int(q.max()) > 3 else 2),
-           group_size)
-    m, k = x.shape
-    gs = k if group_size is None else group_size
+    x, q, scales, zeros, bias, m, k, n, gs = _check(
+        x, q, scales, zeros, bias, 4 if q.size == 0 or int(q.max()) > 7 else (3 if int(q.max()) > 3 else 2), group_size)
     groups = k // gs
     ll = gs + groups + 3
     u = 2.0 ** -24

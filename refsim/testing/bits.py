@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim._validate import MAX_ELEMENTS, native_byte_order, plain_ndarray, require_element_count
 from refsim.arith.admissible import AdmissibleSet
+from refsim.errors import DtypeError, ShapeError
 
 __all__ = ["assert_bitexact", "ulp_distance", "BitMismatch"]
 
@@ -42,6 +44,15 @@ def _is_float(dtype: np.dtype) -> bool:
         return False
 
 
+def _float_operand(name: str, x) -> np.ndarray:
+    """``x`` as a float ndarray (lists and scalars converted) in native byte order, sized first."""
+    x = x if isinstance(x, np.ndarray) else np.asarray(x)
+    x = native_byte_order(plain_ndarray(require_element_count(name, x, MAX_ELEMENTS)))
+    if not _is_float(x.dtype):
+        raise DtypeError(f"{name}: ulp_distance compares float16, bfloat16, float32 or float64; got {x.dtype}")
+    return x
+
+
 def _ordered(bits: np.ndarray, width: int) -> np.ndarray:
     """Map sign-magnitude float bit patterns to integers that increase with the float value.
 
@@ -62,10 +73,13 @@ def ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     Shapes: broadcastable; dtype: float16, bfloat16, float32 or float64 (both the same).
     Returns int64 (Python ints in an object array for float64). NaN operands give -1.
     """
-    actual = np.asarray(actual)
-    expected = np.asarray(expected)
+    actual, expected = _float_operand("actual", actual), _float_operand("expected", expected)
     if actual.dtype != expected.dtype:
-        raise TypeError(f"ulp_distance: dtypes differ ({actual.dtype} vs {expected.dtype})")
+        raise DtypeError(f"ulp_distance: dtypes differ ({actual.dtype} vs {expected.dtype})")
+    try:
+        np.broadcast_shapes(actual.shape, expected.shape)
+    except ValueError:
+        raise ShapeError(f"ulp_distance: shapes must broadcast; got {actual.shape} and {expected.shape}") from None
     width = actual.dtype.itemsize * 8
     a = _ordered(_raw_bits(actual), width)
     e = _ordered(_raw_bits(expected), width)
