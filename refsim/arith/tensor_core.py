@@ -58,11 +58,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from refsim import archs as _archs
 from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_int,
                               require_integer_array)
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.arith import exact
+from refsim import archs as _archs
 
 __all__ = [
     "TensorCoreModel", "MODELS", "ARCHS", "MMA_ARCHS", "model", "fdpa", "fdpa_reference",
