@@ -3,7 +3,8 @@
 Layers, bottom to top. A module may import from its own layer and the layers below; the longest
 matching prefix of its dotted name decides its layer::
 
-    0  refsim.errors, refsim._validate          the error family and the argument checks
+    0  refsim.errors, refsim._validate,         the error family, the argument checks and the
+       refsim.archs                             table of GPU architectures and their facts
     1  refsim.native                            refsim's C: build cache, compiled twins, host facts
     2  refsim.arith                             exact rounding, fp instructions, tensor-core models
     3  refsim.formats                           layouts: pack, unpack, dequantize, permute
@@ -29,7 +30,7 @@ import refsim
 ROOT = Path(refsim.__file__).parent
 
 LAYERS = {
-    "refsim.errors": 0, "refsim._validate": 0,
+    "refsim.errors": 0, "refsim._validate": 0, "refsim.archs": 0,
     "refsim.native": 1,
     "refsim.arith": 2,
     "refsim.formats": 3,

@@ -21,7 +21,8 @@ chaining        ``mma.sync.m16n8k16``: d = c; for each block of L along k (low k
                 d = T-FDPA(a[k0:k0+L], b[k0:k0+L], d), d rounded to the D type between blocks.
                 Ampere/Ada: two blocks of 8; Hopper mma.sync: one block of 16.
                 ``mma.sync.m16n8k8``: one block of the 8 products on every arch (Hopper: its
-                16-product datapath fed 8 products). Every kind refsim models: :func:`modelled`.
+                16-product datapath fed 8 products). Every kind refsim models:
+                :func:`refsim.arith.tensor_core_types.modelled`.
 parameters      (L, F, e_zero f32-acc, e_zero f16-acc), numerics.md §1.4/§1.9:
                     sm_70 (4, 23, -131, -20)      Volta, reference only (m8n8k4 datapath)
                     sm_80/86/89 (8, 24, -132, -21) Ampere, Ampere GA10x, Ada
@@ -62,11 +63,12 @@ from refsim._validate import (require_array, require_bool, require_choice, requi
                               require_optional_bool, require_shape)
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.arith import exact
+from refsim import archs as _archs
 
 __all__ = [
-    "TensorCoreModel", "MODELS", "ARCHS", "model", "fdpa", "fdpa_reference",
+    "TensorCoreModel", "MODELS", "ARCHS", "MMA_ARCHS", "model", "fdpa", "fdpa_reference",
     "mma_m16n8k16", "mma_m16n8k16_reference", "mma_m16n8k8", "mma_m16n8k8_reference", "mma_int", "mma_int_reference",
-    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps", "modelled", "Terms", "ieee_terms", "fdpa_terms",
+    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps", "Terms", "ieee_terms", "fdpa_terms",
 ]
 
 
@@ -95,7 +97,11 @@ MODELS: dict[str, TensorCoreModel] = {
     "sm_89": TensorCoreModel("sm_89", 8, 24, -132, -21, True, "L40S/RTX-1000 (sm_89) data re-checked in numerics.md §1.6; not in the shared data set"),
     "sm_90": TensorCoreModel("sm_90", 16, 25, -133, -22, True, "H100 data (5000 rows); mma.sync only"),
 }
-ARCHS = tuple(MODELS)
+#: the archs with a tensor-core model, in the order of the architecture table (:mod:`refsim.archs`)
+ARCHS = tuple(a for a in _archs.ARCHS if a in MODELS)
+assert set(ARCHS) == set(MODELS), "every tensor-core model is of an architecture in refsim.archs"
+#: the archs with the ``mma.sync`` m16n8k* shapes (PTX ISA: sm_80 and later; Volta has m8n8k4 only)
+MMA_ARCHS = tuple(a for a in ARCHS if _archs.ARCHS[a].sm >= 80)
 
 
 def model(arch: str) -> TensorCoreModel:
@@ -625,15 +631,3 @@ def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarr
     bv = b.values[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]  # (W, 1, N, 16)
     be = b.exps[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]
     return mma_k16_f32(arch, av, ae, bv, be, acc)
-
-
-# ----------------------------------------------------------------------------------------------
-# what refsim models
-
-
-def modelled():
-    """Every mma kind refsim models (fp16 here; bf16, tf32, fp8; integer), each a
-    :class:`refsim.arith.tensor_core_types.MmaKind` (shape, a, b, c, d, archs, verified, ``.ptx``)."""
-    from refsim.arith import tensor_core_types   # that module builds on this one
-
-    return tensor_core_types.modelled()

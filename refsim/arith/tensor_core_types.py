@@ -103,7 +103,8 @@ class TypeModel:
     evidence: str
 
 
-_AMPERE_ADA = ("sm_80", "sm_86", "sm_87", "sm_89")
+#: Ampere and Ada: the m16n8k* archs whose fp16 datapath adds blocks of 8 products
+_AMPERE_ADA = tuple(a for a in tc.MMA_ARCHS if tc.MODELS[a].block == 8)
 _ASSUMED = "assumed: the arch's fp16 datapath (refsim's sm_80 model; MMA-Sim Ampere/Ada), no measurement here"
 _H100 = "H100 probes (refsim/data/tensor_core_hw/h100_probes.npz): every output equal"
 
@@ -394,7 +395,7 @@ class MmaKind:
         return f"mma.sync.aligned.{self.shape}.row.col.{self.d}.{self.a}.{self.b}.{self.c}"
 
 
-_MMA_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90")     # archs with m16n8k* (Volta has m8n8k4 only)
+_MMA_ARCHS = tc.MMA_ARCHS     # archs with m16n8k* (Volta has m8n8k4 only)
 
 
 @functools.lru_cache(maxsize=None)
@@ -402,7 +403,7 @@ def modelled() -> tuple[MmaKind, ...]:
     """Every mma kind refsim models, with its archs: fp16 (:mod:`refsim.arith.tensor_core`), bf16/tf32/fp8
     (this module) and integer. Evidence per arch in ``verified``: the fp16 hardware rows (f32/f32 and
     f16/f16 blocks, ``tensor_core.MODELS[arch].verified``), the H100 probes (m16n8k8 f16 -> f32 and this
-    module's ``verified`` rows), exact arithmetic (integers). Also ``refsim.arith.tensor_core.modelled()``."""
+    module's ``verified`` rows), exact arithmetic (integers)."""
     kinds = []
     block_rows = tuple(a for a in _MMA_ARCHS if tc.MODELS[a].verified)
     # C and D of one type: the ISA's m16n8k8/m16n8k16 forms with .ctype != .dtype are refused by ptxas

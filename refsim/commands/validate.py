@@ -1,6 +1,6 @@
 """``refsim validate``: does refsim compute what this GPU computes? Every refsim/cuda kernel, the official
 kernels' recorded launches and a tensor-core probe per modelled mma form, on the GPU and through refsim,
-one verdict per case (:mod:`refsim.cuda.validate` holds the cases and the rules).
+one verdict per case (:mod:`refsim.testing.validate` holds the cases and the rules).
 
     refsim validate                      # --backend gpu when a GPU is usable, else --backend ptx
     refsim validate --backend gpu --json > validate.json
@@ -62,7 +62,7 @@ def _backend(requested):
 
 
 def run(args) -> int:
-    from refsim.cuda import validate as v
+    from refsim.testing import validate as v
     from refsim.errors import FormatRuleError
 
     groups = tuple(dict.fromkeys(args.group or _GROUPS))

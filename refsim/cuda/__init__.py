@@ -17,7 +17,7 @@ nvcc-compiled PTX on a CPU through :mod:`refsim.ptx`, so every CI run checks the
 ``kernels()`` lists them from the registry (:mod:`refsim.cuda.registry`); ``ptx(name, arch)`` returns a
 file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``user_kernel`` turns your own
 ``.cu`` into a callable. Every launch goes through :func:`refsim.cuda.launch.run` (one path, both
-backends); ``refsim validate`` (:mod:`refsim.cuda.validate`) runs them all on a GPU against refsim. The build,
+backends); ``refsim validate`` (:mod:`refsim.testing.validate`) runs them all on a GPU against refsim. The build,
 the committed PTX, the GPU backend and how to test your own kernel: docs/cuda.md.
 """
 

@@ -4,8 +4,9 @@ Spec
 ----
 tools         ``nvcc`` (the same one :func:`refsim.ptx.compile` uses: ``$NVCC``, the ``cuda`` extra's wheel
               ``site-packages/nvidia/cu13/bin``, then PATH) with ``-cubin -Xptxas -v``, and ``nvdisasm -c``
-              from the same directory or PATH (PyPI ``nvidia-cuda-nvdisasm``). :func:`find_tool` returns
-              None when a tool is absent; the census tests then skip with that reason.
+              from the same directory, the wheels or PATH (PyPI ``nvidia-cuda-nvdisasm``), both found by
+              :func:`refsim.ptx.toolchain.find_tool`, which returns None when a tool is absent; the census
+              tests then skip with that reason.
 resources     per ``.entry``: registers per thread, static shared bytes per block, stack frame, spill
               store/load bytes, barriers (ptxas ``-v``). Dynamic shared memory is a launch parameter: the
               host modules state it (e.g. anyprec: ``4 * 2**bits * 2`` bytes).
@@ -22,7 +23,6 @@ table         :func:`resources_table` builds ``refsim/cuda/resources.json`` for 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 from collections import Counter
@@ -30,25 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from refsim.errors import ToolchainError
+from refsim.ptx.toolchain import find_tool
 
-__all__ = ["find_tool", "tool_version", "EntryResources", "compile_cubin", "sass_mix", "ptx_mix",
-           "resources_table"]
-
-
-def find_tool(tool: str) -> Path | None:
-    """Path of a CUDA tool (``nvcc``, ``ptxas``, ``nvdisasm``): beside the nvcc that
-    :func:`refsim.ptx.find_nvcc` picks ($NVCC, the ``cuda`` extra's wheel, PATH), else on PATH;
-    None when absent."""
-    from refsim import ptx
-
-    try:
-        nvcc = ptx.find_nvcc()
-    except ToolchainError:
-        nvcc = None
-    if nvcc is not None and (nvcc.parent / tool).is_file():
-        return nvcc.parent / tool
-    found = shutil.which(tool)
-    return Path(found) if found else None
+__all__ = ["tool_version", "EntryResources", "compile_cubin", "sass_mix", "ptx_mix", "resources_table"]
 
 
 def tool_version(path: Path) -> str:

@@ -8,10 +8,13 @@ driver        :func:`_driver` returns the CUDA API this module calls — ``cuda.
               a fake that records every call; the code below is the same for both.
 modules       the PTX text is loaded once per device (``ObjectCode.from_ptx``: the driver JIT-compiles it
               for the device's arch) and each kernel looked up once.
-shared memory a launch whose static + dynamic shared bytes exceed the device's opt-in limit
+launch shape  every launch is checked by :func:`refsim.ptx.check_launch_shape` (the one launch-shape rule,
+              the same as the ptx backend's) against the device's facts: the row of its arch in
+              :data:`refsim.archs.ARCHS` with the opt-in shared-memory maximum the device reports
               (``max_shared_memory_per_block_optin``: 101,376 B on sm_86/89, 166,912 on sm_80, 232,448 on
-              sm_90) is refused before anything is allocated; above the 48 KiB every kernel gets, the
-              kernel's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` is raised to the request
+              sm_90), before anything is allocated. When static + dynamic shared bytes exceed what a
+              kernel gets without the opt-in (48 KiB), the kernel's
+              ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` is raised to the dynamic request
               (``cuKernelSetAttribute``; never lowered) and read back.
 buffers       ONE device buffer per base array across all launches of the call: each pointer argument
               is a NumPy array; arrays that are views of one base (``C[64:]``, ``A[row:row+16]``, a lock
@@ -38,18 +41,16 @@ from __future__ import annotations
 import functools
 import re
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from refsim.cuda.launch import Launch, check_shape
+from refsim.archs import ARCHS, ArchFacts, parse_sm
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.ptx.arch import check_launch_shape
 
-__all__ = ["GpuError", "DEFAULT_DYNAMIC_SHARED", "DeviceBase", "device_bases", "run", "device_info"]
+__all__ = ["GpuError", "DeviceBase", "device_bases", "device_facts", "run", "device_info"]
 
-#: dynamic shared bytes a launch may use without raising the kernel's attribute (CUDA C++ Programming
-#: Guide, "Shared Memory": allocations above 48 KB need an explicit opt-in)
-DEFAULT_DYNAMIC_SHARED = 48 * 1024
 _ALIGN = 256          # device allocations are 256-byte aligned; spans keep their offset modulo this
 _CUDA_ERROR = re.compile(r"CUDA_ERROR_[A-Z0-9_]+")
 
@@ -183,6 +184,16 @@ def _scalar(what: str, a, size: int):
 # the device
 
 
+def device_facts(arch: str, optin: int) -> ArchFacts:
+    """The launch limits of a device of ``arch`` (``"sm_90"``) that reports ``optin`` bytes of opt-in
+    shared memory per block: the :data:`refsim.archs.ARCHS` row of its arch (of the newest arch before
+    it when the table lacks it: every per-block limit but the shared-memory maximum is the same across
+    the table; the oldest row for an older device) with the device's own maximum."""
+    sm = parse_sm(arch)
+    rows = [f for f in ARCHS.values() if sm is not None and f.sm <= sm] or [next(iter(ARCHS.values()))]
+    return replace(ARCHS.get(arch, rows[-1]), name=arch, max_shared_bytes_per_block=optin)
+
+
 class _Device:
     """One CUDA device through ``api``: its stream, opt-in shared-memory limit, loaded modules."""
 
@@ -195,12 +206,13 @@ class _Device:
             self.optin = int(self.dev.properties.max_shared_memory_per_block_optin)
             self.arch = f"sm_{self.dev.arch}"
             self.name = str(self.dev.name)
+            self.facts = device_facts(self.arch, self.optin)
         except Exception as err:  # cuda.core raises CUDAError/RuntimeError for a missing driver or device
             raise ToolchainError(f"backend='gpu' found no usable CUDA GPU/driver: {err}") from err
         self.pinned = api.core.LegacyPinnedMemoryResource()
         self._objects: dict[str, object] = {}
         self._kernels: dict[tuple[str, str], object] = {}
-        self._dynamic: dict[tuple[str, str], int] = {}
+        self._dynamic: dict[tuple[str, str], int] = {}     # the attribute as this module last raised it
 
     def kernel(self, ptx_text: str, name: str):
         key = (ptx_text, name)
@@ -216,11 +228,11 @@ class _Device:
                 raise _named(f"looking up kernel {name}", err) from err
         return self._kernels[key]
 
-    def allow_dynamic_shared(self, ptx_text: str, name: str, kernel, nbytes: int) -> None:
-        """Raise ``kernel``'s max-dynamic-shared attribute to ``nbytes`` (above the 48 KiB default) and
-        check it took."""
-        key = (ptx_text, name)
-        if nbytes <= max(DEFAULT_DYNAMIC_SHARED, self._dynamic.get(key, 0)):
+    def allow_dynamic_shared(self, ptx_text: str, name: str, kernel, shape) -> None:
+        """Raise ``kernel``'s max-dynamic-shared attribute to the launch's dynamic bytes when the launch
+        (a :class:`refsim.ptx.LaunchShape`) needs the opt-in, and check it took."""
+        key, nbytes = (ptx_text, name), shape.dynamic_shared_bytes
+        if not shape.needs_opt_in or nbytes <= self._dynamic.get(key, -1):
             return
         b = self.api.bindings
         attr = b.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -254,18 +266,12 @@ def device_info() -> dict:
 
 
 def _plan(d: _Device, ptx_text: str, launches) -> list:
-    """Per launch: (kernel, grid, block, shared, args with arrays as ("ptr", key)); every rule checked."""
+    """Per launch: (launch, kernel, LaunchShape, args with arrays as ("ptr", key)); every rule checked."""
     planned = []
     for i, (ln, args) in enumerate(launches):
-        if not isinstance(ln, Launch):
-            raise FormatRuleError(f"launches[{i}]: must be (refsim.cuda.launch.Launch, args); got {type(ln).__name__}")
-        grid, block, shared = check_shape(ln)
         kernel = d.kernel(ptx_text, ln.kernel)
-        static = int(kernel.attributes.shared_size_bytes)
-        if static + shared > d.optin:
-            raise FormatRuleError(f"shared_bytes: static ({static}) + dynamic ({shared}) shared memory of "
-                                  f"{ln.kernel} must be <= {d.optin} bytes per block on {d.name} ({d.arch}); "
-                                  f"got {static + shared}")
+        shape = check_launch_shape(d.facts, ln.grid, ln.block, dynamic_shared_bytes=ln.shared_bytes,
+                                   static_shared_bytes=int(kernel.attributes.shared_size_bytes))
         sizes = [int(p.size) for p in kernel.arguments_info]
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__") or len(args) != len(sizes):
             got = len(args) if hasattr(args, "__len__") and not isinstance(args, np.ndarray) else type(args).__name__
@@ -281,16 +287,17 @@ def _plan(d: _Device, ptx_text: str, launches) -> list:
                 kargs.append(("ptr", (i, j), a))
             else:
                 kargs.append(_scalar(what, a, size))
-        planned.append((ln, kernel, grid, block, shared, kargs))
+        planned.append((ln, kernel, shape, kargs))
     return planned
 
 
 def run(ptx_text: str, launches) -> list:
-    """Run ``launches`` (``(Launch, args)`` pairs) of ``ptx_text`` on the current device, in order, with one
-    device buffer per base array (module spec); arrays are updated in place. Returns ``[None] * n``."""
+    """Run ``launches`` (``(refsim.cuda.launch.Launch, args)`` pairs, as :func:`refsim.cuda.launch.run`
+    checked them) of ``ptx_text`` on the current device, in order, with one device buffer per base array
+    (module spec); arrays are updated in place. Returns ``[None] * n``."""
     d = _device()
     planned = _plan(d, ptx_text, launches)
-    arrays = [(k[1], k[2]) for p in planned for k in p[5] if isinstance(k, tuple)]
+    arrays = [(k[1], k[2]) for p in planned for k in p[3] if isinstance(k, tuple)]
     bases, where = device_bases(arrays)
     offset = dict(zip((key for key, _ in arrays), where))
     core, stream = d.api.core, d.stream
@@ -305,8 +312,9 @@ def run(ptx_text: str, launches) -> list:
                 dbuf.copy_from(host, stream=stream)
             except Exception as err:
                 raise _named(f"allocating and copying {n} bytes to the device", err) from err
-        for i, (ln, kernel, grid, block, shared, kargs) in enumerate(planned):
-            d.allow_dynamic_shared(ptx_text, ln.kernel, kernel, shared)
+        for i, (ln, kernel, shape, kargs) in enumerate(planned):
+            d.allow_dynamic_shared(ptx_text, ln.kernel, kernel, shape)
+            grid, block, shared = shape.grid, shape.block, shape.dynamic_shared_bytes
             args = []
             for k in kargs:
                 if isinstance(k, tuple):

@@ -18,9 +18,10 @@ backends      ``"ptx"`` (default): :class:`refsim.ptx.Module` executes the PTX o
 arguments     ``args`` in ``.param`` order: C-contiguous NumPy arrays (pointers), NumPy scalars
               (``np.int32(...)``: the scalar type is the parameter type, on both backends), or ``bytes``
               of a ``.b8 p[N]`` parameter's size.
-validation    once per call: ``backend`` and ``options`` here; the launch shape and arguments by
-              :meth:`refsim.ptx.Module.launch` (ptx) or by :func:`check_shape` and
-              :func:`refsim.cuda.gpu.run` (gpu) before anything is allocated.
+validation    once per call: ``backend``, ``options`` and the ``(Launch, args)`` pairs here; the launch
+              shape by the one rule of :func:`refsim.ptx.check_launch_shape` on both backends (called by
+              :meth:`refsim.ptx.Module.launch` against the arch's facts, by :func:`refsim.cuda.gpu.run`
+              against the device's) and the arguments by the backend, before anything is allocated.
 module cache  :func:`module` parses a PTX text once per (text, kernel); for a kernel it parses only the
               module header and that ``.entry`` when every entry is self-contained (nvcc's output for
               ``extern "C"`` kernels), so a launch of one of marlin.cu's ten entries parses a tenth of it.
@@ -37,13 +38,10 @@ import functools
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
 from refsim._validate import require_choice
 from refsim.errors import FormatRuleError
 
-__all__ = ["BACKENDS", "OPTIONS", "Launch", "run", "module", "entries", "entry_text", "check_options",
-           "check_shape", "dim3"]
+__all__ = ["BACKENDS", "OPTIONS", "Launch", "run", "module", "entries", "entry_text", "check_options"]
 
 BACKENDS: tuple[str, ...] = ("ptx", "gpu")
 #: keywords of :meth:`refsim.ptx.Module.launch` a call may pass as ``options`` (ptx backend only)
@@ -102,8 +100,7 @@ def module(ptx_text: str, kernel: str | None = None):
 
 
 # ----------------------------------------------------------------------------------------------
-# validation (the one place refsim.cuda checks a launch itself; the ptx backend's checks are
-# refsim.ptx.Module.launch's)
+# validation of a call (the launch shapes: refsim.ptx.check_launch_shape, on both backends)
 
 
 def check_options(options) -> dict:
@@ -120,30 +117,18 @@ def check_options(options) -> dict:
     return dict(options)
 
 
-def dim3(what: str, v) -> tuple[int, int, int]:
-    """An int or a tuple of 1..3 ints, each >= 1, as a 3-tuple (missing dimensions are 1)."""
-    t = (v,) if isinstance(v, (int, np.integer)) else v
-    if (not isinstance(t, tuple) or not 1 <= len(t) <= 3
-            or any(isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) or x < 1 for x in t)):
-        raise FormatRuleError(f"{what}: must be an int >= 1 or a tuple of 1 to 3 such ints; got {v!r}")
-    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
-
-
-def check_shape(launch: Launch) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, shared_bytes) of ``launch`` after the CUDA launch rules every arch shares
-    (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"): at most 1024
-    threads per block and z <= 64; grid x < 2**31, y and z <= 65535; dynamic shared bytes >= 0.
-    The shared-memory ceiling is the device's (gpu) or the arch's (:meth:`refsim.ptx.Module.launch`)."""
-    grid = dim3("grid", launch.grid)
-    block = dim3("block", launch.block)
-    if block[0] * block[1] * block[2] > 1024 or block[2] > 64:
-        raise FormatRuleError(f"block: at most 1024 threads and z <= 64; got {block}")
-    if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
-        raise FormatRuleError(f"grid: x must be < 2**31, y and z <= 65535; got {grid}")
-    sb = launch.shared_bytes
-    if isinstance(sb, (bool, np.bool_)) or not isinstance(sb, (int, np.integer)) or sb < 0:
-        raise FormatRuleError(f"shared_bytes: must be a non-negative int; got {sb!r}")
-    return grid, block, int(sb)
+def _check_launches(launches) -> list:
+    """``launches`` as a list of ``(Launch, args)`` pairs; anything else -> FormatRuleError naming the item."""
+    if isinstance(launches, (str, bytes)) or not hasattr(launches, "__iter__"):
+        raise FormatRuleError(f"launches: must be a sequence of (refsim.cuda.launch.Launch, args) pairs; "
+                              f"got {type(launches).__name__}")
+    out = list(launches)
+    for i, item in enumerate(out):
+        pair = isinstance(item, (tuple, list)) and len(item) == 2
+        if not pair or not isinstance(item[0], Launch):
+            what = f"a pair starting with {type(item[0]).__name__}" if pair else type(item).__name__
+            raise FormatRuleError(f"launches[{i}]: must be a (refsim.cuda.launch.Launch, args) pair; got {what}")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,7 +142,7 @@ def run(ptx_text: str, launches, *, backend: str = "ptx", arch: str = "sm_80", o
     Returns one entry per launch: :class:`refsim.ptx.LaunchStats` (ptx) or ``None`` (gpu)."""
     backend = require_choice("backend", backend, BACKENDS)
     options = check_options(options)
-    launches = list(launches)
+    launches = _check_launches(launches)
     if backend == "gpu":
         if options:
             raise FormatRuleError(f"options: only the 'ptx' backend takes launch options; got {sorted(options)}")

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refsim import archs
 from refsim._validate import require_dtype, require_shape
+from refsim.arith import tensor_core
 from refsim.cuda import build, launch
 from refsim.emulator import marlin_kernel
 from refsim.errors import FormatRuleError, ShapeError
@@ -45,7 +47,7 @@ ENTRY_POINTS = {"marlin_gemm": "refsim.emulator.marlin_kernel.marlin_gemm"}
 #: the PTX target the kernel is compiled for (cp.async, ldmatrix and mma.m16n8k16 need sm_80)
 KERNEL_ARCH = "sm_80"
 #: tensor-core models the kernel can run under (sm_80 PTX runs on every later architecture)
-ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90")
+ARCHS = tuple(a for a in tensor_core.MMA_ARCHS if archs.ARCHS[a].sm >= archs.ARCHS[KERNEL_ARCH].sm)
 THREADS = stripes.THREADS
 STAGES = stripes.STAGES
 MAX_PAR = 16

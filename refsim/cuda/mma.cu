@@ -13,7 +13,7 @@
 // launch        grid ceil(tiles / 4), block 128 (4 warps); warps with w >= tiles return. Arguments
 //               (a, b, c, d: uint32 (tiles, 32, NA|NB|NC|ND), tiles: int).
 // entries       probe_<shape>_<d>_<a>_<b>_<c>[_satfinite], e.g. probe_m16n8k16_f32_f16_f16_f32: one per form
-//               refsim models, refsim.cuda.mma.forms() (refsim.arith.tensor_core.modelled(), integer forms
+//               refsim models, refsim.cuda.mma.forms() (refsim.arith.tensor_core_types.modelled(), integer forms
 //               also with .satfinite; a test keeps the two equal). C and D are of one type: ptxas refuses
 //               f16 m16n8k8/k16 with .ctype != .dtype. fp8 (e4m3/e5m2) entries exist only where the target
 //               has them (sm_89+): they are in mma.sm_89.ptx, not in the sm_80 PTX.

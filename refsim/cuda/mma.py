@@ -3,7 +3,7 @@
 Spec
 ----
 forms          an instruction form is a :class:`refsim.arith.tensor_core_types.MmaKind` of
-               :func:`refsim.arith.tensor_core.modelled` (shape, A/B/C/D types, the archs with a model, the
+               :func:`refsim.arith.tensor_core_types.modelled` (shape, A/B/C/D types, the archs with a model, the
                archs where the model is confirmed) and, for integer inputs, ``satfinite``. :func:`forms` lists
                every (kind, satfinite) pair, each with an ``extern "C"`` entry in mma.cu (:func:`entry`),
                compiled into the committed PTX of :func:`ptx_arch` (fp8 needs sm_89); :func:`kind_of` finds a
@@ -63,14 +63,14 @@ class NoModel(FormatRuleError):
 
 @functools.lru_cache(maxsize=None)
 def forms() -> tuple[tuple[MmaKind, bool], ...]:
-    """Every (kind, satfinite) mma.cu has an entry for: each kind of :func:`refsim.arith.tensor_core.modelled`,
+    """Every (kind, satfinite) mma.cu has an entry for: each kind of :func:`refsim.arith.tensor_core_types.modelled`,
     integer kinds also with ``.satfinite`` (clamp to the int32 range instead of wrapping)."""
-    return tuple((k, sat) for k in tensor_core.modelled() for sat in ((False, True) if k.a in _INTS else (False,)))
+    return tuple((k, sat) for k in tensor_core_types.modelled() for sat in ((False, True) if k.a in _INTS else (False,)))
 
 
 @functools.lru_cache(maxsize=None)
 def _by_key() -> dict[tuple, MmaKind]:
-    return {_key(k): k for k in tensor_core.modelled()}
+    return {_key(k): k for k in tensor_core_types.modelled()}
 
 
 def _key(kind: MmaKind) -> tuple[str, str, str, str, str]:
@@ -80,9 +80,9 @@ def _key(kind: MmaKind) -> tuple[str, str, str, str, str]:
 def kind_of(ptx: str) -> MmaKind:
     """The modelled kind whose instruction text (``MmaKind.ptx``, no ``.satfinite``) is ``ptx``, e.g.
     ``kind_of("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")``."""
-    found = {k.ptx: k for k in tensor_core.modelled()}.get(ptx) if isinstance(ptx, str) else None
+    found = {k.ptx: k for k in tensor_core_types.modelled()}.get(ptx) if isinstance(ptx, str) else None
     if found is None:
-        raise NoModel(f"ptx: must be the text of an mma form refsim models (refsim.arith.tensor_core.modelled()); "
+        raise NoModel(f"ptx: must be the text of an mma form refsim models (refsim.arith.tensor_core_types.modelled()); "
                       f"got {ptx!r}")
     return found
 
@@ -99,7 +99,7 @@ def _modelled(kind, satfinite) -> MmaKind:
     found = _by_key().get(_key(kind))
     if found is None:
         raise FormatRuleError(f"kind: mma.cu has no entry for {kind.ptx}: it has one per form refsim models "
-                              f"(refsim.arith.tensor_core.modelled())")
+                              f"(refsim.arith.tensor_core_types.modelled())")
     return found
 
 

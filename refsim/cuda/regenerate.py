@@ -16,6 +16,7 @@ import argparse
 import json
 
 from refsim.cuda import build, census, registry
+from refsim.ptx import toolchain
 
 __all__ = ["regenerate_ptx", "regenerate_resources", "stale_ptx", "main"]
 
@@ -25,7 +26,7 @@ RESOURCES = build.CUDA_DIR / "resources.json"
 def regenerate_ptx() -> dict:
     """Compile every registered file for every committed arch, write the .ptx files and the manifest;
     returns the manifest."""
-    nvcc = census.find_tool("nvcc")
+    nvcc = toolchain.find_tool("nvcc")
     compiler = census.tool_version(nvcc) if nvcc else "unknown"
     build.PTX_DIR.mkdir(exist_ok=True)
     manifest = {}
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compile and compare with the committed PTX only")
     args = parser.parse_args(argv)
     if args.check:
-        nvcc = census.find_tool("nvcc")
+        nvcc = toolchain.find_tool("nvcc")
         stale = stale_ptx()
         print(f"compiled {sum(len(build.committed_archs(n)) for n in registry.SOURCES)} kernel files with "
               f"{census.tool_version(nvcc) if nvcc else 'nvcc'}: " + (f"STALE {stale}" if stale else "committed PTX identical"))

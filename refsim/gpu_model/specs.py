@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from refsim._validate import require_choice
+from refsim.archs import ARCHS
 from refsim.gpu_model.names import resolve
 from refsim.errors import FormatRuleError
 
@@ -260,10 +261,8 @@ _TC = {
     "ada-pro": (1024, 1024, 2048, 4096),
     "hopper": (4096, 4096, 8192, 0),
 }
-_SMEM = {  # (L1+smem per SM usable as smem, per block, max warps, max CTAs)
-    "7.5": (65536, 65536, 32, 16), "8.0": (167936, 166912, 64, 32), "8.6": (102400, 101376, 48, 16),
-    "8.7": (167936, 166912, 48, 16), "8.9": (102400, 101376, 48, 24), "9.0": (233472, 232448, 64, 32),
-}
+_SMEM = {f.compute_capability: (f.max_shared_bytes_per_sm, f.max_shared_bytes_per_block, f.max_warps_per_sm,
+                                f.max_ctas_per_sm) for f in ARCHS.values()}   # refsim.archs: the CUDA guide's table
 
 
 def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz: float, boost_mhz: float,

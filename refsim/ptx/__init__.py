@@ -13,8 +13,8 @@ Pointer arguments are NumPy arrays written back in place; value arguments are in
 converted exactly. ``stats`` is a :class:`LaunchStats`. The execution model, scheduling, checking
 modes (``race=True``, ``poison=True``) and caveats are in docs/ptx.md, with the module map (``module``,
 ``arch``, ``parse``, ``engine``, ``scheduler``, ``dispatch``, ``operands``, ``control``, ``barriers``,
-``memory_ops``, ``checks``, ``memory``, ``toolchain``, ``semantics``). ``ARCHS`` and
-``check_launch_shape`` are the architecture facts and the one launch-shape check other packages use.
+``memory_ops``, ``checks``, ``memory``, ``toolchain``, ``semantics``). ``check_launch_shape`` is the one
+launch-shape check other packages use; ``ARCHS`` re-exports the architecture table of :mod:`refsim.archs`.
 """
 
 from refsim.ptx.arch import ARCHS, ArchFacts, LaunchShape, check_launch_shape

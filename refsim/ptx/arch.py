@@ -1,13 +1,15 @@
-"""What a launch may ask of each GPU architecture: one table of facts and the one check of a launch shape.
+"""The one check of a launch shape against an architecture's limits (the facts: :mod:`refsim.archs`).
 
 Spec
 ----
-table           ``ARCHS``: ``"sm_XY"`` -> :class:`ArchFacts`, every architecture refsim.ptx executes. This
-                is the only place in refsim.ptx (and the one other packages should read) that lists
-                the architectures and their per-block launch limits.
+table           ``ARCHS`` / :class:`ArchFacts` are :mod:`refsim.archs`'s table, re-exported: every
+                architecture refsim.ptx executes. refsim.ptx owns the CHECK; the facts live at the floor.
 check           :func:`check_launch_shape` normalises ``grid``/``block`` to 3-tuples and checks them and the
-                shared-memory request against the table before anything is allocated; a broken rule is a
-                :class:`refsim.ptx.PtxLaunchError` naming the rule and the value received.
+                shared-memory request against the architecture's facts (a name from the table, or the
+                :class:`ArchFacts` of a device: refsim.cuda's gpu backend passes its device's reported
+                opt-in limit) before anything is allocated; a broken rule is a
+                :class:`refsim.ptx.PtxLaunchError` naming the rule and the value received. refsim.cuda
+                launches on both backends go through it.
 source          CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (threads per
                 block, block and grid dimensions, shared memory per block: 48 KiB without the opt-in
                 attribute, the opt-in maximum with ``cudaFuncAttributeMaxDynamicSharedMemorySize``);
@@ -24,55 +26,22 @@ Shared memory of one block, as a launch asks for it::
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from refsim.archs import ARCHS, ArchFacts, parse_sm
 from refsim.ptx.errors import PtxLaunchError
 
 __all__ = ["ArchFacts", "ARCHS", "LaunchShape", "check_launch_shape", "arch_facts", "sm_number"]
 
-_KIB = 1024
-
-
-@dataclass(frozen=True)
-class ArchFacts:
-    """Per-block launch limits of one architecture (bytes and counts; CUDA C++ Programming Guide)."""
-
-    name: str                                  # "sm_80"
-    max_shared_bytes_per_block: int            # static + dynamic, with the opt-in attribute
-    shared_bytes_without_opt_in: int = 48 * _KIB   # static + dynamic a launch gets by default
-    max_static_shared_bytes: int = 48 * _KIB   # ptxas refuses more static shared memory
-    max_threads_per_block: int = 1024
-    max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
-    max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
-
-    @property
-    def sm(self) -> int:
-        """The architecture number (``sm_86`` -> 86)."""
-        return sm_number(self.name)
-
-
-#: Every architecture refsim.ptx executes, oldest first. The opt-in shared-memory maxima are the
-#: guide's "maximum amount of shared memory per thread block" (96, 64, 163, 99, 163, 99, 227 KiB).
-ARCHS: dict[str, ArchFacts] = {f.name: f for f in (
-    ArchFacts("sm_70", max_shared_bytes_per_block=96 * _KIB),
-    ArchFacts("sm_75", max_shared_bytes_per_block=64 * _KIB),
-    ArchFacts("sm_80", max_shared_bytes_per_block=163 * _KIB),
-    ArchFacts("sm_86", max_shared_bytes_per_block=99 * _KIB),
-    ArchFacts("sm_87", max_shared_bytes_per_block=163 * _KIB),
-    ArchFacts("sm_89", max_shared_bytes_per_block=99 * _KIB),
-    ArchFacts("sm_90", max_shared_bytes_per_block=227 * _KIB),
-)}
-
 
 def sm_number(arch: str) -> int:
     """``"sm_80"`` (or ``"sm_90a"``) -> 80; anything else -> :class:`PtxLaunchError`."""
-    m = re.fullmatch(r"sm_(\d+)[af]?", arch) if isinstance(arch, str) else None
-    if not m:
+    n = parse_sm(arch)
+    if n is None:
         raise PtxLaunchError(f"arch: must look like 'sm_80'; got {arch!r}")
-    return int(m.group(1))
+    return n
 
 
 def arch_facts(arch: str) -> ArchFacts:
@@ -84,13 +53,18 @@ def arch_facts(arch: str) -> ArchFacts:
 
 @dataclass(frozen=True)
 class LaunchShape:
-    """A checked launch shape: 3-tuples of positive ints and the shared memory of one block."""
+    """A checked launch shape: 3-tuples of positive ints and the shared memory of one block, with the
+    facts it was checked against."""
 
-    arch: str
+    facts: ArchFacts
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_shared_bytes: int
     static_shared_bytes: int
+
+    @property
+    def arch(self) -> str:
+        return self.facts.name
 
     @property
     def threads_per_block(self) -> int:
@@ -103,7 +77,7 @@ class LaunchShape:
     @property
     def needs_opt_in(self) -> bool:
         """Whether the launch needs the kernel's max-dynamic-shared-memory attribute raised first."""
-        return self.dynamic_shared_bytes + self.static_shared_bytes > ARCHS[self.arch].shared_bytes_without_opt_in
+        return self.dynamic_shared_bytes + self.static_shared_bytes > self.facts.shared_bytes_without_opt_in
 
 
 def _is_int(x) -> bool:
@@ -122,8 +96,12 @@ def _dims(name: str, v) -> tuple[int, int, int]:
     return v
 
 
-def check_launch_shape(arch: str, grid, block, *, dynamic_shared_bytes=0, static_shared_bytes=0) -> LaunchShape:
-    """Check a launch against the limits of ``arch`` (one of :data:`ARCHS`) and normalise it.
+def check_launch_shape(arch: str | ArchFacts, grid, block, *, dynamic_shared_bytes=0,
+                       static_shared_bytes=0) -> LaunchShape:
+    """Check a launch against the limits of ``arch`` and normalise it.
+
+    arch: one of :data:`ARCHS`, or the :class:`ArchFacts` of a device (a GPU reports its own opt-in
+    shared-memory maximum; refsim.cuda's gpu backend checks against that).
 
     grid, block: an int or a tuple of 1 to 3 positive ints (missing dimensions are 1).
     dynamic_shared_bytes: the launch's dynamic shared memory (the ``.extern .shared`` array), bytes.
@@ -134,7 +112,7 @@ def check_launch_shape(arch: str, grid, block, *, dynamic_shared_bytes=0, static
     above (1024, 1024, 64); grid above (2**31 - 1, 65535, 65535); static shared memory above 48 KiB;
     static + dynamic above the architecture's opt-in maximum.
     """
-    facts = arch_facts(arch)
+    facts = arch if isinstance(arch, ArchFacts) else arch_facts(arch)
     grid = _dims("grid", grid)
     block = _dims("block", block)
     bx, by, bz = facts.max_block_dims
@@ -153,5 +131,5 @@ def check_launch_shape(arch: str, grid, block, *, dynamic_shared_bytes=0, static
     limit = facts.max_shared_bytes_per_block
     if static + dyn > limit:
         raise PtxLaunchError(f"shared_bytes: static ({static}) + dynamic ({dyn}) shared memory must be <= {limit} "
-                             f"bytes per block on {arch}; got {static + dyn}")
-    return LaunchShape(arch, grid, block, dyn, static)
+                             f"bytes per block on {facts.name}; got {static + dyn}")
+    return LaunchShape(facts, grid, block, dyn, static)

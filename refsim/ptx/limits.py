@@ -5,7 +5,7 @@
     parameter bytes per kernel       32,764           PTX ISA 8.1+ / CUDA 12.1+ on sm_70 and later
     local bytes per thread           512 KiB          CUDA C++ Programming Guide, technical specifications
     .const bytes per module          64 KiB           constant memory (same table)
-    static .shared bytes per kernel  48 KiB           ptxas ("uses too much shared data"); see refsim.ptx.arch
+    static .shared bytes per kernel  48 KiB           ptxas ("uses too much shared data"); see refsim.archs
     instructions per kernel          512 Mi           CUDA guide: "maximum number of instructions per kernel"
     registers per kernel             2^18             refsim: each declared register is one array over the
                                                       launch's resident threads (nvcc's Marlin: ~8,000)

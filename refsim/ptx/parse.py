@@ -42,6 +42,7 @@ import re
 from dataclasses import dataclass, field
 
 from refsim.ptx import limits
+from refsim.archs import parse_sm
 from refsim.ptx.arch import ARCHS
 from refsim.ptx.errors import PtxParseError, PtxUnsupportedError
 from refsim.ptx.lex import (
@@ -440,11 +441,11 @@ def _version(words: list, line: int, col: int, st: str) -> str:
 
 def _target(words: list, line: int, col: int, st: str) -> str:
     target = " ".join(words[1:])
-    m = re.fullmatch(r"sm_(\d+)[af]?", target.split(",")[0].strip())
-    if not m:
+    sm = parse_sm(target.split(",")[0].strip())
+    if sm is None:
         raise error(line, col, st, "malformed .target (expected sm_XY)")
     newest = max(f.sm for f in ARCHS.values())
-    if int(m.group(1)) > newest:
+    if sm > newest:
         raise error(line, col, st, f".target {target.split(',')[0].strip()}: refsim models architectures up to "
                                   f"sm_{newest} ({', '.join(ARCHS)})", PtxUnsupportedError)
     return target

@@ -2,7 +2,7 @@
 
 A case is what one host program did to the GPU: some device buffers ("bases"), kernel launches whose
 pointer arguments point into them, and host writes between launches. Cases recorded through refsim.ptx
-were replayed on real GPUs (tests/ptx/data/h100_replay holds 40 of them with the bytes an H100 wrote);
+were replayed on real GPUs (tests/ptx/data/h100_replay holds 35 of them with the bytes an H100 wrote);
 :func:`replay` runs one again here so the two can be compared byte for byte.
 
 Case folder::

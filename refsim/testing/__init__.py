@@ -9,6 +9,8 @@
     accuracy   accuracy mode: the forward-error bound of a stated accumulation, decided exactly
     cases      the formats check_kernel knows, one module each: legal shapes, inputs, structure,
                probes, bug classes, the exact linear form
+    validate   ``refsim validate``: refsim.cuda's kernels, the official launches and the mma probes on a
+               GPU (or refsim.ptx) against refsim's answers, one verdict per case
 
 ``check_kernel(kernel, fmt)`` draws legal cases for a format, packs them, calls your kernel and
 compares it bit for bit with refsim's emulator of that kernel (docs/harness.md).

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from refsim.arith import tensor_core
+from refsim.arith import tensor_core_types
 from refsim.cli import main
 from refsim.cuda import gpu
 from refsim.cuda import mma as rmma
-from refsim.cuda import validate as v
+from refsim.testing import validate as v
 
 _spec = importlib.util.spec_from_file_location("fake_cuda", Path(__file__).parents[1] / "cuda" / "fake_cuda.py")
 fake_cuda = importlib.util.module_from_spec(_spec)
@@ -141,7 +141,7 @@ def test_every_modelled_form_and_every_kernel_is_a_case():
     from refsim.cuda import kernels
 
     assert {rmma.instruction(k, sat) for k, sat in rmma.forms()} <= names
-    assert {k.ptx for k in tensor_core.modelled()} <= names
+    assert {k.ptx for k in tensor_core_types.modelled()} <= names
     assert {k.name for k in kernels()} - {"mma_probe"} <= {n.split()[0] for n in names}
 
 

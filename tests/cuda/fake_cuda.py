@@ -4,7 +4,7 @@ It records every call in ``calls`` and executes each kernel launch through refsi
 device memory, so a call through ``backend="gpu"`` computes real results on a CPU. What it enforces, as
 the driver does (CUDA Driver API, cuLaunchKernelEx / cuKernelSetAttribute):
 - a launch with more dynamic shared memory than the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES attribute
-  (48 KiB until raised) fails with CUDA_ERROR_INVALID_VALUE;
+  (48 KiB minus the kernel's static shared bytes until raised) fails with CUDA_ERROR_INVALID_VALUE;
 - the attribute cannot be set above the device's opt-in limit minus the kernel's static shared bytes;
 - a pointer argument must point into a live device allocation.
 ``exec_arch`` (default ``arch``) is the tensor-core model the launches execute under: an "sm_90" device
@@ -44,6 +44,7 @@ class CUfunction_attribute(enum.IntEnum):
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
+_STATIC_SHARED = re.compile(r"^\s*\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+[\w$]+\[(\d+)\]", re.M)
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+[\w$]+(?:\[(\d+)\])?")
 _BITS = {"8": 1, "16": 2, "32": 4, "64": 8}
 
@@ -96,9 +97,9 @@ class Kernel:
     def __init__(self, fake, text, name):
         self.fake, self.text, self.name = fake, text, name
         self.handle = fake._next_address(16)
-        self.static_shared = 0
-        self.max_dynamic = 48 * 1024
         body = cuda_launch.entry_text(text, name)
+        self.static_shared = sum(int(n) for n in _STATIC_SHARED.findall(body[body.index(f"{name}("):]))
+        self.max_dynamic = 48 * 1024 - self.static_shared
         params = body[body.index(f"{name}("):body.index(")", body.index(f"{name}("))]
         self.arguments_info = []
         offset = 0

@@ -9,6 +9,7 @@ import pytest
 import refsim.cuda as rc
 from refsim.cuda import build, census, registry
 from refsim.errors import FormatRuleError, ToolchainError
+from refsim.ptx import toolchain
 
 PINNED = {"anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv"}
 
@@ -46,7 +47,7 @@ def test_committed_ptx_was_generated_from_the_current_source(name):
 
 
 def _compiler_or_skip():
-    nvcc = census.find_tool("nvcc")
+    nvcc = toolchain.find_tool("nvcc")
     if nvcc is None:
         pytest.skip("no nvcc ($NVCC, the cuda extra, PATH): the committed PTX is used")
     version = census.tool_version(nvcc)

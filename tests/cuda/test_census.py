@@ -10,6 +10,7 @@ import pytest
 
 from refsim.cuda import build, census, registry
 from refsim.cuda.regenerate import RESOURCES
+from refsim.ptx import toolchain
 
 TENSOR_CORE = {"atom", "marlin"}                                 # files whose design is mma.sync
 DEQUANT = {"anyprec", "mixed_2_4_16", "gptq_awq", "marlin"}      # files that unpack codes with bit operations
@@ -17,7 +18,7 @@ _FLOAT_OP = re.compile(r"^(add|sub|mul|fma|mad)((?:\.[a-z0-9]+)*)\.(f32|f16|f16x
 
 
 def _tools_or_skip():
-    if census.find_tool("nvcc") is None or census.find_tool("nvdisasm") is None:
+    if toolchain.find_tool("nvcc") is None or toolchain.find_tool("nvdisasm") is None:
         pytest.skip("the SASS census needs nvcc and nvdisasm (pip install 'refsim[cuda]')")
 
 
@@ -71,7 +72,7 @@ def test_dequantisation_uses_lop3(compiled):
 
 def test_resources_json_matches_ptxas(compiled):
     committed = json.loads(RESOURCES.read_text())
-    version = census.tool_version(census.find_tool("nvcc"))
+    version = census.tool_version(toolchain.find_tool("nvcc"))
     if committed["compiler"] != version:
         pytest.skip(f"resources.json comes from {committed['compiler']!r}; this nvcc is {version!r}")
     for name, (res, sass, _) in compiled.items():

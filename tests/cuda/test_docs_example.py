@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from refsim.cuda import build, census
+from refsim.cuda import build
+from refsim.ptx import toolchain
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cuda.md"
 
 
 @pytest.mark.nvcc
 def test_the_user_kernel_example_runs(tmp_path, monkeypatch):
-    if census.find_tool("nvcc") is None:
+    if toolchain.find_tool("nvcc") is None:
         pytest.skip("no nvcc: the example compiles a .cu file (pip install 'refsim[cuda]')")
     text = DOC.read_text()
     block = re.search(r"<!-- example: user_kernel -->\n```python\n(.*?)```", text, re.S)

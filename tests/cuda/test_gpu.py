@@ -17,6 +17,7 @@ from refsim.emulator import marlin_kernel as mk
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
 from refsim.formats import atom, awq, bitplane, gptq, marlin
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.ptx import PtxLaunchError
 from refsim.testing import assert_bitexact
 
 
@@ -153,7 +154,7 @@ def test_a_launch_above_the_devices_opt_in_limit_is_refused_before_allocating(mo
     monkeypatch.setattr(gpu, "_driver", lambda: fake)
     text = build.ptx("marlin")
     args = (np.zeros(4, np.float16),) * 5 + (np.int32(1),) * 3
-    with pytest.raises(FormatRuleError, match=r"must be <= 101376 bytes per block on Fake A10 \(sm_86\); got 101377"):
+    with pytest.raises(PtxLaunchError, match=r"must be <= 101376 bytes per block on sm_86; got 101377"):
         launch.run(text, [(launch.Launch("refsim_marlin_m1_n8_k8_grouped", 1, 256, 101377), args)], backend="gpu")
     assert not _calls(fake, "allocate")
 
@@ -174,9 +175,60 @@ def test_bad_arguments_are_refused_before_allocating(fake, args, match):
 @pytest.mark.parametrize("grid,block,match", [(0, 32, "grid"), (1, 1025, "block"), (1, (1, 1, 65), "block"),
                                               ((1, 65536), 32, "grid"), (1.5, 32, "grid")])
 def test_launch_shapes_outside_the_cuda_rules_are_refused(fake, grid, block, match):
-    with pytest.raises(FormatRuleError, match=match):
+    with pytest.raises(PtxLaunchError, match=match):
         launch.run(build.ptx("gptq_awq"), [(launch.Launch("gptq_gemv", grid, block), ())], backend="gpu")
     assert not _calls(fake, "allocate")
+
+
+@pytest.mark.parametrize("grid,block,shared", [(0, 32, 0), (1, 1025, 0), ((1, 65536), 32, 0), (1, 32, -1),
+                                               (1, 32, 232448 + 1)])
+def test_both_backends_refuse_a_launch_shape_with_the_same_rule(fake, grid, block, shared):
+    ln = launch.Launch("refsim_marlin_m1_n8_k8_grouped", grid, block, shared)
+    args = (np.zeros(4, np.float16),) * 5 + (np.int32(1),) * 3
+    messages = []
+    for backend, arch in (("gpu", "sm_80"), ("ptx", "sm_90")):         # the fake device is an sm_90
+        with pytest.raises(PtxLaunchError) as err:
+            launch.run(build.ptx("marlin"), [(ln, args)], backend=backend, arch=arch)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    assert not _calls(fake, "allocate")
+
+
+_STATIC_16K = """.version 8.0
+.target sm_80
+.address_size 64
+.extern .shared .align 16 .b8 dyn[];
+.visible .entry k()
+{
+.shared .align 4 .b8 s[16384];
+ret;
+}
+"""
+
+
+def test_static_plus_dynamic_above_48_kib_raises_the_attribute_to_the_dynamic_bytes(fake):
+    # 16 KiB static + 40 KiB dynamic: the dynamic part alone is under 48 KiB, the launch still needs the
+    # opt-in (the driver's default allows 48 KiB - 16 KiB of dynamic memory; the fake enforces it)
+    launch.run(_STATIC_16K, [(launch.Launch("k", 1, 32, 40 * 1024), ())], backend="gpu")
+    assert [c[1:] for c in _calls(fake, "set_attribute")] == [("k", 8, 40 * 1024)]
+    launch.run(_STATIC_16K, [(launch.Launch("k", 1, 32, 32 * 1024), ())], backend="gpu")     # fits: no call
+    assert len(_calls(fake, "set_attribute")) == 1
+
+
+def test_the_device_facts_are_its_archs_row_with_its_own_opt_in_limit():
+    f = gpu.device_facts("sm_86", 100_000)
+    assert (f.name, f.max_shared_bytes_per_block, f.max_threads_per_block) == ("sm_86", 100_000, 1024)
+    newer = gpu.device_facts("sm_120", 101376)                 # not in the table: the sm_90 row's limits
+    assert (newer.name, newer.sm, newer.max_shared_bytes_per_block) == ("sm_120", 120, 101376)
+    assert newer.max_grid_dims == (2**31 - 1, 65535, 65535)
+
+
+def test_a_device_the_table_lacks_still_launches(monkeypatch):
+    fake = FakeCuda(arch="sm_120", optin=101376, name="Fake RTX 5090", exec_arch="sm_90")
+    monkeypatch.setattr(gpu, "_driver", lambda: fake)
+    rng = np.random.default_rng(8)
+    x, ck = rng.standard_normal((1, 64)).astype(np.float16), _gptq(rng)
+    assert_bitexact(rc.gptq_gemv(x, ck, backend="gpu"), rc.gptq_gemv(x, ck), "gptq_gemv on sm_120")
 
 
 @pytest.mark.parametrize("step,name", [("sync", "CUDA_ERROR_ILLEGAL_INSTRUCTION"),

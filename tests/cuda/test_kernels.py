@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import refsim.cuda as rc
-from refsim.cuda import build, census
+from refsim.cuda import build
 from refsim.emulator import anyprec_kernel, atom_kernel, gptq_awq_kernel, mixed_2_4_16_kernel
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
 from refsim.formats import atom, awq, bitplane, gptq
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.ptx import toolchain
 from refsim.testing import assert_bitexact
 
 
@@ -136,7 +137,7 @@ def test_user_kernel_runs_a_users_ptx_file_with_an_emulator_shaped_signature():
 
 @pytest.mark.nvcc
 def test_user_kernel_compiles_a_users_cu_file():
-    if census.find_tool("nvcc") is None:
+    if toolchain.find_tool("nvcc") is None:
         pytest.skip("no nvcc: a .cu file needs the cuda extra ($NVCC, the wheel, PATH)")
     f = rc.user_kernel(build.source_path("gptq_awq"), kernel="gptq", launch=_gptq_plan)   # unique substring
     rng = np.random.default_rng(7)

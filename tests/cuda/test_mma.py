@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from refsim.arith import tensor_core
+from refsim.arith import tensor_core_types
 from refsim.arith.tensor_core_types import MmaKind
 from refsim.cuda import build, launch
 from refsim.cuda import mma as rmma
@@ -35,7 +35,7 @@ def test_the_entries_of_the_committed_ptx_are_the_modelled_forms():
 
 
 def test_the_forms_are_every_modelled_kind_and_the_integer_kinds_again_with_satfinite():
-    kinds = tensor_core.modelled()
+    kinds = tensor_core_types.modelled()
     ints = [k for k in kinds if k.a in ("s8", "u8", "s4", "u4")]
     assert len(ints) == 16 and len(rmma.forms()) == len(kinds) + len(ints)
     assert [k for k, s in rmma.forms() if s] == ints
@@ -66,7 +66,7 @@ _EXACT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float
           "e5m2": ml_dtypes.float8_e5m2, "f32": np.float32}
 
 
-@pytest.mark.parametrize("kind", [k for k in tensor_core.modelled() if k.a not in ("s8", "u8", "s4", "u4")],
+@pytest.mark.parametrize("kind", [k for k in tensor_core_types.modelled() if k.a not in ("s8", "u8", "s4", "u4")],
                          ids=lambda k: k.ptx)
 def test_small_integer_tiles_give_the_exact_product_for_every_float_form(kind):
     # |x| <= 4 (exact in every input type): every product and every partial sum is exact under any model,
@@ -117,7 +117,7 @@ def test_integer_probes_wrap_or_saturate_like_int32_arithmetic(sat):
 
 
 def test_pack_and_unpack_are_inverse_for_every_operand():
-    for kind in tensor_core.modelled():
+    for kind in tensor_core_types.modelled():
         A, B, C = rmma.probe_inputs(kind, "random", 2, np.random.default_rng(3))
         a, b, c = rmma.pack(kind, A, B, C)
         assert (a.shape[-1], b.shape[-1], c.shape[-1]) == rmma.registers(kind)[:3]

@@ -8,9 +8,9 @@ import pytest
 
 from refsim import cuda
 from refsim.cuda import mma
-from refsim.cuda.validate import cases
 from refsim.errors import RefsimError
 from refsim.formats import atom, gptq, marlin
+from refsim.testing.validate import cases
 
 A16 = np.zeros((16, 256), np.float16)
 Q = np.zeros((256, 256), np.uint8)

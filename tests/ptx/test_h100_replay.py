@@ -1,7 +1,9 @@
 """40 recorded launches replayed through refsim.ptx at sm_90 against the bytes an H100 wrote for them
-(tests/ptx/data/h100_replay/README.md: the GPU, driver, CUDA, clocks, method, date).
+(tests/ptx/data/h100_replay/README.md: the GPU, driver, CUDA, clocks, method, date). 35 are folders here;
+the five official cases ``refsim validate`` replays are kept once, as package data in refsim/cuda/official
+(refsim.cuda.official reads them; the package must not read tests/), and replayed from there.
 
-    deterministic cases (36)   every byte of every buffer equal to the H100's
+    deterministic cases (36)   every byte of every buffer equal to the H100's (31 here, the 5 official)
     K-split cases (2)          the H100's output is in refsim's admissible set: the official kernel's
                                fp16 atomicAdd from four warps gives 24 orders (and the H100 took
                                another than refsim's ascending one); refsim's own K-split kernel adds
@@ -21,6 +23,7 @@ import numpy as np
 import pytest
 
 from refsim import ptx
+from refsim.cuda import official
 from refsim.ptx.replay import _argument, load_case, replay
 from refsim.testing import assert_bitexact
 from refsim.testing.admissible import ptx_admissible
@@ -43,8 +46,9 @@ def _h100(case, base: int) -> np.ndarray:
     return _gpu().get(f"{case.name}/final_{base}", case.initial(base))
 
 
-def test_the_cases_are_the_documented_forty():
-    assert len(CASES) == 40 and len(DETERMINISTIC) == 36
+def test_the_cases_are_the_documented_forty_each_kept_once():
+    assert len(CASES) == 35 and len(DETERMINISTIC) == 31 and len(official.cases()) == 5
+    assert not set(CASES) & set(official.cases())
     with_gpu = {k.split("/")[0] for k in _gpu()}
     assert with_gpu == set(CASES) - set(FAULTING)      # the GPU wrote something in every case it ran
 
@@ -55,6 +59,13 @@ def test_every_deterministic_case_is_bit_identical_to_the_h100(name):
     out = replay(case, arch="sm_90")
     for b in case.bases:
         assert_bitexact(out[b["id"]], _h100(case, b["id"]), f"{name} base {b['id']}")
+
+
+@pytest.mark.parametrize("name", official.cases())
+def test_every_official_case_is_bit_identical_to_the_h100(name):
+    out = official.replay(name, arch="sm_90")
+    for i, want in official.h100(name).items():
+        assert_bitexact(out[i], want, f"{name} base {i}")
 
 
 @pytest.mark.slow

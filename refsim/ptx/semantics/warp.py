@@ -23,7 +23,7 @@ mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` 
                 arithmetic: :mod:`refsim.arith.tensor_core` (T-FDPA model of ``arch`` for f16 inputs,
                 exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``) and
                 :mod:`refsim.arith.tensor_core_types` (bf16, tf32, e4m3/e5m2). Shapes executed (the list
-                with archs is ``refsim.arith.tensor_core.modelled()``):
+                with archs is ``refsim.arith.tensor_core_types.modelled()``):
                     m16n8k16 .row.col f16 x f16 -> f32|f16 (C as D)       na 4, nb 2, nc/nd 4 (f32) or 2 (f16)
                     m16n8k8  .row.col f16 x f16 -> f32|f16 (one hardware block of 8 products)
                     m16n8k16 / m16n8k8 bf16 -> f32, m16n8k8 tf32 -> f32 (sm_80+), m16n8k32 e4m3|e5m2 -> f32 (sm_89+)
@@ -239,9 +239,9 @@ def _build_mma(op: Op, arch: str) -> Handler:
         raise unsupported(op, "refsim executes mma.sync.aligned.<shape>.row.col{.satfinite}.<d>.<a>.<b>.<c>")
     shape = shapes[0]
     dtype, atype, btype, ctype = op.types
-    if arch not in tensor_core.ARCHS or arch == "sm_70":
-        raise unsupported(op, f"no {shape} tensor-core model for {arch} (refsim models sm_80, sm_86, sm_87, "
-                              f"sm_89, sm_90)")
+    if arch not in tensor_core.MMA_ARCHS:
+        raise unsupported(op, f"no {shape} tensor-core model for {arch} (refsim models "
+                              f"{', '.join(tensor_core.MMA_ARCHS)})")
     sec = isa("warp-level-matrix", "mma") + f"; fragments: Matrix Fragments for mma.{shape}"
 
     if atype in ("f16",) and btype == "f16":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refsim.arith import tensor_core
+from refsim.arith import tensor_core, tensor_core_types
 from refsim.ptx import PtxUnsupportedError
 from refsim.ptx.semantics import Op, lookup
 from refsim.ptx.semantics import warp
@@ -267,8 +267,6 @@ TYPE_CASES = [("m16n8k16", "bf16", "bf16"), ("m16n8k8", "bf16", "bf16"), ("m16n8
 
 @pytest.mark.parametrize("shape, atype, btype", TYPE_CASES)
 def test_mma_bf16_tf32_fp8_end_to_end_equal_tensor_core_types(shape, atype, btype):
-    from refsim.arith import tensor_core_types
-
     W = 3
     K = int(shape.split("k")[1])
     bits = {"bf16": 16, "tf32": 32, "e4m3": 8, "e5m2": 8}[atype]
@@ -299,7 +297,7 @@ def test_mma_m16n8k8_f16_on_sm90_is_one_block_of_the_16_product_datapath():
 
 
 def test_every_modelled_mma_kind_is_executed_at_its_archs_and_refused_elsewhere():
-    for kind in tensor_core.modelled():
+    for kind in tensor_core_types.modelled():
         mods = ("sync", "aligned", kind.shape, "row", "col")
         op = Op("mma", mods, (kind.d, kind.a, kind.b, kind.c))
         for arch in kind.archs:

@@ -9,7 +9,7 @@ cases         three groups (:func:`cases`), each case a few inputs chosen to cov
                            ...), inputs from refsim.formats with ``seed``;
               ``official`` the recorded official Marlin / Any-Precision / Atom launches (:mod:`refsim.cuda.official`);
               ``mma``      one case per form of :func:`refsim.cuda.mma.forms` (every mma kind of
-                           :func:`refsim.arith.tensor_core.modelled`, integer kinds also with .satfinite):
+                           :func:`refsim.arith.tensor_core_types.modelled`, integer kinds also with .satfinite):
                            ``tiles`` tiles of every input category (random, magnitudes, cancel, subnormal,
                            nearmax, bigC, cancelC, zeros, tf32 lowbits; integers: random, extremes, bigC).
 backend ptx   (the default without a GPU) each case through refsim.ptx, compared with refsim's emulator of it
@@ -40,18 +40,19 @@ from typing import Callable
 
 import numpy as np
 
+from refsim.archs import parse_sm
 from refsim.arith import tensor_core
 from refsim.cuda import marlin, official
 from refsim.cuda import mma as rmma
 from refsim.errors import FormatRuleError
-from refsim.testing import BitMismatch, assert_bitexact
+from refsim.testing.bits import BitMismatch, assert_bitexact
 
 __all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "applicable", "run_case", "validate",
            "exit_status", "format_result"]
 
 GROUPS = ("kernel", "official", "mma")
-#: the arch models whose tensor-core answers may differ (sm_70 has no m16n8 shapes)
-TENSOR_CORE_ARCHS: tuple[str, ...] = tuple(a for a in tensor_core.ARCHS if a != "sm_70")
+#: the arch models whose tensor-core answers may differ (the archs with the m16n8 shapes)
+TENSOR_CORE_ARCHS: tuple[str, ...] = tensor_core.MMA_ARCHS
 
 
 @dataclass(frozen=True)
@@ -332,15 +333,11 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
-def _arch_number(arch: str) -> int:
-    return int(arch.split("_")[1])
-
-
 def applicable(case: Case, backend: str, arch: str | None) -> bool:
     """Whether ``case`` runs on ``backend`` at ``arch`` (module spec): gpu, when the device (``arch``) can load
     its PTX; ptx, when refsim models it at ``arch`` (always when ``arch`` is None: it runs at its own archs)."""
     if backend == "gpu":
-        return _arch_number(arch) >= _arch_number(case.min_arch)
+        return parse_sm(arch) >= parse_sm(case.min_arch)
     return arch is None or case.archs is None or case.fixed_arch is not None or arch in case.archs
 
 
