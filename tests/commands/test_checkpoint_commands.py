@@ -97,13 +97,14 @@ def test_requantize_reports_the_added_error_on_stderr(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["inspect", "/no/such/checkpoint"], "refsim inspect: error: /no/such/checkpoint: checkpoint must be a directory"),
-    (["quantize", "/no/such.safetensors", "--method", "rtn", "--out", "/tmp/x", "--executor", "serial"],
+    (["quantize", "/no/such.safetensors", "--method", "rtn", "--out", "{out}", "--executor", "serial"],
      "refsim quantize: error: /no/such.safetensors: checkpoint must be"),
-    (["quantize", "x", "--method", "rtn", "--out", "/tmp/x", "--executor", "cuda"],
+    (["quantize", "x", "--method", "rtn", "--out", "{out}", "--executor", "cuda"],
      "refsim quantize: error: executor: must be 'serial'"),
 ])
-def test_bad_paths_and_options_are_one_line_errors(argv, message, capsys):
-    assert main(argv) == 2
+def test_bad_paths_and_options_are_one_line_errors(argv, message, capsys, tmp_path):
+    # OUT is a fresh path of this test's own: the refusal must not depend on what else is on the disk
+    assert main([a.format(out=tmp_path / "out") for a in argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(message)
 
