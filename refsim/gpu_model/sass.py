@@ -36,10 +36,12 @@ chain        :func:`chain_cycles`: cycles of one loop iteration of ONE warp alon
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import NamedTuple
 
+from refsim._validate import require_choice, require_instance
 from refsim.errors import FormatRuleError
 
 __all__ = ["Sass", "parse_line", "functions", "inner_loop", "pipe_of", "census", "chain_cycles", "chain_terms",
@@ -153,6 +155,9 @@ def functions(text: str) -> dict:
 def inner_loop(items: list) -> list:
     """The longest loop body of one function (items from :func:`functions`): the instructions from
     a label to a later ``BRA`` back to it, as Sass. A function without a loop is a FormatRuleError."""
+    require_instance("items", items, (list, tuple))
+    if not all(isinstance(i, str) for i in items):
+        raise FormatRuleError("items: must be the list of instruction and label strings functions() gives")
     labels = {}
     best = None
     insns = []
@@ -173,6 +178,7 @@ def inner_loop(items: list) -> list:
 
 def pipe_of(opcode: str) -> str:
     """The pipe (one of :data:`PIPES`) a SASS mnemonic issues to (module spec block)."""
+    require_instance("opcode", opcode, str)
     base = opcode.split(".")[0]
     if base == "LDG":
         return "ldg128" if ".128" in opcode else "ldg"
@@ -196,6 +202,7 @@ def pipe_of(opcode: str) -> str:
 def census(body: list) -> dict:
     """Instruction counts of one loop iteration by pipe (:data:`PIPES`) plus ``issue_slots`` (every
     instruction: each takes one issue slot of its SMSP)."""
+    _require_body(body)
     c = Counter(pipe_of(s.opcode) for s in body)
     out = {p: c.get(p, 0) for p in PIPES}
     out["issue_slots"] = len(body)
@@ -210,9 +217,12 @@ def chain_cycles(body: list, intervals: dict, latencies: dict, lds_wavefronts: f
     ``latencies``: keys alu, imad, fp16, lds, l1 (:data:`LATENCIES`); ``lds_wavefronts``: the
     bank-conflict degree of each shared load; loads of ``dram_pipe`` take ``dram_cycles``, the
     other global loads hit L1."""
-    for key in ("alu", "imad", "fp16", "fp16_mma", "mio"):
-        if not isinstance(intervals.get(key), (int, float)) or intervals[key] < 0:
-            raise FormatRuleError(f"intervals: must give a non-negative number for {key!r}; got {intervals!r:.120}")
+    _require_body(body)
+    _require_numbers("intervals", intervals, ("alu", "imad", "fp16", "fp16_mma", "mio"))
+    _require_numbers("latencies", latencies, ("alu", "imad", "fp16", "lds", "l1"))
+    _require_numbers("lds_wavefronts", {"": lds_wavefronts}, ("",))
+    _require_numbers("dram_cycles", {"": dram_cycles}, ("",))
+    require_choice("dram_pipe", dram_pipe, ("ldg", "ldg128", "lds"))
     ready: dict = {}
     free: dict = {}
     t = 0.0
@@ -239,6 +249,23 @@ def chain_cycles(body: list, intervals: dict, latencies: dict, lds_wavefronts: f
             t = issue + 1.0
     end = max([t] + list(ready.values()))
     return end - start_second
+
+
+def _require_body(body) -> None:
+    require_instance("body", body, (list, tuple))
+    if not all(isinstance(x, Sass) for x in body):
+        raise FormatRuleError("body: must be a list of Sass instructions (inner_loop gives one)")
+
+
+def _require_numbers(name: str, values, keys) -> None:
+    """``values`` a dict holding a finite number >= 0 under each of ``keys``."""
+    ok = isinstance(values, dict) and all(
+        isinstance(values.get(k), (int, float)) and not isinstance(values.get(k), bool)
+        and math.isfinite(values[k]) and values[k] >= 0 for k in keys)
+    if not ok:
+        shown = values.get("") if isinstance(values, dict) and keys == ("",) else values
+        raise FormatRuleError(f"{name}: must be finite non-negative number(s) for {list(k for k in keys if k)}; "
+                              f"got {shown!r:.120}")
 
 
 def chain_terms(body: list, intervals: dict, latencies: dict, lds_wavefronts: float = 1.0,

@@ -36,7 +36,9 @@ SAME_AS = {"anyprec": {"sm_87": "sm_86", "sm_89": "sm_86"}, "marlin": {"sm_86": 
 
 
 def table_path(kernel: str) -> Path:
-    """The CSV file of ``kernel``'s measured resources (a name starting ``sass_`` is a census file)."""
+    """The CSV file of ``kernel``'s measured resources (``sass_census_anyprec``: the census file)."""
+    if type(kernel) is not str or kernel not in SAME_AS:
+        raise FormatRuleError(f"kernel: must be one of {sorted(SAME_AS)}; got {kernel!r:.80}")
     name = kernel if kernel.startswith("sass_") else f"resources_{kernel}"
     return Path(__file__).resolve().parents[2] / "data" / "timings" / f"{name}.csv"
 
