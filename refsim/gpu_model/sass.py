@@ -149,7 +149,7 @@ def functions(text: str) -> dict:
             cur.append(m.group(1))
         elif m := _INSN.match(line):
             cur.append(m.group(2))
-    return {name: [x if x.startswith(".L_x_") else x for x in items] for name, items in out.items()}
+    return out
 
 
 def inner_loop(items: list) -> list:
