@@ -287,6 +287,8 @@ def fused(mc, m, n, k, bits) -> Breakdown:
              "smem": steps * work_sum * work["mio"] / p_w / f, "latency": steps * path_sum / f, "launch": launch,
              "tail": tail}
     bottleneck = {"issue": "alu", "imad": "alu", "fp16": "alu", "fp16_mma": "alu", "mio": "smem"}.get(binding, binding)
+    if launch + tail > loop_s:
+        bottleneck = "launch"
     occ = geo.occupancy
     return _breakdown(NAME, g.name, m, n, k, bits, launch + tail + loop_s, bottleneck, terms,
                       plane_bytes + other_bytes, 2.0 * m * n * k, geo.ctas, geo.waves, 1,
