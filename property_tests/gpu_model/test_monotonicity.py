@@ -19,21 +19,21 @@ mult128 = st.integers(1, 96).map(lambda x: 128 * x)
 @given(gpus, st.integers(1, 8), mult128, mult128, st.integers(3, 7))
 def test_anyprec_lower_bit_width_never_reads_more_bytes(gpu, m, n, k, bits):
     # Bytes are monotone always. Latency is monotone in bits wherever the real kernel's work per
-    # weight is: at M = 1 a lower width loads fewer plane words per chunk step, runs fewer transpose
-    # ops (3-bit pair path 45 C ops / 16 lookups < 4-bit scalar 52 / 32 < 5..8-bit 107..176) and keeps
-    # the same grid (N/4 CTAs) and 40-60 registers, so it is never slower -- as long as neither width
-    # takes the k-split (b >= 7, K > 4096, not Orin: num_ksplit = ceil(K/4096) times more warps per
-    # CTA, a different launch). Not asserted at M >= 2, where the real kernel is not monotone: 3-bit
-    # pair merging costs more ops than 4-bit's (45 vs 40), and 4-bit's 16 KiB pair tables cut
-    # occupancy below 5-bit's 1 KiB. (hypothesis once found a10, M = 1, N = 128, K = 10368 with
-    # 3-bit slower than 4-bit: the model pushed the LUT and activation bytes through the plane
-    # loads' Little's-law window, which has 3/4 the bytes in flight at 3 bits; the model was wrong.)
+    # weight is: at M = 1 a lower width loads fewer plane words per chunk step and issues fewer
+    # instructions (the sm_90 SASS census: 151, 215, 256, 270, 287, 304 per step for 3..8 bits), on
+    # the same grid (N/4 CTAs) -- as long as neither width takes the k-split (b >= 7, K > 4096, not
+    # Orin: ceil(K/4096) times more warps per CTA, a different launch) and the step is not bound by
+    # one warp's own path: that is the SASS's critical path, which ptxas does not make monotone in
+    # the width (sm_90: 731 cycles at 5 bits, 691 at 6; hypothesis found h100-pcie, N = K = 128, one
+    # warp per SMSP). Not asserted at M >= 2, where the real kernel is not monotone: 3-bit pair
+    # merging costs more instructions than 4-bit's, and 4-bit's 16 KiB pair tables cut occupancy
+    # below 5-bit's 1 KiB.
     g = get_gpu(gpu)
     lo = predict(gpu, "anyprec", m, n, k, bits=bits)
     hi = predict(gpu, "anyprec", m, n, k, bits=bits + 1)
     assert lo.bytes_dram < hi.bytes_dram
     ksplit = bits + 1 >= 7 and k > 4096 and not g.name.startswith("orin")
-    if m == 1 and not ksplit:
+    if m == 1 and not ksplit and "latency" not in (lo.bottleneck, hi.bottleneck):
         assert lo.latency_s <= hi.latency_s * (1 + 1e-12), (lo.terms, hi.terms)
 
 
@@ -82,6 +82,16 @@ def test_more_sms_never_slower_for_a_memory_bound_gemv(gpu, kernel, n, k):
         for sms, bd in ((g.sm_count, a), (big.sm_count, b)):
             split = any(lc.max_slices > 1 for lc in marlin_model.partition(1, n, k, sms, None))
             assert (bd.terms.get("serial", 0.0) > 0) == split, (sms, bd.terms)
+    elif kernel == "anyprec":
+        # the stream itself never grows. One warp's cycle is its path plus its share D / W of a
+        # step's batch (kernels/anyprec.py; the share the RTX 4070 Laptop table's M = 8 rows show):
+        # the same warps spread over twice the SMs leave each SMSP fewer warps to share its part of
+        # the stream, so where one warp's cycle binds (a small grid, or the last round of CTAs,
+        # which the busiest SMSP runs with the warps left over) the bigger GPU may be slower
+        # (at most by the last round's share: a few per cent where the stream binds)
+        assert b.terms["dram"] <= a.terms["dram"] * (1 + 1e-12)
+        if b.bottleneck != "latency":
+            assert b.latency_s <= a.latency_s * 1.05
     else:
         assert b.latency_s <= a.latency_s * (1 + 1e-12)
 

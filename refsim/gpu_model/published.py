@@ -270,11 +270,16 @@ def conditions(row: PublishedRow) -> dict:
     clocks to base (Nsight Compute), an explicit clock in Hz where the paper states one, else
     ``"sustained"``) and the ECC state where the source states it (``on`` / ``off``; ``n/a`` and
     ``not-stated`` leave the card's default). L2 stays cold: no row's source says its timing loop
-    ran warm on a working set that fits in L2."""
+    ran warm on a working set that fits in L2. NVBench's cold measurement zeroes an L2-sized buffer
+    with ``cudaMemsetAsync`` before every sample and times the launch between CUDA events behind a
+    blocking kernel (NVIDIA/nvbench ``nvbench/detail/l2flush.cuh``, ``measure_cold.cu``): the H100
+    tables' method, ``cache="dirty"`` and ``timing="events"``."""
     require_instance("row", row, PublishedRow)
     kw = {"clock": row.clock}
     if row.ecc in ("on", "off"):
         kw["ecc"] = row.ecc
+    if row.timing == "nvbench":
+        kw.update(cache="dirty", timing="events")
     return kw
 
 

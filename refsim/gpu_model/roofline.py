@@ -47,7 +47,12 @@ class ModelParams:
     """The few constants first principles cannot give (all tagged ``fitted``).
 
     launch_overhead_s:     T0, fixed cost per kernel launch as Nsight Compute times it.
-    overlap:               a in [0, 1]: fraction of the second-largest pipe hidden under the largest.
+    overlap:               a in [0, 1]: fraction of the second-largest pipe hidden under the largest,
+                           for the models that combine pipe terms (cuBLAS, Marlin, AWQ, ...). Fitted
+                           with T0 on the calibration table while the Any-Precision model combined
+                           its terms this way (0.9243); the Any-Precision model now overlaps its
+                           warps by a mechanism (the SASS census, kernels/anyprec.py), so the table
+                           no longer constrains a and the value is kept, not refitted.
 
     The CUDA-core issue efficiency that used to be fitted here is now a mechanism: the per-SMSP
     issue model of :mod:`refsim.gpu_model.loop` (warps per SMSP from occupancy vs the dependent-issue

@@ -51,7 +51,7 @@ __all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"
 # Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
 # gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
 # for every GPU (no per-GPU fudge factor).
-FITTED_LAUNCH_OVERHEAD_S = 2.235e-6
+FITTED_LAUNCH_OVERHEAD_S = 2.812e-6
 
 _CUDA_GUIDE = "CUDA C++ Programming Guide, arithmetic-instruction throughput table (per CC)"
 

@@ -3,7 +3,7 @@
 import pytest
 
 from refsim.gpu_model import cycle
-from refsim.gpu_model.kernels import anyprec, marlin, predict, resources
+from refsim.gpu_model.kernels import _common, anyprec, marlin, predict, resources
 from refsim.gpu_model.loop import Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.specs import get_gpu
 
@@ -57,13 +57,17 @@ def test_marlin_registers_bind_one_cta_and_two_warps_per_smsp():
 
 
 @pytest.mark.parametrize("gpu", ["orin-agx-64gb", "rtx4090", "a100-80gb", "h100-sxm"])
-def test_anyprec_4bit_4096_latency_never_drops_with_batch(gpu):
-    # a regression once seen: M = 2 was predicted faster than M = 1 (Orin, A100, H100) because one fitted issue
-    # efficiency over-charged the high-occupancy M = 1 case; the kernel does strictly more work per
-    # weight at larger M (more activations, more HFMA2, fewer resident warps)
-    lat = [predict(gpu, "anyprec", m, 4096, 4096, bits=4).latency_s for m in (1, 2, 4, 8)]
-    assert lat == sorted(lat)
-
+def test_anyprec_4bit_4096_batched_rows_never_beat_one_row(gpu):
+    # a regression once seen: M = 2 was predicted 10-20 % faster than M = 1 (Orin, A100, H100) because one
+    # fitted issue efficiency over-charged the high-occupancy M = 1 case. Every M >= 2 streams the
+    # same plane words and does more work per weight (four rows per warp, more activations and
+    # HFMA2, fewer resident warps), so none beats M = 1 beyond the rounding of the last round of
+    # CTAs (a stream-bound GPU like Orin runs them all at the stream's time). Between M = 2 and 8
+    # the kernel is not monotone: ptxas places the row loads differently per maxm (sm_89 4-bit
+    # census: 4 dependent DRAM round trips per step at M = 2, 2 at M = 3), and the RTX 4070 Laptop
+    # table shows it (3-bit 4096 x 4096: 33.72 us at M = 2, 32.65 at M = 4).
+    lat = {m: predict(gpu, "anyprec", m, 4096, 4096, bits=4).latency_s for m in range(1, 9)}
+    assert all(lat[m] > 0.97 * lat[1] for m in range(2, 9)), lat
 
 def test_reconcile_reads_the_same_loop_structure():
     r = cycle.reconcile("rtx4070-laptop", "anyprec", 1, 4096, 4096, bits=3, clock="base")
@@ -95,11 +99,13 @@ def test_h100_l2_bandwidth_is_its_own_measurement():
     assert g.l2_bytes_per_clk_per_sm == pytest.approx(fit.l2_bytes_per_s / (132 * 1.98e9), rel=2e-3)
 
 
-def test_hopper_mma_sync_runs_at_three_quarters_of_the_wgmma_rate():
-    # A10 stripe at M = 16, 4096 x 4096 on 132 SMs: iters = ceil(1024 / 132) = 8 tiles of 128 x 128;
-    # H100 table rate 4096 FLOP/clk/SM (wgmma) x 0.75 for mma.sync
+def test_hopper_mma_sync_runs_at_the_published_fraction_of_the_wgmma_rate():
+    # Marlin stripe at M = 16, 4096 x 4096 on 132 SMs: iters = ceil(1024 / 132) = 8 tiles of
+    # 128 x 128; H100 table rate 4096 FLOP/clk/SM (wgmma) x 0.63 for mma.sync (ThunderKittens' and
+    # Luo et al.'s measured ceiling, kernels/_common.py); an A100 runs its table rate
     bd = predict("h100-sxm", "marlin", 16, 4096, 4096, clock=1.0e9)
-    assert bd.terms["tensor"] == pytest.approx(8 * 2 * 16 * 128 * 128 / (0.75 * 4096 * 1.0e9))
+    assert bd.terms["tensor"] == pytest.approx(8 * 2 * 16 * 128 * 128 / (0.63 * 4096 * 1.0e9))
+    assert _common.mma_sync_rate(get_gpu("a100-80gb"), 2048.0) == 2048.0
 
 
 def test_gemm_tile_chooser_counts_l2_rereads():

@@ -41,12 +41,11 @@ def tile_tensor_time(gpu: GPUSpec, f_sm: float, m_pad: int, n: int, k: int, tile
 
 # Fraction of the tensor rate a kernel built on warp-synchronous ``mma.sync`` reaches, per compute
 # capability. The vendor peaks of Hopper (table 1.3) are wgmma (warpgroup, asynchronous) rates;
-# ``mma.sync`` m16n8k16 on sm_90 reaches about 75 % of them: an estimate, no primary microbenchmark of
-# mma.sync against wgmma on sm_90 is published; the H100 Marlin rows at M = 128 (tensor-bound) run ~1.5x
-# slower than this rate predicts, so the true fraction may be nearer 0.5 (refsim calibrate does not
-# measure it yet).
+# kernels built on ``mma.sync`` top out near 63 % of them on an H100 (Spector et al., "GPUs Go Brrr",
+# Hazy Research blog 2024-05-12, on ThunderKittens: "without [wgmma] the GPU seems to top out around
+# 63% of its peak utilization"; Luo et al., arXiv:2501.12084, the same ceiling from microbenchmarks).
 # Every other CC's peak is an mma.sync rate already.
-MMA_SYNC_FRACTION = {"9.0": 0.75}
+MMA_SYNC_FRACTION = {"9.0": 0.63}
 
 
 def mma_sync_rate(gpu: GPUSpec, op_per_clk_per_sm: float) -> float:

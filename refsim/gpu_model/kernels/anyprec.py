@@ -38,9 +38,9 @@ import numpy as np
 from refsim.formats import bit_transpose
 from refsim.gpu_model.kernels import cublas_fp16, resources
 from refsim.gpu_model.kernels._common import require_multiple
-from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop, intervals, warp_step_cycles
+from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import Breakdown, _breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import Breakdown, _breakdown, _combine, _dram_time, _writeback_bytes
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
@@ -160,17 +160,6 @@ def loop(bits: int, m: int) -> Loop:
     return Loop(tuple(body), prefetch=False)
 
 
-@lru_cache(maxsize=None)
-def _step_counts(bits: int, m: int, int32_lanes: float, hfma2_lanes: float, fp32_lanes: float):
-    """(I, int instrs, fp16 instrs, L1/SMEM wavefronts, C1 cycles) of one step of :func:`loop`."""
-    lp = loop(bits, m)
-    n_int = sum(1 for i in lp.body if i.pipe == "int")
-    n_fp16 = sum(1 for i in lp.body if i.pipe == "fp16")
-    wavefronts = sum(i.wavefronts for i in lp.body if i.pipe == "mio") + sum(1 for i in lp.body if i.pipe == "dram")
-    c1 = warp_step_cycles(lp, intervals(int32_lanes, hfma2_lanes, fp32_lanes))
-    return lp.instructions, n_int, n_fp16, wavefronts, c1
-
-
 class Geometry(NamedTuple):
     """Launch geometry of ``matmul_kbit`` on one GPU (shared by the analytical and cycle models)."""
 
@@ -205,58 +194,115 @@ def geometry(g: GPUSpec, m: int, n: int, k: int, bits: int) -> Geometry:
 @lru_cache(maxsize=4096)
 def fused_shape(g: GPUSpec, m: int, n: int, k: int, bits: int) -> tuple:
     """The clock-independent numbers of the fused kernel (M <= 8, M is the template's maxm):
-    (geometry, lookups per lane per chunk, table words, expected LDS conflict degree, step counts
-    (I, int, fp16, L1/SMEM wavefronts, C1))."""
-    lookups, tops, words = lookup_plan(bits, m)
-    return (geometry(g, m, n, k, bits), lookups, words, lds_conflict_degree(words),
-            _step_counts(bits, m, g.int32_lanes_per_clk_per_sm, g.hfma2_lanes_per_clk_per_sm,
-                         g.fp32_fma_lanes_per_clk_per_sm))
+    (geometry, expected LDS conflict degree, the SASS census of one chunk step
+    (:func:`refsim.gpu_model.kernels.resources.anyprec_census`), warp-step cycles on one SMSP by
+    pipe (issue, alu, imad, fp16, fp16_mma, mio), warps per SMSP at once (W) and in all (tasks))."""
+    geo = geometry(g, m, n, k, bits)
+    _, _, words = lookup_plan(bits, m)
+    conflict = lds_conflict_degree(words)
+    c = resources.anyprec_census(g.compute_capability, m, bits, geo.ksplit > 1)
+    int_iv = 32 / (g.int32_lanes_per_clk_per_sm / 4)        # ALU and IMAD: 16 lanes per SMSP on sm_7x..9x
+    fp16_iv = 32 / (g.hfma2_lanes_per_clk_per_sm / 4)
+    mio_iv = 4 * 128 / g.l1_smem_bytes_per_clk_per_sm       # one 128-B wavefront per clock per SM, a quarter each
+    work = {"issue": float(c["issue_slots"]), "alu": c["alu"] * int_iv, "imad": c["imad"] * int_iv,
+            "fp16": c["fp16"] * fp16_iv, "fp16_mma": c["fp16_mma"] * fp16_iv,
+            "mio": (c["lds"] * conflict + c["ldg"] + 4 * c["ldg128"]) * mio_iv}
+    per_smsp = geo.ksplit                                    # a CTA's warps spread over the 4 SMSPs
+    slots = geo.occupancy.ctas_per_sm * per_smsp
+    tasks = -(-geo.ctas // g.sm_count) * per_smsp
+    return geo, conflict, c, work, min(slots, tasks), tasks
 
 
 def fused(mc, m, n, k, bits) -> Breakdown:
-    """The fused bitplane-LUT kernel ``matmul_kbit`` (M <= 8; counts in the module docstring)."""
+    """The fused bitplane-LUT kernel ``matmul_kbit`` (M <= 8).
+
+    Per SM sub-partition (SMSP) W warps run at once and ``tasks`` in all on the busiest SMSP: full
+    rounds of W warps, then a last round of the rest (CTAs of later waves take the slots of finished
+    ones), each warp through ``S`` chunk steps. One step of a round costs, in SMSP cycles (the SASS
+    census of the official kernel for the GPU's arch)::
+
+        D    the round's batch: every resident warp of the device loads one step's plane words (and
+             a dirty L2's write-back) at the achievable bandwidth; D_w = D / W one warp's share
+        P_w  one warp's work on the busiest SMSP resource: issue slots, ALU / IMAD / FP16 pipe cycles,
+             L1/shared wavefronts (lookups x bank-conflict degree + plane loads + 4 per LDG.128)
+        C    one warp's own path through the step alone: chain_c0 + chain_rounds x DRAM latency
+             (the loads of a step feed that step: no prefetch across chunks)
+
+    How the W warps' steps overlap depends on the order DRAM serves them::
+
+        in order (clean L2)      step = max(D, W·P_w, C + D_w)    stream, work or one warp's cycle
+        batched (dirty L2)       step = D + max(W·P_w, C + P_w)   the batch, then the work or the
+                                                                  last warp's path (+ one other warp)
+
+    With a dirty L2 every read miss first writes back a dirty victim; memory controllers drain
+    writes in batches and hold reads meanwhile (write drain: Chatterjee et al., "Staged Reads",
+    HPCA 2012), so a warp's loads come back with the whole batch and the warps, issued round-robin
+    (Accel-Sim's hardware-correlated configs: lrr), stay phase-locked: batch and computation add.
+    Time = T0 + prologue (LUT load: one DRAM latency, table build; the warp reduction) + S · Σ_rounds step."""
     g, f, p = mc
-    geo, lookups, words, conflict, (instrs, n_int, n_fp16, wavefronts, c1) = fused_shape(g, m, n, k, bits)
-    warp_steps = (n // geo.multi_row) * geo.chunks   # warp steps (multi_row rows, one chunk)
-    sm_clk = g.sm_count * f
-    # issue slots: one warp instruction per clock per SMSP (MWP/CWP: compute warps saturate it)
-    t_issue = warp_steps * instrs / (4 * sm_clk)
-    t_int = warp_steps * n_int * 32 / (g.int32_lanes_per_clk_per_sm * sm_clk)
-    t_fp16 = warp_steps * n_fp16 * 32 / (g.hfma2_lanes_per_clk_per_sm * sm_clk)
-    t_smem = warp_steps * wavefronts / sm_clk
+    geo, conflict, c, work, w, tasks = fused_shape(g, m, n, k, bits)
     plane_bytes = bits * n * k / 8
     other_bytes = n * (1 << bits) * 2 + 2.0 * m * k + 2.0 * m * n     # LUT, activations, output
-    bytes_dram = plane_bytes + other_bytes
-    # MWP: one chunk of bitplane words in flight per warp (no prefetch), so the plane stream is
-    # Little's-law limited by the resident warps; the LUT (prologue), the activations (read once
-    # from DRAM, L2 hits for the other CTAs) and the output are not part of that per-step window
-    bif = geo.warps_per_cta * bits * 128
-    t_dram = (_dram_time(plane_bytes, g, geo.ctas, geo.occupancy.ctas_per_sm, bif)
-              + other_bytes / g.dram_eff_bytes_per_s)
-    # one warp's serial path (loop.prefetch is False): each chunk step waits one DRAM latency for
-    # row 0, then each further row waits for the longer of the previous row's dependent chain
-    # (C1 / multi_row cycles alone on the SMSP) and its own loads (issued one row ahead); before the
-    # loop the warp loads its rows' LUT (one more DRAM latency) and builds the tables. ceil(waves)
-    # CTAs run one after another.
-    lat = g.dram_latency_s
-    row = c1 / geo.multi_row / f
-    per_step = lat + (geo.multi_row - 1) * max(row, lat) + row
-    prologue = lat + geo.multi_row * max(1, words // 32) * 2 / f
-    t_chain = math.ceil(geo.waves - 1e-9) * (prologue + geo.steps_per_warp * per_step)
-    pipes = {"dram": t_dram, "alu": max(t_issue, t_int, t_fp16), "smem": t_smem, "latency": t_chain}
+    # the busiest SMSP runs its tasks in full rounds of W warps and a last round of the rest, S
+    # steps each; in a round every resident warp of the device loads one step's plane words (and a
+    # dirty L2's write-back) per step: that batch at the achievable bandwidth is D, one warp's
+    # share of it D_w = D / W
+    writeback = 1 + _writeback_bytes(g, plane_bytes) / plane_bytes
+    warp_clk = plane_bytes / ((n // geo.multi_row) * geo.chunks) * writeback / g.dram_eff_bytes_per_s * f
+    lat = g.dram_latency_s * f
+    p_w = max(work.values())
+    chain = c["chain_c0"] + c["chain_rounds"] * lat
+    resident_ctas = g.sm_count * geo.occupancy.ctas_per_sm
+    full = tasks // w
+    rounds, left = [], geo.ctas                  # (warps on the busiest SMSP, CTAs on the device)
+    for w_r in [w] * full + ([tasks - full * w] if tasks > full * w else []):
+        rounds.append((w_r, max(1, min(resident_ctas, left))))
+        left -= resident_ctas
+    loop = stream_sum = work_sum = path_sum = 0.0
+    binding_time: dict = {}
+    for w_r, ctas_r in rounds:
+        stream = ctas_r * geo.warps_per_cta * warp_clk
+        compute = w_r * p_w
+        if g.l2_dirty_bytes:       # batched behind the write drain: the batch, then the work
+            path = chain + p_w
+            step = stream + max(compute, path)
+            bound = "latency" if path > compute else "work"
+        else:                      # in order: the stream, the SMSP's work or one warp's cycle
+            path = chain + stream / w_r
+            step = max(stream, compute, path)
+            bound = "dram" if step == stream else "latency" if step == path else "work"
+        loop += step
+        binding_time[bound] = binding_time.get(bound, 0.0) + step
+        stream_sum, work_sum, path_sum = stream_sum + stream, work_sum + compute, path_sum + path
+    steps = geo.steps_per_warp
+    binding = max(binding_time, key=binding_time.get)
+    if binding == "work":
+        binding = max(work, key=work.get)
+    prologue = lat + geo.multi_row * max(1, (1 << bits) // 32) * 2 + 5 * (LDS_LAT + FP_LAT)
+    loop_s = steps * loop / f
+    launch = p.launch_overhead_s
+    tail = prologue / f + other_bytes / g.dram_eff_bytes_per_s
+    core = max(work["issue"], work["alu"], work["imad"], work["fp16"], work["fp16_mma"])
+    terms = {"dram": steps * stream_sum / f, "alu": steps * work_sum * core / p_w / f,
+             "smem": steps * work_sum * work["mio"] / p_w / f, "latency": steps * path_sum / f, "launch": launch,
+             "tail": tail}
+    bottleneck = {"issue": "alu", "imad": "alu", "fp16": "alu", "fp16_mma": "alu", "mio": "smem"}.get(binding, binding)
+    if launch + tail > loop_s:
+        bottleneck = "launch"
     occ = geo.occupancy
-    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=geo.ctas, n_waves=geo.waves, bytes_dram=bytes_dram,
-                    notes=_fused_notes(geo.multi_row, geo.ksplit, lookups, conflict, geo.regs, geo.smem,
-                                       occ.ctas_per_sm, occ.limiter, geo.warps_per_smsp, instrs, c1))
+    return _breakdown(NAME, g.name, m, n, k, bits, launch + tail + loop_s, bottleneck, terms,
+                      plane_bytes + other_bytes, 2.0 * m * n * k, geo.ctas, geo.waves, 1,
+                      _fused_notes(geo.multi_row, geo.ksplit, conflict, geo.regs, geo.smem, occ.ctas_per_sm,
+                                   occ.limiter, w, c["issue_slots"], round(chain), bool(g.l2_dirty_bytes)))
 
 
 @lru_cache(maxsize=4096)
-def _fused_notes(multi_row, ksplit, lookups, conflict, regs, smem, ctas_per_sm, limiter, warps_per_smsp, instrs,
-                 c1) -> str:
-    """The notes of the fused kernel: its launch plan and per-step counts."""
-    return (f"multi_row={multi_row} ksplit={ksplit} lookups={lookups} conflict={conflict:.2f} "
-            f"regs={regs} smem={smem} ctas/SM={ctas_per_sm} ({limiter}) "
-            f"warps/SMSP={warps_per_smsp:g} step I={instrs} C1={c1:.0f} cycles")
+def _fused_notes(multi_row, ksplit, conflict, regs, smem, ctas_per_sm, limiter, warps_per_smsp, instrs, chain,
+                 batched) -> str:
+    """The notes of the fused kernel: its launch plan, per-step counts and the DRAM service order."""
+    return (f"multi_row={multi_row} ksplit={ksplit} conflict={conflict:.2f} regs={regs} smem={smem} "
+            f"ctas/SM={ctas_per_sm} ({limiter}) warps/SMSP={warps_per_smsp:g} step I={instrs} (SASS census) "
+            f"one-warp path={chain} cycles; DRAM {'batched (dirty L2)' if batched else 'in order'}")
 
 
 def check(gpu, m, n, k, bits, group_size) -> None:

@@ -9,6 +9,9 @@ refsim does not ship these kernels, so their resources are measured, not guessed
                             Marlin<256, ...> (IST-DASLab/marlin @ 2f6d7c1; group_blocks -1 = per channel)
     resources_atom.csv      arch, registers
                             DenseLayerGEMM_i4_kernel<half> (efeslab/Atom @ 7e3618b)
+    sass_census_anyprec.csv arch, maxm, bits, use_ksplit, then per chunk step of one warp: issue_slots,
+                            alu, imad, fp16, fp16_mma, lds, ldg, ldg128, other, chain_c0, chain_rounds
+                            (the SASS of matmul_kbit_32 per arch; refsim.gpu_model.sass)
 
 An arch missing from a table is read from the one it compiles like (:data:`SAME_AS`: sm_87 and sm_89
 give the numbers of sm_86 for Any-Precision and Marlin). A lookup outside a table is a
@@ -23,17 +26,21 @@ from pathlib import Path
 
 from refsim.errors import FormatRuleError
 
-__all__ = ["anyprec", "marlin", "atom", "SAME_AS", "table_path"]
+__all__ = ["anyprec", "anyprec_census", "marlin", "atom", "SAME_AS", "table_path"]
 
 # arches whose ptxas output equals another's for these kernels (measured: sm_86, sm_87 and sm_89 give
 # the same registers for Any-Precision and Marlin; sm_87 was not compiled and is taken as sm_86)
 SAME_AS = {"anyprec": {"sm_87": "sm_86", "sm_89": "sm_86"}, "marlin": {"sm_86": "sm_80", "sm_87": "sm_80",
-                                                                    "sm_89": "sm_80"}, "atom": {}}
+                                                                    "sm_89": "sm_80"}, "atom": {},
+           "sass_census_anyprec": {}}
 
 
 def table_path(kernel: str) -> Path:
-    """The CSV file of ``kernel``'s measured resources."""
-    return Path(__file__).resolve().parents[2] / "data" / "timings" / f"resources_{kernel}.csv"
+    """The CSV file of ``kernel``'s measured resources (``sass_census_anyprec``: the census file)."""
+    if type(kernel) is not str or kernel not in SAME_AS:
+        raise FormatRuleError(f"kernel: must be one of {sorted(SAME_AS)}; got {kernel!r:.80}")
+    name = kernel if kernel.startswith("sass_") else f"resources_{kernel}"
+    return Path(__file__).resolve().parents[2] / "data" / "timings" / f"{name}.csv"
 
 
 @lru_cache(maxsize=None)
@@ -43,7 +50,7 @@ def _table(kernel: str) -> dict:
     with path.open(newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
     header, out = rows[0], {}
-    width = {"anyprec": 4, "marlin": 5, "atom": 1}[kernel]
+    width = {"anyprec": 4, "marlin": 5, "atom": 1, "sass_census_anyprec": 4}[kernel]
     for line, cells in enumerate(rows[1:], 2):
         if len(cells) != len(header):
             raise FormatRuleError(f"{path}:{line}: row must have {len(header)} cells; got {len(cells)}")
@@ -75,6 +82,19 @@ def anyprec(compute_capability: str, maxm: int, bits: int, use_ksplit: bool) -> 
     if type(use_ksplit) is not bool:
         raise FormatRuleError(f"use_ksplit: must be a bool; got {use_ksplit!r:.80}")
     return _lookup("anyprec", compute_capability, maxm, bits, int(use_ksplit))
+
+
+CENSUS_FIELDS = ("issue_slots", "alu", "imad", "fp16", "fp16_mma", "lds", "ldg", "ldg128", "other", "chain_c0",
+                 "chain_rounds")
+
+
+def anyprec_census(compute_capability: str, maxm: int, bits: int, use_ksplit: bool) -> dict:
+    """Warp instructions of one chunk step of ``matmul_kbit_32<maxm, bits, use_ksplit>`` by pipe, and
+    one warp's path through it (``chain_c0`` cycles + ``chain_rounds`` DRAM latencies), from the SASS
+    ptxas makes for ``compute_capability`` (:data:`CENSUS_FIELDS`; refsim.gpu_model.sass)."""
+    if type(use_ksplit) is not bool:
+        raise FormatRuleError(f"use_ksplit: must be a bool; got {use_ksplit!r:.80}")
+    return dict(zip(CENSUS_FIELDS, _lookup("sass_census_anyprec", compute_capability, maxm, bits, int(use_ksplit))))
 
 
 def marlin(compute_capability: str, m_blocks: int, n_blocks: int, k_blocks: int, group_blocks: int) -> int:
