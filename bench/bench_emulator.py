@@ -4,7 +4,7 @@ What it measures, in one run:
   1. exact fp primitives: >= 10^6 random inputs per primitive (half random bit patterns, half
      adversarial cancellations / near-ties) plus every special-value triple, compared bit for bit
      with exact rational arithmetic (fractions.Fraction, refsim.arith.exact);
-  2. tensor-core models on the hardware measurements (../shared/testdata/tensor_core_hw): mismatch
+  2. tensor-core models on the hardware measurements (refsim/data/tensor_core_hw): mismatch
      counts of the chosen parameters, of wrong truncation widths and of a naive fp64 dot product;
   3. Marlin warp-level emulation at M=16, K=N=4096 (A100 partition, 108 SMs): wall time (min and
      median of 3) of the default path and of the NumPy reference path against the target of 2 s,

@@ -53,7 +53,7 @@ def random_blocks(draw):
 @settings(max_examples=examples(50))
 @given(random_blocks())
 def test_fdpa_error_is_within_the_model_bound_and_fp32_output_is_rounded_toward_zero(block):
-    # Bound (numerics.md §1.3): before the output conversion each of the L + 1 truncated terms lost
+    # Bound (the T-FDPA structure, docs/emulator.md): before the output conversion each of the L + 1 truncated terms lost
     # < 2^(E - F); the fp32 conversion is toward zero (< 1 ulp, never away from the truncated sum).
     arch, a, b, c = block
     m = tc.model(arch)

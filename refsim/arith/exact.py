@@ -12,7 +12,7 @@ Python, one value at a time) on purpose: it is the thing the fast NumPy paths ar
                  resp. ±max-finite (RZ) — IEEE 754 overflow rules.
 
 Modes: ``"rne"`` round to nearest, ties to even; ``"rz"`` toward zero; ``"rz_inf"`` toward zero
-but overflow gives ±Inf (the tensor-core fp32 output rule, numerics.md §1.3 step 6).
+but overflow gives ±Inf (the tensor-core fp32 output rule, docs/emulator.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ rounding        every result is the exact real result rounded once, round-to-nea
                 ``add/sub/mul/fma.rn.{f16,f32}`` and ``cvt.rn``.
 fused flag      every multiply-add takes ``fused=``: ``True`` is one rounding (``fma.rn``, HFMA2,
                 FFMA), ``False`` is ``mul.rn`` then ``add.rn`` (two roundings). Which one a kernel
-                executes is a property of its SASS, not of its source (numerics.md §3.3): the
+                executes is a property of its SASS, not of its source (check the SASS: ``refsim ptx stats --sass``): the
                 caller must say.
 how             fp16 add/sub/mul: NumPy float16 ufuncs (computed in float32 and rounded once more;
                 innocuous because 24 >= 2·11 + 2, Figueroa 1995). fp16 fma: exact float64 product,
@@ -23,7 +23,7 @@ oracle          :mod:`refsim.arith.exact` (``fractions.Fraction``); the ``*_refe
                 checks >= 10^6 random bit patterns per primitive, the tests a sample plus every
                 special case.
 source          PTX ISA 9.x, "Floating Point Instructions" (add/sub/mul/fma ``.rn``) and ``cvt``
-                (float-to-integer conversions saturate, NaN -> 0); numerics.md §3.
+                (float-to-integer conversions saturate, NaN -> 0; PTX ISA, cvt).
 
 Round-to-odd in one picture (binary, the target keeps 3 fraction bits, the intermediate 5)::
 

@@ -29,7 +29,7 @@ hardware        the H100 probes (refsim/data/tensor_core_hw) hold the registers 
                 m16n8k16/k8 f16 and bf16, m16n8k8 tf32 and m16n8k32 e4m3/e5m2: every lane and register
                 equals these maps applied to the logical tiles (tests/arith/test_fragments.py).
 source          PTX ISA 9.x §9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with floating point type",
-                §9.7.14.5.10 (m16n8k64 integer), §9.7.14.5.15 ``ldmatrix``; numerics.md §2.1–2.3.
+                §9.7.14.5.10 (m16n8k64 integer), §9.7.14.5.15 ``ldmatrix``.
 
 The A fragment of m16n8k16 in a picture (the lane that holds each 2-element pair, rows 0..15)::
 
@@ -255,7 +255,7 @@ def ldmatrix_reference(matrices: np.ndarray, trans: bool = False) -> np.ndarray:
 
 # ----------------------------------------------------------------------------------------------
 # the other mma shapes executed by refsim.ptx (PTX ISA 9.x §9.7.14.5.7 m16n8k8 f16, §9.7.14.5.9
-# m16n8k16/k32 integer, §9.7.14.5.10 m16n8k32 s4; numerics.md §2.2). C/D of every shape: mma_m16n8k16_c.
+# m16n8k16/k32 integer, §9.7.14.5.10 m16n8k32 s4). C/D of every shape: mma_m16n8k16_c.
 
 
 def mma_m16n8k8_a() -> FragmentLayout:

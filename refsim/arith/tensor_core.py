@@ -23,12 +23,12 @@ chaining        ``mma.sync.m16n8k16``: d = c; for each block of L along k (low k
                 ``mma.sync.m16n8k8``: one block of the 8 products on every arch (Hopper: its
                 16-product datapath fed 8 products). Every kind refsim models:
                 :func:`refsim.arith.tensor_core_types.modelled`.
-parameters      (L, F, e_zero f32-acc, e_zero f16-acc), numerics.md §1.4/§1.9:
+parameters      (L, F, e_zero f32-acc, e_zero f16-acc), MMA-Sim (``nv_ptx.py``) and Khattak & Mikaitis (arXiv:2512.07004):
                     sm_70 (4, 23, -131, -20)      Volta, reference only (m8n8k4 datapath)
                     sm_80/86/89 (8, 24, -132, -21) Ampere, Ampere GA10x, Ada
                     sm_87 = sm_80 parameters, UNVERIFIED (no public hardware data for Orin)
                     sm_90 (16, 25, -133, -22)      Hopper ``mma.sync`` (not ``wgmma``)
-implementation  integers only (numerics.md §1.9): operands split into (sign, integer significand,
+implementation  integers only (docs/emulator.md, "Tensor cores"): operands split into (sign, integer significand,
                 exponent); shifts and the sum in int64; the single output rounding done on the
                 integer. No host floating-point mode or contraction can change a bit.
 validation      bit-exact on 5000 hardware rows each of A100 (sm_80), H100 (sm_90), V100 (sm_70)
@@ -91,10 +91,10 @@ class TensorCoreModel:
 MODELS: dict[str, TensorCoreModel] = {
     "sm_70": TensorCoreModel("sm_70", 4, 23, -131, -20, True, "V100 data (5000 rows)"),
     "sm_80": TensorCoreModel("sm_80", 8, 24, -132, -21, True, "A100 data (5000 rows)"),
-    "sm_86": TensorCoreModel("sm_86", 8, 24, -132, -21, True, "A2 (sm_86) data re-checked in numerics.md §1.6; not in the shared data set"),
+    "sm_86": TensorCoreModel("sm_86", 8, 24, -132, -21, True, "A2 (sm_86): the A100's parameters, checked on published A2 rows; not in refsim/data/tensor_core_hw"),
     "sm_87": TensorCoreModel("sm_87", 8, 24, -132, -21, False,
                              "UNVERIFIED: Orin has no public hardware data; sm_80 parameters assumed"),
-    "sm_89": TensorCoreModel("sm_89", 8, 24, -132, -21, True, "L40S/RTX-1000 (sm_89) data re-checked in numerics.md §1.6; not in the shared data set"),
+    "sm_89": TensorCoreModel("sm_89", 8, 24, -132, -21, True, "L40S/RTX-1000 (sm_89): the A100's parameters, checked on published rows; not in refsim/data/tensor_core_hw"),
     "sm_90": TensorCoreModel("sm_90", 16, 25, -133, -22, True, "H100 data (5000 rows); mma.sync only"),
 }
 #: the archs with a tensor-core model, in the order of the architecture table (:mod:`refsim.archs`)

@@ -15,7 +15,7 @@ dataflow        per 128-wide group g, in group order:
                 the INT8 tail: ``m16n8k32 .s8`` slabs over the keeper channels, then the same epilogue;
                 finally ``__float2half(acc)`` (RNE).
 contraction     FFMA vs FMUL+FADD was not confirmed from SASS here: ``fused`` is a parameter and
-                the default (fused) is "unverified contraction" in the sense of numerics.md §5.6.
+                the default (fused) is "unverified contraction" (no SASS was read to confirm FFMA contraction).
 paths           :func:`atom_group_gemm`: group sums by float32 BLAS (exact), the epilogue in the
                 compiled :func:`refsim.native.emulators.atom_epilogue` when a C compiler is present,
                 else in NumPy (``native=False``); :func:`atom_group_gemm_slabs` is the mma-by-mma form.
@@ -24,7 +24,7 @@ oracle          :func:`atom_group_gemm_reference` (plain loops, Python ints, exa
                 selection written per element); with pair-equal scales also
                 :func:`refsim.formats.atom.atom_gemm` (the format module's value-level model).
 source          efeslab/Atom ``kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh`` @ 7e3618b
-                (per the format module and numerics.md §4.6); fragment layout of m16n8k64 s4 in
+                (per the format module and efeslab/Atom ``Dense_layer_gemm_i4_o16.cuh``); fragment layout of m16n8k64 s4 in
                 :mod:`refsim.arith.fragments`.
 """
 

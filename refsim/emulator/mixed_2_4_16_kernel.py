@@ -1,6 +1,6 @@
 """Warp-level emulation of a 2/4/16-bit GEMV with its fused outlier SpMV: what the kernel writes.
 
-The ICCAD'24 paper (Li et al., ``shared/papers/two-four-sixteen-bit.md``) publishes no code, so
+The ICCAD'24 paper (Li et al., "Fast and Efficient 2-bit LLM Inference on GPU: 2/4/16-bit in a Weight Matrix with Asynchronous Dequantization") publishes no code, so
 "the kernel" here is **refsim's documented kernel design** that follows the paper's dataflow
 (Algorithm 1 and section 5.3: 2nd-order dequantization of the scales, 1st-order dequantization
 of the weights to half, ``psum += w * x`` over a packed loop of N_pack = 16 weights = one group,
@@ -56,7 +56,7 @@ paths              steps 2-3 run in the compiled kernel :func:`refsim.native.emu
                    mixed_dense_group_sums` when a C compiler is present, else :func:`group_sums` on
                    :func:`dequantized_weights` (NumPy, ``native=False``); tested bit-equal
 source             paper only (Algorithm 1, sections 3.3 and 5.3); no official repository exists
-                   (shared/specs/atom_qigen_gptq.md section 4.1)
+                   (the paper, section 4.1)
 =================  ==================================================================================
 
 Who does what for one output channel, K = 128 (the format's example: groups 2 and 5 are 4-bit)::

@@ -17,7 +17,7 @@ Spec block
   ``dequant``) at ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``; NVIDIA FasterTransformer /
   TensorRT-LLM ``cutlass_extensions/.../interleaved_numeric_conversion.h``
   (``FastInterleavedAndBiasedNumericArrayConverter`` for ``uint4b_t`` x 8 and ``uint8_t`` x 4),
-  as restated in the project's ``specs/numerics.md`` section 4.
+  (FasterTransformer / TensorRT-LLM ``interleaved_numeric_conversion.h``, Marlin ``dequant``).
 
 The INT4 trick, bit by bit (one 16-bit half shown; the other half is the same)::
 

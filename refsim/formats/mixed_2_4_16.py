@@ -2,7 +2,7 @@
 
 Li et al., "Fast and Efficient 2-bit LLM Inference on GPU: 2/4/16-bit in a Weight Matrix with
 Asynchronous Dequantization" (ICCAD'24, arXiv 2311.16442). No official code exists (see
-shared/specs/atom_qigen_gptq.md §4); every choice the paper leaves open is decided below and marked
+the paper, section 4); every choice the paper leaves open is decided below and marked
 DECISION. refsim's weights are (K, N); the paper's GEMV reads the n x k matrix one output channel
 (row n) at a time, so the packed arrays are stored per output channel ``(N, ...)`` (said per array).
 
@@ -59,7 +59,7 @@ other arrays       meta2 uint16 (N, T), T = ceil(n2 / 3): word t describes the 2
                    z2 uint16 (G, N/16); group_bits uint8 (G,) = 2 or 4
 invariants         K % 16 == 0, N % 16 == 0, K <= 65536; 8 * nbytes(packed) / (K N) equals
                    :func:`average_bits` exactly
-source             paper only (shared/papers/two-four-sixteen-bit.md: eqs. 2-6, 9, 10, section 3.3
+source             paper only (Li et al., ICCAD'24: eqs. 2-6, 9, 10, section 3.3
                    "Memory Alignment", section 4.3, Algorithm 1); no official repository
 =================  ==================================================================================
 

@@ -1,6 +1,6 @@
 """QIGen's performance model: register (micro-GEMV) search, cache (mini-GEMV) MILP, time estimate.
 
-Paper (../shared/papers/qigen.md, Sec. 3) and IST-DASLab/QIGen @ be868d3 ``utils.mem_model``:
+Paper (Pegolotti et al., QIGen, Sec. 3) and IST-DASLab/QIGen @ be868d3 ``utils.mem_model``:
 
 * registers (eq. 4): ``m_u + m_u*t_u + t_u <= eta`` with ``t_u`` counted in vector registers (8
   fp32 columns each) and ``m_u`` the activations held at once (our kernel: the in-word

@@ -17,7 +17,7 @@ The formats themselves live in :mod:`refsim.formats.atom`.
     x (M, K) --permute columns by idx--> x_r --formats.atom.quantize_activations--> x_r_hat
     y_hat = x_r_hat @ W_r_hat          (== x_hat @ W_hat in the original channel order)
 
-Differences between the two weight paths are Atom's own (shared/specs/atom_qigen_gptq.md §1.3).
+Differences between the two weight paths are Atom's own (efeslab/Atom ``model/quant.py`` and ``model/gptq.py``).
 GPTQ arithmetic: weights and updates in float32, the Cholesky factor of H^-1 from
 :mod:`refsim.quant.gptq` (float64, then cast to float32; the official code factorises in float32),
 no act-order (Atom asserts it off), blocksize 128, percdamp 0.01.

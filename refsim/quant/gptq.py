@@ -2,7 +2,7 @@
 
 Matched: IST-DASLab/gptq ``gptq.py`` (``GPTQ.add_batch``, ``GPTQ.fasterquant``) and ``quant.py``
 (``Quantizer``), and AutoGPTQ ``auto_gptq/quantization/gptq.py`` (which adds ``g_idx`` and
-``static_groups``); behaviour summarised in shared/specs/atom_qigen_gptq.md §3.
+``static_groups``); behaviour as in AutoGPTQ ``gptq.py`` (docs/sources.md).
 
 Notation follows the paper with refsim's (K, N) weights: the paper quantizes the columns of
 W_paper = Wᵀ (N × K) one input feature at a time; here that is one *row* k of W (K, N). Internally

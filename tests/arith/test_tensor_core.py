@@ -1,7 +1,7 @@
 """Tensor-core models: bit for bit on real hardware measurements, directed corner vectors, errors.
 
 Expected values of the directed vectors are worked out by hand in the comments from the T-FDPA rule
-(numerics.md §1.3, §1.5); the hardware rows are measured bits (A100, H100, V100).
+(docs/emulator.md); the hardware rows are measured bits (A100, H100, V100).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_pack_is_bit_identical_to_official_packer(k, p):
 
 
 def test_pack_reproduces_the_worked_example_of_the_spec():
-    # /work/shared/specs/anyprec.md §2, p = 4, K = 1024, row 0 word 0 (derived by hand there)
+    # p = 4, K = 1024, row 0 word 0, derived by hand from the packer's bit order (module spec block)
     codes = np.zeros((1, 1024), dtype=np.uint8)
     codes[0, 0:8] = [3, 14, 4, 14, 6, 0, 13, 9]
     codes[0, 256:264] = [8, 1, 1, 6, 13, 15, 8, 6]

@@ -1,18 +1,5 @@
 """Per-instruction semantics of PTX: one pure handler per opcode family, found through one table.
 
-Changes to /work/wt/PTX_INTERFACE.md (``lookup(op, arch=)`` and the :class:`Handler` fields are as
-pinned there; these only make its open points precise):
-  * 8-bit ``cvt`` destinations return uint32 sign/zero-extended from 8 bits (engine truncates).
-  * optional second destinations (``setp p|q``, ``shfl d|p``, ``lop3 d|p``) are always returned and
-    listed in ``dst_types``; the engine writes those the instruction names. ``!p`` sources are negated
-    by the engine. Immediates (``lop3``'s immLut, shift amounts, ``prmt`` selectors) arrive as arrays.
-  * warp handlers: shfl ``fn(a, b, c, active)`` -> (d, p); vote/redux ``fn(a, active)``; ldmatrix
-    ``fn(rows)`` with ``src_types == ()`` (the address is the engine's); mma ``fn(a, b, c)`` with
-    ``src_types`` = na + nb + nc registers in operand order.
-  * ``atom_apply(op, type, old, b, c=None, *, noftz=False, space="global")``: the two keywords carry
-    ``.noftz`` and the state space (``atom.add.f32`` flushes subnormals on global memory only).
-  * ``mov_pack`` / ``mov_unpack`` for ``mov`` with vector-brace operands.
-
 Spec
 ----
 contract        ``lookup(Op, arch=)`` -> :class:`Handler`, called once per static instruction at load
@@ -30,7 +17,14 @@ optional dsts   instructions with an optional second destination (``setp p|q``, 
                 ``lop3 d|p``) always return every destination; ``dst_types`` lists them all and the
                 engine writes only those present in the instruction.
 negated preds   a source written ``!p`` is negated by the engine before the call.
-extra API       beyond PTX_INTERFACE.md: :func:`mov_pack` / :func:`mov_unpack` for
+immediates      ``lop3``'s immLut, shift amounts and ``prmt`` selectors arrive as arrays like any source.
+warp handlers   shfl ``fn(a, b, c, active) -> (d, p)``; vote/redux ``fn(a, active)``; ldmatrix ``fn(rows)``
+                with ``src_types == ()`` (the address is the engine's); mma ``fn(a, b, c)`` with
+                ``src_types`` = the A, B and C registers in operand order.
+atomics         ``atom_apply(op, type, old, b, c=None, *, noftz=False, space="global")``: the keywords
+                carry ``.noftz`` and the state space (``atom.add.f32`` flushes subnormals on global
+                memory only).
+extra API       :func:`mov_pack` / :func:`mov_unpack` for
                 ``mov.b32 r, {h0, h1}`` and ``mov.b64 {lo, hi}, r`` (the operand shape is not in
                 :class:`Op`), and :func:`atom_apply` for the atom/red arithmetic.
 modules         handler.py (Op, Handler: the interface), table.py (the one opcode table, assembled

@@ -83,7 +83,7 @@ def test_fma_rn_f32_matches_emulator_fp_including_the_double_rounding_trap():
     c = np.array([2.0**-47 * (1 + 2.0**-23)] + list(-a[1:] * b[1:]), np.float32)  # heavy cancellation
     got = op("fma", ("rn",), "f32", a.view(np.uint32), b.view(np.uint32), c.view(np.uint32))
     assert_bitexact(got, canon32(fp.f32_fma(a, b, c, fused=True)), "fma.rn.f32")
-    assert int(got[0]) == int(np.float32(1 + 2.0**-23).view(np.uint32))  # numerics.md §3.5 counter-example
+    assert int(got[0]) == int(np.float32(1 + 2.0**-23).view(np.uint32))  # double rounding's counter-example: fma.rn.f32 rounds once
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def test_lop3_matches_its_plain_loop_twin_for_all_immediates_on_random_words():
     (0xFE, lambda a, b, c: a | b | c),
     (0x40, lambda a, b, c: a & b & ~c),
     (0x1A, lambda a, b, c: ((a & b) | c) ^ a),
-    (0xEA, lambda a, b, c: (a & b) | c),          # the INT4 -> fp16 dequant of numerics.md §4.1
+    (0xEA, lambda a, b, c: (a & b) | c),          # the INT4 -> fp16 magic-number dequant (refsim.formats.dequant_tricks)
     (0x96, lambda a, b, c: a ^ b ^ c),
 ])
 def test_lop3_isa_examples_compute_their_functions(imm, expr):
@@ -106,7 +106,7 @@ def test_prmt_generic_form_matches_the_isa_examples():
     (d,) = run("prmt", (), ("b32",), u32(A_IDX), u32(B_IDX), u32(0x7531))
     assert int(d[0]) == 0x07050301                       # cub::PRMT documentation example
     (d,) = run("prmt", (), ("b32",), u32(0xDDCCBBAA), u32(0x64646464), u32(0x5250, 0x5351))
-    assert d.tolist() == [0x64CC64AA, 0x64DD64BB]        # INT8 -> fp16 magic-number bytes (numerics.md §4.5)
+    assert d.tolist() == [0x64CC64AA, 0x64DD64BB]        # INT8 -> fp16 magic-number bytes (refsim.formats.dequant_tricks)
     (d,) = run("prmt", (), ("b32",), u32(0x00800001), u32(0), u32(0x8A98))
     # nibble 8 = byte 0 (0x01) sign 0 -> 0x00; 9 = byte 1 (0x00) -> 0x00; A = byte 2 (0x80) -> 0xFF; 8 -> 0x00
     assert int(d[0]) == 0x00FF0000
