@@ -1,6 +1,6 @@
 """Any-Precision LLM oracle benchmarks (run: python bench/bench_anyprec.py [--quick]).
 
-Targets (issue 4): packing 8 planes of a 4096 x 11008 layer <= 1 s; incremental upscaling 3 -> 8
+Targets: packing 8 planes of a 4096 x 11008 layer <= 1 s; incremental upscaling 3 -> 8
 bits of a 4096 x 4096 layer <= 2 s, on the 2-core CI machine.  Each timing is the best of
 ``REPEATS`` runs (the first run also pays page faults for fresh arrays; it is printed too).
 

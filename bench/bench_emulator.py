@@ -1,4 +1,4 @@
-"""Emulator benchmark and validation sweep (issue 8).
+"""Emulator benchmark and validation sweep.
 
 What it measures, in one run:
   1. exact fp primitives: >= 10^6 random inputs per primitive (half random bit patterns, half
@@ -188,7 +188,7 @@ def bench_gemv_emulators(repeats: int = 3) -> list[str]:
     M = 1) emulators at N = K = 4096: the default path against the readable reference path in the
     same run (Any-Precision, 2/4/16: the NumPy emulation, ``native=False``; Atom: the mma-slab form
     :func:`atom_group_gemm_slabs`), min wall / min CPU over ``repeats``, the ratio fast / reference
-    and whether the bits are equal. No assertion: a measurement (issue 13)."""
+    and whether the bits are equal. No assertion: a measurement."""
     from refsim.emulator import anyprec_kernel as ek
     from refsim.emulator import atom_kernel as atk
     from refsim.emulator import mixed_2_4_16_kernel as mx

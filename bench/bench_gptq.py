@@ -1,6 +1,6 @@
 """Benchmark: GPTQ on a 4096x4096 layer, 4-bit, group 128, from a given Hessian.
 
-Targets (issue 13): <= 2 s on a quiet 2-core machine, and at most 2x slower while one other
+Targets: <= 2 s on a quiet 2-core machine, and at most 2x slower while one other
 process keeps a core busy (a spinning child started by this script), both measured in this run.
 Prints min / median wall and CPU time over ``--repeat`` runs, the Cholesky part alone, and one
 np.matmul of the same size (a ratio that travels across machines).

@@ -1,6 +1,6 @@
 """Benchmark: GPTQ/AWQ pack and unpack throughput against np.copy bandwidth, measured in one run.
 
-Target (issue 2): pack and unpack each move data at >= 25% of np.copy's bandwidth on the same data.
+Target: pack and unpack each move data at >= 25% of np.copy's bandwidth on the same data.
 Bytes counted for a kernel = bytes of its input + bytes of its output (uint8 codes <-> int32 words);
 np.copy of the uint8 code matrix counts 2 * K * N bytes the same way.
 

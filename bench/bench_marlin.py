@@ -1,6 +1,6 @@
 """Benchmark: Marlin pack / unpack of LLaMA-7B-sized layers on the CPU.
 
-Target (issue 3): pack of 4096x11008 and 11008x4096 in <= 0.5 s each on the 2-core CI machine.
+Target: pack of 4096x11008 and 11008x4096 in <= 0.5 s each on the 2-core CI machine.
 Napkin math: 45.1 M codes = 45 MB of uint8 in, 22.5 MB of int32 out; the pack is one tile
 transpose + one 1024-wide gather (two passes over 45 MB) + one nibble-pair fold (one pass), so
 ~150 MB of memory traffic: ~0.05 s at 3 GB/s effective, the rest is NumPy's fancy-index cost.

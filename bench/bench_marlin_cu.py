@@ -3,7 +3,7 @@
 Prints, for the shapes of tests/cuda/test_marlin_cu.py and two larger ones: interpreter wall time
 (best of ``--repeats``, the per-entry module parse included once per process and reported apart),
 the emulator's time for the same call, their ratio, warp- and thread-instructions issued, and the
-interpreter's thread-instruction rate. No target is asserted; the numbers go to the issue-17 note.
+interpreter's thread-instruction rate. No target is asserted.
 
 Napkin math for one k128 x n128 tile of the M <= 16 kernel: 8 warps x (2 k16 blocks x (1 ldmatrix +
 2 shared loads + 4 x (2 dequant x 4 ops + 4 scale products + 2 mma)) + pipeline bookkeeping) ~

@@ -1,6 +1,6 @@
 """2/4/16-bit GEMV emulation benchmark (run: python bench/bench_mixed_2_4_16_kernel.py [--quick]).
 
-What it measures (issue 8, item 4: "the 2/4 GEMV and its outlier SpMV"):
+What it measures (the 2/4 GEMV and its outlier SpMV):
 1. speed of :func:`refsim.emulator.mixed_2_4_16_kernel.mixed_gemv` at K = N = 4096 (alpha = 1/4,
    0.2 % outliers), against ``np.dot`` in fp32 on the same shape, and of the plain-loop twin per row;
 2. numerics on a real layer (MiniLM ``encoder.layer.0.intermediate.dense``, K = 384, N = 1536,

@@ -1,6 +1,6 @@
 """Benchmark: every pack and unpack (GPTQ 2/3/4/8-bit, AWQ, Marlin, bitplane) against np.copy.
 
-Target (issue 13): each pack and unpack moves data at >= 0.35 of np.copy's bandwidth on the same
+Target: each pack and unpack moves data at >= 0.35 of np.copy's bandwidth on the same
 layer-sized data, measured in one run. Bytes counted for a kernel = bytes of its inputs + bytes of
 its outputs (uint8 codes <-> packed words; Marlin's fp16 scales included); np.copy of the uint8 code
 matrix counts 2 * K * N bytes the same way. Times are the best of ``--repeat`` runs; the np.copy

@@ -1,6 +1,6 @@
 """Benchmark: refsim.ptx, the CPU executor of nvcc's PTX, in thread-instructions per second.
 
-Targets (issue 14), on the 2-core machine: >= 1,000,000 thread-instructions/s for a Marlin-style
+Targets, on the 2-core machine: >= 1,000,000 thread-instructions/s for a Marlin-style
 kernel, and a 16x4096x4096 Marlin-shape GEMM in <= 60 s. Printed: per kernel the wall time of one
 launch, warp- and thread-instructions, the rate and its ratio to the 1 M/s target.
 

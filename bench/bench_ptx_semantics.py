@@ -1,4 +1,4 @@
-"""Throughput of the PTX instruction handlers (issue 14, refsim.ptx.semantics).
+"""Throughput of the PTX instruction handlers (refsim.ptx.semantics).
 
 What it measures, in one run: for the instructions the project's CUDA kernels execute most (Marlin-style
 dequant and GEMM), the handler's thread-instructions per second on T threads at once, and the ratio to
@@ -20,7 +20,7 @@ import numpy as np
 
 from refsim.ptx.semantics import Op, lookup
 
-TARGET = 1e6  # thread-instructions per second for the whole engine (issue 14)
+TARGET = 1e6  # thread-instructions per second for the whole engine
 
 
 def _time(fn, args, reps: int) -> float:

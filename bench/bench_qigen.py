@@ -23,9 +23,9 @@ threads > 1):
 * ``read ms``: the kernel's packed words read once, cold, by one sequential pass (``np.max``),
   last in each round; ``k/read`` = kernel time / that, i.e. how far the kernel is from merely
   streaming its own bytes as a single stream (NumPy's GEMV reads several rows at once and gets
-  more DRAM bandwidth than one stream does; see docs/qigen.md, "Issue 13").
+  more DRAM bandwidth than one stream does; see docs/qigen.md, "Speed").
 
-Targets: issue 13, >= 4x NumPy fp32 GEMV at 4-bit on every shape; issue 6, >= 60% of the
+Targets: >= 4x NumPy fp32 GEMV at 4-bit on every shape; >= 60% of the
 bandwidth yardstick (was: of the copy bandwidth). Times are the minimum over ``--repeat``
 round-robin runs (the machine is shared; the minimum is the least disturbed). The last lines
 (``RATIO ...``) are one per shape and bit-width, for collecting several runs.
@@ -242,9 +242,9 @@ def main() -> None:
     print()
     worst_frac = min(r["frac"] for r in rows)
     worst_4 = min(r["speed"] for r in rows if r["bits"] == 4)
-    print(f"target (issue 13) >= 4x NumPy fp32 GEMV at 4-bit on every shape: worst {worst_4:.2f}x -> "
+    print(f"target >= 4x NumPy fp32 GEMV at 4-bit on every shape: worst {worst_4:.2f}x -> "
           f"{'MET' if worst_4 >= 4 else 'NOT MET'}")
-    print(f"target (issue 6) >= 60% of the yardstick: worst {100 * worst_frac:.1f}% -> "
+    print(f"target >= 60% of the yardstick: worst {100 * worst_frac:.1f}% -> "
           f"{'MET' if worst_frac >= 0.6 else 'NOT MET'}")
     for r in rows:
         print(f"RATIO {r['k']}x{r['n']} {r['bits']}-bit {r['speed']:.3f} kernel_ms {r['t_k'] * 1e3:.3f} "

@@ -1,4 +1,4 @@
-"""Results do not depend on memory layout or integer width (issue 11, item 2).
+"""Results do not depend on memory layout or integer width.
 
 The same values are fed as a C-order array, a Fortran-order array, a negative-stride view, a
 read-only array and a big-endian array, and the integer parameters as Python ints and as NumPy

@@ -79,7 +79,7 @@ CASES = [
     ("gptq-algo-static-without-groups", lambda: gptq_quantize(W, np.eye(64), 4, group_size=None, static_groups=True), FormatRuleError, "static_groups"),
     ("gptq-algo-percdamp", lambda: gptq_quantize(W, np.eye(64), 4, group_size=None, percdamp=2.0), FormatRuleError, "percdamp"),
     ("hessian-wrong-k", lambda: HessianAccumulator(8).add_batch(np.ones((2, 3, 7), np.float32)), FormatRuleError, "K=8"),
-    # issue 11: silent wraps, truncations and hangs found by the fuzz run, now named errors
+    # silent wraps, truncations and hangs a fuzz run once found: each must be a named error
     ("quantize-codes-bits-9-would-wrap", lambda: uniform.quantize_codes(W, np.ones((1, 32), np.float32), np.zeros((1, 32), np.int32), 9), FormatRuleError, "bit-width"),
     ("fp-add-reference-mismatched-shapes", lambda: fp.add_reference(np.ones(3, np.float32), np.ones(2, np.float32)), ShapeError, "broadcast"),
     ("fp-fma-reference-mixed-widths", lambda: fp.fma_reference(np.ones(2, np.float32), np.ones(2, np.float16), np.ones(2, np.float32)), DtypeError, "float32"),
@@ -97,7 +97,7 @@ CASES = [
     ("decoder-shape-float-size", lambda: anyprec_memory.DecoderShape("x", 4096.0, 11008, 32, 32000), FormatRuleError, "hidden"),
     ("decoder-shape-bool-tied", lambda: anyprec_memory.DecoderShape("x", 4096, 11008, 32, 32000, tied_embeddings=1), FormatRuleError, "tied_embeddings"),
     ("rtn-h-negative-diagonal", lambda: rtn_quantize(W, 4, group_size=None, H=-np.eye(64)), FormatRuleError, "non-negative"),
-    # 2/4/16-bit format (issue 11: entry checks of its public helpers)
+    # 2/4/16-bit format: entry checks of its public helpers
     ("m24-coo-row-out-of-range", lambda: m24.csr_from_coo(np.array([0, 5]), np.array([1, 2]), np.ones(2, np.float16), 4),
      FormatRuleError, "rows: must lie in [0, 4)"),
     ("m24-coo-int-vals", lambda: m24.csr_from_coo(np.array([0]), np.array([1]), np.ones(1, np.int32), 4), DtypeError, "vals"),
@@ -106,7 +106,7 @@ CASES = [
     ("m24-average-bits-n4", lambda: m24.average_bits(64, 32, 5, 0), FormatRuleError, "at most G = K/16 = 4"),
     ("m24-pack-not-a-container", lambda: m24.pack(np.zeros((64, 32), np.uint8)), FormatRuleError, "must be a Mixed2416"),
     ("m24-sensitivity-zero-diag", lambda: m24.group_sensitivity(W, np.zeros(64)), FormatRuleError, "non-zero"),
-    # issue 27: reproducers of the independent fuzz and of the maintainers' list, now named errors
+    # reproducers an independent fuzz found: each must be a named error
     ("uniform-empty-matrix", lambda: uniform.quantize(np.zeros((0, 8), np.float32), 4), ShapeError, "K >= 1"),
     ("uniform-huge-zero-stride-view", lambda: uniform.quantize_reference(HUGE, 4), ShapeError, "element count"),
     ("gptq-pack-scales-list", lambda: gptq.pack(Q4, np.ones((1, 32), np.float32).tolist(), np.ones((1, 32), np.int32), 4),
@@ -141,7 +141,7 @@ def test_table_has_at_least_thirty_cases_with_unique_ids():
     assert len(ids) >= 30 and len(set(ids)) == len(ids)
 
 
-# ---- issue 27: same values in another byte order or integer width, same result ----------------
+# ---- the same values in another byte order or integer width give the same result ----------------
 def test_bitplane_unpack_of_big_endian_words_equals_native():
     p = np.random.default_rng(0).integers(-2**31, 2**31, (4, 2, 2)).astype(np.int32)
     assert np.array_equal(bitplane.unpack(p.astype(">i4"), 4), bitplane.unpack(p, 4))

@@ -2,7 +2,7 @@
 bit, for any legal shape, group mode, SM count and tensor-core model, on values chosen to make every
 rounding of the reduction order visible; and the exact product wherever no partial sum can round.
 
-Interpreter time per case is in docs/notes/issue-17-marlin.md; the example counts keep this file to
+Each case costs seconds in the interpreter; the example counts keep this file to
 tens of seconds on the 2-core machine.
 """
 

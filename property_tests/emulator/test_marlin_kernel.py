@@ -12,7 +12,7 @@ from refsim.formats import marlin
 from refsim.testing import assert_bitexact, examples
 
 
-@settings(max_examples=examples(40))   # 15 before the compiled tensor-core path (issue 13)
+@settings(max_examples=examples(40))   # affordable since the k16 steps run compiled
 @given(m=st.integers(1, 20), k=st.sampled_from([128, 256, 384]), gs=st.sampled_from([128, None]),
        sms=st.integers(1, 40), seed=st.integers(0, 2**16), arch=st.sampled_from(["sm_80", "sm_90"]))
 def test_exact_inputs_give_the_exact_product_for_any_partition(m, k, gs, sms, seed, arch):

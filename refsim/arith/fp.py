@@ -431,7 +431,7 @@ def convert_reference(x: np.ndarray, target: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------------
-# directed rounding for every PTX rounding modifier (added for refsim.ptx; issue 14)
+# directed rounding for every PTX rounding modifier (.rz, .rm, .rp), which refsim.ptx executes
 #
 # One vectorised primitive, :func:`round_float64`, rounds float64 values once to f16/bf16/f32 in
 # any of the four IEEE modes. Operations whose exact result is not a float64 (sums of distant

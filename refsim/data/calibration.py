@@ -268,7 +268,7 @@ def _sequences(n_tokens: int, seed: int) -> list[list[int]]:
 def _layer_inputs_cached(n_tokens: int, seed: int) -> dict[str, np.ndarray]:
     per_layer: dict[str, list[np.ndarray]] = {}
     # single-threaded BLAS: the encoder's matmuls are small ((128, 384) x (384, 1536)), and
-    # two-thread OpenBLAS on small calls collapses when another process holds a core (issue 13:
+    # two-thread OpenBLAS on small calls collapses when another process holds a core (measured:
     # 26 s instead of about 1 s for 512 tokens at load 7)
     with threadpoolctl.threadpool_limits(limits=1):
         for seq in _sequences(n_tokens, seed):

@@ -30,7 +30,7 @@ K-split         (M == 1, K > 4096, bits >= 7 on non-Orin GPUs: ksplit = ceil(K /
 oracle          :func:`anyprec_gemv_reference`: one (l, r) at a time, every fp16 fma through the
                 exact rational oracle (:func:`refsim.arith.fp.fma_reference`).
 paths           :func:`anyprec_gemv` runs the compiled kernel
-                :func:`refsim.native.emulators.anyprec_gemv` when a C compiler is present (issue 13:
+                :func:`refsim.native.emulators.anyprec_gemv` when a C compiler is present (measured:
                 M = 8, N = K = 4096 in ~0.2 s CPU instead of ~2 s), else the vectorised NumPy
                 emulation below (``native=False``, the readable form); the two are tested bit-equal.
 source          SNU-ARC/any-precision-llm ``any_precision/modules/kernels/matmul.cuh``

@@ -101,7 +101,7 @@ __all__ = [
     "pack_int4", "pack_int4_reference", "unpack_int4",
 ]
 
-#: names that moved to their own modules (issue 11): the KV cache and the fused GEMM with the
+#: names that live in their own modules (one concept each): the KV cache and the fused GEMM with the
 #: kernel's scale buffer; ``refsim.formats.atom.atom_gemm`` etc. keep working (module __getattr__)
 _MOVED = {name: "refsim.formats.atom_kv" for name in ("AtomKV", "quantize_kv", "dequantize_kv", "pack_kv",
                                                       "unpack_kv")}

@@ -23,7 +23,7 @@ Per output (m, n)::
 
 This is the FORMAT's reference (pair-equal weight scales required); what the CUDA kernel writes,
 including its half2 pair selection for unequal pairs, is :mod:`refsim.emulator.atom_kernel`.
-Moved out of :mod:`refsim.formats.atom` (issue 11); the names stay importable from there.
+One concept per module: the GEMM lives here; its names stay importable from :mod:`refsim.formats.atom`.
 """
 
 from __future__ import annotations

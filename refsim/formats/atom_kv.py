@@ -19,7 +19,7 @@ One key/value vector (head_dim = 8 shown)::
     s = (1.2 - -0.9) / 15 = 0.14,  z = round(0.9 / 0.14) = 6
     q:       0     5     6     8    10    15     7     3         packed byte 0 = 0x50 (q1 | q0)
 
-Moved out of :mod:`refsim.formats.atom` (issue 11: one module per concept); the names stay
+One concept per module: the KV cache lives here; the names stay
 importable from there.
 """
 

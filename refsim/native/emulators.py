@@ -10,7 +10,7 @@ what            the T-FDPA chain of one ``mma.m16n8k16 .f32`` k16 step for many 
                 ``S * 2^(E - F)`` to fp32 toward zero built on the integer (leading-bit position,
                 truncation, exponent field). No floating-point instruction is executed, so no
                 compiler option, contraction or rounding mode can change a bit.
-                Second (issue 13, part 3): the fp16 ``hfma2`` chains of the GEMV emulators —
+                Second: the fp16 ``hfma2`` chains of the GEMV emulators —
                 :func:`anyprec_gemv` (Any-Precision ``matmul_kbit_32`` whole: lookup, two chains per
                 lane, fp16 partial adds, ``shfl_down`` tree, K-split adds) and
                 :func:`mixed_dense_group_sums` (2/4/16 steps 2-3: dequantization and the two chains

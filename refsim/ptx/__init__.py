@@ -1,6 +1,6 @@
 """refsim.ptx: execute nvcc-compiled PTX on a CPU, bit for bit, with refsim's exact fp and tensor-core models.
 
-Pinned API (issue 14)::
+Public API::
 
     from refsim import ptx
     text = ptx.compile(cuda_source, arch="sm_80", options=(), include_dirs=())   # nvcc -ptx, cached

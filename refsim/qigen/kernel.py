@@ -281,7 +281,7 @@ def _scratch(m: int, k: int, n: int, groups: int, na: int):
 
     Why the output is a reused buffer: with a fresh ``np.empty`` y per call, a cold call timed
     right after another 64 MiB stream (the benchmark's round-robin with NumPy) was 0-14%
-    slower than with a reused y (docs/qigen.md, "Issue 13, second pass"); the copy costs a few
+    slower than with a reused y (docs/qigen.md, "Speed"); the copy costs a few
     microseconds."""
     cache = getattr(_SCRATCH, "bufs", None)
     if cache is None:
@@ -344,7 +344,7 @@ def qgemv_with_path(x: np.ndarray, mat: QIGenMatrix, spec: KernelSpec | None = N
     on the first call). Why: the wrapper's ~50 Python-level checks cost 20-30 us back-to-back
     but 140-180 us when the call follows a 64 MiB stream that evicted the interpreter's data
     (as in LLM decoding, and in the benchmark's round-robin with NumPy); the plan cuts that to
-    about the bare ctypes call (docs/qigen.md, "Issue 13, second pass")."""
+    about the bare ctypes call (docs/qigen.md, "Speed")."""
     plans = mat.__dict__.get("_plans") if type(mat) is QIGenMatrix else None
     if plans is not None and type(x) is np.ndarray and type(path) is str:
         # one property read gives dtype, contiguity (strides None = C order), shape and address

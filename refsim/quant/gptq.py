@@ -34,7 +34,7 @@ differ from PyTorch's, so results match the reference in distribution, not bit f
 Threads: BLAS runs single-threaded (threadpoolctl) inside :func:`gptq_quantize`; the output columns,
 independent given U, are split into two halves processed by two Python threads (NumPy and BLAS
 release the GIL). Multi-threaded BLAS on the many small calls of the column loop synchronises its
-threads thousands of times and collapses when another process holds a core (issue 13: 3 s quiet,
+threads thousands of times and collapses when another process holds a core (measured: 3 s quiet,
 16-31 s loaded); two static halves degrade to the speed of one core at worst. The factorisation
 stays on one thread too: OpenBLAS's 2-thread Cholesky is faster (1.26 → 0.74 s at K = 4096) but
 rounds differently from its 1-thread one, and dask workers (OPENBLAS_NUM_THREADS=1) or a 1-core
@@ -44,7 +44,7 @@ Determinism: every result is a fixed function of the inputs for one BLAS build a
 whatever the number of cores or workers (the two column halves are fixed, every BLAS call is
 single-threaded). Both are load-bearing: with this OpenBLAS (0.3.31, Haswell kernels) the block
 gemm's bits differ between 1 and 2 threads, and a gemv/gemm over a different number of output
-columns (another split of N) also rounds some sums differently (issue 13, 2026-11-26). Nothing bit-exact against the reference is claimed (see Arithmetic).
+columns (another split of N) also rounds some sums differently (observed on this OpenBLAS). Nothing bit-exact against the reference is claimed (see Arithmetic).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hand-built tensor-core vectors for what the hardware rows cannot pin (issue 11, item 8).
+"""Hand-built tensor-core vectors for what the hardware rows cannot pin .
 
 Every expected value below is worked out by hand from the T-FDPA rule (products exact, alignment
 exponent E = max over the products' e(a)+e(b), c's exponent, and ``e_zero`` for each zero term;

@@ -1,4 +1,4 @@
-"""Argument validation of refsim.cuda's public functions (issue 11): each wrong argument is refused
+"""Argument validation of refsim.cuda's public functions: each wrong argument is refused
 with a named RefsimError before any PTX runs. (refsim.cuda and refsim.ptx are outside the fuzz
 enumeration because they compile and run kernels; this table and tests/ptx/test_errors.py are
 their argument checks.)"""

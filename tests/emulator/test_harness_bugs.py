@@ -1,6 +1,6 @@
 """Realistic kernel bugs, each caught by check_kernel with default settings (seeded for a
 deterministic suite), with the diagnosis naming the bug class; and a correct port passing.
-Timed per case in bench/bench_harness.py (docs/notes/issue-12.md has the numbers)."""
+Timed per case in bench/bench_harness.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Checkpoint and format containers refuse a corrupt field when they are built (issue 11), with
+"""Checkpoint and format containers refuse a corrupt field when they are built, with
 the named error of the rule; consumers then trust them. One case per rule, each a hand-made
 corruption of a valid container."""
 

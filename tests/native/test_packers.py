@@ -51,7 +51,7 @@ def test_public_packers_give_the_same_words_without_the_compiled_path(bits, monk
 
 
 # ------------------------------------------------------------------------------------------------
-# issue 13, part 2: the range check fused into the GPTQ/AWQ pass; Marlin and bitplane kernels
+# the range check fused into the GPTQ/AWQ pass; Marlin and bitplane kernels
 # ------------------------------------------------------------------------------------------------
 from refsim.errors import FormatRuleError  # noqa: E402
 from refsim.formats import bitplane, marlin  # noqa: E402
