@@ -20,7 +20,8 @@ from fuzz_engine import Seed, call
 
 from refsim.arith import exact, fragments, hw_samples, tensor_core as tc
 from refsim.emulator import marlin_kernel
-from refsim.formats import anyprec_kernel as apk, anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
+from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
+from refsim.formats import anyprec_plan as apk
 from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
 from refsim.formats import mixed_2_4_16 as m24
 from refsim.gpu_model import calibrate, cycle, kernels, loop, occupancy, published, roofline, shapes, specs, sweep
@@ -166,9 +167,9 @@ SAMPLES = {
     "refsim.arith.fragments.FragmentLayout": fragments.mma_m16n8k16_a,
     "refsim.arith.tensor_core.TensorCoreModel": lambda: tc.model("sm_80"),
     "refsim.emulator.marlin_kernel.Provenance": lambda: marlin_kernel.provenance(1, 256, 256, 0, 4),
-    "refsim.formats.anyprec_kernel.ChunkWork": lambda: apk.chunk_work(3, 1),
-    "refsim.formats.anyprec_kernel.GemvBytes": lambda: apk.bytes_read(1, 4096, 4096, 3),
-    "refsim.formats.anyprec_kernel.KernelPlan": lambda: apk.plan(1, 4096, 4096, 3),
+    "refsim.formats.anyprec_plan.ChunkWork": lambda: apk.chunk_work(3, 1),
+    "refsim.formats.anyprec_plan.GemvBytes": lambda: apk.bytes_read(1, 4096, 4096, 3),
+    "refsim.formats.anyprec_plan.KernelPlan": lambda: apk.plan(1, 4096, 4096, 3),
     "refsim.formats.anyprec_memory.DecoderShape": decoder,
     "refsim.formats.anyprec_memory.MemoryRow": lambda: anyprec_memory.memory_table(
         anyprec_memory.DecoderShape("x", 64, 100, 2, 100), bit_sets=((3, 4),))[0],
@@ -328,15 +329,15 @@ SEEDS = {
     "refsim.emulator.mixed_2_4_16_kernel.warp_reduce_sum_f32": lambda: call(normal((32, 4))),
     "refsim.emulator.mixed_2_4_16_kernel.warp_reduce_sum_f32_reference": lambda: call(normal(32)),
     # ---- formats ----------------------------------------------------------------------------------
-    "refsim.formats.anyprec_kernel.activation_index": lambda: call(1056, 0, 0, 3, 0),
-    "refsim.formats.anyprec_kernel.bytes_read": lambda: call(1, 4096, 4096, 3),
-    "refsim.formats.anyprec_kernel.check_inputs": lambda: call(*anyprec_problem(), 3),
-    "refsim.formats.anyprec_kernel.checked_inputs": lambda: call(*anyprec_problem(), 3),
-    "refsim.formats.anyprec_kernel.chunk_work": lambda: call(3, 1),
-    "refsim.formats.anyprec_kernel.lut_shared_bytes": lambda: call(3, 1),
-    "refsim.formats.anyprec_kernel.matmul_reference": lambda: Seed((*anyprec_problem(3, 16, 32), 3),
+    "refsim.formats.anyprec_plan.activation_index": lambda: call(1056, 0, 0, 3, 0),
+    "refsim.formats.anyprec_plan.bytes_read": lambda: call(1, 4096, 4096, 3),
+    "refsim.formats.anyprec_plan.check_inputs": lambda: call(*anyprec_problem(), 3),
+    "refsim.formats.anyprec_plan.checked_inputs": lambda: call(*anyprec_problem(), 3),
+    "refsim.formats.anyprec_plan.chunk_work": lambda: call(3, 1),
+    "refsim.formats.anyprec_plan.lut_shared_bytes": lambda: call(3, 1),
+    "refsim.formats.anyprec_plan.matmul_reference": lambda: Seed((*anyprec_problem(3, 16, 32), 3),
                                                                    mutates=("trace",)),
-    "refsim.formats.anyprec_kernel.plan": lambda: call(1, 4096, 4096, 3),
+    "refsim.formats.anyprec_plan.plan": lambda: call(1, 4096, 4096, 3),
     "refsim.formats.anyprec_memory.anyprec_bytes": lambda: call(decoder(), (3, 6)),
     "refsim.formats.anyprec_memory.fp16_param_count": lambda: call(decoder()),
     "refsim.formats.anyprec_memory.linear_layers": lambda: call(decoder()),

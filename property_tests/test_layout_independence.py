@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from refsim.arith import fp
 from refsim.arith import tensor_core as tc
 from refsim.formats import atom, awq, gptq, marlin, stripes, uniform
-from refsim.formats import anyprec_kernel
+from refsim.formats import anyprec_plan as anyprec_kernel
 from refsim.quant import squeezellm
 
 

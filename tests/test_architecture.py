@@ -45,7 +45,8 @@ LAYERS = {
 #: old import paths kept as aliases of the modules that moved (each is a two-line module that
 #: re-exports its new home); they sit where the old name was and import upward by design
 ALIASES = {"refsim.emulator.exact", "refsim.emulator.fp", "refsim.emulator.tensor_core",
-           "refsim.emulator.fragments", "refsim.emulator.hw_samples", "refsim.emulator.harness"}
+           "refsim.emulator.fragments", "refsim.emulator.hw_samples", "refsim.emulator.harness",
+           "refsim.formats.anyprec_kernel"}
 
 
 def modules() -> dict[str, Path]:

@@ -13,7 +13,7 @@ import refsim
 from refsim.cuda import LaunchPlan
 from refsim.testing.harness import KernelMismatch
 from refsim.errors import FormatRuleError
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 from refsim.testing import check_kernel
 
 PTX = Path(refsim.__file__).parent / "cuda" / "ptx" / "anyprec.sm_80.ptx"

@@ -11,7 +11,8 @@ from fractions import Fraction
 from refsim.arith import fp
 from refsim.arith import exact
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
-from refsim.formats import anyprec_kernel, anyprec_memory, stripes
+from refsim.formats import anyprec_memory, stripes
+from refsim.formats import anyprec_plan as anyprec_kernel
 from refsim.gpu_model import cycle
 from refsim.gpu_model.kernels import predict
 from refsim.quant import squeezellm, upscale

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import refsim.cuda as rc
 from refsim.emulator import anyprec_kernel, atom_kernel, gptq_awq_kernel, mixed_2_4_16_kernel
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 from refsim.formats import atom, awq, bitplane, gptq
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.testing import assert_bitexact

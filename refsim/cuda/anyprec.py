@@ -13,7 +13,7 @@ import numpy as np
 from refsim.cuda import build, launch
 from refsim.cuda.launch import Launch
 from refsim.errors import FormatRuleError
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "anyprec_gemv", "launch_of"]
 

@@ -1,8 +1,7 @@
 """Warp-level emulation of the Any-Precision LLM fused GEMV (``matmul_kbit_32``): its fp16 bits.
 
-The kernel oracle (what the CUDA code writes). Its namesake ``refsim.formats.anyprec_kernel``
-holds the kernel's launch plan and a float64 structural reference; the format is
-``refsim.formats.bitplane``.
+The kernel oracle (what the CUDA code writes), on the launch plan of
+:mod:`refsim.formats.anyprec_plan` and the bitplane format of :mod:`refsim.formats.bitplane`.
 
 Spec
 ----
@@ -14,7 +13,7 @@ dataflow        per output row r, batch row l, lane t (SNU-ARC/any-precision-llm
                    ``sum = half2(0, 0)``; for j = 3, 2, 1, 0 and s = 0..3:
                    ``sum = __hfma2(dq_w[4j + s], x_pair, sum)`` — two independent fp16 chains
                    (even / odd element of each pair), each step one fused rounding;
-                   the pair (k0, k1) is :func:`refsim.formats.anyprec_kernel.activation_index`;
+                   the pair (k0, k1) is :func:`refsim.formats.anyprec_plan.activation_index`;
                 2. ``partial = __hadd(partial, __hadd(sum.x, sum.y))`` (fp16, RN);
                 3. ``warp_reduce_sum``: for d = 16, 8, 4, 2, 1: ``v = __hadd(v, __shfl_down(v, d))``
                    (a lane whose source l + d >= 32 reads its own value); lane 0 writes O[l, r].
@@ -55,7 +54,7 @@ from refsim._validate import MAX_ELEMENTS, require_bounded, require_dtype, requi
 from refsim.arith import fp
 from refsim.arith.admissible import DEFAULT_MAX_ORDERS, AdmissibleSet, fold_orders
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 from refsim.formats import bitplane
 
 __all__ = ["anyprec_gemv", "anyprec_gemv_admissible", "anyprec_gemv_reference", "lane_indices", "warp_reduce_sum", "warp_reduce_sum_reference"]

@@ -340,7 +340,7 @@ def regenerate_anyprec(kernels_dir, out_csv, archs=ANYPREC_ARCHS) -> list[dict]:
     import tempfile
     from pathlib import Path
 
-    from refsim.cuda.census import find_tool
+    from refsim.ptx.toolchain import find_tool
 
     nvcc, nvdisasm = find_tool("nvcc"), find_tool("nvdisasm")
     if nvcc is None or nvdisasm is None:

@@ -194,7 +194,7 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
 LAUNCH = '''
 import numpy as np
 from refsim.cuda import LaunchPlan
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 
 def plan(x, qweight, lut):
     m, n, k, bits = ak.check_inputs(x, qweight, lut, qweight.shape[0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 from refsim.formats import anyprec_memory as mem
 from refsim.formats import bit_transpose as bt
 from refsim.formats import bitplane as bp

@@ -1,6 +1,6 @@
 """Any-Precision LLM GEMV cases: ``kernel(x f16 (M,K), qweight i32 (bits,N,K/32), lut f16 (N,2**bits)) -> O f16 (M,N)``.
 
-Legality: :func:`refsim.formats.anyprec_kernel.plan` (1 <= M <= 8, K % 32, N % 4 at M = 1 else
+Legality: :func:`refsim.formats.anyprec_plan.plan` (1 <= M <= 8, K % 32, N % 4 at M = 1 else
 N % 16, bits 3..8). The K-split launch (M = 1, K > 4096, bits >= 7) is excluded: it combines its
 slices with fp16 ``atomicAdd`` in an order the hardware does not fix, so no single bit-exact
 answer exists. Regimes: multi_row 1/4, pair or scalar lookup table, a K tail or none, one or
@@ -16,7 +16,7 @@ import numpy as np
 
 from refsim.emulator import anyprec_kernel as ek
 from refsim.errors import FormatRuleError
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 from refsim.formats import bitplane
 from refsim.testing.cases.base import DATA_KINDS, Format, Linear, Probe, keep_columns, values
 

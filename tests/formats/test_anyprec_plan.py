@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.formats import anyprec_kernel as ak
+from refsim.formats import anyprec_plan as ak
 from refsim.formats import bitplane as bp
 
 
