@@ -131,7 +131,8 @@ class Module:
 
     def launch(self, kernel: str, grid, block, args, *, arch: str = "sm_80", shared_bytes: int = 0,
                schedule: str = "lockstep", seed: int = 0, max_warp_instructions: int | None = None,
-               race: bool = False, poison: bool = False, atomic_order=None) -> LaunchStats:
+               race: bool = False, poison: bool = False, atomic_order=None,
+               executor: str | None = None) -> LaunchStats:
         """Run ``kernel`` over ``grid`` x ``block`` threads; pointer arguments are updated in place.
 
         grid, block: int or tuple of up to 3 ints. args: one per ``.param`` (see the module doc).
@@ -143,9 +144,15 @@ class Module:
         destinations (PtxRaceError). poison: report reads of unwritten registers or shared bytes
         (PtxUninitializedError). atomic_order: None (float atomic adds that reach one address in one
         step land in thread order) or a permutation of 0..n-1: they land in that order of their
-        thread-order ranks (refsim.testing.admissible runs every order). Returns
-        :class:`refsim.ptx.LaunchStats`.
+        thread-order ranks (refsim.testing.admissible runs every order). executor: None (the
+        compiled path of :mod:`refsim.ptx.compiled` when a C compiler is available, else this
+        interpreter; same bits), "compiled" (that path or PtxUnsupportedError) or "interpreter".
+        Returns :class:`refsim.ptx.LaunchStats`.
         """
+        from refsim.ptx import compiled
+
+        if executor not in compiled.EXECUTORS:
+            raise PtxLaunchError(f"executor: must be one of {list(compiled.EXECUTORS)}; got {executor!r}")
         atomic_order = _check_order(atomic_order)
         if not isinstance(kernel, str):
             raise PtxLaunchError(f"kernel: must be a str, one of {list(self._parsed.kernels)}; got {kernel!r:.60}")
@@ -178,6 +185,13 @@ class Module:
             raise PtxUnsupportedError(f"kernel {kernel} cannot run in refsim.ptx: {self._refused[kernel]}")
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
             raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
+        if executor != "interpreter":
+            stats = compiled.launch(self, kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
+                                    schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
+                                    race=race, poison=poison, atomic_order=atomic_order,
+                                    required=executor == "compiled")
+            if stats is not None:
+                return stats
         state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
                                    schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
                                    race=race, poison=poison, atomic_order=atomic_order)
@@ -185,6 +199,14 @@ class Module:
 
     def _launch_state(self, kernel, grid, block, args, *, arch, shared_bytes, schedule, seed,
                       max_warp_instructions, race, poison, atomic_order=None) -> Launch:
+        k, gmem, symbols, param, handlers = self._launch_inputs(kernel, args, arch)
+        return Launch(k, handlers, self._parsed.globals, grid, block, param, gmem, symbols,
+                      arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
+                      max_warp_instructions=max_warp_instructions, race=race, poison=poison,
+                      atomic_order=atomic_order)
+
+    def _launch_inputs(self, kernel, args, arch):
+        """(kernel, global memory, symbol addresses, parameter bytes, handlers) of one launch."""
         k = self._kernel(kernel)
         if len(args) != len(k.params):
             raise PtxLaunchError(f"args: kernel {kernel} takes {len(k.params)} parameters; got {len(args)}")
@@ -200,10 +222,7 @@ class Module:
             param[p.offset:p.offset + p.size] = raw
             size = p.offset + p.size
         handlers = self._lookup(kernel, arch if arch in ARCHS else "sm_80")
-        return Launch(k, handlers, self._parsed.globals, grid, block, bytes(param[:size]), gmem, symbols,
-                      arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
-                      max_warp_instructions=max_warp_instructions, race=race, poison=poison,
-                      atomic_order=atomic_order)
+        return k, gmem, symbols, bytes(param[:size]), handlers
 
 
 def _check_order(order):

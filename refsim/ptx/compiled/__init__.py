@@ -1,0 +1,111 @@
+"""refsim.ptx's compiled execution path: each kernel translated to C, run by a C runtime, bit for bit
+the interpreter's results.
+
+Spec
+----
+what            ``Module.launch(..., executor=None)`` runs a kernel here when a C compiler is available
+                (``executor="compiled"`` insists, ``"interpreter"`` never comes here). The kernel's PTX
+                becomes one C function per static instruction (:mod:`.translate`); the C runtime
+                (refsim/native/ptx_runtime.c) keeps the interpreter's scheduling rule exactly (each
+                step: p = the lowest warp-minimum PC of the non-yielding warps, or a seeded random
+                warp's; instruction p for the threads at p in the chosen warps, ascending), its memory
+                model, barriers, cp.async groups, atomics order, spin yielding, deadlock detection,
+                ``max_warp_instructions``, ``race``/``poison`` checks, statistics and error messages.
+equals          the NumPy interpreter (refsim/ptx/engine.py), which stays the reference: the tests run
+                every test kernel, the conformance tables and refsim/cuda's kernels through both and
+                compare memory, statistics and errors (tests/ptx/compiled/).
+refusals        an instruction the translator does not compile refuses its kernel (the interpreter
+                runs it; one RuntimeWarning per kernel says which line and why). ALU forms without a C
+                body run their semantics handler in Python for that step instead (same bits).
+build           refsim.native.build: cached by source text, compiler and flags under
+                ``$REFSIM_CACHE/native``; no compiler -> one RuntimeWarning, the interpreter runs;
+                ``REFSIM_NATIVE=0`` -> the interpreter, silently.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+import weakref
+
+from refsim.ptx.compiled.translate import Translation, translate
+
+__all__ = ["EXECUTORS", "launch", "translation", "unavailable"]
+
+#: values of ``Module.launch(executor=...)``
+EXECUTORS = (None, "compiled", "interpreter")
+
+_TRANSLATIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_WARNED: set = set()
+
+
+def unavailable() -> str | None:
+    """Why the compiled path cannot run on this machine (None when it can; builds the runtime)."""
+    from refsim import native
+    from refsim.ptx.compiled import state
+
+    if native.disabled():
+        return "REFSIM_NATIVE=0"
+    if sys.byteorder != "little":
+        return "the runtime reads PTX's little-endian memory as host integers (big-endian host)"
+    lib, reason = state.runtime()
+    return None if lib is not None else reason
+
+
+def translation(module, kernel: str) -> Translation:
+    """The (cached) :class:`Translation` of one kernel of a :class:`refsim.ptx.Module`."""
+    per = _TRANSLATIONS.setdefault(module, {})
+    if kernel not in per:
+        k = module._kernel(kernel)
+        handlers = module._lookup(kernel, module.target if module.target in _archs() else "sm_80")
+        per[kernel] = translate(k, handlers, module._parsed.globals)
+    return per[kernel]
+
+
+def _archs():
+    from refsim.ptx.module import SHARED_BYTES_PER_BLOCK
+
+    return SHARED_BYTES_PER_BLOCK
+
+
+def _refuse(kernel: str, why: str, required: bool):
+    from refsim.ptx.errors import PtxUnsupportedError
+
+    if required:
+        raise PtxUnsupportedError(f"kernel {kernel}: executor='compiled' cannot run it: {why}")
+    key = (kernel, why)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(f"refsim.ptx: kernel {kernel} runs on the interpreter (not compiled: {why})",
+                      RuntimeWarning, stacklevel=4)
+    return None
+
+
+def launch(module, kernel: str, grid, block, args: list, *, arch: str, shared_bytes: int, schedule: str, seed,
+           max_warp_instructions, race: bool, poison: bool, required: bool):
+    """Run one launch on the compiled path and return its ``LaunchStats``, or None when this kernel
+    or machine needs the interpreter (``required``: raise PtxUnsupportedError instead). Arguments
+    as :meth:`refsim.ptx.Module.launch` (already validated there)."""
+    from refsim.ptx.compiled import state
+    from refsim.ptx.compiled.runner import CompiledLaunch
+
+    k, gmem, symbols, param, handlers = module._launch_inputs(kernel, args, arch)
+    why = unavailable()
+    if why is not None:       # no compiler: refsim.native has warned once; REFSIM_NATIVE=0: a choice
+        return _refuse(kernel, why, required) if required else None
+    tr = translation(module, kernel)
+    if tr.reason is not None:
+        return _refuse(kernel, tr.reason, required)
+    if tr.needs_block8:
+        from refsim.arith import tensor_core
+
+        if arch not in tensor_core.MODELS or tensor_core.model(arch).block != 8:
+            return _refuse(kernel, f"mma.m16n8k8 is compiled for 8-product tensor-core blocks, not {arch}'s", required)
+    exec_addr, lib = state.kernel_library(tr.source)
+    if exec_addr is None:
+        return _refuse(kernel, f"its C did not build ({lib})", required)
+    run = CompiledLaunch(k, handlers, tr, exec_addr, grid, block, param, gmem, symbols, arch=arch,
+                         shared_bytes=shared_bytes, schedule=schedule, seed=seed,
+                         max_warp_instructions=max_warp_instructions, race=race, poison=poison)
+    run.lib_keepalive = lib
+    return run.run()

@@ -1,0 +1,347 @@
+"""One launch on the compiled path: the interpreter's state as NumPy arrays handed to the C runtime,
+the run loop (with the steps whose ALU handler runs in Python), statistics and error messages.
+
+Every array has the interpreter's meaning and dtype (``Launch.__init__``): per thread ``pc``,
+``exited``, ``bar_wait``/``bar_id``/``bar_pc``, ``group``; per slot ``slot_block``, barrier counts; per
+warp ``yielding``; one array of T per register (``bool`` for predicates, as the interpreter's). The
+messages of errors are the interpreter's, word for word (tests/ptx/compiled/test_errors.py)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from refsim.ptx import engine
+from refsim.ptx.compiled import state as st
+from refsim.ptx.compiled.instructions import split_operands
+from refsim.ptx.compiled.operands import immediate_bits
+from refsim.ptx.parse import TYPE_BITS
+from refsim.ptx.errors import (
+    PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
+    PtxUnsupportedError,
+)
+
+__all__ = ["CompiledLaunch"]
+
+_UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+# status codes of refsim/native/ptx_runtime.h (the enum's order)
+(RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
+ E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
+ E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_READONLY_ATOM, E_NOMEM) = range(27)
+_SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+class CompiledLaunch:
+    """The state of one launch on the compiled path (built by :func:`refsim.ptx.compiled.launch`)."""
+
+    def __init__(self, kernel, handlers, translation, exec_addr, grid, block, param: bytes, gmem, symbols: dict, *,
+                 arch: str, shared_bytes: int, schedule: str, seed, max_warp_instructions, race: bool, poison: bool):
+        self.k, self.handlers, self.tr = kernel, handlers, translation
+        self.grid, self.block = grid, block
+        self.race, self.poison = race, poison
+        lib, _ = st.runtime()
+        self.lib = lib
+        nthreads = block[0] * block[1] * block[2]
+        tpb = (nthreads + 31) // 32 * 32
+        nblocks = grid[0] * grid[1] * grid[2]
+        nslots = max(1, min(nblocks, engine.RESIDENT_THREADS // tpb))
+        T = nslots * tpb
+        NW = T // 32
+        self.T, self.tpb, self.nslots, self.END = T, tpb, nslots, len(kernel.instructions)
+        self.max_wi = engine.DEFAULT_MAX_WARP_INSTRUCTIONS if max_warp_instructions is None else int(max_warp_instructions)
+        keep = self._keep = []
+
+        def arr(a):
+            keep.append(a)
+            return _ptr(a)
+
+        S = self.S = st.State()
+        S.api = lib.refsim_rt_api()
+        S.exec = exec_addr
+        S.T, S.NW, S.tpb, S.nslots, S.nthreads, S.END, S.nblocks = T, NW, tpb, nslots, nthreads, self.END, nblocks
+        S.nins = self.END
+        S.grid[:] = grid
+        S.block[:] = block
+        self.pc = np.zeros(T, np.int32)
+        self.exited = np.zeros(T, np.uint8)
+        self.bar_wait = np.zeros(T, np.uint8)
+        self.bar_pc = np.zeros(T, np.int32)
+        S.pc, S.exited, S.bar_wait, S.bar_pc = arr(self.pc), arr(self.exited), arr(self.bar_wait), arr(self.bar_pc)
+        S.bar_pred = arr(np.zeros(T, np.uint8))
+        S.bar_id, S.group = arr(np.zeros(T, np.int64)), arr(np.zeros(T, np.int64))
+        local = np.tile(np.arange(tpb, dtype=np.int64), nslots)
+        bx, by = block[0], block[1]
+        self.tid = [(local % bx).astype(np.uint32), ((local // bx) % by).astype(np.uint32), (local // (bx * by)).astype(np.uint32)]
+        for i in range(3):
+            S.tid[i] = arr(self.tid[i])
+        self.slot_block = np.full(nslots, -1, np.int64)
+        S.slot_block = arr(self.slot_block)
+        S.bar_count, S.bar_need = arr(np.zeros(nslots * 16, np.int64)), arr(np.zeros(nslots * 16, np.int64))
+        S.n_exited = arr(np.zeros(nslots, np.int64))
+        self.ctaid = np.zeros(nslots * 3, np.uint32)
+        S.ctaid, S.slot_dirty = arr(self.ctaid), arr(np.zeros(nslots, np.uint8))
+        S.wmin, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint8))
+        # registers: one array per declaration, the interpreter's dtypes
+        self.regs = [np.zeros(T, _UINT[r.bits]) for r in kernel.registers]
+        nregs = len(self.regs)
+        S.nregs = nregs
+        reg_ptrs = (ctypes.c_void_p * max(1, nregs))(*[_ptr(r) for r in self.regs])
+        keep.append(self.regs)
+        keep.append(reg_ptrs)
+        S.reg = ctypes.cast(reg_ptrs, ctypes.c_void_p)
+        S.reg_bits = arr(np.array([r.bits for r in kernel.registers] or [0], np.int32))
+        self.reg_init = None
+        if poison:
+            self.reg_init = [np.zeros(T, np.bool_) for _ in kernel.registers]
+            init_ptrs = (ctypes.c_void_p * max(1, nregs))(*[_ptr(r) for r in self.reg_init])
+            keep += [self.reg_init, init_ptrs]
+            S.reg_init = ctypes.cast(init_ptrs, ctypes.c_void_p)
+        # memory (Launch.__init__): static shared variables, then the dynamic array
+        dyn_offset = (kernel.shared_bytes + 15) // 16 * 16
+        shared_size = dyn_offset + shared_bytes if (shared_bytes or kernel.extern_shared) else kernel.shared_bytes
+        stride = max(16, (shared_size + 15) // 16 * 16)
+        self.shared_size = shared_size
+        S.shared = arr(np.zeros(nslots * stride, np.uint8))
+        S.shared_stride, S.shared_size, S.dyn_offset, S.dyn_bytes = stride, shared_size, dyn_offset, shared_bytes
+        local_stride = max(16, (kernel.local_bytes + 15) // 16 * 16)
+        S.local = arr(np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8))
+        S.local_stride, S.local_bytes = local_stride, kernel.local_bytes
+        self.param = np.frombuffer(bytearray(param) + bytes(16), np.uint8)
+        S.param, S.param_size = arr(self.param), len(param)
+        bufs = gmem.buffers
+        S.nbuf = len(bufs)
+        S.gbase = arr(np.array(gmem.bases or [0], np.uint64))
+        S.gsize = arr(np.array(gmem.sizes or [0], np.uint64))
+        gptrs = (ctypes.c_void_p * max(1, len(bufs)))(*[_ptr(b) for b in bufs])
+        keep += [bufs, gptrs]
+        S.gptr = ctypes.cast(gptrs, ctypes.c_void_p)
+        S.gwritable = arr(np.array([b.flags.writeable for b in bufs] or [0], np.uint8))
+        self.sym = np.array([symbols[name] for name in translation.symbols] or [0], np.uint64)
+        S.sym = arr(self.sym)
+        if poison:
+            S.shared_init = arr(np.zeros(nslots * stride, np.bool_))
+        if race:
+            S.race_w = arr(np.full(nslots * stride, -1, np.int64))
+            S.race_r = arr(np.full(nslots * stride, -1, np.int64))
+            S.pending = arr(np.zeros(nslots * stride, np.int32))
+            S.stamp = arr(np.zeros(nslots * stride, np.int64))
+        S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
+        S.max_wi, S.deadlock_rounds = self.max_wi, engine.DEADLOCK_ROUNDS
+        from refsim.arith import tensor_core
+
+        if arch in tensor_core.MODELS:
+            m = tensor_core.model(arch)
+            S.tc_L, S.tc_F, S.tc_ez32, S.tc_ez16 = m.block, m.frac_bits, m.e_zero_f32, m.e_zero_f16
+        pcg = np.random.default_rng(seed).bit_generator.state
+        s_, inc = pcg["state"]["state"], pcg["state"]["inc"]
+        S.pcg_hi, S.pcg_lo, S.pcg_inc_hi, S.pcg_inc_lo = s_ >> 64, s_ & (2**64 - 1), inc >> 64, inc & (2**64 - 1)
+        S.pcg_has32, S.pcg_u32 = pcg["has_uint32"], pcg["uinteger"]
+        self.op_count = np.zeros(self.END, np.int64)
+        self.op_first = np.zeros(self.END, np.int64)
+        S.op_count, S.op_first = arr(self.op_count), arr(self.op_first)
+        S.last_progress = -1
+        nspin = translation.nspin
+        S.nspin = nspin
+        spin_v = [np.zeros(T, np.uint64) for _ in range(nspin)]
+        spin_s = [np.zeros(T, np.uint8) for _ in range(nspin)]
+        pv = (ctypes.c_void_p * max(1, nspin))(*[_ptr(a) for a in spin_v])
+        ps = (ctypes.c_void_p * max(1, nspin))(*[_ptr(a) for a in spin_s])
+        keep += [spin_v, spin_s, pv, ps]
+        S.spin_val, S.spin_seen = ctypes.cast(pv, ctypes.c_void_p), ctypes.cast(ps, ctypes.c_void_p)
+        self.fifo = np.zeros(nslots * 24, np.uint8)         # rt_fifo: pointer + two int64
+        S.fifo = arr(self.fifo)
+        self.th_buf = np.zeros(T, np.int32)
+        S.th_buf, S.act, S.act2 = arr(self.th_buf), arr(np.zeros(T, np.int32)), arr(np.zeros(T, np.int32))
+        S.u64a, S.u64b, S.u64c = (arr(np.zeros(T, np.uint64)) for _ in range(3))
+        S.u64d = arr(np.zeros(32 * T, np.uint64))
+        S.bytes, S.u32a = arr(np.zeros(64 * T, np.uint8)), arr(np.zeros(16 * T, np.uint32))
+        S.mark = arr(np.zeros(T + NW, np.uint8))
+        self.stats = engine.LaunchStats()
+        lib.refsim_rt_start(ctypes.byref(S))
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> engine.LaunchStats:
+        """Execute until every block has exited; returns the statistics (the interpreter's)."""
+        lib, S = self.lib, self.S
+        try:
+            while True:
+                code = lib.refsim_rt_run(ctypes.byref(S))
+                if code == RT_DONE:
+                    break
+                if code == RT_CALLBACK:
+                    self._callback(int(S.cb_p), self.th_buf[:S.cb_n].astype(np.int64))
+                    continue
+                raise self._error(code)
+        finally:
+            lib.refsim_rt_free(ctypes.byref(S))
+        return self._stats()
+
+    def _stats(self) -> engine.LaunchStats:
+        S, s = self.S, self.stats
+        s.warp_instructions, s.thread_instructions = S.warp_instructions, S.thread_instructions
+        s.shared_wavefronts, s.shared_requests = S.shared_wavefronts, S.shared_requests
+        s.global_bytes_read, s.global_bytes_written = S.global_bytes_read, S.global_bytes_written
+        s.barriers, s.blocks = S.barriers, S.blocks
+        first: dict[str, int] = {}
+        count: dict[str, int] = {}
+        for p in np.flatnonzero(self.op_count):
+            name = self.k.instructions[p].name
+            first[name] = min(first.get(name, 1 << 62), int(self.op_first[p]))
+            count[name] = count.get(name, 0) + int(self.op_count[p])
+        s.opcodes = {name: count[name] for name in sorted(first, key=first.get)}
+        return s
+
+    # ------------------------------------------------------------------ ALU steps run in Python
+    def _callback(self, p: int, th: np.ndarray) -> None:
+        """``Launch._guarded`` + ``Launch._alu`` for instruction p on the step's threads."""
+        ins, h = self.k.instructions[p], self.handlers[p]
+        act = th
+        if ins.guard is not None:
+            slot, neg = ins.guard[1], ins.guard[2]
+            if self.poison and not self.reg_init[slot][th].all():
+                raise PtxUninitializedError(f"{self._where(ins)}: guard predicate read before written")
+            g = self.regs[slot][th]
+            act = th[~g if neg else g]
+        if act.size:
+            dsts, srcs = split_operands(ins, h)
+            outs = h.fn(*[self._read(o, t, act, ins) for o, t in zip(srcs, h.src_types)])
+            for o, t, v in zip(dsts, h.dst_types, outs):
+                self._write(o, t, act, v)
+        self.pc[th] += 1
+
+    def _read(self, op, ptx_type: str, sel: np.ndarray, ins):
+        want = 1 if ptx_type == "pred" else TYPE_BITS[ptx_type]
+        kind = op[0]
+        if kind == "reg":
+            slot, neg = op[1], op[2]
+            if self.poison and not self.reg_init[slot][sel].all():
+                bad = int(sel[~self.reg_init[slot][sel]][0])
+                raise PtxUninitializedError(f"{self._where(ins)}: register {self.k.registers[slot].name} read "
+                                            f"before written by {self._who(bad)}")
+            v = self.regs[slot][sel]
+            if want == 1:
+                return ~v if neg else v
+            return engine._convert(v, want, ptx_type.startswith("s"))
+        if kind == "imm":
+            bits = immediate_bits(op, ptx_type)
+            return np.asarray(bool(bits)) if want == 1 else np.asarray(bits, _UINT[want])
+        if kind == "special":
+            return engine._convert(self._special(op[1], sel), want, False)
+        raise PtxUnsupportedError(f"{self._where(ins)}: operand {op} is not read by the compiled path's handler steps")
+
+    def _special(self, name: str, sel: np.ndarray) -> np.ndarray:
+        lane = (sel % 32).astype(np.uint32)
+        slot = sel // self.tpb
+        fixed = {"%ntid.x": self.block[0], "%ntid.y": self.block[1], "%ntid.z": self.block[2],
+                 "%nctaid.x": self.grid[0], "%nctaid.y": self.grid[1], "%nctaid.z": self.grid[2],
+                 "%nwarpid": self.tpb // 32, "%nsmid": self.nslots, "%warpsz": 32,
+                 "%dynamic_smem_size": int(self.S.dyn_bytes), "%total_smem_size": self.shared_size}
+        if name in fixed:
+            return np.asarray(np.uint32(fixed[name]))
+        if name in ("%clock", "%clock64", "%globaltimer"):
+            dt = np.uint32 if name == "%clock" else np.uint64
+            return np.asarray(dt(int(self.S.warp_instructions) & (2**32 - 1 if dt is np.uint32 else 2**64 - 1)))
+        if name.startswith("%tid."):
+            return self.tid["xyz".index(name[-1])][sel]
+        if name.startswith("%ctaid."):
+            return self.ctaid[slot * 3 + "xyz".index(name[-1])]
+        le = ((np.uint64(2) << lane.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)
+        lt = ((np.uint64(1) << lane.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)
+        values = {"%laneid": lane, "%warpid": ((sel % self.tpb) // 32).astype(np.uint32),
+                  "%smid": slot.astype(np.uint32), "%gridid": np.asarray(np.uint64(0)),
+                  "%lanemask_eq": (np.uint32(1) << lane).astype(np.uint32), "%lanemask_lt": lt, "%lanemask_le": le,
+                  "%lanemask_gt": ~le, "%lanemask_ge": ~lt}
+        return values[name]
+
+    def _write(self, op, ptx_type: str, sel: np.ndarray, v) -> None:
+        if op[0] == "sink":
+            return
+        slot = op[1]
+        rbits = self.k.registers[slot].bits
+        want = 1 if ptx_type == "pred" else TYPE_BITS[ptx_type]
+        reg = self.regs[slot]
+        reg[sel] = engine._convert(v, rbits, ptx_type.startswith("s")) if rbits != want else v
+        if self.poison:
+            self.reg_init[slot][sel] = True
+
+    # ------------------------------------------------------------------ messages (the interpreter's)
+    def _where(self, ins) -> str:
+        return f"kernel {self.k.name}, PTX line {ins.line} `{ins.text}`"
+
+    def _who(self, t: int) -> str:
+        b = int(self.slot_block[t // self.tpb])
+        gx, gy = self.grid[0], self.grid[1]
+        l = t % self.tpb
+        bx, by = self.block[0], self.block[1]
+        return (f"block ({b % gx}, {b // gx % gy}, {b // (gx * gy)}) thread "
+                f"({l % bx}, {l // bx % by}, {l // (bx * by)})")
+
+    def _error(self, code: int) -> Exception:
+        S = self.S
+        if code in (E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN):
+            return self._deadlock("every live thread waits at a barrier that cannot complete" if code == E_DEADLOCK_BARRIER
+                                  else "every running warp spins on a flag that no other thread changes")
+        ins = self.k.instructions[int(S.err_ins)]
+        where, t, a, aux = self._where(ins), int(S.err_thread), int(S.err_addr), int(S.err_aux)
+        if code == E_LIMIT:
+            return PtxLimitError(f"kernel {self.k.name}: more than max_warp_instructions={self.max_wi} "
+                                 f"warp-instructions (at PTX line {ins.line} `{ins.text}`)")
+        if code == E_MISALIGNED:
+            return PtxMisalignedError(f"{where}: misaligned {aux}-byte .{_SPACE_NAMES[int(S.err_thread2)]} access "
+                                      f"at address 0x{a:x} by {self._who(t)}")
+        oob = {E_OOB_GLOBAL: f"out-of-bounds {aux}-byte .global access (no buffer holds it)",
+               E_OOB_SHARED: f"out-of-bounds {aux}-byte .shared access (the block has {self.shared_size} bytes)",
+               E_OOB_LOCAL: f"out-of-bounds {aux}-byte .local access",
+               E_OOB_PARAM: f"out-of-bounds {aux}-byte .param access"}
+        if code in oob:
+            return PtxMemoryError(f"{where}: {oob[code]} at address 0x{a:x} by {self._who(t)}")
+        messages = {
+            E_READONLY: (PtxMemoryError, "store to a read-only array (assignment destination is read-only)"),
+            E_TRAP: (PtxMemoryError, lambda: f"trap executed by {self._who(t)}"),
+            E_RACE_READ: (PtxRaceError, lambda: f"shared-memory read by {self._who(t)} of a byte written by "
+                                                f"{self._who(int(S.err_thread2))} since the last barrier"),
+            E_RACE_WRITE: (PtxRaceError, lambda: f"shared-memory write by {self._who(t)} to a byte another thread "
+                                                 f"accessed since the last barrier"),
+            E_RACE_SAME_BYTE: (PtxRaceError, f"several threads write the same shared byte (0x{aux:x}) in one instruction"),
+            E_RACE_PENDING: (PtxRaceError, lambda: f"reads a cp.async destination before its wait_group ({self._who(t)})"),
+            E_UNINIT_REG: (PtxUninitializedError, lambda: f"register {self.k.registers[aux].name} read before written "
+                                                          f"by {self._who(t)}"),
+            E_UNINIT_GUARD: (PtxUninitializedError, "guard predicate read before written"),
+            E_UNINIT_SHARED: (PtxUninitializedError, lambda: f"shared memory read before written by {self._who(t)}"),
+            E_UNINIT_SHARED_NOWHO: (PtxUninitializedError, "shared memory read before written"),
+            E_PARTIAL_MMA: (PtxUnsupportedError, "mma executed by a partial warp (.aligned: every lane must execute it)"),
+            E_PARTIAL_LDMATRIX: (PtxUnsupportedError, "ldmatrix executed by a partial warp"),
+            E_BARRIER_ID: (PtxUnsupportedError, f"barrier id must be 0..15; got {aux}"),
+            E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
+        }
+        if code == E_READONLY_ATOM:
+            return ValueError("assignment destination is read-only")
+        if code == E_NOMEM:
+            return MemoryError("refsim.ptx.compiled: out of memory for pending cp.async copies")
+        cls, text = messages[code]
+        return cls(f"{where}: {text() if callable(text) else text}")
+
+    def _deadlock(self, why: str) -> PtxDeadlockError:
+        lines = []
+        gx, gy = self.grid[0], self.grid[1]
+        for s in range(self.nslots):
+            if self.slot_block[s] < 0:
+                continue
+            lo, hi = s * self.tpb, (s + 1) * self.tpb
+            live = self.exited[lo:hi] == 0
+            if not live.any():
+                continue
+            at = np.where(self.bar_wait[lo:hi] != 0, self.bar_pc[lo:hi], self.pc[lo:hi])[live]
+            pcs = sorted(set(int(x) for x in at))[:3]
+            where = ", ".join(f"line {self.k.instructions[q].line} `{self.k.instructions[q].text}`"
+                              for q in pcs if q < self.END)
+            b = int(self.slot_block[s])
+            lines.append(f"block ({b % gx}, {b // gx % gy}, {b // (gx * gy)}) at {where}")
+        return PtxDeadlockError(f"kernel {self.k.name}: deadlock: {why}; waiting: " + "; ".join(lines[:8])
+                                + (f"; ... ({len(lines)} blocks)" if len(lines) > 8 else ""))

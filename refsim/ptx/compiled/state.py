@@ -1,0 +1,77 @@
+"""The C runtime's launch state (``struct rt_state`` of refsim/native/ptx_runtime.h) as a ctypes
+structure, read from the header itself so that the two can never disagree; and the libraries.
+
+Every field is an integer or a pointer; the header declares them one C declaration per statement
+(``int64_t T, NW;``, ``uint32_t *tid[3];``). The runtime reports ``sizeof(rt_state)`` and the
+mirror's size must equal it (checked when the runtime is loaded)."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+
+from refsim.ptx.compiled.translate import HEADER, RUNTIME
+
+__all__ = ["State", "runtime", "kernel_library"]
+
+_SCALARS = {"int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "int32_t": ctypes.c_int32,
+            "uint32_t": ctypes.c_uint32, "uint8_t": ctypes.c_uint8}
+
+
+def _fields(header: str) -> list[tuple]:
+    body = re.search(r"struct rt_state \{(.*?)\n\};", header, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    fields = []
+    for decl in body.split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        m = re.match(r"(?:const\s+)?(\w+)\s+(.*)$", decl, re.S)
+        base, rest = m.groups()
+        for item in rest.split(","):
+            item = item.strip()
+            pointer = item.startswith("*") or base in ("rt_exec_fn",)
+            name = item.lstrip("*").strip()
+            count = 1
+            am = re.match(r"(\w+)\[(\d+)\]$", name)
+            if am:
+                name, count = am.group(1), int(am.group(2))
+            ctype = ctypes.c_void_p if pointer else _SCALARS[base]
+            fields.append((name, ctype * count if count > 1 else ctype))
+    return fields
+
+
+class State(ctypes.Structure):
+    """``struct rt_state`` (see refsim/native/ptx_runtime.h)."""
+
+    _fields_ = _fields(HEADER)
+
+
+@functools.lru_cache(maxsize=1)
+def runtime():
+    """(runtime library or None, reason). Built once per machine, loaded once per process."""
+    from refsim import native
+
+    lib, reason = native.load(RUNTIME, "PTX runtime")
+    if lib is None:
+        return None, reason
+    lib.refsim_rt_sizeof_state.restype = ctypes.c_int64
+    if lib.refsim_rt_sizeof_state() != ctypes.sizeof(State):
+        return None, "the runtime's rt_state does not match its Python mirror"
+    lib.refsim_rt_api.restype = ctypes.c_void_p
+    for name in ("refsim_rt_run", "refsim_rt_start", "refsim_rt_free"):
+        getattr(lib, name).argtypes = [ctypes.POINTER(State)]
+    lib.refsim_rt_run.restype = ctypes.c_int
+    return lib, None
+
+
+@functools.lru_cache(maxsize=64)
+def kernel_library(source: str):
+    """(address of the kernel's ``refsim_exec``, library) or (None, reason) for generated C."""
+    from refsim import native
+
+    lib, reason = native.load(source, "PTX kernel")
+    if lib is None:
+        return None, reason
+    return ctypes.cast(lib.refsim_exec, ctypes.c_void_p).value, lib

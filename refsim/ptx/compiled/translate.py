@@ -1,0 +1,139 @@
+"""One kernel of a parsed PTX module -> C: one function per static instruction, one dispatch table.
+
+Generated code for ``@%p1 add.s32 %r5, %r3, 7;`` (instruction 12)::
+
+    static int i_12(rt_state *S, const int32_t *th, int32_t n) {      /* th: the step's threads */
+        uint32_t *const R5 = ..., *const R3 = ...;
+        <guard: act = threads of th whose %p1 is set; poison: guard initialised>
+        <poison: R3 initialised for every act thread>
+        for (i < na) { t = act[i]; const uint32_t s0 = R3[t]; const uint32_t s1 = 7u;
+                       const uint32_t v0 = s0 + s1; R5[t] = v0; }
+        <poison: R5 marked initialised>;  every thread of th: pc = 13
+    }
+
+The C depends on the PTX only (the architecture's tensor-core parameters are launch data), so one
+build serves every ``arch``; the build cache (refsim.native.build) keys it by the source text, the
+compiler and its flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from refsim.ptx.compiled.instructions import emit_body
+from refsim.ptx.compiled.operands import InstructionEmitter, Refuse
+
+__all__ = ["Translation", "translate", "HEADER", "RUNTIME"]
+
+_NATIVE = Path(__file__).resolve().parents[2] / "native"
+#: the declarations shared by the runtime and every generated kernel
+HEADER = (_NATIVE / "ptx_runtime.h").read_text(encoding="utf-8")
+#: the runtime library (scheduler, memory, barriers, cp.async, tensor cores)
+RUNTIME = HEADER + (_NATIVE / "ptx_runtime.c").read_text(encoding="utf-8")
+
+
+@dataclass
+class Translation:
+    """The compiled form of one kernel, or why there is none.
+
+    source: C text (header included) or None; reason: why the kernel is refused (None if compiled);
+    symbols: module-scope variables whose launch addresses go to ``S->sym`` in this order; nspin: flag
+    loads with a spin check; callbacks: instructions whose handler runs in Python; needs_block8: an
+    f16 ``mma.m16n8k8`` (compiled for 8-product tensor-core blocks only)."""
+
+    kernel: str
+    source: str | None
+    reason: str | None
+    symbols: tuple = ()
+    nspin: int = 0
+    callbacks: frozenset = frozenset()
+    needs_block8: bool = False
+
+
+@dataclass
+class _Context:
+    k: object
+    global_names: set
+    statics: list = field(default_factory=list)
+    symbols: list = field(default_factory=list)
+    nspin: int = 0
+    needs_block8: bool = False
+
+    def symbol_index(self, name: str) -> int:
+        if name not in self.symbols:
+            self.symbols.append(name)
+        return self.symbols.index(name)
+
+    def new_spin(self) -> int:
+        self.nspin += 1
+        return self.nspin - 1
+
+
+def translate(kernel, handlers: dict, global_names) -> Translation:
+    """C source of ``kernel`` (a parsed :class:`refsim.ptx.parse.Kernel`); ``handlers``: static
+    instruction index -> :class:`refsim.ptx.semantics.Handler` (as ``Module._lookup`` returns them);
+    ``global_names``: the module-scope ``.global``/``.const`` variables."""
+    ctx = _Context(kernel, set(global_names))
+    funcs, callbacks = [], set()
+    for idx, ins in enumerate(kernel.instructions):
+        try:
+            text, cb = _function(ctx, idx, ins, handlers.get(idx))
+        except Refuse as e:
+            return Translation(kernel.name, None, f"PTX line {ins.line} `{ins.text}`: {e}")
+        funcs.append(text)
+        if cb:
+            callbacks.add(idx)
+    n = len(kernel.instructions)
+    table = ",\n    ".join(f"i_{i}" for i in range(n))
+    source = "\n".join([
+        HEADER,
+        f"/* refsim.ptx.compiled: kernel {kernel.name}, {n} instructions */",
+        *ctx.statics, *funcs,
+        f"static int (*const TABLE[{n}])(rt_state *, const int32_t *, int32_t) = {{\n    {table}\n}};",
+        "int refsim_exec(rt_state *S, int32_t p, const int32_t *th, int32_t n) { return TABLE[p](S, th, n); }",
+        "",
+    ])
+    return Translation(kernel.name, source, None, tuple(ctx.symbols), ctx.nspin, frozenset(callbacks),
+                       ctx.needs_block8)
+
+
+def _function(ctx: _Context, idx: int, ins, handler) -> tuple[str, bool]:
+    em = InstructionEmitter(ctx, idx, ins)
+    body = emit_body(em, ins, handler)
+    head = f"static int i_{idx}(rt_state *S, const int32_t *th, int32_t n) {{  /* PTX line {ins.line}: " \
+           f"{ins.text.replace('*/', '* /')} */"
+    if body.callback:
+        return f"{head}\n    (void)S; (void)th; (void)n;\n    return RT_CALLBACK;\n}}", True
+    lines = ["int r = 0; (void)r;", *em.decls.values()]
+    if ins.guard is None:
+        lines.append("const int32_t *act = th; const int32_t na = n;")
+    else:
+        g, neg = ins.guard[1], int(ins.guard[2])
+        lines += [f"const uint8_t *G = (const uint8_t *)S->reg[{g}];",
+                  f"if (S->poison) for (int32_t i = 0; i < n; i++) if (!S->reg_init[{g}][th[i]]) "
+                  f"{{ S->err_ins = {idx}; return E_UNINIT_GUARD; }}",
+                  "int32_t *act_ = S->act, na = 0;",
+                  f"for (int32_t i = 0; i < n; i++) if (G[th[i]] != {neg}) act_[na++] = th[i];",
+                  "const int32_t *act = act_;"]
+    checks = []
+    if body.checks != "none" and em.reads:
+        fn = "check_init_warps" if body.checks == "warps" else "check_init"
+        checks = ["if (S->poison) {", *[f"    if ((r = S->api->{fn}(S, {idx}, {s}, act, na))) return r;"
+                                         for s in dict.fromkeys(em.reads)], "}"]
+    code = list(body.code)
+    if body.checks == "warps" and code and code[0].startswith("if ((r = S->api->partial_warp"):
+        code = code[:1] + checks + code[1:]     # the full-warp rule comes before the reads
+    else:
+        code = checks + code
+    lines += code
+    if body.inits != "none" and body.written:
+        lines += ["if (S->poison) {", *[f"    for (int32_t i = 0; i < na; i++) S->reg_init[{s}][act[i]] = 1;"
+                                         for s in dict.fromkeys(body.written)], "}"]
+    if body.kind == "advance":
+        lines.append(f"for (int32_t i = 0; i < n; i++) S->pc[th[i]] = {idx + 1};")
+    elif ins.guard is not None:
+        lines.append("for (int32_t i = 0, j = 0; i < n; i++) { if (j < na && act[j] == th[i]) { j++; continue; } "
+                     f"S->pc[th[i]] = {idx + 1}; }}")
+    lines.append("return 0;")
+    return head + "\n" + "\n".join("    " + ln for ln in lines) + "\n}", False
