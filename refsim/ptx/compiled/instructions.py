@@ -44,7 +44,7 @@ class Body:
     kind: str = "advance"                         # "advance" | "branch"
     checks: str = "act"                           # poison checks over "act", "warps", or "none" (in code)
     inits: str = "act"                            # poison init marks over "act", "warps", or "none"
-    written: list = field(default_factory=list)   # destination register slots
+    written: list = field(default_factory=list)   # destination register slots (C expressions)
     callback: bool = False                        # Python runs the handler for this step
 
 
@@ -194,7 +194,7 @@ def _nanosleep(em, ins) -> Body:
 
 
 def _trap(em, ins) -> Body:
-    return Body(code=[f"if (na) {{ S->err_ins = {em.idx}; S->err_thread = act[0]; return E_TRAP; }}"])
+    return Body(code=["if (na) { S->err_ins = D->idx; S->err_thread = act[0]; return E_TRAP; }"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def _bra(em, ins) -> Body:
     target = ins.operands[-1]
     if target[0] != "label" or not isinstance(target[1], int):
         raise Refuse("indirect branch")
-    return Body(code=_loop([f"S->pc[t] = {target[1]};"]), kind="branch")
+    return Body(code=_loop([f"S->pc[t] = (int32_t){em.k(target[1])};"]), kind="branch")
 
 
 def _exit(em, ins) -> Body:
@@ -225,7 +225,7 @@ def _bar(em, ins) -> Body:
     if len(ops) > 1:
         per.append(f"cnt[i] = {em.src(ops[1], 'u32')};")
     code += _loop(per)
-    code.append(f"if (na && (r = S->api->bar(S, {em.idx}, act, na, ids, {'cnt' if len(ops) > 1 else 'NULL'}, "
+    code.append(f"if (na && (r = S->api->bar(S, D->idx, act, na, ids, {'cnt' if len(ops) > 1 else 'NULL'}, "
                 f"{int('arrive' in mods)}, 0, NULL))) return r;")
     return Body(code=code, kind="branch")
 
@@ -234,11 +234,10 @@ def _bar(em, ins) -> Body:
 # memory
 
 def _mem_decl(em, space: str, esize: int, vec: int, spin: bool, aop: int = 0, atype: int = 0, noftz: int = 0) -> str:
-    name = f"M{em.idx}"
+    """The instruction's rt_mem (a row of the kernel's MEMS table); returns the C pointer to it."""
     slot = em.ctx.new_spin() if spin else -1
-    em.ctx.statics.append(f"static const rt_mem {name} = {{{em.idx}, {_SP_C[space]}, {esize}, {vec}, {slot}, "
-                          f"{aop}, {atype}, {noftz}}};")
-    return name
+    em.ctx.mems.append(f"{{{em.idx}, {_SP_C[space]}, {esize}, {vec}, {slot}, {aop}, {atype}, {noftz}}}")
+    return f"(&MEMS[{em.k(len(em.ctx.mems) - 1)}])"
 
 
 def _access(em, ins, data: int, role: str):
@@ -260,7 +259,7 @@ def _ld(em, ins) -> Body:
     base = addr_op[1] if addr_op[0] == "addr" else None
     if space == "param" and (base is None or base[0] == "sym"):     # constant: read once
         off = addr_op[2] + (0 if base is None else em.param_offset(base[1]))
-        lines = [f"{CT[eb]} p{j}; memcpy(&p{j}, S->param + {off + j * esize}, {esize});" for j in range(vec)]
+        lines = [f"{CT[eb]} p{j}; memcpy(&p{j}, S->param + {em.k(off + j * esize)}, {esize});" for j in range(vec)]
         b.code = lines + _loop([em.dst(o, t, f"p{j}", eb) for j, o in enumerate(dsts)])
         return b
     spin = any(m in ("volatile", "acquire", "relaxed") for m in ins.mods)
@@ -268,7 +267,7 @@ def _ld(em, ins) -> Body:
     nb = esize * vec
     b.code = ["uint64_t *ad = S->u64a; uint8_t *out = (uint8_t *)S->u32a;"]
     b.code += _loop([f"ad[i] = {em.address(addr_op, space)};"])
-    b.code.append(f"if ((r = S->api->ld(S, &{m}, act, na, ad, out))) return r;")
+    b.code.append(f"if ((r = S->api->ld(S, {m}, act, na, ad, out))) return r;")
     per = []
     for j, o in enumerate(dsts):
         per.append(f"{{ {CT[eb]} v; memcpy(&v, out + (int64_t)i * {nb} + {j * esize}, {esize}); {em.dst(o, t, 'v', eb)} }}")
@@ -288,7 +287,7 @@ def _st(em, ins) -> Body:
     for j, o in enumerate(srcs):
         per.append(f"{{ {CT[eb]} v = ({CT[eb]}){em.src(o, t)}; memcpy(val + (int64_t)i * {nb} + {j * esize}, &v, {esize}); }}")
     b.code += _loop(per)
-    b.code.append(f"if ((r = S->api->st(S, &{m}, act, na, ad, val))) return r;")
+    b.code.append(f"if ((r = S->api->st(S, {m}, act, na, ad, val))) return r;")
     return b
 
 
@@ -312,7 +311,7 @@ def _atom(em, ins) -> Body:
     if len(rest) > 2:
         per.append(f"cv[i] = (uint64_t){em.src(rest[2], t)};")
     b = Body(code=["uint64_t *ad = S->u64a, *bv = S->u64b, *cv = S->u64c, *old = S->u64d;"] + _loop(per))
-    b.code.append(f"if ((r = S->api->atom(S, &{m}, act, na, ad, bv, {'cv' if len(rest) > 2 else 'NULL'}, old))) return r;")
+    b.code.append(f"if ((r = S->api->atom(S, {m}, act, na, ad, bv, {'cv' if len(rest) > 2 else 'NULL'}, old))) return r;")
     if dst is not None:
         b.code += _loop([em.dst(dst, t, f"(({CT[w]})old[i])", w)])
         b.written = em.written([dst])
@@ -347,7 +346,7 @@ def _cp(em, ins) -> Body:
         else:
             per.append(f"ss[i] = (int64_t){em.src(o, 'u32')};")
     code = ["uint64_t *dst = S->u64a, *src = S->u64b; int64_t *ss = (int64_t *)S->u64c; (void)ss;"] + _loop(per)
-    code.append(f"if (na && (r = S->api->cp_async(S, &{m}, act, na, dst, src, {ss}, {size}))) return r;")
+    code.append(f"if (na && (r = S->api->cp_async(S, {m}, act, na, dst, src, {ss}, {size}))) return r;")
     return Body(code=code)
 
 
@@ -428,17 +427,17 @@ def _ldmatrix(em, ins) -> Body:
     space = "shared" if _space(ins) == "shared" else "generic"
     m = _mem_decl(em, space, 2, 8, False)
     rows = 8 * num
-    code = [f"if ((r = S->api->partial_warp(S, E_PARTIAL_LDMATRIX, {em.idx}, act, na))) return r;",
+    code = ["if ((r = S->api->partial_warp(S, E_PARTIAL_LDMATRIX, D->idx, act, na))) return r;",
             "uint64_t *ad = S->u64a; uint32_t *out = S->u32a;"]
     addr = em.address(ins.operands[1], space)
-    checks = [f"if (!S->reg_init[{s}][t]) {{ S->err_ins = {em.idx}; S->err_aux = {s}; S->err_thread = t; "
+    checks = [f"if (!S->reg_init[{em.slot(s)}][t]) {{ S->err_ins = D->idx; S->err_aux = {em.slot(s)}; S->err_thread = t; "
               f"return E_UNINIT_REG; }}" for s in dict.fromkeys(em.reads)]
     loop = [f"for (int32_t w = 0; w < na / 32; w++)", f"    for (int32_t l = 0; l < {rows}; l++) {{",
             "        const int32_t t = act[w * 32 + l];"]
     if checks:
         code += [*loop, "        if (S->poison) {", *["            " + c for c in checks], "        }", "    }"]
     code += [*loop, f"        ad[w * {rows} + l] = {addr};", "    }"]
-    code.append(f"if ((r = S->api->ldmatrix(S, &{m}, {num}, {trans}, act, na, ad, out))) return r;")
+    code.append(f"if ((r = S->api->ldmatrix(S, {m}, {num}, {trans}, act, na, ad, out))) return r;")
     code += _loop([em.dst(o, "b32", f"out[(int64_t)i * {num} + {j}]", 32) for j, o in enumerate(dsts)])
     return Body(code=code, checks="none", written=em.written(dsts))
 
@@ -462,18 +461,15 @@ def _mma(em, ins, h) -> Body:
     if la.elements_per_lane != na * (32 // abits) or lb.elements_per_lane != nb * (32 // abits) \
             or lc.elements_per_lane != nc * c_pr or lc.elements_per_lane != nd * d_pr:
         raise Refuse("mma fragment shape")
-    name = f"MMA{em.idx}"
-    for tag, lay in (("a", la), ("b", lb), ("c", lc)):
-        flat_rc = ", ".join(str(int(x)) for x in lay.coords.reshape(-1))
-        em.ctx.statics.append(f"static const int16_t {name}_{tag}[] = {{{flat_rc}}};")
-    em.ctx.statics.append(
-        f"static const rt_mma {name} = {{{em.idx}, {kind}, {M}, {N}, {K}, {na}, {nb}, {nc}, {nd}, "
+    coords = [em.ctx.coords(lay.coords.reshape(-1)) for lay in (la, lb, lc)]
+    name = em.ctx.static(
+        "rt_mma", f"{{0, {kind}, {M}, {N}, {K}, {na}, {nb}, {nc}, {nd}, "
         f"{32 // abits}, {32 // abits}, {c_pr}, {d_pr}, {abits}, {abits}, {int(atype.startswith('s'))}, "
         f"{int(btype.startswith('s'))}, {int('satfinite' in ins.mods)}, {int(ctype == 'f32')}, {int(dtype == 'f32')}, "
-        f"0, 0, 0, 0, {name}_a, {name}_b, {name}_c}};")
+        f"0, 0, 0, 0, {coords[0]}, {coords[1]}, {coords[2]}}}")
     if kind == 0 and K == 8:
         em.ctx.needs_block8 = True
-    code = [f"if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, {em.idx}, act, na))) return r;",
+    code = ["if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, D->idx, act, na))) return r;",
             f"uint32_t *A = S->u32a, *B = A + (int64_t)na * {na}, *C = B + (int64_t)na * {nb}, *O = C + (int64_t)na * {nc};"]
     per = []
     for arr, g, cnt in (("A", groups[1], na), ("B", groups[2], nb), ("C", groups[3], nc)):

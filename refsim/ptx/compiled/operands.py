@@ -105,20 +105,43 @@ _SPECIAL = {
 
 
 class InstructionEmitter:
-    """Declarations, poison-check order and operand expressions for one static instruction."""
+    """Declarations, constants, poison-check order and operand expressions for one static instruction.
+
+    The C an instruction produces is a *template*: register slots, immediates, branch targets and
+    offsets are read from the instruction's descriptor (``D->k[j]``, ``D->idx``), so instructions of
+    one shape share one C function (a Marlin entry has ~1,400 instructions and far fewer shapes)."""
 
     def __init__(self, ctx, idx: int, ins):
         self.ctx = ctx            # the kernel translation (registers, symbols, static data)
         self.idx = idx
         self.ins = ins
         self.decls: dict[str, str] = {}
+        self.consts: list[int] = []
+        self.slot_k: dict[int, str] = {}
         self.reads: list[int] = []     # register slots in reader order (poison checks)
 
+    def k(self, value: int) -> str:
+        """A per-instruction constant: the C expression ``D->k[j]`` (int64_t) holding ``value``."""
+        v = int(value) % 2**64
+        self.consts.append(v - 2**64 if v >= 2**63 else v)
+        return f"D->k[{len(self.consts) - 1}]"
+
+    def const(self, value: int, bits: int) -> str:
+        """A constant of the unsigned type of ``bits`` (from the descriptor)."""
+        return f"(({CT[bits]}){self.k(value)})"
+
     # -- registers ----------------------------------------------------------------------
+    def slot(self, slot: int) -> str:
+        """The C expression of a register slot number (for the runtime's poison calls)."""
+        if slot not in self.slot_k:
+            self.slot_k[slot] = self.k(slot)
+        return self.slot_k[slot]
+
     def reg(self, slot: int) -> str:
         bits = self.ctx.k.registers[slot].bits
-        name = f"R{slot}"
-        self.decls.setdefault(name, f"{CT[bits]} *const {name} = ({CT[bits]} *)S->reg[{slot}];")
+        j = self.slot(slot)
+        name = f"R{j[5:-1]}"
+        self.decls.setdefault(name, f"{CT[bits]} *const {name} = ({CT[bits]} *)S->reg[{j}];")
         return name
 
     def reg_bits(self, slot: int) -> int:
@@ -140,7 +163,7 @@ class InstructionEmitter:
                 return f"((uint8_t)!{r})" if neg else r
             return convert(r, rbits, want, ptx_type.startswith("s"))
         if kind == "imm":
-            return literal(immediate_bits(op, ptx_type), want)
+            return self.const(immediate_bits(op, ptx_type), want)
         if kind == "special":
             if op[1] not in _SPECIAL:
                 raise Refuse(f"special register {op[1]}")
@@ -155,16 +178,16 @@ class InstructionEmitter:
         """(state space, C expression of its address in that space) of a variable or parameter."""
         k = self.ctx.k
         if name in k.shared:
-            return "shared", literal(k.shared[name].offset, 64)
+            return "shared", self.const(k.shared[name].offset, 64)
         if name in k.extern_shared:
-            return "shared", literal((k.shared_bytes + 15) // 16 * 16, 64)
+            return "shared", self.const((k.shared_bytes + 15) // 16 * 16, 64)
         if name in k.local:
-            return "local", literal(k.local[name].offset, 64)
+            return "local", self.const(k.local[name].offset, 64)
         for p in k.params:
             if p.name == name:
-                return "param", literal(p.offset, 64)
+                return "param", self.const(p.offset, 64)
         if name in self.ctx.global_names:
-            return "global", f"S->sym[{self.ctx.symbol_index(name)}]"
+            return "global", f"S->sym[{self.k(self.ctx.symbol_index(name))}]"
         raise Refuse(f"unknown symbol {name}")
 
     def param_offset(self, name: str) -> int:
@@ -192,9 +215,9 @@ class InstructionEmitter:
             v = convert(value, value_bits, rbits, ptx_type.startswith("s"))
         return f"{self.reg(slot)}[{t}] = {v};"
 
-    def written(self, ops) -> list[int]:
-        """Register slots among destination operands (for the poison ``init`` marks)."""
-        return [o[1] for o in ops if o[0] == "reg"]
+    def written(self, ops) -> list[str]:
+        """Slot expressions of the destination registers (for the poison ``init`` marks)."""
+        return [self.slot(o[1]) for o in ops if o[0] == "reg"]
 
     # -- addresses -------------------------------------------------------------------------------
     def address(self, op, space: str, t: str = "t") -> str:
@@ -203,16 +226,16 @@ class InstructionEmitter:
             raise Refuse("expected an address operand")
         _, base, off = op
         if base is None:
-            return literal(off % 2**64, 64)
+            return self.const(off % 2**64, 64)
         if base[0] == "sym":
             sp, a = self.symbol(base[1])
             if space not in ("generic", sp) and not (space == "const" and sp == "global"):
                 raise Refuse(f"symbol {base[1]} is in .{sp}, not .{space}")
             if space == "generic" and sp in ("shared", "local"):
                 a = f"({a} + {literal(SHARED_WINDOW if sp == 'shared' else LOCAL_WINDOW, 64)})"
-            return f"((uint64_t)({a} + {literal(off % 2**64, 64)}))"
+            return f"((uint64_t)({a} + {self.const(off % 2**64, 64)}))"
         rbits = self.reg_bits(base[1])
         r = self.src(base, "u64" if rbits == 64 else "u32", t)
         if rbits == 64:
-            return f"((uint64_t)({r} + {literal(off % 2**64, 64)}))"
-        return f"((((uint64_t){r}) + {literal(off % 2**64, 64)}) & 0xFFFFFFFFull)"
+            return f"((uint64_t)({r} + {self.const(off % 2**64, 64)}))"
+        return f"((((uint64_t){r}) + {self.const(off % 2**64, 64)}) & 0xFFFFFFFFull)"
