@@ -347,48 +347,45 @@ static int resolve(rt_state *S, int32_t ins, int32_t space, const int32_t *th, i
     return 0;
 }
 
-/* Launch._count_wavefronts for the shared accesses of one step: per warp and phase (the lanes whose
-   accesses fit 128 bytes), the largest number of distinct 4-byte words one bank delivers */
 static int cmp_i64(const void *x, const void *y) {
     int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
     return (a > b) - (a < b);
 }
 
+/* Launch._count_wavefronts for the shared accesses of one step: per warp and phase (the lanes whose
+   accesses fit 128 bytes: 32 lanes for <= 4-byte, 16 for 8-byte, 8 for 16-byte accesses), the
+   largest number of distinct 4-byte words one of the 32 banks delivers. Words are counted per bank
+   in small buckets (a warp-phase has at most 128 words). */
 static void count_wavefronts(rt_state *S, const int32_t *th, int32_t n, const rt_access *acc, int64_t nbytes) {
     int64_t words_per = nbytes / 4 > 1 ? nbytes / 4 : 1;
     int64_t lanes_per_phase = 128 / (nbytes > 4 ? nbytes : 4);
     if (lanes_per_phase < 1) lanes_per_phase = 1;
-    int64_t buf[32 * 64];
+    int nphase = (int)((32 + lanes_per_phase - 1) / lanes_per_phase);
     int32_t i = 0;
     while (i < n) {
-        if (acc[i].kind != SP_SHARED) {
-            i++;
-            continue;
-        }
         int64_t w = th[i] >> 5;
         int32_t j = i;
         while (j < n && (th[j] >> 5) == w) j++;
-        /* lanes i..j-1 of warp w (those with shared accesses) */
-        for (int64_t phase = 0; phase < 32; phase++) {
-            int64_t cnt = 0;
+        int has = 0;
+        for (int ph = 0; ph < nphase; ph++) {
+            int64_t bucket[32][32];
+            int cnt[32] = {0}, mx = 0;
             for (int32_t q = i; q < j; q++) {
-                if (acc[q].kind != SP_SHARED || (th[q] % 32) / lanes_per_phase != phase) continue;
-                for (int64_t k = 0; k < words_per; k++) buf[cnt++] = acc[q].flat / 4 + k;
-            }
-            if (!cnt) continue;
-            qsort(buf, (size_t)cnt, sizeof(int64_t), cmp_i64);
-            int per_bank[32] = {0};
-            int mx = 0;
-            for (int64_t k = 0; k < cnt; k++) {
-                if (k && buf[k] == buf[k - 1]) continue;
-                int b = (int)(((buf[k] % 32) + 32) % 32);
-                per_bank[b]++;
-                mx = per_bank[b] > mx ? per_bank[b] : mx;
+                if (acc[q].kind != SP_SHARED || (th[q] & 31) / lanes_per_phase != ph) continue;
+                has = 1;
+                for (int64_t k = 0; k < words_per; k++) {
+                    int64_t word = acc[q].flat / 4 + k;
+                    int b = (int)(word & 31);
+                    int c = cnt[b], seen = 0;
+                    for (int e = 0; e < c; e++) seen |= bucket[b][e] == word;
+                    if (seen) continue;
+                    if (c < 32) bucket[b][c] = word;
+                    cnt[b] = c + 1;
+                    mx = cnt[b] > mx ? cnt[b] : mx;
+                }
             }
             S->shared_wavefronts += mx;
         }
-        int has = 0;
-        for (int32_t q = i; q < j; q++) has |= acc[q].kind == SP_SHARED;
         S->shared_requests += has;
         i = j;
     }
@@ -931,6 +928,15 @@ static uint32_t tc_fdpa(int L, int F, int e_zero, const tc_dec *a, int sa, const
     return res;
 }
 
+/* every fp16 of A and B and every fp32 of C finite (no exponent field of all ones) */
+static int mma_finite(const uint32_t *A, int na, const uint32_t *B, int nb, const uint32_t *C, int nc) {
+    uint32_t bad = 0;
+    for (int i = 0; i < na; i++) bad |= (A[i] & 0x7C00u) == 0x7C00u;
+    for (int i = 0; i < nb; i++) bad |= (B[i] & 0x7C00u) == 0x7C00u;
+    for (int i = 0; i < nc; i++) bad |= (C[i] & 0x7F800000u) == 0x7F800000u;
+    return !bad;
+}
+
 /* element i of a lane's fragment from its registers: register i / per_reg, lowest bits first */
 static uint32_t frag_elem(const uint32_t *regs, int i, int per_reg, int bits) {
     uint32_t r = regs[i / per_reg];
@@ -962,7 +968,16 @@ static int rt_mma_run(rt_state *S, const rt_mma *d, const int32_t *th __attribut
                 Cbits[d->c_rc[(l * ec + i) * 2] * N + d->c_rc[(l * ec + i) * 2 + 1]] =
                     frag_elem(rc, i, d->c_per_reg, d->c_per_reg == 1 ? 32 : 16);
         }
-        if (d->kind == 0) {
+        if (d->kind == 0 && d->c_f32 && d->d_f32 && K == 16 && mma_finite(Abits, M * K, Bbits, K * N, Cbits, M * N)) {
+            /* finite f16 inputs, f32 accumulators, one k16 step: the interpreter's fast path
+               (tensor_core.mma_k16_f32), whose compiled twin is emulators.c's refsim_mma_k16_f32 */
+            uint16_t a16[16 * 16], b16[16 * 8];
+            int64_t k0 = 0;
+            for (int i = 0; i < M * K; i++) a16[i] = (uint16_t)Abits[i];
+            for (int i = 0; i < K * N; i++) b16[i] = (uint16_t)Bbits[i];
+            memcpy(Dbits, Cbits, sizeof(uint32_t) * M * N);
+            refsim_mma_k16_f32(L, F, (int)S->tc_ez32, 1, M, N, a16, K, b16, N, &k0, (float *)Dbits);
+        } else if (d->kind == 0) {
             tc_dec A[16 * 16], B[16 * 8];
             for (int i = 0; i < M * K; i++) A[i] = tc_dec16((uint16_t)Abits[i]);
             for (int i = 0; i < K * N; i++) B[i] = tc_dec16((uint16_t)Bbits[i]);
