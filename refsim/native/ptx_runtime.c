@@ -114,6 +114,35 @@ static void start_block(rt_state *S, int64_t s) {
     }
 }
 
+/* Launch._reduce_predicates: the bar.red threads a barrier of slot s releases get the popcount / AND /
+   OR of the predicates of all bar.red threads released with them at the same barrier id */
+static void reduce_predicates(rt_state *S, int64_t s, uint32_t done) {
+    int64_t popc[16] = {0}, total[16] = {0};
+    int any = 0;
+    for (int64_t t = s * S->tpb; t < (s + 1) * S->tpb; t++) {
+        if (!S->bar_wait[t] || !((done >> S->bar_id[t]) & 1) || !S->red_op[S->bar_pc[t]]) continue;
+        any = 1;
+        popc[S->bar_id[t]] += S->bar_pred[t];
+        total[S->bar_id[t]] += 1;
+    }
+    if (!any) return;
+    for (int64_t t = s * S->tpb; t < (s + 1) * S->tpb; t++) {
+        if (!S->bar_wait[t] || !((done >> S->bar_id[t]) & 1)) continue;
+        int32_t q = S->bar_pc[t], op = S->red_op[q], slot = S->red_dst[q];
+        if (!op || slot < 0) continue;
+        int64_t b = S->bar_id[t];
+        uint64_t v = op == 1 ? (uint64_t)popc[b] : op == 2 ? (uint64_t)(popc[b] == total[b]) : (uint64_t)(popc[b] > 0);
+        void *r = S->reg[slot];
+        switch (S->reg_bits[slot]) {
+        case 1: case 8: ((uint8_t *)r)[t] = (uint8_t)v; break;
+        case 16: ((uint16_t *)r)[t] = (uint16_t)v; break;
+        case 32: ((uint32_t *)r)[t] = (uint32_t)v; break;
+        default: ((uint64_t *)r)[t] = v; break;
+        }
+        if (S->poison) S->reg_init[slot][t] = 1;
+    }
+}
+
 /* ============================================================================================
    barriers: Launch._arrivals, _release_barriers (only the slots whose counts or live threads changed
    can complete a barrier, so only those are examined) */
@@ -132,6 +161,7 @@ static void release_barriers(rt_state *S, const int32_t *th, int32_t n) {
         }
         if (!done) continue;
         any = 1;
+        reduce_predicates(S, s, done);
         for (int64_t t = s * S->tpb; t < (s + 1) * S->tpb; t++) {
             if (S->bar_wait[t] && ((done >> S->bar_id[t]) & 1)) {
                 S->bar_wait[t] = 0;
@@ -157,8 +187,6 @@ static void release_barriers(rt_state *S, const int32_t *th, int32_t n) {
 /* bar.sync / barrier.sync / bar.arrive a{, b} (Launch._op_bar) */
 static int rt_bar(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const uint32_t *id, const uint32_t *count,
                   int32_t arrive, int32_t red, const uint8_t *pred) {
-    (void)red;
-    (void)pred;
     uint32_t mx = 0;
     for (int32_t i = 0; i < n; i++) mx = id[i] > mx ? id[i] : mx;
     if (mx > 15) {
@@ -166,6 +194,8 @@ static int rt_bar(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const 
         S->err_aux = mx;
         return E_BARRIER_ID;
     }
+    if (red)
+        for (int32_t i = 0; i < n; i++) S->bar_pred[th[i]] = pred[i];
     for (int32_t i = 0; i < n; i++) {
         int32_t t = th[i];
         if (arrive) {

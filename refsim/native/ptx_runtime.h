@@ -124,6 +124,8 @@ struct rt_state {
     uint8_t *yielding;
     /* registers */
     int64_t nregs;
+    uint8_t *red_op;                                             /* per instruction: bar.red 1 popc 2 and 3 or */
+    int32_t *red_dst;                                            /* ... and its destination slot (-1: none) */
     void **reg;
     int32_t *reg_bits;
     uint8_t **reg_init;                                          /* poison only */

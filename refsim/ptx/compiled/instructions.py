@@ -215,18 +215,29 @@ def _bar(em, ins) -> Body:
     mods = ins.mods
     if "warp" in mods:
         return Body()
-    if "red" in mods:
-        raise Refuse("bar.red is not compiled")
-    if "arrive" not in mods and "sync" not in mods and mods not in ((), ("aligned",)):
-        raise Refuse(f"barrier variant {ins.name}")
+    red = next((m for m in mods if m in ("popc", "and", "or")), None) if "red" in mods else None
     ops = ins.operands
-    code = ["uint32_t *ids = S->u32a, *cnt = S->u32a + na;"]
+    if "red" in mods:              # bar.red.popc.u32 d, a{, b}, {!}c  /  bar.red.{and,or}.pred p, a{, b}, {!}c
+        if red is None or len(ops) not in (3, 4) or ops[0][0] not in ("reg", "sink"):
+            raise Refuse(f"barrier reduction {ins.name}")
+        em.ctx.bar_red[em.idx] = (("popc", "and", "or").index(red) + 1, ops[0][1] if ops[0][0] == "reg" else -1)
+        dst_bits = 1 if red != "popc" else 32
+        if ops[0][0] == "reg" and (em.reg_bits(ops[0][1]) == 1) != (dst_bits == 1):
+            raise Refuse("bar.red destination type")
+        ops = ops[1:]
+    elif "arrive" not in mods and "sync" not in mods and mods not in ((), ("aligned",)):
+        raise Refuse(f"barrier variant {ins.name}")
+    count = len(ops) > (2 if red else 1)
+    code = ["uint32_t *ids = S->u32a, *cnt = S->u32a + na; uint8_t *prd = (uint8_t *)(S->u32a + 2 * (int64_t)na);",
+            "(void)cnt; (void)prd;"]
     per = [f"ids[i] = {em.src(ops[0], 'u32')};"]
-    if len(ops) > 1:
+    if red:
+        per.append(f"prd[i] = {em.src(ops[-1], 'pred')};")
+    if count:
         per.append(f"cnt[i] = {em.src(ops[1], 'u32')};")
     code += _loop(per)
-    code.append(f"if (na && (r = S->api->bar(S, D->idx, act, na, ids, {'cnt' if len(ops) > 1 else 'NULL'}, "
-                f"{int('arrive' in mods)}, 0, NULL))) return r;")
+    code.append(f"if (na && (r = S->api->bar(S, D->idx, act, na, ids, {'cnt' if count else 'NULL'}, "
+                f"{int('arrive' in mods)}, {int(bool(red))}, {'prd' if red else 'NULL'}))) return r;")
     return Body(code=code, kind="branch")
 
 

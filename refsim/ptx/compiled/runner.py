@@ -96,6 +96,10 @@ class CompiledLaunch:
         keep.append(reg_ptrs)
         S.reg = ctypes.cast(reg_ptrs, ctypes.c_void_p)
         S.reg_bits = arr(np.array([r.bits for r in kernel.registers] or [0], np.int32))
+        red_op, red_dst = np.zeros(self.END + 1, np.uint8), np.full(self.END + 1, -1, np.int32)
+        for q, (op, slot) in translation.bar_red.items():
+            red_op[q], red_dst[q] = op, slot
+        S.red_op, S.red_dst = arr(red_op), arr(red_dst)
         self.reg_init = None
         if poison:
             self.reg_init = [np.zeros(T, np.bool_) for _ in kernel.registers]
