@@ -1,0 +1,151 @@
+"""Conformance tables through both executors: every ALU form of refsim.ptx.semantics that the
+compiled path translates (and a sample of those it hands back to the handler), on bit patterns full
+of specials, must give the interpreter's bits. Tables transcribed from the ISA's forms: all 256 lop3
+immediates, every prmt mode, bfe/bfi, shifts, integer arithmetic, comparisons, floating point
+(.rn, .ftz, NaN/Inf/-0), and every cvt between the integer and float types."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from refsim import ptx
+from conftest_compiled import run_both
+from conftest_compiled import alu_module, bit_patterns
+
+THREADS = 160
+
+
+def _check(cases, seed: int):
+    m = ptx.Module(alu_module(cases))
+    words = bit_patterns(THREADS, seed)
+    out = np.zeros((THREADS, len(cases)), np.uint64)
+    run_both(m, "k", 1, THREADS, [words, out])
+
+
+def test_lop3_every_immediate():
+    _check([("b32", f"lop3.b32 {{d}}, %ra, %rb, %rc, {imm};") for imm in range(256)], 1)
+
+
+def test_prmt_every_mode_and_bit_fields():
+    cases = [("b32", f"prmt.b32{m} {{d}}, %ra, %rb, %rc;") for m in ("", ".f4e", ".b4e", ".rc8", ".ecl", ".ecr", ".rc16")]
+    cases += [("b32", f"bfe.{t}32 {{d}}, %ra, %rb, %rc;") for t in "us"]
+    cases += [("b64", f"bfe.{t}64 {{d}}, %da, %rb, %rc;") for t in "us"]
+    cases += [("b32", "bfi.b32 {d}, %ra, %rb, %rc, %rd;"), ("b64", "bfi.b64 {d}, %da, %db, %rc, %rd;")]
+    _check(cases, 2)
+
+
+_W = {16: ("b16", "h"), 32: ("b32", "r"), 64: ("b64", "d")}
+
+
+def test_integer_arithmetic_shifts_and_logic():
+    cases = []
+    for w, (kind, r) in _W.items():
+        for t in (f"s{w}", f"u{w}"):
+            cases += [(kind, f"{op}.{t} {{d}}, %{r}a, %{r}b;") for op in ("add", "sub", "min", "max")]
+            cases += [(kind, f"{op}.{t} {{d}}, %{r}a, %{r}b;") for op in ("div", "rem")]
+            cases += [(kind, f"mul.{p}.{t} {{d}}, %{r}a, %{r}b;") for p in ("lo", "hi")]
+            cases += [(kind, f"shr.{t} {{d}}, %{r}a, %rb;"), ("pred", f"setp.ge.{t} {{d}}, %{r}a, %{r}b;")]
+        cases += [(kind, f"{op}.s{w} {{d}}, %{r}a;") for op in ("abs", "neg")]
+        cases += [(kind, f"shl.b{w} {{d}}, %{r}a, %rb;"), (kind, f"not.b{w} {{d}}, %{r}a;"),
+                  (kind, f"cnot.b{w} {{d}}, %{r}a;")]
+        cases += [(kind, f"{op}.b{w} {{d}}, %{r}a, %{r}b;") for op in ("and", "or", "xor")]
+        cases += [("pred", f"setp.{c}.s{w} {{d}}, %{r}a, %{r}b;") for c in ("eq", "ne", "lt", "le", "gt")]
+        cases += [("pred", f"setp.{c}.u{w} {{d}}, %{r}a, %{r}b;") for c in ("lo", "ls", "hi", "hs")]
+        cases.append((kind, f"selp.b{w} {{d}}, %{r}a, %{r}b, %pc;"))
+    for w in (16, 32):
+        kind2 = _W[2 * w][0]
+        r = _W[w][1]
+        cases += [(kind2, f"mul.wide.{t}{w} {{d}}, %{r}a, %{r}b;") for t in "su"]
+    cases += [("b32", f"mad.{p}.{t}32 {{d}}, %ra, %rb, %rc;") for p in ("lo", "hi") for t in "su"]
+    cases += [("b64", f"mad.wide.{t}32 {{d}}, %ra, %rb, %dc;") for t in "su"]
+    cases += [("b32", "add.sat.s32 {d}, %ra, %rb;"), ("b32", "sub.sat.s32 {d}, %ra, %rb;"),
+              ("b32", "mad.hi.sat.s32 {d}, %ra, %rb, %rc;"), ("b32", "max.relu.s32 {d}, %ra, %rb;"),
+              ("b32", "min.relu.s32 {d}, %ra, %rb;"), ("b32", "sad.u32 {d}, %ra, %rb, %rc;"),
+              ("b32", "dp4a.u32.s32 {d}, %ra, %rb, %rc;")]
+    cases += [("b32", f"{op}.b{w} {{d}}, %{_W[w][1]}a;") for op in ("popc", "clz") for w in (32, 64)]
+    cases += [("b32", "brev.b32 {d}, %ra;"), ("b64", "brev.b64 {d}, %da;")]
+    cases += [("b32", f"bfind{s}.{t}{w} {{d}}, %{_W[w][1]}a;") for s in ("", ".shiftamt") for t in "us" for w in (32, 64)]
+    cases += [("b32", f"shf.{lr}.{m}.b32 {{d}}, %ra, %rb, %rc;") for lr in "lr" for m in ("clamp", "wrap")]
+    cases += [("pred", f"{op}.pred {{d}}, %pa, %pb;") for op in ("and", "or", "xor")] + [("pred", "not.pred {d}, %pa;")]
+    cases += [("pred", f"setp.lt.{b}.s32 {{d}}, %ra, %rb, %pc;") for b in ("and", "or", "xor")]
+    cases += [("pred", "setp.ne.and.s32 {d}, %ra, %rb, !%pc;")]
+    _check(cases, 3)
+
+
+_FCMP = ("eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
+
+
+def test_floating_point_rn_forms_specials_and_comparisons():
+    cases = []
+    for t, kind, r in (("f32", "b32", "r"), ("f16", "b16", "h"), ("f16x2", "b32", "r")):
+        cases += [(kind, f"{op}.rn.{t} {{d}}, %{r}a, %{r}b;") for op in ("add", "sub", "mul")]
+        cases += [(kind, f"{op}.{t} {{d}}, %{r}a, %{r}b;") for op in ("add", "min", "max")]
+        cases += [(kind, f"fma.rn.{t} {{d}}, %{r}a, %{r}b, %{r}c;"), (kind, f"neg.{t} {{d}}, %{r}a;"),
+                  (kind, f"abs.{t} {{d}}, %{r}a;"), (kind, f"neg.ftz.{t} {{d}}, %{r}a;"), (kind, f"abs.ftz.{t} {{d}}, %{r}a;")]
+    cases += [("b32", f"{op}.rn.f32 {{d}}, %ra, %rb;") for op in ("div",)]
+    cases += [("b32", f"{op}.rn.f32 {{d}}, %ra;") for op in ("rcp", "sqrt")]
+    cases += [("b32", "mad.rn.f32 {d}, %ra, %rb, %rc;"), ("b64", "neg.f64 {d}, %da;"), ("b64", "abs.f64 {d}, %da;"),
+              ("b16", "neg.bf16 {d}, %ha;"), ("b32", "abs.bf16x2 {d}, %ra;")]
+    # forms the compiled path hands to the handler: directed rounding, .ftz/.sat, bf16, f64, .NaN
+    cases += [("b32", "add.rz.f32 {d}, %ra, %rb;"), ("b32", "mul.rm.ftz.f32 {d}, %ra, %rb;"),
+              ("b32", "fma.rp.sat.f32 {d}, %ra, %rb, %rc;"), ("b16", "add.rn.bf16 {d}, %ha, %hb;"),
+              ("b64", "fma.rn.f64 {d}, %da, %db, %dc;"), ("b32", "max.NaN.f32 {d}, %ra, %rb;"),
+              ("b32", "min.ftz.f32 {d}, %ra, %rb;"), ("b32", "copysign.f32 {d}, %ra, %rb;"),
+              ("pred", "testp.subnormal.f32 {d}, %ra;"), ("b32", "add.ftz.f16x2 {d}, %ra, %rb;")]
+    for t, r in (("f32", "r"), ("f16", "h"), ("f64", "d"), ("bf16", "h")):
+        cases += [("pred", f"setp.{c}.{t} {{d}}, %{r}a, %{r}b;") for c in _FCMP]
+    cases += [("pred", f"setp.{c}.ftz.f32 {{d}}, %ra, %rb;") for c in ("eq", "lt", "geu")]
+    cases += [("pred", f"setp.{c}.ftz.f16 {{d}}, %ha, %hb;") for c in ("eq", "ltu")]
+    _check(cases, 4)
+
+
+_INTS = {"u8": ("b16", "h"), "s8": ("b16", "h"), "u16": ("b16", "h"), "s16": ("b16", "h"),
+         "u32": ("b32", "r"), "s32": ("b32", "r"), "u64": ("b64", "d"), "s64": ("b64", "d")}
+_FLOATS = {"f16": ("b16", "h"), "bf16": ("b16", "h"), "f32": ("b32", "r"), "f64": ("b64", "d")}
+
+
+@pytest.mark.parametrize("part", ["int", "float"])
+def test_cvt_between_every_pair_of_types(part):
+    cases = []
+    if part == "int":
+        for (dt, (dk, _)), (st, (_, sr)) in itertools.product(_INTS.items(), _INTS.items()):
+            cases += [(dk, f"cvt{sat}.{dt}.{st} {{d}}, %{sr}a;") for sat in ("", ".sat")]
+    else:
+        for (dt, (dk, _)), (st, (_, sr)) in itertools.product(_INTS.items(), _FLOATS.items()):
+            if st == "bf16":
+                continue
+            cases += [(dk, f"cvt.{rnd}.{dt}.{st} {{d}}, %{sr}a;") for rnd in ("rni", "rzi", "rmi", "rpi")]
+            if st == "f32":
+                cases.append((dk, f"cvt.rmi.ftz.{dt}.f32 {{d}}, %ra;"))
+        for (dt, (dk, _)), (st, (_, sr)) in itertools.product(_FLOATS.items(), _INTS.items()):
+            cases += [(dk, f"cvt.{rnd}.{dt}.{st} {{d}}, %{sr}a;") for rnd in ("rn", "rz")]
+        for (dt, (dk, _)), (st, (_, sr)) in itertools.product(_FLOATS.items(), _FLOATS.items()):
+            if dt != st:
+                cases += [(dk, f"cvt.{rnd}.{dt}.{st} {{d}}, %{sr}a;") for rnd in ("rn", "rm")]
+        cases += [("b32", "cvt.f32.f16 {d}, %ha;"), ("b32", "cvt.f32.bf16 {d}, %ha;"), ("b64", "cvt.f64.f32 {d}, %ra;"),
+                  ("b32", "cvt.rn.f16x2.f32 {d}, %ra, %rb;"), ("b32", "cvt.rn.bf16x2.f32 {d}, %ra, %rb;"),
+                  ("b32", "cvt.rz.relu.f16x2.f32 {d}, %ra, %rb;"), ("b16", "cvt.rn.satfinite.f16.f32 {d}, %ra;"),
+                  ("b32", "cvt.rni.f32.f32 {d}, %ra;"), ("b32", "cvt.ftz.sat.f32.f16 {d}, %ha;")]
+    _check(cases, 5 if part == "int" else 6)
+
+
+def _f32(x: float) -> int:
+    return int(np.array([x], np.float32).view(np.uint32)[0])
+
+
+def test_fma_and_narrowing_round_once_where_a_double_rounding_would_not():
+    # exact a*b + c = 1 + 2^-24 + 2^-70: above the midpoint, RN gives 1 + 2^-23; a float64 evaluation
+    # rounds to the midpoint first and ties to 1.0 (the case of tests/arith/test_fp.py)
+    a, b, c = _f32(1 + 2.0**-23), _f32(1 - 2.0**-24), _f32(2.0**-47 * (1 + 2.0**-23))
+    d64 = int(np.array([1 + 2.0**-11 + 2.0**-40]).view(np.uint64)[0])       # f16 midpoint + 2^-40
+    words = np.tile(np.array([a, b, c, d64], np.uint64), (32, 1))
+    cases = [("b32", "fma.rn.f32 {d}, %ra, %rb, %rc;"), ("b32", "mad.rn.f32 {d}, %ra, %rb, %rc;"),
+             ("b16", "cvt.rn.f16.f64 {d}, %dd;")]
+    m = ptx.Module(alu_module(cases))
+    out = np.zeros((32, len(cases)), np.uint64)
+    _, got, _ = run_both(m, "k", 1, 32, [words, out])
+    expected = [_f32(1 + 2.0**-23)] * 2 + [int(np.array([1 + 2.0**-10], np.float16).view(np.uint16)[0])]
+    assert (got[1] == np.array(expected, np.uint64)).all()

@@ -1,0 +1,175 @@
+"""Every test kernel (tests/ptx/kernels) and refsim/cuda's five kernels through both executors:
+the compiled path writes the interpreter's bytes and reports its statistics, under lockstep and
+seeded random schedules, with and without the race / poison checks, and when blocks outnumber the
+resident slots."""
+
+from __future__ import annotations
+
+import functools
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from refsim import ptx
+from conftest_compiled import run_both
+
+KERNELS = Path(__file__).parents[1] / "kernels"
+FEW = settings(max_examples=4, deadline=None)
+
+
+@functools.lru_cache(maxsize=None)
+def module(name: str) -> ptx.Module:
+    return ptx.Module((KERNELS / f"{name}.ptx").read_text())
+
+
+def ints(n, lo=-(2**31), hi=2**31 - 1, seed=0):
+    return np.random.default_rng(seed).integers(lo, hi, n, endpoint=True).astype(np.int32)
+
+
+@FEW
+@given(n=st.integers(1, 700), seed=st.integers(0, 2**16))
+def test_control_flow_kernels(n, seed):
+    x = ints(n, -(2**20), 2**20, seed)
+    run_both(module("control"), "branchy", (n + 127) // 128, 128, [x, np.zeros(n, np.int32), n])
+    run_both(module("control"), "early_exit", (n + 255) // 256, 256, [x, np.zeros(n, np.int32), n])
+    xs = ints(min(n, 70), 1, 3000, seed).astype(np.uint32)
+    run_both(module("control"), "collatz", 2, 64, [xs, np.zeros(xs.size, np.int32), xs.size])
+
+
+@FEW
+@given(n=st.integers(1, 700), warps=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_shared_memory_barriers_and_shuffles(n, warps, seed):
+    x = ints(n, seed=seed)
+    nb = (n + 255) // 256
+    run_both(module("reduce"), "block_sum", nb, 256, [x, np.zeros(nb, np.int32), n])
+    run_both(module("reduce"), "block_sum", nb, 256, [x, np.zeros(nb, np.int32), n], race=True, poison=True)
+    xw = ints(32 * warps, -(2**24), 2**24, seed)
+    run_both(module("reduce"), "shuffles", 1, 32 * warps, [xw, np.zeros(4 * 32 * warps, np.int32)])
+
+
+@FEW
+@given(n=st.integers(1, 600), seed=st.integers(0, 2**16), schedule=st.sampled_from(["lockstep", "random"]))
+def test_atomics_under_both_schedules(n, seed, schedule):
+    x = ints(n, -50, 50, seed)
+    m = module("atomics")
+    grid = (n + 127) // 128
+    run_both(m, "histogram", (n + 255) // 256, 256, [x, np.zeros(16, np.uint32), n], schedule=schedule, seed=seed)
+    run_both(m, "maxpos", grid, 128, [x, np.array([-(2**31), 0], np.int32), n], schedule=schedule, seed=seed)
+    run_both(m, "claim_max", grid, 128, [x, np.array([x.max(), 0], np.int32), np.array([-1], np.int32), n],
+             schedule=schedule, seed=seed)
+
+
+@FEW
+@given(nb=st.integers(1, 6), seed=st.integers(0, 2**16), schedule=st.sampled_from(["lockstep", "random"]))
+def test_blocks_spinning_on_a_lock_handed_in_reverse_order(nb, seed, schedule):
+    x = ints(nb * 64, -1000, 1000, seed)
+    run_both(module("flags"), "chain", nb, 64, [x, np.zeros(1, np.int32), np.zeros(1, np.int32), nb],
+             schedule=schedule, seed=seed)
+
+
+@FEW
+@given(tiles=st.integers(1, 5), seed=st.integers(0, 2**16))
+def test_cp_async_pipeline_with_the_checks(tiles, seed):
+    x = ints(tiles * 128, -(2**20), 2**20, seed)
+    for opts in ({}, {"race": True}, {"poison": True}):
+        run_both(module("cp_async"), "pipeline", 1, 32, [x, np.zeros_like(x), tiles], **opts)
+
+
+f16_any = st.integers(0, 0xFFFF)      # every fp16 pattern: NaN, Inf and -0 take the integer model's rules
+
+
+@FEW
+@given(a=st.lists(f16_any, min_size=256, max_size=256), b=st.lists(f16_any, min_size=128, max_size=128),
+       arch=st.sampled_from(["sm_80", "sm_86", "sm_89", "sm_90"]))
+def test_ldmatrix_mma_tile_with_special_values(a, b, arch):
+    A = np.array(a, np.uint16).view(np.float16).reshape(16, 16)
+    Bt = np.array(b, np.uint16).view(np.float16).reshape(8, 16)
+    run_both(module("mma"), "tile_gemm", 1, 32, [A, Bt, np.zeros((16, 8), np.float32)], arch=arch)
+
+
+@FEW
+@given(a=st.integers(-(2**20), 2**20), b=st.sampled_from([0.25, -1.5, 3.0, 2.0**-10]), sel=st.integers(0, 2**31 - 1))
+def test_local_memory_struct_parameter_vote_and_wide_atomics(a, b, sel):
+    args = [np.zeros(70, np.int32), np.zeros(1, np.float32), np.zeros(1, np.uint64), np.zeros(1, np.float16),
+            struct.pack("<if", a, b), sel]
+    run_both(module("misc"), "misc", 1, 32, args)
+    run_both(module("misc"), "misc", 1, 32, args, poison=True)
+
+
+def test_blocks_beyond_the_resident_limit_refill_slots(monkeypatch):
+    from refsim.ptx import engine
+
+    monkeypatch.setattr(engine, "RESIDENT_THREADS", 512)          # two 256-thread block slots
+    n = 7 * 256 - 3
+    stats, _, _ = run_both(module("reduce"), "block_sum", 7, 256, [ints(n, seed=5), np.zeros(7, np.int32), n])
+    assert stats.blocks == 7 and stats.barriers == 7 * 9
+
+
+# ---------------------------------------------------------------------------------------------
+# refsim/cuda: each host function's launches through both executors (small pinned cases)
+
+@pytest.fixture
+def both_executors(monkeypatch):
+    """Module.launch runs every launch through both executors and returns the compiled one's."""
+    def launch(self, kernel, grid, block, args, **options):
+        options.pop("executor", None)
+        stats, arrays, err = run_both(self, kernel, grid, block, args, **options)
+        if err is not None:
+            raise err
+        for a, b in zip(args, arrays):
+            if isinstance(a, np.ndarray):
+                a[...] = b
+        return stats
+    monkeypatch.setattr(ptx.Module, "launch", launch)
+
+
+def test_cuda_gemv_kernels(both_executors):
+    import refsim.cuda as rc
+    from refsim.formats import awq, bitplane, gptq
+
+    rng = np.random.default_rng(1)
+    k, n, g = 64, 32, 2
+    ckpt = gptq.pack(rng.integers(0, 16, (k, n)), (rng.random((g, n)) * 0.02 + 0.001).astype(np.float32),
+                     rng.integers(1, 16, (g, n)), 4, g_idx=rng.permutation(np.arange(k) // 32).astype(np.int32),
+                     group_size=32, checkpoint_format="gptq_v2")
+    rc.gptq_gemv(rng.standard_normal((3, k)).astype(np.float16), ckpt)
+    ck = awq.pack(rng.integers(0, 16, (48, 24)), (rng.random((3, 24)) * 0.02).astype(np.float32),
+                  rng.integers(0, 16, (3, 24)), group_size=16)
+    rc.awq_gemv(rng.standard_normal((2, 48)).astype(np.float16), ck)
+    q = bitplane.pack(rng.integers(0, 2**7, (4, 4128)).astype(np.uint8), 7)
+    rc.anyprec_gemv(rng.standard_normal((1, 4128)).astype(np.float16), q,
+                    rng.standard_normal((4, 128)).astype(np.float16), 7, "ascending")
+
+
+def test_cuda_mixed_and_atom_kernels(both_executors):
+    import refsim.cuda as rc
+    from refsim.formats import atom
+    from refsim.formats import mixed_2_4_16 as m2416
+
+    rng = np.random.default_rng(4)
+    W = (rng.standard_normal((128, 16)) * 0.05).astype(np.float32)
+    X = rng.standard_normal((256, 128))
+    rc.mixed_gemv(m2416.pack(m2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005)),
+                  rng.standard_normal(128).astype(np.float16))
+    m, n, kb, keeper = 20, 6, 256, 32
+    a = atom.AtomActivations(rng.integers(-8, 8, (m, kb)).astype(np.int8), (rng.random((m, 2)) * 0.1).astype(np.float16),
+                             rng.integers(-128, 128, (m, keeper)).astype(np.int8), (rng.random(m) * 0.01).astype(np.float16))
+    w = atom.AtomWeights(rng.integers(-8, 8, (kb, n)).astype(np.int8), (rng.random((2, n)) * 0.1).astype(np.float16),
+                         rng.integers(-128, 128, (keeper, n)).astype(np.int8), (rng.random(n) * 0.01).astype(np.float16))
+    rc.atom_group_gemm(a, w)
+
+
+@pytest.mark.parametrize("m, k, n, group, sms, arch", [(1, 256, 256, 128, 2, "sm_80"), (20, 256, 256, 128, 3, "sm_89"),
+                                                         (2, 384, 256, None, 6, "sm_86"), (2, 512, 256, 128, 7, "sm_90")])
+def test_cuda_marlin(both_executors, m, k, n, group, sms, arch):
+    from refsim.cuda import marlin as cm
+    from refsim.formats import marlin
+
+    rng = np.random.default_rng(m + sms)
+    g = 1 if group is None else k // group
+    B, s = marlin.pack(rng.integers(0, 16, (k, n)).astype(np.uint8), (rng.random((g, n)) * 0.02 + 0.001).astype(np.float16),
+                       group)
+    cm.gemm(rng.standard_normal((m, k)).astype(np.float16), B, s, None, arch=arch, sms=sms)
