@@ -67,8 +67,11 @@ static double pcg_double(rt_state *S) { return (double)(pcg_next64(S) >> 11) * (
 static void warp_refresh(rt_state *S, int64_t w) {
     const int32_t *pc = S->pc + w * 32;
     int32_t m = (int32_t)S->END;
+    uint32_t mask = 0;
     for (int l = 0; l < 32; l++) m = pc[l] < m ? pc[l] : m;
+    for (int l = 0; l < 32; l++) mask |= (uint32_t)(pc[l] == m) << l;
     S->wmin[w] = m;
+    S->wmask[w] = mask;
 }
 
 static void slot_refresh(rt_state *S, int64_t s) {
@@ -967,10 +970,24 @@ static int mma_finite(const uint32_t *A, int na, const uint32_t *B, int nb, cons
     return !bad;
 }
 
-/* element i of a lane's fragment from its registers: register i / per_reg, lowest bits first */
-static uint32_t frag_elem(const uint32_t *regs, int i, int per_reg, int bits) {
-    uint32_t r = regs[i / per_reg];
-    return per_reg == 1 ? r : (r >> (bits * (i % per_reg))) & ((1u << bits) - 1);
+/* a warp's fragment registers (regs[l * nreg + j], lane-major) -> the matrix: element i of lane l is
+   in register i / per_reg, lowest bits first, and goes to M[at[l * per_lane + i]] */
+static void frag_scatter(uint32_t *M, const int16_t *at, const uint32_t *regs, int nreg, int per_lane, int per_reg,
+                         int bits) {
+    if (per_reg == 1) {
+        for (int q = 0; q < 32 * per_lane; q++) M[at[q]] = regs[q];
+        return;
+    }
+    if (per_reg == 2) {
+        for (int q = 0; q < 32 * nreg; q++) {
+            M[at[2 * q]] = regs[q] & 0xFFFFu;
+            M[at[2 * q + 1]] = regs[q] >> 16;
+        }
+        return;
+    }
+    uint32_t mask = (1u << bits) - 1;
+    for (int q = 0; q < 32 * nreg; q++)
+        for (int e = 0; e < per_reg; e++) M[at[q * per_reg + e]] = (regs[q] >> (bits * e)) & mask;
 }
 
 static int64_t int_elem(uint32_t v, int bits, int sgn) {
@@ -987,17 +1004,11 @@ static int rt_mma_run(rt_state *S, const rt_mma *d, const int32_t *th __attribut
     int L = (int)S->tc_L, F = (int)S->tc_F;
     for (int32_t w = 0; w < W; w++) {
         uint32_t Abits[16 * 64], Bbits[64 * 8], Cbits[16 * 8], Dbits[16 * 8];
-        for (int l = 0; l < 32; l++) {
-            const uint32_t *ra = a + ((int64_t)w * 32 + l) * d->na, *rb = b + ((int64_t)w * 32 + l) * d->nb;
-            const uint32_t *rc = c + ((int64_t)w * 32 + l) * d->nc;
-            for (int i = 0; i < ea; i++)
-                Abits[d->a_rc[(l * ea + i) * 2] * K + d->a_rc[(l * ea + i) * 2 + 1]] = frag_elem(ra, i, d->a_per_reg, d->a_bits);
-            for (int i = 0; i < eb; i++)
-                Bbits[d->b_rc[(l * eb + i) * 2] * N + d->b_rc[(l * eb + i) * 2 + 1]] = frag_elem(rb, i, d->b_per_reg, d->b_bits);
-            for (int i = 0; i < ec; i++)
-                Cbits[d->c_rc[(l * ec + i) * 2] * N + d->c_rc[(l * ec + i) * 2 + 1]] =
-                    frag_elem(rc, i, d->c_per_reg, d->c_per_reg == 1 ? 32 : 16);
-        }
+        const uint32_t *ra = a + (int64_t)w * 32 * d->na, *rb = b + (int64_t)w * 32 * d->nb;
+        const uint32_t *rc = c + (int64_t)w * 32 * d->nc;
+        frag_scatter(Abits, d->a_at, ra, d->na, ea, d->a_per_reg, d->a_bits);
+        frag_scatter(Bbits, d->b_at, rb, d->nb, eb, d->b_per_reg, d->b_bits);
+        frag_scatter(Cbits, d->c_at, rc, d->nc, ec, d->c_per_reg, d->c_per_reg == 1 ? 32 : 16);
         if (d->kind == 0 && d->c_f32 && d->d_f32 && K == 16 && mma_finite(Abits, M * K, Bbits, K * N, Cbits, M * N)) {
             /* finite f16 inputs, f32 accumulators, one k16 step: the interpreter's fast path
                (tensor_core.mma_k16_f32), whose compiled twin is emulators.c's refsim_mma_k16_f32 */
@@ -1033,14 +1044,12 @@ static int rt_mma_run(rt_state *S, const rt_mma *d, const int32_t *th __attribut
                     Dbits[i * N + j] = (uint32_t)(uint64_t)s;
                 }
         }
-        for (int l = 0; l < 32; l++) {
-            uint32_t *ro = out + ((int64_t)w * 32 + l) * d->nd;
-            for (int j = 0; j < d->nd; j++) ro[j] = 0;
-            for (int i = 0; i < ec; i++) {
-                uint32_t v = Dbits[d->c_rc[(l * ec + i) * 2] * N + d->c_rc[(l * ec + i) * 2 + 1]];
-                if (d->d_per_reg == 1) ro[i] = v;
-                else ro[i / 2] |= (v & 0xFFFFu) << (16 * (i % 2));
-            }
+        uint32_t *ro = out + (int64_t)w * 32 * d->nd;
+        if (d->d_per_reg == 1) {
+            for (int q = 0; q < 32 * ec; q++) ro[q] = Dbits[d->c_at[q]];
+        } else {
+            for (int q = 0; q < 32 * d->nd; q++) ro[q] = 0;
+            for (int q = 0; q < 32 * ec; q++) ro[(q / ec) * d->nd + (q % ec) / 2] |= (Dbits[d->c_at[q]] & 0xFFFFu) << (16 * (q % 2));
         }
     }
     return 0;
@@ -1144,9 +1153,13 @@ static int choose(rt_state *S, int32_t *p_out, int32_t *n_out, int64_t *nw_out) 
     for (int64_t w = 0; w < S->NW; w++) {
         if (!chosen[w]) continue;
         nw++;
-        const int32_t *pc = S->pc + w * 32;
-        for (int l = 0; l < 32; l++)
-            if (pc[l] == p) th[n++] = (int32_t)(w * 32 + l);
+        uint32_t mask = S->wmask[w];
+        if (mask == 0xFFFFFFFFu) {
+            for (int l = 0; l < 32; l++) th[n + l] = (int32_t)(w * 32 + l);
+            n += 32;
+        } else {
+            for (; mask; mask &= mask - 1) th[n++] = (int32_t)(w * 32 + __builtin_ctz(mask));
+        }
     }
     *p_out = p;
     *n_out = n;

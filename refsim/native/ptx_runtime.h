@@ -67,7 +67,7 @@ typedef struct rt_mma {
     int32_t a_signed, b_signed, satfinite;
     int32_t c_f32, d_f32;    /* f16 kind: C / D are f32 (1) or f16 (0) */
     int32_t L, F, e_zero_f32, e_zero_f16;   /* the architecture's T-FDPA parameters */
-    const int16_t *a_rc, *b_rc, *c_rc;      /* (32, elements, 2) row, col of each lane's elements */
+    const int16_t *a_at, *b_at, *c_at;      /* (32, elements): row * cols + col of each lane's elements */
 } rt_mma;
 
 typedef struct rt_async {        /* one pending cp.async copy of one thread */
@@ -121,6 +121,7 @@ struct rt_state {
     uint8_t *slot_dirty;
     /* per warp */
     int32_t *wmin;
+    uint32_t *wmask;                                             /* lanes whose pc is wmin */
     uint8_t *yielding;
     /* registers */
     int64_t nregs;
@@ -188,39 +189,40 @@ RT_INLINE uint32_t rt_u32f(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 RT_INLINE double rt_f64(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
 RT_INLINE uint64_t rt_u64d(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
 
-/* fp16 bits -> float (exact) */
+/* fp16 bits -> float (exact; NaN payloads are never observed: every NaN result is made canonical) */
 RT_INLINE float rt_h2f(uint16_t h) {
-    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, f = h & 1023u, b;
-    if (e == 0) {
-        float v = (float)f * 0x1p-24f;                 /* exact: f < 2^10 */
-        b = rt_u32f(v) | s;
-    } else if (e == 31) {
-        b = s | 0x7F800000u | (f << 13);
-    } else {
-        b = s | ((e + 112u) << 23) | (f << 13);
-    }
-    return rt_f32(b);
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = h & 0x7C00u, m = h & 0x3FFu;
+    uint32_t normal = s | ((((uint32_t)h & 0x7FFFu) << 13) + 0x38000000u);     /* rebias 15 -> 127 */
+    uint32_t special = s | 0x7F800000u | (m << 13);
+    float sub = (float)m * 0x1p-24f;                                            /* exact: m < 2^10 */
+    uint32_t b = e == 0x7C00u ? special : normal;
+    return e == 0 ? (s ? -sub : sub) : rt_f32(b);
 }
 
-/* double -> fp16 bits, one round-to-nearest-even (subnormals kept, overflow -> Inf, NaN -> quiet NaN):
-   NumPy's float64 -> float16 cast, which every fp16 result of the semantics goes through */
+/* float -> fp16 bits, one round-to-nearest-even (subnormals kept, >= 65520 -> Inf, NaN -> quiet NaN):
+   normal halves round at bit 13 of the float's bits (the carry moves into the exponent); subnormal
+   halves are |x| + 0.5, whose float grid near 0.5 is exactly the fp16 subnormal grid 2^-24 */
+RT_INLINE uint16_t rt_f2h(float x) {
+    uint32_t u = rt_u32f(x), s = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+    uint32_t normal = ((a + 0xFFFu + ((a >> 13) & 1u)) - 0x38000000u) >> 13;
+    uint32_t sub = rt_u32f(rt_f32(a) + 0.5f) - 0x3F000000u;
+    uint32_t big = a > 0x7F800000u ? 0x7E00u : 0x7C00u;
+    uint32_t r = a >= 0x477FF000u ? big : (a >= 0x38800000u ? normal : sub);
+    return (uint16_t)(s | r);
+}
+
+/* double -> fp16 bits, one round-to-nearest-even (NumPy's float64 -> float16 cast), the same way
+   (rounding at bit 42; subnormal halves through |x| + 2^28, whose double grid is 2^-24) */
 RT_INLINE uint16_t rt_d2h(double x) {
-    uint64_t u = rt_u64d(x);
-    uint16_t s = (uint16_t)((u >> 48) & 0x8000u);
-    uint64_t a = u & 0x7FFFFFFFFFFFFFFFull;
-    if (a >= 0x7FF0000000000000ull) return s | (a > 0x7FF0000000000000ull ? 0x7E00u : 0x7C00u);
-    int e = (int)(a >> 52) - 1023;
-    if (e >= 16) return s | 0x7C00u;
-    uint64_t mant = (a & 0xFFFFFFFFFFFFFull) | ((a >> 52) ? (1ull << 52) : 0);
-    int shift = e >= -14 ? 42 : 42 + (-14 - e);       /* bits below the fp16 quantum */
-    if (shift >= 64) return s;
-    uint64_t q = mant >> shift, rem = mant & ((1ull << shift) - 1), half = 1ull << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-    uint32_t h = e >= -14 ? ((uint32_t)(e + 15) << 10) + (uint32_t)q - 1024u : (uint32_t)q;
-    return s | (uint16_t)(h >= 0x7C00u ? 0x7C00u : h);
+    uint64_t u = rt_u64d(x), a = u & 0x7FFFFFFFFFFFFFFFull;
+    uint32_t s = (uint32_t)(u >> 48) & 0x8000u;
+    uint64_t normal = ((a + 0x1FFFFFFFFFFull + ((a >> 42) & 1u)) - 0x3F00000000000000ull) >> 42;
+    uint64_t sub = rt_u64d(rt_f64(a) + 0x1p28) - 0x41B0000000000000ull;      /* double grid 2^-24 near 2^28 */
+    uint64_t big = a > 0x7FF0000000000000ull ? 0x7E00u : 0x7C00u;
+    uint64_t r = a >= 0x40EFFE0000000000ull ? big : (a >= 0x3F10000000000000ull ? normal : sub);
+    return (uint16_t)(s | (uint32_t)r);
 }
 
-RT_INLINE uint16_t rt_f2h(float x) { return rt_d2h((double)x); }      /* exact widening, one rounding */
 
 /* float -> bf16 bits RNE (refsim.arith.fp.cvt_f32_to_bf16; NaN handled by the caller) */
 RT_INLINE uint16_t rt_f2bf(uint32_t u) {

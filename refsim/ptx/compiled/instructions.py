@@ -83,6 +83,7 @@ def _loop(lines: list[str], var: str = "act", count: str = "na") -> list[str]:
             *["    " + ln for ln in lines if ln], "}"]
 
 
+
 def emit_body(em, ins, handler) -> Body:
     """The body of instruction ``ins`` (see the module spec); raises Refuse."""
     op = ins.opcode
@@ -472,7 +473,7 @@ def _mma(em, ins, h) -> Body:
     if la.elements_per_lane != na * (32 // abits) or lb.elements_per_lane != nb * (32 // abits) \
             or lc.elements_per_lane != nc * c_pr or lc.elements_per_lane != nd * d_pr:
         raise Refuse("mma fragment shape")
-    coords = [em.ctx.coords(lay.coords.reshape(-1)) for lay in (la, lb, lc)]
+    coords = [em.ctx.coords(lay.coords[..., 0] * lay.shape[1] + lay.coords[..., 1]) for lay in (la, lb, lc)]
     name = em.ctx.static(
         "rt_mma", f"{{0, {kind}, {M}, {N}, {K}, {na}, {nb}, {nc}, {nd}, "
         f"{32 // abits}, {32 // abits}, {c_pr}, {d_pr}, {abits}, {abits}, {int(atype.startswith('s'))}, "

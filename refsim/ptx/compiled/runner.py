@@ -86,7 +86,7 @@ class CompiledLaunch:
         S.n_exited = arr(np.zeros(nslots, np.int64))
         self.ctaid = np.zeros(nslots * 3, np.uint32)
         S.ctaid, S.slot_dirty = arr(self.ctaid), arr(np.zeros(nslots, np.uint8))
-        S.wmin, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint8))
+        S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(np.zeros(NW, np.uint8))
         # registers: one array per declaration, the interpreter's dtypes
         self.regs = [np.zeros(T, _UINT[r.bits]) for r in kernel.registers]
         nregs = len(self.regs)

@@ -78,7 +78,7 @@ class _Context:
         return self.statics[key]
 
     def coords(self, values) -> str:
-        return self.static("int16_t []", "{" + ", ".join(str(int(x)) for x in values) + "}")
+        return self.static("int16_t []", "{" + ", ".join(str(int(x)) for x in values.reshape(-1)) + "}")
 
     def symbol_index(self, name: str) -> int:
         if name not in self.symbols:
