@@ -11,7 +11,7 @@ compiled run's (stats, arrays, error).
 
 alu_module / bit_patterns: Small PTX kernels for the conformance tables: per thread, 4 input words, one output slot per case.
 
-``alu_module(cases)`` builds a kernel ``k(in, out)``: thread t reads four 64-bit words
+``alu_module(cases)`` builds a kernel ``k(in, out)``: thread t (of the whole grid) reads four 64-bit words
 ``in[t, 0..3]`` into ``%da %db %dc %dd`` (b64), their low halves ``%ra %rb %rc %rd`` (b32), low
 quarters ``%ha %hb %hc %hd`` (b16), low bytes' bit 0 ``%pa %pb %pc %pd`` (pred), and runs each case:
 a line with ``{d}`` for its destination, e.g. ``"lop3.b32 {d}, %ra, %rb, %rc, 0x96;"`` with
@@ -63,7 +63,8 @@ def alu_module(cases: list[tuple[str, str]]) -> str:
     lines = [HEAD + ".visible .entry k(.param .u64 pin, .param .u64 pout)\n{",
              ".reg .pred %pa, %pb, %pc, %pd;", ".reg .b16 %ha, %hb, %hc, %hd;", ".reg .b32 %ra, %rb, %rc, %rd, %t;",
              ".reg .b64 %da, %db, %dc, %dd, %in, %out, %off;", ".reg .b32 %tmp;",
-             "ld.param.u64 %in, [pin];", "ld.param.u64 %out, [pout];", "mov.u32 %t, %tid.x;",
+             "ld.param.u64 %in, [pin];", "ld.param.u64 %out, [pout];", "mov.u32 %t, %ctaid.x;",
+             "mov.u32 %tmp, %ntid.x;", "mul.lo.s32 %t, %t, %tmp;", "mov.u32 %tmp, %tid.x;", "add.s32 %t, %t, %tmp;",
              "mul.wide.u32 %off, %t, 32;", "add.s64 %in, %in, %off;",
              f"mul.wide.u32 %off, %t, {8 * len(cases)};", "add.s64 %out, %out, %off;",
              "ld.global.v2.u64 {%da, %db}, [%in];", "ld.global.v2.u64 {%dc, %dd}, [%in+16];"]

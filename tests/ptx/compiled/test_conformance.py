@@ -149,3 +149,25 @@ def test_fma_and_narrowing_round_once_where_a_double_rounding_would_not():
     _, got, _ = run_both(m, "k", 1, 32, [words, out])
     expected = [_f32(1 + 2.0**-23)] * 2 + [int(np.array([1 + 2.0**-10], np.float16).view(np.uint16)[0])]
     assert (got[1] == np.array(expected, np.uint64)).all()
+
+
+def test_fp16_conversions_for_every_half_and_a_million_floats():
+    rng = np.random.default_rng(7)
+    n = 65536
+    f32 = rng.integers(0, 2**32, n, dtype=np.uint64)
+    f32[: n // 2] = (rng.standard_normal(n // 2) * 2.0 ** rng.integers(-27, 18, n // 2)).astype(np.float32).view(np.uint32)
+    f64 = (rng.standard_normal(n) * 2.0 ** rng.integers(-27, 18, n)).view(np.uint64)
+    words = np.stack([np.arange(n, dtype=np.uint64), f32, f64, np.arange(n, dtype=np.uint64)[::-1]], axis=1)
+    cases = [("b32", "cvt.f32.f16 {d}, %ha;"), ("b16", "cvt.rn.f16.f32 {d}, %rb;"), ("b16", "cvt.rn.f16.f64 {d}, %dc;"),
+             ("b16", "add.rn.f16 {d}, %ha, %hd;"), ("b16", "mul.rn.f16 {d}, %ha, %hd;"),
+             ("b16", "fma.rn.f16 {d}, %ha, %hd, %ha;")]
+    m = ptx.Module(alu_module(cases))
+    out = np.zeros((n, len(cases)), np.uint64)
+    _, (_, got), _ = run_both(m, "k", 64, 1024, [words, out])
+    with np.errstate(all="ignore"):                                  # the fp16 casts, against NumPy's
+        half = np.arange(n, dtype=np.uint16).view(np.float16)
+        want = [half.astype(np.float32).view(np.uint32), f32.astype(np.uint32).view(np.float32).astype(np.float16).view(np.uint16),
+                f64.view(np.float64).astype(np.float16).view(np.uint16)]
+    for j, w in enumerate(want):
+        nan = np.isnan(w.view(np.float32 if j == 0 else np.float16))
+        assert (got[~nan, j] == w[~nan]).all(), f"case {cases[j][1]}"
