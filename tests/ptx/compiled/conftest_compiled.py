@@ -24,9 +24,15 @@ from __future__ import annotations
 
 import numpy as np
 
+import pytest
+
 from refsim import ptx
+from refsim.ptx import compiled
 
 _LAUNCH = ptx.Module.launch        # the method itself (callers may wrap Module.launch with run_both)
+_WHY = compiled.unavailable()
+#: skips a test that compares with the compiled path where it cannot run (REFSIM_NATIVE=0, no compiler)
+needs_compiled = pytest.mark.skipif(_WHY is not None, reason=f"the compiled path is unavailable here: {_WHY}")
 
 
 def _run(module, kernel, grid, block, args, executor, options):

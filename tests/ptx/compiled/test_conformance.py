@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from refsim import ptx
-from conftest_compiled import run_both
-from conftest_compiled import alu_module, bit_patterns
+from conftest_compiled import alu_module, bit_patterns, needs_compiled, run_both
+
+pytestmark = needs_compiled
 
 THREADS = 160
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from refsim import ptx
-from conftest_compiled import run_both
+from conftest_compiled import needs_compiled, run_both
+
+pytestmark = needs_compiled
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 LOAD_PTR = "ld.param.u64 %rd1, [p0];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, %tid.x;\n"

@@ -13,7 +13,7 @@ import pytest
 from refsim import ptx
 from refsim.ptx import compiled
 from refsim.ptx.compiled import state
-from conftest_compiled import run_both
+from conftest_compiled import needs_compiled, run_both
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 REDUX = HEAD + """.visible .entry k(.param .u64 p0)
@@ -49,6 +49,7 @@ def test_executor_must_be_one_of_the_three():
         ptx.Module(ADD).launch("k", 1, 32, [np.zeros(32, np.float32)], executor="fast")
 
 
+@needs_compiled
 def test_a_kernel_the_translator_refuses_runs_on_the_interpreter_after_one_warning():
     m = ptx.Module(REDUX)
     with pytest.warns(RuntimeWarning, match=r"runs on the interpreter \(not compiled: PTX line 11 `redux"):
@@ -62,6 +63,7 @@ def test_a_kernel_the_translator_refuses_runs_on_the_interpreter_after_one_warni
         m.launch("k", 1, 32, [out], executor="compiled")
 
 
+@needs_compiled
 def test_alu_forms_without_a_c_body_run_their_handler_in_the_step():
     m = ptx.Module(ADD)
     tr = compiled.translation(m, "k")
@@ -84,6 +86,7 @@ def test_refsim_native_0_means_the_interpreter(monkeypatch):
 
 
 def test_without_a_compiler_one_warning_then_the_interpreter(monkeypatch, tmp_path):
+    monkeypatch.delenv("REFSIM_NATIVE", raising=False)
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setenv("REFSIM_CACHE", str(tmp_path))            # nothing built there
     state.runtime.cache_clear()

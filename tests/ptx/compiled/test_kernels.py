@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from refsim import ptx
-from conftest_compiled import run_both
+from conftest_compiled import needs_compiled, run_both
+
+pytestmark = needs_compiled
 
 KERNELS = Path(__file__).parents[1] / "kernels"
 FEW = settings(max_examples=4, deadline=None)
