@@ -83,6 +83,7 @@ static void slot_refresh(rt_state *S, int64_t s) {
 static void start_block(rt_state *S, int64_t s) {
     int64_t lo = s * S->tpb, hi = lo + S->tpb;
     S->slot_dirty[s] = 1;
+    S->any_dirty = 1;
     if (S->next_block >= S->nblocks) {
         for (int64_t t = lo; t < hi; t++) {
             S->pc[t] = (int32_t)S->END;
@@ -151,11 +152,10 @@ static void reduce_predicates(rt_state *S, int64_t s, uint32_t done) {
    can complete a barrier, so only those are examined) */
 
 static void release_barriers(rt_state *S, const int32_t *th, int32_t n) {
-    int64_t last = -1, any = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int64_t s = th[i] / S->tpb;
-        if (s == last) continue;
-        last = s;
+    int64_t any = 0;
+    for (int32_t i = 0; i < n;) {
+        int64_t s = th[i] / S->tpb, end = (s + 1) * S->tpb;
+        while (i < n && th[i] < end) i++;                 /* the next slot's first thread */
         int64_t alive = S->tpb - S->n_exited[s];
         uint32_t done = 0;
         for (int b = 0; b < 16; b++) {
@@ -183,6 +183,7 @@ static void release_barriers(rt_state *S, const int32_t *th, int32_t n) {
             for (int64_t k = s * S->shared_stride; k < (s + 1) * S->shared_stride; k++) S->race_w[k] = S->race_r[k] = -1;
         }
         S->slot_dirty[s] = 1;
+        S->any_dirty = 1;
     }
     if (any) S->progress++;
 }
@@ -210,9 +211,15 @@ static int rt_bar(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const 
             S->pc[t] = (int32_t)S->END;
         }
     }
-    for (int32_t i = 0; i < n; i++) S->bar_count[(th[i] / S->tpb) * 16 + id[i]] += 1;
-    if (count)
-        for (int32_t i = 0; i < n; i++) S->bar_need[(th[i] / S->tpb) * 16 + id[i]] = count[i];
+    int64_t s = -1, end = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (th[i] >= end) {
+            s = th[i] / S->tpb;
+            end = (s + 1) * S->tpb;
+        }
+        S->bar_count[s * 16 + id[i]] += 1;
+        if (count) S->bar_need[s * 16 + id[i]] = count[i];
+    }
     release_barriers(S, th, n);
     return 0;
 }
@@ -327,8 +334,54 @@ static int fault(rt_state *S, int code, int32_t ins, int32_t t, uint64_t a, int6
     return code;
 }
 
+static int resolve_ordered(rt_state *S, int32_t ins, int32_t space, const int32_t *th, int32_t n,
+                           const uint64_t *addr, int64_t nbytes, rt_access *acc);
+
+/* one pass that assumes every access is valid; on the first doubt the ordered pass below decides
+   (it reports the error the interpreter reports) */
 static int resolve(rt_state *S, int32_t ins, int32_t space, const int32_t *th, int32_t n, const uint64_t *addr,
                    int64_t nbytes, rt_access *acc) {
+    int32_t sp = space == SP_CONST ? SP_GLOBAL : space;
+    int64_t b = 0, tpb = S->tpb, slot = -1, end = 0;
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t a = addr[i];
+        if (a % (uint64_t)nbytes) return resolve_ordered(S, ins, space, th, n, addr, nbytes, acc);
+        int32_t k = sp;
+        if (sp == SP_GENERIC) {
+            k = (a >= RT_SHARED_WINDOW && a < RT_SHARED_WINDOW + RT_WINDOW_BYTES) ? SP_SHARED
+                : (a >= RT_LOCAL_WINDOW && a < RT_LOCAL_WINDOW + RT_WINDOW_BYTES) ? SP_LOCAL : SP_GLOBAL;
+            a -= k == SP_SHARED ? RT_SHARED_WINDOW : k == SP_LOCAL ? RT_LOCAL_WINDOW : 0;
+        }
+        acc[i].kind = k;
+        if (k == SP_GLOBAL) {
+            if (!(b < S->nbuf && a >= S->gbase[b] && a - S->gbase[b] + (uint64_t)nbytes <= S->gsize[b])) {
+                b = locate(S, a, nbytes);
+                if (b < 0) return resolve_ordered(S, ins, space, th, n, addr, nbytes, acc);
+            }
+            acc[i].buf = (int32_t)b;
+            acc[i].ptr = S->gptr[b] + (a - S->gbase[b]);
+        } else if (k == SP_SHARED) {
+            if (a + (uint64_t)nbytes > (uint64_t)S->shared_size) return resolve_ordered(S, ins, space, th, n, addr, nbytes, acc);
+            if (th[i] >= end) {
+                slot = th[i] / tpb;
+                end = (slot + 1) * tpb;
+            }
+            acc[i].flat = slot * S->shared_stride + (int64_t)a;
+            acc[i].ptr = S->shared + acc[i].flat;
+        } else if (k == SP_LOCAL) {
+            if (a + (uint64_t)nbytes > (uint64_t)S->local_bytes) return resolve_ordered(S, ins, space, th, n, addr, nbytes, acc);
+            acc[i].ptr = S->local + (int64_t)th[i] * S->local_stride + (int64_t)a;
+        } else {
+            if (a + (uint64_t)nbytes > (uint64_t)S->param_size) return resolve_ordered(S, ins, space, th, n, addr, nbytes, acc);
+            acc[i].ptr = S->param + a;
+        }
+    }
+    return 0;
+}
+
+/* the interpreter's order: misalignment over all accesses, then out of bounds per space */
+static int resolve_ordered(rt_state *S, int32_t ins, int32_t space, const int32_t *th, int32_t n,
+                           const uint64_t *addr, int64_t nbytes, rt_access *acc) {
     if (nbytes > 1)
         for (int32_t i = 0; i < n; i++)
             if (addr[i] % (uint64_t)nbytes) return fault(S, E_MISALIGNED, ins, th[i], addr[i], nbytes, space);
@@ -1152,7 +1205,7 @@ static int choose(rt_state *S, int32_t *p_out, int32_t *n_out, int64_t *nw_out) 
     int32_t *th = S->th_buf;
     for (int64_t w = 0; w < S->NW; w++) {
         if (!chosen[w]) continue;
-        nw++;
+        S->wlist[nw++] = (int32_t)w;
         uint32_t mask = S->wmask[w];
         if (mask == 0xFFFFFFFFu) {
             for (int l = 0; l < 32; l++) th[n + l] = (int32_t)(w * 32 + l);
@@ -1164,17 +1217,15 @@ static int choose(rt_state *S, int32_t *p_out, int32_t *n_out, int64_t *nw_out) 
     *p_out = p;
     *n_out = n;
     *nw_out = nw;
+    S->nwlist = nw;
     return RT_OK;
 }
 
-/* after a step: the per-warp minimum PCs of the warps it ran and of the slots it changed */
-static void after_step(rt_state *S, const int32_t *th, int32_t n) {
-    int64_t last = -1;
-    for (int32_t i = 0; i < n; i++) {
-        int64_t w = th[i] >> 5;
-        if (w != last) warp_refresh(S, w);
-        last = w;
-    }
+/* after a step: the per-warp minimum PCs of the warps it ran (S->wlist) and of the slots it changed */
+static void after_step(rt_state *S) {
+    for (int64_t j = 0; j < S->nwlist; j++) warp_refresh(S, S->wlist[j]);
+    if (!S->any_dirty) return;
+    S->any_dirty = 0;
     for (int64_t s = 0; s < S->nslots; s++)
         if (S->slot_dirty[s]) {
             slot_refresh(S, s);
@@ -1185,7 +1236,7 @@ static void after_step(rt_state *S, const int32_t *th, int32_t n) {
 int refsim_rt_run(rt_state *S) {
     if (S->resume) {                       /* Python executed the step handed to it */
         S->resume = 0;
-        after_step(S, S->th_buf, (int32_t)S->cb_n);
+        after_step(S);
     }
     for (;;) {
         int32_t p, n;
@@ -1214,7 +1265,7 @@ int refsim_rt_run(rt_state *S) {
             return RT_CALLBACK;
         }
         if (r) return r;
-        after_step(S, S->th_buf, n);
+        after_step(S);
     }
 }
 
@@ -1223,6 +1274,7 @@ void refsim_rt_start(rt_state *S) {
     for (int64_t s = 0; s < S->nslots; s++) start_block(S, s);
     for (int64_t w = 0; w < S->NW; w++) warp_refresh(S, w);
     memset(S->slot_dirty, 0, (size_t)S->nslots);
+    S->any_dirty = 0;
 }
 
 void refsim_rt_free(rt_state *S) {

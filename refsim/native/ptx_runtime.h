@@ -117,11 +117,14 @@ struct rt_state {
     uint32_t *tid[3];
     /* per slot */
     int64_t *slot_block, *bar_count, *bar_need, *n_exited;      /* bar_count, bar_need: (nslots, 16) */
+    int64_t any_dirty;
     uint32_t *ctaid;                                             /* (nslots, 3) */
     uint8_t *slot_dirty;
     /* per warp */
     int32_t *wmin;
     uint32_t *wmask;                                             /* lanes whose pc is wmin */
+    int32_t *wlist;                                              /* the warps of the current step */
+    int64_t nwlist;
     uint8_t *yielding;
     /* registers */
     int64_t nregs;

@@ -37,6 +37,21 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
+_SCRATCH: dict = {}        # (T, NW) -> free scratch sets (their contents never outlive a step)
+
+
+def _scratch_take(T: int, NW: int) -> dict:
+    free = _SCRATCH.setdefault((T, NW), [])
+    if free:
+        sc = free.pop()
+        sc["mark"][:] = 0
+        return sc
+    return {"th_buf": np.empty(T, np.int32), "act": np.empty(T, np.int32), "act2": np.empty(T, np.int32),
+            "u64a": np.empty(T, np.uint64), "u64b": np.empty(T, np.uint64), "u64c": np.empty(T, np.uint64),
+            "u64d": np.empty(32 * T, np.uint64), "bytes": np.empty(64 * T, np.uint8),
+            "u32a": np.empty(16 * T, np.uint32), "mark": np.zeros(T + NW, np.uint8), "wlist": np.empty(NW, np.int32)}
+
+
 class CompiledLaunch:
     """The state of one launch on the compiled path (built by :func:`refsim.ptx.compiled.launch`)."""
 
@@ -160,12 +175,11 @@ class CompiledLaunch:
         S.spin_val, S.spin_seen = ctypes.cast(pv, ctypes.c_void_p), ctypes.cast(ps, ctypes.c_void_p)
         self.fifo = np.zeros(nslots * 24, np.uint8)         # rt_fifo: pointer + two int64
         S.fifo = arr(self.fifo)
-        self.th_buf = np.zeros(T, np.int32)
-        S.th_buf, S.act, S.act2 = arr(self.th_buf), arr(np.zeros(T, np.int32)), arr(np.zeros(T, np.int32))
-        S.u64a, S.u64b, S.u64c = (arr(np.zeros(T, np.uint64)) for _ in range(3))
-        S.u64d = arr(np.zeros(32 * T, np.uint64))
-        S.bytes, S.u32a = arr(np.zeros(64 * T, np.uint8)), arr(np.zeros(16 * T, np.uint32))
-        S.mark = arr(np.zeros(T + NW, np.uint8))
+        self._scratch_key = (T, NW)
+        self._scratch = sc = _scratch_take(T, NW)
+        self.th_buf = sc["th_buf"]
+        for name, a in sc.items():
+            setattr(S, name, _ptr(a))
         self.stats = engine.LaunchStats()
         lib.refsim_rt_start(ctypes.byref(S))
 
@@ -184,6 +198,7 @@ class CompiledLaunch:
                 raise self._error(code)
         finally:
             lib.refsim_rt_free(ctypes.byref(S))
+            _SCRATCH[self._scratch_key].append(self._scratch)
         return self._stats()
 
     def _stats(self) -> engine.LaunchStats:
