@@ -49,6 +49,7 @@ def _uptime() -> str:
 
 def first_builds() -> None:
     """Build times in a fresh cache: the runtime library, then the C of two kernels."""
+    from refsim.cuda import launch
     from refsim.cuda import marlin as cm
     from refsim.ptx import compiled
     from refsim.ptx.compiled import state
@@ -57,7 +58,7 @@ def first_builds() -> None:
     why = compiled.unavailable()
     print(f"runtime library build: {time.perf_counter() - t0:6.2f} s{'' if why is None else '  UNAVAILABLE: ' + why}")
     for name in ("refsim_marlin_m1_n8_k8_grouped", "refsim_marlin_m4_n16_k4_grouped"):
-        m = cm._module(name)
+        m = launch.module(cm._ptx_text(), name)
         t0 = time.perf_counter()
         tr = compiled.translation(m, name)
         t1 = time.perf_counter()

@@ -708,11 +708,37 @@ static uint64_t atom_apply(int aop, int atype, uint64_t old, uint64_t b, uint64_
     return r & mask;
 }
 
+/* one atomic access: the old value out, the new one stored; statistics and poison marks */
+static int atom_one(rt_state *S, const rt_mem *m, rt_access *a, uint64_t b, uint64_t c, uint64_t *old) {
+    int64_t es = m->esize;
+    uint64_t o = load_le(a->ptr, es);
+    uint64_t nv = atom_apply(m->aop, m->atype, o, b, c, a->kind == SP_SHARED);
+    memcpy(a->ptr, &nv, (size_t)es);
+    *old = o;
+    if (a->kind == SP_GLOBAL) {
+        S->global_bytes_read += es;
+        S->global_bytes_written += es;
+    } else if (a->kind == SP_SHARED && S->poison) {
+        memset(S->shared_init + a->flat, 1, (size_t)es);
+    }
+    return nv != o;
+}
+
+static __thread const rt_access *ACC_SORT;     /* the comparator's accesses (per thread: launches may run concurrently) */
+static int cmp_access(const void *x, const void *y) {      /* by address, then thread order */
+    int32_t i = *(const int32_t *)x, j = *(const int32_t *)y;
+    const uint8_t *p = ACC_SORT[i].ptr, *q = ACC_SORT[j].ptr;
+    return p != q ? (p < q ? -1 : 1) : (i > j) - (i < j);
+}
+
+/* atom / red (memory_ops._atomic): the accesses to one address serialised in thread order (distinct
+   addresses commute). A float add's result depends on that order: the most contenders one address
+   saw in one step is float_atomic_contention, and with atomic_order the contenders of an address land
+   in that permutation of their thread-order ranks (ranks beyond it follow, in order). */
 static int rt_atom(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, const uint64_t *addr,
                    const uint64_t *b, const uint64_t *c, uint64_t *old) {
-    int64_t es = m->esize;
     rt_access *acc = access_buf(S);
-    int r = resolve(S, m->ins, m->space, th, n, addr, es, acc);
+    int r = resolve(S, m->ins, m->space, th, n, addr, m->esize, acc);
     if (r) return r;
     for (int32_t i = 0; i < n; i++)
         if (acc[i].kind == SP_GLOBAL && !S->gwritable[acc[i].buf]) {
@@ -720,17 +746,37 @@ static int rt_atom(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, c
             return E_READONLY_ATOM;
         }
     int changed = 0;
-    for (int32_t i = 0; i < n; i++) {
-        uint64_t o = load_le(acc[i].ptr, es);
-        uint64_t nv = atom_apply(m->aop, m->atype, o, b[i], c ? c[i] : 0, acc[i].kind == SP_SHARED);
-        memcpy(acc[i].ptr, &nv, (size_t)es);
-        changed |= nv != o;
-        old[i] = o;
-        if (acc[i].kind == SP_GLOBAL) {
-            S->global_bytes_read += es;
-            S->global_bytes_written += es;
-        } else if (acc[i].kind == SP_SHARED && S->poison) {
-            memset(S->shared_init + acc[i].flat, 1, (size_t)es);
+    int order_dependent = m->aop == RT_AOP_ADD &&
+        (m->atype == RT_AT_F32 || m->atype == RT_AT_F16 || m->atype == RT_AT_F16X2);
+    if (!order_dependent) {
+        for (int32_t i = 0; i < n; i++) changed |= atom_one(S, m, &acc[i], b[i], c ? c[i] : 0, &old[i]);
+    } else if (n > 0) {
+        int32_t *ix = S->act2;
+        for (int32_t i = 0; i < n; i++) ix[i] = i;
+        ACC_SORT = acc;
+        qsort(ix, (size_t)n, sizeof(int32_t), cmp_access);
+        for (int32_t g = 0; g < n;) {
+            int32_t e = g;
+            while (e < n && acc[ix[e]].ptr == acc[ix[g]].ptr) e++;
+            int64_t cnt = e - g, lim = cnt < S->naorder ? cnt : S->naorder;
+            if (cnt > S->float_atomic_contention) S->float_atomic_contention = cnt;
+            if (cnt > 1 && S->naorder) {
+                for (int64_t j = 0; j < S->naorder; j++)
+                    if (S->aorder[j] < lim) {
+                        int32_t i = ix[g + S->aorder[j]];
+                        changed |= atom_one(S, m, &acc[i], b[i], c ? c[i] : 0, &old[i]);
+                    }
+                for (int64_t k = lim; k < cnt; k++) {
+                    int32_t i = ix[g + k];
+                    changed |= atom_one(S, m, &acc[i], b[i], c ? c[i] : 0, &old[i]);
+                }
+            } else {
+                for (int32_t k = g; k < e; k++) {
+                    int32_t i = ix[k];
+                    changed |= atom_one(S, m, &acc[i], b[i], c ? c[i] : 0, &old[i]);
+                }
+            }
+            g = e;
         }
     }
     if (changed) S->progress++;
@@ -912,7 +958,8 @@ static int64_t tc_shift(int64_t x, int64_t s) {
 }
 
 /* S * 2^scale (S != 0) rounded once to the output format: fp32 toward zero, fp16 to nearest even
-   (tensor_core._round_out), returned as bits; the sign is S's (an underflow keeps it: -0) */
+   (tensor_core._round_out), returned as bits with S's sign; a sum rounded to zero is +0 (the
+   model's zero rule: -0 only when every term is a negative zero, which makes S == 0) */
 static uint32_t tc_round_out(int64_t Sv, int64_t scale, int out_f32) {
     uint64_t mag = (uint64_t)(Sv < 0 ? -Sv : Sv);
     int64_t ex = rt_bitlen64(mag) - 1 + scale;
@@ -926,7 +973,7 @@ static uint32_t tc_round_out(int64_t Sv, int64_t scale, int out_f32) {
     }
     int64_t e2 = scale + r;
     uint32_t sign = Sv < 0 ? (out_f32 ? 0x80000000u : 0x8000u) : 0;
-    if (!kept) return sign;
+    if (!kept) return 0;
     int64_t nb = rt_bitlen64(kept), lead = nb - 1 + e2;
     if (out_f32) {
         if (lead >= 128) return sign | 0x7F800000u;

@@ -152,6 +152,8 @@ struct rt_state {
     int64_t stamp_now, n_records;
     /* options */
     int64_t race, poison, random, max_wi, deadlock_rounds;
+    int32_t *aorder;                                             /* atomic_order: a permutation of ranks */
+    int64_t naorder;                                             /* its length (0: thread order) */
     int64_t tc_L, tc_F, tc_ez32, tc_ez16;                        /* the architecture's T-FDPA model */
     /* numpy's PCG64 (Generator.integers / random) */
     uint64_t pcg_hi, pcg_lo, pcg_inc_hi, pcg_inc_lo;
@@ -159,7 +161,7 @@ struct rt_state {
     uint32_t pcg_u32;
     /* statistics */
     int64_t warp_instructions, thread_instructions, shared_wavefronts, shared_requests;
-    int64_t global_bytes_read, global_bytes_written, barriers, blocks, steps;
+    int64_t global_bytes_read, global_bytes_written, barriers, blocks, steps, float_atomic_contention;
     int64_t *op_count, *op_first;                                /* per static instruction */
     /* progress and deadlock detection */
     int64_t progress, last_progress, stall_rounds, has_digest;

@@ -28,6 +28,7 @@ import sys
 import warnings
 import weakref
 
+from refsim.ptx.arch import ARCHS
 from refsim.ptx.compiled.translate import Translation, translate
 
 __all__ = ["EXECUTORS", "launch", "translation", "unavailable"]
@@ -57,15 +58,9 @@ def translation(module, kernel: str) -> Translation:
     per = _TRANSLATIONS.setdefault(module, {})
     if kernel not in per:
         k = module._kernel(kernel)
-        handlers = module._lookup(kernel, module.target if module.target in _archs() else "sm_80")
+        handlers = module._lookup(kernel, module.target if module.target in ARCHS else "sm_80")
         per[kernel] = translate(k, handlers, module._parsed.globals)
     return per[kernel]
-
-
-def _archs():
-    from refsim.ptx.module import SHARED_BYTES_PER_BLOCK
-
-    return SHARED_BYTES_PER_BLOCK
 
 
 def _refuse(kernel: str, why: str, required: bool):
@@ -82,30 +77,26 @@ def _refuse(kernel: str, why: str, required: bool):
 
 
 def launch(module, kernel: str, grid, block, args: list, *, arch: str, shared_bytes: int, schedule: str, seed,
-           max_warp_instructions, race: bool, poison: bool, required: bool):
+           max_warp_instructions, race: bool, poison: bool, atomic_order=None, required: bool):
     """Run one launch on the compiled path and return its ``LaunchStats``, or None when this kernel
     or machine needs the interpreter (``required``: raise PtxUnsupportedError instead). Arguments
     as :meth:`refsim.ptx.Module.launch` (already validated there)."""
-    from refsim.ptx.compiled import state
-    from refsim.ptx.compiled.runner import CompiledLaunch
+    from refsim.ptx.compiled import runner, state
 
     k, gmem, symbols, param, handlers = module._launch_inputs(kernel, args, arch)
+    runner.geometry(k, grid, block, shared_bytes)         # the launch-state limit, before any build
     why = unavailable()
     if why is not None:       # no compiler: refsim.native has warned once; REFSIM_NATIVE=0: a choice
         return _refuse(kernel, why, required) if required else None
     tr = translation(module, kernel)
     if tr.reason is not None:
         return _refuse(kernel, tr.reason, required)
-    if tr.needs_block8:
-        from refsim.arith import tensor_core
-
-        if arch not in tensor_core.MODELS or tensor_core.model(arch).block != 8:
-            return _refuse(kernel, f"mma.m16n8k8 is compiled for 8-product tensor-core blocks, not {arch}'s", required)
     exec_addr, lib = state.kernel_library(tr.source)
     if exec_addr is None:
         return _refuse(kernel, f"its C did not build ({lib})", required)
-    run = CompiledLaunch(k, handlers, tr, exec_addr, grid, block, param, gmem, symbols, arch=arch,
+    run = runner.CompiledLaunch(k, handlers, tr, exec_addr, grid, block, param, gmem, symbols, arch=arch,
                          shared_bytes=shared_bytes, schedule=schedule, seed=seed,
-                         max_warp_instructions=max_warp_instructions, race=race, poison=poison)
+                         max_warp_instructions=max_warp_instructions, race=race, poison=poison,
+                         atomic_order=atomic_order)
     run.lib_keepalive = lib
     return run.run()

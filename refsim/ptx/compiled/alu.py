@@ -44,11 +44,27 @@ def _c(w: int, expr: str) -> str:
     return f"(({CT[w]})({expr}))"
 
 
+#: the modifiers each family's C reads; any other (``.cc`` carry chains, forms added to the semantics
+#: later) leaves the instruction to its handler
+_KNOWN_MODS = {
+    "add": {"sat", "rn"}, "sub": {"sat", "rn"}, "mul": {"lo", "hi", "wide", "rn"}, "mad": {"lo", "hi", "wide", "sat", "rn"},
+    "div": {"rn"}, "rem": set(), "abs": {"ftz"}, "neg": {"ftz"}, "min": {"relu"}, "max": {"relu"},
+    "popc": set(), "clz": set(), "brev": set(), "bfind": {"shiftamt"}, "bfe": set(), "bfi": set(), "shl": set(),
+    "shr": set(), "shf": {"l", "r", "clamp", "wrap"}, "and": set(), "or": set(), "xor": set(), "not": set(),
+    "cnot": set(), "lop3": {"or", "and"}, "prmt": {"f4e", "b4e", "rc8", "ecl", "ecr", "rc16"},
+    "setp": set(_FCMP) | {"lo", "ls", "hi", "hs", "and", "or", "xor", "ftz"}, "selp": set(),
+    "cvt": set(_IRND) | set(_FRND) | {"ftz", "sat", "relu", "satfinite"}, "fma": {"rn"}, "rcp": {"rn"},
+    "sqrt": {"rn"},
+}
+
+
 def alu(op: Op, srcs: list[str], operands) -> list[tuple[str, int]] | None:
     """The destinations of ``op`` as C expressions (see the module spec), or None. ``operands``: the
     source operand tuples (for constants the C text does not show, lop3's immLut)."""
     fn = _FAMILIES.get(op.opcode)
-    return None if fn is None else fn(op, srcs, operands)
+    if fn is None or set(op.mods) - _KNOWN_MODS[op.opcode]:
+        return None
+    return fn(op, srcs, operands)
 
 
 # ----------------------------------------------------------------------------------------------

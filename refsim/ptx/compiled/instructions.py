@@ -14,9 +14,10 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
                 st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
                 wait_group, wait_all), ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
                 vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`).
-refused         (``Refuse``: the kernel runs on the interpreter) bar.red, redux, 128-bit accesses,
-                bf16/f64 float atomics; ALU forms :mod:`alu` does not compile run their handler
-                through Python for that step (``Body.callback``).
+refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
+                atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
+                body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
+                (``Body.callback``).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def emit_body(em, ins, handler) -> Body:
         return _ldmatrix(em, ins)
     if handler is not None and op not in ("mov",):
         if handler.kind == "warp":
-            return {"mma": _mma, "shfl": _shfl, "vote": _vote}.get(op, _refuse_warp)(em, ins, handler)
+            return {"mma": _mma, "shfl": _shfl, "vote": _vote}.get(op, _handler_step)(em, ins, handler)
         return _alu(em, ins, handler)
     fn = _ENGINE.get(op)
     if fn is None:
@@ -99,8 +100,9 @@ def emit_body(em, ins, handler) -> Body:
     return fn(em, ins)
 
 
-def _refuse_warp(em, ins, handler):
-    raise Refuse(f"{ins.name} is not compiled")
+def _handler_step(em, ins, handler) -> Body:
+    em.reads.clear()
+    return Body(callback=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -461,6 +463,9 @@ def _mma(em, ins, h) -> Body:
     if len(groups) != 4:
         raise Refuse("mma operands")
     dtype, atype, btype, ctype = ins.types
+    ints = ("s8", "u8", "s4", "u4")
+    if not ((atype, btype) == ("f16", "f16") or (atype in ints and btype in ints)):
+        return _handler_step(em, ins, h)      # bf16 / tf32 / fp8 models: the handler runs the step
     shape = next(m for m in ins.mods if m.startswith("m") and m[1:].replace("n", "").replace("k", "").isdigit())
     la, lb, lc = sw.mma_fragments(shape, atype)
     M, K = la.shape
@@ -479,8 +484,6 @@ def _mma(em, ins, h) -> Body:
         f"{32 // abits}, {32 // abits}, {c_pr}, {d_pr}, {abits}, {abits}, {int(atype.startswith('s'))}, "
         f"{int(btype.startswith('s'))}, {int('satfinite' in ins.mods)}, {int(ctype == 'f32')}, {int(dtype == 'f32')}, "
         f"0, 0, 0, 0, {coords[0]}, {coords[1]}, {coords[2]}}}")
-    if kind == 0 and K == 8:
-        em.ctx.needs_block8 = True
     code = ["if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, D->idx, act, na))) return r;",
             f"uint32_t *A = S->u32a, *B = A + (int64_t)na * {na}, *C = B + (int64_t)na * {nb}, *O = C + (int64_t)na * {nc};"]
     per = []

@@ -13,8 +13,9 @@ import ctypes
 import numpy as np
 
 from refsim.ptx import engine
+from refsim.ptx.operands import convert
 from refsim.ptx.compiled import state as st
-from refsim.ptx.compiled.instructions import split_operands
+from refsim.ptx.compiled.instructions import flatten, split_operands
 from refsim.ptx.compiled.operands import immediate_bits
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.errors import (
@@ -22,7 +23,7 @@ from refsim.ptx.errors import (
     PtxUnsupportedError,
 )
 
-__all__ = ["CompiledLaunch"]
+__all__ = ["CompiledLaunch", "geometry"]
 
 _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 # status codes of refsim/native/ptx_runtime.h (the enum's order)
@@ -35,6 +36,23 @@ _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
+
+
+def geometry(kernel, grid, block, shared_bytes: int) -> tuple[int, int, int, int]:
+    """(threads per block, padded threads per block, blocks, resident block slots) of a launch, as
+    ``Launch.__init__`` places them; PtxLimitError when the resident state would pass
+    refsim.ptx.limits.MAX_LAUNCH_STATE_BYTES (checked before anything is allocated, as there)."""
+    from refsim.ptx import limits
+
+    nthreads = block[0] * block[1] * block[2]
+    tpb = (nthreads + 31) // 32 * 32
+    nblocks = grid[0] * grid[1] * grid[2]
+    nslots = max(1, min(nblocks, engine.RESIDENT_THREADS // tpb))
+    state = nslots * tpb * (sum(max(1, r.bits // 8) for r in kernel.registers) + kernel.local_bytes) \
+        + nslots * (kernel.shared_bytes + shared_bytes)
+    limits.check("launch state bytes (registers, local and shared memory of the resident threads)", state,
+                 limits.MAX_LAUNCH_STATE_BYTES, f"kernel {kernel.name}")
+    return nthreads, tpb, nblocks, nslots
 
 
 _SCRATCH: dict = {}        # (T, NW) -> free scratch sets (their contents never outlive a step)
@@ -56,16 +74,14 @@ class CompiledLaunch:
     """The state of one launch on the compiled path (built by :func:`refsim.ptx.compiled.launch`)."""
 
     def __init__(self, kernel, handlers, translation, exec_addr, grid, block, param: bytes, gmem, symbols: dict, *,
-                 arch: str, shared_bytes: int, schedule: str, seed, max_warp_instructions, race: bool, poison: bool):
+                 arch: str, shared_bytes: int, schedule: str, seed, max_warp_instructions, race: bool, poison: bool,
+                 atomic_order=None):
         self.k, self.handlers, self.tr = kernel, handlers, translation
         self.grid, self.block = grid, block
         self.race, self.poison = race, poison
         lib, _ = st.runtime()
         self.lib = lib
-        nthreads = block[0] * block[1] * block[2]
-        tpb = (nthreads + 31) // 32 * 32
-        nblocks = grid[0] * grid[1] * grid[2]
-        nslots = max(1, min(nblocks, engine.RESIDENT_THREADS // tpb))
+        nthreads, tpb, nblocks, nslots = geometry(kernel, grid, block, shared_bytes)
         T = nslots * tpb
         NW = T // 32
         self.T, self.tpb, self.nslots, self.END = T, tpb, nslots, len(kernel.instructions)
@@ -151,6 +167,8 @@ class CompiledLaunch:
             S.pending = arr(np.zeros(nslots * stride, np.int32))
             S.stamp = arr(np.zeros(nslots * stride, np.int64))
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
+        order = np.array(atomic_order or [0], np.int32)
+        S.aorder, S.naorder = arr(order), len(atomic_order or ())
         S.max_wi, S.deadlock_rounds = self.max_wi, engine.DEADLOCK_ROUNDS
         from refsim.arith import tensor_core
 
@@ -207,6 +225,7 @@ class CompiledLaunch:
         s.shared_wavefronts, s.shared_requests = S.shared_wavefronts, S.shared_requests
         s.global_bytes_read, s.global_bytes_written = S.global_bytes_read, S.global_bytes_written
         s.barriers, s.blocks = S.barriers, S.blocks
+        s.float_atomic_contention = S.float_atomic_contention
         first: dict[str, int] = {}
         count: dict[str, int] = {}
         for p in np.flatnonzero(self.op_count):
@@ -218,7 +237,8 @@ class CompiledLaunch:
 
     # ------------------------------------------------------------------ ALU steps run in Python
     def _callback(self, p: int, th: np.ndarray) -> None:
-        """``Launch._guarded`` + ``Launch._alu`` for instruction p on the step's threads."""
+        """The interpreter's guard and handler glue (refsim.ptx.dispatch) for instruction p on the
+        step's threads: an ALU handler on the active threads, or a warp-wide one on their warps."""
         ins, h = self.k.instructions[p], self.handlers[p]
         act = th
         if ins.guard is not None:
@@ -228,11 +248,44 @@ class CompiledLaunch:
             g = self.regs[slot][th]
             act = th[~g if neg else g]
         if act.size:
-            dsts, srcs = split_operands(ins, h)
-            outs = h.fn(*[self._read(o, t, act, ins) for o, t in zip(srcs, h.src_types)])
-            for o, t, v in zip(dsts, h.dst_types, outs):
-                self._write(o, t, act, v)
+            (self._warp_step if h.kind == "warp" else self._alu_step)(ins, h, act)
         self.pc[th] += 1
+
+    def _alu_step(self, ins, h, act: np.ndarray) -> None:
+        dsts, srcs = split_operands(ins, h)
+        outs = h.fn(*[self._read(o, t, act, ins) for o, t in zip(srcs, h.src_types)])
+        for o, t, v in zip(dsts, h.dst_types, outs):
+            self._write(o, t, act, v)
+
+    def _warp_step(self, ins, h, act: np.ndarray) -> None:
+        warps = np.unique(act >> 5)
+        lanes = warps[:, None] * 32 + np.arange(32)                          # (W, 32)
+        mask = np.zeros(self.T, bool)
+        mask[act] = True
+        active = mask[lanes]
+        if ins.opcode == "mma":
+            if not active.all():
+                raise PtxUnsupportedError(f"{self._where(ins)}: mma executed by a partial warp "
+                                          f"(.aligned: every lane must execute it)")
+            groups = [flatten([o]) for o in ins.operands]
+            ops = [np.stack([np.broadcast_to(self._read(o, "b32", lanes, ins), lanes.shape) for o in g], axis=-1)
+                   for g in groups[1:]]
+            d, = h.fn(*ops)
+            for j, o in enumerate(groups[0]):
+                self._write(o, "b32", lanes[active], d[..., j][active])
+            return
+        operands = ins.operands
+        if "sync" in ins.mods:                    # the membermask, intersected with the active lanes
+            member = np.broadcast_to(self._read(operands[-1], "b32", lanes, ins), lanes.shape)
+            active = active & ((member & (np.uint32(1) << np.arange(32, dtype=np.uint32))) != 0)
+            operands = operands[:-1]
+        flat = flatten(operands)
+        ndst = len(flat) - len(h.src_types)
+        dsts, srcs = flat[:ndst], flat[ndst:]
+        outs = h.fn(*[np.broadcast_to(self._read(o, t, lanes, ins), lanes.shape) for o, t in zip(srcs, h.src_types)],
+                    active)
+        for o, t, v in zip(dsts, h.dst_types, outs):
+            self._write(o, t, lanes[active], np.broadcast_to(v, lanes.shape)[active])
 
     def _read(self, op, ptx_type: str, sel: np.ndarray, ins):
         want = 1 if ptx_type == "pred" else TYPE_BITS[ptx_type]
@@ -246,12 +299,12 @@ class CompiledLaunch:
             v = self.regs[slot][sel]
             if want == 1:
                 return ~v if neg else v
-            return engine._convert(v, want, ptx_type.startswith("s"))
+            return convert(v, want, ptx_type.startswith("s"))
         if kind == "imm":
             bits = immediate_bits(op, ptx_type)
             return np.asarray(bool(bits)) if want == 1 else np.asarray(bits, _UINT[want])
         if kind == "special":
-            return engine._convert(self._special(op[1], sel), want, False)
+            return convert(self._special(op[1], sel), want, False)
         raise PtxUnsupportedError(f"{self._where(ins)}: operand {op} is not read by the compiled path's handler steps")
 
     def _special(self, name: str, sel: np.ndarray) -> np.ndarray:
@@ -285,7 +338,7 @@ class CompiledLaunch:
         rbits = self.k.registers[slot].bits
         want = 1 if ptx_type == "pred" else TYPE_BITS[ptx_type]
         reg = self.regs[slot]
-        reg[sel] = engine._convert(v, rbits, ptx_type.startswith("s")) if rbits != want else v
+        reg[sel] = convert(v, rbits, ptx_type.startswith("s")) if rbits != want else v
         if self.poison:
             self.reg_init[slot][sel] = True
 

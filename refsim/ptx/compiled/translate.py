@@ -45,9 +45,8 @@ class Translation:
 
     source: C text (header included) or None; reason: why the kernel is refused (None if compiled);
     symbols: module-scope variables whose launch addresses go to ``S->sym`` in this order; nspin: flag
-    loads with a spin check; callbacks: instructions whose handler runs in Python; needs_block8: an
-    f16 ``mma.m16n8k8`` (compiled for 8-product tensor-core blocks only); bar_red: the ``bar.red``
-    instructions, each (1 popc / 2 and / 3 or, destination register slot or -1)."""
+    loads with a spin check; callbacks: instructions whose handler runs in Python; bar_red: the
+    ``bar.red`` instructions, each (1 popc / 2 and / 3 or, destination register slot or -1)."""
 
     kernel: str
     source: str | None
@@ -55,7 +54,6 @@ class Translation:
     symbols: tuple = ()
     nspin: int = 0
     callbacks: frozenset = frozenset()
-    needs_block8: bool = False
     bar_red: dict = field(default_factory=dict)
 
 
@@ -67,7 +65,6 @@ class _Context:
     mems: list = field(default_factory=list)      # rt_mem rows, one per memory instruction
     symbols: list = field(default_factory=list)
     nspin: int = 0
-    needs_block8: bool = False
     bar_red: dict = field(default_factory=dict)   # instruction -> (1 popc / 2 and / 3 or, destination slot)
 
     def static(self, ctype: str, init: str) -> str:
@@ -128,7 +125,7 @@ def translate(kernel, handlers: dict, global_names) -> Translation:
         "",
     ])
     return Translation(kernel.name, source, None, tuple(ctx.symbols), ctx.nspin, frozenset(callbacks),
-                       ctx.needs_block8, dict(ctx.bar_red))
+                       dict(ctx.bar_red))
 
 
 def _function(ctx: _Context, idx: int, ins, handler) -> tuple[str, list, bool]:

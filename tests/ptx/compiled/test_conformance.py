@@ -172,3 +172,13 @@ def test_fp16_conversions_for_every_half_and_a_million_floats():
     for j, w in enumerate(want):
         nan = np.isnan(w.view(np.float32 if j == 0 else np.float16))
         assert (got[~nan, j] == w[~nan]).all(), f"case {cases[j][1]}"
+
+
+def test_carry_chains_run_their_handler_with_the_carry_flag():
+    cases = []
+    for t, kind, r in (("u32", "b32", "r"), ("s64", "b64", "d")):
+        cases += [(kind, f"add.cc.{t} {{d}}, %{r}a, %{r}b;"), (kind, f"addc.{t} {{d}}, %{r}c, %{r}d;"),
+                  (kind, f"sub.cc.{t} {{d}}, %{r}a, %{r}b;"), (kind, f"subc.cc.{t} {{d}}, %{r}c, %{r}d;"),
+                  (kind, f"subc.{t} {{d}}, %{r}a, %{r}d;"), (kind, f"mad.lo.cc.{t} {{d}}, %{r}a, %{r}b, %{r}c;"),
+                  (kind, f"madc.hi.{t} {{d}}, %{r}a, %{r}b, %{r}c;")]
+    _check(cases, 8)

@@ -16,15 +16,16 @@ from refsim.ptx.compiled import state
 from conftest_compiled import needs_compiled, run_both
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
-REDUX = HEAD + """.visible .entry k(.param .u64 p0)
+F64_ATOMIC = HEAD + """.visible .entry k(.param .u64 p0)
 {
 .reg .b32 %r<4>;
 .reg .b64 %rd<4>;
+.reg .f64 %fd<4>;
 ld.param.u64 %rd1, [p0];
 cvta.to.global.u64 %rd2, %rd1;
 mov.u32 %r1, %tid.x;
-redux.sync.add.u32 %r2, %r1, 0xffffffff;
-st.global.u32 [%rd2], %r2;
+cvt.rn.f64.u32 %fd1, %r1;
+atom.global.add.f64 %fd2, [%rd2], %fd1;
 }
 """
 ADD = HEAD + """.visible .entry k(.param .u64 p0)
@@ -51,15 +52,15 @@ def test_executor_must_be_one_of_the_three():
 
 @needs_compiled
 def test_a_kernel_the_translator_refuses_runs_on_the_interpreter_after_one_warning():
-    m = ptx.Module(REDUX)
-    with pytest.warns(RuntimeWarning, match=r"runs on the interpreter \(not compiled: PTX line 11 `redux"):
-        out = np.zeros(1, np.uint32)
+    m = ptx.Module(F64_ATOMIC)
+    with pytest.warns(RuntimeWarning, match=r"runs on the interpreter \(not compiled: PTX line 13 `atom.global.add.f64"):
+        out = np.zeros(1, np.float64)
         m.launch("k", 1, 32, [out])
     assert out[0] == sum(range(32))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m.launch("k", 1, 32, [out])                      # said once
-    with pytest.raises(ptx.PtxUnsupportedError, match="executor='compiled' cannot run it: PTX line 11"):
+    with pytest.raises(ptx.PtxUnsupportedError, match="executor='compiled' cannot run it: PTX line 13"):
         m.launch("k", 1, 32, [out], executor="compiled")
 
 
@@ -104,10 +105,11 @@ def test_without_a_compiler_one_warning_then_the_interpreter(monkeypatch, tmp_pa
 
 
 def test_instructions_of_one_shape_share_one_c_function():
+    from refsim.cuda import launch
     from refsim.cuda import marlin as cm
 
     name = "refsim_marlin_m1_n8_k8_grouped"
-    m = cm._module(name)
+    m = launch.module(cm._ptx_text(), name)
     tr = compiled.translation(m, name)
     n = len(m._kernel(name).instructions)
     templates = tr.source.count("static int t_")

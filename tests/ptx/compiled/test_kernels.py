@@ -175,3 +175,39 @@ def test_cuda_marlin(both_executors, m, k, n, group, sms, arch):
     B, s = marlin.pack(rng.integers(0, 16, (k, n)).astype(np.uint8), (rng.random((g, n)) * 0.02 + 0.001).astype(np.float16),
                        group)
     cm.gemm(rng.standard_normal((m, k)).astype(np.float16), B, s, None, arch=arch, sms=sms)
+
+
+FLOAT_ATOMICS = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 px, .param .u64 pout)
+{
+.reg .b32 %r<8>;
+.reg .b64 %rd<8>;
+.reg .b16 %h<4>;
+ld.param.u64 %rd1, [px];
+ld.param.u64 %rd2, [pout];
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd3, %r1, 4;
+add.s64 %rd4, %rd1, %rd3;
+ld.global.u32 %r2, [%rd4];
+and.b32 %r3, %r1, 3;
+mul.wide.u32 %rd5, %r3, 4;
+add.s64 %rd6, %rd2, %rd5;
+atom.global.add.f32 %r4, [%rd6], %r2;
+cvt.rn.f16.f32 %h1, %r2;
+red.global.add.noftz.f16 [%rd2+32], %h1;
+st.global.u32 [%rd4], %r4;
+}
+"""
+
+
+@FEW
+@given(seed=st.integers(0, 2**16), order=st.permutations(range(5)))
+def test_float_atomics_contention_and_every_landing_order(seed, order):
+    m = ptx.Module(FLOAT_ATOMICS)
+    x = (np.random.default_rng(seed).standard_normal(96) * 2.0 ** 20).astype(np.float32)
+    out = np.zeros(10, np.float32)
+    stats, _, _ = run_both(m, "k", 1, 96, [x, out])
+    assert stats.float_atomic_contention == 96          # one f16 address for every thread of the step
+    run_both(m, "k", 1, 96, [x, out], atomic_order=tuple(order))
