@@ -45,7 +45,7 @@ __all__ = ["BACKENDS", "OPTIONS", "Launch", "run", "module", "entries", "entry_t
 
 BACKENDS: tuple[str, ...] = ("ptx", "gpu")
 #: keywords of :meth:`refsim.ptx.Module.launch` a call may pass as ``options`` (ptx backend only)
-OPTIONS: tuple[str, ...] = ("schedule", "seed", "max_warp_instructions", "race", "poison")
+OPTIONS: tuple[str, ...] = ("schedule", "seed", "max_warp_instructions", "race", "poison", "executor")
 
 
 @dataclass(frozen=True)
