@@ -57,7 +57,7 @@ def first_builds() -> None:
     t0 = time.perf_counter()
     why = compiled.unavailable()
     print(f"runtime library build: {time.perf_counter() - t0:6.2f} s{'' if why is None else '  UNAVAILABLE: ' + why}")
-    for name in ("refsim_marlin_m1_n8_k8_grouped", "refsim_marlin_m4_n16_k4_grouped"):
+    for name in ("refsim_marlin_m1_n8_k8_grouped", "refsim_marlin_m4_n16_k4_grouped"):   # M <= 16; M = 64
         m = launch.module(cm._ptx_text(), name)
         t0 = time.perf_counter()
         tr = compiled.translation(m, name)
@@ -110,7 +110,7 @@ def marlin(m: int, repeats: int, interpreter: bool) -> None:
     dt, C = _best(lambda: run("compiled"), repeats)
     target = TARGET_MARLIN_S[m]
     line = (f"marlin.cu {m}x{k}x{n} on 108 blocks: {dt:6.2f} s ({dt / target:4.2f}x the {target:.1f} s target; "
-            f"first call incl. translation and build {first:6.2f} s)")
+            f"first call {first:6.2f} s, its C built above)")
     if interpreter:
         di, Ci = _best(lambda: run("interpreter"), 1)
         same = C.view(np.uint16).tobytes() == Ci.view(np.uint16).tobytes()
