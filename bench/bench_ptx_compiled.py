@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _timing import repeat_timed  # bench/_timing.py (scripts run as python bench/NAME.py)
 
 KERNELS = Path(__file__).resolve().parents[1] / "tests" / "ptx" / "kernels"
 TARGET_RATE = 100e6
@@ -32,12 +33,9 @@ TARGET_MARLIN_S = {16: 1.5, 1: 5.0}
 
 
 def _best(fn, repeats: int):
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+    """(best wall s, best CPU s, the last result) of ``repeats`` calls."""
+    t = repeat_timed(fn, repeats)
+    return min(t.walls), min(t.cpus), t.result
 
 
 def _uptime() -> str:
@@ -84,12 +82,12 @@ def test_kernels(repeats: int, interpreter: bool) -> None:
              ("branchy 108x256 (divergent branches)", ctl, "branchy", lambda: [x, np.zeros(n, np.int32), n])]
     for label, m, k, args in cases:
         m.launch(k, 108, 256, args(), executor="compiled")                    # build once
-        dt, st = _best(lambda: m.launch(k, 108, 256, args(), executor="compiled"), repeats)
+        dt, ct, st = _best(lambda: m.launch(k, 108, 256, args(), executor="compiled"), repeats)
         rate = st.thread_instructions / dt
-        line = (f"{label:<44} {dt * 1e3:8.1f} ms {st.thread_instructions:>11,} thread-instr "
+        line = (f"{label:<44} {dt * 1e3:8.1f} ms (cpu {ct * 1e3:6.1f}) {st.thread_instructions:>11,} thread-instr "
                 f"{rate / 1e6:7.1f} M/s ({rate / TARGET_RATE:5.2f}x the 100 M/s target)")
         if interpreter:
-            di, _ = _best(lambda: m.launch(k, 108, 256, args(), executor="interpreter"), repeats)
+            di, _, _ = _best(lambda: m.launch(k, 108, 256, args(), executor="interpreter"), repeats)
             line += f"  interpreter {di * 1e3:8.1f} ms ({di / dt:4.1f}x)"
         print(line)
 
@@ -107,12 +105,12 @@ def marlin(m: int, repeats: int, interpreter: bool) -> None:
     t0 = time.perf_counter()
     run("compiled")
     first = time.perf_counter() - t0
-    dt, C = _best(lambda: run("compiled"), repeats)
+    dt, ct, C = _best(lambda: run("compiled"), repeats)
     target = TARGET_MARLIN_S[m]
-    line = (f"marlin.cu {m}x{k}x{n} on 108 blocks: {dt:6.2f} s ({dt / target:4.2f}x the {target:.1f} s target; "
-            f"first call {first:6.2f} s, its C built above)")
+    line = (f"marlin.cu {m}x{k}x{n} on 108 blocks: {dt:6.2f} s (cpu {ct:5.2f} s; {dt / target:4.2f}x the {target:.1f} s "
+            f"target; first call {first:6.2f} s, its C built above)")
     if interpreter:
-        di, Ci = _best(lambda: run("interpreter"), 1)
+        di, _, Ci = _best(lambda: run("interpreter"), 1)
         same = C.view(np.uint16).tobytes() == Ci.view(np.uint16).tobytes()
         line += f"  interpreter {di:6.2f} s ({di / dt:4.1f}x){'' if same else '  BITS DIFFER'}"
     print(line)
