@@ -6,7 +6,7 @@ Spec
 what            ``Module.launch(..., executor=None)`` runs a kernel here when a C compiler is available
                 (``executor="compiled"`` insists, ``"interpreter"`` never comes here). The kernel's PTX
                 becomes one C function per static instruction (:mod:`.translate`); the C runtime
-                (refsim/native/ptx_runtime.c) keeps the interpreter's scheduling rule exactly (each
+                (refsim/native/ptx_runtime.c and its parts) keeps the interpreter's scheduling rule exactly (each
                 step: p = the lowest warp-minimum PC of the non-yielding warps, or a seeded random
                 warp's; instruction p for the threads at p in the chosen warps, ascending), its memory
                 model, barriers, cp.async groups, atomics order, spin yielding, deadlock detection,

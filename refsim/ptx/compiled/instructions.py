@@ -446,7 +446,7 @@ def _ldmatrix(em, ins) -> Body:
     addr = em.address(ins.operands[1], space)
     checks = [f"if (!S->reg_init[{em.slot(s)}][t]) {{ S->err_ins = D->idx; S->err_aux = {em.slot(s)}; S->err_thread = t; "
               f"return E_UNINIT_REG; }}" for s in dict.fromkeys(em.reads)]
-    loop = [f"for (int32_t w = 0; w < na / 32; w++)", f"    for (int32_t l = 0; l < {rows}; l++) {{",
+    loop = ["for (int32_t w = 0; w < na / 32; w++)", f"    for (int32_t l = 0; l < {rows}; l++) {{",
             "        const int32_t t = act[w * 32 + l];"]
     if checks:
         code += [*loop, "        if (S->poison) {", *["            " + c for c in checks], "        }", "    }"]

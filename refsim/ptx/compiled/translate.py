@@ -33,10 +33,10 @@ __all__ = ["Translation", "translate", "HEADER", "RUNTIME"]
 _NATIVE = Path(__file__).resolve().parents[2] / "native"
 #: the declarations shared by the runtime and every generated kernel
 HEADER = (_NATIVE / "ptx_runtime.h").read_text(encoding="utf-8")
-#: the runtime library (scheduler, memory, barriers, cp.async, tensor cores); built with emulators.c,
-#: whose refsim_mma_k16_f32 is the compiled twin of the interpreter's fast mma path
-RUNTIME = (HEADER + (_NATIVE / "emulators.c").read_text(encoding="utf-8")
-           + (_NATIVE / "ptx_runtime.c").read_text(encoding="utf-8"))
+#: the runtime library (threads and barriers, memory, tensor cores, the scheduler) as one unit; built
+#: with emulators.c, whose refsim_mma_k16_f32 is the compiled twin of the interpreter's fast mma path
+RUNTIME = HEADER + "".join((_NATIVE / name).read_text(encoding="utf-8") for name in (
+    "emulators.c", "ptx_threads.c", "ptx_memory.c", "ptx_tensor.c", "ptx_runtime.c"))
 
 
 @dataclass
