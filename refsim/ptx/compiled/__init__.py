@@ -5,18 +5,20 @@ Spec
 ----
 what            ``Module.launch(..., executor=None)`` runs a kernel here when a C compiler is available
                 (``executor="compiled"`` insists, ``"interpreter"`` never comes here). The kernel's PTX
-                becomes one C function per static instruction (:mod:`.translate`); the C runtime
-                (refsim/native/ptx_runtime.c and its parts) keeps the interpreter's scheduling rule exactly (each
-                step: p = the lowest warp-minimum PC of the non-yielding warps, or a seeded random
-                warp's; instruction p for the threads at p in the chosen warps, ascending), its memory
-                model, barriers, cp.async groups, atomics order, spin yielding, deadlock detection,
+                becomes one C function per instruction shape plus a descriptor per instruction
+                (:mod:`.translate`); the C runtime (refsim/native/ptx_*.c) keeps the interpreter's
+                scheduling rule exactly (each step: p = the lowest warp-minimum PC of the non-yielding
+                warps, or a seeded random warp's; instruction p for the threads at p in the chosen
+                warps, ascending), its memory model, barriers, cp.async groups, atomics order
+                (``atomic_order`` included), spin yielding, deadlock detection,
                 ``max_warp_instructions``, ``race``/``poison`` checks, statistics and error messages.
 equals          the NumPy interpreter (refsim/ptx/engine.py), which stays the reference: the tests run
                 every test kernel, the conformance tables and refsim/cuda's kernels through both and
                 compare memory, statistics and errors (tests/ptx/compiled/).
 refusals        an instruction the translator does not compile refuses its kernel (the interpreter
-                runs it; one RuntimeWarning per kernel says which line and why). ALU forms without a C
-                body run their semantics handler in Python for that step instead (same bits).
+                runs it; one RuntimeWarning per kernel says which line and why). ALU and warp-wide
+                forms without a C body run their semantics handler in Python for that step instead
+                (the interpreter's glue: same bits).
 build           refsim.native.build: cached by source text, compiler and flags under
                 ``$REFSIM_CACHE/native``; no compiler -> one RuntimeWarning, the interpreter runs;
                 ``REFSIM_NATIVE=0`` -> the interpreter, silently.
