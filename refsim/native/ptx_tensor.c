@@ -138,27 +138,22 @@ static uint32_t tc_round_out(int64_t Sv, int64_t scale, int out_f32) {
 
 typedef struct { int64_t m; int32_t e, neg, special, frac_nz; } tc_dec;
 
-static tc_dec tc_dec16(uint16_t u) {
+/* IEEE bits with `eb` exponent and `fb` fraction bits -> (m, e, sign, Inf/NaN, fraction nonzero),
+   |x| = m * 2^(e - fb); subnormals take the minimum exponent, Inf/NaN get m = 0 */
+static tc_dec tc_decode(uint32_t u, int eb_bits, int fb) {
     tc_dec d;
-    int32_t eb = (u >> 10) & 31, f = u & 1023;
-    d.special = eb == 31;
+    int32_t top = (1 << eb_bits) - 1, bias = top >> 1;
+    int32_t eb = (int32_t)((u >> fb) & (uint32_t)top), f = (int32_t)(u & ((1u << fb) - 1));
+    d.special = eb == top;
     d.frac_nz = f != 0;
-    d.m = d.special ? 0 : (eb ? (f | 1024) : f);
-    d.e = eb ? eb - 15 : -14;
-    d.neg = (u >> 15) & 1;
+    d.m = d.special ? 0 : (eb ? (f | (1 << fb)) : f);
+    d.e = eb ? eb - bias : 1 - bias;
+    d.neg = (u >> (eb_bits + fb)) & 1;
     return d;
 }
 
-static tc_dec tc_dec32(uint32_t u) {
-    tc_dec d;
-    int32_t eb = (u >> 23) & 255, f = u & 0x7FFFFF;
-    d.special = eb == 255;
-    d.frac_nz = f != 0;
-    d.m = d.special ? 0 : (eb ? (f | 0x800000) : f);
-    d.e = eb ? eb - 127 : -126;
-    d.neg = (u >> 31) & 1;
-    return d;
-}
+static tc_dec tc_dec16(uint16_t u) { return tc_decode(u, 5, 10); }
+static tc_dec tc_dec32(uint32_t u) { return tc_decode(u, 8, 23); }
 
 /* one hardware block: d = rho(c + sum_{i<L} a_i b_i); a, b decoded fp16 (stride sa, sb) */
 static uint32_t tc_fdpa(int L, int F, int e_zero, const tc_dec *a, int sa, const tc_dec *b, int sb, uint32_t cbits,

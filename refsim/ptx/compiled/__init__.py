@@ -39,7 +39,7 @@ __all__ = ["EXECUTORS", "launch", "translation", "unavailable"]
 EXECUTORS = (None, "compiled", "interpreter")
 
 _TRANSLATIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_WARNED: set = set()
+_WARNED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # module -> {(kernel, why)} said
 
 
 def unavailable() -> str | None:
@@ -65,14 +65,14 @@ def translation(module, kernel: str) -> Translation:
     return per[kernel]
 
 
-def _refuse(kernel: str, why: str, required: bool):
+def _refuse(module, kernel: str, why: str, required: bool):
     from refsim.ptx.errors import PtxUnsupportedError
 
     if required:
         raise PtxUnsupportedError(f"kernel {kernel}: executor='compiled' cannot run it: {why}")
-    key = (kernel, why)
-    if key not in _WARNED:
-        _WARNED.add(key)
+    said = _WARNED.setdefault(module, set())
+    if (kernel, why) not in said:
+        said.add((kernel, why))
         warnings.warn(f"refsim.ptx: kernel {kernel} runs on the interpreter (not compiled: {why})",
                       RuntimeWarning, stacklevel=4)
     return None
@@ -89,13 +89,13 @@ def launch(module, kernel: str, grid, block, args: list, *, arch: str, shared_by
     runner.geometry(k, grid, block, shared_bytes)         # the launch-state limit, before any build
     why = unavailable()
     if why is not None:       # no compiler: refsim.native has warned once; REFSIM_NATIVE=0: a choice
-        return _refuse(kernel, why, required) if required else None
+        return _refuse(module, kernel, why, required) if required else None
     tr = translation(module, kernel)
     if tr.reason is not None:
-        return _refuse(kernel, tr.reason, required)
+        return _refuse(module, kernel, tr.reason, required)
     exec_addr, lib = state.kernel_library(tr.source)
     if exec_addr is None:
-        return _refuse(kernel, f"its C did not build ({lib})", required)
+        return _refuse(module, kernel, f"its C did not build ({lib})", required)
     run = runner.CompiledLaunch(k, handlers, tr, exec_addr, grid, block, param, gmem, symbols, arch=arch,
                          shared_bytes=shared_bytes, schedule=schedule, seed=seed,
                          max_warp_instructions=max_warp_instructions, race=race, poison=poison,

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from refsim.ptx.compiled.alu import alu
 from refsim.ptx.compiled.operands import CT, Refuse, bits_of, literal
 from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
+from refsim.ptx.memory_ops import state_space, vector_width
+from refsim.ptx.operands import flatten
 from refsim.ptx.parse import TYPE_BITS
 
-__all__ = ["Body", "emit_body", "flatten", "split_operands"]
+__all__ = ["Body", "emit_body", "split_operands"]
 
-_SPACES = ("global", "shared", "local", "param", "const")
 _SP_C = {"generic": "SP_GENERIC", "global": "SP_GLOBAL", "shared": "SP_SHARED", "local": "SP_LOCAL",
          "param": "SP_PARAM", "const": "SP_CONST"}
 _AOPS = ("and", "or", "xor", "exch", "cas", "add", "min", "max", "inc", "dec")
@@ -49,16 +50,6 @@ class Body:
     callback: bool = False                        # Python runs the handler for this step
 
 
-def flatten(ops) -> list:
-    out = []
-    for op in ops:
-        if op[0] in ("vec", "pair"):
-            out.extend(flatten(op[1]))
-        else:
-            out.append(op)
-    return out
-
-
 def split_operands(ins, h):
     """(destinations, sources) as ``Launch._split_operands``: optional destinations may be absent."""
     flat = flatten(ins.operands)
@@ -66,17 +57,6 @@ def split_operands(ins, h):
     if not 1 <= ndst <= len(h.dst_types):
         raise Refuse("operand count")
     return flat[:ndst], flat[ndst:]
-
-
-def _space(ins) -> str:
-    for m in ins.mods:
-        if m.split("::")[0] in _SPACES:
-            return m.split("::")[0]
-    return "generic"
-
-
-def _vec(ins) -> int:
-    return next((int(m[1:]) for m in ins.mods if m in ("v2", "v4", "v8")), 1)
 
 
 def _loop(lines: list[str], var: str = "act", count: str = "na") -> list[str]:
@@ -255,8 +235,8 @@ def _mem_decl(em, space: str, esize: int, vec: int, spin: bool, aop: int = 0, at
 
 
 def _access(em, ins, data: int, role: str):
-    space = _space(ins)
-    vec = _vec(ins)
+    space = state_space(ins)
+    vec = vector_width(ins)
     t = ins.types[0]
     esize = max(1, bits_of(t) // 8)
     ops = flatten([ins.operands[data]])
@@ -307,10 +287,10 @@ def _st(em, ins) -> Body:
 
 def _atom(em, ins) -> Body:
     returns = ins.opcode == "atom"
-    space = _space(ins)
+    space = state_space(ins)
     t = ins.types[0]
     ops = [m for m in ins.mods if m in _AOPS]
-    if len(ops) != 1 or _vec(ins) != 1:
+    if len(ops) != 1 or vector_width(ins) != 1:
         raise Refuse("atomic operation")
     aop = ops[0]
     if t not in _ATYPE or (t in ("f16", "f16x2") and "noftz" not in ins.mods):
@@ -438,7 +418,7 @@ def _ldmatrix(em, ins) -> Body:
     num = next(int(m[1:]) for m in ins.mods if m in ("x1", "x2", "x4"))
     trans = int("trans" in ins.mods)
     dsts = flatten([ins.operands[0]])
-    space = "shared" if _space(ins) == "shared" else "generic"
+    space = "shared" if state_space(ins) == "shared" else "generic"
     m = _mem_decl(em, space, 2, 8, False)
     rows = 8 * num
     code = ["if ((r = S->api->partial_warp(S, E_PARTIAL_LDMATRIX, D->idx, act, na))) return r;",

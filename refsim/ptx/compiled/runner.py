@@ -13,9 +13,9 @@ import ctypes
 import numpy as np
 
 from refsim.ptx import engine
-from refsim.ptx.operands import convert
+from refsim.ptx.operands import convert, flatten
 from refsim.ptx.compiled import state as st
-from refsim.ptx.compiled.instructions import flatten, split_operands
+from refsim.ptx.compiled.instructions import split_operands
 from refsim.ptx.compiled.operands import immediate_bits
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.errors import (

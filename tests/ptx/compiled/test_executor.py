@@ -16,26 +16,20 @@ from refsim.ptx.compiled import state
 from conftest_compiled import needs_compiled, run_both
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
-F64_ATOMIC = HEAD + """.visible .entry k(.param .u64 p0)
+PROLOGUE = """.visible .entry k(.param .u64 p0)
 {
-.reg .b32 %r<4>;
+.reg .b32 %r<5>;
 .reg .b64 %rd<4>;
 .reg .f64 %fd<4>;
 ld.param.u64 %rd1, [p0];
 cvta.to.global.u64 %rd2, %rd1;
 mov.u32 %r1, %tid.x;
-cvt.rn.f64.u32 %fd1, %r1;
+"""
+F64_ATOMIC = HEAD + PROLOGUE + """cvt.rn.f64.u32 %fd1, %r1;
 atom.global.add.f64 %fd2, [%rd2], %fd1;
 }
 """
-ADD = HEAD + """.visible .entry k(.param .u64 p0)
-{
-.reg .b32 %r<5>;
-.reg .b64 %rd<4>;
-ld.param.u64 %rd1, [p0];
-cvta.to.global.u64 %rd2, %rd1;
-mov.u32 %r1, %tid.x;
-cvt.rn.f32.u32 %r2, %r1;
+ADD = HEAD + PROLOGUE + """cvt.rn.f32.u32 %r2, %r1;
 mov.b32 %r4, 0f3E800000;
 add.rz.f32 %r3, %r2, %r4;
 mul.wide.u32 %rd3, %r1, 4;
