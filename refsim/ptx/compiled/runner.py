@@ -9,6 +9,7 @@ messages of errors are the interpreter's, word for word (tests/ptx/compiled/test
 from __future__ import annotations
 
 import ctypes
+from collections import OrderedDict
 
 import numpy as np
 
@@ -55,11 +56,15 @@ def geometry(kernel, grid, block, shared_bytes: int) -> tuple[int, int, int, int
     return nthreads, tpb, nblocks, nslots
 
 
-_SCRATCH: dict = {}        # (T, NW) -> free scratch sets (their contents never outlive a step)
+_SCRATCH: "OrderedDict[tuple, list]" = OrderedDict()   # (T, NW) -> free scratch sets, latest last
 
 
 def _scratch_take(T: int, NW: int) -> dict:
-    free = _SCRATCH.setdefault((T, NW), [])
+    """A set of scratch arrays for one launch (contents never outlive a step, so reused freely)."""
+    free = _SCRATCH.pop((T, NW), [])
+    _SCRATCH[(T, NW)] = free
+    while len(_SCRATCH) > 4:                 # a few launch shapes kept warm, not every one ever seen
+        _SCRATCH.popitem(last=False)
     if free:
         sc = free.pop()
         sc["mark"][:] = 0
@@ -157,6 +162,7 @@ class CompiledLaunch:
         keep += [bufs, gptrs]
         S.gptr = ctypes.cast(gptrs, ctypes.c_void_p)
         S.gwritable = arr(np.array([b.flags.writeable for b in bufs] or [0], np.uint8))
+        self.symbols = symbols
         self.sym = np.array([symbols[name] for name in translation.symbols] or [0], np.uint64)
         S.sym = arr(self.sym)
         if poison:
@@ -191,7 +197,7 @@ class CompiledLaunch:
         ps = (ctypes.c_void_p * max(1, nspin))(*[_ptr(a) for a in spin_s])
         keep += [spin_v, spin_s, pv, ps]
         S.spin_val, S.spin_seen = ctypes.cast(pv, ctypes.c_void_p), ctypes.cast(ps, ctypes.c_void_p)
-        self.fifo = np.zeros(nslots * 24, np.uint8)         # rt_fifo: pointer + two int64
+        self.fifo = np.zeros(nslots * lib.refsim_rt_sizeof_fifo(), np.uint8)      # one rt_fifo per slot
         S.fifo = arr(self.fifo)
         self._scratch_key = (T, NW)
         self._scratch = sc = _scratch_take(T, NW)
@@ -216,7 +222,7 @@ class CompiledLaunch:
                 raise self._error(code)
         finally:
             lib.refsim_rt_free(ctypes.byref(S))
-            _SCRATCH[self._scratch_key].append(self._scratch)
+            _SCRATCH.setdefault(self._scratch_key, []).append(self._scratch)
         return self._stats()
 
     def _stats(self) -> engine.LaunchStats:
@@ -305,7 +311,22 @@ class CompiledLaunch:
             return np.asarray(bool(bits)) if want == 1 else np.asarray(bits, _UINT[want])
         if kind == "special":
             return convert(self._special(op[1], sel), want, False)
+        if kind == "sym":
+            return convert(np.asarray(np.uint64(self._symbol(op[1]))), want, False)
         raise PtxUnsupportedError(f"{self._where(ins)}: operand {op} is not read by the compiled path's handler steps")
+
+    def _symbol(self, name: str) -> int:
+        """The address a symbol operand reads as (``Launch``'s symbol rule: an offset in its space,
+        the launch address for module variables)."""
+        k = self.k
+        if name in k.shared:
+            return k.shared[name].offset
+        if name in k.extern_shared:
+            return (k.shared_bytes + 15) // 16 * 16
+        if name in k.local:
+            return k.local[name].offset
+        params = {p.name: p.offset for p in k.params}
+        return params[name] if name in params else int(self.symbols[name])
 
     def _special(self, name: str, sel: np.ndarray) -> np.ndarray:
         lane = (sel % 32).astype(np.uint32)

@@ -57,6 +57,7 @@ def runtime():
     if lib is None:
         return None, reason
     lib.refsim_rt_sizeof_state.restype = ctypes.c_int64
+    lib.refsim_rt_sizeof_fifo.restype = ctypes.c_int64
     if lib.refsim_rt_sizeof_state() != ctypes.sizeof(State):
         return None, "the runtime's rt_state does not match its Python mirror"
     lib.refsim_rt_api.restype = ctypes.c_void_p

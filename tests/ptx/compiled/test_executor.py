@@ -108,3 +108,27 @@ def test_instructions_of_one_shape_share_one_c_function():
     n = len(m._kernel(name).instructions)
     templates = tr.source.count("static int t_")
     assert tr.reason is None and n > 1000 and templates * 10 < n
+
+
+def test_a_handler_step_reads_symbol_operands_as_the_interpreter_does():
+    text = HEAD + """.global .align 4 .b8 g[16];
+.visible .entry k(.param .u64 p0)
+{
+.reg .b32 %r<4>;
+.reg .b64 %rd<6>;
+.shared .align 4 .b8 s[64];
+ld.param.u64 %rd1, [p0];
+mov.u32 %r1, %tid.x;
+dp4a.u32.u32 %r2, %r1, s, %r1;
+mov.u64 %rd3, g;
+mad.lo.cc.u64 %rd4, %rd3, 1, 0;
+cvt.u32.u64 %r3, %rd4;
+add.s32 %r2, %r2, %r3;
+mul.wide.u32 %rd5, %r1, 4;
+add.s64 %rd1, %rd1, %rd5;
+st.global.u32 [%rd1], %r2;
+}
+"""
+    m = ptx.Module(text)
+    assert len(compiled.translation(m, "k").callbacks) == 2          # dp4a and the carry-chain mad
+    run_both(m, "k", 1, 32, [np.zeros(32, np.uint32)])
