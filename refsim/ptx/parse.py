@@ -55,7 +55,7 @@ __all__ = ["TYPE_BITS", "Param", "Register", "Variable", "Instruction", "Kernel"
 #: PTX fundamental types and their widths in bits (``pred`` is a 1-bit boolean).
 TYPE_BITS = {
     "pred": 1, "b8": 8, "s8": 8, "u8": 8, "b16": 16, "s16": 16, "u16": 16, "f16": 16, "bf16": 16,
-    "b32": 32, "s32": 32, "u32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32,
+    "b32": 32, "s32": 32, "u32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32, "u16x2": 32, "s16x2": 32,
     "b64": 64, "s64": 64, "u64": 64, "f64": 64, "b128": 128,
     "s4": 4, "u4": 4, "b1": 1, "e4m3": 8, "e5m2": 8, "e4m3x2": 16, "e5m2x2": 16,
 }

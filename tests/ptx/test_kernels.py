@@ -244,3 +244,39 @@ def test_blocks_beyond_the_resident_limit_run_in_refilled_slots(monkeypatch):
     padded[:n] = x
     assert_bitexact(out, (padded.reshape(7, 256).sum(axis=1) % 2**32).astype(np.uint32).view(np.int32))
     assert stats.blocks == 7 and stats.barriers == 7 * 9
+
+
+_PACKED_AND_IMMEDIATE = r"""
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 p){
+ .reg .b32 %r<5>; .reg .b64 %rd<3>; .reg .f32 %f<3>;
+ ld.param.u64 %rd1, [p];
+ cvta.to.global.u64 %rd2, %rd1;
+ ld.global.u32 %r1, [%rd2];
+ ld.global.u32 %r4, [%rd2+4];
+ max.s16x2 %r2, %r1, %r4;
+ min.u16x2 %r3, %r1, %r4;
+ st.global.u32 [%rd2+8], %r2;
+ st.global.u32 [%rd2+12], %r3;
+ ld.global.f32 %f1, [%rd2+16];
+ add.rz.f32 %f2, %f1, 0f3F800000;
+ st.global.f32 [%rd2+20], %f2;
+ ret;
+}
+"""
+
+
+@pytest.mark.parametrize("executor", ["interpreter", "compiled"])
+def test_packed_16x2_min_max_and_a_float_immediate_under_a_rounding_mode(executor):
+    # .s16x2/.u16x2 are types of their own (the parser once read them as modifiers and refused the
+    # module), and an immediate operand of add.rz.f32 is broadcast like a register
+    a = np.zeros(6, np.uint32)
+    a[:2] = [0xFFFF0002, 0x00017FFF]                       # halves (hi, lo): (-1 | 65535, 2), (1, 32767)
+    a[4] = np.float32(2.0**-20).view(np.uint32)
+    ptx.Module(_PACKED_AND_IMMEDIATE).launch("k", grid=1, block=1, args=[a], executor=executor)
+    assert hex(a[2]) == hex(0x00017FFF)     # signed max: hi max(-1, 1) = 1, lo max(2, 32767) = 32767
+    assert hex(a[3]) == hex(0x00010002)     # unsigned min: hi min(65535, 1) = 1, lo min(2, 32767) = 2
+    # 1 + 2^-20 is exact in f32; toward zero keeps it
+    assert a[5] == np.float32(1 + 2.0**-20).view(np.uint32)

@@ -96,14 +96,15 @@ def elementwise(t: str, scalar_fn):
     """Lift ``scalar_fn(*float64 arrays) -> float64 values representable in t`` to bit patterns."""
     st, lanes = _lanes(t)
     if lanes == 1:
-        return lambda *srcs: (encode(scalar_fn(*[decode(s, st) for s in srcs]), st),)
+        # an immediate source decodes to a 0-d value: broadcast it like a register over the threads
+        return lambda *srcs: (encode(scalar_fn(*np.broadcast_arrays(*[np.asarray(decode(s, st)) for s in srcs])), st),)
 
     def packed(*srcs):
         halves = []
         for h in range(2):
             sh = np.uint32(16 * h)
-            vals = [decode((np.asarray(s).astype(np.uint32) >> sh) & np.uint32(0xFFFF), st) for s in srcs]
-            halves.append(encode(scalar_fn(*vals), st).astype(np.uint32))
+            vals = [np.asarray(decode((np.asarray(s).astype(np.uint32) >> sh) & np.uint32(0xFFFF), st)) for s in srcs]
+            halves.append(encode(scalar_fn(*np.broadcast_arrays(*vals)), st).astype(np.uint32))
         return ((halves[0] | (halves[1] << np.uint32(16))).astype(np.uint32),)
 
     return packed
