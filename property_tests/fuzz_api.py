@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import numpy as np
 
@@ -41,14 +42,26 @@ def _excluded(name: str) -> bool:
     return private or any(name == m or name.startswith(m + ".") for m in EXCLUDED_MODULES)
 
 
+def _module_names() -> list[str]:
+    """Every module under :mod:`refsim`, with the top-level namespace packages (a folder with no
+    ``__init__.py``, e.g. ``refsim/arith``), which :func:`pkgutil.walk_packages` does not enter.
+    Deeper folders without ``__init__.py`` are data (a model folder's build script), not API."""
+    names = [info.name for info in pkgutil.walk_packages(refsim.__path__, "refsim.")]
+    for root in refsim.__path__:
+        for sub in sorted(Path(root).iterdir()):
+            if sub.is_dir() and sub.name.isidentifier() and not (sub / "__init__.py").exists():
+                names += [info.name for info in pkgutil.walk_packages([str(sub)], f"refsim.{sub.name}.")]
+    return sorted(set(names))
+
+
 def public_callables() -> list[tuple[str, object]]:
     """``[(qualified name, callable)]`` for every public function and class, sorted, unique."""
     found = {}
-    for info in pkgutil.walk_packages(refsim.__path__, "refsim."):
-        if _excluded(info.name):
+    for name in _module_names():
+        if _excluded(name):
             continue
         try:
-            mod = importlib.import_module(info.name)
+            mod = importlib.import_module(name)
         except Exception:  # noqa: BLE001 - an optional dependency missing: not public here
             continue
         for attr in getattr(mod, "__all__", ()):
@@ -57,7 +70,7 @@ def public_callables() -> list[tuple[str, object]]:
                 continue
             if inspect.isclass(obj) and issubclass(obj, BaseException):
                 continue
-            home = getattr(obj, "__module__", info.name) or info.name
+            home = getattr(obj, "__module__", name) or name
             if _excluded(home):
                 continue
             found.setdefault(f"{home}.{obj.__qualname__}", obj)
@@ -189,7 +202,13 @@ def hostile(names: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)  # a string drawn for a path parameter writes here
         for name in chosen:
-            report = fuzz_function(name, targets[name], SEEDS[name]())
+            try:
+                report = fuzz_function(name, targets[name], SEEDS[name]())
+            except Exception as err:  # noqa: BLE001 - a broken seed is printed, the others still run
+                print(f"{name}: SEED FAILED: {type(err).__name__}: {str(err).splitlines()[0][:200]}")
+                counts.setdefault("seed failed", 0)
+                counts["seed failed"] += 1
+                continue
             calls += report.calls
             for f in report.findings:
                 counts[f.cls] += 1

@@ -36,6 +36,7 @@ import resource
 import select
 import signal
 import time
+import types
 import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -193,6 +194,8 @@ def fingerprint(x: Any, loose: bool = False, depth: int = 0) -> Any:
                                         key=lambda kv: kv[0]))
     if isinstance(x, type) or callable(x) and hasattr(x, "__qualname__"):
         return ("callable", getattr(x, "__module__", ""), getattr(x, "__qualname__", repr(x)))
+    if type(x).__module__.startswith("refsim.") and hasattr(x, "__dict__") and not isinstance(x, types.ModuleType):
+        return (type(x).__name__, fingerprint(vars(x), loose, d))  # a plain record class: its attributes
     return (type(x).__name__, _ADDRESS.sub("", repr(x)))
 
 
