@@ -222,8 +222,11 @@ def bind(fn: Callable, seed: Seed) -> inspect.BoundArguments:
 
 
 def _fuzzable(fn: Callable) -> list[str]:
-    params = inspect.signature(fn).parameters.values()
-    return [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    """The parameters to vary: all but ``*args`` / ``**kwargs`` and a method's ``self`` (the seed's
+    instance is the object under test, not an argument)."""
+    params = list(inspect.signature(fn).parameters.values())
+    return [p.name for i, p in enumerate(params)
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not (i == 0 and p.name == "self")]
 
 
 class SeedFailed(AssertionError):

