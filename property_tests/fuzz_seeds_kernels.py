@@ -15,7 +15,7 @@ import numpy as np
 from fuzz_engine import Seed, call
 
 from refsim import ptx
-from refsim.cuda import build, gpu as cgpu, launch as cl, marlin as cmarlin, mma as cmma, official, registry, user
+from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, registry, user
 from refsim.cuda import validate as cvalidate
 from refsim.formats import atom, stripes
 from refsim.testing import accuracy
@@ -111,9 +111,8 @@ def linear_output() -> np.ndarray:
 SAMPLES = {
     "refsim.cuda.census.EntryResources": lambda: __import__("refsim.cuda.census", fromlist=["x"]).EntryResources(
         40, 1024, 0, 0, 0, 1),
-    "refsim.cuda.gpu.DeviceBase": lambda: cgpu.device_bases([((0, 0), np.zeros(8, np.float32))])[0][0],
     "refsim.cuda.official.RecordedCase": lambda: official.load(official.cases()[0]),
-    "refsim.cuda.user.LaunchPlan": lambda: user.LaunchPlan(2, 32, (np.zeros(40, np.float32), 40), 0),
+    "refsim.cuda.user.LaunchPlan": lambda: user.LaunchPlan(2, 32, (np.zeros(40, np.float32), 40), None),
     "refsim.cuda.validate.Result": lambda: _result(),
     "refsim.testing.accuracy.Accumulation": lambda: accuracy.Accumulation("fp16", "pairwise"),
     "refsim.testing.accuracy.Judgement": lambda: accuracy.judge(accuracy.Accumulation(), linear(), linear_output()),
@@ -160,7 +159,7 @@ def seeds(fs) -> dict:
         "refsim.cuda.marlin.marlin_gemm": lambda: call(fs.normal((1, 256), np.float16), *fs.marlin_problem()[2:],
                                                        arch="sm_80", sms=8, backend="ptx", options=None),
         "refsim.cuda.marlin.gemm": lambda: Seed((fs.normal((1, 256), np.float16), *fs.marlin_problem()[2:],
-                                                 cmarlin.workspace(256)), dict(sms=8), mutates=("locks",)),
+                                                 cmarlin.workspace(256)), dict(sms=8), mutates=("locks", "stats")),
         "refsim.cuda.anyprec.anyprec_gemv": lambda: call(*fs.anyprec_problem(3, 16, 32), 3, None, arch="sm_80"),
         "refsim.cuda.anyprec.launch_of": lambda: call(16, 3),
         "refsim.cuda.gptq_awq.gptq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.gptq_ckpt()),
@@ -189,7 +188,6 @@ def seeds(fs) -> dict:
         "refsim.cuda.build.committed_ptx": lambda: call("gptq_awq", "sm_80"),
         "refsim.cuda.build.committed_archs": lambda: call("mma"),
         "refsim.cuda.census.ptx_mix": lambda: call(AXPY_PTX),
-        "refsim.cuda.gpu.device_bases": lambda: call(_views()),
         "refsim.cuda.official.h100": lambda: call(official.cases()[0]),
         "refsim.cuda.official.uses_float_mma": lambda: call(official.cases()[-1]),
         # ---- refsim.testing: the checks of a kernel's output -----------------------------------------
@@ -202,13 +200,6 @@ def seeds(fs) -> dict:
         "refsim.cuda.validate.exit_status": lambda: call([_result()]),
         "refsim.cuda.validate.format_result": lambda: call(_result(), "ptx"),
     }
-
-
-def _views():
-    """Two launches' arguments: views of one buffer and another array (device_bases' aliasing rule)."""
-    C = np.zeros((10, 8), np.float16)
-    other = np.zeros(4, np.int32)
-    return [((0, 0), C[0:8]), ((0, 1), other), ((1, 0), C[8:10]), ((1, 1), other)]
 
 
 def _result():
@@ -225,6 +216,9 @@ UNSEEDED = {
     "refsim.cuda.census.sass_mix": "runs nvdisasm on a cubin",
     "refsim.cuda.census.resources_table": "compiles every kernel with ptxas",
     "refsim.cuda.gpu.run": "runs a GPU (cuda.core)",
+    "refsim.cuda.gpu.device_bases": "the GPU backend's buffer grouping, called by gpu.run with a launch's checked "
+                                    "arguments (tests/cuda/test_gpu.py covers its aliasing rules)",
+    "refsim.cuda.gpu.DeviceBase": "a record device_bases builds for the GPU backend",
     "refsim.cuda.gpu.device_info": "runs a GPU (cuda.core)",
     "refsim.cuda.marlin.entries": "no parameters",
     "refsim.cuda.marlin.engine_gap": "no parameters",

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_fields, require_instance
 from refsim.errors import FormatRuleError
 
 __all__ = ["BACKENDS", "OPTIONS", "Launch", "run", "module", "entries", "entry_text", "check_options",
@@ -59,6 +59,25 @@ class Launch:
     block: int | tuple[int, ...]
     shared_bytes: int = 0
 
+    def __post_init__(self):
+        require_fields(self)  # a str and a Python int, whatever NumPy scalars came in
+        for name in ("grid", "block"):
+            object.__setattr__(self, name, _as_given(name, getattr(self, name)))
+
+
+def _as_given(name: str, v):
+    """A grid or block (an int or a tuple of 1 to 3 ints >= 1, :func:`dim3`'s rule) with Python ints,
+    in the form it was given."""
+    dim3(name, v)
+    return tuple(int(x) for x in v) if isinstance(v, tuple) else int(v)
+
+
+def _text(ptx_text) -> str:
+    """``ptx_text`` as a ``str`` (a ``np.str_`` converted); FormatRuleError for anything else."""
+    if not isinstance(ptx_text, str):
+        raise FormatRuleError(f"ptx_text: must be the PTX as a str; got {type(ptx_text).__name__}")
+    return str(ptx_text)
+
 
 # ----------------------------------------------------------------------------------------------
 # PTX text -> parsed module (one cache for every kernel refsim.cuda launches)
@@ -71,13 +90,14 @@ _TUNING = (".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".maxclusterrank
 
 def entries(ptx_text: str) -> tuple[str, ...]:
     """The ``.entry`` names of a PTX text, in file order (mangled, as in the PTX)."""
-    return tuple(_ENTRY.findall(ptx_text))
+    return tuple(_ENTRY.findall(_text(ptx_text)))
 
 
 def entry_text(ptx_text: str, kernel: str) -> str:
     """The module header (version, target, module-scope declarations) and the one ``.entry kernel``;
     the whole text when an entry is not self-contained (a module-scope directive other than an entry
     or its tuning directives follows the first entry: a ``.func`` or ``.global`` between kernels)."""
+    ptx_text = _text(ptx_text)
     starts = [(m.start(), m.group(1)) for m in _ENTRY.finditer(ptx_text)]
     if len(starts) < 2:
         return ptx_text
@@ -134,6 +154,7 @@ def check_shape(launch: Launch) -> tuple[tuple[int, int, int], tuple[int, int, i
     (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"): at most 1024
     threads per block and z <= 64; grid x < 2**31, y and z <= 65535; dynamic shared bytes >= 0.
     The shared-memory ceiling is the device's (gpu) or the arch's (:meth:`refsim.ptx.Module.launch`)."""
+    require_instance("launch", launch, Launch)
     grid = dim3("grid", launch.grid)
     block = dim3("block", launch.block)
     if block[0] * block[1] * block[2] > 1024 or block[2] > 64:
@@ -157,7 +178,11 @@ def run(ptx_text: str, launches, *, backend: str = "ptx", arch: str = "sm_80", o
     Returns one entry per launch: :class:`refsim.ptx.LaunchStats` (ptx) or ``None`` (gpu)."""
     backend = require_choice("backend", backend, BACKENDS)
     options = check_options(options)
-    launches = list(launches)
+    ptx_text = _text(ptx_text)
+    launches = list(require_instance("launches", launches, (list, tuple), "list of (Launch, args) pairs"))
+    for i, item in enumerate(launches):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], Launch)):
+            raise FormatRuleError(f"launches[{i}]: must be a (Launch, args) pair; got {item!r:.80}")
     if backend == "gpu":
         if options:
             raise FormatRuleError(f"options: only the 'ptx' backend takes launch options; got {sorted(options)}")

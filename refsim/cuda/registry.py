@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_fields
 
 __all__ = ["SOURCES", "KernelEntry", "entries", "host_module"]
 
@@ -35,6 +35,9 @@ class KernelEntry:
     name: str
     source: str
     oracle: str
+
+    def __post_init__(self):
+        require_fields(self)  # strs (a np.str_ converted)
 
 
 def host_module(source: str):
