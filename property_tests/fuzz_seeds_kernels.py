@@ -192,7 +192,7 @@ def seeds(fs) -> dict:
         "refsim.cuda.official.uses_float_mma": lambda: call(official.cases()[-1]),
         # ---- refsim.testing: the checks of a kernel's output -----------------------------------------
         "refsim.testing.admissible.ptx_admissible": lambda: Seed((axpy_module(), "axpy", 2, 32, axpy_args()),
-                                                                 dict(outputs=[1], max_orders=24), mutates=("args",)),
+                                                                 dict(outputs=[1], max_orders=24)),
         "refsim.testing.accuracy.judge": lambda: call(accuracy.Accumulation("fp32", "sequential"), linear(),
                                                       linear_output()),
         "refsim.cuda.validate.cases": lambda: call(seed=0, tiles=1, groups=("mma",), only=("m16n8k16",)),
