@@ -2,7 +2,7 @@
 
 Launch arguments, one per ``.param`` of the kernel, in order::
 
-    np.ndarray (C-contiguous, any dtype, not 0-d)  ->  pointer parameter (a 64-bit .param): the
+    np.ndarray (C-contiguous, numbers in native byte order, not 0-d)  ->  pointer parameter (64-bit): the
         array's bytes are global memory for the launch and are written back IN PLACE (device-buffer
         semantics); a C-contiguous view (``C.reshape(-1)[offset:]``) writes through to its base;
         contents persist between launches (lock workspaces)
