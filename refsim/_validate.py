@@ -294,6 +294,12 @@ def set_fields(obj: Any, **values: Any) -> None:
 
 
 # ---- arguments that are not arrays (paths, flags, dtypes, objects) -----------------------------
+#: NAME_MAX and PATH_MAX of Linux and macOS file systems: a longer name is refused up front (the
+#: operating system would raise "File name too long" from whichever call touched it first)
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4095
+
+
 def require_path(name: str, value: Any) -> Path:
     """``value`` must be a ``str`` or ``os.PathLike`` naming a file or folder; returns a ``Path``.
     (Existence is the caller's rule: it raises CheckpointError naming the path.)"""
@@ -302,6 +308,11 @@ def require_path(name: str, value: Any) -> Path:
     path = Path(value)
     if "\x00" in str(path):
         raise FormatRuleError(f"{name}: path must not contain a NUL character; got {str(path)!r}")
+    long = [p for p in path.parts if len(os.fsencode(p)) > MAX_NAME_BYTES]
+    if long or len(os.fsencode(str(path))) > MAX_PATH_BYTES:
+        raise FormatRuleError(f"{name}: a file name is at most {MAX_NAME_BYTES} bytes and a path at most "
+                              f"{MAX_PATH_BYTES} (the file systems' limits); got {str(path)[:80]!r}... "
+                              f"({len(os.fsencode(str(path)))} bytes)")
     return path
 
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from refsim._validate import require_fields
+
 __all__ = ["ArchFacts", "ARCHS", "parse_sm"]
 
 _KIB = 1024
@@ -56,6 +58,9 @@ class ArchFacts:
     max_threads_per_block: int = 1024
     max_block_dims: tuple[int, int, int] = (1024, 1024, 64)
     max_grid_dims: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints and strs, whatever NumPy scalars came in
 
     @property
     def sm(self) -> int:

@@ -22,11 +22,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "property_tests"))  # the fuzz engine
 from fuzz_api import hostile_targets  # noqa: E402
-from fuzz_engine import (CRASH, DEPENDENT, FOREIGN, HANG, LEAK, MISNAMED, MODIFIED, call,  # noqa: E402
+from fuzz_engine import (CRASH, DEPENDENT, FOREIGN, HANG, LEAK, MISNAMED, MODIFIED, Seed, call,  # noqa: E402
                          fuzz_function)
 from fuzz_seeds import SEEDS  # noqa: E402
 
 from refsim import _validate  # noqa: E402
+from refsim.arith import tensor_core  # noqa: E402
 from refsim.errors import FormatRuleError  # noqa: E402
 from refsim.formats import qigen as qigen_format, stripes, uniform  # noqa: E402
 
@@ -107,6 +108,14 @@ def test_misnamed_error_when_non_finite_input_is_caught_late(monkeypatch):
     assert MISNAMED in found, found
 
 
+def test_foreign_exception_when_a_raw_fast_path_takes_unchecked_arrays(monkeypatch):
+    # the fix: mma_k16_f32 checks its operand arrays before any arithmetic; without it None or a
+    # string reaches NumPy indexing
+    monkeypatch.setattr(tensor_core, "_check_k16", lambda *operands: operands)
+    found = classes_found("refsim.arith.tensor_core.mma_k16_f32", {"None", "str 'x'"})
+    assert FOREIGN in found, found
+
+
 # ---- the engine: what the in-process alarm cannot see ------------------------------------------
 def _segfault_on_zero(n: int) -> int:
     """int n >= 1 returned; 0 kills the process the way a native out-of-bounds read does."""
@@ -146,3 +155,26 @@ def test_a_legal_numpy_integer_refused_is_a_width_dependent_result():
     report = fuzz_function("python_ints_only", python_ints_only, call(5),
                            select_variant=lambda v: v.label in ("int64", "uint8"))
     assert {(f.cls, f.label) for f in report.findings} == {(DEPENDENT, "int64"), (DEPENDENT, "uint8")}
+
+
+class _Record:
+    """A plain record class (no dataclass) of refsim's: the fuzz compares it by its attributes."""
+
+    __module__ = "refsim.fuzz_record"
+
+    def __init__(self, n):
+        self.n = n
+
+
+def test_a_numpy_scalar_inside_a_plain_record_is_a_scalar_type_leak():
+    report = fuzz_function("record_of", _Record, call(5), select_variant=lambda v: v.label in ("int64", "uint8"))
+    assert {(f.cls, f.label) for f in report.findings} == {(LEAK, "int64"), (LEAK, "uint8")}, report.findings
+
+
+def test_a_seed_view_leaves_measured_parts_of_a_result_out_of_the_comparison():
+    def timed(n):
+        return n, time.perf_counter()                # a result and the time it was made
+
+    pick = dict(select_variant=lambda v: v.label == "int64")
+    assert [f.cls for f in fuzz_function("timed", timed, call(5), **pick).findings] == [DEPENDENT]
+    assert not fuzz_function("timed", timed, Seed((5,), view=lambda r: int(r[0])), **pick).findings

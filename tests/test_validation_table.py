@@ -20,6 +20,12 @@ from refsim.arith import tensor_core as tc
 from refsim.emulator import marlin_kernel
 from refsim.formats import atom, awq, bitplane, gptq, marlin, swizzle, uniform
 from refsim.testing import ulp_distance
+from refsim.arith import admissible
+from refsim.cuda import marlin as cuda_marlin, registry as cuda_registry
+from refsim.io import uniform as io_uniform
+from refsim.io.readers import open_checkpoint
+from refsim.ptx import PtxLaunchError, limits as ptx_limits
+from refsim.testing.cases.base import Linear
 from refsim.formats import mixed_2_4_16 as m24
 from refsim.quant.gptq import HessianAccumulator, gptq_quantize
 from refsim.quant.rtn import rtn_quantize
@@ -126,7 +132,40 @@ CASES = [
      ShapeError, "kblocks"),
     ("atom-weights-code-out-of-range-after-replace", lambda: dataclasses.replace(ATOM_W, q4=ATOM_W.q4 + np.int8(9)),
      FormatRuleError, "[-8, 7]"),
+    # second pass: the modules that landed since
+    ("mma-k16-raw-operand-none", lambda: tc.mma_k16_f32("sm_80", None, None, None, None, None), DtypeError, "a_vals"),
+    ("fold-orders-add-not-callable", lambda: admissible.fold_orders([np.ones(2)], "add", np.zeros(2)),
+     FormatRuleError, "add"),
+    ("fold-orders-max-orders-past-10-factorial", lambda: admissible.fold_orders([np.ones(2)], np.add, np.zeros(2),
+                                                                                max_orders=10**30),
+     FormatRuleError, "max_orders"),
+    ("gptq-percdamp-string", lambda: gptq_quantize(W, np.eye(64), 4, group_size=32, percdamp="x"), FormatRuleError,
+     "percdamp"),
+    ("rtn-clip-grid-int", lambda: rtn_quantize(W, 4, group_size=32, clip_grid=1), FormatRuleError, "clip_grid"),
+    ("kmeans-max-iter-0", lambda: squeezellm.seed(W[:, :4], np.ones((64, 4), np.float32), 2, max_iter=0),
+     FormatRuleError, "max_iter"),
+    ("ptx-pointer-big-endian", lambda: ptx_module().launch("k", 1, 32, [np.zeros(32, ">f4")]), PtxLaunchError,
+     "byte order"),
+    ("ptx-limit-value-string", lambda: ptx_limits.check("registers", "100", 255), FormatRuleError, "registers"),
+    ("cuda-host-module-unknown", lambda: cuda_registry.host_module("launch"), FormatRuleError, "source"),
+    ("cuda-workspace-negative", lambda: cuda_marlin.workspace(-1), FormatRuleError, "n"),
+    ("io-path-name-too-long", lambda: open_checkpoint("x" * 5000), FormatRuleError, "255 bytes"),
+    ("io-exact-cast-nan-scale", lambda: io_uniform.exact_cast("s", np.full((1, 2), np.nan, np.float32), np.float16),
+     NonFiniteError, "scales"),
+    ("accuracy-linear-terms-2-64", lambda: Linear(np.ones((1, 2)), np.ones((2, 1)), 2**64), FormatRuleError, "terms"),
 ]
+
+
+def ptx_module():
+    from refsim import ptx
+    return ptx.Module(""".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 k_param_0)
+{
+	ret;
+}
+""")
 
 
 @pytest.mark.parametrize("call,exc,fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -35,10 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refsim._validate import require_array, require_callable, require_fields, require_instance, require_int
+from refsim.errors import FormatRuleError, ShapeError
+
 __all__ = ["AdmissibleSet", "fold_orders", "DEFAULT_MAX_ORDERS"]
 
 #: The most orders refsim enumerates (8! = 40320): beyond, a proven bound or a refusal.
 DEFAULT_MAX_ORDERS = 40320
+#: The bound on ``max_orders`` itself: 10! runs of the adds, minutes at most, never hours.
+MAX_ENUMERATED = 3628800
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -64,6 +69,9 @@ class AdmissibleSet:
     rule: str
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
+
+    def __post_init__(self):
+        require_fields(self)  # plain native arrays, a Python int, a str: whatever came in
 
     @property
     def dtype(self):
@@ -104,11 +112,19 @@ def fold_orders(terms: list, add, start, *, max_orders: int = DEFAULT_MAX_ORDERS
     """Every order of ``start (+) t_0 (+) ... (+) t_{n-1}`` with the rounding add ``add(x, y)``.
 
     terms: n arrays of one shape (the contributions, in refsim's ascending order); start: the
-    initial value. Returns an :class:`AdmissibleSet` whose reference is the ascending order, or
-    None when n! > max_orders (the caller states a bound instead).
+    initial value; ``add``: a callable; ``max_orders``: an int in [1, 10!]. Returns an
+    :class:`AdmissibleSet` whose reference is the ascending order, or None when n! > max_orders
+    (the caller states a bound instead).
     """
+    terms = [require_array(f"terms[{i}]", t) for i, t in enumerate(require_instance("terms", terms, (list, tuple)))]
+    if any(t.shape != terms[0].shape for t in terms):
+        raise ShapeError(f"terms: must share one shape; got {[t.shape for t in terms][:8]}")
+    require_callable("add", add)
+    max_orders = require_int("max_orders", max_orders, minimum=1)
+    if max_orders > MAX_ENUMERATED:
+        raise FormatRuleError(f"max_orders: at most {MAX_ENUMERATED} (10!) orders are ever enumerated; got {max_orders}")
     n = len(terms)
-    if math.factorial(n) > max_orders:
+    if n > 10 or math.factorial(n) > max_orders:
         return None
     outs = []
     for order in itertools.permutations(range(n)):

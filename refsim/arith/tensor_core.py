@@ -58,8 +58,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_dtype_arg,
-                              require_fields, require_instance, require_int, require_integer_array, require_ndim,
+from refsim._validate import (MAX_ELEMENTS, require_array, require_bool, require_choice, require_dtype,
+                              require_dtype_arg, require_element_count, require_fields, require_finite,
+                              require_instance, require_int, require_integer_array, require_ndim,
                               require_optional_bool, require_shape)
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.arith import exact
@@ -560,8 +561,52 @@ def mma_k16_f32(arch: str, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.
     (row, column) pair, bit for bit equal to :func:`fdpa` chained over the blocks of ``arch`` for
     finite inputs (tested). Integer-valued float64 arithmetic: products are exact, scaling by
     powers of two is exact, truncated terms are integers below 2^27 and their sum below 2^53.
+    The operands are checked first (dtypes, shapes that broadcast to c's, values of fp16 range and
+    exponents in [-14, 15], as :class:`MmaOperand` makes them); a ShapeError / DtypeError /
+    FormatRuleError names the rule.
     """
     m = model(arch)
+    a_vals, a_exps, b_vals, b_exps, c = _check_k16(a_vals, a_exps, b_vals, b_exps, c)
+    return _mma_k16_f32(m, a_vals, a_exps, b_vals, b_exps, c)
+
+
+def _check_k16(a_vals, a_exps, b_vals, b_exps, c):
+    """The operands of :func:`mma_k16_f32`, checked from their shapes before any arithmetic."""
+    out = []
+    for name, x, dt in (("a_vals", a_vals, np.float64), ("a_exps", a_exps, np.int64),
+                        ("b_vals", b_vals, np.float64), ("b_exps", b_exps, np.int64)):
+        x = require_dtype(name, x, dt)
+        one = -2 if name[0] == "a" else -3          # A's N axis and B's M axis are broadcast (length 1)
+        if x.ndim < 3 or x.shape[-1] != 16 or x.shape[one] != 1:
+            want = "(..., M, 1, 16)" if name[0] == "a" else "(..., 1, N, 16)"
+            raise ShapeError(f"{name}: shape must be {want}; got {x.shape}")
+        out.append(x)
+    a_vals, a_exps, b_vals, b_exps = out
+    if a_exps.shape != a_vals.shape or b_exps.shape != b_vals.shape:
+        raise ShapeError(f"a_exps, b_exps: must have the shapes of a_vals, b_vals; got {a_exps.shape} for "
+                         f"{a_vals.shape}, {b_exps.shape} for {b_vals.shape}")
+    c = require_dtype("c", c, np.float32)
+    try:
+        shape = np.broadcast_shapes(a_vals.shape[:-1], b_vals.shape[:-1], c.shape)
+    except ValueError:
+        raise ShapeError(f"a_vals, b_vals, c: must broadcast to (..., M, N); got {a_vals.shape}, {b_vals.shape}, "
+                         f"{c.shape}") from None
+    if c.ndim < 2 or shape != c.shape:
+        raise ShapeError(f"c: must be (..., M, N) = {shape}, the shape of the result; got {c.shape}")
+    require_element_count("c", c, MAX_ELEMENTS // 16)      # the products are (..., M, N, 16) float64
+    for name, v in (("a_vals", a_vals), ("b_vals", b_vals)):
+        if v.size and float(np.abs(require_finite(name, v)).max()) > 65504.0:
+            raise FormatRuleError(f"{name}: must hold fp16 values (|x| <= 65504); got max |x| "
+                                  f"{float(np.abs(v).max())!r}")
+    for name, e in (("a_exps", a_exps), ("b_exps", b_exps)):
+        if e.size and (int(e.min()) < -14 or int(e.max()) > 15):
+            raise FormatRuleError(f"{name}: fp16 alignment exponents lie in [-14, 15]; got "
+                                  f"{int(e.min()) if int(e.min()) < -14 else int(e.max())}")
+    return a_vals, a_exps, b_vals, b_exps, c
+
+
+def _mma_k16_f32(m: TensorCoreModel, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.ndarray:
+    """:func:`mma_k16_f32` on checked operands."""
     F, e_zero = m.frac_bits, m.e_zero_f32
     d = c
     for k0 in range(0, 16, m.block):
@@ -630,4 +675,4 @@ def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarr
     ae = ae.reshape(R, W, 16).transpose(1, 0, 2)[:, :, None, :]
     bv = b.values[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]  # (W, 1, N, 16)
     be = b.exps[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]
-    return mma_k16_f32(arch, av, ae, bv, be, acc)
+    return _mma_k16_f32(m, av, ae, bv, be, acc)

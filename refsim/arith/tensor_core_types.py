@@ -67,7 +67,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim._validate import require_array, require_choice, require_dtype
+from refsim._validate import require_array, require_choice, require_dtype, require_fields
 from refsim.arith import exact
 from refsim.arith import tensor_core as tc
 from refsim.arith.tensor_core import Terms, fdpa_terms, ieee_terms
@@ -101,6 +101,9 @@ class TypeModel:
     out: str            # block output rounding: "f32" (RZ) or "e8m13" (RZ to 13 fraction bits)
     verified: bool      # every measured output equals the model
     evidence: str
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints, bools and strs, whatever NumPy scalars came in
 
 
 #: Ampere and Ada: the m16n8k* archs whose fp16 datapath adds blocks of 8 products
@@ -388,6 +391,9 @@ class MmaKind:
     d: str
     archs: tuple[str, ...]
     verified: tuple[str, ...]
+
+    def __post_init__(self):
+        require_fields(self)
 
     @property
     def ptx(self) -> str:

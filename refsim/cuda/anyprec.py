@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim._validate import native_contiguous, require_bits, require_int
 from refsim.cuda import build, launch
 from refsim.cuda.launch import Launch
 from refsim.errors import FormatRuleError
@@ -24,6 +25,7 @@ _ROWS_PER_BLOCK = 4
 
 def launch_of(n: int, bits: int) -> Launch:
     """The launch for N output rows at ``bits``: grid ceil(N/4), block 128, the block's 4 table rows."""
+    n, bits = require_int("n", n, minimum=1), require_bits(bits, ak.SUPPORTED_BITS)
     return Launch("anyprec_gemv", -(-n // _ROWS_PER_BLOCK), 128, _ROWS_PER_BLOCK * (1 << bits) * 2)
 
 
@@ -47,7 +49,7 @@ def anyprec_gemv(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int,
             f"ascending order, say so with 'ascending'; got {ksplit_order!r}")
     chunks_per_slice = 4 if plan.ksplit > 1 else plan.chunks
     out = np.zeros((m, n), np.float16)
-    args = (np.ascontiguousarray(x), np.ascontiguousarray(qweight), np.ascontiguousarray(lut), out,
+    args = (native_contiguous(x), native_contiguous(qweight), native_contiguous(lut), out,
             np.int32(m), np.int32(n), np.int32(k), np.int32(bits), np.int32(chunks_per_slice))
     launch.run(build.ptx(SOURCE), [(launch_of(n, bits), args)], backend=backend, arch=arch, options=options)
     return out

@@ -33,7 +33,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_instance
 from refsim.errors import FormatRuleError
 
 __all__ = ["CUDA_DIR", "PTX_DIR", "COMMITTED_ARCHS", "OPTIONS", "source_path", "source_text", "source_hash",
@@ -71,7 +71,7 @@ def source_text(name: str) -> str:
 
 def source_hash(text: str) -> str:
     """SHA-256 hex digest of a source text (UTF-8): what the manifest records."""
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(require_instance("text", text, str).encode()).hexdigest()
 
 
 def manifest() -> dict:

@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from refsim._validate import require_fields, require_instance
 from refsim.errors import ToolchainError
 from refsim.ptx.toolchain import find_tool
 
@@ -52,6 +53,9 @@ class EntryResources:
     spill_store_bytes: int
     spill_load_bytes: int
     barriers: int
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints, whatever NumPy scalars came in
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
@@ -125,6 +129,7 @@ _PTX_INSN = re.compile(r"^\s*\{?\s*(?:@!?%\w+\s+)?([a-z][a-z0-9_]*(?:\.[a-z0-9_:
 def ptx_mix(ptx_text: str) -> dict[str, Counter]:
     """Static PTX instruction counts per ``.entry`` (opcode with modifiers, e.g. ``fma.rn.f16x2``;
     directives and labels excluded; inline-asm ``{ ... }`` blocks counted instruction by instruction)."""
+    require_instance("ptx_text", ptx_text, str)
     out: dict[str, Counter] = {}
     fn = None
     for line in ptx_text.splitlines():

@@ -189,6 +189,9 @@ def device_facts(arch: str, optin: int) -> ArchFacts:
     shared memory per block: the :data:`refsim.archs.ARCHS` row of its arch (of the newest arch before
     it when the table lacks it: every per-block limit but the shared-memory maximum is the same across
     the table; the oldest row for an older device) with the device's own maximum."""
+    if not isinstance(arch, str) or parse_sm(arch) is None:
+        raise FormatRuleError(f"arch: must be an SM architecture name like 'sm_90'; got {arch!r:.80}")
+    arch = str(arch)
     sm = parse_sm(arch)
     rows = [f for f in ARCHS.values() if sm is not None and f.sm <= sm] or [next(iter(ARCHS.values()))]
     return replace(ARCHS.get(arch, rows[-1]), name=arch, max_shared_bytes_per_block=optin)

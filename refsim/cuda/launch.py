@@ -38,7 +38,9 @@ import functools
 import re
 from dataclasses import dataclass
 
-from refsim._validate import require_choice
+import numpy as np
+
+from refsim._validate import require_choice, require_fields
 from refsim.errors import FormatRuleError
 
 __all__ = ["BACKENDS", "OPTIONS", "Launch", "run", "module", "entries", "entry_text", "check_options"]
@@ -57,6 +59,32 @@ class Launch:
     block: int | tuple[int, ...]
     shared_bytes: int = 0
 
+    def __post_init__(self):
+        require_fields(self)  # a str and a Python int, whatever NumPy scalars came in
+        for name in ("grid", "block"):
+            object.__setattr__(self, name, _as_given(name, getattr(self, name)))
+
+
+def _as_given(name: str, v):
+    """A grid or block (an int or a tuple of 1 to 3 ints) with NumPy integers made Python ints, in the
+    form it was given; the limits (:func:`refsim.ptx.check_launch_shape`) apply when the launch runs,
+    on both backends."""
+    def is_int(x):
+        return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+    if is_int(v):
+        return int(v)
+    if isinstance(v, tuple) and 1 <= len(v) <= 3 and all(is_int(x) for x in v):
+        return tuple(int(x) for x in v)
+    raise FormatRuleError(f"{name}: must be an int or a tuple of 1 to 3 ints; got {v!r:.80}")
+
+
+def _text(ptx_text) -> str:
+    """``ptx_text`` as a ``str`` (a ``np.str_`` converted); FormatRuleError for anything else."""
+    if not isinstance(ptx_text, str):
+        raise FormatRuleError(f"ptx_text: must be the PTX as a str; got {type(ptx_text).__name__}")
+    return str(ptx_text)
+
 
 # ----------------------------------------------------------------------------------------------
 # PTX text -> parsed module (one cache for every kernel refsim.cuda launches)
@@ -69,13 +97,14 @@ _TUNING = (".maxntid", ".reqntid", ".minnctapersm", ".maxnreg", ".maxclusterrank
 
 def entries(ptx_text: str) -> tuple[str, ...]:
     """The ``.entry`` names of a PTX text, in file order (mangled, as in the PTX)."""
-    return tuple(_ENTRY.findall(ptx_text))
+    return tuple(_ENTRY.findall(_text(ptx_text)))
 
 
 def entry_text(ptx_text: str, kernel: str) -> str:
     """The module header (version, target, module-scope declarations) and the one ``.entry kernel``;
     the whole text when an entry is not self-contained (a module-scope directive other than an entry
     or its tuning directives follows the first entry: a ``.func`` or ``.global`` between kernels)."""
+    ptx_text = _text(ptx_text)
     starts = [(m.start(), m.group(1)) for m in _ENTRY.finditer(ptx_text)]
     if len(starts) < 2:
         return ptx_text
@@ -142,6 +171,7 @@ def run(ptx_text: str, launches, *, backend: str = "ptx", arch: str = "sm_80", o
     Returns one entry per launch: :class:`refsim.ptx.LaunchStats` (ptx) or ``None`` (gpu)."""
     backend = require_choice("backend", backend, BACKENDS)
     options = check_options(options)
+    ptx_text = _text(ptx_text)
     launches = _check_launches(launches)
     if backend == "gpu":
         if options:

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim import archs
-from refsim._validate import require_dtype, require_shape
+from refsim._validate import (MAX_ELEMENTS, require_bounded, require_dtype, require_fields, require_instance,
+                              require_int, require_shape)
 from refsim.arith import tensor_core
 from refsim.cuda import build, launch
 from refsim.emulator import marlin_kernel
@@ -64,9 +65,13 @@ class PlannedLaunch:
     block: int           # = 256
     shared_bytes: int
 
+    def __post_init__(self):
+        require_fields(self)  # a str and Python ints, whatever NumPy scalars came in
+
 
 def entry_name(thread_m_blocks: int, config: stripes.TileConfig) -> str:
     """The ``extern "C"`` entry of ``marlin.cu`` for one tile shape, e.g. ``refsim_marlin_m1_n8_k8_grouped``."""
+    thread_m_blocks, config = _tile(thread_m_blocks, config)
     mode = "channel" if config.group_blocks is None else "grouped"
     return f"refsim_marlin_m{thread_m_blocks}_n{config.thread_n_blocks}_k{config.thread_k_blocks}_{mode}"
 
@@ -77,10 +82,19 @@ def shared_bytes(thread_m_blocks: int, config: stripes.TileConfig) -> int:
     Mirrors ``Config::STAGE`` in ``marlin.cu``: per stage, in 16-byte units, A is
     ``16 MB x thread_k / 8``, B ``thread_k / 16 x thread_n / 2``, scales (grouped) ``thread_n / 8``.
     """
+    thread_m_blocks, config = _tile(thread_m_blocks, config)
     a_units = 16 * thread_m_blocks * config.thread_k // 8
     b_units = config.thread_k_blocks * config.thread_n // 2
     s_units = 0 if config.group_blocks is None else config.thread_n // 8
     return STAGES * 16 * (a_units + b_units + s_units)
+
+
+def _tile(thread_m_blocks, config) -> tuple[int, stripes.TileConfig]:
+    """``thread_m_blocks`` (1..4 blocks of 16 rows, as marlin.cu's entries) and a TileConfig, checked."""
+    thread_m_blocks = require_int("thread_m_blocks", thread_m_blocks, minimum=1)
+    if thread_m_blocks > 4:
+        raise FormatRuleError(f"thread_m_blocks: marlin.cu has entries for 1 to 4 blocks of 16 rows; got {thread_m_blocks}")
+    return thread_m_blocks, require_instance("config", config, stripes.TileConfig)
 
 
 def launch_plan(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple[PlannedLaunch, ...]:
@@ -119,8 +133,9 @@ def entries() -> tuple[str, ...]:
 
 def workspace(n: int) -> np.ndarray:
     """A fresh lock workspace for N output columns: int32 zeros, one per (column tile, problem),
-    sized for the smaller column tile (128) and ``max_par`` 16 problems."""
-    return np.zeros(n // 128 * MAX_PAR, np.int32)
+    sized for the smaller column tile (128) and ``max_par`` 16 problems. n: an int >= 1."""
+    n = require_int("n", n, minimum=1)
+    return np.zeros(require_bounded("workspace", n // 128 * MAX_PAR, MAX_ELEMENTS, what="entry count"), np.int32)
 
 
 def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_80", sms: int = 108,
@@ -144,7 +159,9 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     """:func:`marlin_gemm` with a caller-provided lock workspace, as the official API takes one.
 
     locks: int32 1-D, all zero, at least ``workspace(N).size`` entries (``None``: a fresh one). The
-    kernel leaves it all zero again (it is written in place: device-buffer semantics).
+    kernel leaves it all zero again (it is written in place: device-buffer semantics); a workspace that
+    cannot be device memory as it is (not C-contiguous, not aligned) is all zero before and after, so a
+    fresh one stands in for it.
     options: as for :func:`marlin_gemm`. stats: a list that receives each launch's ``LaunchStats``
     (``None`` entries for the GPU backend).
     """
@@ -160,6 +177,10 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     if locks.any():
         raise FormatRuleError(f"locks: the workspace must be all zero; got non-zero entries at "
                               f"{np.flatnonzero(locks)[:8].tolist()}")
+    if not (locks.flags.c_contiguous and locks.flags.aligned and locks.flags.writeable):
+        locks = workspace(n)
+    if stats is not None:
+        require_instance("stats", stats, list, "list (receives each launch's LaunchStats) or None")
     m = A.shape[0]
     A, B, s = np.ascontiguousarray(A), np.ascontiguousarray(B), np.ascontiguousarray(s)  # C order, no copy if already
     C = np.zeros((m, n), np.float16)                       # (M, N): each launch writes its rows through a view

@@ -13,6 +13,7 @@ import numpy as np
 from refsim.cuda import build, launch
 from refsim.cuda.launch import Launch
 from refsim.emulator import mixed_2_4_16_kernel as ek
+from refsim.formats import mixed_2_4_16 as m24
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "mixed_gemv", "group_ranks"]
 
@@ -21,8 +22,9 @@ ENTRY_POINTS = {"mixed_gemv": "refsim.emulator.mixed_2_4_16_kernel.mixed_gemv"}
 
 
 def group_ranks(group_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int32 (n2,), int32 (n4,): the K-order group index of the j-th 2-bit / u-th 4-bit group."""
-    four = np.asarray(group_bits) == 4
+    """int32 (n2,), int32 (n4,): the K-order group index of the j-th 2-bit / u-th 4-bit group.
+    group_bits: uint8 (G,) of 2s and 4s (:func:`refsim.formats.mixed_2_4_16.check_group_bits`)."""
+    four = m24.check_group_bits(group_bits) == 4
     return np.flatnonzero(~four).astype(np.int32), np.flatnonzero(four).astype(np.int32)
 
 

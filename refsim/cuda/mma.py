@@ -39,6 +39,7 @@ import numpy as np
 from refsim.arith import fragments, tensor_core, tensor_core_types
 from refsim.arith.tensor_core_types import MmaKind
 from refsim.cuda import build, launch
+from refsim._validate import require_bool, require_choice, require_dtype, require_instance, require_int
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "PTX_ARCHS", "forms", "kind_of", "instruction", "entry", "ptx_arch",
@@ -92,8 +93,7 @@ def _modelled(kind, satfinite) -> MmaKind:
     if not isinstance(kind, MmaKind):
         raise FormatRuleError(f"kind: must be a refsim.arith.tensor_core_types.MmaKind (see kind_of, forms); "
                               f"got {type(kind).__name__}")
-    if not isinstance(satfinite, bool):
-        raise FormatRuleError(f"satfinite: must be a bool; got {satfinite!r}")
+    satfinite = require_bool("satfinite", satfinite)
     if satfinite and kind.a not in _INTS:
         raise FormatRuleError(f"satfinite: only integer mma takes .satfinite; got {kind.ptx}")
     found = _by_key().get(_key(kind))
@@ -194,7 +194,12 @@ def pack(kind: MmaKind, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> tuple[np
 def unpack(kind: MmaKind, regs: np.ndarray, operand: str = "d") -> np.ndarray:
     """Registers (T, 32, n) of operand ``"a"``, ``"b"``, ``"c"`` or ``"d"`` -> its matrix (module spec)."""
     la, lb, lc = layouts(kind)
-    layout, t = {"a": (la, kind.a), "b": (lb, kind.b), "c": (lc, kind.c), "d": (lc, kind.d)}[operand]
+    layout, t = {"a": (la, kind.a), "b": (lb, kind.b), "c": (lc, kind.c), "d": (lc, kind.d)}[
+        require_choice("operand", operand, ("a", "b", "c", "d"))]
+    regs = require_dtype("regs", regs, np.uint32)
+    n = layout.elements_per_lane * _BITS[t] // 32
+    if regs.ndim != 3 or regs.shape[1:] != (32, n):
+        raise ShapeError(f"regs: must be uint32 (tiles, 32, {n}) registers of operand {operand}; got {regs.shape}")
     return _unpack1(layout, regs, _BITS[t], _storage(t))
 
 
@@ -261,12 +266,15 @@ def mma_reference(kind: MmaKind, arch: str, a: np.ndarray, b: np.ndarray, c: np.
 # ----------------------------------------------------------------------------------------------
 # adversarial inputs
 
+#: the most tiles :func:`probe_inputs` draws in one call (16 x K x 8 values each)
+MAX_TILES = 1 << 16
 FLOAT_CATEGORIES = ("random", "magnitudes", "cancel", "subnormal", "nearmax", "bigC", "cancelC", "zeros")
 INT_CATEGORIES = ("random", "extremes", "bigC")
 
 
 def categories(kind: MmaKind) -> tuple[str, ...]:
     """The input categories of ``kind`` (integer or float inputs; tf32 adds ``lowbits``)."""
+    kind = _modelled(kind, False)
     if kind.a in _INTS:
         return INT_CATEGORIES
     return FLOAT_CATEGORIES + (("lowbits",) if kind.a == "tf32" else ())
@@ -320,6 +328,10 @@ def _values(t: str, category: str, shape, rng) -> np.ndarray:
 def probe_inputs(kind: MmaKind, category: str, tiles: int, rng: np.random.Generator):
     """(A, B, C) matrices (module spec: bits or values) of ``tiles`` tiles of ``category``."""
     _modelled(kind, False)
+    tiles = require_int("tiles", tiles, minimum=1)
+    if tiles > MAX_TILES:
+        raise FormatRuleError(f"tiles: at most {MAX_TILES} tiles of probe inputs; got {tiles}")
+    require_instance("rng", rng, np.random.Generator, "numpy.random.Generator")
     if category not in categories(kind):
         raise FormatRuleError(f"category: must be one of {list(categories(kind))} for {kind.ptx}; got {category!r}")
     K = _k(kind)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_fields, require_instance
 from refsim.cuda import launch
 
 __all__ = ["DATA_DIR", "RecordedCase", "cases", "load", "replay", "h100", "uses_float_mma"]
@@ -48,6 +48,11 @@ class RecordedCase:
     launches: tuple       # ({"kernel", "grid", "block", "shared_bytes", "args"}, ...)
     init: dict            # id -> uint8 bytes (read-only)
     h100_final: dict      # id -> uint8 bytes, buffers the H100 changed
+
+    def __post_init__(self):
+        require_fields(self)  # strs and tuples, whatever came in
+        for name in ("init", "h100_final"):
+            require_instance(name, getattr(self, name), dict)
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,7 +82,7 @@ def load(name: str) -> RecordedCase:
 
 def uses_float_mma(name: str) -> bool:
     """Whether the case's PTX has a floating-point ``mma`` (its result depends on the arch model)."""
-    text = load(name).ptx
+    text = load(require_choice("name", name, cases())).ptx
     return any(f".{t}.{t}." in text for t in ("f16", "bf16", "tf32", "e4m3", "e5m2")) and "mma.sync" in text
 
 
@@ -93,7 +98,7 @@ def _argument(spec: dict, buffers: dict):
 def replay(name: str, *, backend: str = "ptx", arch: str = "sm_90") -> dict[int, np.ndarray]:
     """Run case ``name``'s launches from its recorded inputs on ``backend`` (``arch``: the tensor-core model
     of the ptx backend); returns {buffer id: uint8 final bytes}."""
-    case = load(name)
+    case = load(require_choice("name", name, cases()))
     buffers = {i: b.copy() for i, b in case.init.items()}          # (nbytes,) uint8, writable
     launches = [(launch.Launch(ev["kernel"], tuple(ev["grid"]), tuple(ev["block"]), ev["shared_bytes"]),
                  tuple(_argument(a, buffers) for a in ev["args"])) for ev in case.launches]
@@ -103,5 +108,5 @@ def replay(name: str, *, backend: str = "ptx", arch: str = "sm_90") -> dict[int,
 
 def h100(name: str) -> dict[int, np.ndarray]:
     """The bytes an H100 left in every buffer of case ``name`` (unchanged buffers: their initial bytes)."""
-    case = load(name)
+    case = load(require_choice("name", name, cases()))
     return {i: case.h100_final.get(i, b) for i, b in case.init.items()}

@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from refsim._validate import require_choice, require_fields
+
 __all__ = ["SOURCES", "KernelEntry", "entries", "host_module"]
 
 SOURCES: tuple[str, ...] = (
@@ -34,10 +36,13 @@ class KernelEntry:
     source: str
     oracle: str
 
+    def __post_init__(self):
+        require_fields(self)  # strs (a np.str_ converted)
+
 
 def host_module(source: str):
-    """The host module ``refsim.cuda.<source>``."""
-    return importlib.import_module(f"refsim.cuda.{source}")
+    """The host module ``refsim.cuda.<source>`` of a name in :data:`SOURCES` (FormatRuleError otherwise)."""
+    return importlib.import_module(f"refsim.cuda.{require_choice('source', source, SOURCES)}")
 
 
 def entries() -> tuple[KernelEntry, ...]:

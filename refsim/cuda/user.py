@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from refsim._validate import require_fields
 from refsim.cuda import launch as _launch
 from refsim.errors import FormatRuleError, ShapeError
 
@@ -54,6 +55,12 @@ class LaunchPlan:
     out: object
     shared_bytes: int = 0
     options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        require_fields(self)  # a tuple and a Python int, whatever came in
+        for name in ("grid", "block"):
+            object.__setattr__(self, name, _launch._as_given(name, getattr(self, name)))
+        object.__setattr__(self, "options", _launch.check_options(self.options))
 
 
 def _ptx_text(path: Path, arch: str, options: tuple, include_dirs: tuple) -> str:

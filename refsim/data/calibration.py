@@ -41,9 +41,10 @@ import unicodedata
 import numpy as np
 import threadpoolctl
 
-from refsim._validate import require_int
+from refsim._validate import (native_contiguous, require_float_array, require_instance, require_int, require_real,
+                              require_shape)
 from refsim.data import minilm
-from refsim.errors import FormatRuleError
+from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
     "SEQ_LEN",
@@ -147,7 +148,8 @@ def wordpiece(word: str, vocab: dict[str, int] | None = None) -> list[str]:
     the whole word becomes ``['[UNK]']`` (as does a word longer than 100 characters).
     ``"unaffable"`` → ``["una", "##ffa", "##ble"]`` with the BERT uncased vocabulary.
     """
-    vocab = _vocab_index() if vocab is None else vocab
+    word = str(require_instance("word", word, str))
+    vocab = _vocab_index() if vocab is None else require_instance("vocab", vocab, dict, "dict of token -> id or None")
     if len(word) > MAX_CHARS_PER_WORD:
         return ["[UNK]"]
     pieces = []
@@ -180,10 +182,20 @@ def tokenize(text: str) -> list[int]:
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = LN_EPS) -> np.ndarray:
     """LayerNorm over the last axis: ``(x - mean) / sqrt(var + eps) * gamma + beta`` (biased
     variance), computed in float32. x (..., H) float32, gamma/beta (H,). (The encoder forward's own,
-    refsim.models.bert.layer_norm.)"""
+    refsim.models.bert.layer_norm.) Float inputs of other widths are taken as float32; eps: a finite
+    number >= 0."""
     from refsim.models.bert import layer_norm as ln
 
-    return ln(x, gamma, beta, eps)
+    x = require_float_array("x", x)
+    if x.ndim < 1 or x.shape[-1] < 1:
+        raise ShapeError(f"x: must be (..., H) with H >= 1; got {x.shape}")
+    h = x.shape[-1]
+    gamma, beta = (native_contiguous(require_shape(n, require_float_array(n, v), (h,)), np.float32)
+                   for n, v in (("gamma", gamma), ("beta", beta)))
+    eps = require_real("eps", eps)
+    if eps < 0:
+        raise FormatRuleError(f"eps: must be >= 0; got {eps}")
+    return ln(native_contiguous(x, np.float32), gamma, beta, eps)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:

@@ -213,6 +213,7 @@ def anyprec_gemv_admissible(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray,
     exact below the normal range), widened to +/-inf where it passes the largest half, 65504.
     """
     x, W, lut, plan, m, n, k = _check(x, qweight, lut, require_int("bits", bits, minimum=1))
+    max_orders = require_int("max_orders", max_orders, minimum=1)
     k0, k1, active = _lane_indices_cached(k)
     totals = _slice_totals(x, W, plan, m, n, k0, k1, active)
     if len(totals) == 1:

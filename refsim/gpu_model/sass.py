@@ -41,6 +41,8 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
+import numpy as np
+
 from refsim._validate import require_choice, require_instance
 from refsim.errors import FormatRuleError
 
@@ -218,10 +220,10 @@ def chain_cycles(body: list, intervals: dict, latencies: dict, lds_wavefronts: f
     bank-conflict degree of each shared load; loads of ``dram_pipe`` take ``dram_cycles``, the
     other global loads hit L1."""
     _require_body(body)
-    _require_numbers("intervals", intervals, ("alu", "imad", "fp16", "fp16_mma", "mio"))
-    _require_numbers("latencies", latencies, ("alu", "imad", "fp16", "lds", "l1"))
-    _require_numbers("lds_wavefronts", {"": lds_wavefronts}, ("",))
-    _require_numbers("dram_cycles", {"": dram_cycles}, ("",))
+    intervals = _require_numbers("intervals", intervals, ("alu", "imad", "fp16", "fp16_mma", "mio"))
+    latencies = _require_numbers("latencies", latencies, ("alu", "imad", "fp16", "lds", "l1"))
+    lds_wavefronts = _require_numbers("lds_wavefronts", {"": lds_wavefronts}, ("",))[""]
+    dram_cycles = _require_numbers("dram_cycles", {"": dram_cycles}, ("",))[""]
     require_choice("dram_pipe", dram_pipe, ("ldg", "ldg128", "lds"))
     ready: dict = {}
     free: dict = {}
@@ -257,15 +259,18 @@ def _require_body(body) -> None:
         raise FormatRuleError("body: must be a list of Sass instructions (inner_loop gives one)")
 
 
-def _require_numbers(name: str, values, keys) -> None:
-    """``values`` a dict holding a finite number >= 0 under each of ``keys``."""
+def _require_numbers(name: str, values, keys) -> dict:
+    """``values`` a dict holding a finite number >= 0 (Python or NumPy) under each of ``keys``;
+    returns those entries as Python floats."""
     ok = isinstance(values, dict) and all(
-        isinstance(values.get(k), (int, float)) and not isinstance(values.get(k), bool)
+        isinstance(values.get(k), (int, float, np.integer, np.floating))
+        and not isinstance(values.get(k), (bool, np.bool_))
         and math.isfinite(values[k]) and values[k] >= 0 for k in keys)
     if not ok:
         shown = values.get("") if isinstance(values, dict) and keys == ("",) else values
         raise FormatRuleError(f"{name}: must be finite non-negative number(s) for {list(k for k in keys if k)}; "
                               f"got {shown!r:.120}")
+    return {k: float(values[k]) for k in keys}
 
 
 def chain_terms(body: list, intervals: dict, latencies: dict, lds_wavefronts: float = 1.0,

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from refsim._validate import require_instance, require_path
-from refsim.errors import CheckpointError
+from refsim._validate import require_fields, require_instance, require_path
+from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.io.tensors import TensorFile
 
 __all__ = ["Checkpoint", "read_json", "natural_key", "REFSIM_CONFIG"]
@@ -51,6 +51,19 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path}: must hold a JSON object; got {type(obj).__name__}")
     return obj
+
+
+def check_layer(layer, **ndims: int) -> None:
+    """The checks of a layer record, from its ``__post_init__``: Python scalars and plain native
+    arrays in its fields (:func:`refsim._validate.require_fields`), a non-empty ``name`` and each
+    array field named in ``ndims`` of that many dimensions (skipped when the field is None)."""
+    require_fields(layer)
+    if not layer.name:
+        raise FormatRuleError(f"{type(layer).__name__}.name: must be a non-empty layer name; got ''")
+    for field, ndim in ndims.items():
+        value = getattr(layer, field)
+        if value is not None and value.ndim != ndim:
+            raise ShapeError(f"{type(layer).__name__}.{field}: must have {ndim} dimension(s); got shape {value.shape}")
 
 
 def require_out_folder(name: str, out) -> Path:
@@ -105,6 +118,9 @@ class Checkpoint:
     suffixes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     def __init__(self, path: Path, config: dict | None = None, config_path: Path | None = None) -> None:
+        if not self.suffixes[0]:
+            raise CheckpointError(f"{type(self).__name__}: the base class reads no format; open a checkpoint with "
+                                  f"refsim.io.readers.open_checkpoint(path) or one format's reader (GPTQReader, ...)")
         self.path = require_path("path", path)
         if config is not None:
             require_instance("config", config, dict)

@@ -42,7 +42,7 @@ from refsim._validate import (require_bits, require_bounded, require_dtype, requ
                               require_integer_array, require_ndim, require_path)
 from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
-from refsim.io.checkpoint import Checkpoint, config_field, read_json
+from refsim.io.checkpoint import Checkpoint, check_layer, config_field, read_json
 
 __all__ = ["CTLayer", "CompressedTensorsReader", "pack_weight", "unpack_weight", "ct_quantization_config",
            "CT_VERSION", "CT_BITS"]
@@ -114,6 +114,9 @@ class CTLayer:
     sym: bool
     actorder: str | None = None
     format = "compressed-tensors"
+
+    def __post_init__(self):
+        check_layer(self, q=2, scale=2, zero=2, g_idx=1)
 
     @property
     def k(self) -> int:

@@ -51,7 +51,7 @@ from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import qigen as qigen_format
-from refsim.io.checkpoint import (REFSIM_CONFIG, Checkpoint, config_field, read_json,
+from refsim.io.checkpoint import (REFSIM_CONFIG, Checkpoint, check_layer, config_field, read_json,
                                   require_layers, require_out_folder, require_tensor_dict)
 from refsim.io.hf_folder import save_model_tensors
 
@@ -89,6 +89,9 @@ class MarlinLayer:
     format = "marlin"
     bits = 4
     sym = True
+
+    def __post_init__(self):
+        check_layer(self, B=2, s=2, perm=1)
 
     @property
     def k(self) -> int:
@@ -139,6 +142,10 @@ class AnyPrecisionLayer:
     desc_act = False
     sym = False
 
+    def __post_init__(self):
+        check_layer(self, qweight=3)
+        require_instance("luts", self.luts, dict)
+
     @property
     def bits(self) -> int:
         return self.qweight.shape[0]
@@ -177,6 +184,10 @@ class QIGenLayer:
     format = "qigen"
     desc_act = False
     sym = False
+
+    def __post_init__(self):
+        check_layer(self, packed=1, qzeros=2, scales=2, g_idx=1)
+        require_instance("layout", self.layout, qigen_format.QIGenLayout)
 
     @property
     def bits(self) -> int:
@@ -222,6 +233,10 @@ class AtomLayerFile:
     desc_act = True
     sym = True
 
+    def __post_init__(self):
+        check_layer(self, reorder=1)
+        require_instance("weights", self.weights, atom_format.AtomWeights)
+
     @property
     def keeper(self) -> int:
         return self.weights.q8.shape[0]
@@ -257,6 +272,10 @@ class Mixed2416Layer:
     packed: m2416.Packed2416
     k: int
     format = "mixed_2_4_16"
+
+    def __post_init__(self):
+        check_layer(self)
+        require_instance("packed", self.packed, m2416.Packed2416)
     bits = 2
     group_size = m2416.G1
     desc_act = False
@@ -290,6 +309,9 @@ class FPLayer:
     group_size = None
     desc_act = False
     sym = False
+
+    def __post_init__(self):
+        check_layer(self, W=2)
 
     @property
     def k(self) -> int:

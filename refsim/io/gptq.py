@@ -38,11 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_path
+from refsim._validate import require_bits, require_bool, require_choice, require_instance, require_int, require_path
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
-from refsim.io.checkpoint import (Checkpoint, config_field, read_json, require_layers,
+from refsim.io.checkpoint import (Checkpoint, check_layer, config_field, read_json, require_layers,
                                   require_out_folder, require_tensor_dict)
 from refsim.io.hf_folder import save_model_tensors
 
@@ -74,6 +74,10 @@ class GPTQLayer:
     sym: bool
     bias: np.ndarray | None = None
     format = "gptq"
+
+    def __post_init__(self):
+        check_layer(self, bias=1)
+        require_instance("ckpt", self.ckpt, gptq_format.GPTQCheckpoint)
 
     @property
     def bits(self) -> int:
@@ -111,7 +115,12 @@ class GPTQLayer:
 
 def gptq_config(bits: int, group_size: int | None, desc_act: bool, sym: bool,
                 checkpoint_format: str = "gptq") -> dict:
-    """The quantize_config.json object AutoGPTQ / GPTQModel write."""
+    """The quantize_config.json object AutoGPTQ / GPTQModel write (Python values, whatever NumPy
+    scalars came in: the object is written as JSON)."""
+    bits = require_bits(bits, gptq_format.BITS)
+    group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
+    desc_act, sym = require_bool("desc_act", desc_act), require_bool("sym", sym)
+    checkpoint_format = require_choice("checkpoint_format", checkpoint_format, gptq_format.CHECKPOINT_FORMATS)
     return {"bits": bits, "group_size": -1 if group_size is None else group_size, "desc_act": desc_act,
             "sym": sym, "checkpoint_format": checkpoint_format, "quant_method": "gptq",
             "static_groups": False, "true_sequential": True, "damp_percent": 0.01, "lm_head": False,
@@ -206,6 +215,10 @@ class AWQLayer:
     bits = 4
     desc_act = False
     sym = False
+
+    def __post_init__(self):
+        check_layer(self, bias=1)
+        require_instance("ckpt", self.ckpt, awq_format.AWQCheckpoint)
 
     @property
     def k(self) -> int:

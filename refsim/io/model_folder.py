@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_bounded, require_instance, require_int, require_path
+from refsim._validate import require_bounded, require_callable, require_instance, require_int, require_path
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.io.checkpoint import read_json
 from refsim.models.bert import BertModel
@@ -33,7 +33,7 @@ SEQ_LEN = 128
 DECODER_TYPES = ("llama", "mistral", "qwen2")
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadedModel:
     """``arch`` (LlamaModel or BertModel), ``weights`` name -> float32 array, ``encode(text)`` ->
     list of ids, ``bos``/``eos`` (decoder) or ``cls``/``sep`` (encoder) ids, ``folder``."""
@@ -43,6 +43,18 @@ class LoadedModel:
     encode: object
     specials: tuple[int | None, int | None]
     folder: Path
+
+    def __post_init__(self):
+        require_instance("arch", self.arch, (LlamaModel, BertModel))
+        require_instance("weights", self.weights, dict)
+        require_callable("encode", self.encode)
+        sp = self.specials
+        if not isinstance(sp, (tuple, list)) or len(sp) != 2 or not all(
+                s is None or (isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 2**31)
+                for s in sp):
+            raise FormatRuleError(f"specials: must be two token ids (ints in [0, 2**31)) or None; got {sp!r:.80}")
+        object.__setattr__(self, "specials", tuple(None if s is None else int(s) for s in sp))
+        object.__setattr__(self, "folder", require_path("folder", self.folder))
 
     @property
     def family(self) -> str:

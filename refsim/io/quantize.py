@@ -50,8 +50,9 @@ from typing import Callable
 
 import numpy as np
 
-from refsim._validate import (require_callable, require_choice, require_dtype, require_finite, require_float_array,
-                              require_instance, require_int, require_ndim, require_path, require_shape)
+from refsim._validate import (require_callable, require_choice, require_dtype, require_fields, require_finite,
+                              require_float_array, require_instance, require_int, require_ndim, require_path,
+                              require_shape)
 from refsim.errors import CheckpointError, DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
@@ -86,6 +87,11 @@ class QuantizeOptions:
     outlier_ratio: float = m2416.DEFAULT_OUTLIER_RATIO
     measure_memory: bool = True
 
+    def __post_init__(self):
+        require_fields(self)  # Python scalars and strs, whatever NumPy scalars came in
+        require_choice("method", self.method, METHODS)
+        require_choice("checkpoint_format", self.checkpoint_format, gptq_format.CHECKPOINT_FORMATS)
+
 
 @dataclass
 class LayerResult:
@@ -100,6 +106,9 @@ class LayerResult:
     seconds: float
     peak_bytes: int | None
     notes: list = field(default_factory=list)
+
+    def __post_init__(self):
+        require_fields(self)  # Python scalars and strs, whatever NumPy scalars came in
 
     def summary(self) -> dict:
         d = asdict(self)
@@ -247,7 +256,7 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
     peak of the job (NumPy reports its buffers to tracemalloc), ``None`` if tracing was already on.
     """
     require_path("model", model)
-    require_instance("name", name, str)
+    name = str(require_instance("name", name, str))
     if X is not None:
         X = require_ndim("X", require_float_array("X", X), 2)
     if W is not None:

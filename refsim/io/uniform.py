@@ -19,11 +19,13 @@ from dataclasses import dataclass
 import ml_dtypes  # noqa: F401  (registers bfloat16 for exact_cast)
 import numpy as np
 
-from refsim._validate import require_array, require_choice, require_dtype_arg, require_instance
-from refsim.errors import DtypeError, FormatRuleError
+from refsim._validate import (require_array, require_bits, require_choice, require_dtype_arg, require_instance,
+                              require_finite, require_shape)
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
+from refsim.io.checkpoint import check_layer
 from refsim.io.compressed_tensors import CTLayer
 from refsim.io.containers import MarlinLayer
 from refsim.io.gptq import AWQLayer, GPTQLayer
@@ -50,6 +52,19 @@ class UniformCodes:
     sym: bool
     desc_act: bool
     bias: np.ndarray | None = None
+
+    def __post_init__(self):
+        check_layer(self, q=2, scales=2, zeros=2, g_idx=1, bias=1)
+        require_bits(self.bits, (2, 3, 4, 8))
+        k, n = self.q.shape
+        groups = self.scales.shape[0]
+        require_shape("zeros", self.zeros, (groups, n))
+        require_shape("scales", self.scales, (groups, n))
+        require_shape("g_idx", self.g_idx, (k,))
+        if self.bias is not None:
+            require_shape("bias", self.bias, (n,))
+        if self.group_size is not None and (self.group_size < 1 or k % self.group_size):
+            raise ShapeError(f"group_size: must divide K={k}; got {self.group_size}")
 
     @property
     def k(self) -> int:
@@ -99,6 +114,7 @@ def exact_cast(name: str, scales: np.ndarray, dtype) -> np.ndarray:
     if scales.dtype not in _SCALE_DTYPES:
         raise DtypeError(f"scales: dtype must be bfloat16, float16, float32 or float64; got {scales.dtype}")
     dtype = require_dtype_arg("dtype", dtype, (ml_dtypes.bfloat16, np.float16, np.float32))
+    require_finite("scales", scales)
     if scales.dtype == dtype:
         return scales
     with np.errstate(over="ignore", under="ignore"):

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from refsim._validate import require_fields
 from refsim.archs import ARCHS, ArchFacts, parse_sm
 from refsim.ptx.errors import PtxLaunchError
 
@@ -62,6 +63,9 @@ class LaunchShape:
     dynamic_shared_bytes: int
     static_shared_bytes: int
 
+    def __post_init__(self):
+        require_fields(self)
+
     @property
     def arch(self) -> str:
         return self.facts.name
@@ -84,8 +88,9 @@ def _is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-def _dims(name: str, v) -> tuple[int, int, int]:
-    """``grid``/``block`` as a 3-tuple of positive ints (an int or a tuple of 1..3 ints)."""
+def dims(name: str, v) -> tuple[int, int, int]:
+    """``grid``/``block`` (an int or a tuple of 1..3 ints) as a 3-tuple of positive Python ints
+    (missing dimensions are 1); anything else -> :class:`PtxLaunchError` naming ``name``."""
     if _is_int(v):
         v = (int(v),)
     if not isinstance(v, tuple) or not 1 <= len(v) <= 3 or not all(_is_int(x) for x in v):
@@ -113,8 +118,8 @@ def check_launch_shape(arch: str | ArchFacts, grid, block, *, dynamic_shared_byt
     static + dynamic above the architecture's opt-in maximum.
     """
     facts = arch if isinstance(arch, ArchFacts) else arch_facts(arch)
-    grid = _dims("grid", grid)
-    block = _dims("block", block)
+    grid = dims("grid", grid)
+    block = dims("block", block)
     bx, by, bz = facts.max_block_dims
     if block[0] * block[1] * block[2] > facts.max_threads_per_block or block[0] > bx or block[1] > by or block[2] > bz:
         raise PtxLaunchError(f"block: at most {facts.max_threads_per_block} threads and z <= {bz}; got {block}")

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from refsim._validate import require_fields
+from refsim.errors import FormatRuleError
 from refsim.ptx import barriers, checks, dispatch, limits, memory_ops, scheduler
 from refsim.ptx.errors import PtxLimitError
 from refsim.ptx.memory import GlobalMemory
@@ -76,6 +78,11 @@ class LaunchStats:
     barriers: int = 0
     blocks: int = 0
     float_atomic_contention: int = 0
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints, whatever NumPy scalars came in
+        if not isinstance(self.opcodes, dict):
+            raise FormatRuleError(f"LaunchStats.opcodes: must be a dict; got {type(self.opcodes).__name__}")
 
 
 class Launch:

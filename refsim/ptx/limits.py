@@ -21,6 +21,7 @@ Parsing is linear in the text (a statement is joined only at ``;``, braces and l
 
 from __future__ import annotations
 
+from refsim._validate import require_int
 from refsim.ptx.errors import PtxLimitError
 
 __all__ = ["MAX_PARAM_BYTES", "MAX_LOCAL_BYTES", "MAX_CONST_BYTES", "MAX_INSTRUCTIONS", "MAX_REGISTERS",
@@ -36,7 +37,9 @@ MAX_LAUNCH_STATE_BYTES = 1 << 33
 
 
 def check(what: str, value: int, limit: int, where: str = "") -> int:
-    """``value`` if it is at most ``limit``, else PtxLimitError("<where>: <what>: at most <limit>; got <value>")."""
+    """``value`` (a Python int) if it is at most ``limit``, else PtxLimitError("<where>: <what>: at most
+    <limit>; got <value>"); ``value`` and ``limit`` must be integers (NumPy ones taken as ints)."""
+    value, limit = require_int(what, value), require_int("limit", limit)
     if value > limit:
         raise PtxLimitError(f"{where + ': ' if where else ''}{what}: at most {limit:,}; got {value:,}")
     return value

@@ -2,7 +2,7 @@
 
 Launch arguments, one per ``.param`` of the kernel, in order::
 
-    np.ndarray (C-contiguous, any dtype, not 0-d)  ->  pointer parameter (a 64-bit .param): the
+    np.ndarray (C-contiguous, numbers in native byte order, not 0-d)  ->  pointer parameter (64-bit): the
         array's bytes are global memory for the launch and are written back IN PLACE (device-buffer
         semantics); a C-contiguous view (``C.reshape(-1)[offset:]``) writes through to its base;
         contents persist between launches (lock workspaces)
@@ -151,7 +151,7 @@ class Module:
         """
         from refsim.ptx import compiled
 
-        if executor not in compiled.EXECUTORS:
+        if not (executor is None or isinstance(executor, str)) or executor not in compiled.EXECUTORS:
             raise PtxLaunchError(f"executor: must be one of {list(compiled.EXECUTORS)}; got {executor!r}")
         atomic_order = _check_order(atomic_order)
         if not isinstance(kernel, str):
@@ -251,6 +251,9 @@ def _param_bytes(i: int, p, a, gmem: GlobalMemory) -> bytes:
         if not a.flags.c_contiguous:
             raise PtxLaunchError(f"{what}: a pointer argument must be C-contiguous (it is written in place); "
                                  f"got strides {a.strides}")
+        if a.dtype.hasobject or not a.dtype.isnative:
+            raise PtxLaunchError(f"{what}: a pointer argument's bytes are device memory, which the GPU reads "
+                                 f"little-endian: it must hold numbers in native byte order; got dtype {a.dtype}")
         base = gmem.add(a, p.name)
         return int(base).to_bytes(8, "little")
     if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):

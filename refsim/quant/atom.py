@@ -31,16 +31,18 @@ import numpy as np
 
 from refsim._validate import (
     require_choice,
+    require_fields,
     require_finite,
     require_float_array,
     require_instance,
     require_int,
     require_ndim,
+    require_real,
     require_shape,
 )
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import atom as fmt
-from refsim.quant.gptq import upper_cholesky_of_inverse, hessian
+from refsim.quant.gptq import hessian, upper_cholesky_of_inverse
 
 __all__ = ["AtomConfig", "AtomLayer", "AtomCalibration", "atom_gptq", "atom_gptq_reference", "calibrate",
            "quantize_layer", "layer_output_error"]
@@ -70,6 +72,18 @@ class AtomConfig:
     percdamp: float = 0.01
     keeper_precision: str = "int8"
 
+    def __post_init__(self):
+        require_fields(self)  # Python bools, ints, floats and strs, whatever NumPy scalars came in
+        require_int("keeper", self.keeper, minimum=0)
+        if self.group_size is not None:
+            require_int("group_size", self.group_size, minimum=1)
+        for name in ("w_clip", "a_clip"):
+            _check_clip(name, getattr(self, name))
+        require_choice("weight_method", self.weight_method, WEIGHT_METHODS)
+        require_choice("keeper_precision", self.keeper_precision, KEEPER_PRECISIONS)
+        if not 0.0 <= self.percdamp <= 1.0:
+            raise FormatRuleError(f"percdamp: must be a number in [0, 1]; got {self.percdamp!r}")
+
 
 @dataclass(frozen=True)
 class AtomLayer:
@@ -81,6 +95,13 @@ class AtomLayer:
     weights: fmt.AtomWeights
     W_hat: np.ndarray
     config: AtomConfig
+
+    def __post_init__(self):
+        require_fields(self)  # plain native arrays
+        require_instance("weights", self.weights, fmt.AtomWeights)
+        require_instance("config", self.config, AtomConfig)
+        W_hat = require_ndim("W_hat", require_float_array("W_hat", self.W_hat), 2)
+        fmt._require_perm(self.idx, W_hat.shape[0])   # a permutation of the K rows
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Fake-quant layer output (pre-bias) for x float32 (M, K): float32 (M, N)."""
@@ -183,10 +204,22 @@ def _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize):
     group = k - keeper if group_size is None else require_int("group_size", group_size, minimum=1)
     if (k - keeper) % group:
         raise ShapeError(f"K - keeper: must be a multiple of group_size={group}; got {k - keeper}")
-    if not 0.0 < float(clip) <= 1.0:
-        raise FormatRuleError(f"clip: must lie in (0, 1]; got {clip}")
+    clip = _check_clip("clip", clip)
     blocksize = require_int("blocksize", blocksize, minimum=1)
-    return W, H, k, n, keeper, group, blocksize
+    return W, H, k, n, keeper, group, clip, blocksize
+
+
+def _check_clip(name: str, clip) -> float:
+    """A clip ratio: a Python float in (0, 1]."""
+    clip = require_real(name, clip)
+    if not 0.0 < clip <= 1.0:
+        raise FormatRuleError(f"{name}: must lie in (0, 1]; got {clip}")
+    return clip
+
+
+def _overflowed(name: str) -> NonFiniteError:
+    return NonFiniteError(f"{name}: GPTQ's float32 arithmetic overflowed (a scale, code or update is not finite); "
+                          "scale W down or damp H more")
 
 
 def atom_gptq(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPER, group_size: int | None = fmt.GROUP,
@@ -210,7 +243,7 @@ def atom_gptq(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPER, group_s
     Left-looking (on-demand) intra-block updates, as :func:`refsim.quant.gptq.gptq_quantize`
     uses, sum the same products in another order and change bits, so they are not used here.
     """
-    W, H, k, n, keeper, group, blocksize = _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize)
+    W, H, k, n, keeper, group, clip, blocksize = _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize)
     Wt, U = _prepare(W, H, percdamp)
     return _atom_gptq_loop(Wt, U, keeper=keeper, group=group, clip=clip, blocksize=blocksize)
 
@@ -259,6 +292,8 @@ def _atom_gptq_loop(Wt: np.ndarray, U: np.ndarray, *, keeper: int, group: int, c
                 np.subtract(W1[i + 1:bw], prod[:m], out=W1[i + 1:bw])
         Err1 = np.ascontiguousarray(ErrT.T)                             # (N, B) C order, as the sgemm read it
         Wt[:, i2:] -= Err1 @ U[i1:i2, i2:]
+    if not (np.isfinite(qf).all() and all(np.isfinite(sc).all() for sc in scales)):
+        raise _overflowed("W, H")
     codes = qf.astype(np.int8)
     if keeper:
         q8, s8 = fmt._quantize_rows_sim(np.ascontiguousarray(Wt[:, body:]), 127, 1.0)   # per output channel
@@ -278,7 +313,7 @@ def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPE
     agree bit for bit (tests/quant/test_atom.py), with ``blocksize=1`` or with one block and no
     keeper rows; otherwise the block gemm sums the updates in another order and the two agree
     up to rare code flips."""
-    W, H, k, n, keeper, group, _ = _check_gptq_inputs(W, H, keeper, group_size, clip, 128)
+    W, H, k, n, keeper, group, clip, _ = _check_gptq_inputs(W, H, keeper, group_size, clip, 128)
     Wt, U = _prepare(W, H, percdamp)
     body = k - keeper
     codes = np.zeros((n, body), np.int8)
@@ -299,6 +334,8 @@ def atom_gptq_reference(W: np.ndarray, H: np.ndarray, *, keeper: int = fmt.KEEPE
             scales.append(scale)
         for r in range(n):
             w = Wt[r, col]
+            if not (np.isfinite(w) and np.isfinite(scale[r])):
+                raise _overflowed("W, H")
             q = min(max(np.rint(w / scale[r]) + 8, 0), 15)
             err = np.float32((w - np.float32(scale[r] * np.float32(q - 8))) / U[col, col])
             codes[r, col] = int(q) - 8
@@ -385,8 +422,8 @@ def quantize_layer(W: np.ndarray, X_calib: np.ndarray | AtomCalibration,
         wq = fmt.quantize_weights(W_r, "simulation", group_size=group, keeper=config.keeper, clip=config.w_clip)
     else:
         H_r = cal.hessian(config.reorder)
-        W_r, H_r, k, n, keeper, group, blocksize = _check_gptq_inputs(W_r, H_r, config.keeper, group,
-                                                                        config.w_clip, 128)
+        W_r, H_r, k, n, keeper, group, clip, blocksize = _check_gptq_inputs(W_r, H_r, config.keeper, group,
+                                                                              config.w_clip, 128)
         dead, U = cal.factor(config.reorder, config.percdamp)
         wq = _atom_gptq_loop(_dead_zeroed(W_r, dead), U, keeper=keeper, group=group, clip=config.w_clip,
                              blocksize=blocksize)

@@ -37,12 +37,13 @@ closely (tests/quant/test_awq.py measures it against values a torch re-run of Au
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from refsim._validate import (require_bits, require_callable, require_finite, require_float_array, require_instance,
-                              require_int, require_ndim)
+from refsim._validate import (require_bits, require_callable, require_fields, require_finite, require_float_array,
+                              require_instance, require_int, require_ndim, require_real, set_fields)
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["N_GRID", "MAX_SHRINK", "N_SAMPLE_TOKEN", "AVOID_CLIP", "pseudo_quantize", "weight_mean", "input_mean",
@@ -136,11 +137,17 @@ def input_mean(X: np.ndarray) -> np.ndarray:
     return _h(a.sum(axis=0, dtype=np.float32) / np.float32(a.shape[0]))
 
 
+@dataclass(frozen=True)
 class ScaleSearch:
     """The result of :func:`search_scale`: ``scales`` float16 (K,), ``ratio``, ``losses`` per grid point."""
 
-    def __init__(self, scales: np.ndarray, ratio: float, losses: list[float]):
-        self.scales, self.ratio, self.losses = scales, ratio, losses
+    scales: np.ndarray
+    ratio: float
+    losses: list[float]
+
+    def __post_init__(self):
+        require_fields(self)  # a plain native array, a Python float, a list
+        set_fields(self, losses=[require_real(f"losses[{i}]", v, finite=False) for i, v in enumerate(self.losses)])
 
 
 def search_scale(X: np.ndarray, weights: dict[str, np.ndarray], forward: Callable[[dict], np.ndarray], *,

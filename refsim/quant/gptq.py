@@ -62,11 +62,13 @@ from refsim._validate import (
     require_bits,
     require_bounded,
     require_choice,
+    require_fields,
     require_finite,
     require_float_array,
     require_group_size,
     require_int,
     require_ndim,
+    require_real,
     require_shape,
 )
 from refsim.errors import FormatRuleError, ShapeError
@@ -139,6 +141,9 @@ class GPTQResult:
     bits: int
     group_size: int | None
 
+    def __post_init__(self):
+        require_fields(self)  # plain native arrays and Python ints, whatever came in
+
     def checkpoint(self, checkpoint_format: str = "gptq") -> gptq_format.GPTQCheckpoint:
         """Pack into a :class:`refsim.formats.gptq.GPTQCheckpoint` (K and N multiples of 32)."""
         return gptq_format.pack(self.q, self.scales, self.zeros, self.bits, g_idx=self.g_idx,
@@ -159,13 +164,15 @@ def upper_cholesky_of_inverse(H: np.ndarray, percdamp: float) -> np.ndarray:
     if H.shape[0] != H.shape[1] or H.shape[0] == 0:
         raise ShapeError(f"H: must be square (K, K) with K >= 1; got {H.shape}")
     require_finite("H", H)
-    _check_percdamp(percdamp)
-    return _upper_cholesky_of_inverse(H, percdamp)
+    return _upper_cholesky_of_inverse(H, _check_percdamp(percdamp))
 
 
-def _check_percdamp(percdamp) -> None:
-    if isinstance(percdamp, bool) or not isinstance(percdamp, (int, float, np.floating)) or not 0.0 <= float(percdamp) <= 1.0:
+def _check_percdamp(percdamp) -> float:
+    """``percdamp`` as a Python float in [0, 1] (a NumPy scalar's width never reaches the damping)."""
+    percdamp = require_real("percdamp", percdamp)
+    if not 0.0 <= percdamp <= 1.0:
         raise FormatRuleError(f"percdamp: must be a number in [0, 1]; got {percdamp!r:.60}")
+    return percdamp
 
 
 _TILE = 256  # tile edge of the reversing float64 -> float32 copy into LAPACK's column-major layout
@@ -230,9 +237,7 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     group_size = require_group_size(group_size, k)
     blocksize = require_int("blocksize", blocksize, minimum=1)
     require_choice("rounding", rounding, ROUNDING_MODES)
-    if not (0.0 <= float(percdamp) <= 1.0):
-        raise FormatRuleError(f"percdamp: must lie in [0, 1]; got {percdamp}")
-    _check_percdamp(percdamp)  # the factorisation's own rule (numbers only), checked before any work
+    percdamp = _check_percdamp(percdamp)  # the factorisation's own rule, checked before any work
     if static_groups and group_size is None:
         raise FormatRuleError("static_groups: True requires an integer group_size; got group_size=None")
     scheme = "gptq_sym" if sym else "gptq_asym"

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_finite, require_float_array, require_ndim, require_shape
+from refsim._validate import (require_array, require_fields, require_finite, require_float_array, require_instance,
+                              require_ndim, require_real, require_shape)
 from refsim.errors import FormatRuleError
 from refsim.formats.uniform import (
     UniformQuant,
@@ -45,8 +46,29 @@ class RTNResult:
     quant: UniformQuant
     clip_ratio: np.ndarray
 
+    def __post_init__(self):
+        require_fields(self)  # a plain native array
+        require_instance("quant", self.quant, UniformQuant)
+
     def dequantize(self) -> np.ndarray:
         return self.quant.dequantize()
+
+
+#: the most clip ratios one call tries (each is a full pass over W)
+MAX_CLIP_GRID = 1024
+
+
+def _clip_grid(clip_grid) -> tuple[float, ...]:
+    """``clip_grid`` (None, or a sequence / 1-D array of ratios; empty = plain RTN) as Python floats."""
+    if clip_grid is None:
+        return (1.0,)
+    if isinstance(clip_grid, np.ndarray):
+        clip_grid = require_ndim("clip_grid", require_array("clip_grid", clip_grid, max_elements=MAX_CLIP_GRID), 1)
+        clip_grid = clip_grid.tolist()
+    require_instance("clip_grid", clip_grid, (tuple, list), "tuple, list or 1-D array of clip ratios, or None")
+    if len(clip_grid) > MAX_CLIP_GRID:
+        raise FormatRuleError(f"clip_grid: at most {MAX_CLIP_GRID} ratios; got {len(clip_grid)}")
+    return tuple(require_real(f"clip_grid[{i}]", c) for i, c in enumerate(clip_grid)) or (1.0,)
 
 
 def rtn_quantize(W: np.ndarray, bits: int, *, scheme: str = "gptq_asym", group_size: int | None = 128,
@@ -55,7 +77,7 @@ def rtn_quantize(W: np.ndarray, bits: int, *, scheme: str = "gptq_asym", group_s
     """RTN-quantize W float (K, N) per group (``group_size`` None = per-channel), choosing each
     group's clipping ratio from ``clip_grid`` (None or ``(1.0,)`` = plain RTN) by the (optionally
     Hessian-weighted, ``H`` float (K, K)) reconstruction error. ``W`` and ``H`` are not modified."""
-    grid = (1.0,) if not clip_grid else tuple(clip_grid)
+    grid = _clip_grid(clip_grid)
     for c in grid:
         _validate_common(W, bits, scheme, rounding, c)
     require_ndim("W", W, 2)

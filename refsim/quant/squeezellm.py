@@ -50,13 +50,15 @@ import numpy as np
 
 from refsim._validate import (
     require_bounded,
+    require_fields,
     require_finite,
     require_float_array,
     require_int,
+    require_integer_array,
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError
+from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
     "SortedRows",
@@ -84,6 +86,15 @@ class SortedRows:
     Pw: np.ndarray
     Pwx: np.ndarray
     Pwxx: np.ndarray
+
+    def __post_init__(self):
+        require_fields(self)  # plain native arrays (a zero-stride giant refused by its element count)
+        xs = require_ndim("xs", require_float_array("xs", self.xs), 2)
+        if xs.shape[0] < 1 or xs.shape[1] < 1:
+            raise ShapeError(f"xs: must be (N >= 1, K >= 1); got {xs.shape}")
+        require_shape("order", require_integer_array("order", self.order), xs.shape)
+        for name in ("xs", "Pw", "Pwx", "Pwxx"):
+            require_finite(name, require_shape(name, require_float_array(name, getattr(self, name)), xs.shape))
 
 
 def _check_wg(W: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -241,12 +252,13 @@ MAX_CLUSTERS = 256
 def _check_kmeans(n_values: int, n_clusters, max_iter, random_state) -> tuple[int, int, int]:
     """The one check of :func:`kmeans_1d_rows` and :func:`kmeans_1d_reference`: 1 <= n_clusters
     <= 256 (codes are uint8; more clusters than weights is legal, the extra ones stay empty, but
-    the tables are (N, n_clusters), so the count is bounded before allocating), max_iter >= 0,
+    the tables are (N, n_clusters), so the count is bounded before allocating), max_iter >= 1 (the
+    borders come from at least one assignment step),
     random_state a seed NumPy's RandomState accepts (0 <= seed < 2**32)."""
     k = require_int("n_clusters", n_clusters, minimum=1)
     if k > MAX_CLUSTERS:
         raise FormatRuleError(f"n_clusters: must be <= {MAX_CLUSTERS} (uint8 codes); got {k}")
-    max_iter = require_int("max_iter", max_iter, minimum=0)
+    max_iter = require_int("max_iter", max_iter, minimum=1)
     random_state = require_int("random_state", random_state, minimum=0)
     if random_state >= 1 << 32:
         raise FormatRuleError(f"random_state: must be < 2**32; got {random_state}")
@@ -449,6 +461,9 @@ class SeedResult:
     codes: np.ndarray
     lut: np.ndarray
     borders: np.ndarray
+
+    def __post_init__(self):
+        require_fields(self)  # a Python int, plain native arrays
 
     def dequantize(self) -> np.ndarray:
         """float32 (K, N): ``lut[n, codes[k, n]]``."""

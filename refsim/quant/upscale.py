@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_finite, require_float_array, require_int, require_integer_array, require_ndim, require_shape
+from refsim._validate import (require_fields, require_finite, require_float_array, require_int, require_integer_array,
+                              require_ndim, require_shape)
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import bitplane
 from refsim.quant.squeezellm import (
@@ -79,6 +80,16 @@ class AnyPrecisionModel:
     codes: np.ndarray
     luts: dict
     borders: dict
+
+    def __post_init__(self):
+        require_fields(self)  # Python ints and a plain native array, whatever came in
+        _check_bits(self.seed_bits, self.parent_bits)
+        levels = list(range(self.seed_bits, self.parent_bits + 1))
+        for name in ("luts", "borders"):
+            table = getattr(self, name)
+            if not isinstance(table, dict) or set(table) != set(levels):
+                raise FormatRuleError(f"{name}: must be a dict with one entry per bit-width {levels}; got "
+                                      f"{list(table) if isinstance(table, dict) else type(table).__name__}")
 
     def codes_at(self, bits: int) -> np.ndarray:
         """uint8 (K, N): the b-bit prefix codes ``codes >> (p - b)``."""
@@ -149,9 +160,7 @@ def upscale_reference(xs, Pw, Pwx, lut, borders, parent_bits: int):
     s, parent_bits = _check_levels(len(lut), parent_bits)
     borders = require_integer_array("borders", borders)
     require_shape("borders", borders, (lut.size + 1,))
-    if borders[0] != 0 or borders[-1] != xs.size or np.any(np.diff(borders) < 0):
-        raise FormatRuleError(f"borders: must rise from 0 to {xs.size} (cluster boundaries of the sorted channel); "
-                              f"got {borders.tolist()[:10]}")
+    _check_borders(borders[None], xs.size)
     luts, bords = {s: np.asarray(lut, np.float32)}, {s: np.asarray(borders, np.int64)}
     for b in range(s, parent_bits):
         old_c, old_b = luts[b], bords[b]
@@ -287,11 +296,16 @@ def _split_all(s: SortedRows, R: np.ndarray, A: np.ndarray, E: np.ndarray, lazy:
 def upscale_rows(s: SortedRows, lut: np.ndarray, borders: np.ndarray, parent_bits: int):
     """:func:`upscale_reference` for every channel at once: lut float32 (N, 2**s), borders int64
     (N, 2**s + 1) -> ({b: float32 (N, 2**b)}, {b: int64 (N, 2**b + 1)})."""
+    if not isinstance(s, SortedRows):
+        raise FormatRuleError(f"s: must be a SortedRows (from sort_rows); got {type(s).__name__}")
     lut = require_float_array("lut", lut)
     require_ndim("lut", lut, 2)
     sb, parent_bits = _check_levels(lut.shape[1], parent_bits)
+    n, k = s.xs.shape
+    require_shape("lut", lut, (n, lut.shape[1]))
     borders = require_integer_array("borders", borders)
-    require_shape("borders", borders, (lut.shape[0], lut.shape[1] + 1))
+    require_shape("borders", borders, (n, lut.shape[1] + 1))
+    _check_borders(borders, k)
     luts, bords = {sb: lut.astype(np.float32)}, {sb: borders.astype(np.int64)}
     lazy: dict = {}  # precomputations shared by all levels, made on first use
     for b in range(sb, parent_bits):
@@ -320,6 +334,15 @@ def _check_channel(xs, Pw, Pwx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for name, v in (("xs", xs), ("Pw", Pw), ("Pwx", Pwx)):
         require_finite(name, v)
     return xs, Pw, Pwx
+
+
+def _check_borders(borders: np.ndarray, k: int) -> None:
+    """Each row of ``borders`` (N, 2**s + 1) must rise from 0 to K: cluster ranges of a sorted channel."""
+    if borders.size and ((borders[:, 0] != 0).any() or (borders[:, -1] != k).any()
+                         or (np.diff(borders, axis=1) < 0).any()):
+        bad = int(np.argmax((borders[:, 0] != 0) | (borders[:, -1] != k) | (np.diff(borders, axis=1) < 0).any(axis=1)))
+        raise FormatRuleError(f"borders: must rise from 0 to {k} (cluster boundaries of the sorted channel); "
+                              f"got {borders[bad].tolist()[:10]} in row {bad}")
 
 
 def _check_levels(lut_len: int, parent_bits) -> tuple[int, int]:

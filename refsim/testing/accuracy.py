@@ -40,7 +40,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_dtype, require_fields, require_instance, set_fields
+from refsim.errors import ShapeError
 from refsim.testing.cases.base import Linear
 
 __all__ = ["ACCUMULATIONS", "ORDERS", "Accumulation", "Judgement", "judge"]
@@ -64,8 +65,8 @@ class Accumulation:
     order: str = "sequential"
 
     def __post_init__(self):
-        require_choice("accumulation", self.dtype, ACCUMULATIONS)
-        require_choice("order", self.order, ORDERS)
+        set_fields(self, dtype=require_choice("accumulation", self.dtype, ACCUMULATIONS),
+                   order=require_choice("order", self.order, ORDERS))
 
     def depth(self, terms: int) -> int:
         """The most roundings one term passes through in a sum of ``terms`` terms."""
@@ -109,6 +110,9 @@ class Judgement:
     error: np.ndarray
     ratio: float
 
+    def __post_init__(self):
+        require_fields(self)  # plain native arrays and a Python float, whatever came in
+
 
 def _exact(lin: Linear, idx: tuple):
     """(S, P, Cof) of one output as Fractions (the exact-rational decision)."""
@@ -124,6 +128,12 @@ def _exact(lin: Linear, idx: tuple):
 def judge(acc: Accumulation, lin: Linear, actual: np.ndarray) -> Judgement:
     """Which outputs of ``actual`` (float16, the output's shape; (N,) outputs are one row) lie
     outside the bound of ``acc`` around the exact product of ``lin`` (module docstring)."""
+    require_instance("acc", acc, Accumulation)
+    require_instance("lin", lin, Linear)
+    actual = require_dtype("actual", actual, np.float16)
+    if actual.size != lin.c_shape[0] * lin.c_shape[1] or actual.ndim not in (1, 2):
+        raise ShapeError(f"actual: must hold the {lin.c_shape} outputs of the linear form ((N,) for one row); "
+                         f"got shape {actual.shape}")
     shape = actual.shape
     y = actual.astype(np.float64).reshape(lin.c_shape)
     # einsum, not BLAS: these products are small, and a threaded BLAS on a busy machine spends

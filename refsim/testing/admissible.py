@@ -24,9 +24,22 @@ def ptx_admissible(module, kernel: str, grid, block, args, *, outputs, max_order
     naming n. The rule (module docstring) makes the per-element sets exact for outputs whose elements
     each come from one contended address.
     """
+    from refsim import ptx
+    from refsim._validate import require_instance, require_int
     from refsim.errors import FormatRuleError
 
-    outputs = list(outputs)
+    require_instance("module", module, ptx.Module, "refsim.ptx.Module")
+    args = list(require_instance("args", args, (list, tuple), "list or tuple (one argument per .param)"))
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and not a.flags.c_contiguous:   # checked before any copy is made
+            raise FormatRuleError(f"args[{i}]: a pointer argument must be C-contiguous (it is device memory); "
+                                  f"got strides {a.strides}")
+    outputs = [require_int("outputs[...]", i, minimum=0) for i in
+               require_instance("outputs", outputs, (list, tuple), "list of argument indices")]
+    for i in outputs:
+        if i >= len(args) or not isinstance(args[i], np.ndarray):
+            raise FormatRuleError(f"outputs: each must index an array argument of args (0..{len(args) - 1}); got {i}")
+    max_orders = require_int("max_orders", max_orders, minimum=1)
 
     def run(order):
         copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]

@@ -44,6 +44,7 @@ from refsim.archs import parse_sm
 from refsim.arith import tensor_core
 from refsim.cuda import marlin, official
 from refsim.cuda import mma as rmma
+from refsim._validate import require_callable, require_fields, require_instance, require_int, require_real
 from refsim.errors import FormatRuleError
 from refsim.testing.bits import BitMismatch, assert_bitexact
 
@@ -76,6 +77,12 @@ class Case:
     verified: tuple[str, ...] | None = None
     min_arch: str = "sm_80"
 
+    def __post_init__(self):
+        require_fields(self)  # strs and tuples, whatever came in
+        require_callable("run", self.run)
+        require_callable("reference", self.reference)
+        require_callable("labels", self.labels, allow_none=True)
+
 
 @dataclass
 class Result:
@@ -91,6 +98,9 @@ class Result:
     unverified: list = field(default_factory=list)
     detail: str = ""
     seconds: float = 0.0
+
+    def __post_init__(self):
+        require_fields(self)  # strs, lists and a Python float, whatever came in
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -290,13 +300,15 @@ def _mma_cases(seed: int, tiles: int) -> list[Case]:
 def cases(*, seed: int = 0, tiles: int = 4, groups=GROUPS, only=()) -> list[Case]:
     """The validation cases of ``groups`` whose names match one of the ``only`` glob patterns (all when
     empty), inputs drawn with ``seed``, ``tiles`` probe tiles per input category."""
-    for g in groups:
-        if g not in GROUPS:
+    for g in require_instance("groups", groups, (list, tuple)):
+        if not isinstance(g, str) or g not in GROUPS:
             raise FormatRuleError(f"groups: each must be one of {list(GROUPS)}; got {g!r}")
-    if isinstance(tiles, bool) or not isinstance(tiles, int) or not 1 <= tiles <= 1024:
+    tiles = require_int("tiles", tiles, minimum=1)
+    if tiles > 1024:
         raise FormatRuleError(f"tiles: must be an int in [1, 1024]; got {tiles!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise FormatRuleError(f"seed: must be a non-negative int; got {seed!r}")
+    seed = require_int("seed", seed, minimum=0)
+    for p in require_instance("only", only, (list, tuple)):
+        require_instance("only[...]", p, str, "str (a glob pattern or part of a case name)")
     out = []
     for g in groups:
         out += {"kernel": lambda: _kernel_cases(seed), "official": _official_cases,
@@ -336,6 +348,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def applicable(case: Case, backend: str, arch: str | None) -> bool:
     """Whether ``case`` runs on ``backend`` at ``arch`` (module spec): gpu, when the device (``arch``) can load
     its PTX; ptx, when refsim models it at ``arch`` (always when ``arch`` is None: it runs at its own archs)."""
+    require_instance("case", case, Case)
     if backend == "gpu":
         return parse_sm(arch) >= parse_sm(case.min_arch)
     return arch is None or case.archs is None or case.fixed_arch is not None or arch in case.archs
@@ -411,13 +424,29 @@ def validate(*, backend: str, arch: str | None, seed: int = 0, tiles: int = 4, g
 
 def exit_status(results: list[Result]) -> int:
     """0 when every case is bit-identical, 2 when none ran (empty, or every case an error), else 1."""
+    for r in require_instance("results", results, (list, tuple)):
+        require_instance("results[...]", r, Result)
     if not results or all(r.verdict == "error" for r in results):
         return 2
     return 0 if all(r.verdict == "bit-identical" for r in results) else 1
 
 
+def _check_result(r) -> None:
+    """``r`` must be a Result whose fields hold what run_case puts there (read only: ``r`` is not changed)."""
+    require_instance("r", r, Result)
+    for name in ("name", "group", "what", "verdict", "detail"):
+        require_instance(f"r.{name}", getattr(r, name), str)
+    if r.arch is not None:
+        require_instance("r.arch", r.arch, str)
+    for name in ("compared", "matched", "unverified"):
+        if not isinstance(getattr(r, name), (list, tuple)) or not all(isinstance(x, str) for x in getattr(r, name)):
+            raise FormatRuleError(f"r.{name}: must be a list of arch names; got {getattr(r, name)!r:.80}")
+    require_real("r.seconds", r.seconds)
+
+
 def format_result(r: Result, backend: str) -> str:
     """One line (plus the difference report, indented) for a result."""
+    _check_result(r)
     head = f"[{r.group}] {r.name}: "
     where = ", ".join(r.compared) if backend == "ptx" else r.arch
     others = [m for m in r.matched if m != r.arch]

@@ -1,7 +1,6 @@
 """Argument validation of refsim.cuda's public functions: each wrong argument is refused
-with a named RefsimError before any PTX runs. (refsim.cuda and refsim.ptx are outside the fuzz
-enumeration because they compile and run kernels; this table and tests/ptx/test_errors.py are
-their argument checks.)"""
+with a named RefsimError before any PTX runs. (The hostile fuzz, tests/test_fuzz_hostile.py, also
+runs refsim.cuda's host functions and kernels from a legal call; this table pins the messages.)"""
 
 import numpy as np
 import pytest

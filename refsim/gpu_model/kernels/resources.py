@@ -24,6 +24,8 @@ import csv
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from refsim.errors import FormatRuleError
 
 __all__ = ["anyprec", "anyprec_census", "marlin", "atom", "SAME_AS", "table_path"]
@@ -37,8 +39,9 @@ SAME_AS = {"anyprec": {"sm_87": "sm_86", "sm_89": "sm_86"}, "marlin": {"sm_86": 
 
 def table_path(kernel: str) -> Path:
     """The CSV file of ``kernel``'s measured resources (``sass_census_anyprec``: the census file)."""
-    if type(kernel) is not str or kernel not in SAME_AS:
+    if not isinstance(kernel, str) or kernel not in SAME_AS:
         raise FormatRuleError(f"kernel: must be one of {sorted(SAME_AS)}; got {kernel!r:.80}")
+    kernel = str(kernel)
     name = kernel if kernel.startswith("sass_") else f"resources_{kernel}"
     return Path(__file__).resolve().parents[2] / "data" / "timings" / f"{name}.csv"
 
@@ -63,9 +66,9 @@ def _table(kernel: str) -> dict:
 
 
 def _lookup(kernel: str, compute_capability: str, *config) -> tuple:
-    if type(compute_capability) is not str:
+    if not isinstance(compute_capability, str):
         raise FormatRuleError(f"compute_capability: must be a string like '8.9'; got {compute_capability!r:.80}")
-    arch = "sm_" + compute_capability.replace(".", "")
+    arch = "sm_" + str(compute_capability).replace(".", "")
     arch = SAME_AS[kernel].get(arch, arch)
     try:
         hit = _table(kernel).get((arch, *config))
@@ -92,7 +95,7 @@ def anyprec_census(compute_capability: str, maxm: int, bits: int, use_ksplit: bo
     """Warp instructions of one chunk step of ``matmul_kbit_32<maxm, bits, use_ksplit>`` by pipe, and
     one warp's path through it (``chain_c0`` cycles + ``chain_rounds`` DRAM latencies), from the SASS
     ptxas makes for ``compute_capability`` (:data:`CENSUS_FIELDS`; refsim.gpu_model.sass)."""
-    if type(use_ksplit) is not bool:
+    if not isinstance(use_ksplit, (bool, np.bool_)):
         raise FormatRuleError(f"use_ksplit: must be a bool; got {use_ksplit!r:.80}")
     return dict(zip(CENSUS_FIELDS, _lookup("sass_census_anyprec", compute_capability, maxm, bits, int(use_ksplit))))
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_choice, require_instance, require_shape_arg
-from refsim.errors import FormatRuleError, NonFiniteError
+from refsim._validate import (require_choice, require_fields, require_finite, require_float_array, require_instance,
+                              require_int, require_ndim, require_shape_arg, set_fields)
+from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 
 __all__ = ["Format", "Probe", "Linear", "DATA_KINDS", "values", "int4_weights", "keep_columns", "fragment_labels"]
 
@@ -86,6 +87,12 @@ class Probe:
                                 # together: only a strict subset differing points at those members
 
 
+#: the longest reduction and the most fp16 roundings a Linear form states: its error bound is
+#: computed in exact rationals, (1 + 2^-24)^T with T terms (0.07 s at 2^16)
+MAX_TERMS = 1 << 16
+MAX_ROUNDINGS = 16
+
+
 @dataclass(frozen=True)
 class Linear:
     """The kernel's output as an exact linear form, for accuracy mode (refsim.testing.accuracy).
@@ -107,6 +114,31 @@ class Linear:
     post: int = 1
     c: np.ndarray | None = None
     cofactor: np.ndarray | None = None
+
+    def __post_init__(self):
+        require_fields(self)  # plain native arrays and Python ints, whatever came in
+        a, w = (require_finite(n, require_ndim(n, require_float_array(n, getattr(self, n)), 2)) for n in "aw")
+        if a.shape[1] != w.shape[0] or 0 in a.shape + w.shape:
+            raise ShapeError(f"a, w: must be (M, T) and (T, N), none of them 0; got {a.shape}, {w.shape}")
+        if not 1 <= require_int("terms", self.terms) <= MAX_TERMS:
+            raise FormatRuleError(f"terms: must lie in [1, {MAX_TERMS}] (the bound is exact-rational); "
+                                  f"got {self.terms}")
+        for name in ("pre", "post"):
+            if not 0 <= require_int(name, getattr(self, name)) <= MAX_ROUNDINGS:
+                raise FormatRuleError(f"{name}: fp16 roundings must lie in [0, {MAX_ROUNDINGS}]; "
+                                      f"got {getattr(self, name)}")
+        c = self.c if self.c is None else require_finite("c", require_float_array("c", self.c)).astype(np.float64)
+        if c is not None and c.shape != (a.shape[0], w.shape[1]):
+            raise ShapeError(f"c: must be (M, N) = {(a.shape[0], w.shape[1])}; got {c.shape}")
+        cof = self.cofactor
+        if cof is not None:
+            cof = require_finite("cofactor", require_float_array("cofactor", cof)).astype(np.float64)
+            try:
+                np.broadcast_shapes(cof.shape, (a.shape[0], w.shape[1]))
+            except ValueError:
+                raise ShapeError(f"cofactor: must broadcast to (M, N) = {(a.shape[0], w.shape[1])}; "
+                                 f"got {cof.shape}") from None
+        set_fields(self, a=a.astype(np.float64), w=w.astype(np.float64), c=c, cofactor=cof)
 
     @property
     def c_shape(self) -> tuple:
