@@ -76,7 +76,9 @@ def _as_given(name: str, v):
         return int(v)
     if isinstance(v, tuple) and 1 <= len(v) <= 3 and all(is_int(x) for x in v):
         return tuple(int(x) for x in v)
-    raise FormatRuleError(f"{name}: must be an int or a tuple of 1 to 3 ints; got {v!r:.80}")
+    from refsim.ptx.errors import PtxLaunchError     # the launch-shape rule's own error
+
+    raise PtxLaunchError(f"{name}: must be an int or a tuple of 1 to 3 ints; got {v!r:.80}")
 
 
 def _text(ptx_text) -> str:
