@@ -1,13 +1,9 @@
 """Kernel models: hand-computed bytes and partitions, the rules each kernel enforces, paper anchors."""
 
-import math
 
 import pytest
 
-from refsim.errors import FormatRuleError, ShapeError
-from refsim.formats import stripes
-from refsim.gpu_model.kernels import kernel_names, predict
-from refsim.gpu_model.kernels import anyprec, marlin
+from refsim.gpu_model.kernels import anyprec, predict
 from refsim.gpu_model.specs import get_gpu
 
 
@@ -41,116 +37,6 @@ def test_anyprec_above_eight_tokens_is_dequant_plus_cublas():
     assert bd.latency_s > fp.latency_s
 
 
-# ---- Marlin ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("m, expected", [
-    (1, [(1, 1, 1)]), (16, [(1, 1, 16)]), (64, [(4, 1, 64)]), (128, [(4, 2, 128)]),
-    (80, [(4, 1, 64), (1, 1, 16)]), (1024, [(4, 16, 1024)]), (1100, [(4, 16, 1024), (4, 1, 64), (1, 1, 12)]),
-])
-def test_marlin_host_m_splitting(m, expected):
-    # (m_blocks, parallel, rows) of each launch, as the model receives them from refsim.formats.stripes
-    assert [(p.m_blocks, p.parallel, p.rows) for p in marlin.partition(m, 4096, 4096, 72, None)] == expected
-
-
-def _stripe_brute_force(k_tiles, n_tiles, par, sms, f):
-    total = k_tiles * n_tiles * par
-    iters = math.ceil(total / sms)
-    iters = f * math.ceil(iters / f)
-    owner = [L // iters for L in range(total)]             # tile L -> block
-    active = len(set(owner))
-    slices = max(len(set(owner[c * k_tiles:(c + 1) * k_tiles])) for c in range(n_tiles * par))
-    return iters, active, slices
-
-
-@pytest.mark.parametrize("args", [(32, 32, 1, 72, 1), (32, 32, 1, 108, 1), (64, 16, 1, 72, 2),
-                                  (64, 16, 1, 72, 1), (64, 16, 16, 72, 2), (8, 4, 1, 36, 1)])
-def test_marlin_launch_summary_matches_tile_by_tile_assignment(args):
-    k_tiles, n_tiles, par, sms, f = args
-    iters, blocks = stripes.launch_partition(*args)
-    launch = stripes.Launch(0, 64 * par, 4, par, k_tiles, n_tiles, iters, sms, blocks)
-    lc = marlin.summarize_launch(launch)
-    assert (lc.iters, lc.busy_blocks, lc.max_slices) == _stripe_brute_force(*args)
-
-
-def test_marlin_paper_anchor_on_a10_large_matrix():
-    # Marlin paper: ~3.87x over FP16 up to batch 16-32 on the A10, 72k x 18k, group 128
-    for m in (1, 16, 32):
-        fp = predict("a10", "cublas-fp16", m, 72 * 1024, 18 * 1024)
-        q = predict("a10", "marlin", m, 72 * 1024, 18 * 1024, group_size=128)
-        assert 3.5 < fp.latency_s / q.latency_s < 3.95, m
-    fp = predict("a10", "cublas-fp16", 128, 72 * 1024, 18 * 1024)
-    q = predict("a10", "marlin", 128, 72 * 1024, 18 * 1024, group_size=128)
-    assert q.bottleneck == "tensor" and 1.2 < fp.latency_s / q.latency_s < 2.1
-
-
-def test_marlin_24_is_faster_than_dense_marlin_when_memory_bound():
-    d = predict("a10", "marlin", 16, 8192, 8192)
-    s = predict("a10", "sparse-marlin", 16, 8192, 8192)
-    assert s.bytes_dram < d.bytes_dram and s.latency_s < d.latency_s
-
-
-# ---- Atom (validation against its own NVBench table, not fitted) ------------------------------
-@pytest.mark.parametrize("m, measured_us", [(16, 26.7), (256, 27.5), (1024, 54.5), (4096, 177.8)])
-def test_atom_matches_the_4090_nvbench_table_within_20_percent(m, measured_us):
-    bd = predict("rtx4090", "atom-w4a4", m, 4096, 4096)
-    assert abs(bd.latency_us - measured_us) / measured_us < 0.20
-
-
-def test_atom_is_flat_while_one_wave_of_tiles():
-    a = predict("rtx4090", "atom-w4a4", 16, 4096, 4096).latency_s
-    b = predict("rtx4090", "atom-w4a4", 128, 4096, 4096).latency_s
-    assert a == pytest.approx(b, rel=0.02)
-
-
-# ---- rules -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("kernel, kwargs, err, text", [
-    ("marlin", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
-    ("marlin", dict(m=1, n=4000, k=4096), ShapeError, "thread_n"),
-    ("marlin", dict(m=32, n=4096 + 128, k=4096), ShapeError, "thread_n = 256"),
-    ("marlin", dict(m=1, n=4096, k=4096, group_size=64), FormatRuleError, "group_size"),
-    ("anyprec", dict(m=1, n=4096, k=4096, bits=2), FormatRuleError, "bit-widths"),
-    ("anyprec", dict(m=1, n=4096, k=4100), ShapeError, "32 weights"),
-    ("anyprec", dict(m=2, n=4100, k=4096), ShapeError, "multi_row"),
-    ("atom-w4a4", dict(m=1, n=4096, k=128), FormatRuleError, "K >= 256"),
-    ("atom-w4a4", dict(m=1, n=4000, k=4096), ShapeError, "128"),
-    ("int8-w8a8", dict(m=1, n=4096, k=4096, bits=4), FormatRuleError, "bit-widths"),
-    ("mixed-2-4-16", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
-    ("awq-w4a16", dict(m=1, n=4096, k=4096, group_size=32), FormatRuleError, "group_size"),
-    ("cublas-fp16", dict(m=0, n=4096, k=4096), FormatRuleError, ">= 1"),
-])
-def test_unsupported_shapes_and_bits_name_the_kernel_rule(kernel, kwargs, err, text):
-    with pytest.raises(err, match=text):
-        predict("a10", kernel, **kwargs)
-
-
-def test_atom_on_hopper_takes_the_emulated_int4_path_and_says_so():
-    bd = predict("h100-sxm", "atom-w4a4", 16, 4096, 4096)
-    assert "no INT4 tensor path" in bd.notes and "IMMA.16832" in bd.notes
-    # slower than the native path of a GPU with far fewer SMs (an A10 runs mma s4 in hardware)
-    assert bd.latency_s > 3 * predict("a10", "atom-w4a4", 16, 4096, 4096).latency_s
-
-
-def test_atom_refuses_an_arch_without_int4_tensor_cores_or_a_census():
-    from dataclasses import replace
-    from refsim.gpu_model.specs import get_gpu
-    no_int4 = replace(get_gpu("rtx4090"), name="no-int4", tc_int4_op_per_clk_per_sm=0)
-    with pytest.raises(FormatRuleError, match="no INT4 tensor-core path"):
-        predict(no_int4, "atom-w4a4", 16, 4096, 4096)
-
-
-def test_unknown_kernel_lists_valid_ones():
-    with pytest.raises(FormatRuleError, match="sparse-marlin"):
-        predict("a10", "exllama", 1, 4096, 4096)
-
-
-@pytest.mark.parametrize("kernel", kernel_names())
-def test_every_kernel_returns_a_breakdown_with_a_named_bottleneck(kernel):
-    bd = predict("orin-agx-64gb", kernel, 1, 4096, 4096)
-    assert bd.latency_s > 0 and bd.bottleneck in {"dram", "l2", "tensor", "alu", "smem", "launch", "serial"}
-    assert bd.terms["launch"] > 0
-    d = bd.as_dict()
-    assert d["latency_us"] == pytest.approx(bd.latency_s * 1e6)
-
-
 # ---- hand-computed terms -----------------------------------------------------------------------
 def test_anyprec_alu_and_smem_terms_by_hand():
     g, f = get_gpu("rtx4090"), 1.0e9
@@ -164,21 +50,6 @@ def test_anyprec_alu_and_smem_terms_by_hand():
     steps, warps = 4, 8
     assert bd.terms["alu"] == pytest.approx(steps * warps * max(issue, alu, imad, fp16) / f)
     assert bd.terms["smem"] == pytest.approx(steps * warps * mio / f)
-
-
-def test_marlin_tensor_term_by_hand():
-    bd = predict("a10", "marlin", 16, 4096, 4096, clock=1.0e9)
-    # A10 stripe: iters = ceil(1024 / 72) = 15 tiles of 128x128 for the busiest block,
-    # 2*16*128*128 FLOP per tile at 1024 FLOP/clk/SM (A10 runs FP32 accumulate at full rate)
-    assert bd.terms["tensor"] == pytest.approx(15 * 2 * 16 * 128 * 128 / (1024 * 1.0e9))
-
-
-def test_geforce_fp32_accumulate_halves_the_tensor_rate():
-    a10 = predict("a10", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
-    # RTX 3090 (GA102 GeForce, 82 SMs): 512 FLOP/clk/SM with FP32 accumulate, iters = ceil(1024/82) = 13
-    g3090 = predict("rtx3090", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
-    assert g3090 == pytest.approx(13 * 2 * 16 * 128 * 128 / (512 * 1.0e9))
-    assert g3090 / a10 == pytest.approx(2 * 13 / 15)
 
 
 @pytest.mark.parametrize("words", [1, 4, 16, 32, 33, 64, 256, 4096, 65536])
