@@ -1,4 +1,5 @@
-"""refsim.arith.fp against exact rational arithmetic: a random sample plus every special case.
+"""refsim.arith.fp against exact rational arithmetic: a random sample plus every special case, and the
+fused fp16/fp32 FMA equal to one exact rounding on hypothesis-drawn operands.
 
 The >= 10^6-input sweep lives in bench/bench_emulator.py; here a few thousand random bit patterns per
 primitive, adversarial cancellations, and the full cross product of special values.
@@ -8,13 +9,14 @@ from __future__ import annotations
 
 import itertools
 
+from hypothesis import given, settings, strategies as st
 import ml_dtypes
 import numpy as np
 import pytest
 
 from refsim.arith import fp
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 SPECIAL_F16 = [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-24, -(2.0**-24), 2.0**-14, 65504.0, -65504.0,
                1.0, -1.0, 1.0 + 2.0**-10, 0.5, 2.0**-14 - 2.0**-24]
@@ -182,3 +184,26 @@ def test_fma_reference_scalar_equals_array_reference(dtype):
         fp.fma_reference_scalar(np.float16(1), np.float32(1), np.float16(1))
     with pytest.raises(DtypeError, match="one dtype"):
         fp.fma_reference_scalar(1.0, 1.0, 1.0)
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@settings(max_examples=examples(50))
+@given(st.tuples(*[st.floats(width=32) for _ in range(3)]))
+def test_fp32_fused_fma_equals_exact_single_rounding(abc):
+    a, b, c = (np.array([v], np.float32) for v in abc)
+    got, want = fp.f32_fma(a, b, c, fused=True), fp.fma_reference(a, b, c)
+    if np.isnan(want[0]):
+        assert np.isnan(got[0])
+    else:
+        assert_bitexact(got, want)
+
+
+@settings(max_examples=examples(50))
+@given(st.tuples(*[st.floats(width=16) for _ in range(3)]))
+def test_fp16_fused_fma_equals_exact_single_rounding(abc):
+    a, b, c = (np.array([v], np.float16) for v in abc)
+    got, want = fp.f16_fma(a, b, c, fused=True), fp.fma_reference(a, b, c)
+    if np.isnan(want[0]):
+        assert np.isnan(got[0])
+    else:
+        assert_bitexact(got, want)

@@ -1,13 +1,17 @@
 """Atom group GEMM emulation: equals the format module's independent value-level oracle when fused,
-and the fused/unfused flag changes bits where the FFMA rounding matters."""
+and the fused/unfused flag changes bits where the FFMA rounding matters; properties: the exact product
+whenever no step can round, and the fast group sums equal the mma slabs bit for bit (extremes, native path)."""
 
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from refsim.emulator import atom_kernel as atk
 from refsim.emulator import atom_kernel as ek
 from refsim.formats import atom
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 
 def _problem(seed, m=4, k=512, n=64, keeper=128):
@@ -82,3 +86,63 @@ def test_kernel_mode_keeper_scales_are_pair_equal():
     ref = atom.quantize_weights_reference(w, "kernel", keeper=128)
     assert_bitexact(wq.q8, ref.q8, name="q8")
     assert_bitexact(wq.scale8, ref.scale8, name="scale8")
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@settings(max_examples=examples(20))
+@given(m=st.integers(1, 4), groups=st.integers(1, 3), keeper=st.sampled_from([0, 128]),
+       seed=st.integers(0, 2**16), fused=st.booleans())
+def test_atom_exact_inputs_give_the_exact_product(m, groups, keeper, seed, fused):
+    rng = np.random.default_rng(seed)
+    n, kb = 16, 128 * groups
+    a = atom.AtomActivations(rng.integers(-8, 8, (m, kb)).astype(np.int8),
+                             (2.0 ** rng.integers(-6, -2, (m, groups))).astype(np.float16),
+                             rng.integers(-8, 9, (m, keeper)).astype(np.int8),
+                             (2.0 ** rng.integers(-6, -2, m)).astype(np.float16))
+    s4 = np.repeat((2.0 ** rng.integers(-6, -2, (groups, n // 2))), 2, axis=1).astype(np.float16)
+    w = atom.AtomWeights(rng.integers(-8, 8, (kb, n)).astype(np.int8), s4,
+                         rng.integers(-8, 9, (keeper, n)).astype(np.int8),
+                         np.repeat(2.0 ** rng.integers(-6, -2, n // 2), 2).astype(np.float16))  # pair-equal
+    # exact value: integer dot products (|p| <= 8192 per group, 8704 tail) times power-of-two scale
+    # products in [2^-12, 2^-6]: |value| < 2^9 on the grid 2^-12, so every fp32 partial sum is exact
+    exact = np.zeros((m, n))
+    for g in range(groups):
+        sl = slice(128 * g, 128 * (g + 1))
+        p = a.q4[:, sl].astype(np.int64) @ w.q4[sl].astype(np.int64)
+        exact += p * (a.scale4[:, g, None].astype(np.float64) * w.scale4[g][None, :].astype(np.float64))
+    exact += (a.q8.astype(np.int64) @ w.q8.astype(np.int64)) * (a.scale8[:, None].astype(np.float64) *
+                                                                 w.scale8[None, :].astype(np.float64))
+    assert np.array_equal(exact.astype(np.float32).astype(np.float64), exact)  # premise
+    expected = exact.astype(np.float16)  # one rounding of the exact value
+    assert_bitexact(atk.atom_group_gemm(a, w, fused=fused), expected + np.float16(0))
+
+
+def _f16_bits(rng, shape, finite=True):
+    """Random fp16 bit patterns (every class: subnormals, huge values); Inf/NaN mapped to finite."""
+    u = rng.integers(0, 1 << 16, shape, dtype=np.uint32).astype(np.uint16)
+    if finite:
+        u[(u & 0x7C00) == 0x7C00] &= 0xBFFF
+    return u.view(np.float16)
+
+
+@settings(max_examples=examples(60))
+@given(m=st.integers(1, 40), n2=st.integers(1, 20), groups=st.integers(1, 4), group=st.sampled_from([64, 128, 192]),
+       keeper=st.sampled_from([0, 32, 128]), fused=st.booleans(), extreme=st.booleans(),
+       native=st.sampled_from([None, False]), seed=st.integers(0, 2**32 - 1))
+def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, group, keeper, fused, extreme, native,
+                                                              seed):
+    """The BLAS group sums of :func:`atom_group_gemm`, with the compiled epilogue (native=None, when a
+    compiler exists) or the NumPy one (False), give the bits of the slab-by-slab ``mma_int`` form for
+    any codes (extreme: every code at the range ends) and any finite scales."""
+    rng = np.random.default_rng(seed)
+    n, kb = 2 * n2, group * groups
+
+    def codes(shape, lo, hi):
+        return (rng.choice([lo, hi], shape) if extreme else rng.integers(lo, hi + 1, shape)).astype(np.int8)
+
+    a = atom.AtomActivations(codes((m, kb), -8, 7), _f16_bits(rng, (m, groups)), codes((m, keeper), -128, 127),
+                             _f16_bits(rng, m))
+    w = atom.AtomWeights(codes((kb, n), -8, 7), _f16_bits(rng, (groups, n)), codes((keeper, n), -128, 127),
+                         _f16_bits(rng, n))
+    assert_bitexact(atk.atom_group_gemm(a, w, fused=fused, native=native), atk.atom_group_gemm_slabs(a, w, fused=fused),
+                    f"m={m} n={n} groups={groups}x{group} keeper={keeper}")

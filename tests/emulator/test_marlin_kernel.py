@@ -1,14 +1,18 @@
-"""Marlin warp-level emulation: against its plain-loop twin, exact products, and the derived error bound."""
+"""Marlin warp-level emulation: against its plain-loop twin, exact products, and the derived error bound;
+property: the exact product whenever no partial sum can round, for any legal shape, group mode and SM
+count (so any partition and reduction order)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refsim.emulator import marlin_kernel as mk
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import marlin, stripes
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 
 def _problem(rng, m, k, n, group_size, a_scale=1.0):
@@ -150,3 +154,22 @@ def test_tensor_core_operand_is_what_each_lane_dequantizes(gs):
                 v = (v.astype(np.float32) * scale.astype(np.float32)).astype(np.float16)  # __hmul2
             Bq[r + dr + h, c + dc] = v
     assert_bitexact(Bq, marlin.dequantize(B, s), "per-lane dequantized operand")
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@settings(max_examples=examples(40))   # affordable since the k16 steps run compiled
+@given(m=st.integers(1, 20), k=st.sampled_from([128, 256, 384]), gs=st.sampled_from([128, None]),
+       sms=st.integers(1, 40), seed=st.integers(0, 2**16), arch=st.sampled_from(["sm_80", "sm_90"]))
+def test_exact_inputs_give_the_exact_product_for_any_partition(m, k, gs, sms, seed, arch):
+    rng = np.random.default_rng(seed)
+    n = 256
+    q = rng.integers(0, 16, (k, n)).astype(np.uint8)
+    g = 1 if gs is None else k // gs
+    sc = (2.0 ** rng.integers(-2, 2, (g, n))).astype(np.float16)
+    A = (rng.integers(-1, 2, (m, k)) * (rng.random((m, k)) < 0.08)).astype(np.float16)
+    B, s = marlin.pack(q, sc, gs)
+    w = (q.astype(np.float64) - 8) * np.repeat(sc.astype(np.float64), k // g, axis=0)
+    if (np.abs(A.astype(np.float64)) @ np.abs(w)).max() >= 2**9:   # keep every partial sum exact
+        A = np.zeros_like(A)
+    expected = (A.astype(np.float64) @ w).astype(np.float16) + np.float16(0)  # exact; -0 -> +0
+    assert_bitexact(mk.marlin_gemm(A, B, s, arch=arch, sms=sms), expected)

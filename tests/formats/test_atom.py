@@ -1,20 +1,19 @@
 """Tests of refsim.formats.atom: reorder permutations, both quantization modes against plain
 loops and against an independent transliteration of efeslab/Atom's simulation, exhaustive INT4
-packing, the fused group GEMM bit for bit, KV cache, and bad input."""
+packing, bad input, the names that moved to atom_gemm/atom_kv; and properties on drawn legal problems
+(quantizers equal their plain loops, packing and reorder round trips). The fused GEMM is
+test_atom_gemm.py, the KV cache test_atom_kv.py."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
-
-from refsim.arith.exact import round_to_float
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import atom as A
-from refsim.formats import atom_gemm as atom_gemm_module
-from refsim.testing import assert_bitexact
+from refsim.testing import assert_bitexact, examples
 
 FIELDS = ("q4", "scale4", "q8", "scale8")
 
@@ -170,73 +169,6 @@ def test_pack_int4_rejects_out_of_range():
         A.pack_int4(np.array([[8, 0]], np.int8))
 
 
-# ------------------------------------------------------------------ fused GEMM
-def _problem(seed, m=5, k=384, n=6, group=128, keeper=128):
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal((m, k)) * 2).astype(np.float16)
-    w = (rng.standard_normal((k, n)) * 0.05).astype(np.float16)
-    return (A.quantize_activations(x, "kernel", group_size=group, keeper=keeper),
-            A.quantize_weights(w, "kernel", group_size=group, keeper=keeper))
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_atom_gemm_matches_plain_loop_bit_for_bit(seed):
-    a, w = _problem(seed, group=64, keeper=64, k=192)
-    assert_bitexact(A.atom_gemm(a, w), A.atom_gemm_reference(a, w), name="D")
-
-
-def test_atom_gemm_close_to_float64_product_of_dequantized_operands():
-    # independent bound: D differs from the exact sum of dequantized products only by the
-    # fp16 scale-product roundings (2**-11 relative each), fp32 accumulation and the final
-    # fp16 rounding; bound |err| <= 2**-11 * sum|terms| + 2**-11 |D|.
-    a, w = _problem(3)
-    d = A.atom_gemm(a, w).astype(np.float64)
-    xa = A.dequantize_activations(a, np.float64)
-    wa = A.dequantize_weights(w, np.float64)
-    exact = xa @ wa
-    bound = 2.0 ** -11 * (np.abs(xa) @ np.abs(wa)) * 1.01 + 2.0 ** -11 * np.abs(exact) + 1e-6
-    assert np.all(np.abs(d - exact) <= bound)
-
-
-def test_fma_is_correctly_rounded_including_midpoints():
-    rng = np.random.default_rng(7)
-    acc = rng.standard_normal(2000).astype(np.float32) * np.float32(1000)
-    p = rng.integers(-(1 << 21), 1 << 21, 2000)
-    s = rng.standard_normal(2000).astype(np.float16)
-    # midpoint cases: acc + p*s lands exactly between two floats of acc's binade, plus a tiny tail
-    acc[:10] = np.float32(1 << 24)
-    p[:10] = 1
-    s[:10] = np.float16(1.0)         # 2**24 + 1 is a tie -> even (2**24)
-    s[5:10] = np.float16(1.0009765625)  # 2**24 + 1 + 2**-10: above the tie -> 2**24 + 2
-    got = atom_gemm_module._fma_f32(acc, p, s)
-    for i in range(2000):
-        exact = Fraction(float(acc[i])) + int(p[i]) * Fraction(float(s[i]))
-        assert got[i] == round_to_float(exact, np.float32), i
-    assert got[0] == np.float32(1 << 24) and got[5] == np.float32((1 << 24) + 2)
-
-
-def test_atom_gemm_rejects_unequal_pair_scales():
-    a, w = _problem(4)
-    s = w.scale4.copy()
-    s[0, 1] = s[0, 1] * np.float16(2)
-    bad = A.AtomWeights(w.q4, s, w.q8, w.scale8)
-    with pytest.raises(FormatRuleError, match="2p and 2p\\+1"):
-        A.atom_gemm(a, bad)
-
-
-# ------------------------------------------------------------------ KV cache
-def test_kv_cache_is_asymmetric_int4_per_vector():
-    rng = np.random.default_rng(8)
-    x = (rng.standard_normal((2, 3, 5, 128)) + 0.5).astype(np.float32)  # (batch, heads, tokens, head_dim)
-    kv = A.quantize_kv(x)
-    assert kv.q.shape == x.shape and kv.scale.shape == x.shape[:-1]
-    assert kv.q.max() <= 15
-    rng_ = x.max(-1) - x.min(-1)
-    assert_bitexact(kv.scale, (rng_ / np.float32(15)).astype(np.float32), name="scale")
-    err = np.abs(A.dequantize_kv(kv) - x)
-    assert np.all(err <= kv.scale[..., None] * 1.0001)  # zero rounding (<= s/2) + value rounding (<= s/2)
-
-
 # ------------------------------------------------------------------ bad input
 def test_bad_input_raises_named_errors():
     x = np.zeros((2, 256), np.float32)
@@ -252,31 +184,6 @@ def test_bad_input_raises_named_errors():
         A.quantize_activations(bad)
 
 
-# ------------------------------------------------------------------ kernel activation-scale layout
-@pytest.mark.parametrize("m", list(range(1, 49)))
-def test_scale_layout_positions_are_distinct_and_inside_the_leading_dim(m):
-    pos = A.scale_positions(m)
-    ld = A.scale_leading_dim(m)
-    assert np.unique(pos).size == 4 * m                  # no two tokens share a half
-    assert pos.max() < ld
-    if m % 16 == 0:
-        assert ld == 4 * m and np.array_equal(np.sort(pos.ravel()), np.arange(4 * m))   # dense
-
-
-def test_scale_layout_half2_pairs_hold_rows_r_and_r_plus_8():
-    pos = A.scale_positions(16)
-    for r in range(8):
-        for j in range(4):
-            lo, hi = pos[r, j], pos[r + 8, j]
-            assert hi == lo + 1 and lo % 2 == 0          # one aligned half2 = (scale[r], scale[r+8])
-
-
-def test_scale_layout_matches_loop():
-    rng = np.random.default_rng(9)
-    s = rng.random((21, 3)).astype(np.float16) + np.float16(0.5)
-    assert_bitexact(A.activation_scale_layout(s), A.activation_scale_layout_reference(s), name="layout")
-
-
 def test_reorder_index_exhaustive_over_all_orders_of_five():
     import itertools
 
@@ -285,34 +192,6 @@ def test_reorder_index_exhaustive_over_all_orders_of_five():
         stat = vals[list(perm)]
         idx = A.reorder_index(stat)
         assert np.array_equal(stat[idx], vals)          # ascending: largest (outlier) last
-
-
-def test_gemm_overflow_follows_ieee_like_the_kernel():
-    # scale products beyond 65504 overflow to inf in fp16 (__hmul2); a zero partial sum times
-    # inf is NaN, a non-zero one is +-inf; both paths agree bit for bit
-    q4 = np.zeros((1, 64), np.int8)
-    q4[0, 0] = 1
-    a = A.AtomActivations(q4, np.array([[np.float16(300)]]), np.zeros((1, 0), np.int8), np.ones(1, np.float16))
-    wq = np.zeros((64, 2), np.int8)
-    wq[0, 0] = 1
-    w = A.AtomWeights(wq, np.full((1, 2), np.float16(300)), np.zeros((0, 2), np.int8), np.ones(2, np.float16))
-    d = A.atom_gemm(a, w)
-    assert np.isposinf(d[0, 0]) and np.isnan(d[0, 1])
-    assert_bitexact(d, A.atom_gemm_reference(a, w), name="D")
-
-
-def test_pack_kv_is_lsb_first_in_little_endian_words():
-    rng = np.random.default_rng(10)
-    q = rng.integers(0, 16, (3, 128), dtype=np.uint8)
-    packed = A.pack_kv(q)
-    words = packed.view("<u4")                              # (3, 16): 8 codes per 32-bit word
-    for r in range(3):
-        for i in range(16):
-            for j in range(8):
-                assert (int(words[r, i]) >> (4 * j)) & 0xF == q[r, 8 * i + j]
-    assert_bitexact(A.unpack_kv(packed), q, name="round trip")
-    with pytest.raises(FormatRuleError, match="4-bit codes"):
-        A.pack_kv(np.array([[16, 0]], np.uint8))
 
 
 @pytest.mark.parametrize("clip", [0.0, -0.5, 1.5, float("nan")])
@@ -359,3 +238,63 @@ def test_round_half_away_float64_is_exact_and_input_untouched():
     assert got.tolist() == [0.0, -0.0, 2.0 ** 52, 2.0 ** 52 + 1]
     assert np.array_equal(x, before)
     _same_float_bits(got, A.round_half_away_reference(x))
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@st.composite
+def atom_problems(draw):
+    """Legal small problems: group in {32, 64}, K = (groups + tail) * group, N even."""
+    group = draw(st.sampled_from([32, 64]))
+    n_groups = draw(st.integers(1, 2))
+    keeper = draw(st.sampled_from([0, group]))
+    k = n_groups * group + keeper
+    m = draw(st.integers(1, 3))
+    n = 2 * draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**31 - 1))
+    scale = draw(st.sampled_from([1e-3, 1.0, 100.0]))
+    return group, keeper, m, k, n, seed, scale
+
+
+@settings(max_examples=examples(30))
+@given(atom_problems(), st.sampled_from(A.MODES))
+def test_quantizers_and_gemm_match_references(problem, mode):
+    group, keeper, m, k, n, seed, scale = problem
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((m, k)) * scale).astype(np.float16)
+    w = (rng.standard_normal((k, n)) * scale).astype(np.float16)
+    kw = dict(group_size=group, keeper=keeper)
+    a, ar = A.quantize_activations(x, mode, **kw), A.quantize_activations_reference(x, mode, **kw)
+    b, br = A.quantize_weights(w, mode, **kw), A.quantize_weights_reference(w, mode, **kw)
+    for f in ("q4", "scale4", "q8", "scale8"):
+        assert_bitexact(getattr(a, f), getattr(ar, f), name=f"acts.{f}")
+        assert_bitexact(getattr(b, f), getattr(br, f), name=f"weights.{f}")
+    if mode == "kernel":
+        assert_bitexact(A.atom_gemm(a, b), A.atom_gemm_reference(a, b), name="D")
+
+
+@settings(max_examples=examples(40))
+@given(st.integers(1, 4), st.integers(1, 16), st.integers(0, 2**31 - 1))
+def test_pack_unpack_round_trip(rows, half_cols, seed):
+    q = np.random.default_rng(seed).integers(-8, 8, (rows, 2 * half_cols)).astype(np.int8)
+    packed = A.pack_int4(q)
+    assert_bitexact(packed, A.pack_int4_reference(q), name="packed")
+    assert_bitexact(A.unpack_int4(packed), q, name="round trip")
+
+
+@settings(max_examples=examples(40))
+@given(st.integers(1, 300), st.integers(0, 2**31 - 1))
+def test_reorder_index_round_trips(k, seed):
+    rng = np.random.default_rng(seed)
+    stat = rng.standard_normal(k).astype(np.float32) ** 2
+    idx = A.reorder_index(stat)
+    assert np.array_equal(np.sort(idx), np.arange(k))
+    v = rng.standard_normal((2, k)).astype(np.float32)
+    assert_bitexact(A.unpermute(A.permute(v, idx, 1), idx, 1), v, name="round trip")
+
+
+def test_moved_names_are_the_objects_of_their_new_modules():
+    from refsim.formats import atom_gemm, atom_kv
+    assert A.atom_gemm is atom_gemm.atom_gemm and A.scale_positions is atom_gemm.scale_positions
+    assert A.quantize_kv is atom_kv.quantize_kv and A.AtomKV is atom_kv.AtomKV
+    with pytest.raises(AttributeError, match="has no attribute 'not_a_name'"):
+        A.not_a_name

@@ -1,4 +1,10 @@
+"""Tests of refsim.formats.awq: AutoAWQ's GEMM packing (interleaved order) against hand-built words and its
+inverse; property: unpack inverts pack for any codes."""
+
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from refsim.formats import awq
 from refsim.testing import assert_bitexact
@@ -42,3 +48,10 @@ def test_awq_scheme_quantizer_matches_autoawq_formula():
     s1 = np.float32(np.float32(3.0) / np.float32(15))
     assert uq.scale[0, 1] == s1 and uq.zero[0, 1] == 0  # -round(0.5 / 0.2) = -2, clamped to 0
     assert list(uq.q[:, 1]) == [2, 8, 15]  # round(w / s) + 0, the top saturating (round(17.5) = 18 -> 15)
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@given(st.integers(1, 5).flatmap(lambda r: st.integers(1, 4).flatmap(
+    lambda w: arrays(np.uint8, (r, 8 * w), elements=st.integers(0, 15)))))
+def test_awq_unpack_inverts_pack(q):
+    assert_bitexact(awq.unpack_columns(awq.pack_columns(q), q.shape[1]), q)

@@ -1,9 +1,13 @@
-"""GPTQ checkpoint format: stream packing, official-loop conformance, v1 zero-point semantics."""
+"""GPTQ checkpoint format: stream packing, official-loop conformance, v1 zero-point semantics;
+properties: unpack inverts pack for drawn qweight codes and qzeros."""
 
 import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from refsim.formats import gptq
 from refsim.testing import assert_bitexact
@@ -182,3 +186,39 @@ def test_pack_qweight_accepts_every_integer_dtype_of_in_range_codes(bits, dtype)
     hi = min((1 << bits) - 1, np.iinfo(dtype).max)
     q = np.random.default_rng(bits).integers(0, hi + 1, (64, 3)).astype(dtype)
     assert_bitexact(gptq.pack_qweight(q, bits), gptq.pack_qweight_reference(q, bits))
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@st.composite
+def gptq_codes(draw):
+    """(q uint8 (K, N), bits) with K a multiple of 32: the qweight packing rule."""
+    bits = draw(st.sampled_from(gptq.BITS))
+    k = 32 * draw(st.integers(1, 4))
+    n = draw(st.integers(1, 6))
+    q = draw(arrays(np.uint8, (k, n), elements=st.integers(0, (1 << bits) - 1)))
+    return q, bits
+
+
+@given(gptq_codes())
+def test_unpack_qweight_inverts_pack_qweight(case):
+    q, bits = case
+    packed = gptq.pack_qweight(q, bits)
+    assert packed.shape == (q.shape[0] * bits // 32, q.shape[1]) and packed.dtype == np.int32
+    assert_bitexact(gptq.unpack_qweight(packed, bits, q.shape[0]), q)
+    assert_bitexact(packed, gptq.pack_qweight_reference(q, bits))
+
+
+@st.composite
+def gptq_zeros(draw):
+    bits = draw(st.sampled_from(gptq.BITS))
+    g = draw(st.integers(1, 3))
+    n = 32 * draw(st.integers(1, 2))
+    z = draw(arrays(np.int32, (g, n), elements=st.integers(1, (1 << bits) - 1)))  # v1 needs zero >= 1
+    fmt = draw(st.sampled_from(gptq.CHECKPOINT_FORMATS))
+    return z, bits, fmt
+
+
+@given(gptq_zeros())
+def test_unpack_qzeros_inverts_pack_qzeros_for_nonzero_points(case):
+    z, bits, fmt = case
+    assert_bitexact(gptq.unpack_qzeros(gptq.pack_qzeros(z, bits, fmt), bits, z.shape[1], fmt), z)

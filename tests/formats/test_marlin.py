@@ -9,12 +9,17 @@ Three independent witnesses of the layout:
    with floating point type": b0/b1 hold (row 2t + {0,1}, col g) and (row 2t + 8 + {0,1}, col g))
    pushed through the emulated Marlin ``dequant`` bit trick.
 3. The plain-loop ``pack_reference`` (closed-form table).
+
+Properties on hypothesis-drawn legal shapes: pack round-trips and equals the plain loop; dequantize
+is code times scale elementwise.
 """
 
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import dequant_tricks as dt
@@ -370,3 +375,51 @@ def test_gptq_repack_refuses_asymmetric_zero_points_with_the_reason():
     zeros[0, 5] = 7  # one asymmetric column: repacking would shift it by -s
     with pytest.raises(FormatRuleError, match=r"symmetric.*first zeros\[0, 5\] = 7"):
         marlin.repack_gptq(qweight, 128, zeros=zeros)
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@st.composite
+def marlin_problems(draw):
+    """Only legal Marlin shapes: K % 128 == 0, N % 256 == 0, group 128 or per-channel."""
+    k = 128 * draw(st.integers(1, 3))
+    n = 256 * draw(st.integers(1, 2))
+    group_size = draw(st.sampled_from([None, 128]))
+    seed = draw(st.integers(0, 2**31 - 1))
+    return k, n, group_size, seed
+
+
+def _draw_inputs(k, n, group_size, seed):
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, 16, (k, n), dtype=np.uint8)
+    rows = 1 if group_size is None else k // group_size
+    scales = (rng.standard_normal((rows, n)) * 0.05).astype(np.float16)
+    return q, scales
+
+
+# edge cases: the K = 128 / group 128 corner, the smallest per-channel shape
+@example((128, 256, 128, 0))
+@example((128, 256, None, 1))
+@given(marlin_problems())
+def test_pack_roundtrips_and_matches_plain_loop(problem):
+    k, n, group_size, seed = problem
+    q, scales = _draw_inputs(k, n, group_size, seed)
+    b, s = marlin.pack(q, scales, group_size)
+    br, sr = marlin.pack_reference(q, scales, group_size)
+    assert_bitexact(b, br, name="B")
+    assert_bitexact(s, sr, name="s")
+    q2, s2 = marlin.unpack(b, s)
+    assert_bitexact(q2, q, name="q")
+    assert_bitexact(s2, scales, name="scales")
+
+
+@given(marlin_problems())
+def test_dequantize_equals_code_times_scale_elementwise(problem):
+    k, n, group_size, seed = problem
+    q, scales = _draw_inputs(k, n, group_size, seed)
+    b, s = marlin.pack(q, scales, group_size)
+    w = marlin.effective_weights(b, s)
+    gs = k // scales.shape[0]
+    rng = np.random.default_rng(seed)
+    for kk, nn in zip(rng.integers(0, k, 8), rng.integers(0, n, 8)):
+        expected = np.float16(np.float32(int(q[kk, nn]) - 8) * np.float32(scales[kk // gs, nn]))
+        assert_bitexact(w[kk, nn], expected, name=f"W[{kk},{nn}]")

@@ -1,10 +1,14 @@
-"""QIGen packed layout: official-loop transliteration, inverse, Z-curve order, errors."""
+"""QIGen packed layout: official-loop transliteration, inverse, Z-curve order, errors; property: pack
+equals its plain loop and unpack inverts it for drawn layouts."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.formats import qigen as Q
+from refsim.testing import examples
 
 
 def _random_qweight(rng, k, n, bits):
@@ -92,3 +96,16 @@ def test_layout_rules_raise_specific_errors():
         Q.pack(np.zeros((4, 16), dtype=np.int32), lay)
     with pytest.raises(ShapeError, match="shape"):
         Q.unpack(np.zeros(5, dtype=np.int32), lay)
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@settings(max_examples=examples(30))
+@given(st.sampled_from([2, 3, 4]), st.integers(1, 4), st.integers(1, 4), st.sampled_from(Q.ORDERS),
+       st.integers(0, 2**32 - 1))
+def test_unpack_inverts_pack(bits, kbs, ps, order, seed):
+    rng = np.random.default_rng(seed)
+    lay = Q.QIGenLayout(bits, 32 * kbs, 8 * ps, 32, 8, order)
+    qw = rng.integers(-(2**31), 2**31, size=(lay.k * bits // 32, lay.n), dtype=np.int64).astype(np.int32)
+    packed = Q.pack(qw, lay)
+    np.testing.assert_array_equal(packed, Q.pack_reference(qw, lay))
+    np.testing.assert_array_equal(Q.unpack(packed, lay), qw)

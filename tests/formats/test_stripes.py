@@ -1,6 +1,9 @@
-"""Tests for refsim.formats.stripes (Marlin striped partitioning)."""
+"""Tests for refsim.formats.stripes (Marlin striped partitioning); property: for drawn tile grids, parallel
+problems and SM counts the stripes cover every tile once, bottom to top."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
 
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import stripes as st
@@ -122,3 +125,16 @@ def test_illegal_shapes_and_configs_raise_named_errors():
         st.stripes(32, 256, 256, 108, None, thread_k=128, thread_n=128)
     with pytest.raises(FormatRuleError, match=r"supports only 128 or None \(per-channel\); got 64"):
         st.marlin_tile_config(1, 256, 256, 64)
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+@given(
+    hst.integers(1, 9), hst.integers(1, 9), hst.integers(1, 4), hst.integers(1, 150), hst.sampled_from([1, 2])
+)
+def test_stripes_cover_every_tile_once_in_bottom_to_top_order(k_tiles, n_tiles, parallel, sms, group_tiles):
+    _, blocks = st.launch_partition(k_tiles, n_tiles, parallel, sms, group_tiles)
+    got = {(s.block, s.col_par): (s.k_tile_start, s.k_tile_count, s.slice_idx, s.slice_count)
+           for stripe in blocks for s in stripe}
+    assert got == st.stripes_reference(k_tiles, n_tiles, parallel, sms, group_tiles)
+    covered = sorted((s.col_par, kt) for stripe in blocks for s in stripe for kt in s.k_tiles)
+    assert covered == [(c, kt) for c in range(n_tiles * parallel) for kt in range(k_tiles)]

@@ -1,9 +1,14 @@
-"""Uniform quantization: vectorised vs plain-loop reference, scheme formulas, rounding, bounds."""
+"""Uniform quantization: vectorised vs plain-loop reference, scheme formulas, rounding, bounds;
+properties: dequantize(quantize(w)) within half a step, vectorised equals reference (fp32 and the awq
+scheme on fp16 input)."""
 
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from refsim.formats import uniform
 from refsim.testing import assert_bitexact
@@ -184,3 +189,53 @@ def test_awq_on_float32_input_stays_in_float32():
         s = f(max(f(x.max() - x.min()), f(1e-5)) / f(15))
         assert uq.scale[0, n] == s and uq.scale.dtype == np.float32
         assert uq.zero[0, n] == int(min(max(-np.rint(x.min() / s), 0), 15))
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+# the awq scheme on float16 input: vectorised quantizer and plain-loop twin agree bit for bit (every
+# step one fp16 operation, as AutoAWQ on .half() weights);
+# |range| < 65504 so the fp16 scale is finite (a range that overflows fp16 is refused by both twins)
+finite_f16 = st.floats(-30000, 30000, allow_nan=False, allow_infinity=False, width=16)
+
+
+@given(st.sampled_from([2, 3, 4, 8]), st.sampled_from(uniform.ROUNDING_MODES), st.sampled_from([1.0, 0.9, 0.5]),
+       st.integers(1, 3).flatmap(lambda g: arrays(np.float16, (4 * g, 3), elements=finite_f16)))
+@example(2, "half_even", 1.0, np.ones((4, 3), np.float16))  # constant group: |min / scale| overflows to inf
+def test_awq_float16_vectorised_equals_reference(bits, rounding, clip, w):
+    kw = dict(scheme="awq", granularity="group", group_size=4, rounding=rounding, clip_ratio=clip)
+    a = uniform.quantize(w, bits, **kw)
+    b = uniform.quantize_reference(w, bits, **kw)
+    assert_bitexact(a.q, b.q, name="q")
+    assert_bitexact(a.scale, b.scale, name="scale")
+    assert_bitexact(a.zero, b.zero, name="zero")
+    assert np.array_equal(a.scale.astype(np.float16).astype(np.float32), a.scale)  # fp16 values
+
+
+finite_f32 = st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False, allow_subnormal=False, width=32)
+
+
+@given(
+    st.sampled_from(["gptq_asym", "awq", "marlin"]),
+    st.sampled_from([2, 3, 4, 8]),
+    st.sampled_from(uniform.ROUNDING_MODES),
+    st.integers(1, 4).flatmap(lambda g: arrays(np.float32, (4 * g, 3), elements=finite_f32)),
+)
+def test_dequantize_quantize_is_within_half_a_step(scheme, bits, rounding, w):
+    uq = uniform.quantize(w, bits, scheme=scheme, granularity="group", group_size=4, rounding=rounding)
+    if scheme == "awq":  # AutoAWQ's zero clamps for ranges far from 0 (documented quirk): skip those groups
+        lo = w.reshape(-1, 4, 3).min(axis=1) / uq.scale
+        keep = np.repeat((-np.rint(lo) >= 0) & (-np.rint(lo) <= (1 << bits) - 1), 4, axis=0)
+        w = np.where(keep, w, uq.dequantize())
+    step = uniform.expand_groups(uq.scale, 4, w.shape[0]).astype(np.float64)
+    err = np.abs(uq.dequantize().astype(np.float64) - w)
+    eps = float(np.finfo(np.float32).eps)
+    assert (err <= step / 2 + 4 * eps * (np.abs(w) + step)).all()
+
+
+@given(st.sampled_from(uniform.SCHEMES), st.sampled_from([2, 4, 8]),
+       st.integers(1, 3).flatmap(lambda g: arrays(np.float32, (2 * g, 2), elements=finite_f32)))
+def test_vectorised_quantize_equals_reference(scheme, bits, w):
+    a = uniform.quantize(w, bits, scheme=scheme, granularity="group", group_size=2)
+    b = uniform.quantize_reference(w, bits, scheme=scheme, granularity="group", group_size=2)
+    assert_bitexact(a.q, b.q)
+    assert_bitexact(a.scale, b.scale)

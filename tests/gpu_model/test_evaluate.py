@@ -211,10 +211,10 @@ def test_not_from_or_into_the_result_cache():
 
 
 def test_pinned_values_through_predict_many():
-    # the values typed into tests/gpu_model/test_predict_pinned.py (recorded before the hot-path work)
+    # the values typed into tests/gpu_model/test_problem.py (recorded before the hot-path work)
     import importlib.util
     from pathlib import Path
-    spec = importlib.util.spec_from_file_location("_pinned", Path(__file__).with_name("test_predict_pinned.py"))
+    spec = importlib.util.spec_from_file_location("_pinned", Path(__file__).with_name("test_problem.py"))
     pinned = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pinned)
     assert len(pinned.PINNED) >= 10

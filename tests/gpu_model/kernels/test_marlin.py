@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 
+from refsim.formats import stripes
 from refsim.formats import stripes as st
 from refsim.gpu_model.kernels import clear_caches, marlin, predict
 
@@ -187,3 +188,59 @@ def test_launch_summary_refuses_more_columns_than_marlin_can_index():
     from refsim.errors import FormatRuleError
     with pytest.raises(FormatRuleError, match="column count"):
         st.launch_summary(1, 1 << 24, 2, 72, 1)
+
+
+# ---- Marlin ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("m, expected", [
+    (1, [(1, 1, 1)]), (16, [(1, 1, 16)]), (64, [(4, 1, 64)]), (128, [(4, 2, 128)]),
+    (80, [(4, 1, 64), (1, 1, 16)]), (1024, [(4, 16, 1024)]), (1100, [(4, 16, 1024), (4, 1, 64), (1, 1, 12)]),
+])
+def test_marlin_host_m_splitting(m, expected):
+    # (m_blocks, parallel, rows) of each launch, as the model receives them from refsim.formats.stripes
+    assert [(p.m_blocks, p.parallel, p.rows) for p in marlin.partition(m, 4096, 4096, 72, None)] == expected
+
+
+def _stripe_brute_force(k_tiles, n_tiles, par, sms, f):
+    total = k_tiles * n_tiles * par
+    iters = math.ceil(total / sms)
+    iters = f * math.ceil(iters / f)
+    owner = [L // iters for L in range(total)]             # tile L -> block
+    active = len(set(owner))
+    slices = max(len(set(owner[c * k_tiles:(c + 1) * k_tiles])) for c in range(n_tiles * par))
+    return iters, active, slices
+
+
+@pytest.mark.parametrize("args", [(32, 32, 1, 72, 1), (32, 32, 1, 108, 1), (64, 16, 1, 72, 2),
+                                  (64, 16, 1, 72, 1), (64, 16, 16, 72, 2), (8, 4, 1, 36, 1)])
+def test_marlin_launch_summary_matches_tile_by_tile_assignment(args):
+    k_tiles, n_tiles, par, sms, f = args
+    iters, blocks = stripes.launch_partition(*args)
+    launch = stripes.Launch(0, 64 * par, 4, par, k_tiles, n_tiles, iters, sms, blocks)
+    lc = marlin.summarize_launch(launch)
+    assert (lc.iters, lc.busy_blocks, lc.max_slices) == _stripe_brute_force(*args)
+
+
+def test_marlin_paper_anchor_on_a10_large_matrix():
+    # Marlin paper: ~3.87x over FP16 up to batch 16-32 on the A10, 72k x 18k, group 128
+    for m in (1, 16, 32):
+        fp = predict("a10", "cublas-fp16", m, 72 * 1024, 18 * 1024)
+        q = predict("a10", "marlin", m, 72 * 1024, 18 * 1024, group_size=128)
+        assert 3.5 < fp.latency_s / q.latency_s < 3.95, m
+    fp = predict("a10", "cublas-fp16", 128, 72 * 1024, 18 * 1024)
+    q = predict("a10", "marlin", 128, 72 * 1024, 18 * 1024, group_size=128)
+    assert q.bottleneck == "tensor" and 1.2 < fp.latency_s / q.latency_s < 2.1
+
+
+def test_marlin_tensor_term_by_hand():
+    bd = predict("a10", "marlin", 16, 4096, 4096, clock=1.0e9)
+    # A10 stripe: iters = ceil(1024 / 72) = 15 tiles of 128x128 for the busiest block,
+    # 2*16*128*128 FLOP per tile at 1024 FLOP/clk/SM (A10 runs FP32 accumulate at full rate)
+    assert bd.terms["tensor"] == pytest.approx(15 * 2 * 16 * 128 * 128 / (1024 * 1.0e9))
+
+
+def test_geforce_fp32_accumulate_halves_the_tensor_rate():
+    a10 = predict("a10", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
+    # RTX 3090 (GA102 GeForce, 82 SMs): 512 FLOP/clk/SM with FP32 accumulate, iters = ceil(1024/82) = 13
+    g3090 = predict("rtx3090", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
+    assert g3090 == pytest.approx(13 * 2 * 16 * 128 * 128 / (512 * 1.0e9))
+    assert g3090 / a10 == pytest.approx(2 * 13 / 15)

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from refsim import ptx
 from refsim.testing import assert_bitexact
 
-KERNELS = Path(__file__).resolve().parents[2] / "tests" / "ptx" / "kernels"
+KERNELS = Path(__file__).resolve().parent / "kernels"
 _MODULES: dict[str, ptx.Module] = {}
 
 

@@ -11,7 +11,8 @@ import pickle
 
 import pytest
 
-from refsim.gpu_model.kernels import predict, predict_reference
+from refsim.errors import FormatRuleError, ShapeError
+from refsim.gpu_model.kernels import kernel_names, predict, predict_reference
 from refsim.gpu_model.roofline import Breakdown, _breakdown, _dram_time
 from refsim.gpu_model.specs import get_gpu
 
@@ -160,3 +161,38 @@ def test_dram_time_equals_its_plain_form(gpu):
             for cps in (0, 1, 3, 2.0):
                 for bif in (512, 4096, 98304.0, 1e9):
                     assert _dram_time(b, g, ctas, cps, bif) == _dram_time_plain(b, g, ctas, cps, bif)
+
+
+# ---- rules -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel, kwargs, err, text", [
+    ("marlin", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
+    ("marlin", dict(m=1, n=4000, k=4096), ShapeError, "thread_n"),
+    ("marlin", dict(m=32, n=4096 + 128, k=4096), ShapeError, "thread_n = 256"),
+    ("marlin", dict(m=1, n=4096, k=4096, group_size=64), FormatRuleError, "group_size"),
+    ("anyprec", dict(m=1, n=4096, k=4096, bits=2), FormatRuleError, "bit-widths"),
+    ("anyprec", dict(m=1, n=4096, k=4100), ShapeError, "32 weights"),
+    ("anyprec", dict(m=2, n=4100, k=4096), ShapeError, "multi_row"),
+    ("atom-w4a4", dict(m=1, n=4096, k=128), FormatRuleError, "K >= 256"),
+    ("atom-w4a4", dict(m=1, n=4000, k=4096), ShapeError, "128"),
+    ("int8-w8a8", dict(m=1, n=4096, k=4096, bits=4), FormatRuleError, "bit-widths"),
+    ("mixed-2-4-16", dict(m=1, n=4096, k=4096, bits=3), FormatRuleError, "bit-widths"),
+    ("awq-w4a16", dict(m=1, n=4096, k=4096, group_size=32), FormatRuleError, "group_size"),
+    ("cublas-fp16", dict(m=0, n=4096, k=4096), FormatRuleError, ">= 1"),
+])
+def test_unsupported_shapes_and_bits_name_the_kernel_rule(kernel, kwargs, err, text):
+    with pytest.raises(err, match=text):
+        predict("a10", kernel, **kwargs)
+
+
+def test_unknown_kernel_lists_valid_ones():
+    with pytest.raises(FormatRuleError, match="sparse-marlin"):
+        predict("a10", "exllama", 1, 4096, 4096)
+
+
+@pytest.mark.parametrize("kernel", kernel_names())
+def test_every_kernel_returns_a_breakdown_with_a_named_bottleneck(kernel):
+    bd = predict("orin-agx-64gb", kernel, 1, 4096, 4096)
+    assert bd.latency_s > 0 and bd.bottleneck in {"dram", "l2", "tensor", "alu", "smem", "launch", "serial"}
+    assert bd.terms["launch"] > 0
+    d = bd.as_dict()
+    assert d["latency_us"] == pytest.approx(bd.latency_s * 1e6)

@@ -1,0 +1,82 @@
+"""Kernel models: hand-computed bytes and partitions, the rules each kernel enforces, paper anchors."""
+
+
+import pytest
+
+from refsim.gpu_model.kernels import anyprec, predict
+from refsim.gpu_model.specs import get_gpu
+
+
+# ---- Any-Precision ---------------------------------------------------------------------------
+def test_anyprec_reads_only_the_top_b_planes_plus_the_b_bit_lut():
+    bd = predict("rtx4090", "anyprec", 1, 4096, 4096, bits=3)
+    expected = 3 * 4096 * 4096 / 8 + 4096 * 8 * 2 + 2 * 4096 + 2 * 4096
+    assert bd.bytes_dram == expected
+
+
+@pytest.mark.parametrize("words, expected", [(1, 1.0), (8, 1.0), (32, 1.0)])
+def test_lut_lookups_without_two_words_in_a_bank_take_one_wavefront(words, expected):
+    # <= 32 words: every bank holds at most one word, so any pattern is one wavefront (broadcast)
+    assert anyprec.lds_conflict_degree(words) == expected
+
+
+def test_pair_table_lookups_conflict():
+    d = anyprec.lds_conflict_degree(256)     # 4-bit pair table: 8 words per bank
+    assert 2.0 < d < 8.0
+
+
+def test_anyprec_uses_the_pair_table_plan_of_the_kernel():
+    assert anyprec.lookup_plan(3, 1)[0] == 16 and anyprec.lookup_plan(4, 1)[0] == 32
+    assert anyprec.lookup_plan(4, 2)[0] == 16 and anyprec.lookup_plan(8, 4)[0] == 32
+
+
+def test_anyprec_above_eight_tokens_is_dequant_plus_cublas():
+    bd = predict("rtx4090", "anyprec", 16, 4096, 4096, bits=4)
+    assert bd.launches == 2
+    fp = predict("rtx4090", "cublas-fp16", 16, 4096, 4096)
+    assert bd.latency_s > fp.latency_s
+
+
+# ---- hand-computed terms -----------------------------------------------------------------------
+def test_anyprec_alu_and_smem_terms_by_hand():
+    g, f = get_gpu("rtx4090"), 1.0e9
+    bd = predict(g, "anyprec", 1, 4096, 4096, bits=4, clock=f)
+    # SASS census of matmul_kbit_32<1, 4, false> on sm_89 (refsim/data/timings/sass_census_anyprec.csv):
+    # per warp and chunk step 212 instructions, 99 ALU, 53 IMAD, 18 HFMA2/HADD2, 32 LDS.U16 into a
+    # 16-entry table (8 words: conflict-free), 4 plane LDG, 4 activation LDG.128
+    issue, alu, imad, fp16 = 212, 99 * 2, 53 * 2, 18 * 32 / (64 / 4)   # 16 INT32 / HFMA2 lanes per SMSP
+    mio = (32 * 1.0 + 4 + 4 * 4) * 4                                    # 128 B wavefront per clock per SM
+    # 1024 CTAs of 4 warps on 128 SMs: 8 per SM, one warp each per SMSP, all resident; 4 chunk steps
+    steps, warps = 4, 8
+    assert bd.terms["alu"] == pytest.approx(steps * warps * max(issue, alu, imad, fp16) / f)
+    assert bd.terms["smem"] == pytest.approx(steps * warps * mio / f)
+
+
+@pytest.mark.parametrize("words", [1, 4, 16, 32, 33, 64, 256, 4096, 65536])
+def test_lds_conflict_degree_equals_its_plain_loop(words):
+    from refsim.gpu_model.kernels import anyprec as ap
+    assert ap.lds_conflict_degree.__wrapped__(words, trials=500) == ap.lds_conflict_degree_reference(words, trials=500)
+    assert ap.lds_conflict_degree(words) == ap.lds_conflict_degree_reference(words)
+
+
+def test_anyprec_step_by_hand_in_order_and_batched():
+    # H100 SXM at 1980 MHz, M = 1, 3 bits, 4096 x 4096: 1024 CTAs of 4 warps, 8 per SM, so 8 warps
+    # per SMSP, all resident, 4 chunk steps each. sm_90 census of matmul_kbit_32<1, 3, false>: 151
+    # instructions, 91 ALU (2 clk), 15 IMAD (2 clk), 10 + 8 HFMA2 (1 clk), 16 LDS into the 64-word
+    # pair table, 3 plane LDG, 4 LDG.128; one warp's path 416 cycles + one DRAM latency
+    g, f = get_gpu("h100-sxm"), 1.98e9
+    conflict = anyprec.lds_conflict_degree(64)
+    p_w = max(151, 91 * 2, 15 * 2, 10, 8, (16 * conflict + 3 + 4 * 4) * 4)
+    w, steps = 8, 4
+    path = 416 + g.dram_latency_s * f
+    plane = 3 * 4096 * 4096 / 8
+    for cache, writeback in (("cold", 0.0), ("dirty", 0.393)):
+        bd = predict(g, "anyprec", 1, 4096, 4096, bits=3, clock=f, cache=cache)
+        stream = 4096 * (plane / 4096 / 4) * (1 + writeback) / g.dram_eff_bytes_per_s * f
+        if cache == "cold":           # in order: stream, the SMSP's work or one warp's cycle
+            step = max(stream, w * p_w, path + stream / w)
+        else:                         # batched behind the write drain: the batch, then the work
+            step = stream + max(w * p_w, path + p_w)
+        fixed = bd.terms["launch"] + bd.terms["tail"]
+        assert bd.latency_s - fixed == pytest.approx(steps * step / f, rel=1e-12), cache
+        assert ("batched" in bd.notes) == (cache == "dirty")
