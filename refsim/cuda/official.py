@@ -28,13 +28,11 @@ import numpy as np
 
 from refsim._validate import require_choice, require_fields, require_instance
 from refsim.cuda import launch
+from refsim.ptx.replay import scalar_argument
 
 __all__ = ["DATA_DIR", "RecordedCase", "cases", "load", "replay", "h100", "uses_float_mma"]
 
 DATA_DIR = Path(__file__).resolve().parent / "official"
-_SCALARS = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "s8": "<i1", "s16": "<i2", "s32": "<i4",
-            "s64": "<i8", "b8": "<u1", "b16": "<u2", "b32": "<u4", "b64": "<u8", "f16": "<f2", "f32": "<f4",
-            "f64": "<f8"}
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ def _argument(spec: dict, buffers: dict):
     raw = bytes.fromhex(spec["hex"])
     if spec["kind"] == "bytes":
         return raw
-    return np.frombuffer(raw, _SCALARS[spec["ptype"]])[0]
+    return scalar_argument(spec["ptype"], raw)
 
 
 def replay(name: str, *, backend: str = "ptx", arch: str = "sm_90") -> dict[int, np.ndarray]:

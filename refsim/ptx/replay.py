@@ -32,7 +32,7 @@ import numpy as np
 from refsim.errors import FormatRuleError
 from refsim.ptx.module import Module
 
-__all__ = ["Case", "load_case", "replay"]
+__all__ = ["Case", "load_case", "replay", "scalar_argument"]
 
 _SCALAR = {"u8": "<u1", "s8": "<i1", "b8": "<u1", "u16": "<u2", "s16": "<i2", "b16": "<u2", "f16": "<f2",
            "u32": "<u4", "s32": "<i4", "b32": "<u4", "f32": "<f4", "u64": "<u8", "s64": "<i8", "b64": "<u8",
@@ -78,13 +78,24 @@ def load_case(folder) -> Case:
     return Case(meta["name"], meta, ptx, arrays)
 
 
+def scalar_argument(ptype: str, raw: bytes) -> np.generic:
+    """A recorded ``.param`` scalar: the little-endian bytes ``raw`` of PTX type ``ptype`` (``"u32"``,
+    ``"f16"``, ...) as the NumPy scalar Module.launch takes for that parameter."""
+    if ptype not in _SCALAR:
+        raise FormatRuleError(f"case argument ptype: must be one of {sorted(_SCALAR)}; got {ptype!r:.40}")
+    if len(raw) != np.dtype(_SCALAR[ptype]).itemsize:
+        raise FormatRuleError(f"case argument {ptype}: must be {np.dtype(_SCALAR[ptype]).itemsize} bytes; "
+                              f"got {len(raw)}")
+    return np.frombuffer(raw, _SCALAR[ptype])[0]
+
+
 def _argument(a: dict, buffers: dict):
     kind = a["kind"]
     if kind == "ptr":
         buf = buffers[a["base"]]
         return buf[a["offset"]:a["offset"] + a["nbytes"]]
     if kind == "scalar":
-        return np.frombuffer(bytes.fromhex(a["hex"]), _SCALAR[a["ptype"]])[0]
+        return scalar_argument(a["ptype"], bytes.fromhex(a["hex"]))
     if kind == "bytes":
         return bytes.fromhex(a["hex"])
     raise FormatRuleError(f"case argument kind: must be ptr, scalar or bytes; got {kind!r}")

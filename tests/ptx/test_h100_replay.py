@@ -24,7 +24,8 @@ import pytest
 
 from refsim import ptx
 from refsim.cuda import official
-from refsim.ptx.replay import _argument, load_case, replay
+from refsim.errors import FormatRuleError
+from refsim.ptx.replay import _argument, load_case, replay, scalar_argument
 from refsim.testing import assert_bitexact
 from refsim.testing.admissible import ptx_admissible
 
@@ -106,3 +107,14 @@ def test_case_files_name_only_what_is_in_the_folder():
     for name in CASES:
         meta = json.loads((DATA / name / "case.json").read_text())
         assert all((DATA / name / m["file"]).is_file() for m in meta["modules"].values()), name
+
+
+def test_a_recorded_scalar_is_its_little_endian_bytes_as_the_parameter_type():
+    one = scalar_argument("f16", bytes.fromhex("003c"))           # 0x3c00 = 1.0 in binary16
+    assert one.dtype == np.float16 and one.view(np.uint16) == 0x3C00
+    assert scalar_argument("s32", bytes.fromhex("feffffff")) == -2
+    assert scalar_argument("u64", bytes.fromhex("0100000000000080")) == 2**63 + 1
+    with pytest.raises(FormatRuleError, match="must be 4 bytes; got 2"):
+        scalar_argument("u32", b"\x00\x01")
+    with pytest.raises(FormatRuleError, match="ptype"):
+        scalar_argument("f128", b"\x00" * 16)
