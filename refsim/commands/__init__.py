@@ -48,6 +48,27 @@ def clock_arg(text: str):
     return hz
 
 
+def add_target_args(p, *, many: bool) -> None:
+    """``--gpu`` / ``--gpu-file`` (one of them) and ``--kernel`` of ``refsim predict`` (one each) and
+    ``refsim sweep`` (``many``: comma-separated lists)."""
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--gpu", help="GPU names, comma-separated (aliases accepted)" if many
+                       else "GPU name or alias (unknown names list the valid ones)")
+    which.add_argument("--gpu-file", default=None, help="a GPU spec file written by refsim calibrate")
+    p.add_argument("--kernel", required=True, help="kernel families, comma-separated" if many
+                   else "kernel family (unknown names list the valid ones)")
+
+
+def add_kernel_options(p) -> None:
+    """``--bits``, ``--group-size``, ``--clock`` and the measurement conditions (:func:`add_condition_args`)
+    of ``refsim predict`` / ``refsim sweep``."""
+    p.add_argument("--bits", type=positive_int, default=None, help="weight bit-width (kernel default if omitted)")
+    p.add_argument("--group-size", type=positive_int, default=None, help="quantization group size along K")
+    p.add_argument("--clock", default="sustained", type=clock_arg,
+                   help="SM clock: sustained (default), boost, base, or a frequency (1500, 1500MHz, 1.5GHz)")
+    add_condition_args(p)
+
+
 def add_condition_args(p) -> None:
     """``--ecc``, ``--cache`` and ``--timing``: the measurement conditions of ``refsim predict`` /
     ``refsim sweep`` besides ``--clock`` (refsim.gpu_model.conditions)."""

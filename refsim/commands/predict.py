@@ -17,10 +17,10 @@ Compute measures) are the other measurement conditions (refsim.gpu_model.conditi
 
 from __future__ import annotations
 
-from refsim.commands import add_condition_args, clock_arg, positive_int, positive_float  # noqa: F401
-
 import json
 import sys
+
+from refsim.commands import add_kernel_options, add_target_args, positive_int
 
 
 def register(subparsers) -> None:
@@ -28,19 +28,12 @@ def register(subparsers) -> None:
         "predict", help="predict a quantized GEMV/GEMM kernel's latency on a GPU",
         description="Analytical latency model (refsim.gpu_model): bytes, tensor/ALU/shared-memory "
         "time, waves, launch cost and the binding bottleneck.")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--gpu", help="GPU name or alias (unknown names list the valid ones)")
-    which.add_argument("--gpu-file", default=None, help="a GPU spec file written by refsim calibrate")
-    p.add_argument("--kernel", required=True, help="kernel family (unknown names list the valid ones)")
+    add_target_args(p, many=False)
     p.add_argument("--m", type=positive_int, required=True, help="batch / tokens (M)")
     p.add_argument("--n", type=positive_int, default=None, help="output features (N)")
     p.add_argument("--k", type=positive_int, default=None, help="input features, the reduction (K)")
-    p.add_argument("--bits", type=positive_int, default=None, help="weight bit-width (kernel default if omitted)")
-    p.add_argument("--group-size", type=positive_int, default=None, help="quantization group size along K")
     p.add_argument("--model", default=None, help="sum a built-in model's linear layers (e.g. llama-2-7b)")
-    p.add_argument("--clock", default="sustained", type=clock_arg,
-                   help="SM clock: sustained (default), boost, base, or a frequency (1500, 1500MHz, 1.5GHz)")
-    add_condition_args(p)
+    add_kernel_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from refsim.commands import add_condition_args, clock_arg
+from refsim.commands import add_kernel_options, add_target_args
 
 
 def register(subparsers) -> None:
@@ -27,20 +27,13 @@ def register(subparsers) -> None:
         "sweep", help="predict kernels over GPUs and M/N/K grids; write CSV and plots",
         description="Runs refsim.gpu_model's predictions over every combination and writes "
         "sweep.csv and one PNG per GPU (latency vs M, speedup over cublas-fp16, roofline).")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--gpu", help="GPU names, comma-separated (aliases accepted)")
-    which.add_argument("--gpu-file", default=None, help="a GPU spec file written by refsim calibrate")
-    p.add_argument("--kernel", required=True, help="kernel families, comma-separated")
+    add_target_args(p, many=True)
     p.add_argument("--m", required=True, help="batch / tokens: list or range, e.g. 1..4096")
     p.add_argument("--shape", action="append", default=None, help="one layer shape N:K (repeatable)")
     p.add_argument("--model", default=None, help="the linear shapes of a built-in model (e.g. llama-2-7b)")
     p.add_argument("--n", default=None, help="output features: list or range (every combination with --k)")
     p.add_argument("--k", default=None, help="input features (the reduction): list or range")
-    p.add_argument("--bits", type=int, default=None, help="weight bit-width (kernel default if omitted)")
-    p.add_argument("--group-size", type=int, default=None, help="quantization group size along K")
-    p.add_argument("--clock", default="sustained", type=clock_arg,
-                   help="SM clock: sustained (default), boost, base, or a frequency (1500, 1500MHz, 1.5GHz)")
-    add_condition_args(p)
+    add_kernel_options(p)
     p.add_argument("--out", required=True, help="output folder (new or empty)")
     p.add_argument("--no-plot", action="store_true", help="write the CSV only")
     p.set_defaults(func=_run)
