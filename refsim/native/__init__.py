@@ -24,9 +24,18 @@ def disabled() -> bool:
     return os.environ.get("REFSIM_NATIVE", "1").strip().lower() in ("0", "false", "no", "off")
 
 
-def load(source: str, what: str):
+def bind(lib, signatures):
+    """Declare C signatures on a loaded ctypes library and return it. ``signatures``: ``(name, restype,
+    argtypes)`` triples (restype ``None`` for ``void``), the one place each binding is written."""
+    for name, restype, argtypes in signatures:
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, list(argtypes)
+    return lib
+
+
+def load(source: str, what: str, signatures=()):
     """(ctypes library, None) or (None, reason). ``source``: C text (str); ``what`` (str) names the
-    kernels in the warning."""
+    kernels in the warning; ``signatures``: the library's C signatures (:func:`bind`)."""
     require_instance("source", source, str)
     require_instance("what", what, str)
     if disabled():
@@ -36,9 +45,10 @@ def load(source: str, what: str):
 
     try:
         build.find_compiler()            # checked before the library cache: a compiler must exist now
-        return build.load(source, "avx2" if detect_isa() == "avx2" else "scalar"), None
+        lib = build.load(source, "avx2" if detect_isa() == "avx2" else "scalar")
     except ToolchainError as err:
         reason = str(err).splitlines()[0]
         warnings.warn(f"refsim: compiled {what} unavailable ({reason}); using the NumPy paths "
                       "(same bits, slower)", RuntimeWarning, stacklevel=4)
         return None, reason
+    return bind(lib, signatures), None

@@ -65,32 +65,20 @@ __all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_g
 SOURCE = (Path(__file__).with_name("emulators.c")).read_text(encoding="utf-8")
 
 
+_INT, _I64, _PTR = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
+#: the C signatures of emulators.c: (name, return type, argument types)
+SIGNATURES = (("refsim_mma_k16_f32", None, (_INT,) * 6 + (_PTR, _I64, _PTR, _I64, _PTR, _PTR)),
+              ("refsim_anyprec_gemv", None, (_INT,) * 5 + (_PTR,) * 6),
+              ("refsim_mixed_group_sums", None, (_INT,) * 2 + (_PTR,) * 3),
+              ("refsim_mixed_dense_group_sums", None, (_INT,) * 2 + (_PTR,) * 5),
+              ("refsim_atom_epilogue", None, (_INT,) * 4 + (_PTR,) * 4),
+              ("refsim_r16", None, (_I64, _PTR, _PTR)))
+
+
 @functools.lru_cache(maxsize=1)
 def _library():
     """(ctypes library or None, reason it is missing or None). Built and checked once per process."""
-    lib, reason = native.load(SOURCE, "emulator kernels")
-    if lib is None:
-        return None, reason
-    fn = lib.refsim_mma_k16_f32
-    fn.restype = None
-    fn.argtypes = [ctypes.c_int] * 6 + [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
-                                        ctypes.c_void_p, ctypes.c_void_p]
-    fn = lib.refsim_anyprec_gemv
-    fn.restype = None
-    fn.argtypes = [ctypes.c_int] * 5 + [ctypes.c_void_p] * 6
-    fn = lib.refsim_mixed_group_sums
-    fn.restype = None
-    fn.argtypes = [ctypes.c_int] * 2 + [ctypes.c_void_p] * 3
-    fn = lib.refsim_mixed_dense_group_sums
-    fn.restype = None
-    fn.argtypes = [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5
-    fn = lib.refsim_atom_epilogue
-    fn.restype = None
-    fn.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 4
-    fn = lib.refsim_r16
-    fn.restype = None
-    fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-    return lib, None
+    return native.load(SOURCE, "emulator kernels", SIGNATURES)
 
 
 def _require_library():

@@ -48,28 +48,21 @@ __all__ = ["available", "gptq_pack", "gptq_unpack", "awq_pack", "awq_unpack", "m
 SOURCE = (Path(__file__).with_name("packers.c")).read_text(encoding="utf-8")
 
 
+_I64, _PTR = ctypes.c_int64, ctypes.c_void_p
+#: the C signatures of packers.c: (name, return type, argument types)
+SIGNATURES = (("refsim_gptq_pack", ctypes.c_int, (_PTR, _I64, _I64, ctypes.c_int, _PTR)),
+              ("refsim_gptq_unpack", None, (_PTR, _I64, _I64, ctypes.c_int, _PTR)),
+              ("refsim_awq_pack", ctypes.c_int, (_PTR, _I64, _I64, _PTR)),
+              ("refsim_awq_unpack", None, (_PTR, _I64, _I64, _PTR)),
+              ("refsim_marlin_pack", None, (_PTR, _I64, _I64, _PTR)),
+              ("refsim_marlin_unpack", None, (_PTR, _I64, _I64, _PTR)),
+              ("refsim_bitplane_pack", None, (_PTR, _I64, _I64, ctypes.c_int, _PTR)),
+              ("refsim_bitplane_unpack", None, (_PTR, _I64, _I64, ctypes.c_int, _PTR)))
+
+
 @functools.lru_cache(maxsize=1)
 def _library():
-    lib, reason = native.load(SOURCE, "packers")
-    if lib is None:
-        return None, reason
-    return _bind(lib), None
-
-
-def _bind(lib):
-    """Declare the C signatures on a loaded library (also used by the tests on a scalar build)."""
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    for name, ret, args in (("refsim_gptq_pack", ctypes.c_int, [ptr, i64, i64, ctypes.c_int, ptr]),
-                            ("refsim_gptq_unpack", None, [ptr, i64, i64, ctypes.c_int, ptr]),
-                            ("refsim_awq_pack", ctypes.c_int, [ptr, i64, i64, ptr]),
-                            ("refsim_awq_unpack", None, [ptr, i64, i64, ptr]),
-                            ("refsim_marlin_pack", None, [ptr, i64, i64, ptr]),
-                            ("refsim_marlin_unpack", None, [ptr, i64, i64, ptr]),
-                            ("refsim_bitplane_pack", None, [ptr, i64, i64, ctypes.c_int, ptr]),
-                            ("refsim_bitplane_unpack", None, [ptr, i64, i64, ctypes.c_int, ptr])):
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = ret, args
-    return lib
+    return native.load(SOURCE, "packers", SIGNATURES)
 
 
 def available() -> bool:

@@ -148,9 +148,9 @@ def test_compiled_bitplanes_equal_the_numpy_layout_with_and_without_a_tail_chunk
 def test_plain_c_variants_of_a_scalar_build_give_the_same_bits(monkeypatch):
     """The AVX2 blocks are #ifdef'd; a scalar build runs the plain-C loops. Build one and run
     every public packer through it against the NumPy paths."""
-    from refsim.native import build
+    from refsim.native import bind, build
 
-    scalar = native._bind(build.load(native.SOURCE, "scalar"))
+    scalar = bind(build.load(native.SOURCE, "scalar"), native.SIGNATURES)
     rng = np.random.default_rng(99)
     q4 = rng.integers(0, 16, (256, 256), dtype=np.uint8)
     sc = (rng.random((2, 256)) + 0.5).astype(np.float16)

@@ -53,17 +53,15 @@ def runtime():
     """(runtime library or None, reason). Built once per machine, loaded once per process."""
     from refsim import native
 
-    lib, reason = native.load(RUNTIME, "PTX runtime")
+    state = ctypes.POINTER(State)
+    lib, reason = native.load(RUNTIME, "PTX runtime", (
+        ("refsim_rt_sizeof_state", ctypes.c_int64, ()), ("refsim_rt_sizeof_fifo", ctypes.c_int64, ()),
+        ("refsim_rt_api", ctypes.c_void_p, ()), ("refsim_rt_run", ctypes.c_int, (state,)),
+        ("refsim_rt_start", None, (state,)), ("refsim_rt_free", None, (state,))))
     if lib is None:
         return None, reason
-    lib.refsim_rt_sizeof_state.restype = ctypes.c_int64
-    lib.refsim_rt_sizeof_fifo.restype = ctypes.c_int64
     if lib.refsim_rt_sizeof_state() != ctypes.sizeof(State):
         return None, "the runtime's rt_state does not match its Python mirror"
-    lib.refsim_rt_api.restype = ctypes.c_void_p
-    for name in ("refsim_rt_run", "refsim_rt_start", "refsim_rt_free"):
-        getattr(lib, name).argtypes = [ctypes.POINTER(State)]
-    lib.refsim_rt_run.restype = ctypes.c_int
     return lib, None
 
 
