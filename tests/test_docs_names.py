@@ -1,5 +1,5 @@
-"""Every refsim name the README and docs/ show still exists: each dotted ``refsim.a.b.c`` and each
-``from refsim.x import y`` in the prose and code blocks resolves to a module or attribute (file names
+"""Every refsim name the README, docs/ and refsim's own docstrings and comments show still exists: each
+dotted ``refsim.a.b.c`` and each ``from refsim.x import y`` resolves to a module or attribute (file names
 such as ``refsim/cuda/marlin.cu`` are paths, not names, and are not checked here)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SOURCES = sorted((ROOT / "refsim").rglob("*.py"))
 DOTTED = re.compile(r"\brefsim(?:\.[A-Za-z_]\w*)+")
 FROM_IMPORT = re.compile(r"from (refsim(?:\.\w+)*) import \(?([\w, \n]+?)\)?(?:\s*#|$)", re.M)
 FILE_SUFFIXES = (".py", ".cu", ".c", ".h", ".csv", ".json", ".md", ".ptx", ".npz", ".txt")
@@ -47,7 +48,7 @@ def test_the_check_finds_a_name_that_does_not_exist():
     assert resolves("refsim.formats.marlin.pack") and resolves("refsim.arith.fp")
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("doc", DOCS + SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_refsim_name_a_doc_shows_resolves(doc):
     missing = sorted(n for n in names_in(doc.read_text(encoding="utf-8")) if not resolves(n))
     assert not missing, f"{doc.relative_to(ROOT)} names what refsim no longer has: {missing}"

@@ -73,7 +73,7 @@ def literal(value: int, bits: int) -> str:
 
 
 def convert(expr: str, from_bits: int, to_bits: int, signed: bool) -> str:
-    """``refsim.ptx.engine._convert``: truncate, or zero/sign-extend, an unsigned value."""
+    """``refsim.ptx.operands.convert``: truncate, or zero/sign-extend, an unsigned value."""
     if from_bits == to_bits:
         return expr
     if to_bits == 1:
