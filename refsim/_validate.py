@@ -238,14 +238,15 @@ def require_words(name: str, x: Any, shape: tuple[int | None, ...] | None = None
     return x
 
 
-def require_fields(obj: Any) -> None:
+def require_fields(obj: Any, *, nonfinite: Iterable[str] = ()) -> None:
     """Check and normalise a dataclass's fields from their annotations (call it first thing in
     ``__post_init__``): ``int`` fields hold Python ints (NumPy integers converted; bools, floats
-    and the rest refused), ``float`` fields finite Python floats, ``bool`` fields bools, ``str``
-    fields strs, ``np.ndarray`` fields plain ndarrays in native byte order (:func:`require_array`),
-    ``X | None`` either, ``tuple[...]`` tuples (a list converted; elements checked when the
-    annotation names ``int``), ``list`` lists (a tuple converted). Other annotations are the
-    class's own business."""
+    and the rest refused), ``float`` fields finite Python floats (NaN and +-inf also allowed in the
+    fields named in ``nonfinite``: a value the class documents as "not measured"), ``bool`` fields
+    bools, ``str`` fields strs (``np.str_`` converted), ``np.ndarray`` fields plain ndarrays in
+    native byte order (:func:`require_array`), ``X | None`` either, ``tuple[...]`` tuples (a list
+    converted; elements checked when the annotation names ``int``), ``list`` lists (a tuple
+    converted). Other annotations are the class's own business."""
     import dataclasses
 
     what = type(obj).__name__
@@ -261,7 +262,7 @@ def require_fields(obj: Any) -> None:
         if base == "int":
             value = require_int(name, value)
         elif base == "float":
-            value = require_real(name, value)
+            value = require_real(name, value, finite=f.name not in nonfinite)
         elif base == "bool":
             value = require_bool(name, value)
         elif base in ("np.ndarray", "numpy.ndarray", "ndarray"):
@@ -285,6 +286,19 @@ def require_fields(obj: Any) -> None:
         else:
             continue
         object.__setattr__(obj, f.name, value)
+
+
+def plain_scalar(value: Any) -> Any:
+    """A NumPy scalar (``np.str_``, ``np.bool_``, ``np.int64``, ``np.float32``, ...) or a 0-d
+    array of one as the Python ``str``/``bool``/``int``/``float`` of the same value; anything else
+    returned as it is. Public functions call it on the names and numbers they take, before their
+    rules, so a NumPy-typed legal argument gives the result of the Python one, type for type (a
+    ``np.float32`` becomes the float it holds exactly)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biufU":
+        value = value[()]
+    if isinstance(value, (np.str_, np.bool_, np.integer, np.floating)):
+        return value.item()
+    return value
 
 
 def set_fields(obj: Any, **values: Any) -> None:

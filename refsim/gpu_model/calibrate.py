@@ -30,7 +30,7 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from refsim._validate import require_instance, require_path
+from refsim._validate import require_bounded, require_fields, require_instance, require_int, require_path
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.roofline import FITTED, ModelParams, dram_roofline_s
 from refsim.gpu_model.specs import GPUSpec, get_gpu
@@ -49,6 +49,15 @@ class CalibrationRow:
     m: int
     latency_us: float
     source: str
+
+    def __post_init__(self) -> None:
+        require_fields(self)
+        for name in ("n", "k", "m", "bits"):
+            require_int(f"CalibrationRow.{name}", getattr(self, name), minimum=1)
+        # a weight is at most 16 bits (cuBLAS FP16 rows); the LUT of a row holds 2**bits entries
+        require_bounded("CalibrationRow.bits", self.bits, 16, what="bit-width")
+        if not self.latency_us > 0:
+            raise FormatRuleError(f"CalibrationRow.latency_us: must be > 0; got {self.latency_us!r}")
 
 
 _COLUMNS = ("gpu", "kernel", "n", "k", "bits", "m", "latency_us", "source")

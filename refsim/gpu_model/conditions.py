@@ -88,7 +88,7 @@ def fits_in_l2(gpu: GPUSpec, bytes_dram: float) -> bool:
     """True when a working set of ``bytes_dram`` bytes (a finite number >= 0) stays resident in
     ``gpu``'s L2 between back-to-back runs (it fits the bytes the L2 keeps for one stream)."""
     require_instance("gpu", gpu, GPUSpec)
-    _amounts(bytes_dram=bytes_dram)
+    (bytes_dram,) = _amounts(bytes_dram=bytes_dram)
     return bytes_dram <= _resident(gpu)
 
 
@@ -104,7 +104,9 @@ def l2_hit_fraction(gpu: GPUSpec, bytes_dram: float) -> float:
     of the misses in between evicted it; with random replacement (NVIDIA does not publish its L2
     policy; a pure LRU would give 0 hits to any stream larger than C) the hit share h of a stream of
     B > C bytes solves h = exp(-(B / C) (1 - h)), its smallest root (iterated from 0)."""
-    if fits_in_l2(gpu, bytes_dram):
+    require_instance("gpu", gpu, GPUSpec)
+    (bytes_dram,) = _amounts(bytes_dram=bytes_dram)        # a NumPy float as the Python float it holds
+    if bytes_dram <= _resident(gpu):
         return 1.0
     r = bytes_dram / _resident(gpu)
     h = 0.0

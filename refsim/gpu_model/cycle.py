@@ -38,14 +38,14 @@ import math
 
 import numpy as np
 
-from refsim._validate import require_bounded, require_choice, require_int
+from refsim._validate import plain_scalar, require_bounded, require_choice, require_instance, require_int
 from refsim.errors import FormatRuleError
 
 from refsim.gpu_model.kernels import anyprec as _anyprec
 from refsim.gpu_model.kernels import marlin as marlin_model
 from refsim.gpu_model.kernels import predict
 from refsim.gpu_model.kernels._common import mma_sync_rate
-from refsim.gpu_model.loop import Instr, intervals
+from refsim.gpu_model.loop import Instr, _positive, check_body, intervals
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
 __all__ = ["Instr", "simulate", "anyprec_body", "marlin_body", "cycle_time", "reconcile"]
@@ -213,18 +213,41 @@ def simulate(body: list[Instr], warps: int, gpu: GPUSpec, f_sm: float, *, iterat
     """Steady-state cycles per loop iteration of ONE warp when ``warps`` warps share one SMSP
     (so the SMSP completes ``warps`` iterations every returned-value cycles): the difference of
     two runs of ``iterations`` and ``2·iterations`` iterations, which removes the prologue
-    (first DRAM latency) and the drain. ``warps`` 1..64 and ``iterations`` 1..4096 (bounded:
-    the event loop is linear in both)."""
+    (first DRAM latency) and the drain. ``warps`` 1..64 and ``iterations`` 1..4096, and at most
+    :data:`MAX_ISSUES` warp instructions in ``warps · iterations · len(body)`` (bounded: the event
+    loop is linear in each, about a microsecond per instruction). ``body``: a list of
+    :class:`Instr` whose ``deps`` name earlier instructions and ``prev_deps`` any of the body's;
+    ``gpu`` a GPUSpec or name; ``tensor_interval`` cycles >= 0; ``dram_bytes_per_cycle`` None
+    (this SMSP's share of the GPU's bandwidth) or a number > 0."""
     warps = require_int("warps", warps, minimum=1)
     iterations = require_int("iterations", iterations, minimum=1)
     require_bounded("warps", warps, 64, what="warps per SMSP")
     require_bounded("iterations", iterations, 4096, what="iteration count")
-    if not (isinstance(f_sm, (int, float, np.floating, np.integer)) and not isinstance(f_sm, bool)
-            and math.isfinite(f_sm) and f_sm > 0):
+    f_sm = plain_scalar(f_sm)
+    if not (isinstance(f_sm, (int, float)) and not isinstance(f_sm, bool) and math.isfinite(f_sm) and f_sm > 0):
         raise FormatRuleError(f"f_sm: must be a finite positive clock in Hz; got {f_sm!r}")
-    t1 = _run(body, warps, gpu, f_sm, iterations, tensor_interval, dram_bytes_per_cycle)
-    t2 = _run(body, warps, gpu, f_sm, 2 * iterations, tensor_interval, dram_bytes_per_cycle)
-    return (t2 - t1) / iterations
+    body = list(check_body(body))
+    require_bounded("warps * iterations * len(body)", warps * iterations * len(body), MAX_ISSUES,
+                    what="warp instructions simulated")
+    gpu = get_gpu(gpu)
+    tensor_interval = _positive("tensor_interval", tensor_interval, zero_ok=True)
+    if dram_bytes_per_cycle is not None:
+        dram_bytes_per_cycle = _positive("dram_bytes_per_cycle", dram_bytes_per_cycle)
+    try:
+        t1 = _run(body, warps, gpu, float(f_sm), iterations, tensor_interval, dram_bytes_per_cycle)
+        t2 = _run(body, warps, gpu, float(f_sm), 2 * iterations, tensor_interval, dram_bytes_per_cycle)
+        out = (t2 - t1) / iterations
+    except OverflowError:                   # a cycle count beyond a double (math.ceil of inf)
+        out = math.inf
+    if not math.isfinite(out):
+        raise FormatRuleError(f"body, dram_bytes_per_cycle, tensor_interval: the simulated cycle counts must stay "
+                              f"finite; got {out!r} (a latency, interval or DRAM step beyond a double)")
+    return out
+
+
+#: most warp instructions one :func:`simulate` run may issue (warps x iterations x body length):
+#: about a second of the event loop; the models' own calls stay far below it
+MAX_ISSUES = 1 << 20
 
 
 def anyprec_body(bits: int, m: int) -> list[Instr]:

@@ -22,7 +22,7 @@ import json
 from dataclasses import fields, replace
 from pathlib import Path
 
-from refsim._validate import require_instance, require_path
+from refsim._validate import plain_scalar, require_instance, require_path
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
@@ -57,6 +57,7 @@ def write_gpu_file(path, base: str, name: str, values: dict, provenance: dict, m
 
 def _apply(base, name, values, provenance, where: str) -> GPUSpec:
     g = get_gpu(base)
+    name = plain_scalar(name)
     if type(name) is not str or not name.strip() or len(name) > 64:
         raise FormatRuleError(f"{where}: name must be a non-empty string of at most 64 characters; got {name!r:.80}")
     if not isinstance(values, dict):

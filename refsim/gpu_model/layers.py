@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from refsim._validate import require_fields
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.evaluate import predict
 from refsim.gpu_model.roofline import Breakdown, dram_roofline_s
@@ -35,6 +36,9 @@ class LayerResult:
     count: int
     breakdown: Breakdown
 
+    def __post_init__(self) -> None:
+        require_fields(self)
+
 
 @dataclass(frozen=True)
 class LayerSum:
@@ -50,6 +54,9 @@ class LayerSum:
     terms: dict
     layers: tuple
     slowest: LayerResult
+
+    def __post_init__(self) -> None:
+        require_fields(self)
 
     @property
     def speedup_vs_cublas_fp16(self) -> float:

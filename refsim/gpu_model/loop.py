@@ -37,10 +37,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from refsim._validate import plain_scalar, require_bounded, require_fields, require_instance
 from refsim.errors import FormatRuleError
 
 
 def _positive(name: str, value, *, zero_ok: bool = False) -> float:
+    value = plain_scalar(value)
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0 or (value == 0 and not zero_ok):
         raise FormatRuleError(f"{name}: must be a finite {'non-negative' if zero_ok else 'positive'} number; got {value!r}")
@@ -68,6 +70,9 @@ class Instr:
     dram_bytes: float = 0.0
     wavefronts: float = 1.0
 
+    def __post_init__(self) -> None:
+        require_fields(self)
+
 
 @dataclass(frozen=True)
 class Loop:
@@ -79,10 +84,36 @@ class Loop:
     body: tuple
     prefetch: bool
 
+    def __post_init__(self) -> None:
+        require_fields(self)
+        object.__setattr__(self, "body", check_body(self.body))
+
     @property
     def instructions(self) -> int:
         """Warp instructions issued per step (I)."""
         return len(self.body)
+
+
+PIPES = ("int", "fp16", "fp32", "mio", "tensor", "dram")
+
+
+def check_body(body) -> tuple:
+    """``body`` (a list or tuple of :class:`Instr`) as a tuple, after the rules the event loop
+    relies on: 1..4096 instructions, each on a known pipe, ``deps`` indices of earlier instructions (a warp never waits
+    for an instruction it has not issued) and ``prev_deps`` indices of the body."""
+    if not isinstance(body, (list, tuple)) or not body:
+        raise FormatRuleError(f"body: must be a non-empty list of Instr; got {body!r:.80}")
+    require_bounded("body", len(body), 4096, what="instruction count")
+    for j, ins in enumerate(body):
+        require_instance(f"body[{j}]", ins, Instr)
+        if ins.pipe not in PIPES:
+            raise FormatRuleError(f"body[{j}].pipe: must be one of {list(PIPES)}; got {ins.pipe!r:.80}")
+        for name, deps, limit in (("deps", ins.deps, j), ("prev_deps", ins.prev_deps, len(body))):
+            for d in deps:
+                if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d < limit:
+                    raise FormatRuleError(f"body[{j}].{name}: must hold indices in [0, {limit}) "
+                                          f"({'earlier instructions' if name == 'deps' else 'the body'}); got {d!r:.80}")
+    return tuple(body)
 
 
 def intervals(int32_lanes: float, hfma2_lanes: float, fp32_lanes: float) -> dict:

@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from refsim._validate import require_choice, require_instance
+from refsim._validate import require_choice, require_fields, require_instance, require_real
 from refsim.errors import FormatRuleError, RefsimError
 from refsim.gpu_model.evaluate import predict
 
@@ -62,6 +62,10 @@ class MeasuredRow:
     min_us: float
     p90_us: float
     where: str
+
+    def __post_init__(self) -> None:
+        require_fields(self)
+        require_choice("MeasuredRow.table", self.table, tuple(TABLES))   # its conditions come from the table
 
     @property
     def reliable(self) -> bool:
@@ -159,7 +163,13 @@ def summary(comparisons) -> dict:
     errors (fractions) of the reliable, predicted rows; bimodal rows and refusals only counted."""
     require_instance("comparisons", comparisons, (list, tuple))
     groups: dict = {}
-    for row, pred in comparisons:
+    for i, item in enumerate(comparisons):
+        if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], MeasuredRow):
+            raise FormatRuleError(f"comparisons[{i}]: must be a (MeasuredRow, predicted µs or RefsimError) pair as "
+                                  f"compare() returns; got {item!r:.80}")
+        row, pred = item
+        if not isinstance(pred, RefsimError):
+            pred = require_real(f"comparisons[{i}][1]", pred)
         g = groups.setdefault((row.gpu, row.kernel, row.cache), {"errors": [], "unreliable": 0, "refused": 0})
         if isinstance(pred, RefsimError):
             g["refused"] += 1

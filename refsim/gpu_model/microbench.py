@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from refsim._validate import require_instance
+from refsim._validate import plain_scalar, require_fields, require_instance
 from refsim.errors import FormatRuleError
 
 __all__ = ["Fit", "fit", "spec_fields", "read_time_s", "BYTES_IN_FLIGHT_PER_THREAD"]
@@ -64,8 +64,27 @@ class Fit:
     rows: int
     max_abs_log_error: float
 
+    def __post_init__(self) -> None:
+        # NaN L2 constants: the benchmark had too few warm reads inside half the L2 to fit them
+        require_fields(self, nonfinite=("l2_bytes_per_s", "l2_latency_s"))
+        if not 1 <= self.sms <= 1024 or self.rows < 1:
+            raise FormatRuleError(f"Fit.sms, Fit.rows: must be in [1, 1024] and >= 1; got {self.sms}, {self.rows}")
+        for name in ("empty_s", "dram_bw_max", "dram_latency_s", "sharpness"):
+            _number(f"Fit.{name}", getattr(self, name))
+        for name in ("ramp_s", "max_abs_log_error"):
+            if getattr(self, name) < 0:
+                raise FormatRuleError(f"Fit.{name}: must be >= 0; got {getattr(self, name)!r}")
+        if not 0.0 <= self.dirty_fraction <= 1.0:
+            raise FormatRuleError(f"Fit.dirty_fraction: must be in [0, 1]; got {self.dirty_fraction!r}")
+        for name in ("l2_bytes_per_s", "l2_latency_s"):
+            v = getattr(self, name)
+            if not (math.isnan(v) or (math.isfinite(v) and v >= 0 and (v > 0 or name == "l2_latency_s"))):
+                raise FormatRuleError(f"Fit.{name}: must be NaN (not fitted) or a finite number "
+                                      f"{'>= 0' if name == 'l2_latency_s' else '> 0'}; got {v!r}")
+
 
 def _number(where: str, value, positive: bool = True) -> float:
+    value = plain_scalar(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
             positive and value <= 0):
         raise FormatRuleError(f"{where}: must be a finite number > 0; got {value!r:.80}")
@@ -78,7 +97,7 @@ def _rows(results: dict):
         if key not in results:
             raise FormatRuleError(f"results: must have the key {key!r} (refsim calibrate --measure output); "
                                   f"got keys {sorted(results)}")
-    sms = results["sms"]
+    sms = plain_scalar(results["sms"])
     if type(sms) is not int or not 1 <= sms <= 1024:
         raise FormatRuleError(f"results['sms']: must be an int in [1, 1024]; got {sms!r:.80}")
     empty = results["empty"]
@@ -121,9 +140,16 @@ def read_time_s(b: float, q: float, empty_s: float, ramp_s: float, bw_max: float
     ramp_s, dirty = _number("ramp_s", ramp_s, positive=False), _number("dirty", dirty, positive=False)
     if ramp_s < 0 or dirty < 0:
         raise FormatRuleError(f"ramp_s, dirty: must be >= 0; got {ramp_s!r}, {dirty!r}")
-    x = q / (l0 * bw_max)
-    bw = bw_max * x / (1.0 + x ** p) ** (1.0 / p)
-    return empty_s + ramp_s + l0 + (b + dirty * min(b, l2_bytes)) / bw
+    try:
+        x = q / (l0 * bw_max)
+        bw = bw_max * x / (1.0 + x ** p) ** (1.0 / p)
+        t = empty_s + ramp_s + l0 + (b + dirty * min(b, l2_bytes)) / bw
+    except (ZeroDivisionError, OverflowError):      # a bandwidth of 0 or beyond a double
+        t = math.inf
+    if not math.isfinite(t):
+        raise FormatRuleError(f"q, bw_max, l0, p: the read model's bandwidth BW(Q) must be a finite number > 0 in "
+                              f"double precision; got q={q!r}, bw_max={bw_max!r}, l0={l0!r}, p={p!r}")
+    return t
 
 
 def fit(results: dict, l2_bytes: int) -> Fit:
@@ -132,6 +158,7 @@ def fit(results: dict, l2_bytes: int) -> Fit:
     from scipy.optimize import least_squares
 
     sms, empty_s, cold, warm = _rows(results)
+    l2_bytes = plain_scalar(l2_bytes)
     if type(l2_bytes) is not int or l2_bytes < 1:
         raise FormatRuleError(f"l2_bytes: must be an int >= 1; got {l2_bytes!r:.80}")
 

@@ -15,6 +15,7 @@ message answers "what may I type".
 
 from __future__ import annotations
 
+from refsim._validate import plain_scalar
 from refsim.errors import FormatRuleError
 
 __all__ = ["KERNEL_ALIASES", "GPU_ALIASES", "resolve"]
@@ -35,10 +36,11 @@ def _choices_text(kind: str, names) -> str:
 def resolve(kind: str, name, names) -> str:
     """The canonical name for ``name`` of ``kind`` ('kernel' or 'gpu'): ``name`` itself when it is
     in ``names``, else its case-insensitive match or alias. Anything else (unknown names, non-strings)
-    raises FormatRuleError listing ``names`` and the aliases. ``names``: a collection of the
+    raises FormatRuleError listing ``names`` and the aliases (a ``np.str_`` is the ``str`` it holds). ``names``: a collection of the
     canonical names (strings)."""
     if type(name) is str and type(names) in (dict, tuple) and name in names:
         return name                       # the common case: a canonical name of a refsim table
+    kind, name = plain_scalar(kind), plain_scalar(name)      # np.str_ names (read from arrays, CSVs)
     if type(kind) is not str or kind not in _ALIASES:
         raise FormatRuleError(f"kind: must be one of {sorted(_ALIASES)}; got {kind!r:.80}")
     if not isinstance(names, (dict, tuple, list, frozenset, set)) or not all(type(x) is str for x in names):

@@ -32,20 +32,38 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
-from refsim._validate import require_int
+from refsim._validate import plain_scalar, require_int, require_instance
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
 __all__ = ["Occupancy", "occupancy"]
 
 
-class Occupancy(NamedTuple):
-    """Resident CTAs per SM and the limit that binds (``regs``, ``smem``, ``warps``, ``ctas``, ``grid``)."""
-
+class _OccupancyFields(NamedTuple):
     ctas_per_sm: int
     limiter: str
     warps_per_sm: int
     limits: dict
+
+
+class Occupancy(_OccupancyFields):
+    """Resident CTAs per SM and the limit that binds (``regs``, ``smem``, ``warps``, ``ctas``, ``grid``).
+    A tuple of its four fields; built with NumPy integers or a ``np.str_`` limiter it holds the
+    Python values."""
+
+    __slots__ = ()
+
+    def __new__(cls, ctas_per_sm: int, limiter: str, warps_per_sm: int, limits: dict):
+        limiter = plain_scalar(limiter)
+        return super().__new__(cls, require_int("ctas_per_sm", ctas_per_sm, minimum=0),
+                               require_instance("limiter", limiter, str),
+                               require_int("warps_per_sm", warps_per_sm, minimum=0),
+                               require_instance("limits", limits, dict))
+
+    @classmethod
+    def _make(cls, iterable):
+        # _replace builds through _make: the same checks as the constructor
+        return cls(*iterable)
 
 
 def occupancy(gpu: GPUSpec, threads_per_block: int, regs_per_thread: int, smem_per_block_bytes: int = 0,

@@ -161,9 +161,9 @@ def problem(gpu, kernel, n, k, bits=None, group_size=None, *, clock="sustained",
     mod = kernel_module(kernel)
     n, k = check_size("n", n), check_size("k", k)
     if type(cache) is not str or cache not in CACHE_STATES:
-        require_choice("cache", cache, CACHE_STATES)
+        cache = require_choice("cache", cache, CACHE_STATES)       # the table's str for a np.str_
     if type(timing) is not str or timing not in TIMINGS:
-        require_choice("timing", timing, TIMINGS)
+        timing = require_choice("timing", timing, TIMINGS)
     g = get_gpu(gpu)
     if ecc is not None:
         g = with_ecc(g, ecc)
@@ -177,6 +177,8 @@ def problem(gpu, kernel, n, k, bits=None, group_size=None, *, clock="sustained",
 def check_m(pb: Problem, m) -> int:
     """M as a Python int after every rule that involves it: size, the kernel's int32 indexes and the
     kernel's own rules (some depend on M, e.g. Marlin's tile); RefsimError otherwise."""
+    if type(pb) is not Problem:
+        require_instance("pb", pb, Problem, "refsim.gpu_model.problem.Problem (from problem())")
     m = check_size("m", m)
     mod = pb.kernel
     for label, fn, why in getattr(mod, "INT32_INDEXES", ()):

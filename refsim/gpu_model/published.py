@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from refsim._validate import require_bool, require_choice, require_instance, require_path
+from refsim._validate import plain_scalar, require_bool, require_choice, require_fields, require_instance, require_path
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels import KERNELS, predict
 from refsim.gpu_model.roofline import dram_roofline_s
@@ -82,6 +82,10 @@ class PublishedRow:
     note: str
     alternatives: tuple = ()
 
+    def __post_init__(self) -> None:
+        require_fields(self)
+        object.__setattr__(self, "clock", plain_scalar(self.clock))    # a name or Hz, as Python types
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -91,6 +95,9 @@ class Comparison:
     row: PublishedRow
     model: float
     roofline: float
+
+    def __post_init__(self) -> None:
+        require_fields(self)
 
     @property
     def model_error(self) -> float:

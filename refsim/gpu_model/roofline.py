@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from refsim._validate import require_instance, require_int
+from refsim._validate import plain_scalar, require_fields, require_instance, require_int
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.specs import FITTED_LAUNCH_OVERHEAD_S, GPUSpec
 
@@ -102,6 +102,11 @@ class Breakdown:
     launches: int = 1
     notes: str = ""
 
+    def __post_init__(self) -> None:
+        # a Breakdown built by hand or by dataclasses.replace holds Python types (np.str_, NumPy
+        # scalars converted; the models' hot path builds it from Python values without this)
+        require_fields(self)
+
     @property
     def latency_us(self) -> float:
         return self.latency_s * 1e6
@@ -121,14 +126,34 @@ class Breakdown:
         }
 
 
-def _amounts(**values) -> None:
-    """Every keyword must be a finite real number >= 0 (bytes, seconds, FLOPs; bools refused)."""
+def _amounts(**values) -> tuple[float, ...]:
+    """Every keyword must be a finite real number >= 0 (bytes, seconds, FLOPs; bools refused);
+    returns them as Python floats, in keyword order."""
+    out = []
     for name, v in values.items():
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
             raise FormatRuleError(f"{name}: must be a finite number >= 0; got {type(v).__name__}")
         f = float(v)
         if not (math.isfinite(f) and f >= 0):
             raise FormatRuleError(f"{name}: must be a finite number >= 0; got {v!r}")
+        out.append(f)
+    return tuple(out)
+
+
+def _finite_stream(name: str, value: float, compute) -> float:
+    """``compute()`` (a DRAM-stream time or bandwidth from checked arguments), or a FormatRuleError
+    naming the bytes in flight ``name`` = ``value`` when they put the smoothed Little's-law curve
+    outside double precision: a bandwidth that underflows to 0 (a time would divide by it) or an
+    ``X^p`` that overflows."""
+    try:
+        out = compute()
+    except (ZeroDivisionError, OverflowError):
+        out = math.nan
+    if not (math.isfinite(out) and out >= 0):
+        raise FormatRuleError(f"{name}: the DRAM stream's bandwidth with this many bytes in flight must be a "
+                              f"finite number > 0 in double precision (the Little's-law curve under- or "
+                              f"overflows); got {value!r}")
+    return out
 
 
 def waves(ctas: int, ctas_per_sm: int, gpu: GPUSpec) -> float:
@@ -148,20 +173,21 @@ def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
     the stream also carries :func:`writeback_bytes`.
     """
     require_instance("gpu", gpu, GPUSpec)
-    _amounts(bytes_dram=bytes_dram, bytes_in_flight_per_cta=bytes_in_flight_per_cta)
+    bytes_dram, per_cta = _amounts(bytes_dram=bytes_dram, bytes_in_flight_per_cta=bytes_in_flight_per_cta)
     ctas, ctas_per_sm = require_int("ctas", ctas, minimum=0), require_int("ctas_per_sm", ctas_per_sm, minimum=0)
-    if bytes_dram and not bytes_in_flight_per_cta:
+    if bytes_dram and not per_cta:
         raise FormatRuleError("bytes_in_flight_per_cta: must be > 0 when there are bytes to stream; got 0")
-    return _dram_time(float(bytes_dram), gpu, ctas, ctas_per_sm, float(bytes_in_flight_per_cta))
+    return _finite_stream("bytes_in_flight_per_cta", per_cta,
+                          lambda: _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, per_cta))
 
 
 def stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
     """Checked entry of :func:`_stream_bandwidth` (a GPUSpec and a finite number > 0 of bytes)."""
     require_instance("gpu", gpu, GPUSpec)
-    _amounts(bytes_in_flight=bytes_in_flight)
-    if not bytes_in_flight > 0:
+    (q,) = _amounts(bytes_in_flight=bytes_in_flight)
+    if not q > 0:
         raise FormatRuleError(f"bytes_in_flight: must be > 0; got {bytes_in_flight!r}")
-    return _stream_bandwidth(gpu, float(bytes_in_flight))
+    return _finite_stream("bytes_in_flight", q, lambda: _stream_bandwidth(gpu, q))
 
 
 def _stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
@@ -225,6 +251,7 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
     tail = one DRAM latency per launch (the first loads cannot be hidden; later waves start as
     CTAs retire, so there is no per-wave bubble).
     """
+    kernel, notes = plain_scalar(kernel), plain_scalar(notes)         # a np.str_ name is the str it holds
     if type(gpu) is not GPUSpec or type(params) is not ModelParams or type(pipes) is not dict \
             or not isinstance(kernel, str) or not isinstance(notes, str):
         require_instance("gpu", gpu, GPUSpec)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_fields
 
 __all__ = ["ModelShapes", "MODELS", "get_model", "model_names"]
 
@@ -20,6 +20,9 @@ class ModelShapes:
     layers: int
     linears: tuple  # ((name, n, k, count_per_block), ...)
     source: str
+
+    def __post_init__(self) -> None:
+        require_fields(self)
 
     def per_block(self) -> list[tuple[str, int, int, int]]:
         return list(self.linears)

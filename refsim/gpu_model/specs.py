@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from refsim._validate import require_choice
+from refsim._validate import plain_scalar, require_choice
 from refsim.archs import ARCHS
 from refsim.gpu_model.names import resolve
 from refsim.errors import FormatRuleError
@@ -127,8 +127,10 @@ class GPUSpec:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name in _TEXT_FIELDS:
+                v = plain_scalar(v)                   # a np.str_ name is the str it holds
                 if type(v) is not str or not v:
                     raise FormatRuleError(f"GPUSpec.{f.name}: must be a non-empty string; got {v!r:.80}")
+                object.__setattr__(self, f.name, v)
             elif f.name == "provenance":
                 if not isinstance(v, dict):
                     raise FormatRuleError(f"GPUSpec.provenance: must be a dict; got {type(v).__name__}")

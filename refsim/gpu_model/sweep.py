@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from refsim._validate import require_choice, require_int
+from refsim._validate import require_choice, require_fields, require_int
 from refsim.errors import FormatRuleError, RefsimError
 
 __all__ = ["SweepRow", "parse_values", "parse_shape", "grid_shapes", "sweep", "write_csv", "plot", "CSV_FIELDS"]
@@ -131,6 +131,11 @@ class SweepRow:
     status: str
     notes: str
 
+    def __post_init__(self) -> None:
+        # a refused point holds NaN in the numbers it has no value for
+        require_fields(self, nonfinite=("latency_us", "speedup", "roofline_us", "roofline_fraction", "flops",
+                                        "bytes_dram"))
+
 
 CSV_FIELDS = [f for f in SweepRow.__dataclass_fields__]
 
@@ -192,8 +197,8 @@ def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int
         raise FormatRuleError(f"gpus: must be a non-empty list of GPU names or specs; got {gpus!r:.80}")
     specs = [with_ecc(get_gpu(g), ecc) for g in gpus]      # unknown GPU / ECC state: refused up front
     kernels = [kernel_module(k).NAME for k in _names("kernels", kernels)]
-    require_choice("cache", cache, CACHE_STATES)
-    require_choice("timing", timing, TIMINGS)
+    cache = require_choice("cache", cache, CACHE_STATES)      # the table's str for a np.str_
+    timing = require_choice("timing", timing, TIMINGS)
     ms = _ints("m", ms)
     shapes = _shapes(shapes)
     bits = None if bits is None else require_int("bits", bits, minimum=1)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from refsim._validate import plain_scalar
 from refsim.errors import FormatRuleError
 
 __all__ = ["anyprec", "anyprec_census", "marlin", "atom", "SAME_AS", "table_path"]
@@ -82,6 +83,7 @@ def _lookup(kernel: str, compute_capability: str, *config) -> tuple:
 def anyprec(compute_capability: str, maxm: int, bits: int, use_ksplit: bool) -> tuple[int, int]:
     """(registers per thread, static shared bytes per CTA) of ``matmul_kbit_32<maxm, bits, use_ksplit>``
     on ``compute_capability`` ("8.9" reads the sm_86 rows)."""
+    use_ksplit = plain_scalar(use_ksplit)
     if type(use_ksplit) is not bool:
         raise FormatRuleError(f"use_ksplit: must be a bool; got {use_ksplit!r:.80}")
     return _lookup("anyprec", compute_capability, maxm, bits, int(use_ksplit))
