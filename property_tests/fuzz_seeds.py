@@ -21,7 +21,8 @@ import fuzz_seeds_io
 import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
-from refsim.arith import admissible, exact, fp, fragments, hw_samples, tensor_core as tc, tensor_core_types as tct
+from refsim.arith import (admissible, exact, fp, fragments, hw_samples, mma_steps, tensor_core as tc,
+                          tensor_core_types as tct)
 from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
@@ -378,18 +379,18 @@ SEEDS = {
     "refsim.arith.fragments.pack_registers": lambda: call(codes((32, 2), 2**16, np.uint16), 16),
     "refsim.arith.fragments.unpack_registers": lambda: call(_u32(2, 1), 4, signed=True),
     "refsim.arith.hw_samples.load": lambda: call(hw_samples.subset_path()),
-    "refsim.arith.tensor_core.MmaOperand": lambda: call(normal((16, 16), np.float16)),
+    "refsim.arith.integer_mma.mma_int": lambda: call(*int_mma_operands()),
+    "refsim.arith.integer_mma.mma_int_reference": lambda: call(*int_mma_operands()),
+    "refsim.arith.mma_steps.MmaOperand": lambda: call(normal((16, 16), np.float16)),
+    "refsim.arith.mma_steps.mma_k16_f32": lambda: _mma_k16_seed(),
+    "refsim.arith.mma_steps.mma_k16_f32_steps": lambda: call(
+        "sm_80", mma_steps.MmaOperand(normal((1, 32), np.float16)), mma_steps.MmaOperand(normal((32, 8), np.float16, 1)),
+        np.array([0, 1]), np.zeros((2, 1, 8), np.float32)),
     "refsim.arith.tensor_core.fdpa": lambda: call("sm_80", normal((4, 8), np.float16), normal((4, 8), np.float16, 1),
                                                   normal(4, seed=2), np.float32),
     "refsim.arith.tensor_core.fdpa_reference": lambda: call("sm_80", normal((4, 8), np.float16),
                                                             normal((4, 8), np.float16, 1), normal(4, seed=2),
                                                             np.float32),
-    "refsim.arith.tensor_core.mma_int": lambda: call(*int_mma_operands()),
-    "refsim.arith.tensor_core.mma_int_reference": lambda: call(*int_mma_operands()),
-    "refsim.arith.tensor_core.mma_k16_f32": lambda: _mma_k16_seed(),
-    "refsim.arith.tensor_core.mma_k16_f32_steps": lambda: call(
-        "sm_80", tc.MmaOperand(normal((1, 32), np.float16)), tc.MmaOperand(normal((32, 8), np.float16, 1)),
-        np.array([0, 1]), np.zeros((2, 1, 8), np.float32)),
     "refsim.arith.tensor_core.mma_m16n8k16": lambda: call("sm_80", normal((16, 16), np.float16),
                                                           normal((16, 8), np.float16, 1), normal((16, 8), seed=2)),
     "refsim.arith.tensor_core.mma_m16n8k16_reference": lambda: call(
@@ -815,7 +816,7 @@ SEEDS = {
 
 def _mma_k16_seed() -> Seed:
     A, B = normal((2, 16, 16), np.float16), normal((2, 16, 8), np.float16, 1)
-    a, bT = tc.MmaOperand(A), tc.MmaOperand(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
+    a, bT = mma_steps.MmaOperand(A), mma_steps.MmaOperand(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
     return call("sm_80", a.values[:, :, None, :], a.exps[:, :, None, :], bT.values[:, None, :, :],
                 bT.exps[:, None, :, :], normal((2, 16, 8), seed=2))
 
