@@ -163,12 +163,11 @@ def round_fraction_directed(x: Fraction, fmt: FloatFormat, mode: str) -> Fractio
     when the mode points away from zero and the value was inexact.
     """
     mode = require_choice("mode", mode, ROUNDING_MODES)
-    neg = x < 0
-    away = {"rz": False, "rm": neg, "rp": not neg}.get(mode)
     if mode == "rn":
-        r = round_fraction(x, fmt, "rne")
-        return r
-    r = round_fraction(x, fmt, "rz")          # magnitude truncated (or ±max on overflow)
+        return round_fraction(x, fmt, "rne")
+    r = round_fraction(x, fmt, "rz")          # checks x and fmt; magnitude truncated (or ±max on overflow)
+    neg = x < 0
+    away = {"rz": False, "rm": neg, "rp": not neg}[mode]
     if isinstance(r, float):
         r = Fraction(-1 if neg else 1) * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
     if away and r != x:

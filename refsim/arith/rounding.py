@@ -44,7 +44,7 @@ import numpy as np
 from refsim._validate import require_bool, require_choice, require_dtype
 from refsim.arith import exact
 from refsim.arith.exact import ROUNDING_MODES
-from refsim.errors import ShapeError
+from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["PTX_FORMATS", "round_float64", "round_float64_reference", "two_sum", "round_to_odd", "round_sum64",
            "fp_add", "fp_mul", "fp_fma", "fp_div", "fp_sqrt", "int_to_float", "fp_reference"]
@@ -67,9 +67,9 @@ def round_float64(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     Integer arithmetic on the float64 fields: significand m (53 bits), r = bits below the target's
     last place, kept = m >> r, then the mode decides whether to add one unit; kept · 2^q is exact.
     """
-    x = require_dtype("x", x, np.float64)
+    (x,) = _float64_operands(("x",), x)
     f = _fmt(fmt)
-    mode = require_choice("mode", mode, ROUNDING_MODES)
+    mode = _mode(mode)
     if fmt == "f64":
         return x.copy()
     p = f.precision
@@ -121,7 +121,9 @@ def _bit_length64(v: np.ndarray) -> np.ndarray:
 
 def round_float64_reference(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     """Plain-loop twin of :func:`round_float64` over :func:`refsim.arith.exact.round_fraction_directed`."""
+    (x,) = _float64_operands(("x",), x)
     f = _fmt(fmt)
+    mode = _mode(mode)
     out = np.empty(x.shape, np.float64)
     for i in np.ndindex(x.shape):
         v = float(x[i])
@@ -133,22 +135,27 @@ def round_float64_reference(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     return out
 
 
-def _float64_pair(names: tuple[str, str], x, y) -> tuple[np.ndarray, np.ndarray]:
-    """Two float64 operands (ndarrays, or the NumPy float64 scalars that arithmetic on 0-d arrays
-    returns) whose shapes broadcast, as ndarrays."""
-    x, y = (require_dtype(n, np.asarray(v) if isinstance(v, np.float64) else v, np.float64)
-            for n, v in zip(names, (x, y)))
+def _float64_operands(names: tuple[str, ...], *arrays) -> tuple[np.ndarray, ...]:
+    """float64 operands (ndarrays, or the NumPy float64 scalars that arithmetic on 0-d arrays
+    returns) whose shapes broadcast, as ndarrays; anything else is refused naming the rule."""
+    out = tuple(require_dtype(n, np.asarray(v) if isinstance(v, np.float64) else v, np.float64)
+                for n, v in zip(names, arrays))
     try:
-        np.broadcast_shapes(x.shape, y.shape)
+        np.broadcast_shapes(*(x.shape for x in out))
     except ValueError:
-        raise ShapeError(f"{names[0]}, {names[1]}: shapes must broadcast; got {x.shape}, {y.shape}") from None
-    return x, y
+        raise ShapeError(f"{', '.join(names)}: shapes must broadcast; got "
+                         f"{', '.join(str(x.shape) for x in out)}") from None
+    return out
+
+
+def _mode(mode) -> str:
+    return require_choice("mode", mode, ROUNDING_MODES)
 
 
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """float64 a + b as (s, e): s = RN(a + b) and s + e == a + b exactly (finite, no overflow).
     a, b float64, broadcastable; s, e float64 of the broadcast shape (e = 0 where s is not finite)."""
-    a, b = _float64_pair(("a", "b"), a, b)
+    a, b = _float64_operands(("a", "b"), a, b)
     with np.errstate(all="ignore"):
         s = a + b
         bb = s - a
@@ -159,7 +166,7 @@ def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """The float64 rounded *to odd* of the exact value s + e (s = RN(s + e), e from :func:`two_sum`).
     s, e float64, broadcastable; returns float64 of the broadcast shape."""
-    s, e = _float64_pair(("s", "e"), s, e)
+    s, e = _float64_operands(("s", "e"), s, e)
     even = (s.view(np.int64) & 1) == 0
     nudge = np.isfinite(s) & (e != 0) & even
     with np.errstate(all="ignore"):
@@ -169,8 +176,8 @@ def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
 def round_sum64(s: np.ndarray, e: np.ndarray, mode: str) -> np.ndarray:
     """The exact value s + e (from :func:`two_sum`) rounded once to float64 in ``mode``.
     s, e float64, broadcastable; returns float64 of the broadcast shape."""
-    s, e = _float64_pair(("s", "e"), s, e)
-    mode = require_choice("mode", mode, ROUNDING_MODES)
+    s, e = _float64_operands(("s", "e"), s, e)
+    mode = _mode(mode)
     if mode == "rn":
         return np.broadcast_to(s, np.broadcast_shapes(s.shape, e.shape)).copy()
     with np.errstate(all="ignore"):
@@ -195,8 +202,9 @@ def fp_add(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     Returns float64 values representable in ``fmt`` (one correct rounding of a + b). f64 directed
     modes use :func:`two_sum` and :func:`round_sum64`.
     """
-    a = require_dtype("a", a, np.float64)
-    b = require_dtype("b", b, np.float64)
+    a, b = _float64_operands(("a", "b"), a, b)
+    _fmt(fmt)
+    mode = _mode(mode)
     s, e = two_sum(a, b)
     if fmt == "f64":
         r = round_sum64(s, e, mode)
@@ -214,8 +222,9 @@ def fp_add(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
 def fp_mul(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     """``mul`` in any mode for f16/bf16/f32 values in float64 (the product is exact in float64);
     ``f64`` through the exact plain loop (:func:`fp_reference`) unless mode is 'rn'."""
-    a = require_dtype("a", a, np.float64)
-    b = require_dtype("b", b, np.float64)
+    a, b = _float64_operands(("a", "b"), a, b)
+    _fmt(fmt)
+    mode = _mode(mode)
     if fmt == "f64":
         if mode == "rn":
             with np.errstate(all="ignore"):
@@ -228,9 +237,9 @@ def fp_mul(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
 def fp_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: str, mode: str) -> np.ndarray:
     """``fma`` (a·b + c rounded once) in any mode; f16/bf16/f32 vectorised (exact product, RO sum),
     f64 through the exact plain loop."""
-    a = require_dtype("a", a, np.float64)
-    b = require_dtype("b", b, np.float64)
-    c = require_dtype("c", c, np.float64)
+    a, b, c = _float64_operands(("a", "b", "c"), a, b, c)
+    _fmt(fmt)
+    mode = _mode(mode)
     if fmt == "f64":
         return fp_reference("fma", (a, b, c), fmt, mode)
     with np.errstate(all="ignore"):
@@ -244,15 +253,19 @@ def fp_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: str, mode: str) -> 
 def fp_div(a: np.ndarray, b: np.ndarray, fmt: str) -> np.ndarray:
     """``div.rn`` / ``rcp.rn`` (a = 1): f16/bf16/f32 via the float64 quotient rounded to nearest
     (double rounding is innocuous since 53 >= 2p + 2, Figueroa 1995); f64 is IEEE division."""
+    a, b = _float64_operands(("a", "b"), a, b)
+    _fmt(fmt)
     with np.errstate(all="ignore"):
-        q = require_dtype("a", a, np.float64) / require_dtype("b", b, np.float64)
+        q = a / b
     return q if fmt == "f64" else round_float64(q, fmt, "rn")
 
 
 def fp_sqrt(a: np.ndarray, fmt: str) -> np.ndarray:
     """``sqrt.rn``: float64 sqrt rounded to nearest (innocuous double rounding, as :func:`fp_div`)."""
+    (a,) = _float64_operands(("a",), a)
+    _fmt(fmt)
     with np.errstate(all="ignore"):
-        r = np.sqrt(require_dtype("a", a, np.float64))
+        r = np.sqrt(a)
     return r if fmt == "f64" else round_float64(r, fmt, "rn")
 
 
@@ -284,8 +297,14 @@ def fp_reference(name: str, args: tuple, fmt: str, mode: str) -> np.ndarray:
     two). IEEE specials: NaN in -> NaN; Inf arithmetic as IEEE; an exact-zero sum is -0 iff both
     addends are -0, or the mode is 'rm' and not both are +0.
     """
+    arity = {"add": 2, "mul": 2, "fma": 3}[require_choice("name", name, ("add", "mul", "fma"))]
+    if not isinstance(args, (tuple, list)) or len(args) != arity:
+        raise FormatRuleError(f"args: {name} takes a tuple of {arity} float64 arrays; got "
+                              f"{type(args).__name__} of length {len(args) if isinstance(args, (tuple, list)) else '-'}")
+    args = _float64_operands(tuple(f"args[{i}]" for i in range(arity)), *args)
     f = _fmt(fmt)
-    shape = np.broadcast_shapes(*(np.shape(x) for x in args))
+    mode = _mode(mode)
+    shape = np.broadcast_shapes(*(x.shape for x in args))
     args = [np.broadcast_to(x, shape) for x in args]
     out = np.empty(shape, np.float64)
     for i in np.ndindex(shape):

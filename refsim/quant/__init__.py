@@ -6,4 +6,5 @@
     upscale     incremental upscaling of the seed model to 8 bits (Any-Precision)
     fisher      Fisher-diagonal sensitivity of a linear layer
     atom        Atom's calibration -> reorder -> RTN/GPTQ -> fake-quant pipeline
+    marlin      Marlin's symmetric absmax scales and round-to-nearest codes (offset 8)
 """
