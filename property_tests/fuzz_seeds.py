@@ -34,7 +34,7 @@ from refsim.gpu_model.kernels import resources
 from refsim.data import corpus
 from refsim.native import machine
 from refsim.qigen import codegen, kernel as qkernel, model as qmodel
-from refsim.quant import atom as qatom, awq as qawq, gptq as qgptq, rtn, squeezellm, upscale
+from refsim.quant import atom as qatom, awq as qawq, gptq as qgptq, mixed_2_4_16 as q24, rtn, squeezellm, upscale
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -101,7 +101,7 @@ def m24_problem(k: int = 64):
     W = normal((k, 32), seed=0, scale=0.05)
     X = normal((96, k), np.float64, seed=1)
     H = 2.0 / 96 * X.T @ X
-    m = m24.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
+    m = q24.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
     return W, H, m, m24.pack(m)
 
 
@@ -445,6 +445,13 @@ SEEDS = {
     "refsim.quant.marlin.compute_scales": lambda: call(normal((256, 256), np.float16), 128),
     "refsim.quant.marlin.quantize": lambda: call(normal((256, 256), np.float16, scale=0.05), marlin_problem()[1],
                                                  128),
+    "refsim.quant.mixed_2_4_16.group_sensitivity": lambda: call(normal((48, 16), scale=0.1),
+                                                                positive(48, np.float64)),
+    "refsim.quant.mixed_2_4_16.inverse_hessian_diag": lambda: call(spd(48)),
+    "refsim.quant.mixed_2_4_16.quantize": lambda: call(*m24_problem()[:2], alpha=0.25, outlier_ratio=0.005),
+    "refsim.quant.mixed_2_4_16.quantize_hinv": lambda: call(
+        m24_problem()[0], q24.inverse_hessian_diag(m24_problem()[1]), alpha=0.25),
+    "refsim.quant.mixed_2_4_16.select_4bit_groups": lambda: call(positive(4, np.float64), 0.25),
     "refsim.emulator.anyprec_kernel.anyprec_gemv": lambda: call(*anyprec_problem(), 3),
     "refsim.emulator.anyprec_kernel.anyprec_gemv_reference": lambda: call(*anyprec_problem(3, 16, 32), 3),
     "refsim.emulator.anyprec_kernel.lane_indices": lambda: call(1024),
@@ -619,17 +626,10 @@ SEEDS = {
     "refsim.formats.mixed_2_4_16.dequantize": lambda: call(m24_problem()[2]),
     "refsim.formats.mixed_2_4_16.gemv": lambda: call(m24_problem()[3], normal(64, np.float16)),
     "refsim.formats.mixed_2_4_16.gemv_reference": lambda: call(m24_problem(16)[3], normal(16, np.float16)),
-    "refsim.formats.mixed_2_4_16.group_sensitivity": lambda: call(normal((48, 16), scale=0.1),
-                                                                  positive(48, np.float64)),
-    "refsim.formats.mixed_2_4_16.inverse_hessian_diag": lambda: call(spd(48)),
     "refsim.formats.mixed_2_4_16.pack": lambda: call(m24_problem()[2]),
     "refsim.formats.mixed_2_4_16.pack_reference": lambda: call(m24_problem(16)[2]),
     "refsim.formats.mixed_2_4_16.packed_nbytes": lambda: call(m24_problem()[3]),
     "refsim.formats.mixed_2_4_16.paper_average_bits": lambda: call(0.25),
-    "refsim.formats.mixed_2_4_16.quantize": lambda: call(*m24_problem()[:2], alpha=0.25, outlier_ratio=0.005),
-    "refsim.formats.mixed_2_4_16.quantize_hinv": lambda: call(
-        m24_problem()[0], m24.inverse_hessian_diag(m24_problem()[1]), alpha=0.25),
-    "refsim.formats.mixed_2_4_16.select_4bit_groups": lambda: call(positive(4, np.float64), 0.25),
     "refsim.formats.mixed_2_4_16.unpack": lambda: call(m24_problem()[3]),
     "refsim.formats.qigen.block_order": lambda: call(4, 3, "panel"),
     "refsim.formats.qigen.block_order_reference": lambda: call(3, 3, "panel"),

@@ -27,6 +27,7 @@ from refsim.io.readers import open_checkpoint
 from refsim.ptx import PtxLaunchError, limits as ptx_limits
 from refsim.testing.cases.base import Linear
 from refsim.formats import mixed_2_4_16 as m24
+from refsim.quant import mixed_2_4_16 as q24
 from refsim.quant.gptq import HessianAccumulator, gptq_quantize
 from refsim.quant.rtn import rtn_quantize
 
@@ -108,11 +109,11 @@ CASES = [
     ("m24-coo-row-out-of-range", lambda: m24.csr_from_coo(np.array([0, 5]), np.array([1, 2]), np.ones(2, np.float16), 4),
      FormatRuleError, "rows: must lie in [0, 4)"),
     ("m24-coo-int-vals", lambda: m24.csr_from_coo(np.array([0]), np.array([1]), np.ones(1, np.int32), 4), DtypeError, "vals"),
-    ("m24-select-nan", lambda: m24.select_4bit_groups(np.array([1.0, np.nan]), 0.5), NonFiniteError, "S"),
-    ("m24-select-alpha", lambda: m24.select_4bit_groups(np.ones(4), 1.5), FormatRuleError, "alpha: must be a number in [0, 1]"),
+    ("m24-select-nan", lambda: q24.select_4bit_groups(np.array([1.0, np.nan]), 0.5), NonFiniteError, "S"),
+    ("m24-select-alpha", lambda: q24.select_4bit_groups(np.ones(4), 1.5), FormatRuleError, "alpha: must be a number in [0, 1]"),
     ("m24-average-bits-n4", lambda: m24.average_bits(64, 32, 5, 0), FormatRuleError, "at most G = K/16 = 4"),
     ("m24-pack-not-a-container", lambda: m24.pack(np.zeros((64, 32), np.uint8)), FormatRuleError, "must be a Mixed2416"),
-    ("m24-sensitivity-zero-diag", lambda: m24.group_sensitivity(W, np.zeros(64)), FormatRuleError, "non-zero"),
+    ("m24-sensitivity-zero-diag", lambda: q24.group_sensitivity(W, np.zeros(64)), FormatRuleError, "non-zero"),
     # reproducers an independent fuzz found: each must be a named error
     ("uniform-empty-matrix", lambda: uniform.quantize(np.zeros((0, 8), np.float32), 4), ShapeError, "K >= 1"),
     ("uniform-huge-zero-stride-view", lambda: uniform.quantize_reference(HUGE, 4), ShapeError, "element count"),

@@ -205,12 +205,13 @@ def test_compiled_mixed_group_sums_equal_numpy_on_any_weights(g, n):
 def test_compiled_mixed_gemv_equals_the_numpy_emulation():
     from refsim.emulator import mixed_2_4_16_kernel as mx
     from refsim.formats import mixed_2_4_16 as fmt
+    from refsim.quant import mixed_2_4_16 as quant
 
     rng = np.random.default_rng(4)
     k, n = 640, 48
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = rng.standard_normal((64, k))
-    p = fmt.pack(fmt.quantize(W, X.T @ X / 64 + np.eye(k), alpha=0.25, outlier_ratio=0.005))
+    p = fmt.pack(quant.quantize(W, X.T @ X / 64 + np.eye(k), alpha=0.25, outlier_ratio=0.005))
     x = _adversarial_f16(rng, k)
     ref = mx.mixed_gemv(p, x, native=False)
     assert_bitexact(mx.mixed_gemv(p, x, native=True), ref, "mixed_gemv")
@@ -374,11 +375,12 @@ def test_compiled_mixed_group_sums_equal_numpy_on_any_bits(g, n, specials, seed)
 def test_mixed_gemv_and_dequantization_are_the_same_on_both_paths(k, n, alpha, seed):
     from refsim.emulator import mixed_2_4_16_kernel as mx
     from refsim.formats import mixed_2_4_16 as fmt
+    from refsim.quant import mixed_2_4_16 as quant
 
     rng = np.random.default_rng(seed)
     W = (rng.standard_normal((k, n)) * 0.05 * 2.0 ** rng.integers(-4, 4, (k, n))).astype(np.float32)
     X = rng.standard_normal((32, k))
-    p = fmt.pack(fmt.quantize(W, X.T @ X / 32 + np.eye(k), alpha=alpha, outlier_ratio=0.005))
+    p = fmt.pack(quant.quantize(W, X.T @ X / 32 + np.eye(k), alpha=alpha, outlier_ratio=0.005))
     assert_bitexact(mx.dequantized_weights(p), mx.dequantized_weights_reference(p), "dequantized weights")
     x = _finite_f16(rng, k)
     assert_bitexact(mx.mixed_gemv(p, x, native=True), mx.mixed_gemv(p, x, native=False), "mixed_gemv")
