@@ -26,6 +26,7 @@ from refsim.cuda import mma as rmma
 from refsim.emulator import anyprec_kernel, atom_kernel, gptq_awq_kernel, mixed_2_4_16_kernel
 from refsim.formats import atom, awq, bitplane, gptq
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.quant import mixed_2_4_16 as q2416
 from refsim.testing import assert_bitexact
 
 
@@ -52,7 +53,7 @@ def _anyprec(rng, m, n, k, bits, order=None):
 
 def _mixed(rng, k, n):
     X = rng.standard_normal((2 * k, k))
-    p = m2416.pack(m2416.quantize((rng.standard_normal((k, n)) * 0.05).astype(np.float32), (X.T @ X) / k))
+    p = m2416.pack(q2416.quantize((rng.standard_normal((k, n)) * 0.05).astype(np.float32), (X.T @ X) / k))
     x = rng.standard_normal(k).astype(np.float16)
     return lambda b: rc.mixed_gemv(p, x, backend=b), lambda: mixed_2_4_16_kernel.mixed_gemv(p, x)
 

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from refsim.formats import marlin
+from refsim.quant import marlin as marlin_quant
 
 TARGET_S = 0.5
 
@@ -56,18 +57,18 @@ def accuracy() -> None:
             continue  # Marlin's rule: K % 128, N % 256 (MiniLM's 384-wide outputs are not legal)
         errs = []
         for gs in (128, None):
-            sc = marlin.compute_scales(w, gs)
-            b, s = marlin.pack(marlin.quantize(w, sc, gs), sc, gs)
+            sc = marlin_quant.compute_scales(w, gs)
+            b, s = marlin.pack(marlin_quant.quantize(w, sc, gs), sc, gs)
             wq = marlin.effective_weights(b, s).astype(np.float64)
             errs.append(np.linalg.norm(wq - w.astype(np.float64)) / np.linalg.norm(w.astype(np.float64)))
-        sc = marlin.compute_scales(w, 128)
-        b, meta, s = sparse_marlin.pack(marlin.quantize(w, sc, 128), sc, 128)
+        sc = marlin_quant.compute_scales(w, 128)
+        b, meta, s = sparse_marlin.pack(marlin_quant.quantize(w, sc, 128), sc, 128)
         ws = sparse_marlin.dequantize(b, meta, s).astype(np.float64)
         e24 = np.linalg.norm(ws - w.astype(np.float64)) / np.linalg.norm(w.astype(np.float64))
         mask = sparse_marlin.mask_2_4(w.astype(np.float32))
         wm = np.where(mask, w, np.float16(0))
-        sc_v = marlin.compute_scales(wm, 128)
-        b, meta, s = sparse_marlin.pack(marlin.quantize(wm, sc_v, 128), sc_v, 128, convention="vllm", mask=mask)
+        sc_v = marlin_quant.compute_scales(wm, 128)
+        b, meta, s = sparse_marlin.pack(marlin_quant.quantize(wm, sc_v, 128), sc_v, 128, convention="vllm", mask=mask)
         wv = sparse_marlin.dequantize(b, meta, s).astype(np.float64)
         e24v = np.linalg.norm(wv - w.astype(np.float64)) / np.linalg.norm(w.astype(np.float64))
         clamp = _clamp_fraction(w, sc, 128)
@@ -75,7 +76,7 @@ def accuracy() -> None:
         print(f"{name:<42} {k:>5} {n:>5} {errs[0]:>9.4f} {clamp:>10.3f} {errs[1]:>10.4f} {e24:>11.4f} {e24v:>12.4f}")
     rng = np.random.default_rng(1)
     w = rng.standard_normal((4096, 4096)).astype(np.float16)
-    sc = marlin.compute_scales(w, 128)
+    sc = marlin_quant.compute_scales(w, 128)
     print(f"Gaussian 4096x4096 g128: clamp share {_clamp_fraction(w, sc, 128):.3f} "
           "(reference notes: 58,793 / 131,072 = 0.449)")
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from refsim.emulator import mixed_2_4_16_kernel as ek
 from refsim.formats import mixed_2_4_16 as F
+from refsim.quant import mixed_2_4_16 as Q
 from refsim.testing import ulp_distance
 
 
@@ -98,7 +99,7 @@ def numerics(trials=20):
     k, n = W.shape
     rng = np.random.default_rng(1)
     X = rng.standard_normal((4 * k, k))
-    p = F.pack(F.quantize(W, X.T @ X / k, alpha=0.25, outlier_ratio=0.002))
+    p = F.pack(Q.quantize(W, X.T @ X / k, alpha=0.25, outlier_ratio=0.002))
     m = F.unpack(p)
     diff_oracle = diff_exact = 0
     ulp_max = 0

@@ -24,6 +24,7 @@ import threadpoolctl
 
 from refsim.data import calibration, minilm
 from refsim.formats import mixed_2_4_16 as F
+from refsim.quant import mixed_2_4_16 as Q
 from refsim.formats import uniform
 from refsim.quant import atom as QA
 from refsim.quant.gptq import hessian
@@ -114,12 +115,12 @@ def mixed_table(layers):
     errs = {c: [] for c in configs}
     bits = {c: [] for c in configs}
     for _, W, Xc, Xe in layers:                  # per-layer work once: H, diag(H^-1), X W
-        hd = F.inverse_hessian_diag(hessian(Xc))
+        hd = Q.inverse_hessian_diag(hessian(Xc))
         Wf = W.astype(np.float32)
         Xe64 = Xe.astype(np.float64)
         k, n = W.shape
         for alpha, ratio, clip in configs:
-            m = F._quantize(Wf, hd, alpha, ratio, clip)
+            m = Q._quantize(Wf, hd, alpha, ratio, clip)
             errs[alpha, ratio, clip].append(_rel(Xe, W, Xe64 @ F.dequantize(m).astype(np.float64)))
             bits[alpha, ratio, clip].append(float(F.average_bits(k, n, int(m.four.sum()), m.col.size)))
     for alpha, ratio, clip in configs:

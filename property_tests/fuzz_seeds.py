@@ -21,7 +21,8 @@ import fuzz_seeds_io
 import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
-from refsim.arith import admissible, exact, fp, fragments, hw_samples, tensor_core as tc, tensor_core_types as tct
+from refsim.arith import (admissible, exact, fp, fragments, hw_samples, mma_steps, tensor_core as tc,
+                          tensor_core_types as tct)
 from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
@@ -33,7 +34,7 @@ from refsim.gpu_model.kernels import resources
 from refsim.data import corpus
 from refsim.native import machine
 from refsim.qigen import codegen, kernel as qkernel, model as qmodel
-from refsim.quant import atom as qatom, awq as qawq, gptq as qgptq, rtn, squeezellm, upscale
+from refsim.quant import atom as qatom, awq as qawq, gptq as qgptq, mixed_2_4_16 as q24, rtn, squeezellm, upscale
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -100,7 +101,7 @@ def m24_problem(k: int = 64):
     W = normal((k, 32), seed=0, scale=0.05)
     X = normal((96, k), np.float64, seed=1)
     H = 2.0 / 96 * X.T @ X
-    m = m24.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
+    m = q24.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
     return W, H, m, m24.pack(m)
 
 
@@ -343,6 +344,7 @@ SEEDS = {
     # ---- arith ------------------------------------------------------------------------------------
     "refsim.arith.exact.from_fraction": lambda: call(Fraction(3, 7), np.float32),
     "refsim.arith.exact.round_fraction": lambda: call(Fraction(3, 7), exact.F16, "rne"),
+    "refsim.arith.exact.round_fraction_directed": lambda: call(Fraction(3, 7), exact.F16, "rm"),
     "refsim.arith.exact.round_to_float": lambda: call(Fraction(3, 7), np.float16),
     "refsim.arith.exact.to_fraction": lambda: call(-1279.5),
     "refsim.arith.fp.add_reference": lambda: call(normal(8, np.float16), normal(8, np.float16, 1)),
@@ -378,18 +380,30 @@ SEEDS = {
     "refsim.arith.fragments.pack_registers": lambda: call(codes((32, 2), 2**16, np.uint16), 16),
     "refsim.arith.fragments.unpack_registers": lambda: call(_u32(2, 1), 4, signed=True),
     "refsim.arith.hw_samples.load": lambda: call(hw_samples.subset_path()),
-    "refsim.arith.tensor_core.MmaOperand": lambda: call(normal((16, 16), np.float16)),
+    "refsim.arith.integer_mma.mma_int": lambda: call(*int_mma_operands()),
+    "refsim.arith.integer_mma.mma_int_reference": lambda: call(*int_mma_operands()),
+    "refsim.arith.mma_steps.MmaOperand": lambda: call(normal((16, 16), np.float16)),
+    "refsim.arith.mma_steps.mma_k16_f32": lambda: _mma_k16_seed(),
+    "refsim.arith.mma_steps.mma_k16_f32_steps": lambda: call(
+        "sm_80", mma_steps.MmaOperand(normal((1, 32), np.float16)), mma_steps.MmaOperand(normal((32, 8), np.float16, 1)),
+        np.array([0, 1]), np.zeros((2, 1, 8), np.float32)),
+    "refsim.arith.rounding.fp_add": lambda: call(_f16_values(), _f16_values(1), "f16", "rz"),
+    "refsim.arith.rounding.fp_div": lambda: call(_f16_values(), _f16_values(1), "bf16"),
+    "refsim.arith.rounding.fp_fma": lambda: call(_f16_values(), _f16_values(1), _f16_values(2), "f32", "rp"),
+    "refsim.arith.rounding.fp_mul": lambda: call(_f16_values(), _f16_values(1), "f16", "rm"),
+    "refsim.arith.rounding.fp_reference": lambda: call("fma", (_f16_values(), _f16_values(1), _f16_values(2)), "f16", "rz"),
+    "refsim.arith.rounding.fp_sqrt": lambda: call(np.abs(_f16_values()), "f16"),
+    "refsim.arith.rounding.int_to_float": lambda: call(codes(8, 2**40, np.int64, lo=-2**40), True, "f32", "rn"),
+    "refsim.arith.rounding.round_float64": lambda: call(normal(8, np.float64), "bf16", "rm"),
+    "refsim.arith.rounding.round_float64_reference": lambda: call(normal(8, np.float64), "f16", "rp"),
+    "refsim.arith.rounding.round_sum64": lambda: call(*_two_sum_parts(), "rz"),
+    "refsim.arith.rounding.round_to_odd": lambda: call(*_two_sum_parts()),
+    "refsim.arith.rounding.two_sum": lambda: call(normal(8, np.float64), normal(8, np.float64, 1, scale=1e-20)),
     "refsim.arith.tensor_core.fdpa": lambda: call("sm_80", normal((4, 8), np.float16), normal((4, 8), np.float16, 1),
                                                   normal(4, seed=2), np.float32),
     "refsim.arith.tensor_core.fdpa_reference": lambda: call("sm_80", normal((4, 8), np.float16),
                                                             normal((4, 8), np.float16, 1), normal(4, seed=2),
                                                             np.float32),
-    "refsim.arith.tensor_core.mma_int": lambda: call(*int_mma_operands()),
-    "refsim.arith.tensor_core.mma_int_reference": lambda: call(*int_mma_operands()),
-    "refsim.arith.tensor_core.mma_k16_f32": lambda: _mma_k16_seed(),
-    "refsim.arith.tensor_core.mma_k16_f32_steps": lambda: call(
-        "sm_80", tc.MmaOperand(normal((1, 32), np.float16)), tc.MmaOperand(normal((32, 8), np.float16, 1)),
-        np.array([0, 1]), np.zeros((2, 1, 8), np.float32)),
     "refsim.arith.tensor_core.mma_m16n8k16": lambda: call("sm_80", normal((16, 16), np.float16),
                                                           normal((16, 8), np.float16, 1), normal((16, 8), seed=2)),
     "refsim.arith.tensor_core.mma_m16n8k16_reference": lambda: call(
@@ -428,6 +442,16 @@ SEEDS = {
     "refsim.quant.awq.search_scale": lambda: call(normal((6, 16), seed=1), {"w": normal((4, 16), np.float16)},
                                                   _awq_forward, bits=4, group_size=8, duo_scaling=True),
     "refsim.quant.awq.weight_mean": lambda: call([normal((4, 16), np.float16), normal((2, 16), np.float16, 1)], 8),
+    "refsim.quant.marlin.compute_scales": lambda: call(normal((256, 256), np.float16), 128),
+    "refsim.quant.marlin.quantize": lambda: call(normal((256, 256), np.float16, scale=0.05), marlin_problem()[1],
+                                                 128),
+    "refsim.quant.mixed_2_4_16.group_sensitivity": lambda: call(normal((48, 16), scale=0.1),
+                                                                positive(48, np.float64)),
+    "refsim.quant.mixed_2_4_16.inverse_hessian_diag": lambda: call(spd(48)),
+    "refsim.quant.mixed_2_4_16.quantize": lambda: call(*m24_problem()[:2], alpha=0.25, outlier_ratio=0.005),
+    "refsim.quant.mixed_2_4_16.quantize_hinv": lambda: call(
+        m24_problem()[0], q24.inverse_hessian_diag(m24_problem()[1]), alpha=0.25),
+    "refsim.quant.mixed_2_4_16.select_4bit_groups": lambda: call(positive(4, np.float64), 0.25),
     "refsim.emulator.anyprec_kernel.anyprec_gemv": lambda: call(*anyprec_problem(), 3),
     "refsim.emulator.anyprec_kernel.anyprec_gemv_reference": lambda: call(*anyprec_problem(3, 16, 32), 3),
     "refsim.emulator.anyprec_kernel.lane_indices": lambda: call(1024),
@@ -575,9 +599,10 @@ SEEDS = {
     "refsim.formats.gptq.unpack_qweight_reference": lambda: call(words((4, 5)), 4, 32),
     "refsim.formats.gptq.unpack_qzeros": lambda: call(words((1, 4)), 4, 32, reader="mask_then_add"),
     "refsim.formats.gptq.unpack_stream": lambda: call(_u32(4, 1), 4),
-    "refsim.formats.marlin.act_order_perm": lambda: call(np.repeat(np.arange(2, dtype=np.int32), 128)[::-1].copy()),
+    "refsim.formats.gptq_marlin.act_order_perm": lambda: call(np.repeat(np.arange(2, dtype=np.int32), 128)[::-1].copy()),
+    "refsim.formats.gptq_marlin.repack_gptq": lambda: call(gptq.pack_qweight(marlin_problem()[0], 4), 256,
+                                                        zeros=np.full((1, 256), 8)),
     "refsim.formats.marlin.apply_output_scale": lambda: call(normal((2, 256), np.float16), marlin_problem(None)[3]),
-    "refsim.formats.marlin.compute_scales": lambda: call(normal((256, 256), np.float16), 128),
     "refsim.formats.marlin.dequantize": lambda: call(*marlin_problem()[2:]),
     "refsim.formats.marlin.dequantize_reference": lambda: call(*marlin_problem(None, 128)[2:]),
     "refsim.formats.marlin.effective_weights": lambda: call(*marlin_problem()[2:]),
@@ -586,12 +611,7 @@ SEEDS = {
     "refsim.formats.marlin.pack_reference": lambda: call(*marlin_problem(None, 128)[:2], None),
     "refsim.formats.marlin.permute_scales": lambda: call(marlin_problem()[1]),
     "refsim.formats.marlin.permute_weights": lambda: call(marlin_problem()[0]),
-    "refsim.formats.marlin.quantize": lambda: call(normal((256, 256), np.float16, scale=0.05), marlin_problem()[1],
-                                                   128),
     "refsim.formats.marlin.reference_gemm": lambda: call(normal((1, 128), np.float16), *marlin_problem(None, 128)[2:]),
-    "refsim.formats.marlin.repack_gptq": lambda: call(gptq.pack_qweight(marlin_problem()[0], 4), 256,
-                                                   zeros=np.full((1, 256), 8)),
-    "refsim.formats.marlin.round_exact_to_f16": lambda: call(Fraction(1, 3)),
     "refsim.formats.marlin.unpack": lambda: call(*marlin_problem()[2:]),
     "refsim.formats.marlin.unpack_reference": lambda: call(*marlin_problem(None, 128)[2:]),
     "refsim.formats.marlin.unpermute_scales": lambda: call(marlin_problem()[3]),
@@ -606,17 +626,10 @@ SEEDS = {
     "refsim.formats.mixed_2_4_16.dequantize": lambda: call(m24_problem()[2]),
     "refsim.formats.mixed_2_4_16.gemv": lambda: call(m24_problem()[3], normal(64, np.float16)),
     "refsim.formats.mixed_2_4_16.gemv_reference": lambda: call(m24_problem(16)[3], normal(16, np.float16)),
-    "refsim.formats.mixed_2_4_16.group_sensitivity": lambda: call(normal((48, 16), scale=0.1),
-                                                                  positive(48, np.float64)),
-    "refsim.formats.mixed_2_4_16.inverse_hessian_diag": lambda: call(spd(48)),
     "refsim.formats.mixed_2_4_16.pack": lambda: call(m24_problem()[2]),
     "refsim.formats.mixed_2_4_16.pack_reference": lambda: call(m24_problem(16)[2]),
     "refsim.formats.mixed_2_4_16.packed_nbytes": lambda: call(m24_problem()[3]),
     "refsim.formats.mixed_2_4_16.paper_average_bits": lambda: call(0.25),
-    "refsim.formats.mixed_2_4_16.quantize": lambda: call(*m24_problem()[:2], alpha=0.25, outlier_ratio=0.005),
-    "refsim.formats.mixed_2_4_16.quantize_hinv": lambda: call(
-        m24_problem()[0], m24.inverse_hessian_diag(m24_problem()[1]), alpha=0.25),
-    "refsim.formats.mixed_2_4_16.select_4bit_groups": lambda: call(positive(4, np.float64), 0.25),
     "refsim.formats.mixed_2_4_16.unpack": lambda: call(m24_problem()[3]),
     "refsim.formats.qigen.block_order": lambda: call(4, 3, "panel"),
     "refsim.formats.qigen.block_order_reference": lambda: call(3, 3, "panel"),
@@ -813,9 +826,20 @@ SEEDS = {
 }
 
 
+def _f16_values(seed: int = 0) -> np.ndarray:
+    """float64 values that are exact fp16 values (what the rounding primitives take)."""
+    return normal(8, np.float16, seed).astype(np.float64)
+
+
+def _two_sum_parts() -> tuple[np.ndarray, np.ndarray]:
+    a, b = normal(8, np.float64), normal(8, np.float64, 1, scale=1e-20)
+    s = a + b
+    return s, (a - s) + b                                  # |b| << |a|: the exact error term of s
+
+
 def _mma_k16_seed() -> Seed:
     A, B = normal((2, 16, 16), np.float16), normal((2, 16, 8), np.float16, 1)
-    a, bT = tc.MmaOperand(A), tc.MmaOperand(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
+    a, bT = mma_steps.MmaOperand(A), mma_steps.MmaOperand(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
     return call("sm_80", a.values[:, :, None, :], a.exps[:, :, None, :], bT.values[:, None, :, :],
                 bT.exps[:, None, :, :], normal((2, 16, 8), seed=2))
 

@@ -20,6 +20,7 @@ from fuzz_engine import Seed, call
 from refsim.data import models as data_models
 from refsim.formats import atom as atom_format, bitplane, gptq as gptq_format, marlin as marlin_format
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.quant import mixed_2_4_16 as q2416
 from refsim.io import checkpoint, compressed_tensors as ct, containers, convert, gptq as io_gptq, quantize, readers
 from refsim.io import uniform as io_uniform
 
@@ -92,7 +93,7 @@ def mixed_layer() -> containers.Mixed2416Layer:
     rng = _rng(7)
     W = rng.standard_normal((64, 32)).astype(np.float32)
     X = rng.standard_normal((128, 64)).astype(np.float32)
-    return containers.Mixed2416Layer(L0, m2416.pack(m2416.quantize(W, X.T @ X, outlier_ratio=0.005)), 64)
+    return containers.Mixed2416Layer(L0, m2416.pack(q2416.quantize(W, X.T @ X, outlier_ratio=0.005)), 64)
 
 
 @functools.cache

@@ -27,7 +27,7 @@ from fuzz_engine import (CRASH, DEPENDENT, FOREIGN, HANG, LEAK, MISNAMED, MODIFI
 from fuzz_seeds import SEEDS  # noqa: E402
 
 from refsim import _validate  # noqa: E402
-from refsim.arith import tensor_core  # noqa: E402
+from refsim.arith import mma_steps  # noqa: E402
 from refsim.errors import FormatRuleError  # noqa: E402
 from refsim.formats import qigen as qigen_format, stripes, uniform  # noqa: E402
 
@@ -111,8 +111,8 @@ def test_misnamed_error_when_non_finite_input_is_caught_late(monkeypatch):
 def test_foreign_exception_when_a_raw_fast_path_takes_unchecked_arrays(monkeypatch):
     # the fix: mma_k16_f32 checks its operand arrays before any arithmetic; without it None or a
     # string reaches NumPy indexing
-    monkeypatch.setattr(tensor_core, "_check_k16", lambda *operands: operands)
-    found = classes_found("refsim.arith.tensor_core.mma_k16_f32", {"None", "str 'x'"})
+    monkeypatch.setattr(mma_steps, "_check_k16", lambda *operands: operands)
+    found = classes_found("refsim.arith.mma_steps.mma_k16_f32", {"None", "str 'x'"})
     assert FOREIGN in found, found
 
 

@@ -16,7 +16,7 @@ from refsim.formats import anyprec_plan as anyprec_kernel
 from refsim.gpu_model import cycle
 from refsim.gpu_model.kernels import predict
 from refsim.quant import squeezellm, upscale
-from refsim.arith import tensor_core as tc
+from refsim.arith import integer_mma, mma_steps
 from refsim.emulator import marlin_kernel
 from refsim.formats import atom, awq, bitplane, gptq, marlin, swizzle, uniform
 from refsim.testing import ulp_distance
@@ -27,6 +27,7 @@ from refsim.io.readers import open_checkpoint
 from refsim.ptx import PtxLaunchError, limits as ptx_limits
 from refsim.testing.cases.base import Linear
 from refsim.formats import mixed_2_4_16 as m24
+from refsim.quant import mixed_2_4_16 as q24
 from refsim.quant.gptq import HessianAccumulator, gptq_quantize
 from refsim.quant.rtn import rtn_quantize
 
@@ -108,11 +109,11 @@ CASES = [
     ("m24-coo-row-out-of-range", lambda: m24.csr_from_coo(np.array([0, 5]), np.array([1, 2]), np.ones(2, np.float16), 4),
      FormatRuleError, "rows: must lie in [0, 4)"),
     ("m24-coo-int-vals", lambda: m24.csr_from_coo(np.array([0]), np.array([1]), np.ones(1, np.int32), 4), DtypeError, "vals"),
-    ("m24-select-nan", lambda: m24.select_4bit_groups(np.array([1.0, np.nan]), 0.5), NonFiniteError, "S"),
-    ("m24-select-alpha", lambda: m24.select_4bit_groups(np.ones(4), 1.5), FormatRuleError, "alpha: must be a number in [0, 1]"),
+    ("m24-select-nan", lambda: q24.select_4bit_groups(np.array([1.0, np.nan]), 0.5), NonFiniteError, "S"),
+    ("m24-select-alpha", lambda: q24.select_4bit_groups(np.ones(4), 1.5), FormatRuleError, "alpha: must be a number in [0, 1]"),
     ("m24-average-bits-n4", lambda: m24.average_bits(64, 32, 5, 0), FormatRuleError, "at most G = K/16 = 4"),
     ("m24-pack-not-a-container", lambda: m24.pack(np.zeros((64, 32), np.uint8)), FormatRuleError, "must be a Mixed2416"),
-    ("m24-sensitivity-zero-diag", lambda: m24.group_sensitivity(W, np.zeros(64)), FormatRuleError, "non-zero"),
+    ("m24-sensitivity-zero-diag", lambda: q24.group_sensitivity(W, np.zeros(64)), FormatRuleError, "non-zero"),
     # reproducers an independent fuzz found: each must be a named error
     ("uniform-empty-matrix", lambda: uniform.quantize(np.zeros((0, 8), np.float32), 4), ShapeError, "K >= 1"),
     ("uniform-huge-zero-stride-view", lambda: uniform.quantize_reference(HUGE, 4), ShapeError, "element count"),
@@ -122,18 +123,19 @@ CASES = [
                                                      group_size=33), ShapeError, "divide K=64"),
     ("atom-dequantize-dtype-64", lambda: atom.dequantize_weights(ATOM_W, dtype=64), DtypeError, "dtype"),
     ("marlin-gemm-nan-in-a", lambda: marlin_kernel.marlin_gemm(NAN_A, *MARLIN_B_S, sms=8), NonFiniteError, "A"),
-    ("mma-int-reference-0d-c", lambda: tc.mma_int_reference(np.zeros((16, 64), np.int8), np.zeros((64, 8), np.int8),
-                                                            np.asarray(0, np.int32)), ShapeError, "2-D"),
+    ("mma-int-reference-0d-c", lambda: integer_mma.mma_int_reference(np.zeros((16, 64), np.int8),
+                                                                      np.zeros((64, 8), np.int8),
+                                                                      np.asarray(0, np.int32)), ShapeError, "2-D"),
     ("ulp-distance-float16-vs-uint8", lambda: ulp_distance(np.ones(3, np.float16), np.ones(3, np.uint8)), DtypeError,
      "float16, bfloat16"),
-    ("mma-steps-empty-kblocks", lambda: tc.mma_k16_f32_steps("sm_80", tc.MmaOperand(np.ones((1, 32), np.float16)),
-                                                             tc.MmaOperand(np.ones((32, 8), np.float16)),
-                                                             np.zeros(0, np.int64), np.zeros((2, 1, 8), np.float32)),
+    ("mma-steps-empty-kblocks", lambda: mma_steps.mma_k16_f32_steps("sm_80", mma_steps.MmaOperand(np.ones((1, 32), np.float16)),
+                                                                    mma_steps.MmaOperand(np.ones((32, 8), np.float16)),
+                                                                    np.zeros(0, np.int64), np.zeros((2, 1, 8), np.float32)),
      ShapeError, "kblocks"),
     ("atom-weights-code-out-of-range-after-replace", lambda: dataclasses.replace(ATOM_W, q4=ATOM_W.q4 + np.int8(9)),
      FormatRuleError, "[-8, 7]"),
     # second pass: the modules that landed since
-    ("mma-k16-raw-operand-none", lambda: tc.mma_k16_f32("sm_80", None, None, None, None, None), DtypeError, "a_vals"),
+    ("mma-k16-raw-operand-none", lambda: mma_steps.mma_k16_f32("sm_80", None, None, None, None, None), DtypeError, "a_vals"),
     ("fold-orders-add-not-callable", lambda: admissible.fold_orders([np.ones(2)], "add", np.zeros(2)),
      FormatRuleError, "add"),
     ("fold-orders-max-orders-past-10-factorial", lambda: admissible.fold_orders([np.ones(2)], np.add, np.zeros(2),

@@ -18,6 +18,7 @@ from refsim.emulator import anyprec_kernel, atom_kernel, gptq_awq_kernel, mixed_
 from refsim.formats import anyprec_plan as ak
 from refsim.formats import atom, awq, bitplane, gptq
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.quant import mixed_2_4_16 as q2416
 from refsim.testing import assert_bitexact
 
 # fp16 values that stress the rounding: signed zeros, the smallest and largest subnormal, a normal
@@ -127,7 +128,7 @@ def test_mixed_gemv_equals_its_emulator(c, g, nb, alpha, ratio):
     k, n = 16 * g, 16 * nb
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = rng.standard_normal((2 * k, k))
-    p = m2416.pack(m2416.quantize(W, (X.T @ X) / k, alpha=alpha, outlier_ratio=ratio))
+    p = m2416.pack(q2416.quantize(W, (X.T @ X) / k, alpha=alpha, outlier_ratio=ratio))
     x = _values(rng, (k,), 1.0, c["special"])
     assert_bitexact(rc.mixed_gemv(p, x), mixed_2_4_16_kernel.mixed_gemv(p, x), name="y")
 
@@ -191,7 +192,7 @@ def test_a_random_schedule_with_the_race_checker_changes_no_bit(kernel):
     elif kernel == "mixed":
         k, n = 32, 16                                   # 4 warps, lanes 0..1 hold units
         X = rng.standard_normal((2 * k, k))
-        p = m2416.pack(m2416.quantize((rng.standard_normal((k, n)) * 0.05).astype(np.float32), (X.T @ X) / k))
+        p = m2416.pack(q2416.quantize((rng.standard_normal((k, n)) * 0.05).astype(np.float32), (X.T @ X) / k))
         x = rng.standard_normal(k).astype(np.float16)
         got, want = rc.mixed_gemv(p, x, options=opts), mixed_2_4_16_kernel.mixed_gemv(p, x)
     elif kernel == "gptq":

@@ -11,8 +11,10 @@ Python, one value at a time) on purpose: it is the thing the fast NumPy paths ar
              ->  n * q, or ±Inf when the rounded magnitude reaches 2^(emax+1) (RNE)
                  resp. ±max-finite (RZ) — IEEE 754 overflow rules.
 
-Modes: ``"rne"`` round to nearest, ties to even; ``"rz"`` toward zero; ``"rz_inf"`` toward zero
-but overflow gives ±Inf (the tensor-core fp32 output rule, docs/emulator.md).
+Modes of :func:`round_fraction`: ``"rne"`` round to nearest, ties to even; ``"rz"`` toward zero;
+``"rz_inf"`` toward zero but overflow gives ±Inf (the tensor-core fp32 output rule,
+docs/emulator.md); ``"ro"`` to odd. :func:`round_fraction_directed` takes the PTX modifiers
+:data:`ROUNDING_MODES` (``rn rz rm rp``), the oracle of :mod:`refsim.arith.rounding`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import numpy as np
 from refsim._validate import require_choice, require_fields
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError
 
-__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "round_fraction", "round_to_float", "to_fraction",
-           "from_fraction"]
+__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "ROUNDING_MODES", "round_fraction", "round_fraction_directed",
+           "round_to_float", "to_fraction", "from_fraction"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ def _floor_log2(x: Fraction) -> int:
 
 
 _MODES = ("rne", "rz", "rz_inf", "ro")
+#: the PTX rounding modifiers ``.rn .rz .rm .rp`` (nearest-even, toward zero, toward -Inf, toward
+#: +Inf): the modes of :func:`round_fraction_directed` and of :mod:`refsim.arith.rounding`
+ROUNDING_MODES = ("rn", "rz", "rm", "rp")
 
 
 def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction | float:
@@ -147,6 +152,33 @@ def _round_fraction_rational(x: Fraction, fmt: FloatFormat, mode: str = "rne") -
             return sign * (limit - Fraction(2) ** (fmt.emax - fmt.precision + 1))
         return float(sign) * float("inf")
     return sign * r
+
+
+def round_fraction_directed(x: Fraction, fmt: FloatFormat, mode: str) -> Fraction | float:
+    """Round the exact rational ``x`` (nonzero) to ``fmt`` in one of :data:`ROUNDING_MODES` (oracle, scalar).
+
+    Returns a Fraction, or a float ±inf on overflow per the IEEE rule of the mode (rn -> ±Inf;
+    rz -> ±max; rm -> +max / -Inf; rp -> +Inf / -max). The oracle of :mod:`refsim.arith.rounding`:
+    'rn' is :func:`round_fraction` "rne", the others truncate and step one unit away from zero
+    when the mode points away from zero and the value was inexact.
+    """
+    mode = require_choice("mode", mode, ROUNDING_MODES)
+    if mode == "rn":
+        return round_fraction(x, fmt, "rne")
+    r = round_fraction(x, fmt, "rz")          # checks x and fmt; magnitude truncated (or ±max on overflow)
+    neg = x < 0
+    away = {"rz": False, "rm": neg, "rp": not neg}[mode]
+    if isinstance(r, float):
+        r = Fraction(-1 if neg else 1) * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
+    if away and r != x:
+        ax = abs(r)
+        e = max(_floor_log2(ax), fmt.emin) if ax else fmt.emin
+        ulp = Fraction(2) ** (e - fmt.precision + 1)
+        ax = ax + ulp
+        if ax >= Fraction(2) ** (fmt.emax + 1):
+            return float("-inf") if neg else float("inf")
+        r = -ax if neg else ax
+    return r
 
 
 def round_to_float(x: Fraction, dtype) -> np.generic:

@@ -15,13 +15,16 @@ how             fp16 add/sub/mul: NumPy float16 ufuncs (computed in float32 and 
                 innocuous because 24 >= 2·11 + 2, Figueroa 1995). fp16 fma: exact float64 product,
                 float64 sum, one RNE to fp16 (the sum is exact or the rounding cannot matter:
                 :func:`_f16_fma_fused`). fp32 fma: the product is exact in float64; the sum is
-                rounded to float64 *to odd* (TwoSum error term, then a one-ulp nudge) and then to
+                rounded to float64 *to odd* (:func:`refsim.arith.rounding.two_sum` error term, then a
+                one-ulp nudge: :func:`~refsim.arith.rounding.round_to_odd`) and then to
                 the target with RNE — correct because 53 >= p + 2 (Boldo & Melquiond 2008). f64 -> bf16 goes through a round-to-odd
                 float32 for the same reason (ml_dtypes rounds f64 -> f32 -> bf16 twice).
 oracle          :mod:`refsim.arith.exact` (``fractions.Fraction``); the ``*_reference``
                 functions here are plain loops over that oracle. ``bench/bench_emulator.py``
                 checks >= 10^6 random bit patterns per primitive, the tests a sample plus every
                 special case.
+other modes     the directed modifiers (``.rz .rm .rp``) and f16/bf16/f32/f64 in any mode, as refsim.ptx
+                executes them: :mod:`refsim.arith.rounding`.
 source          PTX ISA 9.x, "Floating Point Instructions" (add/sub/mul/fma ``.rn``) and ``cvt``
                 (float-to-integer conversions saturate, NaN -> 0; PTX ISA, cvt).
 
@@ -41,7 +44,7 @@ import numpy as np
 
 from refsim._validate import require_array, require_choice, require_dtype, require_dtype_arg, require_float_array
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
-from refsim.arith import exact
+from refsim.arith import exact, rounding
 
 __all__ = [
     "f16_add", "f16_sub", "f16_mul", "f16_fma",
@@ -136,21 +139,6 @@ def f16_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.multiply(a, b, dtype=np.float16)
 
 
-def _sum_round_to_odd(p: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """float64 ``p + c`` rounded to odd (exact sum, then: inexact -> the odd neighbour).
-
-    TwoSum gives s = RN(p + c) and the exact error e = (p + c) - s. If e != 0 and s has an even
-    last bit, s is moved one ulp toward the exact value, which makes its last bit odd.
-    """
-    s = p + c
-    bb = s - p
-    e = (p - (s - bb)) + (c - bb)
-    even = (s.view(np.int64) & 1) == 0
-    nudge = np.isfinite(s) & (e != 0) & even
-    toward = np.where(e > 0, np.inf, -np.inf)
-    return np.where(nudge, np.nextafter(s, toward), s)
-
-
 def f16_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None = None) -> np.ndarray:
     """a · b + c on fp16. ``fused=True``: ``fma.rn.f16`` / ``__hfma`` (one rounding);
     ``fused=False``: ``mul.rn.f16`` then ``add.rn.f16`` (two roundings).
@@ -223,7 +211,7 @@ def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None =
         return f32_add(f32_mul(a, b), c)
     with np.errstate(all="ignore"):
         p = a.astype(np.float64) * b.astype(np.float64)
-        s = _sum_round_to_odd(p, c.astype(np.float64))
+        s = rounding.round_to_odd(*rounding.two_sum(p, c.astype(np.float64)))
         return s.astype(np.float32)
 
 
@@ -428,302 +416,3 @@ def convert_reference(x: np.ndarray, target: str) -> np.ndarray:
         else:
             out[i] = np.asarray(float(r), np.float64).astype(np.float32).astype(dtype)  # exact
     return out
-
-
-# ----------------------------------------------------------------------------------------------
-# directed rounding for every PTX rounding modifier (.rz, .rm, .rp), which refsim.ptx executes
-#
-# One vectorised primitive, :func:`round_float64`, rounds float64 values once to f16/bf16/f32 in
-# any of the four IEEE modes. Operations whose exact result is not a float64 (sums of distant
-# operands, fma, 64-bit integers) first form a float64 rounded *to odd* (TwoSum + nudge, as in
-# :func:`f32_fma`); RO to 53 bits followed by any rounding to p <= 51 bits is one correct rounding
-# (Boldo & Melquiond 2008). f64 results are exact too: rn through NumPy (IEEE), the directed modes
-# and fma through the plain-Fraction path (slow, rare in kernels). Overflow per IEEE 754 §7.4:
-# rn -> ±Inf; rz -> ±max; rm -> +max / -Inf; rp -> +Inf / -max. Zeros, Inf and NaN pass through.
-
-ROUNDING_MODES = ("rn", "rz", "rm", "rp")
-PTX_FORMATS = {"f16": exact.F16, "bf16": exact.BF16, "f32": exact.F32, "f64": exact.F64}
-
-
-def _fmt(name: str):
-    return PTX_FORMATS[require_choice("fmt", name, tuple(PTX_FORMATS))]
-
-
-def round_float64(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
-    """Round float64 values once to ``fmt`` ('f16', 'bf16', 'f32'; 'f64' is the identity) with
-    ``mode`` ('rn' nearest-even, 'rz', 'rm' toward -Inf, 'rp' toward +Inf).
-
-    x float64 (any shape). Returns float64 (same shape) holding values representable in ``fmt``
-    (or ±Inf/NaN); subnormals are kept. The sign of a zero result is the sign of x.
-    Integer arithmetic on the float64 fields: significand m (53 bits), r = bits below the target's
-    last place, kept = m >> r, then the mode decides whether to add one unit; kept · 2^q is exact.
-    """
-    x = require_dtype("x", x, np.float64)
-    f = _fmt(fmt)
-    mode = require_choice("mode", mode, ROUNDING_MODES)
-    if fmt == "f64":
-        return x.copy()
-    p = f.precision
-    u = x.view(np.uint64).astype(np.int64) & np.int64(0x7FFFFFFFFFFFFFFF)     # |x| bits
-    E = u >> 52
-    frac = u & np.int64((1 << 52) - 1)
-    m = frac | ((E != 0).astype(np.int64) << 52)
-    e = np.maximum(E, np.int64(1)) - 1075                     # |x| = m * 2^e (subnormals: E = 0 -> -1074)
-    lead = e + _bit_length64(m) - 1                          # floor(log2 |x|)
-    q = np.maximum(lead, np.int64(f.emin)) - (p - 1)                   # exponent of the target's last place
-    r = np.minimum(np.maximum(q - e, _I0), _I63)            # bits dropped (>= 53 - p > 0 for live values)
-    kept = m >> r
-    rem = m - (kept << r)
-    half = np.int64(1) << np.maximum(r - 1, _I0)
-    neg = np.signbit(x)
-    if mode == "rn":
-        up = (rem > half) | ((rem == half) & ((kept & 1) == 1))
-    elif mode == "rz":
-        up = np.zeros(x.shape, bool)
-    elif mode == "rm":
-        up = (rem > 0) & neg
-    else:
-        up = (rem > 0) & ~neg
-    kept = kept + up
-    pow2 = ((np.minimum(np.maximum(q, np.int64(-1022)), np.int64(1023)) + 1023) << 52).astype(np.uint64).view(np.float64)
-    with np.errstate(over="ignore"):
-        r_val = kept.astype(np.float64) * pow2               # exact (kept < 2^54)
-    top = 2.0 ** (f.emax + 1)
-    big = (2.0 - 2.0 ** (1 - p)) * 2.0 ** f.emax
-    to_inf = {"rn": np.ones(x.shape, bool), "rz": np.zeros(x.shape, bool), "rm": neg, "rp": ~neg}[mode]
-    r_val = np.where(r_val >= top, np.where(to_inf, np.inf, big), r_val)
-    live = np.isfinite(x) & (x != 0)
-    return np.where(live, np.where(neg, -r_val, r_val), x)
-
-
-_I0, _I63 = np.int64(0), np.int64(63)
-
-
-def _bit_length64(v: np.ndarray) -> np.ndarray:
-    """Bits needed for each non-negative int64 (0 for 0), by binary search on shifts."""
-    v = v.astype(np.int64)
-    n = np.zeros(v.shape, np.int64)
-    for sh in (32, 16, 8, 4, 2, 1):
-        big = (v >> sh) != 0
-        n = n + big.astype(np.int64) * sh
-        v = v >> (big.astype(np.int64) * sh)
-    return n + (v != 0)
-
-
-def round_float64_reference(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
-    """Plain-loop twin of :func:`round_float64` over :func:`round_fraction_directed`."""
-    f = _fmt(fmt)
-    out = np.empty(x.shape, np.float64)
-    for i in np.ndindex(x.shape):
-        v = float(x[i])
-        if not np.isfinite(v) or v == 0:
-            out[i] = v
-            continue
-        r = round_fraction_directed(exact.to_fraction(v), f, mode)
-        out[i] = np.copysign(float(r), v) if not isinstance(r, float) else r
-    return out
-
-
-def round_fraction_directed(x, fmt, mode: str):
-    """Round the exact rational ``x`` (nonzero) to ``fmt`` in 'rn'/'rz'/'rm'/'rp' (oracle, scalar).
-
-    Returns a Fraction, or a float ±inf on overflow per the IEEE rule of the mode.
-    """
-    from fractions import Fraction
-
-    mode = require_choice("mode", mode, ROUNDING_MODES)
-    neg = x < 0
-    away = {"rz": False, "rm": neg, "rp": not neg}.get(mode)
-    if mode == "rn":
-        r = exact.round_fraction(x, fmt, "rne")
-        return r
-    r = exact.round_fraction(x, fmt, "rz")          # magnitude truncated (or ±max on overflow)
-    if isinstance(r, float):
-        r = Fraction(-1 if neg else 1) * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
-    if away and r != x:
-        ax = abs(r)
-        e = max(exact._floor_log2(ax), fmt.emin) if ax else fmt.emin
-        ulp = Fraction(2) ** (e - fmt.precision + 1)
-        ax = ax + ulp
-        if ax >= Fraction(2) ** (fmt.emax + 1):
-            return float("-inf") if neg else float("inf")
-        r = -ax if neg else ax
-    return r
-
-
-def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float64 a + b as (s, e): s = RN(a + b) and s + e == a + b exactly (finite, no overflow)."""
-    with np.errstate(all="ignore"):
-        s = a + b
-        bb = s - a
-        e = (a - (s - bb)) + (b - bb)
-    return s, np.where(np.isfinite(s), e, 0.0)
-
-
-def round_to_odd(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The float64 rounded *to odd* of the exact value s + e (s = RN(s + e), e from :func:`two_sum`)."""
-    even = (s.view(np.int64) & 1) == 0
-    nudge = np.isfinite(s) & (e != 0) & even
-    with np.errstate(all="ignore"):
-        return np.where(nudge, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-
-
-def round_sum64(s: np.ndarray, e: np.ndarray, mode: str) -> np.ndarray:
-    """The exact value s + e (from :func:`two_sum`) rounded once to float64 in ``mode``."""
-    mode = require_choice("mode", mode, ROUNDING_MODES)
-    if mode == "rn":
-        return s.copy()
-    with np.errstate(all="ignore"):
-        if mode == "rz":
-            step = (e != 0) & ((e > 0) != (s > 0))
-            return np.where(step, np.nextafter(s, 0.0), s)
-        toward = np.inf if mode == "rp" else -np.inf
-        step = (e > 0) if mode == "rp" else (e < 0)
-        return np.where(step, np.nextafter(s, toward), s)
-
-
-def _zero_sum_sign(x: np.ndarray, y: np.ndarray, mode: str) -> np.ndarray:
-    """Sign (True = negative) of an exact-zero x + y: -0 iff both are -0, or mode 'rm' unless both +0."""
-    both_neg = np.signbit(x) & np.signbit(y) & (x == 0) & (y == 0)
-    both_pos = ~np.signbit(x) & ~np.signbit(y) & (x == 0) & (y == 0)
-    return both_neg | ((mode == "rm") & ~both_pos)
-
-
-def fp_add(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
-    """``add{.rn,.rz,.rm,.rp}`` on values of ``fmt`` held exactly in float64 arrays a, b.
-
-    Returns float64 values representable in ``fmt`` (one correct rounding of a + b). f64 directed
-    modes use :func:`two_sum` and :func:`round_sum64`.
-    """
-    a = require_dtype("a", a, np.float64)
-    b = require_dtype("b", b, np.float64)
-    s, e = two_sum(a, b)
-    if fmt == "f64":
-        r = round_sum64(s, e, mode)
-        overflow = np.isinf(s) & np.isfinite(a) & np.isfinite(b)
-        if mode != "rn":
-            big = np.finfo(np.float64).max
-            to_inf = {"rz": np.zeros(s.shape, bool), "rm": s < 0, "rp": s > 0}[mode]
-            r = np.where(overflow & ~to_inf, np.copysign(big, s), r)
-    else:
-        r = round_float64(round_to_odd(s, e), fmt, mode)
-    zero = (s == 0) & (e == 0)
-    return np.where(zero, np.where(_zero_sum_sign(a, b, mode), -0.0, 0.0), r)
-
-
-def fp_mul(a: np.ndarray, b: np.ndarray, fmt: str, mode: str) -> np.ndarray:
-    """``mul`` in any mode for f16/bf16/f32 values in float64 (the product is exact in float64);
-    ``f64`` through the exact plain loop (:func:`fp_reference`) unless mode is 'rn'."""
-    a = require_dtype("a", a, np.float64)
-    b = require_dtype("b", b, np.float64)
-    if fmt == "f64":
-        if mode == "rn":
-            with np.errstate(all="ignore"):
-                return a * b
-        return fp_reference("mul", (a, b), fmt, mode)
-    with np.errstate(all="ignore"):
-        return round_float64(a * b, fmt, mode)
-
-
-def fp_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, fmt: str, mode: str) -> np.ndarray:
-    """``fma`` (a·b + c rounded once) in any mode; f16/bf16/f32 vectorised (exact product, RO sum),
-    f64 through the exact plain loop."""
-    a = require_dtype("a", a, np.float64)
-    b = require_dtype("b", b, np.float64)
-    c = require_dtype("c", c, np.float64)
-    if fmt == "f64":
-        return fp_reference("fma", (a, b, c), fmt, mode)
-    with np.errstate(all="ignore"):
-        p = a * b
-    s, e = two_sum(p, c)
-    r = round_float64(round_to_odd(s, e), fmt, mode)
-    zero = (s == 0) & (e == 0)
-    return np.where(zero, np.where(_zero_sum_sign(p, c, mode), -0.0, 0.0), r)
-
-
-def fp_div(a: np.ndarray, b: np.ndarray, fmt: str) -> np.ndarray:
-    """``div.rn`` / ``rcp.rn`` (a = 1): f16/bf16/f32 via the float64 quotient rounded to nearest
-    (double rounding is innocuous since 53 >= 2p + 2, Figueroa 1995); f64 is IEEE division."""
-    with np.errstate(all="ignore"):
-        q = require_dtype("a", a, np.float64) / require_dtype("b", b, np.float64)
-    return q if fmt == "f64" else round_float64(q, fmt, "rn")
-
-
-def fp_sqrt(a: np.ndarray, fmt: str) -> np.ndarray:
-    """``sqrt.rn``: float64 sqrt rounded to nearest (innocuous double rounding, as :func:`fp_div`)."""
-    with np.errstate(all="ignore"):
-        r = np.sqrt(require_dtype("a", a, np.float64))
-    return r if fmt == "f64" else round_float64(r, fmt, "rn")
-
-
-def int_to_float(v: np.ndarray, signed: bool, fmt: str, mode: str) -> np.ndarray:
-    """``cvt.{rn,rz,rm,rp}.<float>.{s,u}{8..64}``: integers (int64 or uint64 array) rounded once.
-
-    The value is split into two float64-exact halves, summed with :func:`two_sum`, then rounded
-    (to odd and to ``fmt``, or directly for f64). Returns float64 values representable in ``fmt``.
-    """
-    v = np.asarray(v)
-    u = v.astype(np.uint64) if not signed else v.astype(np.int64).astype(np.uint64)
-    hi = (u >> np.uint64(32)).astype(np.int64)
-    if signed:
-        hi = np.where(hi >= 2**31, hi - 2**32, hi)
-    lo = (u & np.uint64(0xFFFFFFFF)).astype(np.float64)
-    s, e = two_sum(np.ldexp(hi.astype(np.float64), 32), lo)
-    if fmt == "f64":
-        return round_sum64(s, e, mode)
-    return round_float64(round_to_odd(s, e), fmt, mode)
-
-
-def fp_reference(name: str, args: tuple, fmt: str, mode: str) -> np.ndarray:
-    """Plain loop over :class:`fractions.Fraction`: ``name`` in 'add', 'mul', 'fma'
-    applied to float64 arrays ``args`` (exact values of ``fmt``) and rounded once in ``mode``.
-
-    Twin of :func:`fp_add`, :func:`fp_mul`, :func:`fp_fma` (and the exact f64 path of the last
-    two). IEEE specials: NaN in -> NaN; Inf arithmetic as IEEE; an exact-zero sum is -0 iff both
-    addends are -0, or the mode is 'rm' and not both are +0.
-    """
-    f = _fmt(fmt)
-    shape = np.broadcast_shapes(*(np.shape(x) for x in args))
-    args = [np.broadcast_to(x, shape) for x in args]
-    out = np.empty(shape, np.float64)
-    for i in np.ndindex(shape):
-        xs = [float(x[i]) for x in args]
-        if not all(np.isfinite(xs)):
-            out[i] = _special_reference(name, xs)
-            continue
-        fr = [exact.to_fraction(x) for x in xs]
-        if name == "mul":
-            val = fr[0] * fr[1]
-        elif name == "add":
-            val, p_val, p_neg, c_val, c_neg = fr[0] + fr[1], fr[0], np.signbit(xs[0]), fr[1], np.signbit(xs[1])
-        else:
-            p_val, c_val = fr[0] * fr[1], fr[2]
-            val, p_neg, c_neg = p_val + c_val, np.signbit(xs[0]) != np.signbit(xs[1]), np.signbit(xs[2])
-        if val == 0:
-            if name == "mul":
-                neg = np.signbit(xs[0]) != np.signbit(xs[1])
-            elif p_val == 0 and c_val == 0 and p_neg == c_neg:
-                neg = bool(p_neg)
-            else:
-                neg = mode == "rm"
-            out[i] = -0.0 if neg else 0.0
-            continue
-        r = round_fraction_directed(val, f, mode)
-        if isinstance(r, float):
-            out[i] = r
-        else:
-            out[i] = float(r) if r != 0 else (-0.0 if val < 0 else 0.0)
-    return out
-
-
-def _special_reference(name: str, xs: list) -> float:
-    """IEEE result of ``name`` when some operand is Inf or NaN (exact rounding is moot)."""
-    with np.errstate(all="ignore"):
-        if name == "add":
-            return xs[0] + xs[1]
-        if name == "mul":
-            return xs[0] * xs[1]
-        a, b, c = xs
-        if np.isfinite(a) and np.isfinite(b):
-            return c
-        return np.float64(a) * np.float64(b) + c

@@ -23,6 +23,9 @@ chaining        ``mma.sync.m16n8k16``: d = c; for each block of L along k (low k
                 ``mma.sync.m16n8k8``: one block of the 8 products on every arch (Hopper: its
                 16-product datapath fed 8 products). Every kind refsim models:
                 :func:`refsim.arith.tensor_core_types.modelled`.
+neighbours      integer ``mma`` (exact, wrap or ``.satfinite``): :mod:`refsim.arith.integer_mma`; the kernel
+                emulators' fast path for finite fp16 k16 steps with fp32 accumulators, tested equal
+                to :func:`mma_m16n8k16`: :mod:`refsim.arith.mma_steps`.
 parameters      (L, F, e_zero f32-acc, e_zero f16-acc), MMA-Sim (``nv_ptx.py``) and Khattak & Mikaitis (arXiv:2512.07004):
                     sm_70 (4, 23, -131, -20)      Volta, reference only (m8n8k4 datapath)
                     sm_80/86/89 (8, 24, -132, -21) Ampere, Ampere GA10x, Ada
@@ -51,25 +54,22 @@ Alignment and truncation of one Ampere block (F = 24) in a picture; E = 3 here::
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
-from refsim._validate import (MAX_ELEMENTS, require_array, require_bool, require_choice, require_dtype,
-                              require_dtype_arg, require_element_count, require_fields, require_finite,
-                              require_instance, require_int, require_integer_array, require_ndim,
-                              require_optional_bool, require_shape)
-from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
+from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_dtype_arg,
+                              require_fields, require_int, require_integer_array)
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.arith import exact
 from refsim import archs as _archs
 
 __all__ = [
     "TensorCoreModel", "MODELS", "ARCHS", "MMA_ARCHS", "model", "fdpa", "fdpa_reference",
-    "mma_m16n8k16", "mma_m16n8k16_reference", "mma_m16n8k8", "mma_m16n8k8_reference", "mma_int", "mma_int_reference",
-    "MmaOperand", "mma_k16_f32", "mma_k16_f32_steps", "Terms", "ieee_terms", "fdpa_terms",
+    "mma_m16n8k16", "mma_m16n8k16_reference", "mma_m16n8k8", "mma_m16n8k8_reference",
+    "Terms", "ieee_terms", "fdpa_terms",
 ]
 
 
@@ -454,225 +454,3 @@ def mma_m16n8k8(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtyp
 def mma_m16n8k8_reference(arch: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, out_dtype=None):
     """Plain-loop twin of :func:`mma_m16n8k8` for one instruction (A (16,8), B (8,8), C (16,8))."""
     return _mma_f16_reference(arch, A, B, C, out_dtype, 8)
-
-
-# ----------------------------------------------------------------------------------------------
-# integer mma
-
-_INT_RANGES = {"s4": (-8, 7), "u4": (0, 15), "s8": (-128, 127), "u8": (0, 255)}
-
-
-def _check_int(A, B, C, atype, btype):
-    """``(A, B, C)`` checked (at least 2-D, values in their type's range), as plain native arrays."""
-    checked = []
-    for name, x, t in (("A", A, atype), ("B", B, btype)):
-        require_choice(f"{name} type", t, tuple(_INT_RANGES))
-        if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.integer):
-            raise DtypeError(f"{name}: dtype must be an integer type holding {t} values; got "
-                             f"{getattr(x, 'dtype', type(x).__name__)}")
-        x = _at_least_2d(name, require_array(name, x))
-        checked.append(x)
-        lo, hi = _INT_RANGES[t]
-        if x.size and (int(x.min()) < lo or int(x.max()) > hi):
-            bad = int(x.min()) if int(x.min()) < lo else int(x.max())
-            raise FormatRuleError(f"{name}: {t} values must lie in [{lo}, {hi}]; got {bad}")
-    A, B = checked
-    C = _at_least_2d("C", require_dtype("C", C, np.int32))
-    if A.shape[-1] != B.shape[-2] or A.shape[-2] != C.shape[-2] or B.shape[-1] != C.shape[-1]:
-        raise ShapeError(f"A, B, C: shapes must be (..., M, K), (..., K, N), (..., M, N); got "
-                         f"{A.shape}, {B.shape}, {C.shape}")
-    return A, B, C
-
-
-def _at_least_2d(name: str, x: np.ndarray) -> np.ndarray:
-    if x.ndim < 2:
-        raise ShapeError(f"{name}: must be at least 2-D (..., rows, columns); got shape {x.shape}")
-    return x
-
-
-def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, atype: str = "s4", btype: str = "s4",
-            satfinite: bool = False) -> np.ndarray:
-    """Integer ``mma`` (e.g. ``m16n8k64.row.col.s32.s4.s4.s32``): D = C + A @ B exactly in int32.
-
-    A integer (..., M, K) with values in the ``atype`` range, B (..., K, N) in ``btype``'s,
-    C int32 (..., M, N). Overflow wraps modulo 2^32, or clamps to [-2^31, 2^31 - 1] with
-    ``satfinite=True`` (PTX ``.satfinite``). Returns int32 (..., M, N).
-    """
-    A, B, C = _check_int(A, B, C, atype, btype)
-    acc = C.astype(np.int64) + np.matmul(A.astype(np.int64), B.astype(np.int64))
-    if satfinite:
-        return np.clip(acc, -(2**31), 2**31 - 1).astype(np.int32)
-    return ((acc + 2**31) % 2**32 - 2**31).astype(np.int32)
-
-
-def mma_int_reference(A, B, C, *, atype: str = "s4", btype: str = "s4", satfinite: bool = False):
-    """Plain-loop twin of :func:`mma_int` for 2-D operands, with Python integers."""
-    A, B, C = _check_int(A, B, C, atype, btype)
-    for name, x in (("A", A), ("B", B), ("C", C)):
-        require_ndim(name, x, 2)
-    M, K = A.shape
-    N = B.shape[1]
-    D = np.empty((M, N), np.int32)
-    for i in range(M):
-        for j in range(N):
-            s = int(C[i, j]) + sum(int(A[i, k]) * int(B[k, j]) for k in range(K))
-            if satfinite:
-                s = min(max(s, -(2**31)), 2**31 - 1)
-            else:
-                s = (s + 2**31) % 2**32 - 2**31
-            D[i, j] = s
-    return D
-
-
-# ----------------------------------------------------------------------------------------------
-# fast path for kernel emulation: finite fp16 operands, fp32 accumulators, whole k16 steps
-
-
-class MmaOperand:
-    """A finite fp16 operand prepared once for many :func:`mma_k16_f32` calls.
-
-    bits: uint16 view of the fp16 data (what the compiled path reads); values: float64 copy
-    (exact); exps: e(x) = max(floor(log2|x|), -14) as int64 (the alignment exponent of the T-FDPA
-    model; zeros get -14 here and are handled by e_zero). values and exps are computed on first
-    use (the compiled path never needs them).
-    """
-
-    def __init__(self, x: np.ndarray):
-        x = require_dtype("operand", x, np.float16)
-        if not np.isfinite(x).all():
-            raise NonFiniteError("operand: the fast mma path needs finite fp16 values; use mma_m16n8k16 for NaN/Inf")
-        self.bits = np.ascontiguousarray(x).view(np.uint16)
-
-    @functools.cached_property
-    def values(self) -> np.ndarray:
-        return self.bits.view(np.float16).astype(np.float64)
-
-    @functools.cached_property
-    def exps(self) -> np.ndarray:
-        _, ex = np.frexp(self.values)
-        return np.maximum(ex.astype(np.int64) - 1, -14)
-
-
-def mma_k16_f32(arch: str, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.ndarray:
-    """Chained T-FDPA over one k16 step with fp32 accumulation, on broadcast blocks (fast path).
-
-    a_vals/a_exps: float64/int64 (..., M, 1, 16); b_vals/b_exps: (..., 1, N, 16) (k last);
-    c: float32 (..., M, N). Returns float32 (..., M, N) = what ``mma.m16n8k16 .f32`` gives for every
-    (row, column) pair, bit for bit equal to :func:`fdpa` chained over the blocks of ``arch`` for
-    finite inputs (tested). Integer-valued float64 arithmetic: products are exact, scaling by
-    powers of two is exact, truncated terms are integers below 2^27 and their sum below 2^53.
-    The operands are checked first (dtypes, shapes that broadcast to c's, values of fp16 range and
-    exponents in [-14, 15], as :class:`MmaOperand` makes them); a ShapeError / DtypeError /
-    FormatRuleError names the rule.
-    """
-    m = model(arch)
-    a_vals, a_exps, b_vals, b_exps, c = _check_k16(a_vals, a_exps, b_vals, b_exps, c)
-    return _mma_k16_f32(m, a_vals, a_exps, b_vals, b_exps, c)
-
-
-def _check_k16(a_vals, a_exps, b_vals, b_exps, c):
-    """The operands of :func:`mma_k16_f32`, checked from their shapes before any arithmetic."""
-    out = []
-    for name, x, dt in (("a_vals", a_vals, np.float64), ("a_exps", a_exps, np.int64),
-                        ("b_vals", b_vals, np.float64), ("b_exps", b_exps, np.int64)):
-        x = require_dtype(name, x, dt)
-        one = -2 if name[0] == "a" else -3          # A's N axis and B's M axis are broadcast (length 1)
-        if x.ndim < 3 or x.shape[-1] != 16 or x.shape[one] != 1:
-            want = "(..., M, 1, 16)" if name[0] == "a" else "(..., 1, N, 16)"
-            raise ShapeError(f"{name}: shape must be {want}; got {x.shape}")
-        out.append(x)
-    a_vals, a_exps, b_vals, b_exps = out
-    if a_exps.shape != a_vals.shape or b_exps.shape != b_vals.shape:
-        raise ShapeError(f"a_exps, b_exps: must have the shapes of a_vals, b_vals; got {a_exps.shape} for "
-                         f"{a_vals.shape}, {b_exps.shape} for {b_vals.shape}")
-    c = require_dtype("c", c, np.float32)
-    try:
-        shape = np.broadcast_shapes(a_vals.shape[:-1], b_vals.shape[:-1], c.shape)
-    except ValueError:
-        raise ShapeError(f"a_vals, b_vals, c: must broadcast to (..., M, N); got {a_vals.shape}, {b_vals.shape}, "
-                         f"{c.shape}") from None
-    if c.ndim < 2 or shape != c.shape:
-        raise ShapeError(f"c: must be (..., M, N) = {shape}, the shape of the result; got {c.shape}")
-    require_element_count("c", c, MAX_ELEMENTS // 16)      # the products are (..., M, N, 16) float64
-    for name, v in (("a_vals", a_vals), ("b_vals", b_vals)):
-        if v.size and float(np.abs(require_finite(name, v)).max()) > 65504.0:
-            raise FormatRuleError(f"{name}: must hold fp16 values (|x| <= 65504); got max |x| "
-                                  f"{float(np.abs(v).max())!r}")
-    for name, e in (("a_exps", a_exps), ("b_exps", b_exps)):
-        if e.size and (int(e.min()) < -14 or int(e.max()) > 15):
-            raise FormatRuleError(f"{name}: fp16 alignment exponents lie in [-14, 15]; got "
-                                  f"{int(e.min()) if int(e.min()) < -14 else int(e.max())}")
-    return a_vals, a_exps, b_vals, b_exps, c
-
-
-def _mma_k16_f32(m: TensorCoreModel, a_vals, a_exps, b_vals, b_exps, c: np.ndarray) -> np.ndarray:
-    """:func:`mma_k16_f32` on checked operands."""
-    F, e_zero = m.frac_bits, m.e_zero_f32
-    d = c
-    for k0 in range(0, 16, m.block):
-        sl = slice(k0, k0 + m.block)
-        p = a_vals[..., sl] * b_vals[..., sl]                     # exact products (..., M, N, L)
-        ep = np.where(p == 0, e_zero, a_exps[..., sl] + b_exps[..., sl])
-        d64 = d.astype(np.float64)
-        _, cex = np.frexp(d64)
-        ec = np.where(d64 == 0, e_zero, np.maximum(cex.astype(np.int64) - 1, -126))
-        E = np.maximum(ep.max(axis=-1), ec)                        # (..., M, N)
-        up = np.ldexp(1.0, F - E)                                  # 2^(F-E), exact
-        S = np.trunc(p * up[..., None]).sum(axis=-1) + np.trunc(d64 * up)
-        v = S * np.ldexp(1.0, E - F)                               # exact: |S| < 2^53
-        with np.errstate(over="ignore"):
-            f = v.astype(np.float32)                               # RN ...
-            too_far = np.abs(f.astype(np.float64)) > np.abs(v)
-            f = np.where(too_far, np.nextafter(f, np.float32(0)), f)  # ... corrected to RZ
-            f = np.where(np.abs(v) >= 2.0**128, np.copysign(np.float32(np.inf), v).astype(np.float32), f)
-        negzero = (S == 0) & np.signbit(d) & (d == 0) & ((p == 0) & np.signbit(p)).all(axis=-1)
-        d = np.where(negzero, np.float32(-0.0), f).astype(np.float32)
-    return d
-
-
-def _check_steps(a, b, kblocks, acc, rows) -> tuple[np.ndarray, np.ndarray]:
-    """The operands of :func:`mma_k16_f32_steps`, checked before the compiled path (which trusts
-    them) reads any of them: ``(kblocks int64 (W,), acc float32 (W, R, N))``."""
-    a, b = require_instance("a", a, MmaOperand), require_instance("b", b, MmaOperand)
-    rows = require_instance("rows", rows, slice)
-    ab, bb = a.bits[rows], b.bits
-    if ab.ndim != 2 or bb.ndim != 2 or ab.shape[1] != bb.shape[0] or ab.shape[1] % 16:
-        raise ShapeError(f"a, b: must be (R, K) and (K, N) operands with K a multiple of 16; "
-                         f"got {ab.shape} and {bb.shape}")
-    kblocks = require_ndim("kblocks", require_integer_array("kblocks", kblocks), 1)
-    if kblocks.size == 0 or int(kblocks.min()) < 0 or int(kblocks.max()) >= ab.shape[1] // 16:
-        raise ShapeError(f"kblocks: one k16 block index in [0, {ab.shape[1] // 16}) per k-warp (at least one); "
-                         f"got {kblocks.tolist()[:8]}")
-    acc = require_shape("acc", require_dtype("acc", acc, np.float32), (kblocks.size, ab.shape[0], bb.shape[1]))
-    return kblocks.astype(np.int64), acc
-
-
-def mma_k16_f32_steps(arch: str, a: MmaOperand, b: MmaOperand, kblocks: np.ndarray, acc: np.ndarray,
-                      *, rows: slice = slice(None), native: bool | None = None) -> np.ndarray:
-    """One k16 step of several k-warps: ``acc[w]`` chained through the k16 block ``kblocks[w]``.
-
-    a: :class:`MmaOperand` of A (M, K) (``rows`` selects R of its rows); b: :class:`MmaOperand` of
-    B (K, N); kblocks: int (W,) k16 block index per k-warp; acc: float32 (W, R, N). Returns the
-    new float32 (W, R, N) accumulators, bit for bit what :func:`mma_k16_f32` gives on the
-    gathered blocks. native: None = the compiled kernel of :mod:`refsim.native.emulators` when it
-    is available, else NumPy; False = NumPy (the readable reference); True = compiled.
-    """
-    m = model(arch)
-    kblocks, acc = _check_steps(a, b, kblocks, acc, rows)
-    W = kblocks.size
-    from refsim.native import emulators as nat
-
-    native = require_optional_bool("native", native)
-    use_native = nat.available() if native is None else native
-    if use_native:
-        out = np.array(acc, dtype=np.float32, order="C", copy=True)
-        nat.mma_k16_f32_blocks(m.block, m.frac_bits, m.e_zero_f32, a.bits[rows], b.bits, 16 * kblocks, out)
-        return out
-    kidx = (16 * kblocks[:, None] + np.arange(16)).ravel()                 # (W*16,)
-    av, ae = a.values[rows][:, kidx], a.exps[rows][:, kidx]                  # (R, W*16)
-    R, n = av.shape[0], b.values.shape[1]
-    av = av.reshape(R, W, 16).transpose(1, 0, 2)[:, :, None, :]              # (W, R, 1, 16)
-    ae = ae.reshape(R, W, 16).transpose(1, 0, 2)[:, :, None, :]
-    bv = b.values[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]  # (W, 1, N, 16)
-    be = b.exps[kidx].reshape(W, 16, n).transpose(0, 2, 1)[:, None, :, :]
-    return _mma_k16_f32(m, av, ae, bv, be, acc)

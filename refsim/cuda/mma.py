@@ -17,7 +17,7 @@ registers      a probe runs on raw per-lane registers: ``a`` uint32 (T, 32, NA),
 equals         :func:`mma_probe` (the kernel) equals :func:`mma_reference` (refsim.arith on the unpacked
                matrices: :func:`~refsim.arith.tensor_core.mma_m16n8k16` / ``mma_m16n8k8`` for f16,
                :func:`refsim.arith.tensor_core_types.mma` for bf16/tf32/fp8,
-               :func:`~refsim.arith.tensor_core.mma_int` for integers) bit for bit at every arch of ``kind.archs``.
+               :func:`~refsim.arith.integer_mma.mma_int` for integers) bit for bit at every arch of ``kind.archs``.
 categories     :func:`probe_inputs` draws tiles of one category: for float inputs ``random``,
                ``magnitudes`` (exponents across the format's range), ``cancel`` (products +p and -p in one
                dot product, plus a small t), ``subnormal``, ``nearmax``, ``bigC`` (C far above the
@@ -36,7 +36,7 @@ import functools
 
 import numpy as np
 
-from refsim.arith import fragments, tensor_core, tensor_core_types
+from refsim.arith import fragments, integer_mma, tensor_core, tensor_core_types
 from refsim.arith.tensor_core_types import MmaKind
 from refsim.cuda import build, launch
 from refsim._validate import require_bool, require_choice, require_dtype, require_instance, require_int
@@ -239,7 +239,7 @@ def mma_probe(kind: MmaKind, a: np.ndarray, b: np.ndarray, c: np.ndarray, *, sat
 def _arith(kind: MmaKind, satfinite: bool, arch: str, A, B, C) -> np.ndarray:
     """D (T, 16, 8) in storage form (module spec) from refsim.arith."""
     if kind.a in _INTS:
-        return tensor_core.mma_int(A.astype(np.int64), B.astype(np.int64), C, atype=kind.a, btype=kind.b,
+        return integer_mma.mma_int(A.astype(np.int64), B.astype(np.int64), C, atype=kind.a, btype=kind.b,
                                    satfinite=satfinite)
     if kind.a == "f16":
         out = np.float32 if kind.d == "f32" else np.float16
@@ -338,7 +338,7 @@ def probe_inputs(kind: MmaKind, category: str, tiles: int, rng: np.random.Genera
     sa, sb, sc = (tiles, 16, K), (tiles, K, 8), (tiles, 16, 8)
     if kind.a in _INTS:
         def draw(t, shape):
-            lo, hi = tensor_core._INT_RANGES[t]
+            lo, hi = integer_mma.INT_RANGES[t]
             if category == "extremes":
                 return rng.choice(np.array(sorted({lo, hi, 0, 1, max(lo, -1)}), np.int64), size=shape)
             return rng.integers(lo, hi + 1, shape)

@@ -8,7 +8,7 @@ computes        D (M, N) float16 from :class:`refsim.formats.atom.AtomActivation
                 INT8 tail), as the kernel does it:
 dataflow        per 128-wide group g, in group order:
                 1. ``c = 0`` (int32); two ``mma.sync.m16n8k64.row.col.s32.s4.s4.s32`` over k 0..63
-                   and 64..127 (exact, wrapping; :func:`refsim.arith.tensor_core.mma_int`);
+                   and 64..127 (exact, wrapping; :func:`refsim.arith.integer_mma.mma_int`);
                 2. ``s = __hmul2(row_scale, col_scale)`` — fp16 product, RNE;
                 3. ``acc = c * float(s) + acc`` in fp32: ``fused=True`` (FFMA, one rounding — what
                    nvcc emits by default with ``--fmad=true``) or ``fused=False`` (FMUL + FADD);
@@ -35,7 +35,7 @@ import threadpoolctl
 
 from refsim._validate import require_bounded, require_ints, require_optional_bool
 from refsim.arith import fp
-from refsim.arith import tensor_core as tc
+from refsim.arith import integer_mma
 from refsim.errors import ShapeError
 from refsim.formats import atom
 
@@ -107,7 +107,7 @@ def _epilogue(acc, c_int, sa, sb, sel, fused):
 
 def atom_group_gemm_slabs(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: bool = True) -> np.ndarray:
     """:func:`atom_group_gemm` written mma by mma: per group two ``m16n8k64 .s4`` slabs through
-    :func:`refsim.arith.tensor_core.mma_int` (int64, wrapping), the INT8 tail in ``m16n8k32 .s8``
+    :func:`refsim.arith.integer_mma.mma_int` (int64, wrapping), the INT8 tail in ``m16n8k32 .s8``
     slabs, then the same epilogue. The readable form of the kernel's loop; float16 (M, N)."""
     m, n, g, group = atom._check_gemm(a, w, pairs=False)
     if a.q8.shape[1] % 32:
@@ -117,13 +117,13 @@ def atom_group_gemm_slabs(a: "atom.AtomActivations", w: "atom.AtomWeights", *, f
     for gi in range(g):
         c = np.zeros((m, n), np.int32)
         for k0 in range(gi * group, (gi + 1) * group, 64):              # two k64 mma per group
-            c = tc.mma_int(a.q4[:, k0:k0 + 64], w.q4[k0:k0 + 64], c, atype="s4", btype="s4")
+            c = integer_mma.mma_int(a.q4[:, k0:k0 + 64], w.q4[k0:k0 + 64], c, atype="s4", btype="s4")
         acc = _epilogue(acc, c, a.scale4[:, gi], w.scale4[gi], sel, fused)
     keeper = a.q8.shape[1]
     if keeper:
         c = np.zeros((m, n), np.int32)
         for k0 in range(0, keeper, 32):                                 # m16n8k32 .s8
-            c = tc.mma_int(a.q8[:, k0:k0 + 32], w.q8[k0:k0 + 32], c, atype="s8", btype="s8")
+            c = integer_mma.mma_int(a.q8[:, k0:k0 + 32], w.q8[k0:k0 + 32], c, atype="s8", btype="s8")
         acc = _epilogue(acc, c, a.scale8, w.scale8, sel, fused)
     return fp.cvt_f32_to_f16(acc)
 

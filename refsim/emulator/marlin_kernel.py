@@ -20,9 +20,9 @@ dataflow        in the kernel's order (IST-DASLab/marlin ``marlin/marlin_cuda_ke
                    it is the last (top) one, writes it back as fp16;
                 6. ``write_result``: ``fp16(final)``; per-channel: ``__hmul2(fp16(final), s[n])``.
 vectorised      over every row, column and k-warp at once: one fast T-FDPA call per k16 step of a
-                tile (``tensor_core.mma_k16_f32_steps``: the compiled integer kernel of
+                tile (``mma_steps.mma_k16_f32_steps``: the compiled integer kernel of
                 :mod:`refsim.native.emulators` when a C compiler is present, else the NumPy
-                ``tensor_core.mma_k16_f32``; same bits, tested), slice boundaries handled by
+                ``mma_steps.mma_k16_f32``; same bits, tested), slice boundaries handled by
                 per-column masks.
 oracle          :func:`marlin_gemm_reference` (plain loops over the same model using the scalar
                 :func:`refsim.arith.tensor_core.fdpa`); the tests check both against exact
@@ -51,7 +51,7 @@ import numpy as np
 
 from refsim._validate import require_dtype, require_fields, require_finite, require_int, require_ndim
 from refsim.arith import fp
-from refsim.arith import tensor_core as tc
+from refsim.arith import mma_steps, tensor_core as tc
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import marlin, stripes
 
@@ -116,7 +116,7 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
 
 def _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, *, native):
     """The body of :func:`marlin_gemm` on checked inputs; ``native`` as in
-    :func:`refsim.arith.tensor_core.mma_k16_f32_steps` (tests pin both paths)."""
+    :func:`refsim.arith.mma_steps.mma_k16_f32_steps` (tests pin both paths)."""
     m, k = A.shape
     n = B.shape[1] // 2
     group_size = None if s.shape[0] == 1 else k // s.shape[0]
@@ -125,8 +125,8 @@ def _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, *, native):
     Wk, TKB, tn = cfg.warps_k, cfg.thread_k_blocks, cfg.thread_n
     steps = TKB // Wk
     Bq = marlin.dequantize(B, s)                                   # (K, N) fp16 tensor-core operand
-    b_op = tc.MmaOperand(Bq)                                       # (K, N)
-    a_op = tc.MmaOperand(A)                                        # (M, K)
+    b_op = mma_steps.MmaOperand(Bq)                                       # (K, N)
+    a_op = mma_steps.MmaOperand(A)                                        # (M, K)
     out_scale = None if group_size is not None else marlin.unpermute_scales(s)[0]  # (N,)
     C = np.empty((m, n), np.float16)
     for launch in plan.launches:
@@ -159,7 +159,7 @@ def _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, *, native):
                             acc[..., cols] = 0.0
                 for s2 in range(steps):
                     kbs = tile * TKB + np.arange(Wk) + Wk * s2          # k16 block of each k-warp
-                    acc = tc.mma_k16_f32_steps(arch, a_op, b_op, kbs, acc, rows=rows_sl, native=native)
+                    acc = mma_steps.mma_k16_f32_steps(arch, a_op, b_op, kbs, acc, rows=rows_sl, native=native)
             last = pos_n[:, -1]
             for q in np.unique(last):
                 cols = last == q

@@ -30,11 +30,14 @@ Spec block
 - **Invariants**: every ``(k, n)`` appears exactly once; ``unpack(pack(q, s, g)) == (q, s)``.
 - **Shape rules** (official ``marlin.Layer``): ``K % 128 == 0``, ``N % 256 == 0``, group size
   128 or per-channel (``None``). The packed layout itself only needs ``K % 16`` and ``N % 64``
-  (vLLM's ``gptq_marlin_repack``); :func:`repack_gptq` keeps the Layer rules so its output unpacks.
+  (vLLM's ``gptq_marlin_repack``); :func:`refsim.formats.gptq_marlin.repack_gptq` keeps the Layer
+  rules so its output unpacks.
 - **Source matched**: IST-DASLab/marlin ``marlin/__init__.py`` (``_get_perms``, ``Layer.pack``)
   and ``marlin/marlin_cuda_kernel.cu`` (``dequant``, ``scale``), commit
-  ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``; act-order repack: vllm-project/vllm
-  ``csrc/quantization/gptq_marlin/gptq_marlin_repack.cu`` (read, per the reference notes).
+  ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``.
+- **Neighbours**: the quantizer that makes the codes and scales (absmax, RTN) is
+  :mod:`refsim.quant.marlin`; GPTQ checkpoints repack without re-quantizing through
+  :mod:`refsim.formats.gptq_marlin`.
 
 Layout of one 16 x 64 tile (k down, n across); digits are the owning lane for sub-tile j = 0::
 
@@ -77,8 +80,6 @@ __all__ = [
     "scale_perm",
     "scale_perm_single",
     "inverse_perm",
-    "compute_scales",
-    "quantize",
     "permute_weights",
     "unpermute_weights",
     "permute_scales",
@@ -91,10 +92,7 @@ __all__ = [
     "dequantize_reference",
     "effective_weights",
     "apply_output_scale",
-    "act_order_perm",
-    "repack_gptq",
     "reference_gemm",
-    "round_exact_to_f16",
 ]
 
 TILE = 16
@@ -193,49 +191,6 @@ def _is_grouped(g_rows: int) -> bool:
     # The kernel (marlin_cuda.cpp) treats one scale row as per-channel; Layer.pack branches on
     # groupsize != K, which is the same thing. K = 128 with group 128 is therefore per-channel.
     return g_rows > 1
-
-
-# ----------------------------------------------------------------------------------------------
-# Quantization (symmetric, offset 8)
-# ----------------------------------------------------------------------------------------------
-def compute_scales(w: np.ndarray, group_size: int | None) -> np.ndarray:
-    """Absmax scales as the official test's ``gen_quant4`` makes them.
-
-    ``w``: float16 ``(K, N)``. Returns float16 ``(K // group_size, N)`` (``(1, N)`` per-channel):
-    ``fp16(float32(max_{k in group} |w[k, n]|) * float32(2/15))``.
-    """
-    w = require_dtype("w", w, np.float16)
-    require_ndim("w", w, 2)
-    k, n = w.shape
-    _check_kn(k, n)
-    group_size = _check_group_size(group_size)
-    require_finite("w", w)
-    gs = k if group_size is None else group_size
-    amax = np.abs(w.astype(np.float32)).reshape(k // gs, gs, n).max(axis=1)  # (G, N)
-    return (amax * np.float32(2.0 / _MAXQ)).astype(np.float16)
-
-
-def quantize(w: np.ndarray, scales: np.ndarray, group_size: int | None) -> np.ndarray:
-    """Round-to-nearest against given scales, as ``Layer.pack`` re-quantizes its input.
-
-    ``w`` float16 ``(K, N)``; ``scales`` float16 ``(K // group_size, N)`` or ``(1, N)``.
-    Returns uint8 codes ``(K, N)``: ``clip(round_half_even(fp16(w / s)) + 8, 0, 15)``; the
-    positive extreme ``7.5 s`` rounds to 8 and is clamped to code 15 (as in the official code).
-    """
-    w = require_dtype("w", w, np.float16)
-    require_ndim("w", w, 2)
-    k, n = w.shape
-    _check_kn(k, n)
-    group_size = _check_group_size(group_size)
-    scales = _check_scales(scales, k, n, group_size)
-    require_finite("w", w)
-    if np.any(scales == 0):
-        raise FormatRuleError("scales: must be non-zero to quantize; got a zero scale")
-    gs = k if group_size is None else group_size
-    s_full = np.repeat(scales, gs, axis=0) if scales.shape[0] > 1 else scales  # (K, N) or (1, N)
-    x = (w / s_full).astype(np.float16)  # fp16 division: float math, one RN rounding
-    q = np.clip(np.rint(x.astype(np.float32)) + _BIAS, 0, _MAXQ)
-    return q.astype(np.uint8)
 
 
 def _check_scales(scales, k: int, n: int, group_size: int | None) -> np.ndarray:
@@ -532,70 +487,6 @@ def apply_output_scale(c: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------------
-# GPTQ -> Marlin repack (vLLM gptq_marlin_repack, 4-bit)
-# ----------------------------------------------------------------------------------------------
-def act_order_perm(g_idx: np.ndarray) -> np.ndarray:
-    """Row permutation for an act-order GPTQ checkpoint: int32 ``(K,)`` = ``argsort(g_idx)``.
-
-    After it, every group is a contiguous run of rows, so the kernel runs in ordinary grouped
-    mode (vLLM ``is_k_full``). vLLM calls ``torch.argsort`` (not stable); refsim sorts stably, so
-    rows keep their checkpoint order inside a group. Any order inside a group gives the same GEMM
-    because A's columns are permuted with the same ``perm``.
-    """
-    g_idx = require_ndim("g_idx", require_integer_array("g_idx", g_idx), 1)
-    return np.argsort(g_idx, kind="stable").astype(np.int32)
-
-
-def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None, *,
-                zeros: np.ndarray | None = None) -> np.ndarray:
-    """GPTQ ``qweight`` int32 ``(K/8, N)`` (packed along K) -> Marlin ``B`` int32 ``(K/16, 2N)``.
-
-    ``zeros`` int ``(G, N)``: the checkpoint's zero points as read back
-    (:func:`refsim.formats.gptq.unpack_qzeros`). Marlin's format is symmetric -- the value is
-    ``(q - 8) * s`` and there is no zero-point tensor -- so every zero must be 8; an asymmetric
-    source is refused with a FormatRuleError (repacking its codes would drop the zeros and shift
-    every weight by ``(zero - 8) * s``; re-quantize symmetrically instead, e.g.
-    ``refsim convert --to marlin --requantize``). With ``perm`` (int ``(K,)``, e.g.
-    ``argsort(g_idx)`` for act-order), Marlin row ``k`` reads checkpoint row ``perm[k]``, as vLLM's
-    ``gptq_marlin_repack`` does; the result is identical to :func:`pack` of the row-permuted code
-    matrix. Shape rules are the Marlin format's own (``K % 128 == 0``, ``N % 256 == 0``, those of
-    the official ``marlin.Layer`` that :func:`unpack` checks), so every ``B`` returned can be read
-    back. Scales are permuted separately with :func:`permute_scales` (vLLM ``marlin_permute_scales``).
-    """
-    from refsim.formats import gptq  # unpack_qweight(qweight, bits, k) -> uint8 (K, N)
-
-    k = require_int("k", k, minimum=1)
-    if zeros is None:
-        raise FormatRuleError("zeros: the checkpoint's zero points (G, N) are required (Marlin needs every zero = 8); got None")
-    qweight = require_dtype("qweight", qweight, np.int32)
-    require_ndim("qweight", qweight, 2)
-    n = qweight.shape[1]
-    _check_kn(k, n)
-    require_shape("qweight", qweight, (k // 8, n))
-    zeros = np.asarray(zeros)
-    if not np.issubdtype(zeros.dtype, np.integer) or zeros.ndim != 2 or zeros.shape[1] != n or zeros.shape[0] < 1:
-        raise ShapeError(f"zeros: must be an integer (G, N={n}) array of zero points; "
-                         f"got dtype {zeros.dtype}, shape {zeros.shape}")
-    asym = zeros != _BIAS
-    if asym.any():
-        g, col = (int(i) for i in np.argwhere(asym)[0])
-        raise FormatRuleError(
-            f"zeros: Marlin's format is symmetric (value (q - 8) * s, no zero points), so every zero "
-            f"point must be 8; got {int(asym.sum())} asymmetric zero(s), first zeros[{g}, {col}] = "
-            f"{int(zeros[g, col])} (re-quantize symmetrically instead of repacking)")
-    q = gptq.unpack_qweight(qweight, 4, k)  # (K, N) uint8
-    if perm is not None:
-        perm = np.asarray(perm)
-        if not np.issubdtype(perm.dtype, np.integer):
-            raise FormatRuleError(f"perm: must be an integer array; got dtype {perm.dtype}")
-        require_shape("perm", perm, (k,))
-        if not np.array_equal(np.sort(perm), np.arange(k)):
-            raise FormatRuleError("perm: must be a permutation of 0..K-1; got repeated or out-of-range entries")
-        q = q[perm]
-    return _pack_codes(q)
-
-
-# ----------------------------------------------------------------------------------------------
 # Reference GEMM
 # ----------------------------------------------------------------------------------------------
 def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -625,13 +516,7 @@ def reference_gemm(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
     exact = ai @ wi  # (M, N) Python ints, value * 2**48, exact
     c = np.empty(exact.shape, dtype=np.float16)
     for idx in np.ndindex(*exact.shape):
-        c[idx] = round_exact_to_f16(Fraction(int(exact[idx]), 1 << 48))
+        c[idx] = round_to_float(Fraction(int(exact[idx]), 1 << 48), np.float16)
     if s.shape[0] == 1:
         return apply_output_scale(c, s)
     return c
-
-
-def round_exact_to_f16(x: Fraction) -> np.float16:
-    """Round an exact rational to float16, round-to-nearest-even (overflow to +-inf at 65520),
-    exact zero -> +0: :func:`refsim.arith.exact.round_to_float`, the one implementation."""
-    return round_to_float(x, np.float16)

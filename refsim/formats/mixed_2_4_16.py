@@ -11,13 +11,8 @@ Spec block
 =================  ==================================================================================
 groups             g1 = 16 consecutive input channels (along K); group i = rows [16i, 16i+16) of W
                    for ALL N columns (the paper merges the groups of the same input channels)
-precision          per group: 4-bit for the floor(alpha*G + 1/2) groups of largest sensitivity
-                   S_i = sum_{m<16} sum_n W[16i+m, n]^2 / [H^-1]_{16i+m,16i+m}^2  (eq. 9; alpha =
-                   share of 4-bit groups, default 0.25; the paper's eq. 10 calls the 2-bit share
-                   alpha); ties -> lower group index first; the other groups are 2-bit
-H^-1               inverse of H + percdamp * mean(diag H) * I (percdamp 0.01, GPTQ's dampening);
-                   inputs with diag(H) = 0 get H[k, k] = 1 first; a Hessian that is not positive
-                   definite after that raises FormatRuleError naming percdamp
+precision          per group: 2-bit or 4-bit (``four`` bool (G,)); which groups are 4-bit is the
+                   quantizer's choice (:mod:`refsim.quant.mixed_2_4_16`: eq. 9 sensitivity)
 1st order          asymmetric per (group, column), eqs. 2-5 with the range extended to include 0
                    (GPTQ's convention, DECISION): xmin = min(min w, 0), xmax = max(max w, 0),
                    s = (xmax - xmin) / (2^b - 1); the codes use the DEQUANTIZED scale s_hat:
@@ -34,9 +29,8 @@ scale clipping     2-bit groups are taken three at a time (a "unit", in K order)
                    a 4-bit code, slots 1 and 2 keep 3 bits (DECISION: the LSB is clipped, i.e. the
                    code is even: c = 2 * clamp(rint((s / s2 + z2) / 2), 0, 7), the range is kept
                    and the step doubles)
-outliers           only in 2-bit groups: the floor(ratio * K * N) elements with the largest
-                   w^2 / [H^-1]_kk^2 (DECISION: eq. 9 per element), ratio in [0, 0.005], default
-                   0.002; they are excluded from their group's range, their dense code is z (so the
+outliers           only in 2-bit groups (which ones: the quantizer's eq. 9 per element, DECISION);
+                   they are excluded from their group's range, their dense code is z (so the
                    dense part dequantizes to exactly 0 there) and fp16(w) goes to a CSR matrix:
                    rows = output channels n, int32 row pointer (N+1), uint16 column index k
                    (K <= 65536), float16 value; columns ascending within a row
@@ -86,7 +80,6 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 
 import numpy as np
-import scipy.linalg
 
 from refsim._validate import (
     require_bounded,
@@ -100,13 +93,12 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
-from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
+from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
-    "G1", "G2", "MAX_OUTLIER_RATIO",
+    "G1", "G2",
     "Mixed2416", "Packed2416",
-    "inverse_hessian_diag", "group_sensitivity", "select_4bit_groups",
-    "quantize", "quantize_hinv", "dequantize", "pack", "pack_reference", "unpack",
+    "dequantize", "pack", "pack_reference", "unpack",
     "csr_from_coo", "check_csr", "check_group_bits",
     "average_bits", "paper_average_bits", "packed_nbytes",
     "gemv", "gemv_reference",
@@ -114,72 +106,7 @@ __all__ = [
 
 G1 = 16
 G2 = 16
-MAX_OUTLIER_RATIO = 0.005
-DEFAULT_OUTLIER_RATIO = 0.002
 MAX_K = 1 << 16
-
-
-# ----------------------------------------------------------------------------------------------
-# sensitivity and precision selection
-# ----------------------------------------------------------------------------------------------
-def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
-    """diag(H_damped^-1), float64 (K,). H float (K, K) symmetric; dead inputs (diag 0) get 1;
-    damping adds ``percdamp * mean(diag H)`` to the diagonal (GPTQ). Raises FormatRuleError
-    when the damped H is not positive definite."""
-    H = require_float_array("H", H)
-    require_ndim("H", H, 2)
-    if H.shape[0] != H.shape[1]:
-        raise ShapeError(f"H: must be square (K, K); got {H.shape}")
-    require_finite("H", H)
-    percdamp = _check_fraction("percdamp", percdamp, 1.0)
-    H = H.astype(np.float64)  # copy
-    dead = np.diag(H) == 0
-    H[dead, dead] = 1.0
-    damp = float(percdamp) * float(np.mean(np.diag(H)))
-    with np.errstate(over="ignore"):
-        H[np.diag_indices_from(H)] += damp
-    if not np.isfinite(damp) or not np.isfinite(np.diag(H)).all():
-        raise NonFiniteError(f"H: the damped diagonal (+ percdamp x mean(diag H) = {damp:.3g}) overflows float64")
-    try:
-        L = scipy.linalg.cholesky(H, lower=True)
-    except np.linalg.LinAlgError as err:
-        raise FormatRuleError(
-            f"H: must be positive definite after dampening by percdamp={percdamp} x mean(diag H) = "
-            f"{damp:.3g}; Cholesky failed ({err})") from err
-    Linv = scipy.linalg.solve_triangular(L, np.eye(H.shape[0]), lower=True)
-    return np.einsum("ik,ik->k", Linv, Linv)  # diag(L^-T L^-1)
-
-
-def group_sensitivity(W: np.ndarray, hinv_diag: np.ndarray) -> np.ndarray:
-    """Eq. 9: S_i = sum over the 16 rows of group i and all N columns of W^2 / [H^-1]_kk^2.
-    W float (K, N), hinv_diag float (K,); returns float64 (K // 16,)."""
-    W = require_float_array("W", W)
-    require_ndim("W", W, 2)
-    k, n = W.shape
-    if k == 0 or k % G1:
-        raise ShapeError(f"W: K (rows) must be a positive multiple of the group size {G1}; got {k}")
-    hinv_diag = require_float_array("hinv_diag", hinv_diag)
-    require_shape("hinv_diag", hinv_diag, (k,))
-    require_finite("W", W)
-    require_finite("hinv_diag", hinv_diag)
-    if np.any(hinv_diag == 0):
-        raise FormatRuleError("hinv_diag: diag(H^-1) entries must be non-zero (they divide); got a 0")
-    score = W.astype(np.float64) ** 2 / hinv_diag.astype(np.float64)[:, None] ** 2
-    return score.reshape(k // G1, G1 * n).sum(axis=1)  # (G, 16 * N) -> (G,)
-
-
-def select_4bit_groups(S: np.ndarray, alpha: float) -> np.ndarray:
-    """Bool (G,): the floor(alpha * G + 1/2) groups with the largest S are 4-bit (ties: lower index)."""
-    S = require_float_array("S", S)
-    require_ndim("S", S, 1)
-    require_finite("S", S)
-    alpha = _check_fraction("alpha", alpha, 1.0)
-    g = S.size
-    n4 = int(np.floor(alpha * g + 0.5))
-    order = np.argsort(-S, kind="stable")
-    four = np.zeros(g, bool)
-    four[order[:n4]] = True
-    return four
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,14 +159,6 @@ def _check_fraction(name: str, value, top: float) -> float:
     return float(value)
 
 
-def _check_alpha_ratio(alpha, outlier_ratio):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0.0 <= float(alpha) <= 1.0:
-        raise FormatRuleError(f"alpha: share of 4-bit groups must lie in [0, 1]; got {alpha!r}")
-    if (isinstance(outlier_ratio, bool) or not isinstance(outlier_ratio, (int, float, np.floating))
-            or not 0.0 <= float(outlier_ratio) <= MAX_OUTLIER_RATIO):
-        raise FormatRuleError(f"outlier_ratio: must lie in [0, {MAX_OUTLIER_RATIO}]; got {outlier_ratio!r}")
-
-
 def _check_kn(k: int, n: int) -> None:
     if k <= 0 or k % G1:
         raise ShapeError(f"K: must be a positive multiple of the group size {G1}; got {k}")
@@ -255,109 +174,6 @@ def _clipped_slots(four: np.ndarray) -> np.ndarray:
     two = np.flatnonzero(~four)
     slot[two] = np.arange(two.size) % 3
     return slot > 0
-
-
-def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
-             outlier_ratio: float = DEFAULT_OUTLIER_RATIO, percdamp: float = 0.01,
-             clip_scales: bool = True) -> Mixed2416:
-    """Quantize W float32/float64 (K, N) to the 2/4/16-bit format given the Hessian H (K, K) of
-    its inputs (spec block). ``clip_scales=False`` skips the LSB clipping of slot-1/2 scale codes
-    (for ablations only: such a result cannot be packed). Inputs are not modified."""
-    W = require_float_array("W", W)
-    require_ndim("W", W, 2)
-    require_finite("W", W)
-    k, n = W.shape
-    _check_kn(k, n)
-    require_shape("H", require_float_array("H", H), (k, k))
-    _check_alpha_ratio(alpha, outlier_ratio)
-    return _quantize(W.astype(np.float32), inverse_hessian_diag(H, percdamp), float(alpha),
-                     float(outlier_ratio), bool(clip_scales))
-
-
-def quantize_hinv(W: np.ndarray, hinv_diag: np.ndarray, *, alpha: float = 0.25,
-                  outlier_ratio: float = DEFAULT_OUTLIER_RATIO, clip_scales: bool = True) -> Mixed2416:
-    """:func:`quantize` given ``hinv_diag`` = diag(H_damped^-1) float (K,) instead of H: the
-    quantizer reads H only through that diagonal (Eq. 9 and the outlier score), so callers that
-    quantize one layer several ways, or that know the diagonal without forming the (K, K) H (a
-    layer-sized test case), pass it once. ``hinv_diag`` must be finite and > 0.
-    ``quantize(W, H) == quantize_hinv(W, inverse_hessian_diag(H))``. Inputs are not modified."""
-    W = require_float_array("W", W)
-    require_ndim("W", W, 2)
-    require_finite("W", W)
-    k, n = W.shape
-    _check_kn(k, n)
-    hd = require_shape("hinv_diag", require_float_array("hinv_diag", hinv_diag), (k,))
-    require_finite("hinv_diag", hd)
-    if not np.all(hd > 0):
-        raise FormatRuleError(f"hinv_diag: must be > 0 (the diagonal of a positive definite inverse); got "
-                              f"min {float(np.min(hd))!r}")
-    _check_alpha_ratio(alpha, outlier_ratio)
-    return _quantize(W.astype(np.float32), hd.astype(np.float64), float(alpha), float(outlier_ratio),
-                     bool(clip_scales))
-
-
-def _largest(score: np.ndarray, count: int) -> np.ndarray:
-    """Flat indices of the ``count`` largest entries of ``score`` (ties: lower flat index first),
-    as a set: the same set as ``argsort(-score, kind="stable")[:count]`` in O(size) (argpartition
-    for the threshold, then the threshold's ties in index order)."""
-    neg = -score.ravel()
-    if count == 0:
-        return np.zeros(0, np.int64)
-    kth = np.partition(neg, count - 1)[count - 1]                        # count-th largest score
-    above = np.flatnonzero(neg < kth)
-    ties = np.flatnonzero(neg == kth)[:count - above.size]
-    return np.concatenate([above, ties])
-
-
-def _quantize(Wf: np.ndarray, hd: np.ndarray, alpha: float, outlier_ratio: float, clip_scales: bool) -> Mixed2416:
-    """:func:`quantize` on checked inputs: Wf float32 (K, N), hd = diag(H^-1) float64 (K,)
-    (callers that quantize one layer several ways compute hd once)."""
-    k, n = Wf.shape
-    g = k // G1
-    score = (Wf.astype(np.float64) ** 2) / hd[:, None] ** 2             # (K, N), Eq. 9's terms
-    four = select_4bit_groups(score.reshape(g, G1 * n).sum(axis=1), alpha)   # = group_sensitivity
-    four_rows = np.repeat(four, G1)                                      # (K,)
-
-    # outliers: largest w^2 / [H^-1]_kk^2 among 2-bit-group elements
-    n_out = int(np.floor(outlier_ratio * k * n))
-    score[four_rows, :] = -np.inf
-    n_out = min(n_out, int((~four_rows).sum()) * n)
-    is_out = np.zeros((k, n), bool)
-    is_out.flat[_largest(score, n_out)] = True
-
-    maxq = np.where(four, 15, 3).astype(np.float32)                     # (G,)
-    Wg = Wf.reshape(g, G1, n)                                           # (G, 16, N)
-    inl = np.where(is_out.reshape(g, G1, n), np.float32(0), Wg)         # outliers excluded (0 is in range anyway)
-    xmin = np.minimum(inl.min(axis=1), 0).astype(np.float32)            # (G, N)
-    xmax = np.maximum(inl.max(axis=1), 0).astype(np.float32)
-    s = ((xmax - xmin) / maxq[:, None]).astype(np.float32)              # (G, N) raw 1st-order scales
-
-    # second order, blocks of 16 columns
-    sb = s.reshape(g, n // G2, G2)                                      # (G, N/16, 16)
-    s2 = (sb.max(axis=2) / np.float32(15)).astype(np.float16)           # (G, N/16)
-    s2f = np.repeat(s2.astype(np.float32), G2, axis=1)                  # (G, N)
-    smin = np.repeat(np.minimum(sb.min(axis=2), 0), G2, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z2 = np.where(s2f > 0, np.clip(np.rint(-smin / s2f), 0, 15), 0).astype(np.float32)
-        ratio = np.where(s2f > 0, s / s2f, 0).astype(np.float32)
-    clipped = _clipped_slots(four)[:, None] & clip_scales
-    code = np.where(clipped, 2 * np.clip(np.rint((ratio + z2) / 2), 0, 7), np.clip(np.rint(ratio) + z2, 0, 15))
-    collapsed = (s > 0) & (s2f > 0) & (code <= z2)                       # s_hat would be <= 0
-    code = np.where(collapsed, z2 + np.where(clipped, 2, 1), code)
-    s_hat = ((code - z2) * s2f).astype(np.float32).astype(np.float16).astype(np.float32)   # (G, N)
-
-    sh = s_hat[:, None, :]                                              # (G, 1, N) over each group's 16 rows
-    mq = maxq[:, None, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        zero = np.where(s_hat > 0, np.clip(np.rint(-xmin / s_hat), 0, maxq[:, None]), 0)   # (G, N)
-        zr = zero[:, None, :]
-        q = np.where(sh > 0, np.clip(np.rint(Wg / sh) + zr, 0, mq), 0)     # (G, 16, N)
-    q = np.where(is_out.reshape(g, G1, n), zr, q).reshape(k, n)
-
-    rows, cols = np.nonzero(is_out.T)                                   # row-major over (N, K): sorted
-    row_ptr, col, val = csr_from_coo(rows, cols, Wf.T[rows, cols].astype(np.float16), n)
-    return Mixed2416(q.astype(np.uint8), zero.astype(np.uint8), code.astype(np.uint8), s2, z2[:, ::G2].astype(np.uint8),
-                     four, row_ptr, col, val)
 
 
 def dequantize(m: Mixed2416) -> np.ndarray:
@@ -527,7 +343,8 @@ def _check_packable(m: Mixed2416) -> None:
     clipped = _clipped_slots(m.four)
     if np.any(m.code[clipped] % 2):
         raise FormatRuleError("code: scale codes of 2-bit groups in unit slots 1 and 2 must be even "
-                              "(3-bit, LSB clipped); got an odd code (quantize with clip_scales=True)")
+                              "(3-bit, LSB clipped); got an odd code (quantize with clip_scales=True: "
+                              "refsim.quant.mixed_2_4_16)")
     lim = np.where(m.four, 15, 3)[:, None]                              # (G, 1)
     qmax = m.q.reshape(-1, G1, m.q.shape[1]).max(axis=1)                # (G, N)
     if np.any(m.zero > lim) or np.any(qmax > lim):

@@ -36,6 +36,7 @@ import numpy as np
 from refsim._validate import require_bool, require_callable, require_choice, require_instance, require_int, require_path
 from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
+from refsim.formats import gptq_marlin
 from refsim.formats import marlin as marlin_format
 from refsim.formats import qigen as qigen_format
 from refsim.io.checkpoint import read_json
@@ -47,6 +48,7 @@ from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.hf_folder import finish, save_model_tensors
 from refsim.io.output import atomic_output_dir
 from refsim.io.uniform import UNIFORM_LAYERS, codes_of, marlin_reasons, to_awq, to_ct, to_gptq, to_marlin
+from refsim.quant import marlin as marlin_quant
 
 __all__ = ["TARGETS", "marlin_refusal", "gptq_to_marlin", "gptq_to_marlin_requantized", "gptq_change_zero_convention",
            "gptq_to_qigen", "convert"]
@@ -81,8 +83,8 @@ def gptq_to_marlin(layer: GPTQLayer) -> MarlinLayer:
     if why:
         raise FormatRuleError(f"{layer.name}: cannot repack to Marlin: {why} (use --requantize to re-quantize "
                               "symmetrically and report the added error)")
-    perm = marlin_format.act_order_perm(layer.ckpt.g_idx) if layer.desc_act else None
-    B = marlin_format.repack_gptq(layer.ckpt.qweight, layer.k, perm, zeros=layer.zeros())
+    perm = gptq_marlin.act_order_perm(layer.ckpt.g_idx) if layer.desc_act else None
+    B = gptq_marlin.repack_gptq(layer.ckpt.qweight, layer.k, perm, zeros=layer.zeros())
     s = marlin_format.permute_scales(layer.ckpt.scales)
     return MarlinLayer(layer.name, B, s, perm)
 
@@ -99,8 +101,8 @@ def gptq_to_marlin_requantized(layer) -> tuple[MarlinLayer, dict]:
                               f"N={layer.n} (Marlin needs K % 128 == 0 and N % 256 == 0)")
     W = layer.dequantize().astype(np.float16)  # (K, N), source row order
     gs = None if layer.group_size is None else 128
-    scales = marlin_format.compute_scales(W, gs)
-    q = marlin_format.quantize(W, scales, gs)
+    scales = marlin_quant.compute_scales(W, gs)
+    q = marlin_quant.quantize(W, scales, gs)
     B, s = marlin_format.pack(q, scales, gs)
     out = MarlinLayer(layer.name, B, s, None)
     W_new = out.dequantize().astype(np.float64)

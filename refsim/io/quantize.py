@@ -29,7 +29,7 @@ Methods and the checkpoint each writes:
                    without calibration inputs every weight counts equally (plain k-means)
     atom           refsim's Atom container; refsim.quant.atom.quantize_layer (reorder, GPTQ INT4
                    body, INT8 keeper)
-    mixed_2_4_16   refsim's 2/4/16 container; refsim.formats.mixed_2_4_16.quantize + pack
+    mixed_2_4_16   refsim's 2/4/16 container; refsim.quant.mixed_2_4_16.quantize + formats pack
 
 Memory: a worker holds one layer (W, X, the method's work arrays); the parent holds the packed
 results until the single ``model.safetensors`` is written (the size of the quantized checkpoint)
@@ -62,6 +62,7 @@ from refsim.io.readers import open_checkpoint
 from refsim.io.containers import AnyPrecisionLayer, AtomLayerFile, FPReader, Mixed2416Layer, write_anyprec, write_refsim
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.output import atomic_output_dir
+from refsim.quant import mixed_2_4_16 as q2416
 
 __all__ = ["METHODS", "OUTPUT_FORMATS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
            "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs"]
@@ -84,7 +85,7 @@ class QuantizeOptions:
     seed_bits: int = 3
     parent_bits: int = 4
     alpha: float = 0.25
-    outlier_ratio: float = m2416.DEFAULT_OUTLIER_RATIO
+    outlier_ratio: float = q2416.DEFAULT_OUTLIER_RATIO
     measure_memory: bool = True
 
     def __post_init__(self):
@@ -238,7 +239,7 @@ def _quantize(name: str, W: np.ndarray, X: np.ndarray | None, o: QuantizeOptions
     if o.method == "mixed_2_4_16":
         from refsim.quant.gptq import hessian
 
-        m = m2416.quantize(W, hessian(X), alpha=o.alpha, outlier_ratio=o.outlier_ratio)
+        m = q2416.quantize(W, hessian(X), alpha=o.alpha, outlier_ratio=o.outlier_ratio)
         return Mixed2416Layer(name, m2416.pack(m), k)
     raise FormatRuleError(f"method: must be one of {list(METHODS)}; got {o.method!r}")  # pragma: no cover
 

@@ -24,6 +24,7 @@ from refsim._validate import (require_array, require_bits, require_choice, requi
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
+from refsim.formats import gptq_marlin
 from refsim.formats import marlin as marlin_format
 from refsim.io.checkpoint import check_layer
 from refsim.io.compressed_tensors import CTLayer
@@ -205,7 +206,7 @@ def to_marlin(u: UniformCodes) -> MarlinLayer:
         raise FormatRuleError(f"{u.name}: cannot repack to Marlin: {'; '.join(reasons)} (use --requantize to "
                               "re-quantize symmetrically and report the added error)")
     s16 = exact_cast(u.name, u.scales, np.float16)
-    perm = marlin_format.act_order_perm(u.g_idx) if u.desc_act else None
+    perm = gptq_marlin.act_order_perm(u.g_idx) if u.desc_act else None
     q = u.q if perm is None else u.q[perm]
     B, s = marlin_format.pack(q, s16, u.group_size)
     return MarlinLayer(u.name, B, s, perm)

@@ -1,6 +1,6 @@
 
 /* refsim native: chained T-FDPA (fp16 inputs, fp32 accumulation) for one k16 step.
-   Oracle: refsim.arith.tensor_core.mma_k16_f32 (NumPy). Integer arithmetic throughout,
+   Oracle: refsim.arith.mma_steps.mma_k16_f32 (NumPy). Integer arithmetic throughout,
    including the conversion of S * 2^(E - F) to fp32 toward zero (built on the bit fields).
    Loops over n are innermost and branch-free so that the compiler can vectorise them. */
 #include <stdint.h>

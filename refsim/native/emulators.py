@@ -23,7 +23,7 @@ what            the T-FDPA chain of one ``mma.m16n8k16 .f32`` k16 step for many 
                 Third: Atom's epilogue over all groups (:func:`atom_epilogue`): the fp16 scale product
                 by r16 of the exact double product, ``fma.rn.f32`` as ``fp.f32_fma`` does it (exact
                 double product, TwoSum, round-to-odd nudge, one cast), or FMUL + FADD in float.
-oracle          :func:`refsim.arith.tensor_core.mma_k16_f32` (NumPy, the readable reference),
+oracle          :func:`refsim.arith.mma_steps.mma_k16_f32` (NumPy, the readable reference),
                 itself tested against the integer model :func:`refsim.arith.tensor_core.fdpa`;
                 ``tests/native/test_emulators.py`` checks the compiled path bit for bit against it.
                 GEMV kernels: the NumPy emulations (``native=False``) of

@@ -257,7 +257,7 @@ static int rt_mma_run(rt_state *S, const rt_mma *d, const int32_t *th __attribut
         frag_scatter(Cbits, d->c_at, rc, d->nc, ec, d->c_per_reg, d->c_per_reg == 1 ? 32 : 16);
         if (d->kind == 0 && d->c_f32 && d->d_f32 && K == 16 && mma_finite(Abits, M * K, Bbits, K * N, Cbits, M * N)) {
             /* finite f16 inputs, f32 accumulators, one k16 step: the interpreter's fast path
-               (tensor_core.mma_k16_f32), whose compiled twin is emulators.c's refsim_mma_k16_f32 */
+               (mma_steps.mma_k16_f32), whose compiled twin is emulators.c's refsim_mma_k16_f32 */
             uint16_t a16[16 * 16], b16[16 * 8];
             int64_t k0 = 0;
             for (int i = 0; i < M * K; i++) a16[i] = (uint16_t)Abits[i];

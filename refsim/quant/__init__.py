@@ -6,4 +6,6 @@
     upscale     incremental upscaling of the seed model to 8 bits (Any-Precision)
     fisher      Fisher-diagonal sensitivity of a linear layer
     atom        Atom's calibration -> reorder -> RTN/GPTQ -> fake-quant pipeline
+    marlin      Marlin's symmetric absmax scales and round-to-nearest codes (offset 8)
+    mixed_2_4_16  the 2/4/16-bit quantizer: eq. 9 sensitivity, 2/4-bit groups, FP16 outliers
 """

@@ -156,11 +156,12 @@ def _awq_inputs(m, k, n, group):
 
 def _mixed_inputs(k, n):
     from refsim.formats import mixed_2_4_16 as m2416
+    from refsim.quant import mixed_2_4_16 as q2416
 
     def inputs(rng):
         X = rng.standard_normal((2 * k, k))                                         # calibration (2K, K)
         W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
-        p = m2416.pack(m2416.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005))
+        p = m2416.pack(q2416.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005))
         return p, rng.standard_normal(k).astype(np.float16)
     return inputs
 

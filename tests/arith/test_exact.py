@@ -78,3 +78,11 @@ def test_every_f16_tie_and_neighbour():
         assert float(got) == want
         got_neg = exact.round_fraction(-Fraction(float(x)), exact.F16, "rne")
         assert float(got_neg) == -want
+
+
+def test_round_to_float_f16_ties_to_even_and_overflows():
+    assert exact.round_to_float(Fraction(2049), np.float16) == np.float16(2048)  # tie -> even
+    assert exact.round_to_float(Fraction(2051), np.float16) == np.float16(2052)
+    assert exact.round_to_float(Fraction(2049) + Fraction(1, 1 << 40), np.float16) == np.float16(2050)
+    assert np.isinf(exact.round_to_float(Fraction(65520), np.float16))
+    assert exact.round_to_float(Fraction(65519), np.float16) == np.float16(65504)

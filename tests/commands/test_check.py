@@ -16,13 +16,13 @@ from refsim.commands import check
 
 KERNELS = '''
 import numpy as np
-from refsim.arith import tensor_core as tc
+from refsim.arith.integer_mma import mma_int
 
 def good(A, B, C):
-    return tc.mma_int(A, B, C)
+    return mma_int(A, B, C)
 
 def off_by_one(A, B, C):
-    return tc.mma_int(A, B, C) + np.int32(1)
+    return mma_int(A, B, C) + np.int32(1)
 '''
 
 
@@ -54,7 +54,7 @@ def _refsim_check(tmp_path, source, *args, timeout=120):
 
 EXITS = '''
 import ctypes, os, signal, sys
-from refsim.arith import tensor_core as tc
+from refsim.arith.integer_mma import mma_int
 
 def sys_exit(A, B, C):
     sys.exit(0)
@@ -81,7 +81,7 @@ def spin_ignoring_the_interrupt(A, B, C):
         pass
 
 def zeroes_B(A, B, C):
-    D = tc.mma_int(A, B, C)
+    D = mma_int(A, B, C)
     B[...] = 0
     return D
 '''

@@ -17,6 +17,7 @@ from refsim.emulator import marlin_kernel as mk
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
 from refsim.formats import atom, awq, bitplane, gptq, marlin
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.quant import mixed_2_4_16 as q2416
 from refsim.ptx import PtxLaunchError
 from refsim.testing import assert_bitexact
 
@@ -108,7 +109,7 @@ def _kernel_calls(rng):
     xa = rng.standard_normal((1, 1024)).astype(np.float16)
     W = (rng.standard_normal((128, 16)) * 0.05).astype(np.float32)
     X = rng.standard_normal((256, 128))
-    p = m2416.pack(m2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005))
+    p = m2416.pack(q2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005))
     xm = rng.standard_normal(128).astype(np.float16)
     act = atom.quantize_activations(rng.standard_normal((16, 384)).astype(np.float16), "kernel", keeper=128)
     wq = atom.quantize_weights((rng.standard_normal((384, 16)) * 0.05).astype(np.float16), "kernel", keeper=128)

@@ -15,6 +15,7 @@ from refsim.emulator import anyprec_kernel, atom_kernel, gptq_awq_kernel, mixed_
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
 from refsim.formats import atom, awq, bitplane, gptq
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.quant import mixed_2_4_16 as q2416
 from refsim.ptx import toolchain
 from refsim.testing import assert_bitexact
 
@@ -83,7 +84,7 @@ def test_mixed_gemv_equals_its_emulator():
     k, n = 128, 16
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = rng.standard_normal((2 * k, k))
-    p = m2416.pack(m2416.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005))
+    p = m2416.pack(q2416.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005))
     x = rng.standard_normal(k).astype(np.float16)
     assert_bitexact(rc.mixed_gemv(p, x), mixed_2_4_16_kernel.mixed_gemv(p, x), name="y")
 

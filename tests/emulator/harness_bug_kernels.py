@@ -3,7 +3,7 @@ and ``bench/bench_harness.py``.
 
 ``marlin_port`` is an independent Python port of the Marlin kernel written from the public parts
 of refsim (the stripe plan, the packed format's dequantization, one k16 step of ``mma.m16n8k16`` at a
-time through the tensor-core model's fast path :func:`refsim.arith.tensor_core.mma_k16_f32_steps`, fp16/fp32 primitives): with no bug it
+time through the tensor-core model's fast path :func:`refsim.arith.mma_steps.mma_k16_f32_steps`, fp16/fp32 primitives): with no bug it
 must pass ``check_kernel``; each keyword switches one bug on. The other formats' bug kernels wrap
 the emulator's public pieces with one step done the wrong way.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.arith import fp
-from refsim.arith import tensor_core as tc
+from refsim.arith import integer_mma, mma_steps
 from refsim.formats import marlin, stripes
 
 
@@ -28,7 +28,7 @@ def _chain(arch, a_op, b_op, kb, acc, rows, a, b, fp32_accumulate):
     core through refsim's fast T-FDPA step (same bits as ``mma_m16n8k16``), or the bug: a
     k-ascending fp32 FFMA chain over a (Wk, R, 16) and b (Wk, tn, 16) fp16 (k last)."""
     if not fp32_accumulate:
-        return tc.mma_k16_f32_steps(arch, a_op, b_op, kb, acc, rows=rows)
+        return mma_steps.mma_k16_f32_steps(arch, a_op, b_op, kb, acc, rows=rows)
     af, bf = fp.cvt_f16_to_f32(a), fp.cvt_f16_to_f32(b)
     for kk in range(16):
         acc = fp.f32_fma(af[:, :, None, kk], bf[:, None, :, kk], acc, fused=True)
@@ -55,7 +55,7 @@ def marlin_port(A, B, s, *, arch="sm_80", sms=108, reduce_assoc="kernel", global
     Wk, TKB, tk, tn = cfg.warps_k, cfg.thread_k_blocks, cfg.thread_k, cfg.thread_n
     col_scale = None if grouped else marlin.unpermute_scales(s)[0]
     C = np.zeros((m, n), np.float16)
-    a_op = tc.MmaOperand(A)
+    a_op = mma_steps.MmaOperand(A)
     for la in plan.launches:
         rows_per = 16 * la.thread_m_blocks
         for p in range(la.parallel):
@@ -68,7 +68,7 @@ def marlin_port(A, B, s, *, arch="sm_80", sms=108, reduce_assoc="kernel", global
             for nt in range(la.n_tiles):
                 cols = slice(nt * tn, (nt + 1) * tn)
                 Wt = W[:, cols].T                                                    # (tn, K)
-                b_op = tc.MmaOperand(np.ascontiguousarray(W[:, cols]))               # (K, tn)
+                b_op = mma_steps.MmaOperand(np.ascontiguousarray(W[:, cols]))               # (K, tn)
                 sls = sorted((x for b in la.blocks for x in b if x.problem == p and x.n_tile == nt),
                              key=lambda x: x.slice_idx)                          # bottom first
                 carry = None
@@ -159,12 +159,12 @@ def atom_fp32_scale_product(a_q4, a_s4, a_q8, a_s8, w_q4, w_s4, w_q8, w_s8):
     for gi in range(a_s4.shape[1]):
         c = np.zeros((m, n), np.int32)
         for k0 in range(128 * gi, 128 * gi + 128, 64):
-            c = tc.mma_int(a_q4[:, k0:k0 + 64], w_q4[k0:k0 + 64], c, atype="s4", btype="s4")
+            c = integer_mma.mma_int(a_q4[:, k0:k0 + 64], w_q4[k0:k0 + 64], c, atype="s4", btype="s4")
         acc = epilogue(acc, c, a_s4[:, gi], w_s4[gi])
     if a_q8.shape[1]:
         c = np.zeros((m, n), np.int32)
         for k0 in range(0, a_q8.shape[1], 32):
-            c = tc.mma_int(a_q8[:, k0:k0 + 32], w_q8[k0:k0 + 32], c, atype="s8", btype="s8")
+            c = integer_mma.mma_int(a_q8[:, k0:k0 + 32], w_q8[k0:k0 + 32], c, atype="s8", btype="s8")
         acc = epilogue(acc, c, a_s8, w_s8)
     return fp.cvt_f32_to_f16(acc)
 

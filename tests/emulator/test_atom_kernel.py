@@ -132,7 +132,7 @@ def _f16_bits(rng, shape, finite=True):
 def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, group, keeper, fused, extreme, native,
                                                               seed):
     """The BLAS group sums of :func:`atom_group_gemm`, with the compiled epilogue (native=None, when a
-    compiler exists) or the NumPy one (False), give the bits of the slab-by-slab ``mma_int`` form for
+    compiler exists) or the NumPy one (False), give the bits of the slab-by-slab ``integer_mma.mma_int`` form for
     any codes (extreme: every code at the range ends) and any finite scales."""
     rng = np.random.default_rng(seed)
     n, kb = 2 * n2, group * groups

@@ -14,7 +14,7 @@ from refsim.emulator import anyprec_kernel as ak
 from refsim.emulator.atom_kernel import atom_group_gemm
 from refsim.testing import harness
 from refsim.emulator import marlin_kernel as mk
-from refsim.arith import tensor_core as tc
+from refsim.arith import integer_mma, tensor_core as tc
 from refsim.errors import FormatRuleError, RefsimError
 from refsim.formats import atom, marlin, stripes
 from refsim.testing import rebuild_case, examples
@@ -145,7 +145,7 @@ def test_a_slow_kernel_is_stopped_by_the_deadline():
         t = time.perf_counter()
         while time.perf_counter() - t < 5:
             pass
-        return tc.mma_int(A, B, C)
+        return integer_mma.mma_int(A, B, C)
 
     t0 = time.perf_counter()
     with pytest.raises(harness.KernelTimeout, match="deadline=0.2"):
@@ -163,7 +163,7 @@ def test_a_kernel_that_writes_an_input_after_the_right_output_fails_naming_it(vi
     seen = []
 
     def vandal(*inputs):
-        D = tc.mma_int(*inputs)
+        D = integer_mma.mma_int(*inputs)
         seen.append(inputs[victim].copy())
         inputs[victim][...] = 0                        # the right D, then a corrupted input
         return D
@@ -178,7 +178,7 @@ def test_a_kernel_that_writes_an_input_after_the_right_output_fails_naming_it(vi
 
 def test_the_kernel_gets_copies_so_the_caller_inputs_stay_intact():
     got = []
-    harness.check_kernel(lambda A, B, C: got.append(A) or tc.mma_int(A, B, C), "mma_s4", max_examples=1, seed=0,
+    harness.check_kernel(lambda A, B, C: got.append(A) or integer_mma.mma_int(A, B, C), "mma_s4", max_examples=1, seed=0,
                          **QUIET)
     A0 = rebuild_case({"fmt": "mma_s4", "c_large": True, "kind": "extremes", "seed": 0})[0]
     assert all(a is not A0 for a in got)
@@ -186,7 +186,7 @@ def test_the_kernel_gets_copies_so_the_caller_inputs_stay_intact():
 
 def test_progress_prints_one_line_per_phase():
     lines = []
-    harness.check_kernel(lambda A, B, C: tc.mma_int(A, B, C), "mma_s4", max_examples=3, seed=0, progress=lines.append)
+    harness.check_kernel(lambda A, B, C: integer_mma.mma_int(A, B, C), "mma_s4", max_examples=3, seed=0, progress=lines.append)
     assert len(lines) == 3 and lines[0].startswith("mma_s4 on sm_80") and lines[1].startswith("pinned:")
     assert lines[2].startswith("drawn: 3 cases match")
 

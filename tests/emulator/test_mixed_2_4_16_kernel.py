@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from refsim.emulator import mixed_2_4_16_kernel as ek
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import mixed_2_4_16 as F
+from refsim.quant import mixed_2_4_16 as Q
 from refsim.testing import assert_bitexact, examples
 
 U16 = 2.0**-11      # unit roundoff of fp16 (RNE)
@@ -25,7 +26,7 @@ def _quantized(rng, k, n, alpha=0.25, ratio=0.005):
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     W[rng.random((k, n)) < 0.01] *= 8                      # a few large weights: outlier candidates
     X = rng.standard_normal((2 * k, k))
-    return F.pack(F.quantize(W, (X.T @ X) / k, alpha=alpha, outlier_ratio=ratio))
+    return F.pack(Q.quantize(W, (X.T @ X) / k, alpha=alpha, outlier_ratio=ratio))
 
 
 def _empty_csr(p):
@@ -218,7 +219,7 @@ def test_dense_part_does_not_see_the_csr_and_empty_csr_is_the_dense_result():
     assert_bitexact(dense, ek.dense_rows(pe, x), name="dense")
     assert_bitexact(ek.mixed_gemv(pe, x), dense.astype(np.float16), name="y(empty CSR)")
     assert_bitexact(ek.mixed_gemv(p, x), ek.spmv_epilogue(dense, p, x).astype(np.float16), name="y")
-    p0 = F.pack(F.quantize(np.ones((32, 16), np.float32), np.eye(32), outlier_ratio=0.0))
+    p0 = F.pack(Q.quantize(np.ones((32, 16), np.float32), np.eye(32), outlier_ratio=0.0))
     assert p0.col.size == 0
     x0 = rng.standard_normal(32).astype(np.float16)
     assert_bitexact(ek.mixed_gemv(p0, x0), ek.dense_rows(p0, x0).astype(np.float16), name="y(no outliers)")
@@ -403,7 +404,7 @@ def test_vectorised_emulation_equals_plain_loop_twin_on_drawn_problems(problem, 
     k, n = 16 * g, 16
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = rng.standard_normal((2 * k, k))
-    p = F.pack(F.quantize(W, X.T @ X / k, alpha=n4 / g, outlier_ratio=0.005))
+    p = F.pack(Q.quantize(W, X.T @ X / k, alpha=n4 / g, outlier_ratio=0.005))
     x = rng.standard_normal(k)
     if kind == "wide_exponents":
         x = x * 2.0 ** rng.integers(-14, 8, k)

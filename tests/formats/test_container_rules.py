@@ -10,6 +10,7 @@ import pytest
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import atom, awq, gptq
 from refsim.formats import mixed_2_4_16 as m24
+from refsim.quant import mixed_2_4_16 as q24
 
 RNG = np.random.default_rng(11)
 
@@ -30,7 +31,7 @@ def _m24():
     k, n = 64, 32
     W = (RNG.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = RNG.standard_normal((2 * k, k))
-    return m24.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005)
+    return q24.quantize(W, (X.T @ X) / k, alpha=0.25, outlier_ratio=0.005)
 
 
 def _atom():

@@ -21,9 +21,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from refsim.arith.exact import round_to_float
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import dequant_tricks as dt
 from refsim.formats import marlin
+from refsim.quant import marlin as marlin_quant
 from refsim.testing import assert_bitexact
 
 
@@ -84,8 +86,8 @@ def _official_pack(weight_nk: np.ndarray, scales_ng: np.ndarray, k: int, n: int,
 def _gen_quant4(k, n, group_size, rng):
     """gen_quant4 of the official test.py: fake-quantized Wq (K, N) fp16, scales (G, N) fp16, codes."""
     w = rng.standard_normal((k, n)).astype(np.float16)
-    scales = marlin.compute_scales(w, group_size)
-    q = marlin.quantize(w, scales, group_size)
+    scales = marlin_quant.compute_scales(w, group_size)
+    q = marlin_quant.quantize(w, scales, group_size)
     gs = k if group_size is None else group_size
     wq = ((q.astype(np.float32) - 8) * np.repeat(scales, gs, axis=0).astype(np.float32)).astype(np.float16)
     return wq, scales, q
@@ -105,7 +107,7 @@ def test_pack_is_bit_identical_to_official_layer_pack(k, n, group_size):
     assert_bitexact(b, b_off, name="B")
     assert_bitexact(s, s_off, name="s")
     # and requantizing the official test's fake-quantized weights gives back the same codes
-    assert_bitexact(marlin.quantize(wq, scales, group_size), q, name="requantized codes")
+    assert_bitexact(marlin_quant.quantize(wq, scales, group_size), q, name="requantized codes")
 
 
 def test_k128_group128_is_packed_like_per_channel():
@@ -198,7 +200,7 @@ def test_dequantize_grouped_is_fp16_product_and_per_channel_is_unscaled():
     # exact rational product, rounded once to fp16 (independent of the float32 shortcut)
     for kk, nn in [(0, 0), (5, 17), (130, 200), (255, 255), (127, 64)]:
         exact = (int(q[kk, nn]) - 8) * Fraction(float(scales[kk // 128, nn]))
-        assert got[kk, nn] == marlin.round_exact_to_f16(exact)
+        assert got[kk, nn] == round_to_float(exact, np.float16)
     b1, s1 = marlin.pack(q, scales[:1], None)
     assert_bitexact(marlin.dequantize(b1, s1), (q.astype(np.float16) - np.float16(8)), name="per-channel operand")
 
@@ -216,22 +218,14 @@ def test_reference_gemm_matches_exact_rational_sum(group_size):
     for mm, nn in [(0, 0), (1, 100), (0, 255)]:
         if group_size is None:  # integer weights, then two output roundings
             exact = sum(Fraction(float(a[mm, kk])) * (int(q[kk, nn]) - 8) for kk in range(k))
-            acc16 = marlin.round_exact_to_f16(exact)
-            expected = marlin.round_exact_to_f16(Fraction(float(acc16)) * Fraction(float(scales[0, nn])))
+            acc16 = round_to_float(exact, np.float16)
+            expected = round_to_float(Fraction(float(acc16)) * Fraction(float(scales[0, nn])), np.float16)
         else:  # fp16-rounded scaled weights, one rounding of the exact sum
-            wq = [marlin.round_exact_to_f16((int(q[kk, nn]) - 8) * Fraction(float(scales[kk // 128, nn])))
+            wq = [round_to_float((int(q[kk, nn]) - 8) * Fraction(float(scales[kk // 128, nn])), np.float16)
                   for kk in range(k)]
             exact = sum(Fraction(float(a[mm, kk])) * Fraction(float(wq[kk])) for kk in range(k))
-            expected = marlin.round_exact_to_f16(exact)
+            expected = round_to_float(exact, np.float16)
         assert_bitexact(c[mm, nn], expected, name=f"C[{mm},{nn}]")
-
-
-def test_round_exact_to_f16_ties_to_even_and_overflows():
-    assert marlin.round_exact_to_f16(Fraction(2049)) == np.float16(2048)  # tie -> even
-    assert marlin.round_exact_to_f16(Fraction(2051)) == np.float16(2052)
-    assert marlin.round_exact_to_f16(Fraction(2049) + Fraction(1, 1 << 40)) == np.float16(2050)
-    assert np.isinf(marlin.round_exact_to_f16(Fraction(65520)))
-    assert marlin.round_exact_to_f16(Fraction(65519)) == np.float16(65504)
 
 
 def test_pack_does_not_modify_inputs():
@@ -275,106 +269,10 @@ def test_pack_rejects_codes_above_15_and_nonfinite_scales():
         marlin.pack(np.zeros((128, 256), np.uint8), np.ones((1, 256), np.float16), True)
 
 
-def test_quantize_rejects_zero_scales_and_matches_official_rounding():
-    w = np.tile(np.array([7.5, -8.0, 0.5, 1.5], dtype=np.float16), (128, 64))  # (128, 256)
-    s = np.ones((1, 256), np.float16)
-    q = marlin.quantize(w, s, None)
-    # 7.5 -> round half even 8 -> code 16 -> clamped 15; -8 -> 0; 0.5 -> 0 -> 8; 1.5 -> 2 -> 10
-    assert q[0, :4].tolist() == [15, 0, 8, 10]
-    s0 = s.copy()
-    s0[0, 3] = 0
-    with pytest.raises(FormatRuleError, match="scales: must be non-zero"):
-        marlin.quantize(w, s0, None)
-
-
 def test_unpack_rejects_scale_rows_that_are_not_one_or_k_over_128():
     b = np.zeros((256 // 16, 512), np.int32)
     with pytest.raises(ShapeError, match="s: must have 1 row or K/128=2 rows; got 4 rows"):
         marlin.unpack(b, np.ones((4, 256), np.float16))
-
-
-# ---------------------------------------------------------------------------------------------
-# GPTQ -> Marlin repack (vLLM gptq_marlin_repack, commit 0794945f839b0e07a15212ae4c23e711b63d6d23)
-# ---------------------------------------------------------------------------------------------
-def _vllm_repack_4bit(qweight: np.ndarray, perm, k: int, n: int) -> np.ndarray:
-    """Test-only transliteration of the repack kernel's per-thread behaviour (4-bit): for each
-    16x64 tile, warp w < 4 and lane, read the 8 codes straight out of the GPTQ words."""
-    words = qweight.view(np.uint32)
-    out = np.zeros((k // 16, n * 16 // 8), dtype=np.uint32)
-    for kt in range(k // 16):
-        for nt in range(n // 64):
-            for w in range(4):
-                for th in range(32):
-                    tc_col, tc_row = th // 4, (th % 4) * 2
-                    cur_n = 64 * nt + w * 16 + tc_col
-                    vals = [0] * 8
-                    for i, off in enumerate((0, 1, 8, 9)):
-                        src_k = 16 * kt + tc_row + off
-                        if perm is not None:
-                            src_k = int(perm[src_k])
-                        pos = src_k % 8
-                        vals[i] = (int(words[src_k // 8, cur_n]) >> (4 * pos)) & 0xF
-                        vals[4 + i] = (int(words[src_k // 8, cur_n + 8]) >> (4 * pos)) & 0xF
-                    res = 0
-                    for i, idx in enumerate((0, 2, 4, 6, 1, 3, 5, 7)):
-                        res |= vals[idx] << (4 * i)
-                    out[kt, nt * 128 + th * 4 + w] = res
-    return out.view(np.int32)
-
-
-@pytest.mark.parametrize("act_order", [False, True])
-def test_gptq_repack_matches_vllm_kernel_and_pack_of_permuted_codes(act_order):
-    from refsim.formats import gptq
-
-    rng = np.random.default_rng(21)
-    k, n, gs = 128, 256, 32
-    q = rng.integers(0, 16, (k, n), dtype=np.uint8)
-    qweight = gptq.pack_qweight(q, 4)
-    perm = None
-    if act_order:
-        g_idx = rng.permutation(np.repeat(np.arange(k // gs), gs)).astype(np.int32)  # act-order groups
-        perm = marlin.act_order_perm(g_idx)
-        assert np.all(np.diff(g_idx[perm]) >= 0)  # groups become contiguous runs of rows
-    qweight0 = qweight.copy()
-    b = marlin.repack_gptq(qweight, k, perm, zeros=np.full((k // gs, n), 8))
-    assert_bitexact(qweight, qweight0, name="qweight unmodified")
-    assert_bitexact(b, _vllm_repack_4bit(qweight, perm, k, n), name="B vs vLLM repack")
-    q_rows = q if perm is None else q[perm]
-    assert_bitexact(b, marlin._nibbles_to_words(marlin.permute_weights(q_rows)), name="B vs pack(q[perm])")
-
-
-def test_gptq_repack_equals_layer_pack_on_legal_marlin_shape():
-    from refsim.formats import gptq
-
-    rng = np.random.default_rng(22)
-    q = rng.integers(0, 16, (256, 256), dtype=np.uint8)
-    b = marlin.repack_gptq(gptq.pack_qweight(q, 4), 256, zeros=np.full((2, 256), 8))
-    b2, _ = marlin.pack(q, np.ones((2, 256), np.float16), 128)
-    assert_bitexact(b, b2, name="B")
-
-
-def test_gptq_repack_rejects_bad_perm_and_shapes():
-    from refsim.formats import gptq
-
-    qweight = gptq.pack_qweight(np.zeros((128, 256), np.uint8), 4)
-    z8 = np.full((1, 256), 8)
-    with pytest.raises(FormatRuleError, match="perm: must be a permutation"):
-        marlin.repack_gptq(qweight, 128, np.zeros(128, np.int32), zeros=z8)
-    with pytest.raises(ShapeError, match=r"perm: shape must be \(128,\)"):
-        marlin.repack_gptq(qweight, 128, np.arange(32), zeros=z8)
-    # N = 128 is a legal GPTQ shape that Marlin's unpack rejects: refused up front
-    with pytest.raises(ShapeError, match="N: must be a positive multiple of 256"):
-        marlin.repack_gptq(gptq.pack_qweight(np.zeros((128, 128), np.uint8), 4), 128, zeros=np.full((1, 128), 8))
-
-
-def test_gptq_repack_refuses_asymmetric_zero_points_with_the_reason():
-    from refsim.formats import gptq
-
-    qweight = gptq.pack_qweight(np.zeros((128, 256), np.uint8), 4)
-    zeros = np.full((1, 256), 8)
-    zeros[0, 5] = 7  # one asymmetric column: repacking would shift it by -s
-    with pytest.raises(FormatRuleError, match=r"symmetric.*first zeros\[0, 5\] = 7"):
-        marlin.repack_gptq(qweight, 128, zeros=zeros)
 
 
 # --------------------------------------------------------------------------- properties (hypothesis)

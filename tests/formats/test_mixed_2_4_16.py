@@ -1,5 +1,5 @@
-"""Tests of refsim.formats.mixed_2_4_16 (the 2/4/16-bit format): eq. 9 sensitivity, the 2/4-bit
-split, second-order scales and scale clipping, outliers only in 2-bit groups stored as valid CSR,
+"""Tests of refsim.formats.mixed_2_4_16 (the 2/4/16-bit format; its quantizer is tested in
+tests/quant/test_mixed_2_4_16.py): dequantization as first order times second order, CSR checks,
 bit layout worked examples, pack/unpack against plain loops, the average-bit identity, the GEMV
 against its loop twin and a derived error bound, and bad input; property: on drawn legal problems
 pack round-trips, the CSR is valid and the average-bit formula equals the packed byte count."""
@@ -13,8 +13,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
+from refsim.errors import FormatRuleError
 from refsim.formats import mixed_2_4_16 as F
+from refsim.quant import mixed_2_4_16 as Q
 from refsim.testing import assert_bitexact, examples
 
 PACKED = ("w_main", "w_side", "meta2", "meta4", "s2", "z2", "group_bits", "row_ptr", "col", "val")
@@ -29,54 +30,10 @@ def _problem(seed=0, k=160, n=32, t=96):
     return W, H, X
 
 
-# ------------------------------------------------------------------ sensitivity / selection
-def test_group_sensitivity_is_eq9_loop():
-    W, H, _ = _problem(1, k=48, n=16)
-    hd = F.inverse_hessian_diag(H)
-    Hd = H.copy()
-    Hd[np.diag_indices_from(Hd)] += 0.01 * np.mean(np.diag(H))
-    np.testing.assert_allclose(hd, np.diag(np.linalg.inv(Hd)), rtol=1e-9)
-    S = F.group_sensitivity(W, hd)
-    for i in range(3):
-        expected = sum(float(W[16 * i + m, j]) ** 2 / hd[16 * i + m] ** 2 for m in range(16) for j in range(16))
-        assert abs(S[i] - expected) <= 1e-9 * expected
-
-
-def test_planted_large_group_becomes_4bit():
-    W, H, _ = _problem(2)
-    W[64:80] *= 20.0                           # group 4
-    m = F.quantize(W, H, alpha=0.1, outlier_ratio=0.0)
-    assert m.four.sum() == 1 and m.four[4]
-
-
-@pytest.mark.parametrize("alpha, n4", [(0.0, 0), (0.1, 1), (0.25, 3), (0.5, 5), (1.0, 10)])
-def test_number_of_4bit_groups_is_alpha_share_rounded_half_up(alpha, n4):
-    W, H, _ = _problem(3)
-    assert F.quantize(W, H, alpha=alpha, outlier_ratio=0.0).four.sum() == n4   # G = 10
-
-
 # ------------------------------------------------------------------ scales
-def test_second_order_codes_and_scale_clipping():
-    W, H, _ = _problem(4)
-    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0)
-    assert m.code.max() <= 15 and m.z2.max() == 0          # non-negative scales: z2 is always 0
-    two = np.flatnonzero(~m.four)
-    for j, gi in enumerate(two):
-        if j % 3:
-            assert np.all(m.code[gi] % 2 == 0) and m.code[gi].max() <= 14
-    # independent: s2 = fp16(max over the 16-column block of the raw scale (xmax - xmin)/maxq / 15)
-    gi = two[0]
-    blk = W[16 * gi:16 * gi + 16, :16]
-    raw = (np.maximum(blk.max(0), 0) - np.minimum(blk.min(0), 0)) / np.float32(3)
-    assert_bitexact(m.s2[gi, 0], np.float16(raw.max() / np.float32(15)), name="s2")
-    unclipped = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0, clip_scales=False)
-    with pytest.raises(FormatRuleError, match="even"):
-        F.pack(unclipped)
-
-
 def test_dequantize_is_first_order_times_second_order():
     W, H, _ = _problem(5, k=64, n=16)
-    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0)
+    m = Q.quantize(W, H, alpha=0.25, outlier_ratio=0.0)
     deq = F.dequantize(m)
     for g in range(4):
         for j in range(16):
@@ -87,22 +44,6 @@ def test_dequantize_is_first_order_times_second_order():
 
 
 # ------------------------------------------------------------------ outliers
-def test_outliers_only_in_2bit_groups_and_valid_csr():
-    W, H, _ = _problem(6)
-    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
-    k, n = W.shape
-    assert m.col.size == int(np.floor(0.005 * k * n))
-    F.check_csr(m.row_ptr, m.col, m.val, n_rows=n, n_cols=k)
-    assert np.all(np.diff(m.row_ptr) >= 0)
-    deq = F.dequantize(m)
-    for r in range(n):
-        for e in range(m.row_ptr[r], m.row_ptr[r + 1]):
-            c = int(m.col[e])
-            assert not m.four[c // 16]
-            assert m.q[c, r] == m.zero[c // 16, r]                    # dense part is exactly 0
-            assert deq[c, r] == np.float32(np.float16(W[c, r]))       # the fp16 outlier itself
-
-
 def test_check_csr_rejects_broken_matrices():
     rp = np.array([0, 2, 1], np.int32)
     with pytest.raises(FormatRuleError, match="end at nnz|monotone"):
@@ -116,7 +57,7 @@ def test_check_csr_rejects_broken_matrices():
 # ------------------------------------------------------------------ bit layout and packing
 def test_two_bit_word_worked_example():
     W, H, _ = _problem(7, k=48, n=16)
-    m = F.quantize(W, H, alpha=0.0, outlier_ratio=0.0)
+    m = Q.quantize(W, H, alpha=0.0, outlier_ratio=0.0)
     q = m.q.copy()
     q[0:16, 0] = [1, 2, 3] + [0] * 13
     m2 = F.Mixed2416(q, m.zero, m.code, m.s2, m.z2, m.four, m.row_ptr, m.col, m.val)
@@ -126,7 +67,7 @@ def test_two_bit_word_worked_example():
 @pytest.mark.parametrize("alpha", [0.0, 0.1, 0.25, 0.4, 1.0])
 def test_pack_matches_loop_and_unpack_inverts(alpha):
     W, H, _ = _problem(8)
-    m = F.quantize(W, H, alpha=alpha, outlier_ratio=0.002)
+    m = Q.quantize(W, H, alpha=alpha, outlier_ratio=0.002)
     p, pr = F.pack(m), F.pack_reference(m)
     for f in PACKED:
         assert_bitexact(getattr(p, f), getattr(pr, f), name=f)
@@ -139,7 +80,7 @@ def test_pack_matches_loop_and_unpack_inverts(alpha):
 @pytest.mark.parametrize("alpha, ratio", [(0.0, 0.0), (0.25, 0.002), (0.1, 0.005), (1.0, 0.0)])
 def test_average_bits_formula_equals_packed_bytes(alpha, ratio):
     W, H, _ = _problem(9)
-    m = F.quantize(W, H, alpha=alpha, outlier_ratio=ratio)
+    m = Q.quantize(W, H, alpha=alpha, outlier_ratio=ratio)
     p = F.pack(m)
     k, n = W.shape
     assert F.average_bits(k, n, int(m.four.sum()), m.col.size) == Fraction(8 * p.nbytes, k * n)
@@ -164,14 +105,14 @@ def test_paper_eq10_matches_the_papers_table4_bits():
 @pytest.mark.parametrize("alpha", [0.0, 0.25])
 def test_gemv_matches_loop_bit_for_bit(alpha):
     W, H, _ = _problem(10, k=96, n=16)
-    p = F.pack(F.quantize(W, H, alpha=alpha, outlier_ratio=0.005))
+    p = F.pack(Q.quantize(W, H, alpha=alpha, outlier_ratio=0.005))
     x = np.random.default_rng(0).standard_normal(96).astype(np.float16)
     assert_bitexact(F.gemv(p, x), F.gemv_reference(p, x), name="y")
 
 
 def test_gemv_close_to_exact_product_with_derived_bound():
     W, H, _ = _problem(11)
-    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
+    m = Q.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
     x = np.random.default_rng(1).standard_normal(W.shape[0]).astype(np.float16)
     y = F.gemv(F.pack(m), x).astype(np.float64)
     deq = F.dequantize(m).astype(np.float64)
@@ -183,44 +124,11 @@ def test_gemv_close_to_exact_product_with_derived_bound():
     assert np.all(np.abs(y - exact) <= bound)
 
 
-# ------------------------------------------------------------------ bad input
-def test_bad_input_raises_named_errors():
-    W, H, _ = _problem(12, k=64, n=16)
-    with pytest.raises(FormatRuleError, match="alpha"):
-        F.quantize(W, H, alpha=1.5)
-    with pytest.raises(FormatRuleError, match="alpha"):
-        F.quantize(W, H, alpha=-0.1)
-    with pytest.raises(FormatRuleError, match="outlier_ratio"):
-        F.quantize(W, H, outlier_ratio=0.006)
-    with pytest.raises(ShapeError, match="multiple of the group size"):
-        F.quantize(W[:40], H[:40, :40])
-    with pytest.raises(ShapeError, match="second-order"):
-        F.quantize(W[:, :8], H)
-    bad = W.copy()
-    bad[3, 3] = np.inf
-    with pytest.raises(NonFiniteError):
-        F.quantize(bad, H)
-    with pytest.raises(FormatRuleError, match="positive definite after dampening"):
-        F.quantize(W, -H)
-
-
-def test_rank_deficient_hessian_is_rescued_by_dampening_and_inputs_untouched():
-    W, _, X = _problem(13, k=64, n=16, t=8)                 # 8 tokens: rank(H) <= 8 < 64
-    H = (2.0 / 8) * X.T.astype(np.float64) @ X.astype(np.float64)
-    W0, H0 = W.copy(), H.copy()
-    with pytest.raises(FormatRuleError):
-        F.quantize(W, H, percdamp=0.0)
-    m = F.quantize(W, H)                                    # percdamp 0.01 makes it definite
-    assert m.q.shape == W.shape
-    assert_bitexact(W, W0, name="W")
-    assert_bitexact(H, H0, name="H")
-
-
 def test_unit_layout_mixed_units_then_pure_2bit_units():
     # K = 160: G = 10. alpha = 0.1 -> one 4-bit group; n2 = 9: mixed unit 0 = 2-bit ranks 0-2 +
     # the 4-bit low half; pure unit 1 = ranks 3-6; unit 2 = ranks 7, 8 and two padding words
     W, H, _ = _problem(14)
-    m = F.quantize(W, H, alpha=0.1, outlier_ratio=0.0)
+    m = Q.quantize(W, H, alpha=0.1, outlier_ratio=0.0)
     g4 = int(np.flatnonzero(m.four)[0])
     two = [g for g in range(10) if g != g4]
     q = m.q.copy()
@@ -240,7 +148,7 @@ def test_unit_layout_mixed_units_then_pure_2bit_units():
 def test_every_code_at_every_position_packs_lsb_first():
     # 16 shifts put every 2-bit code and every 4-bit code at every position t of a group
     W, H, _ = _problem(15, k=64, n=16)
-    m = F.quantize(W, H, alpha=0.25, outlier_ratio=0.0)         # 1 four-bit group, 3 two-bit groups
+    m = Q.quantize(W, H, alpha=0.25, outlier_ratio=0.0)         # 1 four-bit group, 3 two-bit groups
     g4 = int(np.flatnonzero(m.four)[0])
     for shift in range(16):
         q = np.zeros_like(m.q)
@@ -266,36 +174,6 @@ def test_check_csr_names_the_row_whose_columns_do_not_ascend():
         F.check_csr(row_ptr, np.array([9, 9, 1, 4, 8, 0], np.uint16), val, n_rows=4, n_cols=16)
 
 
-def test_largest_picks_the_same_set_as_a_stable_full_sort_including_ties():
-    rng = np.random.default_rng(5)
-    score = rng.integers(0, 6, (40, 12)).astype(np.float64)      # many ties
-    score[rng.random(score.shape) < 0.2] = -np.inf
-    for count in (0, 1, 7, 100, 300, 384):
-        want = np.sort(np.argsort(-score, axis=None, kind="stable")[:count])
-        assert_bitexact(np.sort(F._largest(score, count)), want, f"count={count}")
-
-
-def test_quantize_hinv_equals_quantize_given_the_same_diagonal():
-    rng = np.random.default_rng(21)
-    W = (rng.standard_normal((256, 32)) * 0.05).astype(np.float32)
-    X = rng.standard_normal((40, 256))
-    H = X.T @ X / 40 + np.eye(256)
-    W_before = W.copy()
-    a = F.quantize(W, H, alpha=0.25, outlier_ratio=0.005)
-    hd = F.inverse_hessian_diag(H)
-    b = F.quantize_hinv(W, hd, alpha=0.25, outlier_ratio=0.005)
-    pa, pb = F.pack(a), F.pack(b)
-    for f in pa.__dataclass_fields__:
-        assert_bitexact(getattr(pa, f), getattr(pb, f), f)
-    assert np.array_equal(W, W_before)
-    with pytest.raises(FormatRuleError, match="hinv_diag: must be > 0"):
-        F.quantize_hinv(W, np.where(np.arange(256) == 3, 0.0, hd))
-    with pytest.raises(ShapeError, match="hinv_diag"):
-        F.quantize_hinv(W, hd[:-1])
-    with pytest.raises(NonFiniteError, match="hinv_diag"):
-        F.quantize_hinv(W, np.where(np.arange(256) == 3, np.nan, hd))
-
-
 def test_harness_lowrank_hinv_diag_is_the_damped_inverse_diagonal():
     """The harness builds layer-sized 2/4/16 cases without the (K, K) Hessian (Woodbury);
     against the Cholesky route on the same H (rounding-level agreement: two algorithms)."""
@@ -303,32 +181,10 @@ def test_harness_lowrank_hinv_diag_is_the_damped_inverse_diagonal():
     rng = np.random.default_rng(22)
     for k in (16, 256, 1024):
         X = rng.standard_normal((64, k))
-        want = F.inverse_hessian_diag(X.T @ X / 64 + np.eye(k))
+        want = Q.inverse_hessian_diag(X.T @ X / 64 + np.eye(k))
         got = _lowrank_hinv_diag(X)
         assert np.max(np.abs(got - want) / want) < 1e-12
     assert np.max(np.abs(_lowrank_hinv_diag(X, percdamp=0.5) - want) / want) > 1e-3   # damping is read
-
-
-@pytest.mark.parametrize("seed, k, n, alpha, ratio, clip, digest", [
-    (31, 512, 64, 0.25, 0.005, True, "d235a8d2b5fc3b406fd58bd621e3762f99e16b8fb05f9ec68ad20fe06ce8b0aa"),
-    (32, 1024, 32, 0.5, 0.002, False, "048e3e8d022c3ebea7ecdc9108266ca17241339855c2194339119babd294c331"),
-])
-def test_quantizer_bits_pinned(seed, k, n, alpha, ratio, clip, digest):
-    """SHA-256 of every Mixed2416 field (name, dtype, bytes), pinned from the quantizer as it was
-    before the one-score / broadcast rewrite (commit 38558d9): the rewrite changed no bit."""
-    import dataclasses
-    import hashlib
-    rng = np.random.default_rng(seed)
-    W = (rng.standard_normal((k, n)) * rng.uniform(0.01, 0.2, (k, 1))).astype(np.float32)
-    hd = rng.uniform(0.1, 2, k)
-    m = F.quantize_hinv(W, hd, alpha=alpha, outlier_ratio=ratio, clip_scales=clip)
-    h = hashlib.sha256()
-    for f in dataclasses.fields(m):
-        x = np.ascontiguousarray(getattr(m, f.name))
-        h.update(f.name.encode())
-        h.update(str(x.dtype).encode())
-        h.update(x.tobytes())
-    assert h.hexdigest() == digest
 
 
 # --------------------------------------------------------------------------- properties (hypothesis)
@@ -353,7 +209,7 @@ def test_pack_round_trip_csr_and_average_bits(problem):
     W = (rng.standard_normal((k, n)) * rng.uniform(0.01, 1.0)).astype(np.float32)
     X = rng.standard_normal((2 * k, k))
     H = (X.T @ X) / k
-    m = F.quantize(W, H, alpha=alpha, outlier_ratio=ratio)
+    m = Q.quantize(W, H, alpha=alpha, outlier_ratio=ratio)
     p = F.pack(m)
     pr = F.pack_reference(m)
     for f in ("w_main", "w_side", "meta2", "meta4", "group_bits"):

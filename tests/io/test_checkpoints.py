@@ -15,6 +15,7 @@ from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import marlin as marlin_format
 from refsim.formats import mixed_2_4_16 as m2416
+from refsim.quant import mixed_2_4_16 as q2416
 from refsim.io import detect, open_checkpoint
 from refsim.io.containers import (AnyPrecisionLayer, AtomLayerFile, MarlinLayer, Mixed2416Layer, write_anyprec,
                                   write_refsim)
@@ -119,7 +120,7 @@ def test_marlin_anyprec_atom_mixed_round_trips(tmp_path):
     # 2/4/16
     W = rng.standard_normal((64, 32)).astype(np.float32)
     X = rng.standard_normal((128, 64)).astype(np.float32)
-    packed = m2416.pack(m2416.quantize(W, X.T @ X, outlier_ratio=0.005))
+    packed = m2416.pack(q2416.quantize(W, X.T @ X, outlier_ratio=0.005))
     mx = Mixed2416Layer(L0, packed, 64)
     (tmp_path / "x").mkdir()
     write_refsim(tmp_path / "x", "mixed_2_4_16", [mx])

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refsim.arith import hw_samples as hw
-from refsim.arith import tensor_core as tc
+from refsim.arith import mma_steps, tensor_core as tc
 from refsim.emulator import marlin_kernel as mk
 from refsim.formats import marlin
 from refsim.native import emulators as native
@@ -45,10 +45,10 @@ def test_compiled_k16_step_equals_numpy_path(arch):
     A[1, :] = -0.0                                         # a row of negative-zero products
     B[:, 7] = 0.0
     acc = _adversarial_acc(rng, (W, R, N))
-    a, b = tc.MmaOperand(A), tc.MmaOperand(B)
+    a, b = mma_steps.MmaOperand(A), mma_steps.MmaOperand(B)
     kblocks = np.array([5, 0, 3, 2])
-    got = tc.mma_k16_f32_steps(arch, a, b, kblocks, acc, native=True)
-    want = tc.mma_k16_f32_steps(arch, a, b, kblocks, acc, native=False)
+    got = mma_steps.mma_k16_f32_steps(arch, a, b, kblocks, acc, native=True)
+    want = mma_steps.mma_k16_f32_steps(arch, a, b, kblocks, acc, native=False)
     assert_bitexact(got, want, f"compiled k16 step {arch}")
 
 
@@ -60,7 +60,7 @@ def test_compiled_k16_step_equals_the_integer_instruction_model(arch):
     A = _adversarial_f16(rng, (16, 32))
     B = _adversarial_f16(rng, (32, 64))
     C = _adversarial_acc(rng, (1, 16, 64))
-    got = tc.mma_k16_f32_steps(arch, tc.MmaOperand(A), tc.MmaOperand(B), np.array([1]), C, native=True)[0]
+    got = mma_steps.mma_k16_f32_steps(arch, mma_steps.MmaOperand(A), mma_steps.MmaOperand(B), np.array([1]), C, native=True)[0]
     tiles = B[16:32].reshape(16, 8, 8).transpose(1, 0, 2)                      # (N/8, K=16, 8)
     ctiles = C[0].reshape(16, 8, 8).transpose(1, 0, 2)                         # (N/8, M=16, 8)
     want = tc.mma_m16n8k16(arch, A[:, 16:32], tiles, ctiles).transpose(1, 0, 2).reshape(16, 64)
@@ -82,9 +82,9 @@ def test_compiled_kernel_reproduces_the_hardware_rows(gpu, arch):
     A = np.full((rows, 16), -0.0, np.float16)
     Bk = np.zeros((rows, 16), np.float16)
     A[:, 16 - L:], Bk[:, 16 - L:] = a, b
-    Aop = tc.MmaOperand(A.reshape(1, rows * 16))                                # (1, K)
-    Bop = tc.MmaOperand(Bk.reshape(rows * 16, 1))                               # (K, 1)
-    got = tc.mma_k16_f32_steps(arch, Aop, Bop, np.arange(rows), c.reshape(rows, 1, 1), native=True)
+    Aop = mma_steps.MmaOperand(A.reshape(1, rows * 16))                                # (1, K)
+    Bop = mma_steps.MmaOperand(Bk.reshape(rows * 16, 1))                               # (K, 1)
+    got = mma_steps.mma_k16_f32_steps(arch, Aop, Bop, np.arange(rows), c.reshape(rows, 1, 1), native=True)
     assert rows > 100
     assert_bitexact(got.reshape(rows), d32, f"{gpu} hardware rows, compiled kernel")
 
@@ -205,12 +205,13 @@ def test_compiled_mixed_group_sums_equal_numpy_on_any_weights(g, n):
 def test_compiled_mixed_gemv_equals_the_numpy_emulation():
     from refsim.emulator import mixed_2_4_16_kernel as mx
     from refsim.formats import mixed_2_4_16 as fmt
+    from refsim.quant import mixed_2_4_16 as quant
 
     rng = np.random.default_rng(4)
     k, n = 640, 48
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = rng.standard_normal((64, k))
-    p = fmt.pack(fmt.quantize(W, X.T @ X / 64 + np.eye(k), alpha=0.25, outlier_ratio=0.005))
+    p = fmt.pack(quant.quantize(W, X.T @ X / 64 + np.eye(k), alpha=0.25, outlier_ratio=0.005))
     x = _adversarial_f16(rng, k)
     ref = mx.mixed_gemv(p, x, native=False)
     assert_bitexact(mx.mixed_gemv(p, x, native=True), ref, "mixed_gemv")
@@ -314,9 +315,9 @@ def test_compiled_k16_step_equals_numpy_on_any_finite_bits(arch, r, n, w, seed):
     acc[(acc & 0x7F800000) == 0x7F800000] &= 0xBFFFFFFF   # finite accumulators, all classes
     acc = acc.view(np.float32)
     kb = rng.permutation(w)
-    a, b = tc.MmaOperand(A), tc.MmaOperand(B)
-    assert_bitexact(tc.mma_k16_f32_steps(arch, a, b, kb, acc, native=True),
-                    tc.mma_k16_f32_steps(arch, a, b, kb, acc, native=False), arch)
+    a, b = mma_steps.MmaOperand(A), mma_steps.MmaOperand(B)
+    assert_bitexact(mma_steps.mma_k16_f32_steps(arch, a, b, kb, acc, native=True),
+                    mma_steps.mma_k16_f32_steps(arch, a, b, kb, acc, native=False), arch)
 
 
 @settings(max_examples=examples(40))
@@ -374,11 +375,12 @@ def test_compiled_mixed_group_sums_equal_numpy_on_any_bits(g, n, specials, seed)
 def test_mixed_gemv_and_dequantization_are_the_same_on_both_paths(k, n, alpha, seed):
     from refsim.emulator import mixed_2_4_16_kernel as mx
     from refsim.formats import mixed_2_4_16 as fmt
+    from refsim.quant import mixed_2_4_16 as quant
 
     rng = np.random.default_rng(seed)
     W = (rng.standard_normal((k, n)) * 0.05 * 2.0 ** rng.integers(-4, 4, (k, n))).astype(np.float32)
     X = rng.standard_normal((32, k))
-    p = fmt.pack(fmt.quantize(W, X.T @ X / 32 + np.eye(k), alpha=alpha, outlier_ratio=0.005))
+    p = fmt.pack(quant.quantize(W, X.T @ X / 32 + np.eye(k), alpha=alpha, outlier_ratio=0.005))
     assert_bitexact(mx.dequantized_weights(p), mx.dequantized_weights_reference(p), "dequantized weights")
     x = _finite_f16(rng, k)
     assert_bitexact(mx.mixed_gemv(p, x, native=True), mx.mixed_gemv(p, x, native=False), "mixed_gemv")

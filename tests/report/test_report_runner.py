@@ -31,7 +31,7 @@ def test_blas_is_single_threaded_inside_the_report_only(tmp_path, monkeypatch):
 
 
 def test_shared_2_4_16_problem_equals_a_fresh_one():
-    from refsim.formats import mixed_2_4_16 as F
+    from refsim.quant import mixed_2_4_16 as Q
     from refsim.report.sections import mixed_2_4_16 as sec
 
     W, m = sec._problem(alpha=0.1)
@@ -39,7 +39,7 @@ def test_shared_2_4_16_problem_equals_a_fresh_one():
     rng = np.random.default_rng(0)
     W2 = (rng.standard_normal((160, 32)) * 0.05).astype(np.float32)
     X = rng.standard_normal((320, 160))
-    fresh = F.quantize(W2, X.T @ X / 160, alpha=0.1, outlier_ratio=0.005)
+    fresh = Q.quantize(W2, X.T @ X / 160, alpha=0.1, outlier_ratio=0.005)
     assert np.array_equal(W.view(np.uint32), W2.view(np.uint32))
     for f in ("q", "code", "zero", "four", "col", "row_ptr", "val"):
         a, b = np.asarray(getattr(m, f)), np.asarray(getattr(fresh, f))

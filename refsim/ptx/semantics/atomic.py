@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.arith import fp
+from refsim.arith import rounding
 from refsim.ptx.errors import PtxUnsupportedError
 from refsim.ptx.semantics.floating import elementwise, flush_subnormal
 
@@ -75,7 +75,7 @@ def atom_apply(op: str, type: str, old, b, c=None, *, noftz: bool = False, space
         prep = (lambda x: flush_subnormal(x, st)) if ftz else (lambda x: x)
 
         def add(x, y):
-            r = fp.fp_add(prep(x), prep(y), st, "rn")
+            r = rounding.fp_add(prep(x), prep(y), st, "rn")
             return flush_subnormal(r, st) if ftz else r
 
         return elementwise(type, add)(o.astype(u), v.astype(u))[0].astype(u)

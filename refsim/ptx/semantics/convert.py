@@ -9,7 +9,7 @@ types           integers u8/u16/u32/u64/s8/s16/s32/s64; floats f16, bf16, f32, f
 int -> int      value of the source type, then modulo 2^w of the destination (wrap), or clamped to the
                 destination range with ``.sat``. No rounding modifier.
 int -> float    ``.rn/.rz/.rm/.rp`` required; exact value (64-bit included) rounded once
-                (:func:`refsim.arith.fp.int_to_float`).
+                (:func:`refsim.arith.rounding.int_to_float`).
 float -> int    ``.rni/.rzi/.rmi/.rpi`` required: round to an integral value (nearest-even, toward zero,
                 toward -Inf, toward +Inf), then clamp to the destination range (saturation is the
                 default, ``.sat`` is redundant). NaN: 0 when the source is not f64 *and* the destination
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.arith import fp
+from refsim.arith import fp, rounding
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 from refsim.ptx.semantics.floating import decode, encode, flush_subnormal
 
@@ -159,7 +159,7 @@ def convert(op: Op) -> Handler:
                            dst_types=(dst,), src_types=(src,), kind="alu", isa=sec)
 
         def i2f(a):
-            x = fp.int_to_float(_int_value(a, sk, sw), sk == "s", dst, frnd[0])
+            x = rounding.int_to_float(_int_value(a, sk, sw), sk == "s", dst, frnd[0])
             return (encode(_saturate(x, sat), dst),)
 
         return Handler(fn=i2f, dst_types=(dst,), src_types=(src,), kind="alu", isa=sec)
@@ -224,7 +224,7 @@ def _float_to_float(op: Op, src: str, dst: str, mode: str, ftz: bool, sat: bool,
 
     def fn(a):
         x = decode(a, src, ftz=ftz and src == "f32")
-        r = x if widening else fp.round_float64(x, dst, mode)   # widening is exact: nothing to round
+        r = x if widening else rounding.round_float64(x, dst, mode)   # widening is exact: nothing to round
         if satfinite:
             r = np.where(np.isinf(r), np.copysign(_MAX[dst], r), r)
         if relu:

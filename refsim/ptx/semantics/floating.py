@@ -3,7 +3,7 @@
 Spec
 ----
 values          bit patterns (f16/bf16 uint16; f32, f16x2, bf16x2 uint32; f64 uint64), decoded exactly
-                to float64, computed by :mod:`refsim.arith.fp` (the one home of exact rounding),
+                to float64, computed by :mod:`refsim.arith.rounding` (exact rounding in every mode),
                 encoded back. Packed x2 types apply the scalar rule to the low and the high half.
 rounding        ``.rn`` (default when no modifier is written), ``.rz``, ``.rm``, ``.rp`` for f32/f64
                 add/sub/mul/fma (and ``mad.rnd.f32`` = ``fma.rnd.f32``); f16/bf16 forms take ``.rn`` only
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.arith import fp
+from refsim.arith import fp, rounding
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
 __all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "CANONICAL_NAN", "BUILDERS"]
@@ -197,12 +197,12 @@ def build(op: Op, arch: str) -> Handler:
                                       "executes mad.rnd.f32/f64 (= fma.rnd) only")
         if name in ("add", "sub"):
             flip = np.negative if name == "sub" else np.positive   # a - b = a + (-b), signs of zeros included
-            return alu(lambda a, b: _finish(fp.fp_add(inputs(a), flip(inputs(b)), st, mode), st, ftz, sat), 2, sec)
+            return alu(lambda a, b: _finish(rounding.fp_add(inputs(a), flip(inputs(b)), st, mode), st, ftz, sat), 2, sec)
         if name == "mul":
-            return alu(lambda a, b: _finish(fp.fp_mul(inputs(a), inputs(b), st, mode), st, ftz, sat), 2, sec)
+            return alu(lambda a, b: _finish(rounding.fp_mul(inputs(a), inputs(b), st, mode), st, ftz, sat), 2, sec)
         if name == "fma" and half and not rnd:
             raise unsupported(op, "fma on half types needs .rn")
-        return alu(lambda a, b, c: _finish(fp.fp_fma(inputs(a), inputs(b), inputs(c), st, mode), st, ftz, sat),
+        return alu(lambda a, b, c: _finish(rounding.fp_fma(inputs(a), inputs(b), inputs(c), st, mode), st, ftz, sat),
                    3, sec)
 
     if name in ("div", "rcp", "sqrt"):
@@ -213,10 +213,10 @@ def build(op: Op, arch: str) -> Handler:
         if not rnd or mode != "rn":
             raise unsupported(op, f"only the .rn form is executed exactly (directed {name} not implemented)")
         if name == "div":
-            return alu(lambda a, b: _finish(fp.fp_div(inputs(a), inputs(b), st), st, ftz, sat), 2, sec)
+            return alu(lambda a, b: _finish(rounding.fp_div(inputs(a), inputs(b), st), st, ftz, sat), 2, sec)
         if name == "rcp":
-            return alu(lambda a: _finish(fp.fp_div(np.ones_like(a), inputs(a), st), st, ftz, sat), 1, sec)
-        return alu(lambda a: _finish(fp.fp_sqrt(inputs(a), st), st, ftz, sat), 1, sec)
+            return alu(lambda a: _finish(rounding.fp_div(np.ones_like(a), inputs(a), st), st, ftz, sat), 1, sec)
+        return alu(lambda a: _finish(rounding.fp_sqrt(inputs(a), st), st, ftz, sat), 1, sec)
 
     if name in ("neg", "abs"):
         if rest or rnd or sat:

@@ -20,8 +20,9 @@ ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b1
                 or, with .trans, M_j[2(l%4) + h][l/4] — :func:`refsim.arith.fragments.ldmatrix_layout`.
 mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` uint32 registers.
                 Fragments: :mod:`refsim.arith.fragments` (index maps from the PTX ISA figures);
-                arithmetic: :mod:`refsim.arith.tensor_core` (T-FDPA model of ``arch`` for f16 inputs,
-                exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``) and
+                arithmetic: :mod:`refsim.arith.tensor_core` (T-FDPA model of ``arch`` for f16 inputs; its
+                fast path :mod:`refsim.arith.mma_steps` for finite k16 f32 steps),
+                :mod:`refsim.arith.integer_mma` (exact int32 for s8/u8/s4/u4, wrap or ``.satfinite``) and
                 :mod:`refsim.arith.tensor_core_types` (bf16, tf32, e4m3/e5m2). Shapes executed (the list
                 with archs is ``refsim.arith.tensor_core_types.modelled()``):
                     m16n8k16 .row.col f16 x f16 -> f32|f16 (C as D)       na 4, nb 2, nc/nd 4 (f32) or 2 (f16)
@@ -41,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.arith import fragments
-from refsim.arith import tensor_core
+from refsim.arith import integer_mma, mma_steps, tensor_core
 from refsim.arith import tensor_core_types
 from refsim.errors import RefsimError
 from refsim.ptx.arch import sm_number
@@ -263,10 +264,10 @@ def _build_mma(op: Op, arch: str) -> Handler:
             else:
                 C = _regs_to_matrix(c, lc, 16).view(np.float16)
             if K == 16 and dtype == ctype == "f32" and np.isfinite(A).all() and np.isfinite(B).all() \
-                    and np.isfinite(C).all():                              # tensor_core's fast path (finite)
-                opa, opb = tensor_core.MmaOperand(A), tensor_core.MmaOperand(np.swapaxes(B, -1, -2))
-                D = tensor_core.mma_k16_f32(arch, opa.values[..., :, None, :], opa.exps[..., :, None, :],
-                                            opb.values[..., None, :, :], opb.exps[..., None, :, :], C)
+                    and np.isfinite(C).all():                              # mma_steps: the fast path (finite)
+                opa, opb = mma_steps.MmaOperand(A), mma_steps.MmaOperand(np.swapaxes(B, -1, -2))
+                D = mma_steps.mma_k16_f32(arch, opa.values[..., :, None, :], opa.exps[..., :, None, :],
+                                          opb.values[..., None, :, :], opb.exps[..., None, :, :], C)
             elif K == 16:
                 D = tensor_core.mma_m16n8k16(arch, A, B, C, d_np)
             else:                                                         # one block of 8 products
@@ -310,7 +311,7 @@ def _build_mma(op: Op, arch: str) -> Handler:
             A = _regs_to_matrix(a, la, bits, signed=atype[0] == "s")
             B = _regs_to_matrix(b, lb, bits, signed=btype[0] == "s")
             C = lc.scatter(np.asarray(c).astype(np.uint32).view(np.int32))
-            D = tensor_core.mma_int(A, B, C, atype=atype, btype=btype, satfinite=satfinite)
+            D = integer_mma.mma_int(A, B, C, atype=atype, btype=btype, satfinite=satfinite)
             return (lc.gather(D).view(np.uint32),)
 
         na = la.elements_per_lane // la.per_reg

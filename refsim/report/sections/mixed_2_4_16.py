@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from refsim.formats import mixed_2_4_16 as F
+from refsim.quant import mixed_2_4_16 as Q
 from refsim.report import Check
 from refsim.testing import assert_bitexact
 
@@ -27,7 +28,7 @@ def _problem_cached(k, n, alpha, ratio, seed):
     rng = np.random.default_rng(seed)
     W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
     X = rng.standard_normal((2 * k, k))
-    m = F.quantize(W, X.T @ X / k, alpha=alpha, outlier_ratio=ratio)
+    m = Q.quantize(W, X.T @ X / k, alpha=alpha, outlier_ratio=ratio)
     for arr in [W] + [getattr(m, f.name) for f in dataclasses.fields(m)]:
         if isinstance(arr, np.ndarray):
             arr.setflags(write=False)   # shared between checks: a writer would raise, not corrupt

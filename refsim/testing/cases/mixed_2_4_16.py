@@ -10,7 +10,7 @@ one; 2-bit only, 4-bit only, mixed. One warp per output channel::
     lane t: units t, t+32, ...  -> fp16 hfma2 chains per group of 16 -> fp32 lane sum
     fp32 shfl_down tree -> lane 0 adds the row's outliers in stored order -> y[n] = fp16(acc)
 
-The cases are quantized with ``mixed_2_4_16.quantize_hinv`` on diag(H^-1) of a damped low-rank
+The cases are quantized with ``refsim.quant.mixed_2_4_16.quantize_hinv`` on diag(H^-1) of a damped low-rank
 calibration Hessian computed by Woodbury (:func:`lowrank_hinv_diag`), so K = 11008 needs no 1 GB
 Hessian and no K^3 Cholesky.
 """
@@ -23,6 +23,7 @@ import numpy as np
 
 from refsim.emulator import mixed_2_4_16_kernel as mx
 from refsim.formats import mixed_2_4_16 as mixed
+from refsim.quant import mixed_2_4_16 as mixed_quant
 from refsim.testing.cases.base import DATA_KINDS, Format, Linear, Probe, keep_columns, values
 
 
@@ -31,7 +32,7 @@ def lowrank_hinv_diag(X: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
     damped as the quantizer damps it (+ percdamp · mean diag H), without forming the (K, K) H:
     H_d = c I + U U^T with U = X^T / sqrt(r), c = 1 + damp, and by Woodbury
     H_d^-1 = (I - U (c I_r + U^T U)^-1 U^T) / c, so only an (r, r) system is solved (O(K r^2)
-    instead of the K^3 Cholesky; equal to ``mixed.inverse_hessian_diag(H)`` up to rounding, tested)."""
+    instead of the K^3 Cholesky; equal to ``mixed_quant.inverse_hessian_diag(H)`` up to rounding, tested)."""
     r = X.shape[0]
     U = X.T / np.sqrt(r)                                               # (K, r)
     c = 1.0 + percdamp * (1.0 + float(np.mean(np.einsum("kr,kr->k", U, U))))
@@ -58,7 +59,7 @@ class Mixed2416Cases(Format):
 
     def legal(self, case):
         mixed._check_kn(case["k"], case["n"])
-        mixed._check_alpha_ratio(case["alpha"], case["outlier_ratio"])
+        mixed_quant._check_alpha_ratio(case["alpha"], case["outlier_ratio"])
 
     def cost(self, case):
         return case["k"] * case["n"]
@@ -76,7 +77,7 @@ class Mixed2416Cases(Format):
         k, n = case["k"], case["n"]
         W = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
         X = rng.standard_normal((64, k))                                   # low-rank calibration, damped below
-        p = mixed.pack(mixed.quantize_hinv(W, lowrank_hinv_diag(X), alpha=case["alpha"],
+        p = mixed.pack(mixed_quant.quantize_hinv(W, lowrank_hinv_diag(X), alpha=case["alpha"],
                                            outlier_ratio=case["outlier_ratio"]))
         x = values(rng, case["kind"], (k,)).astype(np.float16)
         return (x,) + tuple(getattr(p, f.name) for f in dataclasses.fields(p))

@@ -6,7 +6,8 @@
 
 The fp16 instructions chain the architecture's hardware blocks along k (sm_80: k 0..7 then
 k 8..15; sm_90: one block of 16), each a truncated fused dot-product-add
-(:mod:`refsim.arith.tensor_core`); ``mma_s4`` is an exact int32 sum that wraps. Regimes of
+(:mod:`refsim.arith.tensor_core`); ``mma_s4`` is an exact int32 sum that wraps
+(:mod:`refsim.arith.integer_mma`). Regimes of
 ``mma_s4``: C near 2^31 (wrapping) and small C. Structure labels come from the fragment layouts of
 :mod:`refsim.arith.fragments`. Accuracy mode does not apply: one instruction's arithmetic is the
 hardware's own, so its bits are the thing to compare.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.arith import fragments as fr
-from refsim.arith import tensor_core as tc
+from refsim.arith import integer_mma, tensor_core as tc
 from refsim.testing.cases.base import DATA_KINDS, Format, Probe, fragment_labels, keep_columns, values
 
 
@@ -109,7 +110,7 @@ class MmaS4Cases(_Instruction):
         return A, B, C
 
     def emulate(self, inputs, arch, sms):
-        return tc.mma_int(*inputs)
+        return integer_mma.mma_int(*inputs)
 
     def locate(self, case, inputs, idx, arch, sms):
         lane, reg = fr.mma_m16n8k64_c().owner(*idx)

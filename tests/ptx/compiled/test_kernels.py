@@ -150,11 +150,12 @@ def test_cuda_mixed_and_atom_kernels(both_executors):
     import refsim.cuda as rc
     from refsim.formats import atom
     from refsim.formats import mixed_2_4_16 as m2416
+    from refsim.quant import mixed_2_4_16 as q2416
 
     rng = np.random.default_rng(4)
     W = (rng.standard_normal((128, 16)) * 0.05).astype(np.float32)
     X = rng.standard_normal((256, 128))
-    rc.mixed_gemv(m2416.pack(m2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005)),
+    rc.mixed_gemv(m2416.pack(q2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005)),
                   rng.standard_normal(128).astype(np.float16))
     m, n, kb, keeper = 20, 6, 256, 32
     a = atom.AtomActivations(rng.integers(-8, 8, (m, kb)).astype(np.int8), (rng.random((m, 2)) * 0.1).astype(np.float16),

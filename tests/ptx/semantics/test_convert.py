@@ -1,5 +1,5 @@
 """``cvt`` conformance: the ISA's edge rules as a table, every rounding mode over special values against
-an exact rational oracle, and the vectorised rounding primitive against its plain-loop twin.
+an exact rational oracle (the primitive against its plain-loop twin: tests/arith/test_rounding.py).
 
 Sources: PTX ISA 9.x, Data Movement and Conversion Instructions: cvt — rounding modifiers (.rn/.rz/.rm/.rp for float results, .rni/.rzi/
 .rmi/.rpi for integral results), float-to-integer saturation by default, the NaN-to-integer rule ("zero
@@ -15,9 +15,7 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
 
-from refsim.arith import fp
 from refsim.arith import exact
 from refsim.ptx import PtxUnsupportedError
 from refsim.ptx.semantics import Op, lookup
@@ -154,7 +152,7 @@ SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0**-149, -(2.0**-14
 def oracle(x: float, dst: str, mode: str) -> float:
     if not math.isfinite(x) or x == 0:
         return x
-    r = fp.round_fraction_directed(Fraction(x), F[dst], mode)
+    r = exact.round_fraction_directed(Fraction(x), F[dst], mode)
     if isinstance(r, float):
         return r
     return math.copysign(float(r), x) if r == 0 else float(r)
@@ -188,7 +186,7 @@ def test_int_to_float_every_mode_matches_the_exact_oracle(src, dst, mode):
     a = np.array([v & ((1 << w) - 1) for v in vals], dt)
     got = cvt((mode,), dst, src, a)
     want = bits_of([0.0 if v == 0 else (lambda r: r if isinstance(r, float) else float(r))(
-        fp.round_fraction_directed(Fraction(v), F[dst], mode)) for v in vals], dst)
+        exact.round_fraction_directed(Fraction(v), F[dst], mode)) for v in vals], dst)
     assert_bitexact(got, want, f"cvt.{mode}.{dst}.{src}")
 
 
@@ -199,14 +197,3 @@ def test_float_to_int_every_mode_matches_python_rounding(irnd, rule):
     got = cvt((irnd,), "s32", "f64", f64(*vals))
     want = [rule(Fraction(v)) & 0xFFFFFFFF for v in vals]   # Python round() is half-to-even on Fractions
     assert got.tolist() == want
-
-
-# ---------------------------------------------------------------------------------------------
-# the primitive and its twin
-
-
-@given(st.lists(st.floats(allow_nan=False, width=64), min_size=1, max_size=20),
-       st.sampled_from(["f16", "bf16", "f32"]), st.sampled_from(["rn", "rz", "rm", "rp"]))
-def test_round_float64_matches_its_plain_loop_twin(values, fmt, mode):
-    x = np.array(values, np.float64)
-    assert_bitexact(fp.round_float64(x, fmt, mode), fp.round_float64_reference(x, fmt, mode), "round_float64")
