@@ -91,7 +91,7 @@ def bench_fp(n: int) -> list[str]:
     x64 = base * (1 + rng.standard_normal(n) * 2.0**-40)
     t0 = time.perf_counter(); g = fp.cvt_f64_to_bf16(x64); t1 = time.perf_counter()
     # reference: exact rational rounding of the f64 value to bf16
-    w = np.array([float(fp.exact.round_fraction(fp.exact.to_fraction(v), fp.exact.BF16, "rne")) for v in x64],
+    w = np.array([float(fp.exact.round_fraction(fp.exact.to_fraction(v), fp.exact.BF16, "rn")) for v in x64],
                  np.float32).astype(g.dtype)  # exact: representable in bf16
     t2 = time.perf_counter()
     naive = x64.astype(g.dtype)

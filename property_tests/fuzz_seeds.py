@@ -343,8 +343,7 @@ def _lut(n=16, bits=3):
 SEEDS = {
     # ---- arith ------------------------------------------------------------------------------------
     "refsim.arith.exact.from_fraction": lambda: call(Fraction(3, 7), np.float32),
-    "refsim.arith.exact.round_fraction": lambda: call(Fraction(3, 7), exact.F16, "rne"),
-    "refsim.arith.exact.round_fraction_directed": lambda: call(Fraction(3, 7), exact.F16, "rm"),
+    "refsim.arith.exact.round_fraction": lambda: call(Fraction(3, 7), exact.F16, "rn"),
     "refsim.arith.exact.round_to_float": lambda: call(Fraction(3, 7), np.float16),
     "refsim.arith.exact.to_fraction": lambda: call(-1279.5),
     "refsim.arith.fp.add_reference": lambda: call(normal(8, np.float16), normal(8, np.float16, 1)),
@@ -522,9 +521,9 @@ SEEDS = {
     "refsim.formats.atom.quantize_weights_reference": lambda: call(
         normal((192, 6), np.float16, scale=0.05), "simulation", group_size=64, keeper=64),
     "refsim.formats.atom.reorder_index": lambda: call(positive(5)),
-    "refsim.formats.atom.round_half_away": lambda: call(normal((2, 8), scale=4.0)),
-    "refsim.formats.atom.round_half_away_reference": lambda: call(normal(8, np.float64, scale=4.0)),
-    "refsim.formats.atom.round_half_even": lambda: call(normal((2, 4), scale=4.0)),
+    "refsim.arith.integral.round_half_away": lambda: call(normal((2, 8), scale=4.0)),
+    "refsim.arith.integral.round_half_away_reference": lambda: call(normal(8, np.float64, scale=4.0)),
+    "refsim.arith.integral.round_half_even": lambda: call(normal((2, 4), scale=4.0)),
     "refsim.formats.atom.unpack_int4": lambda: call(codes((4, 2), 256)),
     "refsim.formats.atom.unpermute": lambda: call(normal((2, 4)), np.array([2, 0, 3, 1]), 1),
     "refsim.formats.atom_gemm.activation_scale_layout": lambda: call(positive((21, 3), np.float16)),
@@ -672,7 +671,7 @@ SEEDS = {
                                                           4, "half_even"),
     "refsim.formats.uniform.quantize_reference": lambda: call(normal((8, 4)), 4, scheme="gptq_asym",
                                                               granularity="group", group_size=4, clip_ratio=0.9),
-    "refsim.formats.uniform.round_to_int": lambda: call(normal((2, 4), scale=4.0), "half_even"),
+    "refsim.arith.integral.round_to_integral": lambda: call(normal((2, 4), scale=4.0), "half_away"),
     # ---- gpu_model ----------------------------------------------------------------------------------
     "refsim.gpu_model.calibrate.accuracy": lambda: call(calibration_rows()[:4], gpu(), roofline.ModelParams()),
     "refsim.gpu_model.calibrate.baseline_row_s": lambda: call(calibration_rows()[0], gpu()),

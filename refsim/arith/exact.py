@@ -11,10 +11,12 @@ Python, one value at a time) on purpose: it is the thing the fast NumPy paths ar
              ->  n * q, or ±Inf when the rounded magnitude reaches 2^(emax+1) (RNE)
                  resp. ±max-finite (RZ) — IEEE 754 overflow rules.
 
-Modes of :func:`round_fraction`: ``"rne"`` round to nearest, ties to even; ``"rz"`` toward zero;
-``"rz_inf"`` toward zero but overflow gives ±Inf (the tensor-core fp32 output rule,
-docs/emulator.md); ``"ro"`` to odd. :func:`round_fraction_directed` takes the PTX modifiers
-:data:`ROUNDING_MODES` (``rn rz rm rp``), the oracle of :mod:`refsim.arith.rounding`.
+One vocabulary of rounding modes for all of refsim (:data:`MODES`): the PTX modifiers
+:data:`ROUNDING_MODES` ``"rn"`` (nearest, ties to even), ``"rz"`` (toward zero), ``"rm"`` (toward
+-Inf), ``"rp"`` (toward +Inf), with IEEE 754 overflow (rn -> ±Inf; rz -> ±max; rm -> +max / -Inf;
+rp -> +Inf / -max), and two that hardware uses inside an operation: ``"ro"`` (to odd, the sticky
+rounding of a wider intermediate) and ``"rz_inf"`` (toward zero, but overflow gives ±Inf: the
+tensor-core fp32 output rule, docs/emulator.md).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 from refsim._validate import require_choice, require_fields
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError
 
-__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "ROUNDING_MODES", "round_fraction", "round_fraction_directed",
+__all__ = ["FloatFormat", "F16", "BF16", "F32", "F64", "ROUNDING_MODES", "MODES", "round_fraction",
            "round_to_float", "to_fraction", "from_fraction"]
 
 
@@ -73,18 +75,40 @@ def _floor_log2(x: Fraction) -> int:
     return e - 1
 
 
-_MODES = ("rne", "rz", "rz_inf", "ro")
 #: the PTX rounding modifiers ``.rn .rz .rm .rp`` (nearest-even, toward zero, toward -Inf, toward
-#: +Inf): the modes of :func:`round_fraction_directed` and of :mod:`refsim.arith.rounding`
+#: +Inf): the modes of PTX instructions and of :mod:`refsim.arith.rounding`
 ROUNDING_MODES = ("rn", "rz", "rm", "rp")
+#: every mode :func:`round_fraction` takes: the PTX modes, round-to-odd and the tensor-core output rule
+MODES = ROUNDING_MODES + ("ro", "rz_inf")
 
 
-def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction | float:
+def _steps_up(mode: str, negative: bool, n: int, inexact: bool, twice_rem_vs_unit: int) -> bool:
+    """Whether the truncated magnitude ``n`` (of a value with the sign ``negative``) steps one unit
+    away from zero under ``mode``; ``twice_rem_vs_unit``: the sign of (2·remainder - unit)."""
+    if mode == "rn":
+        return twice_rem_vs_unit > 0 or (twice_rem_vs_unit == 0 and n & 1 == 1)
+    if mode == "ro":
+        return inexact and n & 1 == 0
+    if mode in ("rm", "rp"):
+        return inexact and negative == (mode == "rm")
+    return False                                   # rz, rz_inf: truncate
+
+
+def _overflow(mode: str, sign: int, fmt: FloatFormat) -> Fraction | float:
+    """The result of a value whose rounded magnitude reaches 2^(emax+1): ±max-finite where the mode
+    rounds toward zero for that sign (rz; rm for positives; rp for negatives), else ±Inf."""
+    toward_zero = mode == "rz" or (mode == "rm" and sign > 0) or (mode == "rp" and sign < 0)
+    if toward_zero:
+        return sign * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
+    return float(sign) * float("inf")
+
+
+def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rn") -> Fraction | float:
     """Round the exact value ``x`` to ``fmt``; returns a Fraction, or ``±inf`` (a float) on overflow.
 
     The sign of a zero result is not represented (Fraction has no -0); callers decide it.
     ``x``: a Fraction or an int (exact values only); ``fmt``: a :class:`FloatFormat`;
-    ``mode``: "rne", "rz", "rz_inf" or "ro".
+    ``mode``: one of :data:`MODES` (module spec: the PTX modes with IEEE overflow, "ro", "rz_inf").
 
     Integer arithmetic on ``|x| = a / b``: ``e = max(floor(log2 |x|), emin)`` is the binade,
     ``2^s`` with ``s = e - precision + 1`` the last place there, ``n, r = divmod(a, b · 2^s)`` the
@@ -92,7 +116,7 @@ def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction
     ``n · 2^s``. :func:`_round_fraction_rational` is the same rounding written with Fraction
     arithmetic throughout, kept as the readable reference and tested equal.
     """
-    require_choice("mode", mode, _MODES)
+    mode = require_choice("mode", mode, MODES)
     if not isinstance(fmt, FloatFormat):
         raise FormatRuleError(f"fmt: must be a FloatFormat (F16, BF16, F32, F64); got {type(fmt).__name__}")
     if isinstance(x, Fraction):
@@ -111,21 +135,15 @@ def round_fraction(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction
     s = max(e, fmt.emin) - fmt.precision + 1
     num, den = (a, b << s) if s >= 0 else (a << -s, b)
     n, r = divmod(num, den)
-    if mode == "rne":
-        if 2 * r > den or (2 * r == den and n & 1):
-            n += 1
-    elif mode == "ro":
-        if r and not n & 1:
-            n += 1
+    if _steps_up(mode, sign < 0, n, r != 0, (2 * r > den) - (2 * r < den)):
+        n += 1
     t = fmt.emax + 1 - s
     if (n >> t if t >= 0 else n):                   # n · 2^s >= 2^(emax+1): overflow
-        if mode == "rz":
-            return sign * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
-        return float(sign) * float("inf")
+        return _overflow(mode, sign, fmt)
     return Fraction(sign * (n << s)) if s >= 0 else Fraction(sign * n, 1 << -s)
 
 
-def _round_fraction_rational(x: Fraction, fmt: FloatFormat, mode: str = "rne") -> Fraction | float:
+def _round_fraction_rational(x: Fraction, fmt: FloatFormat, mode: str = "rn") -> Fraction | float:
     """:func:`round_fraction` in plain Fraction arithmetic (the readable reference; same checks
     left to the caller). Tested equal to it."""
     if not isinstance(x, Fraction):
@@ -139,46 +157,24 @@ def _round_fraction_rational(x: Fraction, fmt: FloatFormat, mode: str = "rne") -
     scaled = ax / q
     n = scaled.numerator // scaled.denominator
     rem = scaled - n
-    if mode == "rne":
-        if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
-            n += 1
+    half = Fraction(1, 2)
+    if mode == "rn":
+        up = rem > half or (rem == half and n % 2 == 1)
     elif mode == "ro":
-        if rem != 0 and n % 2 == 0:
-            n += 1
-    r = n * q
+        up = rem != 0 and n % 2 == 0
+    elif mode == "rm":
+        up = rem != 0 and sign < 0
+    elif mode == "rp":
+        up = rem != 0 and sign > 0
+    else:
+        up = False
+    r = (n + up) * q
     limit = Fraction(2) ** (fmt.emax + 1)
     if r >= limit:
-        if mode == "rz":
-            return sign * (limit - Fraction(2) ** (fmt.emax - fmt.precision + 1))
-        return float(sign) * float("inf")
+        toward_zero = mode == "rz" or (mode == "rm" and sign > 0) or (mode == "rp" and sign < 0)
+        return sign * (limit - Fraction(2) ** (fmt.emax - fmt.precision + 1)) if toward_zero \
+            else float(sign) * float("inf")
     return sign * r
-
-
-def round_fraction_directed(x: Fraction, fmt: FloatFormat, mode: str) -> Fraction | float:
-    """Round the exact rational ``x`` (nonzero) to ``fmt`` in one of :data:`ROUNDING_MODES` (oracle, scalar).
-
-    Returns a Fraction, or a float ±inf on overflow per the IEEE rule of the mode (rn -> ±Inf;
-    rz -> ±max; rm -> +max / -Inf; rp -> +Inf / -max). The oracle of :mod:`refsim.arith.rounding`:
-    'rn' is :func:`round_fraction` "rne", the others truncate and step one unit away from zero
-    when the mode points away from zero and the value was inexact.
-    """
-    mode = require_choice("mode", mode, ROUNDING_MODES)
-    if mode == "rn":
-        return round_fraction(x, fmt, "rne")
-    r = round_fraction(x, fmt, "rz")          # checks x and fmt; magnitude truncated (or ±max on overflow)
-    neg = x < 0
-    away = {"rz": False, "rm": neg, "rp": not neg}[mode]
-    if isinstance(r, float):
-        r = Fraction(-1 if neg else 1) * (Fraction(2) ** (fmt.emax + 1) - Fraction(2) ** (fmt.emax - fmt.precision + 1))
-    if away and r != x:
-        ax = abs(r)
-        e = max(_floor_log2(ax), fmt.emin) if ax else fmt.emin
-        ulp = Fraction(2) ** (e - fmt.precision + 1)
-        ax = ax + ulp
-        if ax >= Fraction(2) ** (fmt.emax + 1):
-            return float("-inf") if neg else float("inf")
-        r = -ax if neg else ax
-    return r
 
 
 def round_to_float(x: Fraction, dtype) -> np.generic:
@@ -196,7 +192,7 @@ def round_to_float(x: Fraction, dtype) -> np.generic:
         if not np.isfinite(x):
             raise NonFiniteError(f"x: must be finite (an exact value); got {x!r}")
         x = Fraction(int(x)) if isinstance(x, (int, np.integer)) else Fraction(float(x))
-    r = round_fraction(x, fmt, "rne")
+    r = round_fraction(x, fmt, "rn")
     return from_fraction(r, dt)
 
 

@@ -323,7 +323,7 @@ def _special(result_float: float, dtype) -> np.generic:
 
 
 def _finish(exact_value, zero_negative: bool, fmt, dtype):
-    r = exact.round_fraction(exact_value, fmt, "rne")
+    r = exact.round_fraction(exact_value, fmt, "rn")
     if isinstance(r, float):
         return _special(r, dtype)
     if r == 0:
@@ -408,7 +408,7 @@ def convert_reference(x: np.ndarray, target: str) -> np.ndarray:
         if not np.isfinite(v):
             out[i] = np.asarray(v, np.float32).astype(dtype)
             continue
-        r = exact.round_fraction(exact.to_fraction(v), fmt, "rne")
+        r = exact.round_fraction(exact.to_fraction(v), fmt, "rn")
         if isinstance(r, float):
             out[i] = np.asarray(r, np.float32).astype(dtype)
         elif r == 0:

@@ -20,7 +20,7 @@ how             :func:`round_float64` rounds float64 values once, by integer ari
                 mul/fma through the exact plain loop :func:`fp_reference` (slow, rare in kernels).
                 div and sqrt are ``.rn`` only (PTX has no directed ``div.f16``; float64 quotient
                 then RN: innocuous double rounding since 53 >= 2p + 2, Figueroa 1995).
-oracle          :func:`refsim.arith.exact.round_fraction_directed` on :class:`fractions.Fraction`
+oracle          :func:`refsim.arith.exact.round_fraction` on :class:`fractions.Fraction`
                 values; :func:`round_float64_reference` and :func:`fp_reference` are the plain
                 loops over it, tested equal to the vectorised functions.
 users           refsim.ptx's float and conversion handlers (``add/mul/fma/div/sqrt/rcp`` with any
@@ -120,7 +120,7 @@ def _bit_length64(v: np.ndarray) -> np.ndarray:
 
 
 def round_float64_reference(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
-    """Plain-loop twin of :func:`round_float64` over :func:`refsim.arith.exact.round_fraction_directed`."""
+    """Plain-loop twin of :func:`round_float64` over :func:`refsim.arith.exact.round_fraction`."""
     (x,) = _float64_operands(("x",), x)
     f = _fmt(fmt)
     mode = _mode(mode)
@@ -130,7 +130,7 @@ def round_float64_reference(x: np.ndarray, fmt: str, mode: str) -> np.ndarray:
         if not np.isfinite(v) or v == 0:
             out[i] = v
             continue
-        r = exact.round_fraction_directed(exact.to_fraction(v), f, mode)
+        r = exact.round_fraction(exact.to_fraction(v), f, mode)
         out[i] = np.copysign(float(r), v) if not isinstance(r, float) else r
     return out
 
@@ -329,7 +329,7 @@ def fp_reference(name: str, args: tuple, fmt: str, mode: str) -> np.ndarray:
                 neg = mode == "rm"
             out[i] = -0.0 if neg else 0.0
             continue
-        r = exact.round_fraction_directed(val, f, mode)
+        r = exact.round_fraction(val, f, mode)
         if isinstance(r, float):
             out[i] = r
         else:

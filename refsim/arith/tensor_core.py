@@ -367,7 +367,7 @@ def fdpa_reference(arch: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, out_d
                 x * y == 0 for x, y in zip(av, bv)) and cv == 0 and np.signbit(cv)
             res[idx] = -0.0 if negzero else 0.0
             continue
-        r = exact.round_fraction(S, fmt, "rz_inf" if out == "f32" else "rne")
+        r = exact.round_fraction(S, fmt, "rz_inf" if out == "f32" else "rn")
         res[idx] = r if isinstance(r, float) else exact.from_fraction(r, od)
     if out == "f32":
         bits = res.view(np.uint32)

@@ -367,7 +367,7 @@ def _fadd_rn(c: float, q: float) -> float:
     s = Fraction(c) + Fraction(q)
     if s == 0:
         return -0.0 if np.signbit(c) and np.signbit(q) else 0.0
-    r = exact.round_fraction(s, exact.F32, "rne")
+    r = exact.round_fraction(s, exact.F32, "rn")
     return float(r)
 
 

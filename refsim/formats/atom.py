@@ -69,8 +69,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import math
-
 import numpy as np
 
 from refsim._validate import (
@@ -89,13 +87,13 @@ from refsim._validate import (
     require_shape,
     set_fields,
 )
+from refsim.arith.integral import round_half_away, round_half_even
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = [
     "GROUP", "KEEPER", "MODES", "W_CLIP", "A_CLIP",
     "AtomActivations", "AtomWeights",
     "hessian_statistic", "reorder_index", "permute", "unpermute",
-    "round_half_even", "round_half_away", "round_half_away_reference",
     "quantize_activations", "quantize_activations_reference", "dequantize_activations",
     "quantize_weights", "quantize_weights_reference", "dequantize_weights",
     "pack_int4", "pack_int4_reference", "unpack_int4",
@@ -183,48 +181,8 @@ def unpermute(a: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------------
-# rounding and per-op dtype semantics
+# per-op dtype semantics (rounding to integers: refsim.arith.integral)
 # ----------------------------------------------------------------------------------------------
-def round_half_even(x: np.ndarray) -> np.ndarray:
-    """Round to nearest, ties to even (``torch.round``, ``np.rint``); x a float array, same dtype out."""
-    return np.rint(require_float_array("x", x))
-
-
-def round_half_away(x: np.ndarray) -> np.ndarray:
-    """Round to nearest, ties away from zero (CUDA/C ``roundf``). x a float array, same dtype
-    out: ``copysign(round_half_up(|x|), x)``, so the sign of a zero is kept (-0.3 -> -0,
-    -0 -> -0), ±Inf pass through, NaN stays NaN with its sign.
-
-    Exact in x's own dtype: with ``a = |x|`` and ``t = trunc(a)``, ``a - t`` is exact (the
-    fraction bits of a), and ``t + 1`` is exact whenever a has a fraction (then a < 2^(p-1)).
-    (``|x| + 0.5`` would not be: 0.49999997 + 0.5 rounds to 1 in float32.)
-    :func:`round_half_away_reference` is the plain loop, tested equal bit for bit."""
-    x = require_float_array("x", x)
-    a = np.abs(x, out=np.empty_like(x))                 # an array also for a 0-d x
-    with np.errstate(invalid="ignore"):                 # NaN and Inf - Inf: not >= 0.5, t unchanged
-        t = np.trunc(a, out=np.empty_like(a))
-        up = np.subtract(a, t, out=a) >= 0.5
-    t += up
-    return np.copysign(t, x, out=t)
-
-
-def round_half_away_reference(x: np.ndarray) -> np.ndarray:
-    """Plain loop of :func:`round_half_away`: per element, the integer part t = floor(|v|) and
-    one more when the fraction ``|v| - t`` (exact) is at least a half, with v's sign; back to x's
-    dtype (an integer no larger than the next one up from |v|: exact). NaN and ±Inf as they are."""
-    x = require_float_array("x", x)
-    out = np.empty(x.shape, x.dtype)
-    for i in np.ndindex(x.shape):
-        v = float(x[i])
-        a = abs(v)
-        if not math.isfinite(a):
-            out[i] = v
-            continue
-        t = math.floor(a)
-        out[i] = math.copysign(t + 1 if a - t >= 0.5 else t, v)
-    return out
-
-
 def _op(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round an fp32 intermediate to the working dtype (torch's per-op semantics)."""
     return np.asarray(value, dtype=np.float32).astype(dtype)

@@ -39,7 +39,8 @@ from refsim._validate import (
     set_fields,
 )
 from refsim.errors import ShapeError
-from refsim.formats.atom import ABSMAX_FLOOR, _check_clip, _op, round_half_even
+from refsim.arith.integral import round_half_even
+from refsim.formats.atom import ABSMAX_FLOOR, _check_clip, _op
 
 __all__ = ["AtomKV", "quantize_kv", "dequantize_kv", "pack_kv", "unpack_kv"]
 

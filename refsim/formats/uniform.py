@@ -101,14 +101,13 @@ from refsim._validate import (
     require_ndim,
     require_shape,
 )
+from refsim.arith.integral import INTEGRAL_MODES, round_to_integral
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = [
     "SCHEMES",
-    "ROUNDING_MODES",
     "GRANULARITIES",
     "UniformQuant",
-    "round_to_int",
     "find_params",
     "quantize_codes",
     "quantize",
@@ -123,29 +122,10 @@ Rounding = Literal["half_even", "half_away"]
 Granularity = Literal["tensor", "channel", "group"]
 
 SCHEMES: tuple[str, ...] = ("gptq_asym", "gptq_sym", "awq", "marlin", "absmax")
-ROUNDING_MODES: tuple[str, ...] = ("half_even", "half_away")
 GRANULARITIES: tuple[str, ...] = ("tensor", "channel", "group")
 SUPPORTED_BITS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)
 
 _F32 = np.float32
-
-
-def round_to_int(x: np.ndarray, rounding: Rounding) -> np.ndarray:
-    """Round to integral values (same dtype as ``x``).
-
-    ``half_even``: ties to even (``np.rint``, ``torch.round``).
-    ``half_away``: ties away from zero (C ``roundf``), computed exactly as
-    ``t + sign(x) * (|x - t| >= 0.5)`` with ``t = trunc(x)``: the fractional part ``x - t`` of a
-    float is always exactly representable, so no step rounds (``floor(|x| + 0.5)`` would: it turns
-    0.49999997 into 1).
-    """
-    require_choice("rounding", rounding, ROUNDING_MODES)
-    x = require_float_array("x", x)
-    if rounding == "half_even":
-        return np.rint(x)
-    t = np.trunc(x)
-    up = np.abs(x - t) >= x.dtype.type(0.5)
-    return np.copysign(np.where(up, np.abs(t) + 1, np.abs(t)), x)
 
 
 def _require_rows(w: np.ndarray) -> np.ndarray:
@@ -160,7 +140,7 @@ def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_
     w = _require_rows(require_ndim("w", require_float_array("w", w), 2))
     require_bits(bits, SUPPORTED_BITS)
     require_choice("scheme", scheme, SCHEMES)
-    require_choice("rounding", rounding, ROUNDING_MODES)
+    require_choice("rounding", rounding, INTEGRAL_MODES)
     if not isinstance(clip_ratio, (int, float, np.floating)) or isinstance(clip_ratio, bool) \
             or not (0.0 < float(clip_ratio) <= 1.0):
         raise FormatRuleError(f"clip_ratio: must be a number in (0, 1]; got {clip_ratio!r}")
@@ -184,7 +164,7 @@ def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_
         raise ShapeError(f"x: must hold at least one value per group along axis 0; got shape {x.shape}")
     bits = require_bits(bits, SUPPORTED_BITS)
     require_choice("scheme", scheme, SCHEMES)
-    require_choice("rounding", rounding, ROUNDING_MODES)
+    require_choice("rounding", rounding, INTEGRAL_MODES)
     if isinstance(clip_ratio, np.ndarray):
         clip_ratio = require_array("clip_ratio", clip_ratio)
     try:
@@ -212,7 +192,7 @@ def find_params(x: np.ndarray, bits: int, scheme: Scheme = "gptq_asym", *, clip_
         if scheme == "gptq_sym":
             zero = np.full(scale.shape, (int(maxq) + 1) // 2, dtype=np.int32)
         else:
-            zero = round_to_int(-xmin / scale, rounding).astype(np.int32)
+            zero = round_to_integral(-xmin / scale, rounding).astype(np.int32)
     elif scheme == "awq":
         scale, zero = _awq_params(x, c, maxq, rounding)
     elif scheme == "marlin":
@@ -242,7 +222,7 @@ def _awq_params(x: np.ndarray, c: np.ndarray, maxq, rounding: str) -> tuple[np.n
         xmax, xmin = (xmax * c).astype(x.dtype), (xmin * c).astype(x.dtype)
     scale = (np.maximum((xmax - xmin).astype(x.dtype), t(1e-5)) / t(maxq)).astype(x.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # fp16: |xmin / scale| may be inf; clamped
-        zero = np.clip(-round_to_int((xmin / scale).astype(x.dtype), rounding), 0, maxq).astype(np.int32)
+        zero = np.clip(-round_to_integral((xmin / scale).astype(x.dtype), rounding), 0, maxq).astype(np.int32)
     return scale, zero
 
 
@@ -266,7 +246,7 @@ def quantize_codes(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, bits: int
     except ValueError:
         raise ShapeError(f"scale, zero: must broadcast against x {x.shape}; got {scale.shape} and {zero.shape}") from None
     maxq = (1 << bits) - 1
-    r = round_to_int(x.astype(_F32, copy=False) / scale.astype(_F32, copy=False), rounding)
+    r = round_to_integral(x.astype(_F32, copy=False) / scale.astype(_F32, copy=False), rounding)
     return np.clip(r + zero.astype(_F32), 0, maxq).astype(np.uint8)
 
 
@@ -343,7 +323,7 @@ def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granular
         # fp16 (a constant group's tiny scale), which the clamp below saturates, as PyTorch's does
         s16 = expand_groups(scale.astype(np.float16), g, k)
         with np.errstate(over="ignore", invalid="ignore"):
-            r = round_to_int((x / s16).astype(np.float16), rounding).astype(_F32)
+            r = round_to_integral((x / s16).astype(np.float16), rounding).astype(_F32)
         q = np.clip(r + expand_groups(zero, g, k).astype(_F32), 0, (1 << bits) - 1).astype(np.uint8)
     else:
         q = quantize_codes(x, expand_groups(scale, g, k), expand_groups(zero, g, k), bits, rounding)
@@ -380,13 +360,13 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
                 xmin, xmax = _F32(-1), _F32(1)
             s = _F32(_F32(xmax - xmin) / _F32(maxq))
             _check_scales(np.asarray([s], _F32))  # before -xmin / s: a zero scale is refused by name
-            z = (maxq + 1) // 2 if scheme == "gptq_sym" else int(round_to_int(np.asarray(_F32(-xmin / s)), rounding))
+            z = (maxq + 1) // 2 if scheme == "gptq_sym" else int(round_to_integral(np.asarray(_F32(-xmin / s)), rounding))
         elif scheme == "awq":
             xmax, xmin = (hi, lo) if c == 1 else (T(hi * c), T(lo * c))
             with np.errstate(over="ignore", invalid="ignore"):
                 s = T(T(max(T(xmax - xmin), T(1e-5))) / T(maxq))
                 # float until clamped: in fp16 a constant group gives |xmin / s| = inf (AutoAWQ clamps it too)
-                z = int(min(max(-float(round_to_int(np.asarray(T(xmin / s)), rounding)), 0.0), maxq))
+                z = int(min(max(-float(round_to_integral(np.asarray(T(xmin / s)), rounding)), 0.0), maxq))
         elif scheme == "marlin":
             amax = _F32(max(abs(v) for v in vals) * c)
             s = _F32(amax * _F32(_F32(2) / _F32(maxq)))
@@ -411,7 +391,7 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
         for j in range(n):
             gi, gj = (0, 0) if granularity == "tensor" else (i // g, j)
             with np.errstate(over="ignore", invalid="ignore"):
-                r = float(round_to_int(np.asarray(T(x[i, j] / T(scale[gi, gj]))), rounding)) + int(zero[gi, gj])
+                r = float(round_to_integral(np.asarray(T(x[i, j] / T(scale[gi, gj]))), rounding)) + int(zero[gi, gj])
             q[i, j] = int(min(max(r, 0.0), maxq))
     return UniformQuant(q, scale, zero, bits, g, scheme, granularity, rounding)
 

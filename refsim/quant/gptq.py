@@ -73,7 +73,8 @@ from refsim._validate import (
 )
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
-from refsim.formats.uniform import ROUNDING_MODES, find_params, quantize_codes, round_to_int
+from refsim.arith.integral import INTEGRAL_MODES, round_to_integral
+from refsim.formats.uniform import find_params, quantize_codes
 
 __all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error", "upper_cholesky_of_inverse"]
 
@@ -236,7 +237,7 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     bits = require_bits(bits, gptq_format.BITS)
     group_size = require_group_size(group_size, k)
     blocksize = require_int("blocksize", blocksize, minimum=1)
-    require_choice("rounding", rounding, ROUNDING_MODES)
+    require_choice("rounding", rounding, INTEGRAL_MODES)
     percdamp = _check_percdamp(percdamp)  # the factorisation's own rule, checked before any work
     if static_groups and group_size is None:
         raise FormatRuleError("static_groups: True requires an integer group_size; got group_size=None")
@@ -451,7 +452,7 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
             if half_even:
                 np.rint(t, out=t)
             else:
-                t[...] = round_to_int(t, rounding)
+                t[...] = round_to_integral(t, rounding)
             np.add(t, zero_f, out=t)
             np.maximum(t, lo, out=t)                     # = np.clip(t, 0, maxq), NaN included
             np.minimum(t, hi, out=t)

@@ -11,24 +11,34 @@ from refsim.arith import exact
 from refsim.errors import FormatRuleError
 
 FORMATS = (exact.F16, exact.BF16, exact.F32, exact.F64)
-MODES = ("rne", "rz", "rz_inf", "ro")
+MODES = ("rn", "rz", "rm", "rp", "ro", "rz_inf")
 
 
 @pytest.mark.parametrize("x, fmt, mode, want", [
-    (Fraction(2049), exact.F16, "rne", Fraction(2048)),      # tie, 2048 even -> down
-    (Fraction(2051), exact.F16, "rne", Fraction(2052)),      # tie, 2050 odd -> up
+    (Fraction(2049), exact.F16, "rn", Fraction(2048)),      # tie, 2048 even -> down
+    (Fraction(2051), exact.F16, "rn", Fraction(2052)),      # tie, 2050 odd -> up
     (Fraction(2049), exact.F16, "ro", Fraction(2050)),       # inexact, even -> odd neighbour
     (Fraction(2051), exact.F16, "rz", Fraction(2050)),
     (Fraction(-2051), exact.F16, "rz", Fraction(-2050)),
-    (Fraction(1, 3), exact.F16, "rne", Fraction(1365, 4096)),   # 0.0101.. (11 bits) -> 1365/4096
-    (Fraction(1, 2 ** 25), exact.F16, "rne", Fraction(0)),      # half the smallest subnormal, tie to 0
-    (Fraction(3, 2 ** 26), exact.F16, "rne", Fraction(1, 2 ** 24)),   # 0.75 of it -> up
-    (Fraction(65520), exact.F16, "rne", float("inf")),          # rounds to 2^16: overflow
-    (Fraction(65519), exact.F16, "rne", Fraction(65504)),
+    (Fraction(1, 3), exact.F16, "rn", Fraction(1365, 4096)),   # 0.0101.. (11 bits) -> 1365/4096
+    (Fraction(1, 2 ** 25), exact.F16, "rn", Fraction(0)),      # half the smallest subnormal, tie to 0
+    (Fraction(3, 2 ** 26), exact.F16, "rn", Fraction(1, 2 ** 24)),   # 0.75 of it -> up
+    (Fraction(65520), exact.F16, "rn", float("inf")),          # rounds to 2^16: overflow
+    (Fraction(65519), exact.F16, "rn", Fraction(65504)),
     (Fraction(10 ** 6), exact.F16, "rz", Fraction(65504)),      # rz saturates at max
     (Fraction(-10 ** 6), exact.F16, "rz_inf", float("-inf")),
-    (7, exact.F32, "rne", Fraction(7)),                          # int input
-    (Fraction(2 ** 24 + 1), exact.F32, "rne", Fraction(2 ** 24)),
+    (7, exact.F32, "rn", Fraction(7)),                          # int input
+    (Fraction(2 ** 24 + 1), exact.F32, "rn", Fraction(2 ** 24)),
+    (Fraction(2051), exact.F16, "rm", Fraction(2050)),       # spacing 2 in [2048, 4096): down
+    (Fraction(2051), exact.F16, "rp", Fraction(2052)),
+    (Fraction(-2051), exact.F16, "rm", Fraction(-2052)),     # toward -Inf: away from zero
+    (Fraction(-2051), exact.F16, "rp", Fraction(-2050)),
+    (Fraction(2050), exact.F16, "rp", Fraction(2050)),       # exact: no step
+    (Fraction(10 ** 6), exact.F16, "rm", Fraction(65504)),   # IEEE overflow: toward zero -> max
+    (Fraction(10 ** 6), exact.F16, "rp", float("inf")),
+    (Fraction(-10 ** 6), exact.F16, "rm", float("-inf")),
+    (Fraction(-10 ** 6), exact.F16, "rp", Fraction(-65504)),
+    (Fraction(65505), exact.F16, "rp", float("inf")),        # steps past max: +Inf
 ])
 def test_hand_worked(x, fmt, mode, want):
     got = exact.round_fraction(x, fmt, mode)
@@ -74,9 +84,9 @@ def test_every_f16_tie_and_neighbour():
     mids = (v[:-1] + v[1:]) / 2                          # exact in float64
     for x in mids[::7]:
         want = np.float64(np.float16(x))
-        got = exact.round_fraction(Fraction(float(x)), exact.F16, "rne")
+        got = exact.round_fraction(Fraction(float(x)), exact.F16, "rn")
         assert float(got) == want
-        got_neg = exact.round_fraction(-Fraction(float(x)), exact.F16, "rne")
+        got_neg = exact.round_fraction(-Fraction(float(x)), exact.F16, "rn")
         assert float(got_neg) == -want
 
 

@@ -203,43 +203,6 @@ def test_clip_ratio_outside_unit_interval_is_rejected(clip):
         A.quantize_weights(np.ones((256, 2), np.float32), clip=clip)
 
 
-# ---- round_half_away (CUDA roundf): vectorised form vs its plain loop --------------------------
-def _same_float_bits(a, b):
-    nan = np.isnan(a)
-    assert np.array_equal(nan, np.isnan(b)) and np.array_equal(np.signbit(a), np.signbit(b))
-    assert_bitexact(a[~nan], b[~nan], "round_half_away")
-
-
-@pytest.mark.parametrize("x, want", [
-    (0.5, 1.0), (-0.5, -1.0), (1.5, 2.0), (2.5, 3.0), (-2.5, -3.0), (0.49999997, 0.0),
-    (-0.3, -0.0), (-0.0, -0.0), (0.0, 0.0), (8388607.5, 8388608.0), (16777216.0, 16777216.0),
-    (np.inf, np.inf), (-np.inf, -np.inf)])
-def test_round_half_away_hand_values(x, want):
-    got = A.round_half_away(np.array([x], np.float32))[0]
-    assert got == want and np.signbit(got) == np.signbit(want)
-
-
-@pytest.mark.parametrize("dtype", [np.float16, np.float32])
-def test_round_half_away_every_f16_value_and_halfway_points(dtype):
-    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(dtype)
-    _same_float_bits(A.round_half_away(every), A.round_half_away_reference(every))
-    if dtype is np.float32:
-        half = (np.arange(-40000, 40000) + 0.5).astype(np.float32)     # exact ties and both neighbours
-        x = np.concatenate([half, np.nextafter(half, np.float32(0)), np.nextafter(half, np.float32(np.inf)),
-                            np.random.default_rng(5).integers(0, 2**32, 40000, dtype=np.uint64)
-                            .astype(np.uint32).view(np.float32)])
-        _same_float_bits(A.round_half_away(x), A.round_half_away_reference(x))
-
-
-def test_round_half_away_float64_is_exact_and_input_untouched():
-    x = np.array([0.49999999999999994, -0.49999999999999994, 2.0 ** 52 - 0.5, 2.0 ** 52 + 1])
-    before = x.copy()
-    got = A.round_half_away(x)
-    assert got.tolist() == [0.0, -0.0, 2.0 ** 52, 2.0 ** 52 + 1]
-    assert np.array_equal(x, before)
-    _same_float_bits(got, A.round_half_away_reference(x))
-
-
 # --------------------------------------------------------------------------- properties (hypothesis)
 @st.composite
 def atom_problems(draw):
