@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "property_tests"))  # the fuzz engine
+sys.path.insert(0, str(Path(__file__).parent / "fuzz"))  # the fuzz engine
 from fuzz_api import hostile_targets  # noqa: E402
 from fuzz_engine import (CRASH, DEPENDENT, FOREIGN, HANG, LEAK, MISNAMED, MODIFIED, Seed, call,  # noqa: E402
                          fuzz_function)

@@ -1,8 +1,8 @@
 """The public API, enumerated programmatically, and the wrong arguments the fuzz test draws.
 
-Run ``PYTHONPATH=. python property_tests/fuzz_api.py --sweep [trials] [seed]`` to search at
+Run ``PYTHONPATH=. python tests/fuzz/fuzz_api.py --sweep [trials] [seed]`` to search at
 random for functions that still break (prints a ``GAPS`` dict for ``fuzz_gaps.py``), and
-``python property_tests/fuzz_api.py --hostile [name ...]`` to print every finding of the hostile
+``python tests/fuzz/fuzz_api.py --hostile [name ...]`` to print every finding of the hostile
 fuzz (tests/test_fuzz_hostile.py) for the seeded functions whose name contains one of the names.
 
 Public = every name in a module's ``__all__`` under :mod:`refsim` that is a function or a class,
