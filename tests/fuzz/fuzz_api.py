@@ -53,7 +53,7 @@ EXCLUDED_MODULES = {
     "refsim.ptx.lex": "the lexer Module(text) runs (Module is fuzzed)",
     "refsim.ptx.parse": "the parser Module(text) runs (Module is fuzzed)",
     "refsim.ptx.memory": "the global memory of one launch, built by Module.launch",
-    "refsim.ptx.replay": "replays the recorded H100 launches (tests/ptx/test_h100_replay.py)",
+    "refsim.ptx.replay": "replays the recorded H100 launches (tests/ptx/test_replay.py)",
     "refsim.ptx.sass": "parses nvdisasm output of a cubin (CUDA toolchain)",
     "refsim.ptx.toolchain": "runs nvcc",
     "refsim.ptx.errors": "the exception classes themselves",

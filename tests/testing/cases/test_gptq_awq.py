@@ -13,7 +13,7 @@ import pytest
 from refsim.formats import awq, gptq
 from refsim.testing import harness, rebuild_case
 
-_spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__file__).with_name("harness_bug_kernels.py"))
+_spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__file__).parents[1] / "harness_bug_kernels.py")
 bugs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bugs)
 
