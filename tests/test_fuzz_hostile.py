@@ -37,6 +37,7 @@ from fuzz_seeds import SEEDS  # noqa: E402
 TARGETS = hostile_targets()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SEEDS))
 def test_variants_of_a_legal_call_give_a_named_error_or_the_same_result(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a string drawn for a path parameter writes here, not in the checkout

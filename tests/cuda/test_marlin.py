@@ -260,6 +260,7 @@ def _exact_problem(rng, m, k, n, gs):
     return A, B, s
 
 
+@pytest.mark.slow
 @needs_engine
 @pytest.mark.parametrize("sms", [5])
 def test_kernel_passes_the_kernel_author_harness(sms):

@@ -84,6 +84,7 @@ def test_every_gpu_and_kernel_equals_predict(gpu, kernel):
         check(gpu, kernel, MS, n, k)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_options_equal_predict(kernel):
     mod = kernel_module(kernel)
