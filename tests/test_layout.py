@@ -45,8 +45,6 @@ _CASES = ("tested in tests/testing/test_harness.py: a check_kernel case module i
           "running refsim's own emulator and bug kernels on its cases")
 _COMPILED = ("tested in tests/ptx/compiled/test_executor.py: a part of the compiled executor it drives; "
              "test_conformance.py runs every translated step against the interpreter")
-_GPU_MODEL_KERNEL = ("tested in tests/gpu_model/test_problem.py: the pinned predictions and the monotonicity "
-                     "properties cover this kernel's model")
 
 EXCEPTIONS: dict[str, str] = {
     # old import paths, kept working for the README and users' code
@@ -83,12 +81,7 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.commands.quantize": "tested in tests/commands/test_checkpoint_commands.py: see refsim.commands.convert",
     "refsim.commands.report": "tested in tests/test_cli.py: `refsim report` end to end",
     "refsim.commands.sweep": "tested in tests/gpu_model/test_sweep.py: the command beside the sweep it prints",
-    # refsim.cuda: one host module per kernel, tested together against the emulators
-    "refsim.cuda.anyprec": "tested in tests/cuda/test_kernels.py: each kernel against its emulator, pinned and drawn",
-    "refsim.cuda.atom": "tested in tests/cuda/test_kernels.py: see refsim.cuda.anyprec",
-    "refsim.cuda.gptq_awq": "tested in tests/cuda/test_kernels.py: see refsim.cuda.anyprec",
-    "refsim.cuda.mixed_2_4_16": "tested in tests/cuda/test_kernels.py: see refsim.cuda.anyprec",
-    "refsim.cuda.user": "tested in tests/cuda/test_kernels.py: user_kernel on a PTX and a .cu file",
+    # refsim.cuda
     "refsim.cuda.official": "tested in tests/ptx/test_replay.py: the official kernels' recorded H100 launches",
     "refsim.cuda.regenerate": "tested in tests/cuda/test_census.py: the census and PTX check it runs",
     "refsim.cuda.registry": "tested in tests/cuda/test_build.py: every registered kernel's committed PTX",
@@ -102,10 +95,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.gpu_model.measure": "tested in tests/commands/test_calibrate.py: `refsim calibrate` runs it",
     "refsim.gpu_model.shapes": "tested in tests/gpu_model/test_layers.py: the model shapes the layer sums use",
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
-    "refsim.gpu_model.kernels.awq_w4a16": _GPU_MODEL_KERNEL,
-    "refsim.gpu_model.kernels.cublas_fp16": _GPU_MODEL_KERNEL,
-    "refsim.gpu_model.kernels.int8_w8a8": _GPU_MODEL_KERNEL,
-    "refsim.gpu_model.kernels.mixed_2_4_16": _GPU_MODEL_KERNEL,
     # io: checkpoint round trips span the reader, the writer and the container of each format
     "refsim.io.checkpoint": "tested in tests/io/test_checkpoints.py: open_checkpoint / detect on every format",
     "refsim.io.containers": "tested in tests/io/test_checkpoints.py: every refsim container round trip",
