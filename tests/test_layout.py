@@ -74,7 +74,6 @@ EXCEPTIONS: dict[str, str] = {
               "a big-endian host to fire)",
     "refsim.__main__": "tested in tests/test_cli.py: runs `python -m refsim` and compares it with the console script",
     "refsim._validate": "tested in tests/test_validation_table.py: the one table of validators, row by row",
-    "refsim.commands": "tested in tests/commands/test_predict.py: the argparse types (clock, positive numbers)",
     "refsim.commands.convert": "tested in tests/commands/test_checkpoint_commands.py: convert, inspect and quantize "
                                "share one checkpoint fixture",
     "refsim.commands.inspect": "tested in tests/commands/test_checkpoint_commands.py: see refsim.commands.convert",
@@ -86,8 +85,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.cuda.regenerate": "tested in tests/cuda/test_census.py: the census and PTX check it runs",
     "refsim.cuda.registry": "tested in tests/cuda/test_build.py: every registered kernel's committed PTX",
     # data
-    "refsim.data.corpus": "tested in tests/io/test_quantize.py: the built-in calibration text",
-    "refsim.data.models": "tested in tests/io/test_quality.py: the bundled decoder's held-out perplexity",
     "refsim.data.models.pydoc_llama.make_model": SCRIPT + ": it trained the bundled decoder, which "
                                                  "tests/io/test_quality.py uses",
     # gpu_model
@@ -96,9 +93,8 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.gpu_model.shapes": "tested in tests/gpu_model/test_layers.py: the model shapes the layer sums use",
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
-    "refsim.io.checkpoint": "tested in tests/io/test_checkpoints.py: open_checkpoint / detect on every format",
-    "refsim.io.containers": "tested in tests/io/test_checkpoints.py: every refsim container round trip",
-    "refsim.io.gptq": "tested in tests/io/test_checkpoints.py: GPTQ and AWQ round trips and named refusals",
+    "refsim.io.containers": "tested in tests/io/test_checkpoint.py: every refsim container round trip",
+    "refsim.io.gptq": "tested in tests/io/test_checkpoint.py: GPTQ and AWQ round trips and named refusals",
     "refsim.io.calibrate": "tested in tests/io/test_quality.py: calibration activations for the quantizers",
     "refsim.io.executor": "tested in tests/io/test_quantize.py: the layer-parallel quantization jobs",
     "refsim.io.hf_folder": "tested in tests/io/test_output_folders.py: Hugging Face folders written and read back",
@@ -110,7 +106,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.models.bert": "tested in tests/data/test_calibration.py: MiniLM's forward pass gives the calibration activations",
     "refsim.models.llama": "tested in tests/io/test_quality.py: the bundled decoder's forward pass",
     # native
-    "refsim.native": "tested in tests/native/test_packers.py: load() with and without REFSIM_NATIVE",
     "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
     "refsim.native.machine": "tested in tests/qigen/test_model.py: the host ISA and cache sizes QIGen models",
     # ptx: the engine's parts are tested through the kernels and instructions they run
