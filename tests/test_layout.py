@@ -10,10 +10,10 @@ not trusted:
 ``"re-exports only"``      no code of its own: the docstring, imports and ``__all__``, nothing else;
 ``"tested in <file>: ..."`` its tests live in a file named for something else (a file about several
                            modules, or the module that drives it); the file must exist and import the
-                           module, directly, through a refsim module it imports, or through the
-                           modules of its own package that the test drives; or
-                           reach it by name (a subcommand, a kernel model or a check_kernel format,
-                           looked up in a registry: its name, ``_`` or ``-`` spelled, as a string);
+                           module (directly, through a refsim module it imports, or through the
+                           modules of the module's own package that it drives), or reach it by name
+                           (a subcommand, a kernel model or a check_kernel format is looked up in a
+                           registry: its name, spelled with ``_`` or ``-``, as a string);
 ``"a report section: ..."`` self-checks that ``refsim report`` runs (CI's first job, which must exit
                            0): the module has the section protocol (``TITLE``, ``checks``);
 ``"a script run by hand: ..."`` it made committed data; its docstring says how and that it runs by hand.
