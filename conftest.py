@@ -1,4 +1,4 @@
-"""Root pytest configuration: hypothesis profiles (see refsim.testing) for tests/ and property_tests/."""
+"""Root pytest configuration: hypothesis profiles (see refsim.testing) for tests/."""
 
 import os
 
@@ -28,7 +28,7 @@ if _COUNTING:
     from hypothesis.internal import observability
     from hypothesis.internal.observability import add_observability_callback
 
-    # the count needs no line coverage; collecting it under sys.settrace made property_tests 7x slower
+    # the count needs no line coverage; collecting it under sys.settrace made the hypothesis tests 7x slower
     observability.OBSERVABILITY_COLLECT_COVERAGE = False
 
     def _count_example(observation):

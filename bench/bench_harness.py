@@ -6,7 +6,7 @@ over several seeds: how long until the report, and whether the bug was caught.
     python bench/bench_harness.py --costs      # accuracy mode / bit-exact, refsim check / in-process
 
 Prints one line per (kernel, seed): seconds to the report (or to a pass) and the verdict line.
-The bug kernels live in tests/emulator/harness_bug_kernels.py.
+The bug kernels live in tests/testing/harness_bug_kernels.py.
 
 ``--layer``: for each format, building one layer-sized case (``make``: the format's quantizers)
 and emulating it, then ``check_kernel`` with the emulator as the kernel on those shapes

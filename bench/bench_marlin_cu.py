@@ -1,6 +1,6 @@
 """Benchmark: refsim/cuda/marlin.cu through the refsim.ptx interpreter, per test case.
 
-Prints, for the shapes of tests/cuda/test_marlin_cu.py and two larger ones: interpreter wall time
+Prints, for the shapes of tests/cuda/test_marlin.py and two larger ones: interpreter wall time
 (best of ``--repeats``, the per-entry module parse included once per process and reported apart),
 the emulator's time for the same call, their ratio, warp- and thread-instructions issued, and the
 interpreter's thread-instruction rate. No target is asserted.

@@ -25,6 +25,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import refsim
 
 ROOT = Path(refsim.__file__).parent
@@ -118,10 +120,12 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_import_circles():
     assert cycles(graph()) == []
 
 
+@pytest.mark.slow
 def test_every_import_runs_down_the_layers():
     g = graph()
     upward = sorted(f"{a} (layer {layer(a)}) -> {b} (layer {layer(b)})"

@@ -15,9 +15,9 @@ and class; such a failure is not this test's verdict, and an entry that no longe
 fails the test (delete it). Every other finding fails.
 
 The variants are deterministic (no hypothesis: the same calls on every run), so the README's
-``pytest`` and CI see the same verdict; the test lives in tests/ (the engine in property_tests/)
-because CI's second, random-seed pass over property_tests/ would only repeat it.
-``python property_tests/fuzz_api.py --hostile [names]`` prints every finding, for all seeded
+``pytest`` and CI see the same verdict, and CI's second, random-seed pass (``-m hypothesis``) does not
+repeat it. The engine and its tables live in tests/fuzz/.
+``python tests/fuzz/fuzz_api.py --hostile [names]`` prints every finding, for all seeded
 functions or those whose name contains one of ``names``.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "property_tests"))  # the fuzz engine
+sys.path.insert(0, str(Path(__file__).parent / "fuzz"))  # the fuzz engine
 from fuzz_api import hostile_targets  # noqa: E402
 from fuzz_engine import fuzz_function  # noqa: E402
 from fuzz_gaps import OPEN  # noqa: E402
@@ -37,6 +37,7 @@ from fuzz_seeds import SEEDS  # noqa: E402
 TARGETS = hostile_targets()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SEEDS))
 def test_variants_of_a_legal_call_give_a_named_error_or_the_same_result(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a string drawn for a path parameter writes here, not in the checkout

@@ -30,7 +30,7 @@ oracle          :func:`refsim.arith.mma_steps.mma_k16_f32` (NumPy, the readable 
                 :mod:`refsim.emulator.anyprec_kernel` and :mod:`refsim.emulator.mixed_2_4_16_kernel`
                 (themselves tested against their plain-loop, exact-rational twins), raw bits, with
                 hypothesis over shapes and fp16 bit patterns incl. Inf and NaN
-                (``property_tests/native/test_emulators.py``).
+                (``tests/native/test_emulators.py``).
 build           :func:`refsim.native.load` (QIGen's build cache, ``-O2 -ffp-contract=off``, never
                 ``-ffast-math``; plain C99, no intrinsics, the loops written so that the compiler
                 vectorises them). Built once per machine (about 1 s), then loaded from the cache.

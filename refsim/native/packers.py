@@ -21,8 +21,8 @@ checks          ``gptq_pack`` and ``awq_pack`` OR every code in the same pass an
                 code is out of range (the caller raises the usual :class:`FormatRuleError`); the other
                 kernels trust their arguments (callers validate first).
 oracle          the NumPy functions named above (kept, and used without a compiler);
-                ``tests/native/test_packers.py`` checks both paths bit for bit, and the plain-C
-                variants of a scalar build as well; ``property_tests/native/test_packers.py``.
+                ``tests/native/test_packers.py`` checks both paths bit for bit (pinned cases and
+                hypothesis-drawn shapes), and the plain-C variants of a scalar build as well.
 build/fallback  :func:`refsim.native.load` (no compiler or ``REFSIM_NATIVE=0``: NumPy paths).
 
 The 3-bit stream of one column, first period (32 codes -> 3 words)::

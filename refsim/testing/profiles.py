@@ -55,8 +55,12 @@ def register_hypothesis_profiles() -> str:
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow],
     )
+    # derandomize=False said explicitly: a profile inherits hypothesis's defaults, and with CI set in the
+    # environment those are hypothesis's own derandomized 'ci' settings, which would make CI's
+    # random-seed pass repeat the fixed examples
     settings.register_profile(
         "dev",
+        derandomize=False,
         deadline=None,
         max_examples=100,
         suppress_health_check=[HealthCheck.too_slow],

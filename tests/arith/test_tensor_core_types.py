@@ -339,6 +339,7 @@ def instructions(draw):
     return m, a, b, A, B, C.astype(np.float32)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(25), deadline=None)
 @given(instructions())
 def test_model_equals_the_exact_rational_reference(case):

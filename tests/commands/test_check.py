@@ -99,6 +99,7 @@ EXIT_PATHS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel, stream, words", EXIT_PATHS, ids=[k for k, _, _ in EXIT_PATHS])
 def test_no_exit_path_of_the_kernel_ends_check_with_status_0(tmp_path, kernel, stream, words):
     rc, out, err = _refsim_check(tmp_path, EXITS, f"@{kernel}", "--fmt", "mma_s4", "--seed", "0", "--deadline", "1")
@@ -107,6 +108,7 @@ def test_no_exit_path_of_the_kernel_ends_check_with_status_0(tmp_path, kernel, s
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_module_that_exits_while_loading_is_a_named_error(tmp_path):
     rc, out, err = _refsim_check(tmp_path, "import sys\nsys.exit(0)\n", "@k", "--fmt", "mma_s4")
     assert rc == 2 and "kernel: importing" in err and "raised SystemExit" in err
@@ -120,6 +122,7 @@ def test_the_default_deadline_applies_without_the_option():
     assert build_parser().parse_args(["check", "m:f", "--deadline", "none"]).deadline is None
 
 
+@pytest.mark.slow
 def test_without_fmt_the_format_is_inferred_from_the_parameter_names_and_said(tmp_path):
     src = "from refsim.emulator import anyprec_kernel as ek\n" \
           "def gemv(x, qweight, lut):\n    return ek.anyprec_gemv(x, qweight, lut, qweight.shape[0])\n" \
@@ -147,6 +150,7 @@ def gemv(x, qweight, qzeros, scales, g_idx):
 '''
 
 
+@pytest.mark.slow
 def test_accuracy_mode_from_the_command_line(tmp_path):
     rc, out, err = _refsim_check(tmp_path, CHAIN, "@gemv", "--fmt", "gptq", "--seed", "0", "--max-examples", "3",
                                  "--no-shrink")
@@ -172,6 +176,7 @@ def test_compiler_errors_name_the_users_file_and_line():
     assert 'compilation of "kernels/my_gemv.cu"' in msg
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the cuda extra) on PATH")
 def test_compiler_errors_name_the_users_file_and_line_with_nvcc(tmp_path):
     (tmp_path / "bad.cu").write_text('extern "C" __global__ void k(float *y) {\n  int i = threadIdx.x;\n'
@@ -183,6 +188,7 @@ def test_compiler_errors_name_the_users_file_and_line_with_nvcc(tmp_path):
     assert "bad.cu(3): error: identifier" in res.stderr and "refsim-ptx" not in res.stderr
 
 
+@pytest.mark.slow
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
     assert main(["check", f"{_module(tmp_path)}:good", "--fmt", "mma_s4", "--sms", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -205,6 +211,7 @@ def plan(x, qweight, lut):
 '''
 
 
+@pytest.mark.slow
 def test_a_ptx_entry_runs_through_refsim_ptx_with_its_launch(tmp_path, capsys):
     from pathlib import Path
 
@@ -221,6 +228,7 @@ def test_a_ptx_entry_runs_through_refsim_ptx_with_its_launch(tmp_path, capsys):
     assert "--launch" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_refsim_ptx_check_is_the_same_check(tmp_path, capsys):
     from pathlib import Path
 

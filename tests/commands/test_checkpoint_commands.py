@@ -29,6 +29,7 @@ def quantized(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_quantize_writes_per_layer_and_model_quality(quantized):
     quality = json.loads((quantized / "quality.json").read_text())
     assert [r["name"] for r in quality["layers"]] == ["encoder.layer.1.attention.self.query", INTER]
@@ -64,6 +65,7 @@ def test_convert_refusal_is_one_line_exit_2_and_leaves_out_empty(quantized, tmp_
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_convert_marlin_of_the_marlin_capable_layer_matches_pack(quantized, tmp_path, capsys):
     out = tmp_path / "marlin"
     # the same checkpoint restricted to the Marlin-capable layer: quantize it alone, then convert
@@ -84,6 +86,7 @@ def test_convert_marlin_of_the_marlin_capable_layer_matches_pack(quantized, tmp_
                                     "workspace_int32": 1536 // 128 * 16}
 
 
+@pytest.mark.slow
 def test_requantize_reports_the_added_error_on_stderr(tmp_path, capsys):
     src = tmp_path / "asym"
     assert main(["quantize", str(minilm.model_path()), "--method", "rtn", "--layers", rf"^{INTER}$",
@@ -109,6 +112,7 @@ def test_bad_paths_and_options_are_one_line_errors(argv, message, capsys, tmp_pa
     assert len(err.splitlines()) == 1 and err.startswith(message)
 
 
+@pytest.mark.slow
 def test_quantize_a_decoder_to_compressed_tensors_prints_held_out_perplexity(tmp_path, capsys):
     from refsim.data.models import pydoc_llama_path
 

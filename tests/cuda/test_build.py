@@ -57,6 +57,7 @@ def _compiler_or_skip():
     return nvcc
 
 
+@pytest.mark.slow
 @pytest.mark.nvcc
 @pytest.mark.parametrize("name", registry.SOURCES)
 def test_committed_ptx_equals_a_fresh_compile(name):

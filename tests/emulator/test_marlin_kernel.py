@@ -36,6 +36,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m,k,n,gs,sms,arch", CASES)
 def test_vectorised_emulation_equals_plain_loop_twin(m, k, n, gs, sms, arch):
     rng = np.random.default_rng(m * 1000 + sms)

@@ -295,6 +295,7 @@ def _draw_inputs(k, n, group_size, seed):
 
 
 # edge cases: the K = 128 / group 128 corner, the smallest per-channel shape
+@pytest.mark.slow
 @example((128, 256, 128, 0))
 @example((128, 256, None, 1))
 @given(marlin_problems())

@@ -3,10 +3,13 @@
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from refsim.gpu_model.kernels._common import tile_tensor_time
 from refsim.gpu_model.roofline import ModelParams, combine, dram_roofline_s, dram_time, waves
-from refsim.gpu_model.specs import get_gpu
+from refsim.gpu_model.specs import GPUS, get_gpu
+from refsim.testing import examples
 
 G4090 = get_gpu("rtx4090")
 
@@ -59,3 +62,15 @@ def test_tile_tensor_time_pads_waves():
 
 def test_plain_roofline_is_bytes_over_peak():
     assert dram_roofline_s(1008e6, 0.0, G4090) == pytest.approx(1e-3)
+
+
+# ----------------------------------------------- property: more bytes never faster at a fixed launch geometry
+gpus = st.sampled_from(sorted(GPUS))
+
+
+@settings(max_examples=examples(50))
+@given(gpus, st.floats(1e3, 1e9), st.floats(1.0, 4.0), st.integers(1, 5000), st.integers(1, 16),
+       st.floats(256, 65536))
+def test_more_bytes_never_faster_at_fixed_launch_geometry(gpu, nbytes, factor, ctas, ctas_per_sm, bif):
+    g = get_gpu(gpu)
+    assert dram_time(nbytes * factor, g, ctas, ctas_per_sm, bif) >= dram_time(nbytes, g, ctas, ctas_per_sm, bif)

@@ -117,6 +117,7 @@ def test_csv_is_in_microseconds_with_the_conditions(tmp_path):
     assert table[0]["group_size"] == ""                          # None is an empty cell
 
 
+@pytest.mark.slow
 def test_plot_writes_one_readable_png_per_gpu_with_ok_rows(tmp_path):
     from matplotlib.image import imread
     rows = sw.sweep(["a10", "rtx2080"], ["marlin"], [1, 16], [(4096, 4096)], progress=False)

@@ -76,6 +76,7 @@ def test_quantize_to_compressed_tensors_writes_what_llm_compressor_writes(fp_lla
     assert open_checkpoint(out).format == "compressed-tensors"
 
 
+@pytest.mark.slow
 def test_gptq_and_awq_folders_carry_the_configs_their_loaders_read(fp_llama, tmp_path):
     quantize_model(fp_llama, tmp_path / "g", QuantizeOptions("rtn", measure_memory=False))
     cfg = json.loads((tmp_path / "g" / "config.json").read_text())

@@ -34,6 +34,7 @@ def decoder_runs(tmp_path_factory):
                         to="compressed-tensors" if m == "awq" else "auto") for m in ("rtn", "gptq", "awq")}
 
 
+@pytest.mark.slow
 def test_gptq_beats_rtn_in_held_out_perplexity_on_the_decoder(decoder_runs):
     rtn, gptq = decoder_runs["rtn"]["model_quality"], decoder_runs["gptq"]["model_quality"]
     assert rtn["metric"] == gptq["metric"] == "perplexity"
@@ -42,11 +43,13 @@ def test_gptq_beats_rtn_in_held_out_perplexity_on_the_decoder(decoder_runs):
     assert decoder_runs["gptq"]["sequential"] is True and decoder_runs["gptq"]["calib_tokens"] == 1024
 
 
+@pytest.mark.slow
 def test_awq_beats_rtn_in_held_out_perplexity_on_the_decoder(decoder_runs):
     rtn, awq = decoder_runs["rtn"]["model_quality"], decoder_runs["awq"]["model_quality"]
     assert awq["fp"] < awq["quantized"] < rtn["quantized"]
 
 
+@pytest.mark.slow
 def test_awq_scales_fold_exactly_and_into_the_norms_it_writes(decoder_runs, monkeypatch):
     # AutoAWQ divides input_layernorm / post_attention_layernorm by the scales it multiplies into q,k,v / gate,up
     with open_checkpoint(pydoc_llama_path()) as fp, open_checkpoint(decoder_runs["awq"]["out"]) as ck:

@@ -45,6 +45,7 @@ def _heldout_inputs(name: str) -> np.ndarray:
     return np.concatenate([cal.forward(row)[1][name + ".weight"] for row in ids]).astype(np.float64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method, fmt, max_err", [
     ("rtn", "gptq", 0.2), ("gptq", "gptq", 0.2), ("awq", "awq", 0.2), ("anyprec", "anyprec", 0.2),
     ("atom", "atom", 0.2), ("mixed_2_4_16", "mixed_2_4_16", 0.4),
@@ -105,6 +106,7 @@ def test_awq_method_writes_the_words_autoawq_would(tmp_path, model):
             assert int(qzeros[g, j]) & 0xFFFFFFFF == sum(zs[order[i]] << (4 * i) for i in range(8))
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_equals_serial_bit_for_bit(tmp_path, model):
     from dask.distributed import LocalCluster
 

@@ -225,6 +225,7 @@ def test_parameters_beyond_32764_bytes_are_refused_and_many_parse_in_linear_time
         parse(HEAD + f".visible .entry k(\n{many}\n)\n{{\nret;\n}}\n")
 
 
+@pytest.mark.slow
 def test_a_hundred_thousand_instructions_parse():
     from refsim.ptx.parse import parse
 

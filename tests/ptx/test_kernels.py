@@ -144,6 +144,7 @@ def test_cp_async_double_buffer(tiles, seed):
 
 
 # ---------------------------------------------------------------- the committed PTX is nvcc's
+@pytest.mark.slow
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (the committed PTX is used)")
 def test_committed_ptx_matches_nvcc(tmp_path):

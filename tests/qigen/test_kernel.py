@@ -54,6 +54,7 @@ def test_kernel_equals_oracle_bit_for_bit(isa, bits, gs, order, m):
     np.testing.assert_array_equal(x, x_before)
 
 
+@pytest.mark.slow
 @needs_cc
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("bits", [2, 3, 4])
@@ -246,6 +247,7 @@ def test_compact_metadata_is_refused_when_scales_or_zeros_do_not_fit():
         codegen.KernelSpec(4, meta="bf16")
 
 
+@pytest.mark.slow
 @needs_cc
 @pytest.mark.skipif("avx2" not in ISAS, reason="prefetch is AVX2-only")
 @pytest.mark.parametrize("bits", [2, 3, 4])
@@ -278,6 +280,7 @@ def test_bitcast_positions_by_hand():
     assert codegen.BITCAST_X_MIN == 2.0**-62 and codegen.BITCAST_X_MAX == 2.0**43
 
 
+@pytest.mark.slow
 @needs_cc
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("bits", [2, 3, 4])
@@ -299,6 +302,7 @@ def test_auto_path_choice_follows_the_range_of_x(isa, bits):
                 kernel.qgemv(xx, mat, spec, path="bitcast")
 
 
+@pytest.mark.slow
 @needs_cc
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("bits", [3, 4])
@@ -563,6 +567,7 @@ def problems(draw):
     return bits, tu, tb, n, mb, k, gs, m, order, unroll, isa, acc, path, seed
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(40))
 @given(problems())
 def test_kernel_equals_oracle(p):

@@ -53,6 +53,7 @@ def searches(ref, model):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_scale_search_picks_autoawqs_ratio_and_scales(ref, searches, group):
     res = searches[group]

@@ -165,6 +165,7 @@ def test_cuda_mixed_and_atom_kernels(both_executors):
     rc.atom_group_gemm(a, w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m, k, n, group, sms, arch", [(1, 256, 256, 128, 2, "sm_80"), (20, 256, 256, 128, 3, "sm_89"),
                                                          (2, 384, 256, None, 6, "sm_86"), (2, 512, 256, 128, 7, "sm_90")])
 def test_cuda_marlin(both_executors, m, k, n, group, sms, arch):

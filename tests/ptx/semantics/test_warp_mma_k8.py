@@ -1,7 +1,7 @@
 """mma.sync.aligned.m16n8k8 (f16) on every architecture refsim models with it: one tensor-core block of the
 arch's width, checked against the plain-loop exact-rational block (refsim.arith.tensor_core.fdpa_reference)
 with the 8 products padded by zero products to the block (16 on sm_90); the H100's own bits for this
-instruction are in tests/ptx/test_h100_replay.py (tc_k8_* cases)."""
+instruction are in tests/ptx/test_replay.py (tc_k8_* cases)."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def test_pinned_marlin_cases_cover_every_partition_regime_for_108_sms():
 
 def test_a_kernel_planned_for_72_sms_is_caught_and_the_replay_names_the_partition():
     # the bug of the issue: 72-SM partition, checked for an A100 (108 SMs), on a shape with more tiles than 72 SMs
-    # (default settings, which find it on a pinned case: tests/emulator/test_harness_bugs.py)
+    # (default settings, which find it on a pinned case: tests/testing/test_harness_bugs.py)
     shape = {"m": 1, "k": 1024, "n": 1280, "group_size": 128}      # 80 tiles: 1 per block on 108 SMs, 2 on 72
     with pytest.raises(harness.KernelMismatch) as info:
         harness.check_kernel(lambda A, B, s: mk.marlin_gemm(A, B, s, sms=72), "marlin", sms=108, seed=3,

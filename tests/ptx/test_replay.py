@@ -62,6 +62,7 @@ def test_every_deterministic_case_is_bit_identical_to_the_h100(name):
         assert_bitexact(out[b["id"]], _h100(case, b["id"]), f"{name} base {b['id']}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", official.cases())
 def test_every_official_case_is_bit_identical_to_the_h100(name):
     out = official.replay(name, arch="sm_90")

@@ -1,8 +1,8 @@
 """The public API, enumerated programmatically, and the wrong arguments the fuzz test draws.
 
-Run ``PYTHONPATH=. python property_tests/fuzz_api.py --sweep [trials] [seed]`` to search at
+Run ``PYTHONPATH=. python tests/fuzz/fuzz_api.py --sweep [trials] [seed]`` to search at
 random for functions that still break (prints a ``GAPS`` dict for ``fuzz_gaps.py``), and
-``python property_tests/fuzz_api.py --hostile [name ...]`` to print every finding of the hostile
+``python tests/fuzz/fuzz_api.py --hostile [name ...]`` to print every finding of the hostile
 fuzz (tests/test_fuzz_hostile.py) for the seeded functions whose name contains one of the names.
 
 Public = every name in a module's ``__all__`` under :mod:`refsim` that is a function or a class,
@@ -53,7 +53,7 @@ EXCLUDED_MODULES = {
     "refsim.ptx.lex": "the lexer Module(text) runs (Module is fuzzed)",
     "refsim.ptx.parse": "the parser Module(text) runs (Module is fuzzed)",
     "refsim.ptx.memory": "the global memory of one launch, built by Module.launch",
-    "refsim.ptx.replay": "replays the recorded H100 launches (tests/ptx/test_h100_replay.py)",
+    "refsim.ptx.replay": "replays the recorded H100 launches (tests/ptx/test_replay.py)",
     "refsim.ptx.sass": "parses nvdisasm output of a cubin (CUDA toolchain)",
     "refsim.ptx.toolchain": "runs nvcc",
     "refsim.ptx.errors": "the exception classes themselves",

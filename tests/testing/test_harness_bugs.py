@@ -15,16 +15,16 @@ _spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__fil
 bugs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bugs)
 
-pytestmark = pytest.mark.slow
-
+_SLOW = pytest.mark.slow   # the diagnosis replays other SM counts / reduction orders: seconds each
 MARLIN_BUGS = [
     # (bug switched on in the port, words the verdict must contain)
-    ({"sms": 72}, "verdict: partition"),
-    ({"reduce_assoc": "left"}, "thread_block_reduce's association"),
-    ({"global_fp32": True}, "the global reduction"),
-    ({"last_scale_from_previous": True}, "group 1's scales taken from group 0"),
-    ({"nibbles_swapped": True}, "verdict: nibble order"),
-    ({"fp32_accumulate": True}, "the accumulation inside one mma"),
+    pytest.param({"sms": 72}, "verdict: partition", marks=_SLOW, id="sms"),
+    pytest.param({"reduce_assoc": "left"}, "thread_block_reduce's association", marks=_SLOW, id="reduce_assoc"),
+    pytest.param({"global_fp32": True}, "the global reduction", id="global_fp32"),
+    pytest.param({"last_scale_from_previous": True}, "group 1's scales taken from group 0",
+                 id="last_scale_from_previous"),
+    pytest.param({"nibbles_swapped": True}, "verdict: nibble order", id="nibbles_swapped"),
+    pytest.param({"fp32_accumulate": True}, "the accumulation inside one mma", marks=_SLOW, id="fp32_accumulate"),
 ]
 
 
@@ -32,12 +32,13 @@ def _verdict(err):
     return next(x for x in str(err).splitlines() if x.startswith("  verdict:"))
 
 
+@pytest.mark.slow
 def test_correct_marlin_port_passes_with_default_settings():
     res = harness.check_kernel(lambda A, B, s: bugs.marlin_port(A, B, s), "marlin", sms=108, seed=0, progress=False)
     assert res.pinned + res.drawn >= 12
 
 
-@pytest.mark.parametrize("bug, verdict", MARLIN_BUGS, ids=[next(iter(b)) for b, _ in MARLIN_BUGS])
+@pytest.mark.parametrize("bug, verdict", MARLIN_BUGS)
 def test_marlin_bug_is_caught_with_default_settings(bug, verdict):
     def kernel(A, B, s):
         return bugs.marlin_port(A, B, s, **bug)

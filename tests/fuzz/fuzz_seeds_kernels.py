@@ -226,7 +226,7 @@ UNSEEDED = {
     "refsim.cuda.official.cases": "no parameters",
     "refsim.cuda.build.manifest": "no parameters",
     "refsim.cuda.official.replay": "replays a recorded H100 launch of an official kernel (seconds; tests/ptx/"
-                                   "test_h100_replay.py)",
+                                   "test_replay.py)",
     "refsim.cuda.regenerate.regenerate_ptx": "runs nvcc and rewrites the committed PTX",
     "refsim.cuda.regenerate.regenerate_resources": "runs ptxas and rewrites resources.json",
     "refsim.cuda.regenerate.stale_ptx": "compares the committed PTX with nvcc's output",

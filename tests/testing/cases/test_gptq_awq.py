@@ -13,7 +13,7 @@ import pytest
 from refsim.formats import awq, gptq
 from refsim.testing import harness, rebuild_case
 
-_spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__file__).with_name("harness_bug_kernels.py"))
+_spec = importlib.util.spec_from_file_location("harness_bug_kernels", Path(__file__).parents[1] / "harness_bug_kernels.py")
 bugs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bugs)
 
@@ -21,6 +21,7 @@ QUIET = {"progress": False}
 PORTS = {"gptq": bugs.gptq_port, "gptq_v2": lambda *i, **kw: bugs.gptq_port(*i, v2=True, **kw), "awq": bugs.awq_port}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", sorted(PORTS))
 def test_an_independent_port_passes_with_default_settings(fmt):
     res = harness.check_kernel(PORTS[fmt], fmt, seed=0, **QUIET)
@@ -71,6 +72,7 @@ def test_a_bug_is_caught_on_a_pinned_case_and_named(fmt, bug, verdict):
     assert verdict in line, str(replay.value)
 
 
+@pytest.mark.slow
 def test_another_legitimate_order_fails_bitexact_but_passes_accuracy_mode():
     def chain(*inputs):
         return bugs.gptq_port(*inputs, accumulate="fp32_chain")
@@ -85,6 +87,7 @@ def test_another_legitimate_order_fails_bitexact_but_passes_accuracy_mode():
     assert f"bit-exact with refsim's order: no, {res.bit_differ} of {res.outputs} outputs differ" in res.summary()
 
 
+@pytest.mark.slow
 def test_accuracy_mode_holds_a_kernel_to_the_accumulation_it_states():
     # slab partials added in an fp16 accumulator: stating fp32 fails on a pinned case (accuracy mode
     # pins data with exponents over 21 binades), stating fp16 in any order passes

@@ -12,7 +12,7 @@ function cannot silently leave the fuzz: a new public function is fuzzed automat
 entry that names no public function fails :func:`test_gap_list_names_only_public_functions`.
 
 The draws are derandomized (the fixed example sequence of this file): the random search that
-decides the gap list is ``python property_tests/fuzz_api.py --sweep``; keeping that search out of
+decides the gap list is ``python tests/fuzz/fuzz_api.py --sweep``; keeping that search out of
 the default run keeps the README's ``pytest`` deterministic on this test.
 
 Per-call bound: 60 s wall time (SIGALRM) and 4 GiB more address space (RLIMIT_AS) per call. A call
@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "fuzz"))  # the fuzz engine
 from fuzz_api import WRONG_VALUES, arity, public_callables  # noqa: E402
 from fuzz_gaps import GAPS  # noqa: E402
 from fuzz_seeds import NEVER_CALLED, SEEDS  # noqa: E402

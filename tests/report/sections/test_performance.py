@@ -4,9 +4,12 @@ surprising cells."""
 import re
 from types import SimpleNamespace
 
+import pytest
+
 from refsim.report.sections import performance
 
 
+@pytest.mark.slow
 def test_tables_and_every_embedded_picture_exist(tmp_path):
     md = performance.markdown(tmp_path)
     for gpu in ("a10", "rtx4090", "orin-agx-64gb"):
