@@ -61,7 +61,7 @@
 //
 // Build: nvcc -arch=sm_80 -ptx refsim/cuda/marlin.cu (no headers beyond the compiler's own);
 // the committed PTX is refsim/cuda/ptx/marlin.sm_80.ptx (regenerate: python -m refsim.cuda.regenerate).
-// Run/check: tests/cuda/test_marlin_cu.py, property_tests/cuda/test_marlin_cu.py.
+// Run/check: tests/cuda/test_marlin.py (examples and hypothesis properties).
 
 namespace refsim_marlin {
 
