@@ -187,22 +187,13 @@ def test_fma_reference_scalar_equals_array_reference(dtype):
 
 
 # --------------------------------------------------------------------------- properties (hypothesis)
+@pytest.mark.parametrize("dtype, fma", [(np.float32, fp.f32_fma), (np.float16, fp.f16_fma)], ids=["f32", "f16"])
 @settings(max_examples=examples(50))
-@given(st.tuples(*[st.floats(width=32) for _ in range(3)]))
-def test_fp32_fused_fma_equals_exact_single_rounding(abc):
-    a, b, c = (np.array([v], np.float32) for v in abc)
-    got, want = fp.f32_fma(a, b, c, fused=True), fp.fma_reference(a, b, c)
-    if np.isnan(want[0]):
-        assert np.isnan(got[0])
-    else:
-        assert_bitexact(got, want)
-
-
-@settings(max_examples=examples(50))
-@given(st.tuples(*[st.floats(width=16) for _ in range(3)]))
-def test_fp16_fused_fma_equals_exact_single_rounding(abc):
-    a, b, c = (np.array([v], np.float16) for v in abc)
-    got, want = fp.f16_fma(a, b, c, fused=True), fp.fma_reference(a, b, c)
+@given(abc=st.data())
+def test_fused_fma_equals_exact_single_rounding(dtype, fma, abc):
+    width = np.dtype(dtype).itemsize * 8
+    a, b, c = (np.array([abc.draw(st.floats(width=width))], dtype) for _ in range(3))
+    got, want = fma(a, b, c, fused=True), fp.fma_reference(a, b, c)
     if np.isnan(want[0]):
         assert np.isnan(got[0])
     else:

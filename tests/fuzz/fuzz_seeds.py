@@ -232,19 +232,9 @@ def _fq():
     return uniform.quantize(normal((64, 32)), 4, granularity="group", group_size=32)
 
 
-#: a two-iteration SASS loop in nvdisasm -c's shape (a label, instructions with addresses, a back branch)
-SASS_LISTING = """
-.text._Z1kv:
-        /*0000*/                   MOV R1, c[0x0][0x28] ;
-.L_x_0:
-        /*0010*/                   LDG.E.128 R8, desc[UR4][R6.64] ;
-        /*0020*/                   LDS R12, [R3] ;
-        /*0030*/                   HFMA2 R13, R12, R8, R13 ;
-        /*0040*/                   IMAD.WIDE R4, R0, 0x4, R4 ;
-        /*0050*/                   ISETP.NE.AND P0, PT, R4, RZ, PT ;
-        /*0060*/              @P0 BRA `(.L_x_0) ;
-        /*0070*/                   EXIT ;
-"""
+#: a SASS loop in nvdisasm -c's shape (a label, instructions with addresses, a back branch)
+SASS_LISTING = (Path(__file__).resolve().parents[1] / "gpu_model" / "data" / "nvdisasm_loop.txt").read_text()
+SASS_FUNCTION = "_Z14matmul_kbit_32ILi1ELi3ELb0EEvPK6__halfPKjjjjS2_PS0_"
 SASS_INTERVALS = {"alu": 2.0, "imad": 2.0, "fp16": 1.0, "fp16_mma": 1.0, "mio": 4.0}
 SASS_LATENCIES = {"alu": 4, "imad": 4, "fp16": 4, "lds": 29, "l1": 39}
 
@@ -252,7 +242,7 @@ SASS_LATENCIES = {"alu": 4, "imad": 4, "fp16": 4, "lds": 29, "l1": 39}
 def _sass_items():
     from refsim.gpu_model import sass
 
-    return sass.functions(SASS_LISTING)["_Z1kv"]
+    return sass.functions(SASS_LISTING)[SASS_FUNCTION]
 
 
 def _sass_body():
