@@ -108,6 +108,14 @@ def _reference_operands(names: tuple[str, ...], arrays: tuple) -> tuple[np.ndarr
     return tuple(np.broadcast_arrays(*_same_dtype(names, arrays, first.dtype)))
 
 
+def _rn(ufunc, dtype, a, b) -> np.ndarray:
+    """One IEEE operation of ``dtype`` (float16/float32) on checked, broadcast operands: NumPy computes
+    the exact result rounded once to nearest-even, as ``add/sub/mul.rn`` do; no warnings."""
+    a, b = _same_dtype(("a", "b"), (a, b), dtype)
+    with np.errstate(all="ignore"):
+        return ufunc(a, b, dtype=dtype)
+
+
 def _require_flag(name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise FormatRuleError(f"{name}: must be True or False (say which the SASS executes); got {value!r}")
@@ -120,23 +128,17 @@ def _require_flag(name: str, value) -> bool:
 
 def f16_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``add.rn.f16``: a + b rounded once (RNE). a, b float16, broadcastable; returns float16."""
-    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
-    with np.errstate(all="ignore"):
-        return np.add(a, b, dtype=np.float16)
+    return _rn(np.add, np.float16, a, b)
 
 
 def f16_sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``sub.rn.f16``: a - b rounded once (RNE). a, b float16, broadcastable; returns float16."""
-    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
-    with np.errstate(all="ignore"):
-        return np.subtract(a, b, dtype=np.float16)
+    return _rn(np.subtract, np.float16, a, b)
 
 
 def f16_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``mul.rn.f16``: a · b rounded once (RNE). a, b float16, broadcastable; returns float16."""
-    a, b = _same_dtype(("a", "b"), (a, b), np.float16)
-    with np.errstate(all="ignore"):
-        return np.multiply(a, b, dtype=np.float16)
+    return _rn(np.multiply, np.float16, a, b)
 
 
 def f16_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None = None) -> np.ndarray:
@@ -177,23 +179,17 @@ def _f16_fma_fused(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def f32_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``add.rn.f32`` (FADD): a + b with one RNE. a, b float32, broadcastable; returns float32."""
-    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
-    with np.errstate(all="ignore"):
-        return np.add(a, b, dtype=np.float32)
+    return _rn(np.add, np.float32, a, b)
 
 
 def f32_sub(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``sub.rn.f32``: a - b with one RNE. a, b float32, broadcastable; returns float32."""
-    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
-    with np.errstate(all="ignore"):
-        return np.subtract(a, b, dtype=np.float32)
+    return _rn(np.subtract, np.float32, a, b)
 
 
 def f32_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``mul.rn.f32`` (FMUL): a · b with one RNE. a, b float32, broadcastable; returns float32."""
-    a, b = _same_dtype(("a", "b"), (a, b), np.float32)
-    with np.errstate(all="ignore"):
-        return np.multiply(a, b, dtype=np.float32)
+    return _rn(np.multiply, np.float32, a, b)
 
 
 def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None = None) -> np.ndarray:
