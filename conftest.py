@@ -9,8 +9,8 @@ from refsim.testing import register_hypothesis_profiles
 _PROFILE = register_hypothesis_profiles()
 
 # One BLAS thread per test process: CI runs two pytest workers on two cores, and OpenBLAS's own
-# threads on the tests' small matmuls then spin against each other and against other load
-# (issue 13). Held for the whole session.
+# threads on the tests' small matmuls then spin against each other and against other load.
+# Held for the whole session.
 _BLAS_LIMIT = threadpoolctl.threadpool_limits(limits=1)
 
 
