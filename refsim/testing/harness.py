@@ -277,7 +277,7 @@ _TEMP_SOURCE = re.compile(r"[^\s'\"(]*refsim-ptx-[^/\s'\"]*/kernel\.cu")
 
 
 def compiler_message(message: str, path, arch: str) -> str:
-    """A toolchain error about the temporary copy refsim compiles (``/tmp/refsim-ptx-*/kernel.cu``,
+    """A toolchain error about the temporary copy refsim compiles (``<tempdir>/refsim-ptx-*/kernel.cu``,
     written verbatim, so the line numbers are the file's) rewritten to name ``path``: nvcc's
     diagnostics as ``my_kernel.cu(42): error: ...``, without the temporary command line."""
     text = _TEMP_SOURCE.sub(str(path), message)

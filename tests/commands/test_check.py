@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -162,9 +163,10 @@ def test_accuracy_mode_from_the_command_line(tmp_path):
     assert "bit-exact with refsim's order: no" in out
 
 
-NVCC_FAILURE = ('nvcc failed (/usr/bin/nvcc -arch=sm_80 -ptx /tmp/refsim-ptx-k2j1/kernel.cu -o '
-                '/tmp/refsim-ptx-k2j1/kernel.ptx):\n/tmp/refsim-ptx-k2j1/kernel.cu(3): error: identifier '
-                '"undefined_name" is undefined\n\n1 error detected in the compilation of "/tmp/refsim-ptx-k2j1/kernel.cu".')
+_TMP = Path(tempfile.gettempdir()) / "refsim-ptx-k2j1"     # where refsim.ptx.compile writes its copy
+NVCC_FAILURE = (f'nvcc failed (/usr/bin/nvcc -arch=sm_80 -ptx {_TMP}/kernel.cu -o {_TMP}/kernel.ptx):\n'
+                f'{_TMP}/kernel.cu(3): error: identifier "undefined_name" is undefined\n\n'
+                f'1 error detected in the compilation of "{_TMP}/kernel.cu".')
 
 
 def test_compiler_errors_name_the_users_file_and_line():
