@@ -81,7 +81,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.commands.report": "tested in tests/test_cli.py: `refsim report` end to end",
     "refsim.commands.sweep": "tested in tests/gpu_model/test_sweep.py: the command beside the sweep it prints",
     # refsim.cuda
-    "refsim.cuda.official": "tested in tests/ptx/test_replay.py: the official kernels' recorded H100 launches",
     "refsim.cuda.regenerate": "tested in tests/cuda/test_census.py: the census and PTX check it runs",
     "refsim.cuda.registry": "tested in tests/cuda/test_build.py: every registered kernel's committed PTX",
     # data
@@ -93,15 +92,12 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.gpu_model.shapes": "tested in tests/gpu_model/test_layers.py: the model shapes the layer sums use",
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
-    "refsim.io.containers": "tested in tests/io/test_checkpoint.py: every refsim container round trip",
-    "refsim.io.gptq": "tested in tests/io/test_checkpoint.py: GPTQ and AWQ round trips and named refusals",
     "refsim.io.calibrate": "tested in tests/io/test_quality.py: calibration activations for the quantizers",
     "refsim.io.executor": "tested in tests/io/test_quantize.py: the layer-parallel quantization jobs",
     "refsim.io.hf_folder": "tested in tests/io/test_output_folders.py: Hugging Face folders written and read back",
     "refsim.io.output": "tested in tests/io/test_output_folders.py: output folders refused or written",
     "refsim.io.inspect": "tested in tests/io/test_convert.py: inspect on converted checkpoints",
     "refsim.io.model_folder": "tested in tests/io/test_quantize.py: model folders quantized",
-    "refsim.io.readers": "tested in tests/io/test_quality.py: reading the bundled decoder",
     "refsim.io.uniform": "tested in tests/io/test_compressed_tensors.py: the uniform layer records it converts",
     "refsim.models.bert": "tested in tests/data/test_calibration.py: MiniLM's forward pass gives the calibration activations",
     "refsim.models.llama": "tested in tests/io/test_quality.py: the bundled decoder's forward pass",
@@ -139,7 +135,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.report.sections.mixed_2_4_16": _SECTION,
     # testing
     "refsim.testing.validate": "tested in tests/commands/test_validate.py: `refsim validate` on the fake GPU",
-    "refsim.testing.admissible": "tested in tests/ptx/test_admissible.py: the admissible sets of K-split launches",
     "refsim.testing.cases": _CASES,
     "refsim.testing.cases.anyprec": _CASES,
     "refsim.testing.cases.atom": _CASES,

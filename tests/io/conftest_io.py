@@ -6,6 +6,7 @@ import numpy as np
 
 from refsim.formats import gptq as gptq_format
 from refsim.io.gptq import GPTQLayer
+from refsim.io.tensors import TensorFile, save_tensors
 
 L0, L1 = "model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj"
 
@@ -22,3 +23,11 @@ def gptq_layer(name, rng, *, k=256, n=256, bits=4, gs=128, sym=False, act_order=
     return GPTQLayer(name, ck, gs, act_order, sym, (rng.standard_normal(n)).astype(np.float16))
 
 
+
+
+def rewrite_tensors(path, edit):
+    """Apply ``edit`` (a function changing a {name: array} dict in place) to ``path``/model.safetensors."""
+    with TensorFile(path / "model.safetensors") as tf:
+        t = {n: tf.read(n) for n in tf.names()}
+    edit(t)
+    save_tensors(path / "model.safetensors", t)

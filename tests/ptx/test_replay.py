@@ -1,7 +1,8 @@
 """40 recorded launches replayed through refsim.ptx at sm_90 against the bytes an H100 wrote for them
 (tests/ptx/data/h100_replay/README.md: the GPU, driver, CUDA, clocks, method, date). 35 are folders here;
 the five official cases ``refsim validate`` replays are kept once, as package data in refsim/cuda/official
-(refsim.cuda.official reads them; the package must not read tests/), and replayed from there.
+(refsim.cuda.official reads them; the package must not read tests/), and replayed from there by
+tests/cuda/test_official.py.
 
     deterministic cases (36)   every byte of every buffer equal to the H100's (31 here, the 5 official)
     K-split cases (2)          the H100's output is in refsim's admissible set: the official kernel's
@@ -60,14 +61,6 @@ def test_every_deterministic_case_is_bit_identical_to_the_h100(name):
     out = replay(case, arch="sm_90")
     for b in case.bases:
         assert_bitexact(out[b["id"]], _h100(case, b["id"]), f"{name} base {b['id']}")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", official.cases())
-def test_every_official_case_is_bit_identical_to_the_h100(name):
-    out = official.replay(name, arch="sm_90")
-    for i, want in official.h100(name).items():
-        assert_bitexact(out[i], want, f"{name} base {i}")
 
 
 @pytest.mark.slow
