@@ -3,7 +3,6 @@ replayed through refsim.cuda's launch path (the other recorded cases are in test
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from refsim.cuda import official
