@@ -74,10 +74,6 @@ EXCEPTIONS: dict[str, str] = {
               "a big-endian host to fire)",
     "refsim.__main__": "tested in tests/test_cli.py: runs `python -m refsim` and compares it with the console script",
     "refsim._validate": "tested in tests/test_validation_table.py: the one table of validators, row by row",
-    "refsim.commands.convert": "tested in tests/commands/test_checkpoint_commands.py: convert, inspect and quantize "
-                               "share one checkpoint fixture",
-    "refsim.commands.inspect": "tested in tests/commands/test_checkpoint_commands.py: see refsim.commands.convert",
-    "refsim.commands.quantize": "tested in tests/commands/test_checkpoint_commands.py: see refsim.commands.convert",
     "refsim.commands.report": "tested in tests/test_cli.py: `refsim report` end to end",
     "refsim.commands.sweep": "tested in tests/gpu_model/test_sweep.py: the command beside the sweep it prints",
     # refsim.cuda
