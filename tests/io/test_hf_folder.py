@@ -1,5 +1,7 @@
-"""Output folders the serving tools load, compared with a folder llm-compressor wrote (tests/io/data), and
-output paths checked before any work (links, files, an existing empty folder, permissions, no leftovers)."""
+"""refsim.io.hf_folder: output folders the serving tools load, compared with a folder llm-compressor wrote
+(tests/io/data), sharded with transformers' index, config.json and side files carried over; and, end to
+end through quantize_model, output paths checked before any work (refsim.io.output's unit tests are in
+test_output.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from safetensors import safe_open
 import refsim.io.quantize as quantize_mod
 from refsim.errors import FormatRuleError
 from refsim.io import open_checkpoint
-from refsim.io.hf_folder import save_model_tensors
+from refsim.io.hf_folder import SIDE_FILES, finish, save_model_tensors
 from refsim.io.quantize import QuantizeOptions, quantize_model
 from refsim.io.tensors import save_tensors
 
@@ -104,6 +106,34 @@ def test_large_checkpoints_are_sharded_with_an_index(tmp_path):
     for name, fname in index["weight_map"].items():
         with safe_open(str(tmp_path / fname), framework="numpy") as f:
             np.testing.assert_array_equal(f.get_tensor(name), tensors[name])
+
+
+def test_tensors_under_the_shard_size_go_to_one_file(tmp_path):
+    t = {"b": np.arange(6, dtype=np.float16).reshape(2, 3), "a": np.ones(4, np.int32)}
+    assert save_model_tensors(tmp_path, t, max_shard_bytes=28) == ["model.safetensors"]   # 12 + 16 bytes
+    assert _header(tmp_path / "model.safetensors") == {"a": ("I32", (4,)), "b": ("F16", (2, 3))}
+    # one byte less and the two tensors need two shards, in name order
+    (tmp_path / "2").mkdir()
+    files = save_model_tensors(tmp_path / "2", t, max_shard_bytes=27)
+    assert files == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                     "model.safetensors.index.json"]
+    assert json.loads((tmp_path / "2" / files[2]).read_text())["weight_map"] == {"a": files[0], "b": files[1]}
+
+
+def test_finish_replaces_the_quantization_config_and_copies_the_side_files(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    out.mkdir()
+    (src / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 8,
+                                                 "quantization_config": {"quant_method": "old"}}))
+    (src / "tokenizer.json").write_text("{}")
+    (src / "notes.txt").write_text("not a side file")
+    (out / "config.json").write_text(json.dumps({"hidden_size": 16}))      # the writer's own keys win
+    finish(out, src / "model.safetensors", {"quant_method": "gptq", "bits": 4})
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg == {"model_type": "llama", "hidden_size": 16, "quantization_config": {"quant_method": "gptq", "bits": 4}}
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "tokenizer.json"]
+    assert "tokenizer.json" in SIDE_FILES and "notes.txt" not in SIDE_FILES
 
 
 @pytest.fixture
