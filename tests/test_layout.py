@@ -85,10 +85,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
     "refsim.io.calibrate": "tested in tests/io/test_quality.py: calibration activations for the quantizers",
-    "refsim.io.executor": "tested in tests/io/test_quantize.py: the layer-parallel quantization jobs",
-    "refsim.io.hf_folder": "tested in tests/io/test_output_folders.py: Hugging Face folders written and read back",
-    "refsim.io.output": "tested in tests/io/test_output_folders.py: output folders refused or written",
-    "refsim.io.inspect": "tested in tests/io/test_convert.py: inspect on converted checkpoints",
     "refsim.io.model_folder": "tested in tests/io/test_quantize.py: model folders quantized",
     "refsim.io.uniform": "tested in tests/io/test_compressed_tensors.py: the uniform layer records it converts",
     "refsim.models.bert": "tested in tests/data/test_calibration.py: MiniLM's forward pass gives the calibration activations",
