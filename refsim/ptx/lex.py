@@ -193,7 +193,7 @@ def parse_int(tok: str) -> int | None:
             v = int(t[2:], 2)
         elif re.fullmatch(r"0[0-7]+", t):
             v = int(t, 8)
-        elif re.fullmatch(r"\d+", t):
+        elif DEC_INT.fullmatch(t):
             v = int(t)
         else:
             return None
@@ -228,4 +228,4 @@ DEC_FLOAT = re.compile(r"-?\d+\.\d*(?:[eE][-+]?\d+)?")
 IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 INSTRUCTION = re.compile(r"^(?:@(!?)\s*(%?[\w$]+)\s+)?([A-Za-z][\w.:]*)\s*(.*)$", re.S)
 ADDRESS = re.compile(r"([^+\-]+?)?(?:(\+|-)(-?(?:0[xX][0-9a-fA-F]+|\d+)))?")
-DEC_INT = re.compile(r"\d+")
+DEC_INT = re.compile(r"0|[1-9]\d*")   # a leading 0 makes an octal literal (PTX ISA 4.5.1)
