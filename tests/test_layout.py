@@ -99,7 +99,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.ptx.engine": "tested in tests/ptx/test_kernels.py: the interpreter on every test kernel",
     "refsim.ptx.memory_ops": "tested in tests/ptx/test_kernels.py: loads, stores, atomics and their state spaces in whole kernels",
     "refsim.ptx.module": "tested in tests/ptx/test_kernels.py: Module.launch on every test kernel",
-    "refsim.ptx.operands": "tested in tests/ptx/test_kernels.py: operand forms read and written in whole kernels",
     "refsim.ptx.limits": "tested in tests/test_validation_table.py: the launch-shape rule's rows",
     "refsim.ptx.compiled": "tested in tests/ptx/compiled/test_executor.py: the compiled executor's entry points",
     "refsim.ptx.compiled.alu": _COMPILED,
