@@ -81,7 +81,6 @@ EXCEPTIONS: dict[str, str] = {
     # gpu_model
     "refsim.gpu_model.gpufile": "tested in tests/commands/test_calibrate.py: microbenchmark files written and read",
     "refsim.gpu_model.measure": "tested in tests/commands/test_calibrate.py: `refsim calibrate` runs it",
-    "refsim.gpu_model.shapes": "tested in tests/gpu_model/test_layers.py: the model shapes the layer sums use",
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
     "refsim.io.calibrate": "tested in tests/io/test_quality.py: calibration activations for the quantizers",
