@@ -266,7 +266,7 @@ UNSEEDED = {
                                        "every reader is seeded",
     "refsim.io.executor.executor_from_spec": "a context manager: the spec is read when it is entered (tests/io)",
     "refsim.io.output.atomic_output_dir": "a context manager around check_output_dir (seeded)",
-    "refsim.io.hf_folder.finish": "copies a source model folder's files into OUT (tests/io/test_output_folders.py)",
+    "refsim.io.hf_folder.finish": "copies a source model folder's files into OUT (tests/io/test_hf_folder.py)",
     "refsim.io.quantize.quantize_model": "quantizes every layer of a model (seconds per call; tests/io/test_quantize.py)",
     "refsim.io.quantize.LayerResult": "a record quantize_layer_job (seeded) returns",
     "refsim.io.model_folder.LoadedModel": "a record load_model (seeded) returns",
