@@ -204,19 +204,27 @@ def parse_int(tok: str) -> int | None:
 
 def initializer_bytes(init: str, width: int, count: int) -> bytes:
     """The little-endian bytes of ``count`` elements of ``width`` bytes from a PTX initializer
-    (``{1, 0x2, 0f3F800000}``); elements not given are zero; ValueError for an item that is not a literal."""
+    (``{1, 0x2, 0f3F800000}``); elements not given are zero. ValueError naming the item for one that
+    is not a literal, a value that does not fit the element (an integer outside
+    [-2^(8w-1), 2^(8w) - 1], a ``0f``/``0d`` float literal in an element of another width), or
+    more items than elements: nothing is wrapped or truncated."""
     items = [x for x in re.split(r"[{},\s]+", init) if x]
+    if len(items) > count:
+        raise ValueError(f"{len(items)} initializer items for {count} element(s)")
+    bits = 8 * width
     vals = []
     for it in items:
-        if it.startswith(("0f", "0F")) and len(it) == 10:
+        if it[:2] in ("0f", "0F", "0d", "0D") and len(it) in (10, 18):
+            if len(it) != 2 + 2 * width:
+                raise ValueError(f"{it}: a {4 * (len(it) - 2)}-bit float literal in a {bits}-bit element")
             vals.append(int(it[2:], 16))
-        elif it.startswith(("0d", "0D")) and len(it) == 18:
-            vals.append(int(it[2:], 16))
-        else:
-            v = parse_int(it)
-            if v is None:
-                raise ValueError(it)
-            vals.append(v % (1 << (8 * width)))
+            continue
+        v = parse_int(it)
+        if v is None:
+            raise ValueError(f"{it}: not a literal")
+        if not -(1 << (bits - 1)) <= v < (1 << bits):
+            raise ValueError(f"{it}: does not fit a {bits}-bit element")
+        vals.append(v % (1 << bits))                   # a negative value as its two's complement
     arr = np.zeros(count, dtype=f"<u{width}")
     arr[: len(vals)] = vals
     return arr.tobytes()

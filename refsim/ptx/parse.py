@@ -542,8 +542,8 @@ def parse(text: str) -> ParsedModule:
                                  f"PTX line {line}")
                     try:                  # zero-initialised variables are allocated by each launch
                         init = initializer_bytes(im.group("init"), TYPE_BITS[typ] // 8, count) if im.group("init") else None
-                    except (ValueError, KeyError):
-                        raise error(line, col, st, "unsupported initializer") from None
+                    except (ValueError, KeyError) as err:
+                        raise error(line, col, st, f"unsupported initializer ({err})") from None
                     globals_[name] = (Variable(name, width * count, a, off), init, space)
                     global_off[space] = off + width * count
                     continue

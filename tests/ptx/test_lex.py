@@ -62,8 +62,32 @@ def test_initializer_bytes_are_little_endian_with_zeros_after_the_items_given():
     assert initializer_bytes("{1, 0x102, -1}", 2, 4) == bytes([1, 0, 2, 1, 0xFF, 0xFF, 0, 0])
     assert initializer_bytes("{0f3F800000}", 4, 1) == bytes([0, 0, 0x80, 0x3F])          # 1.0f
     assert initializer_bytes("{0d3FF0000000000000}", 8, 1) == bytes([0] * 6 + [0xF0, 0x3F])  # 1.0
-    with pytest.raises(ValueError, match="x"):
+    with pytest.raises(ValueError, match="x: not a literal"):
         initializer_bytes("{1, x}", 4, 2)
+
+
+@pytest.mark.parametrize("init, width, count, rule", [
+    ("{0x1FF}", 1, 1, "0x1FF: does not fit a 8-bit element"),         # 511 would wrap to 0xFF
+    ("{-129}", 1, 1, "-129: does not fit a 8-bit element"),            # below the signed range
+    ("{65536}", 2, 1, "65536: does not fit a 16-bit element"),
+    ("{0f3F800000}", 2, 1, "a 32-bit float literal in a 16-bit element"),
+    ("{0d3FF0000000000000}", 4, 1, "a 64-bit float literal in a 32-bit element"),
+    ("{1, 2, 3}", 4, 2, "3 initializer items for 2 element"),
+])
+def test_initializer_values_that_do_not_fit_are_refused_not_wrapped(init, width, count, rule):
+    with pytest.raises(ValueError, match=rule):
+        initializer_bytes(init, width, count)
+    # the extremes that do fit: -128 and 255 in a byte, both as their byte
+    assert initializer_bytes("{-128, 255}", 1, 2) == bytes([0x80, 0xFF])
+
+
+def test_a_module_with_an_oversized_initializer_names_the_line_and_the_value():
+    from refsim import ptx
+    from refsim.ptx.errors import PtxParseError
+
+    text = ".version 7.0\n.target sm_80\n.address_size 64\n.global .b8 tbl[2] = {1, 0x1FF};\n"
+    with pytest.raises(PtxParseError, match=r"line 4.*0x1FF: does not fit a 8-bit element"):
+        ptx.Module(text)
 
 
 def test_decl_quals_reads_alignment_vector_width_and_type():
