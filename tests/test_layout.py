@@ -92,7 +92,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
     "refsim.native.machine": "tested in tests/qigen/test_model.py: the host ISA and cache sizes QIGen models",
     # ptx: the engine's parts are tested through the kernels and instructions they run
-    "refsim.ptx.control": "tested in tests/ptx/test_dispatch.py: branches, calls and exits through the dispatch table",
     "refsim.ptx.engine": "tested in tests/ptx/test_kernels.py: the interpreter on every test kernel",
     "refsim.ptx.memory_ops": "tested in tests/ptx/test_kernels.py: loads, stores, atomics and their state spaces in whole kernels",
     "refsim.ptx.module": "tested in tests/ptx/test_kernels.py: Module.launch on every test kernel",
