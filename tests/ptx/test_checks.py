@@ -7,7 +7,6 @@ read before anything wrote it in this block. Launches name the interpreter, whos
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from refsim import ptx
