@@ -92,7 +92,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
     "refsim.native.machine": "tested in tests/qigen/test_model.py: the host ISA and cache sizes QIGen models",
     # ptx: the engine's parts are tested through the kernels and instructions they run
-    "refsim.ptx.limits": "tested in tests/test_validation_table.py: the launch-shape rule's rows",
     "refsim.ptx.compiled": "tested in tests/ptx/compiled/test_executor.py: the compiled executor's entry points",
     "refsim.ptx.compiled.alu": _COMPILED,
     "refsim.ptx.compiled.instructions": _COMPILED,
