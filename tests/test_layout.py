@@ -99,11 +99,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.ptx.compiled.runner": "tested in tests/ptx/compiled/test_executor.py: launches through the compiled path",
     "refsim.ptx.compiled.state": "tested in tests/ptx/compiled/test_executor.py: the runtime's state layout",
     "refsim.ptx.compiled.translate": _COMPILED,
-    "refsim.ptx.semantics": "tested in tests/ptx/test_dispatch.py: lookup() over the one opcode table",
-    "refsim.ptx.semantics.handler": "tested in tests/ptx/test_dispatch.py: the Op / Handler interface",
-    "refsim.ptx.semantics.move": "tested in tests/ptx/test_dispatch.py: mov_pack / mov_unpack",
-    "refsim.ptx.semantics.table": "tested in tests/ptx/test_dispatch.py: the one opcode table",
-    "refsim.ptx.semantics.words": "tested in tests/ptx/semantics/test_integer.py: the word helpers of the handlers",
     "refsim.qigen.codegen": "tested in tests/qigen/test_kernel.py: generated kernels compiled and run against the oracle",
     # report
     "refsim.report.sections.anyprec": _SECTION,
