@@ -92,12 +92,8 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
     "refsim.native.machine": "tested in tests/qigen/test_model.py: the host ISA and cache sizes QIGen models",
     # ptx: the engine's parts are tested through the kernels and instructions they run
-    "refsim.ptx.compiled": "tested in tests/ptx/compiled/test_executor.py: the compiled executor's entry points",
     "refsim.ptx.compiled.alu": _COMPILED,
     "refsim.ptx.compiled.instructions": _COMPILED,
-    "refsim.ptx.compiled.operands": _COMPILED,
-    "refsim.ptx.compiled.runner": "tested in tests/ptx/compiled/test_executor.py: launches through the compiled path",
-    "refsim.ptx.compiled.state": "tested in tests/ptx/compiled/test_executor.py: the runtime's state layout",
     "refsim.ptx.compiled.translate": _COMPILED,
     "refsim.qigen.codegen": "tested in tests/qigen/test_kernel.py: generated kernels compiled and run against the oracle",
     # report
