@@ -90,7 +90,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.models.llama": "tested in tests/io/test_quality.py: the bundled decoder's forward pass",
     # native
     "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
-    "refsim.native.machine": "tested in tests/qigen/test_model.py: the host ISA and cache sizes QIGen models",
     # ptx: the engine's parts are tested through the kernels and instructions they run
     "refsim.ptx.compiled.alu": _COMPILED,
     "refsim.ptx.compiled.instructions": _COMPILED,

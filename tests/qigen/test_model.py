@@ -1,4 +1,4 @@
-"""Performance model: register search, MILP vs enumeration, machine reading with fallbacks."""
+"""Performance model: register search, MILP vs enumeration (the machine reading is tests/native/test_machine.py)."""
 
 import pytest
 
@@ -62,45 +62,6 @@ def test_predicted_time_napkin_math():
     assert est.bytes_moved >= 4096 * 4096 // 2
     assert est.memory_s == pytest.approx(est.bytes_moved / 1e10)
     assert est.seconds == max(est.memory_s, est.compute_s)
-
-
-def test_machine_info_reads_sysfs_and_cpuinfo(tmp_path):
-    cache = tmp_path / "cache"
-    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
-                                             (2, "Unified", "2048K"), (3, "Unified", "32768K")]):
-        d = cache / f"index{i}"
-        d.mkdir(parents=True)
-        (d / "level").write_text(f"{level}\n")
-        (d / "type").write_text(f"{kind}\n")
-        (d / "size").write_text(f"{size}\n")
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\ncpu MHz\t\t: 3000.000\nflags\t\t: fpu sse2 avx avx2 fma avx512f\n")
-    info = MA.machine_info(cpuinfo, cache)
-    assert (info.l1d_bytes, info.l2_bytes) == (48 * 1024, 2048 * 1024)
-    assert info.avx2 and info.fma and info.avx512f and info.vector_registers == 32
-    assert info.eta == 16  # the generated code is AVX2: 16 ymm registers
-    assert info.clock_hz == 3e9 and info.provenance["l1d_bytes"] == "sysfs"
-
-
-def test_machine_info_falls_back_when_files_are_missing(tmp_path):
-    info = MA.machine_info(tmp_path / "none", tmp_path / "none")
-    assert not info.avx2 and info.provenance["isa"].startswith("fallback")
-    assert info.l2_bytes == 1 << 20 and info.provenance["l2_bytes"] == "fallback"
-    assert info.l1d_bytes > 0 and info.clock_hz == 2.5e9
-
-
-def test_parse_size():
-    assert [MA.parse_size(s) for s in ("32K", "1M", "32 MiB", "512")] == [32768, 1 << 20, 32 << 20, 512]
-
-
-def test_isa_falls_back_to_scalar_without_avx2_or_fma():
-    import dataclasses
-
-    base = _fake_machine()
-    assert MA.isa_for(base, "x86_64") == "avx2"
-    assert MA.isa_for(dataclasses.replace(base, fma=False), "x86_64") == "scalar"
-    assert MA.isa_for(dataclasses.replace(base, avx2=False), "x86_64") == "scalar"
-    assert MA.isa_for(base, "aarch64") == "scalar"
 
 
 def test_default_kernel_follows_detected_isa(monkeypatch):
