@@ -74,7 +74,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim._validate": "tested in tests/test_validation_table.py: the one table of validators, row by row",
     # refsim.cuda
     "refsim.cuda.regenerate": "tested in tests/cuda/test_census.py: the census and PTX check it runs",
-    "refsim.cuda.registry": "tested in tests/cuda/test_build.py: every registered kernel's committed PTX",
     # data
     "refsim.data.models.pydoc_llama.make_model": SCRIPT + ": it trained the bundled decoder, which "
                                                  "tests/io/test_quality.py uses",
