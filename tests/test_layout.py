@@ -71,7 +71,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.cuda": "tested in tests/cuda/test_build.py: kernels() lists every kernel with its committed PTX",
     # entry points and helpers that a named test drives
     "refsim.__main__": "tested in tests/test_cli.py: runs `python -m refsim` and compares it with the console script",
-    "refsim._validate": "tested in tests/test_validation_table.py: the one table of validators, row by row",
     # refsim.cuda
     "refsim.cuda.regenerate": "tested in tests/cuda/test_census.py: the census and PTX check it runs",
     # data
