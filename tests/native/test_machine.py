@@ -9,15 +9,20 @@ from refsim.errors import FormatRuleError
 from refsim.native import machine as MA
 
 
-def test_machine_info_reads_sysfs_and_cpuinfo(tmp_path):
+def _sysfs_cache(tmp_path, rows):
+    """A cpu0/cache folder as Linux lays it out: index<i>/{level,type,size} for each (level, type, size)."""
     cache = tmp_path / "cache"
-    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
-                                             (2, "Unified", "2048K"), (3, "Unified", "32768K")]):
+    for i, (level, kind, size) in enumerate(rows):
         d = cache / f"index{i}"
         d.mkdir(parents=True)
-        (d / "level").write_text(f"{level}\n")
-        (d / "type").write_text(f"{kind}\n")
-        (d / "size").write_text(f"{size}\n")
+        for name, text in (("level", level), ("type", kind), ("size", size)):
+            (d / name).write_text(f"{text}\n")
+    return cache
+
+
+def test_machine_info_reads_sysfs_and_cpuinfo(tmp_path):
+    cache = _sysfs_cache(tmp_path, [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                    (3, "Unified", "32768K")])
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\ncpu MHz\t\t: 3000.000\nflags\t\t: fpu sse2 avx avx2 fma avx512f\n")
     info = MA.machine_info(cpuinfo, cache)
@@ -55,14 +60,8 @@ def test_parse_size_refuses_what_is_not_a_positive_size_naming_it(text):
 
 
 def test_the_first_data_or_unified_cache_of_a_level_counts_and_unreadable_entries_are_skipped(tmp_path):
-    cache = tmp_path / "cache"
-    for i, (level, kind, size) in enumerate([(1, "Instruction", "64K"), (1, "Data", "32K"), (2, "Unified", "bad"),
-                                             (2, "Unified", "1M")]):
-        d = cache / f"index{i}"
-        d.mkdir(parents=True)
-        (d / "level").write_text(f"{level}\n")
-        (d / "type").write_text(f"{kind}\n")
-        (d / "size").write_text(f"{size}\n")
+    cache = _sysfs_cache(tmp_path, [(1, "Instruction", "64K"), (1, "Data", "32K"), (2, "Unified", "bad"),
+                                    (2, "Unified", "1M")])
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("Features\t: fp asimd\ncpu MHz\t: fast\n")             # an aarch64 flags line, no clock
     info = MA.machine_info(cpuinfo, cache)
