@@ -84,8 +84,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.io.calibrate": "tested in tests/io/test_quality.py: calibration activations for the quantizers",
     "refsim.io.model_folder": "tested in tests/io/test_quantize.py: model folders quantized",
     "refsim.io.uniform": "tested in tests/io/test_compressed_tensors.py: the uniform layer records it converts",
-    "refsim.models.bert": "tested in tests/data/test_calibration.py: MiniLM's forward pass gives the calibration activations",
-    "refsim.models.llama": "tested in tests/io/test_quality.py: the bundled decoder's forward pass",
     # native
     "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
     # ptx: the engine's parts are tested through the kernels and instructions they run
