@@ -81,7 +81,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.gpu_model.measure": "tested in tests/commands/test_calibrate.py: `refsim calibrate` runs it",
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
-    "refsim.io.calibrate": "tested in tests/io/test_quality.py: calibration activations for the quantizers",
     # native
     "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
     # ptx: the engine's parts are tested through the kernels and instructions they run
