@@ -103,7 +103,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.testing.cases.marlin": _CASES,
     "refsim.testing.cases.mixed_2_4_16": "tested in tests/emulator/test_mixed_2_4_16_kernel.py: the 2/4/16 cases the harness draws",
     "refsim.testing.cases.mma": "tested in tests/cuda/test_mma.py: the mma.sync probes checked by check_kernel",
-    "refsim.testing.diagnose": "tested in tests/testing/test_harness_bugs.py: the verdicts it gives on bug kernels",
 }
 
 
