@@ -95,7 +95,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.report.sections.marlin": _SECTION,
     "refsim.report.sections.mixed_2_4_16": _SECTION,
     # testing
-    "refsim.testing.validate": "tested in tests/commands/test_validate.py: `refsim validate` on the fake GPU",
     "refsim.testing.cases": _CASES,
     "refsim.testing.cases.anyprec": _CASES,
     "refsim.testing.cases.atom": _CASES,

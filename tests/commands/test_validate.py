@@ -127,15 +127,6 @@ def test_a_gpu_fault_is_that_cases_error_and_all_errors_exit_2(monkeypatch, caps
     assert "CUDA_ERROR_ILLEGAL_INSTRUCTION" in out and code == 2
 
 
-def test_exit_status_rules():
-    r = lambda verdict: v.Result("c", "kernel", "", verdict, "sm_90")          # noqa: E731
-    assert v.exit_status([r("bit-identical"), r("bit-identical")]) == 0
-    assert v.exit_status([r("bit-identical"), r("differs")]) == 1
-    assert v.exit_status([r("bit-identical"), r("no-model")]) == 1
-    assert v.exit_status([r("bit-identical"), r("error")]) == 1
-    assert v.exit_status([r("error")]) == v.exit_status([]) == 2
-
-
 def test_every_modelled_form_and_every_kernel_is_a_case():
     names = {c.name for c in v.cases(groups=("kernel", "mma"))}
     from refsim.cuda import kernels

@@ -1,0 +1,128 @@
+"""refsim.testing.validate: the pure parts of ``refsim validate`` on cases built here (no GPU, no PTX).
+
+A :class:`Case` is two callables, ``run`` and ``reference``, returning ``{name: array}``; ``run_case`` turns
+their bits into a verdict (bit-identical / differs / error / no-model) with the archs compared and matched;
+``format_result`` gives its one line; ``exit_status`` the command's code; ``applicable`` which cases a
+backend runs at an arch. Expected lines are written out by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refsim.cuda import mma as rmma
+from refsim.errors import FormatRuleError
+from refsim.testing import validate as v
+
+ONE = {"y": np.array([1.0, 2.0], np.float16)}
+
+
+def _case(run, reference, **kw) -> v.Case:
+    return v.Case(kw.pop("name", "toy M=1"), kw.pop("group", "kernel"), "a toy", run, reference, **kw)
+
+
+def _arch_answers(answers: dict):
+    """A reference that answers per arch (``answers[arch]``: the value of y[1]; absent: no model)."""
+    def reference(backend, arch):
+        if arch not in answers:
+            raise rmma.NoModel(f"no model at {arch}")
+        return {"y": np.array([1.0, answers[arch]], np.float16)}
+    return reference
+
+
+def test_exit_status_rules():
+    r = lambda verdict: v.Result("c", "kernel", "", verdict, "sm_90")          # noqa: E731
+    assert v.exit_status([r("bit-identical"), r("bit-identical")]) == 0
+    assert v.exit_status([r("bit-identical"), r("differs")]) == 1
+    assert v.exit_status([r("bit-identical"), r("no-model")]) == 1
+    assert v.exit_status([r("bit-identical"), r("error")]) == 1
+    assert v.exit_status([r("error")]) == v.exit_status([]) == 2
+    with pytest.raises(FormatRuleError, match="results"):
+        v.exit_status([{"verdict": "bit-identical"}])
+
+
+def test_ptx_backend_compares_at_each_arch_and_names_the_differing_ones():
+    case = _case(lambda backend, arch: {"y": np.array([1.0, 2.0], np.float16)}, _arch_answers({"sm_80": 2.0, "sm_90": 3.0}),
+                 archs=("sm_80", "sm_90"), ptx_archs=("sm_80", "sm_90"), verified=("sm_80",))
+    res = v.run_case(case, "ptx", None)
+    assert (res.verdict, res.arch, res.compared, res.matched, res.unverified) == (
+        "differs", None, ["sm_80", "sm_90"], ["sm_80"], ["sm_90"])
+    assert res.detail.startswith("at sm_90:\n")
+    line = v.format_result(res, "ptx")
+    assert line.splitlines()[0] == ("[kernel] toy M=1: DIFFERS at sm_90 (bit-identical at sm_80); model not measured "
+                                    "on hardware at sm_90")
+    assert all(x.startswith("    ") for x in line.splitlines()[1:]) and len(line.splitlines()) > 1
+    # one arch chosen: only that one
+    res = v.run_case(case, "ptx", "sm_80")
+    assert (res.verdict, res.arch, res.compared) == ("bit-identical", "sm_80", ["sm_80"])
+    assert v.format_result(res, "ptx") == "[kernel] toy M=1: bit-identical (refsim.ptx = refsim.emulator at sm_80)"
+
+
+def test_a_differing_case_reports_by_input_category_when_it_has_labels():
+    case = _case(lambda b, a: {"y": np.array([1.0, 5.0], np.float16)}, lambda b, a: ONE, group="mma",
+                 labels=lambda coord: "subnormal" if coord == (1,) else "random")
+    res = v.run_case(case, "ptx", None)
+    assert res.verdict == "differs" and res.detail.endswith("by input category: subnormal 1")
+
+
+def test_gpu_backend_names_the_models_that_match_and_gives_no_verdict_without_one():
+    gpu = lambda backend, arch: {"y": np.array([1.0, 3.0], np.float16)}       # noqa: E731
+    case = _case(gpu, _arch_answers({"sm_80": 2.0, "sm_89": 3.0, "sm_90": 3.0}), group="mma",
+                 archs=("sm_80", "sm_89", "sm_90"))
+    res = v.run_case(case, "gpu", "sm_90")
+    assert (res.verdict, res.compared, res.matched) == ("bit-identical", ["sm_80", "sm_89", "sm_90"], ["sm_89", "sm_90"])
+    assert v.format_result(res, "gpu") == "[mma] toy M=1: bit-identical (sm_90 model; also matches sm_89)"
+    res = v.run_case(case, "gpu", "sm_80")
+    assert v.format_result(res, "gpu").startswith("[mma] toy M=1: DIFFERS from the sm_80 model (matches sm_89, sm_90)\n")
+    # the device is sm_86, which refsim has no model of here: no verdict, the matching models listed
+    res = v.run_case(case, "gpu", "sm_86")
+    assert res.verdict == "no-model"
+    assert v.format_result(res, "gpu") == ("[mma] toy M=1: no verdict: refsim has no model of this on sm_86; "
+                                           "matches sm_89, sm_90 models")
+
+
+def test_a_side_that_raises_is_that_cases_error_on_one_line():
+    def run(backend, arch):
+        raise RuntimeError("illegal\n   instruction")
+
+    res = v.run_case(_case(run, lambda b, a: ONE), "ptx", None)
+    assert (res.verdict, res.detail) == ("error", "RuntimeError: illegal instruction")
+    assert v.format_result(res, "ptx") == "[kernel] toy M=1: ERROR: RuntimeError: illegal instruction"
+    assert v.exit_status([res]) == 2
+
+
+def test_the_official_cases_compare_at_their_fixed_arch_with_the_h100_bytes():
+    case = _case(lambda b, a: ONE, lambda b, a: ONE, group="official", archs=("sm_90",), fixed_arch="sm_90")
+    res = v.run_case(case, "ptx", "sm_80")
+    assert res.compared == ["sm_90"]
+    assert v.format_result(res, "ptx") == "[official] toy M=1: bit-identical (refsim.ptx = the H100's bytes at sm_90)"
+    assert v.applicable(case, "ptx", "sm_80")
+
+
+def test_applicable_follows_the_device_arch_on_gpu_and_the_models_on_ptx():
+    fp8 = _case(lambda b, a: ONE, lambda b, a: ONE, archs=("sm_89", "sm_90"), min_arch="sm_89")
+    assert not v.applicable(fp8, "gpu", "sm_86") and v.applicable(fp8, "gpu", "sm_89")
+    assert v.applicable(fp8, "ptx", None) and v.applicable(fp8, "ptx", "sm_90") and not v.applicable(fp8, "ptx", "sm_80")
+    assert v.applicable(_case(lambda b, a: ONE, lambda b, a: ONE), "ptx", "sm_75")   # arch-independent
+    with pytest.raises(FormatRuleError, match="case"):
+        v.applicable("toy", "ptx", None)
+
+
+def test_records_and_selection_refuse_what_they_cannot_hold():
+    with pytest.raises(FormatRuleError, match="run: must be callable"):
+        _case(None, lambda b, a: ONE)
+    with pytest.raises(FormatRuleError, match="r.compared: must be a list of arch names"):
+        v.format_result(v.Result("c", "kernel", "", "differs", None, compared=[80]), "ptx")
+    assert v.Result("c", "kernel", "", "differs", None).as_dict()["compared"] == []
+    with pytest.raises(FormatRuleError, match=r"groups: each must be one of \['kernel', 'official', 'mma'\]; got 'x'"):
+        v.cases(groups=("x",))
+    with pytest.raises(FormatRuleError, match=r"tiles: must be an int in \[1, 1024\]; got 2000"):
+        v.cases(tiles=2000)
+    with pytest.raises(FormatRuleError, match="arch: the gpu backend needs the device's arch; got None"):
+        v.validate(backend="gpu", arch=None)
+
+
+def test_a_slow_result_shows_its_seconds():
+    res = v.Result("c", "kernel", "", "bit-identical", "sm_80", compared=["sm_80"], seconds=1.25)
+    assert v.format_result(res, "ptx") == "[kernel] c: bit-identical (refsim.ptx = refsim.emulator at sm_80)  [1.2 s]"
