@@ -82,7 +82,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
     # native
-    "refsim.native.build": "tested in tests/native/test_packers.py: the C build of the packers",
     # ptx: the engine's parts are tested through the kernels and instructions they run
     "refsim.ptx.compiled.alu": _COMPILED,
     "refsim.ptx.compiled.instructions": _COMPILED,
