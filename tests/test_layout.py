@@ -77,7 +77,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.data.models.pydoc_llama.make_model": SCRIPT + ": it trained the bundled decoder, which "
                                                  "tests/io/test_quality.py uses",
     # gpu_model
-    "refsim.gpu_model.gpufile": "tested in tests/commands/test_calibrate.py: microbenchmark files written and read",
     "refsim.gpu_model.measure": "tested in tests/commands/test_calibrate.py: `refsim calibrate` runs it",
     "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
