@@ -78,7 +78,6 @@ EXCEPTIONS: dict[str, str] = {
                                                  "tests/io/test_quality.py uses",
     # gpu_model
     "refsim.gpu_model.measure": "tested in tests/commands/test_calibrate.py: `refsim calibrate` runs it",
-    "refsim.gpu_model.kernels._common": "tested in tests/gpu_model/test_roofline.py: tile_tensor_time by hand",
     # io: checkpoint round trips span the reader, the writer and the container of each format
     # native
     # ptx: the engine's parts are tested through the kernels and instructions they run

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refsim.gpu_model.kernels._common import tile_tensor_time
 from refsim.gpu_model.roofline import ModelParams, combine, dram_roofline_s, dram_time, waves
 from refsim.gpu_model.specs import GPUS, get_gpu
 from refsim.testing import examples
@@ -50,14 +49,6 @@ def test_combine_overlaps_the_second_pipe_and_adds_fixed_costs():
 def test_combine_names_launch_when_fixed_cost_dominates():
     p = ModelParams(launch_overhead_s=5e-6, overlap=1.0)
     assert combine("x", G4090, 1, 8, 8, 4, {"dram": 1e-6}, p).bottleneck == "launch"
-
-
-def test_tile_tensor_time_pads_waves():
-    a10 = get_gpu("a10")
-    # 73 CTAs of 128x128 on 72 SMs (1 per SM) -> 2 waves of one tile each
-    t, ctas, w = tile_tensor_time(a10, 1.0e9, 128, 73 * 128, 1024, 128, 128, 1, 1024)
-    per_tile = 2 * 128 * 128 * 1024 / (1024 * 1.0e9)
-    assert ctas == 73 and w == pytest.approx(73 / 72) and t == pytest.approx(2 * per_tile)
 
 
 def test_plain_roofline_is_bytes_over_peak():
