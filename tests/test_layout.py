@@ -77,7 +77,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.data.models.pydoc_llama.make_model": SCRIPT + ": it trained the bundled decoder, which "
                                                  "tests/io/test_quality.py uses",
     # gpu_model
-    "refsim.gpu_model.measure": "tested in tests/commands/test_calibrate.py: `refsim calibrate` runs it",
     # io: checkpoint round trips span the reader, the writer and the container of each format
     # native
     # ptx: the engine's parts are tested through the kernels and instructions they run
