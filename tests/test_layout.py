@@ -71,14 +71,9 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.cuda": "tested in tests/cuda/test_build.py: kernels() lists every kernel with its committed PTX",
     # entry points and helpers that a named test drives
     "refsim.__main__": "tested in tests/test_cli.py: runs `python -m refsim` and compares it with the console script",
-    # refsim.cuda
-    "refsim.cuda.regenerate": "tested in tests/cuda/test_census.py: the census and PTX check it runs",
     # data
     "refsim.data.models.pydoc_llama.make_model": SCRIPT + ": it trained the bundled decoder, which "
                                                  "tests/io/test_quality.py uses",
-    # gpu_model
-    # io: checkpoint round trips span the reader, the writer and the container of each format
-    # native
     # ptx: the engine's parts are tested through the kernels and instructions they run
     "refsim.ptx.compiled.alu": _COMPILED,
     "refsim.ptx.compiled.instructions": _COMPILED,
