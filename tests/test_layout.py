@@ -78,7 +78,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.ptx.compiled.alu": _COMPILED,
     "refsim.ptx.compiled.instructions": _COMPILED,
     "refsim.ptx.compiled.translate": _COMPILED,
-    "refsim.qigen.codegen": "tested in tests/qigen/test_kernel.py: generated kernels compiled and run against the oracle",
     # report
     "refsim.report.sections.anyprec": _SECTION,
     "refsim.report.sections.atom": _SECTION,

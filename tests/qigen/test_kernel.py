@@ -73,14 +73,6 @@ def test_shift_and_prescaled_paths_agree_and_tiny_x_takes_the_shift_path(isa, bi
         kernel.qgemv(x, mat, spec, path="prescaled")
 
 
-def test_prescale_exponents_by_hand():
-    # 4-bit: codes at bits 0,4,...,28; bit 0 needs no scaling, bit 28 is the top field (srli only)
-    assert codegen.prescale_shifts(4) == [0, 4, 8, 12, 16, 20, 24, 0]
-    # 3-bit: codes 10 and 21 straddle words, code 31 (bit 29 of word 2) is a top field
-    e3 = codegen.prescale_shifts(3)
-    assert e3[10] == e3[21] == e3[31] == e3[0] == 0 and e3[11] == 1 and e3[22] == 2 and e3[30] == 26
-
-
 @needs_cc
 @pytest.mark.parametrize("unroll", [1, 4])
 def test_kernel_follows_its_unroll_order(unroll):
@@ -201,15 +193,6 @@ def test_kernel_with_accumulators_equals_oracle(isa, bits, acc, tu, gs):
     assert not np.array_equal(want.view(np.uint32), single.view(np.uint32))
 
 
-def test_kernel_spec_rejects_bad_accumulators():
-    with pytest.raises(FormatRuleError, match="accumulators"):
-        codegen.KernelSpec(4, accumulators=3)
-    with pytest.raises(FormatRuleError, match="accumulators"):
-        codegen.KernelSpec(4, tu=64, accumulators=2)  # 16 accumulator registers
-    assert codegen.KernelSpec(4, tu=32, accumulators=2).name == "q4_tu32_u2_a2_avx2"
-    assert "accumulators=2" in codegen.generate(codegen.KernelSpec(4, tu=32, accumulators=2))
-
-
 @needs_cc
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("bits", [3, 4])
@@ -261,23 +244,6 @@ def test_prefetching_kernel_gives_the_same_bits(bits, order):
     assert "_mm_prefetch" in codegen.generate(spec) and spec.name.endswith("_pf_avx2")
     want = oracle.qgemv_oracle(x, q, s, z, b, bits, 64, unroll=2, accumulators=2)
     assert_bitexact(kernel.qgemv(x, mat, spec), want, name=spec.name)
-
-
-def test_prefetch_is_refused_for_the_scalar_kernel():
-    with pytest.raises(FormatRuleError, match="prefetch"):
-        codegen.KernelSpec(4, isa="scalar", prefetch=True)
-
-
-def test_bitcast_positions_by_hand():
-    # 4-bit: fields at bits 0..12 stay in place, fields at 16..28 are masked in the upper half word
-    assert codegen.bitcast_shifts(4) == [0, 4, 8, 12, 0, 4, 8, 12]
-    assert codegen.bitcast_shifts(2) == [0, 2, 4, 6, 8, 10, 12, 14] * 2
-    t3 = codegen.bitcast_shifts(3)
-    # 3-bit word 0: code 5 at bit 15 stays (15 + 3 <= 23), code 6 at bit 18 -> 2; codes 10 and 21
-    # straddle (assembled at 0); code 31 at bit 29 of word 2 -> 13
-    assert (t3[5], t3[6], t3[9], t3[10], t3[21], t3[31]) == (15, 2, 11, 0, 0, 13)
-    assert all(t + 3 <= 23 for t in t3)
-    assert codegen.BITCAST_X_MIN == 2.0**-62 and codegen.BITCAST_X_MAX == 2.0**43
 
 
 @pytest.mark.slow
@@ -392,14 +358,6 @@ def test_matrix_built_by_hand_without_padding_gets_a_padded_copy():
     assert mat._pointers["words"] is mat.packed
     spec = codegen.KernelSpec(4, tu=16, unroll=2, isa=ISAS[-1])
     assert_bitexact(kernel.qgemv(x, bare, spec), oracle.qgemv_oracle(x, q, s, z, b, 4, 32), name="unpadded")
-
-
-def test_bitcast_kernel_source_has_no_per_code_conversion():
-    src = codegen.generate(codegen.KernelSpec(4, tu=32, unroll=2, isa="avx2", accumulators=2))
-    body = src[src.index("void refsim_qigen_gemv_bc("):src.index("int refsim_qigen_run(")]
-    assert "_mm256_cvtepi32_ps" not in body  # fp32 metadata: no conversion at all in this kernel
-    assert body.count("_mm256_castsi256_ps(_mm256_and_si256(") == 8 * 4  # 8 codes x 4 vectors
-    assert "BC_UNSCALE" in body
 
 
 # --- call plans (the hot path of qgemv_with_path after one validated call) ---------------------
