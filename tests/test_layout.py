@@ -75,7 +75,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.data.models.pydoc_llama.make_model": SCRIPT + ": it trained the bundled decoder, which "
                                                  "tests/io/test_quality.py uses",
     # ptx: the engine's parts are tested through the kernels and instructions they run
-    "refsim.ptx.compiled.alu": _COMPILED,
     "refsim.ptx.compiled.instructions": _COMPILED,
     "refsim.ptx.compiled.translate": _COMPILED,
     # report
