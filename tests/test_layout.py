@@ -43,8 +43,6 @@ SCRIPT = "a script run by hand"
 _SECTION = SECTION + ": its checks pass in every `refsim report` run; tests/report/ tests the runner"
 _CASES = ("tested in tests/testing/test_harness.py: a check_kernel case module is tested through the harness "
           "running refsim's own emulator and bug kernels on its cases")
-_COMPILED = ("tested in tests/ptx/compiled/test_executor.py: a part of the compiled executor it drives; "
-             "test_conformance.py runs every translated step against the interpreter")
 
 EXCEPTIONS: dict[str, str] = {
     # old import paths, kept working for the README and users' code
@@ -74,9 +72,6 @@ EXCEPTIONS: dict[str, str] = {
     # data
     "refsim.data.models.pydoc_llama.make_model": SCRIPT + ": it trained the bundled decoder, which "
                                                  "tests/io/test_quality.py uses",
-    # ptx: the engine's parts are tested through the kernels and instructions they run
-    "refsim.ptx.compiled.instructions": _COMPILED,
-    "refsim.ptx.compiled.translate": _COMPILED,
     # report
     "refsim.report.sections.anyprec": _SECTION,
     "refsim.report.sections.atom": _SECTION,

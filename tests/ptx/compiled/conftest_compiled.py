@@ -18,6 +18,12 @@ a line with ``{d}`` for its destination, e.g. ``"lop3.b32 {d}, %ra, %rb, %rc, 0x
 destination class ``"b32"``. Case j stores its destination, zero-extended, at ``out[t, j]`` (8 bytes;
 predicates as 0/1). ``bit_patterns(n, seed)`` draws (n, 4) uint64 words mixing specials (zeros,
 infinities and NaNs of f16/f32/f64 in the low bits, integer extremes) with random words.
+
+translated / template: The C of one kernel without building it.
+
+``translated(body)`` translates kernel ``k(.param .u64 pout, .param .u32 n)`` whose body (registers
+%r<8> b32, %rd<8> b64, %p<3> pred declared) is ``body``; ``template(tr, idx)`` is the C function
+instruction ``idx`` runs (the body between its braces).
 """
 
 from __future__ import annotations
@@ -125,3 +131,22 @@ def bit_patterns(n: int, seed: int) -> np.ndarray:
     pick = rng.random((n, 4)) < 0.6
     choice = rng.integers(0, len(specials), (n, 4))
     return np.where(pick, np.array(specials, np.uint64)[choice], words)
+
+
+def translated(body: str):
+    from refsim.ptx.compiled.translate import translate
+
+    m = ptx.Module(".version 8.0\n.target sm_80\n.address_size 64\n"
+                   ".visible .entry k(.param .u64 pout, .param .u32 n)\n{\n"
+                   ".reg .b32 %r<8>; .reg .b64 %rd<8>; .reg .pred %p<3>;\n" + body + "\n}\n")
+    return translate(m._kernel("k"), m._lookup("k", "sm_80"), m._parsed.globals)
+
+
+def template(tr, idx: int) -> str:
+    import re
+
+    table = re.search(r"TABLE\[\d+\]\)\(.*?\) = \{\n    (.*?)\n\};", tr.source, re.S).group(1).split(", ")
+    name = table[idx]
+    head = f"static int {name}(rt_state *S, const rt_desc *D, const int32_t *th, int32_t n) {{\n"
+    start = tr.source.index(head) + len(head)
+    return tr.source[start:tr.source.index("\n}\n", start)]

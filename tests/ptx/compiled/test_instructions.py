@@ -1,0 +1,84 @@
+"""refsim.ptx.compiled.instructions: the C body each instruction family emits, read from tiny kernels'
+translations (no build) and written out by hand.
+
+An ALU step reads each source as its type into ``s<j>``, computes ``v<j>`` with refsim.ptx.compiled.alu's
+expression and stores it, for every active thread; the form that ALU leaves to the handler becomes a
+callback; fences are no-ops that only step; branches, barriers, exits and loads call the runtime as shown.
+test_conformance.py and test_kernels.py run these bodies against the interpreter.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest_compiled import template, translated
+
+from refsim.ptx.compiled.instructions import split_operands
+from refsim.ptx.compiled.operands import Refuse
+
+ADVANCE = "    for (int32_t i = 0; i < n; i++) S->pc[th[i]] = (int32_t)D->idx + 1;\n    return 0;"
+
+
+def _lines(body: str) -> list[str]:
+    return [ln.strip() for ln in body.splitlines()]
+
+
+def test_an_alu_step_reads_computes_and_stores_per_active_thread():
+    body = template(translated("add.s32 %r6, %r5, 9;\nexit;"), 0)
+    assert _lines(body) == [
+        "int r = 0; (void)r;",
+        "uint32_t *const R0 = (uint32_t *)S->reg[D->k[0]];",          # %r5, descriptor slot 0
+        "uint32_t *const R2 = (uint32_t *)S->reg[D->k[2]];",          # %r6, slot 2 (slot 1: the immediate)
+        "const int32_t *act = th; const int32_t na = n;",
+        "if (S->poison) {", "if ((r = S->api->check_init(S, D->idx, D->k[0], act, na))) return r;", "}",
+        "for (int32_t i = 0; i < na; i++) {",
+        "const int32_t t = act[i]; (void)t;",
+        "const uint32_t s0 = R0[t];",
+        "const uint32_t s1 = ((uint32_t)D->k[1]);",
+        "const uint32_t v0 = ((uint32_t)((uint64_t)s0 + (uint64_t)s1));",
+        "R2[t] = v0;",
+        "}",
+        "if (S->poison) {", "for (int32_t i = 0; i < na; i++) S->reg_init[D->k[2]][act[i]] = 1;", "}",
+        "for (int32_t i = 0; i < n; i++) S->pc[th[i]] = (int32_t)D->idx + 1;",
+        "return 0;"]
+
+
+def test_a_predicate_destination_is_stored_as_a_byte():
+    body = _lines(template(translated("setp.lt.u32 %p1, %r3, 4;\nexit;"), 0))
+    assert "uint8_t *const R2 = (uint8_t *)S->reg[D->k[2]];" in body
+    assert "const uint8_t v0 = ((uint8_t)((uint64_t)s0 < (uint64_t)s1));" in body and "R2[t] = v0;" in body
+
+
+def test_a_form_alu_leaves_to_the_handler_is_a_callback_step():
+    tr = translated("div.s64 %rd5, %rd3, %rd4;\nexit;")
+    assert template(tr, 0) == "    (void)S; (void)D; (void)th; (void)n;\n    return RT_CALLBACK;"
+    assert tr.callbacks == frozenset({0})
+
+
+def test_fences_only_step_and_exit_retires_the_active_threads():
+    tr = translated("membar.gl;\nexit;")
+    assert template(tr, 0) == "    int r = 0; (void)r;\n    const int32_t *act = th; const int32_t na = n;\n" + ADVANCE
+    assert _lines(template(tr, 1)) == ["int r = 0; (void)r;", "const int32_t *act = th; const int32_t na = n;",
+                                       "if (na) S->api->exit_threads(S, act, na);", "return 0;"]
+
+
+def test_bar_sync_hands_the_runtime_each_threads_barrier_id():
+    body = _lines(template(translated("bar.sync 3;\nexit;"), 0))
+    assert "ids[i] = ((uint32_t)D->k[0]);" in body
+    assert "if (na && (r = S->api->bar(S, D->idx, act, na, ids, NULL, 0, 0, NULL))) return r;" in body
+    # the barrier decides when the threads move on: no step past it here
+    assert "for (int32_t i = 0; i < n; i++) S->pc[th[i]] = (int32_t)D->idx + 1;" not in body
+
+
+def test_ld_param_copies_the_bytes_of_the_parameter_once():
+    body = _lines(template(translated("ld.param.u32 %r3, [n];\nexit;"), 0))
+    assert "uint32_t p0; memcpy(&p0, S->param + D->k[1], 4);" in body and "R0[t] = p0;" in body
+
+
+def test_split_operands_allows_only_the_optional_destinations_to_be_absent():
+    from types import SimpleNamespace
+
+    h = SimpleNamespace(dst_types=("pred", "pred"), src_types=("u32", "u32"))
+    ins = SimpleNamespace(operands=[("reg", "%p1"), ("reg", "%r1"), ("imm", 4, "int")])
+    assert split_operands(ins, h) == ([("reg", "%p1")], [("reg", "%r1"), ("imm", 4, "int")])
+    with pytest.raises(Refuse, match="operand count"):
+        split_operands(SimpleNamespace(operands=[("reg", "%r1"), ("imm", 4, "int")]), h)
