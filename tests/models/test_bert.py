@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest_models import forward
 
 from refsim.errors import CheckpointError
 from refsim.models.bert import BertModel, gelu, layer_norm
@@ -82,27 +83,13 @@ def _reference(ids, W):
     return np.asarray(out)
 
 
-def _forward(model, ids, W, groups=None):
-    x = model.embed(ids, W)
-    for i in range(model.n_layers):
-        steps = model.block_steps(i, x, W)
-        try:
-            while True:
-                names, X = next(steps)
-                if groups is not None:
-                    groups.append((names, X))
-        except StopIteration as stop:
-            x = stop.value
-    return model.head(x, W)
-
-
 IDS = np.array([[2, 5, 11, 0, 7, 3], [12, 1, 1, 4, 9, 6]])
 
 
 def test_forward_matches_the_layers_written_out_to_float32_rounding():
     W = _weights()
     model = BertModel(CONFIG, set(W))
-    emb = _forward(model, IDS, W)
+    emb = forward(model, IDS, W)
     assert emb.dtype == np.float32 and emb.shape == (2, H)
     ref = _reference(IDS, W)
     assert np.linalg.norm(emb - ref) <= TOL * np.linalg.norm(ref)
@@ -112,7 +99,7 @@ def test_block_steps_yield_each_groups_names_and_its_input_in_order():
     W = _weights(1)
     model = BertModel(CONFIG, set(W))
     groups = []
-    _forward(model, IDS[:, :4], W, groups)
+    forward(model, IDS[:, :4], W, groups)
     p = "encoder.layer.0"
     assert [names for names, _ in groups[:4]] == [
         [f"{p}.attention.self.query", f"{p}.attention.self.key", f"{p}.attention.self.value"],

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest_models import forward
 
 from refsim.errors import CheckpointError
 from refsim.models.llama import LlamaModel
@@ -91,20 +92,6 @@ def _reference(ids, W, cfg=CONFIG):
     return np.asarray(out)
 
 
-def _forward(model, ids, W, groups=None):
-    x = model.embed(ids, W)
-    for i in range(model.n_layers):
-        steps = model.block_steps(i, x, W)
-        try:
-            while True:
-                names, X = next(steps)
-                if groups is not None:
-                    groups.append((names, X))
-        except StopIteration as stop:
-            x = stop.value
-    return model.head(x, W)
-
-
 IDS = np.array([[1, 4, 9, 2, 0], [10, 3, 3, 7, 5]])
 
 
@@ -112,7 +99,7 @@ IDS = np.array([[1, 4, 9, 2, 0], [10, 3, 3, 7, 5]])
 def test_forward_matches_the_layers_written_out_to_float32_rounding(lm_head):
     W = _weights(lm_head=lm_head)
     model = LlamaModel(CONFIG, set(W))
-    logits = _forward(model, IDS, W)
+    logits = forward(model, IDS, W)
     assert logits.dtype == np.float32 and logits.shape == (2, 5, V)
     ref = _reference(IDS, W)
     assert np.linalg.norm(logits - ref) <= TOL * np.linalg.norm(ref)
@@ -121,8 +108,8 @@ def test_forward_matches_the_layers_written_out_to_float32_rounding(lm_head):
 def test_the_causal_mask_keeps_earlier_positions_independent_of_later_tokens():
     W = _weights(1)
     model = LlamaModel(CONFIG, set(W))
-    a = _forward(model, np.array([[1, 2, 3, 4]]), W)
-    b = _forward(model, np.array([[1, 2, 3, 9]]), W)
+    a = forward(model, np.array([[1, 2, 3, 4]]), W)
+    b = forward(model, np.array([[1, 2, 3, 9]]), W)
     assert_bitexact(a[:, :3], b[:, :3])
     assert not np.array_equal(a[:, 3], b[:, 3])
 
@@ -131,7 +118,7 @@ def test_block_steps_yield_each_groups_names_and_its_input_in_order():
     W = _weights(2)
     model = LlamaModel(CONFIG, set(W))
     groups = []
-    _forward(model, IDS, W, groups)
+    forward(model, IDS, W, groups)
     p = "model.layers.1"
     assert [names for names, _ in groups[4:]] == [
         [f"{p}.self_attn.q_proj", f"{p}.self_attn.k_proj", f"{p}.self_attn.v_proj"], [f"{p}.self_attn.o_proj"],
