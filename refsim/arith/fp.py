@@ -7,6 +7,12 @@ element types   fp16 (binary16: 1 sign, 5 exponent, 10 fraction bits), fp32 (bin
 rounding        every result is the exact real result rounded once, round-to-nearest-even (RNE),
                 subnormals kept (no ``.ftz``), overflow to ±Inf — the PTX ``.rn`` semantics of
                 ``add/sub/mul/fma.rn.{f16,f32}`` and ``cvt.rn``.
+NaN             every NaN an arithmetic instruction (add/sub/mul/fma, f16 and f32) produces is the
+                canonical NaN of its type, :data:`CANONICAL_NAN` (0x7FFF / 0x7FFFFFFF: positive,
+                all fraction bits set), whatever the operands' NaN payloads or signs; this is what
+                NVIDIA GPUs write (the ISA leaves the bits unspecified; the H100 probes and the
+                official Any-Precision kernel show 0x7FFF where NumPy's x86 arithmetic gives 0xFE00
+                for Inf + -Inf). :func:`canonical_nan` applies the rule.
 fused flag      every multiply-add takes ``fused=``: ``True`` is one rounding (``fma.rn``, HFMA2,
                 FFMA), ``False`` is ``mul.rn`` then ``add.rn`` (two roundings). Which one a kernel
                 executes is a property of its SASS, not of its source (check the SASS: ``refsim ptx stats --sass``): the
@@ -47,6 +53,7 @@ from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.arith import exact, rounding
 
 __all__ = [
+    "CANONICAL_NAN", "canonical_nan",
     "f16_add", "f16_sub", "f16_mul", "f16_fma",
     "f32_add", "f32_sub", "f32_mul", "f32_fma",
     "cvt_f32_to_f16", "cvt_f64_to_f16", "cvt_f16_to_f32", "cvt_f32_to_bf16", "cvt_f64_to_bf16",
@@ -59,6 +66,24 @@ __all__ = [
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
+
+
+# the NaN bit pattern NVIDIA GPUs write for every NaN result of an arithmetic instruction, per PTX type
+CANONICAL_NAN = {"f16": 0x7FFF, "bf16": 0x7FFF, "f32": 0x7FFFFFFF, "f64": 0x7FFFFFFFFFFFFFFF}
+_CANONICAL_BY_DTYPE = {np.dtype(np.float16): (np.uint16, 0x7FFF), np.dtype(np.float32): (np.uint32, 0x7FFFFFFF)}
+
+
+def canonical_nan(x: np.ndarray) -> np.ndarray:
+    """``x`` (float16 or float32, any shape) with every NaN replaced by the canonical NaN of its
+    type (:data:`CANONICAL_NAN`); a new array of the same dtype and shape, other elements' bits
+    unchanged. The rule every fp16/fp32 arithmetic result here follows."""
+    x = require_dtype("x", x, np.float16, np.float32)
+    utype, bits = _CANONICAL_BY_DTYPE[x.dtype]
+    nan = np.isnan(x)
+    out = np.array(x, copy=True)
+    if nan.any():
+        out.view(utype)[nan] = utype(bits)
+    return out
 
 
 def _bf16():
@@ -113,7 +138,7 @@ def _rn(ufunc, dtype, a, b) -> np.ndarray:
     the exact result rounded once to nearest-even, as ``add/sub/mul.rn`` do; no warnings."""
     a, b = _same_dtype(("a", "b"), (a, b), dtype)
     with np.errstate(all="ignore"):
-        return ufunc(a, b, dtype=dtype)
+        return canonical_nan(ufunc(a, b, dtype=dtype))
 
 
 def _require_flag(name: str, value) -> bool:
@@ -170,7 +195,7 @@ def _f16_fma_fused(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     exact-rational oracle in tests/arith/test_fp.py, including both boundary cases.
     """
     with np.errstate(all="ignore"):
-        return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float16)
+        return canonical_nan((a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float16))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -208,7 +233,7 @@ def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None =
     with np.errstate(all="ignore"):
         p = a.astype(np.float64) * b.astype(np.float64)
         s = rounding.round_to_odd(*rounding.two_sum(p, c.astype(np.float64)))
-        return s.astype(np.float32)
+        return canonical_nan(s.astype(np.float32))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -216,11 +241,11 @@ def f32_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, fused: bool | None =
 
 
 def cvt_f32_to_f16(x: np.ndarray) -> np.ndarray:
-    """``cvt.rn.f16.f32`` (``__float2half``): RNE, subnormals kept, overflow -> ±Inf.
-    x float32 (any shape); returns float16."""
+    """``cvt.rn.f16.f32`` (``__float2half``): RNE, subnormals kept, overflow -> ±Inf, NaN -> the
+    canonical NaN 0x7FFF. x float32 (any shape); returns float16."""
     x = require_dtype("x", x, np.float32)
     with np.errstate(all="ignore"):
-        return x.astype(np.float16)
+        return canonical_nan(x.astype(np.float16))
 
 
 def cvt_f64_to_f16(x: np.ndarray) -> np.ndarray:
@@ -315,7 +340,8 @@ _FMT = {_F16: exact.F16, _F32: exact.F32}
 
 
 def _special(result_float: float, dtype) -> np.generic:
-    return np.asarray(result_float, dtype=np.float64).astype(dtype)[()]
+    """An Inf or NaN result as a scalar of ``dtype`` (NaN: the canonical NaN)."""
+    return canonical_nan(np.asarray(result_float, dtype=np.float64).astype(dtype))[()]
 
 
 def _finish(exact_value, zero_negative: bool, fmt, dtype):

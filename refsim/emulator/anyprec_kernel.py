@@ -9,7 +9,8 @@ computes        O (M, N) float16 = x (M, K) float16 @ W.T with W[r, k] = lut[r, 
                 codes from the bitplane format (``qweight`` int32 (p, N, K/32), first ``bits`` planes;
                 :mod:`refsim.formats.bitplane`), lut float16 (N, 2**bits); 1 <= M <= 8.
 dataflow        per output row r, batch row l, lane t (SNU-ARC/any-precision-llm ``matmul.cuh``):
-                1. for each 1024-weight chunk i (tail chunk: only lanes t < eff = (K % 1024)/32):
+                1. for each 1024-weight chunk i of its slice — every chunk of K without a K-split —
+                   (tail chunk: only lanes t < eff = (K % 1024)/32):
                    ``sum = half2(0, 0)``; for j = 3, 2, 1, 0 and s = 0..3:
                    ``sum = __hfma2(dq_w[4j + s], x_pair, sum)`` — two independent fp16 chains
                    (even / odd element of each pair), each step one fused rounding;
@@ -27,7 +28,10 @@ K-split         (M == 1, K > 4096, bits >= 7 on non-Orin GPUs: ksplit = ceil(K /
                 permutation of the slices); :func:`anyprec_gemv_admissible` gives every order's result
                 (ksplit! orders, element by element), or above ``max_orders`` a proven interval.
 oracle          :func:`anyprec_gemv_reference`: one (l, r) at a time, every fp16 fma through the
-                exact rational oracle (:func:`refsim.arith.fp.fma_reference`).
+                exact rational oracle (:func:`refsim.arith.fp.fma_reference`); the official kernel
+                (:mod:`refsim.cuda.official_anyprec`) on every branch of the plan; :func:`error_bound`,
+                a derived bound around the exact product.
+NaN             overflowing partial sums (+Inf + -Inf) give the canonical NaN 0x7FFF, as the GPU writes.
 paths           :func:`anyprec_gemv` runs the compiled kernel
                 :func:`refsim.native.emulators.anyprec_gemv` when a C compiler is present (measured:
                 M = 8, N = K = 4096 in ~0.2 s CPU instead of ~2 s), else the vectorised NumPy
@@ -49,15 +53,17 @@ import functools
 import math
 
 import numpy as np
+import threadpoolctl
 
-from refsim._validate import MAX_ELEMENTS, require_bounded, require_dtype, require_int, require_optional_bool
+from refsim._validate import MAX_ELEMENTS, native_contiguous, require_bounded, require_dtype, require_int, require_optional_bool
 from refsim.arith import fp
 from refsim.arith.admissible import DEFAULT_MAX_ORDERS, AdmissibleSet, fold_orders
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import anyprec_plan as ak
 from refsim.formats import bitplane
 
-__all__ = ["anyprec_gemv", "anyprec_gemv_admissible", "anyprec_gemv_reference", "lane_indices", "warp_reduce_sum", "warp_reduce_sum_reference"]
+__all__ = ["anyprec_gemv", "anyprec_gemv_admissible", "anyprec_gemv_reference", "error_bound", "lane_indices",
+           "warp_reduce_sum", "warp_reduce_sum_reference"]
 
 _CHUNK = 1024
 
@@ -179,10 +185,18 @@ def _ksplit_order(ksplit: int, ksplit_order) -> tuple:
         f"anyprec_gemv_admissible for every order; got {ksplit_order!r}")
 
 
+def _slices(plan, chunks: int) -> list[range]:
+    """The chunks each K-split slice sums: one slice of every chunk without a K-split, else
+    ceil(K / 4096) slices of 4 chunks (block z of the official launch: chunks 4z .. 4z + 3)."""
+    if plan.ksplit == 1:
+        return [range(chunks)]
+    return [range(z * 4, min(z * 4 + 4, chunks)) for z in range(plan.ksplit)]
+
+
 def _slice_totals(x, W, plan, m, n, k0, k1, active) -> list:
     """Each K-split slice's lane-0 total, float16 (M, N), in slice order (one slice: the output)."""
     xh = x
-    slices = [range(z * 4, min(z * 4 + 4, k0.shape[0])) for z in range(plan.ksplit)]
+    slices = _slices(plan, k0.shape[0])
     totals = []
     for chunks in slices:
         partial = np.zeros((m, n, 32), np.float16)                    # per batch row, row, lane
@@ -233,6 +247,36 @@ def anyprec_gemv_admissible(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray,
     ref = anyprec_gemv(x, qweight, lut, bits, "ascending")
     return AdmissibleSet(ref, None, math.factorial(nz),
                          f"|d - S| <= gamma_{nz - 1} * sum|t| for {nz} fp16 additions", lo, hi)
+
+
+def error_bound(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact product and a derived bound on how far any output of this dataflow may lie from it:
+    ``(S, B)``, float64 (M, N) each, with every finite output y of the kernel (any K-split order)
+    satisfying ``|y - S| <= B`` — so a bug the emulator and a kernel share is still caught.
+
+    Same inputs as :func:`anyprec_gemv`. Derivation (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, Lemma 3.1): the products w x of two fp16 values are exact; a term entering a chain
+    passes at most 16 fused fmas, the ``sum.x + sum.y`` add, one ``partial +=`` per chunk of its slice
+    (at most ``chunks``), the 5 adds of the shuffle tree and, with a K-split, ``ksplit`` atomic adds:
+    ``d = 22 + chunks + ksplit`` roundings of unit ``u = 2^-11``, so the relative part is
+    ``gamma_d P`` with ``P = sum |w x|`` and ``gamma_d = (1 + u)^d - 1``. A rounding whose result is
+    an fp16 subnormal errs by up to ``eta = 2^-25`` absolutely; one output passes fewer than
+    ``2 K + 64 + ksplit`` roundings, each counted once. S and P are float64 sums of exact products
+    (canonical copies before BLAS), off by at most ``gamma_K(2^-53) P``, which B adds. Meaningful
+    only while no partial sum overflows (B is reported regardless; an output of +-inf or NaN needs
+    ``P + B >= 65520``).
+    """
+    x, W, _, plan, m, n, k = _check(x, qweight, lut, require_int("bits", bits, minimum=1))
+    xd = native_contiguous(x.astype(np.float64))
+    Wd = native_contiguous(W.astype(np.float64).T)
+    with threadpoolctl.threadpool_limits(limits=1):     # small GEMMs: BLAS threads only contend
+        S = xd @ Wd
+        P = np.abs(xd) @ np.abs(Wd)
+    d = 22 + plan.chunks + plan.ksplit
+    gamma = (1 + 2.0**-11) ** d - 1
+    gamma64 = k * 2.0**-53 / (1 - k * 2.0**-53)
+    B = (gamma + gamma64) * P + (2 * k + 64 + plan.ksplit) * 2.0**-25
+    return S, B
 
 
 def anyprec_gemv_reference(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int) -> np.ndarray:

@@ -116,7 +116,7 @@ def dequant_gemv_reference(x: np.ndarray, W: np.ndarray) -> np.ndarray:
                     acc = np.float32(acc + np.float32(np.float16(hx + hy)))
             with np.errstate(all="ignore"):
                 y[m, col] = np.float16(acc)
-    return y
+    return fp.canonical_nan(y)          # NaN is sticky: every NaN the GPU writes is the canonical one
 
 
 def gptq_weights(ckpt: gptq.GPTQCheckpoint) -> np.ndarray:

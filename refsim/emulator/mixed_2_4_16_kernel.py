@@ -195,7 +195,7 @@ def dequantized_weights(p: fmt.Packed2416) -> np.ndarray:
     qz -= m.zero.astype(np.float32)[:, None, :]                                         # exact, (G, 16, N)
     with np.errstate(all="ignore"):                                                     # 0 * Inf: NaN, as __hmul2
         qz *= s_hat[:, None, :]                                                         # exact product
-        return qz.reshape(g * fmt.G1, n).astype(np.float16)                             # (K, N), one RNE
+        return fp.canonical_nan(qz.reshape(g * fmt.G1, n).astype(np.float16))          # (K, N), one RNE
 
 
 def dequantized_weights_reference(p: fmt.Packed2416) -> np.ndarray:

@@ -166,8 +166,9 @@ void refsim_mma_k16_f32(int L, int F, int e_zero, int W, int R, int N,
      the low 42 bits; a carry moves into the exponent); >= 2^16 after rounding -> Inf;
    - |x| < 2^-14 (fp16 subnormal grid 2^-24): (|x| + 1.5 * 2^28) - 1.5 * 2^28: near 1.5 * 2^28 the
      double grid is 2^-24, so the add is the one RNE onto that grid and the subtraction is exact;
-   - Inf, NaN: Inf stays, NaN keeps its top 10 payload bits (0x...0 after that gets the lowest kept bit),
-     as NumPy's float64 -> float16 cast does. The sign is put back last. */
+   - Inf stays; NaN becomes the canonical NaN 0x7FFF (refsim.arith.fp.CANONICAL_NAN: what NVIDIA GPUs
+     write for every NaN result, whatever the operands' payloads), as the double 0x7FFFFC0000000000.
+     The sign is put back last, except on NaN. */
 INLINE double r16(double x) {
     union { double d; uint64_t u; } v = {x}, sub;
     const uint64_t INF = 0x7FF0000000000000ull, LOW = (1ull << 42) - 1;
@@ -181,7 +182,8 @@ INLINE double r16(double x) {
     rx |= (uint64_t)((a != INF) & (rx == INF)) << 42;
     uint64_t special = -(uint64_t)(a >= INF), normal = -(uint64_t)(a >= 0x3F10000000000000ull);
     uint64_t r = (rx & special) | (rn & normal & ~special) | (sub.u & ~normal);
-    v.u = r | sgn;
+    uint64_t nan = -(uint64_t)(a > INF);
+    v.u = ((r | sgn) & ~nan) | (0x7FFFFC0000000000ull & nan);
     return v.d;
 }
 
@@ -202,15 +204,16 @@ INLINE double h2d(uint16_t h) {
 /* Any-Precision matmul_kbit_32 for one launch (see anyprec_kernel's spec): out[l, r] as a double
    equal to the fp16 result. codes uint8 (N, K), lut fp16 (N, nlut): W[r, k] = lut[r, codes[r, k]];
    X fp16 (M, K); k0, k1 int32
-   (chunks, 32, 16) the lanes' pair indices (inactive lanes: any index < K); ksplit slices of 4
-   chunks, combined by fp16 adds from +0 when ksplit > 1. */
-void refsim_anyprec_gemv(int M, int N, int K, int ksplit, int nlut, const uint8_t *codes, const uint16_t *lut,
-                         const uint16_t *X, const int32_t *k0, const int32_t *k1, double *out) {
+   (chunks, 32, 16) the lanes' pair indices (inactive lanes: any index < K); ksplit == 1: one slice of
+   every chunk; else ksplit slices of 4 chunks, combined by fp16 adds from +0. Returns 0, or 1 when
+   the lane-order operand buffers cannot be allocated (out untouched). */
+int refsim_anyprec_gemv(int M, int N, int K, int ksplit, int nlut, const uint8_t *codes, const uint16_t *lut,
+                        const uint16_t *X, const int32_t *k0, const int32_t *k1, double *out) {
     int chunks = (K + 1023) / 1024, full = K / 1024, eff_tail = (K % 1024) / 32;
     int64_t per = (int64_t)chunks * 512;                     /* 16 steps x 32 lanes per chunk */
     double *xa = malloc(sizeof(double) * 2 * per * (M > 0 ? M : 1));
     double *wa = malloc(sizeof(double) * 2 * per);
-    if (!xa || !wa) { free(xa); free(wa); return; }
+    if (!xa || !wa) { free(xa); free(wa); return 1; }            /* nothing written: the caller raises */
     double *xb = xa + per * M, *wb = wa + per;
     /* operands in lane order: [chunk][step][lane], so the 32 lanes of a step are contiguous */
     for (int l = 0; l < M; l++)
@@ -236,8 +239,10 @@ void refsim_anyprec_gemv(int M, int N, int K, int ksplit, int nlut, const uint8_
             for (int z = 0; z < ksplit; z++) {
                 double part[32], v[32], nv[32];
                 for (int t = 0; t < 32; t++) part[t] = 0.0;
-                int iend = (z + 1) * 4 < chunks ? (z + 1) * 4 : chunks;
-                for (int i = z * 4; i < iend; i++) {
+                /* no K-split: one slice of every chunk; else slice z = chunks 4z .. 4z + 3 */
+                int ibeg = ksplit > 1 ? z * 4 : 0;
+                int iend = ksplit > 1 && (z + 1) * 4 < chunks ? (z + 1) * 4 : chunks;
+                for (int i = ibeg; i < iend; i++) {
                     double sx[32], sy[32];
                     for (int t = 0; t < 32; t++) { sx[t] = 0.0; sy[t] = 0.0; }
                     const double *pa = wa + (int64_t)i * 512, *pb = wb + (int64_t)i * 512;
@@ -262,6 +267,7 @@ void refsim_anyprec_gemv(int M, int N, int K, int ksplit, int nlut, const uint8_
     }
     free(xa);
     free(wa);
+    return 0;
 }
 
 /* 2/4/16 GEMV step 3 for every (group, column): w fp16 (G*16, N) dequantized weights (row k
@@ -323,6 +329,12 @@ void refsim_mixed_dense_group_sums(int G, int N, const uint8_t *q, const uint8_t
    (<= 24 + 11 bits), TwoSum gives the sum's error, an inexact even result moves one ulp toward the exact
    value (as fp.f32_fma), then one RNE cast; unfused: FMUL then FADD in float. float(c) is the RNE
    int -> float conversion. c int32 (G, M, N); sa fp16 (M, G); sb fp16 (G, N); acc float32 (M, N) in/out. */
+/* the canonical fp32 NaN 0x7FFFFFFF for every NaN result (refsim.arith.fp.CANONICAL_NAN), else x */
+INLINE float canon32(float x) {
+    union { uint32_t u; float f; } nan = {0x7FFFFFFFu};
+    return x != x ? nan.f : x;
+}
+
 void refsim_atom_epilogue(int G, int M, int N, int fused, const int32_t *c, const uint16_t *sa,
                           const uint16_t *sb, float *acc) {
     for (int g = 0; g < G; g++)
@@ -341,10 +353,10 @@ void refsim_atom_epilogue(int G, int M, int N, int fused, const int32_t *c, cons
                     union { double d; uint64_t u; } v = {s};
                     if (e != 0.0 && !(v.u & 1) && s - s == 0.0)        /* inexact, even, finite */
                         v.u += ((e > 0.0) == (s > 0.0)) ? 1 : (uint64_t)-1;
-                    ar[n] = (float)v.d;
+                    ar[n] = canon32((float)v.d);
                 } else {
                     float p = cf * sf;
-                    ar[n] = p + ar[n];
+                    ar[n] = canon32(p + ar[n]);
                 }
             }
         }

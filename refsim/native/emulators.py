@@ -68,7 +68,7 @@ SOURCE = (Path(__file__).with_name("emulators.c")).read_text(encoding="utf-8")
 _INT, _I64, _PTR = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
 #: the C signatures of emulators.c: (name, return type, argument types)
 SIGNATURES = (("refsim_mma_k16_f32", None, (_INT,) * 6 + (_PTR, _I64, _PTR, _I64, _PTR, _PTR)),
-              ("refsim_anyprec_gemv", None, (_INT,) * 5 + (_PTR,) * 6),
+              ("refsim_anyprec_gemv", _INT, (_INT,) * 5 + (_PTR,) * 6),
               ("refsim_mixed_group_sums", None, (_INT,) * 2 + (_PTR,) * 3),
               ("refsim_mixed_dense_group_sums", None, (_INT,) * 2 + (_PTR,) * 5),
               ("refsim_atom_epilogue", None, (_INT,) * 4 + (_PTR,) * 4),
@@ -138,8 +138,10 @@ def anyprec_gemv(codes: np.ndarray, lut: np.ndarray, x: np.ndarray, k0: np.ndarr
     k0 = np.ascontiguousarray(k0, dtype=np.int32)
     k1 = np.ascontiguousarray(k1, dtype=np.int32)
     out = np.empty((m, n), np.float64)
-    lib.refsim_anyprec_gemv(m, n, k, int(ksplit), lut.shape[1], codes.ctypes.data, lut.ctypes.data, x.ctypes.data,
-                            k0.ctypes.data, k1.ctypes.data, out.ctypes.data)
+    if lib.refsim_anyprec_gemv(m, n, k, int(ksplit), lut.shape[1], codes.ctypes.data, lut.ctypes.data, x.ctypes.data,
+                               k0.ctypes.data, k1.ctypes.data, out.ctypes.data):
+        raise MemoryError(f"anyprec_gemv: the compiled kernel could not allocate its lane-order operands "
+                          f"({2 * (m + 1) * -(-k // 1024) * 512 * 8} bytes)")
     with np.errstate(all="ignore"):
         return out.astype(np.float16)                     # exact: every value is an fp16 value
 

@@ -198,3 +198,38 @@ def test_fused_fma_equals_exact_single_rounding(dtype, fma, abc):
         assert np.isnan(got[0])
     else:
         assert_bitexact(got, want)
+
+
+def test_every_nan_result_is_the_gpus_canonical_nan():
+    # Inf - Inf, 0 * Inf and NaN operands of any sign and payload: 0x7FFF / 0x7FFFFFFF (what NVIDIA GPUs
+    # write; NumPy on x86 gives the negative default NaN 0xFE00 / 0xFFC00000 for Inf + -Inf)
+    h = np.array([np.inf, 0.0, 1.0], np.float16)
+    g = np.array([-np.inf, np.inf, 1.0], np.float16)
+    neg_nan16 = np.array([0xFE01], np.uint16).view(np.float16)
+    assert fp.f16_add(h[:1], g[:1]).view(np.uint16).tolist() == [0x7FFF]
+    assert fp.f16_sub(h[:1], h[:1]).view(np.uint16).tolist() == [0x7FFF]
+    assert fp.f16_mul(h[1:2], g[1:2]).view(np.uint16).tolist() == [0x7FFF]
+    for fused in (True, False):
+        assert fp.f16_fma(h[1:2], g[1:2], h[2:], fused=fused).view(np.uint16).tolist() == [0x7FFF]
+        assert fp.f16_fma(neg_nan16, h[2:], h[2:], fused=fused).view(np.uint16).tolist() == [0x7FFF]
+    f = np.array([np.inf], np.float32)
+    neg_nan32 = np.array([0xFFC00001], np.uint32).view(np.float32)
+    assert fp.f32_add(f, -f).view(np.uint32).tolist() == [0x7FFFFFFF]
+    assert fp.f32_mul(np.zeros(1, np.float32), f).view(np.uint32).tolist() == [0x7FFFFFFF]
+    assert fp.f32_fma(neg_nan32, f, f, fused=True).view(np.uint32).tolist() == [0x7FFFFFFF]
+    assert fp.cvt_f32_to_f16(neg_nan32).view(np.uint16).tolist() == [0x7FFF]
+    assert fp.add_reference(h[:1], g[:1]).view(np.uint16).tolist() == [0x7FFF]     # the oracle twins too
+    assert fp.fma_reference(h[1:2], g[1:2], h[2:]).view(np.uint16).tolist() == [0x7FFF]
+
+
+def test_canonical_nan_changes_only_nans_and_not_its_input():
+    u = np.array([0x0001, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0x8000, 0x3C00], np.uint16)
+    x = u.view(np.float16)
+    x.setflags(write=False)
+    out = fp.canonical_nan(x)
+    assert out.view(np.uint16).tolist() == [0x0001, 0x7C00, 0xFC00, 0x7FFF, 0x7FFF, 0x7FFF, 0x8000, 0x3C00]
+    assert u.tolist() == [0x0001, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0x8000, 0x3C00]
+    f = np.array([0xFFC00000, 0x3F800000], np.uint32).view(np.float32)
+    assert fp.canonical_nan(f).view(np.uint32).tolist() == [0x7FFFFFFF, 0x3F800000]
+    with pytest.raises(DtypeError):
+        fp.canonical_nan(np.zeros(2, np.float64))

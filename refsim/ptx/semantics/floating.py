@@ -35,7 +35,7 @@ from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
 __all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "CANONICAL_NAN", "BUILDERS"]
 
-CANONICAL_NAN = {"f16": 0x7FFF, "bf16": 0x7FFF, "f32": 0x7FFFFFFF, "f64": 0x7FFFFFFFFFFFFFFF}
+CANONICAL_NAN = fp.CANONICAL_NAN   # one definition: refsim.arith.fp
 _BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
 _MIN_NORMAL = {"f16": 2.0**-14, "bf16": 2.0**-126, "f32": 2.0**-126, "f64": 2.0**-1022}
 _ROUND = ("rn", "rz", "rm", "rp")
