@@ -80,7 +80,6 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.report.sections.mixed_2_4_16": _SECTION,
     # testing
     "refsim.testing.cases": _CASES,
-    "refsim.testing.cases.anyprec": _CASES,
     "refsim.testing.cases.atom": _CASES,
     "refsim.testing.cases.base": "tested in tests/testing/test_accuracy.py: the exact linear form (Linear) of accuracy mode",
     "refsim.testing.cases.marlin": _CASES,

@@ -56,6 +56,8 @@ __all__ = [
     "lut_shared_bytes",
     "activation_index",
     "matmul_reference",
+    "BRANCHES",
+    "plan_branches",
 ]
 
 MAX_M = 8  # more tokens switch to dequant_kbit + cuBLAS
@@ -114,6 +116,37 @@ def plan(m: int, n: int, k: int, bits: int, *, orin: bool = False) -> KernelPlan
     tail = (k % WEIGHTS_PER_CHUNK) // 32 or 32
     return KernelPlan(n // (4 * multi_row), (32, 4, ksplit), multi_row, bt.uses_pair_table(bits, m),
                       ksplit, -(-k // WEIGHTS_PER_CHUNK), tail, lut_shared_bytes(bits, m))
+
+
+#: the branches of the official dispatch and kernel loop a launch can take (:func:`plan_branches`)
+BRANCHES = (
+    "m1",                   # M == 1: one row per warp (multi_row = 1)
+    "multi_row",            # M >= 2: four rows per warp (multi_row = 4), N % 16 == 0
+    "scalar_table",         # 2**b half lookups per weight
+    "pair_table",           # b == 3, or b == 4 with M >= 2: half2 pair lookups into the 2**(2b) table
+    "one_chunk",            # K <= 1024: a single (possibly partial) chunk
+    "whole_chunks",         # K % 1024 == 0
+    "tail_chunk",           # K % 1024 != 0: lanes t >= (K % 1024) / 32 break out of the last chunk
+    "long_k",               # K > 4096 without a K-split: one slice of more than four chunks
+    "ksplit",               # M == 1, K > 4096, b >= 7: ceil(K/4096) slices added by fp16 atomicAdd
+    "ksplit_partial_slice", # K-split whose last slice has fewer than four chunks
+)
+
+
+def plan_branches(m: int, n: int, k: int, bits: int) -> frozenset[str]:
+    """The names of :data:`BRANCHES` one launch takes (a non-Orin GPU; the arguments as :func:`plan`)."""
+    p = plan(m, n, k, bits)
+    out = {"m1" if p.multi_row == 1 else "multi_row", "pair_table" if p.uses_pair_table else "scalar_table",
+           "tail_chunk" if p.tail_lanes != 32 else "whole_chunks"}
+    if p.chunks == 1:
+        out.add("one_chunk")
+    if p.ksplit > 1:
+        out.add("ksplit")
+        if p.chunks % 4:
+            out.add("ksplit_partial_slice")
+    elif p.chunks > 4:
+        out.add("long_k")
+    return frozenset(out)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """Any-Precision LLM GEMV cases: ``kernel(x f16 (M,K), qweight i32 (bits,N,K/32), lut f16 (N,2**bits)) -> O f16 (M,N)``.
 
 Legality: :func:`refsim.formats.anyprec_plan.plan` (1 <= M <= 8, K % 32, N % 4 at M = 1 else
-N % 16, bits 3..8). The K-split launch (M = 1, K > 4096, bits >= 7) is excluded: it combines its
-slices with fp16 ``atomicAdd`` in an order the hardware does not fix, so no single bit-exact
-answer exists. Regimes: multi_row 1/4, pair or scalar lookup table, a K tail or none, one or
-several chunks and blocks. Each lane owns chunks of 1024 activations::
+N % 16, bits 3..8). The K-split launch (M = 1, K > 4096, bits >= 7) combines its slices with fp16
+``atomicAdd`` in an order the hardware does not fix: its expected output is the admissible set of
+every order. Regimes: every branch of the plan (:data:`refsim.formats.anyprec_plan.BRANCHES`:
+multi_row 1/4, pair or scalar lookup table, a K tail or none, one chunk, more than four chunks in
+one slice, a K-split and its partial last slice), so the pinned cases take each one, plus one or
+several blocks. Each lane owns chunks of 1024 activations::
 
     chunk c of lane l: two 16-step hfma2 chains -> partial += __hadd(h.x, h.y)   (fp16)
     lanes 0..31 -> shfl_down tree -> O[m, n]
@@ -31,7 +33,7 @@ class AnyprecCases(Format):
     default_max_size = 1 << 20
     pinned_pool = tuple({"m": m, "k": k, "n": n, "bits": b} for m, k, n, b in
                         [(1, 1056, 16, 3), (4, 2080, 32, 4), (1, 4064, 64, 8), (8, 32, 16, 5), (2, 1024, 16, 6),
-                         (1, 8192, 32, 4), (3, 992, 16, 7)])
+                         (1, 8192, 32, 4), (3, 992, 16, 7), (1, 4128, 16, 7)])
 
     def legal(self, case):
         ak.plan(case["m"], case["n"], case["k"], case["bits"])          # checks M, N, K, bits; a K-split
@@ -48,7 +50,7 @@ class AnyprecCases(Format):
                "several blocks" if p.grid > 1 else "one block"}
         if case["k"] // 1024 >= 2 and p.tail_lanes < 32:
             out.add("three or more chunks in lane 0, a K tail")
-        return out
+        return out | {f"plan branch {b}" for b in ak.plan_branches(case["m"], case["n"], case["k"], case["bits"])}
 
     def make(self, case):
         rng = np.random.default_rng(case["seed"])
