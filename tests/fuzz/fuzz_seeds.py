@@ -347,6 +347,7 @@ SEEDS = {
     "refsim.arith.fp.cvt_int_to_f16": lambda: call(codes(8, 5000, np.int32, lo=-5000)),
     "refsim.arith.fp.cvt_int_to_f32": lambda: call(codes(8, 2**30, np.int32, lo=-2**30)),
     "refsim.arith.fp.f16_add": lambda: call(normal(8, np.float16), normal(8, np.float16, 1)),
+    "refsim.arith.fp.canonical_nan": lambda: call(np.array([np.nan, 1.0, -np.inf, -np.nan], np.float16)),
     "refsim.arith.fp.f16_bits": lambda: call(normal(8, np.float16)),
     "refsim.arith.fp.f16_fma": lambda: call(normal(8, np.float16), normal(8, np.float16, 1), normal(8, np.float16, 2),
                                             fused=True),
@@ -419,6 +420,7 @@ SEEDS = {
     # ---- emulator ---------------------------------------------------------------------------------
     "refsim.emulator.anyprec_kernel.anyprec_gemv_admissible": lambda: call(*anyprec_problem(3, 16, 32), 3,
                                                                            max_orders=24),
+    "refsim.emulator.anyprec_kernel.error_bound": lambda: call(*anyprec_problem(3, 16, 32), 3),
     "refsim.emulator.gptq_awq_kernel.slab_sums": lambda: call(normal((1, 16), np.float16),
                                                               normal((16, 4), np.float16, 1, 0.1)),
     # ---- quant.awq ----------------------------------------------------------------------------------
@@ -482,6 +484,7 @@ SEEDS = {
     # ---- formats ----------------------------------------------------------------------------------
     "refsim.formats.anyprec_plan.activation_index": lambda: call(1056, 0, 0, 3, 0),
     "refsim.formats.anyprec_plan.bytes_read": lambda: call(1, 4096, 4096, 3),
+    "refsim.formats.anyprec_plan.plan_branches": lambda: call(1, 4096, 8192, 7),
     "refsim.formats.anyprec_plan.check_inputs": lambda: call(*anyprec_problem(), 3),
     "refsim.formats.anyprec_plan.checked_inputs": lambda: call(*anyprec_problem(), 3),
     "refsim.formats.anyprec_plan.chunk_work": lambda: call(3, 1),
