@@ -218,13 +218,33 @@ def require_bounded(name: str, value: int, limit: int = MAX_ELEMENTS, *, what: s
 
 
 def native_contiguous(x: np.ndarray, dtype: Any = None) -> np.ndarray:
-    """``x`` as a C-contiguous array in native byte order (``dtype`` if given): a copy only when
-    needed. Use where the algorithm's result could depend on memory order (reductions, einsum,
-    ``view``), so C/Fortran/strided/big-endian inputs give identical bits."""
-    dt = np.dtype(dtype) if dtype is not None else x.dtype
+    """``x`` in the one canonical layout: a plain ndarray, C-contiguous with C strides (no zero or
+    stray strides, even on length-1 axes), aligned, native byte order, of ``dtype`` if given; ``x``
+    itself when it already is one, else a fresh copy (so call it after the size checks).
+
+    Every operand handed to BLAS/LAPACK (``@``, ``np.dot``, ``np.linalg``, ``scipy.linalg``,
+    ``einsum(optimize=...)``) and to reductions whose order follows memory (einsum, ``view``) goes
+    through here: BLAS picks its kernel by layout and CPU (NumPy's matmul leaves BLAS for its own
+    loop on zero or unaligned strides), so a Fortran-order, strided, zero-stride, big-endian or
+    unaligned argument would otherwise round differently from a C-order one on some machines.
+    tests/test_blas_operands.py finds every such call site in refsim/ and requires it."""
+    dt = np.dtype(x.dtype if dtype is None else dtype)
     if not dt.isnative:
         dt = dt.newbyteorder("=")
-    return np.ascontiguousarray(x, dtype=dt)
+    x = plain_ndarray(x)
+    canonical_strides = x.size == 0 or x.strides == c_strides(x.shape, dt.itemsize)
+    if x.dtype == dt and x.flags.c_contiguous and x.flags.aligned and canonical_strides:
+        return x
+    return np.array(x, dtype=dt, order="C")
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a fresh C-order array of ``shape`` holding at least one element."""
+    out, step = [], itemsize
+    for d in reversed(shape):
+        out.append(step)
+        step *= d
+    return tuple(reversed(out))
 
 
 def require_words(name: str, x: Any, shape: tuple[int | None, ...] | None = None) -> np.ndarray:

@@ -103,3 +103,52 @@ def test_native_contiguous_copies_only_when_it_must():
     got = V.native_contiguous(big)
     assert got.dtype.isnative and got.flags.c_contiguous and got.tolist() == [0, 2, 4]
     assert V.native_contiguous(a, np.float32).dtype == np.float32
+
+
+def _unaligned(x: np.ndarray) -> np.ndarray:
+    """``x``'s values in a C-contiguous array starting one byte past an aligned address."""
+    raw = np.zeros(x.nbytes + 1, np.uint8)
+    out = raw[1:].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+def _read_only(x: np.ndarray) -> np.ndarray:
+    out = np.asfortranarray(x)
+    out.flags.writeable = False
+    return out
+
+
+@pytest.mark.parametrize("variant", [
+    np.asfortranarray,
+    lambda x: np.broadcast_to(x[:1], x.shape),              # zero stride on the rows
+    lambda x: np.broadcast_to(x[0], (1, x.shape[1])),        # zero stride on a length-1 axis
+    lambda x: x.astype(">f8"),
+    _unaligned,
+    _read_only,
+    lambda x: x[:, 1:2],                                    # C-contiguous, stray row stride
+    lambda x: np.flip(x),
+    lambda x: x.view(np.matrix),
+], ids=["fortran", "zero-stride", "zero-stride-length-1", "big-endian", "unaligned", "read-only fortran",
+        "one-column slice", "negative strides", "subclass"])
+def test_native_contiguous_hands_blas_a_canonical_copy_of_every_layout(variant):
+    x = np.arange(12, dtype=np.float64).reshape(3, 4) * 0.1
+    v = variant(x)
+    before = v.copy()
+    flags = (v.flags.writeable, v.strides, v.dtype.str)
+    got = V.native_contiguous(v)
+    assert type(got) is np.ndarray and got.dtype == np.dtype("=f8") and got.dtype.isnative
+    assert got.flags.c_contiguous and got.flags.aligned
+    assert got.strides == np.empty(got.shape, np.float64).strides      # C strides, no zero or stray ones
+    assert got.tobytes() == np.ascontiguousarray(np.asarray(v, np.float64)).tobytes()  # same values, bit for bit
+    assert (v.flags.writeable, v.strides, v.dtype.str) == flags and np.array_equal(v, before)  # untouched
+    as32 = V.native_contiguous(v, np.float32)
+    assert as32.dtype == np.float32 and as32.flags.c_contiguous and as32.flags.aligned
+
+
+def test_native_contiguous_converts_dtype_and_keeps_empty_arrays():
+    got = V.native_contiguous(np.asfortranarray(np.ones((2, 3), np.float16)), ">f4")
+    assert got.dtype == np.dtype("=f4") and got.flags.c_contiguous and got.tolist() == [[1.0] * 3] * 2
+    empty = np.zeros((0, 3))
+    assert V.native_contiguous(empty) is empty
+    assert V.c_strides((2, 3, 4), 8) == (96, 32, 8) and V.c_strides((5, 1), 4) == (4, 4)

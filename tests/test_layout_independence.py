@@ -124,3 +124,43 @@ def test_numpy_integer_scalars_give_the_python_int_result(int_type):
 def test_big_endian_values_are_accepted_as_their_native_dtype():
     w = np.random.default_rng(0).standard_normal((64, 32)).astype(">f4")
     assert bits_of(uniform.quantize(w, 4)) == bits_of(uniform.quantize(w.astype("<f4"), 4))
+
+
+def blas_argument_variants(x: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(variant, the C-order array with the same values) for the layouts that steer BLAS to another
+    kernel or to NumPy's own loop: Fortran order, zero-stride rows (np.broadcast_to), big-endian."""
+    rows = np.broadcast_to(x[:1], x.shape)
+    return {"Fortran": (np.asfortranarray(x), x),
+            "zero-stride": (rows, np.ascontiguousarray(rows)),
+            "big-endian": (x.astype(x.dtype.newbyteorder(">")), x)}
+
+
+def same_float_bits_per_argument(fn, args: list[np.ndarray]):
+    """Each argument in turn replaced by each variant: ``fn``'s float has the bits of the C-order call."""
+    for i, x in enumerate(args):
+        for name, (variant, twin) in blas_argument_variants(x).items():
+            got = np.float64(fn(*args[:i], variant, *args[i + 1:])).tobytes()
+            want = np.float64(fn(*args[:i], twin, *args[i + 1:])).tobytes()
+            assert got == want, f"{fn.__name__}: argument {i} {name}: {got.hex()} != C-order {want.hex()}"
+
+
+def test_blas_metrics_give_the_c_order_bits_for_fortran_zero_stride_and_big_endian_arguments():
+    """The two hostile-fuzz findings (an AVX-512 EPYC rounded ``X @ W`` differently when W was
+    Fortran-ordered or a zero-stride view). On a CPU whose BLAS kernels agree these passed before the
+    fix too; tests/test_blas_operands.py is the check that sees the dependence on every machine."""
+    from refsim.io.quantize import relative_output_error
+    from refsim.quant import atom as quant_atom
+    from refsim.quant.gptq import layer_output_error
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((48, 64)).astype(np.float32)
+    W = rng.standard_normal((64, 24)).astype(np.float32)
+    W_hat = W + np.float32(0.01) * rng.standard_normal(W.shape).astype(np.float32)
+    same_float_bits_per_argument(relative_output_error, [X, W, W_hat])
+    same_float_bits_per_argument(layer_output_error, [X, W, W_hat])
+    layer = quant_atom.quantize_layer(W, X, quant_atom.AtomConfig(keeper=16, group_size=16))
+
+    def atom_error(W, X):
+        return quant_atom.layer_output_error(layer, W, X)
+
+    same_float_bits_per_argument(atom_error, [W, X])

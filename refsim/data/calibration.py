@@ -207,7 +207,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 def _linear(x: np.ndarray, w: dict[str, np.ndarray], prefix: str) -> np.ndarray:
     # weights are stored (N, K): y = x @ W.T + b
-    return (x @ w[prefix + ".weight"].T + w[prefix + ".bias"]).astype(np.float32)
+    return (native_contiguous(x) @ native_contiguous(w[prefix + ".weight"]).T + w[prefix + ".bias"]).astype(np.float32)
 
 
 def forward(ids: list[int] | np.ndarray, weights: dict[str, np.ndarray] | None = None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim._validate import native_contiguous
 from refsim.errors import FormatRuleError
 from refsim.io.model_folder import LoadedModel, sequences
 from refsim.quant import awq as awq_search
@@ -231,19 +232,20 @@ def heldout_quality(lm: LoadedModel, W_q: dict, layers: list[str], input_scale: 
     out_q = _forward(lm, ids, W_q)
     per_layer = {}
     for n in layers:
-        X = rec[n].reshape(-1, rec[n].shape[-1]).astype(np.float64)
-        ref = X @ lm.weights[n + ".weight"].T.astype(np.float64)
+        X = native_contiguous(rec[n].reshape(-1, rec[n].shape[-1]), np.float64)  # BLAS sees one layout
+        ref = X @ native_contiguous(lm.weights[n + ".weight"], np.float64).T
         if n + ":out" in input_scale:                                   # AWQ divided this layer's rows
-            ref = ref / input_scale[n + ":out"].astype(np.float64)
+            ref = ref / native_contiguous(input_scale[n + ":out"], np.float64)
         s = input_scale.get(n)
-        Xq = X if s is None else X / s.astype(np.float64)
-        per_layer[n] = float(np.linalg.norm(ref - Xq @ W_q[n + ".weight"].T.astype(np.float64)) / np.linalg.norm(ref))
+        Xq = X if s is None else X / native_contiguous(s, np.float64)
+        W_qn = native_contiguous(W_q[n + ".weight"], np.float64).T
+        per_layer[n] = float(np.linalg.norm(ref - Xq @ W_qn) / np.linalg.norm(ref))
     if lm.family == "decoder":
         model = {"metric": "perplexity", "heldout_tokens": int(ids.size), "fp": _perplexity(out_fp, ids),
                  "quantized": _perplexity(out_q, ids)}
     else:
-        a = out_fp.astype(np.float64)
-        b = out_q.astype(np.float64)
+        a = native_contiguous(out_fp, np.float64)
+        b = native_contiguous(out_q, np.float64)
         cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
         model = {"metric": "embedding_cosine", "heldout_tokens": int(ids.size), "sequences": int(ids.shape[0]),
                  "mean": float(cos.mean()), "min": float(cos.min())}

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_bool, require_callable, require_choice, require_instance, require_int, require_path
+from refsim._validate import (native_contiguous, require_bool, require_callable, require_choice, require_instance,
+                              require_int, require_path)
 from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
 from refsim.formats import gptq_marlin
@@ -105,8 +106,8 @@ def gptq_to_marlin_requantized(layer) -> tuple[MarlinLayer, dict]:
     q = marlin_quant.quantize(W, scales, gs)
     B, s = marlin_format.pack(q, scales, gs)
     out = MarlinLayer(layer.name, B, s, None)
-    W_new = out.dequantize().astype(np.float64)
-    W64 = W.astype(np.float64)
+    W_new = native_contiguous(out.dequantize(), np.float64)  # norm's dot gets canonical operands
+    W64 = native_contiguous(W, np.float64)
     err = {"max_abs": float(np.abs(W_new - W64).max()),
            "rel_fro": float(np.linalg.norm(W_new - W64) / max(np.linalg.norm(W64), 1e-300))}
     return out, err

@@ -50,9 +50,9 @@ from typing import Callable
 
 import numpy as np
 
-from refsim._validate import (require_callable, require_choice, require_dtype, require_fields, require_finite,
-                              require_float_array, require_instance, require_int, require_ndim, require_path,
-                              require_shape)
+from refsim._validate import (native_contiguous, require_callable, require_choice, require_dtype, require_fields,
+                              require_finite, require_float_array, require_instance, require_int, require_ndim,
+                              require_path, require_shape)
 from refsim.errors import CheckpointError, DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
@@ -118,7 +118,8 @@ class LayerResult:
 
 
 def relative_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> float:
-    """``‖X W − X Ŵ‖_F / ‖X W‖_F`` in float64; X (T, K), W and Ŵ (K, N), float16/32/64.
+    """``‖X W − X Ŵ‖_F / ‖X W‖_F`` in float64; X (T, K), W and Ŵ (K, N), float16/32/64, any layout
+    (BLAS gets C-order float64 copies: the same bits for every layout on one machine).
 
     NaN/Inf entries, or ``X W = 0``, give a NaN or Inf result (the ratio is undefined there)."""
     X = require_ndim("X", require_float_array("X", X), 2)
@@ -126,8 +127,9 @@ def relative_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> fl
     W_hat = require_shape("W_hat", require_float_array("W_hat", W_hat), W.shape)
     if X.shape[1] != W.shape[0]:
         raise ShapeError(f"X: shape must be (T, K={W.shape[0]}) to multiply W {W.shape}; got {X.shape}")
-    ref = X.astype(np.float64) @ W.astype(np.float64)
-    return float(np.linalg.norm(ref - X.astype(np.float64) @ W_hat.astype(np.float64)) / np.linalg.norm(ref))
+    X64, W64, W_hat64 = (native_contiguous(a, np.float64) for a in (X, W, W_hat))  # BLAS sees one layout
+    ref = X64 @ W64
+    return float(np.linalg.norm(ref - X64 @ W_hat64) / np.linalg.norm(ref))
 
 
 def awq_intweight(w_fq: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group_size: int) -> np.ndarray:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import erf
 
+from refsim._validate import native_contiguous
 from refsim.errors import CheckpointError
 
 # the architecture objects are built by refsim.io.model_folder.load_model from a checked config
@@ -39,7 +40,8 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def _lin(x: np.ndarray, W: dict, name: str) -> np.ndarray:
-    return (x @ W[name + ".weight"].T + W[name + ".bias"]).astype(np.float32)
+    # x (..., K) @ weight (N, K).T: BLAS gets canonical operands, whatever layout the weights came in
+    return (native_contiguous(x) @ native_contiguous(W[name + ".weight"]).T + W[name + ".bias"]).astype(np.float32)
 
 
 class BertModel:

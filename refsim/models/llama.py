@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim._validate import native_contiguous
 from refsim.errors import CheckpointError
 
 # the architecture objects are built by refsim.io.model_folder.load_model from a checked config
@@ -38,7 +39,7 @@ def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def _lin(x: np.ndarray, W: dict, name: str) -> np.ndarray:
-    y = x @ W[name + ".weight"].T
+    y = native_contiguous(x) @ native_contiguous(W[name + ".weight"]).T  # canonical, whatever the weights' layout
     b = W.get(name + ".bias")
     return (y if b is None else y + b).astype(np.float32)
 
@@ -144,7 +145,8 @@ class LlamaModel:
 
     def head(self, x: np.ndarray, W: dict) -> np.ndarray:
         """Logits (B, L, V) float32."""
-        return (_rms(x, W["model.norm.weight"], self.eps) @ np.asarray(W[self.lm_head], np.float32).T).astype(np.float32)
+        h = native_contiguous(_rms(x, W["model.norm.weight"], self.eps))
+        return (h @ native_contiguous(np.asarray(W[self.lm_head]), np.float32).T).astype(np.float32)
 
     # -- AWQ: which scale folds into which op (AutoAWQ ``LlamaAWQForCausalLM.get_layers_for_scaling``)
     def awq_scalings(self, i: int, W: dict) -> list[dict]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (
+    native_contiguous,
     require_choice,
     require_fields,
     require_finite,
@@ -117,7 +118,7 @@ class AtomLayer:
                 x_hat[:, k - self.config.keeper:] = x_r[:, k - self.config.keeper:].astype(np.float16)
             x_r = x_hat
         W_r = fmt.permute(self.W_hat, self.idx, axis=0)
-        return (x_r.astype(np.float64) @ W_r.astype(np.float64)).astype(np.float32)
+        return (native_contiguous(x_r, np.float64) @ native_contiguous(W_r, np.float64)).astype(np.float32)
 
 
     def forward_kernel(self, x: np.ndarray) -> np.ndarray:
@@ -446,5 +447,5 @@ def layer_output_error(layer: AtomLayer, W: np.ndarray, X: np.ndarray) -> float:
         raise ShapeError(f"X: must have K={W.shape[0]} columns; got {X.shape[1]}")
     require_finite("W", W)
     require_finite("X", X)
-    ref = X.astype(np.float64) @ W.astype(np.float64)
-    return float(np.linalg.norm(ref - layer.forward(X).astype(np.float64)) / np.linalg.norm(ref))
+    ref = native_contiguous(X, np.float64) @ native_contiguous(W, np.float64)  # BLAS sees one layout
+    return float(np.linalg.norm(ref - native_contiguous(layer.forward(X), np.float64)) / np.linalg.norm(ref))

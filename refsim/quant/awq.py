@@ -42,8 +42,9 @@ from typing import Callable
 
 import numpy as np
 
-from refsim._validate import (require_bits, require_callable, require_fields, require_finite, require_float_array,
-                              require_instance, require_int, require_ndim, require_real, set_fields)
+from refsim._validate import (native_contiguous, require_bits, require_callable, require_fields, require_finite,
+                              require_float_array, require_instance, require_int, require_ndim, require_real,
+                              set_fields)
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["N_GRID", "MAX_SHRINK", "N_SAMPLE_TOKEN", "AVOID_CLIP", "pseudo_quantize", "weight_mean", "input_mean",
@@ -211,17 +212,18 @@ def search_clip(W: np.ndarray, X: np.ndarray, *, bits: int = 4, group_size: int 
         raise ShapeError(f"X: must be (T, K={k}) with K a multiple of group_size={group_size}; got {X.shape}")
     G = k // group_size
     step = max(1, X.shape[0] // N_SAMPLE_TOKEN)
-    x = np.asarray(X, _H)[::step].astype(np.float32).reshape(-1, G, group_size)  # (T', G, g)
-    wg = W.reshape(n, G, group_size)                                    # (N, G, g)
+    # einsum(optimize=True) hands these to BLAS: canonical copies, whatever the callers' layouts
+    x = native_contiguous(np.asarray(X, _H)[::step], np.float32).reshape(-1, G, group_size)  # (T', G, g)
+    wg = native_contiguous(W).reshape(n, G, group_size)                 # (N, G, g)
     org_max = np.abs(wg).max(axis=2, keepdims=True)                     # (N, G, 1)
-    org_out = np.einsum("tgk,ngk->ngt", x, wg.astype(np.float32), optimize=True)
+    org_out = np.einsum("tgk,ngk->ngt", x, native_contiguous(wg, np.float32), optimize=True)
     best = org_max.copy()
     min_err = np.full(org_max.shape, 1e9, np.float32)
     for i in range(int(MAX_SHRINK * N_GRID)):
         m = _h(org_max.astype(np.float32) * np.float32(1 - i / N_GRID))
         cur = np.clip(wg, -m, m)
         q = pseudo_quantize(cur.reshape(n, k), bits, group_size)[0].reshape(n, G, group_size)
-        out = np.einsum("tgk,ngk->ngt", x, q.astype(np.float32), optimize=True)
+        out = np.einsum("tgk,ngk->ngt", x, native_contiguous(q, np.float32), optimize=True)
         err = np.square(out - org_out).mean(axis=2, keepdims=True, dtype=np.float32)
         better = err < min_err
         min_err = np.where(better, err, min_err)

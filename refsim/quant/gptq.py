@@ -59,6 +59,7 @@ import scipy.linalg.lapack
 import threadpoolctl
 
 from refsim._validate import (
+    native_contiguous,
     require_bits,
     require_bounded,
     require_choice,
@@ -102,7 +103,7 @@ class HessianAccumulator:
         if x.ndim != 3 or x.shape[-1] != self.k:
             raise FormatRuleError(f"x: must be (batch, seq, K={self.k}) or (seq, K={self.k}); got shape {x.shape}")
         tmp = x.shape[0]
-        xs = x.reshape(-1, self.k).astype(np.float64)  # (batch*seq, K)
+        xs = native_contiguous(x.reshape(-1, self.k), np.float64)  # (batch*seq, K), the layout BLAS gets
         self.H *= self.nsamples / (self.nsamples + tmp)
         self.nsamples += tmp
         xs = np.sqrt(2.0 / self.nsamples) * xs
@@ -481,5 +482,6 @@ def layer_output_error(X: np.ndarray, W: np.ndarray, W_hat: np.ndarray) -> float
         raise ShapeError(f"X: must have K={W.shape[0]} columns; got shape {X.shape}")
     for n, a in (("X", X), ("W", W), ("W_hat", W_hat)):
         require_finite(n, a)
-    ref = X.astype(np.float64) @ W.astype(np.float64)
-    return float(np.linalg.norm(ref - X.astype(np.float64) @ W_hat.astype(np.float64)) / np.linalg.norm(ref))
+    X64, W64, W_hat64 = (native_contiguous(a, np.float64) for a in (X, W, W_hat))  # BLAS sees one layout
+    ref = X64 @ W64
+    return float(np.linalg.norm(ref - X64 @ W_hat64) / np.linalg.norm(ref))

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from refsim._validate import require_finite, require_float_array, require_ndim, require_shape
+from refsim._validate import native_contiguous, require_finite, require_float_array, require_ndim, require_shape
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats.mixed_2_4_16 import G1, G2, Mixed2416, _check_fraction, _check_kn, _clipped_slots, csr_from_coo
 
@@ -60,7 +60,7 @@ def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
         raise ShapeError(f"H: must be square (K, K); got {H.shape}")
     require_finite("H", H)
     percdamp = _check_fraction("percdamp", percdamp, 1.0)
-    H = H.astype(np.float64)  # copy
+    H = native_contiguous(H, np.float64).copy()  # LAPACK's input: canonical, and ours to modify
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
     damp = float(percdamp) * float(np.mean(np.diag(H)))
