@@ -171,9 +171,10 @@ def to_ct(u: UniformCodes, scale_dtype=None) -> CTLayer:
     s = u.scales if scale_dtype is None else exact_cast(u.name, u.scales, scale_dtype)
     q = (u.q.T.astype(np.int16) - off).astype(np.int8)
     z = (u.zeros.T.astype(np.int16) - off).astype(np.int8)
-    g_idx = u.g_idx.astype(np.int32) if u.desc_act else None
+    act_order = u.desc_act and u.group_size is not None  # one group: g_idx is all 0, nothing to carry
+    g_idx = u.g_idx.astype(np.int32) if act_order else None
     return CTLayer(u.name, np.ascontiguousarray(q), np.ascontiguousarray(s.T), np.ascontiguousarray(z), g_idx,
-                   u.bits, u.group_size, u.sym, "group" if u.desc_act else None)
+                   u.bits, u.group_size, u.sym, "group" if act_order else None)
 
 
 def marlin_reasons(u: UniformCodes) -> list[str]:
