@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (
+    require_bool,
     require_choice,
     require_fields,
     require_finite,
@@ -377,16 +378,18 @@ class AtomCalibration:
         return self._cache[key]
 
     def index(self, reorder: bool) -> np.ndarray:
-        if not reorder:
+        if not require_bool("reorder", reorder):
             return self._get("identity", lambda: np.arange(self.k, dtype=np.int64))
         return self._get("idx", lambda: fmt.reorder_index(fmt.hessian_statistic(self.X)))
 
     def hessian(self, reorder: bool) -> np.ndarray:
-        return self._get(("H", bool(reorder)),
+        reorder = require_bool("reorder", reorder)
+        return self._get(("H", reorder),
                          lambda: hessian(fmt.permute(self.X.astype(np.float32), self.index(reorder), axis=1)))
 
     def factor(self, reorder: bool, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
-        return self._get(("U", bool(reorder), float(percdamp)), lambda: _factor(self.hessian(reorder), percdamp))
+        reorder = require_bool("reorder", reorder)
+        return self._get(("U", reorder, float(percdamp)), lambda: _factor(self.hessian(reorder), percdamp))
 
 
 def calibrate(X_calib: np.ndarray) -> AtomCalibration:

@@ -42,8 +42,9 @@ from typing import Callable
 
 import numpy as np
 
-from refsim._validate import (require_bits, require_callable, require_fields, require_finite, require_float_array,
-                              require_instance, require_int, require_ndim, require_real, set_fields)
+from refsim._validate import (require_bits, require_bool, require_callable, require_fields, require_finite,
+                              require_float_array, require_instance, require_int, require_ndim, require_real,
+                              set_fields)
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["N_GRID", "MAX_SHRINK", "N_SAMPLE_TOKEN", "AVOID_CLIP", "pseudo_quantize", "weight_mean", "input_mean",
@@ -158,6 +159,7 @@ def search_scale(X: np.ndarray, weights: dict[str, np.ndarray], forward: Callabl
     X = require_ndim("X", require_float_array("X", X), 2)
     group_size = require_int("group_size", group_size, minimum=1)
     bits = require_bits(bits, BITS)
+    duo_scaling = require_bool("duo_scaling", duo_scaling)
     require_instance("weights", weights, dict)
     require_callable("forward", forward)
     if not weights:

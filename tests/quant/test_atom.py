@@ -234,3 +234,12 @@ def test_kernel_path_agrees_with_simulation_up_to_fp16_effects():
     assert np.linalg.norm(ker - sim) < 0.25 * np.linalg.norm(sim - exact)
     with pytest.raises(FormatRuleError, match="forward_kernel"):
         QA.quantize_layer(W, X, QA.AtomConfig(keeper=64, group_size=64, quantize_activations=False)).forward_kernel(X)
+
+
+def test_calibration_reorder_flag_must_be_a_bool():
+    cal = QA.calibrate(np.ones((4, 128), np.float32))
+    for method in (cal.index, cal.hessian):
+        with pytest.raises(FormatRuleError, match=r"reorder: must be True or False; got array"):
+            method(np.array([True, False]))
+    with pytest.raises(FormatRuleError, match=r"reorder: must be True or False; got 1"):
+        cal.factor(1, 0.01)
