@@ -103,3 +103,18 @@ def test_native_contiguous_copies_only_when_it_must():
     got = V.native_contiguous(big)
     assert got.dtype.isnative and got.flags.c_contiguous and got.tolist() == [0, 2, 4]
     assert V.native_contiguous(a, np.float32).dtype == np.float32
+
+
+def test_read_utf8_text_names_the_line_of_a_binary_byte(tmp_path):
+    from refsim._validate import read_utf8_text
+    from refsim.errors import FormatRuleError
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"\xef\xbb\xbfa,b\r\n1,2\n")
+    assert read_utf8_text(path) == "a,b\r\n1,2\n"                    # BOM dropped, tab/CR/LF kept
+    path.write_bytes(b"\xef\xbb\xbfa,b\n1,2\n3,\xc3\x28\n")           # an invalid 2-byte sequence on line 3
+    with pytest.raises(FormatRuleError, match=r"t.csv:3: must be UTF-8 text; got byte 0xc3 \(offset 13 of the file\)"):
+        read_utf8_text(path)
+    path.write_bytes(b"a\n\n\x1b[0m\n")
+    with pytest.raises(FormatRuleError, match=r"t.csv:3: must be text \(no control characters\); got byte 0x1b"):
+        read_utf8_text(path)
