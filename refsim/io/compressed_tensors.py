@@ -44,7 +44,7 @@ from refsim._validate import (require_bits, require_bool, require_bounded, requi
 from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import Checkpoint, check_layer, read_json
-from refsim.io.ct_config import read_ct_config
+from refsim.io.ct_config import CTConfig
 
 __all__ = ["CTLayer", "CompressedTensorsReader", "pack_weight", "unpack_weight", "ct_quantization_config",
            "CT_VERSION", "CT_BITS"]
@@ -242,7 +242,7 @@ class CompressedTensorsReader(Checkpoint):
         path = require_path("path", path)
         cpath = path / "config.json"
         qc = read_json(cpath).get("quantization_config")
-        self.ct_config = read_ct_config(qc, cpath)
+        self.ct_config = CTConfig(qc, cpath)
         self.groups = self.ct_config.groups
         super().__init__(path, qc, cpath)
 

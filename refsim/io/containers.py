@@ -163,8 +163,9 @@ class AnyPrecisionLayer:
         seed = require_int("seed_bits", self.seed_bits, minimum=1)
         if seed > p:
             raise FormatRuleError(f"seed_bits: must lie in [1, parent bits={p}]; got {seed}")
-        if sorted(self.luts) != list(range(seed, p + 1)):
-            raise FormatRuleError(f"luts: one table per bit-width {seed}..{p}; got keys {sorted(self.luts, key=str)[:8]}")
+        if set(self.luts) != set(range(seed, p + 1)) or any(type(b) is not int for b in self.luts):
+            raise FormatRuleError(f"luts: one table per bit-width {seed}..{p} (int keys); got keys "
+                                  f"{sorted(map(repr, self.luts))[:8]}")
         for b, lut in self.luts.items():
             require_shape(f"luts[{b}]", require_dtype(f"luts[{b}]", lut, np.float16), (n, 1 << b))
 

@@ -46,9 +46,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from refsim._validate import require_instance, require_path
 from refsim.errors import CheckpointError
 
-__all__ = ["read_ct_config", "CTConfig"]
+__all__ = ["CTConfig"]
 
 #: the weight-only compressor format refsim reads
 PACK_QUANTIZED = "pack-quantized"
@@ -89,7 +90,12 @@ class CTConfig:
     """The parsed ``quantization_config``: ``groups`` name -> scheme dict (targets, bits, sym,
     group_size, actorder) and the ``ignore`` targets; :meth:`scheme_of` names a layer's scheme."""
 
-    def __init__(self, qc: dict, cpath: Path) -> None:
+    def __init__(self, qc: Any, cpath: Path) -> None:
+        """``qc``: ``config.json``'s ``quantization_config`` as read from ``cpath`` (the path the
+        errors name). Every field is checked here (module docstring)."""
+        cpath = require_path("cpath", cpath)
+        if not isinstance(qc, dict):
+            raise CheckpointError(f"{cpath}: field 'quantization_config' must be an object; got {qc!r:.200}")
         where = str(cpath)
         method = qc.get("quant_method", "compressed-tensors")
         if method != "compressed-tensors":
@@ -120,6 +126,7 @@ class CTConfig:
 
     def scheme_of(self, name: str) -> dict:
         """The scheme of packed layer ``name``: the one group whose targets match it (ignore must not)."""
+        require_instance("name", name, str)
         for t in self.ignore:
             if t.matches(name):
                 raise CheckpointError(f"{self.path}: ignore lists {t.text!r}, which matches layer {name!r}; "
@@ -206,10 +213,3 @@ def _weights(w: dict, where: str) -> dict:
     if actorder == "group" and strategy != "group":
         raise _fail(where, "actorder", "'group' needs strategy 'group'", raw)
     return {"bits": bits, "sym": sym, "group_size": gs, "actorder": actorder}
-
-
-def read_ct_config(qc: Any, cpath: Path) -> CTConfig:
-    """Parse ``config.json``'s ``quantization_config`` (a dict) read from ``cpath``."""
-    if not isinstance(qc, dict):
-        raise CheckpointError(f"{cpath}: field 'quantization_config' must be an object; got {qc!r:.200}")
-    return CTConfig(qc, cpath)

@@ -119,7 +119,7 @@ def test_layer_records_refuse_row_orders_and_sizes_their_consumers_would_index_w
 
     qw = bitplane.pack(rng.integers(0, 16, (64, 1024), dtype=np.uint8), 4)
     luts = {b: rng.random((64, 1 << b)).astype(np.float16) for b in (3, 4)}
-    with pytest.raises(FormatRuleError, match=r"luts: one table per bit-width 3..4; got keys \[3\]"):
+    with pytest.raises(FormatRuleError, match=r"luts: one table per bit-width 3..4 \(int keys\); got keys \[.3.\]"):
         AnyPrecisionLayer(L0, qw, {3: luts[3]}, 3)
     with pytest.raises(ShapeError, match=r"luts\[4\]: shape must be \(64, 16\)"):
         AnyPrecisionLayer(L0, qw, {3: luts[3], 4: luts[4][:, :8]}, 3)
