@@ -31,8 +31,8 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from refsim._validate import (read_utf8_text, require_bounded, require_fields, require_instance, require_int,
-                              require_path)
+from refsim._validate import (read_utf8_text, require_bool, require_bounded, require_fields, require_instance,
+                              require_int, require_path)
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.roofline import FITTED, ModelParams, dram_roofline_s
 from refsim.gpu_model.specs import GPUSpec, get_gpu
@@ -181,6 +181,7 @@ def fit(rows: list[CalibrationRow] | None = None, fit_overlap: bool = False) -> 
     the overlap kept at :data:`FITTED` unless ``fit_overlap`` (module docstring)."""
     from scipy.optimize import minimize, minimize_scalar
 
+    fit_overlap = require_bool("fit_overlap", fit_overlap)
     rows = _rows(rows)
     gpu = get_gpu("rtx4070-laptop")
     frac, t0 = _fit_bandwidth(rows, gpu)
