@@ -350,6 +350,26 @@ def require_path(name: str, value: Any) -> Path:
     return path
 
 
+def read_utf8_text(path: Path) -> str:
+    """The text of the file at ``path``: UTF-8 (a leading byte-order mark dropped), with no control
+    character but tab, newline and carriage return. A binary byte is refused with a FormatRuleError
+    naming the file, the line (1-based) and the byte. (OSError from reading is the caller's.)"""
+    raw = Path(path).read_bytes()
+    body = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = body.count(b"\n", 0, err.start) + 1
+        raise FormatRuleError(f"{path}:{line}: must be UTF-8 text; got byte {body[err.start]:#04x} "
+                              f"(offset {err.start + len(raw) - len(body)} of the file)") from None
+    bad = next((i for i, ch in enumerate(text) if ch < " " and ch not in "\t\n\r" or ch == "\x7f"), None)
+    if bad is not None:
+        line = text.count("\n", 0, bad) + 1
+        raise FormatRuleError(f"{path}:{line}: must be text (no control characters); got byte "
+                              f"{ord(text[bad]):#04x}")
+    return text
+
+
 def require_bool(name: str, value: Any) -> bool:
     """``value`` must be ``True``/``False`` (Python or NumPy bool; never 0/1 or a string)."""
     if not isinstance(value, (bool, np.bool_)):

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
 
 import refsim
 import refsim.commands
 from refsim.errors import RefsimError, ToolchainError
+
+#: exit status when the reader of stdout went away (``refsim inspect DIR | head``): 128 + SIGPIPE,
+#: what a shell reports for a standard tool the closed pipe stopped, so ``set -o pipefail`` scripts
+#: can tell the output was cut short; nothing is printed
+EXIT_BROKEN_PIPE = 128 + int(getattr(signal, "SIGPIPE", 13))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Input errors (:class:`refsim.errors.RefsimError`, argparse usage errors, OS errors on output
     paths) and missing toolchains are printed as one line on stderr with exit status 2, not as a
-    traceback.
+    traceback. A closed stdout ends the command quietly with :data:`EXIT_BROKEN_PIPE`.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -55,13 +62,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()                      # a closed pipe shows here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except (RefsimError, ToolchainError) as err:
         print(f"refsim {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     except OSError as err:  # an unwritable output path, a full disk: the user's environment
         print(f"refsim {args.command}: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
         return 2
+
+
+def _silence_stdout() -> None:
+    """Point stdout's descriptor at the null device, so the interpreter's final flush of what is
+    still buffered does not raise (and print) a second BrokenPipeError."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a replaced sys.stdout (tests): nothing to flush to
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -152,3 +152,18 @@ def test_native_contiguous_converts_dtype_and_keeps_empty_arrays():
     empty = np.zeros((0, 3))
     assert V.native_contiguous(empty) is empty
     assert V.c_strides((2, 3, 4), 8) == (96, 32, 8) and V.c_strides((5, 1), 4) == (4, 4)
+
+
+def test_read_utf8_text_names_the_line_of_a_binary_byte(tmp_path):
+    from refsim._validate import read_utf8_text
+    from refsim.errors import FormatRuleError
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"\xef\xbb\xbfa,b\r\n1,2\n")
+    assert read_utf8_text(path) == "a,b\r\n1,2\n"                    # BOM dropped, tab/CR/LF kept
+    path.write_bytes(b"\xef\xbb\xbfa,b\n1,2\n3,\xc3\x28\n")           # an invalid 2-byte sequence on line 3
+    with pytest.raises(FormatRuleError, match=r"t.csv:3: must be UTF-8 text; got byte 0xc3 \(offset 13 of the file\)"):
+        read_utf8_text(path)
+    path.write_bytes(b"a\n\n\x1b[0m\n")
+    with pytest.raises(FormatRuleError, match=r"t.csv:3: must be text \(no control characters\); got byte 0x1b"):
+        read_utf8_text(path)

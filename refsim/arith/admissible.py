@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import require_array, require_callable, require_fields, require_instance, require_int
+from refsim.arith.fp import raw_bits
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["AdmissibleSet", "fold_orders", "DEFAULT_MAX_ORDERS"]
@@ -45,12 +46,7 @@ DEFAULT_MAX_ORDERS = 40320
 #: The bound on ``max_orders`` itself: 10! runs of the adds, minutes at most, never hours.
 MAX_ENUMERATED = 3628800
 
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def _bits(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x)
-    return x.view(_UINT[x.dtype.itemsize])
+_bits = raw_bits
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ class AdmissibleSet:
     def contains(self, actual: np.ndarray) -> np.ndarray:
         """Bool mask, per element: ``actual``'s bits equal one enumerated order's (or, for a bound,
         its value lies in [lo, hi]; NaN only where the bound allows it)."""
-        actual = np.asarray(actual)
+        actual = require_array("actual", actual)    # a big-endian array compares by its values
         if actual.dtype != self.dtype or actual.shape != self.shape:
             return np.zeros(self.shape, bool)
         if self.candidates is not None:
@@ -100,7 +96,7 @@ class AdmissibleSet:
     def verdict(self, actual: np.ndarray) -> str:
         """One line for a report: membership and whether it is refsim's own (ascending) answer."""
         inside = bool(self.contains(actual).all())
-        same = bool(np.array_equal(_bits(np.asarray(actual)), _bits(self.reference))) if inside else False
+        same = bool(np.array_equal(_bits(actual), _bits(self.reference))) if inside else False
         kind = (f"the admissible set of {self.orders} orders" if self.exhaustive
                 else f"the admissible bound over {self.orders} orders ({self.rule})")
         if not inside:

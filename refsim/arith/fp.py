@@ -96,6 +96,22 @@ def _bf16():
 # bit views
 
 
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def raw_bits(x: np.ndarray) -> np.ndarray:
+    """Any array's elements as unsigned integers of the same width: the bits of each VALUE in native
+    byte order, C order, same shape (0-d stays 0-d). A big-endian ``>f2`` array holding the values of
+    a native ``float16`` one gives the same integers (a view of the memory would give them
+    byte-swapped). Exact comparisons of outputs compare these."""
+    x = require_array("x", x)                       # a native-order copy of a big-endian array
+    if x.dtype.itemsize not in _UINT_OF_SIZE or x.dtype.hasobject:
+        raise DtypeError(f"x: elements must be 1, 2, 4 or 8 bytes wide; got {x.dtype}")
+    if not x.flags.c_contiguous:
+        x = x.copy(order="C")
+    return x.view(_UINT_OF_SIZE[x.dtype.itemsize])
+
+
 def f16_bits(x: np.ndarray) -> np.ndarray:
     """fp16 array -> uint16 bit patterns (a copy, same shape)."""
     return np.array(require_dtype("x", x, np.float16)).view(np.uint16)

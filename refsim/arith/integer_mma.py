@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_array, require_choice, require_dtype, require_ndim
+from refsim._validate import (require_array, require_bool, require_choice, require_dtype, require_ndim)
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = ["INT_RANGES", "mma_int", "mma_int_reference"]
@@ -73,6 +73,7 @@ def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, atype: str = "s4", b
     ``satfinite=True`` (PTX ``.satfinite``). Returns int32 (..., M, N).
     """
     A, B, C = _check_int(A, B, C, atype, btype)
+    satfinite = require_bool("satfinite", satfinite)
     acc = C.astype(np.int64) + np.matmul(A.astype(np.int64), B.astype(np.int64))
     if satfinite:
         return np.clip(acc, -(2**31), 2**31 - 1).astype(np.int32)
@@ -82,6 +83,7 @@ def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, *, atype: str = "s4", b
 def mma_int_reference(A, B, C, *, atype: str = "s4", btype: str = "s4", satfinite: bool = False):
     """Plain-loop twin of :func:`mma_int` for 2-D operands, with Python integers."""
     A, B, C = _check_int(A, B, C, atype, btype)
+    satfinite = require_bool("satfinite", satfinite)
     for name, x in (("A", A), ("B", B), ("C", C)):
         require_ndim(name, x, 2)
     M, K = A.shape

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim._validate import require_bool
 from refsim.cuda import build, launch
 from refsim.cuda.launch import Launch
 from refsim.errors import FormatRuleError, ShapeError
@@ -30,7 +31,7 @@ def atom_group_gemm(a: atom.AtomActivations, w: atom.AtomWeights, *, fused: bool
     (int8 codes, float16 scales, groups of 128, keeper % 32 == 0, N even). ``fused`` must stay True:
     the kernel's epilogue is one ``fma.rn.f32``. backend "ptx" or "gpu"; ``options`` go to
     :meth:`refsim.ptx.Module.launch`. Inputs are not modified."""
-    if not isinstance(fused, (bool, np.bool_)) or not fused:
+    if not require_bool("fused", fused):
         raise FormatRuleError(f"fused: atom.cu's epilogue is one fma.rn.f32, so only fused=True has a kernel; got {fused!r}")
     m, n, g, group = atom._check_gemm(a, w, pairs=False)
     keeper = a.q8.shape[1]

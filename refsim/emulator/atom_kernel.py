@@ -110,6 +110,7 @@ def atom_group_gemm_slabs(a: "atom.AtomActivations", w: "atom.AtomWeights", *, f
     :func:`refsim.arith.integer_mma.mma_int` (int64, wrapping), the INT8 tail in ``m16n8k32 .s8``
     slabs, then the same epilogue. The readable form of the kernel's loop; float16 (M, N)."""
     m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    fused = fp._require_flag("fused", fused)
     if a.q8.shape[1] % 32:
         raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
     acc = np.zeros((m, n), np.float32)

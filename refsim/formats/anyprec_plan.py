@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import (require_bits, require_dtype, require_fields, require_finite, require_int, require_ndim,
-                              require_shape)
+from refsim._validate import (require_bits, require_bool, require_dtype, require_fields, require_finite,
+                              require_int, require_ndim, require_shape)
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import bit_transpose as bt
 from refsim.formats.bitplane import SUPPORTED_BITS, WEIGHTS_PER_CHUNK
@@ -111,6 +111,7 @@ def lut_shared_bytes(bits: int, m: int) -> int:
 def plan(m: int, n: int, k: int, bits: int, *, orin: bool = False) -> KernelPlan:
     """The launch configuration the official dispatcher picks (validated)."""
     m, n, k, bits = _check_problem(m, n, k, bits)
+    orin = require_bool("orin", orin)
     multi_row = 1 if m == 1 else 4
     ksplit = -(-k // 4096) if (m == 1 and k > 4096 and bits >= 7 and not orin) else 1
     tail = (k % WEIGHTS_PER_CHUNK) // 32 or 32

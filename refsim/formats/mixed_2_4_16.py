@@ -83,6 +83,7 @@ import numpy as np
 
 from refsim._validate import (
     require_bounded,
+    require_codes,
     require_dtype,
     require_fields,
     require_finite,
@@ -132,8 +133,9 @@ class Mixed2416:
     val: np.ndarray
 
     def __post_init__(self):
-        """Shapes and dtypes of every field against q (K, N), checked once; code ranges are
-        checked where they matter (:func:`pack` needs codes that fit their group's width)."""
+        """Shapes, dtypes and code ranges of every field against q (K, N), checked once: q and
+        zero fit their group's width (2 or 4 bits), code and z2 fit 4 bits. (The even scale codes
+        of clipped slots are :func:`pack`'s rule: an unclipped quantization is a legal record.)"""
         require_fields(self)
         q = require_dtype("q", self.q, np.uint8)
         require_ndim("q", q, 2)
@@ -148,7 +150,23 @@ class Mixed2416:
         require_shape("s2", s2, (g, n // G2))
         require_finite("s2", s2)
         require_shape("z2", require_dtype("z2", self.z2, np.uint8), (g, n // G2))
+        require_codes("code", self.code, 4)
+        require_codes("z2", self.z2, 4)
+        _check_group_codes(q, self.zero, four)
         check_csr(self.row_ptr, self.col, self.val, n_rows=n, n_cols=k)
+
+
+def _check_group_codes(q: np.ndarray, zero: np.ndarray, four: np.ndarray) -> None:
+    """q uint8 (K, N) and zero uint8 (G, N) must fit their group's width: 4 bits where ``four``,
+    else 2 bits (a larger code would dequantize to a value the format cannot hold)."""
+    lim = np.where(four, 15, 3)[:, None]                                # (G, 1)
+    qmax = q.reshape(-1, G1, q.shape[1]).max(axis=1)                    # (G, N)
+    for name, codes in (("q", qmax), ("zero", zero)):
+        bad = np.argwhere(codes > lim)
+        if bad.size:
+            gi, col = (int(i) for i in bad[0])
+            raise FormatRuleError(f"{name}: codes of {4 if four[gi] else 2}-bit group {gi} must lie in "
+                                  f"[0, {int(lim[gi, 0])}]; got {int(codes[gi, col])} in column {col}")
 
 
 def _check_fraction(name: str, value, top: float) -> float:
@@ -297,6 +315,7 @@ class Packed2416:
         require_shape("s2", s2, (g, n // G2))
         require_finite("s2", s2)
         require_shape("z2", require_dtype("z2", self.z2, np.uint16), (g, n // G2))
+        require_codes("z2", self.z2, 4)
         check_csr(self.row_ptr, self.col, self.val, n_rows=n, n_cols=G1 * g)
 
     @property
@@ -345,10 +364,6 @@ def _check_packable(m: Mixed2416) -> None:
         raise FormatRuleError("code: scale codes of 2-bit groups in unit slots 1 and 2 must be even "
                               "(3-bit, LSB clipped); got an odd code (quantize with clip_scales=True: "
                               "refsim.quant.mixed_2_4_16)")
-    lim = np.where(m.four, 15, 3)[:, None]                              # (G, 1)
-    qmax = m.q.reshape(-1, G1, m.q.shape[1]).max(axis=1)                # (G, N)
-    if np.any(m.zero > lim) or np.any(qmax > lim):
-        raise FormatRuleError("q/zero: codes must fit their group's bit-width (2 or 4 bits); got a larger code")
 
 
 def pack(m: Mixed2416) -> Packed2416:

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import math
 import os
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from refsim._validate import require_bounded, require_fields, require_instance, require_int, require_path
+from refsim._validate import (read_utf8_text, require_bool, require_bounded, require_fields, require_instance,
+                              require_int, require_path)
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.roofline import FITTED, ModelParams, dram_roofline_s
 from refsim.gpu_model.specs import GPUSpec, get_gpu
@@ -95,11 +97,11 @@ def load_rows(path: str | Path | None = None) -> list[CalibrationRow]:
     is a :class:`~refsim.errors.FormatRuleError` naming the file, the line and the column."""
     path = require_path("path", path) if path is not None else default_csv_path()
     try:
-        fh = open(path, newline="", encoding="utf-8-sig")
+        text = read_utf8_text(path)               # a binary byte: refused naming its line
     except OSError as err:
         raise FormatRuleError(f"calibration CSV: must be a readable file; got {str(path)!r} ({err.strerror})") from None
     kinds = dict(gpu=str, kernel=str, n=int, k=int, bits=int, m=int, latency_us=float, source=str)
-    with fh:
+    with io.StringIO(text, newline="") as fh:
         try:
             reader = csv.reader(fh)
             header = next(reader, None)
@@ -119,9 +121,6 @@ def load_rows(path: str | Path | None = None) -> list[CalibrationRow]:
                     raise FormatRuleError(f"{path}:{line}: row must have {len(header)} cells; got {len(cells)}")
                 rows.append(CalibrationRow(*(_cell(path, line, c, cells[index[c]].strip(), kinds[c])
                                              for c in _COLUMNS)))
-        except UnicodeDecodeError as err:
-            raise FormatRuleError(f"{path}: must be UTF-8 text; got byte {err.object[err.start]:#04x} "
-                                  f"at offset {err.start}") from None
         except csv.Error as err:
             raise FormatRuleError(f"{path}:{reader.line_num}: must be well-formed CSV; got {err}") from None
     return rows
@@ -182,6 +181,7 @@ def fit(rows: list[CalibrationRow] | None = None, fit_overlap: bool = False) -> 
     the overlap kept at :data:`FITTED` unless ``fit_overlap`` (module docstring)."""
     from scipy.optimize import minimize, minimize_scalar
 
+    fit_overlap = require_bool("fit_overlap", fit_overlap)
     rows = _rows(rows)
     gpu = get_gpu("rtx4070-laptop")
     frac, t0 = _fit_bandwidth(rows, gpu)

@@ -32,7 +32,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from refsim._validate import plain_scalar, require_bool, require_choice, require_fields, require_instance, require_path
+from refsim._validate import (plain_scalar, read_utf8_text, require_bool, require_choice, require_fields,
+                              require_instance, require_path)
 from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels import KERNELS, predict
 from refsim.gpu_model.roofline import dram_roofline_s
@@ -224,12 +225,9 @@ def load(path: str | Path | None = None) -> list[PublishedRow]:
     duplicate id — is a :class:`~refsim.errors.FormatRuleError` naming file, line and column."""
     path = require_path("path", path) if path is not None else default_csv_path()
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_utf8_text(path)               # a binary byte: refused naming its line
     except OSError as err:
         raise FormatRuleError(f"published CSV: must be a readable file; got {str(path)!r} ({err.strerror})") from None
-    except UnicodeDecodeError as err:
-        raise FormatRuleError(f"{path}: must be UTF-8 text; got byte {err.object[err.start]:#04x} "
-                              f"at offset {err.start}") from None
     lines = text.splitlines()
     numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
     if not numbered:

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from refsim._validate import require_choice, require_fields, require_int
+from refsim._validate import require_bool, require_choice, require_fields, require_int
 from refsim.errors import FormatRuleError, RefsimError
 
 __all__ = ["SweepRow", "parse_values", "parse_shape", "grid_shapes", "sweep", "write_csv", "plot", "CSV_FIELDS"]
@@ -198,6 +198,7 @@ def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int
     specs = [with_ecc(get_gpu(g), ecc) for g in gpus]      # unknown GPU / ECC state: refused up front
     kernels = [kernel_module(k).NAME for k in _names("kernels", kernels)]
     cache = require_choice("cache", cache, CACHE_STATES)      # the table's str for a np.str_
+    progress = require_bool("progress", progress)
     timing = require_choice("timing", timing, TIMINGS)
     ms = _ints("m", ms)
     shapes = _shapes(shapes)

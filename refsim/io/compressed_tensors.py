@@ -24,25 +24,27 @@ Source: vllm-project/compressed-tensors 0.19.0, ``compressors/pack_quantized/bas
 (``PackedQuantizationCompressor.compress``/``decompress``), ``compressors/pack_quantized/helpers.py``
 (``pack_to_int32``, ``unpack_from_int32``), ``quantization/lifecycle/forward_helpers.py``
 (``_dequantize``); checked against checkpoints llm-compressor 0.14.0.1 wrote (tests/io/data/).
-Layers are matched to their config group by exact name, then ``re:`` pattern (``re.match``), then
-class name (``Linear`` matches every layer holding ``weight_packed``).
+The config's fields are read (honoured or refused, each named) by :mod:`refsim.io.ct_config`; a
+layer's group is the one whose targets match its name exactly, by ``re:`` pattern (``re.match``) or
+by class name ``Linear`` (every layer holding ``weight_packed``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 
-from refsim._validate import (require_bits, require_bounded, require_dtype, require_instance, require_int,
-                              require_integer_array, require_ndim, require_path)
+from refsim._validate import (require_bits, require_bool, require_bounded, require_choice, require_dtype,
+                              require_finite, require_group_size, require_instance, require_int,
+                              require_integer_array, require_ndim, require_path, require_shape)
 from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
-from refsim.io.checkpoint import Checkpoint, check_layer, config_field, read_json
+from refsim.io.checkpoint import Checkpoint, check_layer, read_json
+from refsim.io.ct_config import CTConfig
 
 __all__ = ["CTLayer", "CompressedTensorsReader", "pack_weight", "unpack_weight", "ct_quantization_config",
            "CT_VERSION", "CT_BITS"]
@@ -100,9 +102,12 @@ def _dequantize(q: np.ndarray, z: np.ndarray, s: np.ndarray, gcol: np.ndarray) -
 
 @dataclass(frozen=True)
 class CTLayer:
-    """One compressed-tensors linear: signed codes ``q`` int8 (N, K), ``scale`` (N, G) in the model
-    dtype, signed ``zero`` int8 (N, G) (zeros when symmetric), optional ``g_idx`` int32 (K,),
-    and the scheme (bits, strategy "group"/"channel", group_size, symmetric, actorder)."""
+    """One compressed-tensors linear: signed codes ``q`` int8 (N, K) in [-2**(b-1), 2**(b-1)),
+    ``scale`` (N, G) bfloat16/float16/float32 (finite), signed ``zero`` int8 (N, G) in the same range
+    (all 0 when symmetric), ``g_idx`` int (K,) with entries in [0, G) or None, and the scheme:
+    ``bits`` in :data:`CT_BITS`, ``group_size`` None (strategy "channel", G = 1) or a divisor of K
+    (G = K / group_size), ``sym``, ``actorder`` None, "weight" or "group" (a g_idx exactly when
+    "group", which needs a group_size). Every rule is checked when the record is built."""
 
     name: str
     q: np.ndarray
@@ -117,6 +122,34 @@ class CTLayer:
 
     def __post_init__(self):
         check_layer(self, q=2, scale=2, zero=2, g_idx=1)
+        bits = require_bits(self.bits, CT_BITS)
+        require_bool("sym", self.sym)
+        actorder = require_choice("actorder", self.actorder, (None, "weight", "group"))
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        q = require_dtype("q", self.q, np.int8)
+        n, k = q.shape
+        gs = require_group_size(self.group_size, k)
+        g = 1 if gs is None else k // gs
+        scale = require_shape("scale", require_dtype("scale", self.scale, *_SCALE_DTYPES), (n, g))
+        require_finite("scale", scale.astype(np.float32))
+        zero = require_shape("zero", require_dtype("zero", self.zero, np.int8), (n, g))
+        for name, codes in (("q", q), ("zero", zero)):
+            if codes.size and (int(codes.min()) < lo or int(codes.max()) > hi):
+                bad = int(codes.min()) if int(codes.min()) < lo else int(codes.max())
+                raise FormatRuleError(f"{name}: signed {bits}-bit codes must lie in [{lo}, {hi}]; got {bad}")
+        if self.sym and zero.any():
+            raise FormatRuleError(f"zero: must be all 0 for a symmetric scheme; got {int(zero[zero != 0][0])}")
+        if (actorder == "group") != (self.g_idx is not None):
+            raise FormatRuleError(f"g_idx: present exactly when actorder is 'group'; got actorder {actorder!r} "
+                                  f"and g_idx {'present' if self.g_idx is not None else 'None'}")
+        if actorder == "group" and gs is None:
+            raise FormatRuleError("actorder: 'group' needs a group_size (strategy 'group'); got group_size None")
+        if self.g_idx is not None:
+            g_idx = require_shape("g_idx", require_integer_array("g_idx", self.g_idx), (k,))
+            if g_idx.size and (int(g_idx.min()) < 0 or int(g_idx.max()) >= g):
+                bad = int(g_idx.min()) if int(g_idx.min()) < 0 else int(g_idx.max())
+                raise FormatRuleError(f"g_idx: entries must lie in [0, {g - 1}] (one of the G={g} scale columns); "
+                                      f"got {bad}")
 
     @property
     def k(self) -> int:
@@ -209,54 +242,13 @@ class CompressedTensorsReader(Checkpoint):
         path = require_path("path", path)
         cpath = path / "config.json"
         qc = read_json(cpath).get("quantization_config")
-        if not isinstance(qc, dict):
-            raise CheckpointError(f"{cpath}: field 'quantization_config' must be an object; got {qc!r}")
-        fmt = config_field(qc, "format", cpath, (str,), default="pack-quantized")
-        groups = config_field(qc, "config_groups", cpath, (dict,))
-        self.ignore = config_field(qc, "ignore", cpath, (list, type(None)), default=None) or []
-        self.groups = {}
-        for gname, grp in groups.items():
-            where = f"{cpath}: config_groups[{gname!r}]"
-            if not isinstance(grp, dict) or not isinstance(grp.get("weights"), dict):
-                raise CheckpointError(f"{where}: must be an object with a 'weights' object; got {grp!r}")
-            gfmt = grp.get("format") or fmt
-            if gfmt != "pack-quantized":
-                raise CheckpointError(f"{where}: format must be 'pack-quantized' (the int layout refsim reads); "
-                                      f"got {gfmt!r}")
-            for act in ("input_activations", "output_activations"):
-                if grp.get(act) is not None:
-                    raise CheckpointError(f"{where}: {act} must be null (weight-only schemes); got {grp[act]!r}")
-            targets = grp.get("targets")
-            if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets) or not targets:
-                raise CheckpointError(f"{where}: targets must be a non-empty list of strings; got {targets!r}")
-            w = grp["weights"]
-            wpath = Path(f"{cpath}: config_groups[{gname!r}].weights")
-            bits = config_field(w, "num_bits", wpath, (int,), choices=CT_BITS)
-            config_field(w, "type", wpath, (str,), choices=("int",))
-            sym = config_field(w, "symmetric", wpath, (bool,))
-            strategy = config_field(w, "strategy", wpath, (str,), choices=("group", "channel"))
-            gs = config_field(w, "group_size", wpath, (int, type(None)), default=None)
-            if strategy == "group" and (gs is None or gs < 1):
-                raise CheckpointError(f"{wpath}: group_size must be a positive integer for strategy 'group'; got {gs!r}")
-            if config_field(w, "dynamic", wpath, (bool, str), default=False) is not False:
-                raise CheckpointError(f"{wpath}: dynamic must be false (static weight scales); got {w['dynamic']!r}")
-            actorder = config_field(w, "actorder", wpath, (str, type(None)), default=None)
-            self.groups[gname] = {"targets": targets, "bits": bits, "sym": sym,
-                                  "group_size": gs if strategy == "group" else None, "actorder": actorder}
-        if not self.groups:
-            raise CheckpointError(f"{cpath}: config_groups must hold at least one group; got none")
+        self.ct_config = CTConfig(qc, cpath)
+        self.groups = self.ct_config.groups
         super().__init__(path, qc, cpath)
 
     def scheme_of(self, name: str) -> dict:
-        """The config group applying to layer ``name``: exact name, then ``re:`` match, then class."""
-        for kind in ("exact", "regex", "class"):
-            for grp in self.groups.values():
-                for t in grp["targets"]:
-                    if kind == "exact" and t == name or kind == "regex" and t.startswith("re:") and \
-                            re.match(t[3:], name) or kind == "class" and not t.startswith("re:") and "." not in t \
-                            and t[:1].isupper():
-                        return grp
-        raise CheckpointError(f"{self.config_path}: layer {name!r} must match a config group's targets; got no match")
+        """The config group applying to layer ``name`` (:meth:`refsim.io.ct_config.CTConfig.scheme_of`)."""
+        return self.ct_config.scheme_of(name)
 
     def read_layer(self, name: str) -> CTLayer:
         """Read and validate one layer: shapes against weight_shape and the scheme, positive finite
@@ -293,6 +285,12 @@ class CompressedTensorsReader(Checkpoint):
             zp = self.tensor(f"{name}.weight_zero_point", dtype=np.int32, shape=(math.ceil(n * b / 32), g))
             zero = np.ascontiguousarray(unpack_weight(np.ascontiguousarray(zp.T), b, n).T)
         g_idx = None
+        if sch["actorder"] == "group" and not self.has(f"{name}.weight_g_idx"):
+            raise CheckpointError(f"{fname}: tensor {name + '.weight_g_idx'!r} must be present for actorder "
+                                  "'group' (groups in activation order); got no such tensor")
+        if sch["actorder"] != "group" and self.has(f"{name}.weight_g_idx"):
+            raise CheckpointError(f"{fname}: tensor {name + '.weight_g_idx'!r}: must be absent for actorder "
+                                  f"{sch['actorder']!r} (compressed-tensors keeps g_idx for 'group' only); got one")
         if self.has(f"{name}.weight_g_idx"):
             g_idx = self.tensor(f"{name}.weight_g_idx", dtype=(np.int32, np.int64), shape=(k,)).astype(np.int32)
             if g_idx.min() < 0 or g_idx.max() >= g:

@@ -43,8 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import MAX_ELEMENTS, require_bounded, require_choice, require_instance, require_int, require_path
-from refsim.errors import CheckpointError, FormatRuleError, RefsimError
+from refsim._validate import (MAX_ELEMENTS, require_bits, require_bounded, require_choice, require_dtype,
+                              require_instance, require_int, require_integer_array, require_path, require_shape)
+from refsim.errors import CheckpointError, FormatRuleError, RefsimError, ShapeError
 from refsim.formats import atom as atom_format
 from refsim.formats import bitplane
 from refsim.formats import gptq as gptq_format
@@ -65,6 +66,15 @@ def marlin_workspace_int32(n: int) -> int:
     ``n``: a positive integer (Python int result)."""
     n = require_bounded("n", require_int("n", n, minimum=1), MAX_ELEMENTS)
     return n // 128 * 16
+
+
+def _require_permutation(name: str, perm: np.ndarray, k: int) -> np.ndarray:
+    """``perm`` int (K,) must hold each of 0..K-1 once (a row order the consumers index with)."""
+    perm = require_shape(name, require_integer_array(name, perm), (k,))
+    if not np.array_equal(np.sort(perm), np.arange(k)):
+        raise FormatRuleError(f"{name}: must be a permutation of 0..{k - 1}; got repeated or out-of-range entries "
+                              f"(range [{int(perm.min())}, {int(perm.max())}])")
+    return perm
 
 
 def _guard(where: str, fn, *args):
@@ -92,6 +102,9 @@ class MarlinLayer:
 
     def __post_init__(self):
         check_layer(self, B=2, s=2, perm=1)
+        _guard(f"MarlinLayer {self.name!r}", marlin_format._check_packed, self.B, self.s)  # K, N, G rules
+        if self.perm is not None:
+            _require_permutation("perm", self.perm, self.k)
 
     @property
     def k(self) -> int:
@@ -145,6 +158,16 @@ class AnyPrecisionLayer:
     def __post_init__(self):
         check_layer(self, qweight=3)
         require_instance("luts", self.luts, dict)
+        p, n = self.qweight.shape[0], self.qweight.shape[1]
+        require_bits(p, bitplane.SUPPORTED_BITS)
+        seed = require_int("seed_bits", self.seed_bits, minimum=1)
+        if seed > p:
+            raise FormatRuleError(f"seed_bits: must lie in [1, parent bits={p}]; got {seed}")
+        if set(self.luts) != set(range(seed, p + 1)) or any(type(b) is not int for b in self.luts):
+            raise FormatRuleError(f"luts: one table per bit-width {seed}..{p} (int keys); got keys "
+                                  f"{sorted(map(repr, self.luts))[:8]}")
+        for b, lut in self.luts.items():
+            require_shape(f"luts[{b}]", require_dtype(f"luts[{b}]", lut, np.float16), (n, 1 << b))
 
     @property
     def bits(self) -> int:
@@ -188,6 +211,13 @@ class QIGenLayer:
     def __post_init__(self):
         check_layer(self, packed=1, qzeros=2, scales=2, g_idx=1)
         require_instance("layout", self.layout, qigen_format.QIGenLayout)
+        require_shape("packed", self.packed, (self.layout.n_words,))
+        self.gptq()                                   # the GPTQ rules: scales, qzeros, g_idx in [0, G)
+        if self.group_size is not None:
+            require_int("group_size", self.group_size, minimum=1)
+            if self.scales.shape[0] != -(-self.k // self.group_size):
+                raise ShapeError(f"scales: must have ceil(K/group_size) = {-(-self.k // self.group_size)} rows; "
+                                 f"got {self.scales.shape[0]}")
 
     @property
     def bits(self) -> int:
@@ -236,6 +266,11 @@ class AtomLayerFile:
     def __post_init__(self):
         check_layer(self, reorder=1)
         require_instance("weights", self.weights, atom_format.AtomWeights)
+        _require_permutation("reorder", self.reorder, self.k)
+        group = require_int("group_size", self.group_size, minimum=1)
+        if self.weights.q4.shape[0] != group * self.weights.scale4.shape[0]:
+            raise ShapeError(f"group_size: the {self.weights.q4.shape[0]} INT4 rows must be the "
+                             f"{self.weights.scale4.shape[0]} groups of scale4 times group_size; got {group}")
 
     @property
     def keeper(self) -> int:
@@ -276,6 +311,8 @@ class Mixed2416Layer:
     def __post_init__(self):
         check_layer(self)
         require_instance("packed", self.packed, m2416.Packed2416)
+        if self.k != m2416.G1 * self.packed.group_bits.size:
+            raise ShapeError(f"k: must be 16 x the {self.packed.group_bits.size} groups of packed; got {self.k}")
     bits = 2
     group_size = m2416.G1
     desc_act = False

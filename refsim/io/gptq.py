@@ -38,8 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_bits, require_bool, require_choice, require_instance, require_int, require_path
-from refsim.errors import CheckpointError, FormatRuleError
+from refsim._validate import (require_bits, require_bool, require_choice, require_instance, require_int, require_path,
+                              require_shape)
+from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import (Checkpoint, check_layer, config_field, read_json, require_layers,
@@ -56,6 +57,12 @@ def _require_positive_scales(fname: str, name: str, scales: np.ndarray) -> None:
     if not ok.all():
         raise CheckpointError(f"{fname}: tensor {name + '.scales'!r}: scales must be finite and > 0; "
                               f"got {float(scales[~ok][0])}")
+
+
+def _check_bias(bias: np.ndarray | None, n: int) -> None:
+    """A layer's bias: None or (N,) (one per output column)."""
+    if bias is not None:
+        require_shape("bias", bias, (n,))
 
 
 def _g_rows(k: int, group_size: int | None) -> int:
@@ -78,6 +85,11 @@ class GPTQLayer:
     def __post_init__(self):
         check_layer(self, bias=1)
         require_instance("ckpt", self.ckpt, gptq_format.GPTQCheckpoint)
+        gs = None if self.group_size is None else require_int("group_size", self.group_size, minimum=1)
+        if self.ckpt.scales.shape[0] != _g_rows(self.k, gs):
+            raise ShapeError(f"group_size: the checkpoint's {self.ckpt.scales.shape[0]} scale rows must be "
+                             f"ceil(K/group_size) = {_g_rows(self.k, gs)} for K={self.k}; got group_size={gs}")
+        _check_bias(self.bias, self.n)
 
     @property
     def bits(self) -> int:
@@ -219,6 +231,7 @@ class AWQLayer:
     def __post_init__(self):
         check_layer(self, bias=1)
         require_instance("ckpt", self.ckpt, awq_format.AWQCheckpoint)
+        _check_bias(self.bias, self.n)
 
     @property
     def k(self) -> int:

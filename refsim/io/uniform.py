@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import ml_dtypes  # noqa: F401  (registers bfloat16 for exact_cast)
 import numpy as np
 
-from refsim._validate import (require_array, require_bits, require_choice, require_dtype_arg, require_instance,
-                              require_finite, require_shape)
+from refsim._validate import (require_array, require_bits, require_choice, require_codes, require_dtype,
+                              require_dtype_arg, require_finite, require_group_size, require_instance,
+                              require_integer_array, require_shape)
 from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
@@ -64,8 +65,19 @@ class UniformCodes:
         require_shape("g_idx", self.g_idx, (k,))
         if self.bias is not None:
             require_shape("bias", self.bias, (n,))
-        if self.group_size is not None and (self.group_size < 1 or k % self.group_size):
-            raise ShapeError(f"group_size: must divide K={k}; got {self.group_size}")
+        gs = require_group_size(self.group_size, k)
+        if groups != (1 if gs is None else k // gs):
+            raise ShapeError(f"scales: must have {1 if gs is None else k // gs} rows (K={k}, group_size={gs}); "
+                             f"got {groups}")
+        require_codes("q", require_dtype("q", self.q, np.uint8), self.bits)
+        require_codes("zeros", require_dtype("zeros", self.zeros, np.uint8), self.bits)
+        g_idx = require_integer_array("g_idx", self.g_idx)
+        if g_idx.size and (int(g_idx.min()) < 0 or int(g_idx.max()) >= groups):
+            raise FormatRuleError(f"g_idx: entries must lie in [0, {groups - 1}]; got range "
+                                  f"[{int(g_idx.min())}, {int(g_idx.max())}]")
+        if self.sym and np.any(self.zeros != 1 << (self.bits - 1)):
+            raise FormatRuleError(f"zeros: every zero point must be {1 << (self.bits - 1)} when sym; got "
+                                  f"{int(self.zeros[self.zeros != 1 << (self.bits - 1)][0])}")
 
     @property
     def k(self) -> int:
@@ -171,9 +183,10 @@ def to_ct(u: UniformCodes, scale_dtype=None) -> CTLayer:
     s = u.scales if scale_dtype is None else exact_cast(u.name, u.scales, scale_dtype)
     q = (u.q.T.astype(np.int16) - off).astype(np.int8)
     z = (u.zeros.T.astype(np.int16) - off).astype(np.int8)
-    g_idx = u.g_idx.astype(np.int32) if u.desc_act else None
+    act_order = u.desc_act and u.group_size is not None  # one group: g_idx is all 0, nothing to carry
+    g_idx = u.g_idx.astype(np.int32) if act_order else None
     return CTLayer(u.name, np.ascontiguousarray(q), np.ascontiguousarray(s.T), np.ascontiguousarray(z), g_idx,
-                   u.bits, u.group_size, u.sym, "group" if u.desc_act else None)
+                   u.bits, u.group_size, u.sym, "group" if act_order else None)
 
 
 def marlin_reasons(u: UniformCodes) -> list[str]:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import erf
 
-from refsim._validate import native_contiguous
-from refsim.errors import CheckpointError
+from refsim.errors import CheckpointError, ShapeError
+from refsim.models import inputs
 
 # the architecture objects are built by refsim.io.model_folder.load_model from a checked config
 __all__: list[str] = []
@@ -40,8 +40,14 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def _lin(x: np.ndarray, W: dict, name: str) -> np.ndarray:
-    # x (..., K) @ weight (N, K).T: BLAS gets canonical operands, whatever layout the weights came in
-    return (native_contiguous(x) @ native_contiguous(W[name + ".weight"]).T + W[name + ".bias"]).astype(np.float32)
+    """A BERT linear: its bias is part of the checkpoint (named when missing)."""
+    inputs.tensor(W, name + ".bias")
+    return inputs.linear(x, W, name)
+
+
+def _ln(x: np.ndarray, W: dict, name: str, eps: float) -> np.ndarray:
+    H = x.shape[-1]
+    return layer_norm(x, inputs.vector(W, name + ".weight", H), inputs.vector(W, name + ".bias", H), eps)
 
 
 class BertModel:
@@ -60,6 +66,8 @@ class BertModel:
                 raise CheckpointError(f"{path}: a BERT model other than all-MiniLM-L6-v2 needs its config.json "
                                       f"(num_attention_heads); got hidden size {hidden} and no config")
             heads = 12
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise CheckpointError(f"{path}: config.json num_attention_heads must be a positive integer; got {heads!r}")
         self.n_heads = int(heads)
         self.eps = float(config.get("layer_norm_eps", 1e-12))
 
@@ -72,16 +80,28 @@ class BertModel:
         return [n for i in range(self.n_layers) for g in self.block_groups(i) for n in g]
 
     def embed(self, ids: np.ndarray, W: dict) -> np.ndarray:
-        """(B, L) token ids -> (B, L, H) float32 after the embedding LayerNorm."""
+        """ids int (B, L) in [0, V) -> (B, L, H) float32 after the embedding LayerNorm; L at most the
+        position table's rows."""
+        word = inputs.tensor(W, "embeddings.word_embeddings.weight")
+        pos = inputs.tensor(W, "embeddings.position_embeddings.weight")
+        tok = inputs.tensor(W, "embeddings.token_type_embeddings.weight")
+        ids = inputs.token_ids(ids, word.shape[0])
         L = ids.shape[1]
-        x = W["embeddings.word_embeddings.weight"][ids] + W["embeddings.position_embeddings.weight"][:L] \
-            + W["embeddings.token_type_embeddings.weight"][0]
-        return layer_norm(x.astype(np.float32), W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"],
-                          self.eps)
+        if pos.ndim != 2 or tok.ndim != 2 or word.ndim != 2 or pos.shape[1] != word.shape[1] \
+                or tok.shape[1] != word.shape[1] or tok.shape[0] < 1:
+            raise ShapeError(f"embeddings: word {word.shape}, position {pos.shape} and token_type {tok.shape} tables "
+                             "must be (rows, H) with one H")
+        if L > pos.shape[0]:
+            raise ShapeError(f"ids: sequence length must be at most the {pos.shape[0]} positions of "
+                             f"embeddings.position_embeddings; got {L}")
+        x = word[ids] + pos[:L] + tok[0]
+        return _ln(x.astype(np.float32), W, "embeddings.LayerNorm", self.eps)
 
     def _context(self, i: int, x: np.ndarray, W: dict) -> np.ndarray:
         B, L, H = x.shape
         nh, d = self.n_heads, H // self.n_heads
+        if H % nh:
+            raise ShapeError(f"x: hidden size must be a multiple of num_attention_heads={nh}; got {H}")
         p = f"encoder.layer.{i}.attention.self"
         q, k, v = (_lin(x, W, f"{p}.{n}").reshape(B, L, nh, d).transpose(0, 2, 1, 3) for n in ("query", "key", "value"))
         s = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(d))            # (B, nh, L, L)
@@ -94,19 +114,19 @@ class BertModel:
         """Generator: yields (group names, group input) four times, returns the block output."""
         p = f"encoder.layer.{i}"
         g = self.block_groups(i)
+        x = inputs.activations("x", x)
         yield g[0], x
         ctx = self._context(i, x, W)
         yield g[1], ctx
-        x = layer_norm(_lin(ctx, W, f"{p}.attention.output.dense") + x, W[f"{p}.attention.output.LayerNorm.weight"],
-                       W[f"{p}.attention.output.LayerNorm.bias"], self.eps)
+        x = _ln(_lin(ctx, W, f"{p}.attention.output.dense") + x, W, f"{p}.attention.output.LayerNorm", self.eps)
         yield g[2], x
         h = gelu(_lin(x, W, f"{p}.intermediate.dense"))
         yield g[3], h
-        return layer_norm(_lin(h, W, f"{p}.output.dense") + x, W[f"{p}.output.LayerNorm.weight"],
-                          W[f"{p}.output.LayerNorm.bias"], self.eps)
+        return _ln(_lin(h, W, f"{p}.output.dense") + x, W, f"{p}.output.LayerNorm", self.eps)
 
     def head(self, x: np.ndarray, W: dict) -> np.ndarray:
-        """Mean-pooled embeddings (B, H) float32."""
+        """Mean-pooled embeddings (B, H) float32 of x float (B, L, H)."""
+        x = inputs.activations("x", x)
         return x.mean(axis=1, dtype=np.float32)
 
     def awq_scalings(self, i: int, W: dict) -> list[dict]:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from refsim._validate import native_contiguous
-from refsim.errors import CheckpointError
+from refsim.errors import CheckpointError, ShapeError
+from refsim.models import inputs
 
 # the architecture objects are built by refsim.io.model_folder.load_model from a checked config
 __all__: list[str] = []
@@ -33,15 +34,14 @@ __all__: list[str] = []
 _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+def _rms(x: np.ndarray, W: dict, name: str, eps: float) -> np.ndarray:
+    """rmsnorm(x) * W[name] for x (..., H) and the norm weight (H,)."""
+    w = inputs.vector(W, name, x.shape[-1])
     var = np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32)
     return (x / np.sqrt(var + np.float32(eps)) * w).astype(np.float32)
 
 
-def _lin(x: np.ndarray, W: dict, name: str) -> np.ndarray:
-    y = native_contiguous(x) @ native_contiguous(W[name + ".weight"]).T  # canonical, whatever the weights' layout
-    b = W.get(name + ".bias")
-    return (y if b is None else y + b).astype(np.float32)
+_lin = inputs.linear   # optional biases (attention_bias, mlp_bias) are added when present
 
 
 class LlamaModel:
@@ -59,7 +59,14 @@ class LlamaModel:
             raise CheckpointError(f"{path}: config.json must give hidden_size, num_hidden_layers and "
                                   f"num_attention_heads as integers; got {err!r}") from None
         self.n_kv = int(config.get("num_key_value_heads") or self.n_heads)
+        if min(self.hidden, self.n_heads, self.n_kv) < 1 or self.n_layers < 0 or self.n_heads % self.n_kv:
+            raise CheckpointError(f"{path}: config.json hidden_size, num_attention_heads and num_key_value_heads "
+                                  "must be positive, num_hidden_layers >= 0, the heads a multiple of the kv heads; got "
+                                  f"{self.hidden}, {self.n_layers}, {self.n_heads}, {self.n_kv}")
         self.head_dim = int(config.get("head_dim") or self.hidden // self.n_heads)
+        if self.head_dim < 1 or self.n_layers and self.head_dim % 2:
+            raise CheckpointError(f"{path}: config.json head_dim must be a positive even number (RoPE rotates "
+                                  f"pairs); got {self.head_dim}")
         self.eps = float(config.get("rms_norm_eps", 1e-6))
         rope = config.get("rope_parameters") or {}
         self.theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
@@ -83,8 +90,12 @@ class LlamaModel:
 
     # -- forward -----------------------------------------------------------------------------
     def embed(self, ids: np.ndarray, W: dict) -> np.ndarray:
-        """(B, L) int token ids -> (B, L, H) float32."""
-        return np.asarray(W["model.embed_tokens.weight"], np.float32)[ids]
+        """ids int (B, L) in [0, V) -> (B, L, H) float32 (V, H: the rows and width of embed_tokens)."""
+        table = inputs.tensor(W, "model.embed_tokens.weight")
+        if table.ndim != 2 or table.shape[1] != self.hidden:
+            raise ShapeError(f"model.embed_tokens.weight: shape must be (V, hidden_size={self.hidden}); "
+                             f"got {table.shape}")
+        return table.astype(np.float32)[inputs.token_ids(ids, table.shape[0])]
 
     def _rope(self, L: int) -> tuple[np.ndarray, np.ndarray]:
         d = self.head_dim
@@ -101,9 +112,14 @@ class LlamaModel:
         B, L, _ = h.shape
         p = f"model.layers.{i}.self_attn"
         d, nh, nkv = self.head_dim, self.n_heads, self.n_kv
-        q = _lin(h, W, f"{p}.q_proj").reshape(B, L, nh, d).transpose(0, 2, 1, 3)    # (B, nh, L, d)
-        k = _lin(h, W, f"{p}.k_proj").reshape(B, L, nkv, d).transpose(0, 2, 1, 3)
-        v = _lin(h, W, f"{p}.v_proj").reshape(B, L, nkv, d).transpose(0, 2, 1, 3)
+        q, k, v = (_lin(h, W, f"{p}.{n}") for n in ("q_proj", "k_proj", "v_proj"))
+        for name, t, heads in (("q_proj", q, nh), ("k_proj", k, nkv), ("v_proj", v, nkv)):
+            if t.shape[-1] != heads * d:
+                raise ShapeError(f"{p}.{name}.weight: must have {heads} heads x head_dim {d} = {heads * d} rows; "
+                                 f"got {t.shape[-1]}")
+        q = q.reshape(B, L, nh, d).transpose(0, 2, 1, 3)    # (B, nh, L, d)
+        k = k.reshape(B, L, nkv, d).transpose(0, 2, 1, 3)   # (B, nkv, L, d)
+        v = v.reshape(B, L, nkv, d).transpose(0, 2, 1, 3)
         cos, sin = self._rope(L)
 
         def rot(t):
@@ -132,28 +148,33 @@ class LlamaModel:
         """Generator: yields (group names, group input (B, L, K)) four times, returns the block output."""
         p = f"model.layers.{i}"
         g = self.block_groups(i)
-        h = _rms(x, W[f"{p}.input_layernorm.weight"], self.eps)
+        x = inputs.activations("x", x, self.hidden)
+        h = _rms(x, W, f"{p}.input_layernorm.weight", self.eps)
         yield g[0], h
         ctx = self._context(i, h, W)
         yield g[1], ctx
         x = x + _lin(ctx, W, f"{p}.self_attn.o_proj")
-        h2 = _rms(x, W[f"{p}.post_attention_layernorm.weight"], self.eps)
+        h2 = _rms(x, W, f"{p}.post_attention_layernorm.weight", self.eps)
         yield g[2], h2
         m = self._gated(i, h2, W)
         yield g[3], m
         return (x + _lin(m, W, f"{p}.mlp.down_proj")).astype(np.float32)
 
     def head(self, x: np.ndarray, W: dict) -> np.ndarray:
-        """Logits (B, L, V) float32."""
-        h = native_contiguous(_rms(x, W["model.norm.weight"], self.eps))
-        return (h @ native_contiguous(np.asarray(W[self.lm_head]), np.float32).T).astype(np.float32)
+        """Logits (B, L, V) float32 of x float (B, L, H)."""
+        x = inputs.activations("x", x, self.hidden)
+        out = inputs.tensor(W, self.lm_head)
+        if out.ndim != 2 or out.shape[1] != self.hidden:
+            raise ShapeError(f"{self.lm_head}: shape must be (V, hidden_size={self.hidden}); got {out.shape}")
+        h = native_contiguous(_rms(x, W, "model.norm.weight", self.eps))          # canonical BLAS operands
+        return (h @ native_contiguous(out, np.float32).T).astype(np.float32)
 
     # -- AWQ: which scale folds into which op (AutoAWQ ``LlamaAWQForCausalLM.get_layers_for_scaling``)
     def awq_scalings(self, i: int, W: dict) -> list[dict]:
         p = f"model.layers.{i}"
         g = self.block_groups(i)
         out = [{"prev": f"{p}.input_layernorm", "kind": "norm", "layers": g[0], "inspect": "attention"}]
-        if W[f"{p}.self_attn.v_proj.weight"].shape == W[f"{p}.self_attn.o_proj.weight"].shape:
+        if inputs.tensor(W, f"{p}.self_attn.v_proj.weight").shape == inputs.tensor(W, f"{p}.self_attn.o_proj.weight").shape:
             out.append({"prev": f"{p}.self_attn.v_proj", "kind": "linear", "layers": g[1], "inspect": None})
         out.append({"prev": f"{p}.post_attention_layernorm", "kind": "norm", "layers": g[2], "inspect": "mlp"})
         out.append({"prev": f"{p}.mlp.up_proj", "kind": "linear", "layers": g[3], "inspect": None})

@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from refsim._validate import require_bool
 from refsim.errors import ToolchainError
 
 __all__ = ["cache_dir", "find_compiler", "compile_flags", "build", "load", "entry_valid", "objdump_mnemonics"]
@@ -59,6 +60,7 @@ def _compiler_banner(cc: str) -> str:
 
 def compile_flags(isa: str, openmp: bool) -> tuple[str, ...]:
     """Flags for one ISA ("avx2" or "scalar"); never contains -ffast-math."""
+    openmp = require_bool("openmp", openmp)
     flags = list(BASE_FLAGS)
     if isa == "avx2":
         flags += ["-mavx2", "-mfma"]
@@ -146,7 +148,7 @@ def _load_cached(source: str, isa: str, openmp: bool) -> ctypes.CDLL:
 
 def load(source: str, isa: str, openmp: bool = False) -> ctypes.CDLL:
     """Build (or reuse) and load the library for ``source``; checks its embedded id."""
-    return _load_cached(source, isa, openmp)
+    return _load_cached(source, isa, require_bool("openmp", openmp))
 
 
 def objdump_mnemonics(path: Path | str) -> list[str]:

@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from refsim import native
+from refsim._validate import require_bool
 from refsim.errors import ToolchainError
 
 __all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums",
@@ -186,7 +187,7 @@ def atom_epilogue(c: np.ndarray, sa: np.ndarray, sb: np.ndarray, fused: bool) ->
     sb = np.ascontiguousarray(sb).view(np.uint16)
     g, m, n = c.shape
     acc = np.zeros((m, n), np.float32)
-    lib.refsim_atom_epilogue(g, m, n, int(bool(fused)), c.ctypes.data, sa.ctypes.data, sb.ctypes.data,
+    lib.refsim_atom_epilogue(g, m, n, int(require_bool("fused", fused)), c.ctypes.data, sa.ctypes.data, sb.ctypes.data,
                              acc.ctypes.data)
     return acc
 

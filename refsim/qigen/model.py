@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_bits, require_bounded, require_choice, require_fields, require_instance, require_int
+from refsim._validate import (require_bits, require_bool, require_bounded, require_choice, require_fields,
+                              require_instance, require_int)
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.native.machine import MachineInfo
 
@@ -211,8 +212,7 @@ def predict_time(k: int, n: int, bits: int, batch: int, tu_cols: int, group_size
         rates[name] = float(v)  # Python floats: a float32 rate must not make float32 times
     mem_bytes_per_s, clock_hz, issue_per_cycle, fma_latency_cycles = rates.values()
     path = require_choice("path", path, ("prescaled", "shift", "bitcast"))
-    if not isinstance(compact_meta, (bool, np.bool_)):
-        raise FormatRuleError(f"compact_meta: must be True or False; got {compact_meta!r:.60}")
+    compact_meta = require_bool("compact_meta", compact_meta)
     gs = k if group_size is None else group_size
     groups = k // gs
     # DRAM bytes: packed weights once, fp32 scales + zeros once, x read, y written (the y and

@@ -31,6 +31,7 @@ import numpy as np
 
 from refsim._validate import (
     native_contiguous,
+    require_bool,
     require_choice,
     require_fields,
     require_finite,
@@ -103,6 +104,13 @@ class AtomLayer:
         require_instance("config", self.config, AtomConfig)
         W_hat = require_ndim("W_hat", require_float_array("W_hat", self.W_hat), 2)
         fmt._require_perm(self.idx, W_hat.shape[0])   # a permutation of the K rows
+        w, (k, n) = self.weights, W_hat.shape
+        if (w.q4.shape[0] + w.q8.shape[0], w.q4.shape[1]) != (k, n) or w.q8.shape[0] != self.config.keeper:
+            raise ShapeError(f"weights: must hold K={k} rows ({self.config.keeper} of them the keeper tail) and "
+                             f"N={n} columns like W_hat; got q4 {w.q4.shape}, q8 {w.q8.shape}")
+        if w.q4.shape[0] and w.q4.shape[0] != _group(self.config, k) * w.scale4.shape[0]:
+            raise ShapeError(f"weights.scale4: must have one row per group of {_group(self.config, k)} INT4 rows; "
+                             f"got {w.scale4.shape[0]} rows for {w.q4.shape[0]}")
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Fake-quant layer output (pre-bias) for x float32 (M, K): float32 (M, N)."""
@@ -378,16 +386,18 @@ class AtomCalibration:
         return self._cache[key]
 
     def index(self, reorder: bool) -> np.ndarray:
-        if not reorder:
+        if not require_bool("reorder", reorder):
             return self._get("identity", lambda: np.arange(self.k, dtype=np.int64))
         return self._get("idx", lambda: fmt.reorder_index(fmt.hessian_statistic(self.X)))
 
     def hessian(self, reorder: bool) -> np.ndarray:
-        return self._get(("H", bool(reorder)),
+        reorder = require_bool("reorder", reorder)
+        return self._get(("H", reorder),
                          lambda: hessian(fmt.permute(self.X.astype(np.float32), self.index(reorder), axis=1)))
 
     def factor(self, reorder: bool, percdamp: float) -> tuple[np.ndarray, np.ndarray]:
-        return self._get(("U", bool(reorder), float(percdamp)), lambda: _factor(self.hessian(reorder), percdamp))
+        reorder = require_bool("reorder", reorder)
+        return self._get(("U", reorder, float(percdamp)), lambda: _factor(self.hessian(reorder), percdamp))
 
 
 def calibrate(X_calib: np.ndarray) -> AtomCalibration:

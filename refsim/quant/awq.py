@@ -42,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from refsim._validate import (native_contiguous, require_bits, require_callable, require_fields, require_finite,
+from refsim._validate import (native_contiguous, require_bits, require_bool, require_callable, require_fields, require_finite,
                               require_float_array, require_instance, require_int, require_ndim, require_real,
                               set_fields)
 from refsim.errors import FormatRuleError, ShapeError
@@ -159,6 +159,7 @@ def search_scale(X: np.ndarray, weights: dict[str, np.ndarray], forward: Callabl
     X = require_ndim("X", require_float_array("X", X), 2)
     group_size = require_int("group_size", group_size, minimum=1)
     bits = require_bits(bits, BITS)
+    duo_scaling = require_bool("duo_scaling", duo_scaling)
     require_instance("weights", weights, dict)
     require_callable("forward", forward)
     if not weights:

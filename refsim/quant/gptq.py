@@ -61,6 +61,7 @@ import threadpoolctl
 from refsim._validate import (
     native_contiguous,
     require_bits,
+    require_bool,
     require_bounded,
     require_choice,
     require_fields,
@@ -240,6 +241,8 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     blocksize = require_int("blocksize", blocksize, minimum=1)
     require_choice("rounding", rounding, INTEGRAL_MODES)
     percdamp = _check_percdamp(percdamp)  # the factorisation's own rule, checked before any work
+    sym, act_order = require_bool("sym", sym), require_bool("act_order", act_order)
+    static_groups = require_bool("static_groups", static_groups)
     if static_groups and group_size is None:
         raise FormatRuleError("static_groups: True requires an integer group_size; got group_size=None")
     scheme = "gptq_sym" if sym else "gptq_asym"

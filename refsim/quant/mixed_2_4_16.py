@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from refsim._validate import native_contiguous, require_finite, require_float_array, require_ndim, require_shape
+from refsim._validate import native_contiguous, require_bool, require_finite, require_float_array, require_ndim, require_shape
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats.mixed_2_4_16 import G1, G2, Mixed2416, _check_fraction, _check_kn, _clipped_slots, csr_from_coo
 
@@ -132,7 +132,7 @@ def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
     require_shape("H", require_float_array("H", H), (k, k))
     _check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), inverse_hessian_diag(H, percdamp), float(alpha),
-                     float(outlier_ratio), bool(clip_scales))
+                     float(outlier_ratio), require_bool("clip_scales", clip_scales))
 
 
 def quantize_hinv(W: np.ndarray, hinv_diag: np.ndarray, *, alpha: float = 0.25,
@@ -154,7 +154,7 @@ def quantize_hinv(W: np.ndarray, hinv_diag: np.ndarray, *, alpha: float = 0.25,
                               f"min {float(np.min(hd))!r}")
     _check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), hd.astype(np.float64), float(alpha), float(outlier_ratio),
-                     bool(clip_scales))
+                     require_bool("clip_scales", clip_scales))
 
 
 def _largest(score: np.ndarray, count: int) -> np.ndarray:

@@ -15,22 +15,18 @@ import numpy as np
 
 from refsim._validate import MAX_ELEMENTS, native_byte_order, plain_ndarray, require_element_count
 from refsim.arith.admissible import AdmissibleSet
+from refsim.arith.fp import raw_bits
 from refsim.errors import DtypeError, ShapeError
 
 __all__ = ["assert_bitexact", "ulp_distance", "BitMismatch"]
 
-_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 class BitMismatch(AssertionError):
     """Raised by :func:`assert_bitexact`; the message is the full mismatch report."""
 
 
-def _raw_bits(x: np.ndarray) -> np.ndarray:
-    """The array's elements as unsigned integers of the same width (a view, no conversion)."""
-    if not x.flags.c_contiguous:
-        x = x.copy(order="C")  # np.ascontiguousarray would turn 0-d into 1-d
-    return x.view(_UINT_OF_SIZE[x.dtype.itemsize])
+_raw_bits = raw_bits
 
 
 def _is_float(dtype: np.dtype) -> bool:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_choice, require_int
+from refsim._validate import require_bool, require_choice, require_instance, require_int
 from refsim.arith import tensor_core as tc
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
 from refsim.testing import diagnose as dg
@@ -422,6 +422,9 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     shrink_budget = _positive("shrink_budget", shrink_budget) or 0.0
     diagnose_budget = _positive("diagnose_budget", diagnose_budget) or 0.0
     shapes = _shapes(spec, shapes)
+    if cases is not None:
+        require_instance("cases", cases, (list, tuple), "list of case dicts or .npz paths")
+    shrink = require_bool("shrink", shrink)
     replay = None if cases is None else [_load_case(spec, c, i) for i, c in enumerate(cases)]
     if save_failures is not None and not isinstance(save_failures, (str, os.PathLike)):
         raise FormatRuleError(f"save_failures: must be a path; got {save_failures!r}")

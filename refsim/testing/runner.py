@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from refsim.arith.admissible import AdmissibleSet
+from refsim.arith.fp import raw_bits  # public here: the bits every exact comparison compares
 
 __all__ = ["KernelMismatch", "KernelCallError", "KernelTimeout", "KernelModifiedInput", "Runner", "raw_bits",
            "snippet"]
@@ -48,11 +49,6 @@ class KernelTimeout(KernelCallError):
 
 class KernelModifiedInput(KernelCallError):
     """The kernel wrote to one of its inputs (they are read-only: on a GPU they are the caller's tensors)."""
-
-
-def raw_bits(x: np.ndarray) -> np.ndarray:
-    """The array's elements as unsigned integers of the same width (C order, no value conversion)."""
-    return np.ascontiguousarray(x).view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize])
 
 
 def snippet(spec, case: dict) -> str:

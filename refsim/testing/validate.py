@@ -46,6 +46,7 @@ from refsim.cuda import marlin, official
 from refsim.cuda import mma as rmma
 from refsim._validate import require_callable, require_fields, require_instance, require_int, require_real
 from refsim.errors import FormatRuleError
+from refsim.arith.fp import raw_bits
 from refsim.testing.bits import BitMismatch, assert_bitexact
 
 __all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "applicable", "run_case", "validate",
@@ -341,9 +342,7 @@ def _compare(got: dict, want: dict, labels) -> str:
     return "\n".join(reports)
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+_bits = raw_bits
 
 
 def applicable(case: Case, backend: str, arch: str | None) -> bool:

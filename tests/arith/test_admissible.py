@@ -36,3 +36,13 @@ def test_fold_orders_declines_when_the_orders_exceed_the_limit():
     assert fold_orders(terms, fp.f16_add, np.zeros(1, np.float16), max_orders=119) is None
     assert fold_orders(terms, fp.f16_add, np.zeros(1, np.float16), max_orders=120).orders == 120
     assert len(list(itertools.permutations(range(5)))) == 120
+
+
+def test_a_big_endian_array_of_the_reference_values_is_inside_the_set():
+    ref = np.array([1.5, -0.0, 65504.0], np.float16)
+    cand = np.stack([ref, np.array([1.5, 0.0, 65504.0], np.float16)])
+    for s in (AdmissibleSet(ref, cand, 2, "enumerated"),
+              AdmissibleSet(ref, None, 2, "bound", lo=np.array([1.0, 0.0, 6e4]), hi=np.array([2.0, 0.0, 7e4]))):
+        big = ref.astype(">f2")
+        assert s.contains(big).tolist() == [True, True, True]
+        assert s.verdict(big).startswith("in ") and s.verdict(big).endswith("ascending order: yes")

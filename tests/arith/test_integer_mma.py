@@ -29,3 +29,10 @@ def test_out_of_range_codes_are_refused_naming_the_type():
         im.mma_int(np.full((1, 1), 9, np.int8), np.ones((1, 1), np.int8), np.zeros((1, 1), np.int32))
     with pytest.raises(FormatRuleError, match=r"B: u4 values must lie in \[0, 15\]; got -1"):
         im.mma_int(np.ones((1, 1), np.int8), np.full((1, 1), -1, np.int8), np.zeros((1, 1), np.int32), btype="u4")
+
+
+@pytest.mark.parametrize("fn", [im.mma_int, im.mma_int_reference])
+def test_satfinite_must_be_a_bool_not_an_array(fn):
+    A, B, C = np.zeros((16, 64), np.int8), np.zeros((64, 8), np.int8), np.zeros((16, 8), np.int32)
+    with pytest.raises(FormatRuleError, match=r"satfinite: must be True or False; got array"):
+        fn(A, B, C, satfinite=np.array([True, False]))

@@ -146,3 +146,16 @@ def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, gro
                          _f16_bits(rng, n))
     assert_bitexact(atk.atom_group_gemm(a, w, fused=fused, native=native), atk.atom_group_gemm_slabs(a, w, fused=fused),
                     f"m={m} n={n} groups={groups}x{group} keeper={keeper}")
+
+
+def test_fused_must_be_a_bool_in_every_form():
+    import pytest
+
+    from refsim.errors import FormatRuleError
+
+    rng = np.random.default_rng(0)
+    a = atom.quantize_activations(rng.standard_normal((16, 256)).astype(np.float16), "kernel")
+    w = atom.quantize_weights(rng.standard_normal((256, 8)).astype(np.float16), "kernel")
+    for fn in (ek.atom_group_gemm, ek.atom_group_gemm_slabs):
+        with pytest.raises(FormatRuleError, match=r"fused: must be True or False"):
+            fn(a, w, fused=np.array([True, False]))

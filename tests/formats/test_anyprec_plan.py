@@ -81,3 +81,10 @@ def test_constraints_raise():
     codes, q, lut, x = _problem(1, 4, 64, 4, 4)
     with pytest.raises(FormatRuleError, match="stored planes"):
         ak.matmul_reference(x, q, np.zeros((4, 32), np.float16), 5)
+
+
+def test_orin_must_be_a_bool():
+    with pytest.raises(FormatRuleError, match=r"orin: must be True or False; got array"):
+        ak.plan(1, 4096, 8192, 8, orin=np.array([True, False]))
+    with pytest.raises(FormatRuleError, match=r"orin: must be True or False; got 1"):
+        ak.plan(1, 4096, 8192, 8, orin=1)

@@ -220,3 +220,47 @@ def test_pack_round_trip_csr_and_average_bits(problem):
     F.check_csr(p.row_ptr, p.col, p.val, n_rows=n, n_cols=k)
     assert p.col.size == min(int(np.floor(ratio * k * n)), int((~m.four).sum()) * 16 * n)
     assert F.average_bits(k, n, int(m.four.sum()), p.col.size) == Fraction(8 * p.nbytes, k * n)
+
+
+# ------------------------------------------------------------------ record rules
+def _replaced(m, **fields):
+    args = {name: getattr(m, name) for name in UNPACKED}
+    args.update(fields)
+    return F.Mixed2416(**args)
+
+
+def test_record_refuses_a_code_wider_than_its_group():
+    W, H, _ = _problem(15, k=64, n=16)
+    m = Q.quantize(W, H, alpha=0.25, outlier_ratio=0.0)         # 1 four-bit group, 3 two-bit groups
+    g4 = int(np.flatnonzero(m.four)[0])
+    g2 = int(np.flatnonzero(~m.four)[0])
+    q = m.q.copy()
+    q[16 * g4 + 3, 5] = 16                                       # a 4-bit group's code 16
+    with pytest.raises(FormatRuleError, match=rf"q: codes of 4-bit group {g4} must lie in \[0, 15\]; got 16"):
+        _replaced(m, q=q)
+    q = m.q.copy()
+    q[16 * g2, 0] = 4                                            # a 2-bit group's code 4
+    with pytest.raises(FormatRuleError, match=rf"q: codes of 2-bit group {g2} must lie in \[0, 3\]; got 4"):
+        _replaced(m, q=q)
+    zero = m.zero.copy()
+    zero[g2, 1] = 7
+    with pytest.raises(FormatRuleError, match=r"zero: codes of 2-bit group .* got 7 in column 1"):
+        _replaced(m, zero=zero)
+
+
+def test_record_refuses_scale_codes_beyond_four_bits():
+    W, H, _ = _problem(15, k=64, n=16)
+    m = Q.quantize(W, H, alpha=0.25, outlier_ratio=0.0)
+    code = m.code.copy()
+    code[0, 0] = 16
+    with pytest.raises(FormatRuleError, match=r"code: 4-bit codes must lie in \[0, 15\]; got 16"):
+        _replaced(m, code=code)
+    z2 = m.z2.copy()
+    z2[0, 0] = 200
+    with pytest.raises(FormatRuleError, match=r"z2: 4-bit codes must lie in \[0, 15\]; got 200"):
+        _replaced(m, z2=z2)
+    p = F.pack(m)
+    z2 = p.z2.copy()
+    z2[0, 0] = 16
+    with pytest.raises(FormatRuleError, match=r"z2: 4-bit codes must lie in \[0, 15\]; got 16"):
+        F.Packed2416(**{**{name: getattr(p, name) for name in PACKED}, "z2": z2})

@@ -185,6 +185,8 @@ def seeds(fs) -> dict:
         "refsim.io.compressed_tensors.ct_quantization_config": lambda: call(
             [io_uniform.to_ct(u())], ["lm_head"]),
         "refsim.io.containers.marlin_workspace_int32": lambda: call(512),
+        "refsim.io.ct_config.CTConfig": lambda: call(
+            ct.ct_quantization_config([io_uniform.to_ct(u())], ["lm_head"]), Path("config.json")),
         "refsim.io.convert.gptq_change_zero_convention": lambda: call(gptq_layer(), "gptq_v2"),
         "refsim.io.convert.gptq_to_marlin": lambda: call(gptq_layer(sym=True)),
         "refsim.io.convert.gptq_to_marlin_requantized": lambda: call(gptq_layer(True)),

@@ -46,3 +46,12 @@ def test_leave_one_shape_out_error():
     loso = calibrate.leave_one_shape_out(ROWS)
     assert loso["n_shapes"] == 13 and loso["n_rows"] == 142
     assert loso["median_ape"] <= 0.08 and loso["max_ape"] <= 0.25
+
+
+def test_fit_overlap_must_be_a_bool():
+    import numpy as np
+
+    from refsim.errors import FormatRuleError
+
+    with pytest.raises(FormatRuleError, match=r"fit_overlap: must be True or False; got array"):
+        calibrate.fit(fit_overlap=np.array([True, False]))

@@ -69,3 +69,10 @@ def test_truncated_and_random_files_give_rows_or_a_named_error(tmp_path_factory,
             assert str(path) in str(err)
         else:
             assert all(r.n >= 1 and r.latency_us > 0 for r in rows)
+
+
+@pytest.mark.parametrize("junk, byte", [(b"\xff\xfe\x00bad\n", "0xff"), (b"h100,\x01\x02,1\n", "0x01")])
+def test_a_binary_byte_is_refused_naming_the_file_and_its_line(tmp_path, junk, byte):
+    path = _write(tmp_path, HEADER.encode() + ROW.encode() + junk)
+    with pytest.raises(FormatRuleError, match=rf"cal.csv:3: must be .*text.*got byte {byte}"):
+        calibrate.load_rows(path)

@@ -276,3 +276,10 @@ def test_docs_show_the_current_summaries(comparisons):
     for line in mod.summary_table(comparisons, "gpu") + mod.summary_table(comparisons, "kernel") \
             + mod.row_table(out_of_sample):
         assert line in section
+
+
+@pytest.mark.parametrize("junk, byte", [(b"\xff\xfe\x00bad\n", "0xff"), (b"x,\x00,1\n", "0x00")])
+def test_a_binary_byte_is_refused_naming_the_file_and_its_line(tmp_path, junk, byte):
+    path = _write(tmp_path, HEADER.encode() + ROW.encode() + junk)
+    with pytest.raises(FormatRuleError, match=rf"{path.name}:3: must be .*text.*got byte {byte}"):
+        published.load(path)

@@ -200,3 +200,10 @@ def test_fast_row_is_the_dataclass_row():
     assert pickle.dumps(fast) == pickle.dumps(plain)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.m = 3
+
+
+def test_progress_must_be_a_bool():
+    import numpy as np
+
+    with pytest.raises(FormatRuleError, match=r"progress: must be True or False; got array"):
+        sw.sweep(["a10"], ["cublas-fp16"], [1], [(4096, 4096)], progress=np.array([True, False]))

@@ -178,3 +178,46 @@ def test_config_rules_are_named(tmp_path):
     ck = open_checkpoint(dst)
     with pytest.raises(CheckpointError, match="weight_zero_point' must be present"):
         ck.read_layer(LAYERS[0])
+
+
+# ---------------------------------------------------------------- CTLayer: every rule checked when built
+def _ct_args(**changes):
+    n, k = 4, 32
+    args = dict(name="L", q=np.zeros((n, k), np.int8), scale=np.ones((n, 2), np.float16),
+                zero=np.zeros((n, 2), np.int8), g_idx=None, bits=4, group_size=16, sym=True, actorder=None)
+    args.update(changes)
+    return args
+
+
+def test_ct_layer_accepts_a_legal_record():
+    from refsim.io.compressed_tensors import CTLayer
+
+    lay = CTLayer(**_ct_args(g_idx=(np.arange(32) % 2).astype(np.int32), actorder="group"))
+    assert lay.dequantize().shape == (32, 4)
+
+
+@pytest.mark.parametrize("changes, err, match", [
+    (dict(group_size=9), "ShapeError", r"group_size: must divide K=32; got 9"),
+    (dict(group_size=0), "FormatRuleError", r"group_size: must be >= 1; got 0"),
+    (dict(bits=2**40), "FormatRuleError", r"bits: bit-width must be one of \[2, 3, 4, 8\]; got 1099511627776"),
+    (dict(bits=-1), "FormatRuleError", r"bits: bit-width must be one of .*got -1"),
+    (dict(q=np.full((4, 32), 8, np.int8)), "FormatRuleError", r"q: signed 4-bit codes must lie in \[-8, 7\]; got 8"),
+    (dict(q=np.full((4, 32), -9, np.int8)), "FormatRuleError", r"q: signed 4-bit codes .*got -9"),
+    (dict(zero=np.full((4, 2), 1, np.int8)), "FormatRuleError", r"zero: must be all 0 for a symmetric scheme; got 1"),
+    (dict(zero=np.full((4, 2), 100, np.int8), sym=False), "FormatRuleError", r"zero: signed 4-bit .*got 100"),
+    (dict(scale=np.ones((4, 3), np.float16)), "ShapeError", r"scale: shape must be \(4, 2\); got \(4, 3\)"),
+    (dict(zero=np.zeros((4, 1), np.int8)), "ShapeError", r"zero: shape must be \(4, 2\); got \(4, 1\)"),
+    (dict(scale=np.full((4, 2), np.inf, np.float16)), "NonFiniteError", r"scale: must be finite"),
+    (dict(g_idx=np.zeros(31, np.int32), actorder="group"), "ShapeError", r"g_idx: shape must be \(32,\); got \(31,\)"),
+    (dict(g_idx=np.full(32, 2, np.int32), actorder="group"), "FormatRuleError", r"g_idx: entries must lie in \[0, 1\]"),
+    (dict(g_idx=np.zeros(32, np.int32)), "FormatRuleError", r"g_idx: present exactly when actorder is 'group'"),
+    (dict(actorder="group"), "FormatRuleError", r"g_idx: present exactly when actorder is 'group'"),
+    (dict(actorder="bogus"), "FormatRuleError", r"actorder: must be one of \[None, 'weight', 'group'\]; got 'bogus'"),
+    (dict(sym=np.ones(2, bool)), "FormatRuleError", r"sym: must be True or False"),
+])
+def test_ct_layer_refuses_a_broken_record_with_a_named_error(changes, err, match):
+    import refsim.errors
+    from refsim.io.compressed_tensors import CTLayer
+
+    with pytest.raises(getattr(refsim.errors, err), match=match):
+        CTLayer(**_ct_args(**changes))

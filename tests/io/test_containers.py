@@ -91,3 +91,49 @@ def test_refsim_container_layer_list_must_match_tensors(tmp_path):
     p.write_text(json.dumps(cfg))
     with pytest.raises(ShapeError, match=r"model\.safetensors: tensors '.*\.B'/'.*\.s': N: must be a positive multiple of 256"):
         open_checkpoint(tmp_path).read_layer(L0)
+
+
+# ---------------------------------------------------------------- the layer records check what their consumers index with
+def test_layer_records_refuse_row_orders_and_sizes_their_consumers_would_index_with():
+    from refsim.errors import FormatRuleError
+
+    rng = np.random.default_rng(5)
+    q = rng.integers(0, 16, (256, 256), dtype=np.uint8)
+    B, s = marlin_format.pack(q, (rng.random((2, 256)) + 0.5).astype(np.float16), 128)
+    with pytest.raises(FormatRuleError, match=r"perm: must be a permutation of 0..255"):
+        MarlinLayer(L0, B, s, np.zeros(256, np.int32))
+    with pytest.raises(ShapeError, match=r"perm: shape must be \(256,\); got \(255,\)"):
+        MarlinLayer(L0, B, s, np.arange(255, dtype=np.int32))
+    with pytest.raises(ShapeError, match=r"MarlinLayer 'model.*s: must have N=256 columns"):
+        MarlinLayer(L0, B, s[:, :128])
+    w = rng.standard_normal((384, 16)).astype(np.float32)
+    aw = atom_format.quantize_weights(w, group_size=128, keeper=128)
+    with pytest.raises(FormatRuleError, match=r"reorder: must be a permutation of 0..383"):
+        AtomLayerFile(L0, aw, np.full(384, 383, np.int64), 128)
+    with pytest.raises(ShapeError, match=r"group_size: the 256 INT4 rows must be the 2 groups of scale4 times"):
+        AtomLayerFile(L0, aw, np.arange(384), 64)
+    packed = m2416.pack(q2416.quantize(w[:64, :16], np.eye(64), outlier_ratio=0.0))
+    with pytest.raises(ShapeError, match=r"k: must be 16 x the 4 groups of packed; got 80"):
+        Mixed2416Layer(L0, packed, 80)
+    from refsim.formats import bitplane
+
+    qw = bitplane.pack(rng.integers(0, 16, (64, 1024), dtype=np.uint8), 4)
+    luts = {b: rng.random((64, 1 << b)).astype(np.float16) for b in (3, 4)}
+    with pytest.raises(FormatRuleError, match=r"luts: one table per bit-width 3..4 \(int keys\); got keys \[.3.\]"):
+        AnyPrecisionLayer(L0, qw, {3: luts[3]}, 3)
+    with pytest.raises(ShapeError, match=r"luts\[4\]: shape must be \(64, 16\)"):
+        AnyPrecisionLayer(L0, qw, {3: luts[3], 4: luts[4][:, :8]}, 3)
+    with pytest.raises(FormatRuleError, match=r"seed_bits: must lie in \[1, parent bits=4\]; got 5"):
+        AnyPrecisionLayer(L0, qw, luts, 5)
+
+
+def test_gptq_layer_group_size_must_match_its_scale_rows():
+    import conftest_io as cio
+
+    from refsim.io.gptq import GPTQLayer
+
+    lay = cio.gptq_layer(L0, np.random.default_rng(0))           # K = 256, group 128: 2 scale rows
+    with pytest.raises(ShapeError, match=r"2 scale rows must be ceil\(K/group_size\) = 4 for K=256; got group_size=64"):
+        GPTQLayer(L0, lay.ckpt, 64, False, False)
+    with pytest.raises(ShapeError, match=r"bias: shape must be \(256,\); got \(3,\)"):
+        GPTQLayer(L0, lay.ckpt, 128, False, False, np.zeros(3, np.float16))

@@ -146,3 +146,24 @@ def test_uniform_codes_check_their_shapes():
 def test_codes_of_refuses_anything_but_a_uniform_layer():
     with pytest.raises(FormatRuleError, match="uniform layer"):
         codes_of(_codes())
+
+
+def test_uniform_codes_refuse_codes_zeros_and_groups_outside_their_ranges():
+    from refsim.errors import FormatRuleError, ShapeError
+    from refsim.io.uniform import UniformCodes
+
+    k, n = 64, 8
+    args = dict(name="L", q=np.zeros((k, n), np.uint8), scales=np.ones((2, n), np.float16),
+                zeros=np.full((2, n), 8, np.uint8), g_idx=(np.arange(k) // 32).astype(np.int32), bits=4,
+                group_size=32, sym=True, desc_act=False)
+    UniformCodes(**args)
+    for change, err, match in [
+        (dict(q=np.full((k, n), 16, np.uint8)), FormatRuleError, r"q: 4-bit codes must lie in \[0, 15\]; got 16"),
+        (dict(zeros=np.full((2, n), 16, np.uint8), sym=False), FormatRuleError, r"zeros: 4-bit codes .*got 16"),
+        (dict(zeros=np.full((2, n), 3, np.uint8)), FormatRuleError, r"zeros: every zero point must be 8 when sym; got 3"),
+        (dict(g_idx=np.full(k, 2, np.int32)), FormatRuleError, r"g_idx: entries must lie in \[0, 1\]"),
+        (dict(group_size=16), ShapeError, r"scales: must have 4 rows \(K=64, group_size=16\); got 2"),
+        (dict(group_size=9), ShapeError, r"group_size: must divide K=64; got 9"),
+    ]:
+        with pytest.raises(err, match=match):
+            UniformCodes(**{**args, **change})

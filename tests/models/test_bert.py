@@ -157,3 +157,38 @@ def test_a_checkpoint_without_encoder_layers_is_refused():
     names = {n for n in _weights() if not n.startswith("encoder.layer.")}
     with pytest.raises(CheckpointError, match="must hold encoder.layer.<i> tensors; got none"):
         BertModel(CONFIG, names, "m")
+
+
+# ---------------------------------------------------------------- boundary rules
+@pytest.mark.parametrize("bad", [-1, V, 256])
+def test_token_ids_outside_the_vocabulary_are_refused_with_the_value(bad):
+    from refsim.errors import FormatRuleError
+
+    W = _weights()
+    model = BertModel(CONFIG, set(W))
+    with pytest.raises(FormatRuleError, match=rf"ids: token ids must lie in \[0, {V - 1}\].*got {bad}"):
+        model.embed(np.array([[0, bad]]), W)
+
+
+def test_a_sequence_longer_than_the_position_table_is_refused():
+    from refsim.errors import ShapeError
+
+    W = _weights()
+    with pytest.raises(ShapeError, match=rf"ids: sequence length must be at most the {P} positions.*got {P + 1}"):
+        BertModel(CONFIG, set(W)).embed(np.zeros((1, P + 1), np.int64), W)
+
+
+def test_missing_weights_and_biases_are_named():
+    W = _weights()
+    model = BertModel(CONFIG, set(W))
+    del W["encoder.layer.1.intermediate.dense.bias"]
+    with pytest.raises(CheckpointError, match=r"needs tensor 'encoder.layer.1.intermediate.dense.bias'"):
+        forward(model, np.array([[1, 2]]), W)
+    del W["embeddings.LayerNorm.weight"]
+    with pytest.raises(CheckpointError, match=r"needs tensor 'embeddings.LayerNorm.weight'"):
+        model.embed(np.array([[1, 2]]), W)
+
+
+def test_a_heads_count_that_is_not_a_positive_integer_is_refused():
+    with pytest.raises(CheckpointError, match="num_attention_heads must be a positive integer; got 0"):
+        BertModel({"num_attention_heads": 0}, set(_weights()))

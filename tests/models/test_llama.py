@@ -197,3 +197,69 @@ def test_a_checkpoint_without_its_embedding_is_refused():
     names = set(_weights()) - {"model.embed_tokens.weight"}
     with pytest.raises(CheckpointError, match="model.embed_tokens"):
         LlamaModel(CONFIG, names, "m")
+
+
+# ---------------------------------------------------------------- boundary rules
+@pytest.mark.parametrize("bad", [-1, V, 256])
+def test_token_ids_outside_the_vocabulary_are_refused_with_the_value(bad):
+    from refsim.errors import FormatRuleError
+
+    W = _weights()
+    model = LlamaModel(CONFIG, set(W), "m")
+    ids = np.array([[1, bad, 2]])
+    with pytest.raises(FormatRuleError, match=rf"ids: token ids must lie in \[0, {V - 1}\].*got {bad}"):
+        model.embed(ids, W)
+
+
+def test_token_ids_must_be_a_2d_integer_array():
+    from refsim.errors import DtypeError, ShapeError
+
+    W = _weights()
+    model = LlamaModel(CONFIG, set(W), "m")
+    with pytest.raises(DtypeError, match="ids: dtype must be an integer type"):
+        model.embed(np.array([[1.0, 2.0]]), W)
+    with pytest.raises(ShapeError, match="ids: must be 2-D"):
+        model.embed(np.array([1, 2]), W)
+
+
+def test_a_weight_missing_from_the_dict_is_named():
+    W = _weights()
+    model = LlamaModel(CONFIG, set(W), "m")
+    x = model.embed(np.array([[1, 2]]), W)
+    del W["model.layers.0.mlp.up_proj.weight"]
+    with pytest.raises(CheckpointError, match=r"needs tensor 'model.layers.0.mlp.up_proj.weight'"):
+        forward(model, np.array([[1, 2]]), W)
+    del W["model.norm.weight"]
+    with pytest.raises(CheckpointError, match=r"needs tensor 'model.norm.weight'"):
+        model.head(x, W)
+
+
+def test_weights_of_the_wrong_shape_are_refused_naming_the_tensor():
+    from refsim.errors import ShapeError
+
+    W = _weights()
+    model = LlamaModel(CONFIG, set(W), "m")
+    W["model.layers.0.self_attn.k_proj.weight"] = np.zeros((4, H + 1), np.float32)
+    with pytest.raises(ShapeError, match=r"k_proj.weight: must be \(N, K=8\) for its input; got shape \(4, 9\)"):
+        forward(model, np.array([[1, 2]]), W)
+    W = _weights()
+    W["model.layers.0.self_attn.q_proj.weight"] = np.zeros((6, H), np.float32)
+    with pytest.raises(ShapeError, match=r"q_proj.weight: must have 2 heads x head_dim 4 = 8 rows; got 6"):
+        forward(model, np.array([[1, 2]]), W)
+    W = _weights()
+    W["model.layers.1.input_layernorm.weight"] = np.ones(H - 1, np.float32)
+    with pytest.raises(ShapeError, match=r"input_layernorm.weight: shape must be \(8,\); got \(7,\)"):
+        forward(model, np.array([[1, 2]]), W)
+    with pytest.raises(ShapeError, match=r"x: must be \(B, L, 8\); got shape \(1, 2, 3\)"):
+        next(model.block_steps(0, np.zeros((1, 2, 3), np.float32), _weights()))
+
+
+@pytest.mark.parametrize("change, rule", [
+    ({"num_attention_heads": 0}, "must be positive"),
+    ({"num_key_value_heads": 3}, "a multiple of the kv heads"),
+    ({"head_dim": 3}, "head_dim must be a positive even number"),
+])
+def test_config_sizes_that_would_divide_by_zero_or_misreshape_are_refused(change, rule):
+    W = _weights()
+    with pytest.raises(CheckpointError, match=rule):
+        LlamaModel({**CONFIG, **change}, set(W), "m")

@@ -91,3 +91,14 @@ def test_objdump_lists_the_mnemonics_of_a_library(cache, monkeypatch):
     monkeypatch.setenv("PATH", "")
     with pytest.raises(ToolchainError, match=r"objdump not found on PATH \(binutils\)"):
         nb.objdump_mnemonics(path)
+
+
+def test_openmp_must_be_a_bool():
+    import numpy as np
+
+    from refsim.errors import FormatRuleError
+
+    with pytest.raises(FormatRuleError, match=r"openmp: must be True or False; got array"):
+        nb.compile_flags("scalar", np.array([True, False]))
+    with pytest.raises(FormatRuleError, match=r"openmp: must be True or False; got 'no'"):
+        nb.load("int f(void) { return 0; }", "scalar", "no")

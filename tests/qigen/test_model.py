@@ -112,3 +112,10 @@ def test_predicted_ops_by_path_count_the_per_code_work():
     assert ops["shift"] - ops["prescaled"] == chunk_vecs * (33 - 25)
     with pytest.raises(FormatRuleError, match="path"):
         MO.predict_time(4096, 4096, 4, 1, 32, 128, path="fast", **kw)
+
+
+def test_compact_meta_must_be_a_bool():
+    import numpy as np
+
+    with pytest.raises(FormatRuleError, match=r"compact_meta: must be True or False; got array"):
+        MO.predict_time(4096, 4096, 4, 1, 32, 128, mem_bytes_per_s=1e10, clock_hz=3e9, compact_meta=np.array([True, False]))

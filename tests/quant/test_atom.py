@@ -234,3 +234,23 @@ def test_kernel_path_agrees_with_simulation_up_to_fp16_effects():
     assert np.linalg.norm(ker - sim) < 0.25 * np.linalg.norm(sim - exact)
     with pytest.raises(FormatRuleError, match="forward_kernel"):
         QA.quantize_layer(W, X, QA.AtomConfig(keeper=64, group_size=64, quantize_activations=False)).forward_kernel(X)
+
+
+def test_calibration_reorder_flag_must_be_a_bool():
+    cal = QA.calibrate(np.ones((4, 128), np.float32))
+    for method in (cal.index, cal.hessian):
+        with pytest.raises(FormatRuleError, match=r"reorder: must be True or False; got array"):
+            method(np.array([True, False]))
+    with pytest.raises(FormatRuleError, match=r"reorder: must be True or False; got 1"):
+        cal.factor(1, 0.01)
+
+
+def test_a_layer_record_whose_weights_disagree_with_w_hat_or_its_config_is_refused():
+    rng = np.random.default_rng(0)
+    lay = QA.quantize_layer(rng.standard_normal((128, 8)).astype(np.float32),
+                            rng.standard_normal((64, 128)).astype(np.float32),
+                            QA.AtomConfig(keeper=0, group_size=64, weight_method="rtn"))
+    with pytest.raises(ShapeError, match=r"weights: must hold K=256 rows"):
+        QA.AtomLayer(np.arange(256), lay.weights, np.zeros((256, 8), np.float32), lay.config)
+    with pytest.raises(ShapeError, match=r"weights.scale4: must have one row per group of 32 INT4 rows; got 2"):
+        QA.AtomLayer(lay.idx, lay.weights, lay.W_hat, QA.AtomConfig(keeper=0, group_size=32, weight_method="rtn"))

@@ -115,3 +115,9 @@ def test_bad_arguments_are_named():
         awq.search_scale(np.zeros((4, 128), np.float32), {}, lambda t: np.zeros(1))
     with pytest.raises(ShapeError, match=r"must be \(N, K=128\)"):
         awq.search_scale(np.zeros((4, 128), np.float32), {"a": np.zeros((8, 64))}, lambda t: np.zeros(1))
+
+
+def test_duo_scaling_must_be_a_bool():
+    with pytest.raises(FormatRuleError, match=r"duo_scaling: must be True or False; got array"):
+        awq.search_scale(np.zeros((4, 128), np.float32), {"a": np.zeros((8, 128), np.float16)},
+                         lambda t: np.zeros(1), duo_scaling=np.array([True, False]))

@@ -235,3 +235,10 @@ def test_factor_of_the_permuted_hessian_without_forming_it_is_bit_equal(k):
     H = hessian(X)
     perm = np.random.default_rng(k).permutation(k)
     assert_bitexact(_upper_cholesky_of_inverse(H, 0.01, perm), upper_cholesky_of_inverse(H[np.ix_(perm, perm)], 0.01))
+
+
+@pytest.mark.parametrize("flag", ["sym", "act_order", "static_groups"])
+def test_bool_flags_must_be_bools_not_arrays(flag):
+    W = np.zeros((64, 8), np.float32)
+    with pytest.raises(FormatRuleError, match=rf"{flag}: must be True or False; got array"):
+        gptq_quantize(W, np.eye(64), 4, group_size=32, **{flag: np.array([True, False])})

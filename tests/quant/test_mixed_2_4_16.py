@@ -162,3 +162,11 @@ def test_quantizer_bits_pinned(seed, k, n, alpha, ratio, clip, digest):
         h.update(str(x.dtype).encode())
         h.update(x.tobytes())
     assert h.hexdigest() == digest
+
+
+def test_clip_scales_must_be_a_bool():
+    W = np.zeros((64, 16), np.float32)
+    with pytest.raises(FormatRuleError, match=r"clip_scales: must be True or False; got array"):
+        Q.quantize(W, np.eye(64), clip_scales=np.array([True, False]))
+    with pytest.raises(FormatRuleError, match=r"clip_scales: must be True or False; got 'yes'"):
+        Q.quantize_hinv(W, np.ones(64), clip_scales="yes")

@@ -41,6 +41,8 @@ def _never_called(*args):
     ({"cases": [{"m": 1}]}, "cases\\[0\\]: missing field"),
     ({"cases": [{"fmt": "anyprec", "m": 1}]}, "cases\\[0\\]: is a 'anyprec' case"),
     ({"max_size": 10}, "max_size: no legal marlin shape"),
+    ({"cases": 32}, "cases: must be a list of case dicts or .npz paths; got int"),
+    ({"shrink": np.array([True, False])}, "shrink: must be True or False"),
 ])
 def test_bad_arguments_are_rejected_before_the_kernel_runs(kwargs, rule):
     with pytest.raises(RefsimError, match=rule):

@@ -108,3 +108,10 @@ def test_an_admissible_set_compares_by_membership_and_records_the_verdict():
     runner = _runner(lambda a, b: np.array([1.0, 0.0], np.float16))
     _, _, bad = runner.differs(CASE, INPUTS, expected=aset)
     assert bad.tolist() == [True, False] and runner.admissible == ["outside the admissible set of 2 orders"]
+
+
+def test_raw_bits_of_a_big_endian_array_are_the_bits_of_its_values():
+    native = np.array([1.0, -2.5, 65504.0], np.float16)             # 0x3c00, 0xc100, 0x7bff
+    assert raw_bits(native.astype(">f2")).tolist() == [0x3C00, 0xC100, 0x7BFF]
+    assert raw_bits(np.array([1.0], ">f4")).tolist() == [0x3F800000]
+    assert raw_bits(np.array(-0.0, np.float32)).shape == () and int(raw_bits(np.array(-0.0, np.float32))) == 0x80000000
