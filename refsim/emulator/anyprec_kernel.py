@@ -271,7 +271,7 @@ def error_bound(x: np.ndarray, qweight: np.ndarray, lut: np.ndarray, bits: int) 
     Wd = native_contiguous(W.astype(np.float64).T)
     with threadpoolctl.threadpool_limits(limits=1):     # small GEMMs: BLAS threads only contend
         S = xd @ Wd
-        P = np.abs(xd) @ np.abs(Wd)
+        P = native_contiguous(np.abs(xd)) @ native_contiguous(np.abs(Wd))
     d = 22 + plan.chunks + plan.ksplit
     gamma = (1 + 2.0**-11) ** d - 1
     gamma64 = k * 2.0**-53 / (1 - k * 2.0**-53)
