@@ -41,7 +41,7 @@ import scipy.linalg
 
 from refsim._validate import require_finite, require_float_array, require_ndim, require_shape
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
-from refsim.formats.mixed_2_4_16 import G1, G2, Mixed2416, _check_fraction, _check_kn, _clipped_slots, csr_from_coo
+from refsim.formats.mixed_2_4_16 import G1, G2, Mixed2416, check_fraction, check_kn, _clipped_slots, csr_from_coo
 
 __all__ = ["MAX_OUTLIER_RATIO", "DEFAULT_OUTLIER_RATIO", "inverse_hessian_diag", "group_sensitivity",
            "select_4bit_groups", "quantize", "quantize_hinv"]
@@ -59,7 +59,7 @@ def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
     if H.shape[0] != H.shape[1]:
         raise ShapeError(f"H: must be square (K, K); got {H.shape}")
     require_finite("H", H)
-    percdamp = _check_fraction("percdamp", percdamp, 1.0)
+    percdamp = check_fraction("percdamp", percdamp, 1.0)
     H = H.astype(np.float64)  # copy
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
@@ -101,7 +101,7 @@ def select_4bit_groups(S: np.ndarray, alpha: float) -> np.ndarray:
     S = require_float_array("S", S)
     require_ndim("S", S, 1)
     require_finite("S", S)
-    alpha = _check_fraction("alpha", alpha, 1.0)
+    alpha = check_fraction("alpha", alpha, 1.0)
     g = S.size
     n4 = int(np.floor(alpha * g + 0.5))
     order = np.argsort(-S, kind="stable")
@@ -128,7 +128,7 @@ def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
     require_ndim("W", W, 2)
     require_finite("W", W)
     k, n = W.shape
-    _check_kn(k, n)
+    check_kn(k, n)
     require_shape("H", require_float_array("H", H), (k, k))
     _check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), inverse_hessian_diag(H, percdamp), float(alpha),
@@ -146,7 +146,7 @@ def quantize_hinv(W: np.ndarray, hinv_diag: np.ndarray, *, alpha: float = 0.25,
     require_ndim("W", W, 2)
     require_finite("W", W)
     k, n = W.shape
-    _check_kn(k, n)
+    check_kn(k, n)
     hd = require_shape("hinv_diag", require_float_array("hinv_diag", hinv_diag), (k,))
     require_finite("hinv_diag", hd)
     if not np.all(hd > 0):
