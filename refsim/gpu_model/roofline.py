@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -360,8 +360,3 @@ def dram_roofline_s(bytes_dram: float, flops: float, gpu: GPUSpec,
     if not peak:
         raise FormatRuleError(f"kind: {gpu.name} has no {kind} tensor path (its rate is 0)")
     return max(float(bytes_dram) / gpu.dram_peak_bytes_per_s, float(flops) / peak)
-
-
-def with_params(params: ModelParams | None, **overrides) -> ModelParams:
-    """``params`` (default :data:`FITTED`) with some fields replaced."""
-    return replace(params or FITTED, **overrides)
