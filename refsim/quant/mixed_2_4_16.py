@@ -44,7 +44,7 @@ from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats.mixed_2_4_16 import G1, G2, Mixed2416, check_fraction, check_kn, _clipped_slots, csr_from_coo
 
 __all__ = ["MAX_OUTLIER_RATIO", "DEFAULT_OUTLIER_RATIO", "inverse_hessian_diag", "group_sensitivity",
-           "select_4bit_groups", "quantize", "quantize_hinv"]
+           "select_4bit_groups", "quantize", "quantize_hinv", "check_alpha_ratio"]
 
 MAX_OUTLIER_RATIO = 0.005
 DEFAULT_OUTLIER_RATIO = 0.002
@@ -110,12 +110,11 @@ def select_4bit_groups(S: np.ndarray, alpha: float) -> np.ndarray:
     return four
 
 
-def _check_alpha_ratio(alpha, outlier_ratio):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0.0 <= float(alpha) <= 1.0:
-        raise FormatRuleError(f"alpha: share of 4-bit groups must lie in [0, 1]; got {alpha!r}")
-    if (isinstance(outlier_ratio, bool) or not isinstance(outlier_ratio, (int, float, np.floating))
-            or not 0.0 <= float(outlier_ratio) <= MAX_OUTLIER_RATIO):
-        raise FormatRuleError(f"outlier_ratio: must lie in [0, {MAX_OUTLIER_RATIO}]; got {outlier_ratio!r}")
+def check_alpha_ratio(alpha, outlier_ratio) -> tuple[float, float]:
+    """The quantizer's two shares: ``alpha`` (the share of 4-bit groups) in [0, 1] and
+    ``outlier_ratio`` in [0, MAX_OUTLIER_RATIO], real numbers (Python or NumPy, not bool), returned
+    as Python floats; else a FormatRuleError naming the argument (formats.mixed_2_4_16.check_fraction)."""
+    return check_fraction("alpha", alpha, 1.0), check_fraction("outlier_ratio", outlier_ratio, MAX_OUTLIER_RATIO)
 
 
 def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
@@ -130,7 +129,7 @@ def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
     k, n = W.shape
     check_kn(k, n)
     require_shape("H", require_float_array("H", H), (k, k))
-    _check_alpha_ratio(alpha, outlier_ratio)
+    check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), inverse_hessian_diag(H, percdamp), float(alpha),
                      float(outlier_ratio), bool(clip_scales))
 
@@ -152,7 +151,7 @@ def quantize_hinv(W: np.ndarray, hinv_diag: np.ndarray, *, alpha: float = 0.25,
     if not np.all(hd > 0):
         raise FormatRuleError(f"hinv_diag: must be > 0 (the diagonal of a positive definite inverse); got "
                               f"min {float(np.min(hd))!r}")
-    _check_alpha_ratio(alpha, outlier_ratio)
+    check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), hd.astype(np.float64), float(alpha), float(outlier_ratio),
                      bool(clip_scales))
 
