@@ -152,6 +152,7 @@ def reorder_index(stat: np.ndarray) -> np.ndarray:
 def check_perm(idx: np.ndarray, k: int) -> np.ndarray:
     """A reorder index of ``k`` channels: an integer ndarray of shape ``(k,)`` holding a permutation
     of ``range(k)``; returns it, else a DtypeError, ShapeError or FormatRuleError naming the rule."""
+    k = require_int("k", k, minimum=0)
     idx = require_integer_array("idx", idx)
     require_shape("idx", idx, (k,))
     if not np.array_equal(np.sort(idx), np.arange(k)):
@@ -284,6 +285,7 @@ def check_split(k: int, group: int, keeper: int) -> tuple[int, int]:
     outlier channels: ``group`` an int >= 1, ``keeper`` an int in ``[0, k]``, ``k - keeper`` a
     multiple of ``group``. Returns ``(group, keeper)`` as Python ints, else a FormatRuleError or
     ShapeError naming the value."""
+    k = require_int("K", k, minimum=0)
     group = require_int("group_size", group, minimum=1)
     keeper = require_int("keeper", keeper, minimum=0)
     if keeper > k:

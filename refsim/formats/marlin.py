@@ -185,6 +185,7 @@ def check_kn(k: int, n: int) -> None:
     """The Marlin layout's shape rule (the official ``marlin.Layer``): ``K`` (rows of the (K, N) weight)
     a positive multiple of 128 and ``N`` a positive multiple of 256, both Python or NumPy ints; a
     ShapeError or FormatRuleError naming the value otherwise."""
+    k, n = require_int("K", k), require_int("N", n)
     require_divisible("K", k, 128, "must be a positive multiple of 128 (official marlin.Layer rule)")
     require_divisible("N", n, 256, "must be a positive multiple of 256 (official marlin.Layer rule)")
 
@@ -207,8 +208,11 @@ def _is_grouped(g_rows: int) -> bool:
 
 def check_scales(scales, k: int, n: int, group_size: int | None) -> np.ndarray:
     """The scales of a (K, N) Marlin weight: a float16 ndarray of shape ``(K // group_size, N)`` (one
-    row per channel with ``group_size=None``), every value finite; returns it, else a DtypeError,
-    ShapeError or NonFiniteError naming the rule."""
+    row per channel with ``group_size=None``; ``group_size`` as :func:`check_group_size` allows),
+    every value finite; returns it, else a FormatRuleError, DtypeError, ShapeError or NonFiniteError
+    naming the rule."""
+    k, n = require_int("K", k, minimum=1), require_int("N", n, minimum=1)
+    group_size = check_group_size(group_size)
     scales = require_dtype("scales", scales, np.float16)
     require_ndim("scales", scales, 2)
     require_shape("scales", scales, (_scale_rows(k, group_size), n))

@@ -91,6 +91,7 @@ from refsim._validate import (
     require_int,
     require_integer_array,
     require_ndim,
+    require_real,
     require_shape,
 )
 from refsim.errors import FormatRuleError, ShapeError
@@ -154,7 +155,8 @@ class Mixed2416:
 def check_fraction(name: str, value, top: float) -> float:
     """A fraction argument (the outlier ratio, alpha, percdamp): a real number (Python or NumPy) in
     ``[0, top]``, returned as a Python float; bools, strings, arrays and NaN get a FormatRuleError
-    naming ``name`` and the value."""
+    naming ``name`` and the value. ``top`` is the rule's bound, a number >= 0."""
+    top = require_real("top", top)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not 0.0 <= float(value) <= top:
         raise FormatRuleError(f"{name}: must be a number in [0, {top:g}]; got {value!r:.60}")
@@ -164,7 +166,9 @@ def check_fraction(name: str, value, top: float) -> float:
 def check_kn(k: int, n: int) -> None:
     """The 2/4/16 layout's shape rule for a (K, N) weight: ``K`` a positive multiple of the group
     size G1 = 16 and at most 2**16 (the CSR column index is 16-bit), ``N`` a positive multiple of
-    the second-order group size G2 = 16; a ShapeError naming the value otherwise."""
+    the second-order group size G2 = 16 (both Python or NumPy ints); a FormatRuleError or ShapeError
+    naming the value otherwise."""
+    k, n = require_int("K", k), require_int("N", n)
     if k <= 0 or k % G1:
         raise ShapeError(f"K: must be a positive multiple of the group size {G1}; got {k}")
     if n <= 0 or n % G2:

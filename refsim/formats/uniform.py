@@ -295,6 +295,7 @@ def check_granularity(k: int, granularity: str, group_size: int | None) -> int:
     """The group size (rows per scale) of a (K, N) weight at ``granularity``: ``group_size`` for
     ``"group"`` (an int that divides ``k``, required), ``k`` for the others (``group_size`` must be
     None). Returns a Python int, else a FormatRuleError or ShapeError naming the value."""
+    k = require_int("K", k, minimum=1)
     if granularity == "group":
         if group_size is None:
             raise FormatRuleError("group_size: must be an integer for granularity 'group'; got None")
