@@ -309,7 +309,7 @@ def _breakdown(kernel, gpu, m, n, k, bits, latency_s, bottleneck, terms, bytes_d
     """``Breakdown(kernel=kernel, gpu=gpu, ...)`` (every field, positional in field order) without the
     frozen dataclass ``__init__`` (15 ``object.__setattr__`` calls): the instance dict is filled in
     field order, so equality, repr, ``dataclasses.asdict``, ``as_dict`` and pickling are those of the
-    ``__init__``-built object (tests/gpu_model/test_roofline.py). No checks: the kernel models' hot path."""
+    ``__init__``-built object (tests/gpu_model/test_problem.py). No checks: the kernel models' hot path."""
     bd = _new(Breakdown)
     _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu, "m": m, "n": n, "k": k, "bits": bits, "latency_s": latency_s,
                           "bottleneck": bottleneck, "terms": terms, "bytes_dram": bytes_dram, "flops": flops,
