@@ -5,8 +5,6 @@ code, ``refsim/<path>/<pkg>/__init__.py``, in ``tests/<path>/<pkg>/test_<pkg>.py
 has no such file is in :data:`EXCEPTIONS` with its reason, and each kind of reason is checked here,
 not trusted:
 
-``"alias of <module>"``    an old import path: importing it gives that other module object, which is
-                           tested under its own name;
 ``"re-exports only"``      no code of its own: the docstring, imports and ``__all__``, nothing else;
 ``"tested in <file>: ..."`` its tests live in a file named for something else (a file about several
                            modules, or the module that drives it); the file must exist and import the
@@ -26,7 +24,6 @@ the fuzz) sit at tests/ top level and are not checked here.
 from __future__ import annotations
 
 import ast
-import importlib
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -34,7 +31,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "refsim"
 
-ALIAS = "alias of "
 REEXPORTS = "re-exports only"
 TESTED_IN = "tested in "
 SECTION = "a report section"
@@ -45,14 +41,6 @@ _CASES = ("tested in tests/testing/test_harness.py: a check_kernel case module i
           "running refsim's own emulator and bug kernels on its cases")
 
 EXCEPTIONS: dict[str, str] = {
-    # old import paths, kept working for the README and users' code
-    "refsim.emulator.exact": ALIAS + "refsim.arith.exact",
-    "refsim.emulator.fp": ALIAS + "refsim.arith.fp",
-    "refsim.emulator.fragments": ALIAS + "refsim.arith.fragments",
-    "refsim.emulator.harness": ALIAS + "refsim.testing.harness",
-    "refsim.emulator.hw_samples": ALIAS + "refsim.arith.hw_samples",
-    "refsim.emulator.tensor_core": ALIAS + "refsim.arith.tensor_core",
-    "refsim.formats.anyprec_kernel": ALIAS + "refsim.formats.anyprec_plan",
     # packages that only gather their modules' names
     "refsim.data": REEXPORTS,
     "refsim.emulator": REEXPORTS,
@@ -156,7 +144,7 @@ def test_no_exception_is_stale():
 
 
 def test_every_reason_is_one_of_the_checked_kinds():
-    kinds = (ALIAS, SECTION + ": ", SCRIPT + ": ")
+    kinds = (SECTION + ": ", SCRIPT + ": ")
     odd = {name: why for name, why in EXCEPTIONS.items()
            if not (why.startswith(kinds) or why == REEXPORTS or re.match(rf"{TESTED_IN}tests/\S+\.py(:|$)", why))}
     assert not odd, f"a reason must be one of the kinds in this module's docstring: {odd}"
@@ -173,12 +161,6 @@ def test_a_report_section_has_the_section_protocol_and_a_script_says_it_is_run_b
         if why.startswith(SCRIPT) and "by hand" not in (ast.get_docstring(tree) or ""):
             bad.append(f"{name}'s docstring does not say it is run by hand")
     assert not bad, bad
-
-
-def test_an_alias_is_the_module_it_names():
-    wrong = [f"{name} is not {why[len(ALIAS):]}" for name, why in EXCEPTIONS.items() if why.startswith(ALIAS)
-             and importlib.import_module(name) is not importlib.import_module(why[len(ALIAS):])]
-    assert not wrong, wrong
 
 
 def test_a_reexporting_package_has_no_code_of_its_own():

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from refsim.arith import fp
 from refsim.arith import tensor_core as tc
 from refsim.formats import atom, awq, gptq, marlin, stripes, uniform
-from refsim.formats import anyprec_plan as anyprec_kernel
+from refsim.formats import anyprec_plan
 from refsim.quant import squeezellm
 
 
@@ -111,7 +111,7 @@ def test_numpy_integer_scalars_give_the_python_int_result(int_type):
     want = stripes.stripes(16, 256, 256, 8, None)
     wide = int_type if np.iinfo(int_type).max >= 256 else int
     assert stripes.stripes(int_type(16), wide(256), wide(256), int_type(8), None) == want
-    assert anyprec_kernel.lut_shared_bytes(int_type(3), int_type(1)) == anyprec_kernel.lut_shared_bytes(3, 1)
+    assert anyprec_plan.lut_shared_bytes(int_type(3), int_type(1)) == anyprec_plan.lut_shared_bytes(3, 1)
     from refsim.formats import anyprec_memory
     shape = anyprec_memory.DecoderShape("x", int_type(64), int_type(100), int_type(2), int_type(100))
     big = anyprec_memory.DecoderShape("x", int_type(64), int_type(100), int_type(2), int_type(100))

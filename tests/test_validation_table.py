@@ -12,7 +12,7 @@ from refsim.arith import fp
 from refsim.arith import exact
 from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import anyprec_memory, stripes
-from refsim.formats import anyprec_plan as anyprec_kernel
+from refsim.formats import anyprec_plan
 from refsim.gpu_model import cycle
 from refsim.gpu_model.kernels import predict
 from refsim.quant import squeezellm, upscale
@@ -101,7 +101,7 @@ CASES = [
     ("cycle-nan-clock", lambda: cycle.simulate([], 4, None, float("nan")), FormatRuleError, "f_sm"),
     ("kmeans-more-clusters-than-weights", lambda: squeezellm.kmeans_1d_rows(squeezellm.sort_rows(W, np.ones_like(W)), 2**40), FormatRuleError, "n_clusters"),
     ("upscale-parent-bits-32", lambda: upscale.upscale_rows(squeezellm.sort_rows(W, np.ones_like(W)), np.zeros((32, 8), np.float32), np.zeros((32, 9), np.int64), 32), FormatRuleError, "parent_bits"),
-    ("lut-shared-bytes-bits-5-m-9", lambda: anyprec_kernel.lut_shared_bytes(3, 9), FormatRuleError, "1..8"),
+    ("lut-shared-bytes-bits-5-m-9", lambda: anyprec_plan.lut_shared_bytes(3, 9), FormatRuleError, "1..8"),
     ("decoder-shape-float-size", lambda: anyprec_memory.DecoderShape("x", 4096.0, 11008, 32, 32000), FormatRuleError, "hidden"),
     ("decoder-shape-bool-tied", lambda: anyprec_memory.DecoderShape("x", 4096, 11008, 32, 32000, tied_embeddings=1), FormatRuleError, "tied_embeddings"),
     ("rtn-h-negative-diagonal", lambda: rtn_quantize(W, 4, group_size=None, H=-np.eye(64)), FormatRuleError, "non-negative"),

@@ -33,7 +33,7 @@ def atom_group_gemm(a: atom.AtomActivations, w: atom.AtomWeights, *, fused: bool
     :meth:`refsim.ptx.Module.launch`. Inputs are not modified."""
     if not require_bool("fused", fused):
         raise FormatRuleError(f"fused: atom.cu's epilogue is one fma.rn.f32, so only fused=True has a kernel; got {fused!r}")
-    m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    m, n, g, group = atom.check_gemm(a, w, pairs=False)
     keeper = a.q8.shape[1]
     if group != 128:
         raise ShapeError(f"group size: atom.cu runs groups of 128 (two m16n8k64 per group); got {group}")

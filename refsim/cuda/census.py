@@ -26,7 +26,7 @@ import re
 import subprocess
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from refsim._validate import require_fields, require_instance
@@ -143,13 +143,6 @@ def ptx_mix(ptx_text: str) -> dict[str, Counter]:
             if m := _PTX_INSN.match(part + " "):
                 out[fn][m.group(1)] += 1
     return out
-
-
-@dataclass
-class _Row:
-    source: str
-    resources: EntryResources
-    sass: dict = field(default_factory=dict)
 
 
 def resources_table(arch: str = "sm_80") -> dict:

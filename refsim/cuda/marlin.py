@@ -165,7 +165,7 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     options: as for :func:`marlin_gemm`. stats: a list that receives each launch's ``LaunchStats``
     (``None`` entries for the GPU backend).
     """
-    A, B, s, sms, k, n, group_size = marlin_kernel._check(A, B, s, arch, sms)  # the emulator's own rules
+    A, B, s, sms, k, n, group_size = marlin_kernel.check_inputs(A, B, s, arch, sms)  # the emulator's own rules
     require_shape("s", s, (1 if group_size is None else k // 128, n))
     if arch not in ARCHS:
         raise FormatRuleError(f"arch: marlin.cu needs sm_80 or newer (cp.async, ldmatrix, mma.m16n8k16), "

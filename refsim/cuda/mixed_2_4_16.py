@@ -41,7 +41,7 @@ def mixed_gemv(p, x: np.ndarray, *, backend: str = "ptx", arch: str = "sm_80",
     returns. p: :class:`refsim.formats.mixed_2_4_16.Packed2416`; x float16 (K,), finite.
     backend "ptx" (CPU, exact) or "gpu"; ``options`` go to :meth:`refsim.ptx.Module.launch`.
     Inputs are not modified."""
-    x, k, n = ek._check(p, x)
+    x, k, n = ek.check_inputs(p, x)
     two_idx, four_idx = group_ranks(p.group_bits)
     n_units = p.w_main.shape[1]
     y = np.zeros(n, np.float16)

@@ -7,9 +7,7 @@
     gptq_awq_kernel      the GPTQ / AWQ W4A16 GEMV (fp32 dot products of dequantized fp16 weights)
 
 Each is built on the arithmetic floor :mod:`refsim.arith` (exact rounding, fp16/fp32 instructions,
-tensor-core models, fragment maps) and on the layouts of :mod:`refsim.formats`. The names
-``refsim.emulator.{exact, fp, tensor_core, fragments, hw_samples}`` and ``refsim.emulator.harness``
-stay importable: they are the modules of :mod:`refsim.arith` and :mod:`refsim.testing.harness`.
+tensor-core models, fragment maps) and on the layouts of :mod:`refsim.formats`.
 
 Modules are imported explicitly (``from refsim.emulator import marlin_kernel``); nothing is loaded here.
 """

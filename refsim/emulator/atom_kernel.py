@@ -72,7 +72,7 @@ def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: 
     """
     from refsim.native import emulators as nat
 
-    m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    m, n, g, group = atom.check_gemm(a, w, pairs=False)
     native = require_optional_bool("native", native)
     if a.q8.shape[1] % 32:
         raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
@@ -109,7 +109,7 @@ def atom_group_gemm_slabs(a: "atom.AtomActivations", w: "atom.AtomWeights", *, f
     """:func:`atom_group_gemm` written mma by mma: per group two ``m16n8k64 .s4`` slabs through
     :func:`refsim.arith.integer_mma.mma_int` (int64, wrapping), the INT8 tail in ``m16n8k32 .s8``
     slabs, then the same epilogue. The readable form of the kernel's loop; float16 (M, N)."""
-    m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    m, n, g, group = atom.check_gemm(a, w, pairs=False)
     fused = fp._require_flag("fused", fused)
     if a.q8.shape[1] % 32:
         raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
@@ -133,7 +133,7 @@ def atom_group_gemm_reference(a: "atom.AtomActivations", w: "atom.AtomWeights") 
     """Plain-loop twin of :func:`atom_group_gemm` (fused): per output (r, n), Python-int dot products
     per group and for the keeper, the selected weight scale ``2 (n // 2) + (r % 16) // 8``, an fp16
     scale product and one exact-rational fmaf per group; float16 (M, N)."""
-    m, n, g, group = atom._check_gemm(a, w, pairs=False)
+    m, n, g, group = atom.check_gemm(a, w, pairs=False)
     keeper = a.q8.shape[1]
     one32 = np.ones(1, np.float32)
     out = np.zeros((m, n), np.float16)

@@ -55,10 +55,14 @@ from refsim.arith import mma_steps, tensor_core as tc
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import marlin, stripes
 
-__all__ = ["marlin_gemm", "marlin_gemm_reference", "Provenance", "provenance"]
+__all__ = ["marlin_gemm", "marlin_gemm_reference", "Provenance", "provenance", "check_inputs"]
 
 
-def _check(A, B, s, arch, sms):
+def check_inputs(A, B, s, arch, sms):
+    """The rules of one Marlin GEMM call, shared by the emulator and the CUDA host (refsim.cuda.marlin):
+    ``A`` float16 (M, K) finite; ``B`` int32 (K/16, 2N) packed tiles; ``s`` float16 (G, N) finite,
+    G >= 1 (G = 1: per channel, else group size K/G); ``arch`` a tensor-core model's name; ``sms``
+    an int >= 1. Returns ``(A, B, s, sms, K, N, group_size)``, else the RefsimError naming the rule."""
     A = require_dtype("A", A, np.float16)
     require_ndim("A", A, 2)
     require_finite("A", A)                       # before the tensor-core model sees a NaN/Inf
@@ -110,7 +114,7 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
     'sm_90' (the tensor-core model; Marlin itself needs sm_80+). sms: grid size (A100: 108).
     max_par: as the Python ``marlin.mul`` passes it (16). Returns float16 (M, N).
     """
-    A, B, s, sms, k, n, group_size = _check(A, B, s, arch, sms)
+    A, B, s, sms, k, n, group_size = check_inputs(A, B, s, arch, sms)
     return _gemm(A, B, s, arch, sms, max_par, thread_k, thread_n, native=None)
 
 
@@ -200,7 +204,7 @@ def marlin_gemm_reference(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: 
     """Plain-loop twin of :func:`marlin_gemm`: one output element at a time, scalar T-FDPA blocks,
     the slices of its column visited in reduction order. Slow (about 0.5 ms per T-FDPA block):
     ``cols`` (a list of column indices) restricts the work; the result is then (M, len(cols))."""
-    A, B, s, sms, k, n, group_size = _check(A, B, s, arch, sms)
+    A, B, s, sms, k, n, group_size = check_inputs(A, B, s, arch, sms)
     m = A.shape[0]
     plan = stripes.stripes(m, n, k, sms, group_size, max_par=max_par, thread_k=thread_k, thread_n=thread_n)
     cfg = plan.config

@@ -84,7 +84,7 @@ __all__ = [
     "mixed_gemv", "mixed_gemv_reference", "dense_rows", "spmv_epilogue", "dequantized_weights",
     "dequantized_weights_reference", "group_sums",
     "unit_groups", "lane_schedule", "warp_reduce_sum_f32", "warp_reduce_sum_f32_reference",
-    "WARP",
+    "WARP", "check_inputs",
 ]
 
 WARP = 32
@@ -160,7 +160,10 @@ def _require_packed(p) -> None:
         raise ShapeError(f"p: must be a refsim.formats.mixed_2_4_16.Packed2416; got {type(p).__name__}")
 
 
-def _check(p: fmt.Packed2416, x: np.ndarray) -> tuple[np.ndarray, int, int]:
+def check_inputs(p: fmt.Packed2416, x: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """The rules of one 2/4/16 GEMV call, shared by the emulator and the CUDA host
+    (refsim.cuda.mixed_2_4_16): ``p`` a well-formed Packed2416 of a (K, N) weight, its CSR outliers
+    inside (N, K); ``x`` float16 (K,) finite. Returns ``(x, K, N)``, else the RefsimError naming the rule."""
     _require_packed(p)
     g = p.group_bits.size
     k, n = g * fmt.G1, p.w_main.shape[0]
@@ -236,7 +239,7 @@ def dense_rows(p: fmt.Packed2416, x: np.ndarray, *, native: bool | None = None) 
     the compiled kernel when available, else :func:`group_sums` (same bits); True / False force one."""
     from refsim.native import emulators as nat
 
-    x, k, n = _check(p, x)
+    x, k, n = check_inputs(p, x)
     native = require_optional_bool("native", native)
     if nat.available() if native is None else native:                  # steps 1-3, weights never stored
         m = fmt.unpack(p)
@@ -255,7 +258,7 @@ def dense_rows(p: fmt.Packed2416, x: np.ndarray, *, native: bool | None = None) 
 def spmv_epilogue(acc: np.ndarray, p: fmt.Packed2416, x: np.ndarray) -> np.ndarray:
     """Step 6: float32 (N,) ``acc`` plus each row's outliers in stored order, one ``fmaf`` each.
     Returns float32 (N,) (a new array)."""
-    x, k, n = _check(p, x)
+    x, k, n = check_inputs(p, x)
     acc = require_dtype("acc", acc, np.float32)
     require_shape("acc", acc, (n,))
     acc = acc.copy()
@@ -310,7 +313,7 @@ def _word_of_two_bit_group(j: int, n4: int) -> tuple[int, int]:
 def mixed_gemv_reference(p: fmt.Packed2416, x: np.ndarray) -> np.ndarray:
     """Plain-loop twin of :func:`mixed_gemv`: per output channel, per lane, per group, reading the
     packed words' bit fields; fp16 fmas through the exact-rational oracle; scalar fp32 adds."""
-    x, k, n = _check(p, x)
+    x, k, n = check_inputs(p, x)
     bits = [int(b) for b in p.group_bits]
     n4 = bits.count(4)
     lanes = _lane_groups_reference(bits)

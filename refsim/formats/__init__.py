@@ -9,7 +9,7 @@
     sparse_marlin   2:4 Sparse-Marlin values + metadata
     bitplane        Any-Precision bitplanes with the coalescing byte permutation
     bit_transpose   bit-matrix transposes and merged table lookups, with operation counts
-    anyprec_kernel  what the Any-Precision GEMV reads and computes; anyprec_memory: its Table 1
+    anyprec_plan    what the Any-Precision GEMV reads and computes; anyprec_memory: its Table 1
     atom            Atom W4A4: reorder, INT4 groups, INT8 outlier tail, KV cache, fused group GEMM
     mixed_2_4_16    2/4-bit groups in one matrix, second-order scales, CSR FP16 outliers
     qigen           QIGen's blocked CPU layout built from a GPTQ checkpoint

@@ -84,6 +84,7 @@ from refsim._validate import (
     require_int,
     require_integer_array,
     require_ndim,
+    require_real,
     require_shape,
     set_fields,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "quantize_activations", "quantize_activations_reference", "dequantize_activations",
     "quantize_weights", "quantize_weights_reference", "dequantize_weights",
     "pack_int4", "pack_int4_reference", "unpack_int4",
+    "check_perm", "check_split", "check_clip",
 ]
 
 #: names that live in their own modules (one concept each): the KV cache and the fused GEMM with the
@@ -105,7 +107,7 @@ _MOVED = {name: "refsim.formats.atom_kv" for name in ("AtomKV", "quantize_kv", "
                                                       "unpack_kv")}
 _MOVED.update({name: "refsim.formats.atom_gemm" for name in (
     "scale_leading_dim", "scale_positions", "activation_scale_layout", "activation_scale_layout_reference",
-    "atom_gemm", "atom_gemm_reference", "_check_gemm")})
+    "atom_gemm", "atom_gemm_reference", "check_gemm")})
 
 
 def __getattr__(name: str):
@@ -147,7 +149,10 @@ def reorder_index(stat: np.ndarray) -> np.ndarray:
     return np.argsort(stat, kind="stable").astype(np.int64)
 
 
-def _require_perm(idx: np.ndarray, k: int) -> np.ndarray:
+def check_perm(idx: np.ndarray, k: int) -> np.ndarray:
+    """A reorder index of ``k`` channels: an integer ndarray of shape ``(k,)`` holding a permutation
+    of ``range(k)``; returns it, else a DtypeError, ShapeError or FormatRuleError naming the rule."""
+    k = require_int("k", k, minimum=0)
     idx = require_integer_array("idx", idx)
     require_shape("idx", idx, (k,))
     if not np.array_equal(np.sort(idx), np.arange(k)):
@@ -162,7 +167,7 @@ def _check_permute_args(a, idx, axis) -> tuple[np.ndarray, np.ndarray, int]:
     axis = require_int("axis", axis)
     if not -a.ndim <= axis < a.ndim:
         raise ShapeError(f"axis: must name an axis of a (ndim {a.ndim}); got {axis}")
-    return a, _require_perm(idx, a.shape[axis]), axis
+    return a, check_perm(idx, a.shape[axis]), axis
 
 
 def permute(a: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
@@ -275,7 +280,12 @@ def _check_atom_operand(obj, rows_axis: int) -> None:
     set_fields(obj, q4=q4, q8=q8, scale4=scale4, scale8=scale8)
 
 
-def _check_split(k: int, group: int, keeper: int) -> tuple[int, int]:
+def check_split(k: int, group: int, keeper: int) -> tuple[int, int]:
+    """Atom's split of ``k`` channels into an INT4 body of groups and an INT8 tail of ``keeper``
+    outlier channels: ``group`` an int >= 1, ``keeper`` an int in ``[0, k]``, ``k - keeper`` a
+    multiple of ``group``. Returns ``(group, keeper)`` as Python ints, else a FormatRuleError or
+    ShapeError naming the value."""
+    k = require_int("K", k, minimum=0)
     group = require_int("group_size", group, minimum=1)
     keeper = require_int("keeper", keeper, minimum=0)
     if keeper > k:
@@ -285,10 +295,13 @@ def _check_split(k: int, group: int, keeper: int) -> tuple[int, int]:
     return group, keeper
 
 
-def _check_clip(clip) -> float:
-    if isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating)) or not 0.0 < float(clip) <= 1.0:
-        raise FormatRuleError(f"clip: clip ratio must lie in (0, 1]; got {clip!r}")
-    return float(clip)
+def check_clip(clip, name: str = "clip") -> float:
+    """A clip ratio (Atom's ``W_CLIP``, ``A_CLIP``, the KV cache's): a real number (Python or NumPy,
+    not bool) in ``(0, 1]``, returned as a Python float; else a FormatRuleError naming ``name``."""
+    clip = require_real(name, clip)
+    if not 0.0 < clip <= 1.0:
+        raise FormatRuleError(f"{name}: clip ratio must lie in (0, 1]; got {clip!r}")
+    return clip
 
 
 def _check_input(name: str, x: np.ndarray) -> np.ndarray:
@@ -308,9 +321,9 @@ def quantize_activations(x: np.ndarray, mode: str = "simulation", *, group_size:
     (the kernels have none)."""
     x = _check_input("x", x)
     require_choice("mode", mode, MODES)
-    clip = _check_clip(clip)
+    clip = check_clip(clip)
     m, k = x.shape
-    group, keeper = _check_split(k, group_size, keeper)
+    group, keeper = check_split(k, group_size, keeper)
     body = x[:, :k - keeper]
     groups = body.reshape(m * ((k - keeper) // group), group)  # (M * G, group) row-major
     q4, s4 = _quantize_rows(groups, 7, clip, mode)
@@ -326,9 +339,9 @@ def quantize_activations_reference(x: np.ndarray, mode: str = "simulation", *, g
     """Plain-loop twin of :func:`quantize_activations` (one scalar at a time)."""
     x = _check_input("x", x)
     require_choice("mode", mode, MODES)
-    clip = _check_clip(clip)
+    clip = check_clip(clip)
     m, k = x.shape
-    group, keeper = _check_split(k, group_size, keeper)
+    group, keeper = check_split(k, group_size, keeper)
     n_groups = (k - keeper) // group
     sdtype = x.dtype if mode == "simulation" else np.float16
     q4 = np.zeros((m, k - keeper), np.int8)
@@ -425,10 +438,10 @@ def _check_weight_args(w, mode, group_size, keeper, clip):
     """Shared validation of :func:`quantize_weights` and its loop twin."""
     w = _check_input("w", w)
     require_choice("mode", mode, MODES)
-    clip = _check_clip(clip)
+    clip = check_clip(clip)
     if w.shape[1] % 2:
         raise ShapeError(f"N: must be even (pairs of output channels share a scale); got {w.shape[1]}")
-    group, keeper = _check_split(w.shape[0], group_size, keeper)
+    group, keeper = check_split(w.shape[0], group_size, keeper)
     return w, clip, group, keeper
 
 

@@ -46,7 +46,7 @@ from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats.atom import AtomActivations, AtomWeights
 
 __all__ = ["scale_leading_dim", "scale_positions", "activation_scale_layout", "activation_scale_layout_reference",
-           "atom_gemm", "atom_gemm_reference"]
+           "atom_gemm", "atom_gemm_reference", "check_gemm"]
 
 
 def scale_leading_dim(m: int) -> int:
@@ -102,9 +102,13 @@ def activation_scale_layout_reference(scale: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # fused group GEMM
 # ----------------------------------------------------------------------------------------------
-def _check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tuple[int, int, int, int]:
-    """Validate one group GEMM; ``pairs=False`` (the kernel emulator, which models the pair selection)
-    accepts weight scales that differ within a column pair."""
+def check_gemm(a: AtomActivations, w: AtomWeights, *, pairs: bool = True) -> tuple[int, int, int, int]:
+    """The rules of one group GEMM of activations ``a`` (M rows) and weights ``w`` (N columns): the
+    int8 codes and float16 scales of both, matching INT4 widths with a group count dividing them,
+    an INT8 tail of the same width, N even; with ``pairs`` (the default) the two columns of each
+    output pair share their weight scales (``pairs=False``, the kernel emulator, which models the
+    pair selection, accepts scales that differ). Returns ``(M, N, groups, group size)`` as Python
+    ints, else a DtypeError, ShapeError or FormatRuleError naming the rule."""
     require_instance("a", a, AtomActivations)
     require_instance("w", w, AtomWeights)
     for name, arr, dt in (("a.q4", a.q4, np.int8), ("a.q8", a.q8, np.int8), ("w.q4", w.q4, np.int8),
@@ -150,7 +154,7 @@ def atom_gemm(a: AtomActivations, w: AtomWeights) -> np.ndarray:
     (M, G) and (M,)); w: :class:`AtomWeights` with float16 pair-equal scales. Arithmetic in the
     module docstring: exact int32 group sums, fp16 scale products, fp32 FMA accumulation in
     group order, the INT8 tail last, one rounding to fp16."""
-    m, n, g, group = _check_gemm(a, w)
+    m, n, g, group = check_gemm(a, w)
     # the exact integer dot products run as float64 BLAS gemms: every product and partial sum is an
     # integer of magnitude <= 128 * 128 * K < 2**53, so any summation order gives the exact int
     # (NumPy's int64 matmul has no BLAS and was ~10x slower)
@@ -182,7 +186,7 @@ def _fma_reference(acc: np.float32, p: int, s: np.float16) -> np.float32:
 def atom_gemm_reference(a: AtomActivations, w: AtomWeights) -> np.ndarray:
     """Plain-loop twin of :func:`atom_gemm`, straight from the spec: Python ints for the dot
     products and exact rationals for each FMA. float16 (M, N)."""
-    m, n, g, group = _check_gemm(a, w)
+    m, n, g, group = check_gemm(a, w)
     keeper = a.q8.shape[1]
     out = np.zeros((m, n), np.float16)
     for i in range(m):

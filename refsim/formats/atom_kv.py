@@ -40,7 +40,7 @@ from refsim._validate import (
 )
 from refsim.errors import ShapeError
 from refsim.arith.integral import round_half_even
-from refsim.formats.atom import ABSMAX_FLOOR, _check_clip, _op
+from refsim.formats.atom import ABSMAX_FLOOR, check_clip, _op
 
 __all__ = ["AtomKV", "quantize_kv", "dequantize_kv", "pack_kv", "unpack_kv"]
 
@@ -77,7 +77,7 @@ def quantize_kv(x: np.ndarray, *, clip: float = 1.0) -> AtomKV:
     ``q = clamp(round(x / s) + z, 0, 15)``, rounding half to even; ``clip`` scales max and min."""
     x = require_dtype("x", x, np.float16, np.float32)
     require_finite("x", x)
-    clip = _check_clip(clip)
+    clip = check_clip(clip)
     if x.ndim < 1 or x.shape[-1] == 0:
         raise ShapeError(f"x: must have at least 1 dimension and a non-empty head_dim (last axis); got shape {x.shape}")
     dt, f32 = x.dtype, np.float32

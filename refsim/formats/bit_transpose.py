@@ -71,7 +71,6 @@ __all__ = [
 ]
 
 TRANSPOSE_BITS = (2, 3, 4, 5, 6, 7, 8)  # the SWAR method covers 2..8; the kernel ships 3..8
-_M32 = 0xFFFFFFFF
 
 
 _OPS = ("and", "or", "xor", "shift")

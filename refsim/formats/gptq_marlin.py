@@ -30,7 +30,7 @@ import numpy as np
 from refsim._validate import require_dtype, require_int, require_integer_array, require_ndim, require_shape
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import gptq
-from refsim.formats.marlin import _BIAS, _check_kn, _pack_codes
+from refsim.formats.marlin import CODE_BIAS, check_kn, _pack_codes
 
 __all__ = ["act_order_perm", "repack_gptq"]
 
@@ -69,13 +69,13 @@ def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None, *,
     qweight = require_dtype("qweight", qweight, np.int32)
     require_ndim("qweight", qweight, 2)
     n = qweight.shape[1]
-    _check_kn(k, n)
+    check_kn(k, n)
     require_shape("qweight", qweight, (k // 8, n))
     zeros = np.asarray(zeros)
     if not np.issubdtype(zeros.dtype, np.integer) or zeros.ndim != 2 or zeros.shape[1] != n or zeros.shape[0] < 1:
         raise ShapeError(f"zeros: must be an integer (G, N={n}) array of zero points; "
                          f"got dtype {zeros.dtype}, shape {zeros.shape}")
-    asym = zeros != _BIAS
+    asym = zeros != CODE_BIAS
     if asym.any():
         g, col = (int(i) for i in np.argwhere(asym)[0])
         raise FormatRuleError(

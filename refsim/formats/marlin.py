@@ -76,6 +76,11 @@ from refsim.errors import FormatRuleError, ShapeError
 __all__ = [
     "GROUP_SIZES",
     "INTERLEAVE",
+    "CODE_BIAS",
+    "MAX_CODE",
+    "check_kn",
+    "check_group_size",
+    "check_scales",
     "weight_perm",
     "scale_perm",
     "scale_perm_single",
@@ -100,8 +105,10 @@ TILE = 16
 GROUP_SIZES = (None, 128)
 #: nibble i of a word holds logical fragment element INTERLEAVE[i]
 INTERLEAVE = (0, 2, 4, 6, 1, 3, 5, 7)
-_BIAS = 8
-_MAXQ = 15
+#: a stored code ``q`` means the signed value ``q - CODE_BIAS``
+CODE_BIAS = 8
+#: the largest 4-bit code (codes lie in ``[0, MAX_CODE]``)
+MAX_CODE = 15
 
 
 # ----------------------------------------------------------------------------------------------
@@ -174,12 +181,18 @@ _SCALE_PERM_SINGLE = scale_perm_single()
 # ----------------------------------------------------------------------------------------------
 # Validation
 # ----------------------------------------------------------------------------------------------
-def _check_kn(k: int, n: int) -> None:
+def check_kn(k: int, n: int) -> None:
+    """The Marlin layout's shape rule (the official ``marlin.Layer``): ``K`` (rows of the (K, N) weight)
+    a positive multiple of 128 and ``N`` a positive multiple of 256, both Python or NumPy ints; a
+    ShapeError or FormatRuleError naming the value otherwise."""
+    k, n = require_int("K", k), require_int("N", n)
     require_divisible("K", k, 128, "must be a positive multiple of 128 (official marlin.Layer rule)")
     require_divisible("N", n, 256, "must be a positive multiple of 256 (official marlin.Layer rule)")
 
 
-def _check_group_size(group_size) -> int | None:
+def check_group_size(group_size) -> int | None:
+    """The group sizes the Marlin kernel supports: ``None`` (per channel) or 128; returns it as a
+    Python int or ``None``, else a FormatRuleError naming the value."""
     return require_group_128(group_size, "the Marlin kernel")
 
 
@@ -193,7 +206,13 @@ def _is_grouped(g_rows: int) -> bool:
     return g_rows > 1
 
 
-def _check_scales(scales, k: int, n: int, group_size: int | None) -> np.ndarray:
+def check_scales(scales, k: int, n: int, group_size: int | None) -> np.ndarray:
+    """The scales of a (K, N) Marlin weight: a float16 ndarray of shape ``(K // group_size, N)`` (one
+    row per channel with ``group_size=None``; ``group_size`` as :func:`check_group_size` allows),
+    every value finite; returns it, else a FormatRuleError, DtypeError, ShapeError or NonFiniteError
+    naming the rule."""
+    k, n = require_int("K", k, minimum=1), require_int("N", n, minimum=1)
+    group_size = check_group_size(group_size)
     scales = require_dtype("scales", scales, np.float16)
     require_ndim("scales", scales, 2)
     require_shape("scales", scales, (_scale_rows(k, group_size), n))
@@ -334,10 +353,10 @@ def _check_pack_args(q, scales, group_size):
     q = require_dtype("q", q, np.uint8)
     require_ndim("q", q, 2)
     k, n = q.shape
-    _check_kn(k, n)
-    group_size = _check_group_size(group_size)
+    check_kn(k, n)
+    group_size = check_group_size(group_size)
     q = require_codes("q", q, 4)
-    scales = _check_scales(scales, k, n, group_size)
+    scales = check_scales(scales, k, n, group_size)
     return q, scales, group_size
 
 
@@ -379,7 +398,7 @@ def _check_packed(b, s):
     k, n = 16 * kb, w // 2
     if w % 2:
         raise ShapeError(f"B: must have 2*N columns (N % 256 == 0); got {w} columns")
-    _check_kn(k, n)
+    check_kn(k, n)
     if s.shape[1] != n:
         raise ShapeError(f"s: must have N={n} columns (B has 2*N={w}); got shape {s.shape}")
     g = s.shape[0]
@@ -440,7 +459,7 @@ def dequantize(b: np.ndarray, s: np.ndarray) -> np.ndarray:
     :func:`apply_output_scale`. Use :func:`effective_weights` for the scaled weights.
     """
     q, scales = unpack(b, s)
-    vals = (q.astype(np.int16) - _BIAS).astype(np.float16)  # exact: |q - 8| <= 8
+    vals = (q.astype(np.int16) - CODE_BIAS).astype(np.float16)  # exact: |q - 8| <= 8
     if not _is_grouped(scales.shape[0]):
         return vals
     gs = q.shape[0] // scales.shape[0]
@@ -456,7 +475,7 @@ def dequantize_reference(b: np.ndarray, s: np.ndarray) -> np.ndarray:
     out = np.empty((k, n), dtype=np.float16)
     for kk in range(k):
         for nn in range(n):
-            v = np.float16(int(q[kk, nn]) - _BIAS)
+            v = np.float16(int(q[kk, nn]) - CODE_BIAS)
             out[kk, nn] = v * scales[kk // (k // g_rows), nn] if _is_grouped(g_rows) else v
     return out
 
@@ -466,7 +485,7 @@ def effective_weights(b: np.ndarray, s: np.ndarray) -> np.ndarray:
     q, scales = unpack(b, s)
     k = q.shape[0]
     s_full = np.repeat(scales, k // scales.shape[0], axis=0)  # (K, N)
-    vals = (q.astype(np.int16) - _BIAS).astype(np.float32)
+    vals = (q.astype(np.int16) - CODE_BIAS).astype(np.float32)
     return (vals * s_full.astype(np.float32)).astype(np.float16)
 
 

@@ -92,6 +92,7 @@ from refsim._validate import (
     require_int,
     require_integer_array,
     require_ndim,
+    require_real,
     require_shape,
 )
 from refsim.errors import FormatRuleError, ShapeError
@@ -100,7 +101,7 @@ __all__ = [
     "G1", "G2",
     "Mixed2416", "Packed2416",
     "dequantize", "pack", "pack_reference", "unpack",
-    "csr_from_coo", "check_csr", "check_group_bits",
+    "csr_from_coo", "check_csr", "check_group_bits", "check_kn", "check_fraction",
     "average_bits", "paper_average_bits", "packed_nbytes",
     "gemv", "gemv_reference",
 ]
@@ -140,7 +141,7 @@ class Mixed2416:
         q = require_dtype("q", self.q, np.uint8)
         require_ndim("q", q, 2)
         k, n = q.shape
-        _check_kn(k, n)
+        check_kn(k, n)
         g = k // G1
         four = require_dtype("four", self.four, np.bool_)
         require_shape("four", four, (g,))
@@ -169,15 +170,23 @@ def _check_group_codes(q: np.ndarray, zero: np.ndarray, four: np.ndarray) -> Non
                                   f"[0, {int(lim[gi, 0])}]; got {int(codes[gi, col])} in column {col}")
 
 
-def _check_fraction(name: str, value, top: float) -> float:
-    """A real number in [0, top] as a Python float (bools, strings, arrays and NaN refused)."""
+def check_fraction(name: str, value, top: float) -> float:
+    """A fraction argument (the outlier ratio, alpha, percdamp): a real number (Python or NumPy) in
+    ``[0, top]``, returned as a Python float; bools, strings, arrays and NaN get a FormatRuleError
+    naming ``name`` and the value. ``top`` is the rule's bound, a number >= 0."""
+    top = require_real("top", top)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not 0.0 <= float(value) <= top:
         raise FormatRuleError(f"{name}: must be a number in [0, {top:g}]; got {value!r:.60}")
     return float(value)
 
 
-def _check_kn(k: int, n: int) -> None:
+def check_kn(k: int, n: int) -> None:
+    """The 2/4/16 layout's shape rule for a (K, N) weight: ``K`` a positive multiple of the group
+    size G1 = 16 and at most 2**16 (the CSR column index is 16-bit), ``N`` a positive multiple of
+    the second-order group size G2 = 16 (both Python or NumPy ints); a FormatRuleError or ShapeError
+    naming the value otherwise."""
+    k, n = require_int("K", k), require_int("N", n)
     if k <= 0 or k % G1:
         raise ShapeError(f"K: must be a positive multiple of the group size {G1}; got {k}")
     if n <= 0 or n % G2:
@@ -306,7 +315,7 @@ class Packed2416:
         w_main = require_dtype("w_main", self.w_main, np.uint32)
         require_ndim("w_main", w_main, 3)
         n = w_main.shape[0]
-        _check_kn(G1 * g, n)
+        check_kn(G1 * g, n)
         require_shape("w_main", w_main, (n, _units(g - n4, n4), 4))
         require_shape("w_side", require_dtype("w_side", self.w_side, np.uint32), (n, n4))
         require_shape("meta2", require_dtype("meta2", self.meta2, np.uint16), (n, -(-(g - n4) // 3)))
@@ -481,7 +490,7 @@ def average_bits(k: int, n: int, n4: int, nnz: int) -> Fraction:
     With n2 = 3 n4 (alpha = 1/4) the weight words alone give exactly 2.5 bits, as eq. 10's
     (1 - alpha) * 2 + alpha * 4."""
     k, n = require_int("k", k, minimum=1), require_int("n", n, minimum=1)
-    _check_kn(k, n)
+    check_kn(k, n)
     g = k // G1
     n4 = require_int("n4", n4, minimum=0)
     nnz = require_int("nnz", nnz, minimum=0)
@@ -499,7 +508,7 @@ def paper_average_bits(alpha4: float, n_s: int = 4) -> float:
     """Eq. 10 as printed, with alpha4 the share of 4-bit groups (the paper's alpha is the 2-bit
     share): (1 - alpha4) * (2 + (2 + Ns)/g1 + (Ns + 16)/(g1 g2)) + alpha4 * 4. It omits the
     4-bit groups' scales, the alignment padding, the precision map and the outliers."""
-    alpha4 = _check_fraction("alpha4", alpha4, 1.0)
+    alpha4 = check_fraction("alpha4", alpha4, 1.0)
     n_s = require_int("n_s", n_s, minimum=1)
     return (1 - alpha4) * (2 + (2 + n_s) / G1 + (n_s + 16) / (G1 * G2)) + alpha4 * 4
 

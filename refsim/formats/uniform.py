@@ -115,6 +115,8 @@ __all__ = [
     "dequantize",
     "fake_quantize",
     "expand_groups",
+    "check_weights",
+    "check_granularity",
 ]
 
 Scheme = Literal["gptq_asym", "gptq_sym", "awq", "marlin", "absmax"]
@@ -135,8 +137,11 @@ def _require_rows(w: np.ndarray) -> np.ndarray:
     return w
 
 
-def _validate_common(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:
-    """The checked weight matrix (K, N), K >= 1, in native byte order; the other arguments' rules."""
+def check_weights(w: np.ndarray, bits: int, scheme: str, rounding: str, clip_ratio: float) -> np.ndarray:
+    """The arguments every uniform quantizer takes: ``w`` a float16/32/64 (K, N) matrix, K >= 1, all
+    finite; ``bits`` one of ``SUPPORTED_BITS``; ``scheme`` one of ``SCHEMES``; ``rounding`` an
+    integral rounding mode; ``clip_ratio`` a number in (0, 1]. Returns ``w`` in native byte order
+    (not copied when it already is), else the RefsimError naming the rule."""
     w = _require_rows(require_ndim("w", require_float_array("w", w), 2))
     require_bits(bits, SUPPORTED_BITS)
     require_choice("scheme", scheme, SCHEMES)
@@ -286,7 +291,11 @@ def _check_scales(scale: np.ndarray) -> None:
             f"gives scale {scale[idx]!r} (range underflows or overflows float32)")
 
 
-def _groups(k: int, granularity: str, group_size: int | None) -> int:
+def check_granularity(k: int, granularity: str, group_size: int | None) -> int:
+    """The group size (rows per scale) of a (K, N) weight at ``granularity``: ``group_size`` for
+    ``"group"`` (an int that divides ``k``, required), ``k`` for the others (``group_size`` must be
+    None). Returns a Python int, else a FormatRuleError or ShapeError naming the value."""
+    k = require_int("K", k, minimum=1)
     if granularity == "group":
         if group_size is None:
             raise FormatRuleError("group_size: must be an integer for granularity 'group'; got None")
@@ -306,10 +315,10 @@ def quantize(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym", granular
     (``group_size`` consecutive rows of K per column). Returns :class:`UniformQuant`. ``w`` is not
     modified. Raises DtypeError, ShapeError, FormatRuleError, NonFiniteError on bad input.
     """
-    w = _validate_common(w, bits, scheme, rounding, clip_ratio)
+    w = check_weights(w, bits, scheme, rounding, clip_ratio)
     require_choice("granularity", granularity, GRANULARITIES)
     k, n = w.shape
-    g = _groups(k, granularity, group_size)
+    g = check_granularity(k, granularity, group_size)
     f16 = scheme == "awq" and w.dtype == np.float16
     x = w.copy() if f16 else w.astype(_F32)
     if granularity == "tensor":
@@ -334,9 +343,9 @@ def quantize_reference(w: np.ndarray, bits: int, *, scheme: Scheme = "gptq_asym"
                        granularity: Granularity = "channel", group_size: int | None = None,
                        clip_ratio: float = 1.0, rounding: Rounding = "half_even") -> UniformQuant:
     """Plain-loop twin of :func:`quantize`, written element by element from the spec block."""
-    w = _validate_common(w, bits, scheme, rounding, clip_ratio)
+    w = check_weights(w, bits, scheme, rounding, clip_ratio)
     k, n = w.shape
-    g = _groups(k, granularity, group_size)
+    g = check_granularity(k, granularity, group_size)
     maxq = (1 << bits) - 1
     f16 = scheme == "awq" and w.dtype == np.float16
     T = np.float16 if f16 else _F32  # the arithmetic type (AutoAWQ on fp16 tensors: fp16)

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field, replace
+import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -133,27 +134,31 @@ def _amounts(**values) -> tuple[float, ...]:
     for name, v in values.items():
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
             raise FormatRuleError(f"{name}: must be a finite number >= 0; got {type(v).__name__}")
-        f = float(v)
+        try:
+            f = float(v)
+        except OverflowError:                   # an int beyond the largest double
+            f = math.inf
         if not (math.isfinite(f) and f >= 0):
             raise FormatRuleError(f"{name}: must be a finite number >= 0; got {v!r}")
         out.append(f)
     return tuple(out)
 
 
-def _finite_stream(name: str, value: float, compute) -> float:
-    """``compute()`` (a DRAM-stream time or bandwidth from checked arguments), or a FormatRuleError
-    naming the bytes in flight ``name`` = ``value`` when they put the smoothed Little's-law curve
-    outside double precision: a bandwidth that underflows to 0 (a time would divide by it) or an
-    ``X^p`` that overflows."""
-    try:
-        out = compute()
-    except (ZeroDivisionError, OverflowError):
-        out = math.nan
-    if not (math.isfinite(out) and out >= 0):
-        raise FormatRuleError(f"{name}: the DRAM stream's bandwidth with this many bytes in flight must be a "
-                              f"finite number > 0 in double precision (the Little's-law curve under- or "
-                              f"overflows); got {value!r}")
-    return out
+#: The plain-type test of the public functions below: an amount that is a Python float or int
+#: with ``0 <= v <= _MAX`` is finite, >= 0 and converts to a finite float (NaN and inf fail the
+#: comparison, an int past the largest double too), so it skips :func:`_amounts`. Written inline
+#: in each function: the kernel models call them thousands of times per sweep.
+_PLAIN = (float, int)
+_MAX = sys.float_info.max
+
+
+def _stream_error(name: str, value) -> FormatRuleError:
+    """The error of a DRAM stream whose bytes in flight ``name`` = ``value`` put the smoothed
+    Little's-law curve outside double precision: a bandwidth that underflows to 0 (a time would
+    divide by it) or an ``X^p`` that overflows."""
+    return FormatRuleError(f"{name}: the DRAM stream's bandwidth with this many bytes in flight must be a "
+                           f"finite number > 0 in double precision (the Little's-law curve under- or "
+                           f"overflows); got {value!r}")
 
 
 def waves(ctas: int, ctas_per_sm: int, gpu: GPUSpec) -> float:
@@ -170,30 +175,66 @@ def dram_time(bytes_dram: float, gpu: GPUSpec, ctas: int, ctas_per_sm: int,
     Bytes are spread evenly over CTAs; full waves run with ``SMs × ctas_per_sm`` CTAs resident, the
     partial last wave with the remainder. Each wave's bandwidth is :func:`stream_bandwidth` of its
     resident CTAs' bytes in flight (Little's law, smoothed). On a dirty L2 (``gpu.l2_dirty_bytes``)
-    the stream also carries :func:`writeback_bytes`.
+    the stream also carries :func:`writeback_bytes`. ``ctas`` and ``ctas_per_sm`` are integers
+    >= 0 (0 counts as one CTA); the amounts finite numbers >= 0, ``bytes_in_flight_per_cta`` > 0
+    when there are bytes to stream. The kernel models call this with the values they built: those
+    pass the plain-type test and skip the conversions, nothing else is skipped.
     """
-    require_instance("gpu", gpu, GPUSpec)
-    bytes_dram, per_cta = _amounts(bytes_dram=bytes_dram, bytes_in_flight_per_cta=bytes_in_flight_per_cta)
-    ctas, ctas_per_sm = require_int("ctas", ctas, minimum=0), require_int("ctas_per_sm", ctas_per_sm, minimum=0)
-    if bytes_dram and not per_cta:
+    if not (type(gpu) is GPUSpec and type(ctas) is int and type(ctas_per_sm) is int and ctas >= 0 and ctas_per_sm >= 0
+            and type(bytes_dram) in _PLAIN and type(bytes_in_flight_per_cta) in _PLAIN
+            and 0 <= bytes_dram <= _MAX and 0 <= bytes_in_flight_per_cta <= _MAX):
+        require_instance("gpu", gpu, GPUSpec)
+        bytes_dram, bytes_in_flight_per_cta = _amounts(bytes_dram=bytes_dram,
+                                                       bytes_in_flight_per_cta=bytes_in_flight_per_cta)
+        ctas, ctas_per_sm = require_int("ctas", ctas, minimum=0), require_int("ctas_per_sm", ctas_per_sm, minimum=0)
+    if not bytes_dram:
+        return 0.0
+    if not bytes_in_flight_per_cta:
         raise FormatRuleError("bytes_in_flight_per_cta: must be > 0 when there are bytes to stream; got 0")
-    return _finite_stream("bytes_in_flight_per_cta", per_cta,
-                          lambda: _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, per_cta))
+    if ctas < 1:                                   # an empty launch still streams in one CTA
+        ctas = 1
+    if ctas_per_sm < 1:
+        ctas_per_sm = 1
+    slots = gpu.sm_count * ctas_per_sm
+    full = ctas // slots
+    rem = ctas - full * slots                      # divmod(ctas, slots) of two positive ints
+    per_cta = (bytes_dram + writeback_bytes(gpu, bytes_dram) if gpu.l2_dirty_bytes else bytes_dram) / ctas
+    t = 0.0
+    try:
+        if full:                                   # full waves: every slot busy
+            t += full * slots * per_cta / _littles_law(gpu, slots * bytes_in_flight_per_cta)
+        if rem:                                    # the last, partial wave
+            t += rem * per_cta / _littles_law(gpu, rem * bytes_in_flight_per_cta)
+    except (ZeroDivisionError, OverflowError):
+        t = math.nan
+    if not 0.0 <= t <= _MAX:                        # NaN fails too
+        raise _stream_error("bytes_in_flight_per_cta", bytes_in_flight_per_cta)
+    return t
 
 
 def stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
-    """Checked entry of :func:`_stream_bandwidth` (a GPUSpec and a finite number > 0 of bytes)."""
-    require_instance("gpu", gpu, GPUSpec)
-    (q,) = _amounts(bytes_in_flight=bytes_in_flight)
-    if not q > 0:
+    """Bytes/s a DRAM stream reaches with ``bytes_in_flight`` bytes outstanding device-wide (a finite
+    number > 0): :func:`_littles_law`. A FormatRuleError names ``bytes_in_flight`` when the curve
+    leaves double precision (a bandwidth of 0, or an overflow)."""
+    if not (type(gpu) is GPUSpec and type(bytes_in_flight) in _PLAIN and 0 <= bytes_in_flight <= _MAX):
+        require_instance("gpu", gpu, GPUSpec)
+        (bytes_in_flight,) = _amounts(bytes_in_flight=bytes_in_flight)
+    if not bytes_in_flight > 0:
         raise FormatRuleError(f"bytes_in_flight: must be > 0; got {bytes_in_flight!r}")
-    return _finite_stream("bytes_in_flight", q, lambda: _stream_bandwidth(gpu, q))
+    try:
+        bw = _littles_law(gpu, bytes_in_flight)
+    except (ZeroDivisionError, OverflowError):
+        bw = math.nan
+    if not 0.0 < bw <= _MAX:                        # NaN fails too
+        raise _stream_error("bytes_in_flight", bytes_in_flight)
+    return bw
 
 
-def _stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
-    """Bytes/s a DRAM stream reaches with ``bytes_in_flight`` bytes outstanding device-wide (> 0):
-    Little's law against the unloaded latency L0 (``gpu.dram_latency_s``), capped by the achievable
-    bandwidth BW (``gpu.dram_eff_bytes_per_s``), the corner smoothed with the GPU's sharpness p::
+def _littles_law(gpu: GPUSpec, bytes_in_flight: float) -> float:
+    """The curve of :func:`stream_bandwidth` and :func:`dram_time` (their arithmetic, after their
+    checks): Little's law against the unloaded latency L0 (``gpu.dram_latency_s``), capped by the
+    achievable bandwidth BW (``gpu.dram_eff_bytes_per_s``), the corner smoothed with the GPU's
+    sharpness p::
 
         X  = bytes_in_flight / (L0 · BW)
         bw = BW · X / (1 + X^p)^(1/p)        (-> bytes_in_flight / L0 for X << 1, -> BW for X >> 1)
@@ -207,39 +248,15 @@ def _stream_bandwidth(gpu: GPUSpec, bytes_in_flight: float) -> float:
 
 
 def writeback_bytes(gpu: GPUSpec, bytes_dram: float) -> float:
-    """DRAM bytes written back while a kernel streams ``bytes_dram`` into an L2 that holds
-    ``gpu.l2_dirty_bytes`` of another buffer's dirty lines (0 on a clean L2): each line brought in
-    evicts one, a dirty share of them is written first."""
-    require_instance("gpu", gpu, GPUSpec)
-    _amounts(bytes_dram=bytes_dram)
-    return _writeback_bytes(gpu, float(bytes_dram))
-
-
-def _writeback_bytes(gpu: GPUSpec, bytes_dram: float) -> float:
+    """DRAM bytes written back while a kernel streams ``bytes_dram`` (a finite number >= 0) into an
+    L2 that holds ``gpu.l2_dirty_bytes`` of another buffer's dirty lines (0 on a clean L2): each line
+    brought in evicts one, a dirty share of them is written first."""
+    if not (type(gpu) is GPUSpec and type(bytes_dram) in _PLAIN and 0 <= bytes_dram <= _MAX):
+        require_instance("gpu", gpu, GPUSpec)
+        (bytes_dram,) = _amounts(bytes_dram=bytes_dram)
     if not gpu.l2_dirty_bytes:
         return 0.0
     return min(bytes_dram, gpu.l2_bytes) * (gpu.l2_dirty_bytes / gpu.l2_bytes)
-
-
-def _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, bytes_in_flight_per_cta) -> float:
-    """:func:`dram_time` without the argument checks: the kernel models call it with values they
-    built themselves."""
-    if bytes_dram <= 0:
-        return 0.0
-    if type(ctas) is not int or ctas < 1:
-        ctas = max(1, int(ctas))
-    if type(ctas_per_sm) is not int or ctas_per_sm < 1:
-        ctas_per_sm = max(1, int(ctas_per_sm))
-    slots = gpu.sm_count * ctas_per_sm
-    full = ctas // slots
-    rem = ctas - full * slots                      # divmod(ctas, slots) of two positive ints
-    per_cta = (bytes_dram + _writeback_bytes(gpu, bytes_dram)) / ctas
-    t = 0.0
-    if full:                                       # full waves: every slot busy
-        t += full * slots * per_cta / _stream_bandwidth(gpu, slots * bytes_in_flight_per_cta)
-    if rem:                                        # the last, partial wave
-        t += rem * per_cta / _stream_bandwidth(gpu, rem * bytes_in_flight_per_cta)
-    return t
 
 
 def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes: dict,
@@ -249,30 +266,35 @@ def combine(kernel: str, gpu: GPUSpec, m: int, n: int, k: int, bits: int, pipes:
 
     ``T = T0·launches + tail + max(pipes) + (1 - a)·second(pipes) + extra_serial_s`` where
     tail = one DRAM latency per launch (the first loads cannot be hidden; later waves start as
-    CTAs retire, so there is no per-wave bubble).
+    CTAs retire, so there is no per-wave bubble). ``m, n, k, bits, launches`` are integers >= 1,
+    ``ctas`` >= 0; ``pipes`` maps names to seconds; every amount is a finite number >= 0. The
+    kernel models call this with Python values they built: those pass the plain-type test and skip
+    the conversions (NumPy scalars become Python numbers), nothing else is skipped.
     """
-    kernel, notes = plain_scalar(kernel), plain_scalar(notes)         # a np.str_ name is the str it holds
-    if type(gpu) is not GPUSpec or type(params) is not ModelParams or type(pipes) is not dict \
-            or not isinstance(kernel, str) or not isinstance(notes, str):
+    plain = (type(kernel) is str and type(notes) is str and type(gpu) is GPUSpec and type(params) is ModelParams
+             and type(pipes) is dict and type(m) is int and type(n) is int and type(k) is int and type(bits) is int
+             and type(launches) is int and type(ctas) is int and m >= 1 and n >= 1 and k >= 1 and bits >= 1
+             and launches >= 1 and ctas >= 0 and type(n_waves) is float and type(bytes_dram) is float
+             and type(extra_serial_s) is float and 0.0 <= n_waves <= _MAX and 0.0 <= bytes_dram <= _MAX
+             and 0.0 <= extra_serial_s <= _MAX)
+    if plain:
+        for key, v in pipes.items():
+            if type(key) is not str or type(v) is not float or not 0.0 <= v <= _MAX:
+                plain = False
+                break
+    if not plain:
+        kernel, notes = plain_scalar(kernel), plain_scalar(notes)     # a np.str_ name is the str it holds
         require_instance("gpu", gpu, GPUSpec)
         require_instance("params", params, ModelParams)
         require_instance("pipes", pipes, dict)
         require_instance("kernel", kernel, str)
         require_instance("notes", notes, str)
-    m, n, k, bits, launches = (require_int(name, v, minimum=1) for name, v in
-                               (("m", m), ("n", n), ("k", k), ("bits", bits), ("launches", launches)))
-    ctas = require_int("ctas", ctas, minimum=0)
-    _amounts(n_waves=n_waves, bytes_dram=bytes_dram, extra_serial_s=extra_serial_s,
-             **{f"pipes[{key!r}]": v for key, v in pipes.items()})
-    pipes = {str(key): float(v) for key, v in pipes.items()}          # Python floats in, Python floats out
-    return _combine(kernel, gpu, m, n, k, bits, pipes, params, launches=launches, ctas=ctas, n_waves=float(n_waves),
-                    bytes_dram=float(bytes_dram), extra_serial_s=float(extra_serial_s), notes=notes)
-
-
-def _combine(kernel, gpu, m, n, k, bits, pipes, params, *, launches=1, ctas=0, n_waves=0.0, bytes_dram=0.0,
-             extra_serial_s=0.0, notes="") -> Breakdown:
-    """:func:`combine` without the argument checks, for the kernel models (hot path):
-    :func:`_overlap` and :func:`_breakdown`."""
+        m, n, k, bits, launches = (require_int(name, v, minimum=1) for name, v in
+                                   (("m", m), ("n", n), ("k", k), ("bits", bits), ("launches", launches)))
+        ctas = require_int("ctas", ctas, minimum=0)
+        n_waves, bytes_dram, extra_serial_s = _amounts(n_waves=n_waves, bytes_dram=bytes_dram,
+                                                       extra_serial_s=extra_serial_s)
+        pipes = dict(zip(map(str, pipes), _amounts(**{f"pipes[{key!r}]": v for key, v in pipes.items()})))
     latency, terms, bottleneck = _overlap(gpu, pipes, params, launches, extra_serial_s)
     return _breakdown(kernel, gpu.name, m, n, k, bits, latency, bottleneck, terms, bytes_dram, 2.0 * m * n * k,
                       ctas, n_waves, launches, notes)
@@ -287,7 +309,7 @@ def _breakdown(kernel, gpu, m, n, k, bits, latency_s, bottleneck, terms, bytes_d
     """``Breakdown(kernel=kernel, gpu=gpu, ...)`` (every field, positional in field order) without the
     frozen dataclass ``__init__`` (15 ``object.__setattr__`` calls): the instance dict is filled in
     field order, so equality, repr, ``dataclasses.asdict``, ``as_dict`` and pickling are those of the
-    ``__init__``-built object (tests/gpu_model/test_roofline.py). No checks: the kernel models' hot path."""
+    ``__init__``-built object (tests/gpu_model/test_problem.py). No checks: the kernel models' hot path."""
     bd = _new(Breakdown)
     _set(bd, "__dict__", {"kernel": kernel, "gpu": gpu, "m": m, "n": n, "k": k, "bits": bits, "latency_s": latency_s,
                           "bottleneck": bottleneck, "terms": terms, "bytes_dram": bytes_dram, "flops": flops,
@@ -338,8 +360,3 @@ def dram_roofline_s(bytes_dram: float, flops: float, gpu: GPUSpec,
     if not peak:
         raise FormatRuleError(f"kind: {gpu.name} has no {kind} tensor path (its rate is 0)")
     return max(float(bytes_dram) / gpu.dram_peak_bytes_per_s, float(flops) / peak)
-
-
-def with_params(params: ModelParams | None, **overrides) -> ModelParams:
-    """``params`` (default :data:`FITTED`) with some fields replaced."""
-    return replace(params or FITTED, **overrides)

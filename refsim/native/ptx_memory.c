@@ -328,8 +328,9 @@ static int rt_st(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, con
     if (r) return r;
     for (int32_t i = 0; i < n; i++) {                                  /* global parts first */
         if (acc[i].kind != SP_GLOBAL) continue;
-        if (!S->gwritable[acc[i].buf]) {
+        if (!S->gwritable[acc[i].buf]) {                             /* memory.read_only_error */
             S->err_ins = m->ins;
+            S->err_aux = acc[i].buf;
             return E_READONLY;
         }
     }
@@ -437,9 +438,10 @@ static int rt_atom(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, c
     int r = resolve(S, m->ins, m->space, th, n, addr, m->esize, acc);
     if (r) return r;
     for (int32_t i = 0; i < n; i++)
-        if (acc[i].kind == SP_GLOBAL && !S->gwritable[acc[i].buf]) {
+        if (acc[i].kind == SP_GLOBAL && !S->gwritable[acc[i].buf]) {   /* memory.read_only_error */
             S->err_ins = m->ins;
-            return E_READONLY_ATOM;
+            S->err_aux = acc[i].buf;
+            return E_READONLY;
         }
     int changed = 0;
     int order_dependent = m->aop == RT_AOP_ADD &&

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_BYTES", "GLOBAL_BASE", "GlobalMemory", "typed"]
+from refsim.ptx.errors import PtxMemoryError
+
+__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_BYTES", "GLOBAL_BASE", "GlobalMemory", "typed",
+           "read_only_error"]
 
 SHARED_WINDOW = 1 << 32
 LOCAL_WINDOW = 2 << 32
@@ -40,6 +43,15 @@ def _offset_in_allocation(data: np.ndarray) -> int:
     return data.__array_interface__["data"][0] - root.__array_interface__["data"][0]
 
 _UINT = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+
+
+def read_only_error(where: str, name: str) -> PtxMemoryError:
+    """The error of a write (``st``, ``atom``, ``red``) to the global buffer of a read-only array.
+
+    One rule for both executors: an instruction whose global accesses touch a buffer whose array has
+    ``writeable=False`` writes nothing and raises this. ``where`` is the executor's ``kernel k, PTX
+    line N `text``` and ``name`` the buffer's name (the kernel parameter the array was passed for)."""
+    return PtxMemoryError(f"{where}: writes to read-only array {name!r} (writeable=False)")
 
 
 def typed(buf: np.ndarray, esize: int) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from refsim.ptx import checks, scheduler, semantics
 from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxUnsupportedError
-from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES, typed
+from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES, read_only_error, typed
 from refsim.ptx.operands import bits, convert, dtype, flatten, reader, symbol_address, writer
 from refsim.ptx.parse import Instruction
 
@@ -186,6 +186,17 @@ def count_wavefronts(L, sel, first_byte: np.ndarray, nbytes: int, mm) -> None:
     L.stats.shared_requests += int(np.unique(th >> 5).size)
 
 
+def _writable(L, ins: Instruction, parts: list, addr: np.ndarray) -> list:
+    """``parts`` (from :func:`resolve`) if every global buffer they write is writeable, else the
+    read-only error (:func:`refsim.ptx.memory.read_only_error`) naming the first such buffer: an
+    ``st``, ``atom`` or ``red`` writes nothing before it is raised."""
+    for mm, view, _, sp in parts:
+        if sp == "global" and not view.flags.writeable:
+            buffer = int(L.gmem.locate(addr[mm][:1], 1)[0][0])
+            raise read_only_error(L.where(ins), L.gmem.names[buffer])
+    return parts
+
+
 def _vector_access(L, ins: Instruction, data: int, addr_operand: int, role: str):
     """The shape of one ld/st: state space, element type and bytes, vector width, total bytes,
     the ``vec`` data operands (operand ``data``, checked against ``.v2/.v4``) and the address
@@ -248,16 +259,13 @@ def st(L, ins: Instruction, idx: int):
         n = L.count(sel)
         addr = np.broadcast_to(addr_of(sel), (n,))
         vals = np.stack([np.broadcast_to(convert(r(sel), esize * 8, False), (n,)) for r in readers], axis=1)
-        for mm, view, ei, sp in resolve(L, ins, sel, space, addr, nbytes, esize):
+        for mm, view, ei, sp in _writable(L, ins, resolve(L, ins, sel, space, addr, nbytes, esize), addr):
             gi = ei[:, None] + np.arange(vec)
             if sp == "shared":
                 _shared_access(L, ins, sel, mm, ei, esize, vec, write=True)
             elif sp == "global":
                 L.stats.global_bytes_written += int(mm.sum()) * nbytes
-            try:
-                view[gi] = vals[mm]
-            except ValueError as e:
-                raise PtxMemoryError(f"{L.where(ins)}: store to a read-only array ({e})") from None
+            view[gi] = vals[mm]
         L.progress += 1
     return run
 
@@ -301,7 +309,7 @@ def _atomic(L, ins: Instruction, idx: int, returns: bool):
         b = np.broadcast_to(rb(sel), (n,))
         c = np.broadcast_to(rc(sel), (n,)) if rc is not None else None
         old_all = np.zeros(n, dtype(esize * 8))
-        for mm, view, ei, sp in resolve(L, ins, sel, space, addr, esize, esize):
+        for mm, view, ei, sp in _writable(L, ins, resolve(L, ins, sel, space, addr, esize, esize), addr):
             pos = np.flatnonzero(mm)
             rank = _rank_per_address(ei)
             if order_dependent and len(rank):

@@ -265,9 +265,6 @@ def _addr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-PRESCALE_MIN = 2.0 ** -96  # nonzero |x| below this could make x * 2**-28 subnormal (inexact)
-
-
 _SCRATCH = threading.local()
 
 

@@ -39,7 +39,6 @@ from refsim._validate import (
     require_instance,
     require_int,
     require_ndim,
-    require_real,
     require_shape,
 )
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
@@ -80,7 +79,7 @@ class AtomConfig:
         if self.group_size is not None:
             require_int("group_size", self.group_size, minimum=1)
         for name in ("w_clip", "a_clip"):
-            _check_clip(name, getattr(self, name))
+            fmt.check_clip(getattr(self, name), name)
         require_choice("weight_method", self.weight_method, WEIGHT_METHODS)
         require_choice("keeper_precision", self.keeper_precision, KEEPER_PRECISIONS)
         if not 0.0 <= self.percdamp <= 1.0:
@@ -103,7 +102,7 @@ class AtomLayer:
         require_instance("weights", self.weights, fmt.AtomWeights)
         require_instance("config", self.config, AtomConfig)
         W_hat = require_ndim("W_hat", require_float_array("W_hat", self.W_hat), 2)
-        fmt._require_perm(self.idx, W_hat.shape[0])   # a permutation of the K rows
+        fmt.check_perm(self.idx, W_hat.shape[0])   # a permutation of the K rows
         w, (k, n) = self.weights, W_hat.shape
         if (w.q4.shape[0] + w.q8.shape[0], w.q4.shape[1]) != (k, n) or w.q8.shape[0] != self.config.keeper:
             raise ShapeError(f"weights: must hold K={k} rows ({self.config.keeper} of them the keeper tail) and "
@@ -213,17 +212,9 @@ def _check_gptq_inputs(W, H, keeper, group_size, clip, blocksize):
     group = k - keeper if group_size is None else require_int("group_size", group_size, minimum=1)
     if (k - keeper) % group:
         raise ShapeError(f"K - keeper: must be a multiple of group_size={group}; got {k - keeper}")
-    clip = _check_clip("clip", clip)
+    clip = fmt.check_clip(clip)
     blocksize = require_int("blocksize", blocksize, minimum=1)
     return W, H, k, n, keeper, group, clip, blocksize
-
-
-def _check_clip(name: str, clip) -> float:
-    """A clip ratio: a Python float in (0, 1]."""
-    clip = require_real(name, clip)
-    if not 0.0 < clip <= 1.0:
-        raise FormatRuleError(f"{name}: must lie in (0, 1]; got {clip}")
-    return clip
 
 
 def _overflowed(name: str) -> NonFiniteError:

@@ -80,8 +80,6 @@ from refsim.formats.uniform import find_params, quantize_codes
 
 __all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error", "upper_cholesky_of_inverse"]
 
-_SCHEMES = ("gptq_asym", "gptq_sym")
-
 
 class HessianAccumulator:
     """Running ``H = 2/n Σ x xᵀ`` over calibration batches, as ``GPTQ.add_batch`` computes it.

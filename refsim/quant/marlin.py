@@ -27,7 +27,7 @@ import numpy as np
 
 from refsim._validate import require_dtype, require_finite, require_ndim
 from refsim.errors import FormatRuleError
-from refsim.formats.marlin import _BIAS, _MAXQ, _check_group_size, _check_kn, _check_scales
+from refsim.formats.marlin import CODE_BIAS, MAX_CODE, check_group_size, check_kn, check_scales
 
 __all__ = ["compute_scales", "quantize"]
 
@@ -41,12 +41,12 @@ def compute_scales(w: np.ndarray, group_size: int | None) -> np.ndarray:
     w = require_dtype("w", w, np.float16)
     require_ndim("w", w, 2)
     k, n = w.shape
-    _check_kn(k, n)
-    group_size = _check_group_size(group_size)
+    check_kn(k, n)
+    group_size = check_group_size(group_size)
     require_finite("w", w)
     gs = k if group_size is None else group_size
     amax = np.abs(w.astype(np.float32)).reshape(k // gs, gs, n).max(axis=1)  # (G, N)
-    return (amax * np.float32(2.0 / _MAXQ)).astype(np.float16)
+    return (amax * np.float32(2.0 / MAX_CODE)).astype(np.float16)
 
 
 def quantize(w: np.ndarray, scales: np.ndarray, group_size: int | None) -> np.ndarray:
@@ -59,14 +59,14 @@ def quantize(w: np.ndarray, scales: np.ndarray, group_size: int | None) -> np.nd
     w = require_dtype("w", w, np.float16)
     require_ndim("w", w, 2)
     k, n = w.shape
-    _check_kn(k, n)
-    group_size = _check_group_size(group_size)
-    scales = _check_scales(scales, k, n, group_size)
+    check_kn(k, n)
+    group_size = check_group_size(group_size)
+    scales = check_scales(scales, k, n, group_size)
     require_finite("w", w)
     if np.any(scales == 0):
         raise FormatRuleError("scales: must be non-zero to quantize; got a zero scale")
     gs = k if group_size is None else group_size
     s_full = np.repeat(scales, gs, axis=0) if scales.shape[0] > 1 else scales  # (K, N) or (1, N)
     x = (w / s_full).astype(np.float16)  # fp16 division: float math, one RN rounding
-    q = np.clip(np.rint(x.astype(np.float32)) + _BIAS, 0, _MAXQ)
+    q = np.clip(np.rint(x.astype(np.float32)) + CODE_BIAS, 0, MAX_CODE)
     return q.astype(np.uint8)

@@ -41,10 +41,10 @@ import scipy.linalg
 
 from refsim._validate import native_contiguous, require_bool, require_finite, require_float_array, require_ndim, require_shape
 from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
-from refsim.formats.mixed_2_4_16 import G1, G2, Mixed2416, _check_fraction, _check_kn, _clipped_slots, csr_from_coo
+from refsim.formats.mixed_2_4_16 import G1, G2, Mixed2416, check_fraction, check_kn, _clipped_slots, csr_from_coo
 
 __all__ = ["MAX_OUTLIER_RATIO", "DEFAULT_OUTLIER_RATIO", "inverse_hessian_diag", "group_sensitivity",
-           "select_4bit_groups", "quantize", "quantize_hinv"]
+           "select_4bit_groups", "quantize", "quantize_hinv", "check_alpha_ratio"]
 
 MAX_OUTLIER_RATIO = 0.005
 DEFAULT_OUTLIER_RATIO = 0.002
@@ -59,7 +59,7 @@ def inverse_hessian_diag(H: np.ndarray, percdamp: float = 0.01) -> np.ndarray:
     if H.shape[0] != H.shape[1]:
         raise ShapeError(f"H: must be square (K, K); got {H.shape}")
     require_finite("H", H)
-    percdamp = _check_fraction("percdamp", percdamp, 1.0)
+    percdamp = check_fraction("percdamp", percdamp, 1.0)
     H = native_contiguous(H, np.float64).copy()  # LAPACK's input: canonical, and ours to modify
     dead = np.diag(H) == 0
     H[dead, dead] = 1.0
@@ -101,7 +101,7 @@ def select_4bit_groups(S: np.ndarray, alpha: float) -> np.ndarray:
     S = require_float_array("S", S)
     require_ndim("S", S, 1)
     require_finite("S", S)
-    alpha = _check_fraction("alpha", alpha, 1.0)
+    alpha = check_fraction("alpha", alpha, 1.0)
     g = S.size
     n4 = int(np.floor(alpha * g + 0.5))
     order = np.argsort(-S, kind="stable")
@@ -110,12 +110,11 @@ def select_4bit_groups(S: np.ndarray, alpha: float) -> np.ndarray:
     return four
 
 
-def _check_alpha_ratio(alpha, outlier_ratio):
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not 0.0 <= float(alpha) <= 1.0:
-        raise FormatRuleError(f"alpha: share of 4-bit groups must lie in [0, 1]; got {alpha!r}")
-    if (isinstance(outlier_ratio, bool) or not isinstance(outlier_ratio, (int, float, np.floating))
-            or not 0.0 <= float(outlier_ratio) <= MAX_OUTLIER_RATIO):
-        raise FormatRuleError(f"outlier_ratio: must lie in [0, {MAX_OUTLIER_RATIO}]; got {outlier_ratio!r}")
+def check_alpha_ratio(alpha, outlier_ratio) -> tuple[float, float]:
+    """The quantizer's two shares: ``alpha`` (the share of 4-bit groups) in [0, 1] and
+    ``outlier_ratio`` in [0, MAX_OUTLIER_RATIO], real numbers (Python or NumPy, not bool), returned
+    as Python floats; else a FormatRuleError naming the argument (formats.mixed_2_4_16.check_fraction)."""
+    return check_fraction("alpha", alpha, 1.0), check_fraction("outlier_ratio", outlier_ratio, MAX_OUTLIER_RATIO)
 
 
 def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
@@ -128,9 +127,9 @@ def quantize(W: np.ndarray, H: np.ndarray, *, alpha: float = 0.25,
     require_ndim("W", W, 2)
     require_finite("W", W)
     k, n = W.shape
-    _check_kn(k, n)
+    check_kn(k, n)
     require_shape("H", require_float_array("H", H), (k, k))
-    _check_alpha_ratio(alpha, outlier_ratio)
+    check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), inverse_hessian_diag(H, percdamp), float(alpha),
                      float(outlier_ratio), require_bool("clip_scales", clip_scales))
 
@@ -146,13 +145,13 @@ def quantize_hinv(W: np.ndarray, hinv_diag: np.ndarray, *, alpha: float = 0.25,
     require_ndim("W", W, 2)
     require_finite("W", W)
     k, n = W.shape
-    _check_kn(k, n)
+    check_kn(k, n)
     hd = require_shape("hinv_diag", require_float_array("hinv_diag", hinv_diag), (k,))
     require_finite("hinv_diag", hd)
     if not np.all(hd > 0):
         raise FormatRuleError(f"hinv_diag: must be > 0 (the diagonal of a positive definite inverse); got "
                               f"min {float(np.min(hd))!r}")
-    _check_alpha_ratio(alpha, outlier_ratio)
+    check_alpha_ratio(alpha, outlier_ratio)
     return _quantize(W.astype(np.float32), hd.astype(np.float64), float(alpha), float(outlier_ratio),
                      require_bool("clip_scales", clip_scales))
 

@@ -27,8 +27,8 @@ from refsim._validate import (require_array, require_fields, require_finite, req
 from refsim.errors import FormatRuleError
 from refsim.formats.uniform import (
     UniformQuant,
-    _groups,
-    _validate_common,
+    check_granularity,
+    check_weights,
     expand_groups,
     find_params,
     quantize_codes,
@@ -79,10 +79,10 @@ def rtn_quantize(W: np.ndarray, bits: int, *, scheme: str = "gptq_asym", group_s
     Hessian-weighted, ``H`` float (K, K)) reconstruction error. ``W`` and ``H`` are not modified."""
     grid = _clip_grid(clip_grid)
     for c in grid:
-        _validate_common(W, bits, scheme, rounding, c)
+        check_weights(W, bits, scheme, rounding, c)
     require_ndim("W", W, 2)
     k, n = W.shape
-    g = _groups(k, "channel" if group_size is None else "group", group_size)
+    g = check_granularity(k, "channel" if group_size is None else "group", group_size)
     if H is not None:
         H = require_float_array("H", H)
         require_shape("H", H, (k, k))

@@ -174,3 +174,14 @@ def test_exact_inputs_give_the_exact_product_for_any_partition(m, k, gs, sms, se
         A = np.zeros_like(A)
     expected = (A.astype(np.float64) @ w).astype(np.float16) + np.float16(0)  # exact; -0 -> +0
     assert_bitexact(mk.marlin_gemm(A, B, s, arch=arch, sms=sms), expected)
+
+
+def test_check_inputs_returns_the_problem_or_names_the_rule():
+    A, B, s = _problem(np.random.default_rng(3), 2, 256, 256, 128)
+    got = mk.check_inputs(A, B, s, "sm_80", np.int64(4))
+    assert got[:3] == (A, B, s) and got[3:] == (4, 256, 256, 128) and type(got[3]) is int
+    assert mk.check_inputs(A, B, s[:1], "sm_80", 1)[6] is None                  # one scale row: per channel
+    with pytest.raises(ShapeError, match="^A: must have K = 16 \\* B.shape\\[0\\] = 256 columns"):
+        mk.check_inputs(A[:, :128], B, s, "sm_80", 1)
+    with pytest.raises(FormatRuleError, match="^sms: must be >= 1"):
+        mk.check_inputs(A, B, s, "sm_80", 0)

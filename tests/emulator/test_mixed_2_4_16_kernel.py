@@ -410,3 +410,14 @@ def test_vectorised_emulation_equals_plain_loop_twin_on_drawn_problems(problem, 
         x = x * 2.0 ** rng.integers(-14, 8, k)
     x = x.astype(np.float16)
     assert_bitexact(ek.mixed_gemv(p, x), ek.mixed_gemv_reference(p, x), name="y")
+
+
+def test_check_inputs_returns_x_k_and_n_or_names_the_rule():
+    p = _quantized(np.random.default_rng(8), 32, 16)
+    x = np.ones(32, np.float16)
+    got, k, n = ek.check_inputs(p, x)
+    assert got is x and (k, n) == (32, 16)
+    for bad, err in ((x[:16], ShapeError), (x.astype(np.float32), DtypeError),
+                     (np.full(32, np.inf, np.float16), NonFiniteError)):
+        with pytest.raises(err, match="^x: "):
+            ek.check_inputs(p, bad)

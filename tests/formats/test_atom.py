@@ -261,3 +261,22 @@ def test_moved_names_are_the_objects_of_their_new_modules():
     assert A.quantize_kv is atom_kv.quantize_kv and A.AtomKV is atom_kv.AtomKV
     with pytest.raises(AttributeError, match="has no attribute 'not_a_name'"):
         A.not_a_name
+
+
+# ------------------------------------------------------------------ the public rule checks
+def test_the_split_clip_and_permutation_rules_accept_the_legal_and_name_what_they_refuse():
+    assert A.check_split(384, np.int64(128), 128) == (128, 128) and A.check_split(256, 128, 0) == (128, 0)
+    for group, keeper, err, text in ((128, 300, ShapeError, "keeper: must be at most K=256"),
+                                     (96, 128, ShapeError, "K - keeper: must be a multiple of group_size=96"),
+                                     (0, 0, FormatRuleError, "group_size: must be >= 1")):
+        with pytest.raises(err, match=f"^{text}"):
+            A.check_split(256, group, keeper)
+    assert A.check_clip(1) == 1.0 and type(A.check_clip(np.float16(0.5))) is float
+    for bad in (0.0, 1.01, True, "0.9", float("nan")):
+        with pytest.raises(FormatRuleError, match="^w_clip: "):
+            A.check_clip(bad, "w_clip")
+    idx = np.array([2, 0, 1])
+    assert A.check_perm(idx, 3) is idx
+    for bad, err in ((np.array([0, 0, 1]), FormatRuleError), (np.array([0, 1]), ShapeError)):
+        with pytest.raises(err, match="^idx: "):
+            A.check_perm(bad, 3)

@@ -106,3 +106,16 @@ def test_gemm_overflow_follows_ieee_like_the_kernel():
     d = G.atom_gemm(a, w)
     assert np.isposinf(d[0, 0]) and np.isnan(d[0, 1])
     assert_bitexact(d, G.atom_gemm_reference(a, w), name="D")
+
+
+def test_check_gemm_returns_the_problem_and_allows_unequal_pair_scales_only_without_pairs():
+    a, w = _problem(5)                                    # M 5, K 384 = 2 groups of 128 + keeper 128, N 6
+    assert G.check_gemm(a, w) == (5, 6, 2, 128)
+    s = w.scale4.copy()
+    s[0, 1] = s[0, 1] * np.float16(2)
+    unequal = A.AtomWeights(w.q4, s, w.q8, w.scale8)
+    assert G.check_gemm(a, unequal, pairs=False) == (5, 6, 2, 128)
+    with pytest.raises(FormatRuleError, match="2p and 2p\\+1"):
+        G.check_gemm(a, unequal)
+    with pytest.raises(FormatRuleError, match="^w: "):
+        G.check_gemm(a, a)

@@ -322,3 +322,22 @@ def test_dequantize_equals_code_times_scale_elementwise(problem):
     for kk, nn in zip(rng.integers(0, k, 8), rng.integers(0, n, 8)):
         expected = np.float16(np.float32(int(q[kk, nn]) - 8) * np.float32(scales[kk // gs, nn]))
         assert_bitexact(w[kk, nn], expected, name=f"W[{kk},{nn}]")
+
+
+# ------------------------------------------------------------------ the public rule checks
+def test_the_layout_rules_accept_the_official_shapes_and_name_what_they_refuse():
+    assert marlin.CODE_BIAS == 8 and marlin.MAX_CODE == 15          # q in [0, 15] means q - 8
+    assert marlin.check_kn(128, 256) is None and marlin.check_kn(np.int64(4096), 11264) is None
+    for k, n, name in ((64, 256, "K"), (128, 128, "N"), (0, 256, "K")):
+        with pytest.raises(ShapeError, match=f"^{name}: "):
+            marlin.check_kn(k, n)
+    assert marlin.check_group_size(None) is None and marlin.check_group_size(np.int32(128)) == 128
+    with pytest.raises(FormatRuleError, match="group_size"):
+        marlin.check_group_size(64)
+    s = np.ones((2, 256), np.float16)
+    assert marlin.check_scales(s, 256, 256, 128) is s
+    for bad, err in ((s.astype(np.float32), DtypeError), (s[:1], ShapeError),
+                     (np.full((2, 256), np.inf, np.float16), NonFiniteError)):
+        with pytest.raises(err, match="^scales: "):
+            marlin.check_scales(bad, 256, 256, 128)
+    assert marlin.check_scales(s[:1], 256, 256, None).shape == (1, 256)

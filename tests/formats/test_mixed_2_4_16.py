@@ -264,3 +264,17 @@ def test_record_refuses_scale_codes_beyond_four_bits():
     z2[0, 0] = 16
     with pytest.raises(FormatRuleError, match=r"z2: 4-bit codes must lie in \[0, 15\]; got 16"):
         F.Packed2416(**{**{name: getattr(p, name) for name in PACKED}, "z2": z2})
+
+
+# ------------------------------------------------------------------ the public rule checks
+def test_the_shape_and_fraction_rules_accept_the_legal_and_name_what_they_refuse():
+    from refsim.errors import ShapeError
+    assert F.check_kn(16, 16) is None and F.check_kn(1 << 16, 32) is None
+    for k, n, text in ((8, 16, "K: must be a positive multiple"), (16, 24, "N: must be a positive multiple"),
+                       ((1 << 16) + 16, 16, "K: must be at most 65536")):
+        with pytest.raises(ShapeError, match=f"^{text}"):
+            F.check_kn(k, n)
+    assert F.check_fraction("alpha", np.float32(0.5), 1.0) == 0.5 and type(F.check_fraction("r", 0, 0.1)) is float
+    for bad in (True, "0.1", np.array([0.1]), float("nan"), -0.01, 0.2):
+        with pytest.raises(FormatRuleError, match=r"^r: must be a number in \[0, 0.1\]"):
+            F.check_fraction("r", bad, 0.1)

@@ -213,3 +213,32 @@ def test_vectorised_quantize_equals_reference(scheme, bits, w):
     b = uniform.quantize_reference(w, bits, scheme=scheme, granularity="group", group_size=2)
     assert_bitexact(a.q, b.q)
     assert_bitexact(a.scale, b.scale)
+
+
+# ------------------------------------------------------------------ the public rule checks
+def test_check_granularity_gives_the_rows_per_scale_or_names_the_rule():
+    from refsim.errors import FormatRuleError, ShapeError
+    assert uniform.check_granularity(256, "group", 64) == 64
+    assert uniform.check_granularity(256, "channel", None) == 256
+    with pytest.raises(FormatRuleError, match="^group_size: must be an integer for granularity 'group'"):
+        uniform.check_granularity(256, "group", None)
+    with pytest.raises(FormatRuleError, match="^group_size: must be None for granularity 'channel'"):
+        uniform.check_granularity(256, "channel", 64)
+    with pytest.raises(ShapeError, match="group_size"):
+        uniform.check_granularity(256, "group", 96)
+
+
+def test_check_weights_returns_the_matrix_in_native_order_or_names_the_rule():
+    from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
+    w = np.arange(6, dtype=np.float32).reshape(3, 2)
+    assert uniform.check_weights(w, 4, "gptq_asym", "half_even", 1.0) is w
+    big = w.astype(">f4")
+    got = uniform.check_weights(big, 4, "gptq_asym", "half_even", 1.0)
+    assert got.dtype.isnative and got.tobytes() == w.tobytes() and big.dtype.byteorder == ">"
+    for args, err, name in (((w.astype(np.int32), 4, "gptq_asym", "half_even", 1.0), DtypeError, "w"),
+                            ((w[0], 4, "gptq_asym", "half_even", 1.0), ShapeError, "w"),
+                            ((w, 4, "gptq_asym", "half_even", 0.0), FormatRuleError, "clip_ratio"),
+                            ((w, 4, "nope", "half_even", 1.0), FormatRuleError, "scheme"),
+                            ((np.full((2, 2), np.nan, np.float32), 4, "gptq_asym", "half_even", 1.0), NonFiniteError, "w")):
+        with pytest.raises(err, match=f"^{name}: "):
+            uniform.check_weights(*args)

@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import pickle
 
+import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.gpu_model.kernels import kernel_names, predict, predict_reference
 from refsim.gpu_model.kernels import marlin as marlin_model
-from refsim.gpu_model.roofline import Breakdown, _breakdown, _dram_time
+from refsim.gpu_model.roofline import Breakdown, _breakdown, dram_time
 from refsim.gpu_model.specs import GPUS, get_gpu
 from refsim.testing import examples
 
@@ -162,10 +163,10 @@ def test_stream_bandwidth_limits():
 def test_dram_time_equals_its_plain_form(gpu):
     g = get_gpu(gpu)
     for b in (0.0, 1.0, 8.0e6, 3.3e9):
-        for ctas in (0, 1, 5, 72, 73, 1000, 3.7):
-            for cps in (0, 1, 3, 2.0):
-                for bif in (512, 4096, 98304.0, 1e9):
-                    assert _dram_time(b, g, ctas, cps, bif) == _dram_time_plain(b, g, ctas, cps, bif)
+        for ctas in (0, 1, 5, 72, 73, 1000, np.int64(73)):
+            for cps in (0, 1, 3, np.uint8(2)):
+                for bif in (512, 4096, 98304.0, 1e9, np.float64(4096)):
+                    assert dram_time(b, g, ctas, cps, bif) == _dram_time_plain(b, g, ctas, cps, bif)
 
 
 # ---- rules -----------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
 """Roofline terms on hand-computed cases."""
 
 import dataclasses
+import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refsim.gpu_model.roofline import ModelParams, combine, dram_roofline_s, dram_time, waves
+from refsim.errors import FormatRuleError
+from refsim.gpu_model.roofline import (FITTED, ModelParams, combine, dram_roofline_s, dram_time, stream_bandwidth,
+                                      writeback_bytes, waves)
 from refsim.gpu_model.specs import GPUS, get_gpu
 from refsim.testing import examples
 
@@ -49,6 +53,36 @@ def test_combine_overlaps_the_second_pipe_and_adds_fixed_costs():
 def test_combine_names_launch_when_fixed_cost_dominates():
     p = ModelParams(launch_overhead_s=5e-6, overlap=1.0)
     assert combine("x", G4090, 1, 8, 8, 4, {"dram": 1e-6}, p).bottleneck == "launch"
+
+
+# ----------------------------------------------- one path: the kernel models' calls are checked like anyone's
+@pytest.mark.parametrize("call, rule", [
+    (lambda: dram_time(1e6, G4090, 3.7, 1, 4096), "ctas: must be an integer"),
+    (lambda: dram_time(1e6, G4090, 72, -1, 4096), "ctas_per_sm: must be >= 0"),
+    (lambda: dram_time(1e6, G4090, 72, 1, math.nan), "bytes_in_flight_per_cta: must be a finite number"),
+    (lambda: dram_time(math.inf, G4090, 72, 1, 4096), "bytes_dram: must be a finite number"),
+    (lambda: dram_time(1e6, G4090, 72, 1, 0), "bytes_in_flight_per_cta: must be > 0"),
+    (lambda: stream_bandwidth(G4090, 0.0), "bytes_in_flight: must be > 0"),
+    (lambda: stream_bandwidth(G4090, 5e-324), "bytes_in_flight: the DRAM stream's bandwidth"),
+    (lambda: writeback_bytes(G4090, 10 ** 400), "bytes_dram: must be a finite number"),
+    (lambda: combine("x", G4090, 0, 8, 8, 4, {"dram": 1e-6}, FITTED), "m: must be >= 1"),
+    (lambda: combine("x", G4090, 1, 8, 8, 4, {"dram": -1e-6}, FITTED), "pipes['dram']: must be a finite number"),
+    (lambda: combine("x", G4090, 1, 8, 8, 4, {"dram": 1e-6}, FITTED, n_waves=math.nan), "n_waves: must be"),
+    (lambda: combine("x", G4090, 1, 8, 8, 4, {"dram": 1e-6}, FITTED, ctas=-1), "ctas: must be >= 0"),
+])
+def test_the_roofline_terms_refuse_what_breaks_their_rule(call, rule):
+    with pytest.raises(FormatRuleError, match="^" + rule.replace("[", r"\[").replace("]", r"\]")):
+        call()
+
+
+def test_numpy_and_plain_arguments_give_the_same_result_in_python_types():
+    assert dram_time(np.float32(8e6), G4090, np.int64(72), np.uint8(2), np.int32(4096)) \
+        == dram_time(8e6, G4090, 72, 2, 4096) == dram_time(8000000, G4090, 72, 2, 4096.0)
+    plain = combine("x", G4090, 1, 8, 8, 4, {"dram": 1e-6, "alu": 0.0}, FITTED, bytes_dram=64.0, ctas=3)
+    mixed = combine(np.str_("x"), G4090, np.int64(1), 8, 8, 4, {"dram": np.float64(1e-6), "alu": 0}, FITTED, bytes_dram=64,
+                    ctas=np.int16(3))
+    assert mixed == plain and type(mixed.terms["alu"]) is float and type(mixed.bytes_dram) is float
+    assert type(mixed.kernel) is str and type(mixed.m) is int and type(mixed.ctas) is int
 
 
 def test_plain_roofline_is_bytes_over_peak():

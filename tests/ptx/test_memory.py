@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from refsim import ptx
+from refsim.ptx.memory import read_only_error
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -60,8 +61,15 @@ def test_null_pointer_faults():
 def test_store_to_a_read_only_array_is_an_error():
     out = np.zeros(32, np.int32)
     out.setflags(write=False)
-    with pytest.raises(ptx.PtxMemoryError, match="read-only"):
+    with pytest.raises(ptx.PtxMemoryError, match="read-only array 'out'"):
         ptx.Module(GENERIC).launch("k", 1, 32, [out])
+    assert not out.any()
+
+
+def test_the_read_only_error_names_where_and_the_array():
+    e = read_only_error("kernel k, PTX line 7 `st.u32 [%rd1], 1`", "out")
+    assert isinstance(e, ptx.PtxMemoryError)
+    assert str(e) == "kernel k, PTX line 7 `st.u32 [%rd1], 1`: writes to read-only array 'out' (writeable=False)"
 
 
 def test_dynamic_shared_memory_is_the_extern_array():

@@ -170,3 +170,12 @@ def test_clip_scales_must_be_a_bool():
         Q.quantize(W, np.eye(64), clip_scales=np.array([True, False]))
     with pytest.raises(FormatRuleError, match=r"clip_scales: must be True or False; got 'yes'"):
         Q.quantize_hinv(W, np.ones(64), clip_scales="yes")
+
+
+def test_check_alpha_ratio_gives_python_floats_or_names_the_argument():
+    assert Q.check_alpha_ratio(np.float32(0.25), 0) == (0.25, 0.0)
+    assert Q.check_alpha_ratio(1, Q.MAX_OUTLIER_RATIO) == (1.0, Q.MAX_OUTLIER_RATIO)
+    for alpha, ratio, name in ((1.5, 0.0, "alpha"), (True, 0.0, "alpha"), (0.25, 0.006, "outlier_ratio"),
+                               (0.25, float("nan"), "outlier_ratio")):
+        with pytest.raises(FormatRuleError, match=f"^{name}: must be a number in"):
+            Q.check_alpha_ratio(alpha, ratio)

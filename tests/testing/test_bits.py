@@ -73,13 +73,6 @@ def test_check_kernel_is_reexported_and_rejects_a_wrong_kernel():
         check_kernel(float64_then_round, "mma_m16n8k16", max_examples=30)
 
 
-def test_the_old_import_path_is_the_same_harness_module():
-    import refsim.emulator.harness as old
-    import refsim.testing.harness as new
-
-    assert old is new and old.check_kernel is new.check_kernel
-
-
 def test_the_format_is_inferred_from_parameter_names_or_refused():
     from refsim.errors import FormatRuleError
     from refsim.testing.harness import infer_format

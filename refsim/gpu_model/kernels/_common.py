@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from refsim.errors import ShapeError
-from refsim.gpu_model.roofline import FITTED, _dram_time
+from refsim.gpu_model.roofline import FITTED, dram_time
 from refsim.gpu_model.specs import GPUSpec
 
 
@@ -87,7 +87,7 @@ def gemm_config(gpu: GPUSpec, f_sm: float, m: int, n: int, k: int, op_per_clk_pe
             # full predicted cost, as the kernel models combine it: DRAM stream (Little's law at this
             # tile's CTAs and stages), L2 re-reads (A by every N tile, W by every M tile, partial
             # sums) and tensor time, the largest plus (1 - overlap) of the second
-            t_dram = _dram_time(bytes_dram, gpu, ctas, ctas_per_sm, smem)
+            t_dram = dram_time(bytes_dram, gpu, ctas, ctas_per_sm, smem)
             t_l2 = (elem_bytes * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes) / l2_bw
             first, second = sorted((t, t_dram, t_l2), reverse=True)[:2]
             cost = first + (1.0 - overlap) * second

@@ -40,7 +40,7 @@ from refsim.gpu_model.kernels import cublas_fp16, resources
 from refsim.gpu_model.kernels._common import require_multiple
 from refsim.gpu_model.loop import FP_LAT, INT_LAT, L1_LAT, LDS_LAT, Instr, Loop
 from refsim.gpu_model.occupancy import Occupancy, resident
-from refsim.gpu_model.roofline import Breakdown, _breakdown, _combine, _dram_time, _writeback_bytes
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time, writeback_bytes, _breakdown
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "anyprec"
@@ -247,7 +247,7 @@ def fused(mc, m, n, k, bits) -> Breakdown:
     # steps each; in a round every resident warp of the device loads one step's plane words (and a
     # dirty L2's write-back) per step: that batch at the achievable bandwidth is D, one warp's
     # share of it D_w = D / W
-    writeback = 1 + _writeback_bytes(g, plane_bytes) / plane_bytes
+    writeback = 1 + writeback_bytes(g, plane_bytes) / plane_bytes
     warp_clk = plane_bytes / ((n // geo.multi_row) * geo.chunks) * writeback / g.dram_eff_bytes_per_s * f
     lat = g.dram_latency_s * f
     p_w = max(work.values())
@@ -328,8 +328,8 @@ def dequant(g: GPUSpec, f: float, p, n: int, k: int, bits: int) -> Breakdown:
     deq_bytes = bits * n * k / 8 + n * (1 << bits) * 2 + 2.0 * n * k
     ctas = n // 4
     ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
-    t_dram = _dram_time(deq_bytes, g, ctas, ctas_per_sm, 4 * bits * 128 * 2)
-    return _combine(NAME, g, 1, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
+    t_dram = dram_time(deq_bytes, g, ctas, ctas_per_sm, 4 * bits * 128 * 2)
+    return combine(NAME, g, 1, n, k, bits, {"dram": t_dram, "alu": t_alu, "smem": t_smem}, p,
                     ctas=ctas, n_waves=ctas / (g.sm_count * ctas_per_sm), bytes_dram=deq_bytes)
 
 

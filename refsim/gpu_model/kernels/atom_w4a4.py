@@ -27,7 +27,7 @@ from refsim.errors import FormatRuleError
 from refsim.gpu_model.kernels import resources
 from refsim.gpu_model.kernels._common import cc_at_least, require_multiple
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "atom-w4a4"
 BITS = (4,)
@@ -171,7 +171,7 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
     bytes_a = m * k4 / 2 + m * KEEPER + m * groups * 2
     bytes_dram = bytes_w + bytes_a + 2.0 * m * n
     bif = 4 * (TILE * TILE // 2) * 2          # 4 stages of W and A tiles in flight per CTA
-    pipes = {"dram": _dram_time(bytes_dram, g, ctas, cps, bif),
+    pipes = {"dram": dram_time(bytes_dram, g, ctas, cps, bif),
              "l2": (bytes_w * (m_pad // TILE) + bytes_a * (n // TILE)) / g.l2_bytes_per_s(f),
              "tensor": t_tc + t_alu}      # MMA and the per-group epilogue are serial within a warp
     if emulated:
@@ -182,4 +182,4 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
     else:
         notes = (f"M padded to {m_pad}; {cps} CTA/SM; tensor {t_tc * 1e6:.1f} us + "
                  f"epilogue {t_alu * 1e6:.1f} us (serial)")
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)
+    return combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)

@@ -18,7 +18,7 @@ import math
 
 from refsim.gpu_model.kernels._common import compiled_registers, mma_sync_rate, require_multiple, tile_tensor_time
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "awq-w4a16"
 BITS = (4,)
@@ -57,14 +57,14 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
         # dequant instructions per weight + one FP32 FMA per weight per batch row
         t_alu = max(n * k * (DEQ_PER_WEIGHT + m) / 32 / (4 * sm_clk),
                     n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))
-        pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512), "alu": t_alu}
+        pipes = {"dram": dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512), "alu": t_alu}
         notes = "gemv (CUDA cores)" + ("" if m == 1 else "; " + KNOWN_OFF)
     else:
         m_tiles = math.ceil(m / 16)
         t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128, 4,
                                                mma_sync_rate(g, g.tc_fp16_f32acc_flop_per_clk_per_sm))
-        pipes = {"dram": _dram_time(bytes_dram, g, ctas, 4, 2 * 128 * 32 / 2),
+        pipes = {"dram": dram_time(bytes_dram, g, ctas, 4, 2 * 128 * 32 / 2),
                  "l2": (m_tiles - 1) * n * k / 2 / g.l2_bytes_per_s(f), "tensor": t_tc,
                  "alu": m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)}    # dequant again per M tile
         notes = "gemm (tensor cores, dequant per 16-row tile); " + KNOWN_OFF
-    return _combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)
+    return combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from refsim.gpu_model.kernels._common import gemm_config
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "cublas-fp16"
 BITS = (16,)
@@ -40,7 +40,7 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
         # GEMV on CUDA cores: one warp per output row pair, 4 warps per CTA, 1 KiB in flight per warp
         ctas = math.ceil(n / 8)
         ctas_per_sm = min(g.max_ctas_per_sm, g.max_warps_per_sm // 4)
-        pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 1024),
+        pipes = {"dram": dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 1024),
                  "alu": (n * k / 2) / (g.hfma2_lanes_per_clk_per_sm * g.sm_count * f)}   # HFMA2
         n_waves = ctas / (g.sm_count * ctas_per_sm)
     else:
@@ -49,6 +49,6 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
             g, f, m, n, k, g.tc_fp16_f32acc_flop_per_clk_per_sm, 2, 3, 32, p.overlap)
         # L2 re-reads: A once per N tile, W once per M tile, plus the split-K partial sums
         l2 = (2.0 * (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m)) + red_bytes)
-        pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem), "l2": l2 / g.l2_bytes_per_s(f),
+        pipes = {"dram": dram_time(bytes_dram, g, ctas, ctas_per_sm, smem), "l2": l2 / g.l2_bytes_per_s(f),
                  "tensor": t_tc}
-    return _combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)
+    return combine(NAME, g, m, n, k, bits, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from refsim.gpu_model.kernels._common import gemm_config, require_multiple
-from refsim.gpu_model.roofline import Breakdown, _combine, _dram_time
+from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
 NAME = "int8-w8a8"
 BITS = (8,)
@@ -39,7 +39,7 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
     bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n     # W, A, scales, C
     # epilogue: one FP32 dequant (scale products + convert) per padded output, 3 lanes each
     epi_rate = g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f
-    pipes = {"dram": _dram_time(bytes_dram, g, ctas, ctas_per_sm, smem),
+    pipes = {"dram": dram_time(bytes_dram, g, ctas, ctas_per_sm, smem),
              "l2": (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m) + red_bytes) / g.l2_bytes_per_s(f),
              "tensor": t_tc, "alu": tile_m * math.ceil(m / tile_m) * n * 3 / epi_rate}
-    return _combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)
+    return combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

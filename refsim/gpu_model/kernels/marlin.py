@@ -37,7 +37,7 @@ from refsim.gpu_model.kernels import resources
 from refsim.gpu_model.kernels._common import cc_at_least, mma_sync_rate, require_multiple
 from refsim.gpu_model.loop import INT_LAT, LDS_LAT, MMA_LAT, Instr, Loop, intervals, warp_step_cycles
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _breakdown, _overlap, _stream_bandwidth, _writeback_bytes
+from refsim.gpu_model.roofline import Breakdown, stream_bandwidth, writeback_bytes, _breakdown, _overlap
 from refsim.gpu_model.specs import GPUSpec
 
 NAME = "marlin"
@@ -206,8 +206,8 @@ def _launch_terms(g: GPUSpec, f_sm: float, n: int, k: int, lc: LaunchCost, tk: i
     # the other par-1 reads hit L2. The most loaded block streams iters tiles while `active`
     # blocks share the bandwidth.
     bytes_launch = w_bytes + rows * k * 2 + rows * n * 2
-    bw = _stream_bandwidth(g, active * STAGES * ws)           # every busy block keeps STAGES tiles in flight
-    t_dram = max((bytes_launch + _writeback_bytes(g, bytes_launch)) / bw, iters * ws * active / par / bw)
+    bw = stream_bandwidth(g, active * STAGES * ws)           # every busy block keeps STAGES tiles in flight
+    t_dram = max((bytes_launch + writeback_bytes(g, bytes_launch)) / bw, iters * ws * active / par / bw)
     t_l2 = (iters * a_tile * active + (par - 1) * w_bytes) / g.l2_bytes_per_s(f_sm)
     # tensor: one CTA per SM, f32 accumulate rate (2:4 sparse MMA: twice the dense-equivalent rate)
     t_tc = iters * 2.0 * 16 * m_blocks * tn * tk / rate_f

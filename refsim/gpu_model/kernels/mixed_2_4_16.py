@@ -22,7 +22,7 @@ import math
 
 from refsim.gpu_model.kernels._common import compiled_registers, require_multiple
 from refsim.gpu_model.occupancy import resident
-from refsim.gpu_model.roofline import Breakdown, _dram_time, _overlap
+from refsim.gpu_model.roofline import Breakdown, dram_time, _overlap
 
 NAME = "mixed-2-4-16"
 BITS = (2,)
@@ -60,13 +60,13 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
     ctas_per_sm = resident(g, 128, compiled_registers("mixed_gemv"), 0, None).ctas_per_sm
     lanes = n * k * (1.5 + 0.5 * m)
     t_alu = lanes / 32 / (4 * sm_clk)
-    t_dram = _dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
+    t_dram = dram_time(dense_bytes, g, ctas, ctas_per_sm, 4 * 256)
     dense_s, dense_terms, _ = _overlap(g, {"dram": t_dram, "alu": t_alu}, p)
     # kernel 2: CSR SpMV (memory-bound, irregular activation gathers served by L2)
     nnz = OUTLIER_RATIO * n * k
     sp_bytes = nnz * 4 + (n + 1) * 4 + 2.0 * m * n * 2
     sp_ctas = max(1, math.ceil(n / 128))
-    t_sp_dram = _dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
+    t_sp_dram = dram_time(sp_bytes, g, sp_ctas, ctas_per_sm, 4 * 1024)
     t_sp_l2 = nnz * m * 32 / g.l2_bytes_per_s(f)          # one 32-byte sector per gathered activation
     sparse_s, sparse_terms, _ = _overlap(g, {"dram": t_sp_dram, "l2": t_sp_l2}, p)
     terms = {key: dense_terms.get(key, 0.0) + sparse_terms.get(key, 0.0)

@@ -18,6 +18,7 @@ from refsim.ptx.operands import convert, flatten
 from refsim.ptx.compiled import state as st
 from refsim.ptx.compiled.instructions import split_operands
 from refsim.ptx.compiled.operands import immediate_bits
+from refsim.ptx.memory import read_only_error
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.errors import (
     PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
@@ -31,7 +32,7 @@ _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 (RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
  E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
  E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
- E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_READONLY_ATOM, E_NOMEM) = range(27)
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM) = range(26)
 _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 
@@ -161,6 +162,7 @@ class CompiledLaunch:
         gptrs = (ctypes.c_void_p * max(1, len(bufs)))(*[_ptr(b) for b in bufs])
         keep += [bufs, gptrs]
         S.gptr = ctypes.cast(gptrs, ctypes.c_void_p)
+        self.buffer_names = list(gmem.names)
         S.gwritable = arr(np.array([b.flags.writeable for b in bufs] or [0], np.uint8))
         self.symbols = symbols
         self.sym = np.array([symbols[name] for name in translation.symbols] or [0], np.uint64)
@@ -395,7 +397,6 @@ class CompiledLaunch:
         if code in oob:
             return PtxMemoryError(f"{where}: {oob[code]} at address 0x{a:x} by {self._who(t)}")
         messages = {
-            E_READONLY: (PtxMemoryError, "store to a read-only array (assignment destination is read-only)"),
             E_TRAP: (PtxMemoryError, lambda: f"trap executed by {self._who(t)}"),
             E_RACE_READ: (PtxRaceError, lambda: f"shared-memory read by {self._who(t)} of a byte written by "
                                                 f"{self._who(int(S.err_thread2))} since the last barrier"),
@@ -413,8 +414,8 @@ class CompiledLaunch:
             E_BARRIER_ID: (PtxUnsupportedError, f"barrier id must be 0..15; got {aux}"),
             E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
         }
-        if code == E_READONLY_ATOM:
-            return ValueError("assignment destination is read-only")
+        if code == E_READONLY:
+            return read_only_error(where, self.buffer_names[aux])
         if code == E_NOMEM:
             return MemoryError("refsim.ptx.compiled: out of memory for pending cp.async copies")
         cls, text = messages[code]

@@ -152,7 +152,7 @@ def convert(op: Op) -> Handler:
         sk, sw = INT_TYPES[src]
 
         native = {"f32": fp.cvt_int_to_f32, "f16": fp.cvt_int_to_f16}.get(dst)
-        if native is not None and frnd[0] == "rn" and sw <= 32 and not sat:   # emulator.fp's RN primitives
+        if native is not None and frnd[0] == "rn" and sw <= 32 and not sat:   # arith.fp's RN primitives
             idt = np.dtype(f"{'int' if sk == 's' else 'uint'}{sw}")
             utype = np.uint32 if dst == "f32" else np.uint16
             return Handler(fn=lambda a: (native(_int_value(a, sk, sw).astype(idt)).view(utype),),
@@ -197,7 +197,7 @@ def convert(op: Op) -> Handler:
         native = {("f32", "f16"): (fp.cvt_f32_to_f16, np.float32, np.uint16),
                   ("f32", "bf16"): (fp.cvt_f32_to_bf16, np.float32, np.uint16)}.get((src, dst))
         if native is not None and mode == "rn" and not (ftz or sat or relu or satfinite):
-            prim, ftype, utype = native                      # emulator.fp's RN conversions, NaN canonical
+            prim, ftype, utype = native                      # arith.fp's RN conversions, NaN canonical
 
             def fast(a):
                 x = np.asarray(a).astype(np.uint32).view(ftype)

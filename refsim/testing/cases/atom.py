@@ -3,7 +3,7 @@
 w_scale8) -> D f16 (M,N)`` (the fields of ``AtomActivations`` then ``AtomWeights``, quantized in
 "kernel" mode from drawn data).
 
-Legality: ``refsim.formats.atom._check_split`` (the INT4 body a multiple of the group of 128), N
+Legality: ``refsim.formats.atom.check_split`` (the INT4 body a multiple of the group of 128), N
 even (column pairs share a scale) and a multiple of the mma's n8, the INT8 keeper tail in whole
 m16n8k32 slabs (a multiple of 32). Not encoded: the tile sizes of Atom's CUTLASS-style template
 (the emulator computes any M). Per output::
@@ -41,7 +41,7 @@ class AtomCases(Format):
             raise ShapeError(f"keeper: the INT8 tail runs in m16n8k32 slabs, a multiple of 32; got {case['keeper']}")
         if case["n"] % 8:
             raise ShapeError(f"N: must be a multiple of the mma's n8; got {case['n']}")
-        atom._check_split(case["k4"] + case["keeper"], atom.GROUP, case["keeper"])
+        atom.check_split(case["k4"] + case["keeper"], atom.GROUP, case["keeper"])
 
     def cost(self, case):
         return case["m"] * (case["k4"] + case["keeper"]) * case["n"]

@@ -2,8 +2,8 @@
 kernel design, no official code): ``kernel(x f16 (K,), w_main, w_side, meta2, meta4, s2, z2,
 group_bits, row_ptr, col, val) -> y f16 (N,)`` (the fields of ``Packed2416``).
 
-Legality: ``refsim.formats.mixed_2_4_16._check_kn`` (K % 16 for the groups, N % 16 for the
-second-order groups, K <= 2^16 for the CSR columns) and ``_check_alpha_ratio`` (outlier ratio
+Legality: ``refsim.formats.mixed_2_4_16.check_kn`` (K % 16 for the groups, N % 16 for the
+second-order groups, K <= 2^16 for the CSR columns) and ``check_alpha_ratio`` (outlier ratio
 <= 0.5 %). Regimes: outliers or none; lanes owning two or more 128-bit units (K = 2048) or at most
 one; 2-bit only, 4-bit only, mixed. One warp per output channel::
 
@@ -58,8 +58,8 @@ class Mixed2416Cases(Format):
               "outliers are added to the dense sum"),)
 
     def legal(self, case):
-        mixed._check_kn(case["k"], case["n"])
-        mixed_quant._check_alpha_ratio(case["alpha"], case["outlier_ratio"])
+        mixed.check_kn(case["k"], case["n"])
+        mixed_quant.check_alpha_ratio(case["alpha"], case["outlier_ratio"])
 
     def cost(self, case):
         return case["k"] * case["n"]
