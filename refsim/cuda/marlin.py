@@ -144,7 +144,7 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_
 
     A: float16 (M, K). B: int32 (K/16, 2N), s: float16 (G, N) as from
     :func:`refsim.formats.marlin.pack` (grouped, group size 128, iff G > 1; K % 128 == 0,
-    N % 256 == 0). arch: tensor-core model, one of :data:`ARCHS`. sms: grid size (A100: 108).
+    N % 128 == 0; M > 16 needs N % 256, the kernel's thread_n). arch: tensor-core model, one of :data:`ARCHS`. sms: grid size (A100: 108).
     backend: ``"ptx"`` (the :mod:`refsim.ptx` interpreter, on a CPU) or ``"gpu"`` (the same PTX on
     a GPU through :mod:`refsim.cuda.launch`). options: extra keywords for
     :meth:`refsim.ptx.Module.launch` (``schedule``, ``seed``, ``race``, ``poison``). Inputs are not modified.
