@@ -82,9 +82,12 @@ class AtomCases(Format):
 
     def probes(self, case, inputs):
         a_q4, a_s4, a_q8, a_s8, *w = inputs
-        out = [Probe("INT4 group 0 only (no INT8 tail)", (keep_columns(a_q4, slice(0, 128)), a_s4,
-                                                          np.zeros_like(a_q8), a_s8, *w),
-                     "one group: the two s4 mma (exact) and its epilogue (fp16 scale product, fp32 FFMA)")]
+        # every group alone (at least 3: the official kernel's body rule), so a rare rounding of one
+        # group's epilogue shows in some probe
+        out = [Probe(f"INT4 group {g} only (no INT8 tail)", (keep_columns(a_q4, slice(128 * g, 128 * (g + 1))), a_s4,
+                                                             np.zeros_like(a_q8), a_s8, *w),
+                     "one group: the two s4 mma (exact) and its epilogue (fp16 scale product, fp32 FFMA)")
+               for g in range(a_s4.shape[1])]
         if a_q8.shape[1]:
             out.append(Probe("INT8 tail only", (np.zeros_like(a_q4), a_s4, a_q8, a_s8, *w),
                              "the INT8 keeper tail: s8 m16n8k32 slabs and its epilogue"))

@@ -116,6 +116,7 @@ class MarlinCases(Format):
             if per[-1] < la.iters:
                 out.add("partial last stripe")
             out.add("idle SMs" if la.idle_sms else "every SM busy")
+        out |= {f"plan branch {b}" for b in stripes.plan_branches(m, n, k, sms, gs)}
         own = _iters(m, n, k, gs, sms)
         out |= {f"partition differs from sms={x}" for x in SM_COUNTS if x != sms and _iters(m, n, k, gs, x) != own}
         return out
