@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from refsim._validate import require_choice, require_fields, require_instance
+from refsim._validate import MAX_ELEMENTS, require_bounded, require_choice, require_fields, require_instance
 from refsim.cuda import launch
 from refsim.errors import FormatRuleError
 from refsim.ptx.replay import scalar_argument
@@ -174,7 +174,8 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, sms: int, max_pa
     m = A.shape[0]
     A, B, s = np.ascontiguousarray(A), np.ascontiguousarray(B), np.ascontiguousarray(s)
     C = np.zeros((m, n), np.float16)                                   # (M, N), written through row views
-    locks = np.zeros(n // 128 * max_par, np.int32)                  # the official workspace: N/128 * max_par
+    locks = np.zeros(require_bounded("N/128 * max_par", n // 128 * max_par, MAX_ELEMENTS, what="lock count"),
+                     np.int32)                                         # the official workspace: N/128 * max_par
     u32 = lambda v: scalar_argument("u32", int(v).to_bytes(4, "little"))    # noqa: E731
     launches = [(launch.Launch(_marlin_entry(*key), sms, stripes.THREADS, stripes.SHARED_MEM_BYTES),
                  (A[ln.row_start:ln.row_start + ln.prob_m], B, C[ln.row_start:ln.row_start + ln.prob_m], s,

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_dtype, require_finite, require_int, require_ndim
+from refsim._validate import require_bool, require_dtype, require_finite, require_int, require_ndim
 from refsim.arith import fp
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import awq, gptq
@@ -66,6 +66,7 @@ def plan_branches(m: int, n: int, k: int, group_size: int | None, act_order: boo
         raise ShapeError(f"M: the GEMV takes 1 to {MAX_M} batch rows; got {m}")
     n, k = require_int("N", n, minimum=1), require_int("K", k, minimum=1)
     grouped = group_size is not None and require_int("group_size", group_size, minimum=1) < k
+    act_order = require_bool("act_order", act_order)
     out = {"m_1" if m == 1 else "m_gt1", "n_several_blocks" if n > BLOCK else "n_one_block",
            "grouped" if grouped else "per_channel"}
     if n % BLOCK:

@@ -74,8 +74,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import (require_divisible, require_dtype, require_finite, require_ndim, require_optional_bool,
-                              require_shape)
+from refsim._validate import (require_divisible, require_dtype, require_finite, require_int, require_integer_array,
+                              require_ndim, require_optional_bool, require_shape)
 from refsim.arith import fp
 from refsim.errors import ShapeError
 from refsim.formats import mixed_2_4_16 as fmt
@@ -105,12 +105,12 @@ BRANCHES: tuple[str, ...] = (
 
 def plan_branches(group_bits: np.ndarray, n: int, nnz_per_row) -> frozenset[str]:
     """The :data:`BRANCHES` the kernel takes for the per-group bit widths ``group_bits`` (uint8 (G,) of
-    2 and 4), ``n`` output channels and ``nnz_per_row`` (ints, outliers of each row, length N)."""
+    2 and 4), ``n`` output channels (an int) and ``nnz_per_row`` (an integer array (N,): outliers of each row)."""
     units = unit_groups(group_bits)
     four = int((np.asarray(group_bits) == 4).sum())
     n2 = len(group_bits) - four
-    nnz = np.asarray(nnz_per_row, np.int64)
-    require_shape("nnz_per_row", nnz, (n,))
+    n = require_int("n", n, minimum=1)
+    nnz = require_shape("nnz_per_row", require_integer_array("nnz_per_row", nnz_per_row), (n,))
     out = set()
     if four:
         out.add("mixed_units")

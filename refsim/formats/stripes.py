@@ -217,6 +217,8 @@ def marlin_tile_config(m: int, n: int, k: int, group_size: int | None,
     group_size = require_group_128(group_size, "the Marlin kernel")
     if thread_k is None or thread_n is None:
         thread_k, thread_n = (128, 128) if m <= 16 else (64, 256)
+    else:
+        thread_k, thread_n = require_int("thread_k", thread_k, minimum=16), require_int("thread_n", thread_n, minimum=64)
     if n % thread_n:
         raise ShapeError(f"N: must be a multiple of thread_n={thread_n} (kernel ERR_PROB_SHAPE); got {n}")
     if k % thread_k:
