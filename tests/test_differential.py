@@ -134,7 +134,7 @@ MARLIN_OWN_PINNED = (
 )
 
 
-@settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(c=marlin_official_cases)
 @example(c=MARLIN_OFFICIAL_PINNED[0])
 @example(c=MARLIN_OFFICIAL_PINNED[1])
@@ -150,8 +150,8 @@ def test_marlin_emulator_equals_the_official_kernel_and_keeps_the_bound(c):
     _within_bound("marlin", c, inputs, want)
 
 
-@settings(max_examples=examples(4), deadline=None, suppress_health_check=list(HealthCheck))
-@given(c=marlin_own_cases())
+@settings(max_examples=examples(2), deadline=None, suppress_health_check=list(HealthCheck))
+@given(c=marlin_own_cases(m_max=130, k_max=512))
 @example(c=MARLIN_OWN_PINNED[0])
 @example(c=MARLIN_OWN_PINNED[1])
 @example(c=MARLIN_OWN_PINNED[2])
