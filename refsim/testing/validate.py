@@ -190,7 +190,7 @@ _KERNEL_CASES = (
     ("awq_gemv", "M=2 K=48 N=24 g16", _awq_inputs(2, 48, 24, 16), {}),
     ("mixed_gemv", "K=128 N=16", _mixed_inputs(128, 16), {}),
     ("mixed_gemv", "K=256 N=48", _mixed_inputs(256, 48), {}),
-    ("atom_group_gemm", "M=16 K=384 N=16 keeper=128", _atom_inputs(16, 384, 16, 128), {}),
+    ("atom_group_gemm", "M=16 K=512 N=16 keeper=128", _atom_inputs(16, 512, 16, 128), {}),
     ("atom_group_gemm", "M=40 K=640 N=64 keeper=128", _atom_inputs(40, 640, 64, 128), {}),
 )
 #: kernels whose bits depend on the tensor-core model (their oracles take ``arch``), with the models

@@ -90,8 +90,8 @@ def awq_ckpt() -> awq.AWQCheckpoint:
 
 @functools.cache
 def atom_pair(mode: str = "kernel"):
-    x = normal((3, 192), np.float16, scale=2.0)
-    w = normal((192, 6), np.float16, seed=1, scale=0.05)
+    x = normal((3, 448), np.float16, scale=2.0)                # body 384: the official kernel's smallest
+    w = normal((448, 6), np.float16, seed=1, scale=0.05)
     return (atom.quantize_activations(x, mode, group_size=64, keeper=64),
             atom.quantize_weights(w, mode, group_size=64, keeper=64))
 
@@ -533,6 +533,12 @@ SEEDS = {
     "refsim.formats.atom_gemm.scale_leading_dim": lambda: call(5),
     "refsim.formats.atom_gemm.scale_positions": lambda: call(5),
     "refsim.formats.atom_gemm.check_gemm": lambda: call(*atom_pair(), pairs=True),
+    "refsim.formats.atom_gemm.require_official_body": lambda: call(384),
+    "refsim.formats.atom_gemm.plan_branches": lambda: call(16, 256, 384, 128),
+    "refsim.formats.stripes.plan_branches": lambda: call(80, 256, 256, 8, 128, max_par=16, thread_k=None, thread_n=None),
+    "refsim.emulator.gptq_awq_kernel.plan_branches": lambda: call(2, 160, 128, 32, True),
+    "refsim.emulator.mixed_2_4_16_kernel.plan_branches": lambda: call(np.array([2, 4, 2, 2, 4, 2, 2, 2], np.uint8), 16,
+                                                                     np.zeros(16, np.int64)),
     "refsim.formats.atom_kv.dequantize_kv": lambda: call(_kv()),
     "refsim.formats.atom_kv.pack_kv": lambda: call(codes((2, 4), 16)),
     "refsim.formats.atom_kv.quantize_kv": lambda: call(normal((2, 256))),

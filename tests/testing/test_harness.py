@@ -256,3 +256,37 @@ def test_hypothesis_strategy_draws_the_same_legal_cases():
         assert x.shape == (case["m"], case["k"]) and lut.shape == (case["n"], 2 ** case["bits"])
 
     one()
+
+
+# the plan branches check_kernel cannot reach: it calls the kernel as the format's signature does (the host's
+# own tile choice, max_par 16), and capping max_par 16 needs M > 1024 rows, beyond the default max_size
+_UNREACHABLE = {"marlin": {"tile_forced", "max_par_capped"}, "awq": {"act_order"}}
+
+
+def _branches(fmt: str, shape: dict, sms: int) -> frozenset:
+    from refsim.emulator import gptq_awq_kernel, mixed_2_4_16_kernel
+    from refsim.formats import atom_gemm
+    from refsim.testing.cases import FORMATS
+
+    if fmt == "marlin":
+        return stripes.plan_branches(shape["m"], shape["n"], shape["k"], sms, shape["group_size"])
+    if fmt == "atom":
+        return atom_gemm.plan_branches(shape["m"], shape["n"], shape["k4"], shape["keeper"])
+    if fmt == "mixed_2_4_16":                       # which groups are 4-bit is the quantizer's: run it
+        inputs = FORMATS[fmt].make({**shape, "kind": "normal", "seed": 0})
+        return mixed_2_4_16_kernel.plan_branches(inputs[7], shape["n"], np.diff(inputs[8].astype(np.int64)))
+    return gptq_awq_kernel.plan_branches(shape["m"], shape["n"], shape["k"], shape["group_size"], shape["act_order"])
+
+
+@pytest.mark.parametrize("fmt", ["marlin", "atom", "gptq", "gptq_v2", "awq", "mixed_2_4_16"])
+def test_pinned_cases_take_every_branch_of_the_kernels_plan(fmt):
+    """check_kernel's pinned cases switch every branch of the format's plan (``plan_branches`` of the plan's
+    module decides), so a correct kernel is never called wrong for want of a case and a wrong one cannot hide
+    in an unexercised branch."""
+    from refsim.emulator import gptq_awq_kernel, mixed_2_4_16_kernel
+    from refsim.formats import atom_gemm
+
+    declared = {"marlin": stripes.BRANCHES, "atom": atom_gemm.BRANCHES, "mixed_2_4_16": mixed_2_4_16_kernel.BRANCHES}
+    taken = set().union(*(_branches(fmt, shape, 108) for shape, _ in harness.pinned_cases(fmt, 108)))
+    missing = set(declared.get(fmt, gptq_awq_kernel.BRANCHES)) - _UNREACHABLE.get(fmt, set()) - taken
+    assert not missing, f"{fmt}: no pinned case takes {sorted(missing)}"
