@@ -161,7 +161,7 @@ def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, sms: int, max_pa
     from refsim.emulator import marlin_kernel
     from refsim.formats import stripes
 
-    A, B, s, sms, k, n, group_size = marlin_kernel._check(A, B, s, arch, sms)
+    A, B, s, sms, k, n, group_size = marlin_kernel.check_inputs(A, B, s, arch, sms)
     plan = stripes.stripes(A.shape[0], n, k, sms, group_size, max_par=max_par, thread_k=thread_k, thread_n=thread_n)
     cfg, have = plan.config, marlin_instantiations()
     g = -1 if cfg.group_blocks is None else cfg.group_blocks
