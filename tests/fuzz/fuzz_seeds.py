@@ -489,6 +489,8 @@ SEEDS = {
     "refsim.formats.anyprec_plan.activation_index": lambda: call(1056, 0, 0, 3, 0),
     "refsim.formats.anyprec_plan.bytes_read": lambda: call(1, 4096, 4096, 3),
     "refsim.formats.anyprec_plan.plan_branches": lambda: call(1, 4096, 8192, 7),
+    "refsim.testing.legal.shape_rule": lambda: call("n%128==0, m<=64", ("m", "k", "n", "group_size")),
+    "refsim.testing.legal.ShapeRule": lambda: call("n%8==0", lambda shape: shape["n"] % 8 == 0),
     "refsim.formats.anyprec_plan.check_inputs": lambda: call(*anyprec_problem(), 3),
     "refsim.formats.anyprec_plan.checked_inputs": lambda: call(*anyprec_problem(), 3),
     "refsim.formats.anyprec_plan.chunk_work": lambda: call(3, 1),
