@@ -32,7 +32,7 @@ from refsim.ptx.errors import PtxUnsupportedError
 from refsim.ptx.operands import flatten, reader, split_operands, writer
 from refsim.ptx.parse import Instruction, Kernel
 
-__all__ = ["Entry", "OPCODES", "load", "build"]
+__all__ = ["Entry", "OPCODES", "ENGINE_OPCODES", "load", "build"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,9 @@ _ENGINE = {
     "cp": Entry(memory_ops.cp),
     "ldmatrix": Entry(memory_ops.ldmatrix, handler=True),
 }
+
+#: The opcodes the engine executes itself (the rest go to a semantics handler).
+ENGINE_OPCODES = frozenset(_ENGINE)
 
 #: Every opcode refsim.ptx executes: the engine's own and every semantics opcode.
 OPCODES: dict[str, Entry] = {

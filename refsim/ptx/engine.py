@@ -33,7 +33,7 @@ import numpy as np
 
 from refsim._validate import require_fields
 from refsim.errors import FormatRuleError
-from refsim.ptx import barriers, checks, dispatch, limits, memory_ops, scheduler
+from refsim.ptx import barriers, checks, dispatch, limits, loops, memory_ops, scheduler
 from refsim.ptx.errors import PtxLimitError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.operands import dtype
@@ -180,6 +180,7 @@ class Launch:
         self.special["%lanemask_gt"] = ~self.special["%lanemask_le"]
         self.special["%lanemask_ge"] = ~self.special["%lanemask_lt"]
         self.program = [dispatch.build(self, i, ins) for i, ins in enumerate(kernel.instructions)]
+        self.loops = loops.LoopState(kernel, handlers, self.NW)      # pure-loop deadlocks (loops.py)
         for s in range(self.nslots):
             self.start_block(s)
 
@@ -267,6 +268,8 @@ class Launch:
         fast = self.schedule == "lockstep"
         converged, scheduled = scheduler.converged_step, scheduler.scheduled_step
         self.stall_rounds, self.last_progress, self.last_digest = 0, -1, None
+        lp = self.loops
+        loop_kind = lp.kind.tolist()
         while True:
             step = converged(self) if fast and not self.yielding.any() else None
             if step is None:
@@ -280,6 +283,11 @@ class Launch:
             if st.warp_instructions > self.max_wi:
                 raise PtxLimitError(f"kernel {self.k.name}: more than max_warp_instructions={self.max_wi} "
                                     f"warp-instructions (at PTX line {instrs[p].line} `{instrs[p].text}`)")
+            if loop_kind[p]:
+                if loop_kind[p] == loops.IMPURE:
+                    lp.touch(sel)
+                else:
+                    lp.visit(self, p, sel)
             prog[p](sel)
         memory_ops.complete_async(self, np.arange(self.T), None)
         return st
