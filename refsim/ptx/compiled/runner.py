@@ -175,7 +175,10 @@ class CompiledLaunch:
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
         order = np.array(atomic_order or [0], np.int32)
         S.aorder, S.naorder = arr(order), len(atomic_order or ())
-        S.max_wi, S.deadlock_rounds = self.max_wi, engine.DEADLOCK_ROUNDS
+        # the runtime counts in int64: a launch reaching 2**63 - 1 warp-instructions runs >= 2**52 steps
+        # (a step issues at most RESIDENT_THREADS / 32 = 2,048 warps), months at a nanosecond a step,
+        # so a larger limit is the same as this one (the message names the limit as given)
+        S.max_wi, S.deadlock_rounds = min(self.max_wi, 2**63 - 1), engine.DEADLOCK_ROUNDS
         from refsim.arith import tensor_core
 
         if arch in tensor_core.MODELS:
