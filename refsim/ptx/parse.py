@@ -241,6 +241,17 @@ class _KernelParser:
         return None
 
     # -- operands -----------------------------------------------------------------------
+    def int64(self, v: int, tok: str, line: int, col: int, text: str) -> int:
+        """``v`` if the integer constant fits 64 bits (PTX ISA 4.5.1: every integer constant is .s64
+        or .u64, so -2^63 .. 2^64 - 1), else PtxParseError naming kernel, line and constant (ptxas:
+        "Constant overflow"). A constant that fits is converted to the instruction's type at its use
+        (its low bits, refsim.ptx.operands.immediate), as the ISA and ptxas do."""
+        if -(1 << 63) <= v < (1 << 64):
+            return v
+        raise PtxParseError(f"kernel {self.k.name}, " + str(error(
+            line, col, text, f"integer constant {tok.strip()} does not fit 64 bits (PTX integer constants are "
+                             f".s64 or .u64: -2^63 .. 2^64 - 1; ptxas: constant overflow)")))
+
     def operand(self, tok: str, line: int, col: int, text: str, is_branch_target: bool = False):
         t = tok.strip()
         if not t:
@@ -277,7 +288,7 @@ class _KernelParser:
             return ("imm", int(t[2:], 16), "f64")
         v = parse_int(t)
         if v is not None:
-            return ("imm", v, "int")
+            return ("imm", self.int64(v, t, line, col, text), "int")
         if DEC_FLOAT.fullmatch(t):
             return ("imm", float(t), "float")
         if IDENT.fullmatch(t):
@@ -298,14 +309,14 @@ class _KernelParser:
         base_tok, sign, off = m.groups()
         offset = 0
         if off is not None:
-            offset = parse_int(off)
+            offset = self.int64(parse_int(off), off, line, col, text)
             if sign == "-":
                 offset = -offset
         if base_tok is None:
             return ("addr", None, offset)
         v = parse_int(base_tok)
         if v is not None:
-            return ("addr", None, v + offset)
+            return ("addr", None, self.int64(v, base_tok, line, col, text) + offset)
         slot = self.lookup(base_tok)
         if slot is not None:
             return ("addr", ("reg", slot, False), offset)
