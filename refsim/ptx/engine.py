@@ -95,7 +95,7 @@ class Launch:
 
     def __init__(self, kernel: Kernel, handlers: dict, globals_: dict, grid, block, param_bytes: bytes,
                  gmem: GlobalMemory, symbol_addr: dict, *, arch: str, shared_bytes: int, schedule: str,
-                 seed: int, max_warp_instructions, race: bool, poison: bool, atomic_order=None):
+                 seed: int, max_warp_instructions, race: bool, poison: bool, atomic_order=None, check: bool = False):
         self.k = kernel
         self.handlers = handlers
         self.arch = arch
@@ -179,8 +179,15 @@ class Launch:
         }
         self.special["%lanemask_gt"] = ~self.special["%lanemask_le"]
         self.special["%lanemask_ge"] = ~self.special["%lanemask_lt"]
-        self.program = [dispatch.build(self, i, ins) for i, ins in enumerate(kernel.instructions)]
-        self.loops = loops.LoopState(kernel, handlers, self.NW)      # pure-loop deadlocks (loops.py)
+        if check:             # a load-time check that never runs: one instruction of each form is built
+            forms = {}
+            for i, ins in enumerate(kernel.instructions):
+                forms.setdefault(dispatch.form(kernel, ins), (i, ins))
+            for i, ins in sorted(forms.values(), key=lambda x: x[0]):
+                dispatch.build(self, i, ins)
+            self.program = None
+        else:
+            self.program = [dispatch.build(self, i, ins) for i, ins in enumerate(kernel.instructions)]
         for s in range(self.nslots):
             self.start_block(s)
 
@@ -268,7 +275,7 @@ class Launch:
         fast = self.schedule == "lockstep"
         converged, scheduled = scheduler.converged_step, scheduler.scheduled_step
         self.stall_rounds, self.last_progress, self.last_digest = 0, -1, None
-        lp = self.loops
+        lp = self.loops = loops.LoopState(self.k, self.handlers, self.NW)      # pure-loop deadlocks (loops.py)
         loop_kind = lp.kind.tolist()
         while True:
             step = converged(self) if fast and not self.yielding.any() else None
