@@ -17,6 +17,7 @@ The engine in parts::
 
     engine.py      Launch: the state of one launch, blocks, thread exit, the step loop (this file)
     scheduler.py   warp picking (lockstep / seeded random), the yield rule, deadlock detection
+    loops.py       pure loops: a warp back at a backward branch in a state it had (a deadlock)
     dispatch.py    the one opcode table; guards; the glue to refsim.ptx.semantics handlers
     operands.py    registers, immediates, special registers, symbols (readers and writers)
     control.py     bra, ret/exit, trap, call, nanosleep, mov, cvta, isspacep
