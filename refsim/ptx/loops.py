@@ -9,7 +9,8 @@ The rule (``$L: bra $L;`` is what nvcc emits for a wait on a non-volatile shared
                        any space, st, atom, red, cp.async, ldmatrix), bar/barrier/membar/fence,
                        ret/exit, trap, the warp-level handlers (shfl, vote, redux, mma).
     backward branch    ``bra`` at p whose target t <= p (every loop passes one)
-    W(p)               the registers named by any operand or guard of instructions t..p
+    W(p)               the registers named by any operand or guard of instructions t..p (every
+                       register the kernel names once the loops together span MAX_LOOP_WALK)
     state of a warp    at p: the pc of each of its 32 lanes and the registers W(p) of each lane
 
     kind[p]            0 pure, 1 impure, 2 pure backward branch (:func:`kinds`; W(p): :func:`registers`)
@@ -77,6 +78,11 @@ def kinds(kernel, handlers: dict) -> np.ndarray:
     return out
 
 
+#: instructions walked to form every W(p); beyond it each W(p) is every register the kernel names
+#: (a superset, as sound), so many long nested loops cost linear time, not (instructions x loops)
+MAX_LOOP_WALK = 1 << 22
+
+
 def registers(kernel, kind: np.ndarray) -> list:
     """W(p) for each instruction: a sorted tuple of register slots for each BACKWARD p, else ()."""
     named = []
@@ -85,15 +91,19 @@ def registers(kernel, kind: np.ndarray) -> list:
         if ins.guard is not None:
             slots.add(ins.guard[1])
         named.append(slots)
+    back = [p for p in range(len(kind)) if kind[p] == BACKWARD]
+    span = {p: range(kernel.instructions[p].operands[-1][1], p + 1) for p in back}
+    if sum(len(r) for r in span.values()) > MAX_LOOP_WALK:
+        every = tuple(sorted(set().union(*named)))
+        span = {p: None for p in back}
     out = []
-    for p, ins in enumerate(kernel.instructions):
-        if kind[p] != BACKWARD:
+    for p in range(len(kind)):
+        if p not in span:
             out.append(())
-            continue
-        w = set()
-        for q in range(ins.operands[-1][1], p + 1):
-            w |= named[q]
-        out.append(tuple(sorted(w)))
+        elif span[p] is None:
+            out.append(every)
+        else:
+            out.append(tuple(sorted(set().union(*(named[q] for q in span[p])))))
     return out
 
 

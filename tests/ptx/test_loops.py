@@ -106,3 +106,17 @@ def test_a_loop_whose_state_repeats_every_third_visit_is_found():
     # Brent: kept at visits 1, 2, 4; visit 4 equals visit 1 (4 - 1 = 3)
     with pytest.raises(ptx.PtxDeadlockError, match=r"PTX lines 13-17 \(`mov.u32 %r6, %r3` \.\.\. `bra \$L_rot`\)"):
         run(ROTATE, 1, 32, [np.zeros(1)])
+
+
+def test_past_the_walk_limit_every_loop_uses_every_register_the_kernel_names(monkeypatch):
+    k = parse(text(ROTATE)).kernels["k"]
+    kind = loops.kinds(k, load(k, "sm_80"))
+    # the loop (instructions 3-7) names %r3 %r4 %r5 %r6 -> slots 7, 8, 9, 10; the kernel names no others
+    assert loops.registers(k, kind)[7] == (7, 8, 9, 10)
+    monkeypatch.setattr(loops, "MAX_LOOP_WALK", 4)
+    assert loops.registers(k, kind)[7] == (7, 8, 9, 10)
+    k2 = parse(text("mov.u32 %r9, 5;\n" + ROTATE)).kernels["k"]
+    kind2 = loops.kinds(k2, load(k2, "sm_80"))
+    assert loops.registers(k2, kind2)[8] == (7, 8, 9, 10, 13)      # %r9 joins: named outside the loop
+    monkeypatch.setattr(loops, "MAX_LOOP_WALK", 1 << 22)
+    assert loops.registers(k2, kind2)[8] == (7, 8, 9, 10)
