@@ -1,6 +1,6 @@
 """``refsim check MODULE:FUNCTION``: exit 0 only with a verdict that the kernel matches, 1 with the
-report on a wrong one or when no verdict was reached (whatever way the kernel ends the process),
-2 with one stderr line for bad arguments."""
+report on a wrong one or when no verdict was reached (whatever way the kernel ends its process),
+2 with one stderr line for bad arguments. Attacks on the verdict: test_check_hostile.py."""
 
 from __future__ import annotations
 
@@ -90,12 +90,12 @@ def zeroes_B(A, B, C):
 # (kernel, stream, words the message must contain); every one must end `refsim check` with status 1
 EXIT_PATHS = [
     ("sys_exit", "out", "kernel called sys.exit(0)"),
-    ("os_exit", "err", "no verdict: the check process exited with status 0 during a kernel call"),
-    ("keyboard_interrupt", "out", "no verdict: KeyboardInterrupt"),
-    ("segfault", "err", "no verdict: the check process was killed by SIGSEGV during a kernel call"),
-    ("sigkill", "err", "no verdict: the check process was killed by SIGKILL during a kernel call"),
-    ("spin", "out", "did not return within deadline=1.0 s"),
-    ("spin_ignoring_the_interrupt", "err", "no verdict: a kernel call did not return within --deadline 1 s"),
+    ("os_exit", "out", "mma_s4 kernel ended its process during a kernel call: it exited with status 0"),
+    ("keyboard_interrupt", "out", "mma_s4 kernel raised KeyboardInterrupt"),
+    ("segfault", "out", "mma_s4 kernel ended its process during a kernel call: it was killed by SIGSEGV"),
+    ("sigkill", "out", "mma_s4 kernel ended its process during a kernel call: it was killed by SIGKILL"),
+    ("spin", "out", "did not return within deadline=1.0 s (during a kernel call); its process was killed"),
+    ("spin_ignoring_the_interrupt", "out", "did not return within deadline=1.0 s (during a kernel call)"),
     ("zeroes_B", "out", "modified its input 'B' (input 2 of 3"),
 ]
 
@@ -114,7 +114,7 @@ def test_a_module_that_exits_while_loading_is_a_named_error(tmp_path):
     rc, out, err = _refsim_check(tmp_path, "import sys\nsys.exit(0)\n", "@k", "--fmt", "mma_s4")
     assert rc == 2 and "kernel: importing" in err and "raised SystemExit" in err
     rc, out, err = _refsim_check(tmp_path, "import os\nos._exit(0)\n", "@k", "--fmt", "mma_s4")
-    assert rc == 1 and "no verdict: the check process exited with status 0 outside a kernel call" in err
+    assert rc == 1 and "no verdict: the kernel's process exited with status 0 while importing the kernel" in err
 
 
 def test_the_default_deadline_applies_without_the_option():
