@@ -240,6 +240,7 @@ def serve() -> None:
     inbox, outbox = os.dup(0), os.dup(1)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(2, 1)
+    sys.stdout = sys.stderr                   # the kernel's prints, unbuffered, where refsim check's progress goes
     request = json.loads(sys.argv[2])
     write_frame(outbox, {"kind": "started"})   # refsim is loaded: the import's deadline starts now
     try:
