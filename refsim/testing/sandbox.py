@@ -93,9 +93,10 @@ def write_frame(fd: int, header: dict, arrays=(), until: float | None = None) ->
     """Send one frame: ``header`` (JSON) then ``arrays`` (each C-ordered; declared in
     ``header["arrays"]`` as ``[dtype.str, shape]``). With ``until`` (a ``time.monotonic`` instant)
     the fd must be non-blocking and TimeoutError is raised past it; a closed reader raises _Ended."""
-    arrays = [np.ascontiguousarray(a) for a in arrays]
+    arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
     head = json.dumps({**header, "arrays": [_declare(a) for a in arrays]}).encode()
-    parts = [MAGIC + struct.pack("<I", len(head)) + head] + [memoryview(a).cast("B") for a in arrays if a.size]
+    parts = [MAGIC + struct.pack("<I", len(head)) + head] + [memoryview(a.reshape(-1).view(np.uint8))
+                                                               for a in arrays if a.size]
     for part in parts:
         view = memoryview(part)
         while view.nbytes:
@@ -295,6 +296,8 @@ def _loop(kernel, inbox: int, outbox: int) -> None:
                 reply.update(status="returned", what=what[:200])
         changed = _late(last)
         reply["changed"] = [i for i, _ in changed]
+        if changed:                           # later writes are those after the call returned
+            last = ([a.tobytes() for a in given], given)
         write_frame(outbox, reply, out + [a for _, a in changed] + [a for _, a in late])
 
 
