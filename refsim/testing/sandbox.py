@@ -62,6 +62,8 @@ MAX_HEADER = 1 << 16
 SETTLE = 1.0
 #: seconds the kernel's process may take to start Python and load refsim, before the user's import
 STARTUP = 120.0
+#: seconds a child that closed its pipe has to end by itself before its group is killed
+REAP = 5.0
 #: an output may exceed the call's input bytes by this much (every format's output is smaller)
 OUTPUT_SLACK = 1 << 20
 _DTYPE = re.compile(r"[<>|][biuf][1248]\Z")
@@ -89,6 +91,18 @@ def _declare(x: np.ndarray) -> list:
     return [x.dtype.str, list(x.shape)]
 
 
+def _ready(fd: int, until: float | None, write: bool = False) -> bool:
+    """Whether ``fd`` can be read (written) before ``until``; _Ended for a closed fd."""
+    left = None if until is None else until - time.monotonic()
+    if left is not None and left <= 0:
+        return False
+    try:
+        r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], left)
+    except (OSError, ValueError) as err:
+        raise _Ended(str(err)) from None
+    return bool(w if write else r)
+
+
 def write_frame(fd: int, header: dict, arrays=(), until: float | None = None) -> None:
     """Send one frame: ``header`` (JSON) then ``arrays`` (each C-ordered; declared in
     ``header["arrays"]`` as ``[dtype.str, shape]``). With ``until`` (a ``time.monotonic`` instant)
@@ -100,10 +114,8 @@ def write_frame(fd: int, header: dict, arrays=(), until: float | None = None) ->
     for part in parts:
         view = memoryview(part)
         while view.nbytes:
-            if until is not None:
-                left = until - time.monotonic()
-                if left <= 0 or not select.select([], [fd], [], left)[1]:
-                    raise TimeoutError
+            if not _ready(fd, until, write=True):
+                raise TimeoutError
             try:
                 n = os.write(fd, view)
             except BlockingIOError:
@@ -117,14 +129,14 @@ def _read_exact(fd: int, n: int, until: float | None) -> bytearray:
     buf = bytearray(n)
     view, got = memoryview(buf), 0
     while got < n:
-        if until is not None:
-            left = until - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError
+        if not _ready(fd, until):
+            raise TimeoutError
         try:
             k = os.readv(fd, [view[got:]])
         except BlockingIOError:
             continue
+        except OSError as err:
+            raise _Ended(str(err)) from None
         if k == 0:
             raise _Ended("end of file" if got == 0 else f"end of file after {got} of {n} bytes")
         got += k
@@ -346,7 +358,11 @@ class KernelProcess:
         self.request, self.deadline = request, deadline
         self.child, self.seq, self.calls, self._sent = None, 0, 0, None
         self.__signature__ = None
-        self._start()
+        try:
+            self._start()
+        except BaseException:                 # a refusal, or SIGTERM / Ctrl-C while it loads
+            self.close()
+            raise
 
     def __enter__(self):
         return self
@@ -377,7 +393,7 @@ class KernelProcess:
                    f"s; its process was killed" if importing else
                    f"the kernel's process did not load refsim within {STARTUP:g} s; it was killed")
         except _Ended:
-            self.close()
+            self._reap()
             why = f"the kernel's process {_ended(self.child.returncode)} while importing the kernel"
         except MalformedReply as err:
             why = f"the kernel's process sent a malformed message while importing the kernel: {err}"
@@ -412,19 +428,26 @@ class KernelProcess:
 
     def close(self) -> None:
         """Kill the child's process group (SIGKILL) and reap the child; idempotent."""
-        atexit.unregister(self.close)
-        if self.child is None:
-            return
-        try:
-            os.killpg(self.child.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for f in (self.child.stdin, self.child.stdout):
+        if self.child is not None:
             try:
-                f.close()
-            except OSError:
+                os.killpg(self.child.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
                 pass
-        self.child.wait()
+            for f in (self.child.stdin, self.child.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self.child.wait()
+        atexit.unregister(self.close)
+
+    def _reap(self) -> None:
+        """The child closed its pipe: let it end by itself (its status says how), then close."""
+        try:
+            self.child.wait(REAP)
+        except subprocess.TimeoutExpired:
+            pass
+        self.close()
 
     def _dead(self) -> bool:
         return self.child is None or self.child.returncode is not None
@@ -447,7 +470,7 @@ class KernelProcess:
             raise self._fail(f"did not return within deadline={self.deadline} s ({what}); its process was killed",
                              KernelTimeout) from None
         except _Ended:
-            self.close()
+            self._reap()
             raise KernelCallError(f"ended its process {what}: it {_ended(self.child.returncode)} (a kernel must "
                                   f"return its output)") from None
         except MalformedReply as err:
@@ -464,13 +487,13 @@ class KernelProcess:
                              f"got {str(got)[:100]}")
         return got
 
-    def _late_writes(self, late: list, arrays: list, prev, call: int, seen: str, who: str = "") -> None:
+    def _late_writes(self, late: list, arrays: list, prev, call: int, seen: str) -> None:
         for i, a in zip(late, arrays):
             if a.dtype != prev[i].dtype or a.shape != prev[i].shape:
                 raise self._fail("sent a malformed reply: a late-written input's dtype or shape is not the input's")
         if late:
             i = late[0]
-            raise KernelModifiedInput(f"{who}modified input {i + 1} of {len(prev)} after kernel call {call} returned "
+            raise KernelModifiedInput(f"modified input {i + 1} of {len(prev)} after kernel call {call} returned "
                                       f"(inputs are read-only; a late write, from a thread or process the kernel left "
                                       f"running, seen {seen}): {_first_change(prev[i], arrays[0])}")
 
@@ -510,12 +533,15 @@ class KernelProcess:
         if self._dead() or self._sent is None:
             return
         prev = self._sent
-        reply, arrays = self._exchange({"kind": "settle"}, [], sum(x.nbytes for x in prev), "at the end of the check")
-        late = self._indices(reply, "late", prev)
-        if len(arrays) != len(late) or reply.get("kind") != "settled":
-            raise self._fail("sent a malformed reply: a settle reply holds only the inputs written late")
-        self._late_writes(late, arrays, prev, self.calls, "at the end of the check", "kernel ")
-        self._nothing_pending()
+        try:
+            reply, arrays = self._exchange({"kind": "settle"}, [], sum(x.nbytes for x in prev), "after its last call")
+            late = self._indices(reply, "late", prev)
+            if len(arrays) != len(late) or reply.get("kind") != "settled":
+                raise self._fail("sent a malformed reply: a settle reply holds only the inputs written late")
+            self._late_writes(late, arrays, prev, self.calls, "at the end of the check")
+            self._nothing_pending()
+        except KernelCallError as err:        # no case to name: say whose it is
+            raise type(err)(f"kernel {err}") from None
 
     def _nothing_pending(self) -> None:
         """Between calls the child has nothing to say: bytes there are malformed, end of file an ended process."""
@@ -524,6 +550,6 @@ class KernelProcess:
         if os.read(self._from, 1):
             raise self._fail("wrote to refsim check's pipe outside a call (malformed: refsim check reads only the "
                              "output of each call)")
-        self.close()
+        self._reap()
         raise KernelCallError(f"ended its process between calls: it {_ended(self.child.returncode)} (a kernel must "
                               f"return its output, and leave nothing running)")

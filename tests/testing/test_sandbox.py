@@ -163,3 +163,11 @@ def test_a_kernel_that_cannot_load_is_refused_or_no_verdict(tmp_path):
     (tmp_path / "exits.py").write_text("import os\nos._exit(0)\n")
     with pytest.raises(KernelLoadError, match="the kernel's process exited with status 0 while importing"):
         KernelProcess({"kernel": f"{tmp_path / 'exits.py'}:k", "launch": None, "arch": "sm_80"}, 10.0)
+
+
+@pytest.mark.slow
+def test_without_a_deadline_a_call_waits_for_its_answer(tmp_path):
+    (tmp_path / "k.py").write_text(KERNEL)
+    with KernelProcess({"kernel": f"{tmp_path / 'k.py'}:kernel", "launch": None, "arch": "sm_80"}, None) as proc:
+        big = np.zeros(1 << 20, np.int32)          # 4 MiB each way: more than a pipe holds at once
+        assert proc(big, big + 1).sum() == 1 << 20
