@@ -12,9 +12,8 @@ which the kernel never runs in::
     child: its own session and process group; imports MODULE; out = kernel(*its copies)
 
 Nothing the child sends is a verdict. The parent reads one reply per call, parsed strictly
-(:func:`read_frame`): a frame is ``b"RSK1"``, a little-endian u32 header length (at most
-:data:`MAX_HEADER` bytes), a JSON header, then the arrays' bytes in C order. Every array is declared
-in the header as a plain numeric dtype (``[<>|][biuf][1248]``) and a shape; its size is checked
+(:func:`refsim.testing.kernel_process.read_frame`, which also holds the child's loop): every array
+is declared in the frame's header as a plain numeric dtype and a shape, and its size is checked
 against the call's bound before any byte of it is read or allocated. Anything else (a "PASS"
 line, bytes outside a call, a reply to another call) is a malformed reply: the call fails
 (:class:`KernelCallError`) and the child is killed. A call past ``deadline`` seconds, and an import
@@ -23,7 +22,8 @@ past it, kill the child's process group.
 Inputs the kernel writes: the child keeps the bytes it received and reports an input whose array
 differs from them when the call returns (the parent writes it back into the runner's copies, whose
 comparison names it) and, for writes that come later (a thread of the kernel), before the next call
-and at :meth:`KernelProcess.settle` (after waiting up to :data:`SETTLE` s for the kernel's threads).
+and at :meth:`KernelProcess.settle` (after waiting up to ``kernel_process.SETTLE`` s for the
+kernel's threads).
 These reports come from the kernel's own process, so a hostile kernel can hide its writes; it
 cannot change what the parent compares, whose arrays it never holds.
 """
@@ -31,293 +31,34 @@ cannot change what the parent compares, whose arrays it never holds.
 from __future__ import annotations
 
 import atexit
-import ctypes
-import importlib
-import importlib.util
 import inspect
 import json
-import math
 import os
-import re
 import select
 import signal
-import struct
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
 
-from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.errors import FormatRuleError
+from refsim.testing import kernel_process as kp
+from refsim.testing.kernel_process import TEXT, Ended, MalformedReply, read_frame, write_frame
 from refsim.testing.runner import KernelCallError, KernelModifiedInput, KernelTimeout, _first_change
 
-__all__ = ["KernelProcess", "KernelLoadError", "MalformedReply", "load_kernel", "read_frame", "write_frame", "serve",
-           "MAX_HEADER", "SETTLE", "STARTUP"]
+__all__ = ["KernelProcess", "KernelLoadError", "STARTUP", "REAP", "OUTPUT_SLACK"]
 
-MAGIC = b"RSK1"
-#: the largest JSON header a frame may declare, in bytes
-MAX_HEADER = 1 << 16
-#: seconds the child waits, at the end of the check, for threads the kernel started (late writes)
-SETTLE = 1.0
 #: seconds the kernel's process may take to start Python and load refsim, before the user's import
 STARTUP = 120.0
 #: seconds a child that closed its pipe has to end by itself before its group is killed
 REAP = 5.0
 #: an output may exceed the call's input bytes by this much (every format's output is smaller)
 OUTPUT_SLACK = 1 << 20
-_DTYPE = re.compile(r"[<>|][biuf][1248]\Z")
-_MAX_NDIM = 8
-_TEXT = 2000                                 # characters of a child's message kept
 
 
 class KernelLoadError(KernelCallError):
     """The kernel's process did not finish loading the kernel: it hung, ended, or sent garbage."""
-
-
-class MalformedReply(Exception):
-    """A frame that breaks the wire format (the reason is the message)."""
-
-
-class _Ended(Exception):
-    """The other end closed the pipe."""
-
-
-# ----------------------------------------------------------------------------------------------
-# frames
-
-
-def _declare(x: np.ndarray) -> list:
-    return [x.dtype.str, list(x.shape)]
-
-
-def _ready(fd: int, until: float | None, write: bool = False) -> bool:
-    """Whether ``fd`` can be read (written) before ``until``; _Ended for a closed fd."""
-    left = None if until is None else until - time.monotonic()
-    if left is not None and left <= 0:
-        return False
-    try:
-        r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], left)
-    except (OSError, ValueError) as err:
-        raise _Ended(str(err)) from None
-    return bool(w if write else r)
-
-
-def write_frame(fd: int, header: dict, arrays=(), until: float | None = None) -> None:
-    """Send one frame: ``header`` (JSON) then ``arrays`` (each C-ordered; declared in
-    ``header["arrays"]`` as ``[dtype.str, shape]``). With ``until`` (a ``time.monotonic`` instant)
-    the fd must be non-blocking and TimeoutError is raised past it; a closed reader raises _Ended."""
-    arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
-    head = json.dumps({**header, "arrays": [_declare(a) for a in arrays]}).encode()
-    parts = [MAGIC + struct.pack("<I", len(head)) + head] + [memoryview(a.reshape(-1).view(np.uint8))
-                                                               for a in arrays if a.size]
-    for part in parts:
-        view = memoryview(part)
-        while view.nbytes:
-            if not _ready(fd, until, write=True):
-                raise TimeoutError
-            try:
-                n = os.write(fd, view)
-            except BlockingIOError:
-                continue
-            except (BrokenPipeError, OSError) as err:
-                raise _Ended(str(err)) from None
-            view = view[n:]
-
-
-def _read_exact(fd: int, n: int, until: float | None) -> bytearray:
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        if not _ready(fd, until):
-            raise TimeoutError
-        try:
-            k = os.readv(fd, [view[got:]])
-        except BlockingIOError:
-            continue
-        except OSError as err:
-            raise _Ended(str(err)) from None
-        if k == 0:
-            raise _Ended("end of file" if got == 0 else f"end of file after {got} of {n} bytes")
-        got += k
-    return buf
-
-
-def read_frame(fd: int, until: float | None, max_payload: int) -> tuple[dict, list[np.ndarray]]:
-    """One frame from ``fd``: (header dict, its arrays). Sizes are checked before anything is
-    allocated: the header at most :data:`MAX_HEADER` bytes, the arrays together at most
-    ``max_payload`` bytes; each array a plain numeric dtype, at most 8 dimensions. MalformedReply
-    names the broken rule; TimeoutError past ``until``; _Ended when the writer closed the pipe."""
-    prefix = _read_exact(fd, 8, until)
-    if prefix[:4] != MAGIC:
-        raise MalformedReply(f"frame must start with {MAGIC!r}; got {bytes(prefix)!r}")
-    (size,) = struct.unpack("<I", prefix[4:])
-    if size > MAX_HEADER:
-        raise MalformedReply(f"header must be at most {MAX_HEADER} bytes; got {size}")
-    try:
-        header = json.loads(bytes(_read_exact(fd, size, until)))
-    except (UnicodeDecodeError, ValueError) as err:
-        raise MalformedReply(f"header is not JSON: {err}") from None
-    if not isinstance(header, dict) or not isinstance(header.get("arrays"), list):
-        raise MalformedReply("header must be a JSON object with an 'arrays' list")
-    shapes, total = [], 0
-    for item in header["arrays"]:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and _DTYPE.match(item[0])
-                and isinstance(item[1], list) and len(item[1]) <= _MAX_NDIM
-                and all(type(d) is int and d >= 0 for d in item[1])):
-            raise MalformedReply(f"an array must be declared as [numeric dtype, shape of at most {_MAX_NDIM} "
-                                 f"non-negative ints]; got {str(item)[:200]}")
-        dtype = np.dtype(item[0])
-        total += math.prod(item[1]) * dtype.itemsize
-        if total > max_payload:
-            raise MalformedReply(f"arrays must hold at most {max_payload} bytes for this call; got at least {total}")
-        shapes.append((dtype, tuple(item[1])))
-    payload = _read_exact(fd, total, until)
-    arrays, at = [], 0
-    for dtype, shape in shapes:
-        n = math.prod(shape) * dtype.itemsize
-        arrays.append(np.frombuffer(payload, dtype, math.prod(shape), at).reshape(shape))
-        at += n
-    return header, arrays
-
-
-# ----------------------------------------------------------------------------------------------
-# the child
-
-
-def load_kernel(target: str):
-    """The callable named by ``MODULE:FUNCTION`` (``MODULE`` importable, or a ``.py`` path).
-    Imports the user's module: only ever called in the kernel's own process."""
-    if target.count(":") != 1:
-        raise FormatRuleError(f"kernel: must be MODULE:FUNCTION (e.g. my_kernels:marlin); got {target!r}")
-    mod_name, func = target.split(":")
-    try:
-        if mod_name.endswith(".py"):
-            spec = importlib.util.spec_from_file_location("_refsim_check_target", mod_name)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(mod_name)
-    except (ImportError, FileNotFoundError) as err:
-        raise FormatRuleError(f"kernel: cannot import {mod_name!r}: {err}") from None
-    except (Exception, SystemExit) as err:        # the module's own code failed or exited while loading
-        raise FormatRuleError(f"kernel: importing {mod_name!r} raised {type(err).__name__}: {err}") from None
-    kernel = getattr(module, func, None)
-    if kernel is None:
-        raise FormatRuleError(f"kernel: module {mod_name!r} has no attribute {func!r}")
-    return kernel
-
-
-def _kernel_of(request: dict):
-    """The callable to run: an imported function, or a .cu/.ptx entry launched through refsim.ptx."""
-    from refsim.testing.harness import _source_kernel
-
-    path, _, entry = request["kernel"].rpartition(":")
-    if path.endswith((".cu", ".ptx")):
-        if request["launch"] is None:
-            raise FormatRuleError(f"--launch: a CUDA/PTX kernel ({request['kernel']!r}) needs --launch MODULE:FUNCTION "
-                                  f"returning a refsim.cuda.LaunchPlan; got none")
-        return _source_kernel(path, entry, load_kernel(request["launch"]), request["arch"])
-    if request["launch"] is not None:
-        raise FormatRuleError(f"--launch: only for a .cu/.ptx kernel; got kernel {request['kernel']!r}")
-    return load_kernel(request["kernel"])
-
-
-def _parameters(kernel) -> list | None:
-    try:
-        params = inspect.signature(kernel).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    return [[p.name, int(p.kind), p.default is not p.empty] for p in params]
-
-
-def _text(err: BaseException) -> str:
-    try:
-        return str(err)[:_TEXT]
-    except BaseException:                     # a kernel's exception whose __str__ raises
-        return "(its message cannot be printed)"
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: SIGKILL this process when the parent ends, even by SIGKILL (prctl PR_SET_PDEATHSIG)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def serve() -> None:
-    """The kernel's process (``sys.argv[1]``: the parent's pid, ``sys.argv[2]``: the JSON request):
-    read frames on fd 0, reply on fd 1 (both moved to private fds; the kernel's prints go to stderr)."""
-    _die_with_parent(int(sys.argv[1]))
-    inbox, outbox = os.dup(0), os.dup(1)
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr                   # the kernel's prints, unbuffered, where refsim check's progress goes
-    request = json.loads(sys.argv[2])
-    write_frame(outbox, {"kind": "started"})   # refsim is loaded: the import's deadline starts now
-    try:
-        kernel = _kernel_of(request)
-    except (RefsimError, ToolchainError) as err:
-        write_frame(outbox, {"kind": "refused", "text": " ".join(str(err).split())})
-        os._exit(0)
-    except OSError as err:
-        write_frame(outbox, {"kind": "refused", "text": f"{err.filename or ''}: {err.strerror or err}"})
-        os._exit(0)
-    write_frame(outbox, {"kind": "ready", "params": _parameters(kernel)})
-    try:
-        _loop(kernel, inbox, outbox)
-    except _Ended:
-        pass
-    os._exit(0)
-
-
-def _loop(kernel, inbox: int, outbox: int) -> None:
-    last = None                               # (the bytes call n received, the arrays its kernel got)
-    before = set(threading.enumerate())
-    while True:
-        header, arrays = read_frame(inbox, None, 1 << 62)
-        late = _late(last)
-        if header["kind"] == "settle":
-            deadline = time.monotonic() + SETTLE
-            for t in set(threading.enumerate()) - before - {threading.current_thread()}:
-                t.join(max(0.0, deadline - time.monotonic()))
-            late = _late(last)
-            write_frame(outbox, {"kind": "settled", "seq": header["seq"], "late": [i for i, _ in late]},
-                        [a for _, a in late])
-            continue
-        received = [a.tobytes() for a in arrays]
-        given = [np.frombuffer(bytearray(b), a.dtype).reshape(a.shape) for b, a in zip(received, arrays)]
-        last = (received, given)
-        reply = {"kind": "reply", "seq": header["seq"], "late": [i for i, _ in late]}
-        out = []
-        try:
-            result = kernel(*given)
-        except SystemExit as err:
-            code = err.code if err.code is None or type(err.code) is int else _text(err)
-            reply.update(status="exit", code=code)
-        except BaseException as err:          # KeyboardInterrupt too: the kernel's, reported as raised
-            reply.update(status="raised", type=type(err).__name__[:100], text=_text(err))
-        else:
-            if isinstance(result, np.ndarray) and _DTYPE.match(result.dtype.str) and result.ndim <= _MAX_NDIM:
-                reply.update(status="ok")
-                out = [result]
-            else:
-                what = (f"a numpy.ndarray of dtype {result.dtype} shape {result.shape}"
-                        if isinstance(result, np.ndarray) else type(result).__name__)
-                reply.update(status="returned", what=what[:200])
-        changed = _late(last)
-        reply["changed"] = [i for i, _ in changed]
-        if changed:                           # later writes are those after the call returned
-            last = ([a.tobytes() for a in given], given)
-        write_frame(outbox, reply, out + [a for _, a in changed] + [a for _, a in late])
-
-
-def _late(last) -> list:
-    """(index, array) of each input of the last call whose array no longer holds the bytes received."""
-    if last is None:
-        return []
-    return [(i, a.copy()) for i, (b, a) in enumerate(zip(*last)) if a.tobytes() != b]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -374,8 +115,9 @@ class KernelProcess:
         return None if self.deadline is None else time.monotonic() + self.deadline
 
     def _start(self) -> None:
-        code = "import sys; from refsim.testing.sandbox import serve; serve()"
-        self.child = subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), json.dumps(self.request)],
+        code = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
+        self.child = subprocess.Popen([sys.executable, "-c", code, kp.__file__, str(os.getpid()),
+                                       json.dumps(self.request)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         atexit.register(self.close)
         self._to, self._from = self.child.stdin.fileno(), self.child.stdout.fileno()
@@ -392,7 +134,7 @@ class KernelProcess:
             why = (f"hung on import: the kernel's module did not finish importing within --deadline {self.deadline:g} "
                    f"s; its process was killed" if importing else
                    f"the kernel's process did not load refsim within {STARTUP:g} s; it was killed")
-        except _Ended:
+        except Ended:
             self._reap()
             why = f"the kernel's process {_ended(self.child.returncode)} while importing the kernel"
         except MalformedReply as err:
@@ -400,7 +142,7 @@ class KernelProcess:
         else:
             if header.get("kind") == "refused" and isinstance(header.get("text"), str):
                 self.close()
-                raise FormatRuleError(header["text"][:_TEXT])
+                raise FormatRuleError(header["text"][:TEXT])
             try:
                 self.__signature__ = self._signature(header)
             except (TypeError, ValueError) as err:
@@ -469,7 +211,7 @@ class KernelProcess:
         except TimeoutError:
             raise self._fail(f"did not return within deadline={self.deadline} s ({what}); its process was killed",
                              KernelTimeout) from None
-        except _Ended:
+        except Ended:
             self._reap()
             raise KernelCallError(f"ended its process {what}: it {_ended(self.child.returncode)} (a kernel must "
                                   f"return its output)") from None
