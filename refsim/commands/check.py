@@ -101,7 +101,7 @@ _REQUEST = ("kernel", "launch", "fmt", "arch", "sms", "seed", "max_examples", "m
 
 
 def run(args) -> int:
-    """Run the check in a child process and print its verdict (module docstring); the exit status."""
+    """Run the check here with the kernel in a process of its own, print the verdict; the exit status."""
     return _supervise({name: getattr(args, name) for name in _REQUEST})
 
 

@@ -295,7 +295,5 @@ def _late(last) -> list:
     return [(i, a.copy()) for i, (b, a) in enumerate(zip(*last)) if a.tobytes() != b]
 
 
-
-
 if __name__ == "__main__":                    # run by path: python -c "runpy.run_path(FILE)" FILE PARENT REQUEST
     serve(int(sys.argv[2]), sys.argv[3])

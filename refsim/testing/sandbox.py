@@ -270,7 +270,7 @@ class KernelProcess:
         raise self._fail(f"sent a malformed reply: status {str(status)[:50]!r}")
 
     def settle(self) -> None:
-        """After the last call: let the kernel's threads finish (up to :data:`SETTLE` s in the child),
+        """After the last call: let the kernel's threads finish (up to ``kernel_process.SETTLE`` s there),
         then KernelModifiedInput if the last call's inputs were written since it returned."""
         if self._dead() or self._sent is None:
             return

@@ -108,3 +108,14 @@ def test_an_admissible_set_compares_by_membership_and_records_the_verdict():
     runner = _runner(lambda a, b: np.array([1.0, 0.0], np.float16))
     _, _, bad = runner.differs(CASE, INPUTS, expected=aset)
     assert bad.tolist() == [True, False] and runner.admissible == ["outside the admissible set of 2 orders"]
+
+
+def test_a_call_error_raised_without_a_case_gets_the_case_of_the_call():
+    # refsim check's kernel process raises these (a deadline, an ended process) knowing no case
+    def from_another_process(a, b):
+        raise KernelTimeout("did not return within deadline=5.0 s (during a kernel call); its process was killed")
+
+    with pytest.raises(KernelTimeout, match=r"^add kernel did not return within deadline=5.0 s \(during a kernel "
+                                            r"call\); its process was killed\n  case \{'m': 2, 'seed': 0\}") as err:
+        _runner(from_another_process).call(CASE, INPUTS)
+    assert err.value.case == CASE
