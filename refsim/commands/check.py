@@ -87,7 +87,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("check", help="check a kernel bit for bit against refsim's emulator",
                               description="Check MODULE:FUNCTION bit for bit against refsim's emulator of a format "
                                           "(pinned regime-covering cases, then seeded draws; a diagnosis on mismatch), "
-                                          "in a child process: exit 0 only with a verdict.")
+                                          "with the kernel in a process of its own that cannot reach the verdict: exit 0 only "
+                                          "with a verdict that every case passed.")
     p.add_argument("kernel", help="MODULE:FUNCTION, path/to/file.py:FUNCTION, or path/to/file.cu|.ptx:ENTRY "
                                   "(with --launch)")
     p.add_argument("--launch", default=None,
