@@ -71,7 +71,8 @@ def add_check_options(p, *, launch_required: bool = False) -> None:
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument("--max-size", type=int, default=None, help="largest case in multiply-adds")
     p.add_argument("--deadline", type=_deadline, default=DEFAULT_DEADLINE,
-                   help=f"seconds one kernel call may take, or 'none' (default {DEFAULT_DEADLINE:g})")
+                   help=f"seconds the kernel's import, and each kernel call, may take, or 'none' "
+                        f"(default {DEFAULT_DEADLINE:g})")
     p.add_argument("--no-shrink", action="store_true")
     p.add_argument("--save-failures", default=None, help=".npz path or directory for a failing case")
     p.add_argument("--accuracy", action="store_true",
