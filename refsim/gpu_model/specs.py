@@ -46,7 +46,8 @@ MIN_CLOCK_HZ, MAX_CLOCK_HZ = 1e8, 1e10
 #: 2520 MHz to ~2.8 GHz, x 1.11): an explicit clock above it is refused
 MAX_OVER_BOOST = 1.2
 
-__all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"]
+__all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S", "expand_provenance",
+           "estimated_fields", "PROVENANCE_TAGS"]
 
 # Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
 # gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
@@ -286,15 +287,21 @@ def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz
         "launch_events_s/launch_ramp_s/l2_dirty_fraction": ("estimate", "the H100 SXM's fit ([h100-microbench]); not "
                                                             "measured on this GPU (refsim calibrate --measure does)"),
         "l2_latency_clk": ("estimate", "L2 hit ~200 cycles (Jia et al. 2019, Turing/Ampere pointer chase)"),
+        "l2_far_latency_clk": ("whitepaper", "0 unless the row sets it: only the A100/H100 L2 is partitioned "
+                               "(whitepapers)"),
+        "dram_fraction_ecc_toggled": ("datasheet", "0: the card has no ECC switch (rows with one cite their source)"),
+        "ecc": ("datasheet", "the card's default ECC state: GeForce and Jetson parts have no ECC switch ('none'); "
+                "rows with a switch cite their datasheet"),
         "tc_*": ("whitepaper", f"vendor dense peaks / (SMs x boost clock), class {tensor_class} ([nv-whitepapers])"),
         "alu_*": ("whitepaper", _CUDA_GUIDE),
         "smem/regs/warps/ctas": ("whitepaper", "CUDA guide per-CC limits ([cuda-guide])"),
         "l1_smem_bytes_per_clk_per_sm": ("whitepaper", "32 banks x 4 B per clock (CUDA guide, shared memory)"),
-        "reg_alloc_unit_per_warp/max_regs_per_thread/smem_alloc_unit_bytes/smem_reserved_per_block_bytes":
+        "reg_alloc_unit_per_warp/max_regs_per_thread/max_threads_per_block/smem_alloc_unit_bytes/smem_reserved_per_block_bytes":
             ("whitepaper", "CUDA guide per-CC technical specifications; CUDA Occupancy Calculator allocation units"),
         "launch_overhead_s": ("fitted", "calibrate.py on anyprec_rtx4070_laptop.csv (one value for all GPUs)"),
     }
-    common.update(sources)
+    common = expand_provenance(common)        # per field; the row's own sources win over these defaults
+    common.update(expand_provenance(sources))
     return GPUSpec(
         name=name, arch=arch, compute_capability=cc, sm_count=sms, base_clock_hz=base_mhz * 1e6,
         boost_clock_hz=boost_mhz * 1e6, sustained_clock_hz=sustained_mhz * 1e6, dram_peak_bytes_per_s=dram_gb_s * 1e9,
@@ -311,6 +318,55 @@ def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz
         l2_far_latency_clk=l2_far_latency_clk,
         **measured,
     )
+
+
+#: the short names the rows' provenance keys use for groups of fields
+_PROVENANCE_GROUPS = {
+    "clocks": ("base_clock_hz", "boost_clock_hz", "sustained_clock_hz"),
+    "dram": ("dram_peak_bytes_per_s",),
+    "l2": ("l2_bytes",),
+    "smem": ("smem_per_sm_bytes", "smem_per_block_bytes"),
+    "regs": ("regs_per_sm",),
+    "warps": ("max_warps_per_sm",),
+    "ctas": ("max_ctas_per_sm",),
+    "alu_*": ("int32_lanes_per_clk_per_sm", "fp32_fma_lanes_per_clk_per_sm", "hfma2_lanes_per_clk_per_sm"),
+}
+PROVENANCE_TAGS = ("datasheet", "whitepaper", "microbenchmark", "estimate", "fitted")
+
+
+def expand_provenance(sources: dict) -> dict:
+    """``{field: (tag, source)}`` for every field a provenance dict names, one entry per field: a key
+    may name one field, several joined by ``/``, a glob (``tc_*``) or a group of :data:`_PROVENANCE_GROUPS`
+    (``clocks``); where two keys name a field, the key naming fewer fields wins (``sustained_clock_hz``
+    over ``sm_count/clocks/dram/l2``), later keys on a tie. An unknown name or tag is a FormatRuleError."""
+    import fnmatch
+    names = [f.name for f in fields(GPUSpec) if f.name != "provenance"]
+    out: dict = {}
+    width: dict = {}
+    for key, value in sources.items():
+        if (not isinstance(value, (tuple, list)) or len(value) != 2 or value[0] not in PROVENANCE_TAGS
+                or type(value[1]) is not str):
+            raise FormatRuleError(f"provenance[{key!r}]: must be (tag, source) with a tag in {list(PROVENANCE_TAGS)}; "
+                                  f"got {value!r:.80}")
+        named = []
+        for part in str(key).split("/"):
+            hit = _PROVENANCE_GROUPS.get(part) or (part,) if part in names or part in _PROVENANCE_GROUPS \
+                else tuple(fnmatch.filter(names, part))
+            if not hit:
+                raise FormatRuleError(f"provenance key {key!r}: {part!r} names no GPUSpec field")
+            named.extend(hit)
+        for name in named:
+            if len(named) <= width.get(name, len(named)):
+                out[name], width[name] = tuple(value), len(named)
+    return out
+
+
+def estimated_fields(gpu: GPUSpec) -> dict:
+    """``{field: source}`` of ``gpu``'s numbers whose provenance tag is ``estimate`` (not measured on
+    that card, nor read off a datasheet), in field order."""
+    prov = gpu.provenance
+    return {f.name: prov[f.name][1] for f in fields(GPUSpec)
+            if f.name in prov and prov[f.name][0] == "estimate"}
 
 
 #: source tags cited by the rows' provenance, with where each number was read
