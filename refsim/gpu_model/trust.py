@@ -31,9 +31,11 @@ import copy
 import csv
 import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 from refsim.errors import FormatRuleError, RefsimError
 from refsim.gpu_model.problem import _bits, check_size, problem
@@ -179,7 +181,7 @@ def known_deviations() -> tuple:
         if not row["source"]:
             raise FormatRuleError(f"{where}: column source: every row must name its source")
         row["kernel"] = kernel_module(row["kernel"]).NAME            # an unknown kernel is refused
-        out.append(row)
+        out.append(MappingProxyType(row))
     return tuple(out)
 
 
@@ -208,7 +210,8 @@ class Trust:
     ``validated_on``: one dict per covering regime (table, gpu, kernel, bits, cache, timing, clocks,
     m_min, m_max, rows, median, max, local_m, local_rows, local_max; errors as fractions).
     ``deviations``: the matching rows of known_deviations.csv. ``estimates``: {field: source} of the
-    GPU constants this prediction uses that are estimates. ``nearest``: for an unvalidated
+    GPU constants this prediction uses that are estimates. The dicts are read-only views (a cached
+    Trust is shared); :meth:`as_dict` gives plain copies. ``nearest``: for an unvalidated
     prediction, the regimes of its kernel (labels). ``far_off``: rows here are off by more than
     :data:`FAR_OFF` either way."""
 
@@ -216,7 +219,7 @@ class Trust:
     far_off: bool
     validated_on: tuple = ()
     deviations: tuple = ()
-    estimates: dict = field(default_factory=dict)
+    estimates: Mapping = field(default_factory=dict)
     nearest: tuple = ()
     subject: str = ""
 
@@ -253,8 +256,9 @@ class Trust:
     def as_dict(self) -> dict:
         """The fields as JSON-ready values (``--json`` output's ``trust``)."""
         return copy.deepcopy({"status": self.status, "far_off": self.far_off, "statement": self.statement,
-                              "validated_on": list(self.validated_on), "known_deviations": list(self.deviations),
-                              "estimated_constants": self.estimates, "nearest": list(self.nearest)})
+                              "validated_on": [dict(v) for v in self.validated_on],
+                              "known_deviations": [dict(d) for d in self.deviations],
+                              "estimated_constants": dict(self.estimates), "nearest": list(self.nearest)})
 
 
 def estimates_used(gpu: GPUSpec, clock="sustained", ecc=None, cache: str = "cold", timing: str = "kernel") -> dict:
@@ -302,16 +306,41 @@ def _cached(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing) -> Trust:
     return _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing)
 
 
-def _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing) -> Trust:
-    pb = problem(gpu, kernel, n, k, clock=clock, ecc=ecc, cache=cache, timing=timing)
-    m = check_size("m", m)
+def _setting(gpu, kernel, bits, clock, ecc, cache, timing) -> tuple:
+    """What does not depend on the shape, validated once (as :func:`problem` validates it):
+    (gpu name, kernel name, bits, cache, timing, the regimes with these bits / cache / timing, the
+    known deviations of this compute capability, kernel and bits, the estimates used, the nearest
+    regimes of the kernel)."""
+    pb = problem(gpu, kernel, 1, 1, clock=clock, ecc=ecc, cache=cache, timing=timing)
     name, kern, bits = pb.gpu.name, pb.kernel.NAME, _bits(pb.kernel, bits)
     g = get_gpu(gpu)
     index = _index()
+    regimes_here = tuple(r for r in index.get((name, kern), ())
+                         if (r["bits"], r["cache"], r["timing"]) == (bits, pb.cache, pb.timing) and r["rows"])
+    deviations = tuple(d for d in known_deviations() if d["kernel"] == kern and _in(bits, d["bits_min"], d["bits_max"])
+                       and d["compute_capability"] == g.compute_capability)
+    mine = sorted(index.get((None, kern), ()), key=lambda r: (r["gpu"] != name, r["bits"] != bits,
+                                                               r["cache"] != pb.cache, r["in_sample"]))
+    nearest = tuple(f"{_regime_label(r)} [{r['table']}]" for r in mine[:_NEAREST])
+    if len(mine) > _NEAREST:
+        nearest += (f"{len(mine) - _NEAREST} more (docs/perf_model.md, 'How far to trust a prediction')",)
+    return (name, kern, bits, pb.cache, pb.timing, regimes_here, deviations,
+            MappingProxyType(estimates_used(g, clock, ecc, pb.cache, pb.timing)), nearest)
+
+
+_setting_cached = lru_cache(maxsize=4096)(_setting)
+
+
+def _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing) -> Trust:
+    try:
+        setting = _setting_cached(gpu, kernel, bits, clock, ecc, cache, timing)
+    except TypeError:                    # an unhashable argument: validated (and refused) uncached
+        setting = _setting(gpu, kernel, bits, clock, ecc, cache, timing)
+    name, kern, bits, cache, timing, regimes_here, deviations_here, estimates, nearest = setting
+    m, n, k = check_size("m", m), check_size("n", n), check_size("k", k)
     validated, far = [], False
-    for r in index.get((name, kern), ()):
-        if (r["bits"], r["cache"], r["timing"]) != (bits, pb.cache, pb.timing) or not r["m_min"] <= m <= r["m_max"] \
-                or not r["rows"]:
+    for r in regimes_here:
+        if not r["m_min"] <= m <= r["m_max"]:
             continue
         below = [e for e in r["by_m"] if e["m"] <= m]
         above = [e for e in r["by_m"] if e["m"] >= m]
@@ -319,30 +348,21 @@ def _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing) -> Trust:
                                                   else [])
         local_m = [e["m"] for e in local]
         far = far or any(_ratio_far(e["low"], e["high"]) for e in local)
-        validated.append({"table": r["table"], "label": _regime_label(r), "gpu": r["gpu"], "kernel": r["kernel"],
-                          "bits": r["bits"], "cache": r["cache"], "timing": r["timing"], "clocks": list(r["clocks"]),
+        validated.append(MappingProxyType({"table": r["table"], "label": _regime_label(r), "gpu": r["gpu"], "kernel": r["kernel"],
+                          "bits": r["bits"], "cache": r["cache"], "timing": r["timing"], "clocks": tuple(r["clocks"]),
                           "m_min": r["m_min"], "m_max": r["m_max"], "rows": r["rows"], "median": r["median"],
-                          "max": r["max"], "local_m": [e["m"] for e in local],
+                          "max": r["max"], "local_m": tuple(local_m),
                           "local_rows": sum(e["rows"] for e in local), "local_max": max(e["max"] for e in local),
                           "refused": r["refused"],
-                          "local_bimodal": [where for where, at in r["bimodal"] if at in local_m]})
+                          "local_bimodal": tuple(where for where, at in r["bimodal"] if at in local_m)}))
     deviations = []
-    for d in known_deviations():
-        if (d["kernel"] == kern and d["compute_capability"] == g.compute_capability
-                and _in(bits, d["bits_min"], d["bits_max"]) and _in(m, d["m_min"], d["m_max"])
-                and _in(n, d["n_min"], d["n_max"])):
+    for d in deviations_here:
+        if _in(m, d["m_min"], d["m_max"]) and _in(n, d["n_min"], d["n_max"]):
             deviations.append(d)
             far = far or _ratio_far(1 + min(d["error_min_pct"], d["error_max_pct"]) / 100,
                                     1 + max(d["error_min_pct"], d["error_max_pct"]) / 100)
-    nearest = ()
-    if not validated:
-        mine = sorted(index.get((None, kern), ()), key=lambda r: (r["gpu"] != name, r["bits"] != bits,
-                                                                   r["cache"] != pb.cache, r["in_sample"]))
-        nearest = tuple(f"{_regime_label(r)} [{r['table']}]" for r in mine[:_NEAREST])
-        if len(mine) > _NEAREST:
-            nearest += (f"{len(mine) - _NEAREST} more (docs/perf_model.md, 'How far to trust a prediction')",)
     bits_text = f" {bits}-bit" if bits is not None else ""
-    subject = f"{kern}{bits_text} on {name}, {pb.cache} L2, {pb.timing} timing, M = {m}"
+    subject = f"{kern}{bits_text} on {name}, {cache} L2, {timing} timing, M = {m}"
     return Trust(status="validated" if validated else "unvalidated", far_off=far, validated_on=tuple(validated),
-                 deviations=tuple(deviations), estimates=estimates_used(g, clock, ecc, pb.cache, pb.timing),
-                 nearest=nearest, subject=subject)
+                 deviations=tuple(deviations), estimates=estimates, nearest=nearest if not validated else (),
+                 subject=subject)
