@@ -88,7 +88,7 @@ def _points() -> list[dict]:
 def build_regimes() -> dict:
     """The regimes of every table, computed now (what ``trust_regimes.json`` holds):
     ``{"regimes": [dict(table, gpu, kernel, bits, cache, timing, in_sample, clocks, m_min, m_max,
-    rows, median, max, worst, bimodal, refused, by_m)]}``; ``median`` / ``max`` are |error|
+    ecc, rows, median, max, worst, bimodal, refused, by_m)]}``; ``median`` / ``max`` are |error|
     fractions over the counted rows, ``by_m`` one dict(m, rows, max, low, high, worst) per M
     (``low`` / ``high``: the smallest and largest ratio predicted / measured)."""
     groups: dict = {}
@@ -111,6 +111,7 @@ def build_regimes() -> dict:
         table, gpu, kernel, bits, cache, timing = key
         out.append({"table": table, "gpu": gpu, "kernel": kernel, "bits": bits, "cache": cache, "timing": timing,
                     "in_sample": table == IN_SAMPLE_TABLE, "clocks": sorted({p["clock"] for p in ps}),
+                    "ecc": sorted({p["ecc"] for p in ps}),
                     "m_min": min(p["m"] for p in ps), "m_max": max(p["m"] for p in ps), "rows": len(counted),
                     "median": round(statistics.median(errs), _DIGITS) if errs else None,
                     "max": round(max(errs), _DIGITS) if errs else None,
@@ -200,8 +201,8 @@ def _pct(x: float) -> str:
 
 def _regime_label(r: dict) -> str:
     bits = "" if r["bits"] is None else f" {r['bits']}-bit"
-    return (f"{r['gpu']}, {r['kernel']}{bits}, {r['cache']} L2, {r['timing']} timing, M {r['m_min']}..{r['m_max']}"
-            + (", in-sample" if r["in_sample"] else ""))
+    return (f"{r['gpu']}, {r['kernel']}{bits}, {r['cache']} L2, {r['timing']} timing, clock {'/'.join(r['clocks'])}, "
+            f"ECC {'/'.join(r['ecc'])}, M {r['m_min']}..{r['m_max']}" + (", in-sample" if r["in_sample"] else ""))
 
 
 @dataclass(frozen=True)
@@ -223,8 +224,10 @@ class Trust:
     nearest: tuple = ()
     subject: str = ""
 
-    def lines(self) -> list[str]:
-        """The statement as lines of text (no prefix)."""
+    def lines(self, *, nearest: bool = True, estimates: bool = True) -> list[str]:
+        """The statement as lines of text (no prefix); ``nearest`` / ``estimates`` False leave out the
+        list of the kernel's tables (unvalidated) and the estimated constants (a report states those
+        once per GPU)."""
         out = []
         for v in self.validated_on:
             local = (f"; at M = {'/'.join(map(str, v['local_m']))}: max {_pct(v['local_max'])} "
@@ -238,11 +241,12 @@ class Trust:
                        f"{_pct(v['median'])}, max {_pct(v['max'])}{local}")
         if self.status == "unvalidated":
             near = "; ".join(self.nearest) if self.nearest else "none"
-            out.append(f"unvalidated: outside every validated regime ({self.subject}); tables for this kernel: {near}")
+            out.append(f"unvalidated: outside every validated regime ({self.subject})"
+                       + (f"; tables for this kernel: {near}" if nearest else ""))
         for d in self.deviations:
             out.append(f"known deviation {d['id']}: rows outside this repository are {d['error_min_pct']:+g} to "
                        f"{d['error_max_pct']:+g} % off here (predicted / measured - 1; {d['source']})")
-        if self.estimates:
+        if self.estimates and estimates:
             out.append("estimated constants (not measured on this GPU): " + ", ".join(self.estimates))
         if self.far_off:
             out.append(f"FAR OFF: rows here are off by more than {FAR_OFF:g}x; do not rank this prediction")

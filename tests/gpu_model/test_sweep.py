@@ -149,6 +149,7 @@ def _plain_rows(gpus, kernels, ms, shapes, **kw):
     equal exactly."""
     from refsim.errors import RefsimError
     from refsim.gpu_model.roofline import dram_roofline_s
+    from refsim.gpu_model.trust import trust
     cond = {key: kw[key] for key in ("clock", "ecc", "cache", "timing") if key in kw}
     opts = {key: kw.get(key) for key in ("bits", "group_size")}
     rows = []
@@ -168,9 +169,11 @@ def _plain_rows(gpus, kernels, ms, shapes, **kw):
                                                 math.nan, " ".join(str(err).split()), ""))
                         continue
                     roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
+                    tr = trust(gpu, kernel, m, n, k, opts["bits"], **cond)
                     rows.append(sw.SweepRow(g.name, kernel, m, n, k, bd.bits, opts["group_size"], *c,
                                             bd.latency_s * 1e6, base * 1e6, base / bd.latency_s, roof * 1e6,
-                                            roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes))
+                                            roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes,
+                                            tr.status, tr.far_off, tr.statement))
     return rows
 
 
