@@ -283,11 +283,11 @@ def estimates_used(gpu: GPUSpec, clock="sustained", ecc=None, cache: str = "cold
 def clock_label(gpu, clock="sustained") -> str:
     """How a prediction's clock is printed: ``sustained clock 2040 MHz (estimated)`` — the SM clock
     and the provenance of the number (estimated, measured, datasheet, whitepaper, fitted); an
-    explicit clock is ``1500 MHz (given)``."""
+    explicit clock (the caller gave it) is ``1500 MHz clock``."""
     g = get_gpu(gpu)
     hz = g.clock_hz(clock)
     if not isinstance(clock, str):
-        return f"{hz / 1e6:g} MHz (given)"
+        return f"{hz / 1e6:g} MHz clock"
     tag = g.provenance.get(f"{clock}_clock_hz", ("not stated", ""))[0]
     word = {"estimate": "estimated", "microbenchmark": "measured"}.get(tag, tag)
     return f"{clock} clock {hz / 1e6:g} MHz ({word})"

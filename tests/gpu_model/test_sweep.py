@@ -196,7 +196,7 @@ def test_fast_row_is_the_dataclass_row():
     import dataclasses
     import pickle
     vals = ("a10", "marlin", 16, 4096, 4096, None, 128, 1695.0, "on", "cold", "kernel", 20.0, 30.0, 1.5, 10.0, 0.5,
-            "dram", 5e8, 9e6, "ok", "tile")
+            "dram", 5e8, 9e6, "ok", "tile", "validated", False, "validated on published.csv")
     fast, plain = sw._new_row(*vals), sw.SweepRow(*vals)
     assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
     assert dataclasses.asdict(fast) == dataclasses.asdict(plain)
