@@ -340,20 +340,22 @@ def expand_provenance(sources: dict) -> dict:
     (``clocks``); where two keys name a field, the key naming fewer fields wins (``sustained_clock_hz``
     over ``sm_count/clocks/dram/l2``), later keys on a tie. An unknown name or tag is a FormatRuleError."""
     import fnmatch
+    if not isinstance(sources, dict):
+        raise FormatRuleError(f"sources: must be a dict of field -> (tag, source); got {type(sources).__name__}")
     names = [f.name for f in fields(GPUSpec) if f.name != "provenance"]
     out: dict = {}
     width: dict = {}
     for key, value in sources.items():
         if (not isinstance(value, (tuple, list)) or len(value) != 2 or value[0] not in PROVENANCE_TAGS
                 or type(value[1]) is not str):
-            raise FormatRuleError(f"provenance[{key!r}]: must be (tag, source) with a tag in {list(PROVENANCE_TAGS)}; "
+            raise FormatRuleError(f"provenance[{key!r:.80}]: must be (tag, source) with a tag in {list(PROVENANCE_TAGS)}; "
                                   f"got {value!r:.80}")
         named = []
         for part in str(key).split("/"):
             hit = _PROVENANCE_GROUPS.get(part) or (part,) if part in names or part in _PROVENANCE_GROUPS \
                 else tuple(fnmatch.filter(names, part))
             if not hit:
-                raise FormatRuleError(f"provenance key {key!r}: {part!r} names no GPUSpec field")
+                raise FormatRuleError(f"provenance key {key!r:.80}: {part!r:.80} names no GPUSpec field")
             named.extend(hit)
         for name in named:
             if len(named) <= width.get(name, len(named)):
@@ -364,6 +366,8 @@ def expand_provenance(sources: dict) -> dict:
 def estimated_fields(gpu: GPUSpec) -> dict:
     """``{field: source}`` of ``gpu``'s numbers whose provenance tag is ``estimate`` (not measured on
     that card, nor read off a datasheet), in field order."""
+    if type(gpu) is not GPUSpec:
+        raise FormatRuleError(f"gpu: must be a GPUSpec (refsim.gpu_model.specs.get_gpu); got {type(gpu).__name__}")
     prov = gpu.provenance
     return {f.name: prov[f.name][1] for f in fields(GPUSpec)
             if f.name in prov and prov[f.name][0] == "estimate"}

@@ -37,12 +37,13 @@ from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
+from refsim._validate import require_choice, require_fields, require_instance
 from refsim.errors import FormatRuleError, RefsimError
 from refsim.gpu_model.problem import _bits, check_size, problem
 from refsim.gpu_model.specs import GPUSpec, get_gpu
 
-__all__ = ["Trust", "trust", "build_regimes", "regimes", "known_deviations", "clock_label", "estimates_used",
-           "FAR_OFF", "CACHE_PATH", "DEVIATIONS_PATH"]
+__all__ = ["Trust", "trust", "build_regimes", "known_deviations", "clock_label", "FAR_OFF", "CACHE_PATH",
+           "DEVIATIONS_PATH"]
 
 _DIR = Path(__file__).resolve().parents[1] / "data" / "timings"
 CACHE_PATH = _DIR / "trust_regimes.json"
@@ -129,7 +130,7 @@ def cache_text(doc: dict) -> str:
 
 
 @lru_cache(maxsize=1)
-def regimes() -> tuple:
+def _regimes() -> tuple:
     """The regimes of ``trust_regimes.json`` (as :func:`build_regimes` gives them), read once."""
     try:
         doc = json.loads(CACHE_PATH.read_text(encoding="utf-8"))
@@ -143,7 +144,7 @@ def regimes() -> tuple:
 def _index() -> dict:
     """{(gpu, kernel): [regime]} and {kernel: [regime]} (key (None, kernel))."""
     out: dict = {}
-    for r in regimes():
+    for r in _regimes():
         out.setdefault((r["gpu"], r["kernel"]), []).append(r)
         out.setdefault((None, r["kernel"]), []).append(r)
     return out
@@ -218,11 +219,25 @@ class Trust:
 
     status: str
     far_off: bool
-    validated_on: tuple = ()
-    deviations: tuple = ()
+    validated_on: tuple[Mapping, ...] = ()
+    deviations: tuple[Mapping, ...] = ()
     estimates: Mapping = field(default_factory=dict)
-    nearest: tuple = ()
+    nearest: tuple[str, ...] = ()
     subject: str = ""
+
+    def __post_init__(self) -> None:
+        require_fields(self)
+        require_choice("Trust.status", self.status, ("validated", "unvalidated"))
+        for name in ("validated_on", "deviations"):
+            for i, item in enumerate(getattr(self, name)):
+                require_instance(f"Trust.{name}[{i}]", item, Mapping)
+        for i, item in enumerate(self.nearest):
+            require_instance(f"Trust.nearest[{i}]", item, str)
+        require_instance("Trust.estimates", self.estimates, Mapping)
+        for key, value in self.estimates.items():
+            if type(key) is not str or type(value) is not str:
+                raise FormatRuleError(f"Trust.estimates: must map field names to sources (str to str); got "
+                                      f"{key!r:.40}: {value!r:.40}")
 
     def lines(self, *, nearest: bool = True, estimates: bool = True) -> list[str]:
         """The statement as lines of text (no prefix); ``nearest`` / ``estimates`` False leave out the
@@ -265,7 +280,7 @@ class Trust:
                               "estimated_constants": dict(self.estimates), "nearest": list(self.nearest)})
 
 
-def estimates_used(gpu: GPUSpec, clock="sustained", ecc=None, cache: str = "cold", timing: str = "kernel") -> dict:
+def _estimates_used(gpu: GPUSpec, clock="sustained", ecc=None, cache: str = "cold", timing: str = "kernel") -> dict:
     """``{field: source}`` of ``gpu``'s constants tagged ``estimate`` that a prediction under these
     conditions uses: the clock named (an explicit Hz uses none), ``l2_dirty_fraction`` only with a
     dirty L2, ``launch_events_s`` / ``launch_ramp_s`` only with CUDA-event timing, the ECC-toggled
@@ -305,7 +320,7 @@ def trust(gpu, kernel, m, n, k, bits=None, *, clock="sustained", ecc=None, cache
     return _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing)
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=1 << 16, typed=True)
 def _cached(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing) -> Trust:
     return _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing)
 
@@ -329,10 +344,10 @@ def _setting(gpu, kernel, bits, clock, ecc, cache, timing) -> tuple:
     if len(mine) > _NEAREST:
         nearest += (f"{len(mine) - _NEAREST} more (docs/perf_model.md, 'How far to trust a prediction')",)
     return (name, kern, bits, pb.cache, pb.timing, regimes_here, deviations,
-            MappingProxyType(estimates_used(g, clock, ecc, pb.cache, pb.timing)), nearest)
+            MappingProxyType(_estimates_used(g, clock, ecc, pb.cache, pb.timing)), nearest)
 
 
-_setting_cached = lru_cache(maxsize=4096)(_setting)
+_setting_cached = lru_cache(maxsize=4096, typed=True)(_setting)
 
 
 def _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing) -> Trust:
