@@ -382,6 +382,11 @@ def _trust(gpu, kernel, m, n, k, bits, clock, ecc, cache, timing) -> Trust:
                                     1 + max(d["error_min_pct"], d["error_max_pct"]) / 100)
     bits_text = f" {bits}-bit" if bits is not None else ""
     subject = f"{kern}{bits_text} on {name}, {cache} L2, {timing} timing, M = {m}"
-    return Trust(status="validated" if validated else "unvalidated", far_off=far, validated_on=tuple(validated),
-                 deviations=tuple(deviations), estimates=estimates, nearest=nearest if not validated else (),
-                 subject=subject)
+    # built without __post_init__'s checks (every value here is made by this module; the checks cost
+    # as much as the look-up itself): the same object Trust(...) gives
+    out = object.__new__(Trust)
+    object.__setattr__(out, "__dict__", {
+        "status": "validated" if validated else "unvalidated", "far_off": far, "validated_on": tuple(validated),
+        "deviations": tuple(deviations), "estimates": estimates, "nearest": nearest if not validated else (),
+        "subject": subject})
+    return out

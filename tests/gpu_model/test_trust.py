@@ -216,3 +216,10 @@ def test_bad_arguments_are_named_errors_and_a_cached_answer_is_not_shared():
     first["estimated_constants"].clear()
     again = trust.trust("a10", "marlin", 16, 4096, 4096).as_dict()
     assert again["validated_on"][0]["median"] < 1 and again["estimated_constants"]
+
+
+def test_a_looked_up_trust_is_the_validated_dataclass():
+    import dataclasses
+    t = trust.trust("h100-sxm", "marlin", 128, 11008, 4096, cache="dirty", timing="events")
+    plain = trust.Trust(**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)})
+    assert t == plain and repr(t) == repr(plain) and t.lines() == plain.lines()
