@@ -334,11 +334,12 @@ _PROVENANCE_GROUPS = {
 PROVENANCE_TAGS = ("datasheet", "whitepaper", "microbenchmark", "estimate", "fitted")
 
 
-def expand_provenance(sources: dict) -> dict:
+def expand_provenance(sources: dict, *, any_tag: bool = False) -> dict:
     """``{field: (tag, source)}`` for every field a provenance dict names, one entry per field: a key
     may name one field, several joined by ``/``, a glob (``tc_*``) or a group of :data:`_PROVENANCE_GROUPS`
     (``clocks``); where two keys name a field, the key naming fewer fields wins (``sustained_clock_hz``
-    over ``sm_count/clocks/dram/l2``), later keys on a tie. An unknown name or tag is a FormatRuleError."""
+    over ``sm_count/clocks/dram/l2``), later keys on a tie. An unknown name, or a tag outside
+    :data:`PROVENANCE_TAGS` (any string with ``any_tag``: a spec file's own words), is a FormatRuleError."""
     import fnmatch
     if not isinstance(sources, dict):
         raise FormatRuleError(f"sources: must be a dict of field -> (tag, source); got {type(sources).__name__}")
@@ -346,8 +347,8 @@ def expand_provenance(sources: dict) -> dict:
     out: dict = {}
     width: dict = {}
     for key, value in sources.items():
-        if (not isinstance(value, (tuple, list)) or len(value) != 2 or value[0] not in PROVENANCE_TAGS
-                or type(value[1]) is not str):
+        if (not isinstance(value, (tuple, list)) or len(value) != 2 or type(value[0]) is not str
+                or (value[0] not in PROVENANCE_TAGS and not any_tag) or type(value[1]) is not str):
             raise FormatRuleError(f"provenance[{key!r:.80}]: must be (tag, source) with a tag in {list(PROVENANCE_TAGS)}; "
                                   f"got {value!r:.80}")
         named = []
