@@ -493,7 +493,9 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in [
          l2_bytes_per_clk_per_sm=35.0, ecc="on", dram_fraction_ecc_toggled=0.952, l2_partitioned=True,
          l2_latency_clk=265, l2_far_latency_clk=475, sources={
              "sm_count/clocks/dram/l2": ("datasheet", "[hpctech-h100] (114 SMs, 50 MB L2), [tpu-h100-pcie] (1095 / 1755 MHz, 2039 GB/s HBM2e)"),
-             "sustained_clock_hz": ("microbenchmark", "1755 MHz held through [gpu-benches] gpu-latency h100_pcie"),
+             "sustained_clock_hz": ("estimate", "boost: 1755 MHz held through [gpu-benches] gpu-latency h100_pcie, a "
+                                    "pointer chase that draws little power; under tensor load the 350 W card may run "
+                                    "lower (no published clock-vs-load curve)"),
              "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] cuda-stream h100_pcie: 1942 GB/s read of 2039"),
              "dram_latency_s": ("microbenchmark", "[gpu-benches] gpu-latency h100_pcie: 658 cycles at 1755 MHz beyond the L2"),
              "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] gpu-l2-cache h100_pcie: ~7.0 TB/s / (114 x 1.755 GHz)"),

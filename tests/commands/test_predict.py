@@ -92,7 +92,7 @@ def test_a_validated_prediction_names_its_table_and_the_error_there(capsys):
 
 
 def test_an_estimated_gpu_says_estimated_and_which_numbers(capsys):
-    for gpu in ("l4", "l40s"):
+    for gpu in ("l4", "l40s", "h100-pcie"):
         out = _run(capsys, "--gpu", gpu, "--m", "16", "--n", "4096", "--k", "4096")
         assert "sustained clock" in out and "MHz (estimated)" in out.splitlines()[0]
         lines = _trust_lines(out)

@@ -76,7 +76,8 @@ def test_estimated_fields_are_the_fields_tagged_estimate():
     assert "sustained_clock_hz" in estimated_fields(get_gpu("l40s"))
     assert "sustained_clock_hz" not in estimated_fields(get_gpu("h100-sxm"))
     assert estimated_fields(get_gpu("h100-sxm")) == {}
-    assert set(estimated_fields(get_gpu("h100-pcie"))) == {"launch_events_s", "launch_ramp_s", "l2_dirty_fraction"}
+    assert set(estimated_fields(get_gpu("h100-pcie"))) == {"sustained_clock_hz", "launch_events_s", "launch_ramp_s",
+                                                           "l2_dirty_fraction"}
 
 
 def test_specs_are_frozen():

@@ -181,7 +181,7 @@ def test_a_malformed_known_deviation_is_refused_naming_file_line_and_column(tmp_
     ("l4", {"ecc": "off"}, {"dram_fraction_ecc_toggled"}, {"dram_achievable_fraction"}),
     ("h100-pcie", {"timing": "events", "cache": "dirty"}, {"launch_events_s", "launch_ramp_s", "l2_dirty_fraction"},
      set()),
-    ("h100-pcie", {}, set(), {"launch_events_s", "l2_dirty_fraction"}),
+    ("h100-pcie", {}, {"sustained_clock_hz"}, {"launch_events_s", "l2_dirty_fraction"}),
     ("h100-sxm", {"timing": "events", "cache": "dirty"}, set(), {"launch_events_s", "l2_dirty_fraction"}),
 ])
 def test_the_estimated_constants_are_those_the_prediction_uses(gpu, kw, present, absent):
@@ -194,6 +194,7 @@ def test_the_estimated_constants_are_those_the_prediction_uses(gpu, kw, present,
 @pytest.mark.parametrize("gpu, clock, want", [
     ("l4", "sustained", "sustained clock 2040 MHz (estimated)"),
     ("l40s", "sustained", "sustained clock 2520 MHz (estimated)"),
+    ("h100-pcie", "sustained", "sustained clock 1755 MHz (estimated)"),
     ("h100-sxm", "sustained", "sustained clock 1980 MHz (measured)"),
     ("a10", "base", "base clock 885 MHz (datasheet)"),
     ("a10", 1.2e9, "1200 MHz clock"),
