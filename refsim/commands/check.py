@@ -82,6 +82,10 @@ def add_check_options(p, *, launch_required: bool = False) -> None:
                    help="with --accuracy: the kernel's accumulator precision (default fp32)")
     p.add_argument("--order", default="sequential", choices=("sequential", "pairwise", "any"),
                    help="with --accuracy: the kernel's summation order (default sequential)")
+    p.add_argument("--legal", default=None, metavar="RULE",
+                   help="the kernel's own shape rule, e.g. 'n%%128==0, m<=64' (clauses FIELD%%INT==0, FIELD<=INT, "
+                        "FIELD>=INT, FIELD==INT, FIELD!=INT over the format's shape fields): pinned and drawn cases "
+                        "respect it, skipped pinned cases are counted")
 
 
 def register(subparsers) -> None:
@@ -99,7 +103,7 @@ def register(subparsers) -> None:
 
 
 _REQUEST = ("kernel", "launch", "fmt", "arch", "sms", "seed", "max_examples", "max_size", "deadline", "no_shrink",
-            "save_failures", "accuracy", "accumulation", "order")
+            "save_failures", "accuracy", "accumulation", "order", "legal")
 
 
 def run(args) -> int:
@@ -168,7 +172,7 @@ def _supervise(request: dict) -> int:
                     max_examples=request["max_examples"], max_size=request["max_size"], deadline=None,
                     shrink=not request["no_shrink"], save_failures=request["save_failures"],
                     mode="accuracy" if request["accuracy"] else "bitexact", accumulation=request["accumulation"],
-                    order=request["order"], progress=say)
+                    order=request["order"], legal=request["legal"], progress=say)
                 kernel.settle()
         except KernelLoadError as err:
             sys.stderr.write(f"refsim check: no verdict: {err}\n")

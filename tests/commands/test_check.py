@@ -245,3 +245,24 @@ def test_the_cli_lists_every_harness_format_and_conversion_target():
     assert check.FORMAT_NAMES == tuple(sorted(FORMATS))
     assert convert.TARGETS == TARGETS
     assert quantize.METHODS == METHODS
+
+
+AWQ_N128 = '''
+from refsim.testing.cases import FORMATS
+
+def gemm(x, qweight, qzeros, scales):          # like vLLM's AWQ GEMM: N % 128 == 0 only
+    if scales.shape[1] % 128:
+        raise ValueError("this kernel needs N % 128 == 0")
+    return FORMATS["awq"].emulate((x, qweight, qzeros, scales), "sm_80", 108)
+'''
+
+
+def test_the_kernels_shape_rule_from_the_command_line(refsim_check):
+    rc, out, err = refsim_check(AWQ_N128, "@gemm", "--fmt", "awq", "--seed", "0", "--max-examples", "2")
+    assert rc == 1 and "N % 128 == 0" in out + err
+    rc, out, err = refsim_check(AWQ_N128, "@gemm", "--fmt", "awq", "--seed", "0", "--max-examples", "2",
+                                "--legal", "n%128==0")
+    assert rc == 0, (out, err)
+    assert "the kernel's shape rule 'n%128==0': 3 pinned cases skipped" in err
+    rc, out, err = refsim_check(AWQ_N128, "@gemm", "--fmt", "awq", "--legal", "n<3")
+    assert rc == 2 and "legal: each clause must read" in err
