@@ -39,7 +39,8 @@ import numpy as np
 from refsim.arith import fragments, integer_mma, tensor_core, tensor_core_types
 from refsim.arith.tensor_core_types import MmaKind
 from refsim.cuda import build, launch
-from refsim._validate import require_bool, require_choice, require_dtype, require_instance, require_int
+from refsim._validate import (require_bool, require_bounded, require_choice, require_dtype, require_instance,
+                              require_int)
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "PTX_ARCHS", "forms", "kind_of", "instruction", "entry", "ptx_arch",
@@ -268,6 +269,8 @@ def mma_reference(kind: MmaKind, arch: str, a: np.ndarray, b: np.ndarray, c: np.
 
 #: the most tiles :func:`probe_inputs` draws in one call (16 x K x 8 values each)
 MAX_TILES = 1 << 16
+#: the most operand elements :func:`draw_operands` draws in one call
+MAX_OPERAND_ELEMENTS = 1 << 26
 FLOAT_CATEGORIES = ("random", "magnitudes", "cancel", "subnormal", "nearmax", "bigC", "cancelC", "zeros")
 INT_CATEGORIES = ("random", "extremes", "bigC")
 
@@ -347,6 +350,10 @@ def draw_operands(atype: str, btype: str, ctype: str, mkn: tuple[int, int, int],
     if not isinstance(mkn, tuple) or len(mkn) != 3:
         raise ShapeError(f"mkn: must be the tuple (M, K, N); got {mkn!r:.60}")
     M, K, N = (require_int(x, v, minimum=1) for x, v in zip("MKN", mkn))
+    for x, v in zip("MKN", (M, K, N)):
+        require_bounded(x, v, 256, what="a tensor-core instruction dimension")
+    require_bounded("tiles x (M K + K N + M N)", tiles * (M * K + K * N + M * N), MAX_OPERAND_ELEMENTS,
+                    what="operand element count")
     require_choice("category", category, INT_CATEGORIES if atype in _INTS else FLOAT_CATEGORIES + ("lowbits",))
     sa, sb, sc = (tiles, M, K), (tiles, K, N), (tiles, M, N)
     if atype in _INTS:

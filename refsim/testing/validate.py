@@ -340,24 +340,30 @@ def pending(*, groups=GROUPS, only=()) -> list[str]:
     :func:`refsim.testing.wgmma_probes.probes` (the mma group; refsim/cuda/wgmma.cu is not written yet)."""
     from refsim.testing import wgmma_probes
 
+    _check_selection(groups, only)
     if "mma" not in groups:
         return []
     names = [p.name for p in wgmma_probes.probes()]
     return [n for n in names if not only or any(fnmatch.fnmatch(n, p) or p in n for p in only)]
 
 
-def cases(*, seed: int = 0, tiles: int = 4, groups=GROUPS, only=()) -> list[Case]:
-    """The validation cases of ``groups`` whose names match one of the ``only`` glob patterns (all when
-    empty), inputs drawn with ``seed``, ``tiles`` probe tiles per input category."""
+def _check_selection(groups, only) -> None:
+    """``groups``: a list or tuple of names of :data:`GROUPS`; ``only``: a list or tuple of strs."""
     for g in require_instance("groups", groups, (list, tuple)):
         if not isinstance(g, str) or g not in GROUPS:
             raise FormatRuleError(f"groups: each must be one of {list(GROUPS)}; got {g!r}")
+    for p in require_instance("only", only, (list, tuple)):
+        require_instance("only[...]", p, str, "str (a glob pattern or part of a case name)")
+
+
+def cases(*, seed: int = 0, tiles: int = 4, groups=GROUPS, only=()) -> list[Case]:
+    """The validation cases of ``groups`` whose names match one of the ``only`` glob patterns (all when
+    empty), inputs drawn with ``seed``, ``tiles`` probe tiles per input category."""
+    _check_selection(groups, only)
     tiles = require_int("tiles", tiles, minimum=1)
     if tiles > 1024:
         raise FormatRuleError(f"tiles: must be an int in [1, 1024]; got {tiles!r}")
     seed = require_int("seed", seed, minimum=0)
-    for p in require_instance("only", only, (list, tuple)):
-        require_instance("only[...]", p, str, "str (a glob pattern or part of a case name)")
     out = []
     for g in groups:
         out += {"kernel": lambda: _kernel_cases(seed), "official": _official_cases,
