@@ -239,10 +239,12 @@ def _check(kind, A, B, C, scale_d, scale_a, scale_b, satfinite):
     except ValueError:
         raise ShapeError(f"A, B, C: leading axes must broadcast; got {A.shape}, {B.shape}, {C.shape}") from None
     require_bounded("D", int(np.prod(lead, dtype=object)) * M * N * kind.k, MAX_ELEMENTS, what="element count x K")
-    if fam == "b1":
-        for name, x in (("A", A), ("B", B)):
-            if x.size and (int(x.min()) < 0 or int(x.max()) > 1):
-                raise FormatRuleError(f"{name}: b1 values must be 0 or 1; got {int(x.min()) if int(x.min()) < 0 else int(x.max())}")
+    if fam in ("int8", "b1"):
+        for name, x, t in (("A", A, kind.a), ("B", B, kind.b)):
+            lo, hi = (0, 1) if t == "b1" else integer_mma.INT_RANGES[t]
+            if x.size and (int(x.min()) < lo or int(x.max()) > hi):
+                raise FormatRuleError(f"{name}: {t} values must lie in [{lo}, {hi}]; got "
+                                      f"{int(x.min()) if int(x.min()) < lo else int(x.max())}")
     return kind, A, B, C, lead, N, scale_d
 
 

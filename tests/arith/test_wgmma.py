@@ -280,7 +280,10 @@ def test_bad_shapes_kinds_and_operands_are_refused_by_name():
                 scale_a=-1)
     with pytest.raises(FormatRuleError, match="scale_b: imm-scale must be 1 or -1; got 2"):
         w.wgmma(k, A, B, C, scale_b=2)
-    with pytest.raises(FormatRuleError, match="A: b1 values must be 0 or 1; got 2"):
+    with pytest.raises(FormatRuleError, match=r"B: u8 values must lie in \[0, 255\]; got -1"):
+        w.wgmma_reference("s32.s8.u8", np.zeros((64, 32), np.int8), np.full((32, 8), -1, np.int16),
+                          np.zeros((64, 8), np.int32))
+    with pytest.raises(FormatRuleError, match=r"A: b1 values must lie in \[0, 1\]; got 2"):
         w.wgmma("s32.b1.b1", np.full((64, 256), 2, np.uint8), np.zeros((256, 8), np.uint8), np.zeros((64, 8), np.int32))
     with pytest.raises(FormatRuleError, match="kind: must be a WgmmaKind"):
         w.wgmma(3, A, B, C)

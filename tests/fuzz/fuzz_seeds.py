@@ -428,7 +428,7 @@ SEEDS = {
     "refsim.arith.wgmma.wgmma": lambda: Seed(("f32.e4m3.e5m2", *_wgmma_fp8_operands()),
                                              dict(scale_d=True, scale_a=-1, scale_b=1, satfinite=False)),
     # the integer kind: the float twin is ~1 s of Fraction arithmetic per call (tested in tests/arith/test_wgmma.py)
-    "refsim.arith.wgmma.wgmma_reference": lambda: Seed(("s32.s8.u8", codes((64, 32), 256, np.int16, lo=-128),
+    "refsim.arith.wgmma.wgmma_reference": lambda: Seed(("s32.s8.u8", codes((64, 32), 128, np.int16, lo=-128),
                                                         codes((32, 8), 256, np.uint8, 1), codes((64, 8), 1000, np.int32, 2)),
                                                        dict(scale_d=True, scale_a=1, scale_b=1, satfinite=True)),
     "refsim.arith.tensor_core_rules.rule": lambda: call("negzero-sum"),
