@@ -289,3 +289,42 @@ def test_bad_shapes_kinds_and_operands_are_refused_by_name():
         w.wgmma(3, A, B, C)
     with pytest.raises(ShapeError, match="the reference takes one instruction"):
         w.wgmma_reference(k, A[None], B, C)
+
+
+# --------------------------------------------------------------------------- the shared-datapath assumption
+
+
+@pytest.mark.parametrize("types", ["f32.f16.f16", "f16.f16.f16", "f32.bf16.bf16", "f32.tf32.tf32"])
+def test_f16_bf16_tf32_wgmma_is_the_sm90_mma_sync_block_on_every_16_row_slice(types):
+    # the stated assumption, held in code: each 16 x 8 slice of a wgmma equals the H100-verified sm_90 mma.sync
+    # of the same rows and columns (m16n8k16 for f16/bf16, m16n8k8 for tf32)
+    from refsim.arith import tensor_core as tc
+    from refsim.arith import tensor_core_types as tct
+
+    kind = w.kind_of(types)
+    rng = np.random.default_rng(5)
+    mag = lambda shape: rng.choice([-1, 1], shape) * 2.0 ** rng.uniform(-12, 4, shape)  # noqa: E731
+    A, B = mag((64, kind.k)).astype(DT[kind.a]), mag((kind.k, 16)).astype(DT[kind.b])
+    C = mag((64, 16)).astype(CDT[kind.d])
+    D = w.wgmma(kind, A, B, C)
+    for r in range(0, 64, 16):
+        for c in range(0, 16, 8):
+            a, b, cc = A[r:r + 16], B[:, c:c + 8], C[r:r + 16, c:c + 8]
+            if kind.a == "f16":
+                want = tc.mma_m16n8k16("sm_90", a, b, cc)
+            else:
+                want = tct.mma("sm_90", f"m16n8k{kind.k}", kind.a, kind.b, a, b, cc)
+            assert_bitexact(D[r:r + 16, c:c + 8], want, f"{types} rows {r}.. columns {c}..")
+
+
+def test_fp8_wgmma_is_not_the_sm90_mma_sync_lowering():
+    # mma.sync fp8 on sm_90 runs as two f16 HMMAs (F = 25) and an FADD; the wgmma model keeps 13 bits. On the
+    # hand-worked tile of test_fp8_accumulation_keeps_13_fraction_bits_where_fp32_keeps_25 the two differ:
+    # mma.sync keeps 2^-14 (1 + 2^-12 + 2^-14 = 0x3F800A00), wgmma drops it (0x3F800800)
+    from refsim.arith import tensor_core_types as tct
+
+    k = w.kind_of("f32.e4m3.e4m3")
+    A, B, C = zeros(k)
+    A[0, 0], B[0, 0], A[0, 1], B[1, 0], C[0, 0] = 2.0**-6, 2.0**-6, 2.0**-7, 2.0**-7, 1
+    sync = tct.mma("sm_90", "m16n8k32", "e4m3", "e4m3", A[:16], B, C[:16])
+    assert (bits32(sync[0, 0]), bits32(w.wgmma(k, A, B, C)[0, 0])) == (0x3F800A00, 0x3F800800)
