@@ -22,7 +22,7 @@ import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
 from refsim.arith import (admissible, exact, fp, fragments, hw_samples, mma_steps, tensor_core as tc,
-                          tensor_core_types as tct)
+                          tensor_core_rules, tensor_core_types as tct, wgmma)
 from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
@@ -182,6 +182,11 @@ def _bf16_operands():
     return to_bf16(normal((16, 16))), to_bf16(normal((16, 8), seed=1)), normal((16, 8), seed=2)
 
 
+def _wgmma_fp8_operands():
+    """e4m3 A (64, 32), e5m2 B (32, 8) as raw codes (any code is legal), C float32 (64, 8)."""
+    return codes((64, 32), 256), codes((32, 8), 256, seed=1), normal((64, 8), seed=2)
+
+
 def _tf32_operands():
     """A (16, 8) and B (8, 8) float32 (read as tf32), C float32 (16, 8)."""
     return normal((16, 8)), normal((8, 8), seed=1), normal((16, 8), seed=2)
@@ -256,6 +261,9 @@ SAMPLES = {
     "refsim.arith.admissible.AdmissibleSet": lambda: _fold(),
     "refsim.arith.tensor_core_types.MmaKind": lambda: tct.modelled()[0],
     "refsim.arith.tensor_core_types.TypeModel": lambda: tct.model_for("sm_90", "m16n8k16", "bf16", "bf16"),
+    "refsim.arith.wgmma.WgmmaKind": lambda: wgmma.kind_of("f32.bf16.bf16"),
+    "refsim.arith.wgmma.WgmmaModel": lambda: wgmma.MODELS["fp8"],
+    "refsim.arith.tensor_core_rules.UnmeasuredRule": lambda: tensor_core_rules.UNMEASURED[0],
     "refsim.arith.exact.FloatFormat": lambda: exact.F16,
     "refsim.arith.fragments.FragmentLayout": fragments.mma_m16n8k16_a,
     "refsim.arith.tensor_core.TensorCoreModel": lambda: tc.model("sm_80"),
@@ -415,6 +423,16 @@ SEEDS = {
     "refsim.arith.tensor_core_types.mma": lambda: call("sm_90", "m16n8k16", "bf16", "bf16", *_bf16_operands()),
     "refsim.arith.tensor_core_types.mma_reference": lambda: call("sm_80", "m16n8k8", "tf32", "tf32",
                                                                  *_tf32_operands()),
+    "refsim.arith.wgmma.kind_of": lambda: call("f32.e4m3.e5m2"),
+    "refsim.arith.wgmma.model": lambda: call("f16.f16.f16"),
+    "refsim.arith.wgmma.wgmma": lambda: Seed(("f32.e4m3.e5m2", *_wgmma_fp8_operands()),
+                                             dict(scale_d=True, scale_a=-1, scale_b=1, satfinite=False)),
+    # the integer kind: the float twin is ~1 s of Fraction arithmetic per call (tested in tests/arith/test_wgmma.py)
+    "refsim.arith.wgmma.wgmma_reference": lambda: Seed(("s32.s8.u8", codes((64, 32), 128, np.int16, lo=-128),
+                                                        codes((32, 8), 256, np.uint8, 1), codes((64, 8), 1000, np.int32, 2)),
+                                                       dict(scale_d=True, scale_a=1, scale_b=1, satfinite=True)),
+    "refsim.arith.tensor_core_rules.rule": lambda: call("negzero-sum"),
+    "refsim.arith.tensor_core_rules.probe_tile": lambda: call("f16-zero-floor"),
     "refsim.arith.tensor_core_types.mma_with_model": lambda: call(
         tct.model_for("sm_90", "m16n8k16", "bf16", "bf16"), "bf16", "bf16", *_bf16_operands()),
     # ---- emulator ---------------------------------------------------------------------------------

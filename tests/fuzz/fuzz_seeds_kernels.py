@@ -16,7 +16,7 @@ from fuzz_engine import Seed, call
 
 from refsim import ptx
 from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, registry, user
-from refsim.testing import validate as cvalidate
+from refsim.testing import validate as cvalidate, wgmma_probes
 from refsim.formats import atom, stripes
 from refsim.testing import accuracy
 from refsim.testing.cases.base import Linear
@@ -124,6 +124,7 @@ SAMPLES = {
     "refsim.cuda.official.RecordedCase": lambda: official.load(official.cases()[0]),
     "refsim.cuda.user.LaunchPlan": lambda: user.LaunchPlan(2, 32, (np.zeros(40, np.float32), 40), None),
     "refsim.testing.validate.Result": lambda: _result(),
+    "refsim.testing.wgmma_probes.WgmmaProbe": lambda: wgmma_probes.probes()[0],
     "refsim.testing.accuracy.Accumulation": lambda: accuracy.Accumulation("fp16", "pairwise"),
     "refsim.testing.accuracy.Judgement": lambda: accuracy.judge(accuracy.Accumulation(), linear(), linear_output()),
     "refsim.cuda.launch.Launch": lambda: cl.Launch("axpy", (2, 1), 32, 0),
@@ -214,6 +215,10 @@ def seeds(fs) -> dict:
         "refsim.testing.validate.cases": lambda: call(seed=0, tiles=1, groups=("mma",), only=("m16n8k16",)),
         "refsim.testing.validate.applicable": lambda: call(cvalidate.cases(tiles=1, groups=("mma",))[0], "ptx", "sm_80"),
         "refsim.testing.validate.exit_status": lambda: call([_result()]),
+        "refsim.testing.validate.pending": lambda: call(groups=("mma",), only=("*m64n8k16*",)),
+        "refsim.testing.validate.unmeasured_rules": lambda: call(),
+        "refsim.cuda.mma.draw_operands": lambda: call("e4m3", "e5m2", "f16", (64, 32, 8), "cancel", 1,
+                                                      np.random.default_rng(0)),
         "refsim.testing.validate.format_result": lambda: call(_result(), "ptx"),
     }
 
