@@ -82,6 +82,10 @@ def add_check_options(p, *, launch_required: bool = False) -> None:
                    help="with --accuracy: the kernel's accumulator precision (default fp32)")
     p.add_argument("--order", default="sequential", choices=("sequential", "pairwise", "any"),
                    help="with --accuracy: the kernel's summation order (default sequential)")
+    p.add_argument("--executor", default=None, metavar="SPEC",
+                   help="run the cases in parallel: local:N, dask-local:N or dask://HOST:PORT (each worker runs its "
+                        "own sandboxed kernel process); the first failing case in plan order is then shrunk and "
+                        "diagnosed here, the serial run's verdict")
     p.add_argument("--legal", default=None, metavar="RULE",
                    help="the kernel's own shape rule, e.g. 'n%%128==0, m<=64' (clauses FIELD%%INT==0, FIELD<=INT, "
                         "FIELD>=INT, FIELD==INT, FIELD!=INT over the format's shape fields): pinned and drawn cases "
@@ -103,7 +107,7 @@ def register(subparsers) -> None:
 
 
 _REQUEST = ("kernel", "launch", "fmt", "arch", "sms", "seed", "max_examples", "max_size", "deadline", "no_shrink",
-            "save_failures", "accuracy", "accumulation", "order", "legal")
+            "save_failures", "accuracy", "accumulation", "order", "legal", "executor")
 
 
 def run(args) -> int:
@@ -172,7 +176,7 @@ def _supervise(request: dict) -> int:
                     max_examples=request["max_examples"], max_size=request["max_size"], deadline=None,
                     shrink=not request["no_shrink"], save_failures=request["save_failures"],
                     mode="accuracy" if request["accuracy"] else "bitexact", accumulation=request["accumulation"],
-                    order=request["order"], legal=request["legal"], progress=say)
+                    order=request["order"], legal=request["legal"], executor=request["executor"], progress=say)
                 kernel.settle()
         except KernelLoadError as err:
             sys.stderr.write(f"refsim check: no verdict: {err}\n")

@@ -366,13 +366,36 @@ def _accuracy_lines(spec, acc, lin, j, bits_bad) -> list[str]:
                 f"emulators pass under the statements listed in docs/harness.md)"])
 
 
+_CALL_ERRORS = {cls.__name__: cls for cls in (KernelCallError, KernelTimeout, KernelModifiedInput)}
+
+
+def _campaign(executor, kernel, spec, arch, sms, deadline, acc, cases, say) -> list:
+    """Every planned case's :class:`refsim.testing.campaign.Outcome`, on ``executor``'s workers."""
+    from concurrent.futures import Executor
+
+    from refsim.testing import campaign
+
+    t0 = time.perf_counter()
+    if isinstance(executor, str):
+        from refsim.io.executor import executor_from_spec
+
+        with executor_from_spec(executor) as ex:
+            out = campaign.run_cases(ex, kernel, spec.name, arch, sms, deadline, acc, cases, say)
+    else:
+        require_instance("executor", executor, Executor, "an executor spec string or a concurrent.futures.Executor")
+        out = campaign.run_cases(executor, kernel, spec.name, arch, sms, deadline, acc, cases, say)
+    say(f"campaign: {len(cases)} cases on {executor if isinstance(executor, str) else type(executor).__name__} in "
+        f"{time.perf_counter() - t0:.1f} s ({len(cases) / max(time.perf_counter() - t0, 1e-9):.1f} cases/s)")
+    return out
+
+
 def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None, launch=None,
                  arch: str = "sm_80", sms: int = 108,
                  max_examples: int | None = None, seed: int | None = None, shapes=None,
                  max_size: int | None = None, cases=None, save_failures=None, deadline: float | None = None,
                  shrink: bool = True, shrink_budget: float = 8.0, diagnose_budget: float = 20.0,
                  mode: str = "bitexact", accumulation: str = "fp32", order: str = "sequential",
-                 legal=None, progress=True) -> CheckResult:
+                 legal=None, executor=None, progress=True) -> CheckResult:
     """Check a kernel against refsim's emulator of ``fmt`` (see the module docstring).
 
     target: any callable taking the format's NumPy inputs (``FORMATS[fmt].signature``) and returning
@@ -399,6 +422,10 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     string such as ``"n%128==0, m<=64"``; default: a ``legal`` attribute of ``launch``, else none):
     pinned and drawn cases respect it, the pinned cases it skips are counted and printed, and a rule
     no case within ``max_size`` satisfies is refused.
+    executor: None (every case here, one after the other), an executor spec ("local:N", "dask-local:N",
+    "dask://HOST:PORT": :func:`refsim.io.executor.executor_from_spec`) or a ``concurrent.futures``
+    Executor: the planned cases run on its workers (:mod:`refsim.testing.campaign`; the kernel must
+    pickle), then the first failing one in plan order is shrunk and diagnosed here — the serial verdict.
     progress: True (one line per phase on stderr), False, or a callable.
 
     Returns a :class:`CheckResult` when every case passes; raises :class:`KernelMismatch`,
@@ -432,6 +459,11 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     diagnose_budget = _positive("diagnose_budget", diagnose_budget) or 0.0
     shapes = _shapes(spec, shapes)
     rule = shape_rule(getattr(launch, "legal", None) if legal is None else legal, spec.shape_fields)
+    from concurrent.futures import Executor
+
+    if executor is not None and not isinstance(executor, (str, Executor)):
+        raise FormatRuleError(f"executor: must be None, an executor spec such as 'dask-local:2' or a "
+                              f"concurrent.futures.Executor; got {type(executor).__name__}")
     if cases is not None:
         require_instance("cases", cases, (list, tuple), "list of case dicts or .npz paths")
     shrink = require_bool("shrink", shrink)
@@ -481,16 +513,29 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
         j = judge(acc, spec.linear(case, inputs), actual)
         return actual, expected, bits, j, j.outside
 
+    outcomes = None if executor is None else _campaign(executor, kernel, spec, arch, sms, deadline, acc,
+                                                       [c for c, _ in plan], say)
     phase, phase_t0, phase_n = None, time.perf_counter(), 0
     outputs = bit_differ = 0
     worst = 0.0
-    for case, origin in plan:
+    for idx, (case, origin) in enumerate(plan):
         kind_of = origin.split()[0]
         if kind_of != phase:
             if phase is not None:
                 say(f"{phase}: {phase_n} cases {'match' if acc is None else 'within the bound'} "
                     f"({time.perf_counter() - phase_t0:.1f} s)")
             phase, phase_t0, phase_n = kind_of, time.perf_counter(), 0
+        if outcomes is not None:          # run on a worker: a passing case is counted, a failing one redone here
+            o = outcomes[idx]
+            if o.error is not None:
+                raise _CALL_ERRORS.get(o.error[0], KernelCallError)(o.error[1], case)
+            if not o.bad:
+                phase_n += 1
+                outputs, bit_differ = outputs + o.outputs, bit_differ + o.bit_differ
+                worst = max(worst, o.ratio)
+                if o.admissible is not None:
+                    runner.admissible.append(o.admissible)
+                continue
         inputs = spec.make(case)
         actual, expected, bits, j, bad = judged(case, inputs)
         phase_n += 1

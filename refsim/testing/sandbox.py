@@ -105,6 +105,11 @@ class KernelProcess:
             self.close()
             raise
 
+    def __reduce__(self):
+        """Pickled for a campaign's worker (:mod:`refsim.testing.campaign`): it becomes that worker's
+        own kernel process for the same request (:func:`worker_kernel`), never this process's pipes."""
+        return worker_kernel, (self.request, self.deadline)
+
     def __enter__(self):
         return self
 
@@ -295,3 +300,26 @@ class KernelProcess:
         self._reap()
         raise KernelCallError(f"ended its process between calls: it {_ended(self.child.returncode)} (a kernel must "
                               f"return its output, and leave nothing running)")
+
+
+# ----------------------------------------------------------------------------------------------
+# a campaign's worker: one kernel process per worker and request
+
+_WORKER_KERNELS: dict = {}
+
+
+def worker_kernel(request: dict, deadline) -> KernelProcess:
+    """This worker's :class:`KernelProcess` for ``request`` (started once, killed when the worker
+    exits; its parent-death signal ends it too): what a pickled KernelProcess becomes on a worker."""
+    key = (tuple(sorted(request.items())), deadline)
+    if key not in _WORKER_KERNELS:
+        if not _WORKER_KERNELS:
+            atexit.register(_close_worker_kernels)
+        _WORKER_KERNELS[key] = KernelProcess(dict(request), deadline)
+    return _WORKER_KERNELS[key]
+
+
+def _close_worker_kernels() -> None:
+    for k in _WORKER_KERNELS.values():
+        k.close()
+    _WORKER_KERNELS.clear()
