@@ -106,7 +106,8 @@ def concentration(labels: dict, bad: np.ndarray) -> list[str]:
 
 def where_in_output(failing: np.ndarray) -> list[str]:
     """Lines saying which rows and columns of a (M, N) or (N,) output hold the failing outputs
-    (``failing`` a bool mask), with the smallest column period p (2 .. 128) their columns keep to."""
+    (``failing`` a bool mask), with the smallest column period p (2 .. 128, at most N / 4) that
+    their columns keep to, when at least two failing columns fall on each residue they take."""
     f = np.asarray(failing, bool)
     f = f.reshape(1, -1) if f.ndim == 1 else f.reshape(f.shape[0], -1)
     m, n = f.shape
@@ -115,8 +116,8 @@ def where_in_output(failing: np.ndarray) -> list[str]:
     lines = [f"rows: {'every one of the ' + str(m) if len(rows) == m else 'only ' + show(rows) + f' of {m}'}",
              f"columns: {'every one of the ' + str(n) if len(cols) == n else f'{len(cols)} of {n} (' + show(cols) + ')'}"]
     for p in (2, 4, 8, 16, 32, 64, 128):
-        if n >= 2 * p and 0 < len(cols):
-            hit = np.unique(cols % p)
+        hit = np.unique(cols % p)
+        if n >= 4 * p and len(cols) >= 2 * len(hit) > 0:          # enough columns for a period to mean something
             if len(hit) < p:
                 lines.append(f"failing columns keep to column mod {p} in {{{show(hit)}}}")
                 break
@@ -124,13 +125,15 @@ def where_in_output(failing: np.ndarray) -> list[str]:
 
 
 def separating_fields(spec, case: dict, fails, budget: float) -> tuple[list[str], dict]:
-    """Cases that differ from ``case`` in one field (its shape fields and data kind, up to
-    ``_MAX_VARIANTS`` legal values each, no costlier than twice the case), run within ``budget``
+    """Cases that differ from ``case`` in one field (its shape fields and data kind, fields with
+    the fewest values first, up to ``_MAX_VARIANTS`` legal values each, no costlier than twice the
+    case), run within ``budget``
     seconds: ``(lines, {field: (failing values, passing values)})`` for the fields whose values
     separate failing from passing cases."""
     t0 = time.perf_counter()
     tried, out = [], {}
-    for name in tuple(spec.shape_fields) + ("kind",):
+    names = sorted(tuple(spec.shape_fields) + ("kind",), key=lambda f: len(spec.fields.get(f) or ()))
+    for name in names:                                # fields with the fewest values (flags) first
         allowed = spec.fields.get(name) or ()
         if case.get(name) not in allowed:
             continue
@@ -280,16 +283,17 @@ def diagnose(runner, case, inputs, actual, expected, bad, budget, say, *, failin
     for r in refuted[:3]:
         lines.append(f"  refuted: {r}")
     follows = explained is not None or (not accuracy and bad.any() and (not probe_rows or probe_rows[0][1] == 0))
+    user = []
     if not follows:
-        why = ("accuracy mode" if accuracy and explained is None else
-               "no known bug class reproduces its bits and it differs from refsim's emulator already on the "
-               "narrowest probe")
-        more, verdict = about_kernel(spec, case, inputs, actual, failing, fails, vary_budget)
-        lines += [f"  about your kernel ({why}; refsim's dataflow is not assumed):"] + more
-        lines += _size(expected, actual, bad if bad.any() else failing)
-        lines.append(f"  verdict: {verdict}")
-        say(f"diagnose: {time.perf_counter() - t0:.1f} s")
-        return lines
+        why = ("accuracy mode" if accuracy else "no known bug class reproduces its bits and it differs from refsim's "
+               "emulator already on the narrowest probe")
+        more, user_verdict = about_kernel(spec, case, inputs, actual, failing, fails, vary_budget)
+        user = [f"  about your kernel ({why}; refsim's dataflow is not assumed):"] + more
+        user += _size(expected, actual, bad if bad.any() else failing)
+        user.append(f"  verdict: {user_verdict}")
+        if accuracy:
+            say(f"diagnose: {time.perf_counter() - t0:.1f} s")
+            return lines + user
     labels = spec.structure(case, inputs, expected.shape, runner.sms)
     lines.append("  where:")
     lines += [f"    {x}" for x in concentration(labels, bad)]
@@ -323,7 +327,16 @@ def diagnose(runner, case, inputs, actual, expected, bad, budget, say, *, failin
         if int(bad.sum()) <= 2:
             verdict += "; with this few differing outputs the probes may simply miss a rare rounding"
     lines += _size(expected, actual, bad)
-    lines.append(f"  verdict: {explained or verdict or 'no known bug class matched; see where and probes above'}")
+    final = explained or verdict or "no known bug class matched; see where and probes above"
+    if user:
+        # bit-exact mode, a kernel refsim's design does not explain: its own reading first, then refsim's
+        # dataflow reading, marked as what it is
+        design = [x for x in lines if not x.startswith("  refuted:")]
+        lines = [x for x in lines if x.startswith("  refuted:")] + user + [
+            "  if your kernel follows refsim's design (not confirmed: no bug class replays it):"] + [
+            f"  {x}" for x in design if not x.startswith("  size:")] + [f"    reading: {final}"]
+    else:
+        lines.append(f"  verdict: {final}")
     say(f"diagnose: {time.perf_counter() - t0:.1f} s")
     return lines
 
@@ -366,7 +379,7 @@ def report(runner, case, inputs, actual, expected, bad, origin, diag_budget, say
         head.append(f"  {int(bad.sum())} of {bad.size} outputs differ")
     failing = bad if failing is None else failing
     body = diagnose(runner, case, inputs, actual, expected, bad, diag_budget, say, failing=failing, fails=fails,
-                    vary_budget=vary_budget, accuracy=accuracy) if (bad.any() or failing.any()) else []
+                    vary_budget=vary_budget, accuracy=accuracy) if bad.any() else []
     width = expected.dtype.itemsize
     ab, eb = raw_bits(actual), raw_bits(expected)
     coords = [tuple(int(i) for i in c) for c in np.argwhere(bad)[:5]]
@@ -380,8 +393,10 @@ def report(runner, case, inputs, actual, expected, bad, origin, diag_budget, say
             dist = f"difference {int(av) - int(ev)}"
         body.append(f"    {c}: 0x{int(ab[c]):0{2 * width}x} ({float(av):.6g}) vs 0x{int(eb[c]):0{2 * width}x} "
                     f"({float(ev):.6g}), {dist}")
-    if coords and not any(x.startswith("  about your kernel") for x in body):
-        body.append(f"  produced by: {spec.locate(case, inputs, coords[0], runner.arch, runner.sms)}")
+    design = not any(x.startswith("  about your kernel") for x in body)
+    if coords and (design or not accuracy):
+        where = "  produced by: " if design else "  in refsim's design, produced by: "
+        body.append(f"{where}{spec.locate(case, inputs, coords[0], runner.arch, runner.sms)}")
     if rebuild is not None:
         body.append(f"  rebuild: {rebuild}")
         return "\n".join(head + body)
