@@ -51,7 +51,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_fields, require_instance, set_fields
+from refsim._validate import (require_choice, require_dtype, require_fields, require_float_array, require_instance,
+                              set_fields)
 from refsim.errors import ShapeError
 from refsim.testing.cases.base import Linear
 
@@ -244,8 +245,8 @@ class Spread:
 def spread(kernel_errors, reference_errors) -> Spread:
     """:class:`Spread` of paired float64 arrays of errors in units of the bound (any shape, equal
     sizes; non-finite pairs are left out)."""
-    k = np.asarray(kernel_errors, np.float64).ravel()
-    r = np.asarray(reference_errors, np.float64).ravel()
+    k = require_float_array("kernel_errors", kernel_errors).astype(np.float64).ravel()
+    r = require_float_array("reference_errors", reference_errors).astype(np.float64).ravel()
     if k.shape != r.shape:
         raise ShapeError(f"kernel_errors, reference_errors: must pair up; got sizes {k.size} and {r.size}")
     keep = np.isfinite(k) & np.isfinite(r)

@@ -36,8 +36,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_instance
+from refsim.formats import bitplane, marlin
 from refsim.testing.accuracy import ACCUMULATIONS
+from refsim.testing.cases import FORMATS as SPECS
 from refsim.testing.cases.base import Linear
 
 __all__ = ["SEQUENCES", "FORMATS", "Adversarial", "sequence", "cases", "inputs", "exact_weights"]
@@ -92,10 +94,10 @@ SEQUENCES = {
 }
 
 
-def sequence(name: str, k: int | None = None) -> np.ndarray:
-    """The (K,) float64 activations of sequence ``name`` (every value exact in fp16); K its own by default."""
+def sequence(name: str) -> np.ndarray:
+    """The (K,) float64 activations of sequence ``name`` (every value exact in fp16), K its own (:data:`SEQUENCES`)."""
     name = require_choice("name", name, tuple(SEQUENCES))
-    return SEQUENCES[name][2](SEQUENCES[name][1] if k is None else k)
+    return SEQUENCES[name][2](SEQUENCES[name][1])
 
 
 # --- one builder per format: (base case for K) and (the case's inputs with unit weights, activations x)
@@ -116,8 +118,6 @@ def _marlin_case(fmt, k):
 
 
 def _marlin_inputs(spec, case, x):
-    from refsim.formats import marlin
-
     B, s = marlin.pack(np.full((case["k"], case["n"]), 9, np.uint8), np.ones((1, case["n"]), np.float16), None)
     return x, B, s
 
@@ -127,8 +127,6 @@ def _anyprec_case(fmt, k):
 
 
 def _anyprec_inputs(spec, case, x):
-    from refsim.formats import bitplane
-
     codes = np.zeros((case["n"], case["k"]), np.uint8)
     return x, bitplane.pack(codes, case["bits"]), np.ones((case["n"], 2 ** case["bits"]), np.float16)
 
@@ -155,22 +153,20 @@ class Adversarial:
 def inputs(fmt: str, name: str) -> tuple:
     """The kernel's input arrays of adversarial case ``name`` for ``fmt`` (what a report's
     ``rebuild:`` line of an adversarial case calls)."""
-    from refsim.testing.cases import FORMATS as SPECS
-
     fmt = require_choice("fmt", fmt, FORMATS)
     name = require_choice("name", name, tuple(SEQUENCES))
     case_of, inputs_of = _BUILDERS[fmt]
     k = SEQUENCES[name][1]
     case = case_of(fmt, k)
-    x = sequence(name, k)[None, :].repeat(case["m"], axis=0).astype(np.float16)       # (M, K)
+    x = sequence(name)[None, :].repeat(case["m"], axis=0).astype(np.float16)       # (M, K)
     return inputs_of(SPECS[fmt], case, x)
 
 
 def cases(fmt: str, accumulation: str) -> list[Adversarial]:
-    """The adversarial cases of ``fmt`` for a stated ``accumulation`` ('fp32' or 'fp16'); [] for a
-    format that cannot carry them."""
+    """The adversarial cases of ``fmt`` (a name of :data:`refsim.testing.cases.FORMATS`) for a
+    stated ``accumulation`` ('fp32' or 'fp16'); [] for a format that cannot carry them."""
     accumulation = require_choice("accumulation", accumulation, ACCUMULATIONS)
-    if fmt not in _BUILDERS:
+    if require_choice("fmt", fmt, tuple(SPECS)) not in _BUILDERS:
         return []
     out = []
     for name, (acc, k, _, defeats) in SEQUENCES.items():
@@ -182,6 +178,7 @@ def cases(fmt: str, accumulation: str) -> list[Adversarial]:
 def exact_weights(lin: Linear) -> Linear:
     """``lin`` without its ``pre`` roundings when every factor ``w`` is exact in fp16 (a rounding of
     an fp16-representable value is exact): the tighter, still rigorous, bound the margins use."""
+    require_instance("lin", lin, Linear)
     with np.errstate(over="ignore"):
         exact = np.array_equal(lin.w.astype(np.float16).astype(np.float64), lin.w)
     return replace(lin, pre=0) if exact and lin.pre else lin

@@ -29,8 +29,7 @@ from refsim.testing.accuracy import Accumulation, judge
 from refsim.testing.bits import ulp_distance
 from refsim.testing.runner import KernelCallError, raw_bits, snippet
 
-__all__ = ["is_legal", "shrink", "concentration", "where_in_output", "separating_fields", "k_slices",
-           "weights_exact", "about_kernel", "diagnose", "report", "save"]
+__all__ = ["is_legal", "shrink", "concentration", "diagnose", "report", "save"]
 
 _MAX_VARIANTS = 3            # values tried per field when separating passing from failing cases
 _K_PARTS = 4                 # K-slices tried one at a time
