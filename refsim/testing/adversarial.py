@@ -84,7 +84,8 @@ def _bf16_small_addends(k):
 #: name -> (stated accumulation it serves, K, builder of the (K,) activations, the weaker accumulation it defeats)
 SEQUENCES = {
     "large_first_term": ("fp32", 512, _large_first_term,
-                         "an fp16 sequential sum, fp16 inside a chunk, or fp32 slices of >= 8 contiguous k added in fp16"),
+                         "an fp16 sequential sum, fp16 inside a chunk, or fp32 slices of >= 8 contiguous k added "
+                         "in fp16"),
     "strided_small_terms": ("fp32", 512, _strided_small_terms,
                             "fp32 slices k = s mod S (S dividing 64) added in fp16"),
     "many_small_addends": ("fp32", 512, _many_small_addends, "an fp16 sequential sum or fp16 chunks"),

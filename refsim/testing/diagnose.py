@@ -112,8 +112,9 @@ def where_in_output(failing: np.ndarray) -> list[str]:
     m, n = f.shape
     rows, cols = np.flatnonzero(f.any(axis=1)), np.flatnonzero(f.any(axis=0))
     show = lambda v: ", ".join(str(int(i)) for i in v[:8]) + (" ..." if len(v) > 8 else "")   # noqa: E731
-    lines = [f"rows: {'every one of the ' + str(m) if len(rows) == m else 'only ' + show(rows) + f' of {m}'}",
-             f"columns: {'every one of the ' + str(n) if len(cols) == n else f'{len(cols)} of {n} (' + show(cols) + ')'}"]
+    every_row, every_col = len(rows) == m, len(cols) == n
+    lines = [f"rows: {f'every one of the {m}' if every_row else f'only {show(rows)} of {m}'}",
+             f"columns: {f'every one of the {n}' if every_col else f'{len(cols)} of {n} ({show(cols)})'}"]
     for p in (2, 4, 8, 16, 32, 64, 128):
         hit = np.unique(cols % p)
         if n >= 4 * p and len(cols) >= 2 * len(hit) > 0:          # enough columns for a period to mean something

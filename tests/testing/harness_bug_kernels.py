@@ -193,7 +193,10 @@ def _w4a16(x, W, *, accumulate):
         for w in range(warps):
             part = _w4a16(x[:, w * k // warps:(w + 1) * k // warps], W[w * k // warps:(w + 1) * k // warps],
                           accumulate="fp32_partial")
-            total = fp.f32_add(total, part) if accumulate == "split_k_fp32" else fp.f16_add(total, fp.cvt_f32_to_f16(part))
+            if accumulate == "split_k_fp32":
+                total = fp.f32_add(total, part)
+            else:
+                total = fp.f16_add(total, fp.cvt_f32_to_f16(part))
         return fp.cvt_f32_to_f16(total) if accumulate == "split_k_fp32" else total
     if accumulate in ("fp32_chain", "fp32_partial"):
         acc = np.zeros((m, n), np.float32)
