@@ -22,7 +22,13 @@ refsim's emulator of that kernel for one architecture and SM count. Phases, one 
 
 ``mode="accuracy"`` accepts a kernel that sums in another legitimate order: every output must lie
 within the forward-error bound of its stated ``accumulation`` and ``order`` around the exact
-product (:mod:`refsim.testing.accuracy`); bit-exactness with refsim's order is reported apart.
+product (:mod:`refsim.testing.accuracy`), also on fixed **adversarial** cases that the next-weaker
+accumulation fails (:mod:`refsim.testing.adversarial`, run after the pinned cases whatever the
+seed), and its errors on the pinned cases must be distributed like those of the stated
+accumulation run as written (the statistical criterion); bit-exactness with refsim's order is
+reported apart. A failure that refsim's design does not explain is diagnosed from the kernel's own
+case data (fields that separate failing from passing cases, where the errors sit, whether the
+weights are right).
 A kernel that raises, exits, writes to an input, returns the wrong type/shape/dtype, or overruns
 ``deadline`` seconds fails at once with its case (:mod:`refsim.testing.runner`). Formats and their
 rules: :mod:`refsim.testing.cases` and docs/harness.md. :func:`strategy` (the same legal cases as a
@@ -435,7 +441,9 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     failing case within that many seconds. diagnose_budget: seconds for probes and bug classes.
     mode: 'bitexact' (every bit equals the emulator's) or 'accuracy' (every output within the
     forward-error bound of ``accumulation`` 'fp32' / 'fp16' summed in ``order`` 'sequential' /
-    'pairwise' / 'any', around the exact product; :mod:`refsim.testing.accuracy`).
+    'pairwise' / 'any', around the exact product, on the pinned, adversarial and drawn cases, and
+    errors on the pinned cases within ``accuracy.FACTOR`` of the stated accumulation's own in RMS
+    and 99th percentile; :mod:`refsim.testing.accuracy`).
     progress: True (one line per phase on stderr), False, or a callable.
 
     Returns a :class:`CheckResult` when every case passes; raises :class:`KernelMismatch`,
