@@ -62,8 +62,9 @@ LAYER = {   # Llama-2-7B projections (4096 <-> 11008), each format's decode / pr
 
 def accuracy_and_isolation() -> None:
     """Two costs measured in one run: accuracy mode (the exact product and its bound on every case)
-    over bit-exact mode, and ``refsim check`` (a child process per check, plus a pipe message per
-    kernel call) over ``check_kernel`` in the same process, on the same kernel and seed."""
+    over bit-exact mode, and ``refsim check`` (the kernel in a process of its own, its inputs and
+    output through a pipe on every call) over ``check_kernel`` in the same process, on the same
+    kernel and seed."""
     import subprocess
     import sys
     import tempfile
@@ -92,7 +93,7 @@ def accuracy_and_isolation() -> None:
                         "anyprec_kernel as ek; h.check_kernel(lambda x, q, l: ek.anyprec_gemv(x, q, l, q.shape[0]), "
                         "'anyprec', seed=0, progress=False)"], check=True, capture_output=True)
         inproc = time.perf_counter() - t0
-    print(f"refsim check (child process) {cli:5.2f} s / check_kernel in one process {inproc:5.2f} s = "
+    print(f"refsim check (kernel process) {cli:5.2f} s / check_kernel in one process {inproc:5.2f} s = "
           f"{cli / inproc:4.2f}x (both from a fresh interpreter)", flush=True)
 
 

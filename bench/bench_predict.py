@@ -4,7 +4,7 @@ and the cost of one prediction at a huge batch (O(1) in M).
     python bench/bench_predict.py
 
 Four rates, each over a fixed mix (3 target GPUs × 8 kernels × Llama-2-7B layer shapes × batch
-1..256 = 648 predictions), measured in this one run (no speed assertion: the machine is shared):
+1..256, less awq-w4a16 from M = 2, which refuses: 576 predictions), measured in this one run (no speed assertion: the machine is shared):
 
 * **repeated** — the mix asked again (a report or sweep re-asking a point): served by
   ``kernels.predict``'s result cache (a copy of the stored Breakdown; refsim.gpu_model.evaluate);
@@ -15,7 +15,9 @@ Four rates, each over a fixed mix (3 target GPUs × 8 kernels × Llama-2-7B laye
   per (GPU, kernel, N, K) with the 9 batch sizes (the way ``refsim sweep`` and the report's tables
   call the model); result cache emptied before each pass, per-shape caches warm; every element
   checked equal to the per-point result before timing;
-* **cold** — one new Marlin shape with every cache empty.
+* **cold** — one new Marlin shape with every cache empty;
+
+and the trust look-ups (refsim.gpu_model.trust.trust) over the same mix, new and repeated.
 
 The two new-point rates are measured interleaved (per-point, batched, per-point, ...) so a load
 change on the shared machine hits both; the ratio batched / per-point is printed from the same run.
@@ -37,13 +39,39 @@ TARGET_PER_S = 50_000
 
 
 def workload():
+    """The mix, less the points a kernel refuses as untrusted (awq-w4a16 from M = 2): 576 predictions."""
     jobs = []
     for gpu in ("a10", "rtx4090", "orin-agx-64gb"):
         for kernel in kernel_names():
             for n, k in unique_layer_shapes("llama-2-7b"):
                 for m in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+                    if kernel == "awq-w4a16" and m >= 2:
+                        continue
                     jobs.append((gpu, kernel, m, n, k))
     return jobs
+
+
+def _trust_rates(jobs) -> None:
+    """Trust look-ups per second over the mix: new (the look-up cache emptied; the regimes file
+    already read) and repeated (a sweep or report asking again)."""
+    try:
+        from refsim.gpu_model import trust
+    except ImportError:                  # a checkout without refsim.gpu_model.trust
+        return
+    trust.trust(*jobs[0])                # reads trust_regimes.json once
+    rates = {}
+    for name, clear in (("new", True), ("repeated", False)):
+        best = 0.0
+        for _ in range(5):
+            if clear:
+                trust._cached.cache_clear()
+            t0 = time.perf_counter()
+            for j in jobs:
+                trust.trust(*j)
+            best = max(best, len(jobs) / (time.perf_counter() - t0))
+        rates[name] = best
+    print(f"trust look-ups: new {rates['new']:,.0f}/s, repeated (cached) {rates['repeated']:,.0f}/s "
+          f"(best of 5 passes of {len(jobs)})")
 
 
 def _rate(jobs, reps, clear) -> float:
@@ -95,6 +123,7 @@ def main() -> None:
         print(f"{name:<36} {rate:>10,.0f} predictions/s (best of {5 if rate is repeated else 7} passes of {len(jobs)}; target >= "
               f"{TARGET_PER_S:,}: {'met' if rate >= TARGET_PER_S else 'not met'})")
     print(f"batched / per-point new points: {batched / fresh:.2f}x")
+    _trust_rates(jobs)
     _kernels.clear_caches()
     t0 = time.perf_counter()
     predict("a10", "marlin", 16, 12288, 12288 + 128 * 7)

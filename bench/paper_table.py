@@ -3,7 +3,8 @@
     python bench/paper_table.py [--in-sample-rows]
 
 Prints, as markdown: one line per row of ``refsim/data/timings/published.csv`` (published value,
-refsim's prediction under the paper's stated conditions, the plain DRAM roofline, signed errors),
+refsim's prediction under the paper's stated conditions — marked "(refused)" where the model
+refuses as untrusted, with the value it would give —, the plain DRAM roofline, signed errors),
 then median/max absolute error per GPU and per kernel, for the model and for the plain roofline.
 The Any-Precision RTX 4070 Laptop rows refsim is calibrated on are counted in the summaries as a
 separate, in-sample group (listed line by line only with ``--in-sample-rows``). This is the
@@ -51,7 +52,7 @@ def row_table(comparisons) -> list[str]:
         gpu = r.gpu.replace("|", PIPE)
         lines.append(f"| {r.id} | {r.paper}, {r.source} | {gpu} | {r.kernel} | {r.m} | "
                      f"{_shape(r.shape)} | {unit} | {_clock(r.clock)} | {r.ecc} | {r.value_kind} | "
-                     f"{_num(r.value)} | {_num(c.model)} | {_pct(c.model_error)} | {_num(c.roofline)} | "
+                     f"{_num(r.value)} | {_num(c.model)}{' (refused)' if c.refused else ''} | {_pct(c.model_error)} | {_num(c.roofline)} | "
                      f"{_pct(c.roofline_error)} |")
     return lines
 

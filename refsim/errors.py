@@ -12,6 +12,8 @@ only care that "the input was wrong" can catch ``ValueError``. Messages follow o
     │   ├── NonFiniteError  NaN or Inf where the format does not allow it
     │   └── CheckpointError a checkpoint on disk breaks a rule: missing or unreadable file,
     │                       unknown config, missing tensor, mismatched layer sets (names the file)
+    ├── UntrustedModelError a performance model known to be far off in this regime refuses to
+    │                       answer ("no trustworthy model: ..."), naming the evidence
     └── (ToolchainError is separate: a missing or failing compiler is not bad input)
 """
 
@@ -24,6 +26,7 @@ __all__ = [
     "FormatRuleError",
     "NonFiniteError",
     "CheckpointError",
+    "UntrustedModelError",
     "ToolchainError",
 ]
 
@@ -50,6 +53,11 @@ class NonFiniteError(FormatRuleError):
 
 class CheckpointError(FormatRuleError):
     """A checkpoint file or directory breaks a rule; the message names the file (and tensor)."""
+
+
+class UntrustedModelError(RefsimError):
+    """A kernel's performance model is known to be far off for this problem (published or measured
+    rows show it), so it refuses rather than answer; the message starts "no trustworthy model:"."""
 
 
 class ToolchainError(RuntimeError):

@@ -26,7 +26,9 @@ chaining        ``mma.sync.m16n8k16``: d = c; for each block of L along k (low k
 neighbours      integer ``mma`` (exact, wrap or ``.satfinite``): :mod:`refsim.arith.integer_mma`; the kernel
                 emulators' fast path for finite fp16 k16 steps with fp32 accumulators, tested equal
                 to :func:`mma_m16n8k16`: :mod:`refsim.arith.mma_steps`.
-parameters      (L, F, e_zero f32-acc, e_zero f16-acc), MMA-Sim (``nv_ptx.py``) and Khattak & Mikaitis (arXiv:2512.07004):
+parameters      (L, F, e_zero f32-acc, e_zero f16-acc); L and F as in MMA-Sim (``nv_ptx.py``) and Khattak & Mikaitis
+                (arXiv:2512.07004). The zero rules (e_zero, the -0 sum) are refsim's own, not MMA-Sim's, and
+                not measured: :mod:`refsim.arith.tensor_core_rules`.
                     sm_70 (4, 23, -131, -20)      Volta, reference only (m8n8k4 datapath)
                     sm_80/86/89 (8, 24, -132, -21) Ampere, Ampere GA10x, Ada
                     sm_87 = sm_80 parameters, UNVERIFIED (no public hardware data for Orin)
@@ -42,7 +44,7 @@ validation      bit-exact on 5000 hardware rows each of A100 (sm_80), H100 (sm_9
                 18,432 outputs each (``tests/arith/test_tensor_core_types.py``). Parameters as in MMA-Sim
                 (microsoft/MMA-Sim ``mmasim/simulator/nv_ptx.py``) and Khattak–Mikaitis ``models/*.m``.
                 Not covered by hardware data: the split order inside m16n8k16 (MMA-Sim's
-                randomized testing), NaN/Inf/-0 rules, the e_zero floor for tiny fp16 sums.
+                randomized testing), NaN/Inf rules, the zero rules of :mod:`refsim.arith.tensor_core_rules`.
 
 Alignment and truncation of one Ampere block (F = 24) in a picture; E = 3 here::
 

@@ -297,8 +297,10 @@ def _value(t: str, bits: int) -> tuple[str, bool, Fraction, int]:
     return "num", neg, Fraction(m) * Fraction(2) ** (e - fb), e
 
 
-def _fdpa_fraction(a, b, c: float, F: int, e_zero: int, out: str) -> float:
-    """One T-FDPA block written from the spec: a, b lists of :func:`_value` tuples, c an fp32 value."""
+def _fdpa_fraction(a, b, c: float, F: int, e_zero: int, out: str, c_emin: int = -126) -> float:
+    """One T-FDPA block written from the spec: a, b lists of :func:`_value` tuples, c a value of the
+    accumulator format (its minimum normal exponent ``c_emin``: -126 fp32, -14 fp16); out "f32" or
+    "e8m13" (toward zero) or "f16" (nearest even). Shared with :mod:`refsim.arith.wgmma`'s reference."""
     prods = []                                      # (kind, negative, |a*b|, alignment exponent)
     for (ka, na, va, ea), (kb, nb, vb, eb) in zip(a, b):
         if "nan" in (ka, kb) or (ka == "inf" and kb == "num" and vb == 0) or (kb == "inf" and ka == "num" and va == 0):
@@ -314,13 +316,13 @@ def _fdpa_fraction(a, b, c: float, F: int, e_zero: int, out: str) -> float:
     if inf_signs:
         return float("-inf") if inf_signs.pop() else float("inf")
     cv = Fraction(c)
-    ec = e_zero if c == 0 else max(exact._floor_log2(abs(cv)), -126)
+    ec = e_zero if c == 0 else max(exact._floor_log2(abs(cv)), c_emin)
     E = max([e for *_, e in prods] + [ec])
     grid = Fraction(2) ** (E - F)
     S = sum((-1 if neg else 1) * (v // grid) * grid for _, neg, v, _ in prods)
     S += (-1 if cv < 0 else 1) * (abs(cv) // grid) * grid
-    fmt = exact.F32 if out == "f32" else exact.FloatFormat("e8m13", 14, -126, 127, None)
-    r = exact.round_fraction(S, fmt, "rz_inf")
+    fmt = {"f32": exact.F32, "f16": exact.F16}.get(out) or exact.FloatFormat("e8m13", 14, -126, 127, None)
+    r = exact.round_fraction(S, fmt, "rn" if out == "f16" else "rz_inf")
     if r == 0:
         every_neg_zero = all(neg and v == 0 for _, neg, v, _ in prods) and c == 0 and bool(np.signbit(c))
         return -0.0 if every_neg_zero else 0.0

@@ -11,8 +11,15 @@ chosen). ``--clock`` takes base, boost, sustained or a frequency (1500, 1500MHz,
 ``--ecc on|off`` (default: the card's own state) and ``--cache cold|warm`` (default cold, as Nsight
 Compute measures) are the other measurement conditions (refsim.gpu_model.conditions).
 ``--json`` prints exactly one JSON object (``latency_us``, ``bottleneck``, ``speedup_vs_cublas_fp16``,
-``roofline_us``, ``fraction_of_roofline``, ``terms_us``, ...). ``--model`` sums the model's linear layers (per block × layers) instead of one
+``roofline_us``, ``fraction_of_roofline``, ``terms_us``, ``clock_text``, ``trust``, ...). ``--model`` sums the model's linear layers (per block × layers) instead of one
 (n, k) problem.
+
+Every prediction says what backs it (refsim.gpu_model.trust): ``trust`` lines "validated on
+<table> (<regime>): median/max error there" and the error at the nearest measured M, or
+"unvalidated: ..." with the tables that exist for the kernel; the known deviations that apply; the
+GPU constants that are estimates; "FAR OFF" where rows are off by more than 2x. The clock is
+printed with the provenance of its number ("sustained clock 2040 MHz (estimated)"). A kernel model
+known to be far off for the problem refuses: "no trustworthy model: ..." on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -57,7 +64,13 @@ def _run(args) -> int:
                          clock=args.clock, ecc=args.ecc, cache=args.cache, timing=args.timing)
     worst = res.slowest.breakdown
     from refsim.gpu_model.specs import get_gpu
-    ecc = args.ecc or (gpu if args.gpu_file is not None else get_gpu(res.gpu)).ecc
+    from refsim.gpu_model.trust import clock_label, trust
+    spec = gpu if args.gpu_file is not None else get_gpu(res.gpu)
+    ecc = args.ecc or spec.ecc
+    cond = {"clock": args.clock, "ecc": args.ecc, "cache": args.cache, "timing": args.timing}
+    trusts = [trust(gpu, args.kernel, args.m, r.n, r.k, args.bits, **cond) for r in res.layers]
+    backing = trusts[[r is res.slowest for r in res.layers].index(True)]
+    far_off = any(t.far_off for t in trusts)
     out = {
         "gpu": res.gpu, "kernel": res.kernel, "m": args.m, "n": args.n, "k": args.k,
         "bits": worst.bits, "group_size": args.group_size, "model": args.model, "clock": args.clock,
@@ -66,15 +79,13 @@ def _run(args) -> int:
         "cublas_fp16_latency_us": res.cublas_fp16_s * 1e6, "speedup_vs_cublas_fp16": res.speedup_vs_cublas_fp16,
         "roofline_us": res.roofline_s * 1e6, "fraction_of_roofline": res.fraction_of_roofline,
         "terms_us": {key: v * 1e6 for key, v in res.terms.items()},
+        "clock_text": clock_label(spec, args.clock),
+        "trust": dict(backing.as_dict(), far_off=far_off),
     }
-    off = sorted({note for r in res.layers for note in r.breakdown.notes.split("; ")
-                  if note.startswith("known far off")})
-    if off:
-        out["warnings"] = off
     if args.model:
         out["layers"] = [{"name": r.name, "n": r.n, "k": r.k, "count": r.count,
-                          "latency_us": r.breakdown.latency_us, "bottleneck": r.breakdown.bottleneck}
-                         for r in res.layers]
+                          "latency_us": r.breakdown.latency_us, "bottleneck": r.breakdown.bottleneck,
+                          "trust": t.as_dict()} for r, t in zip(res.layers, trusts)]
     else:
         out.update({"bytes_dram": worst.bytes_dram, "ctas": worst.ctas, "waves": worst.waves,
                     "launches": worst.launches, "notes": worst.notes})
@@ -82,10 +93,9 @@ def _run(args) -> int:
         print(json.dumps(out))
         return 0
     what = f"{args.model} linear layers" if args.model else f"M={args.m} N={args.n} K={args.k}"
-    clock = args.clock if isinstance(args.clock, str) else f"{args.clock / 1e6:g} MHz"
     total, roof = res.latency_s, res.roofline_s
-    lines = [f"{res.kernel} on {res.gpu} ({clock} clock, ECC {ecc}, {args.cache} L2, {args.timing} timing), {what}, "
-             f"bits={out['bits']}",
+    lines = [f"{res.kernel} on {res.gpu} ({out['clock_text']}, ECC {ecc}, {args.cache} L2, {args.timing} timing), "
+             f"{what}, bits={out['bits']}",
              f"  latency      {format_time(total)}",
              f"  cublas-fp16  {format_time(res.cublas_fp16_s)}  -> speedup {res.speedup_vs_cublas_fp16:.2f}x",
              f"  roofline     {format_time(roof)}  (plain DRAM/tensor bound: the model reaches "
@@ -98,8 +108,9 @@ def _run(args) -> int:
             lines.append(f"    {key:<8} {format_time(res.terms[key]):>12}")
     if not args.model and worst.notes:
         lines.append(f"  notes        {worst.notes}")
-    for note in off:
-        lines.append(f"  warning      {note}")
+    statements = dict.fromkeys(line for t in trusts for line in t.lines())     # distinct, in layer order
+    for line in statements:
+        lines.append(f"  trust        {line}")
     if args.model:
         lines.append("  per layer (one block x layers):")
         for r in res.layers:

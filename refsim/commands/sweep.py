@@ -11,7 +11,8 @@ steps by 128; :func:`refsim.gpu_model.sweep.parse_values`). ``--gpu`` and ``--ke
 comma-separated names or aliases (unknown ones are refused, listing the names and aliases);
 ``--gpu-file`` a spec file from ``refsim calibrate``. ``--clock`` must lie in the card's range.
 ``--out`` must be a new or empty folder (checked before any work); it receives ``sweep.csv`` (times
-in µs, the conditions in columns) and ``sweep_<gpu>.png``. A progress bar appears when the sweep
+in µs, the conditions in columns, what backs each prediction in ``trust``, ``trust_far_off`` and
+``trust_statement``: refsim.gpu_model.trust) and ``sweep_<gpu>.png``. A progress bar appears when the sweep
 takes longer than a second.
 """
 
@@ -71,6 +72,10 @@ def _run(args) -> int:
         sw.write_csv(rows, tmp / "sweep.csv")
         pngs = [] if args.no_plot else sw.plot(rows, tmp)
     ok = sum(r.status == "ok" for r in rows)
+    valid = sum(r.trust == "validated" for r in rows)
+    far = sum(r.trust_far_off for r in rows)
     print(f"wrote {args.out}/sweep.csv: {len(rows)} points ({ok} predicted, {len(rows) - ok} refused by a "
-          f"kernel rule)" + "".join(f"; {args.out}/{p.name}" for p in pngs))
+          f"kernel rule or as untrusted; trust: {valid} validated on a measured or published table, {ok - valid} "
+          f"unvalidated, {far} far off (columns trust, trust_far_off, trust_statement))"
+          + "".join(f"; {args.out}/{p.name}" for p in pngs))
     return 0

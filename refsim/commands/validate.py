@@ -7,6 +7,9 @@ one verdict per case (:mod:`refsim.testing.validate` holds the cases and the rul
     refsim validate --backend ptx                    # every mma form under every arch model it has
     refsim validate --backend ptx --arch sm_90 --group mma --only '*bf16*'
 
+The mma group also probes the zero-handling rules refsim states but no GPU has measured (``rule ...`` cases;
+``--json`` lists them under ``unmeasured_rules``) and lists the wgmma probes defined as data (``pending``).
+
 Exit status 0 when every case is bit-identical, 1 when any differs, errs or has no model on the device's
 arch, 2 on bad arguments, without a usable GPU for --backend gpu, or when no case could run.
 """
@@ -70,6 +73,8 @@ def run(args) -> int:
         for case in v.cases(seed=args.seed, tiles=args.tiles, groups=groups, only=tuple(args.only)):
             archs = f"; {', '.join(case.archs)}" if case.archs else ""
             sys.stdout.write(f"[{case.group}] {case.name}  ({case.what}{archs})\n")
+        for name in v.pending(groups=groups, only=tuple(args.only)):
+            sys.stdout.write(f"[mma] {name}  (pending: defined as data, no kernel runs it yet)\n")
         return 0
     backend, device = _backend(args.backend)
     if backend == "gpu":
@@ -105,11 +110,19 @@ def run(args) -> int:
     counts = {k: sum(r.verdict == k for r in results) for k in ("bit-identical", "differs", "error", "no-model")}
     if args.json:
         doc = {"backend": backend, "device": device, "arch": arch, "seed": args.seed, "tiles": args.tiles,
-               "cases": [r.as_dict() for r in results], "not_run": skipped, "summary": counts, "exit_status": status}
+               "cases": [r.as_dict() for r in results], "not_run": skipped, "summary": counts, "exit_status": status,
+               "unmeasured_rules": v.unmeasured_rules(), "pending": v.pending(groups=groups, only=tuple(args.only))}
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
         if not results:
             sys.stdout.write("no case matches the selection\n")
+        rules = [r["name"] for r in v.unmeasured_rules()]
+        if rules and "mma" in groups:
+            sys.stdout.write(f"rules refsim states but no GPU has measured: {', '.join(rules)} (the 'rule ...' cases "
+                             f"probe them; --json lists refsim's and MMA-Sim's answers)\n")
+        waiting = v.pending(groups=groups, only=tuple(args.only))
+        if waiting:
+            sys.stdout.write(f"pending: {len(waiting)} wgmma probes defined as data, not run (no wgmma kernel yet)\n")
         sys.stdout.write(f"summary: {counts['bit-identical']} bit-identical, {counts['differs']} differ, "
                          f"{counts['error']} errors, {counts['no-model']} without a model on {arch or 'their archs'} "
                          f"(exit {status})\n")

@@ -14,7 +14,7 @@ from refsim._validate import require_bool
 from refsim.cuda import build, launch
 from refsim.cuda.launch import Launch
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.formats import atom
+from refsim.formats import atom, atom_gemm
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "atom_group_gemm"]
 
@@ -28,12 +28,14 @@ def atom_group_gemm(a: atom.AtomActivations, w: atom.AtomWeights, *, fused: bool
     for the same arguments (any weight scales: the kernel's half2 pair selection is what both compute).
 
     a: :class:`refsim.formats.atom.AtomActivations`; w: :class:`refsim.formats.atom.AtomWeights`
-    (int8 codes, float16 scales, groups of 128, keeper % 32 == 0, N even). ``fused`` must stay True:
+    (int8 codes, float16 scales, groups of 128, keeper % 32 == 0, N even, K - keeper >= 384: the
+    official kernel's rule, :func:`refsim.formats.atom_gemm.require_official_body`). ``fused`` must stay True:
     the kernel's epilogue is one ``fma.rn.f32``. backend "ptx" or "gpu"; ``options`` go to
     :meth:`refsim.ptx.Module.launch`. Inputs are not modified."""
     if not require_bool("fused", fused):
         raise FormatRuleError(f"fused: atom.cu's epilogue is one fma.rn.f32, so only fused=True has a kernel; got {fused!r}")
     m, n, g, group = atom.check_gemm(a, w, pairs=False)
+    atom_gemm.require_official_body(a.q4.shape[1])      # the emulator's domain (atom.cu itself guards it)
     keeper = a.q8.shape[1]
     if group != 128:
         raise ShapeError(f"group size: atom.cu runs groups of 128 (two m16n8k64 per group); got {group}")

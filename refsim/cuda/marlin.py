@@ -11,8 +11,9 @@ computes        ``C (M, N) float16 = A (M, K) float16 @ W``, W in Marlin's packe
 equals          :func:`refsim.emulator.marlin_kernel.marlin_gemm` bit for bit, for the same
                 ``arch`` and ``sms`` (the emulator models the official Marlin kernel; the tests
                 check that this kernel agrees with it).
-launch plan     exactly the emulator's (:func:`refsim.formats.stripes.stripes`, ``max_par`` 16):
-                tile config ``M <= 16 -> (thread_k, thread_n) = (128, 128)`` else ``(64, 256)``;
+launch plan     exactly the emulator's (:func:`refsim.formats.stripes.stripes`, ``max_par`` 16 unless
+                given, 1..16): tile config ``M <= 16 -> (thread_k, thread_n) = (128, 128)`` else
+                ``(64, 256)`` unless forced (``thread_k``/``thread_n``, as the official host takes them);
                 one launch per step of the host M loop, each on the rows
                 ``[row_start, row_start + prob_m)`` (``prob_m`` may hold several 64-row problems
                 side by side); grid = ``sms`` blocks of 256 threads; dynamic shared memory
@@ -97,13 +98,19 @@ def _tile(thread_m_blocks, config) -> tuple[int, stripes.TileConfig]:
     return thread_m_blocks, require_instance("config", config, stripes.TileConfig)
 
 
-def launch_plan(m: int, n: int, k: int, sms: int, group_size: int | None) -> tuple[PlannedLaunch, ...]:
+def launch_plan(m: int, n: int, k: int, sms: int, group_size: int | None, *, max_par: int = MAX_PAR,
+                thread_k: int | None = None, thread_n: int | None = None) -> tuple[PlannedLaunch, ...]:
     """The launches :func:`marlin_gemm` makes for an (M, N, K) problem on ``sms`` blocks.
 
     The tile config and the host M loop are :func:`refsim.formats.stripes.stripes`' (the same call
-    the emulator makes); the per-block stripes are computed by the kernel itself from the grid size.
+    the emulator makes, with ``max_par`` 1..16 and the forced ``thread_k``/``thread_n``, if any); the
+    per-block stripes are computed by the kernel itself from the grid size.
     """
-    plan = stripes.stripes(m, n, k, sms, group_size, max_par=MAX_PAR)
+    max_par = require_int("max_par", max_par, minimum=1)
+    if max_par > MAX_PAR:
+        raise FormatRuleError(f"max_par: the lock workspace holds N/128 * {MAX_PAR} entries, so max_par must lie "
+                              f"in [1, {MAX_PAR}]; got {max_par}")
+    plan = stripes.stripes(m, n, k, sms, group_size, max_par=max_par, thread_k=thread_k, thread_n=thread_n)
     return tuple(PlannedLaunch(entry_name(ln.thread_m_blocks, plan.config), ln.row_start, ln.prob_m, sms, THREADS,
                         shared_bytes(ln.thread_m_blocks, plan.config))
                  for ln in plan.launches)
@@ -139,30 +146,34 @@ def workspace(n: int) -> np.ndarray:
 
 
 def marlin_gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, *, arch: str = "sm_80", sms: int = 108,
-                backend: str = "ptx", options: dict | None = None) -> np.ndarray:
+                backend: str = "ptx", options: dict | None = None, max_par: int = MAX_PAR,
+                thread_k: int | None = None, thread_n: int | None = None) -> np.ndarray:
     """Run ``marlin.cu`` for ``C = A @ W``: float16 ``(M, N)``, bit-identical to the emulator.
 
     A: float16 (M, K). B: int32 (K/16, 2N), s: float16 (G, N) as from
     :func:`refsim.formats.marlin.pack` (grouped, group size 128, iff G > 1; K % 128 == 0,
-    N % 256 == 0). arch: tensor-core model, one of :data:`ARCHS`. sms: grid size (A100: 108).
+    N % 128 == 0; M > 16 needs N % 256, the kernel's thread_n). arch: tensor-core model, one of :data:`ARCHS`. sms: grid size (A100: 108).
     backend: ``"ptx"`` (the :mod:`refsim.ptx` interpreter, on a CPU) or ``"gpu"`` (the same PTX on
     a GPU through :mod:`refsim.cuda.launch`). options: extra keywords for
-    :meth:`refsim.ptx.Module.launch` (``schedule``, ``seed``, ``race``, ``poison``). Inputs are not modified.
+    :meth:`refsim.ptx.Module.launch` (``schedule``, ``seed``, ``race``, ``poison``). max_par (1..16),
+    thread_k, thread_n: the host loop's parameters, as for the emulator. Inputs are not modified.
     Returns what :func:`refsim.emulator.marlin_kernel.marlin_gemm` returns for the same arguments.
     """
-    return gemm(A, B, s, None, arch=arch, sms=sms, backend=backend, options=options)
+    return gemm(A, B, s, None, arch=arch, sms=sms, backend=backend, options=options, max_par=max_par,
+                thread_k=thread_k, thread_n=thread_n)
 
 
 def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, *, arch: str = "sm_80",
          sms: int = 108, backend: str = "ptx", options: dict | None = None,
-         stats: list | None = None) -> np.ndarray:
+         stats: list | None = None, max_par: int = MAX_PAR, thread_k: int | None = None,
+         thread_n: int | None = None) -> np.ndarray:
     """:func:`marlin_gemm` with a caller-provided lock workspace, as the official API takes one.
 
     locks: int32 1-D, all zero, at least ``workspace(N).size`` entries (``None``: a fresh one). The
     kernel leaves it all zero again (it is written in place: device-buffer semantics); a workspace that
     cannot be device memory as it is (not C-contiguous, not aligned) is all zero before and after, so a
     fresh one stands in for it.
-    options: as for :func:`marlin_gemm`. stats: a list that receives each launch's ``LaunchStats``
+    options, max_par, thread_k, thread_n: as for :func:`marlin_gemm`. stats: a list that receives each launch's ``LaunchStats``
     (``None`` entries for the GPU backend).
     """
     A, B, s, sms, k, n, group_size = marlin_kernel.check_inputs(A, B, s, arch, sms)  # the emulator's own rules
@@ -187,7 +198,8 @@ def gemm(A: np.ndarray, B: np.ndarray, s: np.ndarray, locks: np.ndarray | None, 
     launches = [(launch.Launch(ln.kernel, ln.grid, ln.block, ln.shared_bytes),
                  (A[ln.row_start:ln.row_start + ln.rows], B, C[ln.row_start:ln.row_start + ln.rows], s, locks,
                   np.int32(ln.rows), np.int32(n), np.int32(k)))       # A, C row views: (rows, K), (rows, N)
-                for ln in launch_plan(m, n, k, sms, group_size)]
+                for ln in launch_plan(m, n, k, sms, group_size, max_par=max_par, thread_k=thread_k,
+                                      thread_n=thread_n)]
     st = launch.run(_ptx_text(), launches, backend=backend, arch=arch, options=options)
     if stats is not None:
         stats.extend(st)

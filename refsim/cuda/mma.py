@@ -39,12 +39,13 @@ import numpy as np
 from refsim.arith import fragments, integer_mma, tensor_core, tensor_core_types
 from refsim.arith.tensor_core_types import MmaKind
 from refsim.cuda import build, launch
-from refsim._validate import require_bool, require_choice, require_dtype, require_instance, require_int
+from refsim._validate import (require_bool, require_bounded, require_choice, require_dtype, require_instance,
+                              require_int)
 from refsim.errors import FormatRuleError, ShapeError
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "PTX_ARCHS", "forms", "kind_of", "instruction", "entry", "ptx_arch",
            "registers", "forms_table", "layouts", "pack", "unpack", "mma_probe", "mma_reference", "NoModel",
-           "FLOAT_CATEGORIES", "INT_CATEGORIES", "categories", "probe_inputs"]
+           "FLOAT_CATEGORIES", "INT_CATEGORIES", "categories", "probe_inputs", "draw_operands"]
 
 SOURCE = "mma"
 ENTRY_POINTS = {"mma_probe": "refsim.cuda.mma.mma_reference"}
@@ -268,6 +269,8 @@ def mma_reference(kind: MmaKind, arch: str, a: np.ndarray, b: np.ndarray, c: np.
 
 #: the most tiles :func:`probe_inputs` draws in one call (16 x K x 8 values each)
 MAX_TILES = 1 << 16
+#: the most operand elements :func:`draw_operands` draws in one call
+MAX_OPERAND_ELEMENTS = 1 << 26
 FLOAT_CATEGORIES = ("random", "magnitudes", "cancel", "subnormal", "nearmax", "bigC", "cancelC", "zeros")
 INT_CATEGORIES = ("random", "extremes", "bigC")
 
@@ -328,46 +331,63 @@ def _values(t: str, category: str, shape, rng) -> np.ndarray:
 def probe_inputs(kind: MmaKind, category: str, tiles: int, rng: np.random.Generator):
     """(A, B, C) matrices (module spec: bits or values) of ``tiles`` tiles of ``category``."""
     _modelled(kind, False)
+    if category not in categories(kind):
+        raise FormatRuleError(f"category: must be one of {list(categories(kind))} for {kind.ptx}; got {category!r}")
+    return draw_operands(kind.a, kind.b, kind.c, (16, _k(kind), 8), category, tiles, rng)
+
+
+def draw_operands(atype: str, btype: str, ctype: str, mkn: tuple[int, int, int], category: str, tiles: int,
+                  rng: np.random.Generator):
+    """(A (tiles, M, K), B (tiles, K, N), C (tiles, M, N)) of ``category`` for any tensor-core instruction
+    with these operand types (``mma.sync``: :func:`probe_inputs`; ``wgmma``: M = 64): raw bits for float
+    types, values for integers (module spec). Integer categories for s8/u8/s4/u4 inputs, float ones else."""
     tiles = require_int("tiles", tiles, minimum=1)
     if tiles > MAX_TILES:
         raise FormatRuleError(f"tiles: at most {MAX_TILES} tiles of probe inputs; got {tiles}")
     require_instance("rng", rng, np.random.Generator, "numpy.random.Generator")
-    if category not in categories(kind):
-        raise FormatRuleError(f"category: must be one of {list(categories(kind))} for {kind.ptx}; got {category!r}")
-    K = _k(kind)
-    sa, sb, sc = (tiles, 16, K), (tiles, K, 8), (tiles, 16, 8)
-    if kind.a in _INTS:
+    for name, t in (("atype", atype), ("btype", btype), ("ctype", ctype)):
+        require_choice(name, t, tuple(_BITS))
+    if not isinstance(mkn, tuple) or len(mkn) != 3:
+        raise ShapeError(f"mkn: must be the tuple (M, K, N); got {mkn!r:.60}")
+    M, K, N = (require_int(x, v, minimum=1) for x, v in zip("MKN", mkn))
+    for x, v in zip("MKN", (M, K, N)):
+        require_bounded(x, v, 256, what="a tensor-core instruction dimension")
+    require_bounded("tiles x (M K + K N + M N)", tiles * (M * K + K * N + M * N), MAX_OPERAND_ELEMENTS,
+                    what="operand element count")
+    require_choice("category", category, INT_CATEGORIES if atype in _INTS else FLOAT_CATEGORIES + ("lowbits",))
+    sa, sb, sc = (tiles, M, K), (tiles, K, N), (tiles, M, N)
+    if atype in _INTS:
         def draw(t, shape):
             lo, hi = integer_mma.INT_RANGES[t]
             if category == "extremes":
                 return rng.choice(np.array(sorted({lo, hi, 0, 1, max(lo, -1)}), np.int64), size=shape)
             return rng.integers(lo, hi + 1, shape)
-        A, B = draw(kind.a, sa).astype(_storage(kind.a)), draw(kind.b, sb).astype(_storage(kind.b))
+        A, B = draw(atype, sa).astype(_storage(atype)), draw(btype, sb).astype(_storage(btype))
         if category == "bigC":
             C = rng.choice([-1, 1], sc) * (2**31 - rng.integers(1, 2**16, sc))
         else:
             C = rng.integers(-2**20, 2**20, sc)
         return A, B, C.astype(np.int32)
     ab = "cancel" if category == "cancel" else ("random" if category in ("bigC", "cancelC", "lowbits") else category)
-    a = _values(kind.a, ab, sa, rng)
-    b = _values(kind.b, ab, sb, rng)
+    a = _values(atype, ab, sa, rng)
+    b = _values(btype, ab, sb, rng)
     if category == "cancel":                   # A[i, k + K/2] = -A[i, k], B[k + K/2] = B[k]; one small t
         h = K // 2
         a[:, :, h:] = -a[:, :, :h]
         b[:, h:, :] = b[:, :h, :]
         a[:, :, 0] *= 2.0**-12
-    A, B = _to_bits(kind.a, a), _to_bits(kind.b, b)
+    A, B = _to_bits(atype, a), _to_bits(btype, b)
     if category == "lowbits":                  # tf32 in f32 registers: bits 0..12 are not part of the value
         A = A | rng.integers(0, 2**13, sa, dtype=np.uint32)
         B = B | rng.integers(0, 2**13, sb, dtype=np.uint32)
     if category == "bigC":
-        c = np.sign(rng.standard_normal(sc)) * _format(kind.c)[1] * rng.uniform(2.0**-8, 2.0**-2, sc)
+        c = np.sign(rng.standard_normal(sc)) * _format(ctype)[1] * rng.uniform(2.0**-8, 2.0**-2, sc)
     elif category == "cancelC":                # C = -(sum of the exact products), rounded to C's type
-        c = -np.matmul(_from_bits(kind.a, A), _from_bits(kind.b, B))
+        c = -np.matmul(_from_bits(atype, A), _from_bits(btype, B))
     elif category == "zeros":
         c = np.where(rng.random(sc) < 0.5, rng.choice([-0.0, 0.0], sc), rng.standard_normal(sc))
     elif category in ("subnormal",):
         c = np.zeros(sc)
     else:
         c = rng.standard_normal(sc)
-    return A, B, _to_bits(kind.c, c)
+    return A, B, _to_bits(ctype, c)

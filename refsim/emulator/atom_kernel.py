@@ -26,6 +26,10 @@ oracle          :func:`atom_group_gemm_reference` (plain loops, Python ints, exa
 source          efeslab/Atom ``kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh`` @ 7e3618b
                 (per the format module and efeslab/Atom ``Dense_layer_gemm_i4_o16.cuh``); fragment layout of m16n8k64 s4 in
                 :mod:`refsim.arith.fragments`.
+domain          the official kernel's: the INT4 body K - keeper holds at least 3 groups of 128
+                (:func:`refsim.formats.atom_gemm.require_official_body`: its prologue's unguarded scale
+                loads read out of bounds below that); other keepers and any even N are the same
+                dataflow, as refsim's ``atom.cu`` runs it.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from refsim._validate import require_bounded, require_ints, require_optional_boo
 from refsim.arith import fp
 from refsim.arith import integer_mma
 from refsim.errors import ShapeError
-from refsim.formats import atom
+from refsim.formats import atom, atom_gemm
 
 __all__ = ["atom_group_gemm", "atom_group_gemm_slabs", "atom_group_gemm_reference", "weight_scale_index"]
 
@@ -50,6 +54,13 @@ def weight_scale_index(m: int, n: int) -> np.ndarray:
     r = np.arange(m)[:, None]
     c = np.arange(n)[None, :]
     return 2 * (c // 2) + (r % 16) // 8
+
+
+def _check(a, w) -> tuple[int, int, int, int]:
+    """The format's GEMM rules (any weight scales) and the official kernel's body rule: ``(M, N, G, group)``."""
+    out = atom.check_gemm(a, w, pairs=False)
+    atom_gemm.require_official_body(a.q4.shape[1])
+    return out
 
 
 def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: bool = True,
@@ -72,7 +83,7 @@ def atom_group_gemm(a: "atom.AtomActivations", w: "atom.AtomWeights", *, fused: 
     """
     from refsim.native import emulators as nat
 
-    m, n, g, group = atom.check_gemm(a, w, pairs=False)
+    m, n, g, group = _check(a, w)
     native = require_optional_bool("native", native)
     if a.q8.shape[1] % 32:
         raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
@@ -109,7 +120,7 @@ def atom_group_gemm_slabs(a: "atom.AtomActivations", w: "atom.AtomWeights", *, f
     """:func:`atom_group_gemm` written mma by mma: per group two ``m16n8k64 .s4`` slabs through
     :func:`refsim.arith.integer_mma.mma_int` (int64, wrapping), the INT8 tail in ``m16n8k32 .s8``
     slabs, then the same epilogue. The readable form of the kernel's loop; float16 (M, N)."""
-    m, n, g, group = atom.check_gemm(a, w, pairs=False)
+    m, n, g, group = _check(a, w)
     fused = fp._require_flag("fused", fused)
     if a.q8.shape[1] % 32:
         raise ShapeError(f"a.q8: the keeper width must be a multiple of 32 (m16n8k32 slabs); got {a.q8.shape[1]}")
@@ -133,7 +144,7 @@ def atom_group_gemm_reference(a: "atom.AtomActivations", w: "atom.AtomWeights") 
     """Plain-loop twin of :func:`atom_group_gemm` (fused): per output (r, n), Python-int dot products
     per group and for the keeper, the selected weight scale ``2 (n // 2) + (r % 16) // 8``, an fp16
     scale product and one exact-rational fmaf per group; float16 (M, N)."""
-    m, n, g, group = atom.check_gemm(a, w, pairs=False)
+    m, n, g, group = _check(a, w)
     keeper = a.q8.shape[1]
     one32 = np.ones(1, np.float32)
     out = np.zeros((m, n), np.float16)

@@ -19,6 +19,8 @@ design          the "exllama / awq gemv" family: a thread per output column n, w
 oracle          :func:`dequant_gemv_reference`: scalar loops, every fp16 fma through the exact rational
                 oracle (:func:`refsim.arith.fp.fma_reference`).
 source          design only; the checkpoint layouts are refsim.formats.gptq / refsim.formats.awq.
+branches        :data:`BRANCHES` / :func:`plan_branches`: the paths of the launch plan (grid of 128-column
+                blocks, batch rows, scale groups, act-order) a shape takes.
 
 One column, one batch row, K = 16 (two slabs)::
 
@@ -31,16 +33,47 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_dtype, require_finite, require_int, require_ndim
+from refsim._validate import require_bool, require_dtype, require_finite, require_int, require_ndim
 from refsim.arith import fp
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import awq, gptq
 
 __all__ = ["MAX_M", "SLAB", "check_x", "check_w", "dequant_gemv", "dequant_gemv_reference", "slab_sums", "gptq_gemv",
-           "awq_gemv", "gptq_weights", "awq_weights"]
+           "awq_gemv", "gptq_weights", "awq_weights", "BRANCHES", "plan_branches"]
 
 MAX_M = 8
 SLAB = 8
+BLOCK = 128          # threads (output columns) per block of gptq_awq.cu's grid
+
+#: the paths of the kernel's plan a shape can take (see :func:`plan_branches`)
+BRANCHES: tuple[str, ...] = (
+    "m_1",                # one batch row
+    "m_gt1",              # several batch rows share each weight slab
+    "n_one_block",        # N <= 128: one block
+    "n_several_blocks",   # N > 128: several blocks
+    "n_partial_block",    # N % 128 != 0: the last block has idle threads
+    "per_channel",        # one scale group over all of K
+    "grouped",            # several scale groups along K
+    "act_order",          # g_idx not ascending (GPTQ act-order): groups read out of K order
+)
+
+
+def plan_branches(m: int, n: int, k: int, group_size: int | None, act_order: bool = False) -> frozenset[str]:
+    """The :data:`BRANCHES` an (M, N, K) GEMV with ``group_size`` (None: per-channel) and ``act_order``
+    takes (ints, 1 <= M <= 8)."""
+    m = require_int("M", m, minimum=1)
+    if m > MAX_M:
+        raise ShapeError(f"M: the GEMV takes 1 to {MAX_M} batch rows; got {m}")
+    n, k = require_int("N", n, minimum=1), require_int("K", k, minimum=1)
+    grouped = group_size is not None and require_int("group_size", group_size, minimum=1) < k
+    act_order = require_bool("act_order", act_order)
+    out = {"m_1" if m == 1 else "m_gt1", "n_several_blocks" if n > BLOCK else "n_one_block",
+           "grouped" if grouped else "per_channel"}
+    if n % BLOCK:
+        out.add("n_partial_block")
+    if act_order:
+        out.add("act_order")
+    return frozenset(out)
 
 
 def check_x(x: np.ndarray, k: int) -> np.ndarray:

@@ -74,8 +74,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import (require_divisible, require_dtype, require_finite, require_ndim, require_optional_bool,
-                              require_shape)
+from refsim._validate import (require_divisible, require_dtype, require_finite, require_int, require_integer_array,
+                              require_ndim, require_optional_bool, require_shape)
 from refsim.arith import fp
 from refsim.errors import ShapeError
 from refsim.formats import mixed_2_4_16 as fmt
@@ -84,10 +84,53 @@ __all__ = [
     "mixed_gemv", "mixed_gemv_reference", "dense_rows", "spmv_epilogue", "dequantized_weights",
     "dequantized_weights_reference", "group_sums",
     "unit_groups", "lane_schedule", "warp_reduce_sum_f32", "warp_reduce_sum_f32_reference",
-    "WARP", "check_inputs",
+    "WARP", "check_inputs", "BRANCHES", "plan_branches",
 ]
 
 WARP = 32
+
+#: the paths of the kernel's plan a row can take (see :func:`plan_branches`)
+BRANCHES: tuple[str, ...] = (
+    "mixed_units",          # units holding three 2-bit groups and one 4-bit group
+    "pure_units",           # units of four 2-bit words only
+    "pure_unit_padding",    # the last pure unit has fewer than 4 words (padding never read)
+    "mixed_unit_short",     # a mixed unit with fewer than three 2-bit groups (few 2-bit groups left)
+    "lanes_idle",           # fewer than 32 units: some lanes add nothing
+    "lanes_several_units",  # more than 32 units: a lane walks several units
+    "outliers",             # the CSR epilogue adds outliers
+    "no_outliers",          # some row has no outlier
+    "several_blocks",       # N > 4: several blocks of 4 warps
+)
+
+
+def plan_branches(group_bits: np.ndarray, n: int, nnz_per_row) -> frozenset[str]:
+    """The :data:`BRANCHES` the kernel takes for the per-group bit widths ``group_bits`` (uint8 (G,) of
+    2 and 4), ``n`` output channels (an int) and ``nnz_per_row`` (an integer array (N,): outliers of each row)."""
+    units = unit_groups(group_bits)
+    four = int((np.asarray(group_bits) == 4).sum())
+    n2 = len(group_bits) - four
+    n = require_int("n", n, minimum=1)
+    nnz = require_shape("nnz_per_row", require_integer_array("nnz_per_row", nnz_per_row), (n,))
+    out = set()
+    if four:
+        out.add("mixed_units")
+        if n2 < 3 * four:
+            out.add("mixed_unit_short")
+    if n2 > 3 * four:
+        out.add("pure_units")
+        if (n2 - 3 * four) % 4:
+            out.add("pure_unit_padding")
+    if len(units) > WARP:
+        out.add("lanes_several_units")
+    if len(units) < WARP:
+        out.add("lanes_idle")
+    if nnz.size and nnz.max() > 0:
+        out.add("outliers")
+    if nnz.size and nnz.min() == 0:
+        out.add("no_outliers")
+    if n > 4:
+        out.add("several_blocks")
+    return frozenset(out)
 
 
 # ----------------------------------------------------------------------------------------------

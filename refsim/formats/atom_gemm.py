@@ -9,6 +9,10 @@ arithmetic         per group exact int32 dot products; one fp16 product of the t
                    FMA accumulation over groups; the keeper group last; one rounding to fp16
 scale buffer       the kernel reads activation scales as half2 pairs (scale[r], scale[r+8]) of a
                    16-row tile, each written 4 times (:func:`scale_positions`)
+kernel domain      the official ``DenseLayerGEMM_i4`` kernel's prologue loads the scales of body k-tiles
+                   0, 1, 2 unguarded: the INT4 body must hold at least 3 groups of 128
+                   (:func:`require_official_body`, ``K - 128 >= 384`` with its keeper of 128)
+branches           :data:`BRANCHES` / :func:`plan_branches`: the paths of the kernel's plan a shape takes
 source             efeslab/Atom @ 7e3618b1a7a7c86e1c93cc909b1510c046d76ac6:
                    kernels/include/GEMM/Dense_layer_gemm_i4_o16.cuh, kernels/include/Reorder/Reorder.cuh
 =================  ==================================================================================
@@ -45,8 +49,67 @@ from refsim.arith import exact
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats.atom import AtomActivations, AtomWeights
 
-__all__ = ["scale_leading_dim", "scale_positions", "activation_scale_layout", "activation_scale_layout_reference",
-           "atom_gemm", "atom_gemm_reference", "check_gemm"]
+__all__ = ["OFFICIAL_MIN_BODY", "require_official_body", "BRANCHES", "plan_branches", "scale_leading_dim",
+           "scale_positions", "activation_scale_layout", "activation_scale_layout_reference", "atom_gemm",
+           "atom_gemm_reference", "check_gemm"]
+
+
+#: the smallest INT4 body (K - keeper) the official kernel runs: its prologue's three k-tiles of 128
+OFFICIAL_MIN_BODY = 3 * 128
+
+
+def require_official_body(k4: int) -> int:
+    """``k4`` (the INT4 body length K - keeper, an int) checked against the official kernel's rule; returns it.
+
+    The official ``DenseLayerGEMM_i4_kernel`` (efeslab/Atom @ 7e3618b) fills ``STAGE - 1 = 3`` pipeline
+    stages before its main loop. Its A and B tile loads there are guarded along K, but the ``loadScale``
+    of each of those three k-tiles is issued with ``predGuard = true``: it reads the scale rows of body
+    groups 0, 1 and 2 whether they exist or not. With ``K - 128 < 384`` (fewer than 3 groups) that is an
+    out-of-bounds global read (refsim.ptx stops with PtxMemoryError at the prologue's ``cp.async``).
+    refsim's own ``atom.cu`` guards those loads and computes such shapes, but refsim's emulator models the
+    official kernel, so both refuse them: a result the official kernel cannot produce has no reference.
+    Raises FormatRuleError naming the rule and ``k4``.
+    """
+    k4 = require_int("K - keeper", k4, minimum=0)
+    if k4 < OFFICIAL_MIN_BODY:
+        raise FormatRuleError(
+            f"K - keeper: the official DenseLayerGEMM_i4 kernel's prologue loads three k-tiles unguarded (the scale "
+            f"rows of body groups 0, 1, 2): it reads out of bounds when the INT4 body K - keeper < {OFFICIAL_MIN_BODY} "
+            f"(K - 128 < 384 with its keeper of 128), so refsim's emulator and atom.cu refuse it (atom.cu itself "
+            f"guards those loads); got {k4}")
+    return k4
+
+
+#: the paths of the official kernel's plan (grid of 128 x 128 blocks, K loop, keeper tail, epilogue)
+BRANCHES: tuple[str, ...] = (
+    "body_min_groups",      # K - keeper == 384: the prologue's three k-tiles are the whole body
+    "body_more_groups",     # K - keeper > 384: the main loop refills stages past the prologue
+    "keeper",               # an INT8 keeper tail (keeper > 0)
+    "no_keeper",            # no INT8 tail (refsim's kernel only: the official KEEPER is 128)
+    "m_partial_tile",       # M % 16 != 0: the last m16 tile's rows are masked in loads and stores
+    "m_several_blocks",     # M > 128: several block rows of the grid (blockIdx.y > 0)
+    "n_several_blocks",     # N > 128: several block columns (blockIdx.x > 0)
+    "n_partial_block",      # N % 128 != 0 (refsim's kernel only: the official B loads are unguarded in N)
+)
+
+
+def plan_branches(m: int, n: int, k4: int, keeper: int) -> frozenset[str]:
+    """The :data:`BRANCHES` an (M, N, K - keeper = ``k4``, ``keeper``) Atom GEMM takes (ints; ``k4`` obeys
+    :func:`require_official_body`). Each name is one decision of the kernel's plan, so a set of cases
+    whose branches cover :data:`BRANCHES` runs every path of it."""
+    m, n, keeper = require_int("M", m, minimum=1), require_int("N", n, minimum=1), require_int("keeper", keeper, minimum=0)
+    k4 = require_official_body(k4)
+    out = {"body_min_groups" if k4 == OFFICIAL_MIN_BODY else "body_more_groups",
+           "keeper" if keeper else "no_keeper"}
+    if m % 16:
+        out.add("m_partial_tile")
+    if m > 128:
+        out.add("m_several_blocks")
+    if n > 128:
+        out.add("n_several_blocks")
+    if n % 128:
+        out.add("n_partial_block")
+    return frozenset(out)
 
 
 def scale_leading_dim(m: int) -> int:

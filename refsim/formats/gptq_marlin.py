@@ -12,7 +12,7 @@ symmetry        Marlin's value is ``(q - 8) * s`` with no zero-point tensor: eve
 act-order       ``perm = act_order_perm(g_idx)`` (stable argsort): Marlin row k reads checkpoint row
                 ``perm[k]``, so each group is a contiguous run of rows and the kernel runs in plain
                 grouped mode; A's columns are permuted with the same ``perm`` (vLLM ``is_k_full``).
-shape rules     Marlin's own (K % 128, N % 256: the official ``marlin.Layer``), so every result unpacks.
+shape rules     Marlin's own (K % 128, N % 128: :func:`refsim.formats.marlin.pack`'s), so every result unpacks.
 source          vllm-project/vllm ``csrc/quantization/gptq_marlin/gptq_marlin_repack.cu`` and
                 ``marlin_permute_scales``, commit 0794945f839b0e07a15212ae4c23e711b63d6d23 (docs/sources.md).
 
@@ -59,8 +59,8 @@ def repack_gptq(qweight: np.ndarray, k: int, perm: np.ndarray | None = None, *,
     ``refsim convert --to marlin --requantize``). With ``perm`` (int ``(K,)``, e.g.
     ``argsort(g_idx)`` for act-order), Marlin row ``k`` reads checkpoint row ``perm[k]``, as vLLM's
     ``gptq_marlin_repack`` does; the result is identical to :func:`refsim.formats.marlin.pack` of the row-permuted code
-    matrix. Shape rules are the Marlin format's own (``K % 128 == 0``, ``N % 256 == 0``, those of
-    the official ``marlin.Layer`` that :func:`refsim.formats.marlin.unpack` checks), so every ``B`` returned can be read
+    matrix. Shape rules are the Marlin format's own (``K % 128 == 0``, ``N % 128 == 0``, those
+    :func:`refsim.formats.marlin.unpack` checks), so every ``B`` returned can be read
     back. Scales are permuted separately with :func:`refsim.formats.marlin.permute_scales` (vLLM ``marlin_permute_scales``).
     """
     k = require_int("k", k, minimum=1)

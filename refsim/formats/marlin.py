@@ -28,10 +28,12 @@ Spec block
   per-channel: the operand is ``fp16(q - 8)`` and the scale multiplies the fp16 output
   (``C = fp16(fp16(acc) * s[n])``).
 - **Invariants**: every ``(k, n)`` appears exactly once; ``unpack(pack(q, s, g)) == (q, s)``.
-- **Shape rules** (official ``marlin.Layer``): ``K % 128 == 0``, ``N % 256 == 0``, group size
-  128 or per-channel (``None``). The packed layout itself only needs ``K % 16`` and ``N % 64``
-  (vLLM's ``gptq_marlin_repack``); :func:`refsim.formats.gptq_marlin.repack_gptq` keeps the Layer
-  rules so its output unpacks.
+- **Shape rules**: ``K % 128 == 0``, ``N % 128 == 0`` (the kernel's smallest tile,
+  ``thread_k = thread_n = 128``, which its host code picks for ``M <= 16``; larger M needs the
+  kernel's ``N % 256`` from :func:`refsim.formats.stripes.marlin_tile_config`), group size 128 or
+  per-channel (``None``). The official ``marlin.Layer`` constructor asks ``N % 256`` (a packer's
+  rule, not the kernel's: ``Layer.pack``'s permutations work per 64 columns). The packed layout
+  itself only needs ``K % 16`` and ``N % 64`` (vLLM's ``gptq_marlin_repack``).
 - **Source matched**: IST-DASLab/marlin ``marlin/__init__.py`` (``_get_perms``, ``Layer.pack``)
   and ``marlin/marlin_cuda_kernel.cu`` (``dequant``, ``scale``), commit
   ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``.
@@ -182,12 +184,14 @@ _SCALE_PERM_SINGLE = scale_perm_single()
 # Validation
 # ----------------------------------------------------------------------------------------------
 def check_kn(k: int, n: int) -> None:
-    """The Marlin layout's shape rule (the official ``marlin.Layer``): ``K`` (rows of the (K, N) weight)
-    a positive multiple of 128 and ``N`` a positive multiple of 256, both Python or NumPy ints; a
-    ShapeError or FormatRuleError naming the value otherwise."""
+    """The Marlin layout's shape rule: ``K`` (rows of the (K, N) weight) a positive multiple of 128 and
+    ``N`` a positive multiple of 128 (the kernel's smallest thread_n; the official ``marlin.Layer``
+    constructor asks 256, a packer's rule), both Python or NumPy ints; a ShapeError or FormatRuleError
+    naming the value otherwise."""
     k, n = require_int("K", k), require_int("N", n)
     require_divisible("K", k, 128, "must be a positive multiple of 128 (official marlin.Layer rule)")
-    require_divisible("N", n, 256, "must be a positive multiple of 256 (official marlin.Layer rule)")
+    require_divisible("N", n, 128, "must be a positive multiple of 128 (the Marlin kernel's smallest thread_n, "
+                                   "picked for M <= 16; M > 16 needs 256)")
 
 
 def check_group_size(group_size) -> int | None:
@@ -315,7 +319,7 @@ def pack(q: np.ndarray, scales: np.ndarray, group_size: int | None) -> tuple[np.
     """Pack codes and scales into Marlin's format (bit-identical to ``marlin.Layer.pack``).
 
     ``q``: uint8 ``(K, N)`` codes in ``[0, 15]`` (value ``q - 8``), ``K % 128 == 0``,
-    ``N % 256 == 0``. ``scales``: float16 ``(K // group_size, N)``, or ``(1, N)`` for
+    ``N % 128 == 0`` (the kernel's rule; ``marlin.Layer`` asks 256). ``scales``: float16 ``(K // group_size, N)``, or ``(1, N)`` for
     ``group_size=None``. ``group_size``: 128 or ``None``.
     Returns ``(B, s)``: ``B`` int32 ``(K // 16, 2 N)`` (layout in the module docstring), ``s``
     float16 of the scales' shape with columns permuted (grouped iff more than one scale row).
@@ -397,7 +401,7 @@ def _check_packed(b, s):
     kb, w = b.shape
     k, n = 16 * kb, w // 2
     if w % 2:
-        raise ShapeError(f"B: must have 2*N columns (N % 256 == 0); got {w} columns")
+        raise ShapeError(f"B: must have 2*N columns (N % 128 == 0); got {w} columns")
     check_kn(k, n)
     if s.shape[1] != n:
         raise ShapeError(f"s: must have N={n} columns (B has 2*N={w}); got shape {s.shape}")

@@ -20,6 +20,9 @@ Spec block
 - **Invariants** (tested exhaustively): every tile is covered exactly once; slice indices of a
   column are ``0 .. count-1`` in decreasing ``k_tile_start``; each stripe is ``iters`` long except
   the last non-empty one.
+- **Branches**: :data:`BRANCHES` names every path of this plan (tile config, host M loop, partition,
+  global reduction, scales); :func:`plan_branches` tells which ones a shape takes, so tests can prove
+  their cases run every one.
 - **Source matched**: IST-DASLab/marlin ``marlin/marlin_cuda_kernel.cu`` (``Marlin`` prologue,
   ``init_slice``, the slice loop, and the host ``marlin_cuda``), commit
   ``2f6d7c10e124b3c5fa29ff8d77d568bd7af3274c``.
@@ -63,6 +66,8 @@ __all__ = [
     "launch_partition",
     "launch_kinds",
     "launch_summary",
+    "BRANCHES",
+    "plan_branches",
 ]
 
 THREADS = 256
@@ -212,6 +217,8 @@ def marlin_tile_config(m: int, n: int, k: int, group_size: int | None,
     group_size = require_group_128(group_size, "the Marlin kernel")
     if thread_k is None or thread_n is None:
         thread_k, thread_n = (128, 128) if m <= 16 else (64, 256)
+    else:
+        thread_k, thread_n = require_int("thread_k", thread_k, minimum=16), require_int("thread_n", thread_n, minimum=64)
     if n % thread_n:
         raise ShapeError(f"N: must be a multiple of thread_n={thread_n} (kernel ERR_PROB_SHAPE); got {n}")
     if k % thread_k:
@@ -406,3 +413,72 @@ def stripes_reference(k_tiles: int, n_tiles: int, parallel: int, sms: int, group
         for rank, (b, start, cnt) in enumerate(here):
             out[(b, col)] = (start, cnt, rank, len(here))
     return out
+
+
+#: every path of Marlin's launch plan a shape can take (see :func:`plan_branches`)
+BRANCHES: tuple[str, ...] = (
+    "tile_k128_n128",         # thread_k = thread_n = 128 (the host's choice for M <= 16)
+    "tile_k64_n256",          # thread_k = 64, thread_n = 256 (the host's choice for M > 16)
+    "tile_forced",            # thread_k / thread_n given, unlike the host's own choice
+    "m_blocks_1",             # a launch with 1 m-block of 16 rows (template thread_m_blocks)
+    "m_blocks_2",
+    "m_blocks_3",
+    "m_blocks_4",
+    "m_partial_block",        # M % 16 != 0: the last m-block is padded
+    "m_split",                # the host M loop makes several launches
+    "parallel_problems",      # a launch solves several 64-row problems side by side (parallel > 1)
+    "max_par_capped",         # a launch's parallel is cut to max_par (more launches follow)
+    "group_128",              # grouped scales (group_blocks 8)
+    "group_per_channel",      # one scale row, applied to the output
+    "iters_group_rounded",    # grouped stripes rounded up to whole groups (iters > ceil(tiles / sms))
+    "one_slice_per_column",   # some column is computed by one block alone
+    "slices_gt1",             # some column is split over several blocks (global reduction through C)
+    "slices_gt2",             # some column has 3+ slices (a middle slice reads and writes C)
+    "stripe_crosses_columns", # a block's stripe runs into the next column
+    "partial_stripe",         # the last busy block's stripe is shorter than iters
+    "idle_sms",               # some blocks of the grid get no tile
+)
+
+
+def plan_branches(m: int, n: int, k: int, sms: int, group_size: int | None, *, max_par: int = 16,
+                  thread_k: int | None = None, thread_n: int | None = None) -> frozenset[str]:
+    """The :data:`BRANCHES` that :func:`stripes` with these arguments (same rules) takes.
+
+    One name per decision of the plan: the tile config, each launch's ``thread_m_blocks``, the host M
+    loop (several launches, parallel problems, the ``max_par`` cap), the scale mode, and, over every
+    launch, the partition's shapes (slices per column, stripes crossing columns, a partial last stripe,
+    idle blocks). A set of cases whose branches cover :data:`BRANCHES` runs every path of the plan.
+    """
+    plan = stripes(m, n, k, sms, group_size, max_par=max_par, thread_k=thread_k, thread_n=thread_n)
+    cfg = plan.config
+    auto = (128, 128) if plan.m <= 16 else (64, 256)
+    out = {f"tile_k{cfg.thread_k}_n{cfg.thread_n}", "group_per_channel" if cfg.group_blocks is None else "group_128"}
+    if (thread_k is not None and thread_n is not None) and (cfg.thread_k, cfg.thread_n) != auto:
+        out.add("tile_forced")
+    if plan.m % 16:
+        out.add("m_partial_block")
+    if len(plan.launches) > 1:
+        out.add("m_split")
+    if _ceildiv(plan.m, 16) > 4 and plan.m // 64 > max_par:       # the first launch's par = min(M // 64, max_par)
+        out.add("max_par_capped")
+    for la in plan.launches:
+        out.add(f"m_blocks_{la.thread_m_blocks}")
+        if la.parallel > 1:
+            out.add("parallel_problems")
+        if la.iters > _ceildiv(la.k_tiles * la.n_tiles * la.parallel, la.sms):
+            out.add("iters_group_rounded")
+        counts = [sl.slice_count for stripe in la.blocks for sl in stripe]
+        if min(counts) == 1:
+            out.add("one_slice_per_column")
+        if max(counts) > 1:
+            out.add("slices_gt1")
+        if max(counts) > 2:
+            out.add("slices_gt2")
+        if any(len(stripe) > 1 for stripe in la.blocks):
+            out.add("stripe_crosses_columns")
+        busy = [i for i in la.iterations_per_block if i]
+        if busy[-1] < la.iters:
+            out.add("partial_stripe")
+        if la.idle_sms:
+            out.add("idle_sms")
+    return frozenset(out)

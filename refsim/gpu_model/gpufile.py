@@ -24,7 +24,7 @@ from pathlib import Path
 
 from refsim._validate import plain_scalar, require_instance, require_path
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.specs import GPUSpec, get_gpu
+from refsim.gpu_model.specs import GPUSpec, expand_provenance, get_gpu
 
 __all__ = ["FORMAT", "load_gpu_file", "gpu_file_dict", "write_gpu_file"]
 
@@ -69,7 +69,10 @@ def _apply(base, name, values, provenance, where: str) -> GPUSpec:
             isinstance(v, (list, tuple)) and len(v) == 2 and all(type(x) is str for x in v) for v in provenance.values()):
         raise FormatRuleError(f"{where}: provenance must map a field to [tag, source]; got {provenance!r:.120}")
     prov = dict(g.provenance)
-    prov.update({k: tuple(v) for k, v in provenance.items()})
+    try:                  # per field, as the table's rows hold it (a key may name a group: "a/b", "tc_*")
+        prov.update(expand_provenance({k: tuple(v) for k, v in provenance.items()}, any_tag=True))
+    except FormatRuleError as err:
+        raise FormatRuleError(f"{where}: {err}") from None
     return replace(g, name=name.strip(), provenance=prov, **values)
 
 

@@ -23,6 +23,10 @@ Every kernel module provides::
     model(machine, m, n, k, bits, group_size) -> Breakdown   the plain model (arguments valid)
     INT32_INDEXES (optional)        the kernel's own int32 index expressions (label, fn(m, n, k), source)
     WEIGHTS_KEPT_IN_L2 (optional)   False when its weight loads evict first (a warm L2 keeps none)
+    untrusted(m, n, k, bits, group_size) -> str | None  (optional)
+                                    why the model is known to be far off for this problem (the
+                                    evidence named); :func:`check_m` then refuses with
+                                    UntrustedModelError instead of answering
 
 :mod:`refsim.gpu_model.evaluate` is the fast path (result cache, batches over M); it gives the
 same Breakdown as :func:`reference`, bit for bit (tests/gpu_model/test_evaluate.py).
@@ -37,7 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from refsim._validate import require_choice, require_instance
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import FormatRuleError, ShapeError, UntrustedModelError
 from refsim.gpu_model.conditions import (CACHE_STATES, TIMINGS, dirty_l2, l2_hit_fraction, warm_l2, with_ecc,
                                         with_timing)
 from refsim.gpu_model.names import resolve
@@ -174,9 +178,13 @@ def problem(gpu, kernel, n, k, bits=None, group_size=None, *, clock="sustained",
     return Problem(g, mod, n, k, _bits(mod, bits), _group(mod, group_size), f_sm, p, cache, timing, machine)
 
 
-def check_m(pb: Problem, m) -> int:
+def check_m(pb: Problem, m, *, trusted_only: bool = True) -> int:
     """M as a Python int after every rule that involves it: size, the kernel's int32 indexes and the
-    kernel's own rules (some depend on M, e.g. Marlin's tile); RefsimError otherwise."""
+    kernel's own rules (some depend on M, e.g. Marlin's tile); RefsimError otherwise. Then, with
+    ``trusted_only`` (always, except where :mod:`refsim.gpu_model.published` and
+    :mod:`refsim.gpu_model.trust` measure how far off the refused model is), a kernel whose
+    ``untrusted`` names a reason for this problem is refused with UntrustedModelError ("no
+    trustworthy model: ...")."""
     if type(pb) is not Problem:
         require_instance("pb", pb, Problem, "refsim.gpu_model.problem.Problem (from problem())")
     m = check_size("m", m)
@@ -187,6 +195,11 @@ def check_m(pb: Problem, m) -> int:
             raise ShapeError(f"{label}: kernel {mod.NAME} indexes it with int32 ({why}), so it must be <= "
                              f"{INT32_MAX}; got {value}")
     mod.check(pb.gpu, m, pb.n, pb.k, pb.bits, pb.group_size)
+    untrusted = getattr(mod, "untrusted", None)
+    if trusted_only and untrusted is not None:
+        why = untrusted(m, pb.n, pb.k, pb.bits, pb.group_size)
+        if why:
+            raise UntrustedModelError(f"no trustworthy model: kernel {mod.NAME} at M = {m}: {why}")
     return m
 
 

@@ -34,8 +34,9 @@ from pathlib import Path
 
 from refsim._validate import (plain_scalar, read_utf8_text, require_bool, require_choice, require_fields,
                               require_instance, require_path)
-from refsim.errors import FormatRuleError
+from refsim.errors import FormatRuleError, UntrustedModelError
 from refsim.gpu_model.kernels import KERNELS, predict
+from refsim.gpu_model.problem import check_m, problem, solve
 from refsim.gpu_model.roofline import dram_roofline_s
 from refsim.gpu_model.specs import MAX_CLOCK_HZ, MIN_CLOCK_HZ, get_gpu
 
@@ -91,11 +92,14 @@ class PublishedRow:
 @dataclass(frozen=True)
 class Comparison:
     """A row with the model's and the plain roofline's value in the row's unit, and the signed
-    relative errors (value / published - 1)."""
+    relative errors (value / published - 1). ``refused`` is "" or the UntrustedModelError message
+    ``predict`` gives for the row (then ``model`` is the refused model's value, computed anyway to
+    show how far off it is)."""
 
     row: PublishedRow
     model: float
     roofline: float
+    refused: str = ""
 
     def __post_init__(self) -> None:
         require_fields(self)
@@ -288,34 +292,42 @@ def conditions(row: PublishedRow) -> dict:
     return kw
 
 
-def _latencies(row: PublishedRow, kernel: str, gpu: str, layers, bits, group_size) -> tuple[float, float]:
-    """(model, plain roofline) latency in µs of ``kernel`` summed over ``layers`` on ``gpu``."""
+def _latencies(row: PublishedRow, kernel: str, gpu: str, layers, bits, group_size) -> tuple[float, float, str]:
+    """(model, plain roofline) latency in µs of ``kernel`` summed over ``layers`` on ``gpu``, and ""
+    or the UntrustedModelError ``predict`` raised (the model's value is then computed past it)."""
     kw = conditions(row)
     g = get_gpu(gpu)
     kind = ROOFLINE_KIND.get(kernel, "fp16_f32acc")
     model = roof = 0.0
+    refused = ""
     for n, k in layers:
-        bd = predict(gpu, kernel, row.m, n, k, bits, group_size, **kw)
+        try:
+            bd = predict(gpu, kernel, row.m, n, k, bits, group_size, **kw)
+        except UntrustedModelError as err:
+            pb = problem(gpu, kernel, n, k, bits, group_size, **kw)
+            bd, refused = solve(pb, check_m(pb, row.m, trusted_only=False)), str(err)
         model += bd.latency_us
         roof += dram_roofline_s(bd.bytes_dram, bd.flops, g, kind) * 1e6
-    return model, roof
+    return model, roof, refused
 
 
-def _values(row: PublishedRow) -> tuple[float, float]:
-    """(model, roofline) value of ``row`` in its unit."""
-    vals = []
+def _values(row: PublishedRow) -> tuple[float, float, str]:
+    """(model, roofline) value of ``row`` in its unit, and "" or the refusal of a model in it."""
+    vals, refused = [], ""
     for gpu, layers in row.alternatives:
-        km, kr = _latencies(row, row.kernel, gpu, layers, row.bits, row.group_size)
+        km, kr, why = _latencies(row, row.kernel, gpu, layers, row.bits, row.group_size)
+        refused = refused or why
         if row.unit == "us":
             vals.append((km, kr))
             continue
-        bm, br = _latencies(row, row.baseline, gpu, layers, None, None)
+        bm, br, why = _latencies(row, row.baseline, gpu, layers, None, None)
+        refused = refused or why
         vals.append((bm / km, br / kr) if row.unit == "x" else (km - bm, kr - br))
     if row.aggregate == "min":
-        return min(v[0] for v in vals), min(v[1] for v in vals)
+        return min(v[0] for v in vals), min(v[1] for v in vals), refused
     if row.aggregate == "max":
-        return max(v[0] for v in vals), max(v[1] for v in vals)
-    return vals[0]
+        return max(v[0] for v in vals), max(v[1] for v in vals), refused
+    return vals[0] + (refused,)
 
 
 def _items(name: str, values, kind) -> list:
@@ -329,15 +341,17 @@ def _items(name: str, values, kind) -> list:
 def compare(rows: list[PublishedRow] | None = None, *, include_in_sample: bool = True) -> list[Comparison]:
     """One :class:`Comparison` per row, in order: ``rows`` (default :func:`load`) followed, when
     ``include_in_sample``, by :func:`in_sample_rows`. Each row is predicted under
-    :func:`conditions`; speedup rows divide two predictions made under the same conditions."""
+    :func:`conditions`; speedup rows divide two predictions made under the same conditions. A row
+    the model refuses (UntrustedModelError) is still compared, with the refused model's value and
+    the refusal in ``Comparison.refused``: the error that made it refuse stays visible."""
     rows = load() if rows is None else _items("rows", rows, PublishedRow)
     include_in_sample = require_bool("include_in_sample", include_in_sample)
     if include_in_sample:
         rows = rows + in_sample_rows()
     out = []
     for row in rows:
-        model, roof = _values(row)
-        out.append(Comparison(row=row, model=model, roofline=roof))
+        model, roof, refused = _values(row)
+        out.append(Comparison(row=row, model=model, roofline=roof, refused=refused))
     return out
 
 

@@ -46,7 +46,8 @@ MIN_CLOCK_HZ, MAX_CLOCK_HZ = 1e8, 1e10
 #: 2520 MHz to ~2.8 GHz, x 1.11): an explicit clock above it is refused
 MAX_OVER_BOOST = 1.2
 
-__all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S"]
+__all__ = ["GPUSpec", "GPUS", "get_gpu", "gpu_names", "FITTED_LAUNCH_OVERHEAD_S", "expand_provenance",
+           "estimated_fields", "PROVENANCE_TAGS"]
 
 # Fixed launch-to-first-instruction + ramp + drain cost of one kernel as Nsight Compute's
 # gpu__time_duration sees it. Fitted on the calibration CSV (refsim.gpu_model.calibrate); one value
@@ -286,15 +287,21 @@ def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz
         "launch_events_s/launch_ramp_s/l2_dirty_fraction": ("estimate", "the H100 SXM's fit ([h100-microbench]); not "
                                                             "measured on this GPU (refsim calibrate --measure does)"),
         "l2_latency_clk": ("estimate", "L2 hit ~200 cycles (Jia et al. 2019, Turing/Ampere pointer chase)"),
+        "l2_far_latency_clk": ("whitepaper", "0 unless the row sets it: only the A100/H100 L2 is partitioned "
+                               "(whitepapers)"),
+        "dram_fraction_ecc_toggled": ("datasheet", "0: the card has no ECC switch (rows with one cite their source)"),
+        "ecc": ("datasheet", "the card's default ECC state: GeForce and Jetson parts have no ECC switch ('none'); "
+                "rows with a switch cite their datasheet"),
         "tc_*": ("whitepaper", f"vendor dense peaks / (SMs x boost clock), class {tensor_class} ([nv-whitepapers])"),
         "alu_*": ("whitepaper", _CUDA_GUIDE),
         "smem/regs/warps/ctas": ("whitepaper", "CUDA guide per-CC limits ([cuda-guide])"),
         "l1_smem_bytes_per_clk_per_sm": ("whitepaper", "32 banks x 4 B per clock (CUDA guide, shared memory)"),
-        "reg_alloc_unit_per_warp/max_regs_per_thread/smem_alloc_unit_bytes/smem_reserved_per_block_bytes":
+        "reg_alloc_unit_per_warp/max_regs_per_thread/max_threads_per_block/smem_alloc_unit_bytes/smem_reserved_per_block_bytes":
             ("whitepaper", "CUDA guide per-CC technical specifications; CUDA Occupancy Calculator allocation units"),
         "launch_overhead_s": ("fitted", "calibrate.py on anyprec_rtx4070_laptop.csv (one value for all GPUs)"),
     }
-    common.update(sources)
+    common = expand_provenance(common)        # per field; the row's own sources win over these defaults
+    common.update(expand_provenance(sources))
     return GPUSpec(
         name=name, arch=arch, compute_capability=cc, sm_count=sms, base_clock_hz=base_mhz * 1e6,
         boost_clock_hz=boost_mhz * 1e6, sustained_clock_hz=sustained_mhz * 1e6, dram_peak_bytes_per_s=dram_gb_s * 1e9,
@@ -311,6 +318,60 @@ def _gpu(*, name: str, arch: str, cc: str, tensor_class: str, sms: int, base_mhz
         l2_far_latency_clk=l2_far_latency_clk,
         **measured,
     )
+
+
+#: the short names the rows' provenance keys use for groups of fields
+_PROVENANCE_GROUPS = {
+    "clocks": ("base_clock_hz", "boost_clock_hz", "sustained_clock_hz"),
+    "dram": ("dram_peak_bytes_per_s",),
+    "l2": ("l2_bytes",),
+    "smem": ("smem_per_sm_bytes", "smem_per_block_bytes"),
+    "regs": ("regs_per_sm",),
+    "warps": ("max_warps_per_sm",),
+    "ctas": ("max_ctas_per_sm",),
+    "alu_*": ("int32_lanes_per_clk_per_sm", "fp32_fma_lanes_per_clk_per_sm", "hfma2_lanes_per_clk_per_sm"),
+}
+PROVENANCE_TAGS = ("datasheet", "whitepaper", "microbenchmark", "estimate", "fitted")
+
+
+def expand_provenance(sources: dict, *, any_tag: bool = False) -> dict:
+    """``{field: (tag, source)}`` for every field a provenance dict names, one entry per field: a key
+    may name one field, several joined by ``/``, a glob (``tc_*``) or a group of :data:`_PROVENANCE_GROUPS`
+    (``clocks``); where two keys name a field, the key naming fewer fields wins (``sustained_clock_hz``
+    over ``sm_count/clocks/dram/l2``), later keys on a tie. An unknown name, or a tag outside
+    :data:`PROVENANCE_TAGS` (any string with ``any_tag``: a spec file's own words), is a FormatRuleError."""
+    import fnmatch
+    if not isinstance(sources, dict):
+        raise FormatRuleError(f"sources: must be a dict of field -> (tag, source); got {type(sources).__name__}")
+    names = [f.name for f in fields(GPUSpec) if f.name != "provenance"]
+    out: dict = {}
+    width: dict = {}
+    for key, value in sources.items():
+        if (not isinstance(value, (tuple, list)) or len(value) != 2 or type(value[0]) is not str
+                or (value[0] not in PROVENANCE_TAGS and not any_tag) or type(value[1]) is not str):
+            raise FormatRuleError(f"provenance[{key!r:.80}]: must be (tag, source) with a tag in {list(PROVENANCE_TAGS)}; "
+                                  f"got {value!r:.80}")
+        named = []
+        for part in str(key).split("/"):
+            hit = _PROVENANCE_GROUPS.get(part) or (part,) if part in names or part in _PROVENANCE_GROUPS \
+                else tuple(fnmatch.filter(names, part))
+            if not hit:
+                raise FormatRuleError(f"provenance key {key!r:.80}: {part!r:.80} names no GPUSpec field")
+            named.extend(hit)
+        for name in named:
+            if len(named) <= width.get(name, len(named)):
+                out[name], width[name] = tuple(value), len(named)
+    return out
+
+
+def estimated_fields(gpu: GPUSpec) -> dict:
+    """``{field: source}`` of ``gpu``'s numbers whose provenance tag is ``estimate`` (not measured on
+    that card, nor read off a datasheet), in field order."""
+    if type(gpu) is not GPUSpec:
+        raise FormatRuleError(f"gpu: must be a GPUSpec (refsim.gpu_model.specs.get_gpu); got {type(gpu).__name__}")
+    prov = gpu.provenance
+    return {f.name: prov[f.name][1] for f in fields(GPUSpec)
+            if f.name in prov and prov[f.name][0] == "estimate"}
 
 
 #: source tags cited by the rows' provenance, with where each number was read
@@ -432,7 +493,9 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in [
          l2_bytes_per_clk_per_sm=35.0, ecc="on", dram_fraction_ecc_toggled=0.952, l2_partitioned=True,
          l2_latency_clk=265, l2_far_latency_clk=475, sources={
              "sm_count/clocks/dram/l2": ("datasheet", "[hpctech-h100] (114 SMs, 50 MB L2), [tpu-h100-pcie] (1095 / 1755 MHz, 2039 GB/s HBM2e)"),
-             "sustained_clock_hz": ("microbenchmark", "1755 MHz held through [gpu-benches] gpu-latency h100_pcie"),
+             "sustained_clock_hz": ("estimate", "boost: 1755 MHz held through [gpu-benches] gpu-latency h100_pcie, a "
+                                    "pointer chase that draws little power; under tensor load the 350 W card may run "
+                                    "lower (no published clock-vs-load curve)"),
              "dram_achievable_fraction": ("microbenchmark", "[gpu-benches] cuda-stream h100_pcie: 1942 GB/s read of 2039"),
              "dram_latency_s": ("microbenchmark", "[gpu-benches] gpu-latency h100_pcie: 658 cycles at 1755 MHz beyond the L2"),
              "l2_bytes_per_clk_per_sm": ("microbenchmark", "[gpu-benches] gpu-l2-cache h100_pcie: ~7.0 TB/s / (114 x 1.755 GHz)"),

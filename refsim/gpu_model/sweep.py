@@ -107,7 +107,9 @@ class SweepRow:
     the numbers are NaN). ``roofline_us`` is the plain DRAM/tensor roofline of the same problem
     (:func:`refsim.gpu_model.roofline.dram_roofline_s`); ``roofline_fraction`` = roofline_us /
     latency_us (1 = at the roof). ``clock_mhz``, ``ecc``, ``cache``, ``timing``: the measurement
-    conditions the point was predicted under."""
+    conditions the point was predicted under. ``trust`` ('validated' / 'unvalidated'; '' for a
+    refused point), ``trust_far_off`` and ``trust_statement``: what backs the prediction
+    (:func:`refsim.gpu_model.trust.trust`)."""
 
     gpu: str
     kernel: str
@@ -130,6 +132,9 @@ class SweepRow:
     bytes_dram: float
     status: str
     notes: str
+    trust: str = ""
+    trust_far_off: bool = False
+    trust_statement: str = ""
 
     def __post_init__(self) -> None:
         # a refused point holds NaN in the numbers it has no value for
@@ -190,6 +195,7 @@ def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int
     from refsim.gpu_model.conditions import CACHE_STATES, TIMINGS, with_ecc
     from refsim.gpu_model.kernels import kernel_module, predict_many
     from refsim.gpu_model.specs import GPUS, GPUSpec, get_gpu
+    from refsim.gpu_model.trust import trust
 
     if isinstance(gpus, (str, GPUSpec)):
         gpus = [gpus]
@@ -226,7 +232,9 @@ def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int
                     bds = predict_many(gpu, kernel, ms, n, k, bits=bits, group_size=group_size, clock=clock, ecc=ecc,
                                        cache=cache, timing=timing, errors="return")
                     by_kernel.setdefault(kernel, []).extend(
-                        _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks)
+                        _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks,
+                             None if isinstance(bd, RefsimError) else trust(
+                                 gpu, kernel, m, n, k, bits, clock=clock, ecc=ecc, cache=cache, timing=timing))
                         for m, bd, t_base in zip(ms, bds, base))
                     bar.update(len(ms))
             for kernel in kernels:              # rows in (gpu, kernel, shape, m) order
@@ -267,19 +275,20 @@ def _new_row(*values) -> SweepRow:
     return row
 
 
-def _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks) -> SweepRow:
-    """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it).
+def _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks, tr) -> SweepRow:
+    """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it)
+    and its :class:`~refsim.gpu_model.trust.Trust` ``tr`` (None for a refusal).
     ``cond`` = (clock MHz, ecc, cache, timing); ``peaks`` = (g.dram_peak_bytes_per_s,
     g.tensor_flops("fp16_f32acc", "boost")): the roofline is
     :func:`~refsim.gpu_model.roofline.dram_roofline_s`'s expression on the model's own numbers."""
     base_us = t_base * 1e6
     if isinstance(bd, RefsimError):
         return _new_row(g.name, kernel, m, n, k, bits, group_size, *cond, nan, base_us, nan, nan, nan,
-                        "", nan, nan, " ".join(str(bd).split()), "")
+                        "", nan, nan, " ".join(str(bd).split()), "", "", False, "")
     roof = max(bd.bytes_dram / peaks[0], bd.flops / peaks[1])
     return _new_row(g.name, kernel, m, n, k, bd.bits, group_size, *cond, bd.latency_s * 1e6, base_us,
                     t_base / bd.latency_s, roof * 1e6, roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram,
-                    "ok", bd.notes)
+                    "ok", bd.notes, tr.status, tr.far_off, tr.statement)
 
 
 def write_csv(rows: list[SweepRow], path) -> Path:

@@ -44,7 +44,7 @@ from refsim._validate import (require_bits, require_bool, require_bounded, requi
 from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import Checkpoint, check_layer, read_json
-from refsim.io.ct_config import CTConfig
+from refsim.io.ct_config import CT_BITS, CTConfig
 
 __all__ = ["CTLayer", "CompressedTensorsReader", "pack_weight", "unpack_weight", "ct_quantization_config",
            "CT_VERSION", "CT_BITS"]
@@ -52,7 +52,6 @@ __all__ = ["CTLayer", "CompressedTensorsReader", "pack_weight", "unpack_weight",
 #: the compressed-tensors release whose layout and config keys are matched
 CT_VERSION = "0.19.0"
 #: bit-widths refsim packs and reads (the shared GPTQ stream supports these)
-CT_BITS = gptq_format.BITS
 _SCALE_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 
 

@@ -48,8 +48,12 @@ from typing import Any
 
 from refsim._validate import require_instance, require_path
 from refsim.errors import CheckpointError
+from refsim.formats import gptq as gptq_format
 
-__all__ = ["CTConfig"]
+__all__ = ["CTConfig", "CT_BITS"]
+
+#: the bit-widths refsim reads and writes in compressed-tensors' pack-quantized format (GPTQ's words)
+CT_BITS = gptq_format.BITS
 
 #: the weight-only compressor format refsim reads
 PACK_QUANTIZED = "pack-quantized"
@@ -164,8 +168,6 @@ def _group(grp: Any, where: str, top: str) -> dict:
 
 
 def _weights(w: dict, where: str) -> dict:
-    from refsim.io.compressed_tensors import CT_BITS
-
     extra = sorted(set(w) - _WEIGHT_KEYS)
     if extra:
         raise _fail(where, f"key {extra[0]!r}", "is not a QuantizationArgs field", w[extra[0]])

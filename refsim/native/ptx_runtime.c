@@ -50,6 +50,61 @@ static void digest(rt_state *S, uint64_t out[2]) {
     out[1] = h2;
 }
 
+/* refsim.ptx.loops.LoopState.visit: value j of warp w's state at backward branch p (j < |W(p)|:
+   register W(p)[j]; j = |W(p)|: the pcs), lane l */
+static uint64_t loop_value(const rt_state *S, int32_t p, int32_t j, int64_t t) {
+    int32_t nw = S->loop_roff[p + 1] - S->loop_roff[p];
+    if (j == nw) return (uint64_t)(uint32_t)S->pc[t];
+    int32_t r = S->loop_regs[S->loop_roff[p] + j];
+    switch (S->reg_bits[r]) {
+    case 64: return ((const uint64_t *)S->reg[r])[t];
+    case 32: return ((const uint32_t *)S->reg[r])[t];
+    case 16: return ((const uint16_t *)S->reg[r])[t];
+    default: return ((const uint8_t *)S->reg[r])[t];          /* 8-bit registers and predicates */
+    }
+}
+
+/* whether warp w's state at p equals the kept one: exact, value by value (value v: j = v / 32, lane
+   v % 32), starting at the value that differed last time, so a changing loop usually costs one */
+static int loop_same(rt_state *S, int32_t w, int32_t p) {
+    const uint64_t *ref = S->loop_ref[w];
+    int64_t n = ((int64_t)S->loop_roff[p + 1] - S->loop_roff[p] + 1) * 32;
+    int64_t v = S->loop_miss[w] < n ? S->loop_miss[w] : 0;
+    for (int64_t k = 0; k < n; k++, v = v + 1 == n ? 0 : v + 1)
+        if (loop_value(S, p, (int32_t)(v / 32), (int64_t)w * 32 + v % 32) != ref[v]) {
+            S->loop_miss[w] = (int32_t)v;
+            return 0;
+        }
+    return 1;
+}
+
+/* the warps of the step (S->wlist) at the pure backward branch p, before it runs: Brent's cycle
+   finding on each warp's state over its clean visits of p */
+static int loop_visit(rt_state *S, int32_t p) {
+    int any = 0;
+    for (int64_t i = 0; i < S->nwlist; i++) {
+        int32_t w = S->wlist[i];
+        if (S->loop_dirty[w] || S->loop_head[w] != p) {
+            S->loop_head[w] = p;
+            S->loop_dirty[w] = 0;
+            S->loop_count[w] = 0;
+            continue;
+        }
+        int64_t c = ++S->loop_count[w];
+        if (c >= 2 && loop_same(S, w, p)) {
+            S->loop_hit[w] = 1;
+            any = 1;
+        }
+        if ((c & (c - 1)) == 0) {
+            if (!S->loop_ref[w] && !(S->loop_ref[w] = (uint64_t *)malloc((size_t)S->loop_cap * 8))) return E_NOMEM;
+            int32_t n = S->loop_roff[p + 1] - S->loop_roff[p] + 1;
+            for (int32_t j = 0; j < n; j++)
+                for (int64_t l = 0; l < 32; l++) S->loop_ref[w][(int64_t)j * 32 + l] = loop_value(S, p, j, (int64_t)w * 32 + l);
+        }
+    }
+    return any ? E_DEADLOCK_LOOP : 0;
+}
+
 /* the next step: p and its threads (ascending) in S->th_buf; RT_DONE when every block finished */
 static int choose(rt_state *S, int32_t *p_out, int32_t *n_out, int64_t *nw_out) {
     const int32_t END = (int32_t)S->END;
@@ -166,6 +221,12 @@ int refsim_rt_run(rt_state *S) {
             S->err_ins = p;
             return E_LIMIT;
         }
+        if (S->loop_kind[p] == 1) {
+            for (int64_t j = 0; j < nw; j++) S->loop_dirty[S->wlist[j]] = 1;
+        } else if (S->loop_kind[p] == 2 && (r = loop_visit(S, p))) {
+            S->err_ins = p;
+            return r;
+        }
         r = S->exec(S, p, S->th_buf, n);
         if (r == RT_CALLBACK) {
             S->cb_p = p;
@@ -187,6 +248,11 @@ void refsim_rt_start(rt_state *S) {
 }
 
 void refsim_rt_free(rt_state *S) {
+    if (S->loop_ref)
+        for (int64_t w = 0; w < S->NW; w++) {
+            free(S->loop_ref[w]);
+            S->loop_ref[w] = NULL;
+        }
     if (!S->fifo) return;
     for (int64_t s = 0; s < S->nslots; s++) free(S->fifo[s].e);
     memset(S->fifo, 0, (size_t)S->nslots * sizeof(rt_fifo));

@@ -36,7 +36,7 @@ enum {
     E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL, E_OOB_SHARED, E_OOB_LOCAL,
     E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE, E_RACE_PENDING,
     E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA, E_PARTIAL_LDMATRIX,
-    E_BARRIER_ID, E_SRC_SIZE, E_NOMEM
+    E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP
 };
 
 /* one memory instruction's static shape (ld, st, atom, red, cp.async, ldmatrix) */
@@ -170,6 +170,15 @@ struct rt_state {
     int64_t nspin;
     uint64_t **spin_val;
     uint8_t **spin_seen;
+    /* pure loops (refsim.ptx.loops): per instruction 0 pure, 1 impure, 2 pure backward branch; per warp
+       the branch last visited, an impure instruction since, clean visits, the kept state, looping */
+    uint8_t *loop_kind;
+    int32_t *loop_roff, *loop_regs;                              /* W(p): loop_regs[loop_roff[p] .. loop_roff[p + 1]) */
+    int64_t loop_cap;                                            /* values of one kept state: 32 (max |W(p)| + 1) */
+    int32_t *loop_head, *loop_miss;                              /* per warp; miss: where the last comparison failed */
+    uint8_t *loop_dirty, *loop_hit;
+    int64_t *loop_count;
+    uint64_t **loop_ref;                                         /* per warp, allocated at its first use */
     /* cp.async: pending copies per slot, in issue order */
     rt_fifo *fifo;
     /* scratch of T (or T * 32 bytes) entries, for the generated code and the runtime */

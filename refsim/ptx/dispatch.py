@@ -32,7 +32,7 @@ from refsim.ptx.errors import PtxUnsupportedError
 from refsim.ptx.operands import flatten, reader, split_operands, writer
 from refsim.ptx.parse import Instruction, Kernel
 
-__all__ = ["Entry", "OPCODES", "load", "build"]
+__all__ = ["Entry", "OPCODES", "ENGINE_OPCODES", "load", "build", "form"]
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,9 @@ _ENGINE = {
     "ldmatrix": Entry(memory_ops.ldmatrix, handler=True),
 }
 
+#: The opcodes the engine executes itself (the rest go to a semantics handler).
+ENGINE_OPCODES = frozenset(_ENGINE)
+
 #: Every opcode refsim.ptx executes: the engine's own and every semantics opcode.
 OPCODES: dict[str, Entry] = {
     **{op: Entry(_semantic, handler=True) for op in semantics.supported_opcodes()},
@@ -163,13 +166,13 @@ def load(k: Kernel, arch: str) -> dict:
             raise PtxUnsupportedError(f"{_at(k, ins)}: opcode '{ins.opcode}' is not an instruction refsim "
                                       f"executes (supported: {', '.join(sorted(OPCODES))})")
         if entry.handler:
-            op = semantics.Op(ins.opcode, ins.mods, ins.types)
-            try:
-                if op not in cache:           # handlers are pure: one per distinct instruction
-                    cache[op] = semantics.lookup(op, arch=arch)
-            except PtxUnsupportedError as e:
-                raise PtxUnsupportedError(f"{_at(k, ins)}: {e}") from None
-            handlers[i] = cache[op]
+            key = (ins.opcode, ins.mods, ins.types)
+            if key not in cache:              # handlers are pure: one per distinct instruction
+                try:
+                    cache[key] = semantics.lookup(semantics.Op(*key), arch=arch)
+                except PtxUnsupportedError as e:
+                    raise PtxUnsupportedError(f"{_at(k, ins)}: {e}") from None
+            handlers[i] = cache[key]
     return handlers
 
 
@@ -178,6 +181,29 @@ def build(L, idx: int, ins: Instruction):
     body, under the instruction's guard, moving the pc past it unless the body does."""
     entry = OPCODES[ins.opcode]
     return _guarded(L, ins, entry.build(L, ins, idx), entry.advances)
+
+
+def form(k: Kernel, ins: Instruction) -> tuple:
+    """What building instruction ``ins`` of ``k`` depends on, and nothing else: opcode, modifiers,
+    types, the guard's register type, and the operands with every register replaced by its declared
+    type and width (immediates, symbols, specials, offsets as written). Two instructions of one form
+    build alike or are refused alike, so checking a kernel builds one of each (``Launch(check=True)``)."""
+    regs = k.registers
+
+    def of(o):
+        kind = o[0]
+        if kind == "reg":
+            r = regs[o[1]]
+            return ("reg", r.type, r.bits, o[2])
+        if kind in ("vec", "pair"):
+            return (kind, tuple(of(x) for x in o[1]))
+        if kind == "addr":
+            return ("addr", None if o[1] is None else of(o[1]), o[2])
+        if kind == "label":
+            return ("label", isinstance(o[1], int))
+        return o
+    guard = None if ins.guard is None else (regs[ins.guard[1]].type, ins.guard[2])
+    return (ins.opcode, ins.mods, ins.types, guard, tuple(of(o) for o in ins.operands))
 
 
 def _guarded(L, ins: Instruction, run, advance: bool):

@@ -17,6 +17,7 @@ The engine in parts::
 
     engine.py      Launch: the state of one launch, blocks, thread exit, the step loop (this file)
     scheduler.py   warp picking (lockstep / seeded random), the yield rule, deadlock detection
+    loops.py       pure loops: a warp back at a backward branch in a state it had (a deadlock)
     dispatch.py    the one opcode table; guards; the glue to refsim.ptx.semantics handlers
     operands.py    registers, immediates, special registers, symbols (readers and writers)
     control.py     bra, ret/exit, trap, call, nanosleep, mov, cvta, isspacep
@@ -33,7 +34,7 @@ import numpy as np
 
 from refsim._validate import require_fields
 from refsim.errors import FormatRuleError
-from refsim.ptx import barriers, checks, dispatch, limits, memory_ops, scheduler
+from refsim.ptx import barriers, checks, dispatch, limits, loops, memory_ops, scheduler
 from refsim.ptx.errors import PtxLimitError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.operands import dtype
@@ -95,7 +96,7 @@ class Launch:
 
     def __init__(self, kernel: Kernel, handlers: dict, globals_: dict, grid, block, param_bytes: bytes,
                  gmem: GlobalMemory, symbol_addr: dict, *, arch: str, shared_bytes: int, schedule: str,
-                 seed: int, max_warp_instructions, race: bool, poison: bool, atomic_order=None):
+                 seed: int, max_warp_instructions, race: bool, poison: bool, atomic_order=None, check: bool = False):
         self.k = kernel
         self.handlers = handlers
         self.arch = arch
@@ -179,7 +180,15 @@ class Launch:
         }
         self.special["%lanemask_gt"] = ~self.special["%lanemask_le"]
         self.special["%lanemask_ge"] = ~self.special["%lanemask_lt"]
-        self.program = [dispatch.build(self, i, ins) for i, ins in enumerate(kernel.instructions)]
+        if check:             # a load-time check that never runs: one instruction of each form is built
+            forms = {}
+            for i, ins in enumerate(kernel.instructions):
+                forms.setdefault(dispatch.form(kernel, ins), (i, ins))
+            for i, ins in sorted(forms.values(), key=lambda x: x[0]):
+                dispatch.build(self, i, ins)
+            self.program = None
+        else:
+            self.program = [dispatch.build(self, i, ins) for i, ins in enumerate(kernel.instructions)]
         for s in range(self.nslots):
             self.start_block(s)
 
@@ -267,6 +276,8 @@ class Launch:
         fast = self.schedule == "lockstep"
         converged, scheduled = scheduler.converged_step, scheduler.scheduled_step
         self.stall_rounds, self.last_progress, self.last_digest = 0, -1, None
+        lp = self.loops = loops.LoopState(self.k, self.handlers, self.NW)      # pure-loop deadlocks (loops.py)
+        loop_kind = lp.kind.tolist()
         while True:
             step = converged(self) if fast and not self.yielding.any() else None
             if step is None:
@@ -280,6 +291,11 @@ class Launch:
             if st.warp_instructions > self.max_wi:
                 raise PtxLimitError(f"kernel {self.k.name}: more than max_warp_instructions={self.max_wi} "
                                     f"warp-instructions (at PTX line {instrs[p].line} `{instrs[p].text}`)")
+            if loop_kind[p]:
+                if loop_kind[p] == loops.IMPURE:
+                    lp.touch(sel)
+                else:
+                    lp.visit(self, p, sel)
             prog[p](sel)
         memory_ops.complete_async(self, np.arange(self.T), None)
         return st

@@ -6,7 +6,8 @@
     ├── PtxLaunchError               bad launch: grid/block shape, argument count/type/range, shared bytes
     ├── PtxMemoryError               out-of-bounds global/shared/param access (kernel, line, block, thread, address)
     │   └── PtxMisalignedError       misaligned (vector) access, as the hardware faults
-    ├── PtxDeadlockError             no warp can make progress (names the waiting blocks and PTX lines)
+    ├── PtxDeadlockError             no warp can make progress (names the waiting blocks and PTX lines), or
+    │                                a warp loops forever in a pure loop (the loop's lines, the warps)
     ├── PtxRaceError                 race checker: shared-memory conflict between barriers, or a read of a
     │                                ``cp.async`` destination before its ``wait_group``
     ├── PtxUninitializedError        read of an unwritten register or shared-memory byte (poison checking)
@@ -58,7 +59,8 @@ class PtxMisalignedError(PtxMemoryError):
 
 
 class PtxDeadlockError(PtxError):
-    """No warp of the launch can make progress; names the waiting blocks and their PTX lines."""
+    """No warp of the launch can make progress (names the waiting blocks and their PTX lines), or a
+    warp loops forever in a pure loop (refsim.ptx.loops: names the loop's PTX lines and the warps)."""
 
 
 class PtxRaceError(PtxError):

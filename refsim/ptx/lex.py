@@ -158,9 +158,11 @@ def decl_quals(quals: str):
 
 def split_top(s: str, sep: str = ",") -> list[str]:
     """``s`` split at ``sep`` outside brackets, braces and parentheses; items stripped, empty ones dropped."""
-    if "[" not in s and "{" not in s and "(" not in s:
-        parts = [x.strip() for x in s.split(sep)]
-        return parts if all(parts) else [x for x in parts if x]
+    if "{" not in s and "(" not in s:            # fast path: no nesting, or addresses with no sep inside
+        raw = s.split(sep)
+        if "[" not in s or all(x.count("[") == x.count("]") for x in raw):
+            parts = [x.strip() for x in raw]
+            return parts if all(parts) else [x for x in parts if x]
     out, depth, cur = [], 0, []
     for ch in s:
         if ch in "[{(":
@@ -187,11 +189,11 @@ def parse_int(tok: str) -> int | None:
     if t.endswith("U"):
         t = t[:-1]
     try:
-        if re.fullmatch(r"0[xX][0-9a-fA-F]+", t):
+        if HEX_INT.fullmatch(t):
             v = int(t, 16)
-        elif re.fullmatch(r"0[bB][01]+", t):
+        elif BIN_INT.fullmatch(t):
             v = int(t[2:], 2)
-        elif re.fullmatch(r"0[0-7]+", t):
+        elif OCT_INT.fullmatch(t):
             v = int(t, 8)
         elif DEC_INT.fullmatch(t):
             v = int(t)
@@ -237,3 +239,6 @@ IDENT = re.compile(r"[A-Za-z_$][\w$]*")
 INSTRUCTION = re.compile(r"^(?:@(!?)\s*(%?[\w$]+)\s+)?([A-Za-z][\w.:]*)\s*(.*)$", re.S)
 ADDRESS = re.compile(r"([^+\-]+?)?(?:(\+|-)(-?(?:0[xX][0-9a-fA-F]+|\d+)))?")
 DEC_INT = re.compile(r"0|[1-9]\d*")   # a leading 0 makes an octal literal (PTX ISA 4.5.1)
+HEX_INT = re.compile(r"0[xX][0-9a-fA-F]+")
+BIN_INT = re.compile(r"0[bB][01]+")
+OCT_INT = re.compile(r"0[0-7]+")

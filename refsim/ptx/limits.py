@@ -15,8 +15,8 @@
     warp-instructions of a launch    max_warp_instructions (default 10^9): every warp of every block
                                      issues at least one, so blocks x warps above it is refused at once
 
-Parsing is linear in the text (a statement is joined only at ``;``, braces and label colons), so
-10^5 instructions or parameters parse in a fraction of a second (bench/bench_ptx.py prints the rate).
+Loading is linear in the text (a statement is joined only at ``;``, braces and label colons; the
+cyclic collector is paused while loading), ~1 s for 10^5 instructions (bench/bench_ptx_parse.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from refsim.ptx.arch import ARCHS, arch_facts, check_launch_shape, sm_number
 from refsim.ptx.engine import DEFAULT_MAX_WARP_INSTRUCTIONS, Launch, LaunchStats
 from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxUnsupportedError
 from refsim.ptx.memory import GlobalMemory
-from refsim.ptx.parse import TYPE_BITS, parse
+from refsim.ptx.parse import TYPE_BITS, collector_paused, parse
 
 __all__ = ["Module"]
 
@@ -43,6 +43,10 @@ class Module:
     """
 
     def __init__(self, ptx_text: str):
+        with collector_paused():             # linear in the text (refsim.ptx.parse.collector_paused)
+            self._load(ptx_text)
+
+    def _load(self, ptx_text: str) -> None:
         self._parsed = parse(ptx_text)
         self.target = self._parsed.target.split(",")[0].strip()
         self._target_sm = sm_number(self.target)
@@ -59,7 +63,7 @@ class Module:
                 # module may hold instructions no sm_80 model has): engine-owned forms are checked here
                 self._launch_state(name, (1, 1, 1), (1, 1, 1), self._dummy_args(name), arch=load_arch,
                                    shared_bytes=0, schedule="lockstep", seed=0, max_warp_instructions=None,
-                                   race=False, poison=False)
+                                   race=False, poison=False, check=True)
             except PtxUnsupportedError as e:
                 self._refused[name] = str(e)
 
@@ -198,12 +202,12 @@ class Module:
         return state.run()
 
     def _launch_state(self, kernel, grid, block, args, *, arch, shared_bytes, schedule, seed,
-                      max_warp_instructions, race, poison, atomic_order=None) -> Launch:
+                      max_warp_instructions, race, poison, atomic_order=None, check=False) -> Launch:
         k, gmem, symbols, param, handlers = self._launch_inputs(kernel, args, arch)
         return Launch(k, handlers, self._parsed.globals, grid, block, param, gmem, symbols,
                       arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
                       max_warp_instructions=max_warp_instructions, race=race, poison=poison,
-                      atomic_order=atomic_order)
+                      atomic_order=atomic_order, check=check)
 
     def _launch_inputs(self, kernel, args, arch):
         """(kernel, global memory, symbol addresses, parameter bytes, handlers) of one launch."""

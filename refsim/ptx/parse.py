@@ -37,7 +37,9 @@ offending statement.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import re
 from dataclasses import dataclass, field
 
@@ -157,6 +159,26 @@ CARRY_FLAG = "CC.CF"
 CONSTANTS = {"WARP_SZ": 32}
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _constant(t: str):
+    """The operand of a special register or a literal (``("special", name)``, ``("imm", value,
+    "int" | "f32" | "f64" | "float")``), or None; one parse per distinct token (a pure function)."""
+    if t in SPECIAL_REGISTERS:
+        return ("special", t)
+    if t in CONSTANTS:
+        return ("imm", CONSTANTS[t], "int")
+    if F32_IMM.fullmatch(t):
+        return ("imm", int(t[2:], 16), "f32")
+    if F64_IMM.fullmatch(t):
+        return ("imm", int(t[2:], 16), "f64")
+    v = parse_int(t)
+    if v is not None:
+        return ("imm", v, "int")
+    if DEC_FLOAT.fullmatch(t):
+        return ("imm", float(t), "float")
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
 def _opcode_parts(full: str):
     """``"ld.global.v4.u32"`` -> ("ld", ("global", "v4"), ("u32",)); None for an empty modifier."""
@@ -241,6 +263,17 @@ class _KernelParser:
         return None
 
     # -- operands -----------------------------------------------------------------------
+    def int64(self, v: int, tok: str, line: int, col: int, text: str) -> int:
+        """``v`` if the integer constant fits 64 bits (PTX ISA 4.5.1: every integer constant is .s64
+        or .u64, so -2^63 .. 2^64 - 1), else PtxParseError naming kernel, line and constant (ptxas:
+        "Constant overflow"). A constant that fits is converted to the instruction's type at its use
+        (its low bits, refsim.ptx.operands.immediate), as the ISA and ptxas do."""
+        if -(1 << 63) <= v < (1 << 64):
+            return v
+        raise PtxParseError(f"kernel {self.k.name}, " + str(error(
+            line, col, text, f"integer constant {tok.strip()} does not fit 64 bits (PTX integer constants are "
+                             f".s64 or .u64: -2^63 .. 2^64 - 1; ptxas: constant overflow)")))
+
     def operand(self, tok: str, line: int, col: int, text: str, is_branch_target: bool = False):
         t = tok.strip()
         if not t:
@@ -262,24 +295,15 @@ class _KernelParser:
         neg = t.startswith("!")
         if neg:
             t = t[1:].strip()
-        slot = self.lookup(t)
-        if slot is not None:
-            return ("reg", slot, neg)
-        if neg:
+            slot = self.lookup(t)
+            if slot is not None:
+                return ("reg", slot, True)
             raise error(line, col, text, f"'!' applies to predicate registers only; got {tok!r}")
-        if t in SPECIAL_REGISTERS:
-            return ("special", t)
-        if t in CONSTANTS:
-            return ("imm", CONSTANTS[t], "int")
-        if F32_IMM.fullmatch(t):
-            return ("imm", int(t[2:], 16), "f32")
-        if F64_IMM.fullmatch(t):
-            return ("imm", int(t[2:], 16), "f64")
-        v = parse_int(t)
-        if v is not None:
-            return ("imm", v, "int")
-        if DEC_FLOAT.fullmatch(t):
-            return ("imm", float(t), "float")
+        c = _constant(t)
+        if c is not None:
+            if c[0] == "imm" and c[2] == "int":
+                self.int64(c[1], t, line, col, text)
+            return c
         if IDENT.fullmatch(t):
             if is_branch_target:
                 return ("label", t)
@@ -298,17 +322,17 @@ class _KernelParser:
         base_tok, sign, off = m.groups()
         offset = 0
         if off is not None:
-            offset = parse_int(off)
+            offset = self.int64(parse_int(off), off, line, col, text)
             if sign == "-":
                 offset = -offset
         if base_tok is None:
             return ("addr", None, offset)
-        v = parse_int(base_tok)
-        if v is not None:
-            return ("addr", None, v + offset)
-        slot = self.lookup(base_tok)
+        slot = self.lookup(base_tok)            # the common case first: a register
         if slot is not None:
             return ("addr", ("reg", slot, False), offset)
+        v = parse_int(base_tok)
+        if v is not None:
+            return ("addr", None, self.int64(v, base_tok, line, col, text) + offset)
         if IDENT.fullmatch(base_tok):
             return ("addr", ("sym", base_tok), offset)
         raise error(line, col, text, f"address base {base_tok!r} is neither a declared register nor a symbol")
@@ -451,10 +475,30 @@ def _target(words: list, line: int, col: int, st: str) -> str:
     return target
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector paused inside the block (and restored as it was): parsing
+    and checking a kernel allocate a few dozen objects per instruction, none of them garbage, and
+    every collection pass walks all of them again, which makes a load superlinear in its length
+    (bench/bench_ptx_parse.py: ~35% of a 10^5-instruction parse)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def parse(text: str) -> ParsedModule:
     """Parse PTX text into kernels; raises :class:`PtxParseError` / :class:`PtxUnsupportedError`."""
     if not isinstance(text, str):
         raise PtxParseError(f"PTX text: must be a str; got {type(text).__name__}")
+    with collector_paused():
+        return _parse(text)
+
+
+def _parse(text: str) -> ParsedModule:
     clean = strip_comments(text)
     version = target = None
     address_size = 64

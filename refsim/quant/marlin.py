@@ -7,7 +7,7 @@ scales          per (group, column): ``s = fp16(float32(max_{k in group} |w[k, n
 codes           ``q = clip(rint(fp16(w / s)) + 8, 0, 15)``: the fp16 quotient rounded half to even, offset
                 8 (the value is ``q - 8`` in [-8, 7]); the positive extreme ``7.5 s`` rounds to 8 and is
                 clamped to code 15, as ``Layer.pack`` does when it re-quantizes its input.
-shapes          w float16 (K, N), K % 128 == 0, N % 256 == 0 (the format's rules,
+shapes          w float16 (K, N), K % 128 == 0, N % 128 == 0 (the format's rules,
                 :mod:`refsim.formats.marlin`); scales float16 (K/128, N) or (1, N); codes uint8 (K, N),
                 ready for :func:`refsim.formats.marlin.pack`.
 source          IST-DASLab/marlin ``test.py`` (``gen_quant4``) and ``marlin/__init__.py`` (``Layer.pack``),

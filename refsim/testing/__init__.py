@@ -5,6 +5,8 @@
     harness    check_kernel / rebuild_case / strategy: a kernel (callable, .cu or .ptx) against
                refsim's emulator of its format, pinned and drawn cases, shrink and diagnosis
     runner     one guarded kernel call (copies, inputs verified unchanged, deadline, sys.exit)
+    sandbox    ``refsim check``'s kernel process: the user's module imported there only, bytes in and out
+    kernel_process  that process's loop and the wire format ``refsim check`` parses strictly
     diagnose   shrinking a failing case, the diagnosis and the report
     accuracy   accuracy mode: the forward-error bound of a stated accumulation, decided exactly
     cases      the formats check_kernel knows, one module each: legal shapes, inputs, structure,

@@ -104,7 +104,7 @@ def sequence(name: str) -> np.ndarray:
 # --- one builder per format: (base case for K) and (the case's inputs with unit weights, activations x)
 
 def _w4a16_case(fmt, k):
-    return {"m": 1, "k": k, "n": 8 if fmt == "awq" else 32, "group_size": None, "act_order": False,
+    return {"m": 1, "k": k, "n": 128, "group_size": None, "act_order": False,
             "kind": "zeros", "seed": 0}
 
 

@@ -60,6 +60,7 @@ from refsim.testing import adversarial as adv
 from refsim.testing import diagnose as dg
 from refsim.testing.accuracy import FACTOR, FLOOR, Accumulation, Spread, judge, reference, spread
 from refsim.testing.cases import DATA_KINDS, FORMATS, Format
+from refsim.testing.legal import shape_rule
 from refsim.testing.runner import (KernelCallError, KernelMismatch, KernelModifiedInput, KernelTimeout, Runner,
                                    snippet)
 
@@ -95,6 +96,8 @@ class CheckResult:
     outputs: int = 0
     bit_differ: int = 0
     worst_ratio: float = 0.0
+    legal: str | None = None           # the kernel's shape rule, as stated
+    skipped_pinned: int = 0            # pinned cases the rule skipped
     adversarial: int = 0
     spread: Spread | None = None
 
@@ -103,6 +106,8 @@ class CheckResult:
         cases = (f"{self.pinned} pinned + " + (f"{self.adversarial} adversarial + " if self.adversarial else "")
                  + f"{self.drawn} drawn" + (f" + {self.replayed} replayed" if self.replayed else ""))
         where = f"on {self.arch}, sms={self.sms} (seed {self.seed}, {self.seconds:.1f} s)"
+        if self.legal is not None:
+            where += f"; the kernel's shape rule {self.legal!r} ({self.skipped_pinned} pinned cases skipped)"
         if self.mode == "bitexact":
             return f"{self.fmt}: {cases} cases match {where}"
         exact = ("yes, every output" if not self.bit_differ else
@@ -419,7 +424,7 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
                  max_size: int | None = None, cases=None, save_failures=None, deadline: float | None = None,
                  shrink: bool = True, shrink_budget: float = 8.0, diagnose_budget: float = 20.0,
                  mode: str = "bitexact", accumulation: str = "fp32", order: str = "sequential",
-                 progress=True) -> CheckResult:
+                 legal=None, progress=True) -> CheckResult:
     """Check a kernel against refsim's emulator of ``fmt`` (see the module docstring).
 
     target: any callable taking the format's NumPy inputs (``FORMATS[fmt].signature``) and returning
@@ -444,6 +449,10 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     'pairwise' / 'any', around the exact product, on the pinned, adversarial and drawn cases, and
     errors on the pinned cases within ``accuracy.FACTOR`` of the stated accumulation's own in RMS
     and 99th percentile; :mod:`refsim.testing.accuracy`).
+    legal: the kernel's own shape rule (:mod:`refsim.testing.legal`: ``legal(**shape) -> bool`` or a
+    string such as ``"n%128==0, m<=64"``; default: a ``legal`` attribute of ``launch``, else none):
+    pinned and drawn cases respect it, the pinned cases it skips are counted and printed, and a rule
+    no case within ``max_size`` satisfies is refused.
     progress: True (one line per phase on stderr), False, or a callable.
 
     Returns a :class:`CheckResult` when every case passes; raises :class:`KernelMismatch`,
@@ -476,6 +485,7 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     shrink_budget = _positive("shrink_budget", shrink_budget) or 0.0
     diagnose_budget = _positive("diagnose_budget", diagnose_budget) or 0.0
     shapes = _shapes(spec, shapes)
+    rule = shape_rule(getattr(launch, "legal", None) if legal is None else legal, spec.shape_fields)
     if cases is not None:
         require_instance("cases", cases, (list, tuple), "list of case dicts or .npz paths")
     shrink = require_bool("shrink", shrink)
@@ -491,6 +501,11 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
         pinned = []
     else:
         pinned = pinned_cases(spec.name, sms, max_size=max_size, shapes=shapes)
+        skipped = 0
+        if rule is not None:       # the regime-covering choice again, among the shapes the kernel accepts
+            skipped = sum(not rule(c) for c, _ in pinned)
+            pool = [dict(c) for c in (spec.pinned_pool if shapes is None else shapes) if rule(dict(c))]
+            pinned = pinned_cases(spec.name, sms, max_size=max_size, shapes=pool) if pool else []
         # accuracy mode pins the data that stresses a sum (exponents over 21 binades: cancellation,
         # small terms next to large ones), with data seeds fixed (0, 1, ...: the statistical
         # criterion's inputs do not depend on the seed); bit-exact mode pins data that rounds everywhere
@@ -499,14 +514,22 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
         plan = [({**c, "kind": kind, "seed": i if acc is not None else seeds[i]},
                  f"pinned case {i + 1} of {len(pinned)}", None) for i, (c, _) in enumerate(pinned)]
         if acc is not None:
-            adversarial = adv.cases(spec.name, acc.dtype)
+            adversarial = [a for a in adv.cases(spec.name, acc.dtype)
+                           if rule is None or rule({f: a.case[f] for f in spec.shape_fields})]
             plan += [(a.case, f"adversarial case {i + 1} of {len(adversarial)} ({a.name})", a)
                      for i, a in enumerate(adversarial)]
         population = list(shapes) if shapes is not None else legal_shapes(spec.name, max_size)
         if not population:
             raise FormatRuleError(f"max_size: no legal {spec.name} shape has at most {max_size} multiply-adds")
+        if rule is not None:
+            population = [c for c in population if rule(c)]
+            if not population and not pinned:
+                raise FormatRuleError(f"legal: no {spec.name} shape with at most {max_size} multiply-adds satisfies "
+                                      f"the kernel's rule {rule.text!r}")
+            say(f"the kernel's shape rule {rule.text!r}: {skipped} pinned cases skipped, {len(pinned)} pinned and "
+                f"{len(population)} drawable shapes satisfy it")
         plan += [(_draw(spec, rng, population), f"drawn case {i + 1} of {max_examples}", None)
-                 for i in range(max_examples)]
+                 for i in range(max_examples if population else 0)]
     say(f"{spec.name} on {arch}, sms={sms}, seed={seed}: {len(pinned)} pinned + "
         + (f"{len(adversarial)} adversarial + " if adversarial else "")
         + f"{0 if replay is not None else max_examples} drawn cases"
@@ -583,4 +606,5 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     return CheckResult(spec.name, arch, sms, seed, len(pinned), n_drawn, 0 if replay is None else len(replay),
                        tuple(sorted(covered)), time.perf_counter() - t_start, mode,
                        None if acc is None else str(acc), outputs, bit_differ,
-                       worst, len(adversarial), stats)
+                       worst, None if rule is None else rule.text, 0 if replay is not None else skipped,
+                       len(adversarial), stats)

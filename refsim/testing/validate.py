@@ -11,7 +11,12 @@ cases         three groups (:func:`cases`), each case a few inputs chosen to cov
               ``mma``      one case per form of :func:`refsim.cuda.mma.forms` (every mma kind of
                            :func:`refsim.arith.tensor_core_types.modelled`, integer kinds also with .satfinite):
                            ``tiles`` tiles of every input category (random, magnitudes, cancel, subnormal,
-                           nearmax, bigC, cancelC, zeros, tf32 lowbits; integers: random, extremes, bigC).
+                           nearmax, bigC, cancelC, zeros, tf32 lowbits; integers: random, extremes, bigC);
+                           and one case per zero-handling rule refsim states but has not measured
+                           (``rule <name> [<shape and types>]``, :mod:`refsim.arith.tensor_core_rules`: one probe tile
+                           each, :func:`unmeasured_rules` lists them). The wgmma probes
+                           (:mod:`refsim.testing.wgmma_probes`) are defined as data and listed by :func:`pending`
+                           until refsim/cuda/wgmma.cu runs them.
 backend ptx   (the default without a GPU) each case through refsim.ptx, compared with refsim's emulator of it
               (kernels: refsim.emulator; mma: refsim.arith): with ``arch`` None, every mma form under every
               arch model it has, the arch-dependent kernels (Marlin) under each distinct f16 datapath (sm_80,
@@ -41,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 from refsim.archs import parse_sm
-from refsim.arith import tensor_core
+from refsim.arith import tensor_core, tensor_core_rules
 from refsim.cuda import marlin, official
 from refsim.cuda import mma as rmma
 from refsim._validate import require_callable, require_fields, require_instance, require_int, require_real
@@ -50,7 +55,7 @@ from refsim.arith.fp import raw_bits
 from refsim.testing.bits import BitMismatch, assert_bitexact
 
 __all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "applicable", "run_case", "validate",
-           "exit_status", "format_result"]
+           "exit_status", "format_result", "unmeasured_rules", "pending"]
 
 GROUPS = ("kernel", "official", "mma")
 #: the arch models whose tensor-core answers may differ (the archs with the m16n8 shapes)
@@ -190,7 +195,7 @@ _KERNEL_CASES = (
     ("awq_gemv", "M=2 K=48 N=24 g16", _awq_inputs(2, 48, 24, 16), {}),
     ("mixed_gemv", "K=128 N=16", _mixed_inputs(128, 16), {}),
     ("mixed_gemv", "K=256 N=48", _mixed_inputs(256, 48), {}),
-    ("atom_group_gemm", "M=16 K=384 N=16 keeper=128", _atom_inputs(16, 384, 16, 128), {}),
+    ("atom_group_gemm", "M=16 K=512 N=16 keeper=128", _atom_inputs(16, 512, 16, 128), {}),
     ("atom_group_gemm", "M=40 K=640 N=64 keeper=128", _atom_inputs(40, 640, 64, 128), {}),
 )
 #: kernels whose bits depend on the tensor-core model (their oracles take ``arch``), with the models
@@ -270,6 +275,21 @@ def _once(f):
     return get
 
 
+def _probe_case(name: str, what: str, kind, sat: bool, regs: Callable, labels: Callable, ptx_archs, verified) -> Case:
+    """A case running the mma.cu entry of ``kind`` on the registers ``regs()`` against refsim.arith."""
+    def d_matrix(d):
+        D = rmma.unpack(kind, d)
+        return {"D": D.view({"f32": np.float32, "f16": np.float16}.get(kind.d, D.dtype))}
+
+    def run(backend, arch):
+        return d_matrix(rmma.mma_probe(kind, *regs(), satfinite=sat, backend=backend, arch=arch))
+
+    def ref(backend, arch):
+        return d_matrix(rmma.mma_reference(kind, arch, *regs(), satfinite=sat))
+    return Case(name, "mma", what, run, ref, kind.archs, labels=labels, ptx_archs=ptx_archs, verified=verified,
+                min_arch=rmma.ptx_arch(kind))
+
+
 def _mma_cases(seed: int, tiles: int) -> list[Case]:
     out = []
     for i, (kind, sat) in enumerate(rmma.forms()):
@@ -281,36 +301,69 @@ def _mma_cases(seed: int, tiles: int) -> list[Case]:
             parts = [rmma.pack(kind, *rmma.probe_inputs(kind, c, tiles, rng)) for c in cats]
             return tuple(np.concatenate(x) for x in zip(*parts))
 
-        def d_matrix(d, kind=kind):
-            D = rmma.unpack(kind, d)
-            return {"D": D.view({"f32": np.float32, "f16": np.float16}.get(kind.d, D.dtype))}
-
-        def run(backend, arch, kind=kind, sat=sat, regs=regs, d_matrix=d_matrix):
-            return d_matrix(rmma.mma_probe(kind, *regs(), satfinite=sat, backend=backend, arch=arch))
-
-        def ref(backend, arch, kind=kind, sat=sat, regs=regs, d_matrix=d_matrix):
-            return d_matrix(rmma.mma_reference(kind, arch, *regs(), satfinite=sat))
-
         def labels(coord, cats=cats):
             return cats[coord[0] // tiles]
-        out.append(Case(rmma.instruction(kind, sat), "mma", f"{tiles} tiles x {', '.join(cats)}", run, ref,
-                        kind.archs, labels=labels, ptx_archs=kind.archs, verified=kind.verified,
-                        min_arch=rmma.ptx_arch(kind)))
+        out.append(_probe_case(rmma.instruction(kind, sat), f"{tiles} tiles x {', '.join(cats)}", kind, sat, regs,
+                               labels, kind.archs, kind.verified))
+    return out + _rule_cases()
+
+
+def _rule_cases() -> list[Case]:
+    """One case per rule of :data:`refsim.arith.tensor_core_rules.UNMEASURED`: its probe tile, compared like any
+    mma probe (at the archs where the tile tells refsim's rule from MMA-Sim's on the ptx backend); its
+    ``verified`` archs are those where a GPU has answered."""
+    out = []
+    for r in tensor_core_rules.UNMEASURED:
+        kind = rmma.kind_of(r.instruction)
+        regs = _once(lambda kind=kind, r=r: rmma.pack(kind, *(x[None] for x in tensor_core_rules.probe_tile(r.name))))
+        what = (f"unmeasured rule ({r.status}): refsim: {r.refsim}; MMA-Sim: {r.mma_sim} "
+                f"(D{list(r.element)} refsim 0x{r.refsim_d:x}, MMA-Sim 0x{r.mma_sim_d:x})")
+        out.append(_probe_case(_rule_case_name(r), what, kind, False, regs,
+                               lambda coord, name=r.name: f"rule {name}", r.archs, r.measured_at))
     return out
+
+
+def unmeasured_rules() -> list[dict]:
+    """The rules refsim states but no GPU has answered (:data:`refsim.arith.tensor_core_rules.UNMEASURED`),
+    JSON-ready, each with the validate case that probes it (``rule <name>: <instruction>``)."""
+    return [dict(r.as_dict(), case=_rule_case_name(r)) for r in tensor_core_rules.UNMEASURED if r.status == "unverified"]
+
+
+def _rule_case_name(r) -> str:
+    """``rule <name> [<shape and types>]``: not a superstring of the instruction text, so ``--only <instruction>``
+    selects the form's own probe case alone."""
+    return f"rule {r.name} [{r.instruction.removeprefix('mma.sync.aligned.')}]"
+
+
+def pending(*, groups=GROUPS, only=()) -> list[str]:
+    """Names of probe cases defined as data that no kernel runs yet: the wgmma probes of
+    :func:`refsim.testing.wgmma_probes.probes` (the mma group; refsim/cuda/wgmma.cu is not written yet)."""
+    from refsim.testing import wgmma_probes
+
+    _check_selection(groups, only)
+    if "mma" not in groups:
+        return []
+    names = [p.name for p in wgmma_probes.probes()]
+    return [n for n in names if not only or any(fnmatch.fnmatch(n, p) or p in n for p in only)]
+
+
+def _check_selection(groups, only) -> None:
+    """``groups``: a list or tuple of names of :data:`GROUPS`; ``only``: a list or tuple of strs."""
+    for g in require_instance("groups", groups, (list, tuple)):
+        if not isinstance(g, str) or g not in GROUPS:
+            raise FormatRuleError(f"groups: each must be one of {list(GROUPS)}; got {g!r}")
+    for p in require_instance("only", only, (list, tuple)):
+        require_instance("only[...]", p, str, "str (a glob pattern or part of a case name)")
 
 
 def cases(*, seed: int = 0, tiles: int = 4, groups=GROUPS, only=()) -> list[Case]:
     """The validation cases of ``groups`` whose names match one of the ``only`` glob patterns (all when
     empty), inputs drawn with ``seed``, ``tiles`` probe tiles per input category."""
-    for g in require_instance("groups", groups, (list, tuple)):
-        if not isinstance(g, str) or g not in GROUPS:
-            raise FormatRuleError(f"groups: each must be one of {list(GROUPS)}; got {g!r}")
+    _check_selection(groups, only)
     tiles = require_int("tiles", tiles, minimum=1)
     if tiles > 1024:
         raise FormatRuleError(f"tiles: must be an int in [1, 1024]; got {tiles!r}")
     seed = require_int("seed", seed, minimum=0)
-    for p in require_instance("only", only, (list, tuple)):
-        require_instance("only[...]", p, str, "str (a glob pattern or part of a case name)")
     out = []
     for g in groups:
         out += {"kernel": lambda: _kernel_cases(seed), "official": _official_cases,

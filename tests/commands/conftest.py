@@ -1,4 +1,8 @@
-"""The checkpoint the quantize, inspect and convert command tests share (made once per session)."""
+"""The checkpoint the quantize, inspect and convert command tests share (made once per session), and
+``refsim check`` run as a user runs it."""
+
+import subprocess
+import sys
 
 import pytest
 
@@ -15,3 +19,17 @@ def quantized(tmp_path_factory):
                "--out", str(out), "--quiet"])
     assert rc == 0
     return out
+
+
+@pytest.fixture
+def refsim_check(tmp_path):
+    """``refsim_check(source, *args, timeout=120) -> (status, stdout, stderr)``: ``python -m refsim check``
+    in a fresh process (cwd ``tmp_path``) on a kernel module written from ``source``; an ``@`` in an
+    argument stands for ``path/to/that/module.py:``."""
+    def run(source, *args, timeout=120):
+        path = tmp_path / "user_kernels.py"
+        path.write_text(source)
+        res = subprocess.run([sys.executable, "-m", "refsim", "check", *[str(a).replace("@", f"{path}:") for a in args]],
+                             capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+        return res.returncode, res.stdout, res.stderr
+    return run

@@ -1,6 +1,6 @@
 """``refsim check MODULE:FUNCTION``: exit 0 only with a verdict that the kernel matches, 1 with the
-report on a wrong one or when no verdict was reached (whatever way the kernel ends the process),
-2 with one stderr line for bad arguments."""
+report on a wrong one or when no verdict was reached (whatever way the kernel ends its process),
+2 with one stderr line for bad arguments. Attacks on the verdict: test_check_hostile.py."""
 
 from __future__ import annotations
 
@@ -45,15 +45,6 @@ def test_wrong_kernel_exits_1_with_the_report(tmp_path, capsys):
     assert "mma_s4 kernel differs" in out and "difference 1" in out and "rebuild_case" in out
 
 
-def _refsim_check(tmp_path, source, *args, timeout=120):
-    """Run ``refsim check`` on a kernel written to a temp file, as a user does: a fresh process."""
-    path = tmp_path / "user_kernels.py"
-    path.write_text(source)
-    res = subprocess.run([sys.executable, "-m", "refsim", "check", *[str(a).replace("@", f"{path}:") for a in args]],
-                         capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
-    return res.returncode, res.stdout, res.stderr
-
-
 EXITS = '''
 import ctypes, os, signal, sys
 from refsim.arith.integer_mma import mma_int
@@ -91,31 +82,31 @@ def zeroes_B(A, B, C):
 # (kernel, stream, words the message must contain); every one must end `refsim check` with status 1
 EXIT_PATHS = [
     ("sys_exit", "out", "kernel called sys.exit(0)"),
-    ("os_exit", "err", "no verdict: the check process exited with status 0 during a kernel call"),
-    ("keyboard_interrupt", "out", "no verdict: KeyboardInterrupt"),
-    ("segfault", "err", "no verdict: the check process was killed by SIGSEGV during a kernel call"),
-    ("sigkill", "err", "no verdict: the check process was killed by SIGKILL during a kernel call"),
-    ("spin", "out", "did not return within deadline=1.0 s"),
-    ("spin_ignoring_the_interrupt", "err", "no verdict: a kernel call did not return within --deadline 1 s"),
+    ("os_exit", "out", "mma_s4 kernel ended its process during a kernel call: it exited with status 0"),
+    ("keyboard_interrupt", "out", "mma_s4 kernel raised KeyboardInterrupt"),
+    ("segfault", "out", "mma_s4 kernel ended its process during a kernel call: it was killed by SIGSEGV"),
+    ("sigkill", "out", "mma_s4 kernel ended its process during a kernel call: it was killed by SIGKILL"),
+    ("spin", "out", "did not return within deadline=5.0 s (during a kernel call); its process was killed"),
+    ("spin_ignoring_the_interrupt", "out", "did not return within deadline=5.0 s (during a kernel call)"),
     ("zeroes_B", "out", "modified its input 'B' (input 2 of 3"),
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel, stream, words", EXIT_PATHS, ids=[k for k, _, _ in EXIT_PATHS])
-def test_no_exit_path_of_the_kernel_ends_check_with_status_0(tmp_path, kernel, stream, words):
-    rc, out, err = _refsim_check(tmp_path, EXITS, f"@{kernel}", "--fmt", "mma_s4", "--seed", "0", "--deadline", "1")
+def test_no_exit_path_of_the_kernel_ends_check_with_status_0(refsim_check, kernel, stream, words):
+    rc, out, err = refsim_check(EXITS, f"@{kernel}", "--fmt", "mma_s4", "--seed", "0", "--deadline", "5")
     assert rc == 1, (out, err)
     assert words in (out if stream == "out" else err), (out, err)
     assert "Traceback" not in err
 
 
 @pytest.mark.slow
-def test_a_module_that_exits_while_loading_is_a_named_error(tmp_path):
-    rc, out, err = _refsim_check(tmp_path, "import sys\nsys.exit(0)\n", "@k", "--fmt", "mma_s4")
+def test_a_module_that_exits_while_loading_is_a_named_error(refsim_check):
+    rc, out, err = refsim_check("import sys\nsys.exit(0)\n", "@k", "--fmt", "mma_s4")
     assert rc == 2 and "kernel: importing" in err and "raised SystemExit" in err
-    rc, out, err = _refsim_check(tmp_path, "import os\nos._exit(0)\n", "@k", "--fmt", "mma_s4")
-    assert rc == 1 and "no verdict: the check process exited with status 0 outside a kernel call" in err
+    rc, out, err = refsim_check("import os\nos._exit(0)\n", "@k", "--fmt", "mma_s4")
+    assert rc == 1 and "no verdict: the kernel's process exited with status 0 while importing the kernel" in err
 
 
 def test_the_default_deadline_applies_without_the_option():
@@ -125,13 +116,13 @@ def test_the_default_deadline_applies_without_the_option():
 
 
 @pytest.mark.slow
-def test_without_fmt_the_format_is_inferred_from_the_parameter_names_and_said(tmp_path):
+def test_without_fmt_the_format_is_inferred_from_the_parameter_names_and_said(refsim_check):
     src = "from refsim.emulator import anyprec_kernel as ek\n" \
           "def gemv(x, qweight, lut):\n    return ek.anyprec_gemv(x, qweight, lut, qweight.shape[0])\n" \
           "def mma(A, B, C):\n    return None\n"
-    rc, out, err = _refsim_check(tmp_path, src, "@gemv", "--seed", "0", "--max-examples", "1")
+    rc, out, err = refsim_check(src, "@gemv", "--seed", "0", "--max-examples", "1")
     assert rc == 0 and "checking it as anyprec" in err and out.startswith("anyprec: ")
-    rc, out, err = _refsim_check(tmp_path, src, "@mma")
+    rc, out, err = refsim_check(src, "@mma")
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "fmt: required" in err and "'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'" in err
 
@@ -153,11 +144,11 @@ def gemv(x, qweight, qzeros, scales, g_idx):
 
 
 @pytest.mark.slow
-def test_accuracy_mode_from_the_command_line(tmp_path):
-    rc, out, err = _refsim_check(tmp_path, CHAIN, "@gemv", "--fmt", "gptq", "--seed", "0", "--max-examples", "3",
+def test_accuracy_mode_from_the_command_line(refsim_check):
+    rc, out, err = refsim_check(CHAIN, "@gemv", "--fmt", "gptq", "--seed", "0", "--max-examples", "3",
                                  "--no-shrink")
     assert rc == 1 and "verdict: another legitimate order" in out
-    rc, out, err = _refsim_check(tmp_path, CHAIN, "@gemv", "--fmt", "gptq", "--seed", "0", "--max-examples", "3",
+    rc, out, err = refsim_check(CHAIN, "@gemv", "--fmt", "gptq", "--seed", "0", "--max-examples", "3",
                                  "--accuracy", "--accumulation", "fp32", "--order", "sequential")
     assert rc == 0, (out, err)
     assert "within the bound of fp32 accumulation in sequential order everywhere" in out
@@ -283,3 +274,24 @@ def test_the_help_states_the_seeds_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--seed SEED seed of the drawn cases' shapes and data: an integer (default 0" in text
     assert "or 'random' (one drawn and printed)" in text
+
+
+AWQ_N128 = '''
+from refsim.testing.cases import FORMATS
+
+def gemm(x, qweight, qzeros, scales):          # like vLLM's AWQ GEMM: N % 128 == 0 only
+    if scales.shape[1] % 128:
+        raise ValueError("this kernel needs N % 128 == 0")
+    return FORMATS["awq"].emulate((x, qweight, qzeros, scales), "sm_80", 108)
+'''
+
+
+def test_the_kernels_shape_rule_from_the_command_line(refsim_check):
+    rc, out, err = refsim_check(AWQ_N128, "@gemm", "--fmt", "awq", "--seed", "0", "--max-examples", "2")
+    assert rc == 1 and "N % 128 == 0" in out + err
+    rc, out, err = refsim_check(AWQ_N128, "@gemm", "--fmt", "awq", "--seed", "0", "--max-examples", "2",
+                                "--legal", "n%128==0")
+    assert rc == 0, (out, err)
+    assert "the kernel's shape rule 'n%128==0': 3 pinned cases skipped" in err
+    rc, out, err = refsim_check(AWQ_N128, "@gemm", "--fmt", "awq", "--legal", "n<3")
+    assert rc == 2 and "legal: each clause must read" in err

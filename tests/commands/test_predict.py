@@ -62,13 +62,71 @@ def test_a_whole_model_is_shown_in_milliseconds_at_an_explicit_clock(capsys):
     assert re.search(r"latency\s+\d+\.\d{3} ms", out)
 
 
-def test_gpu_aliases_and_the_awq_warning(capsys):
+def test_gpu_aliases_and_the_awq_refusal(capsys):
     assert main(["predict", "--gpu", "h100", "--kernel", "marlin-24", "--m", "16", "--n", "4096", "--k", "4096",
                  "--cache", "dirty", "--timing", "events", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["gpu"] == "h100-sxm" and data["kernel"] == "sparse-marlin" and data["timing"] == "events"
-    assert main(["predict", "--gpu", "a10", "--kernel", "awq-w4a16", "--m", "16", "--n", "4096", "--k", "4096"]) == 0
-    assert "warning      known far off on published rows" in capsys.readouterr().out
+    # awq-w4a16 from M = 2: no answer (so never ranked against Marlin), one line on stderr, exit 2
+    for gpu in ("a10", "h100"):
+        assert main(["predict", "--gpu", gpu, "--kernel", "awq-w4a16", "--m", "16", "--n", "4096", "--k", "4096"]) == 2
+        cap = capsys.readouterr()
+        assert cap.out == "" and cap.err.count("\n") == 1
+        assert cap.err.startswith("refsim predict: error: no trustworthy model: kernel awq-w4a16 at M = 16: ")
+
+
+def _trust_lines(out: str) -> list[str]:
+    return [line.split("trust", 1)[1].strip() for line in out.splitlines() if line.startswith("  trust ")]
+
+
+def test_a_validated_prediction_names_its_table_and_the_error_there(capsys):
+    out = _run(capsys, "--gpu", "h100", "--m", "64", "--n", "18432", "--k", "18432", "--cache", "dirty",
+               "--timing", "events")
+    assert "(sustained clock 1980 MHz (measured), ECC on, dirty L2, events timing)" in out
+    lines = _trust_lines(out)
+    assert lines[0].startswith("validated on h100_marlin_cublas.csv (h100-sxm, marlin 4-bit, dirty L2, events timing")
+    assert re.search(r"\d+ rows\): median \d+\.\d %, max \d+\.\d %; at M = 64: max \d+\.\d % \(3 rows\)", lines[0])
+    # the bimodal row at this M is named, not hidden
+    assert "bimodal row(s)" in lines[0] and "h100_marlin_cublas.csv:78" in lines[0]
+    assert not any(line.startswith("estimated constants") for line in lines)   # H100 SXM: all measured
+
+
+def test_an_estimated_gpu_says_estimated_and_which_numbers(capsys):
+    for gpu in ("l4", "l40s", "h100-pcie"):
+        out = _run(capsys, "--gpu", gpu, "--m", "16", "--n", "4096", "--k", "4096")
+        assert "sustained clock" in out and "MHz (estimated)" in out.splitlines()[0]
+        lines = _trust_lines(out)
+        assert lines[0].startswith(f"unvalidated: outside every validated regime (marlin 4-bit on {gpu}")
+        assert any(line.startswith("estimated constants") and "sustained_clock_hz" in line for line in lines)
+    out = _run(capsys, "--gpu", "h100-pcie", "--m", "16", "--n", "4096", "--k", "4096", "--timing", "events")
+    assert "launch_events_s" in [line for line in _trust_lines(out) if line.startswith("estimated")][0]
+
+
+@pytest.mark.parametrize("args, dev", [
+    (["--kernel", "cublas-fp16", "--m", "256", "--n", "8192", "--k", "28672"], "sm90-cublas-fp16-m256"),
+    (["--kernel", "marlin", "--m", "128", "--n", "11008", "--k", "4096"], "sm90-marlin-m128"),
+    (["--kernel", "anyprec", "--bits", "8", "--m", "1", "--n", "28672", "--k", "8192"], "sm90-anyprec-b7-8-large-n"),
+])
+def test_a_known_deviation_is_shown(capsys, args, dev):
+    out = _run(capsys, "--gpu", "h100", *args)
+    assert any(line.startswith(f"known deviation {dev}: ") and "refsim issue 36" in line for line in _trust_lines(out))
+
+
+def test_json_carries_the_trust_fields(capsys):
+    assert main(["predict", "--gpu", "h100", "--kernel", "marlin", "--m", "128", "--n", "11008", "--k", "4096",
+                 "--cache", "dirty", "--timing", "events", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["trust"]
+    assert t["status"] == "validated" and t["far_off"] is False
+    v = t["validated_on"][0]
+    assert (v["table"], v["m_min"], v["m_max"], v["local_m"]) == ("h100_marlin_cublas.csv", 1, 128, [128])
+    assert 0 < v["median"] <= v["max"] and v["local_max"] <= v["max"]
+    assert [d["id"] for d in t["known_deviations"]] == ["sm90-marlin-m128"]
+    assert t["estimated_constants"] == {} and t["statement"].startswith("validated on h100_marlin_cublas.csv")
+    assert main(["predict", "--gpu", "l4", "--kernel", "marlin", "--m", "1", "--model", "llama-2-7b", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["trust"]["status"] == "unvalidated" and "sustained_clock_hz" in data["trust"]["estimated_constants"]
+    assert all(layer["trust"]["status"] == "unvalidated" for layer in data["layers"])
+    assert data["clock_text"] == "sustained clock 2040 MHz (estimated)"
 
 
 def test_bad_clock_is_one_line_exit_2(capsys):

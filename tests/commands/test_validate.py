@@ -145,7 +145,11 @@ def test_gpu_backend_runs_the_bf16_tf32_and_fp8_probes(monkeypatch, capsys):
                      f"[mma] {BF16}: bit-identical (sm_90 model)",
                      "[mma] mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32: bit-identical (sm_90 model)",
                      "[mma] mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: bit-identical (sm_90 model)",
-                     f"[mma] {E4M3_E5M2}: bit-identical (sm_90 model)"]
+                     f"[mma] {E4M3_E5M2}: bit-identical (sm_90 model)",
+                     # the bf16 zero-rule tile: the fake device computes refsim's sm_90 model, which the tile
+                     # cannot tell from sm_80's; no GPU has answered the rule, so sm_90 stays unmeasured
+                     "[mma] rule zero-product-exp [m16n8k16.row.col.f32.bf16.bf16.f32]: bit-identical (sm_90 model; "
+                     "also matches sm_80, sm_86, sm_87, sm_89); model not measured on hardware at sm_90"]
     assert code == 0
     assert ("get_kernel", "probe_m16n8k32_f32_e4m3_e5m2_f32") in {c[:2] for c in fake.calls}
 
@@ -181,3 +185,19 @@ def test_arch_with_the_gpu_backend_and_a_missing_gpu_exit_2(monkeypatch, capsys)
     assert code == 2 and "refsim[gpu]" in err
     code, out, _ = _run(capsys, "--only", "awq*")                  # no --backend: falls back to ptx
     assert code == 0 and "backend ptx" in out
+
+
+def test_json_lists_the_unmeasured_rules_and_the_pending_wgmma_probes(capsys):
+    code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--only", "rule negzero*", "--json")
+    doc = json.loads(out)
+    assert code == 0 and [c["name"] for c in doc["cases"]] == ["rule negzero-sum [m16n8k16.row.col.f32.f16.f16.f32]"]
+    assert doc["cases"][0]["unverified"] == ["sm_80", "sm_86", "sm_87", "sm_89", "sm_90"]
+    assert [(r["name"], r["status"], r["refsim_d"], r["mma_sim_d"]) for r in doc["unmeasured_rules"]] == [
+        ("negzero-sum", "unverified", "0x80000000", "0x0"), ("zero-product-exp", "unverified", "0x35810002", "0x35800000"),
+        ("f16-zero-floor", "unverified", "0x0", "0x1")]
+    assert doc["pending"] == []
+    code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--only", "rule f16*", "--only", "*m64n8k16.f16*")
+    assert "rules refsim states but no GPU has measured: negzero-sum, zero-product-exp, f16-zero-floor" in out
+    assert "pending: 8 wgmma probes defined as data, not run (no wgmma kernel yet)" in out and code == 0
+    code, out, _ = _run(capsys, "--list", "--group", "mma", "--only", "*m64n8k16.f16* noC")
+    assert out == "[mma] wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 noC  (pending: defined as data, no kernel runs it yet)\n"

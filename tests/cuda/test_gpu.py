@@ -113,8 +113,8 @@ def _kernel_calls(rng):
     X = rng.standard_normal((256, 128))
     p = m2416.pack(q2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005))
     xm = rng.standard_normal(128).astype(np.float16)
-    act = atom.quantize_activations(rng.standard_normal((16, 384)).astype(np.float16), "kernel", keeper=128)
-    wq = atom.quantize_weights((rng.standard_normal((384, 16)) * 0.05).astype(np.float16), "kernel", keeper=128)
+    act = atom.quantize_activations(rng.standard_normal((16, 512)).astype(np.float16), "kernel", keeper=128)
+    wq = atom.quantize_weights((rng.standard_normal((512, 16)) * 0.05).astype(np.float16), "kernel", keeper=128)
     kind = rmma.kind_of("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
     regs = rmma.pack(kind, *rmma.probe_inputs(kind, "random", 5, rng))
     return {"mma_probe": lambda b: rc.mma_probe(kind, *regs, backend=b, arch="sm_90"),   # the fake is an sm_90

@@ -266,3 +266,21 @@ def _exact_problem(rng, m, k, n, gs):
 def test_kernel_passes_the_kernel_author_harness(sms):
     # the same check a kernel author runs on their own Marlin kernel (refsim.testing.check_kernel)
     check_kernel(lambda A, B, s: cm.marlin_gemm(A, B, s, sms=sms), "marlin", sms=sms, max_examples=2, shrink=False)
+
+
+@pytest.mark.parametrize("m, k, group_size, sms", [(1, 128, None, 1), (16, 256, 128, 3), (5, 512, 128, 2)])
+def test_n128_runs_where_the_kernel_accepts_it_and_equals_the_emulator(m, k, group_size, sms):
+    """N = 128: the official host code picks thread_n = 128 for M <= 16 (Marlin<256,1,8,8,4,g>), so the
+    kernel runs it; refsim packs, emulates and runs it end to end."""
+    rng = np.random.default_rng(m + k)
+    q = rng.integers(0, 16, (k, 128)).astype(np.uint8)
+    s = (rng.random((1 if group_size is None else k // group_size, 128)) * 0.01 + 0.001).astype(np.float16)
+    B, S = marlin.pack(q, s, group_size)
+    A = rng.standard_normal((m, k)).astype(np.float16)
+    assert_bitexact(cm.marlin_gemm(A, B, S, sms=sms), mk.marlin_gemm(A, B, S, sms=sms), name="C")
+
+
+def test_n128_with_more_than_16_rows_is_refused_with_the_kernels_rule():
+    B, S = marlin.pack(np.zeros((128, 128), np.uint8), np.ones((1, 128), np.float16), None)
+    with pytest.raises(ShapeError, match=r"N: must be a multiple of thread_n=256 \(kernel ERR_PROB_SHAPE\); got 128"):
+        cm.marlin_gemm(np.zeros((17, 128), np.float16), B, S, sms=2)

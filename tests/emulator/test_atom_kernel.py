@@ -5,11 +5,13 @@ whenever no step can round, and the fast group sums equal the mma slabs bit for 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from refsim.emulator import atom_kernel as atk
 from refsim.emulator import atom_kernel as ek
+from refsim.errors import FormatRuleError
 from refsim.formats import atom
 from refsim.testing import assert_bitexact, examples
 
@@ -27,7 +29,7 @@ def test_fused_emulation_equals_the_format_oracle():
     for seed in range(3):
         a, w = _problem(seed)
         assert_bitexact(ek.atom_group_gemm(a, w, fused=True), atom.atom_gemm(a, w), f"seed {seed}")
-    a, w = _problem(7, m=2, k=384, n=8)
+    a, w = _problem(7, m=2, k=512, n=8)            # body 384: the official kernel's smallest
     assert_bitexact(ek.atom_group_gemm(a, w), atom.atom_gemm_reference(a, w), "plain loop")
 
 
@@ -55,13 +57,13 @@ def test_scale_selection_follows_the_half2_pairs():
 
 def test_unequal_pair_scales_are_modelled_and_match_the_plain_loop_twin():
     rng = np.random.default_rng(5)
-    m, n, kb, keeper = 18, 6, 256, 32
+    m, n, kb, keeper = 18, 6, 384, 32
     a = atom.AtomActivations(rng.integers(-8, 8, (m, kb)).astype(np.int8),
-                             (rng.random((m, 2)) * 0.1 + 0.01).astype(np.float16),
+                             (rng.random((m, 3)) * 0.1 + 0.01).astype(np.float16),
                              rng.integers(-128, 128, (m, keeper)).astype(np.int8),
                              (rng.random(m) * 0.01 + 0.001).astype(np.float16))
     w = atom.AtomWeights(rng.integers(-8, 8, (kb, n)).astype(np.int8),
-                         (rng.random((2, n)) * 0.1 + 0.01).astype(np.float16),   # pairs differ
+                         (rng.random((3, n)) * 0.1 + 0.01).astype(np.float16),   # pairs differ
                          rng.integers(-128, 128, (keeper, n)).astype(np.int8),
                          (rng.random(n) * 0.01 + 0.001).astype(np.float16))
     got = ek.atom_group_gemm(a, w)
@@ -90,7 +92,7 @@ def test_kernel_mode_keeper_scales_are_pair_equal():
 
 # --------------------------------------------------------------------------- properties (hypothesis)
 @settings(max_examples=examples(20))
-@given(m=st.integers(1, 4), groups=st.integers(1, 3), keeper=st.sampled_from([0, 128]),
+@given(m=st.integers(1, 4), groups=st.integers(3, 4), keeper=st.sampled_from([0, 128]),
        seed=st.integers(0, 2**16), fused=st.booleans())
 def test_atom_exact_inputs_give_the_exact_product(m, groups, keeper, seed, fused):
     rng = np.random.default_rng(seed)
@@ -135,6 +137,7 @@ def test_atom_fast_group_sums_equal_the_mma_slabs_bit_for_bit(m, n2, groups, gro
     compiler exists) or the NumPy one (False), give the bits of the slab-by-slab ``integer_mma.mma_int`` form for
     any codes (extreme: every code at the range ends) and any finite scales."""
     rng = np.random.default_rng(seed)
+    groups = max(groups, -(-384 // group))            # the official kernel's body rule: K - keeper >= 384
     n, kb = 2 * n2, group * groups
 
     def codes(shape, lo, hi):
@@ -154,8 +157,16 @@ def test_fused_must_be_a_bool_in_every_form():
     from refsim.errors import FormatRuleError
 
     rng = np.random.default_rng(0)
-    a = atom.quantize_activations(rng.standard_normal((16, 256)).astype(np.float16), "kernel")
-    w = atom.quantize_weights(rng.standard_normal((256, 8)).astype(np.float16), "kernel")
+    a = atom.quantize_activations(rng.standard_normal((16, 512)).astype(np.float16), "kernel")
+    w = atom.quantize_weights(rng.standard_normal((512, 8)).astype(np.float16), "kernel")
     for fn in (ek.atom_group_gemm, ek.atom_group_gemm_slabs):
         with pytest.raises(FormatRuleError, match=r"fused: must be True or False"):
             fn(a, w, fused=np.array([True, False]))
+
+
+@pytest.mark.parametrize("k", [256, 384])        # body 128 and 256 with the keeper of 128
+def test_a_body_the_official_kernel_reads_out_of_bounds_for_is_refused(k):
+    a, w = _problem(1, m=2, k=k, n=8)
+    for run in (ek.atom_group_gemm, ek.atom_group_gemm_slabs, ek.atom_group_gemm_reference):
+        with pytest.raises(FormatRuleError, match=rf"DenseLayerGEMM_i4 kernel's prologue.*got {k - 128}$"):
+            run(a, w)

@@ -119,3 +119,30 @@ def test_check_gemm_returns_the_problem_and_allows_unequal_pair_scales_only_with
         G.check_gemm(a, unequal)
     with pytest.raises(FormatRuleError, match="^w: "):
         G.check_gemm(a, a)
+
+
+# --------------------------------------------------------------------------- the official kernel's body rule
+@pytest.mark.parametrize("k4", [0, 128, 256, 383])
+def test_a_body_under_three_groups_is_refused_with_the_official_kernels_rule(k4):
+    with pytest.raises(FormatRuleError, match=rf"prologue loads three k-tiles unguarded.*got {k4}$"):
+        G.require_official_body(k4)
+
+
+def test_three_groups_and_more_pass_the_body_rule():
+    assert G.require_official_body(384) == 384 and G.require_official_body(4096) == 4096
+
+
+@pytest.mark.parametrize("shape, want", [
+    ((16, 256, 384, 128), {"body_min_groups", "keeper", "n_several_blocks"}),
+    ((20, 96, 512, 0), {"body_more_groups", "no_keeper", "m_partial_tile", "n_partial_block"}),
+    ((130, 128, 384, 32), {"body_min_groups", "keeper", "m_partial_tile", "m_several_blocks"}),
+    ((128, 128, 640, 128), {"body_more_groups", "keeper"}),
+])
+def test_plan_branches_name_the_paths_a_shape_takes(shape, want):
+    got = G.plan_branches(*shape)
+    assert got == want and got <= set(G.BRANCHES)
+
+
+def test_plan_branches_refuses_a_body_the_kernel_cannot_run():
+    with pytest.raises(FormatRuleError, match="got 256"):
+        G.plan_branches(16, 128, 256, 128)

@@ -72,9 +72,9 @@ def test_gptq_repack_rejects_bad_perm_and_shapes():
         gptq_marlin.repack_gptq(qweight, 128, np.zeros(128, np.int32), zeros=z8)
     with pytest.raises(ShapeError, match=r"perm: shape must be \(128,\)"):
         gptq_marlin.repack_gptq(qweight, 128, np.arange(32), zeros=z8)
-    # N = 128 is a legal GPTQ shape that Marlin's unpack rejects: refused up front
-    with pytest.raises(ShapeError, match="N: must be a positive multiple of 256"):
-        gptq_marlin.repack_gptq(gptq.pack_qweight(np.zeros((128, 128), np.uint8), 4), 128, zeros=np.full((1, 128), 8))
+    # N = 64 is a legal GPTQ shape that Marlin's unpack rejects: refused up front
+    with pytest.raises(ShapeError, match="N: must be a positive multiple of 128"):
+        gptq_marlin.repack_gptq(gptq.pack_qweight(np.zeros((128, 64), np.uint8), 4), 128, zeros=np.full((1, 64), 8))
 
 
 def test_gptq_repack_refuses_asymmetric_zero_points_with_the_reason():

@@ -243,7 +243,7 @@ def test_pack_does_not_modify_inputs():
     "q_shape,s_shape,gs,q_dtype,s_dtype,err,match",
     [
         ((192, 256), (1, 256), None, np.uint8, np.float16, ShapeError, "K: must be a positive multiple of 128"),
-        ((128, 320), (1, 320), None, np.uint8, np.float16, ShapeError, "N: must be a positive multiple of 256"),
+        ((128, 320), (1, 320), None, np.uint8, np.float16, ShapeError, "N: must be a positive multiple of 128"),
         ((256, 256), (4, 256), 64, np.uint8, np.float16, FormatRuleError, r"supports only 128 or None \(per-channel\); got 64"),
         ((256, 256), (2, 256), 128, np.int32, np.float16, DtypeError, "q: dtype must be uint8"),
         ((256, 256), (2, 256), 128, np.uint8, np.float32, DtypeError, "scales: dtype must be float16"),
@@ -278,7 +278,7 @@ def test_unpack_rejects_scale_rows_that_are_not_one_or_k_over_128():
 # --------------------------------------------------------------------------- properties (hypothesis)
 @st.composite
 def marlin_problems(draw):
-    """Only legal Marlin shapes: K % 128 == 0, N % 256 == 0, group 128 or per-channel."""
+    """Only legal Marlin shapes: K % 128 == 0, N % 128 == 0, group 128 or per-channel."""
     k = 128 * draw(st.integers(1, 3))
     n = 256 * draw(st.integers(1, 2))
     group_size = draw(st.sampled_from([None, 128]))
@@ -328,7 +328,7 @@ def test_dequantize_equals_code_times_scale_elementwise(problem):
 def test_the_layout_rules_accept_the_official_shapes_and_name_what_they_refuse():
     assert marlin.CODE_BIAS == 8 and marlin.MAX_CODE == 15          # q in [0, 15] means q - 8
     assert marlin.check_kn(128, 256) is None and marlin.check_kn(np.int64(4096), 11264) is None
-    for k, n, name in ((64, 256, "K"), (128, 128, "N"), (0, 256, "K")):
+    for k, n, name in ((64, 256, "K"), (128, 64, "N"), (0, 256, "K")):
         with pytest.raises(ShapeError, match=f"^{name}: "):
             marlin.check_kn(k, n)
     assert marlin.check_group_size(None) is None and marlin.check_group_size(np.int32(128)) == 128
@@ -341,3 +341,20 @@ def test_the_layout_rules_accept_the_official_shapes_and_name_what_they_refuse()
         with pytest.raises(err, match="^scales: "):
             marlin.check_scales(bad, 256, 256, 128)
     assert marlin.check_scales(s[:1], 256, 256, None).shape == (1, 256)
+
+
+@pytest.mark.parametrize("group_size", [128, None])
+def test_n128_packs_and_unpacks_the_kernels_smallest_tile(group_size):
+    """N = 128 is the kernel's thread_n for M <= 16 (the official Layer constructor asks 256, a packer's
+    rule): the layout works per 64 columns, so it round-trips and equals the plain-loop packer."""
+    rng = np.random.default_rng(3)
+    q = rng.integers(0, 16, (256, 128)).astype(np.uint8)
+    s = (rng.random((2 if group_size else 1, 128)) + 0.5).astype(np.float16)
+    B, S = marlin.pack(q, s, group_size)
+    assert B.shape == (16, 256)
+    ref = marlin.pack_reference(q, s, group_size)
+    assert_bitexact(B, ref[0], name="B")
+    assert_bitexact(S, ref[1], name="s")
+    q2, s2 = marlin.unpack(B, S)
+    assert_bitexact(q2, q, name="q")
+    assert_bitexact(s2, s, name="scales")

@@ -138,3 +138,34 @@ def test_stripes_cover_every_tile_once_in_bottom_to_top_order(k_tiles, n_tiles, 
     assert got == st.stripes_reference(k_tiles, n_tiles, parallel, sms, group_tiles)
     covered = sorted((s.col_par, kt) for stripe in blocks for s in stripe for kt in s.k_tiles)
     assert covered == [(c, kt) for c in range(n_tiles * parallel) for kt in range(k_tiles)]
+
+
+# --------------------------------------------------------------------------- plan branches
+@pytest.mark.parametrize("args, kw, want", [
+    # the spec block's 3x3, 5-SM example: k-tiles of 64 (M > 16), N = 3 x 256, iters 2
+    ((64, 768, 192, 5, None), {}, {"tile_k64_n256", "group_per_channel", "m_blocks_4", "slices_gt1",
+                                   "stripe_crosses_columns", "partial_stripe"}),
+    # one 128 x 128 tile, one block, one row
+    ((1, 128, 128, 1, 128), {}, {"tile_k128_n128", "group_128", "m_blocks_1", "m_partial_block",
+                                 "one_slice_per_column"}),
+    # M = 200, max_par 1: launches of 64, 64, 64 rows (par capped at 1) and 8 rows
+    ((200, 256, 64, 1, None), {"max_par": 1}, {"tile_k64_n256", "group_per_channel", "m_blocks_4", "m_blocks_1",
+                                               "m_partial_block", "m_split", "max_par_capped",
+                                               "one_slice_per_column"}),
+    # M = 128: one launch of two parallel problems; 4 k-tiles x 2 problems on 3 SMs: iters 3, grouped -> 4
+    ((128, 256, 256, 3, 128), {}, {"tile_k64_n256", "group_128", "m_blocks_4", "parallel_problems",
+                                   "iters_group_rounded", "one_slice_per_column", "idle_sms"}),
+    # M = 8 forced onto the 64 x 256 tile: 16 k-tiles on 5 SMs, iters 4: 4 slices, one idle block
+    ((8, 256, 1024, 5, None), {"thread_k": 64, "thread_n": 256},
+     {"tile_k64_n256", "tile_forced", "group_per_channel", "m_blocks_1", "m_partial_block", "slices_gt1",
+      "slices_gt2", "idle_sms"}),
+])
+def test_plan_branches_name_the_paths_of_worked_plans(args, kw, want):
+    got = st.plan_branches(*args, **kw)
+    assert got == want
+    assert got <= set(st.BRANCHES)
+
+
+def test_plan_branches_keeps_the_plans_rules():
+    with pytest.raises(ShapeError, match="thread_n=256"):
+        st.plan_branches(17, 128, 128, 4, None)

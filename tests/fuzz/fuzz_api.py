@@ -30,6 +30,10 @@ EXCLUDED_MODULES = {
     "refsim.testing.bits": "assert_bitexact raises AssertionError by design (ulp_distance is fuzzed: HOSTILE_EXTRAS)",
     "refsim.testing.harness": "the hypothesis kernel harness: check_kernel raises AssertionError by design, runs kernels",
     "refsim.testing.runner": "check_kernel's runner of a user's kernel (tests/test_check_kernel_source.py)",
+    "refsim.testing.sandbox": "refsim check's kernel process, started and called by refsim check "
+                              "(tests/testing/test_sandbox.py, tests/commands/test_check_hostile.py)",
+    "refsim.testing.kernel_process": "the loop of refsim check's kernel process and its wire format "
+                                     "(tests/testing/test_kernel_process.py)",
     "refsim.testing.diagnose": "check_kernel's failure diagnosis, called with the harness's own cases",
     "refsim.testing.profiles": "hypothesis settings profiles",
     "refsim.testing.cases": "the harness's case generators, called with legal draws by check_kernel",

@@ -22,7 +22,7 @@ import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
 from refsim.arith import (admissible, exact, fp, fragments, hw_samples, mma_steps, tensor_core as tc,
-                          tensor_core_types as tct)
+                          tensor_core_rules, tensor_core_types as tct, wgmma)
 from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
@@ -90,8 +90,8 @@ def awq_ckpt() -> awq.AWQCheckpoint:
 
 @functools.cache
 def atom_pair(mode: str = "kernel"):
-    x = normal((3, 192), np.float16, scale=2.0)
-    w = normal((192, 6), np.float16, seed=1, scale=0.05)
+    x = normal((3, 448), np.float16, scale=2.0)                # body 384: the official kernel's smallest
+    w = normal((448, 6), np.float16, seed=1, scale=0.05)
     return (atom.quantize_activations(x, mode, group_size=64, keeper=64),
             atom.quantize_weights(w, mode, group_size=64, keeper=64))
 
@@ -182,6 +182,11 @@ def _bf16_operands():
     return to_bf16(normal((16, 16))), to_bf16(normal((16, 8), seed=1)), normal((16, 8), seed=2)
 
 
+def _wgmma_fp8_operands():
+    """e4m3 A (64, 32), e5m2 B (32, 8) as raw codes (any code is legal), C float32 (64, 8)."""
+    return codes((64, 32), 256), codes((32, 8), 256, seed=1), normal((64, 8), seed=2)
+
+
 def _tf32_operands():
     """A (16, 8) and B (8, 8) float32 (read as tf32), C float32 (16, 8)."""
     return normal((16, 8)), normal((8, 8), seed=1), normal((16, 8), seed=2)
@@ -256,6 +261,9 @@ SAMPLES = {
     "refsim.arith.admissible.AdmissibleSet": lambda: _fold(),
     "refsim.arith.tensor_core_types.MmaKind": lambda: tct.modelled()[0],
     "refsim.arith.tensor_core_types.TypeModel": lambda: tct.model_for("sm_90", "m16n8k16", "bf16", "bf16"),
+    "refsim.arith.wgmma.WgmmaKind": lambda: wgmma.kind_of("f32.bf16.bf16"),
+    "refsim.arith.wgmma.WgmmaModel": lambda: wgmma.MODELS["fp8"],
+    "refsim.arith.tensor_core_rules.UnmeasuredRule": lambda: tensor_core_rules.UNMEASURED[0],
     "refsim.arith.exact.FloatFormat": lambda: exact.F16,
     "refsim.arith.fragments.FragmentLayout": fragments.mma_m16n8k16_a,
     "refsim.arith.tensor_core.TensorCoreModel": lambda: tc.model("sm_80"),
@@ -415,6 +423,16 @@ SEEDS = {
     "refsim.arith.tensor_core_types.mma": lambda: call("sm_90", "m16n8k16", "bf16", "bf16", *_bf16_operands()),
     "refsim.arith.tensor_core_types.mma_reference": lambda: call("sm_80", "m16n8k8", "tf32", "tf32",
                                                                  *_tf32_operands()),
+    "refsim.arith.wgmma.kind_of": lambda: call("f32.e4m3.e5m2"),
+    "refsim.arith.wgmma.model": lambda: call("f16.f16.f16"),
+    "refsim.arith.wgmma.wgmma": lambda: Seed(("f32.e4m3.e5m2", *_wgmma_fp8_operands()),
+                                             dict(scale_d=True, scale_a=-1, scale_b=1, satfinite=False)),
+    # the integer kind: the float twin is ~1 s of Fraction arithmetic per call (tested in tests/arith/test_wgmma.py)
+    "refsim.arith.wgmma.wgmma_reference": lambda: Seed(("s32.s8.u8", codes((64, 32), 128, np.int16, lo=-128),
+                                                        codes((32, 8), 256, np.uint8, 1), codes((64, 8), 1000, np.int32, 2)),
+                                                       dict(scale_d=True, scale_a=1, scale_b=1, satfinite=True)),
+    "refsim.arith.tensor_core_rules.rule": lambda: call("negzero-sum"),
+    "refsim.arith.tensor_core_rules.probe_tile": lambda: call("f16-zero-floor"),
     "refsim.arith.tensor_core_types.mma_with_model": lambda: call(
         tct.model_for("sm_90", "m16n8k16", "bf16", "bf16"), "bf16", "bf16", *_bf16_operands()),
     # ---- emulator ---------------------------------------------------------------------------------
@@ -489,6 +507,8 @@ SEEDS = {
     "refsim.formats.anyprec_plan.activation_index": lambda: call(1056, 0, 0, 3, 0),
     "refsim.formats.anyprec_plan.bytes_read": lambda: call(1, 4096, 4096, 3),
     "refsim.formats.anyprec_plan.plan_branches": lambda: call(1, 4096, 8192, 7),
+    "refsim.testing.legal.shape_rule": lambda: call("n%128==0, m<=64", ("m", "k", "n", "group_size")),
+    "refsim.testing.legal.ShapeRule": lambda: call("n%8==0", lambda shape: shape["n"] % 8 == 0),
     "refsim.formats.anyprec_plan.check_inputs": lambda: call(*anyprec_problem(), 3),
     "refsim.formats.anyprec_plan.checked_inputs": lambda: call(*anyprec_problem(), 3),
     "refsim.formats.anyprec_plan.chunk_work": lambda: call(3, 1),
@@ -533,6 +553,12 @@ SEEDS = {
     "refsim.formats.atom_gemm.scale_leading_dim": lambda: call(5),
     "refsim.formats.atom_gemm.scale_positions": lambda: call(5),
     "refsim.formats.atom_gemm.check_gemm": lambda: call(*atom_pair(), pairs=True),
+    "refsim.formats.atom_gemm.require_official_body": lambda: call(384),
+    "refsim.formats.atom_gemm.plan_branches": lambda: call(16, 256, 384, 128),
+    "refsim.formats.stripes.plan_branches": lambda: call(80, 256, 256, 8, 128, max_par=16, thread_k=None, thread_n=None),
+    "refsim.emulator.gptq_awq_kernel.plan_branches": lambda: call(2, 160, 128, 32, True),
+    "refsim.emulator.mixed_2_4_16_kernel.plan_branches": lambda: call(np.array([2, 4, 2, 2, 4, 2, 2, 2], np.uint8), 16,
+                                                                     np.zeros(16, np.int64)),
     "refsim.formats.atom_kv.dequantize_kv": lambda: call(_kv()),
     "refsim.formats.atom_kv.pack_kv": lambda: call(codes((2, 4), 16)),
     "refsim.formats.atom_kv.quantize_kv": lambda: call(normal((2, 256))),
@@ -748,6 +774,14 @@ SEEDS = {
     "refsim.gpu_model.roofline.waves": lambda: call(1024, 1, gpu()),
     "refsim.gpu_model.shapes.get_model": lambda: call("llama-2-7b"),
     "refsim.gpu_model.specs.get_gpu": lambda: call("rtx4090"),
+    "refsim.gpu_model.specs.expand_provenance": lambda: call({"sm_count/clocks": ("datasheet", "x"),
+                                                              "sustained_clock_hz": ("estimate", "y")}),
+    "refsim.gpu_model.specs.estimated_fields": lambda: call(specs.get_gpu("l4")),
+    "refsim.gpu_model.trust.trust": lambda: call("h100-sxm", "marlin", 128, 11008, 4096, 4, clock="sustained", ecc="on",
+                                                 cache="dirty", timing="events"),
+    "refsim.gpu_model.trust.clock_label": lambda: call("l4", "sustained"),
+    "refsim.gpu_model.trust.Trust": lambda: call("unvalidated", False, (), (), {"sustained_clock_hz": "boost"},
+                                                 ("a table",), "marlin on l4"),
     "refsim.gpu_model.sweep.parse_values": lambda: call("16,32", "m"),
     "refsim.gpu_model.sweep.sweep": lambda: call(["a10"], ["marlin"], [1], [(4096, 4096)], progress=False),
     # ---- qigen --------------------------------------------------------------------------------------
@@ -919,6 +953,7 @@ UNSEEDED = {
     "refsim.gpu_model.calibrate.leave_one_shape_out": "refits the model per shape (seconds per call)",
     "refsim.gpu_model.calibrate.load_rows": "reads a CSV path (io area; test_fuzz_public_api covers it)",
     "refsim.gpu_model.published.compare": "runs every published comparison (seconds per call)",
+    "refsim.gpu_model.trust.build_regimes": "runs every table comparison (seconds per call); no parameters",
     "refsim.gpu_model.published.default_csv_path": "no parameters",
     "refsim.gpu_model.published.in_sample_rows": "no parameters",
     "refsim.gpu_model.published.load": "reads a CSV path (io area; test_fuzz_public_api covers it)",

@@ -16,7 +16,7 @@ from fuzz_engine import Seed, call
 
 from refsim import ptx
 from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, registry, user
-from refsim.testing import validate as cvalidate
+from refsim.testing import validate as cvalidate, wgmma_probes
 from refsim.formats import atom, stripes
 from refsim.testing import accuracy
 from refsim.testing.cases.base import Linear
@@ -86,11 +86,21 @@ def k16_inputs():
 
 
 @functools.cache
+def atom_official_pair():
+    """Activations (4, 512) and weights (512, 128) in "kernel" mode: the official kernel's keeper of 128 and
+    BLOCK_N of 128, a body of 384."""
+    rng = np.random.default_rng(6)
+    return (atom.quantize_activations(rng.standard_normal((4, 512)).astype(np.float16), "kernel", keeper=128),
+            atom.quantize_weights((rng.standard_normal((512, 128)) * 0.05).astype(np.float16), "kernel", keeper=128))
+
+
+@functools.cache
 def atom_kernel_pair():
-    """Activations (16, 384) and weights (384, 16) in "kernel" mode: atom.cu's group of 128."""
+    """Activations (16, 512) and weights (512, 16) in "kernel" mode: atom.cu's group of 128, a body of 384
+    (the official kernel's smallest)."""
     rng = np.random.default_rng(3)
-    return (atom.quantize_activations(rng.standard_normal((16, 384)).astype(np.float16), "kernel", keeper=128),
-            atom.quantize_weights((rng.standard_normal((384, 16)) * 0.05).astype(np.float16), "kernel", keeper=128))
+    return (atom.quantize_activations(rng.standard_normal((16, 512)).astype(np.float16), "kernel", keeper=128),
+            atom.quantize_weights((rng.standard_normal((512, 16)) * 0.05).astype(np.float16), "kernel", keeper=128))
 
 
 def _launch_stats():
@@ -114,6 +124,7 @@ SAMPLES = {
     "refsim.cuda.official.RecordedCase": lambda: official.load(official.cases()[0]),
     "refsim.cuda.user.LaunchPlan": lambda: user.LaunchPlan(2, 32, (np.zeros(40, np.float32), 40), None),
     "refsim.testing.validate.Result": lambda: _result(),
+    "refsim.testing.wgmma_probes.WgmmaProbe": lambda: wgmma_probes.probes()[0],
     "refsim.testing.accuracy.Accumulation": lambda: accuracy.Accumulation("fp16", "pairwise"),
     "refsim.testing.accuracy.Judgement": lambda: accuracy.judge(accuracy.Accumulation(), linear(), linear_output()),
     "refsim.cuda.launch.Launch": lambda: cl.Launch("axpy", (2, 1), 32, 0),
@@ -193,6 +204,9 @@ def seeds(fs) -> dict:
         "refsim.cuda.census.ptx_mix": lambda: call(AXPY_PTX),
         "refsim.cuda.official.h100": lambda: call(official.cases()[0]),
         "refsim.cuda.official.uses_float_mma": lambda: call(official.cases()[-1]),
+        "refsim.cuda.official.marlin_gemm": lambda: call(fs.normal((1, 256), np.float16), *fs.marlin_problem()[2:], sms=8,
+                                                         max_par=16, thread_k=64, thread_n=256, arch="sm_80"),
+        "refsim.cuda.official.atom_gemm": lambda: call(*atom_official_pair(), arch="sm_80"),
         # ---- refsim.testing: the checks of a kernel's output -----------------------------------------
         "refsim.testing.admissible.ptx_admissible": lambda: Seed((axpy_module(), "axpy", 2, 32, axpy_args()),
                                                                  dict(outputs=[1], max_orders=24)),
@@ -201,6 +215,10 @@ def seeds(fs) -> dict:
         "refsim.testing.validate.cases": lambda: call(seed=0, tiles=1, groups=("mma",), only=("m16n8k16",)),
         "refsim.testing.validate.applicable": lambda: call(cvalidate.cases(tiles=1, groups=("mma",))[0], "ptx", "sm_80"),
         "refsim.testing.validate.exit_status": lambda: call([_result()]),
+        "refsim.testing.validate.pending": lambda: call(groups=("mma",), only=("*m64n8k16*",)),
+        "refsim.testing.validate.unmeasured_rules": lambda: call(),
+        "refsim.cuda.mma.draw_operands": lambda: call("e4m3", "e5m2", "f16", (64, 32, 8), "cancel", 1,
+                                                      np.random.default_rng(0)),
         "refsim.testing.validate.format_result": lambda: call(_result(), "ptx"),
     }
 
@@ -227,6 +245,7 @@ UNSEEDED = {
     "refsim.cuda.mma.forms_table": "no parameters",
     "refsim.cuda.registry.entries": "no parameters",
     "refsim.cuda.official.cases": "no parameters",
+    "refsim.cuda.official.marlin_instantiations": "no parameters",
     "refsim.cuda.build.manifest": "no parameters",
     "refsim.cuda.official.replay": "replays a recorded H100 launch of an official kernel (seconds; tests/ptx/"
                                    "test_replay.py)",

@@ -119,11 +119,16 @@ def test_cache_takes_cold_dirty_or_warm_only():
 
 
 # ---- sizes: O(1) in M and int32 limits ---------------------------------------------------------
-@pytest.mark.parametrize("kernel", ["cublas-fp16", "marlin", "sparse-marlin", "int8-w8a8", "atom-w4a4", "awq-w4a16",
-                                    "anyprec"])
+@pytest.mark.parametrize("kernel", ["cublas-fp16", "marlin", "sparse-marlin", "int8-w8a8", "atom-w4a4", "anyprec"])
 def test_huge_batches_are_predicted_not_refused(kernel):
     bd = predict("a10", kernel, 10**8, 4096, 4096)
     assert math.isfinite(bd.latency_s) and bd.latency_s > 1.0      # ~0.3 PFLOP at A10 rates: seconds
+
+
+def test_a_huge_batch_of_an_untrusted_kernel_is_refused_as_untrusted_not_by_size():
+    from refsim.errors import UntrustedModelError
+    with pytest.raises(UntrustedModelError, match="no trustworthy model: kernel awq-w4a16 at M = 100000000"):
+        predict("a10", "awq-w4a16", 10**8, 4096, 4096)
 
 
 def test_marlin_at_a_huge_batch_counts_every_launch():

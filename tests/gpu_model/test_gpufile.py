@@ -82,3 +82,16 @@ def test_a_missing_file_or_an_unknown_base_row_is_refused(tmp_path):
     path.write_text(json.dumps({"format": FORMAT, "base": "no-such-gpu", "name": "n", "fields": {}}))
     with pytest.raises(FormatRuleError, match="no-such-gpu"):
         load_gpu_file(path)
+
+
+def test_a_files_provenance_is_stored_per_field_and_its_estimates_are_named(tmp_path):
+    from refsim.gpu_model.specs import estimated_fields
+    path = write_gpu_file(tmp_path / "g.json", "a10", "my-a10", {"dram_latency_s": 4.5e-7},
+                          {"dram_latency_s/l2_latency_clk": ["microbenchmark", "refsim calibrate --measure"],
+                           "sustained_clock_hz": ["estimate", "not locked"]})
+    g = load_gpu_file(path)
+    assert g.provenance["dram_latency_s"] == ("microbenchmark", "refsim calibrate --measure")
+    assert g.provenance["l2_latency_clk"][0] == "microbenchmark"
+    assert "sustained_clock_hz" in estimated_fields(g) and "dram_latency_s" not in estimated_fields(g)
+    with pytest.raises(FormatRuleError, match="names no GPUSpec field"):
+        write_gpu_file(tmp_path / "h.json", "a10", "my-a10", {}, {"no_such": ["estimate", "x"]})

@@ -283,3 +283,17 @@ def test_a_binary_byte_is_refused_naming_the_file_and_its_line(tmp_path, junk, b
     path = _write(tmp_path, HEADER.encode() + ROW.encode() + junk)
     with pytest.raises(FormatRuleError, match=rf"{path.name}:3: must be .*text.*got byte {byte}"):
         published.load(path)
+
+
+def test_a_row_the_model_refuses_keeps_the_refused_models_value_and_says_so(comparisons):
+    # awq-w4a16 refuses from M = 2 (UntrustedModelError); its published rows stay in the comparison
+    awq = [c for c in comparisons if c.row.kernel == "awq-w4a16"]
+    assert {c.row.m for c in awq if c.refused} == {2, 4, 8, 16, 32, 64, 128}
+    assert all(c.refused.startswith("no trustworthy model: kernel awq-w4a16") for c in awq if c.row.m >= 2)
+    assert all(c.refused == "" for c in comparisons if c.row.kernel != "awq-w4a16" or c.row.m == 1)
+    path = Path(__file__).resolve().parents[2] / "bench" / "paper_table.py"
+    spec = importlib.util.spec_from_file_location("paper_table_refused", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    lines = mod.row_table(awq)
+    assert sum("(refused)" in line for line in lines) == sum(bool(c.refused) for c in awq) == 14

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.specs import GPUS, get_gpu, gpu_names
+from refsim.gpu_model.specs import GPUS, estimated_fields, expand_provenance, get_gpu, gpu_names
 
 TAGS = {"datasheet", "whitepaper", "microbenchmark", "estimate", "fitted"}
 
@@ -36,16 +36,48 @@ def test_the_table_holds_the_targets_and_the_gpus_users_asked_for():
         assert name in gpu_names()
 
 
-def test_every_gpu_has_a_tagged_source_for_each_number_group():
+def test_every_number_of_every_gpu_has_its_own_tagged_source():
+    # per field, not per group: the trust statement names the fields that are estimates
+    state = {"name", "arch", "compute_capability", "provenance", "l2_dirty_bytes"}   # l2_dirty_bytes: a state
     for g in GPUS.values():
-        covered = " ".join(g.provenance)
-        for group in ("sm_count", "clocks", "dram_achievable_fraction", "dram_latency_s", "tc_*", "alu_*",
-                      "launch_overhead_s", "l2_bytes_per_clk_per_sm", "l2_latency_clk", "dram_curve_sharpness",
-                      "launch_events_s"):
-            assert group in covered, (g.name, group)
-        for key, (tag, source) in g.provenance.items():
-            assert tag in TAGS, (g.name, key, tag)
-            assert source, (g.name, key)
+        for f in dataclasses.fields(g):
+            if f.name in state:
+                continue
+            assert f.name in g.provenance, (g.name, f.name)
+            tag, source = g.provenance[f.name]
+            assert tag in TAGS and source, (g.name, f.name, tag)
+        assert set(g.provenance) <= {f.name for f in dataclasses.fields(g)}, g.name
+
+
+def test_a_rows_own_source_wins_over_the_default_and_the_narrower_key_wins():
+    h100, l4 = get_gpu("h100-sxm"), get_gpu("l4")
+    # the defaults call l2_latency_clk and launch_ramp_s estimates; the H100 SXM row measured them
+    assert h100.provenance["l2_latency_clk"][0] == "microbenchmark"
+    assert h100.provenance["launch_ramp_s"][0] == "microbenchmark"
+    # "sm_count/clocks/dram/l2" is a datasheet; the L4 row's own "sustained_clock_hz" is an estimate
+    assert l4.provenance["boost_clock_hz"][0] == "datasheet"
+    assert l4.provenance["sustained_clock_hz"][0] == "estimate"
+    got = expand_provenance({"sm_count/clocks": ("datasheet", "a"), "sustained_clock_hz": ("estimate", "b"),
+                             "tc_*": ("whitepaper", "c")})
+    assert got["base_clock_hz"] == ("datasheet", "a") and got["sustained_clock_hz"] == ("estimate", "b")
+    assert got["tc_int4_op_per_clk_per_sm"] == ("whitepaper", "c") and "l2_bytes" not in got
+
+
+@pytest.mark.parametrize("bad, rule", [({"no_such_field": ("datasheet", "x")}, "names no GPUSpec field"),
+                                       ({"sm_count": ("guess", "x")}, "tag in"),
+                                       ({"sm_count": "datasheet"}, "tag in")])
+def test_a_provenance_key_naming_no_field_or_a_bad_tag_is_refused(bad, rule):
+    with pytest.raises(FormatRuleError, match=rule):
+        expand_provenance(bad)
+
+
+def test_estimated_fields_are_the_fields_tagged_estimate():
+    assert {"sustained_clock_hz", "dram_achievable_fraction"} <= set(estimated_fields(get_gpu("l4")))
+    assert "sustained_clock_hz" in estimated_fields(get_gpu("l40s"))
+    assert "sustained_clock_hz" not in estimated_fields(get_gpu("h100-sxm"))
+    assert estimated_fields(get_gpu("h100-sxm")) == {}
+    assert set(estimated_fields(get_gpu("h100-pcie"))) == {"sustained_clock_hz", "launch_events_s", "launch_ramp_s",
+                                                           "l2_dirty_fraction"}
 
 
 def test_specs_are_frozen():

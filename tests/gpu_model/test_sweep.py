@@ -149,6 +149,7 @@ def _plain_rows(gpus, kernels, ms, shapes, **kw):
     equal exactly."""
     from refsim.errors import RefsimError
     from refsim.gpu_model.roofline import dram_roofline_s
+    from refsim.gpu_model.trust import trust
     cond = {key: kw[key] for key in ("clock", "ecc", "cache", "timing") if key in kw}
     opts = {key: kw.get(key) for key in ("bits", "group_size")}
     rows = []
@@ -168,9 +169,11 @@ def _plain_rows(gpus, kernels, ms, shapes, **kw):
                                                 math.nan, " ".join(str(err).split()), ""))
                         continue
                     roof = dram_roofline_s(bd.bytes_dram, bd.flops, g)
+                    tr = trust(gpu, kernel, m, n, k, opts["bits"], **cond)
                     rows.append(sw.SweepRow(g.name, kernel, m, n, k, bd.bits, opts["group_size"], *c,
                                             bd.latency_s * 1e6, base * 1e6, base / bd.latency_s, roof * 1e6,
-                                            roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes))
+                                            roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram, "ok", bd.notes,
+                                            tr.status, tr.far_off, tr.statement))
     return rows
 
 
@@ -193,7 +196,7 @@ def test_fast_row_is_the_dataclass_row():
     import dataclasses
     import pickle
     vals = ("a10", "marlin", 16, 4096, 4096, None, 128, 1695.0, "on", "cold", "kernel", 20.0, 30.0, 1.5, 10.0, 0.5,
-            "dram", 5e8, 9e6, "ok", "tile")
+            "dram", 5e8, 9e6, "ok", "tile", "validated", False, "validated on published.csv")
     fast, plain = sw._new_row(*vals), sw.SweepRow(*vals)
     assert fast == plain and repr(fast) == repr(plain) and hash(fast) == hash(plain)
     assert dataclasses.asdict(fast) == dataclasses.asdict(plain)

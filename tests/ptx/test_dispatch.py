@@ -76,3 +76,24 @@ def test_the_modules_of_refsim_ptx_import_without_circles():
         if n not in seen:
             visit(n)
     assert "refsim.ptx.engine" in graph and "refsim.ptx.semantics.table" in graph
+
+
+def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first_bad_one(monkeypatch):
+    from refsim.ptx import dispatch
+    from refsim.ptx.parse import parse
+
+    head = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n.reg .b32 %r<8>;\n.reg .pred %p<4>;\n"
+    # forms: add.s32 reg,reg,imm 1 (x 500, registers differ) | add.s32 reg,reg,imm 2 | the closing exit
+    body = "".join(f"add.s32 %r{i % 8}, %r{(i + 1) % 8}, 1;\n" for i in range(500)) + "add.s32 %r1, %r2, 2;\n"
+    k = parse(head + body + "}\n").kernels["k"]
+    assert dispatch.form(k, k.instructions[0]) == dispatch.form(k, k.instructions[499])
+    assert dispatch.form(k, k.instructions[0]) != dispatch.form(k, k.instructions[500])
+    built = []
+    real = dispatch.build
+    monkeypatch.setattr(dispatch, "build", lambda L, i, ins: built.append(i) or real(L, i, ins))
+    ptx.Module(head + body + "}\n")
+    assert built == [0, 500, 501]
+    # a register of another type is another form: the refusal names the first instruction that has it
+    bad = "add.s32 %r1, %r2, 1;\nadd.s32 %r1, %p2, 1;\nadd.s32 %r1, %p3, 1;\n"
+    m = ptx.Module(head + bad + "}\n")
+    assert m.unsupported["k"] == "kernel k, PTX line 9 `add.s32 %r1, %p2, 1`: register %p2 (.pred) used as .s32"

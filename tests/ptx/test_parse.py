@@ -4,6 +4,7 @@ operand forms; and Module's static views (kernels, params, instruction mix)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from refsim import ptx
 from refsim.ptx.parse import parse
@@ -136,3 +137,15 @@ def test_barrier_reductions_syncthreads_count_or_and():
     out = np.zeros((40, 3), np.uint32)
     ptx.Module(BAR_RED).launch("k", 1, 40, [out])
     assert (out == [40, 0, 1]).all()
+
+
+def test_an_integer_constant_beyond_64_bits_is_refused_naming_kernel_and_line():
+    body = ".visible .entry k()\n{{\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n{}\nret;\n}}\n"
+    for ins in ("mov.u32 %r1, 99999999999999999999999;", "mov.u64 %rd1, 0x10000000000000000;",
+                "add.s64 %rd1, %rd1, -9223372036854775809;", "ld.global.u32 %r1, [%rd1+18446744073709551616];"):
+        with pytest.raises(ptx.PtxParseError, match=r"^kernel k, PTX line 8, column 1: .*does not fit 64 bits"):
+            parse(HEAD + body.format(ins))
+    # a constant that fits 64 bits is taken to the instruction's width (its low bits), as ptxas does
+    for ins in ("mov.u64 %rd1, 18446744073709551615;", "mov.u64 %rd1, -9223372036854775808;",
+                "mov.u32 %r1, 0x1FFFFFFFF;"):
+        parse(HEAD + body.format(ins))

@@ -256,3 +256,74 @@ def test_hypothesis_strategy_draws_the_same_legal_cases():
         assert x.shape == (case["m"], case["k"]) and lut.shape == (case["n"], 2 ** case["bits"])
 
     one()
+
+
+# the plan branches check_kernel cannot reach: it calls the kernel as the format's signature does (the host's
+# own tile choice, max_par 16), and capping max_par 16 needs M > 1024 rows, beyond the default max_size
+_UNREACHABLE = {"marlin": {"tile_forced", "max_par_capped"}, "awq": {"act_order"}}
+
+
+def _branches(fmt: str, shape: dict, sms: int) -> frozenset:
+    from refsim.emulator import gptq_awq_kernel, mixed_2_4_16_kernel
+    from refsim.formats import atom_gemm
+    from refsim.testing.cases import FORMATS
+
+    if fmt == "marlin":
+        return stripes.plan_branches(shape["m"], shape["n"], shape["k"], sms, shape["group_size"])
+    if fmt == "atom":
+        return atom_gemm.plan_branches(shape["m"], shape["n"], shape["k4"], shape["keeper"])
+    if fmt == "mixed_2_4_16":                       # which groups are 4-bit is the quantizer's: run it
+        inputs = FORMATS[fmt].make({**shape, "kind": "normal", "seed": 0})
+        return mixed_2_4_16_kernel.plan_branches(inputs[7], shape["n"], np.diff(inputs[8].astype(np.int64)))
+    return gptq_awq_kernel.plan_branches(shape["m"], shape["n"], shape["k"], shape["group_size"], shape["act_order"])
+
+
+@pytest.mark.parametrize("fmt", ["marlin", "atom", "gptq", "gptq_v2", "awq", "mixed_2_4_16"])
+def test_pinned_cases_take_every_branch_of_the_kernels_plan(fmt):
+    """check_kernel's pinned cases switch every branch of the format's plan (``plan_branches`` of the plan's
+    module decides), so a correct kernel is never called wrong for want of a case and a wrong one cannot hide
+    in an unexercised branch."""
+    from refsim.emulator import gptq_awq_kernel, mixed_2_4_16_kernel
+    from refsim.formats import atom_gemm
+
+    declared = {"marlin": stripes.BRANCHES, "atom": atom_gemm.BRANCHES, "mixed_2_4_16": mixed_2_4_16_kernel.BRANCHES}
+    taken = set().union(*(_branches(fmt, shape, 108) for shape, _ in harness.pinned_cases(fmt, 108)))
+    missing = set(declared.get(fmt, gptq_awq_kernel.BRANCHES)) - _UNREACHABLE.get(fmt, set()) - taken
+    assert not missing, f"{fmt}: no pinned case takes {sorted(missing)}"
+
+
+# --------------------------------------------------------------------------- the kernel's own shape rule
+def _awq_n128_only(x, qweight, qzeros, scales):
+    """An AWQ GEMV that, like vLLM's AWQ GEMM, runs only N % 128 == 0 (refsim's emulator otherwise)."""
+    if scales.shape[1] % 128:
+        raise ValueError(f"N={scales.shape[1]}: this kernel needs N % 128 == 0")
+    return harness.FORMATS["awq"].emulate((x, qweight, qzeros, scales), "sm_80", 108)
+
+
+def test_a_kernel_with_a_narrower_shape_rule_fails_without_it_and_passes_with_it():
+    with pytest.raises(harness.KernelCallError, match="N % 128 == 0"):
+        harness.check_kernel(_awq_n128_only, "awq", seed=0, max_examples=2, progress=False)
+    lines = []
+    res = harness.check_kernel(_awq_n128_only, "awq", seed=0, max_examples=4, legal="n%128==0", progress=lines.append)
+    # awq's pinned pool has N = 8, 64, 256 and 16: three of its four default pinned shapes are skipped
+    assert res.legal == "n%128==0" and res.skipped_pinned == 3 and res.pinned >= 1 and res.drawn == 4
+    assert any("the kernel's shape rule 'n%128==0': 3 pinned cases skipped" in ln for ln in lines)
+    assert "the kernel's shape rule 'n%128==0' (3 pinned cases skipped)" in res.summary()
+
+
+def test_the_rule_may_ride_on_the_launch_function_or_be_a_callable():
+    def launch(*inputs):                          # never called: the target is Python, the attribute is read
+        raise AssertionError
+
+    launch.legal = lambda m, k, n, group_size, act_order: n % 128 == 0
+    res = harness.check_kernel(_awq_n128_only, "awq", seed=1, max_examples=2, legal=launch.legal, progress=False)
+    assert res.legal == "<lambda>" and res.skipped_pinned == 3
+
+
+def test_a_rule_no_case_satisfies_is_refused_before_any_case():
+    def never(*a):
+        raise AssertionError("the kernel must not be called")
+
+    with pytest.raises(FormatRuleError, match=r"legal: no awq shape with at most \d+ multiply-adds satisfies the "
+                                              r"kernel's rule 'n%7==0'"):
+        harness.check_kernel(never, "awq", legal="n%7==0", progress=False)

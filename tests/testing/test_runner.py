@@ -115,3 +115,14 @@ def test_raw_bits_of_a_big_endian_array_are_the_bits_of_its_values():
     assert raw_bits(native.astype(">f2")).tolist() == [0x3C00, 0xC100, 0x7BFF]
     assert raw_bits(np.array([1.0], ">f4")).tolist() == [0x3F800000]
     assert raw_bits(np.array(-0.0, np.float32)).shape == () and int(raw_bits(np.array(-0.0, np.float32))) == 0x80000000
+
+
+def test_a_call_error_raised_without_a_case_gets_the_case_of_the_call():
+    # refsim check's kernel process raises these (a deadline, an ended process) knowing no case
+    def from_another_process(a, b):
+        raise KernelTimeout("did not return within deadline=5.0 s (during a kernel call); its process was killed")
+
+    with pytest.raises(KernelTimeout, match=r"^add kernel did not return within deadline=5.0 s \(during a kernel "
+                                            r"call\); its process was killed\n  case \{'m': 2, 'seed': 0\}") as err:
+        _runner(from_another_process).call(CASE, INPUTS)
+    assert err.value.case == CASE

@@ -126,3 +126,41 @@ def test_records_and_selection_refuse_what_they_cannot_hold():
 def test_a_slow_result_shows_its_seconds():
     res = v.Result("c", "kernel", "", "bit-identical", "sm_80", compared=["sm_80"], seconds=1.25)
     assert v.format_result(res, "ptx") == "[kernel] c: bit-identical (refsim.ptx = refsim.emulator at sm_80)  [1.2 s]"
+
+
+# --------------------------------------------------------------------------- the zero-rule tiles and wgmma probes
+
+
+def test_every_unmeasured_rule_is_an_mma_case_with_no_measured_arch():
+    from refsim.arith import tensor_core_rules as rules
+
+    by_name = {c.name: c for c in v.cases(groups=("mma",))}
+    assert [r["name"] for r in v.unmeasured_rules()] == ["negzero-sum", "zero-product-exp", "f16-zero-floor"]
+    for r in v.unmeasured_rules():
+        case = by_name[r["case"]]
+        assert case.verified == () and case.ptx_archs == tuple(r["archs"]) and r["status"] == "unverified"
+        assert rules.rule(r["name"]).instruction.removeprefix("mma.sync.aligned.") in case.name
+    case = by_name["rule f16-zero-floor [m16n8k16.row.col.f16.f16.f16.f16]"]
+    assert "refsim 0x0, MMA-Sim 0x1" in case.what
+
+
+def test_a_rule_tile_that_a_device_answers_mma_sims_way_differs(monkeypatch):
+    # a device that writes +0 where refsim writes -0 (MMA-Sim's sign rule): the negzero-sum case differs at
+    # exactly the even columns of its one tile (64 elements), and names the rule in the category report
+    case = {c.name: c for c in v.cases(groups=("mma",))}["rule negzero-sum [m16n8k16.row.col.f32.f16.f16.f32]"]
+
+    def mma_sim_device(kind, a, b, c, **kw):
+        d = rmma.mma_reference(kind, "sm_90", a, b, c)
+        return np.where(d == np.uint32(0x80000000), np.uint32(0), d).astype(np.uint32)
+    monkeypatch.setattr(rmma, "mma_probe", mma_sim_device)
+    res = v.run_case(case, "gpu", "sm_90")
+    assert (res.verdict, res.matched, res.unverified) == ("differs", [], ["sm_90"])
+    assert res.detail.endswith("by input category: rule negzero-sum 64")
+
+
+def test_the_wgmma_probes_are_pending_and_selected_like_cases():
+    names = v.pending()
+    assert len(names) == len(set(names)) == 242
+    assert v.pending(groups=("kernel",)) == []
+    assert v.pending(only=("*m64n256k32.satfinite.s32.u8.s8*",)) == [
+        f"wgmma.mma_async.sync.aligned.m64n256k32.satfinite.s32.u8.s8 {c}" for c in ("random", "extremes", "hugeC")]

@@ -10,6 +10,8 @@ Two paths, as TinyChat dispatches them:
 
 Bytes: N·K/2 + (K/g)·N·(2 + 0.5) (fp16 scales + packed 4-bit zeros) + M·K·2 + M·N·2.
 Constraints: bits 4, group_size 64 or 128 (default 128), K % group_size == 0, N % 8 == 0.
+Trust: M = 1 only; from M = 2 :func:`untrusted` refuses (UntrustedModelError) — the published rows
+of llm-awq's WQLinear are several times slower than this model there.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ GROUPS = (64, 128)
 DEFAULT_GROUP = 128
 GROUP_RULE = "supports [64, 128]"
 DEQ_PER_WEIGHT = 13 / 8
-# What the published comparison shows (refsim/data/timings/published.csv, docs/perf_model.md): the
-# llm-awq WQLinear timed in Marlin's Fig. 1 / 10 grows linearly with batch up to 8 and takes 14-20 ms
-# at batch 16-128, where this model of TinyChat's GEMV + split-K GEMM predicts ~1.4 ms (up to +1188 %
-# off); at batch 1 it is within 1 %. Said in every prediction's notes and by `refsim predict`.
-KNOWN_OFF = ("known far off on published rows above batch 1 (up to +1188 % against llm-awq's WQLinear in "
-             "Marlin's Fig. 1/10): the model is TinyChat's GEMV + split-K GEMM, not that kernel")
+# What the published rows show (refsim/data/timings/published.csv, Marlin Figs. 1 and 10, A10): the
+# llm-awq WQLinear timed there grows about linearly with M from M = 2 (a GEMV per row) and takes
+# 14-20 ms at M = 16-128, where this model of TinyChat's GEMV + split-K GEMM predicts ~1.4 ms; at
+# M = 1 the two agree. So only M = 1 answers (:func:`untrusted`); the errors on every row, refused
+# ones included, are computed from the table by refsim.gpu_model.trust (docs/perf_model.md, "How far
+# to trust a prediction").
+UNTRUSTED_FROM_M = 2
 SPLIT_K = 8  # gemm_forward_cuda is launched with split_k_iters = 8
 
 
@@ -42,6 +45,18 @@ def check(gpu, m, n, k, bits, group_size) -> None:
         require_multiple(NAME, "k", k, group_size, "whole groups along K")
     if n % 8:
         require_multiple(NAME, "n", n, 8, "8 output channels per packed int32")
+
+
+def untrusted(m, n, k, bits, group_size) -> str | None:
+    """Why this model cannot be trusted at ``m`` (None at M = 1): from M = 2 the published
+    llm-awq WQLinear rows (Marlin Figs. 1 and 10) scale like one GEMV per row, a kernel this model
+    of TinyChat's GEMV + split-K GEMM does not describe."""
+    if m < UNTRUSTED_FROM_M:
+        return None
+    return (f"from M = {UNTRUSTED_FROM_M} the published llm-awq WQLinear latencies (published.csv, Marlin Figs. 1 "
+            "and 10, A10) grow with M like one GEMV per row and are several times this model of TinyChat's "
+            "GEMV + split-K GEMM (errors per row: refsim.gpu_model.trust, docs/perf_model.md 'How far to trust a "
+            "prediction'); only M = 1 is modelled, so the model is not ranked against other kernels here")
 
 
 def model(mc, m, n, k, bits, group_size) -> Breakdown:
@@ -58,7 +73,7 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
         t_alu = max(n * k * (DEQ_PER_WEIGHT + m) / 32 / (4 * sm_clk),
                     n * k * m / (g.fp32_fma_lanes_per_clk_per_sm * sm_clk))
         pipes = {"dram": dram_time(bytes_dram, g, ctas, ctas_per_sm, 4 * 512), "alu": t_alu}
-        notes = "gemv (CUDA cores)" + ("" if m == 1 else "; " + KNOWN_OFF)
+        notes = "gemv (CUDA cores)"
     else:
         m_tiles = math.ceil(m / 16)
         t_tc, ctas, n_waves = tile_tensor_time(g, f, m_tiles * 16, n * SPLIT_K, k / SPLIT_K, 16, 128, 4,
@@ -66,5 +81,5 @@ def model(mc, m, n, k, bits, group_size) -> Breakdown:
         pipes = {"dram": dram_time(bytes_dram, g, ctas, 4, 2 * 128 * 32 / 2),
                  "l2": (m_tiles - 1) * n * k / 2 / g.l2_bytes_per_s(f), "tensor": t_tc,
                  "alu": m_tiles * n * k * DEQ_PER_WEIGHT / 32 / (4 * sm_clk)}    # dequant again per M tile
-        notes = "gemm (tensor cores, dequant per 16-row tile); " + KNOWN_OFF
+        notes = "gemm (tensor cores, dequant per 16-row tile)"
     return combine(NAME, g, m, n, k, 4, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram, notes=notes)

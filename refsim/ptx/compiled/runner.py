@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from refsim.ptx import engine
+from refsim.ptx import engine, loops
 from refsim.ptx.operands import convert, flatten
 from refsim.ptx.compiled import state as st
 from refsim.ptx.compiled.instructions import split_operands
@@ -32,7 +32,7 @@ _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 (RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
  E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
  E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
- E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM) = range(26)
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP) = range(27)
 _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 
@@ -177,7 +177,10 @@ class CompiledLaunch:
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
         order = np.array(atomic_order or [0], np.int32)
         S.aorder, S.naorder = arr(order), len(atomic_order or ())
-        S.max_wi, S.deadlock_rounds = self.max_wi, engine.DEADLOCK_ROUNDS
+        # the runtime counts in int64: a launch reaching 2**63 - 1 warp-instructions runs >= 2**52 steps
+        # (a step issues at most RESIDENT_THREADS / 32 = 2,048 warps), months at a nanosecond a step,
+        # so a larger limit is the same as this one (the message names the limit as given)
+        S.max_wi, S.deadlock_rounds = min(self.max_wi, 2**63 - 1), engine.DEADLOCK_ROUNDS
         from refsim.arith import tensor_core
 
         if arch in tensor_core.MODELS:
@@ -199,6 +202,19 @@ class CompiledLaunch:
         ps = (ctypes.c_void_p * max(1, nspin))(*[_ptr(a) for a in spin_s])
         keep += [spin_v, spin_s, pv, ps]
         S.spin_val, S.spin_seen = ctypes.cast(pv, ctypes.c_void_p), ctypes.cast(ps, ctypes.c_void_p)
+        kind = loops.kinds(kernel, handlers)                                   # refsim.ptx.loops
+        W = loops.registers(kernel, kind)
+        S.loop_kind = arr(np.append(kind, np.uint8(0)))
+        S.loop_roff = arr(np.cumsum([0] + [len(x) for x in W], dtype=np.int64).astype(np.int32))
+        S.loop_regs = arr(np.array([r for x in W for r in x] or [0], np.int32))
+        S.loop_cap = 32 * (max([len(x) for x in W], default=0) + 1)
+        S.loop_head, S.loop_miss = arr(np.full(NW, -1, np.int32)), arr(np.zeros(NW, np.int32))
+        self.loop_hit = np.zeros(NW, np.uint8)
+        S.loop_dirty, S.loop_hit = arr(np.zeros(NW, np.uint8)), arr(self.loop_hit)
+        S.loop_count = arr(np.zeros(NW, np.int64))
+        refs = (ctypes.c_void_p * NW)()                                       # NULL: allocated by the runtime
+        keep.append(refs)
+        S.loop_ref = ctypes.cast(refs, ctypes.c_void_p)
         self.fifo = np.zeros(nslots * lib.refsim_rt_sizeof_fifo(), np.uint8)      # one rt_fifo per slot
         S.fifo = arr(self.fifo)
         self._scratch_key = (T, NW)
@@ -382,6 +398,9 @@ class CompiledLaunch:
         if code in (E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN):
             return self._deadlock("every live thread waits at a barrier that cannot complete" if code == E_DEADLOCK_BARRIER
                                   else "every running warp spins on a flag that no other thread changes")
+        if code == E_DEADLOCK_LOOP:
+            return loops.error(self.k, int(S.err_ins), np.flatnonzero(self.loop_hit).tolist(), self.tpb,
+                               self.slot_block, self.grid)
         ins = self.k.instructions[int(S.err_ins)]
         where, t, a, aux = self._where(ins), int(S.err_thread), int(S.err_addr), int(S.err_aux)
         if code == E_LIMIT:

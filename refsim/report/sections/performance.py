@@ -206,6 +206,25 @@ def _path(notes: str) -> tuple[str, ...]:
     return tuple(_PATH_TOKEN.findall(notes or ""))
 
 
+def _backing(gpu, kernel) -> list[str]:
+    """What backs each of ``kernel``'s block predictions on ``gpu``: the distinct trust lines over
+    the block's layers (refsim.gpu_model.trust), batches with the same lines joined
+    (``b1-b128: ...``); a batch the kernel refuses is left out (its cell says n/a)."""
+    from refsim.gpu_model.shapes import get_model
+    from refsim.gpu_model.trust import trust
+    runs: list = []
+    for m in BATCHES:
+        if _block(gpu, kernel, m)[0] is None:
+            continue
+        said = tuple(dict.fromkeys(line for _, n, k, _ in get_model("llama-2-7b").linears
+                                   for line in trust(gpu, kernel, m, n, k).lines(nearest=False, estimates=False)))
+        if runs and runs[-1][2] == said:
+            runs[-1][1] = m
+        else:
+            runs.append([m, m, said])
+    return [f"{kernel} b{lo}" + (f"-b{hi}" if hi != lo else "") + ": " + "; ".join(said) for lo, hi, said in runs]
+
+
 def markdown(out_dir) -> str:
     from refsim.gpu_model.shapes import get_model
     out_dir = Path(out_dir)
@@ -213,8 +232,10 @@ def markdown(out_dir) -> str:
     shapes = ", ".join(f"{name} {n}x{k}" for name, n, k, _ in get_model("llama-2-7b").linears)
     lines = ["Analytical model (refsim.gpu_model), sustained clocks, cold L2. One Llama-2-7B transformer "
              f"block's linear layers ({shapes}); default bits/groups per kernel (anyprec 4-bit, marlin "
-             "per-channel, mixed-2-4-16 2/4 + 0.2 % outliers). n/a = the kernel does not support a shape "
-             "(its rule is raised by `refsim predict`).", ""]
+             "per-channel, mixed-2-4-16 2/4 + 0.2 % outliers). n/a = the kernel does not support a shape or "
+             "refuses it as untrusted (its rule or its reason is raised by `refsim predict`). Under each GPU, "
+             "what backs every prediction: the tables that validate it and the error there, or why it is "
+             "unvalidated (refsim.gpu_model.trust).", ""]
     for gpu in GPUS:
         head = "| kernel | " + " | ".join(f"b{m}" for m in BATCHES) + " | compute-bound from |"
         sep = "|---|" + "---:|" * len(BATCHES) + "---|"
@@ -246,6 +267,10 @@ def markdown(out_dir) -> str:
         if notes:
             lines += ["Why the marked cells look surprising:", ""] + [f"[{i}] {n}" for i, n in enumerate(notes, 1)] + [""]
         lines += [f"### {gpu}: speedup over cublas-fp16", ""] + spd + [""]
+        from refsim.gpu_model.trust import trust
+        est = ", ".join(trust(gpu, "cublas-fp16", 1, 4096, 4096).estimates) or "none"   # the same for every kernel
+        lines += [f"What backs the {gpu} predictions (its constants that are estimates: {est}):", ""] \
+            + [f"- {line}" for kernel in kernels for line in _backing(gpu, kernel)] + [""]
         if gpu == PLOT_GPU:
             lines += [f"![latency, speedup and roofline vs batch on {gpu}]({_sweep_png(gpu, out_dir)})", ""]
         else:

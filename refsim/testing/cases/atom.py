@@ -3,9 +3,11 @@
 w_scale8) -> D f16 (M,N)`` (the fields of ``AtomActivations`` then ``AtomWeights``, quantized in
 "kernel" mode from drawn data).
 
-Legality: ``refsim.formats.atom.check_split`` (the INT4 body a multiple of the group of 128), N
-even (column pairs share a scale) and a multiple of the mma's n8, the INT8 keeper tail in whole
-m16n8k32 slabs (a multiple of 32). Not encoded: the tile sizes of Atom's CUTLASS-style template
+Legality: ``refsim.formats.atom.check_split`` (the INT4 body a multiple of the group of 128), the
+official kernel's body rule (``refsim.formats.atom_gemm.require_official_body``: K - keeper >= 384,
+its prologue's three unguarded k-tiles), N even (column pairs share a scale) and a multiple of the
+mma's n8, the INT8 keeper tail in whole m16n8k32 slabs (a multiple of 32). Regimes include the
+plan's branches (``refsim.formats.atom_gemm.plan_branches``), so the pinned cases take every one. Not encoded: the tile sizes of Atom's CUTLASS-style template
 (the emulator computes any M). Per output::
 
     group g: C_g = two m16n8k64 s4 mma (exact int32)
@@ -20,7 +22,7 @@ import numpy as np
 from refsim.arith import fragments as fr
 from refsim.emulator import atom_kernel as ak
 from refsim.errors import ShapeError
-from refsim.formats import atom
+from refsim.formats import atom, atom_gemm
 from refsim.testing.cases.base import DATA_KINDS, Format, Linear, Probe, keep_columns, values
 
 
@@ -29,12 +31,13 @@ class AtomCases(Format):
     signature = ("kernel(a_q4 i8 (M,K4), a_scale4 f16 (M,K4/128), a_q8 i8 (M,keeper), a_scale8 f16 (M,), "
                  "w_q4 i8 (K4,N), w_scale4 f16 (K4/128,N), w_q8 i8 (keeper,N), w_scale8 f16 (N,)) -> D f16 (M,N)")
     inputs = ("a_q4", "a_scale4", "a_q8", "a_scale8", "w_q4", "w_scale4", "w_q8", "w_scale8")
-    fields = {"m": (1, 4, 16, 33), "k4": (128, 256, 512, 1024, 2048, 4096, 11008),
+    fields = {"m": (1, 4, 16, 33, 136), "k4": (384, 512, 1024, 2048, 4096, 11008),
               "n": (8, 16, 64, 256, 1024, 4096, 11008), "keeper": (0, 32, 128), "kind": DATA_KINDS, "seed": None}
     shape_fields = ("m", "k4", "n", "keeper")
     default_max_size = 1 << 22
     pinned_pool = tuple({"m": m, "k4": k, "n": n, "keeper": kp} for m, k, n, kp in
-                        [(1, 128, 8, 0), (4, 512, 64, 128), (33, 256, 16, 32), (16, 1024, 64, 0)])
+                        [(1, 384, 8, 0), (4, 512, 64, 128), (33, 384, 16, 32), (16, 1024, 64, 0),
+                                            (136, 384, 8, 0), (16, 384, 256, 128)])
 
     def legal(self, case):
         if case["keeper"] % 32:
@@ -42,6 +45,7 @@ class AtomCases(Format):
         if case["n"] % 8:
             raise ShapeError(f"N: must be a multiple of the mma's n8; got {case['n']}")
         atom.check_split(case["k4"] + case["keeper"], atom.GROUP, case["keeper"])
+        atom_gemm.require_official_body(case["k4"])
 
     def cost(self, case):
         return case["m"] * (case["k4"] + case["keeper"]) * case["n"]
@@ -50,8 +54,8 @@ class AtomCases(Format):
         m = case["m"]
         tiles = ("several m16 tiles, a partial one" if m > 16 and m % 16 else
                  "a partial m16 tile" if m % 16 else "whole m16 tiles")
-        return {"INT8 keeper tail" if case["keeper"] else "no INT8 tail",
-                "several groups" if case["k4"] > 128 else "one group", tiles}
+        return {"INT8 keeper tail" if case["keeper"] else "no INT8 tail", tiles} | {
+            f"plan branch {b}" for b in atom_gemm.plan_branches(m, case["n"], case["k4"], case["keeper"])}
 
     def make(self, case):
         rng = np.random.default_rng(case["seed"])
@@ -78,9 +82,12 @@ class AtomCases(Format):
 
     def probes(self, case, inputs):
         a_q4, a_s4, a_q8, a_s8, *w = inputs
-        out = [Probe("INT4 group 0 only (no INT8 tail)", (keep_columns(a_q4, slice(0, 128)), a_s4,
-                                                          np.zeros_like(a_q8), a_s8, *w),
-                     "one group: the two s4 mma (exact) and its epilogue (fp16 scale product, fp32 FFMA)")]
+        # every group alone (at least 3: the official kernel's body rule), so a rare rounding of one
+        # group's epilogue shows in some probe
+        out = [Probe(f"INT4 group {g} only (no INT8 tail)", (keep_columns(a_q4, slice(128 * g, 128 * (g + 1))), a_s4,
+                                                             np.zeros_like(a_q8), a_s8, *w),
+                     "one group: the two s4 mma (exact) and its epilogue (fp16 scale product, fp32 FFMA)")
+               for g in range(a_s4.shape[1])]
         if a_q8.shape[1]:
             out.append(Probe("INT8 tail only", (np.zeros_like(a_q4), a_s4, a_q8, a_s8, *w),
                              "the INT8 keeper tail: s8 m16n8k32 slabs and its epilogue"))

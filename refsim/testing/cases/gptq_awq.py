@@ -96,7 +96,7 @@ class _W4A16Cases(Format):
                "a long K (more than 64 slabs)" if k > 64 * ek.SLAB else "a short K"}
         if case["act_order"]:
             out.add("act-order g_idx (groups scattered over K)")
-        return out
+        return out | {f"plan branch {b}" for b in ek.plan_branches(case["m"], case["n"], k, gs, case["act_order"])}
 
     def make(self, case):
         rng = np.random.default_rng(case["seed"])

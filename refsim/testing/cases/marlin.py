@@ -2,7 +2,7 @@
 
 Legality: :func:`refsim.formats.stripes.marlin_tile_config` (the host code's ERR_PROB_SHAPE /
 ERR_KERN_SHAPE checks: N % thread_n, K % thread_k, a compiled kernel for every launch of the host
-M loop), ``refsim.formats.marlin.check_kn`` (K % 128, N % 256: the official ``marlin.Layer``),
+M loop), ``refsim.formats.marlin.check_kn`` (K % 128, N % 128: the kernel's smallest tile),
 group size 128 or per-channel (the only compiled ``group_blocks``).
 
 Regimes are computed from the stripe plan for the check's SM count, including "partition differs
@@ -89,7 +89,7 @@ class MarlinCases(Format):
         gs = case["group_size"]
         if gs is not None and case["k"] % gs:
             raise RefsimError(f"group_size: must divide K={case['k']}; got {gs}")
-        marlin.check_kn(case["k"], case["n"])                     # the packed layout: K % 128, N % 256
+        marlin.check_kn(case["k"], case["n"])                     # the packed layout: K % 128, N % 128
         stripes.marlin_tile_config(case["m"], case["n"], case["k"], gs)
 
     def cost(self, case):
@@ -116,6 +116,7 @@ class MarlinCases(Format):
             if per[-1] < la.iters:
                 out.add("partial last stripe")
             out.add("idle SMs" if la.idle_sms else "every SM busy")
+        out |= {f"plan branch {b}" for b in stripes.plan_branches(m, n, k, sms, gs)}
         own = _iters(m, n, k, gs, sms)
         out |= {f"partition differs from sms={x}" for x in SM_COUNTS if x != sms and _iters(m, n, k, gs, x) != own}
         return out

@@ -52,7 +52,7 @@ class Mixed2416Cases(Format):
     default_max_size = 1 << 18
     pinned_pool = tuple({"k": k, "n": n, "alpha": a, "outlier_ratio": o} for k, n, a, o in
                         [(640, 32, 0.25, 0.005), (2048, 16, 0.25, 0.005), (128, 16, 0.0, 0.0), (192, 16, 1.0, 0.005),
-                         (1024, 64, 0.25, 0.0)])
+                         (1024, 64, 0.25, 0.0), (16, 16, 0.0, 0.0), (4096, 16, 0.0, 0.005)])
     hints = (("outliers in the row", 0,
               "the outlier SpMV epilogue (rows without outliers match): the order or precision in which the "
               "outliers are added to the dense sum"),)
@@ -68,9 +68,12 @@ class Mixed2416Cases(Format):
         g = case["k"] // 16
         n4 = int(round(case["alpha"] * g))
         units = n4 + max(0, -(-(g - n4 - 3 * n4) // 4))
+        bits = np.array([4] * n4 + [2] * (g - n4), np.uint8)             # the counts alpha fixes, in some order
+        rows = np.full(case["n"], 1 if case["outlier_ratio"] > 0 else 0)
         return {"outliers" if case["outlier_ratio"] > 0 else "no outliers",
                 "lanes owning two or more units" if units > 32 else "at most one unit per lane",
-                {0.0: "2-bit only", 1.0: "4-bit only"}.get(case["alpha"], "mixed 2- and 4-bit groups")}
+                {0.0: "2-bit only", 1.0: "4-bit only"}.get(case["alpha"], "mixed 2- and 4-bit groups")} | {
+            f"plan branch {b}" for b in mx.plan_branches(bits, case["n"], rows)}
 
     def make(self, case):
         rng = np.random.default_rng(case["seed"])

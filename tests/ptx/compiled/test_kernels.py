@@ -157,10 +157,10 @@ def test_cuda_mixed_and_atom_kernels(both_executors):
     X = rng.standard_normal((256, 128))
     rc.mixed_gemv(m2416.pack(q2416.quantize(W, (X.T @ X) / 128, alpha=0.25, outlier_ratio=0.005)),
                   rng.standard_normal(128).astype(np.float16))
-    m, n, kb, keeper = 20, 6, 256, 32
-    a = atom.AtomActivations(rng.integers(-8, 8, (m, kb)).astype(np.int8), (rng.random((m, 2)) * 0.1).astype(np.float16),
+    m, n, kb, keeper = 20, 6, 384, 32
+    a = atom.AtomActivations(rng.integers(-8, 8, (m, kb)).astype(np.int8), (rng.random((m, 3)) * 0.1).astype(np.float16),
                              rng.integers(-128, 128, (m, keeper)).astype(np.int8), (rng.random(m) * 0.01).astype(np.float16))
-    w = atom.AtomWeights(rng.integers(-8, 8, (kb, n)).astype(np.int8), (rng.random((2, n)) * 0.1).astype(np.float16),
+    w = atom.AtomWeights(rng.integers(-8, 8, (kb, n)).astype(np.int8), (rng.random((3, n)) * 0.1).astype(np.float16),
                          rng.integers(-128, 128, (keeper, n)).astype(np.int8), (rng.random(n) * 0.01).astype(np.float16))
     rc.atom_group_gemm(a, w)
 

@@ -78,3 +78,28 @@ def test_layer_batches_equal_per_point_predict():
                     assert performance._predict(gpu, kernel, m, n, k) is got[m]
     assert performance._predict("a10", "marlin", 3000, 4096, 4096) == predict("a10", "marlin", 3000, 4096, 4096)
     assert performance._predict("a10", "marlin", 3000, 4224, 4096) is None
+
+
+def test_every_prediction_in_the_tables_says_what_backs_it(tmp_path):
+    md = performance.markdown(tmp_path)
+    for gpu in ("a10", "rtx4090", "orin-agx-64gb"):
+        part = md.split(f"What backs the {gpu} predictions")[1].split("###")[0]
+        assert part.startswith(" (its constants that are estimates: ")
+        said = [line for line in part.splitlines() if line.startswith("- ")]
+        # one line per run of batches with the same statement: every answered batch of every kernel
+        for kernel in ("cublas-fp16", "marlin", "anyprec", "atom-w4a4"):
+            covered = set()
+            for line in said:
+                m = re.match(rf"- {kernel} b(\d+)(?:-b(\d+))?: (validated on |unvalidated: )", line)
+                if m:
+                    lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+                    covered |= {b for b in performance.BATCHES if lo <= b <= hi}
+            assert covered == set(performance.BATCHES), (gpu, kernel, covered)
+    a10 = md.split("What backs the a10 predictions")[1].split("###")[0]
+    assert "- marlin b1: validated on published.csv (a10, marlin 4-bit" in a10
+    assert "- marlin b256: unvalidated: outside every validated regime" in a10
+    # awq-w4a16 answers only M = 1 (refuses from M = 2): its cells say n/a, and only b1 is backed
+    assert "- awq-w4a16 b1: validated on published.csv" in a10 and "- awq-w4a16 b2" not in a10
+    row = next(line for line in md.split("### a10: latency per block")[1].splitlines()
+               if line.startswith("| awq-w4a16 |"))
+    assert row.count("n/a") == len(performance.BATCHES) - 1
