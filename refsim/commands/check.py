@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import os
 import signal
 import sys
 

@@ -78,7 +78,7 @@ def test_mma_fp32_chain_is_caught_in_one_block():
 def test_atom_fp32_scale_product_is_caught_in_one_group():
     with pytest.raises(harness.KernelMismatch) as info:
         harness.check_kernel(bugs.atom_fp32_scale_product, "atom", seed=0, progress=False)
-    assert "reading: one group: the two s4 mma (exact) and its epilogue" in str(info.value)
+    assert "verdict: one group: the two s4 mma (exact) and its epilogue" in str(info.value)
 
 
 # ----------------------------------------------------------------------------------------------
