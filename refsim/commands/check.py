@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import os
 import signal
 import sys
 
@@ -58,6 +59,19 @@ def _deadline(text: str) -> float | None:
     return value
 
 
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative int, or 'random' (one drawn now; check_kernel's progress prints it)."""
+    if text.lower() == "random":
+        return int.from_bytes(os.urandom(4), "little") >> 1
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer or 'random'; got {text!r}")
+    return value
+
+
 def add_check_options(p, *, launch_required: bool = False) -> None:
     """The options ``refsim check`` and ``refsim ptx check`` share."""
     if launch_required:
@@ -67,7 +81,9 @@ def add_check_options(p, *, launch_required: bool = False) -> None:
                    help="the kernel's format (default: inferred from the kernel's parameter names, or refused)")
     p.add_argument("--arch", default="sm_80")
     p.add_argument("--sms", type=int, default=108, help="SM count = grid size (default 108, A100)")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="seed of the drawn cases' shapes and data: an integer (default 0: the same cases every run) "
+                        "or 'random' (one drawn and printed); the progress prints the seed used")
     p.add_argument("--max-examples", type=int, default=None)
     p.add_argument("--max-size", type=int, default=None, help="largest case in multiply-adds")
     p.add_argument("--deadline", type=_deadline, default=DEFAULT_DEADLINE,

@@ -30,6 +30,17 @@ threshold 65520, and NaN only with an fp16 accumulator whose partial sums may ov
 S and P are computed in float64 (each product is exact there) with the float64 error bound
 ``gamma_T(2^-53) P`` of the sum; an output whose verdict that margin could change is decided again
 with exact rationals (:class:`fractions.Fraction`), so the verdict is the exact one.
+
+The statistical criterion (:func:`reference`, :func:`spread`): a worst-case bound is loose for
+typical data (an fp16 accumulator stays inside an fp32 bound on most sums), so accuracy mode also
+compares the distribution of the kernel's errors with the stated accumulation's own on the same
+inputs: the accumulation run as written (:func:`reference`: one chain in the accumulator's
+precision, or a pairwise tree for ``order='pairwise'``), both errors measured against the exact S
+in units of B. The kernel fails when its RMS or its 99th-percentile error exceeds
+:data:`FACTOR` times the reference's (errors below :data:`FLOOR` B never fail): an accumulation as
+precise as the stated one makes errors of the same distribution (a different order moves an
+output across an fp16 rounding boundary only where S lies within the accumulation's tiny error
+of one), while a weaker one adds roundings of its own.
 """
 
 from __future__ import annotations
@@ -40,11 +51,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_fields, require_instance, set_fields
+from refsim._validate import (require_choice, require_dtype, require_fields, require_float_array, require_instance,
+                              set_fields)
 from refsim.errors import ShapeError
 from refsim.testing.cases.base import Linear
 
-__all__ = ["ACCUMULATIONS", "ORDERS", "Accumulation", "Judgement", "judge"]
+__all__ = ["ACCUMULATIONS", "ORDERS", "FACTOR", "FLOOR", "Accumulation", "Judgement", "Spread", "judge", "reference",
+           "spread"]
 
 ACCUMULATIONS = ("fp32", "fp16")
 ORDERS = ("sequential", "pairwise", "any")
@@ -54,6 +67,10 @@ _U16 = Fraction(1, 2**11)
 _ETA = Fraction(1, 2**25)
 _OVERFLOW = 65520.0            # the smallest magnitude that rounds to inf in fp16
 _U64 = 2.0**-53
+#: how many times the stated accumulation's own RMS and 99th-percentile error the kernel may reach
+FACTOR = 1.25
+#: errors (in units of the bound B) below which the statistical criterion never fails
+FLOOR = 2.0**-20
 
 
 @dataclass(frozen=True)
@@ -162,3 +179,81 @@ def judge(acc: Accumulation, lin: Linear, actual: np.ndarray) -> Judgement:
         ratios = np.where(finite & (err > 0), err / np.maximum(hi, 2.0**-1074), 0.0)
     ratio = float(np.max(ratios, initial=0.0))
     return Judgement(outside.reshape(shape), S.reshape(shape), hi.reshape(shape), err.reshape(shape), ratio)
+
+
+def _round(dtype: str, x: np.ndarray) -> np.ndarray:
+    """x float64 rounded to the accumulator (fp32 or fp16, round to nearest even), as float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(np.float32 if dtype == "fp32" else np.float16).astype(np.float64)
+
+
+def reference(acc: Accumulation, lin: Linear) -> np.ndarray:
+    """float16 (M, N): the stated accumulation itself on the terms of ``lin``: each factor ``w``
+    rounded to fp16 once when ``lin.pre`` (a dequantized weight), then, from ``c`` (or 0), either
+    one chain ``s = round(s + a_t w_t)`` over t ascending (orders 'sequential' and 'any') or a
+    pairwise tree (order 'pairwise'), each step computed in float64 (the product of two fp16
+    values is exact) and rounded to the accumulator; the sum is rounded to fp16 once."""
+    require_instance("acc", acc, Accumulation)
+    require_instance("lin", lin, Linear)
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = lin.w.astype(np.float16).astype(np.float64) if lin.pre else lin.w
+    start = np.zeros(lin.c_shape) if lin.c is None else lin.c
+    if acc.order != "pairwise":
+        s = _round(acc.dtype, start)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for t in range(lin.a.shape[1]):
+                s = _round(acc.dtype, s + lin.a[:, t:t + 1] * w[t:t + 1])            # (M, 1) * (1, N)
+    else:
+        out = np.empty(lin.c_shape)
+        cols = max(1, (1 << 22) // max(1, lin.a.shape[1] * lin.a.shape[0]))      # bounded (T, M, cols) blocks
+        with np.errstate(over="ignore", invalid="ignore"):
+            for n0 in range(0, lin.c_shape[1], cols):
+                level = lin.a.T[:, :, None] * w[:, None, n0:n0 + cols]           # (T, M, cols): exact products
+                while level.shape[0] > 1:
+                    pairs = level.shape[0] // 2
+                    level = np.concatenate([_round(acc.dtype, level[0:2 * pairs:2] + level[1:2 * pairs:2]),
+                                            level[2 * pairs:]])
+                out[:, n0:n0 + cols] = _round(acc.dtype, level[0] + start[:, n0:n0 + cols])
+        s = out
+    with np.errstate(over="ignore", invalid="ignore"):
+        return s.astype(np.float16)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The statistical criterion over a set of outputs: the kernel's and the reference's errors
+    ``|y - S| / B`` (finite outputs of both), as RMS and 99th percentile; ``passed`` when neither
+    of the kernel's exceeds ``max(FACTOR x the reference's, FLOOR)``."""
+
+    outputs: int
+    kernel_rms: float
+    kernel_p99: float
+    reference_rms: float
+    reference_p99: float
+    passed: bool
+
+    def __post_init__(self):
+        require_fields(self)
+
+    def describe(self, acc: Accumulation) -> str:
+        """One line naming both numbers of both statistics and the factor."""
+        return (f"error / bound over {self.outputs} outputs: kernel RMS {self.kernel_rms:.3g}, 99th percentile "
+                f"{self.kernel_p99:.3g}; {acc} run as written on the same inputs: RMS {self.reference_rms:.3g}, "
+                f"99th percentile {self.reference_p99:.3g} (allowed: {FACTOR:g}x these)")
+
+
+def spread(kernel_errors, reference_errors) -> Spread:
+    """:class:`Spread` of paired float64 arrays of errors in units of the bound (any shape, equal
+    sizes; non-finite pairs are left out)."""
+    k = require_float_array("kernel_errors", kernel_errors).astype(np.float64).ravel()
+    r = require_float_array("reference_errors", reference_errors).astype(np.float64).ravel()
+    if k.shape != r.shape:
+        raise ShapeError(f"kernel_errors, reference_errors: must pair up; got sizes {k.size} and {r.size}")
+    keep = np.isfinite(k) & np.isfinite(r)
+    k, r = k[keep], r[keep]
+    if not k.size:
+        return Spread(0, 0.0, 0.0, 0.0, 0.0, True)
+    rms = [float(np.sqrt(np.mean(v * v))) for v in (k, r)]
+    p99 = [float(np.quantile(v, 0.99, method="higher")) for v in (k, r)]
+    ok = all(kv <= max(FACTOR * rv, FLOOR) for kv, rv in zip((rms[0], p99[0]), (rms[1], p99[1])))
+    return Spread(int(k.size), rms[0], p99[0], rms[1], p99[1], ok)

@@ -22,7 +22,13 @@ refsim's emulator of that kernel for one architecture and SM count. Phases, one 
 
 ``mode="accuracy"`` accepts a kernel that sums in another legitimate order: every output must lie
 within the forward-error bound of its stated ``accumulation`` and ``order`` around the exact
-product (:mod:`refsim.testing.accuracy`); bit-exactness with refsim's order is reported apart.
+product (:mod:`refsim.testing.accuracy`), also on fixed **adversarial** cases that the next-weaker
+accumulation fails (:mod:`refsim.testing.adversarial`, run after the pinned cases whatever the
+seed), and its errors on the pinned cases must be distributed like those of the stated
+accumulation run as written (the statistical criterion); bit-exactness with refsim's order is
+reported apart. A failure that refsim's design does not explain is diagnosed from the kernel's own
+case data (fields that separate failing from passing cases, where the errors sit, whether the
+weights are right).
 A kernel that raises, exits, writes to an input, returns the wrong type/shape/dtype, or overruns
 ``deadline`` seconds fails at once with its case (:mod:`refsim.testing.runner`). Formats and their
 rules: :mod:`refsim.testing.cases` and docs/harness.md. :func:`strategy` (the same legal cases as a
@@ -50,8 +56,9 @@ import numpy as np
 from refsim._validate import require_bool, require_choice, require_instance, require_int
 from refsim.arith import tensor_core as tc
 from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.testing import adversarial as adv
 from refsim.testing import diagnose as dg
-from refsim.testing.accuracy import Accumulation, judge
+from refsim.testing.accuracy import FACTOR, FLOOR, Accumulation, Spread, judge, reference, spread
 from refsim.testing.cases import DATA_KINDS, FORMATS, Format
 from refsim.testing.legal import shape_rule
 from refsim.testing.runner import (KernelCallError, KernelMismatch, KernelModifiedInput, KernelTimeout, Runner,
@@ -70,8 +77,10 @@ _DEFAULT_EXAMPLES = {"marlin": 12}
 @dataclass(frozen=True)
 class CheckResult:
     """What a passing :func:`check_kernel` run covered. In accuracy mode, ``accumulation`` states
-    the bound, ``worst_ratio`` is the largest error / bound seen, and ``outputs`` / ``bit_differ``
-    count the outputs and those whose bits differ from refsim's emulator (its order)."""
+    the bound, ``worst_ratio`` is the largest error / bound seen, ``outputs`` / ``bit_differ``
+    count the outputs and those whose bits differ from refsim's emulator (its order),
+    ``adversarial`` counts the adversarial cases (:mod:`refsim.testing.adversarial`) and
+    ``spread`` is the statistical criterion on the pinned cases (:class:`refsim.testing.accuracy.Spread`)."""
 
     fmt: str
     arch: str
@@ -89,10 +98,13 @@ class CheckResult:
     worst_ratio: float = 0.0
     legal: str | None = None           # the kernel's shape rule, as stated
     skipped_pinned: int = 0            # pinned cases the rule skipped
+    adversarial: int = 0
+    spread: Spread | None = None
 
     def summary(self) -> str:
         """One line: what passed (and, in accuracy mode, whether it is also bit-exact)."""
-        cases = f"{self.pinned} pinned + {self.drawn} drawn" + (f" + {self.replayed} replayed" if self.replayed else "")
+        cases = (f"{self.pinned} pinned + " + (f"{self.adversarial} adversarial + " if self.adversarial else "")
+                 + f"{self.drawn} drawn" + (f" + {self.replayed} replayed" if self.replayed else ""))
         where = f"on {self.arch}, sms={self.sms} (seed {self.seed}, {self.seconds:.1f} s)"
         if self.legal is not None:
             where += f"; the kernel's shape rule {self.legal!r} ({self.skipped_pinned} pinned cases skipped)"
@@ -100,8 +112,12 @@ class CheckResult:
             return f"{self.fmt}: {cases} cases match {where}"
         exact = ("yes, every output" if not self.bit_differ else
                  f"no, {self.bit_differ} of {self.outputs} outputs differ")
+        spread = "" if self.spread is None else (
+            f"; error RMS {self.spread.kernel_rms:.3g} of the bound on the pinned cases vs "
+            f"{self.spread.reference_rms:.3g} "
+            f"for the stated accumulation run as written (at most {FACTOR:g}x)")
         return (f"{self.fmt}: {cases} cases within the bound of {self.accumulation} everywhere (largest error "
-                f"{self.worst_ratio:.3g} of the bound) {where}; bit-exact with refsim's order: {exact}")
+                f"{self.worst_ratio:.3g} of the bound) {where}{spread}; bit-exact with refsim's order: {exact}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -389,6 +405,42 @@ def _campaign(executor, kernel, spec, arch, sms, deadline, acc, cases, say) -> l
     return out
 
 
+def _statistics(spec, acc, runner, rows, origin, diagnose_budget, vary_budget, say, judged, save_failures):
+    """The statistical criterion over the pinned cases ``rows`` (:func:`refsim.testing.accuracy.spread`):
+    the :class:`Spread` when it passes; raises :class:`KernelMismatch`, diagnosed on the case whose
+    errors depart most from the reference's, when it fails."""
+    if not rows:
+        return None
+    sp = spread(np.concatenate([r[5].ravel() for r in rows]), np.concatenate([r[6].ravel() for r in rows]))
+    say(f"statistics: {sp.describe(acc)}: {'within' if sp.passed else 'beyond'} the allowance")
+    if sp.passed:
+        return sp
+    index = max(range(len(rows)), key=lambda i: spread(rows[i][5], rows[i][6]).kernel_rms
+                / max(spread(rows[i][5], rows[i][6]).reference_rms, FLOOR))
+    case, inputs, actual, expected, bits, ek, er = rows[index]
+    failing = ek > np.maximum(FACTOR * er, FLOOR)
+    failing = failing if failing.any() else ek > er
+
+    def fails(c, inp):
+        j = judged(c, inp)[3]
+        ref = reference(acc, spec.linear(c, inp)).astype(np.float64).reshape(j.exact.shape)
+        return not spread(j.error / j.bound, np.abs(ref - j.exact) / j.bound).passed
+
+    summary = [f"  statistical criterion (refsim.testing.accuracy): {sp.describe(acc)}",
+               f"  on this case: {spread(ek, er).describe(acc)}",
+               f"  bit-exact with refsim's order: {'no' if bits.any() else 'yes'}, {int(bits.sum())} of {bits.size} "
+               "outputs differ"] + ([] if bits.any() else [
+                   f"  verdict: the kernel computes what refsim's emulator computes, whose own accumulation is weaker "
+                   f"than the stated {acc.dtype} one (refsim's emulators pass under the statements listed in "
+                   "docs/harness.md)"])
+    report = dg.report(runner, case, inputs, actual, expected, bits, f"{origin} case {index + 1} of {len(rows)}",
+                       diagnose_budget, say, summary, failing=failing, fails=fails, vary_budget=vary_budget,
+                       accuracy=True, what=f"makes larger errors than {acc} (statistical criterion)")
+    if save_failures is not None:
+        report += f"\n  saved: {dg.save(save_failures, spec, case, inputs, actual, expected)}"
+    raise KernelMismatch(report, case)
+
+
 def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None, launch=None,
                  arch: str = "sm_80", sms: int = 108,
                  max_examples: int | None = None, seed: int | None = None, shapes=None,
@@ -417,7 +469,9 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     failing case within that many seconds. diagnose_budget: seconds for probes and bug classes.
     mode: 'bitexact' (every bit equals the emulator's) or 'accuracy' (every output within the
     forward-error bound of ``accumulation`` 'fp32' / 'fp16' summed in ``order`` 'sequential' /
-    'pairwise' / 'any', around the exact product; :mod:`refsim.testing.accuracy`).
+    'pairwise' / 'any', around the exact product, on the pinned, adversarial and drawn cases, and
+    errors on the pinned cases within ``accuracy.FACTOR`` of the stated accumulation's own in RMS
+    and 99th percentile; :mod:`refsim.testing.accuracy`).
     legal: the kernel's own shape rule (:mod:`refsim.testing.legal`: ``legal(**shape) -> bool`` or a
     string such as ``"n%128==0, m<=64"``; default: a ``legal`` attribute of ``launch``, else none):
     pinned and drawn cases respect it, the pinned cases it skips are counted and printed, and a rule
@@ -473,8 +527,9 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
 
     runner = Runner(kernel, spec, arch, sms, deadline)
     rng = np.random.default_rng(seed)
+    adversarial = []
     if replay is not None:
-        plan = [(c, f"replayed case {i + 1} of {len(replay)}") for i, c in enumerate(replay)]
+        plan = [(c, f"replayed case {i + 1} of {len(replay)}", None) for i, c in enumerate(replay)]
         pinned = []
     else:
         pinned = pinned_cases(spec.name, sms, max_size=max_size, shapes=shapes)
@@ -484,10 +539,17 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
             pool = [dict(c) for c in (spec.pinned_pool if shapes is None else shapes) if rule(dict(c))]
             pinned = pinned_cases(spec.name, sms, max_size=max_size, shapes=pool) if pool else []
         # accuracy mode pins the data that stresses a sum (exponents over 21 binades: cancellation,
-        # small terms next to large ones); bit-exact mode pins data that rounds everywhere
+        # small terms next to large ones), with data seeds fixed (0, 1, ...: the statistical
+        # criterion's inputs do not depend on the seed); bit-exact mode pins data that rounds everywhere
         kind = "wide_exponents" if acc is not None and "wide_exponents" in spec.fields["kind"] else spec.pinned_kind
-        plan = [({**c, "kind": kind, "seed": int(rng.integers(2**31))},
-                 f"pinned case {i + 1} of {len(pinned)}") for i, (c, _) in enumerate(pinned)]
+        seeds = [int(rng.integers(2**31)) for _ in pinned]
+        plan = [({**c, "kind": kind, "seed": i if acc is not None else seeds[i]},
+                 f"pinned case {i + 1} of {len(pinned)}", None) for i, (c, _) in enumerate(pinned)]
+        if acc is not None:
+            adversarial = [a for a in adv.cases(spec.name, acc.dtype)
+                           if rule is None or rule({f: a.case[f] for f in spec.shape_fields})]
+            plan += [(a.case, f"adversarial case {i + 1} of {len(adversarial)} ({a.name})", a)
+                     for i, a in enumerate(adversarial)]
         population = list(shapes) if shapes is not None else legal_shapes(spec.name, max_size)
         if not population:
             raise FormatRuleError(f"max_size: no legal {spec.name} shape has at most {max_size} multiply-adds")
@@ -498,34 +560,47 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
                                       f"the kernel's rule {rule.text!r}")
             say(f"the kernel's shape rule {rule.text!r}: {skipped} pinned cases skipped, {len(pinned)} pinned and "
                 f"{len(population)} drawable shapes satisfy it")
-        plan += [(_draw(spec, rng, population), f"drawn case {i + 1} of {max_examples}")
+        plan += [(_draw(spec, rng, population), f"drawn case {i + 1} of {max_examples}", None)
                  for i in range(max_examples if population else 0)]
     say(f"{spec.name} on {arch}, sms={sms}, seed={seed}: {len(pinned)} pinned + "
-        f"{0 if replay is not None else max_examples} drawn cases{'' if replay is None else f', {len(replay)} replayed'}"
-        f" (max_size {max_size} multiply-adds)" + (f"; accuracy mode, {acc.dtype} accumulation in {acc.order} order"
-                                                   if acc else ""))
+        + (f"{len(adversarial)} adversarial + " if adversarial else "")
+        + f"{0 if replay is not None else max_examples} drawn cases"
+        + ("" if replay is None else f", {len(replay)} replayed")
+        + f" (max_size {max_size} multiply-adds)"
+        + (f"; accuracy mode, {acc.dtype} accumulation in {acc.order} order" if acc else ""))
 
-    def judged(case, inputs):
+    def judged(case, inputs, exact_weights=False):
         """(actual, expected, bits differ, judgement or None, failing mask) of one case."""
         actual, expected, bits = runner.differs(case, inputs)
         if acc is None:
             return actual, expected, bits, None, bits
-        j = judge(acc, spec.linear(case, inputs), actual)
+        lin = spec.linear(case, inputs)
+        j = judge(acc, adv.exact_weights(lin) if exact_weights else lin, actual)
         return actual, expected, bits, j, j.outside
 
-    outcomes = None if executor is None else _campaign(executor, kernel, spec, arch, sms, deadline, acc,
-                                                       [c for c, _ in plan], say)
+    # a campaign judges the drawn cases on its workers; pinned, adversarial and replayed cases (the
+    # statistical criterion reads their outputs) run here, in plan order as always
+    drawn = [i for i, (c, o, sp) in enumerate(plan) if o.startswith("drawn") and sp is None]
+    outcomes = None if executor is None or not drawn else dict(zip(drawn, _campaign(
+        executor, kernel, spec, arch, sms, deadline, acc, [plan[i][0] for i in drawn], say)))
     phase, phase_t0, phase_n = None, time.perf_counter(), 0
     outputs = bit_differ = 0
     worst = 0.0
-    for idx, (case, origin) in enumerate(plan):
+    spread_of = []                                    # (case, inputs, actual, expected, bits, errors, reference errors)
+    stats = None
+    for idx, (case, origin, special) in enumerate(plan + [(None, "end", None)]):
         kind_of = origin.split()[0]
         if kind_of != phase:
             if phase is not None:
                 say(f"{phase}: {phase_n} cases {'match' if acc is None else 'within the bound'} "
                     f"({time.perf_counter() - phase_t0:.1f} s)")
+            if phase in ("pinned", "replayed") and acc is not None:
+                stats = _statistics(spec, acc, runner, spread_of, phase, diagnose_budget,
+                                    shrink_budget if shrink else 0.0, say, judged, save_failures)
             phase, phase_t0, phase_n = kind_of, time.perf_counter(), 0
-        if outcomes is not None:          # run on a worker: a passing case is counted, a failing one redone here
+        if case is None:
+            break
+        if outcomes is not None and idx in outcomes:    # judged on a worker: a pass is counted, a failure redone here
             o = outcomes[idx]
             if o.error is not None:
                 raise _CALL_ERRORS.get(o.error[0], KernelCallError)(o.error[1], case)
@@ -536,35 +611,48 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
                 if o.admissible is not None:
                     runner.admissible.append(o.admissible)
                 continue
-        inputs = spec.make(case)
-        actual, expected, bits, j, bad = judged(case, inputs)
+        inputs = spec.make(case) if special is None else special.inputs
+        actual, expected, bits, j, bad = judged(case, inputs, special is not None)
         phase_n += 1
         outputs, bit_differ = outputs + bits.size, bit_differ + int(bits.sum())
         worst = max(worst, j.ratio) if j is not None else worst
+        if j is not None and kind_of in ("pinned", "replayed"):
+            ref = reference(acc, spec.linear(case, inputs)).astype(np.float64)
+            spread_of.append((case, inputs, actual, expected, bits, j.error / j.bound,
+                              np.abs(ref.reshape(j.exact.shape) - j.exact) / j.bound))
         if not bad.any():
             continue
         say(f"{origin} {'differs' if acc is None else 'leaves the bound'}: {int(bad.sum())} of {bad.size} outputs; "
             f"case {case}")
-        if shrink and replay is None and shrink_budget > 0:
-            case = dg.shrink(spec, case, lambda c, inp: judged(c, inp)[4].any(), shrink_budget, say)
+        fails = (lambda c, inp: judged(c, inp)[4].any()) if special is None else None
+        if fails is not None and shrink and replay is None and shrink_budget > 0:
+            case = dg.shrink(spec, case, fails, shrink_budget, say)
             inputs = spec.make(case)
             actual, expected, bits, j, bad = judged(case, inputs)
             origin += " (shrunk)"
-        summary = None if j is None else _accuracy_lines(spec, acc, spec.linear(case, inputs), j, bits)
-        report = dg.report(runner, case, inputs, actual, expected, bits, origin, diagnose_budget, say, summary)
+        summary = None
+        if j is not None:
+            lin = spec.linear(case, inputs)
+            summary = _accuracy_lines(spec, acc, adv.exact_weights(lin) if special else lin, j, bits)
+            if special is not None:
+                summary.insert(0, f"  adversarial data ({special.name}): every weight 1, activations "
+                                  f"refsim.testing.adversarial.sequence({special.name!r}); built to make "
+                                  f"{special.defeats} leave the bound (docs/harness.md)")
+        rebuild = None if special is None else f"refsim.testing.adversarial.inputs({spec.name!r}, {special.name!r})"
+        report = dg.report(runner, case, inputs, actual, expected, bits, origin, diagnose_budget, say, summary,
+                           failing=bad, fails=fails, vary_budget=shrink_budget if shrink else 0.0, rebuild=rebuild,
+                           accuracy=acc is not None)
         if save_failures is not None:
             report += f"\n  saved: {dg.save(save_failures, spec, case, inputs, actual, expected)}"
         raise KernelMismatch(report, case)
-    if phase is not None:
-        say(f"{phase}: {phase_n} cases {'match' if acc is None else 'within the bound'} "
-            f"({time.perf_counter() - phase_t0:.1f} s)")
     if runner.admissible:
         own = sum(v.endswith("ascending order: yes") for v in runner.admissible)
         say(f"{len(runner.admissible)} set-valued cases (hardware-ordered float atomics), each in its admissible "
             f"set; equal to refsim's ascending order: {own} of {len(runner.admissible)}")
     covered = set().union(*(set(regs) for _, regs in pinned))
-    n_drawn = sum(1 for _, o in plan if o.startswith("drawn"))
+    n_drawn = sum(1 for _, o, _ in plan if o.startswith("drawn"))
     return CheckResult(spec.name, arch, sms, seed, len(pinned), n_drawn, 0 if replay is None else len(replay),
                        tuple(sorted(covered)), time.perf_counter() - t_start, mode,
                        None if acc is None else str(acc), outputs, bit_differ,
-                       worst, None if rule is None else rule.text, 0 if replay is not None else skipped)
+                       worst, None if rule is None else rule.text, 0 if replay is not None else skipped,
+                       len(adversarial), stats)

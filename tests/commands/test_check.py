@@ -4,6 +4,7 @@ report on a wrong one or when no verdict was reached (whatever way the kernel en
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -245,6 +246,34 @@ def test_the_cli_lists_every_harness_format_and_conversion_target():
     assert check.FORMAT_NAMES == tuple(sorted(FORMATS))
     assert convert.TARGETS == TARGETS
     assert quantize.METHODS == METHODS
+
+
+def test_the_seed_defaults_to_0_and_the_progress_prints_it(tmp_path, capfd):
+    assert main(["check", f"{_module(tmp_path)}:good", "--fmt", "mma_s4", "--max-examples", "1"]) == 0
+    assert "seed=0:" in capfd.readouterr().err
+
+
+def test_seed_random_draws_one_and_the_progress_prints_it(tmp_path, capfd):
+    assert main(["check", f"{_module(tmp_path)}:good", "--fmt", "mma_s4", "--max-examples", "1", "--seed",
+                 "random"]) == 0
+    seeds = re.findall(r"seed=(\d+):", capfd.readouterr().err)
+    assert len(seeds) == 1 and 0 <= int(seeds[0]) < 2**31
+
+
+@pytest.mark.parametrize("bad", ["-1", "1.5", "rand"])
+def test_a_bad_seed_is_refused_with_status_2(tmp_path, capsys, bad):
+    with pytest.raises(SystemExit) as info:
+        main(["check", f"{_module(tmp_path)}:good", "--fmt", "mma_s4", "--seed", bad])
+    assert info.value.code == 2
+    assert f"argument --seed: must be a non-negative integer or 'random'; got {bad!r}" in capsys.readouterr().err
+
+
+def test_the_help_states_the_seeds_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--seed SEED seed of the drawn cases' shapes and data: an integer (default 0" in text
+    assert "or 'random' (one drawn and printed)" in text
 
 
 AWQ_N128 = '''

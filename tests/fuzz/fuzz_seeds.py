@@ -864,6 +864,10 @@ SEEDS = {
     "refsim.native.machine.parse_size": lambda: call("32K"),
     # ---- testing ------------------------------------------------------------------------------------
     "refsim.testing.bits.ulp_distance": lambda: call(normal(8, np.float16), normal(8, np.float16, 1)),
+    "refsim.testing.accuracy.spread": lambda: call(positive(8, np.float64), positive(8, np.float64, 1)),
+    "refsim.testing.adversarial.sequence": lambda: call("large_first_term"),
+    "refsim.testing.adversarial.inputs": lambda: call("gptq", "near_overflow"),
+    "refsim.testing.adversarial.cases": lambda: call("awq", "fp16"),
 }
 
 

@@ -181,14 +181,28 @@ def _nibbles(words, shifts):
 def _w4a16(x, W, *, accumulate):
     """y (M, N) f16 for x (M, K) f16 and dequantized W (K, N) f16, summed as ``accumulate`` says:
     'design' (per slab two 4-step fp16 hfma2 chains, fp16 add, fp32 across slabs), 'fp16' (the
-    same slab sums in an fp16 accumulator), 'fp32_chain' (one fp32 FMA chain over k)."""
+    same slab sums in an fp16 accumulator), 'fp32_chain' (one fp32 FMA chain over k),
+    'split_k_fp32' (4 warps, each an fp32 FMA chain over its contiguous quarter of K, their partials
+    added in fp32: a legitimate split-K) or 'split_k_fp16' (the same with the cross-warp sum kept
+    in fp16: the precision bug)."""
     m, k = x.shape
     n = W.shape[1]
-    if accumulate == "fp32_chain":
+    if accumulate in ("split_k_fp32", "split_k_fp16"):
+        warps = 4
+        total = np.zeros((m, n), np.float32 if accumulate == "split_k_fp32" else np.float16)
+        for w in range(warps):
+            part = _w4a16(x[:, w * k // warps:(w + 1) * k // warps], W[w * k // warps:(w + 1) * k // warps],
+                          accumulate="fp32_partial")
+            if accumulate == "split_k_fp32":
+                total = fp.f32_add(total, part)
+            else:
+                total = fp.f16_add(total, fp.cvt_f32_to_f16(part))
+        return fp.cvt_f32_to_f16(total) if accumulate == "split_k_fp32" else total
+    if accumulate in ("fp32_chain", "fp32_partial"):
         acc = np.zeros((m, n), np.float32)
         for kk in range(k):
             acc = fp.f32_fma(fp.cvt_f16_to_f32(x[:, kk:kk + 1]), fp.cvt_f16_to_f32(W[kk:kk + 1]), acc, fused=True)
-        return fp.cvt_f32_to_f16(acc)
+        return acc if accumulate == "fp32_partial" else fp.cvt_f32_to_f16(acc)
     acc = np.zeros((m, n), np.float32 if accumulate == "design" else np.float16)
     for k0 in range(0, k, 8):
         hx = np.zeros((m, n), np.float16)

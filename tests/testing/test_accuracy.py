@@ -12,7 +12,7 @@ import pytest
 from refsim.arith.admissible import AdmissibleSet
 from refsim.errors import FormatRuleError
 from refsim.testing import harness
-from refsim.testing.accuracy import Accumulation, judge
+from refsim.testing.accuracy import FACTOR, FLOOR, Accumulation, judge, reference, spread
 from refsim.testing.cases import FORMATS, Linear
 
 U16, U32, ETA = Fraction(1, 2**11), Fraction(1, 2**24), Fraction(1, 2**25)
@@ -129,3 +129,32 @@ def test_a_statement_stronger_than_the_kernels_arithmetic_fails_and_says_so():
     msg = str(info.value)
     assert "on pinned case" in msg and "bit-exact with refsim's order: yes, 0 of" in msg
     assert "verdict: the kernel computes what refsim's emulator computes" in msg
+
+
+def test_reference_runs_the_stated_accumulation_as_written():
+    # terms 1, 2^-11, 2^-11 (weights 1): an fp16 chain loses each 2^-11 next to 1 (ties to even); an
+    # fp32 chain keeps both (1 + 2^-10 exactly); a pairwise fp16 tree ((1 + 0) + (2^-11 + 2^-11)) keeps them too
+    lin = Linear(np.array([[1.0, 2.0**-11, 2.0**-11]]), np.ones((3, 1)), terms=3)
+    assert reference(Accumulation("fp16"), lin)[0, 0] == np.float16(1.0)
+    assert reference(Accumulation("fp32"), lin)[0, 0] == np.float16(1.0 + 2.0**-10)
+    tree = Linear(np.array([[1.0, 0.0, 2.0**-11, 2.0**-11]]), np.ones((4, 1)), terms=4)
+    assert reference(Accumulation("fp16", "pairwise"), tree)[0, 0] == np.float16(1.0 + 2.0**-10)
+    assert reference(Accumulation("fp16", "sequential"), tree)[0, 0] == np.float16(1.0)
+    # a weight dequantized to fp16 (pre=1) is rounded once before the sum: 1 + 2^-12 -> 1
+    pre = Linear(np.array([[1.0]]), np.array([[1.0 + 2.0**-12]]), terms=1, pre=1)
+    assert reference(Accumulation("fp32"), pre)[0, 0] == np.float16(1.0)
+
+
+def test_spread_passes_within_the_factor_and_names_both_numbers():
+    ref = np.array([0.1, 0.2, 0.3, 0.4])
+    same = spread(ref, ref)
+    assert same.passed and same.kernel_rms == same.reference_rms == pytest.approx(np.sqrt(0.075))
+    assert same.kernel_p99 == same.reference_p99 == 0.4
+    worse = spread(ref * (FACTOR + 0.01), ref)
+    assert not worse.passed
+    line = worse.describe(Accumulation("fp32"))
+    assert f"kernel RMS {worse.kernel_rms:.3g}" in line and f"RMS {worse.reference_rms:.3g}" in line
+    assert f"allowed: {FACTOR:g}x these" in line
+    # errors no larger than FLOOR never fail, even against an exact reference; non-finite pairs are left out
+    assert spread(np.full(4, FLOOR), np.zeros(4)).passed and not spread(np.full(4, 2 * FLOOR), np.zeros(4)).passed
+    assert spread(np.array([np.inf, 0.1]), np.array([0.0, 0.1])).outputs == 1

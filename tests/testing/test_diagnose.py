@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from refsim.errors import FormatRuleError
-from refsim.testing.diagnose import concentration, diagnose, is_legal, report, save, shrink
+from refsim.testing.diagnose import (concentration, diagnose, is_legal, report, save, separating_fields, shrink,
+                                      weights_exact, where_in_output)
 from refsim.testing.runner import KernelCallError, Runner
 
 
@@ -129,7 +130,10 @@ def test_report_gives_the_case_the_count_the_first_elements_in_hex_and_the_repla
     e0 = float(expected[0])
     bits = int(expected[:1].view(np.uint16)[0])
     assert text[first + 1].startswith(f"    (0,): 0x0000 (0) vs 0x{bits:04x} ({e0:.6g}), ")
-    assert "  produced by: thread 0" in text
+    # both probes differ and no bug class replays the kernel: the report is about the kernel itself,
+    # without the emulator's dataflow (no "produced by: thread ...")
+    assert not any(x.startswith("  produced by:") for x in text)
+    assert any(x.startswith("  about your kernel (no known bug class reproduces its bits") for x in text)
     assert text[-2] == "  rebuild: refsim.testing.rebuild_case({'fmt': 'add', 'm': 4, 'kind': 'random', 'seed': 3})"
     assert text[-1] == ("  replay:  check_kernel(kernel, 'add', arch='sm_80', sms=2, cases=[{'fmt': 'add', 'm': 4, "
                         "'kind': 'random', 'seed': 3}])")
@@ -158,3 +162,47 @@ def test_shrink_never_proposes_an_illegal_case():
     shrink(spec, {"m": 4, "kind": "random", "seed": 0}, lambda c, i: tried.append(c["m"]) or False, 10.0,
            lambda s: None)
     assert tried == [2]
+
+
+def test_a_kernel_that_equals_the_emulator_on_the_narrowest_probe_is_located_in_refsims_design():
+    def kernel(a, b):                              # one ULP too much on odd elements where b != 0
+        y = a + b
+        odd = (np.arange(y.size) % 2 == 1) & (b != 0)
+        return np.where(odd, np.nextafter(y, np.float16(np.inf)), y).astype(np.float16)
+
+    runner, inputs, actual, expected, bad = _diagnosis(kernel)
+    text = report(runner, CASE, inputs, actual, expected, bad, "drawn case 1", 10.0, lambda s: None).splitlines()
+    assert "  produced by: thread 1" in text
+    assert not any("about your kernel" in x for x in text)
+
+
+def test_where_in_output_names_rows_columns_and_a_column_period():
+    f = np.zeros((4, 16), bool)
+    f[0, 1::4] = f[2, 1::4] = True
+    assert where_in_output(f) == ["rows: only 0, 2 of 4", "columns: 4 of 16 (1, 5, 9, 13)",
+                                  "failing columns keep to column mod 2 in {1}"]
+    assert where_in_output(np.ones(6, bool)) == ["rows: every one of the 1", "columns: every one of the 6"]
+
+
+def test_separating_fields_runs_one_field_at_a_time_and_names_the_one_that_decides():
+    spec = SimpleNamespace(**{**vars(SPEC), "shape_fields": ("m", "flag"),
+                              "fields": {"m": [2, 4, 6, 8], "flag": [False, True], "kind": ["random"], "seed": None}})
+    tried = []
+
+    def fails(case, inputs):                       # fails only with flag=True, whatever m is
+        tried.append((case["m"], case["flag"]))
+        return case["flag"]
+
+    lines, fields = separating_fields(spec, {"m": 4, "flag": True, "kind": "random", "seed": 0}, fails, 10.0)
+    assert fields == {"flag": ([True], [False])}
+    assert lines == ["flag: fails with True; passes with False"]
+    # m varied to its legal values no costlier than twice the case (2, 6, 8), flag to False; never both at once
+    assert sorted(tried) == [(2, True), (4, False), (6, True), (8, True)]
+    lines, fields = separating_fields(spec, {"m": 4, "flag": True, "kind": "random", "seed": 0},
+                                      lambda c, i: True, 10.0)
+    assert fields == {} and lines[0].startswith("no single field separates: every variant tried fails")
+
+
+def test_weights_exact_needs_a_linear_form():
+    runner, inputs, actual, expected, bad = _diagnosis(lambda a, b: np.zeros_like(a))
+    assert weights_exact(SPEC, CASE, inputs, actual) == (None, "")

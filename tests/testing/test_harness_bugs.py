@@ -79,3 +79,65 @@ def test_atom_fp32_scale_product_is_caught_in_one_group():
     with pytest.raises(harness.KernelMismatch) as info:
         harness.check_kernel(bugs.atom_fp32_scale_product, "atom", seed=0, progress=False)
     assert "verdict: one group: the two s4 mma (exact) and its epilogue" in str(info.value)
+
+
+# ----------------------------------------------------------------------------------------------
+# accuracy mode: a precision bug fails whatever the seed, a legitimate split-K passes, and the
+# diagnosis speaks about the kernel's own case data
+
+_ACC = {"mode": "accuracy", "accumulation": "fp32", "max_examples": 2, "progress": False}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_split_k_gemv_whose_cross_warp_sum_is_fp16_fails_accuracy_mode_for_every_seed(seed):
+    with pytest.raises(harness.KernelMismatch) as info:
+        harness.check_kernel(lambda *i: bugs.gptq_port(*i, accumulate="split_k_fp16"), "gptq", seed=seed, **_ACC)
+    assert _verdict(info.value) == ("  verdict: the weights are right; the difference is in the accumulation "
+                                    "(its precision or its order)")
+    assert "slab" not in str(info.value) and "chains" not in str(info.value)
+
+
+def test_the_adversarial_cases_catch_a_precision_bug_that_typical_data_hides():
+    def kernel(*inputs):                  # the fp16 cross-warp sum only for activations of 512 and more
+        big = float(abs(inputs[0].astype(float)).max()) >= 512
+        return bugs.gptq_port(*inputs, accumulate="split_k_fp16" if big else "split_k_fp32")
+
+    with pytest.raises(harness.KernelMismatch) as info:
+        harness.check_kernel(kernel, "gptq", seed=0, **_ACC)
+    msg = str(info.value)
+    assert "on adversarial case 1 of 5 (large_first_term)" in msg
+    assert "rebuild: refsim.testing.adversarial.inputs('gptq', 'large_first_term')" in msg
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_split_k_gemv_that_adds_its_warps_in_fp32_passes_accuracy_mode(seed):
+    res = harness.check_kernel(lambda *i: bugs.gptq_port(*i, accumulate="split_k_fp32"), "gptq", seed=seed, **_ACC)
+    assert res.adversarial == 5 and res.spread.passed
+    assert res.spread.kernel_rms <= 1.25 * res.spread.reference_rms
+
+
+def test_an_act_order_bug_is_diagnosed_by_the_act_order_field():
+    def kernel(*inputs):                          # g_idx ignored, in a split-K kernel (not refsim's design)
+        return bugs.gptq_port(*inputs, ignore_g_idx=True, accumulate="split_k_fp32")
+
+    with pytest.raises(harness.KernelMismatch) as info:
+        harness.check_kernel(kernel, "gptq", seed=0, shrink_budget=30, **_ACC)
+    msg = str(info.value)
+    assert "act_order: fails with True; passes with False" in msg
+    assert _verdict(info.value).startswith("  verdict: only cases with act_order = True fail (act_order = False pass)")
+    assert "slab" not in msg
+
+
+def test_exact_weights_in_another_order_are_diagnosed_as_accumulation_in_bitexact_mode():
+    # four warps of 1024 rows each: not one fp32 chain at K = 4096 (at small K the two often round to
+    # the same fp16 output, and the bug class "another legitimate order" replays the kernel)
+    case = {"fmt": "gptq", "m": 1, "k": 4096, "n": 32, "group_size": None, "act_order": False, "kind": "normal",
+            "seed": 0}
+    with pytest.raises(harness.KernelMismatch) as info:
+        harness.check_kernel(lambda *i: bugs.gptq_port(*i, accumulate="split_k_fp32"), "gptq", cases=[case],
+                             shrink=False, progress=False)
+    msg = str(info.value)
+    assert "about your kernel (no known bug class reproduces its bits" in msg
+    assert "the weights the kernel used are right" in msg
+    assert _verdict(info.value) == ("  verdict: the weights are right; the difference is in the accumulation "
+                                    "(its precision or its order)")
