@@ -49,7 +49,7 @@ def test_a_parallel_run_counts_what_the_serial_run_counts():
         par = harness.check_kernel(_gptq, "gptq", seed=5, max_examples=8, executor=ex, progress=lines.append)
     assert (par.pinned, par.drawn, par.outputs, par.bit_differ) == (serial.pinned, serial.drawn, serial.outputs,
                                                                    serial.bit_differ)
-    assert any(ln.startswith("campaign: 13 cases on ThreadPoolExecutor") for ln in lines)
+    assert any(ln.startswith("campaign: 8 cases on ThreadPoolExecutor") for ln in lines)   # the drawn ones
 
 
 def test_a_parallel_run_fails_on_the_serial_runs_case_with_its_report():
@@ -103,4 +103,4 @@ def test_a_200_case_campaign_on_a_2_worker_local_cluster_gives_the_serial_verdic
     rc_d, out_d, err_d = check("--executor", "dask-local:2")
     assert rc_s == rc_d == 1 and "gptq kernel differs" in out_s
     assert out_d == out_s
-    assert "campaign: 200 cases on dask-local:2" in err_d
+    assert "campaign: 195 cases on dask-local:2" in err_d          # the drawn cases; the 5 pinned run here
