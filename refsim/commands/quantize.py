@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     with executor_from_spec(args.executor) as ex, progress_bar(args.quiet, f"quantize {args.method}") as bar:
         summary = quantize_model(args.model, args.out, opts, executor=ex, calib=args.calib, layers=args.layers,
                                  ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar)
+    for note in summary["notes"]:  # what config.json derived; loaders known to refuse the folder
+        print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

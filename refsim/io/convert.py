@@ -171,7 +171,7 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
             progress=None) -> dict:
     """Convert the checkpoint at ``src_path`` to ``to`` (one of :data:`TARGETS`) in the new folder
     ``out`` (written atomically). Returns a summary: per-layer notes and, for ``requantize``, the
-    added error. ``src_path``, ``out``: paths; ``mb``/``tb``: see :func:`gptq_to_qigen`;
+    added error, and ``notes`` (:func:`refsim.io.hf_folder.finish`). ``src_path``, ``out``: paths; ``mb``/``tb``: see :func:`gptq_to_qigen`;
     ``progress(done, total, name)`` or None."""
     require_path("src_path", src_path)
     to = require_choice("to", to, TARGETS)
@@ -240,5 +240,5 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
             write_gptq(tmp, converted, keep)
             qc = json.loads((tmp / "quantize_config.json").read_text())
         src.close()
-        finish(tmp, Path(src_path), qc)
+        summary["notes"] = finish(tmp, Path(src_path), qc)
     return summary

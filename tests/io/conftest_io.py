@@ -10,6 +10,14 @@ from refsim.io.tensors import TensorFile, save_tensors
 
 L0, L1 = "model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj"
 
+#: transformers 5.24 BertConfig: every field and its default
+BERT_FIELDS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+               "intermediate_size": 3072, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+               "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
+               "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0, "use_cache": True,
+               "classifier_dropout": None, "is_decoder": False, "add_cross_attention": False,
+               "bos_token_id": None, "eos_token_id": None, "tie_word_embeddings": True}
+
 
 def gptq_layer(name, rng, *, k=256, n=256, bits=4, gs=128, sym=False, act_order=False, fmt="gptq"):
     g = 1 if gs is None else k // gs
