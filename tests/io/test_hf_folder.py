@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -22,6 +21,9 @@ from refsim.io.hf_folder import SIDE_FILES, finish, save_model_tensors
 from refsim.io.quantize import QuantizeOptions, quantize_model
 from refsim.io.tensors import save_tensors
 
+from conftest_io import (BERT_FIELDS, ENC_H, ENC_I, ENC_LAYERS, ENC_POS, ENC_VOCAB, KINDS, write_tiny_bert,
+                         write_tiny_llama)
+
 REF = Path(__file__).parent / "data" / "ct_w4a16_sym"
 #: what transformers (config, tokenizer, GenerationConfig, weights) and vLLM read from a folder
 LOADER_FILES = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
@@ -29,21 +31,7 @@ LOADER_FILES = {"config.json", "generation_config.json", "model.safetensors", "t
 
 @pytest.fixture(scope="module")
 def fp_llama(tmp_path_factory) -> Path:
-    """The unquantized model behind the reference: its dequantized bf16 weights, its config without
-    quantization_config, its tokenizer and generation files."""
-    out = tmp_path_factory.mktemp("fp") / "tiny-llama"
-    out.mkdir()
-    ck = open_checkpoint(REF)
-    tensors = {n + ".weight": np.ascontiguousarray(ck.read_layer(n).dequantize().T) for n in ck.layer_names()}
-    consumed = {f"{n}.{s}" for n in ck.layer_names() for s in ("weight_packed", "weight_scale", "weight_shape")}
-    tensors.update({t: ck.tensor(t) for t in ck.tensor_names() if t not in consumed})
-    save_tensors(out / "model.safetensors", tensors, {"format": "pt"})
-    cfg = json.loads((REF / "config.json").read_text())
-    del cfg["quantization_config"]
-    (out / "config.json").write_text(json.dumps(cfg))
-    for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
-        shutil.copy(REF / f, out / f)
-    return out
+    return write_tiny_llama(tmp_path_factory.mktemp("fp") / "tiny-llama")
 
 
 def _header(path: Path) -> dict:
@@ -206,45 +194,10 @@ def test_a_failed_job_leaves_no_temporary_folder(fp_llama, tmp_path, monkeypatch
 #          (N*bits/32, G) only when not symmetric; every Linear not in "ignore" is a target
 #   config transformers' AutoConfig needs model_type; BertConfig's fields (conftest_io.BERT_FIELDS)
 # ----------------------------------------------------------------------------------------------------
-from conftest_io import BERT_FIELDS  # noqa: E402
-
-ENC_H, ENC_I, ENC_LAYERS, ENC_POS = 128, 256, 2, 160
-ENC_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [c for c in "abcdefghijklmnopqrstuvwxyz0123456789.,:;()'\"-_=/*+"] \
-    + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
-
 
 @pytest.fixture(scope="module")
 def fp_bert(tmp_path_factory) -> Path:
-    """A two-layer BERT encoder (hidden 128, intermediate 256, 2 heads) with a character vocabulary and a
-    config.json holding only num_attention_heads (the rest is derived from the tensors)."""
-    out = tmp_path_factory.mktemp("fp") / "tiny-bert"
-    out.mkdir()
-    rng = np.random.default_rng(3)
-    H, V = ENC_H, len(ENC_VOCAB)
-    W = {"embeddings.word_embeddings.weight": rng.standard_normal((V, H)),
-         "embeddings.position_embeddings.weight": rng.standard_normal((ENC_POS, H)) * 0.1,
-         "embeddings.token_type_embeddings.weight": rng.standard_normal((2, H)) * 0.1,
-         "embeddings.LayerNorm.weight": np.ones(H), "embeddings.LayerNorm.bias": np.zeros(H),
-         "pooler.dense.weight": rng.standard_normal((H, H)) / np.sqrt(H), "pooler.dense.bias": np.zeros(H)}
-    for i in range(ENC_LAYERS):
-        p = f"encoder.layer.{i}"
-        for n, (rows, cols) in {"attention.self.query": (H, H), "attention.self.key": (H, H),
-                                "attention.self.value": (H, H), "attention.output.dense": (H, H),
-                                "intermediate.dense": (ENC_I, H), "output.dense": (H, ENC_I)}.items():
-            W[f"{p}.{n}.weight"] = rng.standard_normal((rows, cols)) / np.sqrt(cols)
-            W[f"{p}.{n}.bias"] = rng.standard_normal(rows) * 0.01
-        for n in ("attention.output.LayerNorm", "output.LayerNorm"):
-            W[f"{p}.{n}.weight"], W[f"{p}.{n}.bias"] = np.ones(H), np.zeros(H)
-    save_tensors(out / "model.safetensors", {n: w.astype(np.float32) for n, w in W.items()})
-    (out / "vocab.txt").write_text("\n".join(ENC_VOCAB) + "\n")
-    (out / "config.json").write_text(json.dumps({"num_attention_heads": 2}))
-    return out
-
-
-#: kind -> (QuantizeOptions arguments, quantize_model's ``to``)
-KINDS = {"rtn": ({"method": "rtn"}, "auto"), "gptq": ({"method": "gptq"}, "auto"), "awq": ({"method": "awq"}, "auto"),
-         "ct-sym": ({"method": "gptq", "sym": True}, "compressed-tensors"),
-         "ct-asym": ({"method": "rtn"}, "compressed-tensors")}
+    return write_tiny_bert(tmp_path_factory.mktemp("fp") / "tiny-bert")
 
 
 def _linears(fp: Path) -> dict[str, tuple]:
