@@ -36,6 +36,14 @@ def test_bad_paths_and_options_are_one_line_errors(argv, message, capsys, tmp_pa
     assert len(err.splitlines()) == 1 and err.startswith(message)
 
 
+def test_group_size_has_one_spelling_for_per_channel(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["quantize", "x", "--method", "rtn", "--out", "o", "--group-size", "channel"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == ("refsim quantize: error: argument --group-size: must be "
+                                                                "a positive integer or 'none' (per-channel); got 'channel'")
+
+
 @pytest.mark.slow
 def test_quantize_a_decoder_to_compressed_tensors_prints_held_out_perplexity(tmp_path, capsys):
     from refsim.data.models import pydoc_llama_path
