@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from refsim._validate import require_choice, require_fields
 
-__all__ = ["ModelShapes", "MODELS", "get_model", "model_names"]
+__all__ = ["ModelShapes", "MODELS", "get_model", "model_names", "unique_layer_shapes", "shape_layers"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,15 @@ def get_model(name: str) -> ModelShapes:
     """Shape set for ``name``; unknown names raise FormatRuleError listing the valid ones."""
     require_choice("model", name, model_names())
     return MODELS[name]
+
+
+def shape_layers(name: str) -> dict[tuple[int, int], str]:
+    """(n, k) -> the names of the model's linears of that shape, joined by "/" ("q_proj/o_proj"),
+    in first-seen order: the ``layer`` column of a ``refsim sweep --model`` CSV."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for lname, n, k, _ in get_model(name).linears:
+        out.setdefault((n, k), []).append(lname)
+    return {shape: "/".join(names) for shape, names in out.items()}
 
 
 def unique_layer_shapes(name: str) -> list[tuple[int, int]]:
