@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from refsim._validate import require_choice, require_fields
 
-__all__ = ["ModelShapes", "MODELS", "get_model", "model_names", "unique_layer_shapes", "shape_layers"]
+__all__ = ["ModelShapes", "MODELS", "get_model", "model_names"]
 
 
 @dataclass(frozen=True)

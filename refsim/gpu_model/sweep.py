@@ -38,8 +38,7 @@ from pathlib import Path
 from refsim._validate import require_bool, require_choice, require_fields, require_int
 from refsim.errors import FormatRuleError, RefsimError
 
-__all__ = ["SweepRow", "parse_values", "parse_shape", "grid_shapes", "sweep", "write_csv", "plot", "CSV_FIELDS",
-           "shape_label", "coincident"]
+__all__ = ["SweepRow", "parse_values", "parse_shape", "grid_shapes", "sweep", "write_csv", "plot", "CSV_FIELDS"]
 
 MAX_VALUES_PER_AXIS = 10_000
 MAX_POINTS = 1_000_000

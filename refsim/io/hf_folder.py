@@ -28,7 +28,7 @@ from refsim._validate import require_array, require_instance, require_int, requi
 from refsim.io.checkpoint import read_json, require_out_folder
 from refsim.io.tensors import save_tensors
 
-__all__ = ["SIDE_FILES", "MAX_SHARD_BYTES", "KNOWN_LOAD_FAILURES", "save_model_tensors", "finish", "load_notes"]
+__all__ = ["SIDE_FILES", "MAX_SHARD_BYTES", "KNOWN_LOAD_FAILURES", "save_model_tensors", "finish"]
 
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
               "tokenizer.model", "vocab.txt", "vocab.json", "merges.txt", "chat_template.jinja",

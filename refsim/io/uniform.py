@@ -32,8 +32,7 @@ from refsim.io.compressed_tensors import CTLayer
 from refsim.io.containers import MarlinLayer
 from refsim.io.gptq import AWQLayer, GPTQLayer
 
-__all__ = ["UniformCodes", "codes_of", "exact_cast", "to_gptq", "to_awq", "to_ct", "to_marlin", "marlin_reasons",
-           "requantize_hint", "UNIFORM_LAYERS"]
+__all__ = ["UniformCodes", "codes_of", "exact_cast", "to_gptq", "to_awq", "to_ct", "to_marlin", "UNIFORM_LAYERS"]
 
 UNIFORM_LAYERS = (GPTQLayer, AWQLayer, CTLayer, MarlinLayer)
 _SCALE_DTYPES = tuple(np.dtype(d) for d in (ml_dtypes.bfloat16, np.float16, np.float32, np.float64))

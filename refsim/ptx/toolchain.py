@@ -26,7 +26,7 @@ from pathlib import Path
 
 from refsim.errors import CompileError, FormatRuleError, ToolchainError
 
-__all__ = ["compile", "compile_error", "find_nvcc", "find_tool", "nvcc_version", "cache_dir"]
+__all__ = ["compile", "find_nvcc", "find_tool", "nvcc_version", "cache_dir"]
 
 _INSTALL = 'install the CUDA compiler with `pip install "refsim[cuda]"` or set $NVCC to an nvcc executable'
 
