@@ -17,7 +17,7 @@ import sys
 
 import refsim
 import refsim.commands
-from refsim.errors import RefsimError, ToolchainError
+from refsim.errors import CompileError, RefsimError, ToolchainError
 
 #: exit status when the reader of stdout went away (``refsim inspect DIR | head``): 128 + SIGPIPE,
 #: what a shell reports for a standard tool the closed pipe stopped, so ``set -o pipefail`` scripts
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Input errors (:class:`refsim.errors.RefsimError`, argparse usage errors, OS errors on output
     paths) and missing toolchains are printed as one line on stderr with exit status 2, not as a
-    traceback. A closed stdout ends the command quietly with :data:`EXIT_BROKEN_PIPE`.
+    traceback; nvcc's diagnostics (CompileError) keep their lines after the one-line head. A closed stdout ends the command quietly with :data:`EXIT_BROKEN_PIPE`.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except CompileError as err:  # nvcc's diagnostics keep their lines (FILE(LINE): error: ...)
+        print(f"refsim {args.command}: error: {err}", file=sys.stderr)
+        return 2
     except (RefsimError, ToolchainError) as err:
         print(f"refsim {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2

@@ -15,6 +15,8 @@ only care that "the input was wrong" can catch ``ValueError``. Messages follow o
     ├── UntrustedModelError a performance model known to be far off in this regime refuses to
     │                       answer ("no trustworthy model: ..."), naming the evidence
     └── (ToolchainError is separate: a missing or failing compiler is not bad input)
+            └── CompileError   nvcc rejected a source: nvcc's diagnostics, one per line, naming the
+                               user's file and line (the CLI prints them with their lines)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "CheckpointError",
     "UntrustedModelError",
     "ToolchainError",
+    "CompileError",
 ]
 
 
@@ -66,3 +69,9 @@ class ToolchainError(RuntimeError):
     Raised only when the feature is actually requested (e.g. a generated QIGen kernel or a
     CUDA build); the message includes the tool's own output when it failed.
     """
+
+
+class CompileError(ToolchainError):
+    """nvcc rejected a CUDA source. The message is one head line (``nvcc failed on FILE (...)``) followed
+    by nvcc's own diagnostics, one per line, with FILE in place of refsim's temporary copy, so that
+    ``FILE(LINE): error: ...`` points into the user's file. The CLI keeps the lines."""

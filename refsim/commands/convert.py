@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar(args.quiet, "convert") as bar:
         summary = convert(args.src, args.to, args.out, requantize=args.requantize, mb=args.mb, tb=args.tb,
                           progress=bar)
+    for note in summary.get("notes", []):  # what config.json derived; loaders known to refuse the folder
+        print(note, file=sys.stderr)
     requant = {k: v for k, v in summary.get("layers", {}).items() if isinstance(v, dict) and v.get("requantized")}
     for name, v in requant.items():
         print(f"{name}: re-quantized ({v['reason']}); added error max |dW| = {v['max_abs']:.4g}, "

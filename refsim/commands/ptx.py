@@ -129,7 +129,8 @@ def stats_command(args) -> int:
     if path.suffix == ".cu":
         from refsim import ptx
 
-        text = ptx.compile(text, arch=args.arch, options=tuple(args.option), include_dirs=(str(path.parent),))
+        text = ptx.compile(text, arch=args.arch, options=tuple(args.option), include_dirs=(str(path.parent),),
+                           source_name=str(path))
     elif path.suffix != ".ptx":
         raise FormatRuleError(f"file: must end in .cu or .ptx; got {path.name!r}")
     print(stats_text(text, args.arch, full=args.full, sass=args.sass))

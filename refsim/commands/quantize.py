@@ -33,10 +33,12 @@ def progress_bar(quiet: bool, desc: str):
 
 
 def _group(text: str):
-    if text in ("none", "-1", "channel"):
+    """``--group-size``: a positive integer, or 'none' for per-channel (-1, quantize_config.json's value for
+    per-channel, is read the same)."""
+    if text in ("none", "-1"):
         return None
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer or 'none'; got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'none' (per-channel); got {text!r}")
     return int(text)
 
 
@@ -57,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--out", required=True, help="output folder (must not exist, or be empty)")
     p.add_argument("--bits", type=int, default=4)
-    p.add_argument("--group-size", type=_group, default=128, help="group size along K, or 'none' (per-channel)")
+    p.add_argument("--group-size", type=_group, default=128, help="group size along K, or 'none' (per-channel; -1 reads the same)")
     p.add_argument("--sym", action="store_true", help="gptq/rtn: symmetric (zero = 2**(bits-1))")
     p.add_argument("--act-order", action="store_true", help="gptq: desc_act (process rows by descending diag H)")
     p.add_argument("--checkpoint-format", choices=("gptq", "gptq_v2"), default="gptq_v2",
@@ -94,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     with executor_from_spec(args.executor) as ex, progress_bar(args.quiet, f"quantize {args.method}") as bar:
         summary = quantize_model(args.model, args.out, opts, executor=ex, calib=args.calib, layers=args.layers,
                                  ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar)
+    for note in summary["notes"]:  # what config.json derived; loaders known to refuse the folder
+        print(note, file=sys.stderr)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

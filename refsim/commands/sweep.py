@@ -12,7 +12,8 @@ comma-separated names or aliases (unknown ones are refused, listing the names an
 ``--gpu-file`` a spec file from ``refsim calibrate``. ``--clock`` must lie in the card's range.
 ``--out`` must be a new or empty folder (checked before any work); it receives ``sweep.csv`` (times
 in µs, the conditions in columns, what backs each prediction in ``trust``, ``trust_far_off`` and
-``trust_statement``: refsim.gpu_model.trust) and ``sweep_<gpu>.png``. A progress bar appears when the sweep
+``trust_statement``: refsim.gpu_model.trust; with ``--model`` the ``layer`` column names the model's
+linears of each shape) and ``sweep_<gpu>.png``. A progress bar appears when the sweep
 takes longer than a second.
 """
 
@@ -43,7 +44,7 @@ def register(subparsers) -> None:
 def _run(args) -> int:
     from refsim.errors import FormatRuleError
     from refsim.gpu_model import sweep as sw
-    from refsim.gpu_model.shapes import unique_layer_shapes
+    from refsim.gpu_model.shapes import shape_layers, unique_layer_shapes
     from refsim.io.output import atomic_output_dir
 
     given = [name for name, v in (("--shape", args.shape), ("--model", args.model), ("--n/--k", args.n or args.k))
@@ -51,10 +52,12 @@ def _run(args) -> int:
     if len(given) != 1:
         raise FormatRuleError(f"shapes: give exactly one of --shape N:K (repeatable), --model NAME or --n with --k; "
                               f"got {given or 'none'}")
+    layers = None
     if args.shape:
         shapes = [sw.parse_shape(t) for t in args.shape]
     elif args.model:
         shapes = unique_layer_shapes(args.model)
+        layers = shape_layers(args.model)
     else:
         if args.n is None or args.k is None:
             raise FormatRuleError(f"n, k: --n and --k go together; got n={args.n!r}, k={args.k!r}")
@@ -68,7 +71,8 @@ def _run(args) -> int:
     kernels = [k for k in args.kernel.split(",") if k]
     with atomic_output_dir(args.out) as tmp:       # refuses an existing non-empty --out up front
         rows = sw.sweep(gpus, kernels, ms, shapes, bits=args.bits, group_size=args.group_size, clock=args.clock,
-                        ecc=args.ecc, cache=args.cache, timing=args.timing, progress=sys.stderr.isatty())
+                        ecc=args.ecc, cache=args.cache, timing=args.timing, progress=sys.stderr.isatty(),
+                        layers=layers)
         sw.write_csv(rows, tmp / "sweep.csv")
         pngs = [] if args.no_plot else sw.plot(rows, tmp)
     ok = sum(r.status == "ok" for r in rows)

@@ -69,7 +69,7 @@ def _ptx_text(path: Path, arch: str, options: tuple, include_dirs: tuple) -> str
     from refsim import ptx
 
     return ptx.compile(path.read_text(), arch=arch, options=options,
-                       include_dirs=(str(path.parent), *map(str, include_dirs)))
+                       include_dirs=(str(path.parent), *map(str, include_dirs)), source_name=str(path))
 
 
 def _entry(names: tuple[str, ...], kernel: str) -> str:

@@ -61,7 +61,7 @@ __all__ = ["marlin_gemm", "marlin_gemm_reference", "Provenance", "provenance", "
 def check_inputs(A, B, s, arch, sms):
     """The rules of one Marlin GEMM call, shared by the emulator and the CUDA host (refsim.cuda.marlin):
     ``A`` float16 (M, K) finite; ``B`` int32 (K/16, 2N) packed tiles; ``s`` float16 (G, N) finite,
-    G >= 1 (G = 1: per channel, else group size K/G); ``arch`` a tensor-core model's name; ``sms``
+    G >= 1 (G = 1: per-channel, else group size K/G); ``arch`` a tensor-core model's name; ``sms``
     an int >= 1. Returns ``(A, B, s, sms, K, N, group_size)``, else the RefsimError naming the rule."""
     A = require_dtype("A", A, np.float16)
     require_ndim("A", A, 2)

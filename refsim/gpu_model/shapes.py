@@ -55,6 +55,15 @@ def get_model(name: str) -> ModelShapes:
     return MODELS[name]
 
 
+def shape_layers(name: str) -> dict[tuple[int, int], str]:
+    """(n, k) -> the names of the model's linears of that shape, joined by "/" ("q_proj/o_proj"),
+    in first-seen order: the ``layer`` column of a ``refsim sweep --model`` CSV."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for lname, n, k, _ in get_model(name).linears:
+        out.setdefault((n, k), []).append(lname)
+    return {shape: "/".join(names) for shape, names in out.items()}
+
+
 def unique_layer_shapes(name: str) -> list[tuple[int, int]]:
     """Distinct (n, k) linear shapes of a model, in first-seen order."""
     seen = []

@@ -10,6 +10,8 @@ the measurement conditions in columns) and one PNG per GPU (``DIR/sweep_<gpu>.pn
     | and shape; the marker   |                         | the points placed       |
     | is the bottleneck       |                         |                         |
     +-------------------------+-------------------------+-------------------------+
+      legend (below the panels): kernel N x K = n x k (layers), "on top of ..." for series
+      that coincide (drawn in distinct line styles), rooflines, bottleneck markers
 
 Shapes are pairs (N, K): ``--shape N:K`` (repeatable), ``--model NAME`` (the distinct linear
 shapes of a built-in model), or ``--n``/``--k`` lists whose every combination is taken
@@ -109,7 +111,8 @@ class SweepRow:
     latency_us (1 = at the roof). ``clock_mhz``, ``ecc``, ``cache``, ``timing``: the measurement
     conditions the point was predicted under. ``trust`` ('validated' / 'unvalidated'; '' for a
     refused point), ``trust_far_off`` and ``trust_statement``: what backs the prediction
-    (:func:`refsim.gpu_model.trust.trust`)."""
+    (:func:`refsim.gpu_model.trust.trust`). ``layer``: the model's linears of this (n, k) for a
+    model's sweep (``"q_proj/k_proj/v_proj/o_proj"``), else empty."""
 
     gpu: str
     kernel: str
@@ -135,6 +138,7 @@ class SweepRow:
     trust: str = ""
     trust_far_off: bool = False
     trust_statement: str = ""
+    layer: str = ""
 
     def __post_init__(self) -> None:
         # a refused point holds NaN in the numbers it has no value for
@@ -179,7 +183,7 @@ def _path(name: str, value) -> Path:
 
 def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int | None = None,
           clock: str | float = "sustained", ecc: str | None = None, cache: str = "cold", timing: str = "kernel",
-          progress: bool = True) -> list[SweepRow]:
+          progress: bool = True, layers: dict | None = None) -> list[SweepRow]:
     """Predict every (gpu, kernel, shape, m) combination; rows in that nesting order.
 
     gpus: GPU names, aliases or GPUSpec objects (a spec file's GPU); kernels: names (both validated
@@ -188,8 +192,9 @@ def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int
     or a model's :func:`refsim.gpu_model.shapes.unique_layer_shapes`); bits/group_size as
     :func:`refsim.gpu_model.kernels.predict` takes them (None = the kernel's default), and so do the
     measurement conditions ``clock``, ``ecc``, ``cache``, ``timing``. A progress bar (tqdm) appears
-    on stderr when the sweep runs longer than a second and ``progress`` is true. At most MAX_POINTS
-    points."""
+    on stderr when the sweep runs longer than a second and ``progress`` is true. ``layers``: (n, k) ->
+    layer names for the rows' ``layer`` column (:func:`refsim.gpu_model.shapes.shape_layers`), or None.
+    At most MAX_POINTS points."""
     from tqdm import tqdm
 
     from refsim.gpu_model.conditions import CACHE_STATES, TIMINGS, with_ecc
@@ -208,6 +213,7 @@ def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int
     timing = require_choice("timing", timing, TIMINGS)
     ms = _ints("m", ms)
     shapes = _shapes(shapes)
+    layers = _layers(layers)
     bits = None if bits is None else require_int("bits", bits, minimum=1)
     group_size = None if group_size is None else require_int("group_size", group_size, minimum=1)
     total = len(specs) * len(kernels) * len(ms) * len(shapes)
@@ -234,7 +240,8 @@ def sweep(gpus, kernels, ms, shapes, *, bits: int | None = None, group_size: int
                     by_kernel.setdefault(kernel, []).extend(
                         _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks,
                              None if isinstance(bd, RefsimError) else trust(
-                                 gpu, kernel, m, n, k, bits, clock=clock, ecc=ecc, cache=cache, timing=timing))
+                                 gpu, kernel, m, n, k, bits, clock=clock, ecc=ecc, cache=cache, timing=timing),
+                             layers.get((n, k), ""))
                         for m, bd, t_base in zip(ms, bds, base))
                     bar.update(len(ms))
             for kernel in kernels:              # rows in (gpu, kernel, shape, m) order
@@ -256,6 +263,15 @@ def _shapes(shapes) -> list[tuple[int, int]]:
     return list(dict.fromkeys(out))
 
 
+def _layers(layers) -> dict:
+    if layers is None:
+        return {}
+    if not isinstance(layers, dict) or not all(
+            isinstance(key, tuple) and len(key) == 2 and isinstance(v, str) for key, v in layers.items()):
+        raise FormatRuleError(f"layers: must be a dict (n, k) -> layer names (str), or None; got {layers!r:.80}")
+    return dict(layers)
+
+
 def _raised(bd):
     """A baseline prediction, or its refusal raised (the sweep needs the cuBLAS point)."""
     if isinstance(bd, RefsimError):
@@ -267,28 +283,32 @@ _FIELDS = tuple(SweepRow.__dataclass_fields__)
 
 
 def _new_row(*values) -> SweepRow:
-    """``SweepRow(*values)`` (every field, in field order) without the frozen dataclass ``__init__``
+    """``SweepRow(*values)`` (the fields in field order, ``layer`` optional) without the frozen dataclass ``__init__``
     (17 ``object.__setattr__`` calls): the instance dict is filled in field order, so equality, repr
     and ``dataclasses.asdict`` are those of the ``__init__``-built row (tested)."""
     row = object.__new__(SweepRow)
-    object.__setattr__(row, "__dict__", dict(zip(_FIELDS, values)))
+    fields = dict(zip(_FIELDS, values))
+    if "layer" not in fields:               # the one field with a default
+        fields["layer"] = ""
+    object.__setattr__(row, "__dict__", fields)
     return row
 
 
-def _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks, tr) -> SweepRow:
-    """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it)
-    and its :class:`~refsim.gpu_model.trust.Trust` ``tr`` (None for a refusal).
+def _row(g, kernel, m, n, k, bits, group_size, cond, bd, t_base, nan, peaks, tr, layer) -> SweepRow:
+    """One :class:`SweepRow` from a prediction (or the refusal ``predict_many`` returned for it),
+    its :class:`~refsim.gpu_model.trust.Trust` ``tr`` (None for a refusal) and the model's ``layer``
+    names of the shape ('' outside a model's sweep).
     ``cond`` = (clock MHz, ecc, cache, timing); ``peaks`` = (g.dram_peak_bytes_per_s,
     g.tensor_flops("fp16_f32acc", "boost")): the roofline is
     :func:`~refsim.gpu_model.roofline.dram_roofline_s`'s expression on the model's own numbers."""
     base_us = t_base * 1e6
     if isinstance(bd, RefsimError):
         return _new_row(g.name, kernel, m, n, k, bits, group_size, *cond, nan, base_us, nan, nan, nan,
-                        "", nan, nan, " ".join(str(bd).split()), "", "", False, "")
+                        "", nan, nan, " ".join(str(bd).split()), "", "", False, "", layer)
     roof = max(bd.bytes_dram / peaks[0], bd.flops / peaks[1])
     return _new_row(g.name, kernel, m, n, k, bd.bits, group_size, *cond, bd.latency_s * 1e6, base_us,
                     t_base / bd.latency_s, roof * 1e6, roof / bd.latency_s, bd.bottleneck, bd.flops, bd.bytes_dram,
-                    "ok", bd.notes, tr.status, tr.far_off, tr.statement)
+                    "ok", bd.notes, tr.status, tr.far_off, tr.statement, layer)
 
 
 def write_csv(rows: list[SweepRow], path) -> Path:
@@ -322,79 +342,170 @@ def _log_axis(axis, base: int) -> None:
     axis.set_minor_locator(ticker.NullLocator())
 
 
+#: series whose every point lies within this relative distance of another's are drawn as coinciding:
+#: on these log axes 1% is under a line width
+COINCIDE_REL = 0.01
+#: line styles for series that coincide on a panel: the first drawn solid and wide, each later one
+#: narrower and dashed on top of it, so that every series stays visible
+LINESTYLES = (("-", 2.6), ("--", 1.6), (":", 1.6), ("-.", 1.2))
+
+
+def shape_label(n: int, k: int) -> str:
+    """How plots name a layer shape: ``"N x K = 11008 x 4096"`` (N output features, K the reduction)."""
+    return f"N x K = {n} x {k}"
+
+
+def coincident(curves: list[tuple[list[float], list[float]]], rel: float = COINCIDE_REL) -> list[int | None]:
+    """For each curve (xs, ys) (lists of floats), the index of the first earlier curve it lies on (equal xs,
+    every y within a relative ``rel``; the earliest curve of such a group), else None: the series a plot
+    would draw on top of each other."""
+    out: list[int | None] = []
+    for i, (xs, ys) in enumerate(curves):
+        same = None
+        for j in range(i):
+            xj, yj = curves[j]
+            if len(xs) == len(xj) and all(abs(a - b) <= rel * max(abs(a), abs(b)) for a, b in zip(xs, xj)) and all(abs(a - b) <= rel * max(abs(a), abs(b)) for a, b in zip(ys, yj)):
+                same = out[j] if out[j] is not None else j
+                break
+        out.append(same)
+    return out
+
+
+def _styles(same: list[int | None]) -> list[tuple[str, float]]:
+    """The (line style, width) of each curve: the k-th curve of a coincident group gets LINESTYLES[k]."""
+    count: dict[int, int] = {}
+    styles = []
+    for i, s in enumerate(same):
+        root = i if s is None else s
+        k = count.get(root, 0)
+        count[root] = k + 1
+        styles.append(LINESTYLES[k % len(LINESTYLES)] if s is not None or any(x == i for x in same)
+                      else ("-", 1.2))
+    return styles
+
+
+def _figure(gpu: str, ok: list[SweepRow], title: str):
+    """The figure of one GPU's "ok" rows (layout in :func:`plot`); the caller saves and closes it."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from refsim.gpu_model.specs import GPUS
+
+    spec = GPUS.get(gpu)
+    series: dict = {}
+    for r in ok:
+        series.setdefault((r.kernel, r.n, r.k), []).append(r)
+    for pts in series.values():
+        pts.sort(key=lambda r: r.m)
+    keys = list(series)
+    several = len({(n, k) for _, n, k in keys}) > 1
+
+    def label(key):
+        kernel, n, k = key
+        layer = series[key][0].layer
+        return f"{kernel} {shape_label(n, k)}" + (f" ({layer})" if layer else "") if several else kernel
+
+    panels = {
+        "latency": [([r.m for r in series[key]], [r.latency_us for r in series[key]]) for key in keys],
+        "speedup": [([r.m for r in series[key]], [r.speedup for r in series[key]]) for key in keys],
+        "roofline": [([r.flops / r.bytes_dram for r in series[key]],
+                      [r.flops / (r.latency_us * 1e-6) / 1e12 for r in series[key]]) for key in keys]}
+    same = {name: coincident(curves) for name, curves in panels.items()}
+    styles = {name: _styles(s) for name, s in same.items()}
+    colors = [f"C{i % 10}" for i in range(len(keys))]
+    ncol = 3
+    fig, (ax_l, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 5.2))   # resized for the legend below
+    seen = set()
+    axes = {"latency": ax_l, "speedup": ax_s, "roofline": ax_r}
+    for i, key in enumerate(keys):
+        pts = series[key]
+        for name, ax in axes.items():
+            if name == "speedup" and key[0] == BASELINE:
+                continue                      # 1x by definition: the dashed line
+            xs, ys = panels[name][i]
+            ls, lw = styles[name][i]
+            ax.plot(xs, ys, ls=ls, lw=lw, color=colors[i], zorder=2 + 0.01 * i)
+            for b in dict.fromkeys(r.bottleneck for r in pts):     # the marker: the points' bottleneck
+                idx = [j for j, r in enumerate(pts) if r.bottleneck == b]
+                seen.add(b)
+                ax.plot([xs[j] for j in idx], [ys[j] for j in idx], MARKERS.get(b, "."), ms=5, color=colors[i],
+                        mfc="none", ls="", zorder=3)
+    handles, labels = [], []
+    for i, key in enumerate(keys):
+        ls, lw = styles["latency"][i]
+        handles.append(Line2D([], [], ls=ls, lw=lw, color=colors[i]))
+        twin = same["latency"][i]
+        labels.append(label(key) + (f" (on top of {keys[twin][0]}"
+                                    f"{' ' + shape_label(*keys[twin][1:]) if several else ''}, within 1%)"
+                                    if twin is not None else ""))
+    if spec is not None:
+        xs = [2 ** (i / 4) for i in range(-8, 60)]
+        bw = spec.dram_peak_bytes_per_s
+        for kind, style in (("fp16_f32acc", "-"), ("int8", "--"), ("int4", ":")):
+            peak = spec.tensor_flops(kind, "boost")
+            if peak:
+                ax_r.plot(xs, [min(bw * x, peak) / 1e12 for x in xs], style, color="black", lw=0.8)
+                handles.append(Line2D([], [], ls=style, color="black", lw=0.8))
+                labels.append(f"roofline {kind} (right)")
+    ax_s.axhline(1.0, color="grey", lw=0.8, ls="--")
+    handles.append(Line2D([], [], ls="--", color="grey", lw=0.8))
+    labels.append(f"{BASELINE}: 1x (middle)")
+    for b in MARKERS:
+        if b in seen:
+            handles.append(Line2D([], [], marker=MARKERS[b], ls="", color="black", mfc="none"))
+            labels.append(f"bottleneck: {b}")
+    for ax in (ax_l, ax_s, ax_r):
+        ax.set_xscale("log", base=2)
+        _log_axis(ax.xaxis, 2)
+        ax.grid(True, lw=0.3, alpha=0.5)
+        ax.tick_params(labelsize=9)
+    for ax in (ax_l, ax_r):
+        ax.set_yscale("log")
+        _log_axis(ax.yaxis, 10)
+    c = ok[0]
+    ax_l.set_xlabel("M (batch / tokens)", fontsize=10)
+    ax_l.set_ylabel("predicted latency (µs)", fontsize=10)
+    ax_s.set_xlabel("M (batch / tokens)", fontsize=10)
+    ax_s.set_ylabel(f"speedup over {BASELINE}", fontsize=10)
+    ax_r.set_xlabel("arithmetic intensity (FLOP per DRAM byte)", fontsize=10)
+    ax_r.set_ylabel("achieved TFLOP/s", fontsize=10)
+    bottom_in = 0.75 + 0.2 * -(-len(handles) // ncol)   # the x labels, then the legend's rows
+    height = 4.4 + bottom_in
+    fig.set_size_inches(16, height)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    shape = "" if several else f", {shape_label(keys[0][1], keys[0][2])}" + \
+        (f" ({series[keys[0]][0].layer})" if series[keys[0]][0].layer else "")
+    fig.suptitle(title or f"{gpu}{shape}: predicted by refsim.gpu_model ({c.clock_mhz:g} MHz, ECC {c.ecc}, "
+                 f"{c.cache} L2, {c.timing} timing)", fontsize=11)
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=(bottom_in + 0.05) / height, top=1 - 0.45 / height,
+                        wspace=0.25)
+    return fig
+
+
 def plot(rows: list[SweepRow], out_dir, *, title: str = "") -> list[Path]:
     """One PNG per GPU in ``out_dir`` (``sweep_<gpu>.png``, layout in the module docstring) from
-    the "ok" rows; returns the paths written (none for a GPU without an ok row)."""
+    the "ok" rows; returns the paths written (none for a GPU without an ok row).
+
+    Series are (kernel, shape); shapes are labelled ``N x K = n x k`` (:func:`shape_label`), with the
+    model's layer names when the rows carry them. Series that coincide on a panel (:func:`coincident`)
+    (within :data:`COINCIDE_REL`) are drawn in distinct line styles, and the legend says "on top of ..."
+    for the latency panel.
+    The speedup panel leaves out cublas-fp16 itself (1x by definition, the dashed line). Legends sit
+    below the three panels, outside the plot areas."""
     rows, out_dir = _rows(rows), _path("out_dir", out_dir)      # checked before the matplotlib import
     if not isinstance(title, str):
         raise FormatRuleError(f"title: must be a string; got {type(title).__name__}")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    from refsim.gpu_model.specs import GPUS
 
     written = []
     for gpu in dict.fromkeys(r.gpu for r in rows):
         ok = [r for r in rows if r.gpu == gpu and r.status == "ok"]
         if not ok:
             continue
-        spec = GPUS.get(gpu)
-        fig, (ax_l, ax_s, ax_r) = plt.subplots(1, 3, figsize=(16, 5.2))
-        series: dict = {}
-        for r in ok:
-            series.setdefault((r.kernel, r.n, r.k), []).append(r)
-        several = len({(n, k) for _, n, k in series}) > 1
-        seen = set()
-        for (kernel, n, k), pts in series.items():
-            pts.sort(key=lambda r: r.m)
-            label = f"{kernel} {n}x{k}" if several else kernel
-            ms = [r.m for r in pts]
-            line, = ax_l.plot(ms, [r.latency_us for r in pts], "-", lw=1.2, label=label)
-            color = line.get_color()
-            ax_s.plot(ms, [r.speedup for r in pts], "-", lw=1.2, color=color)
-            ax_r.plot([r.flops / r.bytes_dram for r in pts], [r.flops / (r.latency_us * 1e-6) / 1e12 for r in pts],
-                      "-", lw=0.8, color=color)
-            for b in dict.fromkeys(r.bottleneck for r in pts):     # the marker: the points' bottleneck
-                sub = [r for r in pts if r.bottleneck == b]
-                mk = MARKERS.get(b, ".")
-                seen.add(b)
-                ax_l.plot([r.m for r in sub], [r.latency_us for r in sub], mk, ms=5, color=color, mfc="none", ls="")
-                ax_s.plot([r.m for r in sub], [r.speedup for r in sub], mk, ms=5, color=color, mfc="none", ls="")
-                ax_r.plot([r.flops / r.bytes_dram for r in sub], [r.flops / (r.latency_us * 1e-6) / 1e12 for r in sub],
-                          mk, ms=5, color=color, mfc="none", ls="")
-        if spec is not None:
-            xs = [2 ** (i / 4) for i in range(-8, 60)]
-            bw = spec.dram_peak_bytes_per_s
-            for kind, style in (("fp16_f32acc", "-"), ("int8", "--"), ("int4", ":")):
-                peak = spec.tensor_flops(kind, "boost")
-                if peak:
-                    ax_r.plot(xs, [min(bw * x, peak) / 1e12 for x in xs], style, color="black", lw=0.8,
-                              label=f"roof {kind}")
-        ax_s.axhline(1.0, color="grey", lw=0.8, ls="--")
-        for ax in (ax_l, ax_s, ax_r):
-            ax.set_xscale("log", base=2)
-            _log_axis(ax.xaxis, 2)
-            ax.grid(True, lw=0.3, alpha=0.5)
-            ax.tick_params(labelsize=9)
-        for ax in (ax_l, ax_r):
-            ax.set_yscale("log")
-            _log_axis(ax.yaxis, 10)
-        c = ok[0]
-        ax_l.set_xlabel("M (batch / tokens)", fontsize=10)
-        ax_l.set_ylabel("predicted latency (µs)", fontsize=10)
-        ax_s.set_xlabel("M (batch / tokens)", fontsize=10)
-        ax_s.set_ylabel(f"speedup over {BASELINE}", fontsize=10)
-        ax_r.set_xlabel("arithmetic intensity (FLOP per DRAM byte)", fontsize=10)
-        ax_r.set_ylabel("achieved TFLOP/s", fontsize=10)
-        ax_l.legend(fontsize=8, loc="upper left")
-        ax_r.legend(fontsize=8, loc="lower right")
-        ax_s.legend([Line2D([], [], marker=MARKERS[b], ls="", color="black", mfc="none") for b in MARKERS if b in seen],
-                    [f"bottleneck: {b}" for b in MARKERS if b in seen], fontsize=8, loc="best")
-        fig.suptitle(title or f"{gpu}: predicted by refsim.gpu_model ({c.clock_mhz:g} MHz, ECC {c.ecc}, {c.cache} L2, "
-                     f"{c.timing} timing)", fontsize=11)
-        fig.subplots_adjust(left=0.05, right=0.99, bottom=0.11, top=0.9, wspace=0.25)
+        fig = _figure(gpu, ok, title)
         path = out_dir / f"sweep_{gpu}.png"
         fig.savefig(path, dpi=100, pil_kwargs={"compress_level": 1})   # fast zlib level: same pixels
         plt.close(fig)

@@ -48,7 +48,7 @@ from refsim.io.compressed_tensors import CTLayer, ct_quantization_config
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.hf_folder import finish, save_model_tensors
 from refsim.io.output import atomic_output_dir
-from refsim.io.uniform import UNIFORM_LAYERS, codes_of, marlin_reasons, to_awq, to_ct, to_gptq, to_marlin
+from refsim.io.uniform import UNIFORM_LAYERS, codes_of, marlin_reasons, requantize_hint, to_awq, to_ct, to_gptq, to_marlin
 from refsim.quant import marlin as marlin_quant
 
 __all__ = ["TARGETS", "marlin_refusal", "gptq_to_marlin", "gptq_to_marlin_requantized", "gptq_change_zero_convention",
@@ -82,8 +82,7 @@ def gptq_to_marlin(layer: GPTQLayer) -> MarlinLayer:
     require_instance("layer", layer, GPTQLayer)
     why = marlin_refusal(layer)
     if why:
-        raise FormatRuleError(f"{layer.name}: cannot repack to Marlin: {why} (use --requantize to re-quantize "
-                              "symmetrically and report the added error)")
+        raise FormatRuleError(f"{layer.name}: cannot repack to Marlin: {why}{requantize_hint(layer.k, layer.n)}")
     perm = gptq_marlin.act_order_perm(layer.ckpt.g_idx) if layer.desc_act else None
     B = gptq_marlin.repack_gptq(layer.ckpt.qweight, layer.k, perm, zeros=layer.zeros())
     s = marlin_format.permute_scales(layer.ckpt.scales)
@@ -171,7 +170,7 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
             progress=None) -> dict:
     """Convert the checkpoint at ``src_path`` to ``to`` (one of :data:`TARGETS`) in the new folder
     ``out`` (written atomically). Returns a summary: per-layer notes and, for ``requantize``, the
-    added error. ``src_path``, ``out``: paths; ``mb``/``tb``: see :func:`gptq_to_qigen`;
+    added error, and ``notes`` (:func:`refsim.io.hf_folder.finish`). ``src_path``, ``out``: paths; ``mb``/``tb``: see :func:`gptq_to_qigen`;
     ``progress(done, total, name)`` or None."""
     require_path("src_path", src_path)
     to = require_choice("to", to, TARGETS)
@@ -240,5 +239,5 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
             write_gptq(tmp, converted, keep)
             qc = json.loads((tmp / "quantize_config.json").read_text())
         src.close()
-        finish(tmp, Path(src_path), qc)
+        summary["notes"] = finish(tmp, Path(src_path), qc)
     return summary

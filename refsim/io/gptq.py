@@ -334,9 +334,13 @@ def write_awq(out: Path, layers: list[AWQLayer], extra_tensors: dict | None = No
     out = require_out_folder("out", out)
     layers = require_layers("layers", layers, AWQLayer)
     extra_tensors = require_tensor_dict("extra_tensors", extra_tensors)
-    gs = {lay.ckpt.group_size if lay.group_size is not None else -1 for lay in layers}
-    if len(gs) != 1:
-        raise FormatRuleError(f"layers: an AWQ checkpoint has one group size; got {sorted(gs)}")
+    # a layer whose one group spans its K (K = 128 in a group-128 model) fits the model's group size
+    # as well as -1 (per-channel); -1 when every layer is one group
+    grouped = {lay.ckpt.group_size for lay in layers if lay.group_size is not None}
+    gs = grouped or {-1}
+    if len(gs) != 1 or any(lay.group_size is None and lay.k not in gs for lay in layers if grouped):
+        sizes = sorted({lay.ckpt.group_size if lay.group_size is not None else -1 for lay in layers})
+        raise FormatRuleError(f"layers: an AWQ checkpoint has one group size; got {sizes}")
     tensors = dict(extra_tensors or {})
     for lay in layers:
         tensors.update(lay.tensors())

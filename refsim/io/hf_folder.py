@@ -11,6 +11,9 @@
       quantize_config.json            GPTQ only (AutoGPTQ's file, kept beside config.json)
 
 The files copied are those transformers' tokenizers and ``GenerationConfig`` read (:data:`SIDE_FILES`).
+BERT-style encoders get a complete ``BertConfig`` and GPTQ's ``block_name_to_quantize``
+(:mod:`refsim.io.bert_config`); folders a current loader is known to refuse are named in the notes
+:func:`finish` returns (:data:`KNOWN_LOAD_FAILURES`).
 """
 
 from __future__ import annotations
@@ -25,13 +28,21 @@ from refsim._validate import require_array, require_instance, require_int, requi
 from refsim.io.checkpoint import read_json, require_out_folder
 from refsim.io.tensors import save_tensors
 
-__all__ = ["SIDE_FILES", "MAX_SHARD_BYTES", "save_model_tensors", "finish"]
+__all__ = ["SIDE_FILES", "MAX_SHARD_BYTES", "KNOWN_LOAD_FAILURES", "save_model_tensors", "finish"]
 
 SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
               "tokenizer.model", "vocab.txt", "vocab.json", "merges.txt", "chat_template.jinja",
               "generation_config.json")
 #: transformers' default ``max_shard_size`` ("5GB", decimal)
 MAX_SHARD_BYTES = 5 * 10**9
+#: folders the libraries' own loaders refuse, as tried (their own writers' folders fail the same way):
+#: (what, the library versions tried, what happens)
+KNOWN_LOAD_FAILURES = {
+    "compressed-tensors asymmetric": (
+        "transformers 5.24.0 + compressed-tensors 0.20.1",
+        "loading fails with a size mismatch of weight_zero_point (llm-compressor's own asymmetric folders "
+        "fail the same way); symmetric (--sym) folders load"),
+}
 
 
 def save_model_tensors(out: Path, tensors: dict[str, np.ndarray], metadata: dict | None = None,
@@ -71,9 +82,40 @@ def save_model_tensors(out: Path, tensors: dict[str, np.ndarray], metadata: dict
     return files + ["model.safetensors.index.json"]
 
 
-def finish(out: Path, source: Path, quantization_config: dict | None) -> None:
+def _shapes(out: Path) -> dict[str, tuple]:
+    from refsim.io.tensors import TensorFile
+
+    shapes = {}
+    for f in sorted(out.glob("*.safetensors")):
+        with TensorFile(f) as tf:
+            shapes.update({n: tf.shape(n) for n in tf.names()})
+    return shapes
+
+
+def load_notes(quantization_config: dict | None) -> list[str]:
+    """Warnings for a folder with this ``quantization_config`` that a current loader refuses
+    (:data:`KNOWN_LOAD_FAILURES`); empty when none applies."""
+    qc = quantization_config or {}
+    notes = []
+    if qc.get("quant_method") == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        if any(isinstance(g, dict) and isinstance(g.get("weights"), dict) and g["weights"].get("symmetric") is False
+               for g in groups.values()):
+            versions, what = KNOWN_LOAD_FAILURES["compressed-tensors asymmetric"]
+            notes.append(f"warning: asymmetric compressed-tensors: {versions}: {what}")
+    return notes
+
+
+def finish(out: Path, source: Path, quantization_config: dict | None) -> list[str]:
     """Write config.json (the source folder's, with ``quantization_config`` replaced when given; a
-    config.json the writer already made keeps its own keys on top) and copy :data:`SIDE_FILES`."""
+    config.json the writer already made keeps its own keys on top) and copy :data:`SIDE_FILES`.
+
+    A BERT-style encoder's config.json is completed to a BertConfig and a GPTQ encoder's
+    quantization config (config.json and quantize_config.json) gets ``block_name_to_quantize``
+    (:mod:`refsim.io.bert_config`). Returns notes, one line each: what was derived, and known
+    loader failures (:func:`load_notes`), each starting "note: " or "warning: "."""
+    from refsim.io.bert_config import block_name_to_quantize, complete_bert_config
+
     out = require_out_folder("out", out)
     source = require_path("source", source)
     if quantization_config is not None:
@@ -83,6 +125,13 @@ def finish(out: Path, source: Path, quantization_config: dict | None) -> None:
     cfg.pop("quantization_config", None)
     if (out / "config.json").is_file():
         cfg.update(read_json(out / "config.json"))
+    shapes = _shapes(out)
+    cfg, notes = complete_bert_config(cfg, shapes, out)
+    block = block_name_to_quantize(shapes)
+    if quantization_config is not None and quantization_config.get("quant_method") == "gptq" and block:
+        quantization_config = {**quantization_config, "block_name_to_quantize": block}
+        if (out / "quantize_config.json").is_file():
+            (out / "quantize_config.json").write_text(json.dumps(quantization_config, indent=2) + "\n")
     if quantization_config is not None:
         cfg["quantization_config"] = quantization_config
     if cfg:
@@ -90,3 +139,4 @@ def finish(out: Path, source: Path, quantization_config: dict | None) -> None:
     for name in SIDE_FILES:
         if (folder / name).is_file() and not (out / name).exists():
             shutil.copyfile(folder / name, out / name)
+    return notes + load_notes(quantization_config)

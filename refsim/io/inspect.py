@@ -107,11 +107,11 @@ def format_table(summary: dict) -> str:
     lines = [f"{summary['path']}: {summary['format']}, {summary['n_layers']} layers, "
              f"{summary['bytes_on_disk'] / 2**20:.2f} MiB of layer tensors vs {summary['bytes_fp16'] / 2**20:.2f} MiB "
              f"in FP16 ({100 * (summary['ratio_to_fp16'] or 0):.1f}%)"]
-    hdr = f"{'layer':<48} {'fmt':<12} {'bits':>4} {'group':>5} {'act':>3} {'sym':>3} {'K':>6} {'N':>6}  zero point"
+    hdr = f"{'layer':<48} {'fmt':<12} {'bits':>4} {'group':>11} {'act':>3} {'sym':>3} {'K':>6} {'N':>6}  zero point"
     lines += [hdr, "-" * len(hdr)]
     for r in summary["layers"]:
-        g = "ch" if r["group_size"] == -1 else str(r["group_size"])
-        lines.append(f"{r['name'][-48:]:<48} {r['format']:<12} {r['bits']:>4} {g:>5} {'y' if r['desc_act'] else 'n':>3} "
+        g = "per-channel" if r["group_size"] == -1 else str(r["group_size"])
+        lines.append(f"{r['name'][-48:]:<48} {r['format']:<12} {r['bits']:>4} {g:>11} {'y' if r['desc_act'] else 'n':>3} "
                      f"{'y' if r['sym'] else 'n':>3} {r['k']:>6} {r['n']:>6}  {r['zero_point']}")
     if summary["v1_zero_overflows"]:
         lines.append(f"v1 zero-point overflows: {summary['v1_zero_overflows']} fields (a zero of 0 stored as -1; "

@@ -356,7 +356,8 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level), on
     ``heldout_tokens`` tokens (default :data:`refsim.io.calibrate.DEFAULT_HELDOUT_TOKENS`).
     ``progress(done, total, name)`` after each layer. Writes the folder atomically (config.json with
-    quantization_config, the source's tokenizer and generation files, quality.json); returns the summary.
+    quantization_config, the source's tokenizer and generation files, quality.json); returns the summary
+    (``notes``: lines on what config.json derived and on loaders known to refuse the folder).
     ``executor``: any ``concurrent.futures.Executor`` (default: run the layers one by one here).
     """
     from threadpoolctl import threadpool_limits
@@ -453,12 +454,12 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
         unq = [n for n in all_names if n not in selected and not emb.search(n)]
         if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
             unq.append("lm_head")
-        _write(tmp, fmt, options, lays, passthrough, model, unq)
+        notes = _write(tmp, fmt, options, lays, passthrough, model, unq)
         summary = {"model": str(model), "method": options.method, "format": fmt, "options": asdict(options),
                    "calib": calib, "calib_tokens": tokens if kind == "text" else None,
                    "sequential": kind == "text" and options.method != "awq",
                    "layers": [r.summary() for r in ordered], "wall_seconds": wall,
-                   "max_layer_peak_bytes": max((r.peak_bytes or 0) for r in ordered)}
+                   "max_layer_peak_bytes": max((r.peak_bytes or 0) for r in ordered), "notes": notes}
         if lm is not None:
             if W_q is None:
                 W_q = dict(lm.weights)
@@ -475,8 +476,9 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
 
 
 def _write(tmp: Path, fmt: str, options: QuantizeOptions, lays: list, passthrough: dict, model: Path,
-           unquantized: list[str]) -> None:
-    """The checkpoint files of format ``fmt``, then config.json and the source's side files."""
+           unquantized: list[str]) -> list[str]:
+    """The checkpoint files of format ``fmt``, then config.json and the source's side files; returns
+    :func:`refsim.io.hf_folder.finish`'s notes."""
     from refsim.io import hf_folder
     from refsim.io.compressed_tensors import ct_quantization_config
     from refsim.io.uniform import codes_of, to_ct
@@ -502,4 +504,4 @@ def _write(tmp: Path, fmt: str, options: QuantizeOptions, lays: list, passthroug
     else:
         write_refsim(tmp, options.method, lays, extra_tensors=passthrough)
         qc = None
-    hf_folder.finish(tmp, model, qc)
+    return hf_folder.finish(tmp, model, qc)

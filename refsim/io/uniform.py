@@ -211,13 +211,21 @@ def marlin_reasons(u: UniformCodes) -> list[str]:
     return reasons
 
 
+def requantize_hint(k: int, n: int) -> str:
+    """The hint that ends a Marlin refusal of a (K, N) layer: ``--requantize`` where it applies. It
+    re-quantizes bits, zero points and group size into Marlin's scheme but cannot change the shape, so
+    where K % 128 or N % 256 is not 0 there is no hint (empty string)."""
+    if k % 128 or n % 256:
+        return ""
+    return " (use --requantize to re-quantize symmetrically and report the added error)"
+
+
 def to_marlin(u: UniformCodes) -> MarlinLayer:
     """Marlin's B and s for these codes (fp16 scales; act-order through ``perm``)."""
     require_instance("u", u, UniformCodes)
     reasons = marlin_reasons(u)
     if reasons:
-        raise FormatRuleError(f"{u.name}: cannot repack to Marlin: {'; '.join(reasons)} (use --requantize to "
-                              "re-quantize symmetrically and report the added error)")
+        raise FormatRuleError(f"{u.name}: cannot repack to Marlin: {'; '.join(reasons)}{requantize_hint(u.k, u.n)}")
     s16 = exact_cast(u.name, u.scales, np.float16)
     perm = gptq_marlin.act_order_perm(u.g_idx) if u.desc_act else None
     q = u.q if perm is None else u.q[perm]

@@ -9,7 +9,8 @@ nvcc discovery, first hit wins::
 Cache: ``~/.cache/refsim/ptx/<sha256>.ptx`` (``$REFSIM_CACHE`` replaces ``~/.cache/refsim``),
 keyed by the hash of (source, arch, options, include-directory contents are NOT hashed, nvcc
 version string). A missing nvcc raises :class:`refsim.errors.ToolchainError` saying how to install
-one; a failing compilation raises it with nvcc's own output.
+one; a failing compilation raises :class:`refsim.errors.CompileError` with nvcc's own output, line for
+line, naming the caller's file (``source_name``) where nvcc named refsim's temporary copy.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from refsim.errors import FormatRuleError, ToolchainError
+from refsim.errors import CompileError, FormatRuleError, ToolchainError
 
 __all__ = ["compile", "find_nvcc", "find_tool", "nvcc_version", "cache_dir"]
 
@@ -94,15 +95,30 @@ def nvcc_version(nvcc: Path) -> str:
     return out.stdout.strip()
 
 
-def compile(cuda_source: str, *, arch: str = "sm_80", options=(), include_dirs=()) -> str:  # noqa: A001
+def compile_error(output: str, temp_path: str, source_name: str | None, arch: str, options: tuple) -> CompileError:
+    """The CompileError for nvcc's ``output``: a head line naming ``source_name``, then nvcc's lines
+    (blank ones dropped) with ``temp_path`` (the copy nvcc compiled) replaced by ``source_name``
+    (kept as it is when ``source_name`` is None: a source that came from no file)."""
+    source_name = temp_path if source_name is None else source_name
+    lines = [ln.rstrip().replace(temp_path, source_name) for ln in output.splitlines() if ln.strip()]
+    head = f"nvcc failed on {source_name} (-arch={arch}{''.join(' ' + o for o in options)})"
+    return CompileError("\n".join([head + ":", *lines]) if lines else head + " without a message")
+
+
+def compile(cuda_source: str, *, arch: str = "sm_80", options=(), include_dirs=(),  # noqa: A001
+            source_name: str | None = None) -> str:
     """Compile CUDA C++ ``cuda_source`` to PTX text with ``nvcc -arch=<arch> -ptx``.
 
     options: extra nvcc arguments (e.g. ``("-O3", "--use_fast_math")``); include_dirs: ``-I``
-    directories. The result is cached under :func:`cache_dir` by a hash of (source, arch,
-    options, include dirs, nvcc version). Raises ToolchainError when nvcc is missing or fails.
+    directories; source_name: the file the source came from (its path as the user gave it), named
+    in nvcc's diagnostics instead of the temporary copy nvcc compiles (None: the copy's path stays).
+    The result is cached under :func:`cache_dir` by a hash of (source, arch, options, include dirs,
+    nvcc version). Raises ToolchainError when nvcc is missing, CompileError when it rejects the source.
     """
     if not isinstance(cuda_source, str):
         raise FormatRuleError(f"cuda_source: must be a str; got {type(cuda_source).__name__}")
+    if source_name is not None and not isinstance(source_name, str):
+        raise FormatRuleError(f"source_name: must be a str or None; got {type(source_name).__name__}")
     if not isinstance(arch, str) or not arch.startswith(("sm_", "compute_")):
         raise FormatRuleError(f"arch: must look like 'sm_80'; got {arch!r}")
     options = tuple(str(o) for o in options)
@@ -123,7 +139,7 @@ def compile(cuda_source: str, *, arch: str = "sm_80", options=(), include_dirs=(
         except OSError as e:
             raise ToolchainError(f"cannot run {nvcc}: {e}; {_INSTALL}") from None
         if res.returncode != 0:
-            raise ToolchainError(f"nvcc failed ({' '.join(cmd)}):\n{res.stderr.strip()}")
+            raise compile_error(res.stdout + res.stderr, str(src), source_name, arch, options)
         text = out.read_text()
     cache_dir().mkdir(parents=True, exist_ok=True)
     tmpfile = cached.with_suffix(f".{os.getpid()}.tmp")

@@ -29,6 +29,18 @@ def test_convert_refusal_is_one_line_exit_2_and_leaves_out_empty(quantized, tmp_
     assert not out.exists()
 
 
+def test_convert_to_compressed_tensors_warns_only_for_asymmetric_sources(quantized, tmp_path, capsys):
+    assert main(["convert", str(quantized), "--to", "compressed-tensors", str(tmp_path / "sym"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""   # symmetric source; its config.json is already complete
+    src = tmp_path / "asym"
+    assert main(["quantize", str(minilm.model_path()), "--method", "rtn", "--layers", rf"^{INTER}$", "--executor",
+                 "serial", "--out", str(src), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(src), "--to", "compressed-tensors", str(tmp_path / "ct"), "--quiet"]) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: asymmetric compressed-tensors: transformers 5.24.0")
+
+
 @pytest.mark.slow
 def test_convert_marlin_of_the_marlin_capable_layer_matches_pack(quantized, tmp_path, capsys):
     out = tmp_path / "marlin"

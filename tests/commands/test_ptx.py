@@ -59,3 +59,14 @@ def test_stats_sass_without_the_tools_is_one_error_line(capsys, monkeypatch):
     assert main(["ptx", "stats", str(KERNELS / "mma.ptx"), "--sass"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "SASS needs ptxas and nvdisasm" in err
+
+
+def test_stats_of_a_cu_file_nvcc_rejects_prints_its_diagnostics_line_by_line(failing_nvcc, capsys, tmp_path):
+    src = tmp_path / "bad.cu"
+    src.write_text('extern "C" __global__ void k() {}\n')
+    assert main(["ptx", "stats", str(src)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"refsim ptx: error: nvcc failed on {src} (-arch=sm_80):",
+        f'{src}(3): error: identifier "undefined_name" is undefined',
+        f'{src}(7): warning: variable "t" was declared but never referenced',
+        f'1 error detected in the compilation of "{src}".']

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from refsim.cli import main
+from refsim.data import minilm
 
 
 INTER = "encoder.layer.1.intermediate.dense"
@@ -35,6 +36,14 @@ def test_bad_paths_and_options_are_one_line_errors(argv, message, capsys, tmp_pa
     assert len(err.splitlines()) == 1 and err.startswith(message)
 
 
+def test_group_size_has_one_spelling_for_per_channel(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["quantize", "x", "--method", "rtn", "--out", "o", "--group-size", "channel"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == ("refsim quantize: error: argument --group-size: must be "
+                                                                "a positive integer or 'none' (per-channel); got 'channel'")
+
+
 @pytest.mark.slow
 def test_quantize_a_decoder_to_compressed_tensors_prints_held_out_perplexity(tmp_path, capsys):
     from refsim.data.models import pydoc_llama_path
@@ -52,6 +61,21 @@ def test_quantize_a_decoder_to_compressed_tensors_prints_held_out_perplexity(tmp
     # the layers left alone are named where vLLM looks for them
     assert "model.layers.1.mlp.down_proj" in rep["quantization_config"]["ignore"]
     assert "lm_head" in rep["quantization_config"]["ignore"]
+    assert capsys.readouterr().err == ""   # symmetric: no known loader failure, a config of its own
+
+
+def test_quantize_states_the_derived_encoder_config_and_the_asymmetric_ct_load_failure(tmp_path, capsys):
+    # all-MiniLM-L6-v2 is a bare safetensors file: config.json is derived, and asymmetric CT does not load
+    out = tmp_path / "ct"
+    assert main(["quantize", str(minilm.model_path()), "--method", "rtn", "--to", "compressed-tensors", "--layers",
+                 r"^encoder\.layer\.0\.attention\.self\.query$", "--executor", "serial", "--out", str(out),
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert err[0].startswith("note: config.json: the source has no model_type") and "num_hidden_layers=6" in err[0]
+    assert err[1].startswith("warning: asymmetric compressed-tensors: transformers 5.24.0 + compressed-tensors "
+                             "0.20.1: loading fails")
+    assert json.loads((out / "config.json").read_text())["model_type"] == "bert"
 
 
 @pytest.mark.parametrize("extra, message", [

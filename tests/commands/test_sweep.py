@@ -2,6 +2,8 @@
 pairs or a model's, and every refusal one line on stderr with exit 2 before anything is written
 (the sweep itself is tested in tests/gpu_model/test_sweep.py)."""
 
+import csv
+
 import pytest
 
 from refsim.cli import main
@@ -24,6 +26,11 @@ def test_cli_shapes_and_model(tmp_path, capsys):
     assert main(["sweep", "--gpu", "a10", "--kernel", "cublas-fp16", "--m", "1", "--model", "llama-2-7b", "--out",
                  str(out2), "--no-plot"]) == 0
     assert "3 points" in capsys.readouterr().out              # llama-2-7b: 3 distinct (n, k)
+    with (out2 / "sweep.csv").open() as fh:
+        table = list(csv.DictReader(fh))
+    assert [(r["n"], r["k"], r["layer"]) for r in table] == [
+        ("4096", "4096", "q_proj/k_proj/v_proj/o_proj"), ("11008", "4096", "gate_proj/up_proj"),
+        ("4096", "11008", "down_proj")]
 
 
 @pytest.mark.parametrize("argv,fragment", [

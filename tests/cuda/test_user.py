@@ -51,3 +51,17 @@ def test_user_kernel_refuses_a_missing_file_and_an_unknown_kernel(tmp_path):
     with pytest.raises(FormatRuleError, match="awq_gemv, gptq_gemv|gptq_gemv, awq_gemv"):
         f(np.zeros((1, 32), np.float16), ckpt)
 
+
+
+def test_a_cu_file_nvcc_rejects_is_named_in_every_diagnostic_line(failing_nvcc, tmp_path):
+    from refsim.errors import CompileError
+
+    src = tmp_path / "my_gemv.cu"
+    src.write_text('extern "C" __global__ void k() {}\n')
+    f = rc.user_kernel(src, kernel="k", launch=lambda: rc.LaunchPlan(grid=1, block=32, args=(), out=None))
+    with pytest.raises(CompileError) as exc:
+        f()
+    lines = str(exc.value).splitlines()
+    assert lines[0] == f"nvcc failed on {src} (-arch=sm_80):"
+    assert lines[1] == f'{src}(3): error: identifier "undefined_name" is undefined' and len(lines) == 4
+    assert "refsim-ptx-" not in str(exc.value)

@@ -35,3 +35,12 @@ def test_an_unknown_model_is_refused_with_the_names():
         get_model("gpt-2")
     with pytest.raises(FormatRuleError, match="model: must be one of"):
         unique_layer_shapes("gpt-2")
+
+
+def test_shape_layers_names_the_linears_of_each_distinct_shape():
+    from refsim.gpu_model.shapes import shape_layers, unique_layer_shapes
+
+    # llama-3-8b: 8 KV heads of 128 -> k_proj/v_proj are (1024, 4096), apart from q_proj/o_proj
+    assert shape_layers("llama-3-8b") == {(4096, 4096): "q_proj/o_proj", (1024, 4096): "k_proj/v_proj",
+                                          (14336, 4096): "gate_proj/up_proj", (4096, 14336): "down_proj"}
+    assert list(shape_layers("llama-3-8b")) == unique_layer_shapes("llama-3-8b")

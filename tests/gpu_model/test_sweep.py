@@ -210,3 +210,58 @@ def test_progress_must_be_a_bool():
 
     with pytest.raises(FormatRuleError, match=r"progress: must be True or False; got array"):
         sw.sweep(["a10"], ["cublas-fp16"], [1], [(4096, 4096)], progress=np.array([True, False]))
+
+
+def test_coincident_names_the_first_curve_each_curve_lies_on():
+    a = ([1, 2, 4], [10.0, 20.0, 40.0])
+    near = ([1, 2, 4], [10.05, 20.0, 39.9])        # within 1% everywhere
+    apart = ([1, 2, 4], [10.0, 20.0, 44.0])        # 10% off at one point
+    other_x = ([1, 2, 8], [10.0, 20.0, 40.0])
+    assert sw.coincident([a, near, apart, other_x, a]) == [None, 0, None, None, 0]
+    assert sw.coincident([a, near], rel=1e-9) == [None, None]
+    assert sw.coincident([([1], [0.0]), ([1], [0.0])]) == [None, 0]
+
+
+def test_the_plot_labels_shapes_n_by_k_marks_coinciding_series_and_keeps_legends_outside_the_axes():
+    import matplotlib.pyplot as plt
+
+    rows = sw.sweep(["a10"], ["marlin", "cublas-fp16"], [1, 16, 256], [(11008, 4096), (4096, 11008)], progress=False)
+    fig = sw._figure("a10", rows, "")
+    try:
+        (legend,) = fig.legends
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert labels[:2] == ["marlin N x K = 11008 x 4096", "marlin N x K = 4096 x 11008"]
+        # cuBLAS predicts the two transposed shapes within 1%: the second is drawn dashed on the first
+        assert labels[3] == "cublas-fp16 N x K = 4096 x 11008 (on top of cublas-fp16 N x K = 11008 x 4096, within 1%)"
+        lat = fig.axes[0].get_lines()
+        styles = {ln.get_linestyle() for ln in lat if ln.get_marker() in ("None", "")}
+        assert {"-", "--"} <= styles
+        fig.canvas.draw()
+        box = legend.get_window_extent()
+        assert all(box.y1 < ax.get_window_extent().y0 for ax in fig.axes)    # below every panel, not over one
+        speedup_lines = [ln for ln in fig.axes[1].get_lines() if ln.get_marker() in ("None", "")]
+        assert len(speedup_lines) == 2 + 1          # the two marlin series and the 1x line, no cuBLAS (1x itself)
+    finally:
+        plt.close(fig)
+
+
+def test_a_single_shape_is_named_in_the_title_and_a_model_sweep_fills_the_layer_column(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from refsim.gpu_model.shapes import shape_layers, unique_layer_shapes
+
+    rows = sw.sweep(["a10"], ["marlin"], [1, 2], unique_layer_shapes("llama-2-7b"), progress=False,
+                    layers=shape_layers("llama-2-7b"))
+    assert [(r.n, r.k, r.layer) for r in rows[::2]] == [(4096, 4096, "q_proj/k_proj/v_proj/o_proj"),
+                                                         (11008, 4096, "gate_proj/up_proj"), (4096, 11008, "down_proj")]
+    with (sw.write_csv(rows, tmp_path / "s.csv")).open() as fh:
+        assert [r["layer"] for r in csv.DictReader(fh)][::2] == [r.layer for r in rows[::2]]
+    one = sw.sweep(["a10"], ["marlin"], [1, 2], [(11008, 4096)], progress=False)
+    assert one[0].layer == ""
+    fig = sw._figure("a10", one, "")
+    try:
+        assert fig._suptitle.get_text().startswith("a10, N x K = 11008 x 4096: predicted by refsim.gpu_model")
+    finally:
+        plt.close(fig)
+    with pytest.raises(FormatRuleError, match=r"layers: must be a dict \(n, k\) -> layer names"):
+        sw.sweep(["a10"], ["marlin"], [1], [(4096, 4096)], progress=False, layers={"q": 1})

@@ -62,14 +62,17 @@ def _assert_refused_and_empty(tmp_path, src, out, pattern, **kw):
 
 def test_asymmetric_source_is_refused_with_the_reason_and_out_stays_empty(tmp_path):
     src, _ = _src(tmp_path, sym=False)
-    _assert_refused_and_empty(tmp_path, src, tmp_path / "new", r"asymmetric zero points .*Marlin's format is symmetric")
+    _assert_refused_and_empty(tmp_path, src, tmp_path / "new", r"asymmetric zero points .*Marlin's format is symmetric, .q - 8. \* s"
+                              r"\) \(use --requantize to re-quantize symmetrically")
     (tmp_path / "empty").mkdir()
     _assert_refused_and_empty(tmp_path, src, tmp_path / "empty", "cannot repack to Marlin")
 
 
 def test_shape_and_bits_refusals(tmp_path):
     src, _ = _src(tmp_path, sym=True, n=128)
-    _assert_refused_and_empty(tmp_path, src, tmp_path / "o1", "N=128 is not a multiple of 256")
+    _assert_refused_and_empty(tmp_path, src, tmp_path / "o1", "N=128 is not a multiple of 256$")  # no --requantize hint
+    with pytest.raises(FormatRuleError, match="even by re-quantizing"):   # (it would not help)
+        convert(src, "marlin", tmp_path / "o3", requantize=True)
     src2 = tmp_path / "src2"
     src2.mkdir()
     write_gptq(src2, [gptq_layer(L0, np.random.default_rng(0), bits=3, gs=64, sym=True)])

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from refsim.errors import CheckpointError, DtypeError, ShapeError
+from refsim.errors import CheckpointError, DtypeError, FormatRuleError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.io import detect, open_checkpoint
@@ -111,3 +111,23 @@ def test_bad_gptq_configs_are_named(gptq_dir, cfg_edit, pattern):
     p.write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match=pattern):
         open_checkpoint(gptq_dir).read_layer(L0)
+
+
+def _awq(name, rng, k, gs, n=64):
+    g = k // gs
+    return AWQLayer(name, awq_format.pack(rng.integers(0, 16, (k, n), dtype=np.uint8),
+                                          rng.random((g, n)).astype(np.float16) + np.float16(0.01),
+                                          rng.integers(0, 16, (g, n), dtype=np.uint8), gs))
+
+
+def test_awq_layers_of_one_group_spanning_k_fit_the_models_group_size(tmp_path):
+    rng = np.random.default_rng(5)
+    # BERT hidden 128 with group 128: the attention layers are one group each, the FFN output (K=256) two
+    write_awq(tmp_path, [_awq(L0, rng, 128, 128), _awq(L1, rng, 256, 128)])
+    assert json.loads((tmp_path / "config.json").read_text())["quantization_config"]["group_size"] == 128
+    (tmp_path / "b").mkdir()
+    write_awq(tmp_path / "b", [_awq(L0, rng, 128, 128), _awq(L1, rng, 256, 256)])   # every layer one group
+    assert json.loads((tmp_path / "b" / "config.json").read_text())["quantization_config"]["group_size"] == -1
+    (tmp_path / "c").mkdir()
+    with pytest.raises(FormatRuleError, match=r"one group size; got \[-1, 64\]"):
+        write_awq(tmp_path / "c", [_awq(L0, rng, 128, 128), _awq(L1, rng, 256, 64)])

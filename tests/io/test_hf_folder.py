@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -22,6 +21,9 @@ from refsim.io.hf_folder import SIDE_FILES, finish, save_model_tensors
 from refsim.io.quantize import QuantizeOptions, quantize_model
 from refsim.io.tensors import save_tensors
 
+from conftest_io import (BERT_FIELDS, ENC_H, ENC_I, ENC_LAYERS, ENC_POS, ENC_VOCAB, KINDS, write_tiny_bert,
+                         write_tiny_llama)
+
 REF = Path(__file__).parent / "data" / "ct_w4a16_sym"
 #: what transformers (config, tokenizer, GenerationConfig, weights) and vLLM read from a folder
 LOADER_FILES = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
@@ -29,21 +31,7 @@ LOADER_FILES = {"config.json", "generation_config.json", "model.safetensors", "t
 
 @pytest.fixture(scope="module")
 def fp_llama(tmp_path_factory) -> Path:
-    """The unquantized model behind the reference: its dequantized bf16 weights, its config without
-    quantization_config, its tokenizer and generation files."""
-    out = tmp_path_factory.mktemp("fp") / "tiny-llama"
-    out.mkdir()
-    ck = open_checkpoint(REF)
-    tensors = {n + ".weight": np.ascontiguousarray(ck.read_layer(n).dequantize().T) for n in ck.layer_names()}
-    consumed = {f"{n}.{s}" for n in ck.layer_names() for s in ("weight_packed", "weight_scale", "weight_shape")}
-    tensors.update({t: ck.tensor(t) for t in ck.tensor_names() if t not in consumed})
-    save_tensors(out / "model.safetensors", tensors, {"format": "pt"})
-    cfg = json.loads((REF / "config.json").read_text())
-    del cfg["quantization_config"]
-    (out / "config.json").write_text(json.dumps(cfg))
-    for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
-        shutil.copy(REF / f, out / f)
-    return out
+    return write_tiny_llama(tmp_path_factory.mktemp("fp") / "tiny-llama")
 
 
 def _header(path: Path) -> dict:
@@ -186,3 +174,123 @@ def test_a_failed_job_leaves_no_temporary_folder(fp_llama, tmp_path, monkeypatch
     with pytest.raises(RuntimeError, match="worker died"):
         quantize_model(fp_llama, tmp_path / "out", QuantizeOptions("rtn"))
     assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------------------------------
+# Every output folder kind, decoder and encoder, holds what the libraries' loaders read. The fields are
+# written out by hand from the loaders' source (the versions named); tests/io/load_with_transformers.py
+# loads the same folders with the libraries themselves where they are installed.
+#
+#   GPTQ   transformers 5.24 GPTQConfig.post_init (utils/quantization_config.py): bits in {2,3,4,8},
+#          group_size -1 or > 0, 0 < damp_percent < 1; optimum 2.x GPTQQuantizer.convert_model replaces the
+#          Linear modules under block_name_to_quantize (default: decoder patterns such as "model.layers";
+#          an encoder needs its own); gptqmodel's TorchQuantLinear buffers per layer: qweight int32
+#          (K*bits/32, N), qzeros int32 (G, N*bits/32), scales float16 (G, N), g_idx int32 (K,)
+#   AWQ    AwqConfig (quant_method "awq", bits 4, group_size, zero_point, version "gemm",
+#          modules_to_not_convert matched as substrings of module names); WQLinear_GEMM: qweight int32
+#          (K, N/8), qzeros int32 (G, N/8), scales float16 (G, N)
+#   CT     compressed-tensors 0.20.1 PackedQuantizationCompressor: weight_packed int32 (N, K*bits/32),
+#          weight_scale float (N, G), weight_shape int (2,) = [N, K], weight_zero_point int32
+#          (N*bits/32, G) only when not symmetric; every Linear not in "ignore" is a target
+#   config transformers' AutoConfig needs model_type; BertConfig's fields (conftest_io.BERT_FIELDS)
+# ----------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fp_bert(tmp_path_factory) -> Path:
+    return write_tiny_bert(tmp_path_factory.mktemp("fp") / "tiny-bert")
+
+
+def _linears(fp: Path) -> dict[str, tuple]:
+    """Linear module name -> (N, K) of the FP model (2-D weights that are not embeddings)."""
+    h = _header(fp / "model.safetensors")
+    return {n[:-len(".weight")]: s for n, (_, s) in h.items()
+            if n.endswith(".weight") and len(s) == 2 and "embeddings" not in n and "embed_tokens" not in n}
+
+
+def _check_gptq(qc, h, linears, block):
+    assert qc["quant_method"] == "gptq" and qc["bits"] == 4 and qc["group_size"] == 128
+    assert isinstance(qc["desc_act"], bool) and isinstance(qc["sym"], bool) and 0 < qc["damp_percent"] < 1
+    if block is not None:
+        assert qc["block_name_to_quantize"] == block
+    under = qc.get("block_name_to_quantize", "model.layers")   # optimum's pattern for a Llama decoder
+    for m, (n, k) in linears.items():
+        if m.startswith(under + "."):
+            assert h[f"{m}.qweight"] == ("I32", (k * 4 // 32, n)), m
+            assert h[f"{m}.qzeros"] == ("I32", (k // 128, n * 4 // 32)), m
+            assert h[f"{m}.scales"] == ("F16", (k // 128, n)), m
+            assert h[f"{m}.g_idx"] == ("I32", (k,)), m
+            assert f"{m}.weight" not in h
+        else:
+            assert f"{m}.weight" in h and f"{m}.qweight" not in h, m   # left a plain Linear by the loader
+
+
+def _check_awq(qc, h, linears):
+    assert {k: qc[k] for k in ("quant_method", "bits", "group_size", "zero_point", "version")} == \
+        {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+    skip = qc["modules_to_not_convert"] or []
+    for m, (n, k) in linears.items():
+        if any(s in m for s in skip):
+            assert f"{m}.weight" in h and f"{m}.qweight" not in h, m
+        else:
+            assert h[f"{m}.qweight"] == ("I32", (k, n // 8)), m
+            assert h[f"{m}.qzeros"] == ("I32", (k // 128, n // 8)), m
+            assert h[f"{m}.scales"] == ("F16", (k // 128, n)), m
+
+
+def _check_ct(qc, h, linears, sym):
+    assert qc["quant_method"] == "compressed-tensors" and qc["format"] == "pack-quantized"
+    (g,) = qc["config_groups"].values()
+    assert g["targets"] == ["Linear"] and g["weights"]["symmetric"] is sym and g["weights"]["num_bits"] == 4
+    for m, (n, k) in linears.items():
+        if m in qc["ignore"]:
+            assert f"{m}.weight" in h and f"{m}.weight_packed" not in h, m
+            continue
+        assert h[f"{m}.weight_packed"] == ("I32", (n, k * 4 // 32)), m
+        assert h[f"{m}.weight_scale"][0] in ("F16", "BF16", "F32") and h[f"{m}.weight_scale"][1] == (n, k // 128), m
+        assert h[f"{m}.weight_shape"][0] in ("I32", "I64") and h[f"{m}.weight_shape"][1] == (2,), m
+        with safe_open(str(h["__file__"]), framework="numpy") as f:
+            assert f.get_tensor(f"{m}.weight_shape").tolist() == [n, k], m
+        if sym:
+            assert f"{m}.weight_zero_point" not in h, m
+        else:
+            assert h[f"{m}.weight_zero_point"] == ("I32", (n * 4 // 32, k // 128)), m
+
+
+@pytest.mark.parametrize("family", ["decoder", "encoder"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_output_folder_kind_holds_what_its_loader_reads(fp_llama, fp_bert, tmp_path, family, kind):
+    fp = fp_llama if family == "decoder" else fp_bert
+    opts, to = KINDS[kind]
+    out = tmp_path / "out"
+    summary = quantize_model(fp, out, QuantizeOptions(**opts, measure_memory=False), calib="corpus:256",
+                             heldout_tokens=256, to=to)
+    cfg = json.loads((out / "config.json").read_text())
+    qc = cfg["quantization_config"]
+    h = _header(out / "model.safetensors")
+    h["__file__"] = out / "model.safetensors"
+    linears = _linears(fp)
+    if family == "encoder":
+        assert cfg["model_type"] == "bert" and cfg["architectures"] == ["BertModel"]
+        assert set(BERT_FIELDS) <= set(cfg)
+        assert {k: cfg[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                    "intermediate_size", "max_position_embeddings", "type_vocab_size")} == \
+            {"vocab_size": len(ENC_VOCAB), "hidden_size": ENC_H, "num_hidden_layers": ENC_LAYERS,
+             "num_attention_heads": 2, "intermediate_size": ENC_I, "max_position_embeddings": ENC_POS,
+             "type_vocab_size": 2}
+        assert (out / "vocab.txt").read_bytes() == (fp / "vocab.txt").read_bytes()
+        assert any(n.startswith("note: config.json: the source has no model_type") for n in summary["notes"])
+    else:
+        assert {k: v for k, v in cfg.items() if k != "quantization_config"} == \
+            json.loads((fp / "config.json").read_text())
+        assert (out / "tokenizer.json").is_file()
+    if kind in ("rtn", "gptq"):
+        _check_gptq(qc, h, linears, "encoder.layer" if family == "encoder" else None)
+        assert json.loads((out / "quantize_config.json").read_text()) == qc
+    elif kind == "awq":
+        _check_awq(qc, h, linears)
+    else:
+        _check_ct(qc, h, linears, kind == "ct-sym")
+    warned = [n for n in summary["notes"] if n.startswith("warning: asymmetric compressed-tensors")]
+    assert len(warned) == (kind == "ct-asym")
+    if warned:
+        assert "transformers 5.24.0 + compressed-tensors 0.20.1" in warned[0]

@@ -56,6 +56,12 @@ def test_format_table_prints_a_row_per_layer_and_the_marlin_verdict(gptq_dir):
     assert text[4] == "Marlin cannot run 1 of 1 layers as is:"
 
 
+def test_format_table_spells_a_per_channel_layer_per_channel(tmp_path):
+    write_gptq(tmp_path, [gptq_layer(L0, np.random.default_rng(2), gs=None, sym=True)])
+    text = format_table(inspect_checkpoint(tmp_path)).splitlines()
+    assert text[3].split()[1:4] == ["gptq", "4", "per-channel"]
+
+
 def test_format_table_refuses_what_inspect_did_not_return():
     with pytest.raises(FormatRuleError, match=r"summary: must be what inspect_checkpoint returns.*got missing keys"):
         format_table({"path": "x", "format": "gptq"})

@@ -122,6 +122,11 @@ def test_marlin_reasons_lists_every_rule_the_codes_break():
         "asymmetric zero points (3 of 256 differ from 8; Marlin's format is symmetric, (q - 8) * s)"]
     with pytest.raises(FormatRuleError, match="cannot repack to Marlin: asymmetric zero points .* --requantize"):
         to_marlin(asym)
+    # --requantize is suggested only where it can help: it cannot change K or N
+    with pytest.raises(FormatRuleError, match=r"N=64 is not a multiple of 256\)?$"):
+        to_marlin(_codes(bits=8, gs=32, k=64, n=64))
+    assert uniform.requantize_hint(128, 256).startswith(" (use --requantize")
+    assert uniform.requantize_hint(384, 384) == uniform.requantize_hint(64, 256) == ""
     # act-order groups of unequal size: g_idx puts 129 rows in group 0 of a K=256, gs=128 layer
     u = _codes(k=256, n=256, gs=128, desc_act=True)
     g = u.g_idx.copy()

@@ -81,3 +81,26 @@ def test_readme_example_runs(capsys):
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert out.startswith("[1.  1.5 2. ] ")          # y = 1 + 0.5 * x for x = 0, 1, 2 (then the count)
+
+
+
+def test_nvcc_diagnostics_keep_their_lines_and_name_the_callers_file(failing_nvcc):
+    from refsim.errors import CompileError
+
+    with pytest.raises(CompileError) as exc:
+        ptx.compile("__global__ void k() {}", arch="sm_86", options=("-O3",), source_name="kernels/my.cu")
+    assert str(exc.value).splitlines() == [
+        "nvcc failed on kernels/my.cu (-arch=sm_86 -O3):",
+        'kernels/my.cu(3): error: identifier "undefined_name" is undefined',
+        'kernels/my.cu(7): warning: variable "t" was declared but never referenced',
+        '1 error detected in the compilation of "kernels/my.cu".']
+    assert isinstance(exc.value, ToolchainError)
+
+
+def test_a_source_from_no_file_keeps_the_compiled_copys_path(failing_nvcc):
+    with pytest.raises(ToolchainError) as exc:
+        ptx.compile("__global__ void k() {}")
+    head, first = str(exc.value).splitlines()[:2]
+    copy = head.removeprefix("nvcc failed on ").removesuffix(" (-arch=sm_80):")
+    assert copy.endswith("/kernel.cu") and "refsim-ptx-" in copy
+    assert first == f'{copy}(3): error: identifier "undefined_name" is undefined'
