@@ -69,6 +69,7 @@ import numpy as np
 from refsim._validate import (
     plain_scalar,
     require_bool,
+    require_bounded,
     require_choice,
     require_dtype,
     require_dtype_arg,
@@ -247,6 +248,7 @@ def unpack(packed: np.ndarray) -> np.ndarray:
     """uint8 codes (2m,) from uint8 packed (m,): the high nibble of byte i is element 2i."""
     packed = require_dtype("packed", packed, np.uint8)
     require_ndim("packed", packed, 1)
+    require_bounded("packed (two codes per byte)", 2 * packed.size)
     return np.stack([packed >> 4, packed & 15], axis=1).reshape(-1)  # (m, 2) -> (2m,)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import plain_scalar, require_choice, require_dtype, require_shape_arg
+from refsim._validate import plain_scalar, require_choice, require_dtype, require_int, require_shape_arg
 from refsim.errors import ShapeError
 from refsim.formats import gguf_kquants, gguf_legacy
 
@@ -42,11 +42,11 @@ def row_bytes(qtype: str, cols: int) -> int:
     """Bytes of one row of ``cols`` values of ``qtype`` (``cols`` a positive multiple of the block size)."""
     qtype = require_choice("qtype", plain_scalar(qtype), tuple(BLOCK_TYPES))
     block, size = BLOCK_TYPES[qtype]
-    cols = require_shape_arg("cols", cols)
-    if len(cols) != 1 or cols[0] == 0 or cols[0] % block:
+    cols = require_int("cols", cols, minimum=0)
+    if cols == 0 or cols % block:
         raise ShapeError(f"cols: a row's length must be a positive multiple of {qtype}'s block of {block}; "
-                         f"got {cols[0] if len(cols) == 1 else cols}")
-    return cols[0] // block * size
+                         f"got {cols}")
+    return cols // block * size
 
 
 def _blocks(raw: np.ndarray, qtype: str, shape) -> tuple[np.ndarray, tuple[int, ...], str]:

@@ -89,7 +89,13 @@ def _check(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    """float32 (B, 256) from uint8 super-blocks (B, bytes per block) of a k-quant ``qtype``."""
+    """float32 (B, 256) from uint8 super-blocks (B, bytes per block) of a k-quant ``qtype``. Any bit pattern
+    is data: an inf or NaN scale propagates as IEEE arithmetic does, without warnings."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _dequantize_blocks(blocks, qtype)
+
+
+def _dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
     qtype = require_choice("qtype", qtype, tuple(KQUANT_TYPES))
     b = _check(blocks, qtype)
     if qtype == "Q2_K":
@@ -132,7 +138,13 @@ def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    """Plain-loop twin of :func:`dequantize_blocks`: ggml's C loops, pointer walks and all."""
+    """Plain-loop twin of :func:`dequantize_blocks`: ggml's C loops, pointer walks and all. Any bit pattern
+    is data: an inf or NaN scale propagates as IEEE arithmetic does, without warnings."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _dequantize_blocks_reference(blocks, qtype)
+
+
+def _dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
     qtype = require_choice("qtype", qtype, tuple(KQUANT_TYPES))
     b = _check(blocks, qtype)
     out = np.zeros((b.shape[0], QK_K), _F32)

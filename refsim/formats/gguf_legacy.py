@@ -103,7 +103,13 @@ def _check_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """float32 (B, values per block) from uint8 blocks (B, bytes per block) of a legacy ``qtype``
-    (ggml's ``dequantize_row_*``)."""
+    (ggml's ``dequantize_row_*``). Any bit pattern
+    is data: an inf or NaN scale propagates as IEEE arithmetic does, without warnings."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _dequantize_blocks(blocks, qtype)
+
+
+def _dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
     qtype = require_choice("qtype", qtype, tuple(LEGACY_TYPES))
     b = _check_blocks(blocks, qtype)
     if qtype == "F16":
@@ -127,7 +133,13 @@ def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    """Plain-loop twin of :func:`dequantize_blocks`, written from ggml's C loops."""
+    """Plain-loop twin of :func:`dequantize_blocks`, written from ggml's C loops. Any bit pattern
+    is data: an inf or NaN scale propagates as IEEE arithmetic does, without warnings."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _dequantize_blocks_reference(blocks, qtype)
+
+
+def _dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
     qtype = require_choice("qtype", qtype, tuple(LEGACY_TYPES))
     b = _check_blocks(blocks, qtype)
     qk = LEGACY_TYPES[qtype][0]
@@ -259,4 +271,4 @@ def quantize_blocks_reference(x: np.ndarray, qtype: str) -> np.ndarray:
         if qtype in ("Q5_0", "Q5_1"):
             head += sum(((q[j] >> 4) & 1) << j for j in range(32)).to_bytes(4, "little")
         out.append(head + bytes((q[j] & 15) | ((q[j + 16] & 15) << 4) for j in range(16)))
-    return np.frombuffer(b"".join(out), np.uint8).reshape(x.shape[0], -1).copy()
+    return np.frombuffer(b"".join(out), np.uint8).reshape(x.shape[0], LEGACY_TYPES[qtype][1]).copy()
