@@ -200,7 +200,8 @@ def quantize_blocks(x: np.ndarray, qtype: str) -> np.ndarray:
     if qtype == "F16":
         return _f16_bytes(x[:, 0])
     if qtype == "BF16":
-        return cvt_f32_to_bf16(np.ascontiguousarray(x[:, 0])).view(np.uint16).astype("<u2").reshape(-1, 1).view(np.uint8)
+        bits = cvt_f32_to_bf16(np.ascontiguousarray(x[:, 0])).view(np.uint16).astype("<u2")  # (B,)
+        return bits.reshape(-1, 1).view(np.uint8)  # (B, 2) little-endian
     with np.errstate(divide="ignore", over="ignore"):
         if qtype in ("Q4_0", "Q5_0"):
             nmax = _F32(-8) if qtype == "Q4_0" else _F32(-16)

@@ -73,7 +73,8 @@ def run(name: str, x: np.ndarray, kind: str, blocksize: int, double_quant: bool,
     for tag, dt in (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
         st.dtype = dt
         y = F.dequantize_4bit(packed, st).contiguous()
-        out[f"{name}.{tag}"] = (y.view(torch.int16).numpy().view(np.uint16) if dt == torch.bfloat16 else y.numpy()).copy()
+        bits = y.view(torch.int16).numpy().view(np.uint16) if dt == torch.bfloat16 else y.numpy()
+        out[f"{name}.{tag}"] = bits.copy()
 
 
 def main() -> None:
