@@ -13,6 +13,8 @@
     atom            Atom W4A4: reorder, INT4 groups, INT8 outlier tail, KV cache, fused group GEMM
     mixed_2_4_16    2/4-bit groups in one matrix, second-order scales, CSR FP16 outliers
     qigen           QIGen's blocked CPU layout built from a GPTQ checkpoint
+    bnb4            bitsandbytes NF4/FP4 blocks with double-quantized absmax (QLoRA)
+    gguf            llama.cpp's GGUF tensors: gguf_legacy (Q4_0..Q8_0, IQ4_NL, F16/BF16), gguf_kquants (Q2_K..Q6_K, IQ4_XS)
 
 Every module uses the same verbs (``pack``, ``unpack``, ``dequantize``, ``permute``) and opens
 with a spec block and a layout diagram; see docs/conventions.md.

@@ -901,6 +901,46 @@ def _upscale_reference_seed() -> Seed:
     return call(s.xs[0], s.Pw[0], s.Pwx[0], seed.lut[0], seed.borders[0], 3)
 
 
+# ---- bitsandbytes NF4/FP4 (formats.bnb4) and GGUF blocks (formats.gguf, gguf_legacy, gguf_kquants) --------
+from refsim.formats import bnb4, gguf, gguf_kquants, gguf_legacy  # noqa: E402
+
+
+@functools.cache
+def bnb4_record() -> bnb4.BnB4:
+    """70 values in blocks of 32 (a partial last block), double-quantized absmax."""
+    return bnb4.quantize(normal(70), "nf4", 32, double_quant=True)
+
+
+def gguf_bytes(shape) -> np.ndarray:
+    """Block bytes below 0x3C: every fp16 scale they hold is finite."""
+    return codes(shape, 0x3C)
+
+
+SAMPLES["refsim.formats.bnb4.BnB4"] = bnb4_record
+SEEDS.update({
+    "refsim.formats.bnb4.code_table": lambda: call("fp4"),
+    "refsim.formats.bnb4.pack": lambda: call(codes(8, 16)),
+    "refsim.formats.bnb4.unpack": lambda: call(codes(4, 256)),
+    "refsim.formats.bnb4.quantize": lambda: call(normal(70), "nf4", 32, True, "cpu"),
+    "refsim.formats.bnb4.quantize_reference": lambda: call(normal(40, np.float16), "fp4", 32, False, "cuda"),
+    "refsim.formats.bnb4.dequantize": lambda: call(bnb4_record(), np.float16),
+    "refsim.formats.bnb4.dequantize_reference": lambda: call(bnb4_record(), np.float32),
+    "refsim.formats.gguf.row_bytes": lambda: call("Q4_K", 512),
+    "refsim.formats.gguf.dequantize": lambda: call(gguf_bytes(36), "Q4_0", (1, 64)),
+    "refsim.formats.gguf.dequantize_reference": lambda: call(gguf_bytes(84), "Q2_K", (256,)),
+    "refsim.formats.gguf.quantize": lambda: call(normal((2, 32)), "Q5_1"),
+    "refsim.formats.gguf.quantize_reference": lambda: call(normal((1, 32)), "Q4_0"),
+    "refsim.formats.gguf_legacy.dequantize_blocks": lambda: call(gguf_bytes((2, 22)), "Q5_0"),
+    "refsim.formats.gguf_legacy.dequantize_blocks_reference": lambda: call(gguf_bytes((1, 34)), "Q8_0"),
+    "refsim.formats.gguf_legacy.quantize_blocks": lambda: call(normal((2, 32)), "Q8_0"),
+    "refsim.formats.gguf_legacy.quantize_blocks_reference": lambda: call(normal((1, 32)), "Q4_1"),
+    "refsim.formats.gguf_legacy.read_f16": lambda: call(gguf_bytes((2, 18)), 0),
+    "refsim.formats.gguf_kquants.dequantize_blocks": lambda: call(gguf_bytes((1, 144)), "Q4_K"),
+    "refsim.formats.gguf_kquants.dequantize_blocks_reference": lambda: call(gguf_bytes((1, 210)), "Q6_K"),
+    "refsim.formats.gguf_kquants.scale_min_k4": lambda: call(codes((2, 12), 256)),
+})
+# ---- end of bnb4 / gguf ----------------------------------------------------------------------------------
+
 SAMPLES.update(fuzz_seeds_kernels.SAMPLES)
 SAMPLES.update(fuzz_seeds_io.SAMPLES)
 SEEDS.update(fuzz_seeds_kernels.seeds(sys.modules[__name__]))
@@ -974,6 +1014,10 @@ UNSEEDED.update({
                                             "run)",
     "refsim.data.models.pydoc_llama_path": "no parameters",
     "refsim.cuda.kernels": "no parameters",
+})
+UNSEEDED.update({  # bnb4 / gguf
+    "refsim.formats.bnb4.dynamic_map": "no parameters",
+    "refsim.formats.bnb4.nested_lut": "no parameters",
 })
 
 #: unseeded callables that no fuzz calls, not even with wrong values (test_fuzz_public_api.py):
