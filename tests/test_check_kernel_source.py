@@ -25,8 +25,9 @@ def _plan(x, qweight, lut, scale=1):
     bits = qweight.shape[0]
     m, n, k, bits = ak.check_inputs(x, qweight, lut, bits)
     out = np.zeros((m, n), np.float16)
+    p = ak.plan(m, n, k, bits)   # a K-split launch (M = 1, K > 4096, 7-8 bits): slices of 4 chunks
     args = (x, qweight, (lut * np.float16(scale)).astype(np.float16), out, np.int32(m), np.int32(n), np.int32(k),
-            np.int32(bits), np.int32(ak.plan(m, n, k, bits).chunks))
+            np.int32(bits), np.int32(4 if p.ksplit > 1 else p.chunks))
     return LaunchPlan(grid=-(-n // 4), block=128, args=args, out=out, shared_bytes=4 * (1 << bits) * 2)
 
 

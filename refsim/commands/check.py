@@ -177,7 +177,7 @@ def _not_dumpable():
 
 
 def _supervise(request: dict) -> int:
-    from refsim.errors import RefsimError, ToolchainError
+    from refsim.errors import CompileError, RefsimError, ToolchainError
     from refsim.testing import harness          # the harness and every format, loaded before any kernel runs
     from refsim.testing.sandbox import KernelLoadError, KernelProcess
 
@@ -200,6 +200,9 @@ def _supervise(request: dict) -> int:
         except (harness.KernelMismatch, harness.KernelCallError) as err:
             sys.stdout.write(f"{err}\n")
             return 1
+        except CompileError as err:              # nvcc's diagnostics keep their lines, naming the user's file
+            sys.stderr.write(f"refsim check: error: {err}\n")
+            return 2
         except (RefsimError, ToolchainError) as err:
             sys.stderr.write(f"refsim check: error: {' '.join(str(err).split())}\n")
             return 2

@@ -55,7 +55,7 @@ import numpy as np
 
 from refsim._validate import require_bool, require_choice, require_instance, require_int
 from refsim.arith import tensor_core as tc
-from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.errors import CompileError, FormatRuleError, RefsimError, ToolchainError
 from refsim.testing import adversarial as adv
 from refsim.testing import diagnose as dg
 from refsim.testing.accuracy import FACTOR, FLOOR, Accumulation, Spread, judge, reference, spread
@@ -314,7 +314,9 @@ def _compile(path: Path, arch: str) -> None:
     from refsim import ptx
 
     try:
-        ptx.compile(path.read_text(), arch=arch, include_dirs=(str(path.parent),))
+        ptx.compile(path.read_text(), arch=arch, include_dirs=(str(path.parent),), source_name=str(path))
+    except CompileError as err:                  # nvcc's lines kept, each naming the user's file
+        raise CompileError(compiler_message(str(err), path, arch)) from None
     except ToolchainError as err:
         raise ToolchainError(compiler_message(str(err), path, arch)) from None
 

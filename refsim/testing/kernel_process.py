@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.errors import CompileError, FormatRuleError, RefsimError, ToolchainError
 
 __all__ = ["MalformedReply", "load_kernel", "read_frame", "write_frame", "serve", "MAX_HEADER", "SETTLE"]
 
@@ -233,6 +233,9 @@ def serve(parent: int, request_json: str) -> None:
     write_frame(outbox, {"kind": "started"})   # refsim is loaded: the import's deadline starts now
     try:
         kernel = _kernel_of(request)
+    except CompileError as err:                 # nvcc's diagnostics keep their lines (FILE(LINE): error: ...)
+        write_frame(outbox, {"kind": "refused", "compile": True, "text": str(err)})
+        os._exit(0)
     except (RefsimError, ToolchainError) as err:
         write_frame(outbox, {"kind": "refused", "text": " ".join(str(err).split())})
         os._exit(0)

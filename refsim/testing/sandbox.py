@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from refsim.errors import FormatRuleError
+from refsim.errors import CompileError, FormatRuleError
 from refsim.testing import kernel_process as kp
 from refsim.testing.kernel_process import TEXT, Ended, MalformedReply, read_frame, write_frame
 from refsim.testing.runner import KernelCallError, KernelModifiedInput, KernelTimeout, _first_change
@@ -147,7 +147,7 @@ class KernelProcess:
         else:
             if header.get("kind") == "refused" and isinstance(header.get("text"), str):
                 self.close()
-                raise FormatRuleError(header["text"][:TEXT])
+                raise (CompileError if header.get("compile") is True else FormatRuleError)(header["text"][:TEXT])
             try:
                 self.__signature__ = self._signature(header)
             except (TypeError, ValueError) as err:
