@@ -34,7 +34,7 @@ Spec
                  DeepGEMM ``per_block_cast_to_fp8(x, use_ue8m0)``, deep_gemm/utils/math.py, snapshot
                  38939a4c494ce6e904b54da94a1183955a5e9497 (DeepSeek-V3's checkpoints store s as
                  ``weight_scale_inv``). Note the two families differ in the division: x / s
-                 (compressed-tensors) against x * fp32(1 / s) (DeepGEMM), which round differently.
+                 (compressed-tensors) against x * fp32(1 / s) (DeepGEMM), whose float32 results can differ.
     dequantize   decode(codes) * s, one float32 product per element (compressed-tensors ``_dequantize``)
     layout       refsim's (K, N) weights: torch's (N, K) weight transposed, so "channel" scales are the
                  transpose of compressed-tensors' (N, 1) and "block128" scales of DeepGEMM's
@@ -211,11 +211,10 @@ def quantize_reference(x: np.ndarray, scheme: str) -> FP8Quant:
             else:
                 s = _F32(max(_F32(amax / E4M3_MAX), _EPS))
             scales[i, j] = s
-            for r in rs:
-                for c in cs:
-                    y = _F32(x[r, c] * inv) if scheme.startswith("block") else _F32(x[r, c] / s)
-                    y = min(max(y, -E4M3_MAX), E4M3_MAX)
-                    codes[r, c] = minifloat.encode_reference(np.array([y], _F32), "e4m3", "saturate")[0]
+            ys = np.array([[_F32(x[r, c] * inv) if scheme.startswith("block") else _F32(x[r, c] / s) for c in cs]
+                           for r in rs], _F32)
+            ys = np.array([[min(max(y, -E4M3_MAX), E4M3_MAX) for y in row] for row in ys], _F32)
+            codes[rs.start:rs.stop, cs.start:cs.stop] = minifloat.encode_reference(ys, "e4m3", "saturate")
     return FP8Quant(codes, scales, scheme)
 
 

@@ -51,6 +51,8 @@ the table of every code by exact rational comparison.
 
 from __future__ import annotations
 
+import bisect
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -199,15 +201,21 @@ def _code_value(f: MiniFloat, code: int) -> Fraction:
     return (1 + Fraction(m, 1 << f.man_bits)) * Fraction(2) ** (e - f.bias)
 
 
+@functools.lru_cache(maxsize=None)
+def _reference_table(f: MiniFloat) -> tuple[int, list[Fraction]]:
+    """(code of max, exact magnitudes of codes 0 .. max + 1)."""
+    top = int(np.searchsorted([float(_code_value(f, c)) for c in range(1 << (f.bits - 1))], f.max_value))
+    return top, [_code_value(f, c) for c in range(top + 2)]
+
+
 def encode_reference(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
-    """:func:`encode`, one element at a time: the nearest of the finite magnitudes (code 0 .. code of
-    max) and of the first magnitude past max (the code after max, read by the formula), ties to the
-    even code; landing on that last one is an overflow."""
+    """:func:`encode`, one element at a time: the nearer of the two table magnitudes around |x|, by
+    exact comparison, ties to the even code. The table holds codes 0 .. max and the code after max
+    read by the formula; landing on that last one is an overflow."""
     f = _format(fmt)
     overflow = _overflow(f, overflow)
     x = as_float32("x", x)
-    top = int(np.searchsorted([float(_code_value(f, c)) for c in range(1 << (f.bits - 1))], f.max_value))
-    table = [_code_value(f, c) for c in range(top + 2)]      # magnitudes of codes 0 .. top + 1
+    top, table = _reference_table(f)
     out = np.zeros(x.shape, np.uint8)
     for idx, v in np.ndenumerate(x):
         neg = bool(np.signbit(v))
@@ -220,7 +228,9 @@ def encode_reference(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
             mag = top + 1
         else:
             a = abs(Fraction(float(v)))
-            mag = min(range(top + 2), key=lambda c: (abs(table[c] - a), c & 1))
+            i = bisect.bisect_left(table, a)                    # table[i - 1] < a <= table[i]
+            near = [c for c in (i - 1, i) if 0 <= c <= top + 1]
+            mag = min(near, key=lambda c: (abs(table[c] - a), c & 1))
         if mag == top + 1:          # overflow
             if overflow == "saturate":
                 mag = top
