@@ -13,6 +13,9 @@
     atom            Atom W4A4: reorder, INT4 groups, INT8 outlier tail, KV cache, fused group GEMM
     mixed_2_4_16    2/4-bit groups in one matrix, second-order scales, CSR FP16 outliers
     qigen           QIGen's blocked CPU layout built from a GPTQ checkpoint
+    minifloat       FP8/FP6/FP4 element formats: rounding, overflow and NaN rules, decoding (ml_dtypes)
+    fp8             FP8 casts and scaling schemes (compressed-tensors per tensor/channel/token, DeepGEMM 128x128)
+    mx              MXFP4/6/8 (E8M0 block scales) and NVFP4 (E4M3 block scales x fp32), as torchao
 
 Every module uses the same verbs (``pack``, ``unpack``, ``dequantize``, ``permute``) and opens
 with a spec block and a layout diagram; see docs/conventions.md.

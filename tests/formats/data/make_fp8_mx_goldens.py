@@ -3,8 +3,8 @@ defining libraries compute them, for tests/formats/test_minifloat.py, test_fp8.p
 
 Run it in an environment with the libraries (never in refsim's own; the tests only read the .npz):
 
-    python -m venv /tmp/goldens && /tmp/goldens/bin/pip install torch==2.13.0 torchao==0.18.0 ml_dtypes numpy
-    /tmp/goldens/bin/python tests/formats/data/make_fp8_mx_goldens.py
+    python -m venv VENV && VENV/bin/pip install torch==2.13.0 torchao==0.18.0 ml_dtypes numpy
+    VENV/bin/python tests/formats/data/make_fp8_mx_goldens.py
 
 What comes from where (each key of the .npz, with the versions in its ``versions`` entry):
     cast_*, decode_*   ml_dtypes ``astype`` (the element casts), torch ``.to`` for the torch_* keys
