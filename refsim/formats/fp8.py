@@ -64,6 +64,7 @@ from refsim._validate import (
     require_finite,
     require_float_array,
     require_ndim,
+    require_shape_arg,
 )
 from refsim.errors import DtypeError, ShapeError
 from refsim.formats import minifloat
@@ -110,7 +111,10 @@ def decode(codes: np.ndarray, kind: str) -> np.ndarray:
 def scale_shape(shape: tuple[int, int], scheme: str) -> tuple[int, int]:
     """The (rows, cols) of the float32 scales of a (R, C) input under ``scheme`` (module table)."""
     scheme = require_choice("scheme", scheme, SCHEMES)
-    r, c = (int(v) for v in shape)
+    dims = require_shape_arg("shape", shape)
+    if len(dims) != 2:
+        raise ShapeError(f"shape: must be (rows, cols); got {dims}")
+    r, c = dims
     return {"tensor": (1, 1), "channel": (1, c), "token": (r, 1)}.get(
         scheme, (-(-r // _BLOCK), -(-c // _BLOCK)))
 

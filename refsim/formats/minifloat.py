@@ -67,8 +67,7 @@ from refsim._validate import (
 )
 from refsim.errors import FormatRuleError, NonFiniteError
 
-__all__ = ["MiniFloat", "FORMATS", "OVERFLOW_RULES", "encode", "encode_reference", "decode", "decode_reference",
-           "as_float32"]
+__all__ = ["MiniFloat", "FORMATS", "OVERFLOW_RULES", "encode", "encode_reference", "decode", "decode_reference"]
 
 OVERFLOW_RULES: tuple[str, ...] = ("nan", "inf", "saturate")
 
@@ -133,7 +132,7 @@ def _inf_code(f: MiniFloat) -> int:
     return ((1 << f.exp_bits) - 1) << f.man_bits
 
 
-def as_float32(name: str, x) -> np.ndarray:
+def _as_float32(name: str, x) -> np.ndarray:
     """``x`` (float16/32/64 ndarray) as float32: float16 widened exactly, float64 rounded to nearest
     even (the conversion ml_dtypes and torch apply first). Never modifies ``x``."""
     x = require_float_array(name, x)
@@ -185,7 +184,7 @@ def encode(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
     code, or NonFiniteError for a format without NaN."""
     f = _format(fmt)
     overflow = _overflow(f, overflow)
-    x = as_float32("x", x)
+    x = _as_float32("x", x)
     if f.nan == "none" and np.isnan(x).any():
         raise NonFiniteError(f"x: {f.name} has no NaN code, so NaN cannot be encoded; got "
                              f"{int(np.isnan(x).sum())} NaN value(s)")
@@ -214,7 +213,7 @@ def encode_reference(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
     read by the formula; landing on that last one is an overflow."""
     f = _format(fmt)
     overflow = _overflow(f, overflow)
-    x = as_float32("x", x)
+    x = _as_float32("x", x)
     top, table = _reference_table(f)
     out = np.zeros(x.shape, np.uint8)
     for idx, v in np.ndenumerate(x):

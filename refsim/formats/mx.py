@@ -93,6 +93,9 @@ class MXKind:
     scale: str          # "e8m0" or "e4m3"
     emax_elem: int      # floor(log2(element max)); NVFP4 does not use it
 
+    def __post_init__(self):
+        require_fields(self)
+
 
 KINDS: dict[str, MXKind] = {k.name: k for k in (
     MXKind("mxfp4", "e2m1", 32, "e8m0", 2),
@@ -137,10 +140,11 @@ def e8m0_to_float32(s: np.ndarray) -> np.ndarray:
 
 
 def per_tensor_scale(amax: float) -> float:
-    """NVFP4's per-tensor scale for a tensor whose max |x| is ``amax`` (finite, > 0): float32
-    ``amax / (448 * 6)`` (torchao ``per_tensor_amax_to_scale``), returned as the Python float it holds."""
+    """NVFP4's per-tensor scale for a tensor whose max |x| is ``amax`` (> 0, at most float32's max):
+    ``float32(amax) / 2688.0`` in float32 (torchao ``per_tensor_amax_to_scale``: ``amax.to(float32) /
+    (448 * 6)``), returned as the Python float it holds."""
     amax = require_real("amax", amax)
-    if not amax > 0 or not np.isfinite(_F32(amax)):
+    if not 0 < amax <= float(np.finfo(_F32).max):
         raise FormatRuleError(f"amax: must be > 0 and finite as float32; got {amax!r}")
     return float(_F32(amax) / _F32(448.0 * 6.0))
 
