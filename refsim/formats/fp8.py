@@ -16,33 +16,37 @@ Spec
                                    to Inf and writes NaN as 0x7F|S (ml_dtypes: 0x7E|S)
     scaling      quantize(x, scheme): x float32 (K, N) weights or (M, K) activations, finite; kind e4m3;
                  every step one float32 operation rounded to nearest even, in this order:
-    scheme       scales (float32)          amax over                      codes
-    "tensor"     (1, 1)                    all of x                       cast(clamp(x / s, +-448))
-    "channel"    (1, N): per column of W   axis 0 (K)                     cast(clamp(x / s, +-448))
-    "token"      (M, 1): per row of X      axis 1 (K)                     cast(clamp(x / s, +-448))
-                 s = max(amax / 448, 2^-23)    compressed-tensors ``calculate_qparams`` (symmetric,
-                 FLOAT, 8 bits: q_max - q_min = 896, halved; clamp at float32 eps) and
-                 ``_quantize`` (x / scale, clamp to +-448, ``.to(float8_e4m3fn)``), as llm-compressor's
-                 min-max observer feeds it (strategy TENSOR / CHANNEL / TOKEN); matched:
-                 neuralmagic/compressed-tensors src/compressed_tensors/quantization/utils/helpers.py
-                 and lifecycle/forward.py, snapshot 024cea3eda5f7e92c8428dc6b5405fc0107f07f0
-    "block128"   (ceil(K/128), ceil(N/128))  each 128 x 128 tile     cast(x * (1 / s)), saturating
+    scheme       scales (float32)              amax over          codes
+    "tensor"     (1, 1)                        all of x           cast(clamp(x / s + 0, +-448))
+    "channel"    (1, N): per column of W       axis 0 (K)         cast(clamp(x / s + 0, +-448))
+    "token"      (M, 1): per row of X          axis 1 (K)         cast(clamp(x / s + 0, +-448))
+    "block128"   (ceil(K/128), ceil(N/128))    each 128x128 tile  cast(clamp(x / s + 0, +-448))
+                 s = amax / 448, and s = 2^-23 (float32 eps) where that is 0: compressed-tensors
+                 ``calculate_qparams`` (symmetric FLOAT 8-bit: (q_max - q_min) / 2 = 448; a zero scale
+                 replaced by the scale dtype's eps) and ``_quantize`` (x / scale, plus the zero point 0,
+                 which turns -0.0 into +0: code 0x00; clamp; ``.to(float8_e4m3fn)``), fed by
+                 llm-compressor's memoryless min-max observer (strategies TENSOR, CHANNEL, TOKEN, and
+                 BLOCK with block_structure [128, 128], edge tiles partial). Matched: compressed-tensors
+                 0.19.0 (PyPI) quantization/utils/helpers.py, lifecycle/forward_helpers.py, quant_args.py,
+                 and llm-compressor 0.14.0.1's FP8 / FP8_DYNAMIC / FP8_BLOCK presets (weights "tensor",
+                 "channel", "block128"; tests/quant/test_fp8.py holds their checkpoints' bits)
+    "deepgemm_block128"  (ceil(K/128), ceil(N/128))  each 128x128 tile  cast(x * (1 / s)), saturating
                  s = max(amax, fp32(1e-4)) / 448 (the tile zero-padded at the edges: padding never
-                 raises amax)
-    "block128_ue8m0"  the same with s rounded up to a power of two: exponent field + (mantissa != 0),
-                 clamped to [1, 254] (DeepGEMM ``ceil_to_ue8m0``; DeepSeek-V3.1/V3.2 and Blackwell UE8M0)
+                 raises amax; -0.0 stays 0x80)
+    "deepgemm_block128_ue8m0"  the same with s rounded up to a power of two: exponent field +
+                 (mantissa != 0), clamped to [1, 254] (DeepGEMM ``ceil_to_ue8m0``; UE8M0 scales)
                  DeepGEMM ``per_block_cast_to_fp8(x, use_ue8m0)``, deep_gemm/utils/math.py, snapshot
                  38939a4c494ce6e904b54da94a1183955a5e9497 (DeepSeek-V3's checkpoints store s as
-                 ``weight_scale_inv``). Note the two families differ in the division: x / s
-                 (compressed-tensors) against x * fp32(1 / s) (DeepGEMM), whose float32 results can differ.
+                 ``weight_scale_inv``). The block families differ: the floor (eps for a zero tile
+                 against amax >= 1e-4), the sign of zero, and x / s against x * fp32(1 / s).
     dequantize   decode(codes) * s, one float32 product per element (compressed-tensors ``_dequantize``)
-    layout       refsim's (K, N) weights: torch's (N, K) weight transposed, so "channel" scales are the
-                 transpose of compressed-tensors' (N, 1) and "block128" scales of DeepGEMM's
-                 (N/128, K/128)
-    goldens      tests/formats/data/fp8_mx_goldens.npz: ml_dtypes casts and torch 2.13 transcriptions
-                 of the two functions above (tests/formats/data/make_fp8_mx_goldens.py)
+    layout       refsim's (K, N) weights: torch's (N, K) weight transposed, so "channel" and the block
+                 scales are the transposes of the checkpoints' (N, 1) and (N/128, K/128)
+    goldens      tests/formats/data/fp8_mx_goldens.npz: ml_dtypes and torch casts, compressed-tensors
+                 0.19.0's own functions, DeepGEMM's function transcribed in torch
+                 (tests/formats/data/make_fp8_mx_goldens.py)
 
-Tiles of "block128" for K = 300, N = 200 (scales 3 x 2)::
+Tiles of the block schemes for K = 300, N = 200 (scales 3 x 2)::
 
          n 0..127   n 128..199
     k   0..127 [ s00 ] [ s01 ]
@@ -73,7 +77,7 @@ __all__ = ["KINDS", "SCHEMES", "E4M3_MAX", "cast", "cast_reference", "decode", "
            "quantize_reference", "dequantize", "scale_shape"]
 
 KINDS: tuple[str, ...] = ("e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz")
-SCHEMES: tuple[str, ...] = ("tensor", "channel", "token", "block128", "block128_ue8m0")
+SCHEMES: tuple[str, ...] = ("tensor", "channel", "token", "block128", "deepgemm_block128", "deepgemm_block128_ue8m0")
 E4M3_MAX = np.float32(448.0)
 _BLOCK = 128
 _F32 = np.float32
@@ -155,9 +159,13 @@ def _check(x: np.ndarray, scheme: str) -> tuple[np.ndarray, str]:
     return require_finite("x", x), scheme
 
 
+def _blocked(scheme: str) -> bool:
+    return "block128" in scheme
+
+
 def _expand(s: np.ndarray, shape: tuple[int, int], scheme: str) -> np.ndarray:
     """Per-element scales (R, C) from the scale array."""
-    if scheme.startswith("block"):
+    if _blocked(scheme):
         s = np.repeat(np.repeat(s, _BLOCK, axis=0), _BLOCK, axis=1)   # (R/128*128, C/128*128)
         return s[:shape[0], :shape[1]]
     return np.broadcast_to(s, shape)
@@ -170,28 +178,36 @@ def _ceil_ue8m0(s: np.ndarray) -> np.ndarray:
     return (np.clip(e, 1, 254) << 23).astype(np.uint32).view(np.float32)
 
 
-def quantize(x: np.ndarray, scheme: str) -> FP8Quant:
-    """Quantize float32 ``x`` (R, C), finite, to e4m3 codes with float32 scales by ``scheme``
-    ("tensor", "channel", "token", "block128", "block128_ue8m0"; the module table gives each formula
-    and its source). Returns :class:`FP8Quant` (codes uint8 (R, C), scales float32 of
-    :func:`scale_shape`)."""
-    x, scheme = _check(x, scheme)
+def _amax(x: np.ndarray, scheme: str) -> np.ndarray:
+    """max |x| per scale group, float32 of :func:`scale_shape`."""
     a = np.abs(x)
-    if scheme.startswith("block"):
+    if _blocked(scheme):
         rb, cb = scale_shape(x.shape, scheme)
         pad = np.zeros((rb * _BLOCK, cb * _BLOCK), _F32)                # zero padding never raises amax
         pad[:x.shape[0], :x.shape[1]] = a
-        amax = pad.reshape(rb, _BLOCK, cb, _BLOCK).max(axis=(1, 3))     # (R/128, C/128)
-        s = (np.maximum(amax, _AMAX_FLOOR) / E4M3_MAX).astype(_F32)
-        if scheme == "block128_ue8m0":
-            s = _ceil_ue8m0(s)
-        y = x * _expand((_F32(1) / s).astype(_F32), x.shape, scheme)
-        return FP8Quant(minifloat.encode_f32(y.astype(_F32), minifloat.FORMATS["e4m3"], "saturate"), s, scheme)
+        return pad.reshape(rb, _BLOCK, cb, _BLOCK).max(axis=(1, 3))     # (R/128, 128, C/128, 128) -> (R/128, C/128)
     axis = {"tensor": None, "channel": 0, "token": 1}[scheme]
-    amax = a.max(axis=axis, keepdims=True).reshape(scale_shape(x.shape, scheme))
-    s = np.maximum((amax / E4M3_MAX).astype(_F32), _EPS)
-    y = np.clip(x / _expand(s, x.shape, scheme), -E4M3_MAX, E4M3_MAX).astype(_F32)
-    return FP8Quant(minifloat.encode_f32(y, minifloat.FORMATS["e4m3"], "saturate"), s, scheme)
+    return a.max(axis=axis, keepdims=True).reshape(scale_shape(x.shape, scheme))
+
+
+def quantize(x: np.ndarray, scheme: str) -> FP8Quant:
+    """Quantize float32 ``x`` (R, C), finite, to e4m3 codes with float32 scales by ``scheme`` (one of
+    :data:`SCHEMES`; the module table gives each formula and its source). Returns :class:`FP8Quant`
+    (codes uint8 (R, C), scales float32 of :func:`scale_shape`)."""
+    x, scheme = _check(x, scheme)
+    amax = _amax(x, scheme)
+    e4m3 = minifloat.FORMATS["e4m3"]
+    if scheme.startswith("deepgemm"):
+        s = (np.maximum(amax, _AMAX_FLOOR) / E4M3_MAX).astype(_F32)
+        if scheme.endswith("ue8m0"):
+            s = _ceil_ue8m0(s)
+        y = (x * _expand((_F32(1) / s).astype(_F32), x.shape, scheme)).astype(_F32)
+        return FP8Quant(minifloat.encode_f32(y, e4m3, "saturate"), s, scheme)
+    s = (amax / E4M3_MAX).astype(_F32)
+    s = np.where(s == 0, _EPS, s).astype(_F32)
+    y = (x / _expand(s, x.shape, scheme)).astype(_F32) + _F32(0)       # + zero point 0: -0.0 becomes +0
+    y = np.clip(y, -E4M3_MAX, E4M3_MAX).astype(_F32)
+    return FP8Quant(minifloat.encode_f32(y, e4m3, "saturate"), s, scheme)
 
 
 def quantize_reference(x: np.ndarray, scheme: str) -> FP8Quant:
@@ -207,16 +223,18 @@ def quantize_reference(x: np.ndarray, scheme: str) -> FP8Quant:
             rs = range(i * rows, min((i + 1) * rows, R))
             cs = range(j * cols, min((j + 1) * cols, C))
             amax = max(abs(x[r, c]) for r in rs for c in cs)                # a float32 scalar
-            if scheme.startswith("block"):
+            if scheme.startswith("deepgemm"):
                 s = _F32(max(amax, _AMAX_FLOOR) / E4M3_MAX)
-                if scheme == "block128_ue8m0":
+                if scheme.endswith("ue8m0"):
                     s = _F32(2.0 ** int(np.clip(np.ceil(np.log2(np.float64(s))), -126, 127)))
                 inv = _F32(_F32(1) / s)
+                ys = [[_F32(x[r, c] * inv) for c in cs] for r in rs]
             else:
-                s = _F32(max(_F32(amax / E4M3_MAX), _EPS))
+                s = _F32(amax / E4M3_MAX)
+                if s == 0:
+                    s = _EPS
+                ys = [[_F32(_F32(x[r, c] / s) + _F32(0)) for c in cs] for r in rs]
             scales[i, j] = s
-            ys = np.array([[_F32(x[r, c] * inv) if scheme.startswith("block") else _F32(x[r, c] / s) for c in cs]
-                           for r in rs], _F32)
             ys = np.array([[min(max(y, -E4M3_MAX), E4M3_MAX) for y in row] for row in ys], _F32)
             codes[rs.start:rs.stop, cs.start:cs.stop] = minifloat.encode_reference(ys, "e4m3", "saturate")
     return FP8Quant(codes, scales, scheme)

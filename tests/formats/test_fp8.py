@@ -77,7 +77,7 @@ def test_quantize_reference_equals_quantize(x, scheme):
     assert_bitexact(a.scales, b.scales, name="scales")
 
 
-@pytest.mark.parametrize("scheme", ["block128", "block128_ue8m0"])
+@pytest.mark.parametrize("scheme", ["block128", "deepgemm_block128", "deepgemm_block128_ue8m0"])
 def test_block_reference_equals_quantize_across_edge_tiles(scheme):
     x = GOLDENS["fp8_x"][:130, :129]                            # 2 x 2 tiles, the edge ones 2 and 1 wide
     a, b = fp8.quantize(x, scheme), fp8.quantize_reference(x, scheme)
@@ -103,13 +103,26 @@ def test_channel_and_token_scales_follow_refsims_axes():
 def test_all_zero_groups_get_the_libraries_floors():
     x = np.zeros((2, 3), np.float32)
     assert fp8.quantize(x, "channel").scales.view(np.uint32).tolist() == [[0x34000000] * 3]   # eps 2^-23
-    assert fp8.quantize(x, "block128").scales[0, 0] == np.float32(np.float32(1e-4) / np.float32(448))
-    assert not fp8.quantize(x, "block128").codes.any()
+    assert fp8.quantize(x, "block128").scales.view(np.uint32).tolist() == [[0x34000000]]
+    assert fp8.quantize(x, "deepgemm_block128").scales[0, 0] == np.float32(np.float32(1e-4) / np.float32(448))
+    assert not fp8.quantize(x, "deepgemm_block128").codes.any()
+
+
+def test_compressed_tensors_scale_is_not_floored_above_zero():
+    x = np.full((1, 2), np.float32(1e-9), np.float32)            # amax / 448 is far below eps, yet kept
+    assert fp8.quantize(x, "tensor").scales[0, 0] == np.float32(np.float32(1e-9) / np.float32(448))
+
+
+def test_negative_zero_becomes_positive_in_compressed_tensors_schemes_only():
+    x = np.array([[-0.0, 1.0]], np.float32)
+    for scheme in ("tensor", "channel", "token", "block128"):
+        assert fp8.quantize(x, scheme).codes[0, 0] == 0x00, scheme   # x / s + zero point 0
+    assert fp8.quantize(x, "deepgemm_block128").codes[0, 0] == 0x80
 
 
 def test_ue8m0_scales_are_the_next_power_of_two():
     x = np.full((1, 1), np.float32(448 * 3), np.float32)       # s = 3 -> 4
-    q = fp8.quantize(x, "block128_ue8m0")
+    q = fp8.quantize(x, "deepgemm_block128_ue8m0")
     assert q.scales[0, 0] == 4.0 and q.codes[0, 0] == fp8.cast(np.array([336.0], np.float32), "e4m3")[0]
 
 

@@ -883,7 +883,7 @@ SEEDS.update({
     "refsim.formats.fp8.cast": lambda: call(_fp8_mx_x((8,)), "e4m3", True),
     "refsim.formats.fp8.cast_reference": lambda: call(_fp8_mx_x((8,)), "e5m2", False),
     "refsim.formats.fp8.decode": lambda: call(codes((8,), 256), "e4m3fnuz"),
-    "refsim.formats.fp8.quantize": lambda: call(_fp8_mx_x((4, 8)), "block128"),
+    "refsim.formats.fp8.quantize": lambda: call(_fp8_mx_x((4, 8)), "deepgemm_block128"),
     "refsim.formats.fp8.quantize_reference": lambda: call(_fp8_mx_x((4, 8)), "token"),
     "refsim.formats.fp8.dequantize": lambda: call(fp8.quantize(_fp8_mx_x((4, 8)), "tensor")),
     "refsim.formats.fp8.scale_shape": lambda: call((300, 200), "block128"),

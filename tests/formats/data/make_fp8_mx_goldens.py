@@ -3,17 +3,16 @@ defining libraries compute them, for tests/formats/test_minifloat.py, test_fp8.p
 
 Run it in an environment with the libraries (never in refsim's own; the tests only read the .npz):
 
-    python -m venv VENV && VENV/bin/pip install torch==2.13.0 torchao==0.18.0 ml_dtypes numpy
+    python -m venv VENV && VENV/bin/pip install torch==2.13.0 torchao==0.18.0 compressed-tensors==0.19.0 ml_dtypes numpy
     VENV/bin/python tests/formats/data/make_fp8_mx_goldens.py
 
 What comes from where (each key of the .npz, with the versions in its ``versions`` entry):
     cast_*, decode_*   ml_dtypes ``astype`` (the element casts), torch ``.to`` for the torch_* keys
-    fp8_*              compressed-tensors' ``calculate_qparams`` + ``_quantize`` (tensor/channel/token)
-                       and DeepGEMM's ``per_block_cast_to_fp8`` (block128, use_ue8m0 both ways),
-                       transcribed line for line in torch below (neither installs on a CPU machine:
-                       compressed-tensors pulls transformers, DeepGEMM needs CUDA); the lines match
-                       compressed-tensors 024cea3e (helpers.py, forward.py) and DeepGEMM 38939a4c
-                       (deep_gemm/utils/math.py)
+    fp8_*              compressed-tensors 0.19.0's own ``calculate_qparams`` / ``quantize`` /
+                       ``dequantize`` (tensor, channel, token, block128) and DeepGEMM's
+                       ``per_block_cast_to_fp8`` (deepgemm_block128[_ue8m0]), transcribed line for line
+                       in torch below (DeepGEMM needs CUDA to install; lines of 38939a4c,
+                       deep_gemm/utils/math.py)
     mx_*, nvfp4_*      torchao itself: ``to_mx`` / ``to_dtype`` and ``nvfp4_quantize`` /
                        ``NVFP4Tensor.dequantize`` (refsim never imports torch or torchao)
 It writes nothing but the .npz beside itself, refusing to write one over 1 MB.
@@ -28,6 +27,10 @@ import ml_dtypes as md
 import numpy as np
 import torch
 import torchao
+import compressed_tensors
+from compressed_tensors.quantization import QuantizationArgs
+from compressed_tensors.quantization.lifecycle import forward as ct_forward
+from compressed_tensors.quantization.utils import calculate_qparams
 from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
 from torchao.prototype.mx_formats.mx_tensor import to_dtype, to_mx
 from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, nvfp4_quantize
@@ -58,24 +61,27 @@ def cast_inputs() -> np.ndarray:
 
 
 def ct_quantize(x: torch.Tensor, strategy: str):
-    """compressed-tensors, FLOAT 8-bit symmetric: observer min/max -> calculate_qparams -> _quantize."""
+    """compressed-tensors' own functions, FP8 (FLOAT, 8 bits, symmetric): min/max per group as the
+    memoryless min-max observer reduces them, ``calculate_qparams``, ``quantize`` (and ``dequantize``)."""
+    args = QuantizationArgs(num_bits=8, type="float", symmetric=True, strategy=strategy,
+                            **({"block_structure": [128, 128]} if strategy == "block" else {}),
+                            **({"dynamic": True} if strategy == "token" else {}))   # tokens are dynamic only
     if strategy == "tensor":
         min_vals, max_vals = torch.aminmax(x)
-    else:
-        dim = 1                                        # CHANNEL on the (N, K) weight / TOKEN on (M, K) rows
-        min_vals, max_vals = torch.amin(x, dim=dim, keepdim=True), torch.amax(x, dim=dim, keepdim=True)
-    min_vals = torch.min(min_vals, torch.zeros_like(min_vals))
-    max_vals = torch.max(max_vals, torch.zeros_like(max_vals))
-    q_max = torch.tensor(torch.finfo(torch.float8_e4m3fn).max)
-    q_min = torch.tensor(torch.finfo(torch.float8_e4m3fn).min)
-    bit_range = q_max - q_min
-    max_val_pos = torch.max(torch.abs(min_vals), torch.abs(max_vals))
-    scales = max_val_pos / (float(bit_range) / 2)
-    scales = torch.clamp(scales, min=torch.finfo(torch.float32).eps)
-    scaled = x / scales
-    codes = torch.clamp(scaled, q_min, q_max).to(torch.float8_e4m3fn)
-    deq = codes.to(scales.dtype) * scales
-    return codes.view(torch.uint8).numpy(), scales.reshape(-1, 1).numpy(), deq.numpy()
+    elif strategy == "block":
+        r, c = -(-x.shape[0] // 128), -(-x.shape[1] // 128)
+        pad = torch.zeros(r * 128, c * 128)
+        lo, hi = pad.clone(), pad.clone()
+        lo[:x.shape[0], :x.shape[1]], hi[:x.shape[0], :x.shape[1]] = x, x   # zero padding: min <= 0 <= max anyway
+        min_vals = lo.view(r, 128, c, 128).amin(dim=(1, 3))
+        max_vals = hi.view(r, 128, c, 128).amax(dim=(1, 3))
+    else:                                              # CHANNEL on the (N, K) weight / TOKEN on (M, K) rows
+        min_vals, max_vals = torch.amin(x, dim=1, keepdim=True), torch.amax(x, dim=1, keepdim=True)
+    scales, zero_points = calculate_qparams(min_vals, max_vals, args)
+    codes = ct_forward.quantize(x, scales, zero_points, args, dtype=torch.float8_e4m3fn)
+    deq = ct_forward.dequantize(codes, scales, zero_points, args, dtype=torch.float32)
+    return codes.view(torch.uint8).numpy(), scales.reshape(-1, 1).numpy() if strategy != "block" else \
+        scales.numpy(), deq.numpy()
 
 
 def ceil_to_ue8m0(x: torch.Tensor):
@@ -150,6 +156,8 @@ def main() -> None:
     w = (rng.standard_normal((200, 136)) * np.exp(rng.standard_normal((200, 136)))).astype(np.float32)  # edge tiles both ways
     w[5, 7] = 0.0
     w[:, 3] = 0.0                                      # an all-zero column (scale at its floor)
+    w[7, :6] = -0.0                                    # negative zeros (compressed-tensors writes +0)
+    w[128:, 128:] *= np.float32(1e-7)                  # an edge tile with amax below DeepGEMM's 1e-4 floor
     g["fp8_x"] = w
     wt = torch.from_numpy(w)
     c, s, d = ct_quantize(wt, "tensor")
@@ -158,9 +166,11 @@ def main() -> None:
     g["fp8_channel_codes"], g["fp8_channel_scales"] = c.T, s.T
     c, s, d = ct_quantize(wt, "token")
     g["fp8_token_codes"], g["fp8_token_scales"] = c, s
+    c, s, d = ct_quantize(wt.T.contiguous(), "block")
+    g["fp8_block128_codes"], g["fp8_block128_scales"] = c.T, s.T
     for ue8m0 in (False, True):
         c, s = per_block_cast_to_fp8(wt, ue8m0)
-        key = "block128_ue8m0" if ue8m0 else "block128"
+        key = "deepgemm_block128_ue8m0" if ue8m0 else "deepgemm_block128"
         g[f"fp8_{key}_codes"], g[f"fp8_{key}_scales"] = c.view(torch.uint8).numpy(), s.numpy()
 
     xm = mx_inputs(256)
@@ -182,7 +192,7 @@ def main() -> None:
         g[f"nvfp4{label}_deq"] = nv.dequantize(torch.float32).numpy()
 
     versions = {"torch": torch.__version__, "torchao": torchao.__version__, "ml_dtypes": md.__version__,
-                "numpy": np.__version__, "compressed_tensors_lines": "024cea3eda5f7e92c8428dc6b5405fc0107f07f0",
+                "numpy": np.__version__, "compressed_tensors": compressed_tensors.__version__,
                 "deepgemm_lines": "38939a4c494ce6e904b54da94a1183955a5e9497"}
     g["versions"] = np.array(json.dumps(versions, sort_keys=True))
     np.savez_compressed(OUT, **g)
