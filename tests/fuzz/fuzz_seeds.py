@@ -28,6 +28,7 @@ from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bi
 from refsim.formats import anyprec_plan as apk
 from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
 from refsim.formats import fp8, minifloat, mx
+from refsim.quant import fp8 as qfp8
 from refsim.formats import mixed_2_4_16 as m24
 from refsim.gpu_model import (calibrate, conditions, cycle, evaluate, gpufile, layers, loop, measured, microbench,
                               occupancy, problem, published, roofline, shapes, specs, sweep)
@@ -894,6 +895,9 @@ SEEDS.update({
     "refsim.formats.mx.unpack_fp4": lambda: call(codes((2, 4), 256)),
     "refsim.formats.mx.e8m0_to_float32": lambda: call(codes((2, 4), 256)),
     "refsim.formats.mx.per_tensor_scale": lambda: call(6.5),
+    "refsim.quant.fp8.quantize_weight": lambda: call(_fp8_mx_x((4, 8)), "FP8_BLOCK"),
+    "refsim.quant.fp8.checkpoint_tensors": lambda: call(qfp8.quantize_weight(_fp8_mx_x((4, 8)), "FP8_DYNAMIC")),
+    "refsim.quant.fp8.from_checkpoint_tensors": lambda: call(codes((8, 4), 256), positive((8, 1)), "FP8_DYNAMIC"),
 })
 
 
