@@ -124,8 +124,8 @@ def _overflow(f: MiniFloat, overflow: str) -> str:
 
 def nan_code(f: MiniFloat) -> int:
     """The positive NaN code ml_dtypes writes (0x80 for fnuz); the sign bit is or-ed in for NaNs with a sign."""
-    return {"all_ones": (1 << (f.bits - 1)) - 1, "ieee": (((1 << f.exp_bits) - 1) << f.man_bits) | (1 << (f.man_bits - 1)),
-            "0x80": 0x80}[f.nan]
+    quiet = _inf_code(f) | (1 << (f.man_bits - 1))            # S.11111.10 for e5m2
+    return {"all_ones": (1 << (f.bits - 1)) - 1, "ieee": quiet, "0x80": 0x80}[f.nan]
 
 
 def _inf_code(f: MiniFloat) -> int:
@@ -246,8 +246,8 @@ def encode_reference(x: np.ndarray, fmt: str, overflow: str) -> np.ndarray:
 # ---- decoding -------------------------------------------------------------------------------------
 def _is_nan_code(f: MiniFloat, c: int) -> bool:
     mag, top_e = c & (f.sign_bit - 1), (1 << f.exp_bits) - 1
-    return {"all_ones": mag == f.sign_bit - 1, "ieee": (mag >> f.man_bits) == top_e and mag & ((1 << f.man_bits) - 1) != 0,
-            "0x80": c == 0x80, "none": False}[f.nan]
+    ieee = (mag >> f.man_bits) == top_e and mag & ((1 << f.man_bits) - 1) != 0
+    return {"all_ones": mag == f.sign_bit - 1, "ieee": ieee, "0x80": c == 0x80, "none": False}[f.nan]
 
 
 def decode_reference(codes: np.ndarray, fmt: str) -> np.ndarray:

@@ -47,11 +47,16 @@ Spec
                  s = 255 makes the whole block 0x7FC00000 (torch.where(..., nan)). NVFP4: element *
                  (t * e4m3(s)) (``get_hp_scales`` then one product; without t: element * e4m3(s)); a
                  NaN scale makes the block its NaN (0x7FF00000 | S)
-    matched      pytorch/ao, torchao 0.18.0 (PyPI): torchao/prototype/mx_formats/mx_tensor.py
+    matched      pytorch/ao v0.18.0 = 5f2baf9d575cf732362594c998c399902942531f (the PyPI wheel 0.18.0 holds
+                 these files byte for byte): torchao/prototype/mx_formats/mx_tensor.py
                  ``to_mx``/``to_dtype``/``get_fp_scale``, nvfp4_tensor.py ``nvfp4_quantize``/``dequantize``,
                  kernels.py ``pack_uint4``, torchao/prototype/custom_fp_utils.py
                  ``_f32_to_floatx_unpacked``; goldens from torchao 0.18.0 on torch 2.13.0 (CPU) in
                  tests/formats/data/fp8_mx_goldens.npz (make_fp8_mx_goldens.py)
+    later        torchao main after 0.18.0 (read at 050515e8a09c3fcad27b5fac7ad1c742f13c97f3) changes FLOOR: an
+                 Inf amax also gets s = 255, and elements are multiplied by the float32 2^(127 - s)
+                 instead of divided by the clamped scale (s = 0 then scales by 2^127, s = 255 makes
+                 every element NaN); refsim follows the released 0.18.0
     source       OCP Microscaling Formats (MX) Specification v1.0, sec. 5 and 6.3
 
 One MXFP4 row of K = 64 (two blocks, 32 bytes of codes, 2 scales)::
@@ -76,7 +81,7 @@ from refsim._validate import (
     require_fields,
     require_real,
 )
-from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.formats import minifloat
 
 __all__ = ["KINDS", "MXKind", "MXQuant", "quantize", "quantize_reference", "dequantize", "pack_fp4",
