@@ -15,6 +15,9 @@
     qigen           QIGen's blocked CPU layout built from a GPTQ checkpoint
     bnb4            bitsandbytes NF4/FP4 blocks with double-quantized absmax (QLoRA)
     gguf            llama.cpp's GGUF tensors: gguf_legacy (Q4_0..Q8_0, IQ4_NL, F16/BF16), gguf_kquants (Q2_K..Q6_K, IQ4_XS)
+    minifloat       FP8/FP6/FP4 element formats: rounding, overflow and NaN rules, decoding (ml_dtypes)
+    fp8             FP8 casts and scaling schemes (compressed-tensors per tensor/channel/token, DeepGEMM 128x128)
+    mx              MXFP4/6/8 (E8M0 block scales) and NVFP4 (E4M3 block scales x fp32), as torchao
 
 Every module uses the same verbs (``pack``, ``unpack``, ``dequantize``, ``permute``) and opens
 with a spec block and a layout diagram; see docs/conventions.md.

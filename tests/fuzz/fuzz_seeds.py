@@ -27,6 +27,8 @@ from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
 from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
+from refsim.formats import fp8, minifloat, mx
+from refsim.quant import fp8 as qfp8
 from refsim.formats import mixed_2_4_16 as m24
 from refsim.gpu_model import (calibrate, conditions, cycle, evaluate, gpufile, layers, loop, measured, microbench,
                               occupancy, problem, published, roofline, shapes, specs, sweep)
@@ -940,6 +942,41 @@ SEEDS.update({
     "refsim.formats.gguf_kquants.scale_min_k4": lambda: call(codes((2, 12), 256)),
 })
 # ---- end of bnb4 / gguf ----------------------------------------------------------------------------------
+# ---- FP8, MX and NVFP4 formats (refsim.formats.minifloat, fp8, mx) ----------------------------------
+def _fp8_mx_x(shape=(2, 32)) -> np.ndarray:
+    return normal(shape, scale=3.0)
+
+
+SAMPLES.update({
+    "refsim.formats.minifloat.MiniFloat": lambda: minifloat.FORMATS["e4m3"],
+    "refsim.formats.fp8.FP8Quant": lambda: fp8.quantize(_fp8_mx_x((4, 8)), "channel"),
+    "refsim.formats.mx.MXKind": lambda: mx.KINDS["mxfp4"],
+    "refsim.formats.mx.MXQuant": lambda: mx.quantize(_fp8_mx_x(), "nvfp4", per_tensor_scale=0.375),
+})
+SEEDS.update({
+    "refsim.formats.minifloat.encode": lambda: call(_fp8_mx_x((8,)), "e4m3", "nan"),
+    "refsim.formats.minifloat.encode_reference": lambda: call(_fp8_mx_x((8,)), "e2m1", "saturate"),
+    "refsim.formats.minifloat.decode": lambda: call(codes((8,), 256), "e5m2"),
+    "refsim.formats.minifloat.decode_reference": lambda: call(codes((8,), 64), "e3m2"),
+    "refsim.formats.fp8.cast": lambda: call(_fp8_mx_x((8,)), "e4m3", True),
+    "refsim.formats.fp8.cast_reference": lambda: call(_fp8_mx_x((8,)), "e5m2", False),
+    "refsim.formats.fp8.decode": lambda: call(codes((8,), 256), "e4m3fnuz"),
+    "refsim.formats.fp8.quantize": lambda: call(_fp8_mx_x((4, 8)), "deepgemm_block128"),
+    "refsim.formats.fp8.quantize_reference": lambda: call(_fp8_mx_x((4, 8)), "token"),
+    "refsim.formats.fp8.dequantize": lambda: call(fp8.quantize(_fp8_mx_x((4, 8)), "tensor")),
+    "refsim.formats.fp8.scale_shape": lambda: call((300, 200), "block128"),
+    "refsim.formats.mx.quantize": lambda: call(_fp8_mx_x(), "mxfp6_e2m3"),
+    "refsim.formats.mx.quantize_reference": lambda: call(_fp8_mx_x((1, 32)), "mxfp8_e4m3"),
+    "refsim.formats.mx.dequantize": lambda: call(mx.quantize(_fp8_mx_x(), "mxfp4")),
+    "refsim.formats.mx.pack_fp4": lambda: call(codes((2, 8), 16)),
+    "refsim.formats.mx.unpack_fp4": lambda: call(codes((2, 4), 256)),
+    "refsim.formats.mx.e8m0_to_float32": lambda: call(codes((2, 4), 256)),
+    "refsim.formats.mx.per_tensor_scale": lambda: call(6.5),
+    "refsim.quant.fp8.quantize_weight": lambda: call(_fp8_mx_x((4, 8)), "FP8_BLOCK"),
+    "refsim.quant.fp8.checkpoint_tensors": lambda: call(qfp8.quantize_weight(_fp8_mx_x((4, 8)), "FP8_DYNAMIC")),
+    "refsim.quant.fp8.from_checkpoint_tensors": lambda: call(codes((8, 4), 256), positive((8, 1)), "FP8_DYNAMIC"),
+})
+
 
 SAMPLES.update(fuzz_seeds_kernels.SAMPLES)
 SAMPLES.update(fuzz_seeds_io.SAMPLES)
