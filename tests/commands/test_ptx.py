@@ -1,8 +1,13 @@
-"""``refsim ptx stats``: per-kernel static instruction mix of a PTX file; errors as one line, exit 2."""
+"""``refsim ptx stats``: per-kernel static instruction mix of a PTX file; errors as one line, exit 2.
+``refsim ptx check``: vLLM's AWQ GEMM (tests/ptx/data/vllm_awq) against the awq emulator under its shape rule."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from refsim.cli import main
@@ -70,3 +75,56 @@ def test_stats_of_a_cu_file_nvcc_rejects_prints_its_diagnostics_line_by_line(fai
         f'{src}(3): error: identifier "undefined_name" is undefined',
         f'{src}(7): warning: variable "t" was declared but never referenced',
         f'1 error detected in the compilation of "{src}".']
+
+
+VLLM_AWQ = KERNELS.parent / "data" / "vllm_awq"
+VLLM_AWQ_ENTRY = "gemm_forward_4bit_cuda_m16nXk32"
+
+
+def _vllm_awq_check(tmp_path, *options):
+    """``refsim ptx check`` of vLLM's AWQ GEMM (tests/ptx/data/vllm_awq/README.md) with its launch and
+    shape rule: (exit status, stdout, stderr)."""
+    ptx_file = tmp_path / "awq_gemm_sm80.ptx"
+    ptx_file.write_bytes(gzip.decompress((VLLM_AWQ / "awq_gemm_sm80.ptx.gz").read_bytes()))
+    res = subprocess.run([sys.executable, "-m", "refsim", "ptx", "check", str(ptx_file), "--kernel", VLLM_AWQ_ENTRY,
+                          "--launch", f"{VLLM_AWQ / 'launch.py'}:plan", "--fmt", "awq", "--legal", "n%128==0",
+                          *options], capture_output=True, text=True, timeout=600)
+    return res.returncode, res.stdout, res.stderr
+
+
+def test_the_vllm_awq_ptx_is_the_one_its_readme_describes():
+    text = gzip.decompress((VLLM_AWQ / "awq_gemm_sm80.ptx.gz").read_bytes())
+    assert hashlib.sha256(text).hexdigest() == "bedcbdcba2c8f37ad2f9ac5eb6af6486a58deb835240919a09fbeef6031481ae"
+    assert hashlib.sha256(text).hexdigest() in (VLLM_AWQ / "README.md").read_text()
+    assert re.findall(r"^\.visible \.entry (\S+)\(", text.decode(), re.M) == [
+        "_ZN4vllm3awq31gemm_forward_4bit_cuda_m16nXk32ILi128EEEviiP6__halfPiS3_S4_iiiS3_"]
+
+
+def test_vllm_awq_bit_exact_fails_on_the_accumulation_with_the_rule_skipping_pinned_cases(tmp_path):
+    # N % 128 == 0 leaves one of the four pinned awq cases (m 4, k 512, n 256, g32); unshrunk, the report
+    # reads the kernel on its own terms: exact weights, a different accumulation (mma's fp32 sums)
+    rc, out, err = _vllm_awq_check(tmp_path, "--max-examples", "0", "--no-shrink")
+    assert rc == 1
+    assert "the kernel's shape rule 'n%128==0': 3 pinned cases skipped, 1 pinned" in err
+    assert "'m': 4, 'k': 512, 'n': 256, 'group_size': 32" in out
+    assert "the weights the kernel used are right" in out
+    assert "verdict: the weights are right; the difference is in the accumulation (its precision or its order)" in out
+    assert "size: max |difference| 0.00391 vs max |output| 5.96: rounding-sized" in out
+
+
+def test_vllm_awq_bit_exact_shrunk_case_is_one_fp32_chain(tmp_path):
+    # shrunk to k 32, n 128 (two mma.m16n8k16 per output) the kernel's bits are refsim's fp32 FMA chain
+    rc, out, err = _vllm_awq_check(tmp_path, "--max-examples", "0")
+    assert rc == 1 and "3 pinned cases skipped" in err
+    assert "case: {'m': 1, 'k': 32, 'n': 128, 'group_size': None" in out
+    assert ("verdict: another legitimate order (check it with mode='accuracy'): the kernel's output equals "
+            "refsim's emulation with one fp32 FMA chain over k ascending") in out
+
+
+def test_vllm_awq_accuracy_with_fp32_accumulation_in_any_order_exits_0(tmp_path):
+    rc, out, err = _vllm_awq_check(tmp_path, "--accuracy", "--accumulation", "fp32", "--order", "any")
+    assert rc == 0, out + err
+    assert ("1 pinned + 5 adversarial + 20 drawn cases within the bound of fp32 accumulation in any order "
+            "everywhere") in out
+    assert "the kernel's shape rule 'n%128==0' (3 pinned cases skipped)" in out
+    assert re.search(r"bit-exact with refsim's order: no, \d+ of \d+ outputs differ", out)
