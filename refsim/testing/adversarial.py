@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from refsim._validate import require_choice, require_instance
+from refsim._validate import require_choice, require_fields, require_instance
 from refsim.formats import bitplane, marlin
 from refsim.testing.accuracy import ACCUMULATIONS
 from refsim.testing.cases import FORMATS as SPECS
@@ -149,6 +149,9 @@ class Adversarial:
     case: dict
     inputs: tuple
     defeats: str
+
+    def __post_init__(self):
+        require_fields(self)  # plain strs and a tuple, whatever str subclasses or sequence came in
 
 
 def inputs(fmt: str, name: str) -> tuple:
