@@ -64,7 +64,7 @@ import ml_dtypes
 import numpy as np
 
 from refsim._validate import MAX_ELEMENTS, require_array, require_bounded, require_choice, require_fields, require_int
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 
 __all__ = ["DATA_TYPES", "TensorMap", "encode_tiled", "decode_tiled", "tile_box"]
 
@@ -251,6 +251,8 @@ def tile_box(tensor: np.ndarray, tensor_map: TensorMap, coords) -> np.ndarray:
     if m.interleave != "none":
         raise FormatRuleError(f"tensor_map.interleave: only interleave none is modelled; got {m.interleave}")
     t = require_array("tensor", tensor)
+    if t.dtype.hasobject:
+        raise DtypeError(f"tensor: must hold plain bytes (global memory), not Python objects; got {t.dtype}")
     c = _int_tuple("coords", coords, m.rank, -(1 << 31), (1 << 31) - 1)
     dt = np.dtype(_NUMPY[m.data_type])
     e = dt.itemsize

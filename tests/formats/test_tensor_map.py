@@ -199,3 +199,10 @@ def test_tile_box_rules():
         T.tile_box(np.zeros((6, 8), np.float32), T.TensorMap("tfloat32", 0, (8, 6), (32,), (4, 4), (1, 1)), (0, 0))
     with pytest.raises(FormatRuleError):
         T.tile_box(np.zeros((6, 8), np.float32), "map", (0, 0))
+
+
+def test_tile_box_refuses_object_arrays():
+    from refsim.errors import DtypeError
+    m = T.TensorMap("float32", 0, (8, 6), (32,), (4, 4), (1, 1))
+    with pytest.raises(DtypeError):
+        T.tile_box(np.zeros((6, 8), object), m, (0, 0))
