@@ -72,7 +72,7 @@ import ml_dtypes
 import numpy as np
 
 from refsim._validate import (require_array, require_choice, require_dtype, require_dtype_arg, require_fields,
-                              require_instance, require_int, require_ndim)
+                              require_int, require_ndim)
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats.swizzle import Swizzle
 

@@ -121,7 +121,7 @@ class TensorMap:
         dt = require_choice("data_type", self.data_type, DATA_TYPES)
         il = require_choice("interleave", self.interleave, INTERLEAVES)
         sw = require_choice("swizzle", self.swizzle, SWIZZLES)
-        require_choice("l2_promotion", self.l2_promotion, L2_PROMOTIONS)
+        l2 = require_choice("l2_promotion", self.l2_promotion, L2_PROMOTIONS)
         oob = require_choice("oob_fill", self.oob_fill, OOB_FILLS)
         if not isinstance(self.global_dims, (tuple, list)):
             raise FormatRuleError(f"global_dims: must be a tuple of ints; got {type(self.global_dims).__name__}")
@@ -156,8 +156,7 @@ class TensorMap:
             raise FormatRuleError(f"oob_fill: the NaN-request fill needs a floating-point data type; got {dt}")
         for name, v in (("global_address", addr), ("global_dims", dims), ("global_strides", strides),
                         ("box_dims", box), ("element_strides", estr), ("data_type", dt), ("interleave", il),
-                        ("swizzle", sw), ("oob_fill", oob),
-                        ("l2_promotion", require_choice("l2_promotion", self.l2_promotion, L2_PROMOTIONS))):
+                        ("swizzle", sw), ("oob_fill", oob), ("l2_promotion", l2)):
             object.__setattr__(self, name, v)
 
     @property

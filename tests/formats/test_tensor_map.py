@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from refsim.errors import FormatRuleError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError
 from refsim.formats import tensor_map as T
 from refsim.testing import examples
 
@@ -202,7 +202,6 @@ def test_tile_box_rules():
 
 
 def test_tile_box_refuses_object_arrays():
-    from refsim.errors import DtypeError
     m = T.TensorMap("float32", 0, (8, 6), (32,), (4, 4), (1, 1))
     with pytest.raises(DtypeError):
         T.tile_box(np.zeros((6, 8), object), m, (0, 0))
