@@ -18,6 +18,8 @@
     minifloat       FP8/FP6/FP4 element formats: rounding, overflow and NaN rules, decoding (ml_dtypes)
     fp8             FP8 casts and scaling schemes (compressed-tensors per tensor/channel/token, DeepGEMM 128x128)
     mx              MXFP4/6/8 (E8M0 block scales) and NVFP4 (E4M3 block scales x fp32), as torchao
+    smem_layouts    Hopper shared memory: the wgmma matrix descriptor, 32B/64B/128B swizzles, operand layouts
+    tensor_map      the TMA tensor map (cuTensorMapEncodeTiled rules, fmha_v2's 128-byte image, tile boxes)
 
 Every module uses the same verbs (``pack``, ``unpack``, ``dequantize``, ``permute``) and opens
 with a spec block and a layout diagram; see docs/conventions.md.

@@ -27,7 +27,7 @@ from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
 from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
-from refsim.formats import fp8, minifloat, mx
+from refsim.formats import fp8, minifloat, mx, smem_layouts, tensor_map
 from refsim.quant import fp8 as qfp8
 from refsim.formats import mixed_2_4_16 as m24
 from refsim.gpu_model import (calibrate, conditions, cycle, evaluate, gpufile, layers, loop, measured, microbench,
@@ -975,6 +975,43 @@ SEEDS.update({
     "refsim.quant.fp8.quantize_weight": lambda: call(_fp8_mx_x((4, 8)), "FP8_BLOCK"),
     "refsim.quant.fp8.checkpoint_tensors": lambda: call(qfp8.quantize_weight(_fp8_mx_x((4, 8)), "FP8_DYNAMIC")),
     "refsim.quant.fp8.from_checkpoint_tensors": lambda: call(codes((8, 4), 256), positive((8, 1)), "FP8_DYNAMIC"),
+})
+
+
+# ---- Hopper shared-memory layouts and the TMA tensor map (refsim.formats.smem_layouts, tensor_map) ----------
+def _smem_desc():
+    """A 128B-swizzled K-major descriptor of a 64 x 16 f16 tile at shared address 0."""
+    return smem_layouts.MatrixDescriptor(0, 16, 1024, 0, "128B")
+
+
+def _tile_f16() -> np.ndarray:
+    return normal((64, 16), np.float16)
+
+
+SAMPLES.update({
+    "refsim.formats.smem_layouts.MatrixDescriptor": _smem_desc,
+    "refsim.formats.tensor_map.TensorMap": lambda: tensor_map.TensorMap("float32", 0, (8, 6), (32,), (4, 4), (1, 1),
+                                                                       oob_fill="nan"),
+})
+SEEDS.update({
+    "refsim.formats.smem_layouts.encode_descriptor": lambda: call(0x400, 16, 1024, 0, "128B"),
+    "refsim.formats.smem_layouts.decode_descriptor": lambda: call(0x4000004000010040),
+    "refsim.formats.smem_layouts.swizzle": lambda: call(np.arange(0, 1024, 16), "128B"),
+    "refsim.formats.smem_layouts.swizzle_reference": lambda: call(0x3F0, "64B"),
+    "refsim.formats.smem_layouts.matrix_offsets": lambda: call(64, 16, 2, "MN", "32B", 256, 1024),
+    "refsim.formats.smem_layouts.matrix_addresses": lambda: call(_smem_desc(), 64, 16, np.float16, "K"),
+    "refsim.formats.smem_layouts.matrix_from_smem": lambda: call(
+        smem_layouts.smem_from_matrix(_tile_f16(), _smem_desc(), "K"), 0x4000004000010000, 64, 16, np.float16, "K"),
+    "refsim.formats.smem_layouts.matrix_from_smem_reference": lambda: call(
+        smem_layouts.smem_from_matrix(normal((8, 8), np.float16), _smem_desc(), "K"), _smem_desc(), 8, 8,
+        np.float16, "K"),
+    "refsim.formats.smem_layouts.smem_from_matrix": lambda: call(_tile_f16(), _smem_desc(), "K", 8192),
+    "refsim.formats.tensor_map.encode_tiled": lambda: call("float16", 0x1000, (64, 100), (128,), (64, 32), (1, 1),
+                                                           "none", "128B", "128B", "nan"),
+    "refsim.formats.tensor_map.decode_tiled": lambda: call(tensor_map.encode_tiled(
+        "bfloat16", 0x2000, (64, 8, 3), (128, 1024), (64, 8, 1), (1, 2, 1), swizzle="128B")),
+    "refsim.formats.tensor_map.tile_box": lambda: call(normal((6, 8)), SAMPLES["refsim.formats.tensor_map.TensorMap"](),
+                                                       (6, -2)),
 })
 
 
