@@ -51,8 +51,8 @@ evidence        ``verified=False`` everywhere: no Blackwell hardware data in ref
                 arithmetic (MMA-Sim models both alike).
 reference       :func:`mma_block_scaled_reference`: plain loops over exact rationals, from this spec; tested equal.
 
-mxf8f6f4 in one picture (e4m3, F = 25, c = 1): a0 = b0 = 1 with scales 2^0, a1 = b1 = 1 at k in another...
-one block only (K = 32 = the block), so: sA = 2^-20, sB = 2^-10, product a0*b0 = 1 -> term 2^-30::
+mxf8f6f4 in one picture (e4m3, F = 25): c = 1, a0 = b0 = 1 under scales 2^-20 and 2^-10, so the one
+product is 2^-30 (the block is all of K = 32, one scale pair per row and column)::
 
     c     1.0000000000000000000000000|           E = 0, grid 2^-25
     p0    0.0000000000000000000000000|00001      2^-30 truncated away -> D = 1
@@ -153,6 +153,8 @@ def kind_for(instruction: str, kind: str, scale_vec: str | None = None) -> Block
                                                                     ("mma.sync", "tcgen05.mma"))]
     kind = require_choice("kind", kind, tuple(dict.fromkeys(r.kind for r in rows)))
     rows = [r for r in rows if r.kind == kind]
+    if scale_vec is not None:
+        require_instance("scale_vec", scale_vec, str, "str ('1X', '2X', '4X') or None")
     if scale_vec is None or scale_vec == "":
         if len(rows) > 1:
             raise FormatRuleError(f"scale_vec: kind::{kind} needs one of {[r.scale_vec for r in rows]}; got None")
