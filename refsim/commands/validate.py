@@ -122,7 +122,8 @@ def run(args) -> int:
                              f"probe them; --json lists refsim's and MMA-Sim's answers)\n")
         waiting = v.pending(groups=groups, only=tuple(args.only))
         if waiting:
-            sys.stdout.write(f"pending: {len(waiting)} wgmma probes defined as data, not run (no wgmma kernel yet)\n")
+            sys.stdout.write(f"pending: {len(waiting)} wgmma probes and block-scaled kinds defined as data, not run "
+                             f"(no wgmma or block-scaled mma kernel yet)\n")
         sys.stdout.write(f"summary: {counts['bit-identical']} bit-identical, {counts['differs']} differ, "
                          f"{counts['error']} errors, {counts['no-model']} without a model on {arch or 'their archs'} "
                          f"(exit {status})\n")

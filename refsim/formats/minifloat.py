@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -61,52 +60,16 @@ import numpy as np
 from refsim._validate import (
     require_choice,
     require_dtype,
-    require_fields,
     require_float_array,
     require_integer_array,
 )
+# the format table lives with the arithmetic (refsim.arith sits below refsim.formats), one definition for both
+from refsim.arith.minifloat import FORMATS, MiniFloat
 from refsim.errors import FormatRuleError, NonFiniteError
 
 __all__ = ["MiniFloat", "FORMATS", "OVERFLOW_RULES", "encode", "encode_reference", "decode", "decode_reference"]
 
 OVERFLOW_RULES: tuple[str, ...] = ("nan", "inf", "saturate")
-
-
-@dataclass(frozen=True)
-class MiniFloat:
-    """One row of the module's format table."""
-
-    name: str
-    exp_bits: int
-    man_bits: int
-    bias: int
-    max_value: float
-    has_inf: bool
-    nan: str            # "all_ones" (S.1..1.1..1), "ieee" (exponent all ones, mantissa != 0), "0x80", "none"
-    ml_dtypes: str
-
-    def __post_init__(self):
-        require_fields(self)
-
-    @property
-    def bits(self) -> int:
-        """1 + E + M."""
-        return 1 + self.exp_bits + self.man_bits
-
-    @property
-    def sign_bit(self) -> int:
-        return 1 << (self.exp_bits + self.man_bits)
-
-
-FORMATS: dict[str, MiniFloat] = {f.name: f for f in (
-    MiniFloat("e4m3", 4, 3, 7, 448.0, False, "all_ones", "float8_e4m3fn"),
-    MiniFloat("e5m2", 5, 2, 15, 57344.0, True, "ieee", "float8_e5m2"),
-    MiniFloat("e4m3fnuz", 4, 3, 8, 240.0, False, "0x80", "float8_e4m3fnuz"),
-    MiniFloat("e5m2fnuz", 5, 2, 16, 57344.0, False, "0x80", "float8_e5m2fnuz"),
-    MiniFloat("e3m2", 3, 2, 3, 28.0, False, "none", "float6_e3m2fn"),
-    MiniFloat("e2m3", 2, 3, 1, 7.5, False, "none", "float6_e2m3fn"),
-    MiniFloat("e2m1", 2, 1, 1, 6.0, False, "none", "float4_e2m1fn"),
-)}
 
 
 def _format(fmt: str) -> MiniFloat:

@@ -16,7 +16,8 @@ cases         three groups (:func:`cases`), each case a few inputs chosen to cov
                            (``rule <name> [<shape and types>]``, :mod:`refsim.arith.tensor_core_rules`: one probe tile
                            each, :func:`unmeasured_rules` lists them). The wgmma probes
                            (:mod:`refsim.testing.wgmma_probes`) are defined as data and listed by :func:`pending`
-                           until refsim/cuda/wgmma.cu runs them.
+                           until refsim/cuda/wgmma.cu runs them; so are the block-scaled (Blackwell) kinds
+                           of :mod:`refsim.arith.block_scaled`, modelled but without a probe kernel.
 backend ptx   (the default without a GPU) each case through refsim.ptx, compared with refsim's emulator of it
               (kernels: refsim.emulator; mma: refsim.arith): with ``arch`` None, every mma form under every
               arch model it has, the arch-dependent kernels (Marlin) under each distinct f16 datapath (sm_80,
@@ -336,14 +337,18 @@ def _rule_case_name(r) -> str:
 
 
 def pending(*, groups=GROUPS, only=()) -> list[str]:
-    """Names of probe cases defined as data that no kernel runs yet: the wgmma probes of
-    :func:`refsim.testing.wgmma_probes.probes` (the mma group; refsim/cuda/wgmma.cu is not written yet)."""
+    """Names of mma cases defined as data that no kernel runs yet: the wgmma probes of
+    :func:`refsim.testing.wgmma_probes.probes` (refsim/cuda/wgmma.cu is not written yet) and every
+    block-scaled instruction of :func:`refsim.arith.block_scaled.modelled` with its a/b types
+    (``block-scaled <instruction>``: modelled, ``verified=False``, no probe kernel). The mma group only."""
+    from refsim.arith import block_scaled
     from refsim.testing import wgmma_probes
 
     _check_selection(groups, only)
     if "mma" not in groups:
         return []
     names = [p.name for p in wgmma_probes.probes()]
+    names += [f"block-scaled {k.ptx(a, b)}" for k in block_scaled.modelled() for a in k.types for b in k.types]
     return [n for n in names if not only or any(fnmatch.fnmatch(n, p) or p in n for p in only)]
 
 

@@ -198,6 +198,7 @@ def test_json_lists_the_unmeasured_rules_and_the_pending_wgmma_probes(capsys):
     assert doc["pending"] == []
     code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--only", "rule f16*", "--only", "*m64n8k16.f16*")
     assert "rules refsim states but no GPU has measured: negzero-sum, zero-product-exp, f16-zero-floor" in out
-    assert "pending: 8 wgmma probes defined as data, not run (no wgmma kernel yet)" in out and code == 0
+    assert ("pending: 8 wgmma probes and block-scaled kinds defined as data, not run (no wgmma or block-scaled mma "
+            "kernel yet)") in out and code == 0
     code, out, _ = _run(capsys, "--list", "--group", "mma", "--only", "*m64n8k16.f16* noC")
     assert out == "[mma] wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 noC  (pending: defined as data, no kernel runs it yet)\n"

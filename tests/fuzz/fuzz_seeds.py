@@ -21,8 +21,9 @@ import fuzz_seeds_io
 import fuzz_seeds_kernels
 from fuzz_engine import Seed, call
 
-from refsim.arith import (admissible, exact, fp, fragments, hw_samples, mma_steps, tensor_core as tc,
-                          tensor_core_rules, tensor_core_types as tct, wgmma)
+from refsim.arith import (admissible, block_scaled as bsc, exact, fp, fragments, hw_samples, mma_steps,
+                          tensor_core as tc, tensor_core_rules, tensor_core_types as tct, wgmma)
+from refsim.arith import minifloat as arith_minifloat
 from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
@@ -265,6 +266,8 @@ SAMPLES = {
     "refsim.arith.tensor_core_types.TypeModel": lambda: tct.model_for("sm_90", "m16n8k16", "bf16", "bf16"),
     "refsim.arith.wgmma.WgmmaKind": lambda: wgmma.kind_of("f32.bf16.bf16"),
     "refsim.arith.wgmma.WgmmaModel": lambda: wgmma.MODELS["fp8"],
+    "refsim.arith.block_scaled.BlockScaledKind": lambda: bsc.kind_for("mma.sync", "mxf8f6f4"),
+    "refsim.arith.minifloat.MiniFloat": lambda: arith_minifloat.FORMATS["e2m1"],
     "refsim.arith.tensor_core_rules.UnmeasuredRule": lambda: tensor_core_rules.UNMEASURED[0],
     "refsim.arith.exact.FloatFormat": lambda: exact.F16,
     "refsim.arith.fragments.FragmentLayout": fragments.mma_m16n8k16_a,
@@ -433,6 +436,18 @@ SEEDS = {
     "refsim.arith.wgmma.wgmma_reference": lambda: Seed(("s32.s8.u8", codes((64, 32), 128, np.int16, lo=-128),
                                                         codes((32, 8), 256, np.uint8, 1), codes((64, 8), 1000, np.int32, 2)),
                                                        dict(scale_d=True, scale_a=1, scale_b=1, satfinite=True)),
+    "refsim.arith.block_scaled.kind_for": lambda: call("mma.sync", "mxf4nvf4", "4X"),
+    "refsim.arith.block_scaled.element_terms": lambda: call("e2m3", codes((2, 4), 64)),
+    "refsim.arith.block_scaled.mma_block_scaled": lambda: call(
+        "mxf8f6f4", "m16n8k32", "e4m3", "e2m1", codes((16, 32), 256), codes((32, 8), 16, seed=1),
+        normal((16, 8), seed=2), codes((16, 1), 256, seed=3), codes((1, 8), 256, seed=4), "1X"),
+    "refsim.arith.block_scaled.tcgen05_mma_block_scaled": lambda: call(
+        "mxf4nvf4", "e2m1", "e2m1", codes((128, 64), 16), codes((64, 8), 16, seed=1), normal((128, 8), seed=2),
+        codes((128, 4), 256, seed=3), codes((4, 8), 256, seed=4), "4X"),
+    # the unscaled kind: the smallest twin (4096 Fraction products per call; every kind in tests/arith)
+    "refsim.arith.block_scaled.mma_block_scaled_reference": lambda: call(
+        "mma.sync", "f8f6f4", "e5m2", "e3m2", codes((16, 32), 256), codes((32, 8), 64, seed=1),
+        normal((16, 8), seed=2)),
     "refsim.arith.tensor_core_rules.rule": lambda: call("negzero-sum"),
     "refsim.arith.tensor_core_rules.probe_tile": lambda: call("f16-zero-floor"),
     "refsim.arith.tensor_core_types.mma_with_model": lambda: call(
@@ -948,7 +963,6 @@ def _fp8_mx_x(shape=(2, 32)) -> np.ndarray:
 
 
 SAMPLES.update({
-    "refsim.formats.minifloat.MiniFloat": lambda: minifloat.FORMATS["e4m3"],
     "refsim.formats.fp8.FP8Quant": lambda: fp8.quantize(_fp8_mx_x((4, 8)), "channel"),
     "refsim.formats.mx.MXKind": lambda: mx.KINDS["mxfp4"],
     "refsim.formats.mx.MXQuant": lambda: mx.quantize(_fp8_mx_x(), "nvfp4", per_tensor_scale=0.375),

@@ -160,7 +160,11 @@ def test_a_rule_tile_that_a_device_answers_mma_sims_way_differs(monkeypatch):
 
 def test_the_wgmma_probes_are_pending_and_selected_like_cases():
     names = v.pending()
-    assert len(names) == len(set(names)) == 242
+    # 242 wgmma probes; block-scaled: mma.sync f8f6f4 and mxf8f6f4 5 x 5 types each, mxf4 1, mxf4nvf4 2;
+    # tcgen05.mma mxf8f6f4 25, mxf4 1, mxf4nvf4 2 -> 53 + 28 = 81
+    assert len(names) == len(set(names)) == 242 + 81
+    assert v.pending(only=("block-scaled *mxf4nvf4*ue4m3",)) == [
+        "block-scaled mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"]
     assert v.pending(groups=("kernel",)) == []
     assert v.pending(only=("*m64n256k32.satfinite.s32.u8.s8*",)) == [
         f"wgmma.mma_async.sync.aligned.m64n256k32.satfinite.s32.u8.s8 {c}" for c in ("random", "extremes", "hugeC")]
