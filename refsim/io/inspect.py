@@ -4,6 +4,10 @@ Per layer (pinned keys for scripts: ``format``, ``bits``, ``group_size``, ``desc
 with the integer/boolean conventions of quantize_config.json: ``group_size`` -1 = per-channel)::
 
     name, format, bits, group_size, desc_act, sym, k, n,
+    scheme              compressed-tensors only: int {type, num_bits, strategy, group_size, symmetric,
+                        actorder, g_idx, scale_dtype}; float adds kind (fp8, nvfp4, mxfp4), fp8's
+                        block_structure, fp4's global_scale (present or not); group_size -1 for fp8
+                        tensor/channel, 128 for fp8 block, 16 nvfp4, 32 mxfp4
     zero_point          "v1 (stored zero - 1)", "v2 (stored zero)", "awq (stored zero)",
                         "none (symmetric, fixed 8)", "lut (non-uniform)", ...
     v1_zero_overflows   v1 zero fields holding all ones (a zero of 0 wrapped); 0 otherwise
@@ -42,6 +46,18 @@ def _qigen_refusal(layer) -> str | None:
     return "; ".join(reasons) or None
 
 
+def _float_scheme(lay) -> dict:
+    """The ``scheme`` entry of a compressed-tensors float layer (fp8, nvfp4, mxfp4)."""
+    out = {"type": "float", "kind": lay.kind, "num_bits": int(lay.bits), "strategy": lay.strategy,
+           "group_size": lay.group_size, "symmetric": True, "actorder": None, "g_idx": False}
+    if lay.kind == "fp8":
+        out.update(block_structure=[128, 128] if lay.strategy == "block" else None, scale_dtype=str(lay.scale.dtype))
+    else:
+        out.update(scale_dtype="float8_e4m3fn" if lay.kind == "nvfp4" else "e8m0 (uint8)",
+                   global_scale=lay.global_scale is not None)
+    return out
+
+
 def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
     """The summary of the checkpoint at ``path`` (see the module docstring); ``progress(done,
     total, name)`` is called after each layer (or None)."""
@@ -60,8 +76,12 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             overflow = 0
         else:
             zp, overflow = _ZERO_CONVENTION[lay.format], 0
+        kind = getattr(lay, "kind", "int")
+        if kind != "int":
+            zp = "none (symmetric float)"
         on_disk = ck.nbytes(name)
-        why_marlin = None if lay.format == "marlin" else marlin_refusal(lay)
+        why_marlin = None if lay.format == "marlin" else (
+            marlin_refusal(lay) if kind == "int" else f"{kind} layer (float codes, not a uniform int layer)")
         why_qigen = _qigen_refusal(lay)
         layers.append({
             "name": name, "format": lay.format, "bits": int(lay.bits),
@@ -72,7 +92,9 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             "marlin": {"ok": why_marlin is None, "reason": why_marlin},
             "qigen": {"ok": why_qigen is None, "reason": why_qigen},
         })
-        if lay.format == "compressed-tensors":
+        if kind != "int":
+            layers[-1]["scheme"] = _float_scheme(lay)
+        elif lay.format == "compressed-tensors":
             layers[-1]["scheme"] = {"type": "int", "num_bits": int(lay.bits), "strategy": lay.strategy,
                                     "group_size": lay.group_size, "symmetric": bool(lay.sym),
                                     "actorder": lay.actorder, "g_idx": lay.g_idx is not None,
