@@ -46,12 +46,12 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_finite, require_shape
+from refsim._validate import require_choice, require_dtype, require_finite, require_instance, require_shape
 from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import fp8 as fp8_format
 from refsim.formats import minifloat
 from refsim.formats import mx as mx_format
-from refsim.io.checkpoint import check_layer
+from refsim.io.checkpoint import Checkpoint, check_layer
 
 __all__ = ["CTFP8Layer", "CTFP4Layer", "FP8_STRATEGIES", "FP4_BLOCK", "read_float_layer"]
 
@@ -157,8 +157,8 @@ class CTFP4Layer:
                                   f"{'one' if self.global_scale is not None else 'None'} for {kind}")
         if self.global_scale is not None:
             g = require_shape("global_scale", require_dtype("global_scale", self.global_scale, np.float32), (1,))
-            if not (np.isfinite(g).all() and g[0] > 0):
-                raise FormatRuleError(f"global_scale: must be finite and > 0; got {float(g[0])}")
+            if not require_finite("global_scale", g)[0] > 0:
+                raise FormatRuleError(f"global_scale: must be > 0; got {float(g[0])}")
         if kind == "nvfp4":
             nan = (self.scale & 0x7F) == 0x7F
             if nan.any():
@@ -205,7 +205,14 @@ def read_float_layer(ck, name: str, scheme: dict) -> CTFP8Layer | CTFP4Layer:
     :class:`refsim.io.compressed_tensors.CompressedTensorsReader`) under its float ``scheme`` (a
     :meth:`refsim.io.ct_config.CTConfig.scheme_of` dict whose ``kind`` is fp8, nvfp4 or mxfp4);
     tensor dtypes and shapes checked, errors naming the file and tensor."""
-    kind = scheme["kind"]
+    require_instance("ck", ck, Checkpoint, "a compressed-tensors reader")
+    require_instance("name", name, str)
+    require_instance("scheme", scheme, dict)
+    kind = require_choice("scheme['kind']", scheme.get("kind"), ("fp8", *FP4_BLOCK))
+    if kind == "fp8":
+        require_choice("scheme['strategy']", scheme.get("strategy"), tuple(FP8_STRATEGIES))
+    if name not in ck.layer_names():
+        raise CheckpointError(f"{ck.path}: layer {name!r} must be one of the checkpoint's layers; got no such layer")
     if kind == "fp8":
         if not ck.has(f"{name}.weight"):
             raise CheckpointError(f"{ck.path}: tensor {name + '.weight'!r} must be present for a float-quantized "
