@@ -186,7 +186,16 @@ def _fp4_layer():
                       np.full((4, 2), 0x38, np.uint8), np.array([2.0], np.float32))
 
 
+TINY_GGUF = Path(__file__).parents[1] / "io" / "data" / "tiny.gguf"
+
+
+def _gguf_layer():
+    from refsim.io.gguf_file import GGUFLayer
+    return GGUFLayer("blk.0.attn_q.weight", "Q8_0", _rng(11).integers(0, 256, (3, 34), dtype=np.uint8) & 0x3F, 32)
+
+
 SAMPLES = {
+    "refsim.io.gguf_file.GGUFLayer": _gguf_layer,
     "refsim.io.compressed_tensors.CTLayer": lambda: io_uniform.to_ct(io_uniform.codes_of(gptq_layer())),
     "refsim.io.ct_float.CTFP8Layer": _fp8_layer,
     "refsim.io.ct_float.CTFP4Layer": _fp4_layer,
@@ -240,6 +249,8 @@ def seeds(fs) -> dict:
         # ---- readers, on checkpoint folders made in the current folder -----------------------------
         "refsim.io.checkpoint.read_json": lambda: call(gptq_dir() / "quantize_config.json"),
         "refsim.io.compressed_tensors.CompressedTensorsReader": lambda: call(ct_dir()),
+        "refsim.io.gguf_file.GGUFCheckpoint": lambda: call(TINY_GGUF),
+        "refsim.io.gguf_file.gguf_bits": lambda: call("Q4_K"),
         "refsim.io.ct_float.read_float_layer": lambda: call(ct.CompressedTensorsReader(ct_fp8_dir()), L0,
                                                             {"kind": "fp8", "strategy": "channel"}),
         "refsim.io.containers.AnyPrecisionReader": lambda: call(refsim_dir("anyprec")),
