@@ -295,3 +295,11 @@ def test_broken_float_tensors_are_refused_naming_the_tensor(tmp_path):
 def test_float_layer_records_refuse_broken_fields_by_name(make, err, match):
     with pytest.raises(err, match=match):
         make()
+
+
+def test_conversion_of_a_float_checkpoint_is_refused_by_name(tmp_path, capsys):
+    path, _ = _fp8_folder(tmp_path, "FP8_BLOCK")
+    assert main(["convert", str(path), "--to", "gptq-v2", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "needs integer (pack-quantized) layers; got a compressed-tensors float checkpoint" in err
+    assert not (tmp_path / "out").exists()
