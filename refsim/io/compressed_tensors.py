@@ -44,6 +44,7 @@ from refsim._validate import (require_bits, require_bool, require_bounded, requi
 from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import Checkpoint, check_layer, read_json
+from refsim.io.ct_float import CTFP4Layer, CTFP8Layer, read_float_layer
 from refsim.io.ct_config import CT_BITS, CTConfig
 
 __all__ = ["CTLayer", "CompressedTensorsReader", "pack_weight", "unpack_weight", "ct_quantization_config",
@@ -231,8 +232,16 @@ def ct_quantization_config(layers: list[CTLayer], ignore: list[str]) -> dict:
             "version": CT_VERSION}
 
 
+#: the layer tensors of a float-format checkpoint (fp8 / nvfp4 / mxfp4): every quantized layer has a
+#: ``weight_scale``; the rest is checked per layer by :func:`refsim.io.ct_float.read_float_layer`
+FLOAT_SUFFIXES = (("weight_scale",), ("weight", "weight_packed", "weight_global_scale", "weight_zero_point",
+                                      "input_scale", "input_global_scale", "bias"))
+
+
 class CompressedTensorsReader(Checkpoint):
-    """A compressed-tensors ``pack-quantized`` folder (see the module docstring)."""
+    """A compressed-tensors ``pack-quantized`` folder (see the module docstring), or one of the float
+    formats of :mod:`refsim.io.ct_float` (``float-quantized``, ``nvfp4-pack-quantized``,
+    ``mxfp4-pack-quantized``)."""
 
     format = "compressed-tensors"
     suffixes = (("weight_packed", "weight_scale", "weight_shape"), ("weight_zero_point", "weight_g_idx", "bias"))
@@ -243,17 +252,22 @@ class CompressedTensorsReader(Checkpoint):
         qc = read_json(cpath).get("quantization_config")
         self.ct_config = CTConfig(qc, cpath)
         self.groups = self.ct_config.groups
+        if self.ct_config.family == "float":          # fp8 / nvfp4 / mxfp4 layers: one weight_scale each
+            self.suffixes = FLOAT_SUFFIXES
         super().__init__(path, qc, cpath)
 
     def scheme_of(self, name: str) -> dict:
         """The config group applying to layer ``name`` (:meth:`refsim.io.ct_config.CTConfig.scheme_of`)."""
         return self.ct_config.scheme_of(name)
 
-    def read_layer(self, name: str) -> CTLayer:
+    def read_layer(self, name: str) -> CTLayer | CTFP8Layer | CTFP4Layer:
         """Read and validate one layer: shapes against weight_shape and the scheme, positive finite
-        scales, zero points and g_idx in range."""
+        scales, zero points and g_idx in range (int layers: :class:`CTLayer`); float layers through
+        :func:`refsim.io.ct_float.read_float_layer` (:class:`CTFP8Layer`, :class:`CTFP4Layer`)."""
         self._require_layer(name)
         sch = self.scheme_of(name)
+        if sch["kind"] != "int":
+            return read_float_layer(self, name, sch)
         b, gs = sch["bits"], sch["group_size"]
         fname = self._where[name + ".weight_packed"].name
         shape = self.tensor(f"{name}.weight_shape", dtype=(np.int64, np.int32), shape=(2,))

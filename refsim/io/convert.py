@@ -191,6 +191,9 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
         if src.format not in sources:
             raise FormatRuleError(f"to: conversion to {to} needs a {' / '.join(sources)} source; got a "
                                   f"{src.format} checkpoint")
+        if getattr(getattr(src, "ct_config", None), "family", "int") == "float":
+            raise FormatRuleError(f"to: conversion to {to} needs integer (pack-quantized) layers; got a "
+                                  "compressed-tensors float checkpoint (fp8 / nvfp4 / mxfp4: read and inspect only)")
         names = src.layer_names()
         converted = []
         for i, name in enumerate(names):

@@ -9,21 +9,26 @@ vllm-project/compressed-tensors 0.19.0 (``quantization/quant_args.py`` ``Quantiz
 field                  what refsim does
 =====================  ==========================================================================
 quant_method           must be "compressed-tensors"
-format                 "pack-quantized", or "mixed-precision" when every group names its own;
-                       anything else (float-quantized, naive-quantized, sparse formats, ...) refused
+format                 "pack-quantized" (int), "float-quantized" (FP8 e4m3), "nvfp4-pack-quantized",
+                       "mxfp4-pack-quantized", or "mixed-precision" when every group names one of
+                       these (a group's own format must equal a single top-level one); one
+                       checkpoint holds int groups or float groups, not both; anything
+                       else (naive-quantized, int-quantized, marlin-24, sparse formats, ...) refused
 quantization_status    "compressed" (or absent); other states hold unpacked weights: refused
 sparsity_config        null or {} (the library treats an empty one as none); else refused
 transform_config       null or {}; a transform (rotations) changes the weights: refused
 kv_cache_scheme        null; else refused (refsim reads weight-only schemes)
 ignore                 a list of targets; a packed layer matched by one is a contradiction: refused
 config_groups          name -> {targets, weights, input_activations, output_activations, format};
-                       other keys refused; activations must be null (weight-only)
+                       other keys refused; activations must be null for int groups (weight-only);
+                       float groups may name an activation scheme (an object): recorded as
+                       ``input_activations``, not applied (refsim reads the weights)
 targets / ignore       matched as ``is_match`` does: exact name, ``re:<pattern>`` with ``re.match``
                        (a pattern that does not compile is refused), class name ``Linear`` (every
                        packed layer); another class name cannot be resolved from tensors: refused.
                        A layer matched by two groups is refused (no precedence is guessed)
-weights.num_bits       default 8; one of refsim's bit-widths (2, 3, 4, 8)
-weights.type           default "int" (case-insensitive); "float" refused
+weights.num_bits       default 8; int: one of refsim's bit-widths (2, 3, 4, 8); float: the format's
+weights.type           default "int" (case-insensitive); "float" for the float formats, below
 weights.symmetric      default true
 weights.strategy       "group" or "channel" (case-insensitive); absent: inferred as the library
                        does (group_size > 0 -> group, -1 -> channel, null -> tensor); "tensor",
@@ -38,6 +43,17 @@ weights.observer, observer_kwargs, scale_dtype, zp_dtype   calibration / storage
                        own dtypes are read
 other weights keys     refused (the library's ``extra="forbid"``)
 =====================  ==========================================================================
+
+The float formats (``kind`` of the scheme dict; type "float", symmetric true, dynamic false,
+actorder null in each)::
+
+    format                 kind    num_bits  strategy                 group_size  block_structure
+    float-quantized        fp8     8         "tensor" | "channel"     null / -1   null
+                                             "block"                  null        [128, 128]
+    nvfp4-pack-quantized   nvfp4   4         "tensor_group"           16          null
+    mxfp4-pack-quantized   mxfp4   4         "group"                  32          null
+
+    any other strategy, block shape, group size or width of a float format is refused by name
 """
 
 from __future__ import annotations
@@ -50,13 +66,23 @@ from refsim._validate import require_instance, require_path
 from refsim.errors import CheckpointError
 from refsim.formats import gptq as gptq_format
 
-__all__ = ["CTConfig", "CT_BITS"]
+__all__ = ["CTConfig", "CT_BITS", "FLOAT_FORMATS"]
 
 #: the bit-widths refsim reads and writes in compressed-tensors' pack-quantized format (GPTQ's words)
 CT_BITS = gptq_format.BITS
 
 #: the weight-only compressor format refsim reads
 PACK_QUANTIZED = "pack-quantized"
+#: compressed-tensors float format -> refsim's kind of its layers, and (num_bits, strategy, group_size,
+#: block_structure) of each strategy the library writes for it
+FLOAT_FORMATS: dict[str, str] = {"float-quantized": "fp8", "nvfp4-pack-quantized": "nvfp4",
+                                 "mxfp4-pack-quantized": "mxfp4"}
+_FLOAT_SCHEMES: dict[str, dict[str, tuple]] = {
+    "fp8": {"tensor": (8, None, None), "channel": (8, None, None), "block": (8, None, [128, 128])},
+    "nvfp4": {"tensor_group": (4, 16, None)},
+    "mxfp4": {"group": (4, 32, None)},
+}
+_FORMATS = (PACK_QUANTIZED, *FLOAT_FORMATS)
 _GROUP_KEYS = {"targets", "weights", "input_activations", "output_activations", "format"}
 _WEIGHT_KEYS = {"num_bits", "type", "symmetric", "group_size", "strategy", "block_structure", "dynamic",
                 "actorder", "scale_dtype", "zp_dtype", "observer", "observer_kwargs"}
@@ -105,9 +131,9 @@ class CTConfig:
         if method != "compressed-tensors":
             raise _fail(where, "quant_method", "must be 'compressed-tensors'", method)
         top = qc.get("format", PACK_QUANTIZED)
-        if top not in (PACK_QUANTIZED, "mixed-precision"):
-            raise _fail(where, "format", f"must be {PACK_QUANTIZED!r} (or 'mixed-precision' of "
-                        f"{PACK_QUANTIZED!r} groups): the int layout refsim reads", top)
+        if top not in (*_FORMATS, "mixed-precision"):
+            raise _fail(where, "format", f"must be one of {list(_FORMATS)} (or 'mixed-precision' of such "
+                        "groups): the layouts refsim reads", top)
         status = qc.get("quantization_status", "compressed")
         if status != "compressed":
             raise _fail(where, "quantization_status", "must be 'compressed' (packed weights)", status)
@@ -126,6 +152,12 @@ class CTConfig:
         if not isinstance(groups, dict) or not groups:
             raise _fail(where, "config_groups", "must be an object holding at least one group", groups)
         self.groups = {name: _group(grp, f"{where}: config_groups[{name!r}]", top) for name, grp in groups.items()}
+        families = sorted({"int" if g["kind"] == "int" else "float" for g in self.groups.values()})
+        if len(families) > 1:
+            raise _fail(where, "config_groups", "must all be int (pack-quantized) or all float formats "
+                        "(one layer layout per checkpoint)", [f"{n}: {g['kind']}" for n, g in self.groups.items()])
+        #: "int" (pack-quantized layers) or "float" (fp8 / nvfp4 / mxfp4 layers)
+        self.family = families[0]
         self.path = cpath
 
     def scheme_of(self, name: str) -> dict:
@@ -153,18 +185,57 @@ def _group(grp: Any, where: str, top: str) -> dict:
         raise _fail(where, f"key {extra[0]!r}", f"is not a config-group field ({sorted(_GROUP_KEYS)})",
                     grp[extra[0]])
     fmt = grp.get("format")
-    if fmt is None and top == PACK_QUANTIZED:
+    if fmt is None and top in _FORMATS:
         fmt = top
-    if fmt != PACK_QUANTIZED:
-        raise _fail(where, "format", f"must be {PACK_QUANTIZED!r} (the int layout refsim reads)", fmt)
-    for act in ("input_activations", "output_activations"):
-        if grp.get(act) is not None:
-            raise _fail(where, act, "must be null (weight-only schemes)", grp[act])
+    if fmt not in _FORMATS:
+        raise _fail(where, "format", f"must be one of {list(_FORMATS)} (the layouts refsim reads)", fmt)
+    if top != "mixed-precision" and fmt != top:
+        raise _fail(where, "format", f"must equal the checkpoint's format {top!r} (groups name their own only "
+                    "under 'mixed-precision')", fmt)
+    kind = FLOAT_FORMATS.get(fmt, "int")
+    if grp.get("output_activations") is not None:
+        raise _fail(where, "output_activations", "must be null (refsim reads weights)", grp["output_activations"])
+    act = grp.get("input_activations")
+    if act is not None and (kind == "int" or not isinstance(act, dict)):
+        raise _fail(where, "input_activations", "must be null for int groups (weight-only) and null or an "
+                    "object for float groups", act)
     targets = grp.get("targets")
     if not isinstance(targets, list) or not targets:
         raise _fail(where, "targets", "must be a non-empty list of strings", targets)
     targets = [_Target(t, where, "targets") for t in targets]
-    return {"targets": targets, **_weights(grp["weights"], f"{where}.weights")}
+    if kind == "int":
+        return {"targets": targets, "kind": kind, **_weights(grp["weights"], f"{where}.weights")}
+    return {"targets": targets, "kind": kind, "input_activations": act,
+            **_float_weights(grp["weights"], f"{where}.weights", kind, fmt)}
+
+
+def _float_weights(w: dict, where: str, kind: str, fmt: str) -> dict:
+    """The weights of a float-format group (module docstring's table): bits, strategy, group_size."""
+    extra = sorted(set(w) - _WEIGHT_KEYS)
+    if extra:
+        raise _fail(where, f"key {extra[0]!r}", "is not a QuantizationArgs field", w[extra[0]])
+    kind_name = w.get("type", "int")
+    if not isinstance(kind_name, str) or kind_name.lower() != "float":
+        raise _fail(where, "type", f"must be 'float' for format {fmt!r}", kind_name)
+    schemes = _FLOAT_SCHEMES[kind]
+    strategy = w.get("strategy")
+    if not isinstance(strategy, str) or strategy.lower() not in schemes:
+        raise _fail(where, "strategy", f"must be one of {list(schemes)} for format {fmt!r}", strategy)
+    strategy = strategy.lower()
+    bits, gs, block = schemes[strategy]
+    got = {"num_bits": w.get("num_bits", 8), "group_size": w.get("group_size"),
+           "block_structure": w.get("block_structure")}
+    if kind == "fp8" and got["group_size"] == -1:                  # the library's "no group" spelling
+        got["group_size"] = None
+    for key, want in (("num_bits", bits), ("group_size", gs), ("block_structure", block)):
+        if got[key] != want or isinstance(got[key], bool):
+            raise _fail(where, key, f"must be {want!r} for format {fmt!r} strategy {strategy!r}", got[key])
+    for key, want in (("symmetric", True), ("dynamic", False)):
+        if w.get(key, want) is not want:
+            raise _fail(where, key, f"must be {want} (static symmetric weight scales)", w[key])
+    if w.get("actorder") not in (None, False):
+        raise _fail(where, "actorder", "must be null or false for a float format", w["actorder"])
+    return {"bits": bits, "sym": True, "group_size": gs, "actorder": None, "strategy": strategy}
 
 
 def _weights(w: dict, where: str) -> dict:
@@ -214,4 +285,4 @@ def _weights(w: dict, where: str) -> dict:
         raise _fail(where, "actorder", f"must be null, true, false or one of {list(_ACTORDER)}", raw)
     if actorder == "group" and strategy != "group":
         raise _fail(where, "actorder", "'group' needs strategy 'group'", raw)
-    return {"bits": bits, "sym": sym, "group_size": gs, "actorder": actorder}
+    return {"bits": bits, "sym": sym, "group_size": gs, "actorder": actorder, "strategy": strategy}

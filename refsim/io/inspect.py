@@ -4,6 +4,10 @@ Per layer (pinned keys for scripts: ``format``, ``bits``, ``group_size``, ``desc
 with the integer/boolean conventions of quantize_config.json: ``group_size`` -1 = per-channel)::
 
     name, format, bits, group_size, desc_act, sym, k, n,
+    scheme              gguf: {type: "gguf", qtype}; compressed-tensors: int {type, num_bits, strategy, group_size, symmetric,
+                        actorder, g_idx, scale_dtype}; float adds kind (fp8, nvfp4, mxfp4), fp8's
+                        block_structure, fp4's global_scale (present or not); group_size -1 for fp8
+                        tensor/channel, 128 for fp8 block, 16 nvfp4, 32 mxfp4
     zero_point          "v1 (stored zero - 1)", "v2 (stored zero)", "awq (stored zero)",
                         "none (symmetric, fixed 8)", "lut (non-uniform)", ...
     v1_zero_overflows   v1 zero fields holding all ones (a zero of 0 wrapped); 0 otherwise
@@ -28,7 +32,7 @@ __all__ = ["inspect_checkpoint", "format_table"]
 
 _ZERO_CONVENTION = {"awq": "awq (stored zero)", "compressed-tensors": "signed (stored zero + 2**(b-1); none if sym)", "marlin": "none (symmetric, fixed 8)", "anyprec": "lut (non-uniform)",
                     "atom": "none (symmetric, signed codes)", "mixed_2_4_16": "per group (2-bit/4-bit)",
-                    "fp": "n/a (unquantized)"}
+                    "fp": "n/a (unquantized)", "gguf": "gguf (in each block, as the type lays it out)"}
 
 
 def _qigen_refusal(layer) -> str | None:
@@ -40,6 +44,18 @@ def _qigen_refusal(layer) -> str | None:
     if layer.desc_act:
         reasons.append("act-order (QIGen reads groups as consecutive rows)")
     return "; ".join(reasons) or None
+
+
+def _float_scheme(lay) -> dict:
+    """The ``scheme`` entry of a compressed-tensors float layer (fp8, nvfp4, mxfp4)."""
+    out = {"type": "float", "kind": lay.kind, "num_bits": int(lay.bits), "strategy": lay.strategy,
+           "group_size": lay.group_size, "symmetric": True, "actorder": None, "g_idx": False}
+    if lay.kind == "fp8":
+        out.update(block_structure=[128, 128] if lay.strategy == "block" else None, scale_dtype=str(lay.scale.dtype))
+    else:
+        out.update(scale_dtype="float8_e4m3fn" if lay.kind == "nvfp4" else "e8m0 (uint8)",
+                   global_scale=lay.global_scale is not None)
+    return out
 
 
 def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
@@ -60,8 +76,13 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             overflow = 0
         else:
             zp, overflow = _ZERO_CONVENTION[lay.format], 0
+        kind = "gguf" if lay.format == "gguf" else getattr(lay, "kind", "int")
+        if kind not in ("int", "gguf"):
+            zp = "none (symmetric float)"
         on_disk = ck.nbytes(name)
-        why_marlin = None if lay.format == "marlin" else marlin_refusal(lay)
+        why_marlin = None if lay.format == "marlin" else (
+            marlin_refusal(lay) if kind == "int" else f"{lay.qtype} layer (ggml blocks, not a uniform int layer)"
+            if kind == "gguf" else f"{kind} layer (float codes, not a uniform int layer)")
         why_qigen = _qigen_refusal(lay)
         layers.append({
             "name": name, "format": lay.format, "bits": int(lay.bits),
@@ -72,7 +93,11 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             "marlin": {"ok": why_marlin is None, "reason": why_marlin},
             "qigen": {"ok": why_qigen is None, "reason": why_qigen},
         })
-        if lay.format == "compressed-tensors":
+        if kind == "gguf":
+            layers[-1]["scheme"] = {"type": "gguf", "qtype": lay.qtype}
+        elif kind != "int":
+            layers[-1]["scheme"] = _float_scheme(lay)
+        elif lay.format == "compressed-tensors":
             layers[-1]["scheme"] = {"type": "int", "num_bits": int(lay.bits), "strategy": lay.strategy,
                                     "group_size": lay.group_size, "symmetric": bool(lay.sym),
                                     "actorder": lay.actorder, "g_idx": lay.g_idx is not None,

@@ -1,6 +1,6 @@
 """Which reader opens a checkpoint folder: the format named from its files, and the table of readers.
 
-:func:`detect` tries, in the order of :data:`DETECTION_ORDER`: refsim's own ``refsim_checkpoint.json``
+:func:`detect` tries, in the order of :data:`DETECTION_ORDER`: a ``.gguf`` file (llama.cpp), refsim's own ``refsim_checkpoint.json``
 (Marlin, QIGen, Atom, 2/4/16), ``quantize_config.json`` (GPTQ), ``quant_config.json`` (AutoAWQ's
 older config), ``config.json`` with ``anyprec`` or ``quantization_config`` (Any-Precision, GPTQ,
 AWQ, compressed-tensors), then plain ``*.safetensors`` (FP). :data:`READERS` maps each format name to its
@@ -18,6 +18,7 @@ from refsim.io.checkpoint import REFSIM_CONFIG, Checkpoint, config_field, read_j
 from refsim.io.compressed_tensors import CompressedTensorsReader
 from refsim.io.containers import (AnyPrecisionReader, AtomReader, FPReader, MarlinReader, Mixed2416Reader,
                                   QIGenReader)
+from refsim.io.gguf_file import GGUFCheckpoint
 from refsim.io.gptq import AWQReader, GPTQReader
 
 __all__ = ["detect", "open_checkpoint", "READERS", "DETECTION_ORDER"]
@@ -25,24 +26,26 @@ __all__ = ["detect", "open_checkpoint", "READERS", "DETECTION_ORDER"]
 #: formats named by ``refsim_checkpoint.json``
 _REFSIM_FORMATS = ("marlin", "qigen", "atom", "mixed_2_4_16")
 #: the sources :func:`detect` tries, in order
-DETECTION_ORDER = ("refsim", "gptq", "awq", "anyprec", "compressed-tensors", "fp")
+DETECTION_ORDER = ("gguf", "refsim", "gptq", "awq", "anyprec", "compressed-tensors", "fp")
 
 #: format name -> reader class (a folder path -> Checkpoint)
 READERS: dict[str, type[Checkpoint]] = {
     "gptq": GPTQReader, "awq": AWQReader, "marlin": MarlinReader, "anyprec": AnyPrecisionReader,
     "compressed-tensors": CompressedTensorsReader, "qigen": QIGenReader, "atom": AtomReader, "mixed_2_4_16": Mixed2416Reader, "fp": FPReader,
+    "gguf": GGUFCheckpoint,
 }
 
 
 def detect(path: str | os.PathLike) -> str:
     """Name the format of a checkpoint directory (or single ``.safetensors`` file) from its files.
 
-    Returns one of "gptq", "awq", "compressed-tensors", "anyprec", "marlin", "qigen", "atom", "mixed_2_4_16", "fp".
+    Returns one of "gptq", "awq", "compressed-tensors", "anyprec", "marlin", "qigen", "atom", "mixed_2_4_16", "fp",
+    "gguf" (a ``.gguf`` file).
     Raises CheckpointError naming the path when nothing matches.
     """
     root = require_path("path", path)
     if root.is_file():
-        return "fp"
+        return "gguf" if root.suffix == ".gguf" else "fp"
     if not root.is_dir():
         raise CheckpointError(f"{root}: checkpoint must be a directory or a .safetensors file; got no such path")
     if (root / REFSIM_CONFIG).is_file():

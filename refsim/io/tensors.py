@@ -3,7 +3,10 @@
 refsim reads and writes every checkpoint through the ``safetensors`` package's NumPy API
 (``safe_open(..., framework="numpy")`` memory-maps the file and copies out only the tensor asked
 for; ``save_file`` writes). BF16 tensors come back as ``ml_dtypes.bfloat16`` arrays (importing
-``ml_dtypes`` registers the dtype with NumPy). Nothing here parses the format by hand.
+``ml_dtypes`` registers the dtype with NumPy). F8_E4M3 tensors come back as
+``ml_dtypes.float8_e4m3fn`` arrays: the installed ``safetensors`` NumPy loader (0.8.0) asks NumPy itself
+for ``numpy.float8_e4m3fn``, which does not exist, so their bytes are copied from the data offsets
+the header names (the header is read as JSON; ``safe_open`` has already validated the file).
 
     [u64 little-endian n][n bytes of JSON header][raw tensor bytes]      (the format, for orientation)
 
@@ -15,6 +18,7 @@ message starts with the file and, where one is involved, the tensor::
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Iterable
 
@@ -112,11 +116,28 @@ class TensorFile:
                                  f"{' or '.join(str(d) for d in want)}; got {self.dtype_name(name)}")
         if shape is not None:
             self.require_shape(name, shape)
+        if self.dtype_name(name) in _RAW_DTYPES:
+            return self._read_raw(name)
         try:
             arr = self._f.get_tensor(name)
         except (SafetensorError, ValueError, TypeError, OSError) as err:
             raise CheckpointError(f"{self._where(name)}: data must be readable; got {err}") from None
         return np.array(arr, copy=True, order="C")
+
+    def _read_raw(self, name: str) -> np.ndarray:
+        """A tensor of a dtype the NumPy loader cannot return (:data:`_RAW_DTYPES`): its bytes, from
+        the offsets the header names, viewed as the ml_dtypes dtype."""
+        dtype = _DTYPES[self.dtype_name(name)]
+        shape = self.shape(name)
+        with open(self.path, "rb") as fh:
+            hlen = int.from_bytes(fh.read(8), "little")
+            begin, end = json.loads(fh.read(hlen))[name]["data_offsets"]
+            fh.seek(8 + hlen + begin)
+            raw = fh.read(end - begin)
+        if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            raise CheckpointError(f"{self._where(name)}: data must hold {shape} x {dtype.itemsize} bytes; "
+                                  f"got {len(raw)}")
+        return np.frombuffer(raw, np.uint8).copy().view(dtype).reshape(shape)
 
     def require_shape(self, name: str, shape: tuple[int | None, ...]) -> tuple[int, ...]:
         """Check the header shape against ``shape`` (``None`` = any size); return the shape."""
@@ -132,8 +153,10 @@ _DTYPES = {
     "BF16": np.dtype(ml_dtypes.bfloat16),
     "I64": np.dtype(np.int64), "I32": np.dtype(np.int32), "I16": np.dtype(np.int16), "I8": np.dtype(np.int8),
     "U64": np.dtype(np.uint64), "U32": np.dtype(np.uint32), "U16": np.dtype(np.uint16), "U8": np.dtype(np.uint8),
-    "BOOL": np.dtype(np.bool_),
+    "BOOL": np.dtype(np.bool_), "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
 }
+#: safetensors dtypes read from their bytes (the NumPy loader cannot return them; module docstring)
+_RAW_DTYPES = ("F8_E4M3",)
 _ITEMSIZE = {k: v.itemsize for k, v in _DTYPES.items()}
 
 

@@ -155,8 +155,50 @@ def _loaded():
     return load_model(fp_dir())
 
 
+def ct_fp8_dir() -> Path:
+    """A compressed-tensors float-quantized folder: one FP8 channel-strategy layer, 8 x 16."""
+    import json
+
+    import ml_dtypes
+    from refsim.io.tensors import save_tensors
+    out = Path.cwd() / "fuzz-ct-fp8"
+    if not out.exists():
+        out.mkdir()
+        w = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False}
+        qc = {"quant_method": "compressed-tensors", "format": "float-quantized",
+              "config_groups": {"g": {"targets": ["Linear"], "weights": w}}}
+        (out / "config.json").write_text(json.dumps({"quantization_config": qc}))
+        codes = _rng(9).integers(0, 0x7E, (8, 16), dtype=np.uint8)
+        save_tensors(out / "model.safetensors", {f"{L0}.weight": codes.view(ml_dtypes.float8_e4m3fn),
+                                                 f"{L0}.weight_scale": np.full((8, 1), 0.25, np.float32)})
+    return out
+
+
+def _fp8_layer():
+    from refsim.io.ct_float import CTFP8Layer
+    return CTFP8Layer(L0, _rng(9).integers(0, 0x7E, (8, 16), dtype=np.uint8), np.full((1,), 0.5, np.float32),
+                      "tensor")
+
+
+def _fp4_layer():
+    from refsim.io.ct_float import CTFP4Layer
+    return CTFP4Layer(L0, "nvfp4", _rng(10).integers(0, 256, (4, 16), dtype=np.uint8),
+                      np.full((4, 2), 0x38, np.uint8), np.array([2.0], np.float32))
+
+
+TINY_GGUF = Path(__file__).parents[1] / "io" / "data" / "tiny.gguf"
+
+
+def _gguf_layer():
+    from refsim.io.gguf_file import GGUFLayer
+    return GGUFLayer("blk.0.attn_q.weight", "Q8_0", _rng(11).integers(0, 256, (3, 34), dtype=np.uint8) & 0x3F, 32)
+
+
 SAMPLES = {
+    "refsim.io.gguf_file.GGUFLayer": _gguf_layer,
     "refsim.io.compressed_tensors.CTLayer": lambda: io_uniform.to_ct(io_uniform.codes_of(gptq_layer())),
+    "refsim.io.ct_float.CTFP8Layer": _fp8_layer,
+    "refsim.io.ct_float.CTFP4Layer": _fp4_layer,
     "refsim.io.containers.AnyPrecisionLayer": anyprec_layer,
     "refsim.io.containers.AtomLayerFile": atom_layer,
     "refsim.io.containers.FPLayer": lambda: containers.FPLayer(L0, _rng(8).standard_normal((16, 8)).astype(np.float16)),
@@ -207,6 +249,10 @@ def seeds(fs) -> dict:
         # ---- readers, on checkpoint folders made in the current folder -----------------------------
         "refsim.io.checkpoint.read_json": lambda: call(gptq_dir() / "quantize_config.json"),
         "refsim.io.compressed_tensors.CompressedTensorsReader": lambda: call(ct_dir()),
+        "refsim.io.gguf_file.GGUFCheckpoint": lambda: call(TINY_GGUF),
+        "refsim.io.gguf_file.gguf_bits": lambda: call("Q4_K"),
+        "refsim.io.ct_float.read_float_layer": lambda: call(ct.CompressedTensorsReader(ct_fp8_dir()), L0,
+                                                            {"kind": "fp8", "strategy": "channel"}),
         "refsim.io.containers.AnyPrecisionReader": lambda: call(refsim_dir("anyprec")),
         "refsim.io.containers.AtomReader": lambda: call(refsim_dir("atom")),
         "refsim.io.containers.FPReader": lambda: call(fp_dir()),

@@ -163,9 +163,9 @@ def test_non_positive_scales_are_refused_by_inspect_and_convert(tmp_path, value,
 def test_config_rules_are_named(tmp_path):
     dst = _copy(tmp_path)
     cfg = json.loads((dst / "config.json").read_text())
-    cfg["quantization_config"]["config_groups"]["group_0"]["format"] = "float-quantized"
+    cfg["quantization_config"]["config_groups"]["group_0"]["format"] = "int-quantized"
     (dst / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(CheckpointError, match="format must be 'pack-quantized'.*got 'float-quantized'"):
+    with pytest.raises(CheckpointError, match="format must be one of .*got 'int-quantized'"):
         open_checkpoint(dst)
     cfg["quantization_config"]["config_groups"]["group_0"]["format"] = "pack-quantized"
     cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 5

@@ -50,7 +50,12 @@ def _set(path, value):
 
 # ---------------------------------------------------------------- refused, naming the field and value
 @pytest.mark.parametrize("path, value, match", [
-    (("format",), "float-quantized", r"format must be 'pack-quantized'.*got 'float-quantized'"),
+    (("format",), "naive-quantized", r"format must be one of \['pack-quantized', 'float-quantized', "
+                                      r"'nvfp4-pack-quantized', 'mxfp4-pack-quantized'\].*got 'naive-quantized'"),
+    (("format",), "float-quantized", r"format must equal the checkpoint's format 'float-quantized'.*got "
+                                      r"'pack-quantized'"),
+    (("config_groups", "group_0", "format"), "float-quantized", r"format must equal the checkpoint's format "
+                                                                 r"'pack-quantized'.*got 'float-quantized'"),
     (("sparsity_config",), {"format": "sparse-24-bitmask", "targets": ["Linear"]}, r"sparsity_config must be null"),
     (("transform_config",), {"config_groups": {"u": {}}}, r"transform_config must be null"),
     (("kv_cache_scheme",), {"num_bits": 8}, r"kv_cache_scheme must be null"),

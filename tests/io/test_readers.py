@@ -47,7 +47,9 @@ def test_detect_follows_the_documented_order(tmp_path):
     assert detect(tmp_path) == "gptq"                                # GPTQ's before AutoAWQ's
     (tmp_path / "refsim_checkpoint.json").write_text(json.dumps({"format": "qigen"}))
     assert detect(tmp_path) == "qigen"                               # refsim's own container first
-    assert DETECTION_ORDER == ("refsim", "gptq", "awq", "anyprec", "compressed-tensors", "fp")
+    assert DETECTION_ORDER == ("gguf", "refsim", "gptq", "awq", "anyprec", "compressed-tensors", "fp")
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")                  # a .gguf file, by its name alone
+    assert detect(tmp_path / "model.gguf") == "gguf"
 
 
 def test_a_quantization_config_that_is_not_an_object_is_named(tmp_path):
@@ -58,6 +60,6 @@ def test_a_quantization_config_that_is_not_an_object_is_named(tmp_path):
 
 def test_open_checkpoint_uses_the_reader_of_the_detected_format(gptq_dir):
     assert set(READERS) == {"gptq", "awq", "marlin", "anyprec", "compressed-tensors", "qigen", "atom",
-                            "mixed_2_4_16", "fp"}
+                            "mixed_2_4_16", "fp", "gguf"}
     with open_checkpoint(gptq_dir) as ck:
         assert type(ck) is GPTQReader

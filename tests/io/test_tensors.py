@@ -124,3 +124,21 @@ def test_random_bytes_never_escape_as_foreign_exceptions(tmp_path):
             data = bytes(b)
         p.write_bytes(data)
         _read_all(p)  # returns None or "RefsimError"; anything else propagates and fails
+
+
+def test_f8_e4m3_tensors_come_back_with_their_bytes_although_safetensors_numpy_cannot_return_them(tmp_path):
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+    codes = np.arange(256, dtype=np.uint8).reshape(16, 16)        # every e4m3 byte, NaN codes included
+    save_file({"w": codes.view(ml_dtypes.float8_e4m3fn), "s": np.ones(2, np.float32)}, str(tmp_path / "f.safetensors"))
+    with safe_open(str(tmp_path / "f.safetensors"), framework="numpy") as f:   # the loader's own gap
+        with pytest.raises(AttributeError, match="float8_e4m3fn"):
+            f.get_tensor("w")
+    with TensorFile(tmp_path / "f.safetensors") as tf:
+        assert tf.dtype_name("w") == "F8_E4M3" and tf.nbytes("w") == 256
+        got = tf.read("w", dtype=ml_dtypes.float8_e4m3fn, shape=(16, 16))
+        assert got.dtype == ml_dtypes.float8_e4m3fn
+        assert_bitexact(got.view(np.uint8), codes, name="w")
+        assert_bitexact(tf.read("s"), np.ones(2, np.float32), name="s")
+        with pytest.raises(DtypeError, match="'w': dtype must be uint8; got F8_E4M3"):
+            tf.read("w", dtype=np.uint8)
