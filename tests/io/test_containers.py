@@ -86,10 +86,10 @@ def test_refsim_container_layer_list_must_match_tensors(tmp_path):
     with pytest.raises(CheckpointError, match="says K=128, N=512; the tensors hold K=128, N=256"):
         open_checkpoint(tmp_path).read_layer(L0)
     # a B whose N breaks Marlin's rule is refused with the file and tensors named
-    rewrite_tensors(tmp_path, lambda t: t.update({f"{L0}.B": t[f"{L0}.B"][:, :256], f"{L0}.s": t[f"{L0}.s"][:, :128]}))
-    cfg["layers"][L0]["n"] = 128
+    rewrite_tensors(tmp_path, lambda t: t.update({f"{L0}.B": t[f"{L0}.B"][:, :128], f"{L0}.s": t[f"{L0}.s"][:, :64]}))
+    cfg["layers"][L0]["n"] = 64
     p.write_text(json.dumps(cfg))
-    with pytest.raises(ShapeError, match=r"model\.safetensors: tensors '.*\.B'/'.*\.s': N: must be a positive multiple of 256"):
+    with pytest.raises(ShapeError, match=r"model\.safetensors: tensors '.*\.B'/'.*\.s': N: must be a positive multiple of 128"):
         open_checkpoint(tmp_path).read_layer(L0)
 
 
