@@ -52,6 +52,27 @@ def _output(folder: Path, family: str):
     return (out.logits if family == "decoder" else out.last_hidden_state).float().flatten()
 
 
+def _loadable_source(fp: Path, family: str, tmp: Path) -> Path:
+    """The unquantized source as transformers reads it: the tiny encoder's config.json holds only
+    num_attention_heads (as refsim's own readers accept), so a copy gets the complete config refsim
+    writes beside its outputs (refsim.io.bert_config); the decoder's is complete already."""
+    if family != "encoder":
+        return fp
+    import json
+    import shutil
+
+    from safetensors.numpy import load_file
+
+    from refsim.io.bert_config import complete_bert_config
+
+    out = tmp / "fp-bert-complete"
+    shutil.copytree(fp, out)
+    cfg = json.loads((out / "config.json").read_text())
+    shapes = {k: v.shape for k, v in load_file(str(out / "model.safetensors")).items()}
+    (out / "config.json").write_text(json.dumps(complete_bert_config(cfg, shapes, out)[0]))
+    return out
+
+
 def main() -> int:
     from refsim.io.quantize import QuantizeOptions, quantize_model
 
@@ -62,7 +83,7 @@ def main() -> int:
         sources = {"decoder": write_tiny_llama(tmp / "fp-llama"), "encoder": write_tiny_bert(tmp / "fp-bert")}
         for family, fp in sources.items():
             try:
-                ref = _output(fp, family)
+                ref = _output(_loadable_source(fp, family, tmp), family)
             except Exception as err:  # the loader's own exception types
                 print(f"{family:8} fp        could not load the unquantized source: {type(err).__name__}: {err}")
                 failed += 1
