@@ -45,8 +45,18 @@ VIEWS = {"transpose", "reshape", "astype", "copy", "swapaxes"}
 EXEMPT = {
     "refsim/arith/integer_mma.py: mma_int: np.matmul(A.astype(np.int64), B.astype(np.int64))":
         "int64 operands: NumPy's own integer loop (no BLAS), exact integer sums",
-    "refsim/cuda/mma.py: probe_inputs: np.matmul(_from_bits(kind.a, A), _from_bits(kind.b, B))":
+    "refsim/cuda/mma.py: draw_operands: np.matmul(_from_bits(atype, A), _from_bits(btype, B))":
         "test operands refsim draws itself (fresh C-order arrays from its own generator)",
+    "refsim/arith/wgmma.py: wgmma: np.matmul(A.astype(np.int64), B.astype(np.int64))":
+        "int64 operands: NumPy's own integer loop (no BLAS), exact integer sums",
+    "refsim/arith/block_scaled.py: _mxf4: na @ (1 - nb)":
+        "int64 0/1 sign and nonzero masks: NumPy's integer loop (no BLAS), exact counts",
+    "refsim/arith/block_scaled.py: _mxf4: (1 - na) @ nb":
+        "int64 0/1 sign and nonzero masks: NumPy's integer loop (no BLAS), exact counts",
+    "refsim/arith/block_scaled.py: _mxf4: na * nza @ ((1 - nb) * nzb)":
+        "int64 0/1 sign and nonzero masks: NumPy's integer loop (no BLAS), exact counts",
+    "refsim/arith/block_scaled.py: _mxf4: (1 - na) * nza @ (nb * nzb)":
+        "int64 0/1 sign and nonzero masks: NumPy's integer loop (no BLAS), exact counts",
     "refsim/data/calibration.py: forward: q @ k.transpose(0, 2, 1)":
         "q, k: reshaped views of _linear's outputs, whose operands are canonical",
     "refsim/data/calibration.py: forward: probs @ v":

@@ -48,10 +48,12 @@ def classes_found(name: str, labels: set[str], seed=None, seconds: float = 10.0)
 
 
 def test_foreign_exception_when_uniform_stops_refusing_an_empty_matrix(monkeypatch):
-    # the fix: K = 0 is refused by name; without it a per-channel quantize divides by zero
+    # the fix: K = 0 is refused by name (check_weights' row rule, and check_granularity's K >= 1);
+    # without both a per-channel quantize divides by zero
     per_channel = call(np.ones((8, 4), np.float32), 4)
     assert not classes_found("refsim.formats.uniform.quantize", {"empty rows"}, per_channel)
     monkeypatch.setattr(uniform, "_require_rows", lambda w: w)
+    monkeypatch.setattr(uniform, "check_granularity", lambda k, granularity, group_size: k)
     found = classes_found("refsim.formats.uniform.quantize", {"empty rows"}, per_channel)
     assert FOREIGN in found and "ZeroDivisionError" in found[FOREIGN][0], found
 
