@@ -38,7 +38,7 @@ ACCUMULATION = {"marlin": Accumulation("fp16", "any"), "atom": Accumulation("fp3
                 "gptq": Accumulation("fp16", "any"), "gptq_v2": Accumulation("fp16", "any"),
                 "awq": Accumulation("fp16", "any"), "mixed_2_4_16": Accumulation("fp16", "any")}
 
-_SLOW = settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
+_SLOW = settings(max_examples=examples(4), deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def _within_bound(fmt: str, case: dict, inputs: tuple, out: np.ndarray) -> None:
