@@ -214,13 +214,7 @@ def read_float_layer(ck, name: str, scheme: dict) -> CTFP8Layer | CTFP4Layer:
     if name not in ck.layer_names():
         raise CheckpointError(f"{ck.path}: layer {name!r} must be one of the checkpoint's layers; got no such layer")
     if kind == "fp8":
-        if not ck.has(f"{name}.weight"):
-            raise CheckpointError(f"{ck.path}: tensor {name + '.weight'!r} must be present for a float-quantized "
-                                  "layer; got no such tensor")
-        w = ck.tensor(f"{name}.weight", dtype=ml_dtypes.float8_e4m3fn)
-        if w.ndim != 2:
-            raise CheckpointError(f"{ck.file_of(name + '.weight').path.name}: tensor {name + '.weight'!r}: must be "
-                                  f"2-D (N, K); got shape {w.shape}")
+        w = _matrix(ck, f"{name}.weight", ml_dtypes.float8_e4m3fn, "a float-quantized layer", "(N, K)")
         n, k = w.shape
         want = _fp8_scale_shape(scheme["strategy"], n, k)
         scale = ck.tensor(f"{name}.weight_scale", dtype=_SCALE_DTYPES)
@@ -229,13 +223,7 @@ def read_float_layer(ck, name: str, scheme: dict) -> CTFP8Layer | CTFP4Layer:
                                   f"shape must be {' or '.join(map(str, want))} for strategy {scheme['strategy']!r}; "
                                   f"got {scale.shape}")
         return _record(ck, name, CTFP8Layer, name, w.view(np.uint8), scale, scheme["strategy"])
-    if not ck.has(f"{name}.weight_packed"):
-        raise CheckpointError(f"{ck.path}: tensor {name + '.weight_packed'!r} must be present for a {kind} "
-                              "layer; got no such tensor")
-    packed = ck.tensor(f"{name}.weight_packed", dtype=np.uint8)
-    if packed.ndim != 2:
-        raise CheckpointError(f"{ck.file_of(name + '.weight_packed').path.name}: tensor {name + '.weight_packed'!r}: "
-                              f"must be 2-D (N, K/2); got shape {packed.shape}")
+    packed = _matrix(ck, f"{name}.weight_packed", np.uint8, f"a {kind} layer", "(N, K/2)")
     n, k = packed.shape[0], 2 * packed.shape[1]
     b = FP4_BLOCK[kind]
     if k % b:
@@ -254,6 +242,18 @@ def read_float_layer(ck, name: str, scheme: dict) -> CTFP8Layer | CTFP4Layer:
             raise CheckpointError(f"{ck.path}: tensor {name + '.weight_global_scale'!r}: must be absent for an "
                                   "mxfp4 layer (E8M0 scales only); got one")
     return _record(ck, name, CTFP4Layer, name, kind, packed, scale, glob)
+
+
+def _matrix(ck, tensor: str, dtype, what: str, axes: str) -> np.ndarray:
+    """The 2-D tensor ``tensor`` of ``ck`` as ``dtype``; a CheckpointError naming the file and tensor when it
+    is missing (``what`` needs it) or not 2-D (``axes`` says which)."""
+    if not ck.has(tensor):
+        raise CheckpointError(f"{ck.path}: tensor {tensor!r} must be present for {what}; got no such tensor")
+    t = ck.tensor(tensor, dtype=dtype)
+    if t.ndim != 2:
+        raise CheckpointError(f"{ck.file_of(tensor).path.name}: tensor {tensor!r}: must be 2-D {axes}; got shape "
+                              f"{t.shape}")
+    return t
 
 
 def _record(ck, name: str, cls, *args):
