@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from refsim._validate import require_fields
 
-__all__ = ["ArchFacts", "ARCHS", "parse_sm"]
+__all__ = ["ArchFacts", "ARCHS", "ARCH_SPECIFIC", "base_arch", "parse_sm"]
 
 _KIB = 1024
 
@@ -83,3 +83,19 @@ ARCHS: dict[str, ArchFacts] = {f.name: f for f in (
     ArchFacts("sm_89", 99 * _KIB, 100 * _KIB, max_warps_per_sm=48, max_ctas_per_sm=24),
     ArchFacts("sm_90", 227 * _KIB, 228 * _KIB, max_warps_per_sm=64, max_ctas_per_sm=32),
 )}
+
+
+#: Architecture-specific targets -> the architecture whose facts (and arithmetic) they have. PTX ISA,
+#: "Target Directives: .target": a target with the ``a`` suffix (``.target sm_90a``, ``nvcc -arch=sm_90a``)
+#: adds the features of exactly that architecture (on sm_90a: ``wgmma``, ``setmaxnreg``) and runs on no
+#: other; its hardware limits are its architecture's. Every place refsim takes an architecture name
+#: accepts these through :func:`base_arch`.
+ARCH_SPECIFIC: dict[str, str] = {"sm_90a": "sm_90"}
+
+
+def base_arch(arch) -> str | None:
+    """The :data:`ARCHS` name behind ``arch``: itself when it is in the table, ``"sm_90"`` for
+    ``"sm_90a"`` (:data:`ARCH_SPECIFIC`); None for anything else (not a name refsim knows)."""
+    if not isinstance(arch, str):
+        return None
+    return arch if arch in ARCHS else ARCH_SPECIFIC.get(arch)

@@ -108,8 +108,10 @@ MMA_ARCHS = tuple(a for a in ARCHS if _archs.ARCHS[a].sm >= 80)
 
 
 def model(arch: str) -> TensorCoreModel:
-    """The :class:`TensorCoreModel` for ``arch`` (one of :data:`ARCHS`)."""
-    return MODELS[require_choice("arch", arch, ARCHS)]
+    """The :class:`TensorCoreModel` for ``arch`` (one of :data:`ARCHS`, or an architecture-specific
+    target such as ``"sm_90a"``: its architecture's model, :data:`refsim.archs.ARCH_SPECIFIC`)."""
+    base = _archs.base_arch(arch)
+    return MODELS[require_choice("arch", base if base in MODELS else arch, ARCHS)]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import require_fields
-from refsim.archs import ARCHS, ArchFacts, parse_sm
+from refsim.archs import ARCH_SPECIFIC, ARCHS, ArchFacts, base_arch, parse_sm
 from refsim.ptx.errors import PtxLaunchError
 
-__all__ = ["ArchFacts", "ARCHS", "LaunchShape", "check_launch_shape", "arch_facts", "sm_number"]
+__all__ = ["ArchFacts", "ARCHS", "LaunchShape", "check_launch_shape", "arch_facts", "base_arch", "sm_number"]
 
 
 def sm_number(arch: str) -> int:
@@ -46,10 +46,12 @@ def sm_number(arch: str) -> int:
 
 
 def arch_facts(arch: str) -> ArchFacts:
-    """The :class:`ArchFacts` of ``arch``; an architecture not in :data:`ARCHS` -> :class:`PtxLaunchError`."""
-    if not isinstance(arch, str) or arch not in ARCHS:
-        raise PtxLaunchError(f"arch: must be one of {sorted(ARCHS)}; got {arch!r}")
-    return ARCHS[arch]
+    """The :class:`ArchFacts` of ``arch`` (a name of :data:`ARCHS` or an architecture-specific target such
+    as ``"sm_90a"``, which has its architecture's facts); anything else -> :class:`PtxLaunchError`."""
+    base = base_arch(arch)
+    if base is None:
+        raise PtxLaunchError(f"arch: must be one of {sorted(ARCHS) + sorted(ARCH_SPECIFIC)}; got {arch!r}")
+    return ARCHS[base]
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from refsim import ptx
-from refsim.ptx.arch import ARCHS, check_launch_shape
+from refsim.ptx import Module, PtxLaunchError
+from refsim.ptx.arch import ARCHS, arch_facts, check_launch_shape
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 
@@ -63,3 +66,27 @@ def test_a_kernel_with_more_than_48_kib_of_static_shared_memory_is_refused_at_lo
                                                 "at most 49,152; got 49,156"):
         ptx.Module(HEAD + ".visible .entry k()\n{\n.shared .align 4 .b8 s[49156];\nret;\n}\n")
     ptx.Module(HEAD + ".visible .entry k()\n{\n.shared .align 4 .b8 s[49152];\nret;\n}\n").launch("k", 1, 32, [])
+
+
+def test_arch_specific_targets_have_their_architectures_facts():
+    # PTX ISA: sm_90a is sm_90 plus the features of exactly that architecture; its limits are sm_90's
+    assert arch_facts("sm_90a") is ARCHS["sm_90"]
+    assert check_launch_shape("sm_90a", 1, 1024, dynamic_shared_bytes=227 * 1024).facts.name == "sm_90"
+    for bad in ("sm_80a", "sm_90b", "sm_90af", "SM_90A"):
+        with pytest.raises(PtxLaunchError, match="arch: must be one of"):
+            arch_facts(bad)
+
+
+def test_a_kernel_compiled_for_sm_90a_launches_with_arch_sm_90a_on_both_executors():
+    text = (".version 8.0\n.target sm_90a\n.address_size 64\n"
+            ".visible .entry k(.param .u64 p)\n{\n.reg .b32 %r<3>;\n.reg .b64 %rd<5>;\n"
+            "ld.param.u64 %rd1, [p];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, %tid.x;\n"
+            "shl.b32 %r2, %r1, 1;\nmul.wide.u32 %rd3, %r1, 4;\nadd.s64 %rd4, %rd2, %rd3;\n"
+            "st.global.u32 [%rd4], %r2;\nret;\n}\n")
+    m = Module(text)
+    for executor in ("interpreter", "compiled"):
+        y = np.zeros(32, np.int32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)      # no C compiler: the interpreter runs
+            m.launch("k", 1, 32, [y], arch="sm_90a", executor=None if executor == "compiled" else executor)
+        assert y.tolist() == [2 * i for i in range(32)]
