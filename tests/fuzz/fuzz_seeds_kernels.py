@@ -155,6 +155,7 @@ def seeds(fs) -> dict:
         "refsim.ptx.arch.arch_facts": lambda: call("sm_90"),
         "refsim.ptx.arch.sm_number": lambda: call("sm_86"),
         "refsim.archs.parse_sm": lambda: call("sm_90a"),
+        "refsim.archs.base_arch": lambda: call("sm_90a"),
         "refsim.cuda.gpu.device_facts": lambda: call("sm_90", 232448),
         "refsim.ptx.arch.check_launch_shape": lambda: call("sm_80", (2, 3), (32, 4), dynamic_shared_bytes=1024,
                                                            static_shared_bytes=4096),
