@@ -1,6 +1,6 @@
 """The one prepared GPU run for the Hopper side of the performance model (an H100 or H200).
 
-    python bench/measure_hopper.py --out DIR            # everything, ~5-8 minutes on an H100
+    python bench/measure_hopper.py --out DIR            # everything, a few minutes on an H100
     python bench/measure_hopper.py --out DIR --quick    # fewer shapes and launches (~2 minutes)
     python bench/measure_hopper.py --out DIR --only issue,cublas
 
@@ -17,7 +17,8 @@ the run answers the predictions made before it. Parts (``--only``):
                one CTA per SM with 1, 2 (Marlin's) and 4 warps per SM sub-partition, m_blocks 1/2/4,
                modes mma only / dequant only / both / both + a barrier per tile / grouped: cycles per tile
                (clock64, slowest warp, median over SMs) -> ``issue.json`` and the HMMA interval per SMSP
-    cublas     ``cupy.matmul`` fp16 (cuBLAS, fp32 accumulation), Llama-2-7B layer shapes, M = 1..4096
+    cublas     ``cupy.matmul`` fp16 (cuBLAS, fp32 accumulation), Llama-2-7B layer shapes (those of the
+               H100 tables, then the fused qkv and gate+up layers), M = 1..4096
     marlin     the official Marlin from its recorded PTX (the instantiations refsim/cuda/official holds:
                Marlin<256,4,16,4,4,8>, so M a multiple of 64 from 64, group 128), launched as the
                official host loop does (refsim.formats.stripes: the launches, 96 KiB shared, locks)
@@ -48,8 +49,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# Llama-2-7B's linear layers (N, K): qkv fused, o, gate+up fused, down
-LLAMA2_7B = ((12288, 4096), (4096, 4096), (22016, 4096), (4096, 11008))
+# Llama-2-7B's linear layers (N, K) as the H100 tables have them (q/k/v/o, gate/up, down), then the fused
+# qkv and gate+up layers (N = 12288, 22016: more CTAs than one round, where the held-out rows of the
+# larger models sit)
+LLAMA2_7B = ((4096, 4096), (11008, 4096), (4096, 11008), (12288, 4096), (22016, 4096))
 CUBLAS_M = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 MARLIN_M = (64, 128, 256, 512, 1024)
 ANYPREC_M = (1, 4, 8)

@@ -50,7 +50,7 @@ def test_the_barrier_and_unit_group_scales_change_no_result():
 def test_the_run_plans_every_row_and_predicts_it_first():
     mh = _bench()
     rows = mh.plan_rows({"cublas", "marlin", "anyprec"}, quick=False)
-    # 4 Llama-2-7B shapes x 2 caches x (10 cuBLAS M + 5 Marlin M + 6 bit-widths x 3 Any-Precision M)
-    assert len(rows) == 4 * 2 * (10 + 5 + 6 * 3)
+    # 5 Llama-2-7B shapes x 2 caches x (10 cuBLAS M + 5 Marlin M + 6 bit-widths x 3 Any-Precision M)
+    assert len(rows) == 5 * 2 * (10 + 5 + 6 * 3)
     pred = mh.predictions(rows[:3] + rows[-3:], "h100-sxm")
     assert all(p["predicted_us"] > 0 and p["trust"] for p in pred)
