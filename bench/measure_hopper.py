@@ -16,7 +16,8 @@ the run answers the predictions made before it. Parts (``--only``):
     issue      bench/hopper/marlin_issue.ptx: Marlin's dequant + mma.sync loop per tile, no memory traffic,
                one CTA per SM with 1, 2 (Marlin's) and 4 warps per SM sub-partition, m_blocks 1/2/4,
                modes mma only / dequant only / both / both + a barrier per tile / grouped: cycles per tile
-               (clock64, slowest warp, median over SMs) -> ``issue.json`` and the HMMA interval per SMSP
+               (clock64, slowest warp, median over SMs) -> ``issue.json``, the HMMA interval per SMSP and
+               the SM clock under that load (clock64 cycles over %globaltimer nanoseconds)
     cublas     ``cupy.matmul`` fp16 (cuBLAS, fp32 accumulation), Llama-2-7B layer shapes (those of the
                H100 tables, then the fused qkv and gate+up layers), M = 1..4096
     marlin     the official Marlin from its recorded PTX (the instantiations refsim/cuda/official holds:
@@ -171,13 +172,16 @@ def run_issue(cp, quick: bool) -> dict:
             for wps in ISSUE_WARPS_PER_SMSP:
                 threads = 32 * 4 * wps
                 cycles = cp.zeros(sms, dtype=cp.uint64)
+                ns = cp.zeros(sms, dtype=cp.uint64)
                 sink = cp.zeros(sms * threads, dtype=cp.float32)
-                fn((sms,), (threads,), (words, cycles, sink, np.int32(tiles)))
+                fn((sms,), (threads,), (words, cycles, ns, sink, np.int32(tiles)))
                 cp.cuda.Device().synchronize()
                 per_tile = cp.asnumpy(cycles).astype(np.float64) / tiles
+                clock_mhz = cp.asnumpy(cycles).astype(np.float64) / np.maximum(cp.asnumpy(ns), 1) * 1e3
                 rec = {"m_blocks": mb, "mode": mode, "what": what, "warps_per_smsp": wps, "tiles": tiles,
                        "cycles_per_tile_median": float(np.median(per_tile)), "cycles_per_tile_min": float(per_tile.min()),
-                       "cycles_per_tile_max": float(per_tile.max())}
+                       "cycles_per_tile_max": float(per_tile.max()),
+                       "sm_clock_mhz_median": float(np.median(clock_mhz))}    # clock64 / %globaltimer
                 if mode & 1:
                     # HMMA.16816 per SMSP per tile: 2 k16 steps x 8 x m_blocks per warp, wps warps
                     rec["hmma_per_smsp_per_tile"] = 16 * mb * wps
@@ -292,7 +296,7 @@ def main(argv=None) -> int:
         (args.out / "issue.json").write_text(json.dumps(issue, indent=1))
         for rec in issue["results"]:
             print(f"issue m_blocks={rec['m_blocks']} {rec['what']:22s} warps/SMSP={rec['warps_per_smsp']}: "
-                  f"{rec['cycles_per_tile_median']:.0f} cycles/tile"
+                  f"{rec['cycles_per_tile_median']:.0f} cycles/tile at {rec['sm_clock_mhz_median']:.0f} MHz"
                   + (f", {rec['cycles_per_hmma_per_smsp']:.2f} cycles/HMMA/SMSP" if "cycles_per_hmma_per_smsp" in rec else ""),
                   flush=True)
     if rows:

@@ -30,9 +30,9 @@ def test_every_entry_the_run_launches_is_in_the_committed_ptx():
 
 
 def _sink(kernel: str, words: np.ndarray) -> np.ndarray:
-    cycles, sink = np.zeros(1, np.uint64), np.zeros(128, np.float32)
+    cycles, ns, sink = np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(128, np.float32)
     # one entry's text only (the whole 18-entry module costs seconds to load): 1 CTA, 1 warp per SMSP
-    launch.module(launch.entry_text(PTX, kernel)).launch(kernel, 1, 128, (words, cycles, sink, np.int32(1)),
+    launch.module(launch.entry_text(PTX, kernel)).launch(kernel, 1, 128, (words, cycles, ns, sink, np.int32(1)),
                                                          arch="sm_90")
     assert cycles[0] > 0
     return sink

@@ -11,7 +11,8 @@
 //   8 * M_BLOCKS mma.sync m16n8k16 (4 words x 2 n8 halves x M_BLOCKS), f32 accumulators kept live.
 // MODE bits: 1 = the mma.sync, 2 = the dequant (without it the raw words feed the MMA), 4 = a
 // __syncthreads per tile (Marlin's wait_for_stage barrier), 8 = group scales (4 HMUL2 per word).
-// Output: per CTA the cycles (clock64) its slowest warp took for all tiles; `sink` keeps the results
+// Output: per CTA the cycles (clock64) its slowest warp took for all tiles and the nanoseconds
+// (%globaltimer) warp 0 took, so cycles / ns is the SM clock under this load; `sink` keeps the results
 // live. Compiled by: nvcc -arch=sm_80 -ptx -O3 marlin_issue.cu (see bench/hopper/README.md).
 #include <cuda_fp16.h>
 
@@ -39,8 +40,15 @@ __device__ __forceinline__ void mma16816(const unsigned a[4], const half2 b[2], 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(bb[0]), "r"(bb[1]));
 }
 
+__device__ __forceinline__ unsigned long long globaltimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+
 template <int M_BLOCKS, int MODE>
-__device__ void run(const int* __restrict__ q_in, unsigned long long* cycles, float* sink, int tiles) {
+__device__ void run(const int* __restrict__ q_in, unsigned long long* cycles, unsigned long long* ns, float* sink,
+                    int tiles) {
     __shared__ int4 sh_b[64];
     __shared__ int4 sh_a[256];
     const int lane = threadIdx.x % 32;
@@ -59,6 +67,7 @@ __device__ void run(const int* __restrict__ q_in, unsigned long long* cycles, fl
     const half2 s = __floats2half2_rn(1.f, 1.f);
     int dead = 0;
     __syncthreads();
+    unsigned long long g0 = globaltimer();
     unsigned long long t0 = clock64();
     for (int t = 0; t < tiles; t++) {
 #pragma unroll
@@ -101,6 +110,7 @@ __device__ void run(const int* __restrict__ q_in, unsigned long long* cycles, fl
         if (MODE & 4) __syncthreads();
     }
     unsigned long long t1 = clock64();
+    unsigned long long g1 = globaltimer();
     float total = static_cast<float>(dead);
 #pragma unroll
     for (int i = 0; i < M_BLOCKS; i++)
@@ -112,13 +122,15 @@ __device__ void run(const int* __restrict__ q_in, unsigned long long* cycles, fl
                 for (int r = 0; r < 4; r++) total += acc[i][j][h][r];
     sink[blockIdx.x * blockDim.x + threadIdx.x] = total;
     if (lane == 0) atomicMax(&cycles[blockIdx.x], t1 - t0);
+    if (threadIdx.x == 0) ns[blockIdx.x] = g1 - g0;
 }
 
 // one extern "C" entry per (m_blocks, mode): marlin_issue_m<M>_<mode>
 #define ENTRY(M, MODE)                                                                               \
     extern "C" __global__ void marlin_issue_m##M##_##MODE(const int* q, unsigned long long* cycles, \
-                                                         float* sink, int tiles) {                 \
-        run<M, MODE>(q, cycles, sink, tiles);                                                        \
+                                                         unsigned long long* ns, float* sink,      \
+                                                         int tiles) {                              \
+        run<M, MODE>(q, cycles, ns, sink, tiles);                                                    \
     }
 #define ENTRIES(M) ENTRY(M, 1) ENTRY(M, 2) ENTRY(M, 3) ENTRY(M, 7) ENTRY(M, 11) ENTRY(M, 15)
 ENTRIES(1)
