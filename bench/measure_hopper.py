@@ -67,6 +67,13 @@ MARLIN_SHARED = 96 * 1024
 COLUMNS = ("gpu", "kernel", "m", "n", "k", "bits", "group_size", "cache", "median_us", "min_us", "p90_us")
 
 
+def _table_kernels() -> dict:
+    """refsim's kernel names -> the H100 tables' (the inverse of refsim.gpu_model.measured's map), so the
+    output joins refsim/data/timings/ as it is."""
+    from refsim.gpu_model.measured import _KERNELS
+    return {ours: theirs for theirs, ours in _KERNELS.items()}
+
+
 def _stats(times_us: list) -> dict:
     s = sorted(times_us)
     return {"median_us": round(statistics.median(s), 3), "min_us": round(s[0], 3),
@@ -243,10 +250,11 @@ def run_rows(cp, rows: list[dict], timer: Timer, gpu_name: str) -> list[dict]:
             grid = la.grid if isinstance(la.grid, tuple) else (la.grid,)
             fn = lambda fk=fk, grid=grid, la=la, x=x, q=q, lut=lut, o=o: fk(                  # noqa: E731
                 grid, la.block, (x, q, np.uint32(m), np.uint32(n), np.uint32(k), lut, o))
+        row = dict(r, gpu=gpu_name, kernel=_table_kernels()[r["kernel"]])
         try:
-            out.append(dict(r, gpu=gpu_name, **timer.time(fn, r["cache"])))
+            out.append(dict(row, **timer.time(fn, r["cache"])))
         except Exception as err:                 # noqa: BLE001 - record and go on
-            out.append(dict(r, gpu=gpu_name, median_us="", min_us="", p90_us="", error=str(err)))
+            out.append(dict(row, median_us="", min_us="", p90_us="", error=str(err)))
         print(f"{r['kernel']:12s} m={m:5d} {n}x{k} bits={r['bits']} {r['cache']}: {out[-1].get('median_us')} us",
               flush=True)
     return out

@@ -54,3 +54,10 @@ def test_the_run_plans_every_row_and_predicts_it_first():
     assert len(rows) == 5 * 2 * (10 + 5 + 6 * 3)
     pred = mh.predictions(rows[:3] + rows[-3:], "h100-sxm")
     assert all(p["predicted_us"] > 0 and p["trust"] for p in pred)
+
+
+def test_the_output_uses_the_tables_kernel_names():
+    from refsim.gpu_model import measured
+    names = _bench()._table_kernels()
+    assert names["marlin"] == "marlin-official" and names["anyprec"] == "anyprec-official"
+    assert set(names.values()) <= set(measured._KERNELS)
