@@ -28,7 +28,8 @@ the run answers the predictions made before it. Parts (``--only``):
 
 Timing is the H100 tables' (refsim/data/timings/README.md): each launch (or the host loop's launches)
 alone between two CUDA events; ``cold``: a 512 MiB buffer zeroed right before each timed launch (refsim
-``cache="dirty"``); ``warm``: back to back; rows are median, min and p90 of 30 (cold) / 60 (warm)
+``cache="dirty"``); ``warm``: back to back, each after a GPU-side wait (``SPIN_PTX``); rows are median,
+min and p90 of 30 (cold) / 60 (warm)
 launches (10 / 20 with --quick). Output ``DIR/h100_hopper.csv`` has the columns of h100_*.csv (plus
 ``bits``), ``DIR/conditions.json`` the device, driver, clocks (``nvidia-smi`` before and after) and
 versions. Nothing here is fitted: the rows join refsim/data/timings/ as a judged table.
@@ -89,13 +90,38 @@ def _nvidia_smi() -> str:
         return f"nvidia-smi failed: {err}"
 
 
+# a GPU-side wait (the role torch.cuda._sleep played for the H100 tables): the GPU is busy while the host
+# enqueues the timed launch, so host launch latency stays out of the warm figures
+SPIN_PTX = """.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry spin(.param .u64 cycles)
+{
+    .reg .u64 %rd<4>;
+    .reg .pred %p;
+    ld.param.u64 %rd1, [cycles];
+    mov.u64 %rd2, %clock64;
+$L_spin:
+    mov.u64 %rd3, %clock64;
+    sub.u64 %rd3, %rd3, %rd2;
+    setp.lt.u64 %p, %rd3, %rd1;
+    @%p bra $L_spin;
+    ret;
+}
+"""
+SPIN_CYCLES = 200_000        # ~0.1 ms at 2 GHz
+
+
 class Timer:
-    """CUDA-event timing of one callable, cold (the flush buffer zeroed first) or warm."""
+    """CUDA-event timing of one callable, cold (the flush buffer zeroed first) or warm (a GPU-side
+    wait first); either way the GPU is busy while the host enqueues the timed launch."""
 
     def __init__(self, cp, reps_cold: int, reps_warm: int):
         self.cp = cp
         self.flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8)
         self.reps = {"cold": reps_cold, "warm": reps_warm}
+        self.spin = cp.RawModule(code=SPIN_PTX).get_function("spin")
 
     def time(self, fn, cache: str) -> dict:
         cp = self.cp
@@ -105,6 +131,8 @@ class Timer:
         for _ in range(self.reps[cache]):
             if cache == "cold":
                 self.flush.fill(0)
+            else:
+                self.spin((1,), (1,), (np.uint64(SPIN_CYCLES),))
             start, stop = cp.cuda.Event(), cp.cuda.Event()
             start.record()
             fn()
@@ -126,7 +154,8 @@ def plan_rows(parts: set, quick: bool) -> list[dict]:
     if "marlin" in parts:
         for n, k in shapes:
             for m in (MARLIN_M[:3] if quick else MARLIN_M):
-                rows += [dict(kernel="marlin", m=m, n=n, k=k, bits=4, group_size=128, cache=c) for c in ("cold", "warm")]
+                rows += [dict(kernel="marlin", m=m, n=n, k=k, bits=4, group_size=128, cache=c)
+                         for c in ("cold", "warm")]
     if "anyprec" in parts:
         for n, k in shapes:
             for bits in ANYPREC_BITS:
@@ -186,7 +215,8 @@ def run_issue(cp, quick: bool) -> dict:
                 per_tile = cp.asnumpy(cycles).astype(np.float64) / tiles
                 clock_mhz = cp.asnumpy(cycles).astype(np.float64) / np.maximum(cp.asnumpy(ns), 1) * 1e3
                 rec = {"m_blocks": mb, "mode": mode, "what": what, "warps_per_smsp": wps, "tiles": tiles,
-                       "cycles_per_tile_median": float(np.median(per_tile)), "cycles_per_tile_min": float(per_tile.min()),
+                       "cycles_per_tile_median": float(np.median(per_tile)),
+                       "cycles_per_tile_min": float(per_tile.min()),
                        "cycles_per_tile_max": float(per_tile.max()),
                        "sm_clock_mhz_median": float(np.median(clock_mhz))}    # clock64 / %globaltimer
                 if mode & 1:
@@ -305,14 +335,16 @@ def main(argv=None) -> int:
         for rec in issue["results"]:
             print(f"issue m_blocks={rec['m_blocks']} {rec['what']:22s} warps/SMSP={rec['warps_per_smsp']}: "
                   f"{rec['cycles_per_tile_median']:.0f} cycles/tile at {rec['sm_clock_mhz_median']:.0f} MHz"
-                  + (f", {rec['cycles_per_hmma_per_smsp']:.2f} cycles/HMMA/SMSP" if "cycles_per_hmma_per_smsp" in rec else ""),
+                  + (f", {rec['cycles_per_hmma_per_smsp']:.2f} cycles/HMMA/SMSP"
+                     if "cycles_per_hmma_per_smsp" in rec else ""),
                   flush=True)
     if rows:
         reps = (10, 20) if args.quick else (30, 60)
         measured = run_rows(cp, rows, Timer(cp, *reps), args.gpu)
         _write_csv(args.out / "h100_hopper.csv", measured, COLUMNS)
         errors = [r for r in measured if r.get("error")]
-        cond["row_errors"] = [{k: r[k] for k in ("kernel", "m", "n", "k", "bits", "cache", "error")} for r in errors[:20]]
+        cond["row_errors"] = [{k: r[k] for k in ("kernel", "m", "n", "k", "bits", "cache", "error")}
+                              for r in errors[:20]]
     cond["nvidia_smi_after"] = _nvidia_smi()
     (args.out / "conditions.json").write_text(json.dumps(cond, indent=1, default=str))
     return 0

@@ -8,7 +8,6 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from refsim.cuda import launch
 
@@ -61,3 +60,8 @@ def test_the_output_uses_the_tables_kernel_names():
     names = _bench()._table_kernels()
     assert names["marlin"] == "marlin-official" and names["anyprec"] == "anyprec-official"
     assert set(names.values()) <= set(measured._KERNELS)
+
+
+def test_the_warm_wait_kernel_runs():
+    mh = _bench()
+    launch.module(mh.SPIN_PTX).launch("spin", 1, 1, (np.uint64(100),), arch="sm_90")
