@@ -7,13 +7,13 @@
 Needs CuPy (kernels from PTX through ``RawModule``, cuBLAS through ``cupy.matmul``, CUDA events) and,
 for the ``calibrate`` part, refsim's ``gpu`` extra (``cuda.core``). No network, no compiler: every
 kernel is committed PTX the driver JIT-compiles (the official Marlin and Any-Precision PTX of
-refsim/cuda/official/, the issue microbenchmark bench/hopper/marlin_issue.ptx).
+refsim/cuda/official/, the issue microbenchmark bench/hopper/marlin_issue.ptx.gz).
 
 Before anything runs, refsim's predictions for every timed row are written (``predictions.csv``), so
 the run answers the predictions made before it. Parts (``--only``):
 
     calibrate  ``refsim calibrate --measure --base h100 --out DIR/gpu_spec.json`` (the per-GPU constants)
-    issue      bench/hopper/marlin_issue.ptx: Marlin's dequant + mma.sync loop per tile, no memory traffic,
+    issue      bench/hopper/marlin_issue.ptx.gz: Marlin's dequant + mma.sync loop per tile, no memory traffic,
                one CTA per SM with 1, 2 (Marlin's) and 4 warps per SM sub-partition, m_blocks 1/2/4,
                modes mma only / dequant only / both / both + a barrier per tile / grouped: cycles per tile
                (clock64, slowest warp, median over SMs) -> ``issue.json``, the HMMA interval per SMSP and
@@ -188,6 +188,12 @@ def predictions(rows: list[dict], gpu: str) -> list[dict]:
     return out
 
 
+def issue_ptx() -> str:
+    """The committed PTX of bench/hopper/marlin_issue.cu (gzip -9 -n of nvcc's output)."""
+    import gzip
+    return gzip.decompress((ROOT / "bench" / "hopper" / "marlin_issue.ptx.gz").read_bytes()).decode()
+
+
 def issue_words() -> np.ndarray:
     """The 256 int32 words marlin_issue reads (as packed 4-bit B and as fp16 A fragments): random
     nibbles with every 16-bit half a finite fp16 below 1 (the tensor cores see no NaN or inf)."""
@@ -196,7 +202,7 @@ def issue_words() -> np.ndarray:
 
 def run_issue(cp, quick: bool) -> dict:
     """The Marlin issue microbenchmark: cycles per tile per (m_blocks, mode, warps per SMSP)."""
-    ptx = (ROOT / "bench" / "hopper" / "marlin_issue.ptx").read_text()
+    ptx = issue_ptx()
     mod = cp.RawModule(code=ptx)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     words = cp.asarray(issue_words())

@@ -1,4 +1,4 @@
-"""bench/measure_hopper.py and its microbenchmark bench/hopper/marlin_issue.ptx, without a GPU: the
+"""bench/measure_hopper.py and its microbenchmark bench/hopper/marlin_issue.ptx.gz, without a GPU: the
 committed PTX runs through refsim.ptx (a broken kernel is found before a GPU run is spent on it), the
 modes compute what they claim, and the run plans and predicts every row before timing anything."""
 
@@ -12,7 +12,6 @@ import numpy as np
 from refsim.cuda import launch
 
 ROOT = Path(__file__).resolve().parents[1]
-PTX = (ROOT / "bench" / "hopper" / "marlin_issue.ptx").read_text()
 
 
 def _bench():
@@ -24,11 +23,13 @@ def _bench():
 
 def test_every_entry_the_run_launches_is_in_the_committed_ptx():
     mh = _bench()
+    PTX = mh.issue_ptx()
     want = {f"marlin_issue_m{mb}_{mode}" for mb in mh.ISSUE_M_BLOCKS for mode in mh.ISSUE_MODES}
     assert want <= set(launch.entries(PTX))
 
 
 def _sink(kernel: str, words: np.ndarray) -> np.ndarray:
+    PTX = _bench().issue_ptx()
     cycles, ns, sink = np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(128, np.float32)
     # one entry's text only (the whole 18-entry module costs seconds to load): 1 CTA, 1 warp per SMSP
     launch.module(launch.entry_text(PTX, kernel)).launch(kernel, 1, 128, (words, cycles, ns, sink, np.int32(1)),
