@@ -44,7 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refsim._validate import require_choice, require_int
+from refsim._validate import (MAX_ELEMENTS, require_bounded, require_choice, require_dtype, require_fields,
+                              require_instance, require_int, require_ndim)
 from refsim.cuda.official import DATA_DIR
 from refsim.emulator import deepgemm_kernel
 from refsim.errors import FormatRuleError
@@ -75,6 +76,9 @@ class Config:
     swizzle_a: int
     swizzle_b: int
     swizzle_d: int
+
+    def __post_init__(self):
+        require_fields(self)
 
     @property
     def threads(self) -> int:
@@ -174,7 +178,9 @@ def sfa_tma_aligned(sfa: np.ndarray) -> np.ndarray:
     """The activation scales as the kernel reads them: float32 (K/128, align(M, 4)), ``out[kb, m] = sfa[m, kb]``
     (DeepGEMM's ``get_mn_major_tma_aligned_tensor``: M-major, M padded to 16 bytes; padding zero).
     sfa float32 (M, K/128)."""
+    sfa = require_ndim("sfa", require_dtype("sfa", sfa, np.float32), 2)
     m, kbs = sfa.shape
+    require_bounded("sfa_t", kbs * (_ceil_div(m, 4) * 4), MAX_ELEMENTS, what="element count")
     out = np.zeros((kbs, _ceil_div(m, 4) * 4), np.float32)
     out[:, :m] = sfa.T
     return out
@@ -199,6 +205,12 @@ class Prepared:
     addresses: dict
     maps: dict
     config: Config
+
+    def __post_init__(self):
+        require_fields(self)
+        for name in ("addresses", "maps"):
+            require_instance(name, getattr(self, name), dict)
+        require_instance("config", self.config, Config)
 
 
 def prepare(A, sfa, B, sfb, *, num_sms: int = 132) -> Prepared:
