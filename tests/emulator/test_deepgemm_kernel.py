@@ -103,22 +103,6 @@ def test_equals_the_plain_loop_reference(data, m, n8, kbs):
     assert_bf16_bits(dg.deepgemm_fp8_gemm(A, sfa, B, sfb, native=False), dg.deepgemm_fp8_gemm_reference(A, sfa, B, sfb))
 
 
-@settings(max_examples=6, deadline=None)
-@given(data=st.data(), m=st.integers(1, 66), n8=st.integers(1, 33), kbs=st.integers(1, 2))
-def test_native_partials_equal_the_wgmma_model(data, m, n8, kbs):
-    from refsim.native import wgmma_fp8
-    if not wgmma_fp8.available():
-        pytest.skip("no C compiler: the NumPy path is the only one")
-    n, k = 8 * n8, 128 * kbs
-    seed = data.draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    A = rng.choice(np.array(ALL_FINITE, np.uint8), (m, k))
-    B = rng.choice(np.array(ALL_FINITE, np.uint8), (n, k))
-    if data.draw(st.booleans()):                        # many zeros and tiny values: wide exponent spreads
-        A[rng.random(A.shape) < 0.5] = data.draw(st.sampled_from([0x00, 0x80, 0x01, 0x81]))
-    assert_bitexact(dg.kblock_partials(A, B, native=True), dg.kblock_partials(A, B, native=False), f"seed {seed}")
-
-
 SMALL_INTS = [0x00, 0x38, 0x40, 0x44, 0x48, 0xB8, 0xC0, 0xC4, 0xC8]    # 0, +-1, +-2, +-3, +-4
 
 
