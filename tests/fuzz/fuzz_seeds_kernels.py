@@ -15,7 +15,7 @@ import numpy as np
 from fuzz_engine import Seed, call
 
 from refsim import ptx
-from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, registry, user
+from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, official_deepgemm, registry, user
 from refsim.testing import validate as cvalidate, wgmma_probes
 from refsim.formats import atom, stripes
 from refsim.testing import accuracy
@@ -103,6 +103,14 @@ def atom_kernel_pair():
             atom.quantize_weights((rng.standard_normal((512, 16)) * 0.05).astype(np.float16), "kernel", keeper=128))
 
 
+def deepgemm_problem(m=3, n=16, k=128):
+    """A (M, K), sfa, B (N, K), sfb of DeepGEMM's FP8 GEMM: finite e4m3 codes, scales near 1."""
+    rng = np.random.default_rng(5)
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
+    return (rng.choice(codes, (m, k)), rng.uniform(0.5, 2, (m, k // 128)).astype(np.float32),
+            rng.choice(codes, (n, k)), rng.uniform(0.5, 2, (-(-n // 128), k // 128)).astype(np.float32))
+
+
 def _launch_stats():
     return axpy_module().launch("axpy", 2, 32, axpy_args())
 
@@ -122,6 +130,9 @@ SAMPLES = {
     "refsim.cuda.census.EntryResources": lambda: __import__("refsim.cuda.census", fromlist=["x"]).EntryResources(
         40, 1024, 0, 0, 0, 1),
     "refsim.cuda.official.RecordedCase": lambda: official.load(official.cases()[0]),
+    "refsim.cuda.official_deepgemm.Config": lambda: official_deepgemm.config(64, 256, 512, 4),
+    "refsim.cuda.official_deepgemm.Prepared": lambda: official_deepgemm.prepare(*deepgemm_problem(64, 256, 512),
+                                                                                num_sms=4),
     "refsim.cuda.user.LaunchPlan": lambda: user.LaunchPlan(2, 32, (np.zeros(40, np.float32), 40), None),
     "refsim.testing.validate.Result": lambda: _result(),
     "refsim.testing.wgmma_probes.WgmmaProbe": lambda: wgmma_probes.probes()[0],
@@ -211,6 +222,16 @@ def seeds(fs) -> dict:
         "refsim.cuda.official.marlin_gemm": lambda: call(fs.normal((1, 256), np.float16), *fs.marlin_problem()[2:], sms=8,
                                                          max_par=16, thread_k=64, thread_n=256, arch="sm_80"),
         "refsim.cuda.official.atom_gemm": lambda: call(*atom_official_pair(), arch="sm_80"),
+        "refsim.cuda.official_deepgemm.config": lambda: call(128, 4096, 4096, 132),
+        "refsim.cuda.official_deepgemm.sfa_tma_aligned": lambda: call(deepgemm_problem(m=5)[1]),
+        "refsim.cuda.official_deepgemm.prepare": lambda: call(*deepgemm_problem(64, 256, 512), num_sms=4),
+        "refsim.emulator.deepgemm_kernel.check_inputs": lambda: call(*deepgemm_problem()),
+        "refsim.emulator.deepgemm_kernel.kblock_partials": lambda: call(deepgemm_problem()[0], deepgemm_problem()[2],
+                                                                        native=False),
+        "refsim.emulator.deepgemm_kernel.promote": lambda: call(np.ones((1, 3, 16), np.float32),
+                                                                *deepgemm_problem()[1::2]),
+        "refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm": lambda: call(*deepgemm_problem(), native=None),
+        "refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm_reference": lambda: call(*deepgemm_problem(1, 8, 128)),
         # ---- refsim.testing: the checks of a kernel's output -----------------------------------------
         "refsim.testing.admissible.ptx_admissible": lambda: Seed((axpy_module(), "axpy", 2, 32, axpy_args()),
                                                                  dict(outputs=[1], max_orders=24)),
@@ -252,6 +273,9 @@ UNSEEDED = {
     "refsim.cuda.registry.entries": "no parameters",
     "refsim.cuda.official.cases": "no parameters",
     "refsim.cuda.official.marlin_instantiations": "no parameters",
+    "refsim.cuda.official_deepgemm.instantiations": "no parameters",
+    "refsim.cuda.official_deepgemm.deepgemm_fp8_gemm": "refsim.ptx does not execute the kernel's Hopper instructions "
+                                                       "yet (tests/cuda/test_official_deepgemm.py checks the refusal)",
     "refsim.cuda.build.manifest": "no parameters",
     "refsim.cuda.official.replay": "replays a recorded H100 launch of an official kernel (seconds; tests/ptx/"
                                    "test_replay.py)",
