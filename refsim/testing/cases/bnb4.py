@@ -82,9 +82,9 @@ class NF4Cases(_NF4Base):
     inputs = ("x", "weight", "absmax")
     fields = fields(_KS, _NS, EDGES[:5])
     pinned_pool = tuple({"m": m, "k": k, "n": n, "edge": e} for m, k, n, e in
-                        [(1, 64, 2, "none"), (2, 64, 8, "saturation"), (1, 32, 8, "subnormal_scales"),
-                         (4, 64, 8, "zero_blocks"), (1, 64, 2, "largest_block_max"), (1, 96, 1, "none"),
-                         (8, 256, 64, "none")])
+                        [(1, 64, 4, "none"), (1, 64, 8, "saturation"), (1, 32, 8, "subnormal_scales"),
+                         (1, 64, 8, "zero_blocks"), (1, 64, 4, "largest_block_max"), (1, 96, 4, "none"),
+                         (1, 96, 1, "none"), (8, 256, 64, "none")])
 
     def record(self, inputs):
         x, weight, absmax = inputs

@@ -34,8 +34,8 @@ __all__ = ["FP8ChannelCases", "FP8BlockCases", "MXFP4Cases", "NVFP4Cases"]
 
 _F32 = np.float32
 _E4M3_FINITE = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)   # every code but NaN
-_SHAPES_FP8 = ((1, 128, 64, "none"), (2, 256, 128, "saturation"), (1, 128, 192, "subnormal_scales"),
-               (4, 256, 64, "zero_blocks"), (1, 128, 64, "largest_block_max"), (8, 384, 256, "none"))
+_SHAPES_FP8 = ((1, 128, 64, "none"), (1, 256, 128, "saturation"), (1, 128, 192, "subnormal_scales"),
+               (1, 256, 64, "zero_blocks"), (1, 128, 64, "largest_block_max"), (8, 384, 256, "none"))
 
 
 def _ftz_e4m3(codes: np.ndarray) -> np.ndarray:
@@ -133,7 +133,7 @@ class FP8BlockCases(_FP8Cases):
     fields = fields((128, 192, 256, 384, 512, 1024, 4096, 11008), (64, 128, 192, 256, 512, 1024, 4096, 11008),
                     EDGES[:5])
     pinned_pool = tuple({"m": m, "k": k, "n": n, "edge": e} for m, k, n, e in
-                        _SHAPES_FP8 + ((2, 256, 256, "saturation"), (1, 192, 192, "none")))
+                        _SHAPES_FP8 + ((1, 256, 256, "saturation"), (1, 192, 192, "none")))
 
 
 class _FP4Cases(WeightOnlyCases):
@@ -173,8 +173,8 @@ class MXFP4Cases(_FP4Cases):
     k_block = 32
     fields = fields((32, 64, 128, 256, 512, 1024, 4096, 11008), (1, 8, 64, 128, 256, 1024, 4096, 11008), EDGES)
     pinned_pool = tuple({"m": m, "k": k, "n": n, "edge": e} for m, k, n, e in
-                        [(1, 32, 8, "none"), (2, 64, 8, "saturation"), (1, 64, 8, "subnormal_scales"),
-                         (4, 64, 8, "zero_blocks"), (1, 64, 8, "largest_block_max"), (2, 64, 8, "nan_scales"),
+                        [(1, 32, 8, "none"), (1, 64, 8, "saturation"), (1, 64, 8, "subnormal_scales"),
+                         (1, 64, 8, "zero_blocks"), (1, 64, 8, "largest_block_max"), (1, 64, 8, "nan_scales"),
                          (8, 256, 64, "none")])
 
     def _record(self, inp):
@@ -213,8 +213,8 @@ class NVFP4Cases(_FP4Cases):
     k_block = 16
     fields = fields((16, 32, 64, 128, 256, 512, 1024, 4096, 11008), (1, 8, 64, 128, 256, 1024, 4096, 11008), EDGES)
     pinned_pool = tuple({"m": m, "k": k, "n": n, "edge": e} for m, k, n, e in
-                        [(1, 16, 8, "none"), (2, 32, 8, "saturation"), (1, 32, 8, "subnormal_scales"),
-                         (4, 32, 8, "zero_blocks"), (1, 32, 8, "largest_block_max"), (2, 32, 8, "nan_scales"),
+                        [(1, 16, 8, "none"), (1, 32, 8, "saturation"), (1, 32, 8, "subnormal_scales"),
+                         (1, 32, 8, "zero_blocks"), (1, 32, 8, "largest_block_max"), (1, 32, 8, "nan_scales"),
                          (8, 256, 64, "none")])
 
     def _record(self, inp):

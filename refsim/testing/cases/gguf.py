@@ -81,8 +81,8 @@ class Q4_0Cases(_GGUFCases):
     k_block = 32
     fields = fields(_KS, _NS, EDGES[:5])
     pinned_pool = tuple({"m": m, "k": k, "n": n, "edge": e} for m, k, n, e in
-                        [(1, 32, 2, "none"), (2, 64, 8, "saturation"), (1, 64, 8, "subnormal_scales"),
-                         (4, 64, 8, "zero_blocks"), (1, 64, 2, "largest_block_max"), (8, 256, 64, "none")])
+                        [(1, 32, 2, "none"), (1, 64, 8, "saturation"), (1, 64, 8, "subnormal_scales"),
+                         (1, 64, 8, "zero_blocks"), (1, 64, 2, "largest_block_max"), (8, 256, 64, "none")])
 
     def draw(self, rng, k, n, edge):
         nb = k // 32
@@ -159,8 +159,8 @@ class Q4_KCases(_GGUFCases):
     k_block = 256
     fields = fields(_KS[3:], _NS, EDGES[:5])
     pinned_pool = tuple({"m": m, "k": k, "n": n, "edge": e} for m, k, n, e in
-                        [(1, 256, 2, "none"), (2, 256, 4, "saturation"), (1, 256, 4, "subnormal_scales"),
-                         (2, 256, 4, "zero_blocks"), (1, 256, 2, "largest_block_max"), (4, 512, 8, "none")])
+                        [(1, 256, 2, "none"), (1, 256, 4, "saturation"), (1, 256, 4, "subnormal_scales"),
+                         (1, 256, 4, "zero_blocks"), (1, 256, 2, "largest_block_max"), (4, 512, 8, "none")])
 
     def draw(self, rng, k, n, edge):
         nb = k // 256
