@@ -115,7 +115,7 @@ class Q4_0Cases(_GGUFCases):
         return [("nibble order", "element j read from the HIGH nibble of byte j (ggml: the low nibble; element "
                                  "j + 16 in the high one)", high_first),
                 ("nibble order", "elements 2j, 2j+1 read from byte j (ggml: elements j and j + 16)",
-                 self._permuted(np.argsort(interleaved))),
+                 self._permuted(interleaved)),
                 ("scale applied twice", "each weight multiplied by its block's d twice", self._scale_twice),
                 ("zero point", "the -8 of Q4_0 left out: q * d", no_offset)]
 

@@ -88,3 +88,16 @@ def test_linear_refuses_a_nan_mask_that_is_not_bool_or_not_broadcastable():
         Linear(a, w, terms=3, nan=np.zeros((2, 4)))
     with pytest.raises(Exception, match="nan"):
         Linear(a, w, terms=3, nan=np.zeros((3, 4), bool))
+
+
+@pytest.mark.parametrize("fmt", sorted(PORTS))
+def test_every_known_bug_class_changes_the_output_of_some_pinned_case(fmt):
+    spec = FORMATS[fmt]
+    seen = {}
+    for shape, _ in harness.pinned_cases(fmt):
+        case = {**shape, "kind": "normal", "seed": 0}
+        inputs = spec.make(case)
+        want = raw_bits(spec.emulate(inputs, "sm_80", 108))
+        for cls, desc, alt in spec.known_bugs(case, inputs, "sm_80", 108):
+            seen[desc] = seen.get(desc, False) or bool((raw_bits(alt(inputs)) != want).any())
+    assert seen and all(seen.values()), seen
