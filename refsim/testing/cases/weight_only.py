@@ -58,7 +58,7 @@ class WeightOnlyCases(Format):
     shape_fields = ("m", "k", "n", "edge")
     k_block: int = 32
     k_multiple: int | None = None      # K's legal multiple when not k_block (partial blocks)
-    n_multiple: int = 1
+    n_multiple: int = 1                # (k_block: the format's block along K, or the probes' slice)
     pre = 2
 
     # --- the format
@@ -108,7 +108,7 @@ class WeightOnlyCases(Format):
     def locate(self, case, inputs, idx, arch, sms):
         m, n = idx
         return (f"y[{m}, {n}] = fp16(sum over k = 0..{case['k'] - 1} of x[{m}, k] * fp16(W[k, {n}])), one fp32 chain "
-                f"over k ascending; W[:, {n}] dequantized from {self.k_block}-element blocks along K")
+                f"over k ascending; W[:, {n}] as the format's library dequantizes it (float32)")
 
     def structure(self, case, inputs, shape, sms):
         rows, cols = np.indices(shape)
@@ -117,9 +117,10 @@ class WeightOnlyCases(Format):
     def probes(self, case, inputs):
         x = inputs[0]
         blocks = -(-case["k"] // self.k_block)
-        return [Probe(f"K block {b} only (k {b * self.k_block}..{(b + 1) * self.k_block - 1})",
+        return [Probe(f"k {b * self.k_block}..{(b + 1) * self.k_block - 1} only",
                       (keep_columns(x, slice(b * self.k_block, (b + 1) * self.k_block)),) + tuple(inputs[1:]),
-                      f"the codes and scales of K block {b} (their dequantization)", family="K block")
+                      f"the codes and scales of rows k {b * self.k_block}..{(b + 1) * self.k_block - 1} of W "
+                      "(their dequantization)", family="K slice")
                 for b in range(min(blocks, _MAX_BLOCK_PROBES))] if blocks > 1 else []
 
     def known_bugs(self, case, inputs, arch, sms):
