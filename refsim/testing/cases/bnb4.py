@@ -86,6 +86,9 @@ class NF4Cases(_NF4Base):
                          (1, 64, 8, "zero_blocks"), (1, 64, 4, "largest_block_max"), (1, 96, 4, "none"),
                          (1, 96, 1, "none"), (8, 256, 64, "none")])
 
+    def unit_weights(self, k, n):
+        return bnb4.pack(np.full(n * k, 15, np.uint8)), np.ones(-(-n * k // _BLOCK), _F32)        # 1.0 x 1
+
     def record(self, inputs):
         x, weight, absmax = inputs
         return bnb4.BnB4(weight, absmax, (weight.size * 2 // x.shape[1], x.shape[1]), "nf4", _BLOCK)
@@ -117,6 +120,11 @@ class NF4DQCases(_NF4Base):
     inputs = ("x", "weight", "absmax", "nested_absmax", "nested_code", "offset")
     fields = fields(_KS, _NS, EDGES[:5])
     pinned_pool = NF4Cases.pinned_pool + ({"m": 1, "k": 1024, "n": 32, "edge": "none"},)   # 512 blocks: 2 nested
+
+    def unit_weights(self, k, n):
+        blocks = -(-n * k // _BLOCK)                   # absmax = fl32(code2[255] * 0.5) + 0.5 = 1
+        return (bnb4.pack(np.full(n * k, 15, np.uint8)), np.full(blocks, 255, np.uint8),
+                np.full(-(-blocks // bnb4.NESTED_BLOCKSIZE), 0.5, _F32), bnb4.dynamic_map(), np.array([0.5], _F32))
 
     def record(self, inputs):
         x, weight, q, a2, code2, offset = inputs

@@ -77,6 +77,10 @@ class _FP8Cases(WeightOnlyCases):
             s = np.where(sm, _F32(65504) / _F32(448), s)
         return codes.astype(np.uint8), s.astype(_F32)
 
+    def unit_weights(self, k, n):
+        scheme = "channel" if self.scheme == "channel" else "block128"
+        return np.full((k, n), 0x38, np.uint8), np.ones(fp8.scale_shape((k, n), scheme), _F32)   # e4m3 1.0 x 1
+
     def weights(self, inputs):
         _, codes, s = inputs
         scheme = "channel" if self.scheme == "channel" else "block128"
@@ -177,6 +181,9 @@ class MXFP4Cases(_FP4Cases):
                          (1, 64, 8, "zero_blocks"), (1, 64, 8, "largest_block_max"), (1, 64, 8, "nan_scales"),
                          (8, 256, 64, "none")])
 
+    def unit_weights(self, k, n):
+        return mx.pack_fp4(np.full((n, k), 2, np.uint8)), np.full((n, k // 32), 127, np.uint8)   # 1.0 x 2^0
+
     def _record(self, inp):
         _, blocks, scales = inp
         return mx.MXQuant("mxfp4", (blocks.shape[0], 2 * blocks.shape[1]), blocks, scales)
@@ -216,6 +223,10 @@ class NVFP4Cases(_FP4Cases):
                         [(1, 16, 8, "none"), (1, 32, 8, "saturation"), (1, 32, 8, "subnormal_scales"),
                          (1, 32, 8, "zero_blocks"), (1, 32, 8, "largest_block_max"), (1, 32, 8, "nan_scales"),
                          (8, 256, 64, "none")])
+
+    def unit_weights(self, k, n):
+        return (mx.pack_fp4(np.full((n, k), 2, np.uint8)), np.full((n, k // 16), 0x38, np.uint8),   # 1.0 x 1.0 x 1
+                np.ones(1, _F32))
 
     def _record(self, inp):
         _, blocks, scales, t = inp

@@ -84,6 +84,11 @@ class Q4_0Cases(_GGUFCases):
                         [(1, 32, 2, "none"), (1, 64, 8, "saturation"), (1, 64, 8, "subnormal_scales"),
                          (1, 64, 8, "zero_blocks"), (1, 64, 2, "largest_block_max"), (8, 256, 64, "none")])
 
+    def unit_weights(self, k, n):
+        nb = k // 32                                   # (9 - 8) x 1
+        raw = np.concatenate([f16_bytes(np.ones((n, nb))), np.full((n, nb, 16), 0x99, np.uint8)], axis=2)
+        return (raw.reshape(n, nb * 18),)
+
     def draw(self, rng, k, n, edge):
         nb = k // 32
         d = (2.0 ** rng.integers(-10, -6, (n, nb)) * (1 + rng.random((n, nb))) * rng.choice([-1, 1], (n, nb)))
@@ -127,6 +132,11 @@ class Q8_0Cases(_GGUFCases):
     fields = fields(_KS, _NS, EDGES[:5])
     pinned_pool = Q4_0Cases.pinned_pool
 
+    def unit_weights(self, k, n):
+        nb = k // 32                                   # 1 x 1
+        raw = np.concatenate([f16_bytes(np.ones((n, nb))), np.ones((n, nb, 32), np.uint8)], axis=2)
+        return (raw.reshape(n, nb * 34),)
+
     def draw(self, rng, k, n, edge):
         nb = k // 32
         d = (2.0 ** rng.integers(-12, -8, (n, nb)) * (1 + rng.random((n, nb)))).astype(np.float16)
@@ -161,6 +171,13 @@ class Q4_KCases(_GGUFCases):
     pinned_pool = tuple({"m": m, "k": k, "n": n, "edge": e} for m, k, n, e in
                         [(1, 256, 2, "none"), (1, 256, 4, "saturation"), (1, 256, 4, "subnormal_scales"),
                          (1, 256, 4, "zero_blocks"), (1, 256, 2, "largest_block_max"), (4, 512, 8, "none")])
+
+    def unit_weights(self, k, n):
+        nb = k // 256                                  # fl(1 x sc 1) x q 1 - fl(dmin 0 x m 0)
+        scales = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1], np.uint8)       # sc = 1, m = 0 (get_scale_min_k4)
+        raw = np.concatenate([f16_bytes(np.ones((n, nb))), f16_bytes(np.zeros((n, nb))),
+                              np.broadcast_to(scales, (n, nb, 12)), np.full((n, nb, 128), 0x11, np.uint8)], axis=2)
+        return (raw.reshape(n, nb * 144),)
 
     def draw(self, rng, k, n, edge):
         nb = k // 256

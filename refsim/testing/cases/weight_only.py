@@ -70,6 +70,10 @@ class WeightOnlyCases(Format):
         """float32 (K, N): the weights of ``inputs`` as the format's library dequantizes them."""
         raise NotImplementedError
 
+    def unit_weights(self, k: int, n: int) -> tuple:
+        """The weight's inputs of a (K, N) weight whose every value is exactly 1 (adversarial cases)."""
+        raise NotImplementedError
+
     def weight_bugs(self, case: dict):
         """``(bug class, description, weights(inputs) -> float32 (K, N))`` a buggy kernel dequantizes."""
         return []
