@@ -3,8 +3,9 @@ for refsim's ``nf4`` format, as bitsandbytes' ``gemm_4bit_inference_naive`` (csr
 for a 1 x K activation: ceil(N / 4) blocks of 128 threads (one warp per output), arguments
 (M = N, N = 1, K, A, B, absmax, datatype, out, lda = N, ldb = (K + 1) / 2, ldc = N, blocksize = 64);
 ``datatype`` is the 16-entry NF4 table, ``B`` the (N, K) weight packed two codes a byte, high nibble
-first (refsim.formats.bnb4's layout). The kernel serves one activation row and reads past the end of ``absmax`` when N % 4 != 0 (its
-last block's idle warps load it unguarded): check it with ``--legal "m==1, n%4==0"``.
+first (refsim.formats.bnb4's layout). The kernel serves one activation row and reads past the end
+of ``absmax`` when N % 4 != 0 (its last block's idle warps load it unguarded): check it with
+``--legal "m==1, n%4==0"``.
 docs/harness.md shows how to build its PTX and check it."""
 
 from __future__ import annotations

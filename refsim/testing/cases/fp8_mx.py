@@ -100,8 +100,8 @@ class _FP8Cases(WeightOnlyCases):
             return fp8.dequantize(fp8.FP8Quant(_ftz_e4m3(inp[1]), inp[2], scheme))
 
         def scale_twice(inp):
-            w = self.weights(inp)
-            return (w * fp8.dequantize(fp8.FP8Quant(np.full(inp[1].shape, 0x38, np.uint8), inp[2], scheme))).astype(_F32)
+            s = fp8.dequantize(fp8.FP8Quant(np.full(inp[1].shape, 0x38, np.uint8), inp[2], scheme))   # e4m3 1.0 x s
+            return (self.weights(inp) * s).astype(_F32)
 
         out = [("e4m3 decode", "e4m3 subnormals (exponent field 0) decoded as 0 (a decode without subnormals)",
                 no_subnormals),
