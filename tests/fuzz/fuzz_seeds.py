@@ -1029,6 +1029,12 @@ SEEDS.update({
 })
 
 
+SEEDS.update({
+    "refsim.emulator.dequant_gemm.dequant_gemm": lambda: call(normal((2, 8), np.float16), normal((8, 3))),
+    "refsim.emulator.dequant_gemm.dequant_gemm_reference": lambda: call(normal((1, 4), np.float16), normal((4, 2))),
+})
+
+
 SAMPLES.update(fuzz_seeds_kernels.SAMPLES)
 SAMPLES.update(fuzz_seeds_io.SAMPLES)
 SEEDS.update(fuzz_seeds_kernels.seeds(sys.modules[__name__]))
