@@ -65,7 +65,8 @@ from refsim.io.output import atomic_output_dir
 from refsim.quant import mixed_2_4_16 as q2416
 
 __all__ = ["METHODS", "OUTPUT_FORMATS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
-           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs"]
+           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs", "select_layers",
+           "emitted_ignore"]
 
 METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
 _NEEDS_CALIB = ("gptq", "atom", "mixed_2_4_16")
@@ -313,7 +314,9 @@ def calibration_inputs(path: str) -> dict[str, np.ndarray]:
         return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
 
 
-def _select(all_names: list[str], layers: str | None, ignore: str | None, model: Path) -> list[str]:
+def select_layers(all_names: list[str], layers: str | None, ignore: str | None, model: Path) -> list[str]:
+    """The names of ``all_names`` that ``layers`` selects (``re.search``; None: all) and ``ignore`` does
+    not (None: :data:`DEFAULT_IGNORE`; "": nothing ignored); FormatRuleError naming ``model`` when none is left."""
     def compile_(what, text):
         try:
             return re.compile(text)
@@ -326,6 +329,17 @@ def _select(all_names: list[str], layers: str | None, ignore: str | None, model:
     if not names:
         raise FormatRuleError(f"layers: selects no layer of {model}; got layers={layers!r}, ignore={ignore!r}")
     return names
+
+
+def emitted_ignore(all_names: list[str], selected, family: str | None) -> list[str]:
+    """The Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them:
+    ``all_names`` not in ``selected``, less the embeddings (not Linear); ``lm_head`` is listed for a
+    decoder (``family`` of :func:`refsim.io.model_folder.model_family`) even when tied to the embeddings."""
+    emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
+    unq = [n for n in all_names if n not in selected and not emb.search(n)]
+    if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
+        unq.append("lm_head")
+    return unq
 
 
 def _output_format(options: QuantizeOptions, to: str) -> str:
@@ -352,7 +366,10 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     per-layer inputs (float (T, K) named by layer; no forward, no sequential calibration).
     With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
     regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
-    nothing). ``to``: "auto" (the method's format) or "compressed-tensors" (rtn, gptq, awq).
+    nothing). ``to``: "auto" (the method's format), "compressed-tensors" (rtn, gptq, awq),
+    "compressed-tensors:<PRESET>" (rtn; an llm-compressor float preset, :mod:`refsim.io.ct_float_write`)
+    or "gguf:<TYPE>" (rtn; ``model`` a float .gguf file and ``out`` a new .gguf file,
+    :mod:`refsim.io.gguf_write`): those two return their writer's summary.
     ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level), on
     ``heldout_tokens`` tokens (default :data:`refsim.io.calibrate.DEFAULT_HELDOUT_TOKENS`).
     ``progress(done, total, name)`` after each layer. Writes the folder atomically (config.json with
@@ -379,6 +396,9 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     heldout_tokens = calibrate.DEFAULT_HELDOUT_TOKENS if heldout_tokens is None else \
         require_int("heldout_tokens", heldout_tokens, minimum=1)
     require_callable("progress", progress, allow_none=True)
+    require_instance("to", to, str)
+    if ":" in to:                                     # a format preset: compressed-tensors:<PRESET>, gguf:<TYPE>
+        return _quantize_preset(model, out, options, to, calib, layers, ignore, progress)
     fmt = _output_format(options, to)
     kind, source, tokens = calibrate.parse_calib(calib)
     model, out_path = Path(model), Path(out)
@@ -395,7 +415,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
             raise FormatRuleError(f"calib: method {options.method!r} needs calibration (text through the model's "
                                   f"forward, or per-layer inputs); got {calib!r}"
                                   + ("" if family else f" and refsim has no forward for {model}"))
-        names = _select(all_names, layers, ignore, model)
+        names = select_layers(all_names, layers, ignore, model)
         X_file = calibration_inputs(source) if kind == "inputs" else None
         if X_file is not None:
             missing = [n for n in names if n not in X_file]
@@ -448,12 +468,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
         for t, v in changed.items():  # AWQ folded its scales into these (norm weights, biases)
             passthrough[t] = v.astype(passthrough[t].dtype)
         src.close()
-        # the Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them
-        # (embeddings are not Linear); lm_head is listed even when tied to the embeddings
-        emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
-        unq = [n for n in all_names if n not in selected and not emb.search(n)]
-        if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
-            unq.append("lm_head")
+        unq = emitted_ignore(all_names, selected, family)
         notes = _write(tmp, fmt, options, lays, passthrough, model, unq)
         summary = {"model": str(model), "method": options.method, "format": fmt, "options": asdict(options),
                    "calib": calib, "calib_tokens": tokens if kind == "text" else None,
@@ -473,6 +488,24 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
             summary["model_quality"] = mq
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _quantize_preset(model, out, options: QuantizeOptions, to: str, calib: str, layers, ignore, progress) -> dict:
+    """``to`` = "compressed-tensors:<PRESET>" (refsim.io.ct_float_write) or "gguf:<TYPE>"
+    (refsim.io.gguf_write): round to nearest as the library does, no calibration."""
+    if to.lower().startswith("gguf:"):
+        from refsim.io.gguf_write import parse_gguf_target as parse
+        from refsim.io.gguf_write import quantize_gguf as write
+    else:
+        from refsim.io.ct_float_write import parse_ct_target as parse
+        from refsim.io.ct_float_write import quantize_float_model as write
+    target = parse(to)
+    if options.method != "rtn":
+        raise FormatRuleError(f"method: {to} is written by round to nearest, as its library quantizes "
+                              f"(llm-compressor's presets, ggml's quantize_row_*_ref); use 'rtn'; got {options.method!r}")
+    if calib not in ("auto", "none"):
+        raise FormatRuleError(f"calib: {to} quantizes weights without calibration; got {calib!r}")
+    return write(model, out, target, layers=layers, ignore=ignore, progress=progress)
 
 
 def _write(tmp: Path, fmt: str, options: QuantizeOptions, lays: list, passthrough: dict, model: Path,
