@@ -125,6 +125,9 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
     model = require_path("model", model)
     require_path("out", out)
     preset = require_choice("preset", preset, tuple(PRESETS))
+    for what, v in (("layers", layers), ("ignore", ignore)):
+        if v is not None:
+            require_instance(what, v, str)
     require_callable("progress", progress, allow_none=True)
     t0 = time.perf_counter()
     with atomic_output_dir(out) as tmp:

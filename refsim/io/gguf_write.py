@@ -127,9 +127,9 @@ def quantize_gguf(src, out, qtype: str, *, layers: str | None = None, ignore: st
         raise FormatRuleError(f"out: parent folder must exist and be writable; got {parent}")
     pat, ign = _compile("layers", layers), _compile("ignore", ignore)
     gguf = _gguf()
-    from refsim.io.gguf_file import GGUFCheckpoint
+    from refsim.io.gguf_file import open_gguf_reader
 
-    reader = GGUFCheckpoint(src)._reader              # the checks of refsim's reader (valid, little-endian)
+    reader = open_gguf_reader(src)                    # a valid, little-endian .gguf file
     if "general.architecture" not in reader.fields:
         raise CheckpointError(f"{src}: key 'general.architecture' must be present (llama.cpp picks the model "
                               "by it); got none")

@@ -51,8 +51,8 @@ from typing import Callable
 import numpy as np
 
 from refsim._validate import (native_contiguous, require_callable, require_choice, require_dtype, require_fields,
-                              require_finite, require_float_array, require_instance, require_int, require_ndim,
-                              require_path, require_shape)
+                              require_finite, require_float_array, require_instance, require_int, require_names,
+                              require_ndim, require_path, require_shape)
 from refsim.errors import CheckpointError, DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
@@ -317,6 +317,12 @@ def calibration_inputs(path: str) -> dict[str, np.ndarray]:
 def select_layers(all_names: list[str], layers: str | None, ignore: str | None, model: Path) -> list[str]:
     """The names of ``all_names`` that ``layers`` selects (``re.search``; None: all) and ``ignore`` does
     not (None: :data:`DEFAULT_IGNORE`; "": nothing ignored); FormatRuleError naming ``model`` when none is left."""
+    all_names = require_names("all_names", all_names)
+    for what, v in (("layers", layers), ("ignore", ignore)):
+        if v is not None:
+            require_instance(what, v, str)
+    model = require_path("model", model)
+
     def compile_(what, text):
         try:
             return re.compile(text)
@@ -335,6 +341,10 @@ def emitted_ignore(all_names: list[str], selected, family: str | None) -> list[s
     """The Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them:
     ``all_names`` not in ``selected``, less the embeddings (not Linear); ``lm_head`` is listed for a
     decoder (``family`` of :func:`refsim.io.model_folder.model_family`) even when tied to the embeddings."""
+    all_names = require_names("all_names", all_names)
+    selected = set(require_names("selected", sorted(require_instance("selected", selected, (set, frozenset, list, tuple)),
+                                                    key=str)))
+    require_choice("family", family, (None, "decoder", "encoder"))
     emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
     unq = [n for n in all_names if n not in selected and not emb.search(n)]
     if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:

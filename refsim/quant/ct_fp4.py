@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_finite, require_instance, require_ndim
+from refsim._validate import require_choice, require_dtype, require_finite, require_names, require_ndim, require_real
 from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import minifloat
 from refsim.formats import mx as mx_format
@@ -64,9 +64,9 @@ def _check(W) -> np.ndarray:
 def global_scale(amax: float) -> np.ndarray:
     """NVFP4's ``weight_global_scale`` float32 (1,) for a layer (or fused group) whose largest |w| is
     ``amax`` (a float32 value >= 0): float32(1 / max(amax, tiny)) * 2688 in float32, 1.0 if not finite."""
-    a = _F32(amax)
+    a = _F32(require_real("amax", amax))
     if not np.isfinite(a) or a < 0:
-        raise FormatRuleError(f"amax: must be a finite value >= 0; got {amax!r}")
+        raise FormatRuleError(f"amax: must be a finite float32 value >= 0; got {amax!r}")
     with np.errstate(over="ignore"):
         g = _F32(_F32(_F32(1) / max(a, np.finfo(_F32).tiny)) * _F32(448.0 * 6.0))   # torch: reciprocal, then *
     return np.array([g if np.isfinite(g) else _F32(1.0)], _F32)
@@ -76,7 +76,7 @@ def fused_groups(names: list[str]) -> list[list[str]]:
     """The groups of ``names`` (dotted layer names) that share a global scale: siblings (same parent
     module) whose last components form one of :data:`FUSED_LAYER_NAMES` completely. A group with some
     members in ``names`` and others absent is not a group (llm-compressor requires all members to exist)."""
-    require_instance("names", names, (list, tuple))
+    names = require_names("names", names)
     have = set(names)
     out = []
     for n in names:
@@ -107,8 +107,9 @@ def quantize_weight(W: np.ndarray, kind: str, gscale: np.ndarray | None = None
     W = _check(W)
     k, n = W.shape
     b = BLOCK[kind]
-    if k == 0 or k % b:
-        raise ShapeError(f"W: K must be a positive multiple of the {kind} block {b}; got shape {W.shape}")
+    if k == 0 or k % b or n == 0:
+        raise ShapeError(f"W: shape must be (K, N) with K a positive multiple of the {kind} block {b} and N >= 1; "
+                         f"got {W.shape}")
     if kind == "mxfp4" and gscale is not None:
         raise FormatRuleError("gscale: MXFP4 has no global scale; got one")
     x = np.ascontiguousarray(W.T).reshape(n, k // b, b)                   # (N, K/b, b) torch rows, blocks

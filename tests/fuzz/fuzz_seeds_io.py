@@ -283,13 +283,39 @@ def seeds(fs) -> dict:
                                                                {"format": "pt"}, 1 << 20),
         "refsim.io.tensors.save_tensors": lambda: call(_fresh_file(), {"w": np.ones((4, 8), np.float16)}),
         "refsim.io.convert.convert": lambda: call(gptq_dir(), "marlin", FreshDir("convert")),
+        "refsim.io.ct_float_write.quantize_float_model": lambda: Seed(
+            (fp_dir(), FreshDir("ct-float"), "FP8_DYNAMIC"), {"layers": r"layers\.0\.self_attn\.o_proj"},
+            view=lambda r: {**r, "wall_seconds": 0.0}),                                # measured, not computed
+        "refsim.io.gguf_file.open_gguf_reader": lambda: Seed((TINY_GGUF,), view=lambda r: sorted(r.fields)),
+        "refsim.io.gguf_write.quantize_gguf": lambda: call(float_gguf(), _fresh_file(".gguf"), "Q4_0"),
+        # ---- float writers' arguments ---------------------------------------------------------------
+        "refsim.io.ct_float_write.parse_ct_target": lambda: call("compressed-tensors:FP8_BLOCK"),
+        "refsim.io.ct_float_write.quantize_float_layers": lambda: call({L0: fs.normal((32, 8))}, "MXFP4A16"),
+        "refsim.io.gguf_write.parse_gguf_target": lambda: call("gguf:q5_1"),
+        "refsim.io.quantize.select_layers": lambda: call([L0, "lm_head"], None, None, Path("model")),
+        "refsim.io.quantize.emitted_ignore": lambda: call([L0, "model.embed_tokens", "lm_head"], {L0}, "decoder"),
     }
 
 
-def _fresh_file() -> os.PathLike:
+def float_gguf() -> Path:
+    """A float .gguf file (llama, one F32 (4, 64) weight and an F32 norm) in the current folder."""
+    out = Path.cwd() / "fuzz-float.gguf"
+    if not out.exists():
+        import gguf
+        w = gguf.GGUFWriter(str(out), "llama")
+        w.add_tensor("blk.0.attn_q.weight", _rng(12).standard_normal((4, 64)).astype(np.float32))
+        w.add_tensor("blk.0.attn_norm.weight", np.ones(64, np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    return out
+
+
+def _fresh_file(suffix: str = ".safetensors") -> os.PathLike:
     class FreshFile(FreshDir):
         def __fspath__(self) -> str:
-            return super().__fspath__() + ".safetensors"
+            return super().__fspath__() + suffix
     return FreshFile("tensors")
 
 
