@@ -194,7 +194,28 @@ def _gguf_layer():
     return GGUFLayer("blk.0.attn_q.weight", "Q8_0", _rng(11).integers(0, 256, (3, 34), dtype=np.uint8) & 0x3F, 32)
 
 
+def _fp8_block_layer():
+    from refsim.io.fp8_block import FP8BlockLayer
+    return FP8BlockLayer(L0, _rng(13).integers(0, 0x7E, (8, 16), dtype=np.uint8), np.full((1, 1), 0.5, np.float32),
+                         "block")
+
+
+def fp8_block_dir() -> Path:
+    """A DeepSeek-style fp8 folder: one 8 x 16 layer (weight + weight_scale_inv) and an unquantized norm."""
+    import json
+
+    from refsim.io.tensors import save_tensors
+    out = Path.cwd() / "fuzz-fp8-block"
+    if not out.exists():
+        out.mkdir()
+        qc = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+        (out / "config.json").write_text(json.dumps({"quantization_config": qc}))
+        save_tensors(out / "model.safetensors", {**_fp8_block_layer().tensors(), "norm.weight": np.ones(16, np.float32)})
+    return out
+
+
 SAMPLES = {
+    "refsim.io.fp8_block.FP8BlockLayer": _fp8_block_layer,
     "refsim.io.gguf_file.GGUFLayer": _gguf_layer,
     "refsim.io.compressed_tensors.CTLayer": lambda: io_uniform.to_ct(io_uniform.codes_of(gptq_layer())),
     "refsim.io.ct_float.CTFP8Layer": _fp8_layer,
@@ -250,6 +271,7 @@ def seeds(fs) -> dict:
         "refsim.io.checkpoint.read_json": lambda: call(gptq_dir() / "quantize_config.json"),
         "refsim.io.compressed_tensors.CompressedTensorsReader": lambda: call(ct_dir()),
         "refsim.io.gguf_file.GGUFCheckpoint": lambda: call(TINY_GGUF),
+        "refsim.io.fp8_block.FP8BlockReader": lambda: call(fp8_block_dir()),
         "refsim.io.gguf_file.gguf_bits": lambda: call("Q4_K"),
         "refsim.io.ct_float.read_float_layer": lambda: call(ct.CompressedTensorsReader(ct_fp8_dir()), L0,
                                                             {"kind": "fp8", "strategy": "channel"}),
