@@ -19,7 +19,9 @@ Bit-exactness: every linear layer's saved tensors (``weight``/``weight_packed``,
 0.19.0) saved for the same float32 weights (tests/io/data/ct_float_llmcompressor.npz). Weights are
 quantized from their float32 values (a bf16/fp16 model widened exactly): llm-compressor's output for
 the model loaded in float32; the library computing in bf16 rounds its scales differently (not
-modelled). Scales are float32 (FP8), e4m3 (NVFP4) or E8M0 (MXFP4).
+modelled). Scales are float32 (FP8), e4m3 (NVFP4) or E8M0 (MXFP4). transformers' loader casts an FP8
+``weight_scale`` to the model's dtype before decompressing, so a bf16/fp16 model loads
+dtype(e4m3 * dtype(scale)), not the float32 value: the summary's notes say so (:data:`FP8_SCALE_NOTE`).
 
 Output folder: ``model.safetensors`` (or shards) with the quantized layers and every other tensor of the
 source unchanged, config.json with ``quantization_config``, the source's tokenizer files
@@ -41,7 +43,7 @@ from refsim.io.ct_float import CTFP4Layer, CTFP8Layer
 from refsim.quant import ct_fp4
 from refsim.quant import fp8 as fp8_quant
 
-__all__ = ["PRESETS", "REFUSED", "parse_ct_target", "quantize_float_layers", "quantize_float_model"]
+__all__ = ["PRESETS", "REFUSED", "FP8_SCALE_NOTE", "parse_ct_target", "quantize_float_layers", "quantize_float_model"]
 
 _DYNAMIC = {"actorder": None, "block_structure": None, "dynamic": True, "num_bits": 8, "observer": None,
             "observer_kwargs": {}, "scale_dtype": None, "symmetric": True, "type": "float", "zp_dtype": None}
@@ -60,6 +62,11 @@ REFUSED: dict[str, str] = {
              "the weight-only preset)",
 }
 _FP8_PRESET = {"channel": "FP8_DYNAMIC", "block": "FP8_BLOCK"}
+#: what an FP8 folder of a bf16/fp16 model does in transformers' loader (tests/io/load_float_checkpoints.py)
+FP8_SCALE_NOTE = ("note: FP8 weight_scale is float32 (llm-compressor's values for the model loaded in float32); "
+                  "transformers 5.17 + compressed-tensors 0.19 load it in the model's dtype ({dtype}), rounding each "
+                  "scale once: the loaded weights are {dtype}(e4m3 * {dtype}(scale)), not refsim's float32 "
+                  "dequantize() (the NVFP4/MXFP4 presets load bit for bit)")
 
 
 def parse_ct_target(to: str) -> str:
@@ -137,9 +144,11 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
                                   f"{src.format} checkpoint")
         all_names = src.layer_names()
         names = select_layers(all_names, layers, ignore, model)
-        weights = {}
+        weights, dtypes = {}, set()
         for n in names:
-            weights[n] = src.read_layer(n).W.astype(np.float32)             # (K, N), exact widening
+            W = src.read_layer(n).W
+            dtypes.add(np.dtype(W.dtype).name)
+            weights[n] = W.astype(np.float32)                               # (K, N), exact widening
         lays = quantize_float_layers(weights, preset)
         rows = []
         for i, lay in enumerate(lays):
@@ -158,6 +167,8 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
         family = model_family(model, src_tensor_names)
         qc = ct_quantization_config(lays, emitted_ignore(all_names, set(names), family), PRESETS[preset][2])
         notes = hf_folder.finish(tmp, model, qc)
+        if PRESETS[preset][0] == "fp8" and dtypes - {"float32"}:
+            notes.append(FP8_SCALE_NOTE.format(dtype="/".join(sorted(dtypes - {"float32"}))))
         summary = {"model": str(model), "method": "rtn", "format": "compressed-tensors", "preset": preset,
                    "layers": rows, "wall_seconds": time.perf_counter() - t0, "notes": notes}
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
