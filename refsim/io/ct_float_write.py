@@ -31,9 +31,7 @@ source unchanged, config.json with ``quantization_config``, the source's tokeniz
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -120,13 +118,13 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
                          progress=None) -> dict:
     """Quantize the linear layers of the FP safetensors model ``model`` into the new folder ``out`` as
     llm-compressor's ``preset`` (module docstring). ``layers``/``ignore``: regular expressions on layer
-    names (default ignore: embeddings and ``lm_head``, :data:`refsim.io.quantize.DEFAULT_IGNORE`);
+    names (default ignore: embeddings and ``lm_head``, :data:`refsim.io.layer_select.DEFAULT_IGNORE`);
     ``progress(done, total, name)`` or None. Returns the summary written to ``quality.json``."""
     from refsim.io import hf_folder
     from refsim.io.model_folder import model_family
     from refsim.io.compressed_tensors import ct_quantization_config
     from refsim.io.output import atomic_output_dir
-    from refsim.io.quantize import emitted_ignore, select_layers
+    from refsim.io.layer_select import emitted_ignore, select_layers
     from refsim.io.readers import open_checkpoint
 
     model = require_path("model", model)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import tracemalloc
 from concurrent.futures import Executor
@@ -51,13 +50,14 @@ from typing import Callable
 import numpy as np
 
 from refsim._validate import (native_contiguous, require_callable, require_choice, require_dtype, require_fields,
-                              require_finite, require_float_array, require_instance, require_int, require_names,
-                              require_ndim, require_path, require_shape)
+                              require_finite, require_float_array, require_instance, require_int, require_ndim,
+                              require_path, require_shape)
 from refsim.errors import CheckpointError, DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import uniform
+from refsim.io.layer_select import DEFAULT_IGNORE, emitted_ignore, select_layers
 from refsim.io.readers import open_checkpoint
 from refsim.io.containers import AnyPrecisionLayer, AtomLayerFile, FPReader, Mixed2416Layer, write_anyprec, write_refsim
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
@@ -65,8 +65,7 @@ from refsim.io.output import atomic_output_dir
 from refsim.quant import mixed_2_4_16 as q2416
 
 __all__ = ["METHODS", "OUTPUT_FORMATS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
-           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs", "select_layers",
-           "emitted_ignore"]
+           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs"]
 
 METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
 _NEEDS_CALIB = ("gptq", "atom", "mixed_2_4_16")
@@ -297,9 +296,6 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
 # ----------------------------------------------------------------------------------------------
 # the model
 # ----------------------------------------------------------------------------------------------
-#: layers left unquantized unless --ignore says otherwise: embeddings and the output head, as
-#: GPTQModel, AutoAWQ and llm-compressor do by default
-DEFAULT_IGNORE = r"(^|\.)(lm_head|embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$"
 #: method -> the checkpoint it writes (``to`` may pick compressed-tensors for the uniform ones)
 _WRITES = {"rtn": "gptq", "gptq": "gptq", "awq": "awq", "anyprec": "anyprec", "atom": "atom",
            "mixed_2_4_16": "mixed_2_4_16"}
@@ -312,44 +308,6 @@ def calibration_inputs(path: str) -> dict[str, np.ndarray]:
 
     with TensorFile(path) as tf:
         return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
-
-
-def select_layers(all_names: list[str], layers: str | None, ignore: str | None, model: Path) -> list[str]:
-    """The names of ``all_names`` that ``layers`` selects (``re.search``; None: all) and ``ignore`` does
-    not (None: :data:`DEFAULT_IGNORE`; "": nothing ignored); FormatRuleError naming ``model`` when none is left."""
-    all_names = require_names("all_names", all_names)
-    for what, v in (("layers", layers), ("ignore", ignore)):
-        if v is not None:
-            require_instance(what, v, str)
-    model = require_path("model", model)
-
-    def compile_(what, text):
-        try:
-            return re.compile(text)
-        except re.error as err:
-            raise FormatRuleError(f"{what}: must be a regular expression; got {text!r} ({err})") from None
-
-    pat = None if layers is None else compile_("layers", layers)
-    ign = compile_("ignore", DEFAULT_IGNORE if ignore is None else ignore) if ignore != "" else None
-    names = [n for n in all_names if (pat is None or pat.search(n)) and (ign is None or not ign.search(n))]
-    if not names:
-        raise FormatRuleError(f"layers: selects no layer of {model}; got layers={layers!r}, ignore={ignore!r}")
-    return names
-
-
-def emitted_ignore(all_names: list[str], selected, family: str | None) -> list[str]:
-    """The Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them:
-    ``all_names`` not in ``selected``, less the embeddings (not Linear); ``lm_head`` is listed for a
-    decoder (``family`` of :func:`refsim.io.model_folder.model_family`) even when tied to the embeddings."""
-    all_names = require_names("all_names", all_names)
-    selected = set(require_names("selected", sorted(require_instance("selected", selected, (set, frozenset, list, tuple)),
-                                                    key=str)))
-    require_choice("family", family, (None, "decoder", "encoder"))
-    emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
-    unq = [n for n in all_names if n not in selected and not emb.search(n)]
-    if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
-        unq.append("lm_head")
-    return unq
 
 
 def _output_format(options: QuantizeOptions, to: str) -> str:

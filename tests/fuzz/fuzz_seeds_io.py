@@ -314,8 +314,8 @@ def seeds(fs) -> dict:
         "refsim.io.ct_float_write.parse_ct_target": lambda: call("compressed-tensors:FP8_BLOCK"),
         "refsim.io.ct_float_write.quantize_float_layers": lambda: call({L0: fs.normal((32, 8))}, "MXFP4A16"),
         "refsim.io.gguf_write.parse_gguf_target": lambda: call("gguf:q5_1"),
-        "refsim.io.quantize.select_layers": lambda: call([L0, "lm_head"], None, None, Path("model")),
-        "refsim.io.quantize.emitted_ignore": lambda: call([L0, "model.embed_tokens", "lm_head"], {L0}, "decoder"),
+        "refsim.io.layer_select.select_layers": lambda: call([L0, "lm_head"], None, None, Path("model")),
+        "refsim.io.layer_select.emitted_ignore": lambda: call([L0, "model.embed_tokens", "lm_head"], {L0}, "decoder"),
     }
 
 
