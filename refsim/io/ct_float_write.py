@@ -35,7 +35,8 @@ import time
 
 import numpy as np
 
-from refsim._validate import require_callable, require_choice, require_instance, require_path
+from refsim._validate import (require_callable, require_choice, require_float_array, require_instance, require_names,
+                              require_path)
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.io.ct_float import CTFP4Layer, CTFP8Layer
 from refsim.quant import ct_fp4
@@ -80,28 +81,29 @@ def parse_ct_target(to: str) -> str:
     return require_choice("to (compressed-tensors preset)", preset, tuple(PRESETS))
 
 
-def quantize_float_layers(weights: dict[str, np.ndarray], preset: str) -> list:
+def quantize_float_layers(weights: dict[str, np.ndarray], preset: str, model_layers: list[str] | None = None) -> list:
     """Quantize ``weights`` (layer name -> float32 (K, N), finite) as llm-compressor's ``preset`` does:
     :class:`refsim.io.ct_float.CTFP8Layer` or :class:`refsim.io.ct_float.CTFP4Layer` records in the order
-    given. NVFP4A16 gives each fused group (:func:`refsim.quant.ct_fp4.fused_groups`) one global
-    scale; a group quantized in part (q_proj without k_proj, ...) is refused, as llm-compressor asserts."""
+    given. NVFP4A16 gives each fused group (:func:`refsim.quant.ct_fp4.fused_groups` of ``model_layers``,
+    every linear of the model; default: the names of ``weights``) one global scale; a group the model
+    has in full but ``weights`` holds in part (q_proj without k_proj, ...) is refused, as llm-compressor
+    asserts."""
     require_instance("weights", weights, dict)
     preset = require_choice("preset", preset, tuple(PRESETS))
+    names = require_names("weights (keys)", list(weights))
+    model_layers = names if model_layers is None else require_names("model_layers", model_layers)
     kind, strategy, _ = PRESETS[preset]
-    names = list(weights)
     gscale: dict[str, np.ndarray] = {}
     if kind == "nvfp4":
-        for group in ct_fp4.fused_groups(names):
-            amax = max(float(np.abs(np.asarray(weights[n], np.float32)).max()) for n in group)
-            for n in group:
-                gscale[n] = ct_fp4.global_scale(amax)
-        for n in names:
-            parent, _, leaf = n.rpartition(".")
-            for group in ct_fp4.FUSED_LAYER_NAMES:
-                if leaf in group and n not in gscale:
-                    raise FormatRuleError(f"layers: NVFP4 fused layers {list(group)} of {parent!r} share one global "
-                                          f"scale; quantize all of them or none (llm-compressor asserts); got "
-                                          f"{leaf!r} alone")
+        for group in ct_fp4.fused_groups(model_layers):
+            have = [n for n in group if n in weights]
+            if have and len(have) < len(group):
+                raise FormatRuleError(f"layers: NVFP4 fused layers {group} share one global scale; quantize all of "
+                                      f"them or none (llm-compressor asserts); got {have}")
+            if have:
+                amax = max(float(np.abs(require_float_array(n, weights[n])).max()) for n in group)
+                for n in group:
+                    gscale[n] = ct_fp4.global_scale(amax)
     out = []
     for n in names:
         W = weights[n]
@@ -147,7 +149,7 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
             W = src.read_layer(n).W
             dtypes.add(np.dtype(W.dtype).name)
             weights[n] = W.astype(np.float32)                               # (K, N), exact widening
-        lays = quantize_float_layers(weights, preset)
+        lays = quantize_float_layers(weights, preset, all_names)
         rows = []
         for i, lay in enumerate(lays):
             W = weights[lay.name]

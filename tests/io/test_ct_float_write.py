@@ -113,10 +113,16 @@ def test_refusals_name_the_rule(fp_model, tmp_path):
     with pytest.raises(FormatRuleError, match="without calibration"):
         quantize_model(fp_model, tmp_path / "c", QuantizeOptions("rtn"), calib="corpus:64",
                        to="compressed-tensors:FP8_DYNAMIC")
-    with pytest.raises(FormatRuleError, match=r"fused layers \['q_proj', 'k_proj', 'v_proj'\] .* got 'q_proj' alone"):
+    with pytest.raises(FormatRuleError, match=r"fused layers \[.*q_proj', .*k_proj', .*v_proj'\] share .* got "
+                                              r"\['model.layers.0.self_attn.q_proj'\]"):
         quantize_model(fp_model, tmp_path / "f", QuantizeOptions("rtn"), layers="q_proj",
                        to="compressed-tensors:NVFP4A16")
     assert not any(tmp_path.iterdir())
+    # a model without v_proj has no q/k/v group: q_proj and k_proj keep their own global scales
+    W = {n: np.ascontiguousarray(GOLDENS[f"{n}.w_bf16"].view(ml_dtypes.bfloat16).astype(np.float32).T)
+         for n in NAMES if not n.endswith("v_proj")}
+    q, k = quantize_float_layers({n: W[n] for n in NAMES[:2]}, "NVFP4A16", list(W))
+    assert q.global_scale[0] != k.global_scale[0]
     fp8 = CTFP8Layer("a", np.zeros((2, 2), np.uint8), np.ones((2, 1), np.float32), "channel")
     fp4 = CTFP4Layer("b", "mxfp4", np.zeros((1, 16), np.uint8), np.zeros((1, 1), np.uint8), None)
     qc = ct_quantization_config([fp8, fp4], [])
