@@ -4,7 +4,8 @@ Per layer (pinned keys for scripts: ``format``, ``bits``, ``group_size``, ``desc
 with the integer/boolean conventions of quantize_config.json: ``group_size`` -1 = per-channel)::
 
     name, format, bits, group_size, desc_act, sym, k, n,
-    scheme              gguf: {type: "gguf", qtype}; compressed-tensors: int {type, num_bits, strategy, group_size, symmetric,
+    scheme              gguf: {type: "gguf", qtype}; fp8 (DeepSeek-style blocks): as compressed-tensors fp8 block;
+                        compressed-tensors: int {type, num_bits, strategy, group_size, symmetric,
                         actorder, g_idx, scale_dtype}; float adds kind (fp8, nvfp4, mxfp4), fp8's
                         block_structure, fp4's global_scale (present or not); group_size -1 for fp8
                         tensor/channel, 128 for fp8 block, 16 nvfp4, 32 mxfp4
@@ -32,7 +33,7 @@ __all__ = ["inspect_checkpoint", "format_table"]
 
 _ZERO_CONVENTION = {"awq": "awq (stored zero)", "compressed-tensors": "signed (stored zero + 2**(b-1); none if sym)", "marlin": "none (symmetric, fixed 8)", "anyprec": "lut (non-uniform)",
                     "atom": "none (symmetric, signed codes)", "mixed_2_4_16": "per group (2-bit/4-bit)",
-                    "fp": "n/a (unquantized)", "gguf": "gguf (in each block, as the type lays it out)"}
+                    "fp": "n/a (unquantized)", "fp8": "none (symmetric float)", "gguf": "gguf (in each block, as the type lays it out)"}
 
 
 def _qigen_refusal(layer) -> str | None:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import tracemalloc
 from concurrent.futures import Executor
@@ -58,6 +57,7 @@ from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import uniform
+from refsim.io.layer_select import DEFAULT_IGNORE, emitted_ignore, select_layers
 from refsim.io.readers import open_checkpoint
 from refsim.io.containers import AnyPrecisionLayer, AtomLayerFile, FPReader, Mixed2416Layer, write_anyprec, write_refsim
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
@@ -296,9 +296,6 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
 # ----------------------------------------------------------------------------------------------
 # the model
 # ----------------------------------------------------------------------------------------------
-#: layers left unquantized unless --ignore says otherwise: embeddings and the output head, as
-#: GPTQModel, AutoAWQ and llm-compressor do by default
-DEFAULT_IGNORE = r"(^|\.)(lm_head|embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$"
 #: method -> the checkpoint it writes (``to`` may pick compressed-tensors for the uniform ones)
 _WRITES = {"rtn": "gptq", "gptq": "gptq", "awq": "awq", "anyprec": "anyprec", "atom": "atom",
            "mixed_2_4_16": "mixed_2_4_16"}
@@ -311,21 +308,6 @@ def calibration_inputs(path: str) -> dict[str, np.ndarray]:
 
     with TensorFile(path) as tf:
         return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
-
-
-def _select(all_names: list[str], layers: str | None, ignore: str | None, model: Path) -> list[str]:
-    def compile_(what, text):
-        try:
-            return re.compile(text)
-        except re.error as err:
-            raise FormatRuleError(f"{what}: must be a regular expression; got {text!r} ({err})") from None
-
-    pat = None if layers is None else compile_("layers", layers)
-    ign = compile_("ignore", DEFAULT_IGNORE if ignore is None else ignore) if ignore != "" else None
-    names = [n for n in all_names if (pat is None or pat.search(n)) and (ign is None or not ign.search(n))]
-    if not names:
-        raise FormatRuleError(f"layers: selects no layer of {model}; got layers={layers!r}, ignore={ignore!r}")
-    return names
 
 
 def _output_format(options: QuantizeOptions, to: str) -> str:
@@ -352,7 +334,10 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     per-layer inputs (float (T, K) named by layer; no forward, no sequential calibration).
     With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
     regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
-    nothing). ``to``: "auto" (the method's format) or "compressed-tensors" (rtn, gptq, awq).
+    nothing). ``to``: "auto" (the method's format), "compressed-tensors" (rtn, gptq, awq),
+    "compressed-tensors:<PRESET>" (rtn; an llm-compressor float preset, :mod:`refsim.io.ct_float_write`)
+    or "gguf:<TYPE>" (rtn; ``model`` a float .gguf file and ``out`` a new .gguf file,
+    :mod:`refsim.io.gguf_write`): those two return their writer's summary.
     ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level), on
     ``heldout_tokens`` tokens (default :data:`refsim.io.calibrate.DEFAULT_HELDOUT_TOKENS`).
     ``progress(done, total, name)`` after each layer. Writes the folder atomically (config.json with
@@ -379,6 +364,9 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     heldout_tokens = calibrate.DEFAULT_HELDOUT_TOKENS if heldout_tokens is None else \
         require_int("heldout_tokens", heldout_tokens, minimum=1)
     require_callable("progress", progress, allow_none=True)
+    require_instance("to", to, str)
+    if ":" in to:                                     # a format preset: compressed-tensors:<PRESET>, gguf:<TYPE>
+        return _quantize_preset(model, out, options, to, calib, layers, ignore, progress)
     fmt = _output_format(options, to)
     kind, source, tokens = calibrate.parse_calib(calib)
     model, out_path = Path(model), Path(out)
@@ -395,7 +383,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
             raise FormatRuleError(f"calib: method {options.method!r} needs calibration (text through the model's "
                                   f"forward, or per-layer inputs); got {calib!r}"
                                   + ("" if family else f" and refsim has no forward for {model}"))
-        names = _select(all_names, layers, ignore, model)
+        names = select_layers(all_names, layers, ignore, model)
         X_file = calibration_inputs(source) if kind == "inputs" else None
         if X_file is not None:
             missing = [n for n in names if n not in X_file]
@@ -448,12 +436,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
         for t, v in changed.items():  # AWQ folded its scales into these (norm weights, biases)
             passthrough[t] = v.astype(passthrough[t].dtype)
         src.close()
-        # the Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them
-        # (embeddings are not Linear); lm_head is listed even when tied to the embeddings
-        emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
-        unq = [n for n in all_names if n not in selected and not emb.search(n)]
-        if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
-            unq.append("lm_head")
+        unq = emitted_ignore(all_names, selected, family)
         notes = _write(tmp, fmt, options, lays, passthrough, model, unq)
         summary = {"model": str(model), "method": options.method, "format": fmt, "options": asdict(options),
                    "calib": calib, "calib_tokens": tokens if kind == "text" else None,
@@ -473,6 +456,24 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
             summary["model_quality"] = mq
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _quantize_preset(model, out, options: QuantizeOptions, to: str, calib: str, layers, ignore, progress) -> dict:
+    """``to`` = "compressed-tensors:<PRESET>" (refsim.io.ct_float_write) or "gguf:<TYPE>"
+    (refsim.io.gguf_write): round to nearest as the library does, no calibration."""
+    if to.lower().startswith("gguf:"):
+        from refsim.io.gguf_write import parse_gguf_target as parse
+        from refsim.io.gguf_write import quantize_gguf as write
+    else:
+        from refsim.io.ct_float_write import parse_ct_target as parse
+        from refsim.io.ct_float_write import quantize_float_model as write
+    target = parse(to)
+    if options.method != "rtn":
+        raise FormatRuleError(f"method: {to} is written by round to nearest, as its library quantizes "
+                              f"(llm-compressor's presets, ggml's quantize_row_*_ref); use 'rtn'; got {options.method!r}")
+    if calib not in ("auto", "none"):
+        raise FormatRuleError(f"calib: {to} quantizes weights without calibration; got {calib!r}")
+    return write(model, out, target, layers=layers, ignore=ignore, progress=progress)
 
 
 def _write(tmp: Path, fmt: str, options: QuantizeOptions, lays: list, passthrough: dict, model: Path,

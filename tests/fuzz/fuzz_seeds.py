@@ -989,6 +989,9 @@ SEEDS.update({
     "refsim.quant.fp8.quantize_weight": lambda: call(_fp8_mx_x((4, 8)), "FP8_BLOCK"),
     "refsim.quant.fp8.checkpoint_tensors": lambda: call(qfp8.quantize_weight(_fp8_mx_x((4, 8)), "FP8_DYNAMIC")),
     "refsim.quant.fp8.from_checkpoint_tensors": lambda: call(codes((8, 4), 256), positive((8, 1)), "FP8_DYNAMIC"),
+    "refsim.quant.ct_fp4.quantize_weight": lambda: call(_fp8_mx_x((32, 4)), "nvfp4"),
+    "refsim.quant.ct_fp4.global_scale": lambda: call(3.5),
+    "refsim.quant.ct_fp4.fused_groups": lambda: call(["m.q_proj", "m.k_proj", "m.v_proj", "m.o_proj"]),
 })
 
 

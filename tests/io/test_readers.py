@@ -25,7 +25,7 @@ def test_unreadable_configs_and_missing_files_are_named(tmp_path, gptq_dir):
         detect(tmp_path / "empty")
     (tmp_path / "u").mkdir()
     (tmp_path / "u" / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "bitsandbytes"}}))
-    with pytest.raises(CheckpointError, match="quant_method must be 'gptq', 'awq' or 'compressed-tensors'.*got 'bitsandbytes'"):
+    with pytest.raises(CheckpointError, match="quant_method must be 'gptq', 'awq', 'compressed-tensors' or 'fp8'.*got 'bitsandbytes'"):
         detect(tmp_path / "u")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "refsim_checkpoint.json").write_text(json.dumps({"format": "exl2"}))
@@ -60,6 +60,6 @@ def test_a_quantization_config_that_is_not_an_object_is_named(tmp_path):
 
 def test_open_checkpoint_uses_the_reader_of_the_detected_format(gptq_dir):
     assert set(READERS) == {"gptq", "awq", "marlin", "anyprec", "compressed-tensors", "qigen", "atom",
-                            "mixed_2_4_16", "fp", "gguf"}
+                            "mixed_2_4_16", "fp", "gguf", "fp8"}
     with open_checkpoint(gptq_dir) as ck:
         assert type(ck) is GPTQReader
