@@ -194,7 +194,16 @@ def _gguf_layer():
     return GGUFLayer("blk.0.attn_q.weight", "Q8_0", _rng(11).integers(0, 256, (3, 34), dtype=np.uint8) & 0x3F, 32)
 
 
+BNB_DIR = Path(__file__).parents[1] / "io" / "data" / "bnb_nf4_dq_bf16"
+
+
+def _bnb_layer():
+    from refsim.io.bnb_4bit import quantize_bnb_layer
+    return quantize_bnb_layer(L0, _rng(12).standard_normal((2, 40)).astype(np.float16), "fp4", True)
+
+
 SAMPLES = {
+    "refsim.io.bnb_4bit.BnBLayer": _bnb_layer,
     "refsim.io.gguf_file.GGUFLayer": _gguf_layer,
     "refsim.io.compressed_tensors.CTLayer": lambda: io_uniform.to_ct(io_uniform.codes_of(gptq_layer())),
     "refsim.io.ct_float.CTFP8Layer": _fp8_layer,
@@ -250,6 +259,10 @@ def seeds(fs) -> dict:
         "refsim.io.checkpoint.read_json": lambda: call(gptq_dir() / "quantize_config.json"),
         "refsim.io.compressed_tensors.CompressedTensorsReader": lambda: call(ct_dir()),
         "refsim.io.gguf_file.GGUFCheckpoint": lambda: call(TINY_GGUF),
+        "refsim.io.bnb_4bit.BnBReader": lambda: call(BNB_DIR),
+        "refsim.io.bnb_4bit.bnb_quantization_config": lambda: call("nf4", True, "bfloat16"),
+        "refsim.io.bnb_4bit.quantize_bnb_layer": lambda: call(L0, _rng(12).standard_normal((3, 50)).astype(np.float32),
+                                                              "nf4", False),
         "refsim.io.gguf_file.gguf_bits": lambda: call("Q4_K"),
         "refsim.io.ct_float.read_float_layer": lambda: call(ct.CompressedTensorsReader(ct_fp8_dir()), L0,
                                                             {"kind": "fp8", "strategy": "channel"}),
