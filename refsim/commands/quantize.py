@@ -75,8 +75,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", default=None, help="regular expression selecting layers by name")
     p.add_argument("--ignore", default=None,
                    help="regular expression of layers left unquantized (default: embeddings and lm_head; '' = none)")
-    p.add_argument("--to", default="auto", choices=("auto", "gptq", "awq", "compressed-tensors"),
-                   help="output format: the method's own (auto) or compressed-tensors (rtn, gptq, awq)")
+    p.add_argument("--to", default="auto", choices=("auto", "gptq", "awq", "compressed-tensors", "bnb-nf4", "bnb-fp4"),
+                   help="output format: the method's own (auto), compressed-tensors (rtn, gptq, awq), or bitsandbytes "
+                        "4-bit as transformers saves it (bnb-nf4, bnb-fp4; rtn)")
+    p.add_argument("--double-quant", action="store_true",
+                   help="bnb-nf4/bnb-fp4: bitsandbytes' double quantization of the absmax (bnb_4bit_use_double_quant)")
     p.add_argument("--executor", default="local",
                    help="'serial', 'local' (one process per core), 'local:N', 'dask-local:N', 'dask://HOST:PORT'")
     p.add_argument("--no-memory", action="store_true", help="skip the per-layer tracemalloc peak (faster)")
@@ -95,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                            measure_memory=not args.no_memory)
     with executor_from_spec(args.executor) as ex, progress_bar(args.quiet, f"quantize {args.method}") as bar:
         summary = quantize_model(args.model, args.out, opts, executor=ex, calib=args.calib, layers=args.layers,
-                                 ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar)
+                                 ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar,
+                                 double_quant=args.double_quant)
     for note in summary["notes"]:  # what config.json derived; loaders known to refuse the folder
         print(note, file=sys.stderr)
     if args.json:

@@ -173,3 +173,76 @@ def test_a_layer_record_checks_its_format_rules():
         BnBLayer("l", np.zeros(31, np.uint8), (1, 64), "nf4", 64, "float16", absmax=np.ones(1, np.float32))
     with pytest.raises(ShapeError, match=r"\(N, K\)"):
         BnBLayer("l", np.zeros(32, np.uint8), (64,), "nf4", 64, "float16", absmax=np.ones(1, np.float32))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The folder `refsim quantize --to bnb-nf4|bnb-fp4` writes holds what transformers 5.24.0's loader reads:
+#   BitsAndBytesConfig (utils/quantization_config.py): quant_method "bitsandbytes", load_in_4bit,
+#     bnb_4bit_quant_type, bnb_4bit_use_double_quant, bnb_4bit_compute_dtype, bnb_4bit_quant_storage,
+#     llm_int8_skip_modules (the Linear modules replace_with_bnb_linear leaves alone)
+#   Bnb4BitHfQuantizer.serialized_names: weight, weight.absmax, weight.quant_map, weight.nested_absmax,
+#     weight.nested_quant_map, weight.quant_state.bitsandbytes__nf4|fp4 per Linear4bit
+#   QuantState.from_dict (bitsandbytes 0.50.2): the blob's quant_type, blocksize, dtype (getattr(torch, .)),
+#     shape, nested_blocksize, nested_dtype, nested_offset; absmax uint8 with double quantization
+# ----------------------------------------------------------------------------------------------------
+FP_LAYERS = {"model.layers.0.self_attn.q_proj": (40, 40), "model.layers.0.mlp.down_proj": (40, 60)}
+
+
+def _fp_model(tmp_path, dtype) -> tuple[Path, dict]:
+    rng = np.random.default_rng(5)
+    t = {f"{n}.weight": (rng.standard_normal(s) * 0.05).astype(dtype) for n, s in FP_LAYERS.items()}
+    t.update({"model.embed_tokens.weight": rng.standard_normal((64, 40)).astype(dtype),
+              "lm_head.weight": rng.standard_normal((64, 40)).astype(dtype), "model.norm.weight": np.ones(40, dtype)})
+    fp = tmp_path / "fp"
+    fp.mkdir()
+    save_tensors(fp / "model.safetensors", t, {"format": "pt"})
+    (fp / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 40, "torch_dtype": "float16"}))
+    return fp, t
+
+
+@pytest.mark.parametrize("kind,dq,dtype", [("nf4", True, ml_dtypes.bfloat16), ("fp4", False, np.float16)])
+def test_the_written_folder_holds_what_transformers_reads(tmp_path, kind, dq, dtype):
+    from refsim.io.quantize import QuantizeOptions, quantize_model
+
+    fp, src = _fp_model(tmp_path, dtype)
+    out = tmp_path / "out"
+    summary = quantize_model(fp, out, QuantizeOptions("rtn", measure_memory=False), to=f"bnb-{kind}", double_quant=dq)
+    assert summary["format"] == "bitsandbytes" and [r["name"] for r in summary["layers"]] == sorted(FP_LAYERS)
+    qc = json.loads((out / "config.json").read_text())["quantization_config"]
+    name = np.dtype(dtype).name
+    assert qc == {**bnb_quantization_config(kind, dq, name), "llm_int8_skip_modules": ["lm_head"]}
+    with TensorFile(out / "model.safetensors") as tf:
+        for m, (n, k) in FP_LAYERS.items():
+            blocks = -(-n * k // 64)
+            want = {"weight": ("U8", (n * k // 2, 1)), "weight.quant_map": ("F32", (16,)),
+                    "weight.absmax": ("U8" if dq else "F32", (blocks,))}
+            if dq:
+                want.update({"weight.nested_absmax": ("F32", (1,)), "weight.nested_quant_map": ("F32", (256,))})
+            state = f"{m}.weight.quant_state.bitsandbytes__{kind}"
+            got = {t[len(m) + 1:]: (tf.dtype_name(t), tf.shape(t)) for t in tf.names() if t.startswith(m + ".") and t != state}
+            assert got == want and tf.dtype_name(state) == "U8", m
+            blob = json.loads(tf.read(state).tobytes().decode("utf-8"))
+            assert {k2: blob[k2] for k2 in ("quant_type", "blocksize", "dtype", "shape")} == \
+                {"quant_type": kind, "blocksize": 64, "dtype": name, "shape": [n, k]}
+            assert set(blob) == ({"quant_type", "blocksize", "dtype", "shape"} |
+                                 ({"nested_blocksize", "nested_dtype", "nested_offset"} if dq else set()))
+        for t in ("lm_head.weight", "model.embed_tokens.weight", "model.norm.weight"):
+            assert tf.read(t).tobytes() == src[t].tobytes(), t               # passed through unchanged
+    with open_checkpoint(out) as ck:
+        for m in FP_LAYERS:
+            ref = bnb4.quantize(src[m + ".weight"].astype(np.float32), kind, 64, dq)
+            assert_bitexact(np.ascontiguousarray(ck.read_layer(m).dequantize().T).view(np.uint16),
+                            bnb4.dequantize(ref, dtype).view(np.uint16), name=m)
+
+
+def test_the_command_line_writes_bnb_and_refuses_other_methods(tmp_path, capsys):
+    fp, _ = _fp_model(tmp_path, np.float16)
+    assert main(["quantize", str(fp), "--method", "rtn", "--to", "bnb-fp4", "--double-quant", "--out",
+                 str(tmp_path / "o"), "--executor", "serial", "--quiet", "--no-memory"]) == 0
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["quantization_config"]["bnb_4bit_use_double_quant"]
+    assert main(["quantize", str(fp), "--method", "gptq", "--to", "bnb-nf4", "--out", str(tmp_path / "p"),
+                 "--executor", "serial", "--quiet"]) == 2
+    assert "use 'rtn'" in capsys.readouterr().err
+    from refsim.io.quantize import QuantizeOptions, quantize_model
+    with pytest.raises(FormatRuleError, match="double_quant: bitsandbytes' double quantization needs"):
+        quantize_model(fp, tmp_path / "q", QuantizeOptions("rtn"), to="gptq", double_quant=True)
