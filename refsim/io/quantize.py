@@ -403,7 +403,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     double_quant = require_bool("double_quant", double_quant)
     if to in BNB_TARGETS:
         return _quantize_bnb(Path(model), Path(out), options, BNB_TARGETS[to], double_quant, calib, layers, ignore,
-                             progress)
+                             progress, heldout, heldout_tokens)
     if double_quant:
         raise FormatRuleError(f"double_quant: bitsandbytes' double quantization needs to='bnb-nf4' or 'bnb-fp4'; got to={to!r}")
     fmt = _output_format(options, to)
@@ -498,13 +498,17 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
 
 
 def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, double_quant: bool, calib: str,
-                  layers: str | None, ignore: str | None, progress: Callable | None) -> dict:
+                  layers: str | None, ignore: str | None, progress: Callable | None, heldout: str,
+                  heldout_tokens: int) -> dict:
     """``quantize_model`` for to = bnb-nf4 / bnb-fp4: each selected weight (N, K) quantized in its own dtype by
     :func:`refsim.io.bnb_4bit.quantize_bnb_layer`, the rest passed through, config.json's
-    ``quantization_config`` transformers' (:func:`refsim.io.bnb_4bit.bnb_quantization_config`)."""
-    from refsim.io import hf_folder
+    ``quantization_config`` transformers' (:func:`refsim.io.bnb_4bit.bnb_quantization_config`); the held-out
+    quality where refsim has a forward for the model."""
+    from threadpoolctl import threadpool_limits
+
+    from refsim.io import calibrate, hf_folder
     from refsim.io.bnb_4bit import bnb_quantization_config, quantize_bnb_layer
-    from refsim.io.model_folder import model_family
+    from refsim.io.model_folder import load_model, model_family
 
     if options.method != "rtn":
         raise FormatRuleError(f"method: bitsandbytes 4-bit is written by its own round to nearest (a code table, "
@@ -520,7 +524,7 @@ def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, d
         family = model_family(model, src.tensor_names())
         names = _select(all_names, layers, ignore, model)
         t0 = time.perf_counter()
-        tensors, rows, dtypes = {}, [], set()
+        tensors, rows, dtypes, deq = {}, [], set(), {}
         for i, n in enumerate(names):
             t1 = time.perf_counter()
             w = src.tensor(n + ".weight")                                     # (N, K) in the model dtype
@@ -529,7 +533,8 @@ def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, d
             lay = quantize_bnb_layer(n, w, kind, double_quant)
             dtypes.add(lay.dtype)
             tensors.update(lay.tensors())
-            err = float(np.abs(lay.dequantize().astype(np.float32).T - w.astype(np.float32)).max())
+            deq[n] = lay.dequantize().astype(np.float32)                     # (K, N)
+            err = float(np.abs(deq[n].T - w.astype(np.float32)).max())
             rows.append(LayerResult(n, lay, lay.k, lay.n, None, err, time.perf_counter() - t1, None).summary())
             if progress is not None:
                 progress(i + 1, len(names), n)
@@ -547,6 +552,18 @@ def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, d
         summary = {"model": str(model), "method": "rtn", "format": "bitsandbytes", "options": asdict(options),
                    "calib": "none", "calib_tokens": None, "sequential": False, "layers": rows,
                    "wall_seconds": time.perf_counter() - t0, "max_layer_peak_bytes": 0, "notes": notes}
+        if family is not None:
+            lm = load_model(model)
+            W_q = dict(lm.weights)
+            for n in names:
+                if n + ".weight" in W_q:
+                    W_q[n + ".weight"] = np.ascontiguousarray(deq[n].T)          # (N, K) float32
+            with threadpool_limits(limits=1):
+                per_layer, mq = calibrate.heldout_quality(lm, W_q, [n for n in names if n + ".weight" in lm.weights],
+                                                          {}, heldout, heldout_tokens)
+            for row in rows:
+                row["heldout_rel_output_error"] = per_layer.get(row["name"])
+            summary["model_quality"] = mq
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
