@@ -339,6 +339,12 @@ def emitted_ignore(all_names: list[str], selected, family: str | None) -> list[s
     """The Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them:
     ``all_names`` not in ``selected``, less the embeddings (not Linear); ``lm_head`` is listed for a
     decoder (``family`` of :func:`refsim.io.model_folder.model_family`) even when tied to the embeddings."""
+    all_names = list(require_instance("all_names", all_names, (list, tuple)))
+    selected = set(require_instance("selected", selected, (set, frozenset, list, tuple)))
+    for what, names in (("all_names", all_names), ("selected", selected)):
+        for n in names:
+            require_instance(f"{what}: element", n, str)
+    require_choice("family", family, (None, "decoder", "encoder"))
     emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
     unq = [n for n in all_names if n not in selected and not emb.search(n)]
     if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
