@@ -378,8 +378,8 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
     regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
     nothing). ``to``: "auto" (the method's format), "compressed-tensors" (rtn, gptq, awq), or "bnb-nf4" /
-    "bnb-fp4" (rtn: bitsandbytes 4-bit, ``double_quant`` its double quantization; no calibration, no
-    held-out figures: per layer the largest weight error).
+    "bnb-fp4" (rtn: bitsandbytes 4-bit, ``double_quant`` its double quantization; no calibration; the
+    held-out figures unless ``calib`` is "none").
     ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level), on
     ``heldout_tokens`` tokens (default :data:`refsim.io.calibrate.DEFAULT_HELDOUT_TOKENS`).
     ``progress(done, total, name)`` after each layer. Writes the folder atomically (config.json with
@@ -509,7 +509,7 @@ def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, d
     """``quantize_model`` for to = bnb-nf4 / bnb-fp4: each selected weight (N, K) quantized in its own dtype by
     :func:`refsim.io.bnb_4bit.quantize_bnb_layer`, the rest passed through, config.json's
     ``quantization_config`` transformers' (:func:`refsim.io.bnb_4bit.bnb_quantization_config`); the held-out
-    quality where refsim has a forward for the model."""
+    quality where refsim has a forward for the model, unless ``calib`` is "none"."""
     from threadpoolctl import threadpool_limits
 
     from refsim.io import calibrate, hf_folder
@@ -558,7 +558,7 @@ def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, d
         summary = {"model": str(model), "method": "rtn", "format": "bitsandbytes", "options": asdict(options),
                    "calib": "none", "calib_tokens": None, "sequential": False, "layers": rows,
                    "wall_seconds": time.perf_counter() - t0, "max_layer_peak_bytes": 0, "notes": notes}
-        if family is not None:
+        if family is not None and calib != "none":                       # "none": no text through the model
             lm = load_model(model)
             W_q = dict(lm.weights)
             for n in names:

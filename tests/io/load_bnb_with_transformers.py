@@ -48,7 +48,7 @@ def main() -> int:
         AutoModelForCausalLM.from_pretrained(base, dtype=dtype, device_map="cpu",
                                              quantization_config=qc).save_pretrained(tmp / f"{name}-hf")
         cmd = [sys.executable, "-m", "refsim", "quantize", str(base), "--method", "rtn", "--to", f"bnb-{kind}",
-               "--out", str(tmp / f"{name}-refsim"), "--executor", "serial", "--quiet"] + (["--double-quant"] if dq else [])
+               "--out", str(tmp / f"{name}-refsim"), "--executor", "serial", "--quiet", "--calib", "none"] + (["--double-quant"] if dq else [])
         subprocess.run(cmd, check=True, capture_output=True)
         hf, rs = _tensors(tmp / f"{name}-hf"), _tensors(tmp / f"{name}-refsim")
         diff = sorted(k for k in hf if k not in rs or (json.loads(bytes(hf[k].numpy())) != json.loads(bytes(rs[k].numpy()))
