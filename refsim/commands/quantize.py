@@ -78,8 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="regular expression of layers left unquantized (default: embeddings and lm_head; '' = none)")
     p.add_argument("--to", default="auto",
                    help="output format: the method's own (auto), compressed-tensors (rtn, gptq, awq), "
-                        "compressed-tensors:FP8_DYNAMIC|FP8_BLOCK|NVFP4A16|MXFP4A16 (llm-compressor's presets, rtn) "
-                        "or gguf:Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|F16|BF16 (a float .gguf re-quantized, metadata kept)")
+                        "compressed-tensors:FP8_DYNAMIC|FP8_BLOCK|NVFP4A16|MXFP4A16 (llm-compressor's presets, rtn), "
+                        "gguf:Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|F16|BF16 (a float .gguf re-quantized, metadata kept) "
+                        "or bitsandbytes 4-bit as transformers saves it (bnb-nf4, bnb-fp4; rtn)")
+    p.add_argument("--double-quant", action="store_true",
+                   help="bnb-nf4/bnb-fp4: bitsandbytes' double quantization of the absmax (bnb_4bit_use_double_quant)")
     p.add_argument("--executor", default="local",
                    help="'serial', 'local' (one process per core), 'local:N', 'dask-local:N', 'dask://HOST:PORT'")
     p.add_argument("--no-memory", action="store_true", help="skip the per-layer tracemalloc peak (faster)")
@@ -98,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
                            measure_memory=not args.no_memory)
     with executor_from_spec(args.executor) as ex, progress_bar(args.quiet, f"quantize {args.method}") as bar:
         summary = quantize_model(args.model, args.out, opts, executor=ex, calib=args.calib, layers=args.layers,
-                                 ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar)
+                                 ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar,
+                                 double_quant=args.double_quant)
     for note in summary["notes"]:  # what config.json derived; loaders known to refuse the folder
         print(note, file=sys.stderr)
     if ":" in args.to and not args.json:               # a format preset: weight error per layer, no calibration

@@ -214,7 +214,16 @@ def fp8_block_dir() -> Path:
     return out
 
 
+BNB_DIR = Path(__file__).parents[1] / "io" / "data" / "bnb_nf4_dq_bf16"
+
+
+def _bnb_layer():
+    from refsim.io.bnb_4bit import quantize_bnb_layer
+    return quantize_bnb_layer(L0, _rng(12).standard_normal((2, 40)).astype(np.float16), "fp4", True)
+
+
 SAMPLES = {
+    "refsim.io.bnb_4bit.BnBLayer": _bnb_layer,
     "refsim.io.fp8_block.FP8BlockLayer": _fp8_block_layer,
     "refsim.io.gguf_file.GGUFLayer": _gguf_layer,
     "refsim.io.compressed_tensors.CTLayer": lambda: io_uniform.to_ct(io_uniform.codes_of(gptq_layer())),
@@ -258,6 +267,7 @@ def seeds(fs) -> dict:
         "refsim.io.gptq.gptq_config": lambda: call(4, 128, True, False, "gptq"),
         "refsim.io.inspect.format_table": lambda: call(_summary()),
         "refsim.io.quantize.awq_intweight": lambda: call(*_awq_fq()),
+        "refsim.io.quantize.emitted_ignore": lambda: call([L0, "model.embed_tokens", "lm_head"], {L0}, "decoder"),
         "refsim.io.quantize.relative_output_error": lambda: call(fs.normal((6, 16)), fs.normal((16, 4), seed=1),
                                                                  fs.normal((16, 4), seed=2)),
         "refsim.io.uniform.codes_of": lambda: call(awq_layer()),
@@ -272,6 +282,10 @@ def seeds(fs) -> dict:
         "refsim.io.compressed_tensors.CompressedTensorsReader": lambda: call(ct_dir()),
         "refsim.io.gguf_file.GGUFCheckpoint": lambda: call(TINY_GGUF),
         "refsim.io.fp8_block.FP8BlockReader": lambda: call(fp8_block_dir()),
+        "refsim.io.bnb_4bit.BnBReader": lambda: call(BNB_DIR),
+        "refsim.io.bnb_4bit.bnb_quantization_config": lambda: call("nf4", True, "bfloat16"),
+        "refsim.io.bnb_4bit.quantize_bnb_layer": lambda: call(L0, _rng(12).standard_normal((3, 50)).astype(np.float32),
+                                                              "nf4", False),
         "refsim.io.gguf_file.gguf_bits": lambda: call("Q4_K"),
         "refsim.io.ct_float.read_float_layer": lambda: call(ct.CompressedTensorsReader(ct_fp8_dir()), L0,
                                                             {"kind": "fp8", "strategy": "channel"}),
