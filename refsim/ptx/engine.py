@@ -111,6 +111,7 @@ class Launch:
         self.poison = poison
         self.atomic_order = atomic_order     # float atomic adds on one address land in this rank order
         self.stats = LaunchStats()
+        self.ext: dict = {}                  # per-launch state of refsim.ptx.hopper's instructions
         self.param = np.frombuffer(bytearray(param_bytes) + bytes(16), np.uint8)
 
         nthreads = block[0] * block[1] * block[2]

@@ -127,7 +127,11 @@ def _digest(L, runnable: np.ndarray) -> bytes:
 
 
 def deadlock(L, why: str) -> None:
-    """Raise :class:`PtxDeadlockError` naming up to 8 waiting blocks and where they wait."""
+    """Raise :class:`PtxDeadlockError` naming up to 8 waiting blocks and where they wait (and, when
+    warps wait on mbarriers, the barriers: refsim.ptx.hopper.mbarrier.deadlock_why)."""
+    from refsim.ptx.hopper.mbarrier import deadlock_why
+
+    why = deadlock_why(L, why)
     lines = []
     for s in range(L.nslots):
         if L.slot_block[s] < 0:

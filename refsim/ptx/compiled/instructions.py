@@ -68,6 +68,11 @@ def _loop(lines: list[str], var: str = "act", count: str = "na") -> list[str]:
 def emit_body(em, ins, handler) -> Body:
     """The body of instruction ``ins`` (see the module spec); raises Refuse."""
     op = ins.opcode
+    from refsim.ptx import hopper
+
+    if hopper.python_defined(ins):        # one Python definition: run it over a LaunchView
+        em.reads.clear()
+        return Body(callback=True)
     if op == "ldmatrix":
         return _ldmatrix(em, ins)
     if handler is not None and op not in ("mov",):

@@ -93,6 +93,10 @@ class CompiledLaunch:
         self.T, self.tpb, self.nslots, self.END = T, tpb, nslots, len(kernel.instructions)
         self.max_wi = engine.DEFAULT_MAX_WARP_INSTRUCTIONS if max_warp_instructions is None else int(max_warp_instructions)
         keep = self._keep = []
+        self.arrays = {}           # the runtime's NumPy arrays a LaunchView shares (refsim.ptx.compiled.view)
+        self.gmem = gmem
+        self._view = None
+        self._steps = {}
 
         def arr(a):
             keep.append(a)
@@ -123,7 +127,8 @@ class CompiledLaunch:
         S.n_exited = arr(np.zeros(nslots, np.int64))
         self.ctaid = np.zeros(nslots * 3, np.uint32)
         S.ctaid, S.slot_dirty = arr(self.ctaid), arr(np.zeros(nslots, np.uint8))
-        S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(np.zeros(NW, np.uint8))
+        self.arrays["yielding"] = np.zeros(NW, np.uint8)
+        S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(self.arrays["yielding"])
         # registers: one array per declaration, the interpreter's dtypes
         self.regs = [np.zeros(T, _UINT[r.bits]) for r in kernel.registers]
         nregs = len(self.regs)
@@ -148,10 +153,12 @@ class CompiledLaunch:
         shared_size = dyn_offset + shared_bytes if (shared_bytes or kernel.extern_shared) else kernel.shared_bytes
         stride = max(16, (shared_size + 15) // 16 * 16)
         self.shared_size = shared_size
-        S.shared = arr(np.zeros(nslots * stride, np.uint8))
+        self.arrays["shared"] = np.zeros(nslots * stride, np.uint8)
+        S.shared = arr(self.arrays["shared"])
         S.shared_stride, S.shared_size, S.dyn_offset, S.dyn_bytes = stride, shared_size, dyn_offset, shared_bytes
         local_stride = max(16, (kernel.local_bytes + 15) // 16 * 16)
-        S.local = arr(np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8))
+        self.arrays["local"] = np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8)
+        S.local = arr(self.arrays["local"])
         S.local_stride, S.local_bytes = local_stride, kernel.local_bytes
         self.param = np.frombuffer(bytearray(param) + bytes(16), np.uint8)
         S.param, S.param_size = arr(self.param), len(param)
@@ -168,11 +175,13 @@ class CompiledLaunch:
         self.sym = np.array([symbols[name] for name in translation.symbols] or [0], np.uint64)
         S.sym = arr(self.sym)
         if poison:
-            S.shared_init = arr(np.zeros(nslots * stride, np.bool_))
+            self.arrays["shared_init"] = np.zeros(nslots * stride, np.bool_)
+            S.shared_init = arr(self.arrays["shared_init"])
         if race:
-            S.race_w = arr(np.full(nslots * stride, -1, np.int64))
-            S.race_r = arr(np.full(nslots * stride, -1, np.int64))
-            S.pending = arr(np.zeros(nslots * stride, np.int32))
+            a = self.arrays
+            a["race_w"], a["race_r"] = np.full(nslots * stride, -1, np.int64), np.full(nslots * stride, -1, np.int64)
+            a["pending"] = np.zeros(nslots * stride, np.int32)
+            S.race_w, S.race_r, S.pending = arr(a["race_w"]), arr(a["race_r"]), arr(a["pending"])
             S.stamp = arr(np.zeros(nslots * stride, np.int64))
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
         order = np.array(atomic_order or [0], np.int32)
@@ -263,7 +272,10 @@ class CompiledLaunch:
     def _callback(self, p: int, th: np.ndarray) -> None:
         """The interpreter's guard and handler glue (refsim.ptx.dispatch) for instruction p on the
         step's threads: an ALU handler on the active threads, or a warp-wide one on their warps."""
-        ins, h = self.k.instructions[p], self.handlers[p]
+        ins, h = self.k.instructions[p], self.handlers.get(p)
+        if h is None:                   # an engine-level Python definition (refsim.ptx.dispatch)
+            self._engine_step(p, ins)(th)
+            return
         act = th
         if ins.guard is not None:
             slot, neg = ins.guard[1], ins.guard[2]
@@ -274,6 +286,24 @@ class CompiledLaunch:
         if act.size:
             (self._warp_step if h.kind == "warp" else self._alu_step)(ins, h, act)
         self.pc[th] += 1
+
+    def view(self):
+        """The :class:`refsim.ptx.compiled.view.LaunchView` of this launch (made at first use)."""
+        if self._view is None:
+            from refsim.ptx.compiled.view import LaunchView
+
+            self._view = LaunchView(self)
+        return self._view
+
+    def _engine_step(self, p: int, ins):
+        """The step function of instruction p as the interpreter builds it (refsim.ptx.dispatch.build:
+        the one definition, its guard and pc update), built over this launch's view."""
+        step = self._steps.get(p)
+        if step is None:
+            from refsim.ptx import dispatch
+
+            step = self._steps[p] = dispatch.build(self.view(), p, ins)
+        return step
 
     def _alu_step(self, ins, h, act: np.ndarray) -> None:
         dsts, srcs = split_operands(ins, h)
@@ -441,6 +471,10 @@ class CompiledLaunch:
         return cls(f"{where}: {text() if callable(text) else text}")
 
     def _deadlock(self, why: str) -> PtxDeadlockError:
+        if self._view is not None:
+            from refsim.ptx.hopper.mbarrier import deadlock_why
+
+            why = deadlock_why(self._view, why)
         lines = []
         gx, gy = self.grid[0], self.grid[1]
         for s in range(self.nslots):

@@ -1,0 +1,32 @@
+"""sm_90a instructions of refsim.ptx, each defined once in Python against the interpreter's launch
+state (refsim.ptx.engine.Launch) and run by both executors.
+
+Spec
+----
+modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared memory, a side table of
+                              their state, the waits' yield and deadlock naming
+                bulk.py       ``cp.async.bulk`` / ``cp.reduce.async.bulk`` / ``cp.async.bulk.tensor``
+                              (tile mode) and their bulk groups: the async proxy's copies
+                warp.py       ``elect.sync``, ``griddepcontrol``
+one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
+                one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
+                them with its ``Launch``; the compiled executor hands such a step to Python and calls
+                the same function over a refsim.ptx.compiled.view.LaunchView of its own state, so
+                the two executors cannot disagree on these instructions.
+state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed by module name.
+"""
+
+from __future__ import annotations
+
+from refsim.ptx.hopper import bulk, mbarrier, warp
+
+__all__ = ["OPCODES", "python_defined", "bulk", "mbarrier", "warp"]
+
+#: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
+#: :func:`python_defined` says which cp forms are defined here)
+OPCODES = {"mbarrier": mbarrier.build, "elect": warp.elect, "griddepcontrol": warp.griddepcontrol}
+
+
+def python_defined(ins) -> bool:
+    """True when instruction ``ins`` is defined by this package (the compiled executor calls back)."""
+    return ins.opcode in OPCODES or (ins.opcode == "cp" and "bulk" in ins.mods)
