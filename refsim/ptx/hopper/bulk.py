@@ -150,8 +150,8 @@ def _copy(L, ins, ops, mods):
             one = np.asarray([t])
             n = int(sizes[i])
             if direction == "g2s" or direction == "s2s":
-                sd = int(mbarrier.shared_offsets(L, ins, d_of, one, n, 16, "cp.async.bulk destination")[0])
-                bar = int(mbarrier.shared_offsets(L, ins, ops[3], one, 8, 8, "mbarrier")[0])
+                sd = int(mbarrier.shared_offsets(L, ins, d_of, one, n, 16, "cp.async.bulk destination", "shared")[0])
+                bar = int(mbarrier.shared_offsets(L, ins, ops[3], one, 8, 8, "mbarrier", "shared")[0])
                 if direction == "g2s":
                     ga = int(np.broadcast_to(g_src(one), (1,))[0])
                     if ga % 16:
@@ -160,13 +160,13 @@ def _copy(L, ins, ops, mods):
                     data = _global(L, ins, t, ga, n, False).copy()
                     L.stats.global_bytes_read += n
                 else:
-                    ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source")[0])
+                    ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
                     data = _shared(L, t, ss, n).copy()
                 _shared(L, t, sd, n)[:] = data
                 _mark_written(L, t, sd, n)
                 mbarrier.complete_tx(L, ins, t, bar, n)
             else:
-                ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source")[0])
+                ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
                 ga = int(np.broadcast_to(g_dst(one), (1,))[0])
                 if ga % 16:
                     raise PtxMisalignedError(f"{where}: cp.async.bulk destination 0x{ga:x} is not 16-byte aligned "
@@ -202,7 +202,7 @@ def _reduce(L, ins, ops, mods):
             if n % 16:
                 raise PtxMisalignedError(f"{where}: cp.reduce.async.bulk size must be a multiple of 16; got {n} "
                                          f"(by {L.who(tt)})")
-            ss = int(mbarrier.shared_offsets(L, ins, ops[1], one, n, 16, "cp.reduce.async.bulk source")[0])
+            ss = int(mbarrier.shared_offsets(L, ins, ops[1], one, n, 16, "cp.reduce.async.bulk source", "shared")[0])
             ga = int(np.broadcast_to(g_dst(one), (1,))[0])
             if ga % 16:
                 raise PtxMisalignedError(f"{where}: cp.reduce.async.bulk destination 0x{ga:x} is not 16-byte aligned "
@@ -267,7 +267,7 @@ def _tensor(L, ins, ops, mods):
             except RefsimError as e:
                 raise PtxMemoryError(f"{where}: tensor copy with map at 0x{a:x}: {e} (by {L.who(t)})") from None
             n = box.size * esize
-            s = int(mbarrier.shared_offsets(L, ins, smem_op, one, n, 128, "cp.async.bulk.tensor shared address")[0])
+            s = int(mbarrier.shared_offsets(L, ins, smem_op, one, n, 128, "cp.async.bulk.tensor shared address", "shared")[0])
             phys = smem_layouts.swizzle(s + np.arange(n, dtype=np.int64), m.swizzle) if m.swizzle != "none" \
                 else s + np.arange(n, dtype=np.int64)
             base = int(L.slot_of[t]) * L.shared_stride
@@ -276,7 +276,7 @@ def _tensor(L, ins, ops, mods):
                 if L.poison:
                     L.shared_init[base + phys] = True
                 L.stats.global_bytes_read += n
-                bar = int(mbarrier.shared_offsets(L, ins, ops[2], one, 8, 8, "mbarrier")[0])
+                bar = int(mbarrier.shared_offsets(L, ins, ops[2], one, 8, 8, "mbarrier", "shared")[0])
                 mbarrier.complete_tx(L, ins, t, bar, n)
             else:
                 _store_box(L, ins, t, m, coords, L.shared[base + phys], esize)

@@ -74,11 +74,12 @@ def _table(L) -> dict:
     return L.ext.setdefault("mbarrier", {})
 
 
-def shared_offsets(L, ins: Instruction, op, sel, nbytes: int, align: int, what: str) -> np.ndarray:
+def shared_offsets(L, ins: Instruction, op, sel, nbytes: int, align: int, what: str, space=None) -> np.ndarray:
     """(n,) int64 ``.shared`` offsets of the address operand ``op`` for the threads of ``sel`` (a
     ``.shared`` or generic address in the shared window), each checked: ``align``-aligned
-    (PtxMisalignedError) and ``[a, a + nbytes)`` inside the block's shared memory (PtxMemoryError)."""
-    space = state_space(ins)
+    (PtxMisalignedError) and ``[a, a + nbytes)`` inside the block's shared memory (PtxMemoryError).
+    ``space``: "shared" or "generic" (default: the instruction's state space)."""
+    space = space or state_space(ins)
     th = L.threads(sel)
     a = np.broadcast_to(address(L, op, ins, "shared" if space == "shared" else "generic")(sel), th.shape)
     a = a.astype(np.uint64)

@@ -1,0 +1,107 @@
+"""refsim.ptx.hopper.bulk: the sm_90a test kernels (tests/ptx/kernels/hopper_async.cu) through both
+executors, bit for bit, against expectations computed here with NumPy slicing."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest_compiled import needs_compiled, run_both
+from refsim import ptx
+from refsim.formats import tensor_map
+from refsim.ptx.memory import GLOBAL_BASE
+
+pytestmark = needs_compiled
+
+_PTX = Path(__file__).parents[1] / "kernels" / "hopper_async.ptx"
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return ptx.Module(_PTX.read_text())
+
+
+def _map(rows, cols, box=(8, 8), swizzle="none"):
+    # the tensor is the kernels' first pointer argument: refsim maps it at GLOBAL_BASE
+    return tensor_map.encode_tiled("int32", GLOBAL_BASE, (cols, rows), (cols * 4,), box, (1, 1), swizzle=swizzle)
+
+
+def test_tma_ring_three_stages(mod):
+    ntiles = 5
+    t = np.arange(8 * 8 * ntiles, dtype=np.int32).reshape(8 * ntiles, 8) * 3 - 7
+    out = np.zeros(64, np.int32)
+    _, arrays, _ = run_both(mod, "tma_ring", 1, 96, [_map(8 * ntiles, 8), t, ntiles, out], arch="sm_90a")
+    want = sum(t[8 * k:8 * k + 8].reshape(-1) * (k + 1) for k in range(ntiles))
+    assert np.array_equal(arrays[3], want)
+
+
+@pytest.mark.parametrize("x, y", [(6, -2), (-3, 4), (0, 0)])
+def test_tma_tile_out_of_bounds_fill(mod, x, y):
+    t = np.arange(120, dtype=np.int32).reshape(10, 12) + 1
+    out = np.zeros(64, np.int32)
+    _, arrays, _ = run_both(mod, "tma_tile", 1, 32, [_map(10, 12), t, x % 2**32, y % 2**32, out], arch="sm_90a")
+    padded = np.zeros((30, 32), np.int32)
+    padded[10:20, 10:22] = t
+    assert np.array_equal(arrays[4].reshape(8, 8), padded[10 + y:18 + y, 10 + x:18 + x])
+
+
+def test_tma_store_writes_in_bounds_box(mod):
+    g = np.full((10, 12), -1, np.int32)
+    _, arrays, _ = run_both(mod, "tma_store", 1, 32, [_map(10, 12), g, 6, 5, 1], arch="sm_90a")
+    tid = np.arange(32)
+    tile = np.concatenate([tid * 3 + 1, tid * 5 + 2]).reshape(8, 8)
+    want = g.copy()
+    want[5:10, 6:12] = tile[:5, :6]
+    assert np.array_equal(arrays[1], want)
+
+
+def test_bulk_copy_and_reduce_add(mod):
+    src = (np.arange(64, dtype=np.int64) * 2654435761 % 2**32).astype(np.uint32).view(np.int32)
+    dst = np.zeros(64, np.int32)
+    acc = np.full(64, 2**32 - 5, np.uint32)
+    _, arrays, _ = run_both(mod, "bulk_copy_reduce", 1, 32, [src, dst, acc, 192], arch="sm_90a")
+    assert np.array_equal(arrays[1][:48], src[:48]) and not arrays[1][48:].any()
+    want = acc.copy()
+    want[:48] = acc[:48] + src[:48].view(np.uint32)          # wraps modulo 2**32
+    assert np.array_equal(arrays[2], want)
+
+
+def test_bulk_size_rule(mod):
+    src, dst, acc = np.zeros(64, np.int32), np.zeros(64, np.int32), np.zeros(64, np.uint32)
+    _, _, err = run_both(mod, "bulk_copy_reduce", 1, 32, [src, dst, acc, 40], arch="sm_90a", expect_error=True)
+    assert isinstance(err, ptx.PtxMisalignedError) and "multiple of 16; got 40" in str(err)
+
+
+def test_unfenced_store_runs_and_fenced_store_equal(mod):
+    # without race checking, the fence changes nothing refsim computes
+    a = run_both(mod, "tma_store", 1, 32, [_map(10, 12), np.zeros((10, 12), np.int32), 0, 0, 0], arch="sm_90a")[1]
+    b = run_both(mod, "tma_store", 1, 32, [_map(10, 12), np.zeros((10, 12), np.int32), 0, 0, 1], arch="sm_90a")[1]
+    assert np.array_equal(a[1], b[1]) and a[1].any()
+
+
+_HEAD = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 pin, .param .u64 pout) {
+ .reg .b32 %r<8>; .reg .b64 %rd<8>; .reg .pred %p<4>;
+ .shared .align 128 .b8 buf[256];
+ .shared .align 8 .b8 bar[16];
+ ld.param.u64 %rd1, [pin];
+ ld.param.u64 %rd2, [pout];
+"""
+
+
+@pytest.mark.parametrize("line, cls, words", [
+    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [buf], [%rd1], 16, [bar], %rs1;",
+     ptx.PtxUnsupportedError, "multicast"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "add.f32"),
+    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+8], [%rd1], 16, [bar];",
+     ptx.PtxMisalignedError, "16-byte aligned"),
+])
+def test_refused_forms(line, cls, words):
+    text = _HEAD + " .reg .b16 %rs<2>;\n mbarrier.init.shared::cta.b64 [bar], 1;\n " + line + "\n ret;\n}\n"
+    m = ptx.Module(text)
+    _, _, err = run_both(m, "k", 1, 1, [np.zeros(64, np.int32), np.zeros(64, np.int32)], arch="sm_90a",
+                         expect_error=True)
+    assert isinstance(err, cls) and words in str(err) and "PTX line" in str(err)
