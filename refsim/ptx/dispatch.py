@@ -133,7 +133,8 @@ _ENGINE = {
     "bar": Entry(barriers.bar, advances=False),
     "barrier": Entry(barriers.bar, advances=False),
     "membar": Entry(barriers.membar),
-    "fence": Entry(barriers.membar),
+    "fence": Entry(lambda L, ins, idx: (hopper.bulk.fence_proxy_async if hopper.is_proxy_async_fence(ins)
+                                        else barriers.membar)(L, ins, idx)),
     # memory (memory_ops.py)
     "ld": Entry(memory_ops.ld),
     "ldu": Entry(memory_ops.ld),

@@ -34,7 +34,7 @@ import numpy as np
 
 from refsim._validate import require_fields
 from refsim.errors import FormatRuleError
-from refsim.ptx import barriers, checks, dispatch, limits, loops, memory_ops, scheduler
+from refsim.ptx import barriers, checks, dispatch, hopper, limits, loops, memory_ops, scheduler
 from refsim.ptx.errors import PtxLimitError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.operands import dtype
@@ -160,6 +160,9 @@ class Launch:
         self.next_block = 0
         self.warp_slot = np.repeat(np.arange(self.nslots), self.tpb // 32)
         self.race_w = self.race_r = None
+        tracked = hopper.tracks_shared_bytes(kernel)
+        self.hbytes = np.zeros(self.shared.size, np.uint8) if tracked else None    # refsim.ptx.hopper
+        self.gen_w = np.full(self.shared.size, -1, np.int64) if tracked and race else None
         if race:
             self.race_w = np.full(self.shared.size, -1, np.int64)   # writer thread in this barrier interval
             self.race_r = np.full(self.shared.size, -1, np.int64)   # a reader thread (-2: several)

@@ -21,7 +21,7 @@ from refsim.ptx.compiled.operands import immediate_bits
 from refsim.ptx.memory import read_only_error
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.errors import (
-    PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
+    PtxBarrierError, PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
     PtxUnsupportedError,
 )
 
@@ -32,7 +32,7 @@ _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 (RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
  E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
  E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
- E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP) = range(27)
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_MBAR_ACCESS, E_RACE_ASYNC) = range(29)
 _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 
@@ -183,6 +183,14 @@ class CompiledLaunch:
             a["pending"] = np.zeros(nslots * stride, np.int32)
             S.race_w, S.race_r, S.pending = arr(a["race_w"]), arr(a["race_r"]), arr(a["pending"])
             S.stamp = arr(np.zeros(nslots * stride, np.int64))
+        from refsim.ptx import hopper
+
+        if hopper.tracks_shared_bytes(kernel):                # refsim.ptx.hopper's per-byte state
+            self.arrays["hbytes"] = np.zeros(nslots * stride, np.uint8)
+            S.hbytes = arr(self.arrays["hbytes"])
+            if race:
+                self.arrays["gen_w"] = np.full(nslots * stride, -1, np.int64)
+                S.gen_w = arr(self.arrays["gen_w"])
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
         order = np.array(atomic_order or [0], np.int32)
         S.aorder, S.naorder = arr(order), len(atomic_order or ())
@@ -463,6 +471,12 @@ class CompiledLaunch:
             E_BARRIER_ID: (PtxUnsupportedError, f"barrier id must be 0..15; got {aux}"),
             E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
         }
+        if code in (E_MBAR_ACCESS, E_RACE_ASYNC):
+            from refsim.ptx import checks
+
+            cls, message = ((PtxBarrierError, checks.mbarrier_access_message) if code == E_MBAR_ACCESS
+                            else (PtxRaceError, checks.async_race_message))
+            return cls(message(where, a, self._who(t)))
         if code == E_READONLY:
             return read_only_error(where, self.buffer_names[aux])
         if code == E_NOMEM:
@@ -472,9 +486,9 @@ class CompiledLaunch:
 
     def _deadlock(self, why: str) -> PtxDeadlockError:
         if self._view is not None:
-            from refsim.ptx.hopper.mbarrier import deadlock_why
+            from refsim.ptx.scheduler import explain
 
-            why = deadlock_why(self._view, why)
+            why = explain(self._view, why)
         lines = []
         gx, gy = self.grid[0], self.grid[1]
         for s in range(self.nslots):

@@ -14,7 +14,7 @@ what it offers  the names of ``Launch`` a definition may use, with the same mean
                 (writes land in the C runtime's arrays, which are NumPy arrays owned by the launch):
                 ``k``, ``handlers``, ``grid``, ``block``, ``T``, ``NW``, ``tpb``, ``nslots``, ``END``,
                 ``pc``, ``exited``/``bar_wait``/``yielding`` (bool views of the runtime's uint8),
-                ``regs``, ``reg_init``, ``poison``, ``race``, ``race_w``, ``race_r``, ``pending``,
+                ``regs``, ``reg_init``, ``poison``, ``race``, ``race_w``, ``race_r``, ``pending``, ``hbytes``, ``gen_w``,
                 ``shared``, ``shared_init``, ``shared_size``, ``shared_stride``, ``dyn_offset``,
                 ``local``, ``local_stride``, ``param``, ``gmem``, ``sym``, ``special`` (read per
                 step), ``slot_of``, ``local_index``, ``slot_block``, ``stats`` (the runtime's
@@ -108,6 +108,7 @@ class LaunchView:
         self.shared, self.local, self.param = C.arrays["shared"], C.arrays["local"], C.param
         self.shared_init = C.arrays.get("shared_init")
         self.race_w, self.race_r, self.pending = (C.arrays.get(n) for n in ("race_w", "race_r", "pending"))
+        self.hbytes, self.gen_w = C.arrays.get("hbytes"), C.arrays.get("gen_w")
         self.shared_size, self.shared_stride = C.shared_size, int(S.shared_stride)
         self.dyn_offset, self.local_stride = int(S.dyn_offset), int(S.local_stride)
         self.gmem, self.sym = C.gmem, C.symbols

@@ -20,13 +20,25 @@ from __future__ import annotations
 
 from refsim.ptx.hopper import bulk, mbarrier, warp
 
-__all__ = ["OPCODES", "python_defined", "bulk", "mbarrier", "warp"]
+__all__ = ["OPCODES", "python_defined", "tracks_shared_bytes", "bulk", "mbarrier", "warp"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
 OPCODES = {"mbarrier": mbarrier.build, "elect": warp.elect, "griddepcontrol": warp.griddepcontrol}
 
 
+def is_proxy_async_fence(ins) -> bool:
+    """``fence.proxy.async*``: defined here (bulk.fence_proxy_async); other fences stay the engine's."""
+    return ins.opcode == "fence" and "proxy" in ins.mods and "async" in ins.mods
+
+
+def tracks_shared_bytes(kernel) -> bool:
+    """True when ``kernel`` holds mbarrier or bulk-copy instructions: its launches keep the per-byte
+    state of shared memory these rules need (``hbytes``: live mbarrier bytes, async-proxy writes not yet
+    observed; ``gen_w`` under race: unfenced generic writers), checked by every generic ld/st."""
+    return any(ins.opcode == "mbarrier" or (ins.opcode == "cp" and "bulk" in ins.mods) for ins in kernel.instructions)
+
+
 def python_defined(ins) -> bool:
     """True when instruction ``ins`` is defined by this package (the compiled executor calls back)."""
-    return ins.opcode in OPCODES or (ins.opcode == "cp" and "bulk" in ins.mods)
+    return ins.opcode in OPCODES or (ins.opcode == "cp" and "bulk" in ins.mods) or is_proxy_async_fence(ins)

@@ -36,7 +36,7 @@ import numpy as np
 
 from refsim.errors import RefsimError
 from refsim.formats import smem_layouts, tensor_map
-from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxUnsupportedError
+from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUnsupportedError
 from refsim.ptx.hopper import mbarrier
 from refsim.ptx.memory import SHARED_WINDOW
 from refsim.ptx.memory_ops import address
@@ -44,7 +44,7 @@ from refsim.ptx.operands import reader
 from refsim.ptx.parse import Instruction
 from refsim.ptx.semantics.atomic import atom_apply
 
-__all__ = ["build", "REDUCE_OPS"]
+__all__ = ["build", "fence_proxy_async", "REDUCE_OPS"]
 
 #: cp.reduce.async.bulk: operation -> the types refsim defines it on
 REDUCE_OPS = {"add": ("u32", "s32", "u64", "s64"), "min": ("u32", "s32", "u64", "s64"),
@@ -73,11 +73,37 @@ def _shared(L, t: int, a: int, n: int) -> np.ndarray:
     return L.shared[base:base + n]
 
 
-def _mark_written(L, t: int, a: int, n: int) -> None:
-    """poison: the bytes are initialised; race: a write by the async proxy on behalf of t."""
-    base = int(L.slot_of[t]) * L.shared_stride + a
+def _landed(L, t: int, flat: np.ndarray, bar: int) -> None:
+    """An async-proxy copy wrote the shared bytes ``flat`` (flat indices) for thread ``t``, completing on
+    the barrier at ``bar``: poison marks them written; race tracks them until that phase is observed."""
     if L.poison:
-        L.shared_init[base:base + n] = True
+        L.shared_init[flat] = True
+    mbarrier.copy_landed(L, t, bar, flat)
+
+
+def _async_read(L, ins, t: int, flat: np.ndarray) -> None:
+    """Under race: the async proxy reads the shared bytes ``flat`` for thread ``t``; a byte whose last
+    generic write was not followed by fence.proxy.async in the writing thread is a PtxRaceError (PTX ISA
+    "Proxies": generic-proxy writes are visible to the async proxy only after a proxy fence)."""
+    if L.gen_w is None:
+        return
+    w = L.gen_w[flat]
+    if (w >= 0).any():
+        j = int(np.flatnonzero(w >= 0)[0])
+        raise PtxRaceError(f"{L.where(ins)}: async-proxy read of .shared 0x{int(flat[j]) % L.shared_stride:x} "
+                           f"(issued by {L.who(t)}) of a byte {L.who(int(w[j]))} wrote through the generic proxy "
+                           f"with no fence.proxy.async after the write")
+
+
+def fence_proxy_async(L, ins: Instruction, idx: int):
+    """``fence.proxy.async{.shared::cta,.global,...}``: orders the executing thread's generic-proxy
+    accesses before its later async-proxy ones. refsim's memory is coherent, so it changes no value;
+    under race it ends the executing threads' unfenced generic writes (see :func:`_async_read`)."""
+    def run(sel):
+        if L.gen_w is not None:
+            th = L.threads(sel)
+            L.gen_w[np.isin(L.gen_w, th)] = -1
+    return run
 
 
 def _mods(ins) -> set:
@@ -161,12 +187,15 @@ def _copy(L, ins, ops, mods):
                     L.stats.global_bytes_read += n
                 else:
                     ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
+                    _async_read(L, ins, t, int(L.slot_of[t]) * L.shared_stride + ss + np.arange(n))
                     data = _shared(L, t, ss, n).copy()
                 _shared(L, t, sd, n)[:] = data
-                _mark_written(L, t, sd, n)
+                base = int(L.slot_of[t]) * L.shared_stride
+                _landed(L, t, base + sd + np.arange(n), bar)
                 mbarrier.complete_tx(L, ins, t, bar, n)
             else:
                 ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
+                _async_read(L, ins, t, int(L.slot_of[t]) * L.shared_stride + ss + np.arange(n))
                 ga = int(np.broadcast_to(g_dst(one), (1,))[0])
                 if ga % 16:
                     raise PtxMisalignedError(f"{where}: cp.async.bulk destination 0x{ga:x} is not 16-byte aligned "
@@ -203,6 +232,7 @@ def _reduce(L, ins, ops, mods):
                 raise PtxMisalignedError(f"{where}: cp.reduce.async.bulk size must be a multiple of 16; got {n} "
                                          f"(by {L.who(tt)})")
             ss = int(mbarrier.shared_offsets(L, ins, ops[1], one, n, 16, "cp.reduce.async.bulk source", "shared")[0])
+            _async_read(L, ins, tt, int(L.slot_of[tt]) * L.shared_stride + ss + np.arange(n))
             ga = int(np.broadcast_to(g_dst(one), (1,))[0])
             if ga % 16:
                 raise PtxMisalignedError(f"{where}: cp.reduce.async.bulk destination 0x{ga:x} is not 16-byte aligned "
@@ -273,12 +303,12 @@ def _tensor(L, ins, ops, mods):
             base = int(L.slot_of[t]) * L.shared_stride
             if load:
                 L.shared[base + phys] = np.ascontiguousarray(box).view(np.uint8).reshape(-1)
-                if L.poison:
-                    L.shared_init[base + phys] = True
                 L.stats.global_bytes_read += n
                 bar = int(mbarrier.shared_offsets(L, ins, ops[2], one, 8, 8, "mbarrier", "shared")[0])
+                _landed(L, t, base + phys, bar)
                 mbarrier.complete_tx(L, ins, t, bar, n)
             else:
+                _async_read(L, ins, t, base + phys)
                 _store_box(L, ins, t, m, coords, L.shared[base + phys], esize)
         L.progress += 1
     return run

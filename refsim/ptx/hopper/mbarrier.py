@@ -71,7 +71,11 @@ class Barrier:
 
 
 def _table(L) -> dict:
-    return L.ext.setdefault("mbarrier", {})
+    table = L.ext.get("mbarrier")
+    if table is None:
+        table = L.ext["mbarrier"] = {}
+        L.ext.setdefault("deadlock", []).append(deadlock_why)      # refsim.ptx.scheduler.explain
+    return table
 
 
 def shared_offsets(L, ins: Instruction, op, sel, nbytes: int, align: int, what: str, space=None) -> np.ndarray:
@@ -189,10 +193,14 @@ def build(L, ins: Instruction, idx: int):
                     raise PtxBarrierError(f"{L.where(ins)}: mbarrier.init count must be in [1, {MAX_COUNT}]; "
                                           f"got {n} (by {L.who(t)})")
                 table[key] = Barrier(n)
+                _flat = int(L.slot_of[t]) * L.shared_stride + a
+                L.hbytes[_flat:_flat + 8] |= 1                    # a live barrier's bytes
                 continue
             b = _live(L, ins, t, a)
             if kind == "inval":
                 del table[key]
+                _flat = int(L.slot_of[t]) * L.shared_stride + a
+                L.hbytes[_flat:_flat + 8] &= np.uint8(0xFE)
             elif kind == "expect_tx":
                 _tx(L, ins, b, int(vals[i]), a, t)
             elif kind == "complete_tx":
@@ -234,6 +242,9 @@ def _wait(L, ins, a_op, wait_arg, out, parity: bool):
             warp = int(L.local_index[t]) // 32
             if done[i]:
                 b.waiters.discard(warp)
+                if L.race:
+                    observed = b.phase - 1 if not parity or ((b.phase - 1) & 1) == (int(w[i]) & 1) else b.phase - 2
+                    _observed(L, (_block(L, t), a), observed)
             else:
                 b.waiters.add(warp)
         out(th, done)
@@ -242,10 +253,35 @@ def _wait(L, ins, a_op, wait_arg, out, parity: bool):
     return run
 
 
+def copy_landed(L, t: int, addr: int, flat: np.ndarray) -> None:
+    """Under race: the shared bytes ``flat`` (flat indices) were written by an async-proxy copy that
+    completes on the barrier at ``addr`` of thread ``t``'s block in its current phase; generic accesses
+    to them are races (refsim.ptx.checks.hopper_access) until a wait observes that phase."""
+    if not L.race:
+        return
+    key = (_block(L, t), addr)
+    b = _table(L).get(key)
+    L.hbytes[flat] |= 2
+    L.ext.setdefault("async_unobserved", []).append((key, b.phase if b else 0, flat))
+
+
+def _observed(L, key, phase: int) -> None:
+    pend = L.ext.get("async_unobserved")
+    if not pend:
+        return
+    keep = []
+    for rec in pend:
+        if rec[0] == key and rec[1] <= phase:
+            L.hbytes[rec[2]] &= np.uint8(0xFD)
+        else:
+            keep.append(rec)
+    L.ext["async_unobserved"] = keep
+
+
 def deadlock_why(L, why: str) -> str:
     """The deadlock message's reason: ``why``, or, when warps wait on mbarriers, the barriers (symbol,
     address, block, phase, pending arrivals, tx-count) and the warps that wait on each."""
-    table = getattr(L, "ext", {}).get("mbarrier")
+    table = L.ext.get("mbarrier")
     if not table:
         return why
     waits = [(key, b) for key, b in sorted(table.items()) if b.waiters]

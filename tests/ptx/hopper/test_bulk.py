@@ -105,3 +105,59 @@ def test_refused_forms(line, cls, words):
     _, _, err = run_both(m, "k", 1, 1, [np.zeros(64, np.int32), np.zeros(64, np.int32)], arch="sm_90a",
                          expect_error=True)
     assert isinstance(err, cls) and words in str(err) and "PTX line" in str(err)
+
+
+def test_unfenced_generic_write_before_tma_store_is_a_race(mod):
+    args = [_map(10, 12), np.zeros((10, 12), np.int32), 0, 0]
+    _, _, err = run_both(mod, "tma_store", 1, 32, args + [0], arch="sm_90a", race=True, expect_error=True)
+    assert isinstance(err, ptx.PtxRaceError)
+    assert ("async-proxy read of .shared 0x0 (issued by block (0, 0, 0) thread (0, 0, 0)) of a byte block (0, 0, 0) "
+            "thread (0, 0, 0) wrote through the generic proxy with no fence.proxy.async") in str(err)
+    run_both(mod, "tma_store", 1, 32, args + [1], arch="sm_90a", race=True)       # fenced: no race
+
+
+def test_pipelines_have_no_false_races(mod):
+    t = np.arange(8 * 8 * 4, dtype=np.int32).reshape(32, 8)
+    run_both(mod, "tma_ring", 1, 96, [_map(32, 8), t, 4, np.zeros(64, np.int32)], arch="sm_90a", race=True)
+    src = np.arange(64, dtype=np.int32)
+    run_both(mod, "bulk_copy_reduce", 1, 32, [src, np.zeros(64, np.int32), np.zeros(64, np.uint32), 64],
+             arch="sm_90a", race=True)
+
+
+@pytest.mark.parametrize("race", [False, True])
+def test_generic_read_before_the_phase_is_observed(race):
+    # thread 0 copies into buf and every thread reads buf without waiting on the barrier
+    text = _HEAD + """ .reg .b32 %q<4>;
+ mov.u32 %q1, %tid.x;
+ setp.eq.u32 %p1, %q1, 0;
+ @%p1 mbarrier.init.shared::cta.b64 [bar], 1;
+ bar.sync 0;
+ @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 16;
+ @%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf], [%rd1], 16, [bar];
+ bar.sync 0;
+ ld.shared.u32 %q2, [buf+4];
+ st.global.u32 [%rd2], %q2;
+ ret;
+}
+"""
+    src = np.arange(64, dtype=np.int32) + 5
+    _, arrays, err = run_both(ptx.Module(text), "k", 1, 2, [src, np.zeros(64, np.int32)], arch="sm_90a", race=race,
+                              expect_error=race)
+    if race:
+        assert isinstance(err, ptx.PtxRaceError)
+        assert ("generic-proxy access to .shared 0x4 by block (0, 0, 0) thread (0, 0, 0): an async-proxy copy "
+                "(cp.async.bulk) wrote it and no thread has observed the mbarrier phase") in str(err)
+    else:
+        assert arrays[1][0] == 6          # the copy landed at issue (one admissible order)
+
+
+def test_generic_access_to_a_live_mbarrier_is_refused():
+    text = _HEAD + """ .reg .b32 %q<4>;
+ mbarrier.init.shared::cta.b64 [bar], 1;
+ ld.shared.u32 %q2, [bar+4];
+ ret;
+}
+"""
+    _, _, err = run_both(ptx.Module(text), "k", 1, 1, [np.zeros(4, np.int32)] * 2, arch="sm_90a", expect_error=True)
+    assert isinstance(err, ptx.PtxBarrierError)
+    assert "generic access to the bytes of a live mbarrier at .shared 0x104 by block (0, 0, 0) thread (0, 0, 0)" in str(err)
