@@ -148,15 +148,15 @@ def complete_tx(L, ins: Instruction, t: int, addr: int, nbytes: int) -> None:
 
 
 def _mods(ins) -> set:
-    return {m for m in ins.mods if m not in ("shared", "shared::cta", "release", "acquire", "relaxed", "cta")}
+    return {m for m in ins.mods if m not in ("shared", "shared::cta", "release", "acquire", "relaxed", "cta", "cluster")}
 
 
 def build(L, ins: Instruction, idx: int):
     """The step function of one ``mbarrier`` instruction (forms: the module spec)."""
     mods = _mods(ins)
-    if "shared::cluster" in ins.mods or "cluster" in ins.mods or "noComplete" in mods:
-        raise PtxUnsupportedError(f"{L.where(ins)}: mbarrier on a cluster's shared memory or .noComplete is not "
-                                  f"supported yet (clusters come later)")
+    if "shared::cluster" in ins.mods or "noComplete" in mods:       # a .cluster scope alone is fine
+        raise PtxUnsupportedError(f"{L.where(ins)}: mbarrier on a cluster's shared memory (.shared::cluster) or "
+                                  f".noComplete is not supported yet (clusters come later)")
     kind = next((k for k in ("init", "inval", "arrive_drop", "arrive", "expect_tx", "complete_tx", "test_wait",
                              "try_wait", "pending_count") if k in mods), None)
     if kind is None:

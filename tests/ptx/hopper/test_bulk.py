@@ -8,7 +8,7 @@ import pytest
 
 from conftest_compiled import needs_compiled, run_both
 from refsim import ptx
-from refsim.formats import tensor_map
+from refsim.formats import smem_layouts, tensor_map
 from refsim.ptx.memory import GLOBAL_BASE
 
 pytestmark = needs_compiled
@@ -26,11 +26,13 @@ def _map(rows, cols, box=(8, 8), swizzle="none"):
     return tensor_map.encode_tiled("int32", GLOBAL_BASE, (cols, rows), (cols * 4,), box, (1, 1), swizzle=swizzle)
 
 
-def test_tma_ring_three_stages(mod):
+@pytest.mark.parametrize("schedule", ["lockstep", "random"])
+def test_tma_ring_three_stages(mod, schedule):
     ntiles = 5
     t = np.arange(8 * 8 * ntiles, dtype=np.int32).reshape(8 * ntiles, 8) * 3 - 7
     out = np.zeros(64, np.int32)
-    _, arrays, _ = run_both(mod, "tma_ring", 1, 96, [_map(8 * ntiles, 8), t, ntiles, out], arch="sm_90a")
+    _, arrays, _ = run_both(mod, "tma_ring", 1, 96, [_map(8 * ntiles, 8), t, ntiles, out], arch="sm_90a",
+                            schedule=schedule, seed=7)
     want = sum(t[8 * k:8 * k + 8].reshape(-1) * (k + 1) for k in range(ntiles))
     assert np.array_equal(arrays[3], want)
 
@@ -161,3 +163,77 @@ def test_generic_access_to_a_live_mbarrier_is_refused():
     _, _, err = run_both(ptx.Module(text), "k", 1, 1, [np.zeros(4, np.int32)] * 2, arch="sm_90a", expect_error=True)
     assert isinstance(err, ptx.PtxBarrierError)
     assert "generic access to the bytes of a live mbarrier at .shared 0x104 by block (0, 0, 0) thread (0, 0, 0)" in str(err)
+
+
+@pytest.mark.parametrize("mode", ["32B", "64B", "128B"])
+def test_tma_tile_swizzle(mod, mode):
+    # the tile sits at .shared 0 (tma_tile's only 128-aligned array comes first); thread t reads words
+    # t and t + 32 of the physical layout
+    t = np.arange(64, dtype=np.int32).reshape(8, 8) * 11 + 3
+    out = np.zeros(64, np.int32)
+    _, arrays, _ = run_both(mod, "tma_tile", 1, 32, [_map(8, 8, swizzle=mode), t, 0, 0, out], arch="sm_90a")
+    want = np.zeros(64, np.int32)
+    for i in range(64):                             # logical word i (row-major box) -> its physical word
+        want[smem_layouts.swizzle_reference(4 * i, mode) // 4] = t.reshape(-1)[i]
+    assert np.array_equal(arrays[4], want) and not np.array_equal(want, t.reshape(-1))
+
+
+def _tensor_kernel(rank: int, map_in_global: bool) -> str:
+    """k(map, tensor, out, coords...): thread 0 loads a box (<= 256 bytes) with a rank-``rank`` TMA into
+    buf (the map a parameter or, map_in_global, a pointer to it); 32 threads copy buf's 64 words to out."""
+    coords = ", ".join(f"%c{i}" for i in range(rank))
+    decl_map = ".param .u64 pmap" if map_in_global else ".param .align 64 .b8 pmap[128]"
+    get_map = " ld.param.u64 %rd3, [pmap];\n" if map_in_global else " mov.b64 %rd4, pmap;\n cvta.param.u64 %rd3, %rd4;\n"
+    loads = "".join(f" ld.param.u32 %c{i}, [pc{i}];\n" for i in range(rank))
+    params = "".join(f", .param .u32 pc{i}" for i in range(rank))
+    return f""".version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k({decl_map}, .param .u64 pt, .param .u64 pout{params}) {{
+ .reg .b32 %r<8>; .reg .b32 %c<6>; .reg .b64 %rd<8>; .reg .pred %p<4>;
+ .shared .align 128 .b8 buf[256];
+ .shared .align 8 .b8 bar[8];
+{get_map}{loads} ld.param.u64 %rd2, [pout];
+ mov.u32 %r1, %tid.x;
+ setp.eq.u32 %p1, %r1, 0;
+ @%p1 mbarrier.init.shared::cta.b64 [bar], 1;
+ bar.sync 0;
+ @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 256;
+ @%p1 cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [buf], [%rd3, {{{coords}}}], [bar], %rd7;
+WAIT:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [bar], 0;
+ @!%p2 bra WAIT;
+ shl.b32 %r2, %r1, 3;
+ mov.u32 %r3, buf;
+ add.u32 %r3, %r3, %r2;
+ ld.shared.v2.u32 {{%r4, %r5}}, [%r3];
+ mul.wide.u32 %rd5, %r1, 8;
+ add.s64 %rd6, %rd2, %rd5;
+ st.global.v2.u32 [%rd6], {{%r4, %r5}};
+ ret;
+}}
+"""
+
+
+@pytest.mark.parametrize("rank, dims, box, coords", [
+    (1, (100,), (64,), (50,)),
+    (3, (8, 5, 4), (4, 4, 4), (6, -1, 2)),
+    (5, (4, 4, 2, 3, 2), (4, 2, 2, 2, 2), (1, 3, 1, -1, 0)),
+])
+@pytest.mark.parametrize("map_in_global", [False, True])
+def test_tma_ranks_and_map_in_global_memory(rank, dims, box, coords, map_in_global):
+    t = (np.arange(int(np.prod(dims)), dtype=np.int32) * 7 + 1).reshape(dims[::-1])
+    strides = tuple(int(np.prod(dims[:i + 1])) * 4 for i in range(rank - 1))
+    base = GLOBAL_BASE + (8192 if map_in_global else 0)        # the map's 128 bytes come first, 4 KiB apart
+    img = tensor_map.encode_tiled("int32", base, dims, strides, box, (1,) * rank)
+    mapped = np.frombuffer(img, np.uint8).copy() if map_in_global else img
+    out = np.full(64, -5, np.int32)
+    args = ([mapped, t, out] if map_in_global else [img, t, out]) + [c % 2**32 for c in coords]
+    _, arrays, _ = run_both(ptx.Module(_tensor_kernel(rank, map_in_global)), "k", 1, 32, args, arch="sm_90a")
+    # the box by plain indexing, innermost coordinate last
+    want = np.zeros(box[::-1], np.int32)
+    for idx in np.ndindex(*box[::-1]):
+        c = [coords[rank - 1 - i] + idx[i] for i in range(rank)]
+        if all(0 <= c[i] < dims[rank - 1 - i] for i in range(rank)):
+            want[idx] = t[tuple(c)]
+    assert np.array_equal(arrays[2], want.reshape(-1))

@@ -108,7 +108,7 @@ def test_arrive_drop_lowers_later_phases():
  @%p3 mbarrier.init.shared::cta.b64 [bar], 4;
  @%p3 mbarrier.arrive_drop.shared::cta.b64 _, [bar];
  @!%p3 mbarrier.arrive.shared::cta.b64 _, [bar];
- mbarrier.arrive.shared::cta.b64 %rd4, [bar];
+ mbarrier.arrive.release.cluster.shared::cta.b64 %rd4, [bar];
  st.global.u64 [%rd3], %rd4;""")
     assert out[:4].tolist() == [(3 << 32) | 1, (2 << 32) | 1, (1 << 32) | 1, (3 << 32) | 2]
 
@@ -122,6 +122,9 @@ def test_arrive_drop_lowers_later_phases():
      ptx.PtxBarrierError, "would be 2097150, outside [-1048575, 1048575]"),
     ("@%p3 mbarrier.init.shared::cta.b64 [bar], 0;", ptx.PtxBarrierError, "count must be in [1, 1048575]; got 0"),
     ("@%p3 mbarrier.init.shared::cta.b64 [bar+24], 1;", ptx.PtxMemoryError, "outside the block's"),
+    ("mbarrier.arrive.shared::cluster.b64 _, [bar];", ptx.PtxUnsupportedError, "(clusters come later)"),
+    ("@%p3 mbarrier.init.shared::cta.b64 [bar], 1;\n mbarrier.inval.shared::cta.b64 [bar];\n"
+     " mbarrier.arrive.shared::cta.b64 _, [bar];", ptx.PtxBarrierError, "no initialised mbarrier at bar (.shared 0x0)"),
 ])
 def test_named_errors(body, cls, words):
     err = _run(body, nthreads=2, expect_error=True)
