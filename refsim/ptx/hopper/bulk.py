@@ -106,13 +106,9 @@ def fence_proxy_async(L, ins: Instruction, idx: int):
     return run
 
 
-def _mods(ins) -> set:
-    return set(ins.mods)
-
-
 def build(L, ins: Instruction, idx: int):
     """The step function of one ``cp.async.bulk*`` / ``cp.reduce.async.bulk*`` instruction."""
-    mods = _mods(ins)
+    mods = set(ins.mods)
     where = L.where(ins)
     if "multicast::cluster" in mods:
         raise PtxUnsupportedError(f"{where}: .multicast::cluster is not supported yet (clusters come later)")
@@ -139,24 +135,24 @@ def build(L, ins: Instruction, idx: int):
     return _copy(L, ins, ops, mods)
 
 
-def _direction(ins) -> str:
-    """"g2s" (global -> shared, mbarrier), "s2g" (shared -> global, bulk group) or "s2s"."""
-    spaces = [m for m in ins.mods if m in ("global", "shared::cluster", "shared::cta", "shared")]
-    if spaces[:2] == ["global", "shared::cta"] or spaces[:2] == ["global", "shared"]:
+def _direction(ins):
+    """"g2s" (global -> shared, mbarrier), "s2g" (shared -> global, bulk group), "s2s" (shared -> shared
+    of the same CTA, mbarrier) from the destination and source state spaces, or None."""
+    spaces = [m for m in ins.mods if m in ("global", "shared::cluster", "shared::cta", "shared")][:2]
+    if len(spaces) < 2:
+        return None
+    if spaces[0] == "global" and spaces[1] in ("shared::cta", "shared"):
         return "s2g"
-    if len(spaces) >= 2 and spaces[0] in ("shared::cluster", "shared::cta", "shared") and spaces[1] == "global":
+    if spaces[0] != "global" and spaces[1] == "global":
         return "g2s"
-    if len(spaces) >= 2 and spaces[1] in ("shared::cta", "shared"):
-        return "s2s"
-    raise PtxUnsupportedError(f"{ins.line}: state spaces {spaces}")
+    return "s2s" if spaces[1] in ("shared::cta", "shared") else None
 
 
 def _copy(L, ins, ops, mods):
     where = L.where(ins)
-    try:
-        direction = _direction(ins)
-    except PtxUnsupportedError:
-        raise PtxUnsupportedError(f"{where}: unknown cp.async.bulk state spaces") from None
+    direction = _direction(ins)
+    if direction is None:
+        raise PtxUnsupportedError(f"{where}: unknown cp.async.bulk state spaces")
     with_bar = direction != "s2g"
     if with_bar != ("mbarrier::complete_tx::bytes" in mods) or len(ops) != (4 if with_bar else 3):
         raise PtxUnsupportedError(f"{where}: expected cp.async.bulk [dst], [src], size{', [mbar]' if with_bar else ''}")

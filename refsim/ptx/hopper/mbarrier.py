@@ -169,11 +169,11 @@ def build(L, ins: Instruction, idx: int):
         a_op, rest = ops[0], ops[1:]
     else:
         a_op, rest = ops[1], ops[2:]
-    arg = reader(L, rest[0], "b32", ins) if rest and kind not in ("inval",) else None
-    if kind in ("test_wait", "try_wait"):
+    if kind in ("test_wait", "try_wait"):      # a try_wait's optional suspend-time hint is ignored
         wait_arg = reader(L, rest[0], "b32" if "parity" in mods else "b64", ins)
         out = writer(L, ops[0], "pred", ins)
         return _wait(L, ins, a_op, wait_arg, out, "parity" in mods)
+    arg = reader(L, rest[0], "b32", ins) if rest and kind != "inval" else None
     token = writer(L, ops[0], "b64", ins) if kind in ("arrive", "arrive_drop") else None
 
     def run(sel):
@@ -242,9 +242,8 @@ def _wait(L, ins, a_op, wait_arg, out, parity: bool):
             warp = int(L.local_index[t]) // 32
             if done[i]:
                 b.waiters.discard(warp)
-                if L.race:
-                    observed = b.phase - 1 if not parity or ((b.phase - 1) & 1) == (int(w[i]) & 1) else b.phase - 2
-                    _observed(L, (_block(L, t), a), observed)
+                if L.race:               # the latest completed phase (any successful wait observes it)
+                    _observed(L, (_block(L, t), a), b.phase - 1)
             else:
                 b.waiters.add(warp)
         out(th, done)
