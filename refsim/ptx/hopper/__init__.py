@@ -7,6 +7,7 @@ modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared mem
                               their state, the waits' yield and deadlock naming
                 bulk.py       ``cp.async.bulk`` / ``cp.reduce.async.bulk`` / ``cp.async.bulk.tensor``
                               (tile mode) and their bulk groups: the async proxy's copies
+                tensormap.py  ``tensormap.replace``, ``tensormap.cp_fenceproxy``: kernels editing tensor maps
                 warp.py       ``elect.sync``, ``griddepcontrol``
 one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
                 one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
@@ -18,13 +19,15 @@ state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed
 
 from __future__ import annotations
 
-from refsim.ptx.hopper import bulk, mbarrier, warp
+from refsim.ptx.hopper import bulk, mbarrier, tensormap, warp
 
-__all__ = ["OPCODES", "python_defined", "tracks_shared_bytes", "bulk", "mbarrier", "warp"]
+__all__ = ["OPCODES", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
+           "warp"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
-OPCODES = {"mbarrier": mbarrier.build, "elect": warp.elect, "griddepcontrol": warp.griddepcontrol}
+OPCODES = {"mbarrier": mbarrier.build, "tensormap": tensormap.build, "elect": warp.elect,
+           "griddepcontrol": warp.griddepcontrol}
 
 
 def is_proxy_async_fence(ins) -> bool:

@@ -44,7 +44,7 @@ from refsim.ptx.operands import reader
 from refsim.ptx.parse import Instruction
 from refsim.ptx.semantics.atomic import atom_apply
 
-__all__ = ["build", "fence_proxy_async", "REDUCE_OPS"]
+__all__ = ["build", "fence_proxy_async", "global_bytes", "REDUCE_OPS"]
 
 #: cp.reduce.async.bulk: operation -> the types refsim defines it on
 REDUCE_OPS = {"add": ("u32", "s32", "u64", "s64"), "min": ("u32", "s32", "u64", "s64"),
@@ -52,7 +52,7 @@ REDUCE_OPS = {"add": ("u32", "s32", "u64", "s64"), "min": ("u32", "s32", "u64", 
               "and": ("b32", "b64"), "or": ("b32", "b64"), "xor": ("b32", "b64")}
 
 
-def _global(L, ins, t: int, a: int, n: int, write: bool) -> np.ndarray:
+def global_bytes(L, ins, t: int, a: int, n: int, write: bool) -> np.ndarray:
     """The uint8 view of global bytes ``[a, a + n)`` (one buffer; PtxMemoryError otherwise)."""
     bi, ok = L.gmem.locate(np.asarray([a], np.uint64), n)
     if not ok[0]:
@@ -179,7 +179,7 @@ def _copy(L, ins, ops, mods):
                     if ga % 16:
                         raise PtxMisalignedError(f"{where}: cp.async.bulk source 0x{ga:x} is not 16-byte aligned "
                                                  f"(by {L.who(t)})")
-                    data = _global(L, ins, t, ga, n, False).copy()
+                    data = global_bytes(L, ins, t, ga, n, False).copy()
                     L.stats.global_bytes_read += n
                 else:
                     ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
@@ -196,7 +196,7 @@ def _copy(L, ins, ops, mods):
                 if ga % 16:
                     raise PtxMisalignedError(f"{where}: cp.async.bulk destination 0x{ga:x} is not 16-byte aligned "
                                              f"(by {L.who(t)})")
-                _global(L, ins, t, ga, n, True)[:] = _shared(L, t, ss, n)
+                global_bytes(L, ins, t, ga, n, True)[:] = _shared(L, t, ss, n)
                 L.stats.global_bytes_written += n
         L.progress += 1
     return run
@@ -233,7 +233,7 @@ def _reduce(L, ins, ops, mods):
             if ga % 16:
                 raise PtxMisalignedError(f"{where}: cp.reduce.async.bulk destination 0x{ga:x} is not 16-byte aligned "
                                          f"(by {L.who(tt)})")
-            dst = _global(L, ins, tt, ga, n, True).view(dt)
+            dst = global_bytes(L, ins, tt, ga, n, True).view(dt)
             src = _shared(L, tt, ss, n).view(dt)
             dst[:] = atom_apply(op, atype, dst.copy(), src.copy(), None)
             L.stats.global_bytes_read += n
@@ -249,14 +249,14 @@ def _map_bytes(L, ins, t: int, a: int) -> bytes:
         raise PtxMisalignedError(f"{L.where(ins)}: tensor map address 0x{a:x} is not 64-byte aligned (by {L.who(t)})")
     if a + tensor_map.MAP_BYTES <= L.param.size - 16 and a < SHARED_WINDOW:
         return bytes(L.param[a:a + tensor_map.MAP_BYTES])
-    return bytes(_global(L, ins, t, a, tensor_map.MAP_BYTES, False))
+    return bytes(global_bytes(L, ins, t, a, tensor_map.MAP_BYTES, False))
 
 
 def _tensor_view(L, ins, t: int, m) -> np.ndarray:
     """Global memory from the map's address on, as the uint8 array tile_box reads."""
     extent = sum((d - 1) * s for d, s in zip(m.global_dims[1:], m.global_strides)) \
         + m.global_dims[0] * tensor_map.DATA_TYPES[m.data_type][1]
-    return _global(L, ins, t, m.global_address, extent, False)
+    return global_bytes(L, ins, t, m.global_address, extent, False)
 
 
 def _decode(L, ins, t, a):
@@ -321,7 +321,7 @@ def _store_box(L, ins, t, m, coords, data: np.ndarray, esize: int) -> None:
     offs = (c[:, inb] * strides[:, None]).sum(axis=0)
     view = _tensor_view(L, ins, t, m)
     if not view.flags.writeable:
-        _global(L, ins, t, m.global_address, 1, True)
+        global_bytes(L, ins, t, m.global_address, 1, True)
     src = data.reshape(-1, esize)[inb]
     view[(offs[:, None] + np.arange(esize)).reshape(-1)] = src.reshape(-1)
     L.stats.global_bytes_written += int(inb.sum()) * esize

@@ -32,6 +32,7 @@ def _ins(opcode, *mods):
     (_ins("mbarrier", "init", "shared::cta"), True),
     (_ins("elect", "sync"), True),
     (_ins("griddepcontrol", "wait"), True),
+    (_ins("tensormap", "replace", "tile", "rank", "global", "b1024"), True),
     (_ins("cp", "async", "bulk", "commit_group"), True),
     (_ins("cp", "async", "commit_group"), False),
     (_ins("fence", "proxy", "async", "shared::cta"), True),
