@@ -33,6 +33,7 @@ from refsim.errors import RefsimError
 from refsim.formats import tensor_map
 from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxUnsupportedError
 from refsim.ptx.hopper import mbarrier
+from refsim.ptx.hopper.bulk import global_bytes
 from refsim.ptx.memory import SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.memory_ops import address
 from refsim.ptx.operands import reader
@@ -61,8 +62,6 @@ def _map_view(L, ins, t: int, op, space: str) -> np.ndarray:
         return _map_view(L, ins, t, ("addr", None, a - SHARED_WINDOW), "shared")
     if a % 64:
         raise PtxMisalignedError(f"{L.where(ins)}: tensor map address 0x{a:x} is not 64-byte aligned (by {L.who(t)})")
-    from refsim.ptx.hopper.bulk import global_bytes
-
     return global_bytes(L, ins, t, a, tensor_map.MAP_BYTES, True)
 
 
