@@ -17,7 +17,9 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
-                (``Body.callback``).
+                (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
+                (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async), built once per
+                launch over a refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
 """
 
 from __future__ import annotations
