@@ -317,7 +317,10 @@ class _KernelParser:
         if "," in s:
             base, rest = s.split(",", 1)
             if rest.startswith("{") and rest.endswith("}"):     # a tensor map and its coordinates
-                return ("taddr", self.address(base, line, col, text), self.operand(rest, line, col, text))
+                try:
+                    return ("taddr", self.address(base, line, col, text), self.operand(rest, line, col, text))
+                except PtxParseError:
+                    pass
             return ("raw", inner)     # texture/surface coordinates: only tex/suld/sust, refused at lookup
         m = ADDRESS.fullmatch(s)
         if not m or (m.group(1) is None and m.group(3) is None):
