@@ -287,19 +287,29 @@ static uint64_t load_le(const uint8_t *p, int64_t esize) {
 static rt_access *access_buf(rt_state *S) { return (rt_access *)S->bytes; }
 
 /* checks.hopper_access: a generic access to a live mbarrier's bytes (every thread, then), under race,
-   to bytes an async-proxy copy wrote before the mbarrier phase completing it was observed */
+   to bytes an async-proxy copy wrote before the accessing thread observed the phase completing it */
 static int hopper_access(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const rt_access *acc, int64_t nbytes) {
-    for (int bit = 1; bit <= 2; bit <<= 1) {
-        if (bit == 2 && !S->race) break;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && !S->async_bid) break;
         for (int32_t i = 0; i < n; i++) {
             if (acc[i].kind != SP_SHARED) continue;
-            for (int64_t b = 0; b < nbytes; b++)
-                if (S->hbytes[acc[i].flat + b] & bit) {
+            for (int64_t b = 0; b < nbytes; b++) {
+                int64_t f = acc[i].flat + b;
+                int bad;
+                if (pass == 0) {
+                    bad = S->hbytes[f] != 0;
+                } else {
+                    int32_t d = S->async_bid[f];
+                    int64_t row = (f / S->shared_stride) * S->max_mbar + d;
+                    bad = d >= 0 && S->async_obs[row * S->tpb + th[i] % S->tpb] < S->async_phase[f];
+                }
+                if (bad) {
                     S->err_ins = ins;
                     S->err_thread = th[i];
-                    S->err_addr = (uint64_t)((acc[i].flat + b) % S->shared_stride);
-                    return bit == 1 ? E_MBAR_ACCESS : E_RACE_ASYNC;
+                    S->err_addr = (uint64_t)(f % S->shared_stride);
+                    return pass == 0 ? E_MBAR_ACCESS : E_RACE_ASYNC;
                 }
+            }
         }
     }
     return 0;

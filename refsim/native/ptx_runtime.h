@@ -150,9 +150,12 @@ struct rt_state {
     int32_t *pending;                                            /* race only */
     int64_t *stamp;                                              /* race only: per shared byte */
     int64_t stamp_now, n_records;
-    uint8_t *hbytes;                                             /* refsim.ptx.hopper: per shared byte, bit 0 live mbarrier,
-                                                                    bit 1 (race) async-proxy write not yet observed; NULL: none */
+    uint8_t *hbytes;                                             /* refsim.ptx.hopper: per shared byte, 1 = a live mbarrier's */
     int64_t *gen_w;                                              /* race + hopper: unfenced generic writer per shared byte */
+    int32_t *async_bid, *async_phase;                            /* race + hopper, per shared byte: the barrier (block-local
+                                                                    id, -1: none) and phase completing the copy that wrote it */
+    int32_t *async_obs;                                          /* (nslots, max_mbar, tpb): latest phase each thread saw complete */
+    int64_t max_mbar;
     /* options */
     int64_t race, poison, random, max_wi, deadlock_rounds;
     int32_t *aorder;                                             /* atomic_order: a permutation of ranks */

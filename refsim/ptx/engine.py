@@ -163,6 +163,12 @@ class Launch:
         tracked = hopper.tracks_shared_bytes(kernel)
         self.hbytes = np.zeros(self.shared.size, np.uint8) if tracked else None    # refsim.ptx.hopper
         self.gen_w = np.full(self.shared.size, -1, np.int64) if tracked and race else None
+        self.max_mbar = hopper.mbarrier.MAX_RACE_BARRIERS
+        self.async_bid = self.async_phase = self.async_obs = None
+        if tracked and race:           # copies' barriers and phases, what each thread observed (hopper.mbarrier)
+            self.async_bid = np.full(self.shared.size, -1, np.int32)
+            self.async_phase = np.zeros(self.shared.size, np.int32)
+            self.async_obs = np.full(self.nslots * self.max_mbar * self.tpb, -1, np.int32)
         if race:
             self.race_w = np.full(self.shared.size, -1, np.int64)   # writer thread in this barrier interval
             self.race_r = np.full(self.shared.size, -1, np.int64)   # a reader thread (-2: several)

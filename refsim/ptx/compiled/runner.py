@@ -188,9 +188,14 @@ class CompiledLaunch:
         if hopper.tracks_shared_bytes(kernel):                # refsim.ptx.hopper's per-byte state
             self.arrays["hbytes"] = np.zeros(nslots * stride, np.uint8)
             S.hbytes = arr(self.arrays["hbytes"])
+            S.max_mbar = hopper.mbarrier.MAX_RACE_BARRIERS
             if race:
-                self.arrays["gen_w"] = np.full(nslots * stride, -1, np.int64)
-                S.gen_w = arr(self.arrays["gen_w"])
+                a = self.arrays
+                a["gen_w"] = np.full(nslots * stride, -1, np.int64)
+                a["async_bid"], a["async_phase"] = np.full(nslots * stride, -1, np.int32), np.zeros(nslots * stride, np.int32)
+                a["async_obs"] = np.full(nslots * S.max_mbar * tpb, -1, np.int32)
+                S.gen_w, S.async_bid, S.async_phase = arr(a["gen_w"]), arr(a["async_bid"]), arr(a["async_phase"])
+                S.async_obs = arr(a["async_obs"])
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
         order = np.array(atomic_order or [0], np.int32)
         S.aorder, S.naorder = arr(order), len(atomic_order or ())

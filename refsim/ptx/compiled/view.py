@@ -14,7 +14,8 @@ what it offers  the names of ``Launch`` a definition may use, with the same mean
                 (writes land in the C runtime's arrays, which are NumPy arrays owned by the launch):
                 ``k``, ``handlers``, ``grid``, ``block``, ``T``, ``NW``, ``tpb``, ``nslots``, ``END``,
                 ``pc``, ``exited``/``bar_wait``/``yielding`` (bool views of the runtime's uint8),
-                ``regs``, ``reg_init``, ``poison``, ``race``, ``race_w``, ``race_r``, ``pending``, ``hbytes``, ``gen_w``,
+                ``regs``, ``reg_init``, ``poison``, ``race``, ``race_w``, ``race_r``, ``pending``, ``hbytes``, ``gen_w``, ``async_bid``,
+                ``async_phase``, ``async_obs``, ``max_mbar``,
                 ``shared``, ``shared_init``, ``shared_size``, ``shared_stride``, ``dyn_offset``,
                 ``local``, ``local_stride``, ``param``, ``gmem``, ``sym``, ``special`` (read per
                 step), ``slot_of``, ``local_index``, ``slot_block``, ``stats`` (the runtime's
@@ -109,6 +110,8 @@ class LaunchView:
         self.shared_init = C.arrays.get("shared_init")
         self.race_w, self.race_r, self.pending = (C.arrays.get(n) for n in ("race_w", "race_r", "pending"))
         self.hbytes, self.gen_w = C.arrays.get("hbytes"), C.arrays.get("gen_w")
+        self.async_bid, self.async_phase, self.async_obs = (C.arrays.get(n) for n in ("async_bid", "async_phase", "async_obs"))
+        self.max_mbar = int(S.max_mbar)
         self.shared_size, self.shared_stride = C.shared_size, int(S.shared_stride)
         self.dyn_offset, self.local_stride = int(S.dyn_offset), int(S.local_stride)
         self.gmem, self.sym = C.gmem, C.symbols

@@ -37,8 +37,9 @@ def is_proxy_async_fence(ins) -> bool:
 
 def tracks_shared_bytes(kernel) -> bool:
     """True when ``kernel`` holds mbarrier or bulk-copy instructions: its launches keep the per-byte
-    state of shared memory these rules need (``hbytes``: live mbarrier bytes, async-proxy writes not yet
-    observed; ``gen_w`` under race: unfenced generic writers), checked by every generic ld/st."""
+    state of shared memory these rules need (``hbytes``: live mbarrier bytes; under race ``gen_w``: unfenced
+    generic writers, ``async_bid``/``async_phase``/``async_obs``: the barrier and phase completing each
+    async-proxy write and the phases each thread observed), checked by every generic ld/st."""
     return any(ins.opcode == "mbarrier" or (ins.opcode == "cp" and "bulk" in ins.mods) for ins in kernel.instructions)
 
 

@@ -73,12 +73,12 @@ def _shared(L, t: int, a: int, n: int) -> np.ndarray:
     return L.shared[base:base + n]
 
 
-def _landed(L, t: int, flat: np.ndarray, bar: int) -> None:
+def _landed(L, ins, t: int, flat: np.ndarray, bar: int) -> None:
     """An async-proxy copy wrote the shared bytes ``flat`` (flat indices) for thread ``t``, completing on
     the barrier at ``bar``: poison marks them written; race tracks them until that phase is observed."""
     if L.poison:
         L.shared_init[flat] = True
-    mbarrier.copy_landed(L, t, bar, flat)
+    mbarrier.copy_landed(L, ins, t, bar, flat)
 
 
 def _async_read(L, ins, t: int, flat: np.ndarray) -> None:
@@ -187,7 +187,7 @@ def _copy(L, ins, ops, mods):
                     data = _shared(L, t, ss, n).copy()
                 _shared(L, t, sd, n)[:] = data
                 base = int(L.slot_of[t]) * L.shared_stride
-                _landed(L, t, base + sd + np.arange(n), bar)
+                _landed(L, ins, t, base + sd + np.arange(n), bar)
                 mbarrier.complete_tx(L, ins, t, bar, n)
             else:
                 ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
@@ -301,7 +301,7 @@ def _tensor(L, ins, ops, mods):
                 L.shared[base + phys] = np.ascontiguousarray(box).view(np.uint8).reshape(-1)
                 L.stats.global_bytes_read += n
                 bar = int(mbarrier.shared_offsets(L, ins, ops[2], one, 8, 8, "mbarrier", "shared")[0])
-                _landed(L, t, base + phys, bar)
+                _landed(L, ins, t, base + phys, bar)
                 mbarrier.complete_tx(L, ins, t, bar, n)
             else:
                 _async_read(L, ins, t, base + phys)

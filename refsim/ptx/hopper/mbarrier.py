@@ -39,26 +39,30 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx import scheduler
-from refsim.ptx.errors import PtxBarrierError, PtxMemoryError, PtxMisalignedError, PtxUnsupportedError
+from refsim.ptx.errors import PtxBarrierError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxUnsupportedError
 from refsim.ptx.memory import SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.memory_ops import address, state_space
 from refsim.ptx.operands import reader, writer
 from refsim.ptx.parse import Instruction
 
-__all__ = ["Barrier", "build", "shared_offsets", "complete_tx", "deadlock_why", "MAX_COUNT", "TX_LIMIT"]
+__all__ = ["Barrier", "build", "shared_offsets", "complete_tx", "copy_landed", "deadlock_why", "MAX_COUNT", "TX_LIMIT",
+           "MAX_RACE_BARRIERS"]
 
 #: the largest arrival count (PTX ISA: 2**20 - 1)
 MAX_COUNT = (1 << 20) - 1
 #: tx-count range: [-TX_LIMIT, TX_LIMIT]
 TX_LIMIT = (1 << 20) - 1
+#: race=True follows what each thread observed of at most this many mbarrier inits per block
+MAX_RACE_BARRIERS = 64
 
 
 class Barrier:
     """One live mbarrier's state (see the module spec)."""
 
-    __slots__ = ("expected", "pending", "tx", "phase", "waiters")
+    __slots__ = ("expected", "pending", "tx", "phase", "waiters", "d")
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, d: int):
+        self.d = d                       # the block's d-th init: its row of L.async_obs (race)
         self.expected = self.pending = count
         self.tx = 0
         self.phase = 0
@@ -192,7 +196,12 @@ def build(L, ins: Instruction, idx: int):
                 if not 1 <= n <= MAX_COUNT:
                     raise PtxBarrierError(f"{L.where(ins)}: mbarrier.init count must be in [1, {MAX_COUNT}]; "
                                           f"got {n} (by {L.who(t)})")
-                table[key] = Barrier(n)
+                inits = L.ext.setdefault("mbarrier_inits", {})
+                d = inits[key[0]] = inits.get(key[0], -1) + 1
+                if L.async_bid is not None and d >= MAX_RACE_BARRIERS:
+                    raise PtxLimitError(f"{L.where(ins)}: race=True follows at most {MAX_RACE_BARRIERS} mbarrier "
+                                        f"inits per block (by {L.who(t)})")
+                table[key] = Barrier(n, d)
                 _flat = int(L.slot_of[t]) * L.shared_stride + a
                 L.hbytes[_flat:_flat + 8] |= 1                    # a live barrier's bytes
                 continue
@@ -242,8 +251,9 @@ def _wait(L, ins, a_op, wait_arg, out, parity: bool):
             warp = int(L.local_index[t]) // 32
             if done[i]:
                 b.waiters.discard(warp)
-                if L.race:               # the latest completed phase (any successful wait observes it)
-                    _observed(L, (_block(L, t), a), b.phase - 1)
+                if L.async_obs is not None:         # t has seen every phase before the current complete
+                    row = (int(L.slot_of[t]) * L.max_mbar + b.d) * L.tpb + int(L.local_index[t])
+                    L.async_obs[row] = b.phase - 1
             else:
                 b.waiters.add(warp)
         out(th, done)
@@ -252,29 +262,15 @@ def _wait(L, ins, a_op, wait_arg, out, parity: bool):
     return run
 
 
-def copy_landed(L, t: int, addr: int, flat: np.ndarray) -> None:
+def copy_landed(L, ins, t: int, addr: int, flat: np.ndarray) -> None:
     """Under race: the shared bytes ``flat`` (flat indices) were written by an async-proxy copy that
-    completes on the barrier at ``addr`` of thread ``t``'s block in its current phase; generic accesses
-    to them are races (refsim.ptx.checks.hopper_access) until a wait observes that phase."""
-    if not L.race:
+    completes on the barrier at ``addr`` of thread ``t``'s block in its current phase; a generic access
+    to them by a thread that has not observed that phase complete is a race (checks.hopper_access)."""
+    if L.async_bid is None:
         return
-    key = (_block(L, t), addr)
-    b = _table(L).get(key)
-    L.hbytes[flat] |= 2
-    L.ext.setdefault("async_unobserved", []).append((key, b.phase if b else 0, flat))
-
-
-def _observed(L, key, phase: int) -> None:
-    pend = L.ext.get("async_unobserved")
-    if not pend:
-        return
-    keep = []
-    for rec in pend:
-        if rec[0] == key and rec[1] <= phase:
-            L.hbytes[rec[2]] &= np.uint8(0xFD)
-        else:
-            keep.append(rec)
-    L.ext["async_unobserved"] = keep
+    b = _live(L, ins, t, addr)
+    L.async_bid[flat] = b.d
+    L.async_phase[flat] = b.phase
 
 
 def deadlock_why(L, why: str) -> str:

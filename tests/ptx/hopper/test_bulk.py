@@ -148,7 +148,7 @@ def test_generic_read_before_the_phase_is_observed(race):
     if race:
         assert isinstance(err, ptx.PtxRaceError)
         assert ("generic-proxy access to .shared 0x4 by block (0, 0, 0) thread (0, 0, 0): an async-proxy copy "
-                "(cp.async.bulk) wrote it and no thread has observed the mbarrier phase") in str(err)
+                "(cp.async.bulk) wrote it and this thread has not observed the mbarrier phase") in str(err)
     else:
         assert arrays[1][0] == 6          # the copy landed at issue (one admissible order)
 
@@ -237,3 +237,34 @@ def test_tma_ranks_and_map_in_global_memory(rank, dims, box, coords, map_in_glob
         if all(0 <= c[i] < dims[rank - 1 - i] for i in range(rank)):
             want[idx] = t[tuple(c)]
     assert np.array_equal(arrays[2], want.reshape(-1))
+
+
+def test_observation_is_per_thread():
+    # thread 0 copies and waits; thread 1 only meets it at bar.sync and reads: thread 1 never observed
+    # the phase (a GPU gives it no guarantee of seeing the copy's bytes)
+    text = _HEAD + """ .reg .b32 %q<4>;
+ mov.u32 %q1, %tid.x;
+ setp.eq.u32 %p1, %q1, 0;
+ @%p1 mbarrier.init.shared::cta.b64 [bar], 1;
+ bar.sync 0;
+ @!%p1 bra READ;
+ mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 16;
+ cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf], [%rd1], 16, [bar];
+WAIT:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [bar], 0;
+ @!%p2 bra WAIT;
+READ:
+ bar.sync 0;
+ ld.shared.u32 %q2, [buf];
+ st.global.u32 [%rd2], %q2;
+ ret;
+}
+"""
+    src = np.arange(64, dtype=np.int32) + 5
+    _, _, err = run_both(ptx.Module(text), "k", 1, 2, [src, np.zeros(64, np.int32)], arch="sm_90a", race=True,
+                         expect_error=True)
+    assert isinstance(err, ptx.PtxRaceError) and "by block (0, 0, 0) thread (1, 0, 0): an async-proxy copy" in str(err)
+    fixed = text.replace(" ld.shared.u32 %q2, [buf];", " mbarrier.try_wait.parity.shared::cta.b64 %p2, [bar], 0;\n"
+                         " ld.shared.u32 %q2, [buf];")
+    _, arrays, _ = run_both(ptx.Module(fixed), "k", 1, 2, [src, np.zeros(64, np.int32)], arch="sm_90a", race=True)
+    assert arrays[1][0] == 5
