@@ -11,6 +11,8 @@
                                 prefetch prefetchu applypriority discard
                    barriers.py  bar barrier membar fence
                    memory_ops   ld ldu st atom red cp ldmatrix (address side; layout from semantics)
+                   hopper       mbarrier elect griddepcontrol, cp.async.bulk* (refsim.ptx.hopper: Python
+                                definitions the compiled executor runs through a LaunchView)
     semantics      every opcode of refsim.ptx.semantics.table (alu: elementwise over threads;
                    warp: over (W, 32) lanes with the active mask: shfl, vote, redux, mma)
 
@@ -27,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from refsim.ptx import barriers, checks, control, memory_ops, semantics
+from refsim.ptx import barriers, checks, control, hopper, memory_ops, semantics
 from refsim.ptx.errors import PtxUnsupportedError
 from refsim.ptx.operands import flatten, reader, split_operands, writer
 from refsim.ptx.parse import Instruction, Kernel
@@ -131,14 +133,17 @@ _ENGINE = {
     "bar": Entry(barriers.bar, advances=False),
     "barrier": Entry(barriers.bar, advances=False),
     "membar": Entry(barriers.membar),
-    "fence": Entry(barriers.membar),
+    "fence": Entry(lambda L, ins, idx: (hopper.bulk.fence_proxy_async if hopper.is_proxy_async_fence(ins)
+                                        else barriers.membar)(L, ins, idx)),
     # memory (memory_ops.py)
     "ld": Entry(memory_ops.ld),
     "ldu": Entry(memory_ops.ld),
     "st": Entry(memory_ops.st),
     "atom": Entry(memory_ops.atom),
     "red": Entry(memory_ops.red),
-    "cp": Entry(memory_ops.cp),
+    "cp": Entry(lambda L, ins, idx: (hopper.bulk.build if "bulk" in ins.mods else memory_ops.cp)(L, ins, idx)),
+    # sm_90 instructions defined in refsim.ptx.hopper (the compiled executor calls back into them)
+    **{op: Entry(fn) for op, fn in hopper.OPCODES.items()},
     "ldmatrix": Entry(memory_ops.ldmatrix, handler=True),
 }
 

@@ -314,8 +314,14 @@ class _KernelParser:
 
     def address(self, inner: str, line: int, col: int, text: str):
         s = inner.replace(" ", "").replace("\t", "")
-        if "," in s:     # texture/surface coordinates: only tex/suld/sust use them, refused at lookup
-            return ("raw", inner)
+        if "," in s:
+            base, rest = s.split(",", 1)
+            if rest.startswith("{") and rest.endswith("}"):     # a tensor map and its coordinates
+                try:
+                    return ("taddr", self.address(base, line, col, text), self.operand(rest, line, col, text))
+                except PtxParseError:
+                    pass
+            return ("raw", inner)     # texture/surface coordinates: only tex/suld/sust, refused at lookup
         m = ADDRESS.fullmatch(s)
         if not m or (m.group(1) is None and m.group(3) is None):
             raise error(line, col, text, f"cannot parse address [{inner}]")

@@ -18,7 +18,8 @@ equals          the NumPy interpreter (refsim/ptx/engine.py), which stays the re
 refusals        an instruction the translator does not compile refuses its kernel (the interpreter
                 runs it; one RuntimeWarning per kernel says which line and why). ALU and warp-wide
                 forms without a C body run their semantics handler in Python for that step instead
-                (the interpreter's glue: same bits).
+                (the interpreter's glue: same bits), and refsim.ptx.hopper's instructions run their one
+                Python definition over a LaunchView of the compiled state (refsim.ptx.compiled.view).
 build           refsim.native.build: cached by source text, compiler and flags under
                 ``$REFSIM_CACHE/native``; no compiler -> one RuntimeWarning, the interpreter runs;
                 ``REFSIM_NATIVE=0`` -> the interpreter, silently.

@@ -17,7 +17,9 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
-                (``Body.callback``).
+                (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
+                (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async), built once per
+                launch over a refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ def _loop(lines: list[str], var: str = "act", count: str = "na") -> list[str]:
 def emit_body(em, ins, handler) -> Body:
     """The body of instruction ``ins`` (see the module spec); raises Refuse."""
     op = ins.opcode
+    from refsim.ptx import hopper
+
+    if hopper.python_defined(ins):        # one Python definition: run it over a LaunchView
+        em.reads.clear()
+        return Body(callback=True)
     if op == "ldmatrix":
         return _ldmatrix(em, ins)
     if handler is not None and op not in ("mov",):

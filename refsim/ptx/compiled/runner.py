@@ -21,7 +21,7 @@ from refsim.ptx.compiled.operands import immediate_bits
 from refsim.ptx.memory import read_only_error
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.errors import (
-    PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
+    PtxBarrierError, PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
     PtxUnsupportedError,
 )
 
@@ -32,7 +32,7 @@ _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 (RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
  E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
  E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
- E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP) = range(27)
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_MBAR_ACCESS, E_RACE_ASYNC) = range(29)
 _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 
@@ -93,6 +93,10 @@ class CompiledLaunch:
         self.T, self.tpb, self.nslots, self.END = T, tpb, nslots, len(kernel.instructions)
         self.max_wi = engine.DEFAULT_MAX_WARP_INSTRUCTIONS if max_warp_instructions is None else int(max_warp_instructions)
         keep = self._keep = []
+        self.arrays = {}           # the runtime's NumPy arrays a LaunchView shares (refsim.ptx.compiled.view)
+        self.gmem = gmem
+        self._view = None
+        self._steps = {}
 
         def arr(a):
             keep.append(a)
@@ -123,7 +127,8 @@ class CompiledLaunch:
         S.n_exited = arr(np.zeros(nslots, np.int64))
         self.ctaid = np.zeros(nslots * 3, np.uint32)
         S.ctaid, S.slot_dirty = arr(self.ctaid), arr(np.zeros(nslots, np.uint8))
-        S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(np.zeros(NW, np.uint8))
+        self.arrays["yielding"] = np.zeros(NW, np.uint8)
+        S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(self.arrays["yielding"])
         # registers: one array per declaration, the interpreter's dtypes
         self.regs = [np.zeros(T, _UINT[r.bits]) for r in kernel.registers]
         nregs = len(self.regs)
@@ -148,10 +153,12 @@ class CompiledLaunch:
         shared_size = dyn_offset + shared_bytes if (shared_bytes or kernel.extern_shared) else kernel.shared_bytes
         stride = max(16, (shared_size + 15) // 16 * 16)
         self.shared_size = shared_size
-        S.shared = arr(np.zeros(nslots * stride, np.uint8))
+        self.arrays["shared"] = np.zeros(nslots * stride, np.uint8)
+        S.shared = arr(self.arrays["shared"])
         S.shared_stride, S.shared_size, S.dyn_offset, S.dyn_bytes = stride, shared_size, dyn_offset, shared_bytes
         local_stride = max(16, (kernel.local_bytes + 15) // 16 * 16)
-        S.local = arr(np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8))
+        self.arrays["local"] = np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8)
+        S.local = arr(self.arrays["local"])
         S.local_stride, S.local_bytes = local_stride, kernel.local_bytes
         self.param = np.frombuffer(bytearray(param) + bytes(16), np.uint8)
         S.param, S.param_size = arr(self.param), len(param)
@@ -168,12 +175,27 @@ class CompiledLaunch:
         self.sym = np.array([symbols[name] for name in translation.symbols] or [0], np.uint64)
         S.sym = arr(self.sym)
         if poison:
-            S.shared_init = arr(np.zeros(nslots * stride, np.bool_))
+            self.arrays["shared_init"] = np.zeros(nslots * stride, np.bool_)
+            S.shared_init = arr(self.arrays["shared_init"])
         if race:
-            S.race_w = arr(np.full(nslots * stride, -1, np.int64))
-            S.race_r = arr(np.full(nslots * stride, -1, np.int64))
-            S.pending = arr(np.zeros(nslots * stride, np.int32))
+            a = self.arrays
+            a["race_w"], a["race_r"] = np.full(nslots * stride, -1, np.int64), np.full(nslots * stride, -1, np.int64)
+            a["pending"] = np.zeros(nslots * stride, np.int32)
+            S.race_w, S.race_r, S.pending = arr(a["race_w"]), arr(a["race_r"]), arr(a["pending"])
             S.stamp = arr(np.zeros(nslots * stride, np.int64))
+        from refsim.ptx import hopper
+
+        if hopper.tracks_shared_bytes(kernel):                # refsim.ptx.hopper's per-byte state
+            self.arrays["hbytes"] = np.zeros(nslots * stride, np.uint8)
+            S.hbytes = arr(self.arrays["hbytes"])
+            S.max_mbar = hopper.mbarrier.MAX_RACE_BARRIERS
+            if race:
+                a = self.arrays
+                a["gen_w"] = np.full(nslots * stride, -1, np.int64)
+                a["async_bid"], a["async_phase"] = np.full(nslots * stride, -1, np.int32), np.zeros(nslots * stride, np.int32)
+                a["async_obs"] = np.full(nslots * S.max_mbar * tpb, -1, np.int32)
+                S.gen_w, S.async_bid, S.async_phase = arr(a["gen_w"]), arr(a["async_bid"]), arr(a["async_phase"])
+                S.async_obs = arr(a["async_obs"])
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
         order = np.array(atomic_order or [0], np.int32)
         S.aorder, S.naorder = arr(order), len(atomic_order or ())
@@ -263,7 +285,10 @@ class CompiledLaunch:
     def _callback(self, p: int, th: np.ndarray) -> None:
         """The interpreter's guard and handler glue (refsim.ptx.dispatch) for instruction p on the
         step's threads: an ALU handler on the active threads, or a warp-wide one on their warps."""
-        ins, h = self.k.instructions[p], self.handlers[p]
+        ins, h = self.k.instructions[p], self.handlers.get(p)
+        if h is None:                   # an engine-level Python definition (refsim.ptx.dispatch)
+            self._engine_step(p, ins)(th)
+            return
         act = th
         if ins.guard is not None:
             slot, neg = ins.guard[1], ins.guard[2]
@@ -274,6 +299,24 @@ class CompiledLaunch:
         if act.size:
             (self._warp_step if h.kind == "warp" else self._alu_step)(ins, h, act)
         self.pc[th] += 1
+
+    def view(self):
+        """The :class:`refsim.ptx.compiled.view.LaunchView` of this launch (made at first use)."""
+        if self._view is None:
+            from refsim.ptx.compiled.view import LaunchView
+
+            self._view = LaunchView(self)
+        return self._view
+
+    def _engine_step(self, p: int, ins):
+        """The step function of instruction p as the interpreter builds it (refsim.ptx.dispatch.build:
+        the one definition, its guard and pc update), built over this launch's view."""
+        step = self._steps.get(p)
+        if step is None:
+            from refsim.ptx import dispatch
+
+            step = self._steps[p] = dispatch.build(self.view(), p, ins)
+        return step
 
     def _alu_step(self, ins, h, act: np.ndarray) -> None:
         dsts, srcs = split_operands(ins, h)
@@ -433,6 +476,12 @@ class CompiledLaunch:
             E_BARRIER_ID: (PtxUnsupportedError, f"barrier id must be 0..15; got {aux}"),
             E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
         }
+        if code in (E_MBAR_ACCESS, E_RACE_ASYNC):
+            from refsim.ptx import checks
+
+            cls, message = ((PtxBarrierError, checks.mbarrier_access_message) if code == E_MBAR_ACCESS
+                            else (PtxRaceError, checks.async_race_message))
+            return cls(message(where, a, self._who(t)))
         if code == E_READONLY:
             return read_only_error(where, self.buffer_names[aux])
         if code == E_NOMEM:
@@ -441,6 +490,10 @@ class CompiledLaunch:
         return cls(f"{where}: {text() if callable(text) else text}")
 
     def _deadlock(self, why: str) -> PtxDeadlockError:
+        if self._view is not None:
+            from refsim.ptx.scheduler import explain
+
+            why = explain(self._view, why)
         lines = []
         gx, gy = self.grid[0], self.grid[1]
         for s in range(self.nslots):

@@ -1,0 +1,65 @@
+"""refsim.ptx.hopper: which instructions the package defines, and that both executors route them there."""
+
+import pytest
+
+from refsim import ptx
+from refsim.ptx import dispatch, hopper
+from refsim.ptx.compiled import translation
+from refsim.ptx.parse import Instruction
+
+_TEXT = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p) {
+ .reg .b32 %r<4>; .reg .b64 %rd<4>; .reg .pred %p<2>;
+ .shared .align 8 .b8 bar[8];
+ mbarrier.init.shared::cta.b64 [bar], 1;
+ fence.proxy.async.shared::cta;
+ fence.acq_rel.gpu;
+ cp.async.commit_group;
+ cp.async.bulk.commit_group;
+ elect.sync %r1|%p1, 0xffffffff;
+ ret;
+}
+"""
+
+
+def _ins(opcode, *mods):
+    return Instruction(opcode, tuple(mods), (), (), None, 1, 1, "")
+
+
+@pytest.mark.parametrize("ins, defined", [
+    (_ins("mbarrier", "init", "shared::cta"), True),
+    (_ins("elect", "sync"), True),
+    (_ins("griddepcontrol", "wait"), True),
+    (_ins("tensormap", "replace", "tile", "rank", "global", "b1024"), True),
+    (_ins("cp", "async", "bulk", "commit_group"), True),
+    (_ins("cp", "async", "commit_group"), False),
+    (_ins("fence", "proxy", "async", "shared::cta"), True),
+    (_ins("fence", "proxy", "tensormap::generic", "release", "gpu"), False),
+    (_ins("fence", "acq_rel", "gpu"), False),
+    (_ins("add"), False),
+])
+def test_python_defined(ins, defined):
+    assert hopper.python_defined(ins) is defined
+
+
+def test_every_opcode_is_in_the_dispatch_table():
+    assert set(hopper.OPCODES) <= set(dispatch.OPCODES)
+
+
+def test_compiled_executor_calls_back_for_exactly_the_hopper_instructions():
+    m = ptx.Module(_TEXT)
+    tr = translation(m, "k")
+    assert tr.reason is None
+    k = m._kernel("k")
+    assert sorted(tr.callbacks) == [i for i, ins in enumerate(k.instructions) if hopper.python_defined(ins)]
+    assert sorted(tr.callbacks) == [0, 1, 4, 5]
+
+
+def test_tracks_shared_bytes():
+    m = ptx.Module(_TEXT)
+    assert hopper.tracks_shared_bytes(m._kernel("k"))
+    plain = ptx.Module(_TEXT.replace(" mbarrier.init.shared::cta.b64 [bar], 1;\n", "")
+                       .replace(" cp.async.bulk.commit_group;\n", ""))
+    assert not hopper.tracks_shared_bytes(plain._kernel("k"))
