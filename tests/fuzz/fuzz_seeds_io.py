@@ -267,7 +267,6 @@ def seeds(fs) -> dict:
         "refsim.io.gptq.gptq_config": lambda: call(4, 128, True, False, "gptq"),
         "refsim.io.inspect.format_table": lambda: call(_summary()),
         "refsim.io.quantize.awq_intweight": lambda: call(*_awq_fq()),
-        "refsim.io.quantize.emitted_ignore": lambda: call([L0, "model.embed_tokens", "lm_head"], {L0}, "decoder"),
         "refsim.io.quantize.relative_output_error": lambda: call(fs.normal((6, 16)), fs.normal((16, 4), seed=1),
                                                                  fs.normal((16, 4), seed=2)),
         "refsim.io.uniform.codes_of": lambda: call(awq_layer()),
