@@ -13,7 +13,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ARCH = "sm_80"
-ARCH_OF = {"mma_types.cu": "sm_89"}      # fp8 mma needs .target sm_89
+ARCH_OF = {"mma_types.cu": "sm_89",      # fp8 mma needs .target sm_89
+           "block_scaled_mma.cu": "sm_120a"}     # mma .kind:: needs .target sm_120a (nvcc 13.0)
 OPTIONS = ("-O3",)
 
 
