@@ -51,7 +51,7 @@ def arch_facts(arch: str) -> ArchFacts:
     as ``"sm_90a"``, which has its architecture's facts); anything else -> :class:`PtxLaunchError`."""
     base = base_arch(arch)
     if base is None:
-        raise PtxLaunchError(f"arch: must be one of {sorted(ARCHS) + sorted(ARCH_SPECIFIC)}; got {arch!r}")
+        raise PtxLaunchError(f"arch: must be one of {list(ARCHS) + list(ARCH_SPECIFIC)}; got {arch!r}")
     return ARCHS[base]
 
 
@@ -61,7 +61,7 @@ def handler_arch(arch: str) -> str:
     instructions exist there only (``mma ... kind::mxf8f6f4``); any other known name as its
     :data:`ARCHS` row; ``"sm_80"`` for a name refsim does not know (a module's older ``.target``)."""
     if isinstance(arch, str) and arch in ARCH_SPECIFIC:
-        return arch
+        return str(arch)
     return base_arch(arch) or "sm_80"
 
 
