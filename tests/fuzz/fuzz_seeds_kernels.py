@@ -165,6 +165,7 @@ def seeds(fs) -> dict:
         "refsim.ptx.module.Module.contractible": lambda: call(axpy_module(), "axpy"),
         "refsim.ptx.arch.arch_facts": lambda: call("sm_90"),
         "refsim.ptx.arch.sm_number": lambda: call("sm_86"),
+        "refsim.ptx.arch.handler_arch": lambda: call("sm_120a"),
         "refsim.archs.parse_sm": lambda: call("sm_90a"),
         "refsim.archs.base_arch": lambda: call("sm_90a"),
         "refsim.cuda.gpu.device_facts": lambda: call("sm_90", 232448),

@@ -31,7 +31,7 @@ import sys
 import warnings
 import weakref
 
-from refsim.ptx.arch import base_arch
+from refsim.ptx.arch import handler_arch
 from refsim.ptx.compiled.translate import Translation, translate
 
 __all__ = ["EXECUTORS", "launch", "translation", "unavailable"]
@@ -61,7 +61,7 @@ def translation(module, kernel: str) -> Translation:
     per = _TRANSLATIONS.setdefault(module, {})
     if kernel not in per:
         k = module._kernel(kernel)
-        handlers = module._lookup(kernel, base_arch(module.target) or "sm_80")
+        handlers = module._lookup(kernel, handler_arch(module.target))
         per[kernel] = translate(k, handlers, module._parsed.globals)
     return per[kernel]
 

@@ -446,6 +446,8 @@ def _ldmatrix(em, ins) -> Body:
 def _mma(em, ins, h) -> Body:
     from refsim.ptx.semantics import warp as sw
 
+    if any(m.startswith("kind::") for m in ins.mods):      # sm_120a's kinds: the handler runs the step
+        return _handler_step(em, ins, h)
     groups = [flatten([o]) for o in ins.operands]
     if len(groups) != 4:
         raise Refuse("mma operands")

@@ -14,6 +14,7 @@ from collections import OrderedDict
 import numpy as np
 
 from refsim.ptx import engine, loops
+from refsim.ptx.arch import base_arch
 from refsim.ptx.operands import convert, flatten
 from refsim.ptx.compiled import state as st
 from refsim.ptx.compiled.instructions import split_operands
@@ -205,7 +206,7 @@ class CompiledLaunch:
         S.max_wi, S.deadlock_rounds = min(self.max_wi, 2**63 - 1), engine.DEADLOCK_ROUNDS
         from refsim.arith import tensor_core
 
-        if arch in tensor_core.MODELS:
+        if base_arch(arch) in tensor_core.MODELS:               # sm_90a: sm_90's model
             m = tensor_core.model(arch)
             S.tc_L, S.tc_F, S.tc_ez32, S.tc_ez16 = m.block, m.frac_bits, m.e_zero_f32, m.e_zero_f16
         pcg = np.random.default_rng(seed).bit_generator.state
