@@ -7,6 +7,7 @@
     atom          Atom W4A4 group GEMM (s4/s8 mma, FFMA epilogue)
     gptq_awq      W4A16 GEMV of GPTQ (v1 and v2 zero points, act-order) and AWQ checkpoints
     mma           single mma.sync instructions (f16 with f32/f16 accumulator, s4)
+    hopper_w4a16  refsim's sm_90a W4A16 GEMM (TMA, mbarrier ring, wgmma on weights converted in registers)
 
 :data:`FORMATS` maps each name (``check_kernel(kernel, fmt)``, ``refsim check --fmt``) to its
 :class:`~refsim.testing.cases.base.Format`. docs/harness.md lists every rule and regime and how to
@@ -21,6 +22,7 @@ from refsim.testing.cases.anyprec import AnyprecCases
 from refsim.testing.cases.atom import AtomCases
 from refsim.testing.cases.base import DATA_KINDS, Format, Linear, Probe, values
 from refsim.testing.cases.gptq_awq import AWQCases, GPTQCases
+from refsim.testing.cases.hopper_w4a16 import HopperW4A16Cases
 from refsim.testing.cases.marlin import MarlinCases
 from refsim.testing.cases.mixed_2_4_16 import Mixed2416Cases
 from refsim.testing.cases.mma import MmaF16Cases, MmaS4Cases
@@ -29,6 +31,6 @@ __all__ = ["Format", "Probe", "Linear", "FORMATS", "DATA_KINDS", "values"]
 
 #: name -> format, sorted by name
 FORMATS: dict[str, Format] = {f.name: f for f in sorted(
-    (AnyprecCases(), AtomCases(), AWQCases(), GPTQCases("gptq"), GPTQCases("gptq_v2"), MarlinCases(),
+    (AnyprecCases(), AtomCases(), AWQCases(), GPTQCases("gptq"), GPTQCases("gptq_v2"), HopperW4A16Cases(), MarlinCases(),
      Mixed2416Cases(), MmaF16Cases(np.float32), MmaF16Cases(np.float16), MmaS4Cases()),
     key=lambda f: f.name)}
