@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_choice
+from refsim._validate import require_choice, require_int
 from refsim.cuda import build, launch
 from refsim.cuda.launch import Launch
 from refsim.emulator import hopper_w4a16 as ek
 from refsim.errors import FormatRuleError
-from refsim.formats import tensor_map
+from refsim.formats import hopper_w4a16 as layout, tensor_map
 
 __all__ = ["SOURCE", "ENTRY_POINTS", "PTX_ARCHS", "KERNEL", "BLOCK", "STATIC_SHARED_BYTES", "tensor_maps", "plan",
            "hopper_w4a16_gemm"]
@@ -39,7 +39,10 @@ STATIC_SHARED_BYTES = 41984      # 4 stages x (8,192 X + 2,048 Wp) + 8 mbarriers
 def tensor_maps(x_address: int, wp_address: int, m: int, k: int, n: int) -> tuple[bytes, bytes]:
     """The two 128-byte tensor map images the kernel takes (spec block "tensor maps"): X float16
     dims (K, M), row stride 2K bytes, box (64, 64), swizzle 128B; Wp uint32 dims (128, N/64 * K/16),
-    row stride 512 bytes, box (128, 4). Addresses: the buffers' global addresses (16-byte aligned)."""
+    row stride 512 bytes, box (128, 4). Addresses: the buffers' global addresses (16-byte aligned);
+    m >= 1, k % 128, n % 64 (FormatRuleError / ShapeError)."""
+    m = require_int("m", m, minimum=1)
+    k, n = layout.check_kn(k, n)
     x_map = tensor_map.encode_tiled("float16", x_address, (k, m), (2 * k,), (ek.TILE_K, ek.TILE_M), (1, 1),
                                     swizzle="128B")
     w_map = tensor_map.encode_tiled("uint32", wp_address, (128, n // 64 * (k // 16)), (512,),

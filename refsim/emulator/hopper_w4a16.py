@@ -48,20 +48,25 @@ TILE_K = 64                # k per pipeline stage (4 wgmma steps)
 KIND = "f32.f16.f16"       # the wgmma kind: f16 A and B, f32 accumulator
 
 
+def _check_scales(scales, k) -> tuple[np.ndarray, int]:
+    """(scales, N): float16 (K / 128, N) with K % 128 and N % 64 (layout.check_kn)."""
+    scales = require_ndim("scales", require_dtype("scales", scales, np.float16), 2)
+    k, n = layout.check_kn(k, scales.shape[1])
+    if scales.shape[0] != k // layout.GROUP:
+        raise ShapeError(f"scales: must have K / 128 = {k // layout.GROUP} rows (one per group of 128); "
+                         f"got shape {scales.shape}")
+    return scales, n
+
+
 def check_inputs(x, wp, scales) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
     """``(x, wp as uint32, scales, M, K, N)`` after the kernel's rules: x float16 (M, K), M >= 1;
     scales float16 (K / 128, N); wp int32/uint32 (N/64 * K/16, 128); K % 128, N % 64 (ShapeError,
     DtypeError)."""
     x = require_ndim("x", require_dtype("x", x, np.float16), 2)
-    scales = require_ndim("scales", require_dtype("scales", scales, np.float16), 2)
     m, k = x.shape
     if m < 1:
         raise ShapeError(f"x: needs at least one row (M >= 1); got shape {x.shape}")
-    n = scales.shape[1]
-    layout.check_kn(k, n)
-    if scales.shape[0] != k // layout.GROUP:
-        raise ShapeError(f"scales: must have K / 128 = {k // layout.GROUP} rows (one per group of 128); "
-                         f"got shape {scales.shape}")
+    scales, n = _check_scales(scales, k)
     wp = require_words("wp", wp, (n // layout.TILE_N * (k // layout.K_STEP), 128)).view(np.uint32)
     require_bounded("M x N x K", m * n * k, MAX_ELEMENTS, what="multiply-adds")
     return x, wp, scales, m, k, n
@@ -70,7 +75,7 @@ def check_inputs(x, wp, scales) -> tuple[np.ndarray, np.ndarray, np.ndarray, int
 def weights(wp: np.ndarray, scales: np.ndarray, k: int) -> np.ndarray:
     """The scaled weights float16 (K, N) the tensor core sees: ``fp16(q - 8) * s[k // 128]`` (RNE).
     wp uint32 (N/64 * K/16, 128), scales float16 (K / 128, N)."""
-    n = scales.shape[1]
+    scales, n = _check_scales(scales, k)
     q = layout.unpack(wp, k, n)
     diff = (q.astype(np.int16) - 8).astype(np.float16)                     # exact
     return fp.f16_mul(diff, np.repeat(scales, layout.GROUP, axis=0))

@@ -36,7 +36,8 @@ import functools
 
 import numpy as np
 
-from refsim._validate import require_bounded, require_codes, require_divisible, require_ndim, require_words
+from refsim._validate import (require_bounded, require_codes, require_divisible, require_int, require_ndim,
+                              require_words)
 from refsim.arith import fragments
 from refsim.formats.dequant_tricks import INT4_INTERLEAVE
 
@@ -48,7 +49,9 @@ GROUP = 128     # rows of K per scale
 
 
 def check_kn(k: int, n: int) -> tuple[int, int]:
-    """K and N of the layout: K a positive multiple of 128, N a positive multiple of 64 (ShapeError)."""
+    """K and N of the layout (ints): K a positive multiple of 128, N a positive multiple of 64
+    (ShapeError; a non-integer: FormatRuleError)."""
+    k, n = require_int("K", k), require_int("N", n)
     require_divisible("K", k, GROUP, "must be a positive multiple of 128 (scale groups of 128, k-tiles of 64)")
     require_divisible("N", n, TILE_N, "must be a positive multiple of 64 (the wgmma M of one tile)")
     return k, n
