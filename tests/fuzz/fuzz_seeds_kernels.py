@@ -266,7 +266,6 @@ UNSEEDED = {
                                     "arguments (tests/cuda/test_gpu.py covers its aliasing rules)",
     "refsim.cuda.gpu.DeviceBase": "a record device_bases builds for the GPU backend",
     "refsim.cuda.gpu.device_info": "runs a GPU (cuda.core)",
-    "refsim.formats.hopper_w4a16.word_coords": "no parameters",
     "refsim.cuda.hopper_w4a16.hopper_w4a16_gemm": "launches an sm_90a kernel that refsim.ptx refuses until it executes "
                                                   "mbarrier/TMA/setmaxnreg/wgmma (PtxUnsupportedError); its arguments "
                                                   "go through plan (seeded); tests/cuda/test_hopper_w4a16.py",
