@@ -48,8 +48,12 @@
 //              K / 16 wgmma steps in increasing k (refsim.arith.wgmma kind f32.f16.f16: one fused
 //              block of 16 products and the accumulator per step); C[m, n] = cvt.rn.f16.f32(D).
 //              The int4 -> fp16 conversion is exact; the only other rounding is the weight scale.
-// build        nvcc -gencode=arch=compute_90a,code=sm_90a -ptx hopper_w4a16.cu
-//              (python -m refsim.cuda.regenerate; committed as ptx/hopper_w4a16.sm_90a.ptx)
+// registers    __maxnreg__(128) fixes the launch's count (.maxnreg 128), which setmaxnreg needs:
+//              the producer gives back 128 - 40 = 88 per thread and the consumer takes 216 - 128 = 88,
+//              so the warpgroups' new budgets (40 + 216 = 2 x 128) fit the registers the block holds.
+// build        nvcc -gencode=arch=compute_90a,code=sm_90a -ptx hopper_w4a16.cu (nvcc 13.0.88;
+//              python -m refsim.cuda.regenerate runs nvcc -arch=sm_90a -ptx, which writes the same
+//              text; committed as ptx/hopper_w4a16.sm_90a.ptx)
 //
 // One k-tile through one ring slot:
 //
