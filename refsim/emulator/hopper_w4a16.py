@@ -109,7 +109,9 @@ def hopper_w4a16_gemm_reference(x: np.ndarray, wp: np.ndarray, scales: np.ndarra
     """Plain twin of :func:`hopper_w4a16_gemm`, written as the kernel runs: per block and k16 step,
     each consumer thread's word converted by the FasterTransformer trick and scaled by its rows'
     scales (``hmul2``), placed by the A fragment layout; one :func:`refsim.arith.wgmma.wgmma` per step;
-    the epilogue per accumulator register. Same arguments and result."""
+    the epilogue per token. Each output depends only on its own column of D, so a partial token tile
+    is computed over its tokens rounded up to 8 (the wgmma N granule), as the fast path does. Same
+    arguments and result."""
     x, wp, scales, m, k, n = check_inputs(x, wp, scales)
     coords = layout.word_coords()                          # (128, 8, 2): (row, k) of element e of word l
     t = np.arange(128)
@@ -117,7 +119,8 @@ def hopper_w4a16_gemm_reference(x: np.ndarray, wp: np.ndarray, scales: np.ndarra
     c = np.zeros((m, n), np.float16)
     for j in range(n // TILE_N):
         for i in range(-(-m // TILE_M)):
-            d = np.zeros((TILE_N, TILE_M), np.float32)
+            cols = min(TILE_M, -(-(m - TILE_M * i) // 8) * 8)        # the tile's tokens up to the wgmma N granule
+            d = np.zeros((TILE_N, cols), np.float32)
             for s in range(k // 16):
                 srow = scales[16 * s // layout.GROUP, TILE_N * j:TILE_N * (j + 1)].view(np.uint16).astype(np.uint32)
                 s_lo, s_hi = srow[r] * 0x10001, srow[r + 8] * 0x10001        # (s, s) half2 per thread
@@ -126,7 +129,7 @@ def hopper_w4a16_gemm_reference(x: np.ndarray, wp: np.ndarray, scales: np.ndarra
                 halves = (regs[:, :, None] >> np.array([0, 16], np.uint32)) & 0xFFFF   # (128, 4, 2)
                 a_bits = np.zeros((TILE_N, 16), np.uint16)
                 a_bits[coords[..., 0], coords[..., 1]] = halves.reshape(128, 8)       # element e = 2 v + half
-                b = np.zeros((16, TILE_M), np.float16)
+                b = np.zeros((16, cols), np.float16)
                 rows = x[TILE_M * i:TILE_M * (i + 1), 16 * s:16 * s + 16]
                 b[:, :rows.shape[0]] = rows.T
                 d = wg.wgmma(KIND, a_bits, b, d)
