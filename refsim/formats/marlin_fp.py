@@ -31,8 +31,9 @@ Spec block
   power-of-two factor).
 - **Numerics in the kernel**: fp8: the tensor-core operand is the exact ``e4m3 * 2^-8``; the fp32
   result is multiplied by ``float(s16[n])`` (one fp32 rounding) before the fp16 conversion. nvfp4:
-  the operand is ``fp16(e2m1 * 2^-14 * S)`` (one ``__hmul2``, RN, with ``S`` = the decoded scale),
-  the fp32 result is multiplied by the fp32 tensor scale, then converted to fp16.
+  the operand is ``fp16(e2m1 * 2^-14 * S)`` (one ``__hmul2``, with ``S`` = the decoded scale; exact
+  for every prepared scale: ``S >= 2`` keeps the product a normal fp16 of at most 6 significant bits,
+  which is why vLLM zeroes the smaller scales), the fp32 result is multiplied by the fp32 tensor scale, then converted to fp16.
 - **Shape rules**: K % 16 and N % 64 (the repack's tiles); the kernel itself needs K % 128 and
   N % 128 (its 128x128 tile, :mod:`refsim.emulator.vllm_marlin_fp_kernel`).
 - **Source**: vLLM 0.33.0 (PyPI sdist): ``csrc/quantization/marlin/dequant.h`` (``dequant`` for
@@ -164,7 +165,8 @@ def s0e5m3_encode(scales: np.ndarray) -> np.ndarray:
     if (s < 0).any():
         raise FormatRuleError(f"scales: the S0E5M3 byte has no sign, every nvfp4 scale must be >= 0; "
                               f"got {float(s[s < 0].flat[0])}")
-    h = (s.astype(np.float32) * np.float32(2 ** S0E5M3_SHIFT)).astype(np.float16)   # exact or overflow
+    with np.errstate(over="ignore"):
+        h = (s.astype(np.float32) * np.float32(2 ** S0E5M3_SHIFT)).astype(np.float16)   # exact or overflow
     if not np.isfinite(h).all():
         raise NonFiniteError("scales: s * 2^7 overflows float16 (s > 511.75)")
     h[h < 2] = 0
@@ -297,7 +299,8 @@ def prepare_fp8(q: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarr
     q = require_ndim("q", _u8("q", q), 2)
     k, n = q.shape
     scales = require_finite("scales", require_shape("scales", require_dtype("scales", scales, np.float16), (1, n)))
-    s16 = (scales.astype(np.float32) * np.float32(2 ** FP8_BIAS_SHIFT)).astype(np.float16)
+    with np.errstate(over="ignore"):
+        s16 = (scales.astype(np.float32) * np.float32(2 ** FP8_BIAS_SHIFT)).astype(np.float16)   # exact or overflow
     if not np.isfinite(s16).all():
         raise NonFiniteError("scales: s * 2^8 overflows float16 (|s| > 255.875)")
     return pack_fp8_codes(q), marlin.permute_scales(s16)
