@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_finite, require_ndim, require_shape
+from refsim._validate import (require_choice, require_dtype, require_finite, require_instance, require_int,
+                              require_ndim, require_shape)
 from refsim.arith import fp
 from refsim.arith import mma_steps, tensor_core as tc
 from refsim.errors import FormatRuleError, ShapeError
@@ -114,8 +115,12 @@ def vllm_marlin_fp_gemm_reference(kind: str, A: np.ndarray, B: np.ndarray, s: np
     kind, A, B, s, global_scale, k, n = check_inputs(kind, A, B, s, global_scale, arch)
     L = tc.model(arch).block
     W = marlin_fp.kernel_operand(kind, B, s)
-    cols = list(range(n)) if cols is None else [int(c) for c in cols]
-    if any(not 0 <= c < n for c in cols):
+    if cols is None:
+        cols = list(range(n))
+    else:
+        require_instance("cols", cols, (list, tuple), "a list of column indices")
+        cols = [require_int(f"cols[{i}]", c, minimum=0) for i, c in enumerate(cols)]
+    if any(c >= n for c in cols):
         raise ShapeError(f"cols: column indices must lie in [0, {n}); got {cols}")
     C = np.empty((A.shape[0], len(cols)), np.float16)
     for row in range(A.shape[0]):

@@ -60,7 +60,7 @@ import numpy as np
 
 from refsim._validate import (require_choice, require_codes, require_divisible, require_dtype, require_finite,
                               require_int, require_integer_array, require_ndim, require_real, require_shape)
-from refsim.errors import FormatRuleError, NonFiniteError
+from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import marlin, minifloat
 
 __all__ = ["KINDS", "FP8_BIAS_SHIFT", "FP4_BIAS_SHIFT", "S0E5M3_SHIFT",
@@ -169,7 +169,7 @@ def s0e5m3_encode(scales: np.ndarray) -> np.ndarray:
         h = (s.astype(np.float32) * np.float32(2 ** S0E5M3_SHIFT)).astype(np.float16)   # exact or overflow
     if not np.isfinite(h).all():
         raise NonFiniteError("scales: s * 2^7 overflows float16 (s > 511.75)")
-    h[h < 2] = 0
+    h = np.where(h < 2, np.float16(0), h)
     return ((h.view(np.uint16).astype(np.uint32) << 1) >> 8 & 0xFF).astype(np.uint8)
 
 
@@ -183,6 +183,12 @@ def s0e5m3_decode(b: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # Weight layouts
 # ----------------------------------------------------------------------------------------------
+def _check_rows(name: str, b: np.ndarray) -> np.ndarray:
+    if b.shape[0] < 1:
+        raise ShapeError(f"{name}: needs at least one row of 16x64 tiles (K >= 16); got shape {b.shape}")
+    return b
+
+
 def _check_kn(k: int, n: int) -> None:
     require_divisible("K", k, 16, "must be a positive multiple of 16 (16x64 tiles)")
     require_divisible("N", n, 64, "must be a positive multiple of 64 (16x64 tiles)")
@@ -239,7 +245,7 @@ def pack_fp8_codes_reference(q: np.ndarray) -> np.ndarray:
 
 def unpack_fp8_codes(b: np.ndarray) -> np.ndarray:
     """Inverse of :func:`pack_fp8_codes`: int32 ``(K/16, 4N)`` -> uint8 ``(K, N)``."""
-    b = require_ndim("b", require_dtype("b", b, np.int32), 2)
+    b = _check_rows("b", require_ndim("b", require_dtype("b", b, np.int32), 2))
     kb, w = b.shape
     k, n = 16 * kb, w // 4
     require_divisible("B.shape[1]", w, 256, "must be 4N with N a positive multiple of 64")
@@ -262,7 +268,7 @@ def pack_fp4_codes(q: np.ndarray) -> np.ndarray:
 
 def unpack_fp4_codes(b: np.ndarray) -> np.ndarray:
     """Inverse of :func:`pack_fp4_codes`: int32 ``(K/16, 2N)`` -> uint8 ``(K, N)``."""
-    b = require_ndim("b", require_dtype("b", b, np.int32), 2)
+    b = _check_rows("b", require_ndim("b", require_dtype("b", b, np.int32), 2))
     require_divisible("B.shape[1]", b.shape[1], 128, "must be 2N with N a positive multiple of 64")
     byte = np.ascontiguousarray(b).view(np.uint8)                       # (K/16, 8N)
     p = np.stack([byte & 0xF, byte >> 4], axis=-1).reshape(b.shape[0], -1)   # (K/16, 16N) nibbles
@@ -287,6 +293,7 @@ def permute_nvfp4_scales(s16: np.ndarray) -> np.ndarray:
 def unpermute_nvfp4_scales(s: np.ndarray) -> np.ndarray:
     """uint8 S0E5M3 ``(K/16, N)`` -> the float16 scales times 2^7 that the kernel uses, logical order."""
     s = require_ndim("s", _u8("s", s), 2)
+    require_divisible("N (columns of s)", s.shape[1], 64, "must be a positive multiple of 64")
     h = s0e5m3_decode(s)
     h = h.reshape(-1, 4)[:, _REORDER4].reshape(h.shape)
     return marlin.unpermute_scales(h)
