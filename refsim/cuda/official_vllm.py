@@ -21,7 +21,7 @@ arguments     (A, B, C, C_tmp, b_bias, a_scales, scales, global_scale, zp, prob_
 inputs        those of :func:`refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm` (same checks);
               never modified.
 
-    A (M, K) fp16, B, s[, g] from refsim.formats.marlin_fp.prepare_*
+    A (M, K) fp16, B, s[, g] from refsim.formats.marlin_fp (prepare_fp8, prepare_nvfp4)
         └─► entry Marlin<..., b_type, ..., s_type, ..., group_blocks, ...> ─► refsim.ptx ─► C (M, N) fp16
 """
 
