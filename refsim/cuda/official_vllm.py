@@ -8,13 +8,14 @@ kernels       ``official/vllm_marlin_fp.ptx.gz``: the PTX nvcc 13.0.88 (``-arch=
               ``official/README.md``): ``Marlin<kFloat16, kFE4M3fn, kFloat16, kFloat16, 256, 1, 8, 8,
               false, 4, -1, false>`` (fp8, per-channel) and ``Marlin<kFloat16, kFE2M1f, kFloat16,
               kFE4M3fn, 256, 1, 8, 8, false, 4, 1, false>`` (nvfp4).
-host loop     as ``marlin_mm`` with thread_m_blocks fixed at 1 and as many blocks as tiles: the rows
-              come in at most two launches, ``16 * (M // 16)`` rows (``parallel = M // 16`` row chunks of
-              16, the kernel's own split) then the ``M % 16`` tail (A and C row views); grid = chunks x
-              N / 128 blocks, so every column tile is one slice (the geometry of
-              :mod:`refsim.emulator.vllm_marlin_fp_kernel`); 256 threads, 96 KiB dynamic shared memory
-              (also the ``max_shared_mem`` argument), a zeroed lock workspace of one int per block,
-              ``has_bias``, ``use_atomic_add`` and ``use_fp32_reduce`` false, ``lda = K``.
+host loop     as ``marlin_mm`` with thread_m_blocks fixed at 1: the rows come in at most two launches
+              (:func:`refsim.emulator.vllm_marlin_fp_kernel.row_launches`: ``16 * (M // 16)`` rows as
+              ``parallel = M // 16`` chunks of 16, the kernel's own split, then the ``M % 16`` tail, A and C
+              as row views); ``sms`` blocks per launch (None: one per tile, so every column tile is one
+              slice), 256 threads, 96 KiB dynamic shared memory (also the ``max_shared_mem``
+              argument), zeroed locks and fp32 C_tmp (one entry, and one 16 x 128 tile, per block and
+              per tile), ``has_bias`` and ``use_atomic_add`` false, ``use_fp32_reduce`` as given,
+              ``lda = K``.
 arguments     (A, B, C, C_tmp, b_bias, a_scales, scales, global_scale, zp, prob_m, prob_n, prob_k, lda,
               locks, has_bias, use_atomic_add, use_fp32_reduce, max_shared_mem); the unused pointers get
               small zeroed buffers.
@@ -32,6 +33,7 @@ import gzip
 
 import numpy as np
 
+from refsim._validate import MAX_ELEMENTS, require_bounded
 from refsim.cuda import launch
 from refsim.cuda.official import DATA_DIR
 from refsim.ptx.replay import scalar_argument
@@ -59,14 +61,16 @@ def ptx_text() -> str:
 
 
 def vllm_marlin_fp_gemm(kind: str, A: np.ndarray, B: np.ndarray, s: np.ndarray,
-                        global_scale: np.ndarray | None = None, *, arch: str = "sm_80",
-                        options: dict | None = None) -> np.ndarray:
+                        global_scale: np.ndarray | None = None, *, arch: str = "sm_80", sms: int | None = None,
+                        fp32_reduce: bool = False, options: dict | None = None) -> np.ndarray:
     """vLLM's Marlin kernel (``kind`` "fp8" or "nvfp4", compiled PTX) on new inputs through refsim.ptx:
-    float16 (M, N). Inputs as for :func:`refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm`; the
-    host loop in the module spec. options: as for :meth:`refsim.ptx.Module.launch`."""
+    float16 (M, N). Inputs, ``sms`` and ``fp32_reduce`` as for
+    :func:`refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm`; the host loop in the module spec.
+    options: as for :meth:`refsim.ptx.Module.launch`."""
     from refsim.emulator import vllm_marlin_fp_kernel as em
 
     kind, A, B, s, global_scale, k, n = em.check_inputs(kind, A, B, s, global_scale, arch)
+    sms, fp32_reduce = em._check_geometry(sms, fp32_reduce)
     m = A.shape[0]
     A, B, s = np.ascontiguousarray(A), np.ascontiguousarray(B), np.ascontiguousarray(s)
     g = np.ones(1, np.float32) if global_scale is None else np.ascontiguousarray(global_scale)
@@ -74,16 +78,15 @@ def vllm_marlin_fp_gemm(kind: str, A: np.ndarray, B: np.ndarray, s: np.ndarray,
     u32 = lambda v: scalar_argument("u32", int(v).to_bytes(4, "little"))    # noqa: E731
     u8 = lambda v: scalar_argument("u8", int(v).to_bytes(1, "little"))      # noqa: E731
     n_tiles = n // em.THREAD_N
-    chunks = [(0, 16 * (m // 16), m // 16), (16 * (m // 16), m % 16, 1)]   # (row start, rows, parallel)
     launches = []
-    for start, rows, parallel in chunks:
-        if rows == 0:
-            continue
-        blocks = parallel * n_tiles
-        unused = np.zeros(max(rows, 16) * n, np.float32)              # C_tmp, bias, a_scales, zp: never read
-        locks = np.zeros(blocks, np.int32)
-        args = (A[start:start + rows], B, C[start:start + rows], unused, unused, unused, s, g, unused,
-                u32(rows), u32(n), u32(k), u32(k), locks, u8(0), u8(0), u8(0), u32(SHARED_BYTES))
+    for start, rows, parallel in em.row_launches(m):
+        blocks = parallel * n_tiles if sms is None else sms
+        slots = require_bounded("locks", blocks + parallel * n_tiles + 1, MAX_ELEMENTS, what="lock count")
+        locks = np.zeros(slots, np.int32)                                # indexed by locks_off
+        c_tmp = np.zeros(require_bounded("C_tmp", slots * 16 * em.THREAD_N, MAX_ELEMENTS), np.float32)
+        unused = np.zeros(64, np.float32)                                # bias, a_scales, zp: never read
+        args = (A[start:start + rows], B, C[start:start + rows], c_tmp, unused, unused, s, g, unused,
+                u32(rows), u32(n), u32(k), u32(k), locks, u8(0), u8(0), u8(int(fp32_reduce)), u32(SHARED_BYTES))
         launches.append((launch.Launch(ENTRIES[kind], blocks, THREADS, SHARED_BYTES), args))
     launch.run(ptx_text(), launches, backend="ptx", arch=arch, options=options)
     return C

@@ -675,7 +675,7 @@ SEEDS = {
     "refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm": lambda: call("nvfp4", *marlin_fp_problem("nvfp4"),
                                                                               arch="sm_80"),
     "refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm_reference": lambda: call(
-        "fp8", *marlin_fp_problem(), arch="sm_80", cols=[0, 127]),
+        "fp8", *marlin_fp_problem(), arch="sm_80", cols=[5]),
     "refsim.formats.gptq_marlin.act_order_perm": lambda: call(np.repeat(np.arange(2, dtype=np.int32), 128)[::-1].copy()),
     "refsim.formats.gptq_marlin.repack_gptq": lambda: call(gptq.pack_qweight(marlin_problem()[0], 4), 256,
                                                         zeros=np.full((1, 256), 8)),
