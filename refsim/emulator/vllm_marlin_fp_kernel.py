@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import (require_bool, require_choice, require_dtype, require_finite, require_instance,
-                              require_int, require_ndim, require_shape)
+from refsim._validate import (require_bool, require_bounded, require_choice, require_dtype, require_finite,
+                              require_instance, require_int, require_ndim, require_shape)
 from refsim.arith import fp
 from refsim.arith import mma_steps, tensor_core as tc
 from refsim.errors import FormatRuleError, ShapeError
-from refsim.formats import marlin, marlin_fp
+from refsim.formats import marlin, marlin_fp, stripes
 
 __all__ = ["THREAD_K", "THREAD_N", "K_WARPS", "check_inputs", "row_launches", "slices", "vllm_marlin_fp_gemm",
            "vllm_marlin_fp_gemm_reference"]
@@ -52,6 +52,7 @@ THREAD_K = 128        # thread_k_blocks 8
 THREAD_N = 128        # thread_n_blocks 8
 K_WARPS = 4           # 256 threads / (thread_n / 64 n-warps * 32)
 _STEPS = THREAD_K // 16 // K_WARPS     # b_sh_wr_iters: consecutive k16 blocks per k-warp and tile
+MAX_TILES = 1 << 22    # bounds the partition's per-tile lists (a 2M x 64K x 64K GEMM fits)
 
 
 def check_inputs(kind, A, B, s, global_scale, arch):
@@ -104,6 +105,8 @@ def slices(parallel: int, n_tiles: int, k_tiles: int, grid: int) -> dict[tuple[i
     parallel, n_tiles, k_tiles, grid = (require_int(n, v, minimum=1) for n, v in
                                         (("parallel", parallel), ("n_tiles", n_tiles), ("k_tiles", k_tiles),
                                          ("grid", grid)))
+    require_bounded("grid", grid, stripes.MAX_SMS, what="SM count")
+    require_bounded("parallel * n_tiles * k_tiles", parallel * n_tiles * k_tiles, MAX_TILES, what="tile count")
     total = parallel * n_tiles
     part2, part1_iters = total, 0
     if total > grid:
@@ -170,7 +173,7 @@ def slices(parallel: int, n_tiles: int, k_tiles: int, grid: int) -> dict[tuple[i
 
 def _check_geometry(sms, fp32_reduce):
     if sms is not None:
-        sms = require_int("sms", sms, minimum=1)
+        sms = require_bounded("sms", require_int("sms", sms, minimum=1), stripes.MAX_SMS, what="SM count")
     return sms, require_bool("fp32_reduce", fp32_reduce)
 
 

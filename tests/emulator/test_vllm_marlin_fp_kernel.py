@@ -25,12 +25,40 @@ def _nvfp4(rng, m, k, n):
     return rng.standard_normal((m, k)).astype(np.float16), B, s, g
 
 
-@pytest.mark.parametrize("kind, make", [("fp8", _fp8), ("nvfp4", _nvfp4)])
-def test_emulator_equals_its_plain_loop_twin(kind, make):
-    A, B, s, g = make(np.random.default_rng(0), 3, 256, 128)
-    cols = [0, 37, 64, 127]
-    fast = ek.vllm_marlin_fp_gemm(kind, A, B, s, g)
-    assert_bitexact(fast[:, cols], ek.vllm_marlin_fp_gemm_reference(kind, A, B, s, g, cols=cols))
+@pytest.mark.parametrize("kind, make, sms, fp32_reduce", [("fp8", _fp8, None, False), ("nvfp4", _nvfp4, None, False),
+                                                         ("fp8", _fp8, 3, False), ("nvfp4", _nvfp4, 3, True)])
+def test_emulator_equals_its_plain_loop_twin(kind, make, sms, fp32_reduce):
+    A, B, s, g = make(np.random.default_rng(0), 3, 256, 256)
+    cols = [0, 37, 130, 255]
+    fast = ek.vllm_marlin_fp_gemm(kind, A, B, s, g, sms=sms, fp32_reduce=fp32_reduce)
+    assert_bitexact(fast[:, cols], ek.vllm_marlin_fp_gemm_reference(kind, A, B, s, g, sms=sms,
+                                                                    fp32_reduce=fp32_reduce, cols=cols))
+
+
+def test_slices_of_a_worked_example():
+    # 1 tile, 4 k-tiles, 3 blocks: iters = ceil(4 / 3) = 2; block 1 (k-tiles 2, 3) is slice_idx 0
+    assert ek.slices(1, 1, 4, 3) == {(0, 0): [(1, 2, 2), (0, 0, 2)]}
+    # 2 row chunks x 2 column tiles on 3 blocks: part 1 = 1 whole tile per block, part 2 splits the last
+    assert ek.slices(2, 2, 4, 3) == {(0, 0): [(0, 0, 4)], (1, 0): [(1, 0, 4)], (1, 1): [(2, 0, 4)],
+                                     (0, 1): [(1, 2, 2), (0, 0, 2)]}
+
+
+def test_slices_cover_every_k_tile_of_every_tile_once_in_slice_order():
+    for grid in range(1, 12):
+        for parallel in (1, 2, 3):
+            for n_tiles in (1, 2, 5):
+                for k_tiles in (1, 2, 3, 7, 8):
+                    plan = ek.slices(parallel, n_tiles, k_tiles, grid)      # asserts its invariants
+                    assert len(plan) == parallel * n_tiles
+                    for sls in plan.values():
+                        firsts = [first for _, first, _ in sls]
+                        assert firsts == sorted(firsts, reverse=True)      # slice_idx 0 is the bottom
+
+
+def test_row_launches_are_the_16_row_chunks_then_the_tail():
+    assert ek.row_launches(5) == [(0, 5, 1)]
+    assert ek.row_launches(16) == [(0, 16, 1)]
+    assert ek.row_launches(37) == [(0, 32, 2), (32, 5, 1)]
 
 
 @pytest.mark.parametrize("kind, make", [("fp8", _fp8), ("nvfp4", _nvfp4)])

@@ -671,9 +671,11 @@ SEEDS = {
     "refsim.formats.marlin_fp.prepare_nvfp4": lambda: call(codes((32, 64), 16), codes((2, 64), 0x7F, lo=0x08), 0.5),
     "refsim.formats.marlin_fp.kernel_operand": lambda: call("nvfp4", *marlin_fp_problem("nvfp4")[1:3]),
     "refsim.formats.marlin_fp.dequantize": lambda: call("nvfp4", *marlin_fp_problem("nvfp4")[1:]),
+    "refsim.emulator.vllm_marlin_fp_kernel.row_launches": lambda: call(37),
+    "refsim.emulator.vllm_marlin_fp_kernel.slices": lambda: call(2, 2, 4, 3),
     "refsim.emulator.vllm_marlin_fp_kernel.check_inputs": lambda: call("fp8", *marlin_fp_problem(), "sm_80"),
     "refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm": lambda: call("nvfp4", *marlin_fp_problem("nvfp4"),
-                                                                              arch="sm_80"),
+                                                                              arch="sm_80", sms=2, fp32_reduce=True),
     "refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm_reference": lambda: call(
         "fp8", *marlin_fp_problem(), arch="sm_80", cols=[5]),
     "refsim.formats.gptq_marlin.act_order_perm": lambda: call(np.repeat(np.arange(2, dtype=np.int32), 128)[::-1].copy()),
