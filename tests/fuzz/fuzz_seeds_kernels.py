@@ -201,6 +201,7 @@ def seeds(fs) -> dict:
         "refsim.cuda.anyprec.launch_of": lambda: call(16, 3),
         "refsim.cuda.official_anyprec.anyprec_gemv": lambda: call(*fs.anyprec_problem(3, 16, 32), 3, arch="sm_80"),
         "refsim.cuda.official_anyprec.entry_name": lambda: call(1, 8, True),
+        "refsim.cuda.official_vllm.vllm_marlin_fp_gemm": lambda: call("fp8", *fs.marlin_fp_problem(), arch="sm_80"),
         "refsim.cuda.official_anyprec.launch_of": lambda: call(2, 16, 4128, 4),
         # ---- refsim's sm_90a W4A16 GEMM: layout, emulator, host plan --------------------------------
         "refsim.formats.hopper_w4a16.check_kn": lambda: call(128, 64),
