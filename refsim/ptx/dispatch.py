@@ -11,6 +11,7 @@
                                 prefetch prefetchu applypriority discard
                    barriers.py  bar barrier membar fence
                    memory_ops   ld ldu st atom red cp ldmatrix (address side; layout from semantics)
+                   hopper/      wgmma (refsim.ptx.hopper: the compiled executor runs the same build)
     semantics      every opcode of refsim.ptx.semantics.table (alu: elementwise over threads;
                    warp: over (W, 32) lanes with the active mask: shfl, vote, redux, mma)
 
@@ -27,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from refsim.ptx import barriers, checks, control, memory_ops, semantics
+from refsim.ptx import barriers, checks, control, hopper, memory_ops, semantics
 from refsim.ptx.errors import PtxUnsupportedError
 from refsim.ptx.operands import flatten, reader, split_operands, writer
 from refsim.ptx.parse import Instruction, Kernel
@@ -140,6 +141,8 @@ _ENGINE = {
     "red": Entry(memory_ops.red),
     "cp": Entry(memory_ops.cp),
     "ldmatrix": Entry(memory_ops.ldmatrix, handler=True),
+    # Hopper (refsim.ptx.hopper: one definition, both executors)
+    **{op: Entry(b) for op, b in hopper.ENTRIES.items()},
 }
 
 #: The opcodes the engine executes itself (the rest go to a semantics handler).

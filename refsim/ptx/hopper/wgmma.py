@@ -1,0 +1,429 @@
+"""``wgmma`` (sm_90a): ``mma_async``, ``fence``, ``commit_group``, ``wait_group`` — one definition for
+both executors (see :mod:`refsim.ptx.hopper` for the launch view it uses).
+
+Spec
+----
+forms           ``wgmma.mma_async.sync.aligned.m64n<N>k<K>[.satfinite].<d>.<a>.<b>[.and.popc]`` with the
+                operands of the PTX ISA (9.7.15.5 "wgmma.mma_async"):
+                    f16/bf16  d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b
+                    f16/bf16  d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b
+                    tf32/fp8  d, a-desc | {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b
+                    s8/u8/b1  d, a-desc | {a0..a3} (not b1), b-desc, scale-d
+                every kind and N of :func:`refsim.arith.wgmma.modelled`; anything else is refused at
+                load (``PtxUnsupportedError`` naming kernel, PTX line and reason).
+warpgroup       warps 4g..4g+3 of a block (128 threads) execute it together: every lane of each warp
+                active (``.aligned``), the block has all 128 threads of the warpgroup and none has
+                exited; otherwise ``PtxUnsupportedError`` ("partial warpgroup"). Each warp may arrive in
+                its own step (the ``random`` schedule): warp q of the warpgroup owns rows 16q..16q+15
+                of A (register form) and of D, which depend on nothing else of the other warps, so a
+                warp's rows are computed when it issues. Descriptors and scale-d must be equal in every
+                thread of the warpgroup (checked over the warps of the step).
+operands        descriptors: :func:`refsim.formats.smem_layouts.matrix_addresses` (its refusals, e.g. a
+                nonzero base offset, become ``PtxUnsupportedError`` with kernel/line); A (64, K) read
+                K-major, or MN-major when imm-trans-a = 1; B (N, K) likewise with imm-trans-b; b1 rows
+                are 32 bytes of bits, element k at bit k % 8 of byte k // 8. Bytes outside the block's
+                shared memory: ``PtxMemoryError``.
+fragments       (PTX ISA "Register Fragments and Shared Memory Matrix Layouts" for wgmma; per warp the
+                mma.m16n8k* layouts) lane l of warp q, g = l // 4, c = l % 4:
+                    D f32/s32  register i: row 16q + g + 8 (i // 2 % 2), column 8 (i // 4) + 2c + i % 2
+                    D f16      register r holds elements i = 2r (low half), 2r + 1 (high half)
+                    A 16-bit   register r, half e: row 16q + g + 8 (r % 2), column 2c + 8 (r // 2) + e
+                    A tf32     register r: row 16q + g + 8 (r % 2), column c + 4 (r // 2)
+                    A 8-bit    register r, byte e: row 16q + g + 8 (r % 2), column 4c + 16 (r // 2) + e
+arithmetic      :func:`refsim.arith.wgmma.wgmma` (scale-d = 0: C is +0), computed when the warp issues.
+async           per warp: issued wgmmas join the open group; ``commit_group`` closes it (an empty one
+                too); ``wait_group N`` completes the oldest groups until at most N are pending.
+race=True       (``PtxRaceError``; no such check without it, as a GPU runs such code silently)
+                - a warp's first ``wgmma.mma_async`` with no ``wgmma.fence`` before it;
+                - a register a wgmma reads (accumulator or A fragment) written by another instruction
+                  since the warp's last ``wgmma.fence`` (or since the wgmma that last wrote it) — the
+                  ISA's fence rule; seen as a changed value, so a write of the same value passes;
+                - an accumulator register of a wgmma not yet complete (no ``wait_group`` covering it)
+                  read or written by another instruction: reads are seen by the executors' register
+                  read check (:func:`pending_reader`), writes when the group completes (changed value);
+not modelled    ``.sp`` (sparse) forms, b1 A from registers, descriptor base offsets other than 0.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from refsim.arith import wgmma as arith
+from refsim.errors import RefsimError
+from refsim.formats import smem_layouts
+from refsim.ptx.errors import PtxMemoryError, PtxRaceError, PtxUnsupportedError
+
+__all__ = ["build", "pending_message", "operand_slots"]
+
+_SHAPE = re.compile(r"m64n(\d+)k(\d+)$")
+_ELEM = {"f16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8, "e5m2": np.uint8,
+         "s8": np.int8, "u8": np.uint8}
+_ACC = {"f32": np.float32, "f16": np.float16, "s32": np.int32}
+_PER_REG = {"f16": 2, "bf16": 2, "tf32": 1, "e4m3": 4, "e5m2": 4, "s8": 4, "u8": 4}
+
+
+def _refuse(L, ins, why: str):
+    return PtxUnsupportedError(f"{L.where(ins)}: {why}")
+
+
+def build(L, ins, idx: int):
+    """The step function ``run(threads)`` of wgmma instruction ``ins`` (index ``idx``) in launch ``L``."""
+    kind = ins.mods[0] if ins.mods else ""
+    if kind == "mma_async":
+        return _MmaAsync(L, ins).run
+    if ins.mods == ("fence", "sync", "aligned") and not ins.operands:
+        return lambda th: _fence(L, ins, _threads(L, th))
+    if ins.mods == ("commit_group", "sync", "aligned") and not ins.operands:
+        return lambda th: _commit(L, ins, _threads(L, th))
+    if ins.mods == ("wait_group", "sync", "aligned") and len(ins.operands) == 1 and ins.operands[0][0] == "imm":
+        n = int(ins.operands[0][1])
+        return lambda th: _wait(L, ins, _threads(L, th), n)
+    raise _refuse(L, ins, "this wgmma form is not modelled (wgmma.mma_async/fence/commit_group/wait_group "
+                          ".sync.aligned; .sp is not)")
+
+
+def _threads(L, sel) -> np.ndarray:
+    return np.arange(L.T)[sel] if isinstance(sel, slice) else np.asarray(sel, np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# per-launch async state
+
+
+class _State:
+    """Per warp: open (uncommitted) wgmmas, committed groups (oldest first), fence snapshots."""
+
+    def __init__(self, L):
+        nw = L.T // 32
+        self.open: list[list] = [[] for _ in range(nw)]
+        self.groups: list[list] = [[] for _ in range(nw)]
+        self.fenced = np.zeros(nw, bool)
+        self.slots = operand_slots(L.k)                       # registers any wgmma of the kernel reads
+        self.row = {s: i for i, s in enumerate(self.slots)}
+        self.snap = np.zeros((nw, max(1, len(self.slots)), 32), np.uint64)
+        # race: per thread, the wgmma accumulator registers not yet complete (rows of self.slots)
+        self.pending = np.zeros((max(1, len(self.slots)), L.T), np.uint8) if L.race else None
+
+
+def state(L) -> _State:
+    """The launch's wgmma state (created on first use)."""
+    s = getattr(L, "_wgmma_state", None)
+    if s is None:
+        s = L._wgmma_state = _State(L)
+    return s
+
+
+def operand_slots(kernel) -> tuple[int, ...]:
+    """Register slots of every wgmma.mma_async accumulator and A fragment of ``kernel`` (sorted)."""
+    out = set()
+    for ins in kernel.instructions:
+        if ins.opcode == "wgmma" and ins.mods[:1] == ("mma_async",) and len(ins.operands) >= 2:
+            for op in ins.operands[:2]:
+                if op[0] == "vec":
+                    out.update(o[1] for o in op[1] if o[0] == "reg")
+    return tuple(sorted(out))
+
+
+def pending_message(where: str, register: str, who: str) -> str:
+    """The race message of a register of an incomplete wgmma accessed by another instruction (both
+    executors word for word)."""
+    return (f"{where}: register {register} is an accumulator of a wgmma.mma_async not yet complete "
+            f"(no wgmma.wait_group covers it) and is accessed by {who}")
+
+
+# ----------------------------------------------------------------------------------------------
+# the warpgroup
+
+
+def _warps(L, ins, th: np.ndarray, what: str) -> np.ndarray:
+    """The warps of the step, each with every lane active and its warpgroup whole and running."""
+    warps = np.unique(th >> 5)
+    mask = np.zeros(L.T, bool)
+    mask[th] = True
+    lanes = warps[:, None] * 32 + np.arange(32)
+    if not mask[lanes].all():
+        raise _refuse(L, ins, f"{what} executed by a partial warp (.aligned: all 128 threads of the "
+                              f"warpgroup execute it)")
+    for w in warps.tolist():
+        base = _group_base(L, w)
+        local = base % L.tpb
+        if local + 128 > L.nthreads or np.asarray(L.exited[base:base + 128]).any():
+            raise _refuse(L, ins, f"{what} executed by a partial warpgroup (warps {local // 32}..{local // 32 + 3} "
+                                  f"of the block must all run it; the block has {L.nthreads} threads; "
+                                  f"{L.who(w * 32)})")
+    return warps
+
+
+def _group_base(L, w: int) -> int:
+    t = w * 32
+    return t - (t % L.tpb) % 128
+
+
+def _fence(L, ins, th):
+    warps = _warps(L, ins, th, "wgmma.fence")
+    st = state(L)
+    st.fenced[warps] = True
+    if L.race and st.slots:
+        lanes = warps[:, None] * 32 + np.arange(32)
+        for s, i in st.row.items():
+            st.snap[warps, i] = L.regs[s][lanes].astype(np.uint64)
+
+
+def _commit(L, ins, th):
+    st = state(L)
+    for w in _warps(L, ins, th, "wgmma.commit_group").tolist():
+        st.groups[w].append(st.open[w])
+        st.open[w] = []
+
+
+def _wait(L, ins, th, n: int):
+    st = state(L)
+    for w in _warps(L, ins, th, "wgmma.wait_group").tolist():
+        while len(st.groups[w]) > n:
+            for rec in st.groups[w].pop(0):
+                _complete(L, ins, st, w, rec)
+
+
+def _complete(L, ins, st: _State, w: int, rec) -> None:
+    """One wgmma of warp ``w`` completes: under race, its accumulators must still hold what it wrote."""
+    if not L.race:
+        return
+    slots, values = rec
+    lanes = w * 32 + np.arange(32)
+    for s, v in zip(slots, values):
+        st.pending[st.row[s], lanes] = 0
+        if not np.array_equal(L.regs[s][lanes].astype(np.uint64), v):
+            raise PtxRaceError(f"{L.where(ins)}: register {L.k.registers[s].name} (an accumulator of a pending "
+                               f"wgmma.mma_async) was written by another instruction before this wait_group "
+                               f"completed it ({L.who(w * 32)})")
+
+
+# ----------------------------------------------------------------------------------------------
+# wgmma.mma_async
+
+
+class _MmaAsync:
+    """One static ``wgmma.mma_async``: its form checked once, ``run`` per step."""
+
+    def __init__(self, L, ins):
+        self.L, self.ins = L, ins
+        mods = ins.mods
+        m = _SHAPE.match(mods[3]) if len(mods) > 3 and mods[1:3] == ("sync", "aligned") else None
+        rest = mods[4:] if m else ()
+        self.satfinite = "satfinite" in rest
+        popc = ("and", "popc")
+        extra = tuple(x for x in rest if x != "satfinite")
+        if m is None or len(ins.types) != 3 or extra not in ((), popc):
+            raise _refuse(L, ins, "wgmma.mma_async form not modelled (.sync.aligned.m64n<N>k<K>[.satfinite]"
+                                  ".<d>.<a>.<b>[.and.popc]; .sp is not)")
+        d, a, b = ins.types
+        try:
+            self.kind = arith.kind_of(f"{d}.{a}.{b}")
+        except RefsimError:
+            raise _refuse(L, ins, f"wgmma.mma_async .{d}.{a}.{b} is not a dense wgmma kind") from None
+        k = self.kind
+        self.n, kk = int(m.group(1)), int(m.group(2))
+        if kk != k.k or self.n not in k.ns:
+            raise _refuse(L, ins, f"shape m64n{self.n}k{kk} is not legal for .{k.types} (K = {k.k}, N in "
+                                  f"{k.ns[0]}..{k.ns[-1]})")
+        if (a == "b1") != (extra == popc):
+            raise _refuse(L, ins, "b1 wgmma takes .and.popc (and only b1)")
+        if self.satfinite and a not in ("s8", "u8"):
+            raise _refuse(L, ins, ".satfinite is for s8/u8 wgmma only")
+        ops = ins.operands
+        if len(ops) < 4 or ops[0][0] != "vec":
+            raise _refuse(L, ins, "operands must be d (a {vector}), a, b-desc, scale-d, immediates")
+        self.a_regs = ops[1][0] == "vec"
+        fam16 = a in ("f16", "bf16")
+        n_imm = (3 if self.a_regs else 4) if fam16 else (2 if a in ("tf32", "e4m3", "e5m2") else 0)
+        if len(ops) != 4 + n_imm or any(o[0] != "imm" for o in ops[4:]):
+            raise _refuse(L, ins, f"wgmma.mma_async .{k.types} with A from {'registers' if self.a_regs else 'a descriptor'} "
+                                  f"takes {4 + n_imm} operands (d, a, b-desc, scale-d and {n_imm} immediates); got {len(ops)}")
+        imms = [int(o[1]) for o in ops[4:]]
+        self.scale_a, self.scale_b = (imms[0], imms[1]) if n_imm >= 2 else (1, 1)
+        trans = imms[2:]
+        self.trans_a = trans[0] if (fam16 and not self.a_regs) else 0
+        self.trans_b = trans[-1] if fam16 else 0
+        if self.scale_a not in (1, -1) or self.scale_b not in (1, -1) or any(t not in (0, 1) for t in trans):
+            raise _refuse(L, ins, f"imm-scale must be 1 or -1 and imm-trans 0 or 1; got {imms}")
+        regs = L.k.registers
+        per = 2 if d in ("f32", "s32") else 4
+        dv = ops[0][1]
+        if len(dv) != self.n // per or any(o[0] != "reg" or regs[o[1]].bits != 32 for o in dv):
+            raise _refuse(L, ins, f"d must be {self.n // per} 32-bit registers (.{d} accumulator, N = {self.n}); "
+                                  f"got {len(dv)}")
+        self.d_slots = [o[1] for o in dv]
+        if self.a_regs:
+            av = ops[1][1]
+            if a == "b1":
+                raise _refuse(L, ins, "b1 wgmma with A from registers is not modelled")
+            if len(av) != 4 or any(o[0] != "reg" or regs[o[1]].bits != 32 for o in av):
+                raise _refuse(L, ins, "A from registers must be 4 32-bit registers")
+            self.a_slots = [o[1] for o in av]
+        else:
+            self.a_slots = []
+            self.a_desc = self._desc_reg(ops[1], "a-desc")
+        self.b_desc = self._desc_reg(ops[2], "b-desc")
+        sd = ops[3]
+        if sd[0] == "imm":
+            self.scale_d = ("imm", bool(sd[1]))
+        elif sd[0] == "reg" and regs[sd[1]].bits == 1:
+            self.scale_d = ("reg", sd[1], sd[2])
+        else:
+            raise _refuse(L, ins, "scale-d must be a predicate register or an immediate")
+        lane = np.arange(32)
+        g, c = lane // 4, lane % 4
+        i = np.arange(self.n // 2)                                      # element index within a lane's fragment
+        self.d_row = g[:, None] + 8 * (i[None, :] // 2 % 2)             # (32, elements) row within the warp
+        self.d_col = 8 * (i[None, :] // 4) + 2 * c[:, None] + i[None, :] % 2
+        if self.a_regs:
+            e = _PER_REG[a]
+            r = np.arange(4)
+            j = np.arange(e)
+            rr = np.repeat(r, e)
+            ee = np.tile(j, 4)
+            if e == 2:
+                col = 2 * c[:, None] + 8 * (rr // 2) + ee
+            elif e == 1:
+                col = c[:, None] + 4 * (rr // 2) + 0 * ee
+            else:
+                col = 4 * c[:, None] + 16 * (rr // 2) + ee
+            self.a_row = g[:, None] + 8 * (rr % 2)[None, :] + 0 * col
+            self.a_col = col
+        self._addr: dict = {}
+
+    def _desc_reg(self, op, name: str) -> int:
+        if op[0] != "reg" or self.L.k.registers[op[1]].bits != 64:
+            raise _refuse(self.L, self.ins, f"{name} must be a 64-bit register")
+        return op[1]
+
+    # ------------------------------------------------------------------ one step
+    def run(self, sel) -> None:
+        L, ins, kind = self.L, self.ins, self.kind
+        th = _threads(L, sel)
+        warps = _warps(L, ins, th, "wgmma.mma_async")
+        st = state(L)
+        lanes = warps[:, None] * 32 + np.arange(32)                        # (W, 32)
+        bases = np.array([_group_base(L, w) for w in warps.tolist()], np.int64)
+        groups, inv = np.unique(bases, return_inverse=True)                # G warpgroups
+        quarter = (warps * 32 - bases) // 32                                # warp q of its warpgroup
+        G, N, K = len(groups), self.n, kind.k
+        if L.race:
+            self._fence_rule(st, warps, lanes)
+        sd = self._uniform(lanes, inv, self._scale_d(lanes), "scale-d")
+        b_desc = self._uniform(lanes, inv, L.regs[self.b_desc][lanes], "b-desc")
+        B = np.stack([self._smem(groups[gi], int(b_desc[gi]), N, kind.b, self.trans_b, "B") for gi in range(G)])
+        B = np.ascontiguousarray(np.swapaxes(B, -1, -2))                  # (G, K, N)
+        if self.a_regs:
+            A = np.zeros((G, 64, K), _ELEM[kind.a])
+            e = _PER_REG[kind.a]
+            raw = np.stack([L.regs[s][lanes] for s in self.a_slots], axis=-1).astype(np.uint32)   # (W, 32, 4)
+            vals = np.ascontiguousarray(raw).view(_ELEM[kind.a]).reshape(len(warps), 32, 4 * e)  # low part first
+            rows = 16 * quarter[:, None, None] + self.a_row[None]
+            A[inv[:, None, None], rows, self.a_col[None]] = vals
+        else:
+            a_desc = self._uniform(lanes, inv, L.regs[self.a_desc][lanes], "a-desc")
+            A = np.stack([self._smem(groups[gi], int(a_desc[gi]), 64, kind.a, self.trans_a, "A") for gi in range(G)])
+        acc = _ACC[kind.d]
+        C = np.zeros((G, 64, N), acc)
+        rows = 16 * quarter[:, None, None] + self.d_row[None]              # (W, 32, E)
+        cols = np.broadcast_to(self.d_col[None], rows.shape)
+        cval = self._acc_read(lanes)                                        # (W, 32, E) of acc
+        C[inv[:, None, None], rows, cols] = np.where(sd[inv][:, None, None], cval, acc(0))
+        if kind.a == "b1":
+            A = np.unpackbits(A.view(np.uint8), axis=-1, bitorder="little")
+            B = np.unpackbits(B.view(np.uint8), axis=-2, bitorder="little")
+        D = arith.wgmma(kind, A, B, C, scale_a=self.scale_a, scale_b=self.scale_b, satfinite=self.satfinite)
+        out = D[inv[:, None, None], rows, cols]                             # (W, 32, E)
+        self._acc_write(lanes, out)
+        self._issue(st, warps, lanes)
+
+    def _scale_d(self, lanes):
+        if self.scale_d[0] == "imm":
+            return np.full(lanes.shape, self.scale_d[1])
+        v = np.asarray(self.L.regs[self.scale_d[1]][lanes], bool)
+        return ~v if self.scale_d[2] else v
+
+    def _uniform(self, lanes, inv, v, name):
+        """The one value of ``v`` (W, 32) per warpgroup (G,): equal in every thread, else refused."""
+        first = v[:, 0]
+        bad = (v != first[:, None]).any(axis=1)
+        G = int(inv.max()) + 1
+        per = np.zeros(G, first.dtype)
+        per[inv] = first
+        bad |= first != per[inv]
+        if bad.any():
+            w = int(lanes[np.flatnonzero(bad)[0], 0])
+            raise _refuse(self.L, self.ins, f"{name} differs between the threads of a warpgroup ({self.L.who(w)}); "
+                                            f"wgmma takes one value per warpgroup")
+        return per
+
+    def _smem(self, base: int, desc: int, rows: int, t: str, trans: int, name: str) -> np.ndarray:
+        """The (rows, K) operand (raw element bits) descriptor ``desc`` names in the block of thread ``base``."""
+        L, kind = self.L, self.kind
+        b1 = t == "b1"
+        cols = kind.k // 8 if b1 else kind.k
+        dt = np.uint8 if b1 else _ELEM[t]
+        key = (desc, rows, cols, np.dtype(dt).str, trans)
+        addr = self._addr.get(key)
+        if addr is None:
+            try:
+                addr = smem_layouts.matrix_addresses(desc, rows, cols, dt, "MN" if trans else "K")
+            except RefsimError as e:
+                raise _refuse(L, self.ins, f"operand {name}: descriptor {desc:#018x}: {e}") from None
+            if len(self._addr) > 64:
+                self._addr.clear()
+            self._addr[key] = addr
+        e = np.dtype(dt).itemsize
+        last = int(addr.max()) + e
+        if last > L.shared_size:
+            raise PtxMemoryError(f"{L.where(self.ins)}: operand {name} (descriptor {desc:#018x}) reads shared bytes "
+                                 f"up to 0x{last - 1:x}; the block has {L.shared_size} bytes")
+        off = (base // L.tpb) * L.shared_stride
+        byte = off + addr[..., None] + np.arange(e)
+        return np.ascontiguousarray(L.shared[byte]).view(dt).reshape(addr.shape)
+
+    def _acc_read(self, lanes) -> np.ndarray:
+        raw = np.stack([self.L.regs[s][lanes] for s in self.d_slots], axis=-1).astype(np.uint32)  # (W, 32, R)
+        return np.ascontiguousarray(raw).view(_ACC[self.kind.d])                                 # (W, 32, E)
+
+    def _acc_write(self, lanes, out) -> None:
+        bits = np.ascontiguousarray(out).view(np.uint32)                                         # (W, 32, R)
+        L = self.L
+        for j, s in enumerate(self.d_slots):
+            L.regs[s][lanes] = bits[..., j].astype(L.regs[s].dtype)
+            if L.poison:
+                L.reg_init[s][lanes] = True
+
+    # ------------------------------------------------------------------ async bookkeeping and race checks
+    def _fence_rule(self, st: _State, warps, lanes) -> None:
+        L = self.L
+        if not st.fenced[warps].all():
+            w = int(warps[~st.fenced[warps]][0])
+            raise PtxRaceError(f"{L.where(self.ins)}: wgmma.mma_async with no wgmma.fence before it in this warp "
+                               f"(PTX ISA: wgmma.fence must precede a warpgroup's first wgmma.mma_async) ({L.who(w * 32)})")
+        for s in self.d_slots + self.a_slots:
+            i = st.row[s]
+            now = L.regs[s][lanes].astype(np.uint64)
+            if not np.array_equal(now, st.snap[warps, i]):
+                w = int(warps[(now != st.snap[warps, i]).any(axis=1)][0])
+                raise PtxRaceError(f"{L.where(self.ins)}: register {L.k.registers[s].name} was written by another "
+                                   f"instruction after the last wgmma.fence and is read by this wgmma.mma_async "
+                                   f"(PTX ISA: a wgmma.fence must order register accesses before a wgmma that "
+                                   f"accesses the same registers) ({L.who(w * 32)})")
+
+    def _issue(self, st: _State, warps, lanes) -> None:
+        L = self.L
+        if L.race:
+            written = [L.regs[s][lanes].astype(np.uint64) for s in self.d_slots]         # (W, 32) each
+            for j, s in enumerate(self.d_slots):
+                st.snap[warps, st.row[s]] = written[j]
+                st.pending[st.row[s], lanes.reshape(-1)] = 1
+        for wi, w in enumerate(warps.tolist()):
+            if L.race:
+                rec = (self.d_slots, [v[wi] for v in written])
+            else:
+                rec = None
+            st.open[w].append(rec)
