@@ -13,7 +13,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from refsim.ptx import engine, loops
+from refsim.ptx import engine, hopper, loops
+from refsim.ptx.dispatch import OPCODES
 from refsim.ptx.operands import convert, flatten
 from refsim.ptx.compiled import state as st
 from refsim.ptx.compiled.instructions import split_operands
@@ -147,8 +148,9 @@ class CompiledLaunch:
         dyn_offset = (kernel.shared_bytes + 15) // 16 * 16
         shared_size = dyn_offset + shared_bytes if (shared_bytes or kernel.extern_shared) else kernel.shared_bytes
         stride = max(16, (shared_size + 15) // 16 * 16)
-        self.shared_size = shared_size
-        S.shared = arr(np.zeros(nslots * stride, np.uint8))
+        self.shared_size, self.shared_stride, self.nthreads = shared_size, stride, nthreads
+        self.shared = np.zeros(nslots * stride, np.uint8)
+        S.shared = arr(self.shared)
         S.shared_stride, S.shared_size, S.dyn_offset, S.dyn_bytes = stride, shared_size, dyn_offset, shared_bytes
         local_stride = max(16, (kernel.local_bytes + 15) // 16 * 16)
         S.local = arr(np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8))
@@ -223,6 +225,10 @@ class CompiledLaunch:
         for name, a in sc.items():
             setattr(S, name, _ptr(a))
         self.stats = engine.LaunchStats()
+        # engine entries defined in refsim.ptx.hopper: built here, in order, as the interpreter's Launch
+        # builds its program (so a refused form raises the same error before anything runs)
+        self.engine_steps = {p: OPCODES[kernel.instructions[p].opcode].build(self, kernel.instructions[p], p)
+                             for p in sorted(translation.callbacks) if kernel.instructions[p].opcode in hopper.ENTRIES}
         lib.refsim_rt_start(ctypes.byref(S))
 
     # ------------------------------------------------------------------ the loop
@@ -263,7 +269,7 @@ class CompiledLaunch:
     def _callback(self, p: int, th: np.ndarray) -> None:
         """The interpreter's guard and handler glue (refsim.ptx.dispatch) for instruction p on the
         step's threads: an ALU handler on the active threads, or a warp-wide one on their warps."""
-        ins, h = self.k.instructions[p], self.handlers[p]
+        ins, h = self.k.instructions[p], self.handlers.get(p)
         act = th
         if ins.guard is not None:
             slot, neg = ins.guard[1], ins.guard[2]
@@ -272,7 +278,10 @@ class CompiledLaunch:
             g = self.regs[slot][th]
             act = th[~g if neg else g]
         if act.size:
-            (self._warp_step if h.kind == "warp" else self._alu_step)(ins, h, act)
+            if p in self.engine_steps:
+                self.engine_steps[p](act)
+            else:
+                (self._warp_step if h.kind == "warp" else self._alu_step)(ins, h, act)
         self.pc[th] += 1
 
     def _alu_step(self, ins, h, act: np.ndarray) -> None:
@@ -382,6 +391,17 @@ class CompiledLaunch:
             self.reg_init[slot][sel] = True
 
     # ------------------------------------------------------------------ messages (the interpreter's)
+    # ``where``/``who`` (and ``k``, ``T``, ``tpb``, ``nthreads``, ``regs``, ``reg_init``, ``exited``,
+    # ``shared``, ``shared_stride``, ``shared_size``, ``race``, ``poison``) are the launch view the
+    # definitions of refsim.ptx.hopper read, with the names and meanings of the interpreter's Launch
+    def where(self, ins) -> str:
+        """``kernel k, PTX line N `text``` (``Launch.where``)."""
+        return self._where(ins)
+
+    def who(self, t: int) -> str:
+        """``block (x, y, z) thread (x, y, z)`` of thread slot ``t`` (``Launch.who``)."""
+        return self._who(t)
+
     def _where(self, ins) -> str:
         return f"kernel {self.k.name}, PTX line {ins.line} `{ins.text}`"
 
