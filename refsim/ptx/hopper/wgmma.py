@@ -55,7 +55,7 @@ from refsim.errors import RefsimError
 from refsim.formats import smem_layouts
 from refsim.ptx.errors import PtxMemoryError, PtxRaceError, PtxUnsupportedError
 
-__all__ = ["build", "pending_message", "operand_slots"]
+__all__ = ["build", "state", "operand_slots", "pending_check", "pending_message"]
 
 _SHAPE = re.compile(r"m64n(\d+)k(\d+)$")
 _ELEM = {"f16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8, "e5m2": np.uint8,
@@ -103,8 +103,8 @@ class _State:
         self.slots = operand_slots(L.k)                       # registers any wgmma of the kernel reads
         self.row = {s: i for i, s in enumerate(self.slots)}
         self.snap = np.zeros((nw, max(1, len(self.slots)), 32), np.uint64)
-        # race: per thread, the wgmma accumulator registers not yet complete (rows of self.slots)
-        self.pending = np.zeros((max(1, len(self.slots)), L.T), np.uint8) if L.race else None
+        # race: per register slot and thread, 1 while the register is an accumulator of an incomplete wgmma
+        self.pending = np.zeros((len(L.k.registers), L.T), np.uint8) if L.race and self.slots else None
 
 
 def state(L) -> _State:
@@ -124,6 +124,23 @@ def operand_slots(kernel) -> tuple[int, ...]:
                 if op[0] == "vec":
                     out.update(o[1] for o in op[1] if o[0] == "reg")
     return tuple(sorted(out))
+
+
+def pending_check(L, ins, slot: int):
+    """``threads -> None`` raising :class:`PtxRaceError` when a selected thread's register ``slot`` is an
+    accumulator of a wgmma not yet complete (None when no check applies: no race, no wgmma in the
+    kernel, ``slot`` no wgmma accumulator, or ``ins`` a wgmma itself). The interpreter's register
+    readers call it; the compiled executor's C twin is the ``E_RACE_WGMMA`` check of its translator."""
+    if not L.race or ins.opcode == "wgmma" or slot not in state(L).row:
+        return None
+    pend = state(L).pending[slot]
+
+    def check(sel):
+        hit = pend[sel]
+        if hit.any():
+            t = int(np.arange(L.T)[sel][hit != 0][0])
+            raise PtxRaceError(pending_message(L.where(ins), L.k.registers[slot].name, L.who(t)))
+    return check
 
 
 def pending_message(where: str, register: str, who: str) -> str:
@@ -193,9 +210,9 @@ def _complete(L, ins, st: _State, w: int, rec) -> None:
     slots, values = rec
     lanes = w * 32 + np.arange(32)
     for s, v in zip(slots, values):
-        st.pending[st.row[s], lanes] = 0
+        st.pending[s, lanes] = 0
         if not np.array_equal(L.regs[s][lanes].astype(np.uint64), v):
-            raise PtxRaceError(f"{L.where(ins)}: register {L.k.registers[s].name} (an accumulator of a pending "
+            raise PtxRaceError(f"{L.where(ins)}: register {L.k.registers[s].name} (an operand register of a pending "
                                f"wgmma.mma_async) was written by another instruction before this wait_group "
                                f"completed it ({L.who(w * 32)})")
 
@@ -417,13 +434,13 @@ class _MmaAsync:
     def _issue(self, st: _State, warps, lanes) -> None:
         L = self.L
         if L.race:
-            written = [L.regs[s][lanes].astype(np.uint64) for s in self.d_slots]         # (W, 32) each
+            written = [L.regs[s][lanes].astype(np.uint64) for s in self.d_slots + self.a_slots]  # (W, 32) each
             for j, s in enumerate(self.d_slots):
                 st.snap[warps, st.row[s]] = written[j]
-                st.pending[st.row[s], lanes.reshape(-1)] = 1
+                st.pending[s, lanes.reshape(-1)] = 1
         for wi, w in enumerate(warps.tolist()):
             if L.race:
-                rec = (self.d_slots, [v[wi] for v in written])
+                rec = (self.d_slots + self.a_slots, [v[wi] for v in written])
             else:
                 rec = None
             st.open[w].append(rec)

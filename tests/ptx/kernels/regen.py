@@ -13,7 +13,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ARCH = "sm_80"
-ARCH_OF = {"mma_types.cu": "sm_89"}      # fp8 mma needs .target sm_89
+ARCH_OF = {"mma_types.cu": "sm_89",       # fp8 mma needs .target sm_89
+           "wgmma.cu": "sm_90a"}        # wgmma needs the arch-specific sm_90a target
 OPTIONS = ("-O3",)
 
 
