@@ -174,6 +174,7 @@ def _warps(L, ins, th: np.ndarray, what: str) -> np.ndarray:
 
 
 def _group_base(L, w: int) -> int:
+    """The first thread of warp ``w``'s warpgroup (warps 4g..4g+3 of its block)."""
     t = w * 32
     return t - (t % L.tpb) % 128
 
@@ -219,6 +220,19 @@ def _complete(L, ins, st: _State, w: int, rec) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # wgmma.mma_async
+
+
+def _fragments_to_rows(v: np.ndarray, n: int) -> np.ndarray:
+    """Accumulator fragments (W, 32, N/2) (lane l = 4g + c, element i = 4j + 2h + e) -> each warp's 16 rows
+    (W, 16, N): row g + 8h, column 8j + 2c + e (the module spec's D layout)."""
+    W = v.shape[0]
+    return v.reshape(W, 8, 4, n // 8, 2, 2).transpose(0, 4, 1, 3, 2, 5).reshape(W, 16, n)
+
+
+def _rows_to_fragments(m: np.ndarray, n: int) -> np.ndarray:
+    """The inverse of :func:`_fragments_to_rows`: (W, 16, N) -> (W, 32, N/2)."""
+    W = m.shape[0]
+    return np.ascontiguousarray(m.reshape(W, 2, 8, n // 8, 4, 2).transpose(0, 2, 4, 3, 1, 5)).reshape(W, 32, n // 2)
 
 
 class _MmaAsync:
@@ -292,9 +306,6 @@ class _MmaAsync:
             raise _refuse(L, ins, "scale-d must be a predicate register or an immediate")
         lane = np.arange(32)
         g, c = lane // 4, lane % 4
-        i = np.arange(self.n // 2)                                      # element index within a lane's fragment
-        self.d_row = g[:, None] + 8 * (i[None, :] // 2 % 2)             # (32, elements) row within the warp
-        self.d_col = 8 * (i[None, :] // 4) + 2 * c[:, None] + i[None, :] % 2
         if self.a_regs:
             e = _PER_REG[a]
             r = np.arange(4)
@@ -323,7 +334,7 @@ class _MmaAsync:
         warps = _warps(L, ins, th, "wgmma.mma_async")
         st = state(L)
         lanes = warps[:, None] * 32 + np.arange(32)                        # (W, 32)
-        bases = np.array([_group_base(L, w) for w in warps.tolist()], np.int64)
+        bases = warps * 32 - (warps * 32 % L.tpb) % 128                     # first thread of the warpgroup
         groups, inv = np.unique(bases, return_inverse=True)                # G warpgroups
         quarter = (warps * 32 - bases) // 32                                # warp q of its warpgroup
         G, N, K = len(groups), self.n, kind.k
@@ -331,7 +342,7 @@ class _MmaAsync:
             self._fence_rule(st, warps, lanes)
         sd = self._uniform(lanes, inv, self._scale_d(lanes), "scale-d")
         b_desc = self._uniform(lanes, inv, L.regs[self.b_desc][lanes], "b-desc")
-        B = np.stack([self._smem(groups[gi], int(b_desc[gi]), N, kind.b, self.trans_b, "B") for gi in range(G)])
+        B = self._smem(groups, b_desc, N, kind.b, self.trans_b, "B")       # (G, N, K)
         B = np.ascontiguousarray(np.swapaxes(B, -1, -2))                  # (G, K, N)
         if self.a_regs:
             A = np.zeros((G, 64, K), _ELEM[kind.a])
@@ -342,19 +353,24 @@ class _MmaAsync:
             A[inv[:, None, None], rows, self.a_col[None]] = vals
         else:
             a_desc = self._uniform(lanes, inv, L.regs[self.a_desc][lanes], "a-desc")
-            A = np.stack([self._smem(groups[gi], int(a_desc[gi]), 64, kind.a, self.trans_a, "A") for gi in range(G)])
+            A = self._smem(groups, a_desc, 64, kind.a, self.trans_a, "A")   # (G, 64, K)
         acc = _ACC[kind.d]
-        C = np.zeros((G, 64, N), acc)
-        rows = 16 * quarter[:, None, None] + self.d_row[None]              # (W, 32, E)
-        cols = np.broadcast_to(self.d_col[None], rows.shape)
-        cval = self._acc_read(lanes)                                        # (W, 32, E) of acc
-        C[inv[:, None, None], rows, cols] = np.where(sd[inv][:, None, None], cval, acc(0))
+        whole = len(warps) == 4 * G and np.array_equal(quarter, np.tile(np.arange(4), G))
+        C = _fragments_to_rows(self._acc_read(lanes), N)                   # (W, 16, N)
+        C = np.where(sd[inv][:, None, None], C, acc(0))
+        if whole:                                                           # warps 0..3 of every warpgroup
+            C = C.reshape(G, 64, N)
+        else:
+            full = np.zeros((G, 4, 16, N), acc)
+            full[inv, quarter] = C
+            C = full.reshape(G, 64, N)
         if kind.a == "b1":
             A = np.unpackbits(A.view(np.uint8), axis=-1, bitorder="little")
             B = np.unpackbits(B.view(np.uint8), axis=-2, bitorder="little")
         D = arith.wgmma(kind, A, B, C, scale_a=self.scale_a, scale_b=self.scale_b, satfinite=self.satfinite)
-        out = D[inv[:, None, None], rows, cols]                             # (W, 32, E)
-        self._acc_write(lanes, out)
+        D = D.reshape(G, 4, 16, N)
+        out = D.reshape(len(warps), 16, N) if whole else D[inv, quarter]    # (W, 16, N)
+        self._acc_write(lanes, _rows_to_fragments(out, N))
         self._issue(st, warps, lanes)
 
     def _scale_d(self, lanes):
@@ -377,34 +393,42 @@ class _MmaAsync:
                                             f"wgmma takes one value per warpgroup")
         return per
 
-    def _smem(self, base: int, desc: int, rows: int, t: str, trans: int, name: str) -> np.ndarray:
-        """The (rows, K) operand (raw element bits) descriptor ``desc`` names in the block of thread ``base``."""
+    def _smem(self, bases: np.ndarray, descs: np.ndarray, rows: int, t: str, trans: int, name: str) -> np.ndarray:
+        """(G, rows, K) operands (raw element bits): the one descriptor ``descs[g]`` names in the block of
+        thread ``bases[g]``, for each warpgroup g."""
         L, kind = self.L, self.kind
         b1 = t == "b1"
         cols = kind.k // 8 if b1 else kind.k
-        dt = np.uint8 if b1 else _ELEM[t]
-        key = (desc, rows, cols, np.dtype(dt).str, trans)
+        dt = np.dtype(np.uint8 if b1 else _ELEM[t])
+        e = dt.itemsize
+        uniq, which = np.unique(descs, return_inverse=True)
+        addr = np.stack([self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()])   # (U, rows, cols)
+        off = (bases // L.tpb) * L.shared_stride                                                         # (G,)
+        byte = (off[:, None, None] + addr[which])[..., None] + np.arange(e)                              # (G, rows, cols, e)
+        return np.ascontiguousarray(L.shared[byte]).view(dt).reshape(len(bases), rows, cols)
+
+    def _addresses(self, desc: int, rows: int, cols: int, dt, trans: int, name: str) -> np.ndarray:
+        """Shared byte addresses (rows, cols) of the operand ``desc`` names (refsim.formats.smem_layouts)."""
+        L = self.L
+        key = (desc, rows, cols, dt.str, trans)
         addr = self._addr.get(key)
         if addr is None:
             try:
                 addr = smem_layouts.matrix_addresses(desc, rows, cols, dt, "MN" if trans else "K")
             except RefsimError as e:
                 raise _refuse(L, self.ins, f"operand {name}: descriptor {desc:#018x}: {e}") from None
+            last = int(addr.max()) + dt.itemsize
+            if last > L.shared_size:
+                raise PtxMemoryError(f"{L.where(self.ins)}: operand {name} (descriptor {desc:#018x}) reads shared "
+                                     f"bytes up to 0x{last - 1:x}; the block has {L.shared_size} bytes")
             if len(self._addr) > 64:
                 self._addr.clear()
             self._addr[key] = addr
-        e = np.dtype(dt).itemsize
-        last = int(addr.max()) + e
-        if last > L.shared_size:
-            raise PtxMemoryError(f"{L.where(self.ins)}: operand {name} (descriptor {desc:#018x}) reads shared bytes "
-                                 f"up to 0x{last - 1:x}; the block has {L.shared_size} bytes")
-        off = (base // L.tpb) * L.shared_stride
-        byte = off + addr[..., None] + np.arange(e)
-        return np.ascontiguousarray(L.shared[byte]).view(dt).reshape(addr.shape)
+        return addr
 
     def _acc_read(self, lanes) -> np.ndarray:
         raw = np.stack([self.L.regs[s][lanes] for s in self.d_slots], axis=-1).astype(np.uint32)  # (W, 32, R)
-        return np.ascontiguousarray(raw).view(_ACC[self.kind.d])                                 # (W, 32, E)
+        return np.ascontiguousarray(raw).view(_ACC[self.kind.d])                                 # (W, 32, N/2)
 
     def _acc_write(self, lanes, out) -> None:
         bits = np.ascontiguousarray(out).view(np.uint32)                                         # (W, 32, R)

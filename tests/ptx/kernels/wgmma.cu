@@ -128,6 +128,23 @@ extern "C" __global__ void wgmma_groups(const uint4 *img, int nbytes, uint64_t d
     for (int i = 0; i < 32; i++) D2[frag_row(i) * 64 + frag_col(i)] = d2[i];
 }
 
+// the inner loop of an FP8 GEMM (bench/bench_wgmma.py): `steps` times four m64n128k32 e4m3 wgmmas into
+// one f32 accumulator (B advanced by 32 bytes of K through the 128B swizzle atom each time), a commit
+// and a wait, as DeepGEMM's consumer warpgroups issue them per 128-deep K block
+extern "C" __global__ void wgmma_e4m3_loop(const uint4 *img, int nbytes, uint64_t da, uint64_t db, float *D, int steps) {
+    extern __shared__ __align__(1024) uint8_t smem[];
+    load_image(smem, img, nbytes);
+    float d[64];
+    for (int i = 0; i < 64; i++) d[i] = 0.0f;
+    for (int s = 0; s < steps; s++) {
+        fence();
+        for (int k = 0; k < 4; k++) wg_e4m3_ss(d, da + 2 * k, db + 2 * k, 1);
+        commit();
+        wait<0>();
+    }
+    for (int i = 0; i < 64; i++) D[blockIdx.x * 8192 + frag_row(i) * 128 + frag_col(i)] = d[i];
+}
+
 // a hazard: the accumulator is stored before the wgmma_group that writes it completes (no wait_group
 // between commit and the stores); race=True names it
 extern "C" __global__ void wgmma_early_read(const uint4 *img, int nbytes, uint64_t da, uint64_t db, float *D) {
