@@ -197,44 +197,8 @@ static uint32_t rz_e8m13(int64_t S, int32_t E, int F, int32_t negzero) {
     return q ? sign | (uint32_t)(q << 10) : (negzero ? 0x80000000u : 0u);
 }
 
-/* one output element with every special rule of fdpa_terms (Inf x 0 and NaN inputs -> NaN, Inf terms
-   decide, +Inf with -Inf -> NaN; NaN is 0x7FFFFFFF) */
-static uint32_t fp8_slow(int F, int e_zero, int fr, const int32_t *am, const int32_t *ae, const int32_t *as,
-                         const int32_t *asp, const int32_t *bm, const int32_t *be, const int32_t *bs,
-                         const int32_t *bsp, int64_t stride, uint32_t cb) {
-    int32_t cneg = (int32_t)(cb >> 31), ceb = (int32_t)((cb >> 23) & 255), cf = (int32_t)(cb & 0x7FFFFF);
-    int32_t cinf = ceb == 255 && !cf, cnan = ceb == 255 && cf;
-    int32_t cm = ceb == 255 ? 0 : (cf | (ceb ? 0x800000 : 0));
-    int32_t ec = cm ? (ceb ? ceb - 127 : -126) : e_zero, E = ec, negzero = cneg & (cm == 0);
-    int32_t pos = cinf & !cneg, neg = cinf & cneg, nan = cnan;
-    for (int k = 0; k < WG_K; k++) {
-        int32_t bmk = bm[k * stride], bspk = bsp[k * stride];
-        int32_t az = !asp[k] && !am[k], bz = !bspk && !bmk;
-        int32_t pnan = asp[k] == 2 || bspk == 2 || (asp[k] == 1 && bz) || (bspk == 1 && az);
-        int32_t pinf = (asp[k] == 1 || bspk == 1) && !pnan, sg = as[k] ^ bs[k * stride];
-        nan |= pnan;
-        pos |= pinf & !sg;
-        neg |= pinf & sg;
-        int32_t P = am[k] * bmk, ep = P ? ae[k] + be[k * stride] : e_zero;
-        E = ep > E ? ep : E;
-    }
-    int64_t S = 0;
-    int32_t Tc = shift_tz(cm, ec - E + F - 23);
-    S += cneg ? -Tc : Tc;
-    for (int k = 0; k < WG_K; k++) {
-        int32_t P = am[k] * bm[k * stride], ep = P ? ae[k] + be[k * stride] : e_zero, sg = as[k] ^ bs[k * stride];
-        int32_t T = shift_tz(P, ep - E + F - fr);
-        S += sg ? -T : T;
-        negzero &= (P == 0) & sg;
-    }
-    if (nan || (pos && neg)) return 0x7FFFFFFFu;
-    if (pos) return 0x7F800000u;
-    if (neg) return 0xFF800000u;
-    return rz_e8m13(S, E, F, negzero);
-}
-
 /* every fp8 code decoded once per format (dec8, fp8_value): the decode is a table lookup */
-typedef struct { int32_t m[256], e[256], s[256], sp[256], ez[256]; float v[256]; } fp8_table;
+typedef struct { int32_t m[256], e[256], s[256], sp[256]; int16_t ez[256]; float v[256]; } fp8_table;
 static fp8_table FP8_TABLES[2];
 static int fp8_tables_ready;
 
@@ -243,10 +207,46 @@ static void fp8_tables(void) {
         for (int u = 0; u < 256; u++) {
             fp8_table *t = &FP8_TABLES[f];
             dec8((uint32_t)u, f, &t->m[u], &t->e[u], &t->s[u], &t->sp[u]);
-            t->ez[u] = t->m[u] ? t->e[u] : -100000;
+            t->ez[u] = (int16_t)(t->m[u] ? t->e[u] : -30000);
             t->v[u] = fp8_value(t->m[u], t->e[u], t->s[u], f);
         }
     fp8_tables_ready = 1;
+}
+
+/* one output element with every special rule of fdpa_terms (Inf x 0 and NaN inputs -> NaN, Inf terms
+   decide, +Inf with -Inf -> NaN; NaN is 0x7FFFFFFF), from the codes a[k] and b[k * stride] */
+static uint32_t fp8_slow(int F, int e_zero, int fr, const fp8_table *ta, const uint8_t *a, const fp8_table *tb,
+                         const uint8_t *b, int64_t stride, uint32_t cb) {
+    int32_t cneg = (int32_t)(cb >> 31), ceb = (int32_t)((cb >> 23) & 255), cf = (int32_t)(cb & 0x7FFFFF);
+    int32_t cinf = ceb == 255 && !cf, cnan = ceb == 255 && cf;
+    int32_t cm = ceb == 255 ? 0 : (cf | (ceb ? 0x800000 : 0));
+    int32_t ec = cm ? (ceb ? ceb - 127 : -126) : e_zero, E = ec, negzero = cneg & (cm == 0);
+    int32_t pos = cinf & !cneg, neg = cinf & cneg, nan = cnan;
+    for (int k = 0; k < WG_K; k++) {
+        uint8_t u = a[k], w = b[k * stride];
+        int32_t az = !ta->sp[u] && !ta->m[u], bz = !tb->sp[w] && !tb->m[w];
+        int32_t pnan = ta->sp[u] == 2 || tb->sp[w] == 2 || (ta->sp[u] == 1 && bz) || (tb->sp[w] == 1 && az);
+        int32_t pinf = (ta->sp[u] == 1 || tb->sp[w] == 1) && !pnan, sg = ta->s[u] ^ tb->s[w];
+        nan |= pnan;
+        pos |= pinf & !sg;
+        neg |= pinf & sg;
+        int32_t P = ta->m[u] * tb->m[w], ep = P ? ta->e[u] + tb->e[w] : e_zero;
+        E = ep > E ? ep : E;
+    }
+    int64_t S = 0;
+    int32_t Tc = shift_tz(cm, ec - E + F - 23);
+    S += cneg ? -Tc : Tc;
+    for (int k = 0; k < WG_K; k++) {
+        uint8_t u = a[k], w = b[k * stride];
+        int32_t P = ta->m[u] * tb->m[w], ep = P ? ta->e[u] + tb->e[w] : e_zero, sg = ta->s[u] ^ tb->s[w];
+        int32_t T = shift_tz(P, ep - E + F - fr);
+        S += sg ? -T : T;
+        negzero &= (P == 0) & sg;
+    }
+    if (nan || (pos && neg)) return 0x7FFFFFFFu;
+    if (pos) return 0x7F800000u;
+    if (neg) return 0xFF800000u;
+    return rz_e8m13(S, E, F, negzero);
 }
 
 /* fp32 bits of S 2^(E - F) toward zero to 14 significant bits for |S| < 2^24, when the result is a
@@ -264,9 +264,9 @@ void refsim_wgmma_fp8_f32(int T, int N, int a5, int b5, int F, int e_zero, const
                           const uint32_t *C, uint32_t *D) {
     if (!fp8_tables_ready) fp8_tables();
     const fp8_table *ta = &FP8_TABLES[a5 ? 1 : 0], *tb = &FP8_TABLES[b5 ? 1 : 0];
-    static int32_t bm[WG_K * WG_NMAX], be[WG_K * WG_NMAX], bs[WG_K * WG_NMAX], bsp[WG_K * WG_NMAX];
-    static int32_t bz[WG_K * WG_NMAX];                         /* be, or -100000 for a zero significand */
-    static float bv[WG_K * WG_NMAX];                           /* the exact value of B (0 for Inf/NaN) */
+    static int16_t bz[WG_K * WG_NMAX];       /* B's exponents, -30000 for a zero significand (k-major) */
+    static float bv[WG_K * WG_NMAX];         /* B's exact values (0 for Inf/NaN) */
+    static uint8_t bt[WG_K * WG_NMAX];       /* B's codes, k-major (the slow path) */
     int32_t colsp[WG_NMAX];
     int fr = (a5 ? 2 : 3) + (b5 ? 2 : 3);                     /* fraction bits of a product */
     for (int t = 0; t < T; t++) {
@@ -276,74 +276,81 @@ void refsim_wgmma_fp8_f32(int T, int N, int a5, int b5, int F, int e_zero, const
             for (int k = 0; k < WG_K; k++) {
                 int64_t x = (int64_t)k * WG_NMAX + n;
                 uint8_t u = Bt_t[n * WG_K + k];
-                bm[x] = tb->m[u]; be[x] = tb->e[u]; bs[x] = tb->s[u]; bsp[x] = tb->sp[u];
-                bz[x] = tb->ez[u]; bv[x] = tb->v[u];
-                colsp[n] |= bsp[x];
+                bt[x] = u; bz[x] = tb->ez[u]; bv[x] = tb->v[u];
+                colsp[n] |= tb->sp[u];
             }
         }
         for (int i = 0; i < 64; i++) {
-            int32_t am[WG_K], ae[WG_K], as[WG_K], asp[WG_K], rowsp = 0;
+            const uint8_t *arow = A + ((int64_t)t * 64 + i) * WG_K;
+            int32_t rowsp = 0;
+            int16_t ae[WG_K];
             float av[WG_K];
             for (int k = 0; k < WG_K; k++) {
-                uint8_t u = A[((int64_t)t * 64 + i) * WG_K + k];
-                am[k] = ta->m[u]; ae[k] = ta->e[u]; as[k] = ta->s[u]; asp[k] = ta->sp[u]; av[k] = ta->v[u];
-                rowsp |= asp[k];
+                ae[k] = ta->ez[arow[k]];             /* -30000: a zero significand, skipped below */
+                av[k] = ta->v[arow[k]];
+                rowsp |= ta->sp[arow[k]];
             }
             const uint32_t *c = C + ((int64_t)t * 64 + i) * N;
             uint32_t *d = D + ((int64_t)t * 64 + i) * N;
             /* every operand finite; k outer, n inner: the n loops are branch-free and vectorise.
                E = max(ec, e(a_k) + e(b_k) over the nonzero products) (zero products sit at e_zero,
-               below every ec). A term is P 2^(ep - E + F - fr) truncated toward zero, computed as the
-               float product of the two exact fp8 values (<= 8 significant bits, exponent in
-               [-32, 32]: exact) times 2^(F - E) (exact, or below 1 and then truncated to 0 either
-               way), truncated by the int conversion; every term is an integer below 2^15 and every
-               partial sum below 2^21, so the float steps are exact and S equals the integer sum. */
-            int32_t Ev[WG_NMAX], Sv[WG_NMAX], Cm[WG_NMAX], Ce[WG_NMAX], Cn[WG_NMAX];
+               below every ec), in int16 (exponents lie in [-133, 128]). A term is
+               P 2^(ep - E + F - fr) truncated toward zero, computed as the float product of the two
+               exact fp8 values (<= 8 significant bits, exponent in [-32, 32]: exact) times 2^(F - E)
+               (exact, or below 1 and then truncated to 0 either way), truncated by the int
+               conversion; every term is an integer below 2^15 and every partial sum below 2^21, so
+               the float steps are exact and S equals the integer sum. */
+            int16_t Ev[WG_NMAX];
+            int32_t Sv[WG_NMAX], Cm[WG_NMAX], Ce[WG_NMAX], Cn[WG_NMAX];
             float sc[WG_NMAX];
             for (int n = 0; n < N; n++) {
                 uint32_t cb = c[n];
                 int32_t cneg = (int32_t)(cb >> 31), ceb = (int32_t)((cb >> 23) & 255);
                 int32_t cm = (int32_t)(cb & 0x7FFFFF) | (ceb ? 0x800000 : 0);
                 int32_t ec = cm ? (ceb ? ceb - 127 : -126) : e_zero;
-                Cm[n] = cm; Ce[n] = ec; Cn[n] = cneg; Ev[n] = ec;
+                Cm[n] = cm; Ce[n] = ec; Cn[n] = cneg; Ev[n] = (int16_t)ec;
             }
             for (int k = 0; k < WG_K; k++) {
-                if (!am[k]) continue;
-                const int32_t aek = ae[k], *bzk = bz + k * WG_NMAX;
+                if (ae[k] < -1000) continue;
+                const int16_t aek = ae[k], *bzk = bz + k * WG_NMAX;
                 for (int n = 0; n < N; n++) {
-                    int32_t ep = aek + bzk[n];
+                    int16_t ep = (int16_t)(aek + bzk[n]);          /* a zero B: below -29000 */
                     Ev[n] = ep > Ev[n] ? ep : Ev[n];
                 }
             }
             for (int n = 0; n < N; n++) {
-                int32_t Tc = shift_tz(Cm[n], Ce[n] - Ev[n] + F - 23);
+                int32_t E = Ev[n];
+                int32_t Tc = shift_tz(Cm[n], Ce[n] - E + F - 23);
                 Sv[n] = (Tc ^ -Cn[n]) + Cn[n];                       /* |S| < 33 * 2^16: int32 */
-                int32_t x = F - (Ev[n] > -100 ? Ev[n] : -100);      /* all products zero: any finite scale */
+                int32_t x = F - (E > -100 ? E : -100);              /* all products zero: any finite scale */
                 union { uint32_t u; float f; } v = {(uint32_t)(x + 127) << 23};
                 sc[n] = v.f;
             }
             for (int k = 0; k < WG_K; k++) {
-                if (!am[k]) continue;
+                if (ae[k] < -1000) continue;
                 const float avk = av[k], *bvk = bv + k * WG_NMAX;
                 for (int n = 0; n < N; n++) Sv[n] += (int32_t)(avk * bvk[n] * sc[n]);
             }
             int32_t slow[WG_NMAX], any_slow = 0;
             for (int n = 0; n < N; n++) {
                 d[n] = rz_e8m13_fast(Sv[n], Ev[n], F, &slow[n]);
-                any_slow |= slow[n];
+                any_slow |= slow[n] | rowsp | colsp[n] | (((c[n] >> 23) & 255) == 255);
             }
             for (int n = 0; any_slow && n < N; n++) {
-                if (!slow[n]) continue;
-                int32_t negzero = 0;
-                if (Cn[n] && !Cm[n]) {                               /* -0 only if every product is -0 */
-                    negzero = 1;
-                    for (int k = 0; k < WG_K; k++) negzero &= !(am[k] * bm[k * WG_NMAX + n]) & (as[k] ^ bs[k * WG_NMAX + n]);
+                if (rowsp || colsp[n] || ((c[n] >> 23) & 255) == 255) {
+                    d[n] = fp8_slow(F, e_zero, fr, ta, arow, tb, bt + n, WG_NMAX, c[n]);
+                } else if (slow[n]) {                                /* zero or subnormal result */
+                    int32_t negzero = 0;
+                    if (Cn[n] && !Cm[n]) {                           /* -0 only if every product is -0 */
+                        negzero = 1;
+                        for (int k = 0; k < WG_K; k++) {
+                            uint8_t u = arow[k], w = bt[k * WG_NMAX + n];
+                            negzero &= (ta->m[u] == 0 || tb->m[w] == 0) & (ta->s[u] ^ tb->s[w]);
+                        }
+                    }
+                    d[n] = rz_e8m13(Sv[n], Ev[n], F, negzero);
                 }
-                d[n] = rz_e8m13(Sv[n], Ev[n], F, negzero);
             }
-            for (int n = 0; n < N; n++)
-                if (rowsp || colsp[n] || ((c[n] >> 23) & 255) == 255)
-                    d[n] = fp8_slow(F, e_zero, fr, am, ae, as, asp, bm + n, be + n, bs + n, bsp + n, WG_NMAX, c[n]);
         }
     }
 }
