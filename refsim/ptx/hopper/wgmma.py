@@ -46,6 +46,7 @@ not modelled    ``.sp`` (sparse) forms, b1 A from registers, descriptor base off
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -157,20 +158,23 @@ def pending_message(where: str, register: str, who: str) -> str:
 def _warps(L, ins, th: np.ndarray, what: str) -> np.ndarray:
     """The warps of the step, each with every lane active and its warpgroup whole and running."""
     warps = np.unique(th >> 5)
-    mask = np.zeros(L.T, bool)
-    mask[th] = True
-    lanes = warps[:, None] * 32 + np.arange(32)
-    if not mask[lanes].all():
+    if len(th) != 32 * len(warps):                 # th holds distinct threads: a lane is missing
         raise _refuse(L, ins, f"{what} executed by a partial warp (.aligned: all 128 threads of the "
                               f"warpgroup execute it)")
-    for w in warps.tolist():
-        base = _group_base(L, w)
-        local = base % L.tpb
-        if local + 128 > L.nthreads or np.asarray(L.exited[base:base + 128]).any():
-            raise _refuse(L, ins, f"{what} executed by a partial warpgroup (warps {local // 32}..{local // 32 + 3} "
-                                  f"of the block must all run it; the block has {L.nthreads} threads; "
-                                  f"{L.who(w * 32)})")
-    return warps
+    first = warps * 32
+    local = first % L.tpb - (first % L.tpb) % 128                       # first thread of the warpgroup, in the block
+    bases = np.unique(first - (first % L.tpb) % 128)
+    short = local + 128 > L.nthreads
+    if not short.any():
+        gone = np.asarray(L.exited)[bases[:, None] + np.arange(128)].any(axis=1)
+        if not gone.any():
+            return warps
+        w = int(bases[np.flatnonzero(gone)[0]] // 32)
+    else:
+        w = int(warps[np.flatnonzero(short)[0]])
+    lw = (w * 32 % L.tpb) // 32 // 4 * 4
+    raise _refuse(L, ins, f"{what} executed by a partial warpgroup (warps {lw}..{lw + 3} of the block must all run "
+                          f"it; the block has {L.nthreads} threads; {L.who(w * 32)})")
 
 
 def _group_base(L, w: int) -> int:
@@ -222,17 +226,27 @@ def _complete(L, ins, st: _State, w: int, rec) -> None:
 # wgmma.mma_async
 
 
+@functools.lru_cache(maxsize=None)
+def _fragment_order(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows <- fragments, fragments <- rows): index permutations of one warp's 16 x N accumulator
+    elements between fragment order (lane l, element i: l * N/2 + i) and row order (row * N + column),
+    the module spec's D layout (lane l = 4g + c, i = 4j + 2h + e: row g + 8h, column 8j + 2c + e)."""
+    lane, i = np.meshgrid(np.arange(32), np.arange(n // 2), indexing="ij")
+    g, c, j, h, e = lane // 4, lane % 4, i // 4, i // 2 % 2, i % 2
+    to_row = ((g + 8 * h) * n + 8 * j + 2 * c + e).reshape(-1)          # fragment position -> row position
+    from_frag = np.empty_like(to_row)
+    from_frag[to_row] = np.arange(to_row.size)
+    return from_frag, to_row
+
+
 def _fragments_to_rows(v: np.ndarray, n: int) -> np.ndarray:
-    """Accumulator fragments (W, 32, N/2) (lane l = 4g + c, element i = 4j + 2h + e) -> each warp's 16 rows
-    (W, 16, N): row g + 8h, column 8j + 2c + e (the module spec's D layout)."""
-    W = v.shape[0]
-    return v.reshape(W, 8, 4, n // 8, 2, 2).transpose(0, 4, 1, 3, 2, 5).reshape(W, 16, n)
+    """Accumulator fragments (W, 32, N/2) -> each warp's 16 rows (W, 16, N)."""
+    return np.take(v.reshape(v.shape[0], -1), _fragment_order(n)[0], axis=1).reshape(-1, 16, n)
 
 
 def _rows_to_fragments(m: np.ndarray, n: int) -> np.ndarray:
     """The inverse of :func:`_fragments_to_rows`: (W, 16, N) -> (W, 32, N/2)."""
-    W = m.shape[0]
-    return np.ascontiguousarray(m.reshape(W, 2, 8, n // 8, 4, 2).transpose(0, 2, 4, 3, 1, 5)).reshape(W, 32, n // 2)
+    return np.take(m.reshape(m.shape[0], -1), _fragment_order(n)[1], axis=1).reshape(-1, 32, n // 2)
 
 
 class _MmaAsync:
@@ -402,10 +416,13 @@ class _MmaAsync:
         dt = np.dtype(np.uint8 if b1 else _ELEM[t])
         e = dt.itemsize
         uniq, which = np.unique(descs, return_inverse=True)
-        addr = np.stack([self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()])   # (U, rows, cols)
-        off = (bases // L.tpb) * L.shared_stride                                                         # (G,)
-        byte = (off[:, None, None] + addr[which])[..., None] + np.arange(e)                              # (G, rows, cols, e)
-        return np.ascontiguousarray(L.shared[byte]).view(dt).reshape(len(bases), rows, cols)
+        # element indices (addresses are multiples of the element size: 16-byte aligned atoms)
+        addr = np.stack([self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()]) // e
+        off = (bases // L.tpb) * (L.shared_stride // e)                                                 # (G,)
+        elems = L.shared.view(dt)
+        if len(uniq) == 1:
+            return elems[off[:, None] + addr[0].reshape(-1)].reshape(len(bases), rows, cols)
+        return elems[off[:, None, None] + addr[which]]
 
     def _addresses(self, desc: int, rows: int, cols: int, dt, trans: int, name: str) -> np.ndarray:
         """Shared byte addresses (rows, cols) of the operand ``desc`` names (refsim.formats.smem_layouts)."""
@@ -427,16 +444,21 @@ class _MmaAsync:
         return addr
 
     def _acc_read(self, lanes) -> np.ndarray:
-        raw = np.stack([self.L.regs[s][lanes] for s in self.d_slots], axis=-1).astype(np.uint32)  # (W, 32, R)
-        return np.ascontiguousarray(raw).view(_ACC[self.kind.d])                                 # (W, 32, N/2)
+        """The accumulator fragments (W, 32, N/2) of the warps ``lanes`` (W, 32), of d's type."""
+        flat = lanes.reshape(-1)
+        raw = np.empty((flat.size, len(self.d_slots)), np.uint32)                                # (W * 32, R)
+        for j, s in enumerate(self.d_slots):
+            raw[:, j] = self.L.regs[s][flat]
+        return raw.view(_ACC[self.kind.d]).reshape(lanes.shape + (-1,))
 
     def _acc_write(self, lanes, out) -> None:
-        bits = np.ascontiguousarray(out).view(np.uint32)                                         # (W, 32, R)
+        bits = np.ascontiguousarray(out).view(np.uint32).reshape(lanes.size, -1)                 # (W * 32, R)
+        flat = lanes.reshape(-1)
         L = self.L
         for j, s in enumerate(self.d_slots):
-            L.regs[s][lanes] = bits[..., j].astype(L.regs[s].dtype)
+            L.regs[s][flat] = bits[:, j]
             if L.poison:
-                L.reg_init[s][lanes] = True
+                L.reg_init[s][flat] = True
 
     # ------------------------------------------------------------------ async bookkeeping and race checks
     def _fence_rule(self, st: _State, warps, lanes) -> None:
