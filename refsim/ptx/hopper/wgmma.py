@@ -239,16 +239,6 @@ def _fragment_order(n: int) -> tuple[np.ndarray, np.ndarray]:
     return from_frag, to_row
 
 
-def _fragments_to_rows(v: np.ndarray, n: int) -> np.ndarray:
-    """Accumulator fragments (W, 32, N/2) -> each warp's 16 rows (W, 16, N)."""
-    return np.take(v.reshape(v.shape[0], -1), _fragment_order(n)[0], axis=1).reshape(-1, 16, n)
-
-
-def _rows_to_fragments(m: np.ndarray, n: int) -> np.ndarray:
-    """The inverse of :func:`_fragments_to_rows`: (W, 16, N) -> (W, 32, N/2)."""
-    return np.take(m.reshape(m.shape[0], -1), _fragment_order(n)[1], axis=1).reshape(-1, 32, n // 2)
-
-
 class _MmaAsync:
     """One static ``wgmma.mma_async``: its form checked once, ``run`` per step."""
 
@@ -335,6 +325,7 @@ class _MmaAsync:
             self.a_row = g[:, None] + 8 * (rr % 2)[None, :] + 0 * col
             self.a_col = col
         self._addr: dict = {}
+        self._pos = None
 
     def _desc_reg(self, op, name: str) -> int:
         if op[0] != "reg" or self.L.k.registers[op[1]].bits != 64:
@@ -370,8 +361,7 @@ class _MmaAsync:
             A = self._smem(groups, a_desc, 64, kind.a, self.trans_a, "A")   # (G, 64, K)
         acc = _ACC[kind.d]
         whole = len(warps) == 4 * G and np.array_equal(quarter, np.tile(np.arange(4), G))
-        C = _fragments_to_rows(self._acc_read(lanes), N)                   # (W, 16, N)
-        C = np.where(sd[inv][:, None, None], C, acc(0))
+        C = np.where(sd[inv][:, None, None], self._acc_read(lanes), acc(0))  # (W, 16, N)
         if whole:                                                           # warps 0..3 of every warpgroup
             C = C.reshape(G, 64, N)
         else:
@@ -384,7 +374,7 @@ class _MmaAsync:
         D = arith.wgmma(kind, A, B, C, scale_a=self.scale_a, scale_b=self.scale_b, satfinite=self.satfinite)
         D = D.reshape(G, 4, 16, N)
         out = D.reshape(len(warps), 16, N) if whole else D[inv, quarter]    # (W, 16, N)
-        self._acc_write(lanes, _rows_to_fragments(out, N))
+        self._acc_write(lanes, out)
         self._issue(st, warps, lanes)
 
     def _scale_d(self, lanes):
@@ -443,20 +433,35 @@ class _MmaAsync:
             self._addr[key] = addr
         return addr
 
-    def _acc_read(self, lanes) -> np.ndarray:
-        """The accumulator fragments (W, 32, N/2) of the warps ``lanes`` (W, 32), of d's type."""
-        flat = lanes.reshape(-1)
-        raw = np.empty((flat.size, len(self.d_slots)), np.uint32)                                # (W * 32, R)
-        for j, s in enumerate(self.d_slots):
-            raw[:, j] = self.L.regs[s][flat]
-        return raw.view(_ACC[self.kind.d]).reshape(lanes.shape + (-1,))
+    def _acc_positions(self) -> list[np.ndarray]:
+        """Per accumulator register j: the row-order positions (row * N + column) of its elements in
+        lanes 0..31 (32 per 32-bit d, 64 per f16x2 register: lane-major, low half first)."""
+        if self._pos is None:
+            per = 2 if self.kind.d == "f16" else 1
+            rows = _fragment_order(self.n)[1].reshape(32, self.n // 2)
+            self._pos = [rows[:, j * per:(j + 1) * per].reshape(-1) for j in range(len(self.d_slots))]
+        return self._pos
 
-    def _acc_write(self, lanes, out) -> None:
-        bits = np.ascontiguousarray(out).view(np.uint32).reshape(lanes.size, -1)                 # (W * 32, R)
+    def _acc_read(self, lanes) -> np.ndarray:
+        """The accumulators of the warps ``lanes`` (W, 32) as each warp's 16 rows (W, 16, N) of d's type."""
+        acc = np.dtype(_ACC[self.kind.d])
+        u = np.dtype(f"u{acc.itemsize}")
+        flat = lanes.reshape(-1)
+        W = lanes.shape[0]
+        out = np.empty((16 * self.n, W), u)                              # row order, warp innermost
+        for s, pos in zip(self.d_slots, self._acc_positions()):
+            out[pos] = self.L.regs[s][flat].view(u).reshape(W, -1).T
+        return out.T.view(acc).reshape(W, 16, self.n)
+
+    def _acc_write(self, lanes, rows: np.ndarray) -> None:
+        """Write each warp's 16 rows (W, 16, N) back into its accumulator registers."""
+        W = lanes.shape[0]
+        u = np.dtype(f"u{rows.dtype.itemsize}")
+        t = np.ascontiguousarray(rows.reshape(W, -1).view(u).T)          # (16 N, W)
         flat = lanes.reshape(-1)
         L = self.L
-        for j, s in enumerate(self.d_slots):
-            L.regs[s][flat] = bits[:, j]
+        for s, pos in zip(self.d_slots, self._acc_positions()):
+            L.regs[s][flat] = np.ascontiguousarray(t[pos].T).view(np.uint32).reshape(-1)
             if L.poison:
                 L.reg_init[s][flat] = True
 
