@@ -65,7 +65,7 @@ from refsim.arith import tensor_core_types as tct
 from refsim.arith.tensor_core import Terms, fdpa_terms, ieee_terms
 # the exact-rational T-FDPA block and operand reader of the mma.sync reference: one definition for both
 from refsim.arith.tensor_core_types import _fdpa_fraction, _value
-from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError, ToolchainError
 
 __all__ = ["PTX_TARGET", "M", "WgmmaKind", "WgmmaModel", "MODELS", "modelled", "kind_of", "model", "wgmma",
            "wgmma_reference"]
@@ -312,7 +312,10 @@ def _native(kind: WgmmaKind, m: WgmmaModel, A: np.ndarray, B: np.ndarray, Cb: np
     with finite A, B and C (``mma_k16_f32_blocks``: sm_90's one block of 16 products is this model)."""
     from refsim.native import emulators as nat
 
-    if native is None and not nat.available():
+    if not nat.available():
+        if native:
+            raise ToolchainError(f"native: the compiled wgmma twin is unavailable ({nat.status()}); use native=None "
+                                 f"or False for the NumPy path")
         return None
     if kind.a != "f16":
         return nat.wgmma_fp8_f32(kind.a == "e5m2", kind.b == "e5m2", m.frac_bits, m.e_zero_f32,
