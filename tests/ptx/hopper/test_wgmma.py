@@ -220,3 +220,42 @@ def test_unmodelled_forms_are_refused_at_launch(old, new, why):
     src = edited(old, new)
     _, _, err = launch("wgmma_f16_ss", ss_args(np.random.default_rng(13)), src=src, expect_error=True)
     assert isinstance(err, ptx.PtxUnsupportedError) and why in str(err) and "PTX line" in str(err)
+
+
+def f16_fragments(M: np.ndarray) -> np.ndarray:
+    """The PTX ISA's f16 accumulator fragments of a 64 x 64 f16 matrix, written out per thread: thread t
+    (warp q = t // 32, lane l = t % 32) register r holds elements i = 2r (low half) and 2r + 1 (high)
+    at row 16q + l // 4 + 8 ((i // 2) % 2), column 8 (i // 4) + 2 (l % 4) + i % 2."""
+    bits = M.view(np.uint16)
+    out = np.zeros((128, 16), np.uint32)
+    for t in range(128):
+        q, l = divmod(t, 32)
+        for r in range(16):
+            halves = []
+            for i in (2 * r, 2 * r + 1):
+                halves.append(int(bits[16 * q + l // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (l % 4) + i % 2]))
+            out[t, r] = halves[0] | halves[1] << 16
+    return out.reshape(-1)
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_f16_accumulator_fragments_transposes_and_negation(trans):
+    rng = np.random.default_rng(14)
+    A, B = f16(rng, (64, 16)), f16(rng, (64, 16))                 # (M, K), (N, K)
+    major = "MN" if trans else "K"
+    # MN-major 128B: 64 f16 of M (or N) per 128-byte row, K groups of 8 rows 1024 bytes apart
+    da = sl.encode_descriptor(0, 0, 1024, swizzle="128B") if trans else k_major(0, "128B", 32)
+    db = sl.encode_descriptor(8192, 0, 1024, swizzle="128B") if trans else k_major(8192, "128B", 32)
+    img = sl.smem_from_matrix(A, da, major, smem_size=SMEM) | sl.smem_from_matrix(B, db, major, smem_size=SMEM)
+    C = f16(rng, (64, 64))
+    D = np.zeros(2048, np.uint32)
+    src = None
+    if trans:            # the f16-accumulator kernel's instruction only: imm-scale-a = -1, both transposed
+        head, rest = text().split("m64n64k16.f16.f16.f16 {%r", 1)
+        src = head + "m64n64k16.f16.f16.f16 {%r" + rest.replace("p, 1, 1, 0, 0;", "p, -1, 1, 1, 1;", 1)
+    _, out, _ = launch("wgmma_f16acc", [img, SMEM, da, db, f16_fragments(C), D], src=src)
+    a = sl.matrix_from_smem(img, da, 64, 16, np.float16, major)
+    b = sl.matrix_from_smem(img, db, 64, 16, np.float16, major)
+    assert np.array_equal(a, A) and np.array_equal(b, B)
+    want = aw.wgmma("f16.f16.f16", a, np.ascontiguousarray(b.T), C, scale_a=-1 if trans else 1)
+    assert out[5].tobytes() == f16_fragments(want).tobytes()

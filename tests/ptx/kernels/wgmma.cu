@@ -42,6 +42,12 @@ __device__ __forceinline__ void wg_e4m3_ss(float *d, uint64_t da, uint64_t db, i
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(scale_d));
 }
+__device__ __forceinline__ void wg_f16acc_ss(uint32_t *d, uint64_t da, uint64_t db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
 __device__ __forceinline__ void wg_s8_ss(int *d, uint64_t da, uint64_t db, int scale_d) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p;\n}\n"
@@ -126,6 +132,21 @@ extern "C" __global__ void wgmma_groups(const uint4 *img, int nbytes, uint64_t d
     for (int i = 0; i < 32; i++) D1[frag_row(i) * 64 + frag_col(i)] = d1[i];
     wait<0>();
     for (int i = 0; i < 32; i++) D2[frag_row(i) * 64 + frag_col(i)] = d2[i];
+}
+
+// an f16 accumulator (m64n64k16.f16.f16.f16): 16 registers of f16x2 per thread, passed in and out
+// raw (thread t's register r at C[16 t + r]) so that the test states the fragment layout itself
+extern "C" __global__ void wgmma_f16acc(const uint4 *img, int nbytes, uint64_t da, uint64_t db, const uint32_t *C,
+                                        uint32_t *D) {
+    extern __shared__ __align__(1024) uint8_t smem[];
+    load_image(smem, img, nbytes);
+    uint32_t d[16];
+    for (int r = 0; r < 16; r++) d[r] = C[16 * threadIdx.x + r];
+    fence();
+    wg_f16acc_ss(d, da, db, 1);
+    commit();
+    wait<0>();
+    for (int r = 0; r < 16; r++) D[16 * threadIdx.x + r] = d[r];
 }
 
 // the inner loop of an FP8 GEMM (bench/bench_wgmma.py): `steps` times four m64n128k32 e4m3 wgmmas into
