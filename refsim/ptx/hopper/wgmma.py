@@ -41,6 +41,8 @@ race=True       (``PtxRaceError``; no such check without it, as a GPU runs such 
                 - an accumulator register of a wgmma not yet complete (no ``wait_group`` covering it)
                   read or written by another instruction: reads are seen by the executors' register
                   read check (:func:`pending_reader`), writes when the group completes (changed value);
+poison=True     every register the instruction reads (scale-d, descriptors, A fragments, accumulators,
+                whatever scale-d says) must have been written (``PtxUninitializedError``).
 not modelled    ``.sp`` (sparse) forms, b1 A from registers, descriptor base offsets other than 0.
 """
 
@@ -54,7 +56,7 @@ import numpy as np
 from refsim.arith import wgmma as arith
 from refsim.errors import RefsimError
 from refsim.formats import smem_layouts
-from refsim.ptx.errors import PtxMemoryError, PtxRaceError, PtxUnsupportedError
+from refsim.ptx.errors import PtxMemoryError, PtxRaceError, PtxUninitializedError, PtxUnsupportedError
 
 __all__ = ["build", "state", "operand_slots", "pending_check", "pending_message"]
 
@@ -345,6 +347,8 @@ class _MmaAsync:
         G, N, K = len(groups), self.n, kind.k
         if L.race:
             self._fence_rule(st, warps, lanes)
+        if L.poison:
+            self._poison_reads(lanes)
         sd = self._uniform(lanes, inv, self._scale_d(lanes), "scale-d")
         b_desc = self._uniform(lanes, inv, L.regs[self.b_desc][lanes], "b-desc")
         B = self._smem(groups, b_desc, N, kind.b, self.trans_b, "B")       # (G, N, K)
@@ -376,6 +380,19 @@ class _MmaAsync:
         out = D.reshape(len(warps), 16, N) if whole else D[inv, quarter]    # (W, 16, N)
         self._acc_write(lanes, out)
         self._issue(st, warps, lanes)
+
+    def _poison_reads(self, lanes) -> None:
+        """poison=True: every register this wgmma reads (scale-d, descriptors, A fragments, accumulators)
+        written before, in every thread of the step (checks.register_read's message)."""
+        L = self.L
+        slots = [self.scale_d[1]] if self.scale_d[0] == "reg" else []
+        slots += ([] if self.a_regs else [self.a_desc]) + [self.b_desc] + self.a_slots + self.d_slots
+        flat = lanes.reshape(-1)
+        for s in slots:
+            init = L.reg_init[s][flat]
+            if not init.all():
+                raise PtxUninitializedError(f"{L.where(self.ins)}: register {L.k.registers[s].name} read before "
+                                            f"written by {L.who(int(flat[~init][0]))}")
 
     def _scale_d(self, lanes):
         if self.scale_d[0] == "imm":

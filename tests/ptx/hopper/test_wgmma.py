@@ -259,3 +259,12 @@ def test_f16_accumulator_fragments_transposes_and_negation(trans):
     assert np.array_equal(a, A) and np.array_equal(b, B)
     want = aw.wgmma("f16.f16.f16", a, np.ascontiguousarray(b.T), C, scale_a=-1 if trans else 1)
     assert out[5].tobytes() == f16_fragments(want).tobytes()
+
+
+def test_poison_names_an_accumulator_never_written():
+    src = edited("\tld.global.f32 \t%f1, [%rd13];\n", "")
+    args = ss_args(np.random.default_rng(15))
+    _, _, err = launch("wgmma_f16_ss", args, src=src, poison=True, expect_error=True)
+    assert isinstance(err, ptx.PtxUninitializedError)
+    assert "register %f1 read before written" in str(err) and "wgmma.mma_async" in str(err)
+    launch("wgmma_f16_ss", args, poison=True)          # the kernel as compiled writes every register first
