@@ -21,7 +21,8 @@ warpgroup       warps 4g..4g+3 of a block (128 threads) execute it together: eve
 operands        descriptors: :func:`refsim.formats.smem_layouts.matrix_addresses` (its refusals, e.g. a
                 nonzero base offset, become ``PtxUnsupportedError`` with kernel/line); A (64, K) read
                 K-major, or MN-major when imm-trans-a = 1; B (N, K) likewise with imm-trans-b; b1 rows
-                are 32 bytes of bits, element k at bit k % 8 of byte k // 8. Bytes outside the block's
+                are 32 bytes of bits, element k at bit k % 8 of byte k // 8 (assumed, as PTX packs
+                .b1 elements into registers from bit 0; not measured). Bytes outside the block's
                 shared memory: ``PtxMemoryError``.
 fragments       (PTX ISA "Register Fragments and Shared Memory Matrix Layouts" for wgmma; per warp the
                 mma.m16n8k* layouts) lane l of warp q, g = l // 4, c = l % 4:

@@ -61,8 +61,7 @@ def launch(kernel, args, *, src=None, expect_error=False, **opts):
                     expect_error=expect_error, **opts)
 
 
-@pytest.mark.parametrize("swizzle", ["128B", "64B", "32B", "none"])
-@pytest.mark.parametrize("scale_d", [1, 0])
+@pytest.mark.parametrize("swizzle, scale_d", [("128B", 1), ("128B", 0), ("64B", 1), ("32B", 1), ("none", 1)])
 def test_f16_both_operands_from_descriptors(swizzle, scale_d):
     rng = np.random.default_rng(1 + scale_d)
     A, B = f16(rng, (64, 16)), f16(rng, (64, 16))                  # B as wgmma reads it: (N, K), K-major
@@ -133,6 +132,24 @@ def test_s8_wraps_like_the_model():
     assert out[5].tobytes() == want.tobytes()
     exact = C.astype(np.int64) + A.astype(np.int64) @ B.astype(np.int64).T
     assert np.array_equal(out[5], ((exact + 2**31) % 2**32 - 2**31).astype(np.int32))
+
+
+def test_b1_and_popc_reads_bits_little_end_first():
+    """The s8 kernel's instruction as m64n64k256.s32.b1.b1.and.popc: the same 32-byte rows hold 256 bits;
+    element k is bit k % 8 of byte k // 8; D = C + popc(A_i AND B_j)."""
+    rng = np.random.default_rng(16)
+    A8 = rng.integers(0, 256, (64, 32)).astype(np.uint8)
+    B8 = rng.integers(0, 256, (64, 32)).astype(np.uint8)
+    da, db = k_major(0, "32B", 32), k_major(8192, "32B", 32)
+    img = image((A8, da), (B8, db))
+    C = rng.integers(-1000, 1000, (64, 64)).astype(np.int32)
+    src = edited("m64n64k32.s32.s8.s8", "m64n64k256.s32.b1.b1.and.popc")
+    _, out, _ = launch("wgmma_s8", [img, SMEM, da, db, C, np.zeros((64, 64), np.int32), 1], src=src)
+    bits_a = [[(int(A8[i, k // 8]) >> (k % 8)) & 1 for k in range(256)] for i in range(64)]
+    bits_b = [[(int(B8[j, k // 8]) >> (k % 8)) & 1 for k in range(256)] for j in range(64)]
+    want = np.array([[int(C[i, j]) + sum(x & y for x, y in zip(bits_a[i], bits_b[j])) for j in range(64)]
+                     for i in range(64)], np.int32)
+    assert np.array_equal(out[5], want)
 
 
 def test_two_commit_groups_and_wait_group_1():
