@@ -94,6 +94,7 @@ def race_write(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
     """A shared write by the threads ``sel[mm]``: conflicts with any other thread's access since the
     last barrier, or two threads of this instruction writing one byte, raise; the write is recorded."""
     th = L.threads(sel)[mm]
+    wgmma.smem_check(L, ins, th, flat_bytes)
     w = L.race_w[flat_bytes]
     r = L.race_r[flat_bytes]
     conflict = ((w >= 0) & (w != th[:, None])) | ((r != -1) & (r != th[:, None]))

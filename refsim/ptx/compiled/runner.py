@@ -33,7 +33,7 @@ _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 (RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
  E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
  E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
- E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_RACE_WGMMA) = range(28)
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_RACE_WGMMA, E_RACE_WGMMA_SMEM) = range(29)
 _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 
@@ -227,8 +227,9 @@ class CompiledLaunch:
         self.stats = engine.LaunchStats()
         # engine entries defined in refsim.ptx.hopper: built here, in order, as the interpreter's Launch
         # builds its program (so a refused form raises the same error before anything runs)
-        if race and hopper.wgmma.state(self).pending is not None:     # the C twin of wgmma.pending_check
+        if race and hopper.wgmma.state(self).pending is not None:     # the C twins of wgmma's race checks
             S.wg_pending = _ptr(hopper.wgmma.state(self).pending)
+            S.wg_smem = _ptr(hopper.wgmma.state(self).smem)
         self.engine_steps = {p: OPCODES[kernel.instructions[p].opcode].build(self, kernel.instructions[p], p)
                              for p in sorted(translation.callbacks) if kernel.instructions[p].opcode in hopper.ENTRIES}
         lib.refsim_rt_start(ctypes.byref(S))
@@ -458,6 +459,8 @@ class CompiledLaunch:
             E_BARRIER_ID: (PtxUnsupportedError, f"barrier id must be 0..15; got {aux}"),
             E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
         }
+        if code == E_RACE_WGMMA_SMEM:
+            return PtxRaceError(hopper.wgmma.smem_message(where, aux, self._who(t)))
         if code == E_RACE_WGMMA:
             return PtxRaceError(hopper.wgmma.pending_message(where, self.k.registers[aux].name, self._who(t)))
         if code == E_READONLY:

@@ -41,7 +41,9 @@ race=True       (``PtxRaceError``; no such check without it, as a GPU runs such 
                   ISA's fence rule; seen as a changed value, so a write of the same value passes;
                 - an accumulator register of a wgmma not yet complete (no ``wait_group`` covering it)
                   read or written by another instruction: reads are seen by the executors' register
-                  read check (:func:`pending_reader`), writes when the group completes (changed value);
+                  read check (:func:`pending_check`), writes when the group completes (changed value);
+                - a shared byte an incomplete wgmma reads, written by a store (:func:`smem_check`, in
+                  the executors' race write check);
 poison=True     every register the instruction reads (scale-d, descriptors, A fragments, accumulators,
                 whatever scale-d says) must have been written (``PtxUninitializedError``).
 not modelled    ``.sp`` (sparse) forms, b1 A from registers, descriptor base offsets other than 0.
@@ -59,7 +61,7 @@ from refsim.errors import RefsimError
 from refsim.formats import smem_layouts
 from refsim.ptx.errors import PtxMemoryError, PtxRaceError, PtxUninitializedError, PtxUnsupportedError
 
-__all__ = ["build", "state", "operand_slots", "pending_check", "pending_message"]
+__all__ = ["build", "state", "operand_slots", "pending_check", "pending_message", "smem_check", "smem_message"]
 
 _SHAPE = re.compile(r"m64n(\d+)k(\d+)$")
 _ELEM = {"f16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8, "e5m2": np.uint8,
@@ -109,6 +111,8 @@ class _State:
         self.snap = np.zeros((nw, max(1, len(self.slots)), 32), np.uint64)
         # race: per register slot and thread, 1 while the register is an accumulator of an incomplete wgmma
         self.pending = np.zeros((len(L.k.registers), L.T), np.uint8) if L.race and self.slots else None
+        # race: per shared byte (L.shared's flat index), the incomplete wgmmas that read it
+        self.smem = np.zeros(L.shared.size, np.int32) if self.pending is not None else None
 
 
 def state(L) -> _State:
@@ -145,6 +149,26 @@ def pending_check(L, ins, slot: int):
             t = int(np.arange(L.T)[sel][hit != 0][0])
             raise PtxRaceError(pending_message(L.where(ins), L.k.registers[slot].name, L.who(t)))
     return check
+
+
+def smem_check(L, ins, th: np.ndarray, flat_bytes: np.ndarray) -> None:
+    """race=True: a shared-memory write by threads ``th`` of the bytes ``flat_bytes`` (one row per
+    thread) that an incomplete wgmma reads raises :class:`PtxRaceError` (the first such thread and byte;
+    the compiled executor's twin is ``E_RACE_WGMMA_SMEM`` in its race_write)."""
+    st = getattr(L, "_wgmma_state", None)
+    if st is None or st.smem is None:
+        return
+    hit = st.smem[flat_bytes] > 0
+    if hit.any():
+        row = int(np.flatnonzero(hit.any(axis=1))[0])
+        byte = int(flat_bytes[row][hit[row]][0])
+        raise PtxRaceError(smem_message(L.where(ins), byte % L.shared_stride, L.who(int(th[row]))))
+
+
+def smem_message(where: str, byte: int, who: str) -> str:
+    """The race message of a shared write to a byte a pending wgmma reads (both executors)."""
+    return (f"{where}: shared-memory write by {who} to byte 0x{byte:x}, which a wgmma.mma_async not yet complete "
+            f"(no wgmma.wait_group covers it) reads")
 
 
 def pending_message(where: str, register: str, who: str) -> str:
@@ -215,7 +239,8 @@ def _complete(L, ins, st: _State, w: int, rec) -> None:
     """One wgmma of warp ``w`` completes: under race, its accumulators must still hold what it wrote."""
     if not L.race:
         return
-    slots, values = rec
+    slots, values, read = rec
+    st.smem[read] -= 1
     lanes = w * 32 + np.arange(32)
     for s, v in zip(slots, values):
         st.pending[s, lanes] = 0
@@ -352,6 +377,7 @@ class _MmaAsync:
             self._poison_reads(lanes)
         sd = self._uniform(lanes, inv, self._scale_d(lanes), "scale-d")
         b_desc = self._uniform(lanes, inv, L.regs[self.b_desc][lanes], "b-desc")
+        self._read = []
         B = self._smem(groups, b_desc, N, kind.b, self.trans_b, "B")       # (G, N, K)
         B = np.ascontiguousarray(np.swapaxes(B, -1, -2))                  # (G, K, N)
         if self.a_regs:
@@ -380,7 +406,7 @@ class _MmaAsync:
         D = D.reshape(G, 4, 16, N)
         out = D.reshape(len(warps), 16, N) if whole else D[inv, quarter]    # (W, 16, N)
         self._acc_write(lanes, out)
-        self._issue(st, warps, lanes)
+        self._issue(st, warps, lanes, inv)
 
     def _poison_reads(self, lanes) -> None:
         """poison=True: every register this wgmma reads (scale-d, descriptors, A fragments, accumulators)
@@ -427,10 +453,10 @@ class _MmaAsync:
         # element indices (addresses are multiples of the element size: 16-byte aligned atoms)
         addr = np.stack([self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()]) // e
         off = (bases // L.tpb) * (L.shared_stride // e)                                                 # (G,)
-        elems = L.shared.view(dt)
-        if len(uniq) == 1:
-            return elems[off[:, None] + addr[0].reshape(-1)].reshape(len(bases), rows, cols)
-        return elems[off[:, None, None] + addr[which]]
+        idx = off[:, None] + addr[which].reshape(len(bases), -1)                                        # (G, rows * cols)
+        if L.race:                   # the bytes each warpgroup's operand reads (race: smem_check)
+            self._read.append((idx[..., None] * e + np.arange(e)).reshape(len(bases), -1))
+        return L.shared.view(dt)[idx].reshape(len(bases), rows, cols)
 
     def _addresses(self, desc: int, rows: int, cols: int, dt, trans: int, name: str) -> np.ndarray:
         """Shared byte addresses (rows, cols) of the operand ``desc`` names (refsim.formats.smem_layouts)."""
@@ -500,16 +526,18 @@ class _MmaAsync:
                                    f"(PTX ISA: a wgmma.fence must order register accesses before a wgmma that "
                                    f"accesses the same registers) ({L.who(w * 32)})")
 
-    def _issue(self, st: _State, warps, lanes) -> None:
+    def _issue(self, st: _State, warps, lanes, inv) -> None:
         L = self.L
         if L.race:
+            read = [np.unique(np.concatenate([r[g] for r in self._read])) for g in range(int(inv.max()) + 1)]
             written = [L.regs[s][lanes].astype(np.uint64) for s in self.d_slots + self.a_slots]  # (W, 32) each
             for j, s in enumerate(self.d_slots):
                 st.snap[warps, st.row[s]] = written[j]
                 st.pending[s, lanes.reshape(-1)] = 1
         for wi, w in enumerate(warps.tolist()):
             if L.race:
-                rec = (self.d_slots + self.a_slots, [v[wi] for v in written])
+                rec = (self.d_slots + self.a_slots, [v[wi] for v in written], read[inv[wi]])
+                st.smem[rec[2]] += 1
             else:
                 rec = None
             st.open[w].append(rec)

@@ -285,3 +285,12 @@ def test_poison_names_an_accumulator_never_written():
     assert isinstance(err, ptx.PtxUninitializedError)
     assert "register %f1 read before written" in str(err) and "wgmma.mma_async" in str(err)
     launch("wgmma_f16_ss", args, poison=True)          # the kernel as compiled writes every register first
+
+
+def test_a_store_to_shared_memory_a_pending_wgmma_reads_is_a_named_race():
+    src = edited("\twgmma.commit_group.sync.aligned;\n", "\twgmma.commit_group.sync.aligned;\n\tst.shared.u32 \t[16], %r1;\n")
+    args = ss_args(np.random.default_rng(17))
+    _, _, err = launch("wgmma_f16_ss", args, src=src, race=True, expect_error=True)
+    assert isinstance(err, ptx.PtxRaceError)
+    assert "to byte 0x10, which a wgmma.mma_async not yet complete" in str(err) and "thread (0, 0, 0)" in str(err)
+    launch("wgmma_f16_ss", args, race=True)          # the kernel as compiled waits before it exits
