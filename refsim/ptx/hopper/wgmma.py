@@ -108,7 +108,8 @@ class _State:
         self.fenced = np.zeros(nw, bool)
         self.slots = operand_slots(L.k)                       # registers any wgmma of the kernel reads
         self.row = {s: i for i, s in enumerate(self.slots)}
-        self.snap = np.zeros((nw, max(1, len(self.slots)), 32), np.uint64)
+        # race: per warp and wgmma register, its value at the last wgmma.fence or wgmma write
+        self.snap = np.zeros((nw, max(1, len(self.slots)), 32), np.uint64) if L.race else None
         # race: per register slot and thread, 1 while the register is an accumulator of an incomplete wgmma
         self.pending = np.zeros((len(L.k.registers), L.T), np.uint8) if L.race and self.slots else None
         # race: per shared byte (L.shared's flat index), the incomplete wgmmas that read it
