@@ -407,6 +407,14 @@ def require_instance(name: str, value: Any, kinds: Any, what: str | None = None)
     return value
 
 
+def require_names(name: str, value: Any) -> list[str]:
+    """``value`` must be a list or tuple of str (layer or tensor names); returns a list of plain str."""
+    require_instance(name, value, (list, tuple))
+    for i, v in enumerate(value):
+        require_instance(f"{name}[{i}]", v, str)
+    return [str(v) for v in value]
+
+
 def require_callable(name: str, value: Any, *, allow_none: bool = False) -> Any:
     """``value`` must be callable (or ``None`` when ``allow_none``): progress hooks, openers."""
     if value is None and allow_none:

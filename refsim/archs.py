@@ -24,6 +24,10 @@ units           bytes and counts; the unit is in each field's name.
     sm_87  8.7      163         164         48        16         Orin
     sm_89  8.9       99         100         48        24         Ada
     sm_90  9.0      227         228         64        32         Hopper
+    sm_120 12.0      99         100         48        24         Blackwell GB20x (RTX 50x0, RTX PRO)
+
+                (sm_120's row as NVIDIA's libcu++ ``cuda/__device/arch_traits.h`` transcribes the guide's 12.0
+                column: 100 KiB shared per SM less the 1 KiB reserved per block, 1536 threads, 24 blocks.)
 """
 
 from __future__ import annotations
@@ -82,20 +86,22 @@ ARCHS: dict[str, ArchFacts] = {f.name: f for f in (
     ArchFacts("sm_87", 163 * _KIB, 164 * _KIB, max_warps_per_sm=48, max_ctas_per_sm=16),
     ArchFacts("sm_89", 99 * _KIB, 100 * _KIB, max_warps_per_sm=48, max_ctas_per_sm=24),
     ArchFacts("sm_90", 227 * _KIB, 228 * _KIB, max_warps_per_sm=64, max_ctas_per_sm=32),
+    ArchFacts("sm_120", 99 * _KIB, 100 * _KIB, max_warps_per_sm=48, max_ctas_per_sm=24),
 )}
 
 
 #: Architecture-specific targets -> the architecture whose facts (and arithmetic) they have. PTX ISA,
 #: "Target Directives: .target": a target with the ``a`` suffix (``.target sm_90a``, ``nvcc -arch=sm_90a``)
-#: adds the features of exactly that architecture (on sm_90a: ``wgmma``, ``setmaxnreg``) and runs on no
-#: other; its hardware limits are its architecture's. Every place refsim takes an architecture name
-#: accepts these through :func:`base_arch`.
-ARCH_SPECIFIC: dict[str, str] = {"sm_90a": "sm_90"}
+#: adds the features of exactly that architecture (on sm_90a: ``wgmma``, ``setmaxnreg``; on sm_120a: the
+#: block-scaled ``mma.sync`` kinds) and runs on no other; its hardware limits are its architecture's. Every
+#: place refsim takes an architecture name accepts these through :func:`base_arch`.
+ARCH_SPECIFIC: dict[str, str] = {"sm_90a": "sm_90", "sm_120a": "sm_120"}
 
 
 def base_arch(arch) -> str | None:
     """The :data:`ARCHS` name behind ``arch``: itself when it is in the table, ``"sm_90"`` for
-    ``"sm_90a"`` (:data:`ARCH_SPECIFIC`); None for anything else (not a name refsim knows)."""
+    ``"sm_90a"``, ``"sm_120"`` for ``"sm_120a"`` (:data:`ARCH_SPECIFIC`); None for anything else (not a
+    name refsim knows)."""
     if not isinstance(arch, str):
         return None
     return arch if arch in ARCHS else ARCH_SPECIFIC.get(arch)

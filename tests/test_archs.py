@@ -8,10 +8,12 @@ import pytest
 from refsim import archs
 
 # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability", typed from the guide:
-# arch -> (max shared memory per block with opt-in KiB, per SM KiB, resident warps per SM, resident blocks per SM)
+# arch -> (max shared memory per block with opt-in KiB, per SM KiB, resident warps per SM, resident blocks per SM);
+# sm_120 (12.0) as NVIDIA's libcu++ cuda/__device/arch_traits.h transcribes it: 100 KiB - 1 KiB reserved, 1536
+# threads, 24 blocks
 GUIDE = {"sm_70": (96, 96, 64, 32), "sm_75": (64, 64, 32, 16), "sm_80": (163, 164, 64, 32),
          "sm_86": (99, 100, 48, 16), "sm_87": (163, 164, 48, 16), "sm_89": (99, 100, 48, 24),
-         "sm_90": (227, 228, 64, 32)}
+         "sm_90": (227, 228, 64, 32), "sm_120": (99, 100, 48, 24)}
 
 
 def test_the_table_holds_the_guides_numbers_oldest_first():
@@ -26,7 +28,10 @@ def test_the_table_holds_the_guides_numbers_oldest_first():
 
 
 def test_names_parse_to_their_number_and_compute_capability():
-    assert [archs.ARCHS[a].compute_capability for a in ("sm_75", "sm_86", "sm_90")] == ["7.5", "8.6", "9.0"]
+    assert [archs.ARCHS[a].compute_capability for a in ("sm_75", "sm_86", "sm_90", "sm_120")] == [
+        "7.5", "8.6", "9.0", "12.0"]
+    assert [archs.base_arch(a) for a in ("sm_120a", "sm_120", "sm_90a", "sm_100a")] == ["sm_120", "sm_120", "sm_90",
+                                                                                       None]
     assert [archs.parse_sm(a) for a in ("sm_80", "sm_90a", "sm_100f", "sm_120")] == [80, 90, 100, 120]
     assert [archs.parse_sm(a) for a in ("sm80", "sm_", "compute_80", "sm_80x", 80, None)] == [None] * 6
 

@@ -1,4 +1,4 @@
-"""``refsim convert SRC --to marlin|gptq-v1|gptq-v2|awq|compressed-tensors|qigen|anyprec OUT``."""
+"""``refsim convert SRC --to marlin|gptq-v1|gptq-v2|awq|compressed-tensors|qigen|anyprec|fp8-block OUT``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from refsim.commands.quantize import progress_bar
 
 #: refsim.io.convert.TARGETS, spelled out so building the CLI parser does not import the checkpoint
 #: readers (~0.5 s for every refsim command); tests/commands keep the two equal
-TARGETS = ("marlin", "gptq-v1", "gptq-v2", "awq", "compressed-tensors", "qigen", "anyprec")
+TARGETS = ("marlin", "gptq-v1", "gptq-v2", "awq", "compressed-tensors", "qigen", "anyprec", "fp8-block")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "convert", help="convert a checkpoint (GPTQ/AWQ/compressed-tensors/Marlin between each other, GPTQ -> QIGen, "
-             "FP -> Any-Precision)",
+             "FP -> Any-Precision, DeepSeek-style FP8 blocks <-> compressed-tensors float-quantized)",
         description="Convert SRC into the new folder OUT (written to a temporary folder and renamed: a refused "
                     "or failed conversion leaves OUT absent or empty). Exit 2 with one line on stderr on refusal.")
     p.add_argument("src", help="source checkpoint folder")

@@ -55,9 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "folder transformers/vLLM load (config.json with quantization_config, tokenizer files) and "
                     "print quality measured on held-out text: per layer, and perplexity (decoders) or embedding "
                     "cosine (encoders) at the model output.")
-    p.add_argument("model", help="FP model: a folder of .safetensors files or one file")
-    p.add_argument("--method", required=True, choices=METHODS)
-    p.add_argument("--out", required=True, help="output folder (must not exist, or be empty)")
+    p.add_argument("model", help="FP model: a folder of .safetensors files or one file (a float .gguf file for gguf:TYPE)")
+    p.add_argument("--method", default="rtn", choices=METHODS,
+                   help="quantization method (default rtn: round to nearest, the only one for the format presets)")
+    p.add_argument("--out", required=True, help="output folder (must not exist, or be empty); a new .gguf file for gguf:TYPE")
     p.add_argument("--bits", type=int, default=4)
     p.add_argument("--group-size", type=_group, default=128, help="group size along K, or 'none' (per-channel; -1 reads the same)")
     p.add_argument("--sym", action="store_true", help="gptq/rtn: symmetric (zero = 2**(bits-1))")
@@ -75,8 +76,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", default=None, help="regular expression selecting layers by name")
     p.add_argument("--ignore", default=None,
                    help="regular expression of layers left unquantized (default: embeddings and lm_head; '' = none)")
-    p.add_argument("--to", default="auto", choices=("auto", "gptq", "awq", "compressed-tensors"),
-                   help="output format: the method's own (auto) or compressed-tensors (rtn, gptq, awq)")
+    p.add_argument("--to", default="auto",
+                   help="output format: the method's own (auto), compressed-tensors (rtn, gptq, awq), "
+                        "compressed-tensors:FP8_DYNAMIC|FP8_BLOCK|NVFP4A16|MXFP4A16 (llm-compressor's presets, rtn), "
+                        "gguf:Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|F16|BF16 (a float .gguf re-quantized, metadata kept) "
+                        "or bitsandbytes 4-bit as transformers saves it (bnb-nf4, bnb-fp4; rtn)")
+    p.add_argument("--double-quant", action="store_true",
+                   help="bnb-nf4/bnb-fp4: bitsandbytes' double quantization of the absmax (bnb_4bit_use_double_quant)")
     p.add_argument("--executor", default="local",
                    help="'serial', 'local' (one process per core), 'local:N', 'dask-local:N', 'dask://HOST:PORT'")
     p.add_argument("--no-memory", action="store_true", help="skip the per-layer tracemalloc peak (faster)")
@@ -95,9 +101,16 @@ def run(args: argparse.Namespace) -> int:
                            measure_memory=not args.no_memory)
     with executor_from_spec(args.executor) as ex, progress_bar(args.quiet, f"quantize {args.method}") as bar:
         summary = quantize_model(args.model, args.out, opts, executor=ex, calib=args.calib, layers=args.layers,
-                                 ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar)
+                                 ignore=args.ignore, to=args.to, heldout=args.heldout, progress=bar,
+                                 double_quant=args.double_quant)
     for note in summary["notes"]:  # what config.json derived; loaders known to refuse the folder
         print(note, file=sys.stderr)
+    if ":" in args.to and not args.json:               # a format preset: weight error per layer, no calibration
+        for name, r in (summary["layers"].items() if isinstance(summary["layers"], dict)
+                        else ((r["name"], r) for r in summary["layers"])):
+            print(f"{name[-48:]:<48} {r['k']:>5} {r['n']:>5} max|dW| {r['max_abs_weight_error']:.4g}")
+        print(f"wrote {args.out} ({len(summary['layers'])} layers, {args.to})")
+        return 0
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

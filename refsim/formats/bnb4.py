@@ -7,7 +7,8 @@ Spec
     blocks       the tensor flattened row-major, cut into blocks of ``blocksize`` consecutive values
                  (32, 64 (default), 128, ..., 4096); the last block may be partial
     absmax       float32 per block: ``max |x|`` over the block (exact)
-    code choice  ``s = x * fl32(1 / absmax)`` (a reciprocal, then a multiply, as every kernel does),
+    code choice  ``s = x * fl32(1 / absmax)`` (a reciprocal, then a multiply; but the CPU kernel DIVIDES
+                 a partial last block: ``s = x / absmax``, one rounding, which differs in the last bit),
                  then the nearest table entry found by comparing with thresholds, never argmin:
                  ``kernel="cpu"``  bitsandbytes' default torch kernel (what ``quantize_4bit`` runs on a
                                   CPU): ``1 / max(absmax, 1e-38)``, ``s`` clamped to [-1, 1], then
@@ -30,8 +31,8 @@ Spec
                  ((n + 1) // 2,)
     value        ``fl32(table[c] * absmax)`` in float32, then ONE round-to-nearest-even to the model
                  dtype (float16 or bfloat16; float32 stays). FP4 code 8 reads as -0.0 (the C++ CPU and
-                 CUDA kernels: ``sign * lut[c & 7]``); the torch fallback for an odd last dimension
-                 reads the table's +0.0 there.
+                 CUDA kernels: ``sign * lut[c & 7]``); the CPU op's torch fallback for an odd last
+                 dimension (taken for a ``kernel="cpu"`` record of such a shape) reads the table's +0.0.
     double quant ``compress_statistics=True``: ``offset = mean(absmax)`` (float32), then the float32
                  differences ``d = absmax - offset`` are quantized to 8 bits with bitsandbytes' CPU
                  ``quantize_blockwise`` (blocksize 256, code ``code2`` = :func:`dynamic_map`):
@@ -128,10 +129,12 @@ def code_table(kind: str) -> np.ndarray:
     return (raw / _F32(12)).astype(_F32)
 
 
-def _read_table(kind: str) -> np.ndarray:
-    """The table as the dequantize kernels read it: FP4 code 8 is ``-1 * lut[0] = -0.0``."""
-    t = code_table(kind)
-    if kind == "fp4":
+def _read_table(record: "BnB4") -> np.ndarray:
+    """The table as the dequantize kernels read it: FP4 code 8 is ``-1 * lut[0] = -0.0``, except where
+    bitsandbytes' CPU op falls back to its torch kernel (an odd last dimension), which reads the
+    table's +0.0."""
+    t = code_table(record.kind)
+    if record.kind == "fp4" and not (record.kernel == "cpu" and record.shape[-1] % 2):
         t[8] = -_F32(0)
     return t
 
@@ -391,7 +394,10 @@ def quantize(w: np.ndarray, kind: str = "nf4", blocksize: int = 64, double_quant
     absmax = np.abs(xb).max(axis=1).astype(_F32)  # (blocks,)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         inv = _F32(1) / (np.maximum(absmax, _F32(1e-38)) if kernel == "cpu" else absmax)
-        s = (xb * inv[:, None]).astype(_F32).reshape(-1)[: n + n % 2]  # an odd n codes one padding 0 too
+        s = (xb * inv[:, None]).astype(_F32)  # (blocks, blocksize)
+        if kernel == "cpu" and n % blocksize:  # the torch kernel DIVIDES the partial last block
+            s[-1] = (xb[-1] / np.maximum(absmax[-1], _F32(1e-38))).astype(_F32)
+        s = s.reshape(-1)[: n + n % 2]  # an odd n codes one padding 0 too
     packed = pack(_codes(s, kind, kernel))
     if not double_quant:
         return BnB4(packed, absmax, tuple(w.shape), kind, blocksize, kernel)
@@ -448,10 +454,11 @@ def quantize_reference(w: np.ndarray, kind: str = "nf4", blocksize: int = 64, do
         block = x[b0:b0 + blocksize]
         amax = max(abs(v) for v in block)
         absmax.append(amax)
+        partial = kernel == "cpu" and len(block) < blocksize
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             inv = _F32(1) / (max(amax, _F32(1e-38)) if kernel == "cpu" else amax)
             for v in block + ([_F32(0)] if b0 + blocksize >= n and n % 2 else []):
-                s = _F32(v * inv)
+                s = _F32(v / max(amax, _F32(1e-38))) if partial else _F32(v * inv)
                 if kernel == "cpu":
                     s = min(max(s, _F32(-1)), _F32(1))
                     i = 0
@@ -512,7 +519,7 @@ def dequantize(record: BnB4, dtype=np.float32) -> np.ndarray:
     n = int(np.prod(record.shape))
     codes = unpack(record.packed)[:n]  # (n,)
     scale = np.repeat(record.block_absmax(), record.blocksize)[:n]  # (n,)
-    v = (_read_table(record.kind)[codes] * scale).astype(_F32)
+    v = (_read_table(record)[codes] * scale).astype(_F32)
     return _out(v, dt).reshape(record.shape)
 
 
@@ -521,7 +528,7 @@ def dequantize_reference(record: BnB4, dtype=np.float32) -> np.ndarray:
     if not isinstance(record, BnB4):
         raise FormatRuleError(f"record: must be a BnB4; got {type(record).__name__}")
     dt = require_dtype_arg("dtype", dtype, _dtypes())
-    table = _read_table(record.kind)
+    table = _read_table(record)
     absmax = record.block_absmax()
     n = int(np.prod(record.shape))
     out = np.zeros(n, _F32)

@@ -45,7 +45,7 @@ from refsim.errors import CheckpointError, FormatRuleError, ShapeError
 from refsim.formats import gptq as gptq_format
 from refsim.io.checkpoint import Checkpoint, check_layer, read_json
 from refsim.io.ct_float import CTFP4Layer, CTFP8Layer, read_float_layer
-from refsim.io.ct_config import CT_BITS, CTConfig
+from refsim.io.ct_config import CT_BITS, FLOAT_FORMATS, PACK_QUANTIZED, CTConfig
 
 __all__ = ["CTLayer", "CompressedTensorsReader", "pack_weight", "unpack_weight", "ct_quantization_config",
            "CT_VERSION", "CT_BITS"]
@@ -205,28 +205,46 @@ class CTLayer:
                 "symmetric": self.sym, "type": "int", "zp_dtype": None}
 
 
-def ct_quantization_config(layers: list[CTLayer], ignore: list[str]) -> dict:
+def _ct_format(lay) -> str:
+    """The compressed-tensors format of a layer record: pack-quantized (int) or its float format."""
+    return PACK_QUANTIZED if isinstance(lay, CTLayer) else {v: k for k, v in FLOAT_FORMATS.items()}[lay.kind]
+
+
+def ct_quantization_config(layers: list, ignore: list[str], input_activations: dict | None = None) -> dict:
     """``quantization_config`` as llm-compressor writes it: one config group per distinct scheme,
     targeting ``Linear`` when every layer shares one scheme (the rest listed in ``ignore``), else
-    the exact layer names."""
+    the exact layer names. ``layers``: :class:`CTLayer` (pack-quantized) or float layers
+    (:class:`refsim.io.ct_float.CTFP8Layer`, :class:`refsim.io.ct_float.CTFP4Layer`), not both;
+    ``input_activations``: the activation scheme of float groups (a dynamic one needs no tensors), or None."""
     require_instance("layers", layers, (list, tuple))
     for i, lay in enumerate(layers):
-        require_instance(f"layers[{i}]", lay, CTLayer)
+        require_instance(f"layers[{i}]", lay, (CTLayer, CTFP8Layer, CTFP4Layer))
     require_instance("ignore", ignore, (list, tuple))
     for i, n in enumerate(ignore):
         require_instance(f"ignore[{i}]", n, str)
+    if input_activations is not None:
+        require_instance("input_activations", input_activations, dict)
+        if any(isinstance(lay, CTLayer) for lay in layers):
+            raise FormatRuleError("input_activations: int (pack-quantized) groups are weight-only; got an "
+                                  "activation scheme")
+    if len({isinstance(lay, CTLayer) for lay in layers}) > 1:
+        raise FormatRuleError("layers: must be all int (pack-quantized) or all float layers (one layer layout "
+                              "per checkpoint); got both")
     schemes: dict[str, list[str]] = {}
-    args: dict[str, dict] = {}
+    args: dict[str, tuple] = {}
     for lay in layers:
-        key = repr(sorted(lay.weight_args().items()))
+        key = repr((_ct_format(lay), sorted(lay.weight_args().items())))
         schemes.setdefault(key, []).append(lay.name)
-        args[key] = lay.weight_args()
+        args[key] = (_ct_format(lay), lay.weight_args())
     groups = {}
     for i, (key, names) in enumerate(schemes.items()):
         targets = ["Linear"] if len(schemes) == 1 else names
-        groups[f"group_{i}"] = {"format": "pack-quantized", "input_activations": None, "output_activations": None,
-                                "targets": targets, "weights": args[key]}
-    return {"config_groups": groups, "format": "pack-quantized", "global_compression_ratio": None,
+        fmt, weights = args[key]
+        groups[f"group_{i}"] = {"format": fmt, "input_activations": input_activations, "output_activations": None,
+                                "targets": targets, "weights": weights}
+    formats = {fmt for fmt, _ in args.values()}
+    top = formats.pop() if len(formats) == 1 else "mixed-precision"
+    return {"config_groups": groups, "format": top, "global_compression_ratio": None,
             "ignore": list(ignore), "kv_cache_scheme": None, "quant_method": "compressed-tensors",
             "quantization_status": "compressed", "sparsity_config": {}, "transform_config": {},
             "version": CT_VERSION}

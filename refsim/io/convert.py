@@ -18,12 +18,18 @@
     gptq                             qigen               qweight re-blocked by refsim.formats.qigen.pack (bits
                                                          2/3/4; act-order refused)
     fp                               anyprec             the quantize pipeline with method "anyprec"
+    fp8 (DeepSeek-style blocks)      compressed-tensors  float-quantized "block": the same e4m3 bytes, weight_scale =
+                                                         weight_scale_inv (float32), FP8_BLOCK's dynamic activations
+    fp8, compressed-tensors fp8      fp8-block           DeepSeek-style weight + weight_scale_inv (block strategy,
+      block (float32 scales)                             float32 scales; other strategies and scale dtypes refused)
+    compressed-tensors float         compressed-tensors  rewritten as it is (fp8, nvfp4, mxfp4)
+    float layers to integer targets, nvfp4/mxfp4 to anything else, and every GGUF source: refused with the reason
 
 No conversion re-rounds a code or a scale (refsim.io.uniform); tensors that are not part of a
 converted layer (embeddings, norms, biases) are copied unchanged, and the output folder gets the
 source's config.json (with the target's quantization_config) and tokenizer files
 (refsim.io.hf_folder). Round trips are bit-identical (tests/io): v1 → v2 → v1, gptq → qigen → gptq,
-compressed-tensors → marlin → compressed-tensors.
+compressed-tensors → marlin → compressed-tensors, fp8 → compressed-tensors → fp8-block.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from refsim.io.readers import open_checkpoint
 from refsim.io.containers import (AnyPrecisionLayer, AtomLayerFile, FPLayer, MarlinLayer, Mixed2416Layer, QIGenLayer,
                                   write_refsim)
 from refsim.io.compressed_tensors import CTLayer, ct_quantization_config
+from refsim.io.ct_float import CTFP8Layer
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.hf_folder import finish, save_model_tensors
 from refsim.io.output import atomic_output_dir
@@ -54,7 +61,7 @@ from refsim.quant import marlin as marlin_quant
 __all__ = ["TARGETS", "marlin_refusal", "gptq_to_marlin", "gptq_to_marlin_requantized", "gptq_change_zero_convention",
            "gptq_to_qigen", "convert"]
 
-TARGETS = ("marlin", "gptq-v1", "gptq-v2", "awq", "compressed-tensors", "qigen", "anyprec")
+TARGETS = ("marlin", "gptq-v1", "gptq-v2", "awq", "compressed-tensors", "qigen", "anyprec", "fp8-block")
 #: formats whose layers convert through their integer codes
 _UNIFORM_SOURCES = ("gptq", "awq", "compressed-tensors", "marlin")
 #: every layer class a checkpoint reader returns
@@ -166,6 +173,68 @@ def _model_dtype(src_path):
     return {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}.get(name)
 
 
+def _float_refusal(src, lay, to: str) -> str | None:
+    """Why layer ``lay`` of the float source ``src`` cannot become a ``to`` layer without loss, or None."""
+    if src.format == "gguf":
+        return (f"GGUF {lay.qtype} blocks keep their scales inside each block and dequantize in float32; no other "
+                "format refsim writes holds them (refsim quantize --to gguf:TYPE writes GGUF)")
+    if lay.kind in ("nvfp4", "mxfp4"):
+        if to == "compressed-tensors":
+            return None
+        return (f"{lay.kind} layers hold e2m1 codes with {'e4m3 scales per 16 and a global scale' if lay.kind == 'nvfp4' else 'E8M0 scales per 32'}; "
+                f"{to} cannot hold them (only compressed-tensors does)")
+    if to not in ("compressed-tensors", "fp8-block"):
+        return f"fp8 layers hold e4m3 codes; {to} holds integer codes (lossless targets: compressed-tensors, fp8-block)"
+    if to == "fp8-block" and lay.strategy != "block":
+        return (f"strategy {lay.strategy!r}: DeepSeek-style fp8 checkpoints hold 128x128 block scales; a per-"
+                f"{lay.strategy} scale would have to be repeated per block and re-read as blocks (not the same layer)")
+    if to == "fp8-block" and lay.scale.dtype != np.float32:
+        return (f"scale dtype {lay.scale.dtype}: weight_scale_inv is float32, and compressed-tensors rounds the "
+                "product to the scale dtype while DeepSeek's weight_dequant keeps float32 (different values)")
+    return None
+
+
+def _convert_float(src, to: str, tmp: Path, src_path: Path, summary: dict, progress) -> list[str]:
+    """The float conversions (module docstring): fp8 blocks <-> compressed-tensors float-quantized, a
+    compressed-tensors float folder rewritten as itself; everything else refused with the reason."""
+    from refsim.io.ct_float_write import PRESETS
+    from refsim.io.fp8_block import FP8BlockLayer
+
+    names = src.layer_names()
+    converted = []
+    for i, name in enumerate(names):
+        lay = src.read_layer(name)
+        why = _float_refusal(src, lay, to)
+        if why:
+            raise FormatRuleError(f"{name}: cannot convert a {src.format} layer to {to} without loss: {why}")
+        if to == "fp8-block":
+            new = FP8BlockLayer(name, lay.codes, lay.scale, "block")
+        elif lay.format == "fp8":
+            new = CTFP8Layer(name, lay.codes, lay.scale, "block")
+        else:
+            new = lay
+        converted.append(new)
+        summary["layers"][name] = {"requantized": False}
+        if progress is not None:
+            progress(i + 1, len(names), name)
+    consumed = {t for n in names for t in src.tensor_names() if t.rsplit(".", 1)[0] == n and t.rsplit(".", 1)[1] != "bias"}
+    tensors = {t: src.tensor(t) for t in src.tensor_names() if t not in consumed}
+    for new in converted:
+        tensors.update(new.tensors())
+    save_model_tensors(tmp, tensors)
+    ignore = list(getattr(src, "ignore", None) or [])
+    if to == "fp8-block":
+        qc = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
+        if ignore:
+            qc["modules_to_not_convert"] = ignore
+    elif src.format == "fp8":                            # DeepSeek's dynamic activations: FP8_BLOCK's per-group 128
+        qc = ct_quantization_config(converted, ignore, PRESETS["FP8_BLOCK"][2])
+    else:
+        qc = src.config                                  # a compressed-tensors float folder as it was
+    src.close()
+    return finish(tmp, src_path, qc)
+
+
 def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None = None, tb: int = 32,
             progress=None) -> dict:
     """Convert the checkpoint at ``src_path`` to ``to`` (one of :data:`TARGETS`) in the new folder
@@ -187,13 +256,14 @@ def convert(src_path, to: str, out, *, requantize: bool = False, mb: int | None 
     summary: dict = {"source": str(src_path), "to": to, "layers": {}}
     with atomic_output_dir(out) as tmp:
         src = open_checkpoint(src_path)
+        if to == "fp8-block" or src.format in ("fp8", "gguf") or \
+                getattr(getattr(src, "ct_config", None), "family", "int") == "float":
+            summary["notes"] = _convert_float(src, to, tmp, Path(src_path), summary, progress)
+            return summary
         sources = ("gptq",) if to == "qigen" else _UNIFORM_SOURCES
         if src.format not in sources:
             raise FormatRuleError(f"to: conversion to {to} needs a {' / '.join(sources)} source; got a "
                                   f"{src.format} checkpoint")
-        if getattr(getattr(src, "ct_config", None), "family", "int") == "float":
-            raise FormatRuleError(f"to: conversion to {to} needs integer (pack-quantized) layers; got a "
-                                  "compressed-tensors float checkpoint (fp8 / nvfp4 / mxfp4: read and inspect only)")
         names = src.layer_names()
         converted = []
         for i, name in enumerate(names):

@@ -126,6 +126,15 @@ class CTFP8Layer:
         to the scale dtype, as compressed-tensors' ``dequantize`` (module docstring)."""
         return self.fp8_quant().dequantize().astype(self.scale.dtype)
 
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The checkpoint tensors (module docstring): ``<name>.weight`` float8_e4m3fn (N, K) and
+        ``<name>.weight_scale`` as stored."""
+        return {f"{self.name}.weight": self.codes.view(ml_dtypes.float8_e4m3fn), f"{self.name}.weight_scale": self.scale}
+
+    def weight_args(self) -> dict:
+        """The ``weights`` entry of this layer's config group, with llm-compressor's keys."""
+        return _weight_args(8, self.strategy, None, [128, 128] if self.strategy == "block" else None, None)
+
 
 @dataclass(frozen=True)
 class CTFP4Layer:
@@ -198,6 +207,29 @@ class CTFP4Layer:
         with np.errstate(invalid="ignore", over="ignore"):
             w = (blocks * self.block_scales()[..., None]).astype(_F32).reshape(self.n, self.k)
         return np.ascontiguousarray(w.astype(ml_dtypes.bfloat16).T)
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The checkpoint tensors (module docstring): ``weight_packed`` uint8, ``weight_scale``
+        float8_e4m3fn (nvfp4) or uint8 (mxfp4), and nvfp4's ``weight_global_scale`` float32 (1,)."""
+        out = {f"{self.name}.weight_packed": self.packed,
+               f"{self.name}.weight_scale": self.scale.view(ml_dtypes.float8_e4m3fn) if self.kind == "nvfp4"
+               else self.scale}
+        if self.global_scale is not None:
+            out[f"{self.name}.weight_global_scale"] = self.global_scale
+        return out
+
+    def weight_args(self) -> dict:
+        """The ``weights`` entry of this layer's config group, with llm-compressor's keys."""
+        return _weight_args(4, self.strategy, self.group_size, None,
+                            "torch.float8_e4m3fn" if self.kind == "nvfp4" else "torch.uint8")
+
+
+def _weight_args(bits: int, strategy: str, group_size: int | None, block: list | None, scale_dtype: str | None) -> dict:
+    """A float group's ``weights``: compressed-tensors ``QuantizationArgs`` as llm-compressor 0.14.0.1 saves
+    them for its FP8_DYNAMIC, FP8_BLOCK, NVFP4A16 and MXFP4A16 presets (tests/io/data/ct_float_llmcompressor.npz)."""
+    return {"actorder": None, "block_structure": block, "dynamic": False, "group_size": group_size,
+            "num_bits": bits, "observer": "memoryless_minmax", "observer_kwargs": {}, "scale_dtype": scale_dtype,
+            "strategy": strategy, "symmetric": True, "type": "float", "zp_dtype": None}
 
 
 def read_float_layer(ck, name: str, scheme: dict) -> CTFP8Layer | CTFP4Layer:

@@ -35,7 +35,7 @@ from refsim.errors import CheckpointError, FormatRuleError, ShapeError, Toolchai
 from refsim.formats import gguf as gguf_format
 from refsim.io.checkpoint import Checkpoint, check_layer, natural_key
 
-__all__ = ["GGUFLayer", "GGUFCheckpoint", "gguf_bits"]
+__all__ = ["GGUFLayer", "GGUFCheckpoint", "gguf_bits", "open_gguf_reader"]
 
 #: ggml types that are plain numbers, not layers
 _PLAIN = ("F32", "F64", "I8", "I16", "I32", "I64")
@@ -97,6 +97,23 @@ def _gguf_reader():
     return GGUFReader
 
 
+def open_gguf_reader(path: str | os.PathLike):
+    """The ``gguf`` package's ``GGUFReader`` of the existing little-endian ``.gguf`` file ``path``
+    (read-only, memory-mapped); CheckpointError naming the file when it is not one."""
+    path = require_path("path", path)
+    if not path.is_file() or path.suffix != ".gguf":
+        raise CheckpointError(f"{path}: a GGUF checkpoint must be an existing .gguf file; got "
+                              f"{'a file named ' + path.name if path.is_file() else 'no such file'}")
+    reader_cls = _gguf_reader()
+    try:
+        reader = reader_cls(str(path), "r")
+    except (ValueError, KeyError, IndexError, OSError, TypeError, OverflowError, MemoryError) as err:
+        raise CheckpointError(f"{path}: must be a valid GGUF file; got {type(err).__name__}: {err}") from None
+    if reader.endianess.name != "LITTLE":
+        raise CheckpointError(f"{path}: GGUF byte order must be little-endian; got {reader.endianess.name}")
+    return reader
+
+
 class GGUFCheckpoint(Checkpoint):
     """A ``.gguf`` file opened through the ``gguf`` package (module docstring): ``layer_names()``,
     ``read_layer(name)`` -> :class:`GGUFLayer`, ``nbytes(name)``. ``config`` holds the file's
@@ -107,16 +124,7 @@ class GGUFCheckpoint(Checkpoint):
 
     def __init__(self, path: str | os.PathLike) -> None:                  # noqa: D107 (class docstring)
         path = require_path("path", path)
-        if not path.is_file() or path.suffix != ".gguf":
-            raise CheckpointError(f"{path}: a GGUF checkpoint must be an existing .gguf file; got "
-                                  f"{'a file named ' + path.name if path.is_file() else 'no such file'}")
-        reader_cls = _gguf_reader()
-        try:
-            reader = reader_cls(str(path), "r")
-        except (ValueError, KeyError, IndexError, OSError, TypeError, OverflowError, MemoryError) as err:
-            raise CheckpointError(f"{path}: must be a valid GGUF file; got {type(err).__name__}: {err}") from None
-        if reader.endianess.name != "LITTLE":
-            raise CheckpointError(f"{path}: GGUF byte order must be little-endian; got {reader.endianess.name}")
+        reader = open_gguf_reader(path)
         self.path = path
         self.config_path = None
         self._reader = reader

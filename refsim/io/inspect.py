@@ -4,10 +4,13 @@ Per layer (pinned keys for scripts: ``format``, ``bits``, ``group_size``, ``desc
 with the integer/boolean conventions of quantize_config.json: ``group_size`` -1 = per-channel)::
 
     name, format, bits, group_size, desc_act, sym, k, n,
-    scheme              gguf: {type: "gguf", qtype}; compressed-tensors: int {type, num_bits, strategy, group_size, symmetric,
+    scheme              gguf: {type: "gguf", qtype}; fp8 (DeepSeek-style blocks): as compressed-tensors fp8 block;
+                        compressed-tensors: int {type, num_bits, strategy, group_size, symmetric,
                         actorder, g_idx, scale_dtype}; float adds kind (fp8, nvfp4, mxfp4), fp8's
                         block_structure, fp4's global_scale (present or not); group_size -1 for fp8
-                        tensor/channel, 128 for fp8 block, 16 nvfp4, 32 mxfp4
+                        tensor/channel, 128 for fp8 block, 16 nvfp4, 32 mxfp4; bitsandbytes {type:
+                        "bitsandbytes", quant_type (nf4, fp4), blocksize, double_quant, dtype,
+                        quant_storage} (group_size = blocksize, blocks over the flattened (N, K) weight)
     zero_point          "v1 (stored zero - 1)", "v2 (stored zero)", "awq (stored zero)",
                         "none (symmetric, fixed 8)", "lut (non-uniform)", ...
     v1_zero_overflows   v1 zero fields holding all ones (a zero of 0 wrapped); 0 otherwise
@@ -32,7 +35,8 @@ __all__ = ["inspect_checkpoint", "format_table"]
 
 _ZERO_CONVENTION = {"awq": "awq (stored zero)", "compressed-tensors": "signed (stored zero + 2**(b-1); none if sym)", "marlin": "none (symmetric, fixed 8)", "anyprec": "lut (non-uniform)",
                     "atom": "none (symmetric, signed codes)", "mixed_2_4_16": "per group (2-bit/4-bit)",
-                    "fp": "n/a (unquantized)", "gguf": "gguf (in each block, as the type lays it out)"}
+                    "fp": "n/a (unquantized)", "fp8": "none (symmetric float)", "gguf": "gguf (in each block, as the type lays it out)",
+                    "bitsandbytes": "none (absmax-scaled code table)"}
 
 
 def _qigen_refusal(layer) -> str | None:
@@ -76,13 +80,14 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
             overflow = 0
         else:
             zp, overflow = _ZERO_CONVENTION[lay.format], 0
-        kind = "gguf" if lay.format == "gguf" else getattr(lay, "kind", "int")
-        if kind not in ("int", "gguf"):
+        kind = lay.format if lay.format in ("gguf", "bitsandbytes") else getattr(lay, "kind", "int")
+        if kind not in ("int", "gguf", "bitsandbytes"):
             zp = "none (symmetric float)"
         on_disk = ck.nbytes(name)
         why_marlin = None if lay.format == "marlin" else (
             marlin_refusal(lay) if kind == "int" else f"{lay.qtype} layer (ggml blocks, not a uniform int layer)"
-            if kind == "gguf" else f"{kind} layer (float codes, not a uniform int layer)")
+            if kind == "gguf" else f"bitsandbytes {lay.kind} layer (code-table codes, not a uniform int layer)"
+            if kind == "bitsandbytes" else f"{kind} layer (float codes, not a uniform int layer)")
         why_qigen = _qigen_refusal(lay)
         layers.append({
             "name": name, "format": lay.format, "bits": int(lay.bits),
@@ -95,6 +100,10 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
         })
         if kind == "gguf":
             layers[-1]["scheme"] = {"type": "gguf", "qtype": lay.qtype}
+        elif kind == "bitsandbytes":
+            layers[-1]["scheme"] = {"type": "bitsandbytes", "quant_type": lay.kind, "blocksize": int(lay.blocksize),
+                                    "double_quant": bool(lay.double_quant), "dtype": lay.dtype,
+                                    "quant_storage": lay.storage}
         elif kind != "int":
             layers[-1]["scheme"] = _float_scheme(lay)
         elif lay.format == "compressed-tensors":
@@ -106,7 +115,7 @@ def inspect_checkpoint(path: str | os.PathLike, progress=None) -> dict:
         if progress is not None:
             progress(i + 1, len(names), name)
     fmt = ck.format
-    extra = {"quantization_config": ck.config} if fmt == "compressed-tensors" else {}
+    extra = {"quantization_config": ck.config} if fmt in ("compressed-tensors", "bitsandbytes") else {}
     ck.close()
     disk = sum(r["bytes_on_disk"] for r in layers)
     fp16 = sum(r["bytes_fp16"] for r in layers)

@@ -31,6 +31,10 @@ Methods and the checkpoint each writes:
                    body, INT8 keeper)
     mixed_2_4_16   refsim's 2/4/16 container; refsim.quant.mixed_2_4_16.quantize + formats pack
 
+``to="bnb-nf4"`` / ``"bnb-fp4"`` (method rtn, no calibration): bitsandbytes' own 4-bit quantization of each
+weight in the model dtype (refsim.io.bnb_4bit: ``quantize_4bit`` with blocksize 64, ``double_quant`` for
+``bnb_4bit_use_double_quant``), written as transformers' ``save_pretrained`` lays the folder out.
+
 Memory: a worker holds one layer (W, X, the method's work arrays); the parent holds the packed
 results until the single ``model.safetensors`` is written (the size of the quantized checkpoint)
 plus the tensors passed through unchanged (embeddings, norms, biases).
@@ -40,7 +44,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import tracemalloc
 from concurrent.futures import Executor
@@ -50,7 +53,7 @@ from typing import Callable
 
 import numpy as np
 
-from refsim._validate import (native_contiguous, require_callable, require_choice, require_dtype, require_fields,
+from refsim._validate import (native_contiguous, require_bool, require_callable, require_choice, require_dtype, require_fields,
                               require_finite, require_float_array, require_instance, require_int, require_ndim,
                               require_path, require_shape)
 from refsim.errors import CheckpointError, DtypeError, FormatRuleError, NonFiniteError, ShapeError
@@ -58,14 +61,16 @@ from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import uniform
+from refsim.io.layer_select import DEFAULT_IGNORE, emitted_ignore, select_layers
 from refsim.io.readers import open_checkpoint
 from refsim.io.containers import AnyPrecisionLayer, AtomLayerFile, FPReader, Mixed2416Layer, write_anyprec, write_refsim
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.output import atomic_output_dir
 from refsim.quant import mixed_2_4_16 as q2416
 
-__all__ = ["METHODS", "OUTPUT_FORMATS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
-           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs"]
+__all__ = ["METHODS", "OUTPUT_FORMATS", "BNB_TARGETS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
+           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs",
+           "emitted_ignore"]
 
 METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
 _NEEDS_CALIB = ("gptq", "atom", "mixed_2_4_16")
@@ -296,13 +301,12 @@ def quantize_layer_job(model: str, name: str, X: np.ndarray | None, options: Qua
 # ----------------------------------------------------------------------------------------------
 # the model
 # ----------------------------------------------------------------------------------------------
-#: layers left unquantized unless --ignore says otherwise: embeddings and the output head, as
-#: GPTQModel, AutoAWQ and llm-compressor do by default
-DEFAULT_IGNORE = r"(^|\.)(lm_head|embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$"
 #: method -> the checkpoint it writes (``to`` may pick compressed-tensors for the uniform ones)
 _WRITES = {"rtn": "gptq", "gptq": "gptq", "awq": "awq", "anyprec": "anyprec", "atom": "atom",
            "mixed_2_4_16": "mixed_2_4_16"}
-OUTPUT_FORMATS = ("auto", "gptq", "awq", "compressed-tensors")
+OUTPUT_FORMATS = ("auto", "gptq", "awq", "compressed-tensors", "bnb-nf4", "bnb-fp4")
+#: ``to`` -> the bitsandbytes 4-bit quant type it writes
+BNB_TARGETS = {"bnb-nf4": "nf4", "bnb-fp4": "fp4"}
 
 
 def calibration_inputs(path: str) -> dict[str, np.ndarray]:
@@ -311,21 +315,6 @@ def calibration_inputs(path: str) -> dict[str, np.ndarray]:
 
     with TensorFile(path) as tf:
         return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
-
-
-def _select(all_names: list[str], layers: str | None, ignore: str | None, model: Path) -> list[str]:
-    def compile_(what, text):
-        try:
-            return re.compile(text)
-        except re.error as err:
-            raise FormatRuleError(f"{what}: must be a regular expression; got {text!r} ({err})") from None
-
-    pat = None if layers is None else compile_("layers", layers)
-    ign = compile_("ignore", DEFAULT_IGNORE if ignore is None else ignore) if ignore != "" else None
-    names = [n for n in all_names if (pat is None or pat.search(n)) and (ign is None or not ign.search(n))]
-    if not names:
-        raise FormatRuleError(f"layers: selects no layer of {model}; got layers={layers!r}, ignore={ignore!r}")
-    return names
 
 
 def _output_format(options: QuantizeOptions, to: str) -> str:
@@ -343,7 +332,8 @@ def _output_format(options: QuantizeOptions, to: str) -> str:
 def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: QuantizeOptions, *,
                    executor: Executor | None = None, calib: str = "auto", layers: str | None = None,
                    ignore: str | None = None, to: str = "auto", heldout: str = "corpus",
-                   heldout_tokens: int | None = None, progress: Callable | None = None) -> dict:
+                   heldout_tokens: int | None = None, progress: Callable | None = None,
+                   double_quant: bool = False) -> dict:
     """Quantize the linear layers of the FP model ``model`` into the new folder ``out``.
 
     ``calib``: "auto" (the built-in corpus, :data:`refsim.io.calibrate.DEFAULT_CALIB_TOKENS` tokens,
@@ -352,7 +342,12 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     per-layer inputs (float (T, K) named by layer; no forward, no sequential calibration).
     With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
     regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
-    nothing). ``to``: "auto" (the method's format) or "compressed-tensors" (rtn, gptq, awq).
+    nothing). ``to``: "auto" (the method's format), "compressed-tensors" (rtn, gptq, awq),
+    "compressed-tensors:<PRESET>" (rtn; an llm-compressor float preset, :mod:`refsim.io.ct_float_write`),
+    "gguf:<TYPE>" (rtn; ``model`` a float .gguf file and ``out`` a new .gguf file,
+    :mod:`refsim.io.gguf_write`): those two return their writer's summary; or "bnb-nf4" / "bnb-fp4"
+    (rtn: bitsandbytes 4-bit, ``double_quant`` its double quantization; no calibration; the held-out
+    figures unless ``calib`` is "none").
     ``heldout``: "corpus" or a text file, for the quality figures (per layer and model level), on
     ``heldout_tokens`` tokens (default :data:`refsim.io.calibrate.DEFAULT_HELDOUT_TOKENS`).
     ``progress(done, total, name)`` after each layer. Writes the folder atomically (config.json with
@@ -379,6 +374,15 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     heldout_tokens = calibrate.DEFAULT_HELDOUT_TOKENS if heldout_tokens is None else \
         require_int("heldout_tokens", heldout_tokens, minimum=1)
     require_callable("progress", progress, allow_none=True)
+    require_instance("to", to, str)
+    double_quant = require_bool("double_quant", double_quant)
+    if to in BNB_TARGETS:
+        return _quantize_bnb(Path(model), Path(out), options, BNB_TARGETS[to], double_quant, calib, layers, ignore,
+                             progress, heldout, heldout_tokens)
+    if double_quant:
+        raise FormatRuleError(f"double_quant: bitsandbytes' double quantization needs to='bnb-nf4' or 'bnb-fp4'; got to={to!r}")
+    if ":" in to:                                     # a format preset: compressed-tensors:<PRESET>, gguf:<TYPE>
+        return _quantize_preset(model, out, options, to, calib, layers, ignore, progress)
     fmt = _output_format(options, to)
     kind, source, tokens = calibrate.parse_calib(calib)
     model, out_path = Path(model), Path(out)
@@ -395,7 +399,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
             raise FormatRuleError(f"calib: method {options.method!r} needs calibration (text through the model's "
                                   f"forward, or per-layer inputs); got {calib!r}"
                                   + ("" if family else f" and refsim has no forward for {model}"))
-        names = _select(all_names, layers, ignore, model)
+        names = select_layers(all_names, layers, ignore, model)
         X_file = calibration_inputs(source) if kind == "inputs" else None
         if X_file is not None:
             missing = [n for n in names if n not in X_file]
@@ -448,12 +452,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
         for t, v in changed.items():  # AWQ folded its scales into these (norm weights, biases)
             passthrough[t] = v.astype(passthrough[t].dtype)
         src.close()
-        # the Linear modules left unquantized, as the loaders' "ignore"/"modules_to_not_convert" name them
-        # (embeddings are not Linear); lm_head is listed even when tied to the embeddings
-        emb = re.compile(r"(^|\.)(embed_tokens|wte|wpe|word_embeddings|position_embeddings|token_type_embeddings)$")
-        unq = [n for n in all_names if n not in selected and not emb.search(n)]
-        if family == "decoder" and "lm_head" not in selected and "lm_head" not in unq:
-            unq.append("lm_head")
+        unq = emitted_ignore(all_names, selected, family)
         notes = _write(tmp, fmt, options, lays, passthrough, model, unq)
         summary = {"model": str(model), "method": options.method, "format": fmt, "options": asdict(options),
                    "calib": calib, "calib_tokens": tokens if kind == "text" else None,
@@ -469,6 +468,95 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
                 per_layer, mq = calibrate.heldout_quality(lm, W_q, [n for n in names if n + ".weight" in lm.weights],
                                                           input_scale, heldout, heldout_tokens)
             for row in summary["layers"]:
+                row["heldout_rel_output_error"] = per_layer.get(row["name"])
+            summary["model_quality"] = mq
+        (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _quantize_preset(model, out, options: QuantizeOptions, to: str, calib: str, layers, ignore, progress) -> dict:
+    """``to`` = "compressed-tensors:<PRESET>" (refsim.io.ct_float_write) or "gguf:<TYPE>"
+    (refsim.io.gguf_write): round to nearest as the library does, no calibration."""
+    if to.lower().startswith("gguf:"):
+        from refsim.io.gguf_write import parse_gguf_target as parse
+        from refsim.io.gguf_write import quantize_gguf as write
+    else:
+        from refsim.io.ct_float_write import parse_ct_target as parse
+        from refsim.io.ct_float_write import quantize_float_model as write
+    target = parse(to)
+    if options.method != "rtn":
+        raise FormatRuleError(f"method: {to} is written by round to nearest, as its library quantizes "
+                              f"(llm-compressor's presets, ggml's quantize_row_*_ref); use 'rtn'; got {options.method!r}")
+    if calib not in ("auto", "none"):
+        raise FormatRuleError(f"calib: {to} quantizes weights without calibration; got {calib!r}")
+    return write(model, out, target, layers=layers, ignore=ignore, progress=progress)
+
+
+def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, double_quant: bool, calib: str,
+                  layers: str | None, ignore: str | None, progress: Callable | None, heldout: str,
+                  heldout_tokens: int) -> dict:
+    """``quantize_model`` for to = bnb-nf4 / bnb-fp4: each selected weight (N, K) quantized in its own dtype by
+    :func:`refsim.io.bnb_4bit.quantize_bnb_layer`, the rest passed through, config.json's
+    ``quantization_config`` transformers' (:func:`refsim.io.bnb_4bit.bnb_quantization_config`); the held-out
+    quality where refsim has a forward for the model, unless ``calib`` is "none"."""
+    from threadpoolctl import threadpool_limits
+
+    from refsim.io import calibrate, hf_folder
+    from refsim.io.bnb_4bit import bnb_quantization_config, quantize_bnb_layer
+    from refsim.io.model_folder import load_model, model_family
+
+    if options.method != "rtn":
+        raise FormatRuleError(f"method: bitsandbytes 4-bit is written by its own round to nearest (a code table, "
+                              f"absmax per 64); use 'rtn'; got {options.method!r}")
+    if calib not in ("auto", "none"):
+        raise FormatRuleError(f"calib: bitsandbytes 4-bit quantizes weights without calibration; got {calib!r}")
+    with atomic_output_dir(out) as tmp:
+        src = open_checkpoint(model)
+        if src.format != "fp":
+            raise CheckpointError(f"{model}: quantize needs an unquantized (FP) safetensors model; got a "
+                                  f"{src.format} checkpoint (use 'refsim convert')")
+        all_names = src.layer_names()
+        family = model_family(model, src.tensor_names())
+        names = select_layers(all_names, layers, ignore, model)
+        t0 = time.perf_counter()
+        tensors, rows, dtypes, deq = {}, [], set(), {}
+        for i, n in enumerate(names):
+            t1 = time.perf_counter()
+            w = src.tensor(n + ".weight")                                     # (N, K) in the model dtype
+            if w.ndim != 2:
+                raise FormatRuleError(f"layers: {n!r} is not a linear layer (its weight has shape {w.shape})")
+            lay = quantize_bnb_layer(n, w, kind, double_quant)
+            dtypes.add(lay.dtype)
+            tensors.update(lay.tensors())
+            deq[n] = lay.dequantize().astype(np.float32)                     # (K, N)
+            err = float(np.abs(deq[n].T - w.astype(np.float32)).max())
+            rows.append(LayerResult(n, lay, lay.k, lay.n, None, err, time.perf_counter() - t1, None).summary())
+            if progress is not None:
+                progress(i + 1, len(names), n)
+        if len(dtypes) != 1:
+            raise FormatRuleError(f"{model}: bitsandbytes' config names one compute dtype; the selected weights have "
+                                  f"{sorted(dtypes)}")
+        quantized = {f"{n}.weight" for n in names}
+        tensors.update({t: src.tensor(t) for t in src.tensor_names() if t not in quantized})
+        src.close()
+        unq = emitted_ignore(all_names, set(names), family)
+        qc = bnb_quantization_config(kind, double_quant, dtypes.pop())
+        qc["llm_int8_skip_modules"] = unq or None                        # transformers leaves these nn.Linear
+        hf_folder.save_model_tensors(tmp, tensors)
+        notes = hf_folder.finish(tmp, model, qc)
+        summary = {"model": str(model), "method": "rtn", "format": "bitsandbytes", "options": asdict(options),
+                   "calib": "none", "calib_tokens": None, "sequential": False, "layers": rows,
+                   "wall_seconds": time.perf_counter() - t0, "max_layer_peak_bytes": 0, "notes": notes}
+        if family is not None and calib != "none":                       # "none": no text through the model
+            lm = load_model(model)
+            W_q = dict(lm.weights)
+            for n in names:
+                if n + ".weight" in W_q:
+                    W_q[n + ".weight"] = np.ascontiguousarray(deq[n].T)          # (N, K) float32
+            with threadpool_limits(limits=1):
+                per_layer, mq = calibrate.heldout_quality(lm, W_q, [n for n in names if n + ".weight" in lm.weights],
+                                                          {}, heldout, heldout_tokens)
+            for row in rows:
                 row["heldout_rel_output_error"] = per_layer.get(row["name"])
             summary["model_quality"] = mq
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -3,7 +3,7 @@
 :func:`detect` tries, in the order of :data:`DETECTION_ORDER`: a ``.gguf`` file (llama.cpp), refsim's own ``refsim_checkpoint.json``
 (Marlin, QIGen, Atom, 2/4/16), ``quantize_config.json`` (GPTQ), ``quant_config.json`` (AutoAWQ's
 older config), ``config.json`` with ``anyprec`` or ``quantization_config`` (Any-Precision, GPTQ,
-AWQ, compressed-tensors), then plain ``*.safetensors`` (FP). :data:`READERS` maps each format name to its
+AWQ, compressed-tensors, DeepSeek-style ``fp8`` blocks, bitsandbytes 4-bit), then plain ``*.safetensors`` (FP). :data:`READERS` maps each format name to its
 :class:`~refsim.io.checkpoint.Checkpoint` subclass; :func:`open_checkpoint` uses both.
 """
 
@@ -14,10 +14,12 @@ from pathlib import Path
 
 from refsim._validate import require_path
 from refsim.errors import CheckpointError
+from refsim.io.bnb_4bit import BnBReader
 from refsim.io.checkpoint import REFSIM_CONFIG, Checkpoint, config_field, read_json
 from refsim.io.compressed_tensors import CompressedTensorsReader
 from refsim.io.containers import (AnyPrecisionReader, AtomReader, FPReader, MarlinReader, Mixed2416Reader,
                                   QIGenReader)
+from refsim.io.fp8_block import FP8BlockReader
 from refsim.io.gguf_file import GGUFCheckpoint
 from refsim.io.gptq import AWQReader, GPTQReader
 
@@ -26,21 +28,21 @@ __all__ = ["detect", "open_checkpoint", "READERS", "DETECTION_ORDER"]
 #: formats named by ``refsim_checkpoint.json``
 _REFSIM_FORMATS = ("marlin", "qigen", "atom", "mixed_2_4_16")
 #: the sources :func:`detect` tries, in order
-DETECTION_ORDER = ("gguf", "refsim", "gptq", "awq", "anyprec", "compressed-tensors", "fp")
+DETECTION_ORDER = ("gguf", "refsim", "gptq", "awq", "anyprec", "compressed-tensors", "bitsandbytes", "fp")
 
 #: format name -> reader class (a folder path -> Checkpoint)
 READERS: dict[str, type[Checkpoint]] = {
     "gptq": GPTQReader, "awq": AWQReader, "marlin": MarlinReader, "anyprec": AnyPrecisionReader,
     "compressed-tensors": CompressedTensorsReader, "qigen": QIGenReader, "atom": AtomReader, "mixed_2_4_16": Mixed2416Reader, "fp": FPReader,
-    "gguf": GGUFCheckpoint,
+    "gguf": GGUFCheckpoint, "fp8": FP8BlockReader, "bitsandbytes": BnBReader,
 }
 
 
 def detect(path: str | os.PathLike) -> str:
     """Name the format of a checkpoint directory (or single ``.safetensors`` file) from its files.
 
-    Returns one of "gptq", "awq", "compressed-tensors", "anyprec", "marlin", "qigen", "atom", "mixed_2_4_16", "fp",
-    "gguf" (a ``.gguf`` file).
+    Returns one of "gptq", "awq", "compressed-tensors", "bitsandbytes", "anyprec", "marlin", "qigen", "atom",
+    "mixed_2_4_16", "fp", "gguf" (a ``.gguf`` file), "fp8" (DeepSeek-style FP8 blocks).
     Raises CheckpointError naming the path when nothing matches.
     """
     root = require_path("path", path)
@@ -69,10 +71,11 @@ def detect(path: str | os.PathLike) -> str:
                 raise CheckpointError(f"{root / 'config.json'}: field 'quantization_config' must be an "
                                       f"object; got {qc!r}")
             method = qc.get("quant_method")
-            if method in ("gptq", "awq", "compressed-tensors"):
+            if method in ("gptq", "awq", "compressed-tensors", "fp8", "bitsandbytes"):
                 return method
             raise CheckpointError(f"{root / 'config.json'}: quantization_config.quant_method must be "
-                                  f"'gptq', 'awq' or 'compressed-tensors' (the methods refsim reads); got {method!r}")
+                                  f"'gptq', 'awq', 'compressed-tensors', 'fp8' or 'bitsandbytes' (the methods refsim "
+                                  f"reads); got {method!r}")
     if list(root.glob("*.safetensors")):
         return "fp"
     raise CheckpointError(f"{root}: must hold *.safetensors files (and a quantization config); got none")

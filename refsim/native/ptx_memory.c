@@ -297,6 +297,35 @@ static uint64_t load_le(const uint8_t *p, int64_t esize) {
 
 static rt_access *access_buf(rt_state *S) { return (rt_access *)S->bytes; }
 
+/* checks.hopper_access: a generic access to a live mbarrier's bytes (every thread, then), under race,
+   to bytes an async-proxy copy wrote before the accessing thread observed the phase completing it */
+static int hopper_access(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const rt_access *acc, int64_t nbytes) {
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && !S->async_bid) break;
+        for (int32_t i = 0; i < n; i++) {
+            if (acc[i].kind != SP_SHARED) continue;
+            for (int64_t b = 0; b < nbytes; b++) {
+                int64_t f = acc[i].flat + b;
+                int bad;
+                if (pass == 0) {
+                    bad = S->hbytes[f] != 0;
+                } else {
+                    int32_t d = S->async_bid[f];
+                    int64_t row = (f / S->shared_stride) * S->max_mbar + d;
+                    bad = d >= 0 && S->async_obs[row * S->tpb + th[i] % S->tpb] < S->async_phase[f];
+                }
+                if (bad) {
+                    S->err_ins = ins;
+                    S->err_thread = th[i];
+                    S->err_addr = (uint64_t)(f % S->shared_stride);
+                    return pass == 0 ? E_MBAR_ACCESS : E_RACE_ASYNC;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 /* ld / ldu (Launch._op_ld): out gets n * esize * vec bytes, little-endian elements */
 static int rt_ld(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, const uint64_t *addr, uint8_t *out) {
     int64_t nbytes = (int64_t)m->esize * m->vec;
@@ -309,6 +338,7 @@ static int rt_ld(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, con
         has_shared |= acc[i].kind == SP_SHARED;
     }
     if (has_shared) {
+        if (S->hbytes && (r = hopper_access(S, m->ins, th, n, acc, nbytes))) return r;
         if (S->poison && (r = poison_shared(S, m->ins, th, n, acc, nbytes))) return r;
         if (S->race && (r = race_read(S, m->ins, th, n, acc, nbytes))) return r;
         count_wavefronts(S, th, n, acc, nbytes);
@@ -353,7 +383,12 @@ static int rt_st(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, con
     int has_shared = 0;
     for (int32_t i = 0; i < n; i++) has_shared |= acc[i].kind == SP_SHARED;
     if (has_shared) {
+        if (S->hbytes && (r = hopper_access(S, m->ins, th, n, acc, nbytes))) return r;
         if (S->race && (r = race_write(S, m->ins, th, n, acc, nbytes))) return r;
+        if (S->gen_w)
+            for (int32_t i = 0; i < n; i++)
+                if (acc[i].kind == SP_SHARED)
+                    for (int64_t b = 0; b < nbytes; b++) S->gen_w[acc[i].flat + b] = th[i];
         if (S->poison)
             for (int32_t i = 0; i < n; i++)
                 if (acc[i].kind == SP_SHARED) memset(S->shared_init + acc[i].flat, 1, (size_t)nbytes);

@@ -103,6 +103,13 @@ static void start_block(rt_state *S, int64_t s) {
     if (S->race) {
         for (int64_t i = s * S->shared_stride; i < (s + 1) * S->shared_stride; i++) S->race_w[i] = S->race_r[i] = -1;
     }
+    if (S->hbytes) memset(S->hbytes + s * S->shared_stride, 0, (size_t)S->shared_stride);
+    if (S->gen_w)
+        for (int64_t i = s * S->shared_stride; i < (s + 1) * S->shared_stride; i++) S->gen_w[i] = -1;
+    if (S->async_bid) {
+        for (int64_t i = s * S->shared_stride; i < (s + 1) * S->shared_stride; i++) S->async_bid[i] = -1;
+        for (int64_t i = s * S->max_mbar * S->tpb; i < (s + 1) * S->max_mbar * S->tpb; i++) S->async_obs[i] = -1;
+    }
 }
 
 /* Launch._reduce_predicates: the bar.red threads a barrier of slot s releases get the popcount / AND /

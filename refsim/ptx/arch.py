@@ -34,7 +34,8 @@ from refsim._validate import require_fields
 from refsim.archs import ARCH_SPECIFIC, ARCHS, ArchFacts, base_arch, parse_sm
 from refsim.ptx.errors import PtxLaunchError
 
-__all__ = ["ArchFacts", "ARCHS", "LaunchShape", "check_launch_shape", "arch_facts", "base_arch", "sm_number"]
+__all__ = ["ArchFacts", "ARCHS", "LaunchShape", "check_launch_shape", "arch_facts", "base_arch", "handler_arch",
+           "sm_number"]
 
 
 def sm_number(arch: str) -> int:
@@ -50,8 +51,18 @@ def arch_facts(arch: str) -> ArchFacts:
     as ``"sm_90a"``, which has its architecture's facts); anything else -> :class:`PtxLaunchError`."""
     base = base_arch(arch)
     if base is None:
-        raise PtxLaunchError(f"arch: must be one of {sorted(ARCHS) + sorted(ARCH_SPECIFIC)}; got {arch!r}")
+        raise PtxLaunchError(f"arch: must be one of {list(ARCHS) + list(ARCH_SPECIFIC)}; got {arch!r}")
     return ARCHS[base]
+
+
+def handler_arch(arch: str) -> str:
+    """The architecture name the semantics handlers are built for: an architecture-specific target
+    (``"sm_120a"``, ``"sm_90a"``: :data:`refsim.archs.ARCH_SPECIFIC`) as itself, because its extra
+    instructions exist there only (``mma ... kind::mxf8f6f4``); any other known name as its
+    :data:`ARCHS` row; ``"sm_80"`` for a name refsim does not know (a module's older ``.target``)."""
+    if isinstance(arch, str) and arch in ARCH_SPECIFIC:
+        return str(arch)
+    return base_arch(arch) or "sm_80"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx.errors import PtxRaceError, PtxUninitializedError
+from refsim.ptx.errors import PtxBarrierError, PtxRaceError, PtxUninitializedError
 from refsim.ptx.hopper import wgmma
 from refsim.ptx.parse import Instruction
 
@@ -109,9 +109,50 @@ def race_write(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
     L.race_w[flat_bytes] = th[:, None]
 
 
+def mbarrier_access_message(where: str, addr: int, who: str) -> str:
+    """The message of a generic access to a live mbarrier's bytes (both executors)."""
+    return (f"{where}: generic access to the bytes of a live mbarrier at .shared 0x{addr:x} by {who} "
+            f"(only mbarrier instructions may touch them until mbarrier.inval)")
+
+
+def async_race_message(where: str, addr: int, who: str) -> str:
+    """The message of a generic access to bytes an unobserved async-proxy copy wrote (both executors)."""
+    return (f"{where}: generic-proxy access to .shared 0x{addr:x} by {who}: an async-proxy copy (cp.async.bulk) "
+            f"wrote it and this thread has not observed the mbarrier phase that completes the copy")
+
+
+def hopper_access(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
+    """refsim.ptx.hopper's byte rules for a generic ld/st of ``flat_bytes`` (n, bytes) by the accesses
+    ``mm``: a live mbarrier's bytes (``L.hbytes``: PtxBarrierError); under race, bytes an async-proxy copy
+    wrote (``L.async_bid``/``async_phase``: its barrier and phase) before the accessing thread observed that
+    phase complete (``L.async_obs``, refsim.ptx.hopper.mbarrier): PtxRaceError."""
+    for check, cls, message in ((0, PtxBarrierError, mbarrier_access_message), (1, PtxRaceError, async_race_message)):
+        if check == 0:
+            bad = L.hbytes[flat_bytes] != 0
+        elif L.async_bid is None:
+            break
+        else:
+            d = L.async_bid[flat_bytes]
+            lane = (L.threads(sel)[mm] % L.tpb)[:, None]
+            row = (flat_bytes // L.shared_stride) * L.max_mbar + np.maximum(d, 0)
+            bad = (d >= 0) & (L.async_obs[row * L.tpb + lane] < L.async_phase[flat_bytes])
+        if bad.any():
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+            col = int(np.flatnonzero(bad[row])[0])
+            t = int(L.threads(sel)[mm][row])
+            raise cls(message(L.where(ins), int(flat_bytes[row, col]) % L.shared_stride, L.who(t)))
+
+
 def block_started(L, s: int, lo: int, hi: int) -> None:
     """A new block in slot ``s`` (threads ``lo:hi``): nothing of it is written, nothing accessed."""
     span = slice(s * L.shared_stride, (s + 1) * L.shared_stride)
+    if L.hbytes is not None:
+        L.hbytes[span] = 0
+    if L.gen_w is not None:
+        L.gen_w[span] = -1
+    if L.async_bid is not None:
+        L.async_bid[span] = -1
+        L.async_obs[s * L.max_mbar * L.tpb:(s + 1) * L.max_mbar * L.tpb] = -1
     if L.poison:
         L.shared_init[span] = False
         for r in L.reg_init:

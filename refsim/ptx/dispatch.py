@@ -11,7 +11,8 @@
                                 prefetch prefetchu applypriority discard
                    barriers.py  bar barrier membar fence
                    memory_ops   ld ldu st atom red cp ldmatrix (address side; layout from semantics)
-                   hopper/      wgmma (refsim.ptx.hopper: the compiled executor runs the same build)
+                   hopper       mbarrier elect griddepcontrol wgmma, cp.async.bulk* (refsim.ptx.hopper: Python
+                                definitions the compiled executor runs through a LaunchView)
     semantics      every opcode of refsim.ptx.semantics.table (alu: elementwise over threads;
                    warp: over (W, 32) lanes with the active mask: shfl, vote, redux, mma)
 
@@ -132,17 +133,18 @@ _ENGINE = {
     "bar": Entry(barriers.bar, advances=False),
     "barrier": Entry(barriers.bar, advances=False),
     "membar": Entry(barriers.membar),
-    "fence": Entry(barriers.membar),
+    "fence": Entry(lambda L, ins, idx: (hopper.bulk.fence_proxy_async if hopper.is_proxy_async_fence(ins)
+                                        else barriers.membar)(L, ins, idx)),
     # memory (memory_ops.py)
     "ld": Entry(memory_ops.ld),
     "ldu": Entry(memory_ops.ld),
     "st": Entry(memory_ops.st),
     "atom": Entry(memory_ops.atom),
     "red": Entry(memory_ops.red),
-    "cp": Entry(memory_ops.cp),
+    "cp": Entry(lambda L, ins, idx: (hopper.bulk.build if "bulk" in ins.mods else memory_ops.cp)(L, ins, idx)),
+    # sm_90 instructions defined in refsim.ptx.hopper (the compiled executor calls back into them)
+    **{op: Entry(fn) for op, fn in hopper.OPCODES.items()},
     "ldmatrix": Entry(memory_ops.ldmatrix, handler=True),
-    # Hopper (refsim.ptx.hopper: one definition, both executors)
-    **{op: Entry(b) for op, b in hopper.ENTRIES.items()},
 }
 
 #: The opcodes the engine executes itself (the rest go to a semantics handler).

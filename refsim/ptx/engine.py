@@ -34,7 +34,7 @@ import numpy as np
 
 from refsim._validate import require_fields
 from refsim.errors import FormatRuleError
-from refsim.ptx import barriers, checks, dispatch, limits, loops, memory_ops, scheduler
+from refsim.ptx import barriers, checks, dispatch, hopper, limits, loops, memory_ops, scheduler
 from refsim.ptx.errors import PtxLimitError
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.operands import dtype
@@ -111,6 +111,7 @@ class Launch:
         self.poison = poison
         self.atomic_order = atomic_order     # float atomic adds on one address land in this rank order
         self.stats = LaunchStats()
+        self.ext: dict = {}                  # per-launch state of refsim.ptx.hopper's instructions
         self.param = np.frombuffer(bytearray(param_bytes) + bytes(16), np.uint8)
 
         nthreads = block[0] * block[1] * block[2]
@@ -159,6 +160,15 @@ class Launch:
         self.next_block = 0
         self.warp_slot = np.repeat(np.arange(self.nslots), self.tpb // 32)
         self.race_w = self.race_r = None
+        tracked = hopper.tracks_shared_bytes(kernel)
+        self.hbytes = np.zeros(self.shared.size, np.uint8) if tracked else None    # refsim.ptx.hopper
+        self.gen_w = np.full(self.shared.size, -1, np.int64) if tracked and race else None
+        self.max_mbar = hopper.mbarrier.MAX_RACE_BARRIERS
+        self.async_bid = self.async_phase = self.async_obs = None
+        if tracked and race:           # copies' barriers and phases, what each thread observed (hopper.mbarrier)
+            self.async_bid = np.full(self.shared.size, -1, np.int32)
+            self.async_phase = np.zeros(self.shared.size, np.int32)
+            self.async_obs = np.full(self.nslots * self.max_mbar * self.tpb, -1, np.int32)
         if race:
             self.race_w = np.full(self.shared.size, -1, np.int64)   # writer thread in this barrier interval
             self.race_r = np.full(self.shared.size, -1, np.int64)   # a reader thread (-2: several)

@@ -31,6 +31,7 @@ __all__ = [
     "PtxRaceError",
     "PtxUninitializedError",
     "PtxLimitError",
+    "PtxBarrierError",
 ]
 
 
@@ -73,3 +74,9 @@ class PtxUninitializedError(PtxError):
 
 class PtxLimitError(PtxError):
     """A size beyond refsim.ptx.limits, or a launch beyond ``max_warp_instructions``; names both numbers."""
+
+
+class PtxBarrierError(PtxError):
+    """An ``mbarrier`` used against its rules (refsim.ptx.hopper.mbarrier): init of a misaligned
+    address, an operation on an uninitialised barrier, more arrivals than expected, a transaction
+    count outside its range, a generic access to a live barrier's bytes."""

@@ -150,6 +150,8 @@ def _shared_bytes_of(idx_elems, esize, vec):
 def _shared_access(L, ins, sel, mm, ei, esize: int, vec: int, *, write: bool) -> None:
     """The checks and the statistics of one ld/st's shared-memory part (elements ``ei`` of ``esize``
     bytes, ``vec`` per access): poison and race checking when on, then the wavefront count."""
+    if L.hbytes is not None:
+        checks.hopper_access(L, ins, sel, mm, _shared_bytes_of(ei, esize, vec))
     if L.poison or L.race:
         fb = _shared_bytes_of(ei, esize, vec)
         if write:
@@ -157,6 +159,8 @@ def _shared_access(L, ins, sel, mm, ei, esize: int, vec: int, *, write: bool) ->
                 checks.race_write(L, ins, sel, mm, fb)
             if L.poison:
                 checks.shared_written(L, fb)
+            if L.gen_w is not None:
+                L.gen_w[fb] = L.threads(sel)[mm][:, None]
         else:
             if L.poison:
                 checks.shared_read(L, ins, sel, mm, fb)

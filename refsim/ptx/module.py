@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx import dispatch
-from refsim.ptx.arch import arch_facts, base_arch, check_launch_shape, sm_number
+from refsim.ptx.arch import arch_facts, check_launch_shape, handler_arch, sm_number
 from refsim.ptx.engine import DEFAULT_MAX_WARP_INSTRUCTIONS, Launch, LaunchStats
 from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxUnsupportedError
 from refsim.ptx.memory import GlobalMemory
@@ -52,7 +52,7 @@ class Module:
         self._target_sm = sm_number(self.target)
         self._handlers: dict[tuple[str, str], dict[int, object]] = {}
         self._refused: dict[str, str] = {}
-        load_arch = base_arch(self.target) or "sm_80"
+        load_arch = handler_arch(self.target)
         for name, k in self._parsed.kernels.items():
             if k.refused is not None:
                 self._refused[name] = k.refused
@@ -225,7 +225,7 @@ class Module:
             raw = _param_bytes(i, p, a, gmem)
             param[p.offset:p.offset + p.size] = raw
             size = p.offset + p.size
-        handlers = self._lookup(kernel, base_arch(arch) or "sm_80")
+        handlers = self._lookup(kernel, handler_arch(arch))
         return k, gmem, symbols, bytes(param[:size]), handlers
 
 

@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 
 from refsim.ptx import limits
-from refsim.archs import parse_sm
+from refsim.archs import ARCH_SPECIFIC, parse_sm
 from refsim.ptx.arch import ARCHS
 from refsim.ptx.errors import PtxParseError, PtxUnsupportedError
 from refsim.ptx.lex import (
@@ -60,6 +60,7 @@ TYPE_BITS = {
     "b32": 32, "s32": 32, "u32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32, "u16x2": 32, "s16x2": 32,
     "b64": 64, "s64": 64, "u64": 64, "f64": 64, "b128": 128,
     "s4": 4, "u4": 4, "b1": 1, "e4m3": 8, "e5m2": 8, "e4m3x2": 16, "e5m2x2": 16,
+    "e3m2": 6, "e2m3": 6, "e2m1": 4, "ue8m0": 8, "ue4m3": 8,
 }
 
 SPECIAL_REGISTERS = frozenset(
@@ -314,8 +315,14 @@ class _KernelParser:
 
     def address(self, inner: str, line: int, col: int, text: str):
         s = inner.replace(" ", "").replace("\t", "")
-        if "," in s:     # texture/surface coordinates: only tex/suld/sust use them, refused at lookup
-            return ("raw", inner)
+        if "," in s:
+            base, rest = s.split(",", 1)
+            if rest.startswith("{") and rest.endswith("}"):     # a tensor map and its coordinates
+                try:
+                    return ("taddr", self.address(base, line, col, text), self.operand(rest, line, col, text))
+                except PtxParseError:
+                    pass
+            return ("raw", inner)     # texture/surface coordinates: only tex/suld/sust, refused at lookup
         m = ADDRESS.fullmatch(s)
         if not m or (m.group(1) is None and m.group(3) is None):
             raise error(line, col, text, f"cannot parse address [{inner}]")
@@ -468,10 +475,14 @@ def _target(words: list, line: int, col: int, st: str) -> str:
     sm = parse_sm(target.split(",")[0].strip())
     if sm is None:
         raise error(line, col, st, "malformed .target (expected sm_XY)")
+    name = target.split(",")[0].strip()
     newest = max(f.sm for f in ARCHS.values())
     if sm > newest:
-        raise error(line, col, st, f".target {target.split(',')[0].strip()}: refsim models architectures up to "
+        raise error(line, col, st, f".target {name}: refsim models architectures up to "
                                   f"sm_{newest} ({', '.join(ARCHS)})", PtxUnsupportedError)
+    if name[-1] in "af" and name not in ARCH_SPECIFIC:     # PTX ISA: its features run on that architecture only
+        raise error(line, col, st, f".target {name}: an architecture-specific target refsim does not model "
+                                  f"(it knows {', '.join(ARCH_SPECIFIC)})", PtxUnsupportedError)
     return target
 
 

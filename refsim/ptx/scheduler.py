@@ -27,7 +27,7 @@ import numpy as np
 
 from refsim.ptx.errors import PtxDeadlockError
 
-__all__ = ["DEADLOCK_ROUNDS", "converged_step", "scheduled_step", "spin_check", "yield_warps", "deadlock"]
+__all__ = ["DEADLOCK_ROUNDS", "converged_step", "scheduled_step", "spin_check", "yield_warps", "explain", "deadlock"]
 
 #: Consecutive all-warps-yielding rounds in which nothing changed (memory, registers, PCs) before a
 #: spin is a deadlock (one such round already repeats forever under lockstep; a few more for random).
@@ -126,8 +126,19 @@ def _digest(L, runnable: np.ndarray) -> bytes:
     return h.digest()
 
 
+def explain(L, why: str) -> str:
+    """A deadlock's reason after the explainers instructions registered in ``L.ext["deadlock"]``
+    (functions ``(L, why) -> why``, e.g. refsim.ptx.hopper.mbarrier's: which barriers warps wait on);
+    both executors call it with their launch (the compiled one with its LaunchView)."""
+    for fn in L.ext.get("deadlock", ()):
+        why = fn(L, why)
+    return why
+
+
 def deadlock(L, why: str) -> None:
-    """Raise :class:`PtxDeadlockError` naming up to 8 waiting blocks and where they wait."""
+    """Raise :class:`PtxDeadlockError` naming up to 8 waiting blocks and where they wait; the reason
+    ``why`` passes through :func:`explain` (e.g. the mbarriers warps wait on)."""
+    why = explain(L, why)
     lines = []
     for s in range(L.nslots):
         if L.slot_block[s] < 0:

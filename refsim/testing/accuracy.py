@@ -25,7 +25,8 @@ passes when ``|y - S| <= B`` with::
 roundings, ``gamma_d = (1+u)^d - 1 <= d u / (1 - d u)``.) Products of fp16 values are exact in
 fp32, and no partial sum of them is an fp32 subnormal (they are multiples of 2^-48), so an fp32
 accumulator needs no eta term. An output may be +-inf where ``S +- B`` reaches the fp16 overflow
-threshold 65520, and NaN only with an fp16 accumulator whose partial sums may overflow (P + B >= 65520).
+threshold 65520, and NaN only with an fp16 accumulator whose partial sums may overflow (P + B >= 65520),
+or where the form's ``nan`` mask says the exact product is NaN (a NaN weight): there only NaN passes.
 
 S and P are computed in float64 (each product is exact there) with the float64 error bound
 ``gamma_T(2^-53) P`` of the sum; an output whose verdict that margin could change is decided again
@@ -175,8 +176,11 @@ def judge(acc: Accumulation, lin: Linear, actual: np.ndarray) -> Judgement:
     nan_ok = (acc.dtype == "fp16") & (P + hi >= _OVERFLOW)
     ok_nonfinite = np.where(np.isnan(y), nan_ok, np.where(y > 0, reach_up, reach_down))
     outside |= ~finite & ~ok_nonfinite
+    if lin.nan is not None:                 # a NaN weight's outputs: NaN is the one right answer there
+        outside = np.where(lin.nan, ~np.isnan(y), outside)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = np.where(finite & (err > 0), err / np.maximum(hi, 2.0**-1074), 0.0)
+        ratios = np.where(finite & (err > 0) & (True if lin.nan is None else ~lin.nan),
+                          err / np.maximum(hi, 2.0**-1074), 0.0)
     ratio = float(np.max(ratios, initial=0.0))
     return Judgement(outside.reshape(shape), S.reshape(shape), hi.reshape(shape), err.reshape(shape), ratio)
 
@@ -215,6 +219,8 @@ def reference(acc: Accumulation, lin: Linear) -> np.ndarray:
                                             level[2 * pairs:]])
                 out[:, n0:n0 + cols] = _round(acc.dtype, level[0] + start[:, n0:n0 + cols])
         s = out
+    if lin.nan is not None:
+        s = np.where(lin.nan, np.nan, s)
     with np.errstate(over="ignore", invalid="ignore"):
         return s.astype(np.float16)
 

@@ -5,8 +5,9 @@ Drawn data rarely tells an fp16 accumulator from an fp32 one: the bound of
 :mod:`refsim.testing.accuracy` is a worst case, and typical sums sit far inside it. These cases are
 built so that a weaker accumulation loses terms that the stated one keeps. Every weight is exactly
 1 (GPTQ/AWQ: ``q = 8, z = 7, s = 1``; Marlin: ``q = 9, s = 1``; Any-Precision: every table entry
-1), so output ``y[m, n] = sum_k x[m, k]`` and the terms are the activations below (zero elsewhere,
-the same in every row and column). X = 2^10 has an fp16 ulp of 1::
+1; the weight-only formats: each one's ``unit_weights``, e.g. Q4_0 ``q = 9, d = 1``), so output
+``y[m, n] = sum_k x[m, k]`` and the terms are the activations below (zero elsewhere, the same in
+every row and column). X = 2^10 has an fp16 ulp of 1::
 
     sequence              terms (K)                                     S        defeats (stated fp32)
     large_first_term      X at k 0, 2^-4 at k 1..7, -X at k K-1 (512)   7/16     fp16 sequential; fp16 inside a
@@ -25,8 +26,9 @@ the same in every row and column). X = 2^10 has an fp16 ulp of 1::
 bits is bf16.) docs/harness.md derives each margin: why the weaker accumulation's output leaves
 the bound and the ratio error / bound it reaches. The stated accumulation passes by the theorem the
 bound is (Higham, Lemma 3.1), in any order. The cases run in accuracy mode after the pinned ones,
-independent of the seed. Formats: gptq, gptq_v2, awq, marlin, anyprec (atom's K reduction is
-exact integer arithmetic inside a group and its activations are quantized, mixed_2_4_16's weights
+independent of the seed. Formats: gptq, gptq_v2, awq, marlin, anyprec and the weight-only GEMMs
+of the block-scaled formats (fp8_channel, fp8_block, mxfp4, nvfp4, nf4, nf4_dq, q4_0, q8_0, q4_k)
+(atom's K reduction is exact integer arithmetic inside a group and its activations are quantized, mixed_2_4_16's weights
 come from its quantizer: neither can carry these sequences).
 """
 
@@ -41,6 +43,7 @@ from refsim.formats import bitplane, marlin
 from refsim.testing.accuracy import ACCUMULATIONS
 from refsim.testing.cases import FORMATS as SPECS
 from refsim.testing.cases.base import Linear
+from refsim.testing.cases.weight_only import WeightOnlyCases
 
 __all__ = ["SEQUENCES", "FORMATS", "Adversarial", "sequence", "cases", "inputs", "exact_weights"]
 
@@ -132,9 +135,20 @@ def _anyprec_inputs(spec, case, x):
     return x, bitplane.pack(codes, case["bits"]), np.ones((case["n"], 2 ** case["bits"]), np.float16)
 
 
+def _weight_only_case(fmt, k):
+    n = min(v for v in SPECS[fmt].fields["n"] if v >= 8)
+    return {"m": 1, "k": k, "n": n, "edge": "none", "kind": "zeros", "seed": 0}
+
+
+def _weight_only_inputs(spec, case, x):
+    return (x,) + tuple(spec.unit_weights(case["k"], case["n"]))
+
+
 _BUILDERS = {"gptq": (_w4a16_case, _w4a16_inputs), "gptq_v2": (_w4a16_case, _w4a16_inputs),
              "awq": (_w4a16_case, _w4a16_inputs), "marlin": (_marlin_case, _marlin_inputs),
-             "anyprec": (_anyprec_case, _anyprec_inputs)}
+             "anyprec": (_anyprec_case, _anyprec_inputs),
+             **{name: (_weight_only_case, _weight_only_inputs) for name, spec in SPECS.items()
+                if isinstance(spec, WeightOnlyCases)}}
 #: the formats whose kernels can carry the sequences
 FORMATS = tuple(sorted(_BUILDERS))
 

@@ -458,7 +458,9 @@ def check_kernel(target, /, fmt: str | None = None, *, kernel: str | None = None
     ``.entry`` named by ``kernel=`` runs through :mod:`refsim.ptx` on the CPU, launched as
     ``launch(*inputs)`` describes (a function returning a :class:`refsim.cuda.LaunchPlan`).
     fmt: one of ``FORMATS`` ('anyprec', 'atom', 'awq', 'gptq', 'gptq_v2', 'marlin', 'mixed_2_4_16',
-    'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4'); None infers it from the kernel's parameter
+    'mma_m16n8k16', 'mma_m16n8k16_f16', 'mma_s4', and the weight-only GEMMs of the block-scaled
+    formats 'fp8_channel', 'fp8_block', 'mxfp4', 'nvfp4', 'nf4', 'nf4_dq', 'q4_0', 'q8_0', 'q4_k',
+    for which accuracy mode is the recommended mode); None infers it from the kernel's parameter
     names (:func:`infer_format`, said in the progress) and refuses when they do not name exactly
     one. arch: tensor-core model 'sm_70' .. 'sm_90'. sms: SM count = grid size (Marlin's partition
     depends on it). max_examples: drawn cases after the pinned ones (default 12 for Marlin, 20

@@ -221,17 +221,17 @@ def test_static_plus_dynamic_above_48_kib_raises_the_attribute_to_the_dynamic_by
 def test_the_device_facts_are_its_archs_row_with_its_own_opt_in_limit():
     f = gpu.device_facts("sm_86", 100_000)
     assert (f.name, f.max_shared_bytes_per_block, f.max_threads_per_block) == ("sm_86", 100_000, 1024)
-    newer = gpu.device_facts("sm_120", 101376)                 # not in the table: the sm_90 row's limits
-    assert (newer.name, newer.sm, newer.max_shared_bytes_per_block) == ("sm_120", 120, 101376)
-    assert newer.max_grid_dims == (2**31 - 1, 65535, 65535)
+    newer = gpu.device_facts("sm_121", 101376)                 # not in the table: the sm_120 row's limits
+    assert (newer.name, newer.sm, newer.max_shared_bytes_per_block) == ("sm_121", 121, 101376)
+    assert (newer.max_grid_dims, newer.max_warps_per_sm, newer.max_ctas_per_sm) == ((2**31 - 1, 65535, 65535), 48, 24)
 
 
 def test_a_device_the_table_lacks_still_launches(monkeypatch):
-    fake = FakeCuda(arch="sm_120", optin=101376, name="Fake RTX 5090", exec_arch="sm_90")
+    fake = FakeCuda(arch="sm_121", optin=101376, name="Fake DGX Spark", exec_arch="sm_90")
     monkeypatch.setattr(gpu, "_driver", lambda: fake)
     rng = np.random.default_rng(8)
     x, ck = rng.standard_normal((1, 64)).astype(np.float16), _gptq(rng)
-    assert_bitexact(rc.gptq_gemv(x, ck, backend="gpu"), rc.gptq_gemv(x, ck), "gptq_gemv on sm_120")
+    assert_bitexact(rc.gptq_gemv(x, ck, backend="gpu"), rc.gptq_gemv(x, ck), "gptq_gemv on sm_121")
 
 
 @pytest.mark.parametrize("step,name", [("sync", "CUDA_ERROR_ILLEGAL_INSTRUCTION"),

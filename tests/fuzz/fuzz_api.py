@@ -65,6 +65,8 @@ EXCLUDED_MODULES = {
     "refsim.ptx.sass": "parses nvdisasm output of a cubin (CUDA toolchain)",
     "refsim.ptx.toolchain": "runs nvcc",
     "refsim.ptx.errors": "the exception classes themselves",
+    "refsim.ptx.hopper": "the sm_90a instruction definitions, called by both executors on parsed operands "
+                         "(tests/ptx/hopper)",
     "refsim.errors": "the exception classes themselves",
     "refsim._validate": "internal",
     "refsim.__main__": "runs the CLI on import",

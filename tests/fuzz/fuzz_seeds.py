@@ -989,6 +989,9 @@ SEEDS.update({
     "refsim.quant.fp8.quantize_weight": lambda: call(_fp8_mx_x((4, 8)), "FP8_BLOCK"),
     "refsim.quant.fp8.checkpoint_tensors": lambda: call(qfp8.quantize_weight(_fp8_mx_x((4, 8)), "FP8_DYNAMIC")),
     "refsim.quant.fp8.from_checkpoint_tensors": lambda: call(codes((8, 4), 256), positive((8, 1)), "FP8_DYNAMIC"),
+    "refsim.quant.ct_fp4.quantize_weight": lambda: call(_fp8_mx_x((32, 4)), "nvfp4"),
+    "refsim.quant.ct_fp4.global_scale": lambda: call(3.5),
+    "refsim.quant.ct_fp4.fused_groups": lambda: call(["m.q_proj", "m.k_proj", "m.v_proj", "m.o_proj"]),
 })
 
 
@@ -1026,6 +1029,12 @@ SEEDS.update({
         "bfloat16", 0x2000, (64, 8, 3), (128, 1024), (64, 8, 1), (1, 2, 1), swizzle="128B")),
     "refsim.formats.tensor_map.tile_box": lambda: call(normal((6, 8)), SAMPLES["refsim.formats.tensor_map.TensorMap"](),
                                                        (6, -2)),
+})
+
+
+SEEDS.update({
+    "refsim.emulator.dequant_gemm.dequant_gemm": lambda: call(normal((2, 8), np.float16), normal((8, 3))),
+    "refsim.emulator.dequant_gemm.dequant_gemm_reference": lambda: call(normal((1, 4), np.float16), normal((4, 2))),
 })
 
 

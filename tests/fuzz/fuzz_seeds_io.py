@@ -194,7 +194,37 @@ def _gguf_layer():
     return GGUFLayer("blk.0.attn_q.weight", "Q8_0", _rng(11).integers(0, 256, (3, 34), dtype=np.uint8) & 0x3F, 32)
 
 
+def _fp8_block_layer():
+    from refsim.io.fp8_block import FP8BlockLayer
+    return FP8BlockLayer(L0, _rng(13).integers(0, 0x7E, (8, 16), dtype=np.uint8), np.full((1, 1), 0.5, np.float32),
+                         "block")
+
+
+def fp8_block_dir() -> Path:
+    """A DeepSeek-style fp8 folder: one 8 x 16 layer (weight + weight_scale_inv) and an unquantized norm."""
+    import json
+
+    from refsim.io.tensors import save_tensors
+    out = Path.cwd() / "fuzz-fp8-block"
+    if not out.exists():
+        out.mkdir()
+        qc = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+        (out / "config.json").write_text(json.dumps({"quantization_config": qc}))
+        save_tensors(out / "model.safetensors", {**_fp8_block_layer().tensors(), "norm.weight": np.ones(16, np.float32)})
+    return out
+
+
+BNB_DIR = Path(__file__).parents[1] / "io" / "data" / "bnb_nf4_dq_bf16"
+
+
+def _bnb_layer():
+    from refsim.io.bnb_4bit import quantize_bnb_layer
+    return quantize_bnb_layer(L0, _rng(12).standard_normal((2, 40)).astype(np.float16), "fp4", True)
+
+
 SAMPLES = {
+    "refsim.io.bnb_4bit.BnBLayer": _bnb_layer,
+    "refsim.io.fp8_block.FP8BlockLayer": _fp8_block_layer,
     "refsim.io.gguf_file.GGUFLayer": _gguf_layer,
     "refsim.io.compressed_tensors.CTLayer": lambda: io_uniform.to_ct(io_uniform.codes_of(gptq_layer())),
     "refsim.io.ct_float.CTFP8Layer": _fp8_layer,
@@ -250,6 +280,11 @@ def seeds(fs) -> dict:
         "refsim.io.checkpoint.read_json": lambda: call(gptq_dir() / "quantize_config.json"),
         "refsim.io.compressed_tensors.CompressedTensorsReader": lambda: call(ct_dir()),
         "refsim.io.gguf_file.GGUFCheckpoint": lambda: call(TINY_GGUF),
+        "refsim.io.fp8_block.FP8BlockReader": lambda: call(fp8_block_dir()),
+        "refsim.io.bnb_4bit.BnBReader": lambda: call(BNB_DIR),
+        "refsim.io.bnb_4bit.bnb_quantization_config": lambda: call("nf4", True, "bfloat16"),
+        "refsim.io.bnb_4bit.quantize_bnb_layer": lambda: call(L0, _rng(12).standard_normal((3, 50)).astype(np.float32),
+                                                              "nf4", False),
         "refsim.io.gguf_file.gguf_bits": lambda: call("Q4_K"),
         "refsim.io.ct_float.read_float_layer": lambda: call(ct.CompressedTensorsReader(ct_fp8_dir()), L0,
                                                             {"kind": "fp8", "strategy": "channel"}),
@@ -283,13 +318,39 @@ def seeds(fs) -> dict:
                                                                {"format": "pt"}, 1 << 20),
         "refsim.io.tensors.save_tensors": lambda: call(_fresh_file(), {"w": np.ones((4, 8), np.float16)}),
         "refsim.io.convert.convert": lambda: call(gptq_dir(), "marlin", FreshDir("convert")),
+        "refsim.io.ct_float_write.quantize_float_model": lambda: Seed(
+            (fp_dir(), FreshDir("ct-float"), "FP8_DYNAMIC"), {"layers": r"layers\.0\.self_attn\.o_proj"},
+            view=lambda r: {**r, "wall_seconds": 0.0}),                                # measured, not computed
+        "refsim.io.gguf_file.open_gguf_reader": lambda: Seed((TINY_GGUF,), view=lambda r: sorted(r.fields)),
+        "refsim.io.gguf_write.quantize_gguf": lambda: call(float_gguf(), _fresh_file(".gguf"), "Q4_0"),
+        # ---- float writers' arguments ---------------------------------------------------------------
+        "refsim.io.ct_float_write.parse_ct_target": lambda: call("compressed-tensors:FP8_BLOCK"),
+        "refsim.io.ct_float_write.quantize_float_layers": lambda: call({L0: fs.normal((32, 8))}, "MXFP4A16"),
+        "refsim.io.gguf_write.parse_gguf_target": lambda: call("gguf:q5_1"),
+        "refsim.io.layer_select.select_layers": lambda: call([L0, "lm_head"], None, None, Path("model")),
+        "refsim.io.layer_select.emitted_ignore": lambda: call([L0, "model.embed_tokens", "lm_head"], {L0}, "decoder"),
     }
 
 
-def _fresh_file() -> os.PathLike:
+def float_gguf() -> Path:
+    """A float .gguf file (llama, one F32 (4, 64) weight and an F32 norm) in the current folder."""
+    out = Path.cwd() / "fuzz-float.gguf"
+    if not out.exists():
+        import gguf
+        w = gguf.GGUFWriter(str(out), "llama")
+        w.add_tensor("blk.0.attn_q.weight", _rng(12).standard_normal((4, 64)).astype(np.float32))
+        w.add_tensor("blk.0.attn_norm.weight", np.ones(64, np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    return out
+
+
+def _fresh_file(suffix: str = ".safetensors") -> os.PathLike:
     class FreshFile(FreshDir):
         def __fspath__(self) -> str:
-            return super().__fspath__() + ".safetensors"
+            return super().__fspath__() + suffix
     return FreshFile("tensors")
 
 

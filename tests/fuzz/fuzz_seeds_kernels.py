@@ -15,9 +15,9 @@ import numpy as np
 from fuzz_engine import Seed, call
 
 from refsim import ptx
-from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, registry, user
+from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, official_deepgemm, registry, user
 from refsim.testing import validate as cvalidate, wgmma_probes
-from refsim.formats import atom, stripes
+from refsim.formats import atom, hopper_w4a16 as fhopper, stripes
 from refsim.testing import accuracy
 from refsim.testing.cases.base import Linear
 
@@ -103,6 +103,24 @@ def atom_kernel_pair():
             atom.quantize_weights((rng.standard_normal((512, 16)) * 0.05).astype(np.float16), "kernel", keeper=128))
 
 
+def deepgemm_problem(m=3, n=16, k=128):
+    """A (M, K), sfa, B (N, K), sfb of DeepGEMM's FP8 GEMM: finite e4m3 codes, scales near 1."""
+    rng = np.random.default_rng(5)
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
+    return (rng.choice(codes, (m, k)), rng.uniform(0.5, 2, (m, k // 128)).astype(np.float32),
+            rng.choice(codes, (n, k)), rng.uniform(0.5, 2, (-(-n // 128), k // 128)).astype(np.float32))
+
+
+def hopper_codes() -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 16, (128, 64)).astype(np.uint8)
+
+
+def hopper_inputs() -> tuple:
+    """x float16 (3, 128), wp, scales float16 (1, 64): a legal hopper_w4a16 problem."""
+    x = np.random.default_rng(1).standard_normal((3, 128)).astype(np.float16)
+    return x, fhopper.pack(hopper_codes()), np.full((1, 64), 0.01, np.float16)
+
+
 def _launch_stats():
     return axpy_module().launch("axpy", 2, 32, axpy_args())
 
@@ -122,6 +140,9 @@ SAMPLES = {
     "refsim.cuda.census.EntryResources": lambda: __import__("refsim.cuda.census", fromlist=["x"]).EntryResources(
         40, 1024, 0, 0, 0, 1),
     "refsim.cuda.official.RecordedCase": lambda: official.load(official.cases()[0]),
+    "refsim.cuda.official_deepgemm.Config": lambda: official_deepgemm.config(64, 256, 512, 4),
+    "refsim.cuda.official_deepgemm.Prepared": lambda: official_deepgemm.prepare(*deepgemm_problem(64, 256, 512),
+                                                                                num_sms=4),
     "refsim.cuda.user.LaunchPlan": lambda: user.LaunchPlan(2, 32, (np.zeros(40, np.float32), 40), None),
     "refsim.testing.validate.Result": lambda: _result(),
     "refsim.testing.wgmma_probes.WgmmaProbe": lambda: wgmma_probes.probes()[0],
@@ -154,6 +175,7 @@ def seeds(fs) -> dict:
         "refsim.ptx.module.Module.contractible": lambda: call(axpy_module(), "axpy"),
         "refsim.ptx.arch.arch_facts": lambda: call("sm_90"),
         "refsim.ptx.arch.sm_number": lambda: call("sm_86"),
+        "refsim.ptx.arch.handler_arch": lambda: call("sm_120a"),
         "refsim.archs.parse_sm": lambda: call("sm_90a"),
         "refsim.archs.base_arch": lambda: call("sm_90a"),
         "refsim.cuda.gpu.device_facts": lambda: call("sm_90", 232448),
@@ -180,6 +202,16 @@ def seeds(fs) -> dict:
         "refsim.cuda.official_anyprec.anyprec_gemv": lambda: call(*fs.anyprec_problem(3, 16, 32), 3, arch="sm_80"),
         "refsim.cuda.official_anyprec.entry_name": lambda: call(1, 8, True),
         "refsim.cuda.official_anyprec.launch_of": lambda: call(2, 16, 4128, 4),
+        # ---- refsim's sm_90a W4A16 GEMM: layout, emulator, host plan --------------------------------
+        "refsim.formats.hopper_w4a16.check_kn": lambda: call(128, 64),
+        "refsim.formats.hopper_w4a16.pack": lambda: call(hopper_codes()),
+        "refsim.formats.hopper_w4a16.unpack": lambda: call(fhopper.pack(hopper_codes()), 128, 64),
+        "refsim.emulator.hopper_w4a16.check_inputs": lambda: call(*hopper_inputs()),
+        "refsim.emulator.hopper_w4a16.weights": lambda: call(*hopper_inputs()[1:], 128),
+        "refsim.emulator.hopper_w4a16.hopper_w4a16_gemm": lambda: call(*hopper_inputs()),
+        "refsim.emulator.hopper_w4a16.hopper_w4a16_gemm_reference": lambda: call(*hopper_inputs()),
+        "refsim.cuda.hopper_w4a16.tensor_maps": lambda: call(1 << 40, (1 << 40) + 4096, 3, 128, 64),
+        "refsim.cuda.hopper_w4a16.plan": lambda: call(*hopper_inputs()),
         "refsim.cuda.gptq_awq.gptq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.gptq_ckpt()),
         "refsim.cuda.gptq_awq.awq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.awq_ckpt()),
         "refsim.cuda.atom.atom_group_gemm": lambda: call(*atom_kernel_pair(), fused=True),
@@ -211,6 +243,16 @@ def seeds(fs) -> dict:
         "refsim.cuda.official.marlin_gemm": lambda: call(fs.normal((1, 256), np.float16), *fs.marlin_problem()[2:], sms=8,
                                                          max_par=16, thread_k=64, thread_n=256, arch="sm_80"),
         "refsim.cuda.official.atom_gemm": lambda: call(*atom_official_pair(), arch="sm_80"),
+        "refsim.cuda.official_deepgemm.config": lambda: call(128, 4096, 4096, 132),
+        "refsim.cuda.official_deepgemm.sfa_tma_aligned": lambda: call(deepgemm_problem(m=5)[1]),
+        "refsim.cuda.official_deepgemm.prepare": lambda: call(*deepgemm_problem(64, 256, 512), num_sms=4),
+        "refsim.emulator.deepgemm_kernel.check_inputs": lambda: call(*deepgemm_problem()),
+        "refsim.emulator.deepgemm_kernel.kblock_partials": lambda: call(deepgemm_problem()[0], deepgemm_problem()[2],
+                                                                        native=False),
+        "refsim.emulator.deepgemm_kernel.promote": lambda: call(np.ones((1, 3, 16), np.float32),
+                                                                *deepgemm_problem()[1::2]),
+        "refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm": lambda: call(*deepgemm_problem(), native=None),
+        "refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm_reference": lambda: call(*deepgemm_problem(1, 8, 128)),
         # ---- refsim.testing: the checks of a kernel's output -----------------------------------------
         "refsim.testing.admissible.ptx_admissible": lambda: Seed((axpy_module(), "axpy", 2, 32, axpy_args()),
                                                                  dict(outputs=[1], max_orders=24)),
@@ -246,12 +288,18 @@ UNSEEDED = {
                                     "arguments (tests/cuda/test_gpu.py covers its aliasing rules)",
     "refsim.cuda.gpu.DeviceBase": "a record device_bases builds for the GPU backend",
     "refsim.cuda.gpu.device_info": "runs a GPU (cuda.core)",
+    "refsim.cuda.hopper_w4a16.hopper_w4a16_gemm": "launches an sm_90a kernel that refsim.ptx refuses until it executes "
+                                                  "mbarrier/TMA/setmaxnreg/wgmma (PtxUnsupportedError); its arguments "
+                                                  "go through plan (seeded); tests/cuda/test_hopper_w4a16.py",
     "refsim.cuda.marlin.entries": "no parameters",
     "refsim.cuda.marlin.engine_gap": "no parameters",
     "refsim.cuda.mma.forms_table": "no parameters",
     "refsim.cuda.registry.entries": "no parameters",
     "refsim.cuda.official.cases": "no parameters",
     "refsim.cuda.official.marlin_instantiations": "no parameters",
+    "refsim.cuda.official_deepgemm.instantiations": "no parameters",
+    "refsim.cuda.official_deepgemm.deepgemm_fp8_gemm": "refsim.ptx does not execute the kernel's Hopper instructions "
+                                                       "yet (tests/cuda/test_official_deepgemm.py checks the refusal)",
     "refsim.cuda.build.manifest": "no parameters",
     "refsim.cuda.official.replay": "replays a recorded H100 launch of an official kernel (seconds; tests/ptx/"
                                    "test_replay.py)",

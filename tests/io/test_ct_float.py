@@ -301,5 +301,5 @@ def test_conversion_of_a_float_checkpoint_is_refused_by_name(tmp_path, capsys):
     path, _ = _fp8_folder(tmp_path, "FP8_BLOCK")
     assert main(["convert", str(path), "--to", "gptq-v2", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "needs integer (pack-quantized) layers; got a compressed-tensors float checkpoint" in err
+    assert "cannot convert a compressed-tensors layer to gptq-v2 without loss: fp8 layers hold e4m3 codes" in err
     assert not (tmp_path / "out").exists()

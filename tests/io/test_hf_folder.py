@@ -294,3 +294,46 @@ def test_every_output_folder_kind_holds_what_its_loader_reads(fp_llama, fp_bert,
     assert len(warned) == (kind == "ct-asym")
     if warned:
         assert "transformers 5.24.0 + compressed-tensors 0.20.1" in warned[0]
+
+
+#: compressed-tensors float preset -> (tensor suffix: (safetensors dtype, shape as a function of (N, K))), as
+#: compressed-tensors 0.19's decompressors read them (tests/io/load_float_checkpoints.py loads such folders)
+FLOAT_LAYOUTS = {
+    "FP8_DYNAMIC": {"weight": ("F8_E4M3", lambda n, k: (n, k)), "weight_scale": ("F32", lambda n, k: (n, 1))},
+    "FP8_BLOCK": {"weight": ("F8_E4M3", lambda n, k: (n, k)),
+                  "weight_scale": ("F32", lambda n, k: (-(-n // 128), -(-k // 128)))},
+    "NVFP4A16": {"weight_packed": ("U8", lambda n, k: (n, k // 2)), "weight_scale": ("F8_E4M3", lambda n, k: (n, k // 16)),
+                 "weight_global_scale": ("F32", lambda n, k: (1,))},
+    "MXFP4A16": {"weight_packed": ("U8", lambda n, k: (n, k // 2)), "weight_scale": ("U8", lambda n, k: (n, k // 32))},
+}
+
+
+@pytest.mark.parametrize("preset", list(FLOAT_LAYOUTS))
+def test_every_float_preset_folder_holds_what_its_loader_reads(fp_llama, tmp_path, preset):
+    out = tmp_path / preset
+    summary = quantize_model(fp_llama, out, QuantizeOptions("rtn", measure_memory=False),
+                             to=f"compressed-tensors:{preset}")
+    cfg = json.loads((out / "config.json").read_text())
+    assert {k: v for k, v in cfg.items() if k != "quantization_config"} == \
+        json.loads((fp_llama / "config.json").read_text())
+    for f in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        assert (out / f).read_bytes() == (fp_llama / f).read_bytes()
+    qc = cfg["quantization_config"]
+    fmt = {"FP8_DYNAMIC": "float-quantized", "FP8_BLOCK": "float-quantized", "NVFP4A16": "nvfp4-pack-quantized",
+           "MXFP4A16": "mxfp4-pack-quantized"}[preset]
+    assert (qc["quant_method"], qc["format"], qc["quantization_status"], qc["ignore"]) == \
+        ("compressed-tensors", fmt, "compressed", ["lm_head"])
+    (g,) = qc["config_groups"].values()
+    assert g["targets"] == ["Linear"] and g["format"] == fmt and g["weights"]["type"] == "float"
+    h = _header(out / "model.safetensors")
+    for m, (n, k) in _linears(fp_llama).items():
+        if m == "lm_head":
+            assert f"{m}.weight" in h
+            continue
+        layout = FLOAT_LAYOUTS[preset]
+        assert {t for t in h if t.rsplit(".", 1)[0] == m} == {f"{m}.{s}" for s in layout}, m
+        for suffix, (dtype, shape) in layout.items():
+            assert h[f"{m}.{suffix}"] == (dtype, shape(n, k)), (m, suffix)
+    # the tiny decoder is bfloat16: the FP8 presets say that the loader rounds their float32 scales to it
+    assert any(n.startswith("note: FP8 weight_scale is float32") and "bfloat16" in n
+               for n in summary["notes"]) == preset.startswith("FP8")

@@ -24,8 +24,8 @@ def test_unreadable_configs_and_missing_files_are_named(tmp_path, gptq_dir):
     with pytest.raises(CheckpointError, match=r"must hold \*\.safetensors files"):
         detect(tmp_path / "empty")
     (tmp_path / "u").mkdir()
-    (tmp_path / "u" / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "bitsandbytes"}}))
-    with pytest.raises(CheckpointError, match="quant_method must be 'gptq', 'awq' or 'compressed-tensors'.*got 'bitsandbytes'"):
+    (tmp_path / "u" / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "hqq"}}))
+    with pytest.raises(CheckpointError, match="quant_method must be 'gptq', 'awq', 'compressed-tensors', 'fp8' or 'bitsandbytes'.*got 'hqq'"):
         detect(tmp_path / "u")
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "refsim_checkpoint.json").write_text(json.dumps({"format": "exl2"}))
@@ -47,7 +47,12 @@ def test_detect_follows_the_documented_order(tmp_path):
     assert detect(tmp_path) == "gptq"                                # GPTQ's before AutoAWQ's
     (tmp_path / "refsim_checkpoint.json").write_text(json.dumps({"format": "qigen"}))
     assert detect(tmp_path) == "qigen"                               # refsim's own container first
-    assert DETECTION_ORDER == ("gguf", "refsim", "gptq", "awq", "anyprec", "compressed-tensors", "fp")
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "bitsandbytes"}}))
+    (tmp_path / "quant_config.json").unlink()
+    (tmp_path / "quantize_config.json").unlink()
+    (tmp_path / "refsim_checkpoint.json").unlink()
+    assert detect(tmp_path) == "bitsandbytes"                        # transformers' bitsandbytes 4-bit folder
+    assert DETECTION_ORDER == ("gguf", "refsim", "gptq", "awq", "anyprec", "compressed-tensors", "bitsandbytes", "fp")
     (tmp_path / "model.gguf").write_bytes(b"GGUF")                  # a .gguf file, by its name alone
     assert detect(tmp_path / "model.gguf") == "gguf"
 
@@ -60,6 +65,6 @@ def test_a_quantization_config_that_is_not_an_object_is_named(tmp_path):
 
 def test_open_checkpoint_uses_the_reader_of_the_detected_format(gptq_dir):
     assert set(READERS) == {"gptq", "awq", "marlin", "anyprec", "compressed-tensors", "qigen", "atom",
-                            "mixed_2_4_16", "fp", "gguf"}
+                            "mixed_2_4_16", "fp", "gguf", "fp8", "bitsandbytes"}
     with open_checkpoint(gptq_dir) as ck:
         assert type(ck) is GPTQReader

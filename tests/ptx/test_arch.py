@@ -17,7 +17,8 @@ HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 def test_opt_in_shared_memory_maxima_are_the_cuda_guide_numbers():
     # CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": maximum shared
     # memory per thread block, in KiB
-    kib = {"sm_70": 96, "sm_75": 64, "sm_80": 163, "sm_86": 99, "sm_87": 163, "sm_89": 99, "sm_90": 227}
+    kib = {"sm_70": 96, "sm_75": 64, "sm_80": 163, "sm_86": 99, "sm_87": 163, "sm_89": 99, "sm_90": 227,
+           "sm_120": 99}
     assert {a: f.max_shared_bytes_per_block for a, f in ARCHS.items()} == {a: k * 1024 for a, k in kib.items()}
     assert all(f.shared_bytes_without_opt_in == 49152 == f.max_static_shared_bytes for f in ARCHS.values())
 
@@ -75,6 +76,14 @@ def test_arch_specific_targets_have_their_architectures_facts():
     for bad in ("sm_80a", "sm_90b", "sm_90af", "SM_90A"):
         with pytest.raises(PtxLaunchError, match="arch: must be one of"):
             arch_facts(bad)
+
+
+def test_handlers_are_built_for_an_arch_specific_target_itself_and_for_any_other_name_its_row():
+    from refsim.ptx.arch import handler_arch
+
+    assert [handler_arch(a) for a in ("sm_120a", "sm_90a", "sm_120", "sm_89", "sm_52", None)] == [
+        "sm_120a", "sm_90a", "sm_120", "sm_89", "sm_80", "sm_80"]
+    assert arch_facts("sm_120a") is ARCHS["sm_120"]
 
 
 def test_a_kernel_compiled_for_sm_90a_launches_with_arch_sm_90a_on_both_executors():

@@ -280,7 +280,9 @@ def test_every_launch_keyword_is_validated(kw, match):
 
 
 @pytest.mark.parametrize("text, cls, match", [
-    (HEAD.replace("sm_80", "sm_999"), ptx.PtxUnsupportedError, r"\.target sm_999: refsim models architectures up to sm_90"),
+    (HEAD.replace("sm_80", "sm_999"), ptx.PtxUnsupportedError, r"\.target sm_999: refsim models architectures up to sm_120"),
+    (HEAD.replace("sm_80", "sm_100a"), ptx.PtxUnsupportedError,
+     r"\.target sm_100a: an architecture-specific target refsim does not model \(it knows sm_90a, sm_120a\)"),
     (HEAD.replace("sm_80", "compute_80"), ptx.PtxParseError, "malformed .target"),
     (HEAD.replace("8.0", "99.0"), ptx.PtxUnsupportedError, "PTX ISA version 99.0: refsim reads versions 1.0 to 9.x"),
     (HEAD.replace("8.0", "eight"), ptx.PtxParseError, "malformed .version"),

@@ -97,6 +97,17 @@ def test_operand_forms():
     assert st.guard[2] is True and st.operands[0][2] == 4
 
 
+def test_tensor_map_address_operand():
+    # cp.async.bulk.tensor's [map, {coordinates}] parses as ("taddr", map address, coordinate vector)
+    k = parse(HEAD + ".visible .entry k()\n{\n.reg .b32 %r<3>;\n.reg .b64 %rd<2>;\n.shared .align 128 .b8 s[64];\n"
+              ".shared .align 8 .b8 b[8];\n"
+              "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [s], [%rd1+64, {%r1, -2}], [b];\n"
+              "}\n").kernels["k"]
+    op = k.instructions[0].operands[1]
+    assert op[0] == "taddr" and op[1][0] == "addr" and op[1][2] == 64
+    assert op[2] == ("vec", (("reg", op[2][1][0][1], False), ("imm", -2, "int")))
+
+
 def test_contractible_mul_add_pairs_are_listed():
     text = HEAD + (".visible .entry k()\n{\n.reg .f32 %f<6>;\n"
                    "mul.f32 %f1, %f2, %f3;\n"       # line 7: plain mul

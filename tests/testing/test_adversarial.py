@@ -56,7 +56,8 @@ def _outside(fmt, a, value):
 
 
 def test_every_format_that_can_carry_the_sequences_gets_each_of_its_accumulation():
-    assert adv.FORMATS == ("anyprec", "awq", "gptq", "gptq_v2", "marlin")
+    assert adv.FORMATS == ("anyprec", "awq", "fp8_block", "fp8_channel", "gptq", "gptq_v2", "marlin", "mxfp4", "nf4",
+                           "nf4_dq", "nvfp4", "q4_0", "q4_k", "q8_0")
     for fmt in adv.FORMATS:
         assert [a.name for a in adv.cases(fmt, "fp32")] == ["large_first_term", "strided_small_terms",
                                                             "many_small_addends", "alternating_signs", "near_overflow"]

@@ -34,12 +34,12 @@ def check(gpu, m, n, k, bits, group_size) -> None:
 def model(mc, m, n, k, bits, group_size) -> Breakdown:
     """Latency of an INT8 x INT8 GEMM for C(M,N) = A(M,K) @ W(K,N) on ``mc.gpu`` (module docstring)."""
     g, f, p = mc
-    _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem = gemm_config(
+    _, t_tc, red_bytes, ctas, n_waves, tile_m, tile_n, _, ctas_per_sm, smem, l2, _ = gemm_config(
         g, f, m, n, k, g.tc_int8_op_per_clk_per_sm, 1, 3, 64, p.overlap)
     bytes_dram = 1.0 * n * k + m * k + 4.0 * (n + m) + 2.0 * m * n     # W, A, scales, C
     # epilogue: one FP32 dequant (scale products + convert) per padded output, 3 lanes each
     epi_rate = g.fp32_fma_lanes_per_clk_per_sm * g.sm_count * f
     pipes = {"dram": dram_time(bytes_dram, g, ctas, ctas_per_sm, smem),
-             "l2": (m * k * math.ceil(n / tile_n) + n * k * math.ceil(m / tile_m) + red_bytes) / g.l2_bytes_per_s(f),
+             "l2": l2 / g.l2_bytes_per_s(f),
              "tensor": t_tc, "alu": tile_m * math.ceil(m / tile_m) * n * 3 / epi_rate}
     return combine(NAME, g, m, n, k, 8, pipes, p, ctas=ctas, n_waves=n_waves, bytes_dram=bytes_dram)

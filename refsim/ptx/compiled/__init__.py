@@ -18,7 +18,8 @@ equals          the NumPy interpreter (refsim/ptx/engine.py), which stays the re
 refusals        an instruction the translator does not compile refuses its kernel (the interpreter
                 runs it; one RuntimeWarning per kernel says which line and why). ALU and warp-wide
                 forms without a C body run their semantics handler in Python for that step instead
-                (the interpreter's glue: same bits).
+                (the interpreter's glue: same bits), and refsim.ptx.hopper's instructions run their one
+                Python definition over a LaunchView of the compiled state (refsim.ptx.compiled.view).
 build           refsim.native.build: cached by source text, compiler and flags under
                 ``$REFSIM_CACHE/native``; no compiler -> one RuntimeWarning, the interpreter runs;
                 ``REFSIM_NATIVE=0`` -> the interpreter, silently.
@@ -30,7 +31,7 @@ import sys
 import warnings
 import weakref
 
-from refsim.ptx.arch import base_arch
+from refsim.ptx.arch import handler_arch
 from refsim.ptx.compiled.translate import Translation, translate
 
 __all__ = ["EXECUTORS", "launch", "translation", "unavailable"]
@@ -60,7 +61,7 @@ def translation(module, kernel: str) -> Translation:
     per = _TRANSLATIONS.setdefault(module, {})
     if kernel not in per:
         k = module._kernel(kernel)
-        handlers = module._lookup(kernel, base_arch(module.target) or "sm_80")
+        handlers = module._lookup(kernel, handler_arch(module.target))
         per[kernel] = translate(k, handlers, module._parsed.globals)
     return per[kernel]
 

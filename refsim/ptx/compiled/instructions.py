@@ -17,7 +17,9 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
-                (``Body.callback``).
+                (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
+                (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async), built once per
+                launch over a refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ def _loop(lines: list[str], var: str = "act", count: str = "na") -> list[str]:
 def emit_body(em, ins, handler) -> Body:
     """The body of instruction ``ins`` (see the module spec); raises Refuse."""
     op = ins.opcode
+    from refsim.ptx import hopper
+
+    if hopper.python_defined(ins):        # one Python definition: run it over a LaunchView
+        em.reads.clear()
+        return Body(callback=True)
     if op == "ldmatrix":
         return _ldmatrix(em, ins)
     if handler is not None and op not in ("mov",):
@@ -439,6 +446,8 @@ def _ldmatrix(em, ins) -> Body:
 def _mma(em, ins, h) -> Body:
     from refsim.ptx.semantics import warp as sw
 
+    if any(m.startswith("kind::") for m in ins.mods):      # sm_120a's kinds: the handler runs the step
+        return _handler_step(em, ins, h)
     groups = [flatten([o]) for o in ins.operands]
     if len(groups) != 4:
         raise Refuse("mma operands")
@@ -481,6 +490,4 @@ _ENGINE = {
     **{name: _noop for name in _NOOPS}, "nanosleep": _nanosleep, "trap": _trap, "brkpt": _trap,
     "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar, "ld": _ld, "ldu": _ld, "st": _st,
     "atom": _atom, "red": _atom, "cp": _cp,
-    # refsim.ptx.hopper's engine entries: the runner runs their one Python definition (no C restatement)
-    **{name: (lambda em, ins: _handler_step(em, ins, None)) for name in ("wgmma",)},
 }

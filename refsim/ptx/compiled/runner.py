@@ -13,8 +13,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from refsim.ptx import engine, hopper, loops
-from refsim.ptx.dispatch import OPCODES
+from refsim.ptx import engine, loops
+from refsim.ptx.arch import base_arch
 from refsim.ptx.operands import convert, flatten
 from refsim.ptx.compiled import state as st
 from refsim.ptx.compiled.instructions import split_operands
@@ -22,7 +22,7 @@ from refsim.ptx.compiled.operands import immediate_bits
 from refsim.ptx.memory import read_only_error
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.errors import (
-    PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
+    PtxBarrierError, PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
     PtxUnsupportedError,
 )
 
@@ -33,7 +33,8 @@ _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 (RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
  E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
  E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
- E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_RACE_WGMMA, E_RACE_WGMMA_SMEM) = range(29)
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_MBAR_ACCESS, E_RACE_ASYNC, E_RACE_WGMMA,
+ E_RACE_WGMMA_SMEM) = range(31)
 _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 
@@ -94,6 +95,10 @@ class CompiledLaunch:
         self.T, self.tpb, self.nslots, self.END = T, tpb, nslots, len(kernel.instructions)
         self.max_wi = engine.DEFAULT_MAX_WARP_INSTRUCTIONS if max_warp_instructions is None else int(max_warp_instructions)
         keep = self._keep = []
+        self.arrays = {}           # the runtime's NumPy arrays a LaunchView shares (refsim.ptx.compiled.view)
+        self.gmem = gmem
+        self._view = None
+        self._steps = {}
 
         def arr(a):
             keep.append(a)
@@ -124,7 +129,8 @@ class CompiledLaunch:
         S.n_exited = arr(np.zeros(nslots, np.int64))
         self.ctaid = np.zeros(nslots * 3, np.uint32)
         S.ctaid, S.slot_dirty = arr(self.ctaid), arr(np.zeros(nslots, np.uint8))
-        S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(np.zeros(NW, np.uint8))
+        self.arrays["yielding"] = np.zeros(NW, np.uint8)
+        S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(self.arrays["yielding"])
         # registers: one array per declaration, the interpreter's dtypes
         self.regs = [np.zeros(T, _UINT[r.bits]) for r in kernel.registers]
         nregs = len(self.regs)
@@ -148,12 +154,13 @@ class CompiledLaunch:
         dyn_offset = (kernel.shared_bytes + 15) // 16 * 16
         shared_size = dyn_offset + shared_bytes if (shared_bytes or kernel.extern_shared) else kernel.shared_bytes
         stride = max(16, (shared_size + 15) // 16 * 16)
-        self.shared_size, self.shared_stride, self.nthreads = shared_size, stride, nthreads
-        self.shared = np.zeros(nslots * stride, np.uint8)
-        S.shared = arr(self.shared)
+        self.shared_size = shared_size
+        self.arrays["shared"] = np.zeros(nslots * stride, np.uint8)
+        S.shared = arr(self.arrays["shared"])
         S.shared_stride, S.shared_size, S.dyn_offset, S.dyn_bytes = stride, shared_size, dyn_offset, shared_bytes
         local_stride = max(16, (kernel.local_bytes + 15) // 16 * 16)
-        S.local = arr(np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8))
+        self.arrays["local"] = np.zeros(T * local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8)
+        S.local = arr(self.arrays["local"])
         S.local_stride, S.local_bytes = local_stride, kernel.local_bytes
         self.param = np.frombuffer(bytearray(param) + bytes(16), np.uint8)
         S.param, S.param_size = arr(self.param), len(param)
@@ -170,12 +177,27 @@ class CompiledLaunch:
         self.sym = np.array([symbols[name] for name in translation.symbols] or [0], np.uint64)
         S.sym = arr(self.sym)
         if poison:
-            S.shared_init = arr(np.zeros(nslots * stride, np.bool_))
+            self.arrays["shared_init"] = np.zeros(nslots * stride, np.bool_)
+            S.shared_init = arr(self.arrays["shared_init"])
         if race:
-            S.race_w = arr(np.full(nslots * stride, -1, np.int64))
-            S.race_r = arr(np.full(nslots * stride, -1, np.int64))
-            S.pending = arr(np.zeros(nslots * stride, np.int32))
+            a = self.arrays
+            a["race_w"], a["race_r"] = np.full(nslots * stride, -1, np.int64), np.full(nslots * stride, -1, np.int64)
+            a["pending"] = np.zeros(nslots * stride, np.int32)
+            S.race_w, S.race_r, S.pending = arr(a["race_w"]), arr(a["race_r"]), arr(a["pending"])
             S.stamp = arr(np.zeros(nslots * stride, np.int64))
+        from refsim.ptx import hopper
+
+        if hopper.tracks_shared_bytes(kernel):                # refsim.ptx.hopper's per-byte state
+            self.arrays["hbytes"] = np.zeros(nslots * stride, np.uint8)
+            S.hbytes = arr(self.arrays["hbytes"])
+            S.max_mbar = hopper.mbarrier.MAX_RACE_BARRIERS
+            if race:
+                a = self.arrays
+                a["gen_w"] = np.full(nslots * stride, -1, np.int64)
+                a["async_bid"], a["async_phase"] = np.full(nslots * stride, -1, np.int32), np.zeros(nslots * stride, np.int32)
+                a["async_obs"] = np.full(nslots * S.max_mbar * tpb, -1, np.int32)
+                S.gen_w, S.async_bid, S.async_phase = arr(a["gen_w"]), arr(a["async_bid"]), arr(a["async_phase"])
+                S.async_obs = arr(a["async_obs"])
         S.race, S.poison, S.random = int(race), int(poison), int(schedule == "random")
         order = np.array(atomic_order or [0], np.int32)
         S.aorder, S.naorder = arr(order), len(atomic_order or ())
@@ -185,7 +207,7 @@ class CompiledLaunch:
         S.max_wi, S.deadlock_rounds = min(self.max_wi, 2**63 - 1), engine.DEADLOCK_ROUNDS
         from refsim.arith import tensor_core
 
-        if arch in tensor_core.MODELS:
+        if base_arch(arch) in tensor_core.MODELS:               # sm_90a: sm_90's model
             m = tensor_core.model(arch)
             S.tc_L, S.tc_F, S.tc_ez32, S.tc_ez16 = m.block, m.frac_bits, m.e_zero_f32, m.e_zero_f16
         pcg = np.random.default_rng(seed).bit_generator.state
@@ -225,13 +247,9 @@ class CompiledLaunch:
         for name, a in sc.items():
             setattr(S, name, _ptr(a))
         self.stats = engine.LaunchStats()
-        # engine entries defined in refsim.ptx.hopper: built here, in order, as the interpreter's Launch
-        # builds its program (so a refused form raises the same error before anything runs)
-        if race and hopper.wgmma.state(self).pending is not None:     # the C twins of wgmma's race checks
-            S.wg_pending = _ptr(hopper.wgmma.state(self).pending)
-            S.wg_smem = _ptr(hopper.wgmma.state(self).smem)
-        self.engine_steps = {p: OPCODES[kernel.instructions[p].opcode].build(self, kernel.instructions[p], p)
-                             for p in sorted(translation.callbacks) if kernel.instructions[p].opcode in hopper.ENTRIES}
+        if race and hopper.wgmma.operand_slots(kernel):       # the C twins of wgmma's race checks
+            wg = hopper.wgmma.state(self.view())
+            S.wg_pending, S.wg_smem = arr(wg.pending), arr(wg.smem)
         lib.refsim_rt_start(ctypes.byref(S))
 
     # ------------------------------------------------------------------ the loop
@@ -273,6 +291,9 @@ class CompiledLaunch:
         """The interpreter's guard and handler glue (refsim.ptx.dispatch) for instruction p on the
         step's threads: an ALU handler on the active threads, or a warp-wide one on their warps."""
         ins, h = self.k.instructions[p], self.handlers.get(p)
+        if h is None:                   # an engine-level Python definition (refsim.ptx.dispatch)
+            self._engine_step(p, ins)(th)
+            return
         act = th
         if ins.guard is not None:
             slot, neg = ins.guard[1], ins.guard[2]
@@ -281,11 +302,26 @@ class CompiledLaunch:
             g = self.regs[slot][th]
             act = th[~g if neg else g]
         if act.size:
-            if p in self.engine_steps:
-                self.engine_steps[p](act)
-            else:
-                (self._warp_step if h.kind == "warp" else self._alu_step)(ins, h, act)
+            (self._warp_step if h.kind == "warp" else self._alu_step)(ins, h, act)
         self.pc[th] += 1
+
+    def view(self):
+        """The :class:`refsim.ptx.compiled.view.LaunchView` of this launch (made at first use)."""
+        if self._view is None:
+            from refsim.ptx.compiled.view import LaunchView
+
+            self._view = LaunchView(self)
+        return self._view
+
+    def _engine_step(self, p: int, ins):
+        """The step function of instruction p as the interpreter builds it (refsim.ptx.dispatch.build:
+        the one definition, its guard and pc update), built over this launch's view."""
+        step = self._steps.get(p)
+        if step is None:
+            from refsim.ptx import dispatch
+
+            step = self._steps[p] = dispatch.build(self.view(), p, ins)
+        return step
 
     def _alu_step(self, ins, h, act: np.ndarray) -> None:
         dsts, srcs = split_operands(ins, h)
@@ -332,9 +368,12 @@ class CompiledLaunch:
                 bad = int(sel[~self.reg_init[slot][sel]][0])
                 raise PtxUninitializedError(f"{self._where(ins)}: register {self.k.registers[slot].name} read "
                                             f"before written by {self._who(bad)}")
-            pending = hopper.wgmma.pending_check(self, ins, slot)
-            if pending is not None:
-                pending(sel)
+            if self.race:               # a register of an incomplete wgmma (refsim.ptx.hopper.wgmma)
+                from refsim.ptx.hopper import wgmma
+
+                pending = wgmma.pending_check(self.view(), ins, slot)
+                if pending is not None:
+                    pending(sel)
             v = self.regs[slot][sel]
             if want == 1:
                 return ~v if neg else v
@@ -397,17 +436,6 @@ class CompiledLaunch:
             self.reg_init[slot][sel] = True
 
     # ------------------------------------------------------------------ messages (the interpreter's)
-    # ``where``/``who`` (and ``k``, ``T``, ``tpb``, ``nthreads``, ``regs``, ``reg_init``, ``exited``,
-    # ``shared``, ``shared_stride``, ``shared_size``, ``race``, ``poison``) are the launch view the
-    # definitions of refsim.ptx.hopper read, with the names and meanings of the interpreter's Launch
-    def where(self, ins) -> str:
-        """``kernel k, PTX line N `text``` (``Launch.where``)."""
-        return self._where(ins)
-
-    def who(self, t: int) -> str:
-        """``block (x, y, z) thread (x, y, z)`` of thread slot ``t`` (``Launch.who``)."""
-        return self._who(t)
-
     def _where(self, ins) -> str:
         return f"kernel {self.k.name}, PTX line {ins.line} `{ins.text}`"
 
@@ -460,9 +488,19 @@ class CompiledLaunch:
             E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
         }
         if code == E_RACE_WGMMA_SMEM:
-            return PtxRaceError(hopper.wgmma.smem_message(where, aux, self._who(t)))
+            from refsim.ptx.hopper import wgmma
+
+            return PtxRaceError(wgmma.smem_message(where, aux, self._who(t)))
         if code == E_RACE_WGMMA:
-            return PtxRaceError(hopper.wgmma.pending_message(where, self.k.registers[aux].name, self._who(t)))
+            from refsim.ptx.hopper import wgmma
+
+            return PtxRaceError(wgmma.pending_message(where, self.k.registers[aux].name, self._who(t)))
+        if code in (E_MBAR_ACCESS, E_RACE_ASYNC):
+            from refsim.ptx import checks
+
+            cls, message = ((PtxBarrierError, checks.mbarrier_access_message) if code == E_MBAR_ACCESS
+                            else (PtxRaceError, checks.async_race_message))
+            return cls(message(where, a, self._who(t)))
         if code == E_READONLY:
             return read_only_error(where, self.buffer_names[aux])
         if code == E_NOMEM:
@@ -471,6 +509,10 @@ class CompiledLaunch:
         return cls(f"{where}: {text() if callable(text) else text}")
 
     def _deadlock(self, why: str) -> PtxDeadlockError:
+        if self._view is not None:
+            from refsim.ptx.scheduler import explain
+
+            why = explain(self._view, why)
         lines = []
         gx, gy = self.grid[0], self.grid[1]
         for s in range(self.nslots):

@@ -118,9 +118,9 @@ class _State:
 
 def state(L) -> _State:
     """The launch's wgmma state (created on first use)."""
-    s = getattr(L, "_wgmma_state", None)
+    s = L.ext.get("wgmma")
     if s is None:
-        s = L._wgmma_state = _State(L)
+        s = L.ext["wgmma"] = _State(L)
     return s
 
 
@@ -156,7 +156,7 @@ def smem_check(L, ins, th: np.ndarray, flat_bytes: np.ndarray) -> None:
     """race=True: a shared-memory write by threads ``th`` of the bytes ``flat_bytes`` (one row per
     thread) that an incomplete wgmma reads raises :class:`PtxRaceError` (the first such thread and byte;
     the compiled executor's twin is ``E_RACE_WGMMA_SMEM`` in its race_write)."""
-    st = getattr(L, "_wgmma_state", None)
+    st = L.ext.get("wgmma")
     if st is None or st.smem is None:
         return
     hit = st.smem[flat_bytes] > 0
@@ -192,7 +192,8 @@ def _warps(L, ins, th: np.ndarray, what: str) -> np.ndarray:
     first = warps * 32
     local = first % L.tpb - (first % L.tpb) % 128                       # first thread of the warpgroup, in the block
     bases = np.unique(first - (first % L.tpb) % 128)
-    short = local + 128 > L.nthreads
+    nthreads = L.block[0] * L.block[1] * L.block[2]
+    short = local + 128 > nthreads
     if not short.any():
         gone = np.asarray(L.exited)[bases[:, None] + np.arange(128)].any(axis=1)
         if not gone.any():
@@ -202,7 +203,7 @@ def _warps(L, ins, th: np.ndarray, what: str) -> np.ndarray:
         w = int(warps[np.flatnonzero(short)[0]])
     lw = (w * 32 % L.tpb) // 32 // 4 * 4
     raise _refuse(L, ins, f"{what} executed by a partial warpgroup (warps {lw}..{lw + 3} of the block must all run "
-                          f"it; the block has {L.nthreads} threads; {L.who(w * 32)})")
+                          f"it; the block has {nthreads} threads; {L.who(w * 32)})")
 
 
 def _group_base(L, w: int) -> int:

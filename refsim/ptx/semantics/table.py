@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from refsim.ptx.semantics import compare, convert, floating, integer, logic, warp
 from refsim.ptx.semantics.handler import ARCHS, Builder, Handler, Op, unsupported
+from refsim.archs import ARCH_SPECIFIC
 from refsim.ptx.errors import PtxUnsupportedError
 
 __all__ = ["TABLE", "lookup", "supported_opcodes"]
@@ -36,15 +37,18 @@ TABLE: dict[str, Builder] = _assemble(integer, logic, compare, floating, convert
 
 
 def lookup(op: Op, *, arch: str = "sm_80") -> Handler:
-    """The :class:`Handler` executing ``op`` on ``arch`` (one of :data:`ARCHS`).
+    """The :class:`Handler` executing ``op`` on ``arch`` (one of :data:`ARCHS`, or an architecture-specific
+    target of :data:`refsim.archs.ARCH_SPECIFIC` such as ``"sm_120a"``: its architecture plus the forms that
+    exist there only).
 
     Raises :class:`refsim.ptx.PtxUnsupportedError` naming the instruction for an unknown opcode,
     an unsupported modifier/type combination, or an implementation-defined result (``.approx``).
     """
     if not isinstance(op, Op):
         raise PtxUnsupportedError(f"lookup: op must be a refsim.ptx.semantics.Op; got {type(op).__name__}")
-    if arch not in ARCHS:
-        raise PtxUnsupportedError(f"{op}: arch must be one of {', '.join(ARCHS)}; got {arch!r}")
+    if arch not in ARCHS and arch not in ARCH_SPECIFIC:
+        raise PtxUnsupportedError(f"{op}: arch must be one of {', '.join(ARCHS + tuple(ARCH_SPECIFIC))}; "
+                                  f"got {arch!r}")
     builder = TABLE.get(op.opcode)
     if builder is None:
         raise unsupported(op, f"opcode '{op.opcode}' is not an instruction refsim's semantics execute "

@@ -29,9 +29,12 @@ mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` 
                     m16n8k8  .row.col f16 x f16 -> f32|f16 (one hardware block of 8 products)
                     m16n8k16 / m16n8k8 bf16 -> f32, m16n8k8 tf32 -> f32 (sm_80+), m16n8k32 e4m3|e5m2 -> f32 (sm_89+)
                     m16n8k16 / m16n8k32 .row.col s8|u8 -> s32,  m16n8k32 / m16n8k64 .row.col s4|u4 -> s32
+                    m16n8k32 / m16n8k64 .kind::f8f6f4|mxf8f6f4|mxf4|mxf4nvf4 (sm_120a only):
+                        :mod:`refsim.ptx.semantics.block_scaled_mma`
                 Refused with a reason: f64 inputs, f16 accumulation with bf16/tf32/fp8 inputs, C and D of
                 different types (ptxas and LLVM's NVPTX back end refuse them for m16n8k8/k16), m8n8k4,
-                other layouts, and architectures without the shape or a model (sm_70, sm_75).
+                other layouts, and architectures without the shape or a model (sm_70, sm_75; sm_120's
+                ordinary kinds: refsim has no RTX Blackwell f16/bf16/tf32/fp8/integer model).
 source          PTX ISA 9.x, "Parallel Synchronization and Communication Instructions: shfl.sync, vote.sync",
                 "Warp Level Matrix Multiply-Accumulate Instructions: ldmatrix, mma" and "Matrix Fragments for
                 mma.m16n8k8 / m16n8k16 / m16n8k32 / m16n8k64" (figures transcribed in refsim.arith.fragments).
@@ -45,7 +48,8 @@ from refsim.arith import fragments
 from refsim.arith import integer_mma, mma_steps, tensor_core
 from refsim.arith import tensor_core_types
 from refsim.errors import RefsimError
-from refsim.ptx.arch import sm_number
+from refsim.ptx.arch import base_arch, sm_number
+from refsim.ptx.semantics import block_scaled_mma
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
 __all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments", "BUILDERS"]
@@ -232,6 +236,9 @@ def _matrix_to_regs(m: np.ndarray, layout, per_reg: int) -> np.ndarray:
 
 
 def _build_mma(op: Op, arch: str) -> Handler:
+    if any(m.startswith("kind::") for m in op.mods):       # sm_120a's f8f6f4 and block-scaled kinds
+        return block_scaled_mma.build(op, arch)
+    arch = base_arch(arch)                                  # sm_90a: sm_90's tensor cores
     mods = list(op.mods)
     shapes = [m for m in mods if m.startswith("m") and m[1:].replace("n", "").replace("k", "").isdigit()]
     satfinite = "satfinite" in mods
@@ -242,7 +249,7 @@ def _build_mma(op: Op, arch: str) -> Handler:
     dtype, atype, btype, ctype = op.types
     if arch not in tensor_core.MMA_ARCHS:
         raise unsupported(op, f"no {shape} tensor-core model for {arch} (refsim models "
-                              f"{', '.join(tensor_core.MMA_ARCHS)})")
+                              f"{', '.join(tensor_core.MMA_ARCHS)}; on sm_120a it executes the .kind:: forms only)")
     sec = isa("warp-level-matrix", "mma") + f"; fragments: Matrix Fragments for mma.{shape}"
 
     if atype in ("f16",) and btype == "f16":

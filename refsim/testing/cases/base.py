@@ -20,7 +20,7 @@ import numpy as np
 
 from refsim._validate import (require_choice, require_fields, require_finite, require_float_array, require_instance,
                               require_int, require_ndim, require_shape_arg, set_fields)
-from refsim.errors import FormatRuleError, NonFiniteError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 
 __all__ = ["Format", "Probe", "Linear", "DATA_KINDS", "values", "int4_weights", "keep_columns", "fragment_labels"]
 
@@ -105,7 +105,9 @@ class Linear:
     roundings after the sum (1: the fp16 output; 2: an fp16 output then a per-channel fp16 scale).
     ``cofactor``: float64 broadcastable to (M, N), the sum over terms of the magnitude of what
     multiplies the rounded factor (default: the row sums of ``|a|``), for the subnormal part of
-    the ``pre`` roundings."""
+    the ``pre`` roundings. ``nan``: bool broadcastable to (M, N) or None, the outputs the exact product
+    makes NaN (a NaN weight: NaN times any activation, 0 included): those must be NaN, whatever
+    ``a`` and ``w`` say there."""
 
     a: np.ndarray
     w: np.ndarray
@@ -114,6 +116,7 @@ class Linear:
     post: int = 1
     c: np.ndarray | None = None
     cofactor: np.ndarray | None = None
+    nan: np.ndarray | None = None
 
     def __post_init__(self):
         require_fields(self)  # plain native arrays and Python ints, whatever came in
@@ -138,7 +141,16 @@ class Linear:
             except ValueError:
                 raise ShapeError(f"cofactor: must broadcast to (M, N) = {(a.shape[0], w.shape[1])}; "
                                  f"got {cof.shape}") from None
-        set_fields(self, a=a.astype(np.float64), w=w.astype(np.float64), c=c, cofactor=cof)
+        nan = self.nan
+        if nan is not None:
+            if nan.dtype != np.bool_:
+                raise DtypeError(f"nan: must be a bool array; got dtype {nan.dtype}")
+            try:
+                nan = np.broadcast_to(nan, (a.shape[0], w.shape[1])).copy()
+            except ValueError:
+                raise ShapeError(f"nan: must broadcast to (M, N) = {(a.shape[0], w.shape[1])}; "
+                                 f"got {nan.shape}") from None
+        set_fields(self, a=a.astype(np.float64), w=w.astype(np.float64), c=c, cofactor=cof, nan=nan)
 
     @property
     def c_shape(self) -> tuple:

@@ -57,6 +57,21 @@ def blocks(blocksize: int, seed: int = 0) -> np.ndarray:
     return np.stack(rows).astype(np.float32)
 
 
+def partial_block(kind: str) -> np.ndarray:
+    """float32 (1, 64 * 40 + 33): 40 full blocks of normals, then a partial block of 33 values on or one ulp
+    beside the code table's midpoints times its absmax 0.37 (the torch kernel divides a partial block by its
+    absmax where it multiplies a full one by the reciprocal: one rounding apart, so codes at midpoints differ)."""
+    rng = np.random.default_rng(11)
+    code = np.sort(F.get_4bit_type(kind, device="cpu").numpy())
+    mids = (code[:-1] + code[1:]) / np.float32(2)
+    am = np.float32(0.37)
+    tail = (rng.choice(mids, 33) * am).astype(np.float32)
+    tail[1::3] = np.nextafter(tail[1::3], np.float32(np.inf))
+    tail[2::3] = np.nextafter(tail[2::3], np.float32(-np.inf))
+    tail[0] = am
+    return np.concatenate([rng.standard_normal(64 * 40).astype(np.float32), tail])[None, :]
+
+
 def run(name: str, x: np.ndarray, kind: str, blocksize: int, double_quant: bool, out: dict) -> None:
     t = torch.from_numpy(x.copy())
     packed, st = F.quantize_4bit(t, blocksize=blocksize, compress_statistics=double_quant, quant_type=kind)
@@ -93,6 +108,7 @@ def main() -> None:
         run(f"{kind}_dq", dq, kind, 32, True, out)
         run(f"{kind}_dq_mixed", np.tile(blocks(64, 3), (2, 1)), kind, 64, True, out)
         run(f"{kind}_dq_one_block", blocks(64, 4)[:1], kind, 64, True, out)  # absmax - mean == 0
+        run(f"{kind}_partial", partial_block(kind), kind, 64, False, out)
     out["nf4_code"] = F.get_4bit_type("nf4", device="cpu").numpy()
     out["fp4_code"] = F.get_4bit_type("fp4", device="cpu").numpy()
     out["dynamic_map"] = F.create_dynamic_map().numpy()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from refsim.errors import ShapeError
-from refsim.gpu_model.kernels._common import (best_gemm_config, cc_at_least, compiled_registers, mma_sync_rate,
-                                              require_multiple, tile_tensor_time)
+from refsim.gpu_model.kernels._common import (best_gemm_config, cc_at_least, compiled_registers, gemm_l2_bytes,
+                                              has_wgmma, mma_sync_rate, require_multiple, tile_tensor_time)
 from refsim.gpu_model.specs import get_gpu
 
 A10, H100 = get_gpu("a10"), get_gpu("h100-sxm")
@@ -79,3 +79,33 @@ def test_a_large_square_gemm_is_not_split():
     cfg = best_gemm_config(H100, 1.5e9, 4096, 4096, 4096, 4096.0)
     # 32 x 32 = 1024 tiles of 128 x 128 already fill 132 SMs: split-K would only add partial sums
     assert (cfg["tile_m"], cfg["tile_n"], cfg["split"], cfg["red_bytes"], cfg["ctas"]) == (128, 128, 1, 0, 1024)
+
+
+def test_wgmma_exists_on_compute_capability_9_0_only():
+    # wgmma.mma_async is an sm_90a instruction: the Hopper rows have it, Ampere/Ada/Turing do not
+    assert has_wgmma(H100) and has_wgmma(get_gpu("h100-pcie"))
+    assert not any(has_wgmma(get_gpu(g)) for g in ("a100-80gb", "a10", "rtx4090", "rtx2080", "orin-agx-64gb"))
+
+
+def test_l2_reads_of_a_tiled_gemm_with_and_without_multicast():
+    # M = 512, N = 8192, K = 28672 in fp16, 128 x 256 tiles: A (512 x 28672 x 2 B = 29,360,128) once per
+    # N tile (8192 / 256 = 32), W (8192 x 28672 x 2 B = 469,762,048) once per M tile (512 / 128 = 4)
+    assert gemm_l2_bytes(512, 8192, 28672, 2, 128, 256) == 29_360_128 * 32 + 469_762_048 * 4
+    # a 2 x 1 cluster multicasts each W tile to its 2 M tiles: W's share halves, A's stays
+    assert gemm_l2_bytes(512, 8192, 28672, 2, 128, 256, (2, 1)) == 29_360_128 * 32 + 469_762_048 * 2
+    # a 1 x 2 cluster halves A's share instead
+    assert gemm_l2_bytes(512, 8192, 28672, 2, 128, 256, (1, 2)) == 29_360_128 * 16 + 469_762_048 * 4
+
+
+def test_the_wgmma_family_joins_the_chooser_only_when_given_a_rate():
+    plain = best_gemm_config(H100, 1.98e9, 512, 8192, 28672, 4096.0 * 0.63)
+    assert plain["family"].startswith("mma.sync")
+    cfg = best_gemm_config(H100, 1.98e9, 512, 8192, 28672, 4096.0 * 0.63, wgmma_op_per_clk_per_sm=4096.0)
+    # 4 x 32 = 128 tiles of 128 x 256 on 132 SMs, one persistent CTA per SM, a 2 x 1 cluster
+    assert (cfg["family"], cfg["tile_m"], cfg["tile_n"], cfg["split"], cfg["ctas"], cfg["ctas_per_sm"]) == \
+        ("wgmma 128x256 cluster 2x1", 128, 256, 1, 128, 1)
+    # one wave: 2 x 128 x 256 x 28672 FLOP per tile at 4096 FLOP/clk/SM and 1.98 GHz
+    assert cfg["t_tc"] == pytest.approx(2 * 128 * 256 * 28672 / (4096 * 1.98e9), rel=1e-12)
+    assert cfg["l2_bytes"] == 29_360_128 * 32 + 469_762_048 * 2
+    # stages of (128 + 256) x 64 halves = 49,152 B: 233,472 B of shared memory hold 4 of them
+    assert cfg["bytes_in_flight"] == 4 * 49_152

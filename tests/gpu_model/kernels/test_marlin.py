@@ -244,3 +244,34 @@ def test_geforce_fp32_accumulate_halves_the_tensor_rate():
     g3090 = predict("rtx3090", "marlin", 16, 4096, 4096, clock=1.0e9).terms["tensor"]
     assert g3090 == pytest.approx(13 * 2 * 16 * 128 * 128 / (512 * 1.0e9))
     assert g3090 / a10 == pytest.approx(2 * 13 / 15)
+
+
+def _census_row(arch):
+    import csv
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[3] / "refsim" / "data" / "timings" / "sass_census.csv"
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kernel"] == "marlin" and r["arch"] == arch]
+    assert len(rows) == 1 and rows[0]["unit"] == "steady_loop_4_tiles_m4_g128"
+    return {key: int(rows[0][key]) for key in ("issue_slots", "alu_pipe", "fma_pipe", "tensor_pipe")}
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_census_of_the_4_m_block_tile_counts_the_tiles_mmas(arch):
+    # 4 tiles per pass of the stage loop; per warp and tile 4 m-blocks x 8 n8 fragments x 2 k16 steps
+    # (a 64 x 256 tile over 8 warps: 4 column groups of 64 x 2 halves of the 4 k16 steps)
+    assert _census_row(arch)["tensor_pipe"] == 4 * (4 * 8 * 2)
+
+
+def test_the_4_m_block_tile_is_not_issue_bound_on_sm_90():
+    # 2 warps per SMSP (one CTA of 8 warps per SM) issue 2 x (census / 4 tiles) slots per tile: well
+    # under the per-tile compute the model already charges on an H100 (its dequant -> MMA chain)
+    issue_per_smsp_per_tile = 2 * _census_row("sm_90")["issue_slots"] / 4
+    assert issue_per_smsp_per_tile == 461.5
+    per_tile = marlin._kind_constants(_h100(), 1.98e9, 4096, 4096, 128, 4.0, False, 4, 64, 256)[4]
+    assert issue_per_smsp_per_tile < per_tile
+
+
+def _h100():
+    from refsim.gpu_model.specs import get_gpu
+    return get_gpu("h100-sxm")

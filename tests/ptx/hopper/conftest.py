@@ -1,4 +1,4 @@
-"""Puts tests/ptx/compiled on sys.path so these tests share its run_both helper (conftest_compiled.py)."""
+"""Puts tests/ptx/compiled on sys.path so the tests share the helpers in conftest_compiled.py."""
 
 import sys
 from pathlib import Path

@@ -1,32 +1,83 @@
-"""refsim.ptx.hopper: its engine entries are the dispatch table's, and the compiled executor runs them
-through its Python callback (no C restatement)."""
+"""refsim.ptx.hopper: which instructions the package defines, and that both executors route them there."""
 
-from __future__ import annotations
+import pytest
 
-from pathlib import Path
-
-from conftest_compiled import template
 from refsim import ptx
 from refsim.ptx import dispatch, hopper
 from refsim.ptx.compiled import translation
+from refsim.ptx.parse import Instruction
 
-KERNELS = Path(__file__).parents[1] / "kernels"
+_TEXT = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p) {
+ .reg .b32 %r<4>; .reg .b64 %rd<4>; .reg .pred %p<2>;
+ .shared .align 8 .b8 bar[8];
+ mbarrier.init.shared::cta.b64 [bar], 1;
+ fence.proxy.async.shared::cta;
+ fence.acq_rel.gpu;
+ cp.async.commit_group;
+ cp.async.bulk.commit_group;
+ elect.sync %r1|%p1, 0xffffffff;
+ ret;
+}
+"""
 
 
-def test_every_entry_is_the_dispatch_tables():
-    for op, build in hopper.ENTRIES.items():
-        entry = dispatch.OPCODES[op]
-        assert entry.build is build and entry.advances and not entry.handler
-        assert op in dispatch.ENGINE_OPCODES
+def _ins(opcode, *mods):
+    return Instruction(opcode, tuple(mods), (), (), None, 1, 1, "")
 
 
-def test_the_compiled_executor_calls_back_for_every_hopper_instruction():
-    m = ptx.Module((KERNELS / "wgmma.ptx").read_text())
+@pytest.mark.parametrize("ins, defined", [
+    (_ins("mbarrier", "init", "shared::cta"), True),
+    (_ins("elect", "sync"), True),
+    (_ins("griddepcontrol", "wait"), True),
+    (_ins("tensormap", "replace", "tile", "rank", "global", "b1024"), True),
+    (_ins("cp", "async", "bulk", "commit_group"), True),
+    (_ins("cp", "async", "commit_group"), False),
+    (_ins("fence", "proxy", "async", "shared::cta"), True),
+    (_ins("fence", "proxy", "tensormap::generic", "release", "gpu"), False),
+    (_ins("fence", "acq_rel", "gpu"), False),
+    (_ins("add"), False),
+])
+def test_python_defined(ins, defined):
+    assert hopper.python_defined(ins) is defined
+
+
+def test_every_opcode_is_in_the_dispatch_table():
+    assert set(hopper.OPCODES) <= set(dispatch.OPCODES)
+
+
+def test_compiled_executor_calls_back_for_exactly_the_hopper_instructions():
+    m = ptx.Module(_TEXT)
+    tr = translation(m, "k")
+    assert tr.reason is None
+    k = m._kernel("k")
+    assert sorted(tr.callbacks) == [i for i, ins in enumerate(k.instructions) if hopper.python_defined(ins)]
+    assert sorted(tr.callbacks) == [0, 1, 4, 5]
+
+
+def test_tracks_shared_bytes():
+    m = ptx.Module(_TEXT)
+    assert hopper.tracks_shared_bytes(m._kernel("k"))
+    plain = ptx.Module(_TEXT.replace(" mbarrier.init.shared::cta.b64 [bar], 1;\n", "")
+                       .replace(" cp.async.bulk.commit_group;\n", ""))
+    assert not hopper.tracks_shared_bytes(plain._kernel("k"))
+
+
+def test_the_compiled_executor_calls_back_for_every_wgmma_instruction():
+    from pathlib import Path
+
+    from conftest_compiled import template
+
+    m = ptx.Module((Path(__file__).parents[1] / "kernels" / "wgmma.ptx").read_text())
     k = m._kernel("wgmma_groups")
     tr = translation(m, "wgmma_groups")
     assert tr.reason is None
-    ours = {i for i, ins in enumerate(k.instructions) if ins.opcode in hopper.ENTRIES}
+    ours = {i for i, ins in enumerate(k.instructions) if ins.opcode == "wgmma"}
     assert len(ours) == 7            # fence, 2 mma_async, 2 commit_group, 2 wait_group
+    assert all(hopper.python_defined(k.instructions[i]) for i in ours)
+    assert dispatch.OPCODES["wgmma"].build is hopper.wgmma.build
     assert ours <= tr.callbacks
     for i in ours:                   # no C body restates them: the step goes to Python
         assert template(tr, i).strip().endswith("return RT_CALLBACK;")

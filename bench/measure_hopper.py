@@ -1,0 +1,360 @@
+"""The one prepared GPU run for the Hopper side of the performance model (an H100 or H200).
+
+    python bench/measure_hopper.py --out DIR            # everything, a few minutes on an H100
+    python bench/measure_hopper.py --out DIR --quick    # fewer shapes and launches (~2 minutes)
+    python bench/measure_hopper.py --out DIR --only issue,cublas
+
+Needs CuPy (kernels from PTX through ``RawModule``, cuBLAS through ``cupy.matmul``, CUDA events) and,
+for the ``calibrate`` part, refsim's ``gpu`` extra (``cuda.core``). No network, no compiler: every
+kernel is committed PTX the driver JIT-compiles (the official Marlin and Any-Precision PTX of
+refsim/cuda/official/, the issue microbenchmark bench/hopper/marlin_issue.ptx.gz).
+
+Before anything runs, refsim's predictions for every timed row are written (``predictions.csv``), so
+the run answers the predictions made before it. Parts (``--only``):
+
+    calibrate  ``refsim calibrate --measure --base h100 --out DIR/gpu_spec.json`` (the per-GPU constants)
+    issue      bench/hopper/marlin_issue.ptx.gz: Marlin's dequant + mma.sync loop per tile, no memory traffic,
+               one CTA per SM with 1, 2 (Marlin's) and 4 warps per SM sub-partition, m_blocks 1/2/4,
+               modes mma only / dequant only / both / both + a barrier per tile / grouped: cycles per tile
+               (clock64, slowest warp, median over SMs) -> ``issue.json``, the HMMA interval per SMSP and
+               the SM clock under that load (clock64 cycles over %globaltimer nanoseconds)
+    cublas     ``cupy.matmul`` fp16 (cuBLAS, fp32 accumulation), Llama-2-7B layer shapes (those of the
+               H100 tables, then the fused qkv and gate+up layers), M = 1..4096
+    marlin     the official Marlin from its recorded PTX (the instantiations refsim/cuda/official holds:
+               Marlin<256,4,16,4,4,8>, so M a multiple of 64 from 64, group 128), launched as the
+               official host loop does (refsim.formats.stripes: the launches, 96 KiB shared, locks)
+    anyprec    the official matmul_kbit_32 (all 50 instantiations), bits 3..8, M = 1, 4, 8, as main.cu
+               dispatches (refsim.cuda.official_anyprec.launch_of)
+
+Timing is the H100 tables' (refsim/data/timings/README.md): each launch (or the host loop's launches)
+alone between two CUDA events; ``cold``: a 512 MiB buffer zeroed right before each timed launch (refsim
+``cache="dirty"``); ``warm``: back to back, each after a GPU-side wait (``SPIN_PTX``); rows are median,
+min and p90 of 30 (cold) / 60 (warm)
+launches (10 / 20 with --quick). Output ``DIR/h100_hopper.csv`` has the columns of h100_*.csv (plus
+``bits``), ``DIR/conditions.json`` the device, driver, clocks (``nvidia-smi`` before and after) and
+versions. Nothing here is fitted: the rows join refsim/data/timings/ as a judged table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# Llama-2-7B's linear layers (N, K) as the H100 tables have them (q/k/v/o, gate/up, down), then the fused
+# qkv and gate+up layers (N = 12288, 22016: more CTAs than one round, where the held-out rows of the
+# larger models sit)
+LLAMA2_7B = ((4096, 4096), (11008, 4096), (4096, 11008), (12288, 4096), (22016, 4096))
+CUBLAS_M = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+MARLIN_M = (64, 128, 256, 512, 1024)
+ANYPREC_M = (1, 4, 8)
+ANYPREC_BITS = (3, 4, 5, 6, 7, 8)
+ISSUE_MODES = {1: "mma", 2: "dequant", 3: "dequant+mma", 7: "dequant+mma+barrier", 15: "grouped+barrier"}
+ISSUE_M_BLOCKS = (1, 2, 4)
+ISSUE_WARPS_PER_SMSP = (1, 2, 4)
+ISSUE_TILES = 4096
+FLUSH_BYTES = 512 << 20
+MARLIN_SHARED = 96 * 1024
+COLUMNS = ("gpu", "kernel", "m", "n", "k", "bits", "group_size", "cache", "median_us", "min_us", "p90_us")
+
+
+def _table_kernels() -> dict:
+    """refsim's kernel names -> the H100 tables' (the inverse of refsim.gpu_model.measured's map), so the
+    output joins refsim/data/timings/ as it is."""
+    from refsim.gpu_model.measured import _KERNELS
+    return {ours: theirs for theirs, ours in _KERNELS.items()}
+
+
+def _stats(times_us: list) -> dict:
+    s = sorted(times_us)
+    return {"median_us": round(statistics.median(s), 3), "min_us": round(s[0], 3),
+            "p90_us": round(s[int(0.9 * (len(s) - 1))], 3)}
+
+
+def _nvidia_smi() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,"
+                               "power.limit,ecc.mode.current,temperature.gpu,driver_version", "--format=csv"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"nvidia-smi failed: {err}"
+
+
+# a GPU-side wait (the role torch.cuda._sleep played for the H100 tables): the GPU is busy while the host
+# enqueues the timed launch, so host launch latency stays out of the warm figures
+SPIN_PTX = """.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry spin(.param .u64 cycles)
+{
+    .reg .u64 %rd<4>;
+    .reg .pred %p;
+    ld.param.u64 %rd1, [cycles];
+    mov.u64 %rd2, %clock64;
+$L_spin:
+    mov.u64 %rd3, %clock64;
+    sub.u64 %rd3, %rd3, %rd2;
+    setp.lt.u64 %p, %rd3, %rd1;
+    @%p bra $L_spin;
+    ret;
+}
+"""
+SPIN_CYCLES = 200_000        # ~0.1 ms at 2 GHz
+
+
+class Timer:
+    """CUDA-event timing of one callable, cold (the flush buffer zeroed first) or warm (a GPU-side
+    wait first); either way the GPU is busy while the host enqueues the timed launch."""
+
+    def __init__(self, cp, reps_cold: int, reps_warm: int):
+        self.cp = cp
+        self.flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8)
+        self.reps = {"cold": reps_cold, "warm": reps_warm}
+        self.spin = cp.RawModule(code=SPIN_PTX).get_function("spin")
+
+    def time(self, fn, cache: str) -> dict:
+        cp = self.cp
+        fn()                                    # load / JIT / cuBLAS heuristics outside the timing
+        cp.cuda.Device().synchronize()
+        out = []
+        for _ in range(self.reps[cache]):
+            if cache == "cold":
+                self.flush.fill(0)
+            else:
+                self.spin((1,), (1,), (np.uint64(SPIN_CYCLES),))
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            out.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)     # ms -> us
+        return _stats(out)
+
+
+def plan_rows(parts: set, quick: bool) -> list[dict]:
+    """Every row the run will time (without its time), in order."""
+    rows = []
+    shapes = LLAMA2_7B[:2] if quick else LLAMA2_7B
+    if "cublas" in parts:
+        for n, k in shapes:
+            for m in (CUBLAS_M[::2] if quick else CUBLAS_M):
+                rows += [dict(kernel="cublas-fp16", m=m, n=n, k=k, bits=16, group_size=None, cache=c)
+                         for c in ("cold", "warm")]
+    if "marlin" in parts:
+        for n, k in shapes:
+            for m in (MARLIN_M[:3] if quick else MARLIN_M):
+                rows += [dict(kernel="marlin", m=m, n=n, k=k, bits=4, group_size=128, cache=c)
+                         for c in ("cold", "warm")]
+    if "anyprec" in parts:
+        for n, k in shapes:
+            for bits in ANYPREC_BITS:
+                for m in ANYPREC_M:
+                    rows += [dict(kernel="anyprec", m=m, n=n, k=k, bits=bits, group_size=None, cache=c)
+                             for c in ("cold", "warm")]
+    return rows
+
+
+def predictions(rows: list[dict], gpu: str) -> list[dict]:
+    """refsim's prediction for each row under the tables' conditions (CUDA events; cold = dirty L2),
+    made before anything runs."""
+    from refsim.errors import RefsimError
+    from refsim.gpu_model.kernels import predict
+    from refsim.gpu_model.measured import TABLES
+    from refsim.gpu_model.trust import trust
+
+    conditions = dict(TABLES["h100_marlin_cublas.csv"][1])      # 1980 MHz, ECC on, CUDA events
+    out = []
+    for r in rows:
+        kw = dict(conditions, cache="dirty" if r["cache"] == "cold" else "warm")
+        try:
+            bd = predict(gpu, r["kernel"], r["m"], r["n"], r["k"], r["bits"], r["group_size"], **kw)
+            t = trust(gpu, r["kernel"], r["m"], r["n"], r["k"], r["bits"], **kw)
+            out.append(dict(r, predicted_us=round(bd.latency_us, 3), bottleneck=bd.bottleneck,
+                            trust=t.status + (" far-off" if t.far_off else "")
+                            + (" known-deviation" if t.deviations else "")))
+        except RefsimError as err:               # a refusal is a prediction too
+            out.append(dict(r, predicted_us="", bottleneck=f"refused: {err}", trust="refused"))
+    return out
+
+
+def issue_ptx() -> str:
+    """The committed PTX of bench/hopper/marlin_issue.cu (gzip -9 -n of nvcc's output)."""
+    import gzip
+    return gzip.decompress((ROOT / "bench" / "hopper" / "marlin_issue.ptx.gz").read_bytes()).decode()
+
+
+def issue_words() -> np.ndarray:
+    """The 256 int32 words marlin_issue reads (as packed 4-bit B and as fp16 A fragments): random
+    nibbles with every 16-bit half a finite fp16 below 1 (the tensor cores see no NaN or inf)."""
+    return (np.random.default_rng(0).integers(0, 2**31, 256, dtype=np.int64) & 0x3BFF3BFF).astype(np.int32)
+
+
+def run_issue(cp, quick: bool) -> dict:
+    """The Marlin issue microbenchmark: cycles per tile per (m_blocks, mode, warps per SMSP)."""
+    ptx = issue_ptx()
+    mod = cp.RawModule(code=ptx)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    words = cp.asarray(issue_words())
+    tiles = ISSUE_TILES // (4 if quick else 1)
+    out = []
+    for mb in ISSUE_M_BLOCKS:
+        for mode, what in ISSUE_MODES.items():
+            fn = mod.get_function(f"marlin_issue_m{mb}_{mode}")
+            for wps in ISSUE_WARPS_PER_SMSP:
+                threads = 32 * 4 * wps
+                cycles = cp.zeros(sms, dtype=cp.uint64)
+                ns = cp.zeros(sms, dtype=cp.uint64)
+                sink = cp.zeros(sms * threads, dtype=cp.float32)
+                fn((sms,), (threads,), (words, cycles, ns, sink, np.int32(tiles)))
+                cp.cuda.Device().synchronize()
+                per_tile = cp.asnumpy(cycles).astype(np.float64) / tiles
+                clock_mhz = cp.asnumpy(cycles).astype(np.float64) / np.maximum(cp.asnumpy(ns), 1) * 1e3
+                rec = {"m_blocks": mb, "mode": mode, "what": what, "warps_per_smsp": wps, "tiles": tiles,
+                       "cycles_per_tile_median": float(np.median(per_tile)),
+                       "cycles_per_tile_min": float(per_tile.min()),
+                       "cycles_per_tile_max": float(per_tile.max()),
+                       "sm_clock_mhz_median": float(np.median(clock_mhz))}    # clock64 / %globaltimer
+                if mode & 1:
+                    # HMMA.16816 per SMSP per tile: 2 k16 steps x 8 x m_blocks per warp, wps warps
+                    rec["hmma_per_smsp_per_tile"] = 16 * mb * wps
+                    rec["cycles_per_hmma_per_smsp"] = rec["cycles_per_tile_median"] / (16 * mb * wps)
+                out.append(rec)
+    return {"sms": sms, "results": out}
+
+
+def _marlin_launches(m: int, n: int, k: int, sms: int):
+    from refsim.formats import stripes
+    from refsim.gpu_model.kernels.marlin import MAX_PAR
+
+    plan = stripes.stripes(m, n, k, sms, 128, max_par=MAX_PAR)
+    return plan.config, plan.launches
+
+
+def run_rows(cp, rows: list[dict], timer: Timer, gpu_name: str) -> list[dict]:
+    from refsim.cuda import official, official_anyprec
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    marlin_mod = anyprec_mod = None
+    rng = np.random.default_rng(0)
+    out = []
+    for r in rows:
+        m, n, k = r["m"], r["n"], r["k"]
+        if r["kernel"] == "cublas-fp16":
+            a = cp.asarray(rng.standard_normal((m, k)).astype(np.float16))
+            w = cp.asarray(rng.standard_normal((n, k)).astype(np.float16))
+            fn = lambda a=a, w=w: cp.matmul(a, w.T)                                  # noqa: E731
+        elif r["kernel"] == "marlin":
+            if marlin_mod is None:
+                marlin_mod = cp.RawModule(code=official.load("off_marlin_m80n256k256_g128_sms2").ptx)
+            cfg, launches = _marlin_launches(m, n, k, sms)
+            a = cp.asarray(rng.standard_normal((m, k)).astype(np.float16))
+            b = cp.asarray(rng.integers(-2**31, 2**31, (k // 16, 2 * n), dtype=np.int64).astype(np.int32))
+            s = cp.asarray((rng.random((k // 128, n)) * 0.01).astype(np.float16))
+            c = cp.zeros((m, n), dtype=cp.float16)
+            locks = cp.zeros(n // 128 * 16, dtype=cp.int32)
+            calls = []
+            for ln in launches:
+                fn_k = marlin_mod.get_function(official._marlin_entry(ln.thread_m_blocks, cfg.thread_n_blocks,
+                                                                      cfg.thread_k_blocks, cfg.group_blocks or -1))
+                fn_k.max_dynamic_shared_size_bytes = MARLIN_SHARED
+                calls.append((fn_k, a[ln.row_start:ln.row_start + ln.prob_m], c[ln.row_start:ln.row_start + ln.prob_m],
+                              np.int32(ln.prob_m)))
+
+            def fn(calls=calls, b=b, s=s, locks=locks):
+                for fk, aa, cc, pm in calls:
+                    fk((sms,), (256,), (aa, b, cc, s, pm, np.int32(n), np.int32(k), locks), shared_mem=MARLIN_SHARED)
+        else:
+            if anyprec_mod is None:
+                anyprec_mod = cp.RawModule(code=official_anyprec.ptx_text())
+            la = official_anyprec.launch_of(m, n, k, r["bits"])
+            x = cp.asarray(rng.standard_normal((m, k)).astype(np.float16))
+            q = cp.asarray(rng.integers(0, 2**32, (r["bits"], n, k // 32), dtype=np.uint64).astype(np.uint32))
+            lut = cp.asarray(rng.standard_normal((n, 2 ** r["bits"])).astype(np.float16))
+            o = cp.zeros((m, n), dtype=cp.float16)
+            fk = anyprec_mod.get_function(la.kernel)
+            grid = la.grid if isinstance(la.grid, tuple) else (la.grid,)
+            fn = lambda fk=fk, grid=grid, la=la, x=x, q=q, lut=lut, o=o: fk(                  # noqa: E731
+                grid, la.block, (x, q, np.uint32(m), np.uint32(n), np.uint32(k), lut, o))
+        row = dict(r, gpu=gpu_name, kernel=_table_kernels()[r["kernel"]])
+        try:
+            out.append(dict(row, **timer.time(fn, r["cache"])))
+        except Exception as err:                 # noqa: BLE001 - record and go on
+            out.append(dict(row, median_us="", min_us="", p90_us="", error=str(err)))
+        print(f"{r['kernel']:12s} m={m:5d} {n}x{k} bits={r['bits']} {r['cache']}: {out[-1].get('median_us')} us",
+              flush=True)
+    return out
+
+
+def _write_csv(path: Path, rows: list[dict], columns) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in columns})
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="calibrate,issue,cublas,marlin,anyprec")
+    ap.add_argument("--gpu", default="h100-sxm", help="refsim's name of the GPU for the predictions")
+    args = ap.parse_args(argv)
+    parts = set(args.only.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = plan_rows(parts, args.quick)
+    pred = predictions(rows, args.gpu)
+    _write_csv(args.out / "predictions.csv", pred, (*COLUMNS[1:8], "predicted_us", "bottleneck", "trust"))
+    cond = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "nvidia_smi_before": _nvidia_smi(),
+            "refsim_gpu": args.gpu, "quick": args.quick, "parts": sorted(parts)}
+    if "calibrate" in parts:
+        r = subprocess.run([sys.executable, "-m", "refsim", "calibrate", "--measure", "--base", "h100",
+                            "--out", str(args.out / "gpu_spec.json")], capture_output=True, text=True, cwd=ROOT)
+        cond["calibrate"] = {"rc": r.returncode, "stdout": r.stdout[-4000:], "stderr": r.stderr[-4000:]}
+    try:
+        import cupy as cp
+    except ImportError as err:
+        cond["error"] = f"CuPy is needed for the timed parts: {err}"
+        (args.out / "conditions.json").write_text(json.dumps(cond, indent=1))
+        print(cond["error"], file=sys.stderr)
+        return 1
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    cond["device"] = {"name": props["name"].decode(), "sms": dev.attributes["MultiProcessorCount"],
+                      "compute_capability": dev.compute_capability, "l2_bytes": props["l2CacheSize"],
+                      "driver": cp.cuda.runtime.driverGetVersion(), "runtime": cp.cuda.runtime.runtimeGetVersion(),
+                      "cupy": cp.__version__}
+    if "issue" in parts:
+        issue = run_issue(cp, args.quick)
+        (args.out / "issue.json").write_text(json.dumps(issue, indent=1))
+        for rec in issue["results"]:
+            print(f"issue m_blocks={rec['m_blocks']} {rec['what']:22s} warps/SMSP={rec['warps_per_smsp']}: "
+                  f"{rec['cycles_per_tile_median']:.0f} cycles/tile at {rec['sm_clock_mhz_median']:.0f} MHz"
+                  + (f", {rec['cycles_per_hmma_per_smsp']:.2f} cycles/HMMA/SMSP"
+                     if "cycles_per_hmma_per_smsp" in rec else ""),
+                  flush=True)
+    if rows:
+        reps = (10, 20) if args.quick else (30, 60)
+        measured = run_rows(cp, rows, Timer(cp, *reps), args.gpu)
+        _write_csv(args.out / "h100_hopper.csv", measured, COLUMNS)
+        errors = [r for r in measured if r.get("error")]
+        cond["row_errors"] = [{k: r[k] for k in ("kernel", "m", "n", "k", "bits", "cache", "error")}
+                              for r in errors[:20]]
+    cond["nvidia_smi_after"] = _nvidia_smi()
+    (args.out / "conditions.json").write_text(json.dumps(cond, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""DeepGEMM's sm_90 FP8 GEMM (``refsim/cuda/official/deepgemm_fp8_gemm.ptx.gz``): its host side, argument for argument.
+
+Spec
+----
+kernel          ``sm90_fp8_gemm_1d2d_impl<Major::K, 0, N, K, 1, BLOCK_M, BLOCK_N, 128, 128, 128, 128, stages,
+                128, math_threads, 1, false, num_sms, GemmType::Normal, bfloat16_t, EpilogueIdentity>``
+                (deepseek-ai/DeepGEMM @ 54e22612409371d6364144b69086735beb54e98b; provenance and the
+                instantiations committed: ``refsim/cuda/official/README.md``). Parameters, in order:
+                ``float* sfb, int* grouped_layout (null), u32 shape_m, u32 shape_n, u32 shape_k`` and four
+                ``__grid_constant__ CUtensorMap`` (128 bytes each): ``tensor_map_a, _b, _d, _sfa``.
+configuration   :func:`config`: DeepGEMM's ``get_best_config<SM90ArchSpec>`` (``csrc/jit_kernels/heuristics/
+                sm90.hpp``, ``common.hpp``) for ``fp8_gemm_nt`` (GemmType::Normal, Kernel1D2D, e4m3 -> bf16):
+                BLOCK_M in {64, 128, 256} (+16, 32 for M <= 16, 32), BLOCK_N 16..192 step 16, BLOCK_K 128,
+                clusters (1|2) x (1|2) of at most 2, the candidate rules (1D2D unroll, <= 128 on one side,
+                swizzles >= 64 B, >= 3 stages, >= 4 for small blocks), stages from 232,448 B of shared
+                memory, and the L1/L2 cycle model choosing the first strict minimum.
+tensor maps     ``make_tma_2d_desc`` (``csrc/jit_kernels/impls/runtime_utils.hpp``): rank 2, dims innermost
+                first, element strides 1, interleave none, L2 promotion 256B, OOB fill none (zeros); a
+                swizzled box's inner dim is ``swizzle bytes / element size``::
+
+                    map   type      dims                 stride (B)     box                 swizzle
+                    a     uint8     (K, M)               K              (128, BLOCK_M)      128B
+                    b     uint8     (K, N)               K              (128, BLOCK_N)      128B
+                    d     bfloat16  (N, M)               2N             (64, BLOCK_M)       128B
+                    sfa   float32   (align(M, 4), K/128) 4 align(M, 4)  (BLOCK_M, 1)        none
+scales          sfa is read transposed and TMA-aligned (``get_mn_major_tma_aligned_tensor``): float32
+                (K/128, align(M, 4)), ``sfa_t[kb, m] = sfa[m, kb]``, padding rows zero here (the kernel never
+                stores the rows they scale); sfb float32 (ceil(N/128), K/128) K-major, read through its pointer.
+launch          grid num_sms (persistent blocks), block 128 TMA + 128 or 256 math threads, cluster
+                cluster_m * cluster_n, dynamic shared memory = the configuration's smem size.
+global memory   the tensor maps hold global addresses: :func:`prepare` assigns them as refsim.ptx's
+                :class:`refsim.ptx.memory.GlobalMemory` maps buffers, in the order ``sfb`` (the pointer
+                argument), then the maps' buffers a, b, d, sfa_t (``Prepared.global_buffers``).
+status          refsim.ptx does not execute this kernel yet: :func:`deepgemm_fp8_gemm` raises the
+                :class:`refsim.ptx.PtxUnsupportedError` that names its first Hopper instruction.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from refsim._validate import (MAX_ELEMENTS, require_bounded, require_choice, require_dtype, require_fields,
+                              require_instance, require_int, require_ndim)
+from refsim.cuda.official import DATA_DIR
+from refsim.emulator import deepgemm_kernel
+from refsim.errors import FormatRuleError
+from refsim.formats import tensor_map
+
+__all__ = ["PTX_FILE", "SMEM_CAPACITY", "Config", "config", "instantiations", "sfa_tma_aligned", "Prepared",
+           "prepare", "deepgemm_fp8_gemm"]
+
+PTX_FILE = DATA_DIR / "deepgemm_fp8_gemm.ptx.gz"
+#: SM90ArchSpec::smem_capacity, the shared memory the stage count may fill (bytes)
+SMEM_CAPACITY = 232448
+_MAX_STAGES = 16
+_TMA_THREADS = 128
+
+
+@dataclass(frozen=True)
+class Config:
+    """One kernel configuration as DeepGEMM's heuristics choose it (sizes in elements, smem in bytes)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    cluster_m: int
+    cluster_n: int
+    stages: int
+    smem_bytes: int
+    math_threads: int
+    swizzle_a: int
+    swizzle_b: int
+    swizzle_d: int
+
+    def __post_init__(self):
+        require_fields(self)
+
+    @property
+    def threads(self) -> int:
+        return _TMA_THREADS + self.math_threads
+
+    @property
+    def cluster(self) -> int:
+        return self.cluster_m * self.cluster_n
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _swizzle(block_bytes: int) -> int:
+    """``get_swizzle_mode``: the largest of 128, 64, 32, 16 dividing the box's inner bytes."""
+    return next(mode for mode in (128, 64, 32, 16) if block_bytes % mode == 0)
+
+
+def _stages(k: int, bm: int, bn: int, bk: int) -> tuple[int, int]:
+    """``get_pipeline_config`` for 1D2D e4m3 -> bf16: (stages, smem bytes)."""
+    smem_cd = _ceil_div(bm * bn * 2, 1024) * 1024                        # bf16 D tile, 1024-aligned
+    uniform_sfb = 1 if bk % bn == 0 else 2
+    extra = smem_cd + _MAX_STAGES * 8 * 2 + _ceil_div(_ceil_div(k, bk) * 4 * uniform_sfb, 8) * 8
+    per_stage = bm * bk + bn * bk + _ceil_div(bm * 4, 128) * 128         # A, B (1 byte each), SFA
+    stages = min((SMEM_CAPACITY - extra) // per_stage, _MAX_STAGES)
+    return stages, extra + stages * per_stage
+
+
+def _cycles(m: int, n: int, k: int, num_sms: int, bm: int, bn: int, cm: int, cn: int) -> int:
+    """``get_layout_info``'s cycle estimate (int64 arithmetic, the wave efficiency a float)."""
+    blocks = _ceil_div(m, bm) * _ceil_div(n, bn)
+    waves = _ceil_div(blocks, num_sms)
+    l2_per_cycle = int(min(64.0 * num_sms, 8e6 / 1.3e3))
+    l1_per_cycle = 128 * num_sms
+    l2_ab = k * (bm // cn + bn // cm)
+    l1_ab = k * (bm + bn)
+    l1_tc = k * (max(64, bm) + bn) + bm * bn * 2
+    cd = bm * bn * 2
+    l2 = (l2_ab + cd) * blocks // l2_per_cycle
+    l1 = (l1_ab + l1_tc + cd) * blocks // l1_per_cycle
+    efficiency = np.float32(blocks) / np.float32(waves * num_sms)
+    cycles = int(np.float32(max(l1, l2)) / efficiency)
+    return 2**63 - 1 if cm * cn > 1 and waves <= 1 else cycles
+
+
+def config(m: int, n: int, k: int, num_sms: int = 132) -> Config:
+    """DeepGEMM's configuration for ``fp8_gemm_nt`` of D (M, N) bf16 = A (M, K) e4m3 @ B (N, K)^T e4m3 with 1D2D
+    scaling on ``num_sms`` SMs (132: H100/H200 SXM; even, as DeepGEMM requires). Module spec, "configuration"."""
+    m, n, k = (require_int(name, v, minimum=1) for name, v in (("m", m), ("n", n), ("k", k)))
+    num_sms = require_int("num_sms", num_sms, minimum=2)
+    if num_sms % 2:
+        raise FormatRuleError(f"num_sms: DeepGEMM requires an even SM count (GemmDesc::check_validity); got {num_sms}")
+    bk = 128
+    block_ms = [64, 128] + ([16] if m <= 16 else []) + ([32] if m <= 32 else []) + [256]
+    best, best_cycles = None, None
+    for cm in (1, 2):
+        for cn in (1, 2):
+            if cm * cn > 2 or num_sms % (cm * cn):
+                continue
+            for bm in block_ms:
+                for bn in range(16, 193, 16):
+                    if bn > bk and bn % (bn - bk) and bk % (bn - bk):       # 1D2D unroll requirement
+                        continue
+                    if bm > 128 and bn > 128:
+                        continue
+                    stages, smem = _stages(k, bm, bn, bk)
+                    if stages < 3 or (bm * bn < 128 * 192 and stages < 4):
+                        continue
+                    cycles = _cycles(m, n, k, num_sms, bm, bn, cm, cn)
+                    if best is None or cycles < best_cycles:
+                        best_cycles = cycles
+                        best = Config(bm, bn, bk, cm, cn, stages, smem, 128 if bm <= 64 else 256,
+                                      _swizzle(bk), _swizzle(bk), _swizzle(bn * 2))
+    return best
+
+
+def _mangled(n: int, k: int, c: Config, num_sms: int) -> str:
+    return (f"_ZN9deep_gemm23sm90_fp8_gemm_1d2d_implILN4cute4UMMA5MajorE0ELj0ELj{n}ELj{k}ELj1ELj{c.block_m}"
+            f"ELj{c.block_n}ELj{c.block_k}ELj{c.swizzle_a}ELj{c.swizzle_b}ELj{c.swizzle_d}ELj{c.stages}"
+            f"ELj{_TMA_THREADS}ELj{c.math_threads}ELj{c.cluster}ELb{int(c.cluster_n > 1)}ELj{num_sms}"
+            f"ELNS_8GemmTypeE0EN7cutlass10bfloat16_tENS_8epilogue9transform16EpilogueIdentityEEEvPfPijjj14CUtensorMap_stSC_SC_SC_")
+
+
+@functools.lru_cache(maxsize=1)
+def _ptx() -> str:
+    with gzip.open(PTX_FILE, "rt") as f:
+        return f.read()
+
+
+def instantiations() -> tuple[str, ...]:
+    """The ``.entry`` names the committed PTX holds."""
+    return tuple(re.findall(r"^\.entry (\S+)\(", _ptx(), re.M))
+
+
+def sfa_tma_aligned(sfa: np.ndarray) -> np.ndarray:
+    """The activation scales as the kernel reads them: float32 (K/128, align(M, 4)), ``out[kb, m] = sfa[m, kb]``
+    (DeepGEMM's ``get_mn_major_tma_aligned_tensor``: M-major, M padded to 16 bytes; padding zero).
+    sfa float32 (M, K/128)."""
+    sfa = require_ndim("sfa", require_dtype("sfa", sfa, np.float32), 2)
+    m, kbs = sfa.shape
+    require_bounded("sfa_t", kbs * (_ceil_div(m, 4) * 4), MAX_ELEMENTS, what="element count")
+    out = np.zeros((kbs, _ceil_div(m, 4) * 4), np.float32)
+    out[:, :m] = sfa.T
+    return out
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A launch of the official kernel, prepared as DeepGEMM's host code prepares it (module spec).
+
+    kernel: the mangled ``.entry`` name; grid, block, cluster: ints (1-D); shared_bytes: dynamic shared memory;
+    args: the nine parameters in order (sfb array, 0, M, N, K as ints, four 128-byte map images);
+    global_buffers: ((name, array), ...) in the order their addresses were assigned (a, b, d uint8/bf16 bits,
+    sfa_t, sfb); addresses: {name: global address}; maps: {name: TensorMap}; config: the :class:`Config`."""
+
+    kernel: str
+    grid: int
+    block: int
+    cluster: int
+    shared_bytes: int
+    args: tuple
+    global_buffers: tuple
+    addresses: dict
+    maps: dict
+    config: Config
+
+    def __post_init__(self):
+        require_fields(self)
+        for name in ("addresses", "maps"):
+            require_instance(name, getattr(self, name), dict)
+        require_instance("config", self.config, Config)
+
+
+def prepare(A, sfa, B, sfb, *, num_sms: int = 132) -> Prepared:
+    """The official kernel's launch for A (M, K) e4m3, sfa float32 (M, K/128), B (N, K) e4m3, sfb float32
+    (ceil(N/128), K/128) (rules: :func:`refsim.emulator.deepgemm_kernel.check_inputs`) on ``num_sms`` SMs:
+    configuration, scale layouts, global addresses, the four tensor maps and the arguments. The output D is a
+    new zero bf16 (M, N) buffer (``global_buffers``). Raises FormatRuleError when the committed PTX holds no
+    instantiation for (N, K, num_sms) and the chosen blocks (:func:`instantiations`). Inputs are not modified."""
+    from refsim.ptx.memory import GlobalMemory
+
+    A, sfa, B, sfb, m, n, k = deepgemm_kernel.check_inputs(A, sfa, B, sfb)
+    c = config(m, n, k, num_sms)
+    kernel = _mangled(n, k, c, num_sms)
+    if kernel not in instantiations():
+        raise FormatRuleError(f"DeepGEMM: no committed instantiation for N={n}, K={k}, num_sms={num_sms} with "
+                              f"BLOCK {c.block_m}x{c.block_n}x{c.block_k}, {c.stages} stages; committed: "
+                              f"{len(instantiations())} entries ({PTX_FILE.name})")
+    buffers = (("sfb", np.ascontiguousarray(sfb)), ("a", np.ascontiguousarray(A)), ("b", np.ascontiguousarray(B)),
+               ("d", np.zeros((m, n), np.uint16)), ("sfa_t", sfa_tma_aligned(sfa)))
+    mem = GlobalMemory()
+    addresses = {name: mem.add(arr, name) for name, arr in buffers}
+    m4 = _ceil_div(m, 4) * 4
+    sw = {128: "128B", 64: "64B", 32: "32B", 16: "none", 0: "none"}
+
+    def tiled(dtype, name, dims, stride, box, swizzle):
+        return tensor_map.TensorMap(dtype, addresses[name], dims, (stride,), box, (1, 1), "none", sw[swizzle],
+                                    "256B", "zero")
+
+    maps = {"a": tiled("uint8", "a", (k, m), k, (c.swizzle_a, c.block_m), c.swizzle_a),
+            "b": tiled("uint8", "b", (k, n), k, (c.swizzle_b, c.block_n), c.swizzle_b),
+            "d": tiled("bfloat16", "d", (n, m), 2 * n, (c.swizzle_d // 2 if c.swizzle_d else c.block_n, c.block_m),
+                       c.swizzle_d),
+            "sfa": tiled("float32", "sfa_t", (m4, k // 128), 4 * m4, (c.block_m, 1), 0)}
+    images = tuple(tensor_map.encode_tiled(**{f: getattr(maps[x], f) for f in maps[x].__dataclass_fields__})
+                   for x in ("a", "b", "d", "sfa"))
+    args = (buffers[0][1], 0, m, n, k) + images
+    return Prepared(kernel, num_sms, c.threads, c.cluster, c.smem_bytes, args, buffers, addresses, maps, c)
+
+
+@functools.lru_cache(maxsize=1)
+def _module():
+    from refsim.ptx import Module
+
+    return Module(_ptx())
+
+
+def deepgemm_fp8_gemm(A, sfa, B, sfb, *, num_sms: int = 132, executor: str | None = None) -> np.ndarray:
+    """The official DeepGEMM kernel through refsim.ptx: ml_dtypes.bfloat16 (M, N), to compare with
+    :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm`. Arguments as :func:`prepare`; executor as for
+    :meth:`refsim.ptx.Module.launch`. Today refsim.ptx refuses the kernel: PtxUnsupportedError naming its first
+    Hopper instruction (kernel, PTX line, reason)."""
+    p = prepare(A, sfa, B, sfb, num_sms=num_sms)
+    executor = require_choice("executor", executor, (None, "compiled", "interpreter"))
+    _module().launch(p.kernel, p.grid, p.block, p.args, arch="sm_90a", shared_bytes=p.shared_bytes,
+                     executor=executor)
+    import ml_dtypes
+
+    return dict(p.global_buffers)["d"].view(ml_dtypes.bfloat16)

@@ -1,0 +1,327 @@
+"""The async proxy's copies (PTX ISA 8.x, "Data Movement: cp.async.bulk", "cp.reduce.async.bulk",
+"cp.async.bulk.tensor", "cp.async.bulk.commit_group / wait_group"), defined once for both executors.
+
+Spec
+----
+timing          a copy lands when it is issued (one admissible order of the copy engine: the issuing
+                thread's later instructions cannot tell); a copy into shared memory then signals
+                ``complete_tx(bytes)`` on its mbarrier (refsim.ptx.hopper.mbarrier), which may complete
+                the barrier's phase. Bulk groups therefore complete at once: ``commit_group`` and
+                ``wait_group{.read} N`` are checked and do nothing.
+bulk            ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [d], [s], size, [mbar]``
+                (``.shared::cta`` destinations too; and ``.shared::cluster.shared::cta`` within the CTA),
+                ``cp.async.bulk.global.shared::cta.bulk_group [d], [s], size``; size a multiple of 16,
+                both addresses 16-byte aligned (PtxMisalignedError otherwise), every byte inside its
+                space (PtxMemoryError).
+reduce          ``cp.reduce.async.bulk.global.shared::cta.bulk_group.OP.TYPE [d], [s], size``: d[i] = d[i] OP
+                s[i] elementwise, OP/TYPE: add/min/max on u32 s32 u64 s64, inc/dec on u32 (the atomics'
+                rules, refsim.ptx.semantics.atomic), and/or/xor on b32 b64. Float reductions are
+                refused (their flush and rounding are not published).
+tensor          ``cp.async.bulk.tensor.Nd.shared::cluster.global{.tile}.mbarrier::complete_tx::bytes
+                [d], [map, {c0..}], [mbar]`` and ``cp.async.bulk.tensor.Nd.global.shared::cta{.tile}.bulk_group
+                [map, {c0..}], [s]``: the map is 128 bytes at a generic address (a ``__grid_constant__``
+                parameter through ``cvta.param``, whose generic address refsim's map makes the parameter
+                offset, or global memory), decoded by refsim.formats.tensor_map.decode_tiled; the box
+                is refsim.formats.tensor_map.tile_box (out-of-bounds fill included) laid out row-major
+                in shared memory from ``d`` (128-byte aligned), each byte at refsim.formats.smem_layouts.
+                swizzle(address, map's swizzle). A store writes the in-bounds elements of the box only.
+hints           ``.L2::cache_hint`` (its policy operand) is accepted and ignored.
+refused         ``.multicast::cluster`` (clusters come later), im2col mode, tensor reductions,
+                ``.shared::cluster`` destinations of another CTA.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.errors import RefsimError
+from refsim.formats import smem_layouts, tensor_map
+from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUnsupportedError
+from refsim.ptx.hopper import mbarrier
+from refsim.ptx.memory import SHARED_WINDOW
+from refsim.ptx.memory_ops import address
+from refsim.ptx.operands import reader
+from refsim.ptx.parse import Instruction
+from refsim.ptx.semantics.atomic import atom_apply
+
+__all__ = ["build", "fence_proxy_async", "global_bytes", "REDUCE_OPS"]
+
+#: cp.reduce.async.bulk: operation -> the types refsim defines it on
+REDUCE_OPS = {"add": ("u32", "s32", "u64", "s64"), "min": ("u32", "s32", "u64", "s64"),
+              "max": ("u32", "s32", "u64", "s64"), "inc": ("u32",), "dec": ("u32",),
+              "and": ("b32", "b64"), "or": ("b32", "b64"), "xor": ("b32", "b64")}
+
+
+def global_bytes(L, ins, t: int, a: int, n: int, write: bool) -> np.ndarray:
+    """The uint8 view of global bytes ``[a, a + n)`` (one buffer; PtxMemoryError otherwise)."""
+    bi, ok = L.gmem.locate(np.asarray([a], np.uint64), n)
+    if not ok[0]:
+        raise PtxMemoryError(f"{L.where(ins)}: out-of-bounds {n}-byte .global bulk access at address 0x{a:x} "
+                             f"by {L.who(t)}")
+    b = int(bi[0])
+    buf = L.gmem.buffers[b]
+    if write and not buf.flags.writeable:
+        from refsim.ptx.memory import read_only_error
+
+        raise read_only_error(L.where(ins), L.gmem.names[b])
+    off = a - L.gmem.bases[b]
+    return buf[off:off + n]
+
+
+def _shared(L, t: int, a: int, n: int) -> np.ndarray:
+    base = int(L.slot_of[t]) * L.shared_stride + a
+    return L.shared[base:base + n]
+
+
+def _landed(L, ins, t: int, flat: np.ndarray, bar: int) -> None:
+    """An async-proxy copy wrote the shared bytes ``flat`` (flat indices) for thread ``t``, completing on
+    the barrier at ``bar``: poison marks them written; race tracks them until that phase is observed."""
+    if L.poison:
+        L.shared_init[flat] = True
+    mbarrier.copy_landed(L, ins, t, bar, flat)
+
+
+def _async_read(L, ins, t: int, flat: np.ndarray) -> None:
+    """Under race: the async proxy reads the shared bytes ``flat`` for thread ``t``; a byte whose last
+    generic write was not followed by fence.proxy.async in the writing thread is a PtxRaceError (PTX ISA
+    "Proxies": generic-proxy writes are visible to the async proxy only after a proxy fence)."""
+    if L.gen_w is None:
+        return
+    w = L.gen_w[flat]
+    if (w >= 0).any():
+        j = int(np.flatnonzero(w >= 0)[0])
+        raise PtxRaceError(f"{L.where(ins)}: async-proxy read of .shared 0x{int(flat[j]) % L.shared_stride:x} "
+                           f"(issued by {L.who(t)}) of a byte {L.who(int(w[j]))} wrote through the generic proxy "
+                           f"with no fence.proxy.async after the write")
+
+
+def fence_proxy_async(L, ins: Instruction, idx: int):
+    """``fence.proxy.async{.shared::cta,.global,...}``: orders the executing thread's generic-proxy
+    accesses before its later async-proxy ones. refsim's memory is coherent, so it changes no value;
+    under race it ends the executing threads' unfenced generic writes (see :func:`_async_read`)."""
+    def run(sel):
+        if L.gen_w is not None:
+            th = L.threads(sel)
+            L.gen_w[np.isin(L.gen_w, th)] = -1
+    return run
+
+
+def build(L, ins: Instruction, idx: int):
+    """The step function of one ``cp.async.bulk*`` / ``cp.reduce.async.bulk*`` instruction."""
+    mods = set(ins.mods)
+    where = L.where(ins)
+    if "multicast::cluster" in mods:
+        raise PtxUnsupportedError(f"{where}: .multicast::cluster is not supported yet (clusters come later)")
+    if mods & {"im2col", "im2col::w", "im2col::w::128", "gather4", "scatter4"}:
+        raise PtxUnsupportedError(f"{where}: only the tile mode of cp.async.bulk.tensor is supported")
+    if "prefetch" in mods:
+        return lambda sel: None                        # a cache hint: no effect on values
+    if "commit_group" in mods:
+        return lambda sel: None
+    if "wait_group" in mods:
+        n = ins.operands[0] if ins.operands else None
+        if n is None or n[0] != "imm" or int(n[1]) < 0:
+            raise PtxUnsupportedError(f"{where}: cp.async.bulk.wait_group takes an immediate count >= 0")
+        return lambda sel: None
+    ops = list(ins.operands)
+    if "L2::cache_hint" in mods:
+        ops = ops[:-1]                                 # the cache policy: accepted, no effect
+    if "tensor" in mods:
+        if "reduce" in mods:
+            raise PtxUnsupportedError(f"{where}: cp.reduce.async.bulk.tensor is not supported yet")
+        return _tensor(L, ins, ops, mods)
+    if "reduce" in mods:
+        return _reduce(L, ins, ops, mods)
+    return _copy(L, ins, ops, mods)
+
+
+def _direction(ins):
+    """"g2s" (global -> shared, mbarrier), "s2g" (shared -> global, bulk group), "s2s" (shared -> shared
+    of the same CTA, mbarrier) from the destination and source state spaces, or None."""
+    spaces = [m for m in ins.mods if m in ("global", "shared::cluster", "shared::cta", "shared")][:2]
+    if len(spaces) < 2:
+        return None
+    if spaces[0] == "global" and spaces[1] in ("shared::cta", "shared"):
+        return "s2g"
+    if spaces[0] != "global" and spaces[1] == "global":
+        return "g2s"
+    return "s2s" if spaces[1] in ("shared::cta", "shared") else None
+
+
+def _copy(L, ins, ops, mods):
+    where = L.where(ins)
+    direction = _direction(ins)
+    if direction is None:
+        raise PtxUnsupportedError(f"{where}: unknown cp.async.bulk state spaces")
+    with_bar = direction != "s2g"
+    if with_bar != ("mbarrier::complete_tx::bytes" in mods) or len(ops) != (4 if with_bar else 3):
+        raise PtxUnsupportedError(f"{where}: expected cp.async.bulk [dst], [src], size{', [mbar]' if with_bar else ''}")
+    d_of, s_of = ops[0], ops[1]
+    size_of = reader(L, ops[2], "u32", ins)
+    g_dst, g_src = (address(L, d_of, ins, "global") if direction == "s2g" else None,
+                    address(L, s_of, ins, "global") if direction == "g2s" else None)
+
+    def run(sel):
+        th = L.threads(sel)
+        sizes = np.broadcast_to(size_of(sel), th.shape).astype(np.int64)
+        bad = sizes % 16 != 0
+        if bad.any():
+            raise PtxMisalignedError(f"{where}: cp.async.bulk size must be a multiple of 16; got {int(sizes[bad][0])} "
+                                     f"(by {L.who(int(th[bad][0]))})")
+        for i, t in enumerate(th.tolist()):
+            one = np.asarray([t])
+            n = int(sizes[i])
+            if direction == "g2s" or direction == "s2s":
+                sd = int(mbarrier.shared_offsets(L, ins, d_of, one, n, 16, "cp.async.bulk destination", "shared")[0])
+                bar = int(mbarrier.shared_offsets(L, ins, ops[3], one, 8, 8, "mbarrier", "shared")[0])
+                if direction == "g2s":
+                    ga = int(np.broadcast_to(g_src(one), (1,))[0])
+                    if ga % 16:
+                        raise PtxMisalignedError(f"{where}: cp.async.bulk source 0x{ga:x} is not 16-byte aligned "
+                                                 f"(by {L.who(t)})")
+                    data = global_bytes(L, ins, t, ga, n, False).copy()
+                    L.stats.global_bytes_read += n
+                else:
+                    ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
+                    _async_read(L, ins, t, int(L.slot_of[t]) * L.shared_stride + ss + np.arange(n))
+                    data = _shared(L, t, ss, n).copy()
+                _shared(L, t, sd, n)[:] = data
+                base = int(L.slot_of[t]) * L.shared_stride
+                _landed(L, ins, t, base + sd + np.arange(n), bar)
+                mbarrier.complete_tx(L, ins, t, bar, n)
+            else:
+                ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
+                _async_read(L, ins, t, int(L.slot_of[t]) * L.shared_stride + ss + np.arange(n))
+                ga = int(np.broadcast_to(g_dst(one), (1,))[0])
+                if ga % 16:
+                    raise PtxMisalignedError(f"{where}: cp.async.bulk destination 0x{ga:x} is not 16-byte aligned "
+                                             f"(by {L.who(t)})")
+                global_bytes(L, ins, t, ga, n, True)[:] = _shared(L, t, ss, n)
+                L.stats.global_bytes_written += n
+        L.progress += 1
+    return run
+
+
+def _reduce(L, ins, ops, mods):
+    where = L.where(ins)
+    op = next((m for m in ins.mods if m in REDUCE_OPS), None)
+    t = ins.types[0] if ins.types else None
+    if op is None or t not in REDUCE_OPS[op]:
+        raise PtxUnsupportedError(f"{where}: cp.reduce.async.bulk .{op}.{t} is not defined here (defined: "
+                                  + ", ".join(f"{o}.{'/'.join(ts)}" for o, ts in REDUCE_OPS.items()) + ")")
+    if not ({"global", "shared::cta"} <= mods and "bulk_group" in mods) or len(ops) != 3:
+        raise PtxUnsupportedError(f"{where}: only cp.reduce.async.bulk.global.shared::cta.bulk_group [d], [s], size "
+                                  f"is supported")
+    esize = 8 if t.endswith("64") else 4
+    dt = np.dtype(f"<u{esize}")
+    g_dst = address(L, ops[0], ins, "global")
+    size_of = reader(L, ops[2], "u32", ins)
+    atype = t
+
+    def run(sel):
+        th = L.threads(sel)
+        sizes = np.broadcast_to(size_of(sel), th.shape).astype(np.int64)
+        for i, tt in enumerate(th.tolist()):
+            one = np.asarray([tt])
+            n = int(sizes[i])
+            if n % 16:
+                raise PtxMisalignedError(f"{where}: cp.reduce.async.bulk size must be a multiple of 16; got {n} "
+                                         f"(by {L.who(tt)})")
+            ss = int(mbarrier.shared_offsets(L, ins, ops[1], one, n, 16, "cp.reduce.async.bulk source", "shared")[0])
+            _async_read(L, ins, tt, int(L.slot_of[tt]) * L.shared_stride + ss + np.arange(n))
+            ga = int(np.broadcast_to(g_dst(one), (1,))[0])
+            if ga % 16:
+                raise PtxMisalignedError(f"{where}: cp.reduce.async.bulk destination 0x{ga:x} is not 16-byte aligned "
+                                         f"(by {L.who(tt)})")
+            dst = global_bytes(L, ins, tt, ga, n, True).view(dt)
+            src = _shared(L, tt, ss, n).view(dt)
+            dst[:] = atom_apply(op, atype, dst.copy(), src.copy(), None)
+            L.stats.global_bytes_read += n
+            L.stats.global_bytes_written += n
+        L.progress += 1
+    return run
+
+
+def _map_bytes(L, ins, t: int, a: int) -> bytes:
+    """The 128 bytes of the tensor map at generic address ``a``: the parameter space when ``a`` is a
+    parameter offset (``cvta.param``), else global memory (128-byte aligned, as the ISA requires)."""
+    if a % 64:
+        raise PtxMisalignedError(f"{L.where(ins)}: tensor map address 0x{a:x} is not 64-byte aligned (by {L.who(t)})")
+    if a + tensor_map.MAP_BYTES <= L.param.size - 16 and a < SHARED_WINDOW:
+        return bytes(L.param[a:a + tensor_map.MAP_BYTES])
+    return bytes(global_bytes(L, ins, t, a, tensor_map.MAP_BYTES, False))
+
+
+def _tensor_view(L, ins, t: int, m) -> np.ndarray:
+    """Global memory from the map's address on, as the uint8 array tile_box reads."""
+    extent = sum((d - 1) * s for d, s in zip(m.global_dims[1:], m.global_strides)) \
+        + m.global_dims[0] * tensor_map.DATA_TYPES[m.data_type][1]
+    return global_bytes(L, ins, t, m.global_address, extent, False)
+
+
+def _decode(L, ins, t, a):
+    try:
+        return tensor_map.decode_tiled(_map_bytes(L, ins, t, a))
+    except RefsimError as e:
+        if isinstance(e, (PtxMemoryError,)):
+            raise
+        raise PtxMemoryError(f"{L.where(ins)}: the tensor map at 0x{a:x} is not a valid tiled map ({e}; "
+                             f"by {L.who(t)})") from None
+
+
+def _tensor(L, ins, ops, mods):
+    where = L.where(ins)
+    rank = next((int(m[0]) for m in ins.mods if len(m) == 2 and m[1] == "d" and m[0] in "12345"), None)
+    load = "mbarrier::complete_tx::bytes" in mods
+    taddr = ops[1] if load else ops[0]
+    if rank is None or taddr[0] != "taddr" or len(taddr[2][1]) != rank or len(ops) != (3 if load else 2):
+        raise PtxUnsupportedError(f"{where}: expected cp.async.bulk.tensor.Nd with [map, {{N coordinates}}]")
+    map_of = address(L, taddr[1], ins, "generic")
+    coord_of = [reader(L, c, "s32", ins) for c in taddr[2][1]]
+    smem_op = ops[0] if load else ops[1]
+
+    def run(sel):
+        th = L.threads(sel)
+        for t in th.tolist():
+            one = np.asarray([t])
+            a = int(np.broadcast_to(map_of(one), (1,))[0])
+            m = _decode(L, ins, t, a)
+            coords = [int(np.broadcast_to(c(one), (1,))[0].astype(np.int32)) for c in coord_of]
+            esize = tensor_map.DATA_TYPES[m.data_type][1]
+            try:
+                box = tensor_map.tile_box(_tensor_view(L, ins, t, m), m, coords)
+            except RefsimError as e:
+                raise PtxMemoryError(f"{where}: tensor copy with map at 0x{a:x}: {e} (by {L.who(t)})") from None
+            n = box.size * esize
+            s = int(mbarrier.shared_offsets(L, ins, smem_op, one, n, 128, "cp.async.bulk.tensor shared address", "shared")[0])
+            phys = smem_layouts.swizzle(s + np.arange(n, dtype=np.int64), m.swizzle) if m.swizzle != "none" \
+                else s + np.arange(n, dtype=np.int64)
+            base = int(L.slot_of[t]) * L.shared_stride
+            if load:
+                L.shared[base + phys] = np.ascontiguousarray(box).view(np.uint8).reshape(-1)
+                L.stats.global_bytes_read += n
+                bar = int(mbarrier.shared_offsets(L, ins, ops[2], one, 8, 8, "mbarrier", "shared")[0])
+                _landed(L, ins, t, base + phys, bar)
+                mbarrier.complete_tx(L, ins, t, bar, n)
+            else:
+                _async_read(L, ins, t, base + phys)
+                _store_box(L, ins, t, m, coords, L.shared[base + phys], esize)
+        L.progress += 1
+    return run
+
+
+def _store_box(L, ins, t, m, coords, data: np.ndarray, esize: int) -> None:
+    """A tensor store: the box's in-bounds elements from ``data`` (its bytes, row-major) to global."""
+    steps = (1,) + tuple(m.element_strides[1:])
+    counts = [-(-b // s) for b, s in zip(m.box_dims, steps)]
+    idx = np.indices(counts[::-1]).reshape(len(counts), -1)[::-1]      # innermost first
+    c = np.asarray(coords, np.int64)[:, None] + idx * np.asarray(steps, np.int64)[:, None]
+    inb = ((c >= 0) & (c < np.asarray(m.global_dims, np.int64)[:, None])).all(axis=0)
+    strides = np.asarray((esize,) + tuple(m.global_strides), np.int64)
+    offs = (c[:, inb] * strides[:, None]).sum(axis=0)
+    view = _tensor_view(L, ins, t, m)
+    if not view.flags.writeable:
+        global_bytes(L, ins, t, m.global_address, 1, True)
+    src = data.reshape(-1, esize)[inb]
+    view[(offs[:, None] + np.arange(esize)).reshape(-1)] = src.reshape(-1)
+    L.stats.global_bytes_written += int(inb.sum()) * esize

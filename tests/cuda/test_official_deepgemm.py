@@ -1,0 +1,96 @@
+"""DeepGEMM's official FP8 GEMM launcher: the heuristics pick the committed instantiations, the tensor maps
+decode to the boxes the kernel's TMA loads read (transposed TMA-aligned SFA included), and refsim.ptx names
+the kernel's first instruction it does not execute yet."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from refsim.cuda import official_deepgemm as od
+from refsim.errors import FormatRuleError
+from refsim.formats import tensor_map
+from refsim.ptx import PtxUnsupportedError
+from refsim.testing import assert_bitexact
+
+# the two instantiations the README records: (M, N, K, SMs) -> (BLOCK_M, BLOCK_N, stages, smem bytes, threads)
+RECORDED = {(128, 4096, 4096, 132): (64, 64, 13, 224896, 256), (64, 256, 512, 4): (64, 64, 13, 224784, 256)}
+# the opcodes of the kernel's census that refsim.ptx did not execute when the PTX was committed
+HOPPER_OPCODES = ("elect", "setmaxnreg", "mbarrier", "fence.mbarrier_init", "fence.proxy.async", "griddepcontrol",
+                  "prefetch.tensormap", "cp.async.bulk", "wgmma", "stmatrix")
+
+
+@pytest.mark.parametrize("shape", sorted(RECORDED))
+def test_heuristics_pick_the_committed_instantiation(shape):
+    m, n, k, sms = shape
+    c = od.config(m, n, k, sms)
+    assert (c.block_m, c.block_n, c.stages, c.smem_bytes, c.threads) == RECORDED[shape]
+    assert (c.block_k, c.cluster, c.swizzle_a, c.swizzle_b, c.swizzle_d) == (128, 1, 128, 128, 128)
+    assert od._mangled(n, k, c, sms) in od.instantiations()
+
+
+def test_heuristics_follow_m():
+    # M <= 16 adds BLOCK_M 16 and the small tile wins; a larger M moves to wider tiles (DeepGEMM's cycle model)
+    assert (od.config(1, 4096, 4096).block_m, od.config(1, 4096, 4096).block_n) == (16, 32)
+    assert (od.config(256, 4096, 4096).block_m, od.config(256, 4096, 4096).block_n) == (64, 128)
+
+
+def _problem(m=40, n=256, k=512, seed=0):
+    rng = np.random.default_rng(seed)
+    codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)
+    A, B = rng.choice(codes, (m, k)), rng.choice(codes, (n, k))
+    sfa = rng.uniform(0.5, 2, (m, k // 128)).astype(np.float32)
+    sfb = rng.uniform(0.5, 2, (-(-n // 128), k // 128)).astype(np.float32)
+    return A, sfa, B, sfb
+
+
+def test_arguments_and_maps_decode_to_the_kernel_boxes():
+    A, sfa, B, sfb = _problem()                        # M = 40: the A box runs past M, zero filled
+    p = od.prepare(A, sfa, B, sfb, num_sms=4)
+    assert (p.grid, p.block, p.cluster, p.shared_bytes) == (4, 256, 1, 224784)
+    assert p.args[1:5] == (0, 40, 256, 512) and p.args[0] is dict(p.global_buffers)["sfb"]
+    bufs = dict(p.global_buffers)
+    for name, image in zip(("a", "b", "d", "sfa"), p.args[5:]):
+        assert len(image) == 128 and tensor_map.decode_tiled(image) == p.maps[name]
+        buf = {"sfa": "sfa_t"}.get(name, name)
+        assert p.maps[name].global_address == p.addresses[buf]
+    # A: TMA box (128 K, 64 M) at (k0, m0); rows >= 40 are out of bounds: zeros
+    box = tensor_map.tile_box(bufs["a"], p.maps["a"], (256, 0))
+    expect = np.zeros((64, 128), np.uint8)
+    expect[:40] = A[:, 256:384]
+    assert_bitexact(box, expect)
+    assert_bitexact(tensor_map.tile_box(bufs["b"], p.maps["b"], (128, 192)), B[192:256, 128:256])
+    # SFA: one K block's 64 row scales, read from the transposed TMA-aligned (K/128, align(M, 4)) copy
+    sfa_box = tensor_map.tile_box(bufs["sfa_t"], p.maps["sfa"], (0, 3))
+    assert sfa_box.shape == (1, 64)
+    assert_bitexact(sfa_box[0, :40], sfa[:, 3])
+    assert_bitexact(sfa_box[0, 40:], np.zeros(24, np.float32))
+    assert bufs["sfa_t"].shape == (4, 40) and p.maps["sfa"].global_strides == (160,)
+    # D: the epilogue's TMA store box is 64 bf16 columns (128 B swizzle span) x BLOCK_M rows
+    assert p.maps["d"].box_dims == (64, 64) and p.maps["d"].global_strides == (512,)
+
+
+def test_a_shape_without_a_committed_instantiation_is_refused():
+    A, sfa, B, sfb = _problem(m=200)                  # the heuristics pick BLOCK 128x128: not committed
+    with pytest.raises(FormatRuleError, match="no committed instantiation"):
+        od.prepare(A, sfa, B, sfb, num_sms=4)
+    with pytest.raises(FormatRuleError, match="even"):
+        od.config(64, 256, 512, 5)
+
+
+def test_loading_names_the_first_unsupported_instruction():
+    A, sfa, B, sfb = _problem(m=64)
+    p = od.prepare(A, sfa, B, sfb, num_sms=4)
+    refused = od._module().unsupported
+    if p.kernel not in refused:                        # refsim.ptx runs Hopper kernels: the emulator's bits
+        from refsim.emulator import deepgemm_kernel
+
+        got = od.deepgemm_fp8_gemm(A, sfa, B, sfb, num_sms=4)
+        assert_bitexact(got.view(np.uint16), deepgemm_kernel.deepgemm_fp8_gemm(A, sfa, B, sfb).view(np.uint16))
+        return
+    why = refused[p.kernel]
+    assert p.kernel in why and "PTX line" in why
+    assert any(f"`{op}" in why for op in HOPPER_OPCODES), why
+    with pytest.raises(PtxUnsupportedError, match="PTX line"):
+        od.deepgemm_fp8_gemm(A, sfa, B, sfb, num_sms=4)
+    assert_bitexact(A, _problem(m=64)[0], "A unchanged")

@@ -1,0 +1,68 @@
+"""bench/measure_hopper.py and its microbenchmark bench/hopper/marlin_issue.ptx.gz, without a GPU: the
+committed PTX runs through refsim.ptx (a broken kernel is found before a GPU run is spent on it), the
+modes compute what they claim, and the run plans and predicts every row before timing anything."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+from refsim.cuda import launch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("measure_hopper", ROOT / "bench" / "measure_hopper.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_entry_the_run_launches_is_in_the_committed_ptx():
+    mh = _bench()
+    PTX = mh.issue_ptx()
+    want = {f"marlin_issue_m{mb}_{mode}" for mb in mh.ISSUE_M_BLOCKS for mode in mh.ISSUE_MODES}
+    assert want <= set(launch.entries(PTX))
+
+
+def _sink(kernel: str, words: np.ndarray) -> np.ndarray:
+    PTX = _bench().issue_ptx()
+    cycles, ns, sink = np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(128, np.float32)
+    # one entry's text only (the whole 18-entry module costs seconds to load): 1 CTA, 1 warp per SMSP
+    launch.module(launch.entry_text(PTX, kernel)).launch(kernel, 1, 128, (words, cycles, ns, sink, np.int32(1)),
+                                                         arch="sm_90")
+    assert cycles[0] > 0
+    return sink
+
+
+def test_the_barrier_and_unit_group_scales_change_no_result():
+    words = _bench().issue_words()
+    base = _sink("marlin_issue_m1_3", words)            # dequant + mma
+    assert np.isfinite(base).all() and np.abs(base).max() > 0
+    # + __syncthreads per tile: the same arithmetic; + group scales of 1.0: HMUL2 by 1 is exact
+    assert _sink("marlin_issue_m1_7", words).tobytes() == base.tobytes()
+    assert _sink("marlin_issue_m1_11", words).tobytes() == base.tobytes()
+
+
+def test_the_run_plans_every_row_and_predicts_it_first():
+    mh = _bench()
+    rows = mh.plan_rows({"cublas", "marlin", "anyprec"}, quick=False)
+    # 5 Llama-2-7B shapes x 2 caches x (10 cuBLAS M + 5 Marlin M + 6 bit-widths x 3 Any-Precision M)
+    assert len(rows) == 5 * 2 * (10 + 5 + 6 * 3)
+    pred = mh.predictions(rows[:3] + rows[-3:], "h100-sxm")
+    assert all(p["predicted_us"] > 0 and p["trust"] for p in pred)
+
+
+def test_the_output_uses_the_tables_kernel_names():
+    from refsim.gpu_model import measured
+    names = _bench()._table_kernels()
+    assert names["marlin"] == "marlin-official" and names["anyprec"] == "anyprec-official"
+    assert set(names.values()) <= set(measured._KERNELS)
+
+
+def test_the_warm_wait_kernel_runs():
+    mh = _bench()
+    launch.module(mh.SPIN_PTX).launch("spin", 1, 1, (np.uint64(100),), arch="sm_90")
