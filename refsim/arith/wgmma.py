@@ -58,14 +58,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from refsim._validate import (MAX_ELEMENTS, require_array, require_bool, require_bounded, require_choice,
-                              require_dtype, require_fields, require_instance)
+                              require_dtype, require_fields, require_instance, require_optional_bool)
 from refsim.arith import integer_mma
 from refsim.arith import tensor_core as tc
 from refsim.arith import tensor_core_types as tct
 from refsim.arith.tensor_core import Terms, fdpa_terms, ieee_terms
 # the exact-rational T-FDPA block and operand reader of the mma.sync reference: one definition for both
 from refsim.arith.tensor_core_types import _fdpa_fraction, _value
-from refsim.errors import DtypeError, FormatRuleError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, ShapeError, ToolchainError
 
 __all__ = ["PTX_TARGET", "M", "WgmmaKind", "WgmmaModel", "MODELS", "modelled", "kind_of", "model", "wgmma",
            "wgmma_reference"]
@@ -256,15 +256,19 @@ _CHUNK = 1 << 20
 
 
 def wgmma(kind, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, scale_d: bool = True, scale_a: int = 1,
-          scale_b: int = 1, satfinite: bool = False) -> np.ndarray:
+          scale_b: int = 1, satfinite: bool = False, native: bool | None = None) -> np.ndarray:
     """``wgmma.mma_async.sync.aligned.m64n<N>k<K>.<d>.<a>.<b>`` as refsim models it on sm_90 (module spec).
 
     kind: a :class:`WgmmaKind` of :func:`modelled` or its types string (``"f32.e4m3.e4m3"``). A (..., 64, K)
     (M, K), B (..., K, N) (K, N): bits or values as the module spec lists; N must be legal for the kind.
     C (..., 64, N): float32 / float16 / int32 per d; read only when ``scale_d`` (``scale-d = 0``: D = A·B).
     scale_a, scale_b: the ``imm-scale-a/b`` operands (1, or -1 to negate; float kinds only); satfinite:
-    s8/u8 only. Leading axes broadcast. Returns D (..., 64, N) of C's dtype.
+    s8/u8 only. Leading axes broadcast. Returns D (..., 64, N) of C's dtype. native: None = the compiled
+    twin of :mod:`refsim.native.emulators` where one exists (fp8 -> f32; f16 -> f32 with finite
+    operands) and it is available, else NumPy; False = NumPy (the readable definition); True = compiled
+    where a twin exists (ToolchainError when it is unavailable). The twins are tested equal.
     """
+    native = require_optional_bool("native", native)
     kind, A, B, C, lead, N, scale_d = _check(kind, A, B, C, scale_d, scale_a, scale_b, satfinite)
     fam = _FAMILY[kind.a]
     if not scale_d:
@@ -282,6 +286,10 @@ def wgmma(kind, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, scale_d: bool = 
     c_kind = "f16" if kind.d == "f16" else "f32"
     ubits = np.uint16 if c_kind == "f16" else np.uint32
     Cb = np.broadcast_to(np.ascontiguousarray(C).view(ubits), lead + (M, N)).reshape(-1, M, N)  # (T, 64, N)
+    if native is not False and c_kind == "f32" and kind.a in ("e4m3", "e5m2", "f16"):
+        D = _native(kind, m, A, B, Cb, native)
+        if D is not None:
+            return D.reshape(lead + (M, N)).view(np.float32)
     out = "f16" if c_kind == "f16" else m.out_f32
     e_zero = m.e_zero_f16 if c_kind == "f16" else m.e_zero_f32
     D = np.empty(Cb.shape, ubits)
@@ -296,6 +304,32 @@ def wgmma(kind, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, scale_d: bool = 
             c = ieee_terms(Cb[t, r0:r1], *((5, 10) if c_kind == "f16" else (8, 23)))
             D[t, r0:r1] = fdpa_terms(m.frac_bits, e_zero, a, b, c, out)
     return D.reshape(lead + (M, N)).view(_D_DTYPE[kind.d])
+
+
+def _native(kind: WgmmaKind, m: WgmmaModel, A: np.ndarray, B: np.ndarray, Cb: np.ndarray, native):
+    """D bits (T, 64, N) uint32 from the compiled twins of :mod:`refsim.native.emulators`, or None where
+    none applies (the NumPy path then runs): fp8 -> f32 (``wgmma_fp8_f32``, every code), f16 -> f32
+    with finite A, B and C (``mma_k16_f32_blocks``: sm_90's one block of 16 products is this model)."""
+    from refsim.native import emulators as nat
+
+    if not nat.available():
+        if native:
+            raise ToolchainError(f"native: the compiled wgmma twin is unavailable ({nat.status()}); use native=None "
+                                 f"or False for the NumPy path")
+        return None
+    if kind.a != "f16":
+        return nat.wgmma_fp8_f32(kind.a == "e5m2", kind.b == "e5m2", m.frac_bits, m.e_zero_f32,
+                                 np.ascontiguousarray(A), np.ascontiguousarray(np.swapaxes(B, -1, -2)), Cb)
+    if (((A >> 10) & 31) == 31).any() or (((B >> 10) & 31) == 31).any() or (((Cb >> 23) & 255) == 255).any():
+        return None
+    if _SM90.block != kind.k or m.frac_bits != _SM90.frac_bits:       # the twin is sm_90's 16-product block
+        return None
+    D = np.array(Cb.view(np.float32), order="C", copy=True)
+    kcol = np.zeros(1, np.int64)
+    for t in range(D.shape[0]):
+        nat.mma_k16_f32_blocks(_SM90.block, m.frac_bits, m.e_zero_f32, np.ascontiguousarray(A[t]),
+                               np.ascontiguousarray(B[t]), kcol, D[t:t + 1])
+    return D.view(np.uint32)
 
 
 def _terms(t: str, bits: np.ndarray) -> Terms:

@@ -151,6 +151,210 @@ void refsim_mma_k16_f32(int L, int F, int e_zero, int W, int R, int N,
     }
 }
 
+/* wgmma FP8 (e4m3 / e5m2, any mix) -> f32 accumulator: the T-FDPA of refsim.arith.wgmma (L = K = 32
+   products and C aligned to the largest exponent E, truncated F = 13 fraction bits below it, summed
+   exactly, the sum rounded toward zero to 14 significant bits: e8m13). Oracle: refsim.arith.wgmma.wgmma
+   with native=False (refsim.arith.tensor_core.fdpa_terms), tested equal bit for bit incl. specials.
+   A (T, 64, 32) and Bt (T, N, 32) fp8 codes (Bt[t, j] = column j of B, K contiguous), C and D
+   (T, 64, N) fp32 bits. A fast branch-free loop over n treats every operand as finite; the elements of
+   a row or column holding Inf/NaN codes, or whose C is Inf/NaN, are then recomputed by fp8_slow. */
+#define WG_K 32
+#define WG_NMAX 256
+
+/* fp8 code -> m (significand), e (exponent, subnormals at the minimum), sign; *sp = 0 finite, 1 Inf,
+   2 NaN (e4m3: S.1111.111 is NaN, no Inf; e5m2: IEEE). Inf and NaN have m = 0 (refsim's Terms). */
+INLINE void dec8(uint32_t u, int e5, int32_t *m, int32_t *e, int32_t *s, int32_t *sp) {
+    int32_t eb = e5 ? (int32_t)((u >> 2) & 31) : (int32_t)((u >> 3) & 15);
+    int32_t f = e5 ? (int32_t)(u & 3) : (int32_t)(u & 7);
+    int32_t fb = e5 ? 2 : 3, bias = e5 ? 15 : 7, top = e5 ? 31 : 15;
+    *s = (int32_t)((u >> 7) & 1);
+    *sp = e5 ? (eb == top ? (f ? 2 : 1) : 0) : ((eb == top && f == 7) ? 2 : 0);
+    *m = *sp ? 0 : (eb ? (f | (1 << fb)) : f);
+    *e = eb ? eb - bias : 1 - bias;
+}
+
+/* the value m 2^(e - frac) with its sign, as a float (exact: <= 4 significant bits, |e| < 20) */
+INLINE float fp8_value(int32_t m, int32_t e, int32_t s, int e5) {
+    union { uint32_t u; float f; } p = {(uint32_t)(e - (e5 ? 2 : 3) + 127) << 23};
+    float v = (float)m * p.f;
+    return s ? -v : v;
+}
+
+/* S * 2^(E - F) toward zero to 14 significant bits (normal exponents >= -126, quantum >= 2^-139),
+   as fp32 bits; |value| >= 2^128 -> Inf; S == 0 -> +0, or -0 when negzero */
+static uint32_t rz_e8m13(int64_t S, int32_t E, int F, int32_t negzero) {
+    uint64_t mag = (uint64_t)(S < 0 ? -S : S);
+    uint32_t sign = S < 0 ? 0x80000000u : 0u;
+    if (!mag) return negzero ? 0x80000000u : 0u;
+    int32_t nb = 63 - __builtin_clzll(mag), scale = E - F, ex = nb + scale;
+    if (ex >= 128) return sign | 0x7F800000u;
+    if (ex >= -126) {
+        uint32_t m24 = (uint32_t)(nb >= 23 ? mag >> (nb - 23) : mag << (23 - nb));
+        return sign | ((uint32_t)(ex + 127) << 23) | (m24 & 0x7FFC00u);
+    }
+    int32_t sh = scale + 139;                                /* quanta of 2^-139 */
+    uint64_t q = sh >= 0 ? mag << sh : (-sh > 63 ? 0 : mag >> -sh);
+    return q ? sign | (uint32_t)(q << 10) : (negzero ? 0x80000000u : 0u);
+}
+
+/* every fp8 code decoded once per format (dec8, fp8_value): the decode is a table lookup */
+typedef struct { int32_t m[256], e[256], s[256], sp[256]; int16_t ez[256]; float v[256]; } fp8_table;
+static fp8_table FP8_TABLES[2];
+static int fp8_tables_ready;
+
+static void fp8_tables(void) {
+    for (int f = 0; f < 2; f++)
+        for (int u = 0; u < 256; u++) {
+            fp8_table *t = &FP8_TABLES[f];
+            dec8((uint32_t)u, f, &t->m[u], &t->e[u], &t->s[u], &t->sp[u]);
+            t->ez[u] = (int16_t)(t->m[u] ? t->e[u] : -30000);
+            t->v[u] = fp8_value(t->m[u], t->e[u], t->s[u], f);
+        }
+    fp8_tables_ready = 1;
+}
+
+/* one output element with every special rule of fdpa_terms (Inf x 0 and NaN inputs -> NaN, Inf terms
+   decide, +Inf with -Inf -> NaN; NaN is 0x7FFFFFFF), from the codes a[k] and b[k * stride] */
+static uint32_t fp8_slow(int F, int e_zero, int fr, const fp8_table *ta, const uint8_t *a, const fp8_table *tb,
+                         const uint8_t *b, int64_t stride, uint32_t cb) {
+    int32_t cneg = (int32_t)(cb >> 31), ceb = (int32_t)((cb >> 23) & 255), cf = (int32_t)(cb & 0x7FFFFF);
+    int32_t cinf = ceb == 255 && !cf, cnan = ceb == 255 && cf;
+    int32_t cm = ceb == 255 ? 0 : (cf | (ceb ? 0x800000 : 0));
+    int32_t ec = cm ? (ceb ? ceb - 127 : -126) : e_zero, E = ec, negzero = cneg & (cm == 0);
+    int32_t pos = cinf & !cneg, neg = cinf & cneg, nan = cnan;
+    for (int k = 0; k < WG_K; k++) {
+        uint8_t u = a[k], w = b[k * stride];
+        int32_t az = !ta->sp[u] && !ta->m[u], bz = !tb->sp[w] && !tb->m[w];
+        int32_t pnan = ta->sp[u] == 2 || tb->sp[w] == 2 || (ta->sp[u] == 1 && bz) || (tb->sp[w] == 1 && az);
+        int32_t pinf = (ta->sp[u] == 1 || tb->sp[w] == 1) && !pnan, sg = ta->s[u] ^ tb->s[w];
+        nan |= pnan;
+        pos |= pinf & !sg;
+        neg |= pinf & sg;
+        int32_t P = ta->m[u] * tb->m[w], ep = P ? ta->e[u] + tb->e[w] : e_zero;
+        E = ep > E ? ep : E;
+    }
+    int64_t S = 0;
+    int32_t Tc = shift_tz(cm, ec - E + F - 23);
+    S += cneg ? -Tc : Tc;
+    for (int k = 0; k < WG_K; k++) {
+        uint8_t u = a[k], w = b[k * stride];
+        int32_t P = ta->m[u] * tb->m[w], ep = P ? ta->e[u] + tb->e[w] : e_zero, sg = ta->s[u] ^ tb->s[w];
+        int32_t T = shift_tz(P, ep - E + F - fr);
+        S += sg ? -T : T;
+        negzero &= (P == 0) & sg;
+    }
+    if (nan || (pos && neg)) return 0x7FFFFFFFu;
+    if (pos) return 0x7F800000u;
+    if (neg) return 0xFF800000u;
+    return rz_e8m13(S, E, F, negzero);
+}
+
+/* fp32 bits of S 2^(E - F) toward zero to 14 significant bits for |S| < 2^24, when the result is a
+   normal number or overflows (*slow = 1 when it is zero or subnormal: rz_e8m13 decides those). The
+   float of S is exact; clearing its 10 low fraction bits is the truncation; the exponent moves by E - F. */
+INLINE uint32_t rz_e8m13_fast(int32_t S, int32_t E, int F, int32_t *slow) {
+    union { float f; uint32_t u; } v = {(float)S};
+    int32_t ex = (int32_t)((v.u >> 23) & 255) - 127 + E - F;
+    uint32_t sign = v.u & 0x80000000u, mag = (v.u & 0x7FFFFC00u) + ((uint32_t)(E - F) << 23);
+    *slow = (S == 0) | (ex < -126);
+    return sign | (ex >= 128 ? 0x7F800000u : mag);
+}
+
+void refsim_wgmma_fp8_f32(int T, int N, int a5, int b5, int F, int e_zero, const uint8_t *A, const uint8_t *Bt,
+                          const uint32_t *C, uint32_t *D) {
+    if (!fp8_tables_ready) fp8_tables();
+    const fp8_table *ta = &FP8_TABLES[a5 ? 1 : 0], *tb = &FP8_TABLES[b5 ? 1 : 0];
+    static int16_t bz[WG_K * WG_NMAX];       /* B's exponents, -30000 for a zero significand (k-major) */
+    static float bv[WG_K * WG_NMAX];         /* B's exact values (0 for Inf/NaN) */
+    static uint8_t bt[WG_K * WG_NMAX];       /* B's codes, k-major (the slow path) */
+    int32_t colsp[WG_NMAX];
+    int fr = (a5 ? 2 : 3) + (b5 ? 2 : 3);                     /* fraction bits of a product */
+    for (int t = 0; t < T; t++) {
+        const uint8_t *Bt_t = Bt + (int64_t)t * N * WG_K;
+        for (int n = 0; n < N; n++) {
+            colsp[n] = 0;
+            for (int k = 0; k < WG_K; k++) {
+                int64_t x = (int64_t)k * WG_NMAX + n;
+                uint8_t u = Bt_t[n * WG_K + k];
+                bt[x] = u; bz[x] = tb->ez[u]; bv[x] = tb->v[u];
+                colsp[n] |= tb->sp[u];
+            }
+        }
+        for (int i = 0; i < 64; i++) {
+            const uint8_t *arow = A + ((int64_t)t * 64 + i) * WG_K;
+            int32_t rowsp = 0;
+            int16_t ae[WG_K];
+            float av[WG_K];
+            for (int k = 0; k < WG_K; k++) {
+                ae[k] = ta->ez[arow[k]];             /* -30000: a zero significand, skipped below */
+                av[k] = ta->v[arow[k]];
+                rowsp |= ta->sp[arow[k]];
+            }
+            const uint32_t *c = C + ((int64_t)t * 64 + i) * N;
+            uint32_t *d = D + ((int64_t)t * 64 + i) * N;
+            /* every operand finite; k outer, n inner: the n loops are branch-free and vectorise.
+               E = max(ec, e(a_k) + e(b_k) over the nonzero products) (zero products sit at e_zero,
+               below every ec), in int16 (exponents lie in [-133, 128]). A term is
+               P 2^(ep - E + F - fr) truncated toward zero, computed as the float product of the two
+               exact fp8 values (<= 8 significant bits, exponent in [-32, 32]: exact) times 2^(F - E)
+               (exact, or below 1 and then truncated to 0 either way), truncated by the int
+               conversion; every term is an integer below 2^15 and every partial sum below 2^21, so
+               the float steps are exact and S equals the integer sum. */
+            int16_t Ev[WG_NMAX];
+            int32_t Sv[WG_NMAX], Cm[WG_NMAX], Ce[WG_NMAX], Cn[WG_NMAX];
+            float sc[WG_NMAX];
+            for (int n = 0; n < N; n++) {
+                uint32_t cb = c[n];
+                int32_t cneg = (int32_t)(cb >> 31), ceb = (int32_t)((cb >> 23) & 255);
+                int32_t cm = (int32_t)(cb & 0x7FFFFF) | (ceb ? 0x800000 : 0);
+                int32_t ec = cm ? (ceb ? ceb - 127 : -126) : e_zero;
+                Cm[n] = cm; Ce[n] = ec; Cn[n] = cneg; Ev[n] = (int16_t)ec;
+            }
+            for (int k = 0; k < WG_K; k++) {
+                if (ae[k] < -1000) continue;
+                const int16_t aek = ae[k], *bzk = bz + k * WG_NMAX;
+                for (int n = 0; n < N; n++) {
+                    int16_t ep = (int16_t)(aek + bzk[n]);          /* a zero B: below -29000 */
+                    Ev[n] = ep > Ev[n] ? ep : Ev[n];
+                }
+            }
+            for (int n = 0; n < N; n++) {
+                int32_t E = Ev[n];
+                int32_t Tc = shift_tz(Cm[n], Ce[n] - E + F - 23);
+                Sv[n] = (Tc ^ -Cn[n]) + Cn[n];                       /* |S| < 33 * 2^16: int32 */
+                int32_t x = F - (E > -100 ? E : -100);              /* all products zero: any finite scale */
+                union { uint32_t u; float f; } v = {(uint32_t)(x + 127) << 23};
+                sc[n] = v.f;
+            }
+            for (int k = 0; k < WG_K; k++) {
+                if (ae[k] < -1000) continue;
+                const float avk = av[k], *bvk = bv + k * WG_NMAX;
+                for (int n = 0; n < N; n++) Sv[n] += (int32_t)(avk * bvk[n] * sc[n]);
+            }
+            int32_t slow[WG_NMAX], any_slow = 0;
+            for (int n = 0; n < N; n++) {
+                d[n] = rz_e8m13_fast(Sv[n], Ev[n], F, &slow[n]);
+                any_slow |= slow[n] | rowsp | colsp[n] | (((c[n] >> 23) & 255) == 255);
+            }
+            for (int n = 0; any_slow && n < N; n++) {
+                if (rowsp || colsp[n] || ((c[n] >> 23) & 255) == 255) {
+                    d[n] = fp8_slow(F, e_zero, fr, ta, arow, tb, bt + n, WG_NMAX, c[n]);
+                } else if (slow[n]) {                                /* zero or subnormal result */
+                    int32_t negzero = 0;
+                    if (Cn[n] && !Cm[n]) {                           /* -0 only if every product is -0 */
+                        negzero = 1;
+                        for (int k = 0; k < WG_K; k++) {
+                            uint8_t u = arow[k], w = bt[k * WG_NMAX + n];
+                            negzero &= (ta->m[u] == 0 || tb->m[w] == 0) & (ta->s[u] ^ tb->s[w]);
+                        }
+                    }
+                    d[n] = rz_e8m13(Sv[n], Ev[n], F, negzero);
+                }
+            }
+        }
+    }
+}
+
 /* refsim native, part 2: fp16 fma chains of the GEMV emulators (Any-Precision, 2/4/16).
    Oracle: the NumPy paths of refsim.emulator.anyprec_kernel / mixed_2_4_16_kernel, which compute
    fma.rn.f16 as fp16(float64(a) * float64(b) + float64(c)) (refsim.arith.fp._f16_fma_fused) and

@@ -59,7 +59,7 @@ from refsim import native
 from refsim._validate import require_bool
 from refsim.errors import ToolchainError
 
-__all__ = ["available", "status", "mma_k16_f32_blocks", "anyprec_gemv", "mixed_group_sums",
+__all__ = ["available", "status", "mma_k16_f32_blocks", "wgmma_fp8_f32", "anyprec_gemv", "mixed_group_sums",
            "mixed_dense_group_sums", "atom_epilogue", "round_to_f16_values", "SOURCE"]
 
 #: the C source (emulators.c beside this module); its text is part of the build-cache key
@@ -73,7 +73,8 @@ SIGNATURES = (("refsim_mma_k16_f32", None, (_INT,) * 6 + (_PTR, _I64, _PTR, _I64
               ("refsim_mixed_group_sums", None, (_INT,) * 2 + (_PTR,) * 3),
               ("refsim_mixed_dense_group_sums", None, (_INT,) * 2 + (_PTR,) * 5),
               ("refsim_atom_epilogue", None, (_INT,) * 4 + (_PTR,) * 4),
-              ("refsim_r16", None, (_I64, _PTR, _PTR)))
+              ("refsim_r16", None, (_I64, _PTR, _PTR)),
+              ("refsim_wgmma_fp8_f32", None, (_INT,) * 6 + (_PTR,) * 4))
 
 
 @functools.lru_cache(maxsize=1)
@@ -119,6 +120,25 @@ def mma_k16_f32_blocks(L: int, F: int, e_zero: int, a_bits: np.ndarray, b_bits: 
     lib.refsim_mma_k16_f32(L, F, e_zero, W, R, N,
                            a_bits.ctypes.data, a_bits.strides[0] // 2, b_bits.ctypes.data, b_bits.strides[0] // 2,
                            kcol.ctypes.data, acc.ctypes.data)
+
+
+def wgmma_fp8_f32(a_e5m2: bool, b_e5m2: bool, F: int, e_zero: int, a_bits: np.ndarray, bt_bits: np.ndarray,
+                  c_bits: np.ndarray) -> np.ndarray:
+    """Compiled wgmma FP8 -> f32 (refsim.arith.wgmma's fp8 T-FDPA, e8m13 output): D bits uint32 (T, 64, N).
+
+    a_bits: uint8 (T, 64, 32) codes of A; bt_bits: uint8 (T, N, 32) codes of B transposed (row j is
+    column j of B); c_bits: uint32 (T, 64, N) fp32 bits of C; N <= 256; ``a_e5m2``/``b_e5m2``: the
+    format of each (else e4m3). Internal: the arguments are trusted (C-contiguous, shapes checked
+    by refsim.arith.wgmma)."""
+    lib, _ = _library()
+    T, N = c_bits.shape[0], c_bits.shape[2]
+    assert a_bits.dtype == np.uint8 and bt_bits.dtype == np.uint8 and c_bits.dtype == np.uint32
+    assert a_bits.shape == (T, 64, 32) and bt_bits.shape == (T, N, 32) and N <= 256
+    a, bt, c = (np.ascontiguousarray(x) for x in (a_bits, bt_bits, c_bits))
+    d = np.empty((T, 64, N), np.uint32)
+    lib.refsim_wgmma_fp8_f32(T, N, int(a_e5m2), int(b_e5m2), F, e_zero, a.ctypes.data, bt.ctypes.data,
+                             c.ctypes.data, d.ctypes.data)
+    return d
 
 
 def anyprec_gemv(codes: np.ndarray, lut: np.ndarray, x: np.ndarray, k0: np.ndarray, k1: np.ndarray,

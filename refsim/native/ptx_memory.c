@@ -216,6 +216,17 @@ static int race_read(rt_state *S, int32_t ins, const int32_t *th, int32_t n, con
 
 static int race_write(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const rt_access *acc, int64_t nbytes) {
     int32_t nsh = 0;
+    if (S->wg_smem)                  /* a byte an incomplete wgmma reads (refsim.ptx.hopper.wgmma.smem_check) */
+        for (int32_t i = 0; i < n; i++) {
+            if (acc[i].kind != SP_SHARED) continue;
+            for (int64_t b = 0; b < nbytes; b++)
+                if (S->wg_smem[acc[i].flat + b] > 0) {
+                    S->err_ins = ins;
+                    S->err_thread = th[i];
+                    S->err_aux = (acc[i].flat + b) % S->shared_stride;
+                    return E_RACE_WGMMA_SMEM;
+                }
+        }
     for (int32_t i = 0; i < n; i++) {
         if (acc[i].kind != SP_SHARED) continue;
         nsh++;

@@ -36,7 +36,8 @@ enum {
     E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL, E_OOB_SHARED, E_OOB_LOCAL,
     E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE, E_RACE_PENDING,
     E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA, E_PARTIAL_LDMATRIX,
-    E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_MBAR_ACCESS, E_RACE_ASYNC
+    E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_MBAR_ACCESS, E_RACE_ASYNC, E_RACE_WGMMA,
+    E_RACE_WGMMA_SMEM
 };
 
 /* one memory instruction's static shape (ld, st, atom, red, cp.async, ldmatrix) */
@@ -149,6 +150,8 @@ struct rt_state {
     int64_t *race_w, *race_r;                                    /* race only */
     int32_t *pending;                                            /* race only */
     int64_t *stamp;                                              /* race only: per shared byte */
+    uint8_t *wg_pending;     /* race + wgmma: [slot * T + t] = 1 while an incomplete wgmma's accumulator */
+    int32_t *wg_smem;        /* race + wgmma: per shared byte, incomplete wgmmas reading it */
     int64_t stamp_now, n_records;
     uint8_t *hbytes;                                             /* refsim.ptx.hopper: per shared byte, 1 = a live mbarrier's */
     int64_t *gen_w;                                              /* race + hopper: unfenced generic writer per shared byte */

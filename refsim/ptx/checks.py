@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx.errors import PtxBarrierError, PtxRaceError, PtxUninitializedError
+from refsim.ptx.hopper import wgmma
 from refsim.ptx.parse import Instruction
 
 __all__ = ["register_read", "guard_read", "shared_read", "shared_written", "race_read", "race_write",
@@ -30,9 +31,11 @@ def _no_check(sel) -> None:
 
 def register_read(L, slot: int, ins: Instruction):
     """``sel -> None`` raising :class:`PtxUninitializedError` when a selected thread reads register
-    ``slot`` before writing it (a no-op without ``poison``)."""
+    ``slot`` before writing it (``poison``), or :class:`PtxRaceError` when it is an accumulator of a
+    wgmma not yet complete (``race``: refsim.ptx.hopper.wgmma.pending_check); a no-op otherwise."""
+    pending = wgmma.pending_check(L, ins, slot) if L.race else None
     if not L.poison:
-        return _no_check
+        return _no_check if pending is None else pending
     init = L.reg_init[slot]
     name = L.k.registers[slot].name
 
@@ -41,6 +44,8 @@ def register_read(L, slot: int, ins: Instruction):
             bad = np.arange(L.T)[sel][~init[sel]][0]
             raise PtxUninitializedError(f"{L.where(ins)}: register {name} read before written "
                                         f"by {L.who(int(bad))}")
+        if pending is not None:
+            pending(sel)
     return check
 
 
@@ -89,6 +94,7 @@ def race_write(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
     """A shared write by the threads ``sel[mm]``: conflicts with any other thread's access since the
     last barrier, or two threads of this instruction writing one byte, raise; the write is recorded."""
     th = L.threads(sel)[mm]
+    wgmma.smem_check(L, ins, th, flat_bytes)
     w = L.race_w[flat_bytes]
     r = L.race_r[flat_bytes]
     conflict = ((w >= 0) & (w != th[:, None])) | ((r != -1) & (r != th[:, None]))

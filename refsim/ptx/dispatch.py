@@ -11,7 +11,7 @@
                                 prefetch prefetchu applypriority discard
                    barriers.py  bar barrier membar fence
                    memory_ops   ld ldu st atom red cp ldmatrix (address side; layout from semantics)
-                   hopper       mbarrier elect griddepcontrol, cp.async.bulk* (refsim.ptx.hopper: Python
+                   hopper       mbarrier elect griddepcontrol wgmma, cp.async.bulk* (refsim.ptx.hopper: Python
                                 definitions the compiled executor runs through a LaunchView)
     semantics      every opcode of refsim.ptx.semantics.table (alu: elementwise over threads;
                    warp: over (W, 32) lanes with the active mask: shfl, vote, redux, mma)

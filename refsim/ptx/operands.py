@@ -82,7 +82,7 @@ def reader(L, op, ptx_type: str, ins: Instruction):
                 return lambda sel: (check(sel), ~reg[sel])[1]
             return lambda sel: (check(sel), reg[sel])[1]
         if rbits == want:
-            if not L.poison:
+            if check is checks._no_check:
                 return lambda sel: reg[sel]
             return lambda sel: (check(sel), reg[sel])[1]
         signed = ptx_type.startswith("s")

@@ -50,6 +50,8 @@ EXCLUDED_MODULES = {
     "refsim.ptx.loops": "the pure-loop deadlock rule, called by both executors on parsed instructions (tests/ptx/test_loops.py)",
     "refsim.ptx.control": "the PTX interpreter's handlers, called by the engine on parsed operands",
     "refsim.ptx.dispatch": "the dispatch table Module builds",
+    "refsim.ptx.hopper": "the Hopper instruction definitions, built by both executors from parsed instructions "
+                         "(tests/ptx/hopper runs them through Module.launch, which is fuzzed)",
     "refsim.ptx.memory_ops": "the PTX interpreter's handlers, called by the engine on parsed operands",
     "refsim.ptx.operands": "the PTX interpreter's operand readers, called by the engine",
     "refsim.ptx.scheduler": "the PTX interpreter's warp scheduler, called by the engine",

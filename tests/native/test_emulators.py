@@ -409,3 +409,80 @@ def test_compiled_fused_dequantization_and_chains_equal_the_op_by_op_numpy_form(
     qz = q.astype(np.int32).reshape(g, 16, n) - zero.astype(np.int32)[:, None, :]
     w = fp.f16_mul(fp.cvt_int_to_f16(qz), s_hat[:, None, :]).reshape(16 * g, n)
     assert_bitexact(native.mixed_dense_group_sums(q, zero, s_hat, x), mx.group_sums(w, x), f"G={g} N={n}")
+
+
+# ----------------------------------------------------------------------------------------------
+# the wgmma twin: refsim.arith.wgmma's fp8 -> f32 path (and f16 -> f32 through the k16 twin)
+
+
+def _fp8_codes(rng, shape, fmt: str, specials: bool):
+    """fp8 codes over the whole range; with ``specials`` a few NaN (and Inf for e5m2) codes mixed in."""
+    u = rng.integers(0, 256, shape).astype(np.uint8)
+    nan = (u & 0x7F) == 0x7F if fmt == "e4m3" else (u & 0x7C) == 0x7C
+    u = np.where(nan, u & 0xF0, u).astype(np.uint8)                  # finite everywhere first
+    u[rng.random(shape) < 0.15] &= 0x80                               # zeros of both signs
+    if specials:
+        hot = rng.random(shape) < 0.01
+        u[hot] = rng.choice(np.array([0x7F, 0xFF] if fmt == "e4m3" else [0x7C, 0xFC, 0x7E, 0xFF], np.uint8), hot.sum())
+    return u
+
+
+@needs_native
+@pytest.mark.parametrize("a,b", [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")])
+def test_compiled_wgmma_fp8_equals_the_numpy_definition(a, b):
+    from refsim.arith import wgmma as w
+
+    rng = np.random.default_rng(17)
+    for trial in range(12):
+        n = int(rng.choice([8, 24, 128, 256]))
+        A = _fp8_codes(rng, (2, 64, 32), a, trial % 3 == 2)
+        B = _fp8_codes(rng, (2, 32, n), b, trial % 3 == 2)
+        C = _adversarial_acc(rng, (2, 64, n))
+        if trial % 4 == 1:
+            C[0, :3, :4] = [np.inf, -np.inf, np.nan, np.float32(2.0**-140)]
+        if trial % 4 == 3:                       # all products -0 with C = -0 (the -0 rule), and +0
+            A[1, :2] = 0x80
+            B[1, :, :2] = 0x00
+            C[1, 0, :2], C[1, 1, :2] = -0.0, 0.0
+        sa, sb = int(rng.choice([1, -1])), int(rng.choice([1, -1]))
+        kind = f"f32.{a}.{b}"
+        want = w.wgmma(kind, A, B, C, scale_a=sa, scale_b=sb, native=False)
+        got = w.wgmma(kind, A, B, C, scale_a=sa, scale_b=sb, native=True)
+        assert_bitexact(got, want, f"{kind} trial {trial}")
+        if trial % 4 == 3:        # every product is a zero whose sign is a's (-0 unless negated) ^ b's
+            negative = (sa == 1) != (sb == -1)
+            assert got[1, 0, 0].tobytes() == np.float32(-0.0 if negative else 0.0).tobytes()
+            assert got[1, 1, 0].tobytes() == np.float32(0.0).tobytes()     # C = +0: +0
+
+
+@needs_native
+def test_compiled_wgmma_f16_equals_the_numpy_definition_and_specials_fall_back():
+    from refsim.arith import wgmma as w
+
+    rng = np.random.default_rng(18)
+    for trial in range(6):
+        n = int(rng.choice([8, 64, 256]))
+        A, B = _adversarial_f16(rng, (2, 64, 16)), _adversarial_f16(rng, (2, 16, n))
+        C = _adversarial_acc(rng, (2, 64, n))
+        if trial % 2:
+            A[0, 0, 0], C[1, 1, 1] = np.inf, np.nan         # the NumPy path runs these
+        want = w.wgmma("f32.f16.f16", A, B, C, native=False)
+        assert_bitexact(w.wgmma("f32.f16.f16", A, B, C, native=True), want, f"f16 trial {trial}")
+
+
+def test_forcing_the_compiled_wgmma_without_a_compiler_names_the_reason(monkeypatch):
+    from refsim.arith import wgmma as w
+    from refsim.errors import ToolchainError
+
+    A, B, C = np.zeros((64, 32), np.uint8), np.zeros((32, 8), np.uint8), np.zeros((64, 8), np.float32)
+    monkeypatch.delenv("REFSIM_NATIVE", raising=False)
+    monkeypatch.setenv("CC", "refsim-no-such-compiler")
+    native._library.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning):
+            with pytest.raises(ToolchainError, match="refsim-no-such-compiler"):
+                w.wgmma("f32.e4m3.e4m3", A, B, C, native=True)
+        assert_bitexact(w.wgmma("f32.e4m3.e4m3", A, B, C), C, "the NumPy path without a compiler")
+    finally:
+        monkeypatch.delenv("CC")
+        native._library.cache_clear()

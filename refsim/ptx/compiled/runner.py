@@ -33,7 +33,8 @@ _UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 (RT_OK, RT_DONE, RT_CALLBACK, E_LIMIT, E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN, E_MISALIGNED, E_OOB_GLOBAL,
  E_OOB_SHARED, E_OOB_LOCAL, E_OOB_PARAM, E_READONLY, E_TRAP, E_RACE_READ, E_RACE_WRITE, E_RACE_SAME_BYTE,
  E_RACE_PENDING, E_UNINIT_REG, E_UNINIT_GUARD, E_UNINIT_SHARED, E_UNINIT_SHARED_NOWHO, E_PARTIAL_MMA,
- E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_MBAR_ACCESS, E_RACE_ASYNC) = range(29)
+ E_PARTIAL_LDMATRIX, E_BARRIER_ID, E_SRC_SIZE, E_NOMEM, E_DEADLOCK_LOOP, E_MBAR_ACCESS, E_RACE_ASYNC, E_RACE_WGMMA,
+ E_RACE_WGMMA_SMEM) = range(31)
 _SPACE_NAMES = ("generic", "global", "shared", "local", "param", "const")
 
 
@@ -246,6 +247,9 @@ class CompiledLaunch:
         for name, a in sc.items():
             setattr(S, name, _ptr(a))
         self.stats = engine.LaunchStats()
+        if race and hopper.wgmma.operand_slots(kernel):       # the C twins of wgmma's race checks
+            wg = hopper.wgmma.state(self.view())
+            S.wg_pending, S.wg_smem = arr(wg.pending), arr(wg.smem)
         lib.refsim_rt_start(ctypes.byref(S))
 
     # ------------------------------------------------------------------ the loop
@@ -364,6 +368,12 @@ class CompiledLaunch:
                 bad = int(sel[~self.reg_init[slot][sel]][0])
                 raise PtxUninitializedError(f"{self._where(ins)}: register {self.k.registers[slot].name} read "
                                             f"before written by {self._who(bad)}")
+            if self.race:               # a register of an incomplete wgmma (refsim.ptx.hopper.wgmma)
+                from refsim.ptx.hopper import wgmma
+
+                pending = wgmma.pending_check(self.view(), ins, slot)
+                if pending is not None:
+                    pending(sel)
             v = self.regs[slot][sel]
             if want == 1:
                 return ~v if neg else v
@@ -477,6 +487,14 @@ class CompiledLaunch:
             E_BARRIER_ID: (PtxUnsupportedError, f"barrier id must be 0..15; got {aux}"),
             E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
         }
+        if code == E_RACE_WGMMA_SMEM:
+            from refsim.ptx.hopper import wgmma
+
+            return PtxRaceError(wgmma.smem_message(where, aux, self._who(t)))
+        if code == E_RACE_WGMMA:
+            from refsim.ptx.hopper import wgmma
+
+            return PtxRaceError(wgmma.pending_message(where, self.k.registers[aux].name, self._who(t)))
         if code in (E_MBAR_ACCESS, E_RACE_ASYNC):
             from refsim.ptx import checks
 

@@ -66,6 +66,7 @@ class _Context:
     symbols: list = field(default_factory=list)
     nspin: int = 0
     bar_red: dict = field(default_factory=dict)   # instruction -> (1 popc / 2 and / 3 or, destination slot)
+    wgmma_slots: frozenset = frozenset()          # registers a wgmma reads (race: pending accumulators)
 
     def static(self, ctype: str, init: str) -> str:
         """The name of a static const ``ctype`` with this initializer (one per distinct content)."""
@@ -91,7 +92,9 @@ def translate(kernel, handlers: dict, global_names) -> Translation:
     """C source of ``kernel`` (a parsed :class:`refsim.ptx.parse.Kernel`); ``handlers``: static
     instruction index -> :class:`refsim.ptx.semantics.Handler` (as ``Module._lookup`` returns them);
     ``global_names``: the module-scope ``.global``/``.const`` variables."""
-    ctx = _Context(kernel, set(global_names))
+    from refsim.ptx.hopper.wgmma import operand_slots
+
+    ctx = _Context(kernel, set(global_names), wgmma_slots=frozenset(operand_slots(kernel)))
     templates: dict[str, str] = {}     # function body -> name
     rows, names, callbacks = [], [], set()
     for idx, ins in enumerate(kernel.instructions):
@@ -153,6 +156,14 @@ def _function(ctx: _Context, idx: int, ins, handler) -> tuple[str, list, bool]:
         fn = "check_init_warps" if body.checks == "warps" else "check_init"
         checks = ["if (S->poison) {", *[f"    if ((r = S->api->{fn}(S, D->idx, {em.slot(s)}, act, na))) return r;"
                                          for s in dict.fromkeys(em.reads)], "}"]
+    pending = [s for s in dict.fromkeys(em.reads) if s in ctx.wgmma_slots]
+    if pending:          # race: a register of an incomplete wgmma read (refsim.ptx.hopper.wgmma.pending_check)
+        checks.append("if (S->wg_pending) {")
+        for s in pending:
+            x = em.slot(s)
+            checks += [f"    for (int32_t i = 0; i < na; i++) if (S->wg_pending[(int64_t)({x}) * S->T + act[i]]) {{",
+                       f"        S->err_ins = D->idx; S->err_aux = {x}; S->err_thread = act[i]; return E_RACE_WGMMA; }}"]
+        checks.append("}")
     code = list(body.code)
     if body.checks == "warps" and code and code[0].startswith("if ((r = S->api->partial_warp"):
         code = code[:1] + checks + code[1:]     # the full-warp rule comes before the reads

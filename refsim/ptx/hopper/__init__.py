@@ -9,6 +9,8 @@ modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared mem
                               (tile mode) and their bulk groups: the async proxy's copies
                 tensormap.py  ``tensormap.replace``, ``tensormap.cp_fenceproxy``: kernels editing tensor maps
                 warp.py       ``elect.sync``, ``griddepcontrol``
+                wgmma.py      ``wgmma.mma_async`` (every dense kind of refsim.arith.wgmma), ``wgmma.fence``,
+                              ``wgmma.commit_group``, ``wgmma.wait_group`` and their race checks
 one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
                 one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
                 them with its ``Launch``; the compiled executor hands such a step to Python and calls
@@ -19,15 +21,15 @@ state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed
 
 from __future__ import annotations
 
-from refsim.ptx.hopper import bulk, mbarrier, tensormap, warp
+from refsim.ptx.hopper import bulk, mbarrier, tensormap, warp, wgmma
 
 __all__ = ["OPCODES", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
-           "warp"]
+           "warp", "wgmma"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
 OPCODES = {"mbarrier": mbarrier.build, "tensormap": tensormap.build, "elect": warp.elect,
-           "griddepcontrol": warp.griddepcontrol}
+           "griddepcontrol": warp.griddepcontrol, "wgmma": wgmma.build}
 
 
 def is_proxy_async_fence(ins) -> bool:

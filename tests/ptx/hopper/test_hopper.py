@@ -63,3 +63,21 @@ def test_tracks_shared_bytes():
     plain = ptx.Module(_TEXT.replace(" mbarrier.init.shared::cta.b64 [bar], 1;\n", "")
                        .replace(" cp.async.bulk.commit_group;\n", ""))
     assert not hopper.tracks_shared_bytes(plain._kernel("k"))
+
+
+def test_the_compiled_executor_calls_back_for_every_wgmma_instruction():
+    from pathlib import Path
+
+    from conftest_compiled import template
+
+    m = ptx.Module((Path(__file__).parents[1] / "kernels" / "wgmma.ptx").read_text())
+    k = m._kernel("wgmma_groups")
+    tr = translation(m, "wgmma_groups")
+    assert tr.reason is None
+    ours = {i for i, ins in enumerate(k.instructions) if ins.opcode == "wgmma"}
+    assert len(ours) == 7            # fence, 2 mma_async, 2 commit_group, 2 wait_group
+    assert all(hopper.python_defined(k.instructions[i]) for i in ours)
+    assert dispatch.OPCODES["wgmma"].build is hopper.wgmma.build
+    assert ours <= tr.callbacks
+    for i in ours:                   # no C body restates them: the step goes to Python
+        assert template(tr, i).strip().endswith("return RT_CALLBACK;")
