@@ -237,11 +237,26 @@ def _wait(L, ins, th, n: int):
                 _complete(L, ins, st, w, rec)
 
 
+def _chain(st: _State, w: int, rec) -> None:
+    """PTX ISA (wgmma.mma_async, "accumulator registers"): wgmma.mma_async instructions of one shape
+    may accumulate into the same registers back to back without a wait between them (their order is
+    kept). A pending wgmma of warp ``w`` whose accumulators the new wgmma ``rec`` chains on now expects
+    the chained values when it completes; a chain of another shape stays a named race."""
+    slots, values, _, shape, nd = rec
+    new = dict(zip(slots[:nd], values[:nd]))                  # the accumulators this wgmma writes
+    for older in [r for g in st.groups[w] for r in g] + st.open[w]:
+        if older is None or older[3] != shape:
+            continue
+        for j, s in enumerate(older[0]):
+            if j < older[4] and s in new:
+                older[1][j] = new[s]
+
+
 def _complete(L, ins, st: _State, w: int, rec) -> None:
     """One wgmma of warp ``w`` completes: under race, its accumulators must still hold what it wrote."""
     if not L.race:
         return
-    slots, values, read = rec
+    slots, values, read = rec[:3]
     st.smem[read] -= 1
     lanes = w * 32 + np.arange(32)
     for s, v in zip(slots, values):
@@ -290,6 +305,7 @@ class _MmaAsync:
             raise _refuse(L, ins, f"wgmma.mma_async .{d}.{a}.{b} is not a dense wgmma kind") from None
         k = self.kind
         self.n, kk = int(m.group(1)), int(m.group(2))
+        self._shape = (k.types, self.n)                         # wgmma chains of one shape: _chain
         if kk != k.k or self.n not in k.ns:
             raise _refuse(L, ins, f"shape m64n{self.n}k{kk} is not legal for .{k.types} (K = {k.k}, N in "
                                   f"{k.ns[0]}..{k.ns[-1]})")
@@ -538,8 +554,9 @@ class _MmaAsync:
                 st.pending[s, lanes.reshape(-1)] = 1
         for wi, w in enumerate(warps.tolist()):
             if L.race:
-                rec = (self.d_slots + self.a_slots, [v[wi] for v in written], read[inv[wi]])
+                rec = (self.d_slots + self.a_slots, [v[wi] for v in written], read[inv[wi]], self._shape, len(self.d_slots))
                 st.smem[rec[2]] += 1
+                _chain(st, w, rec)
             else:
                 rec = None
             st.open[w].append(rec)

@@ -294,3 +294,29 @@ def test_a_store_to_shared_memory_a_pending_wgmma_reads_is_a_named_race():
     assert isinstance(err, ptx.PtxRaceError)
     assert "to byte 0x10, which a wgmma.mma_async not yet complete" in str(err) and "thread (0, 0, 0)" in str(err)
     launch("wgmma_f16_ss", args, race=True)          # the kernel as compiled waits before it exits
+
+
+WGMMA_SS = ("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8, %f9, "
+            "%f10, %f11, %f12, %f13, %f14, %f15, %f16, %f17, %f18, %f19, %f20, %f21, %f22, %f23, %f24, %f25, %f26, "
+            "%f27, %f28, %f29, %f30, %f31, %f32}, %rd3, %rd4, p, 1, 1, 0, 0;\n")
+
+
+def test_wgmmas_of_one_shape_chained_on_one_accumulator_are_not_a_race():
+    # PTX ISA: wgmma.mma_async of the same shape may accumulate into the same registers back to back
+    # (CUTLASS's mainloops do): the second reads the first's result, in order, with no wait between
+    src = edited(WGMMA_SS, WGMMA_SS + WGMMA_SS)
+    rng = np.random.default_rng(21)
+    args = ss_args(rng)
+    args[4] = rng.standard_normal((64, 64)).astype(np.float32)
+    _, out, _ = launch("wgmma_f16_ss", args, src=src, race=True)
+    a, b = back(args[0], args[2], 64, 16, np.float16), back(args[0], args[3], 64, 16, np.float16)
+    once = aw.wgmma("f32.f16.f16", a, np.ascontiguousarray(b.T), args[4])
+    twice = aw.wgmma("f32.f16.f16", a, np.ascontiguousarray(b.T), once)
+    assert out[5].view(np.uint32).tobytes() == twice.view(np.uint32).tobytes()
+    assert out[5].tobytes() != once.tobytes()
+
+
+def test_an_accumulator_overwritten_by_another_instruction_before_wait_is_a_named_race():
+    src = edited(WGMMA_SS, WGMMA_SS + "mov.f32 %f1, 0f3F800000;\n")
+    _, _, err = launch("wgmma_f16_ss", ss_args(np.random.default_rng(22)), src=src, race=True, expect_error=True)
+    assert isinstance(err, ptx.PtxRaceError) and "register %f1" in str(err)
