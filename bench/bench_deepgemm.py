@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _timing import repeat_timed  # noqa: E402
 
 from refsim.emulator import deepgemm_kernel as dg  # noqa: E402
-from refsim.native import wgmma_fp8  # noqa: E402
+from refsim.native import emulators  # noqa: E402
 
 
 def problem(m, n, k, seed=0):
@@ -38,7 +38,7 @@ def main(quick: bool) -> None:
     m, n, k = (64, 256, 512) if quick else (128, 4096, 4096)
     A, sfa, B, sfb = problem(m, n, k)
     print(f"DeepGEMM FP8 GEMM emulation, M={m} N={n} K={k}; K-block chains: "
-          f"{'compiled C' if wgmma_fp8.available() else 'NumPy wgmma model'}")
+          f"{emulators.status()}")
     part = repeat_timed(lambda: dg.kblock_partials(A, B), 1)
     prom = repeat_timed(lambda: dg.promote(part.result, sfa, sfb), 1)
     whole = repeat_timed(lambda: dg.deepgemm_fp8_gemm(A, sfa, B, sfb), 1)

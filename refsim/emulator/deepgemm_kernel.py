@@ -21,9 +21,8 @@ dataflow        in the kernel's order (``sm90_fp8_gemm_1d2d_impl``, math warp-gr
                    store: data movement only.
                 Block sizes, the persistent tile order, the pipeline depth and the M tail (TMA zero fill,
                 clipped stores) change no bit: each element sees its own K blocks in increasing order.
-vectorised      :func:`kblock_partials` over every row and column at once: the compiled C twin
-                :mod:`refsim.native.wgmma_fp8` when a C compiler is present, else
-                :func:`refsim.arith.wgmma.wgmma` with the 64-row tiles as leading axes (same bits, tested);
+vectorised      :func:`kblock_partials` over every row and column at once: :func:`refsim.arith.wgmma.wgmma`
+                with the 64-row tiles as leading axes (its compiled twin when a C compiler is present);
                 :func:`promote` over the whole (M, N) plane per K block (``fp.f32_fma``).
 oracle          :func:`deepgemm_fp8_gemm_reference`: plain loops per element over the exact-rational T-FDPA
                 block of :func:`refsim.arith.wgmma.wgmma_reference`, ``fp.mul_reference``,
@@ -99,7 +98,7 @@ def check_inputs(A, sfa, B, sfb):
     return A, sfa, B, sfb, m, n, k
 
 
-def _partials_numpy(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def _partials(A: np.ndarray, B: np.ndarray, native: bool | None) -> np.ndarray:
     """kblock_partials through refsim.arith.wgmma.wgmma: 64-row tiles and K blocks as leading axes."""
     m, k = A.shape
     n = B.shape[0]
@@ -113,25 +112,23 @@ def _partials_numpy(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         cols = slice(c0, min(n, c0 + 256))
         for s in range(BLOCK_K // WGMMA_K):
             ks = slice(s * WGMMA_K, (s + 1) * WGMMA_K)
-            D[..., cols] = wgmma.wgmma(_KIND, At[..., ks], Bt[:, ks, cols], D[..., cols], scale_d=s > 0)
+            D[..., cols] = wgmma.wgmma(_KIND, At[..., ks], Bt[:, ks, cols], D[..., cols], scale_d=s > 0,
+                                       native=native)
     return D.transpose(1, 0, 2, 3).reshape(kbs, tiles * wgmma.M, n)[:, :m]   # (K/128, M, N)
 
 
 def kblock_partials(A, B, *, native: bool | None = None) -> np.ndarray:
     """Step 1 of the dataflow: float32 (K/128, M, N), ``out[kb, m, n]`` the e8m13 result of the four chained
     k32 wgmma steps over K block kb (from scale-d = 0). A (M, K), B (N, K) as :func:`check_inputs` takes
-    them (K a multiple of 128, N of 8). native: None uses the compiled kernel when available, True requires
-    it, False runs :func:`refsim.arith.wgmma.wgmma` (same bits)."""
+    them (K a multiple of 128, N of 8). native: as :func:`refsim.arith.wgmma.wgmma` (None: its compiled
+    twin when available; True requires it; False its NumPy definition; same bits)."""
     A, B = require_ndim("A", _e4m3_bits("A", A), 2), require_ndim("B", _e4m3_bits("B", B), 2)
     if B.shape[1] != A.shape[1]:
         raise ShapeError(f"A, B: must share K (A (M, K), B (N, K)); got {A.shape} and {B.shape}")
     require_divisible("K", A.shape[1], BLOCK_K, "DeepGEMM scales K in blocks of 128")
     require_divisible("N", B.shape[0], 8, "the kernel asserts shape_n % 8 == 0")
     native = require_optional_bool("native", native)
-    from refsim.native import wgmma_fp8
-    if native or (native is None and wgmma_fp8.available()):
-        return wgmma_fp8.kblock_partials(A, B)
-    return _partials_numpy(A, B)
+    return _partials(A, B, native)
 
 
 def promote(partials: np.ndarray, sfa: np.ndarray, sfb: np.ndarray) -> np.ndarray:

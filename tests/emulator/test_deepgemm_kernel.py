@@ -150,3 +150,19 @@ def test_input_rules():
     A0 = A.copy()
     dg.deepgemm_fp8_gemm(A, sfa, B, sfb)
     assert_bitexact(A, A0, "A unchanged")
+
+
+def test_hand_worked_block_truncates_below_the_largest_exponent():
+    # k 0..31: products 32 * 16 = 2^9, sum 2^14 (E = 14: 13 fraction bits end at 2^1);
+    # k 32..127: products 1 * 1, each aligned below 2^1 and truncated to 0. Exact sum: 16384 + 96.
+    a = np.full((1, 128), 0x38, np.uint8)          # 1.0
+    a[0, :32] = 0x60                               # 32.0
+    b = np.full((8, 128), 0x38, np.uint8)
+    b[:, :32] = 0x58                               # 16.0
+    for native in (None, False):                   # the compiled twin (where built) and the NumPy definition
+        got = dg.kblock_partials(a, b, native=native)
+        assert got.shape == (1, 1, 8)
+        assert_bitexact(got, np.full((1, 1, 8), 16384.0, np.float32))
+        # products first: 1.0 terms in step 0 are exact (E = 0), then 2^9 terms in step 1 keep C = 32 exactly
+        assert_bitexact(dg.kblock_partials(a[:, ::-1].copy(), b[:, ::-1].copy(), native=native),
+                        np.full((1, 1, 8), 16384.0 + 96.0, np.float32))
