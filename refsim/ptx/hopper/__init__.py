@@ -9,6 +9,7 @@ modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared mem
                               (tile mode) and their bulk groups: the async proxy's copies
                 tensormap.py  ``tensormap.replace``, ``tensormap.cp_fenceproxy``: kernels editing tensor maps
                 warp.py       ``elect.sync``, ``griddepcontrol``
+                matrix.py     ``stmatrix``: the inverse of ldmatrix's layout, stored as ``st`` stores
                 registers.py  ``setmaxnreg``: warpgroup register reallocation checked against the CTA's budget
 one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
                 one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
@@ -20,15 +21,15 @@ state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed
 
 from __future__ import annotations
 
-from refsim.ptx.hopper import bulk, mbarrier, registers, tensormap, warp
+from refsim.ptx.hopper import bulk, matrix, mbarrier, registers, tensormap, warp
 
 __all__ = ["OPCODES", "SETS_PC", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
-           "warp", "registers"]
+           "warp", "registers", "matrix"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
 OPCODES = {"mbarrier": mbarrier.build, "tensormap": tensormap.build, "elect": warp.elect,
-           "griddepcontrol": warp.griddepcontrol, "setmaxnreg": registers.build}
+           "griddepcontrol": warp.griddepcontrol, "setmaxnreg": registers.build, "stmatrix": matrix.stmatrix}
 #: opcodes whose step function moves the pc itself (a blocked ``setmaxnreg.inc`` stays)
 SETS_PC = frozenset({"setmaxnreg"})
 
