@@ -70,6 +70,8 @@ EXCEPTIONS: dict[str, str] = {
     "refsim.testing.cases": _CASES,
     "refsim.testing.cases.atom": _CASES,
     "refsim.testing.cases.base": "tested in tests/testing/test_accuracy.py: the exact linear form (Linear) of accuracy mode",
+    "refsim.testing.cases.hopper_w4a16": "tested in tests/emulator/test_hopper_w4a16.py: check_kernel passes the "
+                                         "emulator on its pinned cases and names the partial-sum bug",
     "refsim.testing.cases.marlin": _CASES,
     "refsim.testing.cases.mixed_2_4_16": "tested in tests/emulator/test_mixed_2_4_16_kernel.py: the 2/4/16 cases the harness draws",
     "refsim.testing.cases.mma": "tested in tests/cuda/test_mma.py: the mma.sync probes checked by check_kernel",

@@ -43,7 +43,7 @@ DEFAULT_DEADLINE = 60.0
 
 #: sorted(refsim.testing.cases.FORMATS), spelled out so building the CLI parser does not
 #: import the harness (~0.25 s for every refsim command); tests/commands keep the two equal
-FORMAT_NAMES = ("anyprec", "atom", "awq", "fp8_block", "fp8_channel", "gptq", "gptq_v2", "marlin",
+FORMAT_NAMES = ("anyprec", "atom", "awq", "fp8_block", "fp8_channel", "gptq", "gptq_v2", "hopper_w4a16", "marlin",
                 "mixed_2_4_16", "mma_m16n8k16", "mma_m16n8k16_f16", "mma_s4", "mxfp4", "nf4", "nf4_dq",
                 "nvfp4", "q4_0", "q4_k", "q8_0")
 

@@ -13,6 +13,8 @@ nvcc-compiled PTX on a CPU through :mod:`refsim.ptx`, so every CI run checks the
     atom_group_gemm              atom.cu           refsim.emulator.atom_kernel.atom_group_gemm
     marlin_gemm                  marlin.cu         refsim.emulator.marlin_kernel.marlin_gemm
     mma_probe                    mma.cu            refsim.cuda.mma.mma_reference (refsim.arith.tensor_core)
+    hopper_w4a16_gemm            hopper_w4a16.cu   refsim.emulator.hopper_w4a16.hopper_w4a16_gemm (sm_90a: TMA,
+                                                   mbarrier, wgmma; refsim.ptx refuses it until it runs them)
 
 ``kernels()`` lists them from the registry (:mod:`refsim.cuda.registry`); ``ptx(name, arch)`` returns a
 file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``user_kernel`` turns your own
@@ -27,6 +29,7 @@ from refsim.cuda.anyprec import anyprec_gemv
 from refsim.cuda.atom import atom_group_gemm
 from refsim.cuda.build import ptx
 from refsim.cuda.gptq_awq import awq_gemv, gptq_gemv
+from refsim.cuda.hopper_w4a16 import hopper_w4a16_gemm
 from refsim.cuda.marlin import marlin_gemm
 from refsim.cuda.mixed_2_4_16 import mixed_gemv
 from refsim.cuda.mma import mma_probe
@@ -34,7 +37,7 @@ from refsim.cuda.registry import KernelEntry, entries
 from refsim.cuda.user import LaunchPlan, user_kernel
 
 __all__ = ["marlin_gemm", "anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "mma_probe",
-           "ptx", "kernels",
+           "hopper_w4a16_gemm", "ptx", "kernels",
            "KernelEntry", "user_kernel", "LaunchPlan"]
 
 

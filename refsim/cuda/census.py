@@ -14,6 +14,7 @@ mix           per ``.entry``: SASS opcode counts (the mnemonic before the first 
               ``@P0 HFMA2.MMA R1, ...`` counts as ``HFMA2``), and the PTX opcode counts of the same entry
               (``fma.rn.f16x2`` -> ``fma.rn.f16x2``: the opcode with its modifiers, types included).
 table         :func:`resources_table` builds ``refsim/cuda/resources.json`` for every registered file
+              committed for its arch (sm_80; hopper_w4a16.cu, sm_90a only, is not in it)
               (``python -m refsim.cuda.regenerate`` writes it; the performance model reads it).
 
     .cu ──nvcc -cubin -Xptxas -v──► cubin ──nvdisasm -c──► SASS text ──► {entry: {"HFMA2": 64, ...}}
@@ -146,12 +147,13 @@ def ptx_mix(ptx_text: str) -> dict[str, Counter]:
 
 
 def resources_table(arch: str = "sm_80") -> dict:
-    """The content of ``refsim/cuda/resources.json`` for every registered kernel file: per entry its
-    source, ptxas resources and (when nvdisasm exists) its SASS opcode counts."""
+    """The content of ``refsim/cuda/resources.json`` for every registered kernel file committed for
+    ``arch`` (:func:`refsim.cuda.build.committed_archs`: an sm_90a-only file is not in the sm_80 table):
+    per entry its source, ptxas resources and (when nvdisasm exists) its SASS opcode counts."""
     from refsim.cuda import build, registry
 
     kernels = {}
-    for name in registry.SOURCES:
+    for name in (n for n in registry.SOURCES if arch in build.committed_archs(n)):
         cubin, res = compile_cubin(build.source_path(name), arch)
         sass = sass_mix(cubin) if find_tool("nvdisasm") else {}
         for entry, r in sorted(res.items()):

@@ -25,6 +25,7 @@ SOURCES: tuple[str, ...] = (
     "atom",
     "marlin",
     "mma",
+    "hopper_w4a16",
 )
 
 

@@ -20,6 +20,7 @@
     mx              MXFP4/6/8 (E8M0 block scales) and NVFP4 (E4M3 block scales x fp32), as torchao
     smem_layouts    Hopper shared memory: the wgmma matrix descriptor, 32B/64B/128B swizzles, operand layouts
     tensor_map      the TMA tensor map (cuTensorMapEncodeTiled rules, fmha_v2's 128-byte image, tile boxes)
+    hopper_w4a16    refsim's Hopper W4A16 kernel's int4 words: one per thread, its wgmma A fragment
 
 Every module uses the same verbs (``pack``, ``unpack``, ``dequantize``, ``permute``) and opens
 with a spec block and a layout diagram; see docs/conventions.md.

@@ -28,6 +28,7 @@ from refsim.emulator import marlin_kernel
 from refsim.formats import anyprec_memory, atom, atom_kv, awq, bit_transpose, bitplane
 from refsim.formats import anyprec_plan as apk
 from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle, uniform
+from refsim.formats import marlin_fp
 from refsim.formats import fp8, minifloat, mx, smem_layouts, tensor_map
 from refsim.quant import fp8 as qfp8
 from refsim.formats import mixed_2_4_16 as m24
@@ -114,6 +115,15 @@ def marlin_problem(group_size=128, k=256):
     s = positive((1 if group_size is None else k // group_size, 256), np.float16) * np.float16(0.05)
     B, S = marlin.pack(q, s, group_size)
     return q, s, B, S
+
+def marlin_fp_problem(kind="fp8", m=1, k=128):
+    """A (M, K) fp16, B, s, global scale of a legal vLLM Marlin FP8 / NVFP4 GEMM (N = 128)."""
+    A = normal((m, k), np.float16)
+    if kind == "fp8":
+        q = codes((k, 128), 0x7F)                                     # no NaN codes
+        return (A, *marlin_fp.prepare_fp8(q, positive((1, 128), np.float16) * np.float16(0.05)), None)
+    return (A, *marlin_fp.prepare_nvfp4(codes((k, 128), 16), codes((k // 16, 128), 0x7F, lo=0x08), 0.5))
+
 
 
 @functools.cache
@@ -642,6 +652,32 @@ SEEDS = {
     "refsim.formats.gptq.unpack_qweight_reference": lambda: call(words((4, 5)), 4, 32),
     "refsim.formats.gptq.unpack_qzeros": lambda: call(words((1, 4)), 4, 32, reader="mask_then_add"),
     "refsim.formats.gptq.unpack_stream": lambda: call(_u32(4, 1), 4),
+    "refsim.formats.marlin_fp.fp8_to_half": lambda: call(codes(16, 256)),
+    "refsim.formats.marlin_fp.fp8_to_half_reference": lambda: call(codes(16, 256)),
+    "refsim.formats.marlin_fp.fp4_to_half": lambda: call(codes(16, 16)),
+    "refsim.formats.marlin_fp.fp4_to_half_reference": lambda: call(codes(16, 16)),
+    "refsim.formats.marlin_fp.dequant_fp8_word": lambda: call(words((2, 3))),
+    "refsim.formats.marlin_fp.dequant_fp4_word": lambda: call(words((2, 3))),
+    "refsim.formats.marlin_fp.s0e5m3_encode": lambda: call(positive((2, 4), np.float16)),
+    "refsim.formats.marlin_fp.s0e5m3_decode": lambda: call(codes((2, 4), 256)),
+    "refsim.formats.marlin_fp.pack_fp8_codes": lambda: call(codes((16, 64), 256)),
+    "refsim.formats.marlin_fp.pack_fp8_codes_reference": lambda: call(codes((16, 64), 256)),
+    "refsim.formats.marlin_fp.unpack_fp8_codes": lambda: call(marlin_fp.pack_fp8_codes(codes((16, 64), 256))),
+    "refsim.formats.marlin_fp.pack_fp4_codes": lambda: call(codes((16, 64), 16)),
+    "refsim.formats.marlin_fp.unpack_fp4_codes": lambda: call(marlin_fp.pack_fp4_codes(codes((16, 64), 16))),
+    "refsim.formats.marlin_fp.permute_nvfp4_scales": lambda: call(positive((2, 64), np.float16)),
+    "refsim.formats.marlin_fp.unpermute_nvfp4_scales": lambda: call(codes((2, 64), 256, lo=0x80)),
+    "refsim.formats.marlin_fp.prepare_fp8": lambda: call(codes((16, 64), 0x7F), positive((1, 64), np.float16)),
+    "refsim.formats.marlin_fp.prepare_nvfp4": lambda: call(codes((32, 64), 16), codes((2, 64), 0x7F, lo=0x08), 0.5),
+    "refsim.formats.marlin_fp.kernel_operand": lambda: call("nvfp4", *marlin_fp_problem("nvfp4")[1:3]),
+    "refsim.formats.marlin_fp.dequantize": lambda: call("nvfp4", *marlin_fp_problem("nvfp4")[1:]),
+    "refsim.emulator.vllm_marlin_fp_kernel.row_launches": lambda: call(37),
+    "refsim.emulator.vllm_marlin_fp_kernel.slices": lambda: call(2, 2, 4, 3),
+    "refsim.emulator.vllm_marlin_fp_kernel.check_inputs": lambda: call("fp8", *marlin_fp_problem(), "sm_80"),
+    "refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm": lambda: call("nvfp4", *marlin_fp_problem("nvfp4"),
+                                                                              arch="sm_80", sms=2, fp32_reduce=True),
+    "refsim.emulator.vllm_marlin_fp_kernel.vllm_marlin_fp_gemm_reference": lambda: call(
+        "fp8", *marlin_fp_problem(), arch="sm_80", cols=[5]),
     "refsim.formats.gptq_marlin.act_order_perm": lambda: call(np.repeat(np.arange(2, dtype=np.int32), 128)[::-1].copy()),
     "refsim.formats.gptq_marlin.repack_gptq": lambda: call(gptq.pack_qweight(marlin_problem()[0], 4), 256,
                                                         zeros=np.full((1, 256), 8)),

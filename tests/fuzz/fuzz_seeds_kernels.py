@@ -17,7 +17,7 @@ from fuzz_engine import Seed, call
 from refsim import ptx
 from refsim.cuda import build, launch as cl, marlin as cmarlin, mma as cmma, official, official_deepgemm, registry, user
 from refsim.testing import validate as cvalidate, wgmma_probes
-from refsim.formats import atom, stripes
+from refsim.formats import atom, hopper_w4a16 as fhopper, stripes
 from refsim.testing import accuracy
 from refsim.testing.cases.base import Linear
 
@@ -111,6 +111,16 @@ def deepgemm_problem(m=3, n=16, k=128):
             rng.choice(codes, (n, k)), rng.uniform(0.5, 2, (-(-n // 128), k // 128)).astype(np.float32))
 
 
+def hopper_codes() -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 16, (128, 64)).astype(np.uint8)
+
+
+def hopper_inputs() -> tuple:
+    """x float16 (3, 128), wp, scales float16 (1, 64): a legal hopper_w4a16 problem."""
+    x = np.random.default_rng(1).standard_normal((3, 128)).astype(np.float16)
+    return x, fhopper.pack(hopper_codes()), np.full((1, 64), 0.01, np.float16)
+
+
 def _launch_stats():
     return axpy_module().launch("axpy", 2, 32, axpy_args())
 
@@ -191,7 +201,18 @@ def seeds(fs) -> dict:
         "refsim.cuda.anyprec.launch_of": lambda: call(16, 3),
         "refsim.cuda.official_anyprec.anyprec_gemv": lambda: call(*fs.anyprec_problem(3, 16, 32), 3, arch="sm_80"),
         "refsim.cuda.official_anyprec.entry_name": lambda: call(1, 8, True),
+        "refsim.cuda.official_vllm.vllm_marlin_fp_gemm": lambda: call("fp8", *fs.marlin_fp_problem(), arch="sm_80"),
         "refsim.cuda.official_anyprec.launch_of": lambda: call(2, 16, 4128, 4),
+        # ---- refsim's sm_90a W4A16 GEMM: layout, emulator, host plan --------------------------------
+        "refsim.formats.hopper_w4a16.check_kn": lambda: call(128, 64),
+        "refsim.formats.hopper_w4a16.pack": lambda: call(hopper_codes()),
+        "refsim.formats.hopper_w4a16.unpack": lambda: call(fhopper.pack(hopper_codes()), 128, 64),
+        "refsim.emulator.hopper_w4a16.check_inputs": lambda: call(*hopper_inputs()),
+        "refsim.emulator.hopper_w4a16.weights": lambda: call(*hopper_inputs()[1:], 128),
+        "refsim.emulator.hopper_w4a16.hopper_w4a16_gemm": lambda: call(*hopper_inputs()),
+        "refsim.emulator.hopper_w4a16.hopper_w4a16_gemm_reference": lambda: call(*hopper_inputs()),
+        "refsim.cuda.hopper_w4a16.tensor_maps": lambda: call(1 << 40, (1 << 40) + 4096, 3, 128, 64),
+        "refsim.cuda.hopper_w4a16.plan": lambda: call(*hopper_inputs()),
         "refsim.cuda.gptq_awq.gptq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.gptq_ckpt()),
         "refsim.cuda.gptq_awq.awq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.awq_ckpt()),
         "refsim.cuda.atom.atom_group_gemm": lambda: call(*atom_kernel_pair(), fused=True),
@@ -268,6 +289,9 @@ UNSEEDED = {
                                     "arguments (tests/cuda/test_gpu.py covers its aliasing rules)",
     "refsim.cuda.gpu.DeviceBase": "a record device_bases builds for the GPU backend",
     "refsim.cuda.gpu.device_info": "runs a GPU (cuda.core)",
+    "refsim.cuda.hopper_w4a16.hopper_w4a16_gemm": "launches an sm_90a kernel that refsim.ptx refuses until it executes "
+                                                  "mbarrier/TMA/setmaxnreg/wgmma (PtxUnsupportedError); its arguments "
+                                                  "go through plan (seeded); tests/cuda/test_hopper_w4a16.py",
     "refsim.cuda.marlin.entries": "no parameters",
     "refsim.cuda.marlin.engine_gap": "no parameters",
     "refsim.cuda.mma.forms_table": "no parameters",

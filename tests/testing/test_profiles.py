@@ -27,7 +27,7 @@ def test_the_environment_selects_the_profile(monkeypatch, restore_profile, env, 
         monkeypatch.setenv(key, value)
     assert profiles.register_hypothesis_profiles() == want
     assert settings.get_current_profile_name() == want
-    assert profiles.examples(40) == (40 * 6 if want == "ci" else 40)
+    assert profiles.examples(40) == (40 * 3 if want == "ci" else 40)
 
 
 def test_ci_is_derandomized_without_a_database_and_neither_profile_has_a_deadline(restore_profile):
