@@ -28,11 +28,13 @@ scales          sfa is read transposed and TMA-aligned (``get_mn_major_tma_align
                 stores the rows they scale); sfb float32 (ceil(N/128), K/128) K-major, read through its pointer.
 launch          grid num_sms (persistent blocks), block 128 TMA + 128 or 256 math threads, cluster
                 cluster_m * cluster_n, dynamic shared memory = the configuration's smem size.
-global memory   the tensor maps hold global addresses: :func:`prepare` assigns them as refsim.ptx's
-                :class:`refsim.ptx.memory.GlobalMemory` maps buffers, in the order ``sfb`` (the pointer
-                argument), then the maps' buffers a, b, d, sfa_t (``Prepared.global_buffers``).
-status          refsim.ptx does not execute this kernel yet: :func:`deepgemm_fp8_gemm` raises the
-                :class:`refsim.ptx.PtxUnsupportedError` that names its first Hopper instruction.
+global memory   the tensor maps hold global addresses: the maps' buffers a, b, d, sfa_t are no kernel
+                parameters but the launch's extra buffers (``Module.launch(..., buffers=Prepared.buffers)``),
+                whose addresses :func:`refsim.ptx.buffer_addresses` gives before the launch, whatever the
+                arguments and module variables; sfb is the pointer argument (placed by the launch).
+status          :func:`deepgemm_fp8_gemm` runs it through refsim.ptx where refsim.ptx executes every
+                instruction of it; else it raises the :class:`refsim.ptx.PtxUnsupportedError` that names the
+                first one it refuses.
 """
 
 from __future__ import annotations
@@ -192,8 +194,10 @@ class Prepared:
 
     kernel: the mangled ``.entry`` name; grid, block, cluster: ints (1-D); shared_bytes: dynamic shared memory;
     args: the nine parameters in order (sfb array, 0, M, N, K as ints, four 128-byte map images);
-    global_buffers: ((name, array), ...) in the order their addresses were assigned (a, b, d uint8/bf16 bits,
-    sfa_t, sfb); addresses: {name: global address}; maps: {name: TensorMap}; config: the :class:`Config`."""
+    global_buffers: ((name, array), ...): sfb, then a, b, d (uint8 / bf16 bits), sfa_t; buffers: the launch's
+    extra buffers ((name, array) for a, b, d, sfa_t: ``Module.launch(..., buffers=buffers)``); addresses:
+    {name: global address} of those (:func:`refsim.ptx.buffer_addresses`); maps: {name: TensorMap}; config:
+    the :class:`Config`."""
 
     kernel: str
     grid: int
@@ -202,6 +206,7 @@ class Prepared:
     shared_bytes: int
     args: tuple
     global_buffers: tuple
+    buffers: tuple
     addresses: dict
     maps: dict
     config: Config
@@ -219,7 +224,7 @@ def prepare(A, sfa, B, sfb, *, num_sms: int = 132) -> Prepared:
     configuration, scale layouts, global addresses, the four tensor maps and the arguments. The output D is a
     new zero bf16 (M, N) buffer (``global_buffers``). Raises FormatRuleError when the committed PTX holds no
     instantiation for (N, K, num_sms) and the chosen blocks (:func:`instantiations`). Inputs are not modified."""
-    from refsim.ptx.memory import GlobalMemory
+    from refsim.ptx import buffer_addresses
 
     A, sfa, B, sfb, m, n, k = deepgemm_kernel.check_inputs(A, sfa, B, sfb)
     c = config(m, n, k, num_sms)
@@ -230,8 +235,8 @@ def prepare(A, sfa, B, sfb, *, num_sms: int = 132) -> Prepared:
                               f"{len(instantiations())} entries ({PTX_FILE.name})")
     buffers = (("sfb", np.ascontiguousarray(sfb)), ("a", np.ascontiguousarray(A)), ("b", np.ascontiguousarray(B)),
                ("d", np.zeros((m, n), np.uint16)), ("sfa_t", sfa_tma_aligned(sfa)))
-    mem = GlobalMemory()
-    addresses = {name: mem.add(arr, name) for name, arr in buffers}
+    extra = buffers[1:]
+    addresses = buffer_addresses(extra)
     m4 = _ceil_div(m, 4) * 4
     sw = {128: "128B", 64: "64B", 32: "32B", 16: "none", 0: "none"}
 
@@ -247,7 +252,7 @@ def prepare(A, sfa, B, sfb, *, num_sms: int = 132) -> Prepared:
     images = tuple(tensor_map.encode_tiled(**{f: getattr(maps[x], f) for f in maps[x].__dataclass_fields__})
                    for x in ("a", "b", "d", "sfa"))
     args = (buffers[0][1], 0, m, n, k) + images
-    return Prepared(kernel, num_sms, c.threads, c.cluster, c.smem_bytes, args, buffers, addresses, maps, c)
+    return Prepared(kernel, num_sms, c.threads, c.cluster, c.smem_bytes, args, buffers, extra, addresses, maps, c)
 
 
 @functools.lru_cache(maxsize=1)
@@ -260,12 +265,12 @@ def _module():
 def deepgemm_fp8_gemm(A, sfa, B, sfb, *, num_sms: int = 132, executor: str | None = None) -> np.ndarray:
     """The official DeepGEMM kernel through refsim.ptx: ml_dtypes.bfloat16 (M, N), to compare with
     :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm`. Arguments as :func:`prepare`; executor as for
-    :meth:`refsim.ptx.Module.launch`. Today refsim.ptx refuses the kernel: PtxUnsupportedError naming its first
-    Hopper instruction (kernel, PTX line, reason)."""
+    :meth:`refsim.ptx.Module.launch`. Where refsim.ptx refuses the kernel: PtxUnsupportedError naming the first
+    instruction it does not execute (kernel, PTX line, reason)."""
     p = prepare(A, sfa, B, sfb, num_sms=num_sms)
     executor = require_choice("executor", executor, (None, "compiled", "interpreter"))
     _module().launch(p.kernel, p.grid, p.block, p.args, arch="sm_90a", shared_bytes=p.shared_bytes,
-                     executor=executor)
+                     executor=executor, buffers=p.buffers)
     import ml_dtypes
 
     return dict(p.global_buffers)["d"].view(ml_dtypes.bfloat16)

@@ -14,15 +14,17 @@ converted exactly. ``stats`` is a :class:`LaunchStats`. The execution model, sch
 modes (``race=True``, ``poison=True``) and caveats are in docs/ptx.md, with the module map (``module``,
 ``arch``, ``parse``, ``engine``, ``scheduler``, ``dispatch``, ``operands``, ``control``, ``barriers``,
 ``memory_ops``, ``checks``, ``memory``, ``toolchain``, ``semantics``). ``check_launch_shape`` is the one
-launch-shape check other packages use; ``ARCHS`` re-exports the architecture table of :mod:`refsim.archs`.
+launch-shape check other packages use; ``buffer_addresses`` says where ``launch(..., buffers=...)`` maps
+extra global buffers; ``ARCHS`` re-exports the architecture table of :mod:`refsim.archs`.
 """
 
 from refsim.ptx.arch import ARCHS, ArchFacts, LaunchShape, check_launch_shape
 from refsim.ptx.engine import LaunchStats
+from refsim.ptx.memory import buffer_addresses
 from refsim.ptx.errors import *  # noqa: F401,F403
 from refsim.ptx.errors import __all__ as _errors_all
 from refsim.ptx.module import Module
 from refsim.ptx.toolchain import compile, find_nvcc
 
-__all__ = ["compile", "find_nvcc", "Module", "LaunchStats", "ARCHS", "ArchFacts", "LaunchShape",
+__all__ = ["compile", "find_nvcc", "Module", "LaunchStats", "buffer_addresses", "ARCHS", "ArchFacts", "LaunchShape",
            "check_launch_shape", *_errors_all]

@@ -11,7 +11,7 @@
                                 prefetch prefetchu applypriority discard
                    barriers.py  bar barrier membar fence
                    memory_ops   ld ldu st atom red cp ldmatrix (address side; layout from semantics)
-                   hopper       mbarrier elect griddepcontrol wgmma, cp.async.bulk* (refsim.ptx.hopper: Python
+                   hopper       mbarrier elect griddepcontrol wgmma setmaxnreg stmatrix, cp.async.bulk* (refsim.ptx.hopper: Python
                                 definitions the compiled executor runs through a LaunchView)
     semantics      every opcode of refsim.ptx.semantics.table (alu: elementwise over threads;
                    warp: over (W, 32) lanes with the active mask: shfl, vote, redux, mma)
@@ -143,7 +143,7 @@ _ENGINE = {
     "red": Entry(memory_ops.red),
     "cp": Entry(lambda L, ins, idx: (hopper.bulk.build if "bulk" in ins.mods else memory_ops.cp)(L, ins, idx)),
     # sm_90 instructions defined in refsim.ptx.hopper (the compiled executor calls back into them)
-    **{op: Entry(fn) for op, fn in hopper.OPCODES.items()},
+    **{op: Entry(fn, advances=op not in hopper.SETS_PC) for op, fn in hopper.OPCODES.items()},
     "ldmatrix": Entry(memory_ops.ldmatrix, handler=True),
 }
 

@@ -11,6 +11,7 @@
     ├── PtxRaceError                 race checker: shared-memory conflict between barriers, or a read of a
     │                                ``cp.async`` destination before its ``wait_group``
     ├── PtxUninitializedError        read of an unwritten register or shared-memory byte (poison checking)
+    ├── PtxRegisterError             ``setmaxnreg`` against its rules (register counts, warpgroups)
     └── PtxLimitError                a size limit (registers, parameters, static bytes, instructions, launch
                                      state, grid x block work; refsim.ptx.limits) or ``max_warp_instructions``
                                      exceeded (a runaway kernel never hangs)
@@ -32,6 +33,7 @@ __all__ = [
     "PtxUninitializedError",
     "PtxLimitError",
     "PtxBarrierError",
+    "PtxRegisterError",
 ]
 
 
@@ -80,3 +82,9 @@ class PtxBarrierError(PtxError):
     """An ``mbarrier`` used against its rules (refsim.ptx.hopper.mbarrier): init of a misaligned
     address, an operation on an uninitialised barrier, more arrivals than expected, a transaction
     count outside its range, a generic access to a live barrier's bytes."""
+
+
+class PtxRegisterError(PtxError):
+    """``setmaxnreg`` used against its rules (refsim.ptx.hopper.registers): an ``.inc`` to fewer or a ``.dec``
+    to more registers than the warp holds, warps of one warpgroup executing different ``setmaxnreg``
+    instructions or one without the others having executed the previous one, a partial warpgroup."""

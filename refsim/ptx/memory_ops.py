@@ -30,7 +30,7 @@ from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES, read_on
 from refsim.ptx.operands import bits, convert, dtype, flatten, reader, symbol_address, writer
 from refsim.ptx.parse import Instruction
 
-__all__ = ["ld", "st", "atom", "red", "cp", "ldmatrix", "complete_async", "address", "resolve",
+__all__ = ["ld", "st", "atom", "red", "cp", "ldmatrix", "complete_async", "address", "resolve", "shared_access",
            "count_wavefronts", "SPACES"]
 
 SPACES = ("global", "shared", "local", "param", "const")
@@ -147,7 +147,7 @@ def _shared_bytes_of(idx_elems, esize, vec):
     return (idx_elems[:, None] * esize + np.arange(esize * vec)).reshape(len(idx_elems), -1)
 
 
-def _shared_access(L, ins, sel, mm, ei, esize: int, vec: int, *, write: bool) -> None:
+def shared_access(L, ins, sel, mm, ei, esize: int, vec: int, *, write: bool) -> None:
     """The checks and the statistics of one ld/st's shared-memory part (elements ``ei`` of ``esize``
     bytes, ``vec`` per access): poison and race checking when on, then the wavefront count."""
     if L.hbytes is not None:
@@ -241,7 +241,7 @@ def ld(L, ins: Instruction, idx: int):
         for mm, view, ei, sp in resolve(L, ins, sel, space, addr, nbytes, esize):
             gi = ei[:, None] + np.arange(vec)
             if sp == "shared":
-                _shared_access(L, ins, sel, mm, ei, esize, vec, write=False)
+                shared_access(L, ins, sel, mm, ei, esize, vec, write=False)
             elif sp == "global":
                 L.stats.global_bytes_read += int(mm.sum()) * nbytes
             out[mm] = view[gi]
@@ -266,7 +266,7 @@ def st(L, ins: Instruction, idx: int):
         for mm, view, ei, sp in _writable(L, ins, resolve(L, ins, sel, space, addr, nbytes, esize), addr):
             gi = ei[:, None] + np.arange(vec)
             if sp == "shared":
-                _shared_access(L, ins, sel, mm, ei, esize, vec, write=True)
+                shared_access(L, ins, sel, mm, ei, esize, vec, write=True)
             elif sp == "global":
                 L.stats.global_bytes_written += int(mm.sum()) * nbytes
             view[gi] = vals[mm]

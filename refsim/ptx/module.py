@@ -23,7 +23,7 @@ from refsim.ptx import dispatch
 from refsim.ptx.arch import arch_facts, check_launch_shape, handler_arch, sm_number
 from refsim.ptx.engine import DEFAULT_MAX_WARP_INSTRUCTIONS, Launch, LaunchStats
 from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxUnsupportedError
-from refsim.ptx.memory import GlobalMemory
+from refsim.ptx.memory import GlobalMemory, buffer_addresses, check_buffers, check_device_array
 from refsim.ptx.parse import TYPE_BITS, collector_paused, parse
 
 __all__ = ["Module"]
@@ -136,7 +136,7 @@ class Module:
     def launch(self, kernel: str, grid, block, args, *, arch: str = "sm_80", shared_bytes: int = 0,
                schedule: str = "lockstep", seed: int = 0, max_warp_instructions: int | None = None,
                race: bool = False, poison: bool = False, atomic_order=None,
-               executor: str | None = None) -> LaunchStats:
+               executor: str | None = None, buffers=()) -> LaunchStats:
         """Run ``kernel`` over ``grid`` x ``block`` threads; pointer arguments are updated in place.
 
         grid, block: int or tuple of up to 3 ints. args: one per ``.param`` (see the module doc).
@@ -151,6 +151,10 @@ class Module:
         thread-order ranks (refsim.testing.admissible runs every order). executor: None (the
         compiled path of :mod:`refsim.ptx.compiled` when a C compiler is available, else this
         interpreter; same bits), "compiled" (that path or PtxUnsupportedError) or "interpreter".
+        buffers: extra global memory that is no parameter, ``(name, array)`` pairs (arrays as pointer
+        arguments, written in place), mapped at :func:`refsim.ptx.buffer_addresses` ``(buffers)``: from
+        refsim.ptx.memory.BUFFER_BASE in the order given, whatever the arguments (kernels that reach them
+        through addresses the host computed, e.g. in TMA tensor maps).
         Returns :class:`refsim.ptx.LaunchStats`.
         """
         from refsim.ptx import compiled
@@ -189,28 +193,30 @@ class Module:
             raise PtxUnsupportedError(f"kernel {kernel} cannot run in refsim.ptx: {self._refused[kernel]}")
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
             raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
+        buffers = check_buffers(buffers)
         if executor != "interpreter":
             stats = compiled.launch(self, kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
                                     schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
                                     race=race, poison=poison, atomic_order=atomic_order,
-                                    required=executor == "compiled")
+                                    required=executor == "compiled", buffers=buffers)
             if stats is not None:
                 return stats
         state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
                                    schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
-                                   race=race, poison=poison, atomic_order=atomic_order)
+                                   race=race, poison=poison, atomic_order=atomic_order, buffers=buffers)
         return state.run()
 
     def _launch_state(self, kernel, grid, block, args, *, arch, shared_bytes, schedule, seed,
-                      max_warp_instructions, race, poison, atomic_order=None, check=False) -> Launch:
-        k, gmem, symbols, param, handlers = self._launch_inputs(kernel, args, arch)
+                      max_warp_instructions, race, poison, atomic_order=None, check=False, buffers=()) -> Launch:
+        k, gmem, symbols, param, handlers = self._launch_inputs(kernel, args, arch, buffers)
         return Launch(k, handlers, self._parsed.globals, grid, block, param, gmem, symbols,
                       arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
                       max_warp_instructions=max_warp_instructions, race=race, poison=poison,
                       atomic_order=atomic_order, check=check)
 
-    def _launch_inputs(self, kernel, args, arch):
-        """(kernel, global memory, symbol addresses, parameter bytes, handlers) of one launch."""
+    def _launch_inputs(self, kernel, args, arch, buffers=()):
+        """(kernel, global memory, symbol addresses, parameter bytes, handlers) of one launch (``buffers``:
+        checked extra buffers, mapped last at their :func:`refsim.ptx.memory.buffer_addresses`)."""
         k = self._kernel(kernel)
         if len(args) != len(k.params):
             raise PtxLaunchError(f"args: kernel {kernel} takes {len(k.params)} parameters; got {len(args)}")
@@ -225,6 +231,8 @@ class Module:
             raw = _param_bytes(i, p, a, gmem)
             param[p.offset:p.offset + p.size] = raw
             size = p.offset + p.size
+        for (name, data), at in zip(buffers, buffer_addresses(buffers).values()):
+            gmem.add(data, name, at=at)
         handlers = self._lookup(kernel, handler_arch(arch))
         return k, gmem, symbols, bytes(param[:size]), handlers
 
@@ -248,17 +256,9 @@ def _param_bytes(i: int, p, a, gmem: GlobalMemory) -> bytes:
             raise PtxLaunchError(f"{what}: a {p.size}-byte parameter takes bytes of that length; got {a!r:.60}")
         return bytes(a)
     if isinstance(a, np.ndarray):
-        if a.ndim == 0:
-            raise PtxLaunchError(f"{what}: 0-d arrays are ambiguous (pass a NumPy scalar or a 1-d array); got shape ()")
-        if p.size != 8:
+        if a.ndim != 0 and p.size != 8:
             raise PtxLaunchError(f"{what}: an array (pointer) needs a 64-bit parameter; got .{p.type}")
-        if not a.flags.c_contiguous:
-            raise PtxLaunchError(f"{what}: a pointer argument must be C-contiguous (it is written in place); "
-                                 f"got strides {a.strides}")
-        if a.dtype.hasobject or not a.dtype.isnative:
-            raise PtxLaunchError(f"{what}: a pointer argument's bytes are device memory, which the GPU reads "
-                                 f"little-endian: it must hold numbers in native byte order; got dtype {a.dtype}")
-        base = gmem.add(a, p.name)
+        base = gmem.add(check_device_array(what, a), p.name)
         return int(base).to_bytes(8, "little")
     if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):
         raise PtxLaunchError(f"{what}: must be an array, an int or a float; got {type(a).__name__}")

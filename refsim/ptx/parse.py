@@ -72,7 +72,26 @@ SPECIAL_REGISTERS = frozenset(
 )
 
 # Directives that carry no semantics for execution (performance hints, debug info).
-_IGNORED_IN_BODY = (".pragma", ".loc", ".maxnreg", ".maxntid", ".reqntid", ".minnctapersm", ".noreturn")
+_IGNORED_IN_BODY = (".pragma", ".loc", ".noreturn")
+# Performance directives between an .entry header and its body, kept in Kernel.directives (their integers):
+# the register budget refsim.ptx.hopper.registers checks setmaxnreg against reads them.
+_KEPT_DIRECTIVES = (".maxnreg", ".maxntid", ".reqntid", ".minnctapersm", ".reqnctapercluster", ".explicitcluster",
+                    ".maxclusterrank")
+
+
+def _directives(text: str, line: int, col: int) -> dict:
+    """``{".maxntid": (256, 1, 1), ".explicitcluster": (), ...}`` of the performance directives in ``text``
+    (an .entry header's tail or one body statement); an unknown directive there -> PtxUnsupportedError."""
+    out = {}
+    for m in re.finditer(r"(\.\w+)([^.]*)", text):
+        name, rest = m.group(1), m.group(2).strip().rstrip(";").strip()
+        if name not in _KEPT_DIRECTIVES:
+            raise error(line, col, text.strip(), f"unsupported directive {name}", PtxUnsupportedError)
+        try:
+            out[name] = tuple(int(x) for x in rest.split(",")) if rest else ()
+        except ValueError:
+            raise error(line, col, text.strip(), f"{name} takes integers; got {rest!r}") from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -128,6 +147,7 @@ class Kernel:
     instructions: list[Instruction] = field(default_factory=list)
     refused: str | None = None     # why the kernel cannot run (an unsupported statement), else None
     line: int = 0                  # PTX line of the .entry header
+    directives: dict = field(default_factory=dict)   # ".maxntid" -> (256, 1, 1), ... (_KEPT_DIRECTIVES)
 
 
 @dataclass
@@ -447,6 +467,8 @@ def _body_statement(kp: _KernelParser, kind: str, st: str, line: int, col: int, 
         kp.instruction(st, line, col)
     elif st.split(None, 1)[0] in _IGNORED_IN_BODY:
         pass
+    elif st.split(None, 1)[0] in _KEPT_DIRECTIVES:
+        kp.k.directives.update(_directives(st, line, col))
     elif st.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
         kp.declare(st, line, col)
     elif st.startswith("."):
@@ -550,6 +572,10 @@ def _parse(text: str) -> ParsedModule:
                     raise error(line, col, st, "cannot parse function header")
                 params = _params(hm.group("params"), line, col, st)
                 k = Kernel(hm.group("name"), params)
+                try:
+                    k.directives = _directives(hm.group("tail") or "", line, col)
+                except PtxUnsupportedError as e:
+                    k.refused = f"kernel {k.name}, {e}"
                 if hm.group("kind") == "entry":
                     if k.name in kernels:
                         raise error(line, col, st, f".entry {k.name} is defined twice (first at PTX line "

@@ -113,3 +113,91 @@ st.global.v4.u32 [%rd2+16], {%r0, %r1, %r2, %r3};
     x = np.array([1, 2, 3, 4, 0, 0, 0, 0], np.int32)
     ptx.Module(text).launch("k", 1, 1, [x], race=True, poison=True)
     assert x.tolist() == [1, 2, 3, 4, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------- extra buffers (launch(buffers=...))
+_GATHER = """.version 8.0
+.target sm_80
+.address_size 64
+.global .align 4 .b8 pad[8];
+.visible .entry gather(.param .u64 table, .param .u64 out, .param .u64 inout)
+{
+ .reg .b32 %r<6>; .reg .b64 %rd<8>;
+ ld.param.u64 %rd1, [table];
+ ld.param.u64 %rd2, [out];
+ ld.param.u64 %rd6, [inout];
+ mov.u32 %r1, %tid.x;
+ mul.wide.u32 %rd3, %r1, 4;
+ add.s64 %rd4, %rd1, %rd3;
+ ld.global.u32 %r2, [%rd4];
+ add.s64 %rd5, %rd2, %rd3;
+ st.global.u32 [%rd5], %r2;
+ add.s64 %rd7, %rd6, %rd3;
+ ld.global.u32 %r3, [%rd7];
+ add.u32 %r3, %r3, %r2;
+ st.global.u32 [%rd7], %r3;
+ ret;
+}
+"""
+
+
+def test_buffer_addresses_are_placed_from_buffer_base_in_order():
+    from refsim.ptx.memory import BUFFER_BASE
+
+    big, small = np.zeros(5000, np.uint8), np.zeros(16, np.uint32)
+    view = np.zeros(64, np.uint8)[3:]                       # 3 bytes into its allocation: 3 bytes off
+    got = ptx.buffer_addresses([("big", big), ("small", small), ("view", view)])
+    # big ends at BUFFER_BASE + 5000; the next 4 KiB boundary at least 4 KiB on is BUFFER_BASE + 12288
+    assert got == {"big": BUFFER_BASE, "small": BUFFER_BASE + 12288, "view": BUFFER_BASE + 12288 + 8192 + 3}
+    assert BUFFER_BASE == 0x0200_0000_0000
+
+
+@pytest.mark.parametrize("executor", ["interpreter", "compiled"])
+def test_extra_buffers_are_reached_through_host_computed_addresses(executor):
+    if executor == "compiled":
+        from refsim.ptx import compiled
+
+        if compiled.unavailable() is not None:
+            pytest.skip(compiled.unavailable())
+    m = ptx.Module(_GATHER)
+    table = np.arange(100, 132, dtype=np.uint32)
+    acc = np.arange(32, dtype=np.uint32)
+    buffers = [("table", table), ("acc", acc)]
+    at = ptx.buffer_addresses(buffers)
+    out = np.zeros(32, np.uint32)
+    # the kernel's pointers are plain integers: it reaches the buffers only through the addresses given
+    m.launch("gather", 1, 32, [at["table"], out, at["acc"]], buffers=buffers, executor=executor)
+    assert np.array_equal(out, np.arange(100, 132, dtype=np.uint32))
+    assert np.array_equal(acc, np.arange(32, dtype=np.uint32) + np.arange(100, 132, dtype=np.uint32))   # in place
+    ro = table.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ptx.PtxMemoryError, match="writes to read-only array 'acc'"):
+        acc.flags.writeable = False
+        m.launch("gather", 1, 32, [at["table"], out, at["acc"]], buffers=[("table", ro), ("acc", acc)],
+                 executor=executor)
+    with pytest.raises(ptx.PtxMemoryError, match="no buffer holds it"):      # not mapped without buffers=
+        m.launch("gather", 1, 32, [at["table"], out, at["acc"]], executor=executor)
+
+
+@pytest.mark.parametrize("buffers,rule", [
+    ({"a": np.zeros(4)}, "must be a list or tuple of \\(name, array\\) pairs"),
+    ([("a", np.zeros(4)), ("a", np.zeros(4))], "name 'a' given twice"),
+    ([("", np.zeros(4))], "non-empty str name"),
+    ([("a", np.zeros((4, 4))[:, 0])], "C-contiguous"),
+    ([("a", np.zeros(4, ">f4"))], "native byte order"),
+    ([("a", [1, 2])], "must be a NumPy array"),
+])
+def test_bad_buffers_are_refused(buffers, rule):
+    with pytest.raises(ptx.PtxLaunchError, match=rule):
+        ptx.buffer_addresses(buffers)
+    with pytest.raises(ptx.PtxLaunchError, match=rule):
+        ptx.Module(_GATHER).launch("gather", 1, 32, [0, np.zeros(32, np.uint32), 0], buffers=buffers)
+
+
+def test_a_buffer_placed_below_the_mapped_ones_is_refused():
+    from refsim.ptx.memory import GLOBAL_BASE, GlobalMemory
+
+    g = GlobalMemory()
+    g.add(np.zeros(8192, np.uint8), "arg")
+    with pytest.raises(ptx.PtxLimitError, match="'extra' at 0x10000001000: the buffers mapped before it"):
+        g.add(np.zeros(4, np.uint8), "extra", at=GLOBAL_BASE + 4096)

@@ -80,13 +80,13 @@ def _refuse(module, kernel: str, why: str, required: bool):
 
 
 def launch(module, kernel: str, grid, block, args: list, *, arch: str, shared_bytes: int, schedule: str, seed,
-           max_warp_instructions, race: bool, poison: bool, atomic_order=None, required: bool):
+           max_warp_instructions, race: bool, poison: bool, atomic_order=None, required: bool, buffers=()):
     """Run one launch on the compiled path and return its ``LaunchStats``, or None when this kernel
     or machine needs the interpreter (``required``: raise PtxUnsupportedError instead). Arguments
     as :meth:`refsim.ptx.Module.launch` (already validated there)."""
     from refsim.ptx.compiled import runner, state
 
-    k, gmem, symbols, param, handlers = module._launch_inputs(kernel, args, arch)
+    k, gmem, symbols, param, handlers = module._launch_inputs(kernel, args, arch, buffers)
     runner.geometry(k, grid, block, shared_bytes)         # the launch-state limit, before any build
     why = unavailable()
     if why is not None:       # no compiler: refsim.native has warned once; REFSIM_NATIVE=0: a choice

@@ -11,6 +11,8 @@ modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared mem
                 warp.py       ``elect.sync``, ``griddepcontrol``
                 wgmma.py      ``wgmma.mma_async`` (every dense kind of refsim.arith.wgmma), ``wgmma.fence``,
                               ``wgmma.commit_group``, ``wgmma.wait_group`` and their race checks
+                matrix.py     ``stmatrix``: the inverse of ldmatrix's layout, stored as ``st`` stores
+                registers.py  ``setmaxnreg``: warpgroup register reallocation checked against the CTA's budget
 one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
                 one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
                 them with its ``Launch``; the compiled executor hands such a step to Python and calls
@@ -21,15 +23,18 @@ state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed
 
 from __future__ import annotations
 
-from refsim.ptx.hopper import bulk, mbarrier, tensormap, warp, wgmma
+from refsim.ptx.hopper import bulk, matrix, mbarrier, registers, tensormap, warp, wgmma
 
-__all__ = ["OPCODES", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
-           "warp", "wgmma"]
+__all__ = ["OPCODES", "SETS_PC", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
+           "warp", "wgmma", "registers", "matrix"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
 OPCODES = {"mbarrier": mbarrier.build, "tensormap": tensormap.build, "elect": warp.elect,
-           "griddepcontrol": warp.griddepcontrol, "wgmma": wgmma.build}
+           "griddepcontrol": warp.griddepcontrol, "wgmma": wgmma.build, "setmaxnreg": registers.build,
+           "stmatrix": matrix.stmatrix}
+#: opcodes whose step function moves the pc itself (a blocked ``setmaxnreg.inc`` stays)
+SETS_PC = frozenset({"setmaxnreg"})
 
 
 def is_proxy_async_fence(ins) -> bool:

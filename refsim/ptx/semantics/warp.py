@@ -18,6 +18,8 @@ ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b1
                 uint16 (W, num, 8, 8) (matrix i, row r = the 16 bytes at lane 8i + r's address) ->
                 uint32 (W, 32, num); register j of lane l = M_j[l/4][2(l%4) + h] (h = 0 low half, 1 high)
                 or, with .trans, M_j[2(l%4) + h][l/4] — :func:`refsim.arith.fragments.ldmatrix_layout`.
+stmatrix        :func:`stmatrix` (a function, no handler): the same layout inverted, registers -> rows; the
+                instruction is refsim.ptx.hopper.matrix (address side, both executors).
 mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` uint32 registers.
                 Fragments: :mod:`refsim.arith.fragments` (index maps from the PTX ISA figures);
                 arithmetic: :mod:`refsim.arith.tensor_core` (T-FDPA model of ``arch`` for f16 inputs; its
@@ -52,7 +54,7 @@ from refsim.ptx.arch import base_arch, sm_number
 from refsim.ptx.semantics import block_scaled_mma
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
-__all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "mma_fragments", "BUILDERS"]
+__all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "stmatrix", "mma_fragments", "BUILDERS"]
 
 _LANE = np.arange(32, dtype=np.int64)
 
@@ -170,6 +172,19 @@ def ldmatrix(rows: np.ndarray, trans: bool) -> np.ndarray:
     lay = fragments.ldmatrix_layout(num, trans)                          # (32, num, 2, 3)
     halves = rows[..., lay[..., 0], lay[..., 1], lay[..., 2]].astype(np.uint32)   # (W, 32, num, 2)
     return halves[..., 0] | (halves[..., 1] << np.uint32(16))
+
+
+def stmatrix(regs: np.ndarray, trans: bool) -> np.ndarray:
+    """registers uint32 (W, 32, num) -> rows uint16 (W, num, 8, 8): ``stmatrix``'s data side, the inverse
+    of :func:`ldmatrix` (the ISA gives stmatrix the fragment layout of ldmatrix: element (matrix, row, col)
+    of :func:`refsim.arith.fragments.ldmatrix_layout` is half h of register j of lane l; a bijection)."""
+    regs = np.asarray(regs).astype(np.uint32)
+    W, _, num = regs.shape
+    lay = fragments.ldmatrix_layout(num, trans)                          # (32, num, 2, 3)
+    halves = np.stack([regs & np.uint32(0xFFFF), regs >> np.uint32(16)], axis=-1).astype(np.uint16)
+    rows = np.zeros((W, num, 8, 8), np.uint16)
+    rows[:, lay[..., 0], lay[..., 1], lay[..., 2]] = halves              # (W, 32, num, 2) scattered
+    return rows
 
 
 def _build_ldmatrix(op: Op, arch: str) -> Handler:

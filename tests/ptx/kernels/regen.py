@@ -15,8 +15,10 @@ HERE = Path(__file__).resolve().parent
 ARCH = "sm_80"
 ARCH_OF = {"mma_types.cu": "sm_89",      # fp8 mma needs .target sm_89
            "hopper_async.cu": "sm_90a",  # mbarrier, TMA, elect.sync: sm_90a
-           "block_scaled_mma.cu": "sm_120a",
-           "wgmma.cu": "sm_90a"}         # wgmma needs the arch-specific sm_90a target     # mma .kind:: needs .target sm_120a (nvcc 13.0)
+           "hopper_registers.cu": "sm_90a",  # setmaxnreg: sm_90a
+           "hopper_stmatrix.cu": "sm_90a",   # stmatrix: sm_90
+           "wgmma.cu": "sm_90a",             # wgmma needs the arch-specific sm_90a target
+           "block_scaled_mma.cu": "sm_120a"}     # mma .kind:: needs .target sm_120a (nvcc 13.0)
 OPTIONS = ("-O3",)
 
 
