@@ -10,6 +10,8 @@ modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared mem
                 tensormap.py  ``tensormap.replace``, ``tensormap.cp_fenceproxy``: kernels editing tensor maps
                 warp.py       ``elect.sync``, ``griddepcontrol``
                 matrix.py     ``stmatrix``: the inverse of ldmatrix's layout, stored as ``st`` stores
+                cluster.py    thread-block clusters: the launch shape, the cluster special registers,
+                              ``barrier.cluster``; ``mapa`` refused
                 registers.py  ``setmaxnreg``: warpgroup register reallocation checked against the CTA's budget
 one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
                 one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
@@ -21,15 +23,16 @@ state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed
 
 from __future__ import annotations
 
-from refsim.ptx.hopper import bulk, matrix, mbarrier, registers, tensormap, warp
+from refsim.ptx.hopper import bulk, cluster, matrix, mbarrier, registers, tensormap, warp
 
 __all__ = ["OPCODES", "SETS_PC", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
-           "warp", "registers", "matrix"]
+           "warp", "registers", "matrix", "cluster"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
 OPCODES = {"mbarrier": mbarrier.build, "tensormap": tensormap.build, "elect": warp.elect,
-           "griddepcontrol": warp.griddepcontrol, "setmaxnreg": registers.build, "stmatrix": matrix.stmatrix}
+           "griddepcontrol": warp.griddepcontrol, "setmaxnreg": registers.build, "stmatrix": matrix.stmatrix,
+           "mapa": cluster.mapa}
 #: opcodes whose step function moves the pc itself (a blocked ``setmaxnreg.inc`` stays)
 SETS_PC = frozenset({"setmaxnreg"})
 
@@ -49,4 +52,5 @@ def tracks_shared_bytes(kernel) -> bool:
 
 def python_defined(ins) -> bool:
     """True when instruction ``ins`` is defined by this package (the compiled executor calls back)."""
-    return ins.opcode in OPCODES or (ins.opcode == "cp" and "bulk" in ins.mods) or is_proxy_async_fence(ins)
+    return (ins.opcode in OPCODES or (ins.opcode == "cp" and "bulk" in ins.mods) or is_proxy_async_fence(ins)
+            or (ins.opcode == "barrier" and "cluster" in ins.mods) or cluster.reads_special(ins))

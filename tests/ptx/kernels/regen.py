@@ -17,6 +17,7 @@ ARCH_OF = {"mma_types.cu": "sm_89",      # fp8 mma needs .target sm_89
            "hopper_async.cu": "sm_90a",  # mbarrier, TMA, elect.sync: sm_90a
            "hopper_registers.cu": "sm_90a",  # setmaxnreg: sm_90a
            "hopper_stmatrix.cu": "sm_90a",   # stmatrix: sm_90
+           "hopper_cluster.cu": "sm_90a",    # clusters: sm_90
            "block_scaled_mma.cu": "sm_120a"}     # mma .kind:: needs .target sm_120a (nvcc 13.0)
 OPTIONS = ("-O3",)
 
