@@ -270,7 +270,7 @@ def deepgemm_fp8_gemm(A, sfa, B, sfb, *, num_sms: int = 132, executor: str | Non
     p = prepare(A, sfa, B, sfb, num_sms=num_sms)
     executor = require_choice("executor", executor, (None, "compiled", "interpreter"))
     _module().launch(p.kernel, p.grid, p.block, p.args, arch="sm_90a", shared_bytes=p.shared_bytes,
-                     executor=executor, buffers=p.buffers)
+                     executor=executor, buffers=p.buffers, cluster=p.cluster)
     import ml_dtypes
 
     return dict(p.global_buffers)["d"].view(ml_dtypes.bfloat16)

@@ -131,7 +131,8 @@ _ENGINE = {
     "discard": Entry(_no_effect),
     # barriers and fences (barriers.py)
     "bar": Entry(barriers.bar, advances=False),
-    "barrier": Entry(barriers.bar, advances=False),
+    "barrier": Entry(lambda L, ins, idx: (hopper.cluster.barrier if "cluster" in ins.mods else barriers.bar)(L, ins, idx),
+                     advances=False),
     "membar": Entry(barriers.membar),
     "fence": Entry(lambda L, ins, idx: (hopper.bulk.fence_proxy_async if hopper.is_proxy_async_fence(ins)
                                         else barriers.membar)(L, ins, idx)),

@@ -96,12 +96,14 @@ class Launch:
 
     def __init__(self, kernel: Kernel, handlers: dict, globals_: dict, grid, block, param_bytes: bytes,
                  gmem: GlobalMemory, symbol_addr: dict, *, arch: str, shared_bytes: int, schedule: str,
-                 seed: int, max_warp_instructions, race: bool, poison: bool, atomic_order=None, check: bool = False):
+                 seed: int, max_warp_instructions, race: bool, poison: bool, atomic_order=None, check: bool = False,
+                 cluster: tuple = (1, 1, 1), explicit_cluster: bool = False):
         self.k = kernel
         self.handlers = handlers
         self.arch = arch
         self.grid = grid
         self.block = block
+        self.cluster = cluster           # the cluster shape (refsim.ptx.hopper.cluster)
         self.gmem = gmem
         self.sym = symbol_addr           # global/const symbol -> virtual address
         self.schedule = schedule
@@ -190,6 +192,10 @@ class Launch:
         }
         self.special["%lanemask_gt"] = ~self.special["%lanemask_le"]
         self.special["%lanemask_ge"] = ~self.special["%lanemask_lt"]
+        ctaid = tuple(self.special[f"%ctaid.{c}"] for c in "xyz")
+        for name in hopper.cluster.SPECIALS:        # computed from %ctaid when read (one definition)
+            self.special[name] = hopper.cluster.PerThread(
+                lambda name=name: hopper.cluster.special(name, grid, cluster, explicit_cluster, ctaid))
         if check:             # a load-time check that never runs: one instruction of each form is built
             forms = {}
             for i, ins in enumerate(kernel.instructions):

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx import dispatch
+from refsim.ptx import dispatch, hopper
 from refsim.ptx.arch import arch_facts, check_launch_shape, handler_arch, sm_number
-from refsim.ptx.engine import DEFAULT_MAX_WARP_INSTRUCTIONS, Launch, LaunchStats
+from refsim.ptx.engine import DEFAULT_MAX_WARP_INSTRUCTIONS, RESIDENT_THREADS, Launch, LaunchStats
 from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxUnsupportedError
 from refsim.ptx.memory import GlobalMemory, buffer_addresses, check_buffers, check_device_array
 from refsim.ptx.parse import TYPE_BITS, collector_paused, parse
@@ -136,7 +136,7 @@ class Module:
     def launch(self, kernel: str, grid, block, args, *, arch: str = "sm_80", shared_bytes: int = 0,
                schedule: str = "lockstep", seed: int = 0, max_warp_instructions: int | None = None,
                race: bool = False, poison: bool = False, atomic_order=None,
-               executor: str | None = None, buffers=()) -> LaunchStats:
+               executor: str | None = None, buffers=(), cluster=None) -> LaunchStats:
         """Run ``kernel`` over ``grid`` x ``block`` threads; pointer arguments are updated in place.
 
         grid, block: int or tuple of up to 3 ints. args: one per ``.param`` (see the module doc).
@@ -154,7 +154,9 @@ class Module:
         buffers: extra global memory that is no parameter, ``(name, array)`` pairs (arrays as pointer
         arguments, written in place), mapped at :func:`refsim.ptx.buffer_addresses` ``(buffers)``: from
         refsim.ptx.memory.BUFFER_BASE in the order given, whatever the arguments (kernels that reach them
-        through addresses the host computed, e.g. in TMA tensor maps).
+        through addresses the host computed, e.g. in TMA tensor maps). cluster: None (the PTX's
+        ``.reqnctapercluster``, else 1x1x1 clusters) or the thread-block cluster shape, an int or up to 3
+        ints (sm_90+; rules: refsim.ptx.hopper.cluster.check_launch).
         Returns :class:`refsim.ptx.LaunchStats`.
         """
         from refsim.ptx import compiled
@@ -194,25 +196,29 @@ class Module:
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__"):
             raise PtxLaunchError(f"args: must be a sequence with one argument per .param; got {type(args).__name__}")
         buffers = check_buffers(buffers)
+        shape_c, explicit = hopper.cluster.check_launch(self._parsed.kernels[kernel], sm_number(arch), grid, cluster,
+                                                        -(-shape.threads_per_block // 32) * 32, RESIDENT_THREADS)
+        clusters = dict(cluster=shape_c, explicit_cluster=explicit)
         if executor != "interpreter":
             stats = compiled.launch(self, kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
                                     schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
                                     race=race, poison=poison, atomic_order=atomic_order,
-                                    required=executor == "compiled", buffers=buffers)
+                                    required=executor == "compiled", buffers=buffers, **clusters)
             if stats is not None:
                 return stats
         state = self._launch_state(kernel, grid, block, list(args), arch=arch, shared_bytes=int(shared_bytes),
                                    schedule=schedule, seed=seed, max_warp_instructions=max_warp_instructions,
-                                   race=race, poison=poison, atomic_order=atomic_order, buffers=buffers)
+                                   race=race, poison=poison, atomic_order=atomic_order, buffers=buffers, **clusters)
         return state.run()
 
     def _launch_state(self, kernel, grid, block, args, *, arch, shared_bytes, schedule, seed,
-                      max_warp_instructions, race, poison, atomic_order=None, check=False, buffers=()) -> Launch:
+                      max_warp_instructions, race, poison, atomic_order=None, check=False, buffers=(),
+                      cluster=(1, 1, 1), explicit_cluster=False) -> Launch:
         k, gmem, symbols, param, handlers = self._launch_inputs(kernel, args, arch, buffers)
         return Launch(k, handlers, self._parsed.globals, grid, block, param, gmem, symbols,
                       arch=arch, shared_bytes=shared_bytes, schedule=schedule, seed=seed,
                       max_warp_instructions=max_warp_instructions, race=race, poison=poison,
-                      atomic_order=atomic_order, check=check)
+                      atomic_order=atomic_order, check=check, cluster=cluster, explicit_cluster=explicit_cluster)
 
     def _launch_inputs(self, kernel, args, arch, buffers=()):
         """(kernel, global memory, symbol addresses, parameter bytes, handlers) of one launch (``buffers``:

@@ -69,6 +69,8 @@ SPECIAL_REGISTERS = frozenset(
     + ["%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid", "%gridid", "%clock", "%clock64",
        "%globaltimer", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge", "%lanemask_gt",
        "%dynamic_smem_size", "%total_smem_size", "%warpsz"]
+    + [f"%{n}.{c}" for n in ("clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid") for c in "xyz"]
+    + ["%cluster_ctarank", "%cluster_nctarank", "%is_explicit_cluster"]
 )
 
 # Directives that carry no semantics for execution (performance hints, debug info).

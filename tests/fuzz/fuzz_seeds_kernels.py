@@ -168,7 +168,8 @@ def seeds(fs) -> dict:
         # ---- refsim.ptx: the pinned API ------------------------------------------------------------
         "refsim.ptx.module.Module": lambda: call(AXPY_PTX),
         "refsim.ptx.module.Module.launch": lambda: Seed((axpy_module(), "axpy", 2, 32, axpy_args()),
-                                                        dict(arch="sm_80", shared_bytes=0, seed=0),
+                                                        dict(arch="sm_80", shared_bytes=0, seed=0,
+                                                             buffers=[("extra", np.zeros(8, np.uint32))], cluster=None),
                                                         mutates=("args",)),
         "refsim.ptx.module.Module.params": lambda: call(axpy_module(), "axpy"),
         "refsim.ptx.module.Module.instruction_mix": lambda: call(axpy_module(), "axpy"),

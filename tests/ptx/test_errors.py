@@ -50,7 +50,7 @@ def test_an_unsupported_instruction_refuses_its_kernel_at_launch_naming_the_line
 def test_the_other_kernels_of_a_module_still_run():
     text = (HEAD + ".visible .entry bad(.param .u64 p0)\n{\n.reg .b32 %r<4>;\n"
             "tex.1d.v4.s32.s32 {%r1, %r2, %r3, %r0}, [%r1, {%r2}];\n}\n"
-            ".visible .entry also_bad()\n{\n.reg .b32 %r<4>;\n.pragma \"nounroll\";\n.maxclusterrank 2;\nret;\n}\n"
+            ".visible .entry also_bad()\n{\n.reg .b32 %r<4>;\n.pragma \"nounroll\";\n.maxnctapersm 2;\nret;\n}\n"
             ".visible .entry good(.param .u64 p0)\n{\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n"
             "ld.param.u64 %rd1, [p0];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, WARP_SZ;\n"
             "st.global.u32 [%rd2], %r1;\n}\n")

@@ -80,7 +80,8 @@ def _refuse(module, kernel: str, why: str, required: bool):
 
 
 def launch(module, kernel: str, grid, block, args: list, *, arch: str, shared_bytes: int, schedule: str, seed,
-           max_warp_instructions, race: bool, poison: bool, atomic_order=None, required: bool, buffers=()):
+           max_warp_instructions, race: bool, poison: bool, atomic_order=None, required: bool, buffers=(),
+           cluster=(1, 1, 1), explicit_cluster: bool = False):
     """Run one launch on the compiled path and return its ``LaunchStats``, or None when this kernel
     or machine needs the interpreter (``required``: raise PtxUnsupportedError instead). Arguments
     as :meth:`refsim.ptx.Module.launch` (already validated there)."""
@@ -100,6 +101,6 @@ def launch(module, kernel: str, grid, block, args: list, *, arch: str, shared_by
     run = runner.CompiledLaunch(k, handlers, tr, exec_addr, grid, block, param, gmem, symbols, arch=arch,
                          shared_bytes=shared_bytes, schedule=schedule, seed=seed,
                          max_warp_instructions=max_warp_instructions, race=race, poison=poison,
-                         atomic_order=atomic_order)
+                         atomic_order=atomic_order, cluster=cluster, explicit_cluster=explicit_cluster)
     run.lib_keepalive = lib
     return run.run()

@@ -83,9 +83,10 @@ class CompiledLaunch:
 
     def __init__(self, kernel, handlers, translation, exec_addr, grid, block, param: bytes, gmem, symbols: dict, *,
                  arch: str, shared_bytes: int, schedule: str, seed, max_warp_instructions, race: bool, poison: bool,
-                 atomic_order=None):
+                 atomic_order=None, cluster=(1, 1, 1), explicit_cluster: bool = False):
         self.k, self.handlers, self.tr = kernel, handlers, translation
         self.grid, self.block = grid, block
+        self.cluster, self.explicit_cluster = cluster, explicit_cluster
         self.race, self.poison = race, poison
         lib, _ = st.runtime()
         self.lib = lib
@@ -416,6 +417,11 @@ class CompiledLaunch:
             return self.tid["xyz".index(name[-1])][sel]
         if name.startswith("%ctaid."):
             return self.ctaid[slot * 3 + "xyz".index(name[-1])]
+        from refsim.ptx.hopper import cluster
+
+        if name in cluster.SPECIALS:                    # refsim.ptx.hopper.cluster's one definition
+            ctaid = tuple(self.ctaid[slot * 3 + i] for i in range(3))
+            return cluster.special(name, self.grid, self.cluster, self.explicit_cluster, ctaid)
         le = ((np.uint64(2) << lane.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)
         lt = ((np.uint64(1) << lane.astype(np.uint64)) - np.uint64(1)).astype(np.uint32)
         values = {"%laneid": lane, "%warpid": ((sel % self.tpb) // 32).astype(np.uint32),

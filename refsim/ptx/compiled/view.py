@@ -12,7 +12,7 @@ why             refsim.ptx keeps one definition per instruction: a definition is
                 cannot tell which executor runs it.
 what it offers  the names of ``Launch`` a definition may use, with the same meaning, dtypes and sharing
                 (writes land in the C runtime's arrays, which are NumPy arrays owned by the launch):
-                ``k``, ``handlers``, ``grid``, ``block``, ``T``, ``NW``, ``tpb``, ``nslots``, ``END``,
+                ``k``, ``handlers``, ``grid``, ``block``, ``cluster``, ``T``, ``NW``, ``tpb``, ``nslots``, ``END``,
                 ``pc``, ``exited``/``bar_wait``/``yielding`` (bool views of the runtime's uint8),
                 ``regs``, ``reg_init``, ``poison``, ``race``, ``race_w``, ``race_r``, ``pending``, ``hbytes``, ``gen_w``, ``async_bid``,
                 ``async_phase``, ``async_obs``, ``max_mbar``,
@@ -99,7 +99,7 @@ class LaunchView:
 
     def __init__(self, C):
         S = self._S = C.S
-        self.k, self.handlers, self.grid, self.block = C.k, C.handlers, C.grid, C.block
+        self.k, self.handlers, self.grid, self.block, self.cluster = C.k, C.handlers, C.grid, C.block, C.cluster
         self.T, self.tpb, self.nslots, self.END = C.T, C.tpb, C.nslots, C.END
         self.NW = C.T // 32
         self.pc, self.regs, self.reg_init = C.pc, C.regs, C.reg_init

@@ -12,6 +12,8 @@ modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared mem
                 wgmma.py      ``wgmma.mma_async`` (every dense kind of refsim.arith.wgmma), ``wgmma.fence``,
                               ``wgmma.commit_group``, ``wgmma.wait_group`` and their race checks
                 matrix.py     ``stmatrix``: the inverse of ldmatrix's layout, stored as ``st`` stores
+                cluster.py    thread-block clusters: the launch shape, the cluster special registers,
+                              ``barrier.cluster``; ``mapa`` refused
                 registers.py  ``setmaxnreg``: warpgroup register reallocation checked against the CTA's budget
 one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
                 one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
@@ -23,16 +25,16 @@ state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed
 
 from __future__ import annotations
 
-from refsim.ptx.hopper import bulk, matrix, mbarrier, registers, tensormap, warp, wgmma
+from refsim.ptx.hopper import bulk, cluster, matrix, mbarrier, registers, tensormap, warp, wgmma
 
 __all__ = ["OPCODES", "SETS_PC", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
-           "warp", "wgmma", "registers", "matrix"]
+           "warp", "wgmma", "registers", "matrix", "cluster"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
 OPCODES = {"mbarrier": mbarrier.build, "tensormap": tensormap.build, "elect": warp.elect,
            "griddepcontrol": warp.griddepcontrol, "wgmma": wgmma.build, "setmaxnreg": registers.build,
-           "stmatrix": matrix.stmatrix}
+           "stmatrix": matrix.stmatrix, "mapa": cluster.mapa}
 #: opcodes whose step function moves the pc itself (a blocked ``setmaxnreg.inc`` stays)
 SETS_PC = frozenset({"setmaxnreg"})
 
@@ -52,4 +54,5 @@ def tracks_shared_bytes(kernel) -> bool:
 
 def python_defined(ins) -> bool:
     """True when instruction ``ins`` is defined by this package (the compiled executor calls back)."""
-    return ins.opcode in OPCODES or (ins.opcode == "cp" and "bulk" in ins.mods) or is_proxy_async_fence(ins)
+    return (ins.opcode in OPCODES or (ins.opcode == "cp" and "bulk" in ins.mods) or is_proxy_async_fence(ins)
+            or (ins.opcode == "barrier" and "cluster" in ins.mods) or cluster.reads_special(ins))
