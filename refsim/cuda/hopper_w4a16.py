@@ -59,7 +59,7 @@ def plan(x: np.ndarray, wp: np.ndarray, scales: np.ndarray) -> tuple[Launch, tup
     from refsim.ptx.memory import GlobalMemory
 
     x, wp, scales, m, k, n = ek.check_inputs(x, wp, scales)
-    x, wp, scales = np.array(x), np.array(wp), np.array(scales)
+    x, wp, scales = (np.array(a, order="C") for a in (x, wp, scales))   # fresh C-order copies: any layout in
     c = np.zeros((m, n), np.float16)
     mem = GlobalMemory()
     addresses = [mem.add(a, name) for a, name in ((x, "x"), (wp, "wp"), (scales, "scales"), (c, "c"))]

@@ -1,7 +1,6 @@
 """refsim.cuda.hopper_w4a16: the committed sm_90a PTX loads in refsim.ptx and uses the Hopper forms its spec
-states, the tensor maps describe X and Wp where refsim.ptx maps them, and a launch today names the first
-instruction refsim.ptx does not execute. The bit-exact run is written and marked xfail(strict): it turns red
-the moment refsim.ptx runs the kernel, and is then unmarked."""
+states, the tensor maps describe X and Wp where refsim.ptx maps them, and the kernel runs through refsim.ptx (TMA, mbarrier, setmaxnreg, wgmma) on both executors, with
+race=True, and equals its emulator bit for bit."""
 
 from __future__ import annotations
 
@@ -14,10 +13,8 @@ from refsim.emulator import hopper_w4a16 as ek
 from refsim.errors import FormatRuleError
 from refsim.formats import hopper_w4a16 as layout
 from refsim.formats import tensor_map
-from refsim.ptx.errors import PtxUnsupportedError
 
 PTX = build.ptx("hopper_w4a16", "sm_90a")
-MISSING = "mbarrier, cp.async.bulk.tensor, setmaxnreg, wgmma"
 
 
 def _problem(m=5, k=384, n=64, seed=0):
@@ -94,16 +91,6 @@ def test_a_second_token_tile_gets_a_second_row_of_blocks_and_the_gpu_backend_is_
         hc.hopper_w4a16_gemm(*_problem(), backend="gpu")
 
 
-@pytest.mark.parametrize("executor", ["interpreter", "compiled"])
-def test_a_launch_today_names_the_first_instruction_refsim_ptx_does_not_execute(executor):
-    # flips to the bit-exact run below once refsim.ptx executes the Hopper instructions
-    with pytest.raises(PtxUnsupportedError, match=r"kernel hopper_w4a16_gemm.*PTX line \d+.*`(mbarrier|setmaxnreg|"
-                                                   r"wgmma|cp\.async\.bulk|fence\.mbarrier_init)"):
-        hc.hopper_w4a16_gemm(*_problem(), options={"executor": executor})
-
-
-@pytest.mark.xfail(strict=True, raises=PtxUnsupportedError,
-                   reason=f"refsim.ptx does not execute {MISSING} yet (issue 32)")
 @pytest.mark.parametrize("executor", ["interpreter", "compiled"])
 def test_the_kernel_equals_its_emulator_bit_for_bit(executor):
     # M = 5 (a partial token tile), K = 384 (6 k-tiles: the 4-slot ring wraps; 3 scale groups), N = 64

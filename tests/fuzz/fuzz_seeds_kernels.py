@@ -214,6 +214,7 @@ def seeds(fs) -> dict:
         "refsim.emulator.hopper_w4a16.hopper_w4a16_gemm_reference": lambda: call(*hopper_inputs()),
         "refsim.cuda.hopper_w4a16.tensor_maps": lambda: call(1 << 40, (1 << 40) + 4096, 3, 128, 64),
         "refsim.cuda.hopper_w4a16.plan": lambda: call(*hopper_inputs()),
+        "refsim.cuda.hopper_w4a16.hopper_w4a16_gemm": lambda: call(*hopper_inputs()),
         "refsim.cuda.gptq_awq.gptq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.gptq_ckpt()),
         "refsim.cuda.gptq_awq.awq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.awq_ckpt()),
         "refsim.cuda.atom.atom_group_gemm": lambda: call(*atom_kernel_pair(), fused=True),
@@ -290,9 +291,6 @@ UNSEEDED = {
                                     "arguments (tests/cuda/test_gpu.py covers its aliasing rules)",
     "refsim.cuda.gpu.DeviceBase": "a record device_bases builds for the GPU backend",
     "refsim.cuda.gpu.device_info": "runs a GPU (cuda.core)",
-    "refsim.cuda.hopper_w4a16.hopper_w4a16_gemm": "launches an sm_90a kernel that refsim.ptx refuses until it executes "
-                                                  "mbarrier/TMA/setmaxnreg/wgmma (PtxUnsupportedError); its arguments "
-                                                  "go through plan (seeded); tests/cuda/test_hopper_w4a16.py",
     "refsim.cuda.marlin.entries": "no parameters",
     "refsim.cuda.marlin.engine_gap": "no parameters",
     "refsim.cuda.mma.forms_table": "no parameters",
