@@ -43,9 +43,11 @@ _PLAIN = ("F32", "F64", "I8", "I16", "I32", "I64")
 
 def gguf_bits(qtype: str) -> int:
     """The nominal bit width of a ggml type name (a name of :data:`refsim.formats.gguf.BLOCK_TYPES`):
-    the digits after Q / IQ (Q4_K -> 4, IQ4_NL -> 4), 16 for F16 and BF16."""
+    the digits after Q / IQ / TQ (Q4_K -> 4, IQ4_NL -> 4, TQ1_0 -> 1), 4 for MXFP4 and NVFP4, 16 for F16 and BF16."""
     qtype = require_choice("qtype", qtype, tuple(gguf_format.BLOCK_TYPES))
-    return 16 if qtype in ("F16", "BF16") else int(re.match(r"I?Q(\d+)", qtype).group(1))
+    if qtype in ("F16", "BF16"):
+        return 16
+    return 4 if qtype in ("MXFP4", "NVFP4") else int(re.match(r"[IT]?Q(\d+)", qtype).group(1))
 
 
 @dataclass(frozen=True)
