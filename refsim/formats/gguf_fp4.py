@@ -32,7 +32,7 @@ Block layouts (bytes)::
     MXFP4 (17) | e u8 | qs[16]: byte j = c[j] | c[j+16] << 4 |
     NVFP4 (36) | d0 d1 d2 d3 (ue4m3) | qs[32]: bytes 8s..8s+7 = c[16s+j] | c[16s+8+j] << 4 |
 
-One MXFP4 block, worked: e = 128 (2^0 halved: 0.5), qs[0] = 0xA7: value 0 = 0.5 * kv[7] = 6.0,
+One MXFP4 block, worked: e = 127 (2^0 halved: 0.5), qs[0] = 0xA7: value 0 = 0.5 * kv[7] = 6.0,
 value 16 = 0.5 * kv[10] = -1.0.
 """
 
