@@ -13,7 +13,8 @@ Spec
                    qs[0:32]   byte j, trit k -> element 32k + j           (k < 5: elements 0..159)
                    qs[32:48]  byte j, trit k -> element 160 + 16k + j     (k < 5: elements 160..239)
                    qh[0:4]    byte j, trit k -> element 240 + 4k + j      (k < 4: elements 240..255)
-    quantize     ggml's ``quantize_row_tq*_0_ref``, float32: ``d = amax``, ``id = d ? 1/d : 0``,
+    quantize     ggml's ``quantize_row_tq*_0_ref``, float32: ``d = amax``, ``id = d ? 1/d : 0`` (a block whose
+                 1/amax overflows, amax below about 2^-128, is refused: its trits are undefined),
                  trit = roundf(x * id) + 1 (C roundf, halves away from zero); d stored rounded to fp16
                  (ties to even, overflow to inf); the trits use the float32 ``id``
     source       ggml/src/ggml-common.h (block_tq1_0, block_tq2_0), ggml/src/ggml-quants.c
@@ -34,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim._validate import require_choice, require_dtype, require_finite, require_ndim, require_shape
+from refsim.errors import FormatRuleError
 from refsim.formats.gguf_legacy import _f16_bytes, _roundf, read_f16
 
 __all__ = ["TERNARY_TYPES", "QUANTIZABLE", "dequantize_blocks", "dequantize_blocks_reference", "quantize_blocks",
@@ -115,7 +117,15 @@ def _values(x: np.ndarray) -> np.ndarray:
     x = require_dtype("x", x, np.float32)
     require_ndim("x", x, 2)
     require_shape("x", x, (x.shape[0], QK_K))
-    return require_finite("x", x)
+    x = require_finite("x", x)
+    amax = np.abs(x).max(axis=1) if x.size else np.zeros(0, _F32)
+    with np.errstate(divide="ignore", over="ignore"):
+        bad = (amax > 0) & ~np.isfinite(_F32(1) / amax)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise FormatRuleError(f"x: a block's largest |x| must be 0 or have a finite float32 1/amax (ggml's and "
+                              f"gguf-py's trits are undefined past it); got {float(amax[i])!r} in block {i}")
+    return x
 
 
 def _trits(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

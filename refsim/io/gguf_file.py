@@ -12,9 +12,10 @@ Spec
                ``refsim.formats.gguf.row_bytes(type, K)`` bytes, blocks in order
     value      :func:`refsim.formats.gguf.dequantize` (ggml's ``dequantize_row_*`` bit for bit),
                float32, returned (K, N) in refsim's orientation; a type refsim.formats.gguf does not
-               read (IQ2_XXS, TQ1_0, ...) is refused by name when the layer is read
-    inspect    bits = the type's nominal width (Q4_K -> 4, Q8_0 -> 8, F16 -> 16), group_size = the
-               type's block (32, 256; 1 for F16/BF16); scheme {"type": "gguf", "qtype"}
+               read (Q8_1, Q8_K, Q1_0: gguf-py dequantizes none of them) is refused by name when the
+               layer is read
+    inspect    bits = the type's nominal width (Q4_K -> 4, Q8_0 -> 8, TQ1_0 -> 1, MXFP4 -> 4, F16 -> 16),
+               group_size = the type's block (32, 64, 256; 1 for F16/BF16); scheme {"type": "gguf", "qtype"}
 
 Layout of ``blk.0.attn_q.weight`` Q4_0 with ne = [64, 4] (4 rows of 2 blocks of 18 bytes)::
 

@@ -71,3 +71,8 @@ def test_refusals_name_the_rule():
         T.quantize_blocks(np.full((1, 256), np.inf, F32), "TQ1_0")
     with pytest.raises(ShapeError, match="x"):
         T.quantize_blocks(np.zeros((1, 32), F32), "TQ2_0")
+    tiny = np.zeros((2, 256), F32)
+    tiny[1, 3] = 1e-45                                           # 1 / amax overflows float32
+    for f in (T.quantize_blocks, T.quantize_blocks_reference):
+        with pytest.raises(FormatRuleError, match="1/amax"):
+            f(tiny, "TQ1_0")
