@@ -8,11 +8,15 @@ Spec
                  no padding anywhere
     types        legacy (blocks of 32, refsim.formats.gguf_legacy): Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL, and
                  F16 BF16 (blocks of 1); k-quants (super-blocks of 256, refsim.formats.gguf_kquants):
-                 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
+                 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS; ternary (256, refsim.formats.gguf_ternary): TQ1_0 TQ2_0;
+                 4-bit floats (refsim.formats.gguf_fp4): MXFP4 (32), NVFP4 (64); lattice (256,
+                 refsim.formats.gguf_iquants): IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M -- every
+                 type gguf-py 0.19.0 dequantizes (it dequantizes no Q8_1, Q8_K or Q1_0, nor does refsim)
     dequantize   every type; float32 out, ggml's ``dequantize_row_*`` bit for bit (fp16 scales widened
                  exactly, then ggml's float32 operations in its order, unfused)
-    quantize     Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 F16 BF16: ggml's ``quantize_row_*_ref`` (what the ``gguf`` package
-                 reproduces); the k-quants' and IQ quantizers search scales and are not modelled
+    quantize     Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 F16 BF16 TQ1_0 TQ2_0 MXFP4: exactly the types the ``gguf`` package
+                 quantizes, as it does (ggml's ``quantize_row_*_ref``); the k-quants', IQ and NVFP4
+                 quantizers search scales and are not modelled
     source       ggml-common.h / ggml-quants.c of llama.cpp; the ``gguf`` package 0.19.0 (``GGML_QUANT_SIZES``,
                  gguf/quants.py) made the goldens in tests/formats/data/gguf_goldens.npz
 
@@ -28,14 +32,20 @@ import numpy as np
 
 from refsim._validate import plain_scalar, require_choice, require_dtype, require_int, require_shape_arg
 from refsim.errors import ShapeError
-from refsim.formats import gguf_kquants, gguf_legacy
+from refsim.formats import gguf_fp4, gguf_iquants, gguf_kquants, gguf_legacy, gguf_ternary
 
 __all__ = ["BLOCK_TYPES", "QUANTIZABLE", "row_bytes", "dequantize", "dequantize_reference", "quantize",
            "quantize_reference"]
 
 #: type -> (values per block, bytes per block): ggml's ``GGML_QUANT_SIZES`` for the types refsim reads
-BLOCK_TYPES: dict[str, tuple[int, int]] = {**gguf_legacy.LEGACY_TYPES, **gguf_kquants.KQUANT_TYPES}
-QUANTIZABLE: tuple[str, ...] = gguf_legacy.QUANTIZABLE
+BLOCK_TYPES: dict[str, tuple[int, int]] = {**gguf_legacy.LEGACY_TYPES, **gguf_kquants.KQUANT_TYPES,
+                                            **gguf_ternary.TERNARY_TYPES, **gguf_fp4.FP4_TYPES,
+                                            **gguf_iquants.IQUANT_TYPES}
+QUANTIZABLE: tuple[str, ...] = gguf_legacy.QUANTIZABLE + gguf_ternary.QUANTIZABLE + gguf_fp4.QUANTIZABLE
+#: type -> the module that holds its blocks
+_MODULES = {t: m for m, types in ((gguf_legacy, gguf_legacy.LEGACY_TYPES), (gguf_kquants, gguf_kquants.KQUANT_TYPES),
+                                  (gguf_ternary, gguf_ternary.TERNARY_TYPES), (gguf_fp4, gguf_fp4.FP4_TYPES),
+                                  (gguf_iquants, gguf_iquants.IQUANT_TYPES)) for t in types}
 
 
 def row_bytes(qtype: str, cols: int) -> int:
@@ -67,15 +77,13 @@ def dequantize(raw: np.ndarray, qtype: str, shape) -> np.ndarray:
     """float32 ``shape`` from the uint8 bytes ``raw`` (any shape, ``row_bytes`` per row in order) of a
     GGUF tensor of ``qtype``: ggml's ``dequantize_row_*`` bit for bit."""
     b, shape, qtype = _blocks(raw, qtype, shape)
-    mod = gguf_legacy if qtype in gguf_legacy.LEGACY_TYPES else gguf_kquants
-    return mod.dequantize_blocks(b, qtype).reshape(shape)
+    return _MODULES[qtype].dequantize_blocks(b, qtype).reshape(shape)
 
 
 def dequantize_reference(raw: np.ndarray, qtype: str, shape) -> np.ndarray:
     """Plain-loop twin of :func:`dequantize` (each type's C loop, block by block)."""
     b, shape, qtype = _blocks(raw, qtype, shape)
-    mod = gguf_legacy if qtype in gguf_legacy.LEGACY_TYPES else gguf_kquants
-    return mod.dequantize_blocks_reference(b, qtype).reshape(shape)
+    return _MODULES[qtype].dequantize_blocks_reference(b, qtype).reshape(shape)
 
 
 def _values(x: np.ndarray, qtype: str) -> tuple[np.ndarray, str, int]:
@@ -91,10 +99,10 @@ def quantize(x: np.ndarray, qtype: str) -> np.ndarray:
     """uint8 (..., row_bytes(qtype, cols)) from float32 x (..., cols), finite: ggml's
     ``quantize_row_*_ref`` for ``qtype`` in :data:`QUANTIZABLE` (what ``gguf.quants.quantize`` returns)."""
     xb, qtype, shape = _values(x, qtype)
-    return gguf_legacy.quantize_blocks(xb, qtype).reshape(*shape[:-1], row_bytes(qtype, shape[-1]))
+    return _MODULES[qtype].quantize_blocks(xb, qtype).reshape(*shape[:-1], row_bytes(qtype, shape[-1]))
 
 
 def quantize_reference(x: np.ndarray, qtype: str) -> np.ndarray:
     """Plain-loop twin of :func:`quantize`."""
     xb, qtype, shape = _values(x, qtype)
-    return gguf_legacy.quantize_blocks_reference(xb, qtype).reshape(*shape[:-1], row_bytes(qtype, shape[-1]))
+    return _MODULES[qtype].quantize_blocks_reference(xb, qtype).reshape(*shape[:-1], row_bytes(qtype, shape[-1]))

@@ -183,8 +183,11 @@ def _check_values(x: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def _roundf(v: np.ndarray) -> np.ndarray:
-    """C ``roundf``: halves away from zero."""
-    return (np.sign(v) * np.floor(np.abs(v) + _F32(0.5))).astype(_F32)
+    """C ``roundf`` of float32 ``v``: halves away from zero, exactly (gguf-py's ``np_roundf``). Not
+    ``floor(|v| + 0.5)``: for 0.49999997 that sum rounds up to 1.0 in float32, where roundf gives 0."""
+    a = np.abs(v).astype(_F32)
+    f = np.floor(a)
+    return (np.sign(v) * (f + np.floor(_F32(2) * (a - f)))).astype(_F32)  # a - f and 2*(a - f) are exact
 
 
 def _f16_bytes(v: np.ndarray) -> np.ndarray:

@@ -12,9 +12,10 @@ Spec
                ``refsim.formats.gguf.row_bytes(type, K)`` bytes, blocks in order
     value      :func:`refsim.formats.gguf.dequantize` (ggml's ``dequantize_row_*`` bit for bit),
                float32, returned (K, N) in refsim's orientation; a type refsim.formats.gguf does not
-               read (IQ2_XXS, TQ1_0, ...) is refused by name when the layer is read
-    inspect    bits = the type's nominal width (Q4_K -> 4, Q8_0 -> 8, F16 -> 16), group_size = the
-               type's block (32, 256; 1 for F16/BF16); scheme {"type": "gguf", "qtype"}
+               read (Q8_1, Q8_K, Q1_0: gguf-py dequantizes none of them) is refused by name when the
+               layer is read
+    inspect    bits = the type's nominal width (Q4_K -> 4, Q8_0 -> 8, TQ1_0 -> 1, MXFP4 -> 4, F16 -> 16),
+               group_size = the type's block (32, 64, 256; 1 for F16/BF16); scheme {"type": "gguf", "qtype"}
 
 Layout of ``blk.0.attn_q.weight`` Q4_0 with ne = [64, 4] (4 rows of 2 blocks of 18 bytes)::
 
@@ -43,9 +44,11 @@ _PLAIN = ("F32", "F64", "I8", "I16", "I32", "I64")
 
 def gguf_bits(qtype: str) -> int:
     """The nominal bit width of a ggml type name (a name of :data:`refsim.formats.gguf.BLOCK_TYPES`):
-    the digits after Q / IQ (Q4_K -> 4, IQ4_NL -> 4), 16 for F16 and BF16."""
+    the digits after Q / IQ / TQ (Q4_K -> 4, IQ4_NL -> 4, TQ1_0 -> 1), 4 for MXFP4 and NVFP4, 16 for F16 and BF16."""
     qtype = require_choice("qtype", qtype, tuple(gguf_format.BLOCK_TYPES))
-    return 16 if qtype in ("F16", "BF16") else int(re.match(r"I?Q(\d+)", qtype).group(1))
+    if qtype in ("F16", "BF16"):
+        return 16
+    return 4 if qtype in ("MXFP4", "NVFP4") else int(re.match(r"[IT]?Q(\d+)", qtype).group(1))
 
 
 @dataclass(frozen=True)

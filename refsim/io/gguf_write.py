@@ -8,10 +8,11 @@ Spec
                and the tokenizer metadata come from that script, which refsim does not model. A source
                tensor that is already quantized (Q4_K, ...) is refused: quantizing it again rounds twice
                (``llama-quantize`` needs ``--allow-requantize`` for it)
-    types      Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 F16 BF16 (:data:`refsim.formats.gguf.QUANTIZABLE`: ggml's
-               ``quantize_row_*_ref``, bit for bit with ``gguf.quants.quantize``); the k-quants and IQ
-               types are refused (their quantizers search scales, with an importance matrix for IQ;
-               not modelled)
+    types      Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 F16 BF16 (:data:`refsim.formats.gguf_legacy.QUANTIZABLE`: ggml's
+               ``quantize_row_*_ref``, bit for bit with ``gguf.quants.quantize``); the k-quants, IQ and
+               NVFP4 types are refused (their quantizers search scales, with an importance matrix for
+               IQ; not modelled), TQ1_0/TQ2_0/MXFP4 too (refsim.formats.gguf quantizes their blocks;
+               the file-level choices llama-quantize makes for them are not modelled)
     tensors    every 2-D float tensor selected by ``layers``/``ignore`` (regular expressions on the GGUF
                names) whose row length ne[0] is a multiple of the type's block: values widened
                exactly to float32, :func:`refsim.formats.gguf.quantize` row by row; every other tensor
@@ -43,17 +44,22 @@ import numpy as np
 from refsim._validate import require_callable, require_choice, require_instance, require_path
 from refsim.errors import CheckpointError, FormatRuleError, ToolchainError
 from refsim.formats import gguf as gguf_format
+from refsim.formats import gguf_legacy
 
 __all__ = ["GGUF_TYPES", "GGUF_REFUSED", "parse_gguf_target", "quantize_gguf"]
 
-#: the ggml types refsim writes (its bit-exact quantizers)
-GGUF_TYPES: tuple[str, ...] = gguf_format.QUANTIZABLE
+#: the ggml types refsim writes (its bit-exact quantizers of ggml's legacy blocks)
+GGUF_TYPES: tuple[str, ...] = gguf_legacy.QUANTIZABLE
 #: ggml types refsim reads but does not write, with the reason
 GGUF_REFUSED: dict[str, str] = {
     **{t: "the k-quant quantizers (quantize_row_q*_K) search each sub-block's scale and min; not modelled"
        for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")},
     **{t: "the IQ quantizers search the non-uniform grid's scales (with an importance matrix); not modelled"
-       for t in ("IQ4_NL", "IQ4_XS")},
+       for t in ("IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")},
+    **{t: "refsim.formats.gguf.quantize makes its blocks, but writing it into a .gguf file is not modelled "
+          "(llama-quantize keeps these types for chosen tensors: ternary models, MoE experts)"
+       for t in ("TQ1_0", "TQ2_0", "MXFP4")},
+    "NVFP4": "gguf-py and refsim have no NVFP4 quantizer (its UE4M3 scales are searched); not modelled",
 }
 _FLOAT_SOURCES = ("F32", "F16", "BF16")
 

@@ -32,9 +32,17 @@ def test_dequantize_equals_gguf_bit_for_bit(qtype):
     assert_bitexact(gguf.dequantize_reference(raw, qtype, y.shape), y, name=f"{qtype} dequantize_reference")
 
 
+@pytest.mark.parametrize("qtype", ["TQ1_0", "TQ2_0", "MXFP4"])
+def test_dequantize_of_any_bytes_equals_gguf_for_the_quantized_newer_types(qtype):
+    raw, y = GOLDENS[qtype + ".any.raw"], GOLDENS[qtype + ".any.y"]   # d inf/NaN/max, E8M0 0, 1, 254, 255
+    assert_bitexact(gguf.dequantize(raw, qtype, y.shape), y, name=f"{qtype} dequantize (any bytes)")
+    assert_bitexact(gguf.dequantize_reference(raw, qtype, y.shape), y, name=f"{qtype} dequantize_reference")
+
+
 @pytest.mark.parametrize("qtype", gguf.QUANTIZABLE)
 def test_quantize_equals_gguf_byte_for_byte(qtype):
-    x, raw = GOLDENS["x"], GOLDENS[qtype + ".raw"]
+    x = GOLDENS[qtype + ".x"] if qtype + ".x" in GOLDENS.files else GOLDENS["x"]
+    raw = GOLDENS[qtype + ".raw"]
     assert_bitexact(gguf.quantize(x, qtype), raw, name=f"{qtype} quantize")
     assert_bitexact(gguf.quantize_reference(x, qtype), raw, name=f"{qtype} quantize_reference")
 
@@ -64,7 +72,8 @@ def test_dequantize_of_any_bytes_equals_the_plain_reference(qtype, rows, blocks,
 @given(st.sampled_from(gguf.QUANTIZABLE), st.integers(1, 4), st.sampled_from([1e-6, 1e-2, 1.0, 1e3]),
        st.integers(0, 2**31 - 1))
 def test_quantize_equals_the_plain_reference(qtype, rows, scale, seed):
-    x = (np.random.default_rng(seed).standard_normal((rows, 64)) * scale).astype(np.float32)
+    cols = max(64, gguf.BLOCK_TYPES[qtype][0])
+    x = (np.random.default_rng(seed).standard_normal((rows, cols)) * scale).astype(np.float32)
     x[0, :32] = 0.0                                                # a zero block
     assert_bitexact(gguf.quantize(x, qtype), gguf.quantize_reference(x, qtype), name=qtype)
 

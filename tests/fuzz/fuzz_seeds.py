@@ -991,6 +991,20 @@ SEEDS.update({
     "refsim.formats.gguf_kquants.dequantize_blocks": lambda: call(gguf_bytes((1, 144)), "Q4_K"),
     "refsim.formats.gguf_kquants.dequantize_blocks_reference": lambda: call(gguf_bytes((1, 210)), "Q6_K"),
     "refsim.formats.gguf_kquants.scale_min_k4": lambda: call(codes((2, 12), 256)),
+    "refsim.formats.gguf_ternary.dequantize_blocks": lambda: call(gguf_bytes((1, 54)), "TQ1_0"),
+    "refsim.formats.gguf_ternary.dequantize_blocks_reference": lambda: call(gguf_bytes((1, 66)), "TQ2_0"),
+    "refsim.formats.gguf_ternary.quantize_blocks": lambda: call(normal((2, 256)), "TQ1_0"),
+    "refsim.formats.gguf_ternary.quantize_blocks_reference": lambda: call(normal((1, 256)), "TQ2_0"),
+    "refsim.formats.gguf_fp4.e8m0_half": lambda: call(codes(8, 256)),
+    "refsim.formats.gguf_fp4.ue4m3_half": lambda: call(codes(8, 256)),
+    "refsim.formats.gguf_fp4.dequantize_blocks": lambda: call(codes((2, 17), 256), "MXFP4"),
+    "refsim.formats.gguf_fp4.dequantize_blocks_reference": lambda: call(codes((1, 36), 256), "NVFP4"),
+    "refsim.formats.gguf_fp4.quantize_blocks": lambda: call(normal((2, 32)), "MXFP4"),
+    "refsim.formats.gguf_fp4.quantize_blocks_reference": lambda: call(normal((1, 32)), "MXFP4"),
+    "refsim.formats.gguf_iquants.grid": lambda: call("IQ2_S"),
+    "refsim.formats.gguf_iquants.ksigns": lambda: call(),
+    "refsim.formats.gguf_iquants.dequantize_blocks": lambda: call(gguf_bytes((1, 66)), "IQ2_XXS"),
+    "refsim.formats.gguf_iquants.dequantize_blocks_reference": lambda: call(gguf_bytes((1, 56)), "IQ1_M"),
 })
 # ---- end of bnb4 / gguf ----------------------------------------------------------------------------------
 # ---- FP8, MX and NVFP4 formats (refsim.formats.minifloat, fp8, mx) ----------------------------------

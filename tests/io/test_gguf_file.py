@@ -57,6 +57,28 @@ def test_inspect_json_names_each_gguf_layer_with_its_type(capsys):
     assert {r["name"]: r["bytes_on_disk"] for r in rep["layers"]}["blk.0.ffn_up.weight"] == 210   # one Q6_K block
 
 
+MORE = {"blk.0.attn_q.weight": ("TQ1_0", 256, 2, 1), "blk.0.attn_k.weight": ("TQ2_0", 256, 1, 2),
+        "blk.0.attn_v.weight": ("MXFP4", 64, 2, 4), "blk.0.attn_output.weight": ("NVFP4", 128, 1, 4),
+        "blk.0.ffn_up.weight": ("IQ2_XS", 256, 1, 2), "blk.0.ffn_gate.weight": ("IQ3_S", 256, 1, 3),
+        "blk.0.ffn_down.weight": ("IQ1_M", 256, 1, 1)}
+
+
+def test_the_newer_types_read_and_inspect_as_the_gguf_package_does(capsys):
+    path, ref = DATA / "more_types.gguf", np.load(DATA / "more_types_gguf_dequantized.npz")
+    ck = open_checkpoint(path)
+    for name, (qtype, k, n, _) in MORE.items():
+        lay = ck.read_layer(name)
+        assert (lay.qtype, lay.k, lay.n) == (qtype, k, n)
+        W = lay.dequantize()
+        assert_bitexact(np.ascontiguousarray(W.T).view(np.uint32), ref[name].view(np.uint32), name=name)
+    assert main(["inspect", str(path), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    for r in rep["layers"]:
+        qtype, k, n, bits = MORE[r["name"]]
+        assert r["scheme"] == {"type": "gguf", "qtype": qtype} and (r["bits"], r["k"], r["n"]) == (bits, k, n)
+    assert sorted(r["name"] for r in rep["layers"]) == sorted(MORE)
+
+
 def test_without_the_gguf_package_the_reader_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "gguf", None)                # import gguf -> ImportError
     with pytest.raises(ToolchainError, match=r"needs the gguf package \(pip install refsim\[gguf\]\)"):
