@@ -21,6 +21,8 @@ Every kernel module provides::
                                     rule's text for a refused one (GROUPS None: group_size ignored)
     check(gpu, m, n, k, bits, group_size)     the kernel's own shape / GPU rules (RefsimError)
     model(machine, m, n, k, bits, group_size) -> Breakdown   the plain model (arguments valid)
+    ESTIMATES (optional)            {label: why} of the model's own constants that are estimates (the
+                                    trust statement lists them with the GPU's)
     INT32_INDEXES (optional)        the kernel's own int32 index expressions (label, fn(m, n, k), source)
     WEIGHTS_KEPT_IN_L2 (optional)   False when its weight loads evict first (a warm L2 keeps none)
     untrusted(m, n, k, bits, group_size) -> str | None  (optional)
@@ -54,7 +56,7 @@ __all__ = ["KERNELS", "kernel_names", "kernel_module", "INT32_MAX", "Machine", "
 _MODULES = {
     "cublas-fp16": "cublas_fp16", "marlin": "marlin", "sparse-marlin": "sparse_marlin", "anyprec": "anyprec",
     "atom-w4a4": "atom_w4a4", "int8-w8a8": "int8_w8a8", "mixed-2-4-16": "mixed_2_4_16",
-    "awq-w4a16": "awq_w4a16",
+    "awq-w4a16": "awq_w4a16", "deepgemm-fp8": "deepgemm_fp8", "hopper-w4a16": "hopper_w4a16",
 }
 KERNELS = tuple(_MODULES)
 #: sizes the kernels' host APIs take as C ``int`` (marlin_cuda, cublasGemmEx, the Any-Precision,

@@ -212,7 +212,7 @@ class Trust:
     ``validated_on``: one dict per covering regime (table, gpu, kernel, bits, cache, timing, clocks,
     m_min, m_max, rows, median, max, local_m, local_rows, local_max; errors as fractions).
     ``deviations``: the matching rows of known_deviations.csv. ``estimates``: {field: source} of the
-    GPU constants this prediction uses that are estimates. The dicts are read-only views (a cached
+    GPU constants this prediction uses that are estimates, then the kernel model's own (its ``ESTIMATES``). The dicts are read-only views (a cached
     Trust is shared); :meth:`as_dict` gives plain copies. ``nearest``: for an unvalidated
     prediction, the regimes of its kernel (labels). ``far_off``: rows here are off by more than
     :data:`FAR_OFF` either way."""
@@ -343,8 +343,8 @@ def _setting(gpu, kernel, bits, clock, ecc, cache, timing) -> tuple:
     nearest = tuple(f"{_regime_label(r)} [{r['table']}]" for r in mine[:_NEAREST])
     if len(mine) > _NEAREST:
         nearest += (f"{len(mine) - _NEAREST} more (docs/perf_model.md, 'How far to trust a prediction')",)
-    return (name, kern, bits, pb.cache, pb.timing, regimes_here, deviations,
-            MappingProxyType(_estimates_used(g, clock, ecc, pb.cache, pb.timing)), nearest)
+    estimates = {**_estimates_used(g, clock, ecc, pb.cache, pb.timing), **getattr(pb.kernel, "ESTIMATES", {})}
+    return (name, kern, bits, pb.cache, pb.timing, regimes_here, deviations, MappingProxyType(estimates), nearest)
 
 
 _setting_cached = lru_cache(maxsize=4096, typed=True)(_setting)

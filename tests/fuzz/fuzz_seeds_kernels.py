@@ -140,7 +140,7 @@ SAMPLES = {
     "refsim.cuda.census.EntryResources": lambda: __import__("refsim.cuda.census", fromlist=["x"]).EntryResources(
         40, 1024, 0, 0, 0, 1),
     "refsim.cuda.official.RecordedCase": lambda: official.load(official.cases()[0]),
-    "refsim.cuda.official_deepgemm.Config": lambda: official_deepgemm.config(64, 256, 512, 4),
+    "refsim.gpu_model.kernels.deepgemm_config.Config": lambda: official_deepgemm.config(64, 256, 512, 4),
     "refsim.cuda.official_deepgemm.Prepared": lambda: official_deepgemm.prepare(*deepgemm_problem(64, 256, 512),
                                                                                 num_sms=4),
     "refsim.cuda.user.LaunchPlan": lambda: user.LaunchPlan(2, 32, (np.zeros(40, np.float32), 40), None),
@@ -246,7 +246,7 @@ def seeds(fs) -> dict:
         "refsim.cuda.official.marlin_gemm": lambda: call(fs.normal((1, 256), np.float16), *fs.marlin_problem()[2:], sms=8,
                                                          max_par=16, thread_k=64, thread_n=256, arch="sm_80"),
         "refsim.cuda.official.atom_gemm": lambda: call(*atom_official_pair(), arch="sm_80"),
-        "refsim.cuda.official_deepgemm.config": lambda: call(128, 4096, 4096, 132),
+        "refsim.gpu_model.kernels.deepgemm_config.config": lambda: call(128, 4096, 4096, 132),
         "refsim.cuda.official_deepgemm.sfa_tma_aligned": lambda: call(deepgemm_problem(m=5)[1]),
         "refsim.cuda.official_deepgemm.prepare": lambda: call(*deepgemm_problem(64, 256, 512), num_sms=4),
         "refsim.emulator.deepgemm_kernel.check_inputs": lambda: call(*deepgemm_problem()),

@@ -55,8 +55,9 @@ def test_numpy_integer_sizes_bits_and_groups_are_legal(kernel):
     bits = np.int64(mod.DEFAULT_BITS)
     group = None if mod.GROUPS is None or mod.DEFAULT_GROUP is None else np.int32(mod.DEFAULT_GROUP)
     m = 1 if kernel == "awq-w4a16" else 16          # awq-w4a16 refuses from M = 2 (untrusted)
-    a = predict("a10", kernel, np.int64(m), np.int32(4096), np.uint16(4096), bits, group)
-    b = predict("a10", kernel, m, 4096, 4096, mod.DEFAULT_BITS, mod.DEFAULT_GROUP)
+    gpu = "h100-sxm" if kernel in ("deepgemm-fp8", "hopper-w4a16") else "a10"     # sm_90a-only kernels
+    a = predict(gpu, kernel, np.int64(m), np.int32(4096), np.uint16(4096), bits, group)
+    b = predict(gpu, kernel, m, 4096, 4096, mod.DEFAULT_BITS, mod.DEFAULT_GROUP)
     assert a == b and type(a.m) is int and type(a.bits) is int and type(a.latency_s) is float
 
 

@@ -191,10 +191,14 @@ def test_unknown_kernel_lists_valid_ones():
         predict("a10", "exllama", 1, 4096, 4096)
 
 
+SM90_ONLY = ("deepgemm-fp8", "hopper-w4a16")      # wgmma / TMA kernels: other GPUs are refused
+
+
 @pytest.mark.parametrize("kernel", kernel_names())
 def test_every_kernel_returns_a_breakdown_with_a_named_bottleneck(kernel):
-    bd = predict("orin-agx-64gb", kernel, 1, 4096, 4096)
-    assert bd.latency_s > 0 and bd.bottleneck in {"dram", "l2", "tensor", "alu", "smem", "launch", "serial"}
+    gpu = "h100-sxm" if kernel in SM90_ONLY else "orin-agx-64gb"
+    bd = predict(gpu, kernel, 1, 4096, 4096)
+    assert bd.latency_s > 0 and bd.bottleneck in {"dram", "l2", "tensor", "alu", "smem", "latency", "launch", "serial"}
     assert bd.terms["launch"] > 0
     d = bd.as_dict()
     assert d["latency_us"] == pytest.approx(bd.latency_s * 1e6)

@@ -129,3 +129,22 @@ def test_anyprec_lower_bit_width_never_reads_more_bytes(gpu, m, n, k, bits):
     ksplit = bits + 1 >= 7 and k > 4096 and not g.name.startswith("orin")
     if m == 1 and not ksplit and "latency" not in (_binding_pipe(lo), _binding_pipe(hi)):
         assert lo.latency_s <= hi.latency_s * (1 + 1e-12), (lo.terms, hi.terms)
+
+
+def test_the_lut_conflict_degree_is_what_the_official_kernel_does_through_refsim_ptx():
+    # refsim/data/timings/ptx_counts.json (python bench/ptx_counts.py --write): the official matmul_kbit_32 at
+    # N = K = 4096, M = 1, bits 3..8, run through refsim.ptx on uniformly random codes. Its shared-memory
+    # wavefronts per request (LUT lookups, plus the table's fill) are the model's expected conflict degree
+    # within 2 %: 1 for the 8..32-word tables of 4..6 bits, ~2 at 64 words (3 bits' pair table, 7 bits),
+    # ~2.8 at 128 words (8 bits); and the lookups per 1024-weight chunk are the model's (16 pair, else 32).
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(anyprec.__file__).resolve().parents[2] / "data" / "timings" / "ptx_counts.json")
+                     .read_text(encoding="utf-8"))["anyprec_official"]["bits"]
+    for bits in range(3, 9):
+        lookups, _, words = anyprec.lookup_plan(bits, 1)
+        measured = doc[str(bits)]
+        assert measured["ld_shared_per_chunk"] == lookups
+        assert measured["wavefronts_per_request"] == pytest.approx(anyprec.lds_conflict_degree(words), rel=0.02)
+    assert doc["4"]["wavefronts_per_request"] == 1.0 and doc["8"]["wavefronts_per_request"] > 2.7
