@@ -126,7 +126,9 @@ def _kernel_calls(rng):
 
 def test_every_registered_kernel_runs_on_the_gpu_path(fake):
     calls = _kernel_calls(np.random.default_rng(3))
-    assert set(calls) | {"marlin_gemm"} == {k.name for k in rc.kernels()}
+    # hopper_w4a16_gemm: its gpu backend is refused until refsim.cuda.gpu encodes tensor maps from device
+    # addresses (tests/cuda/test_hopper_w4a16.py pins the refusal)
+    assert set(calls) | {"marlin_gemm", "hopper_w4a16_gemm"} == {k.name for k in rc.kernels()}
     for name, call in calls.items():
         assert_bitexact(call("gpu"), call("ptx"), name)
     entries = set(calls) - {"mma_probe"} | {"probe_m16n8k16_f32_f16_f16_f32"}
