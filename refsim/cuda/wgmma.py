@@ -119,7 +119,7 @@ def operands(kind, n: int, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> tuple
     A, B, C = _check(kind, n, A, B, C)
     Bt = np.swapaxes(B, 1, 2)                                                     # (T, N, K)
     if kind.a == "b1":
-        rows = [np.packbits(x, axis=-1, bitorder="little") for x in (A, Bt)]
+        rows = [np.ascontiguousarray(np.packbits(x, axis=-1, bitorder="little")) for x in (A, Bt)]
     else:
         rows = [np.ascontiguousarray(x).view(np.uint8) for x in (A, Bt)]
     tiles = A.shape[0]
