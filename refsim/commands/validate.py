@@ -98,8 +98,8 @@ def run(args) -> int:
     if not args.json:
         sys.stdout.write(f"refsim validate: backend {backend}, {where}, seed {args.seed}\n")
         if skipped:
-            sys.stdout.write(f"not run: {len(skipped)} cases whose PTX needs a newer arch than {arch} "
-                             f"({', '.join(skipped)})\n")
+            sys.stdout.write(f"not run: {len(skipped)} cases whose PTX needs a newer arch than {arch} or is "
+                             f"arch-specific to another SM (sm_90a: sm_90 only) ({', '.join(skipped)})\n")
         sys.stdout.flush()
 
     def show(r):

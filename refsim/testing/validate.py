@@ -20,7 +20,7 @@ cases         three groups (:func:`cases`), each case a few inputs chosen to cov
                            :mod:`refsim.testing.wgmma_probes` (242: every kind at N = 8 and 256, each input
                            category; ``tiles`` tiles each), run by refsim/cuda/wgmma.cu (:mod:`refsim.cuda.wgmma`:
                            A and B from no-swizzle shared memory; the f32.f16.f16 probes also with A from
-                           registers, ``<probe> [A from registers]``) against refsim.arith.wgmma at sm_90. The
+                           registers, ``<probe>, A from registers``) against refsim.arith.wgmma at sm_90. The
                            block-scaled (Blackwell) kinds of :mod:`refsim.arith.block_scaled`, modelled but
                            without a probe kernel, are listed by :func:`pending`.
 backend ptx   (the default without a GPU) each case through refsim.ptx, compared with refsim's emulator of it
@@ -376,7 +376,7 @@ def _wgmma_cases(seed: int, tiles: int) -> list[Case]:
     """One case per probe of :func:`refsim.testing.wgmma_probes.probes` (``tiles`` tiles each): wgmma.cu's entry
     through :func:`refsim.cuda.wgmma.wgmma_probe` (refsim.ptx at sm_90a, or the GPU) against
     :func:`refsim.cuda.wgmma.wgmma_reference`; the probes of :data:`refsim.cuda.wgmma.RS_KIND` once more with A
-    from registers (``<probe> [A from registers]``)."""
+    from registers (``<probe>, A from registers``)."""
     from refsim.testing import wgmma_probes
 
     out = []
@@ -393,7 +393,7 @@ def _wgmma_cases(seed: int, tiles: int) -> list[Case]:
                 return {"D": rwg.wgmma_reference(p.kind, p.n, *inputs(), **flags).view(values)}
             what = (f"{tiles} tiles x {p.category} (scale-d {int(p.scale_d)}, imm-scale {p.scale_ab})"
                     + ("; A from registers" if a_regs else "; A and B from no-swizzle K-major shared memory"))
-            out.append(Case(p.name + (" [A from registers]" if a_regs else ""), "mma", what, run, ref, p.kind.archs,
+            out.append(Case(p.name + (", A from registers" if a_regs else ""), "mma", what, run, ref, p.kind.archs,
                             labels=lambda coord, c=p.category: c, ptx_archs=p.kind.archs, verified=p.kind.verified,
                             min_arch=rwg.PTX_ARCHS[0], kind=f"wgmma {p.kind.types}"))
     return out
