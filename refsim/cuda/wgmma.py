@@ -21,11 +21,9 @@ equals         :func:`wgmma_probe` (the kernel, through :func:`refsim.cuda.launc
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from refsim._validate import require_bool, require_choice, require_dtype, require_instance, require_int
+from refsim._validate import require_bool, require_choice, require_dtype, require_instance
 from refsim.arith import wgmma as arith
 from refsim.cuda import build, launch
 from refsim.errors import FormatRuleError, ShapeError
@@ -79,7 +77,6 @@ def entry(kind, n: int, *, satfinite: bool = False, negate: bool = False, a_regi
             + ("_neg" if negate else "") + ("_rs" if a_registers else ""))
 
 
-@functools.lru_cache(maxsize=None)
 def entries() -> tuple[str, ...]:
     """Every entry of wgmma.cu (module spec), in the file's order."""
     out = []
