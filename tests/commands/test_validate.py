@@ -201,11 +201,13 @@ def test_json_lists_the_unmeasured_rules_the_pending_kinds_and_the_wgmma_kinds(c
         ("negzero-sum", "unverified", "0x80000000", "0x0"), ("zero-product-exp", "unverified", "0x35810002", "0x35800000"),
         ("f16-zero-floor", "unverified", "0x0", "0x1")]
     assert doc["pending"] == []
+    # (the entries of tests/cuda/test_wgmma.py's executor test: their compiled translations are cached once)
     code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--tiles", "1", "--json", "--only",
-                        "*m64n8k16.f16.f16.f16 noC", "--only", "*m64n8k32.satfinite.s32.s8.u8 hugeC")
+                        "*m64n8k16.f32.f16.f16 noC", "--only", "*m64n8k16.f32.f16.f16 negated, A from registers")
     doc = json.loads(out)
-    assert code == 0 and doc["kinds"] == {"wgmma f16.f16.f16": {"bit-identical": 1},
-                                          "wgmma s32.s8.u8": {"bit-identical": 1}}
+    assert [c["name"] for c in doc["cases"]] == ["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 negated, A from registers",
+                                                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 noC"]
+    assert code == 0 and doc["kinds"] == {"wgmma f32.f16.f16": {"bit-identical": 2}}
     code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--only", "rule f16*", "--only", "block-scaled*")
     assert "rules refsim states but no GPU has measured: negzero-sum, zero-product-exp, f16-zero-floor" in out
     assert "pending: 81 block-scaled kinds defined as data, not run (no block-scaled mma kernel yet)" in out and code == 0
@@ -218,14 +220,14 @@ def test_json_lists_the_unmeasured_rules_the_pending_kinds_and_the_wgmma_kinds(c
 
 def test_gpu_backend_runs_the_wgmma_probes_on_sm_90_only(monkeypatch, capsys):
     fake = _fake(monkeypatch, arch="sm_90")
-    code, out, _ = _run(capsys, "--group", "mma", "--tiles", "1", "--json", "--only", "*m64n8k32.f32.e5m2.e4m3 negated")
+    code, out, _ = _run(capsys, "--group", "mma", "--tiles", "1", "--json", "--only", "*m64n8k16.f32.f16.f16 spread")
     doc = json.loads(out)
     (case,) = doc["cases"]
     assert (case["verdict"], case["compared"], case["matched"], case["unverified"]) == (
         "bit-identical", ["sm_90"], ["sm_90"], ["sm_90"])
-    assert doc["kinds"] == {"wgmma f32.e5m2.e4m3": {"bit-identical": 1}} and code == 0
-    assert ("get_kernel", "probe_m64n8k32_f32_e5m2_e4m3_neg") in {c[:2] for c in fake.calls}
+    assert doc["kinds"] == {"wgmma f32.f16.f16": {"bit-identical": 1}} and code == 0
+    assert ("get_kernel", "probe_m64n8k16_f32_f16_f16") in {c[:2] for c in fake.calls}
     _fake(monkeypatch, arch="sm_100", name="Fake B200")
-    code, out, _ = _run(capsys, "--group", "mma", "--tiles", "1", "--only", "*m64n8k32.f32.e5m2.e4m3 negated")
+    code, out, _ = _run(capsys, "--group", "mma", "--tiles", "1", "--only", "*m64n8k16.f32.f16.f16 spread")
     assert ("not run: 1 cases whose PTX needs a newer arch than sm_100 or is arch-specific to another SM (sm_90a: "
             "sm_90 only)") in out and code == 2
