@@ -96,8 +96,8 @@ def _check(kind: arith.WgmmaKind, n: int, A, B, C) -> tuple[np.ndarray, np.ndarr
     C = require_dtype("C", C, _D_STORAGE[kind.d])
     for name, x, shape in (("A", A, (arith.M, kind.k)), ("B", B, (kind.k, n)), ("C", C, (arith.M, n))):
         if x.ndim != 3 or x.shape[1:] != shape:
-            raise ShapeError(f"{name}: must be (tiles, {shape[0]}, {shape[1]}) for wgmma m64n{n}k{kind.k}.{kind.types}; "
-                             f"got {x.shape}")
+            raise ShapeError(f"{name}: must be (tiles, {shape[0]}, {shape[1]}) for wgmma "
+                             f"m64n{n}k{kind.k}.{kind.types}; got {x.shape}")
     tiles = A.shape[0]
     if not 1 <= tiles <= MAX_TILES or B.shape[0] != tiles or C.shape[0] != tiles:
         raise ShapeError(f"A, B, C: must hold the same number of tiles, 1 .. {MAX_TILES}; got "

@@ -39,8 +39,9 @@ backend gpu   each case once on the current device (:mod:`refsim.cuda.gpu`), com
               :func:`kinds` summarises the verdicts per tensor-core kind (``--json``: ``kinds``).
 verdicts      ``bit-identical``; ``differs`` (with the first differing elements); ``not-run`` (ptx backend:
               refsim.ptx refuses an instruction of the kernel, the reason naming kernel, PTX line and form;
-              not a pass); ``error`` (a side raised: a GPU fault, a launcher's refusal); ``no-model`` (gpu backend: refsim has no model of
-              this form on the device's arch, ``matched`` still says which models agree).
+              not a pass); ``error`` (a side raised: a GPU fault, a launcher's refusal); ``no-model`` (gpu
+              backend: refsim has no model of this form on the device's arch, ``matched`` still says which
+              models agree).
 exit status   :func:`exit_status`: 0 when every case is bit-identical; 1 when any differs, errs, is not run
               or has no model; 2 when no case could run. (Bad arguments and a missing GPU raise before any case: 2.)
 """

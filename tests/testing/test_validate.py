@@ -181,7 +181,8 @@ def test_the_wgmma_probes_are_cases_and_only_the_block_scaled_kinds_stay_pending
 def test_a_wgmma_case_runs_the_kernel_and_reports_its_kind():
     (case,) = v.cases(groups=("mma",), tiles=1, only=("*m64n8k16.f32.f16.f16 cancel",))
     res = v.run_case(case, "ptx", None)
-    assert (res.verdict, res.compared, res.matched, res.unverified) == ("bit-identical", ["sm_90"], ["sm_90"], ["sm_90"])
+    assert (res.verdict, res.compared, res.matched) == ("bit-identical", ["sm_90"], ["sm_90"])
+    assert res.unverified == ["sm_90"]                          # no GPU has answered the f16 wgmma model
     assert res.as_dict()["kind"] == "wgmma f32.f16.f16"
     other = v.Result("c", "mma", "", "differs", "sm_90", kind="wgmma f32.f16.f16")
     assert v.kinds([res, other, v.Result("k", "kernel", "", "bit-identical", "sm_80")]) == {
