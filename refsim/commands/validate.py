@@ -8,10 +8,13 @@ one verdict per case (:mod:`refsim.testing.validate` holds the cases and the rul
     refsim validate --backend ptx --arch sm_90 --group mma --only '*bf16*'
 
 The mma group also probes the zero-handling rules refsim states but no GPU has measured (``rule ...`` cases;
-``--json`` lists them under ``unmeasured_rules``) and lists the wgmma probes defined as data (``pending``).
+``--json`` lists them under ``unmeasured_rules``), runs the wgmma probes (refsim/cuda/wgmma.cu, sm_90a: on an
+sm_90 GPU or through refsim.ptx; ``--json`` summarises every kind under ``kinds``) and lists the block-scaled
+kinds defined as data without a kernel (``pending``). A kernel refsim.ptx cannot execute yet is ``not-run``
+with the refused instruction named.
 
-Exit status 0 when every case is bit-identical, 1 when any differs, errs or has no model on the device's
-arch, 2 on bad arguments, without a usable GPU for --backend gpu, or when no case could run.
+Exit status 0 when every case is bit-identical, 1 when any differs, errs, is not run or has no model on the
+device's arch, 2 on bad arguments, without a usable GPU for --backend gpu, or when no case could run.
 """
 
 from __future__ import annotations
@@ -95,8 +98,8 @@ def run(args) -> int:
     if not args.json:
         sys.stdout.write(f"refsim validate: backend {backend}, {where}, seed {args.seed}\n")
         if skipped:
-            sys.stdout.write(f"not run: {len(skipped)} cases whose PTX needs a newer arch than {arch} "
-                             f"({', '.join(skipped)})\n")
+            sys.stdout.write(f"not run: {len(skipped)} cases whose PTX needs a newer arch than {arch} or is "
+                             f"arch-specific to another SM (sm_90a: sm_90 only) ({', '.join(skipped)})\n")
         sys.stdout.flush()
 
     def show(r):
@@ -107,10 +110,12 @@ def run(args) -> int:
     results = v.validate(backend=backend, arch=arch, seed=args.seed, tiles=args.tiles, groups=groups,
                          only=tuple(args.only), on_result=show)
     status = v.exit_status(results)
-    counts = {k: sum(r.verdict == k for r in results) for k in ("bit-identical", "differs", "error", "no-model")}
+    counts = {k: sum(r.verdict == k for r in results)
+              for k in ("bit-identical", "differs", "error", "not-run", "no-model")}
     if args.json:
         doc = {"backend": backend, "device": device, "arch": arch, "seed": args.seed, "tiles": args.tiles,
-               "cases": [r.as_dict() for r in results], "not_run": skipped, "summary": counts, "exit_status": status,
+               "cases": [r.as_dict() for r in results], "not_run": skipped, "summary": counts,
+               "kinds": v.kinds(results), "exit_status": status,
                "unmeasured_rules": v.unmeasured_rules(), "pending": v.pending(groups=groups, only=tuple(args.only))}
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
@@ -122,9 +127,9 @@ def run(args) -> int:
                              f"probe them; --json lists refsim's and MMA-Sim's answers)\n")
         waiting = v.pending(groups=groups, only=tuple(args.only))
         if waiting:
-            sys.stdout.write(f"pending: {len(waiting)} wgmma probes and block-scaled kinds defined as data, not run "
-                             f"(no wgmma or block-scaled mma kernel yet)\n")
+            sys.stdout.write(f"pending: {len(waiting)} block-scaled kinds defined as data, not run "
+                             f"(no block-scaled mma kernel yet)\n")
         sys.stdout.write(f"summary: {counts['bit-identical']} bit-identical, {counts['differs']} differ, "
-                         f"{counts['error']} errors, {counts['no-model']} without a model on {arch or 'their archs'} "
-                         f"(exit {status})\n")
+                         f"{counts['error']} errors, {counts['not-run']} not run (refsim.ptx refuses an instruction), "
+                         f"{counts['no-model']} without a model on {arch or 'their archs'} (exit {status})\n")
     return status

@@ -15,6 +15,7 @@ nvcc-compiled PTX on a CPU through :mod:`refsim.ptx`, so every CI run checks the
     mma_probe                    mma.cu            refsim.cuda.mma.mma_reference (refsim.arith.tensor_core)
     hopper_w4a16_gemm            hopper_w4a16.cu   refsim.emulator.hopper_w4a16.hopper_w4a16_gemm (sm_90a: TMA,
                                                    mbarrier, wgmma; refsim.ptx refuses it until it runs them)
+    wgmma_probe                  wgmma.cu          refsim.cuda.wgmma.wgmma_reference (refsim.arith.wgmma; sm_90a)
 
 ``kernels()`` lists them from the registry (:mod:`refsim.cuda.registry`); ``ptx(name, arch)`` returns a
 file's PTX (committed copy, or compiled through :func:`refsim.ptx.compile`); ``user_kernel`` turns your own
@@ -35,9 +36,10 @@ from refsim.cuda.mixed_2_4_16 import mixed_gemv
 from refsim.cuda.mma import mma_probe
 from refsim.cuda.registry import KernelEntry, entries
 from refsim.cuda.user import LaunchPlan, user_kernel
+from refsim.cuda.wgmma import wgmma_probe
 
 __all__ = ["marlin_gemm", "anyprec_gemv", "atom_group_gemm", "mixed_gemv", "gptq_gemv", "awq_gemv", "mma_probe",
-           "hopper_w4a16_gemm", "ptx", "kernels",
+           "hopper_w4a16_gemm", "wgmma_probe", "ptx", "kernels",
            "KernelEntry", "user_kernel", "LaunchPlan"]
 
 

@@ -26,6 +26,7 @@ SOURCES: tuple[str, ...] = (
     "marlin",
     "mma",
     "hopper_w4a16",
+    "wgmma",
 )
 
 

@@ -6,7 +6,9 @@ Spec
 cases         three groups (:func:`cases`), each case a few inputs chosen to cover a regime:
               ``kernel``   every function of :func:`refsim.cuda.kernels` (Marlin: M <= 16, shared memory above
                            48 KiB, the two-launch host loop; Any-Precision: a K tail; GPTQ v1/v2 with act-order;
-                           ...), inputs from refsim.formats with ``seed``;
+                           the sm_90a Hopper W4A16 GEMM; ...), inputs from refsim.formats with ``seed``, and
+                           DeepGEMM's official FP8 GEMM (:mod:`refsim.cuda.official_deepgemm`, M 64, N 256, K 512)
+                           against its emulator; the sm_90a kernels run at sm_90 only;
               ``official`` the recorded official Marlin / Any-Precision / Atom launches (:mod:`refsim.cuda.official`);
               ``mma``      one case per form of :func:`refsim.cuda.mma.forms` (every mma kind of
                            :func:`refsim.arith.tensor_core_types.modelled`, integer kinds also with .satfinite):
@@ -14,10 +16,13 @@ cases         three groups (:func:`cases`), each case a few inputs chosen to cov
                            nearmax, bigC, cancelC, zeros, tf32 lowbits; integers: random, extremes, bigC);
                            and one case per zero-handling rule refsim states but has not measured
                            (``rule <name> [<shape and types>]``, :mod:`refsim.arith.tensor_core_rules`: one probe tile
-                           each, :func:`unmeasured_rules` lists them). The wgmma probes
-                           (:mod:`refsim.testing.wgmma_probes`) are defined as data and listed by :func:`pending`
-                           until refsim/cuda/wgmma.cu runs them; so are the block-scaled (Blackwell) kinds
-                           of :mod:`refsim.arith.block_scaled`, modelled but without a probe kernel.
+                           each, :func:`unmeasured_rules` lists them); one case per wgmma probe of
+                           :mod:`refsim.testing.wgmma_probes` (242: every kind at N = 8 and 256, each input
+                           category; ``tiles`` tiles each), run by refsim/cuda/wgmma.cu (:mod:`refsim.cuda.wgmma`:
+                           A and B from no-swizzle shared memory; the f32.f16.f16 probes also with A from
+                           registers, ``<probe>, A from registers``) against refsim.arith.wgmma at sm_90. The
+                           block-scaled (Blackwell) kinds of :mod:`refsim.arith.block_scaled`, modelled but
+                           without a probe kernel, are listed by :func:`pending`.
 backend ptx   (the default without a GPU) each case through refsim.ptx, compared with refsim's emulator of it
               (kernels: refsim.emulator; mma: refsim.arith): with ``arch`` None, every mma form under every
               arch model it has, the arch-dependent kernels (Marlin) under each distinct f16 datapath (sm_80,
@@ -29,12 +34,16 @@ backend gpu   each case once on the current device (:mod:`refsim.cuda.gpu`), com
               arch-independent kernels): emulators for kernels, refsim.arith (or refsim.ptx where refsim.arith
               has no function) for mma, refsim.ptx replays for the official cases. ``matched`` lists the
               models whose bits equal the GPU's; the verdict is the device arch's model. Cases whose PTX
-              needs a newer arch than the device's (fp8 mma: sm_89) are not run (:func:`applicable`).
-verdicts      ``bit-identical``; ``differs`` (with the first differing elements); ``error`` (a side raised: a
-              GPU fault, an instruction refsim.ptx refuses); ``no-model`` (gpu backend: refsim has no model of
-              this form on the device's arch, ``matched`` still says which models agree).
-exit status   :func:`exit_status`: 0 when every case is bit-identical; 1 when any differs, errs or has no
-              model; 2 when no case could run. (Bad arguments and a missing GPU raise before any case: 2.)
+              needs a newer arch than the device's (fp8 mma: sm_89), or arch-specific PTX of another SM
+              (wgmma, the Hopper kernels: sm_90a on sm_90 only), are not run (:func:`applicable`).
+              :func:`kinds` summarises the verdicts per tensor-core kind (``--json``: ``kinds``).
+verdicts      ``bit-identical``; ``differs`` (with the first differing elements); ``not-run`` (ptx backend:
+              refsim.ptx refuses an instruction of the kernel, the reason naming kernel, PTX line and form;
+              not a pass); ``error`` (a side raised: a GPU fault, a launcher's refusal); ``no-model`` (gpu
+              backend: refsim has no model of this form on the device's arch, ``matched`` still says which
+              models agree).
+exit status   :func:`exit_status`: 0 when every case is bit-identical; 1 when any differs, errs, is not run
+              or has no model; 2 when no case could run. (Bad arguments and a missing GPU raise before any case: 2.)
 """
 
 from __future__ import annotations
@@ -50,12 +59,14 @@ from refsim.archs import parse_sm
 from refsim.arith import tensor_core, tensor_core_rules
 from refsim.cuda import marlin, official
 from refsim.cuda import mma as rmma
+from refsim.cuda import wgmma as rwg
 from refsim._validate import require_callable, require_fields, require_instance, require_int, require_real
 from refsim.errors import FormatRuleError
 from refsim.arith.fp import raw_bits
+from refsim.ptx.errors import PtxUnsupportedError
 from refsim.testing.bits import BitMismatch, assert_bitexact
 
-__all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "applicable", "run_case", "validate",
+__all__ = ["GROUPS", "TENSOR_CORE_ARCHS", "Case", "Result", "cases", "applicable", "run_case", "validate", "kinds",
            "exit_status", "format_result", "unmeasured_rules", "pending"]
 
 GROUPS = ("kernel", "official", "mma")
@@ -83,6 +94,7 @@ class Case:
     ptx_archs: tuple[str, ...] | None = None
     verified: tuple[str, ...] | None = None
     min_arch: str = "sm_80"
+    kind: str = ""                        # tensor-core probes: the instruction kind (``--json``'s per-kind summary)
 
     def __post_init__(self):
         require_fields(self)  # strs and tuples, whatever came in
@@ -105,6 +117,7 @@ class Result:
     unverified: list = field(default_factory=list)
     detail: str = ""
     seconds: float = 0.0
+    kind: str = ""
 
     def __post_init__(self):
         require_fields(self)  # strs, lists and a Python float, whatever came in
@@ -173,6 +186,16 @@ def _mixed_inputs(k, n):
     return inputs
 
 
+def _hopper_inputs(m, k, n):
+    from refsim.formats import hopper_w4a16 as layout
+
+    def inputs(rng):
+        q = rng.integers(0, 16, (k, n)).astype(np.uint8)                            # (K, N) codes
+        s = (rng.random((k // 128, n)) * 0.02 + 2.0**-10).astype(np.float16)
+        return rng.standard_normal((m, k)).astype(np.float16), layout.pack(q), s
+    return inputs
+
+
 def _atom_inputs(m, k, n, keeper):
     from refsim.formats import atom
 
@@ -198,9 +221,12 @@ _KERNEL_CASES = (
     ("mixed_gemv", "K=256 N=48", _mixed_inputs(256, 48), {}),
     ("atom_group_gemm", "M=16 K=512 N=16 keeper=128", _atom_inputs(16, 512, 16, 128), {}),
     ("atom_group_gemm", "M=40 K=640 N=64 keeper=128", _atom_inputs(40, 640, 64, 128), {}),
+    ("hopper_w4a16_gemm", "M=5 K=256 N=64", _hopper_inputs(5, 256, 64), {}),       # a partial token tile
 )
 #: kernels whose bits depend on the tensor-core model (their oracles take ``arch``), with the models
 _ARCH_DEPENDENT = {"marlin_gemm": marlin.ARCHS}
+#: kernels whose launcher fixes the PTX target (arch-specific sm_90a PTX: runs on sm_90 devices only)
+_FIXED_TARGET = {"hopper_w4a16_gemm": "sm_90a"}
 
 
 def _kernel_cases(seed: int) -> list[Case]:
@@ -215,14 +241,52 @@ def _kernel_cases(seed: int) -> list[Case]:
         oracle = getattr(importlib.import_module(module), name)
         kernel, archs = getattr(rc, func), _ARCH_DEPENDENT.get(func)
 
-        def run(backend, arch, kernel=kernel, inputs=inputs, kw=kw):
-            return {"out": kernel(*inputs(np.random.default_rng(seed)), backend=backend, arch=arch, **kw)}
+        target = _FIXED_TARGET.get(func)
+
+        def run(backend, arch, kernel=kernel, inputs=inputs, kw=kw, target=target):
+            where = {} if target else {"arch": arch}
+            return {"out": kernel(*inputs(np.random.default_rng(seed)), backend=backend, **where, **kw)}
 
         def ref(backend, arch, oracle=oracle, inputs=inputs, kw=kw, archs=archs):
             return {"out": oracle(*inputs(np.random.default_rng(seed)), **kw, **({"arch": arch} if archs else {}))}
         out.append(Case(f"{func} {label}", "kernel", f"refsim.cuda kernel vs its oracle {oracles[func]}", run, ref,
-                        archs, ptx_archs=_datapaths(archs) if archs else None))
-    return out
+                        archs, fixed_arch="sm_90" if target else None, ptx_archs=_datapaths(archs) if archs else None,
+                        min_arch=target or "sm_80"))
+    return out + [_deepgemm_case(seed)]
+
+
+#: DeepGEMM's committed small instantiation (refsim/cuda/official/README.md): M, N, K, SMs
+_DEEPGEMM = (64, 256, 512, 4)
+
+
+def _deepgemm_case(seed: int) -> Case:
+    """DeepGEMM's official FP8 GEMM (:mod:`refsim.cuda.official_deepgemm`, its small committed instantiation)
+    through refsim.ptx against :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm`; its launcher has no
+    gpu path (the tensor maps hold refsim.ptx's global addresses), so the gpu backend reports that refusal."""
+    from refsim.cuda import official_deepgemm
+    from refsim.emulator import deepgemm_kernel
+
+    m, n, k, sms = _DEEPGEMM
+
+    def inputs():
+        rng = np.random.default_rng(seed)
+        codes = np.array([c for c in range(256) if c & 0x7F != 0x7F], np.uint8)          # finite e4m3
+        A, B = rng.choice(codes, (m, k)), rng.choice(codes, (n, k))                        # (M, K), (N, K)
+        sfa = rng.uniform(0.5, 2, (m, k // 128)).astype(np.float32)
+        sfb = rng.uniform(0.5, 2, (-(-n // 128), k // 128)).astype(np.float32)
+        return A, sfa, B, sfb
+
+    def run(backend, arch):
+        if backend == "gpu":
+            raise FormatRuleError("backend: DeepGEMM's launcher (refsim.cuda.official_deepgemm) runs through "
+                                  "refsim.ptx only: its tensor maps hold refsim.ptx's global addresses")
+        return {"out": official_deepgemm.deepgemm_fp8_gemm(*inputs(), num_sms=sms).view(np.uint16)}
+
+    def ref(backend, arch):
+        return {"out": deepgemm_kernel.deepgemm_fp8_gemm(*inputs()).view(np.uint16)}
+    return Case(f"deepgemm_fp8_gemm M={m} N={n} K={k} sms={sms}", "kernel",
+                "DeepGEMM's official sm_90 FP8 GEMM vs its oracle refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm",
+                run, ref, None, fixed_arch="sm_90", min_arch="sm_90a")
 
 
 def _datapaths(archs) -> tuple[str, ...]:
@@ -288,7 +352,7 @@ def _probe_case(name: str, what: str, kind, sat: bool, regs: Callable, labels: C
     def ref(backend, arch):
         return d_matrix(rmma.mma_reference(kind, arch, *regs(), satfinite=sat))
     return Case(name, "mma", what, run, ref, kind.archs, labels=labels, ptx_archs=ptx_archs, verified=verified,
-                min_arch=rmma.ptx_arch(kind))
+                min_arch=rmma.ptx_arch(kind), kind=kind.ptx)
 
 
 def _mma_cases(seed: int, tiles: int) -> list[Case]:
@@ -306,7 +370,34 @@ def _mma_cases(seed: int, tiles: int) -> list[Case]:
             return cats[coord[0] // tiles]
         out.append(_probe_case(rmma.instruction(kind, sat), f"{tiles} tiles x {', '.join(cats)}", kind, sat, regs,
                                labels, kind.archs, kind.verified))
-    return out + _rule_cases()
+    return out + _rule_cases() + _wgmma_cases(seed, tiles)
+
+
+def _wgmma_cases(seed: int, tiles: int) -> list[Case]:
+    """One case per probe of :func:`refsim.testing.wgmma_probes.probes` (``tiles`` tiles each): wgmma.cu's entry
+    through :func:`refsim.cuda.wgmma.wgmma_probe` (refsim.ptx at sm_90a, or the GPU) against
+    :func:`refsim.cuda.wgmma.wgmma_reference`; the probes of :data:`refsim.cuda.wgmma.RS_KIND` once more with A
+    from registers (``<probe>, A from registers``)."""
+    from refsim.testing import wgmma_probes
+
+    out = []
+    for p in wgmma_probes.probes():
+        for a_regs in (False, True) if p.kind.types == rwg.RS_KIND else (False,):
+            flags = dict(scale_d=p.scale_d, negate=p.scale_ab == -1, satfinite=p.satfinite, a_registers=a_regs)
+            inputs = _once(lambda p=p: p.inputs(seed, tiles))
+            values = {"f32": np.float32, "f16": np.float16}.get(p.kind.d, np.int32)
+
+            def run(backend, arch, p=p, flags=flags, inputs=inputs, values=values):
+                return {"D": rwg.wgmma_probe(p.kind, p.n, *inputs(), backend=backend, **flags).view(values)}
+
+            def ref(backend, arch, p=p, flags=flags, inputs=inputs, values=values):
+                return {"D": rwg.wgmma_reference(p.kind, p.n, *inputs(), **flags).view(values)}
+            what = (f"{tiles} tiles x {p.category} (scale-d {int(p.scale_d)}, imm-scale {p.scale_ab})"
+                    + ("; A from registers" if a_regs else "; A and B from no-swizzle K-major shared memory"))
+            out.append(Case(p.name + (", A from registers" if a_regs else ""), "mma", what, run, ref, p.kind.archs,
+                            labels=lambda coord, c=p.category: c, ptx_archs=p.kind.archs, verified=p.kind.verified,
+                            min_arch=rwg.PTX_ARCHS[0], kind=f"wgmma {p.kind.types}"))
+    return out
 
 
 def _rule_cases() -> list[Case]:
@@ -337,18 +428,15 @@ def _rule_case_name(r) -> str:
 
 
 def pending(*, groups=GROUPS, only=()) -> list[str]:
-    """Names of mma cases defined as data that no kernel runs yet: the wgmma probes of
-    :func:`refsim.testing.wgmma_probes.probes` (refsim/cuda/wgmma.cu is not written yet) and every
-    block-scaled instruction of :func:`refsim.arith.block_scaled.modelled` with its a/b types
-    (``block-scaled <instruction>``: modelled, ``verified=False``, no probe kernel). The mma group only."""
+    """Names of mma cases defined as data that no kernel runs yet: every block-scaled instruction of
+    :func:`refsim.arith.block_scaled.modelled` with its a/b types (``block-scaled <instruction>``: modelled,
+    ``verified=False``, no probe kernel). The mma group only."""
     from refsim.arith import block_scaled
-    from refsim.testing import wgmma_probes
 
     _check_selection(groups, only)
     if "mma" not in groups:
         return []
-    names = [p.name for p in wgmma_probes.probes()]
-    names += [f"block-scaled {k.ptx(a, b)}" for k in block_scaled.modelled() for a in k.types for b in k.types]
+    names = [f"block-scaled {k.ptx(a, b)}" for k in block_scaled.modelled() for a in k.types for b in k.types]
     return [n for n in names if not only or any(fnmatch.fnmatch(n, p) or p in n for p in only)]
 
 
@@ -408,6 +496,8 @@ def applicable(case: Case, backend: str, arch: str | None) -> bool:
     its PTX; ptx, when refsim models it at ``arch`` (always when ``arch`` is None: it runs at its own archs)."""
     require_instance("case", case, Case)
     if backend == "gpu":
+        if case.min_arch.endswith("a"):        # arch-specific PTX (sm_90a) loads on that SM only
+            return parse_sm(arch) == parse_sm(case.min_arch)
         return parse_sm(arch) >= parse_sm(case.min_arch)
     return arch is None or case.archs is None or case.fixed_arch is not None or arch in case.archs
 
@@ -424,7 +514,7 @@ def run_case(case: Case, backend: str, arch: str | None) -> Result:
     """Run one case (see the module spec): on the ptx backend ``arch`` is the model (None: the case's own
     archs), on gpu the device's arch."""
     t0 = time.perf_counter()
-    res = Result(case.name, case.group, case.what, "error", arch)
+    res = Result(case.name, case.group, case.what, "error", arch, kind=case.kind)
     try:
         if backend == "ptx":
             ats = _ptx_archs(case, arch)
@@ -453,6 +543,9 @@ def run_case(case: Case, backend: str, arch: str | None) -> Result:
                 res.detail = details[key]
         if case.verified is not None:
             res.unverified = [a for a in (res.compared if backend == "ptx" else [arch]) if a not in case.verified]
+    except PtxUnsupportedError as err:   # refsim.ptx refuses an instruction of the kernel: not run, not a pass
+        res.verdict, res.detail = "not-run", f"{type(err).__name__}: {' '.join(str(err).split())}"
+        res.compared = res.matched = []
     except Exception as err:  # a GPU fault or a refused instruction is this case's verdict, not the run's end
         res.verdict, res.detail = "error", f"{type(err).__name__}: {' '.join(str(err).split())}"
     return _timed(res, t0)
@@ -480,11 +573,23 @@ def validate(*, backend: str, arch: str | None, seed: int = 0, tiles: int = 4, g
     return out
 
 
-def exit_status(results: list[Result]) -> int:
-    """0 when every case is bit-identical, 2 when none ran (empty, or every case an error), else 1."""
+def kinds(results: list[Result]) -> dict:
+    """Per tensor-core kind of the results (``Result.kind``: the mma form's instruction, ``wgmma <d>.<a>.<b>``):
+    ``{kind: {verdict: count}}`` (JSON-ready; cases without a kind are left out)."""
+    out: dict = {}
     for r in require_instance("results", results, (list, tuple)):
         require_instance("results[...]", r, Result)
-    if not results or all(r.verdict == "error" for r in results):
+        if r.kind:
+            row = out.setdefault(r.kind, {})
+            row[r.verdict] = row.get(r.verdict, 0) + 1
+    return out
+
+
+def exit_status(results: list[Result]) -> int:
+    """0 when every case is bit-identical, 2 when none ran (empty, or every case an error or not run), else 1."""
+    for r in require_instance("results", results, (list, tuple)):
+        require_instance("results[...]", r, Result)
+    if not results or all(r.verdict in ("error", "not-run") for r in results):
         return 2
     return 0 if all(r.verdict == "bit-identical" for r in results) else 1
 
@@ -492,7 +597,7 @@ def exit_status(results: list[Result]) -> int:
 def _check_result(r) -> None:
     """``r`` must be a Result whose fields hold what run_case puts there (read only: ``r`` is not changed)."""
     require_instance("r", r, Result)
-    for name in ("name", "group", "what", "verdict", "detail"):
+    for name in ("name", "group", "what", "verdict", "detail", "kind"):
         require_instance(f"r.{name}", getattr(r, name), str)
     if r.arch is not None:
         require_instance("r.arch", r.arch, str)
@@ -514,6 +619,8 @@ def format_result(r: Result, backend: str) -> str:
             line = f"bit-identical (refsim.ptx = {ref} at {where})"
         else:
             line = f"bit-identical ({r.arch} model" + (f"; also matches {', '.join(others)}" if others else "") + ")"
+    elif r.verdict == "not-run":
+        line = f"NOT RUN: {r.detail}"
     elif r.verdict == "no-model":
         line = f"no verdict: {r.detail}; matches " + (", ".join(r.matched) + " models" if r.matched else "no model")
     elif r.verdict == "differs":
@@ -524,7 +631,7 @@ def format_result(r: Result, backend: str) -> str:
             line = f"DIFFERS from the {r.arch} model" + (f" (matches {', '.join(others)})" if others else "")
     else:
         line = f"ERROR: {r.detail}"
-    if r.unverified and r.verdict != "error":
+    if r.unverified and r.verdict not in ("error", "not-run"):
         line += f"; model not measured on hardware at {', '.join(r.unverified)}"
     detail = "\n".join("    " + x for x in r.detail.splitlines()) if r.verdict == "differs" else ""
     return head + line + (f"  [{r.seconds:.1f} s]" if r.seconds >= 0.1 else "") + ("\n" + detail if detail else "")

@@ -13,11 +13,12 @@ probes          :func:`probes`: for every kind of :func:`refsim.arith.wgmma.mode
 inputs          :meth:`WgmmaProbe.inputs`: A (tiles, 64, K), B (tiles, K, N), C (tiles, 64, N) drawn by
                 :func:`refsim.cuda.mma.draw_operands` (raw bits for float types, values for integers) from
                 ``numpy.random.default_rng([seed, probe.index])``.
-expected        :meth:`WgmmaProbe.expected`: D (tiles, 64, N) = :func:`refsim.arith.wgmma.wgmma` on the inputs
-                (raw bits for float types): what the GPU must write for refsim's model to hold.
-kernel          NOT YET WRITTEN: refsim/cuda/wgmma.cu (sm_90a, one warpgroup issuing one wgmma per probe tile, A
-                and B from shared memory through a no-swizzle descriptor). Until it exists
-                :func:`refsim.testing.validate.pending` lists these probes and no backend runs them.
+expected        :meth:`WgmmaProbe.expected`: D (tiles, 64, N) = :func:`refsim.cuda.wgmma.wgmma_reference`
+                (:func:`refsim.arith.wgmma.wgmma`) on the inputs (raw bits for float types): what the GPU must
+                write for refsim's model to hold.
+kernel          refsim/cuda/wgmma.cu (sm_90a, one warpgroup issuing one wgmma per probe tile, A and B from
+                shared memory through a no-swizzle descriptor; :mod:`refsim.cuda.wgmma`), run by
+                ``refsim validate`` (one case per probe, :mod:`refsim.testing.validate`).
 """
 
 from __future__ import annotations
@@ -77,12 +78,10 @@ class WgmmaProbe:
 
     def expected(self, seed: int = 0, tiles: int = 1) -> np.ndarray:
         """D (tiles, 64, N) under refsim's model: raw bits (uint32 / uint16) for float kinds, int32 values else."""
-        A, B, C = self.inputs(seed, tiles)
-        if self.kind.d != "s32":
-            C = C.view(np.float16 if self.kind.d == "f16" else np.float32)
-        D = w.wgmma(self.kind, A, B, C, scale_d=self.scale_d, scale_a=self.scale_ab, scale_b=self.scale_ab,
-                    satfinite=self.satfinite)
-        return D.view({"f32": np.uint32, "f16": np.uint16}.get(self.kind.d, np.int32))
+        from refsim.cuda import wgmma as rwg
+
+        return rwg.wgmma_reference(self.kind, self.n, *self.inputs(seed, tiles), scale_d=self.scale_d,
+                                   negate=self.scale_ab == -1, satfinite=self.satfinite)
 
 
 @functools.lru_cache(maxsize=None)

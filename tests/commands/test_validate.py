@@ -18,6 +18,7 @@ from refsim.cli import main
 from refsim.cuda import gpu
 from refsim.cuda import mma as rmma
 from refsim.testing import validate as v
+from refsim.testing import wgmma_probes
 
 _spec = importlib.util.spec_from_file_location("fake_cuda", Path(__file__).parents[1] / "cuda" / "fake_cuda.py")
 fake_cuda = importlib.util.module_from_spec(_spec)
@@ -55,7 +56,8 @@ def test_ptx_backend_runs_each_group_against_refsims_own_answer(capsys):
         "[official] off_anyprec_m1k1024n64_b3: bit-identical (refsim.ptx = the H100's bytes at sm_90)",
         f"[mma] {K16}: bit-identical (refsim.ptx = refsim.arith at sm_80, sm_86, sm_87, sm_89, sm_90); "
         "model not measured on hardware at sm_87"]
-    assert out.splitlines()[-1] == "summary: 3 bit-identical, 0 differ, 0 errors, 0 without a model on their archs (exit 0)"
+    assert out.splitlines()[-1] == ("summary: 3 bit-identical, 0 differ, 0 errors, 0 not run (refsim.ptx refuses an "
+                                    "instruction), 0 without a model on their archs (exit 0)")
 
 
 def test_ptx_backend_with_an_arch_runs_only_the_forms_modelled_there(capsys):
@@ -96,7 +98,8 @@ def test_gpu_backend_names_the_matching_model_and_reports_differences_by_categor
     k16 = by[K16]
     assert k16["verdict"] == "differs" and k16["matched"] == ["sm_80", "sm_86", "sm_87", "sm_89"]
     assert k16["compared"] == list(v.TENSOR_CORE_ARCHS) and "by input category: random" in k16["detail"]
-    assert doc["summary"] == {"bit-identical": 1, "differs": 1, "error": 0, "no-model": 0}
+    assert doc["summary"] == {"bit-identical": 1, "differs": 1, "error": 0, "not-run": 0, "no-model": 0}
+    assert doc["kinds"] == {K16: {"differs": 1}}
     assert code == doc["exit_status"] == 1
 
 
@@ -133,12 +136,14 @@ def test_every_modelled_form_and_every_kernel_is_a_case():
 
     assert {rmma.instruction(k, sat) for k, sat in rmma.forms()} <= names
     assert {k.ptx for k in tensor_core_types.modelled()} <= names
-    assert {k.name for k in kernels()} - {"mma_probe"} <= {n.split()[0] for n in names}
+    assert {k.name for k in kernels()} - {"mma_probe", "wgmma_probe"} <= {n.split()[0] for n in names}
+    assert {p.name for p in wgmma_probes.probes()} <= names
 
 
 def test_gpu_backend_runs_the_bf16_tf32_and_fp8_probes(monkeypatch, capsys):
     fake = _fake(monkeypatch, arch="sm_90")
-    code, out, _ = _run(capsys, "--group", "mma", "--only", "*bf16*", "--only", "*tf32*", "--only", E4M3_E5M2,
+    code, out, _ = _run(capsys, "--group", "mma", "--only", "mma.sync*bf16*", "--only", "rule*bf16*", "--only",
+                        "mma.sync*tf32*", "--only", E4M3_E5M2,
                         "--only", K8_F16, "--tiles", "1")
     lines = [re.sub(r"  \[[0-9.]+ s\]$", "", ln) for ln in out.splitlines() if ln.startswith("[")]
     assert lines == [f"[mma] {K8_F16}: bit-identical (sm_90 model); model not measured on hardware at sm_90",
@@ -156,7 +161,7 @@ def test_gpu_backend_runs_the_bf16_tf32_and_fp8_probes(monkeypatch, capsys):
 
 def test_an_older_gpu_does_not_run_the_fp8_probes_and_says_so(monkeypatch, capsys):
     _fake(monkeypatch, arch="sm_80", name="Fake A100")
-    code, out, _ = _run(capsys, "--group", "mma", "--only", "*e4m3*", "--only", K16, "--tiles", "1")
+    code, out, _ = _run(capsys, "--group", "mma", "--only", "mma.sync*e4m3*", "--only", K16, "--tiles", "1")
     assert "not run: 3 cases whose PTX needs a newer arch than sm_80" in out
     assert f"[mma] {K16}: bit-identical (sm_80 model; also matches sm_86, sm_87, sm_89)" in out
     assert code == 0
@@ -187,7 +192,7 @@ def test_arch_with_the_gpu_backend_and_a_missing_gpu_exit_2(monkeypatch, capsys)
     assert code == 0 and "backend ptx" in out
 
 
-def test_json_lists_the_unmeasured_rules_and_the_pending_wgmma_probes(capsys):
+def test_json_lists_the_unmeasured_rules_the_pending_kinds_and_the_wgmma_kinds(capsys):
     code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--only", "rule negzero*", "--json")
     doc = json.loads(out)
     assert code == 0 and [c["name"] for c in doc["cases"]] == ["rule negzero-sum [m16n8k16.row.col.f32.f16.f16.f32]"]
@@ -196,9 +201,33 @@ def test_json_lists_the_unmeasured_rules_and_the_pending_wgmma_probes(capsys):
         ("negzero-sum", "unverified", "0x80000000", "0x0"), ("zero-product-exp", "unverified", "0x35810002", "0x35800000"),
         ("f16-zero-floor", "unverified", "0x0", "0x1")]
     assert doc["pending"] == []
-    code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--only", "rule f16*", "--only", "*m64n8k16.f16*")
+    # (the entries of tests/cuda/test_wgmma.py's executor test: their compiled translations are cached once)
+    code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--tiles", "1", "--json", "--only",
+                        "*m64n8k16.f32.f16.f16 noC", "--only", "*m64n8k16.f32.f16.f16 negated, A from registers")
+    doc = json.loads(out)
+    assert [c["name"] for c in doc["cases"]] == ["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 negated, A from registers",
+                                                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 noC"]
+    assert code == 0 and doc["kinds"] == {"wgmma f32.f16.f16": {"bit-identical": 2}}
+    code, out, _ = _run(capsys, "--backend", "ptx", "--group", "mma", "--only", "rule f16*", "--only", "block-scaled*")
     assert "rules refsim states but no GPU has measured: negzero-sum, zero-product-exp, f16-zero-floor" in out
-    assert ("pending: 8 wgmma probes and block-scaled kinds defined as data, not run (no wgmma or block-scaled mma "
-            "kernel yet)") in out and code == 0
-    code, out, _ = _run(capsys, "--list", "--group", "mma", "--only", "*m64n8k16.f16* noC")
-    assert out == "[mma] wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 noC  (pending: defined as data, no kernel runs it yet)\n"
+    assert "pending: 81 block-scaled kinds defined as data, not run (no block-scaled mma kernel yet)" in out and code == 0
+    code, out, _ = _run(capsys, "--list", "--group", "mma", "--only", "*m64n8k16.f16* noC", "--only", "*mma.sync*mxf4.*")
+    assert out == ("[mma] wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 noC  (4 tiles x noC (scale-d 0, imm-scale 1); "
+                   "A and B from no-swizzle K-major shared memory; sm_90)\n"
+                   "[mma] block-scaled mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1"
+                   ".f32.ue8m0  (pending: defined as data, no kernel runs it yet)\n")
+
+
+def test_gpu_backend_runs_the_wgmma_probes_on_sm_90_only(monkeypatch, capsys):
+    fake = _fake(monkeypatch, arch="sm_90")
+    code, out, _ = _run(capsys, "--group", "mma", "--tiles", "1", "--json", "--only", "*m64n8k16.f32.f16.f16 spread")
+    doc = json.loads(out)
+    (case,) = doc["cases"]
+    assert (case["verdict"], case["compared"], case["matched"], case["unverified"]) == (
+        "bit-identical", ["sm_90"], ["sm_90"], ["sm_90"])
+    assert doc["kinds"] == {"wgmma f32.f16.f16": {"bit-identical": 1}} and code == 0
+    assert ("get_kernel", "probe_m64n8k16_f32_f16_f16") in {c[:2] for c in fake.calls}
+    _fake(monkeypatch, arch="sm_100", name="Fake B200")
+    code, out, _ = _run(capsys, "--group", "mma", "--tiles", "1", "--only", "*m64n8k16.f32.f16.f16 spread")
+    assert ("not run: 1 cases whose PTX needs a newer arch than sm_100 or is arch-specific to another SM (sm_90a: "
+            "sm_90 only)") in out and code == 2

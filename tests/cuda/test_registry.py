@@ -16,7 +16,7 @@ CUDA = Path(registry.__file__).parent
 
 
 def test_every_registered_module_sits_beside_its_cu_file_and_names_it():
-    assert registry.SOURCES == ("anyprec", "mixed_2_4_16", "gptq_awq", "atom", "marlin", "mma", "hopper_w4a16")
+    assert registry.SOURCES == ("anyprec", "mixed_2_4_16", "gptq_awq", "atom", "marlin", "mma", "hopper_w4a16", "wgmma")
     for source in registry.SOURCES:
         mod = registry.host_module(source)
         assert mod.__name__ == f"refsim.cuda.{source}" and mod.SOURCE == source

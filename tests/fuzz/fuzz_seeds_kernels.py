@@ -80,6 +80,12 @@ def k16_kind():
 
 
 @functools.cache
+def wg_inputs():
+    """A (1, 64, 16), B (1, 16, 8) bf16 bits, C (1, 64, 8) f32 bits: a wgmma m64n8k16.f32.bf16.bf16 probe."""
+    return next(p for p in wgmma_probes.probes() if p.kind.types == "f32.bf16.bf16" and p.n == 8).inputs()
+
+
+@functools.cache
 def k16_inputs():
     """A (1, 16, 16) float16, B (1, 16, 8) float16, C (1, 16, 8) float32 as raw bits."""
     return cmma.probe_inputs(k16_kind(), "random", 1, np.random.default_rng(0))
@@ -234,6 +240,11 @@ def seeds(fs) -> dict:
                                                       satfinite=False),
         "refsim.cuda.mma.mma_probe": lambda: call(k16_kind(), *cmma.pack(k16_kind(), *k16_inputs()), satfinite=False,
                                                   backend="ptx", arch="sm_80"),
+        "refsim.cuda.wgmma.entry": lambda: call("f32.bf16.bf16", 8, negate=True),
+        "refsim.cuda.wgmma.entries": lambda: call(),
+        "refsim.cuda.wgmma.operands": lambda: call("f32.bf16.bf16", 8, *wg_inputs()),
+        "refsim.cuda.wgmma.wgmma_reference": lambda: call("f32.bf16.bf16", 8, *wg_inputs(), scale_d=False),
+        "refsim.cuda.wgmma.wgmma_probe": lambda: call("f32.bf16.bf16", 8, *wg_inputs(), negate=True, backend="ptx"),
         "refsim.cuda.registry.host_module": lambda: call("gptq_awq"),
         "refsim.cuda.build.source_path": lambda: call("gptq_awq"),
         "refsim.cuda.build.source_text": lambda: call("gptq_awq"),
@@ -266,7 +277,8 @@ def seeds(fs) -> dict:
         "refsim.testing.validate.cases": lambda: call(seed=0, tiles=1, groups=("mma",), only=("m16n8k16",)),
         "refsim.testing.validate.applicable": lambda: call(cvalidate.cases(tiles=1, groups=("mma",))[0], "ptx", "sm_80"),
         "refsim.testing.validate.exit_status": lambda: call([_result()]),
-        "refsim.testing.validate.pending": lambda: call(groups=("mma",), only=("*m64n8k16*",)),
+        "refsim.testing.validate.pending": lambda: call(groups=("mma",), only=("*mxf4*",)),
+        "refsim.testing.validate.kinds": lambda: call([_result()]),
         "refsim.testing.validate.unmeasured_rules": lambda: call(),
         "refsim.cuda.mma.draw_operands": lambda: call("e4m3", "e5m2", "f16", (64, 32, 8), "cancel", 1,
                                                       np.random.default_rng(0)),

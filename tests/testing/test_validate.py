@@ -1,7 +1,7 @@
 """refsim.testing.validate: the pure parts of ``refsim validate`` on cases built here (no GPU, no PTX).
 
 A :class:`Case` is two callables, ``run`` and ``reference``, returning ``{name: array}``; ``run_case`` turns
-their bits into a verdict (bit-identical / differs / error / no-model) with the archs compared and matched;
+their bits into a verdict (bit-identical / differs / not-run / error / no-model) with the archs compared and matched;
 ``format_result`` gives its one line; ``exit_status`` the command's code; ``applicable`` which cases a
 backend runs at an arch. Expected lines are written out by hand.
 """
@@ -158,13 +158,61 @@ def test_a_rule_tile_that_a_device_answers_mma_sims_way_differs(monkeypatch):
     assert res.detail.endswith("by input category: rule negzero-sum 64")
 
 
-def test_the_wgmma_probes_are_pending_and_selected_like_cases():
+def test_the_wgmma_probes_are_cases_and_only_the_block_scaled_kinds_stay_pending():
     names = v.pending()
-    # 242 wgmma probes; block-scaled: mma.sync f8f6f4 and mxf8f6f4 5 x 5 types each, mxf4 1, mxf4nvf4 2;
-    # tcgen05.mma mxf8f6f4 25, mxf4 1, mxf4nvf4 2 -> 53 + 28 = 81
-    assert len(names) == len(set(names)) == 242 + 81
-    assert v.pending(only=("block-scaled *mxf4nvf4*ue4m3",)) == [
-        "block-scaled mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"]
-    assert v.pending(groups=("kernel",)) == []
-    assert v.pending(only=("*m64n256k32.satfinite.s32.u8.s8*",)) == [
+    # block-scaled: mma.sync f8f6f4 and mxf8f6f4 5 x 5 types each, mxf4 1, mxf4nvf4 2; tcgen05.mma mxf8f6f4 25,
+    # mxf4 1, mxf4nvf4 2 -> 53 + 28 = 81; no wgmma probe is pending any more
+    assert len(names) == len(set(names)) == 81 and all(n.startswith("block-scaled ") for n in names)
+    assert v.pending(only=("*m64n8k16*",)) == [] and v.pending(groups=("kernel",)) == []
+    wg = [c for c in v.cases(groups=("mma",), tiles=1) if c.name.startswith("wgmma.")]
+    # 242 probes, the 16 of f32.f16.f16 once more with A from registers
+    assert len(wg) == len({c.name for c in wg}) == 242 + 16
+    assert [c.name for c in v.cases(groups=("mma",), only=("*m64n256k32.satfinite.s32.u8.s8*",))] == [
         f"wgmma.mma_async.sync.aligned.m64n256k32.satfinite.s32.u8.s8 {c}" for c in ("random", "extremes", "hugeC")]
+    (rs,) = v.cases(groups=("mma",), only=("*m64n8k16.f32.f16.f16 noC, A from registers",))
+    assert (rs.kind, rs.archs, rs.ptx_archs, rs.verified, rs.min_arch) == (
+        "wgmma f32.f16.f16", ("sm_90",), ("sm_90",), (), "sm_90a")
+    assert rs.what == "4 tiles x noC (scale-d 0, imm-scale 1); A from registers"
+    # sm_90a PTX loads on an sm_90 device only; the ptx backend models it at sm_90 only
+    assert v.applicable(rs, "gpu", "sm_90") and not v.applicable(rs, "gpu", "sm_89")
+    assert not v.applicable(rs, "gpu", "sm_100") and not v.applicable(rs, "ptx", "sm_80")
+
+
+def test_a_wgmma_case_runs_the_kernel_and_reports_its_kind():
+    (case,) = v.cases(groups=("mma",), tiles=1, only=("*m64n8k16.f32.f16.f16 cancel",))
+    res = v.run_case(case, "ptx", None)
+    assert (res.verdict, res.compared, res.matched) == ("bit-identical", ["sm_90"], ["sm_90"])
+    assert res.unverified == ["sm_90"]                          # no GPU has answered the f16 wgmma model
+    assert res.as_dict()["kind"] == "wgmma f32.f16.f16"
+    other = v.Result("c", "mma", "", "differs", "sm_90", kind="wgmma f32.f16.f16")
+    assert v.kinds([res, other, v.Result("k", "kernel", "", "bit-identical", "sm_80")]) == {
+        "wgmma f32.f16.f16": {"bit-identical": 1, "differs": 1}}
+    with pytest.raises(FormatRuleError, match="results"):
+        v.kinds(res)
+
+
+def test_a_kernel_refsim_ptx_refuses_is_not_run_with_the_reason_not_a_pass():
+    from refsim.ptx import PtxUnsupportedError
+
+    def run(backend, arch):
+        raise PtxUnsupportedError("kernel k, PTX line 9, column 2 `setmaxnreg.dec.sync.aligned.u32 40`: not\n modelled")
+
+    res = v.run_case(_case(run, lambda b, a: ONE), "ptx", None)
+    assert (res.verdict, res.compared, res.matched) == ("not-run", [], [])
+    assert v.format_result(res, "ptx") == ("[kernel] toy M=1: NOT RUN: PtxUnsupportedError: kernel k, PTX line 9, "
+                                           "column 2 `setmaxnreg.dec.sync.aligned.u32 40`: not modelled")
+    ok = v.run_case(_case(lambda b, a: ONE, lambda b, a: ONE), "ptx", None)
+    assert v.exit_status([res]) == 2 and v.exit_status([ok, res]) == 1
+
+
+def test_the_hopper_kernels_are_kernel_cases_at_sm_90_only():
+    by = {c.name: c for c in v.cases(groups=("kernel",))}
+    hop, dg = by["hopper_w4a16_gemm M=5 K=256 N=64"], by["deepgemm_fp8_gemm M=64 N=256 K=512 sms=4"]
+    for c in (hop, dg):
+        assert (c.fixed_arch, c.min_arch) == ("sm_90", "sm_90a")
+        assert v.applicable(c, "gpu", "sm_90") and not v.applicable(c, "gpu", "sm_80")
+    res = v.run_case(dg, "gpu", "sm_90")          # DeepGEMM's launcher has no gpu path: a named refusal
+    assert res.verdict == "error" and "runs through refsim.ptx only" in res.detail
+    res = v.run_case(hop, "ptx", None)
+    if res.verdict != "bit-identical":            # refsim.ptx does not run it yet: the instruction is named
+        assert res.verdict == "not-run" and "kernel hopper_w4a16_gemm" in res.detail and "PTX line" in res.detail
