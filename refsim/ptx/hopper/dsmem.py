@@ -152,13 +152,10 @@ def has_generic_mapa(kernel) -> bool:
     return any(ins.opcode == "mapa" and "shared::cluster" not in ins.mods for ins in kernel.instructions)
 
 
-def python_access(ins, generic_mapa: bool) -> bool:
-    """True when the compiled executor runs memory instruction ``ins`` through Python (the module spec's
-    ``compiled``); ``generic_mapa``: :func:`has_generic_mapa` of its kernel."""
+def python_access(ins, space: str, generic_mapa: bool) -> bool:
+    """True when the compiled executor runs memory instruction ``ins`` (state space ``space``, as
+    refsim.ptx.memory_ops.state_space names it) through Python (the module spec's ``compiled``);
+    ``generic_mapa``: :func:`has_generic_mapa` of its kernel."""
     if ins.opcode not in _MEMORY_OPS:
         return False
-    if "shared::cluster" in ins.mods:
-        return True
-    from refsim.ptx.memory_ops import state_space
-
-    return generic_mapa and state_space(ins) == "generic"
+    return "shared::cluster" in ins.mods or (generic_mapa and space == "generic")
