@@ -82,16 +82,32 @@ def resolve(L, ins, sel, space: str, addr: np.ndarray, nbytes: int, esize: int):
         gl = ~sh & ~lo
         for m, sp, delta in ((gl, "global", 0), (sh, "shared", SHARED_WINDOW), (lo, "local", LOCAL_WINDOW)):
             if m.any():
-                out.extend(_resolve_space(L, ins, sel, sp, addr - np.uint64(delta), nbytes, esize, m))
+                out.extend(_resolve_space(L, ins, sel, sp, addr - np.uint64(delta), nbytes, esize, m,
+                                          cluster=sp == "shared" and _generic_mapa(L)))
         return out
     if space == "const":
         space = "global"
     return _resolve_space(L, ins, sel, space, addr, nbytes, esize, None)
 
 
-def _resolve_space(L, ins, sel, space, addr, nbytes, esize, mask):
+def _generic_mapa(L) -> bool:
+    """Whether the launch's kernel holds a generic ``mapa`` (refsim.ptx.hopper.dsmem), computed once."""
+    v = L.ext.get("generic_mapa")
+    if v is None:
+        from refsim.ptx.hopper import dsmem
+
+        v = L.ext["generic_mapa"] = dsmem.has_generic_mapa(L.k)
+    return v
+
+
+def _resolve_space(L, ins, sel, space, addr, nbytes, esize, mask, cluster: bool = False):
     n = L.count(sel)
     m = np.ones(n, bool) if mask is None else mask
+    if space == "shared" and (cluster or "shared::cluster" in ins.mods):   # distributed shared memory
+        from refsim.ptx.hopper import dsmem
+
+        flat = dsmem.flat_offsets(L, ins, sel, m, addr, nbytes)
+        return [(m, typed(L.shared, esize), (flat // np.uint64(esize)).astype(np.int64), "shared")]
     if space == "global":
         bi, ok = L.gmem.locate(addr, nbytes)
         bad = m & ~ok

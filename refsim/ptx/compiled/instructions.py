@@ -72,7 +72,8 @@ def emit_body(em, ins, handler) -> Body:
     op = ins.opcode
     from refsim.ptx import hopper
 
-    if hopper.python_defined(ins):        # one Python definition: run it over a LaunchView
+    if hopper.python_defined(ins) or hopper.dsmem.python_access(ins, state_space(ins), em.ctx.generic_mapa):
+        # one Python definition (distributed shared memory's ld/st/atom included): run it over a LaunchView
         em.reads.clear()
         return Body(callback=True)
     if op == "ldmatrix":

@@ -87,6 +87,7 @@ class CompiledLaunch:
         self.k, self.handlers, self.tr = kernel, handlers, translation
         self.grid, self.block = grid, block
         self.cluster, self.explicit_cluster = cluster, explicit_cluster
+        self.atomic_order = atomic_order           # float atomics in Python definitions (LaunchView)
         self.race, self.poison = race, poison
         lib, _ = st.runtime()
         self.lib = lib

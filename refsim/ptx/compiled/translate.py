@@ -67,6 +67,7 @@ class _Context:
     nspin: int = 0
     bar_red: dict = field(default_factory=dict)   # instruction -> (1 popc / 2 and / 3 or, destination slot)
     wgmma_slots: frozenset = frozenset()          # registers a wgmma reads (race: pending accumulators)
+    generic_mapa: bool = False                    # generic accesses may reach another CTA (hopper.dsmem)
 
     def static(self, ctype: str, init: str) -> str:
         """The name of a static const ``ctype`` with this initializer (one per distinct content)."""
@@ -92,9 +93,11 @@ def translate(kernel, handlers: dict, global_names) -> Translation:
     """C source of ``kernel`` (a parsed :class:`refsim.ptx.parse.Kernel`); ``handlers``: static
     instruction index -> :class:`refsim.ptx.semantics.Handler` (as ``Module._lookup`` returns them);
     ``global_names``: the module-scope ``.global``/``.const`` variables."""
+    from refsim.ptx.hopper import dsmem
     from refsim.ptx.hopper.wgmma import operand_slots
 
-    ctx = _Context(kernel, set(global_names), wgmma_slots=frozenset(operand_slots(kernel)))
+    ctx = _Context(kernel, set(global_names), wgmma_slots=frozenset(operand_slots(kernel)),
+                   generic_mapa=dsmem.has_generic_mapa(kernel))
     templates: dict[str, str] = {}     # function body -> name
     rows, names, callbacks = [], [], set()
     for idx, ins in enumerate(kernel.instructions):

@@ -17,7 +17,7 @@ what it offers  the names of ``Launch`` a definition may use, with the same mean
                 ``regs``, ``reg_init``, ``poison``, ``race``, ``race_w``, ``race_r``, ``pending``, ``hbytes``, ``gen_w``, ``async_bid``,
                 ``async_phase``, ``async_obs``, ``max_mbar``,
                 ``shared``, ``shared_init``, ``shared_size``, ``shared_stride``, ``dyn_offset``,
-                ``local``, ``local_stride``, ``param``, ``gmem``, ``sym``, ``special`` (read per
+                ``local``, ``local_stride``, ``param``, ``gmem``, ``sym``, ``atomic_order``, ``last_seen`` (spin checks), ``special`` (read per
                 step), ``slot_of``, ``local_index``, ``slot_block``, ``stats`` (the runtime's
                 counters), ``progress`` (the runtime's), ``ext`` (per-launch state of extensions,
                 e.g. mbarriers), and the methods ``where``, ``who``, ``block_name``, ``count``,
@@ -120,6 +120,8 @@ class LaunchView:
         self.slot_of = np.repeat(np.arange(C.nslots, dtype=np.int64), C.tpb)
         self.stats = _Stats(S)
         self.ext: dict = {}
+        self.atomic_order = C.atomic_order
+        self.last_seen: dict = {}
         self.special = _Specials(C)
         self._C = C
 

@@ -13,7 +13,9 @@ modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared mem
                               ``wgmma.commit_group``, ``wgmma.wait_group`` and their race checks
                 matrix.py     ``stmatrix``: the inverse of ldmatrix's layout, stored as ``st`` stores
                 cluster.py    thread-block clusters: the launch shape, the cluster special registers,
-                              ``barrier.cluster``; ``mapa`` refused
+                              ``barrier.cluster``
+                dsmem.py      distributed shared memory: ``mapa``, refsim's ``.shared::cluster`` addresses, the
+                              shared step of ``ld``/``st``/``atom``/``red`` on another CTA's bytes
                 registers.py  ``setmaxnreg``: warpgroup register reallocation checked against the CTA's budget
 one definition  every module offers build functions ``build(L, ins, idx) -> run(sel)``, entered in the
                 one dispatch table (refsim.ptx.dispatch, :data:`OPCODES` here). The interpreter calls
@@ -25,16 +27,16 @@ state           per launch, in ``L.ext`` (a dict both launch kinds carry), keyed
 
 from __future__ import annotations
 
-from refsim.ptx.hopper import bulk, cluster, matrix, mbarrier, registers, tensormap, warp, wgmma
+from refsim.ptx.hopper import bulk, cluster, dsmem, matrix, mbarrier, registers, tensormap, warp, wgmma
 
 __all__ = ["OPCODES", "SETS_PC", "python_defined", "is_proxy_async_fence", "tracks_shared_bytes", "bulk", "mbarrier", "tensormap",
-           "warp", "wgmma", "registers", "matrix", "cluster"]
+           "warp", "wgmma", "registers", "matrix", "cluster", "dsmem"]
 
 #: opcode -> build function of the engine-level definitions (``cp`` is shared with cp.async:
 #: :func:`python_defined` says which cp forms are defined here)
 OPCODES = {"mbarrier": mbarrier.build, "tensormap": tensormap.build, "elect": warp.elect,
            "griddepcontrol": warp.griddepcontrol, "wgmma": wgmma.build, "setmaxnreg": registers.build,
-           "stmatrix": matrix.stmatrix, "mapa": cluster.mapa}
+           "stmatrix": matrix.stmatrix, "mapa": dsmem.mapa}
 #: opcodes whose step function moves the pc itself (a blocked ``setmaxnreg.inc`` stays)
 SETS_PC = frozenset({"setmaxnreg"})
 

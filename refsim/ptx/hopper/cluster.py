@@ -22,22 +22,21 @@ barrier         ``barrier.cluster.arrive{.release,.relaxed}{.aligned}`` and ``ba
                 arrived k times; until then the wait does not advance and its warp yields (a wait that can
                 never return is a PtxDeadlockError naming the cluster and the threads not arrived). A
                 second arrive before the wait, or a wait without an arrive: PtxBarrierError.
-shared::cluster the executing CTA's shared memory is its own window of the cluster's: a ``.shared::cluster``
-                address formed from its own ``.shared`` addresses names its own bytes, as refsim's ld/st/
-                bulk copies treat it. ``mapa`` (the only way to name another CTA's bytes) is refused at
-                load (distributed shared memory is not modelled), as are TMA ``.multicast::cluster`` and
-                ``.shared::cluster`` mbarrier arrivals (refsim.ptx.hopper.bulk / mbarrier).
+shared::cluster another CTA's shared memory (``mapa``, ``ld/st/atom/red.shared::cluster``): refsim.ptx.hopper.dsmem.
+race            under ``race=True`` a completed ``barrier.cluster`` phase starts a new race interval in every
+                CTA of the cluster (as ``bar.sync`` does in one CTA): the phase is complete when every
+                live thread of the cluster has arrived, and the interval is cleared once per phase.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx import scheduler
+from refsim.ptx import checks, scheduler
 from refsim.ptx.errors import PtxBarrierError, PtxLaunchError, PtxLimitError, PtxUnsupportedError
 from refsim.ptx.parse import Instruction
 
-__all__ = ["SPECIALS", "MAX_CLUSTER", "check_launch", "special", "PerThread", "reads_special", "barrier", "mapa",
+__all__ = ["SPECIALS", "MAX_CLUSTER", "check_launch", "special", "PerThread", "reads_special", "barrier",
            "deadlock_why"]
 
 #: the portable cluster size (CUDA Programming Guide, "Thread Block Clusters")
@@ -131,7 +130,7 @@ def _state(L) -> dict:
     s = L.ext.get("cluster")
     if s is None:
         s = L.ext["cluster"] = {"arrived": np.zeros(L.T, np.int64), "waited": np.zeros(L.T, np.int64),
-                                "waiting": set()}
+                                "waiting": set(), "cleared": {}}
         L.ext.setdefault("deadlock", []).append(deadlock_why)
     return s
 
@@ -181,18 +180,16 @@ def barrier(L, ins: Instruction, idx: int):
             least = int(s["arrived"][members].min()) if members.any() else 1 << 62
             m = mine == c
             done[m] = s["arrived"][th[m]] <= least
+            if L.race and done[m].any() and s["cleared"].get(int(c), 0) < least:     # a new race interval
+                s["cleared"][int(c)] = least
+                checks.barrier_released(L, np.bincount(L.slot_of[np.flatnonzero(cl_all == c)],
+                                                       minlength=L.nslots) > 0)
         s["waited"][th[done]] += 1
         L.pc[th[done]] += 1
         s["waiting"] = (s["waiting"] - set(th[done].tolist())) | set(th[~done].tolist())
         if (~done).any():
             scheduler.yield_warps(L, th[~done])
     return run
-
-
-def mapa(L, ins: Instruction, idx: int):
-    """``mapa``: another CTA's shared memory (distributed shared memory) is not modelled: refused at load."""
-    raise PtxUnsupportedError(f"{L.where(ins)}: mapa (another CTA's shared memory in a cluster: distributed shared "
-                              f"memory) is not supported")
 
 
 def deadlock_why(L, why: str) -> str:

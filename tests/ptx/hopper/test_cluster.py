@@ -110,9 +110,9 @@ def test_barrier_cluster_misuse_is_named(body, cls, rule):
 
 
 @pytest.mark.parametrize("body,rule", [
-    ("mapa.shared::cluster.u32 %r2, %r1, 1;", "mapa (another CTA's shared memory"),
+    ("mapa.shared::cta.u32 %r2, %r1, 1;", "refsim executes mapa{.shared::cluster}"),
     ("barrier.cluster.sync;", "refsim executes barrier.cluster.arrive"),
 ])
-def test_distributed_shared_memory_is_refused_at_load(body, rule):
+def test_unknown_cluster_forms_are_refused_at_load(body, rule):
     why = ptx.Module(_hand(body)).unsupported["k"]
     assert "PTX line 10" in why and rule in why, why
