@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx.semantics import floating
+from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, sval, ubits, value, wrap
 
-__all__ = ["BUILDERS"]
+__all__ = ["BUILDERS", "C_FORMS"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -122,4 +123,53 @@ def _build_slct(op: Op, arch: str) -> Handler:
 #: opcode -> handler builder of this family (refsim.ptx.semantics.table assembles the one table)
 BUILDERS = {
     "setp": _build_setp, "selp": _build_selp, "slct": _build_slct,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# the C forms of this family (refsim.ptx.semantics.cexpr): what the compiled executor emits for the
+# handlers above, form by form; None leaves a form to its handler
+
+_C_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_C_UCMP = {"lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
+#: the float comparisons as ptx_runtime.h's rt_fcmp numbers them
+_C_FCMP = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5, "equ": 6, "neu": 7, "ltu": 8, "leu": 9,
+           "gtu": 10, "geu": 11, "num": 12, "nan": 13}
+_C_BOOL = {"and": "&", "or": "|", "xor": "^"}
+
+
+def _c_setp(op, s, _):
+    t = op.types[0]
+    cmp = next(m for m in op.mods if m in _C_FCMP or m in _C_UCMP)
+    boolop = next((m for m in op.mods if m in _C_BOOL), None)
+    if t in ("f16", "bf16", "f32", "f64"):
+        ftz = int("ftz" in op.mods)
+        dec = {"f32": "rt_dec_f32({x}, %d)" % ftz, "f16": "rt_dec_f16({x}, %d)" % ftz,
+               "bf16": "rt_dec_bf16({x})", "f64": "rt_f64({x})"}[t]
+        if t == "bf16" and ftz:
+            return None
+        raw = f"rt_fcmp({dec.format(x=s[0])}, {dec.format(x=s[1])}, {_C_FCMP[cmp]})"
+    else:
+        kind, w = INT_TYPES[t]
+        if cmp in _C_UCMP:
+            raw = f"((uint64_t){s[0]} {_C_UCMP[cmp]} (uint64_t){s[1]})"
+        elif kind == "s":
+            raw = f"(rt_sext({s[0]}, {w}) {_C_CMP[cmp]} rt_sext({s[1]}, {w}))"
+        else:
+            raw = f"((uint64_t){s[0]} {_C_CMP[cmp]} (uint64_t){s[1]})"
+    raw = f"((uint8_t){raw})"
+    if boolop is None:
+        return [(raw, 1), (f"((uint8_t)!{raw})", 1)]
+    o = _C_BOOL[boolop]
+    return [(f"((uint8_t)({raw} {o} {s[2]}))", 1), (f"((uint8_t)((uint8_t)!{raw} {o} {s[2]}))", 1)]
+
+
+def _c_selp(op, s, _):
+    w = {"f32": 32, "f64": 64, "f16": 16, "bf16": 16}.get(op.types[0]) or INT_TYPES[op.types[0]][1]
+    return [(cast(w, f"{s[2]} ? {s[0]} : {s[1]}"), w)]
+
+
+#: opcode -> (the modifiers its C reads, its C form); slct runs its handler
+C_FORMS = {
+    "setp": (set(_C_FCMP) | set(_C_UCMP) | set(_C_BOOL) | {"ftz"}, _c_setp), "selp": (set(), _c_selp),
 }

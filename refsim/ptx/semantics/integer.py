@@ -27,10 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx.semantics import floating
+from refsim.ptx.semantics.cexpr import ST, cast, mask
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
-from refsim.ptx.semantics.words import alu, check_mods, int_type, is_float, sval, ubits, value, wrap
+from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, is_float, sval, ubits, value, wrap
 
-__all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILDERS"]
+__all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILDERS", "C_FORMS"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -336,4 +337,88 @@ BUILDERS = {
     "rem": _build_div, "abs": _build_absneg, "neg": _build_absneg, "min": _build_minmax, "max": _build_minmax,
     "dp4a": _build_dp, "dp2a": _build_dp, "sad": _build_sad, "addc": _build_carry, "subc": _build_carry,
     "madc": _build_carry,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# the C forms of this family (refsim.ptx.semantics.cexpr): what the compiled executor emits for the
+# handlers above, form by form; None leaves a form to its handler
+
+
+def _c_add(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    o = "+" if op.opcode == "add" else "-"
+    if "sat" in op.mods:
+        return [(f"rt_sat_s32((int64_t)(int32_t){s[0]} {o} (int64_t)(int32_t){s[1]})", 32)]
+    return [(cast(w, f"(uint64_t){s[0]} {o} (uint64_t){s[1]}"), w)]
+
+
+def _c_mul(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    part = next(m for m in ("lo", "hi", "wide") if m in op.mods)
+    dw = 2 * w if part == "wide" else w
+    if w <= 32:
+        if kind == "s":
+            prod = f"((uint64_t)((int64_t)({ST[w]}){s[0]} * (int64_t)({ST[w]}){s[1]}))"
+        else:
+            prod = f"((uint64_t){s[0]} * (uint64_t){s[1]})"
+        t = {"lo": f"({prod} & {mask(w)})", "hi": f"(({prod} >> {w}) & {mask(w)})",
+             "wide": f"({prod} & {mask(2 * w)})"}[part]
+    else:
+        t = {"lo": f"((uint64_t){s[0]} * (uint64_t){s[1]})",
+             "hi": f"rt_mulhi_{'s' if kind == 's' else 'u'}64({s[0]}, {s[1]})"}[part]
+    if op.opcode == "mad":
+        if "sat" in op.mods:
+            return [(f"rt_sat_s32((int64_t)(int32_t){t} + (int64_t)(int32_t){s[2]})", 32)]
+        t = f"({t} + (uint64_t){s[2]})"
+    return [(cast(dw, t), dw)]
+
+
+def _c_div(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    if kind == "s" and w == 64:
+        return None                # NumPy's int64 |MIN| wraps: the handler's own arithmetic decides
+    rem = int(op.opcode == "rem")
+    return [(cast(w, f"rt_div({s[0]}, {s[1]}, {int(kind == 's')}, {w}, {rem})"), w)]
+
+
+def _c_absneg(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    if op.opcode == "neg":
+        return [(cast(w, f"0 - (uint64_t){s[0]}"), w)]
+    return [(cast(w, f"rt_sext({s[0]}, {w}) < 0 ? 0 - (uint64_t){s[0]} : (uint64_t){s[0]}"), w)]
+
+
+def _c_minmax(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    t = op.types[0]
+    if t not in INT_TYPES:
+        return None
+    kind, w = INT_TYPES[t]
+    o = ">" if op.opcode == "max" else "<"
+    if kind == "s":
+        r = f"(rt_sext({s[0]}, {w}) {o} rt_sext({s[1]}, {w}) ? {s[0]} : {s[1]})"
+    else:
+        r = f"((uint64_t){s[0]} {o} (uint64_t){s[1]} ? {s[0]} : {s[1]})"
+    if "relu" in op.mods:
+        r = f"(rt_sext({r}, {w}) < 0 ? 0 : {r})"
+    return [(cast(w, r), w)]
+
+
+#: opcode -> (the modifiers its C reads, its C form); ``.cc`` carry chains, dp4a/dp2a and sad run their
+#: handlers
+C_FORMS = {
+    "add": ({"sat", "rn"}, _c_add), "sub": ({"sat", "rn"}, _c_add), "mul": ({"lo", "hi", "wide", "rn"}, _c_mul),
+    "mad": ({"lo", "hi", "wide", "sat", "rn"}, _c_mul), "div": ({"rn"}, _c_div), "rem": (set(), _c_div),
+    "abs": ({"ftz"}, _c_absneg), "neg": ({"ftz"}, _c_absneg), "min": ({"relu"}, _c_minmax),
+    "max": ({"relu"}, _c_minmax),
 }
