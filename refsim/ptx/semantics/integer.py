@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx.semantics import floating
+from refsim.ptx.semantics import expr, floating
 from refsim.ptx.semantics.cexpr import ST, cast, mask
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, is_float, sval, ubits, value, wrap
@@ -36,6 +36,10 @@ __all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILD
 
 # ----------------------------------------------------------------------------------------------
 # add / sub / mul / mad
+
+#: the forms that are wrapped w-bit arithmetic, defined once for both executors (refsim.ptx.semantics.expr):
+#: add/sub without .sat (any integer type: two's complement gives signed and unsigned the same bits), neg
+_WRAPPED = {"add": expr.src(0) + expr.src(1), "sub": expr.src(0) - expr.src(1), "neg": expr.ZERO - expr.src(0)}
 
 
 def _build_add(op: Op, arch: str) -> Handler:
@@ -51,13 +55,11 @@ def _build_add(op: Op, arch: str) -> Handler:
         raise unsupported(op, ".sat applies to .s32 only")
     sign = 1 if op.opcode == "add" else -1
 
-    def fn(a, b):
-        if mods:
-            r = sval(a, 32) + sign * sval(b, 32)
-            return (wrap(np.clip(r, -(2**31), 2**31 - 1), 32),)
-        ua, ub = ubits(a, w), ubits(b, w)
-        return (wrap(ua + ub if sign > 0 else ua - ub, w),)
+    def sat(a, b):
+        r = sval(a, 32) + sign * sval(b, 32)
+        return (wrap(np.clip(r, -(2**31), 2**31 - 1), 32),)
 
+    fn = sat if mods else expr.numpy_fn(_WRAPPED[op.opcode], w)
     return alu(fn, op.types, op.types * 2, isa("integer-arithmetic", op.opcode))
 
 
@@ -243,12 +245,11 @@ def _build_absneg(op: Op, arch: str) -> Handler:
     if kind != "s":
         raise unsupported(op, "integer abs/neg are defined for signed types only")
     check_mods(op, set())
-    neg = op.opcode == "neg"
 
     def fn(a):
-        v = sval(a, w)
-        return (wrap(-v if neg else np.abs(v), w),)
+        return (wrap(np.abs(sval(a, w)), w),)
 
+    fn = expr.numpy_fn(_WRAPPED["neg"], w) if op.opcode == "neg" else fn
     return alu(fn, op.types, op.types, isa("integer-arithmetic", op.opcode))
 
 
@@ -352,7 +353,7 @@ def _c_add(op, s, _):
     o = "+" if op.opcode == "add" else "-"
     if "sat" in op.mods:
         return [(f"rt_sat_s32((int64_t)(int32_t){s[0]} {o} (int64_t)(int32_t){s[1]})", 32)]
-    return [(cast(w, f"(uint64_t){s[0]} {o} (uint64_t){s[1]}"), w)]
+    return [(expr.c(_WRAPPED[op.opcode], w, s), w)]
 
 
 def _c_mul(op, s, _):
@@ -393,7 +394,7 @@ def _c_absneg(op, s, _):
         return floating.c_form(op, s)
     kind, w = INT_TYPES[op.types[0]]
     if op.opcode == "neg":
-        return [(cast(w, f"0 - (uint64_t){s[0]}"), w)]
+        return [(expr.c(_WRAPPED["neg"], w, s), w)]
     return [(cast(w, f"rt_sext({s[0]}, {w}) < 0 ? 0 - (uint64_t){s[0]} : (uint64_t){s[0]}"), w)]
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim.ptx.semantics import expr
 from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, sval, ubits, wrap
@@ -269,12 +270,15 @@ def _build_logic(op: Op, arch: str) -> Handler:
     if t not in ("b16", "b32", "b64"):
         raise unsupported(op, "type must be .pred, .b16, .b32 or .b64")
     w = int(t[1:])
-    if name == "not":
-        return alu(lambda a: (wrap(~ubits(a, w), w),), (t,), (t,), sec)
     if name == "cnot":
         return alu(lambda a: (wrap((ubits(a, w) == 0).astype(np.uint64), w),), (t,), (t,), sec)
-    f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[name]
-    return alu(lambda a, b: (wrap(f(ubits(a, w), ubits(b, w)), w),), (t,), (t, t), sec)
+    e = _BITWISE[name]
+    return alu(expr.numpy_fn(e, w), (t,), (t,) * e.sources(), sec)
+
+
+#: and/or/xor/not on .b16/.b32/.b64, defined once for both executors (refsim.ptx.semantics.expr)
+_BITWISE = {"and": expr.src(0) & expr.src(1), "or": expr.src(0) | expr.src(1), "xor": expr.src(0) ^ expr.src(1),
+            "not": ~expr.src(0)}
 
 
 def lop3(a: np.ndarray, b: np.ndarray, c: np.ndarray, imm_lut: int) -> np.ndarray:
@@ -436,12 +440,9 @@ def _c_logic(op, s, _):
         o = {"and": "&", "or": "|", "xor": "^"}[name]
         return [(f"((uint8_t)({s[0]} {o} {s[1]}))", 1)]
     w = int(t[1:])
-    if name == "not":
-        return [(cast(w, f"~(uint64_t){s[0]}"), w)]
     if name == "cnot":
         return [(cast(w, f"{s[0]} == 0"), w)]
-    o = {"and": "&", "or": "|", "xor": "^"}[name]
-    return [(cast(w, f"(uint64_t){s[0]} {o} (uint64_t){s[1]}"), w)]
+    return [(expr.c(_BITWISE[name], w, s), w)]
 
 
 def _c_lop3(op, s, operands):

@@ -1,0 +1,95 @@
+"""Wrapped integer expressions: one definition from which both executors run a plain integer form.
+
+An :class:`Expr` is built from the sources ``src(i)`` and ``ZERO`` with ``+ - & | ^ ~``, all modulo 2^w
+on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
+the same bits). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
+evaluated in uint64, the result wrapped to w bits); :func:`c` into the compiled executor's C expression
+(each source widened to uint64_t, the result cast to the w-bit type). Worked example, ``add.u32``::
+
+    e = src(0) + src(1)
+    numpy_fn(e, 32)(np.array([0xFFFFFFFF], np.uint32), np.array([2], np.uint32))  ->  (array([1], uint32),)
+    c(e, 32, ["a", "b"])  ->  "((uint32_t)((uint64_t)a + (uint64_t)b))"
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.ptx.semantics.cexpr import cast
+from refsim.ptx.semantics.words import ubits, wrap
+
+__all__ = ["Expr", "src", "ZERO", "numpy_fn", "c"]
+
+_NP = {"+": np.add, "-": np.subtract, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
+
+
+class Expr:
+    """A node: ``("src", i)``, ``("const", v)``, ``("~", x)`` or ``(o, x, y)`` with o in ``+ - & | ^``."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, *node):
+        self.node = node
+
+    def _bin(self, o: str, other: "Expr") -> "Expr":
+        return Expr(o, self, other)
+
+    def __add__(self, other): return self._bin("+", other)  # noqa: E704
+    def __sub__(self, other): return self._bin("-", other)  # noqa: E704
+    def __and__(self, other): return self._bin("&", other)  # noqa: E704
+    def __or__(self, other): return self._bin("|", other)  # noqa: E704
+    def __xor__(self, other): return self._bin("^", other)  # noqa: E704
+    def __invert__(self): return Expr("~", self)  # noqa: E704
+
+    def sources(self) -> int:
+        """How many sources the expression reads (1 + the highest source index)."""
+        kind = self.node[0]
+        if kind == "src":
+            return self.node[1] + 1
+        if kind == "const":
+            return 0
+        return max(x.sources() for x in self.node[1:])
+
+
+def src(i: int) -> Expr:
+    """Source operand i of the instruction."""
+    return Expr("src", i)
+
+
+ZERO = Expr("const", 0)
+
+
+def _eval(e: Expr, vals: list) -> np.ndarray:
+    kind = e.node[0]
+    if kind == "src":
+        return vals[e.node[1]]
+    if kind == "const":
+        return np.uint64(e.node[1])
+    if kind == "~":
+        return np.invert(_eval(e.node[1], vals))
+    return _NP[kind](_eval(e.node[1], vals), _eval(e.node[2], vals))
+
+
+def numpy_fn(e: Expr, w: int):
+    """The handler function of ``e`` at width w: ``fn(*sources) -> (w-bit result,)``."""
+    def fn(*srcs):
+        with np.errstate(over="ignore"):
+            return (wrap(_eval(e, [ubits(x, w) for x in srcs]), w),)
+    return fn
+
+
+def _text(e: Expr, s: list[str], top: bool) -> str:
+    kind = e.node[0]
+    if kind == "src":
+        return f"(uint64_t){s[e.node[1]]}"
+    if kind == "const":
+        return str(e.node[1])
+    if kind == "~":
+        return "~" + _text(e.node[1], s, False)
+    t = f"{_text(e.node[1], s, False)} {kind} {_text(e.node[2], s, False)}"
+    return t if top else f"({t})"
+
+
+def c(e: Expr, w: int, s: list[str]) -> str:
+    """The C expression of ``e`` at width w over the C source expressions ``s``."""
+    return cast(w, _text(e, s, True))
