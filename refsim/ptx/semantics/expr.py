@@ -1,8 +1,8 @@
 """Wrapped integer expressions: one definition from which both executors run a plain integer form.
 
-An :class:`Expr` is built from the sources ``src(i)`` and ``ZERO`` with ``+ - & | ^ ~``, all modulo 2^w
+An :class:`Expr` is built from the sources ``src(i)`` and ``ZERO`` with ``+ - * & | ^ ~``, all modulo 2^w
 on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
-the same bits). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
+the same bits, and the low half of a product). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
 evaluated in uint64, the result wrapped to w bits); :func:`c` into the compiled executor's C expression
 (each source widened to uint64_t, the result cast to the w-bit type). Worked example, ``add.u32``::
 
@@ -20,11 +20,11 @@ from refsim.ptx.semantics.words import ubits, wrap
 
 __all__ = ["Expr", "src", "ZERO", "numpy_fn", "c"]
 
-_NP = {"+": np.add, "-": np.subtract, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
+_NP = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
 
 
 class Expr:
-    """A node: ``("src", i)``, ``("const", v)``, ``("~", x)`` or ``(o, x, y)`` with o in ``+ - & | ^``."""
+    """A node: ``("src", i)``, ``("const", v)``, ``("~", x)`` or ``(o, x, y)`` with o in ``+ - * & | ^``."""
 
     __slots__ = ("node",)
 
@@ -36,6 +36,7 @@ class Expr:
 
     def __add__(self, other): return self._bin("+", other)  # noqa: E704
     def __sub__(self, other): return self._bin("-", other)  # noqa: E704
+    def __mul__(self, other): return self._bin("*", other)  # noqa: E704
     def __and__(self, other): return self._bin("&", other)  # noqa: E704
     def __or__(self, other): return self._bin("|", other)  # noqa: E704
     def __xor__(self, other): return self._bin("^", other)  # noqa: E704

@@ -38,8 +38,10 @@ __all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILD
 # add / sub / mul / mad
 
 #: the forms that are wrapped w-bit arithmetic, defined once for both executors (refsim.ptx.semantics.expr):
-#: add/sub without .sat (any integer type: two's complement gives signed and unsigned the same bits), neg
-_WRAPPED = {"add": expr.src(0) + expr.src(1), "sub": expr.src(0) - expr.src(1), "neg": expr.ZERO - expr.src(0)}
+#: add/sub without .sat (any integer type: two's complement gives signed and unsigned the same bits), neg,
+#: and the low half of a product (the same bits for signed and unsigned operands): mul.lo, mad.lo
+_WRAPPED = {"add": expr.src(0) + expr.src(1), "sub": expr.src(0) - expr.src(1), "neg": expr.ZERO - expr.src(0),
+            "mul.lo": expr.src(0) * expr.src(1), "mad.lo": expr.src(0) * expr.src(1) + expr.src(2)}
 
 
 def _build_add(op: Op, arch: str) -> Handler:
@@ -112,6 +114,10 @@ def _build_mul(op: Op, arch: str) -> Handler:
     dw = 2 * w if part == "wide" else w
     dtype = f"{kind}{dw}"
     mad = op.opcode == "mad"
+
+    if part == "lo" and not sat:
+        return alu(expr.numpy_fn(_WRAPPED[op.opcode + ".lo"], w), (dtype,), (op.types[0],) * (3 if mad else 2),
+                   isa("integer-arithmetic", op.opcode))
 
     def fn(a, b, c=None):
         hi, lo = _mul_full(a, b, kind, w)
@@ -362,6 +368,8 @@ def _c_mul(op, s, _):
     kind, w = INT_TYPES[op.types[0]]
     part = next(m for m in ("lo", "hi", "wide") if m in op.mods)
     dw = 2 * w if part == "wide" else w
+    if part == "lo" and "sat" not in op.mods:
+        return [(expr.c(_WRAPPED[op.opcode + ".lo"], w, s), w)]
     if w <= 32:
         if kind == "s":
             prod = f"((uint64_t)((int64_t)({ST[w]}){s[0]} * (int64_t)({ST[w]}){s[1]}))"

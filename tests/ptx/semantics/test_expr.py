@@ -33,3 +33,11 @@ def test_c_text_widens_each_source_and_casts_the_result():
     assert c(~src(0), 64, ["a"]) == "((uint64_t)(~(uint64_t)a))"
     assert c((src(0) & src(1)) ^ ~src(2), 16, ["a", "b", "x"]) == \
         "((uint16_t)(((uint64_t)a & (uint64_t)b) ^ ~(uint64_t)x))"
+
+
+def test_the_low_half_of_a_product_is_the_same_bits_signed_or_unsigned():
+    # -1 * -1 = 1 (signed) and 0xFFFF * 0xFFFF = 0xFFFE0001 (unsigned): low 16 bits 0x0001 both
+    (d,) = numpy_fn(src(0) * src(1) + src(2), 16)(np.array([0xFFFF], np.uint16), np.array([0xFFFF], np.uint16),
+                                                  np.array([0xFFFF], np.uint16))
+    assert d.tolist() == [0]                                          # 1 + 0xFFFF wraps
+    assert c(src(0) * src(1) + src(2), 32, ["a", "b", "c"]) == "((uint32_t)(((uint64_t)a * (uint64_t)b) + (uint64_t)c))"
