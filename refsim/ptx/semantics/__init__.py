@@ -33,8 +33,7 @@ modules         handler.py (Op, Handler: the interface), table.py (the one opcod
                 convert.py (cvt), warp.py (shfl, vote, ldmatrix, mma, redux), atomic.py (atom_apply),
                 move.py (mov pack/unpack), words.py (integer bit helpers), cexpr.py (the C-text
                 helpers), expr.py (wrapped integer expressions). Families import handler.py, words.py,
-                cexpr.py and expr.py only; nothing imports this
-                package's __init__ from inside it.
+                cexpr.py and expr.py only; nothing imports this package's __init__ from inside it.
 C forms         each family defines an instruction once: its handler (``BUILDERS``) and beside it the C
                 form the compiled executor emits (``C_FORMS``: opcode -> (modifiers the C reads,
                 ``emit(op, srcs, operands) -> [(C expression, width)] or None``)); float forms pair
