@@ -285,14 +285,15 @@ def _build_minmax(op: Op, arch: str) -> Handler:
     kind, w = int_type(op, t)
     if mods and t != "s32":
         raise unsupported(op, ".relu applies to s16x2/s32 only")
+    return alu(expr.numpy_fn(_minmax(op.opcode, kind, bool(mods)), w), (t,), (t, t), isa("integer-arithmetic", op.opcode))
 
-    def fn(a, b):
-        r = pick(value(a, kind, w), value(b, kind, w))
-        if mods:
-            r = np.maximum(r, 0)
-        return (wrap(r, w),)
 
-    return alu(fn, (t,), (t, t), isa("integer-arithmetic", op.opcode))
+def _minmax(name: str, kind: str, relu: bool) -> expr.Expr:
+    """min/max of two integers (signed by type), with ``.relu`` clamping a negative result to 0: one
+    definition for both executors (refsim.ptx.semantics.expr)."""
+    a, b = expr.src(0), expr.src(1)
+    r = expr.select(expr.compare(">" if name == "max" else "<", a, b, signed=kind == "s"), a, b)
+    return expr.select(expr.compare("<", r, expr.ZERO, signed=True), expr.ZERO, r) if relu else r
 
 
 def _build_dp(op: Op, arch: str) -> Handler:
@@ -413,14 +414,7 @@ def _c_minmax(op, s, _):
     if t not in INT_TYPES:
         return None
     kind, w = INT_TYPES[t]
-    o = ">" if op.opcode == "max" else "<"
-    if kind == "s":
-        r = f"(rt_sext({s[0]}, {w}) {o} rt_sext({s[1]}, {w}) ? {s[0]} : {s[1]})"
-    else:
-        r = f"((uint64_t){s[0]} {o} (uint64_t){s[1]} ? {s[0]} : {s[1]})"
-    if "relu" in op.mods:
-        r = f"(rt_sext({r}, {w}) < 0 ? 0 : {r})"
-    return [(cast(w, r), w)]
+    return [(expr.c(_minmax(op.opcode, kind, "relu" in op.mods), w, s), w)]
 
 
 #: opcode -> (the modifiers its C reads, its C form); ``.cc`` carry chains, dp4a/dp2a and sad run their

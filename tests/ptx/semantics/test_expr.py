@@ -41,3 +41,25 @@ def test_the_low_half_of_a_product_is_the_same_bits_signed_or_unsigned():
                                                   np.array([0xFFFF], np.uint16))
     assert d.tolist() == [0]                                          # 1 + 0xFFFF wraps
     assert c(src(0) * src(1) + src(2), 32, ["a", "b", "c"]) == "((uint32_t)(((uint64_t)a * (uint64_t)b) + (uint64_t)c))"
+
+
+def test_comparisons_read_the_bits_signed_or_unsigned_and_select_picks():
+    from refsim.ptx.semantics.expr import compare, numpy_pred, select
+
+    a, b = np.array([0xFFFF, 1, 5], np.uint16), np.array([1, 0xFFFF, 5], np.uint16)
+    assert numpy_pred(compare("<", src(0), src(1), signed=True), 16)(a, b).tolist() == [True, False, False]  # -1 < 1
+    assert numpy_pred(compare("<", src(0), src(1)), 16)(a, b).tolist() == [False, True, False]  # 65535 > 1
+    assert numpy_pred(compare(">=", src(0), src(1)), 16)(a, b).tolist() == [True, False, True]
+    smin = select(compare("<", src(0), src(1), signed=True), src(0), src(1))
+    (d,) = numpy_fn(smin, 16)(a, b)
+    assert d.tolist() == [0xFFFF, 0xFFFF, 5]                          # min(-1, 1), min(1, -1), 5
+    relu = select(compare("<", smin, ZERO, signed=True), ZERO, smin)
+    (d,) = numpy_fn(relu, 64)(np.array([2**64 - 3, 7], np.uint64), np.array([4, 9], np.uint64))
+    assert d.tolist() == [0, 7]                                       # min(-3, 4) = -3 -> 0
+    (d,) = numpy_fn(select(src(2), src(0), src(1)), 32)(np.array([7, 7], np.uint32), np.array([9, 9], np.uint32),
+                                                       np.array([True, False]))
+    assert d.tolist() == [7, 9]
+    assert c(smin, 32, ["a", "b"]) == ("((uint32_t)((rt_sext((uint64_t)a, 32) < rt_sext((uint64_t)b, 32)) ? "
+                                       "(uint64_t)a : (uint64_t)b))")
+    from refsim.ptx.semantics.expr import c_pred
+    assert c_pred(compare("<=", src(0), src(1)), 32, ["a", "b"]) == "((uint8_t)((uint64_t)a <= (uint64_t)b))"
