@@ -38,8 +38,8 @@ C forms         each family defines an instruction once: its handler (``BUILDERS
                 form the compiled executor emits (``C_FORMS``: opcode -> (modifiers the C reads,
                 ``emit(op, srcs, operands) -> [(C expression, width)] or None``)); float forms pair
                 their refsim.arith model with their C twin in ``floating.C_TWINS``; the plain wrapped
-                integer forms (add/sub without .sat, integer neg, mul.lo/mad.lo, and/or/xor/not on bit
-                types, integer min/max, selp, setp's integer comparisons) are one :mod:`expr`
+                integer forms (add/sub without .sat, integer abs/neg, mul.lo/mad.lo, and/or/xor/not/cnot
+                on bit types, integer min/max, selp, setp's integer comparisons) are one :mod:`expr`
                 expression from which both the NumPy function and the C derive. ``table.C_TABLE``
                 assembles the C forms; refsim.ptx.compiled.alu only emits them.
 source          PTX ISA 9.x (docs.nvidia.com/cuda/parallel-thread-execution), section named in each

@@ -39,9 +39,11 @@ __all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILD
 
 #: the forms that are wrapped w-bit arithmetic, defined once for both executors (refsim.ptx.semantics.expr):
 #: add/sub without .sat (any integer type: two's complement gives signed and unsigned the same bits), neg,
-#: and the low half of a product (the same bits for signed and unsigned operands): mul.lo, mad.lo
+#: the low half of a product (the same bits for signed and unsigned operands): mul.lo, mad.lo; abs
 _WRAPPED = {"add": expr.src(0) + expr.src(1), "sub": expr.src(0) - expr.src(1), "neg": expr.ZERO - expr.src(0),
-            "mul.lo": expr.src(0) * expr.src(1), "mad.lo": expr.src(0) * expr.src(1) + expr.src(2)}
+            "mul.lo": expr.src(0) * expr.src(1), "mad.lo": expr.src(0) * expr.src(1) + expr.src(2),
+            "abs": expr.select(expr.compare("<", expr.src(0), expr.ZERO, signed=True), expr.ZERO - expr.src(0),
+                               expr.src(0))}
 
 
 def _build_add(op: Op, arch: str) -> Handler:
@@ -251,12 +253,7 @@ def _build_absneg(op: Op, arch: str) -> Handler:
     if kind != "s":
         raise unsupported(op, "integer abs/neg are defined for signed types only")
     check_mods(op, set())
-
-    def fn(a):
-        return (wrap(np.abs(sval(a, w)), w),)
-
-    fn = expr.numpy_fn(_WRAPPED["neg"], w) if op.opcode == "neg" else fn
-    return alu(fn, op.types, op.types, isa("integer-arithmetic", op.opcode))
+    return alu(expr.numpy_fn(_WRAPPED[op.opcode], w), op.types, op.types, isa("integer-arithmetic", op.opcode))
 
 
 def _build_minmax(op: Op, arch: str) -> Handler:
@@ -402,9 +399,7 @@ def _c_absneg(op, s, _):
     if is_float(op):
         return floating.c_form(op, s)
     kind, w = INT_TYPES[op.types[0]]
-    if op.opcode == "neg":
-        return [(expr.c(_WRAPPED["neg"], w, s), w)]
-    return [(cast(w, f"rt_sext({s[0]}, {w}) < 0 ? 0 - (uint64_t){s[0]} : (uint64_t){s[0]}"), w)]
+    return [(expr.c(_WRAPPED[op.opcode], w, s), w)]
 
 
 def _c_minmax(op, s, _):

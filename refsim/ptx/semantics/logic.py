@@ -270,15 +270,13 @@ def _build_logic(op: Op, arch: str) -> Handler:
     if t not in ("b16", "b32", "b64"):
         raise unsupported(op, "type must be .pred, .b16, .b32 or .b64")
     w = int(t[1:])
-    if name == "cnot":
-        return alu(lambda a: (wrap((ubits(a, w) == 0).astype(np.uint64), w),), (t,), (t,), sec)
     e = _BITWISE[name]
     return alu(expr.numpy_fn(e, w), (t,), (t,) * e.sources(), sec)
 
 
-#: and/or/xor/not on .b16/.b32/.b64, defined once for both executors (refsim.ptx.semantics.expr)
+#: and/or/xor/not/cnot on .b16/.b32/.b64, defined once for both executors (refsim.ptx.semantics.expr)
 _BITWISE = {"and": expr.src(0) & expr.src(1), "or": expr.src(0) | expr.src(1), "xor": expr.src(0) ^ expr.src(1),
-            "not": ~expr.src(0)}
+            "not": ~expr.src(0), "cnot": expr.compare("==", expr.src(0), expr.ZERO)}
 
 
 def lop3(a: np.ndarray, b: np.ndarray, c: np.ndarray, imm_lut: int) -> np.ndarray:
@@ -440,8 +438,6 @@ def _c_logic(op, s, _):
         o = {"and": "&", "or": "|", "xor": "^"}[name]
         return [(f"((uint8_t)({s[0]} {o} {s[1]}))", 1)]
     w = int(t[1:])
-    if name == "cnot":
-        return [(cast(w, f"{s[0]} == 0"), w)]
     return [(expr.c(_BITWISE[name], w, s), w)]
 
 
