@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx import checks
-from refsim.ptx.errors import PtxUnsupportedError
+from refsim.ptx.errors import PtxUnsupportedError, error
 from refsim.ptx.operands import reader, writer
 from refsim.ptx.parse import Instruction
 
@@ -57,7 +57,7 @@ def bar(L, ins: Instruction, idx: int):
 def _barrier_ids(L, ins: Instruction, bid, sel) -> np.ndarray:
     b = np.broadcast_to(bid(sel), sel.shape).astype(np.int64)
     if (b > 15).any():
-        raise PtxUnsupportedError(f"{L.where(ins)}: barrier id must be 0..15; got {int(b.max())}")
+        raise error("barrier_id", L.where(ins), got=int(b.max()))
     return b
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx.errors import PtxBarrierError, PtxRaceError, PtxUninitializedError
+from refsim.ptx.errors import PtxBarrierError, PtxRaceError, PtxUninitializedError, error
 from refsim.ptx.hopper import wgmma
 from refsim.ptx.parse import Instruction
 
@@ -42,8 +42,7 @@ def register_read(L, slot: int, ins: Instruction):
     def check(sel):
         if not init[sel].all():
             bad = np.arange(L.T)[sel][~init[sel]][0]
-            raise PtxUninitializedError(f"{L.where(ins)}: register {name} read before written "
-                                        f"by {L.who(int(bad))}")
+            raise error("uninit_reg", L.where(ins), reg=name, who=L.who(int(bad)))
         if pending is not None:
             pending(sel)
     return check
@@ -52,7 +51,7 @@ def register_read(L, slot: int, ins: Instruction):
 def guard_read(L, ins: Instruction, sel) -> None:
     """The guard predicate of ``ins`` read by ``sel`` (called only with ``poison``)."""
     if not L.reg_init[ins.guard[1]][sel].all():
-        raise PtxUninitializedError(f"{L.where(ins)}: guard predicate read before written")
+        raise error("uninit_guard", L.where(ins))
 
 
 def shared_read(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray, who: bool = True) -> None:
@@ -60,9 +59,9 @@ def shared_read(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray, who: bool 
     ok = L.shared_init[flat_bytes].all(axis=1)
     if not ok.all():
         if not who:
-            raise PtxUninitializedError(f"{L.where(ins)}: shared memory read before written")
+            raise error("uninit_shared_nowho", L.where(ins))
         th = L.threads(sel)[mm][~ok]
-        raise PtxUninitializedError(f"{L.where(ins)}: shared memory read before written by {L.who(int(th[0]))}")
+        raise error("uninit_shared", L.where(ins), who=L.who(int(th[0])))
 
 
 def shared_written(L, flat_bytes: np.ndarray) -> None:
@@ -76,15 +75,13 @@ def race_read(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
     th = L.threads(sel)[mm]
     if L.pending is not None and (L.pending[flat_bytes] > 0).any():
         bad = (L.pending[flat_bytes] > 0).any(axis=1)
-        raise PtxRaceError(f"{L.where(ins)}: reads a cp.async destination before its wait_group "
-                           f"({L.who(int(th[bad][0]))})")
+        raise error("race_pending", L.where(ins), who=L.who(int(th[bad][0])))
     w = L.race_w[flat_bytes]
     conflict = (w >= 0) & (w != th[:, None])
     if conflict.any():
         row = np.flatnonzero(conflict.any(axis=1))[0]
         other = int(w[row][conflict[row]][0])
-        raise PtxRaceError(f"{L.where(ins)}: shared-memory read by {L.who(int(th[row]))} of a byte "
-                           f"written by {L.who(other)} since the last barrier")
+        raise error("race_read", L.where(ins), who=L.who(int(th[row])), other=L.who(other))
     r = L.race_r[flat_bytes]
     r[:] = np.where((r == -1) | (r == th[:, None]), th[:, None], -2)
     L.race_r[flat_bytes] = r
@@ -100,12 +97,10 @@ def race_write(L, ins: Instruction, sel, mm, flat_bytes: np.ndarray) -> None:
     conflict = ((w >= 0) & (w != th[:, None])) | ((r != -1) & (r != th[:, None]))
     if conflict.any():
         row = np.flatnonzero(conflict.any(axis=1))[0]
-        raise PtxRaceError(f"{L.where(ins)}: shared-memory write by {L.who(int(th[row]))} to a byte "
-                           f"another thread accessed since the last barrier")
+        raise error("race_write", L.where(ins), who=L.who(int(th[row])))
     uniq, counts = np.unique(flat_bytes.reshape(-1), return_counts=True)
     if (counts > 1).any() and len(np.unique(th)) > 1:
-        raise PtxRaceError(f"{L.where(ins)}: several threads write the same shared byte "
-                           f"(0x{int(uniq[counts > 1][0]) % L.shared_stride:x}) in one instruction")
+        raise error("race_same_byte", L.where(ins), offset=int(uniq[counts > 1][0]) % L.shared_stride)
     L.race_w[flat_bytes] = th[:, None]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx import scheduler, semantics
-from refsim.ptx.errors import PtxMemoryError, PtxUnsupportedError
+from refsim.ptx.errors import PtxMemoryError, PtxUnsupportedError, error
 from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.operands import bits, dtype, reader, writer
 from refsim.ptx.parse import Instruction
@@ -50,7 +50,7 @@ def ret(L, ins: Instruction, idx: int):
 def trap(L, ins: Instruction, idx: int):
     def run(sel):
         t = int(np.arange(L.T)[sel][0])
-        raise PtxMemoryError(f"{L.where(ins)}: trap executed by {L.who(t)}")
+        raise error("trap", L.where(ins), who=L.who(t))
     return run
 
 

@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from refsim.ptx import barriers, checks, control, hopper, memory_ops, semantics
-from refsim.ptx.errors import PtxUnsupportedError
+from refsim.ptx.errors import PtxUnsupportedError, error
 from refsim.ptx.operands import flatten, reader, split_operands, writer
 from refsim.ptx.parse import Instruction, Kernel
 
@@ -83,8 +83,7 @@ def _warp(L, ins: Instruction, h):
         def run_mma(sel):
             warps, lanes, active = L.warps(sel)
             if not active.all():
-                raise PtxUnsupportedError(f"{L.where(ins)}: mma executed by a partial warp "
-                                          f"(.aligned: every lane must execute it)")
+                raise error("partial_mma", L.where(ins))
             ops = [np.stack([np.broadcast_to(r(lanes), lanes.shape) for r in g], axis=-1) for g in readers]
             d, = fn(*ops)
             act = lanes[active]

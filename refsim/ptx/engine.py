@@ -35,7 +35,7 @@ import numpy as np
 from refsim._validate import require_fields
 from refsim.errors import FormatRuleError
 from refsim.ptx import barriers, checks, dispatch, hopper, limits, loops, memory_ops, scheduler
-from refsim.ptx.errors import PtxLimitError
+from refsim.ptx.errors import error
 from refsim.ptx.memory import GlobalMemory
 from refsim.ptx.operands import dtype
 from refsim.ptx.parse import Instruction, Kernel
@@ -305,8 +305,7 @@ class Launch:
             st.thread_instructions += nt
             opcount[names[p]] = opcount.get(names[p], 0) + nw
             if st.warp_instructions > self.max_wi:
-                raise PtxLimitError(f"kernel {self.k.name}: more than max_warp_instructions={self.max_wi} "
-                                    f"warp-instructions (at PTX line {instrs[p].line} `{instrs[p].text}`)")
+                raise error("limit", kernel=self.k.name, limit=self.max_wi, line=instrs[p].line, text=instrs[p].text)
             if loop_kind[p]:
                 if loop_kind[p] == loops.IMPURE:
                     lp.touch(sel)

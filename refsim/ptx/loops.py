@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx.dispatch import ENGINE_OPCODES
-from refsim.ptx.errors import PtxDeadlockError
+from refsim.ptx.errors import PtxDeadlockError, message
 from refsim.ptx.operands import flatten
 
 __all__ = ["PURE", "IMPURE", "BACKWARD", "kinds", "registers", "LoopState", "error"]
@@ -176,7 +176,4 @@ def error(kernel, p: int, warps, tpb: int, slot_block, grid) -> PtxDeadlockError
         b = int(slot_block[w * 32 // tpb])
         names.append(f"block ({b % gx}, {b // gx % gy}, {b // (gx * gy)}) warp {w * 32 % tpb // 32}")
     more = f"; ... ({len(warps)} warps)" if len(warps) > _MAX_NAMED else ""
-    return PtxDeadlockError(
-        f"kernel {kernel.name}: deadlock: a warp loops at PTX {lines} "
-        f"in a state it had at an earlier visit, with no memory, barrier or other side-effecting "
-        f"instruction in between, so it loops forever; looping: " + "; ".join(names) + more)
+    return PtxDeadlockError(message("deadlock_loop", kernel=kernel.name, lines=lines, looping="; ".join(names) + more))

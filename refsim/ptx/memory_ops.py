@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.ptx import checks, scheduler, semantics
-from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxUnsupportedError
+from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxUnsupportedError, error, message
 from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES, read_only_error, typed
 from refsim.ptx.operands import bits, convert, dtype, flatten, reader, symbol_address, writer
 from refsim.ptx.parse import Instruction
@@ -66,7 +66,7 @@ def fault(L, ins, sel, bad, addr, what, cls=PtxMemoryError):
     idx = np.arange(L.T)[sel] if isinstance(sel, slice) else np.asarray(sel)
     t = int(np.broadcast_to(idx, bad.shape)[bad][0])
     a = int(np.broadcast_to(addr, bad.shape)[bad][0])
-    raise cls(f"{L.where(ins)}: {what} at address 0x{a:x} by {L.who(t)}")
+    raise cls(f"{L.where(ins)}: {message('fault', what=what, addr=a, who=L.who(t))}")
 
 
 def resolve(L, ins, sel, space: str, addr: np.ndarray, nbytes: int, esize: int):
@@ -74,7 +74,7 @@ def resolve(L, ins, sel, space: str, addr: np.ndarray, nbytes: int, esize: int):
     addr = np.broadcast_to(np.asarray(addr, np.uint64), (L.count(sel),))
     if nbytes > 1 and (addr % np.uint64(nbytes)).any():
         fault(L, ins, sel, (addr % np.uint64(nbytes)) != 0, addr,
-              f"misaligned {nbytes}-byte .{space} access", PtxMisalignedError)
+              message("misaligned", nbytes=nbytes, space=space), PtxMisalignedError)
     out = []
     if space == "generic":
         sh = (addr >= SHARED_WINDOW) & (addr < SHARED_WINDOW + WINDOW_BYTES)
@@ -112,7 +112,7 @@ def _resolve_space(L, ins, sel, space, addr, nbytes, esize, mask, cluster: bool 
         bi, ok = L.gmem.locate(addr, nbytes)
         bad = m & ~ok
         if bad.any():
-            fault(L, ins, sel, bad, addr, f"out-of-bounds {nbytes}-byte .global access (no buffer holds it)")
+            fault(L, ins, sel, bad, addr, message("oob_global", nbytes=nbytes))
         res = []
         for b in np.unique(bi[m]):
             mm = m & (bi == b)
@@ -123,22 +123,21 @@ def _resolve_space(L, ins, sel, space, addr, nbytes, esize, mask, cluster: bool 
     if space == "shared":
         bad = m & (addr + np.uint64(nbytes) > np.uint64(L.shared_size))
         if bad.any():
-            fault(L, ins, sel, bad, addr, f"out-of-bounds {nbytes}-byte .shared access "
-                  f"(the block has {L.shared_size} bytes)")
+            fault(L, ins, sel, bad, addr, message("oob_shared", nbytes=nbytes, shared=L.shared_size))
         th = L.threads(sel)[m]
         flat = L.slot_of[th].astype(np.uint64) * np.uint64(L.shared_stride) + addr[m]
         return [(m, typed(L.shared, esize), (flat // np.uint64(esize)).astype(np.int64), "shared")]
     if space == "local":
         bad = m & (addr + np.uint64(nbytes) > np.uint64(L.k.local_bytes))
         if bad.any():
-            fault(L, ins, sel, bad, addr, f"out-of-bounds {nbytes}-byte .local access")
+            fault(L, ins, sel, bad, addr, message("oob_local", nbytes=nbytes))
         th = L.threads(sel)[m]
         flat = th.astype(np.uint64) * np.uint64(L.local_stride) + addr[m]
         return [(m, typed(L.local, esize), (flat // np.uint64(esize)).astype(np.int64), "local")]
     if space == "param":
         bad = m & (addr + np.uint64(nbytes) > np.uint64(L.param.size - 16))
         if bad.any():
-            fault(L, ins, sel, bad, addr, f"out-of-bounds {nbytes}-byte .param access")
+            fault(L, ins, sel, bad, addr, message("oob_param", nbytes=nbytes))
         return [(m, typed(L.param, esize), (addr[m] // np.uint64(esize)).astype(np.int64), "param")]
     raise PtxUnsupportedError(f"{L.where(ins)}: state space .{space} is not supported")
 
@@ -443,7 +442,7 @@ def cp(L, ins: Instruction, idx: int):
         if srcsize is not None:
             ss = np.broadcast_to(srcsize(sel), (n,)).astype(np.int64)
             if (ss > size).any():
-                raise PtxMemoryError(f"{L.where(ins)}: src-size above cp-size {size}")
+                raise error("src_size", L.where(ins), size=size)
         if ignore is not None:
             ss = np.where(np.broadcast_to(ignore(sel), (n,)), 0, size)
         data = np.zeros((n, size), np.uint8)
@@ -506,7 +505,7 @@ def ldmatrix(L, ins: Instruction, idx: int):
     def run(sel):
         warps, lanes, active = L.warps(sel)
         if not active.all():
-            raise PtxUnsupportedError(f"{L.where(ins)}: ldmatrix executed by a partial warp")
+            raise error("partial_ldmatrix", L.where(ins))
         W = len(warps)
         src_lanes = lanes[:, :8 * num].reshape(-1)
         addr = np.broadcast_to(addr_of(src_lanes), src_lanes.shape)

@@ -25,7 +25,7 @@ import hashlib
 
 import numpy as np
 
-from refsim.ptx.errors import PtxDeadlockError
+from refsim.ptx.errors import error, message, waiting
 
 __all__ = ["DEADLOCK_ROUNDS", "converged_step", "scheduled_step", "spin_check", "yield_warps", "explain", "deadlock"]
 
@@ -56,7 +56,7 @@ def scheduled_step(L):
     if not cand.any():
         if L.exited.all() and L.next_block >= L.nblocks:
             return None
-        deadlock(L, "every live thread waits at a barrier that cannot complete")
+        deadlock(L, message("deadlock_barrier"))
     pick = cand & ~L.yielding
     if not pick.any():
         # every runnable warp yielded: a deadlock only if nothing at all changed since the last
@@ -67,7 +67,7 @@ def scheduled_step(L):
             L.stall_rounds = L.stall_rounds + 1 if digest == L.last_digest else 0
             L.last_digest = digest
             if L.stall_rounds >= DEADLOCK_ROUNDS:
-                deadlock(L, "every running warp spins on a flag that no other thread changes")
+                deadlock(L, message("deadlock_spin"))
         else:
             L.stall_rounds, L.last_digest = 0, None
         L.last_progress = L.progress
@@ -152,5 +152,4 @@ def deadlock(L, why: str) -> None:
         where = ", ".join(f"line {L.k.instructions[q].line} `{L.k.instructions[q].text}`"
                           for q in pcs if q < L.END)
         lines.append(f"{L.block_name(int(L.slot_block[s]))} at {where}")
-    raise PtxDeadlockError(f"kernel {L.k.name}: deadlock: {why}; waiting: " + "; ".join(lines[:8])
-                           + (f"; ... ({len(lines)} blocks)" if len(lines) > 8 else ""))
+    raise error("deadlock", kernel=L.k.name, why=why, waiting=waiting(lines))

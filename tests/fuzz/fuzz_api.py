@@ -64,7 +64,7 @@ EXCLUDED_MODULES = {
     "refsim.ptx.replay": "replays the recorded H100 launches (tests/ptx/test_replay.py)",
     "refsim.ptx.sass": "parses nvdisasm output of a cubin (CUDA toolchain)",
     "refsim.ptx.toolchain": "runs nvcc",
-    "refsim.ptx.errors": "the exception classes themselves",
+    "refsim.ptx.errors": "the exception classes and their message table, worded by both executors with their own fields",
     "refsim.ptx.hopper": "the sm_90a instruction definitions, called by both executors on parsed operands "
                          "(tests/ptx/hopper)",
     "refsim.errors": "the exception classes themselves",

@@ -98,3 +98,38 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
     bad = "add.s32 %r1, %r2, 1;\nadd.s32 %r1, %p2, 1;\nadd.s32 %r1, %p3, 1;\n"
     m = ptx.Module(head + bad + "}\n")
     assert m.unsupported["k"] == "kernel k, PTX line 9 `add.s32 %r1, %p2, 1`: register %p2 (.pred) used as .s32"
+
+
+#: Opcodes the compiled executor still restates in C of its own (refsim/ptx/compiled/instructions.py and
+#: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow, barriers and the
+#: warp-wide shfl/vote/mma/ldmatrix. Both are held equal by tests/ptx/compiled; this list may only shrink.
+TWO_DEFINITIONS = frozenset({
+    "applypriority", "atom", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
+    "fence", "isspacep", "ld", "ldmatrix", "ldu", "membar", "mma", "mov", "nanosleep", "prefetch", "prefetchu",
+    "red", "ret", "shfl", "st", "trap", "vote",
+})
+
+
+def test_every_opcode_has_one_definition_site():
+    """Each opcode is defined in exactly one place: one semantics family (its handler, and beside it the
+    C form the compiled executor emits), refsim.ptx.hopper (one Python definition both executors run),
+    or the engine; the compiled executor's own C bodies are exactly TWO_DEFINITIONS."""
+    from refsim.ptx import hopper
+    from refsim.ptx.compiled import alu, instructions
+    from refsim.ptx.semantics import table
+
+    for op in dispatch.OPCODES:
+        sites = [fam.__name__ for fam in table._FAMILIES if op in fam.BUILDERS]
+        sites += ["refsim.ptx.hopper"] if op in hopper.OPCODES else []
+        engine = op in dispatch.ENGINE_OPCODES and op not in hopper.OPCODES and not dispatch.OPCODES[op].handler
+        sites += ["engine"] if engine else []        # (ldmatrix: the engine moves addresses, warp.py lays out)
+        assert len(sites) == 1, (op, sites)
+        if op in table.C_TABLE:                       # a C form lives in the family that builds the handler
+            home = next(fam for fam in table._FAMILIES if op in fam.BUILDERS)
+            assert table.C_TABLE[op] is home.C_FORMS[op], op
+    compiled_own = set(instructions._ENGINE) | set(instructions._WARP) | {"ldmatrix"}
+    assert compiled_own == TWO_DEFINITIONS
+    assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE))
+    # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
+    source = Path(alu.__file__).read_text(encoding="utf-8")
+    assert not [op for op in table.TABLE if f'"{op}"' in source]

@@ -295,3 +295,43 @@ def test_module_headers_and_duplicate_entries_are_named_errors(text, cls, match)
         text += ".visible .entry k()\n{\nret;\n}\n"
     with pytest.raises(cls, match=match):
         ptx.Module(text)
+
+
+def test_a_message_is_worded_from_its_one_template():
+    from refsim.ptx.errors import error, message, waiting
+
+    assert message("trap", who="block (0, 0, 0) thread (3, 0, 0)") == "trap executed by block (0, 0, 0) thread (3, 0, 0)"
+    e = error("race_same_byte", "kernel k, PTX line 9", offset=0x1F)
+    assert type(e) is ptx.PtxRaceError
+    assert str(e) == "kernel k, PTX line 9: several threads write the same shared byte (0x1f) in one instruction"
+    e = error("limit", kernel="k", limit=10, line=7, text="bra L;")
+    assert type(e) is ptx.PtxLimitError
+    assert str(e) == "kernel k: more than max_warp_instructions=10 warp-instructions (at PTX line 7 `bra L;`)"
+    assert waiting(["a", "b"]) == "a; b"
+    assert waiting([str(i) for i in range(10)]) == "0; 1; 2; 3; 4; 5; 6; 7; ... (10 blocks)"
+
+
+def test_no_module_restates_a_message_of_the_table():
+    """Each MESSAGES template is written once: the longest literal text between its fields appears in no other
+    module of refsim.ptx (the interpreter's raise sites and the compiled runner both call the table)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from refsim.ptx.errors import MESSAGES
+
+    def strings(path: Path) -> str:                  # the string constants of the code, docstrings left out
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        return "\n".join(n.value for n in ast.walk(tree)
+                         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs)
+
+    root = Path(ptx.__file__).parent
+    sources = {p: strings(p) for p in root.rglob("*.py") if p.name != "errors.py"}
+    for name, (_, template) in MESSAGES.items():
+        piece = max(re.split(r"\{[^}]*\}", template), key=len)        # its longest literal stretch
+        assert len(piece.strip()) >= 8, name
+        again = [str(p.relative_to(root)) for p, text in sources.items() if piece in text]
+        assert not again, f"MESSAGES[{name!r}] text {piece!r} restated in {again}"

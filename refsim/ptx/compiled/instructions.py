@@ -80,7 +80,7 @@ def emit_body(em, ins, handler) -> Body:
         return _ldmatrix(em, ins)
     if handler is not None and op not in ("mov",):
         if handler.kind == "warp":
-            return {"mma": _mma, "shfl": _shfl, "vote": _vote}.get(op, _handler_step)(em, ins, handler)
+            return _WARP.get(op, _handler_step)(em, ins, handler)
         return _alu(em, ins, handler)
     fn = _ENGINE.get(op)
     if fn is None:
@@ -492,3 +492,6 @@ _ENGINE = {
     "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar, "ld": _ld, "ldu": _ld, "st": _st,
     "atom": _atom, "red": _atom, "cp": _cp,
 }
+
+#: the warp-wide handlers with a C body of their own (redux and the rest run their handler's Python)
+_WARP = {"mma": _mma, "shfl": _shfl, "vote": _vote}

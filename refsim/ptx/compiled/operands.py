@@ -27,11 +27,9 @@ import numpy as np
 
 from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW
 from refsim.ptx.parse import TYPE_BITS
+from refsim.ptx.semantics.cexpr import CT, ST
 
 __all__ = ["Refuse", "CT", "ST", "bits_of", "InstructionEmitter", "immediate_bits"]
-
-CT = {1: "uint8_t", 8: "uint8_t", 16: "uint16_t", 32: "uint32_t", 64: "uint64_t"}
-ST = {8: "int8_t", 16: "int16_t", 32: "int32_t", 64: "int64_t"}
 
 
 class Refuse(Exception):

@@ -22,8 +22,8 @@ from refsim.ptx.compiled.operands import immediate_bits
 from refsim.ptx.memory import read_only_error
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.errors import (
-    PtxBarrierError, PtxDeadlockError, PtxLimitError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUninitializedError,
-    PtxUnsupportedError,
+    PtxBarrierError, PtxDeadlockError, PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUnsupportedError, error, message,
+    waiting,
 )
 
 __all__ = ["CompiledLaunch", "geometry"]
@@ -300,7 +300,7 @@ class CompiledLaunch:
         if ins.guard is not None:
             slot, neg = ins.guard[1], ins.guard[2]
             if self.poison and not self.reg_init[slot][th].all():
-                raise PtxUninitializedError(f"{self._where(ins)}: guard predicate read before written")
+                raise error("uninit_guard", self._where(ins))
             g = self.regs[slot][th]
             act = th[~g if neg else g]
         if act.size:
@@ -339,8 +339,7 @@ class CompiledLaunch:
         active = mask[lanes]
         if ins.opcode == "mma":
             if not active.all():
-                raise PtxUnsupportedError(f"{self._where(ins)}: mma executed by a partial warp "
-                                          f"(.aligned: every lane must execute it)")
+                raise error("partial_mma", self._where(ins))
             groups = [flatten([o]) for o in ins.operands]
             ops = [np.stack([np.broadcast_to(self._read(o, "b32", lanes, ins), lanes.shape) for o in g], axis=-1)
                    for g in groups[1:]]
@@ -368,8 +367,7 @@ class CompiledLaunch:
             slot, neg = op[1], op[2]
             if self.poison and not self.reg_init[slot][sel].all():
                 bad = int(sel[~self.reg_init[slot][sel]][0])
-                raise PtxUninitializedError(f"{self._where(ins)}: register {self.k.registers[slot].name} read "
-                                            f"before written by {self._who(bad)}")
+                raise error("uninit_reg", self._where(ins), reg=self.k.registers[slot].name, who=self._who(bad))
             if self.race:               # a register of an incomplete wgmma (refsim.ptx.hopper.wgmma)
                 from refsim.ptx.hopper import wgmma
 
@@ -457,42 +455,37 @@ class CompiledLaunch:
     def _error(self, code: int) -> Exception:
         S = self.S
         if code in (E_DEADLOCK_BARRIER, E_DEADLOCK_SPIN):
-            return self._deadlock("every live thread waits at a barrier that cannot complete" if code == E_DEADLOCK_BARRIER
-                                  else "every running warp spins on a flag that no other thread changes")
+            return self._deadlock(message("deadlock_barrier" if code == E_DEADLOCK_BARRIER else "deadlock_spin"))
         if code == E_DEADLOCK_LOOP:
             return loops.error(self.k, int(S.err_ins), np.flatnonzero(self.loop_hit).tolist(), self.tpb,
                                self.slot_block, self.grid)
         ins = self.k.instructions[int(S.err_ins)]
         where, t, a, aux = self._where(ins), int(S.err_thread), int(S.err_addr), int(S.err_aux)
         if code == E_LIMIT:
-            return PtxLimitError(f"kernel {self.k.name}: more than max_warp_instructions={self.max_wi} "
-                                 f"warp-instructions (at PTX line {ins.line} `{ins.text}`)")
-        if code == E_MISALIGNED:
-            return PtxMisalignedError(f"{where}: misaligned {aux}-byte .{_SPACE_NAMES[int(S.err_thread2)]} access "
-                                      f"at address 0x{a:x} by {self._who(t)}")
-        oob = {E_OOB_GLOBAL: f"out-of-bounds {aux}-byte .global access (no buffer holds it)",
-               E_OOB_SHARED: f"out-of-bounds {aux}-byte .shared access (the block has {self.shared_size} bytes)",
-               E_OOB_LOCAL: f"out-of-bounds {aux}-byte .local access",
-               E_OOB_PARAM: f"out-of-bounds {aux}-byte .param access"}
-        if code in oob:
-            return PtxMemoryError(f"{where}: {oob[code]} at address 0x{a:x} by {self._who(t)}")
+            return error("limit", kernel=self.k.name, limit=self.max_wi, line=ins.line, text=ins.text)
+        faults = {E_MISALIGNED: lambda: message("misaligned", nbytes=aux, space=_SPACE_NAMES[int(S.err_thread2)]),
+                  E_OOB_GLOBAL: lambda: message("oob_global", nbytes=aux),
+                  E_OOB_SHARED: lambda: message("oob_shared", nbytes=aux, shared=self.shared_size),
+                  E_OOB_LOCAL: lambda: message("oob_local", nbytes=aux),
+                  E_OOB_PARAM: lambda: message("oob_param", nbytes=aux)}
+        if code in faults:
+            cls = PtxMisalignedError if code == E_MISALIGNED else PtxMemoryError
+            return cls(f"{where}: {message('fault', what=faults[code](), addr=a, who=self._who(t))}")
+        # the C status codes whose message is a MESSAGES entry, with the fields it takes
         messages = {
-            E_TRAP: (PtxMemoryError, lambda: f"trap executed by {self._who(t)}"),
-            E_RACE_READ: (PtxRaceError, lambda: f"shared-memory read by {self._who(t)} of a byte written by "
-                                                f"{self._who(int(S.err_thread2))} since the last barrier"),
-            E_RACE_WRITE: (PtxRaceError, lambda: f"shared-memory write by {self._who(t)} to a byte another thread "
-                                                 f"accessed since the last barrier"),
-            E_RACE_SAME_BYTE: (PtxRaceError, f"several threads write the same shared byte (0x{aux:x}) in one instruction"),
-            E_RACE_PENDING: (PtxRaceError, lambda: f"reads a cp.async destination before its wait_group ({self._who(t)})"),
-            E_UNINIT_REG: (PtxUninitializedError, lambda: f"register {self.k.registers[aux].name} read before written "
-                                                          f"by {self._who(t)}"),
-            E_UNINIT_GUARD: (PtxUninitializedError, "guard predicate read before written"),
-            E_UNINIT_SHARED: (PtxUninitializedError, lambda: f"shared memory read before written by {self._who(t)}"),
-            E_UNINIT_SHARED_NOWHO: (PtxUninitializedError, "shared memory read before written"),
-            E_PARTIAL_MMA: (PtxUnsupportedError, "mma executed by a partial warp (.aligned: every lane must execute it)"),
-            E_PARTIAL_LDMATRIX: (PtxUnsupportedError, "ldmatrix executed by a partial warp"),
-            E_BARRIER_ID: (PtxUnsupportedError, f"barrier id must be 0..15; got {aux}"),
-            E_SRC_SIZE: (PtxMemoryError, f"src-size above cp-size {aux}"),
+            E_TRAP: ("trap", lambda: {"who": self._who(t)}),
+            E_RACE_READ: ("race_read", lambda: {"who": self._who(t), "other": self._who(int(S.err_thread2))}),
+            E_RACE_WRITE: ("race_write", lambda: {"who": self._who(t)}),
+            E_RACE_SAME_BYTE: ("race_same_byte", lambda: {"offset": aux}),
+            E_RACE_PENDING: ("race_pending", lambda: {"who": self._who(t)}),
+            E_UNINIT_REG: ("uninit_reg", lambda: {"reg": self.k.registers[aux].name, "who": self._who(t)}),
+            E_UNINIT_GUARD: ("uninit_guard", dict),
+            E_UNINIT_SHARED: ("uninit_shared", lambda: {"who": self._who(t)}),
+            E_UNINIT_SHARED_NOWHO: ("uninit_shared_nowho", dict),
+            E_PARTIAL_MMA: ("partial_mma", dict),
+            E_PARTIAL_LDMATRIX: ("partial_ldmatrix", dict),
+            E_BARRIER_ID: ("barrier_id", lambda: {"got": aux}),
+            E_SRC_SIZE: ("src_size", lambda: {"size": aux}),
         }
         if code == E_RACE_WGMMA_SMEM:
             from refsim.ptx.hopper import wgmma
@@ -505,15 +498,15 @@ class CompiledLaunch:
         if code in (E_MBAR_ACCESS, E_RACE_ASYNC):
             from refsim.ptx import checks
 
-            cls, message = ((PtxBarrierError, checks.mbarrier_access_message) if code == E_MBAR_ACCESS
+            cls, text_of = ((PtxBarrierError, checks.mbarrier_access_message) if code == E_MBAR_ACCESS
                             else (PtxRaceError, checks.async_race_message))
-            return cls(message(where, a, self._who(t)))
+            return cls(text_of(where, a, self._who(t)))
         if code == E_READONLY:
             return read_only_error(where, self.buffer_names[aux])
         if code == E_NOMEM:
             return MemoryError("refsim.ptx.compiled: out of memory for pending cp.async copies")
-        cls, text = messages[code]
-        return cls(f"{where}: {text() if callable(text) else text}")
+        name, fields = messages[code]
+        return error(name, where, **fields())
 
     def _deadlock(self, why: str) -> PtxDeadlockError:
         if self._view is not None:
@@ -535,5 +528,4 @@ class CompiledLaunch:
                               for q in pcs if q < self.END)
             b = int(self.slot_block[s])
             lines.append(f"block ({b % gx}, {b // gx % gy}, {b // (gx * gy)}) at {where}")
-        return PtxDeadlockError(f"kernel {self.k.name}: deadlock: {why}; waiting: " + "; ".join(lines[:8])
-                                + (f"; ... ({len(lines)} blocks)" if len(lines) > 8 else ""))
+        return error("deadlock", kernel=self.k.name, why=why, waiting=waiting(lines))

@@ -36,7 +36,7 @@ import numpy as np
 
 from refsim.errors import RefsimError
 from refsim.formats import smem_layouts, tensor_map
-from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUnsupportedError
+from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxRaceError, PtxUnsupportedError, message
 from refsim.ptx.hopper import mbarrier
 from refsim.ptx.memory import SHARED_WINDOW
 from refsim.ptx.memory_ops import address
@@ -56,8 +56,8 @@ def global_bytes(L, ins, t: int, a: int, n: int, write: bool) -> np.ndarray:
     """The uint8 view of global bytes ``[a, a + n)`` (one buffer; PtxMemoryError otherwise)."""
     bi, ok = L.gmem.locate(np.asarray([a], np.uint64), n)
     if not ok[0]:
-        raise PtxMemoryError(f"{L.where(ins)}: out-of-bounds {n}-byte .global bulk access at address 0x{a:x} "
-                             f"by {L.who(t)}")
+        raise PtxMemoryError(f"{L.where(ins)}: "
+                             + message("fault", what=f"out-of-bounds {n}-byte .global bulk access", addr=a, who=L.who(t)))
     b = int(bi[0])
     buf = L.gmem.buffers[b]
     if write and not buf.flags.writeable:

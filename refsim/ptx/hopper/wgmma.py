@@ -59,7 +59,7 @@ import numpy as np
 from refsim.arith import wgmma as arith
 from refsim.errors import RefsimError
 from refsim.formats import smem_layouts
-from refsim.ptx.errors import PtxMemoryError, PtxRaceError, PtxUninitializedError, PtxUnsupportedError
+from refsim.ptx.errors import PtxMemoryError, PtxRaceError, PtxUnsupportedError, error
 
 __all__ = ["build", "state", "operand_slots", "pending_check", "pending_message", "smem_check", "smem_message"]
 
@@ -436,8 +436,7 @@ class _MmaAsync:
         for s in slots:
             init = L.reg_init[s][flat]
             if not init.all():
-                raise PtxUninitializedError(f"{L.where(self.ins)}: register {L.k.registers[s].name} read before "
-                                            f"written by {L.who(int(flat[~init][0]))}")
+                raise error("uninit_reg", L.where(self.ins), reg=L.k.registers[s].name, who=L.who(int(flat[~init][0])))
 
     def _scale_d(self, lanes):
         if self.scale_d[0] == "imm":

@@ -31,8 +31,17 @@ modules         handler.py (Op, Handler: the interface), table.py (the one opcod
                 from each family's BUILDERS), integer.py (integer arithmetic), logic.py (bit ops,
                 shifts, lop3, prmt), compare.py (setp/selp/slct), floating.py (float arithmetic),
                 convert.py (cvt), warp.py (shfl, vote, ldmatrix, mma, redux), atomic.py (atom_apply),
-                move.py (mov pack/unpack), words.py (integer bit helpers). Families import handler.py
-                and words.py only; nothing imports this package's __init__ from inside it.
+                move.py (mov pack/unpack), words.py (integer bit helpers), cexpr.py (the C-text
+                helpers), expr.py (wrapped integer expressions). Families import handler.py, words.py,
+                cexpr.py and expr.py only; nothing imports this package's __init__ from inside it.
+C forms         each family defines an instruction once: its handler (``BUILDERS``) and beside it the C
+                form the compiled executor emits (``C_FORMS``: opcode -> (modifiers the C reads,
+                ``emit(op, srcs, operands) -> [(C expression, width)] or None``)); float forms pair
+                their refsim.arith model with their C twin in ``floating.C_TWINS``; the plain wrapped
+                integer forms (add/sub without .sat, integer abs/neg, mul.lo/mad.lo, and/or/xor/not/cnot
+                on bit types, integer min/max, selp, setp's integer comparisons) are one :mod:`expr`
+                expression from which both the NumPy function and the C derive. ``table.C_TABLE``
+                assembles the C forms; refsim.ptx.compiled.alu only emits them.
 source          PTX ISA 9.x (docs.nvidia.com/cuda/parallel-thread-execution), section named in each
                 handler's ``isa`` field. Policy for implementation-defined results: docs/ptx_semantics.md.
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx.semantics import floating
+from refsim.ptx.semantics import expr, floating
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
-from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, sval, ubits, value, wrap
+from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, sval, ubits, wrap
 
-__all__ = ["BUILDERS"]
+__all__ = ["BUILDERS", "C_FORMS"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -70,11 +70,7 @@ def _build_setp(op: Op, arch: str) -> Handler:
         if cmp not in _INT_CMP or "ftz" in op.mods:
             raise unsupported(op, f".{cmp} is not an integer comparison")
 
-        def raw(a, b):
-            if cmp in ("lo", "ls", "hi", "hs"):
-                x, y = ubits(a, w), ubits(b, w)
-                return _compare({"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}[cmp], x, y)
-            return _compare(cmp, value(a, kind, w), value(b, kind, w))
+        raw = expr.numpy_pred(_int_compare(cmp, kind), w)
         sec = isa("comparison-and-selection", "setp")
 
     def fn(a, b, c=None):
@@ -93,9 +89,20 @@ def _build_selp(op: Op, arch: str) -> Handler:
     if t not in widths:
         raise unsupported(op, "type must be a 16/32/64-bit integer, .f16, .bf16, .f32 or .f64")
     check_mods(op, set())
-    w = widths[t]
-    return alu(lambda a, b, c: (wrap(np.where(c, ubits(a, w), ubits(b, w)), w),), (t,), (t, t, "pred"),
-                isa("comparison-and-selection", "selp"))
+    return alu(expr.numpy_fn(_SELP, widths[t]), (t,), (t, t, "pred"), isa("comparison-and-selection", "selp"))
+
+
+#: selp and the integer comparisons of setp, defined once for both executors (refsim.ptx.semantics.expr)
+_SELP = expr.select(expr.src(2), expr.src(0), expr.src(1))
+_C_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_C_UCMP = {"lo": "<", "ls": "<=", "hi": ">", "hs": ">="}
+
+
+def _int_compare(cmp: str, kind: str) -> expr.Expr:
+    """``a cmp b`` on integers: eq..ge signed by type, lo/ls/hi/hs unsigned."""
+    if cmp in _C_UCMP:
+        return expr.compare(_C_UCMP[cmp], expr.src(0), expr.src(1))
+    return expr.compare(_C_CMP[cmp], expr.src(0), expr.src(1), signed=kind == "s")
 
 
 
@@ -122,4 +129,46 @@ def _build_slct(op: Op, arch: str) -> Handler:
 #: opcode -> handler builder of this family (refsim.ptx.semantics.table assembles the one table)
 BUILDERS = {
     "setp": _build_setp, "selp": _build_selp, "slct": _build_slct,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# the C forms of this family (refsim.ptx.semantics.cexpr): what the compiled executor emits for the
+# handlers above, form by form; None leaves a form to its handler
+
+#: the float comparisons as ptx_runtime.h's rt_fcmp numbers them
+_C_FCMP = {"eq": 0, "ne": 1, "lt": 2, "le": 3, "gt": 4, "ge": 5, "equ": 6, "neu": 7, "ltu": 8, "leu": 9,
+           "gtu": 10, "geu": 11, "num": 12, "nan": 13}
+_C_BOOL = {"and": "&", "or": "|", "xor": "^"}
+
+
+def _c_setp(op, s, _):
+    t = op.types[0]
+    cmp = next(m for m in op.mods if m in _C_FCMP or m in _C_UCMP)
+    boolop = next((m for m in op.mods if m in _C_BOOL), None)
+    if t in ("f16", "bf16", "f32", "f64"):
+        ftz = int("ftz" in op.mods)
+        dec = {"f32": "rt_dec_f32({x}, %d)" % ftz, "f16": "rt_dec_f16({x}, %d)" % ftz,
+               "bf16": "rt_dec_bf16({x})", "f64": "rt_f64({x})"}[t]
+        if t == "bf16" and ftz:
+            return None
+        raw = f"rt_fcmp({dec.format(x=s[0])}, {dec.format(x=s[1])}, {_C_FCMP[cmp]})"
+        raw = f"((uint8_t){raw})"
+    else:
+        kind, w = INT_TYPES[t]
+        raw = expr.c_pred(_int_compare(cmp, kind), w, s)
+    if boolop is None:
+        return [(raw, 1), (f"((uint8_t)!{raw})", 1)]
+    o = _C_BOOL[boolop]
+    return [(f"((uint8_t)({raw} {o} {s[2]}))", 1), (f"((uint8_t)((uint8_t)!{raw} {o} {s[2]}))", 1)]
+
+
+def _c_selp(op, s, _):
+    w = {"f32": 32, "f64": 64, "f16": 16, "bf16": 16}.get(op.types[0]) or INT_TYPES[op.types[0]][1]
+    return [(expr.c(_SELP, w, s), w)]
+
+
+#: opcode -> (the modifiers its C reads, its C form); slct runs its handler
+C_FORMS = {
+    "setp": (set(_C_FCMP) | set(_C_UCMP) | set(_C_BOOL) | {"ftz"}, _c_setp), "selp": (set(), _c_selp),
 }

@@ -33,10 +33,11 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.arith import fp, rounding
+from refsim.ptx.semantics.cexpr import cast, int_bits, int_value
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 from refsim.ptx.semantics.floating import decode, encode, flush_subnormal
 
-__all__ = ["convert", "INT_TYPES", "FLOAT_TYPES", "BUILDERS"]
+__all__ = ["convert", "INT_TYPES", "FLOAT_TYPES", "BUILDERS", "C_FORMS"]
 
 INT_TYPES = {f"{k}{w}": (k, w) for k in "su" for w in (8, 16, 32, 64)}
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
@@ -243,4 +244,70 @@ def _build_cvt(op: Op, arch: str) -> Handler:
 #: opcode -> handler builder of this family (refsim.ptx.semantics.table assembles the one table)
 BUILDERS = {
     "cvt": _build_cvt,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# the C form of cvt (refsim.ptx.semantics.cexpr): what the compiled executor emits for the handler
+# above, form by form; None leaves a form to its handler
+
+#: the integer rounding modes as ptx_runtime.h's rt_f2i numbers them
+_C_IRND = {"rni": 0, "rzi": 1, "rmi": 2, "rpi": 3}
+
+
+def _c_cvt(op, s, _):
+    dst, src = op.types
+    mods = set(op.mods)
+    irnd = [m for m in op.mods if m in _C_IRND]
+    frnd = [m for m in op.mods if m in FRND]
+    a = s[0]
+    if dst in ("f16x2", "bf16x2"):
+        if mods != {"rn"}:
+            return None
+        one = "rt_h_canon(rt_f2h(rt_f32({x})))" if dst == "f16x2" else "rt_bf_canon_f32({x})"
+        return [(f"(((uint32_t){one.format(x=s[0])} << 16) | (uint32_t){one.format(x=s[1])})", 32)]
+    if dst in INT_TYPES and src in INT_TYPES:
+        (dk, dw), (sk, sw) = INT_TYPES[dst], INT_TYPES[src]
+        v = int_value(a, sk, sw)
+        if "sat" in mods:
+            lo, hi = (-(2 ** (dw - 1)), 2 ** (dw - 1) - 1) if dk == "s" else (0, 2**dw - 1)
+            if sk == "u":
+                v = f"({v} < {hi}ull ? {v} : {hi}ull)"
+            else:
+                lo_c = "INT64_MIN" if lo <= -(2**63) else f"{lo}LL"
+                v = f"rt_clamp_s64({v}, {lo_c}, {min(hi, 2**63 - 1)}LL)"
+        return [int_bits(v, dk, dw)]
+    if dst in ("f32", "f16", "f64") and src in INT_TYPES:
+        sk, sw = INT_TYPES[src]
+        if frnd != ["rn"] or mods != {"rn"} or sw > 32:
+            return None
+        v = f"(double){int_value(a, sk, sw)}"
+        return [{"f32": (f"rt_u32f((float){v})", 32), "f16": (f"rt_d2h({v})", 16),
+                 "f64": (f"rt_u64d({v})", 64)}[dst]]
+    if dst in INT_TYPES and src in ("f16", "f32", "f64"):
+        if len(irnd) != 1 or mods - {irnd[0], "ftz", "sat"} or ("ftz" in mods and src != "f32"):
+            return None
+        dk, dw = INT_TYPES[dst]
+        x = {"f32": f"rt_dec_f32({a}, {int('ftz' in mods)})", "f16": f"rt_dec_f16({a}, 0)",
+             "f64": f"rt_f64({a})"}[src]
+        return [(cast(32 if dw == 8 else dw, f"rt_f2i({x}, {_C_IRND[irnd[0]]}, {int(dk == 's')}, {dw}, {int(src == 'f64')})"),
+                 32 if dw == 8 else dw)]
+    if mods - {"rn"}:
+        return None
+    if (src, dst) == ("f32", "f16") and frnd:
+        return [(f"rt_h_canon(rt_f2h(rt_f32({a})))", 16)]
+    if (src, dst) == ("f32", "bf16") and frnd:
+        return [(f"rt_bf_canon_f32({a})", 16)]
+    if (src, dst) == ("f16", "f32"):
+        return [(f"rt_f_canon(rt_h2f({a}))", 32)]
+    if (src, dst) == ("bf16", "f32"):
+        return [(f"rt_f_canon(rt_f32((uint32_t){a} << 16))", 32)]
+    if (src, dst) == ("f64", "f32") and frnd:
+        return [(f"rt_f_canon((float)rt_f64({a}))", 32)]
+    return None
+
+
+#: opcode -> (the modifiers its C reads, its C form)
+C_FORMS = {
+    "cvt": (set(_C_IRND) | set(FRND) | {"ftz", "sat", "relu", "satfinite"}, _c_cvt),
 }

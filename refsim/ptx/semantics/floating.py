@@ -31,9 +31,11 @@ from __future__ import annotations
 import numpy as np
 
 from refsim.arith import fp, rounding
+from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
-__all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "CANONICAL_NAN", "BUILDERS"]
+__all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "CANONICAL_NAN", "BUILDERS", "C_TWINS", "C_FORMS",
+           "c_form"]
 
 CANONICAL_NAN = fp.CANONICAL_NAN   # one definition: refsim.arith.fp
 _BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
@@ -110,14 +112,39 @@ def elementwise(t: str, scalar_fn):
     return packed
 
 
+_FMA16 = lambda a, b, c: fp.f16_fma(a, b, c, fused=True)  # noqa: E731
+_FMA32 = lambda a, b, c: fp.f32_fma(a, b, c, fused=True)  # noqa: E731
+_MINMAX16X2 = ("((uint32_t)(rt_fminmax((uint16_t){0}, (uint16_t){1}, %d, 1) | "
+               "(rt_fminmax((uint16_t)({0} >> 16), (uint16_t)({1} >> 16), %d, 1) << 16)))")
+
+#: The float forms both executors run, each paired with its C twin in one place:
+#: (opcode, type) -> (modifiers: "rn?" none or .rn, "rn" exactly .rn, "" none; the C expression over
+#: the sources {0} {1} {2}, calling refsim/native/ptx_runtime.h; the refsim.arith.fp RN primitive the
+#: handler runs on the native dtype, or None where the handler takes the exact float64 path of
+#: refsim.arith.rounding). A form not listed here (directed rounding, .ftz/.sat, bf16, f64, .NaN) is
+#: defined by its handler alone; tests/ptx/compiled/test_conformance.py runs every row on both executors.
+C_TWINS = {
+    ("add", "f32"): ("rn?", "rt_fadd({0}, {1})", fp.f32_add), ("sub", "f32"): ("rn?", "rt_fsub({0}, {1})", fp.f32_sub),
+    ("mul", "f32"): ("rn?", "rt_fmul({0}, {1})", fp.f32_mul), ("fma", "f32"): ("rn", "rt_ffma({0}, {1}, {2})", _FMA32),
+    ("mad", "f32"): ("rn", "rt_ffma({0}, {1}, {2})", None),
+    ("add", "f16"): ("rn?", "rt_hadd({0}, {1})", fp.f16_add), ("sub", "f16"): ("rn?", "rt_hsub({0}, {1})", fp.f16_sub),
+    ("mul", "f16"): ("rn?", "rt_hmul({0}, {1})", fp.f16_mul), ("fma", "f16"): ("rn", "rt_hfma({0}, {1}, {2})", _FMA16),
+    ("add", "f16x2"): ("rn?", "RT_X2(rt_hadd, {0}, {1})", fp.f16_add),
+    ("sub", "f16x2"): ("rn?", "RT_X2(rt_hsub, {0}, {1})", fp.f16_sub),
+    ("mul", "f16x2"): ("rn?", "RT_X2(rt_hmul, {0}, {1})", fp.f16_mul),
+    ("fma", "f16x2"): ("rn", "RT_X3(rt_hfma, {0}, {1}, {2})", _FMA16),
+    ("div", "f32"): ("rn", "rt_fdiv({0}, {1})", None), ("rcp", "f32"): ("rn", "rt_fdiv(0x3F800000u, {0})", None),
+    ("sqrt", "f32"): ("rn", "rt_fsqrt({0})", None),
+    ("min", "f32"): ("", "rt_fminmax({0}, {1}, 0, 0)", None), ("max", "f32"): ("", "rt_fminmax({0}, {1}, 1, 0)", None),
+    ("min", "f16"): ("", "((uint16_t)rt_fminmax({0}, {1}, 0, 1))", None),
+    ("max", "f16"): ("", "((uint16_t)rt_fminmax({0}, {1}, 1, 1))", None),
+    ("min", "f16x2"): ("", _MINMAX16X2 % (0, 0), None), ("max", "f16x2"): ("", _MINMAX16X2 % (1, 1), None),
+}
+_C_WIDTH = {"f32": 32, "f16": 16, "f16x2": 32}
+
 # .rn without .ftz/.sat on f16/f32: straight to the RN primitives of refsim.arith.fp on the native
 # dtype (the same values as the float64 path, tested against the Fraction twin; ~5x faster)
-_FAST_RN = {
-    ("add", "f16"): fp.f16_add, ("sub", "f16"): fp.f16_sub, ("mul", "f16"): fp.f16_mul,
-    ("fma", "f16"): lambda a, b, c: fp.f16_fma(a, b, c, fused=True),
-    ("add", "f32"): fp.f32_add, ("sub", "f32"): fp.f32_sub, ("mul", "f32"): fp.f32_mul,
-    ("fma", "f32"): lambda a, b, c: fp.f32_fma(a, b, c, fused=True),
-}
+_FAST_RN = {key: prim for key, (_, _, prim) in C_TWINS.items() if prim is not None and key[1] != "f16x2"}
 
 
 def _bits_rn(t: str, prim):
@@ -295,3 +322,46 @@ BUILDERS = {
     "ex2": _build_float_only, "lg2": _build_float_only, "sin": _build_float_only, "cos": _build_float_only,
     "tanh": _build_float_only, "testp": _build_float_only, "copysign": _build_float_only,
 }
+
+
+# ----------------------------------------------------------------------------------------------
+# the C forms of this family (refsim.ptx.semantics.cexpr): the rows of C_TWINS, and neg/abs as the
+# sign-bit operations they are; None leaves a form to its handler
+
+
+def c_form(op: Op, s):
+    """The C destinations of a float ``op`` over source expressions ``s`` (see C_TWINS), or None."""
+    t = op.types[0]
+    if op.opcode in ("neg", "abs"):
+        return _c_negabs(t, op.opcode, "ftz" in op.mods, s[0])
+    row = C_TWINS.get((op.opcode, t))
+    if row is None:
+        return None
+    rule, expr, _ = row
+    mods = set(op.mods)
+    if not {"rn?": mods <= {"rn"}, "rn": mods == {"rn"}, "": not mods}[rule]:
+        return None
+    return [(expr.format(*s), _C_WIDTH[t])]
+
+
+def _c_negabs(t: str, name: str, ftz: bool, a: str):
+    lanes, st = (2, t[:-2]) if t.endswith("x2") else (1, t)
+    if st not in ("f16", "bf16", "f32", "f64"):
+        return None
+    sb = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[st]
+    w = sb * lanes
+    exp = {"f16": 0x7C00, "bf16": 0x7F80, "f32": 0x7F800000, "f64": 0x7FF0000000000000}[st]
+    sign = sum(1 << (sb * (i + 1) - 1) for i in range(lanes))
+    v = f"((uint64_t){a})"
+    if ftz:               # a lane whose exponent field is zero keeps only its sign bit
+        for i in range(lanes):
+            lane_exp, lane = exp << (sb * i), ((1 << sb) - 1) << (sb * i)
+            keep = (1 << (sb * (i + 1) - 1)) | (((1 << w) - 1) & ~lane)
+            v = f"(({v} & {lane_exp:#x}ull) == 0 ? ({v} & {keep:#x}ull) : {v})"
+    r = f"{v} ^ {sign:#x}ull" if name == "neg" else f"{v} & {((1 << w) - 1) & ~sign:#x}ull"
+    return [(cast(w, r), w)]
+
+
+#: opcode -> (the modifiers its C reads, its C form); the float forms of add/sub/mul/mad/div/abs/neg/
+#: min/max come here through the integer family's C forms, as their handlers do
+C_FORMS = {name: ({"rn"}, lambda op, s, _: c_form(op, s)) for name in ("fma", "rcp", "sqrt")}

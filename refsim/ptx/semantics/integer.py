@@ -26,15 +26,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx.semantics import floating
+from refsim.ptx.semantics import expr, floating
+from refsim.ptx.semantics.cexpr import ST, cast, mask
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
-from refsim.ptx.semantics.words import alu, check_mods, int_type, is_float, sval, ubits, value, wrap
+from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, is_float, sval, ubits, value, wrap
 
-__all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILDERS"]
+__all__ = ["mul_reference", "add_carry", "sub_borrow", "carry_reference", "BUILDERS", "C_FORMS"]
 
 
 # ----------------------------------------------------------------------------------------------
 # add / sub / mul / mad
+
+#: the forms that are wrapped w-bit arithmetic, defined once for both executors (refsim.ptx.semantics.expr):
+#: add/sub without .sat (any integer type: two's complement gives signed and unsigned the same bits), neg,
+#: the low half of a product (the same bits for signed and unsigned operands): mul.lo, mad.lo; abs
+_WRAPPED = {"add": expr.src(0) + expr.src(1), "sub": expr.src(0) - expr.src(1), "neg": expr.ZERO - expr.src(0),
+            "mul.lo": expr.src(0) * expr.src(1), "mad.lo": expr.src(0) * expr.src(1) + expr.src(2),
+            "abs": expr.select(expr.compare("<", expr.src(0), expr.ZERO, signed=True), expr.ZERO - expr.src(0),
+                               expr.src(0))}
 
 
 def _build_add(op: Op, arch: str) -> Handler:
@@ -50,13 +59,11 @@ def _build_add(op: Op, arch: str) -> Handler:
         raise unsupported(op, ".sat applies to .s32 only")
     sign = 1 if op.opcode == "add" else -1
 
-    def fn(a, b):
-        if mods:
-            r = sval(a, 32) + sign * sval(b, 32)
-            return (wrap(np.clip(r, -(2**31), 2**31 - 1), 32),)
-        ua, ub = ubits(a, w), ubits(b, w)
-        return (wrap(ua + ub if sign > 0 else ua - ub, w),)
+    def sat(a, b):
+        r = sval(a, 32) + sign * sval(b, 32)
+        return (wrap(np.clip(r, -(2**31), 2**31 - 1), 32),)
 
+    fn = sat if mods else expr.numpy_fn(_WRAPPED[op.opcode], w)
     return alu(fn, op.types, op.types * 2, isa("integer-arithmetic", op.opcode))
 
 
@@ -109,6 +116,10 @@ def _build_mul(op: Op, arch: str) -> Handler:
     dw = 2 * w if part == "wide" else w
     dtype = f"{kind}{dw}"
     mad = op.opcode == "mad"
+
+    if part == "lo" and not sat:
+        return alu(expr.numpy_fn(_WRAPPED[op.opcode + ".lo"], w), (dtype,), (op.types[0],) * (3 if mad else 2),
+                   isa("integer-arithmetic", op.opcode))
 
     def fn(a, b, c=None):
         hi, lo = _mul_full(a, b, kind, w)
@@ -242,13 +253,7 @@ def _build_absneg(op: Op, arch: str) -> Handler:
     if kind != "s":
         raise unsupported(op, "integer abs/neg are defined for signed types only")
     check_mods(op, set())
-    neg = op.opcode == "neg"
-
-    def fn(a):
-        v = sval(a, w)
-        return (wrap(-v if neg else np.abs(v), w),)
-
-    return alu(fn, op.types, op.types, isa("integer-arithmetic", op.opcode))
+    return alu(expr.numpy_fn(_WRAPPED[op.opcode], w), op.types, op.types, isa("integer-arithmetic", op.opcode))
 
 
 def _build_minmax(op: Op, arch: str) -> Handler:
@@ -277,14 +282,15 @@ def _build_minmax(op: Op, arch: str) -> Handler:
     kind, w = int_type(op, t)
     if mods and t != "s32":
         raise unsupported(op, ".relu applies to s16x2/s32 only")
+    return alu(expr.numpy_fn(_minmax(op.opcode, kind, bool(mods)), w), (t,), (t, t), isa("integer-arithmetic", op.opcode))
 
-    def fn(a, b):
-        r = pick(value(a, kind, w), value(b, kind, w))
-        if mods:
-            r = np.maximum(r, 0)
-        return (wrap(r, w),)
 
-    return alu(fn, (t,), (t, t), isa("integer-arithmetic", op.opcode))
+def _minmax(name: str, kind: str, relu: bool) -> expr.Expr:
+    """min/max of two integers (signed by type), with ``.relu`` clamping a negative result to 0: one
+    definition for both executors (refsim.ptx.semantics.expr)."""
+    a, b = expr.src(0), expr.src(1)
+    r = expr.select(expr.compare(">" if name == "max" else "<", a, b, signed=kind == "s"), a, b)
+    return expr.select(expr.compare("<", r, expr.ZERO, signed=True), expr.ZERO, r) if relu else r
 
 
 def _build_dp(op: Op, arch: str) -> Handler:
@@ -336,4 +342,81 @@ BUILDERS = {
     "rem": _build_div, "abs": _build_absneg, "neg": _build_absneg, "min": _build_minmax, "max": _build_minmax,
     "dp4a": _build_dp, "dp2a": _build_dp, "sad": _build_sad, "addc": _build_carry, "subc": _build_carry,
     "madc": _build_carry,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# the C forms of this family (refsim.ptx.semantics.cexpr): what the compiled executor emits for the
+# handlers above, form by form; None leaves a form to its handler
+
+
+def _c_add(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    o = "+" if op.opcode == "add" else "-"
+    if "sat" in op.mods:
+        return [(f"rt_sat_s32((int64_t)(int32_t){s[0]} {o} (int64_t)(int32_t){s[1]})", 32)]
+    return [(expr.c(_WRAPPED[op.opcode], w, s), w)]
+
+
+def _c_mul(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    part = next(m for m in ("lo", "hi", "wide") if m in op.mods)
+    dw = 2 * w if part == "wide" else w
+    if part == "lo" and "sat" not in op.mods:
+        return [(expr.c(_WRAPPED[op.opcode + ".lo"], w, s), w)]
+    if w <= 32:
+        if kind == "s":
+            prod = f"((uint64_t)((int64_t)({ST[w]}){s[0]} * (int64_t)({ST[w]}){s[1]}))"
+        else:
+            prod = f"((uint64_t){s[0]} * (uint64_t){s[1]})"
+        t = {"lo": f"({prod} & {mask(w)})", "hi": f"(({prod} >> {w}) & {mask(w)})",
+             "wide": f"({prod} & {mask(2 * w)})"}[part]
+    else:
+        t = {"lo": f"((uint64_t){s[0]} * (uint64_t){s[1]})",
+             "hi": f"rt_mulhi_{'s' if kind == 's' else 'u'}64({s[0]}, {s[1]})"}[part]
+    if op.opcode == "mad":
+        if "sat" in op.mods:
+            return [(f"rt_sat_s32((int64_t)(int32_t){t} + (int64_t)(int32_t){s[2]})", 32)]
+        t = f"({t} + (uint64_t){s[2]})"
+    return [(cast(dw, t), dw)]
+
+
+def _c_div(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    if kind == "s" and w == 64:
+        return None                # NumPy's int64 |MIN| wraps: the handler's own arithmetic decides
+    rem = int(op.opcode == "rem")
+    return [(cast(w, f"rt_div({s[0]}, {s[1]}, {int(kind == 's')}, {w}, {rem})"), w)]
+
+
+def _c_absneg(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    kind, w = INT_TYPES[op.types[0]]
+    return [(expr.c(_WRAPPED[op.opcode], w, s), w)]
+
+
+def _c_minmax(op, s, _):
+    if is_float(op):
+        return floating.c_form(op, s)
+    t = op.types[0]
+    if t not in INT_TYPES:
+        return None
+    kind, w = INT_TYPES[t]
+    return [(expr.c(_minmax(op.opcode, kind, "relu" in op.mods), w, s), w)]
+
+
+#: opcode -> (the modifiers its C reads, its C form); ``.cc`` carry chains, dp4a/dp2a and sad run their
+#: handlers
+C_FORMS = {
+    "add": ({"sat", "rn"}, _c_add), "sub": ({"sat", "rn"}, _c_add), "mul": ({"lo", "hi", "wide", "rn"}, _c_mul),
+    "mad": ({"lo", "hi", "wide", "sat", "rn"}, _c_mul), "div": ({"rn"}, _c_div), "rem": (set(), _c_div),
+    "abs": ({"ftz"}, _c_absneg), "neg": ({"ftz"}, _c_absneg), "min": ({"relu"}, _c_minmax),
+    "max": ({"relu"}, _c_minmax),
 }

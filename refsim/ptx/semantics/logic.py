@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from refsim.ptx.semantics import expr
+from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
-from refsim.ptx.semantics.words import alu, check_mods, int_type, sval, ubits, wrap
+from refsim.ptx.semantics.words import INT_TYPES, alu, check_mods, int_type, sval, ubits, wrap
 
 __all__ = ["PRMT_MODES", "lop3", "lop3_reference", "prmt", "prmt_reference", "bfe", "bfe_reference",
-           "bfi", "bfi_reference", "BUILDERS"]
+           "bfi", "bfi_reference", "BUILDERS", "C_FORMS"]
 
 PRMT_MODES = {
     "f4e": (0x3210, 0x4321, 0x5432, 0x6543),
@@ -268,12 +270,13 @@ def _build_logic(op: Op, arch: str) -> Handler:
     if t not in ("b16", "b32", "b64"):
         raise unsupported(op, "type must be .pred, .b16, .b32 or .b64")
     w = int(t[1:])
-    if name == "not":
-        return alu(lambda a: (wrap(~ubits(a, w), w),), (t,), (t,), sec)
-    if name == "cnot":
-        return alu(lambda a: (wrap((ubits(a, w) == 0).astype(np.uint64), w),), (t,), (t,), sec)
-    f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[name]
-    return alu(lambda a, b: (wrap(f(ubits(a, w), ubits(b, w)), w),), (t,), (t, t), sec)
+    e = _BITWISE[name]
+    return alu(expr.numpy_fn(e, w), (t,), (t,) * e.sources(), sec)
+
+
+#: and/or/xor/not/cnot on .b16/.b32/.b64, defined once for both executors (refsim.ptx.semantics.expr)
+_BITWISE = {"and": expr.src(0) & expr.src(1), "or": expr.src(0) | expr.src(1), "xor": expr.src(0) ^ expr.src(1),
+            "not": ~expr.src(0), "cnot": expr.compare("==", expr.src(0), expr.ZERO)}
 
 
 def lop3(a: np.ndarray, b: np.ndarray, c: np.ndarray, imm_lut: int) -> np.ndarray:
@@ -381,4 +384,91 @@ BUILDERS = {
     "bfe": _build_bfe, "bfi": _build_bfi, "shl": _build_shift, "shr": _build_shift, "shf": _build_shf,
     "and": _build_logic, "or": _build_logic, "xor": _build_logic, "not": _build_logic, "cnot": _build_logic,
     "lop3": _build_lop3, "prmt": _build_prmt,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# the C forms of this family (refsim.ptx.semantics.cexpr): what the compiled executor emits for the
+# handlers above, form by form; None leaves a form to its handler
+
+#: prmt's mode field as ptx_runtime.h's rt_prmt numbers it
+_C_PRMT = {None: 0, "f4e": 1, "b4e": 2, "rc8": 3, "ecl": 4, "ecr": 5, "rc16": 6}
+
+
+def _c_bitcount(op, s, _):
+    w = int(op.types[0][1:])
+    if op.opcode == "popc":
+        return [(f"((uint32_t)__builtin_popcountll((uint64_t){s[0]}))", 32)]
+    if op.opcode == "clz":
+        return [(f"((uint32_t)({w} - rt_bitlen64((uint64_t){s[0]})))", 32)]
+    return [(f"rt_brev64({s[0]})", 64)] if w == 64 else [(f"rt_brev({s[0]}, 32)", 32)]
+
+
+def _c_bfind(op, s, _):
+    kind, w = INT_TYPES[op.types[0]]
+    return [(f"rt_bfind({s[0]}, {int(kind == 's')}, {int('shiftamt' in op.mods)}, {w})", 32)]
+
+
+def _c_bfe(op, s, _):
+    kind, w = INT_TYPES[op.types[0]]
+    return [(cast(w, f"rt_bfe({s[0]}, {s[1]}, {s[2]}, {int(kind == 's')}, {w})"), w)]
+
+
+def _c_bfi(op, s, _):
+    w = int(op.types[0][1:])
+    return [(cast(w, f"rt_bfi({s[0]}, {s[1]}, {s[2]}, {s[3]}, {w})"), w)]
+
+
+def _c_shift(op, s, _):
+    kind, w = INT_TYPES[op.types[0]]
+    f = "rt_shl" if op.opcode == "shl" else ("rt_shr_s" if kind == "s" else "rt_shr_u")
+    return [(cast(w, f"{f}({s[0]}, {s[1]}, {w})"), w)]
+
+
+def _c_shf(op, s, _):
+    return [(f"rt_shf({s[0]}, {s[1]}, {s[2]}, {int('l' in op.mods)}, {int('clamp' in op.mods)})", 32)]
+
+
+def _c_logic(op, s, _):
+    t = op.types[0]
+    name = op.opcode
+    if t == "pred":
+        if name == "not":
+            return [(f"((uint8_t)!{s[0]})", 1)]
+        o = {"and": "&", "or": "|", "xor": "^"}[name]
+        return [(f"((uint8_t)({s[0]} {o} {s[1]}))", 1)]
+    w = int(t[1:])
+    return [(expr.c(_BITWISE[name], w, s), w)]
+
+
+def _c_lop3(op, s, operands):
+    lut = operands[3] if len(operands) > 3 else None
+    if lut is None or lut[0] != "imm" or lut[2] != "int" or not 0 <= lut[1] < 256:
+        return None                # the handler checks a non-constant immLut per thread
+    imm = lut[1]
+    terms = []
+    for k in range(8):
+        if (imm >> k) & 1:
+            x = [(s[i] if k & bit else f"~{s[i]}") for i, bit in ((0, 4), (1, 2), (2, 1))]
+            terms.append(f"({x[0]} & {x[1]} & {x[2]})")
+    d = f"((uint32_t)({' | '.join(terms) if terms else '0'}))"
+    if "or" in op.mods:
+        return [(d, 32), (f"((uint8_t)(({d} != 0) | {s[4]}))", 1)]
+    if "and" in op.mods:
+        return [(d, 32), (f"((uint8_t)(({d} != 0) & {s[4]}))", 1)]
+    return [(d, 32)]
+
+
+def _c_prmt(op, s, _):
+    mode = next((m for m in op.mods if m in _C_PRMT), None)
+    return [(f"rt_prmt({s[0]}, {s[1]}, {s[2]}, {_C_PRMT[mode]})", 32)]
+
+
+#: opcode -> (the modifiers its C reads, its C form)
+C_FORMS = {
+    "popc": (set(), _c_bitcount), "clz": (set(), _c_bitcount), "brev": (set(), _c_bitcount),
+    "bfind": ({"shiftamt"}, _c_bfind), "bfe": (set(), _c_bfe), "bfi": (set(), _c_bfi), "shl": (set(), _c_shift),
+    "shr": (set(), _c_shift), "shf": ({"l", "r", "clamp", "wrap"}, _c_shf), "and": (set(), _c_logic),
+    "or": (set(), _c_logic), "xor": (set(), _c_logic), "not": (set(), _c_logic), "cnot": (set(), _c_logic),
+    "lop3": ({"or", "and"}, _c_lop3), "prmt": (set(PRMT_MODES), _c_prmt),
 }

@@ -19,21 +19,29 @@ from refsim.ptx.semantics.handler import ARCHS, Builder, Handler, Op, unsupporte
 from refsim.archs import ARCH_SPECIFIC
 from refsim.ptx.errors import PtxUnsupportedError
 
-__all__ = ["TABLE", "lookup", "supported_opcodes"]
+__all__ = ["TABLE", "C_TABLE", "lookup", "supported_opcodes"]
+
+_FAMILIES = (integer, logic, compare, floating, convert, warp)
 
 
-def _assemble(*families) -> dict[str, Builder]:
-    table: dict[str, Builder] = {}
+def _assemble(*families, attr: str = "BUILDERS") -> dict:
+    table: dict = {}
     for fam in families:
-        for name, builder in fam.BUILDERS.items():
+        for name, entry in getattr(fam, attr, {}).items():
             if name in table:
-                raise RuntimeError(f"opcode {name!r} is built by two semantics families")
-            table[name] = builder
+                raise RuntimeError(f"opcode {name!r} is {'built' if attr == 'BUILDERS' else 'compiled'} by two "
+                                   f"semantics families")
+            if attr == "C_FORMS" and name not in fam.BUILDERS:
+                raise RuntimeError(f"opcode {name!r}: its C form and its handler live in different families")
+            table[name] = entry
     return table
 
 
 #: opcode -> ``builder(op, arch) -> Handler``
-TABLE: dict[str, Builder] = _assemble(integer, logic, compare, floating, convert, warp)
+TABLE: dict[str, Builder] = _assemble(*_FAMILIES)
+#: opcode -> ``(modifiers its C reads, emit(op, srcs, operands))``: the C form each family defines beside
+#: its handler (refsim.ptx.semantics.cexpr); refsim.ptx.compiled.alu emits it
+C_TABLE: dict = _assemble(*_FAMILIES, attr="C_FORMS")
 
 
 def lookup(op: Op, *, arch: str = "sm_80") -> Handler:

@@ -27,7 +27,7 @@ LOP3_F0 = "((uint32_t)((a & ~b & ~c) | (a & ~b & c) | (a & b & ~c) | (a & b & c)
 NEG_F32 = "((uint32_t)(((uint64_t)a) ^ 0x80000000ull))"
 ABS_F16X2 = "((uint32_t)(((uint64_t)a) & 0x7fff7fffull))"
 CVT_U8_U32 = "((uint32_t)((uint64_t)(((uint64_t)a & 0xFFFFFFFFull)) & 0xFF))"
-SELP_F32 = "((uint32_t)(p ? a : b))"
+SELP_F32 = "((uint32_t)((uint64_t)p ? (uint64_t)a : (uint64_t)b))"
 
 
 def test_integer_forms_are_wrapped_c_arithmetic_at_the_instructions_width():
@@ -52,7 +52,7 @@ def test_lop3_is_the_sum_of_the_minterms_its_immediate_selects():
 
 
 def test_setp_writes_the_comparison_and_its_complement():
-    raw = "((uint8_t)(rt_sext(a, 32) < rt_sext(b, 32)))"
+    raw = "((uint8_t)(rt_sext((uint64_t)a, 32) < rt_sext((uint64_t)b, 32)))"
     assert _c("setp", ["lt"], ["s32"]) == [(raw, 1), (f"((uint8_t)!{raw})", 1)]
     raw = "((uint8_t)((uint64_t)a <= (uint64_t)b))"
     assert _c("setp", ["ls"], ["u32"]) == [(raw, 1), (f"((uint8_t)!{raw})", 1)]

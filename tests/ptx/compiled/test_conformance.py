@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 
 from refsim import ptx
+from refsim.ptx.compiled.alu import alu
+from refsim.ptx.semantics import Op
+from refsim.ptx.semantics.floating import C_TWINS
 from conftest_compiled import alu_module, bit_patterns, needs_compiled, run_both
 
 pytestmark = needs_compiled
@@ -101,6 +104,22 @@ def test_floating_point_rn_forms_specials_and_comparisons():
     cases += [("pred", f"setp.{c}.ftz.f32 {{d}}, %ra, %rb;") for c in ("eq", "lt", "geu")]
     cases += [("pred", f"setp.{c}.ftz.f16 {{d}}, %ha, %hb;") for c in ("eq", "ltu")]
     _check(cases, 4)
+
+
+def test_every_float_twin_of_the_semantics_table_runs_bit_identically():
+    """One case per row of floating.C_TWINS (the table pairing each float form's model with its C twin),
+    each checked to compile to that row's C, all run through both executors on specials."""
+    reg = {"f32": ("b32", "r"), "f16": ("b16", "h"), "f16x2": ("b32", "r")}
+    cases = []
+    for (name, t), (rule, expr, _) in C_TWINS.items():
+        n = 1 + max(int(c) for c in "012" if "{" + c + "}" in expr)
+        mods = ("rn",) if rule else ()
+        assert alu(Op(name, mods, (t,)), list("abc"[:n]), [("reg", "%r1")] * n)[0][0] == expr.format(*"abc"), (name, t)
+        kind, r = reg[t]
+        srcs = ", ".join(f"%{r}{x}" for x in "abc"[:n])
+        cases.append((kind, f"{name}{''.join('.' + m for m in mods)}.{t} {{d}}, {srcs};"))
+    assert len(cases) == len(C_TWINS) >= 20
+    _check(cases, 7)
 
 
 _INTS = {"u8": ("b16", "h"), "s8": ("b16", "h"), "u16": ("b16", "h"), "s16": ("b16", "h"),

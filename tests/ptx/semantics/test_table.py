@@ -53,3 +53,30 @@ def test_lookup_refuses_naming_the_instruction(op, arch, match):
 def test_lookup_takes_an_op_only():
     with pytest.raises(PtxUnsupportedError, match="lookup: op must be a refsim.ptx.semantics.Op; got str"):
         table.lookup("add.s32")
+
+
+def test_each_c_form_lives_in_the_family_that_builds_its_handler_once():
+    families = (integer, logic, compare, floating, convert, warp)
+    homes = {name: [fam for fam in families if name in getattr(fam, "C_FORMS", {})] for name in table.C_TABLE}
+    assert all(len(h) == 1 and name in h[0].BUILDERS for name, h in homes.items())
+    assert table.C_TABLE["lop3"] is logic.C_FORMS["lop3"] and table.C_TABLE["cvt"] is convert.C_FORMS["cvt"]
+    assert {"add", "mul", "lop3", "prmt", "setp", "selp", "cvt", "fma"} <= set(table.C_TABLE)
+    assert not {"mma", "shfl", "slct", "addc"} & set(table.C_TABLE)       # these run their handlers
+
+
+def test_assembling_a_c_form_away_from_its_handler_is_refused():
+    class A:
+        BUILDERS = {"add": None}
+
+    class B:
+        BUILDERS = {"sub": None}
+        C_FORMS = {"add": (set(), None)}
+    with pytest.raises(RuntimeError, match="opcode 'add': its C form and its handler live in different families"):
+        table._assemble(A, B, attr="C_FORMS")
+
+    class C:
+        BUILDERS = {"add": None}
+        C_FORMS = {"add": (set(), None)}
+    table._assemble(C, attr="C_FORMS")
+    with pytest.raises(RuntimeError, match="opcode 'add' is compiled by two semantics families"):
+        table._assemble(C, C, attr="C_FORMS")

@@ -1,0 +1,139 @@
+"""Wrapped integer expressions: one definition from which both executors run a plain integer form.
+
+An :class:`Expr` is built from the sources ``src(i)`` and ``ZERO`` with ``+ - * & | ^ ~``, all modulo 2^w
+on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
+the same bits, and the low half of a product), with comparisons (:func:`compare`, signed or unsigned)
+and selection (:func:`select`). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
+evaluated in uint64, the result wrapped to w bits); :func:`c` into the compiled executor's C expression
+(each source widened to uint64_t, the result cast to the w-bit type). Worked example, ``add.u32``::
+
+    e = src(0) + src(1)
+    numpy_fn(e, 32)(np.array([0xFFFFFFFF], np.uint32), np.array([2], np.uint32))  ->  (array([1], uint32),)
+    c(e, 32, ["a", "b"])  ->  "((uint32_t)((uint64_t)a + (uint64_t)b))"
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.ptx.semantics.cexpr import cast
+from refsim.ptx.semantics.words import sval, ubits, wrap
+
+__all__ = ["Expr", "src", "ZERO", "compare", "select", "numpy_fn", "numpy_pred", "c", "c_pred"]
+
+_NP = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
+
+
+class Expr:
+    """A node: ``("src", i)``, ``("const", v)``, ``("~", x)``, ``(o, x, y)`` with o in ``+ - * & | ^``,
+    ``("cmp", o, x, y, signed)`` (:func:`compare`) or ``("?", c, x, y)`` (:func:`select`)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, *node):
+        self.node = node
+
+    def _bin(self, o: str, other: "Expr") -> "Expr":
+        return Expr(o, self, other)
+
+    def __add__(self, other): return self._bin("+", other)  # noqa: E704
+    def __sub__(self, other): return self._bin("-", other)  # noqa: E704
+    def __mul__(self, other): return self._bin("*", other)  # noqa: E704
+    def __and__(self, other): return self._bin("&", other)  # noqa: E704
+    def __or__(self, other): return self._bin("|", other)  # noqa: E704
+    def __xor__(self, other): return self._bin("^", other)  # noqa: E704
+    def __invert__(self): return Expr("~", self)  # noqa: E704
+
+    def sources(self) -> int:
+        """How many sources the expression reads (1 + the highest source index)."""
+        kind = self.node[0]
+        if kind == "src":
+            return self.node[1] + 1
+        if kind == "const":
+            return 0
+        return max(x.sources() for x in self.node[1:] if isinstance(x, Expr))
+
+
+def compare(o: str, x: Expr, y: Expr, signed: bool = False) -> Expr:
+    """The comparison ``x o y`` (o in ``== != < <= > >=``) of the w-bit values, read as two's complement
+    when ``signed``: 1 or 0 (a predicate)."""
+    return Expr("cmp", o, x, y, signed)
+
+
+def select(c: Expr, x: Expr, y: Expr) -> Expr:
+    """``c ? x : y`` (c nonzero: x)."""
+    return Expr("?", c, x, y)
+
+
+def src(i: int) -> Expr:
+    """Source operand i of the instruction."""
+    return Expr("src", i)
+
+
+ZERO = Expr("const", 0)
+
+
+_CMP = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
+        ">=": np.greater_equal}
+
+
+def _eval(e: Expr, vals: list, w: int) -> np.ndarray:
+    kind = e.node[0]
+    if kind == "src":
+        return vals[e.node[1]]
+    if kind == "const":
+        return np.uint64(e.node[1])
+    if kind == "~":
+        return np.invert(_eval(e.node[1], vals, w))
+    if kind == "cmp":
+        o, x, y, signed = e.node[1:]
+        x, y = _eval(x, vals, w) & np.uint64(2**w - 1), _eval(y, vals, w) & np.uint64(2**w - 1)
+        return _CMP[o](sval(x, w), sval(y, w)) if signed else _CMP[o](x, y)
+    if kind == "?":
+        c, x, y = (_eval(n, vals, w) for n in e.node[1:])
+        return np.where(np.asarray(c) != 0, x, y)
+    return _NP[kind](_eval(e.node[1], vals, w), _eval(e.node[2], vals, w))
+
+
+def numpy_fn(e: Expr, w: int):
+    """The handler function of ``e`` at width w: ``fn(*sources) -> (w-bit result,)``."""
+    def fn(*srcs):
+        with np.errstate(over="ignore"):
+            return (wrap(_eval(e, [ubits(x, w) for x in srcs], w), w),)
+    return fn
+
+
+def numpy_pred(e: Expr, w: int):
+    """The predicate function of ``e`` (a comparison) at width w: ``fn(*sources) -> bool array``."""
+    def fn(*srcs):
+        return np.asarray(_eval(e, [ubits(x, w) for x in srcs], w), bool)
+    return fn
+
+
+def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
+    kind = e.node[0]
+    if kind == "src":
+        return f"(uint64_t){s[e.node[1]]}"
+    if kind == "const":
+        return str(e.node[1])
+    if kind == "~":
+        return "~" + _text(e.node[1], s, w, False)
+    if kind == "cmp":
+        o, x, y, signed = e.node[1:]
+        x, y = _text(x, s, w, True), _text(y, s, w, True)
+        t = f"rt_sext({x}, {w}) {o} rt_sext({y}, {w})" if signed else f"{x} {o} {y}"
+    elif kind == "?":
+        t = " ? ".join([_text(e.node[1], s, w, False), " : ".join(_text(n, s, w, False) for n in e.node[2:])])
+    else:
+        t = f"{_text(e.node[1], s, w, False)} {kind} {_text(e.node[2], s, w, False)}"
+    return t if top else f"({t})"
+
+
+def c(e: Expr, w: int, s: list[str]) -> str:
+    """The C expression of ``e`` at width w over the C source expressions ``s``."""
+    return cast(w, _text(e, s, w, True))
+
+
+def c_pred(e: Expr, w: int, s: list[str]) -> str:
+    """The C predicate (0 or 1, as uint8_t) of ``e`` at width w over the C source expressions ``s``."""
+    return f"((uint8_t){_text(e, s, w, False)})"

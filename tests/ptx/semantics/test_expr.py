@@ -1,0 +1,65 @@
+"""refsim.ptx.semantics.expr: one wrapped-integer expression, two executors' forms — the NumPy
+function on values worked by hand, and the C text (which tests/ptx/compiled runs against it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from refsim.ptx.semantics.expr import ZERO, numpy_fn, src, c
+
+
+def test_numpy_function_wraps_modulo_the_width():
+    a16, b16 = np.array([0xFFFF, 0x8000, 3], np.uint16), np.array([2, 0x8000, 5], np.uint16)
+    (d,) = numpy_fn(src(0) + src(1), 16)(a16, b16)
+    assert d.dtype == np.uint16 and d.tolist() == [1, 0, 8]
+    (d,) = numpy_fn(src(0) - src(1), 16)(a16, b16)
+    assert d.tolist() == [0xFFFD, 0, 0xFFFE]                          # 3 - 5 = -2
+    (d,) = numpy_fn(ZERO - src(0), 64)(np.array([1, 1 << 63], np.uint64))
+    assert d.tolist() == [2**64 - 1, 1 << 63]                          # neg MIN = MIN
+    (d,) = numpy_fn(~src(0), 32)(np.array([0x0F0F0000], np.uint32))
+    assert d.dtype == np.uint32 and d.tolist() == [0xF0F0FFFF]
+
+
+def test_bitwise_and_nested_expressions():
+    e = (src(0) & src(1)) ^ ~src(2)
+    assert e.sources() == 3 and (ZERO - src(0)).sources() == 1
+    (d,) = numpy_fn(e, 16)(np.array([0xFF00], np.uint16), np.array([0x0FF0], np.uint16), np.array([0x00FF], np.uint16))
+    assert d.tolist() == [0x0F00 ^ 0xFF00]
+
+
+def test_c_text_widens_each_source_and_casts_the_result():
+    assert c(src(0) + src(1), 32, ["a", "b"]) == "((uint32_t)((uint64_t)a + (uint64_t)b))"
+    assert c(ZERO - src(0), 16, ["a"]) == "((uint16_t)(0 - (uint64_t)a))"
+    assert c(~src(0), 64, ["a"]) == "((uint64_t)(~(uint64_t)a))"
+    assert c((src(0) & src(1)) ^ ~src(2), 16, ["a", "b", "x"]) == \
+        "((uint16_t)(((uint64_t)a & (uint64_t)b) ^ ~(uint64_t)x))"
+
+
+def test_the_low_half_of_a_product_is_the_same_bits_signed_or_unsigned():
+    # -1 * -1 = 1 (signed) and 0xFFFF * 0xFFFF = 0xFFFE0001 (unsigned): low 16 bits 0x0001 both
+    (d,) = numpy_fn(src(0) * src(1) + src(2), 16)(np.array([0xFFFF], np.uint16), np.array([0xFFFF], np.uint16),
+                                                  np.array([0xFFFF], np.uint16))
+    assert d.tolist() == [0]                                          # 1 + 0xFFFF wraps
+    assert c(src(0) * src(1) + src(2), 32, ["a", "b", "c"]) == "((uint32_t)(((uint64_t)a * (uint64_t)b) + (uint64_t)c))"
+
+
+def test_comparisons_read_the_bits_signed_or_unsigned_and_select_picks():
+    from refsim.ptx.semantics.expr import compare, numpy_pred, select
+
+    a, b = np.array([0xFFFF, 1, 5], np.uint16), np.array([1, 0xFFFF, 5], np.uint16)
+    assert numpy_pred(compare("<", src(0), src(1), signed=True), 16)(a, b).tolist() == [True, False, False]  # -1 < 1
+    assert numpy_pred(compare("<", src(0), src(1)), 16)(a, b).tolist() == [False, True, False]  # 65535 > 1
+    assert numpy_pred(compare(">=", src(0), src(1)), 16)(a, b).tolist() == [True, False, True]
+    smin = select(compare("<", src(0), src(1), signed=True), src(0), src(1))
+    (d,) = numpy_fn(smin, 16)(a, b)
+    assert d.tolist() == [0xFFFF, 0xFFFF, 5]                          # min(-1, 1), min(1, -1), 5
+    relu = select(compare("<", smin, ZERO, signed=True), ZERO, smin)
+    (d,) = numpy_fn(relu, 64)(np.array([2**64 - 3, 7], np.uint64), np.array([4, 9], np.uint64))
+    assert d.tolist() == [0, 7]                                       # min(-3, 4) = -3 -> 0
+    (d,) = numpy_fn(select(src(2), src(0), src(1)), 32)(np.array([7, 7], np.uint32), np.array([9, 9], np.uint32),
+                                                       np.array([True, False]))
+    assert d.tolist() == [7, 9]
+    assert c(smin, 32, ["a", "b"]) == ("((uint32_t)((rt_sext((uint64_t)a, 32) < rt_sext((uint64_t)b, 32)) ? "
+                                       "(uint64_t)a : (uint64_t)b))")
+    from refsim.ptx.semantics.expr import c_pred
+    assert c_pred(compare("<=", src(0), src(1)), 32, ["a", "b"]) == "((uint8_t)((uint64_t)a <= (uint64_t)b))"
