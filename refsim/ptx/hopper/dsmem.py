@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim.ptx.errors import PtxMemoryError
+from refsim.ptx.errors import PtxMemoryError, error
 from refsim.ptx.memory import SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.operands import reader, writer
 from refsim.ptx.parse import Instruction
@@ -141,9 +141,10 @@ def flat_offsets(L, ins, sel, mask: np.ndarray, addr: np.ndarray, nbytes: int) -
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         cta = "its own CTA" if rank[i] < 0 else f"CTA rank {int(rank[i])}"
-        raise PtxMemoryError(f"{L.where(ins)}: out-of-bounds {nbytes}-byte .shared::cluster access at offset "
-                             f"0x{int(off[i]):x} of {cta}'s shared memory ({L.shared_size} bytes) at address "
-                             f"0x{int(addr[mask][i]):x} by {L.who(int(th[i]))}")
+        raise error("fault", L.where(ins),
+                    what=f"out-of-bounds {nbytes}-byte .shared::cluster access at offset 0x{int(off[i]):x} of "
+                         f"{cta}'s shared memory ({L.shared_size} bytes)",
+                    addr=int(addr[mask][i]), who=L.who(int(th[i])))
     return slot.astype(np.uint64) * np.uint64(L.shared_stride) + off
 
 
