@@ -343,7 +343,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
     regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
     nothing). ``to``: "auto" (the method's format), "compressed-tensors" (rtn, gptq, awq),
-    "compressed-tensors:<PRESET>" (rtn; an llm-compressor float preset, :mod:`refsim.io.ct_float_write`),
+    "compressed-tensors:<PRESET>" (rtn or gptq; an llm-compressor float preset, :mod:`refsim.io.ct_float_write`),
     "gguf:<TYPE>" (rtn; ``model`` a float .gguf file and ``out`` a new .gguf file,
     :mod:`refsim.io.gguf_write`): those two return their writer's summary; or "bnb-nf4" / "bnb-fp4"
     (rtn: bitsandbytes 4-bit, ``double_quant`` its double quantization; no calibration; the held-out
@@ -475,8 +475,9 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
 
 
 def _quantize_preset(model, out, options: QuantizeOptions, to: str, calib: str, layers, ignore, progress) -> dict:
-    """``to`` = "compressed-tensors:<PRESET>" (refsim.io.ct_float_write) or "gguf:<TYPE>"
-    (refsim.io.gguf_write): round to nearest as the library does, no calibration."""
+    """``to`` = "compressed-tensors:<PRESET>" (refsim.io.ct_float_write: round to nearest, or GPTQ on the
+    preset's grid with calibration) or "gguf:<TYPE>" (refsim.io.gguf_write): round to nearest as the library
+    does, no calibration."""
     if to.lower().startswith("gguf:"):
         from refsim.io.gguf_write import parse_gguf_target as parse
         from refsim.io.gguf_write import quantize_gguf as write
@@ -484,12 +485,18 @@ def _quantize_preset(model, out, options: QuantizeOptions, to: str, calib: str, 
         from refsim.io.ct_float_write import parse_ct_target as parse
         from refsim.io.ct_float_write import quantize_float_model as write
     target = parse(to)
-    if options.method != "rtn":
+    gguf = to.lower().startswith("gguf:")
+    if options.method != "rtn" and (gguf or options.method != "gptq"):
         raise FormatRuleError(f"method: {to} is written by round to nearest, as its library quantizes "
-                              f"(llm-compressor's presets, ggml's quantize_row_*_ref); use 'rtn'; got {options.method!r}")
-    if calib not in ("auto", "none"):
-        raise FormatRuleError(f"calib: {to} quantizes weights without calibration; got {calib!r}")
-    return write(model, out, target, layers=layers, ignore=ignore, progress=progress)
+                              f"(llm-compressor's presets, ggml's quantize_row_*_ref)"
+                              + ("" if gguf else ", or by GPTQ on the preset's grid (llm-compressor's GPTQModifier)")
+                              + f"; use 'rtn'{'' if gguf else ' or gptq'}; got {options.method!r}")
+    if gguf:
+        if calib not in ("auto", "none"):
+            raise FormatRuleError(f"calib: {to} quantizes weights without calibration; got {calib!r}")
+        return write(model, out, target, layers=layers, ignore=ignore, progress=progress)
+    return write(model, out, target, layers=layers, ignore=ignore, progress=progress, method=options.method,
+                 calib=calib, act_order=options.act_order)
 
 
 def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, double_quant: bool, calib: str,
