@@ -228,7 +228,6 @@ def _gptq_layers(model, weights: dict, names: list[str], all_names: list[str], p
 
     from refsim.io import calibrate
     from refsim.io.model_folder import load_model
-    from refsim.io.quantize import calibration_inputs
 
     kind, source, tokens = calib
     gscale = _global_scales(weights, preset, all_names)
@@ -241,7 +240,7 @@ def _gptq_layers(model, weights: dict, names: list[str], all_names: list[str], p
         return done
 
     if kind == "inputs":
-        X_file = calibration_inputs(source)
+        X_file = calibrate.calibration_inputs(source)
         missing = [n for n in names if n not in X_file]
         if missing:
             raise FormatRuleError(f"calib: no calibration inputs for layer {missing[0]!r} ({len(missing)} layers "

@@ -69,7 +69,7 @@ from refsim.io.output import atomic_output_dir
 from refsim.quant import mixed_2_4_16 as q2416
 
 __all__ = ["METHODS", "OUTPUT_FORMATS", "BNB_TARGETS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
-           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs",
+           "awq_intweight", "quantize_model", "relative_output_error",
            "emitted_ignore"]
 
 METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
@@ -309,14 +309,6 @@ OUTPUT_FORMATS = ("auto", "gptq", "awq", "compressed-tensors", "bnb-nf4", "bnb-f
 BNB_TARGETS = {"bnb-nf4": "nf4", "bnb-fp4": "fp4"}
 
 
-def calibration_inputs(path: str) -> dict[str, np.ndarray]:
-    """Per-layer calibration inputs from a safetensors file whose tensors are named by layer (float (T, K))."""
-    from refsim.io.tensors import TensorFile
-
-    with TensorFile(path) as tf:
-        return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
-
-
 def _output_format(options: QuantizeOptions, to: str) -> str:
     to = require_choice("to", to, OUTPUT_FORMATS)
     native = _WRITES[options.method]
@@ -400,7 +392,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
                                   f"forward, or per-layer inputs); got {calib!r}"
                                   + ("" if family else f" and refsim has no forward for {model}"))
         names = select_layers(all_names, layers, ignore, model)
-        X_file = calibration_inputs(source) if kind == "inputs" else None
+        X_file = calibrate.calibration_inputs(source) if kind == "inputs" else None
         if X_file is not None:
             missing = [n for n in names if n not in X_file]
             if missing:

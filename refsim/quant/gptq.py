@@ -27,6 +27,12 @@ are stored in processing order (AutoGPTQ). With ``static_groups`` the group para
 the original weights, in original column order, and ``g_idx = k // G``. Dead inputs (diag H = 0)
 get H[k, k] = 1 and weight 0.
 
+Grids: the loop takes the element grid as a parameter: :class:`IntegerGrid` (this module's GPTQ) or
+:class:`refsim.quant.gptq_float.FloatGrid` (e4m3 / e2m1 with fixed scales, llm-compressor's float presets).
+``updates="gemv"`` (here) forms each row's intra-block update as one gemv (left-looking);
+``updates="rank1"`` applies the reference's rank-1 updates row by row and right-looking block updates, in
+the reference's order of roundings (what gptq_float needs to match llm-compressor bit for bit).
+
 Arithmetic: float32 throughout, as the reference (which disables TF32); the Hessian is accumulated
 in float64 and rounded to float32 once before the factorisation. Summation orders inside BLAS
 differ from PyTorch's, so results match the reference in distribution, not bit for bit.
