@@ -169,3 +169,25 @@ def test_gptq_writes_the_presets_folder_with_llm_compressors_gptq_config(fp_mode
             got = saved.read(f"{n}.{t}")
             assert got.dtype.itemsize == v.dtype.itemsize and np.array_equal(got.view(v.dtype), v), (n, t)
     assert open_checkpoint(out).read_layer(NAMES[0]).kind == ("fp8" if preset.startswith("FP8") else "nvfp4")
+
+
+def test_the_cli_runs_gptq_on_a_preset_with_text_calibration_through_the_sequential_forward(tmp_path, capsys):
+    # the bundled 2-block decoder, 256 corpus tokens: the folder has the RTN folder's tensors (names, dtypes,
+    # shapes) and config, but GPTQ's error feedback moved a good share of the codes
+    model = Path(__file__).parents[2] / "refsim" / "data" / "models" / "pydoc_llama"
+    for method in ("rtn", "gptq"):
+        extra = ["--calib", "corpus:256"] if method == "gptq" else []
+        assert main(["quantize", str(model), "--method", method, "--to", "compressed-tensors:MXFP4A16", *extra,
+                     "--out", str(tmp_path / method), "--quiet", "--executor", "serial"]) == 0
+    assert json.loads((tmp_path / "gptq" / "quality.json").read_text())["method"] == "gptq"
+    cfg = [json.loads((tmp_path / m / "config.json").read_text())["quantization_config"] for m in ("rtn", "gptq")]
+    assert cfg[0] == cfg[1]
+    rtn, gptq = TensorFile(tmp_path / "rtn" / "model.safetensors"), TensorFile(tmp_path / "gptq" / "model.safetensors")
+    assert sorted(rtn.names()) == sorted(gptq.names())
+    packed = [n for n in rtn.names() if n.endswith("weight_packed")]
+    assert len(packed) == 14
+    moved = np.mean([np.mean(rtn.read(n) != gptq.read(n)) for n in packed])
+    assert moved > 0.2
+    assert main(["quantize", str(model), "--method", "gptq", "--to", "gguf:Q4_0", "--out", str(tmp_path / "g"),
+                 "--quiet"]) == 2
+    assert "use 'rtn'; got 'gptq'" in capsys.readouterr().err
