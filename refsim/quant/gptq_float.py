@@ -17,7 +17,8 @@ Spec
                  updates the later rows by one gemm). H float (K, K) = 2/n sum x x^T as llm-compressor
                  accumulates it; percdamp 0.01; block 128. Dead inputs (diag H = 0): H[k, k] = 1, row zeroed.
     act_order    True = llm-compressor's actorder "weight": rows processed by descending diag H, each row with
-                 its own (original) group's scale; its "static" gave the same tensors on every golden layer
+                 its own (original) group's scale. "static", GPTQModifier's default, is compressed-tensors'
+                 alias of "weight" (``ActivationOrdering.get_aliases``; the goldens of both are identical)
     checkpoint   the fake-quantized weights W_hat re-quantized with the same scales (the compressor's step):
                  FP8 adds the zero point 0 (-0.0 becomes +0), e2m1 maps +-0 to +0
     matched      llm-compressor 0.14.0.1, compressed-tensors 0.19.0, torch 2.13.0 (CPU, eager
