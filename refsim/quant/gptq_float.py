@@ -25,11 +25,12 @@ Spec
                  ``gptq_block_update``), float32 model: W_hat and every saved tensor of the seven linears of
                  a one-layer Llama, from the Hessians the library accumulated, bit for bit
                  (tests/quant/data/gptq_float_llmcompressor.npz, made by make_gptq_float.py beside it).
-                 With the library's factor U (torch's Cholesky chain on MKL), every case; from H with
-                 refsim's own factor (OpenBLAS; about half of U's entries differ in the last bits), the
-                 FP4 cases, while 1 of 57344 FP8_BLOCK values and 5 of the act-order FP8_DYNAMIC values move
-                 one code (an element near a rounding boundary). Layers with K > 128 also run the block
-                 gemm, whose sums BLAS orders its own way.
+                 With the library's factor U (torch's Cholesky chain on MKL): every case, with and without
+                 act-order, GPTQ blocks of 128 and of 32 (2-4 blocks a layer: the block gemm, whose sums
+                 OpenBLAS orders its own way, matched). From H with refsim's own factor (OpenBLAS; about half
+                 of U's entries differ from torch's in the last bits): the FP4 cases and FP8_DYNAMIC, while
+                 1 of 40960 FP8_BLOCK values and 5 of 40960 act-order FP8_DYNAMIC values move by one code
+                 (elements near a rounding boundary).
     differs      llm-compressor falls back to round to nearest when H is not positive definite after
                  dampening; refsim refuses (FormatRuleError). torch's descending argsort is not stable;
                  refsim's is (equal diag H entries only).

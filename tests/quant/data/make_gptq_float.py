@@ -8,14 +8,15 @@ tests/io/test_ct_float_write.py (run once by hand, in a separate environment; ne
    so each layer is one GPTQ block of 128 columns). float32 so that llm-compressor's arithmetic is float32 end
    to end (a bf16 model rounds scales and updates in bf16, not modelled).
 2. ``oneshot(model, dataset, recipe=GPTQModifier(targets="Linear", scheme=preset, ignore=["lm_head"],
-   actorder=A))`` with 4 calibration samples of 16 random token ids (seed 1), for every (preset, A) in CASES,
-   on the CPU (the eager ``gptq_block_update``; no Triton), then ``save_pretrained(save_compressed=True)``.
+   actorder=A, block_size=B))`` for every (preset, A, B) in CASES, with 4 calibration samples of 16 random
+   token ids (seed 1), on the CPU (the eager ``gptq_block_update``; no Triton), then
+   ``save_pretrained(save_compressed=True)``.
 3. Saved: ``<layer>.w_bf16`` the original weights (uint16 bf16 bits, exactly the float32 weights);
    ``<layer>.H`` the Hessian ``quantize_weight`` received (float32 (K, K), sum / nsamples; the same in every
    case, asserted, as are the layer inputs: act-order cases got it permuted by the stable descending order of
    its diagonal); ``<layer>.U`` and ``<layer>.U_actorder`` the factor ``factorize_hessian`` returned (float32
    (K, K) upper; torch's MKL Cholesky chain) without and with act-order (the same for every preset). Per case
-   ``<preset>.<actorder>.``: ``<layer>.q`` the fake-quantized float32 weight ``quantize_weight`` returned
+   ``<preset>.<actorder>[.b<B>].``: ``<layer>.q`` the fake-quantized float32 weight ``quantize_weight`` returned
    (torch (N, K)), every saved tensor of the layer (float8 as raw bytes) and ``config`` (config.json's
    ``quantization_config``); ``versions``; ``missing`` (cases the installed llm-compressor refused).
 """
@@ -45,8 +46,10 @@ make_ct_float = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_ct_float)
 LAYERS, TOKENIZER, base_model = make_ct_float.LAYERS, make_ct_float.TOKENIZER, make_ct_float.base_model
 
-CASES = (("FP8_DYNAMIC", None), ("FP8_BLOCK", None), ("NVFP4A16", None), ("MXFP4A16", None),
-         ("NVFP4A16", "weight"), ("NVFP4A16", "static"), ("FP8_DYNAMIC", "weight"))
+#: (preset, actorder, GPTQ block size): block 32 splits every layer into 2-4 blocks (the lazy block updates)
+CASES = (("FP8_DYNAMIC", None, 128), ("FP8_BLOCK", None, 128), ("NVFP4A16", None, 128), ("MXFP4A16", None, 128),
+         ("NVFP4A16", "weight", 128), ("NVFP4A16", "static", 128), ("FP8_DYNAMIC", "weight", 128),
+         ("FP8_DYNAMIC", None, 32), ("NVFP4A16", "weight", 32))
 
 
 def calibration() -> Dataset:
@@ -55,7 +58,7 @@ def calibration() -> Dataset:
     return Dataset.from_dict({"input_ids": ids.tolist(), "attention_mask": torch.ones_like(ids).tolist()})
 
 
-def run_case(preset, actorder, out, rec):
+def run_case(preset, actorder, block_size, out):
     base = Path(tempfile.mkdtemp()) / "tiny-llama"
     base_model().save_pretrained(base)
     for f in ("tokenizer.json", "tokenizer_config.json"):
@@ -96,12 +99,12 @@ def run_case(preset, actorder, out, rec):
     try:
         oneshot(model=model, dataset=calibration(), num_calibration_samples=4, max_seq_length=16,
                 recipe=GPTQModifier(targets="Linear", scheme=preset, ignore=["lm_head"], actorder=actorder,
-                                    batched_quantization=None))
+                                    block_size=block_size, batched_quantization=None))
     finally:
         gptq_base.accumulate_hessian, gptq_base.quantize_weight = orig_acc, orig_qw
         gptq_quantize.factorize_hessian = orig_fact
         gptq_base.GPTQModifier.compress_module_list = orig_list
-    case = f"{preset}.{actorder}"
+    case = f"{preset}.{actorder}" + ("" if block_size == 128 else f".b{block_size}")
     saved = Path(tempfile.mkdtemp()) / "saved"
     model.save_pretrained(saved, save_compressed=True)
     tensors = load_file(str(saved / "model.safetensors"))
@@ -131,11 +134,11 @@ def run_case(preset, actorder, out, rec):
 
 def main() -> None:
     out, missing = {}, []
-    for preset, actorder in CASES:
+    for preset, actorder, block_size in CASES:
         try:
-            run_case(preset, actorder, out, None)
+            run_case(preset, actorder, block_size, out)
         except Exception as err:                                    # a case this version refuses
-            missing.append(f"{preset}.{actorder}: {type(err).__name__}: {err}")
+            missing.append(f"{preset}.{actorder}.b{block_size}: {type(err).__name__}: {err}")
     versions = {"torch": torch.__version__, "transformers": transformers.__version__,
                 "llmcompressor": llmcompressor.__version__, "compressed_tensors": compressed_tensors.__version__}
     for k in [k for k in out if k.endswith(".x")]:               # checked equal across cases; not needed by the tests
