@@ -93,6 +93,10 @@ EXEMPT = {
         "U: the factor refsim builds (Fortran order); Err: the loop's own C-order buffer",
     "refsim/quant/gptq.py: _column_loop: U[i1:col, col] @ Err[i1:col]":
         "U: the factor refsim builds (Fortran order); Err: the loop's own C-order buffer",
+    "refsim/quant/gptq.py: _column_loop_reference: U[i1:i2, i2:].T @ Err[i1:i2]":
+        "U: the factor refsim builds or gptq_quantize_float copies to Fortran order; Err: the loop's own C-order buffer",
+    "refsim/quant/gptq.py: _column_loop: U[i1:i2, i2:].T @ Err[i1:i2]":
+        "U: the factor refsim builds or gptq_quantize_float copies to Fortran order; Err: the loop's own C-order buffer",
     "refsim/report/sections/foundation.py: _workload: rng.standard_normal((t, k)) @ mix":
         "the report's own random data (fresh C-order arrays)",
     "refsim/report/sections/foundation.py: _rtn_error: np.linalg.norm(uq.dequantize() - W)":

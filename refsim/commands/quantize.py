@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="regular expression of layers left unquantized (default: embeddings and lm_head; '' = none)")
     p.add_argument("--to", default="auto",
                    help="output format: the method's own (auto), compressed-tensors (rtn, gptq, awq), "
-                        "compressed-tensors:FP8_DYNAMIC|FP8_BLOCK|NVFP4A16|MXFP4A16 (llm-compressor's presets, rtn), "
+                        "compressed-tensors:FP8_DYNAMIC|FP8_BLOCK|NVFP4A16|MXFP4A16 (llm-compressor's presets, rtn or gptq), "
                         "gguf:Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|F16|BF16 (a float .gguf re-quantized, metadata kept) "
                         "or bitsandbytes 4-bit as transformers saves it (bnb-nf4, bnb-fp4; rtn)")
     p.add_argument("--double-quant", action="store_true",

@@ -33,7 +33,7 @@ from refsim.quant import awq as awq_search
 
 # run_sequential, run_awq and heldout_quality are quantize_model's steps (it validates their inputs);
 # they take the model object and job callbacks it builds, so they are not listed as public API
-__all__ = ["parse_calib", "DEFAULT_CALIB_TOKENS", "DEFAULT_HELDOUT_TOKENS"]
+__all__ = ["parse_calib", "calibration_inputs", "DEFAULT_CALIB_TOKENS", "DEFAULT_HELDOUT_TOKENS"]
 
 #: calibration tokens by default: 32 sequences of 128 (GPTQModel's and AutoAWQ's defaults use 128+
 #: samples; fewer tokens than a layer's K makes GPTQ fit the calibration text instead of the model)
@@ -67,6 +67,14 @@ def _text(source: str, split: str) -> str:
     from refsim.data import corpus
 
     return corpus.text(split) if source == "corpus" else corpus.read_text(source)
+
+
+def calibration_inputs(path: str) -> dict[str, np.ndarray]:
+    """Per-layer calibration inputs from a safetensors file whose tensors are named by layer (float (T, K))."""
+    from refsim.io.tensors import TensorFile
+
+    with TensorFile(path) as tf:
+        return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
 
 
 def calibration_ids(lm: LoadedModel, source: str, tokens: int) -> np.ndarray:

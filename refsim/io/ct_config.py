@@ -233,8 +233,9 @@ def _float_weights(w: dict, where: str, kind: str, fmt: str) -> dict:
     for key, want in (("symmetric", True), ("dynamic", False)):
         if w.get(key, want) is not want:
             raise _fail(where, key, f"must be {want} (static symmetric weight scales)", w[key])
-    if w.get("actorder") not in (None, False):
-        raise _fail(where, "actorder", "must be null or false for a float format", w["actorder"])
+    if w.get("actorder") not in (None, False, "weight", "static"):   # GPTQ's processing order: no g_idx stored
+        raise _fail(where, "actorder", "must be null, false, 'weight' or 'static' for a float format (no g_idx)",
+                    w["actorder"])
     return {"bits": bits, "sym": True, "group_size": gs, "actorder": None, "strategy": strategy}
 
 

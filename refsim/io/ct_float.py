@@ -53,12 +53,14 @@ from refsim.formats import minifloat
 from refsim.formats import mx as mx_format
 from refsim.io.checkpoint import Checkpoint, check_layer
 
-__all__ = ["CTFP8Layer", "CTFP4Layer", "FP8_STRATEGIES", "FP4_BLOCK", "read_float_layer"]
+__all__ = ["CTFP8Layer", "CTFP4Layer", "FP8_STRATEGIES", "FP4_BLOCK", "ACTORDERS", "read_float_layer"]
 
 #: compressed-tensors FP8 weight strategy -> refsim.formats.fp8 scheme
 FP8_STRATEGIES: dict[str, str] = {"tensor": "tensor", "channel": "channel", "block": "block128"}
 #: elements per scale of the fp4 kinds
 FP4_BLOCK: dict[str, int] = {"nvfp4": 16, "mxfp4": 32}
+#: the ``actorder`` values a float layer's config may carry (GPTQ's "weight" ordering; "static" is not written)
+ACTORDERS = (None, "weight")
 _SCALE_DTYPES = (np.float32, ml_dtypes.bfloat16, np.float16)
 _F32 = np.float32
 
@@ -73,12 +75,14 @@ def _fp8_scale_shape(strategy: str, n: int, k: int) -> tuple[tuple[int, ...], ..
 class CTFP8Layer:
     """One ``float-quantized`` layer as stored: ``codes`` uint8 (N, K) e4m3 bytes, ``scale`` float32 /
     bfloat16 / float16 of the strategy's checkpoint shape ((1,) or (1, 1) "tensor", (N, 1) "channel",
-    (ceil(N/128), ceil(K/128)) "block"), finite and > 0; ``strategy`` "tensor", "channel" or "block"."""
+    (ceil(N/128), ceil(K/128)) "block"), finite and > 0; ``strategy`` "tensor", "channel" or "block";
+    ``actorder`` the config's (None, or "weight": GPTQ processed the rows in activation order)."""
 
     name: str
     codes: np.ndarray
     scale: np.ndarray
     strategy: str
+    actorder: str | None = None
     format = "compressed-tensors"
     kind = "fp8"
     bits = 8
@@ -88,6 +92,7 @@ class CTFP8Layer:
     def __post_init__(self):
         check_layer(self, codes=2)
         strategy = require_choice("strategy", self.strategy, tuple(FP8_STRATEGIES))
+        require_choice("actorder", self.actorder, ACTORDERS)
         n, k = require_dtype("codes", self.codes, np.uint8).shape
         scale = require_dtype("scale", self.scale, *_SCALE_DTYPES)
         want = _fp8_scale_shape(strategy, n, k)
@@ -133,7 +138,8 @@ class CTFP8Layer:
 
     def weight_args(self) -> dict:
         """The ``weights`` entry of this layer's config group, with llm-compressor's keys."""
-        return _weight_args(8, self.strategy, None, [128, 128] if self.strategy == "block" else None, None)
+        return _weight_args(8, self.strategy, None, [128, 128] if self.strategy == "block" else None, None,
+                            self.actorder)
 
 
 @dataclass(frozen=True)
@@ -141,13 +147,14 @@ class CTFP4Layer:
     """One ``nvfp4-pack-quantized`` or ``mxfp4-pack-quantized`` layer as stored: ``kind`` "nvfp4" or
     "mxfp4", ``packed`` uint8 (N, K/2) (two e2m1 codes a byte, low nibble first), ``scale`` uint8
     (N, K/block): e4m3 bytes (nvfp4, block 16) or E8M0 (mxfp4, block 32), ``global_scale``
-    float32 (1,) finite and > 0 for nvfp4, None for mxfp4."""
+    float32 (1,) finite and > 0 for nvfp4, None for mxfp4; ``actorder`` as :class:`CTFP8Layer`'s."""
 
     name: str
     kind: str
     packed: np.ndarray
     scale: np.ndarray
     global_scale: np.ndarray | None
+    actorder: str | None = None
     format = "compressed-tensors"
     bits = 4
     sym = True
@@ -156,6 +163,7 @@ class CTFP4Layer:
     def __post_init__(self):
         check_layer(self, packed=2, scale=2, global_scale=1)
         kind = require_choice("kind", self.kind, tuple(FP4_BLOCK))
+        require_choice("actorder", self.actorder, ACTORDERS)
         n, half = require_dtype("packed", self.packed, np.uint8).shape
         k = 2 * half
         if k % FP4_BLOCK[kind]:
@@ -221,13 +229,15 @@ class CTFP4Layer:
     def weight_args(self) -> dict:
         """The ``weights`` entry of this layer's config group, with llm-compressor's keys."""
         return _weight_args(4, self.strategy, self.group_size, None,
-                            "torch.float8_e4m3fn" if self.kind == "nvfp4" else "torch.uint8")
+                            "torch.float8_e4m3fn" if self.kind == "nvfp4" else "torch.uint8", self.actorder)
 
 
-def _weight_args(bits: int, strategy: str, group_size: int | None, block: list | None, scale_dtype: str | None) -> dict:
+def _weight_args(bits: int, strategy: str, group_size: int | None, block: list | None, scale_dtype: str | None,
+                 actorder: str | None = None) -> dict:
     """A float group's ``weights``: compressed-tensors ``QuantizationArgs`` as llm-compressor 0.14.0.1 saves
-    them for its FP8_DYNAMIC, FP8_BLOCK, NVFP4A16 and MXFP4A16 presets (tests/io/data/ct_float_llmcompressor.npz)."""
-    return {"actorder": None, "block_structure": block, "dynamic": False, "group_size": group_size,
+    them for its FP8_DYNAMIC, FP8_BLOCK, NVFP4A16 and MXFP4A16 presets (tests/io/data/ct_float_llmcompressor.npz;
+    GPTQ's actorder: tests/quant/data/gptq_float_llmcompressor.npz)."""
+    return {"actorder": actorder, "block_structure": block, "dynamic": False, "group_size": group_size,
             "num_bits": bits, "observer": "memoryless_minmax", "observer_kwargs": {}, "scale_dtype": scale_dtype,
             "strategy": strategy, "symmetric": True, "type": "float", "zp_dtype": None}
 

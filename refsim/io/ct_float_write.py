@@ -35,12 +35,14 @@ import time
 
 import numpy as np
 
-from refsim._validate import (require_callable, require_choice, require_float_array, require_instance, require_names,
+from refsim._validate import (require_bool, require_callable, require_choice, require_float_array, require_instance, require_names,
                               require_path)
 from refsim.errors import CheckpointError, FormatRuleError
 from refsim.io.ct_float import CTFP4Layer, CTFP8Layer
 from refsim.quant import ct_fp4
 from refsim.quant import fp8 as fp8_quant
+from refsim.quant import gptq_float
+from refsim.quant.gptq import hessian
 
 __all__ = ["PRESETS", "REFUSED", "FP8_SCALE_NOTE", "parse_ct_target", "quantize_float_layers", "quantize_float_model"]
 
@@ -93,17 +95,7 @@ def quantize_float_layers(weights: dict[str, np.ndarray], preset: str, model_lay
     names = require_names("weights (keys)", list(weights))
     model_layers = names if model_layers is None else require_names("model_layers", model_layers)
     kind, strategy, _ = PRESETS[preset]
-    gscale: dict[str, np.ndarray] = {}
-    if kind == "nvfp4":
-        for group in ct_fp4.fused_groups(model_layers):
-            have = [n for n in group if n in weights]
-            if have and len(have) < len(group):
-                raise FormatRuleError(f"layers: NVFP4 fused layers {group} share one global scale; quantize all of "
-                                      f"them or none (llm-compressor asserts); got {have}")
-            if have:
-                amax = max(float(np.abs(require_float_array(n, weights[n])).max()) for n in group)
-                for n in group:
-                    gscale[n] = ct_fp4.global_scale(amax)
+    gscale = _global_scales(weights, preset, model_layers)
     out = []
     for n in names:
         W = weights[n]
@@ -116,13 +108,50 @@ def quantize_float_layers(weights: dict[str, np.ndarray], preset: str, model_lay
     return out
 
 
+def _global_scales(weights: dict[str, np.ndarray], preset: str, model_layers: list[str]) -> dict[str, np.ndarray]:
+    """NVFP4A16: each fused group's shared global scale float32 (1,) by layer name (from the original weights);
+    other presets: {}. A group held in part is refused, as llm-compressor asserts."""
+    gscale: dict[str, np.ndarray] = {}
+    if PRESETS[preset][0] == "nvfp4":
+        for group in ct_fp4.fused_groups(model_layers):
+            have = [n for n in group if n in weights]
+            if have and len(have) < len(group):
+                raise FormatRuleError(f"layers: NVFP4 fused layers {group} share one global scale; quantize all of "
+                                      f"them or none (llm-compressor asserts); got {have}")
+            if have:
+                amax = max(float(np.abs(require_float_array(n, weights[n])).max()) for n in group)
+                for n in group:
+                    gscale[n] = ct_fp4.global_scale(amax)
+    return gscale
+
+
+def _layer(name: str, preset: str, r: gptq_float.GPTQFloatResult, act_order: bool):
+    """The CTFP8Layer / CTFP4Layer record of a GPTQ result (config actorder "weight" with act-order)."""
+    kind, strategy, _ = PRESETS[preset]
+    t = r.tensors()
+    actorder = "weight" if act_order else None
+    if kind == "fp8":
+        return CTFP8Layer(name, t["weight"], t["weight_scale"], strategy, actorder)
+    return CTFP4Layer(name, kind, t["weight_packed"], t["weight_scale"], t.get("weight_global_scale"), actorder)
+
+
+def _gptq_layer(name: str, W: np.ndarray, X: np.ndarray, preset: str, gscale, act_order: bool):
+    """(record, W_hat float32 (K, N)) of GPTQ on W (K, N) with the Hessian of its inputs X (T, K)."""
+    r = gptq_float.gptq_quantize_float(W, hessian(X), preset, gscale=gscale, act_order=act_order)
+    return _layer(name, preset, r, act_order), r.W_hat
+
+
 def quantize_float_model(model, out, preset: str, *, layers: str | None = None, ignore: str | None = None,
-                         progress=None) -> dict:
+                         progress=None, method: str = "rtn", calib: str = "auto", act_order: bool = False) -> dict:
     """Quantize the linear layers of the FP safetensors model ``model`` into the new folder ``out`` as
     llm-compressor's ``preset`` (module docstring). ``layers``/``ignore``: regular expressions on layer
     names (default ignore: embeddings and ``lm_head``, :data:`refsim.io.layer_select.DEFAULT_IGNORE`);
-    ``progress(done, total, name)`` or None. Returns the summary written to ``quality.json``."""
-    from refsim.io import hf_folder
+    ``progress(done, total, name)`` or None. ``method`` "rtn" (``calib`` "auto" or "none") or "gptq"
+    (:mod:`refsim.quant.gptq_float`, ``act_order`` llm-compressor's "weight" ordering): ``calib`` text
+    through refsim's sequential forward ("auto" = the built-in corpus, "corpus:T", a text file[:T]) or a
+    safetensors file of per-layer inputs (float (T, K) by layer name), as for
+    :func:`refsim.io.quantize.quantize_model`. Returns the summary written to ``quality.json``."""
+    from refsim.io import calibrate, hf_folder
     from refsim.io.model_folder import model_family
     from refsim.io.compressed_tensors import ct_quantization_config
     from refsim.io.output import atomic_output_dir
@@ -136,6 +165,18 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
         if v is not None:
             require_instance(what, v, str)
     require_callable("progress", progress, allow_none=True)
+    method = require_choice("method", method, ("rtn", "gptq"))
+    act_order = require_bool("act_order", act_order)
+    require_instance("calib", calib, str)
+    if method == "rtn" and calib not in ("auto", "none"):
+        raise FormatRuleError(f"calib: round to nearest quantizes {preset} weights without calibration; got {calib!r}")
+    if method == "rtn" and act_order:
+        raise FormatRuleError("act_order: only GPTQ orders the rows; got act_order=True with method 'rtn'")
+    calib_kind, calib_source, calib_tokens = calibrate.parse_calib("corpus" if calib == "auto" else calib) \
+        if method == "gptq" else ("none", None, 0)
+    if method == "gptq" and calib_kind == "none":
+        raise FormatRuleError(f"calib: GPTQ needs calibration (text through the model's forward, or per-layer "
+                              f"inputs); got {calib!r}")
     t0 = time.perf_counter()
     with atomic_output_dir(out) as tmp:
         src = open_checkpoint(model)
@@ -149,7 +190,11 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
             W = src.read_layer(n).W
             dtypes.add(np.dtype(W.dtype).name)
             weights[n] = W.astype(np.float32)                               # (K, N), exact widening
-        lays = quantize_float_layers(weights, preset, all_names)
+        if method == "rtn":
+            lays = quantize_float_layers(weights, preset, all_names)
+        else:
+            lays = _gptq_layers(model, weights, names, all_names, preset, act_order,
+                                (calib_kind, calib_source, calib_tokens))
         rows = []
         for i, lay in enumerate(lays):
             W = weights[lay.name]
@@ -169,7 +214,46 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
         notes = hf_folder.finish(tmp, model, qc)
         if PRESETS[preset][0] == "fp8" and dtypes - {"float32"}:
             notes.append(FP8_SCALE_NOTE.format(dtype="/".join(sorted(dtypes - {"float32"}))))
-        summary = {"model": str(model), "method": "rtn", "format": "compressed-tensors", "preset": preset,
+        summary = {"model": str(model), "method": method, "format": "compressed-tensors", "preset": preset,
                    "layers": rows, "wall_seconds": time.perf_counter() - t0, "notes": notes}
         (tmp / "quality.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _gptq_layers(model, weights: dict, names: list[str], all_names: list[str], preset: str, act_order: bool,
+                 calib: tuple) -> list:
+    """GPTQ records of ``names`` in order: with per-layer inputs each layer on its own; with text, sequentially
+    through refsim's forward (each group of layers sees the outputs of the quantized earlier ones)."""
+    from threadpoolctl import threadpool_limits
+
+    from refsim.io import calibrate
+    from refsim.io.model_folder import load_model
+
+    kind, source, tokens = calib
+    gscale = _global_scales(weights, preset, all_names)
+    records: dict = {}
+
+    def quantize_group(jobs):
+        done = {}
+        for n, _, X in jobs:
+            records[n], done[n] = _gptq_layer(n, weights[n], X, preset, gscale.get(n), act_order)
+        return done
+
+    if kind == "inputs":
+        X_file = calibrate.calibration_inputs(source)
+        missing = [n for n in names if n not in X_file]
+        if missing:
+            raise FormatRuleError(f"calib: no calibration inputs for layer {missing[0]!r} ({len(missing)} layers "
+                                  f"without inputs)")
+        for n in names:
+            quantize_group([(n, None, X_file[n])])
+    else:
+        lm = load_model(model)
+        outside = [n for n in names if n not in set(lm.arch.linear_names())]
+        if outside:
+            raise FormatRuleError(f"layers: {outside[0]!r} is not a linear layer of the model's blocks (text "
+                                  f"calibration covers the blocks' projections; use --ignore)")
+        ids = calibrate.calibration_ids(lm, source, tokens)
+        with threadpool_limits(limits=1):
+            calibrate.run_sequential(lm, set(names), ids, quantize_group)
+    return [records[n] for n in names]

@@ -69,7 +69,7 @@ from refsim.io.output import atomic_output_dir
 from refsim.quant import mixed_2_4_16 as q2416
 
 __all__ = ["METHODS", "OUTPUT_FORMATS", "BNB_TARGETS", "DEFAULT_IGNORE", "QuantizeOptions", "LayerResult", "quantize_layer_job",
-           "awq_intweight", "quantize_model", "relative_output_error", "calibration_inputs",
+           "awq_intweight", "quantize_model", "relative_output_error",
            "emitted_ignore"]
 
 METHODS = ("rtn", "gptq", "awq", "anyprec", "atom", "mixed_2_4_16")
@@ -309,14 +309,6 @@ OUTPUT_FORMATS = ("auto", "gptq", "awq", "compressed-tensors", "bnb-nf4", "bnb-f
 BNB_TARGETS = {"bnb-nf4": "nf4", "bnb-fp4": "fp4"}
 
 
-def calibration_inputs(path: str) -> dict[str, np.ndarray]:
-    """Per-layer calibration inputs from a safetensors file whose tensors are named by layer (float (T, K))."""
-    from refsim.io.tensors import TensorFile
-
-    with TensorFile(path) as tf:
-        return {n: tf.read(n, dtype=(np.float16, np.float32)).astype(np.float32) for n in tf.names()}
-
-
 def _output_format(options: QuantizeOptions, to: str) -> str:
     to = require_choice("to", to, OUTPUT_FORMATS)
     native = _WRITES[options.method]
@@ -343,7 +335,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     With text, calibration is sequential (:mod:`refsim.io.calibrate`). ``layers``/``ignore``:
     regular expressions on layer names (default ignore: embeddings and ``lm_head``; "" ignores
     nothing). ``to``: "auto" (the method's format), "compressed-tensors" (rtn, gptq, awq),
-    "compressed-tensors:<PRESET>" (rtn; an llm-compressor float preset, :mod:`refsim.io.ct_float_write`),
+    "compressed-tensors:<PRESET>" (rtn or gptq; an llm-compressor float preset, :mod:`refsim.io.ct_float_write`),
     "gguf:<TYPE>" (rtn; ``model`` a float .gguf file and ``out`` a new .gguf file,
     :mod:`refsim.io.gguf_write`): those two return their writer's summary; or "bnb-nf4" / "bnb-fp4"
     (rtn: bitsandbytes 4-bit, ``double_quant`` its double quantization; no calibration; the held-out
@@ -400,7 +392,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
                                   f"forward, or per-layer inputs); got {calib!r}"
                                   + ("" if family else f" and refsim has no forward for {model}"))
         names = select_layers(all_names, layers, ignore, model)
-        X_file = calibration_inputs(source) if kind == "inputs" else None
+        X_file = calibrate.calibration_inputs(source) if kind == "inputs" else None
         if X_file is not None:
             missing = [n for n in names if n not in X_file]
             if missing:
@@ -475,8 +467,9 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
 
 
 def _quantize_preset(model, out, options: QuantizeOptions, to: str, calib: str, layers, ignore, progress) -> dict:
-    """``to`` = "compressed-tensors:<PRESET>" (refsim.io.ct_float_write) or "gguf:<TYPE>"
-    (refsim.io.gguf_write): round to nearest as the library does, no calibration."""
+    """``to`` = "compressed-tensors:<PRESET>" (refsim.io.ct_float_write: round to nearest, or GPTQ on the
+    preset's grid with calibration) or "gguf:<TYPE>" (refsim.io.gguf_write): round to nearest as the library
+    does, no calibration."""
     if to.lower().startswith("gguf:"):
         from refsim.io.gguf_write import parse_gguf_target as parse
         from refsim.io.gguf_write import quantize_gguf as write
@@ -484,12 +477,18 @@ def _quantize_preset(model, out, options: QuantizeOptions, to: str, calib: str, 
         from refsim.io.ct_float_write import parse_ct_target as parse
         from refsim.io.ct_float_write import quantize_float_model as write
     target = parse(to)
-    if options.method != "rtn":
+    gguf = to.lower().startswith("gguf:")
+    if options.method != "rtn" and (gguf or options.method != "gptq"):
         raise FormatRuleError(f"method: {to} is written by round to nearest, as its library quantizes "
-                              f"(llm-compressor's presets, ggml's quantize_row_*_ref); use 'rtn'; got {options.method!r}")
-    if calib not in ("auto", "none"):
-        raise FormatRuleError(f"calib: {to} quantizes weights without calibration; got {calib!r}")
-    return write(model, out, target, layers=layers, ignore=ignore, progress=progress)
+                              f"(llm-compressor's presets, ggml's quantize_row_*_ref)"
+                              + ("" if gguf else ", or by GPTQ on the preset's grid (llm-compressor's GPTQModifier)")
+                              + f"; use 'rtn'{'' if gguf else ' or gptq'}; got {options.method!r}")
+    if gguf:
+        if calib not in ("auto", "none"):
+            raise FormatRuleError(f"calib: {to} quantizes weights without calibration; got {calib!r}")
+        return write(model, out, target, layers=layers, ignore=ignore, progress=progress)
+    return write(model, out, target, layers=layers, ignore=ignore, progress=progress, method=options.method,
+                 calib=calib, act_order=options.act_order)
 
 
 def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, double_quant: bool, calib: str,

@@ -45,7 +45,7 @@ from refsim.errors import FormatRuleError, ShapeError
 from refsim.formats import minifloat
 from refsim.formats import mx as mx_format
 
-__all__ = ["KINDS", "BLOCK", "FUSED_LAYER_NAMES", "global_scale", "fused_groups", "quantize_weight"]
+__all__ = ["KINDS", "BLOCK", "FUSED_LAYER_NAMES", "global_scale", "fused_groups", "effective_scale", "quantize_weight"]
 
 KINDS = ("nvfp4", "mxfp4")
 BLOCK = {"nvfp4": 16, "mxfp4": 32}
@@ -95,6 +95,26 @@ def _fp4_codes(q: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.where(w == 0, np.uint8(0), codes).astype(np.uint8)
 
 
+def effective_scale(weight_scale: np.ndarray, kind: str, gscale: np.ndarray | None = None) -> np.ndarray:
+    """float32 scales the e2m1 elements are divided by, of the shape of ``weight_scale`` uint8 (e4m3 bytes
+    for "nvfp4", with ``gscale`` float32 (1,) > 0: float32(e4m3 / g); E8M0 for "mxfp4", no gscale: 2^(e - 127))."""
+    kind = require_choice("kind", kind, KINDS)
+    weight_scale = require_dtype("weight_scale", weight_scale, np.uint8)
+    if kind == "nvfp4":
+        g = require_finite("gscale", require_dtype("gscale", gscale, np.float32))
+        if g.shape != (1,) or not g[0] > 0:
+            raise FormatRuleError(f"gscale: must be a float32 (1,) array > 0; got shape {g.shape}")
+    elif gscale is not None:
+        raise FormatRuleError("gscale: MXFP4 has no global scale; got one")
+    return _effective_scale(weight_scale, kind, gscale)
+
+
+def _effective_scale(weight_scale, kind, gscale):
+    if kind == "nvfp4":
+        return (minifloat.decode(weight_scale, "e4m3") / gscale[0]).astype(_F32)
+    return np.ldexp(_F32(1), weight_scale.astype(np.int32) - 127).astype(_F32)
+
+
 def quantize_weight(W: np.ndarray, kind: str, gscale: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Quantize float32 W (K, N) as llm-compressor's ``kind`` preset ("nvfp4" = NVFP4A16, "mxfp4" =
@@ -122,7 +142,6 @@ def quantize_weight(W: np.ndarray, kind: str, gscale: np.ndarray | None = None
         s = np.clip((g[0] * (amax / _F32(6.0)).astype(_F32)).astype(_F32), _F32(-448), _F32(448))
         s8 = minifloat.encode(s, "e4m3", "saturate")
         s8 = np.where(s8 == 0, _E4M3_EPS_CODE, s8).astype(np.uint8)        # a zero scale becomes 0.125
-        eff = (minifloat.decode(s8, "e4m3") / g[0]).astype(_F32)           # (N, K/16)
         scale, glob = s8, g.copy()
     else:
         bits = amax.view(np.uint32)
@@ -130,8 +149,8 @@ def quantize_weight(W: np.ndarray, kind: str, gscale: np.ndarray | None = None
         with np.errstate(divide="ignore"):
             e = np.log2(p.astype(np.float64))                              # exact: p is a power of 2 or 0
         scale = np.clip(127.0 + e - 2.0, 0, 255).astype(np.uint8)         # -inf (amax 0) -> 0
-        eff = np.ldexp(_F32(1), scale.astype(np.int32) - 127).astype(_F32)
         glob = None
+    eff = _effective_scale(scale, kind, glob)                              # (N, K/b)
     q = np.clip((x / eff[..., None]).astype(_F32), _F32(-6), _F32(6))
     codes = _fp4_codes(q, x).reshape(n, k)
     return mx_format.pack_fp4(codes), np.ascontiguousarray(scale), glob

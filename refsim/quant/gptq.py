@@ -27,6 +27,12 @@ are stored in processing order (AutoGPTQ). With ``static_groups`` the group para
 the original weights, in original column order, and ``g_idx = k // G``. Dead inputs (diag H = 0)
 get H[k, k] = 1 and weight 0.
 
+Grids: the loop takes the element grid as a parameter: :class:`IntegerGrid` (this module's GPTQ) or
+:class:`refsim.quant.gptq_float.FloatGrid` (e4m3 / e2m1 with fixed scales, llm-compressor's float presets).
+``updates="gemv"`` (here) forms each row's intra-block update as one gemv (left-looking);
+``updates="rank1"`` applies the reference's rank-1 updates row by row and right-looking block updates, in
+the reference's order of roundings (what gptq_float needs to match llm-compressor bit for bit).
+
 Arithmetic: float32 throughout, as the reference (which disables TF32); the Hessian is accumulated
 in float64 and rounded to float32 once before the factorisation. Summation orders inside BLAS
 differ from PyTorch's, so results match the reference in distribution, not bit for bit.
@@ -78,7 +84,8 @@ from refsim.formats import gptq as gptq_format
 from refsim.arith.integral import INTEGRAL_MODES, round_to_integral
 from refsim.formats.uniform import find_params, quantize_codes
 
-__all__ = ["HessianAccumulator", "hessian", "GPTQResult", "gptq_quantize", "layer_output_error", "upper_cholesky_of_inverse"]
+__all__ = ["HessianAccumulator", "hessian", "GPTQResult", "IntegerGrid", "gptq_quantize", "layer_output_error",
+           "upper_cholesky_of_inverse"]
 
 
 class HessianAccumulator:
@@ -278,8 +285,8 @@ def gptq_quantize(W: np.ndarray, H: np.ndarray, bits: int, *, group_size: int | 
     # the output columns are independent given U: two halves run in two threads, each with
     # single-threaded BLAS (no fine-grained thread synchronisation to collapse under load)
     halves = [slice(0, n)] if n < _SPLIT_MIN_N else [slice(0, n // 2), slice(n // 2, n)]
-    loop = functools.partial(_column_loop, U=U, perm=perm, bits=bits, group_size=group_size,
-                             params=params, rounding=rounding, blocksize=blocksize)
+    loop = functools.partial(_column_loop, U=U, perm=perm, grid=IntegerGrid(bits, rounding), group_size=group_size,
+                             params=params, blocksize=blocksize)
 
     def half(sl: slice):  # static group parameters are (N,) rows: each half reads its own columns
         return loop(W[:, sl], static=None if static is None else [(s[sl], z[sl]) for s, z in static])
@@ -335,15 +342,64 @@ def _dequantize_grouped(q: np.ndarray, scales: np.ndarray, zeros: np.ndarray, gr
 _SPLIT_MIN_N = 512  # below this many output columns one thread does the loop
 
 
+class IntegerGrid:
+    """GPTQ's integer grid: code ``clip(round(w / s) + z, 0, 2**bits - 1)``, value ``s * (code - z)``
+    (float32; ``rounding`` one of :data:`refsim.arith.integral.INTEGRAL_MODES`)."""
+
+    def __init__(self, bits: int, rounding: str = "half_even"):
+        self.bits = require_bits(bits, range(1, 9))
+        self.rounding = require_choice("rounding", rounding, INTEGRAL_MODES)
+
+    def quantize_reference(self, w, scale, zero_f):
+        """(codes uint8 (n,), values float32 (n,)) of the row w float32 (n,), plainly."""
+        qc = quantize_codes(w, scale, zero_f, self.bits, self.rounding)
+        return qc, scale * (qc.astype(np.float32) - zero_f)
+
+    def bind(self, n: int):
+        """``quantize(w, scale, zero_f, codes_out, t)``: the codes of ``quantize_reference`` into the uint8
+        (n,) row ``codes_out`` and its values into the float32 (n,) buffer ``t``, without temporaries
+        (the float code ``clip(rint(w / s) + z)`` is the integer code exactly)."""
+        lo = np.zeros(n, dtype=np.float32)            # clip bounds as arrays: np.clip's wrapper costs
+        hi = np.full(n, (1 << self.bits) - 1, dtype=np.float32)  # more than the work at these sizes
+        half_even, rounding = self.rounding == "half_even", self.rounding
+
+        def quantize(wv, scale, zero_f, codes_out, t):
+            np.divide(wv, scale, out=t)
+            if half_even:
+                np.rint(t, out=t)
+            else:
+                t[...] = round_to_integral(t, rounding)
+            np.add(t, zero_f, out=t)
+            np.maximum(t, lo, out=t)                     # = np.clip(t, 0, maxq), NaN included
+            np.minimum(t, hi, out=t)
+            codes_out[...] = t                           # integral, in [0, maxq]: exact
+            np.subtract(t, zero_f, out=t)
+            np.multiply(scale, t, out=t)
+        return quantize
+
+
+def _rank1_update(W1: np.ndarray, U_row: np.ndarray, err: np.ndarray) -> None:
+    """``W1 -= U_row[:, None] * err`` in place: the reference's rank-1 update, each product rounded to
+    float32 before the subtraction (W1 (r, n), U_row (r,), err (n,) float32)."""
+    np.subtract(W1, U_row[:, None] * err, out=W1)
+
+
 def _single_threaded_blas():
     """Context: BLAS (and OpenMP) pools limited to one thread (threadpoolctl)."""
     return threadpoolctl.threadpool_limits(limits=1)
 
 
-def _column_loop_reference(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
+def _column_loop_reference(W, *, U, perm, grid, group_size, static, params, blocksize, updates="gemv"):
     """The GPTQ block loop, readable form (:func:`_column_loop` is the same arithmetic with fewer calls) over the rows of ``W`` float32 (K, n), a set of output columns (each is
-    independent of the others given U). ``W`` is only read. Returns (codes uint8 (K, n) in
-    processing order, losses float64 (n,), scales list of (n,) per group, zeros list).
+    independent of the others given U). ``W`` is only read. ``grid``: the element grid
+    (:class:`IntegerGrid`, :class:`refsim.quant.gptq_float.FloatGrid`): its ``quantize_reference(w,
+    scale, zero_f)`` gives a row's codes and values. Returns (codes uint8 (K, n) in processing order,
+    losses float64 (n,), scales list of (n,) per group, zeros list).
+
+    ``updates`` "rank1" is the reference's own order of the updates (llm-compressor's
+    ``gptq_block_update``): after each row, ``W1[i+1:] -= U[col, col+1:i2] ⊗ err`` (each product
+    rounded, then subtracted), and after each block the later rows get ``U[i1:i2, i2:]ᵀ Err[i1:i2]``
+    (right-looking); it needs static group parameters (``static``, or ``group_size`` None).
 
     Left-looking form of the paper's lazy batch updates: a block's rows receive every earlier
     block's update in one gemm at the block's start, ``W[i1:i2] - U[:i1, i1:i2]ᵀ Err[:i1]``, instead
@@ -361,12 +417,17 @@ def _column_loop_reference(W, *, U, perm, bits, group_size, static, params, roun
         """Rows of W after the updates of every block before row ``i1`` (the paper's global W)."""
         return W[rows] - U[:i1, rows].T @ Err[:i1] if i1 else W[rows]
 
+    rank1 = updates == "rank1"
+    Wc = W.copy() if rank1 else None          # rank1: the global W, right-looking block updates
     if group_size is None:
         scale, zero = params(W)
         zero_f = zero.astype(np.float32)
     for i1 in range(0, k, blocksize):
         i2 = min(i1 + blocksize, k)
-        W1 = lazily_updated(slice(i1, i2), i1)  # (B, n) the block, before its intra-block updates
+        if rank1:
+            W1 = Wc[i1:i2].copy()               # (B, n) updated row by row below
+        else:
+            W1 = lazily_updated(slice(i1, i2), i1)  # (B, n) the block, before its intra-block updates
         for i in range(i2 - i1):
             col = i1 + i
             if group_size is not None:
@@ -382,19 +443,26 @@ def _column_loop_reference(W, *, U, perm, bits, group_size, static, params, roun
                     zero_f = zero.astype(np.float32)
                     scales.append(scale)
                     zeros.append(zero)
-            # intra-block updates of this row, applied on demand: the paper's
-            # W1[:, i:] -= err ⊗ U[col, i:] for every earlier column, summed as one gemv
-            w = W1[i] - U[i1:col, col] @ Err[i1:col] if i else W1[0]
-            qc = quantize_codes(w, scale, zero_f, bits, rounding)
-            e = w - scale * (qc.astype(np.float32) - zero_f)   # w - q
+            if rank1:
+                w = W1[i].copy()
+            else:
+                # intra-block updates of this row, applied on demand: the paper's
+                # W1[:, i:] -= err ⊗ U[col, i:] for every earlier column, summed as one gemv
+                w = W1[i] - U[i1:col, col] @ Err[i1:col] if i else W1[0]
+            qc, qv = grid.quantize_reference(w, scale, zero_f)
+            e = w - qv                                          # w - q
             d = U[col, col]
             codes[col] = qc
             Err[col] = e / d
             losses += (e.astype(np.float64) / d) ** 2 / 2
+            if rank1:
+                _rank1_update(W1[i + 1:], U[col, col + 1:i2], Err[col])
+        if rank1 and i2 < k:
+            Wc[i2:] -= U[i1:i2, i2:].T @ Err[i1:i2]
     return codes, losses, scales, zeros
 
 
-def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, blocksize):
+def _column_loop(W, *, U, perm, grid, group_size, static, params, blocksize, updates="gemv"):
     """Same arguments, returns and bits as :func:`_column_loop_reference` (tests pin the equality),
     with fewer NumPy calls and allocations per row: every BLAS call keeps the reference's shapes
     and layouts (OpenBLAS's sums depend on them), elementwise steps write into preallocated (n,)
@@ -407,8 +475,9 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
     Err = np.empty((k, n), dtype=np.float32)
     losses = np.zeros(n, dtype=np.float64)
     scales, zeros = [], []
-    lo = np.zeros(n, dtype=np.float32)            # clip bounds as arrays: np.clip's wrapper costs
-    hi = np.full(n, (1 << bits) - 1, dtype=np.float32)  # more than the work at these sizes
+    quantize = grid.bind(n)
+    rank1 = updates == "rank1"
+    Wc = W.copy() if rank1 else None              # rank1: the global W, right-looking block updates
     B = min(blocksize, k)
     E = np.empty((B, n), dtype=np.float32)        # w - q of the block's rows
     L = np.empty((B, n), dtype=np.float64)        # their losses
@@ -417,7 +486,6 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
     t = np.empty(n, dtype=np.float32)
     diag = np.diagonal(U)                         # float32 (K,) U[col, col]
     diag64 = diag.astype(np.float64)              # the same values (the reference's e64 / d)
-    half_even = rounding == "half_even"
 
     def lazily_updated(rows: slice, i1: int) -> np.ndarray:
         return W[rows] - U[:i1, rows].T @ Err[:i1] if i1 else W[rows]
@@ -428,7 +496,10 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
     for i1 in range(0, k, blocksize):
         i2 = min(i1 + blocksize, k)
         b = i2 - i1
-        if i1:
+        if rank1:
+            W1 = upd[:b]
+            np.copyto(W1, Wc[i1:i2])
+        elif i1:
             W1 = np.subtract(W[i1:i2], U[:i1, i1:i2].T @ Err[:i1], out=upd[:b])
         else:
             W1 = W[i1:i2]
@@ -446,23 +517,15 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
                     zero_f = zero.astype(np.float32)
                     scales.append(scale)
                     zeros.append(zero)
-            if i:
+            if rank1 or not i:
+                wv = W1[i]
+            else:
                 wv = np.subtract(W1[i], U[i1:col, col] @ Err[i1:col], out=w)  # no out= on matmul: slower path
-            else:
-                wv = W1[0]
-            np.divide(wv, scale, out=t)
-            if half_even:
-                np.rint(t, out=t)
-            else:
-                t[...] = round_to_integral(t, rounding)
-            np.add(t, zero_f, out=t)
-            np.maximum(t, lo, out=t)                     # = np.clip(t, 0, maxq), NaN included
-            np.minimum(t, hi, out=t)
-            codes[col] = t                               # integral, in [0, maxq]: exact
-            np.subtract(t, zero_f, out=t)
-            np.multiply(scale, t, out=t)
+            quantize(wv, scale, zero_f, codes[col], t)
             e = np.subtract(wv, t, out=E[i])
             np.divide(e, diag[col], out=Err[col])
+            if rank1:
+                _rank1_update(W1[i + 1:], U[col, col + 1:i2], Err[col])
         Lb = L[:b]
         np.copyto(Lb, E[:b])
         np.divide(Lb, diag64[i1:i2, None], out=Lb)
@@ -470,6 +533,8 @@ def _column_loop(W, *, U, perm, bits, group_size, static, params, rounding, bloc
         np.divide(Lb, 2, out=Lb)
         for i in range(b):
             np.add(losses, Lb[i], out=losses)
+        if rank1 and i2 < k:
+            Wc[i2:] -= U[i1:i2, i2:].T @ Err[i1:i2]
     return codes, losses, scales, zeros
 
 

@@ -31,6 +31,7 @@ from refsim.formats import gptq, marlin, qigen, sparse_marlin, stripes, swizzle,
 from refsim.formats import marlin_fp
 from refsim.formats import fp8, minifloat, mx, smem_layouts, tensor_map
 from refsim.quant import fp8 as qfp8
+from refsim.quant import gptq_float as qgptq_float
 from refsim.formats import mixed_2_4_16 as m24
 from refsim.gpu_model import (calibrate, conditions, cycle, evaluate, gpufile, layers, loop, measured, microbench,
                               occupancy, problem, published, roofline, shapes, specs, sweep)
@@ -327,6 +328,8 @@ SAMPLES = {
     "refsim.quant.atom.AtomLayer": lambda: qatom.quantize_layer(normal((128, 8)), normal((64, 128), seed=1),
                                                                 qatom.AtomConfig(keeper=0, group_size=64)),
     "refsim.quant.gptq.GPTQResult": lambda: qgptq.gptq_quantize(normal((64, 32)), spd(64), 4, group_size=32),
+    "refsim.quant.gptq_float.GPTQFloatResult": lambda: qgptq_float.gptq_quantize_float(normal((32, 8)), spd(32),
+                                                                                       "MXFP4A16"),
     "refsim.quant.rtn.RTNResult": lambda: rtn.rtn_quantize(normal((64, 32)), 4, group_size=32),
     "refsim.quant.squeezellm.SeedResult": lambda: squeezellm.seed(normal((64, 10)), positive((64, 10), seed=1), 2),
     "refsim.quant.squeezellm.SortedRows": sorted_rows,
@@ -1042,6 +1045,10 @@ SEEDS.update({
     "refsim.quant.ct_fp4.quantize_weight": lambda: call(_fp8_mx_x((32, 4)), "nvfp4"),
     "refsim.quant.ct_fp4.global_scale": lambda: call(3.5),
     "refsim.quant.ct_fp4.fused_groups": lambda: call(["m.q_proj", "m.k_proj", "m.v_proj", "m.o_proj"]),
+    "refsim.quant.ct_fp4.effective_scale": lambda: call(codes((4, 2), 127, lo=1), "mxfp4"),
+    "refsim.quant.gptq.IntegerGrid": lambda: call(4),
+    "refsim.quant.gptq_float.FloatGrid": lambda: call("e2m1"),
+    "refsim.quant.gptq_float.gptq_quantize_float": lambda: call(normal((32, 8)), spd(32), "NVFP4A16"),
 })
 
 

@@ -300,7 +300,7 @@ def seeds(fs) -> dict:
         "refsim.io.model_folder.load_model": lambda: call(str(fp_dir())),
         "refsim.io.model_folder.model_family": lambda: call(fp_dir(), ["model.embed_tokens.weight", "lm_head.weight"]),
         "refsim.io.model_folder.sequences": lambda: call(_loaded(), "def f(x):\n    return x + 1\n" * 40, 64, 32),
-        "refsim.io.quantize.calibration_inputs": lambda: call(str(tensors_file())),
+        "refsim.io.calibrate.calibration_inputs": lambda: call(str(tensors_file())),
         "refsim.io.quantize.quantize_layer_job": lambda: Seed(
             (str(fp_dir()), "model.layers.0.self_attn.q_proj", None, quantize.QuantizeOptions("rtn", 4, 128)),
             view=lambda r: dataclasses.replace(r, seconds=0.0, peak_bytes=None)),      # measured, not computed

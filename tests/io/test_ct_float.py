@@ -216,7 +216,7 @@ def test_inspect_json_names_nvfp4_and_mxfp4_layers(tmp_path, capsys):
     ({"strategy": "block"}, r"block_structure must be \[128, 128\].*got None"),
     ({"symmetric": False}, r"symmetric must be True"),
     ({"dynamic": True}, r"dynamic must be False"),
-    ({"actorder": "group"}, r"actorder must be null or false for a float format; got 'group'"),
+    ({"actorder": "group"}, r"actorder must be null, false, 'weight' or 'static' for a float format \(no g_idx\); got 'group'"),
     ({"shuffle": 1}, r"key 'shuffle' is not a QuantizationArgs field"),
 ])
 def test_fp8_weight_args_refsim_cannot_honour_are_refused_by_name(tmp_path, edit, match):

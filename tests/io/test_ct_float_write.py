@@ -108,8 +108,14 @@ def test_refusals_name_the_rule(fp_model, tmp_path):
         parse_ct_target("compressed-tensors:W4A16")
     with pytest.raises(FormatRuleError, match="'compressed-tensors:<PRESET>'"):
         parse_ct_target("marlin:FP8")
-    with pytest.raises(FormatRuleError, match="method: .* use 'rtn'; got 'gptq'"):
-        quantize_model(fp_model, tmp_path / "g", QuantizeOptions("gptq"), to="compressed-tensors:FP8_DYNAMIC")
+    with pytest.raises(FormatRuleError, match="method: .* use 'rtn' or gptq; got 'awq'"):
+        quantize_model(fp_model, tmp_path / "g", QuantizeOptions("awq"), to="compressed-tensors:FP8_DYNAMIC")
+    with pytest.raises(FormatRuleError, match="calib: GPTQ needs calibration"):
+        quantize_model(fp_model, tmp_path / "n", QuantizeOptions("gptq"), calib="none",
+                       to="compressed-tensors:FP8_DYNAMIC")
+    with pytest.raises(FormatRuleError, match="act_order: only GPTQ"):
+        quantize_model(fp_model, tmp_path / "a", QuantizeOptions("rtn", act_order=True),
+                       to="compressed-tensors:FP8_DYNAMIC")
     with pytest.raises(FormatRuleError, match="without calibration"):
         quantize_model(fp_model, tmp_path / "c", QuantizeOptions("rtn"), calib="corpus:64",
                        to="compressed-tensors:FP8_DYNAMIC")
@@ -128,3 +134,60 @@ def test_refusals_name_the_rule(fp_model, tmp_path):
     qc = ct_quantization_config([fp8, fp4], [])
     assert qc["format"] == "mixed-precision" and [g["format"] for g in qc["config_groups"].values()] == \
         ["float-quantized", "mxfp4-pack-quantized"]
+
+
+GPTQ_GOLDENS = np.load(Path(__file__).parents[1] / "quant" / "data" / "gptq_float_llmcompressor.npz")
+
+
+@pytest.mark.parametrize("preset,act_order", [("NVFP4A16", False), ("FP8_DYNAMIC", True)])
+def test_gptq_writes_the_presets_folder_with_llm_compressors_gptq_config(fp_model, tmp_path, preset, act_order):
+    # per-layer calibration inputs: each layer's tensors are gptq_quantize_float's on H = hessian(X) (the NVFP4
+    # fused groups sharing their global scale), the config is what llm-compressor's GPTQModifier saved
+    from refsim.quant import ct_fp4
+    from refsim.quant.gptq import hessian
+    from refsim.quant.gptq_float import gptq_quantize_float
+
+    rng = np.random.default_rng(0)
+    W = {n: np.ascontiguousarray(GOLDENS[f"{n}.w_bf16"].view(ml_dtypes.bfloat16).astype(np.float32).T) for n in NAMES}
+    X = {n: rng.standard_normal((48, W[n].shape[0])).astype(np.float32) for n in NAMES}
+    save_tensors(tmp_path / "x.safetensors", X)
+    out = tmp_path / "out"
+    quantize_model(fp_model, out, QuantizeOptions("gptq", act_order=act_order, measure_memory=False),
+                   calib=str(tmp_path / "x.safetensors"), to=f"compressed-tensors:{preset}")
+    case = f"{preset}.{'weight' if act_order else 'None'}"
+    assert json.loads((out / "config.json").read_text())["quantization_config"] == \
+        json.loads(str(GPTQ_GOLDENS[f"{case}.config"]))
+    assert json.loads((out / "quality.json").read_text())["method"] == "gptq"
+    saved = TensorFile(out / "model.safetensors")
+    for n in NAMES:
+        gscale = None
+        if preset == "NVFP4A16":
+            group = next((g for g in ct_fp4.fused_groups(NAMES) if n in g), [n])
+            gscale = ct_fp4.global_scale(max(float(np.abs(W[m]).max()) for m in group))
+        r = gptq_quantize_float(W[n], hessian(X[n]), preset, gscale=gscale, act_order=act_order)
+        for t, v in r.tensors().items():
+            got = saved.read(f"{n}.{t}")
+            assert got.dtype.itemsize == v.dtype.itemsize and np.array_equal(got.view(v.dtype), v), (n, t)
+    assert open_checkpoint(out).read_layer(NAMES[0]).kind == ("fp8" if preset.startswith("FP8") else "nvfp4")
+
+
+def test_the_cli_runs_gptq_on_a_preset_with_text_calibration_through_the_sequential_forward(tmp_path, capsys):
+    # the bundled 2-block decoder, 256 corpus tokens: the folder has the RTN folder's tensors (names, dtypes,
+    # shapes) and config, but GPTQ's error feedback moved a good share of the codes
+    model = Path(__file__).parents[2] / "refsim" / "data" / "models" / "pydoc_llama"
+    for method in ("rtn", "gptq"):
+        extra = ["--calib", "corpus:256"] if method == "gptq" else []
+        assert main(["quantize", str(model), "--method", method, "--to", "compressed-tensors:MXFP4A16", *extra,
+                     "--out", str(tmp_path / method), "--quiet", "--executor", "serial"]) == 0
+    assert json.loads((tmp_path / "gptq" / "quality.json").read_text())["method"] == "gptq"
+    cfg = [json.loads((tmp_path / m / "config.json").read_text())["quantization_config"] for m in ("rtn", "gptq")]
+    assert cfg[0] == cfg[1]
+    rtn, gptq = TensorFile(tmp_path / "rtn" / "model.safetensors"), TensorFile(tmp_path / "gptq" / "model.safetensors")
+    assert sorted(rtn.names()) == sorted(gptq.names())
+    packed = [n for n in rtn.names() if n.endswith("weight_packed")]
+    assert len(packed) == 14
+    moved = np.mean([np.mean(rtn.read(n) != gptq.read(n)) for n in packed])
+    assert moved > 0.2
+    assert main(["quantize", str(model), "--method", "gptq", "--to", "gguf:Q4_0", "--out", str(tmp_path / "g"),
+                 "--quiet"]) == 2
+    assert "use 'rtn'; got 'gptq'" in capsys.readouterr().err

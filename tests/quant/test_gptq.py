@@ -7,7 +7,7 @@ import threadpoolctl
 from refsim.errors import FormatRuleError
 from refsim.formats import gptq as gptq_format
 from refsim.formats.uniform import quantize
-from refsim.quant.gptq import HessianAccumulator, gptq_quantize, hessian, layer_output_error
+from refsim.quant.gptq import HessianAccumulator, IntegerGrid, gptq_quantize, hessian, layer_output_error
 from refsim.quant.rtn import rtn_quantize
 from refsim.testing import assert_bitexact
 
@@ -171,8 +171,8 @@ def _loop_inputs(seed, k, n, bits, group_size, act_order, static_groups, sym, bl
         static = [params(W[i:i + group_size]) for i in range(0, k, group_size)]
     perm = np.argsort(-np.diag(H), kind="stable") if act_order else np.arange(k)
     U = upper_cholesky_of_inverse(H[np.ix_(perm, perm)], 0.01)
-    return W[perm], dict(U=U, perm=perm, bits=bits, group_size=group_size, static=static, params=params,
-                         rounding="half_even", blocksize=blocksize)
+    return W[perm], dict(U=U, perm=perm, grid=IntegerGrid(bits), group_size=group_size, static=static,
+                         params=params, blocksize=blocksize)
 
 
 @pytest.mark.parametrize("k,n,bits,group_size,act_order,static_groups,sym,blocksize", [
@@ -207,9 +207,9 @@ def test_fast_column_loop_half_away_rounding_is_bit_equal_to_the_reference():
     k, n = 128, 64
     W = (np.random.default_rng(3).integers(0, 31, (k, n)) / 2).astype(np.float32)
     W[0::32], W[1::32] = 0.0, 15.0
-    kw = dict(U=upper_cholesky_of_inverse(2.0 * np.eye(k), 0.01), perm=np.arange(k), bits=4, group_size=32,
-              static=None, params=lambda rows: find_params(rows, 4, "gptq_asym", rounding="half_away"),
-              rounding="half_away", blocksize=128)
+    kw = dict(U=upper_cholesky_of_inverse(2.0 * np.eye(k), 0.01), perm=np.arange(k),
+              grid=IntegerGrid(4, "half_away"), group_size=32, static=None,
+              params=lambda rows: find_params(rows, 4, "gptq_asym", rounding="half_away"), blocksize=128)
     with threadpoolctl.threadpool_limits(limits=1):
         fast, ref = _column_loop(W, **kw), _column_loop_reference(W, **kw)
     assert_bitexact(fast[0], ref[0])
