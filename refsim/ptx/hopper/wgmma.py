@@ -370,7 +370,7 @@ class _MmaAsync:
                 col = 4 * c[:, None] + 16 * (rr // 2) + ee
             self.a_row = g[:, None] + 8 * (rr % 2)[None, :] + 0 * col
             self.a_col = col
-        self._addr: dict = {}
+        self._addr = L.ext.setdefault("wgmma_addresses", {})   # descriptor -> addresses, shared in the launch
         self._pos = None
 
     def _desc_reg(self, op, name: str) -> int:
@@ -490,7 +490,7 @@ class _MmaAsync:
             if last > L.shared_size:
                 raise PtxMemoryError(f"{L.where(self.ins)}: operand {name} (descriptor {desc:#018x}) reads shared "
                                      f"bytes up to 0x{last - 1:x}; the block has {L.shared_size} bytes")
-            if len(self._addr) > 64:
+            if len(self._addr) > 256:
                 self._addr.clear()
             self._addr[key] = addr
         return addr
@@ -504,26 +504,39 @@ class _MmaAsync:
             self._pos = [rows[:, j * per:(j + 1) * per].reshape(-1) for j in range(len(self.d_slots))]
         return self._pos
 
+    def _acc_order(self, W: int) -> tuple[np.ndarray, np.ndarray]:
+        """(gather, inverse) for W warps: ``rows.reshape(-1).take(gather)`` lists the accumulator elements
+        of rows (W, 16, N) as the registers hold them, (register, warp, lane, element low first)
+        (:meth:`_acc_positions`); ``take(inverse)`` of that order gives the rows back."""
+        cache = self.L.ext.setdefault("wgmma_acc_order", {})     # shared by the launch's wgmma instructions
+        key = (self.n, self.kind.d, W)
+        order = cache.get(key)
+        if order is None:
+            P = np.concatenate(self._acc_positions()).reshape(len(self.d_slots), 1, -1)
+            gather = (np.arange(W, dtype=np.int64)[None, :, None] * (16 * self.n) + P).reshape(-1)
+            inverse = np.empty_like(gather)
+            inverse[gather] = np.arange(gather.size)
+            if len(cache) > 8:
+                cache.clear()
+            order = cache[key] = (gather, inverse)
+        return order
+
     def _acc_read(self, lanes) -> np.ndarray:
         """The accumulators of the warps ``lanes`` (W, 32) as each warp's 16 rows (W, 16, N) of d's type."""
-        acc = np.dtype(_ACC[self.kind.d])
-        u = np.dtype(f"u{acc.itemsize}")
         flat = lanes.reshape(-1)
         W = lanes.shape[0]
-        out = np.empty((16 * self.n, W), u)                              # row order, warp innermost
-        for s, pos in zip(self.d_slots, self._acc_positions()):
-            out[pos] = self.L.regs[s][flat].view(u).reshape(W, -1).T
-        return out.T.view(acc).reshape(W, 16, self.n)
+        regs = np.stack([self.L.regs[s][flat] for s in self.d_slots]).view(_ACC[self.kind.d])   # register order
+        return regs.reshape(-1).take(self._acc_order(W)[1]).reshape(W, 16, self.n)
 
     def _acc_write(self, lanes, rows: np.ndarray) -> None:
         """Write each warp's 16 rows (W, 16, N) back into its accumulator registers."""
         W = lanes.shape[0]
-        u = np.dtype(f"u{rows.dtype.itemsize}")
-        t = np.ascontiguousarray(rows.reshape(W, -1).view(u).T)          # (16 N, W)
+        regs = np.ascontiguousarray(rows).reshape(-1).take(self._acc_order(W)[0])
+        regs = regs.view(np.uint32).reshape(len(self.d_slots), -1)                         # (R, W * 32)
         flat = lanes.reshape(-1)
         L = self.L
-        for s, pos in zip(self.d_slots, self._acc_positions()):
-            L.regs[s][flat] = np.ascontiguousarray(t[pos].T).view(np.uint32).reshape(-1)
+        for s, v in zip(self.d_slots, regs):
+            L.regs[s][flat] = v
             if L.poison:
                 L.reg_init[s][flat] = True
 
