@@ -275,15 +275,25 @@ def _decode(L, ins, t, a):
     return m
 
 
-def _physical(L, s: int, n: int, swizzle: str) -> np.ndarray:
-    """The ``.shared`` offsets of the box bytes ``[s, s + n)`` under ``swizzle`` (cached per launch)."""
+def _physical(L, s: int, n: int, swizzle: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(phys, order): the ``.shared`` offsets of the box bytes ``[s, s + n)`` under ``swizzle``, and, when
+    they fill exactly ``[s, s + n)`` (the swizzle permutes within the window), the order with
+    ``shared[s + j] = box[order[j]]`` (else None); cached per launch, equal orders shared."""
     plans = L.ext.setdefault("tensor_smem", {})
     key = (s, n, swizzle)
-    phys = plans.get(key)
-    if phys is None:
+    plan = plans.get(key)
+    if plan is None:
         phys = s + np.arange(n, dtype=np.int64)
-        phys = plans[key] = smem_layouts.swizzle(phys, swizzle) if swizzle != "none" else phys
-    return phys
+        phys = smem_layouts.swizzle(phys, swizzle) if swizzle != "none" else phys
+        rel = phys - s
+        order = None
+        if rel.min() == 0 and rel.max() == n - 1:          # a swizzle is one-to-one: rel permutes 0..n-1
+            orders = L.ext.setdefault("tensor_smem_orders", {})
+            order = orders.get(rel.tobytes())
+            if order is None:
+                order = orders[rel.tobytes()] = np.argsort(rel)
+        plan = plans[key] = (phys, order)
+    return plan
 
 
 def _tensor(L, ins, ops, mods):
@@ -299,8 +309,9 @@ def _tensor(L, ins, ops, mods):
 
     def plan(th):
         """Every check of the copies of threads ``th`` (raising for a bad one) and what they move, as
-        groups of threads naming one map: (threads, map, corners, box bytes, box data (loads),
-        .shared offsets (g, n) flat, barrier offsets (loads)). No side effects."""
+        groups of threads naming one map: (threads, map, corners, box bytes, box data (loads), each
+        thread's shared base, box offset and :func:`_physical` plan, barrier offsets (loads)). No side
+        effects."""
         maps = np.broadcast_to(map_of(th), th.shape).astype(np.uint64)
         corners = np.stack([np.broadcast_to(c(th), th.shape).astype(np.uint32).view(np.int32) for c in coord_of], 1)
         groups = []
@@ -317,18 +328,34 @@ def _tensor(L, ins, ops, mods):
             n = esize * int(np.prod([-(-b // s) for b, s in zip(m.box_dims, steps)]))
             ts = th[sel]
             s = mbarrier.shared_offsets(L, ins, smem_op, ts, n, 128, "cp.async.bulk.tensor shared address", "shared")
-            flat = np.stack([_physical(L, x, n, m.swizzle) for x in s.tolist()]) + (L.slot_of[ts] * L.shared_stride)[:, None]
+            base = L.slot_of[ts] * L.shared_stride
+            phys = [_physical(L, x, n, m.swizzle) for x in s.tolist()]
             bars = mbarrier.shared_offsets(L, ins, ops[2], ts, 8, 8, "mbarrier", "shared") if load else None
-            groups.append((ts, m, corners[sel], n, box, flat, bars))
+            groups.append((ts, m, corners[sel], n, box, base, s, phys, bars))
         return groups
 
     def apply(groups):
-        for ts, m, corners, n, box, flat, bars in groups:
+        for ts, m, corners, n, box, base, s, phys, bars in groups:
+            flat = [b + p for b, (p, _) in zip(base.tolist(), phys)] if not load or L.poison or L.async_bid is not None \
+                else None                                   # flat .shared indices of each thread's bytes
             if load:                # the copies land in thread order (a later box wins a shared byte)
-                L.shared[flat] = box.view(np.uint8).reshape(len(ts), -1)
+                data = box.view(np.uint8).reshape(len(ts), -1)
+                if all(order is not None for _, order in phys):      # each box fills its window: slices
+                    rows = {}
+                    for i, (_, order) in enumerate(phys):
+                        rows.setdefault(id(order), (order, []))[1].append(i)
+                    windows = [None] * len(ts)
+                    for order, idx in rows.values():
+                        for i, w in zip(idx, data[idx].take(order, axis=1)):
+                            windows[i] = w
+                    for start, w in zip((base + s).tolist(), windows):
+                        L.shared[start:start + n] = w
+                else:
+                    L.shared[np.stack([b + p for b, (p, _) in zip(base.tolist(), phys)])] = data
                 L.stats.global_bytes_read += n * len(ts)
-                for t, f, bar in zip(ts.tolist(), flat, bars.tolist()):
-                    _landed(L, ins, t, f, bar)
+                for i, (t, bar) in enumerate(zip(ts.tolist(), bars.tolist())):
+                    if flat is not None:
+                        _landed(L, ins, t, flat[i], bar)
                     mbarrier.complete_tx(L, ins, t, bar, n)
             else:
                 esize = tensor_map.DATA_TYPES[m.data_type][1]
