@@ -276,18 +276,25 @@ def tile_box(tensor: np.ndarray, tensor_map: TensorMap, coords) -> np.ndarray:
     if t.nbytes < need:
         raise ShapeError(f"tensor: the map's in-bounds elements reach byte {need - 1}; got {t.nbytes} bytes")
     mem = np.ascontiguousarray(t).reshape(-1).view(np.uint8)
+    idx = [c[:, i, None] + steps[i] * np.arange(counts[i], dtype=np.int64) for i in range(m.rank)]   # (n, counts[i])
+    if all(((x >= 0) & (x < d)).all() for x, d in zip(idx, m.global_dims)):
+        # every element in bounds: gather whole rows (dim 0 is contiguous, element stride 1)
+        offset = c[:, 0] * e
+        for i in reversed(range(1, m.rank)):
+            offset = offset[..., None] + (idx[i] * byte_strides[i]).reshape((len(c),) + (1,) * (offset.ndim - 1)
+                                                                           + (counts[i],))
+        rows = np.lib.stride_tricks.sliding_window_view(mem, counts[0] * e)[offset]
+        out = rows.view(dt).reshape((len(c),) + counts[::-1])
+        return out if many else out[0]
     offset = np.zeros(len(c), np.int64)
     inside = np.ones(len(c), bool)
     for i in reversed(range(m.rank)):  # outermost first, so axis 1 of the result is dim rank-1
-        idx = c[:, i].reshape((-1,) + (1,) * (m.rank - i)) + steps[i] * np.arange(counts[i], dtype=np.int64)
-        offset = offset[..., None] + idx * byte_strides[i]
-        inside = inside[..., None] & (idx >= 0) & (idx < m.global_dims[i])
-    if inside.all():                   # no element out of bounds: a plain gather
-        out = (mem[offset] if e == 1 else mem[offset[..., None] + np.arange(e)]).view(dt).reshape((len(c),) + counts[::-1])
-    else:
-        safe = np.where(inside, offset, 0)
-        raw = mem[safe[..., None] + np.arange(e)]  # (..., e) bytes, low byte first (little-endian host)
-        out = np.ascontiguousarray(raw).view(dt).reshape((len(c),) + counts[::-1])
-        fill = dt.type(np.nan) if m.oob_fill == "nan" else dt.type(0)
-        out = np.where(inside, out, fill).astype(dt)
+        x = idx[i].reshape((len(c),) + (1,) * (m.rank - 1 - i) + (counts[i],))
+        offset = offset[..., None] + x * byte_strides[i]
+        inside = inside[..., None] & (x >= 0) & (x < m.global_dims[i])
+    safe = np.where(inside, offset, 0)
+    raw = mem[safe[..., None] + np.arange(e)]  # (..., e) bytes, low byte first (little-endian host)
+    out = np.ascontiguousarray(raw).view(dt).reshape((len(c),) + counts[::-1])
+    fill = dt.type(np.nan) if m.oob_fill == "nan" else dt.type(0)
+    out = np.where(inside, out, fill).astype(dt)
     return out if many else out[0]

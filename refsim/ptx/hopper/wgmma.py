@@ -206,6 +206,27 @@ def _warps(L, ins, th: np.ndarray, what: str) -> np.ndarray:
                           f"it; the block has {nthreads} threads; {L.who(w * 32)})")
 
 
+def _lane_picker(flat: np.ndarray):
+    """``pick(reg)`` -> ``reg[flat]``, ``pick(reg, v)``: ``reg[flat] = v``, for the thread indices ``flat`` of
+    whole warpgroups; when they are runs of 128 threads at one distance (every block's warpgroup at the same
+    place, as DeepGEMM's math warpgroups run), through a strided view instead of an index."""
+    runs = flat.reshape(-1, 128) if flat.size % 128 == 0 else None
+    if runs is None or not (runs == runs[:, :1] + np.arange(128)).all():
+        return lambda reg, *v: reg.__setitem__(flat, v[0]) if v else reg[flat]
+    starts = runs[:, 0]
+    step = int(starts[1] - starts[0]) if len(starts) > 1 else 128
+    if len(starts) > 1 and (step < 128 or (np.diff(starts) != step).any()):
+        return lambda reg, *v: reg.__setitem__(flat, v[0]) if v else reg[flat]
+    start, G = int(starts[0]), len(starts)
+
+    def pick(reg, *v):
+        view = np.lib.stride_tricks.as_strided(reg[start:], (G, 128), (step * reg.itemsize, reg.itemsize))
+        if not v:
+            return view.reshape(-1)
+        view[...] = np.reshape(v[0], (G, 128)) if np.ndim(v[0]) else v[0]
+    return pick
+
+
 def _group_base(L, w: int) -> int:
     """The first thread of warp ``w``'s warpgroup (warps 4g..4g+3 of its block)."""
     t = w * 32
@@ -525,7 +546,8 @@ class _MmaAsync:
         """The accumulators of the warps ``lanes`` (W, 32) as each warp's 16 rows (W, 16, N) of d's type."""
         flat = lanes.reshape(-1)
         W = lanes.shape[0]
-        regs = np.stack([self.L.regs[s][flat] for s in self.d_slots]).view(_ACC[self.kind.d])   # register order
+        pick = _lane_picker(flat)
+        regs = np.stack([pick(self.L.regs[s]) for s in self.d_slots]).view(_ACC[self.kind.d])   # register order
         return regs.reshape(-1).take(self._acc_order(W)[1]).reshape(W, 16, self.n)
 
     def _acc_write(self, lanes, rows: np.ndarray) -> None:
@@ -533,12 +555,12 @@ class _MmaAsync:
         W = lanes.shape[0]
         regs = np.ascontiguousarray(rows).reshape(-1).take(self._acc_order(W)[0])
         regs = regs.view(np.uint32).reshape(len(self.d_slots), -1)                         # (R, W * 32)
-        flat = lanes.reshape(-1)
+        pick = _lane_picker(lanes.reshape(-1))
         L = self.L
         for s, v in zip(self.d_slots, regs):
-            L.regs[s][flat] = v
+            pick(L.regs[s], v)
             if L.poison:
-                L.reg_init[s][flat] = True
+                pick(L.reg_init[s], True)
 
     # ------------------------------------------------------------------ async bookkeeping and race checks
     def _fence_rule(self, st: _State, warps, lanes) -> None:
