@@ -431,7 +431,9 @@ class _MmaAsync:
             A = self._smem(groups, a_desc, 64, kind.a, self.trans_a, "A")   # (G, 64, K)
         acc = _ACC[kind.d]
         whole = len(warps) == 4 * G and np.array_equal(quarter, np.tile(np.arange(4), G))
-        C = np.where(sd[inv][:, None, None], self._acc_read(lanes), acc(0))  # (W, 16, N)
+        C = self._acc_read(lanes)                                            # (W, 16, N)
+        if not sd.all():
+            C = np.where(sd[inv][:, None, None], C, acc(0))
         if whole:                                                           # warps 0..3 of every warpgroup
             C = C.reshape(G, 64, N)
         else:
@@ -489,16 +491,24 @@ class _MmaAsync:
         dt = np.dtype(np.uint8 if b1 else _ELEM[t])
         e = dt.itemsize
         uniq, which = np.unique(descs, return_inverse=True)
+        plans = [self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()]
+        if not L.race and all(p is not None for _, p in plans):
+            # every operand is whole aligned 16-byte chunks (the layouts' atoms): gather chunks
+            chunk = np.dtype((np.void, 16))
+            units = np.stack([p for _, p in plans])[which] + ((bases // L.tpb) * (L.shared_stride // 16))[:, None]
+            return L.shared.view(chunk)[units].view(dt).reshape(len(bases), rows, cols)
         # element indices (addresses are multiples of the element size: 16-byte aligned atoms)
-        addr = np.stack([self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()]) // e
+        addr = np.stack([a for a, _ in plans]) // e
         off = (bases // L.tpb) * (L.shared_stride // e)                                                 # (G,)
         idx = off[:, None] + addr[which].reshape(len(bases), -1)                                        # (G, rows * cols)
         if L.race:                   # the bytes each warpgroup's operand reads (race: smem_check)
             self._read.append((idx[..., None] * e + np.arange(e)).reshape(len(bases), -1))
         return L.shared.view(dt)[idx].reshape(len(bases), rows, cols)
 
-    def _addresses(self, desc: int, rows: int, cols: int, dt, trans: int, name: str) -> np.ndarray:
-        """Shared byte addresses (rows, cols) of the operand ``desc`` names (refsim.formats.smem_layouts)."""
+    def _addresses(self, desc: int, rows: int, cols: int, dt, trans: int, name: str) -> tuple:
+        """Shared byte addresses (rows, cols) of the operand ``desc`` names (refsim.formats.smem_layouts), and
+        the 16-byte chunk numbers holding its bytes in element order when they are whole aligned chunks
+        (else None)."""
         L = self.L
         key = (desc, rows, cols, dt.str, trans)
         addr = self._addr.get(key)
@@ -511,9 +521,12 @@ class _MmaAsync:
             if last > L.shared_size:
                 raise PtxMemoryError(f"{L.where(self.ins)}: operand {name} (descriptor {desc:#018x}) reads shared "
                                      f"bytes up to 0x{last - 1:x}; the block has {L.shared_size} bytes")
+            flat = (addr[..., None] + np.arange(dt.itemsize)).reshape(-1, 16) if addr.size * dt.itemsize % 16 == 0 \
+                else None                       # the bytes in element order, as 16-byte chunks
+            whole = flat is not None and (flat[:, 0] % 16 == 0).all() and (flat == flat[:, :1] + np.arange(16)).all()
             if len(self._addr) > 256:
                 self._addr.clear()
-            self._addr[key] = addr
+            addr = self._addr[key] = (addr, flat[:, 0] // 16 if whole else None)
         return addr
 
     def _acc_positions(self) -> list[np.ndarray]:
