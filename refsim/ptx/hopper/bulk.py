@@ -25,6 +25,11 @@ tensor          ``cp.async.bulk.tensor.Nd.shared::cluster.global{.tile}.mbarrier
                 is refsim.formats.tensor_map.tile_box (out-of-bounds fill included) laid out row-major
                 in shared memory from ``d`` (128-byte aligned), each byte at refsim.formats.smem_layouts.
                 swizzle(address, map's swizzle). A store writes the in-bounds elements of the box only.
+batched         the tensor copies of one step run together: every check first (no side effect), then each
+                map's boxes in one tile_box call, landing in thread order (a later box wins a byte), then
+                each thread's complete_tx in thread order. Where a check fails the step reruns thread by
+                thread, so the error raised is the first failing thread's, with the earlier threads'
+                copies done, as if the threads ran one after another.
 hints           ``.L2::cache_hint`` (its policy operand) is accepted and ignored.
 refused         ``.multicast::cluster`` (clusters come later), im2col mode, tensor reductions,
                 ``.shared::cluster`` destinations of another CTA.
