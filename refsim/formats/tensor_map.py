@@ -236,12 +236,13 @@ def tile_box(tensor: np.ndarray, tensor_map: TensorMap, coords) -> np.ndarray:
 
     ``tensor``: a NumPy array whose raw bytes (C order) are global memory from the map's global
     address on (so row padding in ``global_strides`` is honoured); it must hold every in-bounds
-    element. ``coords``: ``rank`` signed 32-bit ints, innermost first. Returns an array of the
-    map's type (bfloat16 as ``ml_dtypes.bfloat16``) of shape ``(n[rank-1], ..., n[0])`` with
-    ``n[i] = ceil(box_dims[i] / element_strides[i])`` (``n[0] = box_dims[0]`` with interleave
-    none), the logical box before any shared-memory swizzle; out-of-bounds elements zero or NaN
-    (module spec). The float32_ftz/tfloat32 types raise ``FormatRuleError``: what the copy does to
-    their bits (flush, tf32 rounding) is not published."""
+    element. ``coords``: ``rank`` signed 32-bit ints, innermost first, or an integer array (n, rank)
+    of n boxes' corners (n loads of one map at once). Returns an array of the map's type (bfloat16
+    as ``ml_dtypes.bfloat16``) of shape ``(n[rank-1], ..., n[0])`` (with a leading axis of n for
+    corners (n, rank)) with ``n[i] = ceil(box_dims[i] / element_strides[i])`` (``n[0] = box_dims[0]``
+    with interleave none), the logical box before any shared-memory swizzle; out-of-bounds elements
+    zero or NaN (module spec). The float32_ftz/tfloat32 types raise ``FormatRuleError``: what the
+    copy does to their bits (flush, tf32 rounding) is not published."""
     if not isinstance(tensor_map, TensorMap):
         raise FormatRuleError(f"tensor_map: must be a TensorMap; got {type(tensor_map).__name__}")
     m = tensor_map
@@ -252,12 +253,21 @@ def tile_box(tensor: np.ndarray, tensor_map: TensorMap, coords) -> np.ndarray:
     t = require_array("tensor", tensor)
     if t.dtype.hasobject:
         raise DtypeError(f"tensor: must hold plain bytes (global memory), not Python objects; got {t.dtype}")
-    c = _int_tuple("coords", coords, m.rank, -(1 << 31), (1 << 31) - 1)
+    many = isinstance(coords, np.ndarray) and coords.ndim == 2
+    if many:
+        if coords.dtype.kind not in "iu" or coords.shape[1] != m.rank:
+            raise ShapeError(f"coords: an array of corners must be integer (n, {m.rank}); got {coords.dtype} "
+                             f"{coords.shape}")
+        c = coords.astype(np.int64)
+        if ((c < -(1 << 31)) | (c > (1 << 31) - 1)).any():
+            raise FormatRuleError(f"coords: must be in [{-(1 << 31)}, {(1 << 31) - 1}]; got {c.min()}..{c.max()}")
+    else:
+        c = np.asarray([_int_tuple("coords", coords, m.rank, -(1 << 31), (1 << 31) - 1)], np.int64)
     dt = np.dtype(_NUMPY[m.data_type])
     e = dt.itemsize
     steps = (1,) + tuple(m.element_strides[1:])
     counts = tuple(-(-b // s) for b, s in zip(m.box_dims, steps))
-    total = 1
+    total = len(c)
     for n in counts:
         total *= n
     require_bounded("box", total, MAX_ELEMENTS, what="element count")
@@ -266,14 +276,25 @@ def tile_box(tensor: np.ndarray, tensor_map: TensorMap, coords) -> np.ndarray:
     if t.nbytes < need:
         raise ShapeError(f"tensor: the map's in-bounds elements reach byte {need - 1}; got {t.nbytes} bytes")
     mem = np.ascontiguousarray(t).reshape(-1).view(np.uint8)
-    offset = np.zeros((), np.int64)
-    inside = np.ones((), bool)
-    for i in reversed(range(m.rank)):  # outermost first, so axis 0 of the result is dim rank-1
-        idx = c[i] + steps[i] * np.arange(counts[i], dtype=np.int64)
-        offset = offset[..., None] + idx * byte_strides[i]
-        inside = inside[..., None] & (idx >= 0) & (idx < m.global_dims[i])
+    idx = [c[:, i, None] + steps[i] * np.arange(counts[i], dtype=np.int64) for i in range(m.rank)]   # (n, counts[i])
+    if all(((x >= 0) & (x < d)).all() for x, d in zip(idx, m.global_dims)):
+        # every element in bounds: gather whole rows (dim 0 is contiguous, element stride 1)
+        offset = c[:, 0] * e
+        for i in reversed(range(1, m.rank)):
+            offset = offset[..., None] + (idx[i] * byte_strides[i]).reshape((len(c),) + (1,) * (offset.ndim - 1)
+                                                                           + (counts[i],))
+        rows = np.lib.stride_tricks.sliding_window_view(mem, counts[0] * e)[offset]
+        out = rows.view(dt).reshape((len(c),) + counts[::-1])
+        return out if many else out[0]
+    offset = np.zeros(len(c), np.int64)
+    inside = np.ones(len(c), bool)
+    for i in reversed(range(m.rank)):  # outermost first, so axis 1 of the result is dim rank-1
+        x = idx[i].reshape((len(c),) + (1,) * (m.rank - 1 - i) + (counts[i],))
+        offset = offset[..., None] + x * byte_strides[i]
+        inside = inside[..., None] & (x >= 0) & (x < m.global_dims[i])
     safe = np.where(inside, offset, 0)
     raw = mem[safe[..., None] + np.arange(e)]  # (..., e) bytes, low byte first (little-endian host)
-    out = np.ascontiguousarray(raw).view(dt).reshape(counts[::-1])
+    out = np.ascontiguousarray(raw).view(dt).reshape((len(c),) + counts[::-1])
     fill = dt.type(np.nan) if m.oob_fill == "nan" else dt.type(0)
-    return np.where(inside, out, fill).astype(dt)
+    out = np.where(inside, out, fill).astype(dt)
+    return out if many else out[0]

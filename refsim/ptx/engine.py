@@ -41,7 +41,8 @@ from refsim.ptx.operands import dtype
 from refsim.ptx.parse import Instruction, Kernel
 from refsim.ptx.scheduler import DEADLOCK_ROUNDS
 
-__all__ = ["LaunchStats", "Launch", "DEADLOCK_ROUNDS", "RESIDENT_THREADS", "DEFAULT_MAX_WARP_INSTRUCTIONS"]
+__all__ = ["LaunchStats", "Launch", "zero_registers", "DEADLOCK_ROUNDS", "RESIDENT_THREADS",
+           "DEFAULT_MAX_WARP_INSTRUCTIONS"]
 
 #: All blocks of a launch are resident up to this many threads (persistent kernels such as Marlin
 #: launch one block per SM and need every block running); larger grids run in slots that are
@@ -50,6 +51,23 @@ RESIDENT_THREADS = 65536
 #: Default bound on warp-instructions of one launch (``max_warp_instructions=None``).
 DEFAULT_MAX_WARP_INSTRUCTIONS = 10**9
 
+
+
+def zero_registers(dtypes, T: int) -> list:
+    """One zeroed C-contiguous (T,) array per entry of ``dtypes`` (NumPy dtypes), the rows of one block
+    per dtype: a kernel declares thousands of registers, and one allocation per dtype costs a fraction
+    of one per register (the pages are zeroed when first touched)."""
+    T = int(T)
+    if T < 0:
+        raise FormatRuleError(f"T: must be >= 0; got {T}")
+    dtypes = [np.dtype(d) for d in dtypes]
+    blocks = {d: np.zeros((sum(1 for x in dtypes if x == d), T), d) for d in set(dtypes)}
+    seen = dict.fromkeys(blocks, 0)
+    out = []
+    for d in dtypes:
+        out.append(blocks[d][seen[d]])
+        seen[d] += 1
+    return out
 
 @dataclass
 class LaunchStats:
@@ -137,8 +155,8 @@ class Launch:
         self.local_stride = max(16, (kernel.local_bytes + 15) // 16 * 16)
         self.local = np.zeros(T * self.local_stride, np.uint8) if kernel.local_bytes else np.zeros(16, np.uint8)
 
-        self.regs = [np.zeros(T, dtype(r.bits)) for r in kernel.registers]
-        self.reg_init = [np.zeros(T, bool) for _ in kernel.registers] if poison else None
+        self.regs = zero_registers([dtype(r.bits) for r in kernel.registers], T)
+        self.reg_init = zero_registers([np.bool_] * len(kernel.registers), T) if poison else None
         self.shared_init = np.zeros(self.shared.size, bool) if poison else None
         self.pc = np.zeros(T, np.int32)
         self.exited = np.zeros(T, bool)

@@ -187,6 +187,22 @@ def test_tile_box_equals_a_plain_loop_over_drawn_corners(seed, x0, y0, ystep):
             assert box[j, i] == (g[y, x] if 0 <= y < 10 and 0 <= x < 16 else 0)
 
 
+def test_tile_box_of_many_corners_equals_one_box_each():
+    # corners in bounds, past each edge and mixed; 1-byte and 4-byte elements, an element stride of 2
+    rng = np.random.default_rng(3)
+    g8 = rng.integers(0, 256, (10, 32), dtype=np.uint8)
+    g32 = rng.integers(0, 2**32, (10, 16), dtype=np.uint32)
+    corners = np.array([[0, 0], [16, 2], [-4, 0], [24, 8], [3, -5], [0, 9]], np.int32)
+    for g, m in ((g8, T.TensorMap("uint8", 0, (32, 10), (32,), (16, 4), (1, 1))),
+                 (g32, T.TensorMap("uint32", 0, (16, 10), (64,), (8, 4), (1, 2)))):
+        boxes = T.tile_box(g, m, corners)
+        assert boxes.shape == (len(corners),) + T.tile_box(g, m, (0, 0)).shape
+        for c, box in zip(corners, boxes):
+            assert np.array_equal(box, T.tile_box(g, m, tuple(int(x) for x in c)))
+    with pytest.raises(ShapeError, match="integer"):
+        T.tile_box(g8, m, np.zeros((2, 3), np.int32))
+
+
 def test_tile_box_rules():
     m = T.TensorMap("float32", 0, (8, 6), (32,), (4, 4), (1, 1))
     with pytest.raises(ShapeError, match="reach byte"):

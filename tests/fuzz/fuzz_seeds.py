@@ -1086,6 +1086,7 @@ SEEDS.update({
         "bfloat16", 0x2000, (64, 8, 3), (128, 1024), (64, 8, 1), (1, 2, 1), swizzle="128B")),
     "refsim.formats.tensor_map.tile_box": lambda: call(normal((6, 8)), SAMPLES["refsim.formats.tensor_map.TensorMap"](),
                                                        (6, -2)),
+    "refsim.ptx.engine.zero_registers": lambda: call([np.uint32, np.bool_, np.uint32, np.uint64], 64),
 })
 
 

@@ -88,3 +88,15 @@ def test_launch_stats_hold_python_ints_and_refuse_other_fields():
         LaunchStats(opcodes=[("ret", 1)])
     with pytest.raises(RefsimError, match="LaunchStats.barriers"):
         LaunchStats(barriers=1.5)
+
+
+def test_zero_registers_are_separate_zero_rows_of_each_dtype():
+    from refsim.ptx.engine import zero_registers
+
+    regs = zero_registers([np.uint32, np.bool_, np.uint32, np.uint64], 8)
+    assert [r.dtype for r in regs] == [np.uint32, np.bool_, np.uint32, np.uint64]
+    assert all(r.shape == (8,) and r.flags.c_contiguous and not r.any() for r in regs)
+    regs[0][3] = 7                                     # rows of one block: a write stays in its register
+    assert regs[0][3] == 7 and not regs[2].any()
+    with pytest.raises(RefsimError, match="T: must be >= 0"):
+        zero_registers([np.uint32], -1)

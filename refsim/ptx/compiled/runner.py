@@ -134,7 +134,7 @@ class CompiledLaunch:
         self.arrays["yielding"] = np.zeros(NW, np.uint8)
         S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(self.arrays["yielding"])
         # registers: one array per declaration, the interpreter's dtypes
-        self.regs = [np.zeros(T, _UINT[r.bits]) for r in kernel.registers]
+        self.regs = engine.zero_registers([_UINT[r.bits] for r in kernel.registers], T)
         nregs = len(self.regs)
         S.nregs = nregs
         reg_ptrs = (ctypes.c_void_p * max(1, nregs))(*[_ptr(r) for r in self.regs])
@@ -148,7 +148,7 @@ class CompiledLaunch:
         S.red_op, S.red_dst = arr(red_op), arr(red_dst)
         self.reg_init = None
         if poison:
-            self.reg_init = [np.zeros(T, np.bool_) for _ in kernel.registers]
+            self.reg_init = engine.zero_registers([np.bool_] * len(kernel.registers), T)
             init_ptrs = (ctypes.c_void_p * max(1, nregs))(*[_ptr(r) for r in self.reg_init])
             keep += [self.reg_init, init_ptrs]
             S.reg_init = ctypes.cast(init_ptrs, ctypes.c_void_p)

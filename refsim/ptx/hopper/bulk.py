@@ -25,6 +25,11 @@ tensor          ``cp.async.bulk.tensor.Nd.shared::cluster.global{.tile}.mbarrier
                 is refsim.formats.tensor_map.tile_box (out-of-bounds fill included) laid out row-major
                 in shared memory from ``d`` (128-byte aligned), each byte at refsim.formats.smem_layouts.
                 swizzle(address, map's swizzle). A store writes the in-bounds elements of the box only.
+batched         the tensor copies of one step run together: every check first (no side effect), then each
+                map's boxes in one tile_box call, landing in thread order (a later box wins a byte), then
+                each thread's complete_tx in thread order. Where a check fails the step reruns thread by
+                thread, so the error raised is the first failing thread's, with the earlier threads'
+                copies done, as if the threads ran one after another.
 hints           ``.L2::cache_hint`` (its policy operand) is accepted and ignored.
 refused         ``.multicast::cluster`` (clusters come later), im2col mode, tensor reductions,
                 ``.shared::cluster`` destinations of another CTA.
@@ -260,13 +265,40 @@ def _tensor_view(L, ins, t: int, m) -> np.ndarray:
 
 
 def _decode(L, ins, t, a):
+    image = _map_bytes(L, ins, t, a)
+    maps = L.ext.setdefault("tensor_maps", {})         # image -> TensorMap: a map is decoded once per launch
+    m = maps.get(image)
+    if m is not None:
+        return m
     try:
-        return tensor_map.decode_tiled(_map_bytes(L, ins, t, a))
+        m = maps[image] = tensor_map.decode_tiled(image)
     except RefsimError as e:
         if isinstance(e, (PtxMemoryError,)):
             raise
         raise PtxMemoryError(f"{L.where(ins)}: the tensor map at 0x{a:x} is not a valid tiled map ({e}; "
                              f"by {L.who(t)})") from None
+    return m
+
+
+def _physical(L, s: int, n: int, swizzle: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(phys, order): the ``.shared`` offsets of the box bytes ``[s, s + n)`` under ``swizzle``, and, when
+    they fill exactly ``[s, s + n)`` (the swizzle permutes within the window), the order with
+    ``shared[s + j] = box[order[j]]`` (else None); cached per launch, equal orders shared."""
+    plans = L.ext.setdefault("tensor_smem", {})
+    key = (s, n, swizzle)
+    plan = plans.get(key)
+    if plan is None:
+        phys = s + np.arange(n, dtype=np.int64)
+        phys = smem_layouts.swizzle(phys, swizzle) if swizzle != "none" else phys
+        rel = phys - s
+        order = None
+        if rel.min() == 0 and rel.max() == n - 1:          # a swizzle is one-to-one: rel permutes 0..n-1
+            orders = L.ext.setdefault("tensor_smem_orders", {})
+            order = orders.get(rel.tobytes())
+            if order is None:
+                order = orders[rel.tobytes()] = np.argsort(rel)
+        plan = plans[key] = (phys, order)
+    return plan
 
 
 def _tensor(L, ins, ops, mods):
@@ -280,32 +312,73 @@ def _tensor(L, ins, ops, mods):
     coord_of = [reader(L, c, "s32", ins) for c in taddr[2][1]]
     smem_op = ops[0] if load else ops[1]
 
-    def run(sel):
-        th = L.threads(sel)
-        for t in th.tolist():
-            one = np.asarray([t])
-            a = int(np.broadcast_to(map_of(one), (1,))[0])
-            m = _decode(L, ins, t, a)
-            coords = [int(np.broadcast_to(c(one), (1,))[0].astype(np.int32)) for c in coord_of]
+    def plan(th):
+        """Every check of the copies of threads ``th`` (raising for a bad one) and what they move, as
+        groups of threads naming one map: (threads, map, corners, box bytes, box data (loads), each
+        thread's shared base, box offset and :func:`_physical` plan, barrier offsets (loads)). No side
+        effects."""
+        maps = np.broadcast_to(map_of(th), th.shape).astype(np.uint64)
+        corners = np.stack([np.broadcast_to(c(th), th.shape).astype(np.uint32).view(np.int32) for c in coord_of], 1)
+        groups = []
+        for a in dict.fromkeys(maps.tolist()):
+            sel = np.flatnonzero(maps == a)
+            t0 = int(th[sel[0]])
+            m = _decode(L, ins, t0, a)
             esize = tensor_map.DATA_TYPES[m.data_type][1]
             try:
-                box = tensor_map.tile_box(_tensor_view(L, ins, t, m), m, coords)
+                box = tensor_map.tile_box(_tensor_view(L, ins, t0, m), m, corners[sel]) if load else None
             except RefsimError as e:
-                raise PtxMemoryError(f"{where}: tensor copy with map at 0x{a:x}: {e} (by {L.who(t)})") from None
-            n = box.size * esize
-            s = int(mbarrier.shared_offsets(L, ins, smem_op, one, n, 128, "cp.async.bulk.tensor shared address", "shared")[0])
-            phys = smem_layouts.swizzle(s + np.arange(n, dtype=np.int64), m.swizzle) if m.swizzle != "none" \
-                else s + np.arange(n, dtype=np.int64)
-            base = int(L.slot_of[t]) * L.shared_stride
-            if load:
-                L.shared[base + phys] = np.ascontiguousarray(box).view(np.uint8).reshape(-1)
-                L.stats.global_bytes_read += n
-                bar = int(mbarrier.shared_offsets(L, ins, ops[2], one, 8, 8, "mbarrier", "shared")[0])
-                _landed(L, ins, t, base + phys, bar)
-                mbarrier.complete_tx(L, ins, t, bar, n)
+                raise PtxMemoryError(f"{where}: tensor copy with map at 0x{a:x}: {e} (by {L.who(t0)})") from None
+            steps = (1,) + tuple(m.element_strides[1:])
+            n = esize * int(np.prod([-(-b // s) for b, s in zip(m.box_dims, steps)]))
+            ts = th[sel]
+            s = mbarrier.shared_offsets(L, ins, smem_op, ts, n, 128, "cp.async.bulk.tensor shared address", "shared")
+            base = L.slot_of[ts] * L.shared_stride
+            phys = [_physical(L, x, n, m.swizzle) for x in s.tolist()]
+            bars = mbarrier.shared_offsets(L, ins, ops[2], ts, 8, 8, "mbarrier", "shared") if load else None
+            groups.append((ts, m, corners[sel], n, box, base, s, phys, bars))
+        return groups
+
+    def apply(groups):
+        for ts, m, corners, n, box, base, s, phys, bars in groups:
+            flat = [b + p for b, (p, _) in zip(base.tolist(), phys)] if not load or L.poison or L.async_bid is not None \
+                else None                                   # flat .shared indices of each thread's bytes
+            if load:                # the copies land in thread order (a later box wins a shared byte)
+                data = box.view(np.uint8).reshape(len(ts), -1)
+                if all(order is not None for _, order in phys):      # each box fills its window: slices
+                    rows = {}
+                    for i, (_, order) in enumerate(phys):
+                        rows.setdefault(id(order), (order, []))[1].append(i)
+                    windows = [None] * len(ts)
+                    for order, idx in rows.values():
+                        for i, w in zip(idx, data[idx].take(order, axis=1)):
+                            windows[i] = w
+                    for start, w in zip((base + s).tolist(), windows):
+                        L.shared[start:start + n] = w
+                else:
+                    L.shared[np.stack([b + p for b, (p, _) in zip(base.tolist(), phys)])] = data
+                L.stats.global_bytes_read += n * len(ts)
+                for i, (t, bar) in enumerate(zip(ts.tolist(), bars.tolist())):
+                    if flat is not None:
+                        _landed(L, ins, t, flat[i], bar)
+                    mbarrier.complete_tx(L, ins, t, bar, n)
             else:
-                _async_read(L, ins, t, base + phys)
-                _store_box(L, ins, t, m, coords, L.shared[base + phys], esize)
+                esize = tensor_map.DATA_TYPES[m.data_type][1]
+                for t, f, c in zip(ts.tolist(), flat, corners.tolist()):
+                    _async_read(L, ins, t, f)
+                    _store_box(L, ins, t, m, c, L.shared[f], esize)
+
+    def run(sel):
+        th = L.threads(sel)
+        try:
+            groups = plan(th)
+        except RefsimError:
+            if len(th) == 1:
+                raise
+            for t in th.tolist():           # one thread at a time: the first bad one raises its error
+                run(np.asarray([t]))
+            raise
+        apply(groups)
         L.progress += 1
     return run
 

@@ -240,22 +240,34 @@ def build(L, ins: Instruction, idx: int):
 
 
 def _wait(L, ins, a_op, wait_arg, out, parity: bool):
+    mask = np.uint64(1 if parity else 0xFFFFFFFF)
+
     def run(sel):
         th = L.threads(sel)
         addrs = shared_offsets(L, ins, a_op, sel, 8, 8, "mbarrier")
         w = np.broadcast_to(wait_arg(sel), th.shape).astype(np.uint64)
-        done = np.zeros(th.shape, bool)
-        for i, (t, a) in enumerate(zip(th.tolist(), addrs.tolist())):
-            b = _live(L, ins, t, a)
-            done[i] = (b.phase & 1) != (int(w[i]) & 1) if parity else (b.phase & 0xFFFFFFFF) != (int(w[i]) & 0xFFFFFFFF)
-            warp = int(L.local_index[t]) // 32
-            if done[i]:
-                b.waiters.discard(warp)
-                if L.async_obs is not None:         # t has seen every phase before the current complete
-                    row = (int(L.slot_of[t]) * L.max_mbar + b.d) * L.tpb + int(L.local_index[t])
-                    L.async_obs[row] = b.phase - 1
-            else:
-                b.waiters.add(warp)
+        table = _table(L)
+        slots = L.slot_of[th]
+        keys, first, inv = np.unique(L.slot_block[slots] * (1 << 32) + addrs, return_index=True, return_inverse=True)
+        bars = [table.get((key >> 32, key & 0xFFFFFFFF)) for key in keys.tolist()]   # each named barrier once
+        missing = [i for b, i in zip(bars, first.tolist()) if b is None]
+        if missing:                           # the first thread naming no live barrier
+            t = int(th[min(missing)])
+            _live(L, ins, t, int(addrs[min(missing)]))
+        phase = np.array([b.phase for b in bars], np.int64)[inv]
+        done = (phase.astype(np.uint64) & mask) != (w & mask)
+        warp = L.local_index[th] // 32
+        # each (barrier, warp) ends waiting or not as its last thread in order found it
+        pair = inv.astype(np.int64) * (L.tpb // 32 + 1) + warp
+        rev = pair[::-1]
+        _, last = np.unique(rev, return_index=True)
+        last = len(pair) - 1 - last
+        for j in last.tolist():
+            (bars[inv[j]].waiters.discard if done[j] else bars[inv[j]].waiters.add)(int(warp[j]))
+        if L.async_obs is not None:           # a thread that saw a phase complete has seen every one before it
+            d = np.array([b.d for b in bars], np.int64)[inv]
+            rows = (slots * L.max_mbar + d) * L.tpb + L.local_index[th]
+            L.async_obs[rows[done]] = (phase - 1)[done]
         out(th, done)
         if not done.all():
             scheduler.yield_warps(L, th[~done])

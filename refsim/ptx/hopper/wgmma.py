@@ -206,6 +206,27 @@ def _warps(L, ins, th: np.ndarray, what: str) -> np.ndarray:
                           f"it; the block has {nthreads} threads; {L.who(w * 32)})")
 
 
+def _lane_picker(flat: np.ndarray):
+    """``pick(reg)`` -> ``reg[flat]``, ``pick(reg, v)``: ``reg[flat] = v``, for the thread indices ``flat`` of
+    whole warpgroups; when they are runs of 128 threads at one distance (every block's warpgroup at the same
+    place, as DeepGEMM's math warpgroups run), through a strided view instead of an index."""
+    runs = flat.reshape(-1, 128) if flat.size % 128 == 0 else None
+    if runs is None or not (runs == runs[:, :1] + np.arange(128)).all():
+        return lambda reg, *v: reg.__setitem__(flat, v[0]) if v else reg[flat]
+    starts = runs[:, 0]
+    step = int(starts[1] - starts[0]) if len(starts) > 1 else 128
+    if len(starts) > 1 and (step < 128 or (np.diff(starts) != step).any()):
+        return lambda reg, *v: reg.__setitem__(flat, v[0]) if v else reg[flat]
+    start, G = int(starts[0]), len(starts)
+
+    def pick(reg, *v):
+        view = np.lib.stride_tricks.as_strided(reg[start:], (G, 128), (step * reg.itemsize, reg.itemsize))
+        if not v:
+            return view.reshape(-1)
+        view[...] = np.reshape(v[0], (G, 128)) if np.ndim(v[0]) else v[0]
+    return pick
+
+
 def _group_base(L, w: int) -> int:
     """The first thread of warp ``w``'s warpgroup (warps 4g..4g+3 of its block)."""
     t = w * 32
@@ -370,7 +391,7 @@ class _MmaAsync:
                 col = 4 * c[:, None] + 16 * (rr // 2) + ee
             self.a_row = g[:, None] + 8 * (rr % 2)[None, :] + 0 * col
             self.a_col = col
-        self._addr: dict = {}
+        self._addr = L.ext.setdefault("wgmma_addresses", {})   # descriptor -> addresses, shared in the launch
         self._pos = None
 
     def _desc_reg(self, op, name: str) -> int:
@@ -410,7 +431,9 @@ class _MmaAsync:
             A = self._smem(groups, a_desc, 64, kind.a, self.trans_a, "A")   # (G, 64, K)
         acc = _ACC[kind.d]
         whole = len(warps) == 4 * G and np.array_equal(quarter, np.tile(np.arange(4), G))
-        C = np.where(sd[inv][:, None, None], self._acc_read(lanes), acc(0))  # (W, 16, N)
+        C = self._acc_read(lanes)                                            # (W, 16, N)
+        if not sd.all():
+            C = np.where(sd[inv][:, None, None], C, acc(0))
         if whole:                                                           # warps 0..3 of every warpgroup
             C = C.reshape(G, 64, N)
         else:
@@ -467,16 +490,24 @@ class _MmaAsync:
         dt = np.dtype(np.uint8 if b1 else _ELEM[t])
         e = dt.itemsize
         uniq, which = np.unique(descs, return_inverse=True)
+        plans = [self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()]
+        if not L.race and all(p is not None for _, p in plans):
+            # every operand is whole aligned 16-byte chunks (the layouts' atoms): gather chunks
+            chunk = np.dtype((np.void, 16))
+            units = np.stack([p for _, p in plans])[which] + ((bases // L.tpb) * (L.shared_stride // 16))[:, None]
+            return L.shared.view(chunk)[units].view(dt).reshape(len(bases), rows, cols)
         # element indices (addresses are multiples of the element size: 16-byte aligned atoms)
-        addr = np.stack([self._addresses(int(d), rows, cols, dt, trans, name) for d in uniq.tolist()]) // e
+        addr = np.stack([a for a, _ in plans]) // e
         off = (bases // L.tpb) * (L.shared_stride // e)                                                 # (G,)
         idx = off[:, None] + addr[which].reshape(len(bases), -1)                                        # (G, rows * cols)
         if L.race:                   # the bytes each warpgroup's operand reads (race: smem_check)
             self._read.append((idx[..., None] * e + np.arange(e)).reshape(len(bases), -1))
         return L.shared.view(dt)[idx].reshape(len(bases), rows, cols)
 
-    def _addresses(self, desc: int, rows: int, cols: int, dt, trans: int, name: str) -> np.ndarray:
-        """Shared byte addresses (rows, cols) of the operand ``desc`` names (refsim.formats.smem_layouts)."""
+    def _addresses(self, desc: int, rows: int, cols: int, dt, trans: int, name: str) -> tuple:
+        """Shared byte addresses (rows, cols) of the operand ``desc`` names (refsim.formats.smem_layouts), and
+        the 16-byte chunk numbers holding its bytes in element order when they are whole aligned chunks
+        (else None)."""
         L = self.L
         key = (desc, rows, cols, dt.str, trans)
         addr = self._addr.get(key)
@@ -489,9 +520,12 @@ class _MmaAsync:
             if last > L.shared_size:
                 raise PtxMemoryError(f"{L.where(self.ins)}: operand {name} (descriptor {desc:#018x}) reads shared "
                                      f"bytes up to 0x{last - 1:x}; the block has {L.shared_size} bytes")
-            if len(self._addr) > 64:
+            flat = (addr[..., None] + np.arange(dt.itemsize)).reshape(-1, 16) if addr.size * dt.itemsize % 16 == 0 \
+                else None                       # the bytes in element order, as 16-byte chunks
+            whole = flat is not None and (flat[:, 0] % 16 == 0).all() and (flat == flat[:, :1] + np.arange(16)).all()
+            if len(self._addr) > 256:
                 self._addr.clear()
-            self._addr[key] = addr
+            addr = self._addr[key] = (addr, flat[:, 0] // 16 if whole else None)
         return addr
 
     def _acc_positions(self) -> list[np.ndarray]:
@@ -503,28 +537,42 @@ class _MmaAsync:
             self._pos = [rows[:, j * per:(j + 1) * per].reshape(-1) for j in range(len(self.d_slots))]
         return self._pos
 
+    def _acc_order(self, W: int) -> tuple[np.ndarray, np.ndarray]:
+        """(gather, inverse) for W warps: ``rows.reshape(-1).take(gather)`` lists the accumulator elements
+        of rows (W, 16, N) as the registers hold them, (register, warp, lane, element low first)
+        (:meth:`_acc_positions`); ``take(inverse)`` of that order gives the rows back."""
+        cache = self.L.ext.setdefault("wgmma_acc_order", {})     # shared by the launch's wgmma instructions
+        key = (self.n, self.kind.d, W)
+        order = cache.get(key)
+        if order is None:
+            P = np.concatenate(self._acc_positions()).reshape(len(self.d_slots), 1, -1)
+            gather = (np.arange(W, dtype=np.int64)[None, :, None] * (16 * self.n) + P).reshape(-1)
+            inverse = np.empty_like(gather)
+            inverse[gather] = np.arange(gather.size)
+            if len(cache) > 8:
+                cache.clear()
+            order = cache[key] = (gather, inverse)
+        return order
+
     def _acc_read(self, lanes) -> np.ndarray:
         """The accumulators of the warps ``lanes`` (W, 32) as each warp's 16 rows (W, 16, N) of d's type."""
-        acc = np.dtype(_ACC[self.kind.d])
-        u = np.dtype(f"u{acc.itemsize}")
         flat = lanes.reshape(-1)
         W = lanes.shape[0]
-        out = np.empty((16 * self.n, W), u)                              # row order, warp innermost
-        for s, pos in zip(self.d_slots, self._acc_positions()):
-            out[pos] = self.L.regs[s][flat].view(u).reshape(W, -1).T
-        return out.T.view(acc).reshape(W, 16, self.n)
+        pick = _lane_picker(flat)
+        regs = np.stack([pick(self.L.regs[s]) for s in self.d_slots]).view(_ACC[self.kind.d])   # register order
+        return regs.reshape(-1).take(self._acc_order(W)[1]).reshape(W, 16, self.n)
 
     def _acc_write(self, lanes, rows: np.ndarray) -> None:
         """Write each warp's 16 rows (W, 16, N) back into its accumulator registers."""
         W = lanes.shape[0]
-        u = np.dtype(f"u{rows.dtype.itemsize}")
-        t = np.ascontiguousarray(rows.reshape(W, -1).view(u).T)          # (16 N, W)
-        flat = lanes.reshape(-1)
+        regs = np.ascontiguousarray(rows).reshape(-1).take(self._acc_order(W)[0])
+        regs = regs.view(np.uint32).reshape(len(self.d_slots), -1)                         # (R, W * 32)
+        pick = _lane_picker(lanes.reshape(-1))
         L = self.L
-        for s, pos in zip(self.d_slots, self._acc_positions()):
-            L.regs[s][flat] = np.ascontiguousarray(t[pos].T).view(np.uint32).reshape(-1)
+        for s, v in zip(self.d_slots, regs):
+            pick(L.regs[s], v)
             if L.poison:
-                L.reg_init[s][flat] = True
+                pick(L.reg_init[s], True)
 
     # ------------------------------------------------------------------ async bookkeeping and race checks
     def _fence_rule(self, st: _State, warps, lanes) -> None:

@@ -268,3 +268,73 @@ READ:
                          " ld.shared.u32 %q2, [buf];")
     _, arrays, _ = run_both(ptx.Module(fixed), "k", 1, 2, [src, np.zeros(64, np.int32)], arch="sm_90a", race=True)
     assert arrays[1][0] == 5
+
+
+_MANY = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .align 64 .b8 pmap[128], .param .u64 pt, .param .u64 pout, .param .u32 pbad) {
+ .reg .b32 %r<16>; .reg .b64 %rd<8>; .reg .pred %p<4>;
+ .shared .align 128 .b8 buf[1024];
+ .shared .align 8 .b8 bar[8];
+ mov.b64 %rd4, pmap;
+ cvta.param.u64 %rd3, %rd4;
+ ld.param.u64 %rd2, [pout];
+ ld.param.u32 %r9, [pbad];
+ mov.u32 %r1, %tid.x;
+ mov.u32 %r10, %ctaid.x;
+ setp.eq.u32 %p1, %r1, 0;
+ setp.lt.u32 %p3, %r1, 4;
+ @%p1 mbarrier.init.shared::cta.b64 [bar], 4;
+ bar.sync 0;
+ // threads 0..3 each load an 8x8 box at (x, y) = (ctaid - 1, 8 tid + 4 ctaid - 2) into buf + 256 tid
+ // (+ pbad for thread 2), all in one step
+ mul.lo.u32 %r11, %r1, 256;
+ mov.u32 %r12, buf;
+ add.u32 %r12, %r12, %r11;
+ setp.eq.u32 %p2, %r1, 2;
+ @%p2 add.u32 %r12, %r12, %r9;
+ sub.u32 %r13, %r10, 1;
+ shl.b32 %r14, %r1, 3;
+ shl.b32 %r15, %r10, 2;
+ add.u32 %r14, %r14, %r15;
+ sub.u32 %r14, %r14, 2;
+ @%p3 mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], 256;
+ @%p3 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r12], [%rd3, {%r13, %r14}], [bar];
+WAIT:
+ mbarrier.try_wait.parity.shared::cta.b64 %p2, [bar], 0;
+ @!%p2 bra WAIT;
+ // out[ctaid][256]: thread t copies words 4t..4t+3 of buf
+ shl.b32 %r2, %r1, 4;
+ mov.u32 %r3, buf;
+ add.u32 %r3, %r3, %r2;
+ ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [%r3];
+ mul.wide.u32 %rd5, %r10, 1024;
+ mul.wide.u32 %rd6, %r1, 16;
+ add.s64 %rd5, %rd5, %rd6;
+ add.s64 %rd6, %rd2, %rd5;
+ st.global.v4.u32 [%rd6], {%r4, %r5, %r6, %r7};
+ ret;
+}
+"""
+
+
+@pytest.mark.parametrize("bad", [0, 16])
+def test_many_tensor_loads_in_one_step(bad):
+    # 2 blocks x 4 threads issue their TMA loads in one step (one batch); with bad = 16 thread 2's
+    # destination is misaligned: the error names thread 2 of block 0, the first thread that fails
+    t = (np.arange(40 * 8, dtype=np.int32) * 5 - 11).reshape(40, 8)
+    out = np.full(512, -1, np.int32)
+    _, arrays, err = run_both(ptx.Module(_MANY), "k", 2, 64, [_map(40, 8), t, out, bad], arch="sm_90a",
+                              expect_error=bool(bad))
+    if bad:
+        assert isinstance(err, ptx.PtxMisalignedError)
+        assert "not 128-byte aligned (by block (0, 0, 0) thread (2, 0, 0))" in str(err)
+        return
+    padded = np.zeros((60, 20), np.int32)
+    padded[10:50, 10:18] = t
+    for b in range(2):
+        for j in range(4):
+            x, y = b - 1, 8 * j + 4 * b - 2
+            box = padded[10 + y:18 + y, 10 + x:18 + x]
+            assert np.array_equal(arrays[2][256 * b + 64 * j:256 * b + 64 * (j + 1)], box.reshape(-1)), (b, j)
