@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from refsim._validate import require_fields
+from refsim._validate import require_bounded, require_dtype_arg, require_fields, require_instance, require_int
 from refsim.errors import FormatRuleError
 from refsim.ptx import barriers, checks, dispatch, hopper, limits, loops, memory_ops, scheduler
 from refsim.ptx.errors import error
@@ -53,14 +53,29 @@ DEFAULT_MAX_WARP_INSTRUCTIONS = 10**9
 
 
 
+#: the dtypes a register row can have (refsim.ptx.operands.dtype: predicates, 8..64-bit integers and floats)
+_REGISTER_DTYPES = (np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16, np.int32, np.int64,
+                    np.float16, np.float32, np.float64)
+
+
 def zero_registers(dtypes, T: int) -> list:
     """One zeroed C-contiguous (T,) array per entry of ``dtypes`` (NumPy dtypes), the rows of one block
     per dtype: a kernel declares thousands of registers, and one allocation per dtype costs a fraction
     of one per register (the pages are zeroed when first touched)."""
-    T = int(T)
-    if T < 0:
-        raise FormatRuleError(f"T: must be >= 0; got {T}")
-    dtypes = [np.dtype(d) for d in dtypes]
+    T = require_int("T", T, minimum=0)
+    dtypes = list(require_instance("dtypes", dtypes, (list, tuple)))
+    checked = {}                                   # a kernel declares thousands of registers of a few dtypes
+    out_dtypes = []
+    for d in dtypes:
+        if isinstance(d, type) and d in checked:
+            out_dtypes.append(checked[d])
+            continue
+        dt = require_dtype_arg("dtypes: element", d, _REGISTER_DTYPES)
+        if isinstance(d, type):
+            checked[d] = dt
+        out_dtypes.append(dt)
+    dtypes = out_dtypes
+    require_bounded("registers x threads", len(dtypes) * T)
     blocks = {d: np.zeros((sum(1 for x in dtypes if x == d), T), d) for d in set(dtypes)}
     seen = dict.fromkeys(blocks, 0)
     out = []
@@ -68,6 +83,7 @@ def zero_registers(dtypes, T: int) -> list:
         out.append(blocks[d][seen[d]])
         seen[d] += 1
     return out
+
 
 @dataclass
 class LaunchStats:
