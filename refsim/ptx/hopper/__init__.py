@@ -4,9 +4,11 @@ state (refsim.ptx.engine.Launch) and run by both executors.
 Spec
 ----
 modules         mbarrier.py   ``mbarrier.*``: transaction barriers in shared memory, a side table of
-                              their state, the waits' yield and deadlock naming
+                              their state, the waits' yield and deadlock naming,
+                              arrivals on another CTA's barrier (``.shared::cluster``)
                 bulk.py       ``cp.async.bulk`` / ``cp.reduce.async.bulk`` / ``cp.async.bulk.tensor``
-                              (tile mode) and their bulk groups: the async proxy's copies
+                              (tile mode, ``.multicast::cluster`` to a CTA mask) and their bulk groups:
+                              the async proxy's copies
                 tensormap.py  ``tensormap.replace``, ``tensormap.cp_fenceproxy``: kernels editing tensor maps
                 warp.py       ``elect.sync``, ``griddepcontrol``
                 wgmma.py      ``wgmma.mma_async`` (every dense kind of refsim.arith.wgmma), ``wgmma.fence``,

@@ -30,9 +30,18 @@ batched         the tensor copies of one step run together: every check first (n
                 each thread's complete_tx in thread order. Where a check fails the step reruns thread by
                 thread, so the error raised is the first failing thread's, with the earlier threads'
                 copies done, as if the threads ran one after another.
+multicast       ``.multicast::cluster`` on the global -> shared loads (``cp.async.bulk`` and ``cp.async.bulk.tensor``,
+                the operand ``ctaMask`` (b16) after ``[mbar]``): the data lands at the same offset ``d`` of
+                the shared memory of every CTA whose ``%cluster_ctarank`` bit is set in ctaMask, in rank
+                order, and each such CTA's mbarrier at the same offset ``mbar`` gets ``complete_tx`` of the
+                bytes it received (PTX ISA, "cp.async.bulk.tensor": "multicast to the same CTA-relative
+                offset ... the mbarrier signal is also multicast"). The poison and race marking of each
+                destination's bytes is the non-multicast copy's, with that CTA's barrier. A mask bit at or
+                above ``%cluster_nctarank``, an empty mask, or a destination CTA that has exited:
+                PtxMemoryError naming the mask.
 hints           ``.L2::cache_hint`` (its policy operand) is accepted and ignored.
-refused         ``.multicast::cluster`` (clusters come later), im2col mode, tensor reductions,
-                ``.shared::cluster`` destinations of another CTA.
+refused         im2col mode, tensor reductions, ``.shared::cluster`` destinations of another CTA without
+                ``.multicast::cluster``, multicast of stores or shared -> shared copies.
 """
 
 from __future__ import annotations
@@ -78,12 +87,13 @@ def _shared(L, t: int, a: int, n: int) -> np.ndarray:
     return L.shared[base:base + n]
 
 
-def _landed(L, ins, t: int, flat: np.ndarray, bar: int) -> None:
-    """An async-proxy copy wrote the shared bytes ``flat`` (flat indices) for thread ``t``, completing on
-    the barrier at ``bar``: poison marks them written; race tracks them until that phase is observed."""
+def _landed(L, ins, t: int, flat: np.ndarray, bar: int, slot: int) -> None:
+    """An async-proxy copy issued by thread ``t`` wrote the shared bytes ``flat`` (flat indices) of block
+    slot ``slot``, completing on that block's barrier at ``bar``: poison marks them written; race tracks
+    them until that phase is observed."""
     if L.poison:
         L.shared_init[flat] = True
-    mbarrier.copy_landed(L, ins, t, bar, flat)
+    mbarrier.copy_landed(L, ins, t, bar, flat, slot)
 
 
 def _async_read(L, ins, t: int, flat: np.ndarray) -> None:
@@ -115,8 +125,6 @@ def build(L, ins: Instruction, idx: int):
     """The step function of one ``cp.async.bulk*`` / ``cp.reduce.async.bulk*`` instruction."""
     mods = set(ins.mods)
     where = L.where(ins)
-    if "multicast::cluster" in mods:
-        raise PtxUnsupportedError(f"{where}: .multicast::cluster is not supported yet (clusters come later)")
     if mods & {"im2col", "im2col::w", "im2col::w::128", "gather4", "scatter4"}:
         raise PtxUnsupportedError(f"{where}: only the tile mode of cp.async.bulk.tensor is supported")
     if "prefetch" in mods:
@@ -131,13 +139,37 @@ def build(L, ins: Instruction, idx: int):
     ops = list(ins.operands)
     if "L2::cache_hint" in mods:
         ops = ops[:-1]                                 # the cache policy: accepted, no effect
+    mask_of = None
+    if "multicast::cluster" in mods:
+        if "reduce" in mods or "mbarrier::complete_tx::bytes" not in mods or _direction(ins) != "g2s" or not ops:
+            raise PtxUnsupportedError(f"{where}: .multicast::cluster is defined on global -> shared::cluster loads "
+                                      f"completing on an mbarrier only")
+        mask_of, ops = reader(L, ops[-1], "b16", ins), ops[:-1]
     if "tensor" in mods:
         if "reduce" in mods:
             raise PtxUnsupportedError(f"{where}: cp.reduce.async.bulk.tensor is not supported yet")
-        return _tensor(L, ins, ops, mods)
+        return _tensor(L, ins, ops, mods, mask_of)
     if "reduce" in mods:
         return _reduce(L, ins, ops, mods)
-    return _copy(L, ins, ops, mods)
+    return _copy(L, ins, ops, mods, mask_of)
+
+
+def _destinations(L, ins, t: int, mask_of) -> list[int]:
+    """The block slots a global -> shared copy issued by thread ``t`` lands in: its own, or with
+    ``.multicast::cluster`` those of the CTAs whose rank bit is set in ctaMask (module spec)."""
+    if mask_of is None:
+        return [int(L.slot_of[t])]
+    from refsim.ptx.hopper import dsmem
+
+    one = np.asarray([t])
+    mask = int(np.broadcast_to(mask_of(one), (1,))[0]) & 0xFFFF
+    n = int(L.cluster[0] * L.cluster[1] * L.cluster[2])
+    if mask == 0 or mask >> n:
+        bad = "names no CTA" if mask == 0 else (f"names CTA rank {(mask >> n).bit_length() + n - 1} of the cluster, "
+                                                f"which has {n} CTA(s) (ranks 0..{n - 1})")
+        raise PtxMemoryError(f"{L.where(ins)}: .multicast::cluster ctaMask 0x{mask:04x} {bad} (by {L.who(t)})")
+    ranks = np.asarray([r for r in range(n) if mask >> r & 1], np.int64)
+    return dsmem.slots_of_ranks(L, ins, np.full(len(ranks), t), ranks).tolist()
 
 
 def _direction(ins):
@@ -153,7 +185,7 @@ def _direction(ins):
     return "s2s" if spaces[1] in ("shared::cta", "shared") else None
 
 
-def _copy(L, ins, ops, mods):
+def _copy(L, ins, ops, mods, mask_of=None):
     where = L.where(ins)
     direction = _direction(ins)
     if direction is None:
@@ -190,10 +222,11 @@ def _copy(L, ins, ops, mods):
                     ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
                     _async_read(L, ins, t, int(L.slot_of[t]) * L.shared_stride + ss + np.arange(n))
                     data = _shared(L, t, ss, n).copy()
-                _shared(L, t, sd, n)[:] = data
-                base = int(L.slot_of[t]) * L.shared_stride
-                _landed(L, ins, t, base + sd + np.arange(n), bar)
-                mbarrier.complete_tx(L, ins, t, bar, n)
+                for slot in _destinations(L, ins, t, mask_of):
+                    base = slot * L.shared_stride
+                    L.shared[base + sd:base + sd + n] = data
+                    _landed(L, ins, t, base + sd + np.arange(n), bar, slot)
+                    mbarrier.complete_tx(L, ins, t, bar, n, slot)
             else:
                 ss = int(mbarrier.shared_offsets(L, ins, s_of, one, n, 16, "cp.async.bulk source", "shared")[0])
                 _async_read(L, ins, t, int(L.slot_of[t]) * L.shared_stride + ss + np.arange(n))
@@ -301,7 +334,7 @@ def _physical(L, s: int, n: int, swizzle: str) -> tuple[np.ndarray, np.ndarray |
     return plan
 
 
-def _tensor(L, ins, ops, mods):
+def _tensor(L, ins, ops, mods, mask_of=None):
     where = L.where(ins)
     rank = next((int(m[0]) for m in ins.mods if len(m) == 2 and m[1] == "d" and m[0] in "12345"), None)
     load = "mbarrier::complete_tx::bytes" in mods
@@ -315,8 +348,8 @@ def _tensor(L, ins, ops, mods):
     def plan(th):
         """Every check of the copies of threads ``th`` (raising for a bad one) and what they move, as
         groups of threads naming one map: (threads, map, corners, box bytes, box data (loads), each
-        thread's shared base, box offset and :func:`_physical` plan, barrier offsets (loads)). No side
-        effects."""
+        thread's shared base, box offset and :func:`_physical` plan, barrier offsets (loads), each
+        thread's destination block slots (loads: its own, or the multicast mask's)). No side effects."""
         maps = np.broadcast_to(map_of(th), th.shape).astype(np.uint64)
         corners = np.stack([np.broadcast_to(c(th), th.shape).astype(np.uint32).view(np.int32) for c in coord_of], 1)
         groups = []
@@ -336,15 +369,15 @@ def _tensor(L, ins, ops, mods):
             base = L.slot_of[ts] * L.shared_stride
             phys = [_physical(L, x, n, m.swizzle) for x in s.tolist()]
             bars = mbarrier.shared_offsets(L, ins, ops[2], ts, 8, 8, "mbarrier", "shared") if load else None
-            groups.append((ts, m, corners[sel], n, box, base, s, phys, bars))
+            dests = [_destinations(L, ins, t, mask_of) for t in ts.tolist()] if load else None
+            groups.append((ts, m, corners[sel], n, box, base, s, phys, bars, dests))
         return groups
 
     def apply(groups):
-        for ts, m, corners, n, box, base, s, phys, bars in groups:
-            flat = [b + p for b, (p, _) in zip(base.tolist(), phys)] if not load or L.poison or L.async_bid is not None \
-                else None                                   # flat .shared indices of each thread's bytes
+        for ts, m, corners, n, box, base, s, phys, bars, dests in groups:
             if load:                # the copies land in thread order (a later box wins a shared byte)
                 data = box.view(np.uint8).reshape(len(ts), -1)
+                windows = None
                 if all(order is not None for _, order in phys):      # each box fills its window: slices
                     rows = {}
                     for i, (_, order) in enumerate(phys):
@@ -353,18 +386,24 @@ def _tensor(L, ins, ops, mods):
                     for order, idx in rows.values():
                         for i, w in zip(idx, data[idx].take(order, axis=1)):
                             windows[i] = w
-                    for start, w in zip((base + s).tolist(), windows):
-                        L.shared[start:start + n] = w
-                else:
-                    L.shared[np.stack([b + p for b, (p, _) in zip(base.tolist(), phys)])] = data
+                for i, (x, (p, _)) in enumerate(zip(s.tolist(), phys)):
+                    for slot in dests[i]:
+                        b = slot * L.shared_stride
+                        if windows is not None:
+                            L.shared[b + x:b + x + n] = windows[i]
+                        else:
+                            L.shared[b + p] = data[i]
                 L.stats.global_bytes_read += n * len(ts)
+                track = L.poison or L.async_bid is not None
                 for i, (t, bar) in enumerate(zip(ts.tolist(), bars.tolist())):
-                    if flat is not None:
-                        _landed(L, ins, t, flat[i], bar)
-                    mbarrier.complete_tx(L, ins, t, bar, n)
+                    for slot in dests[i]:
+                        if track:
+                            _landed(L, ins, t, slot * L.shared_stride + phys[i][0], bar, slot)
+                        mbarrier.complete_tx(L, ins, t, bar, n, slot)
             else:
                 esize = tensor_map.DATA_TYPES[m.data_type][1]
-                for t, f, c in zip(ts.tolist(), flat, corners.tolist()):
+                for t, b, (p, _), c in zip(ts.tolist(), base.tolist(), phys, corners.tolist()):
+                    f = b + p                                # flat .shared indices of the thread's bytes
                     _async_read(L, ins, t, f)
                     _store_box(L, ins, t, m, c, L.shared[f], esize)
 

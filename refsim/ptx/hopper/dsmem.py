@@ -43,7 +43,7 @@ from refsim.ptx.memory import SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.operands import reader, writer
 from refsim.ptx.parse import Instruction
 
-__all__ = ["RANK_UNIT", "MAX_RANKS", "mapa", "flat_offsets", "python_access", "has_generic_mapa"]
+__all__ = ["RANK_UNIT", "MAX_RANKS", "mapa", "flat_offsets", "slots_of_ranks", "python_access", "has_generic_mapa"]
 
 #: the span of one CTA's window in refsim's ``.shared::cluster`` addresses (module spec)
 RANK_UNIT = 1 << 24
@@ -106,8 +106,9 @@ def _decode(L, ins, th: np.ndarray, a: np.ndarray, what: str) -> tuple[np.ndarra
     return rank, a % np.uint64(RANK_UNIT)
 
 
-def _slots_of_ranks(L, ins, th: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """The block slot holding CTA ``rank`` (-1: the thread's own) of each thread's cluster."""
+def slots_of_ranks(L, ins, th: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """The block slot (int64) holding CTA ``rank`` (int64, -1: the thread's own) of the cluster of each thread
+    of ``th`` (same shape); a CTA that has exited is a PtxMemoryError (its shared memory is gone)."""
     own = L.slot_of[th]
     if not (rank >= 0).any():
         return own
@@ -136,7 +137,7 @@ def flat_offsets(L, ins, sel, mask: np.ndarray, addr: np.ndarray, nbytes: int) -
     module spec checked (alignment is checked by the caller, refsim.ptx.memory_ops.resolve)."""
     th = L.threads(sel)[mask]
     rank, off = _decode(L, ins, th, addr[mask], f"{nbytes}-byte .shared::cluster access")
-    slot = _slots_of_ranks(L, ins, th, rank)
+    slot = slots_of_ranks(L, ins, th, rank)
     bad = off + np.uint64(nbytes) > np.uint64(L.shared_size)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])

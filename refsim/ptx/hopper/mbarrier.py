@@ -27,11 +27,22 @@ waits           ``mbarrier.test_wait`` / ``try_wait`` ``{.parity}{.acquire.cta}.
                 naming the barrier (symbol, address, phase, counts) and the waiting warps.
 pending_count   ``mbarrier.pending_count.b64 n, state``: the pending count held in the token.
 inval           ``mbarrier.inval [a]``: the barrier is no longer live (may be initialised again).
+remote          ``mbarrier.arrive{.expect_tx}{_drop}{.release}{.cta,.cluster}.shared::cluster.b64 _, [a]{, count|tx}``
+                (the state operand must be the sink ``_``, as the ISA requires) and
+                ``mbarrier.{expect_tx,complete_tx}...shared::cluster.b64 [a], tx``: ``a`` is a
+                ``.shared::cluster`` address (refsim.ptx.hopper.dsmem's encoding, as ``mapa`` forms it), the
+                barrier the one at that offset of the CTA it names (its own CTA below 2**24); the rules
+                and errors are the local ones, acting on the target CTA's side-table entry (key: the
+                target block). A warp of the target CTA waiting on the barrier sees the phase complete
+                at its next try, as after a local arrive (the yield rule, refsim.ptx.scheduler). An
+                address naming a rank outside the cluster or a CTA that has exited: PtxMemoryError
+                (refsim.ptx.hopper.dsmem.flat_offsets). ``init``, ``inval`` and the waits act on the
+                executing CTA's barriers only (``.shared::cluster`` is not in their ISA forms).
 refused         (PtxBarrierError, naming kernel, line and the rule) an operation on an address with no
                 live barrier, init of a live barrier, more arrivals than pending, a tx-count out of
                 range; (PtxMisalignedError) an address not 8-byte aligned; (PtxMemoryError) outside
-                the block's shared memory; (PtxUnsupportedError) ``.shared::cluster`` arrivals on
-                another CTA's barrier and ``.noComplete`` (clusters come later).
+                the block's shared memory; (PtxUnsupportedError) ``.noComplete``, a ``.shared::cluster``
+                arrive with a state register, ``.shared::cluster`` init/inval/waits.
 """
 
 from __future__ import annotations
@@ -125,8 +136,10 @@ def _name(L, addr: int) -> str:
     return f".shared 0x{addr:x}"
 
 
-def _live(L, ins, t: int, addr: int) -> Barrier:
-    b = _table(L).get((_block(L, t), addr))
+def _live(L, ins, t: int, addr: int, slot=None) -> Barrier:
+    """The live barrier at ``.shared`` ``addr`` of block slot ``slot`` (default: thread ``t``'s)."""
+    block = _block(L, t) if slot is None else int(L.slot_block[slot])
+    b = _table(L).get((block, addr))
     if b is None:
         raise PtxBarrierError(f"{L.where(ins)}: no initialised mbarrier at {_name(L, addr)} "
                               f"(by {L.who(t)}; mbarrier.init it first)")
@@ -142,30 +155,54 @@ def _tx(L, ins, b: Barrier, delta: int, addr: int, t) -> None:
     b.tx = tx
 
 
-def complete_tx(L, ins: Instruction, t: int, addr: int, nbytes: int) -> None:
-    """The copy engine's ``complete_tx`` of ``nbytes`` on the barrier at ``.shared`` ``addr`` of thread
-    ``t``'s block (a bulk or tensor copy issued by ``t`` has landed)."""
-    b = _live(L, ins, t, addr)
+def complete_tx(L, ins: Instruction, t: int, addr: int, nbytes: int, slot=None) -> None:
+    """The copy engine's ``complete_tx`` of ``nbytes`` on the barrier at ``.shared`` ``addr`` of block slot
+    ``slot`` (default: thread ``t``'s block; a bulk or tensor copy issued by ``t`` has landed there)."""
+    b = _live(L, ins, t, addr, slot)
     _tx(L, ins, b, -nbytes, addr, t)
     b.check_complete()
     L.progress += 1
 
 
 def _mods(ins) -> set:
-    return {m for m in ins.mods if m not in ("shared", "shared::cta", "release", "acquire", "relaxed", "cta", "cluster")}
+    return {m for m in ins.mods if m not in ("shared", "shared::cta", "shared::cluster", "release", "acquire",
+                                             "relaxed", "cta", "cluster")}
+
+
+def _cluster_targets(L, ins: Instruction, op, sel, nbytes: int, align: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(slots, offsets): the block slot and ``.shared`` offset (int64, one per thread of ``sel``) of the
+    ``.shared::cluster`` address operand ``op`` (refsim.ptx.hopper.dsmem's encoding), each checked:
+    ``align``-aligned (PtxMisalignedError), the rank in the cluster, the CTA live and ``[off, off +
+    nbytes)`` inside its shared memory (PtxMemoryError, refsim.ptx.hopper.dsmem.flat_offsets)."""
+    from refsim.ptx.hopper import dsmem
+
+    th = L.threads(sel)
+    a = np.broadcast_to(address(L, op, ins, "shared")(sel), th.shape).astype(np.uint64)
+    mis = a % np.uint64(align) != 0
+    if mis.any():
+        bad = int(np.flatnonzero(mis)[0])
+        raise PtxMisalignedError(f"{L.where(ins)}: {what} at .shared::cluster address 0x{int(a[bad]):x} is not "
+                                 f"{align}-byte aligned (by {L.who(int(th[bad]))})")
+    flat = dsmem.flat_offsets(L, ins, sel, np.ones(th.shape, bool), a, nbytes).astype(np.int64)
+    return flat // L.shared_stride, flat % L.shared_stride
 
 
 def build(L, ins: Instruction, idx: int):
     """The step function of one ``mbarrier`` instruction (forms: the module spec)."""
     mods = _mods(ins)
-    if "shared::cluster" in ins.mods or "noComplete" in mods:       # a .cluster scope alone is fine
-        raise PtxUnsupportedError(f"{L.where(ins)}: mbarrier on a cluster's shared memory (.shared::cluster) or "
-                                  f".noComplete is not supported yet (clusters come later)")
+    if "noComplete" in mods:
+        raise PtxUnsupportedError(f"{L.where(ins)}: mbarrier .noComplete is not supported")
     kind = next((k for k in ("init", "inval", "arrive_drop", "arrive", "expect_tx", "complete_tx", "test_wait",
                              "try_wait", "pending_count") if k in mods), None)
     if kind is None:
         raise PtxUnsupportedError(f"{L.where(ins)}: unknown mbarrier form")
     ops = ins.operands
+    remote = "shared::cluster" in ins.mods
+    if remote and (kind not in ("arrive", "arrive_drop", "expect_tx", "complete_tx")
+                   or (kind in ("arrive", "arrive_drop") and ops[0] != ("sink",))):
+        raise PtxUnsupportedError(f"{L.where(ins)}: mbarrier on .shared::cluster: refsim executes (as the PTX ISA "
+                                  f"defines) arrive{{.expect_tx}}/arrive_drop with the sink _ as state, expect_tx and "
+                                  f"complete_tx")
     if kind == "pending_count":
         src, dst = reader(L, ops[1], "b64", ins), writer(L, ops[0], "u32", ins)
         return lambda sel: dst(sel, ((src(sel) >> np.uint64(32)) & np.uint64(MAX_COUNT)).astype(np.uint32))
@@ -182,12 +219,15 @@ def build(L, ins: Instruction, idx: int):
 
     def run(sel):
         th = L.threads(sel)
-        addrs = shared_offsets(L, ins, a_op, sel, 8, 8, "mbarrier")
+        if remote:
+            slots, addrs = _cluster_targets(L, ins, a_op, sel, 8, 8, "mbarrier")
+        else:
+            slots, addrs = L.slot_of[th], shared_offsets(L, ins, a_op, sel, 8, 8, "mbarrier")
         vals = np.broadcast_to(arg(sel), th.shape).astype(np.int64) if arg is not None else None
         table = _table(L)
         tokens = np.zeros(th.shape, np.uint64)
-        for i, (t, a) in enumerate(zip(th.tolist(), addrs.tolist())):
-            key = (_block(L, t), a)
+        for i, (t, a, slot) in enumerate(zip(th.tolist(), addrs.tolist(), slots.tolist())):
+            key = (int(L.slot_block[slot]), a)
             if kind == "init":
                 if key in table:
                     raise PtxBarrierError(f"{L.where(ins)}: mbarrier.init of the live mbarrier at {_name(L, a)} "
@@ -205,7 +245,7 @@ def build(L, ins: Instruction, idx: int):
                 _flat = int(L.slot_of[t]) * L.shared_stride + a
                 L.hbytes[_flat:_flat + 8] |= 1                    # a live barrier's bytes
                 continue
-            b = _live(L, ins, t, a)
+            b = _live(L, ins, t, a, slot)
             if kind == "inval":
                 del table[key]
                 _flat = int(L.slot_of[t]) * L.shared_stride + a
@@ -274,13 +314,14 @@ def _wait(L, ins, a_op, wait_arg, out, parity: bool):
     return run
 
 
-def copy_landed(L, ins, t: int, addr: int, flat: np.ndarray) -> None:
+def copy_landed(L, ins, t: int, addr: int, flat: np.ndarray, slot=None) -> None:
     """Under race: the shared bytes ``flat`` (flat indices) were written by an async-proxy copy that
-    completes on the barrier at ``addr`` of thread ``t``'s block in its current phase; a generic access
-    to them by a thread that has not observed that phase complete is a race (checks.hopper_access)."""
+    completes on the barrier at ``addr`` of block slot ``slot`` (default: thread ``t``'s) in its current
+    phase; a generic access to them by a thread that has not observed that phase complete is a race
+    (checks.hopper_access)."""
     if L.async_bid is None:
         return
-    b = _live(L, ins, t, addr)
+    b = _live(L, ins, t, addr, slot)
     L.async_bid[flat] = b.d
     L.async_phase[flat] = b.phase
 

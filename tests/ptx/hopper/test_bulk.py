@@ -94,8 +94,8 @@ _HEAD = """.version 8.0
 
 
 @pytest.mark.parametrize("line, cls, words", [
-    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [buf], [%rd1], 16, [bar], %rs1;",
-     ptx.PtxUnsupportedError, "multicast"),
+    ("cp.async.bulk.global.shared::cta.bulk_group.multicast::cluster [%rd2], [buf], 16, %rs1;",
+     ptx.PtxUnsupportedError, ".multicast::cluster is defined on global -> shared::cluster loads"),
     ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
      "add.f32"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+8], [%rd1], 16, [bar];",
@@ -338,3 +338,40 @@ def test_many_tensor_loads_in_one_step(bad):
             x, y = b - 1, 8 * j + 4 * b - 2
             box = padded[10 + y:18 + y, 10 + x:18 + x]
             assert np.array_equal(arrays[2][256 * b + 64 * j:256 * b + 64 * (j + 1)], box.reshape(-1)), (b, j)
+
+
+# ------------------------------------------------------------------ .multicast::cluster (hopper_multicast.cu)
+@pytest.fixture(scope="module")
+def multicast_mod():
+    return ptx.Module((Path(__file__).parents[1] / "kernels" / "hopper_multicast.ptx").read_text())
+
+
+def _multicast(mod, mask, tensor_copy, skip_wait=0, **options):
+    t = (np.arange(64, dtype=np.int32) * 3 + 1).reshape(8, 8)
+    args = [_map(8, 8), t, mask, tensor_copy, skip_wait, np.zeros(128, np.int32)]
+    return t, run_both(mod, "multicast", 2, 32, args, arch="sm_90a", cluster=2, **options)
+
+
+@pytest.mark.parametrize("mask", [3, 2, 1])
+@pytest.mark.parametrize("tensor_copy", [1, 0])
+def test_multicast_lands_in_every_cta_of_the_mask(multicast_mod, mask, tensor_copy):
+    # CTA 0 issues the copy; each CTA whose bit is set waits on its own barrier (complete_tx of 256 bytes)
+    t, (_, arrays, _) = _multicast(multicast_mod, mask, tensor_copy, race=True, poison=True)
+    out = arrays[5].reshape(2, 64)
+    for rank in range(2):
+        want = t.reshape(-1) if mask >> rank & 1 else np.full(64, -1, np.int32)
+        assert np.array_equal(out[rank], want), (rank, out[rank])
+
+
+def test_multicast_mask_bit_outside_the_cluster_is_named(multicast_mod):
+    _, (_, _, err) = _multicast(multicast_mod, 5, 1, expect_error=True)
+    assert type(err) is ptx.PtxMemoryError, repr(err)
+    assert ("kernel multicast, PTX line" in str(err) and ".multicast::cluster ctaMask 0x0005 names CTA rank 2 of the "
+            "cluster, which has 2 CTA(s) (ranks 0..1) (by block (0, 0, 0) thread (0, 0, 0))" in str(err)), str(err)
+
+
+def test_multicast_bytes_are_async_writes_of_each_destination(multicast_mod):
+    # CTA 1 reads its tile without waiting on its own barrier: the bytes the copy wrote there are a race
+    _, (_, _, err) = _multicast(multicast_mod, 3, 1, skip_wait=1, race=True, expect_error=True)
+    assert type(err) is ptx.PtxRaceError and "block (1, 0, 0)" in str(err), str(err)
+    assert "has not observed the mbarrier phase that completes the copy" in str(err), str(err)
