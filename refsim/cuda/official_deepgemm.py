@@ -32,9 +32,9 @@ global memory   the tensor maps hold global addresses: the maps' buffers a, b, d
                 parameters but the launch's extra buffers (``Module.launch(..., buffers=Prepared.buffers)``),
                 whose addresses :func:`refsim.ptx.buffer_addresses` gives before the launch, whatever the
                 arguments and module variables; sfb is the pointer argument (placed by the launch).
-status          :func:`deepgemm_fp8_gemm` runs it through refsim.ptx where refsim.ptx executes every
-                instruction of it; else it raises the :class:`refsim.ptx.PtxUnsupportedError` that names the
-                first one it refuses.
+status          :func:`deepgemm_fp8_gemm` runs it through refsim.ptx (both executors), bit for bit with
+                :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm` (tests/cuda/test_official_deepgemm.py;
+                the layer size: bench/bench_deepgemm.py).
 """
 
 from __future__ import annotations

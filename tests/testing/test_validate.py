@@ -213,6 +213,5 @@ def test_the_hopper_kernels_are_kernel_cases_at_sm_90_only():
         assert v.applicable(c, "gpu", "sm_90") and not v.applicable(c, "gpu", "sm_80")
     res = v.run_case(dg, "gpu", "sm_90")          # DeepGEMM's launcher has no gpu path: a named refusal
     assert res.verdict == "error" and "runs through refsim.ptx only" in res.detail
-    res = v.run_case(hop, "ptx", None)
-    if res.verdict != "bit-identical":            # refsim.ptx does not run it yet: the instruction is named
-        assert res.verdict == "not-run" and "kernel hopper_w4a16_gemm" in res.detail and "PTX line" in res.detail
+    res = v.run_case(hop, "ptx", None)           # refsim.ptx runs the Hopper kernel: the emulator's bits
+    assert res.verdict == "bit-identical", res.detail
