@@ -37,7 +37,7 @@ import numpy as np
 
 from refsim._validate import (require_bool, require_callable, require_choice, require_float_array, require_instance, require_names,
                               require_path)
-from refsim.errors import CheckpointError, FormatRuleError
+from refsim.errors import FormatRuleError
 from refsim.io.ct_float import CTFP4Layer, CTFP8Layer
 from refsim.quant import ct_fp4
 from refsim.quant import fp8 as fp8_quant
@@ -156,7 +156,7 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
     from refsim.io.compressed_tensors import ct_quantization_config
     from refsim.io.output import atomic_output_dir
     from refsim.io.layer_select import emitted_ignore, select_layers
-    from refsim.io.readers import open_checkpoint
+    from refsim.io.readers import open_unquantized
 
     model = require_path("model", model)
     require_path("out", out)
@@ -179,10 +179,7 @@ def quantize_float_model(model, out, preset: str, *, layers: str | None = None, 
                               f"inputs); got {calib!r}")
     t0 = time.perf_counter()
     with atomic_output_dir(out) as tmp:
-        src = open_checkpoint(model)
-        if src.format != "fp":
-            raise CheckpointError(f"{model}: quantize needs an unquantized (FP) safetensors model; got a "
-                                  f"{src.format} checkpoint")
+        src = open_unquantized(model)
         all_names = src.layer_names()
         names = select_layers(all_names, layers, ignore, model)
         weights, dtypes = {}, set()

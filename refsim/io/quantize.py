@@ -56,13 +56,13 @@ import numpy as np
 from refsim._validate import (native_contiguous, require_bool, require_callable, require_choice, require_dtype, require_fields,
                               require_finite, require_float_array, require_instance, require_int, require_ndim,
                               require_path, require_shape)
-from refsim.errors import CheckpointError, DtypeError, FormatRuleError, NonFiniteError, ShapeError
+from refsim.errors import DtypeError, FormatRuleError, NonFiniteError, ShapeError
 from refsim.formats import awq as awq_format
 from refsim.formats import gptq as gptq_format
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.formats import uniform
 from refsim.io.layer_select import DEFAULT_IGNORE, emitted_ignore, select_layers
-from refsim.io.readers import open_checkpoint
+from refsim.io.readers import open_unquantized
 from refsim.io.containers import AnyPrecisionLayer, AtomLayerFile, FPReader, Mixed2416Layer, write_anyprec, write_refsim
 from refsim.io.gptq import AWQLayer, GPTQLayer, write_awq, write_gptq
 from refsim.io.output import atomic_output_dir
@@ -379,10 +379,7 @@ def quantize_model(model: str | os.PathLike, out: str | os.PathLike, options: Qu
     kind, source, tokens = calibrate.parse_calib(calib)
     model, out_path = Path(model), Path(out)
     with atomic_output_dir(out_path) as tmp:
-        src = open_checkpoint(model)
-        if src.format != "fp":
-            raise CheckpointError(f"{model}: quantize needs an unquantized (FP) safetensors model; got a "
-                                  f"{src.format} checkpoint (use 'refsim convert')")
+        src = open_unquantized(model)
         all_names = src.layer_names()
         family = model_family(model, src.tensor_names())
         if calib == "auto" and (family is None or options.method == "rtn"):
@@ -510,10 +507,7 @@ def _quantize_bnb(model: Path, out: Path, options: QuantizeOptions, kind: str, d
     if calib not in ("auto", "none"):
         raise FormatRuleError(f"calib: bitsandbytes 4-bit quantizes weights without calibration; got {calib!r}")
     with atomic_output_dir(out) as tmp:
-        src = open_checkpoint(model)
-        if src.format != "fp":
-            raise CheckpointError(f"{model}: quantize needs an unquantized (FP) safetensors model; got a "
-                                  f"{src.format} checkpoint (use 'refsim convert')")
+        src = open_unquantized(model)
         all_names = src.layer_names()
         family = model_family(model, src.tensor_names())
         names = select_layers(all_names, layers, ignore, model)

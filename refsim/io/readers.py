@@ -23,7 +23,7 @@ from refsim.io.fp8_block import FP8BlockReader
 from refsim.io.gguf_file import GGUFCheckpoint
 from refsim.io.gptq import AWQReader, GPTQReader
 
-__all__ = ["detect", "open_checkpoint", "READERS", "DETECTION_ORDER"]
+__all__ = ["detect", "open_checkpoint", "open_unquantized", "READERS", "DETECTION_ORDER"]
 
 #: formats named by ``refsim_checkpoint.json``
 _REFSIM_FORMATS = ("marlin", "qigen", "atom", "mixed_2_4_16")
@@ -86,5 +86,16 @@ def open_checkpoint(path: str | os.PathLike) -> "Checkpoint":
     path = require_path("path", path)
     fmt = detect(path)
     return READERS[fmt](path)
+
+
+def open_unquantized(path: str | os.PathLike) -> "Checkpoint":
+    """:func:`open_checkpoint` for a quantizer's source: an unquantized (FP) safetensors model; any other
+    format -> CheckpointError naming the format found (the one rule every ``quantize`` writer applies)."""
+    ck = open_checkpoint(path)
+    if ck.format != "fp":
+        ck.close()
+        raise CheckpointError(f"{path}: quantize needs an unquantized (FP) safetensors model; got a "
+                              f"{ck.format} checkpoint (use 'refsim convert')")
+    return ck
 
 

@@ -306,6 +306,7 @@ def seeds(fs) -> dict:
             view=lambda r: dataclasses.replace(r, seconds=0.0, peak_bytes=None)),      # measured, not computed
         "refsim.io.readers.detect": lambda: call(str(refsim_dir("marlin"))),
         "refsim.io.readers.open_checkpoint": lambda: call(str(gptq_dir())),
+        "refsim.io.readers.open_unquantized": lambda: call(str(fp_dir())),
         "refsim.io.tensors.TensorFile": lambda: call(str(tensors_file())),
         "refsim.io.output.check_output_dir": lambda: call(str(Path.cwd() / "fuzz-new-output")),
         # ---- writers, each call into a new folder ------------------------------------------------
