@@ -42,6 +42,7 @@ import numpy as np
 
 from refsim._validate import require_choice, require_dtype, require_finite, require_ndim, require_shape
 from refsim.formats import minifloat, mx
+from refsim.formats.gguf_legacy import _check_blocks
 
 __all__ = ["FP4_TYPES", "QUANTIZABLE", "KVALUES_MXFP4", "e8m0_half", "ue4m3_half", "dequantize_blocks",
            "dequantize_blocks_reference", "quantize_blocks", "quantize_blocks_reference"]
@@ -74,18 +75,10 @@ def ue4m3_half(d: np.ndarray) -> np.ndarray:
     return (mag * _F32(0.5)).astype(_F32)
 
 
-def _check(blocks: np.ndarray, qtype: str) -> tuple[np.ndarray, str]:
-    qtype = require_choice("qtype", qtype, tuple(FP4_TYPES))
-    blocks = require_dtype("blocks", blocks, np.uint8)
-    require_ndim("blocks", blocks, 2)
-    require_shape("blocks", blocks, (blocks.shape[0], FP4_TYPES[qtype][1]))
-    return blocks, qtype
-
-
 def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """float32 (B, 32 or 64) from uint8 blocks (B, 17 or 36) of ``qtype`` (ggml's ``dequantize_row_mxfp4`` /
     ``dequantize_row_nvfp4``). Any byte is data; a scale past float32's range gives inf, without warnings."""
-    b, qtype = _check(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, FP4_TYPES)
     with np.errstate(over="ignore", invalid="ignore"):
         if qtype == "MXFP4":
             d = e8m0_half(np.ascontiguousarray(b[:, 0]))[:, None]                 # (B, 1)
@@ -98,7 +91,7 @@ def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 def dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """Plain-loop twin of :func:`dequantize_blocks`: ggml's C loops, scales decoded from their bits."""
-    b, qtype = _check(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, FP4_TYPES)
     out = np.zeros((b.shape[0], FP4_TYPES[qtype][0]), _F32)
     kv = [int(v) for v in KVALUES_MXFP4]
     with np.errstate(over="ignore"):

@@ -48,8 +48,8 @@ from importlib import resources
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_ndim, require_shape
-from refsim.formats.gguf_legacy import read_f16
+from refsim._validate import require_choice
+from refsim.formats.gguf_legacy import _check_blocks, read_f16
 
 __all__ = ["IQUANT_TYPES", "GRIDS", "grid", "ksigns", "dequantize_blocks", "dequantize_blocks_reference"]
 
@@ -94,10 +94,7 @@ _KSIGNS = ksigns()
 
 
 def _check(blocks: np.ndarray, qtype: str) -> tuple[np.ndarray, str]:
-    qtype = require_choice("qtype", qtype, tuple(IQUANT_TYPES))
-    blocks = require_dtype("blocks", blocks, np.uint8)
-    require_ndim("blocks", blocks, 2)
-    require_shape("blocks", blocks, (blocks.shape[0], IQUANT_TYPES[qtype][1]))
+    blocks, qtype = _check_blocks(blocks, qtype, IQUANT_TYPES)
     return np.ascontiguousarray(blocks), qtype
 
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsim._validate import require_choice, require_dtype, require_ndim, require_shape
-from refsim.formats.gguf_legacy import KVALUES_IQ4NL, read_f16
+from refsim._validate import require_dtype, require_ndim, require_shape
+from refsim.formats.gguf_legacy import KVALUES_IQ4NL, _check_blocks, read_f16
 
 __all__ = ["KQUANT_TYPES", "scale_min_k4", "dequantize_blocks", "dequantize_blocks_reference"]
 
@@ -81,13 +81,6 @@ def _scales_q3(b: np.ndarray) -> np.ndarray:
     return (lo | (hi << 4)).astype(np.int32) - 32
 
 
-def _check(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    blocks = require_dtype("blocks", blocks, np.uint8)
-    require_ndim("blocks", blocks, 2)
-    require_shape("blocks", blocks, (blocks.shape[0], KQUANT_TYPES[qtype][1]))
-    return blocks
-
-
 def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """float32 (B, 256) from uint8 super-blocks (B, bytes per block) of a k-quant ``qtype``. Any bit pattern
     is data: an inf or NaN scale propagates as IEEE arithmetic does, without warnings."""
@@ -96,8 +89,7 @@ def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def _dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    qtype = require_choice("qtype", qtype, tuple(KQUANT_TYPES))
-    b = _check(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, KQUANT_TYPES)
     if qtype == "Q2_K":
         d, dmin = read_f16(b, 80)[:, None], read_f16(b, 82)[:, None]
         sc = b[:, 0:16][:, _E // 16]  # (B, 256)
@@ -145,8 +137,7 @@ def dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def _dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    qtype = require_choice("qtype", qtype, tuple(KQUANT_TYPES))
-    b = _check(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, KQUANT_TYPES)
     out = np.zeros((b.shape[0], QK_K), _F32)
     for i in range(b.shape[0]):
         x, y = [int(v) for v in b[i]], []

@@ -94,11 +94,14 @@ def _fifth_bits(qh: np.ndarray) -> np.ndarray:
     return ((word >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)
 
 
-def _check_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
+def _check_blocks(blocks: np.ndarray, qtype: str, types: dict[str, tuple[int, int]]) -> tuple[np.ndarray, str]:
+    """The rule every GGUF type module applies to its input: ``qtype`` a name of ``types`` (type -> (values
+    per block, bytes per block)), ``blocks`` uint8 (B, bytes per block of ``qtype``). Returns (blocks, qtype)."""
+    qtype = require_choice("qtype", qtype, tuple(types))
     blocks = require_dtype("blocks", blocks, np.uint8)
     require_ndim("blocks", blocks, 2)
-    require_shape("blocks", blocks, (blocks.shape[0], LEGACY_TYPES[qtype][1]))
-    return blocks
+    require_shape("blocks", blocks, (blocks.shape[0], types[qtype][1]))
+    return blocks, qtype
 
 
 def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
@@ -110,8 +113,7 @@ def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def _dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    qtype = require_choice("qtype", qtype, tuple(LEGACY_TYPES))
-    b = _check_blocks(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, LEGACY_TYPES)
     if qtype == "F16":
         return np.ascontiguousarray(b).view("<f2").astype(_F32)
     if qtype == "BF16":
@@ -140,8 +142,7 @@ def dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def _dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    qtype = require_choice("qtype", qtype, tuple(LEGACY_TYPES))
-    b = _check_blocks(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, LEGACY_TYPES)
     qk = LEGACY_TYPES[qtype][0]
     y = np.zeros((b.shape[0], qk), _F32)
     for i in range(b.shape[0]):

@@ -36,7 +36,7 @@ import numpy as np
 
 from refsim._validate import require_choice, require_dtype, require_finite, require_ndim, require_shape
 from refsim.errors import FormatRuleError
-from refsim.formats.gguf_legacy import _f16_bytes, _roundf, read_f16
+from refsim.formats.gguf_legacy import _check_blocks, _f16_bytes, _roundf, read_f16
 
 __all__ = ["TERNARY_TYPES", "QUANTIZABLE", "dequantize_blocks", "dequantize_blocks_reference", "quantize_blocks",
            "quantize_blocks_reference"]
@@ -64,18 +64,10 @@ _E = np.arange(QK_K)
 _TQ2_BYTE, _TQ2_SHIFT = 32 * (_E // 128) + _E % 32, 2 * ((_E % 128) // 32)
 
 
-def _check(blocks: np.ndarray, qtype: str) -> tuple[np.ndarray, str]:
-    qtype = require_choice("qtype", qtype, tuple(TERNARY_TYPES))
-    blocks = require_dtype("blocks", blocks, np.uint8)
-    require_ndim("blocks", blocks, 2)
-    require_shape("blocks", blocks, (blocks.shape[0], TERNARY_TYPES[qtype][1]))
-    return blocks, qtype
-
-
 def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """float32 (B, 256) from uint8 super-blocks (B, 54 or 66) of ``qtype`` (ggml's ``dequantize_row_tq*_0``).
     Any bit pattern is data: an inf or NaN d propagates as IEEE arithmetic does, without warnings."""
-    b, qtype = _check(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, TERNARY_TYPES)
     with np.errstate(invalid="ignore", over="ignore"):
         d = read_f16(b, TERNARY_TYPES[qtype][1] - 2)[:, None]  # (B, 1)
         if qtype == "TQ1_0":
@@ -88,7 +80,7 @@ def dequantize_blocks(blocks: np.ndarray, qtype: str) -> np.ndarray:
 
 def dequantize_blocks_reference(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """Plain-loop twin of :func:`dequantize_blocks`: ggml's C loops."""
-    b, qtype = _check(blocks, qtype)
+    b, qtype = _check_blocks(blocks, qtype, TERNARY_TYPES)
     out = np.zeros((b.shape[0], QK_K), _F32)
     with np.errstate(invalid="ignore", over="ignore"):
         for i in range(b.shape[0]):
