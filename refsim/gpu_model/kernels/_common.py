@@ -1,4 +1,4 @@
-"""Helpers shared by the kernel models: shape-rule errors, the tensor-core GEMM tile model, the
+"""Helpers shared by the kernel models: shape-rule errors and the sm_90a refusal, the tensor-core GEMM tile model, the
 mma.sync rate, the registers of refsim's own compiled kernels."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from refsim.errors import ShapeError
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.gpu_model.roofline import FITTED, dram_time
 from refsim.gpu_model.specs import GPUSpec
 
@@ -88,6 +88,14 @@ WGMMA_K_BYTES = 128          # the K depth of a stage: 64 halves (TileShape <_12
 def has_wgmma(gpu: GPUSpec) -> bool:
     """True when ``gpu`` runs the sm_90 wgmma GEMM family (:data:`WGMMA_CCS`)."""
     return gpu.compute_capability in WGMMA_CCS
+
+
+def require_sm90a(kernel: str, gpu: GPUSpec, features: str) -> None:
+    """FormatRuleError unless ``gpu`` is sm_90a (:func:`has_wgmma`): the refusal of every kernel model built
+    on wgmma; ``features`` names what the kernel uses that exists on compute capability 9.0 only."""
+    if not has_wgmma(gpu):
+        raise FormatRuleError(f"gpu: kernel {kernel} needs sm_90a ({features} exist on compute capability 9.0 "
+                              f"only); {gpu.name} is {gpu.compute_capability}")
 
 
 def gemm_l2_bytes(m: int, n: int, k: int, elem_bytes: float, tile_m: int, tile_n: int,

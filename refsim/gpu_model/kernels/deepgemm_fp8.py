@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from refsim.errors import FormatRuleError
-from refsim.gpu_model.kernels._common import WGMMA_CCS, gemm_l2_bytes, require_multiple
+from refsim.gpu_model.kernels._common import gemm_l2_bytes, require_multiple, require_sm90a
 from refsim.gpu_model.kernels.deepgemm_config import config
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
@@ -62,16 +62,12 @@ ESTIMATES = {
 def check(gpu, m, n, k, bits, group_size) -> None:
     """sm_90a only (wgmma, TMA, clusters); K % 128 == 0 (the scales' K blocks); N % 8 == 0 (the
     kernel's device assert); an even SM count (DeepGEMM's GemmDesc::check_validity)."""
-    if gpu.compute_capability not in WGMMA_CCS:
-        raise FormatRuleError(f"gpu: kernel {NAME} needs sm_90a (wgmma.mma_async, TMA and thread-block clusters "
-                              f"exist on compute capability 9.0 only); {gpu.name} is {gpu.compute_capability}")
+    require_sm90a(NAME, gpu, "wgmma.mma_async, TMA and thread-block clusters")
     if gpu.sm_count % 2:
         raise FormatRuleError(f"gpu: kernel {NAME} needs an even SM count (DeepGEMM's persistent grid); "
                               f"{gpu.name} has {gpu.sm_count}")
-    if k % BLOCK_K:
-        require_multiple(NAME, "k", k, BLOCK_K, "one activation and weight scale per 128-deep K block")
-    if n % 8:
-        require_multiple(NAME, "n", n, 8, "the kernel's device assert on N")
+    require_multiple(NAME, "k", k, BLOCK_K, "one activation and weight scale per 128-deep K block")
+    require_multiple(NAME, "n", n, 8, "the kernel's device assert on N")
 
 
 def model(mc, m, n, k, bits, group_size) -> Breakdown:

@@ -37,8 +37,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from refsim.errors import FormatRuleError
-from refsim.gpu_model.kernels._common import WGMMA_CCS, require_multiple
+from refsim.gpu_model.kernels._common import require_multiple, require_sm90a
 from refsim.gpu_model.occupancy import resident
 from refsim.gpu_model.roofline import Breakdown, combine, dram_time
 
@@ -79,13 +78,9 @@ def ktile_mix() -> tuple[int, int, int]:
 def check(gpu, m, n, k, bits, group_size) -> None:
     """sm_90a only (wgmma, TMA, setmaxnreg); N % 64 == 0 (64-column tiles); K % 128 == 0 (a scale group
     is two 64-deep k-tiles)."""
-    if gpu.compute_capability not in WGMMA_CCS:
-        raise FormatRuleError(f"gpu: kernel {NAME} needs sm_90a (wgmma.mma_async, TMA and setmaxnreg exist on "
-                              f"compute capability 9.0 only); {gpu.name} is {gpu.compute_capability}")
-    if n % TILE:
-        require_multiple(NAME, "n", n, TILE, "64-column output tiles")
-    if k % 128:
-        require_multiple(NAME, "k", k, 128, "a scale group is two 64-deep k-tiles")
+    require_sm90a(NAME, gpu, "wgmma.mma_async, TMA and setmaxnreg")
+    require_multiple(NAME, "n", n, TILE, "64-column output tiles")
+    require_multiple(NAME, "k", k, 128, "a scale group is two 64-deep k-tiles")
 
 
 def model(mc, m, n, k, bits, group_size) -> Breakdown:

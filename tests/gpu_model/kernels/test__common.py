@@ -1,7 +1,7 @@
 """refsim.gpu_model.kernels._common: the helpers every kernel model shares, worked by hand.
 
 The tiled tensor time (CTAs, fractional waves, whole waves run back to back), the mma.sync fraction of
-Hopper's wgmma rate, the shape-rule message, the compute-capability comparison, ptxas's registers read
+Hopper's wgmma rate, the shape-rule message and the sm_90a refusal, the compute-capability comparison, ptxas's registers read
 from resources.json, and the GEMM tile chooser on a shape where split-K obviously wins and one where it
 cannot help.
 """
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from refsim.errors import ShapeError
+from refsim.errors import FormatRuleError, ShapeError
 from refsim.gpu_model.kernels._common import (best_gemm_config, cc_at_least, compiled_registers, gemm_l2_bytes,
-                                              has_wgmma, mma_sync_rate, require_multiple, tile_tensor_time)
+                                              has_wgmma, mma_sync_rate, require_multiple, require_sm90a,
+                                              tile_tensor_time)
 from refsim.gpu_model.specs import get_gpu
 
 A10, H100 = get_gpu("a10"), get_gpu("h100-sxm")
@@ -85,6 +86,13 @@ def test_wgmma_exists_on_compute_capability_9_0_only():
     # wgmma.mma_async is an sm_90a instruction: the Hopper rows have it, Ampere/Ada/Turing do not
     assert has_wgmma(H100) and has_wgmma(get_gpu("h100-pcie"))
     assert not any(has_wgmma(get_gpu(g)) for g in ("a100-80gb", "a10", "rtx4090", "rtx2080", "orin-agx-64gb"))
+
+
+def test_sm90a_refusal_names_kernel_features_gpu_and_its_compute_capability():
+    require_sm90a("deepgemm-fp8", H100, "wgmma.mma_async")                    # passes on sm_90a
+    with pytest.raises(FormatRuleError, match=r"^gpu: kernel hopper-w4a16 needs sm_90a \(wgmma.mma_async and TMA "
+                                              r"exist on compute capability 9.0 only\); a10 is 8.6$"):
+        require_sm90a("hopper-w4a16", A10, "wgmma.mma_async and TMA")
 
 
 def test_l2_reads_of_a_tiled_gemm_with_and_without_multicast():
