@@ -1,5 +1,5 @@
-"""Helpers shared by the kernel models: shape-rule errors and the sm_90a refusal, the tensor-core GEMM tile model, the
-mma.sync rate, the registers of refsim's own compiled kernels."""
+"""Helpers shared by the kernel models: shape-rule errors, the sm_90a refusal, the tensor-core GEMM tile
+model, the mma.sync rate, the registers of refsim's own compiled kernels."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """refsim.gpu_model.kernels._common: the helpers every kernel model shares, worked by hand.
 
 The tiled tensor time (CTAs, fractional waves, whole waves run back to back), the mma.sync fraction of
-Hopper's wgmma rate, the shape-rule message and the sm_90a refusal, the compute-capability comparison, ptxas's registers read
-from resources.json, and the GEMM tile chooser on a shape where split-K obviously wins and one where it
+Hopper's wgmma rate, the shape-rule message, the sm_90a refusal, the compute-capability comparison, ptxas's
+registers read from resources.json, and the GEMM tile chooser on a shape where split-K obviously wins and one where it
 cannot help.
 """
 
