@@ -91,13 +91,15 @@ class GGUFLayer:
         return np.ascontiguousarray(gguf_format.dequantize(self.raw, self.qtype, (self.n, self.k)).T)
 
 
-def _gguf_reader():
+def _gguf_package():
+    """The ``gguf`` package (llama.cpp's gguf-py), through which refsim reads and writes ``.gguf`` files: an
+    optional dependency, so ToolchainError naming the extra when it cannot be imported."""
     try:
-        from gguf import GGUFReader
+        import gguf
     except ImportError as err:
-        raise ToolchainError(f"reading .gguf files needs the gguf package (pip install refsim[gguf]); got "
-                             f"ImportError: {err}") from None
-    return GGUFReader
+        raise ToolchainError(f"reading or writing .gguf files needs the gguf package (pip install refsim[gguf]); "
+                             f"got ImportError: {err}") from None
+    return gguf
 
 
 def open_gguf_reader(path: str | os.PathLike):
@@ -107,7 +109,7 @@ def open_gguf_reader(path: str | os.PathLike):
     if not path.is_file() or path.suffix != ".gguf":
         raise CheckpointError(f"{path}: a GGUF checkpoint must be an existing .gguf file; got "
                               f"{'a file named ' + path.name if path.is_file() else 'no such file'}")
-    reader_cls = _gguf_reader()
+    reader_cls = _gguf_package().GGUFReader
     try:
         reader = reader_cls(str(path), "r")
     except (ValueError, KeyError, IndexError, OSError, TypeError, OverflowError, MemoryError) as err:

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from refsim._validate import require_callable, require_choice, require_instance, require_path
-from refsim.errors import CheckpointError, FormatRuleError, ToolchainError
+from refsim.errors import CheckpointError, FormatRuleError
 from refsim.formats import gguf as gguf_format
 from refsim.formats import gguf_legacy
 
@@ -75,15 +75,6 @@ def parse_gguf_target(to: str) -> str:
         raise FormatRuleError(f"to: refsim does not write {qtype}: {GGUF_REFUSED[qtype]}; got {to!r} "
                               f"(writable: {', '.join(GGUF_TYPES)})")
     return require_choice("to (gguf type)", qtype, GGUF_TYPES)
-
-
-def _gguf():
-    try:
-        import gguf
-    except ImportError as err:
-        raise ToolchainError(f"writing .gguf files needs the gguf package (pip install refsim[gguf]); got "
-                             f"ImportError: {err}") from None
-    return gguf
 
 
 def _float_rows(t) -> np.ndarray:
@@ -132,9 +123,9 @@ def quantize_gguf(src, out, qtype: str, *, layers: str | None = None, ignore: st
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise FormatRuleError(f"out: parent folder must exist and be writable; got {parent}")
     pat, ign = _compile("layers", layers), _compile("ignore", ignore)
-    gguf = _gguf()
-    from refsim.io.gguf_file import open_gguf_reader
+    from refsim.io.gguf_file import _gguf_package, open_gguf_reader
 
+    gguf = _gguf_package()
     reader = open_gguf_reader(src)                    # a valid, little-endian .gguf file
     if "general.architecture" not in reader.fields:
         raise CheckpointError(f"{src}: key 'general.architecture' must be present (llama.cpp picks the model "

@@ -81,7 +81,8 @@ def test_the_newer_types_read_and_inspect_as_the_gguf_package_does(capsys):
 
 def test_without_the_gguf_package_the_reader_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "gguf", None)                # import gguf -> ImportError
-    with pytest.raises(ToolchainError, match=r"needs the gguf package \(pip install refsim\[gguf\]\)"):
+    with pytest.raises(ToolchainError, match=r"^reading or writing \.gguf files needs the gguf package "
+                                             r"\(pip install refsim\[gguf\]\); got ImportError: "):
         open_checkpoint(TINY)
 
 

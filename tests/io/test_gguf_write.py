@@ -6,6 +6,7 @@ quantization version set as llama-quantize sets them), and the types refsim cann
 from __future__ import annotations
 
 import json
+import sys
 
 import gguf
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from refsim.cli import main
-from refsim.errors import CheckpointError, FormatRuleError
+from refsim.errors import CheckpointError, FormatRuleError, ToolchainError
 from refsim.io import open_checkpoint
 from refsim.io.gguf_write import GGUF_TYPES, parse_gguf_target, quantize_gguf
 from refsim.testing import assert_bitexact
@@ -134,3 +135,11 @@ def test_refusals_name_the_reason(source, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "search" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.gguf"]               # nothing half-written
+
+
+def test_without_the_gguf_package_the_writer_names_the_extra_as_the_reader_does(source, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "gguf", None)                # import gguf -> ImportError
+    with pytest.raises(ToolchainError, match=r"^reading or writing \.gguf files needs the gguf package "
+                                             r"\(pip install refsim\[gguf\]\); got ImportError: "):
+        quantize_gguf(source, tmp_path / "q.gguf", "Q4_0")
+    assert list(tmp_path.iterdir()) == []
