@@ -30,6 +30,8 @@ __all__ = ["Q4_0Cases", "Q8_0Cases", "Q4_KCases"]
 _F32 = np.float32
 _KS = (32, 64, 128, 256, 512, 1024, 4096, 11008)
 _NS = (1, 2, 8, 64, 128, 256, 1024, 4096, 11008)
+_EDGE = (slice(None, None, 2), 0)                  # the first block of every even row
+_SATURATED = ("saturation", "largest_block_max")   # the edges whose codes are the extremes
 
 
 def _subnormal_f16(rng, shape):
@@ -40,6 +42,30 @@ def _subnormal_f16(rng, shape):
 
 def _signed_zero(rng, shape):
     return np.where(rng.integers(0, 2, shape) == 1, np.float16(-0.0), np.float16(0.0))
+
+
+def _draw_scales(rng, lo, shape):
+    """float64 block scales of ``shape``: 2^e (1 + u), e drawn from [lo, lo + 4), u from [0, 1)."""
+    return 2.0 ** rng.integers(lo, lo + 4, shape) * (1 + rng.random(shape))
+
+
+def _set_edge_scales(rng, edge, largest, *scales):
+    """Write the ``edge`` values into the edge blocks (:data:`_EDGE`) of each float16 (N, blocks) array of
+    ``scales``, in order: random subnormals (subnormal_scales), +-0 (zero_blocks) or the matching value of
+    ``largest`` (largest_block_max); other edges leave them alone."""
+    for s, big in zip(scales, largest):
+        if edge == "subnormal_scales":
+            s[_EDGE] = _subnormal_f16(rng, s[_EDGE].shape)
+        elif edge == "zero_blocks":
+            s[_EDGE] = _signed_zero(rng, s[_EDGE].shape)
+        elif edge == "largest_block_max":
+            s[_EDGE] = big
+
+
+def _rows(*fields):
+    """uint8 (N, blocks x bytes per block): each block's ``fields`` (uint8 (N, blocks, bytes)) side by side."""
+    raw = np.concatenate(fields, axis=2)                                # (N, blocks, bytes per block)
+    return raw.reshape(raw.shape[0], -1)
 
 
 class _GGUFCases(WeightOnlyCases):
@@ -57,6 +83,14 @@ class _GGUFCases(WeightOnlyCases):
     def _with_blocks(self, inp, b):
         return self.weights((inp[0], b.reshape(inp[1].shape)))
 
+    def _nibbles_swapped(self, first):
+        """A bug that reads the two nibbles of every byte from byte ``first`` of each block on exchanged."""
+        def weights(inp):
+            b = self._blocks(inp[1])                                    # (N, blocks, bytes per block)
+            b[..., first:] = (b[..., first:] >> 4) | (b[..., first:] << 4)
+            return self._with_blocks(inp, b)
+        return weights
+
     def _permuted(self, perm):
         """A bug that reads element ``perm[e]`` of each block where element e belongs."""
         def weights(inp):
@@ -70,8 +104,10 @@ class _GGUFCases(WeightOnlyCases):
         d = self._blocks(inp[1])[..., :2].copy().view(np.float16)[..., 0].astype(_F32)      # (N, blocks)
         return np.repeat(d, gguf.BLOCK_TYPES[self.qtype][0], axis=1).T
 
-    def _scale_twice(self, inp):
-        return (self.weights(inp) * self._d(inp)).astype(_F32)
+    def _scale_twice(self):
+        """The bug entry of a kernel that multiplies each weight by its block's d twice."""
+        return ("scale applied twice", "each weight multiplied by its block's d twice",
+                lambda inp: (self.weights(inp) * self._d(inp)).astype(_F32))
 
 
 class Q4_0Cases(_GGUFCases):
@@ -86,42 +122,28 @@ class Q4_0Cases(_GGUFCases):
 
     def unit_weights(self, k, n):
         nb = k // 32                                   # (9 - 8) x 1
-        raw = np.concatenate([f16_bytes(np.ones((n, nb))), np.full((n, nb, 16), 0x99, np.uint8)], axis=2)
-        return (raw.reshape(n, nb * 18),)
+        return (_rows(f16_bytes(np.ones((n, nb))), np.full((n, nb, 16), 0x99, np.uint8)),)
 
     def draw(self, rng, k, n, edge):
         nb = k // 32
-        d = (2.0 ** rng.integers(-10, -6, (n, nb)) * (1 + rng.random((n, nb))) * rng.choice([-1, 1], (n, nb)))
-        d = d.astype(np.float16)
+        d = (_draw_scales(rng, -10, (n, nb)) * rng.choice([-1, 1], (n, nb))).astype(np.float16)
         qs = rng.integers(0, 256, (n, nb, 16)).astype(np.uint8)
-        e = (slice(0, n, 2), 0)
-        if edge in ("saturation", "largest_block_max"):
-            qs[e] = rng.choice(np.array([0x00, 0x0F, 0xF0, 0xFF], np.uint8), qs[e].shape)
-        if edge == "subnormal_scales":
-            d[e] = _subnormal_f16(rng, d[e].shape)
-        elif edge == "zero_blocks":
-            d[e] = _signed_zero(rng, d[e].shape)
-        elif edge == "largest_block_max":
-            d[e] = 8188.0
-        raw = np.concatenate([f16_bytes(d), qs], axis=2)                          # (N, blocks, 18)
-        return (raw.reshape(n, nb * 18),)
+        if edge in _SATURATED:
+            qs[_EDGE] = rng.choice(np.array([0x00, 0x0F, 0xF0, 0xFF], np.uint8), qs[_EDGE].shape)
+        _set_edge_scales(rng, edge, (8188.0,), d)
+        return (_rows(f16_bytes(d), qs),)                                         # blocks of 18 bytes
 
     def weight_bugs(self, case):
-        def high_first(inp):
-            b = self._blocks(inp[1])
-            b[..., 2:] = (b[..., 2:] >> 4) | (b[..., 2:] << 4)
-            return self._with_blocks(inp, b)
-
         def no_offset(inp):                                             # q * d instead of (q - 8) * d
             return (self.weights(inp) + 8 * self._d(inp)).astype(_F32)
 
         interleaved = np.empty(32, np.int64)
         interleaved[0::2], interleaved[1::2] = np.arange(16), np.arange(16, 32)
         return [("nibble order", "element j read from the HIGH nibble of byte j (ggml: the low nibble; element "
-                                 "j + 16 in the high one)", high_first),
+                                 "j + 16 in the high one)", self._nibbles_swapped(2)),
                 ("nibble order", "elements 2j, 2j+1 read from byte j (ggml: elements j and j + 16)",
                  self._permuted(interleaved)),
-                ("scale applied twice", "each weight multiplied by its block's d twice", self._scale_twice),
+                self._scale_twice(),
                 ("zero point", "the -8 of Q4_0 left out: q * d", no_offset)]
 
 class Q8_0Cases(_GGUFCases):
@@ -134,24 +156,16 @@ class Q8_0Cases(_GGUFCases):
 
     def unit_weights(self, k, n):
         nb = k // 32                                   # 1 x 1
-        raw = np.concatenate([f16_bytes(np.ones((n, nb))), np.ones((n, nb, 32), np.uint8)], axis=2)
-        return (raw.reshape(n, nb * 34),)
+        return (_rows(f16_bytes(np.ones((n, nb))), np.ones((n, nb, 32), np.uint8)),)
 
     def draw(self, rng, k, n, edge):
         nb = k // 32
-        d = (2.0 ** rng.integers(-12, -8, (n, nb)) * (1 + rng.random((n, nb)))).astype(np.float16)
+        d = _draw_scales(rng, -12, (n, nb)).astype(np.float16)
         qs = rng.integers(-128, 128, (n, nb, 32)).astype(np.int8)
-        e = (slice(0, n, 2), 0)
-        if edge in ("saturation", "largest_block_max"):
-            qs[e] = rng.choice(np.array([-128, 127], np.int8), qs[e].shape)
-        if edge == "subnormal_scales":
-            d[e] = _subnormal_f16(rng, d[e].shape)
-        elif edge == "zero_blocks":
-            d[e] = _signed_zero(rng, d[e].shape)
-        elif edge == "largest_block_max":
-            d[e] = 511.75
-        raw = np.concatenate([f16_bytes(d), qs.view(np.uint8)], axis=2)           # (N, blocks, 34)
-        return (raw.reshape(n, nb * 34),)
+        if edge in _SATURATED:
+            qs[_EDGE] = rng.choice(np.array([-128, 127], np.int8), qs[_EDGE].shape)
+        _set_edge_scales(rng, edge, (511.75,), d)
+        return (_rows(f16_bytes(d), qs.view(np.uint8)),)                          # blocks of 34 bytes
 
     def weight_bugs(self, case):
         def unsigned(inp):                      # qs read as uint8: a negative q gains 256
@@ -160,7 +174,7 @@ class Q8_0Cases(_GGUFCases):
             return (self.weights(inp) + 256 * neg * self._d(inp)).astype(_F32)
 
         return [("sign", "the int8 codes read as uint8", unsigned),
-                ("scale applied twice", "each weight multiplied by its block's d twice", self._scale_twice)]
+                self._scale_twice()]
 
 class Q4_KCases(_GGUFCases):
     name = "q4_k"
@@ -175,39 +189,26 @@ class Q4_KCases(_GGUFCases):
     def unit_weights(self, k, n):
         nb = k // 256                                  # fl(1 x sc 1) x q 1 - fl(dmin 0 x m 0)
         scales = np.array([1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1], np.uint8)       # sc = 1, m = 0 (get_scale_min_k4)
-        raw = np.concatenate([f16_bytes(np.ones((n, nb))), f16_bytes(np.zeros((n, nb))),
-                              np.broadcast_to(scales, (n, nb, 12)), np.full((n, nb, 128), 0x11, np.uint8)], axis=2)
-        return (raw.reshape(n, nb * 144),)
+        return (_rows(f16_bytes(np.ones((n, nb))), f16_bytes(np.zeros((n, nb))),
+                      np.broadcast_to(scales, (n, nb, 12)), np.full((n, nb, 128), 0x11, np.uint8)),)
 
     def draw(self, rng, k, n, edge):
         nb = k // 256
-        d = (2.0 ** rng.integers(-12, -8, (n, nb)) * (1 + rng.random((n, nb)))).astype(np.float16)
-        dmin = (2.0 ** rng.integers(-12, -8, (n, nb)) * (1 + rng.random((n, nb)))).astype(np.float16)
+        d = _draw_scales(rng, -12, (n, nb)).astype(np.float16)
+        dmin = _draw_scales(rng, -12, (n, nb)).astype(np.float16)
         scales = rng.integers(0, 256, (n, nb, 12)).astype(np.uint8)
         qs = rng.integers(0, 256, (n, nb, 128)).astype(np.uint8)
-        e = (slice(0, n, 2), 0)
-        if edge in ("saturation", "largest_block_max"):
-            scales[e], qs[e] = 0xFF, 0xFF
-        if edge == "subnormal_scales":
-            d[e], dmin[e] = _subnormal_f16(rng, d[e].shape), _subnormal_f16(rng, d[e].shape)
-        elif edge == "zero_blocks":
-            d[e], dmin[e] = _signed_zero(rng, d[e].shape), _signed_zero(rng, d[e].shape)
-        elif edge == "largest_block_max":
-            d[e], dmin[e] = 64.0, 0.0
-        raw = np.concatenate([f16_bytes(d), f16_bytes(dmin), scales, qs], axis=2)     # (N, blocks, 144)
-        return (raw.reshape(n, nb * 144),)
+        if edge in _SATURATED:
+            scales[_EDGE], qs[_EDGE] = 0xFF, 0xFF
+        _set_edge_scales(rng, edge, (64.0, 0.0), d, dmin)
+        return (_rows(f16_bytes(d), f16_bytes(dmin), scales, qs),)               # blocks of 144 bytes
 
     def weight_bugs(self, case):
-        def nibbles_swapped(inp):
-            b = self._blocks(inp[1])
-            b[..., 16:] = (b[..., 16:] >> 4) | (b[..., 16:] << 4)
-            return self._with_blocks(inp, b)
-
         def min_added(inp):                     # d*sc*q + dmin*m: dmin's sign bit flipped
             b = self._blocks(inp[1])
             b[..., 3] ^= 0x80
             return self._with_blocks(inp, b)
 
         return [("nibble order", "the two nibbles of every qs byte swapped (sub-blocks 2p and 2p+1 exchanged)",
-                 nibbles_swapped),
+                 self._nibbles_swapped(16)),
                 ("min sign", "the sub-block minimum added instead of subtracted", min_added)]
