@@ -12,12 +12,18 @@ shfl            ``shfl.sync.{up,down,bfly,idx}.b32 d|p, a, b, c, membermask``:
                 if !p then j = lane; d = a[j]. The ISA leaves d undefined when lane j is inactive: refsim
                 returns lane j's register as the engine holds it (policy; :func:`shfl_sources` tells the
                 engine which lanes were read, so its poison checking can report such reads).
+                Written once as :data:`SHFL` (expressions of refsim.ptx.semantics.expr over b, c, lane):
+                NumPy here, C in the compiled executor (refsim.ptx.compiled.instructions derives it).
 vote            ``vote.sync.{all,any,uni}.pred`` -> (W, 32) bool, ``vote.sync.ballot.b32`` -> (W, 32) uint32:
-                over the active lanes only (``{!}a`` negation done by the engine).
+                over the active lanes only (``{!}a`` negation done by the engine). Written once as
+                :data:`VOTE`: each mode an expression of the warp's ballot and active mask (all: ballot ==
+                active, any: ballot != 0, uni: either), evaluated by NumPy here and emitted as C.
 ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16``: ``fn(rows)`` with rows
-                uint16 (W, num, 8, 8) (matrix i, row r = the 16 bytes at lane 8i + r's address) ->
-                uint32 (W, 32, num); register j of lane l = M_j[l/4][2(l%4) + h] (h = 0 low half, 1 high)
-                or, with .trans, M_j[2(l%4) + h][l/4] — :func:`refsim.arith.fragments.ldmatrix_layout`.
+                uint16 (W, num, 8, 8) (matrix i, row r = the 16 bytes at the address of lane
+                :func:`ldmatrix_row_lanes` [i, r] = 8i + r) -> uint32 (W, 32, num); register j of lane l =
+                M_j[l/4][2(l%4) + h] (h = 0 low half, 1 high) or, with .trans, M_j[2(l%4) + h][l/4] —
+                :func:`refsim.arith.fragments.ldmatrix_layout`. The compiled executor's runtime receives
+                both as tables emitted from these functions.
 stmatrix        :func:`stmatrix` (a function, no handler): the same layout inverted, registers -> rows; the
                 instruction is refsim.ptx.hopper.matrix (address side, both executors).
 mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` uint32 registers.
@@ -83,7 +89,6 @@ SHFL = {
     "bfly": _shfl_rule(_LANE_SRC ^ _BVAL, "<="),
     "idx": _shfl_rule(_MIN_LANE | (_BVAL & ~_MASK & 0x1F), "<="),
 }
-_SHFL_NP = {mode: (expr.numpy_fn(j, 32), expr.numpy_pred(p, 32)) for mode, (j, p) in SHFL.items()}
 
 
 def shfl_sources(mode: str, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,10 +97,10 @@ def shfl_sources(mode: str, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, n
     Returns (j int64 (W, 32), p bool (W, 32)): the expressions of :data:`SHFL` (the ISA pseudocode,
     module spec) evaluated on uint32 bits.
     """
-    fj, fp = _SHFL_NP[mode]
+    j, p = SHFL[mode]
     lane = np.broadcast_to(_LANE, np.broadcast_shapes(np.shape(b), np.shape(c), (32,)))
-    (j,) = fj(b, c, lane)
-    return j.astype(np.int64), fp(b, c, lane)
+    (jv,) = expr.numpy_fn(j, 32)(b, c, lane)
+    return jv.astype(np.int64), expr.numpy_pred(p, 32)(b, c, lane)
 
 
 def shfl(mode: str, a: np.ndarray, b, c) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +156,6 @@ VOTE = {
     "any": expr.compare("!=", _BALLOT, expr.ZERO),
     "uni": expr.compare("==", _BALLOT, expr.ZERO) | expr.compare("==", _BALLOT, _ACTIVE),
 }
-_VOTE_NP = {mode: (expr.numpy_fn if mode == "ballot" else expr.numpy_pred)(e, 32) for mode, e in VOTE.items()}
 
 
 def vote(mode: str, a: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -162,8 +166,8 @@ def vote(mode: str, a: np.ndarray, active: np.ndarray) -> np.ndarray:
     bit = np.uint64(1) << _LANE.astype(np.uint64)
     ballot = np.where(a & active, bit, np.uint64(0)).sum(axis=-1, dtype=np.uint64)
     am = np.where(active, bit, np.uint64(0)).sum(axis=-1, dtype=np.uint64)
-    r = _VOTE_NP[mode](ballot, am)
-    r = r[0] if mode == "ballot" else r
+    e = VOTE[mode]
+    r = expr.numpy_fn(e, 32)(ballot, am)[0] if mode == "ballot" else expr.numpy_pred(e, 32)(ballot, am)
     return np.broadcast_to(np.asarray(r)[..., None], a.shape).copy()
 
 
