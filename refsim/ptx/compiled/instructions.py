@@ -13,7 +13,9 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
                 nanosleep, trap/brkpt, bra, ret/exit, bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
                 st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
                 wait_group, wait_all), ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
-                vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`).
+                vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`). shfl.sync, vote.sync and
+                ldmatrix hold no rule of their own: their C is derived from refsim.ptx.semantics.warp
+                (SHFL, VOTE, ldmatrix_row_lanes) and refsim.arith.fragments.ldmatrix_layout.
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
