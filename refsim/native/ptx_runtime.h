@@ -96,8 +96,8 @@ typedef struct rt_api {
     int (*bar)(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const uint32_t *id, const uint32_t *count,
                int32_t arrive, int32_t red, const uint8_t *pred);
     void (*exit_threads)(rt_state *S, const int32_t *th, int32_t n);
-    int (*ldmatrix)(rt_state *S, const rt_mem *m, int32_t num, int32_t trans, const int32_t *th, int32_t n,
-                    const uint64_t *addr, uint32_t *out);
+    int (*ldmatrix)(rt_state *S, const rt_mem *m, int32_t num, const int16_t *rl, const int16_t *lay,
+                    const int32_t *th, int32_t n, const uint64_t *addr, uint32_t *out);
     int (*mma)(rt_state *S, const rt_mma *d, const int32_t *th, int32_t n, const uint32_t *a, const uint32_t *b,
                const uint32_t *c, uint32_t *out);
     int (*check_init)(rt_state *S, int32_t ins, int32_t slot, const int32_t *th, int32_t n);

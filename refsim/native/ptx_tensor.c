@@ -53,16 +53,18 @@ static int rt_check_init_warps(rt_state *S, int32_t ins, int32_t slot, const int
     return 0;
 }
 
-/* ldmatrix.sync.aligned.m8n8.x{num}{.trans}.b16 (Launch._op_ldmatrix; refsim.arith.fragments):
-   th holds whole warps; addr the row addresses of lanes 0 .. 8 num - 1 of each warp; out gets
-   register j of lane l of warp w at out[(w * 32 + l) * num + j]. Register j of lane l holds
-   M_j[l / 4][2 (l % 4) + h] (h = 0 low half, 1 high half), with .trans M_j[2 (l % 4) + h][l / 4]. */
-static int rt_ldmatrix(rt_state *S, const rt_mem *m, int32_t num, int32_t trans, const int32_t *th, int32_t n,
-                       const uint64_t *addr, uint32_t *out) {
+/* ldmatrix.sync.aligned.m8n8.x{num}{.trans}.b16, the address and data movement (Launch's
+   memory_ops.ldmatrix); the rules are tables the translator emits from Python: rl[8 i + r] = the lane
+   whose address gives row r of matrix i (refsim.ptx.semantics.warp.ldmatrix_row_lanes), and
+   lay[(l num + j) 2 + h] = the element (matrix 64 + row 8 + col) half h of register j of lane l receives
+   (refsim.arith.fragments.ldmatrix_layout, .trans included). th holds whole warps; addr the row
+   addresses in rl order, 8 num per warp; out gets register j of lane l of warp w at out[(w 32 + l) num + j]. */
+static int rt_ldmatrix(rt_state *S, const rt_mem *m, int32_t num, const int16_t *rl, const int16_t *lay,
+                       const int32_t *th, int32_t n, const uint64_t *addr, uint32_t *out) {
     int32_t W = n / 32, rows = 8 * num;
     int32_t *src = S->act2;
     for (int32_t w = 0; w < W; w++)
-        for (int32_t l = 0; l < rows; l++) src[w * rows + l] = th[w * 32 + l];
+        for (int32_t l = 0; l < rows; l++) src[w * rows + l] = th[w * 32 + rl[l]];
     rt_access *acc = access_buf(S);
     int r = resolve(S, m->ins, m->space, src, W * rows, addr, 16, acc);
     if (r) return r;
@@ -82,21 +84,10 @@ static int rt_ldmatrix(rt_state *S, const rt_mem *m, int32_t num, int32_t trans,
         S->shared_requests += W;
     }
     for (int32_t w = 0; w < W; w++) {
-        uint16_t M[4][8][8];
-        for (int32_t j = 0; j < num; j++)
-            for (int32_t rr = 0; rr < 8; rr++) memcpy(M[j][rr], acc[w * rows + j * 8 + rr].ptr, 16);
-        for (int32_t l = 0; l < 32; l++)
-            for (int32_t j = 0; j < num; j++) {
-                uint32_t lo, hi;
-                if (trans) {
-                    lo = M[j][2 * (l % 4)][l / 4];
-                    hi = M[j][2 * (l % 4) + 1][l / 4];
-                } else {
-                    lo = M[j][l / 4][2 * (l % 4)];
-                    hi = M[j][l / 4][2 * (l % 4) + 1];
-                }
-                out[(w * 32 + l) * num + j] = lo | (hi << 16);
-            }
+        uint16_t M[4 * 64];
+        for (int32_t k = 0; k < rows; k++) memcpy(M + 8 * k, acc[w * rows + k].ptr, 16);
+        for (int32_t k = 0; k < 32 * num; k++)
+            out[w * 32 * num + k] = (uint32_t)M[lay[2 * k]] | ((uint32_t)M[lay[2 * k + 1]] << 16);
     }
     return 0;
 }

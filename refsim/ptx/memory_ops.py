@@ -29,6 +29,7 @@ from refsim.ptx.errors import PtxMemoryError, PtxMisalignedError, PtxUnsupported
 from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES, read_only_error, typed
 from refsim.ptx.operands import bits, convert, dtype, flatten, reader, symbol_address, writer
 from refsim.ptx.parse import Instruction
+from refsim.ptx.semantics import warp as warp_semantics
 
 __all__ = ["ld", "st", "atom", "red", "cp", "ldmatrix", "complete_async", "address", "resolve", "shared_access",
            "count_wavefronts", "SPACES"]
@@ -501,13 +502,14 @@ def ldmatrix(L, ins: Instruction, idx: int):
     writers = [writer(L, o, "b32", ins) for o in flatten([ins.operands[0]])]
     space = "shared" if state_space(ins) == "shared" else "generic"
     addr_of = address(L, ins.operands[1], ins, space)
+    row_lanes = warp_semantics.ldmatrix_row_lanes(num).reshape(-1)
 
     def run(sel):
         warps, lanes, active = L.warps(sel)
         if not active.all():
             raise error("partial_ldmatrix", L.where(ins))
         W = len(warps)
-        src_lanes = lanes[:, :8 * num].reshape(-1)
+        src_lanes = lanes[:, row_lanes].reshape(-1)                    # (W * num * 8,) matrix-major
         addr = np.broadcast_to(addr_of(src_lanes), src_lanes.shape)
         rows = np.zeros((len(src_lanes), 8), np.uint16)
         for mm, view, ei, sp in resolve(L, ins, src_lanes, space, addr, 16, 2):

@@ -102,12 +102,17 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 
 #: Opcodes the compiled executor still restates in C of its own (refsim/ptx/compiled/instructions.py and
 #: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow, barriers and the
-#: warp-wide shfl/vote/mma/ldmatrix. Both are held equal by tests/ptx/compiled; this list may only shrink.
+#: warp-wide mma. Both are held equal by tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
     "applypriority", "atom", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
-    "fence", "isspacep", "ld", "ldmatrix", "ldu", "membar", "mma", "mov", "nanosleep", "prefetch", "prefetchu",
-    "red", "ret", "shfl", "st", "trap", "vote",
+    "fence", "isspacep", "ld", "ldu", "membar", "mma", "mov", "nanosleep", "prefetch", "prefetchu",
+    "red", "ret", "st", "trap",
 })
+
+#: Warp-wide opcodes whose compiled C is derived from their one definition in refsim.ptx.semantics.warp
+#: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as
+#: tables); test_the_derived_c_of_shfl_vote_ldmatrix_follows_their_one_definition holds them to it.
+DERIVED = frozenset({"ldmatrix", "shfl", "vote"})
 
 
 def test_every_opcode_has_one_definition_site():
@@ -127,9 +132,52 @@ def test_every_opcode_has_one_definition_site():
         if op in table.C_TABLE:                       # a C form lives in the family that builds the handler
             home = next(fam for fam in table._FAMILIES if op in fam.BUILDERS)
             assert table.C_TABLE[op] is home.C_FORMS[op], op
-    compiled_own = set(instructions._ENGINE) | set(instructions._WARP) | {"ldmatrix"}
+    compiled_own = set(instructions._ENGINE) | set(instructions._WARP)
     assert compiled_own == TWO_DEFINITIONS
+    assert set(instructions._DERIVED) == DERIVED and not DERIVED & compiled_own
     assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE))
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
     source = Path(alu.__file__).read_text(encoding="utf-8")
     assert not [op for op in table.TABLE if f'"{op}"' in source]
+
+
+def _translated(body: str, regs: str = ".reg .b32 %r<8>; .reg .pred %p<3>;") -> str:
+    from refsim.ptx.compiled.translate import translate
+
+    m = ptx.Module(HEAD + ".visible .entry k()\n{\n" + regs + "\n.shared .align 16 .b8 s[1024];\n" + body + "\nret;\n}\n")
+    return translate(m._kernel("k"), m._lookup("k", "sm_80"), m._parsed.globals).source
+
+
+def test_the_derived_c_of_shfl_vote_ldmatrix_follows_their_one_definition(monkeypatch):
+    """Change the one definition and both executors change: the C the compiled executor emits for shfl,
+    vote and ldmatrix carries the patched rule (a hand-written C body would not), as does the NumPy."""
+    import numpy as np
+
+    from refsim.arith import fragments
+    from refsim.ptx.semantics import expr, warp
+
+    shfl = "shfl.sync.bfly.b32 %r1|%p1, %r2, %r3, %r4, -1;"
+    vote = "vote.sync.uni.pred %p1, %p2, -1;"
+    ldm = "mov.u32 %r2, s;\nldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r3, %r4}, [%r2];"
+    before = [_translated(t) for t in (shfl, vote, ldm)]
+    odd = expr.src(2) ^ 24301                                         # lane ^ 0x5EED: a rule no ISA has
+    monkeypatch.setitem(warp.SHFL, "bfly", (odd & 31, expr.compare("==", odd, expr.src(0))))
+    monkeypatch.setitem(warp.VOTE, "uni", expr.compare("==", expr.src(1), expr.src(0) ^ 24301))
+    lay = fragments.ldmatrix_layout(2, True)[::-1]                      # lanes in reverse order
+    monkeypatch.setattr(fragments, "ldmatrix_layout", lambda num, trans=False: lay)
+    monkeypatch.setattr(warp, "ldmatrix_row_lanes", lambda num: np.arange(8 * num)[::-1].reshape(num, 8) + 16)
+    after = [_translated(t) for t in (shfl, vote, ldm)]
+    for b, a in zip(before, after):
+        assert b != a
+    assert "24301" in after[0] and "24301" not in before[0]
+    assert "24301" in after[1] and "24301" not in before[1]
+    flat = lay[..., 0] * 64 + lay[..., 1] * 8 + lay[..., 2]
+    assert "{" + ", ".join(str(int(x)) for x in flat.reshape(-1)) + "}" in after[2]
+    assert "{" + ", ".join(str(x) for x in range(31, 15, -1)) + "}" in after[2]
+    # the interpreter's NumPy reads the same objects
+    j, p = warp.shfl_sources("bfly", np.uint32(24301 ^ 5), np.uint32(0))
+    assert j.tolist() == [(lane ^ 24301) & 31 for lane in range(32)] and p.tolist() == [lane == 5 for lane in range(32)]
+    # the runtime keeps no layout of its own: rt_ldmatrix reads the tables
+    tensor = (PTX_DIR.parent / "native" / "ptx_tensor.c").read_text(encoding="utf-8")
+    rt = tensor[tensor.index("static int rt_ldmatrix("):tensor.index("/* ---- the T-FDPA model")]
+    assert "trans" not in rt and "% 4" not in rt and "/ 4" not in rt and "lay[" in rt and "rl[" in rt

@@ -13,7 +13,9 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
                 nanosleep, trap/brkpt, bra, ret/exit, bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
                 st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
                 wait_group, wait_all), ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
-                vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`).
+                vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`). shfl.sync, vote.sync and
+                ldmatrix hold no rule of their own: their C is derived from refsim.ptx.semantics.warp
+                (SHFL, VOTE, ldmatrix_row_lanes) and refsim.arith.fragments.ldmatrix_layout.
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
@@ -32,6 +34,8 @@ from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.memory_ops import state_space, vector_width
 from refsim.ptx.operands import flatten
 from refsim.ptx.parse import TYPE_BITS
+from refsim.ptx.semantics import expr
+from refsim.ptx.semantics import warp as sw
 
 __all__ = ["Body", "emit_body", "split_operands"]
 
@@ -77,10 +81,10 @@ def emit_body(em, ins, handler) -> Body:
         em.reads.clear()
         return Body(callback=True)
     if op == "ldmatrix":
-        return _ldmatrix(em, ins)
+        return _DERIVED[op](em, ins, handler)
     if handler is not None and op not in ("mov",):
         if handler.kind == "warp":
-            return _WARP.get(op, _handler_step)(em, ins, handler)
+            return {**_WARP, **_DERIVED}.get(op, _handler_step)(em, ins, handler)
         return _alu(em, ins, handler)
     fn = _ENGINE.get(op)
     if fn is None:
@@ -370,6 +374,7 @@ def _member(em, ins, code: list[str]) -> None:
 
 
 def _shfl(em, ins, h) -> Body:
+    """shfl.sync: the source lane and in-range flag are the C of refsim.ptx.semantics.warp.SHFL's expressions."""
     mode = next(m for m in ins.mods if m in ("up", "down", "bfly", "idx"))
     body_ops = ins.operands[:-1] if "sync" in ins.mods else ins.operands
     flat = flatten(body_ops)
@@ -379,13 +384,11 @@ def _shfl(em, ins, h) -> Body:
     _member(em, ins, inner)
     inner += ["uint32_t av[32];", "for (int l = 0; l < 32; l++) { const int32_t t = b0 + l; av[l] = "
               f"{em.src(a, 'b32')}; }}"]
-    jp = {"up": ("lane - bval", "j >= max_lane"), "down": ("lane + bval", "j <= max_lane"),
-          "bfly": ("lane ^ bval", "j <= max_lane"), "idx": ("min_lane | (bval & ~mask & 31)", "j <= max_lane")}[mode]
-    lane_code = [f"const int32_t bval = (int32_t)({em.src(bo, 'b32')} & 31u), cv = (int32_t){em.src(co, 'b32')};",
-                 "const int32_t cval = cv & 31, mask = (cv >> 8) & 31, lane = l;",
-                 "const int32_t max_lane = (lane & mask) | (cval & ~mask & 31), min_lane = lane & mask;",
-                 "(void)max_lane; (void)min_lane;",
-                 f"int32_t j = {jp[0]}; const uint8_t p = (uint8_t)({jp[1]}); if (!p) j = lane;",
+    j, p = sw.SHFL[mode]                                   # the one rule: expressions of (b, c, lane)
+    names = ["bv", "cv", "l"]
+    lane_code = [f"const uint32_t bv = {em.src(bo, 'b32')}, cv = {em.src(co, 'b32')};",
+                 f"const uint8_t p = {expr.c_pred(p, 32, names)}; (void)p;",
+                 f"const uint32_t j = {expr.c(j, 32, names)};",
                  em.dst(dsts[0], "b32", "av[j]", 32)]
     if len(dsts) > 1:
         lane_code.append(em.dst(dsts[1], "pred", "p", 1))
@@ -404,17 +407,18 @@ def _init_lanes(em, slots) -> list[str]:
 
 
 def _vote(em, ins, h) -> Body:
+    """vote.sync: each lane's result is the C of refsim.ptx.semantics.warp.VOTE's expression of the ballot."""
     mode = next(m for m in ins.mods if m in ("all", "any", "uni", "ballot"))
     body_ops = ins.operands[:-1] if "sync" in ins.mods else ins.operands
     d, a = flatten(body_ops)
     inner: list[str] = []
     _member(em, ins, inner)
-    inner += ["uint32_t ballot = 0, allv = 1, anyv = 0;",
+    inner += ["uint32_t ballot = 0;",
               "for (int l = 0; l < 32; l++) {", "    const int32_t t = b0 + l;",
-              f"    const uint32_t v = {em.src(a, 'pred')}, on = (am >> l) & 1u;",
-              "    ballot |= (v & on) << l; allv &= v | !on; anyv |= v & on;", "}"]
-    val = {"ballot": ("ballot", "b32", 32), "all": ("(uint8_t)allv", "pred", 1), "any": ("(uint8_t)anyv", "pred", 1),
-           "uni": ("(uint8_t)(allv | !anyv)", "pred", 1)}[mode]
+              f"    ballot |= ((uint32_t){em.src(a, 'pred')} & (am >> l) & 1u) << l;", "}"]
+    e = sw.VOTE[mode]                                       # the one rule: an expression of (ballot, am)
+    val = (expr.c(e, 32, ["ballot", "am"]), "b32", 32) if mode == "ballot" else \
+        (expr.c_pred(e, 32, ["ballot", "am"]), "pred", 1)
     inner += ["for (int l = 0; l < 32; l++) {", "    if (!((am >> l) & 1u)) continue;", "    const int32_t t = b0 + l;",
               "    " + em.dst(d, val[1], val[0], val[2])]
     inner += _init_lanes(em, em.written([d]))
@@ -422,9 +426,15 @@ def _vote(em, ins, h) -> Body:
     return Body(code=_warp_loop(inner), checks="warps", inits="none")
 
 
-def _ldmatrix(em, ins) -> Body:
+def _ldmatrix(em, ins, h) -> Body:
+    """ldmatrix: the rows' addresses (lanes in the order of warp.ldmatrix_row_lanes) and the register layout
+    (refsim.arith.fragments.ldmatrix_layout) go to rt_ldmatrix as tables emitted from those definitions."""
+    from refsim.arith import fragments
+
     num = next(int(m[1:]) for m in ins.mods if m in ("x1", "x2", "x4"))
-    trans = int("trans" in ins.mods)
+    lay = fragments.ldmatrix_layout(num, "trans" in ins.mods)                     # (32, num, 2, 3)
+    rl = em.ctx.coords(sw.ldmatrix_row_lanes(num))
+    flat = em.ctx.coords(lay[..., 0] * 64 + lay[..., 1] * 8 + lay[..., 2])
     dsts = flatten([ins.operands[0]])
     space = "shared" if state_space(ins) == "shared" else "generic"
     m = _mem_decl(em, space, 2, 8, False)
@@ -435,18 +445,16 @@ def _ldmatrix(em, ins) -> Body:
     checks = [f"if (!S->reg_init[{em.slot(s)}][t]) {{ S->err_ins = D->idx; S->err_aux = {em.slot(s)}; S->err_thread = t; "
               f"return E_UNINIT_REG; }}" for s in dict.fromkeys(em.reads)]
     loop = ["for (int32_t w = 0; w < na / 32; w++)", f"    for (int32_t l = 0; l < {rows}; l++) {{",
-            "        const int32_t t = act[w * 32 + l];"]
+            f"        const int32_t t = act[w * 32 + {rl}[l]];"]
     if checks:
         code += [*loop, "        if (S->poison) {", *["            " + c for c in checks], "        }", "    }"]
     code += [*loop, f"        ad[w * {rows} + l] = {addr};", "    }"]
-    code.append(f"if ((r = S->api->ldmatrix(S, {m}, {num}, {trans}, act, na, ad, out))) return r;")
+    code.append(f"if ((r = S->api->ldmatrix(S, {m}, {num}, {rl}, {flat}, act, na, ad, out))) return r;")
     code += _loop([em.dst(o, "b32", f"out[(int64_t)i * {num} + {j}]", 32) for j, o in enumerate(dsts)])
     return Body(code=code, checks="none", written=em.written(dsts))
 
 
 def _mma(em, ins, h) -> Body:
-    from refsim.ptx.semantics import warp as sw
-
     if any(m.startswith("kind::") for m in ins.mods):      # sm_120a's kinds: the handler runs the step
         return _handler_step(em, ins, h)
     groups = [flatten([o]) for o in ins.operands]
@@ -494,4 +502,8 @@ _ENGINE = {
 }
 
 #: the warp-wide handlers with a C body of their own (redux and the rest run their handler's Python)
-_WARP = {"mma": _mma, "shfl": _shfl, "vote": _vote}
+_WARP = {"mma": _mma}
+
+#: the warp-wide instructions whose C is derived from their one definition in refsim.ptx.semantics.warp
+#: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as tables)
+_DERIVED = {"shfl": _shfl, "vote": _vote, "ldmatrix": _ldmatrix}

@@ -1,7 +1,7 @@
 """Wrapped integer expressions: one definition from which both executors run a plain integer form.
 
-An :class:`Expr` is built from the sources ``src(i)`` and ``ZERO`` with ``+ - * & | ^ ~``, all modulo 2^w
-on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
+An :class:`Expr` is built from the sources ``src(i)``, ``ZERO`` and integer constants with ``+ - * & | ^ ~``
+and ``>> k`` (a right shift by a constant k), all modulo 2^w on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
 the same bits, and the low half of a product), with comparisons (:func:`compare`, signed or unsigned)
 and selection (:func:`select`). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
 evaluated in uint64, the result wrapped to w bits); :func:`c` into the compiled executor's C expression
@@ -26,15 +26,16 @@ _NP = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|"
 
 class Expr:
     """A node: ``("src", i)``, ``("const", v)``, ``("~", x)``, ``(o, x, y)`` with o in ``+ - * & | ^``,
-    ``("cmp", o, x, y, signed)`` (:func:`compare`) or ``("?", c, x, y)`` (:func:`select`)."""
+    ``(">>", x, k)`` (k an int), ``("cmp", o, x, y, signed)`` (:func:`compare`) or ``("?", c, x, y)``
+    (:func:`select`). A plain int operand of ``+ - * & | ^`` is the constant."""
 
     __slots__ = ("node",)
 
     def __init__(self, *node):
         self.node = node
 
-    def _bin(self, o: str, other: "Expr") -> "Expr":
-        return Expr(o, self, other)
+    def _bin(self, o: str, other: "Expr | int") -> "Expr":
+        return Expr(o, self, other if isinstance(other, Expr) else Expr("const", int(other)))
 
     def __add__(self, other): return self._bin("+", other)  # noqa: E704
     def __sub__(self, other): return self._bin("-", other)  # noqa: E704
@@ -43,6 +44,7 @@ class Expr:
     def __or__(self, other): return self._bin("|", other)  # noqa: E704
     def __xor__(self, other): return self._bin("^", other)  # noqa: E704
     def __invert__(self): return Expr("~", self)  # noqa: E704
+    def __rshift__(self, k: int): return Expr(">>", self, int(k))  # noqa: E704
 
     def sources(self) -> int:
         """How many sources the expression reads (1 + the highest source index)."""
@@ -92,6 +94,8 @@ def _eval(e: Expr, vals: list, w: int) -> np.ndarray:
     if kind == "?":
         c, x, y = (_eval(n, vals, w) for n in e.node[1:])
         return np.where(np.asarray(c) != 0, x, y)
+    if kind == ">>":
+        return np.right_shift(_eval(e.node[1], vals, w), np.uint64(e.node[2]))
     return _NP[kind](_eval(e.node[1], vals, w), _eval(e.node[2], vals, w))
 
 
@@ -106,7 +110,8 @@ def numpy_fn(e: Expr, w: int):
 def numpy_pred(e: Expr, w: int):
     """The predicate function of ``e`` (a comparison) at width w: ``fn(*sources) -> bool array``."""
     def fn(*srcs):
-        return np.asarray(_eval(e, [ubits(x, w) for x in srcs], w), bool)
+        with np.errstate(over="ignore"):
+            return np.asarray(_eval(e, [ubits(x, w) for x in srcs], w), bool)
     return fn
 
 
@@ -122,6 +127,8 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
         o, x, y, signed = e.node[1:]
         x, y = _text(x, s, w, True), _text(y, s, w, True)
         t = f"rt_sext({x}, {w}) {o} rt_sext({y}, {w})" if signed else f"{x} {o} {y}"
+    elif kind == ">>":
+        t = f"{_text(e.node[1], s, w, False)} >> {e.node[2]}"
     elif kind == "?":
         t = " ? ".join([_text(e.node[1], s, w, False), " : ".join(_text(n, s, w, False) for n in e.node[2:])])
     else:

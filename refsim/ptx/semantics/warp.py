@@ -12,12 +12,18 @@ shfl            ``shfl.sync.{up,down,bfly,idx}.b32 d|p, a, b, c, membermask``:
                 if !p then j = lane; d = a[j]. The ISA leaves d undefined when lane j is inactive: refsim
                 returns lane j's register as the engine holds it (policy; :func:`shfl_sources` tells the
                 engine which lanes were read, so its poison checking can report such reads).
+                Written once as :data:`SHFL` (expressions of refsim.ptx.semantics.expr over b, c, lane):
+                NumPy here, C in the compiled executor (refsim.ptx.compiled.instructions derives it).
 vote            ``vote.sync.{all,any,uni}.pred`` -> (W, 32) bool, ``vote.sync.ballot.b32`` -> (W, 32) uint32:
-                over the active lanes only (``{!}a`` negation done by the engine).
+                over the active lanes only (``{!}a`` negation done by the engine). Written once as
+                :data:`VOTE`: each mode an expression of the warp's ballot and active mask (all: ballot ==
+                active, any: ballot != 0, uni: either), evaluated by NumPy here and emitted as C.
 ldmatrix        ``ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared{::cta}.b16``: ``fn(rows)`` with rows
-                uint16 (W, num, 8, 8) (matrix i, row r = the 16 bytes at lane 8i + r's address) ->
-                uint32 (W, 32, num); register j of lane l = M_j[l/4][2(l%4) + h] (h = 0 low half, 1 high)
-                or, with .trans, M_j[2(l%4) + h][l/4] — :func:`refsim.arith.fragments.ldmatrix_layout`.
+                uint16 (W, num, 8, 8) (matrix i, row r = the 16 bytes at the address of lane
+                :func:`ldmatrix_row_lanes` [i, r] = 8i + r) -> uint32 (W, 32, num); register j of lane l =
+                M_j[l/4][2(l%4) + h] (h = 0 low half, 1 high) or, with .trans, M_j[2(l%4) + h][l/4] —
+                :func:`refsim.arith.fragments.ldmatrix_layout`. The compiled executor's runtime receives
+                both as tables emitted from these functions.
 stmatrix        :func:`stmatrix` (a function, no handler): the same layout inverted, registers -> rows; the
                 instruction is refsim.ptx.hopper.matrix (address side, both executors).
 mma             ``fn(a (W,32,na), b (W,32,nb), c (W,32,nc)) -> (d (W,32,nd),)`` uint32 registers.
@@ -51,10 +57,10 @@ from refsim.arith import integer_mma, mma_steps, tensor_core
 from refsim.arith import tensor_core_types
 from refsim.errors import RefsimError
 from refsim.ptx.arch import base_arch, sm_number
-from refsim.ptx.semantics import block_scaled_mma
+from refsim.ptx.semantics import block_scaled_mma, expr
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
-__all__ = ["shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "stmatrix", "mma_fragments", "BUILDERS"]
+__all__ = ["SHFL", "VOTE", "shfl", "shfl_sources", "shfl_reference", "vote", "ldmatrix", "ldmatrix_row_lanes", "stmatrix", "mma_fragments", "BUILDERS"]
 
 _LANE = np.arange(32, dtype=np.int64)
 
@@ -63,30 +69,38 @@ _LANE = np.arange(32, dtype=np.int64)
 # shfl
 
 
+#: shfl.sync's rule, written once: per mode (source lane j, in-range flag p) as expressions of the sources
+#: (b, c, lane) (src(0), src(1), src(2)); j already falls back to the lane itself where p is false.
+#: :func:`shfl_sources` evaluates them with NumPy, the compiled executor emits their C (expr.c / c_pred).
+_B, _C, _LANE_SRC = expr.src(0), expr.src(1), expr.src(2)
+_BVAL, _CVAL, _MASK = _B & 0x1F, _C & 0x1F, (_C >> 8) & 0x1F
+_MAX_LANE = (_LANE_SRC & _MASK) | (_CVAL & ~_MASK & 0x1F)
+_MIN_LANE = _LANE_SRC & _MASK
+
+
+def _shfl_rule(j: expr.Expr, cmp: str) -> tuple[expr.Expr, expr.Expr]:
+    p = expr.compare(cmp, j, _MAX_LANE, signed=True)          # the ISA's ints: up's lane - bval may be < 0
+    return expr.select(p, j, _LANE_SRC), p
+
+
+SHFL = {
+    "up": _shfl_rule(_LANE_SRC - _BVAL, ">="),
+    "down": _shfl_rule(_LANE_SRC + _BVAL, "<="),
+    "bfly": _shfl_rule(_LANE_SRC ^ _BVAL, "<="),
+    "idx": _shfl_rule(_MIN_LANE | (_BVAL & ~_MASK & 0x1F), "<="),
+}
+
+
 def shfl_sources(mode: str, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Source lane j and in-range flag p of every lane: b, c (W, 32) (or broadcastable) unsigned.
 
-    Returns (j int64 (W, 32), p bool (W, 32)), straight from the ISA pseudocode (module spec).
+    Returns (j int64 (W, 32), p bool (W, 32)): the expressions of :data:`SHFL` (the ISA pseudocode,
+    module spec) evaluated on uint32 bits.
     """
-    b = np.asarray(b).astype(np.int64)
-    c = np.asarray(c).astype(np.int64)
-    bval, cval, mask = b & 0x1F, c & 0x1F, (c >> 8) & 0x1F
-    lane = np.broadcast_to(_LANE, np.broadcast_shapes(b.shape, c.shape, (32,)))
-    max_lane = (lane & mask) | (cval & ~mask & 0x1F)
-    min_lane = lane & mask
-    if mode == "up":
-        j = lane - bval
-        p = j >= max_lane
-    elif mode == "down":
-        j = lane + bval
-        p = j <= max_lane
-    elif mode == "bfly":
-        j = lane ^ bval
-        p = j <= max_lane
-    else:
-        j = min_lane | (bval & ~mask & 0x1F)
-        p = j <= max_lane
-    return np.where(p, j, lane), p
+    j, p = SHFL[mode]
+    lane = np.broadcast_to(_LANE, np.broadcast_shapes(np.shape(b), np.shape(c), (32,)))
+    (jv,) = expr.numpy_fn(j, 32)(b, c, lane)
+    return jv.astype(np.int64), expr.numpy_pred(p, 32)(b, c, lane)
 
 
 def shfl(mode: str, a: np.ndarray, b, c) -> tuple[np.ndarray, np.ndarray]:
@@ -132,21 +146,29 @@ def _build_shfl(op: Op, arch: str) -> Handler:
 # vote
 
 
+#: vote.sync's modes, written once: the result of each lane as an expression of the warp's ballot
+#: (src(0): bit l set when lane l is active and its a is true) and its active mask (src(1): bit l set when
+#: lane l is active). :func:`vote` evaluates them with NumPy, the compiled executor emits their C.
+_BALLOT, _ACTIVE = expr.src(0), expr.src(1)
+VOTE = {
+    "ballot": _BALLOT,                                                          # b32
+    "all": expr.compare("==", _BALLOT, _ACTIVE),                                # pred
+    "any": expr.compare("!=", _BALLOT, expr.ZERO),
+    "uni": expr.compare("==", _BALLOT, expr.ZERO) | expr.compare("==", _BALLOT, _ACTIVE),
+}
+
+
 def vote(mode: str, a: np.ndarray, active: np.ndarray) -> np.ndarray:
     """``vote.sync.{all,any,uni,ballot}``: a, active bool (W, 32). Returns bool (W, 32) or, for
-    ballot, uint32 (W, 32) with bit l set when lane l is active and its a is true."""
+    ballot, uint32 (W, 32) with bit l set when lane l is active and its a is true (:data:`VOTE`)."""
     a = np.asarray(a, bool)
     active = np.asarray(active, bool)
-    if mode == "ballot":
-        bits = ((a & active).astype(np.uint64) << _LANE.astype(np.uint64)).sum(axis=-1)
-        return np.broadcast_to(bits.astype(np.uint32)[..., None], a.shape).copy()
-    if mode == "all":
-        r = np.all(a | ~active, axis=-1)
-    elif mode == "any":
-        r = np.any(a & active, axis=-1)
-    else:
-        r = np.all(a | ~active, axis=-1) | ~np.any(a & active, axis=-1)
-    return np.broadcast_to(r[..., None], a.shape).copy()
+    bit = np.uint64(1) << _LANE.astype(np.uint64)
+    ballot = np.where(a & active, bit, np.uint64(0)).sum(axis=-1, dtype=np.uint64)
+    am = np.where(active, bit, np.uint64(0)).sum(axis=-1, dtype=np.uint64)
+    e = VOTE[mode]
+    r = expr.numpy_fn(e, 32)(ballot, am)[0] if mode == "ballot" else expr.numpy_pred(e, 32)(ballot, am)
+    return np.broadcast_to(np.asarray(r)[..., None], a.shape).copy()
 
 
 def _build_vote(op: Op, arch: str) -> Handler:
@@ -163,6 +185,14 @@ def _build_vote(op: Op, arch: str) -> Handler:
 
 # ----------------------------------------------------------------------------------------------
 # ldmatrix
+
+
+def ldmatrix_row_lanes(num: int) -> np.ndarray:
+    """int64 (num, 8): the lane whose address gives row r of matrix i of ``ldmatrix .x{num}`` — lane 8i + r
+    (PTX ISA "ldmatrix": threads 0-7 give the row addresses of the first matrix, 8-15 the second, ...).
+    The address side of both executors reads the rows in this order (refsim.ptx.memory_ops.ldmatrix and
+    the compiled executor's table)."""
+    return np.arange(8 * num, dtype=np.int64).reshape(num, 8)
 
 
 def ldmatrix(rows: np.ndarray, trans: bool) -> np.ndarray:

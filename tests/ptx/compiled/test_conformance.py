@@ -201,3 +201,47 @@ def test_carry_chains_run_their_handler_with_the_carry_flag():
                   (kind, f"subc.{t} {{d}}, %{r}a, %{r}d;"), (kind, f"mad.lo.cc.{t} {{d}}, %{r}a, %{r}b, %{r}c;"),
                   (kind, f"madc.hi.{t} {{d}}, %{r}a, %{r}b, %{r}c;")]
     _check(cases, 8)
+
+
+def test_shfl_and_vote_edge_cases_give_the_plain_loop_transcription_on_both_executors():
+    """shfl.sync / vote.sync, whose C is derived from refsim.ptx.semantics.warp.SHFL / VOTE: b >= 32 and c
+    with segment-mask bits (random words and the specials 31..256), immediate c of width-8 segments,
+    lanes made inactive by a guard or left out of their own membermask; each result equals the ISA's
+    plain-loop transcription (warp.shfl_reference; vote by hand), and the two executors agree bit for bit."""
+    from refsim.ptx.semantics import warp
+
+    shfl_forms = []                          # (case text, c operand, membermask operand, guard)
+    for mode in ("up", "down", "bfly", "idx"):
+        shfl_forms += [(mode, "%rc", "-1", "@%pa "), (mode, "%rc", "%rd", ""), (mode, "0x181f", "-1", ""),
+                       (mode, "0x1800", "-1", "@%pa ")]
+    cases = []
+    for mode, c, mask, guard in shfl_forms:
+        cases.append(("b32", f"mov.b32 {{d}}, 7;\n{guard}shfl.sync.{mode}.b32 {{d}}, %ra, %rb, {c}, {mask};"))
+        cases.append(("pred", f"setp.ne.u32 {{d}}, %ra, %ra;\n{guard}shfl.sync.{mode}.b32 %tmp|{{d}}, %ra, %rb, {c}, {mask};"))
+    vote_forms = [(m, g, mask) for m in ("all", "any", "uni", "ballot") for g, mask in (("@%pa ", "-1"), ("", "%rd"))]
+    for mode, guard, mask in vote_forms:
+        kind, init = ("b32", "mov.b32 {d}, 7;") if mode == "ballot" else ("pred", "setp.ne.u32 {d}, %ra, %ra;")
+        cases.append((kind, f"{init}\n{guard}vote.sync.{mode}.{'b32' if mode == 'ballot' else 'pred'} {{d}}, !%pb, {mask};"))
+    m = ptx.Module(alu_module(cases))
+    words = bit_patterns(THREADS, 11)
+    words[::3, 1] = np.uint64(0xFFFFFFFF00000000) | np.arange(0, THREADS, 3, dtype=np.uint64) % 70  # b near 32 and 64
+    _, (_, out), _ = run_both(m, "k", 1, THREADS, [words, np.zeros((THREADS, len(cases)), np.uint64)])
+    lo = (words & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    for w in range(THREADS // 32):
+        rows = slice(32 * w, 32 * w + 32)
+        a, b, cr, rd = (lo[rows, k].tolist() for k in range(4))
+        pa = [x & 1 == 1 for x in a]
+        pb = [x & 1 == 1 for x in b]
+        for k, (mode, c, mask, guard) in enumerate(shfl_forms):
+            cv = cr if c == "%rc" else [int(c, 16)] * 32
+            d, p = warp.shfl_reference(mode, a, b, cv)
+            on = [(not guard or pa[l]) and (mask == "-1" or (rd[l] >> l) & 1 == 1) for l in range(32)]
+            assert out[rows, 2 * k].tolist() == [d[l] if on[l] else 7 for l in range(32)], (mode, c, mask, guard)
+            assert out[rows, 2 * k + 1].tolist() == [int(p[l]) if on[l] else 0 for l in range(32)], (mode, c, mask, guard)
+        for k, (mode, guard, mask) in enumerate(vote_forms):
+            on = [(not guard or pa[l]) and (mask == "-1" or (rd[l] >> l) & 1 == 1) for l in range(32)]
+            votes = [not pb[l] for l in range(32) if on[l]]
+            r = {"all": int(all(votes)), "any": int(any(votes)), "uni": int(all(votes) or not any(votes)),
+                 "ballot": sum(1 << l for l in range(32) if on[l] and not pb[l])}[mode]
+            assert out[rows, 2 * len(shfl_forms) + k].tolist() == [r if on[l] else (7 if mode == "ballot" else 0)
+                                                                     for l in range(32)], (mode, guard, mask)

@@ -63,3 +63,13 @@ def test_comparisons_read_the_bits_signed_or_unsigned_and_select_picks():
                                        "(uint64_t)a : (uint64_t)b))")
     from refsim.ptx.semantics.expr import c_pred
     assert c_pred(compare("<=", src(0), src(1)), 32, ["a", "b"]) == "((uint8_t)((uint64_t)a <= (uint64_t)b))"
+
+
+def test_shift_right_by_a_constant_and_plain_int_constants():
+    e = (src(0) >> 8) & 0x1F                                          # shfl's segment mask c[12:8]
+    assert e.sources() == 1
+    (d,) = numpy_fn(e, 32)(np.array([0x1F1F, 0xFFFFFFFF, 0x00FF], np.uint32))
+    assert d.tolist() == [0x1F, 0x1F, 0]
+    assert c(e, 32, ["c"]) == "((uint32_t)(((uint64_t)c >> 8) & 31))"
+    (d,) = numpy_fn(src(0) - 3, 16)(np.array([1], np.uint16))
+    assert d.tolist() == [0xFFFE]                                     # 1 - 3 wraps
