@@ -448,7 +448,7 @@ def _ldmatrix(em, ins) -> Body:
 
 
 #: the one mma form with a C fast path, and the compiled twin that computes it
-MMA_TWIN_FORM = (("sync", "aligned", "m16n8k16", "row", "col"), ("f32", "f16", "f16", "f32"))
+_MMA_TWIN_FORM = (("sync", "aligned", "m16n8k16", "row", "col"), ("f32", "f16", "f16", "f32"))
 
 
 def _mma(em, ins, h) -> Body:
@@ -459,7 +459,7 @@ def _mma(em, ins, h) -> Body:
     :func:`refsim.ptx.semantics.warp.mma_fragments`) and no arithmetic."""
     from refsim.ptx.semantics import warp as sw
 
-    if (ins.mods, ins.types) != MMA_TWIN_FORM:
+    if (ins.mods, ins.types) != _MMA_TWIN_FORM:
         return _handler_step(em, ins, h)
     groups = [flatten([o]) for o in ins.operands]
     la, lb, lc = sw.mma_fragments("m16n8k16", "f16")
