@@ -14,8 +14,10 @@
                  (through S->api) for memory, barriers, exit, cp.async, ldmatrix and mma, each
                  vectorised over the step's threads exactly as the interpreter: every check over all
                  threads first (in the interpreter's order), then the effects.
-   arithmetic    integers only in the tensor-core model (T-FDPA, refsim.arith.tensor_core._fdpa_core);
-                 fp16/fp32 as refsim.arith.fp (ptx_runtime.h). Built with -ffp-contract=off. */
+   arithmetic    fp16/fp32 as refsim.arith.fp (ptx_runtime.h); no tensor-core model of its own: mma's
+                 finite f16 x f16 + f32 k16 steps call emulators.c's refsim_mma_k16_f32 (the declared
+                 twin of refsim.arith.mma_steps.mma_k16_f32), every other mma step runs in Python
+                 (RT_CALLBACK). Built with -ffp-contract=off. */
 
 /* ============================================================================================
    scheduling (Launch.run, _converged_step, _scheduled_step, _digest) */

@@ -57,17 +57,12 @@ enum { RT_AOP_AND = 0, RT_AOP_OR, RT_AOP_XOR, RT_AOP_EXCH, RT_AOP_CAS, RT_AOP_AD
 enum { RT_AT_B32 = 0, RT_AT_B64, RT_AT_U32, RT_AT_S32, RT_AT_U64, RT_AT_S64, RT_AT_F32, RT_AT_F64, RT_AT_F16,
        RT_AT_F16X2, RT_AT_BF16, RT_AT_BF16X2 };
 
-/* one mma shape: where each lane's register elements sit in A (M x K), B (K x N), C/D (M x N) */
+/* the one mma form compiled (f16 x f16 + f32, m16n8k16): where each lane's register elements sit in
+   A (M x K), B (K x N), C/D (M x N) */
 typedef struct rt_mma {
     int32_t ins;
-    int32_t kind;            /* 0: f16 inputs (T-FDPA), 1: integer inputs */
     int32_t M, N, K;
     int32_t na, nb, nc, nd;  /* registers per lane */
-    int32_t a_per_reg, b_per_reg, c_per_reg, d_per_reg;   /* elements per 32-bit register */
-    int32_t a_bits, b_bits;  /* element bits (16, 8, 4) */
-    int32_t a_signed, b_signed, satfinite;
-    int32_t c_f32, d_f32;    /* f16 kind: C / D are f32 (1) or f16 (0) */
-    int32_t L, F, e_zero_f32, e_zero_f16;   /* the architecture's T-FDPA parameters */
     const int16_t *a_at, *b_at, *c_at;      /* (32, elements): row * cols + col of each lane's elements */
 } rt_mma;
 
@@ -163,7 +158,7 @@ struct rt_state {
     int64_t race, poison, random, max_wi, deadlock_rounds;
     int32_t *aorder;                                             /* atomic_order: a permutation of ranks */
     int64_t naorder;                                             /* its length (0: thread order) */
-    int64_t tc_L, tc_F, tc_ez32, tc_ez16;                        /* the architecture's T-FDPA model */
+    int64_t tc_L, tc_F, tc_ez32;           /* the architecture's tensor-core model, for refsim_mma_k16_f32 */
     /* numpy's PCG64 (Generator.integers / random) */
     uint64_t pcg_hi, pcg_lo, pcg_inc_hi, pcg_inc_lo;
     int64_t pcg_has32;

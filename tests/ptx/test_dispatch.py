@@ -101,11 +101,13 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 
 
 #: Opcodes the compiled executor still restates in C of its own (refsim/ptx/compiled/instructions.py and
-#: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow, barriers and the
-#: warp-wide mma. Both are held equal by tests/ptx/compiled; this list may only shrink.
+#: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow and barriers (the
+#: warp-wide opcodes are derived (DERIVED) or call a declared twin (mma, see
+#: test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model)). Both definitions are held
+#: equal by tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
     "applypriority", "atom", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
-    "fence", "isspacep", "ld", "ldu", "membar", "mma", "mov", "nanosleep", "prefetch", "prefetchu",
+    "fence", "isspacep", "ld", "ldu", "membar", "mov", "nanosleep", "prefetch", "prefetchu",
     "red", "ret", "st", "trap",
 })
 
@@ -135,7 +137,7 @@ def test_every_opcode_has_one_definition_site():
     compiled_own = set(instructions._ENGINE) | set(instructions._WARP)
     assert compiled_own == TWO_DEFINITIONS
     assert set(instructions._DERIVED) == DERIVED and not DERIVED & compiled_own
-    assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE))
+    assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE) | set(instructions.TWINS))
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
     source = Path(alu.__file__).read_text(encoding="utf-8")
     assert not [op for op in table.TABLE if f'"{op}"' in source]
@@ -179,5 +181,31 @@ def test_the_derived_c_of_shfl_vote_ldmatrix_follows_their_one_definition(monkey
     assert j.tolist() == [(lane ^ 24301) & 31 for lane in range(32)] and p.tolist() == [lane == 5 for lane in range(32)]
     # the runtime keeps no layout of its own: rt_ldmatrix reads the tables
     tensor = (PTX_DIR.parent / "native" / "ptx_tensor.c").read_text(encoding="utf-8")
-    rt = tensor[tensor.index("static int rt_ldmatrix("):tensor.index("/* ---- the T-FDPA model")]
+    rt = tensor[tensor.index("static int rt_ldmatrix("):tensor.index("/* ---- mma: the one compiled twin")]
     assert "trans" not in rt and "% 4" not in rt and "/ 4" not in rt and "lay[" in rt and "rl[" in rt
+def test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model():
+    """mma's C fast path is emulators.c's declared compiled twin of refsim.arith.mma_steps.mma_k16_f32
+    (pinned bit-equal by the named tests); the PTX runtime's own C holds no tensor-core model: the
+    architecture's model parameters (launch data: block, fraction bits, zero exponent), which any
+    T-FDPA model needs, are read only as arguments of the twin's call."""
+    import importlib
+    import re
+
+    from refsim import native
+    from refsim.native import emulators
+    from refsim.ptx.compiled import instructions
+
+    assert set(instructions.TWINS) == {"mma"}
+    for op, (emit, oracle, c_twin, (path, names)) in instructions.TWINS.items():
+        mod, fn = oracle.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(mod), fn)), oracle
+        assert f"``{c_twin}``" in importlib.import_module(mod).__doc__      # the oracle declares its twin
+        assert c_twin in {sig[0] for sig in emulators.SIGNATURES}          # ... which emulators.c exports
+        source = (Path(__file__).parents[2] / path).read_text(encoding="utf-8")
+        assert names and all(f"def {n}(" in source for n in names), (path, names)
+    runtime = Path(native.__file__).parent
+    uses = [(f.name, line.strip()) for f in sorted(runtime.glob("ptx_*.c")) for line in f.read_text().splitlines()
+            if re.search(r"->tc_\w+", line)]
+    assert uses and all("refsim_mma_k16_f32(" in line for _, line in uses), uses
+    header = (runtime / "ptx_runtime.h").read_text(encoding="utf-8")
+    assert set(re.findall(r"\btc_\w+", header)) == {"tc_L", "tc_F", "tc_ez32"}

@@ -12,13 +12,16 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
                 pack/unpack), cvta, isspacep, createpolicy, no-ops (fence, membar, prefetch, ...),
                 nanosleep, trap/brkpt, bra, ret/exit, bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
                 st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
-                wait_group, wait_all), ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
-                vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`). shfl.sync, vote.sync and
-                ldmatrix hold no rule of their own: their C is derived from refsim.ptx.semantics.warp
-                (SHFL, VOTE, ldmatrix_row_lanes) and refsim.arith.fragments.ldmatrix_layout.
+                wait_group, wait_all), ldmatrix, shfl.sync, vote.sync, the ALU handlers
+                (:mod:`refsim.ptx.compiled.alu`), and mma's one fast path (:data:`TWINS`: the finite
+                steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's ``refsim_mma_k16_f32``).
+                shfl.sync, vote.sync and ldmatrix hold no rule of their own: their C is derived from
+                refsim.ptx.semantics.warp (SHFL, VOTE, ldmatrix_row_lanes) and
+                refsim.arith.fragments.ldmatrix_layout.
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
-                body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
+                body (redux, every other mma step: non-finite operands, f16 accumulation, k8,
+                bf16/tf32/fp8, integer), run their handler through Python for that step
                 (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
                 (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async), built once per
                 launch over a refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
@@ -84,7 +87,8 @@ def emit_body(em, ins, handler) -> Body:
         return _DERIVED[op](em, ins, handler)
     if handler is not None and op not in ("mov",):
         if handler.kind == "warp":
-            return {**_WARP, **_DERIVED}.get(op, _handler_step)(em, ins, handler)
+            twin = TWINS.get(op)
+            return (twin[0] if twin else {**_WARP, **_DERIVED}.get(op, _handler_step))(em, ins, handler)
         return _alu(em, ins, handler)
     fn = _ENGINE.get(op)
     if fn is None:
@@ -454,34 +458,30 @@ def _ldmatrix(em, ins, h) -> Body:
     return Body(code=code, checks="none", written=em.written(dsts))
 
 
+#: the one mma form with a C fast path, and the compiled twin that computes it
+_MMA_TWIN_FORM = (("sync", "aligned", "m16n8k16", "row", "col"), ("f32", "f16", "f16", "f32"))
+
+
 def _mma(em, ins, h) -> Body:
-    if any(m.startswith("kind::") for m in ins.mods):      # sm_120a's kinds: the handler runs the step
+    """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: its finite steps through emulators.c's
+    ``refsim_mma_k16_f32`` (see :data:`TWINS`), any other step (an Inf or NaN among A, B, C) through
+    the handler; every other mma form (f16 accumulation, k8, bf16/tf32/fp8, integer, sm_120a's kinds)
+    runs its handler for the whole step. The C holds fragment layouts (data from
+    :func:`refsim.ptx.semantics.warp.mma_fragments`) and no arithmetic."""
+    from refsim.ptx.semantics import warp as sw
+
+    if (ins.mods, ins.types) != _MMA_TWIN_FORM:
         return _handler_step(em, ins, h)
     groups = [flatten([o]) for o in ins.operands]
-    if len(groups) != 4:
-        raise Refuse("mma operands")
-    dtype, atype, btype, ctype = ins.types
-    ints = ("s8", "u8", "s4", "u4")
-    if not ((atype, btype) == ("f16", "f16") or (atype in ints and btype in ints)):
-        return _handler_step(em, ins, h)      # bf16 / tf32 / fp8 models: the handler runs the step
-    shape = next(m for m in ins.mods if m.startswith("m") and m[1:].replace("n", "").replace("k", "").isdigit())
-    la, lb, lc = sw.mma_fragments(shape, atype)
+    la, lb, lc = sw.mma_fragments("m16n8k16", "f16")
+    na, nb, nc, nd = (len(g) for g in (groups[1], groups[2], groups[3], groups[0]))
+    if (na, nb, nc, nd) != (la.elements_per_lane // 2, lb.elements_per_lane // 2, lc.elements_per_lane,
+                            lc.elements_per_lane):
+        raise Refuse("mma fragment shape")
     M, K = la.shape
     N = lb.shape[1]
-    kind = 0 if atype == "f16" else 1
-    na, nb, nc, nd = (len(g) for g in (groups[1], groups[2], groups[3], groups[0]))
-    abits = 16 if kind == 0 else (4 if atype in ("s4", "u4") else 8)
-    c_pr = 1 if ctype in ("f32", "s32") else 2
-    d_pr = 1 if dtype in ("f32", "s32") else 2
-    if la.elements_per_lane != na * (32 // abits) or lb.elements_per_lane != nb * (32 // abits) \
-            or lc.elements_per_lane != nc * c_pr or lc.elements_per_lane != nd * d_pr:
-        raise Refuse("mma fragment shape")
     coords = [em.ctx.coords(lay.coords[..., 0] * lay.shape[1] + lay.coords[..., 1]) for lay in (la, lb, lc)]
-    name = em.ctx.static(
-        "rt_mma", f"{{0, {kind}, {M}, {N}, {K}, {na}, {nb}, {nc}, {nd}, "
-        f"{32 // abits}, {32 // abits}, {c_pr}, {d_pr}, {abits}, {abits}, {int(atype.startswith('s'))}, "
-        f"{int(btype.startswith('s'))}, {int('satfinite' in ins.mods)}, {int(ctype == 'f32')}, {int(dtype == 'f32')}, "
-        f"0, 0, 0, 0, {coords[0]}, {coords[1]}, {coords[2]}}}")
+    name = em.ctx.static("rt_mma", f"{{0, {M}, {N}, {K}, {na}, {nb}, {nc}, {nd}, {coords[0]}, {coords[1]}, {coords[2]}}}")
     code = ["if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, D->idx, act, na))) return r;",
             f"uint32_t *A = S->u32a, *B = A + (int64_t)na * {na}, *C = B + (int64_t)na * {nb}, *O = C + (int64_t)na * {nc};"]
     per = []
@@ -489,7 +489,7 @@ def _mma(em, ins, h) -> Body:
         for j, o in enumerate(g):
             per.append(f"{arr}[(int64_t)i * {cnt} + {j}] = {em.src(o, 'b32')};")
     code += _loop(per)
-    code.append(f"if ((r = S->api->mma(S, &{name}, act, na, A, B, C, O))) return r;")
+    code.append(f"if ((r = S->api->mma(S, &{name}, act, na, A, B, C, O))) return r;   /* RT_CALLBACK: Python runs it */")
     code += _loop([em.dst(o, "b32", f"O[(int64_t)i * {nd} + {j}]", 32) for j, o in enumerate(groups[0])])
     return Body(code=code, checks="warps", written=em.written(groups[0]))
 
@@ -502,8 +502,17 @@ _ENGINE = {
 }
 
 #: the warp-wide handlers with a C body of their own (redux and the rest run their handler's Python)
-_WARP = {"mma": _mma}
+#: (none now: every warp-wide opcode is derived (_DERIVED), a declared twin (TWINS) or runs its handler)
+_WARP: dict = {}
 
 #: the warp-wide instructions whose C is derived from their one definition in refsim.ptx.semantics.warp
 #: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as tables)
 _DERIVED = {"shfl": _shfl, "vote": _vote, "ldmatrix": _ldmatrix}
+
+#: warp-wide opcodes whose C computes nothing itself: it calls the declared compiled twin of a refsim.arith
+#: function, tested bit-equal to it, for the steps that twin covers, and hands every other step to the
+#: handler. opcode -> (emitter, the refsim.arith function, its C twin in refsim/native/emulators.c,
+#: (the test file, the tests in it that pin the two equal bit for bit))
+TWINS = {"mma": (_mma, "refsim.arith.mma_steps.mma_k16_f32", "refsim_mma_k16_f32",
+                 ("tests/native/test_emulators.py", ("test_compiled_k16_step_equals_numpy_path",
+                                                     "test_compiled_k16_step_equals_numpy_on_any_finite_bits")))}

@@ -211,7 +211,7 @@ class CompiledLaunch:
 
         if base_arch(arch) in tensor_core.MODELS:               # sm_90a: sm_90's model
             m = tensor_core.model(arch)
-            S.tc_L, S.tc_F, S.tc_ez32, S.tc_ez16 = m.block, m.frac_bits, m.e_zero_f32, m.e_zero_f16
+            S.tc_L, S.tc_F, S.tc_ez32 = m.block, m.frac_bits, m.e_zero_f32
         pcg = np.random.default_rng(seed).bit_generator.state
         s_, inc = pcg["state"]["state"], pcg["state"]["inc"]
         S.pcg_hi, S.pcg_lo, S.pcg_inc_hi, S.pcg_inc_lo = s_ >> 64, s_ & (2**64 - 1), inc >> 64, inc & (2**64 - 1)

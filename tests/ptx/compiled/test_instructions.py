@@ -82,3 +82,28 @@ def test_split_operands_allows_only_the_optional_destinations_to_be_absent():
     assert split_operands(ins, h) == ([("reg", "%p1")], [("reg", "%r1"), ("imm", 4, "int")])
     with pytest.raises(Refuse, match="operand count"):
         split_operands(SimpleNamespace(operands=[("reg", "%r1"), ("imm", 4, "int")]), h)
+
+
+_MMA_FORMS = [          # (form, D, A, B, C register counts)
+    ("m16n8k16.row.col.f32.f16.f16.f32", 4, 4, 2, 4), ("m16n8k16.row.col.f16.f16.f16.f16", 2, 4, 2, 2),
+    ("m16n8k8.row.col.f32.f16.f16.f32", 4, 2, 1, 4), ("m16n8k8.row.col.f16.f16.f16.f16", 2, 2, 1, 2),
+    ("m16n8k16.row.col.f32.bf16.bf16.f32", 4, 4, 2, 4), ("m16n8k16.row.col.s32.s8.u8.s32", 4, 2, 1, 4),
+    ("m16n8k32.row.col.satfinite.s32.s8.s8.s32", 4, 4, 2, 4), ("m16n8k64.row.col.s32.s4.s4.s32", 4, 4, 2, 4),
+]
+
+
+def test_only_finite_f16_f32_k16_mma_has_c_and_that_c_calls_the_runtime_twin():
+    # every other mma form (f16 accumulation, k8, bf16, integer) runs the interpreter's handler
+    def regs(n, first):
+        return "{" + ", ".join(f"%m{first + j}" for j in range(n)) + "}"
+
+    body = ".reg .b32 %m<16>;\n" + "".join(
+        f"mma.sync.aligned.{form} {regs(nd, 0)}, {regs(na, 4)}, {regs(nb, 8)}, {regs(nc, 10)};\n"
+        for form, nd, na, nb, nc in _MMA_FORMS) + "exit;"
+    tr = translated(body)
+    assert tr.reason is None and tr.callbacks == frozenset(range(1, len(_MMA_FORMS)))
+    lines = _lines(template(tr, 0))
+    assert "if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, D->idx, act, na))) return r;" in lines
+    assert [ln for ln in lines if "api->mma" in ln] == [
+        "if ((r = S->api->mma(S, &ST3, act, na, A, B, C, O))) return r;   /* RT_CALLBACK: Python runs it */"]
+    assert "static const rt_mma ST3 = {0, 16, 8, 16, 4, 2, 4, 4, ST0, ST1, ST2};" in tr.source

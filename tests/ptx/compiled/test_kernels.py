@@ -92,6 +92,64 @@ def test_ldmatrix_mma_tile_with_special_values(a, b, arch):
     run_both(module("mma"), "tile_gemm", 1, 32, [A, Bt, np.zeros((16, 8), np.float32)], arch=arch)
 
 
+# the edge values of each float format: +-0, the smallest and largest subnormals, the smallest normal, the
+# largest finite, 1; and the non-finite ones: +-Inf, a quiet and a signalling NaN of each sign
+F16_FINITE = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0xBC00]
+F16_NONFINITE = [0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00, 0xFC01]
+F32_FINITE = [0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000, 0x7F7FFFFF,
+              0xFF7FFFFF, 0x3F800000]
+F32_NONFINITE = [0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFC00000]
+
+
+def _edge_tiles(kind, finite: bool, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """4 tiles of A, B, C bits (refsim.cuda.mma's layout) of one f16-input kind: tile 0 all -0 (the
+    negative-zero rule), tile 1 +-0 products with -0 and +0 C, tiles 2-3 random picks of the edge values;
+    with ``finite=False`` tiles 2-3 get one non-finite value each in A, B and C (and tile 3 Inf x 0)."""
+    K = int(kind.shape.split("k")[1])
+    cw, c_fin, c_non = (np.uint32, F32_FINITE, F32_NONFINITE) if kind.c == "f32" else (np.uint16, F16_FINITE, F16_NONFINITE)
+    A = rng.choice(np.array(F16_FINITE, np.uint16), (4, 16, K))
+    B = rng.choice(np.array(F16_FINITE, np.uint16), (4, K, 8))
+    C = rng.choice(np.array(c_fin, cw), (4, 16, 8))
+    A[0], B[0], C[0] = 0x8000, 0x8000, cw(0x80000000 if kind.c == "f32" else 0x8000)
+    zeros = np.array([0, 0x8000], np.uint16)
+    A[1], B[1] = rng.choice(zeros, (16, K)), rng.choice(zeros, (K, 8))
+    C[1] = np.where(rng.random((16, 8)) < 0.5, C[0], 0).astype(cw)
+    if not finite:
+        for t in (2, 3):
+            A[t, rng.integers(16), rng.integers(K)] = rng.choice(F16_NONFINITE)
+            B[t, rng.integers(K), rng.integers(8)] = rng.choice(F16_NONFINITE)
+            C[t, rng.integers(16), rng.integers(8)] = rng.choice(c_non)
+        A[3, 5, :] = 0x7C00                                # Inf x (+-0 or finite) along row 5
+        B[3, :, 2] = 0x0000
+    return A, B, C
+
+
+@pytest.mark.parametrize("entry", ["probe_m16n8k16_f32_f16_f16_f32", "probe_m16n8k16_f16_f16_f16_f16",
+                                   "probe_m16n8k8_f32_f16_f16_f32", "probe_m16n8k8_f16_f16_f16_f16"])
+def test_f16_mma_on_the_edge_values_equals_the_interpreter(entry, monkeypatch):
+    # the compiled executor's mma: finite steps of m16n8k16 .f32 through the compiled twin of
+    # mma_steps.mma_k16_f32, every other step (Inf, NaN, f16 accumulation, k8) through the interpreter's
+    # handler (a callback); both bit for bit the interpreter's, and each step goes where it should
+    from refsim.cuda import build, mma as cm
+    from refsim.ptx.compiled.runner import CompiledLaunch
+
+    kind = next(k for k, s in cm.forms() if cm.entry(k, s) == entry)
+    m = ptx.Module(build.ptx("mma", "sm_80"))
+    handed = []
+    real = CompiledLaunch._callback
+    monkeypatch.setattr(CompiledLaunch, "_callback",
+                        lambda self, p, th: handed.append(self.k.instructions[p].opcode) or real(self, p, th))
+    twin = entry == "probe_m16n8k16_f32_f16_f16_f32"
+    for finite in (True, False):
+        A, B, C = _edge_tiles(kind, finite, np.random.default_rng(7))
+        a, b, c = cm.pack(kind, A, B, C)
+        d = np.zeros((4, 32, cm.registers(kind)[3]), np.uint32)
+        handed.clear()
+        for arch in ("sm_80", "sm_90"):
+            run_both(m, entry, 1, 128, [a, b, c, d, np.int32(4)], arch=arch)
+        assert handed.count("mma") == (0 if twin and finite else 2), (finite, handed)
+
+
 @FEW
 @given(a=st.integers(-(2**20), 2**20), b=st.sampled_from([0.25, -1.5, 3.0, 2.0**-10]), sel=st.integers(0, 2**31 - 1))
 def test_local_memory_struct_parameter_vote_and_wide_atomics(a, b, sel):
