@@ -137,7 +137,7 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
         return "~" + _text(e.node[1], s, w, False)
     if kind == "cmp":
         o, x, y, signed = e.node[1:]
-        x, y = _text(x, s, w, True), _text(y, s, w, True)
+        x, y = _text(x, s, w, signed), _text(y, s, w, signed)     # (== binds before & in C: parenthesise)
         t = f"rt_sext({x}, {w}) {o} rt_sext({y}, {w})" if signed else f"{x} {o} {y}"
     elif kind == "call":
         if e.node[2] is None:
