@@ -4,8 +4,9 @@ An :class:`Expr` is built from the sources ``src(i)`` and ``ZERO`` with ``+ - * 
 on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
 the same bits, and the low half of a product), with comparisons (:func:`compare`, signed or unsigned)
 and selection (:func:`select`); :func:`call` applies a function defined elsewhere together with its
-declared C twin (e.g. a row of refsim.ptx.semantics.floating.C_TWINS). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
-evaluated in uint64, the result wrapped to w bits); :func:`c` into the compiled executor's C expression
+declared C twin (e.g. a row of refsim.ptx.semantics.floating.C_TWINS). :func:`numpy_fn` turns it
+into the handler's function (sources read with ``ubits``, evaluated in uint64, the result wrapped to w
+bits); :func:`c` into the compiled executor's C expression
 (each source widened to uint64_t, the result cast to the w-bit type). Worked example, ``add.u32``::
 
     e = src(0) + src(1)

@@ -34,8 +34,8 @@ from refsim.arith import fp, rounding
 from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
-__all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "bits_rn", "CANONICAL_NAN", "BUILDERS", "C_TWINS", "C_FORMS",
-           "c_form"]
+__all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "bits_rn", "CANONICAL_NAN", "BUILDERS",
+           "C_TWINS", "C_FORMS", "c_form"]
 
 CANONICAL_NAN = fp.CANONICAL_NAN   # one definition: refsim.arith.fp
 _BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
