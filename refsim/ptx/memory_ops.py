@@ -170,7 +170,8 @@ class Access:
     ``.noftz``; spin: the launch's spin check applies (ld.volatile/.relaxed/.acquire; atom.cas/.exch,
     and an atom with a result under .acquire/.acq_rel/.relaxed); addr: the address operand; data: the
     data operands (ld: the ``vec`` destinations, st: the ``vec`` sources, atom/red: b{, c}); result:
-    atom's destination (None otherwise).
+    atom's destination (None otherwise). A ``cp.async`` copy: space ``shared``, esize the cp-size (4, 8
+    or 16 bytes), addr the shared destination, data the global source address{, src-size or ignore-src}.
     """
 
     space: str
@@ -196,10 +197,11 @@ class Access:
 
 
 def form(ins: Instruction) -> Access:
-    """The :class:`Access` of ``ins`` (ld, ldu, st, atom, red); PtxUnsupportedError with the reason
+    """The :class:`Access` of ``ins`` (ld, ldu, st, atom, red, a cp.async copy); PtxUnsupportedError with the reason
     (without the location: each executor names kernel and line) for a form refsim does not execute."""
-    space, vec, t = state_space(ins), vector_width(ins), ins.types[0]
-    esize = max(1, bits(t) // 8)
+    if ins.opcode != "cp":
+        space, vec, t = state_space(ins), vector_width(ins), ins.types[0]
+        esize = max(1, bits(t) // 8)
     if ins.opcode in ("atom", "red"):
         ops = [m for m in ins.mods if m in _ATOMIC_OPS]
         if len(ops) != 1 or vec != 1:
@@ -214,6 +216,13 @@ def form(ins: Instruction) -> Access:
             raise PtxUnsupportedError(f"atom.{op}: an address and {nsrc} source operand(s) expected")
         spin = op in ("cas", "exch") or any(m in ("acquire", "acq_rel", "relaxed") for m in ins.mods) and returns
         return Access(space, t, esize, 1, rest[0], tuple(rest[1:1 + nsrc]), op, noftz, spin, result)
+    if ins.opcode == "cp":                               # cp.async copy: [d], [s], cp-size{, src-size|ignore-src}
+        ops = list(ins.operands)
+        if any(m.startswith("L2::cache_hint") for m in ins.mods):
+            ops = ops[:-1]                               # the cache policy operand
+        if len(ops) < 3 or ops[2][0] != "imm" or ops[2][1] not in (4, 8, 16):
+            raise PtxUnsupportedError("cp-size must be 4, 8 or 16")
+        return Access("shared", "b8", int(ops[2][1]), 1, ops[0], tuple(ops[1:2] + ops[3:4]))
     data, addr, role = (0, 1, "destinations") if ins.opcode in ("ld", "ldu") else (1, 0, "sources")
     ops = flatten([ins.operands[data]])
     if len(ops) != vec:
@@ -459,17 +468,13 @@ def cp(L, ins: Instruction, idx: int):
         return lambda sel: complete_async(L, L.threads(sel), int(np.asarray(nr(sel)).max()))
     if "bulk" in mods or "mbarrier" in mods:
         raise PtxUnsupportedError(f"{L.where(ins)}: {ins.name} is not supported")
-    ops = list(ins.operands)
-    if any(m.startswith("L2::cache_hint") for m in mods):
-        ops = ops[:-1]
-    dst_of = address(L, ops[0], ins, "shared")
-    src_of = address(L, ops[1], ins, "global")
-    if ops[2][0] != "imm" or ops[2][1] not in (4, 8, 16):
-        raise PtxUnsupportedError(f"{L.where(ins)}: cp-size must be 4, 8 or 16")
-    size = int(ops[2][1])
+    f = _form(L, ins)
+    dst_of = address(L, f.addr, ins, "shared")
+    src_of = address(L, f.data[0], ins, "global")
+    size = f.esize
     srcsize = ignore = None
-    if len(ops) > 3:
-        o = ops[3]
+    if len(f.data) > 1:
+        o = f.data[1]
         if o[0] == "reg" and L.k.registers[o[1]].bits == 1:
             ignore = reader(L, o, "pred", ins)
         else:

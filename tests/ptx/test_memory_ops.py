@@ -166,6 +166,8 @@ atom.relaxed.global.add.u64 %rd1, [%rd2], %rd3;
 red.relaxed.global.add.u64 [%rd2], %rd3;
 ld.global.v2.u32 {%r1, %r2, %r3}, [%rd1];
 atom.global.add.f16 %h1, [%rd1], %h0;
+cp.async.cg.shared.global.L2::cache_hint [%r1], [%rd1], 16, %r2, %rd3;
+cp.async.ca.shared.global [%r1], [%rd1], 2;
 ret;
 }
 """
@@ -184,3 +186,8 @@ ret;
     with pytest.raises(PtxUnsupportedError, match="requires .noftz") as e:
         form(ins[7])
     assert "atom.add.f16" in str(e.value)
+    cp = form(ins[8])                                                       # the cache policy is not data
+    assert (cp.space, cp.esize, cp.nbytes, cp.addr, cp.data) == ("shared", 16, 16, ins[8].operands[0],
+                                                                 tuple(ins[8].operands[1:2] + ins[8].operands[3:4]))
+    with pytest.raises(PtxUnsupportedError, match="^cp-size must be 4, 8 or 16$"):
+        form(ins[9])

@@ -325,17 +325,13 @@ def _cp(em, ins) -> Body:
     if "wait_group" in mods:
         code = ["uint32_t mx = 0;"] + _loop([f"const uint32_t v = {em.src(ins.operands[0], 'u32')};", "mx = v > mx ? v : mx;"])
         return Body(code=code + ["if (na) S->api->cp_wait(S, act, na, (int64_t)mx);"])
-    ops = list(ins.operands)
-    if any(m.startswith("L2::cache_hint") for m in mods):
-        ops = ops[:-1]
-    if ops[2][0] != "imm" or ops[2][1] not in (4, 8, 16):
-        raise Refuse("cp-size")
-    size = int(ops[2][1])
+    f = _access(ins)
+    size = f.esize
     m = _mem_decl(em, "shared", 1, 1, False)
-    per = [f"dst[i] = {em.address(ops[0], 'shared')};", f"src[i] = {em.address(ops[1], 'global')};"]
+    per = [f"dst[i] = {em.address(f.addr, 'shared')};", f"src[i] = {em.address(f.data[0], 'global')};"]
     ss = "NULL"
-    if len(ops) > 3:
-        o = ops[3]
+    if len(f.data) > 1:
+        o = f.data[1]
         ss = "ss"
         if o[0] == "reg" and em.reg_bits(o[1]) == 1:
             per.append(f"ss[i] = {em.src(o, 'pred')} ? 0 : {size};")
