@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from refsim.ptx import memory_ops
 from refsim.ptx.compiled.alu import alu
 from refsim.ptx.compiled.operands import CT, Refuse, bits_of, literal
-from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
-from refsim.ptx import memory_ops
 from refsim.ptx.errors import PtxUnsupportedError
+from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.memory_ops import state_space
 from refsim.ptx.operands import flatten
 from refsim.ptx.parse import TYPE_BITS
