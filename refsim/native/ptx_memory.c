@@ -401,61 +401,15 @@ static int rt_st(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, con
 }
 
 /* ============================================================================================
-   atomics: refsim.ptx.semantics.atomic.atom_apply, applied one access at a time in thread order
-   (the interpreter's rounds serialise each address in thread order; distinct addresses commute) */
-
-static uint32_t flush_f32(uint32_t u) { return (u & 0x7F800000u) == 0 ? (u & 0x80000000u) : u; }
-
-static uint64_t atom_apply(int aop, int atype, uint64_t old, uint64_t b, uint64_t c, int shared_space) {
-    switch (atype) {
-    case RT_AT_F32: {
-        int ftz = !shared_space;
-        uint32_t x = (uint32_t)old, y = (uint32_t)b;
-        if (ftz) {
-            x = flush_f32(x);
-            y = flush_f32(y);
-        }
-        uint32_t r = rt_f_canon(rt_f32(x) + rt_f32(y));
-        return ftz && r != 0x7FFFFFFFu ? flush_f32(r) : r;
-    }
-    case RT_AT_F16: {
-        double s = (double)rt_h2f((uint16_t)old) + (double)rt_h2f((uint16_t)b);   /* exact */
-        return rt_h_canon(rt_d2h(s));
-    }
-    case RT_AT_F16X2: {
-        uint32_t lo = rt_h_canon(rt_d2h((double)rt_h2f((uint16_t)old) + (double)rt_h2f((uint16_t)b)));
-        uint32_t hi = rt_h_canon(rt_d2h((double)rt_h2f((uint16_t)(old >> 16)) + (double)rt_h2f((uint16_t)(b >> 16))));
-        return lo | (hi << 16);
-    }
-    default: break;
-    }
-    int w64 = atype == RT_AT_B64 || atype == RT_AT_U64 || atype == RT_AT_S64;
-    uint64_t mask = w64 ? ~0ull : 0xFFFFFFFFull;
-    old &= mask;
-    b &= mask;
-    int sgn = atype == RT_AT_S32 || atype == RT_AT_S64;
-    int64_t so = w64 ? (int64_t)old : (int64_t)(int32_t)(uint32_t)old, sb = w64 ? (int64_t)b : (int64_t)(int32_t)(uint32_t)b;
-    uint64_t r;
-    switch (aop) {
-    case RT_AOP_AND: r = old & b; break;
-    case RT_AOP_OR: r = old | b; break;
-    case RT_AOP_XOR: r = old ^ b; break;
-    case RT_AOP_EXCH: r = b; break;
-    case RT_AOP_CAS: r = old == b ? (c & mask) : old; break;
-    case RT_AOP_ADD: r = old + b; break;
-    case RT_AOP_MIN: r = (sgn ? so < sb : old < b) ? old : b; break;
-    case RT_AOP_MAX: r = (sgn ? so > sb : old > b) ? old : b; break;
-    case RT_AOP_INC: r = old >= b ? 0 : old + 1; break;
-    default: r = (old == 0 || old > b) ? b : old - 1; break;
-    }
-    return r & mask;
-}
+   atomics: the memory side of refsim.ptx.memory_ops._atomic, applied one access at a time in thread
+   order (the interpreter's rounds serialise each address in thread order; distinct addresses commute).
+   The arithmetic is the instruction's m->apply, generated from refsim.ptx.semantics.atomic. */
 
 /* one atomic access: the old value out, the new one stored; statistics and poison marks */
 static int atom_one(rt_state *S, const rt_mem *m, rt_access *a, uint64_t b, uint64_t c, uint64_t *old) {
     int64_t es = m->esize;
     uint64_t o = load_le(a->ptr, es);
-    uint64_t nv = atom_apply(m->aop, m->atype, o, b, c, a->kind == SP_SHARED);
+    uint64_t nv = m->apply(o, b, c, a->kind == SP_SHARED);
     memcpy(a->ptr, &nv, (size_t)es);
     *old = o;
     if (a->kind == SP_GLOBAL) {
@@ -490,9 +444,7 @@ static int rt_atom(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, c
             return E_READONLY;
         }
     int changed = 0;
-    int order_dependent = m->aop == RT_AOP_ADD &&
-        (m->atype == RT_AT_F32 || m->atype == RT_AT_F16 || m->atype == RT_AT_F16X2);
-    if (!order_dependent) {
+    if (!m->ordered) {
         for (int32_t i = 0; i < n; i++) changed |= atom_one(S, m, &acc[i], b[i], c ? c[i] : 0, &old[i]);
     } else if (n > 0) {
         int32_t *ix = S->act2;

@@ -47,15 +47,11 @@ typedef struct rt_mem {
     int32_t esize;      /* element bytes */
     int32_t vec;        /* vector width (1, 2, 4) */
     int32_t spin;       /* index of this instruction's spin-check slot, or -1 (not a flag load) */
-    int32_t aop;        /* atomics: operation (RT_AOP_*) */
-    int32_t atype;      /* atomics: operand type (RT_AT_*) */
-    int32_t noftz;      /* atomics: .noftz */
+    int32_t ordered;    /* atomics: the result depends on the order of the accesses (float adds) */
+    /* atomics: the new value of one access (old, b, c, to shared memory), the kernel's C generated from
+       refsim.ptx.semantics.atomic.c_apply; NULL for the other instructions */
+    uint64_t (*apply)(uint64_t old, uint64_t b, uint64_t c, int32_t shared);
 } rt_mem;
-
-enum { RT_AOP_AND = 0, RT_AOP_OR, RT_AOP_XOR, RT_AOP_EXCH, RT_AOP_CAS, RT_AOP_ADD, RT_AOP_MIN, RT_AOP_MAX,
-       RT_AOP_INC, RT_AOP_DEC };
-enum { RT_AT_B32 = 0, RT_AT_B64, RT_AT_U32, RT_AT_S32, RT_AT_U64, RT_AT_S64, RT_AT_F32, RT_AT_F64, RT_AT_F16,
-       RT_AT_F16X2, RT_AT_BF16, RT_AT_BF16X2 };
 
 /* the one mma form compiled (f16 x f16 + f32, m16n8k16): where each lane's register elements sit in
    A (M x K), B (K x N), C/D (M x N) */

@@ -22,6 +22,8 @@ most contenders one address saw in one step is ``LaunchStats.float_atomic_conten
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from refsim.ptx import checks, scheduler, semantics
@@ -32,7 +34,7 @@ from refsim.ptx.parse import Instruction
 from refsim.ptx.semantics import warp as warp_semantics
 
 __all__ = ["ld", "st", "atom", "red", "cp", "ldmatrix", "complete_async", "address", "resolve", "shared_access",
-           "count_wavefronts", "SPACES"]
+           "count_wavefronts", "form", "Access", "SPACES"]
 
 SPACES = ("global", "shared", "local", "param", "const")
 
@@ -159,6 +161,85 @@ def vector_width(ins: Instruction) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class Access:
+    """The static form of one ``ld``/``ldu``/``st``/``atom``/``red``, decoded once (:func:`form`) for
+    both executors.
+
+    space: the state space (``generic`` when none is written); type: the element type; esize: element
+    bytes; vec: vector width (1, 2, 4, 8); op: the atomic operation (atom/red; None otherwise); noftz:
+    ``.noftz``; spin: the launch's spin check applies (ld.volatile/.relaxed/.acquire; atom.cas/.exch,
+    and an atom with a result under .acquire/.acq_rel/.relaxed); addr: the address operand; data: the
+    data operands (ld: the ``vec`` destinations, st: the ``vec`` sources, atom/red: b{, c}); result:
+    atom's destination (None otherwise). A ``cp.async`` copy: space ``shared``, esize the cp-size (4, 8
+    or 16 bytes), addr the shared destination, data the global source address{, src-size or ignore-src}.
+    """
+
+    space: str
+    type: str
+    esize: int
+    vec: int
+    addr: tuple
+    data: tuple
+    op: str | None = None
+    noftz: bool = False
+    spin: bool = False
+    result: tuple | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes per thread: esize * vec."""
+        return self.esize * self.vec
+
+    @property
+    def ordered(self) -> bool:
+        """An atomic whose result depends on the order of the accesses to one address (a float add)."""
+        return self.op == "add" and self.type in FLOAT_ATOMIC_TYPES
+
+
+def form(ins: Instruction) -> Access:
+    """The :class:`Access` of ``ins`` (ld, ldu, st, atom, red, a cp.async copy); PtxUnsupportedError with the reason
+    (without the location: each executor names kernel and line) for a form refsim does not execute."""
+    if ins.opcode != "cp":
+        space, vec, t = state_space(ins), vector_width(ins), ins.types[0]
+        esize = max(1, bits(t) // 8)
+    if ins.opcode in ("atom", "red"):
+        ops = [m for m in ins.mods if m in _ATOMIC_OPS]
+        if len(ops) != 1 or vec != 1:
+            raise PtxUnsupportedError("atomic operation not understood")
+        op, noftz = ops[0], "noftz" in ins.mods
+        semantics.atomic.form(op, t, noftz)              # refuses what atom_apply does not execute
+        flat = flatten(ins.operands)
+        returns = ins.opcode == "atom"
+        result, rest = (flat[0], flat[1:]) if returns else (None, flat)
+        nsrc = 2 if op == "cas" else 1                   # (an .L2::cache_hint policy operand may follow)
+        if len(rest) < 1 + nsrc:
+            raise PtxUnsupportedError(f"atom.{op}: an address and {nsrc} source operand(s) expected")
+        spin = op in ("cas", "exch") or any(m in ("acquire", "acq_rel", "relaxed") for m in ins.mods) and returns
+        return Access(space, t, esize, 1, rest[0], tuple(rest[1:1 + nsrc]), op, noftz, spin, result)
+    if ins.opcode == "cp":                               # cp.async copy: [d], [s], cp-size{, src-size|ignore-src}
+        ops = list(ins.operands)
+        if any(m.startswith("L2::cache_hint") for m in ins.mods):
+            ops = ops[:-1]                               # the cache policy operand
+        if len(ops) < 3 or ops[2][0] != "imm" or ops[2][1] not in (4, 8, 16):
+            raise PtxUnsupportedError("cp-size must be 4, 8 or 16")
+        return Access("shared", "b8", int(ops[2][1]), 1, ops[0], tuple(ops[1:2] + ops[3:4]))
+    data, addr, role = (0, 1, "destinations") if ins.opcode in ("ld", "ldu") else (1, 0, "sources")
+    ops = flatten([ins.operands[data]])
+    if len(ops) != vec:
+        raise PtxUnsupportedError(f"{vec} {role} expected")
+    spin = ins.opcode != "st" and any(m in ("volatile", "acquire", "relaxed") for m in ins.mods)
+    return Access(space, t, esize, vec, ins.operands[addr], tuple(ops), spin=spin)
+
+
+def _form(L, ins: Instruction) -> Access:
+    """:func:`form`, its refusal naming the kernel and line."""
+    try:
+        return form(ins)
+    except PtxUnsupportedError as e:
+        raise PtxUnsupportedError(f"{L.where(ins)}: {e}") from None
+
+
 def _shared_bytes_of(idx_elems, esize, vec):
     return (idx_elems[:, None] * esize + np.arange(esize * vec)).reshape(len(idx_elems), -1)
 
@@ -217,26 +298,13 @@ def _writable(L, ins: Instruction, parts: list, addr: np.ndarray) -> list:
     return parts
 
 
-def _vector_access(L, ins: Instruction, data: int, addr_operand: int, role: str):
-    """The shape of one ld/st: state space, element type and bytes, vector width, total bytes,
-    the ``vec`` data operands (operand ``data``, checked against ``.v2/.v4``) and the address
-    function of operand ``addr_operand``."""
-    space = state_space(ins)
-    vec = vector_width(ins)
-    t = ins.types[0]
-    esize = max(1, bits(t) // 8)
-    ops = flatten([ins.operands[data]])
-    if len(ops) != vec:
-        raise PtxUnsupportedError(f"{L.where(ins)}: {vec} {role} expected")
-    return space, t, esize, vec, esize * vec, ops, address(L, ins.operands[addr_operand], ins, space)
-
-
 # ---------------------------------------------------------------------------------------- ld / st
 def ld(L, ins: Instruction, idx: int):
     """``ld{.weak,.volatile,.relaxed,.acquire}{.space}{.vN}.type d, [a]`` (and ``ldu``)."""
-    space, t, esize, vec, nbytes, dst_ops, addr_of = _vector_access(L, ins, 0, 1, "destinations")
-    writers = [writer(L, o, t, ins) for o in dst_ops]
-    spin = any(m in ("volatile", "acquire", "relaxed") for m in ins.mods)
+    f = _form(L, ins)
+    space, t, esize, vec, nbytes, spin = f.space, f.type, f.esize, f.vec, f.nbytes, f.spin
+    addr_of = address(L, f.addr, ins, space)
+    writers = [writer(L, o, t, ins) for o in f.data]
 
     base = ins.operands[1][1] if ins.operands[1][0] == "addr" else None
     if space == "param" and (base is None or base[0] == "sym"):
@@ -270,8 +338,10 @@ def ld(L, ins: Instruction, idx: int):
 
 def st(L, ins: Instruction, idx: int):
     """``st{.weak,.volatile,.relaxed,.release}{.space}{.vN}.type [a], b``."""
-    space, t, esize, vec, nbytes, src_ops, addr_of = _vector_access(L, ins, 1, 0, "sources")
-    readers = [reader(L, o, t, ins) for o in src_ops]
+    f = _form(L, ins)
+    space, t, esize, vec, nbytes = f.space, f.type, f.esize, f.vec, f.nbytes
+    addr_of = address(L, f.addr, ins, space)
+    readers = [reader(L, o, t, ins) for o in f.data]
     if space == "param":
         raise PtxUnsupportedError(f"{L.where(ins)}: st.param (device-function calls) is not supported")
 
@@ -296,32 +366,13 @@ _ATOMIC_OPS = ("and", "or", "xor", "cas", "exch", "add", "inc", "dec", "min", "m
 FLOAT_ATOMIC_TYPES = ("f16", "f16x2", "bf16", "bf16x2", "f32", "f64")
 
 
-def _atomic(L, ins: Instruction, idx: int, returns: bool):
-    space = state_space(ins)
-    t = ins.types[0]
-    esize = bits(t) // 8
-    ops = [m for m in ins.mods if m in _ATOMIC_OPS]
-    if len(ops) != 1 or vector_width(ins) != 1:
-        raise PtxUnsupportedError(f"{L.where(ins)}: atomic operation not understood")
-    aop = ops[0]
-    flat = flatten(ins.operands)
-    if returns:
-        w = writer(L, flat[0], t, ins)
-        rest = flat[1:]
-    else:
-        w, rest = None, flat
-    addr_of = address(L, rest[0], ins, space)
-    rb = reader(L, rest[1], t, ins)
-    rc = reader(L, rest[2], t, ins) if len(rest) > 2 else None
-    noftz = "noftz" in ins.mods
-    try:
-        zero = np.zeros(1, dtype(esize * 8))
-        semantics.atom_apply(aop, t, zero, zero, zero if aop == "cas" else None, noftz=noftz,
-                             space="shared" if space == "shared" else "global")
-    except PtxUnsupportedError as e:
-        raise PtxUnsupportedError(f"{L.where(ins)}: {e}") from None
-    spin = aop in ("cas", "exch") or any(m in ("acquire", "acq_rel", "relaxed") for m in ins.mods) and returns
-    order_dependent = aop == "add" and t in FLOAT_ATOMIC_TYPES
+def _atomic(L, ins: Instruction, idx: int):
+    f = _form(L, ins)
+    space, t, esize, aop, noftz, spin, order_dependent = f.space, f.type, f.esize, f.op, f.noftz, f.spin, f.ordered
+    w = writer(L, f.result, t, ins) if f.result is not None else None
+    addr_of = address(L, f.addr, ins, space)
+    rb = reader(L, f.data[0], t, ins)
+    rc = reader(L, f.data[1], t, ins) if len(f.data) > 1 else None
 
     def run(sel):
         n = L.count(sel)
@@ -391,12 +442,12 @@ def _reorder(rank: np.ndarray, ei: np.ndarray, order: tuple) -> np.ndarray:
 
 def atom(L, ins: Instruction, idx: int):
     """``atom{.sem}{.scope}{.space}.op.type d, [a], b{, c}``: the old value to ``d``."""
-    return _atomic(L, ins, idx, True)
+    return _atomic(L, ins, idx)
 
 
 def red(L, ins: Instruction, idx: int):
     """``red{.sem}{.scope}{.space}.op.type [a], b``: ``atom`` without a result."""
-    return _atomic(L, ins, idx, False)
+    return _atomic(L, ins, idx)
 
 
 # ---------------------------------------------------------------------------------------- cp.async
@@ -418,17 +469,13 @@ def cp(L, ins: Instruction, idx: int):
         return lambda sel: complete_async(L, L.threads(sel), int(np.asarray(nr(sel)).max()))
     if "bulk" in mods or "mbarrier" in mods:
         raise PtxUnsupportedError(f"{L.where(ins)}: {ins.name} is not supported")
-    ops = list(ins.operands)
-    if any(m.startswith("L2::cache_hint") for m in mods):
-        ops = ops[:-1]
-    dst_of = address(L, ops[0], ins, "shared")
-    src_of = address(L, ops[1], ins, "global")
-    if ops[2][0] != "imm" or ops[2][1] not in (4, 8, 16):
-        raise PtxUnsupportedError(f"{L.where(ins)}: cp-size must be 4, 8 or 16")
-    size = int(ops[2][1])
+    f = _form(L, ins)
+    dst_of = address(L, f.addr, ins, "shared")
+    src_of = address(L, f.data[0], ins, "global")
+    size = f.esize
     srcsize = ignore = None
-    if len(ops) > 3:
-        o = ops[3]
+    if len(f.data) > 1:
+        o = f.data[1]
         if o[0] == "reg" and L.k.registers[o[1]].bits == 1:
             ignore = reader(L, o, "pred", ins)
         else:

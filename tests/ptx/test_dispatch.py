@@ -106,10 +106,13 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 #: test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model)). Both definitions are held
 #: equal by tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
-    "applypriority", "atom", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
+    "applypriority", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
     "fence", "isspacep", "ld", "ldu", "membar", "mov", "nanosleep", "prefetch", "prefetchu",
-    "red", "ret", "st", "trap",
+    "ret", "st", "trap",
 })
+#: Engine opcodes with a compiled body whose arithmetic is generated from the one semantics definition
+#: (the compiled C keeps only the memory mechanics); test_atomic_arithmetic_is_generated holds them to it.
+GENERATED = frozenset({"atom", "red"})
 
 #: Warp-wide opcodes whose compiled C is derived from their one definition in refsim.ptx.semantics.warp
 #: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as
@@ -135,7 +138,7 @@ def test_every_opcode_has_one_definition_site():
             home = next(fam for fam in table._FAMILIES if op in fam.BUILDERS)
             assert table.C_TABLE[op] is home.C_FORMS[op], op
     compiled_own = set(instructions._ENGINE) | set(instructions._WARP)
-    assert compiled_own == TWO_DEFINITIONS
+    assert GENERATED <= compiled_own and compiled_own - GENERATED == TWO_DEFINITIONS
     assert set(instructions._DERIVED) == DERIVED and not DERIVED & compiled_own
     assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE) | set(instructions.TWINS))
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
@@ -183,6 +186,8 @@ def test_the_derived_c_of_shfl_vote_ldmatrix_follows_their_one_definition(monkey
     tensor = (PTX_DIR.parent / "native" / "ptx_tensor.c").read_text(encoding="utf-8")
     rt = tensor[tensor.index("static int rt_ldmatrix("):tensor.index("/* ---- mma: the one compiled twin")]
     assert "trans" not in rt and "% 4" not in rt and "/ 4" not in rt and "lay[" in rt and "rl[" in rt
+
+
 def test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model():
     """mma's C fast path is emulators.c's declared compiled twin of refsim.arith.mma_steps.mma_k16_f32
     (pinned bit-equal by the named tests); the PTX runtime's own C holds no tensor-core model: the
@@ -209,3 +214,36 @@ def test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model(
     assert uses and all("refsim_mma_k16_f32(" in line for _, line in uses), uses
     header = (runtime / "ptx_runtime.h").read_text(encoding="utf-8")
     assert set(re.findall(r"\btc_\w+", header)) == {"tc_L", "tc_F", "tc_ez32"}
+
+
+def test_atomic_arithmetic_is_generated_from_its_one_definition():
+    """atom/red (GENERATED): the C each (op, type) runs is ``semantics.atomic.c_apply``'s, emitted into the
+    kernel as its rt_mem's ``apply``; the runtime, its header and the compiled emitter name no atomic
+    operation or type of their own (a hand-written C arithmetic there fails this test)."""
+    import inspect
+    import re
+
+    from refsim import native
+    from refsim.ptx.compiled import instructions
+    from refsim.ptx.compiled.translate import translate
+    from refsim.ptx.semantics import atomic
+
+    sources = {p.name: p.read_text(encoding="utf-8") for p in Path(native.__file__).parent.glob("ptx_*.[ch]")}
+    words = r"\b(aop|atype|noftz|RT_AOP_\w*|RT_AT_\w*|flush_f32|atom_apply)\b"
+    assert {name: re.findall(words, text) for name, text in sources.items() if re.search(words, text)} == {}
+    assert "m->apply(o, b, c, a->kind == SP_SHARED)" in sources["ptx_memory.c"]
+    emitter = inspect.getsource(instructions._atom)
+    assert "atomic.c_apply(" in emitter
+    assert not [w for w in (*atomic.ATOM_OPS, "b32", "u32", "s32", "f32", "f16", "f16x2") if f'"{w}"' in emitter]
+    forms = [("and", "b32"), ("or", "b64"), ("xor", "b32"), ("exch", "b64"), ("cas", "b32"), ("add", "u32"),
+             ("add", "s64"), ("min", "s32"), ("max", "u64"), ("inc", "u32"), ("dec", "u32"), ("add", "f32"),
+             ("add.noftz", "f16x2")]
+    for op, t in forms:
+        reg = {"b64": "rd", "u64": "rd", "s64": "rd"}.get(t, "r")
+        c = ", %{0}3".format(reg) if op == "cas" else ""
+        text = (HEAD + ".visible .entry k(.param .u64 p)\n{\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n"
+                f"ld.param.u64 %rd1, [p];\natom.global.{op}.{t} %{reg}2, [%rd1], %{reg}2{c};\nret;\n}}\n")
+        src = translate(parse(text).kernels["k"], {}, set()).source
+        want = atomic.c_apply(op.split(".")[0], t, "noftz" in op)
+        assert f"{{ (void)b; (void)c; (void)shared; return {want}; }}" in src, (op, t)
+        assert re.search(r"static const rt_mem MEMS\[1\] = \{\{1, SP_GLOBAL, \d, 1, -?\d+, [01], &atom_apply_0\}\}", src), src

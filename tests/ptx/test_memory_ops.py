@@ -147,3 +147,47 @@ def test_global_bytes_and_shared_wavefronts_are_counted_per_access():
         _, stats = _run(f"mul.lo.u32 %r3, %r1, {stride}; mov.u32 %r4, s; add.u32 %r4, %r4, %r3; ld.shared.u32 %r2, [%r4];",
                         threads=32)
         assert (stats.shared_wavefronts, stats.shared_requests) == (wavefronts, 1), stride
+
+
+# ------------------------------------------------------------------------------- the one decode
+def test_form_decodes_space_element_vector_operation_and_spin_once_for_both_executors():
+    from refsim.ptx.errors import PtxUnsupportedError
+    from refsim.ptx.memory_ops import Access, form
+    from refsim.ptx.parse import parse
+
+    text = HEAD + """.visible .entry k()
+{
+.reg .b32 %r<9>; .reg .b64 %rd<4>; .reg .b16 %h<2>;
+ld.volatile.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1+16];
+st.shared.u16 [%r5], %h1;
+atom.acquire.gpu.cas.b32 %r6, [%rd2], %r7, %r8;
+red.global.add.noftz.f16x2 [%rd3], %r1;
+atom.relaxed.global.add.u64 %rd1, [%rd2], %rd3;
+red.relaxed.global.add.u64 [%rd2], %rd3;
+ld.global.v2.u32 {%r1, %r2, %r3}, [%rd1];
+atom.global.add.f16 %h1, [%rd1], %h0;
+cp.async.cg.shared.global.L2::cache_hint [%r1], [%rd1], 16, %r2, %rd3;
+cp.async.ca.shared.global [%r1], [%rd1], 2;
+ret;
+}
+"""
+    ins = parse(text).kernels["k"].instructions
+    ld, st, cas, red, add, red64 = (form(i) for i in ins[:6])
+    assert (ld.space, ld.type, ld.esize, ld.vec, ld.nbytes, ld.spin, ld.op) == ("global", "u32", 4, 4, 16, True, None)
+    assert ld.addr == ins[0].operands[1] and len(ld.data) == 4
+    assert (st.space, st.esize, st.vec, st.spin, st.addr) == ("shared", 2, 1, False, ins[1].operands[0])
+    assert isinstance(cas, Access) and (cas.space, cas.op, cas.spin, cas.ordered, len(cas.data)) == \
+        ("generic", "cas", True, False, 2)
+    assert cas.result == ins[2].operands[0]
+    assert (red.op, red.noftz, red.esize, red.ordered, red.result, red.spin) == ("add", True, 4, True, None, False)
+    assert (add.spin, add.ordered, red64.spin) == (True, False, False)     # an ordered atom with a result spins
+    with pytest.raises(PtxUnsupportedError, match="^2 destinations expected$"):
+        form(ins[6])
+    with pytest.raises(PtxUnsupportedError, match="requires .noftz") as e:
+        form(ins[7])
+    assert "atom.add.f16" in str(e.value)
+    cp = form(ins[8])                                                       # the cache policy is not data
+    assert (cp.space, cp.esize, cp.nbytes, cp.addr, cp.data) == ("shared", 16, 16, ins[8].operands[0],
+                                                                 tuple(ins[8].operands[1:2] + ins[8].operands[3:4]))
+    with pytest.raises(PtxUnsupportedError, match="^cp-size must be 4, 8 or 16$"):
+        form(ins[9])

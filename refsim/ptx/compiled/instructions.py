@@ -11,7 +11,8 @@ a body          C statements run for the step's active threads ``act[0..na)`` (t
 what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, and more: mov (vector
                 pack/unpack), cvta, isspacep, createpolicy, no-ops (fence, membar, prefetch, ...),
                 nanosleep, trap/brkpt, bra, ret/exit, bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
-                st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
+                st, atom/red (every form of refsim.ptx.semantics.atomic with a C twin: its
+                ``c_apply`` becomes the kernel's ``atom_apply_<k>``), cp.async (copy, commit,
                 wait_group, wait_all), ldmatrix, shfl.sync, vote.sync, the ALU handlers
                 (:mod:`refsim.ptx.compiled.alu`), and mma's one fast path (:data:`TWINS`: the finite
                 steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's ``refsim_mma_k16_f32``).
@@ -31,10 +32,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from refsim.ptx import memory_ops
 from refsim.ptx.compiled.alu import alu
 from refsim.ptx.compiled.operands import CT, Refuse, bits_of, literal
+from refsim.ptx.errors import PtxUnsupportedError
 from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
-from refsim.ptx.memory_ops import state_space, vector_width
+from refsim.ptx.memory_ops import state_space
 from refsim.ptx.operands import flatten
 from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.semantics import expr
@@ -44,8 +47,6 @@ __all__ = ["Body", "emit_body", "split_operands"]
 
 _SP_C = {"generic": "SP_GENERIC", "global": "SP_GLOBAL", "shared": "SP_SHARED", "local": "SP_LOCAL",
          "param": "SP_PARAM", "const": "SP_CONST"}
-_AOPS = ("and", "or", "xor", "exch", "cas", "add", "min", "max", "inc", "dec")
-_ATYPE = {"b32": 0, "b64": 1, "u32": 2, "s32": 3, "u64": 4, "s64": 5, "f32": 6, "f16": 8, "f16x2": 9}
 _NOOPS = ("membar", "fence", "prefetch", "prefetchu", "applypriority", "discard")
 
 
@@ -243,28 +244,26 @@ def _bar(em, ins) -> Body:
 # ----------------------------------------------------------------------------------------------
 # memory
 
-def _mem_decl(em, space: str, esize: int, vec: int, spin: bool, aop: int = 0, atype: int = 0, noftz: int = 0) -> str:
+def _mem_decl(em, space: str, esize: int, vec: int, spin: bool, apply: str = "0", ordered: bool = False) -> str:
     """The instruction's rt_mem (a row of the kernel's MEMS table); returns the C pointer to it."""
     slot = em.ctx.new_spin() if spin else -1
-    em.ctx.mems.append(f"{{{em.idx}, {_SP_C[space]}, {esize}, {vec}, {slot}, {aop}, {atype}, {noftz}}}")
+    em.ctx.mems.append(f"{{{em.idx}, {_SP_C[space]}, {esize}, {vec}, {slot}, {int(ordered)}, {apply}}}")
     return f"(&MEMS[{em.k(len(em.ctx.mems) - 1)}])"
 
 
-def _access(em, ins, data: int, role: str):
-    space = state_space(ins)
-    vec = vector_width(ins)
-    t = ins.types[0]
-    esize = max(1, bits_of(t) // 8)
-    ops = flatten([ins.operands[data]])
-    if len(ops) != vec:
-        raise Refuse(f"{vec} {role} expected")
-    return space, t, esize, vec, ops
+def _access(ins) -> memory_ops.Access:
+    """memory_ops.form (the one decode of a memory instruction), a refusal as Refuse."""
+    try:
+        return memory_ops.form(ins)
+    except PtxUnsupportedError as e:
+        raise Refuse(str(e)) from None
 
 
 def _ld(em, ins) -> Body:
-    space, t, esize, vec, dsts = _access(em, ins, 0, "destinations")
+    f = _access(ins)
+    space, t, esize, vec, dsts = f.space, f.type, f.esize, f.vec, f.data
     eb = esize * 8
-    addr_op = ins.operands[1]
+    addr_op = f.addr
     b = Body(written=em.written(dsts))
     base = addr_op[1] if addr_op[0] == "addr" else None
     if space == "param" and (base is None or base[0] == "sym"):     # constant: read once
@@ -272,8 +271,7 @@ def _ld(em, ins) -> Body:
         lines = [f"{CT[eb]} p{j}; memcpy(&p{j}, S->param + {em.k(off + j * esize)}, {esize});" for j in range(vec)]
         b.code = lines + _loop([em.dst(o, t, f"p{j}", eb) for j, o in enumerate(dsts)])
         return b
-    spin = any(m in ("volatile", "acquire", "relaxed") for m in ins.mods)
-    m = _mem_decl(em, space, esize, vec, spin)
+    m = _mem_decl(em, space, esize, vec, f.spin)
     nb = esize * vec
     b.code = ["uint64_t *ad = S->u64a; uint8_t *out = (uint8_t *)S->u32a;"]
     b.code += _loop([f"ad[i] = {em.address(addr_op, space)};"])
@@ -286,14 +284,15 @@ def _ld(em, ins) -> Body:
 
 
 def _st(em, ins) -> Body:
-    space, t, esize, vec, srcs = _access(em, ins, 1, "sources")
+    f = _access(ins)
+    space, t, esize, vec, srcs = f.space, f.type, f.esize, f.vec, f.data
     if space == "param":
         raise Refuse("st.param")
     eb = esize * 8
     nb = esize * vec
     m = _mem_decl(em, space, esize, vec, False)
     b = Body(code=["uint64_t *ad = S->u64a; uint8_t *val = (uint8_t *)S->u32a;"])
-    per = [f"ad[i] = {em.address(ins.operands[0], space)};"]
+    per = [f"ad[i] = {em.address(f.addr, space)};"]
     for j, o in enumerate(srcs):
         per.append(f"{{ {CT[eb]} v = ({CT[eb]}){em.src(o, t)}; memcpy(val + (int64_t)i * {nb} + {j * esize}, &v, {esize}); }}")
     b.code += _loop(per)
@@ -302,29 +301,24 @@ def _st(em, ins) -> Body:
 
 
 def _atom(em, ins) -> Body:
-    returns = ins.opcode == "atom"
-    space = state_space(ins)
-    t = ins.types[0]
-    ops = [m for m in ins.mods if m in _AOPS]
-    if len(ops) != 1 or vector_width(ins) != 1:
-        raise Refuse("atomic operation")
-    aop = ops[0]
-    if t not in _ATYPE or (t in ("f16", "f16x2") and "noftz" not in ins.mods):
-        raise Refuse(f"atomic on .{t} is not compiled")
-    esize = bits_of(t) // 8
-    flat = flatten(ins.operands)
-    dst, rest = (flat[0], flat[1:]) if returns else (None, flat)
-    spin = aop in ("cas", "exch") or any(m in ("acquire", "acq_rel", "relaxed") for m in ins.mods) and returns
-    m = _mem_decl(em, space, esize, 1, spin, _AOPS.index(aop), _ATYPE[t], int("noftz" in ins.mods))
-    w = bits_of(t)
-    per = [f"ad[i] = {em.address(rest[0], space)};", f"bv[i] = (uint64_t){em.src(rest[1], t)};"]
-    if len(rest) > 2:
-        per.append(f"cv[i] = (uint64_t){em.src(rest[2], t)};")
+    from refsim.ptx.semantics import atomic
+
+    f = _access(ins)
+    expr = atomic.c_apply(f.op, f.type, f.noftz)        # the arithmetic: generated from its one definition
+    if expr is None:
+        raise Refuse(f"atomic on .{f.type} is not compiled")
+    fn = em.ctx.function("uint64_t", "uint64_t o, uint64_t b, uint64_t c, int32_t shared",
+                         f"(void)b; (void)c; (void)shared; return {expr};")
+    m = _mem_decl(em, f.space, f.esize, 1, f.spin, f"&{fn}", f.ordered)
+    w = f.esize * 8
+    per = [f"ad[i] = {em.address(f.addr, f.space)};", f"bv[i] = (uint64_t){em.src(f.data[0], f.type)};"]
+    if len(f.data) > 1:
+        per.append(f"cv[i] = (uint64_t){em.src(f.data[1], f.type)};")
     b = Body(code=["uint64_t *ad = S->u64a, *bv = S->u64b, *cv = S->u64c, *old = S->u64d;"] + _loop(per))
-    b.code.append(f"if ((r = S->api->atom(S, {m}, act, na, ad, bv, {'cv' if len(rest) > 2 else 'NULL'}, old))) return r;")
-    if dst is not None:
-        b.code += _loop([em.dst(dst, t, f"(({CT[w]})old[i])", w)])
-        b.written = em.written([dst])
+    b.code.append(f"if ((r = S->api->atom(S, {m}, act, na, ad, bv, {'cv' if len(f.data) > 1 else 'NULL'}, old))) return r;")
+    if f.result is not None:
+        b.code += _loop([em.dst(f.result, f.type, f"(({CT[w]})old[i])", w)])
+        b.written = em.written([f.result])
     return b
 
 
@@ -339,17 +333,13 @@ def _cp(em, ins) -> Body:
     if "wait_group" in mods:
         code = ["uint32_t mx = 0;"] + _loop([f"const uint32_t v = {em.src(ins.operands[0], 'u32')};", "mx = v > mx ? v : mx;"])
         return Body(code=code + ["if (na) S->api->cp_wait(S, act, na, (int64_t)mx);"])
-    ops = list(ins.operands)
-    if any(m.startswith("L2::cache_hint") for m in mods):
-        ops = ops[:-1]
-    if ops[2][0] != "imm" or ops[2][1] not in (4, 8, 16):
-        raise Refuse("cp-size")
-    size = int(ops[2][1])
+    f = _access(ins)
+    size = f.esize
     m = _mem_decl(em, "shared", 1, 1, False)
-    per = [f"dst[i] = {em.address(ops[0], 'shared')};", f"src[i] = {em.address(ops[1], 'global')};"]
+    per = [f"dst[i] = {em.address(f.addr, 'shared')};", f"src[i] = {em.address(f.data[0], 'global')};"]
     ss = "NULL"
-    if len(ops) > 3:
-        o = ops[3]
+    if len(f.data) > 1:
+        o = f.data[1]
         ss = "ss"
         if o[0] == "reg" and em.reg_bits(o[1]) == 1:
             per.append(f"ss[i] = {em.src(o, 'pred')} ? 0 : {size};")

@@ -63,6 +63,7 @@ class _Context:
     global_names: set
     statics: dict = field(default_factory=dict)   # C initializer -> name (shared static data)
     mems: list = field(default_factory=list)      # rt_mem rows, one per memory instruction
+    functions: dict = field(default_factory=dict)  # C function text -> name (generated helpers, e.g. atomics)
     symbols: list = field(default_factory=list)
     nspin: int = 0
     bar_red: dict = field(default_factory=dict)   # instruction -> (1 popc / 2 and / 3 or, destination slot)
@@ -75,6 +76,13 @@ class _Context:
         if key not in self.statics:
             self.statics[key] = f"ST{len(self.statics)}"
         return self.statics[key]
+
+    def function(self, ret: str, params: str, body: str, prefix: str = "atom_apply") -> str:
+        """The name of a static C function ``ret name(params) { body }`` (one per distinct text)."""
+        key = (ret, params, body)
+        if key not in self.functions:
+            self.functions[key] = f"{prefix}_{len(self.functions)}"
+        return self.functions[key]
 
     def coords(self, values) -> str:
         return self.static("int16_t []", "{" + ", ".join(str(int(x)) for x in values.reshape(-1)) + "}")
@@ -122,6 +130,7 @@ def translate(kernel, handlers: dict, global_names) -> Translation:
         f"/* refsim.ptx.compiled: kernel {kernel.name}, {n} instructions, {len(templates)} templates */",
         f"typedef struct rt_desc {{ int32_t idx; int64_t k[{nk}]; }} rt_desc;",
         *statics,
+        *(f"static {ret} {name}({params}) {{ {body} }}" for (ret, params, body), name in ctx.functions.items()),
         f"static const rt_mem MEMS[{max(1, len(ctx.mems))}] = {{{', '.join(ctx.mems) or '{0}'}}};",
         *funcs,
         f"static const rt_desc DESC[{n}] = {{\n    {desc}\n}};",

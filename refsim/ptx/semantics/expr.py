@@ -3,8 +3,10 @@
 An :class:`Expr` is built from the sources ``src(i)``, ``ZERO`` and integer constants with ``+ - * & | ^ ~``
 and ``>> k`` (a right shift by a constant k), all modulo 2^w on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
 the same bits, and the low half of a product), with comparisons (:func:`compare`, signed or unsigned)
-and selection (:func:`select`). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
-evaluated in uint64, the result wrapped to w bits); :func:`c` into the compiled executor's C expression
+and selection (:func:`select`); :func:`call` applies a function defined elsewhere together with its
+declared C twin (e.g. a row of refsim.ptx.semantics.floating.C_TWINS). :func:`numpy_fn` turns it
+into the handler's function (sources read with ``ubits``, evaluated in uint64, the result wrapped to w
+bits); :func:`c` into the compiled executor's C expression
 (each source widened to uint64_t, the result cast to the w-bit type). Worked example, ``add.u32``::
 
     e = src(0) + src(1)
@@ -19,15 +21,16 @@ import numpy as np
 from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.words import sval, ubits, wrap
 
-__all__ = ["Expr", "src", "ZERO", "compare", "select", "numpy_fn", "numpy_pred", "c", "c_pred"]
+__all__ = ["Expr", "src", "ZERO", "const", "compare", "select", "call", "numpy_fn", "numpy_pred", "c", "c_pred"]
 
 _NP = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
 
 
 class Expr:
     """A node: ``("src", i)``, ``("const", v)``, ``("~", x)``, ``(o, x, y)`` with o in ``+ - * & | ^``,
-    ``(">>", x, k)`` (k an int), ``("cmp", o, x, y, signed)`` (:func:`compare`) or ``("?", c, x, y)``
-    (:func:`select`). A plain int operand of ``+ - * & | ^`` is the constant."""
+    ``(">>", x, k)`` (k an int), ``("cmp", o, x, y, signed)`` (:func:`compare`), ``("?", c, x, y)``
+    (:func:`select`) or ``("call", fn, ctext, *args)`` (:func:`call`). A plain int operand of
+    ``+ - * & | ^`` is the constant."""
 
     __slots__ = ("node",)
 
@@ -67,6 +70,18 @@ def select(c: Expr, x: Expr, y: Expr) -> Expr:
     return Expr("?", c, x, y)
 
 
+def call(fn, ctext: str | None, *args: Expr) -> Expr:
+    """``fn(*args)``: a function defined elsewhere, given as its NumPy (w-bit unsigned patterns in, an
+    unsigned array out) and its C twin ``ctext``, a format string over the argument expressions
+    (``"rt_fadd({0}, {1})"``), or None where no C exists (:func:`c` then returns None)."""
+    return Expr("call", fn, ctext, *args)
+
+
+def const(v: int) -> Expr:
+    """The constant v (0 <= v < 2^64)."""
+    return Expr("const", v)
+
+
 def src(i: int) -> Expr:
     """Source operand i of the instruction."""
     return Expr("src", i)
@@ -96,6 +111,9 @@ def _eval(e: Expr, vals: list, w: int) -> np.ndarray:
         return np.where(np.asarray(c) != 0, x, y)
     if kind == ">>":
         return np.right_shift(_eval(e.node[1], vals, w), np.uint64(e.node[2]))
+    if kind == "call":
+        args = [np.asarray(_eval(a, vals, w)).astype(np.uint64) & np.uint64(2**w - 1) for a in e.node[3:]]
+        return np.asarray(e.node[1](*args)).astype(np.uint64)
     return _NP[kind](_eval(e.node[1], vals, w), _eval(e.node[2], vals, w))
 
 
@@ -120,15 +138,19 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
     if kind == "src":
         return f"(uint64_t){s[e.node[1]]}"
     if kind == "const":
-        return str(e.node[1])
+        return f"{e.node[1]:#x}ull" if e.node[1] > 0x7FFFFFFF else str(e.node[1])
     if kind == "~":
         return "~" + _text(e.node[1], s, w, False)
     if kind == "cmp":
         o, x, y, signed = e.node[1:]
-        x, y = _text(x, s, w, True), _text(y, s, w, True)
+        x, y = _text(x, s, w, signed), _text(y, s, w, signed)     # (== binds before & in C: parenthesise)
         t = f"rt_sext({x}, {w}) {o} rt_sext({y}, {w})" if signed else f"{x} {o} {y}"
     elif kind == ">>":
         t = f"{_text(e.node[1], s, w, False)} >> {e.node[2]}"
+    elif kind == "call":
+        if e.node[2] is None:
+            raise _NoC
+        t = "(uint64_t)" + e.node[2].format(*(_text(a, s, w, True) for a in e.node[3:]))
     elif kind == "?":
         t = " ? ".join([_text(e.node[1], s, w, False), " : ".join(_text(n, s, w, False) for n in e.node[2:])])
     else:
@@ -136,9 +158,17 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
     return t if top else f"({t})"
 
 
-def c(e: Expr, w: int, s: list[str]) -> str:
-    """The C expression of ``e`` at width w over the C source expressions ``s``."""
-    return cast(w, _text(e, s, w, True))
+class _NoC(Exception):
+    """A :func:`call` without a C twin."""
+
+
+def c(e: Expr, w: int, s: list[str]) -> str | None:
+    """The C expression of ``e`` at width w over the C source expressions ``s`` (None when a
+    :func:`call` in it has no C twin)."""
+    try:
+        return cast(w, _text(e, s, w, True))
+    except _NoC:
+        return None
 
 
 def c_pred(e: Expr, w: int, s: list[str]) -> str:

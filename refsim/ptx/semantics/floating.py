@@ -34,8 +34,8 @@ from refsim.arith import fp, rounding
 from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.handler import Handler, Op, isa, unsupported
 
-__all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "CANONICAL_NAN", "BUILDERS", "C_TWINS", "C_FORMS",
-           "c_form"]
+__all__ = ["decode", "encode", "flush_subnormal", "build", "elementwise", "bits_rn", "CANONICAL_NAN", "BUILDERS",
+           "C_TWINS", "C_FORMS", "c_form"]
 
 CANONICAL_NAN = fp.CANONICAL_NAN   # one definition: refsim.arith.fp
 _BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
@@ -147,7 +147,7 @@ _C_WIDTH = {"f32": 32, "f16": 16, "f16x2": 32}
 _FAST_RN = {key: prim for key, (_, _, prim) in C_TWINS.items() if prim is not None and key[1] != "f16x2"}
 
 
-def _bits_rn(t: str, prim):
+def bits_rn(t: str, prim):
     """Lift a native-dtype RN primitive to bit patterns of ``t`` (f16, f16x2 or f32)."""
     st, lanes = _lanes(t)
     ftype, utype = (np.float16, np.uint16) if st == "f16" else (np.float32, np.uint32)
@@ -214,7 +214,7 @@ def build(op: Op, arch: str) -> Handler:
             raise unsupported(op, f"modifier(s) {sorted(rest)} not supported")
         fast = _FAST_RN.get((name, st))
         if fast is not None and mode == "rn" and not ftz and not sat and (name != "fma" or rnd):
-            return Handler(fn=_bits_rn(t, fast), dst_types=(t,), src_types=(t,) * (3 if name == "fma" else 2),
+            return Handler(fn=bits_rn(t, fast), dst_types=(t,), src_types=(t,) * (3 if name == "fma" else 2),
                            kind="alu", isa=sec)
         if name == "mad":
             if st != "f32" and st != "f64":

@@ -15,7 +15,7 @@ from refsim import ptx
 from refsim.ptx.compiled.alu import alu
 from refsim.ptx.semantics import Op
 from refsim.ptx.semantics.floating import C_TWINS
-from conftest_compiled import alu_module, bit_patterns, needs_compiled, run_both
+from conftest_compiled import HEAD, alu_module, bit_patterns, needs_compiled, run_both
 
 pytestmark = needs_compiled
 
@@ -128,6 +128,8 @@ _FLOATS = {"f16": ("b16", "h"), "bf16": ("b16", "h"), "f32": ("b32", "r"), "f64"
 
 
 @pytest.mark.parametrize("part", ["int", "float"])
+
+
 def test_cvt_between_every_pair_of_types(part):
     cases = []
     if part == "int":
@@ -245,3 +247,116 @@ def test_shfl_and_vote_edge_cases_give_the_plain_loop_transcription_on_both_exec
                  "ballot": sum(1 << l for l in range(32) if on[l] and not pb[l])}[mode]
             assert out[rows, 2 * len(shfl_forms) + k].tolist() == [r if on[l] else (7 if mode == "ballot" else 0)
                                                                      for l in range(32)], (mode, guard, mask)
+# ---------------------------------------------------------------------------------------------- atom / red
+# (op, type): rows (old, b, c, new) worked by hand from the PTX ISA's atom text (c: cas only); f32 on
+# global memory flushes subnormal inputs and results (the ISA's "current implementation"), f16/f16x2 .noftz
+# keep them; NaN results are the canonical NaN.
+_F32_SHARED_DIFFERS = {0x00000001: 0x00000001, 0x80000001: 0x80000001, 0x00C00000: 0x00400000}
+_ATOMIC_ROWS = {
+    ("and", "b32"): [(0xF0F0F0F0, 0xFF00FF00, 0, 0xF000F000), (0xFFFFFFFF, 0, 0, 0), (0xFFFFFFFF, 0x80000001, 0, 0x80000001)],
+    ("or", "b32"): [(0xF0F0F0F0, 0x0F0F0F0F, 0, 0xFFFFFFFF), (0, 0, 0, 0), (0x80000000, 1, 0, 0x80000001)],
+    ("xor", "b32"): [(0xFFFFFFFF, 0x0F0F0F0F, 0, 0xF0F0F0F0), (0x12345678, 0x12345678, 0, 0)],
+    ("and", "b64"): [(0xF0F0F0F000000001, 0x0FFFFFFF00000003, 0, 0x00F0F0F000000001)],
+    ("or", "b64"): [(0x8000000000000000, 0x00000000FFFFFFFF, 0, 0x80000000FFFFFFFF)],
+    ("xor", "b64"): [(2**64 - 1, 0x100000000, 0, 0xFFFFFFFEFFFFFFFF)],
+    ("exch", "b32"): [(7, 0xFFFFFFFF, 0, 0xFFFFFFFF), (0xDEADBEEF, 0, 0, 0)],
+    ("exch", "b64"): [(1, 0x8000000000000005, 0, 0x8000000000000005)],
+    ("cas", "b32"): [(5, 5, 9, 9), (6, 5, 9, 6), (0xFFFFFFFF, 0xFFFFFFFF, 0, 0), (0, 0x80000000, 1, 0)],
+    ("cas", "b64"): [(2**40 + 1, 2**40 + 1, 2**63, 2**63), (2**32 + 5, 5, 9, 2**32 + 5), (0, 0, 2**64 - 1, 2**64 - 1)],
+    ("add", "u32"): [(0xFFFFFFFF, 2, 0, 1), (0x80000000, 0x80000000, 0, 0), (1, 2, 0, 3)],
+    ("add", "s32"): [(0x7FFFFFFF, 1, 0, 0x80000000), (0xFFFFFFFF, 0xFFFFFFFF, 0, 0xFFFFFFFE),
+                     (0x80000000, 0xFFFFFFFF, 0, 0x7FFFFFFF)],
+    ("add", "u64"): [(2**64 - 1, 3, 0, 2), (0xFFFFFFFF, 1, 0, 0x100000000)],
+    ("add", "s64"): [(2**63 - 1, 1, 0, 2**63), (2**63, 2**64 - 1, 0, 2**63 - 1)],
+    ("min", "s32"): [(0x80000000, 0x7FFFFFFF, 0, 0x80000000), (0xFFFFFFFF, 0, 0, 0xFFFFFFFF),
+                     (0x7FFFFFFF, 0x80000000, 0, 0x80000000), (5, 3, 0, 3)],
+    ("max", "s32"): [(0x80000000, 0xFFFFFFFF, 0, 0xFFFFFFFF), (0x7FFFFFFF, 0x80000000, 0, 0x7FFFFFFF), (0xFFFFFFFF, 0, 0, 0)],
+    ("min", "u32"): [(0x80000000, 0x7FFFFFFF, 0, 0x7FFFFFFF), (0xFFFFFFFF, 0, 0, 0)],
+    ("max", "u32"): [(0xFFFFFFFF, 0, 0, 0xFFFFFFFF), (0x80000000, 0x7FFFFFFF, 0, 0x80000000)],
+    ("min", "s64"): [(2**63, 2**63 - 1, 0, 2**63), (2**64 - 1, 0, 0, 2**64 - 1), (0xFFFFFFFF, 2**32, 0, 0xFFFFFFFF)],
+    ("max", "s64"): [(2**63, 2**64 - 1, 0, 2**64 - 1), (2**63 - 1, 2**63, 0, 2**63 - 1), (0x80000000, 0x7FFFFFFF, 0, 0x80000000)],
+    ("min", "u64"): [(2**63, 1, 0, 1), (2**32, 0xFFFFFFFF, 0, 0xFFFFFFFF)],
+    ("max", "u64"): [(2**63, 2**63 - 1, 0, 2**63), (2**64 - 1, 0, 0, 2**64 - 1)],
+    ("inc", "u32"): [(4, 5, 0, 5), (5, 5, 0, 0), (9, 5, 0, 0), (0xFFFFFFFF, 0xFFFFFFFF, 0, 0),     # old >= b ? 0 : old + 1
+                     (0xFFFFFFFE, 0xFFFFFFFF, 0, 0xFFFFFFFF), (0, 0, 0, 0), (0x80000000, 0xFFFFFFFF, 0, 0x80000001)],
+    ("dec", "u32"): [(0, 5, 0, 5), (9, 5, 0, 5), (3, 5, 0, 2), (0, 0xFFFFFFFF, 0, 0xFFFFFFFF),   # old == 0 or old > b ? b
+                     (1, 0, 0, 0), (0, 0, 0, 0), (0x80000000, 0xFFFFFFFF, 0, 0x7FFFFFFF)],        # : old - 1
+    ("add", "f32"): [(0x3F800000, 0x33800000, 0, 0x3F800000), (0x3F800001, 0x33800000, 0, 0x3F800002),  # ties to even
+                     (0x3F800000, 0x33800001, 0, 0x3F800001), (0x7FC00001, 0x3F800000, 0, 0x7FFFFFFF),
+                     (0x7F800000, 0xFF800000, 0, 0x7FFFFFFF), (0x80000000, 0x80000000, 0, 0x80000000),
+                     (0x80000000, 0, 0, 0), (0x7F7FFFFF, 0x7F7FFFFF, 0, 0x7F800000),
+                     (0x00000001, 0, 0, 0), (0x80000001, 0x80000000, 0, 0x80000000),             # flushed (global)
+                     (0x00C00000, 0x80800000, 0, 0)],                                               # 2^-127 flushed
+    ("add.noftz", "f16"): [(0x3C00, 0x1000, 0, 0x3C00), (0x3C01, 0x1000, 0, 0x3C02), (0x3C00, 0x1001, 0, 0x3C01),
+                           (0x7E01, 0x3C00, 0, 0x7FFF), (0x7C00, 0xFC00, 0, 0x7FFF), (0x8000, 0x8000, 0, 0x8000),
+                           (0x8000, 0, 0, 0), (0x0001, 0x0001, 0, 0x0002), (0x7BFF, 0x7BFF, 0, 0x7C00),
+                           (0x0400, 0x8001, 0, 0x03FF)],
+    ("add.noftz", "f16x2"): [(0x80003C00, 0x80001000, 0, 0x80003C00), (0x7E013C00, 0x00003C00, 0, 0x7FFF4000),
+                             (0x00010000, 0x80000001, 0, 0x00010001), (0x3C008000, 0xBC000000, 0, 0),
+                             (0x7BFF0400, 0x7BFF8001, 0, 0x7C0003FF), (0xFC000001, 0x7C000001, 0, 0x7FFF0002)],
+}
+_ROWS = max(len(r) for r in _ATOMIC_ROWS.values())
+_WIDTH = {"b32": 32, "b64": 64, "u32": 32, "s32": 32, "u64": 64, "s64": 64, "f32": 32, "f16": 16, "f16x2": 32}
+_REG = {16: "%h", 32: "%r", 64: "%rd"}
+
+
+def _atomic_module() -> str:
+    """k(mem, mem2, b, c, out): case j, thread t: slot (j, t) of 8 bytes in each array; atom on mem (its old
+    value to out), red on mem2."""
+    lines = [HEAD + ".visible .entry k(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3, .param .u64 p4)",
+             "{", ".reg .b16 %h<3>;", ".reg .b32 %r<3>, %t;", ".reg .b64 %rd<3>, %a<5>, %off;",
+             "mov.u32 %t, %tid.x;", "mul.wide.u32 %off, %t, 8;"]
+    for i in range(5):
+        lines += [f"ld.param.u64 %a{i}, [p{i}];", f"cvta.to.global.u64 %a{i}, %a{i};", f"add.s64 %a{i}, %a{i}, %off;"]
+    for j, (op, t) in enumerate(_ATOMIC_ROWS):
+        w, off = _WIDTH[t], 8 * _ROWS * j
+        r, u = _REG[w], f"u{w}"
+        c = f", {r}2" if op == "cas" else ""
+        lines += [f"ld.global.{u} {r}1, [%a2+{off}];", f"ld.global.{u} {r}2, [%a3+{off}];",
+                  f"atom.global.{op}.{t} {r}0, [%a0+{off}], {r}1{c};", f"st.global.{u} [%a4+{off}], {r}0;",
+                  f"red.global.{op}.{t} [%a1+{off}], {r}1{c};"]
+    return "\n".join(lines + ["ret;", "}"]) + "\n"
+
+
+def test_every_atomic_form_on_edge_values_through_both_executors():
+    """Each (op, type) the compiled executor generates (semantics.atomic.c_apply) against hand-worked
+    values: wrap at 2^32/2^64, signed min/max at INT_MIN, the inc/dec wrap rules, cas hit and miss (a
+    64-bit miss in the high word), f32 ties/NaN/Inf/-0 and the global flush, f16/f16x2 lanes with
+    NaN, -0 and subnormals; red stores the same values, atom also returns the old one."""
+    cases = list(_ATOMIC_ROWS.values())
+    rows = [[r[i % len(r)] for i in range(_ROWS)] for r in cases]          # pad: repeat a case's rows
+    old, b, c, new = (np.array([[x[k] for x in rr] for rr in rows], np.uint64) for k in range(4))
+    out = np.zeros_like(old)
+    _, (mem, mem2, _, _, got_old), _ = run_both(ptx.Module(_atomic_module()), "k", 1, _ROWS,
+                                               [old, old.copy(), b, c, out])
+    for j, key in enumerate(_ATOMIC_ROWS):
+        assert mem[j].tolist() == new[j].tolist(), key
+        assert mem2[j].tolist() == new[j].tolist(), key
+        assert got_old[j].tolist() == old[j].tolist(), key
+
+
+def test_f32_atomic_add_flushes_on_global_memory_only_through_both_executors():
+    """atom.shared.add.f32 and a generic atom.add.f32 into the shared window keep subnormals; a generic
+    one into global memory flushes them (semantics.atomic's space rule, chosen per access at run time)."""
+    rows = _ATOMIC_ROWS[("add", "f32")]
+    n = len(rows)
+    text = (HEAD + ".visible .entry k(.param .u64 p0, .param .u64 p1, .param .u64 p2)\n{\n"
+            ".shared .align 4 .b32 s[64];\n.reg .b32 %r<4>, %t;\n.reg .b64 %a<3>, %off, %s, %g;\n"
+            "mov.u32 %t, %tid.x;\nmul.wide.u32 %off, %t, 4;\n"
+            + "".join(f"ld.param.u64 %a{i}, [p{i}];\ncvta.to.global.u64 %a{i}, %a{i};\nadd.s64 %a{i}, %a{i}, %off;\n"
+                      for i in range(3))
+            + "mov.u64 %s, s;\nadd.s64 %s, %s, %off;\ncvta.shared.u64 %g, %s;\n"
+            "ld.global.u32 %r1, [%a0];\nld.global.u32 %r2, [%a1];\n"
+            "st.shared.u32 [%s], %r1;\natom.shared.add.f32 %r3, [%s], %r2;\nld.shared.u32 %r3, [%s];\n"
+            f"st.global.u32 [%a2], %r3;\nst.shared.u32 [%s+{4 * n}], %r1;\n"
+            f"add.s64 %g, %g, {4 * n};\natom.add.f32 %r3, [%g], %r2;\nld.shared.u32 %r3, [%s+{4 * n}];\n"
+            f"st.global.u32 [%a2+{4 * n}], %r3;\n"
+            "cvta.global.u64 %g, %a0;\natom.add.f32 %r3, [%g], %r2;\nret;\n}\n")
+    old = np.array([r[0] for r in rows], np.uint32)
+    b = np.array([r[1] for r in rows], np.uint32)
+    out = np.zeros(2 * n, np.uint32)
+    _, (mem, _, got), _ = run_both(ptx.Module(text), "k", 1, n, [old, b, out])
+    flushed = [r[3] for r in rows]
+    kept = [_F32_SHARED_DIFFERS.get(r[0], r[3]) for r in rows]
+    assert got[:n].tolist() == kept and got[n:].tolist() == kept
+    assert mem.tolist() == flushed and kept != flushed

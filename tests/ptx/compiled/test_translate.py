@@ -69,7 +69,10 @@ def test_a_kernel_it_cannot_compile_gets_the_line_its_text_and_the_reason():
     for body, line, why in [("st.param.u32 [n], %r1;", "`st.param.u32 [n], %r1`", "st.param"),
                             ("bra %r1;", "`bra %r1`", "indirect branch"),
                             ("add.s32 %r1, %r2, 1;\natom.global.add.u16 %r1, [%rd1], %r2;",
-                             "`atom.global.add.u16 %r1, [%rd1], %r2`", "atomic on .u16 is not compiled")]:
+                             "`atom.global.add.u16 %r1, [%rd1], %r2`",
+                             "atom.add.u16: type .u16 is not an atom/red type refsim executes"),
+                            ("atom.global.add.noftz.bf16x2 %r1, [%rd1], %r2;",
+                             "`atom.global.add.noftz.bf16x2 %r1, [%rd1], %r2`", "atomic on .bf16x2 is not compiled")]:
         tr = translated(body + "\nexit;")
         assert tr.source is None and tr.reason == f"PTX line {6 + body.count(chr(10)) + 1} {line}: {why}"
 

@@ -62,3 +62,17 @@ def test_unsupported_atomics_are_refused_naming_the_instruction():
         atom_apply("inc", "s32", u32(0), u32(0))
     with pytest.raises(PtxUnsupportedError, match=r"^atom\.add\.u16"):
         atom_apply("add", "u16", np.uint16(0), np.uint16(0))
+
+
+def test_the_c_of_each_form_is_derived_from_its_expression():
+    from refsim.ptx.semantics.atomic import c_apply
+
+    assert c_apply("min", "s32") == ("((uint32_t)((rt_sext((uint64_t)o, 32) < rt_sext((uint64_t)b, 32)) ? "
+                                     "(uint64_t)o : (uint64_t)b))")
+    assert c_apply("cas", "b64") == "((uint64_t)(((uint64_t)o == (uint64_t)b) ? (uint64_t)c : (uint64_t)o))"
+    assert c_apply("add", "f16x2", True) == "((uint32_t)((uint64_t)RT_X2(rt_hadd, (uint64_t)o, (uint64_t)b)))"
+    f32 = c_apply("add", "f32")          # shared memory keeps subnormals, global flushes (chosen per access)
+    assert f32.startswith("(shared ? ((uint32_t)((uint64_t)rt_fadd((uint64_t)o, (uint64_t)b))) : ") and "0x80000000ull" in f32
+    assert c_apply("add", "bf16x2", True) is None and c_apply("add", "f64") is None     # no C twin: interpreter only
+    with pytest.raises(PtxUnsupportedError, match="requires .noftz"):
+        c_apply("add", "f16x2")

@@ -73,3 +73,18 @@ def test_shift_right_by_a_constant_and_plain_int_constants():
     assert c(e, 32, ["c"]) == "((uint32_t)(((uint64_t)c >> 8) & 31))"
     (d,) = numpy_fn(src(0) - 3, 16)(np.array([1], np.uint16))
     assert d.tolist() == [0xFFFE]                                     # 1 - 3 wraps
+
+
+def test_a_call_runs_its_numpy_and_writes_its_c_twin_and_compound_comparisons_are_parenthesised():
+    from refsim.ptx.semantics.expr import call, compare, const, select
+
+    swap = call(lambda x: (x >> np.uint64(8)) | ((x & np.uint64(0xFF)) << np.uint64(8)), "rt_swap({0})", src(0) + const(1))
+    (d,) = numpy_fn(swap, 16)(np.array([0x12FF, 0xFFFF], np.uint16))
+    assert d.tolist() == [0x0013, 0x0000]                              # 0x1300 swapped; 0xFFFF + 1 wraps to 0
+    assert c(swap, 16, ["a"]) == "((uint16_t)((uint64_t)rt_swap((uint64_t)a + 1)))"
+    assert c(call(lambda x: x, None, src(0)), 32, ["a"]) is None      # no C twin: no C
+    flush = select(compare("==", src(0) & const(0x7F800000), ZERO), src(0) & const(0x80000000), src(0))
+    assert c(flush, 32, ["a"]) == ("((uint32_t)((((uint64_t)a & 2139095040) == 0) ? "
+                                   "((uint64_t)a & 0x80000000ull) : (uint64_t)a))")
+    (d,) = numpy_fn(flush, 32)(np.array([0x80000001, 0x00800000, 0x7FFFFF], np.uint32))
+    assert d.tolist() == [0x80000000, 0x00800000, 0]
