@@ -104,17 +104,16 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 #: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow, barriers and the
 #: warp-wide shfl/vote/mma/ldmatrix. Both are held equal by tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
-    "applypriority", "atom", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
-    "fence", "isspacep", "ld", "ldmatrix", "ldu", "membar", "mma", "mov", "nanosleep", "prefetch", "prefetchu",
-    "red", "ret", "shfl", "st", "trap", "vote",
+    "atom", "bar", "barrier", "bra", "cp", "exit", "ld", "ldmatrix", "ldu", "mma", "red", "ret", "shfl", "st", "vote",
 })
 
 
 def test_every_opcode_has_one_definition_site():
     """Each opcode is defined in exactly one place: one semantics family (its handler, and beside it the
     C form the compiled executor emits), refsim.ptx.hopper (one Python definition both executors run),
-    or the engine; the compiled executor's own C bodies are exactly TWO_DEFINITIONS."""
-    from refsim.ptx import hopper
+    or the engine; the compiled executor's own C bodies are exactly TWO_DEFINITIONS, and the engine
+    opcodes refsim.ptx.control defines as data (FORMS, EFFECTS) get C derived from that data only."""
+    from refsim.ptx import control, hopper
     from refsim.ptx.compiled import alu, instructions
     from refsim.ptx.semantics import table
 
@@ -130,6 +129,15 @@ def test_every_opcode_has_one_definition_site():
     compiled_own = set(instructions._ENGINE) | set(instructions._WARP) | {"ldmatrix"}
     assert compiled_own == TWO_DEFINITIONS
     assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE))
+    # the derived engine forms: every FORMS / EFFECTS opcode through the one generic emitter of its kind,
+    # and no C body of compiled/instructions.py names one of them (a hand-written body would)
+    derived = set(control.FORMS) | set(control.EFFECTS)
+    assert instructions.DERIVED == {**{op: instructions._form for op in control.FORMS},
+                                    **{op: instructions._effect for op in control.EFFECTS}}
+    assert not derived & (compiled_own | set(hopper.OPCODES) | set(table.C_TABLE))
+    assert all(dispatch.OPCODES[op].build in (control.expression_step, control.effect) for op in derived - {"fence"})
+    source = Path(instructions.__file__).read_text(encoding="utf-8")
+    assert not [op for op in derived if f'"{op}"' in source or f"'{op}'" in source]
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
     source = Path(alu.__file__).read_text(encoding="utf-8")
     assert not [op for op in table.TABLE if f'"{op}"' in source]

@@ -1,6 +1,7 @@
 """Wrapped integer expressions: one definition from which both executors run a plain integer form.
 
-An :class:`Expr` is built from the sources ``src(i)`` and ``ZERO`` with ``+ - * & | ^ ~``, all modulo 2^w
+An :class:`Expr` is built from the sources ``src(i)``, constants (``ZERO``, :func:`const`) with ``+ - * & | ^ ~``
+and shifts by a constant (``x << 16``, ``x >> 16``), all modulo 2^w
 on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
 the same bits, and the low half of a product), with comparisons (:func:`compare`, signed or unsigned)
 and selection (:func:`select`). :func:`numpy_fn` turns it into the handler's function (sources read with ``ubits``,
@@ -10,6 +11,9 @@ evaluated in uint64, the result wrapped to w bits); :func:`c` into the compiled 
     e = src(0) + src(1)
     numpy_fn(e, 32)(np.array([0xFFFFFFFF], np.uint32), np.array([2], np.uint32))  ->  (array([1], uint32),)
     c(e, 32, ["a", "b"])  ->  "((uint32_t)((uint64_t)a + (uint64_t)b))"
+
+A result may be narrower than the expression (``out``: the high 16 bits of a 32-bit source are
+``numpy_fn(src(0) >> 16, 32, out=16)``): the value is wrapped to ``out`` bits instead of w.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ import numpy as np
 from refsim.ptx.semantics.cexpr import cast
 from refsim.ptx.semantics.words import sval, ubits, wrap
 
-__all__ = ["Expr", "src", "ZERO", "compare", "select", "numpy_fn", "numpy_pred", "c", "c_pred"]
+__all__ = ["Expr", "src", "const", "ZERO", "compare", "select", "numpy_fn", "numpy_pred", "c", "c_pred"]
 
 _NP = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}
 
 
 class Expr:
     """A node: ``("src", i)``, ``("const", v)``, ``("~", x)``, ``(o, x, y)`` with o in ``+ - * & | ^``,
+    ``(s, x, k)`` with s in ``<< >>`` and k a constant int (0 <= k < 64),
     ``("cmp", o, x, y, signed)`` (:func:`compare`) or ``("?", c, x, y)`` (:func:`select`)."""
 
     __slots__ = ("node",)
@@ -43,6 +48,13 @@ class Expr:
     def __or__(self, other): return self._bin("|", other)  # noqa: E704
     def __xor__(self, other): return self._bin("^", other)  # noqa: E704
     def __invert__(self): return Expr("~", self)  # noqa: E704
+
+    def __lshift__(self, k: int): return self._shift("<<", k)  # noqa: E704
+    def __rshift__(self, k: int): return self._shift(">>", k)  # noqa: E704
+
+    def _shift(self, o: str, k: int) -> "Expr":
+        assert isinstance(k, int) and 0 <= k < 64, k      # a shift by a constant amount below 64
+        return Expr(o, self, k)
 
     def sources(self) -> int:
         """How many sources the expression reads (1 + the highest source index)."""
@@ -70,7 +82,13 @@ def src(i: int) -> Expr:
     return Expr("src", i)
 
 
-ZERO = Expr("const", 0)
+def const(v: int) -> Expr:
+    """The constant v (0 <= v < 2^64)."""
+    assert isinstance(v, int) and 0 <= v < 1 << 64, v
+    return Expr("const", v)
+
+
+ZERO = const(0)
 
 
 _CMP = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
@@ -85,6 +103,9 @@ def _eval(e: Expr, vals: list, w: int) -> np.ndarray:
         return np.uint64(e.node[1])
     if kind == "~":
         return np.invert(_eval(e.node[1], vals, w))
+    if kind in ("<<", ">>"):
+        x = np.asarray(_eval(e.node[1], vals, w)).astype(np.uint64)
+        return (np.left_shift if kind == "<<" else np.right_shift)(x, np.uint64(e.node[2]))
     if kind == "cmp":
         o, x, y, signed = e.node[1:]
         x, y = _eval(x, vals, w) & np.uint64(2**w - 1), _eval(y, vals, w) & np.uint64(2**w - 1)
@@ -95,11 +116,14 @@ def _eval(e: Expr, vals: list, w: int) -> np.ndarray:
     return _NP[kind](_eval(e.node[1], vals, w), _eval(e.node[2], vals, w))
 
 
-def numpy_fn(e: Expr, w: int):
-    """The handler function of ``e`` at width w: ``fn(*sources) -> (w-bit result,)``."""
+def numpy_fn(e: Expr, w: int, out: int | None = None):
+    """The handler function of ``e`` at width w: ``fn(*sources) -> (result,)``, the result wrapped to
+    ``out`` bits (default w) as that width's unsigned dtype."""
+    o = w if out is None else out
+
     def fn(*srcs):
         with np.errstate(over="ignore"):
-            return (wrap(_eval(e, [ubits(x, w) for x in srcs], w), w),)
+            return (wrap(_eval(e, [ubits(x, w) for x in srcs], w), o),)
     return fn
 
 
@@ -115,9 +139,13 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
     if kind == "src":
         return f"(uint64_t){s[e.node[1]]}"
     if kind == "const":
-        return str(e.node[1])
+        v = e.node[1]
+        return str(v) if v < 1 << 31 else f"0x{v:X}ull"
     if kind == "~":
         return "~" + _text(e.node[1], s, w, False)
+    if kind in ("<<", ">>"):
+        t = f"{_text(e.node[1], s, w, False)} {kind} {e.node[2]}"
+        return t if top else f"({t})"
     if kind == "cmp":
         o, x, y, signed = e.node[1:]
         x, y = _text(x, s, w, True), _text(y, s, w, True)
@@ -129,9 +157,10 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
     return t if top else f"({t})"
 
 
-def c(e: Expr, w: int, s: list[str]) -> str:
-    """The C expression of ``e`` at width w over the C source expressions ``s``."""
-    return cast(w, _text(e, s, w, True))
+def c(e: Expr, w: int, s: list[str], out: int | None = None) -> str:
+    """The C expression of ``e`` at width w over the C source expressions ``s``, wrapped to ``out`` bits
+    (default w)."""
+    return cast(w if out is None else out, _text(e, s, w, True))
 
 
 def c_pred(e: Expr, w: int, s: list[str]) -> str:
