@@ -148,7 +148,7 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
         return t if top else f"({t})"
     if kind == "cmp":
         o, x, y, signed = e.node[1:]
-        x, y = _text(x, s, w, True), _text(y, s, w, True)
+        x, y = _text(x, s, w, False), _text(y, s, w, False)     # parenthesised: C's == binds before & |
         t = f"rt_sext({x}, {w}) {o} rt_sext({y}, {w})" if signed else f"{x} {o} {y}"
     elif kind == "?":
         t = " ? ".join([_text(e.node[1], s, w, False), " : ".join(_text(n, s, w, False) for n in e.node[2:])])
