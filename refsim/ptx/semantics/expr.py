@@ -119,11 +119,12 @@ def _eval(e: Expr, vals: list, w: int) -> np.ndarray:
 def numpy_fn(e: Expr, w: int, out: int | None = None):
     """The handler function of ``e`` at width w: ``fn(*sources) -> (result,)``, the result wrapped to
     ``out`` bits (default w) as that width's unsigned dtype."""
-    o = w if out is None else out
+    narrow = None if out is None or out == w else np.dtype(f"uint{out}")    # unsigned casts keep the low bits
 
     def fn(*srcs):
         with np.errstate(over="ignore"):
-            return (wrap(_eval(e, [ubits(x, w) for x in srcs], w), o),)
+            v = wrap(_eval(e, [ubits(x, w) for x in srcs], w), w)
+        return (v if narrow is None else v.astype(narrow),)
     return fn
 
 

@@ -16,7 +16,7 @@ from refsim.ptx.semantics.handler import Handler, Op, unsupported
 __all__ = ["UINT", "INT_TYPES", "FLOAT_TYPES", "ubits", "sval", "wrap", "int_type", "value", "check_mods",
            "alu", "is_float"]
 
-UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+UINT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
 INT_TYPES = {f"{k}{w}": (k, w) for k in "sub" for w in (16, 32, 64)}
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2")
 
