@@ -117,6 +117,12 @@ class Result:
     width: int
     out: int
 
+    @property
+    def copies(self) -> int | None:
+        """The source index when the value is that source as read (a bare source at its own width: both
+        executors store it without evaluating), else None."""
+        return self.expr.node[1] if self.expr.node[0] == "src" and self.out == self.width else None
+
 
 @dataclass(frozen=True)
 class Form:
@@ -207,10 +213,7 @@ FORMS = {"mov": mov_form, "cvta": cvta_form, "isspacep": isspacep_form, "createp
 
 
 def _evaluate(r: Result):
-    """The NumPy function (values of the sources -> the value to write) of one Result; None for a bare
-    source at its own width (the value as read: its reader gives those bits already)."""
-    if r.expr.node[0] == "src" and r.out == r.width:
-        return None
+    """The NumPy function (values of the sources -> the value to write) of one Result that is not a copy."""
     if r.ptx_type == "pred":
         return numpy_pred(r.expr, r.width)
     fn = numpy_fn(r.expr, r.width, r.out)
@@ -221,14 +224,15 @@ def expression_step(L, ins: Instruction, idx: int):
     """The step of an opcode of :data:`FORMS`: read every source, then write every result."""
     form = FORMS[ins.opcode](ins, L.where(ins))
     readers = [reader(L, o, t, ins) for o, t in form.sources]
-    outs = [(writer(L, r.operand, r.ptx_type, ins), _evaluate(r), r.expr.node[1]) for r in form.results]
-    if len(outs) == 1 and outs[0][1] is None:                      # a copy (mov d, a; cvta.global)
-        (w, _, i), = outs
+    outs = [(writer(L, r.operand, r.ptx_type, ins), r.copies, None if r.copies is not None else _evaluate(r))
+            for r in form.results]
+    if len(outs) == 1 and outs[0][1] is not None:                  # a copy (mov d, a; cvta.global)
+        (w, i, _), = outs
         r = readers[i]
         return lambda sel: w(sel, r(sel))
 
     def run(sel):
         vals = [r(sel) for r in readers]
-        for w, fn, i in outs:
+        for w, i, fn in outs:
             w(sel, vals[i] if fn is None else fn(*vals))
     return run

@@ -25,8 +25,8 @@ import numpy as np
 
 from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxMemoryError
 
-__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_BYTES", "WINDOWS", "GLOBAL_BASE", "BUFFER_BASE", "GlobalMemory", "typed",
-           "read_only_error", "check_device_array", "check_buffers", "buffer_addresses"]
+__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_BYTES", "WINDOWS", "GLOBAL_BASE", "BUFFER_BASE", "GlobalMemory",
+           "typed", "read_only_error", "check_device_array", "check_buffers", "buffer_addresses"]
 
 SHARED_WINDOW = 1 << 32
 LOCAL_WINDOW = 2 << 32

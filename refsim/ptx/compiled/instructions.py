@@ -11,7 +11,8 @@ a body          C statements run for the step's active threads ``act[0..na)`` (t
 what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, and more: the opcodes
                 refsim.ptx.control defines as data (:data:`DERIVED`: its FORMS mov, cvta, isspacep,
                 createpolicy, each Result's expression emitted as C; its EFFECTS fence, membar,
-                prefetch, ..., nanosleep, trap/brkpt, each Effect's C below), bra, ret/exit, bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
+                prefetch, ..., nanosleep, trap/brkpt, each Effect's C below), bra, ret/exit,
+                bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
                 st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
                 wait_group, wait_all), ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
                 vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`).
@@ -136,7 +137,12 @@ def _form(em, ins) -> Body:
     code = [f"const {CT[bits_of(t)]} s{j} = {em.src(o, t)};" for j, (o, t) in enumerate(form.sources)]
     names = [f"s{j}" for j in range(len(form.sources))]
     for r in form.results:
-        value = expr.c_pred(r.expr, r.width, names) if r.ptx_type == "pred" else expr.c(r.expr, r.width, names, r.out)
+        if r.copies is not None:
+            value = names[r.copies]
+        elif r.ptx_type == "pred":
+            value = expr.c_pred(r.expr, r.width, names)
+        else:
+            value = expr.c(r.expr, r.width, names, r.out)
         code.append(em.dst(r.operand, r.ptx_type, value, r.out))
     return Body(code=_loop(code), written=em.written([r.operand for r in form.results]))
 

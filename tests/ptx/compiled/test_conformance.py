@@ -221,7 +221,8 @@ def _control_cases():
                   ("b64", f"cvta.{space}.u64 {{d}}, %da;", lambda a, b, c, d, base=base: (a + base) & m64),
                   ("b32", f"cvta.to.{space}.u32 {{d}}, %ra;", lambda a, b, c, d, base=base: ((a & m32) - base) & m32),
                   ("b32", f"cvta.{space}.u32 {{d}}, %ra;", lambda a, b, c, d, base=base: ((a & m32) + base) & m32)]
-        cases.append(("pred", f"isspacep.{space} {{d}}, %da;", lambda a, b, c, d, base=base: int(base <= a < base + _WB)))
+        cases.append(("pred", f"isspacep.{space} {{d}}, %da;",
+                      lambda a, b, c, d, base=base: int(base <= a < base + _WB)))
     outside = lambda a, b, c, d: int(not (_SW <= a < _SW + _WB or _LW <= a < _LW + _WB))  # noqa: E731
     cases += [("pred", "isspacep.global {d}, %da;", outside), ("pred", "isspacep.const {d}, %da;", outside),
               ("pred", "isspacep.param {d}, %da;", lambda a, b, c, d: 0),
