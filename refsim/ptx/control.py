@@ -76,7 +76,7 @@ class Effect(enum.Enum):
 
     NONE = "no effect: the step only advances"
     YIELD = "the executing warps yield to the scheduler; no time passes"
-    TRAP = "a launch failure (PtxMemoryError 'trap executed by ...') naming the first thread that ran it"
+    TRAP = "a launch failure (refsim.ptx.errors.MESSAGES['trap']) naming the first thread that ran it"
 
 
 #: Each effect-only opcode and its effect; the interpreter (:func:`effect`) and the compiled executor's C
