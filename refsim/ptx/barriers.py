@@ -1,6 +1,6 @@
-"""Block barriers (``bar``/``barrier`` ``.sync``/``.arrive``/``.red``) and memory fences.
+"""Block barriers (``bar``/``barrier`` ``.sync``/``.arrive``/``.red``).
 
-PTX ISA, Parallel Synchronization and Communication Instructions: bar, barrier; membar, fence.
+PTX ISA, Parallel Synchronization and Communication Instructions: bar, barrier.
 
 Barrier state per block slot s and barrier id b (0..15)::
 
@@ -12,8 +12,8 @@ Barrier state per block slot s and barrier id b (0..15)::
 (exited threads count as arrived: the count is the block's live threads) every waiting thread of that
 barrier moves to the instruction after its ``bar``. ``bar.arrive`` counts without waiting.
 ``bar.red.popc/and/or`` gives each released thread the reduction of the arrived threads' predicates.
-``bar.warp.sync``, ``membar`` and ``fence`` change no value: warps execute in lockstep and every
-access is visible at once in this engine.
+``bar.warp.sync`` changes no value: warps execute in lockstep and every access is visible at once in
+this engine (so ``membar`` and ``fence`` are refsim.ptx.control's effect-only instructions).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from refsim.ptx.errors import PtxUnsupportedError, error
 from refsim.ptx.operands import reader, writer
 from refsim.ptx.parse import Instruction
 
-__all__ = ["bar", "membar", "release"]
+__all__ = ["bar", "release"]
 
 
 def bar(L, ins: Instruction, idx: int):
@@ -137,9 +137,3 @@ def _reduce_predicates(L, released: np.ndarray) -> None:
         k = key[mine]
         value = {"popc": popc[k].astype(np.uint32), "and": popc[k] == total[k], "or": popc[k] > 0}[op]
         write(th[mine], value)
-
-
-def membar(L, ins: Instruction, idx: int):
-    """``membar``/``fence`` (and the cache hints ``prefetch``, ``applypriority``, ``discard``): no effect
-    on values."""
-    return lambda sel: None

@@ -7,9 +7,10 @@
         handler                           a refsim.ptx.semantics handler is looked up at load time
                                           (its ``fn`` does the arithmetic; the engine moves operands)
 
-    engine-owned   control.py   bra ret exit trap brkpt call nanosleep createpolicy mov cvta isspacep
-                                prefetch prefetchu applypriority discard
-                   barriers.py  bar barrier membar fence
+    engine-owned   control.py   bra ret exit call; as data both executors read: FORMS (mov cvta isspacep
+                                createpolicy) and EFFECTS (trap brkpt nanosleep membar fence prefetch
+                                prefetchu applypriority discard)
+                   barriers.py  bar barrier
                    memory_ops   ld ldu st atom red cp ldmatrix (address side; layout from semantics)
                    hopper       mbarrier elect griddepcontrol wgmma setmaxnreg stmatrix, cp.async.bulk* (refsim.ptx.hopper: Python
                                 definitions the compiled executor runs through a LaunchView)
@@ -44,11 +45,6 @@ class Entry:
     build: Callable
     advances: bool = True
     handler: bool = False
-
-
-def _no_effect(L, ins: Instruction, idx: int):
-    """Cache and eviction hints (``prefetch``, ``applypriority``, ``discard``): no effect on values."""
-    return lambda sel: None
 
 
 def _semantic(L, ins: Instruction, idx: int):
@@ -112,29 +108,19 @@ def _warp(L, ins: Instruction, h):
 
 
 _ENGINE = {
-    # control flow, moves, address spaces (control.py)
+    # control flow, moves, address spaces, effect-only instructions (control.py)
     "bra": Entry(control.bra, advances=False),
     "ret": Entry(control.ret, advances=False),
     "exit": Entry(control.ret, advances=False),
-    "trap": Entry(control.trap),
-    "brkpt": Entry(control.trap),
     "call": Entry(control.call),
-    "nanosleep": Entry(control.nanosleep),
-    "createpolicy": Entry(control.createpolicy),
-    "mov": Entry(control.mov),
-    "cvta": Entry(control.cvta),
-    "isspacep": Entry(control.isspacep),
-    "prefetch": Entry(_no_effect),
-    "prefetchu": Entry(_no_effect),
-    "applypriority": Entry(_no_effect),
-    "discard": Entry(_no_effect),
-    # barriers and fences (barriers.py)
+    **{op: Entry(control.expression_step) for op in control.FORMS},
+    **{op: Entry(control.effect) for op in control.EFFECTS},
+    "fence": Entry(lambda L, ins, idx: (hopper.bulk.fence_proxy_async if hopper.is_proxy_async_fence(ins)
+                                        else control.effect)(L, ins, idx)),
+    # barriers (barriers.py)
     "bar": Entry(barriers.bar, advances=False),
     "barrier": Entry(lambda L, ins, idx: (hopper.cluster.barrier if "cluster" in ins.mods else barriers.bar)(L, ins, idx),
                      advances=False),
-    "membar": Entry(barriers.membar),
-    "fence": Entry(lambda L, ins, idx: (hopper.bulk.fence_proxy_async if hopper.is_proxy_async_fence(ins)
-                                        else barriers.membar)(L, ins, idx)),
     # memory (memory_ops.py)
     "ld": Entry(memory_ops.ld),
     "ldu": Entry(memory_ops.ld),

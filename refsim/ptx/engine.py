@@ -20,8 +20,9 @@ The engine in parts::
     loops.py       pure loops: a warp back at a backward branch in a state it had (a deadlock)
     dispatch.py    the one opcode table; guards; the glue to refsim.ptx.semantics handlers
     operands.py    registers, immediates, special registers, symbols (readers and writers)
-    control.py     bra, ret/exit, trap, call, nanosleep, mov, cvta, isspacep
-    barriers.py    bar / barrier (.sync, .arrive, .red), membar / fence
+    control.py     bra, ret/exit, call; FORMS (mov, cvta, isspacep, createpolicy) and EFFECTS (trap, brkpt,
+                   nanosleep, membar, fence, prefetch, ...): data both executors read
+    barriers.py    bar / barrier (.sync, .arrive, .red)
     memory_ops.py  ld, st, atom, red, cp.async, the address side of ldmatrix; wavefront counts
     checks.py      race=True / poison=True checking
 """

@@ -25,12 +25,15 @@ import numpy as np
 
 from refsim.ptx.errors import PtxLaunchError, PtxLimitError, PtxMemoryError
 
-__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_BYTES", "GLOBAL_BASE", "BUFFER_BASE", "GlobalMemory", "typed",
-           "read_only_error", "check_device_array", "check_buffers", "buffer_addresses"]
+__all__ = ["SHARED_WINDOW", "LOCAL_WINDOW", "WINDOW_BYTES", "WINDOWS", "GLOBAL_BASE", "BUFFER_BASE", "GlobalMemory",
+           "typed", "read_only_error", "check_device_array", "check_buffers", "buffer_addresses"]
 
 SHARED_WINDOW = 1 << 32
 LOCAL_WINDOW = 2 << 32
 WINDOW_BYTES = 1 << 32
+#: The generic windows, one table: state space -> first generic address of its window (each holds
+#: WINDOW_BYTES). A generic address in none of them is global (``cvta``, ``isspacep`` read this).
+WINDOWS = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}
 GLOBAL_BASE = 1 << 40
 BUFFER_BASE = 1 << 41
 _GAP = 4096

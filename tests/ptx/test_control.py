@@ -1,8 +1,9 @@
 """refsim.ptx.control: branches, exits, traps, calls, moves and address-space conversions on tiny
 kernels, every stored value worked by hand.
 
-Each launch names the interpreter (the compiled executor translates these instructions itself):
-four threads, thread t writes its 64-bit result to ``out[t]``."""
+Each launch names the interpreter (the compiled executor derives its C from control's FORMS and
+EFFECTS: tests/ptx/compiled/test_conformance.py and test_instructions.py run and read it): four
+threads, thread t writes its 64-bit result to ``out[t]``."""
 
 from __future__ import annotations
 
@@ -100,3 +101,34 @@ def test_isspacep_global_holds_for_a_global_pointer():
 def test_nanosleep_and_createpolicy_change_no_value():
     assert _run("nanosleep.u32 100; createpolicy.fractional.L2::evict_last.b64 %rd5, 1.0;"
                 "add.u64 %rd5, %rd5, %rd3; st.global.u64 [%rd4], %rd5;") == [0, 8, 16, 24]
+
+
+def test_every_no_effect_instruction_only_steps_and_brkpt_traps_like_trap():
+    from refsim.ptx.control import EFFECTS, Effect
+
+    assert {op for op, e in EFFECTS.items() if e is Effect.NONE} == {
+        "membar", "fence", "prefetch", "prefetchu", "applypriority", "discard"}
+    assert (EFFECTS["nanosleep"], EFFECTS["trap"], EFFECTS["brkpt"]) == (Effect.YIELD, Effect.TRAP, Effect.TRAP)
+    hints = ("membar.gl; fence.sc.cta; prefetch.global.L2 [%rd4]; prefetchu.L1 [%rd4]; "
+             "applypriority.global.L2::evict_normal [%rd4], 128; discard.global.L2 [%rd4], 128;")
+    assert _run("mov.u64 %rd5, 7;" + hints + "add.u64 %rd5, %rd5, %rd3; st.global.u64 [%rd4], %rd5;") == [7, 15, 23, 31]
+    with pytest.raises(PtxMemoryError, match=r"PTX line 11 `@%p1 brkpt`: trap executed by block \(0, 0, 0\) "
+                       r"thread \(1, 0, 0\)"):
+        _run("setp.ge.u32 %p1, %r1, 1;\n@%p1 brkpt;")
+
+
+def test_cvta_to_of_an_address_below_the_window_wraps_at_the_instruction_width():
+    # 0x10 - SHARED_WINDOW: mod 2^64 for .u64; for .u32 the window base is 0 mod 2^32, so the low word stays
+    assert _run("mov.u64 %rd5, 0x10; cvta.to.shared.u64 %rd6, %rd5; st.global.u64 [%rd4], %rd6;") == \
+        [0xFFFFFFFF_00000010] * 4
+    assert _run("mov.u32 %r2, 0x10; cvta.to.local.u32 %r3, %r2; cvt.u64.u32 %rd6, %r3; st.global.u64 [%rd4], %rd6;") \
+        == [0x10] * 4
+
+
+def test_a_vector_mov_form_ptx_does_not_have_and_an_unknown_isspacep_space_refuse_their_kernel():
+    m = _kernel("mov.b32 {%h1, %h2, %h3}, %r1;")
+    assert m.unsupported["k"] == ("kernel k, PTX line 10 `mov.b32 {%h1, %h2, %h3}, %r1`: "
+                                  "mov.b32: unpacking into 3 parts is not a PTX mov form")
+    m = _kernel("isspacep.texture %p1, %rd4;")
+    assert m.unsupported["k"].startswith("kernel k, PTX line 10 `isspacep.texture %p1, %rd4`: isspacep needs a state "
+                                         "space of shared, local, global, const, param")

@@ -101,15 +101,15 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 
 
 #: Opcodes the compiled executor still restates in C of its own (refsim/ptx/compiled/instructions.py and
-#: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow and barriers (the
-#: warp-wide opcodes are derived (DERIVED) or call a declared twin (mma, see
-#: test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model)). Both definitions are held
-#: equal by tests/ptx/compiled; this list may only shrink.
+#: refsim/native/ptx_*.c) beside the interpreter's definition: the memory mechanics of ld/st/cp, control
+#: flow and barriers (the warp-wide opcodes are derived (WARP_DERIVED) or call a declared twin (mma, see
+#: test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model); refsim.ptx.control's
+#: forms and effects are data (instructions.DERIVED)). Both definitions are held equal by
+#: tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
-    "applypriority", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
-    "fence", "isspacep", "ld", "ldu", "membar", "mov", "nanosleep", "prefetch", "prefetchu",
-    "ret", "st", "trap",
+    "bar", "barrier", "bra", "cp", "exit", "ld", "ldu", "ret", "st",
 })
+
 #: Engine opcodes with a compiled body whose arithmetic is generated from the one semantics definition
 #: (the compiled C keeps only the memory mechanics); test_atomic_arithmetic_is_generated holds them to it.
 GENERATED = frozenset({"atom", "red"})
@@ -117,14 +117,15 @@ GENERATED = frozenset({"atom", "red"})
 #: Warp-wide opcodes whose compiled C is derived from their one definition in refsim.ptx.semantics.warp
 #: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as
 #: tables); test_the_derived_c_of_shfl_vote_ldmatrix_follows_their_one_definition holds them to it.
-DERIVED = frozenset({"ldmatrix", "shfl", "vote"})
+WARP_DERIVED = frozenset({"ldmatrix", "shfl", "vote"})
 
 
 def test_every_opcode_has_one_definition_site():
     """Each opcode is defined in exactly one place: one semantics family (its handler, and beside it the
     C form the compiled executor emits), refsim.ptx.hopper (one Python definition both executors run),
-    or the engine; the compiled executor's own C bodies are exactly TWO_DEFINITIONS."""
-    from refsim.ptx import hopper
+    or the engine; the compiled executor's own C bodies are exactly TWO_DEFINITIONS, and the engine
+    opcodes refsim.ptx.control defines as data (FORMS, EFFECTS) get C derived from that data only."""
+    from refsim.ptx import control, hopper
     from refsim.ptx.compiled import alu, instructions
     from refsim.ptx.semantics import table
 
@@ -139,8 +140,17 @@ def test_every_opcode_has_one_definition_site():
             assert table.C_TABLE[op] is home.C_FORMS[op], op
     compiled_own = set(instructions._ENGINE) | set(instructions._WARP)
     assert GENERATED <= compiled_own and compiled_own - GENERATED == TWO_DEFINITIONS
-    assert set(instructions._DERIVED) == DERIVED and not DERIVED & compiled_own
+    assert set(instructions.WARP_DERIVED) == WARP_DERIVED and not WARP_DERIVED & compiled_own
     assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE) | set(instructions.TWINS))
+    # the derived engine forms: every FORMS / EFFECTS opcode through the one generic emitter of its kind,
+    # and no C body of compiled/instructions.py names one of them (a hand-written body would)
+    derived = set(control.FORMS) | set(control.EFFECTS)
+    assert instructions.DERIVED == {**{op: instructions._form for op in control.FORMS},
+                                    **{op: instructions._effect for op in control.EFFECTS}}
+    assert not derived & (compiled_own | set(hopper.OPCODES) | set(table.C_TABLE) | set(instructions.WARP_DERIVED))
+    assert all(dispatch.OPCODES[op].build in (control.expression_step, control.effect) for op in derived - {"fence"})
+    source = Path(instructions.__file__).read_text(encoding="utf-8")
+    assert not [op for op in derived if f'"{op}"' in source or f"'{op}'" in source]
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
     source = Path(alu.__file__).read_text(encoding="utf-8")
     assert not [op for op in table.TABLE if f'"{op}"' in source]

@@ -8,17 +8,18 @@ a body          C statements run for the step's active threads ``act[0..na)`` (t
                 the destinations. ``Body.kind`` says how the PC moves: ``"advance"`` (every thread of
                 the step to p + 1) or ``"branch"`` (the body moves the active threads; the others
                 go to p + 1), as ``Launch._guarded``.
-what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, and more: mov (vector
-                pack/unpack), cvta, isspacep, createpolicy, no-ops (fence, membar, prefetch, ...),
-                nanosleep, trap/brkpt, bra, ret/exit, bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
-                st, atom/red (every form of refsim.ptx.semantics.atomic with a C twin: its
-                ``c_apply`` becomes the kernel's ``atom_apply_<k>``), cp.async (copy, commit,
-                wait_group, wait_all), ldmatrix, shfl.sync, vote.sync, the ALU handlers
-                (:mod:`refsim.ptx.compiled.alu`), and mma's one fast path (:data:`TWINS`: the finite
-                steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's ``refsim_mma_k16_f32``).
-                shfl.sync, vote.sync and ldmatrix hold no rule of their own: their C is derived from
-                refsim.ptx.semantics.warp (SHFL, VOTE, ldmatrix_row_lanes) and
-                refsim.arith.fragments.ldmatrix_layout.
+what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, and more: the opcodes
+                refsim.ptx.control defines as data (:data:`DERIVED`: its FORMS mov, cvta, isspacep,
+                createpolicy, each Result's expression emitted as C; its EFFECTS fence, membar,
+                prefetch, ..., nanosleep, trap/brkpt, each Effect's C below), bra, ret/exit,
+                bar/barrier (.sync/.arrive, .warp.sync), ld/ldu, st, atom/red (every form of
+                refsim.ptx.semantics.atomic with a C twin: its ``c_apply`` becomes the kernel's
+                ``atom_apply_<k>``), cp.async (copy, commit, wait_group, wait_all), ldmatrix, shfl.sync,
+                vote.sync, the ALU handlers (:mod:`refsim.ptx.compiled.alu`), and mma's one fast path
+                (:data:`TWINS`: the finite steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's
+                ``refsim_mma_k16_f32``). shfl.sync, vote.sync and ldmatrix hold no rule of their own
+                (:data:`WARP_DERIVED`): their C is derived from refsim.ptx.semantics.warp (SHFL, VOTE,
+                ldmatrix_row_lanes) and refsim.arith.fragments.ldmatrix_layout.
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, every other mma step: non-finite operands, f16 accumulation, k8,
@@ -32,22 +33,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from refsim.ptx import memory_ops
+from refsim.ptx import control, memory_ops
 from refsim.ptx.compiled.alu import alu
-from refsim.ptx.compiled.operands import CT, Refuse, bits_of, literal
+from refsim.ptx.compiled.operands import CT, Refuse, bits_of
+from refsim.ptx.control import Effect
 from refsim.ptx.errors import PtxUnsupportedError
-from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.memory_ops import state_space
 from refsim.ptx.operands import flatten
-from refsim.ptx.parse import TYPE_BITS
 from refsim.ptx.semantics import expr
 from refsim.ptx.semantics import warp as sw
 
-__all__ = ["Body", "emit_body", "split_operands"]
+__all__ = ["Body", "emit_body", "split_operands", "DERIVED", "WARP_DERIVED", "TWINS"]
 
 _SP_C = {"generic": "SP_GENERIC", "global": "SP_GLOBAL", "shared": "SP_SHARED", "local": "SP_LOCAL",
          "param": "SP_PARAM", "const": "SP_CONST"}
-_NOOPS = ("membar", "fence", "prefetch", "prefetchu", "applypriority", "discard")
 
 
 @dataclass
@@ -85,11 +84,14 @@ def emit_body(em, ins, handler) -> Body:
         em.reads.clear()
         return Body(callback=True)
     if op == "ldmatrix":
-        return _DERIVED[op](em, ins, handler)
-    if handler is not None and op not in ("mov",):
+        return WARP_DERIVED[op](em, ins, handler)
+    derived = DERIVED.get(op)
+    if derived is not None:
+        return derived(em, ins)
+    if handler is not None:
         if handler.kind == "warp":
             twin = TWINS.get(op)
-            return (twin[0] if twin else {**_WARP, **_DERIVED}.get(op, _handler_step))(em, ins, handler)
+            return (twin[0] if twin else {**_WARP, **WARP_DERIVED}.get(op, _handler_step))(em, ins, handler)
         return _alu(em, ins, handler)
     fn = _ENGINE.get(op)
     if fn is None:
@@ -128,73 +130,43 @@ def _alu(em, ins, h) -> Body:
 
 
 # ----------------------------------------------------------------------------------------------
-# moves
+# the opcodes refsim.ptx.control defines as data
 
-def _mov(em, ins) -> Body:
-    if len(ins.operands) != 2 or not ins.types:
-        raise Refuse("malformed mov")
-    t = ins.types[0]
-    d, a = ins.operands
-    b = Body()
-    if d[0] == "vec" or a[0] == "vec":
-        width = TYPE_BITS[t]
-        parts = d[1] if d[0] == "vec" else a[1]
-        n = len(parts)
-        if width not in (16, 32, 64) or n not in (2, 4) or width // n < 8:
-            raise Refuse("vector mov form")
-        pb = width // n
-        if d[0] == "vec":                   # unpack: part i = bits [i*pb, (i+1)*pb)
-            b.code.append(f"const {CT[width]} v = {em.src(a, t)};")
-            for i, o in enumerate(parts):
-                b.code.append(em.dst(o, f"b{pb}", f"(({CT[pb]})(v >> {i * pb}))", pb))
-            b.written = em.written(parts)
-        else:                               # pack: part 0 in the lowest bits
-            terms = [f"((uint64_t){em.src(o, f'b{pb}')} << {i * pb})" for i, o in enumerate(parts)]
-            b.code.append(em.dst(d, t, f"(({CT[width]})({' | '.join(terms)}))", width))
-            b.written = em.written([d])
-    else:
-        w = bits_of(t)
-        b.code.append(em.dst(d, t, em.src(a, t), w))
-        b.written = em.written([d])
-    b.code = _loop(b.code)
-    return b
+def _form(em, ins) -> Body:
+    """An opcode of refsim.ptx.control.FORMS: each source read into ``s<j>``, then each Result's expression
+    (refsim.ptx.semantics.expr.c / c_pred over them) stored, for every active thread."""
+    try:
+        form = control.FORMS[ins.opcode](ins, ins.name)
+    except PtxUnsupportedError as e:
+        raise Refuse(str(e)) from None
+    code = [f"const {CT[bits_of(t)]} s{j} = {em.src(o, t)};" for j, (o, t) in enumerate(form.sources)]
+    names = [f"s{j}" for j in range(len(form.sources))]
+    for r in form.results:
+        if r.copies is not None:
+            value = names[r.copies]
+        elif r.ptx_type == "pred":
+            value = expr.c_pred(r.expr, r.width, names)
+        else:
+            value = expr.c(r.expr, r.width, names, r.out)
+        code.append(em.dst(r.operand, r.ptx_type, value, r.out))
+    return Body(code=_loop(code), written=em.written([r.operand for r in form.results]))
 
 
-def _cvta(em, ins) -> Body:
-    t = ins.types[0]
-    bits = bits_of(t)
-    mods = [m for m in ins.mods if m != "to"]
-    space = mods[0].split("::")[0] if mods else "global"
-    delta = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(space, 0)
-    sign = "-" if "to" in ins.mods else "+"
-    v = f"(((uint64_t){em.src(ins.operands[1], t)} {sign} {literal(delta, 64)}) & {literal((1 << bits) - 1, 64)})"
-    return Body(code=_loop([em.dst(ins.operands[0], t, f"(({CT[bits]}){v})", bits)]), written=em.written(ins.operands[:1]))
+#: the C of each refsim.ptx.control.Effect
+_EFFECT_C = {
+    Effect.NONE: [],
+    Effect.YIELD: _loop(["S->yielding[t >> 5] = 1;"]),
+    Effect.TRAP: ["if (na) { S->err_ins = D->idx; S->err_thread = act[0]; return E_TRAP; }"],
+}
 
 
-def _isspacep(em, ins) -> Body:
-    space = ins.mods[0].split("::")[0]
-    a = "a"
-    sh = f"({a} >= {SHARED_WINDOW}ull && {a} < {SHARED_WINDOW + WINDOW_BYTES}ull)"
-    lo = f"({a} >= {LOCAL_WINDOW}ull && {a} < {LOCAL_WINDOW + WINDOW_BYTES}ull)"
-    r = {"shared": sh, "local": lo, "global": f"(!{sh} && !{lo})", "const": f"(!{sh} && !{lo})", "param": "0"}[space]
-    code = [f"const uint64_t a = {em.src(ins.operands[1], 'u64')};", em.dst(ins.operands[0], "pred", f"((uint8_t){r})", 1)]
-    return Body(code=_loop(code), written=em.written(ins.operands[:1]))
+def _effect(em, ins) -> Body:
+    """An opcode of refsim.ptx.control.EFFECTS: the C of its Effect."""
+    return Body(code=list(_EFFECT_C[control.EFFECTS[ins.opcode]]))
 
 
-def _createpolicy(em, ins) -> Body:
-    return Body(code=_loop([em.dst(ins.operands[0], "b64", "((uint64_t)0)", 64)]), written=em.written(ins.operands[:1]))
-
-
-def _noop(em, ins) -> Body:
-    return Body()
-
-
-def _nanosleep(em, ins) -> Body:
-    return Body(code=_loop(["S->yielding[t >> 5] = 1;"]))
-
-
-def _trap(em, ins) -> Body:
-    return Body(code=["if (na) { S->err_ins = D->idx; S->err_thread = act[0]; return E_TRAP; }"])
+#: The engine-owned opcodes whose C is derived from refsim.ptx.control's one definition (no C of their own)
+DERIVED = {**{op: _form for op in control.FORMS}, **{op: _effect for op in control.EFFECTS}}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -484,20 +456,19 @@ def _mma(em, ins, h) -> Body:
     return Body(code=code, checks="warps", written=em.written(groups[0]))
 
 
+#: the engine-owned opcodes with C bodies of their own
 _ENGINE = {
-    "mov": _mov, "cvta": _cvta, "isspacep": _isspacep, "createpolicy": _createpolicy,
-    **{name: _noop for name in _NOOPS}, "nanosleep": _nanosleep, "trap": _trap, "brkpt": _trap,
     "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar, "ld": _ld, "ldu": _ld, "st": _st,
     "atom": _atom, "red": _atom, "cp": _cp,
 }
 
 #: the warp-wide handlers with a C body of their own (redux and the rest run their handler's Python)
-#: (none now: every warp-wide opcode is derived (_DERIVED), a declared twin (TWINS) or runs its handler)
+#: (none now: every warp-wide opcode is derived (WARP_DERIVED), a declared twin (TWINS) or runs its handler)
 _WARP: dict = {}
 
 #: the warp-wide instructions whose C is derived from their one definition in refsim.ptx.semantics.warp
 #: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as tables)
-_DERIVED = {"shfl": _shfl, "vote": _vote, "ldmatrix": _ldmatrix}
+WARP_DERIVED = {"shfl": _shfl, "vote": _vote, "ldmatrix": _ldmatrix}
 
 #: warp-wide opcodes whose C computes nothing itself: it calls the declared compiled twin of a refsim.arith
 #: function, tested bit-equal to it, for the steps that twin covers, and hands every other step to the

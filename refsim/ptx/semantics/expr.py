@@ -1,7 +1,8 @@
 """Wrapped integer expressions: one definition from which both executors run a plain integer form.
 
-An :class:`Expr` is built from the sources ``src(i)``, ``ZERO`` and integer constants with ``+ - * & | ^ ~``
-and ``>> k`` (a right shift by a constant k), all modulo 2^w on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
+An :class:`Expr` is built from the sources ``src(i)``, constants (``ZERO``, :func:`const`, or a plain int
+operand) with ``+ - * & | ^ ~`` and shifts by a constant (``x << 16``, ``x >> 16``), all modulo 2^w
+on the w-bit unsigned bit patterns (two's complement makes signed and unsigned ``add``/``sub``/``neg``
 the same bits, and the low half of a product), with comparisons (:func:`compare`, signed or unsigned)
 and selection (:func:`select`); :func:`call` applies a function defined elsewhere together with its
 declared C twin (e.g. a row of refsim.ptx.semantics.floating.C_TWINS). :func:`numpy_fn` turns it
@@ -12,6 +13,9 @@ bits); :func:`c` into the compiled executor's C expression
     e = src(0) + src(1)
     numpy_fn(e, 32)(np.array([0xFFFFFFFF], np.uint32), np.array([2], np.uint32))  ->  (array([1], uint32),)
     c(e, 32, ["a", "b"])  ->  "((uint32_t)((uint64_t)a + (uint64_t)b))"
+
+A result may be narrower than the expression (``out``: the high 16 bits of a 32-bit source are
+``numpy_fn(src(0) >> 16, 32, out=16)``): the value is wrapped to ``out`` bits instead of w.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ _NP = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|"
 
 class Expr:
     """A node: ``("src", i)``, ``("const", v)``, ``("~", x)``, ``(o, x, y)`` with o in ``+ - * & | ^``,
-    ``(">>", x, k)`` (k an int), ``("cmp", o, x, y, signed)`` (:func:`compare`), ``("?", c, x, y)``
+    ``(s, x, k)`` with s in ``<< >>`` and k a constant int (0 <= k < 64), ``("cmp", o, x, y, signed)`` (:func:`compare`), ``("?", c, x, y)``
     (:func:`select`) or ``("call", fn, ctext, *args)`` (:func:`call`). A plain int operand of
     ``+ - * & | ^`` is the constant."""
 
@@ -47,7 +51,13 @@ class Expr:
     def __or__(self, other): return self._bin("|", other)  # noqa: E704
     def __xor__(self, other): return self._bin("^", other)  # noqa: E704
     def __invert__(self): return Expr("~", self)  # noqa: E704
-    def __rshift__(self, k: int): return Expr(">>", self, int(k))  # noqa: E704
+
+    def __lshift__(self, k: int): return self._shift("<<", k)  # noqa: E704
+    def __rshift__(self, k: int): return self._shift(">>", k)  # noqa: E704
+
+    def _shift(self, o: str, k: int) -> "Expr":
+        assert isinstance(k, int) and 0 <= k < 64, k      # a shift by a constant amount below 64
+        return Expr(o, self, k)
 
     def sources(self) -> int:
         """How many sources the expression reads (1 + the highest source index)."""
@@ -79,6 +89,7 @@ def call(fn, ctext: str | None, *args: Expr) -> Expr:
 
 def const(v: int) -> Expr:
     """The constant v (0 <= v < 2^64)."""
+    assert isinstance(v, int) and 0 <= v < 1 << 64, v
     return Expr("const", v)
 
 
@@ -109,19 +120,24 @@ def _eval(e: Expr, vals: list, w: int) -> np.ndarray:
     if kind == "?":
         c, x, y = (_eval(n, vals, w) for n in e.node[1:])
         return np.where(np.asarray(c) != 0, x, y)
-    if kind == ">>":
-        return np.right_shift(_eval(e.node[1], vals, w), np.uint64(e.node[2]))
+    if kind in ("<<", ">>"):
+        x = np.asarray(_eval(e.node[1], vals, w)).astype(np.uint64)
+        return (np.left_shift if kind == "<<" else np.right_shift)(x, np.uint64(e.node[2]))
     if kind == "call":
         args = [np.asarray(_eval(a, vals, w)).astype(np.uint64) & np.uint64(2**w - 1) for a in e.node[3:]]
         return np.asarray(e.node[1](*args)).astype(np.uint64)
     return _NP[kind](_eval(e.node[1], vals, w), _eval(e.node[2], vals, w))
 
 
-def numpy_fn(e: Expr, w: int):
-    """The handler function of ``e`` at width w: ``fn(*sources) -> (w-bit result,)``."""
+def numpy_fn(e: Expr, w: int, out: int | None = None):
+    """The handler function of ``e`` at width w: ``fn(*sources) -> (result,)``, the result wrapped to
+    ``out`` bits (default w) as that width's unsigned dtype."""
+    narrow = None if out is None or out == w else np.dtype(f"uint{out}")    # unsigned casts keep the low bits
+
     def fn(*srcs):
         with np.errstate(over="ignore"):
-            return (wrap(_eval(e, [ubits(x, w) for x in srcs], w), w),)
+            v = wrap(_eval(e, [ubits(x, w) for x in srcs], w), w)
+        return (v if narrow is None else v.astype(narrow),)
     return fn
 
 
@@ -145,8 +161,8 @@ def _text(e: Expr, s: list[str], w: int, top: bool) -> str:
         o, x, y, signed = e.node[1:]
         x, y = _text(x, s, w, signed), _text(y, s, w, signed)     # (== binds before & in C: parenthesise)
         t = f"rt_sext({x}, {w}) {o} rt_sext({y}, {w})" if signed else f"{x} {o} {y}"
-    elif kind == ">>":
-        t = f"{_text(e.node[1], s, w, False)} >> {e.node[2]}"
+    elif kind in ("<<", ">>"):
+        t = f"{_text(e.node[1], s, w, False)} {kind} {e.node[2]}"
     elif kind == "call":
         if e.node[2] is None:
             raise _NoC
@@ -162,11 +178,11 @@ class _NoC(Exception):
     """A :func:`call` without a C twin."""
 
 
-def c(e: Expr, w: int, s: list[str]) -> str | None:
-    """The C expression of ``e`` at width w over the C source expressions ``s`` (None when a
-    :func:`call` in it has no C twin)."""
+def c(e: Expr, w: int, s: list[str], out: int | None = None) -> str | None:
+    """The C expression of ``e`` at width w over the C source expressions ``s``, wrapped to ``out`` bits
+    (default w); None when a :func:`call` in it has no C twin."""
     try:
-        return cast(w, _text(e, s, w, True))
+        return cast(w if out is None else out, _text(e, s, w, True))
     except _NoC:
         return None
 

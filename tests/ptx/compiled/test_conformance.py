@@ -2,7 +2,9 @@
 compiled path translates (and a sample of those it hands back to the handler), on bit patterns full
 of specials, must give the interpreter's bits. Tables transcribed from the ISA's forms: all 256 lop3
 immediates, every prmt mode, bfe/bfi, shifts, integer arithmetic, comparisons, floating point
-(.rn, .ftz, NaN/Inf/-0), and every cvt between the integer and float types."""
+(.rn, .ftz, NaN/Inf/-0), and every cvt between the integer and float types. The engine forms
+refsim.ptx.control defines as expressions (mov's pack/unpack, cvta, isspacep, createpolicy) on the
+edges of the generic windows, against values worked from the address map of docs/ptx.md."""
 
 from __future__ import annotations
 
@@ -247,6 +249,8 @@ def test_shfl_and_vote_edge_cases_give_the_plain_loop_transcription_on_both_exec
                  "ballot": sum(1 << l for l in range(32) if on[l] and not pb[l])}[mode]
             assert out[rows, 2 * len(shfl_forms) + k].tolist() == [r if on[l] else (7 if mode == "ballot" else 0)
                                                                      for l in range(32)], (mode, guard, mask)
+
+
 # ---------------------------------------------------------------------------------------------- atom / red
 # (op, type): rows (old, b, c, new) worked by hand from the PTX ISA's atom text (c: cas only); f32 on
 # global memory flushes subnormal inputs and results (the ISA's "current implementation"), f16/f16x2 .noftz
@@ -360,3 +364,61 @@ def test_f32_atomic_add_flushes_on_global_memory_only_through_both_executors():
     kept = [_F32_SHARED_DIFFERS.get(r[0], r[3]) for r in rows]
     assert got[:n].tolist() == kept and got[n:].tolist() == kept
     assert mem.tolist() == flushed and kept != flushed
+# the generic windows of docs/ptx.md's address map, written out (not read from refsim.ptx.memory)
+_SW, _LW, _WB = 0x1_0000_0000, 0x2_0000_0000, 0x1_0000_0000
+_EDGES = [0, 0x10, _SW - 1, _SW, _SW + 1, _SW + _WB - 1, _LW, _LW + 0x123, _LW + _WB - 1, _LW + _WB,
+          1 << 40, 2**63, 2**64 - 1, 0xFFFF_FFFF]
+
+
+def _control_cases():
+    """(kind, PTX, expected(a, b, c, d) on the four input words as Python ints) of every derived form
+    (braces of vector operands doubled: the PTX is a format string of ``{d}``)."""
+    m32, m64 = 2**32 - 1, 2**64 - 1
+    cases = []
+    for space, base in (("shared", _SW), ("local", _LW)):
+        cases += [("b64", f"cvta.to.{space}.u64 {{d}}, %da;", lambda a, b, c, d, base=base: (a - base) & m64),
+                  ("b64", f"cvta.{space}.u64 {{d}}, %da;", lambda a, b, c, d, base=base: (a + base) & m64),
+                  ("b32", f"cvta.to.{space}.u32 {{d}}, %ra;", lambda a, b, c, d, base=base: ((a & m32) - base) & m32),
+                  ("b32", f"cvta.{space}.u32 {{d}}, %ra;", lambda a, b, c, d, base=base: ((a & m32) + base) & m32)]
+        cases.append(("pred", f"isspacep.{space} {{d}}, %da;",
+                      lambda a, b, c, d, base=base: int(base <= a < base + _WB)))
+    outside = lambda a, b, c, d: int(not (_SW <= a < _SW + _WB or _LW <= a < _LW + _WB))  # noqa: E731
+    cases += [("pred", "isspacep.global {d}, %da;", outside), ("pred", "isspacep.const {d}, %da;", outside),
+              ("pred", "isspacep.param {d}, %da;", lambda a, b, c, d: 0),
+              ("b64", "cvta.to.global.u64 {d}, %da;", lambda a, b, c, d: a),
+              ("b64", "createpolicy.fractional.L2::evict_last.b64 {d}, 1.0;", lambda a, b, c, d: 0),
+              ("b32", "mov.b32 {d}, %rb;", lambda a, b, c, d: b & m32)]
+    h = lambda x, i: (x >> (16 * i)) & 0xFFFF        # noqa: E731   16-bit part i of a word
+    y = lambda x, i: (x >> (8 * i)) & 0xFF           # noqa: E731   byte i
+    cases += [  # pack: part 0 in the lowest bits
+        ("b32", "mov.b32 {d}, {{%ha, %hb}};", lambda a, b, c, d: h(b, 0) << 16 | h(a, 0)),
+        ("b64", "mov.b64 {d}, {{%ra, %rb}};", lambda a, b, c, d: (b & m32) << 32 | (a & m32)),
+        ("b64", "mov.b64 {d}, {{%ha, %hb, %hc, %hd}};",
+         lambda a, b, c, d: h(d, 0) << 48 | h(c, 0) << 32 | h(b, 0) << 16 | h(a, 0)),
+        # unpack into 2 and 4 parts, repacked in another order
+        ("b64", ".reg .b32 %x<2>; mov.b64 {{%x0, %x1}}, %da; mov.b64 {d}, {{%x1, %x0}};",
+         lambda a, b, c, d: (a & m32) << 32 | a >> 32),
+        ("b64", ".reg .b16 %y<4>; mov.b64 {{%y0, %y1, %y2, %y3}}, %da; mov.b64 {d}, {{%y2, %y0, %y3, %y1}};",
+         lambda a, b, c, d: h(a, 1) << 48 | h(a, 3) << 32 | h(a, 0) << 16 | h(a, 2)),
+        ("b32", ".reg .b8 %z<4>; mov.b32 {{%z0, %z1, %z2, %z3}}, %rb; mov.b32 {d}, {{%z3, %z2, %z1, %z0}};",
+         lambda a, b, c, d: y(b, 0) << 24 | y(b, 1) << 16 | y(b, 2) << 8 | y(b, 3)),
+        ("b16", ".reg .b8 %w<2>; mov.b16 {{%w0, %w1}}, %hc; mov.b16 {d}, {{%w1, %w0}};",
+         lambda a, b, c, d: y(c, 0) << 8 | y(c, 1)),
+    ]
+    return cases
+
+
+def test_the_engine_forms_control_defines_as_expressions_on_the_window_edges():
+    from refsim.ptx.compiled.translate import translate
+
+    cases = _control_cases()
+    m = ptx.Module(alu_module([(kind, text) for kind, text, _ in cases]))
+    tr = translate(m._kernel("k"), m._lookup("k", "sm_80"), m._parsed.globals)
+    assert tr.reason is None and not tr.callbacks        # every form compiled to C, none runs Python
+    words = bit_patterns(64, 9)
+    words[: len(_EDGES), 0] = _EDGES                     # %da (and %ra, its low half) on the window edges
+    out = np.zeros((64, len(cases)), np.uint64)
+    _, (_, got), _ = run_both(m, "k", 1, 64, [words, out])
+    for j, (_, text, want) in enumerate(cases):
+        expected = [want(*map(int, row)) for row in words]
+        assert got[:, j].tolist() == expected, text

@@ -61,6 +61,30 @@ def test_fences_only_step_and_exit_retires_the_active_threads():
                                        "if (na) S->api->exit_threads(S, act, na);", "return 0;"]
 
 
+def test_the_engine_forms_of_control_are_their_expressions_in_c():
+    # refsim.ptx.control.FORMS: sources read into s<j>, each result's expression stored (windows of docs/ptx.md)
+    tr = translated("cvta.to.shared.u32 %r2, %r1;\nisspacep.local %p1, %rd1;\nmov.b64 {%r3, %r4}, %rd2;\n"
+                    "mov.b32 %r5, {%r3, %r4};\nexit;")
+    assert not tr.callbacks
+    assert "R1[t] = ((uint32_t)((uint64_t)s0 - 0x100000000ull));" in _lines(template(tr, 0))
+    assert "R1[t] = ((uint8_t)((0x200000000ull <= (uint64_t)s0) & ((uint64_t)s0 < 0x300000000ull)));" in \
+        _lines(template(tr, 1))
+    body = _lines(template(tr, 2))
+    assert body[body.index("const uint64_t s0 = R0[t];") + 1:][:2] == ["R1[t] = ((uint32_t)((uint64_t)s0 >> 0));",
+                                                                     "R2[t] = ((uint32_t)((uint64_t)s0 >> 32));"]
+    body = _lines(template(tr, 3))      # the parts read as .b16: each register's low half
+    assert "const uint16_t s1 = ((uint16_t)(R1[t]));" in body
+    assert "R2[t] = ((uint32_t)((((uint64_t)s0 & 65535) << 0) | (((uint64_t)s1 & 65535) << 16)));" in body
+
+
+def test_the_effects_of_control_are_one_c_each():
+    tr = translated("nanosleep.u32 5;\n@%p1 brkpt;\nprefetch.global.L2 [%rd1];\ntrap;\nexit;")
+    assert "S->yielding[t >> 5] = 1;" in _lines(template(tr, 0))
+    trap = "if (na) { S->err_ins = D->idx; S->err_thread = act[0]; return E_TRAP; }"
+    assert trap in _lines(template(tr, 1)) and trap in _lines(template(tr, 3))
+    assert template(tr, 2) == "    int r = 0; (void)r;\n    const int32_t *act = th; const int32_t na = n;\n" + ADVANCE
+
+
 def test_bar_sync_hands_the_runtime_each_threads_barrier_id():
     body = _lines(template(translated("bar.sync 3;\nexit;"), 0))
     assert "ids[i] = ((uint32_t)D->k[0]);" in body

@@ -88,3 +88,36 @@ def test_a_call_runs_its_numpy_and_writes_its_c_twin_and_compound_comparisons_ar
                                    "((uint64_t)a & 0x80000000ull) : (uint64_t)a))")
     (d,) = numpy_fn(flush, 32)(np.array([0x80000001, 0x00800000, 0x7FFFFF], np.uint32))
     assert d.tolist() == [0x80000000, 0x00800000, 0]
+
+
+def test_shifts_by_a_constant_and_a_narrower_result():
+    from refsim.ptx.semantics.expr import const
+
+    a = np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFFF], np.uint64)
+    (hi,) = numpy_fn(src(0) >> 48, 64, out=16)(a)
+    assert hi.dtype == np.uint16 and hi.tolist() == [0x0123, 0xFFFF]
+    (b,) = numpy_fn(src(0) >> 8, 32, out=8)(np.array([0x11223344], np.uint32))
+    assert b.dtype == np.uint8 and b.tolist() == [0x33]
+    (d,) = numpy_fn((src(0) & const(0xFF)) << 24 | src(1), 32)(np.array([0x1AB], np.uint32), np.array([5], np.uint32))
+    assert d.dtype == np.uint32 and d.tolist() == [0xAB000005]
+    (d,) = numpy_fn(src(0) << 16, 32)(np.array([0x12345678], np.uint32))
+    assert d.tolist() == [0x56780000]                                  # the bits shifted past 32 wrap away
+    assert c(src(0) >> 16, 32, ["v"], out=16) == "((uint16_t)((uint64_t)v >> 16))"
+    assert c((src(0) & const(0xFF)) << 24, 32, ["p"]) == "((uint32_t)(((uint64_t)p & 255) << 24))"
+
+
+def test_a_wide_constant_is_an_unsigned_64_bit_c_literal():
+    from refsim.ptx.semantics.expr import const
+
+    assert c(src(0) - const(1 << 32), 64, ["a"]) == "((uint64_t)((uint64_t)a - 0x100000000ull))"
+    assert c(src(0) + const(2**31 - 1), 32, ["a"]) == "((uint32_t)((uint64_t)a + 2147483647))"
+    (d,) = numpy_fn(src(0) - const(1 << 32), 64)(np.array([0x10], np.uint64))
+    assert d.tolist() == [0xFFFFFFFF00000010]                          # below the constant: wraps mod 2^64
+
+
+def test_a_comparison_of_compound_operands_is_parenthesised_in_c():
+    from refsim.ptx.semantics.expr import c_pred, compare
+
+    # C's == binds before | : without the parentheses "x | y == 0" would be "x | (y == 0)"
+    e = compare("==", src(0) | src(1), ZERO)
+    assert c_pred(e, 32, ["a", "b"]) == "((uint8_t)(((uint64_t)a | (uint64_t)b) == 0))"
