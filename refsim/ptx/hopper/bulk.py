@@ -13,10 +13,18 @@ bulk            ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::by
                 ``cp.async.bulk.global.shared::cta.bulk_group [d], [s], size``; size a multiple of 16,
                 both addresses 16-byte aligned (PtxMisalignedError otherwise), every byte inside its
                 space (PtxMemoryError).
-reduce          ``cp.reduce.async.bulk.global.shared::cta.bulk_group.OP.TYPE [d], [s], size``: d[i] = d[i] OP
-                s[i] elementwise, OP/TYPE: add/min/max on u32 s32 u64 s64, inc/dec on u32 (the atomics'
-                rules, refsim.ptx.semantics.atomic), and/or/xor on b32 b64. Float reductions are
-                refused (their flush and rounding are not published).
+reduce          ``cp.reduce.async.bulk.global.shared::cta.bulk_group.OP{.noftz}.TYPE [d], [s], size``: d[i] =
+                d[i] OP s[i] elementwise, OP/TYPE: add/min/max on u32 s32 u64 s64, inc/dec on u32, and/or/xor
+                on b32 b64 (the atomics' rules, refsim.ptx.semantics.atomic); the float forms the ISA's
+                table lists for a .global destination: add.f32 (RN; subnormal inputs and results flushed
+                to sign-preserving zero: the ISA's "current implementation" sentence), add.f64 (RN),
+                add.noftz.f16 / add.noftz.bf16 (RN, subnormals kept; the ISA requires ``.noftz`` on
+                them), all through refsim.ptx.semantics.atomic's one float add (``atom.add`` on global
+                memory); min/max on f16 and bf16: the ALU's ``min.f16`` / ``max.bf16`` ... handlers
+                (refsim.ptx.semantics.floating: one NaN operand gives the other, both NaN the canonical
+                NaN, -0 < +0; the ISA states no NaN or signed-zero rule for the reduction). Refused:
+                min/max on f32/f64, inc/dec/bit operations on floats, add.f16/bf16 without ``.noftz``,
+                ``.noftz`` anywhere else (not in the ISA's table).
 tensor          ``cp.async.bulk.tensor.Nd.shared::cluster.global{.tile}.mbarrier::complete_tx::bytes
                 [d], [map, {c0..}], [mbar]`` and ``cp.async.bulk.tensor.Nd.global.shared::cta{.tile}.bulk_group
                 [map, {c0..}], [s]``: the map is 128 bytes at a generic address (a ``__grid_constant__``
@@ -46,6 +54,8 @@ refused         im2col mode, tensor reductions, ``.shared::cluster`` destination
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from refsim.errors import RefsimError
@@ -57,13 +67,34 @@ from refsim.ptx.memory_ops import address
 from refsim.ptx.operands import reader
 from refsim.ptx.parse import Instruction
 from refsim.ptx.semantics.atomic import atom_apply
+from refsim.ptx.semantics.handler import Op
+from refsim.ptx.semantics.table import lookup
 
 __all__ = ["build", "fence_proxy_async", "global_bytes", "REDUCE_OPS"]
 
 #: cp.reduce.async.bulk: operation -> the types refsim defines it on
-REDUCE_OPS = {"add": ("u32", "s32", "u64", "s64"), "min": ("u32", "s32", "u64", "s64"),
-              "max": ("u32", "s32", "u64", "s64"), "inc": ("u32",), "dec": ("u32",),
-              "and": ("b32", "b64"), "or": ("b32", "b64"), "xor": ("b32", "b64")}
+REDUCE_OPS = {"add": ("u32", "s32", "u64", "s64", "f32", "f64", "f16", "bf16"),
+              "min": ("u32", "s32", "u64", "s64", "f16", "bf16"), "max": ("u32", "s32", "u64", "s64", "f16", "bf16"),
+              "inc": ("u32",), "dec": ("u32",), "and": ("b32", "b64"), "or": ("b32", "b64"), "xor": ("b32", "b64")}
+#: the forms the ISA writes ``.noftz`` on, and requires it on (PTX ISA, "cp.reduce.async.bulk")
+_NOFTZ = {("add", "f16"), ("add", "bf16")}
+_ESIZE = {"f16": 2, "bf16": 2}
+
+
+def _reduce_apply(op: str, type: str, noftz: bool, old: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """New destination bits of one ``cp.reduce.async.bulk.OP{.noftz}.TYPE`` (module spec): ``old``, ``src``
+    unsigned bit arrays of the type's width (uint16 for f16/bf16), same shape; returns that dtype.
+    add/inc/dec/bit operations and integer min/max are refsim.ptx.semantics.atomic.atom_apply on global
+    memory; f16/bf16 min/max are the ALU handler of ``min.TYPE`` / ``max.TYPE`` (table.lookup)."""
+    if type in ("f16", "bf16") and op in ("min", "max"):
+        return _alu(op, type)(old, src)[0]
+    return atom_apply(op, type, old, src, None, noftz=noftz, space="global")
+
+
+@lru_cache(maxsize=None)
+def _alu(op: str, type: str):
+    """The ALU handler's ``fn`` of ``op.type`` (the one min/max definition of the float family)."""
+    return lookup(Op(op, (), (type,)), arch="sm_90").fn
 
 
 def global_bytes(L, ins, t: int, a: int, n: int, write: bool) -> np.ndarray:
@@ -244,13 +275,18 @@ def _reduce(L, ins, ops, mods):
     where = L.where(ins)
     op = next((m for m in ins.mods if m in REDUCE_OPS), None)
     t = ins.types[0] if ins.types else None
+    noftz = "noftz" in mods
     if op is None or t not in REDUCE_OPS[op]:
         raise PtxUnsupportedError(f"{where}: cp.reduce.async.bulk .{op}.{t} is not defined here (defined: "
                                   + ", ".join(f"{o}.{'/'.join(ts)}" for o, ts in REDUCE_OPS.items()) + ")")
+    if noftz != ((op, t) in _NOFTZ):
+        raise PtxUnsupportedError(f"{where}: cp.reduce.async.bulk .{op}.{t} "
+                                  + ("requires .noftz (PTX ISA: the f16/bf16 adds keep subnormals)" if not noftz
+                                     else "takes no .noftz (the ISA defines .noftz on add.f16/add.bf16 only)"))
     if not ({"global", "shared::cta"} <= mods and "bulk_group" in mods) or len(ops) != 3:
         raise PtxUnsupportedError(f"{where}: only cp.reduce.async.bulk.global.shared::cta.bulk_group [d], [s], size "
                                   f"is supported")
-    esize = 8 if t.endswith("64") else 4
+    esize = _ESIZE.get(t, 8 if t.endswith("64") else 4)
     dt = np.dtype(f"<u{esize}")
     g_dst = address(L, ops[0], ins, "global")
     size_of = reader(L, ops[2], "u32", ins)
@@ -273,7 +309,7 @@ def _reduce(L, ins, ops, mods):
                                          f"(by {L.who(tt)})")
             dst = global_bytes(L, ins, tt, ga, n, True).view(dt)
             src = _shared(L, tt, ss, n).view(dt)
-            dst[:] = atom_apply(op, atype, dst.copy(), src.copy(), None)
+            dst[:] = _reduce_apply(op, atype, noftz, dst.copy(), src.copy())
             L.stats.global_bytes_read += n
             L.stats.global_bytes_written += n
         L.progress += 1

@@ -96,8 +96,21 @@ _HEAD = """.version 8.0
 @pytest.mark.parametrize("line, cls, words", [
     ("cp.async.bulk.global.shared::cta.bulk_group.multicast::cluster [%rd2], [buf], 16, %rs1;",
      ptx.PtxUnsupportedError, ".multicast::cluster is defined on global -> shared::cluster loads"),
-    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
-     "add.f32"),
+    # the float forms outside the ISA's table for cp.reduce.async.bulk
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.min.f32 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "cp.reduce.async.bulk .min.f32 is not defined here"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.max.f64 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "cp.reduce.async.bulk .max.f64 is not defined here"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.inc.f32 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "cp.reduce.async.bulk .inc.f32 is not defined here"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f16 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "cp.reduce.async.bulk .add.f16 requires .noftz"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.bf16 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "cp.reduce.async.bulk .add.bf16 requires .noftz"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f32 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "cp.reduce.async.bulk .add.f32 takes no .noftz"),
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.min.noftz.f16 [%rd2], [buf], 16;", ptx.PtxUnsupportedError,
+     "cp.reduce.async.bulk .min.f16 takes no .noftz"),
     ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [buf+8], [%rd1], 16, [bar];",
      ptx.PtxMisalignedError, "16-byte aligned"),
 ])
@@ -375,3 +388,104 @@ def test_multicast_bytes_are_async_writes_of_each_destination(multicast_mod):
     _, (_, _, err) = _multicast(multicast_mod, 3, 1, skip_wait=1, race=True, expect_error=True)
     assert type(err) is ptx.PtxRaceError and "block (1, 0, 0)" in str(err), str(err)
     assert "has not observed the mbarrier phase that completes the copy" in str(err), str(err)
+
+
+# ------------------------------------------------ float cp.reduce.async.bulk (hopper_bulk_reduce.cu)
+# (acc, src, want) as raw bits, worked by hand: RN ties to even, -0 + +0 = +0, NaN and Inf - Inf give
+# the canonical NaN, add.f32 flushes subnormal inputs and results (sign kept), .noftz keeps them.
+_F32_ADD = [
+    (0x3F800000, 0x33800000, 0x3F800000),    # 1 + 2^-24: a tie, to even (1)
+    (0x3F800000, 0x34400000, 0x3F800002),    # 1 + 1.5 ulp: a tie, to even (1 + 2 ulp)
+    (0x00000000, 0x80000000, 0x00000000),    # +0 + -0 = +0
+    (0x80000000, 0x80000000, 0x80000000),    # -0 + -0 = -0
+    (0x7FC00001, 0x3F800000, 0x7FFFFFFF),    # NaN + 1: canonical NaN
+    (0x7F800000, 0xFF800000, 0x7FFFFFFF),    # Inf - Inf: canonical NaN
+    (0x7F800000, 0x3F800000, 0x7F800000),    # Inf + 1
+    (0x7F7FFFFF, 0x7F7FFFFF, 0x7F800000),    # overflow to Inf
+    (0x00400000, 0x00400000, 0x00000000),    # subnormal inputs flushed (unflushed: 2^-126)
+    (0x80000001, 0x00000000, 0x00000000),    # -subnormal -> -0; -0 + +0 = +0
+    (0x80000001, 0x80000000, 0x80000000),    # -subnormal -> -0; -0 + -0 = -0
+    (0x00C00000, 0x80800000, 0x00000000),    # 1.5*2^-126 - 2^-126 = 2^-127: result flushed to +0
+    (0x80C00000, 0x00800000, 0x80000000),    # ... and to -0
+    (0x3F800000, 0xBF800000, 0x00000000),    # 1 - 1 = +0
+    (0x40400000, 0x3F000000, 0x40600000),    # 3 + 0.5 = 3.5
+    (0x4B7FFFFF, 0x3F000000, 0x4B800000),    # (2^24 - 1) + 0.5: a tie, to even (2^24)
+]
+_F64_ADD = [
+    (0x3FF0000000000000, 0x3CA0000000000000, 0x3FF0000000000000),   # 1 + 2^-53: tie, to even
+    (0x3FF0000000000000, 0x3CB8000000000000, 0x3FF0000000000002),   # 1 + 1.5 ulp: tie, to even
+    (0x0000000000000001, 0x0000000000000001, 0x0000000000000002),   # subnormals kept
+    (0x8000000000000000, 0x0000000000000000, 0x0000000000000000),   # -0 + +0 = +0
+]
+_F16_ADD = [
+    (0x3C00, 0x1000, 0x3C00),    # 1 + 2^-11: tie, to even
+    (0x3C00, 0x1600, 0x3C02),    # 1 + 1.5 ulp: tie, to even
+    (0x0001, 0x0001, 0x0002),    # subnormals kept (.noftz)
+    (0x0200, 0x0200, 0x0400),    # 2^-15 + 2^-15 = 2^-14, the smallest normal
+    (0x8000, 0x0000, 0x0000),    # -0 + +0 = +0
+    (0x8000, 0x8000, 0x8000),    # -0 + -0 = -0
+    (0x7E01, 0x3C00, 0x7FFF),    # NaN + 1: canonical NaN
+    (0x7C00, 0xFC00, 0x7FFF),    # Inf - Inf
+    (0x7BFF, 0x4C00, 0x7C00),    # 65504 + 16 = 65520: a tie, to even (Inf)
+    (0x7BFF, 0x4BFF, 0x7BFF),    # 65504 + 15.99: below the tie
+    (0x8001, 0x0000, 0x8001),    # -subnormal + +0 keeps the subnormal
+    (0xC000, 0x3C00, 0xBC00),    # -2 + 1 = -1
+    (0x3C00, 0x3C00, 0x4000), (0x4200, 0x3800, 0x4300), (0x0000, 0x0000, 0x0000), (0x7BFF, 0xFBFF, 0x0000),
+]
+_BF16_ADD = [
+    (0x3F80, 0x3B80, 0x3F80),    # 1 + 2^-8: tie, to even
+    (0x3F80, 0x3C40, 0x3F82),    # 1 + 1.5 ulp: tie, to even
+    (0x0001, 0x0001, 0x0002),    # subnormals kept (.noftz)
+    (0x0040, 0x0040, 0x0080),    # 2^-127 + 2^-127 = 2^-126, the smallest normal
+    (0x8000, 0x0000, 0x0000),    # -0 + +0 = +0
+    (0x8000, 0x8000, 0x8000),    # -0 + -0 = -0
+    (0x7FC1, 0x3F80, 0x7FFF),    # NaN + 1: canonical NaN
+    (0x7F80, 0xFF80, 0x7FFF),    # Inf - Inf
+    (0x7F7F, 0x7F7F, 0x7F80),    # overflow to Inf
+    (0x4380, 0x3F80, 0x4380),    # 256 + 1: a tie (257), to even (256)
+    (0x4380, 0x3FC0, 0x4381),    # 256 + 1.5 = 257.5: above the tie, up (258; ulp 2)
+    (0x8001, 0x0000, 0x8001),    # -subnormal + +0 keeps the subnormal
+    (0x3F80, 0x3F80, 0x4000), (0xC000, 0x3F80, 0xBF80), (0x0000, 0x0000, 0x0000), (0x7F7F, 0xFF7F, 0x0000),
+]
+# min/max rows: (acc, src, min, max): one NaN gives the other operand, two NaNs the canonical NaN,
+# -0 < +0, subnormals kept
+_F16_MINMAX = [
+    (0x3C00, 0x4000, 0x3C00, 0x4000), (0x0000, 0x8000, 0x8000, 0x0000), (0x8000, 0x0000, 0x8000, 0x0000),
+    (0x7E00, 0x4200, 0x4200, 0x4200), (0x4200, 0x7E00, 0x4200, 0x4200), (0x7E00, 0x7E01, 0x7FFF, 0x7FFF),
+    (0xFC00, 0x3C00, 0xFC00, 0x3C00), (0x0001, 0x0002, 0x0001, 0x0002), (0x8001, 0x0000, 0x8001, 0x0000),
+    (0xC000, 0xBC00, 0xC000, 0xBC00), (0x7C00, 0x7BFF, 0x7BFF, 0x7C00), (0x3C00, 0x3C00, 0x3C00, 0x3C00),
+    (0x0400, 0x03FF, 0x03FF, 0x0400), (0xFBFF, 0x7BFF, 0xFBFF, 0x7BFF), (0x0000, 0x0000, 0x0000, 0x0000),
+    (0x8001, 0x8002, 0x8002, 0x8001),
+]
+_BF16_MINMAX = [
+    (0x3F80, 0x4000, 0x3F80, 0x4000), (0x0000, 0x8000, 0x8000, 0x0000), (0x8000, 0x0000, 0x8000, 0x0000),
+    (0x7FC0, 0x4040, 0x4040, 0x4040), (0x4040, 0x7FC0, 0x4040, 0x4040), (0x7FC0, 0x7FC1, 0x7FFF, 0x7FFF),
+    (0xFF80, 0x3F80, 0xFF80, 0x3F80), (0x0001, 0x0002, 0x0001, 0x0002), (0x8001, 0x0000, 0x8001, 0x0000),
+    (0xC000, 0xBF80, 0xC000, 0xBF80), (0x7F80, 0x7F7F, 0x7F7F, 0x7F80), (0x3F80, 0x3F80, 0x3F80, 0x3F80),
+    (0x0080, 0x007F, 0x007F, 0x0080), (0xFF7F, 0x7F7F, 0xFF7F, 0x7F7F), (0x0000, 0x0000, 0x0000, 0x0000),
+    (0x8001, 0x8002, 0x8002, 0x8001),
+]
+_KINDS = {"add.f32": (0, np.uint32, _F32_ADD), "add.f64": (1, np.uint64, _F64_ADD),
+          "add.noftz.f16": (2, np.uint16, _F16_ADD), "add.noftz.bf16": (3, np.uint16, _BF16_ADD),
+          "min.f16": (4, np.uint16, [r[:3] for r in _F16_MINMAX]),
+          "max.f16": (5, np.uint16, [r[:2] + r[3:] for r in _F16_MINMAX]),
+          "min.bf16": (6, np.uint16, [r[:3] for r in _BF16_MINMAX]),
+          "max.bf16": (7, np.uint16, [r[:2] + r[3:] for r in _BF16_MINMAX])}
+
+
+@pytest.fixture(scope="module")
+def float_mod():
+    return ptx.Module((Path(__file__).parents[1] / "kernels" / "hopper_bulk_reduce.ptx").read_text())
+
+
+@pytest.mark.parametrize("form", list(_KINDS))
+def test_float_reduce_worked_values(float_mod, form):
+    kind, dt, rows = _KINDS[form]
+    acc, src, want = (np.array(c, dt) for c in zip(*rows))
+    n = acc.nbytes
+    assert n % 16 == 0
+    acc = np.concatenate([acc, np.full(16 // acc.itemsize, 0x5A5A5A5A5A5A5A5A & np.iinfo(dt).max, dt)])
+    _, arrays, _ = run_both(float_mod, "bulk_reduce_float", 1, 1, [src, acc, n, kind], arch="sm_90a")
+    got = arrays[1]
+    assert [hex(x) for x in got[:len(want)]] == [hex(x) for x in want]
+    assert np.array_equal(got[len(want):], acc[len(want):])          # the bytes past size are untouched

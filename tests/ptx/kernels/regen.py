@@ -21,6 +21,7 @@ ARCH_OF = {"mma_types.cu": "sm_89",      # fp8 mma needs .target sm_89
            "hopper_cluster.cu": "sm_90a",    # clusters: sm_90
            "hopper_dsmem.cu": "sm_90a",      # distributed shared memory: sm_90
            "hopper_multicast.cu": "sm_90a",  # TMA multicast, remote mbarrier arrive: sm_90
+           "hopper_bulk_reduce.cu": "sm_90a",  # cp.reduce.async.bulk float forms: sm_90
            "block_scaled_mma.cu": "sm_120a"}     # mma .kind:: needs .target sm_120a (nvcc 13.0)
 OPTIONS = ("-O3",)
 
