@@ -120,7 +120,7 @@ static int choose(rt_state *S, int32_t *p_out, int32_t *n_out, int64_t *nw_out) 
     }
     if (!any_cand) {
         int64_t ex = 0;
-        for (int64_t s = 0; s < S->nslots; s++) ex += S->n_exited[s];
+        for (int64_t t = 0; t < S->T; t++) ex += S->exited[t];
         if (ex == S->T && S->next_block >= S->nblocks) return RT_DONE;
         return E_DEADLOCK_BARRIER;
     }
@@ -258,7 +258,7 @@ void refsim_rt_free(rt_state *S) {
     memset(S->fifo, 0, (size_t)S->nslots * sizeof(rt_fifo));
 }
 
-static const rt_api API = {rt_ld, rt_st, rt_atom, rt_cp_async, rt_cp_wait, rt_bar, rt_exit_threads, rt_ldmatrix,
+static const rt_api API = {rt_ld, rt_st, rt_atom, rt_cp_async, rt_cp_wait, rt_ldmatrix,
                            rt_mma_run, rt_check_init, rt_check_init_warps, rt_partial_warp};
 
 const rt_api *refsim_rt_api(void) { return &API; }

@@ -104,10 +104,16 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 #: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow, barriers and the
 #: warp-wide shfl/vote/mma/ldmatrix. Both are held equal by tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
-    "applypriority", "atom", "bar", "barrier", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard", "exit",
+    "applypriority", "atom", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard",
     "fence", "isspacep", "ld", "ldmatrix", "ldu", "membar", "mma", "mov", "nanosleep", "prefetch", "prefetchu",
-    "red", "ret", "shfl", "st", "trap", "vote",
+    "red", "shfl", "st", "trap", "vote",
 })
+
+#: Engine-owned opcodes whose one definition is the interpreter's Python, which the compiled executor runs
+#: over a LaunchView (refsim.ptx.compiled.instructions.PYTHON_DEFINED), and the C functions that once
+#: restated them in refsim/native: none of these names may come back.
+PYTHON_RUN = {"bar": ("rt_bar", "release_barriers", "reduce_predicates"), "barrier": (),
+              "ret": ("rt_exit_threads",), "exit": ()}
 
 
 def test_every_opcode_has_one_definition_site():
@@ -129,6 +135,11 @@ def test_every_opcode_has_one_definition_site():
             assert table.C_TABLE[op] is home.C_FORMS[op], op
     compiled_own = set(instructions._ENGINE) | set(instructions._WARP) | {"ldmatrix"}
     assert compiled_own == TWO_DEFINITIONS
+    assert set(instructions.PYTHON_DEFINED) == set(PYTHON_RUN) and not compiled_own & set(PYTHON_RUN)
+    native = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "refsim" / "native").glob("ptx_*.[ch]"))
+    for op, functions in PYTHON_RUN.items():
+        assert not [f for f in functions if f + "(" in native], op
+        assert f"(*{op})" not in native and f"(*{op}_" not in native, op        # no rt_api entry for it
     assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE))
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
     source = Path(alu.__file__).read_text(encoding="utf-8")

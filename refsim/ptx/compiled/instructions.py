@@ -10,7 +10,7 @@ a body          C statements run for the step's active threads ``act[0..na)`` (t
                 go to p + 1), as ``Launch._guarded``.
 what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, and more: mov (vector
                 pack/unpack), cvta, isspacep, createpolicy, no-ops (fence, membar, prefetch, ...),
-                nanosleep, trap/brkpt, bra, ret/exit, bar/barrier (.sync/.arrive, .warp.sync), ld/ldu,
+                nanosleep, trap/brkpt, bra, ld/ldu,
                 st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
                 wait_group, wait_all), ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
                 vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`).
@@ -18,8 +18,9 @@ refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesse
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
                 (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
-                (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async), built once per
-                launch over a refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
+                (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async) and the engine's
+                :data:`PYTHON_DEFINED` (bar/barrier, ret/exit), built once per launch over a
+                refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from refsim.ptx.memory_ops import state_space, vector_width
 from refsim.ptx.operands import flatten
 from refsim.ptx.parse import TYPE_BITS
 
-__all__ = ["Body", "emit_body", "split_operands"]
+__all__ = ["Body", "PYTHON_DEFINED", "emit_body", "split_operands"]
 
 _SP_C = {"generic": "SP_GENERIC", "global": "SP_GLOBAL", "shared": "SP_SHARED", "local": "SP_LOCAL",
          "param": "SP_PARAM", "const": "SP_CONST"}
@@ -72,7 +73,8 @@ def emit_body(em, ins, handler) -> Body:
     op = ins.opcode
     from refsim.ptx import hopper
 
-    if hopper.python_defined(ins) or hopper.dsmem.python_access(ins, state_space(ins), em.ctx.generic_mapa):
+    if hopper.python_defined(ins) or op in PYTHON_DEFINED \
+            or hopper.dsmem.python_access(ins, state_space(ins), em.ctx.generic_mapa):
         # one Python definition (distributed shared memory's ld/st/atom included): run it over a LaunchView
         em.reads.clear()
         return Body(callback=True)
@@ -189,47 +191,13 @@ def _trap(em, ins) -> Body:
 
 
 # ----------------------------------------------------------------------------------------------
-# control flow and barriers
+# control flow
 
 def _bra(em, ins) -> Body:
     target = ins.operands[-1]
     if target[0] != "label" or not isinstance(target[1], int):
         raise Refuse("indirect branch")
     return Body(code=_loop([f"S->pc[t] = (int32_t){em.k(target[1])};"]), kind="branch")
-
-
-def _exit(em, ins) -> Body:
-    return Body(code=["if (na) S->api->exit_threads(S, act, na);"], kind="branch")
-
-
-def _bar(em, ins) -> Body:
-    mods = ins.mods
-    if "warp" in mods:
-        return Body()
-    red = next((m for m in mods if m in ("popc", "and", "or")), None) if "red" in mods else None
-    ops = ins.operands
-    if "red" in mods:              # bar.red.popc.u32 d, a{, b}, {!}c  /  bar.red.{and,or}.pred p, a{, b}, {!}c
-        if red is None or len(ops) not in (3, 4) or ops[0][0] not in ("reg", "sink"):
-            raise Refuse(f"barrier reduction {ins.name}")
-        em.ctx.bar_red[em.idx] = (("popc", "and", "or").index(red) + 1, ops[0][1] if ops[0][0] == "reg" else -1)
-        dst_bits = 1 if red != "popc" else 32
-        if ops[0][0] == "reg" and (em.reg_bits(ops[0][1]) == 1) != (dst_bits == 1):
-            raise Refuse("bar.red destination type")
-        ops = ops[1:]
-    elif "arrive" not in mods and "sync" not in mods and mods not in ((), ("aligned",)):
-        raise Refuse(f"barrier variant {ins.name}")
-    count = len(ops) > (2 if red else 1)
-    code = ["uint32_t *ids = S->u32a, *cnt = S->u32a + na; uint8_t *prd = (uint8_t *)(S->u32a + 2 * (int64_t)na);",
-            "(void)cnt; (void)prd;"]
-    per = [f"ids[i] = {em.src(ops[0], 'u32')};"]
-    if red:
-        per.append(f"prd[i] = {em.src(ops[-1], 'pred')};")
-    if count:
-        per.append(f"cnt[i] = {em.src(ops[1], 'u32')};")
-    code += _loop(per)
-    code.append(f"if (na && (r = S->api->bar(S, D->idx, act, na, ids, {'cnt' if count else 'NULL'}, "
-                f"{int('arrive' in mods)}, {int(bool(red))}, {'prd' if red else 'NULL'}))) return r;")
-    return Body(code=code, kind="branch")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -486,10 +454,16 @@ def _mma(em, ins, h) -> Body:
     return Body(code=code, checks="warps", written=em.written(groups[0]))
 
 
+#: engine-owned opcodes whose one definition, the interpreter's Python, the compiled executor runs over a
+#: LaunchView for the step (CompiledLaunch._engine_step): the barriers (refsim/ptx/barriers.py: arrivals,
+#: release, bar.red) and thread exit (Launch.exit_threads: exit, cp.async landing, barrier release,
+#: block refill through the runtime's refsim_rt_land_async / refsim_rt_start_block)
+PYTHON_DEFINED = frozenset({"bar", "barrier", "ret", "exit"})
+
 _ENGINE = {
     "mov": _mov, "cvta": _cvta, "isspacep": _isspacep, "createpolicy": _createpolicy,
     **{name: _noop for name in _NOOPS}, "nanosleep": _nanosleep, "trap": _trap, "brkpt": _trap,
-    "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar, "ld": _ld, "ldu": _ld, "st": _st,
+    "bra": _bra, "ld": _ld, "ldu": _ld, "st": _st,
     "atom": _atom, "red": _atom, "cp": _cp,
 }
 

@@ -3,7 +3,8 @@ translations (no build) and written out by hand.
 
 An ALU step reads each source as its type into ``s<j>``, computes ``v<j>`` with refsim.ptx.compiled.alu's
 expression and stores it, for every active thread; the form that ALU leaves to the handler becomes a
-callback; fences are no-ops that only step; branches, barriers, exits and loads call the runtime as shown.
+callback; fences are no-ops that only step; branches set the pc; loads call the runtime as shown; barriers
+and exits are callbacks (their one definition is the interpreter's Python, run over a LaunchView).
 test_conformance.py and test_kernels.py run these bodies against the interpreter.
 """
 
@@ -15,6 +16,7 @@ from conftest_compiled import template, translated
 from refsim.ptx.compiled.instructions import split_operands
 from refsim.ptx.compiled.operands import Refuse
 
+CALLBACK = "    (void)S; (void)D; (void)th; (void)n;\n    return RT_CALLBACK;"
 ADVANCE = "    for (int32_t i = 0; i < n; i++) S->pc[th[i]] = (int32_t)D->idx + 1;\n    return 0;"
 
 
@@ -50,23 +52,22 @@ def test_a_predicate_destination_is_stored_as_a_byte():
 
 def test_a_form_alu_leaves_to_the_handler_is_a_callback_step():
     tr = translated("div.s64 %rd5, %rd3, %rd4;\nexit;")
-    assert template(tr, 0) == "    (void)S; (void)D; (void)th; (void)n;\n    return RT_CALLBACK;"
-    assert tr.callbacks == frozenset({0})
+    assert template(tr, 0) == CALLBACK
+    assert tr.callbacks == frozenset({0, 1, 2})                    # and the two exits (Python's definition)
 
 
-def test_fences_only_step_and_exit_retires_the_active_threads():
+def test_fences_only_step_and_exit_is_a_callback_step():
     tr = translated("membar.gl;\nexit;")
     assert template(tr, 0) == "    int r = 0; (void)r;\n    const int32_t *act = th; const int32_t na = n;\n" + ADVANCE
-    assert _lines(template(tr, 1)) == ["int r = 0; (void)r;", "const int32_t *act = th; const int32_t na = n;",
-                                       "if (na) S->api->exit_threads(S, act, na);", "return 0;"]
+    assert template(tr, 1) == CALLBACK and tr.callbacks == frozenset({1, 2})      # Launch.exit_threads runs
 
 
-def test_bar_sync_hands_the_runtime_each_threads_barrier_id():
-    body = _lines(template(translated("bar.sync 3;\nexit;"), 0))
-    assert "ids[i] = ((uint32_t)D->k[0]);" in body
-    assert "if (na && (r = S->api->bar(S, D->idx, act, na, ids, NULL, 0, 0, NULL))) return r;" in body
-    # the barrier decides when the threads move on: no step past it here
-    assert "for (int32_t i = 0; i < n; i++) S->pc[th[i]] = (int32_t)D->idx + 1;" not in body
+@pytest.mark.parametrize("line", ["bar.sync 3;", "barrier.sync.aligned 1, 64;", "bar.arrive 2, 32;",
+                                  "bar.red.popc.u32 %r1, 0, %p1;", "bar.warp.sync -1;", "@%p1 ret;"])
+def test_barriers_and_exits_are_callback_steps_with_no_c_of_their_own(line):
+    tr = translated(line + "\nexit;")
+    assert template(tr, 0) == CALLBACK and 0 in tr.callbacks          # refsim/ptx/barriers.py's definition runs
+    assert "api->bar" not in tr.source and "exit_threads" not in tr.source
 
 
 def test_ld_param_copies_the_bytes_of_the_parameter_once():
