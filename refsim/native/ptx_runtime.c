@@ -11,9 +11,11 @@
                  Generator.integers / Generator.random draw it); the threads are those at p in the
                  chosen warps, in ascending order. Statistics are counted before the instruction runs.
    instructions  the generated kernel code executes ALU instructions itself and calls the runtime's
-                 (through S->api) for memory, barriers, exit, cp.async, ldmatrix and mma, each
+                 (through S->api) for memory, the cp.async copy, ldmatrix and mma, each
                  vectorised over the step's threads exactly as the interpreter: every check over all
-                 threads first (in the interpreter's order), then the effects.
+                 threads first (in the interpreter's order), then the effects. Steps whose one
+                 definition is Python (barriers, exit, cp.async groups, refsim.ptx.hopper) return
+                 RT_CALLBACK and run over a LaunchView (refsim/ptx/compiled/view.py).
    arithmetic    integers only in the tensor-core model (T-FDPA, refsim.arith.tensor_core._fdpa_core);
                  fp16/fp32 as refsim.arith.fp (ptx_runtime.h). Built with -ffp-contract=off. */
 
@@ -258,7 +260,7 @@ void refsim_rt_free(rt_state *S) {
     memset(S->fifo, 0, (size_t)S->nslots * sizeof(rt_fifo));
 }
 
-static const rt_api API = {rt_ld, rt_st, rt_atom, rt_cp_async, rt_cp_wait, rt_ldmatrix,
+static const rt_api API = {rt_ld, rt_st, rt_atom, rt_cp_async, rt_ldmatrix,
                            rt_mma_run, rt_check_init, rt_check_init_warps, rt_partial_warp};
 
 const rt_api *refsim_rt_api(void) { return &API; }

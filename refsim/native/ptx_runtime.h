@@ -92,7 +92,6 @@ typedef struct rt_api {
                 const uint64_t *b, const uint64_t *c, uint64_t *old);
     int (*cp_async)(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, const uint64_t *dst,
                     const uint64_t *src, const int64_t *srcsize, int32_t size);
-    void (*cp_wait)(rt_state *S, const int32_t *th, int32_t n, int64_t allowed);   /* allowed < 0: all */
     int (*ldmatrix)(rt_state *S, const rt_mem *m, int32_t num, int32_t trans, const int32_t *th, int32_t n,
                     const uint64_t *addr, uint32_t *out);
     int (*mma)(rt_state *S, const rt_mma *d, const int32_t *th, int32_t n, const uint32_t *a, const uint32_t *b,

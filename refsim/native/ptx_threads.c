@@ -172,7 +172,5 @@ static void complete_async(rt_state *S, const int32_t *th, int32_t n, int64_t al
    thread exit and cp.async.wait_group land the copies of this FIFO */
 void refsim_rt_land_async(rt_state *S, const int32_t *th, int32_t n, int64_t allowed) { complete_async(S, th, n, allowed); }
 
-static void rt_cp_wait(rt_state *S, const int32_t *th, int32_t n, int64_t allowed) { complete_async(S, th, n, allowed); }
-
 /* Launch.start_block, for the interpreter's Launch.exit_threads run over a LaunchView */
 void refsim_rt_start_block(rt_state *S, int64_t s) { start_block(S, s); }

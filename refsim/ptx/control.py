@@ -1,7 +1,8 @@
 """Control flow, moves and address-space conversions: the engine-owned instructions that are not memory
 accesses or barriers.
 
-    bra L            pc = L for the selected threads (a guard makes it a divergent branch)
+    bra L            pc = L for the selected threads (a guard makes it a divergent branch): declared as data,
+                     :func:`bra_target` (refsim.ptx.dispatch ``Entry.jump``), which both executors read
     ret / exit       the thread ends (counts as arrived at later barriers; its cp.async copies land)
     trap / brkpt     PtxMemoryError (the GPU reports a launch failure)
     call             refused: non-inlined device functions are not executed
@@ -26,20 +27,15 @@ from refsim.ptx.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_BYTES
 from refsim.ptx.operands import bits, dtype, reader, writer
 from refsim.ptx.parse import Instruction
 
-__all__ = ["bra", "ret", "trap", "call", "nanosleep", "createpolicy", "mov", "cvta", "isspacep"]
+__all__ = ["bra_target", "ret", "trap", "call", "nanosleep", "createpolicy", "mov", "cvta", "isspacep"]
 
 
-def bra(L, ins: Instruction, idx: int):
-    """``bra{.uni} target``: sets the pc itself."""
+def bra_target(ins: Instruction) -> int | None:
+    """``bra{.uni} target``: the instruction index the active threads go to; None for an indirect
+    branch (refused). The whole definition of ``bra``: refsim.ptx.dispatch declares it as the opcode's
+    ``Entry.jump``, from which the interpreter's step and the compiled executor's C both follow."""
     target = ins.operands[-1]
-    if target[0] != "label" or not isinstance(target[1], int):
-        raise PtxUnsupportedError(f"{L.where(ins)}: indirect branches are not supported")
-    t = target[1]
-    pc = L.pc
-
-    def run(sel):
-        pc[sel] = t
-    return run
+    return target[1] if target[0] == "label" and isinstance(target[1], int) else None
 
 
 def ret(L, ins: Instruction, idx: int):

@@ -1,11 +1,15 @@
 """The one dispatch table of refsim.ptx: every opcode the engine executes, and who executes it.
 
-    OPCODES[opcode] = Entry(build, advances, handler)
+    OPCODES[opcode] = Entry(build, advances, handler, jump)
         build(L, ins, idx) -> run(sel)   built once per static instruction of a launch
         advances                          the engine moves the pc past the instruction after ``run``
                                           (False: ``run`` sets the pc itself: bra, ret/exit, bar)
         handler                           a refsim.ptx.semantics handler is looked up at load time
                                           (its ``fn`` does the arithmetic; the engine moves operands)
+        jump                              ``jump(ins) -> target or None``: the opcode is a jump, its
+                                          whole effect ``pc = target`` for the active threads (bra:
+                                          control.bra_target); :func:`jump` builds the step, and the
+                                          compiled executor emits its C from the same declaration
 
     engine-owned   control.py   bra ret exit trap brkpt call nanosleep createpolicy mov cvta isspacep
                                 prefetch prefetchu applypriority discard
@@ -34,7 +38,7 @@ from refsim.ptx.errors import PtxUnsupportedError, error
 from refsim.ptx.operands import flatten, reader, split_operands, writer
 from refsim.ptx.parse import Instruction, Kernel
 
-__all__ = ["Entry", "OPCODES", "ENGINE_OPCODES", "load", "build", "form"]
+__all__ = ["Entry", "OPCODES", "ENGINE_OPCODES", "load", "build", "form", "jump"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,24 @@ class Entry:
     build: Callable
     advances: bool = True
     handler: bool = False
+    jump: Callable | None = None
 
 
 def _no_effect(L, ins: Instruction, idx: int):
     """Cache and eviction hints (``prefetch``, ``applypriority``, ``discard``): no effect on values."""
     return lambda sel: None
+
+
+def jump(L, ins: Instruction, idx: int):
+    """The step of an opcode declared by its ``Entry.jump``: the active threads go to the target."""
+    t = OPCODES[ins.opcode].jump(ins)
+    if t is None:
+        raise PtxUnsupportedError(f"{L.where(ins)}: indirect branches are not supported")
+    pc = L.pc
+
+    def run(sel):
+        pc[sel] = t
+    return run
 
 
 def _semantic(L, ins: Instruction, idx: int):
@@ -113,7 +130,7 @@ def _warp(L, ins: Instruction, h):
 
 _ENGINE = {
     # control flow, moves, address spaces (control.py)
-    "bra": Entry(control.bra, advances=False),
+    "bra": Entry(jump, advances=False, jump=control.bra_target),
     "ret": Entry(control.ret, advances=False),
     "exit": Entry(control.ret, advances=False),
     "trap": Entry(control.trap),

@@ -104,7 +104,7 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 #: refsim/native/ptx_*.c) beside the interpreter's definition: memory, control flow, barriers and the
 #: warp-wide shfl/vote/mma/ldmatrix. Both are held equal by tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
-    "applypriority", "atom", "bra", "brkpt", "cp", "createpolicy", "cvta", "discard",
+    "applypriority", "atom", "brkpt", "cp", "createpolicy", "cvta", "discard",
     "fence", "isspacep", "ld", "ldmatrix", "ldu", "membar", "mma", "mov", "nanosleep", "prefetch", "prefetchu",
     "red", "shfl", "st", "trap", "vote",
 })
@@ -114,6 +114,8 @@ TWO_DEFINITIONS = frozenset({
 #: restated them in refsim/native: none of these names may come back.
 PYTHON_RUN = {"bar": ("rt_bar", "release_barriers", "reduce_predicates"), "barrier": (),
               "ret": ("rt_exit_threads",), "exit": ()}
+#: ... and the same for cp.async's group bookkeeping (commit_group, wait_group, wait_all; the copy keeps its C)
+CP_GROUP_RUN = ("rt_cp_wait",)
 
 
 def test_every_opcode_has_one_definition_site():
@@ -140,6 +142,14 @@ def test_every_opcode_has_one_definition_site():
     for op, functions in PYTHON_RUN.items():
         assert not [f for f in functions if f + "(" in native], op
         assert f"(*{op})" not in native and f"(*{op}_" not in native, op        # no rt_api entry for it
+    # jumps are declared as data (Entry.jump), read by the interpreter's dispatch.jump and the emitter's _jump
+    jumps = {op for op, e in dispatch.OPCODES.items() if e.jump is not None}
+    assert jumps == {"bra"} and not jumps & compiled_own
+    assert all(dispatch.OPCODES[op].build is dispatch.jump for op in jumps)
+    assert not [op for op in jumps if f'"{op}"' in Path(instructions.__file__).read_text(encoding="utf-8")]
+    assert instructions.CP_GROUP_FORMS == ("commit_group", "wait_group", "wait_all")
+    assert not [f for f in CP_GROUP_RUN if f + "(" in native] and "(*cp_wait)" not in native
+    assert "group" not in Path(instructions.__file__).read_text(encoding="utf-8").split("def _cp(")[1].split("\ndef ")[0]
     assert not compiled_own & (set(hopper.OPCODES) | set(table.C_TABLE))
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
     source = Path(alu.__file__).read_text(encoding="utf-8")

@@ -10,16 +10,15 @@ a body          C statements run for the step's active threads ``act[0..na)`` (t
                 go to p + 1), as ``Launch._guarded``.
 what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, and more: mov (vector
                 pack/unpack), cvta, isspacep, createpolicy, no-ops (fence, membar, prefetch, ...),
-                nanosleep, trap/brkpt, bra, ld/ldu,
-                st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async (copy, commit,
-                wait_group, wait_all), ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
+                nanosleep, trap/brkpt, jumps (bra, from its ``Entry.jump`` declaration), ld/ldu,
+                st, atom/red (integer ops, f32 and .noftz f16/f16x2 add), cp.async's copy, ldmatrix, mma (f16 T-FDPA and integer shapes), shfl.sync,
                 vote.sync, and the ALU handlers (:mod:`refsim.ptx.compiled.alu`).
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, mma on bf16/tf32/fp8), run their handler through Python for that step
                 (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
                 (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async) and the engine's
-                :data:`PYTHON_DEFINED` (bar/barrier, ret/exit), built once per launch over a
+                :data:`PYTHON_DEFINED` (bar/barrier, ret/exit, cp.async's commit/wait groups), built once per launch over a
                 refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
 """
 
@@ -34,7 +33,7 @@ from refsim.ptx.memory_ops import state_space, vector_width
 from refsim.ptx.operands import flatten
 from refsim.ptx.parse import TYPE_BITS
 
-__all__ = ["Body", "PYTHON_DEFINED", "emit_body", "split_operands"]
+__all__ = ["Body", "PYTHON_DEFINED", "CP_GROUP_FORMS", "python_defined", "emit_body", "split_operands"]
 
 _SP_C = {"generic": "SP_GENERIC", "global": "SP_GLOBAL", "shared": "SP_SHARED", "local": "SP_LOCAL",
          "param": "SP_PARAM", "const": "SP_CONST"}
@@ -73,7 +72,7 @@ def emit_body(em, ins, handler) -> Body:
     op = ins.opcode
     from refsim.ptx import hopper
 
-    if hopper.python_defined(ins) or op in PYTHON_DEFINED \
+    if hopper.python_defined(ins) or python_defined(ins) \
             or hopper.dsmem.python_access(ins, state_space(ins), em.ctx.generic_mapa):
         # one Python definition (distributed shared memory's ld/st/atom included): run it over a LaunchView
         em.reads.clear()
@@ -84,6 +83,11 @@ def emit_body(em, ins, handler) -> Body:
         if handler.kind == "warp":
             return _WARP.get(op, _handler_step)(em, ins, handler)
         return _alu(em, ins, handler)
+    from refsim.ptx import dispatch
+
+    entry = dispatch.OPCODES.get(op)
+    if entry is not None and entry.jump is not None:
+        return _jump(em, ins, entry.jump)
     fn = _ENGINE.get(op)
     if fn is None:
         raise Refuse(f"{ins.name} is not compiled")
@@ -193,11 +197,12 @@ def _trap(em, ins) -> Body:
 # ----------------------------------------------------------------------------------------------
 # control flow
 
-def _bra(em, ins) -> Body:
-    target = ins.operands[-1]
-    if target[0] != "label" or not isinstance(target[1], int):
+def _jump(em, ins, target_of) -> Body:
+    """An opcode declared a jump (refsim.ptx.dispatch ``Entry.jump``, e.g. bra): pc = its target."""
+    target = target_of(ins)
+    if target is None:
         raise Refuse("indirect branch")
-    return Body(code=_loop([f"S->pc[t] = (int32_t){em.k(target[1])};"]), kind="branch")
+    return Body(code=_loop([f"S->pc[t] = (int32_t){em.k(target)};"]), kind="branch")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -292,13 +297,6 @@ def _cp(em, ins) -> Body:
     mods = ins.mods
     if not mods or mods[0] != "async" or "bulk" in mods or "mbarrier" in mods:
         raise Refuse(f"{ins.name} is not compiled")
-    if "commit_group" in mods:
-        return Body(code=_loop(["S->group[t] += 1;"]))
-    if "wait_all" in mods:
-        return Body(code=_loop(["S->group[t] += 1;"]) + ["if (na) S->api->cp_wait(S, act, na, 0);"])
-    if "wait_group" in mods:
-        code = ["uint32_t mx = 0;"] + _loop([f"const uint32_t v = {em.src(ins.operands[0], 'u32')};", "mx = v > mx ? v : mx;"])
-        return Body(code=code + ["if (na) S->api->cp_wait(S, act, na, (int64_t)mx);"])
     ops = list(ins.operands)
     if any(m.startswith("L2::cache_hint") for m in mods):
         ops = ops[:-1]
@@ -459,11 +457,19 @@ def _mma(em, ins, h) -> Body:
 #: release, bar.red) and thread exit (Launch.exit_threads: exit, cp.async landing, barrier release,
 #: block refill through the runtime's refsim_rt_land_async / refsim_rt_start_block)
 PYTHON_DEFINED = frozenset({"bar", "barrier", "ret", "exit"})
+#: cp.async's group bookkeeping (refsim.ptx.memory_ops.cp: commit_group, wait_group, wait_all) runs the
+#: same way; the copy itself (cp.async.ca/cg) keeps its C body
+CP_GROUP_FORMS = ("commit_group", "wait_group", "wait_all")
+
+
+def python_defined(ins) -> bool:
+    """True when the compiled executor runs the interpreter's definition of ``ins`` (see PYTHON_DEFINED)."""
+    return ins.opcode in PYTHON_DEFINED or (ins.opcode == "cp" and any(m in ins.mods for m in CP_GROUP_FORMS))
 
 _ENGINE = {
     "mov": _mov, "cvta": _cvta, "isspacep": _isspacep, "createpolicy": _createpolicy,
     **{name: _noop for name in _NOOPS}, "nanosleep": _nanosleep, "trap": _trap, "brkpt": _trap,
-    "bra": _bra, "ld": _ld, "ldu": _ld, "st": _st,
+    "ld": _ld, "ldu": _ld, "st": _st,
     "atom": _atom, "red": _atom, "cp": _cp,
 }
 

@@ -14,6 +14,7 @@ import pytest
 from conftest_compiled import template, translated
 
 from refsim.ptx.compiled.instructions import split_operands
+from refsim.ptx.compiled.translate import HEADER
 from refsim.ptx.compiled.operands import Refuse
 
 CALLBACK = "    (void)S; (void)D; (void)th; (void)n;\n    return RT_CALLBACK;"
@@ -63,11 +64,24 @@ def test_fences_only_step_and_exit_is_a_callback_step():
 
 
 @pytest.mark.parametrize("line", ["bar.sync 3;", "barrier.sync.aligned 1, 64;", "bar.arrive 2, 32;",
-                                  "bar.red.popc.u32 %r1, 0, %p1;", "bar.warp.sync -1;", "@%p1 ret;"])
-def test_barriers_and_exits_are_callback_steps_with_no_c_of_their_own(line):
+                                  "bar.red.popc.u32 %r1, 0, %p1;", "bar.warp.sync -1;", "@%p1 ret;",
+                                  "cp.async.commit_group;", "cp.async.wait_group 1;", "cp.async.wait_all;"])
+def test_barriers_exits_and_cp_async_groups_are_callback_steps_with_no_c_of_their_own(line):
     tr = translated(line + "\nexit;")
     assert template(tr, 0) == CALLBACK and 0 in tr.callbacks          # refsim/ptx/barriers.py's definition runs
-    assert "api->bar" not in tr.source and "exit_threads" not in tr.source
+    kernel = tr.source[len(HEADER):]
+    assert "api->bar" not in kernel and "exit_threads" not in kernel and "group" not in kernel
+
+
+def test_a_jump_moves_its_active_threads_to_the_target_its_declaration_names():
+    from refsim.ptx import control, dispatch
+
+    tr = translated("@%p1 bra $L_end;\nadd.s32 %r1, %r2, 1;\n$L_end:\nexit;")
+    body = _lines(template(tr, 0))
+    assert dispatch.OPCODES["bra"].jump is control.bra_target
+    # the target (instruction 2, the first exit) is the descriptor's constant after the guard's slot
+    assert "S->pc[t] = (int32_t)D->k[1];" in body and "{0, {17LL, 2LL}}  /* line 7 */" in tr.source
+    assert body[-2].endswith("S->pc[th[i]] = (int32_t)D->idx + 1; }")          # guarded-out threads step on
 
 
 def test_ld_param_copies_the_bytes_of_the_parameter_once():
