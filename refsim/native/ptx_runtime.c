@@ -11,9 +11,11 @@
                  Generator.integers / Generator.random draw it); the threads are those at p in the
                  chosen warps, in ascending order. Statistics are counted before the instruction runs.
    instructions  the generated kernel code executes ALU instructions itself and calls the runtime's
-                 (through S->api) for memory, barriers, exit, cp.async, ldmatrix and mma, each
+                 (through S->api) for memory, the cp.async copy, ldmatrix and mma, each
                  vectorised over the step's threads exactly as the interpreter: every check over all
-                 threads first (in the interpreter's order), then the effects.
+                 threads first (in the interpreter's order), then the effects. Steps whose one
+                 definition is Python (barriers, exit, cp.async groups, refsim.ptx.hopper) return
+                 RT_CALLBACK and run over a LaunchView (refsim/ptx/compiled/view.py).
    arithmetic    fp16/fp32 as refsim.arith.fp (ptx_runtime.h); no tensor-core model of its own: mma's
                  finite f16 x f16 + f32 k16 steps call emulators.c's refsim_mma_k16_f32 (the declared
                  twin of refsim.arith.mma_steps.mma_k16_f32), every other mma step runs in Python
@@ -122,7 +124,7 @@ static int choose(rt_state *S, int32_t *p_out, int32_t *n_out, int64_t *nw_out) 
     }
     if (!any_cand) {
         int64_t ex = 0;
-        for (int64_t s = 0; s < S->nslots; s++) ex += S->n_exited[s];
+        for (int64_t t = 0; t < S->T; t++) ex += S->exited[t];
         if (ex == S->T && S->next_block >= S->nblocks) return RT_DONE;
         return E_DEADLOCK_BARRIER;
     }
@@ -260,7 +262,7 @@ void refsim_rt_free(rt_state *S) {
     memset(S->fifo, 0, (size_t)S->nslots * sizeof(rt_fifo));
 }
 
-static const rt_api API = {rt_ld, rt_st, rt_atom, rt_cp_async, rt_cp_wait, rt_bar, rt_exit_threads, rt_ldmatrix,
+static const rt_api API = {rt_ld, rt_st, rt_atom, rt_cp_async, rt_ldmatrix,
                            rt_mma_run, rt_check_init, rt_check_init_warps, rt_partial_warp};
 
 const rt_api *refsim_rt_api(void) { return &API; }

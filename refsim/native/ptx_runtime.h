@@ -83,10 +83,6 @@ typedef struct rt_api {
                 const uint64_t *b, const uint64_t *c, uint64_t *old);
     int (*cp_async)(rt_state *S, const rt_mem *m, const int32_t *th, int32_t n, const uint64_t *dst,
                     const uint64_t *src, const int64_t *srcsize, int32_t size);
-    void (*cp_wait)(rt_state *S, const int32_t *th, int32_t n, int64_t allowed);   /* allowed < 0: all */
-    int (*bar)(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const uint32_t *id, const uint32_t *count,
-               int32_t arrive, int32_t red, const uint8_t *pred);
-    void (*exit_threads)(rt_state *S, const int32_t *th, int32_t n);
     int (*ldmatrix)(rt_state *S, const rt_mem *m, int32_t num, const int16_t *rl, const int16_t *lay,
                     const int32_t *th, int32_t n, const uint64_t *addr, uint32_t *out);
     int (*mma)(rt_state *S, const rt_mma *d, const int32_t *th, int32_t n, const uint32_t *a, const uint32_t *b,
@@ -108,7 +104,7 @@ struct rt_state {
     int32_t *bar_pc;
     uint32_t *tid[3];
     /* per slot */
-    int64_t *slot_block, *bar_count, *bar_need, *n_exited;      /* bar_count, bar_need: (nslots, 16) */
+    int64_t *slot_block, *bar_count, *bar_need;                 /* bar_count, bar_need: (nslots, 16) */
     int64_t any_dirty;
     uint32_t *ctaid;                                             /* (nslots, 3) */
     uint8_t *slot_dirty;
@@ -120,8 +116,6 @@ struct rt_state {
     uint8_t *yielding;
     /* registers */
     int64_t nregs;
-    uint8_t *red_op;                                             /* per instruction: bar.red 1 popc 2 and 3 or */
-    int32_t *red_dst;                                            /* ... and its destination slot (-1: none) */
     void **reg;
     int32_t *reg_bits;
     uint8_t **reg_init;                                          /* poison only */

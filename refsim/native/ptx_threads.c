@@ -1,6 +1,7 @@
 /* refsim native, PTX runtime part 1 of 4 (after ptx_runtime.h and emulators.c): numpy's PCG64 draws,
-   warps, block slots, barriers, cp.async completion and thread exit. The oracle of every function is
-   the refsim.ptx interpreter method it names (see ptx_runtime.c for the whole runtime). */
+   warps, block slots and cp.async completion. The oracle of every function is
+   the refsim.ptx interpreter method it names (barriers and thread exit are not here: the compiled
+   executor runs the interpreter's own refsim/ptx/barriers.py and Launch.exit_threads through a LaunchView) (see ptx_runtime.c for the whole runtime). */
 
 /* ============================================================================================
    numpy's PCG64 and the two draws the random schedule makes (Generator.integers(n), .random()) */
@@ -76,7 +77,6 @@ static void start_block(rt_state *S, int64_t s) {
             S->pc[t] = (int32_t)S->END;
             S->exited[t] = 1;
         }
-        S->n_exited[s] = S->tpb;
         return;
     }
     int64_t b = S->next_block++;
@@ -93,7 +93,6 @@ static void start_block(rt_state *S, int64_t s) {
         S->bar_wait[t] = 0;
         S->group[t] = 0;
     }
-    S->n_exited[s] = S->tpb - S->nthreads;
     for (int i = 0; i < 16; i++) S->bar_count[s * 16 + i] = S->bar_need[s * 16 + i] = 0;
     memset(S->shared + s * S->shared_stride, 0, (size_t)S->shared_stride);
     if (S->poison) {
@@ -110,112 +109,6 @@ static void start_block(rt_state *S, int64_t s) {
         for (int64_t i = s * S->shared_stride; i < (s + 1) * S->shared_stride; i++) S->async_bid[i] = -1;
         for (int64_t i = s * S->max_mbar * S->tpb; i < (s + 1) * S->max_mbar * S->tpb; i++) S->async_obs[i] = -1;
     }
-}
-
-/* Launch._reduce_predicates: the bar.red threads a barrier of slot s releases get the popcount / AND /
-   OR of the predicates of all bar.red threads released with them at the same barrier id */
-static void reduce_predicates(rt_state *S, int64_t s, uint32_t done) {
-    int64_t popc[16] = {0}, total[16] = {0};
-    int any = 0;
-    for (int64_t t = s * S->tpb; t < (s + 1) * S->tpb; t++) {
-        if (!S->bar_wait[t] || !((done >> S->bar_id[t]) & 1) || !S->red_op[S->bar_pc[t]]) continue;
-        any = 1;
-        popc[S->bar_id[t]] += S->bar_pred[t];
-        total[S->bar_id[t]] += 1;
-    }
-    if (!any) return;
-    for (int64_t t = s * S->tpb; t < (s + 1) * S->tpb; t++) {
-        if (!S->bar_wait[t] || !((done >> S->bar_id[t]) & 1)) continue;
-        int32_t q = S->bar_pc[t], op = S->red_op[q], slot = S->red_dst[q];
-        if (!op || slot < 0) continue;
-        int64_t b = S->bar_id[t];
-        uint64_t v = op == 1 ? (uint64_t)popc[b] : op == 2 ? (uint64_t)(popc[b] == total[b]) : (uint64_t)(popc[b] > 0);
-        void *r = S->reg[slot];
-        switch (S->reg_bits[slot]) {
-        case 1: case 8: ((uint8_t *)r)[t] = (uint8_t)v; break;
-        case 16: ((uint16_t *)r)[t] = (uint16_t)v; break;
-        case 32: ((uint32_t *)r)[t] = (uint32_t)v; break;
-        default: ((uint64_t *)r)[t] = v; break;
-        }
-        if (S->poison) S->reg_init[slot][t] = 1;
-    }
-}
-
-/* ============================================================================================
-   barriers: Launch._arrivals, _release_barriers (only the slots whose counts or live threads changed
-   can complete a barrier, so only those are examined) */
-
-static void release_barriers(rt_state *S, const int32_t *th, int32_t n) {
-    int64_t any = 0;
-    for (int32_t i = 0; i < n;) {
-        int64_t s = th[i] / S->tpb, end = (s + 1) * S->tpb;
-        while (i < n && th[i] < end) i++;                 /* the next slot's first thread */
-        int64_t alive = S->tpb - S->n_exited[s];
-        uint32_t done = 0;
-        for (int b = 0; b < 16; b++) {
-            int64_t cnt = S->bar_count[s * 16 + b], need = S->bar_need[s * 16 + b] > 0 ? S->bar_need[s * 16 + b] : alive;
-            if (cnt > 0 && cnt >= need) done |= 1u << b;
-        }
-        if (!done) continue;
-        any = 1;
-        reduce_predicates(S, s, done);
-        for (int64_t t = s * S->tpb; t < (s + 1) * S->tpb; t++) {
-            if (S->bar_wait[t] && ((done >> S->bar_id[t]) & 1)) {
-                S->bar_wait[t] = 0;
-                S->pc[t] = S->bar_pc[t] + 1;
-            }
-        }
-        for (int b = 0; b < 16; b++) {
-            if ((done >> b) & 1) {
-                S->bar_count[s * 16 + b] = S->bar_need[s * 16 + b] = 0;
-                S->barriers++;
-            }
-        }
-        int64_t wpb = S->tpb / 32;
-        for (int64_t w = s * wpb; w < (s + 1) * wpb; w++) S->yielding[w] = 0;
-        if (S->race) {
-            for (int64_t k = s * S->shared_stride; k < (s + 1) * S->shared_stride; k++) S->race_w[k] = S->race_r[k] = -1;
-        }
-        S->slot_dirty[s] = 1;
-        S->any_dirty = 1;
-    }
-    if (any) S->progress++;
-}
-
-/* bar.sync / barrier.sync / bar.arrive a{, b} (Launch._op_bar) */
-static int rt_bar(rt_state *S, int32_t ins, const int32_t *th, int32_t n, const uint32_t *id, const uint32_t *count,
-                  int32_t arrive, int32_t red, const uint8_t *pred) {
-    uint32_t mx = 0;
-    for (int32_t i = 0; i < n; i++) mx = id[i] > mx ? id[i] : mx;
-    if (mx > 15) {
-        S->err_ins = ins;
-        S->err_aux = mx;
-        return E_BARRIER_ID;
-    }
-    if (red)
-        for (int32_t i = 0; i < n; i++) S->bar_pred[th[i]] = pred[i];
-    for (int32_t i = 0; i < n; i++) {
-        int32_t t = th[i];
-        if (arrive) {
-            S->pc[t] += 1;
-        } else {
-            S->bar_wait[t] = 1;
-            S->bar_id[t] = id[i];
-            S->bar_pc[t] = S->pc[t];
-            S->pc[t] = (int32_t)S->END;
-        }
-    }
-    int64_t s = -1, end = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (th[i] >= end) {
-            s = th[i] / S->tpb;
-            end = (s + 1) * S->tpb;
-        }
-        S->bar_count[s * 16 + id[i]] += 1;
-        if (count) S->bar_need[s * 16 + id[i]] = count[i];
-    }
-    release_barriers(S, th, n);
-    return 0;
 }
 
 /* ============================================================================================
@@ -275,26 +168,9 @@ static void complete_async(rt_state *S, const int32_t *th, int32_t n, int64_t al
     if (landed) S->progress++;
 }
 
-static void rt_cp_wait(rt_state *S, const int32_t *th, int32_t n, int64_t allowed) { complete_async(S, th, n, allowed); }
+/* Launch.land_async, for the interpreter's definitions run over a LaunchView (refsim.ptx.compiled.view):
+   thread exit and cp.async.wait_group land the copies of this FIFO */
+void refsim_rt_land_async(rt_state *S, const int32_t *th, int32_t n, int64_t allowed) { complete_async(S, th, n, allowed); }
 
-/* ============================================================================================
-   exit (Launch._exit_threads) */
-
-static void rt_exit_threads(rt_state *S, const int32_t *th, int32_t n) {
-    for (int32_t i = 0; i < n; i++) {
-        int32_t t = th[i];
-        S->pc[t] = (int32_t)S->END;
-        if (!S->exited[t]) S->n_exited[t / S->tpb]++;
-        S->exited[t] = 1;
-    }
-    S->progress++;
-    complete_async(S, th, n, -1);
-    release_barriers(S, th, n);
-    int64_t last = -1;
-    for (int32_t i = 0; i < n; i++) {
-        int64_t s = th[i] / S->tpb;
-        if (s == last) continue;
-        last = s;
-        if (S->n_exited[s] == S->tpb && S->slot_block[s] >= 0) start_block(S, s);
-    }
-}
+/* Launch.start_block, for the interpreter's Launch.exit_threads run over a LaunchView */
+void refsim_rt_start_block(rt_state *S, int64_t s) { start_block(S, s); }

@@ -42,8 +42,6 @@ def bar(L, ins: Instruction, idx: int):
     count = reader(L, ins.operands[1], "u32", ins) if len(ins.operands) > 1 else None
 
     def run(sel):
-        if isinstance(sel, slice):
-            sel = np.arange(L.T)
         b = _barrier_ids(L, ins, bid, sel)
         if arrive:
             L.pc[sel] += 1
@@ -55,7 +53,7 @@ def bar(L, ins: Instruction, idx: int):
 
 
 def _barrier_ids(L, ins: Instruction, bid, sel) -> np.ndarray:
-    b = np.broadcast_to(bid(sel), sel.shape).astype(np.int64)
+    b = np.broadcast_to(bid(sel), (L.count(sel),)).astype(np.int64)
     if (b > 15).any():
         raise error("barrier_id", L.where(ins), got=int(b.max()))
     return b
@@ -94,7 +92,7 @@ def _arrivals(L, sel, b, count) -> None:
     key = L.slot_of[sel] * 16 + b
     L.bar_count += np.bincount(key, minlength=L.nslots * 16).reshape(L.nslots, 16)
     if count is not None:
-        L.bar_need.reshape(-1)[key] = np.broadcast_to(count(sel), sel.shape)
+        L.bar_need.reshape(-1)[key] = np.broadcast_to(count(sel), key.shape)
     release(L)
 
 
@@ -105,7 +103,7 @@ def release(L) -> None:
     done = (L.bar_count > 0) & (L.bar_count >= need)
     if not done.any():
         return
-    waiting = L.bar_wait & done[L.slot_of, L.bar_id]
+    waiting = L.bar_wait & done.reshape(-1)[L.slot_of * 16 + L.bar_id]
     released = np.flatnonzero(waiting)
     if L.bar_red_out:
         _reduce_predicates(L, released)

@@ -1,7 +1,8 @@
 """Control flow, moves and address-space conversions: the engine-owned instructions that are not memory
 accesses or barriers.
 
-    bra L            pc = L for the selected threads (a guard makes it a divergent branch)
+    bra L            pc = L for the selected threads (a guard makes it a divergent branch): declared as data,
+                     :func:`bra_target` (refsim.ptx.dispatch ``Entry.jump``), which both executors read
     ret / exit       the thread ends (counts as arrived at later barriers; its cp.async copies land)
     call             refused: non-inlined device functions are not executed
 
@@ -42,21 +43,16 @@ from refsim.ptx.parse import Instruction
 from refsim.ptx.semantics.expr import ZERO, Expr, compare, const, numpy_fn, numpy_pred, src
 from refsim.ptx.semantics.move import pack_expr, unpack_exprs
 
-__all__ = ["bra", "ret", "call", "Effect", "EFFECTS", "effect", "Result", "Form", "FORMS", "expression_step",
+__all__ = ["bra_target", "ret", "call", "Effect", "EFFECTS", "effect", "Result", "Form", "FORMS", "expression_step",
            "mov_form", "cvta_form", "isspacep_form", "createpolicy_form"]
 
 
-def bra(L, ins: Instruction, idx: int):
-    """``bra{.uni} target``: sets the pc itself."""
+def bra_target(ins: Instruction) -> int | None:
+    """``bra{.uni} target``: the instruction index the active threads go to; None for an indirect
+    branch (refused). The whole definition of ``bra``: refsim.ptx.dispatch declares it as the opcode's
+    ``Entry.jump``, from which the interpreter's step and the compiled executor's C both follow."""
     target = ins.operands[-1]
-    if target[0] != "label" or not isinstance(target[1], int):
-        raise PtxUnsupportedError(f"{L.where(ins)}: indirect branches are not supported")
-    t = target[1]
-    pc = L.pc
-
-    def run(sel):
-        pc[sel] = t
-    return run
+    return target[1] if target[0] == "label" and isinstance(target[1], int) else None
 
 
 def ret(L, ins: Instruction, idx: int):

@@ -1,11 +1,15 @@
 """The one dispatch table of refsim.ptx: every opcode the engine executes, and who executes it.
 
-    OPCODES[opcode] = Entry(build, advances, handler)
+    OPCODES[opcode] = Entry(build, advances, handler, jump)
         build(L, ins, idx) -> run(sel)   built once per static instruction of a launch
         advances                          the engine moves the pc past the instruction after ``run``
                                           (False: ``run`` sets the pc itself: bra, ret/exit, bar)
         handler                           a refsim.ptx.semantics handler is looked up at load time
                                           (its ``fn`` does the arithmetic; the engine moves operands)
+        jump                              ``jump(ins) -> target or None``: the opcode is a jump, its
+                                          whole effect ``pc = target`` for the active threads (bra:
+                                          control.bra_target); :func:`jump` builds the step, and the
+                                          compiled executor emits its C from the same declaration
 
     engine-owned   control.py   bra ret exit call; as data both executors read: FORMS (mov cvta isspacep
                                 createpolicy) and EFFECTS (trap brkpt nanosleep membar fence prefetch
@@ -35,7 +39,7 @@ from refsim.ptx.errors import PtxUnsupportedError, error
 from refsim.ptx.operands import flatten, reader, split_operands, writer
 from refsim.ptx.parse import Instruction, Kernel
 
-__all__ = ["Entry", "OPCODES", "ENGINE_OPCODES", "load", "build", "form"]
+__all__ = ["Entry", "OPCODES", "ENGINE_OPCODES", "load", "build", "form", "jump"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,19 @@ class Entry:
     build: Callable
     advances: bool = True
     handler: bool = False
+    jump: Callable | None = None
+
+
+def jump(L, ins: Instruction, idx: int):
+    """The step of an opcode declared by its ``Entry.jump``: the active threads go to the target."""
+    t = OPCODES[ins.opcode].jump(ins)
+    if t is None:
+        raise PtxUnsupportedError(f"{L.where(ins)}: indirect branches are not supported")
+    pc = L.pc
+
+    def run(sel):
+        pc[sel] = t
+    return run
 
 
 def _semantic(L, ins: Instruction, idx: int):
@@ -109,7 +126,7 @@ def _warp(L, ins: Instruction, h):
 
 _ENGINE = {
     # control flow, moves, address spaces, effect-only instructions (control.py)
-    "bra": Entry(control.bra, advances=False),
+    "bra": Entry(jump, advances=False, jump=control.bra_target),
     "ret": Entry(control.ret, advances=False),
     "exit": Entry(control.ret, advances=False),
     "call": Entry(control.call),

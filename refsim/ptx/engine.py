@@ -309,12 +309,17 @@ class Launch:
         self.pc[sel] = self.END
         self.exited[sel] = True
         self.progress += 1
-        memory_ops.complete_async(self, sel, None)
+        self.land_async(sel, None)
         barriers.release(self)
         finished = self.exited.reshape(self.nslots, self.tpb).all(axis=1)
         for s in np.unique(self.slot_of[sel]):
             if finished[s] and self.slot_block[s] >= 0:
                 self.start_block(int(s))
+
+    def land_async(self, th: np.ndarray, n_allowed) -> None:
+        """The cp.async copies of threads ``th`` older than their ``n_allowed`` newest groups (None: all)
+        land (:func:`refsim.ptx.memory_ops.complete_async`)."""
+        memory_ops.complete_async(self, th, n_allowed)
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> LaunchStats:

@@ -463,10 +463,10 @@ def cp(L, ins: Instruction, idx: int):
         if "wait_all" in mods:
             def run_all(sel):
                 L.group[sel] += 1
-                complete_async(L, L.threads(sel), 0)
+                L.land_async(L.threads(sel), 0)
             return run_all
         nr = reader(L, ins.operands[0], "u32", ins)
-        return lambda sel: complete_async(L, L.threads(sel), int(np.asarray(nr(sel)).max()))
+        return lambda sel: L.land_async(L.threads(sel), int(np.asarray(nr(sel)).max()))
     if "bulk" in mods or "mbarrier" in mods:
         raise PtxUnsupportedError(f"{L.where(ins)}: {ins.name} is not supported")
     f = _form(L, ins)

@@ -4,7 +4,8 @@ A barrier completes when its arrivals reach its count (``bar.sync a, b``: b thre
 ``bar.sync a``: the block's live threads, exited ones counted as arrived); ``bar.arrive`` counts
 without waiting; ``bar.red`` hands every released thread the popcount / AND / OR of the arrived
 threads' predicates; a barrier id outside 0..15 and an unknown variant are named errors. Every launch
-names the interpreter: the compiled executor has its own barrier code."""
+names the interpreter; tests/ptx/compiled/test_barriers.py runs such kernels through both executors
+(the compiled one runs this module's definition over a LaunchView)."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ def test_a_module_load_builds_one_instruction_of_each_form_and_refuses_the_first
 #: forms and effects are data (instructions.DERIVED)). Both definitions are held equal by
 #: tests/ptx/compiled; this list may only shrink.
 TWO_DEFINITIONS = frozenset({
-    "bar", "barrier", "bra", "cp", "exit", "ld", "ldu", "ret", "st",
+    "cp", "ld", "ldu", "st",
 })
 
 #: Engine opcodes with a compiled body whose arithmetic is generated from the one semantics definition
@@ -118,6 +118,14 @@ GENERATED = frozenset({"atom", "red"})
 #: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as
 #: tables); test_the_derived_c_of_shfl_vote_ldmatrix_follows_their_one_definition holds them to it.
 WARP_DERIVED = frozenset({"ldmatrix", "shfl", "vote"})
+
+#: Engine-owned opcodes whose one definition is the interpreter's Python, which the compiled executor runs
+#: over a LaunchView (refsim.ptx.compiled.instructions.PYTHON_DEFINED), and the C functions that once
+#: restated them in refsim/native: none of these names may come back.
+PYTHON_RUN = {"bar": ("rt_bar", "release_barriers", "reduce_predicates"), "barrier": (),
+              "ret": ("rt_exit_threads",), "exit": ()}
+#: ... and the same for cp.async's group bookkeeping (commit_group, wait_group, wait_all; the copy keeps its C)
+CP_GROUP_RUN = ("rt_cp_wait",)
 
 
 def test_every_opcode_has_one_definition_site():
@@ -151,6 +159,20 @@ def test_every_opcode_has_one_definition_site():
     assert all(dispatch.OPCODES[op].build in (control.expression_step, control.effect) for op in derived - {"fence"})
     source = Path(instructions.__file__).read_text(encoding="utf-8")
     assert not [op for op in derived if f'"{op}"' in source or f"'{op}'" in source]
+    # barriers and exits: the interpreter's Python runs in both executors; no C of theirs in the runtime
+    assert set(instructions.PYTHON_DEFINED) == set(PYTHON_RUN) and not compiled_own & set(PYTHON_RUN)
+    native = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "refsim" / "native").glob("ptx_*.[ch]"))
+    for op, functions in PYTHON_RUN.items():
+        assert not [f for f in functions if f + "(" in native], op
+        assert f"(*{op})" not in native and f"(*{op}_" not in native, op        # no rt_api entry for it
+    # jumps are declared as data (Entry.jump), read by the interpreter's dispatch.jump and the emitter's _jump
+    jumps = {op for op, e in dispatch.OPCODES.items() if e.jump is not None}
+    assert jumps == {"bra"} and not jumps & compiled_own
+    assert all(dispatch.OPCODES[op].build is dispatch.jump for op in jumps)
+    assert not [op for op in jumps if f'"{op}"' in source]
+    assert instructions.CP_GROUP_FORMS == ("commit_group", "wait_group", "wait_all")
+    assert not [f for f in CP_GROUP_RUN if f + "(" in native] and "(*cp_wait)" not in native
+    assert "group" not in source.split("def _cp(")[1].split("\ndef ")[0]
     # the ALU emitter holds no opcode of its own: every name it could compile comes from C_TABLE
     source = Path(alu.__file__).read_text(encoding="utf-8")
     assert not [op for op in table.TABLE if f'"{op}"' in source]

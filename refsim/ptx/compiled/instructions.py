@@ -11,22 +11,23 @@ a body          C statements run for the step's active threads ``act[0..na)`` (t
 what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, and more: the opcodes
                 refsim.ptx.control defines as data (:data:`DERIVED`: its FORMS mov, cvta, isspacep,
                 createpolicy, each Result's expression emitted as C; its EFFECTS fence, membar,
-                prefetch, ..., nanosleep, trap/brkpt, each Effect's C below), bra, ret/exit,
-                bar/barrier (.sync/.arrive, .warp.sync), ld/ldu, st, atom/red (every form of
+                prefetch, ..., nanosleep, trap/brkpt, each Effect's C below), jumps (bra, from its
+                ``Entry.jump`` declaration), ld/ldu, st, atom/red (every form of
                 refsim.ptx.semantics.atomic with a C twin: its ``c_apply`` becomes the kernel's
-                ``atom_apply_<k>``), cp.async (copy, commit, wait_group, wait_all), ldmatrix, shfl.sync,
-                vote.sync, the ALU handlers (:mod:`refsim.ptx.compiled.alu`), and mma's one fast path
-                (:data:`TWINS`: the finite steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's
-                ``refsim_mma_k16_f32``). shfl.sync, vote.sync and ldmatrix hold no rule of their own
-                (:data:`WARP_DERIVED`): their C is derived from refsim.ptx.semantics.warp (SHFL, VOTE,
-                ldmatrix_row_lanes) and refsim.arith.fragments.ldmatrix_layout.
+                ``atom_apply_<k>``), cp.async's copy, ldmatrix, shfl.sync, vote.sync, the ALU handlers
+                (:mod:`refsim.ptx.compiled.alu`), and mma's one fast path (:data:`TWINS`: the finite
+                steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's ``refsim_mma_k16_f32``).
+                shfl.sync, vote.sync and ldmatrix hold no rule of their own (:data:`WARP_DERIVED`):
+                their C is derived from refsim.ptx.semantics.warp (SHFL, VOTE, ldmatrix_row_lanes) and
+                refsim.arith.fragments.ldmatrix_layout.
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, every other mma step: non-finite operands, f16 accumulation, k8,
                 bf16/tf32/fp8, integer), run their handler through Python for that step
                 (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
-                (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async), built once per
-                launch over a refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
+                (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async) and the engine's
+                :data:`PYTHON_DEFINED` (bar/barrier, ret/exit, cp.async's commit/wait groups), built once per launch over a
+                refsim.ptx.compiled.view.LaunchView (CompiledLaunch._engine_step).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from refsim.ptx.operands import flatten
 from refsim.ptx.semantics import expr
 from refsim.ptx.semantics import warp as sw
 
-__all__ = ["Body", "emit_body", "split_operands", "DERIVED", "WARP_DERIVED", "TWINS"]
+__all__ = ["Body", "PYTHON_DEFINED", "CP_GROUP_FORMS", "python_defined", "emit_body", "split_operands", "DERIVED",
+           "WARP_DERIVED", "TWINS"]
 
 _SP_C = {"generic": "SP_GENERIC", "global": "SP_GLOBAL", "shared": "SP_SHARED", "local": "SP_LOCAL",
          "param": "SP_PARAM", "const": "SP_CONST"}
@@ -79,7 +81,8 @@ def emit_body(em, ins, handler) -> Body:
     op = ins.opcode
     from refsim.ptx import hopper
 
-    if hopper.python_defined(ins) or hopper.dsmem.python_access(ins, state_space(ins), em.ctx.generic_mapa):
+    if hopper.python_defined(ins) or python_defined(ins) \
+            or hopper.dsmem.python_access(ins, state_space(ins), em.ctx.generic_mapa):
         # one Python definition (distributed shared memory's ld/st/atom included): run it over a LaunchView
         em.reads.clear()
         return Body(callback=True)
@@ -93,6 +96,11 @@ def emit_body(em, ins, handler) -> Body:
             twin = TWINS.get(op)
             return (twin[0] if twin else {**_WARP, **WARP_DERIVED}.get(op, _handler_step))(em, ins, handler)
         return _alu(em, ins, handler)
+    from refsim.ptx import dispatch
+
+    entry = dispatch.OPCODES.get(op)
+    if entry is not None and entry.jump is not None:
+        return _jump(em, ins, entry.jump)
     fn = _ENGINE.get(op)
     if fn is None:
         raise Refuse(f"{ins.name} is not compiled")
@@ -170,47 +178,14 @@ DERIVED = {**{op: _form for op in control.FORMS}, **{op: _effect for op in contr
 
 
 # ----------------------------------------------------------------------------------------------
-# control flow and barriers
+# control flow
 
-def _bra(em, ins) -> Body:
-    target = ins.operands[-1]
-    if target[0] != "label" or not isinstance(target[1], int):
+def _jump(em, ins, target_of) -> Body:
+    """An opcode declared a jump (refsim.ptx.dispatch ``Entry.jump``, e.g. bra): pc = its target."""
+    target = target_of(ins)
+    if target is None:
         raise Refuse("indirect branch")
-    return Body(code=_loop([f"S->pc[t] = (int32_t){em.k(target[1])};"]), kind="branch")
-
-
-def _exit(em, ins) -> Body:
-    return Body(code=["if (na) S->api->exit_threads(S, act, na);"], kind="branch")
-
-
-def _bar(em, ins) -> Body:
-    mods = ins.mods
-    if "warp" in mods:
-        return Body()
-    red = next((m for m in mods if m in ("popc", "and", "or")), None) if "red" in mods else None
-    ops = ins.operands
-    if "red" in mods:              # bar.red.popc.u32 d, a{, b}, {!}c  /  bar.red.{and,or}.pred p, a{, b}, {!}c
-        if red is None or len(ops) not in (3, 4) or ops[0][0] not in ("reg", "sink"):
-            raise Refuse(f"barrier reduction {ins.name}")
-        em.ctx.bar_red[em.idx] = (("popc", "and", "or").index(red) + 1, ops[0][1] if ops[0][0] == "reg" else -1)
-        dst_bits = 1 if red != "popc" else 32
-        if ops[0][0] == "reg" and (em.reg_bits(ops[0][1]) == 1) != (dst_bits == 1):
-            raise Refuse("bar.red destination type")
-        ops = ops[1:]
-    elif "arrive" not in mods and "sync" not in mods and mods not in ((), ("aligned",)):
-        raise Refuse(f"barrier variant {ins.name}")
-    count = len(ops) > (2 if red else 1)
-    code = ["uint32_t *ids = S->u32a, *cnt = S->u32a + na; uint8_t *prd = (uint8_t *)(S->u32a + 2 * (int64_t)na);",
-            "(void)cnt; (void)prd;"]
-    per = [f"ids[i] = {em.src(ops[0], 'u32')};"]
-    if red:
-        per.append(f"prd[i] = {em.src(ops[-1], 'pred')};")
-    if count:
-        per.append(f"cnt[i] = {em.src(ops[1], 'u32')};")
-    code += _loop(per)
-    code.append(f"if (na && (r = S->api->bar(S, D->idx, act, na, ids, {'cnt' if count else 'NULL'}, "
-                f"{int('arrive' in mods)}, {int(bool(red))}, {'prd' if red else 'NULL'}))) return r;")
-    return Body(code=code, kind="branch")
+    return Body(code=_loop([f"S->pc[t] = (int32_t){em.k(target)};"]), kind="branch")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -298,13 +273,6 @@ def _cp(em, ins) -> Body:
     mods = ins.mods
     if not mods or mods[0] != "async" or "bulk" in mods or "mbarrier" in mods:
         raise Refuse(f"{ins.name} is not compiled")
-    if "commit_group" in mods:
-        return Body(code=_loop(["S->group[t] += 1;"]))
-    if "wait_all" in mods:
-        return Body(code=_loop(["S->group[t] += 1;"]) + ["if (na) S->api->cp_wait(S, act, na, 0);"])
-    if "wait_group" in mods:
-        code = ["uint32_t mx = 0;"] + _loop([f"const uint32_t v = {em.src(ins.operands[0], 'u32')};", "mx = v > mx ? v : mx;"])
-        return Body(code=code + ["if (na) S->api->cp_wait(S, act, na, (int64_t)mx);"])
     f = _access(ins)
     size = f.esize
     m = _mem_decl(em, "shared", 1, 1, False)
@@ -456,9 +424,24 @@ def _mma(em, ins, h) -> Body:
     return Body(code=code, checks="warps", written=em.written(groups[0]))
 
 
-#: the engine-owned opcodes with C bodies of their own
+#: engine-owned opcodes whose one definition, the interpreter's Python, the compiled executor runs over a
+#: LaunchView for the step (CompiledLaunch._engine_step): the barriers (refsim/ptx/barriers.py: arrivals,
+#: release, bar.red) and thread exit (Launch.exit_threads: exit, cp.async landing, barrier release,
+#: block refill through the runtime's refsim_rt_land_async / refsim_rt_start_block)
+PYTHON_DEFINED = frozenset({"bar", "barrier", "ret", "exit"})
+#: cp.async's group bookkeeping (refsim.ptx.memory_ops.cp: commit_group, wait_group, wait_all) runs the
+#: same way; the copy itself (cp.async.ca/cg) keeps its C body
+CP_GROUP_FORMS = ("commit_group", "wait_group", "wait_all")
+
+
+def python_defined(ins) -> bool:
+    """True when the compiled executor runs the interpreter's definition of ``ins`` (see PYTHON_DEFINED)."""
+    return ins.opcode in PYTHON_DEFINED or (ins.opcode == "cp" and any(m in ins.mods for m in CP_GROUP_FORMS))
+
+
+#: the engine-owned opcodes with C bodies of their own (the memory mechanics)
 _ENGINE = {
-    "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar, "ld": _ld, "ldu": _ld, "st": _st,
+    "ld": _ld, "ldu": _ld, "st": _st,
     "atom": _atom, "red": _atom, "cp": _cp,
 }
 

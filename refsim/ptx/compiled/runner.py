@@ -118,8 +118,9 @@ class CompiledLaunch:
         self.bar_wait = np.zeros(T, np.uint8)
         self.bar_pc = np.zeros(T, np.int32)
         S.pc, S.exited, S.bar_wait, S.bar_pc = arr(self.pc), arr(self.exited), arr(self.bar_wait), arr(self.bar_pc)
-        S.bar_pred = arr(np.zeros(T, np.uint8))
-        S.bar_id, S.group = arr(np.zeros(T, np.int64)), arr(np.zeros(T, np.int64))
+        a = self.arrays             # the barrier state refsim/ptx/barriers.py keeps (run over a LaunchView)
+        a["bar_pred"], a["bar_id"], a["group"] = np.zeros(T, np.uint8), np.zeros(T, np.int64), np.zeros(T, np.int64)
+        S.bar_pred, S.bar_id, S.group = arr(a["bar_pred"]), arr(a["bar_id"]), arr(a["group"])
         local = np.tile(np.arange(tpb, dtype=np.int64), nslots)
         bx, by = block[0], block[1]
         self.tid = [(local % bx).astype(np.uint32), ((local // bx) % by).astype(np.uint32), (local // (bx * by)).astype(np.uint32)]
@@ -127,10 +128,11 @@ class CompiledLaunch:
             S.tid[i] = arr(self.tid[i])
         self.slot_block = np.full(nslots, -1, np.int64)
         S.slot_block = arr(self.slot_block)
-        S.bar_count, S.bar_need = arr(np.zeros(nslots * 16, np.int64)), arr(np.zeros(nslots * 16, np.int64))
-        S.n_exited = arr(np.zeros(nslots, np.int64))
+        a["bar_count"], a["bar_need"] = np.zeros((nslots, 16), np.int64), np.zeros((nslots, 16), np.int64)
+        S.bar_count, S.bar_need = arr(a["bar_count"]), arr(a["bar_need"])
         self.ctaid = np.zeros(nslots * 3, np.uint32)
-        S.ctaid, S.slot_dirty = arr(self.ctaid), arr(np.zeros(nslots, np.uint8))
+        self.slot_dirty = np.zeros(nslots, np.uint8)
+        S.ctaid, S.slot_dirty = arr(self.ctaid), arr(self.slot_dirty)
         self.arrays["yielding"] = np.zeros(NW, np.uint8)
         S.wmin, S.wmask, S.yielding = arr(np.zeros(NW, np.int32)), arr(np.zeros(NW, np.uint32)), arr(self.arrays["yielding"])
         # registers: one array per declaration, the interpreter's dtypes
@@ -142,10 +144,6 @@ class CompiledLaunch:
         keep.append(reg_ptrs)
         S.reg = ctypes.cast(reg_ptrs, ctypes.c_void_p)
         S.reg_bits = arr(np.array([r.bits for r in kernel.registers] or [0], np.int32))
-        red_op, red_dst = np.zeros(self.END + 1, np.uint8), np.full(self.END + 1, -1, np.int32)
-        for q, (op, slot) in translation.bar_red.items():
-            red_op[q], red_dst[q] = op, slot
-        S.red_op, S.red_dst = arr(red_op), arr(red_dst)
         self.reg_init = None
         if poison:
             self.reg_init = engine.zero_registers([np.bool_] * len(kernel.registers), T)
@@ -294,7 +292,12 @@ class CompiledLaunch:
         step's threads: an ALU handler on the active threads, or a warp-wide one on their warps."""
         ins, h = self.k.instructions[p], self.handlers.get(p)
         if h is None:                   # an engine-level Python definition (refsim.ptx.dispatch)
-            self._engine_step(p, ins)(th)
+            S = self.S
+            released = S.barriers
+            self._engine_step(p, ins)(slice(None) if len(th) == self.T else th)   # the interpreter's all-threads step
+            if S.barriers != released:  # a barrier released threads of warps outside the step: their minimum PCs
+                self.slot_dirty[:] = 1
+                S.any_dirty = 1
             return
         act = th
         if ins.guard is not None:

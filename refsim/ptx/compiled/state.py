@@ -57,7 +57,9 @@ def runtime():
     lib, reason = native.load(RUNTIME, "PTX runtime", (
         ("refsim_rt_sizeof_state", ctypes.c_int64, ()), ("refsim_rt_sizeof_fifo", ctypes.c_int64, ()),
         ("refsim_rt_api", ctypes.c_void_p, ()), ("refsim_rt_run", ctypes.c_int, (state,)),
-        ("refsim_rt_start", None, (state,)), ("refsim_rt_free", None, (state,))))
+        ("refsim_rt_start", None, (state,)), ("refsim_rt_free", None, (state,)),
+        ("refsim_rt_start_block", None, (state, ctypes.c_int64)),
+        ("refsim_rt_land_async", None, (state, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64))))
     if lib is None:
         return None, reason
     if lib.refsim_rt_sizeof_state() != ctypes.sizeof(State):

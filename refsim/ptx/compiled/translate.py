@@ -45,8 +45,7 @@ class Translation:
 
     source: C text (header included) or None; reason: why the kernel is refused (None if compiled);
     symbols: module-scope variables whose launch addresses go to ``S->sym`` in this order; nspin: flag
-    loads with a spin check; callbacks: instructions whose handler runs in Python; bar_red: the
-    ``bar.red`` instructions, each (1 popc / 2 and / 3 or, destination register slot or -1)."""
+    loads with a spin check; callbacks: instructions whose handler or definition runs in Python."""
 
     kernel: str
     source: str | None
@@ -54,7 +53,6 @@ class Translation:
     symbols: tuple = ()
     nspin: int = 0
     callbacks: frozenset = frozenset()
-    bar_red: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -66,7 +64,6 @@ class _Context:
     functions: dict = field(default_factory=dict)  # C function text -> name (generated helpers, e.g. atomics)
     symbols: list = field(default_factory=list)
     nspin: int = 0
-    bar_red: dict = field(default_factory=dict)   # instruction -> (1 popc / 2 and / 3 or, destination slot)
     wgmma_slots: frozenset = frozenset()          # registers a wgmma reads (race: pending accumulators)
     generic_mapa: bool = False                    # generic accesses may reach another CTA (hopper.dsmem)
 
@@ -139,8 +136,7 @@ def translate(kernel, handlers: dict, global_names) -> Translation:
         "int refsim_exec(rt_state *S, int32_t p, const int32_t *th, int32_t n) { return TABLE[p](S, &DESC[p], th, n); }",
         "",
     ])
-    return Translation(kernel.name, source, None, tuple(ctx.symbols), ctx.nspin, frozenset(callbacks),
-                       dict(ctx.bar_red))
+    return Translation(kernel.name, source, None, tuple(ctx.symbols), ctx.nspin, frozenset(callbacks))
 
 
 def _function(ctx: _Context, idx: int, ins, handler) -> tuple[str, list, bool]:

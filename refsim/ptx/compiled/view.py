@@ -13,7 +13,9 @@ why             refsim.ptx keeps one definition per instruction: a definition is
 what it offers  the names of ``Launch`` a definition may use, with the same meaning, dtypes and sharing
                 (writes land in the C runtime's arrays, which are NumPy arrays owned by the launch):
                 ``k``, ``handlers``, ``grid``, ``block``, ``cluster``, ``T``, ``NW``, ``tpb``, ``nslots``, ``END``,
-                ``pc``, ``exited``/``bar_wait``/``yielding`` (bool views of the runtime's uint8),
+                ``pc``, ``exited``/``bar_wait``/``bar_pred``/``yielding`` (bool views of the runtime's uint8),
+                the barrier state ``bar_id``, ``bar_pc``, ``bar_count``, ``bar_need`` (per slot, 16 ids),
+                ``bar_red_out``, ``warp_slot``, the cp.async ``group`` per thread,
                 ``regs``, ``reg_init``, ``poison``, ``race``, ``race_w``, ``race_r``, ``pending``, ``hbytes``, ``gen_w``, ``async_bid``,
                 ``async_phase``, ``async_obs``, ``max_mbar``,
                 ``shared``, ``shared_init``, ``shared_size``, ``shared_stride``, ``dyn_offset``,
@@ -21,12 +23,16 @@ what it offers  the names of ``Launch`` a definition may use, with the same mean
                 step), ``slot_of``, ``local_index``, ``slot_block``, ``stats`` (the runtime's
                 counters), ``progress`` (the runtime's), ``ext`` (per-launch state of extensions,
                 e.g. mbarriers), and the methods ``where``, ``who``, ``block_name``, ``count``,
-                ``threads``, ``warps`` (the interpreter's own functions).
-what it lacks   block scheduling and the step loop (the runtime owns them); a definition that needs
+                ``threads``, ``warps``, ``exit_threads`` (the interpreter's own functions), and
+                ``land_async`` / ``start_block`` (the runtime's: its FIFO of pending cp.async copies
+                and its block placement, through refsim_rt_land_async / refsim_rt_start_block).
+what it lacks   the step loop (the runtime owns it); a definition that needs
                 more of ``Launch`` adds the name here, with a test through both executors.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 
@@ -96,6 +102,7 @@ class LaunchView:
     count = engine.Launch.count
     threads = engine.Launch.threads
     warps = engine.Launch.warps
+    exit_threads = engine.Launch.exit_threads
 
     def __init__(self, C):
         S = self._S = C.S
@@ -104,6 +111,10 @@ class LaunchView:
         self.NW = C.T // 32
         self.pc, self.regs, self.reg_init = C.pc, C.regs, C.reg_init
         self.exited, self.bar_wait = C.exited.view(np.bool_), C.bar_wait.view(np.bool_)
+        a = C.arrays
+        self.bar_pred, self.bar_id, self.bar_pc = a["bar_pred"].view(np.bool_), a["bar_id"], C.bar_pc
+        self.bar_count, self.bar_need, self.group = a["bar_count"], a["bar_need"], a["group"]
+        self.bar_red_out: dict = {}
         self.yielding = C.arrays["yielding"].view(np.bool_)
         self.poison, self.race = C.poison, C.race
         self.shared, self.local, self.param = C.arrays["shared"], C.arrays["local"], C.param
@@ -118,6 +129,7 @@ class LaunchView:
         self.slot_block = C.slot_block
         self.local_index = np.tile(np.arange(C.tpb, dtype=np.int64), C.nslots)
         self.slot_of = np.repeat(np.arange(C.nslots, dtype=np.int64), C.tpb)
+        self.warp_slot = np.repeat(np.arange(C.nslots), C.tpb // 32)
         self.stats = _Stats(S)
         self.ext: dict = {}
         self.atomic_order = C.atomic_order
@@ -132,3 +144,13 @@ class LaunchView:
     @progress.setter
     def progress(self, value: int) -> None:
         self._S.progress = int(value)
+
+    def land_async(self, th, n_allowed) -> None:
+        """``Launch.land_async`` on the runtime's FIFO of pending cp.async copies (its refsim_rt_land_async)."""
+        th = np.ascontiguousarray(th, np.int32)
+        self._C.lib.refsim_rt_land_async(ctypes.byref(self._S), th.ctypes.data, len(th),
+                                         -1 if n_allowed is None else int(n_allowed))
+
+    def start_block(self, s: int) -> None:
+        """``Launch.start_block`` by the runtime (its refsim_rt_start_block; it marks the slot's warps)."""
+        self._C.lib.refsim_rt_start_block(ctypes.byref(self._S), int(s))

@@ -62,7 +62,7 @@ def test_a_kernel_the_translator_refuses_runs_on_the_interpreter_after_one_warni
 def test_alu_forms_without_a_c_body_run_their_handler_in_the_step():
     m = ptx.Module(ADD)
     tr = compiled.translation(m, "k")
-    assert tr.reason is None and tr.callbacks == {5}             # add.rz.f32: no C body
+    assert tr.reason is None and tr.callbacks == {5, 9}          # add.rz.f32: no C body; 9: exit, Python's
     stats, (out,), _ = run_both(m, "k", 1, 32, [np.zeros(32, np.float32)])
     assert out.tolist() == [np.float32(t) + np.float32(0.25) for t in range(32)]
 
@@ -130,5 +130,5 @@ st.global.u32 [%rd1], %r2;
 }
 """
     m = ptx.Module(text)
-    assert len(compiled.translation(m, "k").callbacks) == 2          # dp4a and the carry-chain mad
+    assert len(compiled.translation(m, "k").callbacks) == 3          # dp4a, the carry-chain mad, the exit
     run_both(m, "k", 1, 32, [np.zeros(32, np.uint32)])

@@ -3,7 +3,8 @@ translations (no build) and written out by hand.
 
 An ALU step reads each source as its type into ``s<j>``, computes ``v<j>`` with refsim.ptx.compiled.alu's
 expression and stores it, for every active thread; the form that ALU leaves to the handler becomes a
-callback; fences are no-ops that only step; branches, barriers, exits and loads call the runtime as shown.
+callback; fences are no-ops that only step; branches set the pc; loads call the runtime as shown; barriers
+and exits are callbacks (their one definition is the interpreter's Python, run over a LaunchView).
 test_conformance.py and test_kernels.py run these bodies against the interpreter.
 """
 
@@ -13,8 +14,10 @@ import pytest
 from conftest_compiled import template, translated
 
 from refsim.ptx.compiled.instructions import split_operands
+from refsim.ptx.compiled.translate import HEADER
 from refsim.ptx.compiled.operands import Refuse
 
+CALLBACK = "    (void)S; (void)D; (void)th; (void)n;\n    return RT_CALLBACK;"
 ADVANCE = "    for (int32_t i = 0; i < n; i++) S->pc[th[i]] = (int32_t)D->idx + 1;\n    return 0;"
 
 
@@ -50,22 +53,21 @@ def test_a_predicate_destination_is_stored_as_a_byte():
 
 def test_a_form_alu_leaves_to_the_handler_is_a_callback_step():
     tr = translated("div.s64 %rd5, %rd3, %rd4;\nexit;")
-    assert template(tr, 0) == "    (void)S; (void)D; (void)th; (void)n;\n    return RT_CALLBACK;"
-    assert tr.callbacks == frozenset({0})
+    assert template(tr, 0) == CALLBACK
+    assert tr.callbacks == frozenset({0, 1, 2})                    # and the two exits (Python's definition)
 
 
-def test_fences_only_step_and_exit_retires_the_active_threads():
+def test_fences_only_step_and_exit_is_a_callback_step():
     tr = translated("membar.gl;\nexit;")
     assert template(tr, 0) == "    int r = 0; (void)r;\n    const int32_t *act = th; const int32_t na = n;\n" + ADVANCE
-    assert _lines(template(tr, 1)) == ["int r = 0; (void)r;", "const int32_t *act = th; const int32_t na = n;",
-                                       "if (na) S->api->exit_threads(S, act, na);", "return 0;"]
+    assert template(tr, 1) == CALLBACK and tr.callbacks == frozenset({1, 2})      # Launch.exit_threads runs
 
 
 def test_the_engine_forms_of_control_are_their_expressions_in_c():
     # refsim.ptx.control.FORMS: sources read into s<j>, each result's expression stored (windows of docs/ptx.md)
     tr = translated("cvta.to.shared.u32 %r2, %r1;\nisspacep.local %p1, %rd1;\nmov.b64 {%r3, %r4}, %rd2;\n"
                     "mov.b32 %r5, {%r3, %r4};\nexit;")
-    assert not tr.callbacks
+    assert not [i for i in tr.callbacks if i < 4]                      # (the exit is a callback step)
     assert "R1[t] = ((uint32_t)((uint64_t)s0 - 0x100000000ull));" in _lines(template(tr, 0))
     assert "R1[t] = ((uint8_t)((0x200000000ull <= (uint64_t)s0) & ((uint64_t)s0 < 0x300000000ull)));" in \
         _lines(template(tr, 1))
@@ -85,12 +87,25 @@ def test_the_effects_of_control_are_one_c_each():
     assert template(tr, 2) == "    int r = 0; (void)r;\n    const int32_t *act = th; const int32_t na = n;\n" + ADVANCE
 
 
-def test_bar_sync_hands_the_runtime_each_threads_barrier_id():
-    body = _lines(template(translated("bar.sync 3;\nexit;"), 0))
-    assert "ids[i] = ((uint32_t)D->k[0]);" in body
-    assert "if (na && (r = S->api->bar(S, D->idx, act, na, ids, NULL, 0, 0, NULL))) return r;" in body
-    # the barrier decides when the threads move on: no step past it here
-    assert "for (int32_t i = 0; i < n; i++) S->pc[th[i]] = (int32_t)D->idx + 1;" not in body
+@pytest.mark.parametrize("line", ["bar.sync 3;", "barrier.sync.aligned 1, 64;", "bar.arrive 2, 32;",
+                                  "bar.red.popc.u32 %r1, 0, %p1;", "bar.warp.sync -1;", "@%p1 ret;",
+                                  "cp.async.commit_group;", "cp.async.wait_group 1;", "cp.async.wait_all;"])
+def test_barriers_exits_and_cp_async_groups_are_callback_steps_with_no_c_of_their_own(line):
+    tr = translated(line + "\nexit;")
+    assert template(tr, 0) == CALLBACK and 0 in tr.callbacks          # refsim/ptx/barriers.py's definition runs
+    kernel = tr.source[len(HEADER):]
+    assert "api->bar" not in kernel and "exit_threads" not in kernel and "group" not in kernel
+
+
+def test_a_jump_moves_its_active_threads_to_the_target_its_declaration_names():
+    from refsim.ptx import control, dispatch
+
+    tr = translated("@%p1 bra $L_end;\nadd.s32 %r1, %r2, 1;\n$L_end:\nexit;")
+    body = _lines(template(tr, 0))
+    assert dispatch.OPCODES["bra"].jump is control.bra_target
+    # the target (instruction 2, the first exit) is the descriptor's constant after the guard's slot
+    assert "S->pc[t] = (int32_t)D->k[1];" in body and "{0, {17LL, 2LL}}  /* line 7 */" in tr.source
+    assert body[-2].endswith("S->pc[th[i]] = (int32_t)D->idx + 1; }")          # guarded-out threads step on
 
 
 def test_ld_param_copies_the_bytes_of_the_parameter_once():

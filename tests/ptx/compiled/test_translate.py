@@ -29,12 +29,13 @@ def _table(tr) -> list[str]:
 
 def test_instructions_of_one_shape_share_a_template_and_differ_in_their_descriptor_rows():
     # 7 instructions (the kernel's closing brace is an implicit exit): the two unguarded adds share
-    # a template, the guarded one has its own, the two bar.red share one, and so do the two exits
+    # a template, the guarded one has its own; the two bar.red and the two exits are callbacks (their
+    # one definition is the interpreter's Python) and share the callback template
     tr = translated("add.s32 %r6, %r5, 9;\nadd.s32 %r7, %r6, 11;\n@%p1 add.s32 %r7, %r6, 11;\n"
                     "bar.red.popc.u32 %r1, 0, %p1;\nbar.red.and.pred %p2, 0, %p1;\nexit;")
     assert tr.reason is None and tr.source.startswith(HEADER)
-    assert "/* refsim.ptx.compiled: kernel k, 7 instructions, 4 templates */" in tr.source
-    assert _table(tr) == ["t_0", "t_0", "t_1", "t_2", "t_2", "t_3", "t_3"]
+    assert "/* refsim.ptx.compiled: kernel k, 7 instructions, 3 templates */" in tr.source
+    assert _table(tr) == ["t_0", "t_0", "t_1", "t_2", "t_2", "t_2", "t_2"]
     rows = _desc(tr)
     assert [(i, line) for i, _, line in rows] == [(i, 7 + i) for i in range(7)]
     # add.s32 d, a, imm: the row is (slot of a, imm, slot of d); %r6 written by the first is read by the second
@@ -42,9 +43,7 @@ def test_instructions_of_one_shape_share_a_template_and_differ_in_their_descript
     assert (imm0, imm1) == (9, 11) and d0 == a1 and len({a0, d0, d1}) == 3
     # the guarded one leads with its predicate's slot
     assert rows[2][1][1:] == rows[1][1] and rows[2][1][0] not in rows[1][1]
-    # bar.red: popc (1) into %r1's slot, and (2) into %p2's
-    assert {i: kind for i, (kind, _) in tr.bar_red.items()} == {3: 1, 4: 2}
-    assert tr.bar_red[3][1] != tr.bar_red[4][1] and tr.callbacks == frozenset()
+    assert tr.callbacks == frozenset({3, 4, 5, 6})
     assert "typedef struct rt_desc { int32_t idx; int64_t k[4]; } rt_desc;" in tr.source     # the widest row
     assert tr.source.endswith("int refsim_exec(rt_state *S, int32_t p, const int32_t *th, int32_t n) "
                               "{ return TABLE[p](S, &DESC[p], th, n); }\n")
@@ -79,7 +78,7 @@ def test_a_kernel_it_cannot_compile_gets_the_line_its_text_and_the_reason():
 
 def test_forms_left_to_the_handler_are_listed_as_callbacks():
     tr = translated("add.s32 %r6, %r5, 9;\ndiv.s64 %rd5, %rd3, %rd4;\nexit;")
-    assert tr.callbacks == frozenset({1})
+    assert tr.callbacks == frozenset({1, 2, 3})              # div.s64, and the exits (Launch.exit_threads)
 
 
 def test_module_scope_symbols_are_numbered_in_first_use_order():

@@ -49,7 +49,8 @@ def test_view_offers_the_launch_names_with_the_same_meaning():
                      "poison", "race"):
             assert getattr(V, name) == getattr(L, name), name
         for name in ("slot_of", "local_index", "slot_block", "pc", "exited", "bar_wait", "yielding", "shared",
-                     "race_w", "race_r", "pending", "shared_init"):
+                     "race_w", "race_r", "pending", "shared_init", "bar_pred", "bar_id", "bar_pc", "bar_count",
+                     "bar_need", "group", "warp_slot"):
             a, b = getattr(V, name), getattr(L, name)
             assert a.dtype == b.dtype and np.array_equal(a, b), name
         assert V.who(77) == L.who(77) == "block (1, 0, 0) thread (13, 0, 0)"
@@ -63,6 +64,11 @@ def test_view_offers_the_launch_names_with_the_same_meaning():
         assert C.S.progress == 3
         V.stats.global_bytes_read += 16
         assert C.S.global_bytes_read == 16
-        assert V.ext == {} and L.ext == {}
+        assert V.ext == {} and L.ext == {} and V.bar_red_out == {} == L.bar_red_out
+        V.bar_count[1, 3] = 7                       # (slot, barrier id) as the interpreter's
+        assert C.arrays["bar_count"].reshape(-1)[16 + 3] == 7
+        # the runtime's block placement: a slot started again gets the next block (none left: parked)
+        V.start_block(1)
+        assert V.exited[V.tpb:].all() and (V.pc[V.tpb:] == V.END).all() and V.bar_count[1, 3] == 7
     finally:
         C.lib.refsim_rt_free(C.S)
