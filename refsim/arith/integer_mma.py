@@ -13,6 +13,10 @@ overflow        wraps modulo 2^32 (two's complement), or with ``.satfinite`` cla
                 [-2^31, 2^31 - 1] — PTX ISA 9.x, "mma", the ``.satfinite`` qualifier.
 order           none: integer addition is associative, so one matmul in int64 is the hardware's result
                 whatever order the tensor core sums in (the plain loop twin sums in k order).
+compiled twin   ``refsim_mma_int`` of refsim/native/emulators.c (:func:`refsim.native.emulators.mma_int`):
+                this order of operations in C (int64 products and sum, C added, then the wrap or the
+                clamp); the compiled PTX executor's integer ``mma`` runs it. Pinned bit-equal to
+                :func:`mma_int` by ``tests/native/test_emulators.py``.
 fragments       which lane holds which element: :mod:`refsim.arith.fragments`
                 (``mma_m16n8k64_s4_a`` etc.); the arithmetic here is on whole matrices.
 

@@ -566,6 +566,33 @@ void refsim_atom_epilogue(int G, int M, int N, int fused, const int32_t *c, cons
         }
 }
 
+/* refsim native, part 3: integer mma, the compiled twin of refsim.arith.integer_mma.mma_int (the
+   oracle; tests/native/test_emulators.py pins the two bit for bit). T instructions at once: A (T, M, K),
+   B (T, K, N) hold s8/u8/s4/u4 values (int16: the range check is the caller's, as mma_int's _check_int),
+   C (T, M, N) int32; D (T, M, N) gets the int32 results as bits. mma_int's order of operations:
+       acc = int64(C) + (A @ B)            every product and the sum exact in int64 (|a b| <= 2^16)
+       .satfinite:  clip(acc, -2^31, 2^31 - 1)
+       else:        (acc + 2^31) mod 2^32 - 2^31     (wrap: two's complement; & is the floor mod here)
+   then one step to int32, exact by then. D may not alias C. */
+void refsim_mma_int(int T, int M, int N, int K, int satfinite, const int16_t *A, const int16_t *B,
+                    const int32_t *C, uint32_t *D) {
+    const int64_t lo = -2147483647LL - 1, hi = 2147483647LL, half = 2147483648LL;
+    for (int t = 0; t < T; t++) {
+        const int16_t *At = A + (int64_t)t * M * K, *Bt = B + (int64_t)t * K * N;
+        const int32_t *Ct = C + (int64_t)t * M * N;
+        uint32_t *Dt = D + (int64_t)t * M * N;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                int64_t s = 0;                                   /* (A @ B)[i, j] */
+                for (int k = 0; k < K; k++) s += (int64_t)At[(int64_t)i * K + k] * Bt[(int64_t)k * N + j];
+                int64_t acc = (int64_t)Ct[(int64_t)i * N + j] + s;
+                int64_t r = satfinite ? (acc < lo ? lo : (acc > hi ? hi : acc))
+                                      : (int64_t)((uint64_t)(acc + half) & 0xFFFFFFFFull) - half;
+                Dt[(int64_t)i * N + j] = (uint32_t)(int32_t)r;   /* r in [-2^31, 2^31): exact */
+            }
+    }
+}
+
 /* test hook: r16 over an array (the conversion checked against NumPy's float64 -> float16) */
 void refsim_r16(int64_t n, const double *x, double *y) {
     for (int64_t i = 0; i < n; i++) y[i] = r16(x[i]);

@@ -23,6 +23,9 @@ what            the T-FDPA chain of one ``mma.m16n8k16 .f32`` k16 step for many 
                 Third: Atom's epilogue over all groups (:func:`atom_epilogue`): the fp16 scale product
                 by r16 of the exact double product, ``fma.rn.f32`` as ``fp.f32_fma`` does it (exact
                 double product, TwoSum, round-to-odd nudge, one cast), or FMUL + FADD in float.
+                Fourth: integer ``mma`` (:func:`mma_int`, ``refsim_mma_int``): int32 dot products of
+                s8/u8/s4/u4 values in int64, then wrap or ``.satfinite`` clamp, in the order of
+                :func:`refsim.arith.integer_mma.mma_int`; the PTX runtime's integer mma calls it.
 oracle          :func:`refsim.arith.mma_steps.mma_k16_f32` (NumPy, the readable reference),
                 itself tested against the integer model :func:`refsim.arith.tensor_core.fdpa`;
                 ``tests/native/test_emulators.py`` checks the compiled path bit for bit against it.
@@ -30,7 +33,8 @@ oracle          :func:`refsim.arith.mma_steps.mma_k16_f32` (NumPy, the readable 
                 :mod:`refsim.emulator.anyprec_kernel` and :mod:`refsim.emulator.mixed_2_4_16_kernel`
                 (themselves tested against their plain-loop, exact-rational twins), raw bits, with
                 hypothesis over shapes and fp16 bit patterns incl. Inf and NaN
-                (``tests/native/test_emulators.py``).
+                (``tests/native/test_emulators.py``). Integer mma: :func:`refsim.arith.integer_mma.mma_int`
+                and its plain loop, on the int32 edges and hypothesis-drawn bits.
 build           :func:`refsim.native.load` (QIGen's build cache, ``-O2 -ffp-contract=off``, never
                 ``-ffast-math``; plain C99, no intrinsics, the loops written so that the compiler
                 vectorises them). Built once per machine (about 1 s), then loaded from the cache.
@@ -60,7 +64,7 @@ from refsim._validate import require_bool
 from refsim.errors import ToolchainError
 
 __all__ = ["available", "status", "mma_k16_f32_blocks", "wgmma_fp8_f32", "anyprec_gemv", "mixed_group_sums",
-           "mixed_dense_group_sums", "atom_epilogue", "round_to_f16_values", "SOURCE"]
+           "mixed_dense_group_sums", "atom_epilogue", "mma_int", "round_to_f16_values", "SOURCE"]
 
 #: the C source (emulators.c beside this module); its text is part of the build-cache key
 SOURCE = (Path(__file__).with_name("emulators.c")).read_text(encoding="utf-8")
@@ -74,7 +78,8 @@ SIGNATURES = (("refsim_mma_k16_f32", None, (_INT,) * 6 + (_PTR, _I64, _PTR, _I64
               ("refsim_mixed_dense_group_sums", None, (_INT,) * 2 + (_PTR,) * 5),
               ("refsim_atom_epilogue", None, (_INT,) * 4 + (_PTR,) * 4),
               ("refsim_r16", None, (_I64, _PTR, _PTR)),
-              ("refsim_wgmma_fp8_f32", None, (_INT,) * 6 + (_PTR,) * 4))
+              ("refsim_wgmma_fp8_f32", None, (_INT,) * 6 + (_PTR,) * 4),
+              ("refsim_mma_int", None, (_INT,) * 5 + (_PTR,) * 4))
 
 
 @functools.lru_cache(maxsize=1)
@@ -210,6 +215,27 @@ def atom_epilogue(c: np.ndarray, sa: np.ndarray, sb: np.ndarray, fused: bool) ->
     lib.refsim_atom_epilogue(g, m, n, int(require_bool("fused", fused)), c.ctypes.data, sa.ctypes.data, sb.ctypes.data,
                              acc.ctypes.data)
     return acc
+
+
+def mma_int(A: np.ndarray, B: np.ndarray, C: np.ndarray, satfinite: bool) -> np.ndarray:
+    """Compiled integer ``mma``, the twin of :func:`refsim.arith.integer_mma.mma_int`: int32 (..., M, N)
+    = C + A @ B exactly, wrapped modulo 2^32 or clamped to [-2^31, 2^31 - 1] with ``satfinite``.
+
+    A integer (..., M, K) and B integer (..., K, N) holding s8/u8/s4/u4 values, C int32 (..., M, N),
+    the same leading shape. Internal: the arguments are trusted (values in range, shapes checked by
+    the caller, as :func:`refsim.arith.integer_mma.mma_int` checks them)."""
+    lib = _require_library()
+    M, K = A.shape[-2:]
+    N = B.shape[-1]
+    lead = C.shape[:-2]
+    a = np.ascontiguousarray(A, dtype=np.int16)
+    b = np.ascontiguousarray(B, dtype=np.int16)
+    c = np.ascontiguousarray(C, dtype=np.int32)
+    assert a.shape == lead + (M, K) and b.shape == lead + (K, N) and c.shape == lead + (M, N)
+    d = np.empty(lead + (M, N), np.uint32)
+    lib.refsim_mma_int(int(np.prod(lead, dtype=np.int64)), M, N, K, int(require_bool("satfinite", satfinite)),
+                       a.ctypes.data, b.ctypes.data, c.ctypes.data, d.ctypes.data)
+    return d.view(np.int32)
 
 
 def round_to_f16_values(x: np.ndarray) -> np.ndarray:

@@ -18,8 +18,9 @@
                  RT_CALLBACK and run over a LaunchView (refsim/ptx/compiled/view.py).
    arithmetic    fp16/fp32 as refsim.arith.fp (ptx_runtime.h); no tensor-core model of its own: mma's
                  finite f16 x f16 + f32 k16 steps call emulators.c's refsim_mma_k16_f32 (the declared
-                 twin of refsim.arith.mma_steps.mma_k16_f32), every other mma step runs in Python
-                 (RT_CALLBACK). Built with -ffp-contract=off. */
+                 twin of refsim.arith.mma_steps.mma_k16_f32), its integer steps refsim_mma_int (the
+                 declared twin of refsim.arith.integer_mma.mma_int), every other mma step runs in
+                 Python (RT_CALLBACK). Built with -ffp-contract=off. */
 
 /* ============================================================================================
    scheduling (Launch.run, _converged_step, _scheduled_step, _digest) */

@@ -53,13 +53,20 @@ typedef struct rt_mem {
     uint64_t (*apply)(uint64_t old, uint64_t b, uint64_t c, int32_t shared);
 } rt_mem;
 
-/* the one mma form compiled (f16 x f16 + f32, m16n8k16): where each lane's register elements sit in
-   A (M x K), B (K x N), C/D (M x N) */
+/* the mma forms compiled, each through its declared compiled twin in emulators.c
+   (refsim.ptx.compiled.instructions.TWINS): where each lane's register elements sit in A (M x K),
+   B (K x N), C/D (M x N), and how the registers hold them */
+enum { RT_MMA_F16_F32 = 0,   /* m16n8k16 f16 x f16 + f32: refsim_mma_k16_f32 */
+       RT_MMA_INT };         /* s8/u8 (k16, k32), s4/u4 (k32, k64) -> s32: refsim_mma_int */
 typedef struct rt_mma {
     int32_t ins;
     int32_t M, N, K;
     int32_t na, nb, nc, nd;  /* registers per lane */
     const int16_t *a_at, *b_at, *c_at;      /* (32, elements): row * cols + col of each lane's elements */
+    int32_t kind;            /* RT_MMA_* */
+    int32_t bits;            /* bits of an A / B element (16, 8 or 4), packed from bit 0 up */
+    int32_t a_signed, b_signed;             /* integer elements: sign-extended (s8, s4) or not */
+    int32_t satfinite;       /* integer: .satfinite, passed to the twin */
 } rt_mma;
 
 typedef struct rt_async {        /* one pending cp.async copy of one thread */

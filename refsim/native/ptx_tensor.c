@@ -1,6 +1,7 @@
 /* refsim native, PTX runtime part 3 of 4: warp-wide instructions: the full-warp rule, poison checks
-   over whole warps, ldmatrix, and mma's one fast path (emulators.c's refsim_mma_k16_f32 for finite
-   f16 x f16 + f32 k16 steps; every other mma step runs the interpreter's handler in Python). */
+   over whole warps, ldmatrix, and mma through its declared compiled twins (emulators.c's
+   refsim_mma_k16_f32 for finite f16 x f16 + f32 k16 steps, refsim_mma_int for the integer forms; every
+   other mma step runs the interpreter's handler in Python). */
 
 /* ============================================================================================
    warp-wide instructions: full-warp rule, poison checks over whole warps, ldmatrix, mma */
@@ -92,14 +93,18 @@ static int rt_ldmatrix(rt_state *S, const rt_mem *m, int32_t num, const int16_t 
     return 0;
 }
 
-/* ---- mma: the one compiled twin, or Python
+/* ---- mma: the compiled twins, or Python
 
-   Only mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 reaches C (refsim.ptx.compiled.instructions
-   emits a callback for every other form), and only its steps whose A, B and C are all finite compute
-   here: they are one k16 step of refsim.arith.mma_steps.mma_k16_f32, whose declared compiled twin is
-   emulators.c's refsim_mma_k16_f32 (tests/native/test_emulators.py pins the two bit for bit). Any
-   other step returns RT_CALLBACK before writing anything, and the interpreter's handler
-   (refsim.ptx.semantics.warp._build_mma) runs it: this file holds no tensor-core arithmetic. */
+   Two kinds of mma reach C (refsim.ptx.compiled.instructions emits a callback for every other form):
+   - RT_MMA_F16_F32, mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: only its steps whose A, B and C
+     are all finite compute here: they are one k16 step of refsim.arith.mma_steps.mma_k16_f32, whose
+     declared compiled twin is emulators.c's refsim_mma_k16_f32. Any other step returns RT_CALLBACK
+     before writing anything, and the interpreter's handler (refsim.ptx.semantics.warp._build_mma) runs it.
+   - RT_MMA_INT, the integer forms (s8/u8 m16n8k16/k32, s4/u4 m16n8k32/k64 -> s32, wrap or .satfinite):
+     every step is refsim.arith.integer_mma.mma_int, whose declared compiled twin is emulators.c's
+     refsim_mma_int.
+   tests/native/test_emulators.py pins each twin to its oracle bit for bit. This file only moves register
+   elements into matrices (the fragment layouts arrive as data): it holds no tensor-core arithmetic. */
 
 /* every fp16 of the A and B registers (two per register) and every fp32 of the C registers finite
    (no exponent field of all ones); the fragments hold each matrix element exactly once */
@@ -125,12 +130,43 @@ static void frag_f32(uint32_t *M, const int16_t *at, const uint32_t *regs, int n
     for (int q = 0; q < 32 * nreg; q++) M[at[q]] = regs[q];
 }
 
-/* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (refsim.ptx.semantics.warp._build_mma): th holds
-   whole warps; a, b, c the registers of every lane, lane-major (a[(w * 32 + l) * na + j]); out likewise
-   with nd. RT_CALLBACK (nothing written) unless every warp's A, B and C are finite. */
+/* integer elements of ``bits`` (8 or 4) bits, 32 / bits per register from bit 0 up, sign-extended when
+   ``sgn`` (refsim.arith.fragments.unpack_registers); element e of register q goes to M[at[q * per + e]] */
+static void frag_int(int16_t *M, const int16_t *at, const uint32_t *regs, int nreg, int bits, int sgn) {
+    int per = 32 / bits;
+    int32_t mask = (1 << bits) - 1, top = 1 << (bits - 1);
+    for (int q = 0; q < 32 * nreg; q++)
+        for (int e = 0; e < per; e++) {
+            int32_t v = (int32_t)(regs[q] >> (e * bits)) & mask;
+            M[at[q * per + e]] = (int16_t)(sgn && v >= top ? v - (1 << bits) : v);
+        }
+}
+
+/* the integer forms, whole warps (see rt_mma_run): each warp's step is one call of the twin */
+static void rt_mma_int(const rt_mma *d, int32_t W, const uint32_t *a, const uint32_t *b, const uint32_t *c,
+                       uint32_t *out) {
+    for (int32_t w = 0; w < W; w++) {
+        int16_t A[16 * 64], B[64 * 8];                                      /* M x K, K x N: K <= 64 */
+        uint32_t C[16 * 8], D[16 * 8];
+        frag_int(A, d->a_at, a + (int64_t)w * 32 * d->na, d->na, d->bits, d->a_signed);
+        frag_int(B, d->b_at, b + (int64_t)w * 32 * d->nb, d->nb, d->bits, d->b_signed);
+        frag_f32(C, d->c_at, c + (int64_t)w * 32 * d->nc, d->nc);
+        refsim_mma_int(1, d->M, d->N, d->K, d->satfinite, A, B, (const int32_t *)C, D);
+        uint32_t *ro = out + (int64_t)w * 32 * d->nd;
+        for (int q = 0; q < 32 * d->nd; q++) ro[q] = D[d->c_at[q]];
+    }
+}
+
+/* mma (refsim.ptx.semantics.warp._build_mma) of a kind RT_MMA_*: th holds whole warps; a, b, c the
+   registers of every lane, lane-major (a[(w * 32 + l) * na + j]); out likewise with nd.
+   RT_MMA_F16_F32: RT_CALLBACK (nothing written) unless every warp's A, B and C are finite. */
 static int rt_mma_run(rt_state *S, const rt_mma *d, const int32_t *th __attribute__((unused)), int32_t n, const uint32_t *a, const uint32_t *b,
                   const uint32_t *c, uint32_t *out) {
     int32_t W = n / 32, M = d->M, N = d->N, K = d->K;
+    if (d->kind == RT_MMA_INT) {
+        rt_mma_int(d, W, a, b, c, out);
+        return 0;
+    }
     if (!mma_finite(a, (int64_t)n * d->na, b, (int64_t)n * d->nb, c, (int64_t)n * d->nc)) return RT_CALLBACK;
     for (int32_t w = 0; w < W; w++) {
         uint16_t A16[16 * 16], B16[16 * 8];

@@ -486,3 +486,76 @@ def test_forcing_the_compiled_wgmma_without_a_compiler_names_the_reason(monkeypa
     finally:
         monkeypatch.delenv("CC")
         native._library.cache_clear()
+
+
+# --------------------------------------------------------------------------- integer mma (refsim_mma_int)
+from refsim.arith import integer_mma as im  # noqa: E402
+
+_INTS = ("s8", "u8", "s4", "u4")
+
+# one output element: every A element a, every B element b, K products, C = c; then the result wrapped
+# modulo 2^32 and with .satfinite, worked out by hand (2^31 = 2147483648)
+_INT_EDGES = [
+    # atype btype   a     b    K      c                wrapped        saturated
+    ("s8", "s8", -128, -128, 16, 2**31 - 16 * 16384, -(2**31), 2**31 - 1),      # INT8 min squared lands on 2^31
+    ("s8", "s8", 127, 127, 16, 2**31 - 1 - 16 * 16129, 2**31 - 1, 2**31 - 1),   # INT8 max: exactly 2^31 - 1
+    ("s8", "s8", -128, 127, 16, -(2**31) + 16 * 16256, -(2**31), -(2**31)),     # exactly -2^31
+    ("s8", "u8", -128, 255, 32, -(2**31) + 1, 2146439169, -(2**31)),            # -32640 * 32 past -2^31
+    ("u8", "u8", 255, 255, 32, -(2**31), -2145402848, -2145402848),             # no overflow: C + 2080800
+    ("s4", "s4", -8, -8, 64, 2**31 - 1, -2147479553, 2**31 - 1),                # 4096 past 2^31 - 1
+    ("u4", "s4", 15, -8, 64, 0, -7680, -7680),
+    ("s4", "u4", 7, 15, 64, -(2**31), -2147476928, -2147476928),                # 6720 above -2^31
+    ("u4", "u4", 15, 15, 32, 2**31 - 7200, -(2**31), 2**31 - 1),                # 225 * 32 lands on 2^31
+    ("u8", "u8", 255, 255, 40000, 0, -1693967296, 2**31 - 1),                   # the products alone pass 2^31
+    ("u8", "u8", 255, 255, 40000, -(2**31), 453516352, 453516352),              # ... and C brings them back
+]
+
+
+@needs_native
+@pytest.mark.parametrize("atype,btype,a,b,k,c,wrapped,saturated", _INT_EDGES)
+def test_compiled_integer_mma_equals_mma_int_on_the_int32_edges(atype, btype, a, b, k, c, wrapped, saturated):
+    A, B, C = np.full((1, k), a, np.int16), np.full((k, 1), b, np.int16), np.full((1, 1), c, np.int32)
+    for sat, want in ((False, wrapped), (True, saturated)):
+        got = native.mma_int(A, B, C, sat)
+        assert_bitexact(got, np.full((1, 1), want, np.int32), f"{atype}.{btype} K={k} C={c} sat={sat}")
+        assert_bitexact(got, im.mma_int(A, B, C, atype=atype, btype=btype, satfinite=sat), "vs mma_int")
+
+
+@needs_native
+@pytest.mark.parametrize("atype,btype", [(x, y) for x in _INTS for y in _INTS if (x[1] == "4") == (y[1] == "4")])
+def test_compiled_integer_mma_on_tiles_of_edge_values_equals_the_plain_loop(atype, btype):
+    # three m16n8k64 instructions at once, A and B from each type's extremes, 0 and +-1, C near +-2^31
+    rng = np.random.default_rng(5)
+    edges = {t: [v for v in (*im.INT_RANGES[t], 0, 1, -1) if im.INT_RANGES[t][0] <= v <= im.INT_RANGES[t][1]]
+             for t in _INTS}
+    A = rng.choice(edges[atype], (3, 16, 64)).astype(np.int8 if atype[0] == "s" else np.uint8)
+    B = rng.choice(edges[btype], (3, 64, 8)).astype(np.int8 if btype[0] == "s" else np.uint8)
+    C = rng.choice(np.array([-(2**31), -(2**31) + 1, -(2**31) + 4000, -1, 0, 1, 2**31 - 4000, 2**31 - 2, 2**31 - 1],
+                            np.int64), (3, 16, 8)).astype(np.int32)
+    A[1], B[1] = max(edges[atype], key=abs), max(edges[btype], key=abs)            # every product at its largest
+    for sat in (False, True):
+        got = native.mma_int(A, B, C, sat)
+        for t in range(3):
+            assert_bitexact(got[t], im.mma_int_reference(A[t], B[t], C[t], atype=atype, btype=btype, satfinite=sat),
+                            f"{atype}.{btype} tile {t} sat={sat}")
+
+
+def _int_values(rng, t: str, shape) -> np.ndarray:
+    """Values of type ``t`` from random bits: each element's low 4 or 8 bits, sign-extended for s4/s8."""
+    bits = 4 if t[1] == "4" else 8
+    v = rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.int64) & ((1 << bits) - 1)
+    return np.where((t[0] == "s") & (v >= 1 << (bits - 1)), v - (1 << bits), v)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(atype=st.sampled_from(_INTS), btype=st.sampled_from(_INTS), t=st.integers(1, 3), m=st.integers(1, 16),
+       n=st.integers(1, 8), k=st.integers(1, 80), sat=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_compiled_integer_mma_equals_mma_int_on_any_bits(atype, btype, t, m, n, k, sat, seed):
+    rng = np.random.default_rng(seed)
+    A, B = _int_values(rng, atype, (t, m, k)), _int_values(rng, btype, (t, k, n))
+    C = rng.integers(0, 1 << 32, (t, m, n), dtype=np.uint64).astype(np.uint32).view(np.int32)
+    near = rng.random((t, m, n)) < 0.3                    # about a third of C within 2^20 of +-2^31: sums wrap
+    x = C[near].astype(np.int64) & 0xFFFFF
+    C[near] = np.where(rng.integers(0, 2, x.size) == 1, 2**31 - 1 - x, -(2**31) + x)
+    assert_bitexact(native.mma_int(A, B, C, sat), im.mma_int(A, B, C, atype=atype, btype=btype, satfinite=sat),
+                    f"{atype}.{btype} sat={sat}")

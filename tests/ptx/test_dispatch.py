@@ -216,15 +216,17 @@ def test_the_derived_c_of_shfl_vote_ldmatrix_follows_their_one_definition(monkey
     assert j.tolist() == [(lane ^ 24301) & 31 for lane in range(32)] and p.tolist() == [lane == 5 for lane in range(32)]
     # the runtime keeps no layout of its own: rt_ldmatrix reads the tables
     tensor = (PTX_DIR.parent / "native" / "ptx_tensor.c").read_text(encoding="utf-8")
-    rt = tensor[tensor.index("static int rt_ldmatrix("):tensor.index("/* ---- mma: the one compiled twin")]
+    rt = tensor[tensor.index("static int rt_ldmatrix("):tensor.index("/* ---- mma: the compiled twins")]
     assert "trans" not in rt and "% 4" not in rt and "/ 4" not in rt and "lay[" in rt and "rl[" in rt
 
 
 def test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model():
-    """mma's C fast path is emulators.c's declared compiled twin of refsim.arith.mma_steps.mma_k16_f32
-    (pinned bit-equal by the named tests); the PTX runtime's own C holds no tensor-core model: the
-    architecture's model parameters (launch data: block, fraction bits, zero exponent), which any
-    T-FDPA model needs, are read only as arguments of the twin's call."""
+    """mma's C fast paths are emulators.c's declared compiled twins of refsim.arith.mma_steps.mma_k16_f32
+    (finite f16 k16 f32 steps) and refsim.arith.integer_mma.mma_int (the integer forms), each pinned
+    bit-equal to its oracle by the named tests; the PTX runtime's own C holds no tensor-core model: each
+    model parameter a twin takes (the architecture's T-FDPA block, fraction bits and zero exponent;
+    the integer ``.satfinite`` rule) is read only as an argument of that twin's call, and the runtime
+    calls emulators.c only through the declared twins."""
     import importlib
     import re
 
@@ -233,19 +235,35 @@ def test_a_compiled_twin_is_declared_and_the_runtime_holds_no_tensor_core_model(
     from refsim.ptx.compiled import instructions
 
     assert set(instructions.TWINS) == {"mma"}
-    for op, (emit, oracle, c_twin, (path, names)) in instructions.TWINS.items():
-        mod, fn = oracle.rsplit(".", 1)
-        assert callable(getattr(importlib.import_module(mod), fn)), oracle
-        assert f"``{c_twin}``" in importlib.import_module(mod).__doc__      # the oracle declares its twin
-        assert c_twin in {sig[0] for sig in emulators.SIGNATURES}          # ... which emulators.c exports
+    emit, twins = instructions.TWINS["mma"]
+    assert emit is instructions._mma
+    assert [(t.oracle, t.c_twin) for t in twins] == [("refsim.arith.mma_steps.mma_k16_f32", "refsim_mma_k16_f32"),
+                                                     ("refsim.arith.integer_mma.mma_int", "refsim_mma_int")]
+    for twin in twins:
+        mod, fn = twin.oracle.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(mod), fn)), twin.oracle
+        assert f"``{twin.c_twin}``" in importlib.import_module(mod).__doc__     # the oracle declares its twin
+        assert twin.c_twin in {sig[0] for sig in emulators.SIGNATURES}         # ... which emulators.c exports
+        path, names = twin.tests
         source = (Path(__file__).parents[2] / path).read_text(encoding="utf-8")
         assert names and all(f"def {n}(" in source for n in names), (path, names)
     runtime = Path(native.__file__).parent
-    uses = [(f.name, line.strip()) for f in sorted(runtime.glob("ptx_*.c")) for line in f.read_text().splitlines()
-            if re.search(r"->tc_\w+", line)]
-    assert uses and all("refsim_mma_k16_f32(" in line for _, line in uses), uses
+    code = [re.sub(r"/\*.*?\*/", "", f.read_text(encoding="utf-8"), flags=re.S) for f in sorted(runtime.glob("ptx_*.c"))]
+    lines = [line.strip() for text in code for line in text.splitlines()]               # comments removed
+    for param, call in ((r"->tc_\w+", "refsim_mma_k16_f32("), (r"->satfinite\b", "refsim_mma_int(")):
+        uses = [line for line in lines if re.search(param, line)]
+        assert uses and all(call in line for line in uses), (param, uses)
+    called = {m for line in lines for m in re.findall(r"\b(refsim_\w+)\(", line)}
+    assert called & {sig[0] for sig in emulators.SIGNATURES} == {t.c_twin for t in twins}
+    # the runtime's mma moves register elements into matrices and back: no sum is formed there
+    tensor = (runtime / "ptx_tensor.c").read_text(encoding="utf-8")
+    mma = re.sub(r"/\*.*?\*/", "", tensor[tensor.index("/* ---- mma: the compiled twins"):], flags=re.S)
+    assert "rt_mma_run" in mma and not re.search(r"[-+*]=", mma)
     header = (runtime / "ptx_runtime.h").read_text(encoding="utf-8")
     assert set(re.findall(r"\btc_\w+", header)) == {"tc_L", "tc_F", "tc_ez32"}
+    rt_mma = re.sub(r"/\*.*?\*/", "", header[header.index("typedef struct rt_mma {"):header.index("} rt_mma;")], flags=re.S)
+    assert re.findall(r"\*?(\w+)[,;]", rt_mma) == ["ins", "M", "N", "K", "na", "nb", "nc", "nd", "a_at", "b_at", "c_at",
+                                                   "kind", "bits", "a_signed", "b_signed", "satfinite"]
 
 
 def test_atomic_arithmetic_is_generated_from_its_one_definition():

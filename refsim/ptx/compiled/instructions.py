@@ -15,15 +15,16 @@ what compiles   every opcode refsim/cuda's kernels and tests/ptx/kernels use, an
                 ``Entry.jump`` declaration), ld/ldu, st, atom/red (every form of
                 refsim.ptx.semantics.atomic with a C twin: its ``c_apply`` becomes the kernel's
                 ``atom_apply_<k>``), cp.async's copy, ldmatrix, shfl.sync, vote.sync, the ALU handlers
-                (:mod:`refsim.ptx.compiled.alu`), and mma's one fast path (:data:`TWINS`: the finite
-                steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's ``refsim_mma_k16_f32``).
+                (:mod:`refsim.ptx.compiled.alu`), and mma through its declared compiled twins
+                (:data:`TWINS`: the finite steps of ``m16n8k16.f32.f16.f16.f32`` through emulators.c's
+                ``refsim_mma_k16_f32``, the integer forms through ``refsim_mma_int``).
                 shfl.sync, vote.sync and ldmatrix hold no rule of their own (:data:`WARP_DERIVED`):
                 their C is derived from refsim.ptx.semantics.warp (SHFL, VOTE, ldmatrix_row_lanes) and
                 refsim.arith.fragments.ldmatrix_layout.
 refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesses, bf16/f64 float
                 atomics; ALU forms :mod:`alu` does not compile, and warp-wide handlers without a C
                 body (redux, every other mma step: non-finite operands, f16 accumulation, k8,
-                bf16/tf32/fp8, integer), run their handler through Python for that step
+                bf16/tf32/fp8), run their handler through Python for that step
                 (``Body.callback``); so do the engine-level Python definitions of refsim.ptx.hopper
                 (mbarrier, cp.async.bulk*, tensormap, elect, fence.proxy.async) and the engine's
                 :data:`PYTHON_DEFINED` (bar/barrier, ret/exit, cp.async's commit/wait groups), built once per launch over a
@@ -32,7 +33,9 @@ refused         (``Refuse``: the kernel runs on the interpreter) 128-bit accesse
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from refsim.ptx import control, memory_ops
 from refsim.ptx.compiled.alu import alu
@@ -388,30 +391,54 @@ def _ldmatrix(em, ins, h) -> Body:
     return Body(code=code, checks="none", written=em.written(dsts))
 
 
-#: the one mma form with a C fast path, and the compiled twin that computes it
+#: the f16 mma form with a C fast path (its finite steps: TWINS' first entry)
 _MMA_TWIN_FORM = (("sync", "aligned", "m16n8k16", "row", "col"), ("f32", "f16", "f16", "f32"))
+_MMA_INTS = ("s8", "u8", "s4", "u4")
+
+
+def _mma_kind(ins):
+    """(runtime kind, shape, element type of A, element bits, A signed, B signed, satfinite) of an mma
+    form that a declared twin computes (the handler has checked the form), or None."""
+    if (ins.mods, ins.types) == _MMA_TWIN_FORM:
+        return "RT_MMA_F16_F32", "m16n8k16", "f16", 16, 0, 0, 0
+    dtype, atype, btype, ctype = ins.types if len(ins.types) == 4 else (None,) * 4
+    if atype in _MMA_INTS and btype in _MMA_INTS and not any(m.startswith("kind::") for m in ins.mods):
+        shape = next(m for m in ins.mods if m.startswith("m16n8k"))
+        return ("RT_MMA_INT", shape, atype, 4 if atype in ("s4", "u4") else 8, int(atype[0] == "s"),
+                int(btype[0] == "s"), int("satfinite" in ins.mods))
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _mma_layout(shape: str, atype: str):
+    """((M, N, K), registers per lane of A, B, C, D, (A, B, C/D) flat index row * cols + col of each lane's
+    elements) from :func:`refsim.ptx.semantics.warp.mma_fragments` (built once per form: a kernel has many)."""
+    la, lb, lc = sw.mma_fragments(shape, atype)
+    regs = (la.elements_per_lane // la.per_reg, lb.elements_per_lane // lb.per_reg, lc.elements_per_lane,
+            lc.elements_per_lane)
+    at = tuple(lay.coords[..., 0] * lay.shape[1] + lay.coords[..., 1] for lay in (la, lb, lc))
+    return (la.shape[0], lb.shape[1], la.shape[1]), regs, at
 
 
 def _mma(em, ins, h) -> Body:
-    """``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``: its finite steps through emulators.c's
-    ``refsim_mma_k16_f32`` (see :data:`TWINS`), any other step (an Inf or NaN among A, B, C) through
-    the handler; every other mma form (f16 accumulation, k8, bf16/tf32/fp8, integer, sm_120a's kinds)
-    runs its handler for the whole step. The C holds fragment layouts (data from
+    """mma through its declared compiled twins (see :data:`TWINS`): ``m16n8k16.row.col.f32.f16.f16.f32``'s
+    finite steps through emulators.c's ``refsim_mma_k16_f32``, any other step of it (an Inf or NaN among
+    A, B, C) through the handler; the integer forms (s8/u8/s4/u4 -> s32, wrap or ``.satfinite``) through
+    ``refsim_mma_int``, every step; every other mma form (f16 accumulation, k8, bf16/tf32/fp8, sm_120a's
+    kinds) runs its handler for the whole step. The C holds fragment layouts (data from
     :func:`refsim.ptx.semantics.warp.mma_fragments`) and no arithmetic."""
-    from refsim.ptx.semantics import warp as sw
-
-    if (ins.mods, ins.types) != _MMA_TWIN_FORM:
+    form = _mma_kind(ins)
+    if form is None:
         return _handler_step(em, ins, h)
+    kind, shape, atype, bits, a_signed, b_signed, satfinite = form
     groups = [flatten([o]) for o in ins.operands]
-    la, lb, lc = sw.mma_fragments("m16n8k16", "f16")
+    (M, N, K), regs, at = _mma_layout(shape, atype)
     na, nb, nc, nd = (len(g) for g in (groups[1], groups[2], groups[3], groups[0]))
-    if (na, nb, nc, nd) != (la.elements_per_lane // 2, lb.elements_per_lane // 2, lc.elements_per_lane,
-                            lc.elements_per_lane):
+    if (na, nb, nc, nd) != regs:
         raise Refuse("mma fragment shape")
-    M, K = la.shape
-    N = lb.shape[1]
-    coords = [em.ctx.coords(lay.coords[..., 0] * lay.shape[1] + lay.coords[..., 1]) for lay in (la, lb, lc)]
-    name = em.ctx.static("rt_mma", f"{{0, {M}, {N}, {K}, {na}, {nb}, {nc}, {nd}, {coords[0]}, {coords[1]}, {coords[2]}}}")
+    coords = [em.ctx.coords(x) for x in at]
+    name = em.ctx.static("rt_mma", f"{{0, {M}, {N}, {K}, {na}, {nb}, {nc}, {nd}, {coords[0]}, {coords[1]}, "
+                                   f"{coords[2]}, {kind}, {bits}, {a_signed}, {b_signed}, {satfinite}}}")
     code = ["if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, D->idx, act, na))) return r;",
             f"uint32_t *A = S->u32a, *B = A + (int64_t)na * {na}, *C = B + (int64_t)na * {nb}, *O = C + (int64_t)na * {nc};"]
     per = []
@@ -453,10 +480,26 @@ _WARP: dict = {}
 #: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as tables)
 WARP_DERIVED = {"shfl": _shfl, "vote": _vote, "ldmatrix": _ldmatrix}
 
-#: warp-wide opcodes whose C computes nothing itself: it calls the declared compiled twin of a refsim.arith
+class Twin(NamedTuple):
+    """One declared compiled twin: the forms it computes, the refsim.arith function it is the twin of,
+    its C name in refsim/native/emulators.c, and (the test file, the tests in it that pin the two equal
+    bit for bit)."""
+
+    forms: str
+    oracle: str
+    c_twin: str
+    tests: tuple
+
+
+#: warp-wide opcodes whose C computes nothing itself: it calls a declared compiled twin of a refsim.arith
 #: function, tested bit-equal to it, for the steps that twin covers, and hands every other step to the
-#: handler. opcode -> (emitter, the refsim.arith function, its C twin in refsim/native/emulators.c,
-#: (the test file, the tests in it that pin the two equal bit for bit))
-TWINS = {"mma": (_mma, "refsim.arith.mma_steps.mma_k16_f32", "refsim_mma_k16_f32",
-                 ("tests/native/test_emulators.py", ("test_compiled_k16_step_equals_numpy_path",
-                                                     "test_compiled_k16_step_equals_numpy_on_any_finite_bits")))}
+#: handler. opcode -> (emitter, its twins)
+TWINS = {"mma": (_mma, (
+    Twin("m16n8k16.row.col.f32.f16.f16.f32, steps with finite A, B, C", "refsim.arith.mma_steps.mma_k16_f32",
+         "refsim_mma_k16_f32", ("tests/native/test_emulators.py", ("test_compiled_k16_step_equals_numpy_path",
+                                                                   "test_compiled_k16_step_equals_numpy_on_any_finite_bits"))),
+    Twin("m16n8k16/k32 s8|u8 and m16n8k32/k64 s4|u4 -> s32, wrap or .satfinite, every step",
+         "refsim.arith.integer_mma.mma_int", "refsim_mma_int",
+         ("tests/native/test_emulators.py", ("test_compiled_integer_mma_equals_mma_int_on_the_int32_edges",
+                                             "test_compiled_integer_mma_equals_mma_int_on_any_bits"))),
+))}

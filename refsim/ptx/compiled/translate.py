@@ -34,7 +34,8 @@ _NATIVE = Path(__file__).resolve().parents[2] / "native"
 #: the declarations shared by the runtime and every generated kernel
 HEADER = (_NATIVE / "ptx_runtime.h").read_text(encoding="utf-8")
 #: the runtime library (threads and barriers, memory, tensor cores, the scheduler) as one unit; built
-#: with emulators.c, whose refsim_mma_k16_f32 is the compiled twin of the interpreter's fast mma path
+#: with emulators.c, whose refsim_mma_k16_f32 and refsim_mma_int are the compiled twins mma calls
+#: (refsim.ptx.compiled.instructions.TWINS)
 RUNTIME = HEADER + "".join((_NATIVE / name).read_text(encoding="utf-8") for name in (
     "emulators.c", "ptx_threads.c", "ptx_memory.c", "ptx_tensor.c", "ptx_runtime.c"))
 

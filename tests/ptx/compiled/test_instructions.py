@@ -131,8 +131,9 @@ _MMA_FORMS = [          # (form, D, A, B, C register counts)
 ]
 
 
-def test_only_finite_f16_f32_k16_mma_has_c_and_that_c_calls_the_runtime_twin():
-    # every other mma form (f16 accumulation, k8, bf16, integer) runs the interpreter's handler
+def test_only_the_twins_mma_forms_have_c_and_that_c_calls_the_runtime():
+    # f16 x f16 + f32 k16 (refsim_mma_k16_f32) and the integer forms (refsim_mma_int) reach the runtime with
+    # their kind and layouts as data; every other form (f16 accumulation, k8, bf16) runs the handler
     def regs(n, first):
         return "{" + ", ".join(f"%m{first + j}" for j in range(n)) + "}"
 
@@ -140,9 +141,19 @@ def test_only_finite_f16_f32_k16_mma_has_c_and_that_c_calls_the_runtime_twin():
         f"mma.sync.aligned.{form} {regs(nd, 0)}, {regs(na, 4)}, {regs(nb, 8)}, {regs(nc, 10)};\n"
         for form, nd, na, nb, nc in _MMA_FORMS) + "exit;"
     tr = translated(body)
-    assert tr.reason is None and tr.callbacks == frozenset(range(1, len(_MMA_FORMS)))
-    lines = _lines(template(tr, 0))
-    assert "if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, D->idx, act, na))) return r;" in lines
-    assert [ln for ln in lines if "api->mma" in ln] == [
-        "if ((r = S->api->mma(S, &ST3, act, na, A, B, C, O))) return r;   /* RT_CALLBACK: Python runs it */"]
-    assert "static const rt_mma ST3 = {0, 16, 8, 16, 4, 2, 4, 4, ST0, ST1, ST2};" in tr.source
+    assert tr.reason is None and tr.callbacks == frozenset({1, 2, 3, 4, 8, 9})      # (8, 9: the exits, Python's)
+    calls = []
+    for idx in (0, 5, 6, 7):
+        lines = _lines(template(tr, idx))
+        assert "if ((r = S->api->partial_warp(S, E_PARTIAL_MMA, D->idx, act, na))) return r;" in lines
+        (call,) = [ln for ln in lines if "api->mma" in ln]
+        calls.append(call.split("&")[1].split(",")[0])
+    statics = dict(ln.removeprefix("static const rt_mma ").rstrip(";").split(" = ") for ln in tr.source.splitlines()
+                   if ln.startswith("static const rt_mma "))
+    rows = [statics[c].strip("{}").split(", ") for c in calls]
+    # (M, N, K, registers of A B C D) then (kind, element bits, A signed, B signed, .satfinite)
+    assert [r[1:8] + r[11:] for r in rows] == [
+        ["16", "8", "16", "4", "2", "4", "4", "RT_MMA_F16_F32", "16", "0", "0", "0"],
+        ["16", "8", "16", "2", "1", "4", "4", "RT_MMA_INT", "8", "1", "0", "0"],     # s32.s8.u8.s32
+        ["16", "8", "32", "4", "2", "4", "4", "RT_MMA_INT", "8", "1", "1", "1"],     # .satfinite s8.s8
+        ["16", "8", "64", "4", "2", "4", "4", "RT_MMA_INT", "4", "1", "1", "0"]]     # s4.s4

@@ -150,6 +150,40 @@ def test_f16_mma_on_the_edge_values_equals_the_interpreter(entry, monkeypatch):
         assert handed.count("mma") == (0 if twin and finite else 2), (finite, handed)
 
 
+# one integer mma form per (shape, element bits), mixed signedness, with and without .satfinite
+_INT_MMA = [("m16n8k16", "s8", "u8", True), ("m16n8k32", "u8", "s8", False), ("m16n8k32", "s4", "u4", True),
+            ("m16n8k64", "u4", "s4", False), ("m16n8k64", "s4", "s4", True)]
+
+
+@pytest.mark.parametrize("shape,a,b,satfinite", _INT_MMA)
+def test_integer_mma_on_the_edge_values_equals_the_interpreter(shape, a, b, satfinite, monkeypatch):
+    # the compiled executor's integer mma: every step through refsim_mma_int (the compiled twin of
+    # integer_mma.mma_int), none handed to Python; bit for bit the interpreter's and refsim.arith's
+    from refsim.arith.integer_mma import INT_RANGES
+    from refsim.cuda import build, mma as cm
+    from refsim.ptx.compiled.runner import CompiledLaunch
+
+    kind = next(k for k, s in cm.forms() if (k.shape, k.a, k.b) == (shape, a, b) and s == satfinite)
+    K = int(shape.split("k")[1])
+    rng = np.random.default_rng(3)
+    edge = {t: np.array(sorted({*INT_RANGES[t], 0, 1, -1} & set(range(INT_RANGES[t][0], INT_RANGES[t][1] + 1))))
+            for t in (a, b)}
+    A, B = rng.choice(edge[a], (4, 16, K)), rng.choice(edge[b], (4, K, 8))
+    A[0], B[0] = edge[a][np.argmax(abs(edge[a]))], edge[b][np.argmax(abs(edge[b]))]     # largest products
+    C = rng.choice(np.array([-(2**31), -(2**31) + 1, -1, 0, 1, 2**31 - 2, 2**31 - 1]), (4, 16, 8)).astype(np.int32)
+    C[0, :8], C[0, 8:] = 2**31 - 1, -(2**31)                                           # tile 0 wraps / saturates
+    regs = cm.pack(kind, A.astype(cm._storage(a)), B.astype(cm._storage(b)), C)
+    handed = []
+    real = CompiledLaunch._callback
+    monkeypatch.setattr(CompiledLaunch, "_callback",
+                        lambda self, p, th: handed.append(self.k.instructions[p].opcode) or real(self, p, th))
+    m = ptx.Module(build.ptx("mma", cm.ptx_arch(kind)))
+    d = np.zeros((4, 32, 4), np.uint32)
+    _, arrays, _ = run_both(m, cm.entry(kind, satfinite), 1, 128, [*regs, d, np.int32(4)], arch="sm_80")
+    assert handed.count("mma") == 0, handed
+    assert arrays[3].tobytes() == cm.mma_reference(kind, "sm_80", *regs, satfinite=satfinite).tobytes()
+
+
 @FEW
 @given(a=st.integers(-(2**20), 2**20), b=st.sampled_from([0.25, -1.5, 3.0, 2.0**-10]), sel=st.integers(0, 2**31 - 1))
 def test_local_memory_struct_parameter_vote_and_wide_atomics(a, b, sel):
