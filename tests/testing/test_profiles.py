@@ -31,10 +31,10 @@ def test_the_environment_selects_the_profile(monkeypatch, restore_profile, env, 
     assert profiles.examples(40) == (40 * 3 if want == "ci" else 40)
 
 
-def test_ci_is_derandomized_without_a_database_and_neither_profile_has_a_deadline(monkeypatch, restore_profile):
+def test_ci_is_random_without_a_database_and_neither_profile_has_a_deadline(monkeypatch, restore_profile):
     profiles.register_hypothesis_profiles()
     ci, dev = settings.get_profile("ci"), settings.get_profile("dev")
-    assert ci.derandomize and ci.database is None and ci.max_examples == 100 == dev.max_examples
+    assert not ci.derandomize and ci.database is None and ci.max_examples == 100 == dev.max_examples
     monkeypatch.setattr(profiles, "CI_EXAMPLE_SCALE", 2)
     profiles.register_hypothesis_profiles()
     assert settings.get_profile("ci").max_examples == 200
