@@ -55,7 +55,7 @@ __all__ = ["KERNELS", "kernel_names", "kernel_module", "INT32_MAX", "Machine", "
 
 _MODULES = {
     "cublas-fp16": "cublas_fp16", "marlin": "marlin", "sparse-marlin": "sparse_marlin", "anyprec": "anyprec",
-    "atom-w4a4": "atom_w4a4", "int8-w8a8": "int8_w8a8", "mixed-2-4-16": "mixed_2_4_16",
+    "atom-w4a4": "atom_w4a4", "atom-w8a8": "atom_w8a8", "int8-w8a8": "int8_w8a8", "mixed-2-4-16": "mixed_2_4_16",
     "awq-w4a16": "awq_w4a16", "deepgemm-fp8": "deepgemm_fp8", "hopper-w4a16": "hopper_w4a16",
 }
 KERNELS = tuple(_MODULES)

@@ -53,7 +53,7 @@ CLOCK_NAMES = ("base", "boost", "sustained")
 ECC = ("on", "off", "n/a", "not-stated")
 TIMINGS_FIXED = ("nsight-compute", "nvbench", "not-stated")
 # Tensor peak the plain roofline uses for a kernel (dram_roofline_s ``kind``); FP16 otherwise.
-ROOFLINE_KIND = {"atom-w4a4": "int4", "int8-w8a8": "int8"}
+ROOFLINE_KIND = {"atom-w4a4": "int4", "atom-w8a8": "int8", "int8-w8a8": "int8"}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Kernel latency models, one module per kernel family; the public entry points.
 
 Each module (``cublas_fp16``, ``marlin``, ``sparse_marlin``, ``anyprec``, ``atom_w4a4``,
-``int8_w8a8``, ``mixed_2_4_16``, ``awq_w4a16``, ``deepgemm_fp8``, ``hopper_w4a16``) defines its rules (``check``) and one plain
+``atom_w8a8``, ``int8_w8a8``, ``mixed_2_4_16``, ``awq_w4a16``, ``deepgemm_fp8``, ``hopper_w4a16``) defines its rules (``check``) and one plain
 ``model(machine, m, n, k, bits, group_size)``: the definition of its latency
 (:mod:`refsim.gpu_model.problem` states the protocol). This package re-exports the entry points:
 :func:`predict` / :func:`predict_many` (the fast path, :mod:`refsim.gpu_model.evaluate`) and
