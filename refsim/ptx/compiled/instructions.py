@@ -97,7 +97,7 @@ def emit_body(em, ins, handler) -> Body:
     if handler is not None:
         if handler.kind == "warp":
             twin = TWINS.get(op)
-            return (twin[0] if twin else {**_WARP, **WARP_DERIVED}.get(op, _handler_step))(em, ins, handler)
+            return (twin[0] if twin else WARP_DERIVED.get(op, _handler_step))(em, ins, handler)
         return _alu(em, ins, handler)
     from refsim.ptx import dispatch
 
@@ -472,13 +472,10 @@ _ENGINE = {
     "atom": _atom, "red": _atom, "cp": _cp,
 }
 
-#: the warp-wide handlers with a C body of their own (redux and the rest run their handler's Python)
-#: (none now: every warp-wide opcode is derived (WARP_DERIVED), a declared twin (TWINS) or runs its handler)
-_WARP: dict = {}
-
 #: the warp-wide instructions whose C is derived from their one definition in refsim.ptx.semantics.warp
 #: (shfl: SHFL's expressions, vote: VOTE's, ldmatrix: ldmatrix_row_lanes and fragments.ldmatrix_layout as tables)
 WARP_DERIVED = {"shfl": _shfl, "vote": _vote, "ldmatrix": _ldmatrix}
+
 
 class Twin(NamedTuple):
     """One declared compiled twin: the forms it computes, the refsim.arith function it is the twin of,
