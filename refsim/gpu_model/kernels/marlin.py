@@ -262,8 +262,10 @@ def _kind_constants(g: GPUSpec, f_sm: float, n: int, k: int, group_size, weight_
     slices: (w_tile + s_tile, a_tile, w_bytes, tensor rate × f_sm, alu cycles per tile, hand-off cycles).
 
     Issue model (MWP/CWP per SMSP): 8 warps, one resident CTA (occupancy: registers and 96 KiB of
-    shared memory), so W = 2 warps per SMSP; a tile is (tk/16)·(tn/64) warp k16-steps, 1/4 of them
-    per SMSP, each costing max(I issue slots, C1 / W) cycles: with 2 warps the dequant → MMA chain
+    shared memory), so W = 2 warps per SMSP; a tile is (tk/k_step)·(tn/64) warp sub-tile steps (one
+    ``matmul(k)`` call: 4 × 2 dequants and their MMAs), 1/4 of them per SMSP, k_step = 16 for dense
+    Marlin's ``mma.sync`` m16n8k16 and 32 for Sparse-Marlin's ``mma.sp`` m16n8k32 (its ``b_sh_wr_iters``
+    is 1 per 64-deep tile, dense Marlin's 2), each costing max(I issue slots, C1 / W) cycles: with 2 warps the dequant → MMA chain
     of one warp is only half hidden. Issue slots per tile: dequant (9 instructions per 8 weights,
     +4 HMUL2 with group scales) + MMA + ldmatrix/LDS + cp.async (warp instructions)."""
     w_tile = tk * tn * weight_bits / 8
@@ -282,7 +284,7 @@ def _kind_constants(g: GPUSpec, f_sm: float, n: int, k: int, group_size, weight_
     occ = resident(g, THREADS, registers(g.compute_capability, min(m_blocks, 4), tn, tk, group_size is not None),
                    SHARED_MEM, g.sm_count)
     w = occ.warps_per_sm / 4
-    steps_smsp = (tk / 16) * (tn / 64) / 4
+    steps_smsp = (tk / (32 if sparse else 16)) * (tn / 64) / 4
     instr_tile_smsp = (deq + mma + lds + cp) / 4
     return (w_tile + s_tile, a_tile, w_bytes, rate * f_sm, max(instr_tile_smsp, steps_smsp / w * c1),
             handoff_cycles(g, m_blocks, tn))
