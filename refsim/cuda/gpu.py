@@ -209,11 +209,13 @@ class TensorMapArg:
             raise FormatRuleError(f"tensor_map: must be a refsim.formats.tensor_map.TensorMap; got "
                                   f"{type(self.tensor_map).__name__}")
         a = self.array
-        if not isinstance(a, np.ndarray) or a.ndim == 0 or not a.flags.c_contiguous or a.dtype.hasobject:
+        if (not isinstance(a, np.ndarray) or a.ndim == 0 or not a.flags.c_contiguous or a.dtype.hasobject
+                or not a.dtype.isnative):
             got = (f"shape {a.shape}, dtype {a.dtype}, strides {a.strides}" if isinstance(a, np.ndarray)
                    else type(a).__name__)
             raise FormatRuleError(f"array: a tensor map's array must be a C-contiguous numeric NumPy array of rank "
-                                  f">= 1 (its bytes are the map's global memory); got {got}")
+                                  f">= 1 in native byte order (its bytes are the map's global memory, copied to "
+                                  f"the device and back as they are); got {got}")
         m = self.tensor_map
         esize = tmap.DATA_TYPES[m.data_type][1]
         need = sum((d - 1) * s for d, s in zip(m.global_dims, (esize,) + m.global_strides)) + esize

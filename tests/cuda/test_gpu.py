@@ -126,9 +126,9 @@ def _kernel_calls(rng):
 
 def test_every_registered_kernel_runs_on_the_gpu_path(fake):
     calls = _kernel_calls(np.random.default_rng(3))
-    # hopper_w4a16_gemm: its gpu backend is refused until refsim.cuda.gpu encodes tensor maps from device
-    # addresses (tests/cuda/test_hopper_w4a16.py pins the refusal); wgmma_probe's gpu path runs against the
-    # fake in tests/cuda/test_wgmma.py (an sm_90a kernel)
+    # hopper_w4a16_gemm: the fake records its tensor-map launch without executing it (its maps' requests:
+    # tests/cuda/test_hopper_w4a16.py); wgmma_probe's gpu path runs against the fake in tests/cuda/test_wgmma.py
+    # (an sm_90a kernel)
     assert set(calls) | {"marlin_gemm", "hopper_w4a16_gemm", "wgmma_probe"} == {k.name for k in rc.kernels()}
     for name, call in calls.items():
         assert_bitexact(call("gpu"), call("ptx"), name)
