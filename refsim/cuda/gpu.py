@@ -192,7 +192,7 @@ def device_bases(arrays) -> tuple[list[DeviceBase], list[tuple[int, int]]]:
 # tensor maps
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TensorMapArg:
     """A ``__grid_constant__ CUtensorMap`` kernel argument of ``backend="gpu"``: ``array`` (a C-contiguous
     NumPy array of rank >= 1, any dtype: its bytes are the map's global memory from byte 0) and
@@ -384,6 +384,9 @@ def _plan(d: _Device, ptx_text: str, launches) -> list:
                 if size != tmap.MAP_BYTES:
                     raise FormatRuleError(f"{what}: a TensorMapArg fills a {tmap.MAP_BYTES}-byte CUtensorMap "
                                           f"parameter; got a parameter of {size} bytes")
+                if _address(a.array) % 16:       # device offsets keep the host's alignment modulo 256
+                    raise FormatRuleError(f"{what}: a tensor map's array must start 16-byte aligned (the TMA "
+                                          f"global address rule); got address {_address(a.array):#x}")
                 kargs.append(("map", (i, j), a.array, a.tensor_map))
             else:
                 kargs.append(_scalar(what, a, size))

@@ -212,8 +212,7 @@ def run(ptx_text: str, launches, *, backend: str = "ptx", arch: str = "sm_80", o
     from refsim.cuda.gpu import TensorMapArg
 
     for i, (ln, args) in enumerate(launches):
-        if not isinstance(args, np.ndarray) and hasattr(args, "__iter__") and \
-                any(isinstance(a, TensorMapArg) for a in args):
+        if isinstance(args, (tuple, list)) and any(isinstance(a, TensorMapArg) for a in args):
             raise FormatRuleError(f"launches[{i}]: a TensorMapArg is a gpu-backend argument; the ptx backend takes "
                                   f"the map's 128-byte image (refsim.formats.tensor_map.encode_tiled at the "
                                   f"address refsim.ptx gives the array)")

@@ -415,6 +415,11 @@ def test_tensor_map_arguments_are_refused_where_they_do_not_fit(fake):
         launch.run(_MAP_KERNEL, [(launch.Launch("tm", 1, 32), (gpu.TensorMapArg(big, _f32_map(3, 32)),
                                                                gpu.TensorMapArg(big, _f32_map(3, 32)),
                                                                np.uint32(0)))], backend="gpu")
+    flat = np.zeros(3 * 32 + 1, np.float32)
+    with pytest.raises(FormatRuleError, match="must start 16-byte aligned"):
+        launch.run(_MAP_KERNEL, [(launch.Launch("tm", 1, 32), (big, gpu.TensorMapArg(flat[1:].reshape(3, 32),
+                                                                                    _f32_map(3, 32)),
+                                                               np.uint32(0)))], backend="gpu")
     with pytest.raises(FormatRuleError, match="must be a C-contiguous numeric NumPy array"):
         gpu.TensorMapArg(big[:, ::2], _f32_map(3, 16))
     with pytest.raises(ShapeError, match="reach byte 511; the array has 384 bytes"):
