@@ -38,10 +38,12 @@ tensor maps   a ``__grid_constant__ CUtensorMap`` parameter (a 128-byte ``.param
               swizzle=, l2_promotion=, oob_fill=)``. cuda.core takes shape, strides (in elements),
               box_dim and element_strides in NumPy order, outermost first, and reverses them into the
               driver's innermost-first globalDim / globalStrides (bytes, rank - 1, the innermost implicit)
-              / boxDim / elementStrides (NVIDIA/cuda-python ``cuda_core/cuda/core/_tensor_map.pyx``,
-              ``TensorMapDescriptor._from_tiled`` and ``_fill_global_strides``; ``_memoryview.pyx``
-              ``from_buffer`` / ``as_tensor_map``; read at commit 358d9753685637faa0190e8baf4b6e33d0fa476a
-              and the later 1.2 text with ``options=``), so this module passes the TensorMap's innermost-
+              / boxDim / elementStrides (``cuda_core/cuda/core/_tensor_map.pyx``:
+              ``TensorMapDescriptor._from_tiled``, ``_fill_global_strides``; ``_memoryview.pyx``:
+              ``from_buffer``, ``as_tensor_map``; read at NVIDIA/cuda-python
+              358d9753685637faa0190e8baf4b6e33d0fa476a and, with ``options=`` and 1.2's ``isinstance``
+              checks of the enums, at the fork cpcloud/cuda-python
+              9478eca7e8a293ad0dd32e11412d38a449527c4b). So this module passes the TensorMap's innermost-
               first fields reversed, with strides ``global_strides[i] / element size``. A map whose
               in-bounds elements reach past its array's bytes is refused (the TMA would read another
               buffer). The oob fill ``zero`` is the driver's FLOAT_OOB_FILL_NONE.
