@@ -3,9 +3,11 @@
 Spec
 ----
 driver        :func:`_driver` returns the CUDA API this module calls — ``cuda.core`` (Device, ObjectCode,
-              LaunchConfig, launch, LegacyPinnedMemoryResource) and ``cuda.bindings.driver`` (the kernel
-              attribute calls cuda.core 1.2 has no setter for). It is the one seam: tests replace it with
-              a fake that records every call; the code below is the same for both.
+              LaunchConfig, launch, LegacyPinnedMemoryResource, Buffer, utils.StridedMemoryView), the
+              tensor-map enums of ``cuda.core._tensor_map`` (TensorMapDataType, ...: cuda.core 1.2.2 checks
+              ``isinstance`` against them and exports only TensorMapDescriptor) and ``cuda.bindings.driver``
+              (the kernel attribute calls cuda.core 1.2 has no setter for). It is the one seam: tests
+              replace it with a fake that records every call; the code below is the same for both.
 modules       the PTX text is loaded once per device (``ObjectCode.from_ptx``: the driver JIT-compiles it
               for the device's arch) and each kernel looked up once.
 launch shape  every launch is checked by :func:`refsim.ptx.check_launch_shape` (the one launch-shape rule,
@@ -26,6 +28,29 @@ buffers       ONE device buffer per base array across all launches of the call: 
 scalars       a value parameter takes a NumPy scalar whose size is the parameter's (``np.int32(m)`` for
               ``.s32``), or ``bytes`` of a 1/2/4/8-byte ``.b8`` parameter; a Python int is refused (cuda.core
               would pass it as a 64-bit pointer). Sizes are checked against the kernel's parameter table.
+tensor maps   a ``__grid_constant__ CUtensorMap`` parameter (a 128-byte ``.param .align 64 .b8 p[128]``;
+              anything else is refused) takes a :class:`TensorMapArg`: the NumPy array it maps and a
+              :class:`refsim.formats.tensor_map.TensorMap` holding its fields (the map's global address is
+              not used). The array joins the call's device buffers like a pointer argument (same aliasing
+              and copy-back rules), and at launch the map is encoded by cuda.core at ``buffer address +
+              the array's byte offset``: ``StridedMemoryView.from_buffer(buffer, shape, strides,
+              itemsize=)`` then ``.as_tensor_map(box_dim, element_strides=, data_type=, interleave=,
+              swizzle=, l2_promotion=, oob_fill=)``. cuda.core takes shape, strides (in elements),
+              box_dim and element_strides in NumPy order, outermost first, and reverses them into the
+              driver's innermost-first globalDim / globalStrides (bytes, rank - 1, the innermost implicit)
+              / boxDim / elementStrides (``cuda_core/cuda/core/_tensor_map.pyx``:
+              ``TensorMapDescriptor._from_tiled``, ``_fill_global_strides``; ``_memoryview.pyx``:
+              ``from_buffer``, ``as_tensor_map``; read at NVIDIA/cuda-python
+              358d9753685637faa0190e8baf4b6e33d0fa476a and, with ``options=`` and 1.2's ``isinstance``
+              checks of the enums, at the fork cpcloud/cuda-python
+              9478eca7e8a293ad0dd32e11412d38a449527c4b). So this module passes the TensorMap's innermost-
+              first fields reversed, with strides ``global_strides[i] / element size``. A map whose
+              in-bounds elements reach past its array's bytes is refused (the TMA would read another
+              buffer). The oob fill ``zero`` is the driver's FLOAT_OOB_FILL_NONE.
+clusters      a :class:`refsim.cuda.launch.Launch` with ``cluster`` other than 1 is launched with
+              ``LaunchConfig(grid=grid / cluster per dimension, cluster=cluster, ...)``: with a cluster,
+              cuda.core counts the grid in CLUSTERS (``LaunchConfig`` docstring); the Launch counts blocks,
+              as refsim.ptx does, and has checked that every grid dimension is a multiple of the cluster's.
 errors        every driver failure is a :class:`GpuError` naming the step and the CUDA error
               (``CUDA_ERROR_ILLEGAL_INSTRUCTION`` in launch 1 of 2 of refsim_marlin_m1_n8_k8_grouped);
               each launch is synchronised before the next, so a fault names its launch.
@@ -34,6 +59,8 @@ errors        every driver failure is a :class:`GpuError` naming the step and th
     A (130, K) ─┬─ A[0:128]   ─┐                              launch 0: A+0,       C+0
                 └─ A[128:130] ─┴─► buf_A (130*K*2 B) ───────► launch 1: A+128*K*2, C+128*N*2
     C (130, N) ── C[0:128], C[128:130] ─► buf_C ────────────► (and locks+0 in both)
+    X (M, K) + TensorMap fields ─► TensorMapArg ─► buf_X ─► StridedMemoryView(buf_X + off, (M, K))
+                                                             .as_tensor_map((64, 64), ...) ─► 128-byte param
 """
 
 from __future__ import annotations
@@ -46,10 +73,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from refsim.archs import ARCHS, ArchFacts, parse_sm
-from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.errors import FormatRuleError, RefsimError, ShapeError, ToolchainError
+from refsim.formats import tensor_map as tmap
 from refsim.ptx.arch import check_launch_shape
 
-__all__ = ["GpuError", "DeviceBase", "device_bases", "device_facts", "run", "device_info"]
+__all__ = ["GpuError", "TensorMapArg", "DeviceBase", "device_bases", "device_facts", "run", "device_info"]
 
 _ALIGN = 256          # device allocations are 256-byte aligned; spans keep their offset modulo this
 _CUDA_ERROR = re.compile(r"CUDA_ERROR_[A-Z0-9_]+")
@@ -69,11 +97,12 @@ class GpuError(RefsimError, ToolchainError):
 class _CudaApi:
     core: object       # the cuda.core module
     bindings: object   # cuda.bindings.driver
+    enums: object = None   # cuda.core._tensor_map (TensorMapDataType, TensorMapSwizzle, ...)
 
 
 @functools.lru_cache(maxsize=None)
-def _api(core, bindings) -> _CudaApi:
-    return _CudaApi(core, bindings)
+def _api(core, bindings, enums=None) -> _CudaApi:
+    return _CudaApi(core, bindings, enums)
 
 
 def _driver() -> _CudaApi:
@@ -82,10 +111,11 @@ def _driver() -> _CudaApi:
     try:
         import cuda.core as core
         from cuda.bindings import driver as bindings
+        from cuda.core import _tensor_map as enums
     except ImportError as err:
         raise ToolchainError("backend='gpu' needs cuda.core: pip install 'refsim[gpu]' "
                              f"(import failed: {err})") from err
-    return _api(core, bindings)
+    return _api(core, bindings, enums)
 
 
 def _named(step: str, err: BaseException) -> GpuError:
@@ -158,6 +188,65 @@ def device_bases(arrays) -> tuple[list[DeviceBase], list[tuple[int, int]]]:
                                       f"are not views of one C-contiguous array, so one device buffer cannot "
                                       f"hold both; pass views of one C-contiguous array")
     return bases, [where[key] for key, _ in arrays]
+
+
+# ----------------------------------------------------------------------------------------------
+# tensor maps
+
+
+@dataclass(frozen=True, eq=False)
+class TensorMapArg:
+    """A ``__grid_constant__ CUtensorMap`` kernel argument of ``backend="gpu"``: ``array`` (a C-contiguous
+    NumPy array of rank >= 1, any dtype: its bytes are the map's global memory from byte 0) and
+    ``tensor_map`` (a :class:`refsim.formats.tensor_map.TensorMap`: data type, dims innermost first,
+    byte strides, box, element strides, interleave, swizzle, L2 promotion, oob fill; its
+    ``global_address`` is not used: the backend puts the array's device address there). The array is
+    one of the call's device buffers (module spec)."""
+
+    array: np.ndarray
+    tensor_map: tmap.TensorMap
+
+    def __post_init__(self):
+        if not isinstance(self.tensor_map, tmap.TensorMap):
+            raise FormatRuleError(f"tensor_map: must be a refsim.formats.tensor_map.TensorMap; got "
+                                  f"{type(self.tensor_map).__name__}")
+        a = self.array
+        if (not isinstance(a, np.ndarray) or a.ndim == 0 or not a.flags.c_contiguous or a.dtype.hasobject
+                or not a.dtype.isnative):
+            got = (f"shape {a.shape}, dtype {a.dtype}, strides {a.strides}" if isinstance(a, np.ndarray)
+                   else type(a).__name__)
+            raise FormatRuleError(f"array: a tensor map's array must be a C-contiguous numeric NumPy array of rank "
+                                  f">= 1 in native byte order (its bytes are the map's global memory, copied to "
+                                  f"the device and back as they are); got {got}")
+        m = self.tensor_map
+        esize = tmap.DATA_TYPES[m.data_type][1]
+        need = sum((d - 1) * s for d, s in zip(m.global_dims, (esize,) + m.global_strides)) + esize
+        if need > a.nbytes:
+            raise ShapeError(f"array: the map's in-bounds elements reach byte {need - 1}; the array has {a.nbytes} "
+                             f"bytes (dims {m.global_dims}, strides {m.global_strides})")
+
+
+def _view_layout(m: tmap.TensorMap) -> tuple[tuple, tuple, tuple, tuple]:
+    """cuda.core's NumPy-order (outermost first) shape, strides in elements, box_dim and element_strides
+    of the map ``m`` (whose fields are innermost first, strides in bytes; module spec)."""
+    esize = tmap.DATA_TYPES[m.data_type][1]
+    strides = tuple(s // esize for s in m.global_strides[::-1]) + (1,)   # NumPy axis i is driver dim rank-1-i
+    return m.global_dims[::-1], strides, m.box_dims[::-1], m.element_strides[::-1]
+
+
+def _descriptor(api: _CudaApi, dbuf, off: int, nbytes: int, m: tmap.TensorMap):
+    """The cuda.core TensorMapDescriptor of ``m`` over the ``nbytes`` at ``dbuf``'s address + ``off``."""
+    core, e = api.core, api.enums
+    shape, strides, box, estr = _view_layout(m)
+    esize = tmap.DATA_TYPES[m.data_type][1]
+    buf = dbuf if off == 0 else core.Buffer.from_handle(int(dbuf.handle) + off, nbytes, owner=dbuf)
+    view = core.utils.StridedMemoryView.from_buffer(buf, shape, strides, itemsize=esize)
+    return view.as_tensor_map(
+        box, element_strides=estr, data_type=e.TensorMapDataType(tmap.DATA_TYPES[m.data_type][0]),
+        interleave=e.TensorMapInterleave(tmap.INTERLEAVES.index(m.interleave)),
+        swizzle=e.TensorMapSwizzle(tmap.SWIZZLES.index(m.swizzle)),
+        l2_promotion=e.TensorMapL2Promotion(tmap.L2_PROMOTIONS.index(m.l2_promotion)),
+        oob_fill=e.TensorMapOOBFill(tmap.OOB_FILLS.index(m.oob_fill)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -275,6 +364,11 @@ def _plan(d: _Device, ptx_text: str, launches) -> list:
         kernel = d.kernel(ptx_text, ln.kernel)
         shape = check_launch_shape(d.facts, ln.grid, ln.block, dynamic_shared_bytes=ln.shared_bytes,
                                    static_shared_bytes=int(kernel.attributes.shared_size_bytes))
+        if ln.cluster_dims != (1, 1, 1) and parse_sm(d.arch) < 90:
+            from refsim.ptx.errors import PtxLaunchError     # the launch-shape rule's own error
+
+            raise PtxLaunchError(f"cluster: thread-block clusters need sm_90 or later; got {d.arch}, "
+                                 f"cluster {ln.cluster}")
         sizes = [int(p.size) for p in kernel.arguments_info]
         if isinstance(args, (np.ndarray, str, bytes)) or not hasattr(args, "__len__") or len(args) != len(sizes):
             got = len(args) if hasattr(args, "__len__") and not isinstance(args, np.ndarray) else type(args).__name__
@@ -288,6 +382,14 @@ def _plan(d: _Device, ptx_text: str, launches) -> list:
                                           f"rank >= 1 for a 64-bit parameter; got shape {a.shape}, dtype "
                                           f"{a.dtype}, strides {a.strides}, parameter of {size} bytes")
                 kargs.append(("ptr", (i, j), a))
+            elif isinstance(a, TensorMapArg):
+                if size != tmap.MAP_BYTES:
+                    raise FormatRuleError(f"{what}: a TensorMapArg fills a {tmap.MAP_BYTES}-byte CUtensorMap "
+                                          f"parameter; got a parameter of {size} bytes")
+                if _address(a.array) % 16:       # device offsets keep the host's alignment modulo 256
+                    raise FormatRuleError(f"{what}: a tensor map's array must start 16-byte aligned (the TMA "
+                                          f"global address rule); got address {_address(a.array):#x}")
+                kargs.append(("map", (i, j), a.array, a.tensor_map))
             else:
                 kargs.append(_scalar(what, a, size))
         planned.append((ln, kernel, shape, kargs))
@@ -322,12 +424,25 @@ def run(ptx_text: str, launches) -> list:
             for k in kargs:
                 if isinstance(k, tuple):
                     b, off = offset[k[1]]
-                    args.append(int(staged[b][2].handle) + off)     # cuda.core passes an int as a pointer
+                    if k[0] == "map":
+                        try:
+                            args.append(_descriptor(d.api, staged[b][2], off, k[2].nbytes, k[3]))
+                        except Exception as err:
+                            raise _named(f"encoding the tensor map of launch {i} argument {k[1][1]}", err) from err
+                    else:
+                        args.append(int(staged[b][2].handle) + off)     # cuda.core passes an int as a pointer
                 else:
                     args.append(k)
-            step = f"launch {i} of {len(planned)} ({ln.kernel}, grid {grid}, block {block}, {shared} B shared)"
+            cluster = ln.cluster_dims
+            step = (f"launch {i} of {len(planned)} ({ln.kernel}, grid {grid}, block {block}, {shared} B shared"
+                    + (f", cluster {cluster})" if cluster != (1, 1, 1) else ")"))
+            if cluster == (1, 1, 1):
+                config = core.LaunchConfig(grid=grid, block=block, shmem_size=shared)
+            else:                                  # cuda.core counts the grid in clusters (module spec)
+                config = core.LaunchConfig(grid=tuple(g // c for g, c in zip(grid, cluster)), cluster=cluster,
+                                           block=block, shmem_size=shared)
             try:
-                core.launch(stream, core.LaunchConfig(grid=grid, block=block, shmem_size=shared), kernel, *args)
+                core.launch(stream, config, kernel, *args)
                 stream.sync()
             except Exception as err:
                 raise _named(step, err) from err

@@ -7,6 +7,8 @@ call          ``run(ptx_text, [(Launch, args), ...], backend=, arch=, options=)`
               (Marlin's host M loop) shares its arrays between them: a lock workspace written by launch 0
               is what launch 1 reads, and NumPy views of one array (``C[64:130]``) are views on both
               backends.
+clusters      ``Launch(..., cluster=)`` (default 1: none) counts the grid in blocks on both backends; refsim.ptx
+              gets ``cluster=`` (:meth:`refsim.ptx.Module.launch`), cuda.core a grid divided by it.
 backends      ``"ptx"`` (default): :class:`refsim.ptx.Module` executes the PTX on a CPU with refsim's exact
               fp and tensor-core models under the tensor-core model of ``arch``; pointer arguments are
               NumPy arrays written back in place (device-buffer semantics). Returns the
@@ -17,7 +19,8 @@ backends      ``"ptx"`` (default): :class:`refsim.ptx.Module` executes the PTX o
               returns ``None`` per launch.
 arguments     ``args`` in ``.param`` order: C-contiguous NumPy arrays (pointers), NumPy scalars
               (``np.int32(...)``: the scalar type is the parameter type, on both backends), or ``bytes``
-              of a ``.b8 p[N]`` parameter's size.
+              of a ``.b8 p[N]`` parameter's size; on gpu also :class:`refsim.cuda.gpu.TensorMapArg` for a
+              ``CUtensorMap`` parameter (the ptx backend takes the map's image as ``bytes``).
 validation    once per call: ``backend``, ``options`` and the ``(Launch, args)`` pairs here; the launch
               shape by the one rule of :func:`refsim.ptx.check_launch_shape` on both backends (called by
               :meth:`refsim.ptx.Module.launch` against the arch's facts, by :func:`refsim.cuda.gpu.run`
@@ -26,7 +29,7 @@ module cache  :func:`module` parses a PTX text once per (text, kernel); for a ke
               module header and that ``.entry`` when every entry is self-contained (nvcc's output for
               ``extern "C"`` kernels), so a launch of one of marlin.cu's ten entries parses a tenth of it.
 
-    host module (refsim.cuda.marlin) ──► [(Launch(kernel, grid, block, shared), args), ...]
+    host module (refsim.cuda.marlin) ──► [(Launch(kernel, grid, block, shared, cluster), args), ...]
                                             │ backend="ptx"                   │ backend="gpu"
                                  module(text, kernel).launch(...)     refsim.cuda.gpu.run(text, launches)
                                  (exact, any CPU)                     (cuda.core, one buffer per base)
@@ -52,17 +55,42 @@ OPTIONS: tuple[str, ...] = ("schedule", "seed", "max_warp_instructions", "race",
 
 @dataclass(frozen=True)
 class Launch:
-    """One launch: ``.entry`` name, grid and block (int or tuple of up to 3), dynamic shared bytes."""
+    """One launch: ``.entry`` name, grid and block (int or tuple of up to 3), dynamic shared bytes, and
+    the thread-block cluster (int or tuple of up to 3; 1: none). ``grid`` counts BLOCKS on both backends
+    and every grid dimension must be a multiple of the cluster's (sm_90+; at most 8 blocks a cluster,
+    the portable size); :attr:`cluster_dims` is the cluster as 3 ints."""
 
     kernel: str
     grid: int | tuple[int, ...]
     block: int | tuple[int, ...]
     shared_bytes: int = 0
+    cluster: int | tuple[int, ...] = 1
 
     def __post_init__(self):
         require_fields(self)  # a str and a Python int, whatever NumPy scalars came in
-        for name in ("grid", "block"):
+        for name in ("grid", "block", "cluster"):
             object.__setattr__(self, name, _as_given(name, getattr(self, name)))
+        from refsim.ptx.errors import PtxLaunchError
+        from refsim.ptx.hopper.cluster import MAX_CLUSTER
+
+        c = self.cluster_dims
+        if min(c) < 1 or c[0] * c[1] * c[2] > MAX_CLUSTER:
+            raise PtxLaunchError(f"cluster: must be positive with at most {MAX_CLUSTER} blocks (the portable "
+                                 f"cluster size); got {self.cluster}")
+        grid = _dims(self.grid)
+        if any(g % k for g, k in zip(grid, c)):
+            raise PtxLaunchError(f"cluster: every grid dimension must be a multiple of the cluster's (the grid "
+                                 f"counts blocks); got grid {self.grid}, cluster {self.cluster}")
+
+    @property
+    def cluster_dims(self) -> tuple[int, int, int]:
+        """The cluster as (x, y, z), 1 for dimensions not given."""
+        return _dims(self.cluster)
+
+
+def _dims(v) -> tuple[int, int, int]:
+    v = (v,) if isinstance(v, int) else v
+    return tuple(v) + (1,) * (3 - len(v))
 
 
 def _as_given(name: str, v):
@@ -181,6 +209,15 @@ def run(ptx_text: str, launches, *, backend: str = "ptx", arch: str = "sm_80", o
         from refsim.cuda import gpu
 
         return gpu.run(ptx_text, launches)
+    from refsim.cuda.gpu import TensorMapArg
+
+    for i, (ln, args) in enumerate(launches):
+        if isinstance(args, (tuple, list)) and any(isinstance(a, TensorMapArg) for a in args):
+            raise FormatRuleError(f"launches[{i}]: a TensorMapArg is a gpu-backend argument; the ptx backend takes "
+                                  f"the map's 128-byte image (refsim.formats.tensor_map.encode_tiled at the "
+                                  f"address refsim.ptx gives the array)")
     return [module(ptx_text, ln.kernel).launch(ln.kernel, ln.grid, ln.block, args, arch=arch,
-                                               shared_bytes=ln.shared_bytes, **options)
+                                               shared_bytes=ln.shared_bytes,
+                                               cluster=None if ln.cluster_dims == (1, 1, 1) else ln.cluster,
+                                               **options)
             for ln, args in launches]

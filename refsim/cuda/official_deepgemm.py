@@ -32,6 +32,11 @@ global memory   the tensor maps hold global addresses: the maps' buffers a, b, d
                 parameters but the launch's extra buffers (``Module.launch(..., buffers=Prepared.buffers)``),
                 whose addresses :func:`refsim.ptx.buffer_addresses` gives before the launch, whatever the
                 arguments and module variables; sfb is the pointer argument (placed by the launch).
+gpu             ``backend="gpu"`` (:func:`launch_args`): the same maps (``_tensor_maps``, fields in
+                ``Prepared.maps``) as :class:`refsim.cuda.gpu.TensorMapArg` over a, b, d, sfa_t, which become
+                device buffers; cuda.core encodes them at the buffers' device addresses; the grid of
+                ``num_sms`` blocks launched in clusters of ``cluster`` (cuda.core's grid: num_sms / cluster
+                clusters). Checked against a fake driver only (no GPU here).
 status          :func:`deepgemm_fp8_gemm` runs it through refsim.ptx (both executors), bit for bit with
                 :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm` (tests/cuda/test_official_deepgemm.py;
                 the layer size: bench/bench_deepgemm.py).
@@ -54,8 +59,8 @@ from refsim.errors import FormatRuleError
 from refsim.formats import tensor_map
 from refsim.gpu_model.kernels.deepgemm_config import SMEM_CAPACITY, TMA_THREADS, Config, config
 
-__all__ = ["PTX_FILE", "SMEM_CAPACITY", "Config", "config", "instantiations", "sfa_tma_aligned", "Prepared",
-           "prepare", "deepgemm_fp8_gemm"]
+__all__ = ["PTX_FILE", "SMEM_CAPACITY", "Config", "config", "instantiations", "sfa_tma_aligned", "MAP_BUFFERS",
+           "Prepared", "prepare", "launch_args", "deepgemm_fp8_gemm"]
 
 PTX_FILE = DATA_DIR / "deepgemm_fp8_gemm.ptx.gz"
 def _ceil_div(a: int, b: int) -> int:
@@ -90,6 +95,28 @@ def sfa_tma_aligned(sfa: np.ndarray) -> np.ndarray:
     out = np.zeros((kbs, _ceil_div(m, 4) * 4), np.float32)
     out[:, :m] = sfa.T
     return out
+
+
+#: the buffer each tensor map points at (``Prepared.buffers`` names), in parameter order a, b, d, sfa
+MAP_BUFFERS = {"a": "a", "b": "b", "d": "d", "sfa": "sfa_t"}
+
+
+def _tensor_maps(m: int, n: int, k: int, c: Config, addresses: dict) -> dict:
+    """The kernel's four tensor maps (module spec table; the one definition both backends use, through
+    :func:`prepare`'s ``Prepared.maps``) for a checked (M, N, K) problem under configuration ``c``: {"a", "b", "d", "sfa": :class:`refsim.formats.tensor_map.TensorMap`},
+    each at ``addresses[MAP_BUFFERS[name]]`` (ints, 16-byte aligned; ``backend="gpu"`` replaces them)."""
+    m4 = _ceil_div(m, 4) * 4
+    sw = {128: "128B", 64: "64B", 32: "32B", 16: "none", 0: "none"}
+
+    def tiled(dtype, name, dims, stride, box, swizzle):
+        return tensor_map.TensorMap(dtype, addresses[MAP_BUFFERS[name]], dims, (stride,), box, (1, 1), "none",
+                                    sw[swizzle], "256B", "zero")
+
+    return {"a": tiled("uint8", "a", (k, m), k, (c.swizzle_a, c.block_m), c.swizzle_a),
+            "b": tiled("uint8", "b", (k, n), k, (c.swizzle_b, c.block_n), c.swizzle_b),
+            "d": tiled("bfloat16", "d", (n, m), 2 * n, (c.swizzle_d // 2 if c.swizzle_d else c.block_n, c.block_m),
+                       c.swizzle_d),
+            "sfa": tiled("float32", "sfa", (m4, k // 128), 4 * m4, (c.block_m, 1), 0)}
 
 
 @dataclass(frozen=True)
@@ -141,18 +168,7 @@ def prepare(A, sfa, B, sfb, *, num_sms: int = 132) -> Prepared:
                ("d", np.zeros((m, n), np.uint16)), ("sfa_t", sfa_tma_aligned(sfa)))
     extra = buffers[1:]
     addresses = buffer_addresses(extra)
-    m4 = _ceil_div(m, 4) * 4
-    sw = {128: "128B", 64: "64B", 32: "32B", 16: "none", 0: "none"}
-
-    def tiled(dtype, name, dims, stride, box, swizzle):
-        return tensor_map.TensorMap(dtype, addresses[name], dims, (stride,), box, (1, 1), "none", sw[swizzle],
-                                    "256B", "zero")
-
-    maps = {"a": tiled("uint8", "a", (k, m), k, (c.swizzle_a, c.block_m), c.swizzle_a),
-            "b": tiled("uint8", "b", (k, n), k, (c.swizzle_b, c.block_n), c.swizzle_b),
-            "d": tiled("bfloat16", "d", (n, m), 2 * n, (c.swizzle_d // 2 if c.swizzle_d else c.block_n, c.block_m),
-                       c.swizzle_d),
-            "sfa": tiled("float32", "sfa_t", (m4, k // 128), 4 * m4, (c.block_m, 1), 0)}
+    maps = _tensor_maps(m, n, k, c, addresses)
     images = tuple(tensor_map.encode_tiled(**{f: getattr(maps[x], f) for f in maps[x].__dataclass_fields__})
                    for x in ("a", "b", "d", "sfa"))
     args = (buffers[0][1], 0, m, n, k) + images
@@ -166,15 +182,46 @@ def _module():
     return Module(_ptx())
 
 
-def deepgemm_fp8_gemm(A, sfa, B, sfb, *, num_sms: int = 132, executor: str | None = None) -> np.ndarray:
-    """The official DeepGEMM kernel through refsim.ptx: ml_dtypes.bfloat16 (M, N), to compare with
-    :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm`. Arguments as :func:`prepare`; executor as for
-    :meth:`refsim.ptx.Module.launch`. Where refsim.ptx refuses the kernel: PtxUnsupportedError naming the first
-    instruction it does not execute (kernel, PTX line, reason)."""
+def launch_args(A, sfa, B, sfb, *, num_sms: int = 132) -> tuple:
+    """``(launch, args, d)``: the official kernel's launch for ``backend="gpu"`` (:func:`refsim.cuda.launch.run`
+    with :func:`refsim.cuda.gpu.run`), arguments as :func:`prepare`. ``launch``: grid ``num_sms`` blocks in
+    clusters of the configuration's ``cluster``, block and dynamic shared bytes as :func:`prepare`; ``args``:
+    the nine parameters as cuda.core takes them (the sfb array, a null ``np.uint64(0)`` grouped_layout,
+    ``np.uint32`` M, N, K, then the four maps a, b, d, sfa as :class:`refsim.cuda.gpu.TensorMapArg` over
+    :func:`prepare`'s buffers with its ``maps``' fields); ``d``: the zero uint16 (M, N) output the d map
+    points at (bf16 bits after the launch). Inputs are not modified."""
+    from refsim.cuda.gpu import TensorMapArg
+    from refsim.cuda.launch import Launch
+
     p = prepare(A, sfa, B, sfb, num_sms=num_sms)
-    executor = require_choice("executor", executor, (None, "compiled", "interpreter"))
-    _module().launch(p.kernel, p.grid, p.block, p.args, arch="sm_90a", shared_bytes=p.shared_bytes,
-                     executor=executor, buffers=p.buffers, cluster=p.cluster)
+    bufs = dict(p.buffers)
+    _, _, m, n, k = p.args[:5]
+    maps = tuple(TensorMapArg(bufs[MAP_BUFFERS[x]], p.maps[x]) for x in ("a", "b", "d", "sfa"))
+    args = (p.args[0], np.uint64(0), np.uint32(m), np.uint32(n), np.uint32(k)) + maps
+    return Launch(p.kernel, p.grid, p.block, p.shared_bytes, cluster=p.cluster), args, bufs["d"]
+
+
+def deepgemm_fp8_gemm(A, sfa, B, sfb, *, num_sms: int = 132, executor: str | None = None,
+                      backend: str = "ptx") -> np.ndarray:
+    """The official DeepGEMM kernel: ml_dtypes.bfloat16 (M, N), to compare with
+    :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm`. Arguments as :func:`prepare`. ``backend``
+    "ptx" (default): refsim.ptx, ``executor`` as for :meth:`refsim.ptx.Module.launch`; where refsim.ptx
+    refuses the kernel, PtxUnsupportedError naming the first instruction it does not execute (kernel, PTX
+    line, reason). "gpu": the current (sm_90) device through :func:`refsim.cuda.launch.run` with
+    :func:`launch_args` (cuda.core encodes the maps at the device buffers; ``executor`` must be None)."""
     import ml_dtypes
 
+    backend = require_choice("backend", backend, ("ptx", "gpu"))
+    executor = require_choice("executor", executor, (None, "compiled", "interpreter"))
+    if backend == "gpu":
+        from refsim.cuda import launch
+
+        if executor is not None:
+            raise FormatRuleError(f"executor: only the 'ptx' backend takes an executor; got {executor!r}")
+        ln, args, d = launch_args(A, sfa, B, sfb, num_sms=num_sms)
+        launch.run(_ptx(), [(ln, args)], backend="gpu")
+        return d.view(ml_dtypes.bfloat16)
+    p = prepare(A, sfa, B, sfb, num_sms=num_sms)
+    _module().launch(p.kernel, p.grid, p.block, p.args, arch="sm_90a", shared_bytes=p.shared_bytes,
+                     executor=executor, buffers=p.buffers, cluster=p.cluster)
     return dict(p.global_buffers)["d"].view(ml_dtypes.bfloat16)

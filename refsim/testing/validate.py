@@ -261,8 +261,8 @@ _DEEPGEMM = (64, 256, 512, 4)
 
 def _deepgemm_case(seed: int) -> Case:
     """DeepGEMM's official FP8 GEMM (:mod:`refsim.cuda.official_deepgemm`, its small committed instantiation)
-    through refsim.ptx against :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm`; its launcher has no
-    gpu path (the tensor maps hold refsim.ptx's global addresses), so the gpu backend reports that refusal."""
+    through refsim.ptx or on the GPU (sm_90 devices: its PTX is sm_90a) against
+    :func:`refsim.emulator.deepgemm_kernel.deepgemm_fp8_gemm`."""
     from refsim.cuda import official_deepgemm
     from refsim.emulator import deepgemm_kernel
 
@@ -277,10 +277,7 @@ def _deepgemm_case(seed: int) -> Case:
         return A, sfa, B, sfb
 
     def run(backend, arch):
-        if backend == "gpu":
-            raise FormatRuleError("backend: DeepGEMM's launcher (refsim.cuda.official_deepgemm) runs through "
-                                  "refsim.ptx only: its tensor maps hold refsim.ptx's global addresses")
-        return {"out": official_deepgemm.deepgemm_fp8_gemm(*inputs(), num_sms=sms).view(np.uint16)}
+        return {"out": official_deepgemm.deepgemm_fp8_gemm(*inputs(), num_sms=sms, backend=backend).view(np.uint16)}
 
     def ref(backend, arch):
         return {"out": deepgemm_kernel.deepgemm_fp8_gemm(*inputs()).view(np.uint16)}

@@ -6,7 +6,15 @@ the driver does (CUDA Driver API, cuLaunchKernelEx / cuKernelSetAttribute):
 - a launch with more dynamic shared memory than the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES attribute
   (48 KiB minus the kernel's static shared bytes until raised) fails with CUDA_ERROR_INVALID_VALUE;
 - the attribute cannot be set above the device's opt-in limit minus the kernel's static shared bytes;
-- a pointer argument must point into a live device allocation.
+- a pointer argument must point into a live device allocation;
+- a tensor map (``utils.StridedMemoryView.from_buffer(...).as_tensor_map(...)``) takes the enum types
+  of ``cuda.core._tensor_map`` (``isinstance``-checked, as cuda.core 1.2.2's ``_require_tensor_map_enum``
+  does) and a 16-byte aligned address inside a live device allocation; the request the fake records
+  (``tensor_maps()``) is what cuda.core hands the driver: shape, strides, box and element strides
+  reversed into innermost-first order, strides times the item size, the innermost stride dropped
+  (cuda_core/cuda/core/_tensor_map.pyx ``_from_tiled``, ``_fill_global_strides``).
+A launch with a tensor-map argument is recorded, not executed: refsim.ptx would place the mapped arrays at
+its own addresses, not at the ones the maps hold. ``configs`` keeps every LaunchConfig (its ``cluster``).
 ``exec_arch`` (default ``arch``) is the tensor-core model the launches execute under: an "sm_90" device
 that computes like sm_80 shows how a mismatch is reported.
 ``fail={"load"|"launch"|"sync"|"set_attribute": "CUDA_ERROR_..."}`` makes that step fail with that name
@@ -88,6 +96,104 @@ class Buffer:
         return self.data.__dlpack_device__()
 
 
+class HandleBuffer:
+    """``Buffer.from_handle(ptr, size, owner=)``: a non-owning view of device memory."""
+
+    def __init__(self, fake, ptr, size, owner):
+        self.handle, self.size, self.owner = int(ptr), size, owner
+        fake.calls.append(("from_handle", self.handle, size))
+
+
+class TensorMapDataType(enum.IntEnum):          # the CUtensorMapDataType values (cuda.h)
+    UINT8 = 0
+    UINT16 = 1
+    UINT32 = 2
+    INT32 = 3
+    UINT64 = 4
+    INT64 = 5
+    FLOAT16 = 6
+    FLOAT32 = 7
+    FLOAT64 = 8
+    BFLOAT16 = 9
+    FLOAT32_FTZ = 10
+    TFLOAT32 = 11
+    TFLOAT32_FTZ = 12
+
+
+class TensorMapInterleave(enum.IntEnum):
+    NONE = 0
+    INTERLEAVE_16B = 1
+    INTERLEAVE_32B = 2
+
+
+class TensorMapSwizzle(enum.IntEnum):
+    NONE = 0
+    SWIZZLE_32B = 1
+    SWIZZLE_64B = 2
+    SWIZZLE_128B = 3
+
+
+class TensorMapL2Promotion(enum.IntEnum):
+    NONE = 0
+    L2_64B = 1
+    L2_128B = 2
+    L2_256B = 3
+
+
+class TensorMapOOBFill(enum.IntEnum):
+    NONE = 0
+    NAN_REQUEST_ZERO_FMA = 1
+
+
+class _Enums:
+    """The names of ``cuda.core._tensor_map`` refsim.cuda.gpu uses."""
+
+    TensorMapDataType = TensorMapDataType
+    TensorMapInterleave = TensorMapInterleave
+    TensorMapSwizzle = TensorMapSwizzle
+    TensorMapL2Promotion = TensorMapL2Promotion
+    TensorMapOOBFill = TensorMapOOBFill
+
+
+class TensorMapDescriptor:
+    """What ``as_tensor_map`` returns: ``request``, the driver's cuTensorMapEncodeTiled arguments."""
+
+    def __init__(self, request):
+        self.request = request
+
+
+class StridedMemoryView:
+    def __init__(self, fake, buffer, shape, strides, itemsize):
+        self.fake, self.buffer = fake, buffer
+        self.ptr, self.shape, self.strides, self.itemsize = int(buffer.handle), tuple(shape), strides, itemsize
+
+    def as_tensor_map(self, box_dim=None, *, options=None, element_strides=None, data_type=None, interleave=None,
+                      swizzle=None, l2_promotion=None, oob_fill=None):
+        fake, rank = self.fake, len(self.shape)
+        for name, v, t in (("interleave", interleave, TensorMapInterleave), ("swizzle", swizzle, TensorMapSwizzle),
+                           ("l2_promotion", l2_promotion, TensorMapL2Promotion),
+                           ("oob_fill", oob_fill, TensorMapOOBFill), ("data_type", data_type, TensorMapDataType)):
+            if v is not None and not isinstance(v, t):
+                raise TypeError(f"{name} must be a {t.__name__}, got {type(v)}")
+        if self.ptr % 16:
+            raise ValueError(f"Global memory address must be 16-byte aligned, got address 0x{self.ptr:x}")
+        fake._pointer(self.ptr)
+        if len(box_dim) != rank or (element_strides is not None and len(element_strides) != rank):
+            raise ValueError(f"box_dim / element_strides must have {rank} elements")
+        strides = self.strides
+        if strides is None:                      # C-contiguous
+            strides = tuple(int(np.prod(self.shape[i + 1:], dtype=np.int64)) for i in range(rank))
+        estr = element_strides if element_strides is not None else (1,) * rank
+        request = {"data_type": data_type, "address": self.ptr, "global_dims": tuple(self.shape[::-1]),
+                   "global_strides": tuple(s * self.itemsize for s in strides[::-1][1:]),
+                   "box_dims": tuple(box_dim[::-1]), "element_strides": tuple(estr[::-1]),
+                   "interleave": interleave or TensorMapInterleave.NONE, "swizzle": swizzle or TensorMapSwizzle.NONE,
+                   "l2_promotion": l2_promotion or TensorMapL2Promotion.NONE,
+                   "oob_fill": oob_fill or TensorMapOOBFill.NONE}
+        fake.calls.append(("tensor_map", request))
+        return TensorMapDescriptor(request)
+
+
 class KernelAttributes:
     def __init__(self, kernel):
         self.shared_size_bytes = kernel.static_shared
@@ -127,8 +233,8 @@ class ObjectCode:
 
 
 class LaunchConfig:
-    def __init__(self, grid=None, block=None, shmem_size=None, **kw):
-        self.grid, self.block, self.shmem_size = grid, block, shmem_size or 0
+    def __init__(self, grid=None, cluster=None, block=None, shmem_size=None, **kw):
+        self.grid, self.cluster, self.block, self.shmem_size = grid, cluster, block, shmem_size or 0
 
 
 class Stream:
@@ -169,6 +275,21 @@ class _Core:
     def __init__(self, fake):
         self._fake = fake
         self.LaunchConfig = LaunchConfig
+
+        class Buffer:
+            @staticmethod
+            def from_handle(ptr, size, mr=None, owner=None, *, stream=None):
+                return HandleBuffer(fake, ptr, size, owner)
+
+        class _View:
+            @staticmethod
+            def from_buffer(buffer, shape, strides=None, *, itemsize=None, dtype=None, is_readonly=False):
+                return StridedMemoryView(fake, buffer, shape, strides, itemsize or dtype.itemsize)
+
+        class utils:
+            StridedMemoryView = _View
+
+        self.Buffer, self.utils = Buffer, utils
 
     def Device(self, device_id=None):
         if self._fake.device is None:
@@ -243,8 +364,10 @@ class FakeCuda:
         self.kernels: dict[int, Kernel] = {}
         self.device = None
         self._address = 0x7F00_0000_0000
+        self.configs: list = []
         self.core = _Core(self)
         self.bindings = _Bindings(self)
+        self.enums = _Enums()
 
     def _next_address(self, size: int) -> int:
         a = self._address
@@ -263,13 +386,25 @@ class FakeCuda:
 
     def _launch(self, config, kernel, args):
         self.calls.append(("launch", kernel.name, config.grid, config.block, config.shmem_size, args))
+        self.configs.append(config)
         self._maybe_fail("launch")
         if config.shmem_size > kernel.max_dynamic:
             raise CUDAError(f"CUDA_ERROR_INVALID_VALUE: {config.shmem_size} bytes of dynamic shared memory above "
                             f"the kernel's limit {kernel.max_dynamic}")
+        if any(isinstance(a, TensorMapDescriptor) for a in args):
+            return                                 # recorded, not executed (module docstring)
         ptx_args = [self._pointer(a) if isinstance(a, int) else a for a in args]
-        cuda_launch.module(kernel.text, kernel.name).launch(kernel.name, config.grid, config.block, ptx_args,
-                                                            arch=self.exec_arch, shared_bytes=config.shmem_size)
+        grid, extra = config.grid, {}
+        if config.cluster is not None:            # cuda.core's grid counts clusters; refsim.ptx's blocks
+            grid = tuple(g * c for g, c in zip(config.grid, config.cluster))
+            extra = {"cluster": config.cluster}
+        cuda_launch.module(kernel.text, kernel.name).launch(kernel.name, grid, config.block, ptx_args,
+                                                            arch=self.exec_arch, shared_bytes=config.shmem_size,
+                                                            **extra)
+
+    def tensor_maps(self) -> list[dict]:
+        """The recorded tensor-map requests, in order."""
+        return [c[1] for c in self.calls if c[0] == "tensor_map"]
 
     def launches(self) -> list[tuple]:
         """The recorded launches: (kernel, grid, block, shmem, args)."""

@@ -16,7 +16,7 @@ from refsim.cuda import build, gpu, launch
 from refsim.cuda import mma as rmma
 from refsim.cuda import marlin as cm
 from refsim.emulator import marlin_kernel as mk
-from refsim.errors import FormatRuleError, RefsimError, ToolchainError
+from refsim.errors import FormatRuleError, RefsimError, ShapeError, ToolchainError
 from refsim.formats import atom, awq, bitplane, gptq, marlin
 from refsim.formats import mixed_2_4_16 as m2416
 from refsim.quant import mixed_2_4_16 as q2416
@@ -126,9 +126,9 @@ def _kernel_calls(rng):
 
 def test_every_registered_kernel_runs_on_the_gpu_path(fake):
     calls = _kernel_calls(np.random.default_rng(3))
-    # hopper_w4a16_gemm: its gpu backend is refused until refsim.cuda.gpu encodes tensor maps from device
-    # addresses (tests/cuda/test_hopper_w4a16.py pins the refusal); wgmma_probe's gpu path runs against the
-    # fake in tests/cuda/test_wgmma.py (an sm_90a kernel)
+    # hopper_w4a16_gemm: the fake records its tensor-map launch without executing it (its maps' requests:
+    # tests/cuda/test_hopper_w4a16.py); wgmma_probe's gpu path runs against the fake in tests/cuda/test_wgmma.py
+    # (an sm_90a kernel)
     assert set(calls) | {"marlin_gemm", "hopper_w4a16_gemm", "wgmma_probe"} == {k.name for k in rc.kernels()}
     for name, call in calls.items():
         assert_bitexact(call("gpu"), call("ptx"), name)
@@ -340,3 +340,121 @@ def test_each_view_maps_to_its_own_bytes_in_one_span_per_array(drawn):
     for i, b in enumerate(bases):
         for c in bases[i + 1:]:
             assert not np.shares_memory(b.host, c.host)
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor-map arguments and thread-block clusters
+# ---------------------------------------------------------------------------------------------
+_MAP_KERNEL = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry tm(.param .u64 out, .param .align 64 .b8 map[128], .param .u32 n)
+{
+  ret;
+}
+"""
+_CLUSTER_KERNEL = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry cl(.param .u64 out)
+{
+  .reg .b32 %r<3>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %cluster_ctarank;
+  mul.wide.u32 %rd2, %r1, 4;
+  add.s64 %rd3, %rd1, %rd2;
+  st.global.u32 [%rd3], %r2;
+  ret;
+}
+"""
+
+
+def _f32_map(rows, cols, box=(16, 2)):
+    from refsim.formats.tensor_map import TensorMap
+
+    return TensorMap("float32", 0, (cols, rows), (4 * cols,), box, (1, 1), swizzle="64B", l2_promotion="128B")
+
+
+def test_a_tensor_map_is_encoded_at_its_arrays_device_buffer_plus_offset(fake):
+    from fake_cuda import TensorMapDataType as DT, TensorMapL2Promotion as L2, TensorMapOOBFill as OOB
+    from fake_cuda import TensorMapInterleave as IL, TensorMapSwizzle as SW
+
+    big = np.arange(3 * 32, dtype=np.float32).reshape(3, 32)
+    launch.run(_MAP_KERNEL, [(launch.Launch("tm", 1, 32), (big, gpu.TensorMapArg(big[1:], _f32_map(2, 32)),
+                                                           np.uint32(0)))], backend="gpu")
+    (_, _, _, _, args), = fake.launches()
+    assert len(_calls(fake, "allocate", "device")) == 1                    # the view shares big's buffer
+    assert _calls(fake, "from_handle") == [("from_handle", args[0] + 128, 2 * 32 * 4)]
+    (req,) = fake.tensor_maps()
+    # by hand: dims (32, 2) innermost first, one 128-byte row stride, box (16, 2), as the TensorMap says
+    assert req == {"data_type": DT.FLOAT32, "address": args[0] + 128, "global_dims": (32, 2),
+                   "global_strides": (128,), "box_dims": (16, 2), "element_strides": (1, 1), "interleave": IL.NONE,
+                   "swizzle": SW.SWIZZLE_64B, "l2_promotion": L2.L2_128B, "oob_fill": OOB.NONE}
+    assert args[1] is not None and args[1].request is req
+
+
+def test_a_map_over_a_whole_array_uses_its_buffer_and_rank_3_reverses_every_field(fake):
+    from refsim.formats.tensor_map import TensorMap
+
+    a = np.zeros((2, 3, 8), np.uint16)                               # dims (8, 3, 2) innermost first
+    t = TensorMap("uint16", 0, (8, 3, 2), (16, 48), (8, 2, 1), (1, 2, 1))
+    launch.run(_MAP_KERNEL, [(launch.Launch("tm", 1, 32), (np.zeros(1, np.float32), gpu.TensorMapArg(a, t),
+                                                           np.uint32(0)))], backend="gpu")
+    assert _calls(fake, "from_handle") == []
+    (req,) = fake.tensor_maps()
+    assert (req["global_dims"], req["global_strides"], req["box_dims"], req["element_strides"]) == (
+        (8, 3, 2), (16, 48), (8, 2, 1), (1, 2, 1))
+    assert req["address"] in {c[2] for c in _calls(fake, "allocate", "device")}
+
+
+def test_tensor_map_arguments_are_refused_where_they_do_not_fit(fake):
+    big = np.zeros((3, 32), np.float32)
+    with pytest.raises(FormatRuleError, match="fills a 128-byte CUtensorMap parameter; got a parameter of 8 bytes"):
+        launch.run(_MAP_KERNEL, [(launch.Launch("tm", 1, 32), (gpu.TensorMapArg(big, _f32_map(3, 32)),
+                                                               gpu.TensorMapArg(big, _f32_map(3, 32)),
+                                                               np.uint32(0)))], backend="gpu")
+    flat = np.zeros(3 * 32 + 1, np.float32)
+    with pytest.raises(FormatRuleError, match="must start 16-byte aligned"):
+        launch.run(_MAP_KERNEL, [(launch.Launch("tm", 1, 32), (big, gpu.TensorMapArg(flat[1:].reshape(3, 32),
+                                                                                    _f32_map(3, 32)),
+                                                               np.uint32(0)))], backend="gpu")
+    with pytest.raises(FormatRuleError, match="must be a C-contiguous numeric NumPy array"):
+        gpu.TensorMapArg(big[:, ::2], _f32_map(3, 16))
+    with pytest.raises(ShapeError, match="reach byte 511; the array has 384 bytes"):
+        gpu.TensorMapArg(big, _f32_map(4, 32))
+    with pytest.raises(FormatRuleError, match="must be a refsim.formats.tensor_map.TensorMap"):
+        gpu.TensorMapArg(big, b"\0" * 128)
+    with pytest.raises(FormatRuleError, match="a TensorMapArg is a gpu-backend argument"):
+        launch.run(_MAP_KERNEL, [(launch.Launch("tm", 1, 32), (big, gpu.TensorMapArg(big, _f32_map(3, 32)),
+                                                               np.uint32(0)))], backend="ptx", arch="sm_90")
+    assert _calls(fake, "allocate") == []
+
+
+def test_a_cluster_launch_counts_the_grid_in_clusters_for_cuda_core(fake):
+    out = np.full(8, 7, np.uint32)
+    launch.run(_CLUSTER_KERNEL, [(launch.Launch("cl", 8, 32, cluster=2), (out,))], backend="gpu")
+    (config,) = fake.configs
+    assert (config.grid, config.cluster, config.block) == ((4, 1, 1), (2, 1, 1), (32, 1, 1))
+    assert out.tolist() == [0, 1] * 4                       # 8 blocks ran, in clusters of 2
+    ref = np.full(8, 7, np.uint32)
+    launch.run(_CLUSTER_KERNEL, [(launch.Launch("cl", (8, 1), 32, cluster=(2, 1)), (ref,))], arch="sm_90")
+    assert ref.tolist() == out.tolist()
+
+
+def test_cluster_rules(monkeypatch):
+    with pytest.raises(PtxLaunchError, match=r"multiple of the cluster's .*grid 6, cluster 4"):
+        launch.Launch("cl", 6, 32, cluster=4)
+    with pytest.raises(PtxLaunchError, match="at most 8 blocks"):
+        launch.Launch("cl", 16, 32, cluster=16)
+    with pytest.raises(PtxLaunchError, match="cluster: must be an int or a tuple"):
+        launch.Launch("cl", 16, 32, cluster=(2, 2, 2, 2))
+    with pytest.raises(PtxLaunchError, match="must be positive"):
+        launch.Launch("cl", 16, 32, cluster=0)
+    f = FakeCuda(arch="sm_80", optin=166912)
+    monkeypatch.setattr(gpu, "_driver", lambda: f)
+    with pytest.raises(PtxLaunchError, match="clusters need sm_90 or later; got sm_80"):
+        launch.run(_CLUSTER_KERNEL, [(launch.Launch("cl", 8, 32, cluster=2), (np.zeros(8, np.uint32),))],
+                   backend="gpu")
+    assert _calls(f, "allocate") == []

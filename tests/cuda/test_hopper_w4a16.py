@@ -10,7 +10,6 @@ import pytest
 from refsim import ptx
 from refsim.cuda import build, hopper_w4a16 as hc, launch
 from refsim.emulator import hopper_w4a16 as ek
-from refsim.errors import FormatRuleError
 from refsim.formats import hopper_w4a16 as layout
 from refsim.formats import tensor_map
 
@@ -84,11 +83,43 @@ def test_the_maps_name_the_addresses_refsim_ptx_gives_x_and_wp():
     assert x_ptr == x_map_addr and wp_ptr == w_map_addr and x_ptr != wp_ptr
 
 
-def test_a_second_token_tile_gets_a_second_row_of_blocks_and_the_gpu_backend_is_refused():
+def test_a_second_token_tile_gets_a_second_row_of_blocks():
     ln, _, c = hc.plan(*_problem(m=65, k=128, n=128))
     assert ln.grid == (2, 2) and c.shape == (65, 128)
-    with pytest.raises(FormatRuleError, match="backend: 'gpu' needs tensor maps encoded from device addresses"):
-        hc.hopper_w4a16_gemm(*_problem(), backend="gpu")
+
+
+def test_the_gpu_backend_asks_cuda_core_for_the_maps_refsim_ptx_encodes(monkeypatch):
+    from fake_cuda import FakeCuda, TensorMapDataType as DT, TensorMapL2Promotion as L2, TensorMapOOBFill as OOB
+    from fake_cuda import TensorMapInterleave as IL, TensorMapSwizzle as SW
+
+    from refsim.cuda import gpu
+
+    fake = FakeCuda()
+    monkeypatch.setattr(gpu, "_driver", lambda: fake)
+    x, wp, s = _problem(m=5, k=128, n=64)                 # wp: (64/64 * 128/16, 128) = (8, 128) uint32
+    hc.hopper_w4a16_gemm(x, wp, s, backend="gpu")
+    (kernel, grid, block, shmem, args), = fake.launches()
+    assert (kernel, grid, block, shmem) == ("hopper_w4a16_gemm", (1, 1, 1), (256, 1, 1), 0)
+    assert fake.configs[0].cluster is None
+    # by hand, from the .cu's spec block: X f16 dims (K=128, M=5), row 256 B, box 64 x 64, 128B swizzle;
+    # Wp u32 dims (128, 8), row 512 B, box 128 x 4; the addresses: the device buffers of x and wp
+    x_req, w_req = fake.tensor_maps()
+    assert x_req == {"data_type": DT.FLOAT16, "address": args[0], "global_dims": (128, 5), "global_strides": (256,),
+                     "box_dims": (64, 64), "element_strides": (1, 1), "interleave": IL.NONE,
+                     "swizzle": SW.SWIZZLE_128B, "l2_promotion": L2.NONE, "oob_fill": OOB.NONE}
+    assert w_req == {"data_type": DT.UINT32, "address": args[1], "global_dims": (128, 8), "global_strides": (512,),
+                     "box_dims": (128, 4), "element_strides": (1, 1), "interleave": IL.NONE, "swizzle": SW.NONE,
+                     "l2_promotion": L2.NONE, "oob_fill": OOB.NONE}
+    # and field by field what refsim.ptx's images hold (the one definition, hc.maps)
+    _, ptx_args, _ = hc.plan(x, wp, s)
+    for req, image in zip((x_req, w_req), ptx_args[4:6]):
+        t = tensor_map.decode_tiled(image)
+        assert (DT(tensor_map.DATA_TYPES[t.data_type][0]), t.global_dims, t.global_strides, t.box_dims,
+                t.element_strides, IL(tensor_map.INTERLEAVES.index(t.interleave)),
+                SW(tensor_map.SWIZZLES.index(t.swizzle)), L2(tensor_map.L2_PROMOTIONS.index(t.l2_promotion)),
+                OOB(tensor_map.OOB_FILLS.index(t.oob_fill))) == (
+            req["data_type"], req["global_dims"], req["global_strides"], req["box_dims"], req["element_strides"],
+            req["interleave"], req["swizzle"], req["l2_promotion"], req["oob_fill"])
 
 
 @pytest.mark.parametrize("executor", ["interpreter", "compiled"])

@@ -66,6 +66,52 @@ def test_arguments_and_maps_decode_to_the_kernel_boxes():
     assert p.maps["d"].box_dims == (64, 64) and p.maps["d"].global_strides == (512,)
 
 
+def test_the_gpu_backend_asks_cuda_core_for_the_maps_refsim_ptx_encodes(monkeypatch):
+    from fake_cuda import FakeCuda, TensorMapDataType as DT, TensorMapL2Promotion as L2, TensorMapOOBFill as OOB
+    from fake_cuda import TensorMapInterleave as IL, TensorMapSwizzle as SW
+
+    from refsim.cuda import gpu
+
+    fake = FakeCuda()
+    monkeypatch.setattr(gpu, "_driver", lambda: fake)
+    A, sfa, B, sfb = _problem(m=40)                    # M = 40, N = 256, K = 512, 4 SMs: BLOCK 64 x 64
+    od.deepgemm_fp8_gemm(A, sfa, B, sfb, num_sms=4, backend="gpu")
+    (kernel, grid, block, shmem, args), = fake.launches()
+    p = od.prepare(A, sfa, B, sfb, num_sms=4)
+    assert (kernel, grid, block, shmem) == (p.kernel, (4, 1, 1), (256, 1, 1), 224784)
+    assert [type(a) for a in args[1:5]] == [np.uint64, np.uint32, np.uint32, np.uint32]
+    assert [int(a) for a in args[1:5]] == [0, 40, 256, 512]
+    # by hand, from the module spec's table (DeepGEMM's make_tma_2d_desc): the four maps of M 40, N 256, K 512
+    # with BLOCK_M = BLOCK_N = 64, all swizzles 128 B; sfa over the transposed (K/128, align(40, 4) = 40) copy
+    common = {"element_strides": (1, 1), "interleave": IL.NONE, "l2_promotion": L2.L2_256B, "oob_fill": OOB.NONE}
+    expect = [
+        {"data_type": DT.UINT8, "global_dims": (512, 40), "global_strides": (512,), "box_dims": (128, 64),
+         "swizzle": SW.SWIZZLE_128B},
+        {"data_type": DT.UINT8, "global_dims": (512, 256), "global_strides": (512,), "box_dims": (128, 64),
+         "swizzle": SW.SWIZZLE_128B},
+        {"data_type": DT.BFLOAT16, "global_dims": (256, 40), "global_strides": (512,), "box_dims": (64, 64),
+         "swizzle": SW.SWIZZLE_128B},
+        {"data_type": DT.FLOAT32, "global_dims": (40, 4), "global_strides": (160,), "box_dims": (64, 1),
+         "swizzle": SW.NONE}]
+    reqs = fake.tensor_maps()
+    assert [{k: v for k, v in r.items() if k != "address"} for r in reqs] == [dict(e, **common) for e in expect]
+    # each at the start of its own device buffer (a fresh array: byte offset 0), the one the copies fill
+    device = {c[2] for c in fake.calls if c[0] == "allocate" and c[1] == "device"}
+    assert len({r["address"] for r in reqs}) == 4 and {r["address"] for r in reqs} <= device
+    assert args[0] in device and args[0] not in {r["address"] for r in reqs}           # sfb: a pointer
+    # field by field what refsim.ptx's images hold (the one definition, od.tensor_maps)
+    for req, image in zip(reqs, p.args[5:]):
+        t = tensor_map.decode_tiled(image)
+        assert (DT(tensor_map.DATA_TYPES[t.data_type][0]), t.global_dims, t.global_strides, t.box_dims,
+                t.element_strides, IL(tensor_map.INTERLEAVES.index(t.interleave)),
+                SW(tensor_map.SWIZZLES.index(t.swizzle)), L2(tensor_map.L2_PROMOTIONS.index(t.l2_promotion)),
+                OOB(tensor_map.OOB_FILLS.index(t.oob_fill))) == (
+            req["data_type"], req["global_dims"], req["global_strides"], req["box_dims"], req["element_strides"],
+            req["interleave"], req["swizzle"], req["l2_promotion"], req["oob_fill"])
+    with pytest.raises(FormatRuleError, match="executor: only the 'ptx' backend"):
+        od.deepgemm_fp8_gemm(A, sfa, B, sfb, num_sms=4, backend="gpu", executor="compiled")
+
+
 def test_a_shape_without_a_committed_instantiation_is_refused():
     A, sfa, B, sfb = _problem(m=200)                  # the heuristics pick BLOCK 128x128: not committed
     with pytest.raises(FormatRuleError, match="no committed instantiation"):

@@ -219,7 +219,8 @@ def seeds(fs) -> dict:
         "refsim.emulator.hopper_w4a16.hopper_w4a16_gemm": lambda: call(*hopper_inputs()),
         "refsim.emulator.hopper_w4a16.hopper_w4a16_gemm_reference": lambda: call(*hopper_inputs()),
         "refsim.cuda.hopper_w4a16.tensor_maps": lambda: call(1 << 40, (1 << 40) + 4096, 3, 128, 64),
-        "refsim.cuda.hopper_w4a16.plan": lambda: call(*hopper_inputs()),
+        "refsim.cuda.hopper_w4a16.maps": lambda: call(1 << 40, (1 << 40) + 4096, 3, 128, 64),
+        "refsim.cuda.hopper_w4a16.plan": lambda: call(*hopper_inputs(), backend="ptx"),
         "refsim.cuda.hopper_w4a16.hopper_w4a16_gemm": lambda: call(*hopper_inputs()),
         "refsim.cuda.gptq_awq.gptq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.gptq_ckpt()),
         "refsim.cuda.gptq_awq.awq_gemv": lambda: call(fs.normal((1, 64), np.float16), fs.awq_ckpt()),
@@ -260,6 +261,7 @@ def seeds(fs) -> dict:
         "refsim.gpu_model.kernels.deepgemm_config.config": lambda: call(128, 4096, 4096, 132),
         "refsim.cuda.official_deepgemm.sfa_tma_aligned": lambda: call(deepgemm_problem(m=5)[1]),
         "refsim.cuda.official_deepgemm.prepare": lambda: call(*deepgemm_problem(64, 256, 512), num_sms=4),
+        "refsim.cuda.official_deepgemm.launch_args": lambda: call(*deepgemm_problem(64, 256, 512), num_sms=4),
         "refsim.emulator.deepgemm_kernel.check_inputs": lambda: call(*deepgemm_problem()),
         "refsim.emulator.deepgemm_kernel.kblock_partials": lambda: call(deepgemm_problem()[0], deepgemm_problem()[2],
                                                                         native=False),
@@ -302,6 +304,9 @@ UNSEEDED = {
     "refsim.cuda.gpu.device_bases": "the GPU backend's buffer grouping, called by gpu.run with a launch's checked "
                                     "arguments (tests/cuda/test_gpu.py covers its aliasing rules)",
     "refsim.cuda.gpu.DeviceBase": "a record device_bases builds for the GPU backend",
+    "refsim.cuda.gpu.TensorMapArg": "a kernel-argument record of gpu.run (which runs a GPU): its array is the host "
+                                    "side of a device buffer, copied back in place and aliased by identity, so "
+                                    "other layouts are refused by rule (tests/cuda/test_gpu.py), never converted",
     "refsim.cuda.gpu.device_info": "runs a GPU (cuda.core)",
     "refsim.cuda.marlin.entries": "no parameters",
     "refsim.cuda.marlin.engine_gap": "no parameters",
