@@ -77,7 +77,8 @@ from refsim.errors import FormatRuleError, RefsimError, ShapeError, ToolchainErr
 from refsim.formats import tensor_map as tmap
 from refsim.ptx.arch import check_launch_shape
 
-__all__ = ["GpuError", "TensorMapArg", "DeviceBase", "device_bases", "device_facts", "run", "device_info"]
+__all__ = ["GpuError", "TensorMapArg", "DeviceBase", "Resident", "device_bases", "device_facts", "prepare", "run",
+           "device_info"]
 
 _ALIGN = 256          # device allocations are 256-byte aligned; spans keep their offset modulo this
 _CUDA_ERROR = re.compile(r"CUDA_ERROR_[A-Z0-9_]+")
@@ -396,10 +397,69 @@ def _plan(d: _Device, ptx_text: str, launches) -> list:
     return planned
 
 
-def run(ptx_text: str, launches) -> list:
-    """Run ``launches`` (``(refsim.cuda.launch.Launch, args)`` pairs, as :func:`refsim.cuda.launch.run`
-    checked them) of ``ptx_text`` on the current device, in order, with one device buffer per base array
-    (module spec); arrays are updated in place. Returns ``[None] * n``."""
+class Resident:
+    """One call's launches with their buffers resident on the device, made by :func:`prepare`:
+    :meth:`launch` enqueues the launches (again) on :attr:`stream`, :meth:`copy_back` brings every
+    buffer's bytes back into its arrays (module spec, "buffers"), :meth:`close` frees the device and
+    pinned memory. :func:`run` is prepare, launch, copy back, close; a benchmark launches many times
+    between prepare and close (kernel arguments, tensor maps and attributes are set up once)."""
+
+    def __init__(self, d: _Device, ptx_text: str, planned: list, staged: list, calls: list):
+        self._d, self._ptx, self._planned, self._staged, self._calls = d, ptx_text, planned, staged, calls
+
+    @property
+    def stream(self):
+        """The cuda.core Stream the launches and copies run on."""
+        return self._d.stream
+
+    def launch(self, *, sync: bool = True) -> None:
+        """Enqueue every launch in order; with ``sync`` wait for each before the next, so a fault names
+        its launch (GpuError); without, return as soon as they are enqueued (timing)."""
+        core, stream = self._d.api.core, self._d.stream
+        for config, kernel, args, step in self._calls:
+            try:
+                core.launch(stream, config, kernel, *args)
+                if sync:
+                    stream.sync()
+            except Exception as err:
+                raise _named(step, err) from err
+
+    def copy_back(self) -> None:
+        """Copy every device buffer back into the arrays it mirrors (writable ones take the device's
+        bytes; a read-only array the kernel changed raises FormatRuleError)."""
+        stream = self._d.stream
+        try:
+            for base, host, dbuf in self._staged:
+                dbuf.copy_to(host, stream=stream)
+            stream.sync()
+        except Exception as err:
+            raise _named("copying the buffers back", err) from err
+        for base, host, _ in self._staged:
+            out = np.from_dlpack(host).view(np.uint8)[:base.host.size]
+            if base.writable:
+                base.host[:] = out
+            elif not np.array_equal(out, base.host):
+                raise FormatRuleError(f"args: the kernel wrote a read-only array (launch, argument) "
+                                      f"{base.args[0]}; pass a writable array")
+
+    def close(self) -> None:
+        """Free the device and pinned buffers (errors after a kernel fault are ignored: the context
+        refuses everything then, and the error that named the fault has been raised)."""
+        for _, host, dbuf in self._staged:
+            try:
+                dbuf.close(self._d.stream)
+                host.close()
+            except Exception:  # noqa: BLE001 - see the docstring
+                pass
+        self._staged = []
+
+
+def prepare(ptx_text: str, launches) -> Resident:
+    """Check ``launches`` (``(refsim.cuda.launch.Launch, args)`` pairs, as :func:`refsim.cuda.launch.run`
+    checked them) of ``ptx_text`` against the current device, allocate one device buffer per base array
+    and copy the arrays in (module spec), raise the kernels' shared-memory attributes and encode their
+    tensor maps: a :class:`Resident` whose :meth:`~Resident.launch` runs them. Call
+    :meth:`~Resident.close` when done (on an error here everything is freed)."""
     d = _device()
     planned = _plan(d, ptx_text, launches)
     arrays = [(k[1], k[2]) for p in planned for k in p[3] if isinstance(k, tuple)]
@@ -407,6 +467,7 @@ def run(ptx_text: str, launches) -> list:
     offset = dict(zip((key for key, _ in arrays), where))
     core, stream = d.api.core, d.stream
     staged = []                                        # (DeviceBase, pinned host buffer, device buffer)
+    resident = Resident(d, ptx_text, planned, staged, [])
     try:
         for base in bases:
             n = max(base.host.size, 1)
@@ -441,29 +502,22 @@ def run(ptx_text: str, launches) -> list:
             else:                                  # cuda.core counts the grid in clusters (module spec)
                 config = core.LaunchConfig(grid=tuple(g // c for g, c in zip(grid, cluster)), cluster=cluster,
                                            block=block, shmem_size=shared)
-            try:
-                core.launch(stream, config, kernel, *args)
-                stream.sync()
-            except Exception as err:
-                raise _named(step, err) from err
-        try:
-            for base, host, dbuf in staged:
-                dbuf.copy_to(host, stream=stream)
-            stream.sync()
-        except Exception as err:
-            raise _named("copying the buffers back", err) from err
-        for base, host, _ in staged:
-            out = np.from_dlpack(host).view(np.uint8)[:base.host.size]
-            if base.writable:
-                base.host[:] = out
-            elif not np.array_equal(out, base.host):
-                raise FormatRuleError(f"args: the kernel wrote a read-only array (launch, argument) "
-                                      f"{base.args[0]}; pass a writable array")
+            resident._calls.append((config, kernel, args, step))
+    except BaseException:
+        resident.close()
+        raise
+    return resident
+
+
+def run(ptx_text: str, launches) -> list:
+    """Run ``launches`` (``(refsim.cuda.launch.Launch, args)`` pairs, as :func:`refsim.cuda.launch.run`
+    checked them) of ``ptx_text`` on the current device, in order, with one device buffer per base array
+    (module spec); arrays are updated in place. Returns ``[None] * n``. (:func:`prepare`, then one
+    :meth:`Resident.launch`, :meth:`Resident.copy_back`, :meth:`Resident.close`.)"""
+    resident = prepare(ptx_text, launches)
+    try:
+        resident.launch(sync=True)
+        resident.copy_back()
     finally:
-        for _, host, dbuf in staged:
-            try:
-                dbuf.close(stream)
-                host.close()
-            except Exception:  # noqa: BLE001 - after a kernel fault the context refuses everything;
-                pass           # the error being raised is the one that names the fault
-    return [None] * len(planned)
+        resident.close()
+    return [None] * len(resident._planned)

@@ -458,3 +458,26 @@ def test_cluster_rules(monkeypatch):
         launch.run(_CLUSTER_KERNEL, [(launch.Launch("cl", 8, 32, cluster=2), (np.zeros(8, np.uint32),))],
                    backend="gpu")
     assert _calls(f, "allocate") == []
+
+
+def test_a_resident_call_launches_again_on_its_buffers_and_copies_back_once_asked(fake):
+    """gpu.prepare: buffers and arguments set up once; each Resident.launch enqueues the launches again on
+    the same device buffers (what a benchmark times), sync=False enqueues without waiting; the arrays
+    change only at copy_back; close frees every buffer."""
+    out = np.full(8, 7, np.uint32)
+    r = gpu.prepare(_CLUSTER_KERNEL, [(launch.Launch("cl", 8, 32, cluster=2), (out,))])
+    assert len(_calls(fake, "allocate")) == 2 and fake.launches() == []           # pinned + device
+    syncs = len(_calls(fake, "sync"))
+    r.launch(sync=False)
+    r.launch(sync=False)
+    assert len(fake.launches()) == 2 and len(_calls(fake, "sync")) == syncs       # enqueued, not waited for
+    assert fake.launches()[0][4] == fake.launches()[1][4]                          # the same device pointer
+    assert out.tolist() == [7] * 8                                                  # not copied back yet
+    r.launch()
+    assert len(_calls(fake, "sync")) == syncs + 1
+    r.copy_back()
+    assert out.tolist() == [0, 1] * 4
+    r.close()
+    assert {c[2] for c in _calls(fake, "close")} == {c[2] for c in _calls(fake, "allocate")}
+    assert r.stream is not None
+

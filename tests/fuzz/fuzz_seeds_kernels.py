@@ -301,6 +301,8 @@ UNSEEDED = {
     "refsim.cuda.census.sass_mix": "runs nvdisasm on a cubin",
     "refsim.cuda.census.resources_table": "compiles every kernel with ptxas",
     "refsim.cuda.gpu.run": "runs a GPU (cuda.core)",
+    "refsim.cuda.gpu.prepare": "allocates on a GPU (cuda.core): gpu.run's first step",
+    "refsim.cuda.gpu.Resident": "a call's device buffers and launches, made by gpu.prepare on a GPU",
     "refsim.cuda.gpu.device_bases": "the GPU backend's buffer grouping, called by gpu.run with a launch's checked "
                                     "arguments (tests/cuda/test_gpu.py covers its aliasing rules)",
     "refsim.cuda.gpu.DeviceBase": "a record device_bases builds for the GPU backend",
