@@ -59,7 +59,7 @@ from refsim.errors import FormatRuleError
 from refsim.formats import tensor_map
 from refsim.gpu_model.kernels.deepgemm_config import SMEM_CAPACITY, TMA_THREADS, Config, config
 
-__all__ = ["PTX_FILE", "SMEM_CAPACITY", "Config", "config", "instantiations", "sfa_tma_aligned", "MAP_BUFFERS",
+__all__ = ["PTX_FILE", "ptx_text", "SMEM_CAPACITY", "Config", "config", "instantiations", "sfa_tma_aligned", "MAP_BUFFERS",
            "Prepared", "prepare", "launch_args", "deepgemm_fp8_gemm"]
 
 PTX_FILE = DATA_DIR / "deepgemm_fp8_gemm.ptx.gz"
@@ -75,14 +75,15 @@ def _mangled(n: int, k: int, c: Config, num_sms: int) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _ptx() -> str:
+def ptx_text() -> str:
+    """The committed PTX text (``PTX_FILE`` unzipped), read once."""
     with gzip.open(PTX_FILE, "rt") as f:
         return f.read()
 
 
 def instantiations() -> tuple[str, ...]:
     """The ``.entry`` names the committed PTX holds."""
-    return tuple(re.findall(r"^\.entry (\S+)\(", _ptx(), re.M))
+    return tuple(re.findall(r"^\.entry (\S+)\(", ptx_text(), re.M))
 
 
 def sfa_tma_aligned(sfa: np.ndarray) -> np.ndarray:
@@ -179,7 +180,7 @@ def prepare(A, sfa, B, sfb, *, num_sms: int = 132) -> Prepared:
 def _module():
     from refsim.ptx import Module
 
-    return Module(_ptx())
+    return Module(ptx_text())
 
 
 def launch_args(A, sfa, B, sfb, *, num_sms: int = 132) -> tuple:
@@ -219,7 +220,7 @@ def deepgemm_fp8_gemm(A, sfa, B, sfb, *, num_sms: int = 132, executor: str | Non
         if executor is not None:
             raise FormatRuleError(f"executor: only the 'ptx' backend takes an executor; got {executor!r}")
         ln, args, d = launch_args(A, sfa, B, sfb, num_sms=num_sms)
-        launch.run(_ptx(), [(ln, args)], backend="gpu")
+        launch.run(ptx_text(), [(ln, args)], backend="gpu")
         return d.view(ml_dtypes.bfloat16)
     p = prepare(A, sfa, B, sfb, num_sms=num_sms)
     _module().launch(p.kernel, p.grid, p.block, p.args, arch="sm_90a", shared_bytes=p.shared_bytes,
