@@ -5,7 +5,7 @@
     python bench/measure_hopper.py --out DIR --only issue,cublas
 
 Needs CuPy (kernels from PTX through ``RawModule``, cuBLAS through ``cupy.matmul``, CUDA events) and,
-for the ``calibrate`` part, refsim's ``gpu`` extra (``cuda.core``). No network, no compiler: every
+for the ``calibrate`` and ``hopper`` parts, refsim's ``gpu`` extra (``cuda.core``). No network, no compiler: every
 kernel is committed PTX the driver JIT-compiles (the official Marlin and Any-Precision PTX of
 refsim/cuda/official/, the issue microbenchmark bench/hopper/marlin_issue.ptx.gz).
 
@@ -25,6 +25,12 @@ the run answers the predictions made before it. Parts (``--only``):
                official host loop does (refsim.formats.stripes: the launches, 96 KiB shared, locks)
     anyprec    the official matmul_kbit_32 (all 50 instantiations), bits 3..8, M = 1, 4, 8, as main.cu
                dispatches (refsim.cuda.official_anyprec.launch_of)
+    hopper     the two sm_90a kernels through refsim's gpu backend (``refsim.cuda.gpu.prepare``: cuda.core, the
+               tensor maps encoded by the driver at the device buffers, cluster launches): refsim's W4A16 wgmma
+               kernel (refsim/cuda/hopper_w4a16.cu, group 128) at every Llama-2-7B shape for M = 1..4096, and
+               DeepGEMM's official FP8 GEMM (refsim/cuda/official/deepgemm_fp8_gemm.ptx.gz) where the committed
+               PTX holds the instantiation DeepGEMM's heuristics pick (N = K = 4096, M = 128 on 132 SMs; the
+               other rows are recorded with that reason, not timed)
 
 Timing is the H100 tables' (refsim/data/timings/README.md): each launch (or the host loop's launches)
 alone between two CUDA events; ``cold``: a 512 MiB buffer zeroed right before each timed launch (refsim
@@ -58,6 +64,7 @@ LLAMA2_7B = ((4096, 4096), (11008, 4096), (4096, 11008), (12288, 4096), (22016, 
 CUBLAS_M = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 MARLIN_M = (64, 128, 256, 512, 1024)
 ANYPREC_M = (1, 4, 8)
+HOPPER_M = (1, 16, 64, 128, 256, 512, 1024, 4096)
 ANYPREC_BITS = (3, 4, 5, 6, 7, 8)
 ISSUE_MODES = {1: "mma", 2: "dequant", 3: "dequant+mma", 7: "dequant+mma+barrier", 15: "grouped+barrier"}
 ISSUE_M_BLOCKS = (1, 2, 4)
@@ -162,6 +169,14 @@ def plan_rows(parts: set, quick: bool) -> list[dict]:
                 for m in ANYPREC_M:
                     rows += [dict(kernel="anyprec", m=m, n=n, k=k, bits=bits, group_size=None, cache=c)
                              for c in ("cold", "warm")]
+    if "hopper" in parts:
+        for n, k in shapes:
+            for m in (HOPPER_M[::2] if quick else HOPPER_M):
+                rows += [dict(kernel="hopper-w4a16", m=m, n=n, k=k, bits=4, group_size=128, cache=c)
+                         for c in ("cold", "warm")]
+        for m in (HOPPER_M[::2] if quick else HOPPER_M):
+            rows += [dict(kernel="deepgemm-fp8", m=m, n=4096, k=4096, bits=8, group_size=None, cache=c)
+                     for c in ("cold", "warm")]
     return rows
 
 
@@ -296,6 +311,57 @@ def run_rows(cp, rows: list[dict], timer: Timer, gpu_name: str) -> list[dict]:
     return out
 
 
+def hopper_launches(kernel: str, m: int, n: int, k: int, sms: int, rng) -> tuple[str, list]:
+    """(PTX text, [(Launch, args)]) of one row of the ``hopper`` part for refsim's gpu backend, inputs drawn
+    from ``rng`` (random weight words and fp16 / e4m3 activations: the kernels' time does not depend on the
+    values). DeepGEMM raises FormatRuleError where the committed PTX lacks the instantiation its heuristics
+    pick for (M, N, K, sms)."""
+    if kernel == "hopper-w4a16":
+        from refsim.cuda import build
+        from refsim.cuda import hopper_w4a16 as hw
+
+        x = rng.standard_normal((m, k)).astype(np.float16)
+        wp = rng.integers(0, 2**32, (n // 64 * (k // 16), 128), dtype=np.uint64).astype(np.uint32)
+        scales = (rng.random((k // 128, n)) * 0.01).astype(np.float16)
+        ln, args, _ = hw.plan(x, wp, scales, backend="gpu")
+        return build.ptx(hw.SOURCE, hw.PTX_ARCHS[0]), [(ln, args)]
+    import ml_dtypes
+
+    from refsim.cuda import official_deepgemm as od
+
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    sfa = (rng.random((m, k // 128)) + 0.5).astype(np.float32)
+    sfb = (rng.random((-(-n // 128), k // 128)) + 0.5).astype(np.float32)
+    ln, args, _ = od.launch_args(a, sfa, b, sfb, num_sms=sms)
+    return od.ptx_text(), [(ln, args)]
+
+
+def run_hopper_rows(cp, rows: list[dict], timer: Timer, gpu_name: str) -> list[dict]:
+    """Time the ``hopper`` rows: each row's launches made resident once (``refsim.cuda.gpu.prepare``), then
+    timed by ``timer`` on that call's stream (CuPy's flush, wait kernel and events run on it too)."""
+    from refsim.cuda import gpu
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    rng = np.random.default_rng(0)
+    out = []
+    for r in rows:
+        row = dict(r, gpu=gpu_name, kernel=_table_kernels()[r["kernel"]])
+        try:
+            ptx, launches = hopper_launches(r["kernel"], r["m"], r["n"], r["k"], sms, rng)
+            resident = gpu.prepare(ptx, launches)
+            try:
+                with cp.cuda.ExternalStream(int(resident.stream.handle)):
+                    out.append(dict(row, **timer.time(lambda: resident.launch(sync=False), r["cache"])))
+            finally:
+                resident.close()
+        except Exception as err:                 # noqa: BLE001 - record and go on
+            out.append(dict(row, median_us="", min_us="", p90_us="", error=str(err)[:300]))
+        print(f"{r['kernel']:12s} m={r['m']:5d} {r['n']}x{r['k']} {r['cache']}: {out[-1].get('median_us')} us",
+              flush=True)
+    return out
+
+
 def _write_csv(path: Path, rows: list[dict], columns) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
@@ -308,7 +374,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="calibrate,issue,cublas,marlin,anyprec")
+    ap.add_argument("--only", default="calibrate,issue,cublas,marlin,anyprec,hopper")
     ap.add_argument("--gpu", default="h100-sxm", help="refsim's name of the GPU for the predictions")
     args = ap.parse_args(argv)
     parts = set(args.only.split(","))
@@ -346,7 +412,16 @@ def main(argv=None) -> int:
                   flush=True)
     if rows:
         reps = (10, 20) if args.quick else (30, 60)
-        measured = run_rows(cp, rows, Timer(cp, *reps), args.gpu)
+        timer = Timer(cp, *reps)
+        hopper = [r for r in rows if r["kernel"] in ("hopper-w4a16", "deepgemm-fp8")]
+        measured = run_rows(cp, [r for r in rows if r not in hopper], timer, args.gpu)
+        if hopper:
+            try:
+                import cuda.core
+                cond["cuda_core"] = cuda.core.__version__
+            except ImportError as err:
+                cond["cuda_core"] = f"missing: {err}"
+            measured += run_hopper_rows(cp, hopper, timer, args.gpu)
         _write_csv(args.out / "h100_hopper.csv", measured, COLUMNS)
         errors = [r for r in measured if r.get("error")]
         cond["row_errors"] = [{k: r[k] for k in ("kernel", "m", "n", "k", "bits", "cache", "error")}

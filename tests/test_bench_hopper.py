@@ -8,6 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from refsim.cuda import launch
 
@@ -66,3 +67,47 @@ def test_the_output_uses_the_tables_kernel_names():
 def test_the_warm_wait_kernel_runs():
     mh = _bench()
     launch.module(mh.SPIN_PTX).launch("spin", 1, 1, (np.uint64(100),), arch="sm_90")
+
+
+def test_the_hopper_part_plans_both_kernels_and_predicts_them_unvalidated():
+    mh = _bench()
+    rows = mh.plan_rows({"hopper"}, quick=False)
+    # W4A16: 5 shapes x 8 M x 2 caches; DeepGEMM: N = K = 4096 x 8 M x 2 caches
+    assert len(rows) == 5 * 8 * 2 + 8 * 2
+    assert {r["kernel"] for r in rows} == {"hopper-w4a16", "deepgemm-fp8"}
+    assert _bench()._table_kernels()["hopper-w4a16"] == "hopper-w4a16"
+    pred = mh.predictions([rows[0], rows[-1]], "h100-sxm")
+    assert all(p["predicted_us"] > 0 and p["trust"].startswith("unvalidated") for p in pred)
+
+
+def _fake_gpu(monkeypatch):
+    spec = importlib.util.spec_from_file_location("fake_cuda", ROOT / "tests" / "cuda" / "fake_cuda.py")
+    fake_cuda = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake_cuda)
+    from refsim.cuda import gpu
+    fake = fake_cuda.FakeCuda()
+    monkeypatch.setattr(gpu, "_driver", lambda: fake)
+    return fake
+
+
+def test_the_hopper_rows_become_resident_gpu_launches_with_their_tensor_maps(monkeypatch):
+    """What run_hopper_rows hands refsim's gpu backend, on the fake driver: both kernels prepare, launch
+    again without syncing (the timed call), with 2 and 4 tensor maps encoded at their device buffers; a
+    DeepGEMM problem without a committed instantiation is refused by name before anything runs."""
+    from refsim.cuda import gpu
+    from refsim.errors import FormatRuleError
+
+    fake = _fake_gpu(monkeypatch)
+    mh = _bench()
+    rng = np.random.default_rng(1)
+    for kernel, (m, n, k, sms), maps in (("hopper-w4a16", (5, 64, 256, 132), 2),
+                                         ("deepgemm-fp8", (64, 256, 512, 4), 4)):
+        before = len(fake.tensor_maps())
+        ptx, launches = mh.hopper_launches(kernel, m, n, k, sms, rng)
+        resident = gpu.prepare(ptx, launches)
+        resident.launch(sync=False)
+        resident.close()
+        assert len(fake.tensor_maps()) - before == maps, kernel
+    assert [ln[0] for ln in fake.launches()] == ["hopper_w4a16_gemm", launches[0][0].kernel]
+    with pytest.raises(FormatRuleError, match="no committed instantiation for N=4096, K=4096, num_sms=132"):
+        mh.hopper_launches("deepgemm-fp8", 1, 4096, 4096, 132, rng)

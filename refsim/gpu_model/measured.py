@@ -39,7 +39,7 @@ TABLES = {
 }
 # the tables' kernel names -> refsim's
 _KERNELS = {"cublas-fp16": "cublas-fp16", "marlin-official": "marlin", "anyprec-official": "anyprec",
-            "atom-official": "atom-w4a4"}
+            "atom-official": "atom-w4a4", "deepgemm-fp8": "deepgemm-fp8", "hopper-w4a16": "hopper-w4a16"}
 # the tables' cache labels -> conditions.CACHE_STATES: the H100 tables' "cold" zeroed a 512 MiB buffer
 # before each launch (dirty L2)
 _CACHE = {"cold": "dirty", "warm": "warm"}
