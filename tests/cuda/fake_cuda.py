@@ -155,6 +155,20 @@ class _Enums:
     TensorMapOOBFill = TensorMapOOBFill
 
 
+def image_request(image: bytes) -> dict:
+    """The request (as :meth:`FakeCuda.tensor_maps` records one, less the address) that refsim.ptx's
+    128-byte image of a map stands for: the comparison of the two backends' encodings of one map."""
+    from refsim.formats import tensor_map
+
+    t = tensor_map.decode_tiled(image)
+    return {"data_type": TensorMapDataType(tensor_map.DATA_TYPES[t.data_type][0]), "global_dims": t.global_dims,
+            "global_strides": t.global_strides, "box_dims": t.box_dims, "element_strides": t.element_strides,
+            "interleave": TensorMapInterleave(tensor_map.INTERLEAVES.index(t.interleave)),
+            "swizzle": TensorMapSwizzle(tensor_map.SWIZZLES.index(t.swizzle)),
+            "l2_promotion": TensorMapL2Promotion(tensor_map.L2_PROMOTIONS.index(t.l2_promotion)),
+            "oob_fill": TensorMapOOBFill(tensor_map.OOB_FILLS.index(t.oob_fill))}
+
+
 class TensorMapDescriptor:
     """What ``as_tensor_map`` returns: ``request``, the driver's cuTensorMapEncodeTiled arguments."""
 

@@ -68,7 +68,7 @@ def test_arguments_and_maps_decode_to_the_kernel_boxes():
 
 def test_the_gpu_backend_asks_cuda_core_for_the_maps_refsim_ptx_encodes(monkeypatch):
     from fake_cuda import FakeCuda, TensorMapDataType as DT, TensorMapL2Promotion as L2, TensorMapOOBFill as OOB
-    from fake_cuda import TensorMapInterleave as IL, TensorMapSwizzle as SW
+    from fake_cuda import TensorMapInterleave as IL, TensorMapSwizzle as SW, image_request
 
     from refsim.cuda import gpu
 
@@ -101,13 +101,7 @@ def test_the_gpu_backend_asks_cuda_core_for_the_maps_refsim_ptx_encodes(monkeypa
     assert args[0] in device and args[0] not in {r["address"] for r in reqs}           # sfb: a pointer
     # field by field what refsim.ptx's images hold (the one definition, od.tensor_maps)
     for req, image in zip(reqs, p.args[5:]):
-        t = tensor_map.decode_tiled(image)
-        assert (DT(tensor_map.DATA_TYPES[t.data_type][0]), t.global_dims, t.global_strides, t.box_dims,
-                t.element_strides, IL(tensor_map.INTERLEAVES.index(t.interleave)),
-                SW(tensor_map.SWIZZLES.index(t.swizzle)), L2(tensor_map.L2_PROMOTIONS.index(t.l2_promotion)),
-                OOB(tensor_map.OOB_FILLS.index(t.oob_fill))) == (
-            req["data_type"], req["global_dims"], req["global_strides"], req["box_dims"], req["element_strides"],
-            req["interleave"], req["swizzle"], req["l2_promotion"], req["oob_fill"])
+        assert image_request(image) == {key: v for key, v in req.items() if key != "address"}
     with pytest.raises(FormatRuleError, match="executor: only the 'ptx' backend"):
         od.deepgemm_fp8_gemm(A, sfa, B, sfb, num_sms=4, backend="gpu", executor="compiled")
 
