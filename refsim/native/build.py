@@ -4,7 +4,9 @@ Cache: ``$REFSIM_CACHE/native/<sha256>/kernel.so`` (default ``~/.cache/refsim``)
 source text, the compiler command (path and flags) and the compiler's ``--version`` banner, so a
 changed generator, flag or compiler never reuses an old library. The hash is also compiled into
 the library (``refsim_native_id()``) and checked after loading: a stale or corrupted entry whose id
-does not match is rebuilt, never used. Builds go to a temporary file renamed into place (atomic).
+does not match is rebuilt, never used. Builds go to a temporary file renamed into place (atomic), under
+an exclusive lock on ``<sha256>/lock`` so that processes needing the same library at once (pytest-xdist
+workers) build it once: the others wait and load it.
 
 Flags: ``-O2 -fPIC -shared -std=c99 -ffp-contract=off`` plus ``-mavx2 -mfma`` for the AVX2 ISA and
 ``-fopenmp`` on request; ``-ffast-math`` is never used (it would allow reassociation and break the
@@ -13,7 +15,9 @@ bit-exact contract with :mod:`refsim.qigen.oracle`). ``CC`` overrides the compil
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import functools
 import hashlib
 import os
@@ -93,6 +97,27 @@ def build(source: str, isa: str, openmp: bool = False) -> Path:
     if entry_valid(target, key):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _entry_lock(target.parent):
+        if entry_valid(target, key):        # another process built it while this one waited
+            return target
+        _compile(source, key, cc, flags, target)
+    return target
+
+
+@contextlib.contextmanager
+def _entry_lock(entry: Path):
+    """Hold an exclusive ``flock`` on ``entry/lock`` (one build per key at a time across processes,
+    e.g. pytest-xdist workers that need the same kernel at once; the others wait, then load it). The
+    kernel releases the lock when its holder exits, so a killed build never blocks the next one."""
+    with open(entry / "lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _compile(source: str, key: str, cc: str, flags: tuple[str, ...], target: Path) -> None:
     src_path = target.parent / "kernel.c"
     src_path.write_text(_with_id(source, key))
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
@@ -110,7 +135,6 @@ def build(source: str, isa: str, openmp: bool = False) -> Path:
             f"{proc.stdout}{proc.stderr}"
         )
     os.replace(tmp, target)
-    return target
 
 
 def entry_valid(path: Path, key: str) -> bool:

@@ -2,7 +2,8 @@
 
 The cache key covers the source, the compiler and the flags: a changed source or ISA gets its own entry;
 the id compiled into each library is checked on the file's bytes, so a stale or foreign file in an entry
-is rebuilt, never used; a missing compiler, a failing compile and a missing objdump are ToolchainErrors
+is rebuilt, never used; a process that finds another building the same entry waits for it and reuses
+its library; a missing compiler, a failing compile and a missing objdump are ToolchainErrors
 naming what is missing or the compiler's own message. Each build is one tiny C file (well under a second).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import shutil
+import threading
 
 import pytest
 
@@ -68,6 +70,29 @@ def test_a_stale_entry_is_rebuilt_not_used(cache):
     assert not nb.entry_valid(path, key)
     assert nb.build(src, "scalar") == path and nb.entry_valid(path, key)
     assert not nb.entry_valid(cache / "absent.so", key)
+
+
+def test_a_build_waits_for_the_entry_lock_and_reuses_what_its_holder_built(cache, monkeypatch):
+    # two processes (pytest-xdist workers) needing the same library: the second waits on the entry's
+    # lock and loads the first one's build instead of compiling the same source again
+    src = "int refsim_test_locked(void) { return 11; }\n"
+    cc, flags = nb.find_compiler(), nb.compile_flags("scalar", False)
+    key = nb._key(src, cc, flags)
+    entry = cache / key
+    entry.mkdir(parents=True)
+    compiled = []
+    real_compile = nb._compile
+    monkeypatch.setattr(nb, "_compile", lambda *a: (compiled.append(threading.current_thread().name), real_compile(*a)))
+    got = []
+    with nb._entry_lock(entry):
+        waiter = threading.Thread(target=lambda: got.append(nb.build(src, "scalar")), name="waiter")
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not got             # blocked on the lock, not compiling beside us
+        nb._compile(src, key, cc, flags, entry / "kernel.so")
+    waiter.join()
+    assert got == [entry / "kernel.so"] and compiled == ["MainThread"]
+    assert ctypes.CDLL(str(got[0])).refsim_test_locked() == 11
 
 
 def test_load_returns_the_library_checked_by_its_id(cache):
