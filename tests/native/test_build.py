@@ -118,6 +118,19 @@ def test_objdump_lists_the_mnemonics_of_a_library(cache, monkeypatch):
         nb.objdump_mnemonics(path)
 
 
+def test_the_optimisation_level_is_a_named_choice_and_part_of_the_key(cache):
+    from refsim.errors import FormatRuleError
+
+    assert nb.compile_flags("scalar", False, "-O1") == ("-O1", "-fstrict-aliasing", *nb.compile_flags("scalar", False)[1:])
+    src = "int refsim_test_level(void) { return 5; }\n"
+    o1 = nb.build(src, "scalar", opt="-O1")
+    assert o1 != nb.build(src, "scalar") and nb.load(src, "scalar", opt="-O1").refsim_test_level() == 5
+    with pytest.raises(FormatRuleError, match=r"opt: must be one of \['-O2', '-O1'\]; got '-O3'"):
+        nb.compile_flags("scalar", False, "-O3")
+    with pytest.raises(FormatRuleError, match=r"opt: must be one of \['-O2', '-O1'\]; got '-Ofast'"):
+        nb.load(src, "scalar", opt="-Ofast")
+
+
 def test_openmp_must_be_a_bool():
     import numpy as np
 
