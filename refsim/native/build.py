@@ -115,7 +115,7 @@ def build(source: str, isa: str, openmp: bool = False, opt: str = "-O2") -> Path
 def _entry_lock(entry: Path):
     """Hold an exclusive ``flock`` on ``entry/lock`` (one build per key at a time across processes,
     e.g. pytest-xdist workers that need the same kernel at once; the others wait, then load it). The
-    kernel releases the lock when its holder exits, so a killed build never blocks the next one."""
+    operating system drops the lock when its holder exits, so a killed build never blocks the next one."""
     with open(entry / "lock", "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
