@@ -35,8 +35,8 @@ __all__ = ["cache_dir", "find_compiler", "compile_flags", "build", "load", "entr
 BASE_FLAGS = ("-fPIC", "-shared", "-std=gnu99", "-ffp-contract=off", "-fno-fast-math")
 #: optimisation levels a build may ask for, with their gcc flags: -O2 (the default), or -O1 for large
 #: generated C that is built about as often as it runs (refsim.ptx.compiled's kernels: ~35 % less
-#: compile time); -O1 keeps -O2's -fstrict-aliasing (the C is held to the same aliasing rules, and
-#: without it the generated loops reload their register pointers: ~10 % more instructions executed)
+#: compile time); -O1 keeps -O2's -fstrict-aliasing (the C is held to the same aliasing rules; without
+#: it a test kernel's generated code executed ~10 % more instructions, with it ~1 %)
 OPT_LEVELS = {"-O2": ("-O2",), "-O1": ("-O1", "-fstrict-aliasing")}
 
 
