@@ -1,11 +1,11 @@
 """Load refsim's small C kernels (built at first use like QIGen's), or say why not.
 
-Used by :mod:`refsim.native.emulators` and :mod:`refsim.native.packers`. The build goes through
-:mod:`refsim.native.build` (content-addressed cache, embedded id check, ``-O2 -ffp-contract=off``,
-never ``-ffast-math``; ISA ``avx2`` when the CPU has it, else plain C99). Without a C compiler, on a
-failed build, or with ``REFSIM_NATIVE=0`` in the environment, :func:`load` returns None and the
-callers run their NumPy paths (same bits); one :class:`RuntimeWarning` per library says why (not
-for ``REFSIM_NATIVE=0``, which is a choice).
+Used by :mod:`refsim.native.emulators`, :mod:`refsim.native.packers` and refsim.ptx.compiled. The
+build goes through :mod:`refsim.native.build` (content-addressed cache, embedded id check, ``-O2
+-ffp-contract=off``, ``-O1`` where the caller asks, never ``-ffast-math``; ISA ``avx2`` when the CPU
+has it, else plain C99). Without a C compiler, on a failed build, or with ``REFSIM_NATIVE=0`` in the
+environment, :func:`load` returns None and the callers run their NumPy paths (same bits); one
+:class:`RuntimeWarning` per library says why (not for ``REFSIM_NATIVE=0``, which is a choice).
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ def bind(lib, signatures):
     return lib
 
 
-def load(source: str, what: str, signatures=()):
+def load(source: str, what: str, signatures=(), opt: str = "-O2"):
     """(ctypes library, None) or (None, reason). ``source``: C text (str); ``what`` (str) names the
-    kernels in the warning; ``signatures``: the library's C signatures (:func:`bind`)."""
+    kernels in the warning; ``signatures``: the library's C signatures (:func:`bind`); ``opt``: the
+    optimisation level (refsim.native.build.OPT_LEVELS)."""
     require_instance("source", source, str)
     require_instance("what", what, str)
     if disabled():
@@ -45,7 +46,7 @@ def load(source: str, what: str, signatures=()):
 
     try:
         build.find_compiler()            # checked before the library cache: a compiler must exist now
-        lib = build.load(source, "avx2" if detect_isa() == "avx2" else "scalar")
+        lib = build.load(source, "avx2" if detect_isa() == "avx2" else "scalar", opt=opt)
     except ToolchainError as err:
         reason = str(err).splitlines()[0]
         warnings.warn(f"refsim: compiled {what} unavailable ({reason}); using the NumPy paths "

@@ -2,7 +2,8 @@
 
 The cache key covers the source, the compiler and the flags: a changed source or ISA gets its own entry;
 the id compiled into each library is checked on the file's bytes, so a stale or foreign file in an entry
-is rebuilt, never used; a missing compiler, a failing compile and a missing objdump are ToolchainErrors
+is rebuilt, never used; a process that finds another building the same entry waits for it and reuses
+its library; a missing compiler, a failing compile and a missing objdump are ToolchainErrors
 naming what is missing or the compiler's own message. Each build is one tiny C file (well under a second).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import shutil
+import threading
 
 import pytest
 
@@ -70,6 +72,29 @@ def test_a_stale_entry_is_rebuilt_not_used(cache):
     assert not nb.entry_valid(cache / "absent.so", key)
 
 
+def test_a_build_waits_for_the_entry_lock_and_reuses_what_its_holder_built(cache, monkeypatch):
+    # two processes (pytest-xdist workers) needing the same library: the second waits on the entry's
+    # lock and loads the first one's build instead of compiling the same source again
+    src = "int refsim_test_locked(void) { return 11; }\n"
+    cc, flags = nb.find_compiler(), nb.compile_flags("scalar", False)
+    key = nb._key(src, cc, flags)
+    entry = cache / key
+    entry.mkdir(parents=True)
+    compiled = []
+    real_compile = nb._compile
+    monkeypatch.setattr(nb, "_compile", lambda *a: (compiled.append(threading.current_thread().name), real_compile(*a)))
+    got = []
+    with nb._entry_lock(entry):
+        waiter = threading.Thread(target=lambda: got.append(nb.build(src, "scalar")), name="waiter")
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not got             # blocked on the lock, not compiling beside us
+        nb._compile(src, key, cc, flags, entry / "kernel.so")
+    waiter.join()
+    assert got == [entry / "kernel.so"] and compiled == ["MainThread"]
+    assert ctypes.CDLL(str(got[0])).refsim_test_locked() == 11
+
+
 def test_load_returns_the_library_checked_by_its_id(cache):
     lib = nb.load("int refsim_test_neg(int x) { return -x; }\n", "scalar")
     assert lib.refsim_test_neg(5) == -5
@@ -91,6 +116,19 @@ def test_objdump_lists_the_mnemonics_of_a_library(cache, monkeypatch):
     monkeypatch.setenv("PATH", "")
     with pytest.raises(ToolchainError, match=r"objdump not found on PATH \(binutils\)"):
         nb.objdump_mnemonics(path)
+
+
+def test_the_optimisation_level_is_a_named_choice_and_part_of_the_key(cache):
+    from refsim.errors import FormatRuleError
+
+    assert nb.compile_flags("scalar", False, "-O1") == ("-O1", "-fstrict-aliasing", *nb.compile_flags("scalar", False)[1:])
+    src = "int refsim_test_level(void) { return 5; }\n"
+    o1 = nb.build(src, "scalar", opt="-O1")
+    assert o1 != nb.build(src, "scalar") and nb.load(src, "scalar", opt="-O1").refsim_test_level() == 5
+    with pytest.raises(FormatRuleError, match=r"opt: must be one of \['-O2', '-O1'\]; got '-O3'"):
+        nb.compile_flags("scalar", False, "-O3")
+    with pytest.raises(FormatRuleError, match=r"opt: must be one of \['-O2', '-O1'\]; got '-Ofast'"):
+        nb.load(src, "scalar", opt="-Ofast")
 
 
 def test_openmp_must_be_a_bool():

@@ -20,9 +20,9 @@ refusals        an instruction the translator does not compile refuses its kerne
                 forms without a C body run their semantics handler in Python for that step instead
                 (the interpreter's glue: same bits), and refsim.ptx.hopper's instructions run their one
                 Python definition over a LaunchView of the compiled state (refsim.ptx.compiled.view).
-build           refsim.native.build: cached by source text, compiler and flags under
-                ``$REFSIM_CACHE/native``; no compiler -> one RuntimeWarning, the interpreter runs;
-                ``REFSIM_NATIVE=0`` -> the interpreter, silently.
+build           refsim.native.build at ``-O1`` (state.KERNEL_OPT; the runtime at ``-O2``): cached by source
+                text, compiler and flags under ``$REFSIM_CACHE/native`` (docs/ptx.md); no compiler -> one
+                RuntimeWarning, the interpreter runs; ``REFSIM_NATIVE=0`` -> the interpreter, silently.
 """
 
 from __future__ import annotations

@@ -38,3 +38,14 @@ def test_the_mirror_has_every_field_the_header_declares_in_order():
     assert [name for name, _ in State._fields_] == declared
     assert declared[0] == "api" and "tid" in declared and len(declared) > 20
     assert ctypes.sizeof(State) % 8 == 0
+
+
+def test_a_kernels_c_is_built_at_the_kernel_level_and_the_runtime_at_o2(monkeypatch):
+    from refsim import native
+    from refsim.ptx.compiled import state
+
+    asked = []
+    monkeypatch.setattr(native, "load", lambda source, what, signatures=(), opt="-O2": (asked.append((what, opt)), (None, "x"))[1])
+    assert state.kernel_library.__wrapped__("int refsim_exec;") == (None, "x")
+    assert state.runtime.__wrapped__() == (None, "x")
+    assert asked == [("PTX kernel", "-O1"), ("PTX runtime", "-O2")] and state.KERNEL_OPT == "-O1"
