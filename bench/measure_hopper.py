@@ -7,7 +7,7 @@
 Needs CuPy (kernels from PTX through ``RawModule``, cuBLAS through ``cupy.matmul``, CUDA events) and,
 for the ``calibrate`` and ``hopper`` parts, refsim's ``gpu`` extra (``cuda.core``). No network, no compiler: every
 kernel is committed PTX the driver JIT-compiles (the official Marlin and Any-Precision PTX of
-refsim/cuda/official/, the issue microbenchmark bench/hopper/marlin_issue.ptx.gz).
+refsim/cuda/official/, the microbenchmarks bench/hopper/marlin_issue.ptx.gz and wgmma_rate.ptx.gz).
 
 Before anything runs, refsim's predictions for every timed row are written (``predictions.csv``), so
 the run answers the predictions made before it. Parts (``--only``):
@@ -18,6 +18,10 @@ the run answers the predictions made before it. Parts (``--only``):
                modes mma only / dequant only / both / both + a barrier per tile / grouped: cycles per tile
                (clock64, slowest warp, median over SMs) -> ``issue.json``, the HMMA interval per SMSP and
                the SM clock under that load (clock64 cycles over %globaltimer nanoseconds)
+    wgmma      bench/hopper/wgmma_rate.ptx.gz: wgmma.mma_async issue rate per SM, f16 -> f32 at N = 8..256 and
+               e4m3 -> f32 at N = 64..256, 1 and 2 warpgroups per SM, both operands from shared memory, 4
+               wgmmas per commit group (a 64-deep f16 / 128-deep e4m3 K tile) -> ``wgmma.json``: cycles per
+               wgmma and FLOP per clock per SM beside the datasheet rate the model takes at every N
     cublas     ``cupy.matmul`` fp16 (cuBLAS, fp32 accumulation), Llama-2-7B layer shapes (those of the
                H100 tables, then the fused qkv and gate+up layers), M = 1..4096
     marlin     the official Marlin from its recorded PTX (the instantiations refsim/cuda/official holds:
@@ -70,6 +74,10 @@ ISSUE_MODES = {1: "mma", 2: "dequant", 3: "dequant+mma", 7: "dequant+mma+barrier
 ISSUE_M_BLOCKS = (1, 2, 4)
 ISSUE_WARPS_PER_SMSP = (1, 2, 4)
 ISSUE_TILES = 4096
+WGMMA_KINDS = {"f16": (16, (8, 16, 32, 64, 128, 256)), "e4m3": (32, (64, 128, 256))}    # kind -> (K, N values)
+WGMMA_WARPGROUPS = (1, 2)
+WGMMA_GROUP = 4                  # wgmmas per commit group in wgmma_rate.cu
+WGMMA_ITERS = 4096
 FLUSH_BYTES = 512 << 20
 MARLIN_SHARED = 96 * 1024
 COLUMNS = ("gpu", "kernel", "m", "n", "k", "bits", "group_size", "cache", "median_us", "min_us", "p90_us")
@@ -248,6 +256,58 @@ def run_issue(cp, quick: bool) -> dict:
     return {"sms": sms, "results": out}
 
 
+def wgmma_ptx() -> str:
+    """The committed PTX of bench/hopper/wgmma_rate.cu (gzip -9 -n of nvcc's output)."""
+    import gzip
+    return gzip.decompress((ROOT / "bench" / "hopper" / "wgmma_rate.ptx.gz").read_bytes()).decode()
+
+
+def wgmma_operands(kind: str, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(init words, A, B^T) of wgmma_rate_<kind>_n<n>: A (64, K) and B^T (n, K) of small integers (0..2, exact
+    in f16 and e4m3, and every sum exact in f32), init their bytes as uint32 words (A's 2,048, then B^T's)."""
+    import ml_dtypes
+
+    k = WGMMA_KINDS[kind][0]
+    dtype = np.float16 if kind == "f16" else ml_dtypes.float8_e4m3fn
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 3, (64, k)).astype(dtype), rng.integers(0, 3, (n, k)).astype(dtype)
+    init = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)]).view(np.uint32).copy()
+    return init, a, b
+
+
+def run_wgmma(cp, gpu: str, quick: bool) -> dict:
+    """The wgmma issue-rate microbenchmark: per (kind, N, warpgroups per SM), cycles per wgmma and FLOP per clock
+    per SM (median over SMs), beside refsim's tensor rate for the GPU (the datasheet peak it takes at every N)."""
+    from refsim.gpu_model.specs import get_gpu
+
+    spec = get_gpu(gpu)
+    mod = cp.RawModule(code=wgmma_ptx())
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    iters = WGMMA_ITERS // (4 if quick else 1)
+    out = []
+    for kind, (k, ns_) in WGMMA_KINDS.items():
+        model = spec.tc_fp16_f32acc_flop_per_clk_per_sm * (2 if kind == "e4m3" else 1)   # FP8 at 2x (datasheet)
+        for n in ns_:
+            fn = mod.get_function(f"wgmma_rate_{kind}_n{n}")
+            init = cp.asarray(wgmma_operands(kind, n)[0])
+            for wg in WGMMA_WARPGROUPS:
+                cycles = cp.zeros(sms, dtype=cp.uint64)
+                ns = cp.zeros(sms, dtype=cp.uint64)
+                sink = cp.zeros(sms * 128 * wg, dtype=cp.float32)
+                fn((sms,), (128 * wg,), (init, cycles, ns, sink, np.int32(iters)))
+                cp.cuda.Device().synchronize()
+                c = cp.asnumpy(cycles).astype(np.float64)
+                per_wgmma = c / (iters * WGMMA_GROUP)           # per warpgroup; wg of them run at once
+                flop = wg * 2 * 64 * n * k / per_wgmma
+                out.append({"kind": kind, "n": n, "k": k, "warpgroups_per_sm": wg, "iters": iters,
+                            "cycles_per_wgmma_median": float(np.median(per_wgmma)),
+                            "flop_per_clk_per_sm_median": float(np.median(flop)),
+                            "flop_per_clk_per_sm_min": float(flop.min()),
+                            "model_flop_per_clk_per_sm": float(model),
+                            "sm_clock_mhz_median": float(np.median(c / np.maximum(cp.asnumpy(ns), 1) * 1e3))})
+    return {"sms": sms, "gpu": gpu, "results": out}
+
+
 def _marlin_launches(m: int, n: int, k: int, sms: int):
     from refsim.formats import stripes
     from refsim.gpu_model.kernels.marlin import MAX_PAR
@@ -374,7 +434,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="calibrate,issue,cublas,marlin,anyprec,hopper")
+    ap.add_argument("--only", default="calibrate,issue,wgmma,cublas,marlin,anyprec,hopper")
     ap.add_argument("--gpu", default="h100-sxm", help="refsim's name of the GPU for the predictions")
     args = ap.parse_args(argv)
     parts = set(args.only.split(","))
@@ -409,6 +469,14 @@ def main(argv=None) -> int:
                   f"{rec['cycles_per_tile_median']:.0f} cycles/tile at {rec['sm_clock_mhz_median']:.0f} MHz"
                   + (f", {rec['cycles_per_hmma_per_smsp']:.2f} cycles/HMMA/SMSP"
                      if "cycles_per_hmma_per_smsp" in rec else ""),
+                  flush=True)
+    if "wgmma" in parts:
+        wg = run_wgmma(cp, args.gpu, args.quick)
+        (args.out / "wgmma.json").write_text(json.dumps(wg, indent=1))
+        for rec in wg["results"]:
+            print(f"wgmma {rec['kind']:5s} N={rec['n']:3d} warpgroups/SM={rec['warpgroups_per_sm']}: "
+                  f"{rec['cycles_per_wgmma_median']:.1f} cycles/wgmma, {rec['flop_per_clk_per_sm_median']:.0f} "
+                  f"FLOP/clk/SM (model {rec['model_flop_per_clk_per_sm']:.0f}) at {rec['sm_clock_mhz_median']:.0f} MHz",
                   flush=True)
     if rows:
         reps = (10, 20) if args.quick else (30, 60)

@@ -111,3 +111,25 @@ def test_the_hopper_rows_become_resident_gpu_launches_with_their_tensor_maps(mon
     assert [ln[0] for ln in fake.launches()] == ["hopper_w4a16_gemm", launches[0][0].kernel]
     with pytest.raises(FormatRuleError, match="no committed instantiation for N=4096, K=4096, num_sms=132"):
         mh.hopper_launches("deepgemm-fp8", 1, 4096, 4096, 132, rng)
+
+
+def test_every_wgmma_rate_entry_the_run_launches_is_in_the_committed_ptx():
+    mh = _bench()
+    want = {f"wgmma_rate_{kind}_n{n}" for kind, (_, ns) in mh.WGMMA_KINDS.items() for n in ns}
+    assert want == set(launch.entries(mh.wgmma_ptx()))
+
+
+@pytest.mark.parametrize("kind, n, iters, warpgroups", [("f16", 8, 1, 1), ("f16", 256, 1, 1), ("e4m3", 64, 2, 2)])
+def test_the_wgmma_rate_loop_computes_what_it_issues(kind, n, iters, warpgroups):
+    """Through refsim.ptx: each warpgroup's accumulators sum to iters x 4 x sum(A @ B^T) (small integers, exact
+    in f32), so the committed loop really issues its 4 wgmmas per iteration on the staged operands."""
+    mh = _bench()
+    init, a, b = mh.wgmma_operands(kind, n)
+    cycles, ns, sink = np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(128 * warpgroups, np.float32)
+    name = f"wgmma_rate_{kind}_n{n}"
+    launch.module(launch.entry_text(mh.wgmma_ptx(), name)).launch(
+        name, 1, 128 * warpgroups, (init, cycles, ns, sink, np.int32(iters)), arch="sm_90a")
+    want = iters * mh.WGMMA_GROUP * (a.astype(np.float64) @ b.astype(np.float64).T).sum()
+    assert want > 0 and cycles[0] > 0
+    for w in range(warpgroups):
+        assert sink[128 * w:128 * (w + 1)].astype(np.float64).sum() == want
